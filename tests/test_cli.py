@@ -1,0 +1,118 @@
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from topomodel.cli import build_parser, main
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _subparsers(parser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_every_command_has_help_text():
+    def walk(parser, prefix):
+        for name, sub in _subparsers(parser):
+            assert sub.description, f"{prefix} {name} lacks a description"
+            yield name
+            yield from walk(sub, f"{prefix} {name}")
+
+    names = list(walk(build_parser(), "topomodel"))
+    assert {"units", "catalog", "list", "show"} <= set(names)
+
+
+def test_units_convert_prints_the_converted_value(capsys):
+    status, out, _ = run(capsys, "units", "900 GB/s", "--to", "Gb/s")
+    assert status == 0
+    assert "7200 Gb/s" in out
+
+
+def test_units_compare_and_direction_warning(capsys):
+    _, out, _ = run(capsys, "units", "compare", "900 GB/s", "400 Gb/s")
+    assert "18x" in out
+    _, out, _ = run(capsys, "units", "compare", "900 GB/s bidir", "400 Gb/s /dir")
+    assert "warning:" in out and "9x" in out
+    _, out, _ = run(capsys, "units", "compare", "900 GB/s bidir", "400 Gb/s /dir",
+                    "--format", "json")
+    data = json.loads(out)
+    assert data["ratio"] == 18 and data["ratio_per_direction"] == 9 and data["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["units", "16 GT/s", "--to", "GB/s"], "'16 GT/s': is a transfer"),
+        (["units", "900 GB", "--to", "Gb/s"], "'900 GB': is a size, not a rate"),
+        (["units", "400"], "'400': has no unit"),
+        (["catalog", "show", "qm9770"], "unknown catalog id 'qm9770'; did you mean 'qm9700'"),
+        (["catalog", "list", "--kind", "swtch"], "unknown kind 'swtch'"),
+        (["catalog", "list", "--catalog", "/nonexistent.yaml"],
+         "/nonexistent.yaml: cannot read the file"),
+    ],
+)
+def test_errors_are_one_line_with_status_2(capsys, argv, message):
+    status, out, err = run(capsys, *argv)
+    assert status == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topomodel: error: ")
+    assert message in lines[0]
+
+
+def test_bad_catalog_file_reports_every_problem(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nics:\n  n:\n    ports: 1\n    port_rate: 400\n    protocols: [ib]\n"
+                   "    source: x\n    provenance: assumed\n")
+    status, _, err = run(capsys, "catalog", "list", "--catalog", str(bad))
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert lines == [
+        f"topomodel: error: {bad}:4: nics.n.port_rate: 400: a bare number where a quantity"
+        " is expected: write it as a string with a unit, e.g. '400 Gb/s'",
+        f"topomodel: error: {bad}:5: nics.n.protocols[0]: expected one of infiniband,"
+        " ethernet, got a string ('ib')",
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
+def test_catalog_list_every_format(capsys, fmt):
+    status, out, _ = run(capsys, "catalog", "list", "--kind", "switch", "--format", fmt)
+    assert status == 0
+    assert "qm9700" in out
+    if fmt == "json":
+        entries = json.loads(out)["entries"]
+        assert {e["kind"] for e in entries} == {"switch"}
+
+
+def test_catalog_show_gives_both_conventions_and_provenance(capsys):
+    _, out, _ = run(capsys, "catalog", "show", "qm9700")
+    assert "50 GB/s (400 Gb/s) per direction" in out
+    assert "100 GB/s (800 Gb/s) bidir" in out
+    assert "datasheet" in out
+    _, out, _ = run(capsys, "catalog", "show", "qm9700", "--format", "json")
+    data = json.loads(out)
+    assert data["port_rate_Bps"] == 50e9 and data["port_rate_bps"] == 400e9
+
+
+def test_catalog_override_is_reported(capsys, tmp_path):
+    user = tmp_path / "mine.yaml"
+    user.write_text("fibres:\n  os2:\n    loss_per_length: \"0.35 dB/km\"\n"
+                    "    connector_loss: \"0.5 dB\"\n    source: lab\n    provenance: assumed\n")
+    _, out, _ = run(capsys, "catalog", "list", "--kind", "fibre", "--catalog", str(user))
+    assert "os2 overrides the entry from" in out
+
+
+def test_python_dash_m_and_console_script_work():
+    result = subprocess.run([sys.executable, "-m", "topomodel", "units", "900 GB/s", "--to",
+                             "Gb/s"], capture_output=True, text=True, check=True)
+    assert "7200 Gb/s" in result.stdout

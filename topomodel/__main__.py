@@ -1,0 +1,7 @@
+"""``python -m topomodel``."""
+
+import sys
+
+from topomodel.cli import main
+
+sys.exit(main())

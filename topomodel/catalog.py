@@ -1,0 +1,495 @@
+"""The hardware catalog: sourced entries with units resolved, loaded from YAML files.
+
+Entries are frozen dataclasses; every figure inside is a plain float in a canonical unit
+named by its field (``port_rate_Bps`` is bytes/s per direction). The built-in catalogs
+ship with the package; user files given later override entries with the same id.
+See ``docs/catalog-format.md`` for the file format.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from topomodel.errors import CatalogError, Problem, UsageError
+from topomodel.records import (
+    Invalid,
+    Reading,
+    bandwidth,
+    boolean,
+    choice,
+    did_you_mean,
+    fraction,
+    integer,
+    list_of,
+    mapping_of,
+    quantity,
+    read_record,
+    record,
+    ref,
+    spec,
+    text,
+    yaml_keys,
+)
+from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
+
+PROVENANCES = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_RELATIVE_TOLERANCE = 0.01  # published aggregates are rounded (51.2 Tb/s, 115.2 Tb/s)
+
+E = TypeVar("E", bound="Entry")
+
+
+def _provenance_map(reading: Reading, path: KeyPath, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not value:
+        raise Invalid("expected a mapping from a key of this entry to its provenance")
+    read = choice(*PROVENANCES)
+    return {str(key): read(reading, (*path, key), item) for key, item in value.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """Fields every catalog entry has: identity, source and provenance."""
+
+    id: str
+    file: str
+    line: int | None
+    name: str = spec(text, default="")
+    vendor: str = spec(text, default="")
+    source: str = spec(text, doc="a citation a reader can follow")
+    provenance: str = spec(choice(*PROVENANCES))
+    figure_provenance: dict[str, str] = spec(_provenance_map, default={})
+    notes: str = spec(text, default="")
+
+    kind = "entry"
+
+    def __post_init__(self) -> None:
+        keys = yaml_keys(type(self))
+        for key in self.figure_provenance:
+            if key not in keys:
+                raise Invalid("not a key of this entry" + did_you_mean(key, keys),
+                              "figure_provenance")
+
+    @property
+    def title(self) -> str:
+        """Display name, falling back to the id."""
+        return self.name or self.id
+
+    def provenance_of(self, key: str) -> str:
+        """Provenance of one figure (YAML key), or of the entry."""
+        return self.figure_provenance.get(key, self.provenance)
+
+    def check(self, catalog: Catalog) -> Iterator[tuple[str, str]]:
+        """Problems that need other entries: (key path under the entry, message)."""
+        return iter(())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accelerator(Entry):
+    """A compute device: dense peak FLOP/s per data type, HBM, power, scale-up links."""
+
+    kind = "accelerator"
+    peak_flops: dict[str, float] = spec(mapping_of(DTYPES, quantity("compute_rate")),
+                                        doc="dense peak, FLOP/s, by data type")
+    hbm_bytes: float = spec(quantity("size"), key="hbm_capacity")
+    hbm_Bps: float = spec(quantity("rate"), key="hbm_bandwidth")
+    power_W: float | None = spec(quantity("power"), key="power", default=None)
+    scaleup_link: str | None = spec(ref("scaleup_link"), default=None)
+    scaleup_link_count: int = spec(integer(1), default=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if bool(self.scaleup_link) != bool(self.scaleup_link_count):
+            raise Invalid("give scaleup_link and scaleup_link_count together",
+                          "scaleup_link_count")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleupLink(Entry):
+    """One scale-up link (NVLink, Infinity Fabric, ICI, UB), per-direction rate."""
+
+    kind = "scaleup_link"
+    link_rate_Bps: float = spec(bandwidth, key="link_rate")
+    efficiency: float = spec(fraction, default=1.0, doc="effective / nominal rate")
+    latency_s: float | None = spec(quantity("time"), key="latency", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleupSwitch(Entry):
+    """A scale-up switch chip (NVSwitch, UB switch)."""
+
+    kind = "scaleup_switch"
+    ports: int = spec(integer(1))
+    port_rate_Bps: float = spec(bandwidth, key="port_rate")
+    in_network_reduction: bool = spec(boolean, default=False)
+    latency_s: float | None = spec(quantity("time"), key="latency", default=None)
+    power_W: float | None = spec(quantity("power"), key="power", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostLink(Entry):
+    """A host interface (PCIe generation and width)."""
+
+    kind = "host_link"
+    rate_Bps: float = spec(bandwidth, key="rate")
+    signalling_Tps: float | None = spec(quantity("transfer_rate"), key="signalling",
+                                        default=None, doc="transfers/s per lane")
+    lanes: int | None = spec(integer(1), default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nic(Entry):
+    """A scale-out network adapter."""
+
+    kind = "nic"
+    ports: int = spec(integer(1))
+    port_rate_Bps: float = spec(bandwidth, key="port_rate")
+    protocols: tuple[str, ...] = spec(list_of(choice("infiniband", "ethernet")))
+    host_link: str | None = spec(ref("host_link"), default=None)
+    power_W: float | None = spec(quantity("power"), key="power", default=None)
+
+    @property
+    def rate_Bps(self) -> float:
+        """All ports together, bytes/s per direction."""
+        return self.ports * self.port_rate_Bps
+
+
+@dataclass(frozen=True, kw_only=True)
+class Breakout:
+    """Another port mode of a switch (e.g. 128 x 200G instead of 64 x 400G)."""
+
+    ports: int = spec(integer(1))
+    port_rate_Bps: float = spec(bandwidth, key="port_rate")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=_RELATIVE_TOLERANCE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Switch(Entry):
+    """A scale-out switch: radix at a port rate, breakouts, and the vendor's aggregate."""
+
+    kind = "switch"
+    protocol: str = spec(choice("infiniband", "ethernet"))
+    ports: int = spec(integer(1))
+    port_rate_Bps: float = spec(bandwidth, key="port_rate")
+    breakouts: tuple[Breakout, ...] = spec(list_of(record(Breakout)), default=())
+    capacity_Bps: float | None = spec(bandwidth, key="capacity", default=None,
+                                      doc="published aggregate, per direction")
+    latency_s: float | None = spec(quantity("time"), key="latency", default=None)
+    power_W: float | None = spec(quantity("power"), key="power", default=None)
+    buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
+    in_network_reduction: bool = spec(boolean, default=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        total = self.ports * self.port_rate_Bps
+        if self.capacity_Bps is not None and not _close(self.capacity_Bps, total):
+            ratio = self.capacity_Bps / total
+            hint = (" (it looks like a bidirectional total: mark it 'bidir')" if _close(ratio, 2)
+                    else " (it looks like a per-direction sum: mark it '/dir')"
+                    if _close(ratio, 0.5) else "")
+            raise Invalid(
+                f"capacity is {ratio:.3g}x ports x port_rate per direction{hint}", "capacity")
+        for index, mode in enumerate(self.breakouts):
+            if not _close(mode.ports * mode.port_rate_Bps, total):
+                raise Invalid("a breakout must keep ports x port_rate equal to the switch's",
+                              f"breakouts[{index}]")
+
+    @property
+    def capacity_per_direction_Bps(self) -> float:
+        """Sum of port rates one way, bytes/s."""
+        return self.ports * self.port_rate_Bps
+
+    def radix_at(self, rate_Bps: float) -> int:
+        """Ports available at ``rate_Bps`` per direction (native or by breakout)."""
+        modes = [(self.ports, self.port_rate_Bps)] + [
+            (b.ports, b.port_rate_Bps) for b in self.breakouts]
+        for ports, port_rate in modes:
+            if _close(port_rate, rate_Bps):
+                return ports
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleupWiring:
+    """How a system's accelerators are wired for scale-up."""
+
+    kind: str = spec(choice("switched", "full_mesh", "torus", "none"))
+    link: str | None = spec(ref("scaleup_link"), default=None)
+    switch: str | None = spec(ref("scaleup_switch"), default=None)
+    switches: int = spec(integer(1), default=0)
+    links_per_switch: tuple[int, ...] = spec(list_of(integer(1)), default=())
+    shape: tuple[int, ...] = spec(list_of(integer(1)), default=())
+    wraparound: bool = spec(boolean, default=True)
+
+    def __post_init__(self) -> None:
+        if self.kind == "switched":
+            if not self.switch or not self.switches:
+                raise Invalid("a switched scale-up needs 'switch' and 'switches'")
+            if len(self.links_per_switch) != self.switches:
+                raise Invalid(f"give one entry per switch ({self.switches})",
+                              "links_per_switch")
+        if self.kind == "torus" and not self.shape:
+            raise Invalid("a torus scale-up needs 'shape'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class System(Entry):
+    """A server, node or rack: accelerators, their scale-up wiring and their NICs."""
+
+    kind = "system"
+    accelerator: str = spec(ref("accelerator"))
+    accelerators: int = spec(integer(1))
+    form: str = spec(choice("server", "node", "rack"), default="server")
+    scaleup: ScaleupWiring = spec(record(ScaleupWiring))
+    nic: str | None = spec(ref("nic"), default=None)
+    nic_count: int = spec(integer(1), default=0)
+    host_link: str | None = spec(ref("host_link"), default=None)
+    power_W: float | None = spec(quantity("power"), key="power", default=None)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if bool(self.nic) != bool(self.nic_count):
+            raise Invalid("give nic and nic_count together", "nic_count")
+        shape = self.scaleup.shape
+        if self.scaleup.kind == "torus" and math.prod(shape) != self.accelerators:
+            raise Invalid(f"torus shape {list(shape)} holds {math.prod(shape)} accelerators,"
+                          f" not {self.accelerators}", "scaleup.shape")
+
+    def check(self, catalog: Catalog) -> Iterator[tuple[str, str]]:
+        accelerator = catalog.get(self.accelerator, Accelerator)
+        wiring = self.scaleup
+        links = accelerator.scaleup_link_count
+        if wiring.kind == "switched" and links and sum(wiring.links_per_switch) != links:
+            yield ("scaleup.links_per_switch",
+                   f"adds up to {sum(wiring.links_per_switch)} links per accelerator, but"
+                   f" {self.accelerator} has {links}")
+        if wiring.kind == "full_mesh" and links and links < self.accelerators - 1:
+            yield ("scaleup.kind", f"a full mesh of {self.accelerators} needs"
+                   f" {self.accelerators - 1} links per accelerator; {self.accelerator}"
+                   f" has {links}")
+        if wiring.kind != "none" and not (wiring.link or accelerator.scaleup_link):
+            yield ("scaleup.link", f"no scale-up link given and {self.accelerator} names none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optic(Entry):
+    """A cable or optical module: medium, packaging, rate, reach, power per end."""
+
+    kind = "optic"
+    medium: str = spec(choice("copper", "mmf", "smf"))
+    form: str = spec(choice("dac", "acc", "aec", "aoc", "transceiver", "lpo", "cpo"))
+    rate_Bps: float = spec(bandwidth, key="rate")
+    reach_m: float = spec(quantity("length"), key="reach")
+    power_W: float | None = spec(quantity("power"), key="power", default=None,
+                                 doc="per end")
+    max_channel_loss_dB: float | None = spec(quantity("loss"), key="max_channel_loss",
+                                             default=None)
+    fibre: str | None = spec(ref("fibre"), default=None)
+
+    @property
+    def energy_pJ_per_bit(self) -> float | None:
+        """Power per end over the one-way bit rate, pJ/bit (derived)."""
+        if self.power_W is None:
+            return None
+        return self.power_W / (self.rate_Bps * 8) * 1e12
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fibre(Entry):
+    """A fibre type: attenuation and connection losses."""
+
+    kind = "fibre"
+    loss_dB_per_km: float = spec(quantity("loss_per_length"), key="loss_per_length")
+    connector_loss_dB: float = spec(quantity("loss"), key="connector_loss",
+                                    doc="per mated pair")
+    splice_loss_dB: float = spec(quantity("loss"), key="splice_loss", default=0.0)
+
+
+ENTRY_TYPES: dict[str, type[Entry]] = {
+    "accelerators": Accelerator,
+    "scaleup_links": ScaleupLink,
+    "scaleup_switches": ScaleupSwitch,
+    "host_links": HostLink,
+    "nics": Nic,
+    "switches": Switch,
+    "systems": System,
+    "optics": Optic,
+    "fibres": Fibre,
+}
+KIND_NAMES = {cls.kind: section for section, cls in ENTRY_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class Override:
+    """A user entry that replaced an entry of the same id."""
+
+    id: str
+    file: str
+    replaced_file: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.id} overrides the entry from {self.replaced_file}"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Entries by id, and the overrides that produced them."""
+
+    entries: dict[str, Entry]
+    overrides: tuple[Override, ...] = field(default=())
+
+    def __contains__(self, ident: object) -> bool:
+        return ident in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, ident: str, cls: type[E]) -> E:
+        """The entry ``ident``, which must be a ``cls``.
+
+        Raises
+        ------
+        UsageError
+            If there is no such entry, or it is of another kind.
+        """
+        entry = self.entries.get(ident)
+        if entry is None:
+            ids = [i for i, e in self.entries.items() if isinstance(e, cls)]
+            raise UsageError(f"unknown {cls.kind} id {ident!r}" + did_you_mean(ident, ids))
+        if not isinstance(entry, cls):
+            raise UsageError(f"{ident!r} is a {entry.kind}, not a {cls.kind}")
+        return entry
+
+    def of_kind(self, cls: type[E]) -> list[E]:
+        """Every entry of one kind, sorted by id."""
+        return sorted((e for e in self.entries.values() if isinstance(e, cls)),
+                      key=lambda e: e.id)
+
+
+def builtin_catalog_dir() -> Path:
+    """Where the built-in catalogs are: inside the installed package, or the checkout."""
+    installed = resources.files("topomodel") / "_catalogs"
+    if installed.is_dir():
+        return Path(str(installed))
+    return Path(__file__).resolve().parent.parent / "catalogs"
+
+
+def builtin_catalog_files() -> list[Path]:
+    """The built-in catalog files, sorted by name."""
+    return sorted(builtin_catalog_dir().glob("*.yaml"))
+
+
+def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> Catalog:
+    """Load the built-in catalogs (unless ``builtin=False``), then each of ``paths``.
+
+    A later file's entry replaces an earlier one with the same id; replacements of a
+    built-in entry by a user file are listed in :attr:`Catalog.overrides`.
+
+    Raises
+    ------
+    CatalogError
+        With every problem of every file: YAML errors, unknown kinds or keys, bad units,
+        unknown ids, inconsistent figures.
+
+    Examples
+    --------
+    >>> catalog = load_catalog()
+    >>> catalog.get("qm9700", Switch).port_rate_Bps  # 400 Gb/s per direction
+    50000000000.0
+    """
+    builtin_files = builtin_catalog_files() if builtin else []
+    files = [*builtin_files, *(Path(p) for p in paths)]
+    problems: list[Problem] = []
+    entries: dict[str, Entry] = {}
+    overrides: list[Override] = []
+    readings: list[Reading] = []
+    for index, path in enumerate(files):
+        try:
+            source = load_yaml(path, error=CatalogError)
+        except CatalogError as exc:
+            problems.extend(exc.problems)
+            continue
+        reading = Reading(source)
+        readings.append(reading)
+        for entry in _read_file(reading):
+            previous = entries.get(entry.id)
+            if previous is not None:
+                if index < len(builtin_files):
+                    source.problem(_entry_path(entry),
+                                   f"id already used by {previous.file}:{previous.line}")
+                    continue
+                overrides.append(Override(entry.id, entry.file, previous.file))
+            entries[entry.id] = entry
+        problems.extend(source.problems)
+    catalog = Catalog(entries, tuple(overrides))
+    for reading in readings:
+        problems.extend(_check_references(reading, catalog))
+    if not problems:
+        for entry in entries.values():
+            for key, message in entry.check(catalog):
+                problems.append(Problem(entry.file, entry.line,
+                                        f"{format_path(_entry_path(entry))}.{key}", message))
+    if problems:
+        raise CatalogError(problems)
+    return catalog
+
+
+def _entry_path(entry: Entry) -> KeyPath:
+    return (KIND_NAMES[entry.kind], entry.id)
+
+
+def _read_file(reading: Reading) -> Iterable[Entry]:
+    source: Source = reading.source
+    if source.data is None:
+        return []
+    if not isinstance(source.data, dict):
+        source.problem((), "a catalog file is a mapping from entry kinds"
+                       f" ({', '.join(ENTRY_TYPES)}) to entries")
+        return []
+    found: list[Entry] = []
+    seen: dict[str, str] = {}
+    for section, items in source.data.items():
+        cls = ENTRY_TYPES.get(section)
+        if cls is None:
+            source.problem((section,), "unknown entry kind" + did_you_mean(section, ENTRY_TYPES))
+            continue
+        if not isinstance(items, dict):
+            source.problem((section,), "expected a mapping from ids to entries")
+            continue
+        for ident, data in items.items():
+            path = (section, ident)
+            if not _ID_RE.match(ident):
+                source.problem(path, "an id is lower case letters, digits, '.', '-' or '_'")
+                continue
+            if ident in seen:
+                source.problem(path, f"id already used in {seen[ident]}")
+                continue
+            seen[ident] = section
+            entry = read_record(reading, path, data, cls, id=ident, file=source.file,
+                                line=source.line(path))
+            if entry is not None:
+                found.append(entry)
+    return found
+
+
+def _check_references(reading: Reading, catalog: Catalog) -> Iterator[Problem]:
+    source = reading.source
+    for path, kind, ident in reading.refs:
+        owner = catalog.entries.get(str(path[1]))
+        if owner is None or owner.file != source.file:
+            continue  # the referring entry was invalid or has been overridden
+        target = catalog.entries.get(ident)
+        if target is None or target.kind != kind:
+            ids = [i for i, e in catalog.entries.items() if e.kind == kind]
+            what = "unknown" if target is None else f"{target.kind}, not a"
+            yield Problem(source.file, source.line(path), format_path(path),
+                          f"{what} {kind} id {ident!r}" + did_you_mean(ident, ids))

@@ -1,0 +1,167 @@
+"""The ``topomodel`` command: parse, call one library function, render, and turn every
+input error into one line per problem with exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from topomodel.errors import InputError, TopomodelError
+from topomodel.output import FORMATS, Report, Table, render
+
+EXIT_INPUT_ERROR = 2
+
+
+def _catalog_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                        help="add a catalog file (repeatable; its entries may override"
+                        " built-in ones)")
+
+
+def _format_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+
+
+def _cmd_units(args: argparse.Namespace) -> Report:
+    from topomodel.units import compare, convert, parse, split_direction
+
+    words = args.quantity
+    if words[0] == "compare":
+        if len(words) != 3:
+            raise _usage("units compare takes two quantities: units compare A B")
+        c = compare(words[1], words[2])
+        row = {"a": c.a, "b": c.b, "ratio": round(c.ratio, 6),
+               "ratio_per_direction": round(c.ratio_per_direction, 6)}
+        text = f"{c.a} is {c.ratio:.4g}x {c.b}"
+        return Report("units_compare", row, warnings=[c.warning] if c.warning else [],
+                      text=text)
+    if len(words) != 1:
+        raise _usage("give one quantity, e.g. units '900 GB/s' --to Gb/s")
+    body, direction = split_direction(words[0])
+    targets = [args.to] if args.to else _default_targets(body)
+    results = [convert(words[0], unit) for unit in targets]
+    marker = {"bidir": " bidir", "per_direction": " /dir", None: ""}[direction]
+    text = " = ".join([words[0]] + [f"{v:.6g} {u}{marker}" for v, u in results])
+    data: dict[str, object] = {"input": words[0], "direction": direction,
+                               "values": [{"value": v, "unit": u} for v, u in results]}
+    if direction == "bidir":
+        rate_Bps = parse(body, "rate") / 2
+        text += f"\n  per direction: {rate_Bps / 1e9:.6g} GB/s = {rate_Bps * 8 / 1e9:.6g} Gb/s"
+        data["per_direction_Bps"] = rate_Bps
+    rows = [{"value": v, "unit": u} for v, u in results]
+    return Report("units", data, [Table(words[0], rows)], text=text)
+
+
+def _default_targets(body: str) -> list[str]:
+    """Units people would compare a quantity in, with prefixes that suit its size."""
+    from topomodel.units import KINDS, format_si, quantity, registry
+
+    q = quantity(body)
+    for kind in KINDS.values():
+        if q.dimensionality == registry().get_dimensionality(kind.dimensionality):
+            canonical = float(q.to(kind.canonical).magnitude)
+            if kind.name == "rate":
+                return [_prefixed(canonical, "B/s"), _prefixed(canonical * 8, "b/s"),
+                        _prefixed(canonical, "iB/s")]
+            if kind.name == "size":
+                return [_prefixed(canonical, "B"), _prefixed(canonical, "iB"),
+                        _prefixed(canonical * 8, "b")]
+            if kind.name in ("time", "power", "length", "compute_rate"):
+                return [format_si(canonical, kind.canonical).split(" ", 1)[1]]
+            return [kind.canonical]
+    return [str(q.units)]
+
+
+def _prefixed(value: float, unit: str) -> str:
+    """``unit`` with the decimal (or, for ``iB``, binary) prefix that suits ``value``."""
+    if unit.startswith("i"):
+        for prefix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= factor:
+                return prefix + unit[1:]
+        return unit[1:]
+    from topomodel.units import format_si
+
+    return format_si(value, unit).split(" ", 1)[1]
+
+
+def _cmd_catalog_list(args: argparse.Namespace) -> Report:
+    from topomodel.catalog import load_catalog
+    from topomodel.catalog_views import catalog_list
+
+    return catalog_list(load_catalog(args.catalog), args.kind)
+
+
+def _cmd_catalog_show(args: argparse.Namespace) -> Report:
+    from topomodel.catalog import load_catalog
+    from topomodel.catalog_views import catalog_show
+
+    return catalog_show(load_catalog(args.catalog), args.id)
+
+
+def _usage(message: str) -> TopomodelError:
+    from topomodel.errors import UsageError
+
+    return UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every verb (each has help text; a test checks it)."""
+    parser = argparse.ArgumentParser(
+        prog="topomodel",
+        description="Cluster-network topology and link-budget modeler for AI training"
+        " clusters.")
+    from topomodel import __version__
+
+    parser.add_argument("--version", action="version", version=f"topomodel {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    units = verbs.add_parser(
+        "units", help="convert or compare quantities with explicit units",
+        description="Convert a quantity ('900 GB/s' --to Gb/s) or compare two"
+        " ('units compare \"900 GB/s bidir\" \"400 Gb/s /dir\"').")
+    units.add_argument("quantity", nargs="+", help="a quantity, or: compare A B")
+    units.add_argument("--to", help="target unit, e.g. Gb/s")
+    _format_arg(units)
+    units.set_defaults(run=_cmd_units)
+
+    catalog = verbs.add_parser("catalog", help="browse the hardware catalog",
+                               description="Browse the hardware catalog.")
+    catalog_verbs = catalog.add_subparsers(dest="catalog_verb", metavar="ACTION", required=True)
+    listing = catalog_verbs.add_parser("list", help="list catalog entries",
+                                       description="List catalog entries.")
+    listing.add_argument("--kind", help="only entries of this kind (e.g. switch, nic)")
+    _catalog_args(listing)
+    _format_arg(listing)
+    listing.set_defaults(run=_cmd_catalog_list)
+    show = catalog_verbs.add_parser("show", help="show one entry with every figure",
+                                    description="Show one catalog entry with every figure.")
+    show.add_argument("id", help="entry id, e.g. qm9700")
+    _catalog_args(show)
+    _format_arg(show)
+    show.set_defaults(run=_cmd_catalog_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], Report] = args.run
+    try:
+        report = run(args)
+        text = render(report, args.format)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(f"topomodel: error: {problem}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except TopomodelError as exc:
+        print(f"topomodel: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

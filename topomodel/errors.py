@@ -1,0 +1,72 @@
+"""Errors: one root, each concrete error also a builtin, messages built in ``__str__``.
+
+Input problems carry where they were found (file, line, key path) so the CLI can print
+``FILE:LINE: key.path: what is wrong`` for each, all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class TopomodelError(Exception):
+    """Root of every error topomodel raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input, and where.
+
+    Examples
+    --------
+    >>> str(Problem("d.yaml", 3, "scaleout.switch", "unknown id 'qm97'"))
+    "d.yaml:3: scaleout.switch: unknown id 'qm97'"
+    """
+
+    file: str
+    line: int | None
+    key_path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.key_path}: {self.message}" if self.key_path else (
+            f"{where}: {self.message}"
+        )
+
+
+class InputError(TopomodelError, ValueError):
+    """One or more problems found in an input file."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+class CatalogError(InputError):
+    """A hardware catalog file is malformed or inconsistent."""
+
+
+class DesignError(InputError):
+    """A design file is malformed, or asks for a fabric that cannot be built."""
+
+
+class UnitError(TopomodelError, ValueError):
+    """A quantity string that cannot be read as the quantity expected."""
+
+    def __init__(self, text: object, reason: str) -> None:
+        self.text = text  # as given: a string, or the bare value that should have been one
+        self.reason = reason
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        shown = repr(self.text) if isinstance(self.text, str) else str(self.text)
+        return f"{shown}: {self.reason}"
+
+
+class UsageError(TopomodelError, ValueError):
+    """A command-line request that cannot be met (unknown id, bad option value)."""

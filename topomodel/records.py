@@ -1,0 +1,273 @@
+"""Declarative readers: YAML mappings to frozen dataclasses, with every problem located.
+
+A record class is a frozen dataclass whose fields carry a reader in their metadata
+(:func:`spec`). :func:`read_record` checks keys (unknown ones get a did-you-mean),
+reads each value, and builds the dataclass; its ``__post_init__`` may raise
+:class:`Invalid` naming the key at fault. Problems go to the :class:`Source`, so a whole
+file is checked before anything is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from topomodel.errors import UnitError
+from topomodel.units import parse, parse_bandwidth
+from topomodel.yamlsource import KeyPath, Source
+
+T = TypeVar("T")
+
+
+class Invalid(ValueError):
+    """A value is wrong; ``key`` names the offending sub-key when it is not the value."""
+
+    def __init__(self, message: str, key: str | int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+
+
+@dataclass
+class Reading:
+    """What a read needs: the source for problems, and the ids referred to."""
+
+    source: Source
+    refs: list[tuple[KeyPath, str, str]] = field(default_factory=list)  # path, kind, id
+
+
+class _Recorded(Invalid):
+    """Problems already recorded by a nested read; nothing more to say."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+
+
+Reader = Callable[[Reading, KeyPath, Any], Any]
+
+
+def spec(read: Reader, *, key: str | None = None, default: Any = dataclasses.MISSING,
+         doc: str = "") -> Any:
+    """A dataclass field read from YAML key ``key`` (default: the field name) by ``read``."""
+    metadata = {"read": read, "key": key, "doc": doc}
+    if isinstance(default, list | dict):
+        value = default
+        return field(default_factory=lambda: type(value)(value), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def yaml_keys(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    """The YAML keys of a record class, mapped to their dataclass fields."""
+    return {
+        (f.metadata["key"] or f.name): f
+        for f in dataclasses.fields(cls)
+        if "read" in f.metadata
+    }
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str:
+    """A ``; did you mean 'x'?`` suffix, or an empty string.
+
+    Examples
+    --------
+    >>> did_you_mean("hbm_capacty", ["hbm_capacity", "power"])
+    "; did you mean 'hbm_capacity'?"
+    """
+    close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def read_record(reading: Reading, path: KeyPath, data: Any, cls: type[T],
+                **fixed: Any) -> T | None:
+    """Read mapping ``data`` at ``path`` into ``cls``; ``None`` if a problem was recorded."""
+    source = reading.source
+    if not isinstance(data, dict):
+        source.problem(path, f"expected a mapping of keys, got {_what(data)}")
+        return None
+    keys = yaml_keys(cls)
+    before = len(source.problems)
+    for key in data:
+        if key not in keys:
+            source.problem((*path, key), "unknown key" + did_you_mean(key, keys))
+    values: dict[str, Any] = {}
+    for key, f in keys.items():
+        if key not in data:
+            required = (f.default is dataclasses.MISSING
+                        and f.default_factory is dataclasses.MISSING)
+            if required:
+                source.problem(path, f"missing required key {key!r}")
+            continue
+        try:
+            values[f.name] = f.metadata["read"](reading, (*path, key), data[key])
+        except _Recorded:
+            pass
+        except Invalid as exc:
+            sub = (*path, key) if exc.key is None else (*path, key, exc.key)
+            source.problem(sub, exc.message)
+    if len(source.problems) > before:
+        return None
+    try:
+        return cls(**values, **fixed)
+    except Invalid as exc:
+        source.problem(path if exc.key is None else (*path, exc.key), exc.message)
+        return None
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, int | float):
+        return f"a bare number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "nothing" if value is None else type(value).__name__
+
+
+# Readers -----------------------------------------------------------------------------
+
+
+def text(_: Reading, __: KeyPath, value: Any) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid(f"expected text, got {_what(value)}")
+    return value.strip()
+
+
+def integer(minimum: int = 1) -> Reader:
+    """An integer of at least ``minimum`` (a count)."""
+
+    def read(_: Reading, __: KeyPath, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Invalid(f"expected a whole number, got {_what(value)}")
+        if value < minimum:
+            raise Invalid(f"must be at least {minimum}, got {value}")
+        return value
+
+    return read
+
+
+def fraction(_: Reading, __: KeyPath, value: Any) -> float:
+    """A number in (0, 1]: an efficiency or a share."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid(f"expected a fraction between 0 and 1, got {_what(value)}")
+    if not 0 < value <= 1:
+        raise Invalid(f"a fraction must be in (0, 1], got {value}")
+    return float(value)
+
+
+def boolean(_: Reading, __: KeyPath, value: Any) -> bool:
+    """``true`` or ``false``."""
+    if not isinstance(value, bool):
+        raise Invalid(f"expected true or false, got {_what(value)}")
+    return value
+
+
+def choice(*options: str) -> Reader:
+    """One of ``options``."""
+
+    def read(_: Reading, __: KeyPath, value: Any) -> str:
+        if value not in options:
+            hint = did_you_mean(value, options) if isinstance(value, str) else ""
+            raise Invalid(f"expected one of {', '.join(options)}, got {_what(value)}{hint}")
+        return str(value)
+
+    return read
+
+
+def quantity(kind: str) -> Reader:
+    """A string with a unit, of ``kind`` (see :mod:`topomodel.units`), canonical float."""
+
+    def read(_: Reading, __: KeyPath, value: Any) -> float:
+        try:
+            return parse(value, kind)
+        except UnitError as exc:
+            raise Invalid(str(exc)) from None
+
+    read.kind = kind  # type: ignore[attr-defined]  # lets displays pick the unit
+    return read
+
+
+def bandwidth(_: Reading, __: KeyPath, value: Any) -> float:
+    """A link bandwidth with its direction; bytes/s per direction."""
+    try:
+        return parse_bandwidth(value).per_direction_Bps
+    except UnitError as exc:
+        raise Invalid(str(exc)) from None
+
+
+bandwidth.kind = "bandwidth"  # type: ignore[attr-defined]
+
+
+def ref(kind: str) -> Reader:
+    """The id of a catalog entry of ``kind``, checked once every file is loaded."""
+
+    def read(reading: Reading, path: KeyPath, value: Any) -> str:
+        ident = text(reading, path, value)
+        reading.refs.append((path, kind, ident))
+        return ident
+
+    return read
+
+
+def list_of(item: Reader, *, min_len: int = 1) -> Reader:
+    """A list whose items are read by ``item``; a tuple."""
+
+    def read(reading: Reading, path: KeyPath, value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise Invalid(f"expected a list, got {_what(value)}")
+        if len(value) < min_len:
+            raise Invalid(f"expected at least {min_len} item(s)")
+        out = []
+        for index, element in enumerate(value):
+            try:
+                out.append(item(reading, (*path, index), element))
+            except _Recorded:
+                raise
+            except Invalid as exc:
+                raise Invalid(exc.message, index) from None
+        return tuple(out)
+
+    read.kind = getattr(item, "kind", None)  # type: ignore[attr-defined]
+    return read
+
+
+def mapping_of(keys: tuple[str, ...], value: Reader) -> Reader:
+    """A mapping from a key in ``keys`` to a value read by ``value``."""
+
+    def read(reading: Reading, path: KeyPath, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict) or not data:
+            raise Invalid(f"expected a mapping with at least one of {', '.join(keys)}")
+        out: dict[str, Any] = {}
+        for key, element in data.items():
+            if key not in keys:
+                raise Invalid(f"expected one of {', '.join(keys)}" + did_you_mean(key, keys),
+                              key)
+            try:
+                out[key] = value(reading, (*path, key), element)
+            except _Recorded:
+                raise
+            except Invalid as exc:
+                raise Invalid(exc.message, key) from None
+        return out
+
+    read.kind = getattr(value, "kind", None)  # type: ignore[attr-defined]
+    return read
+
+
+def record(cls: type[T]) -> Reader:
+    """A nested mapping read into ``cls``."""
+
+    def read(reading: Reading, path: KeyPath, data: Any) -> T:
+        result = read_record(reading, path, data, cls)
+        if result is None:
+            raise _Recorded()
+        return result
+
+    return read

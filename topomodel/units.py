@@ -1,0 +1,363 @@
+"""Quantities with units: parse at the edges, plain floats in canonical units inside.
+
+Canonical units, one per kind (the unit is part of every internal name):
+
+============== ============ =================== ============================
+kind           canonical    name suffix         example input
+============== ============ =================== ============================
+rate           B/s          ``_Bps``            ``"400 Gb/s"``, ``"900 GBps"``
+size           B            ``_bytes``          ``"64 MiB"``
+time           s            ``_s``              ``"2 us"``
+power          W            ``_W``              ``"17 W"``
+energy_per_bit pJ/bit       ``_pJ_per_bit``     ``"22.5 pJ/bit"``
+length         m            ``_m``              ``"500 m"``
+loss           dB           ``_dB``             ``"3 dB"``
+loss_per_length dB/km       ``_dB_per_km``      ``"0.4 dB/km"``
+optical_power  dBm          ``_dBm``            ``"-2.2 dBm"``
+compute_rate   FLOP/s       ``_flops``          ``"989.4 TFLOP/s"``
+transfer_rate  transfer/s   ``_Tps``            ``"32 GT/s"``
+============== ============ =================== ============================
+
+A link or port bandwidth also states its direction (``"900 GB/s bidir"``,
+``"400 Gb/s /dir"``); :func:`parse_bandwidth` returns the per-direction rate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from topomodel.errors import UnitError
+
+Direction = Literal["per_direction", "bidir"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of quantity: its pint dimensionality, canonical unit and sign rule."""
+
+    name: str
+    dimensionality: str
+    canonical: str
+    example: str
+    sign: Literal["positive", "non_negative", "any"]
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("rate", "[information] / [time]", "B/s", "400 Gb/s", "positive"),
+        Kind("size", "[information]", "B", "64 MiB", "positive"),
+        Kind("time", "[time]", "s", "2 us", "non_negative"),
+        Kind("power", "[power]", "W", "17 W", "non_negative"),
+        Kind("energy_per_bit", "[power] * [time] / [information]", "pJ/bit", "22.5 pJ/bit",
+             "non_negative"),
+        Kind("length", "[length]", "m", "500 m", "positive"),
+        Kind("loss", "[optical_loss]", "dB", "3 dB", "non_negative"),
+        Kind("loss_per_length", "[optical_loss] / [length]", "dB/km", "0.4 dB/km",
+             "non_negative"),
+        Kind("optical_power", "[optical_level]", "dBm", "-2.2 dBm", "any"),
+        Kind("compute_rate", "[operation] / [time]", "FLOP/s", "989.4 TFLOP/s", "positive"),
+        Kind("transfer_rate", "[transfer] / [time]", "transfer/s", "32 GT/s", "positive"),
+    )
+}
+
+# What a quantity of a given dimensionality is, for messages that say what was given.
+_DIMENSION_NAMES = {
+    "1 / [time]": "a frequency",
+    "[symbol] / [time]": "a symbol rate (baud)",
+    "[power] * [time]": "an energy",
+    "[information] * [time]": "a size times a time",
+    "[time] / [information]": "a time per size",
+    "": "a plain number",
+}
+
+_DIRECTION_WORDS: dict[str, Direction] = {
+    "/dir": "per_direction",
+    "per direction": "per_direction",
+    "per-direction": "per_direction",
+    "bidir": "bidir",
+    "bidirectional": "bidir",
+}
+_DIRECTION_RE = re.compile(
+    r"^(?P<quantity>.*?)\s*(?P<direction>/dir|per[ -]direction|bidirectional|bidir)\s*$",
+    re.IGNORECASE,
+)
+
+
+@cache
+def registry() -> Any:
+    """The package's pint registry, built from ``unit_definitions.txt`` only."""
+    import pint
+
+    ureg: Any = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=False, cache_folder=None)
+    with resources.as_file(resources.files("topomodel") / "unit_definitions.txt") as path:
+        ureg.load_definitions(str(path))
+    return ureg
+
+
+def _describe(dimensionality: str) -> str:
+    for kind in KINDS.values():
+        if registry().get_dimensionality(kind.dimensionality) == registry().get_dimensionality(
+            dimensionality or "[]"
+        ):
+            return f"a {kind.name.replace('_', ' ')}"
+    return _DIMENSION_NAMES.get(dimensionality, f"of dimension {dimensionality}")
+
+
+def quantity(text: str) -> Any:
+    """Read ``text`` as a pint quantity of the package registry.
+
+    Raises
+    ------
+    UnitError
+        If ``text`` is not a string, has no unit or names an unknown unit.
+    """
+    import pint
+
+    if not isinstance(text, str):
+        raise UnitError(
+            text, "a bare number where a quantity is expected: write it as a string with a"
+            " unit, e.g. '400 Gb/s'"
+        )
+    stripped = text.strip()
+    if not stripped:
+        raise UnitError(text, "empty quantity")
+    try:
+        q = registry().Quantity(stripped)
+    except pint.errors.UndefinedUnitError as exc:
+        raise UnitError(text, f"unknown unit {exc.unit_names!s}") from None
+    except Exception:  # pint raises many parser errors; all mean the same to a user
+        raise UnitError(text, "cannot be read as a number with a unit") from None
+    if not isinstance(q, registry().Quantity) or q.dimensionless:
+        raise UnitError(text, "has no unit; write e.g. '400 Gb/s' or '80 GB'")
+    if not math.isfinite(float(q.magnitude)):
+        raise UnitError(text, "is not a finite number")
+    return q
+
+
+def parse(text: str, kind: str) -> float:
+    """Read ``text`` as a quantity of ``kind``; return it in the kind's canonical unit.
+
+    Examples
+    --------
+    >>> parse("400 Gb/s", "rate")  # bytes per second
+    50000000000.0
+    >>> parse("2 us", "time")
+    2e-06
+    >>> parse("64 MiB", "size")
+    67108864.0
+    >>> parse("900 GB", "rate")
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.UnitError: '900 GB': is a size, not a rate (e.g. '400 Gb/s')
+    """
+    spec = KINDS[kind]
+    q = quantity(text)
+    ureg = registry()
+    if q.dimensionality != ureg.get_dimensionality(spec.dimensionality):
+        raise UnitError(text, _wrong_kind_reason(q, spec))
+    value = float(q.to(spec.canonical).magnitude)
+    if spec.sign == "positive" and value <= 0:
+        raise UnitError(text, f"a {kind.replace('_', ' ')} must be greater than zero")
+    if spec.sign == "non_negative" and value < 0:
+        raise UnitError(text, f"a {kind.replace('_', ' ')} cannot be negative")
+    return value
+
+
+def _wrong_kind_reason(q: Any, spec: Kind) -> str:
+    given = str(q.dimensionality)
+    wanted = spec.name.replace("_", " ")
+    if spec.name == "rate" and given == "[transfer] / [time]":
+        return (
+            "is a transfer (signalling) rate, not a bandwidth: the data rate depends on"
+            f" lanes and encoding; give it in Gb/s or GB/s (e.g. '{spec.example}')"
+        )
+    if spec.name == "rate" and given in ("1 / [time]", "[symbol] / [time]"):
+        return (
+            f"is {_DIMENSION_NAMES[given]}, not a bandwidth: give bits or bytes per second"
+            f" (e.g. '{spec.example}')"
+        )
+    return f"is {_describe(given)}, not a {wanted} (e.g. '{spec.example}')"
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """A link or port bandwidth as stated, and its per-direction value in bytes/s."""
+
+    per_direction_Bps: float
+    stated: Direction
+
+    @property
+    def bidir_Bps(self) -> float:
+        """Both directions added, bytes/s."""
+        return 2 * self.per_direction_Bps
+
+
+def split_direction(text: str) -> tuple[str, Direction | None]:
+    """Split a direction marker off a bandwidth string.
+
+    Examples
+    --------
+    >>> split_direction("900 GB/s bidir")
+    ('900 GB/s', 'bidir')
+    >>> split_direction("400 Gb/s")
+    ('400 Gb/s', None)
+    """
+    match = _DIRECTION_RE.match(text) if isinstance(text, str) else None
+    if not match:
+        return text, None
+    word = re.sub(r"\s+", " ", match["direction"].lower())
+    return match["quantity"], _DIRECTION_WORDS[word]
+
+
+def parse_bandwidth(text: str) -> Bandwidth:
+    """Read a link bandwidth that states its direction; bytes/s per direction.
+
+    Examples
+    --------
+    >>> parse_bandwidth("900 GB/s bidir").per_direction_Bps
+    450000000000.0
+    >>> parse_bandwidth("400 Gb/s /dir").per_direction_Bps
+    50000000000.0
+    >>> parse_bandwidth("400 Gb/s")
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.UnitError: '400 Gb/s': a link bandwidth must say its direction: ...
+    """
+    body, direction = split_direction(text)
+    if direction is None:
+        if isinstance(text, str):
+            parse(text, "rate")  # a wrong unit is the more useful message
+            raise UnitError(
+                text,
+                "a link bandwidth must say its direction: add '/dir' or 'bidir'",
+            )
+        quantity(text)  # raises the bare-number error
+    rate_Bps = parse(body, "rate")
+    per_direction = rate_Bps / 2 if direction == "bidir" else rate_Bps
+    return Bandwidth(per_direction_Bps=per_direction, stated=direction or "per_direction")
+
+
+_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SMALL_PREFIXES = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"))
+
+
+def _number(value: float) -> str:
+    """Up to four significant digits, no trailing zeros."""
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+
+
+def format_si(value: float, unit: str) -> str:
+    """Format ``value`` (in ``unit``) with the largest SI prefix that keeps it >= 1.
+
+    Examples
+    --------
+    >>> format_si(450e9, "B/s")
+    '450 GB/s'
+    >>> format_si(2e-6, "s")
+    '2 us'
+    >>> format_si(0, "W")
+    '0 W'
+    """
+    if value == 0 or not math.isfinite(value):
+        return f"{_number(value)} {unit}"
+    table = _SI_PREFIXES if abs(value) >= 1 else _SMALL_PREFIXES
+    for factor, prefix in table:
+        if abs(value) >= factor * (1 - 1e-12):
+            return f"{_number(value / factor)} {prefix}{unit}"
+    factor, prefix = table[-1]
+    return f"{_number(value / factor)} {prefix}{unit}"
+
+
+def format_rate(rate_Bps: float) -> str:
+    """A rate in both conventions people compare: bytes and bits per second.
+
+    Examples
+    --------
+    >>> format_rate(450e9)
+    '450 GB/s (3.6 Tb/s)'
+    """
+    return f"{format_si(rate_Bps, 'B/s')} ({format_si(rate_Bps * 8, 'b/s')})"
+
+
+def format_size(size_bytes: float) -> str:
+    """A size with a decimal prefix (GB = 10^9 bytes).
+
+    Examples
+    --------
+    >>> format_size(80e9)
+    '80 GB'
+    """
+    return format_si(size_bytes, "B")
+
+
+def convert(text: str, to_unit: str) -> tuple[float, str]:
+    """Convert a quantity string to ``to_unit``; return the magnitude and the unit.
+
+    A direction marker on ``text`` is kept as it is: converting changes the unit, not
+    what the figure counts.
+
+    Examples
+    --------
+    >>> convert("900 GB/s", "Gb/s")
+    (7200.0, 'Gb/s')
+    """
+    body, _ = split_direction(text)
+    source = quantity(body)
+    target = quantity(f"1 {to_unit}") if isinstance(to_unit, str) else None
+    if target is None or source.dimensionality != target.dimensionality:
+        wanted = next((k for k in KINDS.values() if target is not None and
+                       target.dimensionality == registry().get_dimensionality(k.dimensionality)),
+                      None)
+        if wanted is not None:
+            raise UnitError(text, f"{_wrong_kind_reason(source, wanted)}: cannot convert"
+                            f" to {to_unit}")
+        raise UnitError(to_unit, f"is not a unit {text!r} can be converted to")
+    return float(f"{source.to(target.units).magnitude:.12g}"), to_unit
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How many times ``a`` is ``b``, as stated and per direction."""
+
+    a: str
+    b: str
+    ratio: float
+    ratio_per_direction: float
+    warning: str | None
+
+
+def compare(a: str, b: str) -> Comparison:
+    """Compare two quantities of the same kind after converting both.
+
+    Directions matter only when both are marked: a bidirectional total against a
+    per-direction figure is reported with a warning and the per-direction ratio.
+
+    Examples
+    --------
+    >>> compare("900 GB/s", "400 Gb/s").ratio
+    18.0
+    >>> c = compare("900 GB/s bidir", "400 Gb/s /dir")
+    >>> c.ratio_per_direction, c.warning is not None
+    (9.0, True)
+    """
+    body_a, dir_a = split_direction(a)
+    body_b, dir_b = split_direction(b)
+    qa, qb = quantity(body_a), quantity(body_b)
+    if qa.dimensionality != qb.dimensionality:
+        raise UnitError(b, f"is {_describe(str(qb.dimensionality))}; {a!r} is"
+                        f" {_describe(str(qa.dimensionality))}: they cannot be compared")
+    ratio = float((qa / qb).to("").magnitude)
+    halves = {"bidir": 0.5, "per_direction": 1.0, None: 1.0}
+    per_direction = ratio * halves[dir_a] / halves[dir_b]
+    warning = None
+    if dir_a and dir_b and dir_a != dir_b:
+        said = {"bidir": "a bidirectional total", "per_direction": "per direction"}
+        warning = (f"{a!r} is {said[dir_a]} and {b!r} is {said[dir_b]}: per direction the"
+                   f" ratio is {per_direction:.4g}x")
+    return Comparison(a, b, ratio, per_direction, warning)

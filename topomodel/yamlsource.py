@@ -1,0 +1,172 @@
+"""Strict YAML loading that remembers where every key came from.
+
+PyYAML alone keeps the last of two duplicate keys, reads ``on``/``yes`` as booleans and
+would build objects from tags with an unsafe loader. This module composes the document
+with the safe loader, refuses duplicate keys, reads only ``true``/``false`` as booleans,
+and records the line of every key path so errors can point at it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topomodel.errors import InputError, Problem
+
+KeyPath = tuple[str | int, ...]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe loader with YAML 1.2 booleans (``yes``/``on`` stay strings)."""
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag != "tag:yaml.org,2002:bool"
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+def format_path(path: KeyPath) -> str:
+    """``("a", 0, "b")`` as ``a[0].b``.
+
+    Examples
+    --------
+    >>> format_path(("switches", "qm9700", "breakouts", 0, "ports"))
+    'switches.qm9700.breakouts[0].ports'
+    """
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass
+class Source:
+    """A loaded YAML document, the line of each key path, and problems found so far."""
+
+    file: str
+    data: Any
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def line(self, path: KeyPath) -> int | None:
+        """Line of ``path``, or of its nearest recorded ancestor."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get((), None)
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        """Record a problem at ``path``."""
+        self.problems.append(Problem(self.file, self.line(path), format_path(path), message))
+
+    def raise_if_problems(self, error: type[InputError] = InputError) -> None:
+        """Raise ``error`` with every recorded problem, if there are any."""
+        if self.problems:
+            raise error(self.problems)
+
+
+def load_yaml(path: str | Path, *, text: str | None = None,
+              error: type[InputError] = InputError) -> Source:
+    """Load one YAML file strictly.
+
+    Parameters
+    ----------
+    path
+        The file; also the name used in messages when ``text`` is given.
+    text
+        The document itself, if it is not to be read from ``path``.
+    error
+        The :class:`InputError` subclass raised for problems.
+
+    Raises
+    ------
+    InputError
+        For an unreadable file, a YAML syntax error, a tag that is not plain data or a
+        duplicate key (every duplicate is reported).
+
+    Examples
+    --------
+    >>> src = load_yaml("x.yaml", text="a:\\n  b: 1\\n  c: on\\n")
+    >>> src.data, src.lines[("a", "c")]
+    ({'a': {'b': 1, 'c': 'on'}}, 3)
+    >>> load_yaml("x.yaml", text="a: 1\\na: 2\\n")
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.InputError: x.yaml:2: a: duplicate key (first at line 1)
+    """
+    name = str(path)
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise error([Problem(name, None, "", f"cannot read the file: {reason}")]) from None
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        source = Source(name, None)
+        if root is not None:
+            source.lines[()] = root.start_mark.line + 1
+        source.data = _to_python(root, (), loader, source) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = exc.problem or exc.context or "invalid YAML"
+        raise error([Problem(name, line, "", f"invalid YAML: {what}")]) from None
+    except yaml.YAMLError as exc:
+        raise error([Problem(name, None, "", f"invalid YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
+    source.raise_if_problems(error)
+    return source
+
+
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
+def _to_python(node: yaml.Node, path: KeyPath, loader: _StrictLoader, source: Source) -> Any:
+    if isinstance(node, yaml.CollectionNode) and node.tag not in _PLAIN_TAGS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"could not determine a constructor for the tag {node.tag!r}",
+            node.start_mark)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, str | int | float | bool) or key_node.tag.endswith(":merge"):
+                source.problems.append(Problem(source.file, line, format_path(path),
+                                               f"unsupported key {key!r}"))
+                continue
+            key = str(key)
+            key_path = (*path, key)
+            if key in result:
+                source.problems.append(Problem(
+                    source.file, line, format_path(key_path),
+                    f"duplicate key (first at line {source.lines[key_path]})"))
+                continue
+            source.lines[key_path] = line
+            result[key] = _to_python(value_node, key_path, loader, source)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            source.lines.setdefault((*path, index), item.start_mark.line + 1)
+            items.append(_to_python(item, (*path, index), loader, source))
+        return items
+    return loader.construct_object(node, deep=True)
