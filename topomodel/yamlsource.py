@@ -116,22 +116,24 @@ def load_yaml(path: str | Path, *, text: str | None = None,
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise error([Problem(name, None, "", f"cannot read the file: {reason}")]) from None
-    loader = _StrictLoader(text)
     try:
-        root = loader.get_single_node()
-        source = Source(name, None)
-        if root is not None:
-            source.lines[()] = root.start_mark.line + 1
-        source.data = _to_python(root, (), loader, source) if root is not None else None
+        loader = _StrictLoader(text)
+        try:
+            root = loader.get_single_node()
+            source = Source(name, None)
+            if root is not None:
+                source.lines[()] = root.start_mark.line + 1
+                source.data = _to_python(root, (), loader, source)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = exc.problem or exc.context or "invalid YAML"
         raise error([Problem(name, line, "", f"invalid YAML: {what}")]) from None
     except yaml.YAMLError as exc:
-        raise error([Problem(name, None, "", f"invalid YAML: {exc}")]) from None
-    finally:
-        loader.dispose()
+        reason = str(exc).splitlines()[0]
+        raise error([Problem(name, None, "", f"invalid YAML: {reason}")]) from None
     source.raise_if_problems(error)
     return source
 

@@ -1,0 +1,78 @@
+"""Property tests: whatever a catalog file holds, only clean CatalogErrors come out."""
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from topomodel.catalog import builtin_catalog_files, load_catalog
+from topomodel.errors import CatalogError
+
+FILES = {path.name: path.read_text() for path in builtin_catalog_files()}
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["400 Gb/s", "400 Gb/s /dir", "900 GB/s bidir", "16 GT/s", "3 GHz",
+                     "0 W", "-1 GB", "1e9", "on", "qm9700", "nvlink4", "switched"]),
+)
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8)
+
+
+def load_only_clean_errors(tmp_path, text):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        load_catalog([path])
+    except CatalogError as exc:
+        assert exc.problems
+        for problem in exc.problems:
+            line = str(problem)
+            assert "\n" not in line and "Traceback" not in line
+
+
+@SETTINGS
+@given(name=st.sampled_from(sorted(FILES)), data=st.data())
+def test_mutated_lines(tmp_path, name, data):
+    lines = FILES[name].splitlines()
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["delete", "duplicate", "replace_value",
+                                            "truncate", "garble"]))
+        line = lines[index]
+        if action == "delete":
+            del lines[index]
+        elif action == "duplicate":
+            lines.insert(index, line)
+        elif action == "replace_value" and ":" in line:
+            key = line.split(":", 1)[0]
+            lines[index] = f"{key}: {yaml.safe_dump(data.draw(values), default_flow_style=True)}"
+            lines[index] = lines[index].rstrip().removesuffix("...").rstrip()
+        elif action == "truncate":
+            lines[index] = line[: data.draw(st.integers(0, len(line)))]
+        else:
+            lines[index] = line + data.draw(st.text(max_size=5))
+        if not lines:
+            lines = [""]
+    load_only_clean_errors(tmp_path, "\n".join(lines) + "\n")
+
+
+@SETTINGS
+@given(document=st.dictionaries(
+    st.sampled_from(["switches", "nics", "systems", "optics", "bogus"]),
+    st.dictionaries(st.sampled_from(["qm9700", "x", "Bad Id"]),
+                    st.dictionaries(st.sampled_from(
+                        ["ports", "port_rate", "protocol", "source", "provenance",
+                         "scaleup", "accelerator", "rate", "reach", "medium", "form"]),
+                        values, max_size=6), max_size=2), max_size=3))
+def test_random_documents(tmp_path, document):
+    load_only_clean_errors(tmp_path, yaml.safe_dump(document))
+
+
+@SETTINGS
+@given(text=st.text(max_size=200))
+def test_random_text(tmp_path, text):
+    load_only_clean_errors(tmp_path, text)
