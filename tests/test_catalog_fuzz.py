@@ -8,7 +8,7 @@ from topomodel.catalog import builtin_catalog_files, load_catalog
 from topomodel.errors import CatalogError
 
 FILES = {path.name: path.read_text() for path in builtin_catalog_files()}
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.one_of(

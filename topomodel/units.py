@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Literal
 
@@ -156,6 +156,13 @@ def parse(text: str, kind: str) -> float:
     ...
     topomodel.errors.UnitError: '900 GB': is a size, not a rate (e.g. '400 Gb/s')
     """
+    if not isinstance(text, str):
+        quantity(text)  # raises the bare-number error
+    return _parse_cached(text, kind)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str, kind: str) -> float:
     spec = KINDS[kind]
     q = quantity(text)
     ureg = registry()

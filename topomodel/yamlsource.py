@@ -20,7 +20,7 @@ from topomodel.errors import InputError, Problem
 KeyPath = tuple[str | int, ...]
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """Safe loader with YAML 1.2 booleans (``yes``/``on`` stay strings)."""
 
 
