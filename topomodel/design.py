@@ -1,0 +1,292 @@
+"""Design files: what one cluster is made of, validated against the catalog.
+
+A design names a system from the catalog and how many, optionally overrides its
+scale-up wiring, and describes the scale-out network, the physical layout that decides
+cable types, and failed parts. See ``docs/design-files.md``; the JSON Schema comes from
+:func:`topomodel.design_schema.design_schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from topomodel.catalog import (
+    Catalog,
+    Nic,
+    Optic,
+    ScaleupSwitch,
+    Switch,
+    System,
+    load_catalog,
+)
+from topomodel.errors import DesignError, Problem
+from topomodel.records import (
+    Invalid,
+    Reading,
+    bandwidth,
+    boolean,
+    choice,
+    did_you_mean,
+    integer,
+    list_of,
+    mapping_of,
+    quantity,
+    read_record,
+    record,
+    ref,
+    spec,
+    text,
+)
+from topomodel.yamlsource import format_path, load_yaml
+
+SCALEUP_KINDS = ("switched", "full_mesh", "torus", "supernode", "none")
+SCALEOUT_KINDS = ("fat_tree", "rail_only", "none")
+LINK_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
+
+
+def _ratio(_: Reading, __: Any, value: Any) -> float:
+    """An oversubscription ``"down:up"`` (``"7:1"``, ``"1:1"``) as down/up > 0."""
+    if not isinstance(value, str) or value.count(":") != 1:
+        raise Invalid(f"expected an oversubscription 'down:up' such as '3:1', got {value!r}")
+    try:
+        down, up = (float(part) for part in value.split(":"))
+    except ValueError:
+        raise Invalid(f"expected numbers in 'down:up', got {value!r}") from None
+    if down <= 0 or up <= 0:
+        raise Invalid(f"both sides of {value!r} must be positive")
+    if down < up:
+        raise Invalid(f"{value!r} gives more uplink than downlink bandwidth; use at most 1:1")
+    return down / up
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleupDesign:
+    """Scale-up wiring: the system's by default; torus and supernode span systems."""
+
+    kind: str | None = spec(choice(*SCALEUP_KINDS), default=None)
+    link: str | None = spec(ref("scaleup_link"), default=None)
+    shape: tuple[int, ...] = spec(list_of(integer(1)), default=(),
+                                  doc="torus shape in accelerators, over the domain")
+    wraparound: bool | None = spec(boolean, default=None)
+    links_per_neighbor: int = spec(integer(1), default=1,
+                                   doc="parallel links to each torus neighbour")
+    ocs: bool = spec(boolean, default=False,
+                     doc="torus links between systems go through optical circuit switches")
+    systems_per_domain: int | None = spec(integer(1), default=None,
+                                          doc="systems joined into one scale-up domain")
+    switch: str | None = spec(ref("scaleup_switch"), default=None,
+                              doc="supernode: the upper-level switch chip")
+    uplinks: int | None = spec(integer(1), default=None,
+                               doc="supernode: uplinks from each in-system switch chip")
+    oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
+                                               doc="supernode: per upper tier")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleoutDesign:
+    """The scale-out network: a fat-tree (rail-optimized or not), rail-only, or none."""
+
+    kind: str = spec(choice(*SCALEOUT_KINDS), default="fat_tree")
+    switch: str | None = spec(ref("switch"), default=None)
+    nic: str | None = spec(ref("nic"), default=None)
+    nics_per_system: int | None = spec(integer(1), default=None)
+    port_rate: float | None = spec(bandwidth, default=None,
+                                   doc="per NIC port per plane; default NIC rate / planes")
+    uplink_rate: float | None = spec(bandwidth, default=None,
+                                     doc="switch-to-switch ports; default port_rate")
+    tiers: int | None = spec(integer(1), default=None, doc="1 to 3; default the fewest")
+    oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
+                                               doc="down:up per tier, from the leaf up")
+    rail_optimized: bool = spec(boolean, default=True)
+    planes: int = spec(integer(1), default=1)
+    unit: int | None = spec(integer(1), default=None,
+                            doc="systems per scalable unit; leaves never span units")
+    pod_units: int | None = spec(integer(1), default=None,
+                                 doc="units per pod in a 3-tier fabric")
+    partial_unit: bool = spec(boolean, default=False,
+                              doc="allow a last unit with fewer systems")
+
+    def __post_init__(self) -> None:
+        if self.kind != "none" and not self.switch:
+            raise Invalid(f"a {self.kind} scale-out needs 'switch'")
+        if self.tiers is not None and not 1 <= self.tiers <= 3:
+            raise Invalid("a fat-tree has 1 to 3 switch tiers", "tiers")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutDesign:
+    """Physical layout: rack size and cable lengths, which decide cable types."""
+
+    systems_per_rack: int | None = spec(integer(1), default=None)
+    leaf_in_rack: bool = spec(boolean, default=False, doc="top-of-rack leaves")
+    rack_cable: float = spec(quantity("length"), default=2.0,
+                             doc="inside a rack (default 2 m)")
+    row_cable: float = spec(quantity("length"), default=30.0,
+                            doc="system to a leaf in another rack (default 30 m)")
+    spine_cable: float = spec(quantity("length"), default=50.0,
+                              doc="leaf to spine (default 50 m)")
+    core_cable: float = spec(quantity("length"), default=200.0,
+                             doc="spine to core (default 200 m)")
+    scaleup_cable: float = spec(quantity("length"), default=50.0,
+                                doc="scale-up links between racks (default 50 m)")
+    connectors: int = spec(integer(0), default=2, doc="mated connector pairs per channel")
+    splices: int = spec(integer(0), default=0, doc="splices per channel")
+    cables: dict[str, str] = spec(mapping_of(LINK_TIERS, ref("optic")), default={},
+                                  doc="cable or module per link tier, instead of by reach")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureDesign:
+    """Failed parts, by node name or link ``"a -- b"``."""
+
+    nodes: tuple[str, ...] = spec(list_of(text), default=())
+    links: tuple[str, ...] = spec(list_of(text), default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Design:
+    """One cluster design, validated; ``file`` and ``lines`` locate its keys."""
+
+    file: str
+    lines: dict[tuple[Any, ...], int]
+    name: str = spec(text, default="")
+    description: str = spec(text, default="")
+    catalogs: tuple[str, ...] = spec(list_of(text), default=(),
+                                     doc="extra catalog files, relative to the design")
+    system: str = spec(ref("system"))
+    systems: int | None = spec(integer(1), default=None)
+    accelerators: int | None = spec(integer(1), default=None)
+    scaleup: ScaleupDesign = spec(record(ScaleupDesign), default=ScaleupDesign())
+    scaleout: ScaleoutDesign = spec(record(ScaleoutDesign),
+                                    default=ScaleoutDesign(kind="none"))
+    layout: LayoutDesign = spec(record(LayoutDesign), default=LayoutDesign())
+    failures: FailureDesign = spec(record(FailureDesign), default=FailureDesign())
+
+    def __post_init__(self) -> None:
+        if (self.systems is None) == (self.accelerators is None):
+            raise Invalid("give exactly one of 'systems' and 'accelerators'")
+
+    def problem(self, key_path: Sequence[str | int], message: str) -> DesignError:
+        """A :class:`DesignError` located at ``key_path`` of this design."""
+        path = tuple(key_path)
+        line = None
+        while path and line is None:
+            line = self.lines.get(path)
+            path = path[:-1]
+        return DesignError([Problem(self.file, line or self.lines.get(()),
+                                    format_path(tuple(key_path)), message)])
+
+
+def load_design(path: str | Path, *, text: str | None = None,
+                catalog: Catalog | None = None,
+                extra_catalogs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
+    """Read and check a design file; return it with the catalog it was checked against.
+
+    Parameters
+    ----------
+    path
+        The design file (also the name in messages when ``text`` is given).
+    text
+        The document, if not read from ``path``.
+    catalog
+        The catalog to use; by default the built-in one plus ``extra_catalogs`` and the
+        design's own ``catalogs``.
+
+    Raises
+    ------
+    DesignError
+        With every problem found: YAML, keys, units, unknown ids, inconsistent choices.
+    """
+    source = load_yaml(path, text=text, error=DesignError)
+    reading = Reading(source)
+    design = read_record(reading, (), source.data, Design, file=source.file,
+                         lines=source.lines)
+    source.raise_if_problems(DesignError)
+    assert design is not None  # read_record returns None only with problems recorded
+    if catalog is None:
+        base = Path(path).parent
+        own = [base / c for c in design.catalogs]
+        catalog = load_catalog([*extra_catalogs, *own])
+    problems = [*_unknown_refs(reading, catalog), *_check(design, catalog)]
+    if problems:
+        raise DesignError(problems)
+    return design, catalog
+
+
+def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
+    source = reading.source
+    problems = []
+    for path, kind, ident in reading.refs:
+        entry = catalog.entries.get(ident)
+        if entry is None or entry.kind != kind:
+            ids = [i for i, e in catalog.entries.items() if e.kind == kind]
+            what = "unknown" if entry is None else f"{entry.kind}, not a"
+            problems.append(Problem(source.file, source.line(path), format_path(path),
+                                    f"{what} {kind} id {ident!r}" + did_you_mean(ident, ids)))
+    return problems
+
+
+def _check(design: Design, catalog: Catalog) -> list[Problem]:
+    """Consistency between the design and the catalog entries it names."""
+    out: list[Problem] = []
+
+    def problem(key_path: tuple[str | int, ...], message: str) -> None:
+        out.extend(design.problem(key_path, message).problems)
+
+    system = catalog.get(design.system, System)
+    if design.accelerators is not None and design.accelerators % system.accelerators:
+        problem(("accelerators",), f"{design.accelerators} accelerators is not a whole number"
+                f" of {design.system} systems ({system.accelerators} each)")
+    up = design.scaleup
+    kind = up.kind or system.scaleup.kind
+    if kind == "supernode" and (system.scaleup.kind != "switched" or not up.switch
+                                or not up.uplinks):
+        problem(("scaleup",), "a supernode needs a switched system, 'switch' (the upper"
+                " switch chip) and 'uplinks' (per in-system switch chip)")
+    if up.switch:
+        chip = catalog.get(up.switch, ScaleupSwitch)
+        if up.uplinks and system.scaleup.switch:
+            l1 = catalog.get(system.scaleup.switch, ScaleupSwitch)
+            down = max(system.scaleup.links_per_switch) * system.accelerators
+            if down + up.uplinks > l1.ports:
+                problem(("scaleup", "uplinks"), f"{up.uplinks} uplinks and {down} links to"
+                        f" accelerators exceed the {l1.ports} ports of {l1.id}")
+        del chip
+    if kind == "torus" and up.shape and system.scaleup.shape and (
+            len(up.shape) < len(system.scaleup.shape) or any(
+                d % s for d, s in zip(up.shape, system.scaleup.shape, strict=False))):
+        problem(("scaleup", "shape"), f"shape {list(up.shape)} must be a multiple of the"
+                f" system's {list(system.scaleup.shape)} in each dimension")
+    out_ = design.scaleout
+    if out_.kind != "none":
+        nic_id = out_.nic or system.nic
+        if not nic_id:
+            problem(("scaleout", "nic"), f"{design.system} names no NIC; give scaleout.nic")
+        else:
+            nic = catalog.get(nic_id, Nic)
+            switch = catalog.get(out_.switch or "", Switch)
+            rate = out_.port_rate or nic.rate_Bps / out_.planes
+            if not switch.radix_at(rate):
+                problem(("scaleout", "port_rate" if out_.port_rate else "switch"),
+                        f"{switch.id} has no ports at {rate * 8 / 1e9:g} Gb/s per direction"
+                        " (native or breakout)")
+            if out_.planes > 1 and nic.rate_Bps / out_.planes < rate * (1 - 1e-9):
+                problem(("scaleout", "port_rate"), f"{out_.planes} planes at"
+                        f" {rate * 8 / 1e9:g} Gb/s exceed {nic.id}'s"
+                        f" {nic.rate_Bps * 8 / 1e9:g} Gb/s")
+            if out_.uplink_rate and not switch.radix_at(out_.uplink_rate):
+                problem(("scaleout", "uplink_rate"), f"{switch.id} has no ports at this rate")
+        if len(out_.oversubscription) > 3:
+            problem(("scaleout", "oversubscription"), "at most one ratio per tier (3)")
+    for tier, optic in design.layout.cables.items():
+        catalog.get(optic, Optic)
+        del tier
+    return out
+
+
+def with_overrides(design: Design, **changes: Any) -> Design:
+    """A copy of ``design`` with top-level fields replaced (for what-ifs and benchmarks)."""
+    return replace(design, **changes)

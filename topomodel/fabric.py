@@ -1,0 +1,206 @@
+"""The built network: one node table and one link table, cheap at 100k+ accelerators.
+
+Node attributes (columns of :attr:`Fabric.nodes`, row index = node number):
+
+============ ======================================================================
+``name``     readable, sortable id (``sys0012/acc5``, ``p0/pod3/spine7``)
+``kind``     ``accelerator``, ``nic``, ``scaleup_switch`` or ``switch``
+``tier``     ``accelerator``, ``nic``, ``scaleup`` (in-system switch chips),
+             ``scaleup_l2``/``scaleup_l3`` (supernode levels), ``leaf``, ``spine``, ``core``
+``model``    catalog id
+``system``   system number (-1 for network switches)
+``local``    index inside the system (accelerators, NICs, in-system switches), else -1
+``domain``   scale-up domain number (-1 outside one)
+``unit``     scalable unit (-1 where not applicable)
+``pod``      pod of a 3-tier fabric, or supernode plane pod (-1 otherwise)
+``plane``    scale-out or supernode plane (-1 otherwise)
+``rail``     rail of a NIC (its index in the system), -1 otherwise
+``latency_s`` switching latency of the node, seconds (0 for endpoints)
+============ ======================================================================
+
+Link attributes (:attr:`Fabric.links`): one row per direction.
+
+================= =================================================================
+``src``, ``dst``  node numbers
+``tier``          ``scaleup``, ``scaleup_l2``, ``scaleup_l3``, ``host``, ``leaf``,
+                  ``spine``, ``core`` (named after the upper end for scale-out)
+``cables``        parallel physical links merged into this arc
+``rate_Bps``      one cable's rate, bytes/s per direction
+``capacity_Bps``  ``cables * rate_Bps``
+``length_m``      cable length, metres
+``latency_s``     propagation delay, seconds
+``medium``        ``electrical`` (board/backplane), ``copper``, ``mmf``, ``smf``, ``pcie``
+``optic``         catalog id of the cable or module ('' for board traces and PCIe)
+``failed``        True for a failed link (its capacity is kept for reference)
+================= =================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from topomodel.catalog import Catalog
+    from topomodel.design import Design
+
+NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "unit", "pod",
+                "plane", "rail", "latency_s")
+LINK_COLUMNS = ("src", "dst", "tier", "cables", "rate_Bps", "capacity_Bps", "length_m",
+                "latency_s", "medium", "optic", "failed")
+SWITCH_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "leaf", "spine", "core")
+PROPAGATION_S_PER_M = 5e-9  # light in fibre or a signal in copper: ~2e8 m/s
+
+
+@dataclass
+class FabricBuilder:
+    """Accumulates node and link blocks as arrays; :meth:`finish` makes the tables."""
+
+    node_blocks: list[dict[str, Any]] = field(default_factory=list)
+    link_blocks: list[dict[str, Any]] = field(default_factory=list)
+    node_count: int = 0
+
+    def add_nodes(self, names: list[str] | np.ndarray, *, kind: str, tier: str, model: str,
+                  latency_s: float = 0.0, **address: Any) -> np.ndarray:
+        """Add nodes; return their numbers. ``address`` holds arrays or scalars."""
+        count = len(names)
+        numbers = np.arange(self.node_count, self.node_count + count)
+        block: dict[str, Any] = {"name": np.asarray(names, dtype=object), "kind": kind,
+                                 "tier": tier, "model": model, "latency_s": latency_s}
+        for column in ("system", "local", "domain", "unit", "pod", "plane", "rail"):
+            value = address.pop(column, -1)
+            block[column] = np.broadcast_to(np.asarray(value, dtype=np.int64), (count,))
+        if address:
+            raise TypeError(f"unknown node attributes {sorted(address)}")
+        self.node_blocks.append(block)
+        self.node_count += count
+        return numbers
+
+    def add_links(self, src: np.ndarray, dst: np.ndarray, *, tier: str, rate_Bps: float,
+                  cables: np.ndarray | int = 1, length_m: np.ndarray | float = 0.0,
+                  medium: np.ndarray | str = "electrical", optic: np.ndarray | str = "") -> None:
+        """Add bundles between ``src[i]`` and ``dst[i]``, both directions."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        n = len(src)
+        cables_arr = np.broadcast_to(np.asarray(cables, dtype=np.int64), (n,))
+        length = np.broadcast_to(np.asarray(length_m, dtype=float), (n,))
+        medium_arr = np.broadcast_to(np.asarray(medium, dtype=object), (n,))
+        optic_arr = np.broadcast_to(np.asarray(optic, dtype=object), (n,))
+        for a, b in ((src, dst), (dst, src)):
+            self.link_blocks.append({
+                "src": a, "dst": b, "tier": tier, "cables": cables_arr,
+                "rate_Bps": float(rate_Bps), "length_m": length, "medium": medium_arr,
+                "optic": optic_arr, "count": n})
+
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The node and link tables."""
+        nodes = pd.DataFrame({
+            column: np.concatenate([np.broadcast_to(np.asarray(b[column]), (len(b["name"]),))
+                                    for b in self.node_blocks])
+            for column in NODE_COLUMNS
+        }) if self.node_blocks else pd.DataFrame(columns=list(NODE_COLUMNS))
+        for column in ("kind", "tier", "model"):
+            nodes[column] = nodes[column].astype("category")
+        parts = {column: [] for column in LINK_COLUMNS}  # type: dict[str, list[Any]]
+        for block in self.link_blocks:
+            n = block["count"]
+            parts["src"].append(block["src"])
+            parts["dst"].append(block["dst"])
+            parts["tier"].append(np.full(n, block["tier"], dtype=object))
+            parts["cables"].append(block["cables"])
+            parts["rate_Bps"].append(np.full(n, block["rate_Bps"]))
+            parts["length_m"].append(block["length_m"])
+            parts["medium"].append(block["medium"])
+            parts["optic"].append(block["optic"])
+        links = pd.DataFrame({
+            "src": np.concatenate(parts["src"]) if parts["src"] else np.empty(0, np.int64),
+            "dst": np.concatenate(parts["dst"]) if parts["dst"] else np.empty(0, np.int64),
+            "tier": np.concatenate(parts["tier"]) if parts["tier"] else np.empty(0, object),
+            "cables": np.concatenate(parts["cables"]) if parts["cables"] else np.empty(0),
+            "rate_Bps": np.concatenate(parts["rate_Bps"]) if parts["rate_Bps"] else [],
+            "length_m": np.concatenate(parts["length_m"]) if parts["length_m"] else [],
+            "medium": np.concatenate(parts["medium"]) if parts["medium"] else [],
+            "optic": np.concatenate(parts["optic"]) if parts["optic"] else [],
+        })
+        links["capacity_Bps"] = links["cables"] * links["rate_Bps"]
+        links["latency_s"] = links["length_m"] * PROPAGATION_S_PER_M
+        links["failed"] = False
+        for column in ("tier", "medium", "optic"):
+            links[column] = links[column].astype("category")
+        return nodes, links[list(LINK_COLUMNS)]
+
+
+@dataclass(frozen=True, eq=False)
+class ClosTier:
+    """How one switch tier of a Clos was sized (for reports and closed forms)."""
+
+    name: str
+    model: str
+    switches: int
+    down_ports: int  # per switch, as designed
+    up_ports: int  # per switch
+    down_rate_Bps: float
+    up_rate_Bps: float
+    oversubscription: float  # down:up bandwidth, as realised
+    asked_oversubscription: float
+    plane: int
+    group: str  # '' for the scale-out fabric, 'rail3' for rail-only, 'plane2' for supernodes
+
+
+@dataclass(frozen=True, eq=False)
+class Fabric:
+    """A built fabric: node and link tables plus how it was built.
+
+    ``structure`` records the builder's parameters (scale-up kind, torus shape, Clos
+    tiers) so analyses can use closed forms and routing can use addresses.
+    """
+
+    design: Design
+    catalog: Catalog
+    nodes: pd.DataFrame
+    links: pd.DataFrame
+    structure: dict[str, Any]
+    clos_tiers: tuple[ClosTier, ...] = ()
+
+    @property
+    def accelerators(self) -> np.ndarray:
+        """Node numbers of the accelerators, in rank order."""
+        return np.flatnonzero((self.nodes["kind"] == "accelerator").to_numpy())
+
+    @property
+    def accelerator_count(self) -> int:
+        """How many accelerators."""
+        return int((self.nodes["kind"] == "accelerator").sum())
+
+    def node_number(self, name: str) -> int:
+        """Node number of ``name``; ``KeyError`` if there is none."""
+        return int(self._index_by_name[name])
+
+    @cached_property
+    def _index_by_name(self) -> pd.Series:
+        return pd.Series(np.arange(len(self.nodes)), index=self.nodes["name"].to_numpy())
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """A networkx view: node = name, one arc per direction with the link attributes.
+
+        Failed links are left out. Built on first use; keep it for small fabrics.
+        """
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        names = self.nodes["name"].to_numpy()
+        for row in self.nodes.itertuples(index=False):
+            graph.add_node(row.name, **{k: getattr(row, k) for k in NODE_COLUMNS if k != "name"})
+        live = self.links[~self.links["failed"]]
+        for row in live.itertuples(index=False):
+            graph.add_edge(names[row.src], names[row.dst],
+                           **{k: getattr(row, k) for k in LINK_COLUMNS if k not in ("src", "dst")})
+        return graph
