@@ -100,6 +100,25 @@ def _cmd_catalog_show(args: argparse.Namespace) -> Report:
     return catalog_show(load_catalog(args.catalog), args.id)
 
 
+def _cmd_build(args: argparse.Namespace) -> Report:
+    from topomodel.bisection import bisection
+    from topomodel.build import build_fabric
+    from topomodel.build_report import build_report
+    from topomodel.design import load_design
+
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    fabric = build_fabric(design, catalog)
+    limit = args.max_flow_nodes
+    return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))
+
+
+def _cmd_schema(args: argparse.Namespace) -> Report:
+    from topomodel.design_schema import design_schema
+
+    schema = design_schema()
+    return Report("schema", schema, text=__import__("json").dumps(schema, indent=2))
+
+
 def _usage(message: str) -> TopomodelError:
     from topomodel.errors import UsageError
 
@@ -141,6 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_args(show)
     _format_arg(show)
     show.set_defaults(run=_cmd_catalog_show)
+
+    build = verbs.add_parser(
+        "build", help="build a design's fabric: tiers, bisection, BOM, power, optics",
+        description="Build the fabric of a design file and report per-tier capacity,"
+        " bisection, bill of materials, power and the optical link budget.")
+    build.add_argument("design", help="design file (YAML)")
+    build.add_argument("--max-flow-nodes", type=int, default=20_000, metavar="N",
+                       help="run the exact max-flow bisection check on fabrics of at most"
+                       " N nodes (default 20000)")
+    _catalog_args(build)
+    _format_arg(build)
+    build.set_defaults(run=_cmd_build)
+
+    schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
+                              description="Print the JSON Schema of an input format.")
+    schema.add_argument("what", choices=["design"], help="which format")
+    schema.set_defaults(run=_cmd_schema, format="json")
     return parser
 
 
