@@ -10,6 +10,7 @@ power unknown, never counted as zero silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -39,8 +40,9 @@ def bill_of_materials(fabric: Fabric) -> list[BomLine]:
     lines: list[BomLine] = []
     node_counts = fabric.nodes.groupby(["kind", "model"], observed=True).size()
     order = {"accelerator": 0, "scaleup_switch": 1, "switch": 2, "nic": 3}
-    for (kind, model), count in sorted(node_counts.items(), key=lambda kv: (order[kv[0][0]],
-                                                                          kv[0][1])):
+    keyed = {cast(tuple[str, str], key): int(count) for key, count in node_counts.items()}
+    for (kind, model), count in sorted(keyed.items(), key=lambda kv: (order[kv[0][0]],
+                                                                      kv[0][1])):
         entry = catalog.entries[model]
         assert isinstance(entry, Accelerator | ScaleupSwitch | Switch | Nic)
         power = entry.power_W

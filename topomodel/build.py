@@ -199,7 +199,6 @@ def _torus(builder: FabricBuilder, design: Design, system: System, acc: np.ndarr
     inner = inner + (1,) * (len(shape) - len(inner))
     grid = tuple(d // s for d, s in zip(shape, inner, strict=True))
     systems_per_domain = size // per_system
-    domains = total // size
     # coordinates of every accelerator inside its domain: system block, then position
     sys_in_domain = np.arange(n_systems) % systems_per_domain
     block = np.stack(np.unravel_index(sys_in_domain, grid), axis=1)  # (systems, dims)

@@ -197,10 +197,13 @@ class Fabric:
 
         graph = nx.DiGraph()
         names = self.nodes["name"].to_numpy()
-        for row in self.nodes.itertuples(index=False):
-            graph.add_node(row.name, **{k: getattr(row, k) for k in NODE_COLUMNS if k != "name"})
+        node_attrs = {k: self.nodes[k].tolist() for k in NODE_COLUMNS if k != "name"}
+        graph.add_nodes_from(
+            (name, {k: v[i] for k, v in node_attrs.items()}) for i, name in enumerate(names))
         live = self.links[~self.links["failed"]]
-        for row in live.itertuples(index=False):
-            graph.add_edge(names[row.src], names[row.dst],
-                           **{k: getattr(row, k) for k in LINK_COLUMNS if k not in ("src", "dst")})
+        link_attrs = {k: live[k].tolist() for k in LINK_COLUMNS if k not in ("src", "dst")}
+        graph.add_edges_from(
+            (names[u], names[v], {k: values[i] for k, values in link_attrs.items()})
+            for i, (u, v) in enumerate(zip(live["src"].to_numpy(), live["dst"].to_numpy(),
+                                           strict=True)))
         return graph

@@ -12,6 +12,7 @@ is within the module's reach. The margin is their difference in dB.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from topomodel.catalog import Fibre, Optic
 from topomodel.fabric import Fabric
@@ -51,7 +52,8 @@ def link_budgets(fabric: Fabric) -> list[LinkBudget]:
     classes = optical.groupby(["tier", "optic", "length_m", "medium"], observed=True)[
         "cables"].sum() // 2
     out = []
-    for (tier, optic_id, length, med), count in sorted(classes.items()):
+    for key, count in sorted(classes.items()):
+        tier, optic_id, length, med = cast(tuple[str, str, float, str], key)
         optic = catalog.get(str(optic_id), Optic)
         ocs = med == "ocs"
         within_reach = length <= optic.reach_m
