@@ -271,7 +271,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         unit = out.unit or _default_unit(ports, port_rate, up_rate, out, nics)
     except ClosError as exc:
         raise design.problem(("scaleout", "switch"), str(exc)) from None
-    if n_systems % unit and not out.partial_unit and n_systems > unit:
+    if out.unit and n_systems % unit and not out.partial_unit and n_systems > unit:
         raise design.problem(("scaleout", "unit"),
                              f"{n_systems} systems are not a whole number of units of {unit};"
                              " change the count or the unit, or allow a short last unit with"

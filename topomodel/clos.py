@@ -44,9 +44,17 @@ class SwitchPorts:
         """Ports available when every port runs at ``rate_Bps``."""
         return math.floor(self.radix * self.native_rate_Bps / rate_Bps + _EPS)
 
-    def split(self, down_rate_Bps: float, up_rate_Bps: float,
-              oversubscription: float) -> tuple[int, int]:
-        """Most down ports with enough up ports for ``oversubscription`` (down/up).
+    def split(self, down_rate_Bps: float, up_rate_Bps: float, oversubscription: float, *,
+              at_least: int | None = None) -> tuple[int, int]:
+        """Down and up ports giving exactly ``oversubscription`` (down/up bandwidth).
+
+        The most down ports that fit, or with ``at_least``, the fewest down ports from
+        there on (a tier sized by what it must serve).
+
+        Raises
+        ------
+        ClosError
+            If no whole numbers of ports give the ratio within the radix.
 
         Examples
         --------
@@ -54,21 +62,22 @@ class SwitchPorts:
         (32, 32)
         >>> SwitchPorts("s", 64, 50e9, 0).split(50e9, 50e9, 7.0)
         (56, 8)
+        >>> SwitchPorts("s", 64, 50e9, 0).split(50e9, 50e9, 7.0, at_least=50)
+        (56, 8)
         """
+        most = self.ports_at(down_rate_Bps)
+        downs = range(most, 0, -1) if at_least is None else range(at_least, most + 1)
         slots_down = down_rate_Bps / self.native_rate_Bps
         slots_up = up_rate_Bps / self.native_rate_Bps
-        for down in range(self.ports_at(down_rate_Bps), 0, -1):
-            up = self.uplinks_for(down, down_rate_Bps, up_rate_Bps, oversubscription)
-            if down * slots_down + up * slots_up <= self.radix + _EPS:
+        for down in downs:
+            exact = down * down_rate_Bps / (oversubscription * up_rate_Bps)
+            up = round(exact)
+            if up >= 1 and abs(up - exact) < 1e-6 and (
+                    down * slots_down + up * slots_up <= self.radix + _EPS):
                 return down, up
+        need = f" with at least {at_least} down ports" if at_least else ""
         raise ClosError(f"{self.model} ({self.radix} ports) cannot give a down:up of"
-                        f" {oversubscription:g}:1 with any down port")
-
-    @staticmethod
-    def uplinks_for(down: int, down_rate_Bps: float, up_rate_Bps: float,
-                    oversubscription: float) -> int:
-        """Fewest up ports that keep down/up bandwidth at most ``oversubscription``."""
-        return max(1, math.ceil(down * down_rate_Bps / (oversubscription * up_rate_Bps) - _EPS))
+                        f" {oversubscription:g}:1{need}")
 
 
 def smallest_divisor_at_least(n: int, minimum: int) -> int:
@@ -129,8 +138,7 @@ def plan_clos(group_sizes: np.ndarray, group_units: np.ndarray, *, ports: Switch
         if endpoints > top_down_leaf:
             raise ClosError(f"{endpoints} endpoint ports do not fit one {ports.model}"
                             f" ({top_down_leaf} ports at this rate); use more tiers")
-        return ClosPlan(1, endpoints, 0, np.ones(len(group_sizes), np.int64), 0, 0, 0, 0, 0, 0,
-                        ())
+        return ClosPlan(1, endpoints, 0, np.ones(1, np.int64), 0, 0, 0, 0, 0, 0, ())
     leaf_down_max, _ = ports.split(down_rate_Bps, up_rate_Bps, over[0])
     leaf_down_max -= leaf_down_max % whole_systems
     if leaf_down_max < 1:
@@ -140,8 +148,8 @@ def plan_clos(group_sizes: np.ndarray, group_units: np.ndarray, *, ports: Switch
     per_group = math.ceil(biggest / leaf_down_max)
     leaf_down = math.ceil(biggest / per_group)
     leaf_down += -leaf_down % whole_systems
-    leaf_up = ports.uplinks_for(leaf_down, down_rate_Bps, up_rate_Bps, over[0])
     leaves_per_group = -(-group_sizes // leaf_down)
+    leaf_down, leaf_up = ports.split(down_rate_Bps, up_rate_Bps, over[0], at_least=leaf_down)
     leaf_over = leaf_down * down_rate_Bps / (leaf_up * up_rate_Bps)
     upper = plan_upper(int(leaves_per_group.sum()), leaf_up,
                        _leaves_per_unit(leaves_per_group, group_units), ports=ports,
@@ -182,7 +190,7 @@ def plan_upper(leaves: int, leaf_up: int, leaves_per_unit: int, *, ports: Switch
         raise ClosError(f"a pod of {leaves_per_pod} leaves needs spines with"
                         f" {leaves_per_pod} down ports; {ports.model} has {spine_down_max}"
                         f" at {oversubscription:g}:1")
-    spine_up = ports.uplinks_for(leaves_per_pod, rate_Bps, rate_Bps, oversubscription)
+    _, spine_up = ports.split(rate_Bps, rate_Bps, oversubscription, at_least=leaves_per_pod)
     pods = math.ceil(leaves / leaves_per_pod)
     cores = smallest_divisor_at_least(spine_up, math.ceil(pods * spine_up / top_down))
     if pods * (spine_up // cores) > top_down:
@@ -214,7 +222,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     n_leaves = int(plan.leaves_per_group.sum())
     if leaves is None:
         leaf_group = np.repeat(np.arange(len(plan.leaves_per_group)), plan.leaves_per_group)
-        leaf_unit = group_units[leaf_group]
+        leaf_unit = group_units[leaf_group] if plan.tiers > 1 else np.zeros(1, np.int64)
         width = len(str(max(n_leaves - 1, 1)))
         names = [f"{prefix}{leaf_name}{i:0{width}d}" for i in range(n_leaves)]
         pod_of_leaf = (np.arange(n_leaves) // plan.leaves_per_pod if plan.tiers == 3
@@ -227,7 +235,8 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
         starts = np.concatenate([[0], np.flatnonzero(np.diff(endpoint_groups)) + 1])
         position = np.arange(len(endpoints)) - np.repeat(starts, np.diff(
             np.append(starts, len(endpoints))))
-        leaf_of = leaves[first[endpoint_groups] + position // plan.leaf_down]
+        leaf_of = (leaves[first[endpoint_groups] + position // plan.leaf_down]
+                   if plan.tiers > 1 else np.full(len(endpoints), leaves[0]))
         builder.add_links(endpoints, leaf_of, tier=access_tier, rate_Bps=down_rate_Bps)
         out.append(ClosTier(leaf_name, ports.model, n_leaves, plan.leaf_down, plan.leaf_up,
                             down_rate_Bps, up_rate_Bps,

@@ -1,0 +1,86 @@
+"""Shared fixtures: a toy catalog with a radix-k switch, and design helpers."""
+
+import textwrap
+
+import pytest
+
+from topomodel.build import build_fabric
+from topomodel.design import load_design
+
+TOY_CATALOG = """
+accelerators:
+  toy-acc:
+    peak_flops: {bf16: "100 TFLOP/s"}
+    hbm_capacity: "10 GB"
+    hbm_bandwidth: "1 TB/s"
+    scaleup_link: toy-link
+    scaleup_link_count: 4
+    source: test fixture
+    provenance: assumed
+scaleup_links:
+  toy-link:
+    link_rate: "10 GB/s /dir"
+    source: test fixture
+    provenance: assumed
+scaleup_switches:
+  toy-chip:
+    ports: 16
+    port_rate: "10 GB/s /dir"
+    source: test fixture
+    provenance: assumed
+nics:
+  toy-nic:
+    ports: 1
+    port_rate: "100 Gb/s /dir"
+    protocols: [ethernet]
+    source: test fixture
+    provenance: assumed
+systems:
+  toy-host:
+    accelerator: toy-acc
+    accelerators: 1
+    scaleup: {kind: none}
+    nic: toy-nic
+    nic_count: 1
+    source: test fixture
+    provenance: assumed
+  toy-box:
+    accelerator: toy-acc
+    accelerators: 4
+    scaleup: {kind: switched, switch: toy-chip, switches: 2, links_per_switch: [2, 2]}
+    nic: toy-nic
+    nic_count: 4
+    source: test fixture
+    provenance: assumed
+switches:
+"""
+
+
+def toy_switch(k):
+    return textwrap.indent(textwrap.dedent(f"""
+        toy-switch-{k}:
+          protocol: ethernet
+          ports: {k}
+          port_rate: "100 Gb/s /dir"
+          breakouts: [{{ports: {2 * k}, port_rate: "50 Gb/s /dir"}}]
+          power: "100 W"
+          source: test fixture
+          provenance: assumed
+    """), "  ")
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """Build a design (YAML text) against the built-in plus the toy catalog."""
+    catalog = tmp_path / "toy.yaml"
+    catalog.write_text(TOY_CATALOG + "".join(toy_switch(k) for k in (4, 6, 8, 12, 16)))
+
+    def build(text):
+        path = tmp_path / "design.yaml"
+        path.write_text(textwrap.dedent(text))
+        design, cat = load_design(path, extra_catalogs=[catalog])
+        return build_fabric(design, cat)
+
+    build.catalog_path = catalog
+    build.tmp_path = tmp_path
+    return build

@@ -1,0 +1,168 @@
+import numpy as np
+import pytest
+
+from topomodel.bisection import bisection
+from topomodel.catalog import Switch
+from topomodel.errors import DesignError
+
+
+def count(fabric, tier):
+    return int((fabric.nodes["tier"] == tier).sum())
+
+
+def cables(fabric, tier):
+    return int(fabric.links.loc[fabric.links["tier"] == tier, "cables"].sum() // 2)
+
+
+def check_invariants(fabric):
+    """Every link has a tier and a positive capacity; no switch exceeds its radix."""
+    links = fabric.links
+    assert links["tier"].notna().all()
+    assert (links["capacity_Bps"] > 0).all()
+    # both directions of every bundle are present, with equal capacity
+    forward = links.set_index(["src", "dst"])["capacity_Bps"]
+    backward = links.set_index(["dst", "src"])["capacity_Bps"]
+    assert forward.sort_index().equals(backward.rename_axis(["src", "dst"]).sort_index())
+    used = np.bincount(links["src"], weights=links["cables"] * links["rate_Bps"],
+                       minlength=len(fabric.nodes))
+    for i, model in fabric.nodes.loc[fabric.nodes["kind"] == "switch", "model"].items():
+        switch = fabric.catalog.get(model, Switch)
+        assert used[i] <= switch.capacity_per_direction_Bps * (1 + 1e-9), fabric.nodes.name[i]
+
+
+def fat_tree(k, hosts, tiers=None, extra=""):
+    tiers_line = f"  tiers: {tiers}\n" if tiers else ""
+    return (f"system: toy-host\nsystems: {hosts}\nscaleout:\n  switch: toy-switch-{k}\n"
+            + tiers_line + extra)
+
+
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_two_tier_fat_tree_closed_form(toy, k):
+    fabric = toy(fat_tree(k, k * k // 2))
+    assert count(fabric, "leaf") == k and count(fabric, "spine") == k // 2
+    assert cables(fabric, "spine") == k * k // 2
+    check_invariants(fabric)
+
+
+@pytest.mark.parametrize("k", [4, 6, 8, 12])
+def test_three_tier_fat_tree_closed_form(toy, k):
+    fabric = toy(fat_tree(k, k**3 // 4))
+    switches = sum(count(fabric, t) for t in ("leaf", "spine", "core"))
+    assert switches == 5 * k * k // 4
+    assert count(fabric, "core") == k * k // 4
+    assert cables(fabric, "core") == k**3 // 4
+    check_invariants(fabric)
+
+
+def test_fewest_tiers_by_default_and_too_many_endpoints(toy):
+    assert count(toy(fat_tree(8, 8)), "spine") == 0  # one switch holds 8
+    assert count(toy(fat_tree(8, 9)), "spine") > 0
+    with pytest.raises(DesignError, match="too large for 3 tiers"):
+        toy(fat_tree(4, 4**3 // 4 + 1))
+    with pytest.raises(DesignError, match="do not fit one toy-switch-8"):
+        toy(fat_tree(8, 9, tiers=1))
+
+
+def test_oversubscription_cuts_uplinks(toy):
+    fabric = toy(fat_tree(16, 48, extra="  oversubscription: ['3:1']\n"))
+    leaf = next(t for t in fabric.clos_tiers if t.name == "leaf")
+    assert (leaf.down_ports, leaf.up_ports) == (12, 4)
+    cut = bisection(fabric)
+    assert cut.ratio == pytest.approx(1 / 3, rel=1e-6)
+    assert cut.closed_form_Bps == pytest.approx(cut.max_flow_Bps)
+
+
+def test_radix_that_cannot_give_the_oversubscription(toy):
+    with pytest.raises(DesignError, match="cannot give a down:up of 5:1") as info:
+        toy(fat_tree(4, 40, extra="  oversubscription: ['5:1', '1:1']\n"))
+    assert info.value.problems[0].key_path == "scaleout.switch"
+
+
+def test_rail_optimized_leaves_hold_one_rail_of_a_unit(toy):
+    fabric = toy("system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n"
+                 "  unit: 4\n")
+    nodes, links = fabric.nodes, fabric.links
+    access = links[(links["tier"] == "leaf") & (nodes["kind"].to_numpy()[links["src"]] == "nic")]
+    rails = nodes["rail"].to_numpy()[access["src"]]
+    leaf_of = access["dst"].to_numpy()
+    for leaf in np.unique(leaf_of):
+        assert len(set(rails[leaf_of == leaf])) == 1
+    assert count(fabric, "leaf") == 8  # 2 units x 4 rails
+    check_invariants(fabric)
+
+
+def test_not_rail_optimized_keeps_a_system_on_one_leaf(toy):
+    fabric = toy("system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
+                 "  rail_optimized: false\n  unit: 2\n")
+    links, nodes = fabric.links, fabric.nodes
+    access = links[(links["tier"] == "leaf") & (nodes["kind"].to_numpy()[links["src"]] == "nic")]
+    system = nodes["system"].to_numpy()[access["src"]]
+    for s in np.unique(system):
+        assert len(set(access["dst"].to_numpy()[system == s])) == 1
+
+
+def test_unit_that_does_not_divide(toy):
+    with pytest.raises(DesignError, match="not a whole number of units of 4"):
+        toy("system: toy-box\nsystems: 6\nscaleout:\n  switch: toy-switch-8\n  unit: 4\n")
+
+
+def test_planes_double_the_fabric(toy):
+    one = toy(fat_tree(8, 32))
+    two = toy(fat_tree(8, 32, extra="  planes: 2\n  port_rate: '50 Gb/s /dir'\n"))
+    # each plane: 32 ports of 50G on 16-port (at 50G) leaves, 8 down each -> 4 leaves
+    planes = two.nodes["plane"][two.nodes["tier"] == "leaf"]
+    assert planes.value_counts().to_dict() == {0: 4, 1: 4}
+    assert count(one, "leaf") == 8
+    access = two.links["tier"] == "leaf"
+    assert two.links.loc[access, "capacity_Bps"].sum() == pytest.approx(
+        one.links.loc[one.links["tier"] == "leaf", "capacity_Bps"].sum())
+    check_invariants(two)
+
+
+def test_rail_only_has_no_spine_between_rails(toy):
+    fabric = toy("system: toy-box\nsystems: 8\nscaleout:\n  kind: rail_only\n"
+                 "  switch: toy-switch-8\n")
+    assert count(fabric, "leaf") == 4 and count(fabric, "spine") == 0
+    cut = bisection(fabric)
+    assert cut.closed_form_Bps == pytest.approx(cut.max_flow_Bps)
+
+
+def test_torus_cut_across_one_dimension(toy):
+    fabric = toy("system: toy-host\nsystems: 64\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [4, 4, 4]\n")
+    degree = np.bincount(fabric.links["src"], minlength=len(fabric.nodes))
+    assert set(degree[fabric.accelerators]) == {6}
+    cut = bisection(fabric)
+    # 64 / 4 = 16 links in a plane, crossed twice with wraparound, 10 GB/s each
+    assert cut.closed_form_Bps == pytest.approx(2 * 16 * 10e9)
+    assert cut.max_flow_Bps == pytest.approx(cut.closed_form_Bps)
+
+
+def test_mesh_without_wraparound_and_shape_errors(toy):
+    fabric = toy("system: toy-host\nsystems: 16\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [4, 4]\n  wraparound: false\n")
+    assert cables(fabric, "scaleup") == 2 * 4 * 3
+    assert bisection(fabric).max_flow_Bps == pytest.approx(4 * 10e9)
+    with pytest.raises(DesignError, match=r"torus shape \[4, 3\] holds 12") as info:
+        toy("system: toy-host\nsystems: 16\nscaleup:\n  kind: torus\n  link: toy-link\n"
+            "  shape: [4, 3]\n")
+    assert info.value.problems[0].key_path == "scaleup.shape"
+
+
+def test_switched_domain_is_full_bisection(toy):
+    fabric = toy("system: toy-box\nsystems: 1\n")
+    cut = bisection(fabric)
+    assert cut.closed_form_Bps == pytest.approx(cut.max_flow_Bps)
+    assert cut.ratio == pytest.approx(1.0)
+
+
+def test_failed_spine_lowers_bisection(toy):
+    healthy = bisection(toy(fat_tree(8, 32)))
+    spine = "spine0"
+    failed = bisection(toy(fat_tree(8, 32, extra=f"failures:\n  nodes: [{spine}]\n")))
+    assert failed.max_flow_Bps == pytest.approx(healthy.max_flow_Bps * 3 / 4)
+
+
+def test_unknown_failed_part_is_an_error(toy):
+    with pytest.raises(DesignError, match="no node named 'spine9'"):
+        toy(fat_tree(8, 32, extra="failures:\n  nodes: [spine9]\n"))
