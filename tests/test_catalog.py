@@ -131,7 +131,7 @@ BASE = """
          "accelerators.chip.scaleup_link", "unknown scaleup_link id 'nvlink9'"),
         (BASE.replace("accelerators:", "accelerator:"), 2, "accelerator",
          "unknown entry kind; did you mean 'accelerators'"),
-        (BASE.replace("chip:", "Chip X:"), 3, "accelerators.Chip X", "an id is lower case"),
+        (BASE.replace("chip:", "Chip X:"), 3, "accelerators['Chip X']", "an id is lower case"),
         (BASE + "        figure_provenance: {powr: assumed}\n", 9,
          "accelerators.chip.figure_provenance", "not a key of this entry"),
         ("switches:\n  s:\n    protocol: infiniband\n    ports: 64\n"

@@ -50,7 +50,7 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     if len(domains) >= 2:
         side_a = np.isin(domain, domains[: len(domains) // 2])
     elif fabric.structure.get("scaleup") == "torus":
-        coords = fabric.structure["torus_coords"]
+        coords = fabric.structure["_torus_coords"]
         shape = fabric.structure["torus_shape"]
         longest = int(np.argmax(shape))
         side_a = coords[:, longest] < shape[longest] // 2
@@ -63,9 +63,8 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     """Bisection between :func:`halves` from the fabric's structure, bytes/s per direction."""
     s = fabric.structure
     links = fabric.links[~fabric.links["failed"]]
-    tiers = links["tier"].astype(str).to_numpy()
-    cap = links["capacity_Bps"].to_numpy()
-    total = {t: float(cap[tiers == t].sum() / 2) for t in np.unique(tiers)}
+    sums = links.groupby("tier", observed=True)["capacity_Bps"].sum()
+    total = {str(t): float(v) / 2 for t, v in sums.items()}
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     share = min(len(side_a), len(side_b)) / n
@@ -151,7 +150,7 @@ def injection_Bps(fabric: Fabric) -> float:
     """
     s = fabric.structure
     links = fabric.links
-    tiers = links["tier"].astype(str).to_numpy()
+    tiers = links["tier"].to_numpy()
     n = max(1, fabric.accelerator_count)
     if s["scaleout"] != "none":
         host = links.loc[tiers == "host", "capacity_Bps"].sum() / 2

@@ -36,7 +36,7 @@ from topomodel.clos import (
 )
 from topomodel.design import Design
 from topomodel.errors import DesignError
-from topomodel.fabric import ClosTier, Fabric, FabricBuilder
+from topomodel.fabric import ClosTier, Fabric, FabricBuilder, node_names, numbered
 
 DEFAULT_SWITCH_LATENCY_S = 500e-9
 """Switch latency when the catalog has none: an assumed, typical cut-through figure for
@@ -61,10 +61,10 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     structure: dict[str, Any] = {"systems": n_systems, "accelerators_per_system": per_system}
     sys_index = np.repeat(np.arange(n_systems), per_system)
     local = np.tile(np.arange(per_system), n_systems)
-    sw, lw = len(str(max(n_systems - 1, 1))), len(str(max(per_system - 1, 1)))
+    prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
+    structure["_system_prefixes"] = prefixes
     acc = builder.add_nodes(
-        [f"sys{s:0{sw}d}/acc{j:0{lw}d}" for s, j in zip(sys_index, local, strict=True)],
-        kind="accelerator", tier="accelerator", model=system.accelerator, system=sys_index,
+        node_names(prefixes, numbered("acc", per_system)), kind="accelerator", tier="accelerator", model=system.accelerator, system=sys_index,
         local=local)
     domains = _build_scaleup(builder, design, catalog, system, acc.reshape(n_systems,
                                                                             per_system),
@@ -127,8 +127,8 @@ def _in_system_switches(builder: FabricBuilder, catalog: Catalog, system: System
     used = per_system * max(wiring.links_per_switch)
     if used > chip.ports:
         raise DesignError([])  # the catalog check makes this unreachable
-    sw = len(str(max(n_systems - 1, 1)))
-    names = [f"sys{s:0{sw}d}/sw{k}" for s in range(n_systems) for k in range(count)]
+    names = node_names([f"{name}/" for name in numbered("sys", n_systems)],
+                       numbered("sw", count))
     chips = builder.add_nodes(names, kind="scaleup_switch", tier="scaleup", model=chip.id,
                               latency_s=chip.latency_s or 0.0,
                               system=np.repeat(np.arange(n_systems), count),
@@ -229,7 +229,7 @@ def _torus(builder: FabricBuilder, design: Design, system: System, acc: np.ndarr
                                           "electrical"))
     structure.update(torus_shape=list(shape), wraparound=bool(wrap),
                      links_per_neighbor=design.scaleup.links_per_neighbor,
-                     systems_per_domain=systems_per_domain, torus_coords=coords)
+                     systems_per_domain=systems_per_domain, _torus_coords=coords)
     return domain
 
 
@@ -253,12 +253,10 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
                      uplink_rate_Bps=up_rate, switch=switch.id,
                      rail_optimized=out.rail_optimized, rail_only=out.kind == "rail_only")
     # NICs and their host links
-    sw = len(str(max(n_systems - 1, 1)))
     nic_sys = np.repeat(np.arange(n_systems), nics)
     rail = np.tile(np.arange(nics), n_systems)
-    nic_nodes = builder.add_nodes([f"sys{s:0{sw}d}/nic{r}" for s, r in zip(nic_sys, rail,
-                                                                             strict=True)],
-                                  kind="nic", tier="nic", model=nic.id, system=nic_sys,
+    nic_nodes = builder.add_nodes(node_names(structure["_system_prefixes"],
+                                             numbered("nic", nics)), kind="nic", tier="nic", model=nic.id, system=nic_sys,
                                   local=rail, rail=rail)
     host = catalog.get(system.host_link, HostLink) if system.host_link else None
     host_rate = host.rate_Bps if host else nic.rate_Bps

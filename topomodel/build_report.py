@@ -52,7 +52,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "accelerators": fabric.accelerator_count,
         "nodes": node_counts,
         "links": int(fabric.links["cables"].sum() // 2),
-        "structure": {k: v for k, v in fabric.structure.items() if k != "torus_coords"},
+        "structure": {k: v for k, v in fabric.structure.items() if not k.startswith("_")},
         "tiers": [{**dataclasses.asdict(t), "capacity_bps": t.capacity_Bps * 8}
                   for t in tiers],
         "bisection": dataclasses.asdict(cut),

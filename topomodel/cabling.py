@@ -14,7 +14,7 @@ import pandas as pd
 
 from topomodel.catalog import Catalog, Optic
 from topomodel.design import Design
-from topomodel.fabric import PROPAGATION_S_PER_M
+from topomodel.fabric import MEDIA, PROPAGATION_S_PER_M
 
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
@@ -54,15 +54,21 @@ def assign_cables(nodes: pd.DataFrame, links: pd.DataFrame, design: Design,
     Board and backplane links (scale-up inside a system) and host links stay as built.
     """
     del nodes
-    tiers = links["tier"].astype(str).to_numpy()
-    medium = links["medium"].astype(str).to_numpy().copy()
-    optic = links["optic"].astype(str).to_numpy().copy()
+    tier_codes = links["tier"].cat.codes.to_numpy()
+    medium = links["medium"].astype(str).to_numpy()
+    optic_ids = [""]
+    optic_codes = np.zeros(len(links), np.int16)
     length = links["length_m"].to_numpy().copy()
     rate = links["rate_Bps"].to_numpy()
-    cabled = (tiers != "host") & ~((tiers == "scaleup") & (medium == "electrical"))
-    for tier in np.unique(tiers[cabled]):
-        for link_rate in np.unique(rate[cabled & (tiers == tier)]):
-            rows = cabled & (tiers == tier) & (rate == link_rate)
+    tier_names = list(links["tier"].cat.categories)
+    electrical = medium == "electrical"
+    for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
+        tier = tier_names[code]
+        if tier == "host":
+            continue
+        in_tier = (tier_codes == code) & ~(electrical if tier == "scaleup" else False)
+        for link_rate in np.unique(rate[in_tier]):
+            rows = in_tier & (rate == link_rate)
             meters = tier_length_m(design, tier)
             named = design.layout.cables.get(tier)
             chosen = catalog.get(named, Optic) if named else choose_optic(catalog, link_rate,
@@ -79,10 +85,11 @@ def assign_cables(nodes: pd.DataFrame, links: pd.DataFrame, design: Design,
                                      f" {chosen.reach_m:g} m) cannot carry {tier} links of"
                                      f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m")
             length[rows] = meters
-            optic[rows] = chosen.id
-            ocs = medium[rows] == "ocs"
-            medium[rows] = np.where(ocs, "ocs", chosen.medium)
+            if chosen.id not in optic_ids:
+                optic_ids.append(chosen.id)
+            optic_codes[rows] = optic_ids.index(chosen.id)
+            medium = np.where(rows & (medium != "ocs"), chosen.medium, medium)
     links["length_m"] = length
-    links["medium"] = pd.Categorical(medium)
-    links["optic"] = pd.Categorical(optic)
+    links["medium"] = pd.Categorical(medium, categories=MEDIA)
+    links["optic"] = pd.Categorical.from_codes(optic_codes, categories=optic_ids)
     links["latency_s"] = length * PROPAGATION_S_PER_M

@@ -55,6 +55,8 @@ NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "u
 LINK_COLUMNS = ("src", "dst", "tier", "cables", "rate_Bps", "capacity_Bps", "length_m",
                 "latency_s", "medium", "optic", "failed")
 SWITCH_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "leaf", "spine", "core")
+LINK_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
+MEDIA = ("electrical", "pcie", "copper", "mmf", "smf", "ocs", "optical")
 PROPAGATION_S_PER_M = 5e-9  # light in fibre or a signal in copper: ~2e8 m/s
 
 
@@ -83,21 +85,21 @@ class FabricBuilder:
         return numbers
 
     def add_links(self, src: np.ndarray, dst: np.ndarray, *, tier: str, rate_Bps: float,
-                  cables: np.ndarray | int = 1, length_m: np.ndarray | float = 0.0,
-                  medium: np.ndarray | str = "electrical", optic: np.ndarray | str = "") -> None:
+                  cables: np.ndarray | int = 1,
+                  medium: np.ndarray | str = "electrical") -> None:
         """Add bundles between ``src[i]`` and ``dst[i]``, both directions."""
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         n = len(src)
         cables_arr = np.broadcast_to(np.asarray(cables, dtype=np.int64), (n,))
-        length = np.broadcast_to(np.asarray(length_m, dtype=float), (n,))
-        medium_arr = np.broadcast_to(np.asarray(medium, dtype=object), (n,))
-        optic_arr = np.broadcast_to(np.asarray(optic, dtype=object), (n,))
+        if isinstance(medium, str):
+            medium_codes = np.full(n, MEDIA.index(medium), np.int8)
+        else:
+            medium_codes = pd.Categorical(medium, categories=MEDIA).codes.astype(np.int8)
         for a, b in ((src, dst), (dst, src)):
             self.link_blocks.append({
-                "src": a, "dst": b, "tier": tier, "cables": cables_arr,
-                "rate_Bps": float(rate_Bps), "length_m": length, "medium": medium_arr,
-                "optic": optic_arr, "count": n})
+                "src": a, "dst": b, "tier": LINK_TIERS.index(tier), "cables": cables_arr,
+                "rate_Bps": float(rate_Bps), "medium": medium_codes, "count": n})
 
     def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The node and link tables."""
@@ -105,36 +107,47 @@ class FabricBuilder:
             column: np.concatenate([np.broadcast_to(np.asarray(b[column]), (len(b["name"]),))
                                     for b in self.node_blocks])
             for column in NODE_COLUMNS
-        }) if self.node_blocks else pd.DataFrame(columns=list(NODE_COLUMNS))
+        })
         for column in ("kind", "tier", "model"):
             nodes[column] = nodes[column].astype("category")
-        parts = {column: [] for column in LINK_COLUMNS}  # type: dict[str, list[Any]]
-        for block in self.link_blocks:
-            n = block["count"]
-            parts["src"].append(block["src"])
-            parts["dst"].append(block["dst"])
-            parts["tier"].append(np.full(n, block["tier"], dtype=object))
-            parts["cables"].append(block["cables"])
-            parts["rate_Bps"].append(np.full(n, block["rate_Bps"]))
-            parts["length_m"].append(block["length_m"])
-            parts["medium"].append(block["medium"])
-            parts["optic"].append(block["optic"])
+        blocks = self.link_blocks
+
+        def joined(key: str, dtype: Any) -> np.ndarray:
+            return np.concatenate([np.broadcast_to(np.asarray(b[key], dtype=dtype), (b["count"],))
+                                   for b in blocks]) if blocks else np.empty(0, dtype)
+
+        count = sum(b["count"] for b in blocks)
         links = pd.DataFrame({
-            "src": np.concatenate(parts["src"]) if parts["src"] else np.empty(0, np.int64),
-            "dst": np.concatenate(parts["dst"]) if parts["dst"] else np.empty(0, np.int64),
-            "tier": np.concatenate(parts["tier"]) if parts["tier"] else np.empty(0, object),
-            "cables": np.concatenate(parts["cables"]) if parts["cables"] else np.empty(0),
-            "rate_Bps": np.concatenate(parts["rate_Bps"]) if parts["rate_Bps"] else [],
-            "length_m": np.concatenate(parts["length_m"]) if parts["length_m"] else [],
-            "medium": np.concatenate(parts["medium"]) if parts["medium"] else [],
-            "optic": np.concatenate(parts["optic"]) if parts["optic"] else [],
+            "src": joined("src", np.int64), "dst": joined("dst", np.int64),
+            "tier": pd.Categorical.from_codes(joined("tier", np.int8), categories=LINK_TIERS),
+            "cables": joined("cables", np.int64), "rate_Bps": joined("rate_Bps", float),
+            "length_m": np.zeros(count),
+            "medium": pd.Categorical.from_codes(joined("medium", np.int8), categories=MEDIA),
+            "optic": pd.Categorical.from_codes(np.zeros(count, np.int8), categories=[""]),
         })
         links["capacity_Bps"] = links["cables"] * links["rate_Bps"]
-        links["latency_s"] = links["length_m"] * PROPAGATION_S_PER_M
+        links["latency_s"] = 0.0
         links["failed"] = False
-        for column in ("tier", "medium", "optic"):
-            links[column] = links[column].astype("category")
         return nodes, links[list(LINK_COLUMNS)]
+
+
+def node_names(prefixes: np.ndarray | list[str], suffixes: np.ndarray | list[str]) -> np.ndarray:
+    """Every prefix joined with every suffix, prefix-major: ``sys00/acc0, sys00/acc1, ...``.
+
+    Examples
+    --------
+    >>> node_names(["s0/", "s1/"], ["a", "b"]).tolist()
+    ['s0/a', 's0/b', 's1/a', 's1/b']
+    """
+    pre = np.asarray(prefixes, dtype=str)
+    suf = np.asarray(suffixes, dtype=str)
+    return np.strings.add(np.repeat(pre, len(suf)), np.tile(suf, len(pre))).astype(object)
+
+
+def numbered(stem: str, count: int) -> list[str]:
+    """``stem0 .. stem{count-1}`` zero-padded to sort: ``numbered('leaf', 12)[3] == 'leaf03'``."""
+    width = len(str(max(count - 1, 1)))
+    return [f"{stem}{i:0{width}d}" for i in range(count)]
 
 
 @dataclass(frozen=True, eq=False)

@@ -34,7 +34,7 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     the rate of the switch's down ports (breakout ports where the rate asks for them).
     """
     nodes, links = fabric.nodes, fabric.links
-    tiers = links["tier"].astype(str).to_numpy()
+    tiers = links["tier"].to_numpy()
     src = links["src"].to_numpy()
     cables = links["cables"].to_numpy()
     capacity = links["capacity_Bps"].to_numpy()

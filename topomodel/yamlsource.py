@@ -18,6 +18,7 @@ import yaml
 from topomodel.errors import InputError, Problem
 
 KeyPath = tuple[str | int, ...]
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -49,7 +50,12 @@ def format_path(path: KeyPath) -> str:
     """
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _PLAIN_KEY.match(part):
+            out += f"[{part!r}]"  # a key with spaces, newlines or dots stays readable
+        else:
+            out += f".{part}" if out else part
     return out
 
 
