@@ -143,21 +143,23 @@ def max_flow_bisection(fabric: Fabric) -> float:
 
 
 def injection_Bps(fabric: Fabric) -> float:
-    """Per-accelerator bandwidth into the network the bisection is limited by, bytes/s.
+    """Per-accelerator bandwidth into the networks that join the halves, bytes/s.
 
-    Scale-out injection (NIC ports times planes, capped by the host link) where there is
-    a scale-out network, else the scale-up bandwidth per accelerator.
+    Scale-out injection (NIC ports times planes, capped by the host link) when the
+    halves are whole scale-up domains; plus the scale-up bandwidth when the halves
+    split a single domain.
     """
     s = fabric.structure
     links = fabric.links
-    tiers = links["tier"].to_numpy()
     n = max(1, fabric.accelerator_count)
-    if s["scaleout"] != "none":
-        host = links.loc[tiers == "host", "capacity_Bps"].sum() / 2
-        leaf = links.loc[tiers == "leaf", "capacity_Bps"].sum() / 2
-        return float(min(host, leaf) / n)
-    up = links["src"].isin(fabric.accelerators).to_numpy() & (tiers == "scaleup")
-    return float(links.loc[up, "capacity_Bps"].sum() / n)
+    totals = links.groupby("tier", observed=False)["capacity_Bps"].sum() / 2
+    scaleout = min(totals["host"], totals["leaf"]) if s["scaleout"] != "none" else 0.0
+    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    if len(np.unique(domain[domain >= 0])) >= 2:
+        return float(scaleout / n)
+    kind = fabric.nodes["kind"].to_numpy()
+    up = (kind[links["src"].to_numpy()] == "accelerator") & (links["tier"] == "scaleup").to_numpy()
+    return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / n)
 
 
 def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT) -> Bisection:

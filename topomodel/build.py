@@ -63,9 +63,9 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     local = np.tile(np.arange(per_system), n_systems)
     prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
     structure["_system_prefixes"] = prefixes
-    acc = builder.add_nodes(
-        node_names(prefixes, numbered("acc", per_system)), kind="accelerator", tier="accelerator", model=system.accelerator, system=sys_index,
-        local=local)
+    acc = builder.add_nodes(node_names(prefixes, numbered("acc", per_system)),
+                            kind="accelerator", tier="accelerator", model=system.accelerator,
+                            system=sys_index, local=local)
     domains = _build_scaleup(builder, design, catalog, system, acc.reshape(n_systems,
                                                                             per_system),
                              structure)
@@ -161,7 +161,8 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
                            pod_units=None)
     except ClosError as exc:
         raise design.problem(("scaleup",), str(exc)) from None
-    plan = replace(upper, tiers=upper.tiers + 1, leaves_per_group=np.array([per_domain]))
+    plan = replace(upper, tiers=upper.tiers + 1, leaves_per_group=np.array([per_domain]),
+                   oversubscription=(0.0, *upper.oversubscription))
     domains = n_systems // per_domain
     dw = len(str(max(domains - 1, 1)))
     for d in range(domains):
@@ -256,7 +257,8 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
     nic_sys = np.repeat(np.arange(n_systems), nics)
     rail = np.tile(np.arange(nics), n_systems)
     nic_nodes = builder.add_nodes(node_names(structure["_system_prefixes"],
-                                             numbered("nic", nics)), kind="nic", tier="nic", model=nic.id, system=nic_sys,
+                                             numbered("nic", nics)),
+                                  kind="nic", tier="nic", model=nic.id, system=nic_sys,
                                   local=rail, rail=rail)
     host = catalog.get(system.host_link, HostLink) if system.host_link else None
     host_rate = host.rate_Bps if host else nic.rate_Bps
@@ -266,9 +268,11 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
     structure["host_link"] = host.id if host else ""
     # endpoint grouping: units of systems; rails to their own leaves when rail-optimized
     try:
-        unit = out.unit or _default_unit(ports, port_rate, up_rate, out, nics)
+        leaf_down_max, _ = ports.split(port_rate, up_rate, (out.oversubscription or (1.0,))[0])
     except ClosError as exc:
         raise design.problem(("scaleout", "switch"), str(exc)) from None
+    rail_groups = out.rail_optimized or out.kind == "rail_only"
+    unit = out.unit or max(1, leaf_down_max if rail_groups else leaf_down_max // nics)
     if out.unit and n_systems % unit and not out.partial_unit and n_systems > unit:
         raise design.problem(("scaleout", "unit"),
                              f"{n_systems} systems are not a whole number of units of {unit};"
@@ -288,8 +292,12 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
                                prefix=f"{prefix}rail{r}/", plane=plane, group=f"rail{r}")
             continue
         if out.rail_optimized:
+            # one rail of a unit per leaf; rails share a leaf when a unit is small
+            rails_per_leaf = max(1, min(nics, leaf_down_max // min(unit, n_systems)))
+            structure["rails_per_leaf"] = rails_per_leaf
             order = np.lexsort((nic_sys, rail, unit_of_system[nic_sys]))
-            groups = unit_of_system[nic_sys[order]] * nics + rail[order]
+            groups = (unit_of_system[nic_sys[order]] * -(-nics // rails_per_leaf)
+                      + rail[order] // rails_per_leaf)
             whole = 1
         else:
             order = np.arange(len(nic_nodes))
@@ -304,14 +312,6 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
     structure["fat_tree_tiers"] = max((["leaf", "spine", "core"].index(t.name) + 1
                                        for t in tiers), default=0)
     return tiers
-
-
-def _default_unit(ports: SwitchPorts, port_rate: float, up_rate: float,
-                  out: Any, nics: int) -> int:
-    """Systems per unit: as many as one leaf serves (per rail, or whole systems)."""
-    over = (out.oversubscription or (1.0,))[0]
-    down, _ = ports.split(port_rate, up_rate, over)
-    return max(1, down if out.rail_optimized or out.kind == "rail_only" else down // nics)
 
 
 def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,

@@ -10,11 +10,10 @@ the length is chosen, unless the layout names one. One module per link end is as
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from topomodel.catalog import Catalog, Optic
 from topomodel.design import Design
-from topomodel.fabric import MEDIA, PROPAGATION_S_PER_M
+from topomodel.fabric import MEDIA, PROPAGATION_S_PER_M, categorical
 
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
@@ -55,18 +54,21 @@ def assign_cables(nodes: pd.DataFrame, links: pd.DataFrame, design: Design,
     """
     del nodes
     tier_codes = links["tier"].cat.codes.to_numpy()
-    medium = links["medium"].astype(str).to_numpy()
+    medium = links["medium"].cat.codes.to_numpy().copy()
+    ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
     optic_ids = [""]
     optic_codes = np.zeros(len(links), np.int16)
     length = links["length_m"].to_numpy().copy()
     rate = links["rate_Bps"].to_numpy()
     tier_names = list(links["tier"].cat.categories)
-    electrical = medium == "electrical"
+    electrical = medium == electrical_code
     for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
         tier = tier_names[code]
         if tier == "host":
             continue
-        in_tier = (tier_codes == code) & ~(electrical if tier == "scaleup" else False)
+        in_tier = tier_codes == code
+        if tier == "scaleup":
+            in_tier &= ~electrical  # board and backplane links are not cabled
         for link_rate in np.unique(rate[in_tier]):
             rows = in_tier & (rate == link_rate)
             meters = tier_length_m(design, tier)
@@ -88,8 +90,8 @@ def assign_cables(nodes: pd.DataFrame, links: pd.DataFrame, design: Design,
             if chosen.id not in optic_ids:
                 optic_ids.append(chosen.id)
             optic_codes[rows] = optic_ids.index(chosen.id)
-            medium = np.where(rows & (medium != "ocs"), chosen.medium, medium)
+            medium[rows & (medium != ocs)] = MEDIA.index(chosen.medium)
     links["length_m"] = length
-    links["medium"] = pd.Categorical(medium, categories=MEDIA)
-    links["optic"] = pd.Categorical.from_codes(optic_codes, categories=optic_ids)
+    links["medium"] = categorical(medium, MEDIA)
+    links["optic"] = categorical(optic_codes, optic_ids)
     links["latency_s"] = length * PROPAGATION_S_PER_M

@@ -37,6 +37,7 @@ Link attributes (:attr:`Fabric.links`): one row per direction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -119,16 +120,21 @@ class FabricBuilder:
         count = sum(b["count"] for b in blocks)
         links = pd.DataFrame({
             "src": joined("src", np.int64), "dst": joined("dst", np.int64),
-            "tier": pd.Categorical.from_codes(joined("tier", np.int8), categories=LINK_TIERS),
+            "tier": categorical(joined("tier", np.int8), LINK_TIERS),
             "cables": joined("cables", np.int64), "rate_Bps": joined("rate_Bps", float),
             "length_m": np.zeros(count),
-            "medium": pd.Categorical.from_codes(joined("medium", np.int8), categories=MEDIA),
-            "optic": pd.Categorical.from_codes(np.zeros(count, np.int8), categories=[""]),
+            "medium": categorical(joined("medium", np.int8), MEDIA),
+            "optic": categorical(np.zeros(count, np.int8), [""]),
         })
         links["capacity_Bps"] = links["cables"] * links["rate_Bps"]
         links["latency_s"] = 0.0
         links["failed"] = False
         return nodes, links[list(LINK_COLUMNS)]
+
+
+def categorical(codes: np.ndarray, categories: Sequence[str]) -> pd.Categorical:
+    """A categorical column from integer codes into ``categories``."""
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
 
 
 def node_names(prefixes: np.ndarray | list[str], suffixes: np.ndarray | list[str]) -> np.ndarray:

@@ -34,27 +34,27 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     the rate of the switch's down ports (breakout ports where the rate asks for them).
     """
     nodes, links = fabric.nodes, fabric.links
-    tiers = links["tier"].to_numpy()
+    tier_codes = links["tier"].cat.codes.to_numpy()
+    tier_names = list(links["tier"].cat.categories)
     src = links["src"].to_numpy()
     cables = links["cables"].to_numpy()
     capacity = links["capacity_Bps"].to_numpy()
     rate = links["rate_Bps"].to_numpy()
-    node_tier = nodes["tier"].astype(str).to_numpy()
-    kind = nodes["kind"].astype(str).to_numpy()
-    is_switch = (kind == "switch") | (kind == "scaleup_switch")
+    node_tier = nodes["tier"]
+    is_switch = nodes["kind"].isin(["switch", "scaleup_switch"]).to_numpy()
     used_by_node = np.bincount(src, weights=cables, minlength=len(nodes))
     accelerators = max(1, fabric.accelerator_count)
     over = {t.name: t.oversubscription for t in fabric.clos_tiers}
     out = []
     for name in TIER_ORDER:
-        mask = tiers == name
+        mask = tier_codes == tier_names.index(name)
         if not mask.any():
             continue
-        switch_nodes = np.flatnonzero(is_switch & (node_tier == name))
-        models = nodes["model"].astype(str).to_numpy()[switch_nodes]
-        model = ", ".join(sorted(set(models)))
+        switch_nodes = np.flatnonzero(is_switch & (node_tier == name).to_numpy())
+        models = set(nodes["model"].iloc[switch_nodes].astype(str))
+        model = ", ".join(sorted(models))
         used = int(used_by_node[switch_nodes].sum())
-        radix = _ports_at(fabric, set(models), float(rate[mask].min()))
+        radix = _ports_at(fabric, models, float(rate[mask].min()))
         total_capacity = float(capacity[mask].sum() / 2)
         out.append(TierSummary(
             name=name, switch_model=model, switches=len(switch_nodes),
