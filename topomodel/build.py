@@ -75,7 +75,7 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
     nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
         domains.reshape(n_systems, per_system)[:, 0], int(structure.get("nics_per_system", 0)))
-    assign_cables(nodes, links, design, catalog)
+    assign_cables(links, design, catalog)
     _mark_failures(nodes, links, design)
     return Fabric(design, catalog, nodes, links, structure, tuple(clos))
 

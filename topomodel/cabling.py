@@ -10,6 +10,7 @@ the length is chosen, unless the layout names one. One module per link end is as
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from topomodel.catalog import Catalog, Optic
 from topomodel.design import Design
@@ -46,13 +47,11 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | 
     return min(fits, key=lambda o: (o.power_W is None, o.power_W or 0.0, o.rate_Bps, o.id))
 
 
-def assign_cables(nodes: pd.DataFrame, links: pd.DataFrame, design: Design,
-                  catalog: Catalog) -> None:
+def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
 
     Board and backplane links (scale-up inside a system) and host links stay as built.
     """
-    del nodes
     tier_codes = links["tier"].cat.codes.to_numpy()
     medium = links["medium"].cat.codes.to_numpy().copy()
     ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
