@@ -132,7 +132,7 @@ class FabricBuilder:
         return nodes, links[list(LINK_COLUMNS)]
 
 
-def categorical(codes: np.ndarray, categories: Sequence[str]) -> pd.Categorical:
+def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
     """A categorical column from integer codes into ``categories``."""
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
 
