@@ -157,7 +157,7 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
     uplinks = up.uplinks or 0
     try:
         upper = plan_upper(per_domain, uplinks, 1, ports=ports, rate_Bps=rate, tiers=None,
-                           oversubscription=(up.oversubscription or (1.0,))[0],
+                           oversubscription=up.oversubscription,
                            pod_units=None)
     except ClosError as exc:
         raise design.problem(("scaleup",), str(exc)) from None
@@ -171,7 +171,7 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
             tiers = wire_clos(builder, plan, np.empty(0, np.int64), np.empty(0, np.int64),
                               np.zeros(1, np.int64), ports=ports, down_rate_Bps=rate,
                               up_rate_Bps=rate, prefix=prefix, plane=plane,
-                              group=f"plane{plane}", asked=up.oversubscription,
+                              group=f"plane{plane}", asked=(0.0, up.oversubscription),
                               tier_names=("scaleup", "scaleup_l2", "scaleup_l3"),
                               leaves=l1[d * per_domain:(d + 1) * per_domain, plane])
             if d == 0 and plane == 0:

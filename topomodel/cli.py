@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")
     schema.add_argument("what", choices=["design"], help="which format")
-    schema.set_defaults(run=_cmd_schema, format="json")
+    schema.set_defaults(run=_cmd_schema, format="table")  # the bare schema, as editors want
     return parser
 
 

@@ -217,6 +217,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     chips) and ``endpoints`` are ignored.
     """
     leaf_name, spine_name, core_name = tier_names
+    stem = {name: name + ("_" if name[-1].isdigit() else "") for name in tier_names}
     asked = tuple(asked) + (1.0,) * (3 - len(asked))
     out: list[ClosTier] = []
     n_leaves = int(plan.leaves_per_group.sum())
@@ -224,7 +225,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
         leaf_group = np.repeat(np.arange(len(plan.leaves_per_group)), plan.leaves_per_group)
         leaf_unit = group_units[leaf_group] if plan.tiers > 1 else np.zeros(1, np.int64)
         width = len(str(max(n_leaves - 1, 1)))
-        names = [f"{prefix}{leaf_name}{i:0{width}d}" for i in range(n_leaves)]
+        names = [f"{prefix}{stem[leaf_name]}{i:0{width}d}" for i in range(n_leaves)]
         pod_of_leaf = (np.arange(n_leaves) // plan.leaves_per_pod if plan.tiers == 3
                        else np.full(n_leaves, -1))
         leaves = builder.add_nodes(names, kind="switch", tier=leaf_name, model=ports.model,
@@ -246,7 +247,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
         return out
     if plan.tiers == 2:
         width = len(str(max(plan.spines - 1, 1)))
-        spines = builder.add_nodes([f"{prefix}{spine_name}{i:0{width}d}"
+        spines = builder.add_nodes([f"{prefix}{stem[spine_name]}{i:0{width}d}"
                                     for i in range(plan.spines)], kind="switch",
                                    tier=spine_name, model=ports.model,
                                    latency_s=ports.latency_s, plane=plane)
@@ -261,7 +262,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     index_in_pod = np.tile(np.arange(per_pod), plan.pods)
     pw, sw = len(str(max(plan.pods - 1, 1))), len(str(max(per_pod - 1, 1)))
     spines = builder.add_nodes(
-        [f"{prefix}pod{p:0{pw}d}/{spine_name}{s:0{sw}d}"
+        [f"{prefix}pod{p:0{pw}d}/{stem[spine_name]}{s:0{sw}d}"
          for p, s in zip(pod_of_spine, index_in_pod, strict=True)],
         kind="switch", tier=spine_name, model=ports.model, latency_s=ports.latency_s,
         pod=pod_of_spine, plane=plane)
@@ -271,7 +272,8 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     builder.add_links(src, dst, tier=spine_name, rate_Bps=up_rate_Bps)
     cores_total = per_pod * plan.cores_per_group
     cw = len(str(max(cores_total - 1, 1)))
-    cores = builder.add_nodes([f"{prefix}{core_name}{i:0{cw}d}" for i in range(cores_total)],
+    cores = builder.add_nodes([f"{prefix}{stem[core_name]}{i:0{cw}d}"
+                               for i in range(cores_total)],
                               kind="switch", tier=core_name, model=ports.model,
                               latency_s=ports.latency_s, plane=plane)
     # spine s of every pod connects to the cores of group s

@@ -8,6 +8,7 @@ cable types, and failed parts. See ``docs/design-files.md``; the JSON Schema com
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +17,6 @@ from typing import Any
 from topomodel.catalog import (
     Catalog,
     Nic,
-    Optic,
     ScaleupSwitch,
     Switch,
     System,
@@ -55,8 +55,8 @@ def _ratio(_: Reading, __: Any, value: Any) -> float:
         down, up = (float(part) for part in value.split(":"))
     except ValueError:
         raise Invalid(f"expected numbers in 'down:up', got {value!r}") from None
-    if down <= 0 or up <= 0:
-        raise Invalid(f"both sides of {value!r} must be positive")
+    if not (0 < down < math.inf and 0 < up < math.inf):
+        raise Invalid(f"both sides of {value!r} must be positive numbers")
     if down < up:
         raise Invalid(f"{value!r} gives more uplink than downlink bandwidth; use at most 1:1")
     return down / up
@@ -81,8 +81,8 @@ class ScaleupDesign:
                               doc="supernode: the upper-level switch chip")
     uplinks: int | None = spec(integer(1), default=None,
                                doc="supernode: uplinks from each in-system switch chip")
-    oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
-                                               doc="supernode: per upper tier")
+    oversubscription: float = spec(_ratio, default=1.0,
+                                   doc="supernode: down:up of the middle level (3 levels)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +120,6 @@ class ScaleoutDesign:
 class LayoutDesign:
     """Physical layout: rack size and cable lengths, which decide cable types."""
 
-    systems_per_rack: int | None = spec(integer(1), default=None)
     leaf_in_rack: bool = spec(boolean, default=False, doc="top-of-rack leaves")
     rack_cable: float = spec(quantity("length"), default=2.0,
                              doc="inside a rack (default 2 m)")
@@ -210,7 +209,7 @@ def load_design(path: str | Path, *, text: str | None = None,
         base = Path(path).parent
         own = [base / c for c in design.catalogs]
         catalog = load_catalog([*extra_catalogs, *own])
-    problems = [*_unknown_refs(reading, catalog), *_check(design, catalog)]
+    problems = _unknown_refs(reading, catalog) or _check(design, catalog)
     if problems:
         raise DesignError(problems)
     return design, catalog
@@ -246,15 +245,12 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
                                 or not up.uplinks):
         problem(("scaleup",), "a supernode needs a switched system, 'switch' (the upper"
                 " switch chip) and 'uplinks' (per in-system switch chip)")
-    if up.switch:
-        chip = catalog.get(up.switch, ScaleupSwitch)
-        if up.uplinks and system.scaleup.switch:
-            l1 = catalog.get(system.scaleup.switch, ScaleupSwitch)
-            down = max(system.scaleup.links_per_switch) * system.accelerators
-            if down + up.uplinks > l1.ports:
-                problem(("scaleup", "uplinks"), f"{up.uplinks} uplinks and {down} links to"
-                        f" accelerators exceed the {l1.ports} ports of {l1.id}")
-        del chip
+    if up.switch and up.uplinks and system.scaleup.switch:
+        l1 = catalog.get(system.scaleup.switch, ScaleupSwitch)
+        down = max(system.scaleup.links_per_switch) * system.accelerators
+        if down + up.uplinks > l1.ports:
+            problem(("scaleup", "uplinks"), f"{up.uplinks} uplinks and {down} links to"
+                    f" accelerators exceed the {l1.ports} ports of {l1.id}")
     if kind == "torus" and up.shape and system.scaleup.shape and (
             len(up.shape) < len(system.scaleup.shape) or any(
                 d % s for d, s in zip(up.shape, system.scaleup.shape, strict=False))):
@@ -281,9 +277,6 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
                 problem(("scaleout", "uplink_rate"), f"{switch.id} has no ports at this rate")
         if len(out_.oversubscription) > 3:
             problem(("scaleout", "oversubscription"), "at most one ratio per tier (3)")
-    for tier, optic in design.layout.cables.items():
-        catalog.get(optic, Optic)
-        del tier
     return out
 
 

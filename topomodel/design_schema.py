@@ -80,7 +80,6 @@ _DOCS: dict[tuple[type, str], str] = {
                                         " false puts whole systems under one leaf",
     (ScaleoutDesign, "planes"): "independent copies of the fabric; each NIC's bandwidth is"
                                 " split over them",
-    (LayoutDesign, "systems_per_rack"): "systems in one rack",
     (FailureDesign, "nodes"): "failed nodes, by name (e.g. 'sys003/nic5')",
     (FailureDesign, "links"): "failed links, as 'node -- node'",
 }

@@ -89,6 +89,9 @@ _DIRECTION_RE = re.compile(
 )
 
 
+_NUMBER_FIRST = re.compile(r"^[+-]?(\d|\.\d)")
+
+
 @cache
 def registry() -> Any:
     """The package's pint registry, built from ``unit_definitions.txt`` only."""
@@ -127,6 +130,8 @@ def quantity(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         raise UnitError(text, "empty quantity")
+    if not _NUMBER_FIRST.match(stripped):
+        raise UnitError(text, "a quantity starts with a number, e.g. '400 Gb/s'")
     try:
         q = registry().Quantity(stripped)
     except pint.errors.UndefinedUnitError as exc:

@@ -1,0 +1,84 @@
+"""Bill of materials, power and the optical link budget."""
+
+import pytest
+
+from topomodel.bom import bill_of_materials, power_summary
+from topomodel.linkbudget import OCS_INSERTION_LOSS_DB, link_budgets
+from topomodel.tiers import tier_summaries
+
+FAT_TREE = "system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n"
+
+
+def test_bom_counts_every_part(toy):
+    fabric = toy(FAT_TREE)
+    lines = {(b.category, b.model): b for b in bill_of_materials(fabric)}
+    assert lines[("switch", "toy-switch-8")].count == 8 + 4
+    assert lines[("switch", "toy-switch-8")].power_W == pytest.approx(12 * 100)
+    assert lines[("nic", "toy-nic")].count == 32
+    assert lines[("accelerator", "toy-acc")].count == 32
+    cables = sum(b.count for b in lines.values() if b.category == "cable")
+    modules = sum(b.count for b in lines.values() if b.category == "module")
+    assert cables + modules // 2 == 32 + 32  # access links + leaf-spine links
+
+
+def test_power_lists_what_is_unknown(toy):
+    fabric = toy(FAT_TREE)
+    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
+    assert "nic toy-nic" in power.unknown
+    assert power.network_W >= 12 * 100
+
+
+def test_layout_decides_copper_or_optics(toy):
+    rack = toy(FAT_TREE + "layout:\n  leaf_in_rack: true\n  rack_cable: '2 m'\n")
+    far = toy(FAT_TREE + "layout:\n  row_cable: '300 m'\n")
+
+    def access_forms(fabric):
+        access = fabric.links[fabric.links["tier"] == "leaf"]
+        return {fabric.catalog.entries[o].form for o in access["optic"].astype(str)}
+
+    assert access_forms(rack) == {"dac"}
+    assert access_forms(far) <= {"transceiver", "lpo", "cpo"}
+
+
+def test_cable_that_reaches_nowhere_is_an_error(toy):
+    from topomodel.errors import DesignError
+
+    with pytest.raises(DesignError, match="no cable or module in the catalog reaches"):
+        toy(FAT_TREE + "layout:\n  core_cable: '50 km'\n  spine_cable: '50 km'\n")
+
+
+def test_link_budget_closed_form(toy):
+    fabric = toy(FAT_TREE + "layout:\n  spine_cable: '400 m'\n  connectors: 2\n"
+                 "  cables: {spine: osfp-400g-dr4}\n")
+    budget = next(b for b in link_budgets(fabric) if b.tier == "spine")
+    fibre = fabric.catalog.entries["os2"]
+    expected = 0.4 * fibre.loss_dB_per_km + 2 * fibre.connector_loss_dB
+    assert budget.channel_loss_dB == pytest.approx(expected)
+    assert budget.margin_dB == pytest.approx(3.0 - expected)
+    assert budget.closes
+
+
+def test_link_that_does_not_close(toy):
+    fabric = toy(FAT_TREE + "layout:\n  spine_cable: '450 m'\n  connectors: 4\n"
+                 "  cables: {spine: osfp-400g-dr4}\n")
+    budget = next(b for b in link_budgets(fabric) if b.tier == "spine")
+    assert budget.closes is False and budget.margin_dB < 0
+
+
+def test_ocs_adds_its_insertion_loss(toy):
+    direct = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [8]\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
+    through = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                  "  shape: [8]\n  ocs: true\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
+    a, b = link_budgets(direct)[0], link_budgets(through)[0]
+    assert b.channel_loss_dB - a.channel_loss_dB == pytest.approx(OCS_INSERTION_LOSS_DB)
+
+
+def test_tier_summary_ports_and_capacity(toy):
+    fabric = toy(FAT_TREE)
+    tiers = {t.name: t for t in tier_summaries(fabric)}
+    assert tiers["leaf"].switches == 8 and tiers["leaf"].ports_used == 8 * 8
+    assert tiers["leaf"].ports_free == 0
+    assert tiers["leaf"].per_accelerator_Bps == pytest.approx(12.5e9)
+    assert tiers["leaf"].oversubscription == pytest.approx(1.0)
+    assert tiers["spine"].links == 32

@@ -1,0 +1,57 @@
+import pytest
+
+from topomodel.design import load_design
+from topomodel.errors import DesignError
+
+
+def problems(tmp_path, text):
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    with pytest.raises(DesignError) as info:
+        load_design(path)
+    return [(p.line, p.key_path, p.message) for p in info.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "message"),
+    [
+        ("system: dgx-h1000\nsystems: 4\n", 1, "system", "did you mean 'dgx-h100'"),
+        ("system: dgx-h100\n", 1, "", "give exactly one of 'systems' and 'accelerators'"),
+        ("system: dgx-h100\naccelerators: 12\n", 2, "accelerators", "not a whole number"),
+        ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: qm9700\n  oversubscription: [2]\n",
+         5, "scaleout.oversubscription[0]", "expected an oversubscription 'down:up'"),
+        ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: qm9700\n"
+         "  oversubscription: ['1:2']\n", 5, "scaleout.oversubscription[0]",
+         "more uplink than downlink"),
+        ("system: dgx-h100\nsystems: 4\nscaleout:\n  swich: qm9700\n", 4, "scaleout.swich",
+         "did you mean 'switch'"),
+        ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: qm9700\n  port_rate: '100 Gb/s'\n",
+         5, "scaleout.port_rate", "must say its direction"),
+        ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: qm9700\n"
+         "  port_rate: '100 Gb/s /dir'\n", 5, "scaleout.port_rate", "no ports at 100 Gb/s"),
+        ("system: dgx-h100\nsystems: 4\nlayout:\n  row_cable: 30\n", 4, "layout.row_cable",
+         "bare number"),
+        ("system: dgx-h100\nsystems: 4\nlayout:\n  cables: {leaf: dac-801g}\n", 4,
+         "layout.cables.leaf", "unknown optic id 'dac-801g'"),
+        ("system: tpu-v4-cube\nsystems: 2\nscaleup:\n  kind: torus\n  shape: [4, 4, 6]\n", 5,
+         "scaleup.shape", "must be a multiple of the system's"),
+        ("system: dgx-h100\nsystems: 4\nsystems: 5\n", 3, "systems", "duplicate key"),
+    ],
+)
+def test_design_errors_name_line_and_key(tmp_path, text, line, key, message):
+    found = problems(tmp_path, text)
+    assert any(p[0] == line and p[1] == key and message in p[2] for p in found), found
+
+
+def test_all_problems_reported_together(tmp_path):
+    found = problems(tmp_path, "system: dgx-h100\nsystems: 0\nscaleout:\n  planes: two\n"
+                     "  switch: qm9700\n")
+    assert {p[1] for p in found} == {"systems", "scaleout.planes"}
+
+
+def test_dozen_line_superpod_defaults(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text("system: dgx-h100\nsystems: 32\nscaleout:\n  switch: qm9700\n")
+    design, _ = load_design(path)
+    assert design.scaleout.kind == "fat_tree" and design.scaleout.rail_optimized
+    assert design.layout.rack_cable == 2.0
