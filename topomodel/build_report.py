@@ -45,6 +45,9 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
     power = power_summary(bom, fabric.accelerator_count)
     budgets = link_budgets(fabric)
     warnings = _warnings(fabric, budgets)
+    if power.unknown:
+        warnings.append(f"no power figure in the catalog for: {', '.join(power.unknown)};"
+                        " network power counts only the parts that have one")
     node_counts = {str(k): int(v) for k, v in
                    fabric.nodes.groupby("tier", observed=True).size().items()}
     data: dict[str, Any] = {
@@ -69,7 +72,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
          f" {cut.ratio:.3g} of injection ({format_rate(cut.injection_Bps)} per accelerator)"},
         {"item": "bisection method", "value": cut.method + (f"; {cut.note}" if cut.note
                                                              else "")},
-        {"item": "network power", "value": f"{format_si(power.network_W, 'W')}"
+        {"item": "network power (known parts)", "value": f"{format_si(power.network_W, 'W')}"
          f" ({format_si(power.network_W_per_accelerator, 'W')} per accelerator)"},
     ]
     tier_rows = [{
