@@ -11,10 +11,12 @@ switch chips joined per plane by a Clos of upper-level switch chips). Scale-out 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from topomodel.cabling import assign_cables
 from topomodel.catalog import (
@@ -35,7 +37,7 @@ from topomodel.clos import (
     wire_clos,
 )
 from topomodel.design import Design
-from topomodel.errors import DesignError
+from topomodel.errors import DesignError, UsageError
 from topomodel.fabric import ClosTier, Fabric, FabricBuilder, node_names, numbered
 
 DEFAULT_SWITCH_LATENCY_S = 500e-9
@@ -340,22 +342,54 @@ def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
     failures = design.failures
     if not failures.nodes and not failures.links:
         return
-    index = {name: i for i, name in enumerate(nodes["name"])}
-    failed = np.zeros(len(links), bool)
+    mask, problems = failed_links(nodes, links, failures.nodes, failures.links)
+    if problems:
+        kind, index, message = problems[0]
+        raise design.problem(("failures", kind, index), message)
+    links["failed"] = mask
+
+
+def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
+                 link_names: Sequence[str]) -> tuple[np.ndarray, list[tuple[str, int, str]]]:
+    """Link rows touching the named nodes or joining the named ``"a -- b"`` pairs.
+
+    Returns the mask and the problems found: (``"nodes"`` or ``"links"``, index, message).
+    """
+    index = pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
+    failed = links["failed"].to_numpy().copy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    for k, name in enumerate(failures.nodes):
+    problems = []
+    for k, name in enumerate(node_names):
         if name not in index:
-            raise design.problem(("failures", "nodes", k), f"no node named {name!r}")
+            problems.append(("nodes", k, f"no node named {name!r}"))
+            continue
         failed |= (src == index[name]) | (dst == index[name])
-    for k, text in enumerate(failures.links):
+    for k, text in enumerate(link_names):
         ends = [part.strip() for part in text.split("--")]
         if len(ends) != 2 or any(e not in index for e in ends):
-            raise design.problem(("failures", "links", k),
-                                 f"expected 'node -- node' with known names, got {text!r}")
+            problems.append(("links", k, f"expected 'node -- node' with known names, got"
+                             f" {text!r}"))
+            continue
         a, b = index[ends[0]], index[ends[1]]
         pair = ((src == a) & (dst == b)) | ((src == b) & (dst == a))
         if not pair.any():
-            raise design.problem(("failures", "links", k), f"no link between {ends[0]} and"
-                                 f" {ends[1]}")
+            problems.append(("links", k, f"no link between {ends[0]} and {ends[1]}"))
         failed |= pair
-    links["failed"] = failed
+    return failed, problems
+
+
+def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
+                  link_names: Sequence[str] = ()) -> Fabric:
+    """A copy of ``fabric`` with more failed parts (nodes by name, ``"a -- b"`` links).
+
+    Raises
+    ------
+    UsageError
+        For a name that is not in the fabric.
+    """
+    mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names)
+    if problems:
+        raise UsageError(problems[0][2])
+    links = fabric.links.copy()
+    links["failed"] = mask
+    return replace(fabric, links=links)

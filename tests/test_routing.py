@@ -1,0 +1,183 @@
+"""Routing oracles: conservation, capacity, general == structured, hash, failures."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topomodel.build import build_fabric, with_failures
+from topomodel.design import load_design
+from topomodel.routing import route, route_general, route_structured, structured_supported
+from topomodel.timing import TimeModel, time_traffic
+from topomodel.traffic import Traffic, phase
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SMALL = ["hgx-h100-server", "dgx-h100-superpod", "mi300x-roce", "dual-plane-ethernet",
+         "gb200-nvl72-cluster", "cloudmatrix384"]
+
+
+def fabric_of(name):
+    design, catalog = load_design(EXAMPLES / f"{name}.yaml")
+    return build_fabric(design, catalog)
+
+
+def random_phase(fabric, flows, seed=0):
+    rng = np.random.default_rng(seed)
+    acc = fabric.accelerators
+    return phase(acc[rng.integers(0, len(acc), flows)], acc[rng.integers(0, len(acc), flows)],
+                 rng.uniform(1e3, 1e6, flows))
+
+
+def check_conservation(fabric, ph, routed):
+    """Each flow's bytes leave its source and reach its destination; the link loads sum
+    to bytes x hops; no negative or missing loads."""
+    links = fabric.links
+    load = routed.link_bytes
+    assert np.isfinite(load).all() and (load >= -1e-6).all()
+    ok = np.ones(ph.flows, bool)
+    ok[routed.unroutable] = False
+    assert load.sum() == pytest.approx((ph.bytes[ok] * routed.hops[ok]).sum(), rel=1e-9)
+    n = len(fabric.nodes)
+    out = np.bincount(links["src"], weights=load, minlength=n)
+    into = np.bincount(links["dst"], weights=load, minlength=n)
+    sent = np.bincount(ph.src[ok], weights=ph.bytes[ok], minlength=n)
+    received = np.bincount(ph.dst[ok], weights=ph.bytes[ok], minlength=n)
+    assert np.allclose(out - into, sent - received, atol=1e-3)
+    assert load[links["failed"].to_numpy()].sum() == 0
+
+
+@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+def test_general_router_conserves_bytes(name, routing):
+    fabric = fabric_of(name)
+    ph = random_phase(fabric, 500)
+    check_conservation(fabric, ph, route_general(fabric, ph, routing=routing, seed=7))
+
+
+@pytest.mark.parametrize("name", [n for n in SMALL if n != "cloudmatrix384"] + ["b200-superpod"])
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+def test_structured_router_equals_general(name, routing):
+    fabric = fabric_of(name)
+    assert structured_supported(fabric) is None
+    ph = random_phase(fabric, 300 if name == "b200-superpod" else 1000, seed=1)
+    general = route_general(fabric, ph, routing=routing, seed=5)
+    structured = route_structured(fabric, ph, routing=routing, seed=5)
+    assert np.allclose(general.link_bytes, structured.link_bytes, rtol=1e-9, atol=1e-3)
+    assert (general.hops == structured.hops).all()
+    check_conservation(fabric, ph, structured)
+
+
+def test_structured_router_equals_general_on_3_tier_closed_forms(toy):
+    for k in (4, 6):
+        fabric = toy(f"system: toy-host\nsystems: {k**3 // 4}\nscaleout:\n"
+                     f"  switch: toy-switch-{k}\n")
+        ph = random_phase(fabric, 400, seed=k)
+        for routing in ("ecmp", "hash", "dmodk"):
+            a = route_general(fabric, ph, routing=routing, seed=2)
+            b = route_structured(fabric, ph, routing=routing, seed=2)
+            assert np.allclose(a.link_bytes, b.link_bytes, atol=1e-3)
+
+
+def ring(fabric, size_bytes, steps_factor=2):
+    """Ring AllReduce over all accelerators in rank order, as one repeated phase."""
+    acc = fabric.accelerators
+    n = len(acc)
+    return Traffic((phase(acc, np.roll(acc, -1), size_bytes / n,
+                          steps=steps_factor * (n - 1)),))
+
+
+def busbw(fabric, size_bytes, **kwargs):
+    n = fabric.accelerator_count
+    timing = time_traffic(fabric, ring(fabric, size_bytes), **kwargs)
+    return size_bytes / timing.time_s * 2 * (n - 1) / n, timing
+
+
+def test_ring_on_one_nonblocking_switch_reaches_link_rate(toy):
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    no_latency = TimeModel(per_message_overhead_s=0.0, hop_latency_s=0.0,
+                           efficiency={"leaf": 0.9})
+    fabric = replace(fabric, nodes=fabric.nodes.assign(latency_s=0.0),
+                     links=fabric.links.assign(latency_s=0.0))
+    value, _ = busbw(fabric, 1e9, model=no_latency)
+    assert value == pytest.approx(12.5e9 * 0.9, rel=1e-9)  # 100 Gb/s x efficiency
+
+
+def test_oversubscribed_tier_cuts_busbw_by_k(toy):
+    # 2 leaves of 4 hosts; ring crosses between leaves; stride order makes every hop cross
+    flat = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
+               "  tiers: 2\n  unit: 4\n")
+    over = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
+               "  tiers: 2\n  unit: 4\n  oversubscription: ['4:1']\n")
+    model = TimeModel(per_message_overhead_s=0.0, hop_latency_s=0.0)
+
+    def crossing_ring(fabric):
+        order = fabric.accelerators[[0, 4, 1, 5, 2, 6, 3, 7]]  # alternate the two leaves
+        return Traffic((phase(order, np.roll(order, -1), 1e9 / 8, steps=14),))
+
+    t_flat = time_traffic(flat, crossing_ring(flat), model=model)
+    t_over = time_traffic(over, crossing_ring(over), model=model)
+    assert t_over.bandwidth_s + t_over.topology_s == pytest.approx(
+        4 * (t_flat.bandwidth_s + t_flat.topology_s), rel=1e-6)
+    assert t_over.topology_s > 0 and t_flat.topology_s == pytest.approx(0, abs=1e-12)
+
+
+def test_even_ecmp_on_nonblocking_fat_tree_stays_within_injection(toy):
+    fabric = toy("system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    perm = np.random.default_rng(3).permutation(acc)
+    ph = phase(acc, perm, 1e6)  # a permutation: each host sends and receives 1 MB
+    routed = route(fabric, ph, routing="ecmp")
+    assert routed.link_bytes.max() <= 1e6 * (1 + 1e-9)
+
+
+def test_hash_ecmp_shows_collisions_reproducibly(toy):
+    fabric = toy("system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    ph = phase(acc, np.roll(acc, 16), 1e6)  # every flow crosses the spine
+    even = route(fabric, ph, routing="ecmp")
+    hashed = route(fabric, ph, routing="hash", seed=11)
+    again = route(fabric, ph, routing="hash", seed=11)
+    other = route(fabric, ph, routing="hash", seed=12)
+    assert np.array_equal(hashed.link_bytes, again.link_bytes)
+    assert hashed.link_bytes.max() > even.link_bytes.max() * 1.5
+    assert not np.array_equal(hashed.link_bytes, other.link_bytes)
+
+
+def test_failed_spine_raises_survivor_load_by_its_share(toy):
+    fabric = toy("system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    ph = phase(acc, np.roll(acc, 16), 1e6)
+    spines = fabric.nodes.index[fabric.nodes["tier"] == "spine"]
+    healthy = route(fabric, ph)
+    broken = with_failures(fabric, ["spine0"])
+    degraded = route(broken, ph)
+    up = (fabric.links["tier"] == "spine").to_numpy()
+    survivors = up & ~fabric.links["dst"].eq(spines[0]).to_numpy() & ~fabric.links[
+        "src"].eq(spines[0]).to_numpy()
+    ratio = degraded.link_bytes[survivors].sum() / healthy.link_bytes[survivors].sum()
+    assert ratio == pytest.approx(4 / 3)  # 4 spines, one lost
+    check_conservation(broken, ph, degraded)
+    assert degraded.router == "general"
+
+
+def test_unroutable_flows_are_reported_not_dropped(toy):
+    fabric = toy("system: toy-box\nsystems: 2\n")  # two boxes, no scale-out
+    acc = fabric.accelerators
+    ph = phase([acc[0], acc[0]], [acc[1], acc[5]], 1e6)
+    routed = route(fabric, ph)
+    assert routed.unroutable.tolist() == [1]
+    timing = time_traffic(fabric, Traffic((ph,)))
+    assert timing.unroutable_flows == 1 and timing.unroutable_bytes == 1e6
+
+
+def test_rail_only_crosses_rails_through_the_scaleup_domain(toy):
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  kind: rail_only\n"
+                 "  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    ph = phase([acc[0]], [acc[5]], 1e6)  # box 0 rail 0 -> box 1 rail 1
+    routed = route(fabric, ph)
+    assert not len(routed.unroutable)
+    tiers = fabric.links["tier"].astype(str).to_numpy()
+    assert routed.link_bytes[tiers == "scaleup"].sum() > 0
+    check_conservation(fabric, ph, routed)
