@@ -44,7 +44,7 @@ class TimeModel:
 def tier_efficiency(fabric: Fabric, model: TimeModel) -> dict[str, float]:
     """Effective/nominal rate per link tier: the model's, else the catalog's scale-up
     link efficiency for ``scaleup`` links, else 1 (line rate)."""
-    out = {t: 1.0 for t in fabric.links["tier"].cat.categories}
+    out = dict.fromkeys(fabric.links["tier"].cat.categories, 1.0)
     link_id = fabric.structure.get("scaleup_link")
     if link_id:
         out["scaleup"] = fabric.catalog.get(link_id, ScaleupLink).efficiency
