@@ -314,6 +314,43 @@ class Fibre(Entry):
     splice_loss_dB: float = spec(quantity("loss"), key="splice_loss", default=0.0)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Model(Entry):
+    """A transformer architecture: dense, or mixture-of-experts (MoE)."""
+
+    kind = "model"
+    layers: int = spec(integer(1))
+    hidden: int = spec(integer(1), doc="model width d")
+    ffn_hidden: int = spec(integer(1), doc="dense FFN inner width")
+    heads: int = spec(integer(1))
+    kv_heads: int = spec(integer(1), default=0, doc="key/value heads (GQA); default heads")
+    head_dim: int = spec(integer(1), default=0, doc="default hidden / heads")
+    vocab: int = spec(integer(1))
+    sequence: int = spec(integer(1), doc="training sequence length, tokens")
+    gated_ffn: bool = spec(boolean, default=True, doc="SwiGLU-style: 3 FFN matrices")
+    tied_embeddings: bool = spec(boolean, default=False)
+    experts: int = spec(integer(0), default=0, doc="routed experts per MoE layer")
+    top_k: int = spec(integer(0), default=0, doc="routed experts per token")
+    shared_experts: int = spec(integer(0), default=0)
+    expert_ffn_hidden: int = spec(integer(0), default=0)
+    dense_layers: int = spec(integer(0), default=0,
+                             doc="leading layers with a dense FFN in an MoE model")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.experts and not (self.top_k and self.expert_ffn_hidden):
+            raise Invalid("an MoE model needs top_k and expert_ffn_hidden", "experts")
+        if self.top_k > self.experts:
+            raise Invalid("top_k cannot exceed experts", "top_k")
+        if self.dense_layers > self.layers:
+            raise Invalid("more dense layers than layers", "dense_layers")
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
+
+
 ENTRY_TYPES: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "scaleup_links": ScaleupLink,
@@ -324,6 +361,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
     "systems": System,
     "optics": Optic,
     "fibres": Fibre,
+    "models": Model,
 }
 KIND_NAMES = {cls.kind: section for section, cls in ENTRY_TYPES.items()}
 

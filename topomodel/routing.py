@@ -493,10 +493,50 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
           router: str = "auto") -> Routed:
     """Route one step of ``phase``; ``router`` is ``auto``, ``general`` or ``structured``.
 
-    ``auto`` takes the structured router where it applies, else the general one.
+    ``auto`` takes the structured router where it applies, else the general one. Flows
+    that start or end at a switch (in-network reduction) go over their direct link when
+    there is one, else through the general router.
     """
     if routing not in ROUTINGS:
         raise ValueError(f"unknown routing {routing!r}; choose from {', '.join(ROUTINGS)}")
-    if router == "structured" or (router == "auto" and structured_supported(fabric) is None):
+    structured = router == "structured" or (router == "auto"
+                                            and structured_supported(fabric) is None)
+    if not structured:
+        return route_general(fabric, phase, routing=routing, seed=seed)
+    is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
+    pairs = is_acc[phase.src] & is_acc[phase.dst]
+    if pairs.all():
         return route_structured(fabric, phase, routing=routing, seed=seed)
-    return route_general(fabric, phase, routing=routing, seed=seed)
+    load = np.zeros(len(fabric.links))
+    hops = np.zeros(phase.flows, dtype=np.int64)
+    lost: list[np.ndarray] = []
+    rows = _direct_links(fabric, phase.src, phase.dst)
+    direct = ~pairs & (rows >= 0)
+    np.add.at(load, rows[direct], phase.bytes[direct])
+    hops[direct] = 1
+    for mask, fn in ((pairs, route_structured), (~pairs & ~direct, route_general)):
+        if not mask.any():
+            continue
+        idx = np.flatnonzero(mask)
+        part = Phase(phase.src[idx], phase.dst[idx], phase.bytes[idx], phase.group[idx],
+                     phase.steps, phase.label, phase.messages_per_step)
+        routed = fn(fabric, part, routing=routing, seed=seed)
+        load += routed.link_bytes
+        hops[idx] = routed.hops
+        lost.append(idx[routed.unroutable])
+    unroutable = np.sort(np.concatenate(lost)) if lost else np.zeros(0, np.int64)
+    return Routed(load, hops, unroutable, "structured")
+
+
+def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Link row of the live arc src -> dst for each pair, or -1."""
+    links = fabric.links
+    n = len(fabric.nodes)
+    live = np.flatnonzero(~links["failed"].to_numpy())
+    keys = links["src"].to_numpy()[live] * n + links["dst"].to_numpy()[live]
+    order = np.argsort(keys)
+    wanted = src.astype(np.int64) * n + dst
+    pos = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
+    found = len(keys) > 0
+    hit = found & (keys[order][pos] == wanted) if found else np.zeros(len(src), bool)
+    return np.where(hit, live[order][pos], -1)

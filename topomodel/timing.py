@@ -98,7 +98,8 @@ class TrafficTime:
     @property
     def topology_s(self) -> float:
         """Congestion, oversubscription, slower tiers: the rest, seconds."""
-        return self.time_s - self.latency_s - self.bandwidth_s
+        rest = self.time_s - self.latency_s - self.bandwidth_s
+        return rest if rest > 1e-9 * self.time_s else 0.0  # not rounding noise
 
 
 def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", seed: int = 0,
