@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_build import DESIGN  # noqa: E402
+from bench_build import DESIGN
 
-from topomodel.build import build_fabric  # noqa: E402
-from topomodel.collectives import collective_traffic  # noqa: E402
-from topomodel.design import load_design  # noqa: E402
-from topomodel.groups import parse_groups  # noqa: E402
-from topomodel.timing import time_traffic  # noqa: E402
+from topomodel.build import build_fabric
+from topomodel.collectives import collective_traffic
+from topomodel.design import load_design
+from topomodel.groups import parse_groups
+from topomodel.timing import time_traffic
 
 
 def main() -> None:

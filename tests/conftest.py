@@ -52,6 +52,29 @@ systems:
     nic_count: 4
     source: test fixture
     provenance: assumed
+models:
+  toy-dense:
+    layers: 4
+    hidden: 1024
+    ffn_hidden: 4096
+    heads: 16
+    vocab: 32000
+    sequence: 1024
+    gated_ffn: false
+    source: test fixture
+    provenance: assumed
+  toy-moe:
+    layers: 4
+    hidden: 1024
+    ffn_hidden: 4096
+    heads: 16
+    vocab: 32000
+    sequence: 1024
+    experts: 8
+    top_k: 2
+    expert_ffn_hidden: 1024
+    source: test fixture
+    provenance: assumed
 switches:
 """
 

@@ -112,6 +112,71 @@ def _cmd_build(args: argparse.Namespace) -> Report:
     return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))
 
 
+def _cmd_route(args: argparse.Namespace) -> Report:
+    from topomodel.build import build_fabric, with_failures
+    from topomodel.design import load_design
+    from topomodel.route_report import route_report, run_collective
+    from topomodel.timing import TimeModel
+    from topomodel.units import parse
+
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    fabric = build_fabric(design, catalog)
+    if args.fail or args.fail_link:
+        fabric = with_failures(fabric, args.fail, args.fail_link)
+    model = TimeModel(**({"per_message_overhead_s": parse(args.overhead, "time")}
+                         if args.overhead else {}),
+                      efficiency=dict(_efficiency(e) for e in args.efficiency))
+    run = run_collective(fabric, args.collective.lower().replace("_", "").replace("-", ""),
+                         parse(args.size, "size"), args.group or ["all"],
+                         algorithm=args.algorithm, routing=args.routing, seed=args.seed,
+                         router=args.router, model=model)
+    return route_report(fabric, run, routing=args.routing, top=args.top, model=model)
+
+
+def _cmd_step(args: argparse.Namespace) -> Report:
+    from dataclasses import replace
+
+    from topomodel.build import build_fabric, with_failures
+    from topomodel.catalog import Model
+    from topomodel.design import load_design
+    from topomodel.step import Layout, StepAssumptions, step_report, step_time
+    from topomodel.timing import TimeModel
+
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    fabric = build_fabric(design, catalog)
+    if args.fail:
+        fabric = with_failures(fabric, args.fail)
+    model = catalog.get(args.model, Model)
+    layout = Layout(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+                    micro_batch=args.micro_batch, global_batch=args.global_batch,
+                    seq=args.seq, sequence_parallel=not args.no_sequence_parallel,
+                    dp_mode=args.dp_mode, interleave=args.interleave,
+                    recompute=args.recompute, order=args.order)
+    base = StepAssumptions()
+    overlap = dict(base.overlap)
+    for text in args.overlap:
+        kind, fraction = _efficiency(text)
+        overlap[kind] = fraction
+    assumptions = replace(
+        base, overlap=overlap, grad_dtype=args.grad_precision,
+        compute_efficiency=args.compute_efficiency or base.compute_efficiency,
+        hot_expert_factor=args.hot_expert or base.hot_expert_factor,
+        time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
+    result = step_time(fabric, model, layout, assumptions, routing=args.routing)
+    return step_report(result, assumptions, design_name=design.name or design.file)
+
+
+def _efficiency(text: str) -> tuple[str, float]:
+    tier, _, value = text.partition("=")
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = -1.0
+    if not tier or not 0 < fraction <= 1:
+        raise _usage(f"expected NAME=FRACTION with a fraction in (0, 1], got {text!r}")
+    return tier, fraction
+
+
 def _cmd_schema(args: argparse.Namespace) -> Report:
     from topomodel.design_schema import design_schema
 
@@ -172,6 +237,82 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_args(build)
     _format_arg(build)
     build.set_defaults(run=_cmd_build)
+
+    route = verbs.add_parser(
+        "route", help="route one collective: time, algbw, busbw, tiers, hotspots",
+        description="Route a collective over the fabric of a design and report its time"
+        " (latency, bandwidth, topology), algbw and busbw, per-tier load and hotspots.")
+    route.add_argument("design", help="design file (YAML)")
+    route.add_argument("--collective", required=True,
+                       help="allreduce, allgather, reducescatter, alltoall, broadcast,"
+                       " reduce or sendrecv")
+    route.add_argument("--size", required=True,
+                       help="message size with a unit, nccl-tests convention (e.g. '1 GiB')")
+    route.add_argument("--group", action="append", metavar="SPEC",
+                       help="communicators: all, domain, system, rail, block:N, stride:K,"
+                       " A-B or A,B,C (repeat to run several group sets at once)")
+    route.add_argument("--algorithm", default="auto",
+                       help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork, or"
+                       " auto (fastest; default)")
+    route.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                       help="ECMP even split (default), ECMP by seeded hash, or d-mod-k")
+    route.add_argument("--seed", type=int, default=0, help="hash seed (default 0)")
+    route.add_argument("--router", default="auto", choices=["auto", "general", "structured"],
+                       help="router implementation (default: structured where it applies)")
+    route.add_argument("--fail", action="append", default=[], metavar="NODE",
+                       help="fail a node (switch, NIC, accelerator) by name; repeatable")
+    route.add_argument("--fail-link", action="append", default=[], metavar="'A -- B'",
+                       help="fail the link between two named nodes; repeatable")
+    route.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
+                       help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    route.add_argument("--overhead", metavar="TIME",
+                       help="per-message software overhead (default 5 us)")
+    route.add_argument("--top", type=int, default=10, help="hotspots to list (default 10)")
+    _catalog_args(route)
+    _format_arg(route)
+    route.set_defaults(run=_cmd_route)
+
+    step = verbs.add_parser(
+        "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
+        description="Model one training step of a model with a parallel layout on the"
+        " fabric of a design: compute, pipeline bubble, exposed communication and"
+        " synchronisation wait, MFU, tokens/s, memory, and the four walls.")
+    step.add_argument("design", help="design file (YAML)")
+    step.add_argument("--model", required=True, help="model id from the catalog")
+    for name in ("tp", "pp", "dp", "ep", "cp"):
+        step.add_argument(f"--{name}", type=int, default=1,
+                          help=f"{name.upper()} degree (default 1)")
+    step.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    step.add_argument("--global-batch", type=int, default=0,
+                      help="sequences per step (default dp x micro-batch x 4 x pp)")
+    step.add_argument("--seq", type=int, default=0, help="tokens per sequence")
+    step.add_argument("--no-sequence-parallel", action="store_true",
+                      help="TP all-reduces instead of sequence-parallel gather/scatter")
+    step.add_argument("--dp-mode", default="allreduce", choices=["allreduce", "zero"],
+                      help="gradient all-reduce, or ZeRO/FSDP reduce-scatter + all-gather")
+    step.add_argument("--interleave", type=int, default=1,
+                      help="virtual pipeline stages per rank (interleaved 1F1B)")
+    step.add_argument("--recompute", action="store_true", help="activation recomputation")
+    step.add_argument("--order", default="tp,cp,dp,pp",
+                      help="rank placement, innermost dimension first (default tp,cp,dp,pp)")
+    step.add_argument("--grad-precision", default="bf16",
+                      choices=["fp32", "bf16", "fp16", "fp8", "int8"],
+                      help="gradient communication precision (default bf16)")
+    step.add_argument("--overlap", action="append", default=[], metavar="KIND=F",
+                      help="overlapped fraction of a kind (tp, cp, ep, pp, dp), e.g. dp=0.9")
+    step.add_argument("--compute-efficiency", type=float, default=0.0,
+                      help="achieved / peak FLOP/s on compute (default 0.6)")
+    step.add_argument("--hot-expert", type=float, default=0.0,
+                      help="busiest expert's load / mean (default 1.1)")
+    step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
+                      help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                      help="routing policy (default ecmp)")
+    step.add_argument("--fail", action="append", default=[], metavar="NODE",
+                      help="fail a node by name; repeatable")
+    _catalog_args(step)
+    _format_arg(step)
+    step.set_defaults(run=_cmd_step)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")

@@ -87,11 +87,13 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     total = weights.sum(axis=1)
     if routing == "hash":
         ticket = (mix(seed, flow, node) % total.astype(np.uint64)).astype(np.int64)
-        return np.argmax(np.cumsum(weights, axis=1) > ticket[:, None], axis=1)
+        picked: np.ndarray = np.argmax(np.cumsum(weights, axis=1) > ticket[:, None], axis=1)
+        return picked
     count = (weights > 0).sum(axis=1)
     rank = (dst // stride) % count  # the rank-th present candidate
     present = np.cumsum(weights > 0, axis=1) - 1
-    return np.argmax((present == rank[:, None]) & (weights > 0), axis=1)
+    chosen: np.ndarray = np.argmax((present == rank[:, None]) & (weights > 0), axis=1)
+    return chosen
 
 
 class _Graph:
@@ -434,7 +436,7 @@ def _cores(clos: _Clos, flow_ids: np.ndarray, spines: np.ndarray, share: np.ndar
     c = _group_width(clos.src[up])
     n = len(clos.kind)
     up_by_spine = _rows_by(clos.src[up], up, c, n)  # spine -> its core arcs (sorted)
-    core_down = {}  # (core, pod) -> arc core -> spine of that pod
+    # (core, pod) key -> arc from that core down to the spine of that pod
     spine_pod = clos.pod[clos.dst[down]]
     key = clos.src[down].astype(np.int64) * (int(clos.pod.max()) + 1) + spine_pod
     order = np.argsort(key)

@@ -1,0 +1,582 @@
+"""Collectives: bytes per rank against closed forms, structure, concurrency and errors."""
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topomodel.build import build_fabric
+from topomodel.collectives import (
+    ALGORITHMS,
+    COLLECTIVES,
+    busbw_factor,
+    collective_traffic,
+    double_binary_tree,
+    in_network_capable,
+    tree_depth,
+)
+from topomodel.design import load_design
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+S = 1e6
+
+
+def example(name):
+    design, catalog = load_design(EXAMPLES / name)
+    return build_fabric(design, catalog)
+
+
+@pytest.fixture(scope="module")
+def hgx():
+    return example("hgx-h100-server.yaml")
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    return example("dgx-h100-superpod.yaml")
+
+
+SHARP_CATALOG = """
+scaleup_switches:
+  sharp-chip:
+    ports: 16
+    port_rate: "10 GB/s /dir"
+    in_network_reduction: true
+    source: test fixture
+    provenance: assumed
+systems:
+  sharp-box:
+    accelerator: toy-acc
+    accelerators: 4
+    scaleup: {kind: switched, switch: sharp-chip, switches: 2, links_per_switch: [3, 1]}
+    nic: toy-nic
+    nic_count: 4
+    source: test fixture
+    provenance: assumed
+switches:
+""" + "".join(textwrap.indent(textwrap.dedent(f"""
+    sharp-{k}:
+      protocol: ethernet
+      ports: {k}
+      port_rate: "100 Gb/s /dir"
+      breakouts: [{{ports: {2 * k}, port_rate: "50 Gb/s /dir"}}]
+      in_network_reduction: true
+      source: test fixture
+      provenance: assumed
+"""), "  ") for k in (4, 8))
+
+
+@pytest.fixture
+def sharp(toy):
+    """Build a design against the toy catalog plus switches that reduce in the network."""
+    extra = toy.tmp_path / "sharp.yaml"
+    extra.write_text(SHARP_CATALOG)
+
+    def build(text):
+        path = toy.tmp_path / "sharp-design.yaml"
+        path.write_text(textwrap.dedent(text))
+        design, catalog = load_design(path, extra_catalogs=[toy.catalog_path, extra])
+        return build_fabric(design, catalog)
+
+    return build
+
+
+# --- oracles ---------------------------------------------------------------------------
+
+
+def sent(traffic, nodes):
+    """Bytes each node sends over the whole collective."""
+    return sum(np.bincount(p.src, weights=p.bytes * p.steps, minlength=nodes)
+               for p in traffic.phases)
+
+
+def received(traffic, nodes):
+    """Bytes each node receives over the whole collective."""
+    return sum(np.bincount(p.dst, weights=p.bytes * p.steps, minlength=nodes)
+               for p in traffic.phases)
+
+
+def check_inside_groups(traffic, groups, nodes):
+    """Every flow runs between two members of the group it is tagged with."""
+    member = np.concatenate([g * nodes + np.asarray(r) for g, r in enumerate(groups)])
+    for p in traffic.phases:
+        assert p.flows > 0
+        assert np.isin(p.group.astype(np.int64) * nodes + p.src, member).all(), p.label
+        assert np.isin(p.group.astype(np.int64) * nodes + p.dst, member).all(), p.label
+        assert (p.src != p.dst).all()
+        assert p.src.dtype == np.int64 and p.group.dtype == np.int32
+
+
+def per_rank_sent(collective, algorithm, n, parts=None):
+    """Closed form: bytes every rank sends, as an array over rank positions."""
+    everyone = np.ones(n)
+    if collective == "allreduce" and algorithm == "hierarchical":
+        m = n // parts
+        return everyone * (2 * (m - 1) / m * S + 2 * (parts - 1) / parts * S / m)
+    if collective == "allreduce":
+        return everyone * 2 * (n - 1) / n * S
+    if collective in ("allgather", "reducescatter", "alltoall"):
+        return everyone * (n - 1) / n * S
+    chain = np.r_[np.ones(n - 1), 0.0] * S  # ranks 0 .. n-2 send S
+    return chain[::-1] if collective == "reduce" else chain
+
+
+# --- busbw -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("collective", "n", "factor"), [
+    ("allreduce", 8, 1.75), ("allreduce", 2, 1.0), ("allreduce", 1, 0.0),
+    ("allgather", 8, 0.875), ("reducescatter", 4, 0.75), ("alltoall", 64, 63 / 64),
+    ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0),
+])
+def test_busbw_factors_are_nccl_tests(collective, n, factor):
+    assert busbw_factor(collective, n) == pytest.approx(factor)
+
+
+def test_busbw_refuses_unknown_collective_and_empty_group():
+    with pytest.raises(ValueError, match="unknown collective 'allscatter'"):
+        busbw_factor("allscatter", 4)
+    with pytest.raises(ValueError, match="at least one rank"):
+        busbw_factor("allreduce", 0)
+
+
+def test_every_collective_has_algorithms():
+    assert set(ALGORITHMS) == set(COLLECTIVES)
+    assert all(ALGORITHMS[c] for c in COLLECTIVES)
+
+
+# --- closed forms per rank -------------------------------------------------------------
+
+CASES = [(c, a) for c in COLLECTIVES for a in ALGORITHMS[c] if a not in ("innetwork", "tree")]
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), CASES)
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_bytes_per_rank_closed_form(superpod, collective, algorithm, n):
+    group = superpod.accelerators[:n]  # whole systems of 8: 1 or 2 domain parts
+    t = collective_traffic(superpod, collective, [group], S, algorithm=algorithm)
+    nodes = len(superpod.nodes)
+    parts = max(1, n // 8)
+    expected = per_rank_sent(collective, algorithm, n, parts)
+    if collective == "sendrecv":
+        expected = np.r_[np.full(n - 1, S), 0.0]
+    np.testing.assert_allclose(sent(t, nodes)[group], expected)
+    assert sent(t, nodes).sum() == pytest.approx(t.total_bytes)
+    check_inside_groups(t, [group], nodes)
+    assert t.algorithm == algorithm and t.group_names == ("g0",)
+
+
+@pytest.mark.parametrize(("collective", "algorithm"),
+                         [c for c in CASES if c[1] not in ("rhd", "hierarchical")])
+@pytest.mark.parametrize("n", [3, 6, 7])
+def test_bytes_per_rank_any_group_size(hgx, collective, algorithm, n):
+    group = hgx.accelerators[::-1][:n]  # not in node order
+    t = collective_traffic(hgx, collective, [group], S, algorithm=algorithm)
+    expected = (np.r_[np.full(n - 1, S), 0.0] if collective == "sendrecv"
+                else per_rank_sent(collective, algorithm, n))
+    np.testing.assert_allclose(sent(t, len(hgx.nodes))[group], expected)
+
+
+def test_received_mirrors_sent_for_symmetric_collectives(superpod):
+    group = superpod.accelerators[:16]
+    for collective, algorithm in CASES:
+        if collective in ("broadcast", "reduce", "sendrecv"):
+            continue
+        t = collective_traffic(superpod, collective, [group], S, algorithm=algorithm)
+        nodes = len(superpod.nodes)
+        np.testing.assert_allclose(received(t, nodes)[group], sent(t, nodes)[group])
+
+
+def test_chain_broadcast_and_reduce_root_is_rank_zero(hgx):
+    group = hgx.accelerators[[3, 1, 4, 6]]
+    nodes = len(hgx.nodes)
+    down = collective_traffic(hgx, "broadcast", [group], S, algorithm="ring")
+    up = collective_traffic(hgx, "reduce", [group], S, algorithm="ring")
+    np.testing.assert_allclose(received(down, nodes)[group], [0, S, S, S])
+    np.testing.assert_allclose(sent(up, nodes)[group], [0, S, S, S])
+    (chain,) = down.phases
+    assert chain.src.tolist() == group[:-1].tolist() and chain.dst.tolist() == group[1:].tolist()
+    assert chain.steps == 1 and chain.messages_per_step == 3  # n-1 hops of latency
+
+
+def test_sendrecv_pair_is_one_flow(hgx):
+    pair = hgx.accelerators[[2, 5]]
+    (p,) = collective_traffic(hgx, "sendrecv", [pair], S, algorithm="p2p").phases
+    assert (p.flows, p.src[0], p.dst[0], p.bytes[0]) == (1, pair[0], pair[1], S)
+
+
+# --- structure of each algorithm -------------------------------------------------------
+
+
+def test_ring_is_one_phase_of_neighbours(hgx):
+    group = hgx.accelerators
+    n = len(group)
+    (ar,) = collective_traffic(hgx, "allreduce", [group], S, algorithm="ring").phases
+    assert ar.steps == 2 * (n - 1) and np.allclose(ar.bytes, S / n)
+    assert ar.dst.tolist() == np.roll(group, -1).tolist()
+    for collective in ("allgather", "reducescatter"):
+        (p,) = collective_traffic(hgx, collective, [group], S, algorithm="ring").phases
+        assert p.steps == n - 1 and np.allclose(p.bytes, S / n)
+
+
+def test_rhd_halves_then_doubles(hgx):
+    group = hgx.accelerators
+    t = collective_traffic(hgx, "allreduce", [group], S, algorithm="rhd")
+    distances = [1, 2, 4, 4, 2, 1]
+    assert len(t.phases) == 6
+    for p, d in zip(t.phases, distances, strict=True):
+        rank = {int(node): i for i, node in enumerate(group)}
+        assert all(rank[int(s)] ^ rank[int(r)] == d for s, r in zip(p.src, p.dst, strict=True))
+        assert np.allclose(p.bytes, S / (2 * d)) and p.steps == 1
+    ag = collective_traffic(hgx, "allgather", [group], S, algorithm="rhd")
+    rs = collective_traffic(hgx, "reducescatter", [group], S, algorithm="rhd")
+    assert [p.label for p in ag.phases] == [p.label for p in t.phases[3:]]
+    assert [p.label for p in rs.phases] == [p.label for p in t.phases[:3]]
+
+
+def test_rhd_needs_power_of_two(hgx):
+    with pytest.raises(ValueError, match="recursive halving-doubling needs a power-of-two"
+                                         " group size"):
+        collective_traffic(hgx, "allreduce", [hgx.accelerators[:6]], S, algorithm="rhd")
+
+
+def test_direct_alltoall_is_every_ordered_pair_once(hgx):
+    group = hgx.accelerators[:5]
+    (p,) = collective_traffic(hgx, "alltoall", [group], S, algorithm="direct").phases
+    pairs = set(zip(p.src.tolist(), p.dst.tolist(), strict=True))
+    assert len(pairs) == p.flows == 20
+    assert pairs == {(a, b) for a in group.tolist() for b in group.tolist() if a != b}
+    assert np.allclose(p.bytes, S / 5) and p.messages_per_step == 4
+
+
+def test_pairwise_alltoall_shifts(hgx):
+    group = hgx.accelerators[:5]
+    t = collective_traffic(hgx, "alltoall", [group], S, algorithm="pairwise")
+    assert len(t.phases) == 4
+    for k, p in enumerate(t.phases, start=1):
+        assert p.dst.tolist() == np.roll(group, -k).tolist()
+
+
+# --- trees -----------------------------------------------------------------------------
+
+
+def children(parents):
+    out = {}
+    for child, parent in enumerate(parents.tolist()):
+        if parent >= 0:
+            out.setdefault(parent, []).append(child)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_double_binary_tree_matches_nccl_pictures():
+    # the drawings in NCCL's src/graph/trees.cc
+    t1, t2 = double_binary_tree(12)
+    assert children(t1) == {0: [8], 8: [4, 10], 4: [2, 6], 10: [9, 11], 2: [1, 3], 6: [5, 7]}
+    assert children(t2) == {11: [3], 3: [1, 7], 1: [0, 2], 7: [5, 9], 5: [4, 6], 9: [8, 10]}
+    t1, t2 = double_binary_tree(13)
+    assert children(t2) == {1: [9], 9: [0, 5], 5: [3, 7], 0: [11], 3: [2, 4], 7: [6, 8],
+                            11: [10, 12]}
+    assert children(double_binary_tree(14)[0])[12] == [10, 13]
+
+
+@pytest.mark.parametrize("n", range(1, 70))
+def test_double_binary_tree_is_two_spanning_binary_trees(n):
+    trees = double_binary_tree(n)
+    leaves = []
+    for parents in trees:
+        assert (parents < 0).sum() == 1  # one root, so n-1 edges
+        kids = np.bincount(parents[parents >= 0], minlength=n)
+        assert kids.max(initial=0) <= 2
+        assert tree_depth(parents) <= math.ceil(math.log2(n)) + 1  # reaches the root
+        leaves.append(kids == 0)
+    if n >= 3:
+        assert not (leaves[0] & leaves[1]).any()  # a leaf in one tree is interior in the other
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 13])
+def test_tree_allreduce_sends_half_per_tree(superpod, n):
+    group = superpod.accelerators[5:5 + n]
+    nodes = len(superpod.nodes)
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="tree")
+    reduce_, bcast = t.phases
+    trees = double_binary_tree(n)
+    non_root = sum((parents >= 0).astype(float) for parents in trees)
+    up = np.bincount(reduce_.src, weights=reduce_.bytes, minlength=nodes)[group]
+    down = np.bincount(bcast.dst, weights=bcast.bytes, minlength=nodes)[group]
+    np.testing.assert_allclose(up, S / 2 * non_root)  # S/2 per tree it is not the root of
+    np.testing.assert_allclose(down, S / 2 * non_root)
+    assert reduce_.flows == bcast.flows == 2 * (n - 1)
+    depth = max(tree_depth(p) for p in trees)
+    assert reduce_.messages_per_step == bcast.messages_per_step == depth
+    assert reduce_.steps == bcast.steps == 1
+    check_inside_groups(t, [group], nodes)
+
+
+# --- hierarchical ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("stride", "count", "m"), [(1, 16, 8), (2, 16, 4), (8, 8, 1)])
+def test_hierarchical_allreduce_closed_form(superpod, stride, count, m):
+    group = superpod.accelerators[::stride][:count]  # m ranks in each of count/m systems
+    nodes = len(superpod.nodes)
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="hierarchical")
+    parts = count // m
+    np.testing.assert_allclose(sent(t, nodes)[group],
+                               per_rank_sent("allreduce", "hierarchical", count, parts))
+    for collective in ("allgather", "reducescatter"):
+        other = collective_traffic(superpod, collective, [group], S, algorithm="hierarchical")
+        np.testing.assert_allclose(sent(other, nodes)[group], (count - 1) / count * S)
+    domain = superpod.nodes["domain"].to_numpy()
+    for p in t.phases:
+        same = domain[p.src] == domain[p.dst]
+        assert same.all() if "inside" in p.label else not same.any()
+
+
+def test_hierarchical_pairs_same_position_across_domains(superpod):
+    acc = superpod.accelerators
+    group = np.r_[acc[8:12], acc[0:4]]  # system 1 first: parts in order of appearance
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="hierarchical")
+    rs, across, ag = t.phases
+    assert (rs.steps, across.steps, ag.steps) == (3, 2, 3)
+    assert np.allclose(across.bytes, S / 8)
+    assert sorted(zip(across.src.tolist(), across.dst.tolist(), strict=True)) == sorted(
+        [(int(acc[8 + j]), int(acc[j])) for j in range(4)]
+        + [(int(acc[j]), int(acc[8 + j])) for j in range(4)])
+
+
+def test_hierarchical_needs_even_domain_parts(superpod):
+    group = superpod.accelerators[:12]  # 8 ranks in system 0, 4 in system 1
+    with pytest.raises(ValueError, match=r"same number of ranks in every scale-up domain part"
+                                         r".*'g0' has parts of 8, 4 ranks"):
+        collective_traffic(superpod, "allreduce", [group], S, algorithm="hierarchical")
+
+
+def test_hierarchical_without_domains_is_a_ring(toy):
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    group = fabric.accelerators
+    (p,) = collective_traffic(fabric, "allreduce", [group], S, algorithm="hierarchical").phases
+    (ring,) = collective_traffic(fabric, "allreduce", [group], S, algorithm="ring").phases
+    assert (p.steps, p.src.tolist(), p.dst.tolist()) == (ring.steps, ring.src.tolist(),
+                                                         ring.dst.tolist())
+    assert np.allclose(p.bytes, ring.bytes)
+
+
+# --- concurrent groups -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), CASES)
+def test_groups_run_concurrently_tagged(superpod, collective, algorithm):
+    acc = superpod.accelerators
+    groups = [acc[0:64:8], acc[1:64:8], acc[64:72]]  # two across systems, one inside
+    nodes = len(superpod.nodes)
+    t = collective_traffic(superpod, collective, groups, S, algorithm=algorithm,
+                           group_names=["dp0", "dp1", "tp8"])
+    assert t.group_names == ("dp0", "dp1", "tp8")
+    check_inside_groups(t, groups, nodes)
+    alone = [collective_traffic(superpod, collective, [g], S, algorithm=algorithm)
+             for g in groups]
+    assert len(t.phases) == len({p.label for a in alone for p in a.phases})
+    for i, single in enumerate(alone):
+        bytes_i = sum(p.bytes[p.group == i].sum() * p.steps for p in t.phases)
+        assert bytes_i == pytest.approx(single.total_bytes)
+    np.testing.assert_allclose(sent(t, nodes), sum(sent(a, nodes) for a in alone))
+
+
+@pytest.mark.parametrize(("collective", "algorithm"),
+                         [("allreduce", "ring"), ("allreduce", "rhd"), ("alltoall", "pairwise"),
+                          ("allreduce", "hierarchical"), ("allreduce", "tree")])
+def test_groups_of_different_sizes_keep_their_bytes(superpod, collective, algorithm):
+    acc = superpod.accelerators
+    groups = [acc[0:4], acc[8:24], acc[32:34], acc[40:41]]
+    nodes = len(superpod.nodes)
+    t = collective_traffic(superpod, collective, groups, S, algorithm=algorithm)
+    assert t.group_names == ("g0", "g1", "g2", "g3")
+    check_inside_groups(t, groups, nodes)
+    labels = [p.label for p in t.phases]
+    assert len(labels) == len(set(labels))
+    for i, g in enumerate(groups):
+        single = collective_traffic(superpod, collective, [g], S, algorithm=algorithm)
+        bytes_i = sum(p.bytes[p.group == i].sum() * p.steps for p in t.phases)
+        assert bytes_i == pytest.approx(single.total_bytes)
+        order = [p.label for p in single.phases]  # each group's phases keep their order
+        assert order == [la for la in labels if la in order]
+    assert np.allclose(sent(t, nodes)[acc[40]], 0)  # a group of one sends nothing
+
+
+def test_two_dimensional_groups_and_many_flows(superpod):
+    groups = superpod.accelerators[:1008].reshape(-1, 16)
+    t = collective_traffic(superpod, "alltoall", groups, S, algorithm="direct")
+    (p,) = t.phases
+    assert p.flows == 63 * 16 * 15
+    assert np.bincount(p.group).tolist() == [16 * 15] * 63
+    check_inside_groups(t, list(groups), len(superpod.nodes))
+
+
+# --- in-network reduction --------------------------------------------------------------
+
+
+def test_nvls_on_hgx_sends_s_split_by_cables(hgx):
+    assert hgx.catalog.entries["nvswitch3"].in_network_reduction is True
+    acc = hgx.accelerators
+    chips = np.flatnonzero((hgx.nodes["kind"] == "scaleup_switch").to_numpy())
+    assert in_network_capable(hgx, [acc])
+    t = collective_traffic(hgx, "allreduce", [acc], 18.0, algorithm="innetwork")
+    up, down = t.phases
+    assert set(up.dst.tolist()) == set(chips.tolist()) and set(up.src.tolist()) == set(acc)
+    nodes = len(hgx.nodes)
+    np.testing.assert_allclose(np.bincount(up.src, weights=up.bytes, minlength=nodes)[acc], 18)
+    for rank in acc:
+        share = {int(d): b for s, d, b in zip(up.src, up.dst, up.bytes, strict=True)
+                 if s == rank}
+        assert [share[int(c)] for c in chips] == [5, 5, 4, 4]
+    np.testing.assert_allclose(np.bincount(down.dst, weights=down.bytes, minlength=nodes)[acc],
+                               18)
+    np.testing.assert_allclose(received(t, nodes)[chips], [40, 40, 32, 32])  # 8 ranks
+    assert (up.steps, down.steps) == (1, 1)
+
+
+def test_nvls_for_part_of_a_server(hgx):
+    groups = [hgx.accelerators[:4], hgx.accelerators[4:]]
+    t = collective_traffic(hgx, "allreduce", groups, S, algorithm="innetwork")
+    nodes = len(hgx.nodes)
+    np.testing.assert_allclose(sent(t, nodes)[hgx.accelerators], S)
+    assert set(t.phases[0].group.tolist()) == {0, 1}
+
+
+def names(fabric, numbers):
+    return fabric.nodes["name"].to_numpy()[numbers].tolist()
+
+
+def test_sharp_root_is_the_shared_leaf_or_the_first_spine(superpod):
+    acc = superpod.accelerators
+    nodes = len(superpod.nodes)
+    one_leaf = acc[0:256:8]  # rail 0 of unit 0: every NIC on leaf00
+    up, _ = collective_traffic(superpod, "allreduce", [one_leaf], S,
+                               algorithm="innetwork").phases
+    assert set(names(superpod, up.dst)) == {"leaf00"} and up.flows == 32
+    two_leaves = acc[0:512:8]  # rail 0 of units 0 and 1
+    t = collective_traffic(superpod, "allreduce", [two_leaves], S, algorithm="innetwork")
+    up = t.phases[0]
+    switch_flows = set(zip(names(superpod, up.src[-2:]), names(superpod, up.dst[-2:]),
+                           strict=True))
+    assert switch_flows == {("leaf00", "spine00"), ("leaf08", "spine00")}
+    np.testing.assert_allclose(sent(t, nodes)[two_leaves], S)
+    np.testing.assert_allclose(received(t, nodes)[two_leaves], S)
+    spine = superpod.node_number("spine00")
+    assert received(t, nodes)[spine] == pytest.approx(2 * S)
+    assert sent(t, nodes)[spine] == pytest.approx(2 * S)
+    assert "1 at spine" in t.notes[0]
+
+
+def test_sharp_root_is_a_core_across_pods(sharp):
+    fabric = sharp("system: toy-host\nsystems: 16\nscaleout:\n  switch: sharp-4\n")
+    acc = fabric.accelerators
+    nodes = len(fabric.nodes)
+    assert fabric.structure["fat_tree_tiers"] == 3
+    t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
+    up, _ = t.phases
+    tier = fabric.nodes["tier"].astype(str).to_numpy()
+    roots = set(up.dst[tier[up.src] == "leaf"].tolist())
+    assert len(roots) == 1 and tier[roots.pop()] == "core"
+    np.testing.assert_allclose(sent(t, nodes)[acc], S)
+    leaves = np.flatnonzero(tier == "leaf")
+    np.testing.assert_allclose(sent(t, nodes)[leaves], 2 * S + S)  # S up, S down to 2 hosts
+    in_pod = collective_traffic(fabric, "allreduce", [acc[:4]], S, algorithm="innetwork")
+    assert {tier[d] for d in in_pod.phases[0].dst} == {"leaf", "spine"}
+
+
+def test_sharp_splits_over_planes(sharp):
+    fabric = sharp("system: toy-host\nsystems: 8\nscaleout:\n  switch: sharp-8\n  planes: 2\n"
+                   "  port_rate: '50 Gb/s /dir'\n")
+    acc = fabric.accelerators
+    t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
+    up, _ = t.phases
+    plane = fabric.nodes["plane"].to_numpy()
+    from_ranks = np.isin(up.src, acc)
+    assert np.allclose(up.bytes[from_ranks], S / 2)
+    assert sorted(np.bincount(plane[up.dst[from_ranks]]).tolist()) == [8, 8]
+    np.testing.assert_allclose(sent(t, len(fabric.nodes))[acc], S)
+
+
+def test_sharp_with_fewer_nics_than_accelerators(sharp):
+    fabric = sharp("system: sharp-box\nsystems: 4\nscaleout:\n  switch: sharp-8\n"
+                   "  nics_per_system: 2\n")
+    acc = fabric.accelerators
+    group = acc[::2]  # ranks 0 and 2 of every box; rank 2 owns no NIC of its own
+    up, _ = collective_traffic(fabric, "allreduce", [group], S, algorithm="innetwork").phases
+    assert set(up.src[np.isin(up.src, acc)].tolist()) == set(group.tolist())
+
+
+def test_nvls_case_a_wins_inside_one_system(sharp):
+    fabric = sharp("system: sharp-box\nsystems: 2\nscaleout:\n  switch: sharp-4\n")
+    up, _ = collective_traffic(fabric, "allreduce", [fabric.accelerators[:4]], 4.0,
+                               algorithm="innetwork").phases
+    assert set(fabric.nodes["kind"].astype(str).to_numpy()[up.dst]) == {"scaleup_switch"}
+    assert sorted(up.bytes.tolist()) == [1.0] * 4 + [3.0] * 4  # links_per_switch [3, 1]
+
+
+def test_innetwork_refused_where_switches_cannot(toy, superpod):
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-8\n")
+    inside = [fabric.accelerators[:4]]
+    across = [fabric.accelerators[::4]]
+    for groups in (inside, across):
+        assert not in_network_capable(fabric, groups)
+    with pytest.raises(ValueError, match=r"does not apply to group 'g0': its scale-up switch"
+                                         r" chips \(toy-chip\) do not all reduce.*has no"
+                                         r" in-network"):
+        collective_traffic(fabric, "allreduce", inside, S, algorithm="innetwork")
+    with pytest.raises(ValueError, match=r"not all in one scale-up system, and scale-out"
+                                         r" switch .*toy-switch-8.* has no in-network"):
+        collective_traffic(fabric, "allreduce", across, S, algorithm="innetwork")
+    alone = toy("system: toy-box\nsystems: 2\n")
+    with pytest.raises(ValueError, match="has no scale-out NIC link"):
+        collective_traffic(alone, "allreduce", [alone.accelerators[2:6]], S,
+                           algorithm="innetwork")
+    with pytest.raises(ValueError, match="innetwork"):
+        collective_traffic(superpod, "allgather", [superpod.accelerators[:8]], S,
+                           algorithm="innetwork")
+
+
+def test_innetwork_needs_a_common_root(sharp):
+    fabric = sharp("system: sharp-box\nsystems: 8\nscaleup:\n  kind: none\nscaleout:\n"
+                   "  kind: rail_only\n  switch: sharp-8\n")
+    group = fabric.accelerators[:8]  # two boxes: four rails that share no switch
+    assert not in_network_capable(fabric, [group])
+    with pytest.raises(ValueError, match="no single scale-out switch above all its leaves"):
+        collective_traffic(fabric, "allreduce", [group], S, algorithm="innetwork")
+    assert in_network_capable(fabric, [fabric.accelerators[::4]])  # one rail
+
+
+# --- input checks ----------------------------------------------------------------------
+
+
+def test_input_errors(hgx):
+    acc = hgx.accelerators
+    with pytest.raises(ValueError, match="unknown collective 'gather'"):
+        collective_traffic(hgx, "gather", [acc], S, algorithm="ring")
+    with pytest.raises(ValueError, match="alltoall has no algorithm 'ring'; choose from"
+                                         " direct, pairwise"):
+        collective_traffic(hgx, "alltoall", [acc], S, algorithm="ring")
+    with pytest.raises(ValueError, match="size_bytes must be a finite number >= 0"):
+        collective_traffic(hgx, "allreduce", [acc], -1, algorithm="ring")
+    with pytest.raises(ValueError, match="node 8 is not an accelerator"):
+        collective_traffic(hgx, "allreduce", [np.r_[acc[:3], 8]], S, algorithm="ring")
+    with pytest.raises(ValueError, match="node 99 is not an accelerator"):
+        collective_traffic(hgx, "allreduce", [[0, 99]], S, algorithm="ring")
+    with pytest.raises(ValueError, match="node 2 appears twice"):
+        collective_traffic(hgx, "allreduce", [[1, 2, 2]], S, algorithm="ring")
+    with pytest.raises(ValueError, match="group 1 has no ranks"):
+        collective_traffic(hgx, "allreduce", [[1, 2], []], S, algorithm="ring")
+    with pytest.raises(ValueError, match="no groups"):
+        collective_traffic(hgx, "allreduce", [], S, algorithm="ring")
+    with pytest.raises(ValueError, match="1 group names for 2 groups"):
+        collective_traffic(hgx, "allreduce", [[0, 1], [2, 3]], S, algorithm="ring",
+                           group_names=["a"])
+
+
+def test_groups_of_one_rank_make_no_traffic(hgx):
+    t = collective_traffic(hgx, "allreduce", [[0], [1]], S, algorithm="ring")
+    assert t.phases == () and t.total_bytes == 0
+    assert in_network_capable(hgx, [[0]])
