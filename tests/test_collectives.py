@@ -18,9 +18,19 @@ from topomodel.collectives import (
     tree_depth,
 )
 from topomodel.design import load_design
+from topomodel.traffic import Phase
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 S = 1e6
+
+
+def up_down(t):
+    """The reduction (up) and multicast (down) halves of an in-network phase."""
+    (p,) = t.phases
+    half = p.flows // 2
+    assert (p.src[:half] == p.dst[half:]).all() and (p.dst[:half] == p.src[half:]).all()
+    return (Phase(p.src[:half], p.dst[:half], p.bytes[:half], p.group[:half], p.steps),
+            Phase(p.src[half:], p.dst[half:], p.bytes[half:], p.group[half:], p.steps))
 
 
 def example(name):
@@ -423,7 +433,7 @@ def test_nvls_on_hgx_sends_s_split_by_cables(hgx):
     chips = np.flatnonzero((hgx.nodes["kind"] == "scaleup_switch").to_numpy())
     assert in_network_capable(hgx, [acc])
     t = collective_traffic(hgx, "allreduce", [acc], 18.0, algorithm="innetwork")
-    up, down = t.phases
+    up, down = up_down(t)
     assert set(up.dst.tolist()) == set(chips.tolist()) and set(up.src.tolist()) == set(acc)
     nodes = len(hgx.nodes)
     np.testing.assert_allclose(np.bincount(up.src, weights=up.bytes, minlength=nodes)[acc], 18)
@@ -453,12 +463,12 @@ def test_sharp_root_is_the_shared_leaf_or_the_first_spine(superpod):
     acc = superpod.accelerators
     nodes = len(superpod.nodes)
     one_leaf = acc[0:256:8]  # rail 0 of unit 0: every NIC on leaf00
-    up, _ = collective_traffic(superpod, "allreduce", [one_leaf], S,
-                               algorithm="innetwork").phases
+    up, _ = up_down(collective_traffic(superpod, "allreduce", [one_leaf], S,
+                               algorithm="innetwork"))
     assert set(names(superpod, up.dst)) == {"leaf00"} and up.flows == 32
     two_leaves = acc[0:512:8]  # rail 0 of units 0 and 1
     t = collective_traffic(superpod, "allreduce", [two_leaves], S, algorithm="innetwork")
-    up = t.phases[0]
+    up, _ = up_down(t)
     switch_flows = set(zip(names(superpod, up.src[-2:]), names(superpod, up.dst[-2:]),
                            strict=True))
     assert switch_flows == {("leaf00", "spine00"), ("leaf08", "spine00")}
@@ -476,7 +486,7 @@ def test_sharp_root_is_a_core_across_pods(sharp):
     nodes = len(fabric.nodes)
     assert fabric.structure["fat_tree_tiers"] == 3
     t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
-    up, _ = t.phases
+    up, _ = up_down(t)
     tier = fabric.nodes["tier"].astype(str).to_numpy()
     roots = set(up.dst[tier[up.src] == "leaf"].tolist())
     assert len(roots) == 1 and tier[roots.pop()] == "core"
@@ -484,7 +494,7 @@ def test_sharp_root_is_a_core_across_pods(sharp):
     leaves = np.flatnonzero(tier == "leaf")
     np.testing.assert_allclose(sent(t, nodes)[leaves], 2 * S + S)  # S up, S down to 2 hosts
     in_pod = collective_traffic(fabric, "allreduce", [acc[:4]], S, algorithm="innetwork")
-    assert {tier[d] for d in in_pod.phases[0].dst} == {"leaf", "spine"}
+    assert {tier[d] for d in up_down(in_pod)[0].dst} == {"leaf", "spine"}
 
 
 def test_sharp_splits_over_planes(sharp):
@@ -492,7 +502,7 @@ def test_sharp_splits_over_planes(sharp):
                    "  port_rate: '50 Gb/s /dir'\n")
     acc = fabric.accelerators
     t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
-    up, _ = t.phases
+    up, _ = up_down(t)
     plane = fabric.nodes["plane"].to_numpy()
     from_ranks = np.isin(up.src, acc)
     assert np.allclose(up.bytes[from_ranks], S / 2)
@@ -505,14 +515,14 @@ def test_sharp_with_fewer_nics_than_accelerators(sharp):
                    "  nics_per_system: 2\n")
     acc = fabric.accelerators
     group = acc[::2]  # ranks 0 and 2 of every box; rank 2 owns no NIC of its own
-    up, _ = collective_traffic(fabric, "allreduce", [group], S, algorithm="innetwork").phases
+    up, _ = up_down(collective_traffic(fabric, "allreduce", [group], S, algorithm="innetwork"))
     assert set(up.src[np.isin(up.src, acc)].tolist()) == set(group.tolist())
 
 
 def test_nvls_case_a_wins_inside_one_system(sharp):
     fabric = sharp("system: sharp-box\nsystems: 2\nscaleout:\n  switch: sharp-4\n")
-    up, _ = collective_traffic(fabric, "allreduce", [fabric.accelerators[:4]], 4.0,
-                               algorithm="innetwork").phases
+    up, _ = up_down(collective_traffic(fabric, "allreduce", [fabric.accelerators[:4]], 4.0,
+                               algorithm="innetwork"))
     assert set(fabric.nodes["kind"].astype(str).to_numpy()[up.dst]) == {"scaleup_switch"}
     assert sorted(up.bytes.tolist()) == [1.0] * 4 + [3.0] * 4  # links_per_switch [3, 1]
 

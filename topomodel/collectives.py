@@ -767,9 +767,11 @@ def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
     if not len(plan.src):
         return ()
     nbytes = plan.fraction * size
-    return (Phase(plan.src, plan.dst, nbytes, plan.group, 1, "in-network reduce (up)"),
-            Phase(plan.dst.copy(), plan.src.copy(), nbytes.copy(), plan.group.copy(), 1,
-                  "in-network broadcast (down)"))
+    # The switches reduce and multicast chunk by chunk: the reduction going up and the
+    # result coming down run at once, on opposite directions of the same links.
+    return (Phase(np.concatenate([plan.src, plan.dst]), np.concatenate([plan.dst, plan.src]),
+                  np.concatenate([nbytes, nbytes]), np.concatenate([plan.group, plan.group]),
+                  1, "in-network reduce and multicast"),)
 
 
 _KINDS = ("accelerator", "nic", "scaleup_switch", "switch")
