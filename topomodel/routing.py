@@ -210,70 +210,111 @@ def _graph(fabric: Fabric) -> _Graph:
 # Structured router ------------------------------------------------------------------------
 
 
+class _Fanout:
+    """Arcs from each switch of one tier to the tier above (or below), as a table."""
+
+    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
+                 cables: np.ndarray) -> None:
+        order = np.lexsort((arcs, owners))
+        owners, arcs = owners[order], arcs[order]
+        unique = np.unique(owners)
+        self.slot = np.full(n_nodes, -1)
+        self.slot[unique] = np.arange(len(unique))
+        width = len(arcs) // max(1, len(unique))
+        if len(unique) and width * len(unique) != len(arcs):
+            raise _Irregular("switches of one tier have different fan-outs")
+        self.table = arcs.reshape(len(unique), width) if len(unique) else arcs.reshape(0, 0)
+        self.width = width
+        per = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
+        if per.size and (per != per.flat[0]).any():
+            raise _Irregular("uneven cable counts between tiers")
+        self.cables = int(per.flat[0]) if per.size else 1
+
+    def arcs(self, owner: np.ndarray) -> np.ndarray:
+        """(len(owner), width) arcs of each owner, sorted by the other end's node."""
+        return self.table[self.slot[owner]]
+
+
+class _Irregular(ValueError):
+    """A fabric the structured router cannot aggregate exactly."""
+
+
 class _Clos:
     """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
 
     def __init__(self, fabric: Fabric) -> None:
         nodes, links = fabric.nodes, fabric.links
-        self.fabric = fabric
-        self.n_links = len(links)
         src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
         cables = links["cables"].to_numpy()
         tier = links["tier"].astype(str).to_numpy()
         node_tier = nodes["tier"].astype(str).to_numpy()
         kind = nodes["kind"].astype(str).to_numpy()
-        self.system = nodes["system"].to_numpy()
-        self.pod = nodes["pod"].to_numpy()
-        self.src, self.dst, self.cables, self.tier = src, dst, cables, tier
-        self.node_tier, self.kind = node_tier, kind
         n = len(nodes)
-        # accelerator -> its NIC (host arc), NIC -> leaf per plane
+        self.n_links = len(links)
+        self.src, self.dst, self.cables = src, dst, cables
+        self.pod = nodes["pod"].to_numpy()
+        self.domain = nodes["domain"].to_numpy()
+        self.mesh = fabric.structure["scaleup"] == "full_mesh"
         host = np.flatnonzero((tier == "host") & (kind[src] == "accelerator"))
         self.nic_of = np.full(n, -1)
         self.nic_of[src[host]] = dst[host]
         self.host_up = np.full(n, -1)
         self.host_up[src[host]] = host
-        host_down = np.flatnonzero((tier == "host") & (kind[src] == "nic"))
+        back = np.flatnonzero((tier == "host") & (kind[src] == "nic"))
         self.host_down = np.full(n, -1)
-        self.host_down[dst[host_down]] = host_down
-        access_up = np.flatnonzero((tier == "leaf") & (kind[src] == "nic"))
-        access_down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
+        self.host_down[dst[back]] = back
         self.planes = int(fabric.structure.get("planes", 1)) if fabric.structure[
             "scaleout"] != "none" else 0
-        # sorted by (nic, leaf node) so plane order matches node order
-        order = np.lexsort((dst[access_up], src[access_up]))
-        access_up = access_up[order]
-        self.access_up = access_up.reshape(-1, self.planes) if self.planes else access_up
-        order = np.lexsort((src[access_down], dst[access_down]))
-        self.access_down = access_down[order].reshape(-1, self.planes) if self.planes else (
-            access_down)
-        self.nic_index = np.full(n, -1)
-        if self.planes:
-            self.nic_index[src[self.access_up[:, 0]]] = np.arange(len(self.access_up))
-        # up and down arcs per switch tier, sorted by (lower switch, upper node)
-        self.up = {}
-        self.down = {}
+        up = np.flatnonzero((tier == "leaf") & (kind[src] == "nic"))
+        down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
+        self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
+        self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
+        self.up: dict[str, _Fanout] = {}
+        self.down: dict[str, _Fanout] = {}
         for name, lower in (("spine", "leaf"), ("core", "spine")):
-            up = np.flatnonzero((tier == name) & (node_tier[src] == lower))
-            up = up[np.lexsort((dst[up], src[up]))]
-            down = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
-            down = down[np.lexsort((src[down], dst[down]))]
-            self.up[name], self.down[name] = up, down
-        # scale-up: accelerator -> chips (sorted), chip -> accelerator
+            u = np.flatnonzero((tier == name) & (node_tier[src] == lower))
+            d = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
+            if len(u):
+                self.up[name] = _Fanout(src[u], u, n, cables)
+                self.down[name] = _Fanout(dst[d], d, n, cables)
         su = np.flatnonzero((tier == "scaleup") & (kind[src] == "accelerator"))
-        self.mesh = fabric.structure["scaleup"] == "full_mesh"
-        su = su[np.lexsort((dst[su], src[su]))]
-        self.scaleup_up = su
-        sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator")
-                            & (kind[src] != "accelerator"))
-        self.scaleup_down = sd[np.lexsort((src[sd], dst[sd]))]
-        self.domain = nodes["domain"].to_numpy()
+        sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
+        self.scaleup_up = self.scaleup_down = None
+        if len(su) and not self.mesh:
+            self.scaleup_up = _Ragged(src[su], su, n, cables)
+            self.scaleup_down = _Ragged(dst[sd], sd, n, cables)
+        # core -> spine of a pod: key (core, pod)
+        self.core_keys = np.zeros(0, np.int64)
+        self.core_arcs = np.zeros(0, np.int64)
+        if "core" in self.down:
+            d = self.down["core"].table.ravel()
+            self.pods = int(self.pod.max()) + 1
+            keys = src[d].astype(np.int64) * self.pods + self.pod[dst[d]]
+            order = np.argsort(keys)
+            self.core_keys, self.core_arcs = keys[order], d[order]
 
     @cached_property
     def arc_index(self) -> dict[tuple[int, int], int]:
         """(src, dst) -> link row, for the few lookups that need it."""
         return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(self.src, self.dst,
                                                                    strict=True))}
+
+
+class _Ragged:
+    """Accelerator -> in-system switch arcs with their cables (5, 5, 4, 4 on HGX)."""
+
+    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
+                 cables: np.ndarray) -> None:
+        order = np.lexsort((arcs, owners))
+        owners, arcs = owners[order], arcs[order]
+        unique = np.unique(owners)
+        width = len(arcs) // max(1, len(unique))
+        if width * len(unique) != len(arcs):
+            raise _Irregular("accelerators with different numbers of scale-up arcs")
+        self.slot = np.full(n_nodes, -1)
+        self.slot[unique] = np.arange(len(unique))
+        self.table = arcs.reshape(len(unique), width)
+        self.weights = cables[self.table]
 
 
 def structured_supported(fabric: Fabric) -> str | None:
@@ -287,12 +328,19 @@ def structured_supported(fabric: Fabric) -> str | None:
         return f"scale-out kind {s['scaleout']}"
     if s["scaleout"] == "fat_tree" and s.get("nics_per_system") != s["accelerators_per_system"]:
         return "accelerators without a NIC of their own"
+    try:
+        _clos(fabric)
+    except _Irregular as exc:
+        return str(exc)
     return None
 
 
 def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
                      seed: int = 0) -> Routed:
     """Route on a switched/mesh scale-up plus fat-tree fabric by aggregation.
+
+    Even ECMP needs only per-switch totals (what leaves a leaf, what enters a pod), so
+    the cost is linear in flows plus links; hash and d-mod-k pick one arc per flow.
 
     Raises
     ------
@@ -308,14 +356,16 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     inside = np.flatnonzero(same)
     if len(inside):
-        hops[inside] = _route_scaleup(clos, phase, inside, routing, seed, load)
+        load += _route_scaleup(clos, phase, inside, routing, seed)
+        hops[inside] = 1 if clos.mesh else 2
     outside = np.flatnonzero(~same)
     unroutable = np.zeros(0, np.int64)
     if len(outside):
         if not clos.planes:
             unroutable = outside
         else:
-            hops[outside] = _route_scaleout(clos, phase, outside, routing, seed, load)
+            extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed)
+            load += extra
     return Routed(load, hops, unroutable, "structured")
 
 
@@ -331,164 +381,159 @@ def _clos(fabric: Fabric) -> _Clos:
     return cached[1]
 
 
-def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str, seed: int,
-                   load: np.ndarray) -> np.ndarray:
+def _spread(load_len: int, arcs: np.ndarray, amount: np.ndarray,
+            weights: np.ndarray | None = None) -> np.ndarray:
+    """Add ``amount`` (per row of ``arcs``) over the row's arcs, split by ``weights``."""
+    if weights is None:
+        share = np.broadcast_to((amount / arcs.shape[1])[:, None], arcs.shape)
+    else:
+        share = weights / weights.sum(axis=1, keepdims=True) * amount[:, None]
+    return np.bincount(arcs.ravel(), weights=share.ravel(), minlength=load_len)
+
+
+def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.ndarray,
+          stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
+    """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
+    the same choice :func:`choose` makes."""
+    if routing == "hash":
+        ticket = mix(seed, flows, node) % np.uint64(width * cables)
+        return (ticket // np.uint64(cables)).astype(np.int64)
+    return (dst // stride) % width
+
+
+def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                   seed: int) -> np.ndarray:
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    n = clos.n_links
     if clos.mesh:
         rows = np.array([clos.arc_index[(int(a), int(b))] for a, b in zip(src, dst,
-                                                                           strict=True)])
-        np.add.at(load, rows, volume)
-        return np.ones(len(flows), dtype=np.int64)
-    per_acc = len(clos.scaleup_up) // max(1, int((clos.kind == "accelerator").sum()))
-    up = clos.scaleup_up.reshape(-1, per_acc)  # row i: arcs of the i-th accelerator
-    acc_row = np.full(len(clos.kind), -1)
-    acc_row[clos.src[up[:, 0]]] = np.arange(len(up))
-    down = clos.scaleup_down.reshape(-1, per_acc)
-    arcs_up, arcs_down = up[acc_row[src]], down[acc_row[dst]]
-    weights = clos.cables[arcs_up].astype(float)
+                                                                           strict=True)],
+                        dtype=np.int64)
+        return np.bincount(rows, weights=volume, minlength=n)
+    up, down = clos.scaleup_up, clos.scaleup_down
+    assert up is not None and down is not None
     if routing == "ecmp":
-        share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
-        np.add.at(load, arcs_up.ravel(), share.ravel())
-        np.add.at(load, arcs_down.ravel(), share.ravel())
-    else:
-        pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
-                      clos.cables[arcs_up])
-        np.add.at(load, arcs_up[np.arange(len(flows)), pick], volume)
-        np.add.at(load, arcs_down[np.arange(len(flows)), pick], volume)
-    return np.full(len(flows), 2, dtype=np.int64)
+        nodes = len(clos.domain)
+        sent = np.bincount(src, weights=volume, minlength=nodes)
+        received = np.bincount(dst, weights=volume, minlength=nodes)
+        owners_up = np.flatnonzero(up.slot >= 0)
+        owners_down = np.flatnonzero(down.slot >= 0)
+        return (_spread(n, up.table[up.slot[owners_up]], sent[owners_up],
+                        up.weights[up.slot[owners_up]])
+                + _spread(n, down.table[down.slot[owners_down]], received[owners_down],
+                          down.weights[down.slot[owners_down]]))
+    arcs_up = up.table[up.slot[src]]
+    pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
+                  up.weights[up.slot[src]])
+    chip = clos.dst[arcs_up[np.arange(len(flows)), pick]]
+    arcs_down = down.table[down.slot[dst]]
+    into = arcs_down[np.arange(len(flows)), np.argmax(clos.src[arcs_down] == chip[:, None],
+                                                      axis=1)]
+    return (np.bincount(arcs_up[np.arange(len(flows)), pick], weights=volume, minlength=n)
+            + np.bincount(into, weights=volume, minlength=n))
 
 
-def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str, seed: int,
-                    load: np.ndarray) -> np.ndarray:
+def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    n = clos.n_links
+    load = np.bincount(clos.host_up[src], weights=volume, minlength=n)
+    load += np.bincount(clos.host_down[dst], weights=volume, minlength=n)
+    hops = np.full(len(flows), 4, dtype=np.int64)
+    access_up, access_down = clos.access_up, clos.access_down
+    assert access_up is not None and access_down is not None
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
-    np.add.at(load, clos.host_up[src], volume)
-    np.add.at(load, clos.host_down[dst], volume)
-    hops = np.full(len(flows), 2, dtype=np.int64)
-    planes = clos.planes
-    ups = clos.access_up[clos.nic_index[nic_s]]  # (flows, planes) arcs nic -> leaf
-    downs = clos.access_down[clos.nic_index[nic_d]]  # (flows, planes) arcs leaf -> nic
+    planes = access_up.width
+    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
     if routing == "ecmp":
-        plane_share = np.full((len(flows), planes), 1.0 / planes)
+        part = np.broadcast_to((volume / planes)[:, None], ups.shape)
     else:
-        pick = choose(routing, seed, flows, nic_s, dst, np.ones(len(flows), np.int64),
-                      np.ones((len(flows), planes), np.int64))
-        plane_share = np.zeros((len(flows), planes))
-        plane_share[np.arange(len(flows)), pick] = 1.0
-    stride = np.full(len(flows), planes if routing == "dmodk" else 1, dtype=np.int64)
-    for p in range(planes):
-        v = volume * plane_share[:, p]
-        take = v > 0
-        if not take.any():
-            continue
-        f, v = np.flatnonzero(take), v[take]
-        up_arc, down_arc = ups[f, p], downs[f, p]
-        np.add.at(load, up_arc, v)
-        np.add.at(load, down_arc, v)
-        leaf_s, leaf_d = clos.dst[up_arc], clos.src[down_arc]
-        hops[f] = 4
-        cross = leaf_s != leaf_d
-        if cross.any():
-            c = np.flatnonzero(cross)
-            hops[f[c]] = _climb(clos, flows[f[c]], leaf_s[c], leaf_d[c], dst[f[c]], v[c],
-                                stride[f[c]], routing, seed, load)
-    return hops
+        pick = _pick(routing, seed, flows, nic_s, dst, np.ones(len(flows), np.int64), planes)
+        part = np.zeros(ups.shape)
+        part[np.arange(len(flows)), pick] = volume
+    load += np.bincount(ups.ravel(), weights=part.ravel(), minlength=n)
+    load += np.bincount(downs.ravel(), weights=part.ravel(), minlength=n)
+    leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
+    cross = (leaf_s != leaf_d) & (part > 0)
+    if cross.any():
+        row, col = np.nonzero(cross)
+        stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
+        load += _climb(clos, flows[row], leaf_s[row, col], leaf_d[row, col], dst[row],
+                       part[row, col], stride, routing, seed)
+        pods = clos.pod[leaf_s[row, col]] != clos.pod[leaf_d[row, col]]
+        hops[row] = np.maximum(hops[row], np.where(pods & (clos.pod[leaf_s[row, col]] >= 0),
+                                                   8, 6))
+    return load, hops
 
 
 def _climb(clos: _Clos, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
-           dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str, seed: int,
-           load: np.ndarray) -> np.ndarray:
-    """Leaf to leaf through spines (and cores between pods); returns hops (6 or 8)."""
+           dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+           seed: int) -> np.ndarray:
+    """Leaf to leaf through the spines (and the cores between pods)."""
+    n, nodes = clos.n_links, len(clos.domain)
     up, down = clos.up["spine"], clos.down["spine"]
-    k = _group_width(clos.src[up])
-    up_by_leaf = _rows_by(clos.src[up], up, k, len(clos.kind))
-    down_by_leaf = _rows_by(clos.dst[down], down, k, len(clos.kind))
-    arcs_up = up_by_leaf[leaf_s]  # (flows, k) leaf -> spines, sorted by spine
-    arcs_down_all = down_by_leaf[leaf_d]  # (flows, k) spines -> dest leaf
-    pod_s, pod_d = clos.pod[leaf_s], clos.pod[leaf_d]
-    between = (pod_s != pod_d) & (pod_s >= 0)
-    hops = np.where(between, 8, 6)
-    weights = clos.cables[arcs_up]
+    between = (clos.pod[leaf_s] != clos.pod[leaf_d]) & (clos.pod[leaf_s] >= 0)
     if routing == "ecmp":
-        share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
-    else:
-        pick = choose(routing, seed, flow_ids, leaf_s, dst, stride, weights)
-        share = np.zeros(weights.shape)
-        share[np.arange(len(volume)), pick] = volume
-        stride = stride * k
-    np.add.at(load, arcs_up.ravel(), share.ravel())
-    within = ~between
-    # inside a pod (or a 2-tier fabric): spine q -> destination leaf
-    np.add.at(load, arcs_down_all[within].ravel(), share[within].ravel())
+        leaves_up = np.flatnonzero(up.slot >= 0)
+        leaves_down = np.flatnonzero(down.slot >= 0)
+        sent = np.bincount(leaf_s, weights=volume, minlength=nodes)
+        received = np.bincount(leaf_d, weights=volume, minlength=nodes)
+        load = _spread(n, up.arcs(leaves_up), sent[leaves_up])
+        load += _spread(n, down.arcs(leaves_down), received[leaves_down])
+        if between.any():
+            load += _cores_even(clos, leaf_s[between], leaf_d[between], volume[between])
+        return load
+    pick = _pick(routing, seed, flow_ids, leaf_s, dst, stride, up.width, up.cables)
+    arc_up = up.arcs(leaf_s)[np.arange(len(volume)), pick]
+    spine_s = clos.dst[arc_up]
+    load = np.bincount(arc_up, weights=volume, minlength=n)
+    spine_d = spine_s.copy()
     if between.any():
         b = np.flatnonzero(between)
-        spines = clos.dst[arcs_up[b]]  # (flows, k) spine q of the source pod
-        _cores(clos, flow_ids[b], spines, share[b], pod_d[b], leaf_d[b], dst[b], stride[b],
-               routing, seed, load)
-    return hops
+        core_load, spine_d[b] = _cores_pick(clos, flow_ids[b], spine_s[b],
+                                            clos.pod[leaf_d[b]], dst[b], volume[b],
+                                            stride[b] * up.width, routing, seed)
+        load += core_load
+    arcs_down = down.arcs(leaf_d)
+    arc_down = arcs_down[np.arange(len(volume)), np.argmax(
+        clos.src[arcs_down] == spine_d[:, None], axis=1)]
+    return load + np.bincount(arc_down, weights=volume, minlength=n)
 
 
-def _cores(clos: _Clos, flow_ids: np.ndarray, spines: np.ndarray, share: np.ndarray,
-           pod_d: np.ndarray, leaf_d: np.ndarray, dst: np.ndarray, stride: np.ndarray,
-           routing: str, seed: int, load: np.ndarray) -> None:
-    """Spine q of the source pod -> cores of group q -> spine q of the destination pod."""
-    up, down = clos.up["core"], clos.down["core"]
-    c = _group_width(clos.src[up])
-    n = len(clos.kind)
-    up_by_spine = _rows_by(clos.src[up], up, c, n)  # spine -> its core arcs (sorted)
-    # (core, pod) key -> arc from that core down to the spine of that pod
-    spine_pod = clos.pod[clos.dst[down]]
-    key = clos.src[down].astype(np.int64) * (int(clos.pod.max()) + 1) + spine_pod
-    order = np.argsort(key)
-    sorted_keys = key[order]
-    core_down = (sorted_keys, down[order])
-    leaf_down = clos.down["spine"]
-    k = _group_width(clos.dst[leaf_down])
-    spine_to_leaf = _rows_by(clos.dst[leaf_down], leaf_down, k, n)[leaf_d]  # (flows, k)
-    for q in range(spines.shape[1]):
-        vol = share[:, q]
-        if not (vol > 0).any():
-            continue
-        arcs = up_by_spine[spines[:, q]]  # (flows, c)
-        weights = clos.cables[arcs]
-        if routing == "ecmp":
-            part = weights / weights.sum(axis=1, keepdims=True) * vol[:, None]
-        else:
-            pick = choose(routing, seed, flow_ids, spines[:, q], dst, stride, weights)
-            part = np.zeros(weights.shape)
-            part[np.arange(len(vol)), pick] = vol
-        np.add.at(load, arcs.ravel(), part.ravel())
-        cores = clos.dst[arcs]  # (flows, c)
-        wanted = cores.astype(np.int64) * (int(clos.pod.max()) + 1) + pod_d[:, None]
-        pos = np.searchsorted(core_down[0], wanted.ravel())
-        down_arcs = core_down[1][pos].reshape(cores.shape)  # core -> spine q of dest pod
-        np.add.at(load, down_arcs.ravel(), part.ravel())
-        # spine q of the destination pod -> destination leaf
-        dest_spine = clos.dst[down_arcs[:, 0]]
-        arc = spine_to_leaf[np.arange(len(vol)), np.argmax(
-            clos.src[spine_to_leaf] == dest_spine[:, None], axis=1)]
-        np.add.at(load, arc, vol)
+def _cores_even(clos: _Clos, leaf_s: np.ndarray, leaf_d: np.ndarray,
+                volume: np.ndarray) -> np.ndarray:
+    """Even ECMP between pods: spine q of the source pod -> cores of group q -> spine q
+    of the destination pod. Every leaf splits evenly over its pod's spines and every
+    spine over its cores, so pod totals are enough."""
+    n, nodes = clos.n_links, len(clos.domain)
+    up_spine, up_core, down_core = clos.up["spine"], clos.up["core"], clos.down["core"]
+    leaves = np.flatnonzero(up_spine.slot >= 0)
+    leaving = np.bincount(leaf_s, weights=volume, minlength=nodes)[leaves]
+    arcs = up_spine.arcs(leaves)
+    spine_out = np.bincount(clos.dst[arcs].ravel(), weights=np.repeat(
+        leaving / up_spine.width, up_spine.width), minlength=nodes)
+    spines = np.flatnonzero(up_core.slot >= 0)
+    load = _spread(n, up_core.arcs(spines), spine_out[spines])
+    # into each pod: every spine of the pod gets an equal share, then its cores evenly
+    entering = np.bincount(clos.pod[leaf_d], weights=volume, minlength=clos.pods)
+    spine_in = entering[clos.pod[spines]] / up_spine.width
+    return load + _spread(n, down_core.arcs(spines), spine_in)
 
 
-def _group_width(keys: np.ndarray) -> int:
-    """How many arcs each key has (they all have the same number)."""
-    if not len(keys):
-        return 0
-    counts = np.bincount(keys)
-    counts = counts[counts > 0]
-    if counts.min() != counts.max():
-        raise ValueError("the structured router needs the same fan-out at every switch")
-    return int(counts[0])
-
-
-def _rows_by(keys: np.ndarray, arcs: np.ndarray, width: int, n: int) -> np.ndarray:
-    """(n, width) table: row k lists the arcs whose key is k (in the given order)."""
-    table = np.full((n, max(width, 1)), -1, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    k, a = keys[order], arcs[order]
-    position = np.arange(len(k)) - np.searchsorted(k, k)
-    table[k, position] = a
-    return table
+def _cores_pick(clos: _Clos, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
+                dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One core per flow; returns the load and the destination pod's spine."""
+    up_core = clos.up["core"]
+    pick = _pick(routing, seed, flow_ids, spine_s, dst, stride, up_core.width,
+                 up_core.cables)
+    arc_up = up_core.arcs(spine_s)[np.arange(len(volume)), pick]
+    core = clos.dst[arc_up]
+    position = np.searchsorted(clos.core_keys, core.astype(np.int64) * clos.pods + pod_d)
+    arc_down = clos.core_arcs[position]
+    load = (np.bincount(arc_up, weights=volume, minlength=clos.n_links)
+            + np.bincount(arc_down, weights=volume, minlength=clos.n_links))
+    return load, clos.dst[arc_down]
 
 
 def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
