@@ -116,3 +116,67 @@ def test_python_dash_m_and_console_script_work():
     result = subprocess.run([sys.executable, "-m", "topomodel", "units", "900 GB/s", "--to",
                              "Gb/s"], capture_output=True, text=True, check=True)
     assert "7200 Gb/s" in result.stdout
+
+
+EXAMPLE = "examples/dgx-h100-superpod.yaml"
+
+
+def test_route_json_schema(capsys):
+    status, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
+                         "allreduce", "--size", "256 MiB", "--format", "json")
+    assert status == 0
+    data = json.loads(out)
+    for key in ("time_s", "algbw_Bps", "busbw_Bps", "tiers", "hotspots", "latency_s",
+                "bandwidth_s", "topology_s", "size_convention", "candidates"):
+        assert key in data
+    assert data["time_s"] == pytest.approx(data["latency_s"] + data["bandwidth_s"]
+                                           + data["topology_s"])
+
+
+def test_route_two_group_sets_and_failures(capsys):
+    status, out, _ = run(capsys, "route", EXAMPLE, "--collective", "alltoall", "--size",
+                         "64 MiB", "--group", "block:8", "--group", "rail", "--fail", "spine00",
+                         "--routing", "hash", "--algorithm", "direct", "--format", "json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["router"] == "general"
+    assert {"block:8", "rail"} == set(data["groups"])
+    assert any(set(h["groups"]) for h in data["hotspots"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--collective", "allsum", "--size", "1 MiB"], "unknown collective 'allsum'"),
+        (["--collective", "allreduce", "--size", "1 MiB/s"], "is a rate, not a size"),
+        (["--collective", "allreduce", "--size", "1 MiB", "--group", "block:7"],
+         "do not divide into blocks of 7"),
+        (["--collective", "allreduce", "--size", "1 MiB", "--fail", "spine99"],
+         "no node named 'spine99'"),
+        (["--collective", "allreduce", "--size", "1 MiB", "--algorithm", "rhd",
+          "--group", "0-5"], "power-of-two"),
+    ],
+)
+def test_route_errors(capsys, argv, message):
+    status, out, err = run(capsys, "route", EXAMPLE, *argv)
+    assert status == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_step_json_schema(capsys):
+    status, out, _ = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
+                         "--dp", "127", "--format", "json")
+    assert status == 0
+    data = json.loads(out)
+    for key in ("step_time_s", "compute_s", "exposed_comm_s", "wait_s", "bubble_s", "mfu",
+                "tokens_per_s"):
+        assert key in data
+    assert set(data["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
+
+
+def test_step_errors(capsys):
+    status, _, err = run(capsys, "step", EXAMPLE, "--model", "llama3-9b", "--tp", "8")
+    assert status == 2 and "did you mean 'llama3-8b'" in err
+    status, _, err = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
+                         "--dp", "200")
+    assert status == 2 and "needs 1600 accelerators" in err

@@ -119,10 +119,37 @@ class _Graph:
         # reversed graph (dst -> src) to get distances *to* a destination
         self.reverse = sp.csr_matrix((self.weight.astype(float), (self.dst, self.src)),
                                      shape=(n, n))
+        self._dags: dict[int, _Dag] = {}
 
     def distances_to(self, targets: np.ndarray) -> np.ndarray:
         """(targets, nodes) weighted distances from every node to each target."""
         return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
+
+    def dags(self, targets: np.ndarray) -> list[_Dag]:
+        """The shortest-path DAG towards each target (cached: phases reuse them)."""
+        missing = [t for t in targets.tolist() if t not in self._dags]
+        for start in range(0, len(missing), _DEST_BATCH):
+            batch = np.array(missing[start:start + _DEST_BATCH])
+            for target, dist in zip(batch.tolist(), self.distances_to(batch), strict=True):
+                self._dags[target] = _Dag(self, dist)
+        return [self._dags[t] for t in targets.tolist()]
+
+
+class _Dag:
+    """Distances to one destination and the arcs on its shortest paths, by level."""
+
+    def __init__(self, graph: _Graph, dist: np.ndarray) -> None:
+        self.dist = dist
+        finite = np.isfinite(dist[graph.src])
+        self.on_dag = finite & (dist[graph.src] == graph.weight + dist[graph.dst])
+        arcs = np.flatnonzero(self.on_dag)
+        level = dist[graph.src[arcs]]
+        order = np.argsort(-level, kind="stable")
+        self.arcs = arcs[order]
+        self.bounds = np.flatnonzero(np.diff(level[order])) + 1
+        cables = graph.cables[self.arcs]
+        out = np.bincount(graph.src[self.arcs], weights=cables, minlength=graph.n)
+        self.share = cables / out[graph.src[self.arcs]]
 
 
 def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
@@ -133,66 +160,68 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     hops = np.zeros(phase.flows, dtype=np.int64)
     unroutable: list[np.ndarray] = []
     targets, flow_target = np.unique(phase.dst, return_inverse=True)
-    for start in range(0, len(targets), _DEST_BATCH):
-        batch = targets[start:start + _DEST_BATCH]
-        dist = graph.distances_to(batch)
-        for k, target in enumerate(batch):
-            flows = np.flatnonzero(flow_target == start + k)
-            d = dist[k]
-            source_dist = d[phase.src[flows]]
-            lost = ~np.isfinite(source_dist)
-            unroutable.append(flows[lost])
-            flows = flows[~lost]
-            if not len(flows):
-                continue
-            hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS).astype(np.int64)
-            on_dag = np.isfinite(d[graph.src]) & (d[graph.src] == graph.weight + d[graph.dst])
-            if routing == "ecmp":
-                _push(graph, d, on_dag, phase.src[flows], phase.bytes[flows], link_bytes)
-            else:
-                _walk(graph, on_dag, flows, phase, int(target), routing, seed, link_bytes)
+    order = np.argsort(flow_target, kind="stable")
+    starts = np.searchsorted(flow_target[order], np.arange(len(targets) + 1))
+    dags = graph.dags(targets)
+    walkers = []
+    for k, dag in enumerate(dags):
+        flows = order[starts[k]:starts[k + 1]]
+        source_dist = dag.dist[phase.src[flows]]
+        lost = ~np.isfinite(source_dist)
+        unroutable.append(flows[lost])
+        flows = flows[~lost]
+        if not len(flows):
+            continue
+        hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS).astype(np.int64)
+        if routing == "ecmp":
+            _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
+        else:
+            walkers.append(flows)
+    if walkers:
+        flows = np.concatenate(walkers)
+        distances = np.stack([dag.dist for dag in dags])
+        _walk(graph, distances, flow_target[flows], flows, phase, routing, seed, link_bytes)
     lost_flows = np.concatenate(unroutable) if unroutable else np.zeros(0, np.int64)
     return Routed(link_bytes, hops, np.sort(lost_flows), "general")
 
 
-def _push(graph: _Graph, dist: np.ndarray, on_dag: np.ndarray, sources: np.ndarray,
-          volumes: np.ndarray, link_bytes: np.ndarray) -> None:
+def _push(graph: _Graph, dag: _Dag, sources: np.ndarray, volumes: np.ndarray,
+          link_bytes: np.ndarray) -> None:
     """Push demands down the shortest-path DAG, split by cables at every node."""
     carried = np.bincount(sources, weights=volumes, minlength=graph.n)
-    arcs = np.flatnonzero(on_dag)
-    arc_src, arc_dst, arc_cables = graph.src[arcs], graph.dst[arcs], graph.cables[arcs]
-    out_cables = np.bincount(arc_src, weights=arc_cables, minlength=graph.n)
-    levels = np.unique(dist[arc_src])[::-1]
-    for level in levels:
-        here = dist[arc_src] == level
-        a = arcs[here]
-        share = carried[arc_src[here]] * arc_cables[here] / out_cables[arc_src[here]]
-        np.add.at(link_bytes, graph.rows[a], share)
-        np.add.at(carried, arc_dst[here], share)
+    for part in np.split(np.arange(len(dag.arcs)), dag.bounds):
+        arcs = dag.arcs[part]
+        flow = carried[graph.src[arcs]] * dag.share[part]
+        np.add.at(link_bytes, graph.rows[arcs], flow)
+        np.add.at(carried, graph.dst[arcs], flow)
 
 
-def _walk(graph: _Graph, on_dag: np.ndarray, flows: np.ndarray, phase: Phase, target: int,
-          routing: str, seed: int, link_bytes: np.ndarray) -> None:
-    """One path per flow: at each node pick a DAG arc by hash or d-mod-k."""
+def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,
+          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray) -> None:
+    """One path per flow, all flows at once: at each node pick a shortest-path arc by
+    hash or d-mod-k. ``distances`` is (targets, nodes); ``target_index`` per flow."""
     at = phase.src[flows].copy()
+    dst = phase.dst[flows]
     stride = np.ones(len(flows), dtype=np.int64)
-    active = np.ones(len(flows), dtype=bool)
+    active = at != dst
     while active.any():
         idx = np.flatnonzero(active)
-        nodes = at[idx]
+        nodes, t = at[idx], target_index[idx]
         starts, ends = graph.indptr[nodes], graph.indptr[nodes + 1]
         width = int((ends - starts).max())
         cand = starts[:, None] + np.arange(width)[None, :]
         valid = cand < ends[:, None]
         cand = np.where(valid, cand, 0)
-        weights = np.where(valid & on_dag[cand], graph.cables[cand], 0)
-        pick = choose(routing, seed, flows[idx], nodes, np.full(len(idx), target), stride[idx],
-                      weights)
+        here = distances[t, nodes][:, None]
+        there = distances[t[:, None], graph.dst[cand]]
+        on_dag = valid & (here == graph.weight[cand] + there)
+        weights = np.where(on_dag, graph.cables[cand], 0)
+        pick = choose(routing, seed, flows[idx], nodes, dst[idx], stride[idx], weights)
         arc = cand[np.arange(len(idx)), pick]
         np.add.at(link_bytes, graph.rows[arc], phase.bytes[flows[idx]])
         stride[idx] *= np.maximum(1, (weights > 0).sum(axis=1))
         at[idx] = graph.dst[arc]
-        active[idx] = at[idx] != target
+        active[idx] = at[idx] != dst[idx]
 
 
 _GRAPH_CACHE: dict[int, tuple[Fabric, _Graph]] = {}
