@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from topomodel.errors import InputError, TopomodelError
 from topomodel.output import FORMATS, Report, Table, render
@@ -133,25 +134,29 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     return route_report(fabric, run, routing=args.routing, top=args.top, model=model)
 
 
-def _cmd_step(args: argparse.Namespace) -> Report:
+def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, Any, Any]:
+    """Fabric, model, layout and assumptions from the step-like options."""
     from dataclasses import replace
 
     from topomodel.build import build_fabric, with_failures
     from topomodel.catalog import Model
     from topomodel.design import load_design
-    from topomodel.step import Layout, StepAssumptions, step_report, step_time
+    from topomodel.step import Layout, StepAssumptions
+    from topomodel.studies import layout_for
     from topomodel.timing import TimeModel
 
-    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    design, catalog = load_design(design_file, extra_catalogs=args.catalog)
     fabric = build_fabric(design, catalog)
     if args.fail:
         fabric = with_failures(fabric, args.fail)
     model = catalog.get(args.model, Model)
-    layout = Layout(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+    layout = Layout(tp=args.tp, pp=args.pp, dp=max(args.dp, 1), ep=args.ep, cp=args.cp,
                     micro_batch=args.micro_batch, global_batch=args.global_batch,
                     seq=args.seq, sequence_parallel=not args.no_sequence_parallel,
                     dp_mode=args.dp_mode, interleave=args.interleave,
                     recompute=args.recompute, order=args.order)
+    if not args.dp:  # fill the fabric
+        layout = layout_for(fabric.accelerator_count, layout)
     base = StepAssumptions()
     overlap = dict(base.overlap)
     for text in args.overlap:
@@ -162,8 +167,117 @@ def _cmd_step(args: argparse.Namespace) -> Report:
         compute_efficiency=args.compute_efficiency or base.compute_efficiency,
         hot_expert_factor=args.hot_expert or base.hot_expert_factor,
         time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
+    return fabric, model, layout, assumptions
+
+
+def _cmd_step(args: argparse.Namespace) -> Report:
+    from topomodel.output import Table
+    from topomodel.step import step_report, step_time
+    from topomodel.studies import required_scaleout_factor, sensitivity
+
+    fabric, model, layout, assumptions = _step_inputs(args, args.design)
     result = step_time(fabric, model, layout, assumptions, routing=args.routing)
-    return step_report(result, assumptions, design_name=design.name or design.file)
+    report = step_report(result, assumptions,
+                         design_name=fabric.design.name or fabric.design.file)
+    tables, data = list(report.tables), dict(report.data)
+    if args.target_comm_share:
+        factor, reached = required_scaleout_factor(fabric, model, layout, assumptions,
+                                                   target_share=args.target_comm_share)
+        from topomodel.bisection import injection_Bps
+        from topomodel.units import format_rate
+
+        now = injection_Bps(fabric)
+        text = ("not reached even at 64x" if factor is None else
+                f"{factor:.3g}x today's: {format_rate(factor * now)} per accelerator")
+        tables.append(Table(f"Scale-out bandwidth for a communication share of at most"
+                            f" {args.target_comm_share:.0%}", [
+                                {"item": "today", "value": format_rate(now)},
+                                {"item": "required", "value": text},
+                                {"item": "MFU there", "value": f"{reached.mfu:.1%}"}]))
+        data["required_scaleout"] = {"target_comm_share": args.target_comm_share,
+                                     "factor": factor, "injection_Bps": now,
+                                     "required_Bps": None if factor is None
+                                     else factor * now}
+    if args.sensitivity:
+        rows = sensitivity(fabric, model, layout, assumptions)
+        tables.append(Table("Sensitivity of the communication share", [
+            {"assumption": r.assumption, "low": f"{r.low_value:g}", "high": f"{r.high_value:g}",
+             "share at low": f"{r.low:.1%}", "base": f"{r.base:.1%}",
+             "share at high": f"{r.high:.1%}"} for r in rows]))
+        data["sensitivity"] = [r.__dict__ for r in rows]
+    return Report(report.kind, data, tables, report.warnings)
+
+
+def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.output import Table
+    from topomodel.step import step_time
+    from topomodel.units import format_si
+
+    results = []
+    for path in (args.design_a, args.design_b):
+        fabric, model, layout, assumptions = _step_inputs(args, path)
+        results.append((fabric.design.name or path,
+                        step_time(fabric, model, layout, assumptions, routing=args.routing)))
+    metrics = [("accelerators", lambda r: f"{r.layout.world:,}"),
+               ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
+                f" EP{r.layout.ep} CP{r.layout.cp}"),
+               ("step time", lambda r: format_si(r.step_time_s, "s")),
+               ("compute", lambda r: format_si(r.compute_s, "s")),
+               ("bubble", lambda r: format_si(r.bubble_s, "s")),
+               ("exposed communication", lambda r: format_si(r.exposed_comm_s, "s")),
+               ("wait", lambda r: format_si(r.wait_s, "s")),
+               ("bandwidth wall", lambda r: format_si(r.walls["bandwidth_s"], "s")),
+               ("latency wall", lambda r: format_si(r.walls["latency_s"], "s")),
+               ("topology wall", lambda r: format_si(r.walls["topology_s"], "s")),
+               ("sync wall", lambda r: format_si(r.walls["sync_s"], "s")),
+               ("communication share", lambda r: f"{r.comm_share:.1%}"),
+               ("MFU", lambda r: f"{r.mfu:.1%}"),
+               ("tokens/s", lambda r: f"{r.tokens_per_s:,.0f}")]
+    (name_a, a), (name_b, b) = results
+    rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
+    rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
+    from topomodel.step import step_json
+
+    data = {"a": {"design": name_a, **step_json(a, _step_inputs(args, args.design_a)[3])},
+            "b": {"design": name_b, **step_json(b, _step_inputs(args, args.design_b)[3])},
+            "mfu_ratio": b.mfu / a.mfu}
+    return Report("compare", data, [Table("Compare", rows)],
+                  [f"{n}: {w}" for n, r in results for w in r.warnings])
+
+
+def _cmd_scale(args: argparse.Namespace) -> Report:
+    from topomodel.catalog import Model
+    from topomodel.design import load_design
+    from topomodel.output import Table
+    from topomodel.studies import scale_curve
+
+    _, model, layout, assumptions = _step_inputs(args, args.design)
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    model = catalog.get(args.model, Model)
+    total = (design.systems or 0) * 0 + _accelerators(design, catalog)
+    counts = args.counts or [c for c in (128, 1024, 4096, 16384, 65536, 131072) if c < total]
+    counts = sorted(set(counts + [total]))
+    points = scale_curve(design, catalog, model, layout, counts, assumptions)
+    rows = [{"accelerators": p.accelerators, "DP": p.result.layout.dp,
+             "tokens/s": f"{p.result.tokens_per_s:,.0f}",
+             "scaling efficiency": f"{p.efficiency:.1%}", "MFU": f"{p.result.mfu:.1%}",
+             "communication share": f"{p.result.comm_share:.1%}"} for p in points]
+    data = {"points": [{"accelerators": p.accelerators, "tokens_per_s": p.result.tokens_per_s,
+                        "scaling_efficiency": p.efficiency, "mfu": p.result.mfu,
+                        "comm_share": p.result.comm_share} for p in points]}
+    if args.plot:
+        from topomodel.plots import plot_scaling
+
+        plot_scaling(points, args.plot, title=f"{design.name or args.design}: {model.id}")
+        data["plot"] = args.plot
+    return Report("scale", data, [Table("Scaling", rows)])
+
+
+def _accelerators(design: Any, catalog: Any) -> int:
+    from topomodel.catalog import System
+
+    per = catalog.get(design.system, System).accelerators
+    return int(design.accelerators or design.systems * per)
 
 
 def _efficiency(text: str) -> tuple[str, float]:
@@ -188,6 +302,46 @@ def _usage(message: str) -> TopomodelError:
     from topomodel.errors import UsageError
 
     return UsageError(message)
+
+
+def _step_args(step: argparse.ArgumentParser) -> None:
+    """Options shared by step, compare and scale: model, layout, what-ifs."""
+    step.add_argument("--model", required=True, help="model id from the catalog")
+    for name in ("tp", "pp", "ep", "cp"):
+        step.add_argument(f"--{name}", type=int, default=1,
+                          help=f"{name.upper()} degree (default 1)")
+    step.add_argument("--dp", type=int, default=0,
+                      help="DP degree (default: fill the design's accelerators)")
+    step.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    step.add_argument("--global-batch", type=int, default=0,
+                      help="sequences per step (default dp x micro-batch x 4 x pp)")
+    step.add_argument("--seq", type=int, default=0, help="tokens per sequence")
+    step.add_argument("--no-sequence-parallel", action="store_true",
+                      help="TP all-reduces instead of sequence-parallel gather/scatter")
+    step.add_argument("--dp-mode", default="allreduce", choices=["allreduce", "zero"],
+                      help="gradient all-reduce, or ZeRO/FSDP reduce-scatter + all-gather")
+    step.add_argument("--interleave", type=int, default=1,
+                      help="virtual pipeline stages per rank (interleaved 1F1B)")
+    step.add_argument("--recompute", action="store_true", help="activation recomputation")
+    step.add_argument("--order", default="tp,cp,dp,pp",
+                      help="rank placement, innermost dimension first (default tp,cp,dp,pp)")
+    step.add_argument("--grad-precision", default="bf16",
+                      choices=["fp32", "bf16", "fp16", "fp8", "int8"],
+                      help="gradient communication precision (default bf16)")
+    step.add_argument("--overlap", action="append", default=[], metavar="KIND=F",
+                      help="overlapped fraction of a kind (tp, cp, ep, pp, dp), e.g. dp=0.9")
+    step.add_argument("--compute-efficiency", type=float, default=0.0,
+                      help="achieved / peak FLOP/s on compute (default 0.6)")
+    step.add_argument("--hot-expert", type=float, default=0.0,
+                      help="busiest expert's load / mean (default 1.1)")
+    step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
+                      help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                      help="routing policy (default ecmp)")
+    step.add_argument("--fail", action="append", default=[], metavar="NODE",
+                      help="fail a node by name; repeatable")
+    _catalog_args(step)
+    _format_arg(step)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,41 +432,34 @@ def build_parser() -> argparse.ArgumentParser:
         " fabric of a design: compute, pipeline bubble, exposed communication and"
         " synchronisation wait, MFU, tokens/s, memory, and the four walls.")
     step.add_argument("design", help="design file (YAML)")
-    step.add_argument("--model", required=True, help="model id from the catalog")
-    for name in ("tp", "pp", "dp", "ep", "cp"):
-        step.add_argument(f"--{name}", type=int, default=1,
-                          help=f"{name.upper()} degree (default 1)")
-    step.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
-    step.add_argument("--global-batch", type=int, default=0,
-                      help="sequences per step (default dp x micro-batch x 4 x pp)")
-    step.add_argument("--seq", type=int, default=0, help="tokens per sequence")
-    step.add_argument("--no-sequence-parallel", action="store_true",
-                      help="TP all-reduces instead of sequence-parallel gather/scatter")
-    step.add_argument("--dp-mode", default="allreduce", choices=["allreduce", "zero"],
-                      help="gradient all-reduce, or ZeRO/FSDP reduce-scatter + all-gather")
-    step.add_argument("--interleave", type=int, default=1,
-                      help="virtual pipeline stages per rank (interleaved 1F1B)")
-    step.add_argument("--recompute", action="store_true", help="activation recomputation")
-    step.add_argument("--order", default="tp,cp,dp,pp",
-                      help="rank placement, innermost dimension first (default tp,cp,dp,pp)")
-    step.add_argument("--grad-precision", default="bf16",
-                      choices=["fp32", "bf16", "fp16", "fp8", "int8"],
-                      help="gradient communication precision (default bf16)")
-    step.add_argument("--overlap", action="append", default=[], metavar="KIND=F",
-                      help="overlapped fraction of a kind (tp, cp, ep, pp, dp), e.g. dp=0.9")
-    step.add_argument("--compute-efficiency", type=float, default=0.0,
-                      help="achieved / peak FLOP/s on compute (default 0.6)")
-    step.add_argument("--hot-expert", type=float, default=0.0,
-                      help="busiest expert's load / mean (default 1.1)")
-    step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
-                      help="effective/nominal rate of a link tier, e.g. leaf=0.96")
-    step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
-                      help="routing policy (default ecmp)")
-    step.add_argument("--fail", action="append", default=[], metavar="NODE",
-                      help="fail a node by name; repeatable")
-    _catalog_args(step)
-    _format_arg(step)
+    _step_args(step)
+    step.add_argument("--target-comm-share", type=float, default=0.0, metavar="F",
+                      help="also find the scale-out bandwidth that brings exposed"
+                      " communication + wait to at most this share of the step")
+    step.add_argument("--sensitivity", action="store_true",
+                      help="also move each assumption low and high and show the effect")
     step.set_defaults(run=_cmd_step)
+
+    compare = verbs.add_parser(
+        "compare", help="the same model and layout rules on two designs, side by side",
+        description="Run the same model and layout rules on two designs and compare"
+        " step time, walls, communication share and MFU.")
+    compare.add_argument("design_a", help="first design file")
+    compare.add_argument("design_b", help="second design file")
+    _step_args(compare)
+    compare.set_defaults(run=_cmd_compare)
+
+    scale = verbs.add_parser(
+        "scale", help="throughput, scaling efficiency and MFU against accelerator count",
+        description="Sweep the accelerator count of a design (DP grows, the rest of the"
+        " layout stays) and report throughput, scaling efficiency and MFU.")
+    scale.add_argument("design", help="design file (YAML)")
+    _step_args(scale)
+    scale.add_argument("--counts", type=int, nargs="+", metavar="N",
+                       help="accelerator counts (default 128, 1024, 4096, ... up to the"
+                       " design's size)")
+    scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG or SVG)")
+    scale.set_defaults(run=_cmd_scale)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")

@@ -257,8 +257,8 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
                          f" fabric has {fabric.accelerator_count}")
     if layout.dp % layout.ep:
         raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
-    if model.layers % layout.pp:
-        raise UsageError(f"pp={layout.pp} must divide the {model.layers} layers")
+    if layout.pp > model.layers:
+        raise UsageError(f"pp={layout.pp} is more stages than the {model.layers} layers")
     if model.heads % layout.tp:
         raise UsageError(f"tp={layout.tp} must divide the {model.heads} heads")
     if model.is_moe and model.experts % layout.ep:
@@ -273,7 +273,7 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
                    ranks: np.ndarray, seq: int, m: int, routing: str,
                    seed: int) -> list[CommKind]:
     act = BYTES[a.activation_dtype]
-    layers = model.layers // layout.pp
+    layers = -(-model.layers // layout.pp)  # the fullest stage sets the pace
     sp = layout.tp if layout.sequence_parallel else 1
     tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor per TP group
@@ -310,7 +310,7 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         groups = rank_groups(ranks, layout, "cp")
         add("cp", "allgather", groups, kv_bytes, layers * m, "ring", pair="reducescatter")
     if layout.ep > 1 and model.is_moe:
-        moe_layers = int(counts["moe_layers"]) // layout.pp
+        moe_layers = -(-int(counts["moe_layers"]) // layout.pp)
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
         add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, 4 * moe_layers * m,
             "direct")
@@ -353,7 +353,7 @@ def _memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
     grads = params * BYTES[a.grad_dtype]
     shard = layout.dp if layout.dp_mode == "zero" else 1
     optimizer = params * a.optimizer_bytes_per_param / shard
-    layers = model.layers // layout.pp
+    layers = -(-model.layers // layout.pp)
     tokens = layout.micro_batch * seq / layout.cp
     d = model.hidden
     if layout.recompute:
