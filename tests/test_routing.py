@@ -55,7 +55,7 @@ def test_general_router_conserves_bytes(name, routing):
     check_conservation(fabric, ph, route_general(fabric, ph, routing=routing, seed=7))
 
 
-@pytest.mark.parametrize("name", [n for n in SMALL if n != "cloudmatrix384"] + ["b200-superpod"])
+@pytest.mark.parametrize("name", [*SMALL, "b200-superpod"])
 @pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
 def test_structured_router_equals_general(name, routing):
     fabric = fabric_of(name)
@@ -181,3 +181,18 @@ def test_rail_only_crosses_rails_through_the_scaleup_domain(toy):
     tiers = fabric.links["tier"].astype(str).to_numpy()
     assert routed.link_bytes[tiers == "scaleup"].sum() > 0
     check_conservation(fabric, ph, routed)
+
+
+def test_structured_router_equals_general_on_a_3_level_supernode(tmp_path):
+    path = tmp_path / "sn.yaml"
+    path.write_text("system: cloudmatrix384-node\nsystems: 96\nscaleup:\n  kind: supernode\n"
+                    "  switch: ub-l2\n  uplinks: 16\n")
+    design, catalog = load_design(path)
+    fabric = build_fabric(design, catalog)
+    assert fabric.structure["supernode_levels"] == 3
+    ph = random_phase(fabric, 1500, seed=4)
+    for routing in ("ecmp", "hash", "dmodk"):
+        a = route_general(fabric, ph, routing=routing, seed=9)
+        b = route_structured(fabric, ph, routing=routing, seed=9)
+        assert np.allclose(a.link_bytes, b.link_bytes, atol=1e-3), routing
+        assert (a.hops == b.hops).all()

@@ -16,7 +16,8 @@ Routing policies (``routing=``):
 Shortest means fewest hops, with accelerators as a last resort for transit: entering an
 accelerator that is not the destination costs :data:`TRANSIT_PENALTY_HOPS` hops, so
 traffic crosses the scale-up domain (NCCL's PXN) only where the network offers no path
-(rail-only fabrics). Failed links carry nothing; flows with no path are reported.
+(rail-only fabrics); and a host link costs a little more than other hops, so traffic
+inside a scale-up domain stays on it. Failed links carry nothing; flows with no path are reported.
 
 Two routers give the same loads: :func:`route_general` works on any fabric (scipy
 shortest paths per destination, flows pushed down the shortest-path DAG level by
@@ -40,6 +41,9 @@ from topomodel.traffic import Phase
 ROUTINGS = ("ecmp", "hash", "dmodk")
 TRANSIT_PENALTY_HOPS = 1_000_000
 """Extra cost of passing through an accelerator: transit only when nothing else works."""
+HOP_COST = 4
+"""Cost of one hop. A host link (accelerator to NIC) costs one more, so between
+accelerators of one scale-up domain the scale-up path wins a tie with the NICs."""
 _DEST_BATCH = 256
 
 
@@ -107,7 +111,9 @@ class _Graph:
         dst = links["dst"].to_numpy()[live]
         n = len(fabric.nodes)
         is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
-        weight = 1 + TRANSIT_PENALTY_HOPS * is_acc[dst].astype(np.int64)
+        host = (links["tier"] == "host").to_numpy()[live]
+        weight = (HOP_COST + host.astype(np.int64)
+                  + TRANSIT_PENALTY_HOPS * is_acc[dst].astype(np.int64))
         order = np.lexsort((dst, src))
         self.src, self.dst = src[order], dst[order]
         self.rows = self.rows[order]
@@ -172,7 +178,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         flows = flows[~lost]
         if not len(flows):
             continue
-        hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS).astype(np.int64)
+        hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS // HOP_COST).astype(np.int64)
         if routing == "ecmp":
             _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
         else:
@@ -298,35 +304,70 @@ class _Clos:
         down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
         self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
         self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
-        self.up: dict[str, _Fanout] = {}
-        self.down: dict[str, _Fanout] = {}
-        for name, lower in (("spine", "leaf"), ("core", "spine")):
-            u = np.flatnonzero((tier == name) & (node_tier[src] == lower))
-            d = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
-            if len(u):
-                self.up[name] = _Fanout(src[u], u, n, cables)
-                self.down[name] = _Fanout(dst[d], d, n, cables)
+        self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n,
+                               ("leaf", "spine", "core"))
+        self.supernode = _Climb(src, dst, cables, tier, node_tier, n,
+                                ("scaleup", "scaleup_l2", "scaleup_l3"))
         su = np.flatnonzero((tier == "scaleup") & (kind[src] == "accelerator"))
         sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
         self.scaleup_up = self.scaleup_down = None
         if len(su) and not self.mesh:
             self.scaleup_up = _Ragged(src[su], su, n, cables)
             self.scaleup_down = _Ragged(dst[sd], sd, n, cables)
-        # core -> spine of a pod: key (core, pod)
-        self.core_keys = np.zeros(0, np.int64)
-        self.core_arcs = np.zeros(0, np.int64)
-        if "core" in self.down:
-            d = self.down["core"].table.ravel()
-            self.pods = int(self.pod.max()) + 1
-            keys = src[d].astype(np.int64) * self.pods + self.pod[dst[d]]
-            order = np.argsort(keys)
-            self.core_keys, self.core_arcs = keys[order], d[order]
+        self.system = nodes["system"].to_numpy()
 
     @cached_property
     def arc_index(self) -> dict[tuple[int, int], int]:
         """(src, dst) -> link row, for the few lookups that need it."""
         return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(self.src, self.dst,
                                                                    strict=True))}
+
+
+class _Climb:
+    """A folded Clos above a tier of leaves: leaf -> spine (-> core) fan-outs, pods.
+
+    Pods are found from the wiring, not from names: a leaf's pod is the lowest-numbered
+    spine it reaches, so pods of different planes or supernodes never mix.
+    """
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
+                 tier: np.ndarray, node_tier: np.ndarray, n: int,
+                 names: tuple[str, str, str]) -> None:
+        leaf, spine, core = names
+        self.n_links = len(src)
+        self.up: dict[str, _Fanout] = {}
+        self.down: dict[str, _Fanout] = {}
+        for name, lower in ((spine, leaf), (core, spine)):
+            u = np.flatnonzero((tier == name) & (node_tier[src] == lower))
+            d = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
+            if len(u):
+                self.up[name] = _Fanout(src[u], u, n, cables)
+                self.down[name] = _Fanout(dst[d], d, n, cables)
+        self.spine, self.core = spine, core
+        self.present = spine in self.up
+        self.pod = np.full(n, -1)
+        self.core_keys = np.zeros(0, np.int64)
+        self.core_arcs = np.zeros(0, np.int64)
+        if core in self.up:
+            up = self.up[spine]
+            leaves = np.flatnonzero(up.slot >= 0)
+            self.pod[leaves] = dst[up.arcs(leaves)].min(axis=1)
+            arcs = up.table.ravel()  # every leaf of a spine's pod has the same pod
+            self.pod[dst[arcs]] = self.pod[src[arcs]]
+            d = self.down[core].table.ravel()
+            keys = src[d].astype(np.int64) * n + self.pod[dst[d]]
+            order = np.argsort(keys)
+            self.core_keys, self.core_arcs = keys[order], d[order]
+        self.n = n
+        self._src, self._dst = src, dst
+
+    def src_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Lower ends of arcs."""
+        return self._src[arcs]
+
+    def dst_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Upper ends of arcs."""
+        return self._dst[arcs]
 
 
 class _Ragged:
@@ -351,7 +392,7 @@ def structured_supported(fabric: Fabric) -> str | None:
     s = fabric.structure
     if fabric.links["failed"].any():
         return "failed links (the general router re-routes around them)"
-    if s["scaleup"] not in ("switched", "full_mesh", "none"):
+    if s["scaleup"] not in ("switched", "full_mesh", "supernode", "none"):
         return f"scale-up kind {s['scaleup']}"
     if s["scaleout"] not in ("fat_tree", "none"):
         return f"scale-out kind {s['scaleout']}"
@@ -387,6 +428,10 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     if len(inside):
         load += _route_scaleup(clos, phase, inside, routing, seed)
         hops[inside] = 1 if clos.mesh else 2
+        across = inside[clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]]
+        if len(across):  # supernode: through the upper switch levels of the chip's plane
+            extra, hops[across] = _route_supernode(clos, phase, across, routing, seed)
+            load += extra
     outside = np.flatnonzero(~same)
     unroutable = np.zeros(0, np.int64)
     if len(outside):
@@ -454,12 +499,44 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
     arcs_up = up.table[up.slot[src]]
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
-    chip = clos.dst[arcs_up[np.arange(len(flows)), pick]]
-    arcs_down = down.table[down.slot[dst]]
-    into = arcs_down[np.arange(len(flows)), np.argmax(clos.src[arcs_down] == chip[:, None],
-                                                      axis=1)]
+    # chip k of the destination's system (the same chip within a system; its peer in
+    # the same plane across systems of a supernode): tables are in chip order
+    into = down.table[down.slot[dst]][np.arange(len(flows)), pick]
     return (np.bincount(arcs_up[np.arange(len(flows)), pick], weights=volume, minlength=n)
             + np.bincount(into, weights=volume, minlength=n))
+
+
+def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Between systems of one supernode: accelerator -> in-system chip k (the arcs to the
+    chips were loaded by :func:`_route_scaleup`) -> plane k's Clos -> chip k of the
+    destination system -> accelerator."""
+    climb = clos.supernode
+    up = clos.scaleup_up
+    assert up is not None
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    chips_s = clos.dst[up.table[up.slot[src]]]  # (flows, k) chips of the source system
+    chips_d = clos.dst[up.table[up.slot[dst]]]  # chip k of the destination system
+    weights = up.weights[up.slot[src]].astype(float)
+    between_pods = climb.pod[chips_s[:, 0]] != climb.pod[chips_d[:, 0]]
+    hops = np.where(between_pods & (climb.pod[chips_s[:, 0]] >= 0), 6, 4)
+    if routing == "ecmp":
+        share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
+        b = between_pods
+        n = climb.n
+        load = _climb_even(
+            climb, np.bincount(chips_s.ravel(), weights=share.ravel(), minlength=n),
+            np.bincount(chips_d.ravel(), weights=share.ravel(), minlength=n),
+            np.bincount(chips_s[b].ravel(), weights=share[b].ravel(), minlength=n),
+            np.bincount(climb.pod[chips_d[b]].ravel(), weights=share[b].ravel(),
+                        minlength=n))
+        return load, hops
+    pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
+                  up.weights[up.slot[src]])
+    rows = np.arange(len(flows))
+    stride = np.full(len(flows), chips_s.shape[1] if routing == "dmodk" else 1, np.int64)
+    return _climb(climb, flows, chips_s[rows, pick], chips_d[rows, pick], dst, volume, stride,
+                  routing, seed), hops
 
 
 def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
@@ -487,82 +564,87 @@ def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
     if cross.any():
         row, col = np.nonzero(cross)
         stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
-        load += _climb(clos, flows[row], leaf_s[row, col], leaf_d[row, col], dst[row],
+        climb = clos.fat_tree
+        load += _climb(climb, flows[row], leaf_s[row, col], leaf_d[row, col], dst[row],
                        part[row, col], stride, routing, seed)
-        pods = clos.pod[leaf_s[row, col]] != clos.pod[leaf_d[row, col]]
-        hops[row] = np.maximum(hops[row], np.where(pods & (clos.pod[leaf_s[row, col]] >= 0),
+        pods = climb.pod[leaf_s[row, col]] != climb.pod[leaf_d[row, col]]
+        hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s[row, col]] >= 0),
                                                    8, 6))
     return load, hops
 
 
-def _climb(clos: _Clos, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
            dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
            seed: int) -> np.ndarray:
     """Leaf to leaf through the spines (and the cores between pods)."""
-    n, nodes = clos.n_links, len(clos.domain)
-    up, down = clos.up["spine"], clos.down["spine"]
-    between = (clos.pod[leaf_s] != clos.pod[leaf_d]) & (clos.pod[leaf_s] >= 0)
+    n = climb.n_links
+    up, down = climb.up[climb.spine], climb.down[climb.spine]
+    between = (climb.pod[leaf_s] != climb.pod[leaf_d]) & (climb.pod[leaf_s] >= 0)
     if routing == "ecmp":
-        leaves_up = np.flatnonzero(up.slot >= 0)
-        leaves_down = np.flatnonzero(down.slot >= 0)
-        sent = np.bincount(leaf_s, weights=volume, minlength=nodes)
-        received = np.bincount(leaf_d, weights=volume, minlength=nodes)
-        load = _spread(n, up.arcs(leaves_up), sent[leaves_up])
-        load += _spread(n, down.arcs(leaves_down), received[leaves_down])
-        if between.any():
-            load += _cores_even(clos, leaf_s[between], leaf_d[between], volume[between])
-        return load
+        b = between
+        return _climb_even(climb, np.bincount(leaf_s, weights=volume, minlength=climb.n),
+                           np.bincount(leaf_d, weights=volume, minlength=climb.n),
+                           np.bincount(leaf_s[b], weights=volume[b], minlength=climb.n),
+                           np.bincount(climb.pod[leaf_d[b]], weights=volume[b],
+                                       minlength=climb.n))
     pick = _pick(routing, seed, flow_ids, leaf_s, dst, stride, up.width, up.cables)
     arc_up = up.arcs(leaf_s)[np.arange(len(volume)), pick]
-    spine_s = clos.dst[arc_up]
+    spine_s = climb.dst_of(arc_up)
     load = np.bincount(arc_up, weights=volume, minlength=n)
     spine_d = spine_s.copy()
     if between.any():
         b = np.flatnonzero(between)
-        core_load, spine_d[b] = _cores_pick(clos, flow_ids[b], spine_s[b],
-                                            clos.pod[leaf_d[b]], dst[b], volume[b],
+        core_load, spine_d[b] = _cores_pick(climb, flow_ids[b], spine_s[b],
+                                            climb.pod[leaf_d[b]], dst[b], volume[b],
                                             stride[b] * up.width, routing, seed)
         load += core_load
     arcs_down = down.arcs(leaf_d)
     arc_down = arcs_down[np.arange(len(volume)), np.argmax(
-        clos.src[arcs_down] == spine_d[:, None], axis=1)]
+        climb.src_of(arcs_down) == spine_d[:, None], axis=1)]
     return load + np.bincount(arc_down, weights=volume, minlength=n)
 
 
-def _cores_even(clos: _Clos, leaf_s: np.ndarray, leaf_d: np.ndarray,
-                volume: np.ndarray) -> np.ndarray:
-    """Even ECMP between pods: spine q of the source pod -> cores of group q -> spine q
-    of the destination pod. Every leaf splits evenly over its pod's spines and every
-    spine over its cores, so pod totals are enough."""
-    n, nodes = clos.n_links, len(clos.domain)
-    up_spine, up_core, down_core = clos.up["spine"], clos.up["core"], clos.down["core"]
-    leaves = np.flatnonzero(up_spine.slot >= 0)
-    leaving = np.bincount(leaf_s, weights=volume, minlength=nodes)[leaves]
-    arcs = up_spine.arcs(leaves)
-    spine_out = np.bincount(clos.dst[arcs].ravel(), weights=np.repeat(
-        leaving / up_spine.width, up_spine.width), minlength=nodes)
+def _climb_even(climb: _Climb, sent: np.ndarray, received: np.ndarray, leaving: np.ndarray,
+                entering: np.ndarray) -> np.ndarray:
+    """Even ECMP through a Clos from per-switch totals (arrays indexed by node).
+
+    ``sent``/``received``: bytes each leaf sends up / receives down; ``leaving``: the
+    part of ``sent`` bound for another pod; ``entering``: bytes entering each pod (by
+    pod key) from another pod. Every leaf splits evenly over its pod's spines and every
+    spine over its cores, so these totals fix every link's load.
+    """
+    n = climb.n_links
+    up, down = climb.up[climb.spine], climb.down[climb.spine]
+    leaves_up = np.flatnonzero(up.slot >= 0)
+    leaves_down = np.flatnonzero(down.slot >= 0)
+    load = _spread(n, up.arcs(leaves_up), sent[leaves_up])
+    load += _spread(n, down.arcs(leaves_down), received[leaves_down])
+    if climb.core not in climb.up or not leaving.any():
+        return load
+    up_core, down_core = climb.up[climb.core], climb.down[climb.core]
+    arcs = up.arcs(leaves_up)
+    spine_out = np.bincount(climb.dst_of(arcs).ravel(), weights=np.repeat(
+        leaving[leaves_up] / up.width, up.width), minlength=climb.n)
     spines = np.flatnonzero(up_core.slot >= 0)
-    load = _spread(n, up_core.arcs(spines), spine_out[spines])
+    load += _spread(n, up_core.arcs(spines), spine_out[spines])
     # into each pod: every spine of the pod gets an equal share, then its cores evenly
-    entering = np.bincount(clos.pod[leaf_d], weights=volume, minlength=clos.pods)
-    spine_in = entering[clos.pod[spines]] / up_spine.width
-    return load + _spread(n, down_core.arcs(spines), spine_in)
+    return load + _spread(n, down_core.arcs(spines), entering[climb.pod[spines]] / up.width)
 
 
-def _cores_pick(clos: _Clos, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
+def _cores_pick(climb: _Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
                 dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
                 seed: int) -> tuple[np.ndarray, np.ndarray]:
     """One core per flow; returns the load and the destination pod's spine."""
-    up_core = clos.up["core"]
+    up_core = climb.up[climb.core]
     pick = _pick(routing, seed, flow_ids, spine_s, dst, stride, up_core.width,
                  up_core.cables)
     arc_up = up_core.arcs(spine_s)[np.arange(len(volume)), pick]
-    core = clos.dst[arc_up]
-    position = np.searchsorted(clos.core_keys, core.astype(np.int64) * clos.pods + pod_d)
-    arc_down = clos.core_arcs[position]
-    load = (np.bincount(arc_up, weights=volume, minlength=clos.n_links)
-            + np.bincount(arc_down, weights=volume, minlength=clos.n_links))
-    return load, clos.dst[arc_down]
+    core = climb.dst_of(arc_up)
+    position = np.searchsorted(climb.core_keys, core.astype(np.int64) * climb.n + pod_d)
+    arc_down = climb.core_arcs[position]
+    load = (np.bincount(arc_up, weights=volume, minlength=climb.n_links)
+            + np.bincount(arc_down, weights=volume, minlength=climb.n_links))
+    return load, climb.dst_of(arc_down)
 
 
 def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
