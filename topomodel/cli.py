@@ -144,11 +144,18 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
     from topomodel.step import Layout, StepAssumptions
     from topomodel.studies import layout_for
     from topomodel.timing import TimeModel
+    from topomodel.units import parse
 
     design, catalog = load_design(design_file, extra_catalogs=args.catalog)
     fabric = build_fabric(design, catalog)
     if args.fail:
         fabric = with_failures(fabric, args.fail)
+    if args.scaleout_factor != 1.0:
+        from topomodel.studies import scale_scaleout
+
+        if args.scaleout_factor <= 0:
+            raise _usage("--scaleout-factor must be greater than zero")
+        fabric = scale_scaleout(fabric, args.scaleout_factor)
     model = catalog.get(args.model, Model)
     layout = Layout(tp=args.tp, pp=args.pp, dp=max(args.dp, 1), ep=args.ep, cp=args.cp,
                     micro_batch=args.micro_batch, global_batch=args.global_batch,
@@ -166,6 +173,7 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
         base, overlap=overlap, grad_dtype=args.grad_precision,
         compute_efficiency=args.compute_efficiency or base.compute_efficiency,
         hot_expert_factor=args.hot_expert or base.hot_expert_factor,
+        dp_bucket_bytes=parse(args.bucket, "size") if args.bucket else base.dp_bucket_bytes,
         time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
     return fabric, model, layout, assumptions
 
@@ -210,7 +218,7 @@ def _cmd_step(args: argparse.Namespace) -> Report:
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
     from topomodel.output import Table
-    from topomodel.step import step_time
+    from topomodel.step import StepResult, step_json, step_time
     from topomodel.units import format_si
 
     results = []
@@ -218,7 +226,8 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         fabric, model, layout, assumptions = _step_inputs(args, path)
         results.append((fabric.design.name or path,
                         step_time(fabric, model, layout, assumptions, routing=args.routing)))
-    metrics = [("accelerators", lambda r: f"{r.layout.world:,}"),
+    metrics: list[tuple[str, Callable[[StepResult], str]]] = [
+               ("accelerators", lambda r: f"{r.layout.world:,}"),
                ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
                 f" EP{r.layout.ep} CP{r.layout.cp}"),
                ("step time", lambda r: format_si(r.step_time_s, "s")),
@@ -236,10 +245,8 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
     (name_a, a), (name_b, b) = results
     rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
     rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
-    from topomodel.step import step_json
-
-    data = {"a": {"design": name_a, **step_json(a, _step_inputs(args, args.design_a)[3])},
-            "b": {"design": name_b, **step_json(b, _step_inputs(args, args.design_b)[3])},
+    data = {"a": {"design": name_a, **step_json(a, assumptions)},
+            "b": {"design": name_b, **step_json(b, assumptions)},
             "mfu_ratio": b.mfu / a.mfu}
     return Report("compare", data, [Table("Compare", rows)],
                   [f"{n}: {w}" for n, r in results for w in r.warnings])
@@ -254,9 +261,9 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     _, model, layout, assumptions = _step_inputs(args, args.design)
     design, catalog = load_design(args.design, extra_catalogs=args.catalog)
     model = catalog.get(args.model, Model)
-    total = (design.systems or 0) * 0 + _accelerators(design, catalog)
+    total = _accelerators(design, catalog)
     counts = args.counts or [c for c in (128, 1024, 4096, 16384, 65536, 131072) if c < total]
-    counts = sorted(set(counts + [total]))
+    counts = sorted({*counts, total})
     points = scale_curve(design, catalog, model, layout, counts, assumptions)
     rows = [{"accelerators": p.accelerators, "DP": p.result.layout.dp,
              "tokens/s": f"{p.result.tokens_per_s:,.0f}",
@@ -336,6 +343,11 @@ def _step_args(step: argparse.ArgumentParser) -> None:
                       help="busiest expert's load / mean (default 1.1)")
     step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
                       help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    step.add_argument("--bucket", metavar="SIZE",
+                      help="DP gradient bucket size with a unit (default 40 MB)")
+    step.add_argument("--scaleout-factor", type=float, default=1.0, metavar="F",
+                      help="what-if: every scale-out link F times faster (e.g. 2 for"
+                      " 800G NICs instead of 400G)")
     step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
                       help="routing policy (default ecmp)")
     step.add_argument("--fail", action="append", default=[], metavar="NODE",

@@ -27,8 +27,9 @@ def plot_scaling(points: Sequence[Any], path: str, *, title: str) -> None:
                label="scaling efficiency")
     right.set_ylabel("MFU, scaling efficiency (%)")
     right.set_ylim(0, 105)
-    handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    left.legend(handles, [h.get_label() for h in handles], loc="lower left")
+    lines_left, labels_left = left.get_legend_handles_labels()
+    lines_right, labels_right = right.get_legend_handles_labels()
+    left.legend(lines_left + lines_right, labels_left + labels_right, loc="lower left")
     left.set_title(title)
     fig.savefig(path)
     plt.close(fig)
