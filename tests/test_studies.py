@@ -1,0 +1,74 @@
+"""Studies on the step model: scaling, required bandwidth, sensitivity, compare, scale."""
+
+import json
+
+import pytest
+
+from topomodel.catalog import Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.step import Layout, StepAssumptions, step_time
+from topomodel.studies import (
+    layout_for,
+    required_scaleout_factor,
+    scale_curve,
+    scale_scaleout,
+    sensitivity,
+)
+
+DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
+
+
+def test_layout_for_fills_with_dp():
+    assert layout_for(64, Layout(tp=4, pp=2, global_batch=32, dp=4)).dp == 8
+    assert layout_for(64, Layout(tp=4, pp=2, global_batch=32, dp=4)).global_batch == 64
+
+
+def test_scale_curve_efficiency_starts_at_one(toy):
+    toy(DESIGN)  # writes the design next to the toy catalog
+    design, catalog = load_design(toy.tmp_path / "design.yaml",
+                                  extra_catalogs=[toy.catalog_path])
+    model = catalog.get("toy-dense", Model)
+    points = scale_curve(design, catalog, model, Layout(tp=4, dp=1, global_batch=8),
+                         [8, 16, 32])
+    assert [p.accelerators for p in points] == [8, 16, 32]
+    assert points[0].efficiency == 1.0
+    assert all(0 < p.efficiency <= 1.0 + 1e-9 for p in points)
+
+
+def test_faster_scaleout_lowers_the_communication_share(toy):
+    fabric = toy(DESIGN)
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(dp=32, global_batch=32)
+    slow = step_time(fabric, model, layout)
+    fast = step_time(scale_scaleout(fabric, 4.0), model, layout)
+    assert fast.exposed_comm_s < slow.exposed_comm_s
+    factor, reached = required_scaleout_factor(fabric, model, layout,
+                                               target_share=fast.comm_share * 1.001)
+    assert factor is not None and 1 < factor <= 4
+    assert reached.comm_share <= fast.comm_share * 1.001
+
+
+def test_sensitivity_rows_are_sorted_by_swing(toy):
+    fabric = toy(DESIGN)
+    model = fabric.catalog.get("toy-moe", Model)
+    rows = sensitivity(fabric, model, Layout(tp=2, dp=16, ep=4, global_batch=32),
+                       StepAssumptions())
+    swings = [r.swing for r in rows]
+    assert swings == sorted(swings, reverse=True)
+    assert {r.assumption for r in rows} >= {"compute_efficiency", "hot_expert_factor"}
+
+
+def test_compare_and_scale_commands(toy, capsys, tmp_path):
+    toy(DESIGN)
+    design = str(toy.tmp_path / "design.yaml")
+    status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
+                   "--catalog", str(toy.catalog_path), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 0 and data["mfu_ratio"] == pytest.approx(1.0)
+    plot = tmp_path / "scale.png"
+    status = main(["scale", design, "--model", "toy-dense", "--tp", "4", "--counts", "8", "16",
+                   "--catalog", str(toy.catalog_path), "--plot", str(plot), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 0 and [p["accelerators"] for p in data["points"]] == [8, 16, 32]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
