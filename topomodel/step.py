@@ -149,6 +149,7 @@ class CommKind:
 
     kind: str
     collective: str
+    algorithm: str  # the fastest that applies (NCCL picks per size and scale too)
     size_bytes: float  # per call, nccl-tests convention
     calls: int  # per step
     time_s: float  # all calls
@@ -285,14 +286,23 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
             algorithm: str, pair: str | None = None) -> None:
         if calls <= 0 or size <= 0 or len(groups[0]) < 2:
             return
-        traffic = collective_traffic(fabric, collective, groups, size, algorithm=algorithm)
-        if pair:
-            traffic = concurrent([traffic, collective_traffic(
-                fabric, pair, groups, size, algorithm=algorithm)])
-        t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+        best = None
+        for alg in _candidates(collective, algorithm, len(groups[0])):
+            try:
+                traffic = collective_traffic(fabric, collective, groups, size, algorithm=alg)
+                if pair:
+                    traffic = concurrent([traffic, collective_traffic(
+                        fabric, pair, groups, size, algorithm=alg)])
+            except ValueError:
+                continue  # not applicable to these groups
+            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+            if best is None or t.time_s < best[1].time_s:
+                best = (alg, t)
+        assert best is not None  # ring always applies
+        alg, t = best
         doms = domain[np.stack(groups)]
         spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
-        out.append(CommKind(kind, collective + (f"+{pair}" if pair else ""), size, calls,
+        out.append(CommKind(kind, collective + (f"+{pair}" if pair else ""), alg, size, calls,
                             t.time_s * calls, t.latency_s * calls, t.bandwidth_s * calls,
                             t.topology_s * calls, a.overlap.get(kind, 0.0), spills))
 
@@ -300,15 +310,15 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         groups = rank_groups(ranks, layout, "tp")
         calls = 4 * layers * m  # attention and MLP, forward and backward
         if layout.sequence_parallel:
-            add("tp", "allgather", groups, hidden_bytes, calls, "ring", pair="reducescatter")
+            add("tp", "allgather", groups, hidden_bytes, calls, "auto", pair="reducescatter")
         else:
-            add("tp", "allreduce", groups, hidden_bytes, calls, "ring")
+            add("tp", "allreduce", groups, hidden_bytes, calls, "auto")
     if layout.cp > 1:
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // layout.tp
         groups = rank_groups(ranks, layout, "cp")
-        add("cp", "allgather", groups, kv_bytes, layers * m, "ring", pair="reducescatter")
+        add("cp", "allgather", groups, kv_bytes, layers * m, "auto", pair="reducescatter")
     if layout.ep > 1 and model.is_moe:
         moe_layers = -(-int(counts["moe_layers"]) // layout.pp)
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
@@ -327,7 +337,7 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         calls = m * layout.interleave
         t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
         doms = domain[np.stack(pairs)]
-        out.append(CommKind("pp", "sendrecv", size, calls, t.time_s * calls,
+        out.append(CommKind("pp", "sendrecv", "p2p", size, calls, t.time_s * calls,
                             t.latency_s * calls, t.bandwidth_s * calls, t.topology_s * calls,
                             a.overlap["pp"], bool((doms[:, 0] != doms[:, 1]).any())))
     if layout.dp > 1:
@@ -336,11 +346,21 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         buckets = max(1, math.ceil(grads / a.dp_bucket_bytes))
         groups = rank_groups(ranks, layout, "dp")
         if layout.dp_mode == "zero":
-            add("dp", "reducescatter", groups, grads / buckets, buckets, "ring",
+            add("dp", "reducescatter", groups, grads / buckets, buckets, "auto",
                 pair="allgather")
         else:
-            add("dp", "allreduce", groups, grads / buckets, buckets, "ring")
+            add("dp", "allreduce", groups, grads / buckets, buckets, "auto")
     return out
+
+
+def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:
+    """Algorithms to try for a collective of the step (the fastest is kept)."""
+    if requested != "auto":
+        return (requested,)
+    return {"allreduce": ("ring", "tree", "hierarchical"),
+            "allgather": ("ring", "hierarchical"),
+            "reducescatter": ("ring", "hierarchical"),
+            "alltoall": ("direct",)}.get(collective, ("ring",)) if ranks > 2 else ("ring",)
 
 
 def _memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
@@ -408,7 +428,8 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
     walls = [{"wall": k.removesuffix("_s"), "time": format_si(v, "s"),
               "share of step": f"{v / result.step_time_s:.1%}"}
              for k, v in result.walls.items()]
-    comm = [{"kind": c.kind, "collective": c.collective, "size": format_size(c.size_bytes),
+    comm = [{"kind": c.kind, "collective": f"{c.collective} ({c.algorithm})",
+             "size": format_size(c.size_bytes),
              "calls/step": c.calls, "time": format_si(c.time_s, "s"),
              "overlap": f"{c.overlap:.0%}", "exposed": format_si(c.exposed_s, "s"),
              "leaves scale-up": "yes" if c.spills else "no"} for c in result.comm]
