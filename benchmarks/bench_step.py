@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_build import DESIGN  # noqa: E402
+from bench_build import DESIGN
 
-from topomodel.build import build_fabric  # noqa: E402
-from topomodel.catalog import Model  # noqa: E402
-from topomodel.design import load_design  # noqa: E402
-from topomodel.step import Layout, step_time  # noqa: E402
+from topomodel.build import build_fabric
+from topomodel.catalog import Model
+from topomodel.design import load_design
+from topomodel.step import Layout, step_time
 
 
 def main() -> None:
