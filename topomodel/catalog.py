@@ -519,15 +519,24 @@ def _read_file(reading: Reading) -> Iterable[Entry]:
     return found
 
 
+def reference_problem(catalog: Catalog, source: Source, path: KeyPath, kind: str,
+                      ident: str) -> Problem | None:
+    """The problem with a reference to entry ``ident`` of ``kind`` at ``path``, if any."""
+    target = catalog.entries.get(ident)
+    if target is not None and target.kind == kind:
+        return None
+    ids = [i for i, e in catalog.entries.items() if e.kind == kind]
+    what = "unknown" if target is None else f"{target.kind}, not a"
+    return Problem(source.file, source.line(path), format_path(path),
+                   f"{what} {kind} id {ident!r}" + did_you_mean(ident, ids))
+
+
 def _check_references(reading: Reading, catalog: Catalog) -> Iterator[Problem]:
     source = reading.source
     for path, kind, ident in reading.refs:
         owner = catalog.entries.get(str(path[1]))
         if owner is None or owner.file != source.file:
             continue  # the referring entry was invalid or has been overridden
-        target = catalog.entries.get(ident)
-        if target is None or target.kind != kind:
-            ids = [i for i, e in catalog.entries.items() if e.kind == kind]
-            what = "unknown" if target is None else f"{target.kind}, not a"
-            yield Problem(source.file, source.line(path), format_path(path),
-                          f"{what} {kind} id {ident!r}" + did_you_mean(ident, ids))
+        problem = reference_problem(catalog, source, path, kind, ident)
+        if problem:
+            yield problem

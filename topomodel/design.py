@@ -21,6 +21,7 @@ from topomodel.catalog import (
     Switch,
     System,
     load_catalog,
+    reference_problem,
 )
 from topomodel.errors import DesignError, Problem
 from topomodel.records import (
@@ -29,7 +30,6 @@ from topomodel.records import (
     bandwidth,
     boolean,
     choice,
-    did_you_mean,
     integer,
     list_of,
     mapping_of,
@@ -216,16 +216,9 @@ def load_design(path: str | Path, *, text: str | None = None,
 
 
 def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
-    source = reading.source
-    problems = []
-    for path, kind, ident in reading.refs:
-        entry = catalog.entries.get(ident)
-        if entry is None or entry.kind != kind:
-            ids = [i for i, e in catalog.entries.items() if e.kind == kind]
-            what = "unknown" if entry is None else f"{entry.kind}, not a"
-            problems.append(Problem(source.file, source.line(path), format_path(path),
-                                    f"{what} {kind} id {ident!r}" + did_you_mean(ident, ids)))
-    return problems
+    found = (reference_problem(catalog, reading.source, path, kind, ident)
+             for path, kind, ident in reading.refs)
+    return [p for p in found if p is not None]
 
 
 def _check(design: Design, catalog: Catalog) -> list[Problem]:

@@ -29,7 +29,9 @@ hold them to the same link loads on every fabric small enough for both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from functools import cached_property
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +40,7 @@ from scipy.sparse.csgraph import dijkstra
 from topomodel.fabric import Fabric
 from topomodel.traffic import Phase
 
+T = TypeVar("T")
 ROUTINGS = ("ecmp", "hash", "dmodk")
 TRANSIT_PENALTY_HOPS = 1_000_000
 """Extra cost of passing through an accelerator: transit only when nothing else works."""
@@ -230,16 +233,21 @@ def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows:
         active[idx] = at[idx] != dst[idx]
 
 
-_GRAPH_CACHE: dict[int, tuple[Fabric, _Graph]] = {}
+_CACHE: dict[object, tuple[Fabric, Any]] = {}
+
+
+def _cached(fabric: Fabric, make: Callable[[Fabric], T]) -> T:
+    """The router's view ``make(fabric)``, kept for the last fabric it was made for."""
+    hit = _CACHE.get(make)
+    if hit is None or hit[0] is not fabric:
+        hit = (fabric, make(fabric))
+        _CACHE[make] = hit
+    view: T = hit[1]
+    return view
 
 
 def _graph(fabric: Fabric) -> _Graph:
-    cached = _GRAPH_CACHE.get(id(fabric))
-    if cached is None or cached[0] is not fabric:
-        _GRAPH_CACHE.clear()
-        cached = (fabric, _Graph(fabric))
-        _GRAPH_CACHE[id(fabric)] = cached
-    return cached[1]
+    return _cached(fabric, _Graph)
 
 
 # Structured router ------------------------------------------------------------------------
@@ -443,16 +451,8 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     return Routed(load, hops, unroutable, "structured")
 
 
-_CLOS_CACHE: dict[int, tuple[Fabric, _Clos]] = {}
-
-
 def _clos(fabric: Fabric) -> _Clos:
-    cached = _CLOS_CACHE.get(id(fabric))
-    if cached is None or cached[0] is not fabric:
-        _CLOS_CACHE.clear()
-        cached = (fabric, _Clos(fabric))
-        _CLOS_CACHE[id(fabric)] = cached
-    return cached[1]
+    return _cached(fabric, _Clos)
 
 
 def _spread(load_len: int, arcs: np.ndarray, amount: np.ndarray,
