@@ -28,8 +28,8 @@ hold them to the same link loads on every fabric small enough for both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
