@@ -12,6 +12,7 @@ from topomodel.catalog import (
     Entry,
     Fibre,
     HostLink,
+    Model,
     Nic,
     Optic,
     ScaleupLink,
@@ -56,6 +57,14 @@ def summary(entry: Entry) -> str:
         power = f", {entry.power_W:g} W" if entry.power_W is not None else ""
         return (f"{entry.form} on {entry.medium}, {_gbps(entry.rate_Bps)},"
                 f" reach {format_si(entry.reach_m, 'm')}{power}")
+    if isinstance(entry, Model):
+        from topomodel.step import parameter_counts
+
+        counts = parameter_counts(entry)
+        moe = (f", MoE {entry.experts} experts top-{entry.top_k},"
+               f" {counts['active'] / 1e9:.1f}B active in matmuls" if entry.is_moe else "")
+        return (f"{counts['total'] / 1e9:.1f}B parameters, {entry.layers} layers, d"
+                f" {entry.hidden}{moe}, seq {entry.sequence}")
     if isinstance(entry, Fibre):
         return f"{entry.loss_dB_per_km:g} dB/km, {entry.connector_loss_dB:g} dB per connector"
     return ""

@@ -88,8 +88,11 @@ class StepAssumptions:
 
 
 def parameter_counts(model: Model) -> dict[str, float]:
-    """Parameters: ``total``, ``active`` per token, ``embedding``, ``experts`` (routed).
+    """Parameters: ``total``, ``active``, ``embedding``, ``experts`` (routed), and the
+    number of ``moe_layers``.
 
+    ``active`` counts the parameters each token multiplies through (what its FLOPs
+    scale with): the input embedding, a lookup, is left out; the output layer is in.
     Norms and biases are ignored (well under 0.1 % of a large model).
     """
     d, hd = model.hidden, model.head_dim or model.hidden // model.heads
