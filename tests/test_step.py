@@ -134,3 +134,15 @@ def test_layouts_that_do_not_fit(toy):
         step_time(fabric, model, Layout(pp=8))
     with pytest.raises(UsageError, match="has no experts"):
         step_time(fabric, model, Layout(dp=8, ep=2))
+
+
+def test_expert_gradients_are_reduced_over_expert_data_parallel_groups(toy):
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
+    model = fabric.catalog.get("toy-moe", Model)
+    layout = Layout(dp=16, ep=4, global_batch=32)
+    result = step_time(fabric, model, layout, replace(QUIET, dp_bucket_bytes=1e12))
+    edp = next(c for c in result.comm if c.kind == "edp")
+    experts = parameter_counts(model)["experts"] / 4  # routed experts held per rank
+    assert edp.size_bytes == pytest.approx(experts * 2) and edp.calls == 1
+    groups = rank_groups(fabric.accelerators, layout, "edp")
+    assert len(groups) == 4 and all(len(g) == 4 for g in groups)

@@ -79,6 +79,7 @@ class StepAssumptions:
         "ep": 0.0,  # dispatch/combine all-to-alls block the expert computation
         "pp": 0.0,  # 1F1B stage-to-stage sends are on the critical path
         "dp": 0.8,  # bucketed gradient reduction overlaps the backward pass
+        "edp": 0.8,  # expert gradients: the same bucketed reduction
     })
     jitter_cv: float = 0.01  # per-rank compute time, coefficient of variation per step
     hot_expert_factor: float = 1.1  # busiest expert's load / mean in an MoE layer
@@ -123,7 +124,11 @@ def flops_per_token(model: Model, seq: int, *, recompute: bool = False) -> tuple
 
 
 def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray]:
-    """The communicators of one kind (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``)."""
+    """The communicators of one kind (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``).
+
+    ``edp`` groups join the ranks that hold the same experts: one rank of every EP group
+    in a DP group.
+    """
     order = [d.strip() for d in layout.order.split(",")]
     if sorted(order) != sorted(DIMENSIONS):
         raise UsageError(f"--order must list {', '.join(DIMENSIONS)} once each, innermost"
@@ -345,15 +350,23 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
                             a.overlap["pp"], bool((doms[:, 0] != doms[:, 1]).any())))
     if layout.dp > 1:
         dense = (counts["total"] - counts["experts"]) / (layout.tp * layout.pp)
-        grads = dense * BYTES[a.grad_dtype]
-        buckets = max(1, math.ceil(grads / a.dp_bucket_bytes))
-        groups = rank_groups(ranks, layout, "dp")
-        if layout.dp_mode == "zero":
-            add("dp", "reducescatter", groups, grads / buckets, buckets, "auto",
-                pair="allgather")
-        else:
-            add("dp", "allreduce", groups, grads / buckets, buckets, "auto")
+        _gradients(add, "dp", rank_groups(ranks, layout, "dp"), dense, layout, a)
+    if layout.dp // layout.ep > 1 and model.is_moe:
+        # each expert's gradients are reduced over the ranks holding the same experts
+        experts = counts["experts"] / (layout.tp * layout.pp * layout.ep)
+        _gradients(add, "edp", rank_groups(ranks, layout, "edp"), experts, layout, a)
     return out
+
+
+def _gradients(add: Any, kind: str, groups: list[np.ndarray], params: float, layout: Layout,
+               a: StepAssumptions) -> None:
+    """Bucketed gradient reduction of ``params`` per rank over ``groups``."""
+    grads = params * BYTES[a.grad_dtype]
+    buckets = max(1, math.ceil(grads / a.dp_bucket_bytes))
+    if layout.dp_mode == "zero":
+        add(kind, "reducescatter", groups, grads / buckets, buckets, "auto", pair="allgather")
+    else:
+        add(kind, "allreduce", groups, grads / buckets, buckets, "auto")
 
 
 def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:
