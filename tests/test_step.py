@@ -146,3 +146,23 @@ def test_expert_gradients_are_reduced_over_expert_data_parallel_groups(toy):
     assert edp.size_bytes == pytest.approx(experts * 2) and edp.calls == 1
     groups = rank_groups(fabric.accelerators, layout, "edp")
     assert len(groups) == 4 and all(len(g) == 4 for g in groups)
+
+
+def test_gradients_reduce_over_dp_and_cp_and_recompute_repeats_tp(toy):
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(tp=2, cp=2, dp=4, global_batch=8, recompute=True)
+    result = step_time(fabric, model, layout, QUIET)
+    groups = rank_groups(fabric.accelerators, layout, "grad")
+    assert len(groups) == 2 and all(len(g) == 8 for g in groups)
+    tp = next(c for c in result.comm if c.kind == "tp")
+    assert tp.calls == 6 * 4 * (8 // 4)  # 6 per layer per microbatch when recomputing
+
+
+def test_global_batch_smaller_than_one_microbatch_per_rank(toy):
+    from topomodel.errors import UsageError
+
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    with pytest.raises(UsageError, match="less than one microbatch per DP rank"):
+        step_time(fabric, model, Layout(dp=8, global_batch=4))

@@ -12,6 +12,9 @@ split into the four walls: bandwidth, latency, topology (from each collective's 
 split) and synchronisation (the wait).
 
 Every assumption is a field of :class:`StepAssumptions` with its default and reason.
+Where a kind issues a gather and a scatter of the same size (sequence-parallel TP,
+context parallelism, ZeRO), the pair is timed as one phase: their bytes share the links,
+their latency is counted once.
 FLOPs follow the PaLM accounting: ``6 N + 12 L H Q T`` per token (N active non-embedding
 plus output-layer parameters, L layers, H heads, Q head size, T sequence); with
 activation recomputation the hardware FLOPs add one more forward pass (HFU).
@@ -124,11 +127,9 @@ def flops_per_token(model: Model, seq: int, *, recompute: bool = False) -> tuple
 
 
 def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray]:
-    """The communicators of one kind (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``).
-
-    ``edp`` groups join the ranks that hold the same experts: one rank of every EP group
-    in a DP group.
-    """
+    """The communicators of one kind: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``
+    (the ranks holding the same experts: one of every EP group in a DP group), ``grad``
+    (DP x CP: where dense gradients are reduced) and ``expert_grad`` (EDP x CP)."""
     order = [d.strip() for d in layout.order.split(",")]
     if sorted(order) != sorted(DIMENSIONS):
         raise UsageError(f"--order must list {', '.join(DIMENSIONS)} once each, innermost"
@@ -143,10 +144,15 @@ def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray
             axes.append((dim, sizes[dim]))
     grid = ranks.reshape([size for _, size in axes])
     names = [name for name, _ in axes]
-    if kind == "dp":
-        keep = [names.index("edp"), names.index("ep")]
-        moved = np.moveaxis(grid, keep, [-2, -1])
-        return list(moved.reshape(-1, layout.dp))
+    if kind in ("dp", "grad", "expert_grad"):
+        # gradients are reduced over DP and CP together (CP ranks hold the same weights);
+        # expert gradients only over the ranks holding the same experts
+        keep = {"dp": ["edp", "ep"], "grad": ["cp", "edp", "ep"],
+                "expert_grad": ["cp", "edp"]}[kind]
+        moved = np.moveaxis(grid, [names.index(k) for k in keep],
+                            list(range(-len(keep), 0)))
+        size = math.prod(grid.shape[names.index(k)] for k in keep)
+        return list(moved.reshape(-1, size))
     axis = names.index(kind)
     return list(np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis]))
 
@@ -274,6 +280,9 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
         raise UsageError(f"ep={layout.ep} must divide the {model.experts} experts")
     if not model.is_moe and layout.ep > 1:
         raise UsageError(f"{model.id} has no experts; ep must be 1")
+    if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
+        raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
+                         f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
     if layout.dp_mode not in ("allreduce", "zero"):
         raise UsageError("dp_mode is 'allreduce' or 'zero'")
 
@@ -316,7 +325,8 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
 
     if layout.tp > 1:
         groups = rank_groups(ranks, layout, "tp")
-        calls = 4 * layers * m  # attention and MLP, forward and backward
+        # attention and MLP, forward and backward, and the forward again when recomputing
+        calls = (6 if layout.recompute else 4) * layers * m
         if layout.sequence_parallel:
             add("tp", "allgather", groups, hidden_bytes, calls, "auto", pair="reducescatter")
         else:
@@ -348,13 +358,14 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         out.append(CommKind("pp", "sendrecv", "p2p", size, calls, t.time_s * calls,
                             t.latency_s * calls, t.bandwidth_s * calls, t.topology_s * calls,
                             a.overlap["pp"], bool((doms[:, 0] != doms[:, 1]).any())))
-    if layout.dp > 1:
+    if layout.dp * layout.cp > 1:
         dense = (counts["total"] - counts["experts"]) / (layout.tp * layout.pp)
-        _gradients(add, "dp", rank_groups(ranks, layout, "dp"), dense, layout, a)
-    if layout.dp // layout.ep > 1 and model.is_moe:
+        _gradients(add, "dp", rank_groups(ranks, layout, "grad"), dense, layout, a)
+    if layout.dp * layout.cp // layout.ep > 1 and model.is_moe:
         # each expert's gradients are reduced over the ranks holding the same experts
         experts = counts["experts"] / (layout.tp * layout.pp * layout.ep)
-        _gradients(add, "edp", rank_groups(ranks, layout, "edp"), experts, layout, a)
+        _gradients(add, "edp", rank_groups(ranks, layout, "expert_grad"), experts, layout,
+                   a)
     return out
 
 
@@ -387,8 +398,10 @@ def _memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
     params = dense + experts
     weights = params * BYTES[a.compute_dtype]
     grads = params * BYTES[a.grad_dtype]
-    shard = layout.dp if layout.dp_mode == "zero" else 1
-    optimizer = params * a.optimizer_bytes_per_param / shard
+    zero = layout.dp_mode == "zero"
+    replicas = layout.dp * layout.cp  # ranks holding the same dense weights
+    optimizer = a.optimizer_bytes_per_param * (
+        dense / (replicas if zero else 1) + experts / (replicas // layout.ep if zero else 1))
     layers = -(-model.layers // layout.pp)
     tokens = layout.micro_batch * seq / layout.cp
     d = model.hidden

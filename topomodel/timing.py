@@ -3,7 +3,8 @@
 For each phase (repeated ``steps`` times)::
 
     step time  = max over links (bytes / (capacity x efficiency))   bandwidth + topology
-               + max hops x hop latency + messages x per-message overhead   latency
+               + switches on the longest path x switch latency
+    + hops x propagation + messages x per-message overhead          latency
 
 The bandwidth part is what an ideal non-blocking fabric with the same injection
 bandwidth would take (the busiest accelerator's bytes over its injection capacity,
@@ -28,8 +29,8 @@ Assumed, of the order NCCL's small-message latencies show (a few microseconds); 
 named parameter, not a measured figure."""
 
 DEFAULT_HOP_LATENCY_S = 500e-9
-"""Latency of one hop through a switch with no catalog figure, seconds (assumed; the
-same default as the builder's switch latency)."""
+"""Latency of a switch with no catalog figure, seconds (assumed; the same default as the
+builder's switch latency)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = links["capacity_Bps"].to_numpy() * eff
     rate = np.where(links["failed"].to_numpy(), 0.0, rate)
-    hop_latency = _hop_latency(fabric, model)
+    switch_latency, propagation = _hop_latency(fabric, model)
     injection = _injection(fabric, eff)
     total_bytes = np.zeros(len(links))
     busy = np.zeros(len(links))
@@ -124,7 +125,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             link_time = np.where(routed.link_bytes > 0, routed.link_bytes / rate, 0.0)
         bottleneck = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time.max()) if len(link_time) else 0.0
-        latency = (float(routed.hops.max(initial=0)) * hop_latency
+        latency = (_path_latency(fabric, ph, routed.hops, switch_latency, propagation)
                    + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth, _ideal(fabric, ph, injection),
                                 latency, bottleneck, routed))
@@ -135,12 +136,26 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
 
 
-def _hop_latency(fabric: Fabric, model: TimeModel) -> float:
-    """Per-hop latency: the slowest switch's, plus the longest cable's propagation."""
-    switch = fabric.nodes.loc[fabric.nodes["kind"] != "accelerator", "latency_s"]
+def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
+    """The slowest switch's latency and the longest cable's propagation, seconds."""
+    switch = fabric.nodes.loc[fabric.nodes["kind"].isin(["switch", "scaleup_switch"]),
+                              "latency_s"]
     slowest = float(switch.max()) if len(switch) else 0.0
     propagation = float(fabric.links["latency_s"].max()) if len(fabric.links) else 0.0
-    return (slowest or model.hop_latency_s) + propagation
+    return (slowest or model.hop_latency_s), propagation
+
+
+def _path_latency(fabric: Fabric, ph: Phase, hops: np.ndarray, switch_s: float,
+                  propagation_s: float) -> float:
+    """Longest path latency of a phase: switches crossed x switch latency + hops x
+    propagation. A path between scale-up domains passes two NICs, which are not
+    switches (hops - 3 switches); one inside a domain, hops - 1."""
+    if not len(hops):
+        return 0.0
+    domain = fabric.nodes["domain"].to_numpy()
+    inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
+    switches = np.maximum(0, hops - np.where(inside | (hops < 4), 1, 3))
+    return float((switches * switch_s + hops * propagation_s).max())
 
 
 def _injection(fabric: Fabric, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,13 +168,12 @@ def _injection(fabric: Fabric, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()[src]
     up = np.bincount(src, weights=np.where(is_acc & (tier == "scaleup"), cap, 0.0),
                      minlength=n)
-    host = np.bincount(src, weights=np.where(is_acc & (tier == "host"), cap, 0.0),
-                       minlength=n)
-    nic_of = np.full(n, -1)
     host_rows = np.flatnonzero(is_acc & (tier == "host"))
-    nic_of[src[host_rows]] = links["dst"].to_numpy()[host_rows]
+    nic = links["dst"].to_numpy()[host_rows]
     port = np.bincount(src, weights=np.where(tier == "leaf", cap, 0.0), minlength=n)
-    out = np.where(nic_of >= 0, np.minimum(host, port[np.maximum(nic_of, 0)]), 0.0)
+    # each NIC of an accelerator: its host link or its ports, whichever is slower
+    out = np.bincount(src[host_rows], weights=np.minimum(cap[host_rows], port[nic]),
+                      minlength=n)
     return up, out
 
 
@@ -179,6 +193,7 @@ def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) 
         received = np.bincount(ph.dst[mask], weights=ph.bytes[mask], minlength=n)
         load = np.maximum(sent, received)
         busy = (load > 0) & (kind == "accelerator")  # switches reducing in-network: no
-        with np.errstate(divide="ignore"):
+        busy &= capacity > 0  # accelerators without a NIC send through their neighbours'
+        if busy.any():
             worst = max(worst, float((load[busy] / capacity[busy]).max()))
-    return worst if np.isfinite(worst) else 0.0
+    return worst
