@@ -166,3 +166,15 @@ def test_global_batch_smaller_than_one_microbatch_per_rank(toy):
     model = fabric.catalog.get("toy-dense", Model)
     with pytest.raises(UsageError, match="less than one microbatch per DP rank"):
         step_time(fabric, model, Layout(dp=8, global_batch=4))
+
+
+def test_interleaved_pipeline_wraps_around(toy):
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    plain = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16), QUIET)
+    looped = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16, interleave=2),
+                       QUIET)
+    pp_plain = next(c for c in plain.comm if c.kind == "pp")
+    pp_looped = next(c for c in looped.comm if c.kind == "pp")
+    assert pp_looped.calls == 2 * pp_plain.calls
+    assert looped.bubble_s == pytest.approx(plain.bubble_s / 2)

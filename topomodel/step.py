@@ -238,7 +238,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     counts = parameter_counts(model)
     moe_share = 0.0
     if model.is_moe:
-        expert_flops = 6 * counts["moe_layers"] * model.top_k * 3 * model.hidden * (
+        mats = 3 if model.gated_ffn else 2
+        expert_flops = 6 * counts["moe_layers"] * model.top_k * mats * model.hidden * (
             model.expert_ffn_hidden)
         moe_share = expert_flops / model_flops
     jitter = compute * a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
@@ -346,6 +347,8 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
         groups = rank_groups(ranks, layout, "pp")
         stages = np.stack(groups)
         pairs = [np.array(pair) for row in stages for pair in itertools.pairwise(row)]
+        if layout.interleave > 1:  # the last stage hands the next model chunk to the first
+            pairs += [np.array([row[-1], row[0]]) for row in stages]
         back = [p[::-1] for p in pairs]
         size = hidden_bytes / sp
         traffic = concurrent([collective_traffic(fabric, "sendrecv", pairs, size,
