@@ -298,6 +298,23 @@ def _efficiency(text: str) -> tuple[str, float]:
     return tier, fraction
 
 
+def _cmd_export(args: argparse.Namespace) -> Report:
+    from topomodel.build import build_fabric
+    from topomodel.design import load_design
+    from topomodel.export import export_fabric
+
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    fabric = build_fabric(design, catalog)
+    try:
+        files = export_fabric(fabric, args.to, args.output)
+    except OSError as exc:
+        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    names = [str(f) for f in files]
+    return Report("export", {"format": args.to, "files": names,
+                             "nodes": len(fabric.nodes), "links": len(fabric.links)},
+                  text="\n".join(f"wrote {n}" for n in names))
+
+
 def _cmd_schema(args: argparse.Namespace) -> Report:
     from topomodel.design_schema import design_schema
 
@@ -472,6 +489,20 @@ def build_parser() -> argparse.ArgumentParser:
                        " design's size)")
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG or SVG)")
     scale.set_defaults(run=_cmd_scale)
+
+    export = verbs.add_parser(
+        "export", help="write the fabric as GraphML, node-link JSON or CSV tables",
+        description="Build a design's fabric and export it for other tools: GraphML or"
+        " node-link JSON (one arc per link direction, attributes with units in their"
+        " names), or nodes.csv and links.csv in a directory.")
+    export.add_argument("design", help="design file (YAML)")
+    export.add_argument("--to", required=True, choices=["graphml", "json", "csv"],
+                        help="export format")
+    export.add_argument("-o", "--output", required=True, metavar="PATH",
+                        help="output file (graphml, json) or directory (csv)")
+    _catalog_args(export)
+    _format_arg(export)
+    export.set_defaults(run=_cmd_export)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")
