@@ -264,7 +264,7 @@ def _record(reader: Callable[..., Any], defs: dict[str, Any]) -> dict[str, Any]:
     (cls,) = _closure(reader, "cls")
     name = cls.__name__
     if name not in defs:
-        defs[name] = {}  # placeholder: records that refer to themselves stop here
+        defs[name] = {}  # reserve the name first: a record that refers to itself ends here
         defs[name] = record_schema(cls, defs)
     return {"$ref": f"#/$defs/{name}"}
 

@@ -254,10 +254,15 @@ def _graph(fabric: Fabric) -> _Graph:
 
 
 class _Fanout:
-    """Arcs from each switch of one tier to the tier above (or below), as a table."""
+    """Arcs from each node of one tier to the tier above (or below), as a table.
+
+    Between switch tiers every arc carries the same cables (``cables``); from an
+    accelerator to its in-system chips they may differ (5, 5, 4, 4 on HGX), so
+    ``uniform=False`` keeps them per arc in ``weights``.
+    """
 
     def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
-                 cables: np.ndarray) -> None:
+                 cables: np.ndarray, *, uniform: bool = True) -> None:
         order = np.lexsort((arcs, owners))
         owners, arcs = owners[order], arcs[order]
         unique = np.unique(owners)
@@ -265,13 +270,13 @@ class _Fanout:
         self.slot[unique] = np.arange(len(unique))
         width = len(arcs) // max(1, len(unique))
         if len(unique) and width * len(unique) != len(arcs):
-            raise _Irregular("switches of one tier have different fan-outs")
+            raise _Irregular("nodes of one tier have different fan-outs")
         self.table = arcs.reshape(len(unique), width) if len(unique) else arcs.reshape(0, 0)
         self.width = width
-        per = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
-        if per.size and (per != per.flat[0]).any():
+        self.weights = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
+        if uniform and self.weights.size and (self.weights != self.weights.flat[0]).any():
             raise _Irregular("uneven cable counts between tiers")
-        self.cables = int(per.flat[0]) if per.size else 1
+        self.cables = int(self.weights.flat[0]) if self.weights.size else 1
 
     def arcs(self, owner: np.ndarray) -> np.ndarray:
         """(len(owner), width) arcs of each owner, sorted by the other end's node."""
@@ -320,8 +325,8 @@ class _Clos:
         sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
         self.scaleup_up = self.scaleup_down = None
         if len(su) and not self.mesh:
-            self.scaleup_up = _Ragged(src[su], su, n, cables)
-            self.scaleup_down = _Ragged(dst[sd], sd, n, cables)
+            self.scaleup_up = _Fanout(src[su], su, n, cables, uniform=False)
+            self.scaleup_down = _Fanout(dst[sd], sd, n, cables, uniform=False)
         self.system = nodes["system"].to_numpy()
 
     @cached_property
@@ -376,23 +381,6 @@ class _Climb:
     def dst_of(self, arcs: np.ndarray) -> np.ndarray:
         """Upper ends of arcs."""
         return self._dst[arcs]
-
-
-class _Ragged:
-    """Accelerator -> in-system switch arcs with their cables (5, 5, 4, 4 on HGX)."""
-
-    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
-                 cables: np.ndarray) -> None:
-        order = np.lexsort((arcs, owners))
-        owners, arcs = owners[order], arcs[order]
-        unique = np.unique(owners)
-        width = len(arcs) // max(1, len(unique))
-        if width * len(unique) != len(arcs):
-            raise _Irregular("accelerators with different numbers of scale-up arcs")
-        self.slot = np.full(n_nodes, -1)
-        self.slot[unique] = np.arange(len(unique))
-        self.table = arcs.reshape(len(unique), width)
-        self.weights = cables[self.table]
 
 
 def structured_supported(fabric: Fabric) -> str | None:
