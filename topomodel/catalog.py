@@ -254,6 +254,7 @@ class System(Entry):
     nic_count: int = spec(integer(1), default=0)
     host_link: str | None = spec(ref("host_link"), default=None)
     power_W: float | None = spec(quantity("power"), key="power", default=None)
+    hosts: int = spec(integer(1), default=1, doc="host servers (compute trays) inside")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -351,6 +352,41 @@ class Model(Entry):
         return self.experts > 0
 
 
+COMPONENTS = ("accelerator", "hbm", "software", "host", "nic", "scaleup_switch", "switch",
+              "optic")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureRate(Entry):
+    """How often one kind of component fails: an annualised rate, or an MTBF.
+
+    ``component`` says what one failure is counted against: each accelerator
+    (``accelerator``, ``hbm``, ``software``), each host server (``host``), each NIC or
+    switch, and for ``optic`` each module (transceiver, LPO, CPO: two per link) or each
+    cable assembly (DAC, ACC, AEC, AOC: one per link). ``applies_to`` narrows an entry
+    to catalog ids or optic forms; the entry without it is the component's default.
+    """
+
+    kind = "failure_rate"
+    component: str = spec(choice(*COMPONENTS))
+    applies_to: tuple[str, ...] = spec(list_of(text), default=())
+    afr_per_s: float | None = spec(quantity("failure_rate"), key="afr", default=None,
+                                   doc="failures per component per unit time, e.g. '2 %/yr'")
+    mtbf_s: float | None = spec(quantity("time"), key="mtbf", default=None)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.afr_per_s is None) == (self.mtbf_s is None):
+            raise Invalid("give exactly one of afr and mtbf", "afr")
+        if self.mtbf_s is not None and self.mtbf_s <= 0:
+            raise Invalid("an MTBF must be greater than zero", "mtbf")
+
+    @property
+    def rate_per_s(self) -> float:
+        """Failures per component per second."""
+        return self.afr_per_s if self.afr_per_s is not None else 1 / float(self.mtbf_s or 1)
+
+
 ENTRY_TYPES: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "scaleup_links": ScaleupLink,
@@ -362,6 +398,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
     "optics": Optic,
     "fibres": Fibre,
     "models": Model,
+    "failure_rates": FailureRate,
 }
 KIND_NAMES = {cls.kind: section for section, cls in ENTRY_TYPES.items()}
 

@@ -173,6 +173,8 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
         base, overlap=overlap, grad_dtype=args.grad_precision,
         compute_efficiency=args.compute_efficiency or base.compute_efficiency,
         hot_expert_factor=args.hot_expert or base.hot_expert_factor,
+        straggler_share=_share(args.straggler_share, "--straggler-share"),
+        straggler_slowdown=args.straggler_slowdown,
         dp_bucket_bytes=parse(args.bucket, "size") if args.bucket else base.dp_bucket_bytes,
         time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
     return fabric, model, layout, assumptions
@@ -188,6 +190,11 @@ def _cmd_step(args: argparse.Namespace) -> Report:
     report = step_report(result, assumptions,
                          design_name=fabric.design.name or fabric.design.file)
     tables, data = list(report.tables), dict(report.data)
+    if not args.no_goodput:
+        goodput_tables, goodput_data = _goodput(args, fabric, model, layout, assumptions,
+                                                result)
+        tables += goodput_tables
+        data["goodput"] = goodput_data
     if args.target_comm_share:
         factor, reached = required_scaleout_factor(fabric, model, layout, assumptions,
                                                    target_share=args.target_comm_share)
@@ -214,6 +221,64 @@ def _cmd_step(args: argparse.Namespace) -> Report:
              "share at high": f"{r.high:.1%}"} for r in rows]))
         data["sensitivity"] = [r.__dict__ for r in rows]
     return Report(report.kind, data, tables, report.warnings)
+
+
+def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
+             assumptions: Any, result: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, from the goodput options."""
+    from topomodel.goodput import (
+        GoodputAssumptions,
+        goodput_json,
+        goodput_tables,
+        job_goodput,
+        what_ifs,
+    )
+    from topomodel.units import parse
+
+    base = GoodputAssumptions()
+    if args.spare_systems is not None and args.spare_systems < 0:
+        raise _usage("--spare-systems cannot be negative")
+    options = GoodputAssumptions(
+        checkpoint_bytes=parse(args.checkpoint_size, "size") if args.checkpoint_size
+        else None,
+        checkpoint_bytes_per_param=base.checkpoint_bytes_per_param,
+        storage_Bps=parse(args.storage_bandwidth, "rate") if args.storage_bandwidth
+        else base.storage_Bps,
+        detection_s=parse(args.detection_time, "time") if args.detection_time
+        else base.detection_s,
+        restart_s=parse(args.restart_time, "time") if args.restart_time else base.restart_s,
+        repair_s=parse(args.repair_time, "time") if args.repair_time else base.repair_s,
+        spare_systems=args.spare_systems)
+    result_goodput = job_goodput(fabric, model, layout, assumptions, result, options,
+                                 routing=args.routing)
+    whatifs = what_ifs(result_goodput, fabric.catalog, options)
+    return (goodput_tables(result_goodput, whatifs),
+            goodput_json(result_goodput, options, whatifs))
+
+
+def _cmd_goodput(args: argparse.Namespace) -> Report:
+    from topomodel.output import Table
+    from topomodel.step import step_time
+    from topomodel.units import format_si
+
+    fabric, model, layout, assumptions = _step_inputs(args, args.design)
+    result = step_time(fabric, model, layout, assumptions, routing=args.routing)
+    tables, data = _goodput(args, fabric, model, layout, assumptions, result)
+    lay, name = result.layout, fabric.design.name or fabric.design.file
+    job = Table("Job", [
+        {"item": "design / model", "value": f"{name} / {result.model}"},
+        {"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
+         f" ({lay.world} accelerators)"},
+        {"item": "step time", "value": format_si(result.step_time_s, "s")}])
+    data = {"design": name, "model": result.model, "accelerators": lay.world,
+            "step_time_s": result.step_time_s, **data}
+    return Report("goodput", data, [job, *tables], list(result.warnings))
+
+
+def _share(value: float, option: str) -> float:
+    if not 0 <= value <= 1:
+        raise _usage(f"{option} is a share between 0 and 1, got {value:g}")
+    return value
 
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
@@ -315,6 +380,46 @@ def _cmd_export(args: argparse.Namespace) -> Report:
                   text="\n".join(f"wrote {n}" for n in names))
 
 
+def _cmd_sweep(args: argparse.Namespace) -> Report:
+    from pathlib import Path
+
+    from topomodel.sweep import (
+        dry_run_report,
+        journal_path,
+        load_sweep,
+        pareto_objectives,
+        results_format_for,
+        run_sweep,
+        sweep_report,
+    )
+
+    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog)
+    if args.dry_run:
+        return dry_run_report(sweep)
+    if not args.output:
+        raise _usage("give the results file: -o RESULTS (.parquet or .csv)")
+    results_format_for(args.output, args.results_format)  # refused before anything runs
+    pareto = pareto_objectives(sweep, args.pareto)
+    if args.plot and pareto is None:
+        raise _usage("--plot draws the Pareto front: give --pareto X Y (or pareto: in the"
+                     " sweep file)")
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise _usage(f"{args.plot}: the plot is a .png, .svg or .pdf file")
+    if args.workers is not None and args.workers < 1:
+        raise _usage("--workers must be at least 1")
+    try:
+        outcome = run_sweep(sweep, args.output, workers=args.workers,
+                            scheduler=args.scheduler, resume=args.resume or args.retry_failed,
+                            overwrite=args.overwrite, results_format=args.results_format,
+                            retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        print(f"topomodel: interrupted: finished points are kept in"
+              f" {journal_path(args.output)}; run again with --resume to go on",
+              file=sys.stderr)
+        raise SystemExit(130) from None
+    return sweep_report(outcome, pareto=pareto, plot=args.plot)
+
+
 def _cmd_schema(args: argparse.Namespace) -> Report:
     from topomodel.design_schema import design_schema
 
@@ -369,8 +474,28 @@ def _step_args(step: argparse.ArgumentParser) -> None:
                       help="routing policy (default ecmp)")
     step.add_argument("--fail", action="append", default=[], metavar="NODE",
                       help="fail a node by name; repeatable")
+    step.add_argument("--straggler-share", type=float, default=0.0, metavar="F",
+                      help="share of accelerators that run slow (default 0)")
+    step.add_argument("--straggler-slowdown", type=float, default=0.0, metavar="F",
+                      help="a slow accelerator's extra compute time, e.g. 0.1 (default 0)")
     _catalog_args(step)
     _format_arg(step)
+
+
+def _goodput_args(parser: argparse.ArgumentParser) -> None:
+    """Options of the goodput model (step and goodput)."""
+    parser.add_argument("--checkpoint-size", metavar="SIZE",
+                        help="checkpoint size with a unit (default: 14 bytes per parameter)")
+    parser.add_argument("--storage-bandwidth", metavar="RATE",
+                        help="aggregate checkpoint write bandwidth (default 2 TB/s)")
+    parser.add_argument("--detection-time", metavar="TIME",
+                        help="time to notice a failure (default 2 min)")
+    parser.add_argument("--restart-time", metavar="TIME",
+                        help="time to restart from a checkpoint (default 8 min)")
+    parser.add_argument("--repair-time", metavar="TIME",
+                        help="time a failed system is out of the pool (default 24 h)")
+    parser.add_argument("--spare-systems", type=int, metavar="N",
+                        help="hot spare systems (default 2%% of the job's, rounded up)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -467,6 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
                       " communication + wait to at most this share of the step")
     step.add_argument("--sensitivity", action="store_true",
                       help="also move each assumption low and high and show the effect")
+    step.add_argument("--no-goodput", action="store_true",
+                      help="leave out the goodput section (interruptions, checkpoints)")
+    _goodput_args(step)
     step.set_defaults(run=_cmd_step)
 
     compare = verbs.add_parser(
@@ -477,6 +605,17 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("design_b", help="second design file")
     _step_args(compare)
     compare.set_defaults(run=_cmd_compare)
+
+    goodput = verbs.add_parser(
+        "goodput", help="interruptions, checkpoint interval, effective time and goodput",
+        description="From the parts of a job's footprint and their failure rates: expected"
+        " interruptions per day, the Young/Daly checkpoint interval, downtime, the"
+        " effective training-time share, throughput while redundant parts are down, and"
+        " goodput (tokens/s), with what-ifs (optics, spares, checkpoint bandwidth).")
+    goodput.add_argument("design", help="design file (YAML)")
+    _step_args(goodput)
+    _goodput_args(goodput)
+    goodput.set_defaults(run=_cmd_goodput)
 
     scale = verbs.add_parser(
         "scale", help="throughput, scaling efficiency and MFU against accelerator count",
@@ -503,6 +642,38 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_args(export)
     _format_arg(export)
     export.set_defaults(run=_cmd_export)
+
+    sweep = verbs.add_parser(
+        "sweep", help="design-space sweep: many designs and layouts, one row per point",
+        description="Run the step model at every point of a sweep file (design fields,"
+        " model, layout, what-ifs) on a local process pool or a Dask cluster; write one"
+        " row per point to Parquet or CSV, resumably; print the best points and the"
+        " Pareto front. See docs/sweeps.md.")
+    sweep.add_argument("sweep", help="sweep file (YAML)")
+    sweep.add_argument("-o", "--output", metavar="RESULTS",
+                       help="results file: .parquet (default) or .csv")
+    sweep.add_argument("--results-format", choices=["parquet", "csv"],
+                       help="results format (default: by the suffix, else parquet)")
+    sweep.add_argument("--workers", type=int, metavar="N",
+                       help="local worker processes (default: every core; 1 runs here)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on this Dask scheduler (e.g. tcp://host:8786) instead")
+    sweep.add_argument("--resume", action="store_true",
+                       help="skip the points an earlier, interrupted or shorter run finished")
+    sweep.add_argument("--retry-failed", action="store_true",
+                       help="resume, and run again the points that recorded an error")
+    sweep.add_argument("--overwrite", action="store_true",
+                       help="start over even if results or a journal exist")
+    sweep.add_argument("--pareto", nargs=2, metavar=("X", "Y"),
+                       help="print the Pareto-optimal points of two metrics; X:min, X:max"
+                       " or +X (larger is better) override the direction")
+    sweep.add_argument("--plot", metavar="FILE",
+                       help="draw the Pareto front (PNG, SVG or PDF)")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="check the sweep file and list its points without running")
+    _catalog_args(sweep)
+    _format_arg(sweep)
+    sweep.set_defaults(run=_cmd_sweep)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")

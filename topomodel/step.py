@@ -86,6 +86,8 @@ class StepAssumptions:
     })
     jitter_cv: float = 0.01  # per-rank compute time, coefficient of variation per step
     hot_expert_factor: float = 1.1  # busiest expert's load / mean in an MoE layer
+    straggler_share: float = 0.0  # share of accelerators that run slow (none by default)
+    straggler_slowdown: float = 0.0  # a slow one's extra compute time (0.1: 10 % slower)
     optimizer_bytes_per_param: float = 12.0  # Adam: fp32 master, m and v
     flash_attention: bool = True  # attention scores are not kept (FlashAttention-style)
     time: TimeModel = field(default_factory=TimeModel)
@@ -246,7 +248,10 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     ep_exposed = sum(c.exposed_s for c in comm if c.kind == "ep")
     imbalance = (a.hot_expert_factor - 1) * (compute * moe_share + ep_exposed) if (
         model.is_moe) else 0.0
-    wait = jitter + imbalance
+    # A synchronous step waits for its slowest rank: with any slow accelerator among the
+    # world (probability 1 - (1 - share)^world), every step takes its longer compute.
+    stragglers = compute * a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world)
+    wait = jitter + imbalance + stragglers
     step = compute + bubble + exposed + wait
     walls = {"bandwidth_s": sum(c.bandwidth_s * (1 - c.overlap) for c in comm),
              "latency_s": sum(c.latency_s * (1 - c.overlap) for c in comm),

@@ -63,6 +63,7 @@ KINDS: dict[str, Kind] = {
         Kind("optical_power", "[optical_level]", "dBm", "-2.2 dBm", "any"),
         Kind("compute_rate", "[operation] / [time]", "FLOP/s", "989.4 TFLOP/s", "positive"),
         Kind("transfer_rate", "[transfer] / [time]", "transfer/s", "32 GT/s", "positive"),
+        Kind("failure_rate", "1 / [time]", "1/s", "2 %/yr", "non_negative"),
     )
 }
 

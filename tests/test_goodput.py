@@ -1,0 +1,275 @@
+"""Goodput: failure rates, interruptions, checkpoint interval, degradation, CLI."""
+
+import json
+import math
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from topomodel.build import build_fabric
+from topomodel.catalog import FailureRate, Model, load_catalog
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.errors import CatalogError
+from topomodel.goodput import (
+    SECONDS_PER_DAY,
+    SECONDS_PER_YEAR,
+    GoodputAssumptions,
+    component_lines,
+    daly_interval_s,
+    effective_time_fraction,
+    estimated_loss,
+    goodput,
+    job_goodput,
+    no_spare_probability,
+    with_optic_form,
+)
+from topomodel.step import Layout, StepAssumptions, parameter_counts, step_time
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+QUIET = StepAssumptions(jitter_cv=0.0)
+
+
+def fabric_of(example, *extra):
+    design, catalog = load_design(EXAMPLES / f"{example}.yaml", extra_catalogs=list(extra))
+    return build_fabric(design, catalog)
+
+
+def interruptions_per_day(lines):
+    return sum(ln.failures_per_s for ln in lines if ln.interrupts) * SECONDS_PER_DAY
+
+
+def test_young_daly_closed_form():
+    # Young's first order sqrt(2 delta M) for a small write time; Daly's series above it.
+    write, mtbi = 30.0, 10 * SECONDS_PER_DAY
+    young = math.sqrt(2 * write * mtbi)
+    x = write / (2 * mtbi)
+    assert daly_interval_s(write, mtbi) == pytest.approx(
+        young * (1 + math.sqrt(x) / 3 + x / 9) - write)
+    assert daly_interval_s(write, mtbi) == pytest.approx(young, rel=0.01)
+    assert daly_interval_s(3 * mtbi, mtbi) == mtbi  # writing takes longer than 2 MTBI
+    assert daly_interval_s(write, math.inf) == math.inf
+
+
+def test_effective_time_by_hand():
+    # 1 h between checkpoints, 1 min to write, 10 min down, a failure per day:
+    # 60/61 of time computes; each failure costs half a cycle of rework and the downtime.
+    tau, delta, down, mtbi = 3600.0, 60.0, 600.0, SECONDS_PER_DAY
+    expected = tau / (tau + delta) * (1 - ((tau + delta) / 2 + down) / mtbi)
+    assert effective_time_fraction(tau, delta, down, mtbi) == pytest.approx(expected)
+    assert effective_time_fraction(tau, delta, down, math.inf) == pytest.approx(tau / 3660)
+    assert effective_time_fraction(tau, delta, 10 * mtbi, mtbi) == 0.0
+
+
+def test_no_spare_probability_is_the_poisson_tail():
+    # Mean 2 systems in repair; 3 spares: none is free when 3 or more are in repair.
+    mean = 2.0
+    tail = 1 - sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(3))
+    assert no_spare_probability(mean / 100.0, 100.0, 3) == pytest.approx(tail)
+    assert no_spare_probability(1.0, 1.0, 0) == 1.0
+
+
+def test_in_system_parts_scale_linearly_with_the_job():
+    fabric = fabric_of("dgx-h100-superpod")
+    small, large = component_lines(fabric, 504), component_lines(fabric, 1008)
+    in_system = {(ln.component, ln.model): ln.count for ln in small if ln.tier == "system"}
+    for ln in large:
+        if ln.tier == "system":
+            assert ln.count == 2 * in_system[(ln.component, ln.model)]
+    doubled = [replace(ln, count=2 * ln.count) for ln in small]
+    assert interruptions_per_day(doubled) == pytest.approx(2 * interruptions_per_day(small))
+
+
+def test_counts_match_the_bill_of_materials():
+    fabric = fabric_of("dgx-h100-superpod")
+    lines = {(ln.component, ln.tier): ln for ln in component_lines(fabric, 1016)}
+    assert lines[("accelerator", "system")].count == 1016
+    assert lines[("host", "system")].count == 127  # one host per DGX
+    assert lines[("nic", "system")].count == 1016
+    assert lines[("switch", "leaf")].count + lines[("switch", "spine")].count == 48
+    leaf_links = int(fabric.links["tier"].eq("leaf").sum()) // 2  # one row per direction
+    # AOC: one assembly per NIC-leaf link.
+    assert lines[("optic", "leaf link")].count == leaf_links
+
+
+def test_single_homed_leaf_interrupts_dual_plane_leaf_degrades():
+    single = {ln.tier: ln.interrupts for ln in component_lines(
+        fabric_of("dgx-h100-superpod"), 1016) if ln.component in ("switch", "optic")}
+    assert single == {"leaf": True, "spine": False, "leaf link": True, "spine link": False}
+    dual = [ln for ln in component_lines(fabric_of("dual-plane-ethernet"), 1024)
+            if ln.component in ("switch", "optic")]
+    assert dual and not any(ln.interrupts for ln in dual)  # two planes: all redundant
+
+
+def test_a_spine_with_one_core_uplink_is_not_a_single_point():
+    # Llama 3's aggregation: each pod spine has all its uplinks to one core switch, but
+    # the leaves below have 16 spines, so losing that core only degrades.
+    lines = component_lines(fabric_of("llama3-24k-roce"), 16384)
+    core = next(ln for ln in lines if ln.tier == "core")
+    assert not core.interrupts
+    assert core.parallel == 16
+
+
+@pytest.fixture(scope="module")
+def dual_plane():
+    """A routed goodput run on a two-plane fabric (every network part redundant)."""
+    fabric = fabric_of("dual-plane-ethernet")
+    model = fabric.catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=128)
+    result = step_time(fabric, model, layout, QUIET)
+    return result, job_goodput(fabric, model, layout, QUIET, result)
+
+
+def test_redundant_parts_add_degradation_not_interruptions(tmp_path, dual_plane):
+    _, base = dual_plane
+    override = tmp_path / "rates.yaml"
+    override.write_text(textwrap.dedent("""
+        failure_rates:
+          switch-azure:
+            component: switch
+            afr: "80.8 %/yr"
+            source: test
+            provenance: assumed
+    """))
+    lines = component_lines(fabric_of("dual-plane-ethernet", override), 1024)
+    worse = goodput(lines, tokens_per_s=base.tokens_per_s, accelerators=1024,
+                    accelerators_per_system=8, parameters=base.checkpoint_bytes / 14,
+                    degraded_loss=base.degraded_loss, assumptions=GoodputAssumptions())
+    assert worse.interruptions_per_day == pytest.approx(base.interruptions_per_day)
+    assert worse.degraded_throughput_fraction < base.degraded_throughput_fraction < 1
+
+
+def test_user_override_changes_the_result_as_expected(tmp_path):
+    override = tmp_path / "rates.yaml"
+    override.write_text(textwrap.dedent("""
+        failure_rates:
+          my-gpus:
+            component: accelerator
+            mtbf: "50000 h"
+            source: our fleet
+            provenance: assumed
+    """))
+    fabric = fabric_of("dgx-h100-superpod")
+    mine = fabric_of("dgx-h100-superpod", override)
+    base = {ln.component: ln for ln in component_lines(fabric, 1016)}
+    new = {ln.component: ln for ln in component_lines(mine, 1016)}
+    assert new["accelerator"].rate_entry == "my-gpus"  # the user's default wins
+    assert new["accelerator"].rate_per_s == pytest.approx(1 / (50000 * 3600))
+    delta = (new["accelerator"].failures_per_s - base["accelerator"].failures_per_s)
+    assert (interruptions_per_day(new.values()) - interruptions_per_day(base.values())
+            ) == pytest.approx(delta * SECONDS_PER_DAY)
+
+
+@pytest.mark.parametrize("rate, message", [
+    ('afr: "-1 %/yr"', "cannot be negative"),
+    ('afr: "2 GB"', "not a failure rate"),
+    ('afr: 2', "bare number"),
+    ('afr: "2"', "has no unit"),
+    ('afr: "1 %/yr"\n    mtbf: "1e6 h"', "exactly one of afr and mtbf"),
+])
+def test_bad_rates_are_one_line_errors(tmp_path, capsys, rate, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"failure_rates:\n  x:\n    component: nic\n    {rate}\n"
+                   "    source: s\n    provenance: assumed\n")
+    with pytest.raises(CatalogError, match=message):
+        load_catalog([bad])
+    status = main(["goodput", str(EXAMPLES / "hgx-h100-server.yaml"), "--model",
+                   "llama3-8b", "--catalog", str(bad)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and f"{bad}:4" in err[0]
+
+
+def test_optic_what_if_rerates_modules_and_aocs():
+    fabric = fabric_of("dgx-h100-superpod")
+    lines = component_lines(fabric, 1016)
+    cpo = with_optic_form(lines, fabric.catalog, "cpo")
+    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-cpo")
+    for old, new in zip(lines, cpo, strict=True):
+        if old.model == "aoc-800g":
+            assert new.rate_per_s == pytest.approx(2 * rate.rate_per_s)
+        elif old.component == "optic":
+            assert new.rate_per_s == pytest.approx(rate.rate_per_s)
+        else:
+            assert new == old
+    assert interruptions_per_day(cpo) < interruptions_per_day(lines)
+
+
+def test_estimate_bounds_the_routed_degradation(dual_plane):
+    result, routed = dual_plane
+    assert routed.degraded_loss  # routed: the fabric is below the node limit
+    for ln in routed.lines:
+        if not ln.interrupts:
+            assert routed.degraded_loss[ln.tier] <= estimated_loss(ln, result.comm_share) + 1e-12
+
+
+def test_goodput_combines_the_parts():
+    fabric = fabric_of("hgx-h100-server")
+    model = fabric.catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=1)
+    result = step_time(fabric, model, layout, QUIET)
+    g = job_goodput(fabric, model, layout, QUIET, result)
+    assert g.checkpoint_bytes == pytest.approx(14 * parameter_counts(model)["total"])
+    assert g.checkpoint_write_s == pytest.approx(g.checkpoint_bytes / 2e12)
+    assert g.interruptions_per_day == pytest.approx(interruptions_per_day(g.lines))
+    assert g.goodput_tokens_per_s == pytest.approx(
+        result.tokens_per_s * g.effective_time_fraction * g.degraded_throughput_fraction)
+    # One 8-GPU server, 2 % spares rounded up: one spare system.
+    assert g.spare_systems == 1 and g.accelerators_per_system == 8
+    no_spares = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+                        accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
+                        degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=0))
+    a = GoodputAssumptions()
+    assert no_spares.downtime_per_interruption_s == a.detection_s + a.restart_s + a.repair_s
+
+
+def test_stragglers_feed_the_sync_wall(toy):
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(dp=8, global_batch=64)
+    base = step_time(fabric, model, layout, QUIET)
+    share, slowdown = 0.05, 0.2
+    slow = step_time(fabric, model, layout, replace(QUIET, straggler_share=share,
+                                                     straggler_slowdown=slowdown))
+    extra = base.compute_s * slowdown * (1 - (1 - share) ** 8)
+    assert slow.walls["sync_s"] == pytest.approx(base.walls["sync_s"] + extra)
+    assert slow.step_time_s == pytest.approx(base.step_time_s + extra)
+
+
+def test_llama3_interruptions_match_the_published_rate():
+    """Llama 3: 419 unexpected interruptions in 54 days on 16,384 GPUs (Table 5).
+
+    Most built-in rates are derived from that same table, so this checks the footprint
+    accounting (GPUs, hosts, NICs of the job) and adds the network parts from their own
+    sources (switch study, assumed cable rates): not an independent validation.
+    """
+    lines = component_lines(fabric_of("llama3-24k-roce"), 16384)
+    assert interruptions_per_day(lines) == pytest.approx(419 / 54, rel=0.15)
+
+
+def test_rates_are_per_year_in_the_table():
+    entry = load_catalog().get("accelerator-llama3", FailureRate)
+    assert entry.rate_per_s * SECONDS_PER_YEAR == pytest.approx(0.0809)
+    assert entry.rate_per_s * SECONDS_PER_YEAR == pytest.approx(196 * 365.25 / (16384 * 54),
+                                                                rel=1e-3)
+
+
+def test_cli_goodput_json_and_step_section(capsys):
+    args = [str(EXAMPLES / "hgx-h100-server.yaml"), "--model", "llama3-8b", "--tp", "8",
+            "--format", "json"]
+    assert main(["goodput", *args]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("interruptions_per_day", "checkpoint_interval_s", "effective_time_fraction",
+                "goodput_tokens_per_s"):
+        assert isinstance(data[key], float)
+    assert main(["step", *args]) == 0
+    step = json.loads(capsys.readouterr().out)
+    assert step["goodput"]["interruptions_per_day"] == pytest.approx(
+        data["interruptions_per_day"])
+    assert main(["step", *args, "--no-goodput"]) == 0
+    assert "goodput" not in json.loads(capsys.readouterr().out)
+    assert main(["goodput", *args, "--spare-systems", "-1"]) == 2
+    assert main(["goodput", *args, "--straggler-share", "2"]) == 2
+    assert main(["goodput", *args, "--storage-bandwidth", "2 TB"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 3
