@@ -103,6 +103,7 @@ class GoodputResult:
     effective_time_fraction: float
     degraded_loss: dict[str, float]  # tier -> throughput lost while one part is down
     degraded_throughput_fraction: float
+    degraded_routed: bool  # False: the losses are the upper-bound estimate
     tokens_per_s: float  # failure-free, from the step model
     goodput_tokens_per_s: float
 
@@ -288,7 +289,7 @@ def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares:
 def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
             accelerators_per_system: int, parameters: float,
             degraded_loss: dict[str, float], assumptions: GoodputAssumptions,
-            repair_per_tier_s: float | None = None) -> GoodputResult:
+            degraded_routed: bool = True) -> GoodputResult:
     """Interruptions, checkpoint interval, effective time and goodput from part lines.
 
     ``degraded_loss`` maps a redundant line's tier to the share of throughput lost while
@@ -308,16 +309,15 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     downtime = a.detection_s + a.restart_s + no_spare * a.repair_s
     interval = daly_interval_s(write, mtbi)
     fraction = effective_time_fraction(interval, write, downtime, mtbi)
-    repair = a.network_repair_s if repair_per_tier_s is None else repair_per_tier_s
     throughput = 1.0
     for ln in lines:
         if not ln.interrupts:
-            throughput *= max(0.0, 1 - ln.failures_per_s * repair * degraded_loss.get(
+            throughput *= max(0.0, 1 - ln.failures_per_s * a.network_repair_s * degraded_loss.get(
                 ln.tier, 0.0))
     return GoodputResult(
         tuple(lines), rate * SECONDS_PER_DAY, mtbi, size, write, interval, spares,
         accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
-        throughput, tokens_per_s, tokens_per_s * throughput * fraction)
+        throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction)
 
 
 def estimated_loss(line: ComponentLine, comm_share: float) -> float:
@@ -383,7 +383,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
     return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
                    accelerators_per_system=system.accelerators,
                    parameters=parameter_counts(model)["total"], degraded_loss=losses,
-                   assumptions=a)
+                   assumptions=a,
+                   degraded_routed=len(fabric.nodes) <= DEGRADED_ROUTING_NODE_LIMIT)
 
 
 def what_ifs(result: GoodputResult, catalog: Catalog,
@@ -394,7 +395,7 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
         "accelerators": sum(ln.count for ln in result.lines if ln.component == "accelerator"),
         "accelerators_per_system": result.accelerators_per_system,
         "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
-        "degraded_loss": result.degraded_loss}
+        "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
     fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes)
     cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
         ("as designed", list(result.lines), fixed)]
@@ -432,6 +433,7 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
         "effective_time_fraction": result.effective_time_fraction,
         "degraded_loss_per_part": result.degraded_loss,
         "degraded_throughput_fraction": result.degraded_throughput_fraction,
+        "degraded_routed": result.degraded_routed,
         "tokens_per_s": result.tokens_per_s,
         "goodput_tokens_per_s": result.goodput_tokens_per_s,
         "components": [{**asdict(ln), "failures_per_day": ln.failures_per_s * SECONDS_PER_DAY}
@@ -468,7 +470,9 @@ def goodput_tables(result: GoodputResult,
         {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)},
         {"item": "effective training time", "value": f"{r.effective_time_fraction:.1%}"},
         {"item": "throughput kept while parts are down",
-         "value": f"{r.degraded_throughput_fraction:.2%}"},
+         "value": f"{r.degraded_throughput_fraction:.2%} ("
+         + ("routed around one failed part per tier)" if r.degraded_routed
+            else "upper-bound estimate: fabric too large to re-route)")},
         {"item": "goodput", "value": f"{r.goodput_tokens_per_s:,.0f} tokens/s of"
          f" {r.tokens_per_s:,.0f}"},
     ]
