@@ -4,7 +4,9 @@ Run: python benchmarks/bench_step.py
 
 Llama 3 70B on the bench_build.py fabric (HGX B200 servers, ConnectX-8, Q3400 3-tier
 fat-tree): TP 8 x PP 4 x DP 4096, every collective of the step routed with all groups of
-its kind at once (TP inside the servers, PP between them, DP across the fabric).
+its kind at once (TP inside the servers, PP between them, DP across the fabric); then
+the goodput model of that job (parts, failure rates, single points of failure,
+degradation bound, checkpoint interval).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from bench_build import DESIGN
 from topomodel.build import build_fabric
 from topomodel.catalog import Model
 from topomodel.design import load_design
-from topomodel.step import Layout, step_time
+from topomodel.goodput import job_goodput
+from topomodel.step import Layout, StepAssumptions, step_time
 
 
 def main() -> None:
@@ -31,12 +34,17 @@ def main() -> None:
     fabric = build_fabric(design, catalog)
     t1 = time.perf_counter()
     model = catalog.get("llama3-70b", Model)
-    result = step_time(fabric, model, Layout(tp=8, pp=4, dp=4096, global_batch=16384))
+    layout = Layout(tp=8, pp=4, dp=4096, global_batch=16384)
+    result = step_time(fabric, model, layout)
     t2 = time.perf_counter()
+    goodput = job_goodput(fabric, model, layout, StepAssumptions(), result)
+    t3 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"build {t1 - t0:.2f} s; step model {t2 - t1:.2f} s; peak RSS {peak:.0f} MiB;"
-          f" step {result.step_time_s:.3f} s, MFU {result.mfu:.1%},"
-          f" communication share {result.comm_share:.1%}")
+    print(f"build {t1 - t0:.2f} s; step model {t2 - t1:.2f} s; goodput {t3 - t2:.2f} s;"
+          f" peak RSS {peak:.0f} MiB; step {result.step_time_s:.3f} s, MFU {result.mfu:.1%},"
+          f" communication share {result.comm_share:.1%},"
+          f" {goodput.interruptions_per_day:.1f} interruptions/day,"
+          f" effective time {goodput.effective_time_fraction:.1%}")
 
 
 if __name__ == "__main__":
