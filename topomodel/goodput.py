@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -153,17 +153,26 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
         for name, count in zip(*np.unique(model[in_job & (kind == part)], return_counts=True),
                                strict=True):
             add(part, str(name), "system", int(count), True)
-    for part, model_id, tier, count, single, keys, representative, cables, parallel in (
-            _network_parts(fabric, in_job)):
-        add(part, model_id, tier, count, single, *keys, representative=representative,
-            cables=cables, parallel=parallel)
+    for p in _network_parts(fabric, in_job):
+        add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
+            representative=p.representative, cables=p.cables, parallel=p.parallel)
     return lines
 
 
-def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[tuple[Any, ...]]:
-    """Switches outside the systems and cabled links that the job's traffic can cross:
-    (component, model, tier, count, single point of failure, rate keys, a representative
-    part to fail, the cables it takes down, and the uplinks sharing its load)."""
+class _Part(NamedTuple):
+    component: str
+    model: str
+    tier: str
+    quantity: int
+    single: bool  # a single point of failure
+    keys: tuple[str, ...]  # more failure-rate keys (the optic form)
+    representative: str  # a part to fail for the degradation run
+    cables: int  # cables that failing it takes down
+    parallel: int  # uplinks sharing its load
+
+
+def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
+    """Switches outside the systems and cabled links that the job's traffic can cross."""
     nodes, links, catalog = fabric.nodes, fabric.links, fabric.catalog
     level = nodes["tier"].astype(str).map(TIER_LEVEL).to_numpy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
@@ -178,7 +187,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[tuple[Any, ...]]:
         needed = reach
     cables = links["cables"].to_numpy()
     up_cables = np.bincount(src[upward], weights=cables[upward], minlength=len(nodes))
-    up_switches = np.bincount(src[upward], minlength=len(nodes))
+    up_neighbours = np.bincount(src[upward], minlength=len(nodes))
     footprint_up = upward & needed[src]
     below = np.full(len(nodes), -1)  # a part in the footprint below each node
     below[dst[footprint_up]] = src[footprint_up]
@@ -196,13 +205,13 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[tuple[Any, ...]]:
     names = nodes["name"].to_numpy()
     switches = np.flatnonzero(needed & (system < 0) & np.isin(kind, ("switch",
                                                                        "scaleup_switch")))
-    parts: list[tuple[Any, ...]] = []
+    parts: list[_Part] = []
     for (model, tier, single), (count, first) in _grouped(
             switches, nodes["model"].astype(str).to_numpy(),
             nodes["tier"].astype(str).to_numpy(), critical, np.ones(len(nodes))).items():
         part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
-        parts.append((part, model, tier, count, single, (), str(names[first]), 1,
-                      _alternatives(first, below, up_switches)))
+        parts.append(_Part(part, model, tier, count, single, (), str(names[first]), 1,
+                           _alternatives(first, below, up_neighbours)))
     # Links: each physical link once (upward, or the lower-numbered end of a peer link).
     # One is a single point of failure when it is the only uplink cable of a part that
     # must not be cut off, or when both ends sit in one system (cabled inside a rack).
@@ -216,20 +225,20 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[tuple[Any, ...]]:
             cables).items():
         form = catalog.get(optic_id, Optic).form
         per_link = 2 if form in MODULE_FORMS else 1
-        parts.append(("optic", optic_id, f"{tier} link", count * per_link, single, (form,),
-                      f"{names[src[first]]} -- {names[dst[first]]}", int(cables[first]),
-                      max(1, int(up_cables[src[first]]))))
+        parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
+                           (form,), f"{names[src[first]]} -- {names[dst[first]]}",
+                           int(cables[first]), max(1, int(up_cables[src[first]]))))
     return parts
 
 
-def _alternatives(switch: int, below: np.ndarray, up_switches: np.ndarray) -> int:
+def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> int:
     """Switches that share the load of ``switch``: the uplinks of the first part below it
     with more than one (a spine with a single core uplink passes its load to its leaves,
     which spread it over their other spines)."""
     node = below[switch]
-    while node >= 0 and up_switches[node] == 1 and below[node] >= 0:
+    while node >= 0 and up_neighbours[node] == 1 and below[node] >= 0:
         node = below[node]
-    return max(1, int(up_switches[node])) if node >= 0 else 1
+    return max(1, int(up_neighbours[node])) if node >= 0 else 1
 
 
 def _grouped(rows: np.ndarray, model: np.ndarray, tier: np.ndarray, single: np.ndarray,
