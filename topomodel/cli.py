@@ -180,6 +180,46 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
     return fabric, model, layout, assumptions
 
 
+def _cmd_review(args: argparse.Namespace) -> Report:
+    from topomodel.review import collect_review
+    from topomodel.review_render import write_review
+    from topomodel.units import parse
+
+    sizes = [parse(text, "size") for text in args.size]
+    if any(size <= 0 for size in sizes):
+        raise _usage("--size must be greater than zero")
+    if args.model:
+        fabric, model, layout, assumptions = _step_inputs(args, args.design)
+        timing = assumptions.time
+    else:  # the fabric only: the same what-ifs as step, without the model
+        from topomodel.build import build_fabric, with_failures
+        from topomodel.design import load_design
+        from topomodel.studies import scale_scaleout
+        from topomodel.timing import TimeModel
+
+        design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+        fabric = build_fabric(design, catalog)
+        if args.fail:
+            fabric = with_failures(fabric, args.fail)
+        if args.scaleout_factor <= 0:
+            raise _usage("--scaleout-factor must be greater than zero")
+        if args.scaleout_factor != 1.0:
+            fabric = scale_scaleout(fabric, args.scaleout_factor)
+        model = layout = assumptions = None
+        timing = TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency))
+    review = collect_review(fabric, model=model, layout=layout, assumptions=assumptions,
+                            time_model=timing, routing=args.routing,
+                            sizes_bytes=sizes or None, failed=args.fail)
+    try:
+        files = write_review(review, args.output)
+    except OSError as exc:
+        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    rows = [*review.headline, {"item": "report", "value": str(files[0])}]
+    data = {"directory": args.output, "files": [str(f) for f in files],
+            "summary": review.data["summary"]}
+    return Report("review", data, [Table(review.title, rows)], review.warnings)
+
+
 def _cmd_step(args: argparse.Namespace) -> Report:
     from topomodel.output import Table
     from topomodel.step import step_report, step_time
@@ -338,11 +378,62 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
                         "scaling_efficiency": p.efficiency, "mfu": p.result.mfu,
                         "comm_share": p.result.comm_share} for p in points]}
     if args.plot:
-        from topomodel.plots import plot_scaling
+        from topomodel.draw import figure_format, save_figure, scaling_figure
 
-        plot_scaling(points, args.plot, title=f"{design.name or args.design}: {model.id}")
+        figure_format(args.plot)
+        save_figure(scaling_figure(points, title=f"{design.name or args.design}: {model.id}"),
+                    args.plot)
         data["plot"] = args.plot
     return Report("scale", data, [Table("Scaling", rows)])
+
+
+def _cmd_draw(args: argparse.Namespace) -> Report:
+    from topomodel.build import build_fabric
+    from topomodel.design import load_design
+    from topomodel.draw import (
+        figure_format,
+        resolve_detail,
+        save_figure,
+        tier_utilisation_figure,
+        topology_figure,
+    )
+    from topomodel.units import format_si, format_size, parse
+
+    figure_format(args.output)  # a bad suffix fails before any work
+    if args.what == "tiers" and not args.route:
+        raise _usage("--what tiers needs a load: add --route COLLECTIVE --size SIZE")
+    if args.route and not args.size:
+        raise _usage("--route needs --size, e.g. --size '1 GiB'")
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    fabric = build_fabric(design, catalog)
+    name = design.name or args.design
+    data: dict[str, Any] = {"design": name, "file": args.output, "what": args.what}
+    utilisation, title, tiers = None, args.title, []
+    if args.route:
+        from topomodel.route_report import route_report, run_collective
+
+        run = run_collective(fabric, args.route.lower().replace("_", "").replace("-", ""),
+                             parse(args.size, "size"), args.group or ["all"],
+                             algorithm=args.algorithm, routing=args.routing)
+        utilisation = run.timing.link_busy_s / (run.time_s or 1.0)
+        title = title or (f"{name}: {run.collective} ({run.algorithm}) of"
+                          f" {format_size(run.size_bytes)}, {format_si(run.time_s, 's')}")
+        data.update(collective=run.collective, algorithm=run.algorithm,
+                    size_bytes=run.size_bytes, time_s=run.time_s,
+                    peak_utilization=float(utilisation.max(initial=0.0)))
+        if args.what == "tiers":
+            tiers = route_report(fabric, run, routing=args.routing).data["tiers"]
+    if args.what == "tiers":
+        figure = tier_utilisation_figure(tiers, title=title)
+    else:
+        data["detail"] = resolve_detail(fabric, args.detail)
+        figure = topology_figure(fabric, link_utilisation=utilisation, detail=args.detail,
+                                 title=title)
+    try:
+        path = save_figure(figure, args.output)
+    except OSError as exc:
+        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    return Report("draw", data, text=f"wrote {path}")
 
 
 def _accelerators(design: Any, catalog: Any) -> int:
@@ -580,6 +671,27 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(route)
     route.set_defaults(run=_cmd_route)
 
+    review = verbs.add_parser(
+        "review", help="the design-review report: HTML, Markdown and JSON with diagrams",
+        description="Write a design review of a design into a directory: report.html (one"
+        " self-contained page that opens offline), report.md with figures/*.png, and"
+        " report.json. It has the headline numbers, warnings, topology diagram and tiers,"
+        " bisection, collectives on the design's natural groups with hotspots, the"
+        " training step and its four walls (with --model), bill of materials, power,"
+        " optics, every assumption and the provenance of every input figure.")
+    review.add_argument("design", help="design file (YAML)")
+    review.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="directory for the report (created or updated)")
+    review.add_argument("--size", action="append", default=[], metavar="SIZE",
+                        help="collective size with a unit (repeatable; default 1 MiB,"
+                        " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
+    _step_args(review)
+    for action in review._actions:
+        if action.dest == "model":
+            action.required = False
+            action.help = "model id from the catalog (optional: adds the training step)"
+    review.set_defaults(run=_cmd_review)
+
     step = verbs.add_parser(
         "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
         description="Model one training step of a model with a parallel layout on the"
@@ -629,16 +741,50 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG or SVG)")
     scale.set_defaults(run=_cmd_scale)
 
+    draw = verbs.add_parser(
+        "draw", help="draw the topology (PNG or SVG); with --route, link load as colour",
+        description="Draw a design's tiered topology to a PNG or SVG file (by the"
+        " suffix): node by node for small fabrics, one box per tier and group of"
+        " scale-up domains for large ones, link bundles labelled cables x rate. With"
+        " --route, run one collective and colour the links by utilisation; --what tiers"
+        " draws its per-tier utilisation bars instead.")
+    draw.add_argument("design", help="design file (YAML)")
+    draw.add_argument("-o", "--output", required=True, metavar="FILE",
+                      help="image file ending in .png or .svg")
+    draw.add_argument("--what", default="topology", choices=["topology", "tiers"],
+                      help="topology diagram (default) or per-tier utilisation bars"
+                      " (needs --route)")
+    draw.add_argument("--detail", default="auto", choices=["auto", "full", "aggregate"],
+                      help="node by node, aggregated, or auto by size (default)")
+    draw.add_argument("--route", metavar="COLLECTIVE",
+                      help="run this collective (allreduce, allgather, reducescatter,"
+                      " alltoall, ...) and colour links by its load")
+    draw.add_argument("--size", help="message size of --route with a unit (e.g. '1 GiB')")
+    draw.add_argument("--group", action="append", metavar="SPEC",
+                      help="communicators of --route: all (default), domain, system, rail,"
+                      " block:N, stride:K, A-B (repeatable)")
+    draw.add_argument("--algorithm", default="auto", help="algorithm of --route (default auto)")
+    draw.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                      help="routing policy of --route (default ecmp)")
+    draw.add_argument("--title", help="figure title (default: design name and load)")
+    _catalog_args(draw)
+    _format_arg(draw)
+    draw.set_defaults(run=_cmd_draw)
+
     export = verbs.add_parser(
-        "export", help="write the fabric as GraphML, node-link JSON or CSV tables",
+        "export", help="write the fabric as a graph, tables, or ASTRA-sim/Calculon input",
         description="Build a design's fabric and export it for other tools: GraphML or"
         " node-link JSON (one arc per link direction, attributes with units in their"
-        " names), or nodes.csv and links.csv in a directory.")
+        " names); nodes and links tables as CSV or Parquet in a directory; an ASTRA-sim"
+        " analytical network (YAML; its GB/s is 2^30 bytes/s) or a Calculon system file"
+        " (JSON). See docs/exports.md for the schema and what each approximates.")
     export.add_argument("design", help="design file (YAML)")
-    export.add_argument("--to", required=True, choices=["graphml", "json", "csv"],
+    export.add_argument("--to", required=True,
+                        choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon"],
                         help="export format")
     export.add_argument("-o", "--output", required=True, metavar="PATH",
-                        help="output file (graphml, json) or directory (csv)")
+                        help="output file (graphml, json, astra-sim, calculon) or directory"
+                        " (csv, parquet)")
     _catalog_args(export)
     _format_arg(export)
     export.set_defaults(run=_cmd_export)
