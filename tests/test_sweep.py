@@ -1,0 +1,573 @@
+"""Sweeps: expansion counted in closed form, errors located, points that match the step
+model, failing points, resume after real interruptions, local pool and Dask agreeing."""
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import TOY_CATALOG, toy_switch
+
+from topomodel.bom import bill_of_materials, power_summary
+from topomodel.build import build_fabric
+from topomodel.catalog import Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.errors import UsageError
+from topomodel.pareto import pareto_mask
+from topomodel.step import Layout, StepAssumptions, step_time
+from topomodel.studies import scale_scaleout
+from topomodel.sweep import (
+    SweepError,
+    apply_overrides,
+    evaluate_point,
+    journal_path,
+    load_sweep,
+    run_sweep,
+    sweep_report,
+)
+from topomodel.timing import TimeModel
+from topomodel.units import parse
+
+DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
+
+# 3 oversubscriptions x (tp 1, 2, 3) x (2 zipped micro-batch / dp-mode pairs) = 18 points,
+# 3 designs; tp=3 does not divide toy-dense's 16 heads, so 6 points fail.
+SWEEP = """\
+name: toy
+design: design.yaml
+catalogs: [toy.yaml]
+fixed:
+  model: toy-dense
+  global_batch: 64
+parameters:
+  design.scaleout.oversubscription[0]: {start: 1, stop: 3, step: 1, format: "{}:1"}
+  tp: [1, 2, 3]
+  zip:
+    micro_batch: [1, 2]
+    dp_mode: [allreduce, zero]
+constraints:
+  - comm_share <= 0.5
+  - memory_bytes < "1 GB"
+"""
+
+
+@pytest.fixture
+def place(tmp_path):
+    """Write the toy catalog and design; return a writer of sweep files beside them."""
+    (tmp_path / "toy.yaml").write_text(
+        TOY_CATALOG + "".join(toy_switch(k) for k in (4, 6, 8, 12, 16)))
+    (tmp_path / "design.yaml").write_text(DESIGN)
+
+    def write(text=SWEEP, name="sweep.yaml"):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def frame_of(outcome):
+    return outcome.frame.drop(columns=["elapsed_s"])
+
+
+# Expansion --------------------------------------------------------------------------------
+
+
+def test_ranges_lists_products_zips_and_blocks_count_in_closed_form(place):
+    path = place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed: {model: toy-dense}
+        parameters:
+          - tp: {start: 1, stop: 8, factor: 2}          # 1 2 4 8
+            pp: {start: 1, stop: 6, step: 2}            # 1 3 5 (6 is off the grid)
+            compute_efficiency: {start: 0.4, stop: 0.7, num: 4}
+            zip:
+              - {micro_batch: [1, 2, 4], dp_mode: [zero, allreduce, zero]}
+              - {overlap.dp: [0.5, 0.9], overlap.tp: [0.0, 0.1]}
+          - scaleout_factor: {start: 2, stop: 0.5, step: -0.5}   # 2 1.5 1 0.5
+            design.scaleout.oversubscription: [["1:1"], ["2:1"]]
+        """)
+    sweep = load_sweep(path)
+    assert [b.count for b in sweep.blocks] == [4 * 3 * 4 * 3 * 2, 4 * 2]
+    assert sweep.expanded == len(sweep.points) + sweep.duplicates == 4 * 3 * 4 * 3 * 2 + 8
+    assert sweep.duplicates == 0  # block 2 leaves tp, pp at their defaults: new points
+    first = sweep.blocks[0].axes
+    assert [v for (v,) in first[0].values] == [1, 2, 4, 8]
+    assert [v for (v,) in first[1].values] == [1, 3, 5]
+    assert [v for (v,) in first[2].values] == [0.4, 0.5, 0.6, 0.7]
+    assert first[3].keys == ("micro_batch", "dp_mode") and len(first[3].values) == 3
+    assert [v for (v,) in sweep.blocks[1].axes[0].values] == [2.0, 1.5, 1.0, 0.5]
+    # the first axis varies slowest, the last fastest
+    assert [p["tp"] for p in sweep.points[:3]] == [1, 1, 1]
+    assert [p["overlap.dp"] for p in sweep.points[:3]] == [0.5, 0.9, 0.5]
+    assert sweep.column_types["design.scaleout.oversubscription"] == "json"
+    assert sweep.column_types["scaleout_factor"] == "float"
+
+
+def test_duplicates_run_once_and_defaults_do_not_change_keys(place):
+    sweep = load_sweep(place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed: {model: toy-dense}
+        parameters:
+          - {tp: [1, 2], pp: [1, 2]}
+          - {tp: [2, 4]}
+        """))
+    assert sweep.expanded == 6 and len(sweep.points) == 5 and sweep.duplicates == 1
+    explicit = load_sweep(place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed: {model: toy-dense, pp: 1, scaleout_factor: 1.0, design.systems: 8}
+        parameters: {tp: [1, 2]}
+        """, "b.yaml"))
+    assert explicit.keys == sweep.keys[::2][:2]  # tp 1 and 2 at pp 1: the same points
+
+
+def test_keys_change_with_the_base_design(place, tmp_path):
+    first = load_sweep(place()).keys
+    assert load_sweep(place()).keys == first
+    (tmp_path / "design.yaml").write_text(DESIGN + "layout:\n  rack_cable: \"3 m\"\n")
+    assert not set(load_sweep(place()).keys) & set(first)
+
+
+def test_apply_overrides():
+    base = {"system": "x", "accelerators": 64, "scaleout": {"switch": "s",
+                                                             "oversubscription": ["1:1"]}}
+    out = apply_overrides(base, {"design.systems": 2,
+                                 "design.scaleout.oversubscription[1]": "7:1",
+                                 "design.scaleout.oversubscription": ["2:1"],
+                                 "design.layout.rack_cable": "3 m"})
+    assert out == {"system": "x", "systems": 2, "layout": {"rack_cable": "3 m"},
+                   "scaleout": {"switch": "s", "oversubscription": ["2:1", "7:1"]}}
+    assert base["accelerators"] == 64  # not mutated
+    with pytest.raises(ValueError, match="index 3 is past the end"):
+        apply_overrides(base, {"design.scaleout.oversubscription[3]": "2:1"})
+    with pytest.raises(ValueError, match="system is not a mapping"):
+        apply_overrides(base, {"design.system.x": 1})
+
+
+def test_examples_load_and_count_as_their_comments_say():
+    counts = {"b200-16k-fabric": (96, 96, 12), "dgx-h100-layouts": (100, 99, 1),
+              "llama3-24k-aggregation": (8, 8, 4)}
+    for name, (expanded, points, designs) in counts.items():
+        sweep = load_sweep(f"examples/sweeps/{name}.yaml")
+        assert (sweep.expanded, len(sweep.points)) == (expanded, points), name
+        built = {json.dumps({k: v for k, v in p.items() if k.startswith("design.")},
+                            sort_keys=True) for p in sweep.points}
+        assert len(built) == designs, name
+    assert load_sweep("examples/sweeps/b200-16k-fabric.yaml").points[0][
+        "design.scaleout.oversubscription[0]"] == "1:1"
+
+
+# Errors ------------------------------------------------------------------------------
+
+
+HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    ("parameters:\n  tpp: [1]\n",
+     "sweep.yaml:5: parameters.tpp: unknown parameter: a step option (tp, pp, micro_batch,"
+     " ...), overlap.KIND, efficiency.TIER or design.KEY.PATH; did you mean 'tp'?"),
+    ("parameters:\n  tp: {start: 4, stop: 1, step: 1}\n",
+     "sweep.yaml:5: parameters.tp: an empty range: from 4 to 1 in steps of 1"),
+    ("parameters:\n  tp: []\n", "sweep.yaml:5: parameters.tp: an empty list"),
+    ("parameters:\n  tp: {start: 1, stop: 4}\n",
+     "sweep.yaml:5: parameters.tp: a range needs exactly one of step, num or factor"),
+    ("parameters:\n  tp: {start: 1, stop: 4, stepp: 1}\n",
+     "sweep.yaml:5: parameters.tp.stepp: unknown range key; did you mean 'step'?"),
+    ("parameters:\n  tp: [1, 2.5]\n",
+     "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a number (2.5)"),
+    ("parameters:\n  zip:\n    tp: [1, 2]\n    pp: [1, 2, 4]\n",
+     "sweep.yaml:5: parameters.zip: zipped parameters need lists of the same length; got"
+     " tp: 2, pp: 3"),
+    ("parameters:\n  model: [toy-dense, toy-dens]\n",
+     "sweep.yaml:5: parameters.model[1]: unknown model id 'toy-dens'; did you mean"),
+    ("metrics: [step_time, mfu]\n",
+     "sweep.yaml:4: metrics[0]: unknown metric 'step_time'; did you mean 'step_time_s'?"),
+    ("constraints: ['comm_share <=']\n",
+     "sweep.yaml:4: constraints[0]: not an expression: invalid syntax"),
+    ("constraints: ['mfu > 0.3 and foo < 2']\n",
+     "sweep.yaml:4: constraints[0]: unknown name 'foo': a metric or a parameter"),
+    ("constraints: ['__import__(\"os\").getcwd()']\n",
+     "sweep.yaml:4: constraints[0]: call is not allowed in a constraint"),
+    ("constraints: ['memory_bytes < \"3 s\"']\n",
+     "sweep.yaml:4: constraints[0]: '3 s': is a time, not a size"),
+    ("parameters:\n  design.scaleout.tierz: [2]\n",
+     "sweep.yaml:5: parameters['design.scaleout.tierz'][0]: unknown key; did you mean"
+     " 'tiers'?"),
+    ("parameters:\n  design.scaleout.switch: [toy-switch-16, toy-swich-8]\n",
+     "sweep.yaml:5: parameters['design.scaleout.switch'][1]: unknown switch id"
+     " 'toy-swich-8'; did you mean 'toy-switch-8'?"),
+    ("parameters:\n  design.scaleout.port_rate: ['100 Gb/s']\n",
+     "a link bandwidth must say its direction"),
+    ("parameters:\n  design.catalogs: [[a.yaml]]\n",
+     "sweep.yaml:5: parameters['design.catalogs']: catalogs cannot vary within a sweep"),
+    ("parameters:\n  tp: [1, 2]\n  model: [toy-dense]\n",
+     "sweep.yaml:6: parameters.model: also set under fixed"),
+    ("pareto: [power_W, speed]\n",
+     "sweep.yaml:4: pareto: 'speed' is not a recorded metric"),
+    ("dask: {schedular: tcp://x:1}\n", "sweep.yaml:4: dask.schedular: unknown key"),
+    ("parametres:\n  tp: [1]\n",
+     "sweep.yaml:4: parametres: unknown key; did you mean 'parameters'?"),
+])
+def test_bad_sweep_files_are_one_located_line_each_and_write_nothing(
+        place, capsys, tmp_path, body, problem):
+    path = place(HEAD + body)
+    with pytest.raises(SweepError) as caught:
+        load_sweep(path)
+    assert any(str(p).startswith(f"{tmp_path}/") and problem in str(p)
+               for p in caught.value.problems), caught.value
+    out = tmp_path / "results.parquet"
+    assert main(["sweep", str(path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("topomodel: error: ") and problem in err
+    assert not out.exists() and not journal_path(out).exists()
+
+
+def test_every_problem_is_reported_at_once(place):
+    path = place(HEAD + "parameters:\n  tpp: [1]\n  pp: []\nmetrics: [mfoo]\n")
+    with pytest.raises(SweepError) as caught:
+        load_sweep(path)
+    assert len(caught.value.problems) == 3
+
+
+def test_missing_design_and_model(place):
+    with pytest.raises(SweepError, match=r"sweep.yaml:1: design: no such file: .*nope.yaml"):
+        load_sweep(place("design: nope.yaml\n"))
+    with pytest.raises(SweepError, match=r"no model: set fixed\.model"):
+        load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\nparameters: {tp: [1]}\n"))
+
+
+def test_cli_refuses_bad_options_before_running(place, capsys, tmp_path):
+    path = place()
+    out = tmp_path / "r.csv"
+    for argv, message in [
+            (["--results-format", "parquet"], "a .csv file cannot hold parquet results"),
+            (["--pareto", "power_W", "speed"], "'speed' is not a recorded metric"),
+            (["--pareto", "tp", "mfu"], "tp has no natural direction: write tp:min or tp:max"),
+            (["--plot", "x.png"], "--plot draws the Pareto front"),
+            (["--pareto", "power_W", "mfu", "--plot", "x.gif"], "a .png, .svg or .pdf file"),
+            (["--workers", "0"], "--workers must be at least 1"),
+            (["--resume", "--overwrite"], "pick one")]:
+        assert main(["sweep", str(path), "-o", str(out), *argv]) == 2, argv
+        assert message in capsys.readouterr().err
+        assert not out.exists() and not journal_path(out).exists()
+
+
+# Points -------------------------------------------------------------------------------
+
+
+def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
+    """The sweep's point equals the step model called by hand with the same settings."""
+    path = place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed:
+          model: toy-moe
+          tp: 2
+          pp: 2
+          ep: 2
+          global_batch: 32
+          micro_batch: 2
+          dp_mode: zero
+          overlap.dp: 0.5
+          efficiency.leaf: 0.9
+          compute_efficiency: 0.5
+          bucket: "10 MB"
+          scaleout_factor: 2
+          design.scaleout.oversubscription: ["3:1"]
+        """)
+    sweep = load_sweep(path)
+    outcome = run_sweep(sweep, tmp_path / "r.parquet", workers=1, progress=False)
+    row = outcome.frame.iloc[0]
+    assert row["error"] is None or pd.isna(row["error"])
+    design, catalog = load_design(tmp_path / "design.yaml",
+                                  extra_catalogs=[tmp_path / "toy.yaml"])
+    built = build_fabric(replace(design, scaleout=replace(design.scaleout,
+                                                           oversubscription=(3.0,))), catalog)
+    fabric = scale_scaleout(built, 2.0)
+    base = StepAssumptions()
+    assumptions = replace(base, overlap={**base.overlap, "dp": 0.5}, compute_efficiency=0.5,
+                          dp_bucket_bytes=parse("10 MB", "size"),
+                          time=TimeModel(efficiency={"leaf": 0.9}))
+    layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, dp_mode="zero")
+    expected = step_time(fabric, catalog.get("toy-moe", Model), layout, assumptions)
+    assert row["step_time_s"] == expected.step_time_s
+    assert row["mfu"] == expected.mfu and row["comm_share"] == expected.comm_share
+    assert row["topology_wall_s"] == expected.walls["topology_s"]
+    assert row["dp_used"] == 8 and row["global_batch_used"] == 32 and row["world"] == 32
+    bom = bill_of_materials(built)
+    assert row["power_W"] == power_summary(bom, 32).total_W
+    assert row["switches"] == sum(line.count for line in bom if line.category == "switch")
+    assert row["feasible"]
+
+
+def test_failing_points_record_their_error_and_the_sweep_goes_on(place, tmp_path):
+    outcome = run_sweep(load_sweep(place()), tmp_path / "r.parquet", workers=1,
+                        progress=False)
+    frame = outcome.frame
+    assert len(frame) == 18 and outcome.ran == 18
+    failed = frame[frame["error"].notna()]
+    assert set(failed["tp"]) == {3} and len(failed) == 6
+    assert failed["error"].str.contains("tp=3 must divide the 16 heads").all()
+    assert failed["step_time_s"].isna().all() and not failed["feasible"].any()
+    ok = frame[frame["error"].isna()]
+    assert ok["step_time_s"].gt(0).all()
+    assert (ok["feasible"] == ((ok["comm_share"] <= 0.5) & (ok["memory_bytes"] < 1e9))).all()
+    assert list(frame["point"]) == list(range(18))
+    assert not journal_path(tmp_path / "r.parquet").exists()
+    on_disk = pd.read_parquet(tmp_path / "r.parquet")
+    assert on_disk.drop(columns="elapsed_s").equals(frame.drop(columns="elapsed_s"))
+
+
+def test_constraints_mark_points_infeasible(place, tmp_path):
+    path = place(SWEEP.replace("  - comm_share <= 0.5\n", "  - comm_share <= 0.01\n"))
+    frame = run_sweep(load_sweep(path), tmp_path / "r.csv", workers=1, progress=False).frame
+    ok = frame[frame["error"].isna()]
+    assert not ok["feasible"].any()
+    assert ok["violations"].str.contains("comm_share <= 0.01").all()
+
+
+# Interruptions and resume --------------------------------------------------------------
+
+
+def _interrupt_at(n, context, params, calls=[0]):  # noqa: B006 - a counter on purpose
+    calls[0] += 1
+    if calls[0] == n:
+        raise KeyboardInterrupt
+    return evaluate_point(context, params)
+
+
+def test_resume_after_ctrl_c_gives_the_uninterrupted_result(place, tmp_path):
+    sweep = load_sweep(place())
+    whole = run_sweep(sweep, tmp_path / "whole.parquet", workers=1, progress=False)
+    out = tmp_path / "cut.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, out, workers=1, progress=False,
+                  evaluate=functools.partial(_interrupt_at, 7, calls=[0]))
+    assert not out.exists()
+    journal = journal_path(out).read_text().splitlines()
+    assert len(journal) == 1 + 6  # the header and the six points finished before Ctrl-C
+    with pytest.raises(UsageError, match="add --resume to continue"):
+        run_sweep(sweep, out, workers=1, progress=False)
+    resumed = run_sweep(sweep, out, workers=1, progress=False, resume=True)
+    assert (resumed.resumed, resumed.ran) == (6, 12)
+    pd.testing.assert_frame_equal(frame_of(resumed), frame_of(whole))
+    again = run_sweep(sweep, out, workers=1, progress=False, resume=True)
+    assert again.ran == 0
+    pd.testing.assert_frame_equal(frame_of(again), frame_of(whole))
+
+
+KILLER = """\
+import os, signal, sys
+from topomodel.sweep import evaluate_point, load_sweep, run_sweep
+calls = 0
+def killer(context, params):
+    global calls
+    calls += 1
+    if calls == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return evaluate_point(context, params)
+run_sweep(load_sweep(sys.argv[1]), sys.argv[2], workers=1, progress=False, evaluate=killer)
+"""
+
+
+def test_a_killed_process_loses_no_finished_point(place, tmp_path):
+    sweep_file = place()
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    out = tmp_path / "killed.parquet"
+    run = subprocess.run([sys.executable, str(script), str(sweep_file), str(out), "11"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    assert not out.exists()
+    assert len(journal_path(out).read_text().splitlines()) == 1 + 10
+    # a torn last line (killed mid-write) is dropped, not misread
+    with journal_path(out).open("a") as journal:
+        journal.write('{"key": "00')
+    sweep = load_sweep(sweep_file)
+    resumed = run_sweep(sweep, out, workers=1, progress=False, resume=True)
+    assert (resumed.resumed, resumed.ran) == (10, 8)
+    whole = run_sweep(sweep, tmp_path / "whole.parquet", workers=1, progress=False)
+    pd.testing.assert_frame_equal(frame_of(resumed), frame_of(whole))
+
+
+OVERSUBSCRIPTION = "design.scaleout.oversubscription[0]"
+
+
+def _culprit(tp, micro_batch, oversubscription):
+    return (tp == 2) & (micro_batch == 2) & (oversubscription == "2:1")
+
+
+def _kill_worker(marker, always, context, params):
+    """Kill this worker process at one point: the first time, or every time."""
+    if _culprit(params["tp"], params["micro_batch"], params[OVERSUBSCRIPTION]):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            first = True
+        except FileExistsError:
+            first = False
+        if first or always:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return evaluate_point(context, params)
+
+
+def test_killed_workers_are_replaced_and_only_the_culprit_fails(place, tmp_path):
+    sweep = load_sweep(place(SWEEP.replace("stop: 3", "stop: 2")))  # 12 points
+    whole = run_sweep(sweep, tmp_path / "whole.parquet", workers=1, progress=False)
+    once = run_sweep(sweep, tmp_path / "once.parquet", workers=2, progress=False,
+                     evaluate=functools.partial(_kill_worker, str(tmp_path / "m1"), False))
+    pd.testing.assert_frame_equal(frame_of(once), frame_of(whole))
+    always = run_sweep(sweep, tmp_path / "always.parquet", workers=2, progress=False,
+                       evaluate=functools.partial(_kill_worker, str(tmp_path / "m2"), True))
+    frame = always.frame
+    died = frame["error"].fillna("").str.contains("worker process died")
+    culprits = _culprit(frame["tp"], frame["micro_batch"], frame[OVERSUBSCRIPTION])
+    assert (died == culprits).all() and culprits.sum() == 1
+    rest = frame_of(always)[~culprits]
+    pd.testing.assert_frame_equal(rest, frame_of(whole)[~culprits])
+
+
+def test_resume_a_longer_sweep_and_retry_failed(place, tmp_path):
+    out = tmp_path / "r.csv"
+    short = place(SWEEP.replace("tp: [1, 2, 3]", "tp: [1, 3]"))
+    first = run_sweep(load_sweep(short), out, workers=1, progress=False)
+    assert first.ran == 12 and out.exists()
+    longer = load_sweep(place())
+    grown = run_sweep(longer, out, workers=1, progress=False, resume=True)
+    assert (grown.resumed, grown.ran) == (12, 6)  # only the tp=2 points are new
+    retried = run_sweep(longer, out, workers=1, progress=False, resume=True,
+                        retry_failed=True)
+    assert retried.ran == 6  # the tp=3 points failed; they run again
+    whole = run_sweep(longer, tmp_path / "whole.csv", workers=1, progress=False)
+    pd.testing.assert_frame_equal(frame_of(retried), frame_of(whole))
+    assert pd.read_csv(out)["key"].tolist() == list(longer.keys)
+
+
+# Local pool and Dask --------------------------------------------------------------------
+
+
+def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    sweep = load_sweep(place())
+    alone = run_sweep(sweep, tmp_path / "alone.parquet", workers=1, progress=False)
+    pool = run_sweep(sweep, tmp_path / "pool.parquet", workers=2, progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        dask = run_sweep(sweep, tmp_path / "dask.parquet", progress=False,
+                         scheduler=cluster.scheduler_address)
+        # the sweep file's dask setting, through the CLI
+        in_file = place(SWEEP + f"dask: {{scheduler: '{cluster.scheduler_address}'}}\n",
+                        "on-dask.yaml")
+        out = tmp_path / "cli.csv"
+        assert main(["sweep", str(in_file), "-o", str(out), "--format", "json"]) == 0
+    assert dask.scheduler == cluster.scheduler_address
+    assert json.loads(capsys.readouterr().out)["computed"] == 18
+    pd.testing.assert_frame_equal(frame_of(pool), frame_of(alone))
+    pd.testing.assert_frame_equal(frame_of(dask), frame_of(alone))
+    from_cli = pd.read_csv(out).drop(columns="elapsed_s")
+    assert from_cli["step_time_s"].tolist() == pytest.approx(
+        frame_of(alone)["step_time_s"].tolist(), nan_ok=True, rel=1e-15)
+
+
+def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("topomodel.sweep.DASK_CONNECT_TIMEOUT", "1s")
+    sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                             "fixed: {model: toy-dense}\n"))
+    with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):
+        run_sweep(sweep, tmp_path / "r.parquet", progress=False,
+                  scheduler="tcp://127.0.0.1:1")
+
+
+# Reports and the CLI ----------------------------------------------------------------------
+
+
+def test_report_best_points_and_pareto_front(place, tmp_path):
+    outcome = run_sweep(load_sweep(place()), tmp_path / "r.parquet", workers=1,
+                        progress=False)
+    from topomodel.sweep import pareto_objectives
+
+    objectives = pareto_objectives(outcome.sweep, ["power_W", "+mfu"])
+    report = sweep_report(outcome, pareto=objectives, plot=str(tmp_path / "front.svg"))
+    frame = outcome.frame
+    usable = frame[frame["error"].isna() & frame["feasible"]]
+    best = {b["metric"]: b for b in report.data["best"]}
+    assert best["step_time_s"]["value"] == usable["step_time_s"].min()
+    assert best["mfu"]["value"] == usable["mfu"].max()
+    front = {p["key"] for p in report.data["pareto"]["points"]}
+    values = usable[["power_W", "mfu"]].to_numpy()
+    dominated = [any((o[0] <= v[0]) and (o[1] >= v[1]) and (o != v).any() for o in values)
+                 for v in values]
+    assert front == set(usable["key"][~np.array(dominated)])
+    assert front == set(usable["key"][pareto_mask(values, [False, True])])
+    assert (tmp_path / "front.svg").read_text().startswith("<?xml")
+    assert report.data["failed"] == 6
+
+
+def test_cli_sweep_json_dry_run_and_overwrite(place, capsys, tmp_path):
+    path = place()
+    out = tmp_path / "results.parquet"
+    plot = tmp_path / "front.png"
+    argv = ["sweep", str(path), "-o", str(out), "--workers", "1", "--pareto", "power_W",
+            "step_time_s", "--plot", str(plot), "--format", "json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "topomodel.sweep" and data["points"] == 18
+    assert data["computed"] == 18 and data["failed"] == 6
+    assert data["pareto"]["x"] == "power_W" and data["pareto"]["points"]
+    assert plot.read_bytes().startswith(b"\x89PNG") and out.exists()
+    assert main(argv) == 2
+    assert "exists: add --resume" in capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out)["computed"] == 0
+    assert main([*argv, "--overwrite"]) == 0
+    assert json.loads(capsys.readouterr().out)["computed"] == 18
+    assert main(["sweep", str(path), "--dry-run", "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["points"], plan["designs"], plan["blocks"]) == (18, 3, [18])
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    assert "distinct designs to build" in capsys.readouterr().out
+
+
+def test_cli_interrupt_keeps_the_journal_and_says_resume(place, capsys, tmp_path,
+                                                         monkeypatch):
+    import topomodel.sweep as sweep_module
+
+    original = sweep_module.run_sweep
+
+    def interrupted(*args, **kwargs):
+        return original(*args, **{**kwargs,
+                                  "evaluate": functools.partial(_interrupt_at, 3, calls=[0])})
+
+    monkeypatch.setattr(sweep_module, "run_sweep", interrupted)
+    out = tmp_path / "r.parquet"
+    with pytest.raises(SystemExit) as caught:
+        main(["sweep", str(place()), "-o", str(out), "--workers", "1"])
+    assert caught.value.code == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "--resume" in err
+    assert len(journal_path(out).read_text().splitlines()) == 1 + 2
+
+
+def test_two_sweeps_cannot_write_the_same_results(place, tmp_path):
+    import fcntl
+
+    sweep = load_sweep(place())
+    out = tmp_path / "r.parquet"
+    journal_path(out).write_text("")
+    with journal_path(out).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running sweep holds it
+        with pytest.raises(UsageError, match="another sweep is writing these results"):
+            run_sweep(sweep, out, workers=1, progress=False, resume=True)
+    assert not out.exists()
