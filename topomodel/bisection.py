@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 
 MAX_FLOW_NODE_LIMIT = 20_000
 """Largest fabric (nodes) on which the exact max-flow check runs by default."""
@@ -157,7 +157,7 @@ def injection_Bps(fabric: Fabric) -> float:
     domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
     if len(np.unique(domain[domain >= 0])) >= 2:
         return float(scaleout / n)
-    kind = fabric.nodes["kind"].to_numpy()
+    kind = labels(fabric.nodes["kind"])
     up = (kind[links["src"].to_numpy()] == "accelerator") & (links["tier"] == "scaleup").to_numpy()
     return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / n)
 

@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 
 from topomodel.catalog import Accelerator, Nic, Optic, ScaleupSwitch, Switch
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 
 CABLE_FORMS = ("dac", "acc", "aec", "aoc")
 
@@ -50,7 +50,7 @@ def bill_of_materials(fabric: Fabric) -> list[BomLine]:
                              None if power is None else power * int(count), None,
                              entry.provenance_of("power")))
     links = fabric.links
-    cabled = links["optic"].astype(str).to_numpy() != ""
+    cabled = labels(links["optic"]) != ""
     per_optic = links[cabled].groupby("optic", observed=True)["cables"].sum() // 2
     for optic_id, count in sorted(per_optic.items()):
         optic = catalog.get(str(optic_id), Optic)

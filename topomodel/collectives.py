@@ -101,7 +101,7 @@ import numpy as np
 import pandas as pd
 
 from topomodel.errors import TopomodelError
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 from topomodel.traffic import Phase, Traffic
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
@@ -635,7 +635,7 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray],
             raise CollectiveError(f"in-network reduction does not apply to group {name!r}:"
                                   f" {why_a}, and {reason}")
         parts.append(flows)
-        tiers = nodes["tier"].astype(str).to_numpy()[roots]
+        tiers = labels(nodes["tier"])[roots]
         counts = ", ".join(f"{c} at {t}" for t, c in zip(*np.unique(tiers, return_counts=True),
                                                           strict=True))
         notes.append(f"innetwork: {len(b_groups)} group(s) reduce in scale-out switches (SHARP);"

@@ -34,7 +34,7 @@ import numpy as np
 
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 
 SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
@@ -147,8 +147,8 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
         add(component, system.accelerator, "system", world, True)
     add("host", system.id, "system", len(job_systems) * system.hosts, True)
     in_job = np.isin(node_system, job_systems)
-    kind = nodes["kind"].astype(str).to_numpy()
-    model = nodes["model"].astype(str).to_numpy()
+    kind = labels(nodes["kind"])
+    model = labels(nodes["model"])
     for part in ("nic", "scaleup_switch"):
         for name, count in zip(*np.unique(model[in_job & (kind == part)], return_counts=True),
                                strict=True):
@@ -174,7 +174,8 @@ class _Part(NamedTuple):
 def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     """Switches outside the systems and cabled links that the job's traffic can cross."""
     nodes, links, catalog = fabric.nodes, fabric.links, fabric.catalog
-    level = nodes["tier"].astype(str).map(TIER_LEVEL).to_numpy()
+    level = np.array([TIER_LEVEL[t] for t in nodes["tier"].cat.categories])[
+        nodes["tier"].cat.codes.to_numpy()]
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     alive = ~links["failed"].to_numpy()
     upward = (level[src] < level[dst]) & alive
@@ -194,7 +195,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     # Cut off from above, a NIC of the job stops it; so does any part that is the only
     # way up for such a part. A switch is a single point of failure when a part that must
     # not be cut off has all its uplinks to it (bottom up, level by level).
-    kind = nodes["kind"].astype(str).to_numpy()
+    kind = labels(nodes["kind"])
     must_reach = in_job & (kind == "nic")
     sole_uplink = footprint_up & (cables == up_cables[src])
     for lower in sorted(set(TIER_LEVEL.values())):
@@ -207,8 +208,8 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
                                                                        "scaleup_switch")))
     parts: list[_Part] = []
     for (model, tier, single), (count, first) in _grouped(
-            switches, nodes["model"].astype(str).to_numpy(),
-            nodes["tier"].astype(str).to_numpy(), critical, np.ones(len(nodes))).items():
+            switches, labels(nodes["model"]),
+            labels(nodes["tier"]), critical, np.ones(len(nodes))).items():
         part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
         parts.append(_Part(part, model, tier, count, single, (), str(names[first]), 1,
                            _alternatives(first, below, up_neighbours)))
@@ -216,12 +217,12 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     # One is a single point of failure when it is the only uplink cable of a part that
     # must not be cut off, or when both ends sit in one system (cabled inside a rack).
     peer = (level[src] == level[dst]) & (src < dst) & alive & needed[src] & needed[dst]
-    optic = links["optic"].astype(str).to_numpy()
+    optic = labels(links["optic"])
     cabled = np.flatnonzero((footprint_up | peer) & (optic != ""))
     single_link = (upward & must_reach[src] & (up_cables[src] == 1)) | (
         (system[src] >= 0) & (system[src] == system[dst]))
     for (optic_id, tier, single), (count, first) in _grouped(
-            cabled, optic, links["tier"].astype(str).to_numpy(), single_link,
+            cabled, optic, labels(links["tier"]), single_link,
             cables).items():
         form = catalog.get(optic_id, Optic).form
         per_link = 2 if form in MODULE_FORMS else 1

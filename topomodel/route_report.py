@@ -29,7 +29,7 @@ import numpy as np
 
 from topomodel.bisection import closed_form, halves
 from topomodel.collectives import ALGORITHMS, busbw_factor, collective_traffic
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 from topomodel.groups import parse_groups
 from topomodel.output import Report, Table
 from topomodel.timing import TimeModel, TrafficTime, tier_efficiency, time_traffic
@@ -243,7 +243,7 @@ def _hotspots(fabric: Fabric, run: CollectiveRun, top: int) -> list[dict[str, An
     names = fabric.nodes["name"].to_numpy()
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    tier = links["tier"].astype(str).to_numpy()
+    tier = labels(links["tier"])
     total = timing.time_s or 1.0
     return [{"link": f"{names[src[r]]} -> {names[dst[r]]}", "tier": tier[r],
              "bytes": float(timing.link_bytes[r]), "utilization": float(busy[r] / total),

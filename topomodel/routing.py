@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 from topomodel.traffic import Phase
 
 T = TypeVar("T")
@@ -294,9 +294,9 @@ class _Clos:
         nodes, links = fabric.nodes, fabric.links
         src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
         cables = links["cables"].to_numpy()
-        tier = links["tier"].astype(str).to_numpy()
-        node_tier = nodes["tier"].astype(str).to_numpy()
-        kind = nodes["kind"].astype(str).to_numpy()
+        tier = labels(links["tier"])
+        node_tier = labels(nodes["tier"])
+        kind = labels(nodes["kind"])
         n = len(nodes)
         self.n_links = len(links)
         self.src, self.dst, self.cables = src, dst, cables

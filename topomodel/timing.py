@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from topomodel.catalog import ScaleupLink
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels
 from topomodel.routing import Routed, route
 from topomodel.traffic import Phase, Traffic
 
@@ -163,7 +163,7 @@ def _injection(fabric: Fabric, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     links = fabric.links
     n = len(fabric.nodes)
     src = links["src"].to_numpy()
-    tier = links["tier"].astype(str).to_numpy()
+    tier = labels(links["tier"])
     cap = links["capacity_Bps"].to_numpy() * eff
     is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()[src]
     up = np.bincount(src, weights=np.where(is_acc & (tier == "scaleup"), cap, 0.0),
@@ -181,7 +181,7 @@ def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) 
     """Per-step time on a non-blocking fabric with the same injection bandwidth."""
     up, out = injection
     domain = fabric.nodes["domain"].to_numpy()
-    kind = fabric.nodes["kind"].to_numpy()
+    kind = labels(fabric.nodes["kind"])
     local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
         kind[ph.src] == "scaleup_switch") | (kind[ph.dst] == "scaleup_switch")
     worst = 0.0
