@@ -165,13 +165,21 @@ def test_route_errors(capsys, argv, message):
 
 def test_step_json_schema(capsys):
     status, out, _ = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
-                         "--dp", "127", "--format", "json")
+                         "--dp", "127", "--format", "json", "--no-goodput")
     assert status == 0
     data = json.loads(out)
     for key in ("step_time_s", "compute_s", "exposed_comm_s", "wait_s", "bubble_s", "mfu",
                 "tokens_per_s"):
         assert key in data
     assert set(data["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
+
+
+def test_step_global_batch_is_the_whole_step_when_dp_fills_the_fabric(capsys):
+    status, out, _ = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
+                         "--global-batch", "1016", "--format", "json", "--no-goodput")
+    assert status == 0
+    layout = json.loads(out)["layout"]
+    assert (layout["dp"], layout["global_batch"]) == (127, 1016)
 
 
 def test_step_errors(capsys):

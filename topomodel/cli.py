@@ -162,8 +162,9 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
                     seq=args.seq, sequence_parallel=not args.no_sequence_parallel,
                     dp_mode=args.dp_mode, interleave=args.interleave,
                     recompute=args.recompute, order=args.order)
-    if not args.dp:  # fill the fabric
-        layout = layout_for(fabric.accelerator_count, layout)
+    if not args.dp:  # fill the fabric; --global-batch stays the whole step's
+        layout = replace(layout_for(fabric.accelerator_count, layout),
+                         global_batch=args.global_batch)
     base = StepAssumptions()
     overlap = dict(base.overlap)
     for text in args.overlap:
