@@ -1,9 +1,18 @@
 import json
+import math
+import sys
 
 import networkx as nx
 import pandas as pd
+import pytest
+import yaml
 
+from topomodel.build import build_fabric
 from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.export import ASTRA_GB_BYTES, calculon_system, export_fabric, network_levels
+from topomodel.fabric import PROPAGATION_S_PER_M
+from topomodel.timing import DEFAULT_HOP_LATENCY_S, PER_MESSAGE_OVERHEAD_S, TimeModel
 
 
 def test_exports_round_trip(capsys, tmp_path):
@@ -30,3 +39,186 @@ def test_export_to_an_unwritable_place_is_a_clean_error(capsys, tmp_path):
                    str(blocker / "sub" / "f.graphml")])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("topomodel: error: ") and "cannot write" in err
+
+
+# --- formats for other tools ------------------------------------------------------
+
+
+GiB = 2**30
+
+
+def _fabric(path):
+    design, catalog = load_design(path)
+    return build_fabric(design, catalog)
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    return _fabric("examples/dgx-h100-superpod.yaml")
+
+
+def test_graph_exports_read_back_with_the_fabrics_counts(tmp_path):
+    design = tmp_path / "four.yaml"
+    design.write_text("name: four DGX\nsystem: dgx-h100\nsystems: 4\n"
+                      "scaleout: {kind: fat_tree, switch: qm9700, tiers: 2}\n")
+    fabric = _fabric(design)
+    export_fabric(fabric, "graphml", tmp_path / "f.graphml")
+    graph = nx.read_graphml(tmp_path / "f.graphml")
+    assert graph.number_of_nodes() == len(fabric.nodes)
+    assert graph.number_of_edges() == len(fabric.links)
+    total = sum(d["capacity_Bps"] for _, _, d in graph.edges(data=True))
+    assert math.isclose(total, fabric.links["capacity_Bps"].sum())
+    tiers = {d["tier"] for _, d in graph.nodes(data=True)}
+    assert tiers == {"accelerator", "scaleup", "nic", "leaf", "spine"}
+    export_fabric(fabric, "json", tmp_path / "f.json")
+    back = nx.node_link_graph(json.loads((tmp_path / "f.json").read_text()), edges="links")
+    assert back.number_of_nodes() == len(fabric.nodes)
+    assert back.number_of_edges() == len(fabric.links)
+    leaf_links = [d for _, _, d in back.edges(data=True) if d["tier"] == "leaf"]
+    assert len(leaf_links) == 2 * 32 and all(d["length_m"] == 30.0 for d in leaf_links)
+
+
+def test_parquet_tables_round_trip_with_pandas(capsys, tmp_path):
+    fabric = _fabric("examples/hgx-h100-server.yaml")
+    assert main(["export", "examples/hgx-h100-server.yaml", "--to", "parquet", "-o",
+                 str(tmp_path / "t")]) == 0
+    for name, table in (("nodes", fabric.nodes), ("links", fabric.links)):
+        back = pd.read_parquet(tmp_path / "t" / f"{name}.parquet")
+        pd.testing.assert_frame_equal(back, table.rename_axis("id"))
+    assert "nodes.parquet" in capsys.readouterr().out
+
+
+def test_parquet_without_pyarrow_is_one_clear_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import fails
+    status = main(["export", "examples/hgx-h100-server.yaml", "--to", "parquet", "-o",
+                   str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "pip install pyarrow" in err
+    assert not (tmp_path / "t").exists()
+
+
+def _astra(path, tmp_path):
+    out = tmp_path / "network.yml"
+    assert main(["export", path, "--to", "astra-sim", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "2^30" in text  # the unit is said in the file
+    return yaml.safe_load(text)
+
+
+def test_astra_sim_superpod_closed_form(capsys, tmp_path, superpod):
+    network = _astra("examples/dgx-h100-superpod.yaml", tmp_path)
+    assert set(network) == {"topology", "npus_count", "bandwidth", "latency"}
+    assert network["topology"] == ["Switch", "Switch"]
+    assert network["npus_count"] == [8, 127]
+    # NVLink4: 18 links x 25 GB/s = 450 GB/s per direction; ConnectX-7: 400 Gb/s = 50 GB/s
+    assert network["bandwidth"] == pytest.approx([450e9 / GiB, 50e9 / GiB], rel=1e-6)
+    assert network["bandwidth"][0] == pytest.approx(419.095, abs=1e-3)
+    # NVSwitch has no latency figure: the time model's default, over 2 links
+    # leaf-spine-leaf: 3 switches, 30 m leaf and 50 m spine cables each way, over 2 links
+    switch_s = float(superpod.nodes.loc[superpod.nodes["tier"] == "leaf", "latency_s"].max())
+    crossing_s = 3 * switch_s + 2 * (30 + 50) * PROPAGATION_S_PER_M
+    assert network["latency"] == pytest.approx([DEFAULT_HOP_LATENCY_S / 2 * 1e9,
+                                                crossing_s / 2 * 1e9], rel=1e-6)
+    capsys.readouterr()
+
+
+def test_astra_sim_torus_has_one_ring_per_dimension(capsys, tmp_path):
+    network = _astra("examples/tpu-v4-pod.yaml", tmp_path)
+    assert network["topology"] == ["Ring", "Ring", "Ring"]
+    assert network["npus_count"] == [16, 16, 16]
+    # ICI 400 Gb/s = 50 GB/s per link and direction
+    assert network["bandwidth"] == pytest.approx([50e9 / GiB] * 3, rel=1e-6)
+    # cube-to-cube links through the OCS: 50 m of fibre, one link per ring step
+    assert network["latency"] == pytest.approx([50 * PROPAGATION_S_PER_M * 1e9] * 3)
+    capsys.readouterr()
+
+
+def test_astra_sim_oversubscribed_tier_is_its_own_dimension():
+    fabric = _fabric("examples/llama3-24k-roce.yaml")
+    levels = network_levels(fabric)
+    assert [lv.npus for lv in levels] == [8, 384, 8]  # server, pod of 384, 8 pods
+    spine = next(t for t in fabric.clos_tiers if t.name == "spine")
+    assert levels[2].oversubscription == pytest.approx(spine.oversubscription)
+    assert levels[2].link_Bps == pytest.approx(50e9 / spine.oversubscription)
+    assert levels[1].link_Bps == pytest.approx(50e9)
+    assert math.prod(lv.npus for lv in levels) == fabric.accelerator_count == 24576
+
+
+def test_astra_sim_refuses_unjoined_domains(capsys, tmp_path):
+    design = tmp_path / "two.yaml"
+    design.write_text("name: two servers\nsystem: hgx-h100\nsystems: 2\n"
+                      "scaleout:\n  kind: none\n")
+    status = main(["export", str(design), "--to", "astra-sim", "-o",
+                   str(tmp_path / "n.yml")])
+    err = capsys.readouterr().err
+    assert status == 2 and "not joined by a scale-out network" in err
+    assert not (tmp_path / "n.yml").exists()
+
+
+def test_calculon_superpod_closed_form(capsys, tmp_path):
+    out = tmp_path / "system.json"
+    assert main(["export", "examples/dgx-h100-superpod.yaml", "--to", "calculon", "-o",
+                 str(out)]) == 0
+    system = json.loads(out.read_text())
+    assert set(system) == {"matrix", "vector", "mem1", "mem2", "processing_mode",
+                           "networks"}
+    assert system["matrix"]["bfloat16"]["tflops"] == pytest.approx(989.4)
+    assert system["matrix"]["float8"]["tflops"] == pytest.approx(1978.9)
+    assert system["matrix"]["float16"]["tflops"] == pytest.approx(989.4)
+    assert system["mem1"]["GiB"] == pytest.approx(80e9 / GiB)
+    assert system["mem1"]["GBps"] == pytest.approx(3350)
+    nvlink, ib = system["networks"]
+    keys = {"bandwidth", "efficiency", "size", "latency", "ops", "must_be_filled",
+            "processor_usage"}
+    assert set(nvlink) == set(ib) == keys
+    assert (nvlink["size"], nvlink["bandwidth"]) == (8, pytest.approx(450.0))
+    assert (ib["size"], ib["bandwidth"]) == (1016, pytest.approx(50.0))
+    assert nvlink["latency"] == pytest.approx(DEFAULT_HOP_LATENCY_S + PER_MESSAGE_OVERHEAD_S)
+    assert set(nvlink["ops"]) == {"p2p", "reduce_scatter", "all_gather", "all_reduce"}
+    assert nvlink["ops"]["all_reduce"] == [2.0, -1.0] and nvlink["ops"]["p2p"][1] is None
+    assert 0 < nvlink["efficiency"] <= 1 and 0 <= ib["processor_usage"] < 1
+    capsys.readouterr()
+
+
+def test_calculon_torus_is_one_tier_with_every_link_and_the_tier_efficiency():
+    fabric = _fabric("examples/tpu-v4-pod.yaml")
+    (tier,) = calculon_system(fabric, TimeModel(efficiency={"scaleup": 0.9}))["networks"]
+    assert tier["size"] == 4096
+    assert tier["bandwidth"] == pytest.approx(6 * 50.0)  # 6 neighbours x 50 GB/s
+    assert tier["efficiency"] == 0.9
+    assert tier["latency"] == pytest.approx(3 * 250e-9 + PER_MESSAGE_OVERHEAD_S)
+    assert GiB == ASTRA_GB_BYTES
+
+
+def test_levels_without_scale_up_are_one_switch_of_the_whole_fat_tree(toy):
+    from topomodel.build import DEFAULT_SWITCH_LATENCY_S
+
+    fabric = toy("""
+        name: toy three tiers
+        system: toy-host
+        systems: 16
+        scaleout: {kind: fat_tree, switch: toy-switch-4, tiers: 3}
+        """)
+    (level,) = network_levels(fabric)  # a non-blocking k=4 fat-tree: k^3/4 = 16 hosts
+    assert (level.topology, level.npus, level.link_Bps) == ("Switch", 16, 12.5e9)
+    # leaf-spine-core-spine-leaf: 5 switches; 30 m, 50 m and 200 m cables each way
+    crossing_s = 5 * DEFAULT_SWITCH_LATENCY_S + 2 * (30 + 50 + 200) * PROPAGATION_S_PER_M
+    assert level.latency_s == pytest.approx(crossing_s)
+
+
+def test_levels_of_an_oversubscribed_leaf_tier(toy):
+    fabric = toy("""
+        name: toy boxes, 2:1 leaves
+        system: toy-box
+        systems: 4
+        scaleout: {kind: fat_tree, switch: toy-switch-12, tiers: 2,
+                   oversubscription: ["2:1"], rail_optimized: false}
+        """)
+    levels = network_levels(fabric)
+    # 4 accelerators per box; 2 boxes per leaf; 2 leaves behind 2:1 uplinks
+    assert [lv.npus for lv in levels] == [4, 2, 2]
+    assert [lv.link_Bps for lv in levels] == [4 * 10e9, 12.5e9, 12.5e9 / 2]
+    assert [lv.oversubscription for lv in levels] == [1.0, 1.0, 2.0]
+    system = calculon_system(fabric)
+    assert [n["size"] for n in system["networks"]] == [4, 8, 16]
+    assert [n["bandwidth"] for n in system["networks"]] == [40.0, 12.5, 6.25]

@@ -1,0 +1,385 @@
+"""The design-review report: files, content, atomic writing, and the page as a person
+sees it in headless Chromium."""
+
+import base64
+import contextlib
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from topomodel import linkbudget, timing
+from topomodel.build import build_fabric, with_failures
+from topomodel.catalog import PROVENANCES, Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.review import collect_review, size_text
+from topomodel.review_render import png_size, render_html, write_review
+from topomodel.step import Layout, StepAssumptions
+
+SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
+            "materials", "assumptions", "provenance")
+
+
+@pytest.fixture(scope="module")
+def server_report(tmp_path_factory):
+    """One HGX H100 server with a model: every section, every figure."""
+    out = tmp_path_factory.mktemp("server") / "report"
+    assert main(["review", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                 "--tp", "8", "-o", str(out), "--format", "json"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def superpod_report(tmp_path_factory):
+    """The DGX H100 SuperPOD without a model, one collective size to stay quick."""
+    out = tmp_path_factory.mktemp("superpod") / "report"
+    assert main(["review", "examples/dgx-h100-superpod.yaml", "--size", "64 MiB",
+                 "-o", str(out)]) == 0
+    return out
+
+
+def _json(report):
+    return json.loads((report / "report.json").read_text())
+
+
+def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
+    names = sorted(p.name for p in server_report.iterdir())
+    assert names == ["figures", "report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in (server_report / "figures").iterdir()) == [
+        "step.png", "tier-utilisation.png", "topology.png"]
+    html = (server_report / "report.html").read_text()
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in html and f'href="#{section}"' in html
+    assert "<title>Design review: HGX H100 server</title>" in html
+    data = _json(server_report)
+    assert data["schema"] == "topomodel.review" and data["version"] == 1
+    assert {"design", "summary", "build", "levels", "collectives", "step", "hotspots",
+            "assumptions", "provenance", "figures", "notes"} <= set(data)
+    assert {"tiers", "bisection", "bom", "power", "link_budget"} <= set(data["build"])
+    assert [f["file"] for f in data["figures"]] == [
+        "figures/topology.png", "figures/tier-utilisation.png", "figures/step.png"]
+
+
+def test_markdown_images_are_files_next_to_it(server_report):
+    markdown = (server_report / "report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
+    assert len(links) == 3
+    for link in links:
+        path = server_report / link
+        assert not Path(link).is_absolute() and path.is_file()
+        width, height = png_size(path.read_bytes())
+        assert width > 300 and height > 200
+    for section in SECTIONS:
+        assert f'<a id="{section}"></a>' in markdown and f"(#{section})" in markdown
+
+
+def test_html_is_one_self_contained_file(server_report):
+    html = (server_report / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html)
+    assert "<link" not in html and "<script" not in html and "@import" not in html
+    images = re.findall(r'<img src="([^"]+)"', html)
+    assert len(images) == 3
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        width, _ = png_size(base64.b64decode(src.split(",", 1)[1]))
+        assert width > 300
+
+
+def test_collective_table_follows_the_nccl_tests_definitions(server_report):
+    collectives = _json(server_report)["collectives"]
+    assert collectives["groups"] == {"domain": {"ranks": 8, "groups": 1}}
+    assert collectives["sizes_bytes"] == [2**20, 64 * 2**20, 2**30]
+    rows = collectives["rows"]
+    assert len(rows) == 4 * 3  # four collectives, one group set, three sizes
+    factor = {"allreduce": 2 * 7 / 8, "allgather": 7 / 8, "reducescatter": 7 / 8,
+              "alltoall": 7 / 8}
+    for row in rows:
+        assert row["algbw_Bps"] == pytest.approx(row["size_bytes"] / row["time_s"])
+        assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * factor[row["collective"]])
+        assert row["time_s"] == pytest.approx(row["latency_s"] + row["bandwidth_s"]
+                                              + row["topology_s"])
+    big = [r for r in rows if r["size_bytes"] == 2**30 and r["collective"] != "allreduce"]
+    # 8 H100s on NVSwitch: busbw of a 1 GiB AllGather near the 450 GB/s NVLink figure
+    assert all(300e9 < r["busbw_Bps"] <= 450e9 for r in big)
+
+
+def test_step_in_the_review_is_the_step_command(server_report, capsys):
+    step = _json(server_report)["step"]
+    assert main(["step", "examples/hgx-h100-server.yaml", "--model", "llama3-8b", "--tp",
+                 "8", "--format", "json", "--no-goodput"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    for key in ("step_time_s", "mfu", "tokens_per_s", "walls"):
+        assert step[key] == pytest.approx(alone[key])
+    summary = _json(server_report)["summary"]
+    assert summary["step_time_s"] == pytest.approx(alone["step_time_s"])
+    assert set(step["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
+
+
+def test_every_assumption_is_listed_with_its_value_and_reason(server_report):
+    by_where = {}
+    for r in _json(server_report)["assumptions"]:
+        by_where.setdefault(r["where"], []).append(r)
+    overhead = by_where["TimeModel.per_message_overhead_s"][0]
+    assert overhead["value"] == timing.PER_MESSAGE_OVERHEAD_S and overhead["unit"] == "s"
+    assert "kernel launch" in overhead["why"]
+    ocs = by_where["linkbudget.OCS_INSERTION_LOSS_DB"][0]
+    assert ocs["value"] == linkbudget.OCS_INSERTION_LOSS_DB and "MEMS" in ocs["why"]
+    base = StepAssumptions()
+    efficiency = by_where["StepAssumptions.compute_efficiency"][0]
+    assert efficiency["value"] == base.compute_efficiency and efficiency["why"]
+    overlaps = {r["name"]: r for r in by_where["StepAssumptions.overlap"]}
+    assert overlaps["overlap dp"]["value"] == base.overlap["dp"]
+    assert "backward" in overlaps["overlap dp"]["why"]
+
+
+def test_provenance_lists_every_catalog_entry_used(server_report):
+    provenance = {e["id"]: e for e in _json(server_report)["provenance"]}
+    assert {"hgx-h100", "h100-sxm", "nvswitch3", "nvlink4", "llama3-8b"} <= set(provenance)
+    h100 = provenance["h100-sxm"]
+    assert h100["source"] and h100["provenance"] == "datasheet"
+    figures = {f["key"]: f for f in h100["figures"]}
+    assert "hbm_capacity" in figures and "80 GB" in figures["hbm_capacity"]["value"]
+    for entry in provenance.values():
+        assert all(f["provenance"] in PROVENANCES for f in entry["figures"])
+
+
+def test_superpod_review_uses_scale_out_groups(superpod_report, capsys):
+    data = _json(superpod_report)
+    groups = data["collectives"]["groups"]
+    assert groups == {"domain": {"ranks": 8, "groups": 127},
+                      "rail": {"ranks": 127, "groups": 8},
+                      "all": {"ranks": 1016, "groups": 1}}
+    featured = data["collectives"]["featured"]
+    assert featured["groups"] == {"all": 1} and featured["size_bytes"] == 64 * 2**20
+    assert data["hotspots"] and data["hotspots"][0]["tier"] in ("leaf", "spine", "host")
+    assert [lv["npus"] for lv in data["levels"]] == [8, 127]
+    assert data["step"] is None
+    html = (superpod_report / "report.html").read_text()
+    assert "No model was given" in html and "The fabric as levels" in html
+    assert "64 MiB" in html and "1,016" in html
+    capsys.readouterr()
+
+
+def test_warnings_name_optics_spills_oversubscription_and_failures(tmp_path):
+    design = tmp_path / "four.yaml"
+    design.write_text(
+        "name: four DGX, 3:1 leaves\nsystem: dgx-h100\nsystems: 4\n"
+        "scaleout: {kind: fat_tree, switch: qm9700, unit: 2, tiers: 2,"
+        " oversubscription: ['3:1']}\n"
+        "layout: {connectors: 4, cables: {spine: osfp-400g-dr4}}\n")
+    d, catalog = load_design(design)
+    fabric = with_failures(build_fabric(d, catalog), ["spine0"])
+    layout = Layout(tp=16, dp=2)
+    review = collect_review(fabric, model=catalog.get("llama3-8b", Model), layout=layout,
+                            sizes_bytes=[2**20], failed=["spine0"])
+    said = "\n".join(review.warnings)
+    assert "optical link does not close" in said and "osfp-400g-dr4" in said
+    assert "TP groups leave the scale-up domain" in said
+    assert "DP traffic" in said and "leaf tier, oversubscribed 3:1" in said
+    assert "failed parts: spine0" in said
+    html = render_html(review)
+    callout = html.split('<div class="callout warning"', 1)[1].split("</div></div>", 1)[0]
+    assert "optical link does not close" in callout and "oversubscribed 3:1" in callout
+
+
+def test_fabric_without_scale_up_reviews_over_the_fat_tree_only(toy):
+    fabric = toy("""
+        name: toy hosts
+        system: toy-host
+        systems: 16
+        scaleout: {kind: fat_tree, switch: toy-switch-4, tiers: 3}
+        """)
+    review = collect_review(fabric, sizes_bytes=[2**20])
+    assert review.data["collectives"]["groups"] == {"all": {"ranks": 16, "groups": 1}}
+    assert review.data["collectives"]["featured"]["collective"] in (
+        "allreduce", "allgather", "reducescatter", "alltoall")
+    assert set(review.figures) == {"topology", "tier-utilisation"}
+    assert [lv["npus"] for lv in review.data["levels"]] == [16]
+
+
+def test_unknown_model_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "report"
+    status = main(["review", "examples/hgx-h100-server.yaml", "--model", "llama-9",
+                   "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("topomodel: error: ") and err.count("\n") == 1
+    assert "unknown model id 'llama-9'" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_layout_that_does_not_fit_writes_nothing(tmp_path, capsys):
+    status = main(["review", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                   "--tp", "3", "-o", str(tmp_path / "r")])
+    assert status == 2 and "tp=3" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_output_is_a_clean_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    status = main(["review", "examples/hgx-h100-server.yaml", "--size", "1 MiB", "-o",
+                   str(blocker / "report")])
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot write" in err and err.count("\n") == 1
+
+
+def test_rewriting_a_report_replaces_it_whole(tmp_path, server_report):
+    target = tmp_path / "r"
+    shutil.copytree(server_report, target)
+    (target / "figures" / "stale.png").write_bytes(b"old")
+    (target / "notes.txt").write_text("mine")
+    d, catalog = load_design("examples/hgx-h100-server.yaml")
+    review = collect_review(build_fabric(d, catalog), sizes_bytes=[2**20])
+    write_review(review, target)
+    assert (target / "notes.txt").read_text() == "mine"  # not ours: left alone
+    assert sorted(p.name for p in (target / "figures").iterdir()) == [
+        "tier-utilisation.png", "topology.png"]  # no step figure without a model
+    assert _json(target)["step"] is None
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging left behind
+
+
+def test_size_text_uses_binary_prefixes_for_binary_sizes():
+    assert [size_text(s) for s in (2**20, 3 * 2**30, 1e6)] == ["1 MiB", "3 GiB", "1 MB"]
+
+
+# ------------------------------------------------------------ as a person sees it
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _DevTools:
+    """Chrome DevTools Protocol over ``--remote-debugging-pipe``: JSON messages ending
+    in NUL, written to the browser's fd 3 and read from its fd 4."""
+
+    def __init__(self, browser, window=(1280, 2000)):
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+
+        def wire():  # in the child: the pipe ends become fds 3 and 4
+            write_end = os.dup(from_browser_w) if from_browser_w == 3 else from_browser_w
+            os.dup2(to_browser_r, 3)
+            os.dup2(write_end, 4)
+
+        self.process = subprocess.Popen(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--remote-debugging-pipe", "--no-first-run", "--disable-extensions",
+             f"--window-size={window[0]},{window[1]}", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=wire, pass_fds=(3, 4))
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buffer = b""
+        self._next = 0
+        self.events = []
+
+    def send(self, method, params=None, session=None, timeout=30.0):
+        self._next += 1
+        message = {"id": self._next, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        reply = self.wait(lambda m: m.get("id") == self._next, timeout)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def wait(self, match, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                message = json.loads(raw)
+                if "method" in message:
+                    self.events.append(message)
+                if match(message):
+                    return message
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._from_browser], [], [], left)[0]:
+                raise TimeoutError("no answer from Chromium")
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed the pipe: "
+                                   + self.process.stderr.read().decode()[-500:])
+            self._buffer += chunk
+
+    def close(self):
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
+            self.send("Browser.close", timeout=5)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._to_browser)
+        os.close(self._from_browser)
+
+
+def test_report_renders_in_headless_chromium(server_report, tmp_path):
+    """Open report.html as a reader would: the page loads with its title, every image
+    decodes to a real size, nothing is logged as an error, and a screenshot shows it.
+
+    The checks go through the DevTools protocol on a pipe (no port, no test code in the
+    report): console errors and exceptions arrive as events, the images are inspected
+    in the page after its load event, and the screenshot is the browser's own."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium;"
+                    " .ci/run installs it where apt-get is available)")
+    tools = _DevTools(browser)
+    try:
+        target = tools.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = tools.send("Target.attachToTarget",
+                             {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            tools.send(f"{domain}.enable", session=session)
+        tools.send("Emulation.setDeviceMetricsOverride", {
+            "width": 1280, "height": 2000, "deviceScaleFactor": 1, "mobile": False},
+            session=session)
+        url = (server_report / "report.html").resolve().as_uri()
+        tools.send("Page.navigate", {"url": url}, session=session)
+        tools.wait(lambda m: m.get("method") == "Page.loadEventFired"
+                   and m.get("sessionId") == session, timeout=60)
+        probe = ("JSON.stringify({title: document.title,"
+                 " h1: document.querySelector('h1').textContent,"
+                 " sections: document.querySelectorAll('main section').length,"
+                 " images: Array.from(document.images).map(i => ({done: i.complete,"
+                 " w: i.naturalWidth, h: i.naturalHeight, shown: i.clientWidth}))})")
+        result = tools.send("Runtime.evaluate", {"expression": probe,
+                                                 "returnByValue": True}, session=session)
+        page = json.loads(result["result"]["value"])
+        shot = tools.send("Page.captureScreenshot", {"format": "png"}, session=session)
+    finally:
+        tools.close()
+    screenshot = tmp_path / "report.png"
+    screenshot.write_bytes(base64.b64decode(shot["data"]))
+    assert page["title"] == "Design review: HGX H100 server"
+    assert page["h1"] == page["title"] and page["sections"] == len(SECTIONS)
+    assert len(page["images"]) == 3
+    for image in page["images"]:
+        assert image["done"] and image["w"] > 300 and image["h"] > 200 and image["shown"] > 0
+    errors = [e for e in tools.events if
+              (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")
+              or e["method"] == "Runtime.exceptionThrown"
+              or (e["method"] == "Log.entryAdded"
+                  and e["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    width, height = png_size(screenshot.read_bytes())
+    assert (width, height) == (1280, 2000)
+    from PIL import Image
+
+    colours = Image.open(screenshot).convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 50  # text, cards, tables: not a blank page
