@@ -24,7 +24,7 @@ from topomodel.review_render import png_size, render_html, write_review
 from topomodel.step import Layout, StepAssumptions
 
 SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
-            "materials", "assumptions", "provenance")
+            "goodput", "materials", "assumptions", "provenance")
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,9 @@ def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
     assert "<title>Design review: HGX H100 server</title>" in html
     data = _json(server_report)
     assert data["schema"] == "topomodel.review" and data["version"] == 1
-    assert {"design", "summary", "build", "levels", "collectives", "step", "hotspots",
-            "assumptions", "provenance", "figures", "notes"} <= set(data)
+    assert {"design", "summary", "build", "levels", "collectives", "step", "goodput",
+            "hotspots", "assumptions", "provenance", "figures", "notes"} <= set(data)
+    assert data["goodput"]["interruptions_per_day"] > 0
     assert {"tiers", "bisection", "bom", "power", "link_budget"} <= set(data["build"])
     assert [f["file"] for f in data["figures"]] == [
         "figures/topology.png", "figures/tier-utilisation.png", "figures/step.png"]

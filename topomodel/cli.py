@@ -134,17 +134,10 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     return route_report(fabric, run, routing=args.routing, top=args.top, model=model)
 
 
-def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, Any, Any]:
-    """Fabric, model, layout and assumptions from the step-like options."""
-    from dataclasses import replace
-
+def _fabric_input(args: argparse.Namespace, design_file: str) -> Any:
+    """The fabric of a design with the what-ifs of the step-like options applied."""
     from topomodel.build import build_fabric, with_failures
-    from topomodel.catalog import Model
     from topomodel.design import load_design
-    from topomodel.step import Layout, StepAssumptions
-    from topomodel.studies import layout_for
-    from topomodel.timing import TimeModel
-    from topomodel.units import parse
 
     design, catalog = load_design(design_file, extra_catalogs=args.catalog)
     fabric = build_fabric(design, catalog)
@@ -156,7 +149,21 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
         if args.scaleout_factor <= 0:
             raise _usage("--scaleout-factor must be greater than zero")
         fabric = scale_scaleout(fabric, args.scaleout_factor)
-    model = catalog.get(args.model, Model)
+    return fabric
+
+
+def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, Any, Any]:
+    """Fabric, model, layout and assumptions from the step-like options."""
+    from dataclasses import replace
+
+    from topomodel.catalog import Model
+    from topomodel.step import Layout, StepAssumptions
+    from topomodel.studies import layout_for
+    from topomodel.timing import TimeModel
+    from topomodel.units import parse
+
+    fabric = _fabric_input(args, design_file)
+    model = fabric.catalog.get(args.model, Model)
     layout = Layout(tp=args.tp, pp=args.pp, dp=max(args.dp, 1), ep=args.ep, cp=args.cp,
                     micro_batch=args.micro_batch, global_batch=args.global_batch,
                     seq=args.seq, sequence_parallel=not args.no_sequence_parallel,
@@ -189,28 +196,21 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     sizes = [parse(text, "size") for text in args.size]
     if any(size <= 0 for size in sizes):
         raise _usage("--size must be greater than zero")
+    goodput = None
     if args.model:
         fabric, model, layout, assumptions = _step_inputs(args, args.design)
         timing = assumptions.time
+        goodput = _goodput_assumptions(args)
     else:  # the fabric only: the same what-ifs as step, without the model
-        from topomodel.build import build_fabric, with_failures
-        from topomodel.design import load_design
-        from topomodel.studies import scale_scaleout
         from topomodel.timing import TimeModel
 
-        design, catalog = load_design(args.design, extra_catalogs=args.catalog)
-        fabric = build_fabric(design, catalog)
-        if args.fail:
-            fabric = with_failures(fabric, args.fail)
-        if args.scaleout_factor <= 0:
-            raise _usage("--scaleout-factor must be greater than zero")
-        if args.scaleout_factor != 1.0:
-            fabric = scale_scaleout(fabric, args.scaleout_factor)
+        fabric = _fabric_input(args, args.design)
         model = layout = assumptions = None
         timing = TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency))
     review = collect_review(fabric, model=model, layout=layout, assumptions=assumptions,
                             time_model=timing, routing=args.routing,
-                            sizes_bytes=sizes or None, failed=args.fail)
+                            sizes_bytes=sizes or None, failed=args.fail,
+                            goodput_assumptions=goodput)
     try:
         files = write_review(review, args.output)
     except OSError as exc:
@@ -267,19 +267,24 @@ def _cmd_step(args: argparse.Namespace) -> Report:
 def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
              assumptions: Any, result: Any) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, from the goodput options."""
-    from topomodel.goodput import (
-        GoodputAssumptions,
-        goodput_json,
-        goodput_tables,
-        job_goodput,
-        what_ifs,
-    )
+    from topomodel.goodput import goodput_json, goodput_tables, job_goodput, what_ifs
+
+    options = _goodput_assumptions(args)
+    result_goodput = job_goodput(fabric, model, layout, assumptions, result, options,
+                                 routing=args.routing)
+    whatifs = what_ifs(result_goodput, fabric.catalog, options)
+    return (goodput_tables(result_goodput, whatifs),
+            goodput_json(result_goodput, options, whatifs))
+
+
+def _goodput_assumptions(args: argparse.Namespace) -> Any:
+    from topomodel.goodput import GoodputAssumptions
     from topomodel.units import parse
 
     base = GoodputAssumptions()
     if args.spare_systems is not None and args.spare_systems < 0:
         raise _usage("--spare-systems cannot be negative")
-    options = GoodputAssumptions(
+    return GoodputAssumptions(
         checkpoint_bytes=parse(args.checkpoint_size, "size") if args.checkpoint_size
         else None,
         checkpoint_bytes_per_param=base.checkpoint_bytes_per_param,
@@ -290,11 +295,6 @@ def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
         restart_s=parse(args.restart_time, "time") if args.restart_time else base.restart_s,
         repair_s=parse(args.repair_time, "time") if args.repair_time else base.repair_s,
         spare_systems=args.spare_systems)
-    result_goodput = job_goodput(fabric, model, layout, assumptions, result, options,
-                                 routing=args.routing)
-    whatifs = what_ifs(result_goodput, fabric.catalog, options)
-    return (goodput_tables(result_goodput, whatifs),
-            goodput_json(result_goodput, options, whatifs))
 
 
 def _cmd_goodput(args: argparse.Namespace) -> Report:
@@ -687,6 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review)
+    _goodput_args(review)
     for action in review._actions:
         if action.dest == "model":
             action.required = False

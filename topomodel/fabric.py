@@ -149,6 +149,18 @@ def labels(column: pd.Series) -> np.ndarray:
     return np.asarray(column.cat.categories, dtype=object)[column.cat.codes.to_numpy()]
 
 
+def present_labels(column: pd.Series) -> list[str]:
+    """The values a categorical column holds, from its codes (fast on millions of rows).
+
+    Examples
+    --------
+    >>> present_labels(pd.Series(["b", "a", "b"], dtype=pd.CategoricalDtype(["a", "b", "c"])))
+    ['a', 'b']
+    """
+    codes = np.unique(column.cat.codes.to_numpy())
+    return [str(column.cat.categories[c]) for c in codes if c >= 0]
+
+
 def node_names(prefixes: np.ndarray | list[str], suffixes: np.ndarray | list[str]) -> np.ndarray:
     """Every prefix joined with every suffix, prefix-major: ``sys00/acc0, sys00/acc1, ...``.
 

@@ -43,10 +43,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from topomodel.errors import UsageError
-from topomodel.fabric import Fabric
+from topomodel.fabric import Fabric, labels, present_labels
+from topomodel.goodput import GoodputAssumptions
 from topomodel.output import Table
 from topomodel.units import format_rate, format_si, format_size
 
@@ -209,12 +209,14 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                    layout: Layout | None = None, assumptions: StepAssumptions | None = None,
                    time_model: TimeModel | None = None, routing: str = "ecmp",
                    sizes_bytes: Sequence[float] | None = None,
-                   failed: Sequence[str] = ()) -> Review:
+                   failed: Sequence[str] = (),
+                   goodput_assumptions: GoodputAssumptions | None = None) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
 
     ``time_model`` times the collectives (default: ``assumptions.time`` with a model,
     else :class:`~topomodel.timing.TimeModel`); ``sizes_bytes`` replaces the default
-    collective sizes; ``failed`` names the parts the caller failed (for the warnings).
+    collective sizes; ``failed`` names the parts the caller failed (for the warnings);
+    ``goodput_assumptions`` are those of the goodput section (with a model).
 
     Raises
     ------
@@ -235,9 +237,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     build = build_report(fabric, bisection_result=bisection(fabric))
     step: StepResult | None = None
     step_rep = None
+    goodput: tuple[list[Table], dict[str, Any]] | None = None
     if model is not None and layout is not None:
         step = step_time(fabric, model, layout, step_assumptions, routing=routing)
         step_rep = step_report(step, step_assumptions, design_name=name)
+        goodput = _goodput(fabric, model, layout, step_assumptions, step, routing,
+                           goodput_assumptions or GoodputAssumptions())
     collectives = _run_collectives(fabric, timing, routing, sizes_bytes)
     featured_rep = None
     if collectives.featured is not None:
@@ -252,7 +257,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     assumptions_rows = review_assumptions(fabric, timing, step_assumptions if step else None,
                                           routing=routing)
     provenance = review_provenance(fabric, model)
-    headline, summary = _headline(fabric, build.data, step)
+    good = None if goodput is None else goodput[1]
+    headline, summary = _headline(fabric, build.data, step, good)
     data: dict[str, Any] = {
         "design": {"name": design.name, "file": design.file, "system": design.system},
         "summary": summary,
@@ -266,6 +272,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
             "featured": None if featured_rep is None else featured_rep.data,
         },
         "step": None if step_rep is None else step_rep.data,
+        "goodput": None if goodput is None else goodput[1],
         "hotspots": [] if featured_rep is None else featured_rep.data["hotspots"],
         "assumptions": assumptions_rows,
         "provenance": provenance,
@@ -274,11 +281,23 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         "notes": collectives.notes,
     }
     sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
-                         levels, assumptions_rows, provenance, warnings)
+                         levels, assumptions_rows, provenance, warnings, goodput)
     subtitle = (f"{fabric.accelerator_count:,} accelerators, design file {design.file}"
                 + (f"; model {model.id}" if model is not None else ""))
     return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
                   tuple(warnings), tuple(headline))
+
+
+def _goodput(fabric: Fabric, model: Model, layout: Layout, step_assumptions: StepAssumptions,
+             step: StepResult, routing: str,
+             assumptions: GoodputAssumptions) -> tuple[list[Table], dict[str, Any]]:
+    """The goodput section's tables and JSON (see :mod:`topomodel.goodput`)."""
+    from topomodel.goodput import goodput_json, goodput_tables, job_goodput, what_ifs
+
+    result = job_goodput(fabric, model, layout, step_assumptions, step, assumptions,
+                         routing=routing)
+    whatifs = what_ifs(result, fabric.catalog, assumptions)
+    return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
 
 def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
@@ -451,18 +470,6 @@ def oversubscribed_crossings(fabric: Fabric, step: StepResult,
     return out
 
 
-def present_values(column: pd.Series) -> list[str]:
-    """The values a categorical column holds (from its codes: fast on millions of rows).
-
-    Examples
-    --------
-    >>> present_values(pd.Series(["b", "a", "b"], dtype=pd.CategoricalDtype(["a", "b", "c"])))
-    ['a', 'b']
-    """
-    codes = np.unique(column.cat.codes.to_numpy())
-    return [str(column.cat.categories[c]) for c in codes if c >= 0]
-
-
 def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     """Per node: the leaf (plane-0 or lowest-numbered) and its pod that an accelerator's
     scale-out traffic enters (through its own NIC, or its system's NIC serving it); -1
@@ -470,10 +477,8 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     nodes, links = fabric.nodes, fabric.links
     n = len(nodes)
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    from topomodel.export import tier_mask
-
-    kind = nodes["kind"].to_numpy()
-    up = tier_mask(links, "leaf") & (kind[src] == "nic")
+    kind = labels(nodes["kind"])
+    up = (links["tier"] == "leaf").to_numpy() & (kind[src] == "nic")
     nic_leaf = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(nic_leaf, src[up], dst[up])
     nic_leaf[nic_leaf == np.iinfo(np.int64).max] = -1
@@ -523,7 +528,7 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         "TimeModel.hop_latency_s", module_docs.get("DEFAULT_HOP_LATENCY_S", ""))
     efficiency = tier_efficiency(fabric, timing)
     link_id = fabric.structure.get("scaleup_link")
-    present = set(present_values(fabric.links["tier"]))
+    present = set(present_labels(fabric.links["tier"]))
     for tier, value in efficiency.items():
         if tier not in present:
             continue
@@ -701,9 +706,9 @@ def review_provenance(fabric: Fabric, model: Model | None = None) -> list[dict[s
     s = fabric.structure
     system = catalog.get(fabric.design.system, System)
     ids: list[str] = [system.id]
-    ids += sorted(set(present_values(fabric.nodes["model"])) - {system.id})
+    ids += sorted(set(present_labels(fabric.nodes["model"])) - {system.id})
     ids += [str(s[k]) for k in ("scaleup_link", "host_link") if s.get(k)]
-    optics = sorted(set(present_values(fabric.links["optic"])) - {""})
+    optics = sorted(set(present_labels(fabric.links["optic"])) - {""})
     ids += optics
     ids += sorted({o.fibre for o in (catalog.get(i, Optic) for i in optics) if o.fibre})
     if model is not None:
@@ -765,8 +770,8 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
 # ----------------------------------------------------------------------- the sections
 
 
-def _headline(fabric: Fabric, build: dict[str, Any],
-              step: StepResult | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
+              goodput: dict[str, Any] | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
     cut = build["bisection"]
     power = build["power"]
     summary: dict[str, Any] = {
@@ -800,16 +805,24 @@ def _headline(fabric: Fabric, build: dict[str, Any],
             {"item": "exposed communication + wait", "value": f"{step.comm_share:.1%}"
              " of the step"},
         ]
+    if goodput is not None:
+        summary.update({k: goodput[k] for k in (
+            "interruptions_per_day", "effective_time_fraction", "goodput_tokens_per_s")})
+        rows.append({"item": "goodput", "value": f"{goodput['goodput_tokens_per_s']:,.0f}"
+                     f" tokens/s ({goodput['interruptions_per_day']:.3g} interruptions/day,"
+                     f" {goodput['effective_time_fraction']:.1%} effective time)"})
     return rows, summary
 
 
 def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: Any,
               step: StepResult | None, step_rep: Any, levels: list[dict[str, Any]],
               assumptions: list[dict[str, Any]], provenance: list[dict[str, Any]],
-              warnings: list[str]) -> list[Section]:
+              warnings: list[str],
+              goodput: tuple[list[Table], dict[str, Any]] | None) -> list[Section]:
     tables = {t.title: t for t in build.tables}
     return [
-        _summary_section(fabric, build, step, warnings, tables["Summary"]),
+        _summary_section(fabric, build, step, warnings, tables["Summary"],
+                         None if goodput is None else goodput[1]),
         Section("warnings", "Warnings", (
             Callout("warning", tuple(warnings)) if warnings
             else Text("No warnings: every optical link closes, no part has failed, and no"
@@ -818,6 +831,8 @@ def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: A
         _bisection_section(build),
         _collectives_section(collectives, featured),
         _step_section(step, step_rep),
+        *([] if goodput is None else [Section("goodput", "Goodput under failures", tuple(
+            TableBlock(t) for t in goodput[0]))]),
         _materials_section(build, tables),
         _assumptions_section(assumptions),
         _provenance_section(provenance),
@@ -825,7 +840,8 @@ def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: A
 
 
 def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
-                     warnings: list[str], summary: Table) -> Section:
+                     warnings: list[str], summary: Table,
+                     goodput: dict[str, Any] | None) -> Section:
     data = build.data
     cut = data["bisection"]
     power = data["power"]
@@ -849,6 +865,9 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
         cards += [("step time", format_si(step.step_time_s, "s"),
                    f"{step.comm_share:.1%} exposed communication + wait"),
                   ("MFU", f"{step.mfu:.1%}", f"{step.tokens_per_s:,.0f} tokens/s")]
+    if goodput is not None:
+        cards.append(("effective time", f"{goodput['effective_time_fraction']:.1%}",
+                      f"{goodput['interruptions_per_day']:.3g} interruptions/day"))
     cards.append(("warnings", str(len(warnings)), "see below" if warnings else "none"))
     rows = list(summary.rows)
     rows.insert(1, {"item": "design file", "value": design.file})
