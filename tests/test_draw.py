@@ -355,6 +355,12 @@ def test_tier_utilisation_bars(toy_route):
     assert ax.get_ylabel().startswith("utilisation (%)")
 
 
+def test_tier_utilisation_bars_of_a_single_tier_fit_the_page(toy_route):
+    fabric, run, _, _, _ = toy_route
+    tiers = route_report(fabric, run, routing="ecmp").data["tiers"][:1]
+    assert_readable(draw.tier_utilisation_figure(tiers))
+
+
 def test_step_bars_add_up_to_the_step(toy_route):
     fabric, _, catalog, _, _ = toy_route
     result = step_time(fabric, catalog.get("toy-dense", Model), Layout(tp=4, dp=4))

@@ -955,8 +955,8 @@ def tier_utilisation_figure(tiers: Sequence[Mapping[str, Any]], *,
     top = max(110.0, float(peak.max()) * 1.15 if len(peak) else 110.0)
     ax.set_ylim(0, top)
     ax.set_ylabel("utilisation (%): busy time / collective time")
-    ax.set_xlabel("link tier, its capacity (all links, one direction) and the share of the"
-                  " bandwidth time whose slowest link it holds", fontsize=8)
+    ax.set_xlabel("link tier, its capacity (all links, one direction)\nand the share of"
+                  " the bandwidth time whose slowest link it holds", fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     heading, size = _fit(title or "Link utilisation per tier", fig.get_figwidth() - 1.2, 11.0)
