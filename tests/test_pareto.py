@@ -61,7 +61,7 @@ def test_objectives_take_their_direction_from_the_metric_or_the_text():
         parse_objective("mfu:up", known)
 
 
-@pytest.mark.parametrize("suffix", [".png", ".svg"])
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 def test_plot_front_writes_the_file(tmp_path, suffix):
     rng = np.random.default_rng(0)
     x, y = rng.random(40) * 1e6, rng.random(40)
@@ -71,4 +71,6 @@ def test_plot_front_writes_the_file(tmp_path, suffix):
                objectives=(Objective("power_W", "min"), Objective("step_time_s", "min")),
                excluded=(x[:3], y[:3]))
     head = path.read_bytes()[:8]
-    assert head.startswith(b"\x89PNG") if suffix == ".png" else b"<?xml" in head
+    expected = {".png": b"\x89PNG", ".svg": b"<?xml", ".pdf": b"%PDF-"}[suffix]
+    assert head.startswith(expected)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left

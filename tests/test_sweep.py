@@ -4,6 +4,7 @@ model, failing points, resume after real interruptions, local pool and Dask agre
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from topomodel.studies import scale_scaleout
 from topomodel.sweep import (
     SweepError,
     apply_overrides,
+    compile_constraint,
+    constraint_holds,
     evaluate_point,
     journal_path,
     load_sweep,
@@ -186,7 +189,11 @@ HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
     ("parameters:\n  tp: {start: 1, stop: 4, stepp: 1}\n",
      "sweep.yaml:5: parameters.tp.stepp: unknown range key; did you mean 'step'?"),
     ("parameters:\n  tp: [1, 2.5]\n",
-     "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a number (2.5)"),
+     "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a bare number (2.5)"),
+    ("parameters:\n  overlap.dp: [0.5, 1.5]\n",
+     "sweep.yaml:5: parameters['overlap.dp'][1]: must be in [0, 1], got 1.5"),
+    ("parameters:\n  fail: [node0/gpu0]\n",
+     "sweep.yaml:5: parameters.fail[0]: expected a list of node names, got a string"),
     ("parameters:\n  zip:\n    tp: [1, 2]\n    pp: [1, 2, 4]\n",
      "sweep.yaml:5: parameters.zip: zipped parameters need lists of the same length; got"
      " tp: 2, pp: 3"),
@@ -232,6 +239,27 @@ def test_bad_sweep_files_are_one_located_line_each_and_write_nothing(
     err = capsys.readouterr().err
     assert err.startswith("topomodel: error: ") and problem in err
     assert not out.exists() and not journal_path(out).exists()
+
+
+def test_constraints_are_safe_and_false_without_values():
+    names = {"mfu", "tp", "memory_bytes", "overlap.dp"}
+    holds = compile_constraint('0.3 <= mfu < 0.6 and not tp == 3 or memory_bytes < "1 GB"',
+                               names)
+    assert constraint_holds(holds, {"mfu": 0.4, "tp": 2, "memory_bytes": 2e9})
+    assert not constraint_holds(holds, {"mfu": 0.4, "tp": 3, "memory_bytes": 2e9})
+    assert constraint_holds(holds, {"mfu": 0.1, "tp": 3, "memory_bytes": 5e8})
+    for values in ({"mfu": float("nan"), "tp": 2, "memory_bytes": 2e9},
+                   {"mfu": None, "tp": 2, "memory_bytes": 2e9}, {"tp": 2}):
+        assert not constraint_holds(holds, values)
+    assert constraint_holds(compile_constraint("overlap.dp * 2 - 1 >= -tp / 4", names),
+                            {"overlap.dp": 0.5, "tp": 4})
+    for text, message in [("mfu ** 2 > 0", "pow is not allowed"),
+                          ("tp in [1, 2]", "in is not allowed"),
+                          ("mfu.real > 0", "unknown name 'mfu.real'"),
+                          ("(1).real > 0", "only dotted parameter names"),
+                          ("tp > None", "None is not a number or text")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            compile_constraint(text, names)
 
 
 def test_every_problem_is_reported_at_once(place):
@@ -482,7 +510,7 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
 
 def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("topomodel.sweep.DASK_CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr("topomodel.sweep_run.DASK_CONNECT_TIMEOUT", "1s")
     sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
                              "fixed: {model: toy-dense}\n"))
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):

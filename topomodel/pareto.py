@@ -127,17 +127,22 @@ def _front_nd(cost: np.ndarray) -> np.ndarray:
 def plot_front(x: np.ndarray, y: np.ndarray, front: np.ndarray, path: str, *,
                objectives: tuple[Objective, Objective], title: str,
                excluded: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-    """Draw every point and the Pareto front (PNG, SVG or PDF by the file's suffix).
+    """Draw every point and the Pareto front (PNG, SVG or PDF by the file's suffix),
+    written atomically.
 
     ``front`` is a boolean mask over ``x`` and ``y``; ``excluded`` are points that
     break a constraint, drawn faintly for context.
     """
-    import matplotlib
+    from pathlib import Path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120, layout="constrained")
+    from topomodel.draw import save_figure
+    from topomodel.export import _atomic
+
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
     if excluded is not None and len(excluded[0]):
         ax.scatter(excluded[0], excluded[1], s=12, marker="x", color="0.8",
                    label="breaks a constraint")
@@ -146,8 +151,6 @@ def plot_front(x: np.ndarray, y: np.ndarray, front: np.ndarray, path: str, *,
     fx, fy = x[front][order], y[front][order]
     ax.plot(fx, fy, "-", color="tab:red", linewidth=1.2, zorder=2)
     ax.scatter(fx, fy, s=30, color="tab:red", zorder=3, label="Pareto-optimal")
-    from matplotlib.ticker import EngFormatter
-
     for axis, objective in ((ax.xaxis, objectives[0]), (ax.yaxis, objectives[1])):
         axis.set_label_text(str(objective))
         unit = next((u for suffix, u in AXIS_UNITS if objective.name.endswith(suffix)), None)
@@ -156,5 +159,7 @@ def plot_front(x: np.ndarray, y: np.ndarray, front: np.ndarray, path: str, *,
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")
-    fig.savefig(path)
-    plt.close(fig)
+    if Path(path).suffix.lower() == ".pdf":  # the project's figures are PNG or SVG only
+        _atomic(Path(path), lambda stream: fig.savefig(stream, format="pdf"))
+    else:
+        save_figure(fig, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -162,6 +163,21 @@ def fraction(_: Reading, __: KeyPath, value: Any) -> float:
     return float(value)
 
 
+def number(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False
+           ) -> Reader:
+    """A plain number in ``[low, high]`` (``(low, high]`` with ``low_open``), as a float."""
+
+    def read(_: Reading, __: KeyPath, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(f"expected a number, got {_what(value)}")
+        if value < low or (low_open and value == low) or value > high:
+            raise Invalid(f"must be in {'(' if low_open else '['}{low:g}, {high:g}],"
+                          f" got {value}")
+        return float(value)
+
+    return read
+
+
 def boolean(_: Reading, __: KeyPath, value: Any) -> bool:
     """``true`` or ``false``."""
     if not isinstance(value, bool):
@@ -216,12 +232,12 @@ def ref(kind: str) -> Reader:
     return read
 
 
-def list_of(item: Reader, *, min_len: int = 1) -> Reader:
-    """A list whose items are read by ``item``; a tuple."""
+def list_of(item: Reader, *, min_len: int = 1, what: str = "a list") -> Reader:
+    """A list whose items are read by ``item``; a tuple. ``what`` names it in messages."""
 
     def read(reading: Reading, path: KeyPath, value: Any) -> tuple[Any, ...]:
         if not isinstance(value, list):
-            raise Invalid(f"expected a list, got {_what(value)}")
+            raise Invalid(f"expected {what}, got {_what(value)}")
         if len(value) < min_len:
             raise Invalid(f"expected at least {min_len} item(s)")
         out = []
