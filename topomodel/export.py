@@ -92,9 +92,14 @@ AllReduce 2 (n-1)/n, ReduceScatter and AllGather (n-1)/n of the buffer (nccl-tes
 
 
 def _atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write ``path`` through a temporary file moved into place; the file gets the mode
+    an ordinary open would give it (0666 less the umask), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(handle, 0o666 & ~umask)
         with os.fdopen(handle, "wb") as stream:
             write(stream)
         os.replace(temporary, path)

@@ -22,6 +22,8 @@ def format_metric(name: str, value: Any) -> str:
     --------
     >>> format_metric("step_time_s", 2.25), format_metric("mfu", 0.4211)
     ('2.25 s', '42.1%')
+    >>> format_metric("tokens_per_s", 1.25e6)
+    '1,250,000 /s'
     """
     from topomodel.units import format_rate, format_si, format_size
 
@@ -35,6 +37,8 @@ def format_metric(name: str, value: Any) -> str:
         return format_rate(value)
     if name.endswith("_bytes"):
         return format_size(value)
+    if name.endswith("_per_s"):
+        return f"{value:,.0f} /s"
     if name.endswith("_s"):
         return format_si(value, "s")
     if name.endswith(("_W", "_W_per_accelerator")):

@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from topomodel.catalog import Catalog, Model
 from topomodel.design import load_design
@@ -525,15 +525,8 @@ def _write_results(sweep: Sweep, path: Path, fmt: str, stored: Mapping[int, Mapp
 
     rows = [_full_row(sweep, i, stored[i]) for i in sorted(stored)]
     table = pa.Table.from_pylist(rows, schema=_arrow_schema(sweep))
-    umask = os.umask(0o22)
-    os.umask(umask)
-
-    def write(stream: IO[bytes]) -> None:
-        if hasattr(os, "fchmod"):  # as an ordinary new file, not the temporary's 0600
-            os.fchmod(stream.fileno(), 0o666 & ~umask)
-        (csv.write_csv if fmt == "csv" else parquet.write_table)(table, stream)
-
-    _atomic(path, write)
+    _atomic(path, lambda stream: (csv.write_csv if fmt == "csv" else parquet.write_table)(
+        table, stream))
     return table
 
 
