@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from topomodel.output import Report, Table, render
+from topomodel.output import Report, Table, _columns, render
 from topomodel.review import (
     Block,
     Callout,
@@ -221,13 +221,6 @@ def _html_table(table: Table, caption: str) -> str:
 
 def _num(numeric: bool) -> str:
     return ' class="num"' if numeric else ""
-
-
-def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    return list(columns)
 
 
 def is_number_text(text: str) -> bool:
