@@ -266,7 +266,7 @@ def daly_interval_s(write_s: float, mtbi_s: float) -> float:
     Examples
     --------
     >>> round(daly_interval_s(60.0, 86_400.0))  # a minute to write, a day between faults
-    3166
+    3180
     """
     if mtbi_s == math.inf or write_s <= 0:
         return math.inf if write_s > 0 else 0.0
