@@ -38,14 +38,15 @@ from topomodel.fabric import Fabric, labels
 
 SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
-# How far up the network a part sits; a part's "upward" links go to a higher level.
 TIER_LEVEL = {"accelerator": 0, "nic": 1, "scaleup": 1, "leaf": 2, "scaleup_l2": 2,
               "spine": 3, "scaleup_l3": 3, "core": 4}
-# Optic forms with a module at each end of a link; the others are one cable assembly.
+"""How far up the network a node tier sits; a part's uplinks go to a higher level."""
 MODULE_FORMS = ("transceiver", "lpo", "cpo")
-# Above this many nodes the degradation is estimated, not routed: the general router,
-# which routes around failures, holds a path DAG per destination and does not scale.
+"""Optic forms with a module at each end of a link; the others are one cable assembly."""
 DEGRADED_ROUTING_NODE_LIMIT = 10_000
+"""Above this many nodes the degradation is bounded, not routed: the general router, which
+routes around failures, holds a path DAG per destination and ran out of memory at 16k
+accelerators."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,7 @@ class GoodputAssumptions:
     checkpoint_bytes_per_param: float = 14.0  # bf16 weights 2 + fp32 master, Adam m, v 12
     storage_Bps: float = 2e12  # aggregate write rate: Llama 3's Tectonic sustains 2 TB/s
     detection_s: float = 120.0  # assumed: health checks and time-outs notice a fault
-    restart_s: float = 480.0  # assumed: reschedule, re-initialise, load the checkpoint;
-    # with detection, the 10-minute stall reported for 100k-GPU training at Meta
+    restart_s: float = 480.0  # assumed: with detection, Meta's reported 10-minute stall
     repair_s: float = SECONDS_PER_DAY  # assumed: a failed system is back in a day
     network_repair_s: float = 4 * 3600.0  # assumed: a switch or optic is swapped in 4 h
     spare_systems: int | None = None  # None: spare_fraction of the job's systems

@@ -254,9 +254,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                          collectives)
     levels = _levels(fabric, timing)
     figures = _figures(fabric, collectives, featured_rep, step)
-    assumptions_rows = review_assumptions(fabric, timing, step_assumptions if step else None,
-                                          routing=routing)
-    provenance = review_provenance(fabric, model)
+    assumptions_rows = review_assumptions(
+        fabric, timing, step_assumptions if step else None, routing=routing,
+        goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
+    provenance = review_provenance(fabric, model, [] if goodput is None else [
+        str(line["rate_entry"]) for line in goodput[1]["components"]])
     good = None if goodput is None else goodput[1]
     headline, summary = _headline(fabric, build.data, step, good)
     data: dict[str, Any] = {
@@ -502,8 +504,8 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
 
 
 def review_assumptions(fabric: Fabric, timing: TimeModel,
-                       step: StepAssumptions | None, *,
-                       routing: str) -> list[dict[str, Any]]:
+                       step: StepAssumptions | None, *, routing: str,
+                       goodput: GoodputAssumptions | None = None) -> list[dict[str, Any]]:
     """Every assumption behind the results, with its value, unit, where it is defined
     and why (from the defining module's comments and docstrings)."""
     from topomodel import bisection, build, linkbudget
@@ -601,6 +603,20 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
                 continue
             add(f.name.replace("_", " "), value, units.get(f.name, ""),
                 f"StepAssumptions.{f.name}", comments.get(f.name, ""))
+    if goodput is not None:
+        from topomodel import goodput as goodput_module
+
+        comments = _field_comments(GoodputAssumptions)
+        suffixes = {"_s": "s", "_Bps": "B/s", "_bytes": "bytes", "_per_param": "bytes/parameter",
+                    "_fraction": "fraction", "_systems": "systems"}
+        for f in dataclasses.fields(GoodputAssumptions):
+            unit = next((u for suffix, u in suffixes.items() if f.name.endswith(suffix)), "")
+            add(f.name.replace("_", " "), getattr(goodput, f.name), unit,
+                f"GoodputAssumptions.{f.name}", comments.get(f.name, ""))
+        add("largest fabric where degradation is routed",
+            goodput_module.DEGRADED_ROUTING_NODE_LIMIT, "nodes",
+            "goodput.DEGRADED_ROUTING_NODE_LIMIT",
+            _constant_docs(goodput_module).get("DEGRADED_ROUTING_NODE_LIMIT", ""))
     return rows
 
 
@@ -696,9 +712,11 @@ def _dict_comments(cls: type, name: str) -> dict[str, str]:
 # -------------------------------------------------------------------------- provenance
 
 
-def review_provenance(fabric: Fabric, model: Model | None = None) -> list[dict[str, Any]]:
-    """Every catalog entry the design uses (and the model), with each figure's value and
-    provenance (datasheet, paper, secondary, derived, unverified, assumed)."""
+def review_provenance(fabric: Fabric, model: Model | None = None,
+                      more: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every catalog entry the design uses (and the model, and the ``more`` ids such as
+    the failure rates of the goodput section), with each figure's value and provenance
+    (datasheet, paper, secondary, derived, unverified, assumed)."""
     from topomodel.catalog import Optic, System
     from topomodel.catalog_views import catalog_show
 
@@ -713,6 +731,7 @@ def review_provenance(fabric: Fabric, model: Model | None = None) -> list[dict[s
     ids += sorted({o.fibre for o in (catalog.get(i, Optic) for i in optics) if o.fibre})
     if model is not None:
         ids.append(model.id)
+    ids += more
     out = []
     for ident in dict.fromkeys(ids):
         entry = catalog.entries[ident]
