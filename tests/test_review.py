@@ -63,6 +63,8 @@ def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
     assert {"design", "summary", "build", "levels", "collectives", "step", "goodput",
             "hotspots", "assumptions", "provenance", "figures", "notes"} <= set(data)
     assert data["goodput"]["interruptions_per_day"] > 0
+    assert "failure_rate" in {p["kind"] for p in data["provenance"]}
+    assert "GoodputAssumptions.storage_Bps" in {a["where"] for a in data["assumptions"]}
     assert {"tiers", "bisection", "bom", "power", "link_budget"} <= set(data["build"])
     assert [f["file"] for f in data["figures"]] == [
         "figures/topology.png", "figures/tier-utilisation.png", "figures/step.png"]
