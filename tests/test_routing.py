@@ -196,3 +196,35 @@ def test_structured_router_equals_general_on_a_3_level_supernode(tmp_path):
         b = route_structured(fabric, ph, routing=routing, seed=9)
         assert np.allclose(a.link_bytes, b.link_bytes, atol=1e-3), routing
         assert (a.hops == b.hops).all()
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "hash"])
+def test_general_router_batches_and_uncached_dags_give_the_same_loads(monkeypatch, routing):
+    import topomodel.routing as rt
+
+    base = fabric_of("dgx-h100-superpod")
+    ph = random_phase(base, 2000, seed=3)
+    whole = route_general(with_failures(base, ["spine00"]), ph, routing=routing, seed=2)
+    monkeypatch.setattr(rt, "_DEST_BATCH", 7)
+    monkeypatch.setattr(rt, "DAG_CACHE_BYTES", 0)
+    failed = with_failures(base, ["spine00"])  # a new fabric: no cached DAGs
+    batched = route_general(failed, ph, routing=routing, seed=2)
+    assert np.allclose(whole.link_bytes, batched.link_bytes, rtol=1e-12, atol=1e-6)
+    assert (whole.hops == batched.hops).all()
+    check_conservation(failed, ph, batched)
+
+
+def test_general_router_refuses_work_beyond_its_limit(monkeypatch, capsys):
+    import topomodel.routing as rt
+    from topomodel.cli import main
+    from topomodel.errors import UsageError
+
+    fabric = with_failures(fabric_of("hgx-h100-server"), ["sys0/sw0"])
+    ph = random_phase(fabric, 100)
+    monkeypatch.setattr(rt, "GENERAL_ROUTER_MAX_WORK", 10)
+    with pytest.raises(UsageError, match="more than its limit"):
+        route_general(fabric, ph)
+    status = main(["route", str(EXAMPLES / "hgx-h100-server.yaml"), "--collective",
+                   "allreduce", "--size", "1 MiB", "--fail", "sys0/sw0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "general router" in err[0]

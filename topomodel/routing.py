@@ -48,6 +48,13 @@ HOP_COST = 4
 """Cost of one hop. A host link (accelerator to NIC) costs one more, so between
 accelerators of one scale-up domain the scale-up path wins a tie with the NICs."""
 _DEST_BATCH = 256
+GENERAL_ROUTER_MAX_WORK = 2_000_000_000
+"""Largest destinations x live arcs the general router takes on (the TPU v4 pod's 4096
+chips with failures are 1.6e8, about 15 s); beyond it a run would take many minutes, so
+it is refused with a message instead."""
+DAG_CACHE_BYTES = 1 << 30
+"""Memory the general router keeps shortest-path DAGs in for later phases; DAGs beyond it
+are computed, used and dropped."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,19 +136,24 @@ class _Graph:
         self.reverse = sp.csr_matrix((self.weight.astype(float), (self.dst, self.src)),
                                      shape=(n, n))
         self._dags: dict[int, _Dag] = {}
+        self._cached_bytes = 0
 
     def distances_to(self, targets: np.ndarray) -> np.ndarray:
         """(targets, nodes) weighted distances from every node to each target."""
         return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
 
     def dags(self, targets: np.ndarray) -> list[_Dag]:
-        """The shortest-path DAG towards each target (cached: phases reuse them)."""
-        missing = [t for t in targets.tolist() if t not in self._dags]
-        for start in range(0, len(missing), _DEST_BATCH):
-            batch = np.array(missing[start:start + _DEST_BATCH])
-            for target, dist in zip(batch.tolist(), self.distances_to(batch), strict=True):
-                self._dags[target] = _Dag(self, dist)
-        return [self._dags[t] for t in targets.tolist()]
+        """The shortest-path DAG towards each of a batch of targets (cached up to
+        :data:`DAG_CACHE_BYTES`: phases reuse them)."""
+        missing = np.array([t for t in targets.tolist() if t not in self._dags], np.int64)
+        made = {}
+        if len(missing):
+            for target, dist in zip(missing.tolist(), self.distances_to(missing), strict=True):
+                dag = made[target] = _Dag(self, dist)
+                if self._cached_bytes + dag.nbytes <= DAG_CACHE_BYTES:
+                    self._dags[target] = dag
+                    self._cached_bytes += dag.nbytes
+        return [self._dags.get(t) or made[t] for t in targets.tolist()]
 
 
 class _Dag:
@@ -150,8 +162,7 @@ class _Dag:
     def __init__(self, graph: _Graph, dist: np.ndarray) -> None:
         self.dist = dist
         finite = np.isfinite(dist[graph.src])
-        self.on_dag = finite & (dist[graph.src] == graph.weight + dist[graph.dst])
-        arcs = np.flatnonzero(self.on_dag)
+        arcs = np.flatnonzero(finite & (dist[graph.src] == graph.weight + dist[graph.dst]))
         level = dist[graph.src[arcs]]
         order = np.argsort(-level, kind="stable")
         self.arcs = arcs[order]
@@ -160,36 +171,60 @@ class _Dag:
         out = np.bincount(graph.src[self.arcs], weights=cables, minlength=graph.n)
         self.share = cables / out[graph.src[self.arcs]]
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held, bytes."""
+        return self.dist.nbytes + self.arcs.nbytes + self.bounds.nbytes + self.share.nbytes
+
 
 def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
                   seed: int = 0) -> Routed:
-    """Route on any fabric: exact shortest-path routing per destination."""
+    """Route on any fabric: exact shortest-path routing per destination.
+
+    Raises
+    ------
+    UsageError
+        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
+    """
     graph = _graph(fabric)
     link_bytes = np.zeros(len(fabric.links))
     hops = np.zeros(phase.flows, dtype=np.int64)
     unroutable: list[np.ndarray] = []
     targets, flow_target = np.unique(phase.dst, return_inverse=True)
+    work = len(targets) * len(graph.src)
+    if work > GENERAL_ROUTER_MAX_WORK:
+        from topomodel.errors import UsageError
+
+        raise UsageError(
+            f"routing {len(targets):,} destinations over {len(graph.src):,} arcs needs the"
+            f" general router (failed parts, or a fabric the structured router does not"
+            f" cover): {work:.2g} arc visits, more than its limit of"
+            f" {GENERAL_ROUTER_MAX_WORK:.2g}; use a smaller design or fewer ranks")
     order = np.argsort(flow_target, kind="stable")
     starts = np.searchsorted(flow_target[order], np.arange(len(targets) + 1))
-    dags = graph.dags(targets)
-    walkers = []
-    for k, dag in enumerate(dags):
-        flows = order[starts[k]:starts[k + 1]]
-        source_dist = dag.dist[phase.src[flows]]
-        lost = ~np.isfinite(source_dist)
-        unroutable.append(flows[lost])
-        flows = flows[~lost]
-        if not len(flows):
-            continue
-        hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS // HOP_COST).astype(np.int64)
-        if routing == "ecmp":
-            _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
-        else:
-            walkers.append(flows)
-    if walkers:
-        flows = np.concatenate(walkers)
-        distances = np.stack([dag.dist for dag in dags])
-        _walk(graph, distances, flow_target[flows], flows, phase, routing, seed, link_bytes)
+    for first in range(0, len(targets), _DEST_BATCH):
+        batch = np.arange(first, min(first + _DEST_BATCH, len(targets)))
+        dags = graph.dags(targets[batch])
+        walkers = []
+        for k, dag in zip(batch.tolist(), dags, strict=True):
+            flows = order[starts[k]:starts[k + 1]]
+            source_dist = dag.dist[phase.src[flows]]
+            lost = ~np.isfinite(source_dist)
+            unroutable.append(flows[lost])
+            flows = flows[~lost]
+            if not len(flows):
+                continue
+            hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS // HOP_COST).astype(
+                np.int64)
+            if routing == "ecmp":
+                _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
+            else:
+                walkers.append(flows)
+        if walkers:
+            flows = np.concatenate(walkers)
+            distances = np.stack([dag.dist for dag in dags])
+            _walk(graph, distances, flow_target[flows] - first, flows, phase, routing, seed,
+                  link_bytes)
     lost_flows = np.concatenate(unroutable) if unroutable else np.zeros(0, np.int64)
     return Routed(link_bytes, hops, np.sort(lost_flows), "general")
 
