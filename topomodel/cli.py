@@ -232,8 +232,9 @@ def _cmd_step(args: argparse.Namespace) -> Report:
                          design_name=fabric.design.name or fabric.design.file)
     tables, data = list(report.tables), dict(report.data)
     if not args.no_goodput:
+        # the degradation is bounded here; `topomodel goodput` re-routes it
         goodput_tables, goodput_data = _goodput(args, fabric, model, layout, assumptions,
-                                                result)
+                                                result, route_degradation=False)
         tables += goodput_tables
         data["goodput"] = goodput_data
     if args.target_comm_share:
@@ -265,13 +266,14 @@ def _cmd_step(args: argparse.Namespace) -> Report:
 
 
 def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
-             assumptions: Any, result: Any) -> tuple[list[Any], dict[str, Any]]:
+             assumptions: Any, result: Any, *,
+             route_degradation: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, from the goodput options."""
     from topomodel.goodput import goodput_json, goodput_tables, job_goodput, what_ifs
 
     options = _goodput_assumptions(args)
     result_goodput = job_goodput(fabric, model, layout, assumptions, result, options,
-                                 routing=args.routing)
+                                 routing=args.routing, route_degradation=route_degradation)
     whatifs = what_ifs(result_goodput, fabric.catalog, options)
     return (goodput_tables(result_goodput, whatifs),
             goodput_json(result_goodput, options, whatifs))

@@ -338,18 +338,18 @@ def estimated_loss(line: ComponentLine, comm_share: float) -> float:
 
 
 def degraded_losses(lines: Sequence[ComponentLine],
-                    step_tokens_per_s: Callable[[Fabric], float], fabric: Fabric,
+                    step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
                     tokens_per_s: float, comm_share: float) -> dict[str, float]:
     """Per redundant tier, the share of throughput lost with one of its parts down:
-    routed (the step model re-routes around a failed representative) on fabrics up to
-    :data:`DEGRADED_ROUTING_NODE_LIMIT` nodes, else :func:`estimated_loss`."""
+    routed (the step model, ``step_tokens_per_s``, re-routes around a failed
+    representative), or :func:`estimated_loss` when ``step_tokens_per_s`` is None."""
     from topomodel.build import with_failures
 
     losses: dict[str, float] = {}
     for ln in lines:
         if ln.interrupts or ln.tier in losses or not ln.representative:
             continue
-        if len(fabric.nodes) > DEGRADED_ROUTING_NODE_LIMIT:
+        if step_tokens_per_s is None:
             losses[ln.tier] = estimated_loss(ln, comm_share)
             continue
         nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
@@ -376,9 +376,11 @@ def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
 
 def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
-                routing: str = "ecmp") -> GoodputResult:
+                routing: str = "ecmp", route_degradation: bool = True) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.step.step_time`)
-    on ``fabric``, with a degradation step run per redundant tier."""
+    on ``fabric``. With ``route_degradation`` and at most
+    :data:`DEGRADED_ROUTING_NODE_LIMIT` nodes, a step is re-run with a part of each
+    redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
     from topomodel.step import parameter_counts, step_time
 
     a = assumptions or GoodputAssumptions()
@@ -387,14 +389,14 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
     def tokens_per_s(failed: Fabric) -> float:
         return step_time(failed, model, layout, step_assumptions, routing=routing).tokens_per_s
 
-    losses = degraded_losses(lines, tokens_per_s, fabric, step_result.tokens_per_s,
-                             step_result.comm_share)
+    routed = route_degradation and len(fabric.nodes) <= DEGRADED_ROUTING_NODE_LIMIT
+    losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
+                             step_result.tokens_per_s, step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)
     return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
                    accelerators_per_system=system.accelerators,
                    parameters=parameter_counts(model)["total"], degraded_loss=losses,
-                   assumptions=a,
-                   degraded_routed=len(fabric.nodes) <= DEGRADED_ROUTING_NODE_LIMIT)
+                   assumptions=a, degraded_routed=routed)
 
 
 def what_ifs(result: GoodputResult, catalog: Catalog,
@@ -482,7 +484,7 @@ def goodput_tables(result: GoodputResult,
         {"item": "throughput kept while parts are down",
          "value": f"{r.degraded_throughput_fraction:.2%} ("
          + ("routed around one failed part per tier)" if r.degraded_routed
-            else "upper-bound estimate: fabric too large to re-route)")},
+            else "upper-bound estimate, not re-routed)")},
         {"item": "goodput", "value": f"{r.goodput_tokens_per_s:,.0f} tokens/s of"
          f" {r.tokens_per_s:,.0f}"},
     ]
