@@ -273,3 +273,15 @@ def test_cli_goodput_json_and_step_section(capsys):
     assert main(["goodput", *args, "--straggler-share", "2"]) == 2
     assert main(["goodput", *args, "--storage-bandwidth", "2 TB"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 3
+
+
+def test_unrouted_degradation_is_the_bound():
+    fabric = fabric_of("dgx-h100-superpod")
+    model = fabric.catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=127)
+    result = step_time(fabric, model, layout, QUIET)
+    g = job_goodput(fabric, model, layout, QUIET, result, route_degradation=False)
+    assert not g.degraded_routed
+    redundant = [ln for ln in g.lines if not ln.interrupts]
+    assert redundant and all(g.degraded_loss[ln.tier] == pytest.approx(
+        estimated_loss(ln, result.comm_share)) for ln in redundant)
