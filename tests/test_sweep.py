@@ -22,6 +22,7 @@ from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
+from topomodel.goodput import job_goodput
 from topomodel.pareto import pareto_mask
 from topomodel.step import Layout, StepAssumptions, step_time
 from topomodel.studies import scale_scaleout
@@ -313,6 +314,8 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
           compute_efficiency: 0.5
           bucket: "10 MB"
           scaleout_factor: 2
+          straggler_share: 0.1
+          straggler_slowdown: 0.2
           design.scaleout.oversubscription: ["3:1"]
         """)
     sweep = load_sweep(path)
@@ -326,13 +329,17 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     fabric = scale_scaleout(built, 2.0)
     base = StepAssumptions()
     assumptions = replace(base, overlap={**base.overlap, "dp": 0.5}, compute_efficiency=0.5,
-                          dp_bucket_bytes=parse("10 MB", "size"),
-                          time=TimeModel(efficiency={"leaf": 0.9}))
+                          dp_bucket_bytes=parse("10 MB", "size"), straggler_share=0.1,
+                          straggler_slowdown=0.2, time=TimeModel(efficiency={"leaf": 0.9}))
     layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, dp_mode="zero")
     expected = step_time(fabric, catalog.get("toy-moe", Model), layout, assumptions)
     assert row["step_time_s"] == expected.step_time_s
     assert row["mfu"] == expected.mfu and row["comm_share"] == expected.comm_share
     assert row["topology_wall_s"] == expected.walls["topology_s"]
+    good = job_goodput(fabric, catalog.get("toy-moe", Model), layout, assumptions, expected,
+                       route_degradation=False)
+    assert row["interruptions_per_day"] == good.interruptions_per_day
+    assert row["goodput_tokens_per_s"] == good.goodput_tokens_per_s
     assert row["dp_used"] == 8 and row["global_batch_used"] == 32 and row["world"] == 32
     bom = bill_of_materials(built)
     assert row["power_W"] == power_summary(bom, 32).total_W

@@ -95,6 +95,10 @@ OPTIONS: dict[str, Option] = {
                          "busiest expert's load / mean"),
     "jitter_cv": Option(STEP_DEFAULTS.jitter_cv, number(0),
                         "per-rank compute time variation"),
+    "straggler_share": Option(STEP_DEFAULTS.straggler_share, number(0, 1),
+                              "share of accelerators that run slow"),
+    "straggler_slowdown": Option(STEP_DEFAULTS.straggler_slowdown, number(0),
+                                 "a slow accelerator's extra compute time"),
     "bucket": Option(None, _quantity_text("size"), "DP gradient bucket with a unit;"
                      " default 40 MB"),
     "overhead": Option(None, _quantity_text("time"), "per-message software overhead with"
@@ -281,6 +285,12 @@ METRICS: tuple[Metric, ...] = (
            " 0-1"),
     Metric("tokens_per_s", "float", "max", None, "training throughput, tokens/s"),
     Metric("tokens_per_J", "float", "max", None, "tokens/s over the fabric's known power"),
+    Metric("interruptions_per_day", "float", "min", None, "expected job interruptions a"
+           " day (topomodel.goodput, default assumptions)"),
+    Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
+           " advances training, 0-1"),
+    Metric("goodput_tokens_per_s", "float", "max", None, "tokens/s after failures,"
+           " checkpoints and degraded operation (bounded)"),
     Metric("memory_bytes", "float", "min", "size", "memory per accelerator, bytes"),
     Metric("fits", "bool", None, None, "the memory fits the accelerator's HBM"),
     Metric("world", "int", None, None, "accelerators the layout uses"),

@@ -103,6 +103,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         When the design cannot be built or the layout does not fit (the caller records
         it as the point's error).
     """
+    from topomodel.goodput import job_goodput
     from topomodel.step import Layout, step_time
     from topomodel.studies import layout_for
     from topomodel.timing import TimeModel
@@ -129,10 +130,13 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     assumptions = replace(
         STEP_DEFAULTS, overlap=overlap, grad_dtype=s["grad_precision"],
         compute_efficiency=s["compute_efficiency"], hot_expert_factor=s["hot_expert"],
-        jitter_cv=s["jitter_cv"], time=time_model,
+        jitter_cv=s["jitter_cv"], straggler_share=s["straggler_share"],
+        straggler_slowdown=s["straggler_slowdown"], time=time_model,
         dp_bucket_bytes=(parse(s["bucket"], "size") if s["bucket"] is not None
                          else STEP_DEFAULTS.dp_bucket_bytes))
     r = step_time(fabric, model, layout, assumptions, routing=s["routing"])
+    good = job_goodput(fabric, model, layout, assumptions, r, routing=s["routing"],
+                       route_degradation=False)
     seq = layout.seq or model.sequence
     power = design_metrics["power_W"]
     return {
@@ -143,6 +147,9 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         "bandwidth_wall_s": r.walls["bandwidth_s"], "latency_wall_s": r.walls["latency_s"],
         "topology_wall_s": r.walls["topology_s"], "sync_wall_s": r.walls["sync_s"],
         "mfu": r.mfu, "hfu": r.hfu, "tokens_per_s": r.tokens_per_s,
+        "interruptions_per_day": good.interruptions_per_day,
+        "effective_time_fraction": good.effective_time_fraction,
+        "goodput_tokens_per_s": good.goodput_tokens_per_s,
         "tokens_per_J": r.tokens_per_s / power if power else math.nan,
         "memory_bytes": r.memory["total_bytes"], "fits": r.fits,
         "world": r.layout.world, "dp_used": r.layout.dp,
