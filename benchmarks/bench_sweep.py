@@ -5,7 +5,7 @@ Run: python benchmarks/bench_sweep.py [--workers N] [--sweep FILE]
 Default sweep: examples/sweeps/b200-16k-fabric.yaml, 96 points of Llama 3 70B on 16,384
 B200 GPUs (2,048 DGX B200 systems, 3-tier rail-optimized fat-tree) over 12 designs: 3
 NIC/switch pairs x 4 leaf oversubscriptions x 2 TP x 4 PP. Every point builds (or takes
-from the worker's cache) its fabric, routes every collective of the training step on it
+from the worker's cache) its fabric, routes every collective of the training step on it,
 computes the job's goodput and records 38 metrics. Results go to a temporary
 directory.
 """
