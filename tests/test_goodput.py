@@ -61,6 +61,8 @@ def test_effective_time_by_hand():
     assert effective_time_fraction(tau, delta, down, mtbi) == pytest.approx(expected)
     assert effective_time_fraction(tau, delta, down, math.inf) == pytest.approx(tau / 3660)
     assert effective_time_fraction(tau, delta, 10 * mtbi, mtbi) == 0.0
+    assert effective_time_fraction(math.inf, delta, down, math.inf) == 1.0  # no failures
+    assert effective_time_fraction(0.0, 0.0, down, mtbi) == pytest.approx(1 - down / mtbi)
 
 
 def test_no_spare_probability_is_the_poisson_tail():

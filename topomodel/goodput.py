@@ -280,9 +280,11 @@ def effective_time_fraction(interval_s: float, write_s: float, downtime_s: float
                             mtbi_s: float) -> float:
     """Share of wall time that advances training: checkpoint overhead, half an interval
     of rework per interruption and the downtime removed (first order)."""
-    if mtbi_s == math.inf:
-        return 1.0 if write_s == 0 else interval_s / (interval_s + write_s)
     cycle = interval_s + write_s
+    if cycle == 0:  # nothing to write: only the downtime is lost
+        return max(0.0, 1 - downtime_s / mtbi_s)
+    if mtbi_s == math.inf:  # no failures: the optimum is never to checkpoint
+        return 1.0 if interval_s == math.inf else interval_s / cycle
     return max(0.0, interval_s / cycle * (1 - (cycle / 2 + downtime_s) / mtbi_s))
 
 
