@@ -224,6 +224,13 @@ def test_goodput_combines_the_parts():
                         degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=0))
     a = GoodputAssumptions()
     assert no_spares.downtime_per_interruption_s == a.detection_s + a.restart_s + a.repair_s
+    three = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+                    accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
+                    degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=3))
+    per_system = sum(ln.failures_per_s for ln in g.lines if ln.interrupts)  # one system
+    wait = no_spare_probability(per_system * 4, a.repair_s, 3) * a.repair_s / 4
+    assert three.downtime_per_interruption_s == pytest.approx(
+        a.detection_s + a.restart_s + wait)
 
 
 def test_stragglers_feed_the_sync_wall(toy):

@@ -13,8 +13,9 @@ switches and cables its traffic can cross) and a failure rate per part
   until it is repaired. One representative failure per tier is routed with the step
   model to get the slowdown; the expected number down at a time (rate x repair time)
   scales it (first order: failures are sparse).
-- **downtime** per interruption: detection + restart, plus the repair time when no spare
-  system is free (Poisson count of systems in repair exceeds the spares).
+- **downtime** per interruption: detection + restart, plus, when no spare system is free
+  (the Poisson count of systems in repair reaches the spares), the wait for the first of
+  the ``spares + 1`` systems in repair to come back (repair time / (spares + 1)).
 - **checkpoints**: write time = checkpoint size / storage bandwidth; the interval is
   Daly's optimum (Young's sqrt(2 delta M) to first order), and the effective share of
   time is ``tau / (tau + delta) * (1 - ((tau + delta) / 2 + R) / M)``: checkpoint
@@ -318,7 +319,9 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     per_system = sum(ln.failures_per_s for ln in lines
                      if ln.interrupts and ln.tier == "system") / max(systems, 1)
     no_spare = no_spare_probability(per_system * (systems + spares), a.repair_s, spares)
-    downtime = a.detection_s + a.restart_s + no_spare * a.repair_s
+    # With no spare free, the job waits for the first of the systems in repair (the
+    # spares and the one that just failed) to come back: exponential repair times.
+    downtime = a.detection_s + a.restart_s + no_spare * a.repair_s / (spares + 1)
     interval = daly_interval_s(write, mtbi)
     fraction = effective_time_fraction(interval, write, downtime, mtbi)
     throughput = 1.0
