@@ -76,6 +76,7 @@ DENSE = [
     ("llama3-8b", 8.0 * B, "Llama 3 8B", 0.01),
     ("llama3-70b", 70.6 * B, "Llama 3 70B checkpoint, 70.6B", 0.002),
     ("llama3-405b", 405 * B, "Llama 3 paper, 405B", 0.005),
+    ("megatron-gpt-1t", 1008.0 * B, "Megatron-LM SC'21 Table 1, 1008.0B", 0.001),
 ]
 
 
