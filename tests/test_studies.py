@@ -66,6 +66,8 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
                    "--catalog", str(toy.catalog_path), "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     assert status == 0 and data["mfu_ratio"] == pytest.approx(1.0)
+    assert data["a"]["goodput"] == data["b"]["goodput"]  # the same design twice
+    assert data["a"]["goodput"]["interruptions_per_day"] > 0
     plot = tmp_path / "scale.png"
     status = main(["scale", design, "--model", "toy-dense", "--tp", "4", "--counts", "8", "16",
                    "--catalog", str(toy.catalog_path), "--plot", str(plot), "--format", "json"])

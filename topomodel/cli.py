@@ -325,15 +325,18 @@ def _share(value: float, option: str) -> float:
 
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.goodput import job_goodput
     from topomodel.output import Table
     from topomodel.step import StepResult, step_json, step_time
     from topomodel.units import format_si
 
-    results = []
+    results, goodputs = [], []
     for path in (args.design_a, args.design_b):
         fabric, model, layout, assumptions = _step_inputs(args, path)
-        results.append((fabric.design.name or path,
-                        step_time(fabric, model, layout, assumptions, routing=args.routing)))
+        result = step_time(fabric, model, layout, assumptions, routing=args.routing)
+        results.append((fabric.design.name or path, result))
+        goodputs.append(job_goodput(fabric, model, layout, assumptions, result,
+                                    routing=args.routing, route_degradation=False))
     metrics: list[tuple[str, Callable[[StepResult], str]]] = [
                ("accelerators", lambda r: f"{r.layout.world:,}"),
                ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
@@ -353,11 +356,25 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
     (name_a, a), (name_b, b) = results
     rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
     rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
-    data = {"a": {"design": name_a, **step_json(a, assumptions)},
-            "b": {"design": name_b, **step_json(b, assumptions)},
+    good_a, good_b = goodputs
+    for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
+                            ("effective training time", "effective_time_fraction", "{:.1%}"),
+                            ("goodput tokens/s", "goodput_tokens_per_s", "{:,.0f}")):
+        rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
+                     name_b: fmt.format(getattr(good_b, key))})
+    data = {"a": {"design": name_a, **step_json(a, assumptions),
+                  "goodput": _goodput_summary(good_a)},
+            "b": {"design": name_b, **step_json(b, assumptions),
+                  "goodput": _goodput_summary(good_b)},
             "mfu_ratio": b.mfu / a.mfu}
     return Report("compare", data, [Table("Compare", rows)],
                   [f"{n}: {w}" for n, r in results for w in r.warnings])
+
+
+def _goodput_summary(result: Any) -> dict[str, float]:
+    return {"interruptions_per_day": result.interruptions_per_day,
+            "effective_time_fraction": result.effective_time_fraction,
+            "goodput_tokens_per_s": result.goodput_tokens_per_s}
 
 
 def _cmd_scale(args: argparse.Namespace) -> Report:
