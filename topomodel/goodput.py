@@ -44,10 +44,11 @@ TIER_LEVEL = {"accelerator": 0, "nic": 1, "scaleup": 1, "leaf": 2, "scaleup_l2":
 """How far up the network a node tier sits; a part's uplinks go to a higher level."""
 MODULE_FORMS = ("transceiver", "lpo", "cpo")
 """Optic forms with a module at each end of a link; the others are one cable assembly."""
-DEGRADED_ROUTING_NODE_LIMIT = 10_000
-"""Above this many nodes the degradation is bounded, not routed: the general router, which
-routes around failures, holds a path DAG per destination and ran out of memory at 16k
-accelerators."""
+DEGRADED_ROUTING_MAX_WORK = 50_000_000
+"""Largest accelerators x links for which the degradation is routed, not bounded: only
+the general router routes around failures, and a step with a failed part costs it about
+this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selene's
+3,072 GPUs, 2.5e8, would take minutes)."""
 
 
 @dataclass(frozen=True)
@@ -384,7 +385,7 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 routing: str = "ecmp", route_degradation: bool = True) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.step.step_time`)
     on ``fabric``. With ``route_degradation`` and at most
-    :data:`DEGRADED_ROUTING_NODE_LIMIT` nodes, a step is re-run with a part of each
+    :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part of each
     redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
     from topomodel.step import parameter_counts, step_time
 
@@ -394,7 +395,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
     def tokens_per_s(failed: Fabric) -> float:
         return step_time(failed, model, layout, step_assumptions, routing=routing).tokens_per_s
 
-    routed = route_degradation and len(fabric.nodes) <= DEGRADED_ROUTING_NODE_LIMIT
+    routed = route_degradation and (
+        layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
     losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
                              step_result.tokens_per_s, step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)

@@ -613,10 +613,10 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
             unit = next((u for suffix, u in suffixes.items() if f.name.endswith(suffix)), "")
             add(f.name.replace("_", " "), getattr(goodput, f.name), unit,
                 f"GoodputAssumptions.{f.name}", comments.get(f.name, ""))
-        add("largest fabric where degradation is routed",
-            goodput_module.DEGRADED_ROUTING_NODE_LIMIT, "nodes",
-            "goodput.DEGRADED_ROUTING_NODE_LIMIT",
-            _constant_docs(goodput_module).get("DEGRADED_ROUTING_NODE_LIMIT", ""))
+        add("largest job where degradation is routed",
+            goodput_module.DEGRADED_ROUTING_MAX_WORK, "accelerators x links",
+            "goodput.DEGRADED_ROUTING_MAX_WORK",
+            _constant_docs(goodput_module).get("DEGRADED_ROUTING_MAX_WORK", ""))
     return rows
 
 
