@@ -294,3 +294,15 @@ def test_unrouted_degradation_is_the_bound():
     redundant = [ln for ln in g.lines if not ln.interrupts]
     assert redundant and all(g.degraded_loss[ln.tier] == pytest.approx(
         estimated_loss(ln, result.comm_share)) for ln in redundant)
+
+
+def test_catalog_shows_failure_rates_as_people_quote_them(tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("failure_rates:\n  my-nic:\n    component: nic\n    mtbf: \"2e6 h\"\n"
+                    "    source: s\n    provenance: assumed\n")
+    assert main(["catalog", "show", "optic-cpo"]) == 0
+    assert "0.1 %/yr, MTBF 8,766,000 h" in capsys.readouterr().out
+    assert main(["catalog", "show", "my-nic", "--catalog", str(mine)]) == 0
+    assert "2,000,000 h" in capsys.readouterr().out
+    assert main(["catalog", "list", "--kind", "failure_rate"]) == 0
+    assert "accelerator: 8.09 %/yr" in capsys.readouterr().out

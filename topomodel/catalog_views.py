@@ -10,6 +10,7 @@ from topomodel.catalog import (
     Accelerator,
     Catalog,
     Entry,
+    FailureRate,
     Fibre,
     HostLink,
     Model,
@@ -67,7 +68,18 @@ def summary(entry: Entry) -> str:
                 f" {entry.hidden}{moe}, seq {entry.sequence}")
     if isinstance(entry, Fibre):
         return f"{entry.loss_dB_per_km:g} dB/km, {entry.connector_loss_dB:g} dB per connector"
+    if isinstance(entry, FailureRate):
+        scope = f" ({', '.join(entry.applies_to)})" if entry.applies_to else ""
+        return f"{entry.component}{scope}: {_failure_rate(entry.rate_per_s)}"
     return ""
+
+
+def _failure_rate(per_s: float) -> str:
+    """A failure rate as people quote it: %/yr and the MTBF in hours."""
+    from topomodel.goodput import SECONDS_PER_YEAR
+
+    mtbf = f"MTBF {1 / per_s / 3600:,.0f} h" if per_s > 0 else "never fails"
+    return f"{100 * per_s * SECONDS_PER_YEAR:.3g} %/yr, {mtbf}"
 
 
 def catalog_list(catalog: Catalog, kind: str | None = None) -> Report:
@@ -155,6 +167,10 @@ def _display(value: Any, kind: str | None) -> str:
     if kind in ("loss", "loss_per_length", "optical_power"):
         unit = {"loss": "dB", "loss_per_length": "dB/km", "optical_power": "dBm"}[kind]
         return f"{value:g} {unit}"
+    if kind == "failure_rate":
+        return _failure_rate(value)
+    if kind == "time" and value >= 86_400:  # an MTBF: in hours, as datasheets give it
+        return f"{value / 3600:,.0f} h"
     if kind in _UNIT_OF_KIND:
         return format_si(value, _UNIT_OF_KIND[kind])
     if isinstance(value, bool):
