@@ -188,3 +188,15 @@ def test_step_errors(capsys):
     status, _, err = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
                          "--dp", "200")
     assert status == 2 and "needs 1600 accelerators" in err
+
+
+def test_unwritable_outputs_are_one_line_errors_before_any_work(capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for argv in (["export", EXAMPLE, "--to", "json", "-o", str(blocker / "x.json")],
+                 ["scale", EXAMPLE, "--model", "llama3-8b", "--tp", "8", "--plot",
+                  str(blocker / "x.png")],
+                 ["step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
+                  "--straggler-slowdown", "-0.5"]):
+        status, _, err = run(capsys, *argv)
+        assert status == 2 and len(err.strip().splitlines()) == 1, argv

@@ -124,6 +124,12 @@ def dual_plane():
     return result, job_goodput(fabric, model, layout, QUIET, result)
 
 
+def test_a_torus_link_shares_its_load_with_the_other_peer_links():
+    lines = component_lines(fabric_of("tpu-v4-pod"), 4096)
+    torus = [ln for ln in lines if ln.component == "optic"]
+    assert torus and all(not ln.interrupts and ln.parallel == 6 for ln in torus)
+
+
 def test_redundant_parts_add_degradation_not_interruptions(tmp_path, dual_plane):
     _, base = dual_plane
     override = tmp_path / "rates.yaml"
@@ -167,6 +173,7 @@ def test_user_override_changes_the_result_as_expected(tmp_path):
 @pytest.mark.parametrize("rate, message", [
     ('afr: "-1 %/yr"', "cannot be negative"),
     ('afr: "2 GB"', "not a failure rate"),
+    ('afr: "1 GHz"', "is a frequency"),
     ('afr: 2', "bare number"),
     ('afr: "2"', "has no unit"),
     ('afr: "1 %/yr"\n    mtbf: "1e6 h"', "exactly one of afr and mtbf"),
@@ -227,7 +234,8 @@ def test_goodput_combines_the_parts():
     three = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
                     accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
                     degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=3))
-    per_system = sum(ln.failures_per_s for ln in g.lines if ln.interrupts)  # one system
+    per_system = sum(ln.failures_per_s for ln in g.lines  # one system; software faults
+                     if ln.interrupts and ln.component != "software")  # need no repair
     wait = no_spare_probability(per_system * 4, a.repair_s, 3) * a.repair_s / 4
     assert three.downtime_per_interruption_s == pytest.approx(
         a.detection_s + a.restart_s + wait)

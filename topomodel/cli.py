@@ -4,6 +4,7 @@ input error into one line per problem with exit status 2."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -182,7 +183,7 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
         compute_efficiency=args.compute_efficiency or base.compute_efficiency,
         hot_expert_factor=args.hot_expert or base.hot_expert_factor,
         straggler_share=_share(args.straggler_share, "--straggler-share"),
-        straggler_slowdown=args.straggler_slowdown,
+        straggler_slowdown=_non_negative(args.straggler_slowdown, "--straggler-slowdown"),
         dp_bucket_bytes=parse(args.bucket, "size") if args.bucket else base.dp_bucket_bytes,
         time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
     return fabric, model, layout, assumptions
@@ -318,6 +319,12 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
     return Report("goodput", data, [job, *tables], list(result.warnings))
 
 
+def _non_negative(value: float, option: str) -> float:
+    if not 0 <= value < float("inf"):  # also refuses NaN
+        raise _usage(f"{option} is a finite number of at least 0, got {value:g}")
+    return value
+
+
 def _share(value: float, option: str) -> float:
     if not 0 <= value <= 1:
         raise _usage(f"{option} is a share between 0 and 1, got {value:g}")
@@ -383,6 +390,11 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     from topomodel.output import Table
     from topomodel.studies import scale_curve
 
+    if args.plot:  # refused now, not after the curve
+        from topomodel.draw import figure_format
+
+        figure_format(args.plot)
+        _writable(args.plot)
     _, model, layout, assumptions = _step_inputs(args, args.design)
     design, catalog = load_design(args.design, extra_catalogs=args.catalog)
     model = catalog.get(args.model, Model)
@@ -398,9 +410,8 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
                         "scaling_efficiency": p.efficiency, "mfu": p.result.mfu,
                         "comm_share": p.result.comm_share} for p in points]}
     if args.plot:
-        from topomodel.draw import figure_format, save_figure, scaling_figure
+        from topomodel.draw import save_figure, scaling_figure
 
-        figure_format(args.plot)
         save_figure(scaling_figure(points, title=f"{design.name or args.design}: {model.id}"),
                     args.plot)
         data["plot"] = args.plot
@@ -518,6 +529,9 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         raise _usage(f"{args.plot}: the plot is a .png, .svg or .pdf file")
     if args.workers is not None and args.workers < 1:
         raise _usage("--workers must be at least 1")
+    for path in (args.output, args.plot):  # refused now, not after the whole sweep
+        if path:
+            _writable(path)
     try:
         outcome = run_sweep(sweep, args.output, workers=args.workers,
                             scheduler=args.scheduler, resume=args.resume or args.retry_failed,
@@ -529,6 +543,18 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
               file=sys.stderr)
         raise SystemExit(130) from None
     return sweep_report(outcome, pareto=pareto, plot=args.plot)
+
+
+def _writable(path: str) -> None:
+    """Refuse an output file path that is a folder or whose folder cannot be made."""
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_dir():
+        raise _usage(f"{path}: is a folder; give a file name")
+    target.parent.mkdir(parents=True, exist_ok=True)  # OSError: reported by main
+    if not os.access(target.parent, os.W_OK):
+        raise _usage(f"{target.parent}: cannot write there")
 
 
 def _cmd_schema(args: argparse.Namespace) -> Report:
@@ -863,6 +889,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT_ERROR
     except TopomodelError as exc:
         print(f"topomodel: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except OSError as exc:  # an output path that cannot be written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"topomodel: error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     print(text)
     return 0

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 import textwrap
 import threading
 from collections.abc import Mapping, Sequence
@@ -1109,15 +1107,7 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     OSError
         When the file cannot be written (nothing is left behind).
     """
+    from topomodel.files import atomic_bytes
+
     target = Path(path)
-    data = figure_bytes(fig, figure_format(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return target
+    return atomic_bytes(target, figure_bytes(fig, figure_format(target)))

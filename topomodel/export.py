@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +36,7 @@ import pandas as pd
 from topomodel.catalog import Accelerator, System
 from topomodel.errors import UsageError
 from topomodel.fabric import Fabric, labels
+from topomodel.files import atomic_bytes, atomic_write
 from topomodel.timing import TimeModel, tier_efficiency
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
@@ -91,27 +90,6 @@ CALCULON_OPS: dict[str, list[float | None]] = {
 AllReduce 2 (n-1)/n, ReduceScatter and AllGather (n-1)/n of the buffer (nccl-tests)."""
 
 
-def _atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write ``path`` through a temporary file moved into place; the file gets the mode
-    an ordinary open would give it (0666 less the umask), not mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(handle, 0o666 & ~umask)
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
-def _writer(data: bytes) -> Callable[[IO[bytes]], object]:
-    return lambda stream: stream.write(data)
-
-
 def export_fabric(fabric: Fabric, fmt: str, path: str | Path) -> list[Path]:
     """Write ``fabric`` as ``fmt`` to ``path``; return the files written.
 
@@ -129,20 +107,20 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path) -> list[Path]:
     if fmt in ("csv", "parquet"):
         return _tables(fabric, fmt, target)
     if fmt == "astra-sim":
-        _atomic(target, _writer(astra_sim_network(fabric).encode()))
+        atomic_bytes(target, astra_sim_network(fabric).encode())
         return [target]
     if fmt == "calculon":
         system = calculon_system(fabric)
-        _atomic(target, _writer((json.dumps(system, indent=2) + "\n").encode()))
+        atomic_bytes(target, (json.dumps(system, indent=2) + "\n").encode())
         return [target]
     import networkx as nx
 
     graph = fabric.graph
     if fmt == "graphml":
-        _atomic(target, lambda s: nx.write_graphml(graph, s))
+        atomic_write(target, lambda s: nx.write_graphml(graph, s))
     elif fmt == "json":
         data = nx.node_link_data(graph, edges="links")
-        _atomic(target, lambda s: s.write(json.dumps(data, default=str).encode()))
+        atomic_write(target, lambda s: s.write(json.dumps(data, default=str).encode()))
     else:
         raise ValueError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
     return [target]
@@ -159,9 +137,9 @@ def _tables(fabric: Fabric, fmt: str, target: Path) -> list[Path]:
     for name, table in (("nodes", fabric.nodes), ("links", fabric.links)):
         out = target / f"{name}.{fmt}"
         if fmt == "csv":
-            _atomic(out, _writer(table.to_csv(index_label="id").encode()))
+            atomic_bytes(out, table.to_csv(index_label="id").encode())
         else:
-            _atomic(out, _parquet_writer(table.rename_axis("id")))
+            atomic_write(out, _parquet_writer(table.rename_axis("id")))
         written.append(out)
     return written
 

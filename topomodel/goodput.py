@@ -44,6 +44,9 @@ TIER_LEVEL = {"accelerator": 0, "nic": 1, "scaleup": 1, "leaf": 2, "scaleup_l2":
 """How far up the network a node tier sits; a part's uplinks go to a higher level."""
 MODULE_FORMS = ("transceiver", "lpo", "cpo")
 """Optic forms with a module at each end of a link; the others are one cable assembly."""
+REPAIRED_COMPONENTS = ("accelerator", "hbm", "host", "nic", "scaleup_switch")
+"""Parts whose failure takes their system out of the pool until it is repaired (a
+software fault restarts the job but leaves the system in service)."""
 DEGRADED_ROUTING_MAX_WORK = 50_000_000
 """Largest accelerators x links for which the degradation is routed, not bounded: only
 the general router routes around failures, and a step with a failed part costs it about
@@ -221,6 +224,10 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     peer = (level[src] == level[dst]) & (src < dst) & alive & needed[src] & needed[dst]
     optic = labels(links["optic"])
     cabled = np.flatnonzero((footprint_up | peer) & (optic != ""))
+    # a peer link (a torus) shares its load with the node's other peer links
+    peer_cables = np.bincount(src[(level[src] == level[dst]) & alive],
+                              weights=cables[(level[src] == level[dst]) & alive],
+                              minlength=len(nodes))
     single_link = (upward & must_reach[src] & (up_cables[src] == 1)) | (
         (system[src] >= 0) & (system[src] == system[dst]))
     for (optic_id, tier, single), (count, first) in _grouped(
@@ -230,7 +237,9 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
         per_link = 2 if form in MODULE_FORMS else 1
         parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
                            (form,), f"{names[src[first]]} -- {names[dst[first]]}",
-                           int(cables[first]), max(1, int(up_cables[src[first]]))))
+                           int(cables[first]), max(1, int(
+                               up_cables[src[first]] if upward[first]
+                               else peer_cables[src[first]]))))
     return parts
 
 
@@ -317,8 +326,8 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     systems = -(-accelerators // accelerators_per_system)
     spares = (a.spare_systems if a.spare_systems is not None
               else math.ceil(a.spare_fraction * systems))
-    per_system = sum(ln.failures_per_s for ln in lines
-                     if ln.interrupts and ln.tier == "system") / max(systems, 1)
+    per_system = sum(ln.failures_per_s for ln in lines if ln.interrupts and ln.tier == "system"
+                     and ln.component in REPAIRED_COMPONENTS) / max(systems, 1)
     no_spare = no_spare_probability(per_system * (systems + spares), a.repair_s, spares)
     # With no spare free, the job waits for the first of the systems in repair (the
     # spares and the one that just failed) to come back: exponential repair times.
@@ -361,6 +370,9 @@ def degraded_losses(lines: Sequence[ComponentLine],
         nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
             (ln.representative,), ())
         degraded = step_tokens_per_s(with_failures(fabric, nodes, cut))
+        # A failed link row takes its whole bundle down; its loss shared evenly over the
+        # bundle's cables is an upper bound of one cable's (the loss grows faster than
+        # linearly with the cables lost).
         losses[ln.tier] = max(0.0, 1 - degraded / tokens_per_s) / ln.representative_cables
     return losses
 
@@ -423,8 +435,9 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
             cases.append((f"optical modules as {form.upper()}",
                           with_optic_form(result.lines, catalog, form), fixed))
     cases += [("no spare systems", list(result.lines), replace(fixed, spare_systems=0)),
-              ("twice the spare systems", list(result.lines),
-               replace(fixed, spare_systems=2 * result.spare_systems)),
+              ("twice the spare systems" if result.spare_systems else "one spare system",
+               list(result.lines),
+               replace(fixed, spare_systems=max(1, 2 * result.spare_systems))),
               ("twice the checkpoint bandwidth", list(result.lines),
                replace(fixed, storage_Bps=2 * fixed.storage_Bps)),
               ("half the restart time", list(result.lines),
@@ -475,7 +488,9 @@ def goodput_tables(result: GoodputResult,
     def duration(seconds: float) -> str:
         if not math.isfinite(seconds):
             return "never"
-        return f"{seconds / 3600:.3g} h" if seconds >= 3600 else format_si(seconds, "s")
+        if seconds >= 3600:
+            return f"{seconds / 3600:.3g} h"
+        return f"{seconds / 60:.3g} min" if seconds >= 60 else format_si(seconds, "s")
 
     summary = [
         {"item": "interruptions per day", "value": f"{r.interruptions_per_day:.3g}"},

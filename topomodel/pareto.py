@@ -139,7 +139,7 @@ def plot_front(x: np.ndarray, y: np.ndarray, front: np.ndarray, path: str, *,
     from matplotlib.ticker import EngFormatter
 
     from topomodel.draw import save_figure
-    from topomodel.export import _atomic
+    from topomodel.files import atomic_write
 
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
@@ -160,6 +160,6 @@ def plot_front(x: np.ndarray, y: np.ndarray, front: np.ndarray, path: str, *,
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     if Path(path).suffix.lower() == ".pdf":  # the project's figures are PNG or SVG only
-        _atomic(Path(path), lambda stream: fig.savefig(stream, format="pdf"))
+        atomic_write(Path(path), lambda stream: fig.savefig(stream, format="pdf"))
     else:
         save_figure(fig, path)

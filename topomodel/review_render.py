@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from topomodel.files import umask
 from topomodel.output import Report, Table, _columns, render
 from topomodel.review import (
     Block,
@@ -334,7 +335,7 @@ def write_review(review: Review, directory: str | Path) -> list[Path]:
         written = [target / name for name in REPORT_FILES] + [
             target / fig.file for fig in review.figures.values()]
         if not target.exists():
-            os.chmod(staging, 0o755)  # mkdtemp makes it private; a report is to be read
+            os.chmod(staging, 0o777 & ~umask())  # mkdtemp makes it private
             os.replace(staging, target)
             return written
         if not target.is_dir():

@@ -528,11 +528,11 @@ def _write_results(sweep: Sweep, path: Path, fmt: str, stored: Mapping[int, Mapp
     import pyarrow as pa
     from pyarrow import csv, parquet
 
-    from topomodel.export import _atomic
+    from topomodel.files import atomic_write
 
     rows = [_full_row(sweep, i, stored[i]) for i in sorted(stored)]
     table = pa.Table.from_pylist(rows, schema=_arrow_schema(sweep))
-    _atomic(path, lambda stream: (csv.write_csv if fmt == "csv" else parquet.write_table)(
+    atomic_write(path, lambda stream: (csv.write_csv if fmt == "csv" else parquet.write_table)(
         table, stream))
     return table
 

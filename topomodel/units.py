@@ -174,6 +174,9 @@ def _parse_cached(text: str, kind: str) -> float:
     ureg = registry()
     if q.dimensionality != ureg.get_dimensionality(spec.dimensionality):
         raise UnitError(text, _wrong_kind_reason(q, spec))
+    if kind == "failure_rate" and "hertz" in str(q.units):
+        raise UnitError(text, "is a frequency, not a failure rate: give failures per time,"
+                        " e.g. '2 %/yr', '500 FIT' or '0.1 /yr'")
     value = float(q.to(spec.canonical).magnitude)
     if spec.sign == "positive" and value <= 0:
         raise UnitError(text, f"a {kind.replace('_', ' ')} must be greater than zero")
