@@ -200,3 +200,12 @@ def test_unwritable_outputs_are_one_line_errors_before_any_work(capsys, tmp_path
                   "--straggler-slowdown", "-0.5"]):
         status, _, err = run(capsys, *argv)
         assert status == 2 and len(err.strip().splitlines()) == 1, argv
+
+
+def test_step_takes_jitter_and_message_overhead(capsys):
+    status, out, _ = run(capsys, "step", "examples/hgx-h100-server.yaml", "--model",
+                         "llama3-8b", "--tp", "8", "--jitter-cv", "0", "--overhead", "10 us",
+                         "--no-goodput", "--format", "json")
+    data = json.loads(out)
+    assert status == 0 and data["assumptions"]["jitter_cv"] == 0 and data["wait_s"] == 0
+    assert data["assumptions"]["time"]["per_message_overhead_s"] == pytest.approx(10e-6)

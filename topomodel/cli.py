@@ -159,7 +159,7 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
 
     from topomodel.catalog import Model
     from topomodel.step import Layout, StepAssumptions
-    from topomodel.studies import layout_for
+    from topomodel.studies import fill_dp
     from topomodel.timing import TimeModel
     from topomodel.units import parse
 
@@ -170,9 +170,8 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
                     seq=args.seq, sequence_parallel=not args.no_sequence_parallel,
                     dp_mode=args.dp_mode, interleave=args.interleave,
                     recompute=args.recompute, order=args.order)
-    if not args.dp:  # fill the fabric; --global-batch stays the whole step's
-        layout = replace(layout_for(fabric.accelerator_count, layout),
-                         global_batch=args.global_batch)
+    if not args.dp:
+        layout = fill_dp(fabric.accelerator_count, layout)
     base = StepAssumptions()
     overlap = dict(base.overlap)
     for text in args.overlap:
@@ -185,7 +184,11 @@ def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, 
         straggler_share=_share(args.straggler_share, "--straggler-share"),
         straggler_slowdown=_non_negative(args.straggler_slowdown, "--straggler-slowdown"),
         dp_bucket_bytes=parse(args.bucket, "size") if args.bucket else base.dp_bucket_bytes,
-        time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency)))
+        jitter_cv=base.jitter_cv if args.jitter_cv is None else _non_negative(
+            args.jitter_cv, "--jitter-cv"),
+        time=TimeModel(efficiency=dict(_efficiency(e) for e in args.efficiency),
+                       **({"per_message_overhead_s": parse(args.overhead, "time")}
+                          if args.overhead else {})))
     return fabric, model, layout, assumptions
 
 
@@ -611,6 +614,10 @@ def _step_args(step: argparse.ArgumentParser) -> None:
                       help="routing policy (default ecmp)")
     step.add_argument("--fail", action="append", default=[], metavar="NODE",
                       help="fail a node by name; repeatable")
+    step.add_argument("--jitter-cv", type=float, metavar="F",
+                      help="per-rank compute time variation per step (default 0.01)")
+    step.add_argument("--overhead", metavar="TIME",
+                      help="per-message software overhead (default 5 us)")
     step.add_argument("--straggler-share", type=float, default=0.0, metavar="F",
                       help="share of accelerators that run slow (default 0)")
     step.add_argument("--straggler-slowdown", type=float, default=0.0, metavar="F",

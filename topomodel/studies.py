@@ -33,6 +33,13 @@ def layout_for(world: int, base: Layout) -> Layout:
     return replace(base, dp=dp, global_batch=per_dp * dp)
 
 
+def fill_dp(world: int, layout: Layout) -> Layout:
+    """``layout`` with DP set to fill ``world`` accelerators; its global batch (the whole
+    step's, or 0 for the default) stays as given."""
+    filled = layout_for(world, replace(layout, global_batch=0))
+    return replace(filled, global_batch=layout.global_batch)
+
+
 @dataclass(frozen=True)
 class ScalePoint:
     """One point of a scaling curve."""

@@ -105,7 +105,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     """
     from topomodel.goodput import job_goodput
     from topomodel.step import Layout, step_time
-    from topomodel.studies import layout_for
+    from topomodel.studies import fill_dp
     from topomodel.timing import TimeModel
     from topomodel.units import parse
 
@@ -119,8 +119,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
                     dp_mode=s["dp_mode"], interleave=s["interleave"],
                     recompute=s["recompute"], order=s["order"])
     if not s["dp"]:  # fill the fabric; the global batch stays what the point says
-        filled = layout_for(fabric.accelerator_count, replace(layout, global_batch=0))
-        layout = replace(filled, global_batch=s["global_batch"])
+        layout = fill_dp(fabric.accelerator_count, layout)
     overlap = {kind: s[OVERLAP_PREFIX + kind] for kind in STEP_DEFAULTS.overlap}
     efficiency = {k.removeprefix(EFFICIENCY_PREFIX): float(v) for k, v in params.items()
                   if k.startswith(EFFICIENCY_PREFIX)}
