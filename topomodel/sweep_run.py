@@ -418,7 +418,7 @@ class _Journal:
     """Append-only JSON lines, one finished point each, written as they arrive; the
     first line names the sweep."""
 
-    def __init__(self, path: Path, sweep: Sweep) -> None:
+    def __init__(self, path: Path, sweep: Sweep, *, truncate: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -430,6 +430,8 @@ class _Journal:
         except OSError:
             os.close(self.fd)
             raise UsageError(f"{path}: another sweep is writing these results") from None
+        if truncate:  # starting over: emptied under the lock, never under another sweep
+            os.ftruncate(self.fd, 0)
         size = os.fstat(self.fd).st_size
         if size:  # a process killed mid-write leaves a torn last line: drop it
             keep = os.pread(self.fd, size, 0).rfind(b"\n") + 1
@@ -605,12 +607,11 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
         there = journal if journal.exists() else path
         raise UsageError(f"{there} exists: add --resume to continue that sweep or"
                          " --overwrite to start over")
-    if overwrite and journal.exists():
-        journal.unlink()
     scheduler = scheduler if scheduler is not None else sweep.scheduler
     count = workers if workers is not None else _cores()
     if count < 1:
         raise UsageError("--workers must be at least 1")
+    log = _Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
     index_of = {key: i for i, key in enumerate(sweep.keys)}
     needed = (*sweep.metrics, *OUTCOME_COLUMNS)
     stored: dict[int, dict[str, Any]] = {}
@@ -625,7 +626,6 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     context = SweepContext(sweep.digest, sweep.design_file, sweep.design_data, sweep.catalog,
                            sweep.constraints)
     start = time.perf_counter()
-    log = _Journal(journal, sweep)
     bar = _progress(len(todo), sweep.name, progress)
     failed = 0
 
