@@ -283,24 +283,23 @@ def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
             goodput_json(result_goodput, options, whatifs))
 
 
+_GOODPUT_OPTIONS = (("checkpoint_size", "checkpoint_bytes", "size"),
+                    ("storage_bandwidth", "storage_Bps", "rate"),
+                    ("detection_time", "detection_s", "time"),
+                    ("restart_time", "restart_s", "time"),
+                    ("repair_time", "repair_s", "time"))
+
+
 def _goodput_assumptions(args: argparse.Namespace) -> Any:
+    """GoodputAssumptions from the goodput options (defaults for those not given)."""
     from topomodel.goodput import GoodputAssumptions
     from topomodel.units import parse
 
-    base = GoodputAssumptions()
     if args.spare_systems is not None and args.spare_systems < 0:
         raise _usage("--spare-systems cannot be negative")
-    return GoodputAssumptions(
-        checkpoint_bytes=parse(args.checkpoint_size, "size") if args.checkpoint_size
-        else None,
-        checkpoint_bytes_per_param=base.checkpoint_bytes_per_param,
-        storage_Bps=parse(args.storage_bandwidth, "rate") if args.storage_bandwidth
-        else base.storage_Bps,
-        detection_s=parse(args.detection_time, "time") if args.detection_time
-        else base.detection_s,
-        restart_s=parse(args.restart_time, "time") if args.restart_time else base.restart_s,
-        repair_s=parse(args.repair_time, "time") if args.repair_time else base.repair_s,
-        spare_systems=args.spare_systems)
+    given = {field: parse(getattr(args, option), kind)
+             for option, field, kind in _GOODPUT_OPTIONS if getattr(args, option)}
+    return GoodputAssumptions(spare_systems=args.spare_systems, **given)
 
 
 def _cmd_goodput(args: argparse.Namespace) -> Report:
