@@ -273,14 +273,11 @@ def _goodput(args: argparse.Namespace, fabric: Any, model: Any, layout: Any,
              assumptions: Any, result: Any, *,
              route_degradation: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, from the goodput options."""
-    from topomodel.goodput import goodput_json, goodput_tables, job_goodput, what_ifs
+    from topomodel.goodput import goodput_section
 
-    options = _goodput_assumptions(args)
-    result_goodput = job_goodput(fabric, model, layout, assumptions, result, options,
-                                 routing=args.routing, route_degradation=route_degradation)
-    whatifs = what_ifs(result_goodput, fabric.catalog, options)
-    return (goodput_tables(result_goodput, whatifs),
-            goodput_json(result_goodput, options, whatifs))
+    return goodput_section(fabric, model, layout, assumptions, result,
+                           _goodput_assumptions(args), routing=args.routing,
+                           route_degradation=route_degradation)
 
 
 _GOODPUT_OPTIONS = (("checkpoint_size", "checkpoint_bytes", "size"),

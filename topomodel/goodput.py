@@ -446,6 +446,17 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
     return [(name, goodput(lines, assumptions=a, **kwargs)) for name, lines, a in cases]
 
 
+def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+                    step_result: Any, assumptions: GoodputAssumptions, *,
+                    routing: str = "ecmp", route_degradation: bool = True
+                    ) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, with the what-ifs (step, goodput, review)."""
+    result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
+                         routing=routing, route_degradation=route_degradation)
+    whatifs = what_ifs(result, fabric.catalog, assumptions)
+    return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
+
+
 def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
                  whatifs: Sequence[tuple[str, GoodputResult]] = ()) -> dict[str, Any]:
     """Plain-type JSON of a goodput result (the ``goodput`` key of step and goodput)."""

@@ -46,7 +46,7 @@ import numpy as np
 
 from topomodel.errors import UsageError
 from topomodel.fabric import Fabric, labels, present_labels
-from topomodel.goodput import GoodputAssumptions
+from topomodel.goodput import GoodputAssumptions, goodput_section
 from topomodel.output import Table
 from topomodel.units import format_rate, format_si, format_size
 
@@ -241,8 +241,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     if model is not None and layout is not None:
         step = step_time(fabric, model, layout, step_assumptions, routing=routing)
         step_rep = step_report(step, step_assumptions, design_name=name)
-        goodput = _goodput(fabric, model, layout, step_assumptions, step, routing,
-                           goodput_assumptions or GoodputAssumptions())
+        goodput = goodput_section(fabric, model, layout, step_assumptions, step,
+                                  goodput_assumptions or GoodputAssumptions(), routing=routing)
     collectives = _run_collectives(fabric, timing, routing, sizes_bytes)
     featured_rep = None
     if collectives.featured is not None:
@@ -288,18 +288,6 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                 + (f"; model {model.id}" if model is not None else ""))
     return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
                   tuple(warnings), tuple(headline))
-
-
-def _goodput(fabric: Fabric, model: Model, layout: Layout, step_assumptions: StepAssumptions,
-             step: StepResult, routing: str,
-             assumptions: GoodputAssumptions) -> tuple[list[Table], dict[str, Any]]:
-    """The goodput section's tables and JSON (see :mod:`topomodel.goodput`)."""
-    from topomodel.goodput import goodput_json, goodput_tables, job_goodput, what_ifs
-
-    result = job_goodput(fabric, model, layout, step_assumptions, step, assumptions,
-                         routing=routing)
-    whatifs = what_ifs(result, fabric.catalog, assumptions)
-    return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
 
 def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
