@@ -128,7 +128,7 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     model = TimeModel(**({"per_message_overhead_s": parse(args.overhead, "time")}
                          if args.overhead else {}),
                       efficiency=dict(_efficiency(e) for e in args.efficiency))
-    run = run_collective(fabric, args.collective.lower().replace("_", "").replace("-", ""),
+    run = run_collective(fabric, _collective(args.collective),
                          parse(args.size, "size"), args.group or ["all"],
                          algorithm=args.algorithm, routing=args.routing, seed=args.seed,
                          router=args.router, model=model)
@@ -151,6 +151,11 @@ def _fabric_input(args: argparse.Namespace, design_file: str) -> Any:
             raise _usage("--scaleout-factor must be greater than zero")
         fabric = scale_scaleout(fabric, args.scaleout_factor)
     return fabric
+
+
+def _collective(name: str) -> str:
+    """A collective's name as the library spells it (``all-reduce`` -> ``allreduce``)."""
+    return name.lower().replace("_", "").replace("-", "")
 
 
 def _step_inputs(args: argparse.Namespace, design_file: str) -> tuple[Any, Any, Any, Any]:
@@ -442,7 +447,7 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     if args.route:
         from topomodel.route_report import route_report, run_collective
 
-        run = run_collective(fabric, args.route.lower().replace("_", "").replace("-", ""),
+        run = run_collective(fabric, _collective(args.route),
                              parse(args.size, "size"), args.group or ["all"],
                              algorithm=args.algorithm, routing=args.routing)
         utilisation = run.timing.link_busy_s / (run.time_s or 1.0)
