@@ -184,6 +184,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     alive = ~links["failed"].to_numpy()
     upward = (level[src] < level[dst]) & alive
+    sideways = (level[src] == level[dst]) & alive  # peer links (a torus)
     needed = in_job.copy()
     for _ in TIER_LEVEL:  # climb: the switches above the job's parts carry its traffic
         reach = needed.copy()
@@ -221,13 +222,11 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     # Links: each physical link once (upward, or the lower-numbered end of a peer link).
     # One is a single point of failure when it is the only uplink cable of a part that
     # must not be cut off, or when both ends sit in one system (cabled inside a rack).
-    peer = (level[src] == level[dst]) & (src < dst) & alive & needed[src] & needed[dst]
+    peer = sideways & (src < dst) & needed[src] & needed[dst]
     optic = labels(links["optic"])
     cabled = np.flatnonzero((footprint_up | peer) & (optic != ""))
-    # a peer link (a torus) shares its load with the node's other peer links
-    peer_cables = np.bincount(src[(level[src] == level[dst]) & alive],
-                              weights=cables[(level[src] == level[dst]) & alive],
-                              minlength=len(nodes))
+    # a peer link shares its load with the node's other peer links
+    peer_cables = np.bincount(src[sideways], weights=cables[sideways], minlength=len(nodes))
     single_link = (upward & must_reach[src] & (up_cables[src] == 1)) | (
         (system[src] >= 0) & (system[src] == system[dst]))
     for (optic_id, tier, single), (count, first) in _grouped(
