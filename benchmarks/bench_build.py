@@ -14,11 +14,11 @@ import argparse
 import resource
 import time
 
-from topomodel.bisection import bisection
-from topomodel.build import build_fabric
-from topomodel.build_report import build_report
+from topomodel.analysis.bisection import bisection
 from topomodel.design import load_design
-from topomodel.output import render
+from topomodel.fabric.build import build_fabric
+from topomodel.report.build import build_report
+from topomodel.report.output import render
 
 DESIGN = """
 name: benchmark {n} GPUs

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.build import build_fabric
-from topomodel.collectives import collective_traffic
+from topomodel.analysis.timing import time_traffic
 from topomodel.design import load_design
-from topomodel.groups import parse_groups
-from topomodel.timing import time_traffic
+from topomodel.fabric.build import build_fabric
+from topomodel.traffic.collectives import collective_traffic
+from topomodel.traffic.groups import parse_groups
 
 
 def main() -> None:

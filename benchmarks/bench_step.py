@@ -20,11 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.build import build_fabric
+from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
-from topomodel.goodput import job_goodput
-from topomodel.step import Layout, StepAssumptions, step_time
+from topomodel.fabric.build import build_fabric
+from topomodel.traffic.layout import Layout
 
 
 def main() -> None:

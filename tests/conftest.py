@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from topomodel.build import build_fabric
 from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
 
 TOY_CATALOG = """
 accelerators:

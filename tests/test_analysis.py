@@ -2,9 +2,9 @@
 
 import pytest
 
-from topomodel.bom import bill_of_materials, power_summary
-from topomodel.linkbudget import OCS_INSERTION_LOSS_DB, link_budgets
-from topomodel.tiers import tier_summaries
+from topomodel.analysis.bom import bill_of_materials, power_summary
+from topomodel.analysis.linkbudget import OCS_INSERTION_LOSS_DB, link_budgets
+from topomodel.analysis.tiers import tier_summaries
 
 FAT_TREE = "system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n"
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from topomodel.bisection import bisection
+from topomodel.analysis.bisection import bisection
 from topomodel.catalog import Switch
 from topomodel.errors import DesignError
 

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from topomodel.cli import build_parser, main
+from topomodel.cli import main
+from topomodel.cli.parser import build_parser
 
 
 def run(capsys, *argv):

@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.build import build_fabric
-from topomodel.collectives import (
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.traffic.collectives import (
     ALGORITHMS,
-    COLLECTIVES,
     busbw_factor,
     collective_traffic,
     double_binary_tree,
-    in_network_capable,
     tree_depth,
 )
-from topomodel.design import load_design
-from topomodel.traffic import Phase
+from topomodel.traffic.communicators import COLLECTIVES
+from topomodel.traffic.innetwork import in_network_capable
+from topomodel.traffic.phases import Phase
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 S = 1e6

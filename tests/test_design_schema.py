@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from topomodel.design import Design, load_design
-from topomodel.design_schema import DIALECT, RECORDS, design_schema, reader_schema
 from topomodel.errors import DesignError
 from topomodel.records import yaml_keys
+from topomodel.schema import DIALECT, RECORDS, design_schema, reader_schema
 from topomodel.units import parse, parse_bandwidth
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -123,7 +123,7 @@ def test_defaults_are_what_the_loader_would_read(schema):
 
 
 def test_hand_kept_docs_and_rules_name_real_keys():
-    from topomodel.design_schema import _DOCS, _FIELD_RULES
+    from topomodel.schema import _DOCS, _FIELD_RULES
 
     for cls, key in [*_DOCS, *_FIELD_RULES]:
         assert key in yaml_keys(cls), f"{cls.__name__}.{key} is gone: drop it here"

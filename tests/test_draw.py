@@ -21,14 +21,16 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from topomodel import draw
-from topomodel.build import build_fabric
+from topomodel.analysis.collective import run_collective
+from topomodel.analysis.step import step_time
+from topomodel.analysis.tiers import tier_summaries
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
-from topomodel.route_report import route_report, run_collective
-from topomodel.step import Layout, step_time
-from topomodel.tiers import tier_summaries
+from topomodel.fabric.build import build_fabric
+from topomodel.report.route import route_report
+from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
@@ -378,7 +380,7 @@ def test_step_bars_add_up_to_the_step(toy_route):
 
 
 def test_scaling_figure(toy_route):
-    from topomodel.studies import scale_curve
+    from topomodel.analysis.studies import scale_curve
 
     fabric, _, catalog, _, _ = toy_route
     points = scale_curve(fabric.design, catalog, catalog.get("toy-dense", Model),
@@ -409,9 +411,9 @@ def test_svg_is_xml_of_the_page_size(tmp_path):
 def test_figure_bytes_and_format_errors(tmp_path):
     png = draw.figure_bytes(draw.topology_figure(built("hgx-h100-server")))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(UsageError, match="png or svg"):
+    with pytest.raises(UsageError, match="png, svg, pdf"):
         draw.figure_bytes(Figure(), "jpg")
-    with pytest.raises(UsageError, match=r"must end in \.png or \.svg"):
+    with pytest.raises(UsageError, match=r"ends in \.png, \.svg or \.pdf"):
         draw.save_figure(Figure(), tmp_path / "out.jpg")
     assert not list(tmp_path.iterdir())
 
@@ -454,7 +456,7 @@ def test_draw_command(toy_route, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["-o", "{tmp}/out.jpg"], "must end in .png or .svg"),
+    (["-o", "{tmp}/out.jpg"], "ends in .png, .svg or .pdf"),
     (["-o", "{tmp}/out.png", "--what", "tiers"], "--what tiers needs a load"),
     (["-o", "{tmp}/out.png", "--route", "allreduce"], "--route needs --size"),
     (["-o", "{tmp}/out.png", "--route", "allgatherx", "--size", "1 MB"],

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.build import build_fabric
 from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))

@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from topomodel.build import build_fabric
+from topomodel.analysis.levels import network_levels
+from topomodel.analysis.timing import DEFAULT_HOP_LATENCY_S, PER_MESSAGE_OVERHEAD_S, TimeModel
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.export import ASTRA_GB_BYTES, calculon_system, export_fabric, network_levels
-from topomodel.fabric import PROPAGATION_S_PER_M
-from topomodel.timing import DEFAULT_HOP_LATENCY_S, PER_MESSAGE_OVERHEAD_S, TimeModel
+from topomodel.export import ASTRA_GB_BYTES, calculon_system, export_fabric
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import PROPAGATION_S_PER_M
 
 
 def test_exports_round_trip(capsys, tmp_path):
@@ -191,7 +192,7 @@ def test_calculon_torus_is_one_tier_with_every_link_and_the_tier_efficiency():
 
 
 def test_levels_without_scale_up_are_one_switch_of_the_whole_fat_tree(toy):
-    from topomodel.build import DEFAULT_SWITCH_LATENCY_S
+    from topomodel.fabric.build import DEFAULT_SWITCH_LATENCY_S
 
     fabric = toy("""
         name: toy three tiers

@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.build import build_fabric
-from topomodel.catalog import FailureRate, Model, load_catalog
-from topomodel.cli import main
-from topomodel.design import load_design
-from topomodel.errors import CatalogError
-from topomodel.goodput import (
+from topomodel.analysis.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
     GoodputAssumptions,
@@ -26,7 +21,14 @@ from topomodel.goodput import (
     no_spare_probability,
     with_optic_form,
 )
-from topomodel.step import Layout, StepAssumptions, parameter_counts, step_time
+from topomodel.analysis.model import parameter_counts
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.catalog import FailureRate, Model, load_catalog
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.errors import CatalogError
+from topomodel.fabric.build import build_fabric
+from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 QUIET = StepAssumptions(jitter_cv=0.0)

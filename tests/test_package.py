@@ -3,7 +3,7 @@ import sys
 
 
 def test_import_does_not_load_matplotlib():
-    code = "import sys, topomodel, topomodel.catalog, topomodel.cli; " \
+    code = "import sys, topomodel, topomodel.catalog, topomodel.cli.commands; " \
            "print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from topomodel.analysis.pareto import Objective, pareto_mask, parse_objective
+from topomodel.draw.charts import plot_front
 from topomodel.errors import UsageError
-from topomodel.pareto import Objective, pareto_mask, parse_objective, plot_front
 
 
 def brute_force(values, maximize):

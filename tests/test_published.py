@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.build import build_fabric
+from topomodel.analysis.collective import run_collective
+from topomodel.analysis.model import flops_per_token, parameter_counts
+from topomodel.analysis.step import step_time
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.design import load_design
-from topomodel.route_report import run_collective
-from topomodel.step import Layout, flops_per_token, parameter_counts, step_time
+from topomodel.fabric.build import build_fabric
+from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

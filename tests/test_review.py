@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from topomodel import linkbudget, timing
-from topomodel.build import build_fabric, with_failures
+from topomodel.analysis import linkbudget, timing
+from topomodel.analysis.step import StepAssumptions
 from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.review import collect_review, size_text
-from topomodel.review_render import png_size, render_html, write_review
-from topomodel.step import Layout, StepAssumptions
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.report.review import collect_review
+from topomodel.report.review.document import size_text
+from topomodel.report.review.render import png_size, render_html, write_review
+from topomodel.traffic.layout import Layout
 
 SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
             "goodput", "materials", "assumptions", "provenance")

@@ -6,11 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.build import build_fabric, with_failures
+from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.design import load_design
-from topomodel.routing import route, route_general, route_structured, structured_supported
-from topomodel.timing import TimeModel, time_traffic
-from topomodel.traffic import Traffic, phase
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+from topomodel.routing.general import route_general
+from topomodel.routing.structured import route_structured, structured_supported
+from topomodel.traffic.phases import Traffic, phase
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["hgx-h100-server", "dgx-h100-superpod", "mi300x-roce", "dual-plane-ethernet",
@@ -200,7 +203,7 @@ def test_structured_router_equals_general_on_a_3_level_supernode(tmp_path):
 
 @pytest.mark.parametrize("routing", ["ecmp", "hash"])
 def test_general_router_batches_and_uncached_dags_give_the_same_loads(monkeypatch, routing):
-    import topomodel.routing as rt
+    import topomodel.routing.general as rt
 
     base = fabric_of("dgx-h100-superpod")
     ph = random_phase(base, 2000, seed=3)
@@ -215,7 +218,7 @@ def test_general_router_batches_and_uncached_dags_give_the_same_loads(monkeypatc
 
 
 def test_general_router_refuses_work_beyond_its_limit(monkeypatch, capsys):
-    import topomodel.routing as rt
+    import topomodel.routing.general as rt
     from topomodel.cli import main
     from topomodel.errors import UsageError
 

@@ -4,16 +4,11 @@ from dataclasses import replace
 
 import pytest
 
+from topomodel.analysis.model import flops_per_token, parameter_counts
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import Model
-from topomodel.step import (
-    Layout,
-    StepAssumptions,
-    flops_per_token,
-    parameter_counts,
-    rank_groups,
-    step_time,
-)
-from topomodel.timing import TimeModel
+from topomodel.traffic.layout import Layout, rank_groups
 
 QUIET = StepAssumptions(jitter_cv=0.0, hot_expert_factor=1.0,
                         time=TimeModel(per_message_overhead_s=0.0, hop_latency_s=0.0))

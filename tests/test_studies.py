@@ -4,17 +4,18 @@ import json
 
 import pytest
 
-from topomodel.catalog import Model
-from topomodel.cli import main
-from topomodel.design import load_design
-from topomodel.step import Layout, StepAssumptions, step_time
-from topomodel.studies import (
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.studies import (
     layout_for,
     required_scaleout_factor,
     scale_curve,
     scale_scaleout,
     sensitivity,
 )
+from topomodel.catalog import Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.traffic.layout import Layout
 
 DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
 

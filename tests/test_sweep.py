@@ -16,16 +16,18 @@ import pandas as pd
 import pytest
 from conftest import TOY_CATALOG, toy_switch
 
-from topomodel.bom import bill_of_materials, power_summary
-from topomodel.build import build_fabric
+from topomodel.analysis.bom import bill_of_materials, power_summary
+from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.pareto import pareto_mask
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.studies import scale_scaleout
+from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
-from topomodel.goodput import job_goodput
-from topomodel.pareto import pareto_mask
-from topomodel.step import Layout, StepAssumptions, step_time
-from topomodel.studies import scale_scaleout
+from topomodel.fabric.build import build_fabric
+from topomodel.report.sweep import sweep_report
 from topomodel.sweep import (
     SweepError,
     apply_overrides,
@@ -35,9 +37,8 @@ from topomodel.sweep import (
     journal_path,
     load_sweep,
     run_sweep,
-    sweep_report,
 )
-from topomodel.timing import TimeModel
+from topomodel.traffic.layout import Layout
 from topomodel.units import parse
 
 DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
@@ -285,7 +286,7 @@ def test_cli_refuses_bad_options_before_running(place, capsys, tmp_path):
             (["--pareto", "power_W", "speed"], "'speed' is not a recorded metric"),
             (["--pareto", "tp", "mfu"], "tp has no natural direction: write tp:min or tp:max"),
             (["--plot", "x.png"], "--plot draws the Pareto front"),
-            (["--pareto", "power_W", "mfu", "--plot", "x.gif"], "a .png, .svg or .pdf file"),
+            (["--pareto", "power_W", "mfu", "--plot", "x.gif"], "ends in .png, .svg or .pdf"),
             (["--workers", "0"], "--workers must be at least 1"),
             (["--resume", "--overwrite"], "pick one")]:
         assert main(["sweep", str(path), "-o", str(out), *argv]) == 2, argv
@@ -517,7 +518,7 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
 
 def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("topomodel.sweep_run.DASK_CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr("topomodel.sweep.run.DASK_CONNECT_TIMEOUT", "1s")
     sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
                              "fixed: {model: toy-dense}\n"))
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):

@@ -3,7 +3,7 @@
 A design names a system from the catalog and how many, optionally overrides its
 scale-up wiring, and describes the scale-out network, the physical layout that decides
 cable types, and failed parts. See ``docs/design-files.md``; the JSON Schema comes from
-:func:`topomodel.design_schema.design_schema`.
+:func:`topomodel.schema.design_schema`.
 """
 
 from __future__ import annotations

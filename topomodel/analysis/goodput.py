@@ -1,0 +1,456 @@
+"""Goodput under failures: interruptions, checkpoints, spares and degraded operation.
+
+From the parts of a job's footprint (its accelerators, their hosts and NICs, the
+switches and cables its traffic can cross) and a failure rate per part
+(``failure_rates`` in the catalog), the model counts:
+
+- **interruptions**: failures of a part the job cannot run without. Everything inside
+  a system (accelerator, HBM, host, NIC, in-system scale-up switch) stops a synchronous
+  job. A switch or cable outside the systems stops it only when it is a single point of
+  failure: some part below it has all its upward links through it (a single-homed NIC's
+  cable or leaf, a leaf with one uplink). Anything else is routed around.
+- **degraded operation**: a redundant part that fails leaves the job running slower
+  until it is repaired. One representative failure per tier is routed with the step
+  model to get the slowdown; the expected number down at a time (rate x repair time)
+  scales it (first order: failures are sparse).
+- **downtime** per interruption: detection + restart, plus, when no spare system is free
+  (the Poisson count of systems in repair reaches the spares), the wait for the first of
+  the ``spares + 1`` systems in repair to come back (repair time / (spares + 1)).
+- **checkpoints**: write time = checkpoint size / storage bandwidth; the interval is
+  Daly's optimum (Young's sqrt(2 delta M) to first order), and the effective share of
+  time is ``tau / (tau + delta) * (1 - ((tau + delta) / 2 + R) / M)``: checkpoint
+  overhead, half an interval of rework per interruption, and the downtime.
+
+goodput (tokens/s) = step tokens/s x degraded-throughput share x effective time share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric, labels
+
+SECONDS_PER_DAY = 86_400.0
+
+
+SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
+
+
+TIER_LEVEL = {"accelerator": 0, "nic": 1, "scaleup": 1, "leaf": 2, "scaleup_l2": 2,
+              "spine": 3, "scaleup_l3": 3, "core": 4}
+"""How far up the network a node tier sits; a part's uplinks go to a higher level."""
+
+
+MODULE_FORMS = ("transceiver", "lpo", "cpo")
+"""Optic forms with a module at each end of a link; the others are one cable assembly."""
+
+
+REPAIRED_COMPONENTS = ("accelerator", "hbm", "host", "nic", "scaleup_switch")
+"""Parts whose failure takes their system out of the pool until it is repaired (a
+software fault restarts the job but leaves the system in service)."""
+
+
+DEGRADED_ROUTING_MAX_WORK = 50_000_000
+"""Largest accelerators x links for which the degradation is routed, not bounded: only
+the general router routes around failures, and a step with a failed part costs it about
+this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selene's
+3,072 GPUs, 2.5e8, would take minutes)."""
+
+
+@dataclass(frozen=True)
+class GoodputAssumptions:
+    """Named assumptions of the goodput model (defaults are assumed unless sourced)."""
+
+    checkpoint_bytes: float | None = None  # None: parameters x checkpoint_bytes_per_param
+    checkpoint_bytes_per_param: float = 14.0  # bf16 weights 2 + fp32 master, Adam m, v 12
+    storage_Bps: float = 2e12  # aggregate write rate: Llama 3's Tectonic sustains 2 TB/s
+    detection_s: float = 120.0  # assumed: health checks and time-outs notice a fault
+    restart_s: float = 480.0  # assumed: with detection, Meta's reported 10-minute stall
+    repair_s: float = SECONDS_PER_DAY  # assumed: a failed system is back in a day
+    network_repair_s: float = 4 * 3600.0  # assumed: a switch or optic is swapped in 4 h
+    spare_systems: int | None = None  # None: spare_fraction of the job's systems
+    spare_fraction: float = 0.02  # assumed: hot spares kept beside a large job
+
+
+@dataclass(frozen=True)
+class ComponentLine:
+    """One kind of part in the job's footprint and what its failures do."""
+
+    component: str  # a catalog failure-rate component: accelerator, host, optic, ...
+    model: str  # catalog id of the part
+    tier: str  # where it sits: system, or the link or switch tier
+    count: int  # parts (optic modules or cable assemblies for links)
+    rate_per_s: float  # failures per part per second
+    interrupts: bool  # False: the job runs on, degraded
+    rate_entry: str  # id of the failure-rate entry used
+    provenance: str
+    representative: str = ""  # a part to fail for the degradation run ("A -- B" links)
+    representative_cables: int = 1  # cables that failing the representative takes down
+    parallel: int = 1  # uplinks (cables or switches) sharing the load where it sits
+
+    @property
+    def failures_per_s(self) -> float:
+        """All parts of this line together, failures per second."""
+        return self.count * self.rate_per_s
+
+
+@dataclass(frozen=True)
+class GoodputResult:
+    """Interruptions, checkpointing and goodput of one job."""
+
+    lines: tuple[ComponentLine, ...]
+    interruptions_per_day: float
+    mtbi_s: float  # mean time between interruptions
+    checkpoint_bytes: float
+    checkpoint_write_s: float
+    checkpoint_interval_s: float
+    spare_systems: int
+    accelerators_per_system: int  # out of service per system failure (blast radius)
+    no_spare_probability: float
+    downtime_per_interruption_s: float
+    effective_time_fraction: float
+    degraded_loss: dict[str, float]  # tier -> throughput lost while one part is down
+    degraded_throughput_fraction: float
+    degraded_routed: bool  # False: the losses are the upper-bound estimate
+    tokens_per_s: float  # failure-free, from the step model
+    goodput_tokens_per_s: float
+
+
+def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
+    """The failure-rate entry for ``component``: the first that applies to one of
+    ``keys`` (catalog ids, optic forms, tried in order), else the component's default.
+
+    The last-loaded default wins, so a user catalog's default replaces the built-in.
+    """
+    entries = [e for e in catalog.entries.values()
+               if isinstance(e, FailureRate) and e.component == component]
+    for key in keys:
+        for entry in reversed(entries):
+            if key in entry.applies_to:
+                return entry
+    defaults = [e for e in entries if not e.applies_to]
+    if not defaults:
+        raise UsageError(f"no failure rate for {component} parts in the catalog: add a"
+                         f" failure_rates entry with component: {component}")
+    return defaults[-1]
+
+
+def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
+    """The parts of a job on the first ``world`` accelerators, with their failure rates."""
+    catalog, nodes = fabric.catalog, fabric.nodes
+    system = catalog.get(fabric.design.system, System)
+    lines: list[ComponentLine] = []
+
+    def add(component: str, model: str, tier: str, count: int, interrupts: bool,
+            *keys: str, representative: str = "", cables: int = 1, parallel: int = 1) -> None:
+        if count:
+            entry = failure_rate(catalog, component, model, *keys)
+            lines.append(ComponentLine(component, model, tier, count, entry.rate_per_s,
+                                       interrupts, entry.id, entry.provenance,
+                                       representative, cables, parallel))
+
+    node_system = nodes["system"].to_numpy()
+    job_systems = np.unique(node_system[fabric.accelerators[:world]])
+    for component in ("accelerator", "hbm", "software"):
+        add(component, system.accelerator, "system", world, True)
+    add("host", system.id, "system", len(job_systems) * system.hosts, True)
+    in_job = np.isin(node_system, job_systems)
+    kind = labels(nodes["kind"])
+    model = labels(nodes["model"])
+    for part in ("nic", "scaleup_switch"):
+        for name, count in zip(*np.unique(model[in_job & (kind == part)], return_counts=True),
+                               strict=True):
+            add(part, str(name), "system", int(count), True)
+    for p in _network_parts(fabric, in_job):
+        add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
+            representative=p.representative, cables=p.cables, parallel=p.parallel)
+    return lines
+
+
+class _Part(NamedTuple):
+    component: str
+    model: str
+    tier: str
+    quantity: int
+    single: bool  # a single point of failure
+    keys: tuple[str, ...]  # more failure-rate keys (the optic form)
+    representative: str  # a part to fail for the degradation run
+    cables: int  # cables that failing it takes down
+    parallel: int  # uplinks sharing its load
+
+
+def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
+    """Switches outside the systems and cabled links that the job's traffic can cross."""
+    nodes, links, catalog = fabric.nodes, fabric.links, fabric.catalog
+    level = np.array([TIER_LEVEL[t] for t in nodes["tier"].cat.categories])[
+        nodes["tier"].cat.codes.to_numpy()]
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    alive = ~links["failed"].to_numpy()
+    upward = (level[src] < level[dst]) & alive
+    sideways = (level[src] == level[dst]) & alive  # peer links (a torus)
+    needed = in_job.copy()
+    for _ in TIER_LEVEL:  # climb: the switches above the job's parts carry its traffic
+        reach = needed.copy()
+        reach[dst[upward & needed[src]]] = True
+        if (reach == needed).all():
+            break
+        needed = reach
+    cables = links["cables"].to_numpy()
+    up_cables = np.bincount(src[upward], weights=cables[upward], minlength=len(nodes))
+    up_neighbours = np.bincount(src[upward], minlength=len(nodes))
+    footprint_up = upward & needed[src]
+    below = np.full(len(nodes), -1)  # a part in the footprint below each node
+    below[dst[footprint_up]] = src[footprint_up]
+    # Cut off from above, a NIC of the job stops it; so does any part that is the only
+    # way up for such a part. A switch is a single point of failure when a part that must
+    # not be cut off has all its uplinks to it (bottom up, level by level).
+    kind = labels(nodes["kind"])
+    must_reach = in_job & (kind == "nic")
+    sole_uplink = footprint_up & (cables == up_cables[src])
+    for lower in sorted(set(TIER_LEVEL.values())):
+        rows = sole_uplink & must_reach[src] & (level[src] == lower)
+        must_reach[dst[rows]] = True
+    critical = must_reach & ~in_job
+    system = nodes["system"].to_numpy()
+    names = nodes["name"].to_numpy()
+    switches = np.flatnonzero(needed & (system < 0) & np.isin(kind, ("switch",
+                                                                       "scaleup_switch")))
+    parts: list[_Part] = []
+    for (model, tier, single), (count, first) in _grouped(
+            switches, labels(nodes["model"]),
+            labels(nodes["tier"]), critical, np.ones(len(nodes))).items():
+        part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
+        parts.append(_Part(part, model, tier, count, single, (), str(names[first]), 1,
+                           _alternatives(first, below, up_neighbours)))
+    # Links: each physical link once (upward, or the lower-numbered end of a peer link).
+    # One is a single point of failure when it is the only uplink cable of a part that
+    # must not be cut off, or when both ends sit in one system (cabled inside a rack).
+    peer = sideways & (src < dst) & needed[src] & needed[dst]
+    optic = labels(links["optic"])
+    cabled = np.flatnonzero((footprint_up | peer) & (optic != ""))
+    # a peer link shares its load with the node's other peer links
+    peer_cables = np.bincount(src[sideways], weights=cables[sideways], minlength=len(nodes))
+    single_link = (upward & must_reach[src] & (up_cables[src] == 1)) | (
+        (system[src] >= 0) & (system[src] == system[dst]))
+    for (optic_id, tier, single), (count, first) in _grouped(
+            cabled, optic, labels(links["tier"]), single_link,
+            cables).items():
+        form = catalog.get(optic_id, Optic).form
+        per_link = 2 if form in MODULE_FORMS else 1
+        parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
+                           (form,), f"{names[src[first]]} -- {names[dst[first]]}",
+                           int(cables[first]), max(1, int(
+                               up_cables[src[first]] if upward[first]
+                               else peer_cables[src[first]]))))
+    return parts
+
+
+def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> int:
+    """Switches that share the load of ``switch``: the uplinks of the first part below it
+    with more than one (a spine with a single core uplink passes its load to its leaves,
+    which spread it over their other spines)."""
+    node = below[switch]
+    while node >= 0 and up_neighbours[node] == 1 and below[node] >= 0:
+        node = below[node]
+    return max(1, int(up_neighbours[node])) if node >= 0 else 1
+
+
+def _grouped(rows: np.ndarray, model: np.ndarray, tier: np.ndarray, single: np.ndarray,
+             weight: np.ndarray) -> dict[tuple[str, str, bool], tuple[int, int]]:
+    """(model, tier, single) -> (summed weight, first row) over ``rows``."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"model": model[rows], "tier": tier[rows], "single": single[rows],
+                          "weight": weight[rows], "row": rows})
+    grouped = frame.groupby(["model", "tier", "single"], sort=True).agg(
+        count=("weight", "sum"), first=("row", "first"))
+    return {(str(m), str(t), bool(s)): (int(c), int(f))
+            for (m, t, s), c, f in zip(grouped.index, grouped["count"], grouped["first"],
+                                       strict=True)}
+
+
+def daly_interval_s(write_s: float, mtbi_s: float) -> float:
+    """Daly's optimum compute time between checkpoints, seconds.
+
+    ``sqrt(2 delta M) (1 + sqrt(delta / 2M) / 3 + (delta / 2M) / 9) - delta`` for
+    ``delta < 2M``, else ``M`` (J. T. Daly, FGCS 22, 2006); to first order it is Young's
+    ``sqrt(2 delta M)``.
+
+    Examples
+    --------
+    >>> round(daly_interval_s(60.0, 86_400.0))  # a minute to write, a day between faults
+    3180
+    """
+    if mtbi_s == math.inf or write_s <= 0:
+        return math.inf if write_s > 0 else 0.0
+    if write_s >= 2 * mtbi_s:
+        return mtbi_s
+    x = write_s / (2 * mtbi_s)
+    return math.sqrt(2 * write_s * mtbi_s) * (1 + math.sqrt(x) / 3 + x / 9) - write_s
+
+
+def effective_time_fraction(interval_s: float, write_s: float, downtime_s: float,
+                            mtbi_s: float) -> float:
+    """Share of wall time that advances training: checkpoint overhead, half an interval
+    of rework per interruption and the downtime removed (first order)."""
+    cycle = interval_s + write_s
+    if cycle == 0:  # nothing to write: only the downtime is lost
+        return max(0.0, 1 - downtime_s / mtbi_s)
+    if mtbi_s == math.inf:  # no failures: the optimum is never to checkpoint
+        return 1.0 if interval_s == math.inf else interval_s / cycle
+    return max(0.0, interval_s / cycle * (1 - (cycle / 2 + downtime_s) / mtbi_s))
+
+
+def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares: int) -> float:
+    """Chance that no spare system is free when one is needed: the systems in repair at
+    a random time are Poisson with mean failures x repair time; none is free when that
+    count reaches the number of spares."""
+    from scipy.stats import poisson
+
+    mean = systems_failures_per_s * repair_s
+    return float(poisson.sf(spares - 1, mean)) if spares > 0 else 1.0
+
+
+def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
+            accelerators_per_system: int, parameters: float,
+            degraded_loss: dict[str, float], assumptions: GoodputAssumptions,
+            degraded_routed: bool = True) -> GoodputResult:
+    """Interruptions, checkpoint interval, effective time and goodput from part lines.
+
+    ``degraded_loss`` maps a redundant line's tier to the share of throughput lost while
+    one of its parts is down (from a step run with that part failed).
+    """
+    a = assumptions
+    rate = sum(ln.failures_per_s for ln in lines if ln.interrupts)
+    mtbi = 1 / rate if rate > 0 else math.inf
+    size = a.checkpoint_bytes or parameters * a.checkpoint_bytes_per_param
+    write = size / a.storage_Bps
+    systems = -(-accelerators // accelerators_per_system)
+    spares = (a.spare_systems if a.spare_systems is not None
+              else math.ceil(a.spare_fraction * systems))
+    per_system = sum(ln.failures_per_s for ln in lines if ln.interrupts and ln.tier == "system"
+                     and ln.component in REPAIRED_COMPONENTS) / max(systems, 1)
+    no_spare = no_spare_probability(per_system * (systems + spares), a.repair_s, spares)
+    # With no spare free, the job waits for the first of the systems in repair (the
+    # spares and the one that just failed) to come back: exponential repair times.
+    downtime = a.detection_s + a.restart_s + no_spare * a.repair_s / (spares + 1)
+    interval = daly_interval_s(write, mtbi)
+    fraction = effective_time_fraction(interval, write, downtime, mtbi)
+    throughput = 1.0
+    for ln in lines:
+        if not ln.interrupts:
+            throughput *= max(0.0, 1 - ln.failures_per_s * a.network_repair_s * degraded_loss.get(
+                ln.tier, 0.0))
+    return GoodputResult(
+        tuple(lines), rate * SECONDS_PER_DAY, mtbi, size, write, interval, spares,
+        accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
+        throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction)
+
+
+def estimated_loss(line: ComponentLine, comm_share: float) -> float:
+    """Upper bound of the throughput lost with one part of ``line`` down: its load moves
+    onto the ``parallel - 1`` others, so communication bottlenecked there takes up to
+    ``1 / (parallel - 1)`` longer; at most all exposed communication and wait is."""
+    return comm_share / max(line.parallel - 1, 1)
+
+
+def degraded_losses(lines: Sequence[ComponentLine],
+                    step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
+                    tokens_per_s: float, comm_share: float) -> dict[str, float]:
+    """Per redundant tier, the share of throughput lost with one of its parts down:
+    routed (the step model, ``step_tokens_per_s``, re-routes around a failed
+    representative), or :func:`estimated_loss` when ``step_tokens_per_s`` is None."""
+    from topomodel.fabric.failures import with_failures
+
+    losses: dict[str, float] = {}
+    for ln in lines:
+        if ln.interrupts or ln.tier in losses or not ln.representative:
+            continue
+        if step_tokens_per_s is None:
+            losses[ln.tier] = estimated_loss(ln, comm_share)
+            continue
+        nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
+            (ln.representative,), ())
+        degraded = step_tokens_per_s(with_failures(fabric, nodes, cut))
+        # A failed link row takes its whole bundle down; its loss shared evenly over the
+        # bundle's cables is an upper bound of one cable's (the loss grows faster than
+        # linearly with the cables lost).
+        losses[ln.tier] = max(0.0, 1 - degraded / tokens_per_s) / ln.representative_cables
+    return losses
+
+
+def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
+                    form: str) -> list[ComponentLine]:
+    """What-if: every optical link re-rated as modules of ``form`` (e.g. ``lpo``,
+    ``cpo``); an AOC counts as the two modules it holds; copper keeps its rate."""
+    entry = failure_rate(catalog, "optic", form)
+    out = []
+    for ln in lines:
+        built = catalog.get(ln.model, Optic).form if ln.component == "optic" else ""
+        if built in (*MODULE_FORMS, "aoc"):
+            ln = replace(ln, rate_per_s=entry.rate_per_s * (2 if built == "aoc" else 1),
+                         rate_entry=entry.id, provenance=entry.provenance)
+        out.append(ln)
+    return out
+
+
+def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+                step_result: Any, assumptions: GoodputAssumptions | None = None, *,
+                routing: str = "ecmp", route_degradation: bool = True) -> GoodputResult:
+    """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
+    on ``fabric``. With ``route_degradation`` and at most
+    :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part of each
+    redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
+    from topomodel.analysis.model import parameter_counts
+    from topomodel.analysis.step import step_time
+
+    a = assumptions or GoodputAssumptions()
+    lines = component_lines(fabric, layout.world)
+
+    def tokens_per_s(failed: Fabric) -> float:
+        return step_time(failed, model, layout, step_assumptions, routing=routing).tokens_per_s
+
+    routed = route_degradation and (
+        layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
+    losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
+                             step_result.tokens_per_s, step_result.comm_share)
+    system = fabric.catalog.get(fabric.design.system, System)
+    return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
+                   accelerators_per_system=system.accelerators,
+                   parameters=parameter_counts(model)["total"], degraded_loss=losses,
+                   assumptions=a, degraded_routed=routed)
+
+
+def what_ifs(result: GoodputResult, catalog: Catalog,
+             assumptions: GoodputAssumptions) -> list[tuple[str, GoodputResult]]:
+    """The same job with one thing changed: optics, spares, checkpoint bandwidth."""
+    kwargs: dict[str, Any] = {
+        "tokens_per_s": result.tokens_per_s,
+        "accelerators": sum(ln.count for ln in result.lines if ln.component == "accelerator"),
+        "accelerators_per_system": result.accelerators_per_system,
+        "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
+        "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
+    fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes)
+    cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
+        ("as designed", list(result.lines), fixed)]
+    if any(ln.component == "optic" for ln in result.lines):
+        for form in ("lpo", "cpo"):
+            cases.append((f"optical modules as {form.upper()}",
+                          with_optic_form(result.lines, catalog, form), fixed))
+    cases += [("no spare systems", list(result.lines), replace(fixed, spare_systems=0)),
+              ("twice the spare systems" if result.spare_systems else "one spare system",
+               list(result.lines),
+               replace(fixed, spare_systems=max(1, 2 * result.spare_systems))),
+              ("twice the checkpoint bandwidth", list(result.lines),
+               replace(fixed, storage_Bps=2 * fixed.storage_Bps)),
+              ("half the restart time", list(result.lines),
+               replace(fixed, restart_s=fixed.restart_s / 2,
+                       detection_s=fixed.detection_s / 2))]
+    return [(name, goodput(lines, assumptions=a, **kwargs)) for name, lines, a in cases]

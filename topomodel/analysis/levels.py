@@ -1,0 +1,251 @@
+"""The fabric as levels: each level's group size, bandwidth per accelerator and
+latency, from the scale-up domain outwards (what ASTRA-sim, Calculon and the review take)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from topomodel.analysis.timing import TimeModel, tier_efficiency
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric, labels
+
+
+@dataclass(frozen=True)
+class NetworkLevel:
+    """One level of the fabric's hierarchy, as dimension-based simulators see it.
+
+    A level joins ``npus`` groups of the level below (accelerators for the first):
+    accelerators that differ only in this level's coordinate talk through it.
+    """
+
+    name: str  # "scale-up", "scale-up x", "leaf", "spine", "core"
+    network: str  # "scale-up" or "scale-out"
+    topology: str  # ASTRA-sim building block: Switch, Ring or FullyConnected
+    npus: int  # members along this dimension
+    reach: int  # accelerators that talk within one group of this level
+    link_Bps: float  # one link per direction as the building block counts it
+    injection_Bps: float  # per accelerator into this level, per direction
+    latency_s: float  # one crossing, end to end: switches x latency + propagation
+    efficiency: float  # effective / nominal rate of the slowest tier crossed
+    tiers: tuple[str, ...]  # link tiers a crossing uses
+    oversubscription: float  # down:up product of the tiers below this level's top (1: none)
+
+
+def network_levels(fabric: Fabric, model: TimeModel | None = None) -> list[NetworkLevel]:
+    """The fabric as a hierarchy of levels, innermost first (bytes/s per direction).
+
+    Scale-up: a switched domain is one ``Switch`` level; a full mesh one
+    ``FullyConnected`` level; a torus one ``Ring`` per dimension longer than 1; a
+    supernode a ``Switch`` per system and one over the supernode (merged when their
+    bandwidth is the same). Scale-out: the domains under one leaf, one pod and the whole
+    fabric, each a ``Switch`` level whose bandwidth is the per-accelerator injection
+    divided by the oversubscription of the tiers below it; a level is kept only where
+    every group has the same number of domains (else it merges into the next), and
+    neighbouring levels of equal bandwidth merge. Failed links are ignored: this is the
+    design as built.
+    """
+    model = model or TimeModel()
+    efficiency = tier_efficiency(fabric, model)
+    levels = _scaleup_levels(fabric, model, efficiency)
+    levels += _scaleout_levels(fabric, model, efficiency, levels)
+    reach = 1
+    out = []
+    for level in levels:
+        reach *= level.npus
+        out.append(replace(level, reach=reach))
+    return out
+
+
+def _tier_stats(fabric: Fabric) -> tuple[dict[str, float], dict[str, float]]:
+    """Per link tier: capacity of all links one way (bytes/s) and the longest delay (s)."""
+    links = fabric.links
+    grouped = links.groupby("tier", observed=True)
+    capacity = {str(k): float(v) / 2 for k, v in grouped["capacity_Bps"].sum().items()}
+    delay = {str(k): float(v) for k, v in grouped["latency_s"].max().items()}
+    return capacity, delay
+
+
+def _switch_latency(fabric: Fabric, tiers: Sequence[str], model: TimeModel) -> float:
+    """The slowest switch of these node tiers, seconds (the time model's default if none
+    has a catalog figure)."""
+    nodes = fabric.nodes
+    mask = nodes["tier"].isin(list(tiers)).to_numpy() & nodes["kind"].isin(
+        ["switch", "scaleup_switch"]).to_numpy()
+    slowest = float(nodes.loc[mask, "latency_s"].max()) if mask.any() else 0.0
+    return slowest or model.hop_latency_s
+
+
+def _domain_size(fabric: Fabric) -> int:
+    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    if (domain < 0).any():
+        return 1
+    sizes = np.bincount(domain)
+    sizes = sizes[sizes > 0]
+    return int(sizes.max()) if len(sizes) else 1
+
+
+def _scaleup_levels(fabric: Fabric, model: TimeModel,
+                    efficiency: dict[str, float]) -> list[NetworkLevel]:
+    s = fabric.structure
+    kind = s["scaleup"]
+    if kind == "none":
+        return []
+    capacity, delay = _tier_stats(fabric)
+    n = max(1, fabric.accelerator_count)
+    links = fabric.links
+    kinds = labels(fabric.nodes["kind"])
+    from_acc = (kinds[links["src"].to_numpy()] == "accelerator") & (
+        links["tier"] == "scaleup").to_numpy()
+    injection = float(links.loc[from_acc, "capacity_Bps"].sum()) / n
+    per_domain = _domain_size(fabric)
+    propagation = delay.get("scaleup", 0.0)
+
+    def level(name: str, topology: str, npus: int, link_Bps: float, inject_Bps: float,
+              latency_s: float, tiers: tuple[str, ...] = ("scaleup",),
+              over: float = 1.0) -> NetworkLevel:
+        return NetworkLevel(name, "scale-up", topology, npus, npus, link_Bps, inject_Bps,
+                            latency_s, min(efficiency.get(t, 1.0) for t in tiers), tiers,
+                            over)
+
+    if kind == "full_mesh":
+        link = s["mesh_links_per_pair"] * s["scaleup_link_Bps"]
+        return [level("scale-up", "FullyConnected", per_domain, link, injection,
+                      propagation)]
+    if kind == "torus":
+        out = []
+        for axis, length in zip("xyzwuv", s["torus_shape"], strict=False):
+            if length < 2:
+                continue
+            cables = s["links_per_neighbor"] * (2 if s["wraparound"] and length == 2 else 1)
+            link = cables * s["scaleup_link_Bps"]
+            out.append(level(f"scale-up {axis}", "Ring", length, link,
+                             link * (2 if length > 2 else 1), propagation))
+        return out
+    chip = _switch_latency(fabric, ("scaleup",), model)
+    if kind == "switched":
+        return [level("scale-up", "Switch", per_domain, injection, injection,
+                      chip + 2 * propagation)]
+    # supernode: the in-system chips, then the levels above them
+    per_system = int(s["accelerators_per_system"])
+    upper = [t for t in ("scaleup_l2", "scaleup_l3") if t in capacity]
+    bandwidth = min([injection, *(capacity[t] / n for t in upper)])
+    switches = 2 * len(upper) + 1
+    upper_latency = _switch_latency(fabric, ("scaleup", *upper), model)
+    hops = 2 * len(upper) + 2
+    first = level("scale-up", "Switch", per_system, injection, injection,
+                  chip + 2 * propagation)
+    second = level("scale-up supernode", "Switch", per_domain // per_system, bandwidth,
+                   bandwidth, switches * upper_latency + hops * max(
+                       [propagation, *(delay[t] for t in upper)]),
+                   ("scaleup", *upper), injection / bandwidth)
+    return _merged([first, second] if per_domain > per_system else [first])
+
+
+def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, float],
+                     inner: list[NetworkLevel]) -> list[NetworkLevel]:
+    s = fabric.structure
+    if s["scaleout"] == "none":
+        return []
+    capacity, delay = _tier_stats(fabric)
+    n = max(1, fabric.accelerator_count)
+    injection = min(capacity.get("host", math.inf), capacity.get("leaf", math.inf)) / n
+    over = dict.fromkeys(("leaf", "spine", "core"), 1.0)
+    for t in fabric.clos_tiers:
+        if t.name in over and t.oversubscription > over[t.name]:
+            over[t.name] = t.oversubscription
+    switch_latency = _switch_latency(fabric, ("leaf", "spine", "core"), model)
+    domains = _domain_of_accelerators(fabric)
+    n_domains = int(domains.max()) + 1
+    leaf_key, pod_key = _domain_keys(fabric, domains, n_domains)
+    tiers_present = [t for t in ("leaf", "spine", "core") if t in capacity]
+    top = tiers_present[-1]
+    candidates: list[tuple[str, np.ndarray | None, tuple[str, ...]]] = [
+        ("leaf", leaf_key, ("host", "leaf"))]
+    if "core" in capacity:
+        candidates.append(("spine", pod_key, ("host", "leaf", "spine")))
+    candidates.append((top, None, ("host", *tiers_present)))
+    out: list[NetworkLevel] = []
+    below = 1  # domains per group of the level below
+    for name, key, tiers in candidates:
+        size = n_domains if key is None else _uniform_group_size(key)
+        if size is None or size <= below or n_domains % size or size % below:
+            continue  # groups of unequal size, or nothing new: merge into the next
+        crossed = tiers[1:-1]  # the uplinks of every tier below this level's top
+        factor = math.prod((over[t] for t in crossed), start=1.0)
+        switches = 2 * len(tiers) - 3  # leaf: 1; spine: 3; core: 5
+        latency = switches * switch_latency + 2 * sum(delay.get(t, 0.0) for t in tiers)
+        out.append(NetworkLevel(name, "scale-out", "Switch", size // below, 0,
+                                injection / factor, injection / factor, latency,
+                                min(efficiency.get(t, 1.0) for t in tiers), tiers, factor))
+        below = size
+    if inner and out and math.prod(level.npus for level in inner) * below != n:
+        raise UsageError("the scale-up domains and the scale-out groups do not nest: the"
+                         " fabric has no level structure to export")
+    return _merged(out)
+
+
+def _domain_of_accelerators(fabric: Fabric) -> np.ndarray:
+    """Each accelerator's scale-up domain, numbered 0.. (its own when it has none)."""
+    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    if (domain < 0).any():
+        return np.arange(len(domain))
+    _, numbered = np.unique(domain, return_inverse=True)
+    return numbered
+
+
+def _domain_keys(fabric: Fabric, domains: np.ndarray,
+                 n_domains: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per domain: a group key for 'under the same leaves' and 'in the same pods'.
+
+    Two domains share a key when their NICs reach exactly the same set of leaves (or of
+    pods): the same rails of the same scalable unit.
+    """
+    nodes, links = fabric.nodes, fabric.links
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    kind = labels(nodes["kind"])
+    acc_domain = np.full(len(nodes), -1)
+    acc_domain[fabric.accelerators] = domains
+    # NIC -> owning accelerator's domain (host links), NIC -> leaf (leaf links)
+    host = (links["tier"] == "host").to_numpy() & (kind[src] == "accelerator")
+    nic_domain = np.full(len(nodes), -1)
+    nic_domain[dst[host]] = acc_domain[src[host]]
+    up = (links["tier"] == "leaf").to_numpy() & (kind[src] == "nic")
+    pairs_domain = nic_domain[src[up]]
+    leaf = dst[up]
+    pod = nodes["pod"].to_numpy()[leaf]
+    keys = []
+    for values in (leaf, pod):
+        pairs = np.unique(np.stack([pairs_domain, values], axis=1), axis=0)
+        pairs = pairs[pairs[:, 0] >= 0]
+        split = np.flatnonzero(np.diff(pairs[:, 0])) + 1
+        signatures = [tuple(part[:, 1]) for part in np.split(pairs, split)]
+        owners = pairs[np.r_[0, split], 0] if len(pairs) else np.empty(0, np.int64)
+        codes = {sig: i for i, sig in enumerate(dict.fromkeys(signatures))}
+        key = np.arange(n_domains) + len(codes)  # domains without NICs stand alone
+        key[owners] = [codes[sig] for sig in signatures]
+        keys.append(key)
+    return keys[0], keys[1]
+
+
+def _uniform_group_size(key: np.ndarray) -> int | None:
+    """Domains per group when every group is the same size, else None."""
+    sizes = np.unique(np.unique(key, return_counts=True)[1])
+    return int(sizes[0]) if len(sizes) == 1 else None
+
+
+def _merged(levels: list[NetworkLevel]) -> list[NetworkLevel]:
+    """Neighbouring Switch levels of the same bandwidth as one (the outer latency)."""
+    out: list[NetworkLevel] = []
+    for level in levels:
+        last = out[-1] if out else None
+        if (last is not None and last.topology == level.topology == "Switch"
+                and math.isclose(last.link_Bps, level.link_Bps, rel_tol=1e-9)):
+            out[-1] = replace(level, npus=last.npus * level.npus,
+                              efficiency=min(last.efficiency, level.efficiency))
+        else:
+            out.append(level)
+    return out

@@ -1,0 +1,83 @@
+"""Optical link budget per link class: channel insertion loss against the module's maximum.
+
+    channel_loss_dB = length_km x fibre_loss_dB_per_km
+                      + connectors x connector_loss_dB + splices x splice_loss_dB
+                      (+ OCS_INSERTION_LOSS_DB through an optical circuit switch)
+
+A link closes when ``channel_loss_dB <= max_channel_loss_dB`` (the IEEE/TIA way of
+closing the budget: a naive Tx minus Rx subtraction is not the criterion) and its length
+is within the module's reach. The margin is their difference in dB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from topomodel.catalog import Fibre, Optic
+from topomodel.fabric.tables import Fabric
+
+OCS_INSERTION_LOSS_DB = 2.0
+"""Added loss through one optical circuit switch, dB (assumed: a MEMS OCS adds on the
+order of 1-2 dB; not in the reference facts, so taken at the pessimistic end)."""
+
+
+@dataclass(frozen=True)
+class LinkBudget:
+    """The budget of one optical link class (tier, module, length, through an OCS?)."""
+
+    tier: str
+    optic: str
+    length_m: float
+    links: int
+    ocs: bool
+    fibre: str
+    channel_loss_dB: float | None
+    max_channel_loss_dB: float | None
+    margin_dB: float | None
+    reach_m: float
+    closes: bool | None  # None: no maximum channel loss published, only reach checked
+    note: str
+
+
+def link_budgets(fabric: Fabric) -> list[LinkBudget]:
+    """A budget for every optical (fibre) link class of the fabric."""
+    catalog = fabric.catalog
+    layout = fabric.design.layout
+    links = fabric.links
+    medium = links["medium"].astype(str)
+    optical = links[medium.isin(["smf", "mmf", "ocs"])]
+    if optical.empty:
+        return []
+    classes = optical.groupby(["tier", "optic", "length_m", "medium"], observed=True)[
+        "cables"].sum() // 2
+    out = []
+    for key, count in sorted(classes.items()):
+        tier, optic_id, length, med = cast(tuple[str, str, float, str], key)
+        optic = catalog.get(str(optic_id), Optic)
+        ocs = med == "ocs"
+        within_reach = length <= optic.reach_m
+        fibre = catalog.get(optic.fibre, Fibre) if optic.fibre else None
+        if fibre is None:
+            out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs, "",
+                                  None, optic.max_channel_loss_dB, None, optic.reach_m,
+                                  within_reach if optic.max_channel_loss_dB is None else None,
+                                  "no fibre type in the catalog entry: reach checked only"))
+            continue
+        loss = (length / 1000 * fibre.loss_dB_per_km + layout.connectors
+                * fibre.connector_loss_dB + layout.splices * fibre.splice_loss_dB
+                + (OCS_INSERTION_LOSS_DB if ocs else 0.0))
+        maximum = optic.max_channel_loss_dB
+        if maximum is None:
+            out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs,
+                                  fibre.id, loss, None, None, optic.reach_m, None,
+                                  "no maximum channel loss published: reach checked only"
+                                  + ("" if within_reach else "; beyond reach")))
+            continue
+        margin = maximum - loss
+        closes = margin >= 0 and within_reach
+        note = "" if closes else ("beyond reach" if not within_reach else
+                                  f"channel loss exceeds the {maximum:g} dB maximum")
+        out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs, fibre.id,
+                              loss, maximum, margin, optic.reach_m, closes, note))
+    return out

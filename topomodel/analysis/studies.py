@@ -1,0 +1,157 @@
+"""Studies built on the step model: compare designs, scale, required bandwidth, sensitivity.
+
+- :func:`scale_curve`: the same model and layout rules at growing accelerator counts
+  (DP grows; TP, PP, CP and EP stay): throughput, scaling efficiency, MFU.
+- :func:`required_scaleout_factor`: the smallest factor on every scale-out link
+  (host, leaf, spine, core) that brings the communication share of the step to a target.
+- :func:`sensitivity`: how much each named assumption moves the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+from topomodel.catalog import Catalog, Model
+from topomodel.design import Design
+from topomodel.errors import UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import Fabric
+from topomodel.traffic.layout import Layout
+
+SCALE_OUT_TIERS = ("host", "leaf", "spine", "core")
+
+
+def layout_for(world: int, base: Layout) -> Layout:
+    """``base`` with DP set to fill ``world`` accelerators (global batch grows with DP)."""
+    cell = base.tp * base.pp * base.cp
+    dp = world // cell
+    if dp < 1 or dp % base.ep:
+        raise UsageError(f"{world} accelerators do not hold TP x PP x CP = {cell} with an"
+                         f" EP of {base.ep}")
+    per_dp = (base.global_batch // base.dp) if base.global_batch else 0
+    return replace(base, dp=dp, global_batch=per_dp * dp)
+
+
+def fill_dp(world: int, layout: Layout) -> Layout:
+    """``layout`` with DP set to fill ``world`` accelerators; its global batch (the whole
+    step's, or 0 for the default) stays as given."""
+    filled = layout_for(world, replace(layout, global_batch=0))
+    return replace(filled, global_batch=layout.global_batch)
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One point of a scaling curve."""
+
+    accelerators: int
+    result: StepResult
+    efficiency: float  # tokens/s per accelerator relative to the smallest point
+
+
+def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
+                counts: list[int], assumptions: StepAssumptions | None = None
+                ) -> list[ScalePoint]:
+    """Build the design at each accelerator count (whole systems) and model a step."""
+    from topomodel.catalog import System
+
+    per_system = catalog.get(design.system, System).accelerators
+    points: list[ScalePoint] = []
+    for count in counts:
+        systems = max(1, count // per_system)
+        sized = replace(design, systems=systems, accelerators=None)
+        fabric = build_fabric(sized, catalog)
+        result = step_time(fabric, model, layout_for(systems * per_system, base), assumptions)
+        per_acc = result.tokens_per_s / result.layout.world
+        first = points[0].result.tokens_per_s / points[0].result.layout.world if points else (
+            per_acc)
+        points.append(ScalePoint(result.layout.world, result, per_acc / first))
+    return points
+
+
+def scale_scaleout(fabric: Fabric, factor: float) -> Fabric:
+    """``fabric`` with every scale-out link's capacity multiplied by ``factor``."""
+    links = fabric.links.copy()
+    out = links["tier"].isin(SCALE_OUT_TIERS)
+    links.loc[out, "capacity_Bps"] *= factor
+    links.loc[out, "rate_Bps"] *= factor
+    return replace(fabric, links=links)
+
+
+def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,
+                             assumptions: StepAssumptions | None = None, *,
+                             target_share: float = 0.10, limit: float = 64.0,
+                             tolerance: float = 0.01) -> tuple[float | None, StepResult]:
+    """Smallest factor on scale-out bandwidth with exposed comm + wait <= ``target_share``
+    of the step (bisection search); ``None`` if even ``limit`` x does not reach it."""
+    def share(factor: float) -> tuple[float, StepResult]:
+        result = step_time(scale_scaleout(fabric, factor), model, layout, assumptions)
+        return result.comm_share, result
+
+    here, result = share(1.0)
+    if here <= target_share:
+        low, high = 0.0, 1.0
+        best = result
+    else:
+        top, best = share(limit)
+        if top > target_share:
+            return None, best
+        low, high = 1.0, limit
+    while high - low > tolerance * high:
+        middle = (low + high) / 2
+        value, candidate = share(middle) if middle > 0 else (1.0, result)
+        if value <= target_share:
+            high, best = middle, candidate
+        else:
+            low = middle
+    return high, best
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """One assumption moved down and up: the metric at each end."""
+
+    assumption: str
+    low_value: float
+    high_value: float
+    low: float
+    base: float
+    high: float
+
+    @property
+    def swing(self) -> float:
+        """Absolute spread of the metric between the two ends."""
+        return abs(self.high - self.low)
+
+
+Variation = tuple[str, float, float, Callable[[StepAssumptions, float], StepAssumptions]]
+
+VARIATIONS: tuple[Variation, ...] = (
+    ("compute_efficiency", 0.45, 0.75,
+     lambda a, v: replace(a, compute_efficiency=v)),
+    ("overlap dp", 0.5, 0.95, lambda a, v: replace(a, overlap={**a.overlap, "dp": v})),
+    ("overlap ep", 0.0, 0.5, lambda a, v: replace(a, overlap={**a.overlap, "ep": v})),
+    ("overlap tp", 0.0, 0.5, lambda a, v: replace(a, overlap={**a.overlap, "tp": v})),
+    ("hot_expert_factor", 1.0, 1.5, lambda a, v: replace(a, hot_expert_factor=v)),
+    ("jitter_cv", 0.0, 0.03, lambda a, v: replace(a, jitter_cv=v)),
+    ("per_message_overhead_s", 1e-6, 20e-6,
+     lambda a, v: replace(a, time=replace(a.time, per_message_overhead_s=v))),
+)
+"""Each assumption with a low and a high value spanning what practitioners report or
+tune to (assumed ranges, stated so a reader can argue with them)."""
+
+
+def sensitivity(fabric: Fabric, model: Model, layout: Layout,
+                assumptions: StepAssumptions | None = None, *,
+                metric: Callable[[StepResult], float] = lambda r: r.comm_share
+                ) -> list[Sensitivity]:
+    """Move each assumption to its low and high value; sorted by swing, largest first."""
+    base_assumptions = assumptions or StepAssumptions()
+    base = metric(step_time(fabric, model, layout, base_assumptions))
+    rows = []
+    for name, low, high, apply in VARIATIONS:
+        ends = [metric(step_time(fabric, model, layout, apply(base_assumptions, v)))
+                for v in (low, high)]
+        rows.append(Sensitivity(name, low, high, ends[0], base, ends[1]))
+    return sorted(rows, key=lambda r: -r.swing)

@@ -1,0 +1,77 @@
+"""Per-tier summary of a fabric: devices, links, ports, capacity, oversubscription."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.catalog import ScaleupSwitch, Switch
+from topomodel.fabric.tables import Fabric
+
+TIER_ORDER = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
+
+
+@dataclass(frozen=True)
+class TierSummary:
+    """One link tier: its switches (the upper end) and links, capacity per direction."""
+
+    name: str
+    switch_model: str
+    switches: int
+    links: int  # physical cables
+    ports_used: int  # on this tier's switches, at the tier's port rates
+    ports_free: int
+    capacity_Bps: float  # all links of the tier, one direction
+    per_accelerator_Bps: float
+    oversubscription: float  # down:up bandwidth of this tier's switches (0: top or n/a)
+
+
+def tier_summaries(fabric: Fabric) -> list[TierSummary]:
+    """Summaries of every link tier present, in order from accelerators outwards.
+
+    Ports used count both down and up links of the tier's switches; ports free are at
+    the rate of the switch's down ports (breakout ports where the rate asks for them).
+    """
+    nodes, links = fabric.nodes, fabric.links
+    tier_codes = links["tier"].cat.codes.to_numpy()
+    tier_names = list(links["tier"].cat.categories)
+    src = links["src"].to_numpy()
+    cables = links["cables"].to_numpy()
+    capacity = links["capacity_Bps"].to_numpy()
+    rate = links["rate_Bps"].to_numpy()
+    node_tier = nodes["tier"]
+    is_switch = nodes["kind"].isin(["switch", "scaleup_switch"]).to_numpy()
+    used_by_node = np.bincount(src, weights=cables, minlength=len(nodes))
+    accelerators = max(1, fabric.accelerator_count)
+    over = {t.name: t.oversubscription for t in fabric.clos_tiers}
+    out = []
+    for name in TIER_ORDER:
+        mask = tier_codes == tier_names.index(name)
+        if not mask.any():
+            continue
+        switch_nodes = np.flatnonzero(is_switch & (node_tier == name).to_numpy())
+        models = set(nodes["model"].iloc[switch_nodes].astype(str))
+        model = ", ".join(sorted(models))
+        used = int(used_by_node[switch_nodes].sum())
+        radix = _ports_at(fabric, models, float(rate[mask].min()))
+        total_capacity = float(capacity[mask].sum() / 2)
+        out.append(TierSummary(
+            name=name, switch_model=model, switches=len(switch_nodes),
+            links=int(cables[mask].sum() // 2), ports_used=used,
+            ports_free=max(0, radix * len(switch_nodes) - used) if len(switch_nodes) else 0,
+            capacity_Bps=total_capacity, per_accelerator_Bps=total_capacity / accelerators,
+            oversubscription=over.get(name, 0.0)))
+    return out
+
+
+def _ports_at(fabric: Fabric, models: set[str], rate_Bps: float) -> int:
+    """Ports per switch of this tier at ``rate_Bps`` (the lowest link rate it carries)."""
+    if len(models) != 1:
+        return 0
+    entry = fabric.catalog.entries[next(iter(models))]
+    if isinstance(entry, Switch):
+        return entry.radix_at(rate_Bps) or int(entry.capacity_per_direction_Bps // rate_Bps)
+    if isinstance(entry, ScaleupSwitch):
+        return entry.ports
+    return 0

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from topomodel.cli.parser import build_parser
+from topomodel.errors import InputError, TopomodelError
+from topomodel.report.output import Report, render
+
+EXIT_INPUT_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], Report] = args.run
+    try:
+        report = run(args)
+        text = render(report, args.format)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(f"topomodel: error: {problem}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except TopomodelError as exc:
+        print(f"topomodel: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except OSError as exc:  # an output path that cannot be written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"topomodel: error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    print(text)
+    return 0

@@ -1,0 +1,343 @@
+"""The argument parser of every verb."""
+
+from __future__ import annotations
+
+import argparse
+
+from topomodel.cli.commands import (
+    _cmd_build,
+    _cmd_catalog_list,
+    _cmd_catalog_show,
+    _cmd_compare,
+    _cmd_draw,
+    _cmd_export,
+    _cmd_goodput,
+    _cmd_review,
+    _cmd_route,
+    _cmd_scale,
+    _cmd_schema,
+    _cmd_step,
+    _cmd_sweep,
+    _cmd_units,
+)
+from topomodel.report.output import FORMATS
+
+
+def _catalog_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                        help="add a catalog file (repeatable; its entries may override"
+                        " built-in ones)")
+
+
+def _format_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+
+
+def _step_args(step: argparse.ArgumentParser) -> None:
+    """Options shared by step, compare and scale: model, layout, what-ifs."""
+    step.add_argument("--model", required=True, help="model id from the catalog")
+    for name in ("tp", "pp", "ep", "cp"):
+        step.add_argument(f"--{name}", type=int, default=1,
+                          help=f"{name.upper()} degree (default 1)")
+    step.add_argument("--dp", type=int, default=0,
+                      help="DP degree (default: fill the design's accelerators)")
+    step.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    step.add_argument("--global-batch", type=int, default=0,
+                      help="sequences per step (default dp x micro-batch x 4 x pp)")
+    step.add_argument("--seq", type=int, default=0, help="tokens per sequence")
+    step.add_argument("--no-sequence-parallel", action="store_true",
+                      help="TP all-reduces instead of sequence-parallel gather/scatter")
+    step.add_argument("--dp-mode", default="allreduce", choices=["allreduce", "zero"],
+                      help="gradient all-reduce, or ZeRO/FSDP reduce-scatter + all-gather")
+    step.add_argument("--interleave", type=int, default=1,
+                      help="virtual pipeline stages per rank (interleaved 1F1B)")
+    step.add_argument("--recompute", action="store_true", help="activation recomputation")
+    step.add_argument("--order", default="tp,cp,dp,pp",
+                      help="rank placement, innermost dimension first (default tp,cp,dp,pp)")
+    step.add_argument("--grad-precision", default="bf16",
+                      choices=["fp32", "bf16", "fp16", "fp8", "int8"],
+                      help="gradient communication precision (default bf16)")
+    step.add_argument("--overlap", action="append", default=[], metavar="KIND=F",
+                      help="overlapped fraction of a kind (tp, cp, ep, pp, dp), e.g. dp=0.9")
+    step.add_argument("--compute-efficiency", type=float, default=0.0,
+                      help="achieved / peak FLOP/s on compute (default 0.6)")
+    step.add_argument("--hot-expert", type=float, default=0.0,
+                      help="busiest expert's load / mean (default 1.1)")
+    step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
+                      help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    step.add_argument("--bucket", metavar="SIZE",
+                      help="DP gradient bucket size with a unit (default 40 MB)")
+    step.add_argument("--scaleout-factor", type=float, default=1.0, metavar="F",
+                      help="what-if: every scale-out link F times faster (e.g. 2 for"
+                      " 800G NICs instead of 400G)")
+    step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                      help="routing policy (default ecmp)")
+    step.add_argument("--fail", action="append", default=[], metavar="NODE",
+                      help="fail a node by name; repeatable")
+    step.add_argument("--jitter-cv", type=float, metavar="F",
+                      help="per-rank compute time variation per step (default 0.01)")
+    step.add_argument("--overhead", metavar="TIME",
+                      help="per-message software overhead (default 5 us)")
+    step.add_argument("--straggler-share", type=float, default=0.0, metavar="F",
+                      help="share of accelerators that run slow (default 0)")
+    step.add_argument("--straggler-slowdown", type=float, default=0.0, metavar="F",
+                      help="a slow accelerator's extra compute time, e.g. 0.1 (default 0)")
+    _catalog_args(step)
+    _format_arg(step)
+
+
+def _goodput_args(parser: argparse.ArgumentParser) -> None:
+    """Options of the goodput model (step and goodput)."""
+    parser.add_argument("--checkpoint-size", metavar="SIZE",
+                        help="checkpoint size with a unit (default: 14 bytes per parameter)")
+    parser.add_argument("--storage-bandwidth", metavar="RATE",
+                        help="aggregate checkpoint write bandwidth (default 2 TB/s)")
+    parser.add_argument("--detection-time", metavar="TIME",
+                        help="time to notice a failure (default 2 min)")
+    parser.add_argument("--restart-time", metavar="TIME",
+                        help="time to restart from a checkpoint (default 8 min)")
+    parser.add_argument("--repair-time", metavar="TIME",
+                        help="time a failed system is out of the pool (default 24 h)")
+    parser.add_argument("--spare-systems", type=int, metavar="N",
+                        help="hot spare systems (default 2%% of the job's, rounded up)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every verb (each has help text; a test checks it)."""
+    parser = argparse.ArgumentParser(
+        prog="topomodel",
+        description="Cluster-network topology and link-budget modeler for AI training"
+        " clusters.")
+    from topomodel import __version__
+
+    parser.add_argument("--version", action="version", version=f"topomodel {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    units = verbs.add_parser(
+        "units", help="convert or compare quantities with explicit units",
+        description="Convert a quantity ('900 GB/s' --to Gb/s) or compare two"
+        " ('units compare \"900 GB/s bidir\" \"400 Gb/s /dir\"').")
+    units.add_argument("quantity", nargs="+", help="a quantity, or: compare A B")
+    units.add_argument("--to", help="target unit, e.g. Gb/s")
+    _format_arg(units)
+    units.set_defaults(run=_cmd_units)
+
+    catalog = verbs.add_parser("catalog", help="browse the hardware catalog",
+                               description="Browse the hardware catalog.")
+    catalog_verbs = catalog.add_subparsers(dest="catalog_verb", metavar="ACTION", required=True)
+    listing = catalog_verbs.add_parser("list", help="list catalog entries",
+                                       description="List catalog entries.")
+    listing.add_argument("--kind", help="only entries of this kind (e.g. switch, nic)")
+    _catalog_args(listing)
+    _format_arg(listing)
+    listing.set_defaults(run=_cmd_catalog_list)
+    show = catalog_verbs.add_parser("show", help="show one entry with every figure",
+                                    description="Show one catalog entry with every figure.")
+    show.add_argument("id", help="entry id, e.g. qm9700")
+    _catalog_args(show)
+    _format_arg(show)
+    show.set_defaults(run=_cmd_catalog_show)
+
+    build = verbs.add_parser(
+        "build", help="build a design's fabric: tiers, bisection, BOM, power, optics",
+        description="Build the fabric of a design file and report per-tier capacity,"
+        " bisection, bill of materials, power and the optical link budget.")
+    build.add_argument("design", help="design file (YAML)")
+    build.add_argument("--max-flow-nodes", type=int, default=20_000, metavar="N",
+                       help="run the exact max-flow bisection check on fabrics of at most"
+                       " N nodes (default 20000)")
+    _catalog_args(build)
+    _format_arg(build)
+    build.set_defaults(run=_cmd_build)
+
+    route = verbs.add_parser(
+        "route", help="route one collective: time, algbw, busbw, tiers, hotspots",
+        description="Route a collective over the fabric of a design and report its time"
+        " (latency, bandwidth, topology), algbw and busbw, per-tier load and hotspots.")
+    route.add_argument("design", help="design file (YAML)")
+    route.add_argument("--collective", required=True,
+                       help="allreduce, allgather, reducescatter, alltoall, broadcast,"
+                       " reduce or sendrecv")
+    route.add_argument("--size", required=True,
+                       help="message size with a unit, nccl-tests convention (e.g. '1 GiB')")
+    route.add_argument("--group", action="append", metavar="SPEC",
+                       help="communicators: all, domain, system, rail, block:N, stride:K,"
+                       " A-B or A,B,C (repeat to run several group sets at once)")
+    route.add_argument("--algorithm", default="auto",
+                       help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork, or"
+                       " auto (fastest; default)")
+    route.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                       help="ECMP even split (default), ECMP by seeded hash, or d-mod-k")
+    route.add_argument("--seed", type=int, default=0, help="hash seed (default 0)")
+    route.add_argument("--router", default="auto", choices=["auto", "general", "structured"],
+                       help="router implementation (default: structured where it applies)")
+    route.add_argument("--fail", action="append", default=[], metavar="NODE",
+                       help="fail a node (switch, NIC, accelerator) by name; repeatable")
+    route.add_argument("--fail-link", action="append", default=[], metavar="'A -- B'",
+                       help="fail the link between two named nodes; repeatable")
+    route.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
+                       help="effective/nominal rate of a link tier, e.g. leaf=0.96")
+    route.add_argument("--overhead", metavar="TIME",
+                       help="per-message software overhead (default 5 us)")
+    route.add_argument("--top", type=int, default=10, help="hotspots to list (default 10)")
+    _catalog_args(route)
+    _format_arg(route)
+    route.set_defaults(run=_cmd_route)
+
+    review = verbs.add_parser(
+        "review", help="the design-review report: HTML, Markdown and JSON with diagrams",
+        description="Write a design review of a design into a directory: report.html (one"
+        " self-contained page that opens offline), report.md with figures/*.png, and"
+        " report.json. It has the headline numbers, warnings, topology diagram and tiers,"
+        " bisection, collectives on the design's natural groups with hotspots, the"
+        " training step and its four walls (with --model), bill of materials, power,"
+        " optics, every assumption and the provenance of every input figure.")
+    review.add_argument("design", help="design file (YAML)")
+    review.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="directory for the report (created or updated)")
+    review.add_argument("--size", action="append", default=[], metavar="SIZE",
+                        help="collective size with a unit (repeatable; default 1 MiB,"
+                        " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
+    _step_args(review)
+    _goodput_args(review)
+    for action in review._actions:
+        if action.dest == "model":
+            action.required = False
+            action.help = "model id from the catalog (optional: adds the training step)"
+    review.set_defaults(run=_cmd_review)
+
+    step = verbs.add_parser(
+        "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
+        description="Model one training step of a model with a parallel layout on the"
+        " fabric of a design: compute, pipeline bubble, exposed communication and"
+        " synchronisation wait, MFU, tokens/s, memory, and the four walls.")
+    step.add_argument("design", help="design file (YAML)")
+    _step_args(step)
+    step.add_argument("--target-comm-share", type=float, default=0.0, metavar="F",
+                      help="also find the scale-out bandwidth that brings exposed"
+                      " communication + wait to at most this share of the step")
+    step.add_argument("--sensitivity", action="store_true",
+                      help="also move each assumption low and high and show the effect")
+    step.add_argument("--no-goodput", action="store_true",
+                      help="leave out the goodput section (interruptions, checkpoints)")
+    _goodput_args(step)
+    step.set_defaults(run=_cmd_step)
+
+    compare = verbs.add_parser(
+        "compare", help="the same model and layout rules on two designs, side by side",
+        description="Run the same model and layout rules on two designs and compare"
+        " step time, walls, communication share and MFU.")
+    compare.add_argument("design_a", help="first design file")
+    compare.add_argument("design_b", help="second design file")
+    _step_args(compare)
+    compare.set_defaults(run=_cmd_compare)
+
+    goodput = verbs.add_parser(
+        "goodput", help="interruptions, checkpoint interval, effective time and goodput",
+        description="From the parts of a job's footprint and their failure rates: expected"
+        " interruptions per day, the Young/Daly checkpoint interval, downtime, the"
+        " effective training-time share, throughput while redundant parts are down, and"
+        " goodput (tokens/s), with what-ifs (optics, spares, checkpoint bandwidth).")
+    goodput.add_argument("design", help="design file (YAML)")
+    _step_args(goodput)
+    _goodput_args(goodput)
+    goodput.set_defaults(run=_cmd_goodput)
+
+    scale = verbs.add_parser(
+        "scale", help="throughput, scaling efficiency and MFU against accelerator count",
+        description="Sweep the accelerator count of a design (DP grows, the rest of the"
+        " layout stays) and report throughput, scaling efficiency and MFU.")
+    scale.add_argument("design", help="design file (YAML)")
+    _step_args(scale)
+    scale.add_argument("--counts", type=int, nargs="+", metavar="N",
+                       help="accelerator counts (default 128, 1024, 4096, ... up to the"
+                       " design's size)")
+    scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG, SVG or PDF)")
+    scale.set_defaults(run=_cmd_scale)
+
+    draw = verbs.add_parser(
+        "draw", help="draw the topology (PNG, SVG or PDF); with --route, link load as colour",
+        description="Draw a design's tiered topology to a PNG, SVG or PDF file (by the"
+        " suffix): node by node for small fabrics, one box per tier and group of"
+        " scale-up domains for large ones, link bundles labelled cables x rate. With"
+        " --route, run one collective and colour the links by utilisation; --what tiers"
+        " draws its per-tier utilisation bars instead.")
+    draw.add_argument("design", help="design file (YAML)")
+    draw.add_argument("-o", "--output", required=True, metavar="FILE",
+                      help="image file ending in .png, .svg or .pdf")
+    draw.add_argument("--what", default="topology", choices=["topology", "tiers"],
+                      help="topology diagram (default) or per-tier utilisation bars"
+                      " (needs --route)")
+    draw.add_argument("--detail", default="auto", choices=["auto", "full", "aggregate"],
+                      help="node by node, aggregated, or auto by size (default)")
+    draw.add_argument("--route", metavar="COLLECTIVE",
+                      help="run this collective (allreduce, allgather, reducescatter,"
+                      " alltoall, ...) and colour links by its load")
+    draw.add_argument("--size", help="message size of --route with a unit (e.g. '1 GiB')")
+    draw.add_argument("--group", action="append", metavar="SPEC",
+                      help="communicators of --route: all (default), domain, system, rail,"
+                      " block:N, stride:K, A-B (repeatable)")
+    draw.add_argument("--algorithm", default="auto", help="algorithm of --route (default auto)")
+    draw.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
+                      help="routing policy of --route (default ecmp)")
+    draw.add_argument("--title", help="figure title (default: design name and load)")
+    _catalog_args(draw)
+    _format_arg(draw)
+    draw.set_defaults(run=_cmd_draw)
+
+    export = verbs.add_parser(
+        "export", help="write the fabric as a graph, tables, or ASTRA-sim/Calculon input",
+        description="Build a design's fabric and export it for other tools: GraphML or"
+        " node-link JSON (one arc per link direction, attributes with units in their"
+        " names); nodes and links tables as CSV or Parquet in a directory; an ASTRA-sim"
+        " analytical network (YAML; its GB/s is 2^30 bytes/s) or a Calculon system file"
+        " (JSON). See docs/exports.md for the schema and what each approximates.")
+    export.add_argument("design", help="design file (YAML)")
+    export.add_argument("--to", required=True,
+                        choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon"],
+                        help="export format")
+    export.add_argument("-o", "--output", required=True, metavar="PATH",
+                        help="output file (graphml, json, astra-sim, calculon) or directory"
+                        " (csv, parquet)")
+    _catalog_args(export)
+    _format_arg(export)
+    export.set_defaults(run=_cmd_export)
+
+    sweep = verbs.add_parser(
+        "sweep", help="design-space sweep: many designs and layouts, one row per point",
+        description="Run the step model at every point of a sweep file (design fields,"
+        " model, layout, what-ifs) on a local process pool or a Dask cluster; write one"
+        " row per point to Parquet or CSV, resumably; print the best points and the"
+        " Pareto front. See docs/sweeps.md.")
+    sweep.add_argument("sweep", help="sweep file (YAML)")
+    sweep.add_argument("-o", "--output", metavar="RESULTS",
+                       help="results file: .parquet (default) or .csv")
+    sweep.add_argument("--results-format", choices=["parquet", "csv"],
+                       help="results format (default: by the suffix, else parquet)")
+    sweep.add_argument("--workers", type=int, metavar="N",
+                       help="local worker processes (default: every core; 1 runs here)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on this Dask scheduler (e.g. tcp://host:8786) instead")
+    sweep.add_argument("--resume", action="store_true",
+                       help="skip the points an earlier, interrupted or shorter run finished")
+    sweep.add_argument("--retry-failed", action="store_true",
+                       help="resume, and run again the points that recorded an error")
+    sweep.add_argument("--overwrite", action="store_true",
+                       help="start over even if results or a journal exist")
+    sweep.add_argument("--pareto", nargs=2, metavar=("X", "Y"),
+                       help="print the Pareto-optimal points of two metrics; X:min, X:max"
+                       " or +X (larger is better) override the direction")
+    sweep.add_argument("--plot", metavar="FILE",
+                       help="draw the Pareto front (PNG, SVG or PDF)")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="check the sweep file and list its points without running")
+    _catalog_args(sweep)
+    _format_arg(sweep)
+    sweep.set_defaults(run=_cmd_sweep)
+
+    schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
+                              description="Print the JSON Schema of an input format.")
+    schema.add_argument("what", choices=["design"], help="which format")
+    schema.set_defaults(run=_cmd_schema, format="table")  # the bare schema, as editors want
+    return parser

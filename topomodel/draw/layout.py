@@ -1,0 +1,415 @@
+"""Where the topology diagram puts its boxes and bundles, as plain numbers (no
+matplotlib): node by node for small fabrics, aggregated for large ones."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+
+if TYPE_CHECKING:
+
+    pass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+ROW_TIERS = ("accelerator", "scaleup", "scaleup_l2", "scaleup_l3", "nic", "leaf", "spine",
+             "core")
+"""Node tiers (``fabric.nodes['tier']``) from the bottom row of the diagram to the top."""
+
+
+DETAILS = ("auto", "full", "aggregate")
+
+
+AUTO_FULL_MAX_NODES = 64
+"""``detail='auto'`` draws a fabric node by node up to this many nodes (one HGX server,
+a toy fat-tree): every node and link then stays distinguishable on one page."""
+
+
+FULL_MAX_NODES = 400
+"""``detail='full'`` refuses larger fabrics: beyond this, node labels and links can no
+longer be told apart on a page; the aggregated view is the readable one."""
+
+
+MAX_COLUMNS = 8
+"""Most columns of the aggregated view: at ~1.9 inch each, a bundle label such as
+"16,384 × 400 Gb/s" stays readable and the page stays under ~20 inches wide."""
+
+
+MIN_COLUMNS = 4
+"""When the natural groups (domains, units, pods) give fewer columns than this but a
+finer grouping gives more than :data:`MAX_COLUMNS`, the finer one is split into runs,
+so the picture still shows how the upper tiers spread over the cluster."""
+
+
+@dataclass(frozen=True)
+class Box:
+    """A drawn box: one node (full view) or a tier's nodes in a run of columns.
+
+    ``x`` (centre) and ``width`` are in columns (aggregated) or node slots (full);
+    ``row`` indexes :data:`ROW_TIERS`.
+    """
+
+    row: int
+    x: float
+    width: float
+    nodes: int
+    models: tuple[str, ...]
+    planes: int  # distinct scale-out or supernode planes among the nodes (0: none)
+    label: str  # node name (full), column name (aggregated, accelerator row), or ''
+    first_column: int = -1  # aggregated view: the columns the box covers
+    last_column: int = -1
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The links between two boxes (``lower == upper``: links inside one box).
+
+    Cables count physical links once, not per direction; rates and capacities are per
+    direction; utilisations are busy time / collective time over the bundle's link
+    rows, both directions (``nan`` when no load was given).
+    """
+
+    lower: int  # box index; the lower row's box
+    upper: int
+    tier: str  # link tier (``fabric.links['tier']``)
+    cables: int
+    links: int  # link-table arcs, once per pair of directions
+    rate_Bps: float  # one cable's rate per direction (the lowest, if they differ)
+    max_rate_Bps: float
+    capacity_Bps: float  # all cables, one direction
+    medium: str  # one of ``fabric.MEDIA``, or 'mixed'
+    media: tuple[str, ...]  # every medium of the bundle's cables
+    failed_cables: int
+    peak_utilisation: float  # busiest link row
+    mean_utilisation: float  # mean over link rows
+
+
+@dataclass(frozen=True, eq=False)
+class TopologyLayout:
+    """What the topology diagram draws: boxes and bundles as plain numbers."""
+
+    detail: str  # 'full' or 'aggregate'
+    boxes: tuple[Box, ...]
+    bundles: tuple[Bundle, ...]
+    columns: tuple[str, ...]  # aggregated view: column names, left to right
+    grouping: str  # aggregated view: what a column holds, e.g. '3 pods each'
+    slots: float  # x extent: columns (aggregated) or node slots (full)
+    node_box: np.ndarray  # box index of every node
+
+
+def topology_layout(fabric: Fabric, *, link_utilisation: np.ndarray | None = None,
+                    detail: str = "auto", max_columns: int = MAX_COLUMNS) -> TopologyLayout:
+    """Boxes and link bundles of the topology diagram (utilisation as 0-1+ fractions).
+
+    Parameters
+    ----------
+    fabric
+        The built fabric.
+    link_utilisation
+        Per row of ``fabric.links``: busy time / collective time (0-1, above 1 when a
+        link is overcommitted), e.g. ``run.timing.link_busy_s / run.time_s``.
+    detail
+        ``full`` (one box per node), ``aggregate`` (one box per tier and column) or
+        ``auto`` (full up to :data:`AUTO_FULL_MAX_NODES` nodes).
+    max_columns
+        Most columns of the aggregated view.
+
+    Raises
+    ------
+    UsageError
+        For an unknown ``detail``, or ``full`` on a fabric of more than
+        :data:`FULL_MAX_NODES` nodes.
+    ValueError
+        If ``link_utilisation`` does not have one value per link row.
+    """
+    detail = resolve_detail(fabric, detail)
+    utilisation = _utilisation(fabric, link_utilisation)
+    rows = _node_rows(fabric)
+    if detail == "full":
+        return _full_layout(fabric, rows, utilisation)
+    return _aggregate_layout(fabric, rows, utilisation, max(1, max_columns))
+
+
+def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
+    """``full`` or ``aggregate``: what ``detail`` means for this fabric.
+
+    Raises
+    ------
+    UsageError
+        For an unknown ``detail``, or ``full`` on more than :data:`FULL_MAX_NODES` nodes.
+    """
+    if detail not in DETAILS:
+        raise UsageError(f"unknown detail {detail!r}; choose from {', '.join(DETAILS)}")
+    count = len(fabric.nodes)
+    if detail == "auto":
+        return "full" if count <= AUTO_FULL_MAX_NODES else "aggregate"
+    if detail == "full" and count > FULL_MAX_NODES:
+        raise UsageError(f"full detail draws at most {FULL_MAX_NODES} nodes and this fabric"
+                         f" has {count:,}; use --detail aggregate")
+    return detail
+
+
+def _utilisation(fabric: Fabric, link_utilisation: np.ndarray | None) -> np.ndarray | None:
+    if link_utilisation is None:
+        return None
+    values = np.asarray(link_utilisation, dtype=float)
+    if values.shape != (len(fabric.links),):
+        raise ValueError(f"link_utilisation has shape {values.shape}; expected one value per"
+                         f" link row ({len(fabric.links)},)")
+    return np.clip(np.nan_to_num(values, nan=0.0), 0.0, None)
+
+
+def _node_rows(fabric: Fabric) -> np.ndarray:
+    """Row of every node in :data:`ROW_TIERS` (unknown tiers go to the top)."""
+    column = fabric.nodes["tier"]
+    per_category = np.array([ROW_TIERS.index(c) if c in ROW_TIERS else len(ROW_TIERS) - 1
+                             for c in column.cat.categories], dtype=np.int64)
+    return per_category[column.cat.codes.to_numpy()]
+
+
+def _full_layout(fabric: Fabric, rows: np.ndarray,
+                 utilisation: np.ndarray | None) -> TopologyLayout:
+    """One box per node; a row's nodes sorted by the mean position of their lower
+    neighbours, so links run as straight up as the wiring allows."""
+    count = len(fabric.nodes)
+    links = fabric.links
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    present = [r for r in range(len(ROW_TIERS)) if (rows == r).any()]
+    slots = max((int((rows == r).sum()) for r in present), default=1)
+    x = np.zeros(count)
+    down = rows[dst] < rows[src]
+    pitch_of: dict[int, float] = {}
+    for r in present:
+        members = np.flatnonzero(rows == r)
+        mask = down & (rows[src] == r)
+        total = np.bincount(src[mask], weights=x[dst[mask]], minlength=count)
+        seen = np.bincount(src[mask], minlength=count)
+        centre = np.where(seen > 0, total / np.maximum(seen, 1), 0.0)[members]
+        order = members[np.lexsort((members, centre))]
+        pitch_of[r] = slots / len(members)
+        x[order] = (np.arange(len(members)) + 0.5) * pitch_of[r]
+    width = np.array([min(FULL_BOX_SHARE * pitch_of[int(r)], FULL_BOX_MAX) for r in rows])
+    _clear_passing_links(width, x, rows, src, dst)
+    names = fabric.nodes["name"].astype(str).to_numpy()
+    models = fabric.nodes["model"].astype(str).to_numpy()
+    planes = fabric.nodes["plane"].to_numpy()
+    boxes = tuple(Box(row=int(rows[i]), x=float(x[i]), width=float(width[i]), nodes=1,
+                      models=(str(models[i]),), planes=int(planes[i] >= 0),
+                      label=str(names[i])) for i in range(count))
+    node_box = np.arange(count)
+    return TopologyLayout("full", boxes, _bundles(fabric, node_box, count, utilisation), (),
+                          "", float(slots), node_box)
+
+
+def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src: np.ndarray,
+                         dst: np.ndarray) -> None:
+    """Narrow the boxes of rows that links pass on their way up (accelerator to NIC past
+    the scale-up switches) so the links run between boxes, not through them."""
+    level = np.cumsum(np.bincount(rows, minlength=len(ROW_TIERS)) > 0) - 1  # drawn row
+    lower = np.where(rows[src] <= rows[dst], src, dst)
+    upper = np.where(rows[src] <= rows[dst], dst, src)
+    skip = level[rows[upper]] - level[rows[lower]] > 1
+    for r in np.unique(rows):
+        passing = skip & (level[rows[lower]] < level[r]) & (level[r] < level[rows[upper]])
+        if not passing.any():
+            continue
+        share = (level[r] - level[rows[lower[passing]]]) / (
+            level[rows[upper[passing]]] - level[rows[lower[passing]]])
+        crossing = np.sort(x[lower[passing]] + (x[upper[passing]] - x[lower[passing]]) * share)
+        members = np.flatnonzero(rows == r)
+        at = np.searchsorted(crossing, x[members])
+        left = np.where(at > 0, x[members] - crossing[np.maximum(at - 1, 0)], np.inf)
+        right = np.where(at < len(crossing), crossing[np.minimum(at, len(crossing) - 1)]
+                         - x[members], np.inf)
+        free = 2 * np.minimum(left, right) - PASSING_CLEARANCE
+        width[members] = np.where(free >= 0.4 * width[members],
+                                  np.minimum(width[members], free), width[members])
+
+
+def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilisation: np.ndarray | None,
+                      max_columns: int) -> TopologyLayout:
+    """One box per tier and run of columns.
+
+    A node with a system (accelerator, in-system switch chip, NIC) sits in its system's
+    column; a switch covers the columns of the nodes below it; overlapping runs of one
+    row merge so boxes never overlap.
+    """
+    nodes = fabric.nodes
+    column_of_system, columns, grouping = _columns(fabric, max_columns)
+    n_columns = len(columns)
+    count = len(nodes)
+    system = nodes["system"].to_numpy()
+    has_system = system >= 0
+    first = np.full(count, n_columns, np.int64)
+    last = np.full(count, -1, np.int64)
+    first[has_system] = last[has_system] = column_of_system[system[has_system]]
+    links = fabric.links
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    climbs = (rows[dst] < rows[src]) & ~has_system[src]
+    for r in range(len(ROW_TIERS)):  # bottom up: the rows below are final
+        mask = climbs & (rows[src] == r)
+        if mask.any():
+            np.minimum.at(first, src[mask], first[dst[mask]])
+            np.maximum.at(last, src[mask], last[dst[mask]])
+    alone = last < 0  # nothing below it: spread over every column
+    first[alone], last[alone] = 0, n_columns - 1
+    node_box = np.empty(count, np.int64)
+    runs: list[tuple[int, int, int]] = []
+    for r in range(len(ROW_TIERS)):
+        members = np.flatnonzero(rows == r)
+        if not len(members):
+            continue
+        merged: list[list[int]] = []
+        spans = np.unique(first[members] * (n_columns + 1) + last[members])
+        for lo, hi in zip(*np.divmod(spans, n_columns + 1), strict=True):
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        starts = np.array([m[0] for m in merged])
+        node_box[members] = len(runs) + np.searchsorted(starts, first[members], "right") - 1
+        runs += [(r, lo, hi) for lo, hi in merged]
+    model_names = list(nodes["model"].cat.categories)
+    model = nodes["model"].cat.codes.to_numpy().astype(np.int64)
+    plane = nodes["plane"].to_numpy()
+    n_planes = int(plane.max()) + 2
+    per_model = np.bincount(node_box * len(model_names) + model,
+                            minlength=len(runs) * len(model_names)).reshape(len(runs), -1)
+    per_plane = np.bincount(node_box * n_planes + plane + 1,
+                            minlength=len(runs) * n_planes).reshape(len(runs), -1)
+    boxes = []
+    for b, (r, lo, hi) in enumerate(runs):
+        boxes.append(Box(row=r, x=(lo + hi) / 2, width=hi - lo + BOX_WIDTH,
+                         nodes=int(per_model[b].sum()),
+                         models=tuple(str(model_names[m]) for m in np.flatnonzero(per_model[b])),
+                         planes=int((per_plane[b, 1:] > 0).sum()),
+                         label=columns[lo] if r == 0 and lo == hi else "",
+                         first_column=lo, last_column=hi))
+    return TopologyLayout("aggregate", tuple(boxes),
+                          _bundles(fabric, node_box, len(boxes), utilisation), columns,
+                          grouping, float(n_columns), node_box)
+
+
+def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, ...], str]:
+    """Column of every system, the column names, and what a column holds.
+
+    Candidate groupings, finest first: scale-up domain (a system when domains are
+    systems, or when there is no scale-up), scalable unit and pod (from the leaves the
+    system's NICs reach). Only groupings of whole domains qualify, so in-system and
+    supernode switches always fall in one column.
+    """
+    nodes, links = fabric.nodes, fabric.links
+    system = nodes["system"].to_numpy()
+    n_systems = int(system.max()) + 1
+    acc = fabric.accelerators
+    domain = np.arange(n_systems)
+    acc_domain = nodes["domain"].to_numpy()[acc]
+    if len(acc) and (acc_domain >= 0).all():
+        domain = np.zeros(n_systems, np.int64)
+        domain[system[acc]] = acc_domain
+    n_domains = len(np.unique(domain))
+    per_system = n_domains == n_systems
+    candidates = [("system", "systems", domain) if per_system else
+                  ("domain", "domains", domain)]
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    to_leaf = (nodes["kind"] == "nic").to_numpy()[src] & (nodes["tier"] == "leaf").to_numpy()[
+        dst]
+    for name, plural in (("unit", "units"), ("pod", "pods")):
+        if to_leaf.any():
+            values = np.full(n_systems, -1, np.int64)
+            values[system[src[to_leaf]]] = nodes[name].to_numpy()[dst[to_leaf]]
+            candidates.append((name, plural, values))
+    valid = []
+    for name, plural, values in candidates:
+        groups = len(np.unique(values))
+        if len(np.unique(np.stack([domain, values], 1), axis=0)) == n_domains:
+            valid.append((groups, name, plural, values))
+    valid.sort(key=lambda v: -v[0])  # finest first
+    fitting = [v for v in valid if min(MIN_COLUMNS, max_columns) <= v[0] <= max_columns]
+    too_many = [v for v in valid if v[0] > max_columns]
+    run = 1
+    if fitting:
+        groups, name, plural, values = fitting[0]
+    elif too_many:
+        groups, name, plural, values = too_many[-1]
+        run = math.ceil(groups / max_columns)
+    else:
+        groups, name, plural, values = valid[0]
+    keys, rank = np.unique(values, return_inverse=True)
+    column = rank // run
+    names = []
+    for c in range(int(column.max()) + 1):
+        inside = keys[c * run:(c + 1) * run]
+        names.append(f"{name} {inside[0]}" if len(inside) == 1 else
+                     f"{plural} {inside[0]}–{inside[-1]}")
+    grouping = (f"{run} {plural} each" if run > 1 else f"one {name} each")
+    return column, tuple(names), grouping
+
+
+def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
+             utilisation: np.ndarray | None) -> tuple[Bundle, ...]:
+    """The link table summed over (lower box, upper box, tier), with array arithmetic."""
+    links = fabric.links
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    box_a, box_b = node_box[src], node_box[dst]
+    tiers = list(links["tier"].cat.categories)
+    tier = links["tier"].cat.codes.to_numpy().astype(np.int64)
+    key = (np.minimum(box_a, box_b) * n_boxes + np.maximum(box_a, box_b)) * len(tiers) + tier
+    once = (box_a < box_b) | ((box_a == box_b) & (src < dst))  # one row per direction pair
+    size = n_boxes * n_boxes * len(tiers)
+    k = key[once]
+    arcs = np.bincount(k, minlength=size)
+    cables = links["cables"].to_numpy()[once]
+    sum_cables = np.bincount(k, weights=cables, minlength=size)
+    sum_capacity = np.bincount(k, weights=links["capacity_Bps"].to_numpy()[once],
+                               minlength=size)
+    sum_failed = np.bincount(k, weights=cables * links["failed"].to_numpy()[once],
+                             minlength=size)
+    rate = links["rate_Bps"].to_numpy()[once]
+    low_rate, high_rate = np.full(size, np.inf), np.zeros(size)
+    np.minimum.at(low_rate, k, rate)
+    np.maximum.at(high_rate, k, rate)
+    media = list(links["medium"].cat.categories)
+    medium = links["medium"].cat.codes.to_numpy().astype(np.int64)[once]
+    has_medium = np.bincount(k * len(media) + medium, minlength=size * len(media)).reshape(
+        size, len(media)) > 0
+    peak = mean = np.full(size, np.nan)
+    if utilisation is not None:
+        peak = np.zeros(size)
+        np.maximum.at(peak, key, utilisation)
+        mean = np.bincount(key, weights=utilisation, minlength=size) / np.maximum(
+            np.bincount(key, minlength=size), 1)
+    out = []
+    for index in np.flatnonzero(arcs).tolist():
+        pair, t = divmod(index, len(tiers))
+        lower, upper = divmod(pair, n_boxes)
+        out.append(Bundle(
+            lower=lower, upper=upper, tier=str(tiers[t]), cables=int(sum_cables[index]),
+            links=int(arcs[index]), rate_Bps=float(low_rate[index]),
+            max_rate_Bps=float(high_rate[index]), capacity_Bps=float(sum_capacity[index]),
+            medium=str(media[int(np.argmax(has_medium[index]))]) if (
+                has_medium[index].sum() == 1) else "mixed",
+            media=tuple(str(media[m]) for m in np.flatnonzero(has_medium[index])),
+            failed_cables=int(sum_failed[index]), peak_utilisation=float(peak[index]),
+            mean_utilisation=float(mean[index])))
+    return tuple(out)
+
+
+BOX_WIDTH = 0.76  # aggregated box width, in columns
+
+
+FULL_BOX_SHARE = 0.82  # full view: box width / spacing of its row's nodes
+
+
+FULL_BOX_MAX = 2.5  # full view: widest box, in node slots (a lone core switch)
+
+
+PASSING_CLEARANCE = 0.2  # full view: room kept between a passing link and a box, in slots

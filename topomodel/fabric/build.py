@@ -1,0 +1,171 @@
+"""Build a :class:`~topomodel.fabric.tables.Fabric` from a design: scale-up, then scale-out.
+
+Scale-up kinds: ``switched`` (each accelerator's links spread over in-system switch
+chips), ``full_mesh``, ``torus`` (n-dimensional, with or without wraparound, across
+systems, optionally through optical circuit switches) and ``supernode`` (in-system
+switch chips joined per plane by a Clos of upper-level switch chips). Scale-out kinds:
+``fat_tree`` (1-3 tiers, rail-optimized or not, several planes), ``rail_only`` and
+``none``. Everything is generated with array arithmetic: no per-link Python loops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from topomodel.catalog import (
+    Catalog,
+    HostLink,
+    Nic,
+    Switch,
+    System,
+)
+from topomodel.design import Design
+from topomodel.fabric.cabling import assign_cables
+from topomodel.fabric.clos import ClosError, SwitchPorts, plan_clos, wire_clos
+from topomodel.fabric.failures import _mark_failures
+from topomodel.fabric.scaleup import _build_scaleup
+from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
+
+DEFAULT_SWITCH_LATENCY_S = 500e-9
+"""Switch latency when the catalog has none: an assumed, typical cut-through figure for
+a 51.2T-class Ethernet/IB switch (published claims range from ~150 ns to ~600 ns)."""
+
+
+def build_fabric(design: Design, catalog: Catalog) -> Fabric:
+    """Build the fabric a design describes.
+
+    Raises
+    ------
+    DesignError
+        When the design asks for a fabric that cannot be built (a torus shape that does
+        not match the count, a radix that cannot give the oversubscription, a unit size
+        that does not divide, an unknown failed part).
+    """
+    system = catalog.get(design.system, System)
+    n_systems = design.systems if design.systems is not None else (
+        (design.accelerators or 0) // system.accelerators)
+    per_system = system.accelerators
+    builder = FabricBuilder()
+    structure: dict[str, Any] = {"systems": n_systems, "accelerators_per_system": per_system}
+    sys_index = np.repeat(np.arange(n_systems), per_system)
+    local = np.tile(np.arange(per_system), n_systems)
+    prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
+    structure["_system_prefixes"] = prefixes
+    acc = builder.add_nodes(node_names(prefixes, numbered("acc", per_system)),
+                            kind="accelerator", tier="accelerator", model=system.accelerator,
+                            system=sys_index, local=local)
+    domains = _build_scaleup(builder, design, catalog, system, acc.reshape(n_systems,
+                                                                            per_system),
+                             structure)
+    clos = _build_scaleout(builder, design, catalog, system, acc.reshape(n_systems, per_system),
+                           structure)
+    nodes, links = builder.finish()
+    nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
+    nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
+        domains.reshape(n_systems, per_system)[:, 0], int(structure.get("nics_per_system", 0)))
+    assign_cables(links, design, catalog)
+    _mark_failures(nodes, links, design)
+    return Fabric(design, catalog, nodes, links, structure, tuple(clos))
+
+
+def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
+                    acc: np.ndarray, structure: dict[str, Any]) -> list[ClosTier]:
+    out = design.scaleout
+    structure["scaleout"] = out.kind
+    if out.kind == "none":
+        return []
+    n_systems, per_system = acc.shape
+    nic = catalog.get(out.nic or system.nic or "", Nic)
+    nics = out.nics_per_system or system.nic_count or per_system
+    switch = catalog.get(out.switch or "", Switch)
+    planes = out.planes
+    port_rate = out.port_rate or nic.rate_Bps / planes
+    up_rate = out.uplink_rate or port_rate
+    ports = SwitchPorts(switch.id, switch.ports, switch.port_rate_Bps,
+                        switch.latency_s if switch.latency_s is not None
+                        else DEFAULT_SWITCH_LATENCY_S)
+    structure.update(nic=nic.id, nics_per_system=nics, planes=planes, port_rate_Bps=port_rate,
+                     uplink_rate_Bps=up_rate, switch=switch.id,
+                     rail_optimized=out.rail_optimized, rail_only=out.kind == "rail_only")
+    # NICs and their host links
+    nic_sys = np.repeat(np.arange(n_systems), nics)
+    rail = np.tile(np.arange(nics), n_systems)
+    nic_nodes = builder.add_nodes(node_names(structure["_system_prefixes"],
+                                             numbered("nic", nics)),
+                                  kind="nic", tier="nic", model=nic.id, system=nic_sys,
+                                  local=rail, rail=rail)
+    host = catalog.get(system.host_link, HostLink) if system.host_link else None
+    host_rate = host.rate_Bps if host else nic.rate_Bps
+    owner = acc[nic_sys, rail * per_system // nics]
+    builder.add_links(owner, nic_nodes, tier="host", rate_Bps=host_rate, medium="pcie")
+    structure["host_link_Bps"] = host_rate
+    structure["host_link"] = host.id if host else ""
+    # endpoint grouping: units of systems; rails to their own leaves when rail-optimized
+    try:
+        leaf_down_max, _ = ports.split(port_rate, up_rate, (out.oversubscription or (1.0,))[0])
+    except ClosError as exc:
+        raise design.problem(("scaleout", "switch"), str(exc)) from None
+    rail_groups = out.rail_optimized or out.kind == "rail_only"
+    unit = out.unit or max(1, leaf_down_max if rail_groups else leaf_down_max // nics)
+    if out.unit and n_systems % unit and not out.partial_unit and n_systems > unit:
+        raise design.problem(("scaleout", "unit"),
+                             f"{n_systems} systems are not a whole number of units of {unit};"
+                             " change the count or the unit, or allow a short last unit with"
+                             " 'partial_unit: true'")
+    unit_of_system = np.arange(n_systems) // unit
+    structure["unit_systems"] = unit
+    tiers: list[ClosTier] = []
+    for plane in range(planes):
+        prefix = f"p{plane}/" if planes > 1 else ""
+        if out.kind == "rail_only":
+            for r in range(nics):
+                members = nic_nodes[rail == r]
+                units = unit_of_system[nic_sys[rail == r]]
+                tiers += _clos(builder, design, members, units, units, ports=ports,
+                               port_rate=port_rate, up_rate=up_rate, whole=1,
+                               prefix=f"{prefix}rail{r}/", plane=plane, group=f"rail{r}")
+            continue
+        if out.rail_optimized:
+            # one rail of a unit per leaf; rails share a leaf when a unit is small
+            rails_per_leaf = max(1, min(nics, leaf_down_max // min(unit, n_systems)))
+            structure["rails_per_leaf"] = rails_per_leaf
+            order = np.lexsort((nic_sys, rail, unit_of_system[nic_sys]))
+            groups = (unit_of_system[nic_sys[order]] * -(-nics // rails_per_leaf)
+                      + rail[order] // rails_per_leaf)
+            whole = 1
+        else:
+            order = np.arange(len(nic_nodes))
+            groups = unit_of_system[nic_sys]
+            whole = nics
+        _, groups = np.unique(groups, return_inverse=True)
+        group_units = np.zeros(groups.max() + 1, np.int64)
+        group_units[groups] = unit_of_system[nic_sys[order]]
+        tiers += _clos(builder, design, nic_nodes[order], groups, group_units, ports=ports,
+                       port_rate=port_rate, up_rate=up_rate, whole=whole, prefix=prefix,
+                       plane=plane, group="")
+    structure["fat_tree_tiers"] = max((["leaf", "spine", "core"].index(t.name) + 1
+                                       for t in tiers), default=0)
+    return tiers
+
+
+def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,
+          group_units: np.ndarray, *, ports: SwitchPorts, port_rate: float, up_rate: float,
+          whole: int, prefix: str, plane: int, group: str) -> list[ClosTier]:
+    out = design.scaleout
+    if len(group_units) != groups.max() + 1:  # rail-only passes units per endpoint
+        _, groups = np.unique(groups, return_inverse=True)
+        group_units = np.unique(group_units)
+    sizes = np.bincount(groups)
+    try:
+        plan = plan_clos(sizes, group_units, ports=ports, down_rate_Bps=port_rate,
+                         up_rate_Bps=up_rate, tiers=out.tiers,
+                         oversubscription=out.oversubscription, pod_units=out.pod_units,
+                         whole_systems=whole)
+    except ClosError as exc:
+        key = "tiers" if out.tiers else "switch"
+        raise design.problem(("scaleout", key), str(exc)) from None
+    return wire_clos(builder, plan, endpoints, groups, group_units, ports=ports,
+                     down_rate_Bps=port_rate, up_rate_Bps=up_rate, prefix=prefix, plane=plane,
+                     group=group, asked=out.oversubscription)

@@ -1,0 +1,96 @@
+"""Cable and module choice by reach: copper inside a rack, optics between racks.
+
+Each link tier gets a length from the design's layout. For each (tier, rate) the
+lowest-power catalog cable or module whose rate covers the link and whose reach covers
+the length is chosen, unless the layout names one. One module per link end is assumed
+(a twin-port module carrying two links would halve the count; name it in
+``layout.cables`` and the BOM counts it as one per link end all the same).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from topomodel.catalog import Catalog, Optic
+from topomodel.design import Design
+from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, categorical
+
+_LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
+               "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
+               "scaleup_l3": "scaleup_cable"}
+
+
+def tier_length_m(design: Design, tier: str) -> float:
+    """Cable length of a link tier from the layout, metres."""
+    layout = design.layout
+    if tier == "leaf" and layout.leaf_in_rack:
+        return layout.rack_cable
+    return float(getattr(layout, _LENGTH_KEY[tier]))
+
+
+def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | None:
+    """Lowest-power cable or module with rate >= ``rate_Bps`` and reach >= ``length_m``.
+
+    Entries without a power figure come last: an unknown power is not a low one.
+
+    Examples
+    --------
+    >>> from topomodel.catalog import load_catalog
+    >>> choose_optic(load_catalog(), 50e9, 2.0).form  # 400G at 2 m: passive copper
+    'dac'
+    """
+    fits = [o for o in catalog.of_kind(Optic)
+            if o.rate_Bps >= rate_Bps * (1 - 1e-9) and o.reach_m >= length_m]
+    if not fits:
+        return None
+    return min(fits, key=lambda o: (o.power_W is None, o.power_W or 0.0, o.rate_Bps, o.id))
+
+
+def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None:
+    """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
+
+    Board and backplane links (scale-up inside a system) and host links stay as built.
+    """
+    tier_codes = links["tier"].cat.codes.to_numpy()
+    medium = links["medium"].cat.codes.to_numpy().copy()
+    ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
+    optic_ids = [""]
+    optic_codes = np.zeros(len(links), np.int16)
+    length = links["length_m"].to_numpy().copy()
+    rate = links["rate_Bps"].to_numpy()
+    tier_names = list(links["tier"].cat.categories)
+    electrical = medium == electrical_code
+    for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
+        tier = tier_names[code]
+        if tier == "host":
+            continue
+        in_tier = tier_codes == code
+        if tier == "scaleup":
+            in_tier &= ~electrical  # board and backplane links are not cabled
+        for link_rate in np.unique(rate[in_tier]):
+            rows = in_tier & (rate == link_rate)
+            meters = tier_length_m(design, tier)
+            named = design.layout.cables.get(tier)
+            chosen = catalog.get(named, Optic) if named else choose_optic(catalog, link_rate,
+                                                                          meters)
+            if chosen is None:
+                raise design.problem(
+                    ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
+                     else _LENGTH_KEY[tier]),
+                    f"no cable or module in the catalog reaches {meters:g} m at"
+                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links)")
+            if chosen.rate_Bps < link_rate * (1 - 1e-9) or chosen.reach_m < meters:
+                raise design.problem(("layout", "cables", tier),
+                                     f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
+                                     f" {chosen.reach_m:g} m) cannot carry {tier} links of"
+                                     f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m")
+            length[rows] = meters
+            if chosen.id not in optic_ids:
+                optic_ids.append(chosen.id)
+            optic_codes[rows] = optic_ids.index(chosen.id)
+            medium[rows & (medium != ocs)] = MEDIA.index(chosen.medium)
+    links["length_m"] = length
+    links["medium"] = categorical(medium, MEDIA)
+    links["optic"] = categorical(optic_codes, optic_ids)
+    links["latency_s"] = length * PROPAGATION_S_PER_M

@@ -1,0 +1,291 @@
+"""Fat-tree (folded Clos) sizing and wiring with the fewest switches that realise it.
+
+Sizing works on *port slots*: a switch has ``radix`` native ports at ``native_rate``;
+a port at another rate (a breakout) uses ``rate / native_rate`` of a slot. A tier's
+switches get ``down`` and ``up`` ports with ``down * down_rate / (up * up_rate)`` no
+more than the asked oversubscription; the top tier has only down ports.
+
+Wiring keeps every path the same length: each lower switch spreads its uplinks evenly
+over all upper switches of its group (a leaf over the spines of its pod, a spine over
+the cores of its index), so the switch count of a tier is the smallest divisor of the
+uplink count that provides enough ports. A fabric of T tiers serves at most:
+
+- 1 tier: ``radix`` endpoints;
+- 2 tiers: ``down_leaf * radix_top`` (non-blocking, radix k: k^2/2);
+- 3 tiers: ``down_leaf * down_spine * radix_top`` (non-blocking: k^3/4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.fabric.tables import ClosTier, FabricBuilder
+
+_EPS = 1e-9
+
+
+class ClosError(ValueError):
+    """A Clos that cannot be realised; the message says which limit was hit."""
+
+
+@dataclass(frozen=True)
+class SwitchPorts:
+    """A switch's port budget: native ports and the rate they run at."""
+
+    model: str
+    radix: int
+    native_rate_Bps: float
+    latency_s: float
+
+    def ports_at(self, rate_Bps: float) -> int:
+        """Ports available when every port runs at ``rate_Bps``."""
+        return math.floor(self.radix * self.native_rate_Bps / rate_Bps + _EPS)
+
+    def split(self, down_rate_Bps: float, up_rate_Bps: float, oversubscription: float, *,
+              at_least: int | None = None) -> tuple[int, int]:
+        """Down and up ports giving exactly ``oversubscription`` (down/up bandwidth).
+
+        The most down ports that fit, or with ``at_least``, the fewest down ports from
+        there on (a tier sized by what it must serve).
+
+        Raises
+        ------
+        ClosError
+            If no whole numbers of ports give the ratio within the radix.
+
+        Examples
+        --------
+        >>> SwitchPorts("s", 64, 50e9, 0).split(50e9, 50e9, 1.0)
+        (32, 32)
+        >>> SwitchPorts("s", 64, 50e9, 0).split(50e9, 50e9, 7.0)
+        (56, 8)
+        >>> SwitchPorts("s", 64, 50e9, 0).split(50e9, 50e9, 7.0, at_least=50)
+        (56, 8)
+        """
+        most = self.ports_at(down_rate_Bps)
+        downs = range(most, 0, -1) if at_least is None else range(at_least, most + 1)
+        slots_down = down_rate_Bps / self.native_rate_Bps
+        slots_up = up_rate_Bps / self.native_rate_Bps
+        for down in downs:
+            exact = down * down_rate_Bps / (oversubscription * up_rate_Bps)
+            up = round(exact)
+            if up >= 1 and abs(up - exact) < 1e-6 and (
+                    down * slots_down + up * slots_up <= self.radix + _EPS):
+                return down, up
+        need = f" with at least {at_least} down ports" if at_least else ""
+        raise ClosError(f"{self.model} ({self.radix} ports) cannot give a down:up of"
+                        f" {oversubscription:g}:1{need}")
+
+
+def smallest_divisor_at_least(n: int, minimum: int) -> int:
+    """The smallest divisor of ``n`` that is >= ``minimum`` (``n`` itself at worst).
+
+    Examples
+    --------
+    >>> smallest_divisor_at_least(32, 11)
+    16
+    """
+    for d in range(max(1, minimum), n + 1):
+        if n % d == 0:
+            return d
+    return n
+
+
+@dataclass(frozen=True)
+class ClosPlan:
+    """The sizes of one Clos: per tier switch counts and ports, and pod layout."""
+
+    tiers: int
+    leaf_down: int
+    leaf_up: int
+    leaves_per_group: np.ndarray  # leaves of each endpoint group
+    spines: int  # total spine switches (2 or 3 tiers)
+    spine_down: int
+    spine_up: int
+    leaves_per_pod: int  # 3 tiers
+    pods: int
+    cores_per_group: int  # 3 tiers: cores per spine index
+    oversubscription: tuple[float, ...]  # realised, per tier with uplinks
+
+
+def plan_clos(group_sizes: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,
+              down_rate_Bps: float, up_rate_Bps: float, tiers: int | None,
+              oversubscription: tuple[float, ...], pod_units: int | None,
+              whole_systems: int = 1) -> ClosPlan:
+    """Size a Clos over endpoint groups (a leaf never spans two groups).
+
+    Parameters
+    ----------
+    group_sizes
+        Endpoint ports in each group, in wiring order.
+    group_units
+        Scalable unit of each group (pods are made of whole units).
+    whole_systems
+        Keep this many consecutive endpoints on one leaf (NICs of one system, ToR style).
+
+    Raises
+    ------
+    ClosError
+        When the switch cannot realise the asked tiers or oversubscription.
+    """
+    over = tuple(oversubscription) + (1.0,) * (3 - len(oversubscription))
+    endpoints = int(group_sizes.sum())
+    top_down_leaf = ports.ports_at(down_rate_Bps)
+    if tiers == 1 or (tiers is None and endpoints <= top_down_leaf):
+        if endpoints > top_down_leaf:
+            raise ClosError(f"{endpoints} endpoint ports do not fit one {ports.model}"
+                            f" ({top_down_leaf} ports at this rate); use more tiers")
+        return ClosPlan(1, endpoints, 0, np.ones(1, np.int64), 0, 0, 0, 0, 0, 0, ())
+    leaf_down_max, _ = ports.split(down_rate_Bps, up_rate_Bps, over[0])
+    leaf_down_max -= leaf_down_max % whole_systems
+    if leaf_down_max < 1:
+        raise ClosError(f"{ports.model} cannot take the {whole_systems} ports of one system"
+                        f" on a leaf at {over[0]:g}:1")
+    biggest = int(group_sizes.max())
+    per_group = math.ceil(biggest / leaf_down_max)
+    leaf_down = math.ceil(biggest / per_group)
+    leaf_down += -leaf_down % whole_systems
+    leaves_per_group = -(-group_sizes // leaf_down)
+    leaf_down, leaf_up = ports.split(down_rate_Bps, up_rate_Bps, over[0], at_least=leaf_down)
+    leaf_over = leaf_down * down_rate_Bps / (leaf_up * up_rate_Bps)
+    upper = plan_upper(int(leaves_per_group.sum()), leaf_up,
+                       _leaves_per_unit(leaves_per_group, group_units), ports=ports,
+                       rate_Bps=up_rate_Bps, tiers=None if tiers is None else tiers - 1,
+                       oversubscription=over[1], pod_units=pod_units)
+    return ClosPlan(upper.tiers + 1, leaf_down, leaf_up, leaves_per_group, upper.spines,
+                    upper.spine_down, upper.spine_up, upper.leaves_per_pod, upper.pods,
+                    upper.cores_per_group, (leaf_over, *upper.oversubscription))
+
+
+def plan_upper(leaves: int, leaf_up: int, leaves_per_unit: int, *, ports: SwitchPorts,
+               rate_Bps: float, tiers: int | None, oversubscription: float,
+               pod_units: int | None) -> ClosPlan:
+    """Size the tiers above ``leaves`` switches that have ``leaf_up`` uplinks each.
+
+    One tier (spines) when the leaves fit under spines of ``ports``; else two (spines in
+    pods, then cores). ``tiers`` forces the count.
+    """
+    top_down = ports.ports_at(rate_Bps)
+    spines = smallest_divisor_at_least(leaf_up, math.ceil(leaves * leaf_up / top_down))
+    fits_one = leaves * (leaf_up // spines) <= top_down
+    if tiers == 1 or (tiers is None and fits_one):
+        if not fits_one:
+            raise ClosError(f"{leaves} leaves with {leaf_up} uplinks each need more than"
+                            f" {top_down}-port spines; use 3 tiers")
+        return ClosPlan(1, 0, leaf_up, np.ones(0, np.int64), spines,
+                        leaves * leaf_up // spines, 0, leaves, 1, 0, ())
+    if tiers is not None and tiers > 2:
+        raise ClosError("at most 3 switch tiers")
+    spine_down_max, _ = ports.split(rate_Bps, rate_Bps, oversubscription)
+    if pod_units is not None:
+        leaves_per_pod = pod_units * leaves_per_unit
+    elif leaves_per_unit <= spine_down_max:
+        leaves_per_pod = (spine_down_max // leaves_per_unit) * leaves_per_unit
+    else:
+        leaves_per_pod = spine_down_max
+    if leaves_per_pod > spine_down_max:
+        raise ClosError(f"a pod of {leaves_per_pod} leaves needs spines with"
+                        f" {leaves_per_pod} down ports; {ports.model} has {spine_down_max}"
+                        f" at {oversubscription:g}:1")
+    _, spine_up = ports.split(rate_Bps, rate_Bps, oversubscription, at_least=leaves_per_pod)
+    pods = math.ceil(leaves / leaves_per_pod)
+    cores = smallest_divisor_at_least(spine_up, math.ceil(pods * spine_up / top_down))
+    if pods * (spine_up // cores) > top_down:
+        raise ClosError(f"{pods} pods need more than {top_down}-port core switches: too large"
+                        " for 3 tiers of this switch")
+    return ClosPlan(2, 0, leaf_up, np.ones(0, np.int64), pods * leaf_up, leaves_per_pod,
+                    spine_up, leaves_per_pod, pods, cores, (leaves_per_pod / spine_up,))
+
+
+def _leaves_per_unit(leaves_per_group: np.ndarray, group_units: np.ndarray) -> int:
+    totals = np.bincount(group_units, weights=leaves_per_group)
+    return int(totals.max())
+
+
+def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
+              endpoint_groups: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,
+              down_rate_Bps: float, up_rate_Bps: float, prefix: str, plane: int,
+              group: str, asked: tuple[float, ...], access_tier: str = "leaf",
+              tier_names: tuple[str, str, str] = ("leaf", "spine", "core"),
+              leaves: np.ndarray | None = None) -> list[ClosTier]:
+    """Add the switches and links of ``plan``; endpoints are node numbers in wiring order.
+
+    With ``leaves`` given, those existing switches are the first tier (supernode L1
+    chips) and ``endpoints`` are ignored.
+    """
+    leaf_name, spine_name, core_name = tier_names
+    stem = {name: name + ("_" if name[-1].isdigit() else "") for name in tier_names}
+    asked = tuple(asked) + (1.0,) * (3 - len(asked))
+    out: list[ClosTier] = []
+    n_leaves = int(plan.leaves_per_group.sum())
+    if leaves is None:
+        leaf_group = np.repeat(np.arange(len(plan.leaves_per_group)), plan.leaves_per_group)
+        leaf_unit = group_units[leaf_group] if plan.tiers > 1 else np.zeros(1, np.int64)
+        width = len(str(max(n_leaves - 1, 1)))
+        names = [f"{prefix}{stem[leaf_name]}{i:0{width}d}" for i in range(n_leaves)]
+        pod_of_leaf = (np.arange(n_leaves) // plan.leaves_per_pod if plan.tiers == 3
+                       else np.full(n_leaves, -1))
+        leaves = builder.add_nodes(names, kind="switch", tier=leaf_name, model=ports.model,
+                                   latency_s=ports.latency_s, unit=leaf_unit, pod=pod_of_leaf,
+                                   plane=plane)
+        # endpoint k of group g goes to leaf first[g] + position // leaf_down
+        first = np.concatenate([[0], np.cumsum(plan.leaves_per_group)[:-1]])
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(endpoint_groups)) + 1])
+        position = np.arange(len(endpoints)) - np.repeat(starts, np.diff(
+            np.append(starts, len(endpoints))))
+        leaf_of = (leaves[first[endpoint_groups] + position // plan.leaf_down]
+                   if plan.tiers > 1 else np.full(len(endpoints), leaves[0]))
+        builder.add_links(endpoints, leaf_of, tier=access_tier, rate_Bps=down_rate_Bps)
+        out.append(ClosTier(leaf_name, ports.model, n_leaves, plan.leaf_down, plan.leaf_up,
+                            down_rate_Bps, up_rate_Bps,
+                            plan.oversubscription[0] if plan.oversubscription else 0.0,
+                            asked[0] if plan.tiers > 1 else 0.0, plane, group))
+    if plan.tiers == 1:
+        return out
+    if plan.tiers == 2:
+        width = len(str(max(plan.spines - 1, 1)))
+        spines = builder.add_nodes([f"{prefix}{stem[spine_name]}{i:0{width}d}"
+                                    for i in range(plan.spines)], kind="switch",
+                                   tier=spine_name, model=ports.model,
+                                   latency_s=ports.latency_s, plane=plane)
+        builder.add_links(np.repeat(leaves, plan.spines), np.tile(spines, n_leaves),
+                          tier=spine_name, rate_Bps=up_rate_Bps,
+                          cables=plan.leaf_up // plan.spines)
+        out.append(ClosTier(spine_name, ports.model, plan.spines, plan.spine_down, 0,
+                            up_rate_Bps, 0.0, 0.0, 0.0, plane, group))
+        return out
+    per_pod = plan.leaf_up  # spines per pod: one cable from every leaf of the pod to each
+    pod_of_spine = np.repeat(np.arange(plan.pods), per_pod)
+    index_in_pod = np.tile(np.arange(per_pod), plan.pods)
+    pw, sw = len(str(max(plan.pods - 1, 1))), len(str(max(per_pod - 1, 1)))
+    spines = builder.add_nodes(
+        [f"{prefix}pod{p:0{pw}d}/{stem[spine_name]}{s:0{sw}d}"
+         for p, s in zip(pod_of_spine, index_in_pod, strict=True)],
+        kind="switch", tier=spine_name, model=ports.model, latency_s=ports.latency_s,
+        pod=pod_of_spine, plane=plane)
+    leaf_pod = np.arange(n_leaves) // plan.leaves_per_pod
+    src = np.repeat(leaves, per_pod)
+    dst = spines[np.repeat(leaf_pod, per_pod) * per_pod + np.tile(np.arange(per_pod), n_leaves)]
+    builder.add_links(src, dst, tier=spine_name, rate_Bps=up_rate_Bps)
+    cores_total = per_pod * plan.cores_per_group
+    cw = len(str(max(cores_total - 1, 1)))
+    cores = builder.add_nodes([f"{prefix}{stem[core_name]}{i:0{cw}d}"
+                               for i in range(cores_total)],
+                              kind="switch", tier=core_name, model=ports.model,
+                              latency_s=ports.latency_s, plane=plane)
+    # spine s of every pod connects to the cores of group s
+    core_of = (index_in_pod[:, None] * plan.cores_per_group
+               + np.arange(plan.cores_per_group)[None, :])
+    builder.add_links(np.repeat(spines, plan.cores_per_group), cores[core_of.ravel()],
+                      tier=core_name, rate_Bps=up_rate_Bps,
+                      cables=plan.spine_up // plan.cores_per_group)
+    out.append(ClosTier(spine_name, ports.model, len(spines), plan.spine_down, plan.spine_up,
+                        up_rate_Bps, up_rate_Bps, plan.oversubscription[1], asked[1], plane,
+                        group))
+    used_down = plan.pods * (plan.spine_up // plan.cores_per_group)
+    out.append(ClosTier(core_name, ports.model, cores_total, used_down, 0, up_rate_Bps, 0.0,
+                        0.0, 0.0, plane, group))
+    return out

@@ -1,0 +1,148 @@
+"""The ``topomodel build`` report: tiers, bisection, bill of materials, power, optics.
+
+JSON (``schema: topomodel.build``, ``version: 1``) keys:
+
+- ``design``, ``accelerators``, ``nodes`` (count by node tier), ``links`` (cables);
+- ``tiers``: one object per link tier, from the accelerators outwards: ``name``,
+  ``switch_model``, ``switches``, ``links``, ``ports_used``, ``ports_free``,
+  ``capacity_Bps`` and ``capacity_bps`` (one direction, all links),
+  ``per_accelerator_Bps``, ``oversubscription`` (down/up bandwidth; 0 for a top tier);
+- ``bisection``: ``bisection_Bps``, ``method``, ``closed_form_Bps``, ``max_flow_Bps``,
+  ``per_accelerator_Bps``, ``injection_Bps``, ``ratio``, ``note``;
+- ``bom``: lines with ``category``, ``model``, ``count``, ``unit_power_W``, ``power_W``,
+  ``energy_pJ_per_bit``, ``provenance``; ``power``: ``accelerators_W``, ``network_W``,
+  ``optics_W``, ``total_W``, ``network_W_per_accelerator``, ``unknown``;
+- ``link_budget``: per optical link class, ``channel_loss_dB``, ``max_channel_loss_dB``,
+  ``margin_dB``, ``closes``;
+- ``warnings``: links that do not close, failed parts, oversubscription realised off
+  the asked ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from topomodel.analysis.bisection import Bisection, bisection
+from topomodel.analysis.bom import bill_of_materials, power_summary
+from topomodel.analysis.linkbudget import link_budgets
+from topomodel.analysis.tiers import tier_summaries
+from topomodel.fabric.tables import Fabric
+from topomodel.report.output import Report, Table
+from topomodel.units import format_rate, format_si
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.3g}:1" if value else "-"
+
+
+def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -> Report:
+    """Everything ``topomodel build`` prints, as a :class:`~topomodel.report.output.Report`."""
+    design = fabric.design
+    tiers = tier_summaries(fabric)
+    cut = bisection_result or bisection(fabric)
+    bom = bill_of_materials(fabric)
+    power = power_summary(bom, fabric.accelerator_count)
+    budgets = link_budgets(fabric)
+    warnings = _warnings(fabric, budgets)
+    if power.unknown:
+        warnings.append(f"no power figure in the catalog for: {', '.join(power.unknown)};"
+                        " network power counts only the parts that have one")
+    node_counts = {str(k): int(v) for k, v in
+                   fabric.nodes.groupby("tier", observed=True).size().items()}
+    data: dict[str, Any] = {
+        "design": {"name": design.name, "file": design.file, "system": design.system},
+        "accelerators": fabric.accelerator_count,
+        "nodes": node_counts,
+        "links": int(fabric.links["cables"].sum() // 2),
+        "structure": {k: v for k, v in fabric.structure.items() if not k.startswith("_")},
+        "tiers": [{**dataclasses.asdict(t), "capacity_bps": t.capacity_Bps * 8}
+                  for t in tiers],
+        "bisection": dataclasses.asdict(cut),
+        "bom": [dataclasses.asdict(line) for line in bom],
+        "power": dataclasses.asdict(power),
+        "link_budget": [dataclasses.asdict(b) for b in budgets],
+    }
+    summary = [
+        {"item": "design", "value": design.name or design.file},
+        {"item": "accelerators", "value": f"{fabric.accelerator_count:,}"},
+        {"item": "scale-up", "value": _scaleup_text(fabric)},
+        {"item": "scale-out", "value": _scaleout_text(fabric)},
+        {"item": "bisection (per direction)", "value": f"{format_rate(cut.bisection_Bps)};"
+         f" {cut.ratio:.3g} of injection ({format_rate(cut.injection_Bps)} per accelerator)"},
+        {"item": "bisection method", "value": cut.method + (f"; {cut.note}" if cut.note
+                                                             else "")},
+        {"item": "network power (known parts)", "value": f"{format_si(power.network_W, 'W')}"
+         f" ({format_si(power.network_W_per_accelerator, 'W')} per accelerator)"},
+    ]
+    tier_rows = [{
+        "tier": t.name, "switch": t.switch_model or "-", "switches": t.switches,
+        "links": t.links, "ports used": t.ports_used, "ports free": t.ports_free,
+        "per accelerator (per dir)": format_rate(t.per_accelerator_Bps),
+        "total (per dir)": format_rate(t.capacity_Bps),
+        "down:up": _ratio(t.oversubscription)} for t in tiers]
+    bom_rows = [{
+        "category": b.category, "model": b.model, "count": b.count,
+        "power each": "?" if b.unit_power_W is None else format_si(b.unit_power_W, "W"),
+        "power": "?" if b.power_W is None else format_si(b.power_W, "W"),
+        "pJ/bit": "" if b.energy_pJ_per_bit is None else f"{b.energy_pJ_per_bit:.3g}",
+        "provenance": b.provenance} for b in bom]
+    budget_rows = [{
+        "tier": b.tier, "module": b.optic, "length": format_si(b.length_m, "m"),
+        "links": b.links, "loss dB": "" if b.channel_loss_dB is None
+        else f"{b.channel_loss_dB:.2f}",
+        "max dB": "" if b.max_channel_loss_dB is None else f"{b.max_channel_loss_dB:g}",
+        "margin dB": "" if b.margin_dB is None else f"{b.margin_dB:.2f}",
+        "closes": {True: "yes", False: "NO", None: "reach only"}[b.closes],
+        "note": b.note} for b in budgets]
+    tables = [Table("Summary", summary), Table("Tiers", tier_rows),
+              Table("Bill of materials", bom_rows),
+              Table("Optical link budget", budget_rows)]
+    return Report("build", data, tables, warnings)
+
+
+def _scaleup_text(fabric: Fabric) -> str:
+    s = fabric.structure
+    kind = s["scaleup"]
+    if kind == "none":
+        return "none"
+    rate = format_rate(s["scaleup_link_Bps"])
+    if kind == "torus":
+        shape = "x".join(map(str, s["torus_shape"]))
+        wrap = "torus" if s["wraparound"] else "mesh"
+        return f"{shape} {wrap} of {s['scaleup_link']} ({rate} per link per direction)"
+    if kind == "supernode":
+        return (f"supernode of {s['systems_per_domain']} systems, {s['supernode_planes']}"
+                f" planes, {s['supernode_levels']} switch levels, {s['scaleup_link']}")
+    return f"{kind}, {s['scaleup_link']} ({rate} per link per direction)"
+
+
+def _scaleout_text(fabric: Fabric) -> str:
+    s = fabric.structure
+    if s["scaleout"] == "none":
+        return "none"
+    rail = ("rail-only" if s["rail_only"] else
+            "rail-optimized" if s["rail_optimized"] else "not rail-optimized")
+    planes = f", {s['planes']} planes" if s["planes"] > 1 else ""
+    return (f"{s['fat_tree_tiers']}-tier {s['switch']} fat-tree, {rail}{planes},"
+            f" {s['nics_per_system']} x {s['nic']} per system at"
+            f" {format_si(s['port_rate_Bps'] * 8, 'b/s')} per port")
+
+
+def _warnings(fabric: Fabric, budgets: list[Any]) -> list[str]:
+    out = []
+    for b in budgets:
+        if b.closes is False:
+            out.append(f"optical link does not close: {b.links} {b.tier} links on {b.optic}"
+                       f" over {b.length_m:g} m ({b.note})")
+    failed = fabric.links[fabric.links["failed"]]
+    if len(failed):
+        out.append(f"{int(failed['cables'].sum() // 2)} cables marked failed"
+                   f" ({', '.join(fabric.design.failures.nodes + fabric.design.failures.links)})")
+    for t in fabric.clos_tiers:
+        if t.asked_oversubscription and abs(t.oversubscription - t.asked_oversubscription) > (
+                1e-6 * t.asked_oversubscription):
+            out.append(f"{t.name} tier realises {t.oversubscription:.3g}:1 for the asked"
+                       f" {t.asked_oversubscription:.3g}:1 ({t.down_ports} down,"
+                       f" {t.up_ports} up ports per switch)")
+    return sorted(set(out))

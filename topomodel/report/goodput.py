@@ -1,0 +1,110 @@
+"""The goodput tables and JSON of step, goodput and review."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from topomodel.analysis.goodput import (
+    SECONDS_PER_DAY,
+    SECONDS_PER_YEAR,
+    GoodputAssumptions,
+    GoodputResult,
+    job_goodput,
+    what_ifs,
+)
+from topomodel.fabric.tables import Fabric
+
+
+def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+                    step_result: Any, assumptions: GoodputAssumptions, *,
+                    routing: str = "ecmp", route_degradation: bool = True
+                    ) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, with the what-ifs (step, goodput, review)."""
+    result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
+                         routing=routing, route_degradation=route_degradation)
+    whatifs = what_ifs(result, fabric.catalog, assumptions)
+    return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
+
+
+def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
+                 whatifs: Sequence[tuple[str, GoodputResult]] = ()) -> dict[str, Any]:
+    """Plain-type JSON of a goodput result (the ``goodput`` key of step and goodput)."""
+    from dataclasses import asdict
+
+    return {
+        "interruptions_per_day": result.interruptions_per_day,
+        "mtbi_s": result.mtbi_s if math.isfinite(result.mtbi_s) else None,
+        "checkpoint_bytes": result.checkpoint_bytes,
+        "checkpoint_write_s": result.checkpoint_write_s,
+        "checkpoint_interval_s": (result.checkpoint_interval_s
+                                  if math.isfinite(result.checkpoint_interval_s) else None),
+        "spare_systems": result.spare_systems,
+        "accelerators_per_system": result.accelerators_per_system,
+        "no_spare_probability": result.no_spare_probability,
+        "downtime_per_interruption_s": result.downtime_per_interruption_s,
+        "effective_time_fraction": result.effective_time_fraction,
+        "degraded_loss_per_part": result.degraded_loss,
+        "degraded_throughput_fraction": result.degraded_throughput_fraction,
+        "degraded_routed": result.degraded_routed,
+        "tokens_per_s": result.tokens_per_s,
+        "goodput_tokens_per_s": result.goodput_tokens_per_s,
+        "components": [{**asdict(ln), "failures_per_day": ln.failures_per_s * SECONDS_PER_DAY}
+                       for ln in result.lines],
+        "what_ifs": [{"case": name, "interruptions_per_day": r.interruptions_per_day,
+                      "effective_time_fraction": r.effective_time_fraction,
+                      "goodput_tokens_per_s": r.goodput_tokens_per_s} for name, r in whatifs],
+        "assumptions": asdict(assumptions),
+    }
+
+
+def goodput_tables(result: GoodputResult,
+                   whatifs: Sequence[tuple[str, GoodputResult]] = ()) -> list[Any]:
+    """The goodput section: summary, parts by their failures, what-ifs."""
+    from topomodel.report.output import Table
+    from topomodel.units import format_si, format_size
+
+    r = result
+
+    def duration(seconds: float) -> str:
+        if not math.isfinite(seconds):
+            return "never"
+        if seconds >= 3600:
+            return f"{seconds / 3600:.3g} h"
+        return f"{seconds / 60:.3g} min" if seconds >= 60 else format_si(seconds, "s")
+
+    summary = [
+        {"item": "interruptions per day", "value": f"{r.interruptions_per_day:.3g}"},
+        {"item": "mean time between interruptions", "value": duration(r.mtbi_s)},
+        {"item": "checkpoint", "value": f"{format_size(r.checkpoint_bytes)}, written in"
+         f" {duration(r.checkpoint_write_s)}"},
+        {"item": "checkpoint interval (Young/Daly)", "value": duration(r.checkpoint_interval_s)},
+        {"item": "spare systems", "value": f"{r.spare_systems} ({r.accelerators_per_system}"
+         f" accelerators out per system failure); none free {r.no_spare_probability:.1%}"
+         " of the time"},
+        {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)},
+        {"item": "effective training time", "value": f"{r.effective_time_fraction:.1%}"},
+        {"item": "throughput kept while parts are down",
+         "value": f"{r.degraded_throughput_fraction:.2%} ("
+         + ("routed around one failed part per tier)" if r.degraded_routed
+            else "upper-bound estimate, not re-routed)")},
+        {"item": "goodput", "value": f"{r.goodput_tokens_per_s:,.0f} tokens/s of"
+         f" {r.tokens_per_s:,.0f}"},
+    ]
+    total = sum(ln.failures_per_s for ln in r.lines) or 1.0
+    parts = [{"part": ln.component, "model": ln.model, "where": ln.tier, "count": ln.count,
+              "rate (%/yr)": f"{100 * ln.rate_per_s * SECONDS_PER_YEAR:.3g}",
+              "failures/day": f"{ln.failures_per_s * SECONDS_PER_DAY:.3g}",
+              "share": f"{ln.failures_per_s / total:.1%}",
+              "effect": "interrupts" if ln.interrupts else
+              f"degrades ({r.degraded_loss.get(ln.tier, 0.0):.2%} each)",
+              "rate source": f"{ln.rate_entry} ({ln.provenance})"}
+             for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
+    tables = [Table("Goodput", summary), Table("Failures by part", parts)]
+    if whatifs:
+        tables.append(Table("Goodput what-ifs", [
+            {"case": name, "interruptions/day": f"{w.interruptions_per_day:.3g}",
+             "effective time": f"{w.effective_time_fraction:.1%}",
+             "goodput (tokens/s)": f"{w.goodput_tokens_per_s:,.0f}"} for name, w in whatifs]))
+    return tables

@@ -1,0 +1,119 @@
+"""The design review: :func:`collect_review` gathers every result into a
+:class:`~topomodel.report.review.document.Review`; :mod:`.render` writes it as HTML,
+Markdown and JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from topomodel.analysis.goodput import GoodputAssumptions
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.report.goodput import goodput_section
+from topomodel.report.output import Table
+
+if TYPE_CHECKING:
+    from topomodel.analysis.step import StepAssumptions, StepResult
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.catalog import Model
+    from topomodel.traffic.layout import Layout
+from topomodel.report.review.assumptions import review_assumptions
+from topomodel.report.review.collect import (
+    HOTSPOT_COUNT,
+    _figures,
+    _levels,
+    _run_collectives,
+    _warnings,
+)
+from topomodel.report.review.document import (
+    Review,
+)
+from topomodel.report.review.provenance import review_provenance
+from topomodel.report.review.sections import _headline, _sections
+
+
+def collect_review(fabric: Fabric, *, model: Model | None = None,
+                   layout: Layout | None = None, assumptions: StepAssumptions | None = None,
+                   time_model: TimeModel | None = None, routing: str = "ecmp",
+                   sizes_bytes: Sequence[float] | None = None,
+                   failed: Sequence[str] = (),
+                   goodput_assumptions: GoodputAssumptions | None = None) -> Review:
+    """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
+
+    ``time_model`` times the collectives (default: ``assumptions.time`` with a model,
+    else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
+    collective sizes; ``failed`` names the parts the caller failed (for the warnings);
+    ``goodput_assumptions`` are those of the goodput section (with a model).
+
+    Raises
+    ------
+    UsageError
+        If the layout does not fit the fabric or the model.
+    """
+    from topomodel.analysis.bisection import bisection
+    from topomodel.analysis.step import StepAssumptions, step_time
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.report.build import build_report
+    from topomodel.report.step import step_report
+
+    if model is not None and layout is None:
+        raise UsageError("a model needs a layout")
+    step_assumptions = assumptions or StepAssumptions()
+    timing = time_model or (step_assumptions.time if model is not None else TimeModel())
+    design = fabric.design
+    name = design.name or design.file
+    build = build_report(fabric, bisection_result=bisection(fabric))
+    step: StepResult | None = None
+    step_rep = None
+    goodput: tuple[list[Table], dict[str, Any]] | None = None
+    if model is not None and layout is not None:
+        step = step_time(fabric, model, layout, step_assumptions, routing=routing)
+        step_rep = step_report(step, step_assumptions, design_name=name)
+        goodput = goodput_section(fabric, model, layout, step_assumptions, step,
+                                  goodput_assumptions or GoodputAssumptions(), routing=routing)
+    collectives = _run_collectives(fabric, timing, routing, sizes_bytes)
+    featured_rep = None
+    if collectives.featured is not None:
+        from topomodel.report.route import route_report
+
+        featured_rep = route_report(fabric, collectives.featured, routing=routing,
+                                    top=HOTSPOT_COUNT, model=timing)
+    warnings = _warnings(fabric, build.warnings, step, layout, featured_rep, failed,
+                         collectives)
+    levels = _levels(fabric, timing)
+    figures = _figures(fabric, collectives, featured_rep, step)
+    assumptions_rows = review_assumptions(
+        fabric, timing, step_assumptions if step else None, routing=routing,
+        goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
+    provenance = review_provenance(fabric, model, [] if goodput is None else [
+        str(line["rate_entry"]) for line in goodput[1]["components"]])
+    good = None if goodput is None else goodput[1]
+    headline, summary = _headline(fabric, build.data, step, good)
+    data: dict[str, Any] = {
+        "design": {"name": design.name, "file": design.file, "system": design.system},
+        "summary": summary,
+        "build": build.data,
+        "levels": levels,
+        "collectives": {
+            "sizes_bytes": list(collectives.sizes),
+            "groups": collectives.groups,
+            "rows": collectives.rows,
+            "skipped": collectives.skipped,
+            "featured": None if featured_rep is None else featured_rep.data,
+        },
+        "step": None if step_rep is None else step_rep.data,
+        "goodput": None if goodput is None else goodput[1],
+        "hotspots": [] if featured_rep is None else featured_rep.data["hotspots"],
+        "assumptions": assumptions_rows,
+        "provenance": provenance,
+        "figures": [{"name": f.name, "file": f.file, "caption": f.caption}
+                    for f in figures.values()],
+        "notes": collectives.notes,
+    }
+    sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
+                         levels, assumptions_rows, provenance, warnings, goodput)
+    subtitle = (f"{fabric.accelerator_count:,} accelerators, design file {design.file}"
+                + (f"; model {model.id}" if model is not None else ""))
+    return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
+                  tuple(warnings), tuple(headline))

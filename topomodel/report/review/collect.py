@@ -1,0 +1,338 @@
+"""The design review: every result a review needs, collected once (``topomodel review``).
+
+:func:`collect_review` builds the report of one design (and, optionally, one model and
+parallel layout): what was modeled and the headline numbers, warnings, the topology
+(diagram, per-tier table, the fabric as levels), bisection, a table of collectives on
+the design's natural groups with per-tier load and hotspots, the training step with its
+four walls, the bill of materials, power and optical budget, every assumption with its
+value, and the provenance of every catalog figure the design uses.
+:mod:`topomodel.report.review.render` turns it into ``report.html``, ``report.md`` and
+``report.json``.
+
+JSON (``schema: topomodel.review``, ``version: 1``) keys:
+
+- ``design`` (``name``, ``file``, ``system``), ``summary`` (headline numbers, units in
+  the keys: ``bisection_Bps``, ``injection_per_accelerator_Bps``, ``step_time_s``,
+  ``mfu``, ``tokens_per_s``, ``total_power_W``, ...);
+- ``build``: the ``topomodel build`` data (tiers, bisection, bom, power, link_budget);
+- ``levels``: the fabric as levels (see :func:`topomodel.analysis.levels.network_levels`);
+- ``collectives``: ``sizes_bytes``, ``groups`` (spec: ranks and count), ``rows`` (one per
+  collective, group and size: ``time_s``, ``algbw_Bps``, ``busbw_Bps``, ``latency_s``,
+  ``bandwidth_s``, ``topology_s``, ``algorithm``), ``skipped`` and ``featured`` (the
+  ``topomodel route`` data of the collective the topology diagram shows);
+- ``step``: the ``topomodel step`` data, or null without a model;
+- ``hotspots``: the featured collective's busiest links;
+- ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
+- ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``provenance``,
+  ``figures`` (``key``, ``value``, ``provenance``);
+- ``figures``: ``name``, ``file``, ``caption``; ``notes``; ``warnings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric, labels
+
+if TYPE_CHECKING:
+    from topomodel.analysis.collective import CollectiveRun
+    from topomodel.analysis.step import StepResult
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.traffic.layout import Layout
+from topomodel.report.review.document import (
+    ReviewFigure,
+    size_text,
+)
+
+REVIEW_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
+"""The collectives of the review's table (what data-parallel, tensor-parallel and
+expert-parallel traffic is made of)."""
+
+
+REVIEW_SIZES_BYTES = (2**20, 64 * 2**20, 2**30)
+"""Message sizes of the collective table (nccl-tests convention): 1 MiB is
+latency-bound, 64 MiB about a gradient bucket, 1 GiB bandwidth-bound."""
+
+
+LARGE_FABRIC_ACCELERATORS = 2048
+"""Above this many accelerators the review keeps to :data:`LARGE_FABRIC_SIZES_BYTES` and
+:data:`FAST_ALGORITHMS`, and says so: trying every algorithm at every size would take
+minutes on a 100k-accelerator fabric (tree and in-network reduction over thousands of
+ranks route far more flows than ring or hierarchical)."""
+
+
+LARGE_FABRIC_SIZES_BYTES = (2**30,)
+"""The one size on a large fabric: bandwidth-bound, where the topology shows."""
+
+
+FAST_ALGORITHMS = {"allreduce": ("ring", "hierarchical"),
+                   "allgather": ("ring", "hierarchical"),
+                   "reducescatter": ("ring", "hierarchical"),
+                   "alltoall": ("direct",)}
+"""Algorithms tried on a large fabric (the fastest is kept; NCCL uses ring and
+hierarchical at scale for these sizes)."""
+
+
+MAX_ALLTOALL_FLOWS = 2**20
+"""All-to-All on groups with more flows than this (groups x ranks^2) is left out: every
+rank sends to every other, and routing a million flows takes about a second per
+algorithm on one laptop-class core."""
+
+
+PAIRWISE_MAX_RANKS = 512
+"""Pairwise All-to-All is tried only on groups of at most this many ranks: it runs
+ranks - 1 exchange phases, each routed on its own (seconds per size at a thousand
+ranks); direct All-to-All, one phase with every pair, is always tried."""
+
+
+HOTSPOT_COUNT = 10
+"""Busiest links listed."""
+
+
+@dataclass(frozen=True)
+class _Collectives:
+    rows: list[dict[str, Any]]
+    groups: dict[str, dict[str, int]]
+    sizes: tuple[float, ...]
+    skipped: list[str]
+    notes: list[str]
+    featured: CollectiveRun | None
+    featured_group: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
+    """The design's natural communicator groups, as (spec, network): ``domain`` for the
+    scale-up domains, then ``rail`` (one rank per system, by local index) and ``all``
+    over the scale-out network, each where its groups have 2 or more ranks and differ
+    from the ones before. A fabric that is one scale-up domain has only ``domain``."""
+    acc = fabric.accelerators
+    domain = fabric.nodes["domain"].to_numpy()[acc]
+    domains = len(np.unique(domain)) if len(acc) and (domain >= 0).all() else 0
+    out: list[tuple[str, str]] = []
+    if domains and len(acc) // domains >= 2:
+        out.append(("domain", "scale-up"))
+    if fabric.structure["scaleout"] == "none" or domains == 1 or len(acc) < 2:
+        return out
+    systems = int(fabric.structure["systems"])
+    if systems >= 2 and int(fabric.structure["accelerators_per_system"]) >= 2:
+        out.append(("rail", "scale-out"))
+    out.append(("all", "scale-out"))
+    return out
+
+
+def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str,
+                     sizes_bytes: Sequence[float] | None) -> _Collectives:
+    """Every review collective on every natural group at every size; the fastest
+    algorithm of the ones tried."""
+    from topomodel.analysis.collective import run_collective
+    from topomodel.traffic.collectives import ALGORITHMS
+    from topomodel.traffic.groups import parse_groups
+
+    large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
+    notes: list[str] = []
+    if sizes_bytes:
+        sizes = tuple(sorted(float(s) for s in sizes_bytes))
+    elif large:
+        sizes = tuple(float(s) for s in LARGE_FABRIC_SIZES_BYTES)
+    else:
+        sizes = tuple(float(s) for s in REVIEW_SIZES_BYTES)
+    if large:
+        notes.append(f"{fabric.accelerator_count:,} accelerators (more than"
+                     f" {LARGE_FABRIC_ACCELERATORS:,}): collectives tried with "
+                     + "; ".join(f"{c}: {', '.join(a)}" for c, a in FAST_ALGORITHMS.items())
+                     + (" at " + ", ".join(size_text(s) for s in sizes)
+                        if not sizes_bytes else "") + " only, to keep the review fast")
+    groups = natural_groups(fabric)
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    group_info: dict[str, dict[str, int]] = {}
+    featured: CollectiveRun | None = None
+    featured_group = ""
+    scale_out = [spec for spec, net in groups if net == "scale-out"]
+    feature_spec = ("all" if "all" in scale_out else scale_out[0] if scale_out
+                    else groups[0][0] if groups else "")
+    for spec, network in groups:
+        members = parse_groups(fabric, spec)
+        ranks, count = len(members[0]), len(members)
+        group_info[spec] = {"ranks": ranks, "groups": count}
+        for collective in REVIEW_COLLECTIVES:
+            if collective == "alltoall" and count * ranks * ranks > MAX_ALLTOALL_FLOWS:
+                skipped.append(f"alltoall on {spec} ({count} x {ranks} ranks:"
+                               f" {count * ranks * (ranks - 1):,} flows)")
+                continue
+            candidates = tuple(
+                a for a in (FAST_ALGORITHMS if large else ALGORITHMS)[collective]
+                if (a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
+                # inside one domain, hierarchical is the ring: not routed twice
+                and (a != "hierarchical" or network != "scale-up"))
+            for size in sizes:
+                best = _fastest(fabric, collective, size, spec, candidates, timing, routing,
+                                run_collective)
+                if best is None:
+                    skipped.append(f"{collective} on {spec}: no algorithm applies")
+                    break
+                rows.append({"collective": collective, "group": spec, "network": network,
+                             "ranks": ranks, "groups": count, "size_bytes": size,
+                             "algorithm": best.algorithm, "time_s": best.time_s,
+                             "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
+                             "latency_s": best.timing.latency_s,
+                             "bandwidth_s": best.timing.bandwidth_s,
+                             "topology_s": best.timing.topology_s})
+                if spec == feature_spec and size == sizes[-1] and (
+                        featured is None or best.time_s > featured.time_s):
+                    featured, featured_group = best, spec
+    if skipped:
+        notes.append("left out: " + "; ".join(skipped) + f" (more than"
+                     f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")
+    return _Collectives(rows, group_info, sizes, skipped, notes, featured, featured_group)
+
+
+def _fastest(fabric: Fabric, collective: str, size: float, spec: str,
+             candidates: Sequence[str], timing: TimeModel, routing: str,
+             run: Any) -> CollectiveRun | None:
+    best: CollectiveRun | None = None
+    for algorithm in candidates:
+        try:
+            result = run(fabric, collective, size, [spec], algorithm=algorithm,
+                         routing=routing, model=timing)
+        except UsageError:
+            continue  # not applicable to these groups or switches
+        if best is None or result.time_s < best.time_s:
+            best = result
+    return best
+
+
+def _levels(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
+    from topomodel.analysis.levels import network_levels
+
+    try:
+        levels = network_levels(fabric, timing)
+    except UsageError:
+        return []
+    return [dataclasses.asdict(level) for level in levels]
+
+
+def _warnings(fabric: Fabric, build_warnings: Sequence[str], step: StepResult | None,
+              layout: Layout | None, featured: Any, failed: Sequence[str],
+              collectives: _Collectives) -> list[str]:
+    out = list(build_warnings)
+    if failed:
+        out.append(f"failed parts: {', '.join(failed)} (their links carry no traffic)")
+    if step is not None and layout is not None:
+        out += list(step.warnings)
+        out += oversubscribed_crossings(fabric, step, layout)
+    if featured is not None:
+        out += [f"{featured.data['collective']} on {collectives.featured_group}: {w}"
+                for w in featured.warnings]
+    seen: dict[str, None] = {}
+    for warning in out:
+        seen.setdefault(warning)
+    return list(seen)
+
+
+def oversubscribed_crossings(fabric: Fabric, step: StepResult,
+                             layout: Layout) -> list[str]:
+    """Warnings for kinds of step traffic whose groups cross the uplinks of an
+    oversubscribed scale-out tier (members under different leaves, or in different
+    pods, of a tier with down:up above 1)."""
+    from topomodel.traffic.layout import rank_groups
+
+    over: dict[str, float] = {}
+    for clos in fabric.clos_tiers:
+        if clos.name in ("leaf", "spine") and clos.oversubscription > 1 + 1e-9:
+            over[clos.name] = max(over.get(clos.name, 1.0), clos.oversubscription)
+    if not over or not step.comm:
+        return []
+    leaf, pod = _scaleout_address(fabric)
+    domain = fabric.nodes["domain"].to_numpy()
+    ranks = fabric.accelerators[:layout.world]
+    grouping = {"dp": "grad", "edp": "expert_grad"}
+    out = []
+    for comm in step.comm:
+        if not comm.spills:
+            continue
+        members = np.stack(rank_groups(ranks, layout, grouping.get(comm.kind, comm.kind)))
+        doms = domain[members]
+        leaves_apart = leaf[members]
+        pods_apart = pod[members]
+        leaving = ((doms != doms[:, :1]) | (doms < 0)).any(axis=1)
+        crossed = {"leaf": bool((leaving & (leaves_apart != leaves_apart[:, :1]).any(
+            axis=1)).any()),
+                   "spine": bool((leaving & (pods_apart != pods_apart[:, :1]).any(
+                       axis=1)).any())}
+        for tier, ratio in over.items():
+            if crossed[tier]:
+                out.append(f"{comm.kind.upper()} traffic ({comm.collective}) crosses the"
+                           f" uplinks of the {tier} tier, oversubscribed {ratio:.3g}:1")
+    return out
+
+
+def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: the leaf (plane-0 or lowest-numbered) and its pod that an accelerator's
+    scale-out traffic enters (through its own NIC, or its system's NIC serving it); -1
+    for nodes without one."""
+    nodes, links = fabric.nodes, fabric.links
+    n = len(nodes)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    kind = labels(nodes["kind"])
+    up = (links["tier"] == "leaf").to_numpy() & (kind[src] == "nic")
+    nic_leaf = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(nic_leaf, src[up], dst[up])
+    nic_leaf[nic_leaf == np.iinfo(np.int64).max] = -1
+    system = nodes["system"].to_numpy()
+    local = nodes["local"].to_numpy()
+    nics = np.flatnonzero(kind == "nic")
+    acc = fabric.accelerators
+    leaf = np.full(n, -1)
+    if len(nics):
+        per_system = int(fabric.structure["accelerators_per_system"])
+        per_nics = int(fabric.structure.get("nics_per_system", 0)) or 1
+        table = np.full((int(system.max()) + 1, per_nics), -1)
+        table[system[nics], local[nics]] = nic_leaf[nics]
+        leaf[acc] = table[system[acc], local[acc] * per_nics // per_system]
+    pod_of = nodes["pod"].to_numpy()
+    pod = np.where(leaf >= 0, pod_of[np.maximum(leaf, 0)], -1)
+    return leaf, pod
+
+
+def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
+             step: StepResult | None) -> dict[str, ReviewFigure]:
+    from topomodel.draw.charts import step_figure, tier_utilisation_figure
+    from topomodel.draw.io import figure_bytes
+    from topomodel.draw.topology import topology_figure
+
+    out: dict[str, ReviewFigure] = {}
+    run = collectives.featured
+    if run is not None:
+        short = f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}"
+        what = (f"{run.collective} ({run.algorithm}) of {size_text(run.size_bytes)} on"
+                f" {collectives.featured_group} groups ({run.groups[0]:,} x {run.ranks:,} ranks)")
+        utilisation = run.timing.link_busy_s / run.time_s if run.time_s else None
+        name = fabric.design.name or fabric.design.file
+        fig = topology_figure(fabric, link_utilisation=utilisation,
+                              title=f"{name}: link load during {short}")
+        out["topology"] = ReviewFigure(
+            "topology", f"Network topology, links coloured by their utilisation during"
+            f" {what}.", figure_bytes(fig, "png"))
+        fig = tier_utilisation_figure(featured.data["tiers"],
+                                      title=f"Link utilisation per tier: {short}")
+        out["tier-utilisation"] = ReviewFigure(
+            "tier-utilisation", f"Busiest and mean link utilisation per tier during {what}.",
+            figure_bytes(fig, "png"))
+    else:
+        fig = topology_figure(fabric)
+        out["topology"] = ReviewFigure("topology", "Network topology.",
+                                       figure_bytes(fig, "png"))
+    if step is not None:
+        out["step"] = ReviewFigure(
+            "step", "One training step: compute, pipeline bubble, exposed communication"
+            " and wait, and the exposed part split into the four walls.",
+            figure_bytes(step_figure(step), "png"))
+    return out

@@ -1,0 +1,287 @@
+"""The review's sections, from the collected results."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from topomodel.fabric.tables import Fabric
+from topomodel.report.output import Table
+from topomodel.units import format_rate, format_si, format_size
+
+if TYPE_CHECKING:
+    from topomodel.analysis.step import StepResult
+from topomodel.report.review.collect import _Collectives
+from topomodel.report.review.document import (
+    Block,
+    Callout,
+    Cards,
+    FigureBlock,
+    Section,
+    TableBlock,
+    Text,
+    size_text,
+)
+from topomodel.report.review.provenance import PROVENANCE_ORDER
+
+
+def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
+              goodput: dict[str, Any] | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    cut = build["bisection"]
+    power = build["power"]
+    summary: dict[str, Any] = {
+        "accelerators": fabric.accelerator_count,
+        "bisection_Bps": cut["bisection_Bps"],
+        "bisection_ratio": cut["ratio"],
+        "injection_per_accelerator_Bps": cut["injection_Bps"],
+        "total_power_W": power["total_W"],
+        "network_power_W": power["network_W"],
+        "network_power_per_accelerator_W": power["network_W_per_accelerator"],
+        "optical_links": sum(b["links"] for b in build["link_budget"]),
+        "optical_links_not_closing": sum(b["links"] for b in build["link_budget"]
+                                         if b["closes"] is False),
+    }
+    rows = [
+        {"item": "accelerators", "value": f"{fabric.accelerator_count:,}"},
+        {"item": "bisection (per direction)", "value": format_rate(cut["bisection_Bps"])
+         + (f"; {cut['ratio']:.0%} of full bisection" if math.isfinite(cut["ratio"])
+            else "")},
+        {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
+        {"item": "power (known parts)", "value": f"{format_si(power['total_W'], 'W')}"
+         f" total, {format_si(power['network_W'], 'W')} network"},
+    ]
+    if step is not None:
+        summary.update(step_time_s=step.step_time_s, mfu=step.mfu,
+                       tokens_per_s=step.tokens_per_s, comm_share=step.comm_share)
+        rows += [
+            {"item": "step time", "value": format_si(step.step_time_s, "s")},
+            {"item": "MFU", "value": f"{step.mfu:.1%}"},
+            {"item": "tokens/s", "value": f"{step.tokens_per_s:,.0f}"},
+            {"item": "exposed communication + wait", "value": f"{step.comm_share:.1%}"
+             " of the step"},
+        ]
+    if goodput is not None:
+        summary.update({k: goodput[k] for k in (
+            "interruptions_per_day", "effective_time_fraction", "goodput_tokens_per_s")})
+        rows.append({"item": "goodput", "value": f"{goodput['goodput_tokens_per_s']:,.0f}"
+                     f" tokens/s ({goodput['interruptions_per_day']:.3g} interruptions/day,"
+                     f" {goodput['effective_time_fraction']:.1%} effective time)"})
+    return rows, summary
+
+
+def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: Any,
+              step: StepResult | None, step_rep: Any, levels: list[dict[str, Any]],
+              assumptions: list[dict[str, Any]], provenance: list[dict[str, Any]],
+              warnings: list[str],
+              goodput: tuple[list[Table], dict[str, Any]] | None) -> list[Section]:
+    tables = {t.title: t for t in build.tables}
+    return [
+        _summary_section(fabric, build, step, warnings, tables["Summary"],
+                         None if goodput is None else goodput[1]),
+        Section("warnings", "Warnings", (
+            Callout("warning", tuple(warnings)) if warnings
+            else Text("No warnings: every optical link closes, no part has failed, and no"
+                      " step traffic is flagged."),)),
+        _topology_section(fabric, build, levels, tables["Tiers"]),
+        _bisection_section(build),
+        _collectives_section(collectives, featured),
+        _step_section(step, step_rep),
+        *([] if goodput is None else [Section("goodput", "Goodput under failures", tuple(
+            TableBlock(t) for t in goodput[0]))]),
+        _materials_section(build, tables),
+        _assumptions_section(assumptions),
+        _provenance_section(provenance),
+    ]
+
+
+def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
+                     warnings: list[str], summary: Table,
+                     goodput: dict[str, Any] | None) -> Section:
+    data = build.data
+    cut = data["bisection"]
+    power = data["power"]
+    design = fabric.design
+    from topomodel.catalog import Accelerator, System
+
+    system = fabric.catalog.get(design.system, System)
+    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
+    cards: list[tuple[str, str, str]] = [
+        ("accelerators", f"{fabric.accelerator_count:,}",
+         f"{accelerator.title} in {fabric.structure['systems']:,} x {system.title}"),
+        ("bisection", format_si(cut["bisection_Bps"], "B/s"),
+         f"per direction; {cut['ratio']:.0%} of full bisection"
+         if math.isfinite(cut["ratio"]) else "per direction"),
+        ("injection", format_si(cut["injection_Bps"], "B/s"),
+         f"per accelerator ({format_si(cut['injection_Bps'] * 8, 'b/s')})"),
+        ("power", format_si(power["total_W"], "W"),
+         f"{format_si(power['network_W_per_accelerator'], 'W')} network per accelerator"),
+    ]
+    if step is not None:
+        cards += [("step time", format_si(step.step_time_s, "s"),
+                   f"{step.comm_share:.1%} exposed communication + wait"),
+                  ("MFU", f"{step.mfu:.1%}", f"{step.tokens_per_s:,.0f} tokens/s")]
+    if goodput is not None:
+        cards.append(("effective time", f"{goodput['effective_time_fraction']:.1%}",
+                      f"{goodput['interruptions_per_day']:.3g} interruptions/day"))
+    cards.append(("warnings", str(len(warnings)), "see below" if warnings else "none"))
+    rows = list(summary.rows)
+    rows.insert(1, {"item": "design file", "value": design.file})
+    rows.insert(2, {"item": "system", "value": f"{system.title} ({system.id}):"
+                    f" {system.accelerators} x {accelerator.title}"})
+    if step is not None:
+        lay = step.layout
+        rows.append({"item": "model", "value": step.model})
+        rows.append({"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp}"
+                     f" x CP {lay.cp}" + (f", EP {lay.ep}" if lay.ep > 1 else "")
+                     + f" ({lay.world:,} accelerators, order {lay.order})"})
+    else:
+        rows.append({"item": "model", "value": "none given (run with --model for the"
+                     " training step)"})
+    blocks: list[Block] = [Cards(tuple(cards)), TableBlock(Table("What was modeled", rows))]
+    return Section("summary", "Summary", tuple(blocks))
+
+
+def _topology_section(fabric: Fabric, build: Any, levels: list[dict[str, Any]],
+                      tiers: Table) -> Section:
+    blocks: list[Block] = [FigureBlock("topology"),
+                           TableBlock(Table("Tiers", tiers.rows),
+                                      "Capacities are per direction; down:up is the"
+                                      " oversubscription of the tier's switches.")]
+    if levels:
+        rows = [{"level": lv["name"], "network": lv["network"], "building block":
+                 lv["topology"], "members": lv["npus"], "reach": f"{lv['reach']:,}",
+                 "per accelerator (per dir)": format_rate(lv["injection_Bps"]),
+                 "latency": format_si(lv["latency_s"], "s"),
+                 "oversubscription": f"{lv['oversubscription']:.3g}:1"} for lv in levels]
+        blocks.append(TableBlock(Table("The fabric as levels", rows),
+                                 "How dimension-based simulators (ASTRA-sim, Calculon) see"
+                                 " it: topomodel export --to astra-sim|calculon."))
+    return Section("topology", "Topology and tiers", tuple(blocks))
+
+
+def _bisection_section(build: Any) -> Section:
+    cut = build.data["bisection"]
+    rows = [
+        {"item": "bisection (per direction)", "value": format_rate(cut["bisection_Bps"])},
+        {"item": "per accelerator of the smaller half",
+         "value": format_rate(cut["per_accelerator_Bps"])},
+        {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
+        {"item": "ratio (1 = full bisection)", "value": f"{cut['ratio']:.3g}"},
+        {"item": "method", "value": cut["method"]},
+    ]
+    if cut["closed_form_Bps"] is not None:
+        rows.append({"item": "closed form", "value": format_rate(cut["closed_form_Bps"])})
+    if cut["max_flow_Bps"] is not None:
+        rows.append({"item": "max-flow", "value": format_rate(cut["max_flow_Bps"])})
+    if cut["note"]:
+        rows.append({"item": "note", "value": cut["note"]})
+    return Section("bisection", "Bisection", (TableBlock(Table("Bisection", rows)),))
+
+
+def _collectives_section(collectives: _Collectives, featured: Any) -> Section:
+    groups = ", ".join(f"{spec} ({info['groups']:,} x {info['ranks']:,} ranks)"
+                       for spec, info in collectives.groups.items())
+    blocks: list[Block] = [Text(
+        f"Each collective runs on every group of a set at once ({groups}), at "
+        + ", ".join(size_text(s) for s in collectives.sizes)
+        + " (nccl-tests size convention), with the fastest algorithm that applies. algbw"
+        " = size / time; busbw = algbw x the nccl-tests factor. The time splits into"
+        " latency, the bandwidth an ideal non-blocking fabric would need, and topology"
+        " (congestion, oversubscription, slower tiers).")]
+    if collectives.notes:
+        blocks.append(Callout("note", tuple(collectives.notes)))
+    rows = [{"collective": r["collective"], "group": r["group"],
+             "groups x ranks": f"{r['groups']:,} x {r['ranks']:,}",
+             "size": size_text(r["size_bytes"]),
+             "algorithm": r["algorithm"], "time": format_si(r["time_s"], "s"),
+             "algbw": format_si(r["algbw_Bps"], "B/s"),
+             "busbw": format_si(r["busbw_Bps"], "B/s"),
+             "latency": format_si(r["latency_s"], "s"),
+             "bandwidth": format_si(r["bandwidth_s"], "s"),
+             "topology": format_si(r["topology_s"], "s")} for r in collectives.rows]
+    blocks.append(TableBlock(Table("Collectives", rows)))
+    if featured is not None:
+        data = featured.data
+        tiers = [{"tier": t["name"], "bytes": format_size(t["bytes"]),
+                  "capacity (per dir)": format_rate(t["capacity_Bps"]),
+                  "peak util": f"{t['peak_utilization']:.0%}",
+                  "mean util": f"{t['mean_utilization']:.0%}",
+                  "share of time": f"{t['time_share']:.0%}"} for t in data["tiers"]]
+        hot = [{"link": h["link"], "tier": h["tier"], "bytes": format_size(h["bytes"]),
+                "utilization": f"{h['utilization']:.0%}"} for h in data["hotspots"]]
+        title = (f"{data['collective']} ({data['algorithm']}) of"
+                 f" {size_text(data['size_bytes'])} on {collectives.featured_group}")
+        blocks += [FigureBlock("tier-utilisation"),
+                   TableBlock(Table(f"Per-tier load: {title}", tiers)),
+                   TableBlock(Table(f"Hotspots: {title}", hot),
+                              "Utilization = busy time / collective time.")]
+    return Section("collectives", "Collectives and hotspots", tuple(blocks))
+
+
+def _step_section(step: StepResult | None, step_rep: Any) -> Section:
+    if step is None or step_rep is None:
+        return Section("step", "Training step", (Text(
+            "No model was given. Run the review with --model (and a layout: --tp, --pp,"
+            " --ep, --cp; DP fills the fabric) to add the step breakdown and the four"
+            " walls."),))
+    blocks: list[Block] = [FigureBlock("step")]
+    blocks += [TableBlock(t) for t in step_rep.tables]
+    return Section("step", "Training step and the four walls", tuple(blocks))
+
+
+def _materials_section(build: Any, tables: dict[str, Table]) -> Section:
+    power = build.data["power"]
+    rows = [{"item": "accelerators", "power": format_si(power["accelerators_W"], "W")},
+            {"item": "network (switches, NICs, cables, optics)",
+             "power": format_si(power["network_W"], "W")},
+            {"item": "  of which cables and optics", "power": format_si(power["optics_W"], "W")},
+            {"item": "total", "power": format_si(power["total_W"], "W")},
+            {"item": "network per accelerator",
+             "power": format_si(power["network_W_per_accelerator"], "W")}]
+    blocks: list[Block] = [TableBlock(tables["Bill of materials"]),
+                           TableBlock(Table("Power", rows),
+                                      "Parts without a power figure count as unknown, not"
+                                      " zero" + (": " + ", ".join(power["unknown"])
+                                                 if power["unknown"] else ".")),
+                           TableBlock(tables["Optical link budget"]) if tables[
+                               "Optical link budget"].rows else Text(
+                               "No optical links: nothing to budget.")]
+    return Section("materials", "Bill of materials, power and optics", tuple(blocks))
+
+
+def _assumptions_section(assumptions: list[dict[str, Any]]) -> Section:
+    rows = [{"assumption": a["name"], "value": _value_text(a["value"], a["unit"]),
+             "defined in": a["where"], "why": a["why"]} for a in assumptions]
+    return Section("assumptions", "Assumptions", (
+        Text("Every modelling assumption behind these results, with the value used and the"
+             " reason its definition gives."),
+        TableBlock(Table("Assumptions", rows))))
+
+
+def _value_text(value: Any, unit: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if unit in ("s", "W", "m", "bytes"):
+        return format_si(float(value), {"bytes": "B"}.get(unit, unit))
+    if unit in ("fraction", "count"):
+        return f"{value:g}"
+    return f"{value:,}" + (f" {unit}" if unit else "") if isinstance(value, int) else (
+        f"{value:g}" + (f" {unit}" if unit else ""))
+
+
+def _provenance_section(provenance: list[dict[str, Any]]) -> Section:
+    counts: dict[str, int] = {}
+    for entry in provenance:
+        for fig in entry["figures"]:
+            counts[fig["provenance"]] = counts.get(fig["provenance"], 0) + 1
+    total = sum(counts.values())
+    said = ", ".join(f"{counts[p]} {p}" for p in PROVENANCE_ORDER if p in counts)
+    figures = [{"entry": e["id"], "figure": f["key"], "value": f["value"],
+                "provenance": f["provenance"]} for e in provenance for f in e["figures"]]
+    sources = [{"entry": e["id"], "kind": e["kind"], "name": e["name"],
+                "provenance": e["provenance"], "source": e["source"]} for e in provenance]
+    return Section("provenance", "Provenance of the inputs", (
+        Text(f"{total} catalog figures from {len(provenance)} entries feed this review:"
+             f" {said}."),
+        TableBlock(Table("Figures", figures)),
+        TableBlock(Table("Sources", sources))))

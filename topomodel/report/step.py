@@ -1,0 +1,62 @@
+"""The ``topomodel step`` report and its JSON (``schema: topomodel.step``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from topomodel.analysis.step import StepAssumptions, StepResult
+from topomodel.report.output import Report, Table
+
+
+def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any]:
+    """Plain-type JSON of a step result (``schema: topomodel.step``)."""
+    return {
+        "model": result.model, "layout": asdict(result.layout),
+        "step_time_s": result.step_time_s, "compute_s": result.compute_s,
+        "bubble_s": result.bubble_s, "exposed_comm_s": result.exposed_comm_s,
+        "wait_s": result.wait_s, "mfu": result.mfu, "hfu": result.hfu,
+        "tokens_per_s": result.tokens_per_s, "comm_share": result.comm_share,
+        "walls": result.walls,
+        "comm": [{**asdict(c), "exposed_s": c.exposed_s} for c in result.comm],
+        "memory": result.memory, "fits": result.fits,
+        "assumptions": asdict(assumptions),
+    }
+
+
+def step_report(result: StepResult, assumptions: StepAssumptions, *,
+                design_name: str) -> Report:
+    """The ``topomodel step`` report: summary, walls, communication, memory."""
+    from topomodel.units import format_si, format_size
+
+    lay = result.layout
+    shape = (f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
+             + (f", EP {lay.ep}" if lay.ep > 1 else ""))
+    rows = [
+        {"item": "design / model", "value": f"{design_name} / {result.model}"},
+        {"item": "layout", "value": f"{shape} ({lay.world} accelerators, order {lay.order})"},
+        {"item": "step time", "value": format_si(result.step_time_s, "s")},
+        {"item": "  compute", "value": format_si(result.compute_s, "s")},
+        {"item": "  pipeline bubble", "value": format_si(result.bubble_s, "s")},
+        {"item": "  exposed communication", "value": format_si(result.exposed_comm_s, "s")},
+        {"item": "  synchronisation wait", "value": format_si(result.wait_s, "s")},
+        {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
+        {"item": "MFU" + (" / HFU" if lay.recompute else ""),
+         "value": f"{result.mfu:.1%}" + (f" / {result.hfu:.1%}" if lay.recompute else "")},
+        {"item": "communication share (exposed + wait)", "value": f"{result.comm_share:.1%}"},
+    ]
+    walls = [{"wall": k.removesuffix("_s"), "time": format_si(v, "s"),
+              "share of step": f"{v / result.step_time_s:.1%}"}
+             for k, v in result.walls.items()]
+    comm = [{"kind": c.kind, "collective": f"{c.collective} ({c.algorithm})",
+             "size": format_size(c.size_bytes),
+             "calls/step": c.calls, "time": format_si(c.time_s, "s"),
+             "overlap": f"{c.overlap:.0%}", "exposed": format_si(c.exposed_s, "s"),
+             "leaves scale-up": "yes" if c.spills else "no"} for c in result.comm]
+    memory = [{"part": k.removesuffix("_bytes"), "per accelerator": format_size(v)}
+              for k, v in result.memory.items()]
+    data = step_json(result, assumptions)
+    data["design"] = design_name
+    return Report("step", data, [Table("Step", rows), Table("Walls", walls),
+                                 Table("Communication", comm), Table("Memory", memory)],
+                  list(result.warnings))

@@ -1,0 +1,197 @@
+"""The general router: any fabric, failures included; scipy shortest paths per
+destination, flows pushed down the shortest-path DAG level by level."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from topomodel.fabric.tables import Fabric
+from topomodel.routing.hashing import choose
+from topomodel.routing.routed import Routed, _cached
+from topomodel.traffic.phases import Phase
+
+TRANSIT_PENALTY_HOPS = 1_000_000
+"""Extra cost of passing through an accelerator: transit only when nothing else works."""
+
+
+HOP_COST = 4
+"""Cost of one hop. A host link (accelerator to NIC) costs one more, so between
+accelerators of one scale-up domain the scale-up path wins a tie with the NICs."""
+
+
+_DEST_BATCH = 256
+
+
+GENERAL_ROUTER_MAX_WORK = 2_000_000_000
+"""Largest destinations x live arcs the general router takes on (the TPU v4 pod's 4096
+chips with failures are 1.6e8, about 15 s); beyond it a run would take many minutes, so
+it is refused with a message instead."""
+
+
+DAG_CACHE_BYTES = 1 << 30
+"""Memory the general router keeps shortest-path DAGs in for later phases; DAGs beyond it
+are computed, used and dropped."""
+
+
+class _Graph:
+    """CSR views of a fabric's live links, for the general router."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        links = fabric.links
+        live = ~links["failed"].to_numpy()
+        self.rows = np.flatnonzero(live)
+        src = links["src"].to_numpy()[live]
+        dst = links["dst"].to_numpy()[live]
+        n = len(fabric.nodes)
+        is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
+        host = (links["tier"] == "host").to_numpy()[live]
+        weight = (HOP_COST + host.astype(np.int64)
+                  + TRANSIT_PENALTY_HOPS * is_acc[dst].astype(np.int64))
+        order = np.lexsort((dst, src))
+        self.src, self.dst = src[order], dst[order]
+        self.rows = self.rows[order]
+        self.weight = weight[order]
+        self.cables = links["cables"].to_numpy()[live][order]
+        self.indptr = np.searchsorted(self.src, np.arange(n + 1))
+        self.n = n
+        self.is_acc = is_acc
+        # reversed graph (dst -> src) to get distances *to* a destination
+        self.reverse = sp.csr_matrix((self.weight.astype(float), (self.dst, self.src)),
+                                     shape=(n, n))
+        self._dags: dict[int, _Dag] = {}
+        self._cached_bytes = 0
+
+    def distances_to(self, targets: np.ndarray) -> np.ndarray:
+        """(targets, nodes) weighted distances from every node to each target."""
+        return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
+
+    def dags(self, targets: np.ndarray) -> list[_Dag]:
+        """The shortest-path DAG towards each of a batch of targets (cached up to
+        :data:`DAG_CACHE_BYTES`: phases reuse them)."""
+        missing = np.array([t for t in targets.tolist() if t not in self._dags], np.int64)
+        made = {}
+        if len(missing):
+            for target, dist in zip(missing.tolist(), self.distances_to(missing), strict=True):
+                dag = made[target] = _Dag(self, dist)
+                if self._cached_bytes + dag.nbytes <= DAG_CACHE_BYTES:
+                    self._dags[target] = dag
+                    self._cached_bytes += dag.nbytes
+        return [self._dags.get(t) or made[t] for t in targets.tolist()]
+
+
+class _Dag:
+    """Distances to one destination and the arcs on its shortest paths, by level."""
+
+    def __init__(self, graph: _Graph, dist: np.ndarray) -> None:
+        self.dist = dist
+        finite = np.isfinite(dist[graph.src])
+        arcs = np.flatnonzero(finite & (dist[graph.src] == graph.weight + dist[graph.dst]))
+        level = dist[graph.src[arcs]]
+        order = np.argsort(-level, kind="stable")
+        self.arcs = arcs[order]
+        self.bounds = np.flatnonzero(np.diff(level[order])) + 1
+        cables = graph.cables[self.arcs]
+        out = np.bincount(graph.src[self.arcs], weights=cables, minlength=graph.n)
+        self.share = cables / out[graph.src[self.arcs]]
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held, bytes."""
+        return self.dist.nbytes + self.arcs.nbytes + self.bounds.nbytes + self.share.nbytes
+
+
+def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
+                  seed: int = 0) -> Routed:
+    """Route on any fabric: exact shortest-path routing per destination.
+
+    Raises
+    ------
+    UsageError
+        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
+    """
+    graph = _graph(fabric)
+    link_bytes = np.zeros(len(fabric.links))
+    hops = np.zeros(phase.flows, dtype=np.int64)
+    unroutable: list[np.ndarray] = []
+    targets, flow_target = np.unique(phase.dst, return_inverse=True)
+    work = len(targets) * len(graph.src)
+    if work > GENERAL_ROUTER_MAX_WORK:
+        from topomodel.errors import UsageError
+
+        raise UsageError(
+            f"routing {len(targets):,} destinations over {len(graph.src):,} arcs needs the"
+            f" general router (failed parts, or a fabric the structured router does not"
+            f" cover): {work:.2g} arc visits, more than its limit of"
+            f" {GENERAL_ROUTER_MAX_WORK:.2g}; use a smaller design or fewer ranks")
+    order = np.argsort(flow_target, kind="stable")
+    starts = np.searchsorted(flow_target[order], np.arange(len(targets) + 1))
+    for first in range(0, len(targets), _DEST_BATCH):
+        batch = np.arange(first, min(first + _DEST_BATCH, len(targets)))
+        dags = graph.dags(targets[batch])
+        walkers = []
+        for k, dag in zip(batch.tolist(), dags, strict=True):
+            flows = order[starts[k]:starts[k + 1]]
+            source_dist = dag.dist[phase.src[flows]]
+            lost = ~np.isfinite(source_dist)
+            unroutable.append(flows[lost])
+            flows = flows[~lost]
+            if not len(flows):
+                continue
+            hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS // HOP_COST).astype(
+                np.int64)
+            if routing == "ecmp":
+                _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
+            else:
+                walkers.append(flows)
+        if walkers:
+            flows = np.concatenate(walkers)
+            distances = np.stack([dag.dist for dag in dags])
+            _walk(graph, distances, flow_target[flows] - first, flows, phase, routing, seed,
+                  link_bytes)
+    lost_flows = np.concatenate(unroutable) if unroutable else np.zeros(0, np.int64)
+    return Routed(link_bytes, hops, np.sort(lost_flows), "general")
+
+
+def _push(graph: _Graph, dag: _Dag, sources: np.ndarray, volumes: np.ndarray,
+          link_bytes: np.ndarray) -> None:
+    """Push demands down the shortest-path DAG, split by cables at every node."""
+    carried = np.bincount(sources, weights=volumes, minlength=graph.n)
+    for part in np.split(np.arange(len(dag.arcs)), dag.bounds):
+        arcs = dag.arcs[part]
+        flow = carried[graph.src[arcs]] * dag.share[part]
+        np.add.at(link_bytes, graph.rows[arcs], flow)
+        np.add.at(carried, graph.dst[arcs], flow)
+
+
+def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,
+          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray) -> None:
+    """One path per flow, all flows at once: at each node pick a shortest-path arc by
+    hash or d-mod-k. ``distances`` is (targets, nodes); ``target_index`` per flow."""
+    at = phase.src[flows].copy()
+    dst = phase.dst[flows]
+    stride = np.ones(len(flows), dtype=np.int64)
+    active = at != dst
+    while active.any():
+        idx = np.flatnonzero(active)
+        nodes, t = at[idx], target_index[idx]
+        starts, ends = graph.indptr[nodes], graph.indptr[nodes + 1]
+        width = int((ends - starts).max())
+        cand = starts[:, None] + np.arange(width)[None, :]
+        valid = cand < ends[:, None]
+        cand = np.where(valid, cand, 0)
+        here = distances[t, nodes][:, None]
+        there = distances[t[:, None], graph.dst[cand]]
+        on_dag = valid & (here == graph.weight[cand] + there)
+        weights = np.where(on_dag, graph.cables[cand], 0)
+        pick = choose(routing, seed, flows[idx], nodes, dst[idx], stride[idx], weights)
+        arc = cand[np.arange(len(idx)), pick]
+        np.add.at(link_bytes, graph.rows[arc], phase.bytes[flows[idx]])
+        stride[idx] *= np.maximum(1, (weights > 0).sum(axis=1))
+        at[idx] = graph.dst[arc]
+        active[idx] = at[idx] != dst[idx]
+
+
+def _graph(fabric: Fabric) -> _Graph:
+    return _cached(fabric, _Graph)

@@ -1,0 +1,45 @@
+"""What routing returns (:class:`Routed`: bytes per link and hops per flow), the
+routing policies, and the per-fabric cache the routers share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric
+
+T = TypeVar("T")
+
+
+ROUTINGS = ("ecmp", "hash", "dmodk")
+
+
+@dataclass(frozen=True, eq=False)
+class Routed:
+    """Where one step of a phase goes.
+
+    ``link_bytes`` is indexed like ``fabric.links`` (bytes per step); ``hops`` is per
+    flow (links on its path; all paths of a flow have the same length); ``unroutable``
+    lists flows (indices) with no path, whose bytes are not on any link.
+    """
+
+    link_bytes: np.ndarray
+    hops: np.ndarray
+    unroutable: np.ndarray
+    router: str
+
+
+_CACHE: dict[object, tuple[Fabric, Any]] = {}
+
+
+def _cached(fabric: Fabric, make: Callable[[Fabric], T]) -> T:
+    """The router's view ``make(fabric)``, kept for the last fabric it was made for."""
+    hit = _CACHE.get(make)
+    if hit is None or hit[0] is not fabric:
+        hit = (fabric, make(fabric))
+        _CACHE[make] = hit
+    view: T = hit[1]
+    return view

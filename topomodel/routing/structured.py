@@ -1,0 +1,395 @@
+"""The structured router: switched scale-up domains and fat-trees, by their
+addresses; traffic aggregated per leaf and pod, fast at 100k+ accelerators."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric, labels
+from topomodel.routing.hashing import choose, mix
+from topomodel.routing.routed import Routed, _cached
+from topomodel.traffic.phases import Phase
+
+
+class _Fanout:
+    """Arcs from each node of one tier to the tier above (or below), as a table.
+
+    Between switch tiers every arc carries the same cables (``cables``); from an
+    accelerator to its in-system chips they may differ (5, 5, 4, 4 on HGX), so
+    ``uniform=False`` keeps them per arc in ``weights``.
+    """
+
+    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
+                 cables: np.ndarray, *, uniform: bool = True) -> None:
+        order = np.lexsort((arcs, owners))
+        owners, arcs = owners[order], arcs[order]
+        unique = np.unique(owners)
+        self.slot = np.full(n_nodes, -1)
+        self.slot[unique] = np.arange(len(unique))
+        width = len(arcs) // max(1, len(unique))
+        if len(unique) and width * len(unique) != len(arcs):
+            raise _Irregular("nodes of one tier have different fan-outs")
+        self.table = arcs.reshape(len(unique), width) if len(unique) else arcs.reshape(0, 0)
+        self.width = width
+        self.weights = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
+        if uniform and self.weights.size and (self.weights != self.weights.flat[0]).any():
+            raise _Irregular("uneven cable counts between tiers")
+        self.cables = int(self.weights.flat[0]) if self.weights.size else 1
+
+    def arcs(self, owner: np.ndarray) -> np.ndarray:
+        """(len(owner), width) arcs of each owner, sorted by the other end's node."""
+        return self.table[self.slot[owner]]
+
+
+class _Irregular(ValueError):
+    """A fabric the structured router cannot aggregate exactly."""
+
+
+class _Clos:
+    """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        nodes, links = fabric.nodes, fabric.links
+        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+        cables = links["cables"].to_numpy()
+        tier = labels(links["tier"])
+        node_tier = labels(nodes["tier"])
+        kind = labels(nodes["kind"])
+        n = len(nodes)
+        self.n_links = len(links)
+        self.src, self.dst, self.cables = src, dst, cables
+        self.pod = nodes["pod"].to_numpy()
+        self.domain = nodes["domain"].to_numpy()
+        self.mesh = fabric.structure["scaleup"] == "full_mesh"
+        host = np.flatnonzero((tier == "host") & (kind[src] == "accelerator"))
+        self.nic_of = np.full(n, -1)
+        self.nic_of[src[host]] = dst[host]
+        self.host_up = np.full(n, -1)
+        self.host_up[src[host]] = host
+        back = np.flatnonzero((tier == "host") & (kind[src] == "nic"))
+        self.host_down = np.full(n, -1)
+        self.host_down[dst[back]] = back
+        self.planes = int(fabric.structure.get("planes", 1)) if fabric.structure[
+            "scaleout"] != "none" else 0
+        up = np.flatnonzero((tier == "leaf") & (kind[src] == "nic"))
+        down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
+        self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
+        self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
+        self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n,
+                               ("leaf", "spine", "core"))
+        self.supernode = _Climb(src, dst, cables, tier, node_tier, n,
+                                ("scaleup", "scaleup_l2", "scaleup_l3"))
+        su = np.flatnonzero((tier == "scaleup") & (kind[src] == "accelerator"))
+        sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
+        self.scaleup_up = self.scaleup_down = None
+        if len(su) and not self.mesh:
+            self.scaleup_up = _Fanout(src[su], su, n, cables, uniform=False)
+            self.scaleup_down = _Fanout(dst[sd], sd, n, cables, uniform=False)
+        self.system = nodes["system"].to_numpy()
+
+    @cached_property
+    def arc_index(self) -> dict[tuple[int, int], int]:
+        """(src, dst) -> link row, for the few lookups that need it."""
+        return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(self.src, self.dst,
+                                                                   strict=True))}
+
+
+class _Climb:
+    """A folded Clos above a tier of leaves: leaf -> spine (-> core) fan-outs, pods.
+
+    Pods are found from the wiring, not from names: a leaf's pod is the lowest-numbered
+    spine it reaches, so pods of different planes or supernodes never mix.
+    """
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
+                 tier: np.ndarray, node_tier: np.ndarray, n: int,
+                 names: tuple[str, str, str]) -> None:
+        leaf, spine, core = names
+        self.n_links = len(src)
+        self.up: dict[str, _Fanout] = {}
+        self.down: dict[str, _Fanout] = {}
+        for name, lower in ((spine, leaf), (core, spine)):
+            u = np.flatnonzero((tier == name) & (node_tier[src] == lower))
+            d = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
+            if len(u):
+                self.up[name] = _Fanout(src[u], u, n, cables)
+                self.down[name] = _Fanout(dst[d], d, n, cables)
+        self.spine, self.core = spine, core
+        self.present = spine in self.up
+        self.pod = np.full(n, -1)
+        self.core_keys = np.zeros(0, np.int64)
+        self.core_arcs = np.zeros(0, np.int64)
+        if core in self.up:
+            up = self.up[spine]
+            leaves = np.flatnonzero(up.slot >= 0)
+            self.pod[leaves] = dst[up.arcs(leaves)].min(axis=1)
+            arcs = up.table.ravel()  # every leaf of a spine's pod has the same pod
+            self.pod[dst[arcs]] = self.pod[src[arcs]]
+            d = self.down[core].table.ravel()
+            keys = src[d].astype(np.int64) * n + self.pod[dst[d]]
+            order = np.argsort(keys)
+            self.core_keys, self.core_arcs = keys[order], d[order]
+        self.n = n
+        self._src, self._dst = src, dst
+
+    def src_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Lower ends of arcs."""
+        return self._src[arcs]
+
+    def dst_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Upper ends of arcs."""
+        return self._dst[arcs]
+
+
+def structured_supported(fabric: Fabric) -> str | None:
+    """Why the structured router cannot route this fabric, or ``None`` if it can."""
+    s = fabric.structure
+    if fabric.links["failed"].any():
+        return "failed links (the general router re-routes around them)"
+    if s["scaleup"] not in ("switched", "full_mesh", "supernode", "none"):
+        return f"scale-up kind {s['scaleup']}"
+    if s["scaleout"] not in ("fat_tree", "none"):
+        return f"scale-out kind {s['scaleout']}"
+    if s["scaleout"] == "fat_tree" and s.get("nics_per_system") != s["accelerators_per_system"]:
+        return "accelerators without a NIC of their own"
+    try:
+        _clos(fabric)
+    except _Irregular as exc:
+        return str(exc)
+    return None
+
+
+def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
+                     seed: int = 0) -> Routed:
+    """Route on a switched/mesh scale-up plus fat-tree fabric by aggregation.
+
+    Even ECMP needs only per-switch totals (what leaves a leaf, what enters a pod), so
+    the cost is linear in flows plus links; hash and d-mod-k pick one arc per flow.
+
+    Raises
+    ------
+    ValueError
+        If the fabric is not of a supported kind (see :func:`structured_supported`).
+    """
+    reason = structured_supported(fabric)
+    if reason:
+        raise ValueError(f"the structured router does not handle {reason}")
+    clos = _clos(fabric)
+    load = np.zeros(len(fabric.links))
+    hops = np.zeros(phase.flows, dtype=np.int64)
+    same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
+    inside = np.flatnonzero(same)
+    if len(inside):
+        load += _route_scaleup(clos, phase, inside, routing, seed)
+        hops[inside] = 1 if clos.mesh else 2
+        across = inside[clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]]
+        if len(across):  # supernode: through the upper switch levels of the chip's plane
+            extra, hops[across] = _route_supernode(clos, phase, across, routing, seed)
+            load += extra
+    outside = np.flatnonzero(~same)
+    unroutable = np.zeros(0, np.int64)
+    if len(outside):
+        if not clos.planes:
+            unroutable = outside
+        else:
+            extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed)
+            load += extra
+    return Routed(load, hops, unroutable, "structured")
+
+
+def _clos(fabric: Fabric) -> _Clos:
+    return _cached(fabric, _Clos)
+
+
+def _spread(load_len: int, arcs: np.ndarray, amount: np.ndarray,
+            weights: np.ndarray | None = None) -> np.ndarray:
+    """Add ``amount`` (per row of ``arcs``) over the row's arcs, split by ``weights``."""
+    if weights is None:
+        share = np.broadcast_to((amount / arcs.shape[1])[:, None], arcs.shape)
+    else:
+        share = weights / weights.sum(axis=1, keepdims=True) * amount[:, None]
+    return np.bincount(arcs.ravel(), weights=share.ravel(), minlength=load_len)
+
+
+def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.ndarray,
+          stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
+    """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
+    the same choice :func:`choose` makes."""
+    if routing == "hash":
+        ticket = mix(seed, flows, node) % np.uint64(width * cables)
+        return (ticket // np.uint64(cables)).astype(np.int64)
+    return (dst // stride) % width
+
+
+def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                   seed: int) -> np.ndarray:
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    n = clos.n_links
+    if clos.mesh:
+        rows = np.array([clos.arc_index[(int(a), int(b))] for a, b in zip(src, dst,
+                                                                           strict=True)],
+                        dtype=np.int64)
+        return np.bincount(rows, weights=volume, minlength=n)
+    up, down = clos.scaleup_up, clos.scaleup_down
+    assert up is not None and down is not None
+    if routing == "ecmp":
+        nodes = len(clos.domain)
+        sent = np.bincount(src, weights=volume, minlength=nodes)
+        received = np.bincount(dst, weights=volume, minlength=nodes)
+        owners_up = np.flatnonzero(up.slot >= 0)
+        owners_down = np.flatnonzero(down.slot >= 0)
+        return (_spread(n, up.table[up.slot[owners_up]], sent[owners_up],
+                        up.weights[up.slot[owners_up]])
+                + _spread(n, down.table[down.slot[owners_down]], received[owners_down],
+                          down.weights[down.slot[owners_down]]))
+    arcs_up = up.table[up.slot[src]]
+    pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
+                  up.weights[up.slot[src]])
+    # chip k of the destination's system (the same chip within a system; its peer in
+    # the same plane across systems of a supernode): tables are in chip order
+    into = down.table[down.slot[dst]][np.arange(len(flows)), pick]
+    return (np.bincount(arcs_up[np.arange(len(flows)), pick], weights=volume, minlength=n)
+            + np.bincount(into, weights=volume, minlength=n))
+
+
+def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Between systems of one supernode: accelerator -> in-system chip k (the arcs to the
+    chips were loaded by :func:`_route_scaleup`) -> plane k's Clos -> chip k of the
+    destination system -> accelerator."""
+    climb = clos.supernode
+    up = clos.scaleup_up
+    assert up is not None
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    chips_s = clos.dst[up.table[up.slot[src]]]  # (flows, k) chips of the source system
+    chips_d = clos.dst[up.table[up.slot[dst]]]  # chip k of the destination system
+    weights = up.weights[up.slot[src]].astype(float)
+    between_pods = climb.pod[chips_s[:, 0]] != climb.pod[chips_d[:, 0]]
+    hops = np.where(between_pods & (climb.pod[chips_s[:, 0]] >= 0), 6, 4)
+    if routing == "ecmp":
+        share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
+        b = between_pods
+        n = climb.n
+        load = _climb_even(
+            climb, np.bincount(chips_s.ravel(), weights=share.ravel(), minlength=n),
+            np.bincount(chips_d.ravel(), weights=share.ravel(), minlength=n),
+            np.bincount(chips_s[b].ravel(), weights=share[b].ravel(), minlength=n),
+            np.bincount(climb.pod[chips_d[b]].ravel(), weights=share[b].ravel(),
+                        minlength=n))
+        return load, hops
+    pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
+                  up.weights[up.slot[src]])
+    rows = np.arange(len(flows))
+    stride = np.full(len(flows), chips_s.shape[1] if routing == "dmodk" else 1, np.int64)
+    return _climb(climb, flows, chips_s[rows, pick], chips_d[rows, pick], dst, volume, stride,
+                  routing, seed), hops
+
+
+def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    n = clos.n_links
+    load = np.bincount(clos.host_up[src], weights=volume, minlength=n)
+    load += np.bincount(clos.host_down[dst], weights=volume, minlength=n)
+    hops = np.full(len(flows), 4, dtype=np.int64)
+    access_up, access_down = clos.access_up, clos.access_down
+    assert access_up is not None and access_down is not None
+    nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
+    planes = access_up.width
+    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
+    if routing == "ecmp":
+        part = np.broadcast_to((volume / planes)[:, None], ups.shape)
+    else:
+        pick = _pick(routing, seed, flows, nic_s, dst, np.ones(len(flows), np.int64), planes)
+        part = np.zeros(ups.shape)
+        part[np.arange(len(flows)), pick] = volume
+    load += np.bincount(ups.ravel(), weights=part.ravel(), minlength=n)
+    load += np.bincount(downs.ravel(), weights=part.ravel(), minlength=n)
+    leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
+    cross = (leaf_s != leaf_d) & (part > 0)
+    if cross.any():
+        row, col = np.nonzero(cross)
+        stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
+        climb = clos.fat_tree
+        load += _climb(climb, flows[row], leaf_s[row, col], leaf_d[row, col], dst[row],
+                       part[row, col], stride, routing, seed)
+        pods = climb.pod[leaf_s[row, col]] != climb.pod[leaf_d[row, col]]
+        hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s[row, col]] >= 0),
+                                                   8, 6))
+    return load, hops
+
+
+def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+           dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+           seed: int) -> np.ndarray:
+    """Leaf to leaf through the spines (and the cores between pods)."""
+    n = climb.n_links
+    up, down = climb.up[climb.spine], climb.down[climb.spine]
+    between = (climb.pod[leaf_s] != climb.pod[leaf_d]) & (climb.pod[leaf_s] >= 0)
+    if routing == "ecmp":
+        b = between
+        return _climb_even(climb, np.bincount(leaf_s, weights=volume, minlength=climb.n),
+                           np.bincount(leaf_d, weights=volume, minlength=climb.n),
+                           np.bincount(leaf_s[b], weights=volume[b], minlength=climb.n),
+                           np.bincount(climb.pod[leaf_d[b]], weights=volume[b],
+                                       minlength=climb.n))
+    pick = _pick(routing, seed, flow_ids, leaf_s, dst, stride, up.width, up.cables)
+    arc_up = up.arcs(leaf_s)[np.arange(len(volume)), pick]
+    spine_s = climb.dst_of(arc_up)
+    load = np.bincount(arc_up, weights=volume, minlength=n)
+    spine_d = spine_s.copy()
+    if between.any():
+        b = np.flatnonzero(between)
+        core_load, spine_d[b] = _cores_pick(climb, flow_ids[b], spine_s[b],
+                                            climb.pod[leaf_d[b]], dst[b], volume[b],
+                                            stride[b] * up.width, routing, seed)
+        load += core_load
+    arcs_down = down.arcs(leaf_d)
+    arc_down = arcs_down[np.arange(len(volume)), np.argmax(
+        climb.src_of(arcs_down) == spine_d[:, None], axis=1)]
+    return load + np.bincount(arc_down, weights=volume, minlength=n)
+
+
+def _climb_even(climb: _Climb, sent: np.ndarray, received: np.ndarray, leaving: np.ndarray,
+                entering: np.ndarray) -> np.ndarray:
+    """Even ECMP through a Clos from per-switch totals (arrays indexed by node).
+
+    ``sent``/``received``: bytes each leaf sends up / receives down; ``leaving``: the
+    part of ``sent`` bound for another pod; ``entering``: bytes entering each pod (by
+    pod key) from another pod. Every leaf splits evenly over its pod's spines and every
+    spine over its cores, so these totals fix every link's load.
+    """
+    n = climb.n_links
+    up, down = climb.up[climb.spine], climb.down[climb.spine]
+    leaves_up = np.flatnonzero(up.slot >= 0)
+    leaves_down = np.flatnonzero(down.slot >= 0)
+    load = _spread(n, up.arcs(leaves_up), sent[leaves_up])
+    load += _spread(n, down.arcs(leaves_down), received[leaves_down])
+    if climb.core not in climb.up or not leaving.any():
+        return load
+    up_core, down_core = climb.up[climb.core], climb.down[climb.core]
+    arcs = up.arcs(leaves_up)
+    spine_out = np.bincount(climb.dst_of(arcs).ravel(), weights=np.repeat(
+        leaving[leaves_up] / up.width, up.width), minlength=climb.n)
+    spines = np.flatnonzero(up_core.slot >= 0)
+    load += _spread(n, up_core.arcs(spines), spine_out[spines])
+    # into each pod: every spine of the pod gets an equal share, then its cores evenly
+    return load + _spread(n, down_core.arcs(spines), entering[climb.pod[spines]] / up.width)
+
+
+def _cores_pick(climb: _Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
+                dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One core per flow; returns the load and the destination pod's spine."""
+    up_core = climb.up[climb.core]
+    pick = _pick(routing, seed, flow_ids, spine_s, dst, stride, up_core.width,
+                 up_core.cables)
+    arc_up = up_core.arcs(spine_s)[np.arange(len(volume)), pick]
+    core = climb.dst_of(arc_up)
+    position = np.searchsorted(climb.core_keys, core.astype(np.int64) * climb.n + pod_d)
+    arc_down = climb.core_arcs[position]
+    load = (np.bincount(arc_up, weights=volume, minlength=climb.n_links)
+            + np.bincount(arc_down, weights=volume, minlength=climb.n_links))
+    return load, climb.dst_of(arc_down)

@@ -1,0 +1,92 @@
+"""Communicator groups: lists of accelerators in rank order, given directly or by layout.
+
+Specs (ranks are positions in the fabric's rank order, 0-based):
+
+================ ===================================================================
+``all``          one group of every accelerator
+``domain``       every scale-up domain (NVLink server or rack, torus, supernode)
+``system``       every system (server, node or rack)
+``rail``         one rank per system with the same local index (rail), every rail
+``block:N``      consecutive blocks of N ranks, all at once (TP, EP groups)
+``stride:K``     every K-th rank: K groups ``{r : r mod K = j}`` (DP groups)
+``A-B``          ranks A to B inclusive, one group
+``A,B,C``        those ranks, one group (for SendRecv: rank A sends to rank B)
+================ ===================================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+
+GROUP_SPECS = ("all", "domain", "system", "rail", "block:N", "stride:K", "A-B", "A,B,C")
+
+
+def parse_groups(fabric: Fabric, spec: str) -> list[np.ndarray]:
+    """The communicators ``spec`` names, as arrays of accelerator node numbers.
+
+    Raises
+    ------
+    UsageError
+        For a spec that is malformed, names ranks that do not exist, or groups that do
+        not fit (a block size that does not divide the accelerators).
+
+    Examples
+    --------
+    >>> class F:  # a stand-in with 8 accelerators numbered 10..17
+    ...     accelerators = np.arange(10, 18)
+    >>> [g.tolist() for g in parse_groups(F(), "stride:4")][:2]
+    [[10, 14], [11, 15]]
+    """
+    acc = fabric.accelerators
+    n = len(acc)
+    text = spec.strip()
+    if text == "all":
+        return [acc]
+    if text in ("domain", "system", "rail"):
+        column = {"domain": "domain", "system": "system", "rail": "local"}[text]
+        keys = fabric.nodes[column].to_numpy()[acc]
+        if text == "domain" and (keys < 0).any():
+            raise UsageError("this fabric has no scale-up domains; use 'system' or 'block:N'")
+        order = np.argsort(keys, kind="stable")
+        split = np.flatnonzero(np.diff(keys[order])) + 1
+        return [acc[part] for part in np.split(order, split)]
+    kind, _, value = text.partition(":")
+    if kind in ("block", "stride"):
+        size = _positive(value, spec)
+        if n % size:
+            raise UsageError(f"group spec {spec!r}: {n} accelerators do not divide into"
+                             f" {'blocks' if kind == 'block' else 'strides'} of {size}")
+        table = acc.reshape(-1, size) if kind == "block" else acc.reshape(-1, size).T
+        return list(table)
+    ranks = _ranks(text, spec)
+    if ranks.max() >= n:
+        raise UsageError(f"group spec {spec!r}: rank {int(ranks.max())} does not exist"
+                         f" (ranks 0-{n - 1})")
+    if len(np.unique(ranks)) != len(ranks):
+        raise UsageError(f"group spec {spec!r}: a rank appears twice")
+    return [acc[ranks]]
+
+
+def _positive(value: str, spec: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"group spec {spec!r}: expected a positive whole number after ':'")
+    return int(value)
+
+
+def _ranks(text: str, spec: str) -> np.ndarray:
+    try:
+        if "-" in text and "," not in text:
+            first, last = (int(p) for p in text.split("-"))
+            if last < first or first < 0:
+                raise ValueError
+            return np.arange(first, last + 1)
+        ranks = np.array([int(p) for p in text.split(",")])
+    except ValueError:
+        raise UsageError(f"unknown group spec {spec!r}; use one of"
+                         f" {', '.join(GROUP_SPECS)}") from None
+    if (ranks < 0).any() or len(ranks) < 1:
+        raise UsageError(f"group spec {spec!r}: ranks are 0 or more")
+    return ranks
