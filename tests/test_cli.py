@@ -5,8 +5,11 @@ import sys
 
 import pytest
 
+from topomodel.analysis.model import flops_per_token
+from topomodel.catalog import Accelerator, Model, ScaleupLink, System, load_catalog
 from topomodel.cli import main
 from topomodel.cli.parser import build_parser
+from topomodel.design import load_design
 
 
 def run(capsys, *argv):
@@ -132,6 +135,57 @@ def test_route_json_schema(capsys):
         assert key in data
     assert data["time_s"] == pytest.approx(data["latency_s"] + data["bandwidth_s"]
                                            + data["topology_s"])
+    # values a wrong result breaks, derived from the inputs: 256 MiB on 8 H100s, the
+    # nccl-tests conventions, and NVLS (in-network reduction) winning on one HGX H100
+    size, n = 256 * 2**20, 8
+    assert (data["size_bytes"], data["ranks"]) == (size, n)
+    assert data["algbw_Bps"] == pytest.approx(size / data["time_s"], rel=1e-12)
+    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 2 * (n - 1) / n,
+                                              rel=1e-12)
+    assert data["algorithm"] == "innetwork"
+    assert data["time_s"] == min(c["time_s"] for c in data["candidates"].values())
+    assert data["candidates"][data["algorithm"]]["time_s"] == data["time_s"]
+    # each GPU sends its buffer up to the NVSwitches and gets the result back down
+    assert sum(t["bytes"] for t in data["tiers"]) == pytest.approx(2 * n * size, rel=1e-9)
+    assert data["bandwidth_s"] == pytest.approx(size / _nvlink_per_gpu_Bps(data), rel=1e-9)
+
+
+def _nvlink_per_gpu_Bps(data):
+    """One H100's NVLink rate per direction, from the catalog: 18 x NVLink4 x efficiency."""
+    catalog = load_catalog()
+    acc = catalog.get("h100-sxm", Accelerator)
+    link = catalog.get(acc.scaleup_link, ScaleupLink)
+    return (acc.scaleup_link_count * link.link_rate_Bps * link.efficiency
+            * data["assumptions"]["efficiency"]["scaleup"])
+
+
+def test_route_ring_allreduce_json_values(capsys):
+    status, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
+                         "allreduce", "--size", "256 MiB", "--algorithm", "ring",
+                         "--format", "json")
+    assert status == 0
+    data = json.loads(out)
+    size, n = 256 * 2**20, 8
+    assert (data["algorithm"], data["size_bytes"], data["ranks"]) == ("ring", size, n)
+    assert data["algbw_Bps"] == pytest.approx(size / data["time_s"], rel=1e-12)
+    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 2 * (n - 1) / n,
+                                              rel=1e-12)
+    # each rank sends 2(n-1)/n of the buffer, every byte over two links (GPU -> NVSwitch
+    # -> GPU): 4(n-1) buffers on the links in all
+    assert sum(t["bytes"] for t in data["tiers"]) == pytest.approx(4 * (n - 1) * size,
+                                                                   rel=1e-9)
+    per_gpu = _nvlink_per_gpu_Bps(data)
+    assert data["bandwidth_s"] == pytest.approx(2 * (n - 1) / n * size / per_gpu, rel=1e-9)
+    # 2(n-1) steps, each one message through one NVSwitch
+    a = data["assumptions"]
+    assert data["latency_s"] == pytest.approx(
+        2 * (n - 1) * (a["per_message_overhead_s"] + a["hop_latency_s"]), rel=1e-9)
+    assert data["topology_s"] == 0  # one switch tier, nothing oversubscribed
+    assert data["time_s"] == pytest.approx(data["latency_s"] + data["bandwidth_s"])
+    # the ring candidate of the default run is this run
+    _, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
+                    "allreduce", "--size", "256 MiB", "--format", "json")
+    assert json.loads(out)["candidates"]["ring"]["time_s"] == pytest.approx(data["time_s"])
 
 
 def test_route_two_group_sets_and_failures(capsys):
@@ -173,14 +227,49 @@ def test_step_json_schema(capsys):
                 "tokens_per_s"):
         assert key in data
     assert set(data["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
+    # values a wrong result breaks: the default global batch is 4 microbatches of one
+    # sequence per DP rank (Layout.global_batch), llama3-8b's sequence is 8192 tokens
+    world = check_step_values(data, global_batch=4 * 127, tp=8)
+    assert world == 8 * 127
+    # halving --tp at the same --dp halves the world and keeps the tokens per step
+    status, out, _ = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "4",
+                         "--dp", "127", "--format", "json", "--no-goodput")
+    assert status == 0
+    half = json.loads(out)
+    assert check_step_values(half, global_batch=4 * 127, tp=4) == world // 2
+    assert half["compute_s"] == pytest.approx(2 * data["compute_s"], rel=1e-9)
+
+
+def check_step_values(data, *, global_batch, tp):
+    """Check a ``step`` JSON for llama3-8b on the DGX H100 example against values computed
+    here from the inputs and the catalog; return the layout's world (accelerators)."""
+    design, catalog = load_design(EXAMPLE)
+    model = catalog.get("llama3-8b", Model)
+    peak = catalog.get(catalog.get(design.system, System).accelerator,
+                       Accelerator).peak_flops["bf16"]
+    layout = data["layout"]
+    world = layout["tp"] * layout["pp"] * layout["dp"] * layout["cp"]
+    assert layout["tp"] == tp
+    tokens = global_batch * model.sequence
+    assert data["tokens_per_s"] * data["step_time_s"] == pytest.approx(tokens, rel=1e-9)
+    model_flops, _ = flops_per_token(model, model.sequence)
+    assert data["mfu"] == pytest.approx(
+        tokens * model_flops / (data["step_time_s"] * world * peak), rel=1e-9)
+    assert data["hfu"] == pytest.approx(data["mfu"])  # no recomputation
+    assert data["compute_s"] == pytest.approx(
+        tokens * model_flops / (world * peak * data["assumptions"]["compute_efficiency"]),
+        rel=1e-9)
+    return world
 
 
 def test_step_global_batch_is_the_whole_step_when_dp_fills_the_fabric(capsys):
     status, out, _ = run(capsys, "step", EXAMPLE, "--model", "llama3-8b", "--tp", "8",
                          "--global-batch", "1016", "--format", "json", "--no-goodput")
     assert status == 0
-    layout = json.loads(out)["layout"]
+    data = json.loads(out)
+    layout = data["layout"]
     assert (layout["dp"], layout["global_batch"]) == (127, 1016)
+    assert check_step_values(data, global_batch=1016, tp=8) == 1016
 
 
 def test_step_errors(capsys):
