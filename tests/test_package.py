@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 
 def test_import_does_not_load_matplotlib():
     code = "import sys, topomodel, topomodel.catalog, topomodel.cli.commands; " \
@@ -15,3 +17,55 @@ def test_builtin_catalogs_are_found_from_any_directory(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=tmp_path)
     assert result.stdout.strip() == "True"
+
+
+def test_every_public_name_resolves():
+    import topomodel
+
+    for name in topomodel.__all__:
+        assert getattr(topomodel, name) is not None, name
+    assert set(topomodel.__all__) <= set(dir(topomodel))
+
+
+def test_public_names_are_the_lazy_ones_and_the_errors():
+    import topomodel
+    import topomodel.errors
+
+    errors = {n for n, v in vars(topomodel.errors).items()
+              if isinstance(v, type) and v.__module__ == "topomodel.errors"}
+    assert set(topomodel.__all__) == set(topomodel._MODULE_OF) | errors | {"__version__"}
+    assert topomodel.__all__ == sorted(topomodel.__all__)
+
+
+def test_public_names_are_the_objects_of_their_home_modules():
+    import importlib
+
+    import topomodel
+
+    for name, module in topomodel._MODULE_OF.items():
+        assert getattr(topomodel, name) is getattr(importlib.import_module(module), name)
+
+
+def test_import_loads_neither_numpy_nor_pandas_nor_matplotlib():
+    code = "import sys, topomodel; " \
+           "print(sorted(m for m in ('numpy', 'pandas', 'matplotlib') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_version_is_the_package_metadata():
+    from importlib.metadata import version
+
+    import topomodel
+    from topomodel import __version__
+
+    assert topomodel.__version__ == __version__ == version("topomodel")
+
+
+def test_unknown_attribute_raises_attribute_error():
+    import topomodel
+
+    with pytest.raises(AttributeError, match=r"module 'topomodel' has no attribute 'no_such"):
+        topomodel.no_such_name  # noqa: B018
+    assert not hasattr(topomodel, "build")

@@ -1,4 +1,19 @@
-"""topomodel: cluster-network topology and link-budget modeler for AI training clusters."""
+"""topomodel: cluster-network topology and link-budget modeler for AI training clusters.
+
+``import topomodel as tm`` gives the front door: read a design (:func:`load_design`),
+build its fabric (:func:`build_fabric`), then route and time collectives
+(:func:`run_collective`), model a training step (:func:`step_time`) and its goodput
+(:func:`job_goodput`), and count what the fabric is made of (:func:`bisection`,
+:func:`bill_of_materials`, :func:`tier_summaries`). ``docs/api.md`` is a tour.
+
+The names are loaded on first use, so ``import topomodel`` imports neither numpy nor
+pandas nor matplotlib; the errors are imported at once (they are small).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import (
     CatalogError,
@@ -10,15 +25,91 @@ from topomodel.errors import (
     UsageError,
 )
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:  # the real types for type checkers and editors; keep in step with _HOMES
+    from topomodel.analysis.bisection import bisection
+    from topomodel.analysis.bom import bill_of_materials, power_summary
+    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.goodput import GoodputAssumptions, job_goodput
+    from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+    from topomodel.analysis.tiers import tier_summaries
+    from topomodel.analysis.timing import TimeModel, time_traffic
+    from topomodel.catalog import load_catalog
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+    from topomodel.fabric.failures import with_failures
+    from topomodel.fabric.tables import Fabric
+    from topomodel.routing import route
+    from topomodel.traffic.layout import Layout
+
+_HOMES = {
+    "topomodel.catalog": ("load_catalog",),
+    "topomodel.design": ("load_design",),
+    "topomodel.fabric.build": ("build_fabric",),
+    "topomodel.fabric.failures": ("with_failures",),
+    "topomodel.fabric.tables": ("Fabric",),
+    "topomodel.routing": ("route",),
+    "topomodel.traffic.layout": ("Layout",),
+    "topomodel.analysis.collective": ("run_collective",),
+    "topomodel.analysis.timing": ("TimeModel", "time_traffic"),
+    "topomodel.analysis.step": ("StepAssumptions", "StepResult", "step_time"),
+    "topomodel.analysis.bisection": ("bisection",),
+    "topomodel.analysis.bom": ("bill_of_materials", "power_summary"),
+    "topomodel.analysis.goodput": ("GoodputAssumptions", "job_goodput"),
+    "topomodel.analysis.tiers": ("tier_summaries",),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "CatalogError",
     "DesignError",
+    "Fabric",
+    "GoodputAssumptions",
     "InputError",
+    "Layout",
     "Problem",
+    "StepAssumptions",
+    "StepResult",
+    "TimeModel",
     "TopomodelError",
     "UnitError",
     "UsageError",
     "__version__",
+    "bill_of_materials",
+    "bisection",
+    "build_fabric",
+    "job_goodput",
+    "load_catalog",
+    "load_design",
+    "power_summary",
+    "route",
+    "run_collective",
+    "step_time",
+    "tier_summaries",
+    "time_traffic",
+    "with_failures",
 ]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("topomodel")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its public "
+                             f"names are listed in topomodel.__all__")
+    globals()[name] = value  # found once; later lookups do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
