@@ -90,6 +90,19 @@ def test_walls_add_up_to_exposed_comm_and_wait(toy):
     assert sum(result.walls.values()) == pytest.approx(result.exposed_comm_s + result.wait_s)
     assert result.step_time_s == pytest.approx(result.compute_s + result.bubble_s
                                                + result.exposed_comm_s + result.wait_s)
+    # both sums hold by construction; these depend on the inputs: 32 sequences of 1024
+    # tokens, 16 toy accelerators of 100 TFLOP/s, 32 / dp 4 = 8 microbatches, pp 2
+    tokens, world, peak, m = 32 * 1024, 2 * 2 * 4, 100e12, 8
+    model_flops, _ = flops_per_token(model, 1024)
+    assert result.layout.world == world
+    assert result.tokens_per_s * result.step_time_s == pytest.approx(tokens, rel=1e-12)
+    assert result.compute_s == pytest.approx(
+        tokens * model_flops / (world * peak * StepAssumptions().compute_efficiency))
+    assert result.mfu == pytest.approx(
+        tokens * model_flops / (result.step_time_s * world * peak), rel=1e-12)
+    assert result.bubble_s == pytest.approx(result.compute_s * (2 - 1) / m)
+    assert result.walls["sync_s"] == result.wait_s > 0  # jitter and hot experts
+    assert {c.kind for c in result.comm} == {"tp", "ep", "pp", "dp", "edp"}
 
 
 def test_tp_spilling_out_of_the_server_is_slower(toy):
