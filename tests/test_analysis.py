@@ -38,6 +38,15 @@ def test_layout_decides_copper_or_optics(toy):
 
     assert access_forms(rack) == {"dac"}
     assert access_forms(far) <= {"transceiver", "lpo", "cpo"}
+    # the subset above also holds for no links at all: check each access link's length is
+    # the design's and its cable or module reaches that far
+    for fabric, length_m in ((rack, 2.0), (far, 300.0)):
+        access = fabric.links[fabric.links["tier"] == "leaf"]
+        assert len(access) == 2 * 32  # one arc each way per host
+        assert (access["length_m"] == length_m).all()
+        reach = [fabric.catalog.entries[o].reach_m for o in access["optic"].astype(str)]
+        assert min(reach) >= length_m
+    assert access_forms(far)
 
 
 def test_cable_that_reaches_nowhere_is_an_error(toy):
