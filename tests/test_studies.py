@@ -35,6 +35,17 @@ def test_scale_curve_efficiency_starts_at_one(toy):
     assert [p.accelerators for p in points] == [8, 16, 32]
     assert points[0].efficiency == 1.0
     assert all(0 < p.efficiency <= 1.0 + 1e-9 for p in points)
+    # efficiency is tokens/s per accelerator relative to the first point's
+    first, last = points[0], points[-1]
+    assert last.efficiency == pytest.approx(
+        (last.result.tokens_per_s / 32) / (first.result.tokens_per_s / 8), rel=1e-12)
+    assert last.efficiency < 1  # the DP all-reduce grows with the ranks it spans
+    # weak scaling: 8 sequences per DP rank (TP 4), so 64 of 1024 tokens on 32
+    assert [p.result.layout.dp for p in points] == [2, 4, 8]
+    assert last.result.tokens_per_s * last.result.step_time_s == pytest.approx(64 * 1024)
+    # the last point is the step on the design as written (8 boxes of 4)
+    direct = step_time(toy(DESIGN), model, Layout(tp=4, dp=8, global_batch=64))
+    assert last.result.tokens_per_s == pytest.approx(direct.tokens_per_s, rel=1e-12)
 
 
 def test_faster_scaleout_lowers_the_communication_share(toy):
@@ -58,6 +69,21 @@ def test_sensitivity_rows_are_sorted_by_swing(toy):
     swings = [r.swing for r in rows]
     assert swings == sorted(swings, reverse=True)
     assert {r.assumption for r in rows} >= {"compute_efficiency", "hot_expert_factor"}
+    # the base is the step itself; each end is the step with that one assumption moved
+    layout = Layout(tp=2, dp=16, ep=4, global_batch=32)
+    base = step_time(fabric, model, layout, StepAssumptions()).comm_share
+    assert all(r.base == pytest.approx(base, rel=1e-12) for r in rows)
+    row = {r.assumption: r for r in rows}
+    calm = step_time(fabric, model, layout, StepAssumptions(jitter_cv=0.0)).comm_share
+    assert row["jitter_cv"].low == pytest.approx(calm, rel=1e-12)
+    # directions the model implies: faster compute or costlier messages, hotter experts
+    # or more jitter raise the communication share; more overlap lowers it
+    for name in ("compute_efficiency", "hot_expert_factor", "per_message_overhead_s",
+                 "jitter_cv"):
+        assert row[name].low < row[name].base < row[name].high, name
+    assert row["overlap dp"].low > row["overlap dp"].base > row["overlap dp"].high
+    for name in ("overlap ep", "overlap tp"):  # no overlap by default: low is the base
+        assert row[name].low == pytest.approx(base) and row[name].high < base, name
 
 
 def test_compare_and_scale_commands(toy, capsys, tmp_path):
