@@ -4,6 +4,7 @@ import pytest
 from topomodel.analysis.bisection import bisection
 from topomodel.catalog import Switch
 from topomodel.errors import DesignError
+from topomodel.vocabulary import LINK_TIERS, MEDIA, NODE_KINDS, NODE_TIERS, TIER_KIND
 
 
 def count(fabric, tier):
@@ -15,9 +16,17 @@ def cables(fabric, tier):
 
 
 def check_invariants(fabric):
-    """Every link has a tier and a positive capacity; no switch exceeds its radix."""
+    """Every link has a tier and a positive capacity; no switch exceeds its radix; kinds,
+    tiers and media are the vocabulary's."""
     links = fabric.links
     assert links["tier"].notna().all()
+    assert tuple(links["tier"].cat.categories) == LINK_TIERS
+    assert tuple(links["medium"].cat.categories) == MEDIA
+    nodes = fabric.nodes
+    assert set(nodes["kind"].astype(str)) <= set(NODE_KINDS)
+    assert set(nodes["tier"].astype(str)) <= set(NODE_TIERS)
+    assert all(TIER_KIND[t] == k for t, k in zip(nodes["tier"].astype(str),
+                                                   nodes["kind"].astype(str), strict=True))
     assert (links["capacity_Bps"] > 0).all()
     # both directions of every bundle are present, with equal capacity
     forward = links.set_index(["src", "dst"])["capacity_Bps"]
@@ -136,6 +145,7 @@ def test_torus_cut_across_one_dimension(toy):
     # 64 / 4 = 16 links in a plane, crossed twice with wraparound, 10 GB/s each
     assert cut.closed_form_Bps == pytest.approx(2 * 16 * 10e9)
     assert cut.max_flow_Bps == pytest.approx(cut.closed_form_Bps)
+    check_invariants(fabric)
 
 
 def test_mesh_without_wraparound_and_shape_errors(toy):
@@ -154,6 +164,7 @@ def test_switched_domain_is_full_bisection(toy):
     cut = bisection(fabric)
     assert cut.closed_form_Bps == pytest.approx(cut.max_flow_Bps)
     assert cut.ratio == pytest.approx(1.0)
+    check_invariants(fabric)
 
 
 def test_failed_spine_lowers_bisection(toy):

@@ -36,6 +36,7 @@ from topomodel.records import (
     text,
     yaml_keys,
 )
+from topomodel.vocabulary import CABLE_MEDIA
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 PROVENANCES = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
@@ -286,7 +287,7 @@ class Optic(Entry):
     """A cable or optical module: medium, packaging, rate, reach, power per end."""
 
     kind = "optic"
-    medium: str = spec(choice("copper", "mmf", "smf"))
+    medium: str = spec(choice(*CABLE_MEDIA))
     form: str = spec(choice("dac", "acc", "aec", "aoc", "transceiver", "lpo", "cpo"))
     rate_Bps: float = spec(bandwidth, key="rate")
     reach_m: float = spec(quantity("length"), key="reach")

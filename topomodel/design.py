@@ -40,11 +40,11 @@ from topomodel.records import (
     spec,
     text,
 )
+from topomodel.vocabulary import LINK_TIERS as LINK_TIERS  # re-exported for old readers
 from topomodel.yamlsource import format_path, load_yaml
 
 SCALEUP_KINDS = ("switched", "full_mesh", "torus", "supernode", "none")
 SCALEOUT_KINDS = ("fat_tree", "rail_only", "none")
-LINK_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
 
 
 def _ratio(_: Reading, __: Any, value: Any) -> float:

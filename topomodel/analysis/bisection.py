@@ -15,12 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 
 MAX_FLOW_NODE_LIMIT = 20_000
 """Largest fabric (nodes) on which the exact max-flow check runs by default."""
-
-_HIERARCHY = ("host", "leaf", "spine", "core")
-
 
 @dataclass(frozen=True)
 class Bisection:
@@ -77,7 +75,7 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
             return None, how
         value = domain_value
     if s["scaleout"] != "none":
-        present = [t for t in _HIERARCHY if t in total]
+        present = [t for t in SCALE_OUT_TIERS if t in total]
         limit = min(present, key=lambda t: total[t])
         value += total[limit] * share
         how = (how + " plus " if how else "") + (
@@ -100,7 +98,7 @@ def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | 
     if domains > 1:
         return None, "several domains without scale-out"
     if kind == "supernode":
-        levels = [t for t in ("scaleup", "scaleup_l2", "scaleup_l3") if t in total]
+        levels = [t for t in SCALEUP_TIERS if t in total]
         limit = min(levels, key=lambda t: total[t])
         return total[limit] / domains / 2, f"half the {limit} capacity of a supernode"
     if kind == "full_mesh":

@@ -36,6 +36,7 @@ import numpy as np
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -43,9 +44,12 @@ SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
 
 
-TIER_LEVEL = {"accelerator": 0, "nic": 1, "scaleup": 1, "leaf": 2, "scaleup_l2": 2,
-              "spine": 3, "scaleup_l3": 3, "core": 4}
-"""How far up the network a node tier sits; a part's uplinks go to a higher level."""
+TIER_LEVEL = {"accelerator": 0, "nic": 1,
+              **{tier: k + 1 for k, tier in enumerate(SCALEUP_TIERS)},
+              **{tier: k + 2 for k, tier in enumerate(FAT_TREE_TIERS)}}
+"""How far up the network a node tier sits; a part's uplinks go to a higher level
+(accelerator 0; NIC and in-system switch chip 1; leaf 2, spine 3, core 4; supernode
+levels beside the leaf and spine)."""
 
 
 MODULE_FORMS = ("transceiver", "lpo", "cpo")

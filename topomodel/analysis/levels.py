@@ -12,6 +12,7 @@ import numpy as np
 from topomodel.analysis.timing import TimeModel, tier_efficiency
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def _switch_latency(fabric: Fabric, tiers: Sequence[str], model: TimeModel) -> f
     has a catalog figure)."""
     nodes = fabric.nodes
     mask = nodes["tier"].isin(list(tiers)).to_numpy() & nodes["kind"].isin(
-        ["switch", "scaleup_switch"]).to_numpy()
+        SWITCH_KINDS).to_numpy()
     slowest = float(nodes.loc[mask, "latency_s"].max()) if mask.any() else 0.0
     return slowest or model.hop_latency_s
 
@@ -153,15 +154,15 @@ def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, flo
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)
     injection = min(capacity.get("host", math.inf), capacity.get("leaf", math.inf)) / n
-    over = dict.fromkeys(("leaf", "spine", "core"), 1.0)
+    over = dict.fromkeys(FAT_TREE_TIERS, 1.0)
     for t in fabric.clos_tiers:
         if t.name in over and t.oversubscription > over[t.name]:
             over[t.name] = t.oversubscription
-    switch_latency = _switch_latency(fabric, ("leaf", "spine", "core"), model)
+    switch_latency = _switch_latency(fabric, FAT_TREE_TIERS, model)
     domains = _domain_of_accelerators(fabric)
     n_domains = int(domains.max()) + 1
     leaf_key, pod_key = _domain_keys(fabric, domains, n_domains)
-    tiers_present = [t for t in ("leaf", "spine", "core") if t in capacity]
+    tiers_present = [t for t in FAT_TREE_TIERS if t in capacity]
     top = tiers_present[-1]
     candidates: list[tuple[str, np.ndarray | None, tuple[str, ...]]] = [
         ("leaf", leaf_key, ("host", "leaf"))]

@@ -19,8 +19,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.layout import Layout
-
-SCALE_OUT_TIERS = ("host", "leaf", "spine", "core")
+from topomodel.vocabulary import SCALE_OUT_TIERS
 
 
 def layout_for(world: int, base: Layout) -> Layout:

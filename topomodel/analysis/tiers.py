@@ -8,8 +8,7 @@ import numpy as np
 
 from topomodel.catalog import ScaleupSwitch, Switch
 from topomodel.fabric.tables import Fabric
-
-TIER_ORDER = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
+from topomodel.vocabulary import LINK_TIERS, SWITCH_KINDS
 
 
 @dataclass(frozen=True)
@@ -41,12 +40,12 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     capacity = links["capacity_Bps"].to_numpy()
     rate = links["rate_Bps"].to_numpy()
     node_tier = nodes["tier"]
-    is_switch = nodes["kind"].isin(["switch", "scaleup_switch"]).to_numpy()
+    is_switch = nodes["kind"].isin(SWITCH_KINDS).to_numpy()
     used_by_node = np.bincount(src, weights=cables, minlength=len(nodes))
     accelerators = max(1, fabric.accelerator_count)
     over = {t.name: t.oversubscription for t in fabric.clos_tiers}
     out = []
-    for name in TIER_ORDER:
+    for name in LINK_TIERS:
         mask = tier_codes == tier_names.index(name)
         if not mask.any():
             continue

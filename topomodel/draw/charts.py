@@ -12,8 +12,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 
 from topomodel.draw.io import DPI, save_figure
-from topomodel.draw.text import LINK_TIER_LABELS, _fit, _text_in
+from topomodel.draw.text import _fit, _text_in
 from topomodel.units import format_si
+from topomodel.vocabulary import LINK_TIER_LABELS
 
 if TYPE_CHECKING:
     from topomodel.analysis.pareto import Objective

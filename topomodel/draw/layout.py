@@ -11,6 +11,7 @@ import numpy as np
 
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.vocabulary import NODE_TIERS
 
 if TYPE_CHECKING:
 
@@ -19,11 +20,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     pass
-
-ROW_TIERS = ("accelerator", "scaleup", "scaleup_l2", "scaleup_l3", "nic", "leaf", "spine",
-             "core")
-"""Node tiers (``fabric.nodes['tier']``) from the bottom row of the diagram to the top."""
-
 
 DETAILS = ("auto", "full", "aggregate")
 
@@ -54,7 +50,7 @@ class Box:
     """A drawn box: one node (full view) or a tier's nodes in a run of columns.
 
     ``x`` (centre) and ``width`` are in columns (aggregated) or node slots (full);
-    ``row`` indexes :data:`ROW_TIERS`.
+    ``row`` indexes :data:`~topomodel.vocabulary.NODE_TIERS` (bottom row first).
     """
 
     row: int
@@ -168,9 +164,10 @@ def _utilisation(fabric: Fabric, link_utilisation: np.ndarray | None) -> np.ndar
 
 
 def _node_rows(fabric: Fabric) -> np.ndarray:
-    """Row of every node in :data:`ROW_TIERS` (unknown tiers go to the top)."""
+    """Row of every node in :data:`~topomodel.vocabulary.NODE_TIERS`, bottom up (unknown
+    tiers go to the top)."""
     column = fabric.nodes["tier"]
-    per_category = np.array([ROW_TIERS.index(c) if c in ROW_TIERS else len(ROW_TIERS) - 1
+    per_category = np.array([NODE_TIERS.index(c) if c in NODE_TIERS else len(NODE_TIERS) - 1
                              for c in column.cat.categories], dtype=np.int64)
     return per_category[column.cat.codes.to_numpy()]
 
@@ -182,7 +179,7 @@ def _full_layout(fabric: Fabric, rows: np.ndarray,
     count = len(fabric.nodes)
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    present = [r for r in range(len(ROW_TIERS)) if (rows == r).any()]
+    present = [r for r in range(len(NODE_TIERS)) if (rows == r).any()]
     slots = max((int((rows == r).sum()) for r in present), default=1)
     x = np.zeros(count)
     down = rows[dst] < rows[src]
@@ -213,7 +210,7 @@ def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src
                          dst: np.ndarray) -> None:
     """Narrow the boxes of rows that links pass on their way up (accelerator to NIC past
     the scale-up switches) so the links run between boxes, not through them."""
-    level = np.cumsum(np.bincount(rows, minlength=len(ROW_TIERS)) > 0) - 1  # drawn row
+    level = np.cumsum(np.bincount(rows, minlength=len(NODE_TIERS)) > 0) - 1  # drawn row
     lower = np.where(rows[src] <= rows[dst], src, dst)
     upper = np.where(rows[src] <= rows[dst], dst, src)
     skip = level[rows[upper]] - level[rows[lower]] > 1
@@ -254,7 +251,7 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilisation: np.ndarray 
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     climbs = (rows[dst] < rows[src]) & ~has_system[src]
-    for r in range(len(ROW_TIERS)):  # bottom up: the rows below are final
+    for r in range(len(NODE_TIERS)):  # bottom up: the rows below are final
         mask = climbs & (rows[src] == r)
         if mask.any():
             np.minimum.at(first, src[mask], first[dst[mask]])
@@ -263,7 +260,7 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilisation: np.ndarray 
     first[alone], last[alone] = 0, n_columns - 1
     node_box = np.empty(count, np.int64)
     runs: list[tuple[int, int, int]] = []
-    for r in range(len(ROW_TIERS)):
+    for r in range(len(NODE_TIERS)):
         members = np.flatnonzero(rows == r)
         if not len(members):
             continue

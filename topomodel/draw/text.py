@@ -14,12 +14,6 @@ if TYPE_CHECKING:
 
 
 
-LINK_TIER_LABELS = {"scaleup": "scale-up", "scaleup_l2": "scale-up L1–L2",
-                    "scaleup_l3": "scale-up L2–L3", "host": "accelerator–NIC",
-                    "leaf": "NIC–leaf", "spine": "leaf–spine", "core": "spine–core"}
-"""Link tiers are named after their upper end (``fabric`` module); these say both ends."""
-
-
 @lru_cache(maxsize=4096)
 def _text_in(text: str, size: float, bold: bool = False) -> tuple[float, float]:
     """Width and height of ``text`` at ``size`` points, inches (multi-line aware)."""

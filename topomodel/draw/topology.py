@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 from topomodel.draw.io import DPI
-from topomodel.draw.layout import BOX_WIDTH, ROW_TIERS, Box, Bundle, TopologyLayout, topology_layout
-from topomodel.draw.text import LINK_TIER_LABELS, _fit, _text_in, _wrap
+from topomodel.draw.layout import BOX_WIDTH, Box, Bundle, TopologyLayout, topology_layout
+from topomodel.draw.text import _fit, _text_in, _wrap
+from topomodel.vocabulary import LINK_TIER_LABELS, NODE_TIERS, TIER_KIND
 
 ROW_LABELS = {"accelerator": "accelerators", "scaleup": "scale-up switches",
               "scaleup_l2": "scale-up L2\nswitches", "scaleup_l3": "scale-up L3\nswitches",
@@ -131,11 +132,6 @@ MEDIUM_SHORT = {"electrical": "board", "pcie": "PCIe", "copper": "copper", "mmf"
 
 KIND_COLOURS = {"accelerator": "#cfe2f3", "scaleup_switch": "#d9ead3", "nic": "#fce5cd",
                 "switch": "#e4dcf1"}
-
-
-ROW_KINDS = {"accelerator": "accelerator", "scaleup": "scaleup_switch",
-             "scaleup_l2": "scaleup_switch", "scaleup_l3": "scaleup_switch", "nic": "nic",
-             "leaf": "switch", "spine": "switch", "core": "switch"}
 
 
 def topology_figure(fabric: Fabric, *, link_utilisation: np.ndarray | None = None,
@@ -255,7 +251,7 @@ class _Drawing:
         present = sorted({b.row for b in layout.boxes})
         self.y_of_row = {r: float(i) for i, r in enumerate(present)}
         self.rows = present
-        self.box_text = [_box_text(b, ROW_TIERS[b.row]) if not self.full else b.label
+        self.box_text = [_box_text(b, NODE_TIERS[b.row]) if not self.full else b.label
                          for b in layout.boxes]
         self.bundle_text = [_bundle_text(b, loaded) for b in layout.bundles]
         self.rotated: set[int] = set()
@@ -363,7 +359,7 @@ class _Drawing:
             ax.spines[side].set_visible(False)
         ax.set_xticks([])
         ax.set_yticks([self.y_of_row[r] for r in self.rows],
-                      [ROW_LABELS[ROW_TIERS[r]] for r in self.rows], fontsize=9)
+                      [ROW_LABELS[NODE_TIERS[r]] for r in self.rows], fontsize=9)
         ax.tick_params(axis="y", length=0)
         in_per_x = axes_w / (layout.slots - margin - x_lo)
         if self.full:
@@ -478,7 +474,7 @@ class _Drawing:
             left, right = box.x - box.width / 2, box.x + box.width / 2
             if i in self.narrow:
                 right = box.x + NARROW_RIGHT
-            kind = ROW_KINDS[ROW_TIERS[box.row]]
+            kind = TIER_KIND[NODE_TIERS[box.row]]
             ax.add_patch(FancyBboxPatch(
                 (left, y - height / 2), right - left, height,
                 boxstyle="round,pad=0,rounding_size=0.04", fc=KIND_COLOURS[kind],

@@ -27,6 +27,7 @@ from topomodel.fabric.clos import ClosError, SwitchPorts, plan_clos, wire_clos
 from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
 from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
+from topomodel.vocabulary import FAT_TREE_TIERS
 
 DEFAULT_SWITCH_LATENCY_S = 500e-9
 """Switch latency when the catalog has none: an assumed, typical cut-through figure for
@@ -145,7 +146,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         tiers += _clos(builder, design, nic_nodes[order], groups, group_units, ports=ports,
                        port_rate=port_rate, up_rate=up_rate, whole=whole, prefix=prefix,
                        plane=plane, group="")
-    structure["fat_tree_tiers"] = max((["leaf", "spine", "core"].index(t.name) + 1
+    structure["fat_tree_tiers"] = max((FAT_TREE_TIERS.index(t.name) + 1
                                        for t in tiers), default=0)
     return tiers
 

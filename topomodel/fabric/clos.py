@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.fabric.tables import ClosTier, FabricBuilder
+from topomodel.vocabulary import FAT_TREE_TIERS
 
 _EPS = 1e-9
 
@@ -209,7 +210,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
               endpoint_groups: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,
               down_rate_Bps: float, up_rate_Bps: float, prefix: str, plane: int,
               group: str, asked: tuple[float, ...], access_tier: str = "leaf",
-              tier_names: tuple[str, str, str] = ("leaf", "spine", "core"),
+              tier_names: tuple[str, str, str] = FAT_TREE_TIERS,
               leaves: np.ndarray | None = None) -> list[ClosTier]:
     """Add the switches and links of ``plan``; endpoints are node numbers in wiring order.
 

@@ -20,6 +20,7 @@ from topomodel.design import Design
 from topomodel.errors import DesignError
 from topomodel.fabric.clos import ClosError, SwitchPorts, plan_upper, wire_clos
 from topomodel.fabric.tables import FabricBuilder, node_names, numbered
+from topomodel.vocabulary import SCALEUP_TIERS
 
 
 def _scaleup_link(design: Design, catalog: Catalog, system: System) -> ScaleupLink:
@@ -114,7 +115,7 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
                               np.zeros(1, np.int64), ports=ports, down_rate_Bps=rate,
                               up_rate_Bps=rate, prefix=prefix, plane=plane,
                               group=f"plane{plane}", asked=(0.0, up.oversubscription),
-                              tier_names=("scaleup", "scaleup_l2", "scaleup_l3"),
+                              tier_names=SCALEUP_TIERS,
                               leaves=l1[d * per_domain:(d + 1) * per_domain, plane])
             if d == 0 and plane == 0:
                 structure["supernode_tiers"] = [

@@ -1,12 +1,15 @@
 """The built network: one node table and one link table, cheap at 100k+ accelerators.
 
+Kinds, tiers and media are the words of :mod:`topomodel.vocabulary`.
+
 Node attributes (columns of :attr:`Fabric.nodes`, row index = node number):
 
 ============ ======================================================================
 ``name``     readable, sortable id (``sys0012/acc5``, ``p0/pod3/spine7``)
-``kind``     ``accelerator``, ``nic``, ``scaleup_switch`` or ``switch``
+``kind``     ``accelerator``, ``nic``, ``scaleup_switch`` or ``switch`` (``NODE_KINDS``)
 ``tier``     ``accelerator``, ``nic``, ``scaleup`` (in-system switch chips),
              ``scaleup_l2``/``scaleup_l3`` (supernode levels), ``leaf``, ``spine``, ``core``
+             (``NODE_TIERS``)
 ``model``    catalog id
 ``system``   system number (-1 for network switches)
 ``local``    index inside the system (accelerators, NICs, in-system switches), else -1
@@ -23,13 +26,15 @@ Link attributes (:attr:`Fabric.links`): one row per direction.
 ================= =================================================================
 ``src``, ``dst``  node numbers
 ``tier``          ``scaleup``, ``scaleup_l2``, ``scaleup_l3``, ``host``, ``leaf``,
-                  ``spine``, ``core`` (named after the upper end for scale-out)
+                  ``spine``, ``core`` (named after the upper end for scale-out;
+                  ``LINK_TIERS``)
 ``cables``        parallel physical links merged into this arc
 ``rate_Bps``      one cable's rate, bytes/s per direction
 ``capacity_Bps``  ``cables * rate_Bps``
 ``length_m``      cable length, metres
 ``latency_s``     propagation delay, seconds
-``medium``        ``electrical`` (board/backplane), ``copper``, ``mmf``, ``smf``, ``pcie``
+``medium``        ``electrical`` (board/backplane), ``copper``, ``mmf``, ``smf``, ``pcie``,
+                  ``ocs``, ``optical`` (``MEDIA``)
 ``optic``         catalog id of the cable or module ('' for board traces and PCIe)
 ``failed``        True for a failed link (its capacity is kept for reference)
 ================= =================================================================
@@ -45,6 +50,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+# re-exported: the vocabulary's tiers and media are the link table's categories
+from topomodel.vocabulary import LINK_TIERS as LINK_TIERS
+from topomodel.vocabulary import MEDIA as MEDIA
+from topomodel.vocabulary import SWITCH_TIERS as SWITCH_TIERS
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -55,9 +65,6 @@ NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "u
                 "plane", "rail", "latency_s")
 LINK_COLUMNS = ("src", "dst", "tier", "cables", "rate_Bps", "capacity_Bps", "length_m",
                 "latency_s", "medium", "optic", "failed")
-SWITCH_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "leaf", "spine", "core")
-LINK_TIERS = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
-MEDIA = ("electrical", "pcie", "copper", "mmf", "smf", "ocs", "optical")
 PROPAGATION_S_PER_M = 5e-9  # light in fibre or a signal in copper: ~2e8 m/s
 
 

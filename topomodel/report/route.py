@@ -32,6 +32,7 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.report.output import Report, Table
 from topomodel.traffic.phases import Traffic
 from topomodel.units import format_rate, format_si, format_size
+from topomodel.vocabulary import LINK_TIERS
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
@@ -125,8 +126,7 @@ def _tier_rows(fabric: Fabric, timing: TrafficTime) -> list[dict[str, Any]]:
                      "peak_utilization": float(util.max()),
                      "mean_utilization": float(util.mean()),
                      "time_share": bottleneck_time.get(names[code], 0.0) / all_bw})
-    order = ("scaleup", "scaleup_l2", "scaleup_l3", "host", "leaf", "spine", "core")
-    return sorted(rows, key=lambda r: order.index(r["name"]))
+    return sorted(rows, key=lambda r: LINK_TIERS.index(r["name"]))
 
 
 def _hotspots(fabric: Fabric, run: CollectiveRun, top: int) -> list[dict[str, Any]]:

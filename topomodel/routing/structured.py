@@ -11,6 +11,7 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.routing.hashing import choose, mix
 from topomodel.routing.routed import Routed, _cached
 from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 
 class _Fanout:
@@ -77,10 +78,8 @@ class _Clos:
         down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
         self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
         self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
-        self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n,
-                               ("leaf", "spine", "core"))
-        self.supernode = _Climb(src, dst, cables, tier, node_tier, n,
-                                ("scaleup", "scaleup_l2", "scaleup_l3"))
+        self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n, FAT_TREE_TIERS)
+        self.supernode = _Climb(src, dst, cables, tier, node_tier, n, SCALEUP_TIERS)
         su = np.flatnonzero((tier == "scaleup") & (kind[src] == "accelerator"))
         sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
         self.scaleup_up = self.scaleup_down = None

@@ -12,6 +12,7 @@ import pandas as pd
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.traffic.communicators import CollectiveError, _check_groups, _group_names
 from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
 
 
 def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray]) -> bool:
@@ -58,7 +59,7 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray],
                      names: tuple[str, ...]) -> _InNetworkPlan:
     nodes, links = fabric.nodes, fabric.links
     n_nodes = len(nodes)
-    kind = _codes(nodes["kind"], _KINDS)
+    kind = _codes(nodes["kind"], NODE_KINDS)
     model = pd.Categorical(nodes["model"])
     capable = np.append([bool(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction",
                                       False)) for m in model.categories], False)[model.codes]
@@ -178,7 +179,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
     legs["plane"] = nodes["plane"].to_numpy()[legs["leaf"].to_numpy()]
     legs["portion"] = legs.groupby(["pos", "plane"]).cumcount()
     # aggregation root per (group, plane)
-    level = _codes(nodes["tier"], ("leaf", "spine", "core"))
+    level = _codes(nodes["tier"], FAT_TREE_TIERS)
     upward = (level[lsrc] >= 0) & (level[ldst] == level[lsrc] + 1)
     first_up = np.full(len(nodes), np.iinfo(np.int64).max)
     np.minimum.at(first_up, lsrc[upward], ldst[upward])
@@ -258,9 +259,6 @@ def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
                   1, "in-network reduce and multicast"),)
 
 
-_KINDS = ("accelerator", "nic", "scaleup_switch", "switch")
-
-
 def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     """Each row's index in ``values`` (-1 where absent), through categorical codes."""
     categorical = pd.Categorical(column)
@@ -270,4 +268,4 @@ def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     return codes
 
 
-_ACC, _NIC, _CHIP, _SWITCH = range(4)
+_ACC, _NIC, _CHIP, _SWITCH = range(4)  # codes of NODE_KINDS, in its order
