@@ -518,7 +518,7 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
 
 def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("topomodel.sweep.run.DASK_CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr("topomodel.sweep.pool.DASK_CONNECT_TIMEOUT", "1s")
     sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
                              "fixed: {model: toy-dense}\n"))
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):

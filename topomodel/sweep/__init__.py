@@ -18,16 +18,11 @@ This module is the public entry point; the parts live in
 """
 
 from topomodel.sweep.constraints import compile_constraint, constraint_holds
+from topomodel.sweep.evaluate import SweepContext, evaluate_point
 from topomodel.sweep.file import Sweep, SweepError, load_sweep, pareto_objectives, point_key
+from topomodel.sweep.journal import journal_path, results_format_for
 from topomodel.sweep.params import METRICS, OPTIONS, apply_overrides, option
-from topomodel.sweep.run import (
-    SweepContext,
-    SweepOutcome,
-    evaluate_point,
-    journal_path,
-    results_format_for,
-    run_sweep,
-)
+from topomodel.sweep.run import SweepOutcome, run_sweep
 
 __all__ = [
     "METRICS", "OPTIONS", "Sweep", "SweepContext", "SweepError", "SweepOutcome",

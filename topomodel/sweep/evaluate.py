@@ -1,0 +1,231 @@
+"""Evaluating sweep points: one point's parameter set through the step model, in a
+worker or in this process.
+
+:func:`evaluate_point` computes every metric of one point; :func:`run_points` runs a few
+points, checks the sweep's constraints on each and turns an exception into the point's
+error, so a failing point never stops a sweep. What a worker needs is sent once as a
+:class:`SweepContext`; each worker keeps the last few built fabrics
+(:data:`FABRIC_CACHE_SIZE`), so a design is built once per worker, not once per point.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from topomodel.catalog import Catalog, Model
+from topomodel.design import load_design
+from topomodel.errors import InputError, TopomodelError
+from topomodel.sweep.constraints import compiled, constraint_holds
+from topomodel.sweep.params import (
+    EFFICIENCY_PREFIX,
+    OVERLAP_PREFIX,
+    STEP_DEFAULTS,
+    Settings,
+    apply_overrides,
+    canonical,
+    design_overrides,
+)
+
+FABRIC_CACHE_SIZE = 4
+"""Built fabrics each worker keeps (least recently used dropped). Points are sent grouped
+by design, so a handful suffices (a whole process building a 131k-accelerator fabric
+peaks at about 300 MiB: benchmarks/README.md)."""
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """What every worker needs, sent once: the base design, the catalog, constraints."""
+
+    digest: str
+    design_file: str
+    design_data: Any
+    catalog: Catalog
+    constraints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A point's result as a worker hands it back."""
+
+    index: int
+    metrics: dict[str, Any]
+    feasible: bool
+    violations: str | None
+    error: str | None
+    elapsed_s: float
+
+
+Evaluate = Callable[[SweepContext, Mapping[str, Any]], dict[str, Any]]
+
+_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Every metric of :data:`~topomodel.sweep.params.METRICS` for one point (a training
+    step on its design).
+
+    Raises
+    ------
+    TopomodelError
+        When the design cannot be built or the layout does not fit (the caller records
+        it as the point's error).
+    """
+    from topomodel.analysis.goodput import job_goodput
+    from topomodel.analysis.step import step_time
+    from topomodel.analysis.studies import fill_dp
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.traffic.layout import Layout
+    from topomodel.units import parse
+
+    s = Settings(params, context.design_data)
+    fabric, design_metrics = _fabric(context, design_overrides(params),
+                                     tuple(s["fail"] or ()), float(s["scaleout_factor"]))
+    model = context.catalog.get(s["model"], Model)
+    layout = Layout(tp=s["tp"], pp=s["pp"], dp=max(s["dp"], 1), ep=s["ep"], cp=s["cp"],
+                    micro_batch=s["micro_batch"], global_batch=s["global_batch"],
+                    seq=s["seq"], sequence_parallel=s["sequence_parallel"],
+                    dp_mode=s["dp_mode"], interleave=s["interleave"],
+                    recompute=s["recompute"], order=s["order"])
+    if not s["dp"]:  # fill the fabric; the global batch stays what the point says
+        layout = fill_dp(fabric.accelerator_count, layout)
+    overlap = {kind: s[OVERLAP_PREFIX + kind] for kind in STEP_DEFAULTS.overlap}
+    efficiency = {k.removeprefix(EFFICIENCY_PREFIX): float(v) for k, v in params.items()
+                  if k.startswith(EFFICIENCY_PREFIX)}
+    time_model = TimeModel(efficiency=efficiency)
+    if s["overhead"] is not None:
+        time_model = replace(time_model, per_message_overhead_s=parse(s["overhead"], "time"))
+    assumptions = replace(
+        STEP_DEFAULTS, overlap=overlap, grad_dtype=s["grad_precision"],
+        compute_efficiency=s["compute_efficiency"], hot_expert_factor=s["hot_expert"],
+        jitter_cv=s["jitter_cv"], straggler_share=s["straggler_share"],
+        straggler_slowdown=s["straggler_slowdown"], time=time_model,
+        dp_bucket_bytes=(parse(s["bucket"], "size") if s["bucket"] is not None
+                         else STEP_DEFAULTS.dp_bucket_bytes))
+    r = step_time(fabric, model, layout, assumptions, routing=s["routing"])
+    good = job_goodput(fabric, model, layout, assumptions, r, routing=s["routing"],
+                       route_degradation=False)
+    seq = layout.seq or model.sequence
+    power = design_metrics["power_W"]
+    return {
+        **design_metrics,
+        "step_time_s": r.step_time_s, "compute_s": r.compute_s, "bubble_s": r.bubble_s,
+        "exposed_comm_s": r.exposed_comm_s, "wait_s": r.wait_s,
+        "comm_share": r.comm_share,
+        "bandwidth_wall_s": r.walls["bandwidth_s"], "latency_wall_s": r.walls["latency_s"],
+        "topology_wall_s": r.walls["topology_s"], "sync_wall_s": r.walls["sync_s"],
+        "mfu": r.mfu, "hfu": r.hfu, "tokens_per_s": r.tokens_per_s,
+        "interruptions_per_day": good.interruptions_per_day,
+        "effective_time_fraction": good.effective_time_fraction,
+        "goodput_tokens_per_s": good.goodput_tokens_per_s,
+        "tokens_per_J": r.tokens_per_s / power if power else math.nan,
+        "memory_bytes": r.memory["total_bytes"], "fits": r.fits,
+        "world": r.layout.world, "dp_used": r.layout.dp,
+        "global_batch_used": round(r.tokens_per_s * r.step_time_s / seq),
+        "warnings": "; ".join(r.warnings) or None,
+    }
+
+
+def _fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[str, ...],
+            factor: float) -> tuple[Any, dict[str, Any]]:
+    """The built fabric of a point and its design-level metrics, from the worker's cache
+    when a recent point used the same design."""
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.fabric.build import build_fabric
+    from topomodel.fabric.failures import with_failures
+
+    key = (context.digest, canonical(overrides), fails, factor)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+    if hit is None:
+        try:
+            if fails or factor != 1.0:
+                base, _ = _fabric(context, overrides, (), 1.0)
+                fabric = with_failures(base, fails) if fails else base
+                fabric = scale_scaleout(fabric, factor) if factor != 1.0 else fabric
+            else:
+                import yaml
+
+                data = apply_overrides(context.design_data, overrides)
+                design, _ = load_design(context.design_file, text=yaml.safe_dump(data),
+                                        catalog=context.catalog)
+                fabric = build_fabric(design, context.catalog)
+            hit = (fabric, _design_metrics(fabric))
+        except TopomodelError as exc:
+            hit = exc  # a design that cannot be built fails every point alike
+        with _CACHE_LOCK:
+            _CACHE[key] = hit
+            while len(_CACHE) > FABRIC_CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    if isinstance(hit, TopomodelError):
+        raise hit
+    fabric, metrics = hit
+    return fabric, dict(metrics)
+
+
+def _design_metrics(fabric: Any) -> dict[str, Any]:
+    """Size, bandwidth, parts and power of a built fabric."""
+    from topomodel.analysis.bisection import closed_form, injection_Bps
+    from topomodel.analysis.bom import bill_of_materials, power_summary
+
+    bom = bill_of_materials(fabric)
+    power = power_summary(bom, fabric.accelerator_count)
+
+    def count(category: str) -> int:
+        return sum(line.count for line in bom if line.category == category)
+
+    bisection, _ = closed_form(fabric)
+    return {
+        "accelerators": fabric.accelerator_count,
+        "injection_Bps": injection_Bps(fabric),
+        "bisection_Bps": math.nan if bisection is None else bisection,
+        "power_W": power.total_W, "accelerator_power_W": power.accelerators_W,
+        "network_power_W": power.network_W, "optics_power_W": power.optics_W,
+        "network_W_per_accelerator": power.network_W_per_accelerator,
+        "switches": count("switch"), "scaleup_switches": count("scaleup_switch"),
+        "nics": count("nic"), "cables": count("cable"),
+        "optical_modules": count("module"), "fibres": count("fibre"),
+        "power_unknown": ", ".join(power.unknown) or None,
+    }
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, InputError):  # located in a generated design text: drop file:line
+        return "; ".join(f"{p.key_path}: {p.message}" if p.key_path else p.message
+                         for p in exc.problems)
+    if isinstance(exc, TopomodelError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run_points(context: SweepContext, points: Sequence[tuple[int, Mapping[str, Any]]],
+               evaluate: Evaluate = evaluate_point) -> list[Outcome]:
+    """Evaluate points in this process; a point that raises records its error."""
+    return [_run_one(context, index, params, evaluate) for index, params in points]
+
+
+def _run_one(context: SweepContext, index: int, params: Mapping[str, Any],
+             evaluate: Evaluate) -> Outcome:
+    start = time.perf_counter()
+    try:
+        metrics = evaluate(context, params)
+    except Exception as exc:  # the point fails, the sweep goes on
+        return Outcome(index, {}, False, None, _error_text(exc), time.perf_counter() - start)
+    values = Settings({**params, **metrics}, context.design_data)
+    broken = [text for text in context.constraints
+              if not constraint_holds(compiled(text), values)]
+    return Outcome(index, metrics, not broken, "; ".join(broken) or None, None,
+                   time.perf_counter() - start)
+
+
+def _failed(points: Sequence[tuple[int, Any]], error: str) -> list[Outcome]:
+    """Outcomes recording ``error`` for points that returned nothing."""
+    return [Outcome(i, {}, False, None, error, 0.0) for i, _ in points]
