@@ -299,3 +299,89 @@ def test_step_takes_jitter_and_message_overhead(capsys):
     data = json.loads(out)
     assert status == 0 and data["assumptions"]["jitter_cv"] == 0 and data["wait_s"] == 0
     assert data["assumptions"]["time"]["per_message_overhead_s"] == pytest.approx(10e-6)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--tp", "0"], "--tp: must be at least 1, got 0"),
+    (["--micro-batch", "0"], "--micro-batch: must be at least 1, got 0"),
+    (["--interleave", "0"], "--interleave: must be at least 1, got 0"),
+    (["--compute-efficiency", "5"], "--compute-efficiency: must be in (0, 1], got 5"),
+    (["--hot-expert", "0.5"], "--hot-expert: must be in [1, inf], got 0.5"),
+    (["--straggler-share", "nan"], "--straggler-share: expected a finite number"),
+    (["--overlap", "dpx=0.5"], "--overlap: expected one of tp, cp, ep, pp, dp, edp"),
+    (["--efficiency", "leaf=1.5"], "--efficiency: must be in (0, 1], got 1.5"),
+    (["--order", "tp,dp,pp"], "--order: expected tp, cp, dp, pp once each"),
+    (["--bucket", "40 MB/s"], "--bucket: '40 MB/s': is a rate, not a size"),
+    (["--scaleout-factor", "0"], "--scaleout-factor: must be in (0, inf], got 0"),
+])
+def test_step_options_are_checked_by_the_one_table(capsys, argv, message):
+    """Each verb's flags come from analysis.options: the same readers as sweep files."""
+    for verb in ("step", "goodput", "compare"):
+        designs = [EXAMPLE, EXAMPLE] if verb == "compare" else [EXAMPLE]
+        status, out, err = run(capsys, verb, *designs, "--model", "llama3-8b", *argv)
+        assert status == 2 and out == "", (verb, argv)
+        assert len(err.strip().splitlines()) == 1 and message in err, (verb, err)
+
+
+def test_seed_reaches_the_step_with_hash_routing(capsys):
+    def step_json(*extra):
+        status, out, _ = run(capsys, "step", "examples/dgx-h100-superpod.yaml", "--model",
+                             "llama3-8b", "--tp", "8", "--dp", "64", "--order", "dp,tp,cp,pp",
+                             "--routing", "hash", "--no-goodput", "--format", "json", *extra)
+        assert status == 0
+        return json.loads(out)
+
+    # TP groups span 8 nodes on different rails: which spine ports their flows collide
+    # on depends on the hash seed
+    tp = {seed: next(c["time_s"] for c in step_json("--seed", str(seed))["comm"]
+                     if c["kind"] == "tp") for seed in (0, 1)}
+    assert tp[0] != tp[1], tp
+    assert step_json()["comm"][0]["time_s"] == tp[0]  # the default seed is 0
+
+
+def test_route_top_refuses_a_negative_count(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["route", EXAMPLE, "--collective", "allreduce", "--size", "1 MiB", "--top", "-3"])
+    assert exit_info.value.code == 2
+    assert "expected a whole number of at least 0, got '-3'" in capsys.readouterr().err
+
+
+def test_scale_applies_the_scaleout_factor_and_refuses_failures(capsys):
+    def curve(*extra):
+        status, out, err = run(capsys, "scale", "examples/dgx-h100-superpod.yaml", "--model",
+                               "llama3-8b", "--tp", "8", "--counts", "64", "256",
+                               "--format", "json", *extra)
+        return status, (json.loads(out)["points"] if status == 0 else err)
+
+    status, base = curve()
+    _, faster = curve("--scaleout-factor", "4")
+    assert status == 0 and [p["accelerators"] for p in base] == [64, 256, 1016]
+    # DP gradients cross the scale-out network: 4x faster links make the step quicker
+    assert all(f["tokens_per_s"] > b["tokens_per_s"] for f, b in zip(faster, base,
+                                                                     strict=True))
+    status, err = curve("--fail", "spine00")
+    assert status == 2 and "--fail: scale builds the design at several sizes" in err
+
+
+def test_draw_colours_links_with_the_route_time_model(capsys, tmp_path):
+    argv = ["--collective", "allreduce", "--size", "64 MiB", "--efficiency", "scaleup=0.5",
+            "--format", "json"]
+    status, out, _ = run(capsys, "route", EXAMPLE, *argv)
+    routed = json.loads(out)
+    status2, out2, _ = run(capsys, "draw", EXAMPLE, "-o", str(tmp_path / "d.svg"),
+                           "--route", "allreduce", "--size", "64 MiB",
+                           "--efficiency", "scaleup=0.5", "--format", "json")
+    drawn = json.loads(out2)
+    assert status == status2 == 0
+    assert drawn["time_s"] == pytest.approx(routed["time_s"])
+    assert drawn["peak_utilization"] == pytest.approx(max(t["peak_utilization"]
+                                                          for t in routed["tiers"]))
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    command = (f"{sys.executable} -m topomodel build examples/dgx-h100-superpod.yaml"
+               " --format md | head -n 2")
+    done = subprocess.run(["bash", "-c", "set -o pipefail; " + command], capture_output=True,
+                          text=True, timeout=120)
+    assert "BrokenPipeError" not in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stdout.splitlines()) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -48,12 +49,19 @@ class _Recorded(Invalid):
 
 
 Reader = Callable[[Reading, KeyPath, Any], Any]
+_NO_READING = Reading(Source("<value>", ""))  # for checks of values not read from a file
 
 
 def spec(read: Reader, *, key: str | None = None, default: Any = dataclasses.MISSING,
-         doc: str = "") -> Any:
-    """A dataclass field read from YAML key ``key`` (default: the field name) by ``read``."""
-    metadata = {"read": read, "key": key, "doc": doc}
+         doc: str = "", check: Reader | None = None) -> Any:
+    """A dataclass field read from YAML key ``key`` (default: the field name) by ``read``.
+
+    ``doc`` says what the field is and, for an assumption, why its default; CLI help,
+    the JSON Schema, sweep docs and the review all show this one text. ``check``
+    validates a value already in canonical form (default: ``read``), for records that
+    check themselves with :func:`check_fields`.
+    """
+    metadata = {"read": read, "key": key, "doc": doc, "check": check or read}
     if isinstance(default, list | dict):
         value = default
         return field(default_factory=lambda: type(value)(value), metadata=metadata)
@@ -67,6 +75,43 @@ def yaml_keys(cls: type) -> dict[str, dataclasses.Field[Any]]:
         for f in dataclasses.fields(cls)
         if "read" in f.metadata
     }
+
+
+def field_doc(cls: type, name: str) -> str:
+    """The ``doc`` of field ``name`` of a record class (empty when it has none)."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            return str(f.metadata.get("doc", ""))
+    raise KeyError(name)
+
+
+def check_fields(record: Any, error: Callable[[str], Exception]) -> None:
+    """Check every field of a frozen record against its reader (``__post_init__``).
+
+    Raises ``error(message)`` for the first field whose value its ``check`` refuses,
+    with the message ``Class.field: what is wrong``.
+
+    Examples
+    --------
+    >>> @dataclass(frozen=True)
+    ... class Pair:
+    ...     n: int = spec(integer(1), default=1)
+    ...     def __post_init__(self) -> None:
+    ...         check_fields(self, ValueError)
+    >>> Pair(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Pair.n: must be at least 1, got 0
+    """
+    for f in dataclasses.fields(record):
+        check = f.metadata.get("check")
+        if check is None:
+            continue
+        try:
+            check(_NO_READING, (f.name,), getattr(record, f.name))
+        except Invalid as exc:
+            sub = f"{f.name}.{exc.key}" if exc.key is not None else f.name
+            raise error(f"{type(record).__name__}.{sub}: {exc.message}") from None
 
 
 def did_you_mean(word: str, options: Iterable[str]) -> str:
@@ -145,11 +190,11 @@ def integer(minimum: int = 1) -> Reader:
     """An integer of at least ``minimum`` (a count)."""
 
     def read(_: Reading, __: KeyPath, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise Invalid(f"expected a whole number, got {_what(value)}")
         if value < minimum:
             raise Invalid(f"must be at least {minimum}, got {value}")
-        return value
+        return int(value)
 
     return read
 
@@ -165,12 +210,16 @@ def fraction(_: Reading, __: KeyPath, value: Any) -> float:
 
 def number(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False
            ) -> Reader:
-    """A plain number in ``[low, high]`` (``(low, high]`` with ``low_open``), as a float."""
+    """A finite plain number in ``[low, high]`` (``(low, high]`` with ``low_open``), as a
+    float; NaN and infinities are refused."""
 
     def read(_: Reading, __: KeyPath, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise Invalid(f"expected a number, got {_what(value)}")
-        if value < low or (low_open and value == low) or value > high:
+        x = float(value)
+        if not math.isfinite(x):
+            raise Invalid(f"expected a finite number, got {value}")
+        if x < low or (low_open and x == low) or x > high:
             raise Invalid(f"must be in {'(' if low_open else '['}{low:g}, {high:g}],"
                           f" got {value}")
         return float(value)

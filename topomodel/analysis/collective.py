@@ -3,12 +3,13 @@ routed and timed, with the fastest algorithm when asked for ``auto``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from topomodel.analysis.timing import TimeModel, TrafficTime, time_traffic
+from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import ALGORITHMS, busbw_factor, collective_traffic
 from topomodel.traffic.groups import parse_groups
@@ -56,19 +57,58 @@ class CollectiveRun:
         return self.algbw_Bps * busbw_factor(self.collective, self.ranks)
 
 
-def run_collective(fabric: Fabric, collective: str, size_bytes: float,
-                   group_specs: Sequence[str] = ("all",), *, algorithm: str = "auto",
-                   routing: str = "ecmp", seed: int = 0, router: str = "auto",
-                   model: TimeModel | None = None) -> CollectiveRun:
-    """Run ``collective`` of ``size_bytes`` on every group of every spec at once.
+def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,
+            routing: str = "ecmp", seed: int = 0, router: str = "auto",
+            model: TimeModel | None = None
+            ) -> tuple[str, Traffic, TrafficTime, dict[str, float]]:
+    """The fastest of ``candidates``: each algorithm's traffic (``build(algorithm)``,
+    which raises ``ValueError`` where an algorithm does not apply) routed and timed.
+
+    The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
+    collectives and the review's all use it. Returns (algorithm, its traffic, its
+    timing, every applicable candidate's time in seconds).
 
     Raises
     ------
     UsageError
-        For a bad group spec. ``ValueError`` for an algorithm that does not apply.
+        When no candidate applies.
     """
-    from topomodel.errors import UsageError
+    best: tuple[str, Traffic, TrafficTime] | None = None
+    times: dict[str, float] = {}
+    refusals: list[str] = []
+    for algorithm in candidates:
+        try:
+            built = build(algorithm)
+            timing = time_traffic(fabric, built, routing=routing, seed=seed, router=router,
+                                  model=model)
+        except ValueError as exc:  # CollectiveError, or a router that cannot take it
+            refusals.append(f"{algorithm}: {exc}")
+            continue
+        times[algorithm] = timing.time_s
+        if best is None or timing.time_s < best[2].time_s:
+            best = (algorithm, built, timing)
+    if best is None:
+        raise UsageError("no algorithm applies to these groups ("
+                         + "; ".join(refusals or ["none given"]) + ")")
+    return (*best, times)
 
+
+def run_collective(fabric: Fabric, collective: str, size_bytes: float,
+                   group_specs: Sequence[str] = ("all",), *, algorithm: str = "auto",
+                   candidates: Sequence[str] | None = None,
+                   routing: str = "ecmp", seed: int = 0, router: str = "auto",
+                   model: TimeModel | None = None) -> CollectiveRun:
+    """Run ``collective`` of ``size_bytes`` on every group of every spec at once.
+
+    With ``algorithm="auto"`` the fastest of ``candidates`` (default: every algorithm
+    of the collective) is kept, and the run lists each candidate's time.
+
+    Raises
+    ------
+    UsageError
+        For a bad group spec, an unknown collective or algorithm, or an algorithm (or,
+        with ``auto``, every candidate) that does not apply to the groups.
+    """
     if collective not in ALGORITHMS:
         raise UsageError(f"unknown collective {collective!r}; choose from"
                          f" {', '.join(ALGORITHMS)}")
@@ -77,40 +117,33 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
     if ranks < 2:
         raise UsageError("a collective needs groups of at least 2 ranks")
 
-    def build(alg: str) -> tuple[Traffic, list[Traffic]]:
-        parts = [collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
-                                    group_names=[f"{spec}#{i}" for i in range(len(groups))])
-                 for spec, groups in zip(group_specs, sets, strict=True)]
-        return concurrent(parts), parts
+    parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
 
-    candidates: dict[str, float] = {}
+    def build(alg: str) -> Traffic:
+        parts_of[alg] = [
+            collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
+                               group_names=[f"{spec}#{i}" for i in range(len(groups))])
+            for spec, groups in zip(group_specs, sets, strict=True)]
+        return concurrent(parts_of[alg])
+
+    times: dict[str, float] = {}
     if algorithm == "auto":
-        best = None
-        for alg in ALGORITHMS[collective]:
-            try:
-                traffic, parts = build(alg)
-            except ValueError:
-                continue  # not applicable to these groups or switches
-            timing = time_traffic(fabric, traffic, routing=routing, seed=seed, router=router,
-                                  model=model)
-            candidates[alg] = timing.time_s
-            if best is None or timing.time_s < best[3].time_s:
-                best = (alg, traffic, parts, timing)
-        if best is None:
-            raise UsageError(f"no algorithm applies to {collective} on these groups")
-        algorithm, traffic, parts, timing = best
+        algorithm, traffic, timing, times = fastest(
+            fabric, build, tuple(candidates or ALGORITHMS[collective]), routing=routing,
+            seed=seed, router=router, model=model)
     else:
         if algorithm not in ALGORITHMS[collective]:
             raise UsageError(f"{collective} has no algorithm {algorithm!r}; choose from"
                              f" auto, {', '.join(ALGORITHMS[collective])}")
         try:
-            traffic, parts = build(algorithm)
+            traffic = build(algorithm)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         timing = time_traffic(fabric, traffic, routing=routing, seed=seed, router=router,
                               model=model)
+    parts = parts_of[algorithm]
     per_set = tuple(time_traffic(fabric, part, routing=routing, seed=seed, router=router,
                                  model=model).link_bytes for part in parts) if len(
         parts) > 1 else (timing.link_bytes,)
     return CollectiveRun(collective, algorithm, size_bytes, ranks, tuple(group_specs),
-                         tuple(len(g) for g in sets), traffic, timing, per_set, candidates)
+                         tuple(len(g) for g in sets), traffic, timing, per_set, times)

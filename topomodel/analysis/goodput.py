@@ -36,7 +36,9 @@ import numpy as np
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.records import Reader, Reading, check_fields, integer, number, quantity, spec
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
+from topomodel.yamlsource import KeyPath
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -68,19 +70,50 @@ this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selen
 3,072 GPUs, 2.5e8, would take minutes)."""
 
 
+def _optional(read: Reader) -> Reader:
+    """``None`` (the default rule applies) or a value ``read`` accepts."""
+
+    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
+        return None if value is None else read(reading, path, value)
+
+    return check
+
+
 @dataclass(frozen=True)
 class GoodputAssumptions:
-    """Named assumptions of the goodput model (defaults are assumed unless sourced)."""
+    """Named assumptions of the goodput model (assumed unless the doc names a source);
+    checked on creation."""
 
-    checkpoint_bytes: float | None = None  # None: parameters x checkpoint_bytes_per_param
-    checkpoint_bytes_per_param: float = 14.0  # bf16 weights 2 + fp32 master, Adam m, v 12
-    storage_Bps: float = 2e12  # aggregate write rate: Llama 3's Tectonic sustains 2 TB/s
-    detection_s: float = 120.0  # assumed: health checks and time-outs notice a fault
-    restart_s: float = 480.0  # assumed: with detection, Meta's reported 10-minute stall
-    repair_s: float = SECONDS_PER_DAY  # assumed: a failed system is back in a day
-    network_repair_s: float = 4 * 3600.0  # assumed: a switch or optic is swapped in 4 h
-    spare_systems: int | None = None  # None: spare_fraction of the job's systems
-    spare_fraction: float = 0.02  # assumed: hot spares kept beside a large job
+    checkpoint_bytes: float | None = spec(
+        _optional(quantity("size")), default=None, check=_optional(number(0, low_open=True)),
+        doc="checkpoint size, bytes (default: parameters x checkpoint_bytes_per_param)")
+    checkpoint_bytes_per_param: float = spec(
+        number(0, low_open=True), default=14.0,
+        doc="checkpoint bytes per parameter: bf16 weights 2 + fp32 master, Adam m, v 12")
+    storage_Bps: float = spec(
+        quantity("rate"), default=2e12, check=number(0, low_open=True),
+        doc="aggregate checkpoint write rate, bytes/s: Llama 3's Tectonic sustains 2 TB/s")
+    detection_s: float = spec(
+        quantity("time"), default=120.0, check=number(0),
+        doc="time to notice a failure, s (assumed: health checks and time-outs)")
+    restart_s: float = spec(
+        quantity("time"), default=480.0, check=number(0),
+        doc="time to restart from a checkpoint, s (assumed: with detection, Meta's"
+        " reported 10-minute stall)")
+    repair_s: float = spec(
+        quantity("time"), default=SECONDS_PER_DAY, check=number(0),
+        doc="time a failed system is out of the pool, s (assumed: back in a day)")
+    network_repair_s: float = spec(
+        quantity("time"), default=4 * 3600.0, check=number(0),
+        doc="time to swap a failed switch or optic, s (assumed: 4 h)")
+    spare_systems: int | None = spec(
+        _optional(integer(0)), default=None,
+        doc="hot spare systems (default: spare_fraction of the job's systems, rounded up)")
+    spare_fraction: float = spec(number(0, 1), default=0.02,
+                                 doc="hot spares kept beside a large job, share (assumed)")
+
+    def __post_init__(self) -> None:
+        check_fields(self, UsageError)
 
 
 @dataclass(frozen=True)
@@ -407,7 +440,8 @@ def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
 
 def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
-                routing: str = "ecmp", route_degradation: bool = True) -> GoodputResult:
+                routing: str = "ecmp", seed: int = 0,
+                route_degradation: bool = True) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
     on ``fabric``. With ``route_degradation`` and at most
     :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part of each
@@ -419,7 +453,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
     lines = component_lines(fabric, layout.world)
 
     def tokens_per_s(failed: Fabric) -> float:
-        return step_time(failed, model, layout, step_assumptions, routing=routing).tokens_per_s
+        return step_time(failed, model, layout, step_assumptions, routing=routing,
+                         seed=seed).tokens_per_s
 
     routed = route_degradation and (
         layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)

@@ -24,45 +24,101 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from topomodel.analysis.collective import fastest
 from topomodel.analysis.model import BYTES, _memory, flops_per_token, parameter_counts
 from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.records import (
+    Invalid,
+    Reading,
+    boolean,
+    check_fields,
+    choice,
+    mapping_of,
+    number,
+    quantity,
+    spec,
+)
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout, rank_groups
-from topomodel.traffic.phases import concurrent
+from topomodel.traffic.phases import Traffic, concurrent
+from topomodel.yamlsource import KeyPath
+
+OVERLAP_REASONS = {
+    "tp": (0.0, "TP collectives sit on the critical path of each layer"),
+    "cp": (0.5, "ring attention overlaps K/V passing with attention compute"),
+    "ep": (0.0, "dispatch/combine all-to-alls block the expert computation"),
+    "pp": (0.0, "1F1B stage-to-stage sends are on the critical path"),
+    "dp": (0.8, "bucketed gradient reduction overlaps the backward pass"),
+    "edp": (0.8, "expert gradients: the same bucketed reduction"),
+}
+"""Default overlapped share of each communication kind, and why (assumed)."""
+OVERLAP_KINDS = tuple(OVERLAP_REASONS)
+_DTYPE = choice(*BYTES)
+
+
+def _time_model(_: Reading, __: KeyPath, value: Any) -> TimeModel:
+    if not isinstance(value, TimeModel):
+        raise Invalid(f"expected a TimeModel, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
 class StepAssumptions:
-    """Named assumptions of the step model (defaults are assumed, not measured)."""
+    """Named assumptions of the step model, each with its default and reason (the
+    field's ``doc``); checked on creation.
 
-    compute_efficiency: float = 0.6  # achieved / peak on matmuls: large-GEMM efficiency
-    compute_dtype: str = "bf16"
-    activation_dtype: str = "bf16"
-    grad_dtype: str = "bf16"  # gradient / communication precision
-    dp_bucket_bytes: float = 40e6  # DDP gradient bucket (Megatron-class default, ~40 MB)
-    overlap: dict[str, float] = field(default_factory=lambda: {
-        "tp": 0.0,  # TP collectives sit on the critical path of each layer
-        "cp": 0.5,  # ring attention overlaps K/V passing with attention compute
-        "ep": 0.0,  # dispatch/combine all-to-alls block the expert computation
-        "pp": 0.0,  # 1F1B stage-to-stage sends are on the critical path
-        "dp": 0.8,  # bucketed gradient reduction overlaps the backward pass
-        "edp": 0.8,  # expert gradients: the same bucketed reduction
-    })
-    jitter_cv: float = 0.01  # per-rank compute time, coefficient of variation per step
-    hot_expert_factor: float = 1.1  # busiest expert's load / mean in an MoE layer
-    straggler_share: float = 0.0  # share of accelerators that run slow (none by default)
-    straggler_slowdown: float = 0.0  # a slow one's extra compute time (0.1: 10 % slower)
-    optimizer_bytes_per_param: float = 12.0  # Adam: fp32 master, m and v
-    flash_attention: bool = True  # attention scores are not kept (FlashAttention-style)
-    time: TimeModel = field(default_factory=TimeModel)
+    Examples
+    --------
+    >>> StepAssumptions().overlap["dp"]
+    0.8
+    >>> StepAssumptions(compute_efficiency=5)
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.UsageError: StepAssumptions.compute_efficiency: must be in (0, 1], got 5
+    """
+
+    compute_efficiency: float = spec(
+        number(0, 1, low_open=True), default=0.6,
+        doc="achieved / peak FLOP/s on compute: a large-GEMM efficiency (assumed)")
+    compute_dtype: str = spec(_DTYPE, default="bf16", doc="precision of the matmuls")
+    activation_dtype: str = spec(_DTYPE, default="bf16", doc="precision of activations"
+                                 " sent between ranks")
+    grad_dtype: str = spec(_DTYPE, default="bf16", doc="gradient communication precision")
+    dp_bucket_bytes: float = spec(
+        quantity("size"), default=40e6, check=number(0, low_open=True),
+        doc="DP gradient bucket, bytes (Megatron-class default, ~40 MB)")
+    overlap: dict[str, float] = spec(
+        mapping_of(OVERLAP_KINDS, number(0, 1)),
+        default={kind: share for kind, (share, _) in OVERLAP_REASONS.items()},
+        doc="overlapped share of each communication kind, 0-1 (see OVERLAP_REASONS)")
+    jitter_cv: float = spec(number(0), default=0.01, doc="per-rank compute time,"
+                            " coefficient of variation per step (assumed)")
+    hot_expert_factor: float = spec(number(1), default=1.1, doc="busiest expert's load /"
+                                    " mean in an MoE layer (assumed)")
+    straggler_share: float = spec(number(0, 1), default=0.0, doc="share of accelerators"
+                                  " that run slow (none by default)")
+    straggler_slowdown: float = spec(number(0), default=0.0, doc="a slow accelerator's"
+                                     " extra compute time (0.1: 10 % slower)")
+    optimizer_bytes_per_param: float = spec(number(0), default=12.0, doc="optimizer state,"
+                                            " bytes per parameter (Adam: fp32 master, m, v)")
+    flash_attention: bool = spec(boolean, default=True, doc="attention scores are not kept"
+                                 " (FlashAttention-style)")
+    time: TimeModel = spec(_time_model, default=TimeModel(), doc="the collective time model")
+
+    def __post_init__(self) -> None:
+        check_fields(self, UsageError)
+        missing = set(OVERLAP_KINDS) - set(self.overlap)
+        if missing:  # a partial mapping keeps the defaults of the others
+            object.__setattr__(self, "overlap", {
+                **{k: share for k, (share, _) in OVERLAP_REASONS.items()}, **self.overlap})
 
 
 @dataclass(frozen=True)
@@ -215,20 +271,14 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
             algorithm: str, pair: str | None = None) -> None:
         if calls <= 0 or size <= 0 or len(groups[0]) < 2:
             return
-        best = None
-        for alg in _candidates(collective, algorithm, len(groups[0])):
-            try:
-                traffic = collective_traffic(fabric, collective, groups, size, algorithm=alg)
-                if pair:
-                    traffic = concurrent([traffic, collective_traffic(
-                        fabric, pair, groups, size, algorithm=alg)])
-            except ValueError:
-                continue  # not applicable to these groups
-            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
-            if best is None or t.time_s < best[1].time_s:
-                best = (alg, t)
-        assert best is not None  # ring always applies
-        alg, t = best
+        def build(alg: str) -> Traffic:
+            traffic = collective_traffic(fabric, collective, groups, size, algorithm=alg)
+            return concurrent([traffic, collective_traffic(
+                fabric, pair, groups, size, algorithm=alg)]) if pair else traffic
+
+        alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
+                                                           len(groups[0])),
+                               routing=routing, seed=seed, model=a.time)
         doms = domain[np.stack(groups)]
         spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
         out.append(CommKind(kind, collective + (f"+{pair}" if pair else ""), alg, size, calls,

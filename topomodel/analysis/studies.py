@@ -17,6 +17,7 @@ from topomodel.catalog import Catalog, Model
 from topomodel.design import Design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
@@ -50,9 +51,11 @@ class ScalePoint:
 
 
 def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
-                counts: list[int], assumptions: StepAssumptions | None = None
+                counts: list[int], assumptions: StepAssumptions | None = None, *,
+                routing: str = "ecmp", seed: int = 0, scaleout_factor: float = 1.0
                 ) -> list[ScalePoint]:
-    """Build the design at each accelerator count (whole systems) and model a step."""
+    """Build the design at each accelerator count (whole systems), apply the scale-out
+    what-if (:func:`scale_scaleout` by ``scaleout_factor``) and model a step."""
     from topomodel.catalog import System
 
     per_system = catalog.get(design.system, System).accelerators
@@ -61,7 +64,10 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
         systems = max(1, count // per_system)
         sized = replace(design, systems=systems, accelerators=None)
         fabric = build_fabric(sized, catalog)
-        result = step_time(fabric, model, layout_for(systems * per_system, base), assumptions)
+        if scaleout_factor != 1.0:
+            fabric = scale_scaleout(fabric, scaleout_factor)
+        result = step_time(fabric, model, layout_for(systems * per_system, base), assumptions,
+                           routing=routing, seed=seed)
         per_acc = result.tokens_per_s / result.layout.world
         first = points[0].result.tokens_per_s / points[0].result.layout.world if points else (
             per_acc)
@@ -75,17 +81,20 @@ def scale_scaleout(fabric: Fabric, factor: float) -> Fabric:
     out = links["tier"].isin(SCALE_OUT_TIERS)
     links.loc[out, "capacity_Bps"] *= factor
     links.loc[out, "rate_Bps"] *= factor
-    return replace(fabric, links=links)
+    return replace(fabric, links=links,
+                   injection=measure_injection(fabric.nodes, links, fabric.structure))
 
 
 def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,
                              assumptions: StepAssumptions | None = None, *,
                              target_share: float = 0.10, limit: float = 64.0,
-                             tolerance: float = 0.01) -> tuple[float | None, StepResult]:
+                             tolerance: float = 0.01, routing: str = "ecmp", seed: int = 0
+                             ) -> tuple[float | None, StepResult]:
     """Smallest factor on scale-out bandwidth with exposed comm + wait <= ``target_share``
     of the step (bisection search); ``None`` if even ``limit`` x does not reach it."""
     def share(factor: float) -> tuple[float, StepResult]:
-        result = step_time(scale_scaleout(fabric, factor), model, layout, assumptions)
+        result = step_time(scale_scaleout(fabric, factor), model, layout, assumptions,
+                           routing=routing, seed=seed)
         return result.comm_share, result
 
     here, result = share(1.0)
@@ -143,14 +152,17 @@ tune to (assumed ranges, stated so a reader can argue with them)."""
 
 def sensitivity(fabric: Fabric, model: Model, layout: Layout,
                 assumptions: StepAssumptions | None = None, *,
-                metric: Callable[[StepResult], float] = lambda r: r.comm_share
-                ) -> list[Sensitivity]:
+                metric: Callable[[StepResult], float] = lambda r: r.comm_share,
+                routing: str = "ecmp", seed: int = 0) -> list[Sensitivity]:
     """Move each assumption to its low and high value; sorted by swing, largest first."""
     base_assumptions = assumptions or StepAssumptions()
-    base = metric(step_time(fabric, model, layout, base_assumptions))
+
+    def run(a: StepAssumptions) -> float:
+        return metric(step_time(fabric, model, layout, a, routing=routing, seed=seed))
+
+    base = run(base_assumptions)
     rows = []
     for name, low, high, apply in VARIATIONS:
-        ends = [metric(step_time(fabric, model, layout, apply(base_assumptions, v)))
-                for v in (low, high)]
+        ends = [run(apply(base_assumptions, v)) for v in (low, high)]
         rows.append(Sensitivity(name, low, high, ends[0], base, ends[1]))
     return sorted(rows, key=lambda r: -r.swing)

@@ -14,15 +14,19 @@ slowest-link time (oversubscription, slower tiers, collisions, failures).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from topomodel.catalog import ScaleupLink
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import LINK_TIERS, Fabric, labels
+from topomodel.records import Reading, check_fields, mapping_of, number, quantity, spec
 from topomodel.routing import route
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
+from topomodel.yamlsource import KeyPath
 
 PER_MESSAGE_OVERHEAD_S = 5e-6
 """Software cost of one message per step (kernel launch, proxy, doorbell), seconds.
@@ -34,20 +38,39 @@ DEFAULT_HOP_LATENCY_S = 500e-9
 builder's switch latency)."""
 
 
+def _tier_fractions(reading: Reading, path: KeyPath, value: Any) -> dict[str, float]:
+    """Effective / nominal rate per link tier, each in (0, 1]; may be empty."""
+    if isinstance(value, dict) and not value:
+        return {}
+    return dict(mapping_of(LINK_TIERS, number(0, 1, low_open=True))(reading, path, value))
+
+
 @dataclass(frozen=True)
 class TimeModel:
-    """Assumptions of the time model, each a named parameter with a default."""
+    """Assumptions of the time model, each a named parameter with a default and reason;
+    checked on creation."""
 
-    per_message_overhead_s: float = PER_MESSAGE_OVERHEAD_S
-    hop_latency_s: float = DEFAULT_HOP_LATENCY_S
-    efficiency: dict[str, float] = field(default_factory=dict)  # per link tier, 0-1
+    per_message_overhead_s: float = spec(
+        quantity("time"), default=PER_MESSAGE_OVERHEAD_S, check=number(0),
+        doc="software cost of one message per step (kernel launch, proxy, doorbell),"
+        " seconds; assumed, of the order of NCCL's small-message latencies")
+    hop_latency_s: float = spec(
+        quantity("time"), default=DEFAULT_HOP_LATENCY_S, check=number(0),
+        doc="latency of a switch with no catalog figure, seconds (assumed; the builder's"
+        " default switch latency)")
+    efficiency: dict[str, float] = spec(
+        _tier_fractions, default={}, doc="effective / nominal rate of a link tier, 0-1"
+        " (default: the catalog's scale-up link efficiency, else line rate)")
+
+    def __post_init__(self) -> None:
+        check_fields(self, UsageError)
 
 
 def tier_efficiency(fabric: Fabric, model: TimeModel) -> dict[str, float]:
     """Effective/nominal rate per link tier: the model's, else the catalog's scale-up
     link efficiency for ``scaleup`` links, else 1 (line rate)."""
     out = dict.fromkeys(fabric.links["tier"].cat.categories, 1.0)
-    link_id = fabric.structure.get("scaleup_link")
+    link_id = fabric.structure.scaleup.link
     if link_id:
         out["scaleup"] = fabric.catalog.get(link_id, ScaleupLink).efficiency
     out.update(model.efficiency)
@@ -115,7 +138,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     rate = links["capacity_Bps"].to_numpy() * eff
     rate = np.where(links["failed"].to_numpy(), 0.0, rate)
     switch_latency, propagation = _hop_latency(fabric, model)
-    injection = _injection(fabric, eff)
+    injection = _injection(fabric, efficiency)
     total_bytes = np.zeros(len(links))
     busy = np.zeros(len(links))
     phases = []
@@ -159,22 +182,16 @@ def _path_latency(fabric: Fabric, ph: Phase, hops: np.ndarray, switch_s: float,
     return float((switches * switch_s + hops * propagation_s).max())
 
 
-def _injection(fabric: Fabric, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: effective scale-up and scale-out injection capacity, bytes/s."""
-    links = fabric.links
-    n = len(fabric.nodes)
-    src = links["src"].to_numpy()
-    tier = labels(links["tier"])
-    cap = links["capacity_Bps"].to_numpy() * eff
-    is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()[src]
-    up = np.bincount(src, weights=np.where(is_acc & (tier == "scaleup"), cap, 0.0),
-                     minlength=n)
-    host_rows = np.flatnonzero(is_acc & (tier == "host"))
-    nic = links["dst"].to_numpy()[host_rows]
-    port = np.bincount(src, weights=np.where(tier == "leaf", cap, 0.0), minlength=n)
+def _injection(fabric: Fabric, efficiency: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: effective scale-up and scale-out injection capacity, bytes/s; the
+    builder's figures (:attr:`Fabric.injection`) at each tier's efficiency."""
+    injection = fabric.injection
+    acc = fabric.accelerators
+    up, out = np.zeros(len(fabric.nodes)), np.zeros(len(fabric.nodes))
+    up[acc] = injection.scaleup_Bps * efficiency.get("scaleup", 1.0)
     # each NIC of an accelerator: its host link or its ports, whichever is slower
-    out = np.bincount(src[host_rows], weights=np.minimum(cap[host_rows], port[nic]),
-                      minlength=n)
+    out[acc] = np.minimum(injection.host_Bps * efficiency.get("host", 1.0),
+                          injection.nic_ports_Bps * efficiency.get("leaf", 1.0))
     return up, out
 
 

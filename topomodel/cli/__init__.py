@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -30,5 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"topomodel: error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
-    print(text)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `topomodel ... | head` closed the pipe: not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
     return 0

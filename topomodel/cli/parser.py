@@ -8,19 +8,37 @@ from topomodel.cli.commands import (
     _cmd_build,
     _cmd_catalog_list,
     _cmd_catalog_show,
-    _cmd_compare,
     _cmd_draw,
     _cmd_export,
-    _cmd_goodput,
-    _cmd_review,
     _cmd_route,
-    _cmd_scale,
     _cmd_schema,
-    _cmd_step,
-    _cmd_sweep,
     _cmd_units,
 )
+from topomodel.cli.options import (
+    FABRIC_OPTIONS,
+    add_goodput_options,
+    add_step_options,
+)
+from topomodel.cli.step_commands import (
+    _cmd_compare,
+    _cmd_goodput,
+    _cmd_review,
+    _cmd_scale,
+    _cmd_step,
+    _cmd_sweep,
+)
 from topomodel.report.output import FORMATS
+
+
+def _count(text: str) -> int:
+    """A count of at least 0 (``--top``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return value
 
 
 def _catalog_args(parser: argparse.ArgumentParser) -> None:
@@ -34,73 +52,11 @@ def _format_arg(parser: argparse.ArgumentParser) -> None:
                         help="output format (default: table)")
 
 
-def _step_args(step: argparse.ArgumentParser) -> None:
-    """Options shared by step, compare and scale: model, layout, what-ifs."""
-    step.add_argument("--model", required=True, help="model id from the catalog")
-    for name in ("tp", "pp", "ep", "cp"):
-        step.add_argument(f"--{name}", type=int, default=1,
-                          help=f"{name.upper()} degree (default 1)")
-    step.add_argument("--dp", type=int, default=0,
-                      help="DP degree (default: fill the design's accelerators)")
-    step.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
-    step.add_argument("--global-batch", type=int, default=0,
-                      help="sequences per step (default dp x micro-batch x 4 x pp)")
-    step.add_argument("--seq", type=int, default=0, help="tokens per sequence")
-    step.add_argument("--no-sequence-parallel", action="store_true",
-                      help="TP all-reduces instead of sequence-parallel gather/scatter")
-    step.add_argument("--dp-mode", default="allreduce", choices=["allreduce", "zero"],
-                      help="gradient all-reduce, or ZeRO/FSDP reduce-scatter + all-gather")
-    step.add_argument("--interleave", type=int, default=1,
-                      help="virtual pipeline stages per rank (interleaved 1F1B)")
-    step.add_argument("--recompute", action="store_true", help="activation recomputation")
-    step.add_argument("--order", default="tp,cp,dp,pp",
-                      help="rank placement, innermost dimension first (default tp,cp,dp,pp)")
-    step.add_argument("--grad-precision", default="bf16",
-                      choices=["fp32", "bf16", "fp16", "fp8", "int8"],
-                      help="gradient communication precision (default bf16)")
-    step.add_argument("--overlap", action="append", default=[], metavar="KIND=F",
-                      help="overlapped fraction of a kind (tp, cp, ep, pp, dp), e.g. dp=0.9")
-    step.add_argument("--compute-efficiency", type=float, default=0.0,
-                      help="achieved / peak FLOP/s on compute (default 0.6)")
-    step.add_argument("--hot-expert", type=float, default=0.0,
-                      help="busiest expert's load / mean (default 1.1)")
-    step.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
-                      help="effective/nominal rate of a link tier, e.g. leaf=0.96")
-    step.add_argument("--bucket", metavar="SIZE",
-                      help="DP gradient bucket size with a unit (default 40 MB)")
-    step.add_argument("--scaleout-factor", type=float, default=1.0, metavar="F",
-                      help="what-if: every scale-out link F times faster (e.g. 2 for"
-                      " 800G NICs instead of 400G)")
-    step.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
-                      help="routing policy (default ecmp)")
-    step.add_argument("--fail", action="append", default=[], metavar="NODE",
-                      help="fail a node by name; repeatable")
-    step.add_argument("--jitter-cv", type=float, metavar="F",
-                      help="per-rank compute time variation per step (default 0.01)")
-    step.add_argument("--overhead", metavar="TIME",
-                      help="per-message software overhead (default 5 us)")
-    step.add_argument("--straggler-share", type=float, default=0.0, metavar="F",
-                      help="share of accelerators that run slow (default 0)")
-    step.add_argument("--straggler-slowdown", type=float, default=0.0, metavar="F",
-                      help="a slow accelerator's extra compute time, e.g. 0.1 (default 0)")
+def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    """The step options (model, layout, assumptions, what-ifs), from the one table."""
+    add_step_options(step, model_required=model_required)
     _catalog_args(step)
     _format_arg(step)
-
-
-def _goodput_args(parser: argparse.ArgumentParser) -> None:
-    """Options of the goodput model (step and goodput)."""
-    parser.add_argument("--checkpoint-size", metavar="SIZE",
-                        help="checkpoint size with a unit (default: 14 bytes per parameter)")
-    parser.add_argument("--storage-bandwidth", metavar="RATE",
-                        help="aggregate checkpoint write bandwidth (default 2 TB/s)")
-    parser.add_argument("--detection-time", metavar="TIME",
-                        help="time to notice a failure (default 2 min)")
-    parser.add_argument("--restart-time", metavar="TIME",
-                        help="time to restart from a checkpoint (default 8 min)")
-    parser.add_argument("--repair-time", metavar="TIME",
-                        help="time a failed system is out of the pool (default 24 h)")
-    parser.add_argument("--spare-systems", type=int, metavar="N",
-                        help="hot spare systems (default 2%% of the job's, rounded up)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,20 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--algorithm", default="auto",
                        help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork, or"
                        " auto (fastest; default)")
-    route.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
-                       help="ECMP even split (default), ECMP by seeded hash, or d-mod-k")
-    route.add_argument("--seed", type=int, default=0, help="hash seed (default 0)")
     route.add_argument("--router", default="auto", choices=["auto", "general", "structured"],
                        help="router implementation (default: structured where it applies)")
-    route.add_argument("--fail", action="append", default=[], metavar="NODE",
-                       help="fail a node (switch, NIC, accelerator) by name; repeatable")
     route.add_argument("--fail-link", action="append", default=[], metavar="'A -- B'",
                        help="fail the link between two named nodes; repeatable")
-    route.add_argument("--efficiency", action="append", default=[], metavar="TIER=F",
-                       help="effective/nominal rate of a link tier, e.g. leaf=0.96")
-    route.add_argument("--overhead", metavar="TIME",
-                       help="per-message software overhead (default 5 us)")
-    route.add_argument("--top", type=int, default=10, help="hotspots to list (default 10)")
+    add_step_options(route, FABRIC_OPTIONS)
+    route.add_argument("--top", type=_count, default=10, metavar="N",
+                       help="hotspots to list (default 10)")
     _catalog_args(route)
     _format_arg(route)
     route.set_defaults(run=_cmd_route)
@@ -199,12 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--size", action="append", default=[], metavar="SIZE",
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
-    _step_args(review)
-    _goodput_args(review)
-    for action in review._actions:
-        if action.dest == "model":
-            action.required = False
-            action.help = "model id from the catalog (optional: adds the training step)"
+    _step_args(review, model_required=False)
+    add_goodput_options(review)
     review.set_defaults(run=_cmd_review)
 
     step = verbs.add_parser(
@@ -214,14 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         " synchronisation wait, MFU, tokens/s, memory, and the four walls.")
     step.add_argument("design", help="design file (YAML)")
     _step_args(step)
-    step.add_argument("--target-comm-share", type=float, default=0.0, metavar="F",
+    step.add_argument("--target-comm-share", type=float, metavar="F",
                       help="also find the scale-out bandwidth that brings exposed"
                       " communication + wait to at most this share of the step")
     step.add_argument("--sensitivity", action="store_true",
                       help="also move each assumption low and high and show the effect")
     step.add_argument("--no-goodput", action="store_true",
                       help="leave out the goodput section (interruptions, checkpoints)")
-    _goodput_args(step)
+    add_goodput_options(step)
     step.set_defaults(run=_cmd_step)
 
     compare = verbs.add_parser(
@@ -241,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         " goodput (tokens/s), with what-ifs (optics, spares, checkpoint bandwidth).")
     goodput.add_argument("design", help="design file (YAML)")
     _step_args(goodput)
-    _goodput_args(goodput)
+    add_goodput_options(goodput)
     goodput.set_defaults(run=_cmd_goodput)
 
     scale = verbs.add_parser(
@@ -279,8 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="communicators of --route: all (default), domain, system, rail,"
                       " block:N, stride:K, A-B (repeatable)")
     draw.add_argument("--algorithm", default="auto", help="algorithm of --route (default auto)")
-    draw.add_argument("--routing", default="ecmp", choices=["ecmp", "hash", "dmodk"],
-                      help="routing policy of --route (default ecmp)")
+    add_step_options(draw, FABRIC_OPTIONS)
     draw.add_argument("--title", help="figure title (default: design name and load)")
     _catalog_args(draw)
     _format_arg(draw)

@@ -19,11 +19,11 @@ from topomodel.fabric.tables import Fabric
 
 def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                     step_result: Any, assumptions: GoodputAssumptions, *,
-                    routing: str = "ecmp", route_degradation: bool = True
+                    routing: str = "ecmp", seed: int = 0, route_degradation: bool = True
                     ) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, with the what-ifs (step, goodput, review)."""
     result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, route_degradation=route_degradation)
+                         routing=routing, seed=seed, route_degradation=route_degradation)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from topomodel.files import plain_json
 
 FORMATS = ("table", "json", "csv", "md")
 JSON_SCHEMA_VERSION = 1
@@ -61,7 +62,7 @@ def render(report: Report, fmt: str) -> str:
                    **report.data}
         if report.warnings:
             payload["warnings"] = list(report.warnings)
-        return json.dumps(_plain(payload), indent=2, allow_nan=False)
+        return json.dumps(plain_json(payload), indent=2, allow_nan=False)
     parts = []
     tables = report.tables or [Table(report.kind, [_flat(report.data)])]
     if report.text is not None and fmt != "csv":
@@ -110,14 +111,3 @@ def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return list(columns)
 
 
-def _plain(value: Any) -> Any:
-    """Plain JSON types: tuples to lists, numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -10,7 +10,8 @@ from typing import Any
 from topomodel.analysis.pareto import Objective, pareto_mask
 from topomodel.draw.charts import plot_front
 from topomodel.errors import UsageError
-from topomodel.report.output import Report, Table, _plain
+from topomodel.files import plain_json
+from topomodel.report.output import Report, Table
 from topomodel.sweep.file import Sweep
 from topomodel.sweep.params import METRIC_BY_NAME, canonical, design_overrides
 from topomodel.sweep.run import SweepOutcome
@@ -55,7 +56,7 @@ def _describe(sweep: Sweep, row: Mapping[str, Any]) -> str:
 
 
 def _varied(sweep: Sweep, row: Mapping[str, Any]) -> dict[str, Any]:
-    return {c: _plain(row[c]) for c in sweep.varied}
+    return {c: plain_json(row[c]) for c in sweep.varied}
 
 
 def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] | None = None,
@@ -92,7 +93,7 @@ def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] |
         row = pool.loc[column.idxmin() if better == "min" else column.idxmax()]
         best_rows.append({"metric": name, "best": format_metric(name, row[name]),
                           "point": row["key"], "parameters": _describe(sweep, row)})
-        best_data.append({"metric": name, "better": better, "value": _plain(row[name]),
+        best_data.append({"metric": name, "better": better, "value": plain_json(row[name]),
                           "key": row["key"], "parameters": _varied(sweep, row)})
     report: dict[str, Any] = {
         "sweep": sweep.file, "name": sweep.name, "design": sweep.design_file,
@@ -143,7 +144,7 @@ def _pareto(outcome: SweepOutcome, objectives: tuple[Objective, Objective],
              y_name: format_metric(y_name, r[y_name]),
              "parameters": _describe(sweep, r), "point": r["key"]}
             for _, r in front.iterrows()]
-    data = [{"key": r["key"], x_name: _plain(r[x_name]), y_name: _plain(r[y_name]),
+    data = [{"key": r["key"], x_name: plain_json(r[x_name]), y_name: plain_json(r[y_name]),
              "parameters": _varied(sweep, r)} for _, r in front.iterrows()]
     if plot:
         shown = feasible & ~np.isnan(x) & ~np.isnan(y)

@@ -15,21 +15,19 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from topomodel.catalog import Catalog, Model
 from topomodel.design import load_design
-from topomodel.errors import InputError, TopomodelError
+from topomodel.errors import InputError, TopomodelError, UsageError
 from topomodel.sweep.constraints import compiled, constraint_holds
 from topomodel.sweep.params import (
-    EFFICIENCY_PREFIX,
-    OVERLAP_PREFIX,
-    STEP_DEFAULTS,
     Settings,
     apply_overrides,
     canonical,
     design_overrides,
+    step_values,
 )
 
 FABRIC_CACHE_SIZE = 4
@@ -78,39 +76,26 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         it as the point's error).
     """
     from topomodel.analysis.goodput import job_goodput
+    from topomodel.analysis.options import step_inputs
     from topomodel.analysis.step import step_time
     from topomodel.analysis.studies import fill_dp
-    from topomodel.analysis.timing import TimeModel
-    from topomodel.traffic.layout import Layout
-    from topomodel.units import parse
+    from topomodel.records import Invalid
 
-    s = Settings(params, context.design_data)
-    fabric, design_metrics = _fabric(context, design_overrides(params),
-                                     tuple(s["fail"] or ()), float(s["scaleout_factor"]))
-    model = context.catalog.get(s["model"], Model)
-    layout = Layout(tp=s["tp"], pp=s["pp"], dp=max(s["dp"], 1), ep=s["ep"], cp=s["cp"],
-                    micro_batch=s["micro_batch"], global_batch=s["global_batch"],
-                    seq=s["seq"], sequence_parallel=s["sequence_parallel"],
-                    dp_mode=s["dp_mode"], interleave=s["interleave"],
-                    recompute=s["recompute"], order=s["order"])
-    if not s["dp"]:  # fill the fabric; the global batch stays what the point says
+    try:
+        inputs = step_inputs(step_values(params))
+    except Invalid as exc:  # the sweep file was checked; values a point combines badly
+        raise UsageError(f"{exc.key}: {exc.message}" if exc.key else exc.message) from None
+    fabric, design_metrics = _fabric(context, design_overrides(params), inputs.fail,
+                                     inputs.scaleout_factor)
+    model = context.catalog.get(str(inputs.model), Model)
+    layout = inputs.layout
+    if inputs.fill_dp:  # fill the fabric; the global batch stays what the point says
         layout = fill_dp(fabric.accelerator_count, layout)
-    overlap = {kind: s[OVERLAP_PREFIX + kind] for kind in STEP_DEFAULTS.overlap}
-    efficiency = {k.removeprefix(EFFICIENCY_PREFIX): float(v) for k, v in params.items()
-                  if k.startswith(EFFICIENCY_PREFIX)}
-    time_model = TimeModel(efficiency=efficiency)
-    if s["overhead"] is not None:
-        time_model = replace(time_model, per_message_overhead_s=parse(s["overhead"], "time"))
-    assumptions = replace(
-        STEP_DEFAULTS, overlap=overlap, grad_dtype=s["grad_precision"],
-        compute_efficiency=s["compute_efficiency"], hot_expert_factor=s["hot_expert"],
-        jitter_cv=s["jitter_cv"], straggler_share=s["straggler_share"],
-        straggler_slowdown=s["straggler_slowdown"], time=time_model,
-        dp_bucket_bytes=(parse(s["bucket"], "size") if s["bucket"] is not None
-                         else STEP_DEFAULTS.dp_bucket_bytes))
-    r = step_time(fabric, model, layout, assumptions, routing=s["routing"])
-    good = job_goodput(fabric, model, layout, assumptions, r, routing=s["routing"],
-                       route_degradation=False)
+    assumptions = inputs.assumptions
+    r = step_time(fabric, model, layout, assumptions, routing=inputs.routing,
+                  seed=inputs.seed)
+    good = job_goodput(fabric, model, layout, assumptions, r, routing=inputs.routing,
+                       seed=inputs.seed, route_degradation=False)
     seq = layout.seq or model.sequence
     power = design_metrics["power_W"]
     return {

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.errors import UsageError
-from topomodel.report.output import _plain
+from topomodel.files import plain_json
 from topomodel.sweep.file import Sweep
 from topomodel.sweep.params import METRIC_BY_NAME, canonical
 
@@ -78,7 +78,7 @@ class _Journal:
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write ``rows``, one line each, with no buffering."""
-        data = "".join(json.dumps(_plain(r), allow_nan=False) + "\n" for r in rows)
+        data = "".join(json.dumps(plain_json(r), allow_nan=False) + "\n" for r in rows)
         view = memoryview(data.encode())
         while view:
             view = view[os.write(self.fd, view):]
@@ -151,7 +151,7 @@ def _full_row(sweep: Sweep, index: int, stored: Mapping[str, Any]) -> dict[str, 
         kind = sweep.column_types[column]
         row[column] = (None if value is None else canonical(value)) if kind == "json" else (
             float(value) if kind == "float" and value is not None else value)
-    row.update((name, _plain(stored.get(name)))
+    row.update((name, plain_json(stored.get(name)))
                for name in (*sweep.metrics, *OUTCOME_COLUMNS))
     return row
 

@@ -16,103 +16,51 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from topomodel.analysis.model import BYTES
+from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
+from topomodel.analysis.options import StepOption
+from topomodel.analysis.options import option as step_option
 from topomodel.analysis.step import StepAssumptions
-from topomodel.records import (
-    Invalid,
-    Reader,
-    Reading,
-    boolean,
-    choice,
-    integer,
-    list_of,
-    number,
-    quantity,
-    text,
-)
-from topomodel.traffic.layout import DIMENSIONS
+from topomodel.records import Invalid, Reader, Reading
 from topomodel.yamlsource import KeyPath, format_path
 
-OVERLAP_PREFIX, EFFICIENCY_PREFIX, DESIGN_PREFIX = "overlap.", "efficiency.", "design."
+DESIGN_PREFIX = "design."
 
 
-def _order(reading: Reading, path: KeyPath, value: Any) -> str:
-    order = text(reading, path, value)
-    if sorted(p.strip() for p in order.split(",")) != sorted(DIMENSIONS):
-        raise Invalid(f"expected {', '.join(DIMENSIONS)} once each, innermost first;"
-                      f" got {order!r}")
-    return order
+def _quantity_text(read: Reader) -> Reader:
+    """A quantity checked by ``read`` but kept as written (``"40 MB"``): points and their
+    keys hold text."""
 
-
-def _quantity_text(kind: str) -> Reader:
-    """A quantity of ``kind``, kept as written (``"40 MB"``): points and keys hold text."""
-    check = quantity(kind)
-
-    def read(reading: Reading, path: KeyPath, value: Any) -> str:
-        check(reading, path, value)
+    def keep(reading: Reading, path: KeyPath, value: Any) -> str:
+        read(reading, path, value)
         return str(value)
 
-    return read
-
-
-def _names(reading: Reading, path: KeyPath, value: Any) -> list[str]:
-    return list(list_of(text, min_len=0, what="a list of node names")(reading, path, value))
+    return keep
 
 
 @dataclass(frozen=True)
 class Option:
-    """A step option a sweep point may set: its default, reader and meaning."""
+    """A step option a sweep point may set: its default, reader and meaning (from
+    :data:`topomodel.analysis.options.OPTIONS`)."""
 
     default: Any
     read: Reader
     doc: str
 
 
+def _sweep_option(opt: StepOption) -> Option:
+    read = _quantity_text(opt.read) if opt.key in ("bucket", "overhead") else opt.read
+    default = None if opt.key in ("bucket", "overhead") or opt.arg == "list" else opt.default
+    return Option(default, read, opt.doc)
+
+
 STEP_DEFAULTS = StepAssumptions()
 """The step model's default assumptions: the defaults of the options below."""
-OPTIONS: dict[str, Option] = {
-    "model": Option(None, text, "model id from the catalog (required)"),
-    "tp": Option(1, integer(1), "tensor-parallel degree"),
-    "pp": Option(1, integer(1), "pipeline-parallel degree"),
-    "ep": Option(1, integer(1), "expert-parallel degree"),
-    "cp": Option(1, integer(1), "context-parallel degree"),
-    "dp": Option(0, integer(0), "data-parallel degree; 0 fills the design's accelerators"),
-    "micro_batch": Option(1, integer(1), "sequences per microbatch"),
-    "global_batch": Option(0, integer(0), "sequences per step, all DP ranks together;"
-                           " 0: dp x micro_batch x 4 x pp"),
-    "seq": Option(0, integer(0), "tokens per sequence; 0: the model's"),
-    "sequence_parallel": Option(True, boolean, "TP gathers/scatters instead of"
-                                " all-reduces"),
-    "dp_mode": Option("allreduce", choice("allreduce", "zero"),
-                      "gradient all-reduce, or ZeRO reduce-scatter + all-gather"),
-    "interleave": Option(1, integer(1), "virtual pipeline stages per rank"),
-    "recompute": Option(False, boolean, "activation recomputation"),
-    "order": Option("tp,cp,dp,pp", _order, "rank placement, innermost dimension first"),
-    "grad_precision": Option(STEP_DEFAULTS.grad_dtype, choice(*BYTES),
-                             "gradient communication precision"),
-    "compute_efficiency": Option(STEP_DEFAULTS.compute_efficiency,
-                                 number(0, 1, low_open=True),
-                                 "achieved / peak FLOP/s on compute"),
-    "hot_expert": Option(STEP_DEFAULTS.hot_expert_factor, number(1),
-                         "busiest expert's load / mean"),
-    "jitter_cv": Option(STEP_DEFAULTS.jitter_cv, number(0),
-                        "per-rank compute time variation"),
-    "straggler_share": Option(STEP_DEFAULTS.straggler_share, number(0, 1),
-                              "share of accelerators that run slow"),
-    "straggler_slowdown": Option(STEP_DEFAULTS.straggler_slowdown, number(0),
-                                 "a slow accelerator's extra compute time"),
-    "bucket": Option(None, _quantity_text("size"), "DP gradient bucket with a unit;"
-                     " default 40 MB"),
-    "overhead": Option(None, _quantity_text("time"), "per-message software overhead with"
-                       " a unit; default 5 us"),
-    "scaleout_factor": Option(1.0, number(0, low_open=True),
-                              "what-if: every scale-out link this many times faster"),
-    "routing": Option("ecmp", choice("ecmp", "hash", "dmodk"), "routing policy"),
-    "fail": Option(None, _names, "node names to fail"),
-}
-"""Step options by key, with the same meaning and defaults as ``topomodel step``'s
-options. ``overlap.KIND`` (tp, cp, ep, pp, dp, edp) and ``efficiency.TIER`` (a link
-tier) are options too; design fields are ``design.KEY.PATH``."""
+OPTIONS: dict[str, Option] = {key: _sweep_option(opt) for key, opt in STEP_OPTIONS.items()
+                              if opt.arg != "pairs"}
+"""Step options by key: :data:`topomodel.analysis.options.OPTIONS`, the same readers,
+defaults and meaning as ``topomodel step``'s flags. ``overlap.KIND`` (tp, cp, ep, pp, dp,
+edp) and ``efficiency.TIER`` (a link tier) are options too; design fields are
+``design.KEY.PATH``."""
 
 
 def option(key: str) -> Option | None:
@@ -125,19 +73,15 @@ def option(key: str) -> Option | None:
     >>> option("design.systems") is None
     True
     """
-    from topomodel.design import LINK_TIERS
-
     if key in OPTIONS:
         return OPTIONS[key]
-    kind = key.removeprefix(OVERLAP_PREFIX)
-    if key.startswith(OVERLAP_PREFIX) and kind in STEP_DEFAULTS.overlap:
-        return Option(STEP_DEFAULTS.overlap[kind], number(0, 1),
-                      f"overlapped share of {kind}")
-    tier = key.removeprefix(EFFICIENCY_PREFIX)
-    if key.startswith(EFFICIENCY_PREFIX) and tier in LINK_TIERS:
-        return Option(None, number(0, 1, low_open=True),
-                      f"effective / nominal rate of {tier} links")
-    return None
+    opt = step_option(key)
+    return None if opt is None or opt.arg == "pairs" else _sweep_option(opt)
+
+
+def step_values(point: Mapping[str, Any]) -> dict[str, Any]:
+    """The step-option settings of a point (its design keys left out)."""
+    return {k: v for k, v in point.items() if not k.startswith(DESIGN_PREFIX)}
 
 
 _SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\[\d+\])*)$")

@@ -16,13 +16,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from topomodel.analysis.options import OVERLAP_PREFIX
 from topomodel.catalog import Catalog, Model
 from topomodel.errors import UsageError
 from topomodel.records import Invalid, Reader, Reading, _what, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
     OPTIONS,
-    OVERLAP_PREFIX,
     STEP_DEFAULTS,
     canonical,
     design_path,

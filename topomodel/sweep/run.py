@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.errors import UsageError
-from topomodel.report.output import _plain
+from topomodel.files import plain_json
 from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
@@ -141,7 +141,7 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
                  "elapsed_s": o.elapsed_s} for o in outcomes]
         log.append(rows)
         for o, row in zip(outcomes, rows, strict=True):
-            stored[o.index] = _plain(row)
+            stored[o.index] = plain_json(row)
             failed += o.error is not None
         if bar is not None:
             bar.update(len(outcomes))

@@ -35,7 +35,7 @@ from topomodel.report.review.sections import _headline, _sections
 
 def collect_review(fabric: Fabric, *, model: Model | None = None,
                    layout: Layout | None = None, assumptions: StepAssumptions | None = None,
-                   time_model: TimeModel | None = None, routing: str = "ecmp",
+                   time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0,
                    sizes_bytes: Sequence[float] | None = None,
                    failed: Sequence[str] = (),
                    goodput_assumptions: GoodputAssumptions | None = None) -> Review:
@@ -68,11 +68,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     step_rep = None
     goodput: tuple[list[Table], dict[str, Any]] | None = None
     if model is not None and layout is not None:
-        step = step_time(fabric, model, layout, step_assumptions, routing=routing)
+        step = step_time(fabric, model, layout, step_assumptions, routing=routing, seed=seed)
         step_rep = step_report(step, step_assumptions, design_name=name)
         goodput = goodput_section(fabric, model, layout, step_assumptions, step,
-                                  goodput_assumptions or GoodputAssumptions(), routing=routing)
-    collectives = _run_collectives(fabric, timing, routing, sizes_bytes)
+                                  goodput_assumptions or GoodputAssumptions(), routing=routing,
+                                  seed=seed)
+    collectives = _run_collectives(fabric, timing, routing, seed, sizes_bytes)
     featured_rep = None
     if collectives.featured is not None:
         from topomodel.report.route import route_report

@@ -17,6 +17,7 @@ from topomodel.fabric.tables import Fabric, present_labels
 if TYPE_CHECKING:
     from topomodel.analysis.step import StepAssumptions
     from topomodel.analysis.timing import TimeModel
+from topomodel.records import field_doc
 from topomodel.report.review.collect import (
     LARGE_FABRIC_ACCELERATORS,
     MAX_ALLTOALL_FLOWS,
@@ -32,8 +33,6 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     """Every assumption behind the results, with its value, unit, where it is defined
     and why (from the defining module's comments and docstrings)."""
     from topomodel.analysis import bisection, linkbudget
-    from topomodel.analysis import step as step_module
-    from topomodel.analysis import timing as timing_module
     from topomodel.analysis.timing import TimeModel, tier_efficiency
     from topomodel.fabric import build
     from topomodel.fabric import tables as fabric_module
@@ -45,15 +44,12 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         rows.append({"name": name, "value": value, "unit": unit, "where": where,
                      "why": _plain_text(why)})
 
-    time_docs = _field_comments(TimeModel)
-    module_docs = _constant_docs(timing_module)
     add("per-message software overhead", timing.per_message_overhead_s, "s",
-        "TimeModel.per_message_overhead_s",
-        module_docs.get("PER_MESSAGE_OVERHEAD_S", time_docs.get("per_message_overhead_s", "")))
+        "TimeModel.per_message_overhead_s", field_doc(TimeModel, "per_message_overhead_s"))
     add("latency of a switch with no catalog figure", timing.hop_latency_s, "s",
-        "TimeModel.hop_latency_s", module_docs.get("DEFAULT_HOP_LATENCY_S", ""))
+        "TimeModel.hop_latency_s", field_doc(TimeModel, "hop_latency_s"))
     efficiency = tier_efficiency(fabric, timing)
-    link_id = fabric.structure.get("scaleup_link")
+    link_id = fabric.structure.scaleup.link
     present = set(present_labels(fabric.links["tier"]))
     for tier, value in efficiency.items():
         if tier not in present:
@@ -108,9 +104,8 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     add("largest group for pairwise All-to-All", PAIRWISE_MAX_RANKS, "ranks",
         "review.PAIRWISE_MAX_RANKS", review_docs.get("PAIRWISE_MAX_RANKS", ""))
     if step is not None:
-        from topomodel.analysis.step import StepAssumptions
+        from topomodel.analysis.step import OVERLAP_REASONS, StepAssumptions
 
-        comments = _field_comments(StepAssumptions)
         units = {"dp_bucket_bytes": "bytes", "optimizer_bytes_per_param": "bytes/parameter",
                  "compute_efficiency": "fraction", "jitter_cv": "fraction",
                  "hot_expert_factor": "ratio", "straggler_share": "fraction",
@@ -120,23 +115,21 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
             if f.name == "time":
                 continue
             if isinstance(value, dict):
-                overlap_notes = _dict_comments(step_module.StepAssumptions, f.name)
                 for key, item in value.items():
                     add(f"{f.name} {key}", item, "fraction", f"StepAssumptions.{f.name}",
-                        overlap_notes.get(key, comments.get(f.name, "")))
+                        OVERLAP_REASONS[key][1] if key in OVERLAP_REASONS else f.metadata["doc"])
                 continue
             add(f.name.replace("_", " "), value, units.get(f.name, ""),
-                f"StepAssumptions.{f.name}", comments.get(f.name, ""))
+                f"StepAssumptions.{f.name}", f.metadata["doc"])
     if goodput is not None:
         from topomodel.analysis import goodput as goodput_module
 
-        comments = _field_comments(GoodputAssumptions)
         suffixes = {"_s": "s", "_Bps": "B/s", "_bytes": "bytes", "_per_param": "bytes/parameter",
                     "_fraction": "fraction", "_systems": "systems"}
         for f in dataclasses.fields(GoodputAssumptions):
             unit = next((u for suffix, u in suffixes.items() if f.name.endswith(suffix)), "")
             add(f.name.replace("_", " "), getattr(goodput, f.name), unit,
-                f"GoodputAssumptions.{f.name}", comments.get(f.name, ""))
+                f"GoodputAssumptions.{f.name}", f.metadata["doc"])
         add("largest job where degradation is routed",
             goodput_module.DEGRADED_ROUTING_MAX_WORK, "accelerators x links",
             "goodput.DEGRADED_ROUTING_MAX_WORK",
@@ -201,33 +194,4 @@ def _line_comments(source: str) -> dict[int, str]:
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT:
             out[token.start[0]] = token.string.lstrip("#").strip()
-    return out
-
-
-def _field_comments(cls: type) -> dict[str, str]:
-    """The comment at the end of each field's line of a dataclass."""
-    source = _source(cls)
-    comments = _line_comments(source)
-    out: dict[str, str] = {}
-    for node in ast.parse(source).body[0].body:  # type: ignore[attr-defined]
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            text = comments.get(node.lineno) or comments.get(node.end_lineno or node.lineno)
-            if text:
-                out[node.target.id] = text
-    return out
-
-
-def _dict_comments(cls: type, name: str) -> dict[str, str]:
-    """Comments on the keys of a dict default (``"tp": 0.0,  # why``) of one field."""
-    source = _source(cls)
-    comments = _line_comments(source)
-    out: dict[str, str] = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
-                node.target.id == name):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Dict):
-                    for key in inner.keys:
-                        if isinstance(key, ast.Constant) and key.lineno in comments:
-                            out[str(key.value)] = comments[key.lineno]
     return out

@@ -118,16 +118,16 @@ def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if domains and len(acc) // domains >= 2:
         out.append(("domain", "scale-up"))
-    if fabric.structure["scaleout"] == "none" or domains == 1 or len(acc) < 2:
+    if fabric.structure.scaleout.kind == "none" or domains == 1 or len(acc) < 2:
         return out
-    systems = int(fabric.structure["systems"])
-    if systems >= 2 and int(fabric.structure["accelerators_per_system"]) >= 2:
+    systems = fabric.structure.systems
+    if systems >= 2 and fabric.structure.accelerators_per_system >= 2:
         out.append(("rail", "scale-out"))
     out.append(("all", "scale-out"))
     return out
 
 
-def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str,
+def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                      sizes_bytes: Sequence[float] | None) -> _Collectives:
     """Every review collective on every natural group at every size; the fastest
     algorithm of the ones tried."""
@@ -173,9 +173,10 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str,
                 # inside one domain, hierarchical is the ring: not routed twice
                 and (a != "hierarchical" or network != "scale-up"))
             for size in sizes:
-                best = _fastest(fabric, collective, size, spec, candidates, timing, routing,
-                                run_collective)
-                if best is None:
+                try:
+                    best = run_collective(fabric, collective, size, [spec], candidates=candidates,
+                                          routing=routing, seed=seed, model=timing)
+                except UsageError:
                     skipped.append(f"{collective} on {spec}: no algorithm applies")
                     break
                 rows.append({"collective": collective, "group": spec, "network": network,
@@ -192,21 +193,6 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str,
         notes.append("left out: " + "; ".join(skipped) + f" (more than"
                      f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")
     return _Collectives(rows, group_info, sizes, skipped, notes, featured, featured_group)
-
-
-def _fastest(fabric: Fabric, collective: str, size: float, spec: str,
-             candidates: Sequence[str], timing: TimeModel, routing: str,
-             run: Any) -> CollectiveRun | None:
-    best: CollectiveRun | None = None
-    for algorithm in candidates:
-        try:
-            result = run(fabric, collective, size, [spec], algorithm=algorithm,
-                         routing=routing, model=timing)
-        except UsageError:
-            continue  # not applicable to these groups or switches
-        if best is None or result.time_s < best.time_s:
-            best = result
-    return best
 
 
 def _levels(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
@@ -286,17 +272,10 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     nic_leaf = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(nic_leaf, src[up], dst[up])
     nic_leaf[nic_leaf == np.iinfo(np.int64).max] = -1
-    system = nodes["system"].to_numpy()
-    local = nodes["local"].to_numpy()
-    nics = np.flatnonzero(kind == "nic")
     acc = fabric.accelerators
     leaf = np.full(n, -1)
-    if len(nics):
-        per_system = int(fabric.structure["accelerators_per_system"])
-        per_nics = int(fabric.structure.get("nics_per_system", 0)) or 1
-        table = np.full((int(system.max()) + 1, per_nics), -1)
-        table[system[nics], local[nics]] = nic_leaf[nics]
-        leaf[acc] = table[system[acc], local[acc] * per_nics // per_system]
+    serving = fabric.injection.nic  # the NIC that serves each accelerator
+    leaf[acc] = np.where(serving >= 0, nic_leaf[np.maximum(serving, 0)], -1)
     pod_of = nodes["pod"].to_numpy()
     pod = np.where(leaf >= 0, pod_of[np.maximum(leaf, 0)], -1)
     return leaf, pod

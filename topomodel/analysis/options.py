@@ -1,0 +1,243 @@
+"""The options of a training step, declared once.
+
+:data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
+step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
+routing). Each option's reader, default and text come from the field it sets
+(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.step.
+StepAssumptions`, :class:`~topomodel.analysis.timing.TimeModel`), so the CLI flags of
+step, compare, scale, goodput, review and draw, the sweep parameters and the review's
+assumptions show one text and check values with one piece of code. The per-kind
+options ``overlap.KIND`` and ``efficiency.TIER`` are found by :func:`option`.
+
+Examples
+--------
+>>> inputs = step_inputs({"model": "llama3-70b", "tp": 8, "overlap.dp": 0.5})
+>>> inputs.layout.tp, inputs.assumptions.overlap["dp"], inputs.fill_dp
+(8, 0.5, True)
+>>> read_value("tp", 0)
+Traceback (most recent call last):
+...
+topomodel.records.Invalid: must be at least 1, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from topomodel.analysis.step import OVERLAP_KINDS, OVERLAP_REASONS, StepAssumptions
+from topomodel.analysis.timing import TimeModel
+from topomodel.fabric.tables import LINK_TIERS
+from topomodel.records import (
+    Invalid,
+    Reader,
+    Reading,
+    choice,
+    integer,
+    list_of,
+    number,
+    text,
+)
+from topomodel.routing.routed import ROUTINGS
+from topomodel.traffic.layout import Layout
+from topomodel.yamlsource import KeyPath, Source
+
+OVERLAP_PREFIX, EFFICIENCY_PREFIX = "overlap.", "efficiency."
+_NO_READING = Reading(Source("<option>", ""))
+
+
+@dataclass(frozen=True)
+class StepOption:
+    """One option of a step: what it sets, its default, reader and meaning.
+
+    ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model`` or
+    ``run.NAME`` (routing, seed, failures, the scale-out what-if); ``arg`` says how a
+    command line writes it: ``int``, ``float``, ``text``, ``bool`` (a ``--x/--no-x``
+    flag), ``list`` (repeatable) or ``pairs`` (repeatable ``NAME=F``).
+    """
+
+    key: str
+    target: str
+    default: Any
+    read: Reader
+    doc: str
+    arg: str
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag, ``--micro-batch`` for ``micro_batch``."""
+        return "--" + self.key.replace("_", "-")
+
+
+def _field(cls: type, name: str) -> dataclasses.Field[Any]:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
+def _from_field(key: str, cls: type, name: str, target: str, arg: str, *,
+                read: Reader | None = None, default: Any = dataclasses.MISSING,
+                doc: str | None = None, metavar: str | None = None) -> StepOption:
+    """An option whose reader, default and text are those of field ``cls.name``."""
+    f = _field(cls, name)
+    if default is dataclasses.MISSING:
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory())  # type: ignore[operator]
+    return StepOption(key, f"{target}.{name}", default, read or f.metadata["read"],
+                      doc or f.metadata["doc"], arg, metavar)
+
+
+def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
+    return _from_field(key, Layout, key, "layout", arg, **kw)
+
+
+_A, _T = StepAssumptions, TimeModel
+OPTIONS: dict[str, StepOption] = {o.key: o for o in (
+    StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
+               "ID"),
+    _layout("tp"), _layout("pp"),
+    _layout("dp", read=integer(0), default=0,
+            doc="data-parallel degree; 0 fills the design's accelerators"),
+    _layout("ep"), _layout("cp"), _layout("micro_batch"), _layout("global_batch"),
+    _layout("seq"), _layout("sequence_parallel", "bool"), _layout("dp_mode", "text"),
+    _layout("interleave"), _layout("recompute", "bool"),
+    _layout("order", "text", metavar="ORDER"),
+    _from_field("grad_precision", _A, "grad_dtype", "assumptions", "text"),
+    _from_field("compute_efficiency", _A, "compute_efficiency", "assumptions", "float",
+                metavar="F"),
+    _from_field("hot_expert", _A, "hot_expert_factor", "assumptions", "float", metavar="F"),
+    _from_field("jitter_cv", _A, "jitter_cv", "assumptions", "float", metavar="F"),
+    _from_field("straggler_share", _A, "straggler_share", "assumptions", "float",
+                metavar="F"),
+    _from_field("straggler_slowdown", _A, "straggler_slowdown", "assumptions", "float",
+                metavar="F"),
+    _from_field("bucket", _A, "dp_bucket_bytes", "assumptions", "text", metavar="SIZE"),
+    _from_field("overlap", _A, "overlap", "assumptions", "pairs", metavar="KIND=F"),
+    _from_field("overhead", _T, "per_message_overhead_s", "time", "text", metavar="TIME"),
+    _from_field("efficiency", _T, "efficiency", "time", "pairs", metavar="TIER=F"),
+    StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(0, low_open=True),
+               "what-if: every scale-out link this many times faster (2: 800G NICs"
+               " instead of 400G)", "float", "F"),
+    StepOption("routing", "run.routing", "ecmp", choice(*ROUTINGS), "routing policy: ECMP"
+               " even split, ECMP by seeded hash, or d-mod-k", "text"),
+    StepOption("seed", "run.seed", 0, integer(0), "seed of hash routing", "int", "N"),
+    StepOption("fail", "run.fail", (), list_of(text, min_len=0, what="a list of node names"),
+               "fail a node (switch, NIC, accelerator) by name", "list", "NODE"),
+)}
+"""Every step option by key (the sweep key; the flag is ``--key-with-dashes``)."""
+
+
+def option(key: str) -> StepOption | None:
+    """The :class:`StepOption` of ``key``, including ``overlap.KIND`` and
+    ``efficiency.TIER``; ``None`` if it is not a step option.
+
+    Examples
+    --------
+    >>> option("tp").default, option("overlap.dp").default
+    (1, 0.8)
+    >>> option("design.systems") is None
+    True
+    """
+    if key in OPTIONS:
+        return OPTIONS[key]
+    kind = key.removeprefix(OVERLAP_PREFIX)
+    if key.startswith(OVERLAP_PREFIX) and kind in OVERLAP_KINDS:
+        share, why = OVERLAP_REASONS[kind]
+        return StepOption(key, "assumptions.overlap", share, number(0, 1),
+                          f"overlapped share of {kind}: {why}", "float", "F")
+    tier = key.removeprefix(EFFICIENCY_PREFIX)
+    if key.startswith(EFFICIENCY_PREFIX) and tier in LINK_TIERS:
+        return StepOption(key, "time.efficiency", None, number(0, 1, low_open=True),
+                          f"effective / nominal rate of {tier} links", "float", "F")
+    return None
+
+
+def read_value(key: str, value: Any) -> Any:
+    """``value`` of option ``key`` in canonical form (quantities as floats).
+
+    Raises
+    ------
+    Invalid
+        For an unknown key or a value the option's reader refuses.
+    """
+    opt = option(key)
+    if opt is None:
+        raise Invalid(f"not a step option: {key!r}")
+    return opt.read(_NO_READING, (key,), value)
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """Everything a step needs besides the fabric: the model id, the layout (DP filled
+    to the fabric when ``fill_dp``), the assumptions and the what-ifs."""
+
+    model: str | None
+    layout: Layout
+    fill_dp: bool
+    assumptions: StepAssumptions
+    routing: str = "ecmp"
+    seed: int = 0
+    fail: tuple[str, ...] = ()
+    scaleout_factor: float = 1.0
+
+
+def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
+                require_model: bool = True) -> StepInputs:
+    """:class:`StepInputs` from option values by key (any not given has its default;
+    ``None`` counts as not given).
+
+    Each value is read by its option's reader, so text such as ``"40 MB"`` for
+    ``bucket`` is accepted; ``overlap.KIND`` and ``efficiency.TIER`` set one kind.
+
+    Raises
+    ------
+    Invalid
+        Naming the key (``exc.key``) of the first value that is refused.
+    """
+    layout: dict[str, Any] = {}
+    assumptions: dict[str, Any] = {}
+    time: dict[str, Any] = {}
+    run: dict[str, Any] = {}
+    overlap: dict[str, float] = {}
+    efficiency: dict[str, float] = {}
+    model = None
+    for key, raw in values.items():
+        opt = option(key)
+        if opt is None:
+            raise Invalid(f"not a step option{_hint(key)}", key)
+        if raw is None:
+            continue
+        try:
+            value = opt.read(_NO_READING, (*path, key), raw)
+        except Invalid as exc:
+            raise Invalid(exc.message, key) from None
+        where, _, name = opt.target.partition(".")
+        if key.startswith(OVERLAP_PREFIX):
+            overlap[key.removeprefix(OVERLAP_PREFIX)] = value
+        elif key.startswith(EFFICIENCY_PREFIX):
+            efficiency[key.removeprefix(EFFICIENCY_PREFIX)] = value
+        elif where == "model":
+            model = value
+        else:
+            {"layout": layout, "assumptions": assumptions, "time": time,
+             "run": run}[where][name] = value
+    if model is None and require_model:
+        raise Invalid("missing the model id", "model")
+    base = StepAssumptions()
+    overlap = {**base.overlap, **assumptions.pop("overlap", {}), **overlap}
+    efficiency = {**time.pop("efficiency", {}), **efficiency}
+    dp = layout.get("dp", 0)  # 0: filled to the fabric later; EP must divide it meanwhile
+    return StepInputs(
+        model=model, layout=Layout(**{**layout, "dp": dp or layout.get("ep", 1)}),
+        fill_dp=not dp,
+        assumptions=replace(base, **assumptions, overlap=overlap,
+                            time=TimeModel(**time, efficiency=efficiency)),
+        routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
+        fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0))
+
+
+def _hint(key: str) -> str:
+    from topomodel.records import did_you_mean
+
+    return did_you_mean(key, OPTIONS)

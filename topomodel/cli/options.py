@@ -1,0 +1,150 @@
+"""Command-line flags of the step options, generated from
+:data:`topomodel.analysis.options.OPTIONS`, and the values they give, checked by the
+same readers as sweep files (a refused value names its flag)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from topomodel.analysis.options import OPTIONS, StepInputs, StepOption, step_inputs
+from topomodel.errors import UsageError
+from topomodel.records import Invalid, Reading
+from topomodel.yamlsource import Source
+
+FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency")
+"""The options of verbs that run collectives without a model (route, draw)."""
+_READING = Reading(Source("<command line>", ""))
+_ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}
+
+
+def _pair(text: str) -> tuple[str, float]:
+    """``NAME=F`` as (name, number); the number is checked by the option's reader."""
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not sep or not name or number != number:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
+    return name, number
+
+
+def _help(opt: StepOption) -> str:
+    default = opt.default
+    if opt.arg == "bool":
+        shown = "on" if default else "off"
+    elif opt.arg in ("pairs", "list") or default in (None, (), {}):
+        shown = ""
+    elif opt.key in ("bucket", "overhead"):
+        shown = {"bucket": f"{default / 1e6:g} MB", "overhead": f"{default * 1e6:g} us"}[
+            opt.key]
+    else:
+        shown = str(default)
+    repeat = "; repeatable" if opt.arg in ("pairs", "list") else ""
+    return opt.doc.replace("%", "%%") + (f" (default {shown}{repeat})" if shown else
+                                         f" ({repeat[2:]})" if repeat else "")
+
+
+def add_step_options(parser: argparse.ArgumentParser,
+                     keys: Sequence[str] | None = None, *, model_required: bool = True
+                     ) -> None:
+    """Add the flags of the options ``keys`` (default: all) to ``parser``.
+
+    Every flag defaults to ``None`` (not given), so :func:`inputs_from_args` passes on
+    only what the user wrote and the option's own default applies otherwise.
+    """
+    for key in keys or OPTIONS:
+        opt = OPTIONS[key]
+        names = [opt.flag]
+        kwargs: dict[str, Any] = {"dest": opt.key, "default": None, "help": _help(opt)}
+        if opt.key == "model":
+            kwargs.update(required=model_required, metavar=opt.metavar)
+        elif opt.arg == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif opt.arg == "pairs":
+            kwargs.update(action="append", type=_pair, metavar=opt.metavar)
+        elif opt.arg == "list":
+            kwargs.update(action="append", metavar=opt.metavar)
+        else:
+            kwargs.update(type=_ARG_TYPES[opt.arg], metavar=opt.metavar or "N")
+            if opt.arg == "text" and opt.key in ("grad_precision", "dp_mode", "routing"):
+                kwargs.pop("metavar")
+        parser.add_argument(*names, **kwargs)
+
+
+def given_values(args: argparse.Namespace, keys: Sequence[str] | None = None
+                 ) -> dict[str, Any]:
+    """The step option values the command line gave, by key (pairs as a mapping)."""
+    out: dict[str, Any] = {}
+    for key in keys or OPTIONS:
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        out[key] = dict(value) if OPTIONS[key].arg == "pairs" else (
+            list(value) if OPTIONS[key].arg == "list" else value)
+    return out
+
+
+def inputs_from_args(args: argparse.Namespace, keys: Sequence[str] | None = None, *,
+                     require_model: bool = True) -> StepInputs:
+    """:class:`StepInputs` from the parsed flags.
+
+    Raises
+    ------
+    UsageError
+        ``--flag: what is wrong`` for the first refused value.
+    """
+    values = given_values(args, keys)
+    try:
+        return step_inputs(values, require_model=require_model)
+    except Invalid as exc:
+        key = str(exc.key) if exc.key is not None else ""
+        flag = OPTIONS[key].flag if key in OPTIONS else key
+        raise UsageError(f"{flag}: {exc.message}" if flag else exc.message) from None
+
+
+GOODPUT_FLAGS = {"checkpoint_size": ("checkpoint_bytes", "SIZE"),
+                 "storage_bandwidth": ("storage_Bps", "RATE"),
+                 "detection_time": ("detection_s", "TIME"),
+                 "restart_time": ("restart_s", "TIME"),
+                 "repair_time": ("repair_s", "TIME"),
+                 "spare_systems": ("spare_systems", "N")}
+"""Goodput flags and the :class:`~topomodel.analysis.goodput.GoodputAssumptions` field
+each sets (its reader and text are the field's)."""
+
+
+def add_goodput_options(parser: argparse.ArgumentParser) -> None:
+    """Add the goodput model's flags (step, goodput, review)."""
+    from topomodel.analysis.goodput import GoodputAssumptions
+
+    fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
+    for key, (name, metavar) in GOODPUT_FLAGS.items():
+        parser.add_argument("--" + key.replace("_", "-"), dest=key, metavar=metavar,
+                            type=int if name == "spare_systems" else str,
+                            help=str(fields[name].metadata["doc"]).replace("%", "%%"))
+
+
+def goodput_from_args(args: argparse.Namespace) -> Any:
+    """GoodputAssumptions from the goodput flags (defaults for those not given).
+
+    Raises
+    ------
+    UsageError
+        ``--flag: what is wrong`` for a refused value.
+    """
+    from topomodel.analysis.goodput import GoodputAssumptions
+
+    fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
+    given: dict[str, Any] = {}
+    for key, (name, _) in GOODPUT_FLAGS.items():
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        try:
+            given[name] = fields[name].metadata["read"](_READING, (key,), value)
+        except Invalid as exc:
+            raise UsageError(f"--{key.replace('_', '-')}: {exc.message}") from None
+    return GoodputAssumptions(**given)

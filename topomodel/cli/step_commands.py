@@ -1,0 +1,310 @@
+"""The verbs that model a training step: step, goodput, compare, scale, review, sweep."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from topomodel.analysis.options import StepInputs
+from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+from topomodel.catalog import Model
+from topomodel.cli.commands import _usage, _writable
+from topomodel.cli.options import goodput_from_args, inputs_from_args
+from topomodel.fabric.tables import Fabric
+from topomodel.report.output import Report, Table
+from topomodel.traffic.layout import Layout
+
+
+@dataclass(frozen=True)
+class Job:
+    """A model with its layout and assumptions on a design's fabric (what-ifs applied)."""
+
+    fabric: Fabric
+    model: Model
+    layout: Layout
+    assumptions: StepAssumptions
+    inputs: StepInputs
+
+    def step(self) -> StepResult:
+        """The training step of this job."""
+        return step_time(self.fabric, self.model, self.layout, self.assumptions,
+                         routing=self.inputs.routing, seed=self.inputs.seed)
+
+
+def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepInputs,
+                        fail_links: Sequence[str] = ()) -> Fabric:
+    """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
+    faster scale-out)."""
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+    from topomodel.fabric.failures import with_failures
+
+    design, catalog = load_design(design_file, extra_catalogs=catalogs)
+    fabric = build_fabric(design, catalog)
+    if inputs.fail or fail_links:
+        fabric = with_failures(fabric, inputs.fail, fail_links)
+    if inputs.scaleout_factor != 1.0:
+        fabric = scale_scaleout(fabric, inputs.scaleout_factor)
+    return fabric
+
+
+def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
+    """The job the step options describe, on ``design_file``."""
+    from topomodel.analysis.studies import fill_dp
+
+    inputs = inputs_from_args(args)
+    fabric = fabric_with_whatifs(design_file, args.catalog, inputs)
+    model = fabric.catalog.get(str(inputs.model), Model)
+    layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
+        inputs.layout)
+    return Job(fabric, model, layout, inputs.assumptions, inputs)
+
+
+def _cmd_review(args: argparse.Namespace) -> Report:
+    from topomodel.report.review import collect_review
+    from topomodel.report.review.render import write_review
+    from topomodel.units import parse
+
+    sizes = [parse(text, "size") for text in args.size]
+    if any(size <= 0 for size in sizes):
+        raise _usage("--size must be greater than zero")
+    job = job_from_args(args, args.design) if args.model else None
+    if job is not None:
+        fabric, inputs = job.fabric, job.inputs
+    else:  # the fabric only: the same what-ifs as step, without the model
+        inputs = inputs_from_args(args, require_model=False)
+        fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+    review = collect_review(fabric, model=job.model if job else None,
+                            layout=job.layout if job else None,
+                            assumptions=job.assumptions if job else None,
+                            time_model=inputs.assumptions.time, routing=inputs.routing,
+                            seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
+                            goodput_assumptions=goodput_from_args(args) if job else None)
+    try:
+        files = write_review(review, args.output)
+    except OSError as exc:
+        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    rows = [*review.headline, {"item": "report", "value": str(files[0])}]
+    data = {"directory": args.output, "files": [str(f) for f in files],
+            "summary": review.data["summary"]}
+    return Report("review", data, [Table(review.title, rows)], review.warnings)
+
+
+def _cmd_step(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.studies import required_scaleout_factor, sensitivity
+    from topomodel.report.step import step_report
+
+    if args.target_comm_share is not None and not 0 < args.target_comm_share < 1:
+        raise _usage(f"--target-comm-share: a share in (0, 1), got {args.target_comm_share}")
+    job = job_from_args(args, args.design)
+    fabric, inputs = job.fabric, job.inputs
+    result = job.step()
+    report = step_report(result, job.assumptions,
+                         design_name=fabric.design.name or fabric.design.file)
+    tables, data = list(report.tables), dict(report.data)
+    if not args.no_goodput:
+        # the degradation is bounded here; `topomodel goodput` re-routes it
+        goodput_tables, goodput_data = _goodput(args, job, result, route_degradation=False)
+        tables += goodput_tables
+        data["goodput"] = goodput_data
+    if args.target_comm_share:
+        factor, reached = required_scaleout_factor(
+            fabric, job.model, job.layout, job.assumptions,
+            target_share=args.target_comm_share, routing=inputs.routing, seed=inputs.seed)
+        from topomodel.analysis.bisection import injection_Bps
+        from topomodel.units import format_rate
+
+        now = injection_Bps(fabric)
+        text = ("not reached even at 64x" if factor is None else
+                f"{factor:.3g}x today's: {format_rate(factor * now)} per accelerator")
+        tables.append(Table(f"Scale-out bandwidth for a communication share of at most"
+                            f" {args.target_comm_share:.0%}", [
+                                {"item": "today", "value": format_rate(now)},
+                                {"item": "required", "value": text},
+                                {"item": "MFU there", "value": f"{reached.mfu:.1%}"}]))
+        data["required_scaleout"] = {"target_comm_share": args.target_comm_share,
+                                     "factor": factor, "injection_Bps": now,
+                                     "required_Bps": None if factor is None
+                                     else factor * now}
+    if args.sensitivity:
+        rows = sensitivity(fabric, job.model, job.layout, job.assumptions,
+                           routing=inputs.routing, seed=inputs.seed)
+        tables.append(Table("Sensitivity of the communication share", [
+            {"assumption": r.assumption, "low": f"{r.low_value:g}", "high": f"{r.high_value:g}",
+             "share at low": f"{r.low:.1%}", "base": f"{r.base:.1%}",
+             "share at high": f"{r.high:.1%}"} for r in rows]))
+        data["sensitivity"] = [dataclasses.asdict(r) for r in rows]
+    return Report(report.kind, data, tables, report.warnings)
+
+
+def _goodput(args: argparse.Namespace, job: Job, result: StepResult, *,
+             route_degradation: bool = True) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, from the goodput options."""
+    from topomodel.report.goodput import goodput_section
+
+    return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
+                           goodput_from_args(args), routing=job.inputs.routing,
+                           seed=job.inputs.seed, route_degradation=route_degradation)
+
+
+def _cmd_goodput(args: argparse.Namespace) -> Report:
+    from topomodel.units import format_si
+
+    job = job_from_args(args, args.design)
+    result = job.step()
+    tables, data = _goodput(args, job, result)
+    lay, name = result.layout, job.fabric.design.name or job.fabric.design.file
+    summary = Table("Job", [
+        {"item": "design / model", "value": f"{name} / {result.model}"},
+        {"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
+         f" ({lay.world} accelerators)"},
+        {"item": "step time", "value": format_si(result.step_time_s, "s")}])
+    data = {"design": name, "model": result.model, "accelerators": lay.world,
+            "step_time_s": result.step_time_s, **data}
+    return Report("goodput", data, [summary, *tables], list(result.warnings))
+
+
+def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.goodput import job_goodput
+    from topomodel.report.step import step_json
+    from topomodel.units import format_si
+
+    results, goodputs = [], []
+    for path in (args.design_a, args.design_b):
+        job = job_from_args(args, path)
+        result = job.step()
+        results.append((job.fabric.design.name or path, result, job.assumptions))
+        goodputs.append(job_goodput(job.fabric, job.model, job.layout, job.assumptions,
+                                    result, routing=job.inputs.routing, seed=job.inputs.seed,
+                                    route_degradation=False))
+    metrics: list[tuple[str, Callable[[StepResult], str]]] = [
+               ("accelerators", lambda r: f"{r.layout.world:,}"),
+               ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
+                f" EP{r.layout.ep} CP{r.layout.cp}"),
+               ("step time", lambda r: format_si(r.step_time_s, "s")),
+               ("compute", lambda r: format_si(r.compute_s, "s")),
+               ("bubble", lambda r: format_si(r.bubble_s, "s")),
+               ("exposed communication", lambda r: format_si(r.exposed_comm_s, "s")),
+               ("wait", lambda r: format_si(r.wait_s, "s")),
+               ("bandwidth wall", lambda r: format_si(r.walls["bandwidth_s"], "s")),
+               ("latency wall", lambda r: format_si(r.walls["latency_s"], "s")),
+               ("topology wall", lambda r: format_si(r.walls["topology_s"], "s")),
+               ("sync wall", lambda r: format_si(r.walls["sync_s"], "s")),
+               ("communication share", lambda r: f"{r.comm_share:.1%}"),
+               ("MFU", lambda r: f"{r.mfu:.1%}"),
+               ("tokens/s", lambda r: f"{r.tokens_per_s:,.0f}")]
+    (name_a, a, assumptions_a), (name_b, b, assumptions_b) = results
+    if name_a == name_b:  # two designs of one name would share a column
+        name_a, name_b = f"A: {name_a}", f"B: {name_b}"
+    rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
+    rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
+    good_a, good_b = goodputs
+    for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
+                            ("effective training time", "effective_time_fraction", "{:.1%}"),
+                            ("goodput tokens/s", "goodput_tokens_per_s", "{:,.0f}")):
+        rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
+                     name_b: fmt.format(getattr(good_b, key))})
+    data = {"a": {"design": name_a, **step_json(a, assumptions_a),
+                  "goodput": _goodput_summary(good_a)},
+            "b": {"design": name_b, **step_json(b, assumptions_b),
+                  "goodput": _goodput_summary(good_b)},
+            "mfu_ratio": b.mfu / a.mfu}
+    return Report("compare", data, [Table("Compare", rows)],
+                  [f"{n}: {w}" for n, r, _ in results for w in r.warnings])
+
+
+def _goodput_summary(result: Any) -> dict[str, float]:
+    return {"interruptions_per_day": result.interruptions_per_day,
+            "effective_time_fraction": result.effective_time_fraction,
+            "goodput_tokens_per_s": result.goodput_tokens_per_s}
+
+
+def _cmd_scale(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.studies import scale_curve
+    from topomodel.catalog import System
+    from topomodel.design import load_design
+
+    if args.plot:  # refused now, not after the curve
+        from topomodel.draw.io import figure_format
+
+        figure_format(args.plot)
+        _writable(args.plot)
+    inputs = inputs_from_args(args)
+    if inputs.fail:
+        raise _usage("--fail: scale builds the design at several sizes, where the named"
+                     " parts differ; fail parts with step or compare instead")
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    model = catalog.get(str(inputs.model), Model)
+    total = int(design.accelerators or (design.systems or 1) * catalog.get(
+        design.system, System).accelerators)
+    counts = args.counts or [c for c in (128, 1024, 4096, 16384, 65536, 131072) if c < total]
+    if any(c < 1 for c in counts):
+        raise _usage("--counts: accelerator counts are at least 1")
+    counts = sorted({*counts, total})
+    points = scale_curve(design, catalog, model, inputs.layout, counts, inputs.assumptions,
+                         routing=inputs.routing, seed=inputs.seed,
+                         scaleout_factor=inputs.scaleout_factor)
+    rows = [{"accelerators": p.accelerators, "DP": p.result.layout.dp,
+             "tokens/s": f"{p.result.tokens_per_s:,.0f}",
+             "scaling efficiency": f"{p.efficiency:.1%}", "MFU": f"{p.result.mfu:.1%}",
+             "communication share": f"{p.result.comm_share:.1%}"} for p in points]
+    data: dict[str, Any] = {"points": [
+        {"accelerators": p.accelerators, "tokens_per_s": p.result.tokens_per_s,
+         "scaling_efficiency": p.efficiency, "mfu": p.result.mfu,
+         "comm_share": p.result.comm_share} for p in points]}
+    if args.plot:
+        from topomodel.draw.charts import scaling_figure
+        from topomodel.draw.io import save_figure
+
+        save_figure(scaling_figure(points, title=f"{design.name or args.design}: {model.id}"),
+                    args.plot)
+        data["plot"] = args.plot
+    return Report("scale", data, [Table("Scaling", rows)])
+
+
+def _cmd_sweep(args: argparse.Namespace) -> Report:
+
+    from topomodel.report.sweep import dry_run_report, sweep_report
+    from topomodel.sweep import (
+        journal_path,
+        load_sweep,
+        pareto_objectives,
+        results_format_for,
+        run_sweep,
+    )
+
+    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog)
+    if args.dry_run:
+        return dry_run_report(sweep)
+    if not args.output:
+        raise _usage("give the results file: -o RESULTS (.parquet or .csv)")
+    results_format_for(args.output, args.results_format)  # refused before anything runs
+    pareto = pareto_objectives(sweep, args.pareto)
+    if args.plot and pareto is None:
+        raise _usage("--plot draws the Pareto front: give --pareto X Y (or pareto: in the"
+                     " sweep file)")
+    if args.plot:
+        from topomodel.draw.io import figure_format
+
+        figure_format(args.plot)
+    if args.workers is not None and args.workers < 1:
+        raise _usage("--workers must be at least 1")
+    for path in (args.output, args.plot):  # refused now, not after the whole sweep
+        if path:
+            _writable(path)
+    try:
+        outcome = run_sweep(sweep, args.output, workers=args.workers,
+                            scheduler=args.scheduler, resume=args.resume or args.retry_failed,
+                            overwrite=args.overwrite, results_format=args.results_format,
+                            retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        print(f"topomodel: interrupted: finished points are kept in"
+              f" {journal_path(args.output)}; run again with --resume to go on",
+              file=sys.stderr)
+        raise SystemExit(130) from None
+    return sweep_report(outcome, pareto=pareto, plot=args.plot)
