@@ -177,3 +177,59 @@ def test_failed_spine_lowers_bisection(toy):
 def test_unknown_failed_part_is_an_error(toy):
     with pytest.raises(DesignError, match="no node named 'spine9'"):
         toy(fat_tree(8, 32, extra="failures:\n  nodes: [spine9]\n"))
+
+
+def test_structure_is_typed_and_frozen(toy):
+    import dataclasses
+
+    fabric = toy("system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n  unit: 4\n")
+    s = fabric.structure
+    assert (s.systems, s.accelerators_per_system) == (8, 4)
+    assert (s.scaleup.kind, s.scaleup.link, s.scaleup.switches_per_system) == (
+        "switched", "toy-link", 2)
+    assert s.scaleup.link_rate_Bps == pytest.approx(10e9)
+    out = s.scaleout
+    assert (out.kind, out.nic, out.nics_per_system, out.planes, out.unit_systems) == (
+        "fat_tree", "toy-nic", 4, 1, 4)
+    assert out.port_rate_Bps == out.uplink_rate_Bps == pytest.approx(12.5e9)
+    assert out.rail_optimized and not out.rail_only and out.fat_tree_tiers == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.systems = 9
+    # the JSON form keeps the published keys, in build order
+    assert list(s.as_dict()) == [
+        "systems", "accelerators_per_system", "scaleup", "scaleup_link", "scaleup_link_Bps",
+        "scaleup_switches_per_system", "scaleout", "nic", "nics_per_system", "planes",
+        "port_rate_Bps", "uplink_rate_Bps", "switch", "rail_optimized", "rail_only",
+        "host_link_Bps", "host_link", "unit_systems", "rails_per_leaf", "fat_tree_tiers"]
+
+
+def test_torus_structure_keeps_shape_and_coordinates(toy):
+    fabric = toy("system: toy-host\nsystems: 16\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [4, 4]\n  wraparound: false\n")
+    torus = fabric.structure.scaleup.torus
+    assert (torus.shape, torus.wraparound, torus.links_per_neighbor) == ((4, 4), False, 1)
+    assert torus.coords.shape == (16, 2)
+    assert fabric.structure.scaleup.systems_per_domain == 16
+    assert fabric.structure.as_dict()["torus_shape"] == [4, 4]
+
+
+def test_injection_is_decided_at_build_time(toy):
+    from topomodel.analysis.bisection import injection_Bps
+    from topomodel.analysis.studies import scale_scaleout
+
+    # 4 accelerators share 2 NICs: accelerators 0 and 1 use NIC 0, which 0 owns
+    fabric = toy("system: toy-box\nsystems: 2\nscaleout:\n  switch: toy-switch-8\n"
+                 "  nics_per_system: 2\n")
+    inj = fabric.injection
+    names = fabric.nodes["name"].to_numpy()
+    assert [names[n] for n in inj.nic[:4]] == ["sys0/nic0", "sys0/nic0", "sys0/nic1",
+                                              "sys0/nic1"]
+    nic_Bps = 12.5e9  # one 100 Gb/s port; the host link defaults to the NIC's rate
+    assert inj.scaleout_Bps.tolist() == [nic_Bps, 0.0, nic_Bps, 0.0] * 2
+    assert inj.host_Bps.tolist() == inj.nic_ports_Bps.tolist() == inj.scaleout_Bps.tolist()
+    assert inj.scaleup_Bps.tolist() == [4 * 10e9] * 8  # 2 chips x 2 links of 10 GB/s
+    # two domains: the bisection's injection is the scale-out share per accelerator
+    assert injection_Bps(fabric) == inj.bisection_Bps == pytest.approx(4 * nic_Bps / 8)
+    scaled = scale_scaleout(fabric, 2.0)
+    assert scaled.injection.bisection_Bps == pytest.approx(2 * inj.bisection_Bps)
+    assert scaled.injection.scaleup_Bps.tolist() == inj.scaleup_Bps.tolist()

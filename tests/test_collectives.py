@@ -484,7 +484,7 @@ def test_sharp_root_is_a_core_across_pods(sharp):
     fabric = sharp("system: toy-host\nsystems: 16\nscaleout:\n  switch: sharp-4\n")
     acc = fabric.accelerators
     nodes = len(fabric.nodes)
-    assert fabric.structure["fat_tree_tiers"] == 3
+    assert fabric.structure.scaleout.fat_tree_tiers == 3
     t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
     up, _ = up_down(t)
     tier = fabric.nodes["tier"].astype(str).to_numpy()

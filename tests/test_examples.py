@@ -58,7 +58,7 @@ def test_example_has_a_header_citing_what_it_models(name):
 def test_example_loads_and_builds(name):
     fabric = built(name)
     design = fabric.design
-    per_system = fabric.structure["accelerators_per_system"]
+    per_system = fabric.structure.accelerators_per_system
     expected = design.accelerators or design.systems * per_system
     assert fabric.accelerator_count == expected
     links = fabric.links
@@ -112,7 +112,7 @@ def test_dgx_b200_superpod_16su_needs_a_core_tier():
     assert fabric.accelerator_count == 4096
     assert [switches(fabric, t) for t in ("leaf", "spine", "core")] == [128, 128, 64]
     assert [cables(fabric, t) for t in ("leaf", "spine", "core")] == [4096] * 3
-    assert fabric.structure["fat_tree_tiers"] == 3
+    assert fabric.structure.scaleout.fat_tree_tiers == 3
 
 
 def test_cloudmatrix384_has_112_l2_chips():
@@ -255,12 +255,12 @@ def test_100k_4k_supernodes():
     fabric = built("100k-4k-supernodes")
     assert fabric.accelerator_count == 98304
     assert switches(fabric, "scaleup") == 12288 * 7
-    assert fabric.structure["supernode_levels"] == 3
+    assert fabric.structure.scaleup.supernode.levels == 3
     assert fabric.nodes.loc[fabric.nodes["kind"] == "accelerator", "domain"].nunique() == 24
     assert cables(fabric, "scaleup_l2") == 12288 * 7 * 16
     # 48-port chips split 24 down + 24 up: pods of 24 L1 chips, 16 L2 chips each
-    levels = {t["name"]: t for t in fabric.structure["supernode_tiers"]}
-    assert (levels["scaleup_l2"]["down"], levels["scaleup_l2"]["up"]) == (24, 24)
+    levels = {t.name: t for t in fabric.structure.scaleup.supernode.tiers}
+    assert (levels["scaleup_l2"].down_ports, levels["scaleup_l2"].up_ports) == (24, 24)
     # RDMA plane: 2 planes x 98,304 ports of 200G, non-blocking
     assert cables(fabric, "leaf") == cables(fabric, "spine") == cables(fabric, "core") == 2 * 98304
 

@@ -125,7 +125,7 @@ def test_selene_is_a_three_tier_hdr_fat_tree_with_nvlink3_nodes(selene):
     40^2 / 2 = 800 endpoints in two tiers, so 3072 need three."""
     fabric, _ = selene
     assert fabric.accelerator_count == 3072
-    assert fabric.structure["fat_tree_tiers"] == 3
+    assert fabric.structure.scaleout.fat_tree_tiers == 3
     links, acc = fabric.links, fabric.accelerators
     nvlink = links[links["src"].isin(acc) & (links["tier"] == "scaleup")]
     assert np.allclose(nvlink.groupby("src")["capacity_Bps"].sum(), 12 * 25e9)  # 300 GB/s

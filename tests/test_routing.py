@@ -192,7 +192,7 @@ def test_structured_router_equals_general_on_a_3_level_supernode(tmp_path):
                     "  switch: ub-l2\n  uplinks: 16\n")
     design, catalog = load_design(path)
     fabric = build_fabric(design, catalog)
-    assert fabric.structure["supernode_levels"] == 3
+    assert fabric.structure.scaleup.supernode.levels == 3
     ph = random_phase(fabric, 1500, seed=4)
     for routing in ("ecmp", "hash", "dmodk"):
         a = route_general(fabric, ph, routing=routing, seed=9)

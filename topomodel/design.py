@@ -116,6 +116,12 @@ class ScaleoutDesign:
             raise Invalid("a fat-tree has 1 to 3 switch tiers", "tiers")
 
 
+def nic_port_rate_Bps(scaleout: ScaleoutDesign, nic: Nic) -> float:
+    """The rate of one NIC port on one plane, bytes/s per direction: the design's
+    ``port_rate``, else the NIC's rate split evenly over the planes."""
+    return scaleout.port_rate or nic.rate_Bps / scaleout.planes
+
+
 @dataclass(frozen=True, kw_only=True)
 class LayoutDesign:
     """Physical layout: rack size and cable lengths, which decide cable types."""
@@ -257,7 +263,7 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
         else:
             nic = catalog.get(nic_id, Nic)
             switch = catalog.get(out_.switch or "", Switch)
-            rate = out_.port_rate or nic.rate_Bps / out_.planes
+            rate = nic_port_rate_Bps(out_, nic)
             if not switch.radix_at(rate):
                 problem(("scaleout", "port_rate" if out_.port_rate else "switch"),
                         f"{switch.id} has no ports at {rate * 8 / 1e9:g} Gb/s per direction"

@@ -246,7 +246,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
                         "gflops_efficiency": [[0, efficiency]]}
                 for dtype, flops in sorted(peaks.items())}
 
-    host_Bps = float(fabric.structure.get("host_link_Bps", 0.0)) or accelerator.hbm_Bps
+    host_Bps = fabric.structure.scaleout.host_link_rate_Bps or accelerator.hbm_Bps
     networks = []
     for tier in _calculon_tiers(network_levels(fabric, model)):
         networks.append({

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.tables import Fabric
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 
 MAX_FLOW_NODE_LIMIT = 20_000
@@ -47,9 +47,9 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     domains = np.unique(domain[domain >= 0])
     if len(domains) >= 2:
         side_a = np.isin(domain, domains[: len(domains) // 2])
-    elif fabric.structure.get("scaleup") == "torus":
-        coords = fabric.structure["_torus_coords"]
-        shape = fabric.structure["torus_shape"]
+    elif fabric.structure.scaleup.kind == "torus":
+        coords = fabric.structure.scaleup.torus.coords
+        shape = fabric.structure.scaleup.torus.shape
         longest = int(np.argmax(shape))
         side_a = coords[:, longest] < shape[longest] // 2
     else:
@@ -69,12 +69,12 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
     domains = len(np.unique(domain[domain >= 0]))
     value, how = 0.0, ""
-    if domains < 2 and s["scaleup"] != "none":
+    if domains < 2 and s.scaleup.kind != "none":
         domain_value, how = _domain_bisection(fabric, total)
         if domain_value is None:
             return None, how
         value = domain_value
-    if s["scaleout"] != "none":
+    if s.scaleout.kind != "none":
         present = [t for t in SCALE_OUT_TIERS if t in total]
         limit = min(present, key=lambda t: total[t])
         value += total[limit] * share
@@ -89,8 +89,8 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
 def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | None, str]:
     """Bisection of one scale-up domain."""
     s = fabric.structure
-    per_domain = s["accelerators_per_system"] * s.get("systems_per_domain", 1)
-    kind = s["scaleup"]
+    per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
+    kind = s.scaleup.kind
     domains = max(1, fabric.accelerator_count // per_domain)
     if kind == "switched":
         # every accelerator reaches every chip: half the accelerators' links cross
@@ -103,16 +103,16 @@ def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | 
         return total[limit] / domains / 2, f"half the {limit} capacity of a supernode"
     if kind == "full_mesh":
         pairs = (per_domain // 2) ** 2
-        return pairs * s["mesh_links_per_pair"] * s["scaleup_link_Bps"], (
+        return pairs * s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps, (
             "(n/2)^2 pairs of a full mesh cross")
     if kind == "torus":
-        shape = s["torus_shape"]
+        shape = s.scaleup.torus.shape
         longest = max(shape)
-        crossings = 2 if s["wraparound"] and longest > 2 else 1
-        links = per_domain // longest * crossings * s["links_per_neighbor"]
-        if s["wraparound"] and longest == 2:
+        crossings = 2 if s.scaleup.torus.wraparound and longest > 2 else 1
+        links = per_domain // longest * crossings * s.scaleup.torus.links_per_neighbor
+        if s.scaleup.torus.wraparound and longest == 2:
             links *= 2
-        return links * s["scaleup_link_Bps"], (
+        return links * s.scaleup.link_rate_Bps, (
             f"cut across the longest dimension ({longest}): {links} links")
     return None, f"no closed form for scale-up kind {kind}"
 
@@ -145,19 +145,10 @@ def injection_Bps(fabric: Fabric) -> float:
 
     Scale-out injection (NIC ports times planes, capped by the host link) when the
     halves are whole scale-up domains; plus the scale-up bandwidth when the halves
-    split a single domain.
+    split a single domain. Decided when the fabric is built
+    (:attr:`~topomodel.fabric.structure.Injection.bisection_Bps`).
     """
-    s = fabric.structure
-    links = fabric.links
-    n = max(1, fabric.accelerator_count)
-    totals = links.groupby("tier", observed=False)["capacity_Bps"].sum() / 2
-    scaleout = min(totals["host"], totals["leaf"]) if s["scaleout"] != "none" else 0.0
-    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
-    if len(np.unique(domain[domain >= 0])) >= 2:
-        return float(scaleout / n)
-    kind = labels(fabric.nodes["kind"])
-    up = (kind[links["src"].to_numpy()] == "accelerator") & (links["tier"] == "scaleup").to_numpy()
-    return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / n)
+    return fabric.injection.bisection_Bps
 
 
 def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT) -> Bisection:

@@ -92,7 +92,7 @@ def _domain_size(fabric: Fabric) -> int:
 def _scaleup_levels(fabric: Fabric, model: TimeModel,
                     efficiency: dict[str, float]) -> list[NetworkLevel]:
     s = fabric.structure
-    kind = s["scaleup"]
+    kind = s.scaleup.kind
     if kind == "none":
         return []
     capacity, delay = _tier_stats(fabric)
@@ -113,16 +113,17 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
                             over)
 
     if kind == "full_mesh":
-        link = s["mesh_links_per_pair"] * s["scaleup_link_Bps"]
+        link = s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps
         return [level("scale-up", "FullyConnected", per_domain, link, injection,
                       propagation)]
     if kind == "torus":
         out = []
-        for axis, length in zip("xyzwuv", s["torus_shape"], strict=False):
+        for axis, length in zip("xyzwuv", s.scaleup.torus.shape, strict=False):
             if length < 2:
                 continue
-            cables = s["links_per_neighbor"] * (2 if s["wraparound"] and length == 2 else 1)
-            link = cables * s["scaleup_link_Bps"]
+            cables = s.scaleup.torus.links_per_neighbor * (
+                2 if s.scaleup.torus.wraparound and length == 2 else 1)
+            link = cables * s.scaleup.link_rate_Bps
             out.append(level(f"scale-up {axis}", "Ring", length, link,
                              link * (2 if length > 2 else 1), propagation))
         return out
@@ -131,7 +132,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
         return [level("scale-up", "Switch", per_domain, injection, injection,
                       chip + 2 * propagation)]
     # supernode: the in-system chips, then the levels above them
-    per_system = int(s["accelerators_per_system"])
+    per_system = s.accelerators_per_system
     upper = [t for t in ("scaleup_l2", "scaleup_l3") if t in capacity]
     bandwidth = min([injection, *(capacity[t] / n for t in upper)])
     switches = 2 * len(upper) + 1
@@ -149,7 +150,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
 def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, float],
                      inner: list[NetworkLevel]) -> list[NetworkLevel]:
     s = fabric.structure
-    if s["scaleout"] == "none":
+    if s.scaleout.kind == "none":
         return []
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)

@@ -205,26 +205,27 @@ def _box_text(box: Box, row_tier: str) -> str:
 def _fabric_summary(fabric: Fabric) -> str:
     """One line: accelerators, the scale-up and the scale-out."""
     s = fabric.structure
-    kind = s.get("scaleup", "none")
-    link = s.get("scaleup_link", "")
+    kind = s.scaleup.kind
+    link = s.scaleup.link
     if kind == "torus":
-        shape = "×".join(map(str, s["torus_shape"]))
-        up = f"{shape} {'torus' if s.get('wraparound') else 'mesh'} ({link})"
+        shape = "×".join(map(str, s.scaleup.torus.shape))
+        up = f"{shape} {'torus' if s.scaleup.torus.wraparound else 'mesh'} ({link})"
     elif kind == "supernode":
-        up = (f"supernodes of {s['systems_per_domain']} systems, {s['supernode_planes']}"
-              f" planes ({link})")
+        up = (f"supernodes of {s.scaleup.systems_per_domain} systems,"
+              f" {s.scaleup.supernode.planes} planes ({link})")
     elif kind == "none":
         up = "none"
     else:
         up = f"{kind.replace('_', ' ')} ({link})"
-    out = s.get("scaleout", "none")
+    out = s.scaleout.kind
     if out == "none":
         down = "none"
     else:
-        rail = (", rail-only" if s.get("rail_only") else
-                ", rail-optimized" if s.get("rail_optimized") else "")
-        planes = f", {s['planes']} planes" if s.get("planes", 1) > 1 else ""
-        down = f"{s.get('fat_tree_tiers', 1)}-tier fat-tree of {s['switch']}{rail}{planes}"
+        rail = (", rail-only" if s.scaleout.rail_only else
+                ", rail-optimized" if s.scaleout.rail_optimized else "")
+        planes = f", {s.scaleout.planes} planes" if s.scaleout.planes > 1 else ""
+        down = (f"{s.scaleout.fat_tree_tiers}-tier fat-tree of {s.scaleout.switch}{rail}"
+                f"{planes}")
     return (f"{fabric.accelerator_count:,} accelerators · scale-up: {up} ·"
             f" scale-out: {down}")
 

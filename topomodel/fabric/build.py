@@ -10,8 +10,6 @@ switch chips joined per plane by a Clos of upper-level switch chips). Scale-out 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from topomodel.catalog import (
@@ -21,11 +19,12 @@ from topomodel.catalog import (
     Switch,
     System,
 )
-from topomodel.design import Design
+from topomodel.design import Design, nic_port_rate_Bps
 from topomodel.fabric.cabling import assign_cables
 from topomodel.fabric.clos import ClosError, SwitchPorts, plan_clos, wire_clos
 from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
+from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
 from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -49,60 +48,53 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
         (design.accelerators or 0) // system.accelerators)
     per_system = system.accelerators
     builder = FabricBuilder()
-    structure: dict[str, Any] = {"systems": n_systems, "accelerators_per_system": per_system}
     sys_index = np.repeat(np.arange(n_systems), per_system)
     local = np.tile(np.arange(per_system), n_systems)
     prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
-    structure["_system_prefixes"] = prefixes
     acc = builder.add_nodes(node_names(prefixes, numbered("acc", per_system)),
                             kind="accelerator", tier="accelerator", model=system.accelerator,
                             system=sys_index, local=local)
-    domains = _build_scaleup(builder, design, catalog, system, acc.reshape(n_systems,
-                                                                            per_system),
-                             structure)
-    clos = _build_scaleout(builder, design, catalog, system, acc.reshape(n_systems, per_system),
-                           structure)
+    domains, scaleup = _build_scaleup(builder, design, catalog, system,
+                                      acc.reshape(n_systems, per_system))
+    clos, scaleout = _build_scaleout(builder, design, catalog, system,
+                                     acc.reshape(n_systems, per_system), prefixes)
     nodes, links = builder.finish()
     nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
     nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
-        domains.reshape(n_systems, per_system)[:, 0], int(structure.get("nics_per_system", 0)))
+        domains.reshape(n_systems, per_system)[:, 0], scaleout.nics_per_system)
     assign_cables(links, design, catalog)
     _mark_failures(nodes, links, design)
-    return Fabric(design, catalog, nodes, links, structure, tuple(clos))
+    structure = Structure(n_systems, per_system, scaleup, scaleout)
+    return Fabric(design, catalog, nodes, links, structure,
+                  measure_injection(nodes, links, structure), tuple(clos))
 
 
 def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
-                    acc: np.ndarray, structure: dict[str, Any]) -> list[ClosTier]:
+                    acc: np.ndarray, prefixes: list[str]
+                    ) -> tuple[list[ClosTier], ScaleoutStructure]:
     out = design.scaleout
-    structure["scaleout"] = out.kind
     if out.kind == "none":
-        return []
+        return [], ScaleoutStructure(out.kind)
     n_systems, per_system = acc.shape
     nic = catalog.get(out.nic or system.nic or "", Nic)
     nics = out.nics_per_system or system.nic_count or per_system
     switch = catalog.get(out.switch or "", Switch)
     planes = out.planes
-    port_rate = out.port_rate or nic.rate_Bps / planes
+    port_rate = nic_port_rate_Bps(out, nic)
     up_rate = out.uplink_rate or port_rate
     ports = SwitchPorts(switch.id, switch.ports, switch.port_rate_Bps,
                         switch.latency_s if switch.latency_s is not None
                         else DEFAULT_SWITCH_LATENCY_S)
-    structure.update(nic=nic.id, nics_per_system=nics, planes=planes, port_rate_Bps=port_rate,
-                     uplink_rate_Bps=up_rate, switch=switch.id,
-                     rail_optimized=out.rail_optimized, rail_only=out.kind == "rail_only")
     # NICs and their host links
     nic_sys = np.repeat(np.arange(n_systems), nics)
     rail = np.tile(np.arange(nics), n_systems)
-    nic_nodes = builder.add_nodes(node_names(structure["_system_prefixes"],
-                                             numbered("nic", nics)),
+    nic_nodes = builder.add_nodes(node_names(prefixes, numbered("nic", nics)),
                                   kind="nic", tier="nic", model=nic.id, system=nic_sys,
                                   local=rail, rail=rail)
     host = catalog.get(system.host_link, HostLink) if system.host_link else None
     host_rate = host.rate_Bps if host else nic.rate_Bps
     owner = acc[nic_sys, rail * per_system // nics]
     builder.add_links(owner, nic_nodes, tier="host", rate_Bps=host_rate, medium="pcie")
-    structure["host_link_Bps"] = host_rate
-    structure["host_link"] = host.id if host else ""
     # endpoint grouping: units of systems; rails to their own leaves when rail-optimized
     try:
         leaf_down_max, _ = ports.split(port_rate, up_rate, (out.oversubscription or (1.0,))[0])
@@ -116,7 +108,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
                              " change the count or the unit, or allow a short last unit with"
                              " 'partial_unit: true'")
     unit_of_system = np.arange(n_systems) // unit
-    structure["unit_systems"] = unit
+    rails_per_leaf: int | None = None
     tiers: list[ClosTier] = []
     for plane in range(planes):
         prefix = f"p{plane}/" if planes > 1 else ""
@@ -131,7 +123,6 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         if out.rail_optimized:
             # one rail of a unit per leaf; rails share a leaf when a unit is small
             rails_per_leaf = max(1, min(nics, leaf_down_max // min(unit, n_systems)))
-            structure["rails_per_leaf"] = rails_per_leaf
             order = np.lexsort((nic_sys, rail, unit_of_system[nic_sys]))
             groups = (unit_of_system[nic_sys[order]] * -(-nics // rails_per_leaf)
                       + rail[order] // rails_per_leaf)
@@ -146,9 +137,12 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         tiers += _clos(builder, design, nic_nodes[order], groups, group_units, ports=ports,
                        port_rate=port_rate, up_rate=up_rate, whole=whole, prefix=prefix,
                        plane=plane, group="")
-    structure["fat_tree_tiers"] = max((FAT_TREE_TIERS.index(t.name) + 1
-                                       for t in tiers), default=0)
-    return tiers
+    fat_tree_tiers = max((FAT_TREE_TIERS.index(t.name) + 1 for t in tiers), default=0)
+    return tiers, ScaleoutStructure(
+        out.kind, nic=nic.id, nics_per_system=nics, planes=planes, port_rate_Bps=port_rate,
+        uplink_rate_Bps=up_rate, switch=switch.id, rail_optimized=out.rail_optimized,
+        host_link=host.id if host else "", host_link_rate_Bps=host_rate, unit_systems=unit,
+        rails_per_leaf=rails_per_leaf, fat_tree_tiers=fat_tree_tiers)
 
 
 def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,

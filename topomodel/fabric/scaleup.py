@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from topomodel.catalog import (
 from topomodel.design import Design
 from topomodel.errors import DesignError
 from topomodel.fabric.clos import ClosError, SwitchPorts, plan_upper, wire_clos
+from topomodel.fabric.structure import ScaleupStructure, Supernode, SupernodeLevel, Torus
 from topomodel.fabric.tables import FabricBuilder, node_names, numbered
 from topomodel.vocabulary import SCALEUP_TIERS
 
@@ -33,31 +33,30 @@ def _scaleup_link(design: Design, catalog: Catalog, system: System) -> ScaleupLi
 
 
 def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
-                   acc: np.ndarray, structure: dict[str, Any]) -> np.ndarray:
-    """Wire the scale-up domains; return each accelerator's domain number."""
+                   acc: np.ndarray) -> tuple[np.ndarray, ScaleupStructure]:
+    """Wire the scale-up domains; return each accelerator's domain number and what was
+    built."""
     kind = design.scaleup.kind or system.scaleup.kind
-    structure["scaleup"] = kind
     n_systems, per_system = acc.shape
     if kind == "none":
-        return np.full(acc.size, -1)
+        return np.full(acc.size, -1), ScaleupStructure(kind)
     link = _scaleup_link(design, catalog, system)
-    structure["scaleup_link"] = link.id
-    structure["scaleup_link_Bps"] = link.link_rate_Bps
+    base = ScaleupStructure(kind, link=link.id, link_rate_Bps=link.link_rate_Bps)
     if kind in ("switched", "supernode"):
         l1 = _in_system_switches(builder, catalog, system, acc, link)
         if kind == "switched":
-            structure["scaleup_switches_per_system"] = system.scaleup.switches
-            return np.repeat(np.arange(n_systems), per_system)
-        return _supernode(builder, design, catalog, system, l1, link, structure)
+            return np.repeat(np.arange(n_systems), per_system), replace(
+                base, switches_per_system=system.scaleup.switches)
+        return _supernode(builder, design, catalog, system, l1, link, base)
     if kind == "full_mesh":
         accelerator = catalog.get(system.accelerator, Accelerator)
         per_pair = max(1, accelerator.scaleup_link_count // (per_system - 1))
         i, j = np.triu_indices(per_system, 1)
         builder.add_links(acc[:, i].ravel(), acc[:, j].ravel(), tier="scaleup",
                           rate_Bps=link.link_rate_Bps, cables=per_pair)
-        structure["mesh_links_per_pair"] = per_pair
-        return np.repeat(np.arange(n_systems), per_system)
-    return _torus(builder, design, system, acc, link, structure)
+        return np.repeat(np.arange(n_systems), per_system), replace(
+            base, mesh_links_per_pair=per_pair)
+    return _torus(builder, design, system, acc, link, base)
 
 
 def _in_system_switches(builder: FabricBuilder, catalog: Catalog, system: System,
@@ -85,7 +84,8 @@ def _in_system_switches(builder: FabricBuilder, catalog: Catalog, system: System
 
 
 def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
-               l1: np.ndarray, link: ScaleupLink, structure: dict[str, Any]) -> np.ndarray:
+               l1: np.ndarray, link: ScaleupLink, base: ScaleupStructure
+               ) -> tuple[np.ndarray, ScaleupStructure]:
     """Join the in-system chips of each plane through a Clos of upper switch chips."""
     up = design.scaleup
     n_systems, planes = l1.shape
@@ -108,6 +108,7 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
                    oversubscription=(0.0, *upper.oversubscription))
     domains = n_systems // per_domain
     dw = len(str(max(domains - 1, 1)))
+    levels: tuple[SupernodeLevel, ...] = ()
     for d in range(domains):
         for plane in range(planes):
             prefix = (f"sn{d:0{dw}d}/" if domains > 1 else "") + f"plane{plane}/"
@@ -118,16 +119,15 @@ def _supernode(builder: FabricBuilder, design: Design, catalog: Catalog, system:
                               tier_names=SCALEUP_TIERS,
                               leaves=l1[d * per_domain:(d + 1) * per_domain, plane])
             if d == 0 and plane == 0:
-                structure["supernode_tiers"] = [
-                    {"name": t.name, "switches_per_plane": t.switches, "down": t.down_ports,
-                     "up": t.up_ports} for t in tiers]
-    structure.update(supernode_planes=planes, systems_per_domain=per_domain,
-                     supernode_uplinks=uplinks, supernode_levels=plan.tiers)
-    return np.repeat(np.arange(n_systems) // per_domain, system.accelerators)
+                levels = tuple(SupernodeLevel(t.name, t.switches, t.down_ports, t.up_ports)
+                               for t in tiers)
+    return np.repeat(np.arange(n_systems) // per_domain, system.accelerators), replace(
+        base, systems_per_domain=per_domain,
+        supernode=Supernode(planes=planes, uplinks=uplinks, levels=plan.tiers, tiers=levels))
 
 
 def _torus(builder: FabricBuilder, design: Design, system: System, acc: np.ndarray,
-           link: ScaleupLink, structure: dict[str, Any]) -> np.ndarray:
+           link: ScaleupLink, base: ScaleupStructure) -> tuple[np.ndarray, ScaleupStructure]:
     """An n-dimensional torus (or mesh) over whole systems; returns domain numbers."""
     n_systems, per_system = acc.shape
     shape = tuple(design.scaleup.shape or system.scaleup.shape)
@@ -171,7 +171,6 @@ def _torus(builder: FabricBuilder, design: Design, system: System, acc: np.ndarr
                           rate_Bps=link.link_rate_Bps, cables=cables,
                           medium=np.where(crossing, "ocs" if design.scaleup.ocs else "optical",
                                           "electrical"))
-    structure.update(torus_shape=list(shape), wraparound=bool(wrap),
-                     links_per_neighbor=design.scaleup.links_per_neighbor,
-                     systems_per_domain=systems_per_domain, _torus_coords=coords)
-    return domain
+    return domain, replace(base, systems_per_domain=systems_per_domain, torus=Torus(
+        shape=shape, wraparound=bool(wrap),
+        links_per_neighbor=design.scaleup.links_per_neighbor, coords=coords))

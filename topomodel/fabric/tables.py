@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
     from topomodel.catalog import Catalog
     from topomodel.design import Design
+    from topomodel.fabric.structure import Injection, Structure
 
 NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "unit", "pod",
                 "plane", "rail", "latency_s")
@@ -208,15 +209,18 @@ class ClosTier:
 class Fabric:
     """A built fabric: node and link tables plus how it was built.
 
-    ``structure`` records the builder's parameters (scale-up kind, torus shape, Clos
-    tiers) so analyses can use closed forms and routing can use addresses.
+    ``structure`` records the builder's parameters (scale-up kind, torus shape, NICs,
+    fat-tree tiers) so analyses can use closed forms and routing can use addresses;
+    ``injection`` each accelerator's serving NIC and bandwidth into the network, decided
+    once when the links are made; ``clos_tiers`` how each Clos tier was sized.
     """
 
     design: Design
     catalog: Catalog
     nodes: pd.DataFrame
     links: pd.DataFrame
-    structure: dict[str, Any]
+    structure: Structure
+    injection: Injection
     clos_tiers: tuple[ClosTier, ...] = ()
 
     @property

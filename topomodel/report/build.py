@@ -55,7 +55,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "accelerators": fabric.accelerator_count,
         "nodes": node_counts,
         "links": int(fabric.links["cables"].sum() // 2),
-        "structure": {k: v for k, v in fabric.structure.items() if not k.startswith("_")},
+        "structure": fabric.structure.as_dict(),
         "tiers": [{**dataclasses.asdict(t), "capacity_bps": t.capacity_Bps * 8}
                   for t in tiers],
         "bisection": dataclasses.asdict(cut),
@@ -102,31 +102,31 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
 
 
 def _scaleup_text(fabric: Fabric) -> str:
-    s = fabric.structure
-    kind = s["scaleup"]
+    s = fabric.structure.scaleup
+    kind = s.kind
     if kind == "none":
         return "none"
-    rate = format_rate(s["scaleup_link_Bps"])
+    rate = format_rate(s.link_rate_Bps)
     if kind == "torus":
-        shape = "x".join(map(str, s["torus_shape"]))
-        wrap = "torus" if s["wraparound"] else "mesh"
-        return f"{shape} {wrap} of {s['scaleup_link']} ({rate} per link per direction)"
+        shape = "x".join(map(str, s.torus.shape))
+        wrap = "torus" if s.torus.wraparound else "mesh"
+        return f"{shape} {wrap} of {s.link} ({rate} per link per direction)"
     if kind == "supernode":
-        return (f"supernode of {s['systems_per_domain']} systems, {s['supernode_planes']}"
-                f" planes, {s['supernode_levels']} switch levels, {s['scaleup_link']}")
-    return f"{kind}, {s['scaleup_link']} ({rate} per link per direction)"
+        return (f"supernode of {s.systems_per_domain} systems, {s.supernode.planes}"
+                f" planes, {s.supernode.levels} switch levels, {s.link}")
+    return f"{kind}, {s.link} ({rate} per link per direction)"
 
 
 def _scaleout_text(fabric: Fabric) -> str:
-    s = fabric.structure
-    if s["scaleout"] == "none":
+    s = fabric.structure.scaleout
+    if s.kind == "none":
         return "none"
-    rail = ("rail-only" if s["rail_only"] else
-            "rail-optimized" if s["rail_optimized"] else "not rail-optimized")
-    planes = f", {s['planes']} planes" if s["planes"] > 1 else ""
-    return (f"{s['fat_tree_tiers']}-tier {s['switch']} fat-tree, {rail}{planes},"
-            f" {s['nics_per_system']} x {s['nic']} per system at"
-            f" {format_si(s['port_rate_Bps'] * 8, 'b/s')} per port")
+    rail = ("rail-only" if s.rail_only else
+            "rail-optimized" if s.rail_optimized else "not rail-optimized")
+    planes = f", {s.planes} planes" if s.planes > 1 else ""
+    return (f"{s.fat_tree_tiers}-tier {s.switch} fat-tree, {rail}{planes},"
+            f" {s.nics_per_system} x {s.nic} per system at"
+            f" {format_si(s.port_rate_Bps * 8, 'b/s')} per port")
 
 
 def _warnings(fabric: Fabric, budgets: list[Any]) -> list[str]:

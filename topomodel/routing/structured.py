@@ -63,7 +63,7 @@ class _Clos:
         self.src, self.dst, self.cables = src, dst, cables
         self.pod = nodes["pod"].to_numpy()
         self.domain = nodes["domain"].to_numpy()
-        self.mesh = fabric.structure["scaleup"] == "full_mesh"
+        self.mesh = fabric.structure.scaleup.kind == "full_mesh"
         host = np.flatnonzero((tier == "host") & (kind[src] == "accelerator"))
         self.nic_of = np.full(n, -1)
         self.nic_of[src[host]] = dst[host]
@@ -72,8 +72,8 @@ class _Clos:
         back = np.flatnonzero((tier == "host") & (kind[src] == "nic"))
         self.host_down = np.full(n, -1)
         self.host_down[dst[back]] = back
-        self.planes = int(fabric.structure.get("planes", 1)) if fabric.structure[
-            "scaleout"] != "none" else 0
+        scaleout = fabric.structure.scaleout
+        self.planes = scaleout.planes if scaleout.kind != "none" else 0
         up = np.flatnonzero((tier == "leaf") & (kind[src] == "nic"))
         down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
         self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
@@ -147,11 +147,11 @@ def structured_supported(fabric: Fabric) -> str | None:
     s = fabric.structure
     if fabric.links["failed"].any():
         return "failed links (the general router re-routes around them)"
-    if s["scaleup"] not in ("switched", "full_mesh", "supernode", "none"):
-        return f"scale-up kind {s['scaleup']}"
-    if s["scaleout"] not in ("fat_tree", "none"):
-        return f"scale-out kind {s['scaleout']}"
-    if s["scaleout"] == "fat_tree" and s.get("nics_per_system") != s["accelerators_per_system"]:
+    if s.scaleup.kind not in ("switched", "full_mesh", "supernode", "none"):
+        return f"scale-up kind {s.scaleup.kind}"
+    if s.scaleout.kind not in ("fat_tree", "none"):
+        return f"scale-out kind {s.scaleout.kind}"
+    if s.scaleout.kind == "fat_tree" and s.scaleout.nics_per_system != s.accelerators_per_system:
         return "accelerators without a NIC of their own"
     try:
         _clos(fabric)

@@ -151,15 +151,9 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
     has_host[which] = True
     orphan = np.flatnonzero(~has_host)
     if len(orphan):
-        nics = int(fabric.structure.get("nics_per_system", 0))
-        per = int(fabric.structure.get("accelerators_per_system", 1))
-        table = np.full((int(fabric.structure.get("systems", 0)), max(nics, 1)), -1)
-        nic_nodes = np.flatnonzero(kind == _NIC)
-        table[nodes["system"].to_numpy()[nic_nodes], nodes["local"].to_numpy()[nic_nodes]] = (
-            nic_nodes)
-        local = nodes["local"].to_numpy()[ranks[orphan]]
-        extra = table[nodes["system"].to_numpy()[ranks[orphan]], local * nics // per] if (
-            nics and len(table)) else np.full(len(orphan), -1)
+        serving = np.full(len(nodes), -1)
+        serving[fabric.accelerators] = fabric.injection.nic
+        extra = serving[ranks[orphan]]
         rank_pos = np.concatenate([rank_pos, orphan[extra >= 0]])
         nic = np.concatenate([nic, extra[extra >= 0]])
     # NIC -> leaf (one leg per plane)

@@ -107,7 +107,7 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
     cards: list[tuple[str, str, str]] = [
         ("accelerators", f"{fabric.accelerator_count:,}",
-         f"{accelerator.title} in {fabric.structure['systems']:,} x {system.title}"),
+         f"{accelerator.title} in {fabric.structure.systems:,} x {system.title}"),
         ("bisection", format_si(cut["bisection_Bps"], "B/s"),
          f"per direction; {cut['ratio']:.0%} of full bisection"
          if math.isfinite(cut["ratio"]) else "per direction"),

@@ -1,0 +1,229 @@
+"""How a fabric was built, as frozen records: the scale-up and scale-out parameters the
+builder chose, and each accelerator's injection bandwidth, decided once at build time.
+
+Analyses use :class:`Structure` for closed forms, routers for addresses, and reports
+for their summaries; :meth:`Structure.as_dict` is the ``structure`` object of
+``topomodel build --format json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True, eq=False)
+class Torus:
+    """An n-dimensional torus (or mesh) scale-up domain over whole systems (empty for
+    the other scale-up kinds)."""
+
+    shape: tuple[int, ...] = ()  # accelerators along each dimension of one domain
+    wraparound: bool = False  # False: a mesh
+    links_per_neighbor: int = 0  # parallel links to each neighbour
+    coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    """(accelerators, dimensions): each accelerator's place in its domain, rank order"""
+
+
+@dataclass(frozen=True)
+class SupernodeLevel:
+    """One switch level of a supernode's per-plane Clos, as built."""
+
+    name: str  # its tier: scaleup, scaleup_l2 or scaleup_l3
+    switches_per_plane: int
+    down_ports: int  # per switch
+    up_ports: int  # per switch
+
+
+@dataclass(frozen=True)
+class Supernode:
+    """In-system switch chips joined, per plane, by upper levels of switch chips (empty
+    for the other scale-up kinds)."""
+
+    planes: int = 0  # one per in-system switch chip of a system
+    uplinks: int = 0  # from each in-system chip
+    levels: int = 0  # switch levels, the in-system chips included
+    tiers: tuple[SupernodeLevel, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ScaleupStructure:
+    """The scale-up domains: kind, link, and the kind's own parameters."""
+
+    kind: str  # switched, full_mesh, torus, supernode or none
+    link: str = ""  # catalog id of the scale-up link ('' for none)
+    link_rate_Bps: float = 0.0  # one link, bytes/s per direction
+    systems_per_domain: int = 1
+    switches_per_system: int = 0  # switched: in-system switch chips
+    mesh_links_per_pair: int = 0  # full_mesh: links between each pair of accelerators
+    torus: Torus = field(default_factory=Torus)
+    supernode: Supernode = field(default_factory=Supernode)
+
+
+@dataclass(frozen=True)
+class ScaleoutStructure:
+    """The scale-out network: NICs, ports, switches and how endpoints are grouped."""
+
+    kind: str  # fat_tree, rail_only or none
+    nic: str = ""  # catalog id
+    nics_per_system: int = 0
+    planes: int = 1
+    port_rate_Bps: float = 0.0  # one NIC port of one plane, bytes/s per direction
+    uplink_rate_Bps: float = 0.0  # switch-to-switch ports, bytes/s per direction
+    switch: str = ""  # catalog id
+    rail_optimized: bool = False
+    host_link: str = ""  # catalog id of the accelerator-NIC link ('' for the NIC's rate)
+    host_link_rate_Bps: float = 0.0  # bytes/s per direction
+    unit_systems: int = 0  # systems per scalable unit
+    rails_per_leaf: int | None = None  # rail-optimized fat-trees: rails sharing a leaf
+    fat_tree_tiers: int = 0  # switch tiers above the NICs
+
+    @property
+    def rail_only(self) -> bool:
+        """Whether each rail has its own network, with nothing between rails."""
+        return self.kind == "rail_only"
+
+
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """What the builder made: system counts, the scale-up and the scale-out parts."""
+
+    systems: int
+    accelerators_per_system: int
+    scaleup: ScaleupStructure
+    scaleout: ScaleoutStructure
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain types under the keys of ``topomodel build``'s JSON ``structure`` object
+        (each kind's keys only where it has them).
+
+        Examples
+        --------
+        >>> Structure(2, 8, ScaleupStructure("none"), ScaleoutStructure("none")).as_dict()
+        {'systems': 2, 'accelerators_per_system': 8, 'scaleup': 'none', 'scaleout': 'none'}
+        """
+        out: dict[str, Any] = {"systems": self.systems,
+                               "accelerators_per_system": self.accelerators_per_system}
+        up = self.scaleup
+        out["scaleup"] = up.kind
+        if up.kind != "none":
+            out.update(scaleup_link=up.link, scaleup_link_Bps=up.link_rate_Bps)
+        if up.kind == "switched":
+            out["scaleup_switches_per_system"] = up.switches_per_system
+        if up.kind == "supernode":
+            sn = up.supernode
+            out["supernode_tiers"] = [{"name": t.name, "switches_per_plane":
+                                       t.switches_per_plane, "down": t.down_ports,
+                                       "up": t.up_ports} for t in sn.tiers]
+            out.update(supernode_planes=sn.planes, systems_per_domain=up.systems_per_domain,
+                       supernode_uplinks=sn.uplinks, supernode_levels=sn.levels)
+        if up.kind == "full_mesh":
+            out["mesh_links_per_pair"] = up.mesh_links_per_pair
+        if up.kind == "torus":
+            out.update(torus_shape=list(up.torus.shape), wraparound=up.torus.wraparound,
+                       links_per_neighbor=up.torus.links_per_neighbor,
+                       systems_per_domain=up.systems_per_domain)
+        so = self.scaleout
+        out["scaleout"] = so.kind
+        if so.kind != "none":
+            out.update(nic=so.nic, nics_per_system=so.nics_per_system, planes=so.planes,
+                       port_rate_Bps=so.port_rate_Bps, uplink_rate_Bps=so.uplink_rate_Bps,
+                       switch=so.switch, rail_optimized=so.rail_optimized,
+                       rail_only=so.rail_only, host_link_Bps=so.host_link_rate_Bps,
+                       host_link=so.host_link, unit_systems=so.unit_systems)
+            if so.rails_per_leaf is not None:
+                out["rails_per_leaf"] = so.rails_per_leaf
+            out["fat_tree_tiers"] = so.fat_tree_tiers
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Injection:
+    """Each accelerator's bandwidth into the network, bytes/s per direction, from the
+    links as built (failed links included: a failure does not change what was built).
+
+    Arrays are per accelerator, in rank order (``fabric.accelerators``).
+    """
+
+    nic: np.ndarray  # node number of the NIC that serves it (-1: no scale-out)
+    scaleup_Bps: np.ndarray  # its scale-up links together
+    scaleout_Bps: np.ndarray  # its own NICs: host link or NIC ports, whichever is slower
+    host_Bps: np.ndarray  # host links to the NICs it owns (0: it owns none)
+    nic_ports_Bps: np.ndarray  # the ports of the NICs it owns
+    bisection_Bps: float  # into the networks that join the bisection's halves (mean)
+
+
+def serving_nics(acc_system: np.ndarray, acc_local: np.ndarray, nic_nodes: np.ndarray,
+                 nic_system: np.ndarray, nic_local: np.ndarray, *, per_system: int,
+                 nics_per_system: int) -> np.ndarray:
+    """The NIC serving each accelerator: NIC ``local * nics // per_system`` of its system
+    (node numbers; -1 without NICs).
+
+    With fewer NICs than accelerators, neighbours share one (the first of them owns its
+    host link); with more, an accelerator is served by the first of its NICs.
+
+    Examples
+    --------
+    >>> serving_nics(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([10, 11]),
+    ...              np.array([0, 1]), np.array([0, 0]), per_system=2, nics_per_system=1)
+    array([10, 10, 11, 11])
+    """
+    if not nics_per_system or not len(nic_nodes):
+        return np.full(len(acc_system), -1)
+    table = np.full((int(max(acc_system.max(), nic_system.max())) + 1, nics_per_system), -1)
+    table[nic_system, nic_local] = nic_nodes
+    return table[acc_system, acc_local * nics_per_system // per_system]
+
+
+def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure
+                      ) -> Injection:
+    """Every accelerator's injection bandwidth from the link table, bytes/s per direction.
+
+    Scale-up: the capacity of its scale-up links. Scale-out: for each NIC it owns (has
+    the host link of), the host link or the NIC's ports, whichever is slower. The
+    bisection's figure is the scale-out network's (the smaller of all host links and
+    all NIC ports, per accelerator) when the halves are whole scale-up domains, plus the
+    scale-up bandwidth when they split a single domain.
+    """
+    n = len(nodes)
+    kind = nodes["kind"].to_numpy()
+    acc = np.flatnonzero(kind == "accelerator")
+    src = links["src"].to_numpy()
+    tier = np.asarray(links["tier"].cat.categories, dtype=object)[
+        links["tier"].cat.codes.to_numpy()]
+    cap = links["capacity_Bps"].to_numpy()
+    is_acc = (kind == "accelerator")[src]
+    up = np.bincount(src, weights=np.where(is_acc & (tier == "scaleup"), cap, 0.0),
+                     minlength=n)
+    host_rows = np.flatnonzero(is_acc & (tier == "host"))
+    nic = links["dst"].to_numpy()[host_rows]
+    port = np.bincount(src, weights=np.where(tier == "leaf", cap, 0.0), minlength=n)
+    owner = src[host_rows]
+    out = np.bincount(owner, weights=np.minimum(cap[host_rows], port[nic]), minlength=n)
+    host = np.bincount(owner, weights=cap[host_rows], minlength=n)
+    ports = np.bincount(owner, weights=port[nic], minlength=n)
+    nic_nodes = np.flatnonzero(kind == "nic")
+    local = nodes["local"].to_numpy()
+    system = nodes["system"].to_numpy()
+    serving = serving_nics(system[acc], local[acc], nic_nodes, system[nic_nodes],
+                           local[nic_nodes], per_system=structure.accelerators_per_system,
+                           nics_per_system=structure.scaleout.nics_per_system)
+    return Injection(serving, up[acc], out[acc], host[acc], ports[acc],
+                     _bisection_injection(nodes, links, structure, acc, is_acc, tier))
+
+
+def _bisection_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,
+                         acc: np.ndarray, is_acc: np.ndarray, tier: np.ndarray) -> float:
+    count = max(1, len(acc))
+    totals = links.groupby("tier", observed=False)["capacity_Bps"].sum() / 2
+    scaleout = (min(totals["host"], totals["leaf"]) if structure.scaleout.kind != "none"
+                else 0.0)
+    domain = nodes["domain"].to_numpy()[acc]
+    if len(np.unique(domain[domain >= 0])) >= 2:
+        return float(scaleout / count)
+    up = is_acc & (tier == "scaleup")
+    return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / count)
