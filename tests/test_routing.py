@@ -8,6 +8,7 @@ import pytest
 
 from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.design import load_design
+from topomodel.errors import RoutingError, TopomodelError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.routing import route
@@ -220,14 +221,42 @@ def test_general_router_batches_and_uncached_dags_give_the_same_loads(monkeypatc
 def test_general_router_refuses_work_beyond_its_limit(monkeypatch, capsys):
     import topomodel.routing.general as rt
     from topomodel.cli import main
-    from topomodel.errors import UsageError
 
     fabric = with_failures(fabric_of("hgx-h100-server"), ["sys0/sw0"])
     ph = random_phase(fabric, 100)
     monkeypatch.setattr(rt, "GENERAL_ROUTER_MAX_WORK", 10)
-    with pytest.raises(UsageError, match="more than its limit"):
+    with pytest.raises(RoutingError, match="more than its limit"):
         route_general(fabric, ph)
     status = main(["route", str(EXAMPLES / "hgx-h100-server.yaml"), "--collective",
                    "allreduce", "--size", "1 MiB", "--fail", "sys0/sw0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "general router" in err[0]
+
+
+def test_routing_errors_are_topomodel_errors():
+    fabric = fabric_of("hgx-h100-server")
+    ph = random_phase(fabric, 10)
+    with pytest.raises(RoutingError, match="unknown routing 'ecmq'; choose from ecmp"):
+        route(fabric, ph, routing="ecmq")
+    with pytest.raises(RoutingError, match="unknown router 'fast'; choose from auto"):
+        route(fabric, ph, router="fast")
+    torus = fabric_of("tpu-v4-pod")
+    assert structured_supported(torus) == "scale-up kind torus"
+    with pytest.raises(RoutingError, match="structured router does not handle scale-up kind"
+                       " torus; the general router does"):
+        route(torus, random_phase(torus, 10), router="structured")
+    assert issubclass(RoutingError, TopomodelError) and issubclass(RoutingError, ValueError)
+
+
+@pytest.mark.parametrize("algorithm", [[], ["--algorithm", "ring"]])
+def test_structured_router_on_a_torus_is_a_one_line_cli_error(capsys, algorithm):
+    from topomodel.cli import main
+
+    status = main(["route", str(EXAMPLES / "tpu-v4-pod.yaml"), "--collective", "allreduce",
+                   "--size", "1 GiB", "--router", "structured", *algorithm])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert status == 2 and out == ""
+    assert len(lines) == 1 and lines[0].startswith("topomodel: error: ")
+    assert "structured router does not handle scale-up kind torus" in lines[0]
+    assert "Traceback" not in err

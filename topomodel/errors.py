@@ -70,3 +70,9 @@ class UnitError(TopomodelError, ValueError):
 
 class UsageError(TopomodelError, ValueError):
     """A command-line request that cannot be met (unknown id, bad option value)."""
+
+
+class RoutingError(TopomodelError, ValueError):
+    """Traffic a router cannot route as asked: an unknown routing policy or router, a
+    fabric the structured router does not cover, or more work than the general router's
+    limit."""

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
-from topomodel.routing.routed import ROUTINGS, Routed
+from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import Phase
 
@@ -44,9 +45,17 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     ``auto`` takes the structured router where it applies, else the general one. Flows
     that start or end at a switch (in-network reduction) go over their direct link when
     there is one, else through the general router.
+
+    Raises
+    ------
+    RoutingError
+        For an unknown ``routing`` or ``router``, ``router="structured"`` on a fabric it
+        does not cover, or a phase beyond the general router's work limit.
     """
     if routing not in ROUTINGS:
-        raise ValueError(f"unknown routing {routing!r}; choose from {', '.join(ROUTINGS)}")
+        raise RoutingError(f"unknown routing {routing!r}; choose from {', '.join(ROUTINGS)}")
+    if router not in ROUTERS:
+        raise RoutingError(f"unknown router {router!r}; choose from {', '.join(ROUTERS)}")
     structured = router == "structured" or (router == "auto"
                                             and structured_supported(fabric) is None)
     if not structured:

@@ -7,6 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
+from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.hashing import choose
 from topomodel.routing.routed import Routed, _cached
@@ -108,7 +109,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
 
     Raises
     ------
-    UsageError
+    RoutingError
         When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
     """
     graph = _graph(fabric)
@@ -118,9 +119,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     targets, flow_target = np.unique(phase.dst, return_inverse=True)
     work = len(targets) * len(graph.src)
     if work > GENERAL_ROUTER_MAX_WORK:
-        from topomodel.errors import UsageError
-
-        raise UsageError(
+        raise RoutingError(
             f"routing {len(targets):,} destinations over {len(graph.src):,} arcs needs the"
             f" general router (failed parts, or a fabric the structured router does not"
             f" cover): {work:.2g} arc visits, more than its limit of"

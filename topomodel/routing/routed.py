@@ -15,6 +15,10 @@ T = TypeVar("T")
 
 
 ROUTINGS = ("ecmp", "hash", "dmodk")
+"""Routing policies: even ECMP, ECMP by seeded hash, d-mod-k (see :func:`route`)."""
+
+ROUTERS = ("auto", "general", "structured")
+"""Router implementations: the structured one where it applies (``auto``), or either."""
 
 
 @dataclass(frozen=True, eq=False)

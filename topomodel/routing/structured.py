@@ -7,6 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
+from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.routing.hashing import choose, mix
 from topomodel.routing.routed import Routed, _cached
@@ -169,12 +170,13 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
 
     Raises
     ------
-    ValueError
+    RoutingError
         If the fabric is not of a supported kind (see :func:`structured_supported`).
     """
     reason = structured_supported(fabric)
     if reason:
-        raise ValueError(f"the structured router does not handle {reason}")
+        raise RoutingError(f"the structured router does not handle {reason}; the general"
+                           " router does (router 'auto' or 'general')")
     clos = _clos(fabric)
     load = np.zeros(len(fabric.links))
     hops = np.zeros(phase.flows, dtype=np.int64)
