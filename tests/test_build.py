@@ -233,3 +233,37 @@ def test_injection_is_decided_at_build_time(toy):
     scaled = scale_scaleout(fabric, 2.0)
     assert scaled.injection.bisection_Bps == pytest.approx(2 * inj.bisection_Bps)
     assert scaled.injection.scaleup_Bps.tolist() == inj.scaleup_Bps.tolist()
+
+
+def test_every_bad_failed_part_is_reported_at_once(toy):
+    extra = ("failures:\n"
+             "  nodes: [spine9, leaf0, leaf99]\n"
+             "  links:\n"
+             "    - leaf0 -- spine0\n"
+             "    - leaf0 - spine0\n"
+             "    - leaf0 -- leaf1\n"
+             "    - sys00/nic0 -- spine7\n")
+    with pytest.raises(DesignError) as info:
+        toy(fat_tree(8, 32, extra=extra))
+    problems = info.value.problems
+    assert [(p.key_path, p.line) for p in problems] == [
+        ("failures.nodes[0]", 6), ("failures.nodes[2]", 6), ("failures.links[1]", 9),
+        ("failures.links[2]", 10), ("failures.links[3]", 11)]
+    assert all(p.file.endswith("design.yaml") for p in problems)
+    assert [p.message for p in problems] == [
+        "no node named 'spine9'", "no node named 'leaf99'",
+        "expected 'node -- node' with known names, got 'leaf0 - spine0'",
+        "no link between leaf0 and leaf1",
+        "expected 'node -- node' with known names, got 'sys00/nic0 -- spine7'"]
+    assert str(info.value).count("\n") == 4  # one line per problem
+
+
+def test_with_failures_names_every_unknown_part(toy):
+    from topomodel.errors import UsageError
+    from topomodel.fabric.failures import with_failures
+
+    fabric = toy(fat_tree(8, 32))
+    with pytest.raises(UsageError, match="no node named 'x'; no node named 'y'; no link"
+                       " between leaf0 and leaf1"):
+        with_failures(fabric, ["x", "spine0", "y"], ["leaf0 -- leaf1"])
+    assert with_failures(fabric, ["spine0"]).links["failed"].any()

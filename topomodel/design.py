@@ -174,15 +174,20 @@ class Design:
         if (self.systems is None) == (self.accelerators is None):
             raise Invalid("give exactly one of 'systems' and 'accelerators'")
 
-    def problem(self, key_path: Sequence[str | int], message: str) -> DesignError:
-        """A :class:`DesignError` located at ``key_path`` of this design."""
+    def locate(self, key_path: Sequence[str | int], message: str) -> Problem:
+        """A :class:`Problem` at ``key_path`` of this design (the line of its nearest
+        key that has one)."""
         path = tuple(key_path)
         line = None
         while path and line is None:
             line = self.lines.get(path)
             path = path[:-1]
-        return DesignError([Problem(self.file, line or self.lines.get(()),
-                                    format_path(tuple(key_path)), message)])
+        return Problem(self.file, line or self.lines.get(()), format_path(tuple(key_path)),
+                       message)
+
+    def problem(self, key_path: Sequence[str | int], message: str) -> DesignError:
+        """A :class:`DesignError` located at ``key_path`` of this design."""
+        return DesignError([self.locate(key_path, message)])
 
 
 def load_design(path: str | Path, *, text: str | None = None,
@@ -232,7 +237,7 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
     out: list[Problem] = []
 
     def problem(key_path: tuple[str | int, ...], message: str) -> None:
-        out.extend(design.problem(key_path, message).problems)
+        out.append(design.locate(key_path, message))
 
     system = catalog.get(design.system, System)
     if design.accelerators is not None and design.accelerators % system.accelerators:

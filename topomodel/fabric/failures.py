@@ -11,19 +11,25 @@ import numpy as np
 import pandas as pd
 
 from topomodel.design import Design
-from topomodel.errors import UsageError
+from topomodel.errors import DesignError, UsageError
 from topomodel.fabric.tables import Fabric
 
 
 def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
-    """Mark the design's failed nodes' links and failed links as failed."""
+    """Mark the design's failed nodes' links and failed links as failed.
+
+    Raises
+    ------
+    DesignError
+        With a problem for every failed part that is not in the fabric.
+    """
     failures = design.failures
     if not failures.nodes and not failures.links:
         return
     mask, problems = failed_links(nodes, links, failures.nodes, failures.links)
     if problems:
-        kind, index, message = problems[0]
-        raise design.problem(("failures", kind, index), message)
+        raise DesignError([design.locate(("failures", kind, index), message)
+                           for kind, index, message in problems])
     links["failed"] = mask
 
 
@@ -63,11 +69,11 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
     Raises
     ------
     UsageError
-        For a name that is not in the fabric.
+        Naming every part that is not in the fabric.
     """
     mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names)
     if problems:
-        raise UsageError(problems[0][2])
+        raise UsageError("; ".join(message for _, _, message in problems))
     links = fabric.links.copy()
     links["failed"] = mask
     return replace(fabric, links=links)
