@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from topomodel.analysis.collective import run_collective
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.traffic.collectives import (
@@ -119,16 +120,21 @@ def check_inside_groups(traffic, groups, nodes):
         assert p.src.dtype == np.int64 and p.group.dtype == np.int32
 
 
-def per_rank_sent(collective, algorithm, n, parts=None):
-    """Closed form: bytes every rank sends, as an array over rank positions."""
+def per_rank_sent(collective, algorithm, n, parts=None, nics=8):
+    """Closed form: bytes every rank sends, as an array over rank positions.
+
+    A ring over ``parts`` whole DGX-like systems runs one channel per NIC: every rank
+    sends S/n per step round its system and, as a channel head, S/(nics n) to the next
+    system (the relay of the channel's last chunk to its head is the 1/nics extra)."""
     everyone = np.ones(n)
     if collective == "allreduce" and algorithm == "hierarchical":
         m = n // parts
         return everyone * (2 * (m - 1) / m * S + 2 * (parts - 1) / parts * S / m)
+    relay = 1 + 1 / nics if algorithm == "ring" and (parts or 1) > 1 else 1
     if collective == "allreduce":
-        return everyone * 2 * (n - 1) / n * S
+        return everyone * 2 * (n - 1) / n * S * relay
     if collective in ("allgather", "reducescatter", "alltoall"):
-        return everyone * (n - 1) / n * S
+        return everyone * (n - 1) / n * S * (relay if collective != "alltoall" else 1)
     chain = np.r_[np.ones(n - 1), 0.0] * S  # ranks 0 .. n-2 send S
     return chain[::-1] if collective == "reduce" else chain
 
@@ -306,22 +312,127 @@ def test_double_binary_tree_is_two_spanning_binary_trees(n):
 
 
 @pytest.mark.parametrize("n", [2, 3, 8, 13])
-def test_tree_allreduce_sends_half_per_tree(superpod, n):
-    group = superpod.accelerators[5:5 + n]
+def test_tree_over_one_rank_per_node_sends_half_per_tree(superpod, n):
+    group = superpod.accelerators[5::8][:n]  # rank 5 of n systems: the tree is over nodes
     nodes = len(superpod.nodes)
     t = collective_traffic(superpod, "allreduce", [group], S, algorithm="tree")
-    reduce_, bcast = t.phases
+    (p,) = t.phases
+    assert p.label == "tree reduce + broadcast" and p.steps == 1
     trees = double_binary_tree(n)
     non_root = sum((parents >= 0).astype(float) for parents in trees)
-    up = np.bincount(reduce_.src, weights=reduce_.bytes, minlength=nodes)[group]
-    down = np.bincount(bcast.dst, weights=bcast.bytes, minlength=nodes)[group]
-    np.testing.assert_allclose(up, S / 2 * non_root)  # S/2 per tree it is not the root of
-    np.testing.assert_allclose(down, S / 2 * non_root)
-    assert reduce_.flows == bcast.flows == 2 * (n - 1)
-    depth = max(tree_depth(p) for p in trees)
-    assert reduce_.messages_per_step == bcast.messages_per_step == depth
-    assert reduce_.steps == bcast.steps == 1
+    kids = sum(np.bincount(parents[parents >= 0], minlength=n) for parents in trees)
+    assert p.flows == 4 * (n - 1)  # two trees, each edge both ways
+    # each rank sends S/2 up each tree it is not the root of and S/2 down to each child
+    np.testing.assert_allclose(np.bincount(p.src, weights=p.bytes, minlength=nodes)[group],
+                               S / 2 * (non_root + kids))
+    depth = max(tree_depth(parents) for parents in trees)
+    assert p.messages_per_step == 2 * depth  # up and back down
     check_inside_groups(t, [group], nodes)
+
+
+def test_tree_inside_one_node_is_a_chain(hgx):
+    group = hgx.accelerators[[3, 1, 4, 6, 0]]
+    (p,) = collective_traffic(hgx, "allreduce", [group], S, algorithm="tree").phases
+    pairs = set(zip(p.src.tolist(), p.dst.tolist(), strict=True))
+    chain = list(zip(group[:-1].tolist(), group[1:].tolist(), strict=True))
+    assert pairs == set(chain) | {(b, a) for a, b in chain}  # down and up, rank order
+    assert np.allclose(p.bytes, S) and p.messages_per_step == 2 * 4  # both trees: S/2 each
+
+
+@pytest.mark.parametrize("systems", [2, 3, 4])
+def test_tree_over_dgx_nodes_is_chains_and_a_tree_per_rail(superpod, systems):
+    """NCCL's tree on whole nodes: 8 channels (one per NIC), each a chain inside every
+    node from its head (the GPU on the channel's rail) and a double binary tree over the
+    nodes among the channel's heads, S/2 per tree, so S/16 per tree per channel."""
+    acc = superpod.accelerators
+    group = acc[:8 * systems]
+    nodes = superpod.nodes
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="tree")
+    (p,) = t.phases
+    system, rail = nodes["system"].to_numpy(), nodes["local"].to_numpy()
+    across = system[p.src] != system[p.dst]
+    assert (rail[p.src[across]] == rail[p.dst[across]]).all()  # same rail both ends
+    np.testing.assert_allclose(p.bytes[across], S / 16)
+    trees = double_binary_tree(systems)
+    non_root = sum((parents >= 0).astype(float) for parents in trees)
+    kids = sum(np.bincount(parents[parents >= 0], minlength=systems) for parents in trees)
+    net = np.bincount(p.src[across], weights=p.bytes[across], minlength=len(nodes))
+    for node in range(systems):  # every GPU (every NIC) of a node sends the same
+        np.testing.assert_allclose(net[acc[8 * node:8 * node + 8]],
+                                   S / 16 * (non_root[node] + kids[node]))
+    inside = np.bincount(p.src[~across], weights=p.bytes[~across], minlength=len(nodes))
+    # a GPU sends down and up its node's chain in the 7 channels whose head is not
+    # the next GPU round the node (the chain of channel c ends before its head)
+    np.testing.assert_allclose(inside[group], 2 * 7 / 8 * S)
+    assert p.messages_per_step == 2 * (7 + max(tree_depth(t_) for t_ in trees))
+    check_inside_groups(t, [group], len(nodes))
+
+
+# --- channels --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+@pytest.mark.parametrize("systems", [2, 3, 5])
+def test_ring_over_dgx_nodes_runs_a_channel_per_rail(superpod, collective, systems):
+    """A ring over whole DGX H100 nodes: 8 channels of S/8, channel c entering and
+    leaving every node through its rail-c NIC, so every NIC carries S/(8n) per step and
+    every hop between nodes is rail c to rail c."""
+    acc = superpod.accelerators
+    n = 8 * systems
+    group = acc[:n]
+    nodes = superpod.nodes
+    (p,) = collective_traffic(superpod, collective, [group], S, algorithm="ring").phases
+    assert p.steps == (2 * (n - 1) if collective == "allreduce" else n - 1)
+    system, rail = nodes["system"].to_numpy(), nodes["local"].to_numpy()
+    across = system[p.src] != system[p.dst]
+    assert (rail[p.src[across]] == rail[p.dst[across]]).all()
+    assert ((system[p.dst[across]] - system[p.src[across]]) % systems == 1).all()
+    np.testing.assert_allclose(p.bytes[across], S / (8 * n))
+    np.testing.assert_allclose(p.bytes[~across], S / n)
+    assert (np.bincount(p.src[across], minlength=len(nodes))[group] == 1).all()
+    assert (np.bincount(p.src[~across], minlength=len(nodes))[group] == 1).all()
+    inside = set(zip(p.src[~across].tolist(), p.dst[~across].tolist(), strict=True))
+    assert inside == {(int(acc[i]), int(acc[(i // 8) * 8 + (i + 1) % 8])) for i in range(n)}
+
+
+def test_ring_over_dgx_nodes_uses_every_nic(superpod):
+    """Routed and timed, a ring over 2 DGX H100 nodes loads all 16 NICs equally (not the
+    one NIC of a rank-order ring's last GPU) and its busbw is NCCL's multi-node figure:
+    370 GB/s for 8x 400G DGX H100 (GTC25 S72583 slide 12, R22 in
+    shared/reference/collectives-compute-power.md), within 10 %."""
+    acc = superpod.accelerators
+    run = run_collective(superpod, "allreduce", 8 * 2**30, ["0-15"], algorithm="ring")
+    links = superpod.links
+    host = (links["tier"] == "host").to_numpy() & np.isin(links["src"], acc[:16])
+    loads = run.timing.link_bytes[host]
+    assert len(loads) == 16 and loads.min() == pytest.approx(loads.max()) and loads.min() > 0
+    assert run.busbw_Bps == pytest.approx(370e9, rel=0.10)
+
+
+def test_channels_follow_rails_of_partial_nodes(superpod):
+    """Half of each node (ranks on rails 0, 2, 4, 6): four channels on those rails."""
+    acc = superpod.accelerators
+    group = np.r_[acc[0:8:2], acc[8:16:2], acc[16:24:2]]
+    n = len(group)
+    (p,) = collective_traffic(superpod, "allreduce", [group], S, algorithm="ring").phases
+    system = superpod.nodes["system"].to_numpy()
+    rail = superpod.nodes["local"].to_numpy()
+    across = system[p.src] != system[p.dst]
+    assert sorted(rail[p.src[across]].tolist()) == sorted([0, 2, 4, 6] * 3)
+    assert (rail[p.src[across]] == rail[p.dst[across]]).all()
+    np.testing.assert_allclose(p.bytes[across], S / (4 * n))
+
+
+def test_channels_of_nodes_in_any_rank_order(superpod):
+    """Ranks listed node 1 first, interleaved: the ring still goes node by node (parts in
+    order of first appearance) and each rank still sends the same bytes."""
+    acc = superpod.accelerators
+    group = np.r_[acc[8:16], acc[0:8]].reshape(2, 8).T.ravel()  # 8, 0, 9, 1, ...
+    nodes = len(superpod.nodes)
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="ring")
+    np.testing.assert_allclose(sent(t, nodes)[group], per_rank_sent("allreduce", "ring", 16,
+                                                                    2))
+    np.testing.assert_allclose(received(t, nodes)[group], sent(t, nodes)[group])
 
 
 # --- hierarchical ----------------------------------------------------------------------
@@ -338,22 +449,45 @@ def test_hierarchical_allreduce_closed_form(superpod, stride, count, m):
     for collective in ("allgather", "reducescatter"):
         other = collective_traffic(superpod, collective, [group], S, algorithm="hierarchical")
         np.testing.assert_allclose(sent(other, nodes)[group], (count - 1) / count * S)
+    # the stages are pipelined: one phase, inside flows S/m per step for m-1 steps each
+    # way (reduce-scatter, all-gather), across flows S/count for 2(parts-1) steps
+    (p,) = t.phases
+    stages = [s_ for s_ in ("ring reduce-scatter inside domains",
+                            "ring allreduce across domains",
+                            "ring allgather inside domains") if s_ in p.label]
+    assert len(stages) == (3 if 1 < m < count else 1)
     domain = superpod.nodes["domain"].to_numpy()
-    for p in t.phases:
-        same = domain[p.src] == domain[p.dst]
-        assert same.all() if "inside" in p.label else not same.any()
+    same = domain[p.src] == domain[p.dst]
+    np.testing.assert_allclose(p.bytes[same] * p.steps, (m - 1) * S / m)
+    np.testing.assert_allclose(p.bytes[~same] * p.steps, 2 * (parts - 1) * S / count)
+    steps = 2 * (m - 1) + 2 * (parts - 1)
+    assert p.steps * p.messages_per_step == steps  # the first chunk takes every step
 
 
 def test_hierarchical_pairs_same_position_across_domains(superpod):
     acc = superpod.accelerators
     group = np.r_[acc[8:12], acc[0:4]]  # system 1 first: parts in order of appearance
     t = collective_traffic(superpod, "allreduce", [group], S, algorithm="hierarchical")
-    rs, across, ag = t.phases
-    assert (rs.steps, across.steps, ag.steps) == (3, 2, 3)
-    assert np.allclose(across.bytes, S / 8)
-    assert sorted(zip(across.src.tolist(), across.dst.tolist(), strict=True)) == sorted(
+    (p,) = t.phases
+    assert p.messages_per_step == 3 + 2 + 3
+    system = superpod.nodes["system"].to_numpy()
+    across = system[p.src] != system[p.dst]
+    assert np.allclose(p.bytes[across], 2 * S / 8)  # 2 steps of S/8
+    assert sorted(zip(p.src[across].tolist(), p.dst[across].tolist(), strict=True)) == sorted(
         [(int(acc[8 + j]), int(acc[j])) for j in range(4)]
         + [(int(acc[j]), int(acc[8 + j])) for j in range(4)])
+
+
+def test_hierarchical_is_pipelined(superpod):
+    """Its stages run at once: on 2 DGX H100 the time is the slower of NVLink (the
+    domain rings) and the NICs (the ring across), not their sum, so it beats the flat
+    ring that waits for both at every step."""
+    group = "0-15"
+    size = 8 * 2**30
+    hier = run_collective(superpod, "allreduce", size, [group], algorithm="hierarchical")
+    assert len(hier.traffic.phases) == 1
+    ring = run_collective(superpod, "allreduce", size, [group], algorithm="ring")
+    assert hier.time_s < ring.time_s
 
 
 def test_hierarchical_needs_even_domain_parts(superpod):

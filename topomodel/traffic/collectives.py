@@ -24,18 +24,31 @@ SendRecv      S = bytes each rank sends to the next rank of its group: rank i ->
 
 Algorithms (``ALGORITHMS``; the first of each collective is its default)
 -------------------------------------------------------------------------
-- ``ring``: AllReduce is one phase, rank i -> (i+1) mod n, S/n bytes, 2(n-1) steps;
-  AllGather and ReduceScatter the same with n-1 steps. Broadcast is a pipelined chain
-  root -> 1 -> ... -> n-1 (one phase, S bytes per hop, one step); Reduce the reverse chain.
-- ``tree`` (AllReduce): NCCL's double binary tree built over the group's ranks (NCCL
-  builds it over nodes; here every rank is a tree node). Tree 1 is NCCL's ``ncclGetBtree``:
-  the in-order binary tree rooted at rank 0 in which rank r's parent is found from r's
-  lowest set bit b: ``(r ^ b) | (b << 1)``, or ``r ^ b`` if that is not a rank. Tree 2 is
-  tree 1 mirrored (rank r <-> n-1-r) when n is even and shifted by one rank when n is odd,
-  so no rank is a leaf in both. Each tree carries S/2: a reduce phase (every child sends
-  S/2 to its parent in each tree) and a broadcast phase (every parent sends S/2 to each
-  child), one step each: NCCL pipelines the buffer in chunks, so the bandwidth term is the
-  whole S/2 per tree edge and the latency is that of the deepest path (see below).
+- ``ring``: one phase, 2(n-1) steps for AllReduce, n-1 for AllGather and ReduceScatter.
+  A group inside one scale-up domain part is one ring in rank order, rank i ->
+  (i+1) mod n, S/n per step. A group spanning several parts (see ``hierarchical`` for
+  parts) runs NCCL's channels (:mod:`topomodel.traffic.channels`): C = the distinct
+  NICs its ranks reach in each part (8 on a DGX H100; at most 64), parts in order of
+  first appearance. Channel c carries S/C: round each part from its head (the rank on
+  the part's c-th NIC by rail), the last rank's chunk back to the head over scale-up,
+  then head to the next part's channel-c head over scale-out. Summed over channels: a
+  cycle round each part, rank -> the next rank of its part, S/n per step; and C flows
+  from each part to the next, head c -> head c, S/(C n) per step (same-rail NIC pairs).
+  Per rank 2(n-1)/n S on scale-up for an AllReduce (2(n-1)/n S (1 + 1/C) sent in all
+  where every rank is a head), per NIC 2(n-1)/n S/C. Broadcast is a pipelined chain
+  root -> 1 -> ... -> n-1 (one phase, S bytes per hop, one step); Reduce the reverse
+  chain (no channels).
+- ``tree`` (AllReduce): NCCL's tree over nodes, not ranks: per channel (as for the
+  ring) a chain inside each part from the channel's head round the part, and NCCL's
+  double binary tree (:func:`double_binary_tree`) over the parts among the channel's
+  heads; a group inside one part is one chain in rank order. Each channel runs both
+  trees with S/(2C) each: a chain edge carries S/C each way per channel using it, a
+  tree edge S/(2C) each way. The reduction (up: chain to head, child part to parent)
+  and the broadcast (down) run at once chunk by chunk, so they are one phase of one
+  step; its message count is the hops a chunk takes up and back down, 2 (chain +
+  tree depth). NCCL's search prefers a *balanced* tree (a second child on another GPU
+  of the node); topomodel keeps all of a channel's network traffic at its head (NCCL's
+  plain ``TREE`` pattern).
 - ``rhd`` (AllReduce, AllGather, ReduceScatter; n a power of two): Rabenseifner's
   reduce-scatter by recursive halving then allgather by recursive doubling, in MPICH's
   order. Halving phase k (k = 0 .. log2 n - 1) pairs rank r with r XOR 2^k and sends
@@ -53,10 +66,13 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   ranks at position j of the other parts. AllReduce: ring ReduceScatter inside each part
   (S/m per step, m-1 steps), ring AllReduce of the S/m piece across parts (S/(m p) per
   step, 2(p-1) steps), ring AllGather inside each part (S/m, m-1 steps). AllGather: ring
-  AllGather across parts first (the own chunk S/n, p-1 steps), then inside each part
-  (S/m, m-1 steps), so the small transfers cross domains. ReduceScatter mirrors it:
-  inside (S/m, m-1 steps), then across (S/n, p-1 steps). Phases with no steps (m = 1 or
-  p = 1) are left out.
+  AllGather across parts (the own chunk S/n, p-1 steps) and inside each part (S/m, m-1
+  steps). ReduceScatter: inside (S/m, m-1 steps) and across (S/n, p-1 steps). The
+  stages are pipelined chunk by chunk, so they run at once (:func:`pipelined`): one
+  phase of one step carrying each stage's bytes over all its steps, timed by its
+  slowest link (the max of the stages, not their sum), with a message latency per step
+  of every stage. Stages with no steps (m = 1 or p = 1) are left out; a single stage
+  stays as it is.
 - ``innetwork`` (AllReduce; only where :func:`in_network_capable`): the switches reduce.
   Case A (NVLS): the whole group in one system whose scale-up switch chips (kind
   ``scaleup_switch``, same system) all have ``in_network_reduction``; phase "up": every
@@ -74,12 +90,14 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
 
 Latency convention
 ------------------
-A phase costs ``steps x (slowest link's bytes / capacity + latency)``. Here
-``messages_per_step`` is the number of message latencies (path latency plus per-message
-overhead) one step costs: 1 for ring steps, rhd and pairwise phases and in-network
-phases; n-1 for a direct AlltoAll (each rank posts n-1 messages) and for a pipelined
-Broadcast/Reduce chain (the first chunk crosses n-1 hops one after another); the depth
-of the deeper tree for the tree's reduce and broadcast phases.
+A phase costs ``steps x (slowest link's bytes / (capacity x efficiency) + latency)``.
+Here ``messages_per_step`` is the number of message latencies (path latency plus
+per-message overhead) one step costs: 1 for ring steps, rhd and pairwise phases; n-1
+for a direct AlltoAll (each rank posts n-1 messages) and for a pipelined
+Broadcast/Reduce chain (the first chunk crosses n-1 hops one after another); 2 (chain
++ tree depth) for the tree; every step of every stage for a pipelined hierarchical
+phase; the in-network phases' own counts (:mod:`topomodel.traffic.innetwork`). The
+NCCL latency model of the time model reads :attr:`Traffic.shapes` instead.
 
 Concurrent groups
 -----------------
@@ -95,11 +113,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.traffic.channels import (
+    Flows,
+    channels,
+    domain_parts,
+    double_binary_tree,
+    ring_flows,
+    tree_depth,
+    tree_flows,
+)
 from topomodel.traffic.communicators import (
     CollectiveError,
     _buckets,
@@ -109,7 +135,10 @@ from topomodel.traffic.communicators import (
     _Groups,
 )
 from topomodel.traffic.innetwork import _in_network_phases, _plan_in_network
-from topomodel.traffic.phases import Phase, Traffic
+from topomodel.traffic.phases import Phase, Shape, Traffic
+
+__all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_traffic",
+           "double_binary_tree", "tree_depth"]
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork"),
@@ -147,50 +176,6 @@ def busbw_factor(collective: str, n: int) -> float:
     if collective in ("allgather", "reducescatter", "alltoall"):
         return (n - 1) / n
     return 1.0
-
-
-def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """NCCL's double binary tree over ranks 0..n-1: each rank's parent in tree 1 and 2.
-
-    A root's parent is -1. Tree 1 is rooted at rank 0 (which has one child); tree 2 is
-    tree 1 mirrored (n even, root n-1) or shifted by one rank (n odd, root 1).
-
-    Examples
-    --------
-    >>> t1, t2 = double_binary_tree(8)
-    >>> t1.tolist()
-    [-1, 2, 4, 2, 0, 6, 4, 6]
-    >>> t2.tolist()
-    [1, 3, 1, 7, 5, 3, 5, -1]
-    """
-    if n < 1:
-        raise CollectiveError(f"a group has at least one rank, got n={n}")
-    ranks = np.arange(n, dtype=np.int64)
-    tree1 = _btree_parents(ranks, n)
-    if n % 2 == 0:
-        mirrored = tree1[n - 1 - ranks]
-        tree2 = np.where(mirrored < 0, -1, n - 1 - mirrored)
-    else:
-        shifted = tree1[(ranks - 1) % n]
-        tree2 = np.where(shifted < 0, -1, (shifted + 1) % n)
-    return tree1, tree2
-
-
-def tree_depth(parents: np.ndarray) -> int:
-    """Hops from the deepest rank to the root of a tree given by parent numbers.
-
-    Examples
-    --------
-    >>> tree_depth(double_binary_tree(8)[0])
-    3
-    """
-    current = np.arange(len(parents))
-    for depth in range(len(parents) + 1):
-        up = parents[current]
-        if (up < 0).all():
-            return depth
-        current = np.where(up < 0, current, up)
-    raise CollectiveError("the parent array has a cycle")
 
 
 def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndarray],
@@ -237,16 +222,45 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
         raise CollectiveError(f"size_bytes must be a finite number >= 0, got {size_bytes!r}")
     rows = _check_groups(fabric, groups)
     names = _group_names(group_names, len(rows))
+    buckets = _buckets(rows)
+    shapes = tuple(dict.fromkeys(collective_shape(fabric, collective, algorithm, ranks, size)
+                                 for _, ranks in buckets if ranks.shape[1] > 1))
     if algorithm == "innetwork":
         plan = _plan_in_network(fabric, rows, names)
-        return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes)
+        return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes, shapes)
     make = _GENERATORS[algorithm]
     per_bucket = []
-    for gid, ranks in _buckets(rows):
+    for gid, ranks in buckets:
         if ranks.shape[1] > 1:
             per_bucket.extend(make(collective, _Groups(ranks, gid, names, fabric), size))
     phases = _merge(per_bucket)
-    return Traffic(phases, names, algorithm, (_NOTES[algorithm],))
+    return Traffic(phases, names, algorithm, (_NOTES[algorithm],), shapes)
+
+
+def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.ndarray,
+                     size_bytes: float) -> Shape:
+    """The :class:`~topomodel.traffic.phases.Shape` of groups of one size (a row per
+    group): ranks, the most scale-up domains one group spans (a rank outside any domain
+    counts as its own) and the point-to-point rounds of algorithms NCCL does not tune.
+
+    Examples
+    --------
+    >>> from topomodel.design import load_design
+    >>> from topomodel.fabric.build import build_fabric
+    >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    >>> two_nodes = pod.accelerators[:16].reshape(1, 16)
+    >>> shape = collective_shape(pod, "allreduce", "ring", two_nodes, 1e9)
+    >>> shape.ranks, shape.nodes, shape.rounds
+    (16, 2, 1)
+    """
+    n = int(ranks.shape[1])
+    domain = np.sort(fabric.nodes["domain"].to_numpy()[ranks], axis=1)
+    alone = (domain < 0).sum(axis=1)
+    distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
+    nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())
+    rounds = {"direct": 1, "pairwise": n - 1, "p2p": 1,
+              "rhd": 2 * max(1, (n - 1).bit_length())}.get(algorithm, 1)
+    return Shape(collective, algorithm, n, nodes, float(size_bytes), rounds)
 
 
 def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
@@ -280,19 +294,18 @@ def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
             np.concatenate([p.dst for p in members]),
             np.concatenate([p.bytes * (p.steps / steps) for p in members]),
             np.concatenate([p.group for p in members]),
-            steps, label, max(p.messages_per_step for p in members)))
+            steps, label, max(p.messages_per_step for p in members),
+            min(p.efficiency for p in members)))
     return tuple(merged)
 
 
 def _ring(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
     n = g.n
-    a = np.arange(n)
-    nxt = (a + 1) % n
-    if collective == "allreduce":
-        return [[g.phase(a, nxt, size / n, steps=2 * (n - 1), label="ring allreduce")]]
-    if collective in ("allgather", "reducescatter"):
-        return [[g.phase(a, nxt, size / n, steps=n - 1, label=f"ring {collective}")]]
-    chain = a[:-1]
+    if collective in ("allreduce", "allgather", "reducescatter"):
+        flows = ring_flows(channels(g.fabric, domain_parts(g.fabric, g.ranks)), size)
+        steps = 2 * (n - 1) if collective == "allreduce" else n - 1
+        return [[_phase(g, flows, steps=steps, label=f"ring {collective}")]]
+    chain = np.arange(n - 1)
     if collective == "broadcast":
         return [[g.phase(chain, chain + 1, size, steps=1, label="chain broadcast",
                          messages=n - 1)]]
@@ -300,13 +313,15 @@ def _ring(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
 
 
 def _tree(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    tree1, tree2 = double_binary_tree(g.n)
-    child = np.concatenate([np.flatnonzero(tree1 >= 0), np.flatnonzero(tree2 >= 0)])
-    parent = np.concatenate([tree1[tree1 >= 0], tree2[tree2 >= 0]])
-    depth = max(tree_depth(tree1), tree_depth(tree2))
-    return [[g.phase(child, parent, size / 2, steps=1, label="tree reduce", messages=depth),
-             g.phase(parent, child, size / 2, steps=1, label="tree broadcast",
-                     messages=depth)]]
+    flows, hops = tree_flows(channels(g.fabric, domain_parts(g.fabric, g.ranks)), size)
+    return [[_phase(g, flows, steps=1, label="tree reduce + broadcast", messages=hops)]]
+
+
+def _phase(g: _Groups, flows: Flows, *, steps: int, label: str, messages: int = 1) -> Phase:
+    """A phase of flows whose last array is the row (group of ``g``) of each."""
+    src, dst, nbytes, row = flows
+    return Phase(src.astype(np.int64), dst.astype(np.int64), nbytes.astype(float),
+                 g.gid[row].astype(np.int32), steps, label, messages)
 
 
 def _rhd(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
@@ -349,8 +364,8 @@ def _p2p(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
 
 def _hierarchical(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
     out = []
-    for part in _domain_parts(g):
-        parts, m = part.ranks.shape[1] // part.m, part.m
+    for groups, m in _equal_parts(g):
+        parts = groups.n // m
         n = parts * m
         a = np.arange(n)
         inside = (a // m) * m + (a % m + 1) % m
@@ -365,56 +380,53 @@ def _hierarchical(collective: str, g: _Groups, size: float) -> list[list[Phase]]
             "reducescatter": [rs_in, ("ring reduce-scatter across domains", across,
                                       size / n, parts - 1)],
         }[collective]
-        out.append([part.groups.phase(a, b, nbytes, steps=steps, label=label)
-                    for label, b, nbytes, steps in plan if steps > 0])
+        stages = [groups.phase(a, b, nbytes, steps=steps, label=label)
+                  for label, b, nbytes, steps in plan if steps > 0]
+        out.append([pipelined(stages)])
     return out
 
 
-@dataclass(frozen=True)
-class _Parts:
-    groups: _Groups  # ranks permuted: part by part, m ranks each
-    m: int
+def pipelined(stages: Sequence[Phase]) -> Phase:
+    """Stages that a collective pipelines chunk by chunk, as one phase: every stage's
+    bytes on the links at once (one step carrying all their steps' bytes), the time
+    the slowest link's, and a message latency for each step of each stage (the first
+    chunk still goes through every step). The efficiency is the lowest of the stages'.
 
-    @property
-    def ranks(self) -> np.ndarray:
-        return self.groups.ranks
+    Examples
+    --------
+    >>> a = Phase(np.array([0]), np.array([1]), np.array([2.0]), np.array([0], np.int32), 3)
+    >>> b = Phase(np.array([1]), np.array([2]), np.array([1.0]), np.array([0], np.int32), 2)
+    >>> p = pipelined([a, b])
+    >>> p.steps, p.bytes.tolist(), p.messages_per_step
+    (1, [6.0, 2.0], 5)
+    """
+    if len(stages) == 1:
+        return stages[0]
+    return Phase(np.concatenate([p.src for p in stages]),
+                 np.concatenate([p.dst for p in stages]),
+                 np.concatenate([p.bytes * p.steps for p in stages]),
+                 np.concatenate([p.group for p in stages]), 1,
+                 " + ".join(p.label for p in stages),
+                 sum(p.steps * p.messages_per_step for p in stages),
+                 min(p.efficiency for p in stages))
 
 
-def _domain_parts(g: _Groups) -> list[_Parts]:
-    """Reorder each group's ranks part by part (domain parts in order of appearance)."""
-    ranks = g.ranks
-    count, n = ranks.shape
-    domain = g.fabric.nodes["domain"].to_numpy()[ranks]
-    key = np.where(domain >= 0, domain, -1 - ranks)  # -1: every rank its own part
-    order = np.argsort(key, axis=1, kind="stable")
-    sorted_key = np.take_along_axis(key, order, 1)
-    start = np.ones((count, n), bool)
-    start[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
-    run_start = np.maximum.accumulate(np.where(start, np.arange(n), 0), axis=1)
-    first_rank = np.take_along_axis(order, run_start, 1)
-    perm = np.take_along_axis(order, np.argsort(first_rank * n + order, axis=1), 1)
-    # part sizes: run lengths of the (row-major) run starts
-    flat = np.flatnonzero(start.ravel())
-    row = flat // n
-    ends = np.append(flat[1:], count * n)
-    ends = np.where(np.append(row[1:], count) != row, (row + 1) * n, ends)
-    lengths = ends - flat
-    offsets = np.searchsorted(row, np.arange(count))
-    smallest = np.minimum.reduceat(lengths, offsets)
-    largest = np.maximum.reduceat(lengths, offsets)
+def _equal_parts(g: _Groups) -> list[tuple[_Groups, int]]:
+    """Groups reordered part by part, by part size; refuse a group with uneven parts."""
+    layout = domain_parts(g.fabric, g.ranks)
+    smallest, largest = layout.size.min(axis=1), layout.size.max(axis=1)
     uneven = np.flatnonzero(smallest != largest)
     if len(uneven):
         i = int(uneven[0])
-        sizes = lengths[offsets[i]:offsets[i + 1] if i + 1 < count else len(lengths)]
+        sizes = layout.size[i][layout.start[i] == np.arange(g.n)]
         raise CollectiveError(
             f"hierarchical needs the same number of ranks in every scale-up domain part of a"
             f" group; group {g.names[int(g.gid[i])]!r} has parts of"
             f" {', '.join(map(str, sizes.tolist()))} ranks")
-    permuted = np.take_along_axis(ranks, perm, 1)
     out = []
     for m in dict.fromkeys(smallest.tolist()):
         rows = np.flatnonzero(smallest == m)
-        out.append(_Parts(_Groups(permuted[rows], g.gid[rows], g.names, g.fabric), int(m)))
+        out.append((_Groups(layout.ranks[rows], g.gid[rows], g.names, g.fabric), int(m)))
     return out
 
 
@@ -428,23 +440,18 @@ _GENERATORS: dict[str, _Generator] = {
 
 
 _NOTES = {
-    "ring": "ring: one phase per collective, S/n per step; Broadcast/Reduce a pipelined chain"
+    "ring": "ring: one phase per collective, S/n per step; across scale-up domains one"
+            " channel per NIC (S/C each, same-rail hops between domains, the last chunk of"
+            " a domain relayed to the channel's head); Broadcast/Reduce a pipelined chain"
             " from/to rank 0 with n-1 message latencies",
-    "tree": "tree: NCCL double binary tree over each group's ranks, S/2 per tree edge per"
-            " phase, latency = tree depth messages",
+    "tree": "tree: NCCL's tree over nodes: per NIC channel a chain in each scale-up domain"
+            " and a double binary tree over the domains, S/2 per tree; reduction and"
+            " broadcast at once",
     "rhd": "rhd: recursive halving (distance 1, 2, ...) then doubling (..., 2, 1), S/(2d)"
            " per flow at distance d",
     "direct": "direct: every ordered pair at once, S/n each, n-1 messages per rank",
     "pairwise": "pairwise: n-1 phases, rank i -> i+k, S/n each",
     "p2p": "sendrecv: rank i -> i+1 of each group, S each",
     "hierarchical": "hierarchical: rings inside scale-up domain parts and across them among"
-                    " ranks of the same position",
+                    " ranks of the same position, pipelined (the stages run at once)",
 }
-
-
-def _btree_parents(ranks: np.ndarray, n: int) -> np.ndarray:
-    """NCCL ``ncclGetBtree`` parents: from the lowest set bit b of r, ``(r^b)|(b<<1)``."""
-    bit = ranks & -ranks
-    up = (ranks ^ bit) | (bit << 1)
-    up = np.where(up >= n, ranks ^ bit, up)
-    return np.where(ranks == 0, -1, up)
