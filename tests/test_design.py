@@ -55,3 +55,44 @@ def test_dozen_line_superpod_defaults(tmp_path):
     design, _ = load_design(path)
     assert design.scaleout.kind == "fat_tree" and design.scaleout.rail_optimized
     assert design.layout.rack_cable == 2.0
+
+
+def test_an_input_error_without_a_problem_cannot_be_made():
+    from topomodel.errors import CatalogError, InputError, Problem
+
+    for error in (InputError, DesignError, CatalogError):
+        with pytest.raises(TypeError, match=f"{error.__name__} needs at least one Problem"):
+            error([])
+        with pytest.raises(TypeError):
+            error(iter(()))
+    one = DesignError([Problem("d.yaml", 3, "systems", "must be at least 1")])
+    assert str(one) == "d.yaml:3: systems: must be at least 1"
+
+
+def test_in_system_switch_chip_too_small_for_its_system_is_a_catalog_problem(tmp_path):
+    from topomodel.errors import CatalogError
+
+    catalog = tmp_path / "small-chip.yaml"
+    catalog.write_text(
+        "scaleup_switches:\n"
+        "  tiny-chip:\n"
+        "    ports: 8\n"
+        "    port_rate: '25 GB/s /dir'\n"
+        "    source: test\n"
+        "    provenance: assumed\n"
+        "systems:\n"
+        "  tiny-box:\n"
+        "    accelerator: h100-sxm\n"
+        "    accelerators: 8\n"
+        "    scaleup: {kind: switched, switch: tiny-chip, switches: 4,"
+        " links_per_switch: [5, 4, 4, 5]}\n"
+        "    source: test\n"
+        "    provenance: assumed\n")
+    design = tmp_path / "d.yaml"
+    design.write_text(f"catalogs: [{catalog.name}]\nsystem: tiny-box\nsystems: 2\n")
+    with pytest.raises(CatalogError) as info:
+        load_design(design)
+    [problem] = info.value.problems
+    assert problem.file.endswith("small-chip.yaml") and problem.line == 8
+    assert problem.key_path == "systems.tiny-box.scaleup.links_per_switch"
+    assert problem.message == "8 accelerators x 5 links need 40 ports of tiny-chip, which has 8"

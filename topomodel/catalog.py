@@ -280,6 +280,13 @@ class System(Entry):
                    f" has {links}")
         if wiring.kind != "none" and not (wiring.link or accelerator.scaleup_link):
             yield ("scaleup.link", f"no scale-up link given and {self.accelerator} names none")
+        if wiring.switch and wiring.links_per_switch:
+            chip = catalog.get(wiring.switch, ScaleupSwitch)
+            used = self.accelerators * max(wiring.links_per_switch)
+            if used > chip.ports:
+                yield ("scaleup.links_per_switch",
+                       f"{self.accelerators} accelerators x {max(wiring.links_per_switch)}"
+                       f" links need {used} ports of {chip.id}, which has {chip.ports}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,10 +37,25 @@ class Problem:
 
 
 class InputError(TopomodelError, ValueError):
-    """One or more problems found in an input file."""
+    """One or more problems found in an input file.
+
+    Raises
+    ------
+    TypeError
+        When made without a problem: an input error that says nothing is a bug.
+
+    Examples
+    --------
+    >>> InputError([])
+    Traceback (most recent call last):
+    ...
+    TypeError: InputError needs at least one Problem
+    """
 
     def __init__(self, problems: Iterable[Problem]) -> None:
         self.problems = tuple(problems)
+        if not self.problems:
+            raise TypeError(f"{type(self).__name__} needs at least one Problem")
         super().__init__(str(self))
 
     def __str__(self) -> str:

@@ -16,7 +16,6 @@ from topomodel.catalog import (
     System,
 )
 from topomodel.design import Design
-from topomodel.errors import DesignError
 from topomodel.fabric.clos import ClosError, SwitchPorts, plan_upper, wire_clos
 from topomodel.fabric.structure import ScaleupStructure, Supernode, SupernodeLevel, Torus
 from topomodel.fabric.tables import FabricBuilder, node_names, numbered
@@ -43,7 +42,7 @@ def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, sys
     link = _scaleup_link(design, catalog, system)
     base = ScaleupStructure(kind, link=link.id, link_rate_Bps=link.link_rate_Bps)
     if kind in ("switched", "supernode"):
-        l1 = _in_system_switches(builder, catalog, system, acc, link)
+        l1 = _in_system_switches(builder, design, catalog, system, acc, link)
         if kind == "switched":
             return np.repeat(np.arange(n_systems), per_system), replace(
                 base, switches_per_system=system.scaleup.switches)
@@ -59,16 +58,18 @@ def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, sys
     return _torus(builder, design, system, acc, link, base)
 
 
-def _in_system_switches(builder: FabricBuilder, catalog: Catalog, system: System,
-                        acc: np.ndarray, link: ScaleupLink) -> np.ndarray:
+def _in_system_switches(builder: FabricBuilder, design: Design, catalog: Catalog,
+                        system: System, acc: np.ndarray, link: ScaleupLink) -> np.ndarray:
     """Switch chips in every system, linked to its accelerators; shape (systems, chips)."""
     n_systems, per_system = acc.shape
     wiring = system.scaleup
     chip = catalog.get(wiring.switch or "", ScaleupSwitch)
     count = wiring.switches
     used = per_system * max(wiring.links_per_switch)
-    if used > chip.ports:
-        raise DesignError([])  # the catalog check makes this unreachable
+    if used > chip.ports:  # the catalog refuses such a system; kept for a built one
+        raise design.problem(("system",), f"{system.id}: {per_system} accelerators x"
+                             f" {max(wiring.links_per_switch)} links need {used} ports of"
+                             f" {chip.id}, which has {chip.ports}")
     names = node_names([f"{name}/" for name in numbered("sys", n_systems)],
                        numbered("sw", count))
     chips = builder.add_nodes(names, kind="scaleup_switch", tier="scaleup", model=chip.id,
