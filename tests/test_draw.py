@@ -365,7 +365,8 @@ def test_tier_utilisation_bars_of_a_single_tier_fit_the_page(toy_route):
 
 def test_step_bars_add_up_to_the_step(toy_route):
     fabric, _, catalog, _, _ = toy_route
-    result = step_time(fabric, catalog.get("toy-dense", Model), Layout(tp=4, dp=4))
+    result = step_time(fabric, catalog.get("toy-dense", Model),
+                       Layout(tp=4, dp=4, global_batch=16))
     fig = draw.step_figure(result)
     assert_readable(fig)
     ax = fig.axes[0]

@@ -43,7 +43,7 @@ from topomodel.units import parse
 
 DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
 
-# 3 oversubscriptions x (tp 1, 2, 3) x (2 zipped micro-batch / dp-mode pairs) = 18 points,
+# 3 oversubscriptions x (tp 1, 2, 3) x (2 zipped micro-batch / ZeRO-stage pairs) = 18 points,
 # 3 designs; tp=3 does not divide toy-dense's 16 heads, so 6 points fail.
 SWEEP = """\
 name: toy
@@ -57,10 +57,10 @@ parameters:
   tp: [1, 2, 3]
   zip:
     micro_batch: [1, 2]
-    dp_mode: [allreduce, zero]
+    zero: [0, 1]
 constraints:
   - comm_share <= 0.5
-  - memory_bytes < "1 GB"
+  - memory_bytes < "2 GB"
 """
 
 
@@ -96,7 +96,7 @@ def test_ranges_lists_products_zips_and_blocks_count_in_closed_form(place):
             pp: {start: 1, stop: 6, step: 2}            # 1 3 5 (6 is off the grid)
             compute_efficiency: {start: 0.4, stop: 0.7, num: 4}
             zip:
-              - {micro_batch: [1, 2, 4], dp_mode: [zero, allreduce, zero]}
+              - {micro_batch: [1, 2, 4], zero: [1, 0, 1]}
               - {overlap.dp: [0.5, 0.9], overlap.tp: [0.0, 0.1]}
           - scaleout_factor: {start: 2, stop: 0.5, step: -0.5}   # 2 1.5 1 0.5
             design.scaleout.oversubscription: [["1:1"], ["2:1"]]
@@ -109,7 +109,7 @@ def test_ranges_lists_products_zips_and_blocks_count_in_closed_form(place):
     assert [v for (v,) in first[0].values] == [1, 2, 4, 8]
     assert [v for (v,) in first[1].values] == [1, 3, 5]
     assert [v for (v,) in first[2].values] == [0.4, 0.5, 0.6, 0.7]
-    assert first[3].keys == ("micro_batch", "dp_mode") and len(first[3].values) == 3
+    assert first[3].keys == ("micro_batch", "zero") and len(first[3].values) == 3
     assert [v for (v,) in sweep.blocks[1].axes[0].values] == [2.0, 1.5, 1.0, 0.5]
     # the first axis varies slowest, the last fastest
     assert [p["tp"] for p in sweep.points[:3]] == [1, 1, 1]
@@ -309,7 +309,7 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
           ep: 2
           global_batch: 32
           micro_batch: 2
-          dp_mode: zero
+          zero: 1
           overlap.dp: 0.5
           efficiency.leaf: 0.9
           compute_efficiency: 0.5
@@ -332,7 +332,7 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     assumptions = replace(base, overlap={**base.overlap, "dp": 0.5}, compute_efficiency=0.5,
                           dp_bucket_bytes=parse("10 MB", "size"), straggler_share=0.1,
                           straggler_slowdown=0.2, time=TimeModel(efficiency={"leaf": 0.9}))
-    layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, dp_mode="zero")
+    layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, zero=1)
     expected = step_time(fabric, catalog.get("toy-moe", Model), layout, assumptions)
     assert row["step_time_s"] == expected.step_time_s
     assert row["mfu"] == expected.mfu and row["comm_share"] == expected.comm_share
@@ -359,7 +359,7 @@ def test_failing_points_record_their_error_and_the_sweep_goes_on(place, tmp_path
     assert failed["step_time_s"].isna().all() and not failed["feasible"].any()
     ok = frame[frame["error"].isna()]
     assert ok["step_time_s"].gt(0).all()
-    assert (ok["feasible"] == ((ok["comm_share"] <= 0.5) & (ok["memory_bytes"] < 1e9))).all()
+    assert (ok["feasible"] == ((ok["comm_share"] <= 0.5) & (ok["memory_bytes"] < 2e9))).all()
     assert list(frame["point"]) == list(range(18))
     assert not journal_path(tmp_path / "r.parquet").exists()
     on_disk = pd.read_parquet(tmp_path / "r.parquet")

@@ -1,16 +1,11 @@
-"""A model's parameters, FLOPs per token and memory per accelerator (bytes)."""
+"""A model's parameters and FLOPs per token (memory is in :mod:`~topomodel.analysis.memory`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from topomodel.catalog import Model
-from topomodel.traffic.layout import Layout
-
-if TYPE_CHECKING:
-    from topomodel.analysis.step import StepAssumptions
 
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+"""Bytes per element of each data type."""
 
 
 def parameter_counts(model: Model) -> dict[str, float]:
@@ -38,39 +33,34 @@ def parameter_counts(model: Model) -> dict[str, float]:
             "embedding": embedding, "experts": routed, "moe_layers": moe_layers}
 
 
-def flops_per_token(model: Model, seq: int, *, recompute: bool = False) -> tuple[float, float]:
-    """Training FLOPs per token: (model FLOPs, hardware FLOPs with recomputation)."""
+def flops_per_token(model: Model, seq: int, *, recompute: str = "none"
+                    ) -> tuple[float, float]:
+    """Training FLOPs per token: (model FLOPs, hardware FLOPs with recomputation).
+
+    Model FLOPs are 6 N + 12 L H Q T (PaLM's accounting, Chowdhery et al. 2022,
+    appendix B; N the active non-embedding plus output-layer parameters). Hardware
+    FLOPs add what recomputation repeats (Korthikanti et al. 2022, appendix A): a full
+    recomputation one more forward pass of every transformer layer (2 N' + 4 L H Q T,
+    N' the layers' parameters: the logit layer is not recomputed), a selective one the
+    attention core only (4 L H Q T).
+
+    Examples
+    --------
+    >>> from topomodel.catalog import load_catalog
+    >>> gpt = load_catalog().get("megatron-gpt-1t", Model)
+    >>> model, full = flops_per_token(gpt, 2048, recompute="full")
+    >>> round(full / model, 4)  # 4/3 less the logit layer's share
+    1.3329
+    """
     counts = parameter_counts(model)
     hd = model.head_dim or model.hidden // model.heads
     attention = 12 * model.layers * model.heads * hd * seq
     model_flops = 6 * counts["active"] + attention
-    hardware = model_flops * (4 / 3 if recompute else 1)
-    return model_flops, hardware
-
-
-def _memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
-            counts: dict[str, float]) -> dict[str, float]:
-    """Bytes per accelerator: weights, gradients, optimizer state, activations."""
-    dense = (counts["total"] - counts["experts"]) / (layout.tp * layout.pp)
-    experts = counts["experts"] / (layout.tp * layout.pp * layout.ep)
-    params = dense + experts
-    weights = params * BYTES[a.compute_dtype]
-    grads = params * BYTES[a.grad_dtype]
-    zero = layout.dp_mode == "zero"
-    replicas = layout.dp * layout.cp  # ranks holding the same dense weights
-    optimizer = a.optimizer_bytes_per_param * (
-        dense / (replicas if zero else 1) + experts / (replicas // layout.ep if zero else 1))
-    layers = -(-model.layers // layout.pp)
-    tokens = layout.micro_batch * seq / layout.cp
-    d = model.hidden
-    if layout.recompute:
-        per_layer = 2 * tokens * d  # only each layer's input is kept
-    else:  # Korthikanti et al. 2022: s b h (34 + 5 a s / h) bytes, split by TP with SP;
-        # the 5 a s / h term is the attention scores, which FlashAttention does not keep
-        scores = 0.0 if a.flash_attention else 5 * model.heads * seq / d
-        per_layer = tokens * d * (34 + scores) / layout.tp
-    in_flight = layout.pp  # 1F1B: the first stage holds pp microbatches
-    activations = per_layer * layers * in_flight
-    total = weights + grads + optimizer + activations
-    return {"weights_bytes": weights, "gradients_bytes": grads, "optimizer_bytes": optimizer,
-            "activations_bytes": activations, "total_bytes": total}
+    layers_params = counts["active"] - model.vocab * model.hidden
+    if recompute == "full":
+        extra = 2 * layers_params + attention / 3
+    elif recompute == "selective":
+        extra = attention / 3
+    else:
+        extra = 0.0
+    return model_flops, model_flops + extra

@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.collective import fastest
-from topomodel.analysis.model import BYTES, _memory, flops_per_token, parameter_counts
+from topomodel.analysis.memory import StageMemory, stage_memory
+from topomodel.analysis.model import BYTES, flops_per_token, parameter_counts
+from topomodel.analysis.pipeline import chunk_first_layer, chunk_layers, in_flight, schedule
 from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
@@ -38,7 +40,6 @@ from topomodel.fabric.tables import Fabric
 from topomodel.records import (
     Invalid,
     Reading,
-    boolean,
     check_fields,
     choice,
     mapping_of,
@@ -109,8 +110,10 @@ class StepAssumptions:
                                      " extra compute time (0.1: 10 % slower)")
     optimizer_bytes_per_param: float = spec(number(0), default=12.0, doc="optimizer state,"
                                             " bytes per parameter (Adam: fp32 master, m, v)")
-    flash_attention: bool = spec(boolean, default=True, doc="attention scores are not kept"
-                                 " (FlashAttention-style)")
+    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision gradients are"
+                                " accumulated and kept in (Megatron-LM's fp32 main grads:"
+                                " 18 bytes per parameter with Adam, as Korthikanti et al."
+                                " 2022, Figure 1 shows)")
     time: TimeModel = spec(_time_model, default=TimeModel(), doc="the collective time model")
 
     def __post_init__(self) -> None:
@@ -145,7 +148,14 @@ class CommKind:
 
 @dataclass(frozen=True)
 class StepResult:
-    """A training step on a fabric: times in seconds, rates, memory and walls."""
+    """A training step on a fabric: times in seconds, rates, memory and walls.
+
+    ``step_time_s = compute_s + imbalance_s + bubble_s + exposed_comm_s + wait_s``:
+    compute on the slowest rank, the hot-expert compute imbalance of MoE layers, the
+    pipeline bubble, communication not hidden behind compute, and the synchronisation
+    wait (jitter and stragglers: waiting only). ``memory`` is the worst pipeline
+    stage's, by part; ``fits`` says whether every stage fits the accelerator.
+    """
 
     layout: Layout
     model: str
@@ -162,6 +172,10 @@ class StepResult:
     memory: dict[str, float]
     fits: bool
     warnings: tuple[str, ...]
+    imbalance_s: float = 0.0
+    global_batch: int = 0
+    microbatches: int = 0
+    stage_memory_bytes: tuple[float, ...] = ()
 
     @property
     def comm_share(self) -> float:
@@ -184,9 +198,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
     _check(layout, model, fabric)
     seq = layout.seq or model.sequence
-    m = (layout.global_batch or layout.dp * layout.micro_batch * 4 * layout.pp) // (
-        layout.dp * layout.micro_batch)
-    global_batch = m * layout.dp * layout.micro_batch
+    global_batch = layout.sequences(seq)
+    m = global_batch // (layout.dp * layout.micro_batch)
     tokens = global_batch * seq
     peak = accelerator.peak_flops.get(a.compute_dtype)
     if peak is None:
@@ -208,29 +221,56 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         moe_share = expert_flops / model_flops
     jitter = compute * a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
     ep_exposed = sum(c.exposed_s for c in comm if c.kind == "ep")
+    # the busiest expert's rank computes (and receives) hot_expert_factor times the mean:
+    # compute imbalance, not waiting, so it is named apart from the sync wall
     imbalance = (a.hot_expert_factor - 1) * (compute * moe_share + ep_exposed) if (
         model.is_moe) else 0.0
     # A synchronous step waits for its slowest rank: with any slow accelerator among the
     # world (probability 1 - (1 - share)^world), every step takes its longer compute.
     stragglers = compute * a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world)
-    wait = jitter + imbalance + stragglers
-    step = compute + bubble + exposed + wait
+    wait = jitter + stragglers
+    step = compute + bubble + exposed + wait + imbalance
     walls = {"bandwidth_s": sum(c.bandwidth_s * (1 - c.overlap) for c in comm),
              "latency_s": sum(c.latency_s * (1 - c.overlap) for c in comm),
              "topology_s": sum(c.topology_s * (1 - c.overlap) for c in comm),
              "sync_s": wait}
-    memory = _memory(model, layout, a, seq, counts)
+    mem = _stage_memory(model, layout, a, seq, m)
+    memory = mem.as_dict()
     hbm = accelerator.hbm_bytes
     warnings = [f"{c.kind.upper()} groups leave the scale-up domain" for c in comm
                 if c.spills and c.kind in ("tp", "ep")]
-    fits = memory["total_bytes"] <= hbm
+    fits = bool((mem.total <= hbm).all())
     if not fits:
-        warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator;"
-                        f" {accelerator.id} has {hbm / 1e9:.0f} GB")
+        warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator on"
+                        f" pipeline stage {mem.worst_stage}; {accelerator.id} has"
+                        f" {hbm / 1e9:.0f} GB")
     total_peak = step * world * peak
     return StepResult(layout, model.id, step, compute, bubble, exposed, wait,
                       tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
-                      tokens / step, tuple(comm), walls, memory, fits, tuple(warnings))
+                      tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
+                      imbalance, global_batch, m, tuple(float(x) for x in mem.total))
+
+
+def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
+                  m: int) -> StageMemory:
+    """Memory of every pipeline stage, with the in-flight microbatches of the layout's
+    schedule."""
+    p, v = layout.pp, layout.interleave
+    sizes = chunk_layers(model.layers, p, v)
+    first = chunk_first_layer(model.layers, p, v)
+    dense_leading = model.dense_layers if model.is_moe else model.layers
+    moe_sizes = np.clip(first + sizes - np.maximum(first, dense_leading), 0, None)
+    sched = schedule(layout.schedule, p, m, v)
+    held = in_flight(sched, sizes)
+    held_micro = in_flight(sched, np.ones_like(sizes))
+    layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
+    # in-flight layers are spread over dense and MoE layers in the stage's proportion
+    return stage_memory(model, layout, seq, layers=layers, moe_layers=moe_layers,
+                        in_flight=held.astype(float), in_flight_micro=held_micro.astype(float),
+                        weight_bytes=BYTES[a.compute_dtype],
+                        optimizer_bytes_per_param=a.optimizer_bytes_per_param,
+                        main_grad_bytes=BYTES[a.main_grad_dtype],
+                        hot_expert_factor=a.hot_expert_factor)
 
 
 def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
@@ -240,8 +280,9 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
                          f" fabric has {fabric.accelerator_count}")
     if layout.dp % layout.ep:
         raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
-    if layout.pp > model.layers:
-        raise UsageError(f"pp={layout.pp} is more stages than the {model.layers} layers")
+    if layout.pp * layout.interleave > model.layers:
+        raise UsageError(f"pp={layout.pp} x interleave={layout.interleave} is more stages"
+                         f" than the {model.layers} layers")
     if model.heads % layout.tp:
         raise UsageError(f"tp={layout.tp} must divide the {model.heads} heads")
     if model.is_moe and model.experts % layout.ep:
@@ -251,8 +292,6 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
     if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
         raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
                          f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
-    if layout.dp_mode not in ("allreduce", "zero"):
-        raise UsageError("dp_mode is 'allreduce' or 'zero'")
 
 
 def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
@@ -265,45 +304,53 @@ def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumpti
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor per TP group
     domain = fabric.nodes["domain"].to_numpy()
     counts = parameter_counts(model)
+    full = layout.recompute == "full"
     out: list[CommKind] = []
 
     def add(kind: str, collective: str, groups: list[np.ndarray], size: float, calls: int,
-            algorithm: str, pair: str | None = None) -> None:
+            algorithm: str) -> None:
         if calls <= 0 or size <= 0 or len(groups[0]) < 2:
             return
         def build(alg: str) -> Traffic:
-            traffic = collective_traffic(fabric, collective, groups, size, algorithm=alg)
-            return concurrent([traffic, collective_traffic(
-                fabric, pair, groups, size, algorithm=alg)]) if pair else traffic
+            return collective_traffic(fabric, collective, groups, size, algorithm=alg)
 
         alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
                                                            len(groups[0])),
                                routing=routing, seed=seed, model=a.time)
         doms = domain[np.stack(groups)]
         spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
-        out.append(CommKind(kind, collective + (f"+{pair}" if pair else ""), alg, size, calls,
+        out.append(CommKind(kind, collective, alg, size, calls,
                             t.time_s * calls, t.latency_s * calls, t.bandwidth_s * calls,
                             t.topology_s * calls, a.overlap.get(kind, 0.0), spills))
 
     if layout.tp > 1:
         groups = rank_groups(ranks, layout, "tp")
         # attention and MLP, forward and backward, and the forward again when recomputing
-        calls = (6 if layout.recompute else 4) * layers * m
+        calls = (6 if full else 4) * layers * m
         if layout.sequence_parallel:
-            add("tp", "allgather", groups, hidden_bytes, calls, "auto", pair="reducescatter")
+            # a gather and a scatter per call site, one after the other on the same links
+            add("tp", "allgather", groups, hidden_bytes, calls, "auto")
+            add("tp", "reducescatter", groups, hidden_bytes, calls, "auto")
         else:
             add("tp", "allreduce", groups, hidden_bytes, calls, "auto")
     if layout.cp > 1:
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
+        # ring attention: the K/V of every CP rank, forward; backward K/V again and the
+        # K/V gradients back (three volumes per layer), and K/V once more per forward
+        # recomputed (full, or selective: the attention core needs them again)
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // layout.tp
         groups = rank_groups(ranks, layout, "cp")
-        add("cp", "allgather", groups, kv_bytes, layers * m, "auto", pair="reducescatter")
+        gathers = 2 + (layout.recompute != "none")
+        add("cp", "allgather", groups, kv_bytes, gathers * layers * m, "auto")
+        add("cp", "reducescatter", groups, kv_bytes, layers * m, "auto")
     if layout.ep > 1 and model.is_moe:
         moe_layers = -(-int(counts["moe_layers"]) // layout.pp)
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, 4 * moe_layers * m,
-            "direct")
+        # dispatch and combine, forward and backward; a full recomputation repeats the
+        # forward pair
+        add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank,
+            (6 if full else 4) * moe_layers * m, "direct")
     if layout.pp > 1:
         groups = rank_groups(ranks, layout, "pp")
         stages = np.stack(groups)
@@ -338,8 +385,9 @@ def _gradients(add: Any, kind: str, groups: list[np.ndarray], params: float, lay
     """Bucketed gradient reduction of ``params`` per rank over ``groups``."""
     grads = params * BYTES[a.grad_dtype]
     buckets = max(1, math.ceil(grads / a.dp_bucket_bytes))
-    if layout.dp_mode == "zero":
-        add(kind, "reducescatter", groups, grads / buckets, buckets, "auto", pair="allgather")
+    if layout.zero:
+        add(kind, "reducescatter", groups, grads / buckets, buckets, "auto")
+        add(kind, "allgather", groups, grads / buckets, buckets, "auto")
     else:
         add(kind, "allreduce", groups, grads / buckets, buckets, "auto")
 

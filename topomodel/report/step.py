@@ -41,8 +41,9 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "  exposed communication", "value": format_si(result.exposed_comm_s, "s")},
         {"item": "  synchronisation wait", "value": format_si(result.wait_s, "s")},
         {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
-        {"item": "MFU" + (" / HFU" if lay.recompute else ""),
-         "value": f"{result.mfu:.1%}" + (f" / {result.hfu:.1%}" if lay.recompute else "")},
+        {"item": "MFU" + (" / HFU" if lay.recompute != "none" else ""),
+         "value": f"{result.mfu:.1%}" + (f" / {result.hfu:.1%}" if lay.recompute != "none"
+                                         else "")},
         {"item": "communication share (exposed + wait)", "value": f"{result.comm_share:.1%}"},
     ]
     walls = [{"wall": k.removesuffix("_s"), "time": format_si(v, "s"),

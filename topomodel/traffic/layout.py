@@ -23,7 +23,22 @@ from topomodel.records import (
 from topomodel.yamlsource import KeyPath
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
-DP_MODES = ("allreduce", "zero")
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "zb-h1")
+TP_OVERLAPS = ("none", "backward", "gemm")
+EP_OVERLAPS = ("none", "dualpipe")
+DEFAULT_BATCH_TOKENS = 2**24
+"""Tokens per step when the layout gives no global batch: 16M, the batch Llama 3 405B
+trained most of its tokens with ("We double the batch size again to 16M after
+pre-training on 2.87T tokens", Llama Team, arXiv 2407.21783, section 3.4.1); 2,048
+sequences of 8,192 tokens. A fixed token count, so the default does not grow with the
+number of accelerators (it is rounded up to one microbatch per DP rank)."""
+
+
+def _zero_stage(_: Reading, __: KeyPath, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 3:
+        raise Invalid(f"a ZeRO stage is 0, 1, 2 or 3, got {value!r}")
+    return int(value)
 
 
 def _order(reading: Reading, path: KeyPath, value: Any) -> str:
@@ -58,16 +73,47 @@ class Layout:
     cp: int = spec(integer(1), default=1, doc="context-parallel degree")
     micro_batch: int = spec(integer(1), default=1, doc="sequences per microbatch")
     global_batch: int = spec(integer(0), default=0, doc="sequences per step, all DP ranks"
-                             " together; 0: dp x micro_batch x 4 x pp")
+                             " together; 0: 16M tokens (Llama 3 405B's batch), rounded up"
+                             " to a multiple of dp x micro_batch")
     seq: int = spec(integer(0), default=0, doc="tokens per sequence; 0: the model's")
     sequence_parallel: bool = spec(boolean, default=True, doc="TP gathers and scatters"
-                                   " activations (sequence parallelism) instead of"
-                                   " all-reducing them")
-    dp_mode: str = spec(choice(*DP_MODES), default="allreduce", doc="gradient all-reduce,"
-                        " or ZeRO/FSDP reduce-scatter + all-gather")
+                                   " activations (sequence parallelism, Korthikanti et al."
+                                   " 2022) instead of all-reducing them")
+    zero: int = spec(_zero_stage, default=0,
+                     doc="ZeRO stage over the DP ranks: 0 gradient all-reduce; 1 optimizer"
+                     " state sharded (gradients reduce-scattered, weights all-gathered after"
+                     " the step); 2 also gradients; 3 also weights (gathered per layer)")
     interleave: int = spec(integer(1), default=1, doc="virtual pipeline stages per rank"
-                           " (interleaved 1F1B)")
-    recompute: bool = spec(boolean, default=False, doc="activation recomputation")
+                           " (interleaved 1F1B, Narayanan et al. 2021)")
+    schedule: str = spec(choice(*SCHEDULES), default="1f1b", doc="pipeline schedule: 1f1b"
+                         " (PipeDream-Flush; interleaved with interleave > 1) or zb-h1"
+                         " (zero-bubble H1, Qi et al. 2023: weight gradients deferred into"
+                         " the bubble)")
+    recompute: str = spec(choice(*RECOMPUTE), default="none", doc="activation"
+                          " recomputation: none, selective (attention core only) or full"
+                          " (each layer from its input)")
+    flash_attention: bool = spec(boolean, default=True, doc="attention in one fused kernel"
+                                 " (FlashAttention): scores are not stored or written")
+    pp_scatter_gather: bool = spec(boolean, default=True, doc="a pipeline send crosses the"
+                                   " network as 1/tp of the tensor per rank and is"
+                                   " all-gathered over the scale-up domain (Narayanan et al."
+                                   " 2021, section 4.1)")
+    tp_overlap: str = spec(choice(*TP_OVERLAPS), default="backward", doc="TP collectives"
+                           " hidden behind compute: none; backward (each backward collective"
+                           " behind the weight-gradient GEMM of its layer, Megatron-LM);"
+                           " gemm (every collective pipelined with the GEMM it feeds,"
+                           " Transformer Engine comm-GEMM overlap)")
+    ep_overlap: str = spec(choice(*EP_OVERLAPS), default="none", doc="EP all-to-alls hidden"
+                           " behind compute: none, or dualpipe (DeepSeek-V3: the all-to-alls"
+                           " of one microbatch run behind the compute of the forward or"
+                           " backward chunk it is paired with, on SMs taken from compute)")
+    dropout: bool = spec(boolean, default=False, doc="dropout on the attention"
+                         " probabilities and after attention and MLP (GPT-3 and Megatron-LM"
+                         " recipes: masks stored, extra memory-bound passes); Llama 3 and"
+                         " DeepSeek-V3 train without")
+    dp_overlap: bool = spec(boolean, default=True, doc="bucketed DP gradient reduction starts"
+                            " as buckets fill, behind the backward compute still to run"
+                            " (Megatron-Core overlap-grad-reduce); off: after the backward")
     order: str = spec(_order, default="tp,cp,dp,pp", doc="rank placement, innermost"
                       " dimension first")
 
@@ -75,11 +121,28 @@ class Layout:
         check_fields(self, UsageError)
         if self.dp % self.ep:
             raise UsageError(f"Layout.ep: ep={self.ep} must divide dp={self.dp}")
+        if self.schedule == "zb-h1" and self.interleave > 1:
+            raise UsageError("Layout.schedule: zb-h1 has no virtual stages; interleave must"
+                             " be 1")
 
     @property
     def world(self) -> int:
         """Accelerators the layout uses."""
         return self.tp * self.pp * self.dp * self.cp
+
+    def sequences(self, seq: int) -> int:
+        """Sequences per step: ``global_batch``, or :data:`DEFAULT_BATCH_TOKENS` of
+        ``seq``-token sequences, rounded up to a multiple of dp x micro_batch.
+
+        Examples
+        --------
+        >>> Layout(dp=8).sequences(8192), Layout(dp=4096).sequences(8192)
+        (2048, 4096)
+        """
+        if self.global_batch:
+            return self.global_batch
+        per_step = self.dp * self.micro_batch
+        return -(-max(1, DEFAULT_BATCH_TOKENS // seq) // per_step) * per_step
 
 
 def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray]:

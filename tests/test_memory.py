@@ -1,0 +1,116 @@
+"""Memory per stage: Korthikanti et al. 2022's activation formulas, the schedules'
+in-flight microbatches, MoE buffers, ZeRO and the stages that hold the embedding."""
+
+import numpy as np
+import pytest
+
+from topomodel.analysis.memory import layer_activations, stage_memory, stage_parameters
+from topomodel.analysis.pipeline import chunk_layers, in_flight, schedule
+from topomodel.catalog import Model
+from topomodel.traffic.layout import Layout
+
+GPT = Model(id="gpt", file="", line=None, source="test", provenance="assumed", layers=96,
+            hidden=12288, ffn_hidden=4 * 12288, heads=96, vocab=51200, sequence=2048,
+            gated_ffn=False, tied_embeddings=True)
+MOE = Model(id="moe", file="", line=None, source="test", provenance="assumed", layers=4,
+            hidden=1024, ffn_hidden=4096, heads=16, vocab=32000, sequence=1024,
+            experts=8, top_k=2, expert_ffn_hidden=1024, shared_experts=1)
+
+
+def korthikanti(layout: Layout) -> float:
+    """Table 2 of arXiv 2205.05198, bytes per layer (s b h (...)), t = tp."""
+    s, b, h, a, t = 2048, layout.micro_batch, 12288, 96, layout.tp
+    sbh = s * b * h
+    if layout.recompute == "full":
+        return 2 * sbh / (t if layout.sequence_parallel else 1)
+    scores = 5 * a * s / (h * t) if layout.recompute == "none" else 0.0
+    if layout.sequence_parallel:
+        return sbh * (34 / t + scores)
+    return sbh * (10 + 24 / t + scores)
+
+
+@pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_per_layer_activations_are_korthikantis_table_2(sp, recompute):
+    """GPT-3 175B's layer with dropout and the score matrix kept (no FlashAttention), as
+    the paper's Megatron-LM ran it; the formulas leave out the sb-sized norm statistics,
+    which the model leaves out too."""
+    layout = Layout(tp=8, micro_batch=1, sequence_parallel=sp, recompute=recompute,
+                    dropout=True, flash_attention=False)
+    act, buffers = layer_activations(GPT, layout, 2048, moe=False, recompute=recompute)
+    assert act == pytest.approx(korthikanti(layout), rel=1e-12)
+    assert buffers == 0
+
+
+def test_flash_attention_keeps_no_scores_and_no_dropout_keeps_no_masks():
+    base = Layout(tp=8, sequence_parallel=True, dropout=False, flash_attention=True)
+    act, _ = layer_activations(GPT, base, 2048, moe=False, recompute="none")
+    s, h, t = 2048, 12288, 8
+    # 34 s b h / t less the two masks (2 / t), plus fp32 softmax statistics per head
+    assert act == pytest.approx(s * h * 32 / t + 4 * s * 96 / t)
+
+
+def test_first_stage_holds_l_layers_in_1f1b_and_more_when_interleaved():
+    """Section 4.2.3: the first 1F1B stage holds p microbatches of L/p layers (L layers'
+    worth); interleaving with m chunks multiplies that by 1 + (p - 1) / (p m)."""
+    p, layers, micro = 8, 96, 64
+    flat = in_flight(schedule("1f1b", p, micro), chunk_layers(layers, p))
+    assert flat[0] == layers and list(flat) == [layers // p * (p - s) for s in range(p)]
+    for v in (2, 3, 4):
+        looped = in_flight(schedule("1f1b", p, micro, v), chunk_layers(layers, p, v))
+        assert looped[0] == pytest.approx(layers * (1 + (p - 1) / (p * v)))
+    zb = in_flight(schedule("zb-h1", p, micro), chunk_layers(layers, p))
+    assert zb.max() == flat.max()  # ZB-H1's peak is 1F1B's (Qi et al. 2023)
+
+
+def _memory(model, layout, *, hot=1.0, micro=8):
+    sizes = chunk_layers(model.layers, layout.pp, layout.interleave)
+    sched = schedule(layout.schedule, layout.pp, micro, layout.interleave)
+    layers = sizes.sum(axis=1)
+    moe_layers = layers if model.is_moe else np.zeros_like(layers)
+    return stage_memory(model, layout, model.sequence, layers=layers, moe_layers=moe_layers,
+                        in_flight=in_flight(sched, sizes).astype(float),
+                        in_flight_micro=in_flight(sched, np.ones_like(sizes)).astype(float),
+                        weight_bytes=2, optimizer_bytes_per_param=12, main_grad_bytes=4,
+                        hot_expert_factor=hot)
+
+
+def test_embedding_on_the_first_stage_output_layer_and_logits_on_the_last():
+    layout = Layout(tp=8, pp=4, dp=1)
+    dense, experts = stage_parameters(GPT, layout, np.full(4, 24), np.zeros(4))
+    embed = 51200 * 12288 / 8
+    assert dense[0] - dense[1] == pytest.approx(embed)
+    assert dense[3] - dense[1] == pytest.approx(embed)  # the tied copy when pp > 1
+    assert not experts.any()
+    mem = _memory(GPT, layout)
+    assert mem.logits[:3].sum() == 0
+    tokens = 2048
+    assert mem.logits[3] == 4 * tokens * 51200 / 8 + 4 * tokens * 12288 / 8
+    one = stage_parameters(GPT, Layout(tp=8), np.full(1, 96), np.zeros(1))[0]
+    assert one[0] == pytest.approx(dense.sum() - embed)  # one copy without a pipeline
+
+
+def test_moe_buffers_grow_with_top_k_and_the_hot_expert():
+    layout = Layout(dp=4, ep=4, micro_batch=1)
+    cold = _memory(MOE, layout).moe_buffers[0]
+    hot = _memory(MOE, layout, hot=1.5).moe_buffers[0]
+    tokens, d = 1024, 1024
+    copies = tokens * 2  # top_k copies of the rank's tokens
+    # dispatched and combined copies (2 x 2 h bytes), the gated experts' two activation
+    # inputs and the second matrix's input (6 bytes per unit of width), fp32 router
+    # probabilities
+    per_layer = 2 * 2 * copies * d + 6 * copies * 1024 + 4 * tokens * 8
+    assert cold == pytest.approx(4 * per_layer)  # 4 layers, one microbatch in flight
+    assert hot - cold == pytest.approx(4 * 0.5 * (2 * 2 * copies * d + 6 * copies * 1024))
+
+
+def test_zero_stages_shard_optimizer_then_gradients_then_weights():
+    base = _memory(GPT, Layout(tp=8, pp=8, dp=16))
+    for stage in (1, 2, 3):
+        mem = _memory(GPT, Layout(tp=8, pp=8, dp=16, zero=stage))
+        assert mem.optimizer[1] == pytest.approx(base.optimizer[1] / 16)
+        assert mem.gradients[1] == pytest.approx(base.gradients[1] / (16 if stage >= 2 else 1))
+        assert mem.weights[1] == pytest.approx(base.weights[1] / (16 if stage >= 3 else 1))
+    zero3 = _memory(GPT, Layout(tp=8, pp=8, dp=16, zero=3))
+    per_layer = base.weights[1] / 12  # two gathered layers resident
+    assert zero3.working[1] == pytest.approx(2 * per_layer)

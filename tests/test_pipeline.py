@@ -1,0 +1,111 @@
+"""Pipeline schedules and their timeline, held to the closed forms of their papers."""
+
+import numpy as np
+import pytest
+
+from topomodel.analysis.pipeline import (
+    B,
+    F,
+    W,
+    chunk_first_layer,
+    chunk_layers,
+    dependencies,
+    schedule,
+    timeline,
+)
+from topomodel.errors import UsageError
+
+
+def durations(p, v=1, f=1.0, b=2.0, w=0.0):
+    d = np.zeros((3, p, v))
+    d[F], d[B], d[W] = f, b, w
+    return d
+
+
+@pytest.mark.parametrize(("p", "m"), [(1, 4), (2, 4), (4, 8), (8, 32), (8, 3), (64, 512)])
+def test_1f1b_makespan_is_m_plus_p_minus_1_steps(p, m):
+    """With equal stages and free sends, 1F1B takes (m + p - 1)(F + B): a bubble of
+    (p - 1)(F + B) (Narayanan et al. 2021, section 2.2.1), also with fewer microbatches
+    than stages."""
+    t = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)))
+    assert t.makespan_s == pytest.approx((m + p - 1) * 3.0)
+    assert np.allclose(t.busy_s, m * 3.0)
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(4, 8, 2), (4, 16, 4), (8, 64, 3)])
+def test_interleaving_divides_the_bubble_by_the_chunks(p, m, v):
+    """v model chunks of 1/v the work each: bubble (p - 1)(F + B) / v (section 2.2.2)."""
+    t = timeline(schedule("1f1b", p, m, v), durations(p, v, 1 / v, 2 / v), np.zeros((p, 2)))
+    assert t.makespan_s == pytest.approx(m * 3.0 + (p - 1) * 3.0 / v)
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (8, 32), (16, 64)])
+def test_zb_h1_bubble_is_p_minus_1_times_f_plus_b_minus_w(p, m):
+    """Qi et al. 2023: with B split into B and W, ZB-H1's bubble is
+    (p - 1)(T_F + T_B - T_W); with equal passes a third of 1F1B's."""
+    t = timeline(schedule("zb-h1", p, m), durations(p, 1, 1.0, 1.0, 1.0), np.zeros((p, 2)))
+    assert t.makespan_s == pytest.approx(3.0 * m + (p - 1) * 1.0)
+    one = timeline(schedule("1f1b", p, m), durations(p, 1, 1.0, 2.0), np.zeros((p, 2)))
+    assert one.makespan_s - 3.0 * m == pytest.approx(3 * (t.makespan_s - 3.0 * m))
+
+
+def test_every_operation_runs_once_in_dependency_order():
+    for name, v in (("1f1b", 1), ("1f1b", 3), ("zb-h1", 1)):
+        s = schedule(name, 4, 12, v)
+        kinds = (F, B, W) if name == "zb-h1" else (F, B)
+        for stage in range(4):
+            seen = {(int(k), int(i), int(c)) for k, i, c in zip(
+                s.kind[stage], s.micro[stage], s.chunk[stage], strict=True)}
+            assert len(seen) == s.ops == len(kinds) * 12 * v
+        t = timeline(s, durations(4, v, 1, 2, 1), np.full((4, 2), 0.25))
+        dep_stage, dep_pos, _ = dependencies(s)
+        has = dep_pos >= 0
+        rows = np.broadcast_to(np.arange(4)[:, None], dep_pos.shape)
+        assert (t.start_s[has] >= t.end_s[dep_stage[has], dep_pos[has]] - 1e-12).all()
+        assert (np.diff(t.start_s, axis=1) > 0).all()  # each stage runs one op at a time
+        assert rows.shape == t.start_s.shape
+
+
+def test_sends_and_the_slowest_stage_set_the_pace():
+    p, m = 4, 16
+    even = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)))
+    send = 0.1
+    slow_links = timeline(schedule("1f1b", p, m), durations(p), np.full((p, 2), send))
+    # steady state: a stage waits for its neighbour's F and B, each a send away
+    assert slow_links.makespan_s > even.makespan_s + 2 * (p - 1) * send - 1e-9
+    assert slow_links.critical_send_s >= 2 * (p - 1) * send - 1e-9
+    d = durations(p)
+    d[:, p - 1] *= 1.5  # the last stage also computes the logits
+    lopsided = timeline(schedule("1f1b", p, m), d, np.zeros((p, 2)))
+    assert lopsided.makespan_s >= m * 4.5 + (p - 1) * 3.0 - 1e-9
+    assert lopsided.busy_s.argmax() == p - 1
+
+
+def test_stage_ready_times_delay_a_stage_and_extras_lengthen_one_op():
+    p, m = 2, 4
+    base = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)))
+    late = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)),
+                    stage_ready_s=np.array([0.5, 0.0]))
+    assert late.makespan_s == pytest.approx(base.makespan_s + 0.5)
+    extra = np.zeros((p, 2 * m))
+    extra[0, 0] = 0.5
+    longer = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)),
+                      per_op_extra_s=extra)
+    assert longer.makespan_s == pytest.approx(base.makespan_s + 0.5)
+
+
+def test_schedules_that_cannot_run():
+    with pytest.raises(UsageError, match="multiple of pp"):
+        schedule("1f1b", 4, 6, 2)
+    with pytest.raises(UsageError, match="no virtual stages"):
+        schedule("zb-h1", 4, 8, 2)
+    with pytest.raises(UsageError, match="unknown pipeline schedule"):
+        schedule("gpipe", 4, 8)
+    with pytest.raises(UsageError, match="cannot fill"):
+        chunk_layers(6, 4, 2)
+
+
+def test_layers_split_into_chunks_in_virtual_order():
+    sizes = chunk_layers(61, 16)  # DeepSeek-V3: 61 layers over 16 stages
+    assert sizes.sum() == 61 and sizes.max() == 4 and sizes.min() == 3
+    assert chunk_first_layer(8, 2, 2).tolist() == [[0, 4], [2, 6]]  # chunk c of stage s

@@ -1,0 +1,324 @@
+"""Pipeline schedules and their timeline: every microbatch on every stage, as arrays.
+
+A schedule is, for each of the ``p`` stages, the order in which that stage runs its
+operations: the forward pass ``F`` of a microbatch through one of its model chunks, the
+backward pass ``B`` (input and, unless split off, weight gradients) and, for a
+zero-bubble schedule, the weight-gradient pass ``W``. The schedules:
+
+- **1F1B** (PipeDream-Flush; Narayanan et al., "Memory-Efficient Pipeline-Parallel DNN
+  Training", arXiv 2006.09503): stage s runs min(p - s - 1, m) warm-up forwards, then
+  alternates one forward and one backward, then drains the remaining backwards.
+- **Interleaved 1F1B** (Narayanan et al., SC'21, section 2.2.2), ``v`` > 1 model chunks
+  per stage: Megatron-LM's order, with p x (v - 1) + 2 (p - s - 1) warm-up forwards;
+  forward k runs chunk (k // p) mod v of microbatch (k // (p v)) p + k mod p, backward
+  k the chunks in reverse. Needs m to be a multiple of p, as Megatron-LM does.
+- **ZB-H1** (Qi et al., "Zero Bubble Pipeline Parallelism", arXiv 2401.10241): 1F1B with
+  the backward split into B (input gradients, on the critical path) and W (weight
+  gradients, which nothing downstream waits for). Stage s defers its W passes by s
+  microbatches, so the last stages, which idle longest at the end of 1F1B, fill that
+  time with deferred W passes and send their B passes upstream sooner. With equal F, B
+  and W times the bubble is (p - 1)(F + B - W), a third of 1F1B's, and no stage holds
+  more than p microbatches, as the paper's H1 schedule does.
+
+:func:`timeline` runs a schedule: an operation starts when its stage is free and its
+input has arrived (the previous stage's F, the next stage's B, plus the pipeline send
+between them), so the bubble includes the stages' own communication and the slowest
+stage sets the pace. It advances every stage at once, one operation per round, with
+array operations: a round costs the same at 4 stages or 64, and the rounds number
+about the operations of one stage plus twice the stages.
+
+Examples
+--------
+>>> s = schedule("1f1b", 4, 8)
+>>> s.kind.shape, [int(x) for x in s.micro[0, :6]]
+((4, 16), [0, 1, 2, 3, 0, 4])
+>>> t = timeline(s, np.ones((3, 4, 1)), np.zeros((4, 2)))
+>>> float(t.makespan_s)  # (m + p - 1) x (F + B) with F = B = 1
+22.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.errors import UsageError
+
+F, B, W = 0, 1, 2
+SCHEDULE_NAMES = ("1f1b", "zb-h1")
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Per stage, the operations in the order the stage runs them: arrays of shape
+    (p, n) with the kind (``F``, ``B``, ``W``), microbatch and model chunk of each, and
+    ``paired``: whether the operation runs in the steady phase next to one of the other
+    direction (what DualPipe-style overlap pairs)."""
+
+    name: str
+    p: int
+    m: int
+    v: int
+    kind: np.ndarray
+    micro: np.ndarray
+    chunk: np.ndarray
+    paired: np.ndarray
+
+    @property
+    def ops(self) -> int:
+        """Operations per stage."""
+        return int(self.kind.shape[1])
+
+
+def schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
+    """The operations of schedule ``name`` (``1f1b``, interleaved when ``v`` > 1, or
+    ``zb-h1``) for ``p`` stages and ``m`` microbatches.
+
+    Raises
+    ------
+    UsageError
+        For an unknown schedule, ``zb-h1`` with virtual stages, or an interleaved
+        schedule whose microbatches are not a multiple of the stages.
+    """
+    if name not in SCHEDULE_NAMES:
+        raise UsageError(f"unknown pipeline schedule {name!r}; choose from"
+                         f" {', '.join(SCHEDULE_NAMES)}")
+    if name == "zb-h1" and v > 1:
+        raise UsageError("zb-h1 has no virtual stages (interleave must be 1)")
+    if v > 1 and m % p:
+        raise UsageError(f"interleaved 1F1B needs the microbatches per pipeline ({m}) to be"
+                         f" a multiple of pp ({p}), as Megatron-LM does")
+    rows = [_interleaved(p, m, v, s) if v > 1 else _one_f_one_b(p, m, s, name == "zb-h1")
+            for s in range(p)]
+    kind, micro, chunk, paired = (np.stack([r[i] for r in rows]) for i in range(4))
+    return Schedule(name, p, m, v, kind.astype(np.int8), micro.astype(np.int64),
+                    chunk.astype(np.int64), paired.astype(bool))
+
+
+def _one_f_one_b(p: int, m: int, s: int, zero_bubble: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    warm = min(p - s - 1, m)
+    steady = m - warm
+    kinds: list[np.ndarray] = [np.full(warm, F)]
+    micros: list[np.ndarray] = [np.arange(warm)]
+    paired: list[np.ndarray] = [np.zeros(warm, bool)]
+    j = np.arange(steady)
+    if not zero_bubble:
+        kinds.append(np.stack([np.full(steady, F), np.full(steady, B)], 1).ravel())
+        micros.append(np.stack([j + warm, j], 1).ravel())
+        paired.append(np.ones(2 * steady, bool))
+        kinds.append(np.full(warm, B))
+        micros.append(np.arange(steady, m))
+        paired.append(np.zeros(warm, bool))
+    else:
+        delay = s  # W of microbatch i runs after B of microbatch i + s
+        i = np.arange(m)
+        block_kind = np.broadcast_to(np.array([F, B, W]), (m, 3))
+        block_micro = np.stack([i + warm, i, i - delay], 1)
+        block_paired = np.stack([np.ones(m, bool), i < steady, np.zeros(m, bool)], 1)
+        keep = np.stack([i < steady, np.ones(m, bool), i >= delay], 1)
+        kinds.append(block_kind[keep])
+        micros.append(block_micro[keep])
+        paired.append(block_paired[keep])
+        rest = np.arange(max(0, m - delay), m)
+        kinds.append(np.full(len(rest), W))
+        micros.append(rest)
+        paired.append(np.zeros(len(rest), bool))
+    kind = np.concatenate(kinds)
+    return kind, np.concatenate(micros), np.zeros(len(kind), np.int64), np.concatenate(paired)
+
+
+def _interleaved(p: int, m: int, v: int, s: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    total = m * v
+    warm = min((p - s - 1) * 2 + (v - 1) * p, total)
+    k = np.arange(total)
+    micro = (k // (p * v)) * p + k % p
+    f_chunk = (k // p) % v
+    b_chunk = v - 1 - f_chunk
+    steady = total - warm
+    j = np.arange(steady)
+    kind = np.concatenate([np.full(warm, F), np.stack([np.full(steady, F),
+                                                       np.full(steady, B)], 1).ravel(),
+                           np.full(warm, B)])
+    idx_f = np.concatenate([k[:warm], np.stack([j + warm, np.full(steady, -1)], 1).ravel(),
+                            np.full(warm, -1)])
+    idx_b = np.concatenate([np.full(warm, -1), np.stack([np.full(steady, -1), j], 1).ravel(),
+                            k[steady:]])
+    is_f = kind == F
+    micro_out = np.where(is_f, micro[np.maximum(idx_f, 0)], micro[np.maximum(idx_b, 0)])
+    chunk_out = np.where(is_f, f_chunk[np.maximum(idx_f, 0)], b_chunk[np.maximum(idx_b, 0)])
+    paired = np.concatenate([np.zeros(warm, bool), np.ones(2 * steady, bool),
+                             np.zeros(warm, bool)])
+    return kind, micro_out, chunk_out, paired
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """A schedule run: start and end of every operation (seconds, shape (p, n)), each
+    stage's busy time and end, the makespan, and the pipeline-send time on the critical
+    path (the part of the bubble that is waiting for data in flight)."""
+
+    schedule: Schedule
+    start_s: np.ndarray
+    end_s: np.ndarray
+    busy_s: np.ndarray  # per stage
+    stage_end_s: np.ndarray  # per stage
+    makespan_s: float
+    critical_send_s: float
+    critical_stages: np.ndarray  # stages the critical path runs through, in order
+
+    def last_end_s(self, kind: int, chunk: int | None = None) -> np.ndarray:
+        """Per stage, when its last operation of ``kind`` (of ``chunk``) ends."""
+        mask = self.schedule.kind == kind
+        if chunk is not None:
+            mask &= self.schedule.chunk == chunk
+        return np.where(mask, self.end_s, -np.inf).max(axis=1)
+
+
+def dependencies(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each operation, the stage and position of the operation whose output it
+    needs (-1: none), and which stage boundary the data crosses (-1: none; boundary b
+    is between stage b and b + 1, boundary p - 1 the wrap from the last stage to the
+    first that interleaving adds)."""
+    p, n, v = s.p, s.ops, s.v
+    pos = np.full((3, p, s.m, v), -1, dtype=np.int64)
+    stages = np.broadcast_to(np.arange(p)[:, None], (p, n))
+    pos[s.kind, stages, s.micro, s.chunk] = np.broadcast_to(np.arange(n), (p, n))
+    dep_stage = np.full((p, n), -1, dtype=np.int64)
+    dep_kind = np.full((p, n), -1, dtype=np.int64)
+    dep_chunk = s.chunk.copy()
+    boundary = np.full((p, n), -1, dtype=np.int64)
+    is_f, is_b, is_w = s.kind == F, s.kind == B, s.kind == W
+    first, last = stages == 0, stages == p - 1
+    # F: from the previous stage, or (chunk > 0) from the last stage's previous chunk
+    m = is_f & ~first
+    dep_stage[m], dep_kind[m], boundary[m] = stages[m] - 1, F, stages[m] - 1
+    m = is_f & first & (s.chunk > 0)
+    dep_stage[m], dep_kind[m], dep_chunk[m], boundary[m] = p - 1, F, s.chunk[m] - 1, p - 1
+    # B: from the next stage, or (last stage) from the first stage's next chunk, or the
+    # stage's own F of the last chunk
+    m = is_b & ~last
+    dep_stage[m], dep_kind[m], boundary[m] = stages[m] + 1, B, stages[m]
+    m = is_b & last & (s.chunk < v - 1)
+    dep_stage[m], dep_kind[m], dep_chunk[m], boundary[m] = 0, B, s.chunk[m] + 1, p - 1
+    m = is_b & last & (s.chunk == v - 1)
+    dep_stage[m], dep_kind[m] = stages[m], F
+    dep_stage[is_w], dep_kind[is_w] = stages[is_w], B  # W after its own B
+    has = dep_stage >= 0
+    dep_pos = np.full((p, n), -1, dtype=np.int64)
+    dep_pos[has] = pos[dep_kind[has], dep_stage[has], s.micro[has], dep_chunk[has]]
+    return dep_stage, dep_pos, boundary
+
+
+def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
+             stage_ready_s: np.ndarray | None = None,
+             per_op_extra_s: np.ndarray | None = None) -> Timeline:
+    """Run schedule ``s``.
+
+    ``duration_s[kind, stage, chunk]`` is how long each operation takes;
+    ``send_s[boundary, kind]`` the pipeline send across boundary b for the forward
+    (column 0) and backward (column 1) activations, taken as blocking only the receiver
+    (the send runs beside the sender's next operation); ``stage_ready_s`` when each
+    stage can start (default 0); ``per_op_extra_s`` (p, n) time added to single
+    operations (a gather in front of a stage's first forward).
+
+    Raises
+    ------
+    RuntimeError
+        If the schedule deadlocks (an operation waits for one that never runs).
+    """
+    p, n = s.p, s.ops
+    dep_stage, dep_pos, boundary = dependencies(s)
+    dur = duration_s[s.kind, np.arange(p)[:, None], s.chunk]
+    if per_op_extra_s is not None:
+        dur = dur + per_op_extra_s
+    send = np.zeros((p, n))
+    crossing = boundary >= 0
+    direction = np.where(s.kind == F, 0, 1)
+    send[crossing] = send_s[boundary[crossing], direction[crossing]]
+    start = np.zeros((p, n))
+    end = np.zeros((p, n))
+    waited = np.zeros((p, n), dtype=bool)  # the input, not the stage, set the start
+    free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
+    ptr = np.zeros(p, dtype=np.int64)
+    rows = np.arange(p)
+    while True:
+        active = rows[ptr < n]
+        if not len(active):
+            break
+        j = ptr[active]
+        ds, dp = dep_stage[active, j], dep_pos[active, j]
+        has = dp >= 0
+        ready = ~has | (dp < ptr[np.maximum(ds, 0)])
+        if not ready.any():
+            raise RuntimeError(f"pipeline schedule {s.name} deadlocks")
+        go, jg, dsg, dpg, hg = active[ready], j[ready], ds[ready], dp[ready], has[ready]
+        arrive = np.where(hg, end[np.maximum(dsg, 0), np.maximum(dpg, 0)] + send[go, jg],
+                          -np.inf)
+        begin = np.maximum(free[go], arrive)
+        start[go, jg] = begin
+        end[go, jg] = begin + dur[go, jg]
+        waited[go, jg] = arrive > free[go]
+        free[go] = end[go, jg]
+        ptr[go] += 1
+    stage_end = end[:, -1] if n else np.zeros(p)
+    critical, stages = _critical_send(s, end, waited, send, dep_stage, dep_pos)
+    return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
+                    critical, stages)
+
+
+def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.ndarray,
+                   dep_stage: np.ndarray, dep_pos: np.ndarray) -> tuple[float, np.ndarray]:
+    """Walk the critical path back from the last operation to end: through the input
+    where the operation waited for it, else to the stage's previous operation; sum the
+    sends it crosses."""
+    stage = int(np.argmax(end[:, -1]))
+    j = s.ops - 1
+    total = 0.0
+    visited = [stage]
+    while j >= 0:
+        if waited[stage, j]:
+            total += float(send[stage, j])
+            stage, j = int(dep_stage[stage, j]), int(dep_pos[stage, j])
+            if stage != visited[-1]:
+                visited.append(stage)
+        else:
+            j -= 1
+    return total, np.array(visited[::-1])
+
+
+def in_flight(s: Schedule, chunk_layers: np.ndarray) -> np.ndarray:
+    """Per stage, the most layers' worth of microbatch activations held at once.
+
+    A microbatch's activations for a chunk live from its F until its B (until its W in
+    a zero-bubble schedule, whose weight gradients still need the layers' inputs);
+    ``chunk_layers[stage, chunk]`` counts the layers of each chunk. For 1F1B the first
+    stage holds p microbatches, L layers' worth in all (Korthikanti et al. 2022,
+    section 4.2.3).
+    """
+    frees = W if s.name == "zb-h1" else B
+    layers = chunk_layers[np.arange(s.p)[:, None], s.chunk]
+    change = np.where(s.kind == F, layers, np.where(s.kind == frees, -layers, 0))
+    return np.cumsum(change, axis=1).max(axis=1)
+
+
+def chunk_layers(layers: int, p: int, v: int = 1) -> np.ndarray:
+    """Layers of each model chunk, shape (p, v): the ``layers`` split into p x v
+    consecutive chunks as evenly as they go (the first chunks take one more); chunk c
+    of stage s is the (c p + s)-th. Raises UsageError if a chunk would be empty."""
+    parts = p * v
+    if layers < parts:
+        raise UsageError(f"{layers} layers cannot fill {p} stages x {v} virtual stages")
+    base, extra = divmod(layers, parts)
+    sizes = base + (np.arange(parts) < extra)
+    return sizes.reshape(v, p).T.copy()
+
+
+def chunk_first_layer(layers: int, p: int, v: int = 1) -> np.ndarray:
+    """Index of the first layer of each chunk, shape (p, v) (see :func:`chunk_layers`)."""
+    sizes = chunk_layers(layers, p, v)
+    flat = sizes.T.ravel()
+    starts = np.concatenate([[0], np.cumsum(flat)[:-1]])
+    return starts.reshape(v, p).T.copy()
