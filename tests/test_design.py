@@ -54,7 +54,7 @@ def test_dozen_line_superpod_defaults(tmp_path):
     path.write_text("system: dgx-h100\nsystems: 32\nscaleout:\n  switch: qm9700\n")
     design, _ = load_design(path)
     assert design.scaleout.kind == "fat_tree" and design.scaleout.rail_optimized
-    assert design.layout.rack_cable == 2.0
+    assert design.layout.rack_cable_m == 2.0
 
 
 def test_an_input_error_without_a_problem_cannot_be_made():

@@ -93,10 +93,10 @@ class ScaleoutDesign:
     switch: str | None = spec(ref("switch"), default=None)
     nic: str | None = spec(ref("nic"), default=None)
     nics_per_system: int | None = spec(integer(1), default=None)
-    port_rate: float | None = spec(bandwidth, default=None,
-                                   doc="per NIC port per plane; default NIC rate / planes")
-    uplink_rate: float | None = spec(bandwidth, default=None,
-                                     doc="switch-to-switch ports; default port_rate")
+    port_rate_Bps: float | None = spec(bandwidth, key="port_rate", default=None,
+                                       doc="per NIC port per plane; default NIC rate / planes")
+    uplink_rate_Bps: float | None = spec(bandwidth, key="uplink_rate", default=None,
+                                         doc="switch-to-switch ports; default port_rate")
     tiers: int | None = spec(integer(1), default=None, doc="1 to 3; default the fewest")
     oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
                                                doc="down:up per tier, from the leaf up")
@@ -119,7 +119,7 @@ class ScaleoutDesign:
 def nic_port_rate_Bps(scaleout: ScaleoutDesign, nic: Nic) -> float:
     """The rate of one NIC port on one plane, bytes/s per direction: the design's
     ``port_rate``, else the NIC's rate split evenly over the planes."""
-    return scaleout.port_rate or nic.rate_Bps / scaleout.planes
+    return scaleout.port_rate_Bps or nic.rate_Bps / scaleout.planes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,16 +127,16 @@ class LayoutDesign:
     """Physical layout: rack size and cable lengths, which decide cable types."""
 
     leaf_in_rack: bool = spec(boolean, default=False, doc="top-of-rack leaves")
-    rack_cable: float = spec(quantity("length"), default=2.0,
-                             doc="inside a rack (default 2 m)")
-    row_cable: float = spec(quantity("length"), default=30.0,
-                            doc="system to a leaf in another rack (default 30 m)")
-    spine_cable: float = spec(quantity("length"), default=50.0,
-                              doc="leaf to spine (default 50 m)")
-    core_cable: float = spec(quantity("length"), default=200.0,
-                             doc="spine to core (default 200 m)")
-    scaleup_cable: float = spec(quantity("length"), default=50.0,
-                                doc="scale-up links between racks (default 50 m)")
+    rack_cable_m: float = spec(quantity("length"), key="rack_cable", default=2.0,
+                               doc="inside a rack (default 2 m)")
+    row_cable_m: float = spec(quantity("length"), key="row_cable", default=30.0,
+                              doc="system to a leaf in another rack (default 30 m)")
+    spine_cable_m: float = spec(quantity("length"), key="spine_cable", default=50.0,
+                                doc="leaf to spine (default 50 m)")
+    core_cable_m: float = spec(quantity("length"), key="core_cable", default=200.0,
+                               doc="spine to core (default 200 m)")
+    scaleup_cable_m: float = spec(quantity("length"), key="scaleup_cable", default=50.0,
+                                  doc="scale-up links between racks (default 50 m)")
     connectors: int = spec(integer(0), default=2, doc="mated connector pairs per channel")
     splices: int = spec(integer(0), default=0, doc="splices per channel")
     cables: dict[str, str] = spec(mapping_of(LINK_TIERS, ref("optic")), default={},
@@ -270,14 +270,14 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
             switch = catalog.get(out_.switch or "", Switch)
             rate = nic_port_rate_Bps(out_, nic)
             if not switch.radix_at(rate):
-                problem(("scaleout", "port_rate" if out_.port_rate else "switch"),
+                problem(("scaleout", "port_rate" if out_.port_rate_Bps else "switch"),
                         f"{switch.id} has no ports at {rate * 8 / 1e9:g} Gb/s per direction"
                         " (native or breakout)")
             if out_.planes > 1 and nic.rate_Bps / out_.planes < rate * (1 - 1e-9):
                 problem(("scaleout", "port_rate"), f"{out_.planes} planes at"
                         f" {rate * 8 / 1e9:g} Gb/s exceed {nic.id}'s"
                         f" {nic.rate_Bps * 8 / 1e9:g} Gb/s")
-            if out_.uplink_rate and not switch.radix_at(out_.uplink_rate):
+            if out_.uplink_rate_Bps and not switch.radix_at(out_.uplink_rate_Bps):
                 problem(("scaleout", "uplink_rate"), f"{switch.id} has no ports at this rate")
         if len(out_.oversubscription) > 3:
             problem(("scaleout", "oversubscription"), "at most one ratio per tier (3)")

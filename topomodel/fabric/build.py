@@ -81,7 +81,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
     switch = catalog.get(out.switch or "", Switch)
     planes = out.planes
     port_rate = nic_port_rate_Bps(out, nic)
-    up_rate = out.uplink_rate or port_rate
+    up_rate = out.uplink_rate_Bps or port_rate
     ports = SwitchPorts(switch.id, switch.ports, switch.port_rate_Bps,
                         switch.latency_s if switch.latency_s is not None
                         else DEFAULT_SWITCH_LATENCY_S)

@@ -19,14 +19,18 @@ from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, categorical
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
                "scaleup_l3": "scaleup_cable"}
+"""The layout key (as written in the design file) of each cabled tier's length."""
 
 
 def tier_length_m(design: Design, tier: str) -> float:
     """Cable length of a link tier from the layout, metres."""
     layout = design.layout
     if tier == "leaf" and layout.leaf_in_rack:
-        return layout.rack_cable
-    return float(getattr(layout, _LENGTH_KEY[tier]))
+        return layout.rack_cable_m
+    scaleup = layout.scaleup_cable_m
+    return {"leaf": layout.row_cable_m, "spine": layout.spine_cable_m,
+            "core": layout.core_cable_m, "scaleup": scaleup, "scaleup_l2": scaleup,
+            "scaleup_l3": scaleup}[tier]
 
 
 def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | None:

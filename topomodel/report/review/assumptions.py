@@ -76,7 +76,7 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
                    " rack", "spine_cable": "leaf to spine", "core_cable": "spine to core",
                    "scaleup_cable": "scale-up links between racks"}
     for key, what in layout_docs.items():
-        add(f"cable length, {what}", getattr(layout, key), "m", f"design layout.{key}",
+        add(f"cable length, {what}", getattr(layout, f"{key}_m"), "m", f"design layout.{key}",
             "the design's layout (default when the file does not set it); decides cable"
             " and optic types and propagation")
     add("mated connector pairs per optical channel", layout.connectors, "count",
