@@ -145,9 +145,11 @@ def test_route_json_schema(capsys):
     assert data["algorithm"] == "innetwork"
     assert data["time_s"] == min(c["time_s"] for c in data["candidates"].values())
     assert data["candidates"][data["algorithm"]]["time_s"] == data["time_s"]
-    # each GPU sends its buffer up to the NVSwitches and gets the result back down
-    assert sum(t["bytes"] for t in data["tiers"]) == pytest.approx(2 * n * size, rel=1e-9)
-    assert data["bandwidth_s"] == pytest.approx(size / _nvlink_per_gpu_Bps(data), rel=1e-9)
+    # NVLS as NCCL runs it: each GPU sends S (1 + 1/n) up to the NVSwitches (multimem
+    # loads serve its buffer, stores send its reduced slice) and gets as much back down,
+    # at the NVSwitch chips' nvls_efficiency (NCCL's 0.85 on Hopper)
+    assert sum(t["bytes"] for t in data["tiers"]) == pytest.approx(2 * (n + 1) * size,
+                                                                   rel=1e-9)
 
 
 def _nvlink_per_gpu_Bps(data):

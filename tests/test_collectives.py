@@ -165,7 +165,8 @@ def test_every_collective_has_algorithms():
 
 # --- closed forms per rank -------------------------------------------------------------
 
-CASES = [(c, a) for c in COLLECTIVES for a in ALGORITHMS[c] if a not in ("innetwork", "tree")]
+CASES = [(c, a) for c in COLLECTIVES for a in ALGORITHMS[c]
+         if a not in ("innetwork", "nvlstree", "tree")]
 
 
 @pytest.mark.parametrize(("collective", "algorithm"), CASES)
@@ -561,32 +562,158 @@ def test_two_dimensional_groups_and_many_flows(superpod):
 # --- in-network reduction --------------------------------------------------------------
 
 
-def test_nvls_on_hgx_sends_s_split_by_cables(hgx):
+def test_nvls_on_hgx_moves_s_one_plus_one_over_n_split_by_cables(hgx):
+    """NCCL's NVLS: reduce-scatter by multimem loads (S up, S/n down per GPU) and
+    all-gather by multimem stores (S/n up, S down): S (1 + 1/n) each way, 18 units split
+    5:5:4:4 over the four NVSwitch chips of an HGX H100."""
     assert hgx.catalog.entries["nvswitch3"].in_network_reduction is True
+    assert hgx.catalog.entries["nvswitch3"].nvls_efficiency == 0.85
     acc = hgx.accelerators
     chips = np.flatnonzero((hgx.nodes["kind"] == "scaleup_switch").to_numpy())
     assert in_network_capable(hgx, [acc])
-    t = collective_traffic(hgx, "allreduce", [acc], 18.0, algorithm="innetwork")
+    t = collective_traffic(hgx, "allreduce", [acc], 16.0, algorithm="innetwork")
     up, down = up_down(t)
     assert set(up.dst.tolist()) == set(chips.tolist()) and set(up.src.tolist()) == set(acc)
     nodes = len(hgx.nodes)
-    np.testing.assert_allclose(np.bincount(up.src, weights=up.bytes, minlength=nodes)[acc], 18)
+    each_way = 16 * (1 + 1 / 8)  # 18
+    np.testing.assert_allclose(np.bincount(up.src, weights=up.bytes, minlength=nodes)[acc],
+                               each_way)
     for rank in acc:
         share = {int(d): b for s, d, b in zip(up.src, up.dst, up.bytes, strict=True)
                  if s == rank}
         assert [share[int(c)] for c in chips] == [5, 5, 4, 4]
     np.testing.assert_allclose(np.bincount(down.dst, weights=down.bytes, minlength=nodes)[acc],
-                               18)
+                               each_way)
     np.testing.assert_allclose(received(t, nodes)[chips], [40, 40, 32, 32])  # 8 ranks
-    assert (up.steps, down.steps) == (1, 1)
+    (p,) = t.phases
+    assert p.steps == 1 and p.efficiency == 0.85
+    assert "NVLS at 0.85" in " ".join(t.notes)
 
 
 def test_nvls_for_part_of_a_server(hgx):
     groups = [hgx.accelerators[:4], hgx.accelerators[4:]]
     t = collective_traffic(hgx, "allreduce", groups, S, algorithm="innetwork")
     nodes = len(hgx.nodes)
-    np.testing.assert_allclose(sent(t, nodes)[hgx.accelerators], S)
+    np.testing.assert_allclose(sent(t, nodes)[hgx.accelerators], S * (1 + 1 / 4))
     assert set(t.phases[0].group.tolist()) == {0, 1}
+
+
+def test_nvls_allreduce_busbw_on_8_h100(hgx):
+    """8 x H100 NVLS AllReduce: NVLink at NCCL's 20.6 of 25 GB/s per link (the catalog's
+    efficiency) and NVLS at NCCL's 0.85 give 370.8 x 0.85 x 2(n-1)/(n+1) = 490 GB/s
+    busbw, within 10 % of the published ~480 GB/s (nccl-tests issue #212, maintainer)."""
+    run = run_collective(hgx, "allreduce", 8 * 2**30, ["all"], algorithm="innetwork")
+    closed_form = 370.8e9 * 0.85 * 2 * 7 / 9
+    assert run.busbw_Bps == pytest.approx(closed_form, rel=0.02)
+    assert run.busbw_Bps == pytest.approx(480e9, rel=0.10)
+
+
+@pytest.mark.parametrize(("gpus", "published"), [(5, 414.2), (6, 435.6), (7, 460.0),
+                                                 (8, 473.1)])
+def test_nvls_gain_follows_gpu_count(hgx, gpus, published):
+    """NVLS busbw against the GPU count, 8 x H200 at 8 GiB, NCCL 2.27.7 (stas00/ml-engineering,
+    R20 in shared/reference/collectives-compute-power.md): H200 has H100's NVLink 4 and
+    NVSwitch gen3, so the same fabric applies; within 10 % at every count."""
+    run = run_collective(hgx, "allreduce", 8 * 2**30, [f"0-{gpus - 1}"],
+                         algorithm="innetwork")
+    assert run.busbw_Bps / 1e9 == pytest.approx(published, rel=0.10)
+
+
+def test_sharp_across_dgx_nodes_reduces_in_node_first(superpod):
+    """SHARP across 2 DGX H100 with NCCL's in-node pre-reduction: NVLS inside each node,
+    then each GPU's NIC carries its slice S/8 (not S) to the leaf of its rail, which is
+    that slice's aggregation root (both nodes' rail-j NICs share it): no spine."""
+    acc = superpod.accelerators
+    group = acc[:16]
+    nodes = superpod.nodes
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="innetwork")
+    (p,) = t.phases
+    kind = nodes["kind"].astype(str).to_numpy()
+    tier = nodes["tier"].astype(str).to_numpy()
+    to_leaf = np.isin(p.src, group) & (tier[p.dst] == "leaf")
+    assert to_leaf.sum() == 16
+    np.testing.assert_allclose(p.bytes[to_leaf], S / 8)
+    rail = nodes["local"].to_numpy()
+    assert len(set(p.dst[to_leaf].tolist())) == 8  # one leaf per rail, the slice's root
+    for j in range(8):
+        assert len(set(p.dst[to_leaf & (rail[p.src] == j)].tolist())) == 1
+    assert not (tier[p.src] == "spine").any() and not (tier[p.dst] == "spine").any()
+    to_chip = np.isin(p.src, group) & (kind[p.dst] == "scaleup_switch")
+    np.testing.assert_allclose(np.bincount(p.src[to_chip], weights=p.bytes[to_chip],
+                                           minlength=len(nodes))[group], S * (1 + 1 / 8))
+    assert p.efficiency == 0.85  # the NVLS part's; see the innetwork module docstring
+    assert any("S / ranks per domain" in note for note in t.notes)
+
+
+def test_sharp_pre_reduction_by_rings_where_chips_cannot(sharp):
+    """Domain parts whose switch chips do not reduce pre-reduce by a ring reduce-scatter
+    and all-gather round the part: 2 (m-1)/m S per rank one way, S/m per NIC."""
+    fabric = sharp("system: toy-box\nsystems: 4\nscaleout:\n  switch: sharp-8\n")
+    acc = fabric.accelerators
+    group = acc[:8]  # two boxes of 4
+    t = collective_traffic(fabric, "allreduce", [group], S, algorithm="innetwork")
+    (p,) = t.phases
+    domain = fabric.nodes["domain"].to_numpy()
+    kind = fabric.nodes["kind"].astype(str).to_numpy()
+    between = np.isin(p.src, group) & np.isin(p.dst, group)
+    assert (domain[p.src[between]] == domain[p.dst[between]]).all()
+    np.testing.assert_allclose(p.bytes[between], 2 * 3 / 4 * S)
+    to_switch = np.isin(p.src, group) & (kind[p.dst] == "switch")
+    np.testing.assert_allclose(np.bincount(p.src[to_switch], weights=p.bytes[to_switch],
+                                           minlength=len(kind))[group], S / 4)
+    assert p.efficiency == 1.0 and p.messages_per_step == 1 + 2 * 3
+
+
+def test_in_network_across_domains_needs_even_parts(superpod):
+    group = superpod.accelerators[:12]
+    for algorithm in ("innetwork", "nvlstree"):
+        with pytest.raises(ValueError, match=r"same number of ranks in every domain part.*"
+                                             r"'g0' has parts of 8, 4 ranks"):
+            collective_traffic(superpod, "allreduce", [group], S, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("systems", [2, 3, 4])
+def test_nvls_tree_over_dgx_nodes(superpod, systems):
+    """NVLS-Tree: NVLS inside each node, then per slice j (the GPU on rail j) NCCL's
+    double binary tree over the nodes, S/16 per tree edge each way: each NIC carries
+    S/8 per tree it sits in (not S), on its own rail."""
+    acc = superpod.accelerators
+    group = acc[:8 * systems]
+    nodes = superpod.nodes
+    t = collective_traffic(superpod, "allreduce", [group], S, algorithm="nvlstree")
+    (p,) = t.phases
+    assert p.efficiency == 0.85 and p.label == "NVLS-Tree reduce and broadcast"
+    system, rail = nodes["system"].to_numpy(), nodes["local"].to_numpy()
+    kind = nodes["kind"].astype(str).to_numpy()
+    net = (kind[p.src] == "accelerator") & (kind[p.dst] == "accelerator")
+    assert (system[p.src[net]] != system[p.dst[net]]).all()
+    assert (rail[p.src[net]] == rail[p.dst[net]]).all()
+    np.testing.assert_allclose(p.bytes[net], S / 16)
+    trees = double_binary_tree(systems)
+    degree = sum((parents >= 0).astype(float) + np.bincount(parents[parents >= 0],
+                                                             minlength=systems)
+                 for parents in trees)
+    out = np.bincount(p.src[net], weights=p.bytes[net], minlength=len(nodes))
+    for node in range(systems):
+        np.testing.assert_allclose(out[acc[8 * node:8 * node + 8]], S / 16 * degree[node])
+    to_chip = np.isin(p.src, group) & (kind[p.dst] == "scaleup_switch")
+    np.testing.assert_allclose(np.bincount(p.src[to_chip], weights=p.bytes[to_chip],
+                                           minlength=len(nodes))[group], S * (1 + 1 / 8))
+    depth = max(tree_depth(parents) for parents in trees)
+    assert p.messages_per_step == 1 + 2 * depth
+    assert set(p.group.tolist()) == {0}
+
+
+def test_nvls_tree_refused_where_it_does_not_apply(superpod, toy):
+    with pytest.raises(ValueError, match="nvlstree needs a group spanning two or more"):
+        collective_traffic(superpod, "allreduce", [superpod.accelerators[:8]], S,
+                           algorithm="nvlstree")
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-8\n")
+    assert not in_network_capable(fabric, [fabric.accelerators[:8]], algorithm="nvlstree")
+    with pytest.raises(ValueError, match="nvlstree does not apply to group 'g0'"):
+        collective_traffic(fabric, "allreduce", [fabric.accelerators[:8]], S,
+                           algorithm="nvlstree")
+    assert in_network_capable(superpod, [superpod.accelerators[:16]], algorithm="nvlstree")
 
 
 def names(fabric, numbers):
@@ -658,7 +785,8 @@ def test_nvls_case_a_wins_inside_one_system(sharp):
     up, _ = up_down(collective_traffic(fabric, "allreduce", [fabric.accelerators[:4]], 4.0,
                                algorithm="innetwork"))
     assert set(fabric.nodes["kind"].astype(str).to_numpy()[up.dst]) == {"scaleup_switch"}
-    assert sorted(up.bytes.tolist()) == [1.0] * 4 + [3.0] * 4  # links_per_switch [3, 1]
+    # links_per_switch [3, 1], S (1 + 1/4) each way
+    assert sorted(up.bytes.tolist()) == [1.25] * 4 + [3.75] * 4
 
 
 def test_innetwork_refused_where_switches_cannot(toy, superpod):

@@ -129,6 +129,10 @@ class ScaleupSwitch(Entry):
     ports: int = spec(integer(1))
     port_rate_Bps: float = spec(bandwidth, key="port_rate")
     in_network_reduction: bool = spec(boolean, default=False)
+    nvls_efficiency: float | None = spec(
+        fraction, default=None,
+        doc="share of the links' effective rate an in-switch reduction (NVLS) reaches;"
+        " unset: the links' effective rate, nothing being known to derate it")
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
     power_W: float | None = spec(quantity("power"), key="power", default=None)
 

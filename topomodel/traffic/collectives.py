@@ -73,20 +73,36 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   slowest link (the max of the stages, not their sum), with a message latency per step
   of every stage. Stages with no steps (m = 1 or p = 1) are left out; a single stage
   stays as it is.
-- ``innetwork`` (AllReduce; only where :func:`in_network_capable`): the switches reduce.
-  Case A (NVLS): the whole group in one system whose scale-up switch chips (kind
-  ``scaleup_switch``, same system) all have ``in_network_reduction``; phase "up": every
-  rank sends S to the chips it is linked to, split in proportion to its cables to each
-  chip (5:5:4:4 on an HGX H100); phase "down": each chip returns the same share. Case B
-  (SHARP): the group in a fat-tree whose switches have ``in_network_reduction``; every
-  rank sends S, split evenly over its NIC legs (one per plane), to the leaf of each leg;
-  the aggregation root of each plane is the common leaf if the group has one leaf there,
-  else the lowest-numbered spine linked to the leaf of the group's first rank if every
-  leaf of the group links to it, else the lowest-numbered core linked to that spine if
-  every leaf reaches it through some spine. Phase "up": rank -> leaf (S / legs) and
-  leaf -> root (the leaf's reduced stream, S / planes); phase "down": root -> leaf and
-  leaf -> rank, the same bytes. Flows have switch endpoints; switches in between only
-  forward. Case A is used where it applies, else case B.
+- ``innetwork`` (AllReduce; only where :func:`in_network_capable`): the switches reduce,
+  in one phase (:mod:`topomodel.traffic.innetwork`). Case A (NVLS): the whole group in
+  one system whose scale-up switch chips (kind ``scaleup_switch``, same system) all
+  have ``in_network_reduction``. As NCCL does it: a ReduceScatter by multimem loads
+  (every rank serves its S to the switch, gets its reduced S/n) and an AllGather by
+  multimem stores (S/n up, S down), so every rank sends and receives S (1 + 1/n), split
+  in proportion to its cables to each chip (5:5:4:4 on an HGX H100), each chip
+  returning the same share; the phase's ``efficiency`` is the chips'
+  ``nvls_efficiency`` (NCCL's ``nvlsEfficiency``: 0.85 Hopper, 0.74 Blackwell). Case B
+  (SHARP): the group in a fat-tree whose switches have ``in_network_reduction``, with
+  NCCL's in-node pre-reduction: a group whose domain parts hold m ranks each (the same
+  m in every part) reduces inside each part first (NVLS, as case A with m for n, where
+  the part's chips reduce; else a ring reduce-scatter and all-gather round the part,
+  2 (m-1)/m S per rank), so the rank at position j of its part carries slice j, S/m:
+  split evenly over its NIC legs (one per plane), to the leaf of each leg; each slice is
+  its own reduction, whose aggregation root in each plane is the common leaf if the
+  slice has one leaf there, else the lowest-numbered spine linked to the leaf of the
+  slice's first rank if every leaf of the slice links to it, else the lowest-numbered
+  core linked to that spine if every leaf reaches it through some spine. Up: rank ->
+  leaf (S / (m legs)) and leaf -> root (the leaf's reduced stream, S / (m planes) per
+  slice it holds); down: root -> leaf and leaf -> rank, the same bytes. Flows have
+  switch endpoints; switches in between only forward. Case A is used where it applies,
+  else case B. With m = 1 (one rank per domain) case B is as before: S per rank.
+- ``nvlstree`` (AllReduce; two or more domain parts of m ranks each, every part in one
+  system on chips that reduce): NCCL's NVLS-Tree. NVLS inside each part (S (1 + 1/m)
+  each way per rank, the chips' ``nvls_efficiency``) and, for each slice j, NCCL's
+  double binary tree over the parts among the ranks at position j: two trees of S/(2m)
+  each, reduction up and result down at once, so each NIC carries S/m per tree edge
+  pair, not S. One phase; its message count is 1 + 2 x the tree depth. NCCL runs it
+  across nodes only, so a group inside one domain is refused.
 
 Latency convention
 ------------------
@@ -141,7 +157,7 @@ __all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_traffic
            "double_binary_tree", "tree_depth"]
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork"),
+    "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork", "nvlstree"),
     "allgather": ("ring", "rhd", "hierarchical"),
     "reducescatter": ("ring", "rhd", "hierarchical"),
     "alltoall": ("direct", "pairwise"),
@@ -210,7 +226,8 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
         (a ``ValueError``) for an unknown collective or algorithm, a negative size, a
         group that is empty, repeats a node or holds a node that is not an accelerator,
         ``rhd`` on a group whose size is not a power of two, ``hierarchical`` on a group
-        whose domain parts differ in size, ``innetwork`` where the switches cannot reduce.
+        whose domain parts differ in size, ``innetwork`` or ``nvlstree`` where the
+        switches cannot reduce or a group spanning domains has parts of different sizes.
     """
     _check_collective(collective)
     supported = ALGORITHMS[collective]
@@ -225,8 +242,8 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
     buckets = _buckets(rows)
     shapes = tuple(dict.fromkeys(collective_shape(fabric, collective, algorithm, ranks, size)
                                  for _, ranks in buckets if ranks.shape[1] > 1))
-    if algorithm == "innetwork":
-        plan = _plan_in_network(fabric, rows, names)
+    if algorithm in ("innetwork", "nvlstree"):
+        plan = _plan_in_network(fabric, rows, names, algorithm=algorithm)
         return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes, shapes)
     make = _GENERATORS[algorithm]
     per_bucket = []

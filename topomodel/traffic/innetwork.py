@@ -1,5 +1,32 @@
-"""In-network reduction (NVLS inside a system, SHARP in the scale-out switches):
-which switches reduce for each group, and the up and down phases of the flows."""
+"""In-network reduction: NVLS in the scale-up switch chips, SHARP in the scale-out
+switches, and NVLS-Tree; which switches reduce for each group, and the flows.
+
+All three are one phase (NCCL pipelines their stages chunk by chunk), as fractions of S:
+
+- NVLS (``innetwork``, case A: a group in one system whose switch chips all reduce).
+  NCCL's NVLS AllReduce is a ReduceScatter by multimem loads (every GPU serves its whole
+  buffer to the switch, S up, and gets its reduced S/n back) then an AllGather by
+  multimem stores (S/n up, the switch writes all n pieces to every GPU, S down): about
+  S (1 + 1/n) each way per GPU, split over its chips in proportion to its cables to each.
+  The phase's efficiency is the chips' ``nvls_efficiency`` (NCCL's ``nvlsEfficiency``).
+- SHARP (``innetwork``, case B: the scale-out switches reduce), with NCCL's in-node
+  pre-reduction: a group spanning domain parts of m ranks each reduces inside each part
+  first (NVLS where the part's chips reduce, as above with m for n; else a ring
+  reduce-scatter and all-gather round the part, 2 (m-1)/m S per rank one way), so the
+  rank at position j of its part carries only slice j, S/m, through its NIC: each NIC
+  carries S/ranks-per-node, not S. Each slice is its own SHARP reduction (NCCL opens one
+  CollNet communicator per head), with its own aggregation root (see the collectives
+  docstring). NCCL's CollNetDirect scatters inside a node directly (up to 8 GPUs) and
+  CollNetChain chains; on a switched domain their bytes per GPU are the ring's, which
+  topomodel uses (on a full mesh or torus NCCL spreads them over more links).
+- NVLS-Tree (``nvlstree``, across two or more parts whose chips all reduce): NVLS inside
+  each part and, for each slice j, NCCL's double binary tree over the parts among the
+  ranks at position j, two trees of S/(2m) each, reduction up and result down at once.
+
+The phase efficiency is the lowest of the chips' NVLS efficiencies it uses: it derates
+the network links of NVLS + SHARP and NVLS-Tree too, which NCCL does not (it applies
+``nvlsEfficiency`` to the NVLink bandwidth alone); a per-flow efficiency would lift that.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +36,30 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from topomodel.catalog import ScaleupSwitch
 from topomodel.fabric.tables import Fabric, labels
-from topomodel.traffic.communicators import CollectiveError, _check_groups, _group_names
+from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
+from topomodel.traffic.communicators import (
+    CollectiveError,
+    _buckets,
+    _check_groups,
+    _group_names,
+)
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
 
 
-def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray]) -> bool:
-    """Whether every group can AllReduce in the switches (NVLS in-system or SHARP).
+def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray], *,
+                       algorithm: str = "innetwork") -> bool:
+    """Whether every group can AllReduce in the switches: ``innetwork`` (NVLS in-system
+    or SHARP) or ``nvlstree`` (NVLS-Tree).
 
-    See the module docstring (``innetwork``) for the two cases. Groups of one rank need
-    no network and count as capable.
+    See the module docstring for the cases. Groups of one rank need no network and count
+    as capable.
     """
     rows = _check_groups(fabric, groups)
     try:
-        _plan_in_network(fabric, rows, _group_names(None, len(rows)))
+        _plan_in_network(fabric, rows, _group_names(None, len(rows)), algorithm=algorithm)
     except CollectiveError:
         return False
     return True
@@ -31,13 +67,16 @@ def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray]) -> bool:
 
 @dataclass(frozen=True)
 class _InNetworkPlan:
-    """Up-phase flows as fractions of S; the down phase reverses them."""
+    """The phase's flows as fractions of S, with its efficiency and message count."""
 
     src: np.ndarray
     dst: np.ndarray
     fraction: np.ndarray
     group: np.ndarray
     notes: tuple[str, ...]
+    efficiency: float = 1.0
+    messages: int = 1
+    label: str = "in-network reduce and multicast"
 
 
 _Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # src, dst, fraction, group
@@ -55,10 +94,50 @@ def _expand(keys: np.ndarray, sorted_keys: np.ndarray) -> tuple[np.ndarray, np.n
     return which, np.repeat(lo, count) + within
 
 
-def _plan_in_network(fabric: Fabric, rows: list[np.ndarray],
-                     names: tuple[str, ...]) -> _InNetworkPlan:
+@dataclass(frozen=True, eq=False)
+class _Chips:
+    """Accelerator -> in-system switch chip arcs (sorted by accelerator), whether each
+    accelerator's chips all reduce, and each chip's NVLS efficiency."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    cables: np.ndarray
+    total: np.ndarray  # per node: cables to in-system chips
+    reducing: np.ndarray  # per node: whether it has chips and they all reduce
+    efficiency: np.ndarray  # per node: the chip's nvls_efficiency (1 where unset)
+    system: np.ndarray  # per node: its system
+
+    def flows(self, ranks: np.ndarray, group: np.ndarray, scale: np.ndarray) -> _Flows:
+        """NVLS flows rank -> chip, ``scale`` of each rank's S split by its cables."""
+        which, idx = _expand(ranks, self.src)
+        src = ranks[which]
+        return (src, self.dst[idx], self.cables[idx] / self.total[src] * scale[which],
+                group[which])
+
+
+def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarray,
+           ldst: np.ndarray, lcables: np.ndarray) -> _Chips:
+    system = fabric.nodes["system"].to_numpy()
+    n_nodes = len(fabric.nodes)
+    to_chip = (kind[lsrc] == _ACC) & (kind[ldst] == _CHIP) & (system[lsrc] == system[ldst])
+    order = np.argsort(lsrc[to_chip], kind="stable")
+    src, dst, cables = lsrc[to_chip][order], ldst[to_chip][order], lcables[to_chip][order]
+    total = np.bincount(src, weights=cables, minlength=n_nodes)
+    reducing = np.bincount(src, weights=cables * capable[dst], minlength=n_nodes)
+    model = pd.Categorical(fabric.nodes["model"])
+    per_model = []
+    for m in model.categories:
+        entry = fabric.catalog.entries.get(str(m))
+        value = entry.nvls_efficiency if isinstance(entry, ScaleupSwitch) else None
+        per_model.append(1.0 if value is None else value)
+    efficiency = np.append(per_model, 1.0)[model.codes]
+    return _Chips(src, dst, cables, total, (total > 0) & (reducing == total), efficiency,
+                  system)
+
+
+def _plan_in_network(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...], *,
+                     algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes, links = fabric.nodes, fabric.links
-    n_nodes = len(nodes)
     kind = _codes(nodes["kind"], NODE_KINDS)
     model = pd.Categorical(nodes["model"])
     capable = np.append([bool(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction",
@@ -67,7 +146,8 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray],
     live = ~links["failed"].to_numpy()
     lsrc = links["src"].to_numpy()[live]
     ldst = links["dst"].to_numpy()[live]
-    lcables = links["cables"].to_numpy()[live].astype(float)
+    chips = _chips(fabric, kind, capable, lsrc, ldst,
+                   links["cables"].to_numpy()[live].astype(float))
 
     sizes = np.fromiter((len(r) for r in rows), np.int64, len(rows))
     active = np.flatnonzero(sizes > 1)
@@ -76,62 +156,159 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray],
     ranks = np.concatenate([rows[i] for i in active])
     rank_group = np.repeat(active, sizes[active]).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum(sizes[active])[:-1]])
-
-    # case A: one system, every rank's chip links to reducing chips
-    to_chip = (kind[lsrc] == _ACC) & (kind[ldst] == _CHIP) & (
-        system[lsrc] == system[ldst])
-    order = np.argsort(lsrc[to_chip], kind="stable")
-    chip_src, chip_dst = lsrc[to_chip][order], ldst[to_chip][order]
-    chip_cables = lcables[to_chip][order]
-    total = np.bincount(chip_src, weights=chip_cables, minlength=n_nodes)
-    reducing = np.bincount(chip_src, weights=chip_cables * capable[chip_dst], minlength=n_nodes)
-    rank_ok = (total[ranks] > 0) & (reducing[ranks] == total[ranks])
     rank_sys = system[ranks]
     one_system = (np.minimum.reduceat(rank_sys, offsets) == np.maximum.reduceat(rank_sys, offsets)
                   ) & (np.minimum.reduceat(nodes["domain"].to_numpy()[ranks], offsets) >= 0)
-    case_a = one_system & np.minimum.reduceat(rank_ok, offsets)
-    in_a = np.repeat(case_a, sizes[active])
+    case_a = one_system & np.minimum.reduceat(chips.reducing[ranks], offsets)
 
-    parts: list[_Flows] = []
-    if in_a.any():
-        which, idx = _expand(ranks[in_a], chip_src)
-        src = ranks[in_a][which]
-        parts.append((src, chip_dst[idx], chip_cables[idx] / total[src],
-                      rank_group[in_a][which]))
+    def why_not_nvls(first: int) -> str:
+        members = rows[first]
+        used = np.unique(chips.dst[np.isin(chips.src, members)])
+        models = ", ".join(sorted(set(nodes["model"].to_numpy()[used].astype(str))))
+        return ("its ranks are not all in one scale-up system"
+                if not one_system[np.searchsorted(active, first)]
+                else "its ranks reach no scale-up switch chip"
+                if (chips.total[members] == 0).any()
+                else f"its scale-up switch chips ({models}) do not all reduce in the network")
+
+    if algorithm == "nvlstree":
+        return _nvls_tree_plan(fabric, rows, names, active, chips)
+    symmetric: list[_Flows] = []
+    one_way: list[_Flows] = []
     notes = []
-    if case_a.any():
+    used_nvls = np.zeros(len(nodes), bool)
+    in_a = np.repeat(case_a, sizes[active])
+    if in_a.any():
+        scale = 1 + 1 / np.repeat(sizes[active], sizes[active])[in_a]
+        symmetric.append(chips.flows(ranks[in_a], rank_group[in_a], scale))
+        used_nvls[ranks[in_a]] = True
         notes.append(f"innetwork: {int(case_a.sum())} group(s) reduce in scale-up switch chips"
-                     " (NVLS), S split by cables")
+                     " (NVLS): reduce-scatter by multimem loads, all-gather by multimem"
+                     " stores, S (1 + 1/n) each way per rank, split by cables")
+    messages = 1
     if not case_a.all():
         b_groups = active[~case_a]
-        problem, flows, roots = _sharp_plan(fabric, ranks[~in_a], rank_group[~in_a], kind,
-                                            capable, lsrc, ldst)
+        slices = _slices(fabric, rows, names, b_groups)
+        nvls_part = _parts_reduce(slices, chips)
+        pre = slices.m > 1
+        nv = pre & nvls_part
+        if nv.any():
+            symmetric.append(chips.flows(slices.node[nv], slices.group[nv],
+                                         1 + 1 / slices.m[nv]))
+            used_nvls[slices.node[nv]] = True
+        ring = pre & ~nvls_part
+        if ring.any():
+            one_way.append((slices.node[ring], slices.next_node[ring],
+                            2 * (slices.m[ring] - 1) / slices.m[ring], slices.group[ring]))
+            messages = 1 + 2 * (int(slices.m[ring].max()) - 1)
+        virtual = slices.group.astype(np.int64) * slices.width + slices.slice
+        problem, flows, roots = _sharp_plan(fabric, slices.node, virtual, kind, capable,
+                                            lsrc, ldst)
         if problem is not None:
-            first, reason = problem
-            name = names[first]
-            members = rows[first]
-            chips = np.unique(chip_dst[np.isin(chip_src, members)])
-            models = ", ".join(sorted(set(nodes["model"].to_numpy()[chips].astype(str))))
-            why_a = ("its ranks are not all in one scale-up system"
-                     if not one_system[np.searchsorted(active, first)]
-                     else "its ranks reach no scale-up switch chip" if (total[members] == 0).any()
-                     else f"its scale-up switch chips ({models}) do not all reduce in the"
-                     " network")
-            raise CollectiveError(f"in-network reduction does not apply to group {name!r}:"
-                                  f" {why_a}, and {reason}")
-        parts.append(flows)
+            first, reason = int(problem[0] // slices.width), problem[1]
+            raise CollectiveError(f"in-network reduction does not apply to group"
+                                  f" {names[first]!r}: {why_not_nvls(first)}, and {reason}")
+        group = (flows[3] // slices.width).astype(np.int32)
+        share = 1 / slices.m_of_group[group]
+        symmetric.append((flows[0], flows[1], flows[2] * share, group))
         tiers = labels(nodes["tier"])[roots]
         counts = ", ".join(f"{c} at {t}" for t, c in zip(*np.unique(tiers, return_counts=True),
                                                           strict=True))
+        how = " and ".join(w for w, used in (("NVLS", nv.any()), ("rings", ring.any())) if used)
+        pre_note = (f"; reduced inside each scale-up domain first ({how}), each rank's NIC"
+                    " carrying S / ranks per domain" if pre.any() else "")
         notes.append(f"innetwork: {len(b_groups)} group(s) reduce in scale-out switches (SHARP);"
-                     f" aggregation roots: {counts}")
-    src, dst, fraction, group = (np.concatenate([p[k] for p in parts]) for k in range(4))
-    return _InNetworkPlan(src, dst, fraction, group, tuple(notes))
+                     f" aggregation roots (one per slice and plane): {counts}{pre_note}")
+    efficiency = float(chips.efficiency[np.unique(chips.dst[np.isin(chips.src, np.flatnonzero(
+        used_nvls))])].min(initial=1.0))
+    if efficiency < 1:
+        notes.append(f"innetwork: NVLS at {efficiency:g} of the links' effective rate"
+                     " (nvls_efficiency of the switch chips)")
+    return _assemble(symmetric, one_way, tuple(notes), efficiency, messages)
+
+
+def _assemble(symmetric: list[_Flows], one_way: list[_Flows], notes: tuple[str, ...],
+              efficiency: float, messages: int,
+              label: str = "in-network reduce and multicast") -> _InNetworkPlan:
+    """Flows up, the same flows reversed (down), then the one-way flows."""
+    def cat(parts: list[_Flows], k: int) -> np.ndarray:
+        return np.concatenate([p[k] for p in parts]) if parts else np.empty(0)
+
+    up = [cat(symmetric, k) for k in range(4)]
+    way = [cat(one_way, k) for k in range(4)]
+    src = np.concatenate([up[0], up[1], way[0]]).astype(np.int64)
+    dst = np.concatenate([up[1], up[0], way[1]]).astype(np.int64)
+    fraction = np.concatenate([up[2], up[2], way[2]]).astype(float)
+    group = np.concatenate([up[3], up[3], way[3]]).astype(np.int32)
+    return _InNetworkPlan(src, dst, fraction, group, notes, efficiency, messages, label)
 
 
 def _empty_plan() -> _InNetworkPlan:
     empty = np.empty(0, np.int64)
     return _InNetworkPlan(empty, empty, np.empty(0), empty.astype(np.int32), ())
+
+
+@dataclass(frozen=True, eq=False)
+class _Slices:
+    """Every rank of some groups, flat: node, group, its part's size ``m``, its position
+    (slice) in its part, the next rank round its part, its part index and the group's
+    parts; ``width`` bounds the slices (for virtual group numbers)."""
+
+    node: np.ndarray
+    group: np.ndarray
+    m: np.ndarray
+    slice: np.ndarray
+    next_node: np.ndarray
+    part: np.ndarray
+    parts: np.ndarray
+    width: int
+    m_of_group: np.ndarray  # per group index (all groups), 0 where not listed
+
+
+def _slices(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...],
+            which: np.ndarray) -> _Slices:
+    """Domain parts of the listed groups; refuse a group whose parts differ in size."""
+    chosen = [rows[i] for i in which]
+    out: list[list[np.ndarray]] = [[] for _ in range(7)]
+    for local, ranks in _buckets(chosen):
+        gid = which[local]
+        layout = domain_parts(fabric, ranks)
+        n = layout.n
+        uneven = np.flatnonzero(layout.size.min(axis=1) != layout.size.max(axis=1))
+        if len(uneven):
+            i = int(uneven[0])
+            sizes = layout.size[i][layout.start[i] == np.arange(n)]
+            raise CollectiveError(
+                f"in-network reduction across scale-up domains needs the same number of"
+                f" ranks in every domain part of a group (NCCL's CollNet and NVLS-Tree"
+                f" slice the buffer per node); group {names[int(gid[i])]!r} has parts of"
+                f" {', '.join(map(str, sizes.tolist()))} ranks")
+        position = np.arange(n)
+        successor = layout.start + (position - layout.start + 1) % layout.size
+        for k, value in enumerate((
+                layout.ranks, np.repeat(gid, n).reshape(-1, n), layout.size,
+                position - layout.start, np.take_along_axis(layout.ranks, successor, 1),
+                layout.part, np.repeat(layout.parts, n).reshape(-1, n))):
+            out[k].append(np.asarray(value).ravel())
+    node, group, m, slice_, next_node, part, parts = (np.concatenate(v) for v in out)
+    m_of_group = np.zeros(len(rows), np.int64)
+    m_of_group[group] = m
+    return _Slices(node.astype(np.int64), group.astype(np.int32), m, slice_,
+                   next_node.astype(np.int64), part, parts, int(m.max()) + 1, m_of_group)
+
+
+def _parts_reduce(slices: _Slices, chips: _Chips) -> np.ndarray:
+    """Per rank: whether its whole part is in one system on chips that all reduce."""
+    key = slices.group.astype(np.int64) * (int(slices.part.max()) + 1) + slices.part
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    start = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ok = np.minimum.reduceat(chips.reducing[slices.node[order]], start)
+    system = chips.system[slices.node[order]]
+    same = np.minimum.reduceat(system, start) == np.maximum.reduceat(system, start)
+    out = np.empty(len(order), bool)
+    out[order] = np.repeat(ok & same, np.diff(np.r_[start, len(order)]))
+    return out
 
 
 def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind: np.ndarray,
@@ -243,14 +420,57 @@ def _reaches(leaf: np.ndarray, core: np.ndarray, up_src: np.ndarray, up_dst: np.
 
 
 def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
+    """One phase: the switches reduce and multicast chunk by chunk, so the reduction
+    going up and the result coming down run at once, on opposite directions of the same
+    links (NCCL pipelines the stages)."""
     if not len(plan.src):
         return ()
-    nbytes = plan.fraction * size
-    # The switches reduce and multicast chunk by chunk: the reduction going up and the
-    # result coming down run at once, on opposite directions of the same links.
-    return (Phase(np.concatenate([plan.src, plan.dst]), np.concatenate([plan.dst, plan.src]),
-                  np.concatenate([nbytes, nbytes]), np.concatenate([plan.group, plan.group]),
-                  1, "in-network reduce and multicast"),)
+    return (Phase(plan.src, plan.dst, plan.fraction * size, plan.group, 1, plan.label,
+                  plan.messages, plan.efficiency),)
+
+
+def _nvls_tree_plan(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...],
+                    active: np.ndarray, chips: _Chips) -> _InNetworkPlan:
+    """NVLS inside every part, a double binary tree per slice over the parts."""
+    slices = _slices(fabric, rows, names, active)
+    alone = slices.parts < 2
+    if alone.any():
+        raise CollectiveError(f"nvlstree needs a group spanning two or more scale-up domains"
+                              f" (NCCL runs NVLS-Tree across nodes only); group"
+                              f" {names[int(slices.group[np.argmax(alone)])]!r} is in one")
+    reduces = _parts_reduce(slices, chips)
+    if not reduces.all():
+        bad = int(slices.group[np.argmax(~reduces)])
+        raise CollectiveError(f"nvlstree does not apply to group {names[bad]!r}: its ranks in"
+                              " a scale-up domain are not all in one system on switch chips"
+                              " that reduce in the network")
+    multi = slices.m > 1
+    symmetric = [chips.flows(slices.node[multi], slices.group[multi], 1 + 1 / slices.m[multi])]
+    first = np.flatnonzero(np.r_[True, slices.group[1:] != slices.group[:-1]])
+    group_start = np.repeat(first, np.diff(np.r_[first, len(slices.group)]))
+    depth = 0
+    for p in np.unique(slices.parts):
+        trees = double_binary_tree(int(p))
+        depth = max(depth, *(tree_depth(t) for t in trees))
+        heads = np.flatnonzero((slices.parts == p) & (slices.part == 0))  # part 0, slice j
+        m, start = slices.m[heads], group_start[heads]
+        for parents in trees:
+            child = np.flatnonzero(parents >= 0)
+            low = (start + slices.slice[heads])[:, None] + child[None, :] * m[:, None]
+            high = (start + slices.slice[heads])[:, None] + parents[child][None, :] * m[:, None]
+            symmetric.append((slices.node[low.ravel()], slices.node[high.ravel()],
+                              np.repeat(1 / (2 * m), len(child)),
+                              np.repeat(slices.group[heads], len(child))))
+    used = np.unique(chips.dst[np.isin(chips.src, slices.node)])
+    efficiency = float(chips.efficiency[used].min(initial=1.0))
+    groups = len(np.unique(slices.group))
+    notes = (f"nvlstree: {groups} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
+             " each way per rank), and per slice S/m a double binary tree over the domains"
+             " among the ranks of that slice, S/(2m) per tree",
+             f"nvlstree: NVLS at {efficiency:g} of the links' effective rate"
+             " (nvls_efficiency of the switch chips)")
+    return _assemble(symmetric, [], notes if efficiency < 1 else notes[:1], efficiency,
+                     1 + 2 * depth, "NVLS-Tree reduce and broadcast")
 
 
 def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
