@@ -4,7 +4,7 @@ counts that match the fabric's closed forms, colours that follow the load, and t
 
 Oracles: cable counts of the link table (each bundle appears once per direction), the
 closed forms of the example designs (cited below), and a brute-force pandas group-by
-for the per-bundle utilisation.
+for the per-bundle utilization.
 """
 
 import json
@@ -133,9 +133,9 @@ def test_bundles_add_up_to_the_link_table(name):
 def test_loaded_examples_stay_readable(name):
     fabric = built(name)
     load = np.linspace(0, 1.3, len(fabric.links))
-    fig = draw.topology_figure(fabric, link_utilisation=load)
+    fig = draw.topology_figure(fabric, link_utilization=load)
     assert_readable(fig)
-    bars = [a for a in fig.axes if a.get_ylabel().startswith("utilisation (%)")]
+    bars = [a for a in fig.axes if a.get_ylabel().startswith("utilization (%)")]
     assert len(bars) == 1 and bars[0].get_ylim()[1] == pytest.approx(130)
 
 
@@ -203,10 +203,10 @@ def test_full_view_bundles_are_node_pairs():
 # ------------------------------------------------------------------ load as colour
 
 
-def test_bundle_utilisation_is_peak_and_mean_of_its_links():
+def test_bundle_utilization_is_peak_and_mean_of_its_links():
     fabric = built("mi300x-roce")
     load = np.random.default_rng(1).uniform(0, 1.2, len(fabric.links))
-    layout = draw.topology_layout(fabric, link_utilisation=load)
+    layout = draw.topology_layout(fabric, link_utilization=load)
     links = fabric.links.assign(load=load, a=layout.node_box[fabric.links["src"]],
                                 b=layout.node_box[fabric.links["dst"]])
     links["lo"] = np.minimum(links["a"], links["b"])
@@ -215,8 +215,8 @@ def test_bundle_utilisation_is_peak_and_mean_of_its_links():
     assert len(oracle) == len(layout.bundles)
     for b in layout.bundles:
         peak, mean = oracle.loc[(b.lower, b.upper, b.tier)]
-        assert b.peak_utilisation == pytest.approx(peak)
-        assert b.mean_utilisation == pytest.approx(mean)
+        assert b.peak_utilization == pytest.approx(peak)
+        assert b.mean_utilization == pytest.approx(mean)
 
 
 def _links_collection(fig):
@@ -235,11 +235,11 @@ def test_busier_link_gets_the_higher_colour_full_view():
     load = np.full(len(fabric.links), 0.2)
     load[pair("sys0/acc0", "sys0/sw0")] = 0.9
     load[pair("sys0/acc1", "sys0/sw1") & (src == index["sys0/acc1"])] = 0.5  # one direction
-    layout = draw.topology_layout(fabric, link_utilisation=load)
-    fig = draw.topology_figure(fabric, link_utilisation=load)
+    layout = draw.topology_layout(fabric, link_utilization=load)
+    fig = draw.topology_figure(fabric, link_utilization=load)
     lines = _links_collection(fig)
     values = np.asarray(lines.get_array())
-    assert values == pytest.approx([100 * b.peak_utilisation for b in layout.bundles])
+    assert values == pytest.approx([100 * b.peak_utilization for b in layout.bundles])
     fig.draw_without_rendering()
     colours = lines.get_edgecolor()
     expected = lines.cmap(lines.norm(values))
@@ -262,8 +262,8 @@ def test_busier_bundle_gets_the_higher_colour_aggregated():
     unit3_leaf = (fabric.links["tier"] == "leaf").to_numpy() & (
         fabric.nodes["unit"].to_numpy()[fabric.links["dst"]] == 3)
     load[unit3_leaf] = 0.8
-    fig = draw.topology_figure(fabric, link_utilisation=load)
-    layout = draw.topology_layout(fabric, link_utilisation=load)
+    fig = draw.topology_figure(fabric, link_utilization=load)
+    layout = draw.topology_layout(fabric, link_utilization=load)
     values = np.asarray(_links_collection(fig).get_array())
     leaf = [i for i, b in enumerate(layout.bundles) if b.tier == "leaf"]
     assert int(np.argmax(values)) == leaf[3]
@@ -272,10 +272,10 @@ def test_busier_bundle_gets_the_higher_colour_aggregated():
     assert "248 × 400 Gb/s\npeak 80% · mean 45%" in labels  # mean over both directions
 
 
-def test_utilisation_must_match_the_link_table():
+def test_utilization_must_match_the_link_table():
     fabric = built("hgx-h100-server")
     with pytest.raises(ValueError, match="one value per link row"):
-        draw.topology_layout(fabric, link_utilisation=np.zeros(3))
+        draw.topology_layout(fabric, link_utilization=np.zeros(3))
 
 
 # ------------------------------------------------------------------ detail and layout
@@ -344,23 +344,23 @@ def toy_route(toy):
     return fabric, run, fabric.catalog, toy.tmp_path / "design.yaml", toy.catalog_path
 
 
-def test_tier_utilisation_bars(toy_route):
+def test_tier_utilization_bars(toy_route):
     fabric, run, _, _, _ = toy_route
     tiers = route_report(fabric, run, routing="ecmp").data["tiers"]
-    fig = draw.tier_utilisation_figure(tiers, title="toy all-reduce")
+    fig = draw.tier_utilization_figure(tiers, title="toy all-reduce")
     assert_readable(fig)
     ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches]
     peaks = [100 * t["peak_utilization"] for t in tiers]
     means = [100 * t["mean_utilization"] for t in tiers]
     assert heights == pytest.approx(peaks + means)
-    assert ax.get_ylabel().startswith("utilisation (%)")
+    assert ax.get_ylabel().startswith("utilization (%)")
 
 
-def test_tier_utilisation_bars_of_a_single_tier_fit_the_page(toy_route):
+def test_tier_utilization_bars_of_a_single_tier_fit_the_page(toy_route):
     fabric, run, _, _, _ = toy_route
     tiers = route_report(fabric, run, routing="ecmp").data["tiers"][:1]
-    assert_readable(draw.tier_utilisation_figure(tiers))
+    assert_readable(draw.tier_utilization_figure(tiers))
 
 
 def test_step_bars_add_up_to_the_step(toy_route):

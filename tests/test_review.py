@@ -56,7 +56,7 @@ def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
     names = sorted(p.name for p in server_report.iterdir())
     assert names == ["figures", "report.html", "report.json", "report.md"]
     assert sorted(p.name for p in (server_report / "figures").iterdir()) == [
-        "step.png", "tier-utilisation.png", "topology.png"]
+        "step.png", "tier-utilization.png", "topology.png"]
     html = (server_report / "report.html").read_text()
     for section in SECTIONS:
         assert f'<section id="{section}">' in html and f'href="#{section}"' in html
@@ -70,7 +70,7 @@ def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
     assert "GoodputAssumptions.storage_Bps" in {a["where"] for a in data["assumptions"]}
     assert {"tiers", "bisection", "bom", "power", "link_budget"} <= set(data["build"])
     assert [f["file"] for f in data["figures"]] == [
-        "figures/topology.png", "figures/tier-utilisation.png", "figures/step.png"]
+        "figures/topology.png", "figures/tier-utilization.png", "figures/step.png"]
 
 
 def test_markdown_images_are_files_next_to_it(server_report):
@@ -207,7 +207,7 @@ def test_fabric_without_scale_up_reviews_over_the_fat_tree_only(toy):
     assert review.data["collectives"]["groups"] == {"all": {"ranks": 16, "groups": 1}}
     assert review.data["collectives"]["featured"]["collective"] in (
         "allreduce", "allgather", "reducescatter", "alltoall")
-    assert set(review.figures) == {"topology", "tier-utilisation"}
+    assert set(review.figures) == {"topology", "tier-utilization"}
     assert [lv["npus"] for lv in review.data["levels"]] == [16]
 
 
@@ -247,7 +247,7 @@ def test_rewriting_a_report_replaces_it_whole(tmp_path, server_report):
     write_review(review, target)
     assert (target / "notes.txt").read_text() == "mine"  # not ours: left alone
     assert sorted(p.name for p in (target / "figures").iterdir()) == [
-        "tier-utilisation.png", "topology.png"]  # no step figure without a model
+        "tier-utilization.png", "topology.png"]  # no step figure without a model
     assert _json(target)["step"] is None
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging left behind
 

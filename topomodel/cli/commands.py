@@ -124,7 +124,7 @@ def _collective(name: str) -> str:
 def _cmd_draw(args: argparse.Namespace) -> Report:
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
-    from topomodel.draw.charts import tier_utilisation_figure
+    from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_format, save_figure
     from topomodel.draw.layout import resolve_detail
     from topomodel.draw.topology import topology_figure
@@ -140,7 +140,7 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     model = inputs.assumptions.time  # the same time model and routing as route
     name = fabric.design.name or args.design
     data: dict[str, Any] = {"design": name, "file": args.output, "what": args.what}
-    utilisation, title, tiers = None, args.title, []
+    utilization, title, tiers = None, args.title, []
     if args.route:
         from topomodel.analysis.collective import run_collective
         from topomodel.report.route import route_report
@@ -149,20 +149,20 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
                              parse(args.size, "size"), args.group or ["all"],
                              algorithm=args.algorithm, routing=inputs.routing,
                              seed=inputs.seed, model=model)
-        utilisation = run.timing.link_busy_s / (run.time_s or 1.0)
+        utilization = run.timing.link_busy_s / (run.time_s or 1.0)
         title = title or (f"{name}: {run.collective} ({run.algorithm}) of"
                           f" {format_size(run.size_bytes)}, {format_si(run.time_s, 's')}")
         data.update(collective=run.collective, algorithm=run.algorithm,
                     size_bytes=run.size_bytes, time_s=run.time_s,
-                    peak_utilization=float(utilisation.max(initial=0.0)))
+                    peak_utilization=float(utilization.max(initial=0.0)))
         if args.what == "tiers":
             tiers = route_report(fabric, run, routing=inputs.routing,
                                  model=model).data["tiers"]
     if args.what == "tiers":
-        figure = tier_utilisation_figure(tiers, title=title)
+        figure = tier_utilization_figure(tiers, title=title)
     else:
         data["detail"] = resolve_detail(fabric, args.detail)
-        figure = topology_figure(fabric, link_utilisation=utilisation, detail=args.detail,
+        figure = topology_figure(fabric, link_utilization=utilization, detail=args.detail,
                                  title=title)
     try:
         path = save_figure(figure, args.output)

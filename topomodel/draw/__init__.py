@@ -3,7 +3,7 @@
 - :mod:`.layout`: where the topology diagram puts its boxes and bundles, as plain
   numbers (no matplotlib);
 - :mod:`.topology`: the topology figure;
-- :mod:`.charts`: per-tier utilisation, the step's time split, scaling curves, the
+- :mod:`.charts`: per-tier utilization, the step's time split, scaling curves, the
   Pareto front;
 - :mod:`.text`: text sizes and fitting;
 - :mod:`.io`: figures to PNG, SVG or PDF files and bytes.
@@ -24,7 +24,7 @@ _HOMES = {
     "topology": ("MAX_WIDTH_IN", "MIN_WIDTH_IN", "drawn_texts", "text_overlaps",
                  "topology_figure"),
     "charts": ("pareto_figure", "plot_front", "scaling_figure", "step_figure",
-               "tier_utilisation_figure"),
+               "tier_utilization_figure"),
     "io": ("DPI", "FIGURE_FORMATS", "figure_bytes", "figure_format", "save_figure"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -1,4 +1,4 @@
-"""Charts: per-tier utilisation, the step's time split, scaling curves and the
+"""Charts: per-tier utilization, the step's time split, scaling curves and the
 Pareto front of a sweep."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ STEP_COLOURS = {"compute": "#4e79a7", "pipeline bubble": "#bab0ac",
                 "topology wall": "#d37295", "sync wall": "#b07aa1"}
 
 
-def tier_utilisation_figure(tiers: Sequence[Mapping[str, Any]], *,
+def tier_utilization_figure(tiers: Sequence[Mapping[str, Any]], *,
                             title: str | None = None) -> Figure:
-    """Peak and mean link utilisation (%) per link tier, with each tier's capacity.
+    """Peak and mean link utilization (%) per link tier, with each tier's capacity.
 
     ``tiers`` is the ``tiers`` list of a route report's data: mappings with ``name``,
     ``peak_utilization`` and ``mean_utilization`` (0-1 fractions), ``capacity_Bps``
@@ -54,12 +54,12 @@ def tier_utilisation_figure(tiers: Sequence[Mapping[str, Any]], *,
     ax.set_xticks(x, labels, fontsize=8)
     top = max(110.0, float(peak.max()) * 1.15 if len(peak) else 110.0)
     ax.set_ylim(0, top)
-    ax.set_ylabel("utilisation (%): busy time / collective time")
+    ax.set_ylabel("utilization (%): busy time / collective time")
     ax.set_xlabel("link tier, its capacity (all links, one direction)\nand the share of"
                   " the bandwidth time whose slowest link it holds", fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
-    heading, size = _fit(title or "Link utilisation per tier", fig.get_figwidth() - 1.2, 11.0)
+    heading, size = _fit(title or "Link utilization per tier", fig.get_figwidth() - 1.2, 11.0)
     ax.set_title(heading, fontsize=size, loc="left")
     return fig
 

@@ -69,7 +69,7 @@ class Bundle:
     """The links between two boxes (``lower == upper``: links inside one box).
 
     Cables count physical links once, not per direction; rates and capacities are per
-    direction; utilisations are busy time / collective time over the bundle's link
+    direction; utilizations are busy time / collective time over the bundle's link
     rows, both directions (``nan`` when no load was given).
     """
 
@@ -84,8 +84,8 @@ class Bundle:
     medium: str  # one of ``fabric.MEDIA``, or 'mixed'
     media: tuple[str, ...]  # every medium of the bundle's cables
     failed_cables: int
-    peak_utilisation: float  # busiest link row
-    mean_utilisation: float  # mean over link rows
+    peak_utilization: float  # busiest link row
+    mean_utilization: float  # mean over link rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,15 +101,15 @@ class TopologyLayout:
     node_box: np.ndarray  # box index of every node
 
 
-def topology_layout(fabric: Fabric, *, link_utilisation: np.ndarray | None = None,
+def topology_layout(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
                     detail: str = "auto", max_columns: int = MAX_COLUMNS) -> TopologyLayout:
-    """Boxes and link bundles of the topology diagram (utilisation as 0-1+ fractions).
+    """Boxes and link bundles of the topology diagram (utilization as 0-1+ fractions).
 
     Parameters
     ----------
     fabric
         The built fabric.
-    link_utilisation
+    link_utilization
         Per row of ``fabric.links``: busy time / collective time (0-1, above 1 when a
         link is overcommitted), e.g. ``run.timing.link_busy_s / run.time_s``.
     detail
@@ -124,14 +124,14 @@ def topology_layout(fabric: Fabric, *, link_utilisation: np.ndarray | None = Non
         For an unknown ``detail``, or ``full`` on a fabric of more than
         :data:`FULL_MAX_NODES` nodes.
     ValueError
-        If ``link_utilisation`` does not have one value per link row.
+        If ``link_utilization`` does not have one value per link row.
     """
     detail = resolve_detail(fabric, detail)
-    utilisation = _utilisation(fabric, link_utilisation)
+    utilization = _utilization(fabric, link_utilization)
     rows = _node_rows(fabric)
     if detail == "full":
-        return _full_layout(fabric, rows, utilisation)
-    return _aggregate_layout(fabric, rows, utilisation, max(1, max_columns))
+        return _full_layout(fabric, rows, utilization)
+    return _aggregate_layout(fabric, rows, utilization, max(1, max_columns))
 
 
 def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
@@ -153,12 +153,12 @@ def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
     return detail
 
 
-def _utilisation(fabric: Fabric, link_utilisation: np.ndarray | None) -> np.ndarray | None:
-    if link_utilisation is None:
+def _utilization(fabric: Fabric, link_utilization: np.ndarray | None) -> np.ndarray | None:
+    if link_utilization is None:
         return None
-    values = np.asarray(link_utilisation, dtype=float)
+    values = np.asarray(link_utilization, dtype=float)
     if values.shape != (len(fabric.links),):
-        raise ValueError(f"link_utilisation has shape {values.shape}; expected one value per"
+        raise ValueError(f"link_utilization has shape {values.shape}; expected one value per"
                          f" link row ({len(fabric.links)},)")
     return np.clip(np.nan_to_num(values, nan=0.0), 0.0, None)
 
@@ -173,7 +173,7 @@ def _node_rows(fabric: Fabric) -> np.ndarray:
 
 
 def _full_layout(fabric: Fabric, rows: np.ndarray,
-                 utilisation: np.ndarray | None) -> TopologyLayout:
+                 utilization: np.ndarray | None) -> TopologyLayout:
     """One box per node; a row's nodes sorted by the mean position of their lower
     neighbours, so links run as straight up as the wiring allows."""
     count = len(fabric.nodes)
@@ -202,7 +202,7 @@ def _full_layout(fabric: Fabric, rows: np.ndarray,
                       models=(str(models[i]),), planes=int(planes[i] >= 0),
                       label=str(names[i])) for i in range(count))
     node_box = np.arange(count)
-    return TopologyLayout("full", boxes, _bundles(fabric, node_box, count, utilisation), (),
+    return TopologyLayout("full", boxes, _bundles(fabric, node_box, count, utilization), (),
                           "", float(slots), node_box)
 
 
@@ -231,7 +231,7 @@ def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src
                                   np.minimum(width[members], free), width[members])
 
 
-def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilisation: np.ndarray | None,
+def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray | None,
                       max_columns: int) -> TopologyLayout:
     """One box per tier and run of columns.
 
@@ -291,7 +291,7 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilisation: np.ndarray 
                          label=columns[lo] if r == 0 and lo == hi else "",
                          first_column=lo, last_column=hi))
     return TopologyLayout("aggregate", tuple(boxes),
-                          _bundles(fabric, node_box, len(boxes), utilisation), columns,
+                          _bundles(fabric, node_box, len(boxes), utilization), columns,
                           grouping, float(n_columns), node_box)
 
 
@@ -352,7 +352,7 @@ def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, .
 
 
 def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
-             utilisation: np.ndarray | None) -> tuple[Bundle, ...]:
+             utilization: np.ndarray | None) -> tuple[Bundle, ...]:
     """The link table summed over (lower box, upper box, tier), with array arithmetic."""
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
@@ -379,10 +379,10 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     has_medium = np.bincount(k * len(media) + medium, minlength=size * len(media)).reshape(
         size, len(media)) > 0
     peak = mean = np.full(size, np.nan)
-    if utilisation is not None:
+    if utilization is not None:
         peak = np.zeros(size)
-        np.maximum.at(peak, key, utilisation)
-        mean = np.bincount(key, weights=utilisation, minlength=size) / np.maximum(
+        np.maximum.at(peak, key, utilization)
+        mean = np.bincount(key, weights=utilization, minlength=size) / np.maximum(
             np.bincount(key, minlength=size), 1)
     out = []
     for index in np.flatnonzero(arcs).tolist():
@@ -395,8 +395,8 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
             medium=str(media[int(np.argmax(has_medium[index]))]) if (
                 has_medium[index].sum() == 1) else "mixed",
             media=tuple(str(media[m]) for m in np.flatnonzero(has_medium[index])),
-            failed_cables=int(sum_failed[index]), peak_utilisation=float(peak[index]),
-            mean_utilisation=float(mean[index])))
+            failed_cables=int(sum_failed[index]), peak_utilization=float(peak[index]),
+            mean_utilization=float(mean[index])))
     return tuple(out)
 
 

@@ -1,4 +1,4 @@
-"""Diagrams: the tiered topology, per-tier utilisation, the step breakdown, scaling curves.
+"""Diagrams: the tiered topology, per-tier utilization, the step breakdown, scaling curves.
 
 Every function returns a :class:`matplotlib.figure.Figure` made with matplotlib's object
 API (no pyplot state, no backend switching), so figures can be drawn in threads or
@@ -111,7 +111,7 @@ LAYOUT_ATTEMPTS = 3  # redraw on a larger page at most this often to separate la
 GROWTH = 1.25  # page growth per attempt
 
 
-UTILISATION_CMAP = "viridis"
+UTILIZATION_CMAP = "viridis"
 """Perceptually uniform and readable in grey: dark = idle, yellow = saturated."""
 
 
@@ -134,15 +134,15 @@ KIND_COLOURS = {"accelerator": "#cfe2f3", "scaleup_switch": "#d9ead3", "nic": "#
                 "switch": "#e4dcf1"}
 
 
-def topology_figure(fabric: Fabric, *, link_utilisation: np.ndarray | None = None,
+def topology_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
                     detail: str = "auto", title: str | None = None) -> Figure:
-    """The tiered topology, link load as colour (utilisation in %) when given.
+    """The tiered topology, link load as colour (utilization in %) when given.
 
     Parameters
     ----------
     fabric
         The built fabric.
-    link_utilisation
+    link_utilization
         Per row of ``fabric.links``: busy time / collective time (0-1, above 1 when
         overcommitted), e.g. ``run.timing.link_busy_s / run.time_s`` for a
         :class:`~topomodel.analysis.collective.CollectiveRun`. The full view colours each link
@@ -158,8 +158,8 @@ def topology_figure(fabric: Fabric, *, link_utilisation: np.ndarray | None = Non
     UsageError
         For an unknown ``detail`` or ``full`` on a large fabric.
     """
-    layout = topology_layout(fabric, link_utilisation=link_utilisation, detail=detail)
-    drawing = _Drawing(fabric, layout, loaded=link_utilisation is not None,
+    layout = topology_layout(fabric, link_utilization=link_utilization, detail=detail)
+    drawing = _Drawing(fabric, layout, loaded=link_utilization is not None,
                        title=title or f"{fabric.design.name or fabric.design.file}:"
                        " network topology")
     width_in, height_in = drawing.size()
@@ -186,8 +186,8 @@ def _bundle_text(bundle: Bundle, loaded: bool) -> str:
     if bundle.medium == "mixed":
         lines.append(" + ".join(MEDIUM_SHORT.get(m, m) for m in bundle.media))
     if loaded:
-        lines.append(f"peak {bundle.peak_utilisation:.0%} · mean"
-                     f" {bundle.mean_utilisation:.0%}")
+        lines.append(f"peak {bundle.peak_utilization:.0%} · mean"
+                     f" {bundle.mean_utilization:.0%}")
     if bundle.failed_cables:
         lines.append(f"{bundle.failed_cables:,} failed")
     return "\n".join(lines)
@@ -393,13 +393,13 @@ class _Drawing:
                 entry[0] += b.cables
             parts = [f"{LINK_TIER_LABELS.get(t, t)} {int(v[0]):,} × "
                      f"{format_si(v[1] * 8, 'b/s')}" for t, v in totals.items()]
-            head = ("One box per node; colour: utilisation of the link's busier direction."
+            head = ("One box per node; colour: utilization of the link's busier direction."
                     if self.loaded else "One box per node; line width grows with cables.")
             return f"{head} Links (cables × rate per direction): {'; '.join(parts)}."
         text = ("Box: the nodes of one tier in the columns it spans (count × model). Bundle"
                 " label: cables × rate per direction")
         if self.loaded:
-            text += ("; peak / mean: utilisation of the busiest link and the mean over the"
+            text += ("; peak / mean: utilization of the busiest link and the mean over the"
                      " bundle's links (both directions); colour: the peak")
         return text + "."
 
@@ -433,10 +433,10 @@ class _Drawing:
                                capstyle="butt")
         lines.set_gid("links")
         if self.loaded:
-            values = np.array([100 * b.peak_utilisation for b in bundles])
+            values = np.array([100 * b.peak_utilization for b in bundles])
             norm = Normalize(0.0, max(100.0, float(values.max()) if len(values) else 100.0))
             lines.set_array(values)
-            lines.set_cmap(UTILISATION_CMAP)
+            lines.set_cmap(UTILIZATION_CMAP)
             lines.set_norm(norm)
         else:
             lines.set_color([MEDIUM_COLOURS.get(b.medium, MEDIUM_COLOURS["mixed"])
@@ -450,7 +450,7 @@ class _Drawing:
             bar = fig.colorbar(lines, cax=cax)
             which = ("busier direction of each link" if self.full else
                      "busiest link of each bundle")
-            bar.set_label(f"utilisation (%)\n{which}", fontsize=8)
+            bar.set_label(f"utilization (%)\n{which}", fontsize=8)
             bar.ax.tick_params(labelsize=7)
         else:
             present = sorted({b.medium for b in bundles}, key=list(MEDIUM_COLOURS).index)

@@ -5,7 +5,8 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
 - ``design``, ``accelerators``, ``nodes`` (count by node tier), ``links`` (cables);
 - ``tiers``: one object per link tier, from the accelerators outwards: ``name``,
   ``switch_model``, ``switches``, ``links``, ``ports_used``, ``ports_free``,
-  ``capacity_Bps`` and ``capacity_bps`` (one direction, all links),
+  ``capacity_Bps`` (bytes/s) and ``capacity_bps`` (the same in bits/s), one direction,
+  all links,
   ``per_accelerator_Bps``, ``oversubscription`` (down/up bandwidth; 0 for a top tier);
 - ``bisection``: ``bisection_Bps``, ``method``, ``closed_form_Bps``, ``max_flow_Bps``,
   ``per_accelerator_Bps``, ``injection_Bps``, ``ratio``, ``note``;

@@ -283,7 +283,7 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
 
 def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
              step: StepResult | None) -> dict[str, ReviewFigure]:
-    from topomodel.draw.charts import step_figure, tier_utilisation_figure
+    from topomodel.draw.charts import step_figure, tier_utilization_figure
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.topology import topology_figure
 
@@ -293,17 +293,17 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
         short = f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}"
         what = (f"{run.collective} ({run.algorithm}) of {size_text(run.size_bytes)} on"
                 f" {collectives.featured_group} groups ({run.groups[0]:,} x {run.ranks:,} ranks)")
-        utilisation = run.timing.link_busy_s / run.time_s if run.time_s else None
+        utilization = run.timing.link_busy_s / run.time_s if run.time_s else None
         name = fabric.design.name or fabric.design.file
-        fig = topology_figure(fabric, link_utilisation=utilisation,
+        fig = topology_figure(fabric, link_utilization=utilization,
                               title=f"{name}: link load during {short}")
         out["topology"] = ReviewFigure(
-            "topology", f"Network topology, links coloured by their utilisation during"
+            "topology", f"Network topology, links coloured by their utilization during"
             f" {what}.", figure_bytes(fig, "png"))
-        fig = tier_utilisation_figure(featured.data["tiers"],
-                                      title=f"Link utilisation per tier: {short}")
-        out["tier-utilisation"] = ReviewFigure(
-            "tier-utilisation", f"Busiest and mean link utilisation per tier during {what}.",
+        fig = tier_utilization_figure(featured.data["tiers"],
+                                      title=f"Link utilization per tier: {short}")
+        out["tier-utilization"] = ReviewFigure(
+            "tier-utilization", f"Busiest and mean link utilization per tier during {what}.",
             figure_bytes(fig, "png"))
     else:
         fig = topology_figure(fabric)

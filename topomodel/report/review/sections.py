@@ -211,7 +211,7 @@ def _collectives_section(collectives: _Collectives, featured: Any) -> Section:
                 "utilization": f"{h['utilization']:.0%}"} for h in data["hotspots"]]
         title = (f"{data['collective']} ({data['algorithm']}) of"
                  f" {size_text(data['size_bytes'])} on {collectives.featured_group}")
-        blocks += [FigureBlock("tier-utilisation"),
+        blocks += [FigureBlock("tier-utilization"),
                    TableBlock(Table(f"Per-tier load: {title}", tiers)),
                    TableBlock(Table(f"Hotspots: {title}", hot),
                               "Utilization = busy time / collective time.")]
