@@ -15,6 +15,14 @@ accelerators:
     hbm_bandwidth: "1 TB/s"
     scaleup_link: toy-link
     scaleup_link_count: 4
+    gemm:
+      - dtype: bf16
+        points:
+          - {m: 1024, n: 1024, k: 1024, rate: "40 TFLOP/s"}
+          - {m: 4096, n: 4096, k: 4096, rate: "80 TFLOP/s"}
+        source: test fixture
+        provenance: assumed
+    hbm_achieved: {rate: "0.8 TB/s", source: test fixture, provenance: assumed}
     source: test fixture
     provenance: assumed
 scaleup_links:

@@ -91,9 +91,69 @@ class Entry:
         return iter(())
 
 
+@dataclass(frozen=True)
+class GemmPoint:
+    """One measured matrix multiply: an M x K by K x N product and its achieved rate."""
+
+    m: int = spec(integer(1))
+    n: int = spec(integer(1))
+    k: int = spec(integer(1))
+    rate_flops: float = spec(quantity("compute_rate"), key="rate", doc="achieved FLOP/s")
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of one product, 2 M N K."""
+        return 2.0 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmSweep:
+    """GEMM rates of one data type measured in one benchmark, with its source.
+
+    ``peak`` is the dense peak the efficiencies are taken against when the entry's
+    ``peak_flops`` has none for ``dtype`` (the A100 entry lists bf16, its fp16 sweep
+    runs on the same tensor cores at the same peak).
+    """
+
+    dtype: str = spec(choice(*DTYPES))
+    points: tuple[GemmPoint, ...] = spec(list_of(record(GemmPoint)))
+    peak_flops: float | None = spec(quantity("compute_rate"), key="peak", default=None,
+                                    doc="dense peak of dtype, when peak_flops lacks it")
+    source: str = spec(text, doc="a citation a reader can follow")
+    provenance: str = spec(choice(*PROVENANCES))
+    notes: str = spec(text, default="")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HbmMeasurement:
+    """A measured memory bandwidth (a STREAM-like kernel), with its source."""
+
+    rate_Bps: float = spec(quantity("rate"), key="rate", doc="achieved bytes/s")
+    source: str = spec(text, doc="a citation a reader can follow")
+    provenance: str = spec(choice(*PROVENANCES))
+    notes: str = spec(text, default="")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionMeasurement:
+    """A measured fused-attention (FlashAttention) rate at one shape, with its source."""
+
+    dtype: str = spec(choice(*DTYPES))
+    rate_flops: float = spec(quantity("compute_rate"), key="rate", doc="achieved FLOP/s")
+    head_dim: int = spec(integer(1))
+    seq: int = spec(integer(1))
+    batch: int = spec(integer(1))
+    source: str = spec(text, doc="a citation a reader can follow")
+    provenance: str = spec(choice(*PROVENANCES))
+    notes: str = spec(text, default="")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Accelerator(Entry):
-    """A compute device: dense peak FLOP/s per data type, HBM, power, scale-up links."""
+    """A compute device: dense peak FLOP/s per data type, HBM, power, scale-up links,
+    and the measured kernel rates the step model's compute efficiency comes from:
+    GEMM sweeps (``gemm``), achieved HBM bandwidth (``hbm_achieved``) and fused
+    attention (``flash_attention``), each with its own source and provenance."""
 
     kind = "accelerator"
     peak_flops: dict[str, float] = spec(mapping_of(DTYPES, quantity("compute_rate")),
@@ -103,12 +163,27 @@ class Accelerator(Entry):
     power_W: float | None = spec(quantity("power"), key="power", default=None)
     scaleup_link: str | None = spec(ref("scaleup_link"), default=None)
     scaleup_link_count: int = spec(integer(1), default=0)
+    gemm: tuple[GemmSweep, ...] = spec(list_of(record(GemmSweep)), default=(),
+                                       doc="measured GEMM rates by data type")
+    hbm_achieved: HbmMeasurement | None = spec(record(HbmMeasurement), default=None,
+                                               doc="measured HBM bandwidth (STREAM-like)")
+    flash_attention: tuple[AttentionMeasurement, ...] = spec(
+        list_of(record(AttentionMeasurement)), default=(),
+        doc="measured fused-attention rates")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if bool(self.scaleup_link) != bool(self.scaleup_link_count):
             raise Invalid("give scaleup_link and scaleup_link_count together",
                           "scaleup_link_count")
+        for index, sweep in enumerate(self.gemm):
+            if sweep.peak_flops is None and sweep.dtype not in self.peak_flops:
+                raise Invalid(f"gemm[{index}]: no {sweep.dtype} peak in peak_flops; give"
+                              " the sweep's peak", "gemm")
+        for index, point in enumerate(self.flash_attention):
+            if point.dtype not in self.peak_flops:
+                raise Invalid(f"flash_attention[{index}]: no {point.dtype} peak in"
+                              " peak_flops", "flash_attention")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +221,8 @@ class HostLink(Entry):
     signalling_Tps: float | None = spec(quantity("transfer_rate"), key="signalling",
                                         default=None, doc="transfers/s per lane")
     lanes: int | None = spec(integer(1), default=None)
+    efficiency: float = spec(fraction, default=1.0, doc="effective / nominal rate (the"
+                             " data rate a transfer across it reaches)")
 
 
 @dataclass(frozen=True, kw_only=True)
