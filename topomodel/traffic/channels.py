@@ -8,7 +8,8 @@ inside a part (:func:`domain_parts`). NCCL builds its rings and trees over nodes
 of the node. topomodel does the same (:func:`channels`): a group spanning two or more
 parts runs C channels, C = the distinct scale-out NICs its ranks reach in each part (the
 fewest over its parts, at most :data:`MAX_CHANNELS`), each carrying S/C. Channel c's
-*head* in a part is the rank serving the part's c-th NIC in rail order, so with the same
+*head* in a part is the rank serving the part's c-th NIC in rail order (round the rails
+where a part spanning several systems has several NICs per rail), so with the same
 ranks in every node (a whole DGX each) channel c's hops between parts run from a rail-c
 NIC to a rail-c NIC and stay on the rail's leaves. A group inside one part has one
 channel (on a switched domain more channels would only split the same flows).
@@ -150,6 +151,14 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
         nic_key[order][1:] != nic_key[order][:-1])
     candidate = order[new]  # the first rank of its part on each NIC
     candidate = candidate[np.lexsort((nic_key[candidate], rail[candidate],
+                                      flat_part[candidate]))]
+    # round the rails: each rail's first NIC, then each rail's second, ... (a part
+    # spanning several systems has several NICs per rail; the cap keeps the first ones)
+    same_rail = np.r_[False, (flat_part[candidate][1:] == flat_part[candidate][:-1])
+                      & (rail[candidate][1:] == rail[candidate][:-1])]
+    index = np.arange(len(candidate))
+    nth = index - np.maximum.accumulate(np.where(~same_rail, index, 0))
+    candidate = candidate[np.lexsort((nic_key[candidate], rail[candidate], nth,
                                       flat_part[candidate]))]
     single = layout.parts == 1
     part_starts = np.flatnonzero(layout.start.ravel() == position % n)

@@ -95,14 +95,15 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   leaf (S / (m legs)) and leaf -> root (the leaf's reduced stream, S / (m planes) per
   slice it holds); down: root -> leaf and leaf -> rank, the same bytes. Flows have
   switch endpoints; switches in between only forward. Case A is used where it applies,
-  else case B. With m = 1 (one rank per domain) case B is as before: S per rank.
+  else case B. With m = 1 (one rank per domain) each rank carries all of S.
 - ``nvlstree`` (AllReduce; two or more domain parts of m ranks each, every part in one
   system on chips that reduce): NCCL's NVLS-Tree. NVLS inside each part (S (1 + 1/m)
   each way per rank, the chips' ``nvls_efficiency``) and, for each slice j, NCCL's
   double binary tree over the parts among the ranks at position j: two trees of S/(2m)
-  each, reduction up and result down at once, so each NIC carries S/m per tree edge
-  pair, not S. One phase; its message count is 1 + 2 x the tree depth. NCCL runs it
-  across nodes only, so a group inside one domain is refused.
+  each, reduction up and result down at once, so a NIC carries S/(2m) each way per tree
+  edge it sits on (S/ranks-per-node over the two trees, not S). One phase; its message
+  count is 1 + 2 x the tree depth. NCCL runs it across nodes only, so a group inside one
+  domain is refused.
 
 Latency convention
 ------------------
