@@ -77,6 +77,24 @@ def yaml_keys(cls: type) -> dict[str, dataclasses.Field[Any]]:
     }
 
 
+REASONS: dict[str, str] = {}
+"""The reason of every named model constant, by ``module.NAME`` (see :func:`documented`)."""
+
+
+def documented(name: str, value: T, reason: str) -> T:
+    """``value``, with ``reason`` recorded for ``name`` (``module.CONSTANT``): how a
+    model constant carries its reason as data, for the review's assumptions table.
+
+    Examples
+    --------
+    >>> LIMIT = documented("example.LIMIT", 3, "three is plenty")
+    >>> LIMIT, REASONS["example.LIMIT"]
+    (3, 'three is plenty')
+    """
+    REASONS[name] = " ".join(reason.split())
+    return value
+
+
 def field_doc(cls: type, name: str) -> str:
     """The ``doc`` of field ``name`` of a record class (empty when it has none)."""
     for f in dataclasses.fields(cls):

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.records import documented
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 
-MAX_FLOW_NODE_LIMIT = 20_000
-"""Largest fabric (nodes) on which the exact max-flow check runs by default."""
+MAX_FLOW_NODE_LIMIT = documented(
+    "bisection.MAX_FLOW_NODE_LIMIT", 20_000,
+    """Largest fabric (nodes) on which the exact max-flow check runs by default: networkx
+    max-flow on larger link tables takes minutes.""")
 
 @dataclass(frozen=True)
 class Bisection:

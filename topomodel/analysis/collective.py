@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.analysis.timing import TimeModel, TrafficTime, time_traffic
+from topomodel.analysis.timing import TimeModel, TrafficTime, lower_bound_s, time_traffic
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import ALGORITHMS, busbw_factor, collective_traffic
@@ -57,6 +57,15 @@ class CollectiveRun:
         return self.algbw_Bps * busbw_factor(self.collective, self.ranks)
 
 
+AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "innetwork"), "allgather": ("ring",),
+    "reducescatter": ("ring",), "alltoall": ("direct",), "broadcast": ("ring",),
+    "reduce": ("ring",), "sendrecv": ("p2p",)}
+"""What ``auto`` tries: the algorithms NCCL runs (ring, tree, NVLS/CollNet in-network
+reduction; All-to-All and SendRecv as grouped point-to-point), so ``auto`` picks as NCCL
+does. The others (rhd, pairwise, hierarchical) are run when asked for by name."""
+
+
 def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,
             routing: str = "ecmp", seed: int = 0, router: str = "auto",
             model: TimeModel | None = None
@@ -65,8 +74,10 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     which raises ``ValueError`` where an algorithm does not apply) routed and timed.
 
     The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
-    collectives and the review's all use it. Returns (algorithm, its traffic, its
-    timing, every applicable candidate's time in seconds).
+    collectives and the review's all use it. Candidates are routed in the order of a
+    bound they cannot beat (:func:`~topomodel.analysis.timing.lower_bound_s`), and one
+    whose bound is no better than the best time so far is not routed at all. Returns
+    (algorithm, its traffic, its timing, the time in seconds of each candidate routed).
 
     Raises
     ------
@@ -76,12 +87,21 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     best: tuple[str, Traffic, TrafficTime] | None = None
     times: dict[str, float] = {}
     refusals: list[str] = []
+    built_traffic: list[tuple[float, str, Traffic]] = []
     for algorithm in candidates:
         try:
             built = build(algorithm)
+        except ValueError as exc:  # CollectiveError: not for these groups or switches
+            refusals.append(f"{algorithm}: {exc}")
+            continue
+        built_traffic.append((lower_bound_s(fabric, built, model), algorithm, built))
+    for bound, algorithm, built in sorted(built_traffic, key=lambda b: b[0]):
+        if best is not None and bound >= best[2].time_s:
+            continue  # cannot win: not routed
+        try:
             timing = time_traffic(fabric, built, routing=routing, seed=seed, router=router,
                                   model=model)
-        except ValueError as exc:  # CollectiveError, or a router that cannot take it
+        except ValueError as exc:  # a router that cannot take it
             refusals.append(f"{algorithm}: {exc}")
             continue
         times[algorithm] = timing.time_s
@@ -100,8 +120,8 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
                    model: TimeModel | None = None) -> CollectiveRun:
     """Run ``collective`` of ``size_bytes`` on every group of every spec at once.
 
-    With ``algorithm="auto"`` the fastest of ``candidates`` (default: every algorithm
-    of the collective) is kept, and the run lists each candidate's time.
+    With ``algorithm="auto"`` the fastest of ``candidates`` (default:
+    :data:`AUTO_ALGORITHMS`) is kept, and the run lists each candidate's time.
 
     Raises
     ------
@@ -129,7 +149,7 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
     times: dict[str, float] = {}
     if algorithm == "auto":
         algorithm, traffic, timing, times = fastest(
-            fabric, build, tuple(candidates or ALGORITHMS[collective]), routing=routing,
+            fabric, build, tuple(candidates or AUTO_ALGORITHMS[collective]), routing=routing,
             seed=seed, router=router, model=model)
     else:
         if algorithm not in ALGORITHMS[collective]:

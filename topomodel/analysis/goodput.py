@@ -36,7 +36,16 @@ import numpy as np
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
-from topomodel.records import Reader, Reading, check_fields, integer, number, quantity, spec
+from topomodel.records import (
+    Reader,
+    Reading,
+    check_fields,
+    documented,
+    integer,
+    number,
+    quantity,
+    spec,
+)
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 from topomodel.yamlsource import KeyPath
 
@@ -63,11 +72,12 @@ REPAIRED_COMPONENTS = ("accelerator", "hbm", "host", "nic", "scaleup_switch")
 software fault restarts the job but leaves the system in service)."""
 
 
-DEGRADED_ROUTING_MAX_WORK = 50_000_000
-"""Largest accelerators x links for which the degradation is routed, not bounded: only
-the general router routes around failures, and a step with a failed part costs it about
-this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selene's
-3,072 GPUs, 2.5e8, would take minutes)."""
+DEGRADED_ROUTING_MAX_WORK = documented(
+    "goodput.DEGRADED_ROUTING_MAX_WORK", 50_000_000,
+    """Largest accelerators x links for which the degradation is routed, not bounded: only
+    the general router routes around failures, and a step with a failed part costs it about
+    this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selene's
+    3,072 GPUs, 2.5e8, would take minutes).""")
 
 
 def _optional(read: Reader) -> Reader:

@@ -16,10 +16,12 @@ from typing import cast
 
 from topomodel.catalog import Fibre, Optic
 from topomodel.fabric.tables import Fabric
+from topomodel.records import documented
 
-OCS_INSERTION_LOSS_DB = 2.0
-"""Added loss through one optical circuit switch, dB (assumed: a MEMS OCS adds on the
-order of 1-2 dB; not in the reference facts, so taken at the pessimistic end)."""
+OCS_INSERTION_LOSS_DB = documented(
+    "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
+    """Added loss through one optical circuit switch, dB (assumed: a MEMS OCS adds on the
+    order of 1-2 dB; not in the reference facts, so taken at the pessimistic end).""")
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,12 @@ VARIATIONS: tuple[Variation, ...] = (
     ("overlap tp", 0.0, 0.5, lambda a, v: replace(a, overlap={**a.overlap, "tp": v})),
     ("hot_expert_factor", 1.0, 1.5, lambda a, v: replace(a, hot_expert_factor=v)),
     ("jitter_cv", 0.0, 0.03, lambda a, v: replace(a, jitter_cv=v)),
-    ("per_message_overhead_s", 1e-6, 20e-6,
-     lambda a, v: replace(a, time=replace(a.time, per_message_overhead_s=v))),
+    ("efficiency scaleup", 0.7, 0.9,
+     lambda a, v: replace(a, time=replace(a.time, efficiency={**a.time.efficiency,
+                                                              "scaleup": v})),),
+    ("efficiency leaf", 0.8, 1.0,
+     lambda a, v: replace(a, time=replace(a.time, efficiency={**a.time.efficiency,
+                                                              "leaf": v})),),
 )
 """Each assumption with a low and a high value spanning what practitioners report or
 tune to (assumed ranges, stated so a reader can argue with them)."""

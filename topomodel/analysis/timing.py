@@ -1,10 +1,17 @@
 """Time of traffic on a fabric: per phase, slowest link plus latency, split three ways.
 
-For each phase (repeated ``steps`` times)::
+For each phase (repeated ``steps`` times) the bandwidth time is::
 
-    step time  = max over links (bytes / (capacity x efficiency))   bandwidth + topology
-               + switches on the longest path x switch latency
-    + hops x propagation + messages x per-message overhead          latency
+    max over links (bytes / (capacity x tier efficiency x phase efficiency))
+
+at each link tier's effective rate (:func:`tier_efficiency`: NVLink and PCIe at NCCL's
+achievable per-link figures, the network at its packet efficiency). A collective (a
+traffic with :attr:`~topomodel.traffic.phases.Traffic.shapes`) is then timed as NCCL's
+tuner times it (:mod:`topomodel.analysis.protocols`): for each protocol LL, LL128 and
+Simple, NCCL's latency for the algorithm plus the bandwidth time at that protocol's
+share of the bandwidth, and the fastest protocol is kept (``TimeModel.protocol`` forces
+one). Other traffic pays, per phase and step, its longest path (switches x switch
+latency + hops x propagation) plus a per-message overhead.
 
 The bandwidth part is what an ideal non-blocking fabric with the same injection
 bandwidth would take (the busiest accelerator's bytes over its injection capacity,
@@ -14,15 +21,30 @@ slowest-link time (oversubscription, slower tiers, collisions, failures).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from topomodel.catalog import ScaleupLink
+from topomodel.analysis.protocols import (
+    PROTOCOLS,
+    RING_PLATEAU_FACTOR,
+    NcclShape,
+    latency_s,
+    protocol_busbw_Bps,
+)
+from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import LINK_TIERS, Fabric, labels
-from topomodel.records import Reading, check_fields, mapping_of, number, quantity, spec
+from topomodel.records import (
+    Reading,
+    check_fields,
+    choice,
+    mapping_of,
+    number,
+    quantity,
+    spec,
+)
 from topomodel.routing import route
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
@@ -60,20 +82,51 @@ class TimeModel:
         " default switch latency)")
     efficiency: dict[str, float] = spec(
         _tier_fractions, default={}, doc="effective / nominal rate of a link tier, 0-1"
-        " (default: the catalog's scale-up link efficiency, else line rate)")
+        " (default: the catalog's link efficiency, or the network's packet efficiency)")
+    protocol: str = spec(choice("auto", *PROTOCOLS), default="auto",
+                         doc="collective protocol: auto (the fastest, as NCCL's tuner"
+                         " picks), or LL, LL128 or Simple (as NCCL_PROTO forces)")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)
 
 
+NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}
+"""Payload share of the wire for RDMA writes at a 4096-byte MTU (first principles).
+InfiniBand: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 = 26 bytes of headers per packet (IBTA
+spec vol. 1, ch. 5 and 9); RoCEv2: Ethernet 14 + FCS 4 + preamble and start 8 + the
+minimum gap 12, IPv4 20, UDP 8, BTH 12, ICRC 4 = 82 bytes (IEEE 802.3, RoCEv2 annex A17).
+FEC and line coding are already out of the line rate (400 Gb/s is the data rate)."""
+
+
 def tier_efficiency(fabric: Fabric, model: TimeModel) -> dict[str, float]:
-    """Effective/nominal rate per link tier: the model's, else the catalog's scale-up
-    link efficiency for ``scaleup`` links, else 1 (line rate)."""
-    out = dict.fromkeys(fabric.links["tier"].cat.categories, 1.0)
-    link_id = fabric.structure.scaleup.link
-    if link_id:
-        out["scaleup"] = fabric.catalog.get(link_id, ScaleupLink).efficiency
-    out.update(model.efficiency)
+    """Effective / nominal rate per link tier (see :func:`efficiency_sources`)."""
+    return {tier: value for tier, (value, _) in efficiency_sources(fabric, model).items()}
+
+
+def efficiency_sources(fabric: Fabric, model: TimeModel) -> dict[str, tuple[float, str]]:
+    """Effective / nominal rate per link tier present, and where it comes from: the time
+    model's override, else scale-up tiers at their link's catalog efficiency, the host
+    tier (accelerator to NIC) at its host link's, the network tiers at their
+    protocol's packet efficiency (:data:`NETWORK_EFFICIENCY`), else 1 (line rate)."""
+    catalog, structure = fabric.catalog, fabric.structure
+    link = structure.scaleup.link
+    up = (catalog.get(link, ScaleupLink).efficiency, f"catalog {link}") if link else (
+        1.0, "no scale-up link")
+    host_id = structure.scaleout.host_link
+    host = (catalog.get(host_id, HostLink).efficiency, f"catalog {host_id}") if host_id else (
+        1.0, "no host link: the NIC's rate")
+    switch_id = structure.scaleout.switch
+    if switch_id:
+        protocol = catalog.get(switch_id, Switch).protocol
+        net = (NETWORK_EFFICIENCY[protocol], f"{protocol} packet efficiency")
+    else:
+        net = (1.0, "no scale-out switch")
+    out: dict[str, tuple[float, str]] = {}
+    for tier in fabric.links["tier"].cat.categories:
+        value = up if tier.startswith("scaleup") else host if tier == "host" else net
+        out[tier] = ((model.efficiency[tier], "given (--efficiency)")
+                     if tier in model.efficiency else value)
     return out
 
 
@@ -97,28 +150,38 @@ class PhaseTime:
 
 @dataclass(frozen=True, eq=False)
 class TrafficTime:
-    """All phases: total time and its split, plus per-link bytes and busy time."""
+    """All phases: total time and its split, plus per-link bytes and busy time.
+
+    For a collective, ``protocol`` is the one timed, ``collective_latency_s`` its NCCL
+    latency and ``bandwidth_scale`` the protocol's wire bytes per data byte (1 for
+    Simple); the phases' own latencies are then zero.
+    """
 
     phases: tuple[PhaseTime, ...]
     link_bytes: np.ndarray  # all steps of all phases
-    link_busy_s: np.ndarray  # time each link spends sending
+    link_busy_s: np.ndarray  # time each link spends sending (the protocol's wire bytes)
     unroutable_flows: int
     unroutable_bytes: float
+    protocol: str = ""
+    collective_latency_s: float = 0.0
+    bandwidth_scale: float = 1.0
 
     @property
     def time_s(self) -> float:
         """Total time, seconds."""
-        return sum(p.time_s for p in self.phases)
+        return (self.bandwidth_scale * sum(p.steps * p.bandwidth_s for p in self.phases)
+                + self.latency_s)
 
     @property
     def latency_s(self) -> float:
         """Latency part, seconds."""
-        return sum(p.steps * p.latency_s for p in self.phases)
+        return self.collective_latency_s + sum(p.steps * p.latency_s for p in self.phases)
 
     @property
     def bandwidth_s(self) -> float:
         """Non-blocking bandwidth part, seconds."""
-        return sum(p.steps * min(p.ideal_s, p.bandwidth_s) for p in self.phases)
+        return self.bandwidth_scale * sum(p.steps * min(p.ideal_s, p.bandwidth_s)
+                                          for p in self.phases)
 
     @property
     def topology_s(self) -> float:
@@ -143,21 +206,88 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     busy = np.zeros(len(links))
     phases = []
     lost_flows, lost_bytes = 0, 0.0
+    nccl = bool(traffic.shapes)
     for ph in traffic.phases:
         routed = route(fabric, ph, routing=routing, seed=seed, router=router)
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = np.where(routed.link_bytes > 0, routed.link_bytes / rate, 0.0)
+            link_time = np.where(routed.link_bytes > 0,
+                                 routed.link_bytes / (rate * ph.efficiency), 0.0)
         bottleneck = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time.max()) if len(link_time) else 0.0
-        latency = (_path_latency(fabric, ph, routed.hops, switch_latency, propagation)
-                   + ph.messages_per_step * model.per_message_overhead_s)
-        phases.append(PhaseTime(ph.label, ph.steps, bandwidth, _ideal(fabric, ph, injection),
-                                latency, bottleneck, routed))
+        latency = 0.0 if nccl else (
+            _path_latency(fabric, ph, routed.hops, switch_latency, propagation)
+            + ph.messages_per_step * model.per_message_overhead_s)
+        phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
+                                _ideal(fabric, ph, injection) / ph.efficiency, latency,
+                                bottleneck, routed))
         total_bytes += routed.link_bytes * ph.steps
         busy += link_time * ph.steps
         lost_flows += len(routed.unroutable)
         lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
-    return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
+    if not nccl:
+        return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
+    simple_s = sum(p.steps * p.bandwidth_s for p in phases)
+    protocol, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
+    return TrafficTime(tuple(phases), total_bytes, busy * scale, lost_flows, lost_bytes,
+                       protocol, latency, scale)
+
+
+def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
+    """A time ``traffic`` cannot beat, seconds, without routing it: every phase at least
+    as long as on a non-blocking fabric with the same injection bandwidth, plus the
+    smallest latency any protocol gives (for a collective). Lets the algorithm search
+    skip candidates that cannot win."""
+    model = model or TimeModel()
+    injection = _injection(fabric, tier_efficiency(fabric, model))
+    ideal = sum(ph.steps * _ideal(fabric, ph, injection) / ph.efficiency
+                for ph in traffic.phases)
+    if not traffic.shapes:
+        return ideal
+    intra = "pci" if fabric.structure.scaleup.kind == "none" else "nvlink"
+    latency = min(max(latency_s(s.algorithm, s.collective, p, NcclShape(s.ranks, s.nodes, intra),
+                                rounds=s.rounds) for s in traffic.shapes)
+                  for p in (PROTOCOLS if model.protocol == "auto" else (model.protocol,)))
+    return ideal + (latency if np.isfinite(latency) else 0.0)
+
+
+_ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
+                         "nvlink5": "blackwell"}
+"""NCCL's architecture rows by NVLink generation; other scale-up links (Infinity Fabric,
+ICI, UB) and none use the Hopper row (an assumption, see
+:mod:`topomodel.analysis.protocols`)."""
+
+
+def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
+                      model: TimeModel) -> tuple[str, float, float]:
+    """(protocol, latency s, bandwidth scale) of the fastest protocol for a collective
+    whose Simple-protocol bandwidth time is ``simple_s``. Concurrent collectives (several
+    shapes) share the links; the slowest latency and the largest scale count."""
+    from topomodel.traffic.collectives import busbw_factor
+
+    link = fabric.structure.scaleup.link
+    architecture = _ARCHITECTURE_OF_LINK.get(link, "hopper")
+    intra = "pci" if fabric.structure.scaleup.kind == "none" else "nvlink"
+    best: tuple[float, str, float, float] | None = None
+    for protocol in PROTOCOLS if model.protocol == "auto" else (model.protocol,):
+        latency, scale = 0.0, 1.0
+        for s in traffic.shapes:
+            shape = NcclShape(s.ranks, s.nodes, intra)
+            lat = latency_s(s.algorithm, s.collective, protocol, shape, rounds=s.rounds)
+            if (protocol == "Simple" and s.algorithm == "ring" and s.collective == "allreduce"
+                    and s.nodes > 1):
+                lat *= RING_PLATEAU_FACTOR
+            busbw = s.size_bytes * busbw_factor(s.collective, s.ranks) / simple_s if (
+                simple_s > 0) else 0.0
+            at = protocol_busbw_Bps(protocol, s.algorithm, busbw, shape, architecture)
+            latency = max(latency, lat)
+            if busbw > 0:
+                scale = max(scale, busbw / at if at > 0 else np.inf)
+        total = latency + scale * simple_s
+        if np.isfinite(total) and (best is None or total < best[0]):
+            best = (total, protocol, latency, scale)
+    if best is None:  # a forced protocol the algorithm does not run: NCCL falls back
+        return _fastest_protocol(fabric, traffic, simple_s, replace(model, protocol="auto"))
+    return best[1], best[2], best[3]
 
 
 def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:

@@ -4,6 +4,7 @@ input error into one line per problem with exit status 2."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import Any
 
@@ -143,21 +144,20 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     utilization, title, tiers = None, args.title, []
     if args.route:
         from topomodel.analysis.collective import run_collective
-        from topomodel.report.route import route_report
+        from topomodel.analysis.loads import link_utilization, tier_loads
 
         run = run_collective(fabric, _collective(args.route),
                              parse(args.size, "size"), args.group or ["all"],
                              algorithm=args.algorithm, routing=inputs.routing,
                              seed=inputs.seed, model=model)
-        utilization = run.timing.link_busy_s / (run.time_s or 1.0)
+        utilization = link_utilization(run.timing)
         title = title or (f"{name}: {run.collective} ({run.algorithm}) of"
                           f" {format_size(run.size_bytes)}, {format_si(run.time_s, 's')}")
         data.update(collective=run.collective, algorithm=run.algorithm,
                     size_bytes=run.size_bytes, time_s=run.time_s,
                     peak_utilization=float(utilization.max(initial=0.0)))
         if args.what == "tiers":
-            tiers = route_report(fabric, run, routing=inputs.routing,
-                                 model=model).data["tiers"]
+            tiers = [dataclasses.asdict(t) for t in tier_loads(fabric, run.timing)]
     if args.what == "tiers":
         figure = tier_utilization_figure(tiers, title=title)
     else:
@@ -198,6 +198,12 @@ def _writable(path: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)  # OSError: reported by main
     if not os.access(target.parent, os.W_OK):
         raise _usage(f"{target.parent}: cannot write there")
+
+
+def _cmd_options(args: argparse.Namespace) -> Report:
+    from topomodel.report.options import options_report
+
+    return options_report()
 
 
 def _cmd_schema(args: argparse.Namespace) -> Report:

@@ -14,7 +14,8 @@ from topomodel.errors import UsageError
 from topomodel.records import Invalid, Reading
 from topomodel.yamlsource import Source
 
-FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency")
+FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency",
+                  "protocol")
 """The options of verbs that run collectives without a model (route, draw)."""
 _READING = Reading(Source("<command line>", ""))
 _ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}
@@ -70,7 +71,8 @@ def add_step_options(parser: argparse.ArgumentParser,
             kwargs.update(action="append", metavar=opt.metavar)
         else:
             kwargs.update(type=_ARG_TYPES[opt.arg], metavar=opt.metavar or "N")
-            if opt.arg == "text" and opt.key in ("grad_precision", "dp_mode", "routing"):
+            if opt.arg == "text" and opt.key in ("grad_precision", "dp_mode", "routing",
+                                                 "protocol"):
                 kwargs.pop("metavar")
         parser.add_argument(*names, **kwargs)
 

@@ -10,6 +10,7 @@ from topomodel.cli.commands import (
     _cmd_catalog_show,
     _cmd_draw,
     _cmd_export,
+    _cmd_options,
     _cmd_route,
     _cmd_schema,
     _cmd_units,
@@ -279,6 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_args(sweep)
     _format_arg(sweep)
     sweep.set_defaults(run=_cmd_sweep)
+
+    options = verbs.add_parser(
+        "options", help="list the step options: sweep key, flag, default and meaning",
+        description="List every option of a training step (layout, assumptions,"
+        " what-ifs) with its sweep-file key, command-line flag, default and meaning; step,"
+        " goodput, compare, scale, review and sweeps share this one table.")
+    _format_arg(options)
+    options.set_defaults(run=_cmd_options)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")

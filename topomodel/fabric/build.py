@@ -26,11 +26,14 @@ from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
 from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
 from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
+from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
-DEFAULT_SWITCH_LATENCY_S = 500e-9
-"""Switch latency when the catalog has none: an assumed, typical cut-through figure for
-a 51.2T-class Ethernet/IB switch (published claims range from ~150 ns to ~600 ns)."""
+DEFAULT_SWITCH_LATENCY_S = documented(
+    "build.DEFAULT_SWITCH_LATENCY_S", 500e-9,
+    """Switch latency when the catalog has none: an assumed, typical cut-through figure
+    for a 51.2T-class Ethernet/IB switch (published claims range from ~150 ns to ~600
+    ns).""")
 
 
 def build_fabric(design: Design, catalog: Catalog) -> Fabric:

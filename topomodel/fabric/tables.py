@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from topomodel.records import documented
+
 # re-exported: the vocabulary's tiers and media are the link table's categories
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS
 from topomodel.vocabulary import MEDIA as MEDIA
@@ -66,7 +68,9 @@ NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "u
                 "plane", "rail", "latency_s")
 LINK_COLUMNS = ("src", "dst", "tier", "cables", "rate_Bps", "capacity_Bps", "length_m",
                 "latency_s", "medium", "optic", "failed")
-PROPAGATION_S_PER_M = 5e-9  # light in fibre or a signal in copper: ~2e8 m/s
+PROPAGATION_S_PER_M = documented(
+    "fabric.PROPAGATION_S_PER_M", 5e-9,
+    "light in fibre or a signal in copper travels about 2e8 m/s: 5 ns per metre")
 
 
 @dataclass

@@ -3,12 +3,15 @@
 JSON (``schema: topomodel.route``, ``version: 1``) keys:
 
 - ``collective``, ``algorithm`` (the one run; with ``auto``, ``candidates`` lists the
-  others' times), ``routing``, ``router``, ``size_bytes`` and ``size_convention``,
+  others' times), ``protocol`` (LL, LL128 or Simple: the fastest, as NCCL's tuner
+  picks), ``routing``, ``router``, ``size_bytes`` and ``size_convention``,
   ``ranks`` (per group), ``groups`` (count per group set);
 - ``time_s``, ``algbw_Bps``, ``busbw_Bps`` (nccl-tests definitions), ``latency_s``,
   ``bandwidth_s``, ``topology_s`` (they add up to ``time_s``);
-- ``tiers``: per link tier ``bytes``, ``capacity_Bps`` (all links, one direction),
-  ``peak_utilization``, ``mean_utilization`` (busy time / collective time, 0-1),
+- ``tiers``: per link tier ``bytes``, ``capacity_Bps`` (all links, one direction, line
+  rate), ``efficiency`` (effective / line rate) with ``efficiency_source``,
+  ``effective_capacity_Bps``, ``peak_utilization``, ``mean_utilization`` (busy time /
+  collective time, 0-1),
   ``time_share`` (share of the bandwidth time whose slowest link is in this tier);
 - ``hotspots``: the busiest links: ``link``, ``tier``, ``bytes``, ``utilization``,
   ``groups`` (group sets that put bytes on it);
@@ -23,16 +26,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
-from topomodel.analysis.bisection import closed_form, halves
 from topomodel.analysis.collective import SIZE_CONVENTIONS, CollectiveRun
-from topomodel.analysis.timing import TimeModel, TrafficTime, tier_efficiency
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.analysis.loads import bisection_traffic, hotspots, tier_loads
+from topomodel.analysis.timing import TimeModel, efficiency_sources
+from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Report, Table
-from topomodel.traffic.phases import Traffic
 from topomodel.units import format_rate, format_si, format_size
-from topomodel.vocabulary import LINK_TIERS
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
@@ -42,27 +41,35 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     timing = run.timing
     links = fabric.links
     total = timing.time_s
-    tiers = _tier_rows(fabric, timing)
-    hotspots = _hotspots(fabric, run, top)
-    cross = _bisection_traffic(fabric, run.traffic)
+    tiers = [dataclasses.asdict(t) for t in tier_loads(fabric, timing)]
+    hot = [{**dataclasses.asdict(h), "groups": list(h.groups)}
+           for h in hotspots(fabric, run, top)]
+    crossing = bisection_traffic(fabric, run.traffic)
+    cross = {} if crossing is None else dataclasses.asdict(crossing)
     warnings = []
     if timing.unroutable_flows:
         warnings.append(f"{timing.unroutable_flows} flows ({format_size(timing.unroutable_bytes)})"
                         " have no path and were NOT delivered: the time covers only the rest")
     if links["failed"].any():
         warnings.append(f"{int(links['failed'].sum() // 2)} failed links; traffic re-routed")
-    efficiency = tier_efficiency(fabric, model)
+    sources = efficiency_sources(fabric, model)
+    efficiency = {tier: value for tier, (value, _) in sources.items()}
+    for t in tiers:
+        t["efficiency"] = efficiency.get(t["name"], 1.0)
+        t["efficiency_source"] = sources.get(t["name"], (1.0, ""))[1]
+        t["effective_capacity_Bps"] = t["capacity_Bps"] * t["efficiency"]
     data: dict[str, Any] = {
         "design": fabric.design.name or fabric.design.file,
         "collective": run.collective, "algorithm": run.algorithm,
         "candidates": {k: {"time_s": v} for k, v in run.candidates.items()},
+        "protocol": timing.protocol or None,
         "routing": routing, "router": timing.phases[0].routed.router if timing.phases else "",
         "size_bytes": run.size_bytes, "size_convention": SIZE_CONVENTIONS[run.collective],
         "ranks": run.ranks, "groups": dict(zip(run.group_sets, run.groups, strict=True)),
         "time_s": total, "algbw_Bps": run.algbw_Bps, "busbw_Bps": run.busbw_Bps,
         "latency_s": timing.latency_s, "bandwidth_s": timing.bandwidth_s,
         "topology_s": timing.topology_s,
-        "tiers": tiers, "hotspots": hotspots, "bisection": cross,
+        "tiers": tiers, "hotspots": hot, "bisection": cross,
         "unroutable_flows": timing.unroutable_flows,
         "unroutable_bytes": timing.unroutable_bytes,
         "phases": [{"label": p.label, "steps": p.steps, "bandwidth_s": p.bandwidth_s,
@@ -82,6 +89,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
             format_si(v, "s") for v in (timing.latency_s, timing.bandwidth_s,
                                         timing.topology_s))},
         {"item": "routing", "value": f"{routing} ({data['router']} router)"},
+        *([{"item": "protocol", "value": timing.protocol}] if timing.protocol else []),
     ]
     if run.candidates:
         summary.append({"item": "auto candidates", "value": ", ".join(
@@ -89,12 +97,14 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
                                                            key=lambda kv: kv[1]))})
     tier_rows = [{"tier": t["name"], "bytes": format_size(t["bytes"]),
                   "capacity (per dir)": format_rate(t["capacity_Bps"]),
+                  "effective": f"{format_rate(t['effective_capacity_Bps'])}"
+                  f" ({t['efficiency']:.3g})",
                   "peak util": f"{t['peak_utilization']:.0%}",
                   "mean util": f"{t['mean_utilization']:.0%}",
                   "share of time": f"{t['time_share']:.0%}"} for t in tiers]
     hot_rows = [{"link": h["link"], "tier": h["tier"], "bytes": format_size(h["bytes"]),
                  "util": f"{h['utilization']:.0%}", "groups": ", ".join(h["groups"])}
-                for h in hotspots]
+                for h in hot]
     tables = [Table("Collective", summary), Table("Tiers", tier_rows),
               Table(f"Hotspots (top {top})", hot_rows)]
     if cross:
@@ -105,60 +115,3 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     return Report("route", data, tables, warnings)
 
 
-def _tier_rows(fabric: Fabric, timing: TrafficTime) -> list[dict[str, Any]]:
-    links = fabric.links
-    total = timing.time_s or 1.0
-    codes = links["tier"].cat.codes.to_numpy()
-    names = list(links["tier"].cat.categories)
-    capacity = links["capacity_Bps"].to_numpy()
-    bottleneck_time: dict[str, float] = {}
-    for p in timing.phases:
-        if p.bottleneck >= 0 and p.bandwidth_s > 0:
-            tier = names[codes[p.bottleneck]]
-            bottleneck_time[tier] = bottleneck_time.get(tier, 0.0) + p.steps * p.bandwidth_s
-    all_bw = sum(bottleneck_time.values()) or 1.0
-    rows = []
-    for code in np.unique(codes):
-        mask = codes == code
-        util = timing.link_busy_s[mask] / total
-        rows.append({"name": names[code], "bytes": float(timing.link_bytes[mask].sum()),
-                     "capacity_Bps": float(capacity[mask].sum() / 2),
-                     "peak_utilization": float(util.max()),
-                     "mean_utilization": float(util.mean()),
-                     "time_share": bottleneck_time.get(names[code], 0.0) / all_bw})
-    return sorted(rows, key=lambda r: LINK_TIERS.index(r["name"]))
-
-
-def _hotspots(fabric: Fabric, run: CollectiveRun, top: int) -> list[dict[str, Any]]:
-    timing = run.timing
-    busy = timing.link_busy_s
-    count = min(top, int((busy > 0).sum()))
-    if not count:
-        return []
-    rows = np.argsort(-busy, kind="stable")[:count]
-    names = fabric.nodes["name"].to_numpy()
-    links = fabric.links
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    tier = labels(links["tier"])
-    total = timing.time_s or 1.0
-    return [{"link": f"{names[src[r]]} -> {names[dst[r]]}", "tier": tier[r],
-             "bytes": float(timing.link_bytes[r]), "utilization": float(busy[r] / total),
-             "groups": [name for name, per in zip(run.group_sets, run.set_link_bytes,
-                                                  strict=True) if per[r] > 0]}
-            for r in rows]
-
-
-def _bisection_traffic(fabric: Fabric, traffic: Traffic) -> dict[str, float]:
-    """Bytes crossing between the bisection halves (the busier direction)."""
-    capacity, _ = closed_form(fabric)
-    if not capacity:
-        return {}
-    side_a, _ = halves(fabric)
-    in_a = np.zeros(len(fabric.nodes), bool)
-    in_a[side_a] = True
-    crossing = 0.0
-    for p in traffic.phases:
-        a_to_b = float(p.bytes[in_a[p.src] & ~in_a[p.dst]].sum())
-        b_to_a = float(p.bytes[~in_a[p.src] & in_a[p.dst]].sum())
-        crossing += max(a_to_b, b_to_a) * p.steps
-    return {"bytes": crossing, "capacity_Bps": capacity, "time_s": crossing / capacity}

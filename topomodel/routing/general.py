@@ -9,17 +9,20 @@ from scipy.sparse.csgraph import dijkstra
 
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
+from topomodel.records import documented
 from topomodel.routing.hashing import choose
 from topomodel.routing.routed import Routed, _cached
 from topomodel.traffic.phases import Phase
 
-TRANSIT_PENALTY_HOPS = 1_000_000
-"""Extra cost of passing through an accelerator: transit only when nothing else works."""
+TRANSIT_PENALTY_HOPS = documented(
+    "routing.TRANSIT_PENALTY_HOPS", 1_000_000,
+    "extra cost of passing through an accelerator: transit only when nothing else works")
 
 
-HOP_COST = 4
-"""Cost of one hop. A host link (accelerator to NIC) costs one more, so between
-accelerators of one scale-up domain the scale-up path wins a tie with the NICs."""
+HOP_COST = documented(
+    "routing.HOP_COST", 4,
+    """Cost of one hop. A host link (accelerator to NIC) costs one more, so between
+    accelerators of one scale-up domain the scale-up path wins a tie with the NICs.""")
 
 
 _DEST_BATCH = 256

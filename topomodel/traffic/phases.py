@@ -31,6 +31,7 @@ class Phase:
     steps: int = 1
     label: str = ""
     messages_per_step: int = 1  # messages each rank posts per step (latency term)
+    efficiency: float = 1.0  # share of the links' effective rate these flows reach
 
     def __post_init__(self) -> None:
         n = len(self.src)
@@ -38,6 +39,8 @@ class Phase:
             raise ValueError("src, dst, bytes and group must have one entry per flow")
         if self.steps < 1:
             raise ValueError("a phase runs at least once")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError("a phase's efficiency is in (0, 1]")
 
     @property
     def flows(self) -> int:
@@ -69,14 +72,34 @@ def phase(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
     return Phase(s[keep], d[keep], b[keep], g[keep], steps, label, messages_per_step)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a collective library's latency model needs of one collective: which
+    collective and algorithm, the ranks of a group, the scale-up domains (nodes) it
+    spans, and for algorithms NCCL does not tune the point-to-point rounds they take."""
+
+    collective: str
+    algorithm: str
+    ranks: int
+    nodes: int
+    size_bytes: float  # nccl-tests convention
+    rounds: int = 1
+
+
 @dataclass(frozen=True, eq=False)
 class Traffic:
-    """The phases of a collective (or of several concurrent ones), in order."""
+    """The phases of a collective (or of several concurrent ones), in order.
+
+    ``shapes`` describe the collectives it holds (one per collective; several when
+    traffics run concurrently); the time model uses them for the protocol latency. A
+    traffic with no shapes is timed with per-phase path latencies.
+    """
 
     phases: tuple[Phase, ...]
     group_names: tuple[str, ...] = ()
     algorithm: str = ""
     notes: tuple[str, ...] = field(default=())
+    shapes: tuple[Shape, ...] = ()
 
     @property
     def total_bytes(self) -> float:
@@ -108,7 +131,9 @@ def concurrent(traffics: Sequence[Traffic]) -> Traffic:
             np.concatenate([p.bytes * p.steps / steps for p, _ in members]),
             np.concatenate([p.group + off for p, off in members]).astype(np.int32),
             steps, " + ".join(dict.fromkeys(p.label for p, _ in members)),
-            max(p.messages_per_step for p, _ in members)))
+            max(p.messages_per_step for p, _ in members),
+            min(p.efficiency for p, _ in members)))
     return Traffic(tuple(merged), tuple(names),
                    " + ".join(dict.fromkeys(t.algorithm for t in traffics)),
-                   tuple(n for t in traffics for n in t.notes))
+                   tuple(n for t in traffics for n in t.notes),
+                   tuple(dict.fromkeys(s for t in traffics for s in t.shapes)))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import io
 import re
-import tokenize
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from topomodel.analysis.goodput import GoodputAssumptions
@@ -17,26 +12,44 @@ from topomodel.fabric.tables import Fabric, present_labels
 if TYPE_CHECKING:
     from topomodel.analysis.step import StepAssumptions
     from topomodel.analysis.timing import TimeModel
-from topomodel.records import field_doc
-from topomodel.report.review.collect import (
-    LARGE_FABRIC_ACCELERATORS,
-    MAX_ALLTOALL_FLOWS,
-    PAIRWISE_MAX_RANKS,
-    REVIEW_SIZES_BYTES,
-)
+from topomodel.records import REASONS, field_doc
 from topomodel.report.review.document import size_text
+
+_CONSTANTS = (  # (what, unit, module.NAME): named model constants with their reasons
+    ("scale-out switch latency when the catalog has none", "s",
+     "build.DEFAULT_SWITCH_LATENCY_S"),
+    ("propagation delay", "s/m", "fabric.PROPAGATION_S_PER_M"),
+    ("OCS insertion loss", "dB", "linkbudget.OCS_INSERTION_LOSS_DB"),
+    ("routing cost of one hop", "hops", "routing.HOP_COST"),
+    ("routing cost of passing through an accelerator", "hops", "routing.TRANSIT_PENALTY_HOPS"),
+    ("largest fabric for the exact max-flow bisection", "nodes",
+     "bisection.MAX_FLOW_NODE_LIMIT"),
+    ("large-fabric threshold of the review", "accelerators", "review.LARGE_FABRIC_ACCELERATORS"),
+    ("largest All-to-All routed", "flows", "review.MAX_ALLTOALL_FLOWS"),
+    ("largest group for pairwise All-to-All", "ranks", "review.PAIRWISE_MAX_RANKS"),
+)
+_MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.tables",
+            "linkbudget": "topomodel.analysis.linkbudget",
+            "routing": "topomodel.routing.general", "bisection": "topomodel.analysis.bisection",
+            "review": "topomodel.report.review.collect", "goodput": "topomodel.analysis.goodput"}
+
+
+def _constant(name: str) -> tuple[Any, str]:
+    """The value and recorded reason of ``module.NAME`` (:func:`records.documented`)."""
+    import importlib
+
+    module, _, attribute = name.partition(".")
+    value = getattr(importlib.import_module(_MODULES[module]), attribute)
+    return value, REASONS[name]
 
 
 def review_assumptions(fabric: Fabric, timing: TimeModel,
                        step: StepAssumptions | None, *, routing: str,
                        goodput: GoodputAssumptions | None = None) -> list[dict[str, Any]]:
     """Every assumption behind the results, with its value, unit, where it is defined
-    and why (from the defining module's comments and docstrings)."""
-    from topomodel.analysis import bisection, linkbudget
-    from topomodel.analysis.timing import TimeModel, tier_efficiency
-    from topomodel.fabric import build
-    from topomodel.fabric import tables as fabric_module
-    from topomodel.routing import general as rt
+    and why: the reasons are data (record fields' ``doc``, the constants'
+    :func:`~topomodel.records.documented` reasons, the catalog's efficiencies)."""
+    from topomodel.analysis.timing import TimeModel, efficiency_sources
 
     rows: list[dict[str, Any]] = []
 
@@ -44,33 +57,14 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         rows.append({"name": name, "value": value, "unit": unit, "where": where,
                      "why": _plain_text(why)})
 
-    add("per-message software overhead", timing.per_message_overhead_s, "s",
-        "TimeModel.per_message_overhead_s", field_doc(TimeModel, "per_message_overhead_s"))
-    add("latency of a switch with no catalog figure", timing.hop_latency_s, "s",
-        "TimeModel.hop_latency_s", field_doc(TimeModel, "hop_latency_s"))
-    efficiency = tier_efficiency(fabric, timing)
-    link_id = fabric.structure.scaleup.link
+    for key in ("per_message_overhead_s", "hop_latency_s", "protocol"):
+        add(key.replace("_", " ").removesuffix(" s"), getattr(timing, key),
+            "s" if key.endswith("_s") else "", f"TimeModel.{key}", field_doc(TimeModel, key))
     present = set(present_labels(fabric.links["tier"]))
-    for tier, value in efficiency.items():
-        if tier not in present:
-            continue
-        if tier in timing.efficiency:
-            why = "given on the command line (--efficiency)"
-        elif tier == "scaleup" and link_id:
-            why = f"the catalog's efficiency of {link_id} (1 when it has none)"
-        else:
-            why = "no figure: links run at their line rate"
-        add(f"effective / nominal rate, {tier} links", value, "fraction",
-            "timing.tier_efficiency", why)
-    build_docs = _constant_docs(build)
-    add("scale-out switch latency when the catalog has none", build.DEFAULT_SWITCH_LATENCY_S,
-        "s", "build.DEFAULT_SWITCH_LATENCY_S", build_docs.get("DEFAULT_SWITCH_LATENCY_S", ""))
-    add("propagation delay", fabric_module.PROPAGATION_S_PER_M, "s/m",
-        "fabric.PROPAGATION_S_PER_M", _constant_docs(fabric_module).get(
-            "PROPAGATION_S_PER_M", ""))
-    add("OCS insertion loss", linkbudget.OCS_INSERTION_LOSS_DB, "dB",
-        "linkbudget.OCS_INSERTION_LOSS_DB",
-        _constant_docs(linkbudget).get("OCS_INSERTION_LOSS_DB", ""))
+    for tier, (value, why) in efficiency_sources(fabric, timing).items():
+        if tier in present:
+            add(f"effective / nominal rate, {tier} links", value, "fraction",
+                "timing.efficiency_sources", why)
     layout = fabric.design.layout
     layout_docs = {"rack_cable": "inside a rack", "row_cable": "system to a leaf in another"
                    " rack", "spine_cable": "leaf to spine", "core_cable": "spine to core",
@@ -86,23 +80,12 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     add("routing policy", routing, "", "--routing", {
         "ecmp": "equal-cost paths split evenly", "hash": "one path per flow by seeded hash",
         "dmodk": "deterministic up/down (d-mod-k)"}.get(routing, ""))
-    route_docs = _constant_docs(rt)
-    add("routing cost of one hop", rt.HOP_COST, "hops", "routing.HOP_COST",
-        route_docs.get("HOP_COST", ""))
-    add("routing cost of passing through an accelerator", rt.TRANSIT_PENALTY_HOPS, "hops",
-        "routing.TRANSIT_PENALTY_HOPS", route_docs.get("TRANSIT_PENALTY_HOPS", ""))
-    add("largest fabric for the exact max-flow bisection", bisection.MAX_FLOW_NODE_LIMIT,
-        "nodes", "bisection.MAX_FLOW_NODE_LIMIT",
-        _constant_docs(bisection).get("MAX_FLOW_NODE_LIMIT", ""))
-    review_docs = _constant_docs(_this_module())
-    add("collective sizes", ", ".join(size_text(s) for s in REVIEW_SIZES_BYTES), "",
-        "review.REVIEW_SIZES_BYTES", review_docs.get("REVIEW_SIZES_BYTES", ""))
-    add("large-fabric threshold of the review", LARGE_FABRIC_ACCELERATORS, "accelerators",
-        "review.LARGE_FABRIC_ACCELERATORS", review_docs.get("LARGE_FABRIC_ACCELERATORS", ""))
-    add("largest All-to-All routed", MAX_ALLTOALL_FLOWS, "flows",
-        "review.MAX_ALLTOALL_FLOWS", review_docs.get("MAX_ALLTOALL_FLOWS", ""))
-    add("largest group for pairwise All-to-All", PAIRWISE_MAX_RANKS, "ranks",
-        "review.PAIRWISE_MAX_RANKS", review_docs.get("PAIRWISE_MAX_RANKS", ""))
+    sizes, why = _constant("review.REVIEW_SIZES_BYTES")
+    add("collective sizes", ", ".join(size_text(s) for s in sizes), "",
+        "review.REVIEW_SIZES_BYTES", why)
+    for what, unit, name in _CONSTANTS:
+        value, why = _constant(name)
+        add(what, value, unit, name, why)
     if step is not None:
         from topomodel.analysis.step import OVERLAP_REASONS, StepAssumptions
 
@@ -122,18 +105,15 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
             add(f.name.replace("_", " "), value, units.get(f.name, ""),
                 f"StepAssumptions.{f.name}", f.metadata["doc"])
     if goodput is not None:
-        from topomodel.analysis import goodput as goodput_module
-
         suffixes = {"_s": "s", "_Bps": "B/s", "_bytes": "bytes", "_per_param": "bytes/parameter",
                     "_fraction": "fraction", "_systems": "systems"}
         for f in dataclasses.fields(GoodputAssumptions):
             unit = next((u for suffix, u in suffixes.items() if f.name.endswith(suffix)), "")
             add(f.name.replace("_", " "), getattr(goodput, f.name), unit,
                 f"GoodputAssumptions.{f.name}", f.metadata["doc"])
-        add("largest job where degradation is routed",
-            goodput_module.DEGRADED_ROUTING_MAX_WORK, "accelerators x links",
-            "goodput.DEGRADED_ROUTING_MAX_WORK",
-            _constant_docs(goodput_module).get("DEGRADED_ROUTING_MAX_WORK", ""))
+        value, why = _constant("goodput.DEGRADED_ROUTING_MAX_WORK")
+        add("largest job where degradation is routed", value, "accelerators x links",
+            "goodput.DEGRADED_ROUTING_MAX_WORK", why)
     return rows
 
 
@@ -147,51 +127,3 @@ def _plain_text(text: str) -> str:
     """
     text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
     return " ".join(text.replace("``", "").replace("`", "").split())
-
-
-def _this_module() -> ModuleType:
-    import sys
-
-    return sys.modules[__name__]
-
-
-def _constant_docs(module: ModuleType) -> dict[str, str]:
-    """Module-level ``NAME = value`` followed by a string: that string, by name; or the
-    comment at the end of the assignment's line (nothing where the source is not
-    shipped)."""
-    source = _source(module)
-    tree = ast.parse(source)
-    comments = _line_comments(source)
-    out: dict[str, str] = {}
-    body = tree.body
-    for index, node in enumerate(body):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        target = node.targets[0]
-        if not isinstance(target, ast.Name):
-            continue
-        following = body[index + 1] if index + 1 < len(body) else None
-        if (isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)):
-            out[target.id] = following.value.value
-        elif node.end_lineno in comments:
-            out[target.id] = comments[node.end_lineno]
-    return out
-
-
-def _source(thing: ModuleType | type) -> str:
-    """Source text, or an empty module where it is not available (a build without .py
-    files): the reasons are then left blank, the values are still listed."""
-    try:
-        return inspect.getsource(thing)
-    except (OSError, TypeError):
-        return "class _:\n    pass\n" if isinstance(thing, type) else ""
-
-
-def _line_comments(source: str) -> dict[int, str]:
-    """Comments by line number."""
-    out: dict[int, str] = {}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            out[token.start[0]] = token.string.lstrip("#").strip()
-    return out

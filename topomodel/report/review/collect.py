@@ -39,6 +39,7 @@ import numpy as np
 
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.records import documented
 
 if TYPE_CHECKING:
     from topomodel.analysis.collective import CollectiveRun
@@ -55,40 +56,43 @@ REVIEW_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 expert-parallel traffic is made of)."""
 
 
-REVIEW_SIZES_BYTES = (2**20, 64 * 2**20, 2**30)
-"""Message sizes of the collective table (nccl-tests convention): 1 MiB is
-latency-bound, 64 MiB about a gradient bucket, 1 GiB bandwidth-bound."""
+REVIEW_SIZES_BYTES = documented(
+    "review.REVIEW_SIZES_BYTES", (2**20, 64 * 2**20, 2**30),
+    """Message sizes of the collective table (nccl-tests convention): 1 MiB is
+    latency-bound, 64 MiB about a gradient bucket, 1 GiB bandwidth-bound.""")
 
 
-LARGE_FABRIC_ACCELERATORS = 2048
-"""Above this many accelerators the review keeps to :data:`LARGE_FABRIC_SIZES_BYTES` and
-:data:`FAST_ALGORITHMS`, and says so: trying every algorithm at every size would take
-minutes on a 100k-accelerator fabric (tree and in-network reduction over thousands of
-ranks route far more flows than ring or hierarchical)."""
+LARGE_FABRIC_ACCELERATORS = documented(
+    "review.LARGE_FABRIC_ACCELERATORS", 2048,
+    """Above this many accelerators the review keeps to LARGE_FABRIC_SIZES_BYTES and
+    FAST_ALGORITHMS, and says so: trying every algorithm at every size would take
+    minutes on a 100k-accelerator fabric (tree and in-network reduction over thousands
+    of ranks route far more flows than ring or hierarchical).""")
 
 
 LARGE_FABRIC_SIZES_BYTES = (2**30,)
 """The one size on a large fabric: bandwidth-bound, where the topology shows."""
 
 
-FAST_ALGORITHMS = {"allreduce": ("ring", "hierarchical"),
-                   "allgather": ("ring", "hierarchical"),
-                   "reducescatter": ("ring", "hierarchical"),
-                   "alltoall": ("direct",)}
-"""Algorithms tried on a large fabric (the fastest is kept; NCCL uses ring and
-hierarchical at scale for these sizes)."""
+FAST_ALGORITHMS = {"allreduce": ("ring",), "allgather": ("ring",),
+                   "reducescatter": ("ring",), "alltoall": ("direct",)}
+"""Algorithms tried on a large fabric at its large sizes (NCCL's ring, one channel per
+NIC, is the bandwidth-optimal choice there); smaller fabrics try every algorithm NCCL
+runs (:data:`~topomodel.analysis.collective.AUTO_ALGORITHMS`)."""
 
 
-MAX_ALLTOALL_FLOWS = 2**20
-"""All-to-All on groups with more flows than this (groups x ranks^2) is left out: every
-rank sends to every other, and routing a million flows takes about a second per
-algorithm on one laptop-class core."""
+MAX_ALLTOALL_FLOWS = documented(
+    "review.MAX_ALLTOALL_FLOWS", 2**20,
+    """All-to-All on groups with more flows than this (groups x ranks^2) is left out:
+    every rank sends to every other, and routing a million flows takes about a second
+    per algorithm on one laptop-class core.""")
 
 
-PAIRWISE_MAX_RANKS = 512
-"""Pairwise All-to-All is tried only on groups of at most this many ranks: it runs
-ranks - 1 exchange phases, each routed on its own (seconds per size at a thousand
-ranks); direct All-to-All, one phase with every pair, is always tried."""
+PAIRWISE_MAX_RANKS = documented(
+    "review.PAIRWISE_MAX_RANKS", 512,
+    """Pairwise All-to-All is tried only on groups of at most this many ranks: it runs
+    ranks - 1 exchange phases, each routed on its own (seconds per size at a thousand
+    ranks); direct All-to-All, one phase with every pair, is always tried.""")
 
 
 HOTSPOT_COUNT = 10
@@ -131,8 +135,7 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                      sizes_bytes: Sequence[float] | None) -> _Collectives:
     """Every review collective on every natural group at every size; the fastest
     algorithm of the ones tried."""
-    from topomodel.analysis.collective import run_collective
-    from topomodel.traffic.collectives import ALGORITHMS
+    from topomodel.analysis.collective import AUTO_ALGORITHMS, run_collective
     from topomodel.traffic.groups import parse_groups
 
     large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
@@ -168,10 +171,8 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                                f" {count * ranks * (ranks - 1):,} flows)")
                 continue
             candidates = tuple(
-                a for a in (FAST_ALGORITHMS if large else ALGORITHMS)[collective]
-                if (a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
-                # inside one domain, hierarchical is the ring: not routed twice
-                and (a != "hierarchical" or network != "scale-up"))
+                a for a in (FAST_ALGORITHMS if large else AUTO_ALGORITHMS)[collective]
+                if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
             for size in sizes:
                 try:
                     best = run_collective(fabric, collective, size, [spec], candidates=candidates,
@@ -293,7 +294,9 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
         short = f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}"
         what = (f"{run.collective} ({run.algorithm}) of {size_text(run.size_bytes)} on"
                 f" {collectives.featured_group} groups ({run.groups[0]:,} x {run.ranks:,} ranks)")
-        utilization = run.timing.link_busy_s / run.time_s if run.time_s else None
+        from topomodel.analysis.loads import link_utilization
+
+        utilization = link_utilization(run.timing) if run.time_s else None
         name = fabric.design.name or fabric.design.file
         fig = topology_figure(fabric, link_utilization=utilization,
                               title=f"{name}: link load during {short}")

@@ -1,0 +1,191 @@
+"""NCCL's protocols and latency model: LL, LL128 and Simple, as NCCL's tuner times them.
+
+A collective's time under protocol ``p`` is, as in NCCL's ``ncclTopoGetAlgoTime``::
+
+    time = latency(algorithm, p, ranks, nodes) + size x busbw factor / busbw_p
+    busbw_p = min(cap_p, factor_p x busbw_simple)
+
+``busbw_simple`` is what the routed fabric gives at the links' effective rates (the
+bandwidth and topology parts of :mod:`topomodel.analysis.timing`); ``factor_p`` and
+``cap_p`` are NCCL's per-protocol bandwidth rules; the latency is NCCL's base latency
+per algorithm and protocol plus its per-hop latency per link class (NVLink, PCIe,
+network) times the hops the algorithm's chunks take. The protocol NCCL would choose is
+the fastest (:func:`protocol_times`); NCCL 2.30 has no static size thresholds.
+
+Every constant is NCCL's default, read from ``src/graph/tuning.cc`` at NVIDIA/nccl
+5067397c (NCCL 2.30.7; ``ncclTunerConstantsDefaults``, ``ncclTopoTuneModel``), as
+transcribed with its provenance in shared/reference/collectives-compute-power.md part 2
+(provenance: vendor source, derived). Where topomodel departs from NCCL it says so here:
+
+- per-channel caps (``perChMaxRingLL128Bws``, ``perChMaxTreeBws``) are left out: they
+  bind only with few channels, and the channel count NCCL's graph search settles on is
+  not modelled;
+- the tree correction table (``treeCorrectionFactor``) is left out;
+- architectures other than NVIDIA's (RCCL, HCCL, TPU ICI) use the Hopper constants: RCCL
+  is a fork of NCCL with the same tuner structure; the others publish none (assumed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+LINK_CLASSES = ("nvlink", "pci", "net")
+ARCHITECTURES = ("volta", "ampere", "hopper", "blackwell")
+_P = {name: i for i, name in enumerate(PROTOCOLS)}
+
+BASE_LATENCY_US: dict[str, tuple[float, float, float]] = {
+    "tree": (6.8, 14.0, 8.4),
+    "ring": (6.6, 14.0, 8.4),
+    "collnet_direct": (0.0, 0.0, 0.0),
+    "collnet_chain": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0),
+    "nvls_tree": (0.0, 0.0, 0.0),
+}
+"""NCCL ``baseLat`` per algorithm, µs, (LL, LL128, Simple)."""
+
+HOP_LATENCY_US: dict[tuple[str, str], tuple[float, float, float]] = {
+    ("nvlink", "tree"): (0.6, 1.25, 4.0), ("nvlink", "ring"): (0.6, 1.9, 3.4),
+    ("nvlink", "collnet_direct"): (math.inf, math.inf, 3.7),
+    ("nvlink", "collnet_chain"): (math.inf, math.inf, 2.8),
+    ("nvlink", "nvls"): (math.inf, math.inf, 25.0),
+    ("nvlink", "nvls_tree"): (math.inf, math.inf, 25.0),
+    ("pci", "tree"): (1.0, 1.9, 4.0), ("pci", "ring"): (1.0, 2.5, 5.7),
+    ("pci", "collnet_direct"): (math.inf, math.inf, 3.7),
+    ("pci", "collnet_chain"): (math.inf, math.inf, 2.8),
+    ("pci", "nvls"): (math.inf, math.inf, 0.0), ("pci", "nvls_tree"): (math.inf, math.inf, 0.0),
+    ("net", "tree"): (5.0, 8.5, 14.0), ("net", "ring"): (2.7, 4.0, 14.0),
+    ("net", "collnet_direct"): (math.inf, math.inf, 31.0),
+    ("net", "collnet_chain"): (math.inf, math.inf, 30.0),
+    ("net", "nvls"): (math.inf, math.inf, 18.0),
+    ("net", "nvls_tree"): (math.inf, math.inf, 20.9),
+}
+"""NCCL ``hwLat`` per (link class, algorithm), µs per hop, (LL, LL128, Simple); ``inf``
+where NCCL does not run that protocol (NVLS and CollNet are Simple only)."""
+
+NET_OVERHEAD_US = 1.0
+"""NCCL ``getNetOverhead`` on an Intel x86 host, µs per network post (2.0 on AMD); three
+times this for Simple. The host CPU is not in the catalog: the Intel value is used."""
+
+LL_MAX_BUSBW_GBPS: dict[str, tuple[float, float, float]] = {
+    "volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
+    "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0),
+}
+"""NCCL ``llMaxBws``: the LL protocol's busbw cap, GB/s (10^9 B/s), by architecture for
+one node, (1 node, 2 nodes, 3+ nodes). On more than one node NCCL reads row 0 (Intel
+hosts): 39.0 GB/s on 2 nodes and 20.4 GB/s on 3 or more, whatever the GPU."""
+
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+"""NCCL ``nvlsEfficiency``: the share of the NVLink bandwidth NVLS reductions reach."""
+
+LL_FACTOR = 0.5
+"""LL moves 8 data bytes in each 16-byte line (a flag with every 8 bytes)."""
+LL128_FACTOR = 0.92
+"""NCCL's LL128 factor on busbw (120 of every 128 bytes are data, less overheads)."""
+TREE_SIMPLE_FACTOR = 0.92
+"""NCCL's cap on tree AllReduce busbw, Simple."""
+TREE_LL_DIVISOR = 3.8
+"""NCCL: tree LL busbw = busbw / 3.8."""
+RING_PLATEAU_FACTOR = 1.4
+"""NCCL: ring Simple AllReduce on several nodes, once each rank's share is at least 64
+bytes per channel, has its latency x 1.4 ("plateau effect of ring"; 1.9 before Ampere)."""
+
+
+@dataclass(frozen=True)
+class NcclShape:
+    """What NCCL's latency model needs of a collective: ranks, nodes (scale-up domains
+    the group spans), ranks per node and the intra-node link class."""
+
+    ranks: int
+    nodes: int
+    intra: str = "nvlink"  # nvlink or pci
+
+    @property
+    def per_node(self) -> int:
+        """Ranks per node (``ppn``)."""
+        return max(1, self.ranks // max(1, self.nodes))
+
+
+def nccl_algorithm(algorithm: str, shape: NcclShape) -> str:
+    """NCCL's algorithm for one of topomodel's: ring and tree as named, the hierarchical
+    ring as a ring over the same hops, in-network reduction as NVLS inside one node and
+    CollNet (SHARP) across nodes, everything else (direct, pairwise, p2p, rhd) as
+    point-to-point rounds timed with the ring's per-hop latencies."""
+    if algorithm == "innetwork":
+        return "nvls" if shape.nodes <= 1 else "collnet_direct"
+    if algorithm == "tree":
+        return "tree"
+    return "ring"
+
+
+def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, *,
+              rounds: int = 1) -> float:
+    """NCCL's latency of one collective, seconds.
+
+    ``rounds`` is the number of point-to-point rounds of algorithms NCCL does not tune
+    (direct: 1; pairwise: n - 1; rhd: log2 n each way); ring, tree and in-network use
+    NCCL's own step counts.
+
+    Examples
+    --------
+    >>> one_node = NcclShape(8, 1)
+    >>> round(latency_s("ring", "allreduce", "LL", one_node) * 1e6, 1)  # 6.6 + 14 x 0.6
+    15.0
+    >>> round(latency_s("tree", "allreduce", "Simple", NcclShape(16, 2)) * 1e6, 1)
+    92.4
+    """
+    p = _P[protocol]
+    nccl = nccl_algorithm(algorithm, shape)
+    n, nodes, ppn = shape.ranks, max(1, shape.nodes), shape.per_node
+    intra = HOP_LATENCY_US[(shape.intra, nccl)][p]
+    inter = HOP_LATENCY_US[("net", nccl if nccl != "ring" or ppn > 1 else "tree")][p]
+    if not math.isfinite(intra) or not math.isfinite(inter):
+        return math.inf
+    base = BASE_LATENCY_US[nccl][p]
+    if nccl == "nvls":
+        return (intra + (inter if nodes > 1 else 0.0)) * 1e-6
+    if nccl == "collnet_direct":
+        return (2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter) * 1e-6
+    if nccl == "tree":
+        return (base + 2 * ((ppn - 1) * intra + math.log2(nodes) * inter)) * 1e-6
+    # ring, and the point-to-point rounds of algorithms NCCL does not tune
+    if nodes > 1:
+        intra = max(intra, NET_OVERHEAD_US * (3 if protocol == "Simple" else 1))
+    if algorithm in ("ring", "hierarchical"):
+        steps = {"allreduce": 2 * (n - 1), "allgather": n - 1, "reducescatter": n - 1}.get(
+            collective, n)
+        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "allreduce"
+                                            else nodes - 1)
+        return (base + (steps - inter_steps) * intra + inter_steps * inter) * 1e-6
+    return (base + rounds * (inter if nodes > 1 else intra)) * 1e-6
+
+
+def protocol_busbw_Bps(protocol: str, algorithm: str, busbw_simple_Bps: float,
+                       shape: NcclShape, architecture: str) -> float:
+    """NCCL's busbw of ``protocol`` from the Simple protocol's, bytes/s.
+
+    Examples
+    --------
+    >>> round(protocol_busbw_Bps("LL", "ring", 370e9, NcclShape(8, 1), "hopper") / 1e9)
+    141
+    >>> round(protocol_busbw_Bps("LL128", "ring", 370e9, NcclShape(8, 1), "hopper") / 1e9)
+    340
+    """
+    nccl = nccl_algorithm(algorithm, shape)
+    if nccl in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain"):
+        return busbw_simple_Bps if protocol == "Simple" else 0.0
+    column = min(max(1, shape.nodes), 3) - 1
+    row = architecture if shape.nodes <= 1 else "volta"  # multi-node: row 0 (Intel)
+    ll_cap = LL_MAX_BUSBW_GBPS.get(row, LL_MAX_BUSBW_GBPS["hopper"])[column] * 1e9
+    if nccl == "tree":
+        if protocol == "LL":
+            return min(busbw_simple_Bps / TREE_LL_DIVISOR, ll_cap)
+        if protocol == "LL128":
+            return busbw_simple_Bps * (7 / 9 if shape.nodes <= 1 else 120 / 128)
+        return busbw_simple_Bps * TREE_SIMPLE_FACTOR
+    if protocol == "LL":
+        return min(ll_cap, LL_FACTOR * busbw_simple_Bps)
+    if protocol == "LL128":
+        return LL128_FACTOR * busbw_simple_Bps
+    return busbw_simple_Bps
