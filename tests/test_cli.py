@@ -248,7 +248,8 @@ def test_step_json_schema(capsys):
     assert status == 0
     half = json.loads(out)
     assert check_step_values(half, global_batch=batch, tp=4) == world // 2
-    assert half["compute_s"] == pytest.approx(2 * data["compute_s"], rel=1e-9)
+    # half the TP degree: twice the work per rank, in larger (no less efficient) GEMMs
+    assert 1.7 * data["compute_s"] < half["compute_s"] <= 2 * data["compute_s"]
 
 
 def check_step_values(data, *, global_batch, tp):
@@ -267,9 +268,10 @@ def check_step_values(data, *, global_batch, tp):
     assert data["mfu"] == pytest.approx(
         tokens * model_flops / (data["step_time_s"] * world * peak), rel=1e-9)
     assert data["hfu"] == pytest.approx(data["mfu"])  # no recomputation
-    assert data["compute_s"] == pytest.approx(
-        tokens * model_flops / (world * peak * data["assumptions"]["compute_efficiency"]),
-        rel=1e-9)
+    # compute on the slowest rank: at least the model FLOPs at the H100's best measured
+    # matmul rate (794.5 of 989.4 TFLOP/s), not more than twice that
+    best = tokens * model_flops / (world * peak * 794.5 / 989.4)
+    assert best < data["compute_s"] < 2 * best
     return world
 
 
@@ -319,7 +321,7 @@ def test_step_takes_jitter_and_message_overhead(capsys):
     (["--compute-efficiency", "5"], "--compute-efficiency: must be in (0, 1], got 5"),
     (["--hot-expert", "0.5"], "--hot-expert: must be in [1, inf], got 0.5"),
     (["--straggler-share", "nan"], "--straggler-share: expected a finite number"),
-    (["--overlap", "dpx=0.5"], "--overlap: expected one of tp, cp, ep, pp, dp, edp"),
+    (["--tp-overlap", "all"], "--tp-overlap: expected one of none, backward, gemm"),
     (["--efficiency", "leaf=1.5"], "--efficiency: must be in (0, 1], got 1.5"),
     (["--order", "tp,dp,pp"], "--order: expected tp, cp, dp, pp once each"),
     (["--bucket", "40 MB/s"], "--bucket: '40 MB/s': is a rate, not a size"),
@@ -367,9 +369,11 @@ def test_scale_applies_the_scaleout_factor_and_refuses_failures(capsys):
     status, base = curve()
     _, faster = curve("--scaleout-factor", "4")
     assert status == 0 and [p["accelerators"] for p in base] == [64, 256, 1016]
-    # DP gradients cross the scale-out network: 4x faster links make the step quicker
-    assert all(f["tokens_per_s"] > b["tokens_per_s"] for f, b in zip(faster, base,
-                                                                     strict=True))
+    # DP gradients cross the scale-out network: 4x faster links never slow the step and
+    # speed it up where the DP reduction is not hidden behind the backward pass
+    pairs = list(zip(faster, base, strict=True))
+    assert all(f["tokens_per_s"] >= b["tokens_per_s"] for f, b in pairs)
+    assert any(f["tokens_per_s"] > b["tokens_per_s"] for f, b in pairs)
     status, err = curve("--fail", "spine00")
     assert status == 2 and "--fail: scale builds the design at several sizes" in err
 

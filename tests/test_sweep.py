@@ -97,7 +97,7 @@ def test_ranges_lists_products_zips_and_blocks_count_in_closed_form(place):
             compute_efficiency: {start: 0.4, stop: 0.7, num: 4}
             zip:
               - {micro_batch: [1, 2, 4], zero: [1, 0, 1]}
-              - {overlap.dp: [0.5, 0.9], overlap.tp: [0.0, 0.1]}
+              - {tp_overlap: [backward, gemm], efficiency.leaf: [0.9, 1.0]}
           - scaleout_factor: {start: 2, stop: 0.5, step: -0.5}   # 2 1.5 1 0.5
             design.scaleout.oversubscription: [["1:1"], ["2:1"]]
         """)
@@ -113,7 +113,7 @@ def test_ranges_lists_products_zips_and_blocks_count_in_closed_form(place):
     assert [v for (v,) in sweep.blocks[1].axes[0].values] == [2.0, 1.5, 1.0, 0.5]
     # the first axis varies slowest, the last fastest
     assert [p["tp"] for p in sweep.points[:3]] == [1, 1, 1]
-    assert [p["overlap.dp"] for p in sweep.points[:3]] == [0.5, 0.9, 0.5]
+    assert [p["tp_overlap"] for p in sweep.points[:3]] == ["backward", "gemm", "backward"]
     assert sweep.column_types["design.scaleout.oversubscription"] == "json"
     assert sweep.column_types["scaleout_factor"] == "float"
 
@@ -182,7 +182,7 @@ HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
 @pytest.mark.parametrize(("body", "problem"), [
     ("parameters:\n  tpp: [1]\n",
      "sweep.yaml:5: parameters.tpp: unknown parameter: a step option (tp, pp, micro_batch,"
-     " ...), overlap.KIND, efficiency.TIER or design.KEY.PATH; did you mean 'tp'?"),
+     " ...), efficiency.TIER or design.KEY.PATH; did you mean 'tp'?"),
     ("parameters:\n  tp: {start: 4, stop: 1, step: 1}\n",
      "sweep.yaml:5: parameters.tp: an empty range: from 4 to 1 in steps of 1"),
     ("parameters:\n  tp: []\n", "sweep.yaml:5: parameters.tp: an empty list"),
@@ -192,8 +192,8 @@ HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
      "sweep.yaml:5: parameters.tp.stepp: unknown range key; did you mean 'step'?"),
     ("parameters:\n  tp: [1, 2.5]\n",
      "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a bare number (2.5)"),
-    ("parameters:\n  overlap.dp: [0.5, 1.5]\n",
-     "sweep.yaml:5: parameters['overlap.dp'][1]: must be in [0, 1], got 1.5"),
+    ("parameters:\n  efficiency.leaf: [0.5, 1.5]\n",
+     "sweep.yaml:5: parameters['efficiency.leaf'][1]: must be in (0, 1], got 1.5"),
     ("parameters:\n  fail: [node0/gpu0]\n",
      "sweep.yaml:5: parameters.fail[0]: expected a list of node names, got a string"),
     ("parameters:\n  zip:\n    tp: [1, 2]\n    pp: [1, 2, 4]\n",
@@ -310,7 +310,7 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
           global_batch: 32
           micro_batch: 2
           zero: 1
-          overlap.dp: 0.5
+          tp_overlap: gemm
           efficiency.leaf: 0.9
           compute_efficiency: 0.5
           bucket: "10 MB"
@@ -329,10 +329,11 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
                                                            oversubscription=(3.0,))), catalog)
     fabric = scale_scaleout(built, 2.0)
     base = StepAssumptions()
-    assumptions = replace(base, overlap={**base.overlap, "dp": 0.5}, compute_efficiency=0.5,
+    assumptions = replace(base, compute_efficiency=0.5,
                           dp_bucket_bytes=parse("10 MB", "size"), straggler_share=0.1,
                           straggler_slowdown=0.2, time=TimeModel(efficiency={"leaf": 0.9}))
-    layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, zero=1)
+    layout = Layout(tp=2, pp=2, ep=2, dp=8, global_batch=32, micro_batch=2, zero=1,
+                    tp_overlap="gemm")
     expected = step_time(fabric, catalog.get("toy-moe", Model), layout, assumptions)
     assert row["step_time_s"] == expected.step_time_s
     assert row["mfu"] == expected.mfu and row["comm_share"] == expected.comm_share

@@ -6,14 +6,17 @@ routing). Each option's reader, default and text come from the field it sets
 (:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.step.
 StepAssumptions`, :class:`~topomodel.analysis.timing.TimeModel`), so the CLI flags of
 step, compare, scale, goodput, review and draw, the sweep parameters and the review's
-assumptions show one text and check values with one piece of code. The per-kind
-options ``overlap.KIND`` and ``efficiency.TIER`` are found by :func:`option`.
+assumptions show one text and check values with one piece of code. The per-tier
+option ``efficiency.TIER`` is found by :func:`option`. What a schedule overlaps is not
+a number here: it follows from the layout's mechanisms (``tp_overlap``,
+``ep_overlap``, ``dp_overlap``) and the compute the timeline runs beside each
+collective.
 
 Examples
 --------
->>> inputs = step_inputs({"model": "llama3-70b", "tp": 8, "overlap.dp": 0.5})
->>> inputs.layout.tp, inputs.assumptions.overlap["dp"], inputs.fill_dp
-(8, 0.5, True)
+>>> inputs = step_inputs({"model": "llama3-70b", "tp": 8, "tp_overlap": "gemm"})
+>>> inputs.layout.tp, inputs.layout.tp_overlap, inputs.fill_dp
+(8, 'gemm', True)
 >>> read_value("tp", 0)
 Traceback (most recent call last):
 ...
@@ -27,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from topomodel.analysis.step import OVERLAP_KINDS, OVERLAP_REASONS, StepAssumptions
+from topomodel.analysis.step import StepAssumptions
 from topomodel.analysis.timing import TimeModel
 from topomodel.fabric.tables import LINK_TIERS
 from topomodel.records import (
@@ -44,7 +47,7 @@ from topomodel.routing.routed import ROUTINGS
 from topomodel.traffic.layout import Layout
 from topomodel.yamlsource import KeyPath, Source
 
-OVERLAP_PREFIX, EFFICIENCY_PREFIX = "overlap.", "efficiency."
+EFFICIENCY_PREFIX = "efficiency."
 _NO_READING = Reading(Source("<option>", ""))
 
 
@@ -112,6 +115,9 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("main_grad_precision", _A, "main_grad_dtype", "assumptions", "text"),
     _from_field("compute_efficiency", _A, "compute_efficiency", "assumptions", "float",
                 metavar="F"),
+    _from_field("hbm_efficiency", _A, "hbm_efficiency", "assumptions", "float",
+                metavar="F"),
+    _from_field("comm_sm_share", _A, "comm_sm_share", "assumptions", "float", metavar="F"),
     _from_field("hot_expert", _A, "hot_expert_factor", "assumptions", "float", metavar="F"),
     _from_field("jitter_cv", _A, "jitter_cv", "assumptions", "float", metavar="F"),
     _from_field("straggler_share", _A, "straggler_share", "assumptions", "float",
@@ -119,7 +125,6 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("straggler_slowdown", _A, "straggler_slowdown", "assumptions", "float",
                 metavar="F"),
     _from_field("bucket", _A, "dp_bucket_bytes", "assumptions", "text", metavar="SIZE"),
-    _from_field("overlap", _A, "overlap", "assumptions", "pairs", metavar="KIND=F"),
     _from_field("overhead", _T, "per_message_overhead_s", "time", "text", metavar="TIME"),
     _from_field("efficiency", _T, "efficiency", "time", "pairs", metavar="TIER=F"),
     _from_field("protocol", _T, "protocol", "time", "text"),
@@ -136,23 +141,18 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
 
 
 def option(key: str) -> StepOption | None:
-    """The :class:`StepOption` of ``key``, including ``overlap.KIND`` and
-    ``efficiency.TIER``; ``None`` if it is not a step option.
+    """The :class:`StepOption` of ``key``, including ``efficiency.TIER``; ``None`` if
+    it is not a step option.
 
     Examples
     --------
-    >>> option("tp").default, option("overlap.dp").default
-    (1, 0.8)
+    >>> option("tp").default, option("efficiency.leaf").target
+    (1, 'time.efficiency')
     >>> option("design.systems") is None
     True
     """
     if key in OPTIONS:
         return OPTIONS[key]
-    kind = key.removeprefix(OVERLAP_PREFIX)
-    if key.startswith(OVERLAP_PREFIX) and kind in OVERLAP_KINDS:
-        share, why = OVERLAP_REASONS[kind]
-        return StepOption(key, "assumptions.overlap", share, number(0, 1),
-                          f"overlapped share of {kind}: {why}", "float", "F")
     tier = key.removeprefix(EFFICIENCY_PREFIX)
     if key.startswith(EFFICIENCY_PREFIX) and tier in LINK_TIERS:
         return StepOption(key, "time.efficiency", None, number(0, 1, low_open=True),
@@ -195,7 +195,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     ``None`` counts as not given).
 
     Each value is read by its option's reader, so text such as ``"40 MB"`` for
-    ``bucket`` is accepted; ``overlap.KIND`` and ``efficiency.TIER`` set one kind.
+    ``bucket`` is accepted; ``efficiency.TIER`` sets one tier.
 
     Raises
     ------
@@ -206,7 +206,6 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     assumptions: dict[str, Any] = {}
     time: dict[str, Any] = {}
     run: dict[str, Any] = {}
-    overlap: dict[str, float] = {}
     efficiency: dict[str, float] = {}
     model = None
     for key, raw in values.items():
@@ -220,9 +219,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         except Invalid as exc:
             raise Invalid(exc.message, key) from None
         where, _, name = opt.target.partition(".")
-        if key.startswith(OVERLAP_PREFIX):
-            overlap[key.removeprefix(OVERLAP_PREFIX)] = value
-        elif key.startswith(EFFICIENCY_PREFIX):
+        if key.startswith(EFFICIENCY_PREFIX):
             efficiency[key.removeprefix(EFFICIENCY_PREFIX)] = value
         elif where == "model":
             model = value
@@ -232,13 +229,12 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
     base = StepAssumptions()
-    overlap = {**base.overlap, **assumptions.pop("overlap", {}), **overlap}
     efficiency = {**time.pop("efficiency", {}), **efficiency}
     dp = layout.get("dp", 0)  # 0: filled to the fabric later; EP must divide it meanwhile
     return StepInputs(
         model=model, layout=Layout(**{**layout, "dp": dp or layout.get("ep", 1)}),
         fill_dp=not dp,
-        assumptions=replace(base, **assumptions, overlap=overlap,
+        assumptions=replace(base, **assumptions,
                             time=TimeModel(**time, efficiency=efficiency)),
         routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0))

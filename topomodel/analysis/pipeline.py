@@ -217,7 +217,8 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
              per_op_extra_s: np.ndarray | None = None) -> Timeline:
     """Run schedule ``s``.
 
-    ``duration_s[kind, stage, chunk]`` is how long each operation takes;
+    ``duration_s[kind, stage, chunk]`` is how long each operation takes (or, shape
+    (p, n), each operation's own duration);
     ``send_s[boundary, kind]`` the pipeline send across boundary b for the forward
     (column 0) and backward (column 1) activations, taken as blocking only the receiver
     (the send runs beside the sender's next operation); ``stage_ready_s`` when each
@@ -231,7 +232,9 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
     """
     p, n = s.p, s.ops
     dep_stage, dep_pos, boundary = dependencies(s)
-    dur = duration_s[s.kind, np.arange(p)[:, None], s.chunk]
+    duration_s = np.asarray(duration_s, dtype=float)
+    dur = (duration_s.copy() if duration_s.ndim == 2
+           else duration_s[s.kind, np.arange(p)[:, None], s.chunk])
     if per_op_extra_s is not None:
         dur = dur + per_op_extra_s
     send = np.zeros((p, n))

@@ -1,23 +1,33 @@
-"""One training step: compute, pipeline bubble, exposed communication and wait.
+"""One training step as a schedule: per-op compute, a pipeline timeline, the overlap the
+timeline allows, and the memory of every stage.
 
-    step = compute + bubble + exposed communication + synchronisation wait
+    step = compute + imbalance + bubble + exposed communication + synchronisation wait
 
-Compute is model FLOPs over (peak x ``compute_efficiency``); the 1F1B bubble is
-``(pp - 1) / (interleave x microbatches)`` of compute; every collective of the step is
-routed on the fabric with all groups of its kind at once (TP, CP, EP, PP, DP), timed,
-multiplied by how often it runs per step, and counted as exposed except for its named
-overlap fraction; the wait is the expected slowest of the ranks under a jitter model
-plus the hot-expert imbalance of MoE layers. The exposed communication and the wait
-split into the four walls: bandwidth, latency, topology (from each collective's time
-split) and synchronisation (the wait).
+1. **Collectives.** Every collective the step issues (TP gathers, scatters or
+   all-reduces; the CP K/V ring; EP all-to-alls; pipeline sends; DP/EP gradient buckets;
+   ZeRO gathers) is routed on the fabric once, with all groups of its kind at once, and
+   timed per call (:func:`~topomodel.analysis.collective.fastest`). A gather and a
+   scatter are separate calls, run one after the other.
+2. **Operations.** Each F, B (and, for a zero-bubble schedule, W) pass of a microbatch
+   through a model chunk is its layers' compute on the accelerator's measured GEMM and
+   HBM rates (:mod:`~topomodel.analysis.compute`), plus the collectives it issues,
+   hidden only behind the compute the schedule runs beside them
+   (:mod:`~topomodel.analysis.stagework`). The first stage adds the embedding, the last
+   the logits and loss; recomputation repeats work inside B.
+3. **Timeline.** The schedule (1F1B, interleaved, ZB-H1) runs every microbatch on every
+   stage (:mod:`~topomodel.analysis.pipeline`); pipeline sends delay the receiving
+   operation. The slowest stage sets the pace, and the bubble (its idle time) includes
+   the other stages' communication.
+4. **Gradients.** Each stage's gradient buckets are reduced over DP (and expert DP) as
+   they fill during its last backward passes (``dp_overlap``: behind the backward
+   compute still to run; otherwise after it), then the optimizer steps on HBM; ZeRO's
+   weight gathers of the next step hide only behind the first forward they feed.
+5. **Wait.** A synchronous step waits for its slowest rank (jitter, stragglers); the
+   hot-expert compute imbalance is its own term, not part of the sync wall.
 
-Every assumption is a field of :class:`StepAssumptions` with its default and reason.
-Where a kind issues a gather and a scatter of the same size (sequence-parallel TP,
-context parallelism, ZeRO), the pair is timed as one phase: their bytes share the links,
-their latency is counted once.
-FLOPs follow the PaLM accounting: ``6 N + 12 L H Q T`` per token (N active non-embedding
-plus output-layer parameters, L layers, H heads, Q head size, T sequence); with
-activation recomputation the hardware FLOPs add one more forward pass (HFU).
+The exposed communication and the wait split into the four walls: bandwidth, latency,
+topology (from each collective's time split) and synchronisation (the wait). FLOPs for
+MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token`).
 """
 
 from __future__ import annotations
@@ -30,9 +40,27 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.collective import fastest
-from topomodel.analysis.memory import StageMemory, stage_memory
-from topomodel.analysis.model import BYTES, flops_per_token, parameter_counts
-from topomodel.analysis.pipeline import chunk_first_layer, chunk_layers, in_flight, schedule
+from topomodel.analysis.compute import (
+    Device,
+    device_model,
+    edge_times,
+    layer_times,
+    optimizer_bytes_per_param,
+)
+from topomodel.analysis.memory import StageMemory, stage_memory, stage_parameters
+from topomodel.analysis.model import BYTES, flops_per_token
+from topomodel.analysis.pipeline import (
+    B,
+    Schedule,
+    Timeline,
+    W,
+    chunk_first_layer,
+    chunk_layers,
+    in_flight,
+    schedule,
+    timeline,
+)
+from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
 from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
@@ -42,7 +70,6 @@ from topomodel.records import (
     Reading,
     check_fields,
     choice,
-    mapping_of,
     number,
     quantity,
     spec,
@@ -52,17 +79,12 @@ from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic, concurrent
 from topomodel.yamlsource import KeyPath
 
-OVERLAP_REASONS = {
-    "tp": (0.0, "TP collectives sit on the critical path of each layer"),
-    "cp": (0.5, "ring attention overlaps K/V passing with attention compute"),
-    "ep": (0.0, "dispatch/combine all-to-alls block the expert computation"),
-    "pp": (0.0, "1F1B stage-to-stage sends are on the critical path"),
-    "dp": (0.8, "bucketed gradient reduction overlaps the backward pass"),
-    "edp": (0.8, "expert gradients: the same bucketed reduction"),
-}
-"""Default overlapped share of each communication kind, and why (assumed)."""
-OVERLAP_KINDS = tuple(OVERLAP_REASONS)
 _DTYPE = choice(*BYTES)
+_SHARE = number(0, 1, low_open=True)
+
+
+def _optional_share(reading: Reading, path: KeyPath, value: Any) -> float | None:
+    return None if value is None else _SHARE(reading, path, value)
 
 
 def _time_model(_: Reading, __: KeyPath, value: Any) -> TimeModel:
@@ -74,32 +96,39 @@ def _time_model(_: Reading, __: KeyPath, value: Any) -> TimeModel:
 @dataclass(frozen=True)
 class StepAssumptions:
     """Named assumptions of the step model, each with its default and reason (the
-    field's ``doc``); checked on creation.
+    field's ``doc``); checked on creation. How the run is done (schedule, recompute,
+    overlap mechanisms, ZeRO stage) is the :class:`~topomodel.traffic.layout.Layout`'s.
 
     Examples
     --------
-    >>> StepAssumptions().overlap["dp"]
-    0.8
+    >>> StepAssumptions().compute_efficiency is None  # the measured curve, not a constant
+    True
     >>> StepAssumptions(compute_efficiency=5)
     Traceback (most recent call last):
     ...
     topomodel.errors.UsageError: StepAssumptions.compute_efficiency: must be in (0, 1], got 5
     """
 
-    compute_efficiency: float = spec(
-        number(0, 1, low_open=True), default=0.6,
-        doc="achieved / peak FLOP/s on compute: a large-GEMM efficiency (assumed)")
+    compute_efficiency: float | None = spec(
+        _optional_share, default=None,
+        doc="override: one flat achieved/peak efficiency for every GEMM instead of the"
+        " accelerator's measured size curve (a what-if; none by default)")
+    hbm_efficiency: float | None = spec(
+        _optional_share, default=None,
+        doc="override: achieved/peak HBM bandwidth for memory-bound ops instead of the"
+        " catalog's measured rate (default: measured, else 0.83)")
     compute_dtype: str = spec(_DTYPE, default="bf16", doc="precision of the matmuls")
     activation_dtype: str = spec(_DTYPE, default="bf16", doc="precision of activations"
                                  " sent between ranks")
     grad_dtype: str = spec(_DTYPE, default="bf16", doc="gradient communication precision")
+    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision gradients are"
+                                " accumulated and kept in (Megatron-LM's fp32 main grads:"
+                                " 18 bytes per parameter with Adam, as Korthikanti et al."
+                                " 2022, Figure 1 shows)")
     dp_bucket_bytes: float = spec(
         quantity("size"), default=40e6, check=number(0, low_open=True),
-        doc="DP gradient bucket, bytes (Megatron-class default, ~40 MB)")
-    overlap: dict[str, float] = spec(
-        mapping_of(OVERLAP_KINDS, number(0, 1)),
-        default={kind: share for kind, (share, _) in OVERLAP_REASONS.items()},
-        doc="overlapped share of each communication kind, 0-1 (see OVERLAP_REASONS)")
+        doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"
+        " is larger; ~40 MB is the PyTorch DDP-class default of 25 MB rounded up)")
     jitter_cv: float = spec(number(0), default=0.01, doc="per-rank compute time,"
                             " coefficient of variation per step (assumed)")
     hot_expert_factor: float = spec(number(1), default=1.1, doc="busiest expert's load /"
@@ -110,23 +139,20 @@ class StepAssumptions:
                                      " extra compute time (0.1: 10 % slower)")
     optimizer_bytes_per_param: float = spec(number(0), default=12.0, doc="optimizer state,"
                                             " bytes per parameter (Adam: fp32 master, m, v)")
-    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision gradients are"
-                                " accumulated and kept in (Megatron-LM's fp32 main grads:"
-                                " 18 bytes per parameter with Adam, as Korthikanti et al."
-                                " 2022, Figure 1 shows)")
+    comm_sm_share: float = spec(number(0, 1, low_open=False), default=20 / 132,
+                                doc="share of the SMs communication kernels take while"
+                                " they run beside compute, which slows that compute"
+                                " (DeepSeek-V3: 20 of the H800's 132 SMs for its"
+                                " all-to-alls, arXiv 2412.19437 section 3.2.2)")
     time: TimeModel = spec(_time_model, default=TimeModel(), doc="the collective time model")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)
-        missing = set(OVERLAP_KINDS) - set(self.overlap)
-        if missing:  # a partial mapping keeps the defaults of the others
-            object.__setattr__(self, "overlap", {
-                **{k: share for k, (share, _) in OVERLAP_REASONS.items()}, **self.overlap})
 
 
 @dataclass(frozen=True)
 class CommKind:
-    """One kind of communication in the step, per step and per accelerator."""
+    """One collective of the step on the slowest stage: per step and per accelerator."""
 
     kind: str
     collective: str
@@ -137,13 +163,13 @@ class CommKind:
     latency_s: float
     bandwidth_s: float
     topology_s: float
-    overlap: float
+    exposed_s: float  # the part the schedule does not hide behind compute
     spills: bool  # groups leave the scale-up domain
 
     @property
-    def exposed_s(self) -> float:
-        """The part not hidden behind compute, seconds."""
-        return self.time_s * (1 - self.overlap)
+    def overlap(self) -> float:
+        """The hidden share of the time, 0-1."""
+        return 1 - self.exposed_s / self.time_s if self.time_s else 0.0
 
 
 @dataclass(frozen=True)
@@ -151,9 +177,11 @@ class StepResult:
     """A training step on a fabric: times in seconds, rates, memory and walls.
 
     ``step_time_s = compute_s + imbalance_s + bubble_s + exposed_comm_s + wait_s``:
-    compute on the slowest rank, the hot-expert compute imbalance of MoE layers, the
-    pipeline bubble, communication not hidden behind compute, and the synchronisation
-    wait (jitter and stragglers: waiting only). ``memory`` is the worst pipeline
+    compute on the slowest pipeline stage (and its optimizer step), the hot-expert
+    compute imbalance, that stage's idle time in the pipeline not explained by sends on
+    the critical path, communication not hidden behind compute (in-stage collectives,
+    pipeline sends on the critical path, gradient reduction after the backward), and the
+    synchronisation wait (jitter, stragglers: waiting only). ``memory`` is the worst
     stage's, by part; ``fits`` says whether every stage fits the accelerator.
     """
 
@@ -176,6 +204,9 @@ class StepResult:
     global_batch: int = 0
     microbatches: int = 0
     stage_memory_bytes: tuple[float, ...] = ()
+    stage_busy_s: tuple[float, ...] = ()
+    slowest_stage: int = 0
+    pipeline_s: float = 0.0
 
     @property
     def comm_share(self) -> float:
@@ -191,7 +222,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     Raises
     ------
     UsageError
-        If the layout does not fit the fabric or the model (sizes that do not divide).
+        If the layout does not fit the fabric or the model (sizes that do not divide),
+        the schedule cannot run it, or the accelerator has no compute figures.
     """
     a = assumptions or StepAssumptions()
     system = fabric.catalog.get(fabric.design.system, System)
@@ -201,72 +233,220 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     global_batch = layout.sequences(seq)
     m = global_batch // (layout.dp * layout.micro_batch)
     tokens = global_batch * seq
-    peak = accelerator.peak_flops.get(a.compute_dtype)
-    if peak is None:
-        raise UsageError(f"{accelerator.id} has no {a.compute_dtype} peak in the catalog;"
-                         f" it has {', '.join(accelerator.peak_flops)}")
-    model_flops, hw_flops = flops_per_token(model, seq, recompute=layout.recompute)
-    world = layout.world
-    compute = tokens * hw_flops / (world * peak * a.compute_efficiency)
-    bubble = compute * (layout.pp - 1) / (layout.interleave * m)
-    ranks = fabric.accelerators[:world]
-    comm = _communication(fabric, model, layout, a, ranks, seq, m, routing, seed)
+    device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    p, v = layout.pp, layout.interleave
+    sched = schedule(layout.schedule, p, m, v)
+    sizes = chunk_layers(model.layers, p, v)
+    first = chunk_first_layer(model.layers, p, v)
+    leading = model.dense_layers if model.is_moe else model.layers
+    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
+    ranks = fabric.accelerators[:layout.world]
+    calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
+    ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
+    send = calls.get("pp")
+    per_send = (send.time_s if send else 0.0) + (calls["pp_sg"].time_s if "pp_sg" in calls
+                                                 else 0.0)
+    layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
+    dense, experts = stage_parameters(model, layout, layers, moe_layers)
+    gathers = _param_gather_s(calls, layout, a, dense, experts)
+    param_gather = sum(gathers.values(), np.zeros(p))
+    first_f = ops.duration_s[np.arange(p), np.argmax(sched.kind == 0, axis=1)]
+    ready = np.maximum(0.0, param_gather - (first_f if layout.dp_overlap else 0.0))
+    tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready)
+    finish, bucket_issued = _gradient_tail(tl, ops, calls, layout, a, dense, experts,
+                                           sizes, moe_sizes)
+    replicas = layout.dp * layout.cp
+    sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
+        else dense + experts
+    optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
+    ends = finish + optimizer
+    step_end = float(ends.max())
+    last = int(np.argmax(ends))
+    r = int(np.argmax(tl.busy_s))  # the slowest stage sets the pace
+    pipe_end = tl.makespan_s
+    idle = max(0.0, pipe_end - float(tl.busy_s[r]))
+    pp_exposed = min(tl.critical_send_s, idle)
+    start_stage = int(tl.critical_stages[0]) if len(tl.critical_stages) else 0
+    gather_exposed = min(float(ready[start_stage]), idle - pp_exposed)
+    bubble = idle - pp_exposed - gather_exposed
+    tail = step_end - pipe_end
+    opt_part = min(tail, float(optimizer[last]))
+    dp_exposed = tail - opt_part
+    compute = float(ops.compute_s[r].sum()) + opt_part
+    imbalance = float(ops.imbalance_s[r].sum())
+    comm = _comm_kinds(calls, ops, r, sched, pp_exposed, gather_exposed, gathers,
+                       dp_exposed, bucket_issued[last])
     exposed = sum(c.exposed_s for c in comm)
-    counts = parameter_counts(model)
-    moe_share = 0.0
-    if model.is_moe:
-        mats = 3 if model.gated_ffn else 2
-        expert_flops = 6 * counts["moe_layers"] * model.top_k * mats * model.hidden * (
-            model.expert_ffn_hidden)
-        moe_share = expert_flops / model_flops
+    world = layout.world
     jitter = compute * a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
-    ep_exposed = sum(c.exposed_s for c in comm if c.kind == "ep")
-    # the busiest expert's rank computes (and receives) hot_expert_factor times the mean:
-    # compute imbalance, not waiting, so it is named apart from the sync wall
-    imbalance = (a.hot_expert_factor - 1) * (compute * moe_share + ep_exposed) if (
-        model.is_moe) else 0.0
     # A synchronous step waits for its slowest rank: with any slow accelerator among the
     # world (probability 1 - (1 - share)^world), every step takes its longer compute.
     stragglers = compute * a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world)
     wait = jitter + stragglers
-    step = compute + bubble + exposed + wait + imbalance
-    walls = {"bandwidth_s": sum(c.bandwidth_s * (1 - c.overlap) for c in comm),
-             "latency_s": sum(c.latency_s * (1 - c.overlap) for c in comm),
-             "topology_s": sum(c.topology_s * (1 - c.overlap) for c in comm),
-             "sync_s": wait}
-    mem = _stage_memory(model, layout, a, seq, m)
+    step = compute + imbalance + bubble + exposed + wait
+    walls = {"bandwidth_s": 0.0, "latency_s": 0.0, "topology_s": 0.0, "sync_s": wait}
+    for c in comm:
+        share = c.exposed_s / c.time_s if c.time_s else 0.0
+        walls["bandwidth_s"] += c.bandwidth_s * share
+        walls["latency_s"] += c.latency_s * share
+        walls["topology_s"] += c.topology_s * share
+    mem = _stage_memory(model, layout, a, seq, sched, sizes, moe_sizes)
     memory = mem.as_dict()
     hbm = accelerator.hbm_bytes
     warnings = [f"{c.kind.upper()} groups leave the scale-up domain" for c in comm
                 if c.spills and c.kind in ("tp", "ep")]
+    warnings = list(dict.fromkeys(warnings)) + list(device.notes)
     fits = bool((mem.total <= hbm).all())
     if not fits:
         warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator on"
                         f" pipeline stage {mem.worst_stage}; {accelerator.id} has"
                         f" {hbm / 1e9:.0f} GB")
-    total_peak = step * world * peak
+    model_flops, hw_flops = flops_per_token(model, seq, recompute=layout.recompute)
+    total_peak = step * world * device.peak_flops
     return StepResult(layout, model.id, step, compute, bubble, exposed, wait,
                       tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
                       tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
-                      imbalance, global_batch, m, tuple(float(x) for x in mem.total))
+                      imbalance, global_batch, m, tuple(float(x) for x in mem.total),
+                      tuple(float(x) for x in tl.busy_s), r, pipe_end)
+
+
+def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+         sched: Schedule, calls: dict[str, Call], dense_layers: np.ndarray,
+         moe_layers: np.ndarray) -> OpWork:
+    """Every operation of the schedule: its work and duration."""
+    lt_dense = layer_times(device, model, layout, seq, moe=False)
+    lt_moe = layer_times(device, model, layout, seq, moe=True) if model.is_moe else None
+    edges = edge_times(device, model, layout, seq)
+    split_w = layout.schedule == "zb-h1"
+    works = chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers, moe_layers,
+                       hot=a.hot_expert_factor if model.is_moe else 1.0, split_w=split_w,
+                       share=a.comm_sm_share)
+    return op_work(sched, works, dualpipe=layout.ep_overlap == "dualpipe",
+                   comm_sm_share=a.comm_sm_share)
+
+
+def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
+                    dense: np.ndarray, experts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per stage and bucket kind, the ZeRO (stage 1-2) gather of the updated weights
+    before the next forward, seconds (ZeRO-3 gathers layer by layer inside the
+    operations)."""
+    out: dict[str, np.ndarray] = {}
+    if layout.zero not in (1, 2):
+        return out
+    for key, params in (("dp_ag", dense), ("edp_ag", experts)):
+        call = calls.get(key)
+        if call is not None:
+            out[key] = np.ceil(params * BYTES[a.grad_dtype] / call.size_bytes) * call.time_s
+    return out
+
+
+def _gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
+                   a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
+                   sizes: np.ndarray, moe_sizes: np.ndarray
+                   ) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """Per stage, when its gradient reduction ends (at least its last operation), and
+    the seconds each bucket kind issues.
+
+    A chunk's gradients become final during its last backward (B, or W in a zero-bubble
+    schedule), layer by layer, so a chunk's k-th of n buckets is ready (k + 1) / n of
+    the way through that pass; buckets go out one after the other on the network. With
+    ``dp_overlap`` a bucket starts once ready (behind the backward still to run), else
+    after the stage's last operation. ZeRO-3 reduces per layer inside the operations.
+    """
+    s = tl.schedule
+    finish = tl.stage_end_s.copy()
+    issued: list[dict[str, float]] = [{} for _ in range(s.p)]
+    if layout.zero >= 3:
+        return finish, issued
+    final_kind = W if layout.schedule == "zb-h1" else B
+    grad_bytes = BYTES[a.grad_dtype]
+    for st in range(s.p):
+        ready: list[np.ndarray] = []
+        cost: list[np.ndarray] = []
+        for key, params, share in (("dp", dense, sizes), ("edp", experts, moe_sizes)):
+            call = calls.get(key)
+            total = float(params[st]) * grad_bytes
+            if call is None or total <= 0 or share[st].sum() == 0:
+                continue
+            for c in range(s.v):
+                part = total * share[st, c] / share[st].sum()
+                if part <= 0:
+                    continue
+                count = max(1, math.ceil(part / call.size_bytes))
+                pos = int(np.flatnonzero((s.kind[st] == final_kind)
+                                         & (s.chunk[st] == c))[-1])
+                begin, end = tl.start_s[st, pos], tl.end_s[st, pos]
+                ready.append(begin + (np.arange(count) + 1) / count * (end - begin))
+                cost.append(np.full(count, call.time_s))
+                issued[st][key] = issued[st].get(key, 0.0) + count * call.time_s
+        if not ready:
+            continue
+        r_all, c_all = np.concatenate(ready), np.concatenate(cost)
+        if not layout.dp_overlap:
+            r_all = np.full(len(r_all), tl.stage_end_s[st])
+        order = np.argsort(r_all, kind="stable")
+        r_all, c_all = r_all[order], c_all[order]
+        after = np.cumsum(c_all[::-1])[::-1]  # a bucket and every one behind it
+        finish[st] = max(finish[st], float((r_all + after).max()))
+    return finish, issued
+
+
+def _comm_kinds(calls: dict[str, Call], ops: OpWork, r: int, sched: Schedule,
+                pp_exposed: float, gather_exposed: float, gathers: dict[str, np.ndarray],
+                dp_exposed: float, buckets: dict[str, float]) -> list[CommKind]:
+    """The step's collectives as seen from the slowest stage ``r``: time per step, the
+    exposed part and its split. Pipeline sends are exposed where the critical path
+    crosses them, gradient buckets where the reduction outlasts the backward, ZeRO's
+    weight gathers where they hold up the first forward."""
+    out: list[CommKind] = []
+    by_key = {(c.kind, c.collective): c for c in calls.values()}
+
+    def add(call: Call, count: float, time_s: float, exposed: float) -> None:
+        if time_s <= 0:
+            return
+        scale = time_s / call.time_s if call.time_s else 0.0
+        out.append(CommKind(call.kind, call.collective, call.algorithm, call.size_bytes,
+                            round(count), time_s, call.latency_s * scale,
+                            call.bandwidth_s * scale, call.topology_s * scale,
+                            min(time_s, max(0.0, exposed)), call.spills))
+
+    for key, issued in ops.issued_s.items():
+        call = by_key[key]
+        add(call, float(ops.calls[key][r].sum()), float(issued[r].sum()),
+            float(ops.exposed_s[key][r].sum()))
+    if "pp" in calls:
+        sends = 2 * sched.m * sched.v  # one forward and one backward send per chunk
+        call = calls["pp"]
+        sg = calls.get("pp_sg")
+        per = call.time_s + (sg.time_s if sg else 0.0)
+        add(call, sends, sends * call.time_s, pp_exposed * call.time_s / per if per else 0)
+        if sg:
+            add(sg, sends, sends * sg.time_s, pp_exposed * sg.time_s / per if per else 0)
+    total_buckets = sum(buckets.values())
+    for name in ("dp", "edp"):
+        if name in buckets and name in calls:
+            call = calls[name]
+            share = buckets[name] / total_buckets if total_buckets else 0.0
+            add(call, buckets[name] / call.time_s, buckets[name], dp_exposed * share)
+    gathered = sum(float(g[r]) for g in gathers.values())
+    for name, per_stage in gathers.items():
+        call = calls[name]
+        time_s = float(per_stage[r])
+        share = time_s / gathered if gathered else 0.0
+        add(call, time_s / call.time_s, time_s, gather_exposed * share)
+    return out
 
 
 def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
-                  m: int) -> StageMemory:
-    """Memory of every pipeline stage, with the in-flight microbatches of the layout's
-    schedule."""
-    p, v = layout.pp, layout.interleave
-    sizes = chunk_layers(model.layers, p, v)
-    first = chunk_first_layer(model.layers, p, v)
-    dense_leading = model.dense_layers if model.is_moe else model.layers
-    moe_sizes = np.clip(first + sizes - np.maximum(first, dense_leading), 0, None)
-    sched = schedule(layout.schedule, p, m, v)
+                  sched: Schedule, sizes: np.ndarray, moe_sizes: np.ndarray
+                  ) -> StageMemory:
+    """Memory of every pipeline stage, with the in-flight microbatches of the schedule."""
     held = in_flight(sched, sizes)
     held_micro = in_flight(sched, np.ones_like(sizes))
-    layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
-    # in-flight layers are spread over dense and MoE layers in the stage's proportion
-    return stage_memory(model, layout, seq, layers=layers, moe_layers=moe_layers,
-                        in_flight=held.astype(float), in_flight_micro=held_micro.astype(float),
+    return stage_memory(model, layout, seq, layers=sizes.sum(axis=1),
+                        moe_layers=moe_sizes.sum(axis=1), in_flight=held.astype(float),
+                        in_flight_micro=held_micro.astype(float),
                         weight_bytes=BYTES[a.compute_dtype],
                         optimizer_bytes_per_param=a.optimizer_bytes_per_param,
                         main_grad_bytes=BYTES[a.main_grad_dtype],
@@ -294,102 +474,96 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
                          f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
 
 
-def _communication(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
-                   ranks: np.ndarray, seq: int, m: int, routing: str,
-                   seed: int) -> list[CommKind]:
+def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
+           ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
+           routing: str, seed: int) -> dict[str, Call]:
+    """Every collective of the step, timed per call with all groups of its kind at once."""
     act = BYTES[a.activation_dtype]
-    layers = -(-model.layers // layout.pp)  # the fullest stage sets the pace
-    sp = layout.tp if layout.sequence_parallel else 1
+    tp = layout.tp
     tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
-    hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor per TP group
+    hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
     domain = fabric.nodes["domain"].to_numpy()
-    counts = parameter_counts(model)
-    full = layout.recompute == "full"
-    out: list[CommKind] = []
+    out: dict[str, Call] = {}
 
-    def add(kind: str, collective: str, groups: list[np.ndarray], size: float, calls: int,
-            algorithm: str) -> None:
-        if calls <= 0 or size <= 0 or len(groups[0]) < 2:
+    def spills_of(groups: list[np.ndarray]) -> bool:
+        doms = domain[np.stack(groups)]
+        return bool(((doms != doms[:, :1]) | (doms < 0)).any())
+
+    def add(name: str, kind: str, collective: str, groups: list[np.ndarray], size: float,
+            algorithm: str = "auto") -> None:
+        if size <= 0 or len(groups[0]) < 2:
             return
+
         def build(alg: str) -> Traffic:
             return collective_traffic(fabric, collective, groups, size, algorithm=alg)
 
         alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
                                                            len(groups[0])),
                                routing=routing, seed=seed, model=a.time)
-        doms = domain[np.stack(groups)]
-        spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
-        out.append(CommKind(kind, collective, alg, size, calls,
-                            t.time_s * calls, t.latency_s * calls, t.bandwidth_s * calls,
-                            t.topology_s * calls, a.overlap.get(kind, 0.0), spills))
+        out[name] = Call(kind, collective, alg, size, t.time_s, t.latency_s, t.bandwidth_s,
+                         t.topology_s, spills_of(groups))
 
-    if layout.tp > 1:
+    if tp > 1:
         groups = rank_groups(ranks, layout, "tp")
-        # attention and MLP, forward and backward, and the forward again when recomputing
-        calls = (6 if full else 4) * layers * m
         if layout.sequence_parallel:
-            # a gather and a scatter per call site, one after the other on the same links
-            add("tp", "allgather", groups, hidden_bytes, calls, "auto")
-            add("tp", "reducescatter", groups, hidden_bytes, calls, "auto")
+            add("tp_ag", "tp", "allgather", groups, hidden_bytes)
+            add("tp_rs", "tp", "reducescatter", groups, hidden_bytes)
         else:
-            add("tp", "allreduce", groups, hidden_bytes, calls, "auto")
+            add("tp_ar", "tp", "allreduce", groups, hidden_bytes)
+            if layout.pp > 1 and layout.pp_scatter_gather:
+                # the receiver of a scattered pipeline send gathers it over the TP group
+                add("pp_sg", "pp", "allgather", groups, hidden_bytes)
     if layout.cp > 1:
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
-        # ring attention: the K/V of every CP rank, forward; backward K/V again and the
-        # K/V gradients back (three volumes per layer), and K/V once more per forward
-        # recomputed (full, or selective: the attention core needs them again)
-        kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // layout.tp
+        kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
         groups = rank_groups(ranks, layout, "cp")
-        gathers = 2 + (layout.recompute != "none")
-        add("cp", "allgather", groups, kv_bytes, gathers * layers * m, "auto")
-        add("cp", "reducescatter", groups, kv_bytes, layers * m, "auto")
+        add("cp_ag", "cp", "allgather", groups, kv_bytes)
+        add("cp_rs", "cp", "reducescatter", groups, kv_bytes)
     if layout.ep > 1 and model.is_moe:
-        moe_layers = -(-int(counts["moe_layers"]) // layout.pp)
+        sp = tp if layout.sequence_parallel else 1
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        # dispatch and combine, forward and backward; a full recomputation repeats the
-        # forward pair
-        add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank,
-            (6 if full else 4) * moe_layers * m, "direct")
+        add("ep", "ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, "direct")
     if layout.pp > 1:
         groups = rank_groups(ranks, layout, "pp")
         stages = np.stack(groups)
         pairs = [np.array(pair) for row in stages for pair in itertools.pairwise(row)]
         if layout.interleave > 1:  # the last stage hands the next model chunk to the first
             pairs += [np.array([row[-1], row[0]]) for row in stages]
-        back = [p[::-1] for p in pairs]
-        size = hidden_bytes / sp
+        back = [q[::-1] for q in pairs]
+        scattered = layout.sequence_parallel or layout.pp_scatter_gather
+        size = hidden_bytes / tp if scattered else hidden_bytes
+        # 1F1B's steady phase sends forward and backward at once
         traffic = concurrent([collective_traffic(fabric, "sendrecv", pairs, size,
                                                  algorithm="p2p"),
                               collective_traffic(fabric, "sendrecv", back, size,
                                                  algorithm="p2p")])
-        calls = m * layout.interleave
         t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
         doms = domain[np.stack(pairs)]
-        out.append(CommKind("pp", "sendrecv", "p2p", size, calls, t.time_s * calls,
-                            t.latency_s * calls, t.bandwidth_s * calls, t.topology_s * calls,
-                            a.overlap["pp"], bool((doms[:, 0] != doms[:, 1]).any())))
+        out["pp"] = Call("pp", "sendrecv", "p2p", size, t.time_s, t.latency_s,
+                         t.bandwidth_s, t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()))
+    layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
+    dense, experts = stage_parameters(model, layout, layers, moe_layers)
+    grad = BYTES[a.grad_dtype]
     if layout.dp * layout.cp > 1:
-        dense = (counts["total"] - counts["experts"]) / (layout.tp * layout.pp)
-        _gradients(add, "dp", rank_groups(ranks, layout, "grad"), dense, layout, a)
-    if layout.dp * layout.cp // layout.ep > 1 and model.is_moe:
+        groups = rank_groups(ranks, layout, "grad")
+        if layout.zero >= 3:
+            per_layer = float(((dense + experts) / np.maximum(layers, 1)).max())
+            add("zero3_ag", "zero3", "allgather", groups, per_layer * BYTES[a.compute_dtype])
+            add("zero3_rs", "zero3", "reducescatter", groups, per_layer * grad)
+        else:
+            bucket = min(a.dp_bucket_bytes, float(dense.max()) * grad)
+            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+            if layout.zero:
+                add("dp_ag", "dp", "allgather", groups, bucket)
+    if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
         # each expert's gradients are reduced over the ranks holding the same experts
-        experts = counts["experts"] / (layout.tp * layout.pp * layout.ep)
-        _gradients(add, "edp", rank_groups(ranks, layout, "expert_grad"), experts, layout,
-                   a)
+        groups = rank_groups(ranks, layout, "expert_grad")
+        bucket = min(a.dp_bucket_bytes, float(experts.max()) * grad)
+        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+        if layout.zero:
+            add("edp_ag", "edp", "allgather", groups, bucket)
     return out
-
-
-def _gradients(add: Any, kind: str, groups: list[np.ndarray], params: float, layout: Layout,
-               a: StepAssumptions) -> None:
-    """Bucketed gradient reduction of ``params`` per rank over ``groups``."""
-    grads = params * BYTES[a.grad_dtype]
-    buckets = max(1, math.ceil(grads / a.dp_bucket_bytes))
-    if layout.zero:
-        add(kind, "reducescatter", groups, grads / buckets, buckets, "auto")
-        add(kind, "allgather", groups, grads / buckets, buckets, "auto")
-    else:
-        add(kind, "allreduce", groups, grads / buckets, buckets, "auto")
 
 
 def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:

@@ -138,9 +138,7 @@ Variation = tuple[str, float, float, Callable[[StepAssumptions, float], StepAssu
 VARIATIONS: tuple[Variation, ...] = (
     ("compute_efficiency", 0.45, 0.75,
      lambda a, v: replace(a, compute_efficiency=v)),
-    ("overlap dp", 0.5, 0.95, lambda a, v: replace(a, overlap={**a.overlap, "dp": v})),
-    ("overlap ep", 0.0, 0.5, lambda a, v: replace(a, overlap={**a.overlap, "ep": v})),
-    ("overlap tp", 0.0, 0.5, lambda a, v: replace(a, overlap={**a.overlap, "tp": v})),
+    ("hbm_efficiency", 0.7, 0.95, lambda a, v: replace(a, hbm_efficiency=v)),
     ("hot_expert_factor", 1.0, 1.5, lambda a, v: replace(a, hot_expert_factor=v)),
     ("jitter_cv", 0.0, 0.03, lambda a, v: replace(a, jitter_cv=v)),
     ("efficiency scaleup", 0.7, 0.9,

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from topomodel.analysis.pareto import Objective
     from topomodel.analysis.step import StepResult
 
-STEP_COLOURS = {"compute": "#4e79a7", "pipeline bubble": "#bab0ac",
+STEP_COLOURS = {"compute": "#4e79a7", "hot-expert imbalance": "#76b7b2",
+                "pipeline bubble": "#bab0ac",
                 "exposed communication": "#f28e2b", "synchronisation wait": "#e15759",
                 "bandwidth wall": "#ffbe7d", "latency wall": "#86bcb6",
                 "topology wall": "#d37295", "sync wall": "#b07aa1"}
@@ -65,12 +66,14 @@ def tier_utilization_figure(tiers: Sequence[Mapping[str, Any]], *,
 
 
 def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
-    """One training step as stacked bars: compute, pipeline bubble, exposed
-    communication and wait; under it, exposed communication and wait split into the
+    """One training step as stacked bars: compute, hot-expert imbalance, pipeline
+    bubble, exposed communication and wait; under it, exposed communication and wait split into the
     bandwidth, latency, topology and synchronisation walls. Times in ms (or s)."""
     total = result.step_time_s
     scale, unit = (1e3, "ms") if total < 10 else (1.0, "s")
-    parts = [("compute", result.compute_s), ("pipeline bubble", result.bubble_s),
+    before_comm = result.compute_s + result.imbalance_s + result.bubble_s
+    parts = [("compute", result.compute_s), ("hot-expert imbalance", result.imbalance_s),
+             ("pipeline bubble", result.bubble_s),
              ("exposed communication", result.exposed_comm_s),
              ("synchronisation wait", result.wait_s)]
     walls = [("bandwidth wall", result.walls.get("bandwidth_s", 0.0)),
@@ -79,7 +82,7 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
              ("sync wall", result.walls.get("sync_s", 0.0))]
     fig = Figure(figsize=(10, 4.2), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
-    span = max(total, result.compute_s + result.bubble_s + sum(v for _, v in walls))
+    span = max(total, before_comm + sum(v for _, v in walls))
     width_in = (10 - 2.0) / 1.15  # the bars' share of the page, roughly, for value labels
 
     def amount(value_s: float) -> str:
@@ -88,7 +91,7 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
         return f"{value:,.{digits}f} {unit}"
 
     for y, segments, start in ((1.0, parts, 0.0),
-                               (0.0, walls, result.compute_s + result.bubble_s)):
+                               (0.0, walls, before_comm)):
         left = start
         for name, value in segments:
             ax.barh(y, value * scale, left=left * scale, height=0.55,

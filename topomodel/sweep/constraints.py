@@ -66,7 +66,7 @@ def _compile(node: ast.expr, names: Collection[str] | None) -> Constraint:
     if isinstance(node, ast.Name | ast.Attribute):
         name = _dotted(node)
         if name is None:
-            raise Invalid("only dotted parameter names (overlap.dp, design.X.Y) may use '.'")
+            raise Invalid("only dotted parameter names (efficiency.leaf, design.X.Y) may use '.'")
         if names is not None and name not in names:
             raise Invalid(f"unknown name {name!r}: a metric or a parameter of this sweep"
                           + did_you_mean(name, names))

@@ -1,8 +1,8 @@
 """What a sweep point may set and what it records.
 
-A point sets step options (:data:`OPTIONS`, plus ``overlap.KIND`` and
-``efficiency.TIER``) and ``design.KEY.PATH`` overrides of the base design
-(:func:`design_path`, :func:`apply_overrides`); a setting it leaves out has its default
+A point sets step options (:data:`OPTIONS`, plus ``efficiency.TIER``) and
+``design.KEY.PATH`` overrides of the base design (:func:`design_path`,
+:func:`apply_overrides`); a setting it leaves out has its default
 (:func:`default_value`). It records :data:`METRICS`.
 """
 
@@ -58,9 +58,8 @@ STEP_DEFAULTS = StepAssumptions()
 OPTIONS: dict[str, Option] = {key: _sweep_option(opt) for key, opt in STEP_OPTIONS.items()
                               if opt.arg != "pairs"}
 """Step options by key: :data:`topomodel.analysis.options.OPTIONS`, the same readers,
-defaults and meaning as ``topomodel step``'s flags. ``overlap.KIND`` (tp, cp, ep, pp, dp,
-edp) and ``efficiency.TIER`` (a link tier) are options too; design fields are
-``design.KEY.PATH``."""
+defaults and meaning as ``topomodel step``'s flags. ``efficiency.TIER`` (a link tier) is
+an option too; design fields are ``design.KEY.PATH``."""
 
 
 def option(key: str) -> Option | None:
@@ -68,8 +67,8 @@ def option(key: str) -> Option | None:
 
     Examples
     --------
-    >>> option("tp").default, option("overlap.dp").default
-    (1, 0.8)
+    >>> option("tp").default, option("tp_overlap").default
+    (1, 'backward')
     >>> option("design.systems") is None
     True
     """

@@ -16,14 +16,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.analysis.options import OVERLAP_PREFIX
 from topomodel.catalog import Catalog, Model
 from topomodel.errors import UsageError
 from topomodel.records import Invalid, Reader, Reading, _what, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
     OPTIONS,
-    STEP_DEFAULTS,
     canonical,
     design_path,
     option,
@@ -107,10 +105,8 @@ def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
                            " catalogs at the top of the sweep file")
         return parts is not None and parts[0] != "catalogs"
     if option(key) is None:
-        choices = [*OPTIONS, *(OVERLAP_PREFIX + k for k in STEP_DEFAULTS.overlap)]
         source.problem(path, "unknown parameter: a step option (tp, pp, micro_batch, ...),"
-                       " overlap.KIND, efficiency.TIER or design.KEY.PATH"
-                       + did_you_mean(key, choices))
+                       " efficiency.TIER or design.KEY.PATH" + did_you_mean(key, OPTIONS))
         return False
     return True
 

@@ -87,22 +87,20 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         value, why = _constant(name)
         add(what, value, unit, name, why)
     if step is not None:
-        from topomodel.analysis.step import OVERLAP_REASONS, StepAssumptions
+        from topomodel.analysis.step import StepAssumptions
 
         units = {"dp_bucket_bytes": "bytes", "optimizer_bytes_per_param": "bytes/parameter",
-                 "compute_efficiency": "fraction", "jitter_cv": "fraction",
+                 "compute_efficiency": "fraction", "hbm_efficiency": "fraction",
+                 "comm_sm_share": "fraction", "jitter_cv": "fraction",
                  "hot_expert_factor": "ratio", "straggler_share": "fraction",
                  "straggler_slowdown": "fraction"}
         for f in dataclasses.fields(StepAssumptions):
-            value = getattr(step, f.name)
+            shown: Any = getattr(step, f.name)
             if f.name == "time":
                 continue
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    add(f"{f.name} {key}", item, "fraction", f"StepAssumptions.{f.name}",
-                        OVERLAP_REASONS[key][1] if key in OVERLAP_REASONS else f.metadata["doc"])
-                continue
-            add(f.name.replace("_", " "), value, units.get(f.name, ""),
+            if shown is None:  # an override left unset: the measured figures apply
+                shown = "measured (not overridden)"
+            add(f.name.replace("_", " "), shown, units.get(f.name, ""),
                 f"StepAssumptions.{f.name}", f.metadata["doc"])
     if goodput is not None:
         suffixes = {"_s": "s", "_Bps": "B/s", "_bytes": "bytes", "_per_param": "bytes/parameter",

@@ -1,0 +1,298 @@
+"""What each pipeline operation does, and how long it takes with the communication its
+schedule can hide.
+
+An operation (the F, B or W pass of one microbatch through one model chunk on one
+stage) is its layers' compute (:mod:`~topomodel.analysis.compute`) plus the
+collectives it issues: tensor-parallel gathers and scatters (or all-reduces), the
+context-parallel K/V ring, the expert all-to-alls and ZeRO-3 weight gathers. Each
+collective is hidden only behind the compute that can run beside it, never behind more
+than that compute, and not for free: while it runs, its kernels take ``comm_sm_share``
+of the SMs (DeepSeek-V3 gives 20 of the H800's 132 to its communication kernels, arXiv
+2412.19437 section 3.2.2; NCCL likewise runs each channel of a ring on one SM), so the
+compute beside it runs at 1 - share. Of X seconds of communication behind C seconds of
+compute, ``max(X - C, share x X)`` are exposed:
+
+- **TP** (``Layout.tp_overlap``): ``none``, every collective exposed. ``backward``
+  (Megatron-LM, as Korthikanti et al. 2022 describe it in sections 4.2.2 and 6.2):
+  forward collectives exposed; in the backward pass the reduce-scatter (or all-reduce)
+  of a column-parallel layer's input gradient runs behind that layer's weight-gradient
+  GEMM, and the extra all-gather of its sequence-parallel input behind its
+  input-gradient GEMM; the gradient gathers in front of the row-parallel layers are
+  exposed. A zero-bubble schedule moves the weight-gradient GEMMs to W, so they hide
+  nothing in B. ``gemm`` (Transformer Engine's comm-GEMM overlap): every collective is
+  pipelined with the GEMM it feeds or drains.
+- **CP** ring attention: passing K/V forward, and K/V plus their gradients backward,
+  runs behind the attention core of the same layer.
+- **EP**: dispatch and combine block the experts (exposed), unless
+  ``ep_overlap="dualpipe"``: DeepSeek-V3 (arXiv 2412.19437, section 3.2.1) pairs a
+  forward and a backward chunk of different microbatches and runs the all-to-alls of
+  each beside the other's compute, on ``comm_sm_share`` of the SMs (20 of the H800's
+  132, section 3.2.2), which slows that compute by 1 / (1 - share). Only operations the
+  schedule pairs (its steady phase) are overlapped; warm-up and cool-down ones are not.
+- **ZeRO-3** weight gathers (and gradient scatters) run one layer ahead, behind the
+  compute of the layer before, when ``dp_overlap``.
+
+Recomputation repeats work inside B: a full one the whole forward with its
+collectives, a selective one the attention core (and its K/V gathers).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.analysis.compute import EdgeTimes, LayerTimes
+from topomodel.analysis.pipeline import B, F, Schedule, W
+from topomodel.traffic.layout import Layout
+
+COMPUTE, IMBALANCE = "compute", "imbalance"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective of the step, timed once with every group of its kind at once:
+    seconds per call and their split."""
+
+    kind: str
+    collective: str
+    algorithm: str
+    size_bytes: float
+    time_s: float
+    latency_s: float
+    bandwidth_s: float
+    topology_s: float
+    spills: bool
+
+
+class Work:
+    """Parts of one operation, seconds: compute, imbalance, and per collective
+    ``(kind, collective)`` the time it takes (``issued``) and the part not hidden
+    (``exposed``). ``share`` is the SM share a collective running beside compute takes."""
+
+    def __init__(self, share: float = 0.0) -> None:
+        self.share = share
+        self.parts: dict[str, float] = defaultdict(float)
+        self.issued: dict[tuple[str, str], float] = defaultdict(float)
+        self.calls: dict[tuple[str, str], float] = defaultdict(float)
+        self.exposed: dict[tuple[str, str], float] = defaultdict(float)
+
+    def compute(self, seconds: float) -> None:
+        self.parts[COMPUTE] += seconds
+
+    def imbalance(self, seconds: float) -> None:
+        self.parts[IMBALANCE] += seconds
+
+    def comm(self, call: Call | None, behind: float = 0.0, count: float = 1.0) -> float:
+        """Issue ``count`` calls hidden behind ``behind`` seconds of compute; returns
+        the compute they leave free to hide another collective."""
+        if call is None or count <= 0:
+            return behind
+        key = (call.kind, call.collective)
+        total = call.time_s * count
+        self.issued[key] += total
+        self.calls[key] += count
+        if behind <= 0:
+            self.exposed[key] += total
+            return 0.0
+        self.exposed[key] += max(total - behind, self.share * total)
+        return max(0.0, behind - total * (1 - self.share))
+
+    def add(self, other: Work, times: float = 1.0) -> None:
+        for key, value in other.parts.items():
+            self.parts[key] += value * times
+        for store, source in ((self.issued, other.issued), (self.calls, other.calls),
+                              (self.exposed, other.exposed)):
+            for k, v in source.items():
+                store[k] += v * times
+
+    @property
+    def duration_s(self) -> float:
+        return (self.parts[COMPUTE] + self.parts[IMBALANCE]
+                + sum(self.exposed.values()))
+
+
+def _mlp(g: dict[str, float], first: bool) -> float:
+    names = ("fc1", "experts1", "shared1", "router") if first else (
+        "fc2", "experts2", "shared2")
+    return sum(g.get(n, 0.0) for n in names)
+
+
+def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: bool,
+               hot: float, split_w: bool, share: float) -> tuple[Work, Work, Work]:
+    """The F, B and W work of one layer for one microbatch."""
+    sp = layout.sequence_parallel
+    mode = layout.tp_overlap
+    f, b, w = Work(share), Work(share), Work(share)
+    ep = calls.get("ep")
+
+    def forward(work: Work) -> None:
+        work.compute(lt.forward_s)
+        gemm = mode == "gemm"
+        if sp:
+            work.comm(calls.get("tp_ag"), lt.fwd["qkv"] if gemm else 0.0)
+            work.comm(calls.get("tp_rs"), lt.fwd["proj"] if gemm else 0.0)
+            work.comm(calls.get("tp_ag"), _mlp(lt.fwd, True) if gemm else 0.0)
+            work.comm(calls.get("tp_rs"), _mlp(lt.fwd, False) if gemm else 0.0)
+        else:
+            work.comm(calls.get("tp_ar"), lt.fwd["proj"] if gemm else 0.0)
+            work.comm(calls.get("tp_ar"), _mlp(lt.fwd, False) if gemm else 0.0)
+        work.comm(calls.get("cp_ag"), lt.core_fwd)
+        if moe and ep:
+            work.comm(ep, 0.0, 2)
+            work.imbalance((hot - 1) * (lt.experts_fwd + 2 * ep.time_s))
+        z = calls.get("zero3_ag")
+        if z:
+            work.comm(z, lt.forward_s if layout.dp_overlap else 0.0)
+
+    forward(f)
+    # backward: input gradients in B, weight gradients in B or (zero-bubble) in W
+    wgrad = sum(lt.wgrad.values())
+    b.compute(lt.backward_s - (wgrad if split_w else 0.0))
+    if split_w:
+        w.compute(wgrad)
+    if layout.recompute == "full":
+        forward(b)
+    elif layout.recompute == "selective":
+        b.compute(lt.core_fwd)
+        b.comm(calls.get("cp_ag"), lt.core_fwd)
+    wg = {} if split_w else lt.wgrad
+    if sp:
+        gemm = mode == "gemm"
+        back = mode == "backward"
+        b.comm(calls.get("tp_ag"), lt.dgrad["proj"] if gemm else 0.0)  # grad of the output
+        b.comm(calls.get("tp_ag"), _mlp(lt.dgrad, False) if gemm else 0.0)
+        # the column-parallel layers' input gradients, scattered
+        b.comm(calls.get("tp_rs"), lt.dgrad["qkv"] if gemm else (
+            wg.get("qkv", 0.0) if back else 0.0))
+        b.comm(calls.get("tp_rs"), _mlp(lt.dgrad, True) if gemm else (
+            _mlp(wg, True) if back else 0.0))
+        if layout.recompute != "full":  # the sequence-parallel inputs, gathered again
+            b.comm(calls.get("tp_ag"), lt.wgrad["qkv"] if gemm else (
+                lt.dgrad["qkv"] if back else 0.0))
+            b.comm(calls.get("tp_ag"), _mlp(lt.wgrad, True) if gemm else (
+                _mlp(lt.dgrad, True) if back else 0.0))
+    else:
+        hide = mode in ("backward", "gemm")
+        b.comm(calls.get("tp_ar"), wg.get("qkv", 0.0) if hide else 0.0)
+        b.comm(calls.get("tp_ar"), _mlp(wg, True) if hide else 0.0)
+    if calls.get("cp_ag"):
+        left = b.comm(calls.get("cp_ag"), lt.core_bwd)
+        b.comm(calls.get("cp_rs"), left)
+    if moe and ep:
+        b.comm(ep, 0.0, 2)
+        experts_wgrad = lt.wgrad.get("experts1", 0.0) + lt.wgrad.get("experts2", 0.0)
+        b_experts = lt.experts_bwd - (experts_wgrad if split_w else 0.0)
+        b.imbalance((hot - 1) * (b_experts + 2 * ep.time_s))
+        if split_w:
+            w.imbalance((hot - 1) * experts_wgrad)
+    if calls.get("zero3_ag"):
+        left = b.comm(calls.get("zero3_ag"), lt.backward_s if layout.dp_overlap else 0.0)
+        b.comm(calls.get("zero3_rs"), left)
+    return f, b, w
+
+
+def edge_work(edges: EdgeTimes, calls: dict[str, Call], layout: Layout, *,
+              first: bool, last: bool, split_w: bool) -> tuple[Work, Work, Work]:
+    """The embedding's work (first stage) and the output layer's (last stage)."""
+    f, b, w = Work(), Work(), Work()  # their collectives hide behind nothing
+    sp = layout.sequence_parallel
+    if first:
+        f.compute(edges.embed_fwd)
+        f.comm(calls.get("tp_rs" if sp else "tp_ar"))  # the vocabulary-parallel lookup
+        b.compute(edges.embed_bwd)
+        b.comm(calls.get("tp_ag") if sp else None)
+    if last:
+        f.compute(edges.head_fwd)
+        f.comm(calls.get("tp_ag") if sp else None)  # the whole sequence for the logits
+        b.compute(edges.head_bwd)
+        (w if split_w else b).compute(edges.head_wgrad)
+        b.comm(calls.get("tp_rs" if sp else "tp_ar"))
+    return f, b, w
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """Per operation of a schedule (arrays of shape (p, n)): its duration, and the parts
+    it is made of, for the step's breakdown."""
+
+    duration_s: np.ndarray
+    compute_s: np.ndarray
+    imbalance_s: np.ndarray
+    exposed_s: dict[tuple[str, str], np.ndarray]
+    issued_s: dict[tuple[str, str], np.ndarray]
+    calls: dict[tuple[str, str], np.ndarray]
+
+
+def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
+            comm_sm_share: float) -> OpWork:
+    """Every operation's work from ``works[kind][stage][chunk]``. With ``dualpipe``, the
+    F and B of each steady-phase pair overlap their all-to-alls with the pair's compute,
+    which runs on 1 - ``comm_sm_share`` of the SMs: the pair takes
+    max(compute / (1 - share), all-to-alls), the excess over its plain compute split
+    between the two by compute (and counted as exposed EP time)."""
+    p, v = s.p, s.v
+    keys = sorted({k for kind in works for row in kind for wk in row for k in wk.exposed})
+
+    def table(get: Callable[[Work], float]) -> np.ndarray:  # (3, p, v) -> per op (p, n)
+        t = np.array([[[get(works[k][st][c]) for c in range(v)] for st in range(p)]
+                      for k in range(3)])
+        return t[s.kind, np.arange(p)[:, None], s.chunk]
+
+    def part(name: str) -> Callable[[Work], float]:
+        return lambda wk: wk.parts[name]
+
+    def of(store: str, key: tuple[str, str]) -> Callable[[Work], float]:
+        return lambda wk: getattr(wk, store).get(key, 0.0)
+
+    compute = table(part(COMPUTE))
+    imbalance = table(part(IMBALANCE))
+    exposed = {k: table(of("exposed", k)) for k in keys}
+    issued = {k: table(of("issued", k)) for k in keys}
+    calls = {k: table(of("calls", k)) for k in keys}
+    ep_keys = [k for k in keys if k[0] == "ep"]
+    if dualpipe and ep_keys:
+        # a pair is a steady-phase F and the B right after it on the same stage
+        starts = (s.paired[:, :-1] & s.paired[:, 1:] & (s.kind[:, :-1] == F)
+                  & (s.kind[:, 1:] == B))
+        rows, cols = np.nonzero(starts)
+        c_pair = compute[rows, cols] + compute[rows, cols + 1]
+        e_pair = sum(issued[k][rows, cols] + issued[k][rows, cols + 1] for k in ep_keys)
+        extra = np.maximum(c_pair / (1 - comm_sm_share), e_pair) - c_pair
+        share = np.divide(compute[rows, cols], c_pair, out=np.full(len(rows), 0.5),
+                          where=c_pair > 0)
+        for k in ep_keys:
+            weight = np.divide(issued[k][rows, cols] + issued[k][rows, cols + 1], e_pair,
+                               out=np.zeros(len(rows)), where=e_pair > 0)
+            exposed[k][rows, cols] = extra * share * weight
+            exposed[k][rows, cols + 1] = extra * (1 - share) * weight
+    duration = compute + imbalance + sum(exposed.values(), np.zeros_like(compute))
+    return OpWork(duration, compute, imbalance, exposed, issued, calls)
+
+
+def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,
+               calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+               moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
+               ) -> list[list[list[Work]]]:
+    """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
+    dense and MoE layers plus the embedding or output layer where it holds them."""
+    p, v = dense_layers.shape
+    per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
+                             share=share)}
+    if lt_moe is not None:
+        per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
+                               share=share)
+    works = [[[Work() for _ in range(v)] for _ in range(p)] for _ in range(3)]
+    for st in range(p):
+        for c in range(v):
+            for moe, count in ((False, dense_layers[st, c]), (True, moe_layers[st, c])):
+                if count:
+                    for kind, wk in zip((F, B, W), per[moe], strict=True):
+                        works[kind][st][c].add(wk, float(count))
+            edge = edge_work(edges, calls, layout, first=(st == 0 and c == 0),
+                             last=(st == p - 1 and c == v - 1), split_w=split_w)
+            for kind, wk in zip((F, B, W), edge, strict=True):
+                works[kind][st][c].add(wk)
+    return works
