@@ -260,3 +260,125 @@ def test_structured_router_on_a_torus_is_a_one_line_cli_error(capsys, algorithm)
     assert len(lines) == 1 and lines[0].startswith("topomodel: error: ")
     assert "structured router does not handle scale-up kind torus" in lines[0]
     assert "Traceback" not in err
+
+
+def scaleout_phase(fabric, flows, seed):
+    """Random flows between accelerators of different scale-up domains."""
+    rng = np.random.default_rng(seed)
+    acc = fabric.accelerators
+    src, dst = acc[rng.integers(0, len(acc), flows)], acc[rng.integers(0, len(acc), flows)]
+    domain = fabric.nodes["domain"].to_numpy()
+    keep = domain[src] != domain[dst]
+    return phase(src[keep], dst[keep], rng.uniform(1e3, 1e6, keep.sum()))
+
+
+@pytest.mark.parametrize(("name", "square_sum", "peak", "loaded"), [
+    ("dgx-h100-superpod", 1708202029022378.0, 3353969.7865401786, 2509),
+    ("dual-plane-ethernet", 3355738715037185.0, 7737124.629578416, 2065)])
+def test_one_qp_per_flow_reproduces_the_per_flow_hash_at_scale_out(name, square_sum, peak,
+                                                                   loaded):
+    # figures from the router before queue pairs (one hashed path per flow)
+    fabric = fabric_of(name)
+    ph = scaleout_phase(fabric, 600, seed=8)
+    for fn in (route_structured, route_general):
+        load = fn(fabric, ph, routing="hash", seed=3, qps=1).link_bytes
+        assert (load ** 2).sum() == pytest.approx(square_sum, rel=1e-12)
+        assert load.max() == pytest.approx(peak, rel=1e-12)
+        assert (load > 0).sum() == loaded
+
+
+@pytest.mark.parametrize("name", [*SMALL, "b200-superpod"])
+@pytest.mark.parametrize(("qps", "hash_scaleup"), [(3, False), (3, True), (1, True)])
+def test_structured_router_equals_general_with_queue_pairs(name, qps, hash_scaleup):
+    fabric = fabric_of(name)
+    ph = random_phase(fabric, 300 if name == "b200-superpod" else 800, seed=6)
+    options = {"routing": "hash", "seed": 4, "qps": qps, "hash_scaleup": hash_scaleup}
+    general = route_general(fabric, ph, **options)
+    structured = route_structured(fabric, ph, **options)
+    assert np.allclose(general.link_bytes, structured.link_bytes, rtol=1e-9, atol=1e-3)
+    assert (general.hops == structured.hops).all()
+    check_conservation(fabric, ph, structured)
+    check_conservation(fabric, ph, general)
+
+
+def test_queue_pairs_on_a_3_level_supernode_agree(tmp_path):
+    path = tmp_path / "sn.yaml"
+    path.write_text("system: cloudmatrix384-node\nsystems: 96\nscaleup:\n  kind: supernode\n"
+                    "  switch: ub-l2\n  uplinks: 16\n")
+    design, catalog = load_design(path)
+    fabric = build_fabric(design, catalog)
+    ph = random_phase(fabric, 1000, seed=2)
+    for hash_scaleup in (False, True):
+        a = route_general(fabric, ph, routing="hash", seed=1, qps=4, hash_scaleup=hash_scaleup)
+        b = route_structured(fabric, ph, routing="hash", seed=1, qps=4,
+                             hash_scaleup=hash_scaleup)
+        assert np.allclose(a.link_bytes, b.link_bytes, atol=1e-3), hash_scaleup
+        check_conservation(fabric, ph, b)
+    even = route(fabric, ph, routing="ecmp")
+    hashed = route(fabric, ph, routing="hash", seed=1, qps=4)
+    assert np.allclose(hashed.link_bytes, even.link_bytes, rtol=1e-9, atol=1e-3)
+
+
+def test_more_queue_pairs_even_out_the_spine_uplinks(toy):
+    fabric = toy("system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    ph = phase(acc, np.roll(acc, 16), 1e6)  # every flow crosses the spine
+    links = fabric.links
+    uplinks = ((links["tier"] == "spine").to_numpy()
+               & (fabric.nodes["tier"].to_numpy()[links["src"]] == "leaf"))
+    even = route(fabric, ph, routing="ecmp").link_bytes[uplinks]
+    assert np.ptp(even) == pytest.approx(0, abs=1e-6)
+    spread = []
+    for qps in (1, 4, 16, 64):
+        per_seed = []
+        for seed in range(5):
+            routed = route(fabric, ph, routing="hash", seed=seed, qps=qps)
+            check_conservation(fabric, ph, routed)
+            assert routed.link_bytes.sum() == pytest.approx(
+                route(fabric, ph, routing="ecmp").link_bytes.sum(), rel=1e-12)
+            load = routed.link_bytes[uplinks]
+            assert load.sum() == pytest.approx(even.sum(), rel=1e-12)
+            per_seed.append(load.var())
+        spread.append(np.mean(per_seed))
+    assert spread[0] > spread[1] > spread[2] > spread[3] > 0
+    # ECMP over Q independent choices: the variance falls about as 1/Q
+    assert spread[3] < spread[0] / 16
+
+
+@pytest.mark.parametrize("name", ["hgx-h100-server", "gb200-nvl72-cluster"])
+@pytest.mark.parametrize("router", ["general", "structured"])
+def test_hash_splits_evenly_inside_the_scaleup_domain(name, router):
+    fabric = fabric_of(name)
+    acc = fabric.accelerators
+    domain = fabric.nodes["domain"].to_numpy()
+    rng = np.random.default_rng(5)
+    src, dst = acc[rng.integers(0, len(acc), 400)], acc[rng.integers(0, len(acc), 400)]
+    keep = (domain[src] == domain[dst]) & (src != dst)
+    ph = phase(src[keep], dst[keep], rng.uniform(1e3, 1e6, keep.sum()))
+    scaleup = (fabric.links["tier"] == "scaleup").to_numpy()
+    even = route(fabric, ph, routing="ecmp", router=router).link_bytes
+    hashed = route(fabric, ph, routing="hash", seed=3, router=router).link_bytes
+    assert hashed[scaleup].sum() > 0
+    assert np.allclose(hashed, even, rtol=1e-9, atol=1e-3)  # by cables, as ECMP
+    asked = route(fabric, ph, routing="hash", seed=3, router=router, hash_scaleup=True)
+    assert not np.allclose(asked.link_bytes, even, rtol=1e-6, atol=1)
+    check_conservation(fabric, ph, asked)
+
+
+def test_time_traffic_passes_queue_pairs_to_the_router(toy):
+    fabric = toy("system: toy-host\nsystems: 32\nscaleout:\n  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    traffic = Traffic((phase(acc, np.roll(acc, 16), 1e6),))
+    one = time_traffic(fabric, traffic, routing="hash", seed=2, qps=1)
+    many = time_traffic(fabric, traffic, routing="hash", seed=2, qps=64)
+    assert np.array_equal(one.phases[0].routed.link_bytes,
+                          route(fabric, traffic.phases[0], routing="hash", seed=2,
+                                qps=1).link_bytes)
+    assert many.time_s < one.time_s
+
+
+@pytest.mark.parametrize("qps", [0, -1, 1.5, True])
+def test_queue_pairs_must_be_a_positive_integer(qps):
+    fabric = fabric_of("hgx-h100-server")
+    with pytest.raises(RoutingError, match="qps must be a positive integer, not"):
+        route(fabric, random_phase(fabric, 10), routing="hash", qps=qps)

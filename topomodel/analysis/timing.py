@@ -46,6 +46,7 @@ from topomodel.records import (
     spec,
 )
 from topomodel.routing import route
+from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
 from topomodel.yamlsource import KeyPath
@@ -191,8 +192,10 @@ class TrafficTime:
 
 
 def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", seed: int = 0,
-                 router: str = "auto", model: TimeModel | None = None) -> TrafficTime:
-    """Route every phase of ``traffic`` and time it."""
+                 router: str = "auto", model: TimeModel | None = None,
+                 qps: int = QPS) -> TrafficTime:
+    """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
+    hash routing, see :func:`~topomodel.routing.route`)."""
     model = model or TimeModel()
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
@@ -208,7 +211,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     lost_flows, lost_bytes = 0, 0.0
     nccl = bool(traffic.shapes)
     for ph in traffic.phases:
-        routed = route(fabric, ph, routing=routing, seed=seed, router=router)
+        routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
         with np.errstate(divide="ignore", invalid="ignore"):
             link_time = np.where(routed.link_bytes > 0,
                                  routed.link_bytes / (rate * ph.efficiency), 0.0)

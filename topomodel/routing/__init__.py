@@ -6,8 +6,14 @@ Routing policies (``routing=``):
     Every shortest path, traffic split evenly per physical link at each hop (a switch
     hashes flows over all its equal-cost ports, so an arc of 4 cables gets 4 shares).
 ``hash``
-    ECMP by seeded hash: each flow takes one path, its next hop picked at each node by
-    a hash of (seed, flow, node) weighted by cables, so collisions show.
+    ECMP by seeded hash, as switches hash RoCE/IB queue pairs: each flow is split into
+    ``qps`` queue pairs (default :data:`~topomodel.routing.hashing.QPS`, NCCL's 1 QP per
+    connection x 2 channels per network peer), and each QP takes one path, its next hop
+    picked at each scale-out choice (NIC plane, leaf/spine/core uplinks) by a hash of
+    (seed, QP, node) weighted by cables, so collisions show, averaged over the QPs.
+    Choices among scale-up links only (in-system switch chips, supernode levels) are
+    split evenly by cables, as ECMP does, unless ``hash_scaleup=True`` hashes them too.
+    With ``qps=1`` QP ``f`` hashes as flow ``f``.
 ``dmodk``
     Deterministic up/down routing on fat-trees: at each choice the next hop is the
     ``(dst // stride) mod k``-th candidate (sorted by node number), ``stride`` the
@@ -33,14 +39,18 @@ import numpy as np
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
+from topomodel.routing.hashing import QPS, check_qps
 from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import Phase
 
 
 def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
-          router: str = "auto") -> Routed:
+          router: str = "auto", qps: int = QPS, hash_scaleup: bool = False) -> Routed:
     """Route one step of ``phase``; ``router`` is ``auto``, ``general`` or ``structured``.
+
+    ``qps`` (queue pairs per flow) and ``hash_scaleup`` (hash inside the scale-up
+    domain too) apply to ``routing="hash"`` only; see the module docstring.
 
     ``auto`` takes the structured router where it applies, else the general one. Flows
     that start or end at a switch (in-network reduction) go over their direct link when
@@ -49,21 +59,25 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     Raises
     ------
     RoutingError
-        For an unknown ``routing`` or ``router``, ``router="structured"`` on a fabric it
-        does not cover, or a phase beyond the general router's work limit.
+        For an unknown ``routing`` or ``router``, ``qps`` below 1,
+        ``router="structured"`` on a fabric it does not cover, or a phase beyond the
+        general router's work limit.
     """
     if routing not in ROUTINGS:
         raise RoutingError(f"unknown routing {routing!r}; choose from {', '.join(ROUTINGS)}")
     if router not in ROUTERS:
         raise RoutingError(f"unknown router {router!r}; choose from {', '.join(ROUTERS)}")
+    check_qps(qps)
     structured = router == "structured" or (router == "auto"
                                             and structured_supported(fabric) is None)
     if not structured:
-        return route_general(fabric, phase, routing=routing, seed=seed)
+        return route_general(fabric, phase, routing=routing, seed=seed, qps=qps,
+                             hash_scaleup=hash_scaleup)
     is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
     pairs = is_acc[phase.src] & is_acc[phase.dst]
     if pairs.all():
-        return route_structured(fabric, phase, routing=routing, seed=seed)
+        return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
+                                hash_scaleup=hash_scaleup)
     load = np.zeros(len(fabric.links))
     hops = np.zeros(phase.flows, dtype=np.int64)
     lost: list[np.ndarray] = []
@@ -77,7 +91,8 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
         idx = np.flatnonzero(mask)
         part = Phase(phase.src[idx], phase.dst[idx], phase.bytes[idx], phase.group[idx],
                      phase.steps, phase.label, phase.messages_per_step)
-        routed = fn(fabric, part, routing=routing, seed=seed)
+        routed = fn(fabric, part, routing=routing, seed=seed, qps=qps,
+                    hash_scaleup=hash_scaleup)
         load += routed.link_bytes
         hops[idx] = routed.hops
         lost.append(idx[routed.unroutable])

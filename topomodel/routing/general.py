@@ -10,9 +10,10 @@ from scipy.sparse.csgraph import dijkstra
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
-from topomodel.routing.hashing import choose
+from topomodel.routing.hashing import QPS, choose, subflows
 from topomodel.routing.routed import Routed, _cached
 from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import SCALEUP_TIERS
 
 TRANSIT_PENALTY_HOPS = documented(
     "routing.TRANSIT_PENALTY_HOPS", 1_000_000,
@@ -58,6 +59,7 @@ class _Graph:
         self.rows = self.rows[order]
         self.weight = weight[order]
         self.cables = links["cables"].to_numpy()[live][order]
+        self.scaleup = links["tier"].isin(SCALEUP_TIERS).to_numpy()[live][order]
         self.indptr = np.searchsorted(self.src, np.arange(n + 1))
         self.n = n
         self.is_acc = is_acc
@@ -107,8 +109,12 @@ class _Dag:
 
 
 def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
-                  seed: int = 0) -> Routed:
+                  seed: int = 0, qps: int = QPS, hash_scaleup: bool = False) -> Routed:
     """Route on any fabric: exact shortest-path routing per destination.
+
+    Under hash routing each flow is ``qps`` queue pairs hashed on their own; a choice
+    among scale-up links only (in-system switch chips, supernode levels, a torus) is
+    split evenly by cables, as ECMP does, unless ``hash_scaleup``.
 
     Raises
     ------
@@ -151,7 +157,8 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             flows = np.concatenate(walkers)
             distances = np.stack([dag.dist for dag in dags])
             _walk(graph, distances, flow_target[flows] - first, flows, phase, routing, seed,
-                  link_bytes)
+                  link_bytes, qps=qps if routing == "hash" else 1,
+                  even_scaleup=routing == "hash" and not hash_scaleup)
     lost_flows = np.concatenate(unroutable) if unroutable else np.zeros(0, np.int64)
     return Routed(link_bytes, hops, np.sort(lost_flows), "general")
 
@@ -168,31 +175,63 @@ def _push(graph: _Graph, dag: _Dag, sources: np.ndarray, volumes: np.ndarray,
 
 
 def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,
-          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray) -> None:
-    """One path per flow, all flows at once: at each node pick a shortest-path arc by
-    hash or d-mod-k. ``distances`` is (targets, nodes); ``target_index`` per flow."""
-    at = phase.src[flows].copy()
-    dst = phase.dst[flows]
-    stride = np.ones(len(flows), dtype=np.int64)
-    active = at != dst
-    while active.any():
-        idx = np.flatnonzero(active)
-        nodes, t = at[idx], target_index[idx]
-        starts, ends = graph.indptr[nodes], graph.indptr[nodes + 1]
+          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray, *, qps: int,
+          even_scaleup: bool) -> None:
+    """Walk every queue pair at once (``qps`` per flow, hashed as :func:`subflows` says):
+    at each node pick a shortest-path arc by hash or d-mod-k, or, with
+    ``even_scaleup``, split over the arcs by cables where they are all scale-up links.
+    ``distances`` is (targets, nodes); ``target_index`` per flow."""
+    take, ids = subflows(flows, qps)
+    at = phase.src[flows][take]
+    dst = phase.dst[flows][take]
+    target = target_index[take]
+    amount = phase.bytes[flows][take] / qps
+    stride = np.ones(len(ids), dtype=np.int64)
+    while True:
+        live = at != dst
+        if not live.all():
+            at, dst, target, amount, stride, ids = (
+                a[live] for a in (at, dst, target, amount, stride, ids))
+        if not len(at):
+            return
+        starts, ends = graph.indptr[at], graph.indptr[at + 1]
         width = int((ends - starts).max())
         cand = starts[:, None] + np.arange(width)[None, :]
         valid = cand < ends[:, None]
         cand = np.where(valid, cand, 0)
-        here = distances[t, nodes][:, None]
-        there = distances[t[:, None], graph.dst[cand]]
+        here = distances[target, at][:, None]
+        there = distances[target[:, None], graph.dst[cand]]
         on_dag = valid & (here == graph.weight[cand] + there)
         weights = np.where(on_dag, graph.cables[cand], 0)
-        pick = choose(routing, seed, flows[idx], nodes, dst[idx], stride[idx], weights)
-        arc = cand[np.arange(len(idx)), pick]
-        np.add.at(link_bytes, graph.rows[arc], phase.bytes[flows[idx]])
-        stride[idx] *= np.maximum(1, (weights > 0).sum(axis=1))
-        at[idx] = graph.dst[arc]
-        active[idx] = at[idx] != dst[idx]
+        pick = choose(routing, seed, ids, at, dst, stride, weights)
+        stride = stride * np.maximum(1, (weights > 0).sum(axis=1))
+        row = np.arange(len(at))
+        share = amount
+        even = np.zeros(len(at), bool)
+        if even_scaleup:
+            even = ~(on_dag & ~graph.scaleup[cand]).any(axis=1)
+            if even.any():
+                hashed = np.flatnonzero(~even)
+                er, ec = np.nonzero(on_dag & even[:, None])
+                row = np.concatenate([hashed, er])
+                pick = np.concatenate([pick[hashed], ec])
+                share = np.concatenate([amount[hashed], amount[er] * weights[er, ec]
+                                        / weights[er].sum(axis=1)])
+        arc = cand[row, pick]
+        np.add.at(link_bytes, graph.rows[arc], share)
+        at, dst, target, amount, stride, ids = (
+            graph.dst[arc], dst[row], target[row], share, stride[row], ids[row])
+        if even.any():
+            at, dst, target, amount, stride, ids = _merge(at, dst, target, amount, stride,
+                                                          ids, graph.n)
+
+
+def _merge(at: np.ndarray, dst: np.ndarray, target: np.ndarray, amount: np.ndarray,
+           stride: np.ndarray, ids: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """One walker per (queue pair, node): the parts of a QP that met again hash alike."""
+    keys, first, inverse = np.unique(ids * n + at, return_index=True, return_inverse=True)
+    total = np.bincount(inverse, weights=amount, minlength=len(keys))
+    return at[first], dst[first], target[first], total, stride[first], ids[first]
 
 
 def _graph(fabric: Fabric) -> _Graph:

@@ -1,8 +1,19 @@
-"""Per-flow path choices: a seeded 64-bit hash and d-mod-k, vectorised."""
+"""Per-flow path choices: a seeded 64-bit hash and d-mod-k, vectorised; a flow's
+split into queue pairs for hashing."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from topomodel.errors import RoutingError
+from topomodel.records import documented
+
+QPS = documented(
+    "routing.QPS", 2,
+    """Queue pairs a flow is split into under hash routing, each hashed on its own:
+    NCCL opens NCCL_IB_QPS_PER_CONNECTION = 1 QP per connection (its default, net_ib.cc)
+    and NCCL_NCHANNELS_PER_NET_PEER = 2 channels to each network peer (its default,
+    graph/paths.cc), so a pair's bytes go over 1 x 2 = 2 independently hashed QPs.""")
 
 
 def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
@@ -61,3 +72,34 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     present = np.cumsum(weights > 0, axis=1) - 1
     chosen: np.ndarray = np.argmax((present == rank[:, None]) & (weights > 0), axis=1)
     return chosen
+
+
+def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split flows into ``qps`` queue pairs each: (index into ``flows``, hash id) per QP.
+
+    QP ``j`` of flow ``f`` hashes as flow ``f * qps + j``, so one QP per flow hashes
+    exactly as the flow itself did. Each QP carries ``1 / qps`` of its flow's bytes.
+
+    Examples
+    --------
+    >>> take, ids = subflows(np.array([3, 5]), 2)
+    >>> take.tolist(), ids.tolist()
+    ([0, 0, 1, 1], [6, 7, 10, 11])
+    >>> [a.tolist() for a in subflows(np.array([3, 5]), 1)]
+    [[0, 1], [3, 5]]
+    """
+    take = np.repeat(np.arange(len(flows)), qps)
+    ids = (flows.astype(np.int64)[:, None] * qps + np.arange(qps)).ravel()
+    return take, ids
+
+
+def check_qps(qps: int) -> None:
+    """Refuse a QP count below 1.
+
+    Raises
+    ------
+    RoutingError
+        If ``qps`` is not a positive integer.
+    """
+    if isinstance(qps, bool) or not isinstance(qps, (int, np.integer)) or qps < 1:
+        raise RoutingError(f"qps must be a positive integer, not {qps!r}")

@@ -9,7 +9,7 @@ import numpy as np
 
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric, labels
-from topomodel.routing.hashing import choose, mix
+from topomodel.routing.hashing import QPS, choose, mix, subflows
 from topomodel.routing.routed import Routed, _cached
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
@@ -162,11 +162,13 @@ def structured_supported(fabric: Fabric) -> str | None:
 
 
 def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
-                     seed: int = 0) -> Routed:
+                     seed: int = 0, qps: int = QPS, hash_scaleup: bool = False) -> Routed:
     """Route on a switched/mesh scale-up plus fat-tree fabric by aggregation.
 
     Even ECMP needs only per-switch totals (what leaves a leaf, what enters a pod), so
-    the cost is linear in flows plus links; hash and d-mod-k pick one arc per flow.
+    the cost is linear in flows plus links; d-mod-k picks one arc per flow, and hash one
+    arc per queue pair (``qps`` per flow) at the scale-out choices (plane, spine,
+    core), splitting evenly inside the scale-up domain unless ``hash_scaleup``.
 
     Raises
     ------
@@ -182,12 +184,14 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     hops = np.zeros(phase.flows, dtype=np.int64)
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     inside = np.flatnonzero(same)
+    up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
     if len(inside):
-        load += _route_scaleup(clos, phase, inside, routing, seed)
+        load += _route_scaleup(clos, phase, inside, up_routing, seed, qps)
         hops[inside] = 1 if clos.mesh else 2
         across = inside[clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]]
         if len(across):  # supernode: through the upper switch levels of the chip's plane
-            extra, hops[across] = _route_supernode(clos, phase, across, routing, seed)
+            extra, hops[across] = _route_supernode(clos, phase, across, up_routing, seed,
+                                                   qps)
             load += extra
     outside = np.flatnonzero(~same)
     unroutable = np.zeros(0, np.int64)
@@ -195,7 +199,8 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         if not clos.planes:
             unroutable = outside
         else:
-            extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed)
+            extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed,
+                                                   qps)
             load += extra
     return Routed(load, hops, unroutable, "structured")
 
@@ -224,8 +229,19 @@ def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.
     return (dst // stride) % width
 
 
+def _queue_pairs(routing: str, flows: np.ndarray,
+                 qps: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(index into ``flows``, hash id, split) per queue pair: ``qps`` per flow under
+    hash routing, the flow itself under d-mod-k (its choice depends on the destination
+    alone, so more QPs would all take the same path)."""
+    if routing != "hash":
+        return np.arange(len(flows)), flows, 1
+    take, ids = subflows(flows, qps)
+    return take, ids, qps
+
+
 def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                   seed: int) -> np.ndarray:
+                   seed: int, qps: int) -> np.ndarray:
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
     n = clos.n_links
     if clos.mesh:
@@ -245,6 +261,8 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
                         up.weights[up.slot[owners_up]])
                 + _spread(n, down.table[down.slot[owners_down]], received[owners_down],
                           down.weights[down.slot[owners_down]]))
+    take, flows, split = _queue_pairs(routing, flows, qps)
+    src, dst, volume = src[take], dst[take], volume[take] / split
     arcs_up = up.table[up.slot[src]]
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
@@ -256,7 +274,7 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
 
 
 def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+                     seed: int, qps: int) -> tuple[np.ndarray, np.ndarray]:
     """Between systems of one supernode: accelerator -> in-system chip k (the arcs to the
     chips were loaded by :func:`_route_scaleup`) -> plane k's Clos -> chip k of the
     destination system -> accelerator."""
@@ -280,16 +298,17 @@ def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
             np.bincount(climb.pod[chips_d[b]].ravel(), weights=share[b].ravel(),
                         minlength=n))
         return load, hops
+    take, flows, split = _queue_pairs(routing, flows, qps)
+    src, dst, volume = src[take], dst[take], volume[take] / split
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
-    rows = np.arange(len(flows))
     stride = np.full(len(flows), chips_s.shape[1] if routing == "dmodk" else 1, np.int64)
-    return _climb(climb, flows, chips_s[rows, pick], chips_d[rows, pick], dst, volume, stride,
-                  routing, seed), hops
+    return _climb(climb, flows, chips_s[take, pick], chips_d[take, pick], dst, volume,
+                  stride, routing, seed), hops
 
 
 def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                    seed: int) -> tuple[np.ndarray, np.ndarray]:
+                    seed: int, qps: int) -> tuple[np.ndarray, np.ndarray]:
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
     n = clos.n_links
     load = np.bincount(clos.host_up[src], weights=volume, minlength=n)
@@ -302,23 +321,29 @@ def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
     if routing == "ecmp":
         part = np.broadcast_to((volume / planes)[:, None], ups.shape)
-    else:
-        pick = _pick(routing, seed, flows, nic_s, dst, np.ones(len(flows), np.int64), planes)
-        part = np.zeros(ups.shape)
-        part[np.arange(len(flows)), pick] = volume
-    load += np.bincount(ups.ravel(), weights=part.ravel(), minlength=n)
-    load += np.bincount(downs.ravel(), weights=part.ravel(), minlength=n)
-    leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
-    cross = (leaf_s != leaf_d) & (part > 0)
-    if cross.any():
-        row, col = np.nonzero(cross)
+        load += np.bincount(ups.ravel(), weights=part.ravel(), minlength=n)
+        load += np.bincount(downs.ravel(), weights=part.ravel(), minlength=n)
+        leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
+        row, col = np.nonzero((leaf_s != leaf_d) & (part > 0))
+        ids, amount = flows[row], part[row, col]
+        leaf_s, leaf_d = leaf_s[row, col], leaf_d[row, col]
+    else:  # one plane per queue pair
+        row, ids, split = _queue_pairs(routing, flows, qps)
+        col = _pick(routing, seed, ids, nic_s[row], dst[row], np.ones(len(ids), np.int64),
+                    planes, access_up.cables)
+        arc_up, arc_down, amount = ups[row, col], downs[row, col], volume[row] / split
+        load += np.bincount(arc_up, weights=amount, minlength=n)
+        load += np.bincount(arc_down, weights=amount, minlength=n)
+        leaf_s, leaf_d = clos.dst[arc_up], clos.src[arc_down]
+        cross = (leaf_s != leaf_d) & (amount > 0)
+        row, ids, amount = row[cross], ids[cross], amount[cross]
+        leaf_s, leaf_d = leaf_s[cross], leaf_d[cross]
+    if len(row):
         stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
         climb = clos.fat_tree
-        load += _climb(climb, flows[row], leaf_s[row, col], leaf_d[row, col], dst[row],
-                       part[row, col], stride, routing, seed)
-        pods = climb.pod[leaf_s[row, col]] != climb.pod[leaf_d[row, col]]
-        hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s[row, col]] >= 0),
-                                                   8, 6))
+        load += _climb(climb, ids, leaf_s, leaf_d, dst[row], amount, stride, routing, seed)
+        pods = climb.pod[leaf_s] != climb.pod[leaf_d]
+        hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s] >= 0), 8, 6))
     return load, hops
 
 
