@@ -58,8 +58,9 @@ class CollectiveRun:
 
 
 AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "innetwork"), "allgather": ("ring",),
-    "reducescatter": ("ring",), "alltoall": ("direct",), "broadcast": ("ring",),
+    "allreduce": ("ring", "tree", "innetwork", "torus"),
+    "allgather": ("ring", "torus"), "reducescatter": ("ring", "torus"),
+    "alltoall": ("direct",), "broadcast": ("ring",),
     "reduce": ("ring",), "sendrecv": ("p2p",)}
 """What ``auto`` tries: the algorithms NCCL runs (ring, tree, NVLS/CollNet in-network
 reduction; All-to-All and SendRecv as grouped point-to-point), so ``auto`` picks as NCCL

@@ -104,6 +104,13 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   edge it sits on (S/ranks-per-node over the two trees, not S). One phase; its message
   count is 1 + 2 x the tree depth. NCCL runs it across nodes only, so a group inside one
   domain is refused.
+- ``torus`` (AllReduce, AllGather, ReduceScatter; each group a whole torus scale-up
+  domain): the bucket algorithm over every dimension (:mod:`topomodel.traffic.torus`).
+  S is split into 2D parts (D dimensions longer than 1, both directions of each); part
+  (j, +/-) runs a ring reduce-scatter along dimension j, j+1, ..., j+D-1 then the
+  all-gather in reverse, staggered so each stage (one phase, as many steps as its
+  longest ring) uses every dimension both ways. Per rank 2(N-1)/N S for AllReduce as
+  for a ring, spread over its 2D links: S (N-1)/(D N) per link direction.
 
 Latency convention
 ------------------
@@ -153,14 +160,15 @@ from topomodel.traffic.communicators import (
 )
 from topomodel.traffic.innetwork import _in_network_phases, _plan_in_network
 from topomodel.traffic.phases import Phase, Shape, Traffic
+from topomodel.traffic.torus import _torus
 
 __all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_traffic",
            "double_binary_tree", "tree_depth"]
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork", "nvlstree"),
-    "allgather": ("ring", "rhd", "hierarchical"),
-    "reducescatter": ("ring", "rhd", "hierarchical"),
+    "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork", "nvlstree", "torus"),
+    "allgather": ("ring", "rhd", "hierarchical", "torus"),
+    "reducescatter": ("ring", "rhd", "hierarchical", "torus"),
     "alltoall": ("direct", "pairwise"),
     "broadcast": ("ring",),
     "reduce": ("ring",),
@@ -453,7 +461,7 @@ _Generator = Callable[[str, _Groups, float], list[list[Phase]]]
 
 _GENERATORS: dict[str, _Generator] = {
     "ring": _ring, "tree": _tree, "rhd": _rhd, "direct": _direct, "pairwise": _pairwise,
-    "p2p": _p2p, "hierarchical": _hierarchical,
+    "p2p": _p2p, "hierarchical": _hierarchical, "torus": _torus,
 }
 
 
@@ -472,4 +480,7 @@ _NOTES = {
     "p2p": "sendrecv: rank i -> i+1 of each group, S each",
     "hierarchical": "hierarchical: rings inside scale-up domain parts and across them among"
                     " ranks of the same position, pipelined (the stages run at once)",
+    "torus": "torus: the bucket algorithm, S in 2D parts, each a ring reduce-scatter along"
+             " every dimension in turn then the all-gather in reverse, staggered so every"
+             " dimension carries a part each way in every stage",
 }
