@@ -347,8 +347,8 @@ def test_seed_reaches_the_step_with_hash_routing(capsys):
     # TP groups span 8 nodes on different rails: which spine ports their flows collide
     # on depends on the hash seed
     tp = {seed: next(c["time_s"] for c in step_json("--seed", str(seed))["comm"]
-                     if c["kind"] == "tp") for seed in (0, 1)}
-    assert tp[0] != tp[1], tp
+                     if c["kind"] == "tp") for seed in (0, 2)}
+    assert tp[0] != tp[2], tp
     assert step_json()["comm"][0]["time_s"] == tp[0]  # the default seed is 0
 
 

@@ -58,13 +58,15 @@ class CollectiveRun:
 
 
 AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "innetwork", "torus"),
+    "allreduce": ("ring", "tree", "innetwork", "nvlstree", "torus"),
     "allgather": ("ring", "torus"), "reducescatter": ("ring", "torus"),
     "alltoall": ("direct",), "broadcast": ("ring",),
     "reduce": ("ring",), "sendrecv": ("p2p",)}
 """What ``auto`` tries: the algorithms NCCL runs (ring, tree, NVLS/CollNet in-network
-reduction; All-to-All and SendRecv as grouped point-to-point), so ``auto`` picks as NCCL
-does. The others (rhd, pairwise, hierarchical) are run when asked for by name."""
+reduction, NVLS-Tree; All-to-All and SendRecv as grouped point-to-point), so ``auto``
+picks as NCCL does, and on torus domains the bucket algorithm TPU pods run (``torus``;
+it refuses other fabrics). The others (rhd, pairwise, hierarchical) are run when asked
+for by name."""
 
 
 def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,

@@ -17,9 +17,11 @@ Every constant is NCCL's default, read from ``src/graph/tuning.cc`` at NVIDIA/nc
 transcribed with its provenance in shared/reference/collectives-compute-power.md part 2
 (provenance: vendor source, derived). Where topomodel departs from NCCL it says so here:
 
-- per-channel caps (``perChMaxRingLL128Bws``, ``perChMaxTreeBws``) are left out: they
-  bind only with few channels, and the channel count NCCL's graph search settles on is
-  not modelled;
+- per-channel caps (``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``,
+  ``perChMaxTreeBws``) apply across nodes with one channel per NIC of a node (NCCL's
+  search on rail-attached NICs; its channel doubling, ``ncclTopoDupChannels``, is not
+  modelled); inside one node NCCL's NVLink channel count is not modelled and the caps,
+  which do not bind at 16 channels or more, are left out;
 - the tree correction table (``treeCorrectionFactor``) is left out;
 - architectures other than NVIDIA's (RCCL, HCCL, TPU ICI) use the Hopper constants: RCCL
   is a fork of NCCL with the same tuner structure; the others publish none (assumed).
@@ -76,6 +78,19 @@ LL_MAX_BUSBW_GBPS: dict[str, tuple[float, float, float]] = {
 one node, (1 node, 2 nodes, 3+ nodes). On more than one node NCCL reads row 0 (Intel
 hosts): 39.0 GB/s on 2 nodes and 20.4 GB/s on 3 or more, whatever the GPU."""
 
+PER_CHANNEL_RING_LL128_GBPS = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
+                               "hopper": (36.7, 36.7, 36.7),
+                               "blackwell": (40.0, 40.0, 40.0)}
+"""NCCL ``perChMaxRingLL128Bws``: the ring LL128 busbw cap per channel, GB/s, by
+architecture, (1 node, 2 nodes, 3+ nodes)."""
+PER_CHANNEL_TREE_LL128_GBPS = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
+                               "hopper": (36.7, 36.7, 29.0),
+                               "blackwell": (55.6, 31.67, 20.0)}
+"""NCCL ``perChMaxTreeLL128Bws``, GB/s per channel."""
+PER_CHANNEL_TREE_GBPS = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+                         "hopper": (38.7, 41.4, 36.0), "blackwell": (70.0, 42.8, 24.0)}
+"""NCCL ``perChMaxTreeBws``: the tree Simple busbw cap per channel, GB/s."""
+
 NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 """NCCL ``nvlsEfficiency``: the share of the NVLink bandwidth NVLS reductions reach."""
 
@@ -100,6 +115,7 @@ class NcclShape:
     ranks: int
     nodes: int
     intra: str = "nvlink"  # nvlink or pci
+    channels: int = 0  # across nodes: one per NIC of a node; 0: not modelled (no caps)
 
     @property
     def per_node(self) -> int:
@@ -110,10 +126,12 @@ class NcclShape:
 def nccl_algorithm(algorithm: str, shape: NcclShape) -> str:
     """NCCL's algorithm for one of topomodel's: ring and tree as named, the hierarchical
     ring as a ring over the same hops, in-network reduction as NVLS inside one node and
-    CollNet (SHARP) across nodes, everything else (direct, pairwise, p2p, rhd) as
-    point-to-point rounds timed with the ring's per-hop latencies."""
+    CollNet (SHARP) across nodes, NVLS-Tree as named, everything else (direct, pairwise,
+    p2p, rhd) as point-to-point rounds timed with the ring's per-hop latencies."""
     if algorithm == "innetwork":
         return "nvls" if shape.nodes <= 1 else "collnet_direct"
+    if algorithm == "nvlstree":
+        return "nvls_tree"
     if algorithm == "tree":
         return "tree"
     return "ring"
@@ -145,6 +163,8 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
     base = BASE_LATENCY_US[nccl][p]
     if nccl == "nvls":
         return (intra + (inter if nodes > 1 else 0.0)) * 1e-6
+    if nccl == "nvls_tree":
+        return (intra + 2 * math.log2(nodes) * inter) * 1e-6
     if nccl == "collnet_direct":
         return (2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter) * 1e-6
     if nccl == "tree":
@@ -178,14 +198,22 @@ def protocol_busbw_Bps(protocol: str, algorithm: str, busbw_simple_Bps: float,
     column = min(max(1, shape.nodes), 3) - 1
     row = architecture if shape.nodes <= 1 else "volta"  # multi-node: row 0 (Intel)
     ll_cap = LL_MAX_BUSBW_GBPS.get(row, LL_MAX_BUSBW_GBPS["hopper"])[column] * 1e9
+    arch = architecture if architecture in PER_CHANNEL_TREE_GBPS else "hopper"
+
+    def capped(value: float, per_channel: dict[str, tuple[float, float, float]]) -> float:
+        if not shape.channels:
+            return value
+        return min(value, shape.channels * per_channel[arch][column] * 1e9)
+
     if nccl == "tree":
         if protocol == "LL":
             return min(busbw_simple_Bps / TREE_LL_DIVISOR, ll_cap)
         if protocol == "LL128":
-            return busbw_simple_Bps * (7 / 9 if shape.nodes <= 1 else 120 / 128)
-        return busbw_simple_Bps * TREE_SIMPLE_FACTOR
+            return capped(busbw_simple_Bps * (7 / 9 if shape.nodes <= 1 else 120 / 128),
+                          PER_CHANNEL_TREE_LL128_GBPS)
+        return capped(busbw_simple_Bps * TREE_SIMPLE_FACTOR, PER_CHANNEL_TREE_GBPS)
     if protocol == "LL":
         return min(ll_cap, LL_FACTOR * busbw_simple_Bps)
     if protocol == "LL128":
-        return LL128_FACTOR * busbw_simple_Bps
+        return capped(LL128_FACTOR * busbw_simple_Bps, PER_CHANNEL_RING_LL128_GBPS)
     return busbw_simple_Bps

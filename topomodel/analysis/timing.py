@@ -247,7 +247,8 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
     if not traffic.shapes:
         return ideal
     intra = "pci" if fabric.structure.scaleup.kind == "none" else "nvlink"
-    latency = min(max(latency_s(s.algorithm, s.collective, p, NcclShape(s.ranks, s.nodes, intra),
+    latency = min(max(latency_s(s.algorithm, s.collective, p,
+                                NcclShape(s.ranks, s.nodes, intra, s.channels),
                                 rounds=s.rounds) for s in traffic.shapes)
                   for p in (PROTOCOLS if model.protocol == "auto" else (model.protocol,)))
     return ideal + (latency if np.isfinite(latency) else 0.0)
@@ -274,7 +275,7 @@ def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
     for protocol in PROTOCOLS if model.protocol == "auto" else (model.protocol,):
         latency, scale = 0.0, 1.0
         for s in traffic.shapes:
-            shape = NcclShape(s.ranks, s.nodes, intra)
+            shape = NcclShape(s.ranks, s.nodes, intra, s.channels)
             lat = latency_s(s.algorithm, s.collective, protocol, shape, rounds=s.rounds)
             if (protocol == "Simple" and s.algorithm == "ring" and s.collective == "allreduce"
                     and s.nodes > 1):

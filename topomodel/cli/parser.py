@@ -122,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="communicators: all, domain, system, rail, block:N, stride:K,"
                        " A-B or A,B,C (repeat to run several group sets at once)")
     route.add_argument("--algorithm", default="auto",
-                       help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork, or"
-                       " auto (fastest; default)")
+                       help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork,"
+                       " nvlstree, or auto (the fastest of those NCCL runs; default)")
     route.add_argument("--router", default="auto", choices=["auto", "general", "structured"],
                        help="router implementation (default: structured where it applies)")
     route.add_argument("--fail-link", action="append", default=[], metavar="'A -- B'",

@@ -286,7 +286,15 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
     nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())
     rounds = {"direct": 1, "pairwise": n - 1, "p2p": 1,
               "rhd": 2 * max(1, (n - 1).bit_length())}.get(algorithm, 1)
-    return Shape(collective, algorithm, n, nodes, float(size_bytes), rounds)
+    if algorithm == "torus":  # a ring step per chip along every dimension, both halves
+        shape = fabric.structure.scaleup.torus.shape
+        rounds = sum(d - 1 for d in shape) * (2 if collective == "allreduce" else 1)
+    count = 0
+    if nodes > 1 and algorithm in ("ring", "tree", "hierarchical"):
+        from topomodel.traffic.channels import channels, domain_parts
+
+        count = int(channels(fabric, domain_parts(fabric, ranks)).count.min())
+    return Shape(collective, algorithm, n, nodes, float(size_bytes), rounds, count)
 
 
 def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:

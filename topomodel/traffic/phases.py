@@ -84,6 +84,7 @@ class Shape:
     nodes: int
     size_bytes: float  # nccl-tests convention
     rounds: int = 1
+    channels: int = 0  # channels across domains (one per NIC of a part); 0 inside one
 
 
 @dataclass(frozen=True, eq=False)
