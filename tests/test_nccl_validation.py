@@ -46,6 +46,12 @@ BUSBW_POINTS = [
      "R22 (DGX H100, 4 nodes, 8x 400G, no SHARP)"),
     ("selene-dgx-a100", "0-31", "allreduce", "ring", 8 * GIB, 192.0,
      "nccl #812 (DGX A100 multi-node, 8x HDR 200G)"),
+    # 4 x p5en (8 H200, 3.2 Tb/s EFA per node: the same NVLink 4 and per-node network
+    # rate as 4 DGX H100 with 8 x 400G)
+    ("dgx-h100-superpod", "0-31", "allreduce", "ring", 4 * GIB, 364.7,
+     "R20 (4 x p5en.48xlarge, ring)"),
+    ("dgx-h100-superpod", "0-31", "allreduce", "nvlstree", 4 * GIB, 310.07,
+     "R20 (4 x p5en.48xlarge, NVLSTree)"),
 ]
 
 

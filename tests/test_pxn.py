@@ -153,3 +153,15 @@ def test_rail_only_fabrics_route_cross_rail_traffic_by_pxn(toy):
     out = scaleout(fabric, p)
     assert out.any() and (rail[p.src[out]] == rail[p.dst[out]]).all()
     assert len(route(fabric, p).unroutable) == 0
+
+
+def test_the_time_model_sends_by_pxn_unless_told_not_to(superpod, alltoall):
+    from topomodel.analysis.timing import TimeModel, time_traffic
+
+    spine = (superpod.links["tier"] == "spine").to_numpy()
+    on = time_traffic(superpod, alltoall)
+    off = time_traffic(superpod, alltoall, model=TimeModel(pxn=False))
+    assert on.link_bytes[spine].sum() == 0 and off.link_bytes[spine].sum() > 0
+    # the same bytes leave each GPU either way; PXN adds the NVLink hop to the relay
+    scaleup = (superpod.links["tier"] == "scaleup").to_numpy()
+    assert on.link_bytes[scaleup].sum() > off.link_bytes[scaleup].sum()

@@ -128,6 +128,7 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("overhead", _T, "per_message_overhead_s", "time", "text", metavar="TIME"),
     _from_field("efficiency", _T, "efficiency", "time", "pairs", metavar="TIER=F"),
     _from_field("protocol", _T, "protocol", "time", "text"),
+    _from_field("pxn", _T, "pxn", "time", "bool"),
     StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(0, low_open=True),
                "what-if: every scale-out link this many times faster (2: 800G NICs"
                " instead of 400G)", "float", "F"),

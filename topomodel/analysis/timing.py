@@ -38,6 +38,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.tables import LINK_TIERS, Fabric, labels
 from topomodel.records import (
     Reading,
+    boolean,
     check_fields,
     choice,
     mapping_of,
@@ -49,6 +50,7 @@ from topomodel.routing import route
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
+from topomodel.traffic.pxn import pxn
 from topomodel.yamlsource import KeyPath
 
 PER_MESSAGE_OVERHEAD_S = 5e-6
@@ -84,6 +86,10 @@ class TimeModel:
     efficiency: dict[str, float] = spec(
         _tier_fractions, default={}, doc="effective / nominal rate of a link tier, 0-1"
         " (default: the catalog's link efficiency, or the network's packet efficiency)")
+    pxn: bool = spec(boolean, default=True,
+                     doc="PXN: cross-rail traffic first crosses the scale-up domain to the"
+                     " GPU on the destination's rail, as NCCL does by default"
+                     " (NCCL_PXN_DISABLE=0); off: it crosses the network's upper tiers")
     protocol: str = spec(choice("auto", *PROTOCOLS), default="auto",
                          doc="collective protocol: auto (the fastest, as NCCL's tuner"
                          " picks), or LL, LL128 or Simple (as NCCL_PROTO forces)")
@@ -195,8 +201,11 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                  router: str = "auto", model: TimeModel | None = None,
                  qps: int = QPS) -> TrafficTime:
     """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
-    hash routing, see :func:`~topomodel.routing.route`)."""
+    hash routing, see :func:`~topomodel.routing.route`); with ``model.pxn`` cross-rail
+    flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`)."""
     model = model or TimeModel()
+    if model.pxn:
+        traffic = pxn(fabric, traffic)
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
     tier_codes = links["tier"].cat.codes.to_numpy()
