@@ -140,3 +140,18 @@ def test_memory_bound_work_moves_at_the_measured_hbm_rate():
     edges = edge_times(a100, gpt, Layout(), 2048)
     logits = a100.gemm_s(Gemm(2048, 51200, 4096))
     assert edges.head_fwd > logits and edges.embed_fwd > 0
+
+
+def test_unfused_gradient_accumulation_is_a_pass_over_every_weight():
+    """Without Megatron-LM's gradient accumulation fusion (February 2022) each weight
+    gradient is written in 16 bits and added into the fp32 main gradient by a separate
+    pass: 2 + 4 + 4 bytes per weight, every microbatch."""
+    a100 = device_model(CATALOG.get("a100-sxm-80gb", Accelerator), "bf16")
+    model = CATALOG.get("megatron-gpt-1t", Model)
+    fused = layer_times(a100, model, Layout(tp=8), 2048, moe=False)
+    loose = layer_times(a100, model, Layout(tp=8, grad_accumulation_fusion=False), 2048,
+                        moe=False)
+    weights = 12 * 25600**2 / 8  # one layer's weights on one of 8 TP ranks
+    assert fused.accumulate == 0
+    assert loose.accumulate == pytest.approx(weights * 10 / 1.70e12, rel=1e-3)
+    assert loose.backward_s > fused.backward_s and loose.forward_s == fused.forward_s

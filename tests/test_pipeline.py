@@ -109,3 +109,22 @@ def test_layers_split_into_chunks_in_virtual_order():
     sizes = chunk_layers(61, 16)  # DeepSeek-V3: 61 layers over 16 stages
     assert sizes.sum() == 61 and sizes.max() == 4 and sizes.min() == 3
     assert chunk_first_layer(8, 2, 2).tolist() == [[0, 4], [2, 6]]  # chunk c of stage s
+
+
+def test_blocking_sends_hold_the_sender_too():
+    """Megatron-LM's batched send/receive waits for both directions: each send then
+    delays the sender's next operation as well as the receiver."""
+    p, m, send = 4, 16, 0.1
+    free = timeline(schedule("1f1b", p, m), durations(p), np.full((p, 2), send))
+    held = timeline(schedule("1f1b", p, m), durations(p), np.full((p, 2), send),
+                    blocking_sends=True)
+    assert held.makespan_s > free.makespan_s
+    # a stage with one neighbour sends one way per operation; the critical path pays
+    # for every send it crosses, on either side
+    assert held.critical_send_s >= free.critical_send_s
+    assert held.makespan_s == pytest.approx(free.makespan_s + held.critical_send_s
+                                            - free.critical_send_s, rel=1e-9)
+    # with no sends, blocking changes nothing
+    none = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)),
+                    blocking_sends=True)
+    assert none.makespan_s == pytest.approx((m + p - 1) * 3.0)

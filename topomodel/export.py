@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pandas as pd
 
 from topomodel.analysis.levels import NetworkLevel, network_levels
@@ -216,23 +217,34 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
                     compute_efficiency: float | None = None) -> dict[str, Any]:
     """A Calculon system description (plain types, Calculon's own keys and units).
 
-    ``matrix`` holds the catalog's dense peak per data type (TFLOP/s) at a flat
-    ``compute_efficiency`` (default: :class:`~topomodel.analysis.step.StepAssumptions`'s);
-    ``vector`` is :data:`CALCULON_VECTOR_SHARE` of it; ``mem1`` is the HBM (GiB, GB/s);
+    ``matrix`` holds the catalog's dense peak per data type (TFLOP/s) with the step
+    model's GEMM size curve as Calculon's efficiency table (``compute_efficiency``: one
+    flat value instead); ``vector`` is :data:`CALCULON_VECTOR_SHARE` of it; ``mem1`` is
+    the HBM (GiB, GB/s) at the step model's achieved share; ``processor_usage`` the
+    SM share communication kernels take (``StepAssumptions.comm_sm_share``);
     ``networks`` has one tier per level of :func:`network_levels` (the dimensions of a
     torus joined into one), with ``size`` the accelerators it reaches, ``bandwidth`` per
     accelerator per direction in GB/s (10^9 bytes/s), ``latency`` in seconds (one
     crossing plus the time model's per-message overhead) and ``efficiency`` the
     effective/nominal rate of its slowest link tier.
     """
+    from topomodel.analysis.compute import DEFAULT_HBM_EFFICIENCY, device_model
     from topomodel.analysis.step import StepAssumptions
 
     model = model or TimeModel()
     catalog = fabric.catalog
     system = catalog.get(fabric.design.system, System)
     accelerator = catalog.get(system.accelerator, Accelerator)
-    efficiency = (compute_efficiency if compute_efficiency is not None
-                  else StepAssumptions().compute_efficiency)
+    if compute_efficiency is not None:
+        table: list[list[float]] = [[0, compute_efficiency]]
+    else:  # Calculon takes the first row whose GFLOPs an operation reaches
+        device = device_model(accelerator, StepAssumptions().compute_dtype)
+        sizes = np.exp(device.curve_log_flops) / 1e9
+        table = [[round(float(g), 6), round(float(e), 6)] for g, e in
+                 zip(sizes[::-1], device.curve_efficiency[::-1], strict=True)]
+        table[-1][0] = 0
+    hbm_share = (accelerator.hbm_achieved.rate_Bps / accelerator.hbm_Bps
+                 if accelerator.hbm_achieved else DEFAULT_HBM_EFFICIENCY)
     peaks = {CALCULON_DTYPES[k]: v for k, v in accelerator.peak_flops.items()
              if k in CALCULON_DTYPES}
     if "bfloat16" in peaks and "float16" not in peaks:
@@ -243,7 +255,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
 
     def engine(share: float) -> dict[str, Any]:
         return {dtype: {"tflops": round(flops * share / 1e12, 6),
-                        "gflops_efficiency": [[0, efficiency]]}
+                        "gflops_efficiency": table}
                 for dtype, flops in sorted(peaks.items())}
 
     host_Bps = fabric.structure.scaleout.host_link_rate_Bps or accelerator.hbm_Bps
@@ -256,14 +268,14 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
             "latency": tier.latency_s + model.per_message_overhead_s,
             "ops": {k: list(v) for k, v in CALCULON_OPS.items()},
             "must_be_filled": False,
-            "processor_usage": CALCULON_PROCESSOR_USAGE,
+            "processor_usage": StepAssumptions().comm_sm_share,
         })
     return {
         "matrix": engine(1.0),
         "vector": engine(CALCULON_VECTOR_SHARE),
         "mem1": {"GiB": round(accelerator.hbm_bytes / 2**30, 6),
                  "GBps": round(accelerator.hbm_Bps / CALCULON_GB_BYTES, 6),
-                 "MB_efficiency": [[0, CALCULON_MEMORY_EFFICIENCY]]},
+                 "MB_efficiency": [[0, round(hbm_share, 6)]]},
         "mem2": {"GiB": CALCULON_HOST_MEMORY_GIB,
                  "GBps": round(host_Bps / CALCULON_GB_BYTES, 6),
                  "MB_efficiency": [[0, 1.0]]},

@@ -225,7 +225,9 @@ class LayerTimes:
     ``shared1``, ``shared2``); ``core_fwd`` and ``core_bwd`` the attention core
     (scores, softmax, dropout, values: the part selective recomputation repeats);
     ``mem_fwd`` and ``mem_bwd`` the other memory-bound passes; ``experts_fwd`` and
-    ``experts_bwd`` the routed-expert share of all that (what a hot expert multiplies).
+    ``experts_bwd`` the routed-expert share of all that (what a hot expert multiplies);
+    ``accumulate`` the separate pass that adds each weight gradient into its main
+    gradient when that is not fused into the GEMM.
     """
 
     fwd: dict[str, float] = field(default_factory=dict)
@@ -237,6 +239,7 @@ class LayerTimes:
     mem_bwd: float = 0.0
     experts_fwd: float = 0.0
     experts_bwd: float = 0.0
+    accumulate: float = 0.0
 
     @property
     def forward_s(self) -> float:
@@ -246,13 +249,13 @@ class LayerTimes:
     @property
     def backward_s(self) -> float:
         """The whole backward pass (input and weight gradients)."""
-        return (sum(self.dgrad.values()) + sum(self.wgrad.values()) + self.core_bwd
+        return (sum(self.dgrad.values()) + self.weight_grad_s + self.core_bwd
                 + self.mem_bwd)
 
     @property
     def weight_grad_s(self) -> float:
-        """The weight-gradient GEMMs alone (a zero-bubble schedule's W pass)."""
-        return sum(self.wgrad.values())
+        """The weight-gradient work alone (a zero-bubble schedule's W pass)."""
+        return sum(self.wgrad.values()) + self.accumulate
 
 
 def layer_gemms(model: Model, layout: Layout, seq: int, *, moe: bool) -> dict[str, Gemm]:
@@ -306,7 +309,7 @@ def attention_core(model: Model, layout: Layout, seq: int) -> tuple[list[Gemm], 
 
 
 def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
-                moe: bool) -> LayerTimes:
+                moe: bool, main_grad_bytes: float = 4.0) -> LayerTimes:
     """Seconds of one layer's forward and backward work (one microbatch, one rank).
 
     Memory-bound bytes per element touched (16-bit activations, 1-byte masks):
@@ -316,6 +319,12 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     token and hidden unit. Backward: norm 6, residual 6 (+1), activation 6 or 10,
     softmax 6 and dropout 5 per score, permutes as forward. Norms and residuals act on
     the rank's 1/tp of the tokens under sequence parallelism.
+
+    Weight gradients accumulate into main gradients of ``main_grad_bytes`` (fp32: 4):
+    fused into the GEMM, which then reads and writes them (Megatron-LM's gradient
+    accumulation fusion, added in February 2022); otherwise the GEMM writes a 16-bit
+    gradient and a separate pass reads it and reads and writes the main gradient, for
+    every weight, every microbatch.
     """
     d, tp = model.hidden, layout.tp
     sp = tp if layout.sequence_parallel else 1
@@ -325,9 +334,12 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     gemms = layer_gemms(model, layout, seq, moe=moe)
     fwd = {name: device.gemm_s(g) for name, g in gemms.items()}
     dgrad = {name: device.gemm_s(g.dgrad()) for name, g in gemms.items()}
-    # Megatron-LM accumulates weight gradients into fp32 main grads in the GEMM
-    wgrad = {name: device.gemm_s(g.wgrad(), out_bytes_per_element=8.0)
-             for name, g in gemms.items()}
+    fused = layout.grad_accumulation_fusion
+    wgrad = {name: device.gemm_s(g.wgrad(), out_bytes_per_element=(
+        2 * main_grad_bytes if fused else None)) for name, g in gemms.items()}
+    weights = sum(g.k * g.n * g.count for g in gemms.values())
+    accumulate = 0.0 if fused else device.memory_s(
+        weights * (device.dtype_bytes + 2 * main_grad_bytes))
     residual = tokens * d / sp
     mem_f = (2 * 4 + 2 * (6 + drop)) * residual
     mem_b = (2 * 6 + 2 * (6 + drop)) * residual
@@ -352,7 +364,7 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
         mem_b += act_b * tokens * model.ffn_hidden / tp
     core_f, core_b = _attention_times(device, model, layout, seq)
     return LayerTimes(fwd, dgrad, wgrad, core_f, core_b, device.memory_s(mem_f),
-                      device.memory_s(mem_b), experts_f, experts_b)
+                      device.memory_s(mem_b), experts_f, experts_b, accumulate)
 
 
 def _attention_times(device: Device, model: Model, layout: Layout, seq: int
@@ -387,7 +399,8 @@ class EdgeTimes:
     head_wgrad: float
 
 
-def edge_times(device: Device, model: Model, layout: Layout, seq: int) -> EdgeTimes:
+def edge_times(device: Device, model: Model, layout: Layout, seq: int, *,
+               main_grad_bytes: float = 4.0) -> EdgeTimes:
     """Embedding lookup and its gradient scatter-add (memory-bound), and the output
     layer: final norm, logits GEMM (vocabulary split by TP), and the vocabulary-parallel
     cross-entropy on fp32 logits (Korthikanti et al. 2022, section 4.3). Cross-entropy
@@ -405,7 +418,12 @@ def edge_times(device: Device, model: Model, layout: Layout, seq: int) -> EdgeTi
               + device.memory_s(14 * elements))
     head_b = (device.memory_s(6 * tokens * d / sp) + device.gemm_s(logits.dgrad())
               + device.memory_s(6 * elements))
-    head_w = device.gemm_s(logits.wgrad(), out_bytes_per_element=8.0)
+    fused = layout.grad_accumulation_fusion
+    head_w = device.gemm_s(logits.wgrad(), out_bytes_per_element=(
+        2 * main_grad_bytes if fused else None))
+    if not fused:
+        head_w += device.memory_s(d * model.vocab / tp
+                                  * (device.dtype_bytes + 2 * main_grad_bytes))
     return EdgeTimes(embed_f, embed_b, head_f, head_b, head_w)
 
 

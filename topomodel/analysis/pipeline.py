@@ -214,16 +214,19 @@ def dependencies(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
              stage_ready_s: np.ndarray | None = None,
-             per_op_extra_s: np.ndarray | None = None) -> Timeline:
+             per_op_extra_s: np.ndarray | None = None,
+             blocking_sends: bool = False) -> Timeline:
     """Run schedule ``s``.
 
     ``duration_s[kind, stage, chunk]`` is how long each operation takes (or, shape
     (p, n), each operation's own duration);
     ``send_s[boundary, kind]`` the pipeline send across boundary b for the forward
-    (column 0) and backward (column 1) activations, taken as blocking only the receiver
-    (the send runs beside the sender's next operation); ``stage_ready_s`` when each
-    stage can start (default 0); ``per_op_extra_s`` (p, n) time added to single
-    operations (a gather in front of a stage's first forward).
+    (column 0) and backward (column 1) activations: the receiving operation cannot
+    start before it has arrived, and with ``blocking_sends`` the sender cannot start
+    its next operation before its own send has finished (Megatron-LM's batched
+    send/receive waits on both, and synchronised the device after each exchange:
+    megatron/p2p_communication.py in 2022); ``stage_ready_s`` when each stage can start
+    (default 0); ``per_op_extra_s`` (p, n) time added to single operations.
 
     Raises
     ------
@@ -241,6 +244,16 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
     crossing = boundary >= 0
     direction = np.where(s.kind == F, 0, 1)
     send[crossing] = send_s[boundary[crossing], direction[crossing]]
+    outgoing = np.zeros((p, n))  # what each operation sends on, when the sender waits
+    if blocking_sends:
+        stages = np.broadcast_to(np.arange(p)[:, None], (p, n))
+        v = s.v
+        sends_f = (s.kind == F) & ((stages < p - 1) | (s.chunk < v - 1))
+        sends_b = (s.kind == B) & ((stages > 0) | (s.chunk > 0))
+        out_boundary = np.where(stages < p - 1, stages, p - 1)  # F: to s + 1 (or wrap)
+        in_boundary = np.where(stages > 0, stages - 1, p - 1)  # B: to s - 1 (or wrap)
+        outgoing[sends_f] = send_s[out_boundary[sends_f], 0]
+        outgoing[sends_b] = send_s[in_boundary[sends_b], 1]
     start = np.zeros((p, n))
     end = np.zeros((p, n))
     waited = np.zeros((p, n), dtype=bool)  # the input, not the stage, set the start
@@ -264,19 +277,20 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         start[go, jg] = begin
         end[go, jg] = begin + dur[go, jg]
         waited[go, jg] = arrive > free[go]
-        free[go] = end[go, jg]
+        free[go] = end[go, jg] + outgoing[go, jg]
         ptr[go] += 1
     stage_end = end[:, -1] if n else np.zeros(p)
-    critical, stages = _critical_send(s, end, waited, send, dep_stage, dep_pos)
+    critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
     return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
-                    critical, stages)
+                    critical, on_path)
 
 
 def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.ndarray,
-                   dep_stage: np.ndarray, dep_pos: np.ndarray) -> tuple[float, np.ndarray]:
+                   outgoing: np.ndarray, dep_stage: np.ndarray, dep_pos: np.ndarray
+                   ) -> tuple[float, np.ndarray]:
     """Walk the critical path back from the last operation to end: through the input
-    where the operation waited for it, else to the stage's previous operation; sum the
-    sends it crosses."""
+    where the operation waited for it, else to the stage's previous operation (and the
+    send that operation waited on); sum the sends it crosses."""
     stage = int(np.argmax(end[:, -1]))
     j = s.ops - 1
     total = 0.0
@@ -289,6 +303,8 @@ def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.nd
                 visited.append(stage)
         else:
             j -= 1
+            if j >= 0:
+                total += float(outgoing[stage, j])
     return total, np.array(visited[::-1])
 
 

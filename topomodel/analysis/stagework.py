@@ -149,7 +149,7 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
 
     forward(f)
     # backward: input gradients in B, weight gradients in B or (zero-bubble) in W
-    wgrad = sum(lt.wgrad.values())
+    wgrad = lt.weight_grad_s
     b.compute(lt.backward_s - (wgrad if split_w else 0.0))
     if split_w:
         w.compute(wgrad)

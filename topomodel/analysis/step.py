@@ -253,7 +253,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     param_gather = sum(gathers.values(), np.zeros(p))
     first_f = ops.duration_s[np.arange(p), np.argmax(sched.kind == 0, axis=1)]
     ready = np.maximum(0.0, param_gather - (first_f if layout.dp_overlap else 0.0))
-    tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready)
+    tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready,
+                  blocking_sends=layout.pp_blocking)
     finish, bucket_issued = _gradient_tail(tl, ops, calls, layout, a, dense, experts,
                                            sizes, moe_sizes)
     replicas = layout.dp * layout.cp
@@ -315,9 +316,11 @@ def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: 
          sched: Schedule, calls: dict[str, Call], dense_layers: np.ndarray,
          moe_layers: np.ndarray) -> OpWork:
     """Every operation of the schedule: its work and duration."""
-    lt_dense = layer_times(device, model, layout, seq, moe=False)
-    lt_moe = layer_times(device, model, layout, seq, moe=True) if model.is_moe else None
-    edges = edge_times(device, model, layout, seq)
+    grads = BYTES[a.main_grad_dtype]
+    lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
+    lt_moe = layer_times(device, model, layout, seq, moe=True,
+                         main_grad_bytes=grads) if model.is_moe else None
+    edges = edge_times(device, model, layout, seq, main_grad_bytes=grads)
     split_w = layout.schedule == "zb-h1"
     works = chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers, moe_layers,
                        hot=a.hot_expert_factor if model.is_moe else 1.0, split_w=split_w,

@@ -44,7 +44,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
          f" {result.microbatches:,} microbatches per pipeline"},
         {"item": "schedule", "value": f"{lay.schedule}" + (
             f", {lay.interleave} virtual stages" if lay.interleave > 1 else "")
-         + f"; slowest stage {result.slowest_stage} of {lay.pp}"},
+         + f"; slowest stage {result.slowest_stage} (stages 0-{lay.pp - 1})"},
         {"item": "  compute", "value": format_si(result.compute_s, "s")},
         {"item": "  hot-expert imbalance", "value": format_si(result.imbalance_s, "s")},
         {"item": "  pipeline bubble", "value": format_si(result.bubble_s, "s")},

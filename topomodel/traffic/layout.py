@@ -111,6 +111,15 @@ class Layout:
                          " probabilities and after attention and MLP (GPT-3 and Megatron-LM"
                          " recipes: masks stored, extra memory-bound passes); Llama 3 and"
                          " DeepSeek-V3 train without")
+    pp_blocking: bool = spec(boolean, default=True, doc="a stage waits for its own pipeline"
+                             " sends to finish before it computes again (Megatron-LM's"
+                             " batched send/receive waits on both; off: sends run beside"
+                             " the next operation)")
+    grad_accumulation_fusion: bool = spec(boolean, default=True, doc="weight gradients"
+                                          " accumulate into the fp32 main gradients inside"
+                                          " the GEMM (Megatron-LM since 2022-02); off: a"
+                                          " separate pass over every weight each"
+                                          " microbatch")
     dp_overlap: bool = spec(boolean, default=True, doc="bucketed DP gradient reduction starts"
                             " as buckets fill, behind the backward compute still to run"
                             " (Megatron-Core overlap-grad-reduce); off: after the backward")
