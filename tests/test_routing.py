@@ -382,3 +382,19 @@ def test_queue_pairs_must_be_a_positive_integer(qps):
     fabric = fabric_of("hgx-h100-server")
     with pytest.raises(RoutingError, match="qps must be a positive integer, not"):
         route(fabric, random_phase(fabric, 10), routing="hash", qps=qps)
+
+
+@pytest.mark.parametrize("example", ["dgx-h100-superpod", "b200-superpod"])
+def test_switch_endpoint_flows_take_the_general_routers_paths(example):
+    """In-network reduction's flows (rank -> leaf, leaf -> root) go by their two-hop
+    paths in route(); the general router's shortest-path ECMP gives the same loads."""
+    from topomodel.traffic.collectives import collective_traffic
+
+    fabric = fabric_of(example)
+    traffic = collective_traffic(fabric, "allreduce", [fabric.accelerators[:256]], 2**26,
+                                 algorithm="innetwork")
+    for ph in traffic.phases:
+        fast = route(fabric, ph)
+        exact = route_general(fabric, ph)
+        assert np.allclose(fast.link_bytes, exact.link_bytes, rtol=1e-9, atol=1e-3)
+        assert (fast.hops == exact.hops).all() and not len(fast.unroutable)

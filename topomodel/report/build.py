@@ -5,7 +5,7 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
 - ``design``, ``accelerators``, ``nodes`` (count by node tier), ``links`` (cables);
 - ``tiers``: one object per link tier, from the accelerators outwards: ``name``,
   ``switch_model``, ``switches``, ``links``, ``ports_used``, ``ports_free``,
-  ``capacity_Bps`` (bytes/s) and ``capacity_bps`` (the same in bits/s), one direction,
+  ``capacity_Bps`` (bytes/s) and ``capacity_bits_per_s`` (the same in bits/s), one direction,
   all links,
   ``per_accelerator_Bps``, ``oversubscription`` (down/up bandwidth; 0 for a top tier);
 - ``bisection``: ``bisection_Bps``, ``method``, ``closed_form_Bps``, ``max_flow_Bps``,
@@ -57,7 +57,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "nodes": node_counts,
         "links": int(fabric.links["cables"].sum() // 2),
         "structure": fabric.structure.as_dict(),
-        "tiers": [{**dataclasses.asdict(t), "capacity_bps": t.capacity_Bps * 8}
+        "tiers": [{**dataclasses.asdict(t), "capacity_bits_per_s": t.capacity_Bps * 8}
                   for t in tiers],
         "bisection": dataclasses.asdict(cut),
         "bom": [dataclasses.asdict(line) for line in bom],

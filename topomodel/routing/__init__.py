@@ -54,7 +54,8 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
 
     ``auto`` takes the structured router where it applies, else the general one. Flows
     that start or end at a switch (in-network reduction) go over their direct link when
-    there is one, else through the general router.
+    there is one, else over every two-hop path through a switch or NIC (split by cables,
+    as ECMP splits them; the shortest paths there are), else through the general router.
 
     Raises
     ------
@@ -85,7 +86,16 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     direct = ~pairs & (rows >= 0)
     np.add.at(load, rows[direct], phase.bytes[direct])
     hops[direct] = 1
-    for mask, fn in ((pairs, route_structured), (~pairs & ~direct, route_general)):
+    rest = np.flatnonzero(~pairs & ~direct)
+    two_hop = np.zeros(phase.flows, bool)
+    if len(rest):
+        flow, first, second, share = _two_hop_paths(fabric, phase.src[rest], phase.dst[rest])
+        amount = phase.bytes[rest][flow] * share
+        np.add.at(load, first, amount)
+        np.add.at(load, second, amount)
+        two_hop[rest[np.unique(flow)]] = True
+        hops[two_hop] = 2
+    for mask, fn in ((pairs, route_structured), (~pairs & ~direct & ~two_hop, route_general)):
         if not mask.any():
             continue
         idx = np.flatnonzero(mask)
@@ -112,3 +122,31 @@ def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarra
     found = len(keys) > 0
     hit = found & (keys[order][pos] == wanted) if found else np.zeros(len(src), bool)
     return np.where(hit, live[order][pos], -1)
+
+
+def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every path src -> m -> dst over live arcs with m a switch or NIC, per pair:
+    (pair index, first link row, second link row, share of the pair's bytes), the shares
+    of a pair in proportion to the cables of its first arc; pairs with no such path are
+    absent."""
+    links = fabric.links
+    live = np.flatnonzero(~links["failed"].to_numpy())
+    lsrc = links["src"].to_numpy()[live]
+    by_src = np.argsort(lsrc, kind="stable")
+    sorted_src = lsrc[by_src]
+    lo = np.searchsorted(sorted_src, src, "left")
+    count = np.searchsorted(sorted_src, src, "right") - lo
+    pair = np.repeat(np.arange(len(src)), count)
+    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    first = live[by_src[np.repeat(lo, count) + within]]
+    middle = links["dst"].to_numpy()[first]
+    kind = fabric.nodes["kind"].to_numpy()
+    keep = kind[middle] != "accelerator"
+    pair, first, middle = pair[keep], first[keep], middle[keep]
+    second = _direct_links(fabric, middle, dst[pair])
+    found = second >= 0
+    pair, first, second = pair[found], first[found], second[found]
+    weight = links["cables"].to_numpy()[first].astype(float)
+    total = np.bincount(pair, weights=weight, minlength=len(src))
+    return pair, first, second, weight / total[pair] if len(pair) else weight
