@@ -34,13 +34,15 @@ hold them to the same link loads on every fabric small enough for both.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import QPS, check_qps
-from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
+from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed, _cached
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import Phase
 
@@ -54,7 +56,7 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
 
     ``auto`` takes the structured router where it applies, else the general one. Flows
     that start or end at a switch (in-network reduction) go over their direct link when
-    there is one, else over every two-hop path through a switch or NIC (split by cables,
+    there is one, else over every two-hop path through a NIC or scale-out switch (split by cables,
     as ECMP splits them; the shortest paths there are), else through the general router.
 
     Raises
@@ -74,7 +76,7 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     if not structured:
         return route_general(fabric, phase, routing=routing, seed=seed, qps=qps,
                              hash_scaleup=hash_scaleup)
-    is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
+    is_acc = _is_accelerator(fabric)
     pairs = is_acc[phase.src] & is_acc[phase.dst]
     if pairs.all():
         return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
@@ -110,43 +112,67 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     return Routed(load, hops, unroutable, "structured")
 
 
-def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Link row of the live arc src -> dst for each pair, or -1."""
+@dataclass(frozen=True, eq=False)
+class _Arcs:
+    """The live arcs of a fabric indexed for look-ups: by (src, dst) key and by src."""
+
+    n: int
+    keys: np.ndarray  # src * n + dst of the live arcs, sorted
+    rows_by_key: np.ndarray  # their link rows, in that order
+    src_sorted: np.ndarray  # src of the live arcs into a NIC or a scale-out switch, sorted
+    rows_by_src: np.ndarray  # their link rows, in that order
+
+
+def _arcs(fabric: Fabric) -> _Arcs:
     links = fabric.links
     n = len(fabric.nodes)
     live = np.flatnonzero(~links["failed"].to_numpy())
-    keys = links["src"].to_numpy()[live] * n + links["dst"].to_numpy()[live]
-    order = np.argsort(keys)
-    wanted = src.astype(np.int64) * n + dst
-    pos = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
-    found = len(keys) > 0
-    hit = found & (keys[order][pos] == wanted) if found else np.zeros(len(src), bool)
-    return np.where(hit, live[order][pos], -1)
+    src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
+    keys = src.astype(np.int64) * n + dst
+    by_key = np.argsort(keys)
+    kind = fabric.nodes["kind"].to_numpy()
+    onward = np.flatnonzero(np.isin(kind[dst], ("nic", "switch")))
+    by_src = onward[np.argsort(src[onward], kind="stable")]
+    return _Arcs(n, keys[by_key], live[by_key], src[by_src], live[by_src])
+
+
+def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Link row of the live arc src -> dst for each pair, or -1."""
+    arcs = _cached(fabric, _arcs)
+    if not len(arcs.keys):
+        return np.full(len(src), -1)
+    wanted = src.astype(np.int64) * arcs.n + dst
+    pos = np.clip(np.searchsorted(arcs.keys, wanted), 0, len(arcs.keys) - 1)
+    return np.where(arcs.keys[pos] == wanted, arcs.rows_by_key[pos], -1)
 
 
 def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every path src -> m -> dst over live arcs with m a switch or NIC, per pair:
-    (pair index, first link row, second link row, share of the pair's bytes), the shares
-    of a pair in proportion to the cables of its first arc; pairs with no such path are
-    absent."""
+    """Every path src -> m -> dst over live arcs with m a NIC or a scale-out switch, per
+    pair: (pair index, first link row, second link row, share of the pair's bytes), the
+    shares of a pair in proportion to the cables of its first arc; pairs with no such
+    path are absent. (In-network flows run between accelerators, NICs and switches, so
+    a middle scale-up chip or accelerator is never on a shortest two-hop path of theirs
+    where one through the network exists.)"""
     links = fabric.links
-    live = np.flatnonzero(~links["failed"].to_numpy())
-    lsrc = links["src"].to_numpy()[live]
-    by_src = np.argsort(lsrc, kind="stable")
-    sorted_src = lsrc[by_src]
-    lo = np.searchsorted(sorted_src, src, "left")
-    count = np.searchsorted(sorted_src, src, "right") - lo
+    arcs = _cached(fabric, _arcs)
+    lo = np.searchsorted(arcs.src_sorted, src, "left")
+    count = np.searchsorted(arcs.src_sorted, src, "right") - lo
     pair = np.repeat(np.arange(len(src)), count)
     within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    first = live[by_src[np.repeat(lo, count) + within]]
+    first = arcs.rows_by_src[np.repeat(lo, count) + within]
     middle = links["dst"].to_numpy()[first]
-    kind = fabric.nodes["kind"].to_numpy()
-    keep = kind[middle] != "accelerator"
-    pair, first, middle = pair[keep], first[keep], middle[keep]
     second = _direct_links(fabric, middle, dst[pair])
     found = second >= 0
     pair, first, second = pair[found], first[found], second[found]
     weight = links["cables"].to_numpy()[first].astype(float)
     total = np.bincount(pair, weights=weight, minlength=len(src))
     return pair, first, second, weight / total[pair] if len(pair) else weight
+
+
+def _is_accelerator(fabric: Fabric) -> np.ndarray:
+    return _cached(fabric, _accelerator_mask)
+
+
+def _accelerator_mask(fabric: Fabric) -> np.ndarray:
+    return (fabric.nodes["kind"] == "accelerator").to_numpy()
