@@ -1,12 +1,17 @@
-"""Benchmark: a full training step of a 131,072-accelerator layout.
+"""Benchmark: a full training step of a 131,072-accelerator layout, and the pipeline
+timeline at 64 stages x 512 microbatches.
 
 Run: python benchmarks/bench_step.py
 
 Llama 3 70B on the bench_build.py fabric (HGX B200 servers, ConnectX-8, Q3400 3-tier
 fat-tree): TP 8 x PP 4 x DP 4096, every collective of the step routed with all groups of
-its kind at once (TP inside the servers, PP between them, DP across the fabric); then
-the goodput model of that job (parts, failure rates, single points of failure,
-degradation bound, checkpoint interval).
+its kind at once (TP inside the servers, PP between them, DP across the fabric), every
+operation of every microbatch on the pipeline timeline; then the goodput model of that
+job (parts, failure rates, single points of failure, degradation bound, checkpoint
+interval). Then the same fabric with TP 8 x PP 64 x DP 256 and 512 microbatches per
+pipeline (the schedule's largest case the issue names), and the timeline alone for
+1F1B, interleaved 1F1B (2 chunks) and ZB-H1 at 64 x 512. Times are wall and CPU
+(process) seconds.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
 from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.pipeline import schedule, timeline
 from topomodel.analysis.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
@@ -28,24 +36,42 @@ from topomodel.fabric.build import build_fabric
 from topomodel.traffic.layout import Layout
 
 
+def _timed(fn):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     n = 131072
     design, catalog = load_design("bench.yaml", text=DESIGN.format(n=n, systems=n // 8))
-    t0 = time.perf_counter()
-    fabric = build_fabric(design, catalog)
-    t1 = time.perf_counter()
+    fabric, build_s, _ = _timed(lambda: build_fabric(design, catalog))
     model = catalog.get("llama3-70b", Model)
     layout = Layout(tp=8, pp=4, dp=4096, global_batch=16384)
-    result = step_time(fabric, model, layout)
-    t2 = time.perf_counter()
-    goodput = job_goodput(fabric, model, layout, StepAssumptions(), result)
-    t3 = time.perf_counter()
+    result, step_s, step_cpu = _timed(lambda: step_time(fabric, model, layout))
+    goodput, goodput_s, _ = _timed(
+        lambda: job_goodput(fabric, model, layout, StepAssumptions(), result))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"build {t1 - t0:.2f} s; step model {t2 - t1:.2f} s; goodput {t3 - t2:.2f} s;"
-          f" peak RSS {peak:.0f} MiB; step {result.step_time_s:.3f} s, MFU {result.mfu:.1%},"
-          f" communication share {result.comm_share:.1%},"
-          f" {goodput.interruptions_per_day:.1f} interruptions/day,"
-          f" effective time {goodput.effective_time_fraction:.1%}")
+    print(f"build {build_s:.2f} s; step model {step_s:.2f} s ({step_cpu:.2f} s CPU);"
+          f" goodput {goodput_s:.2f} s; peak RSS {peak:.0f} MiB; step"
+          f" {result.step_time_s:.3f} s, MFU {result.mfu:.1%}, communication share"
+          f" {result.comm_share:.1%}, {goodput.interruptions_per_day:.1f}"
+          f" interruptions/day, effective time {goodput.effective_time_fraction:.1%}")
+    deep = Layout(tp=8, pp=64, dp=256, global_batch=256 * 512)
+    result, deep_s, deep_cpu = _timed(lambda: step_time(fabric, model, deep))
+    print(f"TP 8 x PP 64 x DP 256, {result.microbatches} microbatches per pipeline: step"
+          f" model {deep_s:.2f} s ({deep_cpu:.2f} s CPU); step {result.step_time_s:.2f} s,"
+          f" bubble {result.bubble_s:.2f} s, MFU {result.mfu:.1%}")
+    p, m = 64, 512
+    for name, v in (("1f1b", 1), ("1f1b", 2), ("zb-h1", 1)):
+        def run(name: str = name, v: int = v) -> float:
+            s = schedule(name, p, m, v)
+            return timeline(s, np.ones((3, p, v)), np.full((p, 2), 0.01),
+                            blocking_sends=True).makespan_s
+        _, wall, cpu = _timed(run)
+        label = f"{name}{' x ' + str(v) + ' chunks' if v > 1 else ''}"
+        print(f"timeline {label} at {p} stages x {m} microbatches: {wall:.3f} s"
+              f" ({cpu:.3f} s CPU)")
 
 
 if __name__ == "__main__":

@@ -32,10 +32,10 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 
 from __future__ import annotations
 
-import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -75,7 +75,7 @@ from topomodel.records import (
     spec,
 )
 from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.layout import Layout, rank_groups
+from topomodel.traffic.layout import Layout, rank_grid
 from topomodel.traffic.phases import Traffic, concurrent
 from topomodel.yamlsource import KeyPath
 
@@ -488,26 +488,26 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     domain = fabric.nodes["domain"].to_numpy()
     out: dict[str, Call] = {}
 
-    def spills_of(groups: list[np.ndarray]) -> bool:
-        doms = domain[np.stack(groups)]
+    def spills_of(groups: np.ndarray) -> bool:
+        doms = domain[groups]
         return bool(((doms != doms[:, :1]) | (doms < 0)).any())
 
-    def add(name: str, kind: str, collective: str, groups: list[np.ndarray], size: float,
+    def add(name: str, kind: str, collective: str, groups: np.ndarray, size: float,
             algorithm: str = "auto") -> None:
-        if size <= 0 or len(groups[0]) < 2:
+        if size <= 0 or groups.shape[1] < 2:
             return
 
         def build(alg: str) -> Traffic:
-            return collective_traffic(fabric, collective, groups, size, algorithm=alg)
+            return collective_traffic(fabric, collective, _rows(groups), size, algorithm=alg)
 
         alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
-                                                           len(groups[0])),
+                                                           groups.shape[1]),
                                routing=routing, seed=seed, model=a.time)
         out[name] = Call(kind, collective, alg, size, t.time_s, t.latency_s, t.bandwidth_s,
                          t.topology_s, spills_of(groups))
 
     if tp > 1:
-        groups = rank_groups(ranks, layout, "tp")
+        groups = rank_grid(ranks, layout, "tp")
         if layout.sequence_parallel:
             add("tp_ag", "tp", "allgather", groups, hidden_bytes)
             add("tp_rs", "tp", "reducescatter", groups, hidden_bytes)
@@ -520,36 +520,35 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
-        groups = rank_groups(ranks, layout, "cp")
+        groups = rank_grid(ranks, layout, "cp")
         add("cp_ag", "cp", "allgather", groups, kv_bytes)
         add("cp_rs", "cp", "reducescatter", groups, kv_bytes)
     if layout.ep > 1 and model.is_moe:
         sp = tp if layout.sequence_parallel else 1
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        add("ep", "ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, "direct")
+        add("ep", "ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, "direct")
     if layout.pp > 1:
-        groups = rank_groups(ranks, layout, "pp")
-        stages = np.stack(groups)
-        pairs = [np.array(pair) for row in stages for pair in itertools.pairwise(row)]
+        stages = rank_grid(ranks, layout, "pp")
+        pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
         if layout.interleave > 1:  # the last stage hands the next model chunk to the first
-            pairs += [np.array([row[-1], row[0]]) for row in stages]
-        back = [q[::-1] for q in pairs]
+            pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
+        back = pairs[:, ::-1]
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
         # 1F1B's steady phase sends forward and backward at once
-        traffic = concurrent([collective_traffic(fabric, "sendrecv", pairs, size,
+        traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
                                                  algorithm="p2p"),
-                              collective_traffic(fabric, "sendrecv", back, size,
+                              collective_traffic(fabric, "sendrecv", _rows(back), size,
                                                  algorithm="p2p")])
         t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
-        doms = domain[np.stack(pairs)]
+        doms = domain[pairs]
         out["pp"] = Call("pp", "sendrecv", "p2p", size, t.time_s, t.latency_s,
                          t.bandwidth_s, t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()))
     layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     grad = BYTES[a.grad_dtype]
     if layout.dp * layout.cp > 1:
-        groups = rank_groups(ranks, layout, "grad")
+        groups = rank_grid(ranks, layout, "grad")
         if layout.zero >= 3:
             per_layer = float(((dense + experts) / np.maximum(layers, 1)).max())
             add("zero3_ag", "zero3", "allgather", groups, per_layer * BYTES[a.compute_dtype])
@@ -561,12 +560,18 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
                 add("dp_ag", "dp", "allgather", groups, bucket)
     if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
         # each expert's gradients are reduced over the ranks holding the same experts
-        groups = rank_groups(ranks, layout, "expert_grad")
+        groups = rank_grid(ranks, layout, "expert_grad")
         bucket = min(a.dp_bucket_bytes, float(experts.max()) * grad)
         add("edp", "edp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
         if layout.zero:
             add("edp_ag", "edp", "allgather", groups, bucket)
     return out
+
+
+def _rows(groups: np.ndarray) -> Sequence[np.ndarray]:
+    """Communicators as the collectives take them: a 2-D array is a sequence of rows,
+    and the collectives read it as one without a Python list."""
+    return cast(Sequence[np.ndarray], groups)
 
 
 def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:

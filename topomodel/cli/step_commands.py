@@ -188,6 +188,7 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
                 f" EP{r.layout.ep} CP{r.layout.cp}"),
                ("step time", lambda r: format_si(r.step_time_s, "s")),
                ("compute", lambda r: format_si(r.compute_s, "s")),
+               ("hot-expert imbalance", lambda r: format_si(r.imbalance_s, "s")),
                ("bubble", lambda r: format_si(r.bubble_s, "s")),
                ("exposed communication", lambda r: format_si(r.exposed_comm_s, "s")),
                ("wait", lambda r: format_si(r.wait_s, "s")),

@@ -158,6 +158,12 @@ def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray
     """The communicators of one kind: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``
     (the ranks holding the same experts: one of every EP group in a DP group), ``grad``
     (DP x CP: where dense gradients are reduced) and ``expert_grad`` (EDP x CP)."""
+    return list(rank_grid(ranks, layout, kind))
+
+
+def rank_grid(ranks: np.ndarray, layout: Layout, kind: str) -> np.ndarray:
+    """:func:`rank_groups` as one array, a row per communicator (what the collectives
+    take without a Python list of 10^5 small arrays at scale)."""
     order = [d.strip() for d in layout.order.split(",")]
     sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
     # outermost first; dp split into (dp / ep, ep) so EP groups are its innermost ranks
@@ -177,6 +183,6 @@ def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray
         moved = np.moveaxis(grid, [names.index(k) for k in keep],
                             list(range(-len(keep), 0)))
         size = math.prod(grid.shape[names.index(k)] for k in keep)
-        return list(moved.reshape(-1, size))
+        return moved.reshape(-1, size)
     axis = names.index(kind)
-    return list(np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis]))
+    return np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
