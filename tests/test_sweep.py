@@ -244,7 +244,7 @@ def test_bad_sweep_files_are_one_located_line_each_and_write_nothing(
 
 
 def test_constraints_are_safe_and_false_without_values():
-    names = {"mfu", "tp", "memory_bytes", "overlap.dp"}
+    names = {"mfu", "tp", "memory_bytes", "efficiency.leaf"}
     holds = compile_constraint('0.3 <= mfu < 0.6 and not tp == 3 or memory_bytes < "1 GB"',
                                names)
     assert constraint_holds(holds, {"mfu": 0.4, "tp": 2, "memory_bytes": 2e9})
@@ -253,8 +253,8 @@ def test_constraints_are_safe_and_false_without_values():
     for values in ({"mfu": float("nan"), "tp": 2, "memory_bytes": 2e9},
                    {"mfu": None, "tp": 2, "memory_bytes": 2e9}, {"tp": 2}):
         assert not constraint_holds(holds, values)
-    assert constraint_holds(compile_constraint("overlap.dp * 2 - 1 >= -tp / 4", names),
-                            {"overlap.dp": 0.5, "tp": 4})
+    assert constraint_holds(compile_constraint("efficiency.leaf * 2 - 1 >= -tp / 4", names),
+                            {"efficiency.leaf": 0.5, "tp": 4})
     for text, message in [("mfu ** 2 > 0", "pow is not allowed"),
                           ("tp in [1, 2]", "in is not allowed"),
                           ("mfu.real > 0", "unknown name 'mfu.real'"),

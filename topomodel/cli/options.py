@@ -71,7 +71,7 @@ def add_step_options(parser: argparse.ArgumentParser,
             kwargs.update(action="append", metavar=opt.metavar)
         else:
             kwargs.update(type=_ARG_TYPES[opt.arg], metavar=opt.metavar or "N")
-            if opt.arg == "text" and opt.key in ("grad_precision", "dp_mode", "routing",
+            if opt.arg == "text" and opt.key in ("grad_precision", "main_grad_precision", "routing",
                                                  "protocol"):
                 kwargs.pop("metavar")
         parser.add_argument(*names, **kwargs)
