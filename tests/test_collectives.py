@@ -796,8 +796,8 @@ def test_innetwork_refused_where_switches_cannot(toy, superpod):
     for groups in (inside, across):
         assert not in_network_capable(fabric, groups)
     with pytest.raises(ValueError, match=r"does not apply to group 'g0': its scale-up switch"
-                                         r" chips \(toy-chip\) do not all reduce.*has no"
-                                         r" in-network"):
+                                         r" chips \(toy-chip\) do not all reduce.*runs only"
+                                         r" across scale-up domains"):
         collective_traffic(fabric, "allreduce", inside, S, algorithm="innetwork")
     with pytest.raises(ValueError, match=r"not all in one scale-up system, and scale-out"
                                          r" switch .*toy-switch-8.* has no in-network"):
@@ -852,3 +852,20 @@ def test_groups_of_one_rank_make_no_traffic(hgx):
     t = collective_traffic(hgx, "allreduce", [[0], [1]], S, algorithm="ring")
     assert t.phases == () and t.total_bytes == 0
     assert in_network_capable(hgx, [[0]])
+
+
+def test_sharp_does_not_reduce_a_group_inside_one_node():
+    """NCCL's CollNet (SHARP) runs across nodes only: on one DGX A100, whose NVSwitch
+    gen2 chips do not reduce, in-network reduction does not apply, though its QM8700
+    leaves could reduce; across two nodes it does."""
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+    from topomodel.traffic.communicators import CollectiveError
+
+    selene = build_fabric(*load_design("examples/selene-dgx-a100.yaml"))
+    one_node = selene.accelerators[:8]
+    with pytest.raises(CollectiveError, match=r"runs only across scale-up domains"):
+        collective_traffic(selene, "allreduce", [one_node], 2**20, algorithm="innetwork")
+    two_nodes = selene.accelerators[:16]
+    assert collective_traffic(selene, "allreduce", [two_nodes], 2**20,
+                              algorithm="innetwork").phases

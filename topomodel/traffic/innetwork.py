@@ -188,6 +188,15 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, .
     messages = 1
     if not case_a.all():
         b_groups = active[~case_a]
+        domain = nodes["domain"].to_numpy()[ranks]
+        one_domain = (np.minimum.reduceat(domain, offsets) == np.maximum.reduceat(
+            domain, offsets)) & (np.minimum.reduceat(domain, offsets) >= 0)
+        inside = active[~case_a & one_domain]
+        if len(inside):  # NCCL's CollNet runs across nodes only (nNodes > 1)
+            first = int(inside[0])
+            raise CollectiveError(f"in-network reduction does not apply to group"
+                                  f" {names[first]!r}: {why_not_nvls(first)}, and SHARP"
+                                  " (CollNet) runs only across scale-up domains")
         slices = _slices(fabric, rows, names, b_groups)
         nvls_part = _parts_reduce(slices, chips)
         pre = slices.m > 1
