@@ -249,7 +249,8 @@ def test_step_json_schema(capsys):
     half = json.loads(out)
     assert check_step_values(half, global_batch=batch, tp=4) == world // 2
     # half the TP degree: twice the work per rank, in larger (no less efficient) GEMMs
-    assert 1.7 * data["compute_s"] < half["compute_s"] <= 2 * data["compute_s"]
+    assert half["compute_s"] > 1.7 * data["compute_s"]
+    assert half["compute_s"] <= 2 * data["compute_s"]
 
 
 def check_step_values(data, *, global_batch, tp):

@@ -74,6 +74,35 @@ class StepOption:
         """The command-line flag, ``--micro-batch`` for ``micro_batch``."""
         return "--" + self.key.replace("_", "-")
 
+    @property
+    def quantity_kind(self) -> str | None:
+        """The unit kind of an option written as a quantity (``"40 MB"``), else None."""
+        return getattr(self.read, "kind", None) if self.arg == "text" else None
+
+    def default_text(self) -> str:
+        """The default as a person writes it (``40 MB``, ``5 us``, ``dp=0.8``), ``true`` or
+        ``false`` for a switch, empty where there is none.
+
+        Examples
+        --------
+        >>> OPTIONS["bucket"].default_text(), OPTIONS["pxn"].default_text()
+        ('40 MB', 'true')
+        """
+        from topomodel.units import format_si, format_size
+
+        value: Any = self.default
+        if self.arg == "bool":
+            return "true" if value else "false"
+        if value in (None, (), {}):
+            return ""
+        if self.quantity_kind == "size":
+            return format_size(value)
+        if self.quantity_kind == "time":
+            return format_si(value, "s")
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={v:g}" for k, v in value.items())
+        return str(value)
+
 
 def _field(cls: type, name: str) -> dataclasses.Field[Any]:
     return next(f for f in dataclasses.fields(cls) if f.name == name)

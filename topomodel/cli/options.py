@@ -34,16 +34,9 @@ def _pair(text: str) -> tuple[str, float]:
 
 
 def _help(opt: StepOption) -> str:
-    default = opt.default
-    if opt.arg == "bool":
-        shown = "on" if default else "off"
-    elif opt.arg in ("pairs", "list") or default in (None, (), {}):
+    shown = {"true": "on", "false": "off"}.get(opt.default_text(), opt.default_text())
+    if opt.arg in ("pairs", "list"):
         shown = ""
-    elif opt.key in ("bucket", "overhead"):
-        shown = {"bucket": f"{default / 1e6:g} MB", "overhead": f"{default * 1e6:g} us"}[
-            opt.key]
-    else:
-        shown = str(default)
     repeat = "; repeatable" if opt.arg in ("pairs", "list") else ""
     return opt.doc.replace("%", "%%") + (f" (default {shown}{repeat})" if shown else
                                          f" ({repeat[2:]})" if repeat else "")

@@ -48,8 +48,9 @@ class Option:
 
 
 def _sweep_option(opt: StepOption) -> Option:
-    read = _quantity_text(opt.read) if opt.key in ("bucket", "overhead") else opt.read
-    default = None if opt.key in ("bucket", "overhead") or opt.arg == "list" else opt.default
+    quantity = opt.quantity_kind is not None
+    read = _quantity_text(opt.read) if quantity else opt.read
+    default = None if quantity or opt.arg == "list" else opt.default
     return Option(default, read, opt.doc)
 
 
