@@ -35,7 +35,7 @@ from topomodel.analysis.protocols import (
 )
 from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import LINK_TIERS, Fabric, labels
+from topomodel.fabric.tables import LINK_TIERS, Fabric
 from topomodel.records import (
     Reading,
     boolean,
@@ -342,9 +342,10 @@ def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) 
     """Per-step time on a non-blocking fabric with the same injection bandwidth."""
     up, out = injection
     domain = fabric.nodes["domain"].to_numpy()
-    kind = labels(fabric.nodes["kind"])
-    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
-        kind[ph.src] == "scaleup_switch") | (kind[ph.dst] == "scaleup_switch")
+    chip = fabric.kind_mask("scaleup_switch")
+    accelerator = fabric.kind_mask("accelerator")
+    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | chip[ph.src] | chip[
+        ph.dst]
     worst = 0.0
     for mask, capacity in ((local, up), (~local, out)):
         if not mask.any():
@@ -353,7 +354,7 @@ def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) 
         sent = np.bincount(ph.src[mask], weights=ph.bytes[mask], minlength=n)
         received = np.bincount(ph.dst[mask], weights=ph.bytes[mask], minlength=n)
         load = np.maximum(sent, received)
-        busy = (load > 0) & (kind == "accelerator")  # switches reducing in-network: no
+        busy = (load > 0) & accelerator  # switches reducing in-network: no
         busy &= capacity > 0  # accelerators without a NIC send through their neighbours'
         if busy.any():
             worst = max(worst, float((load[busy] / capacity[busy]).max()))

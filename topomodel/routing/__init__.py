@@ -84,18 +84,20 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     load = np.zeros(len(fabric.links))
     hops = np.zeros(phase.flows, dtype=np.int64)
     lost: list[np.ndarray] = []
-    rows = _direct_links(fabric, phase.src, phase.dst)
-    direct = ~pairs & (rows >= 0)
-    np.add.at(load, rows[direct], phase.bytes[direct])
+    others = np.flatnonzero(~pairs)
+    rows = _direct_links(fabric, phase.src[others], phase.dst[others])
+    direct = np.zeros(phase.flows, bool)
+    direct[others[rows >= 0]] = True
+    load += np.bincount(rows[rows >= 0], weights=phase.bytes[direct], minlength=len(load))
     hops[direct] = 1
     rest = np.flatnonzero(~pairs & ~direct)
     two_hop = np.zeros(phase.flows, bool)
     if len(rest):
         flow, first, second, share = _two_hop_paths(fabric, phase.src[rest], phase.dst[rest])
         amount = phase.bytes[rest][flow] * share
-        np.add.at(load, first, amount)
-        np.add.at(load, second, amount)
-        two_hop[rest[np.unique(flow)]] = True
+        load += np.bincount(first, weights=amount, minlength=len(load))
+        load += np.bincount(second, weights=amount, minlength=len(load))
+        two_hop[rest[flow]] = True
         hops[two_hop] = 2
     for mask, fn in ((pairs, route_structured), (~pairs & ~direct & ~two_hop, route_general)):
         if not mask.any():
@@ -114,13 +116,17 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
 
 @dataclass(frozen=True, eq=False)
 class _Arcs:
-    """The live arcs of a fabric indexed for look-ups: by (src, dst) key and by src."""
+    """The live arcs of a fabric indexed for look-ups: by (src, dst) key, and the arcs
+    touching a NIC or a scale-out switch (the middles of two-hop paths) by their other
+    end."""
 
     n: int
     keys: np.ndarray  # src * n + dst of the live arcs, sorted
     rows_by_key: np.ndarray  # their link rows, in that order
     src_sorted: np.ndarray  # src of the live arcs into a NIC or a scale-out switch, sorted
     rows_by_src: np.ndarray  # their link rows, in that order
+    dst_sorted: np.ndarray  # dst of the live arcs out of a NIC or a scale-out switch, sorted
+    rows_by_dst: np.ndarray  # their link rows, in that order
 
 
 def _arcs(fabric: Fabric) -> _Arcs:
@@ -130,10 +136,13 @@ def _arcs(fabric: Fabric) -> _Arcs:
     src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
     keys = src.astype(np.int64) * n + dst
     by_key = np.argsort(keys)
-    kind = fabric.nodes["kind"].to_numpy()
-    onward = np.flatnonzero(np.isin(kind[dst], ("nic", "switch")))
-    by_src = onward[np.argsort(src[onward], kind="stable")]
-    return _Arcs(n, keys[by_key], live[by_key], src[by_src], live[by_src])
+    middle = np.isin(fabric.nodes["kind"].to_numpy(), ("nic", "switch"))
+    into = np.flatnonzero(middle[dst])
+    by_src = into[np.argsort(src[into], kind="stable")]
+    out_of = np.flatnonzero(middle[src])
+    by_dst = out_of[np.argsort(dst[out_of], kind="stable")]
+    return _Arcs(n, keys[by_key], live[by_key], src[by_src], live[by_src],
+                 dst[by_dst], live[by_dst])
 
 
 def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -153,26 +162,45 @@ def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
     shares of a pair in proportion to the cables of its first arc; pairs with no such
     path are absent. (In-network flows run between accelerators, NICs and switches, so
     a middle scale-up chip or accelerator is never on a shortest two-hop path of theirs
-    where one through the network exists.)"""
+    where one through the network exists.)
+
+    Each pair's candidate middles are listed from whichever end has fewer arcs to one
+    (a switch sending to an accelerator lists the accelerator's one NIC, not the
+    switch's hundred ports), so the work is the smaller degree per pair."""
     links = fabric.links
     arcs = _cached(fabric, _arcs)
-    lo = np.searchsorted(arcs.src_sorted, src, "left")
-    count = np.searchsorted(arcs.src_sorted, src, "right") - lo
-    pair = np.repeat(np.arange(len(src)), count)
-    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    first = arcs.rows_by_src[np.repeat(lo, count) + within]
-    middle = links["dst"].to_numpy()[first]
-    second = _direct_links(fabric, middle, dst[pair])
-    found = second >= 0
+    out_lo, out_count = _spans(arcs.src_sorted, src)
+    in_lo, in_count = _spans(arcs.dst_sorted, dst)
+    forward = out_count <= in_count
+    pair_f, first_f = _expand(out_lo[forward], out_count[forward], arcs.rows_by_src)
+    pair_f = np.flatnonzero(forward)[pair_f]
+    second_f = _direct_links(fabric, links["dst"].to_numpy()[first_f], dst[pair_f])
+    pair_b, second_b = _expand(in_lo[~forward], in_count[~forward], arcs.rows_by_dst)
+    pair_b = np.flatnonzero(~forward)[pair_b]
+    first_b = _direct_links(fabric, src[pair_b], links["src"].to_numpy()[second_b])
+    pair = np.concatenate([pair_f, pair_b])
+    first = np.concatenate([first_f, first_b])
+    second = np.concatenate([second_f, second_b])
+    found = (first >= 0) & (second >= 0)
     pair, first, second = pair[found], first[found], second[found]
     weight = links["cables"].to_numpy()[first].astype(float)
     total = np.bincount(pair, weights=weight, minlength=len(src))
     return pair, first, second, weight / total[pair] if len(pair) else weight
 
 
+def _spans(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and length of each wanted key's run in ``sorted_keys``."""
+    lo = np.searchsorted(sorted_keys, wanted, "left")
+    return lo, np.searchsorted(sorted_keys, wanted, "right") - lo
+
+
+def _expand(lo: np.ndarray, count: np.ndarray, rows: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(index into lo, row) for every element of every run ``rows[lo:lo + count]``."""
+    owner = np.repeat(np.arange(len(lo)), count)
+    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    return owner, rows[lo[owner] + within]
+
+
 def _is_accelerator(fabric: Fabric) -> np.ndarray:
-    return _cached(fabric, _accelerator_mask)
-
-
-def _accelerator_mask(fabric: Fabric) -> np.ndarray:
-    return (fabric.nodes["kind"] == "accelerator").to_numpy()
+    return fabric.kind_mask("accelerator")

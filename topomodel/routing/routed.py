@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,14 +36,6 @@ class Routed:
     router: str
 
 
-_CACHE: dict[object, tuple[Fabric, Any]] = {}
-
-
 def _cached(fabric: Fabric, make: Callable[[Fabric], T]) -> T:
-    """The router's view ``make(fabric)``, kept for the last fabric it was made for."""
-    hit = _CACHE.get(make)
-    if hit is None or hit[0] is not fabric:
-        hit = (fabric, make(fabric))
-        _CACHE[make] = hit
-    view: T = hit[1]
-    return view
+    """The router's view ``make(fabric)``, built once and kept on the fabric."""
+    return fabric.derived(make)

@@ -8,7 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.tables import Coded, Fabric
 from topomodel.routing.hashing import QPS, choose, mix, subflows
 from topomodel.routing.routed import Routed, _cached
 from topomodel.traffic.phases import Phase
@@ -27,7 +27,7 @@ class _Fanout:
                  cables: np.ndarray, *, uniform: bool = True) -> None:
         order = np.lexsort((arcs, owners))
         owners, arcs = owners[order], arcs[order]
-        unique = np.unique(owners)
+        unique = owners[np.r_[True, owners[1:] != owners[:-1]]] if len(owners) else owners
         self.slot = np.full(n_nodes, -1)
         self.slot[unique] = np.arange(len(unique))
         width = len(arcs) // max(1, len(unique))
@@ -56,33 +56,31 @@ class _Clos:
         nodes, links = fabric.nodes, fabric.links
         src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
         cables = links["cables"].to_numpy()
-        tier = labels(links["tier"])
-        node_tier = labels(nodes["tier"])
-        kind = labels(nodes["kind"])
+        tier, node_tier, kind = Coded(links["tier"]), Coded(nodes["tier"]), Coded(nodes["kind"])
         n = len(nodes)
         self.n_links = len(links)
         self.src, self.dst, self.cables = src, dst, cables
         self.pod = nodes["pod"].to_numpy()
         self.domain = nodes["domain"].to_numpy()
         self.mesh = fabric.structure.scaleup.kind == "full_mesh"
-        host = np.flatnonzero((tier == "host") & (kind[src] == "accelerator"))
+        host = np.flatnonzero(tier.equals("host") & kind.equals("accelerator", src))
         self.nic_of = np.full(n, -1)
         self.nic_of[src[host]] = dst[host]
         self.host_up = np.full(n, -1)
         self.host_up[src[host]] = host
-        back = np.flatnonzero((tier == "host") & (kind[src] == "nic"))
+        back = np.flatnonzero(tier.equals("host") & kind.equals("nic", src))
         self.host_down = np.full(n, -1)
         self.host_down[dst[back]] = back
         scaleout = fabric.structure.scaleout
         self.planes = scaleout.planes if scaleout.kind != "none" else 0
-        up = np.flatnonzero((tier == "leaf") & (kind[src] == "nic"))
-        down = np.flatnonzero((tier == "leaf") & (kind[dst] == "nic"))
+        up = np.flatnonzero(tier.equals("leaf") & kind.equals("nic", src))
+        down = np.flatnonzero(tier.equals("leaf") & kind.equals("nic", dst))
         self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
         self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
         self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n, FAT_TREE_TIERS)
         self.supernode = _Climb(src, dst, cables, tier, node_tier, n, SCALEUP_TIERS)
-        su = np.flatnonzero((tier == "scaleup") & (kind[src] == "accelerator"))
-        sd = np.flatnonzero((tier == "scaleup") & (kind[dst] == "accelerator"))
+        su = np.flatnonzero(tier.equals("scaleup") & kind.equals("accelerator", src))
+        sd = np.flatnonzero(tier.equals("scaleup") & kind.equals("accelerator", dst))
         self.scaleup_up = self.scaleup_down = None
         if len(su) and not self.mesh:
             self.scaleup_up = _Fanout(src[su], su, n, cables, uniform=False)
@@ -104,15 +102,16 @@ class _Climb:
     """
 
     def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
-                 tier: np.ndarray, node_tier: np.ndarray, n: int,
+                 tier: Coded, node_tier: Coded, n: int,
                  names: tuple[str, str, str]) -> None:
         leaf, spine, core = names
         self.n_links = len(src)
         self.up: dict[str, _Fanout] = {}
         self.down: dict[str, _Fanout] = {}
         for name, lower in ((spine, leaf), (core, spine)):
-            u = np.flatnonzero((tier == name) & (node_tier[src] == lower))
-            d = np.flatnonzero((tier == name) & (node_tier[dst] == lower))
+            here = tier.equals(name)
+            u = np.flatnonzero(here & node_tier.equals(lower, src))
+            d = np.flatnonzero(here & node_tier.equals(lower, dst))
             if len(u):
                 self.up[name] = _Fanout(src[u], u, n, cables)
                 self.down[name] = _Fanout(dst[d], d, n, cables)
