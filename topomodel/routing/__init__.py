@@ -136,7 +136,7 @@ def _arcs(fabric: Fabric) -> _Arcs:
     src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
     keys = src.astype(np.int64) * n + dst
     by_key = np.argsort(keys)
-    middle = np.isin(fabric.nodes["kind"].to_numpy(), ("nic", "switch"))
+    middle = fabric.kind_mask("nic") | fabric.kind_mask("switch")
     into = np.flatnonzero(middle[dst])
     by_src = into[np.argsort(src[into], kind="stable")]
     out_of = np.flatnonzero(middle[src])
