@@ -54,6 +54,24 @@ def test_import_loads_neither_numpy_nor_pandas_nor_matplotlib():
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["step", "--help"], ["units", "1 GB"]])
+def test_cli_start_up_loads_no_pandas_scipy_or_matplotlib(argv):
+    """Start-up stays light (#17 item 7): the step model and its tables load when a verb
+    runs, not to print help or convert a unit."""
+    code = ("import sys, contextlib, io\n"
+            "from topomodel.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n"
+            f"        main({argv!r})\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(m for m in ('pandas', 'matplotlib', 'networkx', 'topomodel.routing')"
+            " if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+
+
 def test_version_is_the_package_metadata():
     from importlib.metadata import version
 

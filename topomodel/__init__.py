@@ -27,13 +27,14 @@ from topomodel.errors import (
 )
 
 if TYPE_CHECKING:  # the real types for type checkers and editors; keep in step with _HOMES
+    from topomodel.analysis.assumptions import StepAssumptions, TimeModel
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
     from topomodel.analysis.collective import run_collective
     from topomodel.analysis.goodput import GoodputAssumptions, job_goodput
-    from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+    from topomodel.analysis.step import StepResult, step_time
     from topomodel.analysis.tiers import tier_summaries
-    from topomodel.analysis.timing import TimeModel, time_traffic
+    from topomodel.analysis.timing import time_traffic
     from topomodel.catalog import load_catalog
     from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
@@ -51,8 +52,9 @@ _HOMES = {
     "topomodel.routing": ("route",),
     "topomodel.traffic.layout": ("Layout",),
     "topomodel.analysis.collective": ("run_collective",),
-    "topomodel.analysis.timing": ("TimeModel", "time_traffic"),
-    "topomodel.analysis.step": ("StepAssumptions", "StepResult", "step_time"),
+    "topomodel.analysis.assumptions": ("StepAssumptions", "TimeModel"),
+    "topomodel.analysis.timing": ("time_traffic",),
+    "topomodel.analysis.step": ("StepResult", "step_time"),
     "topomodel.analysis.bisection": ("bisection",),
     "topomodel.analysis.bom": ("bill_of_materials", "power_summary"),
     "topomodel.analysis.goodput": ("GoodputAssumptions", "job_goodput"),

@@ -81,3 +81,10 @@ LINK_TIER_LABELS = {"scaleup": "scale-up", "scaleup_l2": "scale-up L1–L2",
                     "leaf": "NIC–leaf", "spine": "leaf–spine", "core": "spine–core"}
 """A human label for each link tier, naming both ends (the tiers are named after the
 upper end)."""
+
+ROUTINGS = ("ecmp", "hash", "dmodk")
+"""Routing policies: even ECMP, ECMP by seeded hash, d-mod-k (see
+:func:`topomodel.routing.route`)."""
+
+ROUTERS = ("auto", "general", "structured")
+"""Router implementations: the structured one where it applies (``auto``), or either."""

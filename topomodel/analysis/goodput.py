@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.columns import labels
 from topomodel.records import (
     Reader,
     Reading,
@@ -48,6 +48,9 @@ from topomodel.records import (
 )
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 from topomodel.yamlsource import KeyPath
+
+if TYPE_CHECKING:
+    from topomodel.fabric.tables import Fabric
 
 SECONDS_PER_DAY = 86_400.0
 

@@ -30,9 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from topomodel.analysis.step import StepAssumptions
-from topomodel.analysis.timing import TimeModel
-from topomodel.fabric.tables import LINK_TIERS
+from topomodel.analysis.assumptions import StepAssumptions, TimeModel
 from topomodel.records import (
     Invalid,
     Reader,
@@ -43,8 +41,8 @@ from topomodel.records import (
     number,
     text,
 )
-from topomodel.routing.routed import ROUTINGS
 from topomodel.traffic.layout import Layout
+from topomodel.vocabulary import LINK_TIERS, ROUTINGS
 from topomodel.yamlsource import KeyPath, Source
 
 EFFICIENCY_PREFIX = "efficiency."

@@ -35,10 +35,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
+from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
 from topomodel.analysis.collective import fastest
 from topomodel.analysis.compute import (
     Device,
@@ -61,93 +62,13 @@ from topomodel.analysis.pipeline import (
     timeline,
 )
 from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
-from topomodel.analysis.timing import TimeModel, time_traffic
+from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.records import (
-    Invalid,
-    Reading,
-    check_fields,
-    choice,
-    number,
-    quantity,
-    spec,
-)
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout, rank_grid
 from topomodel.traffic.phases import Traffic, concurrent
-from topomodel.yamlsource import KeyPath
-
-_DTYPE = choice(*BYTES)
-_SHARE = number(0, 1, low_open=True)
-
-
-def _optional_share(reading: Reading, path: KeyPath, value: Any) -> float | None:
-    return None if value is None else _SHARE(reading, path, value)
-
-
-def _time_model(_: Reading, __: KeyPath, value: Any) -> TimeModel:
-    if not isinstance(value, TimeModel):
-        raise Invalid(f"expected a TimeModel, got {type(value).__name__}")
-    return value
-
-
-@dataclass(frozen=True)
-class StepAssumptions:
-    """Named assumptions of the step model, each with its default and reason (the
-    field's ``doc``); checked on creation. How the run is done (schedule, recompute,
-    overlap mechanisms, ZeRO stage) is the :class:`~topomodel.traffic.layout.Layout`'s.
-
-    Examples
-    --------
-    >>> StepAssumptions().compute_efficiency is None  # the measured curve, not a constant
-    True
-    >>> StepAssumptions(compute_efficiency=5)
-    Traceback (most recent call last):
-    ...
-    topomodel.errors.UsageError: StepAssumptions.compute_efficiency: must be in (0, 1], got 5
-    """
-
-    compute_efficiency: float | None = spec(
-        _optional_share, default=None,
-        doc="override: one flat achieved/peak efficiency for every GEMM instead of the"
-        " accelerator's measured size curve (a what-if; none by default)")
-    hbm_efficiency: float | None = spec(
-        _optional_share, default=None,
-        doc="override: achieved/peak HBM bandwidth for memory-bound ops instead of the"
-        " catalog's measured rate (default: measured, else 0.83)")
-    compute_dtype: str = spec(_DTYPE, default="bf16", doc="precision of the matmuls")
-    activation_dtype: str = spec(_DTYPE, default="bf16", doc="precision of activations"
-                                 " sent between ranks")
-    grad_dtype: str = spec(_DTYPE, default="bf16", doc="gradient communication precision")
-    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision gradients are"
-                                " accumulated and kept in (Megatron-LM's fp32 main grads:"
-                                " 18 bytes per parameter with Adam, as Korthikanti et al."
-                                " 2022, Figure 1 shows)")
-    dp_bucket_bytes: float = spec(
-        quantity("size"), default=40e6, check=number(0, low_open=True),
-        doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"
-        " is larger; ~40 MB is the PyTorch DDP-class default of 25 MB rounded up)")
-    jitter_cv: float = spec(number(0), default=0.01, doc="per-rank compute time,"
-                            " coefficient of variation per step (assumed)")
-    hot_expert_factor: float = spec(number(1), default=1.1, doc="busiest expert's load /"
-                                    " mean in an MoE layer (assumed)")
-    straggler_share: float = spec(number(0, 1), default=0.0, doc="share of accelerators"
-                                  " that run slow (none by default)")
-    straggler_slowdown: float = spec(number(0), default=0.0, doc="a slow accelerator's"
-                                     " extra compute time (0.1: 10 % slower)")
-    optimizer_bytes_per_param: float = spec(number(0), default=12.0, doc="optimizer state,"
-                                            " bytes per parameter (Adam: fp32 master, m, v)")
-    comm_sm_share: float = spec(number(0, 1, low_open=False), default=20 / 132,
-                                doc="share of the SMs communication kernels take while"
-                                " they run beside compute, which slows that compute"
-                                " (DeepSeek-V3: 20 of the H800's 132 SMs for its"
-                                " all-to-alls, arXiv 2412.19437 section 3.2.2)")
-    time: TimeModel = spec(_time_model, default=TimeModel(), doc="the collective time model")
-
-    def __post_init__(self) -> None:
-        check_fields(self, UsageError)
 
 
 @dataclass(frozen=True)

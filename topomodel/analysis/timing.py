@@ -22,10 +22,10 @@ slowest-link time (oversubscription, slower tiers, collisions, failures).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
+from topomodel.analysis.assumptions import TimeModel as TimeModel
 from topomodel.analysis.protocols import (
     PROTOCOLS,
     RING_PLATEAU_FACTOR,
@@ -34,69 +34,12 @@ from topomodel.analysis.protocols import (
     protocol_busbw_Bps,
 )
 from topomodel.catalog import HostLink, ScaleupLink, Switch
-from topomodel.errors import UsageError
-from topomodel.fabric.tables import LINK_TIERS, Fabric
-from topomodel.records import (
-    Reading,
-    boolean,
-    check_fields,
-    choice,
-    mapping_of,
-    number,
-    quantity,
-    spec,
-)
+from topomodel.fabric.tables import Fabric
 from topomodel.routing import route
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
 from topomodel.traffic.pxn import pxn
-from topomodel.yamlsource import KeyPath
-
-PER_MESSAGE_OVERHEAD_S = 5e-6
-"""Software cost of one message per step (kernel launch, proxy, doorbell), seconds.
-Assumed, of the order NCCL's small-message latencies show (a few microseconds); a
-named parameter, not a measured figure."""
-
-DEFAULT_HOP_LATENCY_S = 500e-9
-"""Latency of a switch with no catalog figure, seconds (assumed; the same default as the
-builder's switch latency)."""
-
-
-def _tier_fractions(reading: Reading, path: KeyPath, value: Any) -> dict[str, float]:
-    """Effective / nominal rate per link tier, each in (0, 1]; may be empty."""
-    if isinstance(value, dict) and not value:
-        return {}
-    return dict(mapping_of(LINK_TIERS, number(0, 1, low_open=True))(reading, path, value))
-
-
-@dataclass(frozen=True)
-class TimeModel:
-    """Assumptions of the time model, each a named parameter with a default and reason;
-    checked on creation."""
-
-    per_message_overhead_s: float = spec(
-        quantity("time"), default=PER_MESSAGE_OVERHEAD_S, check=number(0),
-        doc="software cost of one message per step (kernel launch, proxy, doorbell),"
-        " seconds; assumed, of the order of NCCL's small-message latencies")
-    hop_latency_s: float = spec(
-        quantity("time"), default=DEFAULT_HOP_LATENCY_S, check=number(0),
-        doc="latency of a switch with no catalog figure, seconds (assumed; the builder's"
-        " default switch latency)")
-    efficiency: dict[str, float] = spec(
-        _tier_fractions, default={}, doc="effective / nominal rate of a link tier, 0-1"
-        " (default: the catalog's link efficiency, or the network's packet efficiency)")
-    pxn: bool = spec(boolean, default=True,
-                     doc="PXN: cross-rail traffic first crosses the scale-up domain to the"
-                     " GPU on the destination's rail, as NCCL does by default"
-                     " (NCCL_PXN_DISABLE=0); off: it crosses the network's upper tiers")
-    protocol: str = spec(choice("auto", *PROTOCOLS), default="auto",
-                         doc="collective protocol: auto (the fastest, as NCCL's tuner"
-                         " picks), or LL, LL128 or Simple (as NCCL_PROTO forces)")
-
-    def __post_init__(self) -> None:
-        check_fields(self, UsageError)
-
 
 NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}
 """Payload share of the wire for RDMA writes at a 4096-byte MTU (first principles).

@@ -7,16 +7,19 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topomodel.analysis.options import StepInputs
-from topomodel.analysis.step import StepAssumptions, StepResult, step_time
 from topomodel.catalog import Model
 from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
-from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Report, Table
 from topomodel.traffic.layout import Layout
+
+if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
+    from topomodel.analysis.assumptions import StepAssumptions
+    from topomodel.analysis.step import StepResult
+    from topomodel.fabric.tables import Fabric
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ class Job:
 
     def step(self) -> StepResult:
         """The training step of this job."""
+        from topomodel.analysis.step import step_time
+
         return step_time(self.fabric, self.model, self.layout, self.assumptions,
                          routing=self.inputs.routing, seed=self.inputs.seed)
 

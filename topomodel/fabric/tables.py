@@ -50,6 +50,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from topomodel.fabric.columns import Coded as Coded
+from topomodel.fabric.columns import labels as labels
+from topomodel.fabric.columns import present_labels as present_labels
 from topomodel.records import documented
 
 # re-exported: the vocabulary's tiers and media are the link table's categories
@@ -149,54 +152,6 @@ class FabricBuilder:
 def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
     """A categorical column from integer codes into ``categories``."""
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
-
-
-def labels(column: pd.Series) -> np.ndarray:
-    """A categorical column's values as a numpy object array, one lookup per code (much
-    faster than converting the strings row by row).
-
-    Examples
-    --------
-    >>> labels(pd.Series(categorical(np.array([1, 0, 1]), ["leaf", "spine"]))).tolist()
-    ['spine', 'leaf', 'spine']
-    """
-    return np.asarray(column.cat.categories, dtype=object)[column.cat.codes.to_numpy()]
-
-
-class Coded:
-    """A categorical column as its integer codes, compared by label without a string
-    comparison per row (millions of link rows in milliseconds).
-
-    Examples
-    --------
-    >>> tier = Coded(pd.Series(categorical(np.array([1, 0, 1]), ["leaf", "spine"])))
-    >>> tier.equals("spine").tolist(), tier.equals("spine", at=np.array([1])).tolist()
-    ([True, False, True], [False])
-    >>> tier.equals("core").any()
-    np.False_
-    """
-
-    def __init__(self, column: pd.Series) -> None:
-        self.codes: np.ndarray = column.cat.codes.to_numpy()
-        self._code = {str(label): code for code, label in enumerate(column.cat.categories)}
-
-    def equals(self, label: str, at: np.ndarray | None = None) -> np.ndarray:
-        """Whether each row (or each row of ``at``) holds ``label``."""
-        codes = self.codes if at is None else self.codes[at]
-        mask: np.ndarray = codes == self._code.get(label, -2)
-        return mask
-
-
-def present_labels(column: pd.Series) -> list[str]:
-    """The values a categorical column holds, from its codes (fast on millions of rows).
-
-    Examples
-    --------
-    >>> present_labels(pd.Series(["b", "a", "b"], dtype=pd.CategoricalDtype(["a", "b", "c"])))
-    ['a', 'b']
-    """
-    codes = np.unique(column.cat.codes.to_numpy())
-    return [str(column.cat.categories[c]) for c in codes if c >= 0]
 
 
 def node_names(prefixes: np.ndarray | list[str], suffixes: np.ndarray | list[str]) -> np.ndarray:

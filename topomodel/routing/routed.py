@@ -10,15 +10,12 @@ from typing import TypeVar
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.vocabulary import ROUTERS as ROUTERS
+from topomodel.vocabulary import ROUTINGS as ROUTINGS
 
 T = TypeVar("T")
 
 
-ROUTINGS = ("ecmp", "hash", "dmodk")
-"""Routing policies: even ECMP, ECMP by seeded hash, d-mod-k (see :func:`route`)."""
-
-ROUTERS = ("auto", "general", "structured")
-"""Router implementations: the structured one where it applies (``auto``), or either."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
 from topomodel.analysis.options import StepOption
 from topomodel.analysis.options import option as step_option
-from topomodel.analysis.step import StepAssumptions
 from topomodel.records import Invalid, Reader, Reading
 from topomodel.yamlsource import KeyPath, format_path
 
