@@ -150,13 +150,9 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     if model.pxn:
         traffic = pxn(fabric, traffic)
     links = fabric.links
-    efficiency = tier_efficiency(fabric, model)
-    tier_codes = links["tier"].cat.codes.to_numpy()
-    eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
-    rate = links["capacity_Bps"].to_numpy() * eff
-    rate = np.where(links["failed"].to_numpy(), 0.0, rate)
-    switch_latency, propagation = _hop_latency(fabric, model)
-    injection = _injection(fabric, efficiency)
+    rates = _rates(fabric, model)
+    rate, injection = rates.link_Bps, rates.injection
+    switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
     total_bytes = np.zeros(len(links))
     busy = np.zeros(len(links))
     phases = []
@@ -193,7 +189,7 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
     smallest latency any protocol gives (for a collective). Lets the algorithm search
     skip candidates that cannot win."""
     model = model or TimeModel()
-    injection = _injection(fabric, tier_efficiency(fabric, model))
+    injection = _rates(fabric, model).injection
     ideal = sum(ph.steps * _ideal(fabric, ph, injection) / ph.efficiency
                 for ph in traffic.phases)
     if not traffic.shapes:
@@ -244,6 +240,34 @@ def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
     if best is None:  # a forced protocol the algorithm does not run: NCCL falls back
         return _fastest_protocol(fabric, traffic, simple_s, replace(model, protocol="auto"))
     return best[1], best[2], best[3]
+
+
+@dataclass(frozen=True, eq=False)
+class _Rates:
+    """What the timing of any traffic on a fabric under one time model shares, made
+    once per (fabric, efficiencies, hop latency): effective link rates (0 where failed),
+    per-node injection capacity and the hop latencies."""
+
+    link_Bps: np.ndarray
+    injection: tuple[np.ndarray, np.ndarray]
+    switch_latency_s: float
+    propagation_s: float
+
+
+def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
+    return fabric.derived(_make_rates, tuple(sorted(model.efficiency.items())),
+                          model.hop_latency_s)
+
+
+def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
+                hop_latency_s: float) -> _Rates:
+    model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
+    links = fabric.links
+    efficiency = tier_efficiency(fabric, model)
+    tier_codes = links["tier"].cat.codes.to_numpy()
+    eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
+    rate = np.where(links["failed"].to_numpy(), 0.0, links["capacity_Bps"].to_numpy() * eff)
+    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model))
 
 
 def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:

@@ -42,7 +42,7 @@ Link attributes (:attr:`Fabric.links`): one row per direction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -226,13 +226,14 @@ class Fabric:
         """Node number of ``name``; ``KeyError`` if there is none."""
         return int(self._index_by_name[name])
 
-    def derived(self, make: Callable[[Fabric], T]) -> T:
-        """``make(self)``, built on first use and kept with this fabric (the routers'
-        views, masks): a derived view lives and dies with its fabric."""
+    def derived(self, make: Callable[..., T], *key: Hashable) -> T:
+        """``make(self, *key)``, built on first use and kept with this fabric (the
+        routers' views, link rates under one time model): a derived view lives and dies
+        with its fabric."""
         views: dict[object, Any] = self.__dict__.setdefault("_derived", {})
-        if make not in views:
-            views[make] = make(self)
-        view: T = views[make]
+        if (make, key) not in views:
+            views[make, key] = make(self, *key)
+        view: T = views[make, key]
         return view
 
     @cached_property

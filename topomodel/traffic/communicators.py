@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -53,18 +54,22 @@ def _check_collective(collective: str) -> None:
                               f" {', '.join(COLLECTIVES)}")
 
 
-def _check_groups(fabric: Fabric, groups: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Groups as int64 arrays; refuse empty groups, repeats and non-accelerators."""
+def _check_groups(fabric: Fabric, groups: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+    """Groups as int64 arrays (a 2-D array, a row per group, stays one array); refuse
+    empty groups, repeats and non-accelerators."""
+    rows: Sequence[np.ndarray]
     if isinstance(groups, np.ndarray) and groups.ndim == 2:
-        rows = list(groups.astype(np.int64, copy=False))
+        rows = groups.astype(np.int64, copy=False)
+        if not rows.shape[1]:
+            raise CollectiveError("group 0 has no ranks")
     else:
         rows = [np.asarray(g, dtype=np.int64).ravel() for g in groups]
-    if not rows:
+        lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
+        if (lengths == 0).any():
+            raise CollectiveError(f"group {int(np.argmin(lengths))} has no ranks")
+    if not len(rows):
         raise CollectiveError("no groups given")
-    lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
-    if (lengths == 0).any():
-        raise CollectiveError(f"group {int(np.argmin(lengths))} has no ranks")
-    is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
+    is_acc = fabric.kind_mask("accelerator")
     for _, ranks in _buckets(rows):
         bad = (ranks < 0) | (ranks >= len(is_acc))
         if not bad.any():
@@ -82,21 +87,42 @@ def _check_groups(fabric: Fabric, groups: Sequence[np.ndarray]) -> list[np.ndarr
 
 def _group_names(names: Sequence[str] | None, count: int) -> tuple[str, ...]:
     if names is None:
-        return tuple(f"g{i}" for i in range(count))
+        return _default_names(count)
     if len(names) != count:
         raise CollectiveError(f"{len(names)} group names for {count} groups")
     return tuple(str(n) for n in names)
 
 
-def _buckets(rows: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+@lru_cache(maxsize=8)
+def _default_names(count: int) -> tuple[str, ...]:
+    """``g0`` .. ``g{count-1}``, made once per count (a step names 262k groups nine
+    times)."""
+    return tuple(f"g{i}" for i in range(count))
+
+
+def _buckets(rows: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
     """(group indices, 2-D ranks) per group size, sizes in order of first appearance."""
-    sizes = np.fromiter((len(r) for r in rows), np.int64, len(rows))
+    if isinstance(rows, np.ndarray):  # one size already
+        return [(np.arange(len(rows), dtype=np.int32), rows)]
+    sizes = group_sizes(rows)
     if (sizes == sizes[0]).all():
         return [(np.arange(len(rows), dtype=np.int32), np.stack(rows))]
     out = []
     for size in dict.fromkeys(sizes.tolist()):
         gid = np.flatnonzero(sizes == size).astype(np.int32)
-        out.append((gid, np.stack([rows[i] for i in gid])))
+        out.append((gid, np.stack([rows[int(i)] for i in gid])))
     return out
 
 
+def group_sizes(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """Ranks per group (a 2-D array's row length, without a loop over its rows)."""
+    if isinstance(rows, np.ndarray):
+        return np.full(len(rows), rows.shape[1], np.int64)
+    return np.fromiter((len(r) for r in rows), np.int64, len(rows))
+
+
+def group_members(rows: Sequence[np.ndarray], which: np.ndarray) -> np.ndarray:
+    """The ranks of groups ``which``, one after another."""
+    if isinstance(rows, np.ndarray):
+        return rows[which].ravel()
+    return np.concatenate([rows[i] for i in which]) if len(which) else np.zeros(0, np.int64)

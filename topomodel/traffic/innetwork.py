@@ -44,6 +44,8 @@ from topomodel.traffic.communicators import (
     _buckets,
     _check_groups,
     _group_names,
+    group_members,
+    group_sizes,
 )
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
@@ -135,7 +137,7 @@ def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarr
                   system)
 
 
-def _plan_in_network(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...], *,
+def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...], *,
                      algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes, links = fabric.nodes, fabric.links
     kind = _codes(nodes["kind"], NODE_KINDS)
@@ -149,11 +151,11 @@ def _plan_in_network(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, .
     chips = _chips(fabric, kind, capable, lsrc, ldst,
                    links["cables"].to_numpy()[live].astype(float))
 
-    sizes = np.fromiter((len(r) for r in rows), np.int64, len(rows))
+    sizes = group_sizes(rows)
     active = np.flatnonzero(sizes > 1)
     if not len(active):
         return _empty_plan()
-    ranks = np.concatenate([rows[i] for i in active])
+    ranks = group_members(rows, active)
     rank_group = np.repeat(active, sizes[active]).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum(sizes[active])[:-1]])
     rank_sys = system[ranks]
@@ -274,10 +276,10 @@ class _Slices:
     m_of_group: np.ndarray  # per group index (all groups), 0 where not listed
 
 
-def _slices(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...],
+def _slices(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
             which: np.ndarray) -> _Slices:
     """Domain parts of the listed groups; refuse a group whose parts differ in size."""
-    chosen = [rows[i] for i in which]
+    chosen = rows[which] if isinstance(rows, np.ndarray) else [rows[i] for i in which]
     out: list[list[np.ndarray]] = [[] for _ in range(7)]
     for local, ranks in _buckets(chosen):
         gid = which[local]
@@ -438,7 +440,7 @@ def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
                   plan.messages, plan.efficiency),)
 
 
-def _nvls_tree_plan(fabric: Fabric, rows: list[np.ndarray], names: tuple[str, ...],
+def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
                     active: np.ndarray, chips: _Chips) -> _InNetworkPlan:
     """NVLS inside every part, a double binary tree per slice over the parts."""
     slices = _slices(fabric, rows, names, active)
