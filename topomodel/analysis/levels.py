@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.timing import TimeModel, tier_efficiency
+from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
@@ -235,7 +236,7 @@ def _domain_keys(fabric: Fabric, domains: np.ndarray,
 
 def _uniform_group_size(key: np.ndarray) -> int | None:
     """Domains per group when every group is the same size, else None."""
-    sizes = np.unique(np.unique(key, return_counts=True)[1])
+    sizes = distinct(np.unique(key, return_counts=True)[1])
     return int(sizes[0]) if len(sizes) == 1 else None
 
 

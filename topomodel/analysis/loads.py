@@ -12,6 +12,7 @@ import numpy as np
 from topomodel.analysis.bisection import closed_form, halves
 from topomodel.analysis.collective import CollectiveRun
 from topomodel.analysis.timing import TrafficTime
+from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.traffic.phases import Traffic
 from topomodel.vocabulary import LINK_TIERS
@@ -68,7 +69,7 @@ def tier_loads(fabric: Fabric, timing: TrafficTime) -> list[TierLoad]:
     all_bw = sum(bottleneck_time.values()) or 1.0
     util = link_utilization(timing)
     rows = []
-    for code in np.unique(codes):
+    for code in distinct(codes):
         mask = codes == code
         rows.append(TierLoad(names[code], float(timing.link_bytes[mask].sum()),
                              float(capacity[mask].sum() / 2), float(util[mask].max()),

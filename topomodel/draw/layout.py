@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.vocabulary import NODE_TIERS
@@ -214,7 +215,7 @@ def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src
     lower = np.where(rows[src] <= rows[dst], src, dst)
     upper = np.where(rows[src] <= rows[dst], dst, src)
     skip = level[rows[upper]] - level[rows[lower]] > 1
-    for r in np.unique(rows):
+    for r in distinct(rows):
         passing = skip & (level[rows[lower]] < level[r]) & (level[r] < level[rows[upper]])
         if not passing.any():
             continue
@@ -265,7 +266,7 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
         if not len(members):
             continue
         merged: list[list[int]] = []
-        spans = np.unique(first[members] * (n_columns + 1) + last[members])
+        spans = distinct(first[members] * (n_columns + 1) + last[members])
         for lo, hi in zip(*np.divmod(spans, n_columns + 1), strict=True):
             if merged and lo <= merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], hi)
@@ -312,7 +313,7 @@ def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, .
     if len(acc) and (acc_domain >= 0).all():
         domain = np.zeros(n_systems, np.int64)
         domain[system[acc]] = acc_domain
-    n_domains = len(np.unique(domain))
+    n_domains = len(distinct(domain))
     per_system = n_domains == n_systems
     candidates = [("system", "systems", domain) if per_system else
                   ("domain", "domains", domain)]
@@ -326,7 +327,7 @@ def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, .
             candidates.append((name, plural, values))
     valid = []
     for name, plural, values in candidates:
-        groups = len(np.unique(values))
+        groups = len(distinct(values))
         if len(np.unique(np.stack([domain, values], 1), axis=0)) == n_domains:
             valid.append((groups, name, plural, values))
     valid.sort(key=lambda v: -v[0])  # finest first

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from topomodel.arrays import distinct
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -61,5 +63,5 @@ def present_labels(column: pd.Series) -> list[str]:
     >>> present_labels(pd.Series(["b", "a", "b"], dtype=pd.CategoricalDtype(["a", "b", "c"])))
     ['a', 'b']
     """
-    codes = np.unique(column.cat.codes.to_numpy())
+    codes = distinct(column.cat.codes.to_numpy())
     return [str(column.cat.categories[c]) for c in codes if c >= 0]

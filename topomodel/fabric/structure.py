@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from topomodel.arrays import distinct
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -223,7 +225,7 @@ def _bisection_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: St
     scaleout = (min(totals["host"], totals["leaf"]) if structure.scaleout.kind != "none"
                 else 0.0)
     domain = nodes["domain"].to_numpy()[acc]
-    if len(np.unique(domain[domain >= 0])) >= 2:
+    if len(distinct(domain[domain >= 0])) >= 2:
         return float(scaleout / count)
     up = is_acc & (tier == "scaleup")
     return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / count)

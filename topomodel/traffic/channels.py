@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.communicators import CollectiveError
 
@@ -288,7 +289,7 @@ def tree_flows(ch: Channels, size_bytes: float) -> tuple[Flows, int]:
     parts: list[Flows] = [(ranks[here], ranks[nxt], chain, here // n),
                           (ranks[nxt], ranks[here], chain, here // n)]
     depth = 0
-    for p in np.unique(layout.parts[layout.parts > 1]):
+    for p in distinct(layout.parts[layout.parts > 1]):
         trees = double_binary_tree(int(p))
         depth = max(depth, *(tree_depth(t) for t in trees))
         rows = np.flatnonzero(layout.parts == p)

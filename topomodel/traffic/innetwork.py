@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from topomodel.arrays import distinct
 from topomodel.catalog import ScaleupSwitch
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
@@ -165,7 +166,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
 
     def why_not_nvls(first: int) -> str:
         members = rows[first]
-        used = np.unique(chips.dst[np.isin(chips.src, members)])
+        used = distinct(chips.dst[np.isin(chips.src, members)])
         models = ", ".join(sorted(set(nodes["model"].to_numpy()[used].astype(str))))
         return ("its ranks are not all in one scale-up system"
                 if not one_system[np.searchsorted(active, first)]
@@ -230,7 +231,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
                     " carrying S / ranks per domain" if pre.any() else "")
         notes.append(f"innetwork: {len(b_groups)} group(s) reduce in scale-out switches (SHARP);"
                      f" aggregation roots (one per slice and plane): {counts}{pre_note}")
-    efficiency = float(chips.efficiency[np.unique(chips.dst[np.isin(chips.src, np.flatnonzero(
+    efficiency = float(chips.efficiency[distinct(chips.dst[np.isin(chips.src, np.flatnonzero(
         used_nvls))])].min(initial=1.0))
     if efficiency < 1:
         notes.append(f"innetwork: NVLS at {efficiency:g} of the links' effective rate"
@@ -460,7 +461,7 @@ def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str
     first = np.flatnonzero(np.r_[True, slices.group[1:] != slices.group[:-1]])
     group_start = np.repeat(first, np.diff(np.r_[first, len(slices.group)]))
     depth = 0
-    for p in np.unique(slices.parts):
+    for p in distinct(slices.parts):
         trees = double_binary_tree(int(p))
         depth = max(depth, *(tree_depth(t) for t in trees))
         heads = np.flatnonzero((slices.parts == p) & (slices.part == 0))  # part 0, slice j
@@ -472,9 +473,9 @@ def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str
             symmetric.append((slices.node[low.ravel()], slices.node[high.ravel()],
                               np.repeat(1 / (2 * m), len(child)),
                               np.repeat(slices.group[heads], len(child))))
-    used = np.unique(chips.dst[np.isin(chips.src, slices.node)])
+    used = distinct(chips.dst[np.isin(chips.src, slices.node)])
     efficiency = float(chips.efficiency[used].min(initial=1.0))
-    groups = len(np.unique(slices.group))
+    groups = len(distinct(slices.group))
     notes = (f"nvlstree: {groups} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
              " each way per rank), and per slice S/m a double binary tree over the domains"
              " among the ranks of that slice, S/(2m) per tree",

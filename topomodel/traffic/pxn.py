@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.phases import Phase, Traffic
 
@@ -137,7 +138,7 @@ def _members(traffic: Traffic, able: np.ndarray, system: np.ndarray, rail: np.nd
         node = np.flatnonzero(owner >= 0)
         group_of = owner[node]
     else:  # an accelerator in several groups: (group, node) pairs, sorted
-        member = np.unique(np.concatenate([group.astype(np.int64) * count + end
+        member = distinct(np.concatenate([group.astype(np.int64) * count + end
                                            for end, group in ends]))
         group_of, node = np.divmod(member, count)
     key = (group_of * systems + system[node]) * rails + rail[node]

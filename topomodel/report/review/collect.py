@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
 from topomodel.records import documented
@@ -118,7 +119,7 @@ def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
     from the ones before. A fabric that is one scale-up domain has only ``domain``."""
     acc = fabric.accelerators
     domain = fabric.nodes["domain"].to_numpy()[acc]
-    domains = len(np.unique(domain)) if len(acc) and (domain >= 0).all() else 0
+    domains = len(distinct(domain)) if len(acc) and (domain >= 0).all() else 0
     out: list[tuple[str, str]] = []
     if domains and len(acc) // domains >= 2:
         out.append(("domain", "scale-up"))
