@@ -286,7 +286,7 @@ def _path_latency(fabric: Fabric, ph: Phase, hops: np.ndarray, switch_s: float,
     switches (hops - 3 switches); one inside a domain, hops - 1."""
     if not len(hops):
         return 0.0
-    domain = fabric.nodes["domain"].to_numpy()
+    domain = fabric.derived(_node_roles).domain
     inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
     switches = np.maximum(0, hops - np.where(inside | (hops < 4), 1, 3))
     return float((switches * switch_s + hops * propagation_s).max())
@@ -308,21 +308,34 @@ def _injection(fabric: Fabric, efficiency: dict[str, float]) -> tuple[np.ndarray
 def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
     """Per-step time on a non-blocking fabric with the same injection bandwidth."""
     up, out = injection
-    domain = fabric.nodes["domain"].to_numpy()
-    chip = fabric.kind_mask("scaleup_switch")
-    accelerator = fabric.kind_mask("accelerator")
-    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | chip[ph.src] | chip[
-        ph.dst]
+    nodes = fabric.derived(_node_roles)
+    domain = nodes.domain
+    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | nodes.chip[
+        ph.src] | nodes.chip[ph.dst]
+    local_bytes = np.where(local, ph.bytes, 0.0)
+    n = len(up)
     worst = 0.0
-    for mask, capacity in ((local, up), (~local, out)):
-        if not mask.any():
-            continue
-        n = len(capacity)
-        sent = np.bincount(ph.src[mask], weights=ph.bytes[mask], minlength=n)
-        received = np.bincount(ph.dst[mask], weights=ph.bytes[mask], minlength=n)
-        load = np.maximum(sent, received)
-        busy = (load > 0) & accelerator  # switches reducing in-network: no
-        busy &= capacity > 0  # accelerators without a NIC send through their neighbours'
+    for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out)):
+        load = np.maximum(np.bincount(ph.src, weights=weights, minlength=n),
+                          np.bincount(ph.dst, weights=weights, minlength=n))
+        # switches reducing in-network do not count; accelerators without a NIC send
+        # through their neighbours'
+        busy = (load > 0) & nodes.accelerator & (capacity > 0)
         if busy.any():
             worst = max(worst, float((load[busy] / capacity[busy]).max()))
     return worst
+
+
+@dataclass(frozen=True, eq=False)
+class _NodeRoles:
+    """Per node: its scale-up domain (-1 outside one), and whether it is a scale-up
+    switch chip or an accelerator."""
+
+    domain: np.ndarray
+    chip: np.ndarray
+    accelerator: np.ndarray
+
+
+def _node_roles(fabric: Fabric) -> _NodeRoles:
+    return _NodeRoles(fabric.nodes["domain"].to_numpy(), fabric.kind_mask("scaleup_switch"),
+                      fabric.kind_mask("accelerator"))

@@ -127,30 +127,52 @@ def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarr
     src, dst, cables = lsrc[to_chip][order], ldst[to_chip][order], lcables[to_chip][order]
     total = np.bincount(src, weights=cables, minlength=n_nodes)
     reducing = np.bincount(src, weights=cables * capable[dst], minlength=n_nodes)
-    model = pd.Categorical(fabric.nodes["model"])
+    model = fabric.nodes["model"].astype("category").cat
     per_model = []
     for m in model.categories:
         entry = fabric.catalog.entries.get(str(m))
         value = entry.nvls_efficiency if isinstance(entry, ScaleupSwitch) else None
         per_model.append(1.0 if value is None else value)
-    efficiency = np.append(per_model, 1.0)[model.codes]
+    efficiency = np.append(per_model, 1.0)[model.codes.to_numpy()]
     return _Chips(src, dst, cables, total, (total > 0) & (reducing == total), efficiency,
                   system)
 
 
-def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...], *,
-                     algorithm: str = "innetwork") -> _InNetworkPlan:
+@dataclass(frozen=True, eq=False)
+class _View:
+    """What every in-network plan on a fabric reads, made once per fabric: node kinds
+    (codes of NODE_KINDS), which nodes reduce in the network, systems, the live arcs
+    and the accelerator-to-chip arcs."""
+
+    kind: np.ndarray
+    capable: np.ndarray
+    system: np.ndarray
+    lsrc: np.ndarray
+    ldst: np.ndarray
+    chips: _Chips
+
+
+def _view(fabric: Fabric) -> _View:
     nodes, links = fabric.nodes, fabric.links
     kind = _codes(nodes["kind"], NODE_KINDS)
-    model = pd.Categorical(nodes["model"])
+    model = nodes["model"].astype("category").cat
     capable = np.append([bool(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction",
-                                      False)) for m in model.categories], False)[model.codes]
-    system = nodes["system"].to_numpy()
+                                      False)) for m in model.categories], False)[
+        model.codes.to_numpy()]
     live = ~links["failed"].to_numpy()
     lsrc = links["src"].to_numpy()[live]
     ldst = links["dst"].to_numpy()[live]
     chips = _chips(fabric, kind, capable, lsrc, ldst,
                    links["cables"].to_numpy()[live].astype(float))
+    return _View(kind, capable, chips.system, lsrc, ldst, chips)
+
+
+def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...], *,
+                     algorithm: str = "innetwork") -> _InNetworkPlan:
+    nodes = fabric.nodes
+    view = fabric.derived(_view)
+    kind, capable, system, lsrc, ldst, chips = (view.kind, view.capable, view.system,
+                                                view.lsrc, view.ldst, view.chips)
 
     sizes = group_sizes(rows)
     active = np.flatnonzero(sizes > 1)
