@@ -175,3 +175,45 @@ def test_every_built_in_part_has_a_sourced_power_figure(cls):
             assert "assumed" in entry.notes, entry.id
         else:
             assert entry.source, entry.id
+
+
+def _optics(fabric):
+    return {(line.tier, line.model): line.count for line in bill_of_materials(fabric)
+            if line.category in ("cable", "module")}
+
+
+def test_a_bandwidth_whatif_recables_and_changes_the_power():
+    """--scaleout-factor 4 on the SuperPOD: 1.6 Tb/s links get 1.6T parts, not 400G."""
+    from topomodel.analysis.studies import scale_scaleout
+
+    design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
+    base = build_fabric(design, catalog)
+    faster = scale_scaleout(base, 4.0)
+    assert _optics(base) == {("leaf", "aoc-800g"): 1016, ("spine", "osfp-400g-dr4"): 2048}
+    after = _optics(faster)
+    rates = {catalog.get(model, Optic).rate_Bps for _, model in after}
+    assert rates == {4 * 50e9}  # every scale-out part carries 1.6 Tb/s
+    assert sum(after.values()) == 2 * 1016 + 2 * 1024  # a module at each end of each link
+    before, now = (power_summary(bill_of_materials(f), f.accelerator_count)
+                   for f in (base, faster))
+    expected = sum(count * part_power_W(catalog.get(model, Optic))[0]
+                   for (_, model), count in after.items())
+    assert now.optics_W == pytest.approx(expected) and now.optics_W != before.optics_W
+    assert now.total_W - before.total_W == pytest.approx(now.optics_W - before.optics_W)
+    assert scale_scaleout(base, 4.0, recable=False).links["optic"].equals(base.links["optic"])
+
+
+def test_a_whatif_with_no_part_for_its_rate_is_refused(capsys):
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.errors import UsageError
+
+    design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
+    with pytest.raises(UsageError, match=r"^--scaleout-factor 8: no cable or module in the"
+                       r" catalog carries 3200 Gb/s over 30 m \(leaf links\)"):
+        scale_scaleout(build_fabric(design, catalog), 8.0)
+    assert main(["step", str(EXAMPLES / "dgx-h100-superpod.yaml"), "--model", "llama3-8b",
+                 "--tp", "8", "--scaleout-factor", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["topomodel: error: --scaleout-factor 8: no cable or module in the catalog"
+                   " carries 3200 Gb/s over 30 m (leaf links); add one to a catalog to model"
+                   " this what-if"]
