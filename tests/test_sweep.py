@@ -552,6 +552,11 @@ def test_report_best_points_and_pareto_front(place, tmp_path):
     assert front == set(usable["key"][pareto_mask(values, [False, True])])
     assert (tmp_path / "front.svg").read_text().startswith("<?xml")
     assert report.data["failed"] == 6
+    # the toy parts have no power figure: a power front over partial sums says so
+    assert not usable["power_complete"].any()
+    partial = [w for w in report.warnings if w.startswith("power is a partial sum in")]
+    assert partial == [f"power is a partial sum in {len(usable)} point(s): the catalog has"
+                       " no power figure for the parts power_unknown names"]
 
 
 def test_cli_sweep_json_dry_run_and_overwrite(place, capsys, tmp_path):
