@@ -343,8 +343,10 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     assert row["interruptions_per_day"] == good.interruptions_per_day
     assert row["goodput_tokens_per_s"] == good.goodput_tokens_per_s
     assert row["dp_used"] == 8 and row["global_batch_used"] == 32 and row["world"] == 32
-    bom = bill_of_materials(built)
-    assert row["power_W"] == power_summary(bom, 32).total_W
+    bom = bill_of_materials(fabric)  # the what-if's re-cabled fabric
+    power = power_summary(bom, 32)
+    assert row["power_W"] == power.total_W and row["power_complete"] == power.complete
+    assert row["switch_power_W"] == power.switches_W > 0
     assert row["switches"] == sum(line.count for line in bom if line.category == "switch")
     assert row["feasible"]
 
@@ -550,6 +552,11 @@ def test_report_best_points_and_pareto_front(place, tmp_path):
     assert front == set(usable["key"][pareto_mask(values, [False, True])])
     assert (tmp_path / "front.svg").read_text().startswith("<?xml")
     assert report.data["failed"] == 6
+    # the toy parts have no power figure: a power front over partial sums says so
+    assert not usable["power_complete"].any()
+    partial = [w for w in report.warnings if w.startswith("power is a partial sum in")]
+    assert partial == [f"power is a partial sum in {len(usable)} point(s): the catalog has"
+                       " no power figure for the parts power_unknown names"]
 
 
 def test_cli_sweep_json_dry_run_and_overwrite(place, capsys, tmp_path):

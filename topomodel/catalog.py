@@ -91,6 +91,24 @@ class Entry:
         return iter(())
 
 
+@dataclass(frozen=True, kw_only=True)
+class Part(Entry):
+    """An entry the bill of materials counts: its power and, optionally, its price.
+
+    ``power`` is the maximum (rated, provisioning) figure and ``power_typical`` the
+    typical one; give whichever the source publishes, or both. ``price`` is a list
+    price per item; its source goes in ``source`` and an assumed price is marked
+    ``figure_provenance: {price: assumed}`` with the reason in ``notes``.
+    """
+
+    power_W: float | None = spec(quantity("power"), key="power", default=None,
+                                 doc="maximum power per item (per end for an optic)")
+    power_typical_W: float | None = spec(quantity("power"), key="power_typical",
+                                         default=None, doc="typical power per item")
+    price_USD: float | None = spec(quantity("price"), key="price", default=None,
+                                   doc="list price per item")
+
+
 @dataclass(frozen=True)
 class GemmPoint:
     """One measured matrix multiply: an M x K by K x N product and its achieved rate."""
@@ -149,7 +167,7 @@ class AttentionMeasurement:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Accelerator(Entry):
+class Accelerator(Part):
     """A compute device: dense peak FLOP/s per data type, HBM, power, scale-up links,
     and the measured kernel rates the step model's compute efficiency comes from:
     GEMM sweeps (``gemm``), achieved HBM bandwidth (``hbm_achieved``) and fused
@@ -160,7 +178,6 @@ class Accelerator(Entry):
                                         doc="dense peak, FLOP/s, by data type")
     hbm_bytes: float = spec(quantity("size"), key="hbm_capacity")
     hbm_Bps: float = spec(quantity("rate"), key="hbm_bandwidth")
-    power_W: float | None = spec(quantity("power"), key="power", default=None)
     scaleup_link: str | None = spec(ref("scaleup_link"), default=None)
     scaleup_link_count: int = spec(integer(1), default=0)
     gemm: tuple[GemmSweep, ...] = spec(list_of(record(GemmSweep)), default=(),
@@ -197,7 +214,7 @@ class ScaleupLink(Entry):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScaleupSwitch(Entry):
+class ScaleupSwitch(Part):
     """A scale-up switch chip (NVSwitch, UB switch)."""
 
     kind = "scaleup_switch"
@@ -209,7 +226,6 @@ class ScaleupSwitch(Entry):
         doc="share of the links' effective rate an in-switch reduction (NVLS) reaches;"
         " unset: the links' effective rate, nothing being known to derate it")
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
-    power_W: float | None = spec(quantity("power"), key="power", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,7 +242,7 @@ class HostLink(Entry):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Nic(Entry):
+class Nic(Part):
     """A scale-out network adapter."""
 
     kind = "nic"
@@ -234,7 +250,6 @@ class Nic(Entry):
     port_rate_Bps: float = spec(bandwidth, key="port_rate")
     protocols: tuple[str, ...] = spec(list_of(choice("infiniband", "ethernet")))
     host_link: str | None = spec(ref("host_link"), default=None)
-    power_W: float | None = spec(quantity("power"), key="power", default=None)
 
     @property
     def rate_Bps(self) -> float:
@@ -255,7 +270,7 @@ def _close(a: float, b: float) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Switch(Entry):
+class Switch(Part):
     """A scale-out switch: radix at a port rate, breakouts, and the vendor's aggregate."""
 
     kind = "switch"
@@ -266,7 +281,6 @@ class Switch(Entry):
     capacity_Bps: float | None = spec(bandwidth, key="capacity", default=None,
                                       doc="published aggregate, per direction")
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
-    power_W: float | None = spec(quantity("power"), key="power", default=None)
     buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
     in_network_reduction: bool = spec(boolean, default=False)
 
@@ -324,7 +338,7 @@ class ScaleupWiring:
 
 
 @dataclass(frozen=True, kw_only=True)
-class System(Entry):
+class System(Part):
     """A server, node or rack: accelerators, their scale-up wiring and their NICs."""
 
     kind = "system"
@@ -335,7 +349,6 @@ class System(Entry):
     nic: str | None = spec(ref("nic"), default=None)
     nic_count: int = spec(integer(1), default=0)
     host_link: str | None = spec(ref("host_link"), default=None)
-    power_W: float | None = spec(quantity("power"), key="power", default=None)
     hosts: int = spec(integer(1), default=1, doc="host servers (compute trays) inside")
 
     def __post_init__(self) -> None:
@@ -371,7 +384,7 @@ class System(Entry):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Optic(Entry):
+class Optic(Part):
     """A cable or optical module: medium, packaging, rate, reach, power per end."""
 
     kind = "optic"
@@ -379,8 +392,6 @@ class Optic(Entry):
     form: str = spec(choice("dac", "acc", "aec", "aoc", "transceiver", "lpo", "cpo"))
     rate_Bps: float = spec(bandwidth, key="rate")
     reach_m: float = spec(quantity("length"), key="reach")
-    power_W: float | None = spec(quantity("power"), key="power", default=None,
-                                 doc="per end")
     max_channel_loss_dB: float | None = spec(quantity("loss"), key="max_channel_loss",
                                              default=None)
     fibre: str | None = spec(ref("fibre"), default=None)

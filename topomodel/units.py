@@ -16,6 +16,7 @@ loss_per_length dB/km       ``_dB_per_km``      ``"0.4 dB/km"``
 optical_power  dBm          ``_dBm``            ``"-2.2 dBm"``
 compute_rate   FLOP/s       ``_flops``          ``"989.4 TFLOP/s"``
 transfer_rate  transfer/s   ``_Tps``            ``"32 GT/s"``
+price          USD          ``_USD``            ``"30000 USD"``
 ============== ============ =================== ============================
 
 A link or port bandwidth also states its direction (``"900 GB/s bidir"``,
@@ -64,6 +65,7 @@ KINDS: dict[str, Kind] = {
         Kind("compute_rate", "[operation] / [time]", "FLOP/s", "989.4 TFLOP/s", "positive"),
         Kind("transfer_rate", "[transfer] / [time]", "transfer/s", "32 GT/s", "positive"),
         Kind("failure_rate", "1 / [time]", "1/s", "2 %/yr", "non_negative"),
+        Kind("price", "[currency]", "USD", "30000 USD", "non_negative"),
     )
 }
 

@@ -1,94 +1,253 @@
-"""Bill of materials and power: switches, NICs, cables and modules by type.
+"""Bill of materials, power and capex: systems, switches, NICs, cables and modules.
 
-Cables and modules: a copper or active optical cable (``dac``, ``acc``, ``aec``,
-``aoc``) is one assembly per link with power at both ends; a pluggable, LPO or CPO
-module sits at each end of a link (two per link) with a fibre between. Power figures
-are the catalog's (per module or per end); items without one are listed with their
-power unknown, never counted as zero silently.
+Every part is counted once, by tier. A system (server, node, rack) with a power figure
+covers everything inside it, so its accelerators, in-system scale-up switch chips and
+NICs are listed with their own figures but marked ``in_system`` and not added again; a
+system without one adds its parts one by one, and its host (CPUs, memory, fans, power
+supplies) is a part without a figure. Cables and modules: a copper or active optical
+cable (``dac``, ``acc``, ``aec``, ``aoc``) is one assembly per link with power at both
+ends; a pluggable, LPO or CPO module sits at each end of a link (two per link) with a
+passive fibre between.
+
+Each part's power is the catalog's maximum where published, else its typical figure
+(``power_basis`` says which; see :data:`POWER_BASIS`). A part without either is listed
+with its power unknown and makes every sum it belongs to partial: the summary names it
+and :attr:`PowerSummary.complete` is false, so a report never calls a partial sum a
+total. Prices work the same way for capex.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
-
-from topomodel.catalog import Accelerator, Nic, Optic, ScaleupSwitch, Switch
+from topomodel.catalog import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
 from topomodel.fabric.tables import Fabric, labels
+from topomodel.records import documented
+from topomodel.units import format_si
 
 CABLE_FORMS = ("dac", "acc", "aec", "aoc")
+POWER_BASIS = documented(
+    "bom.POWER_BASIS", "max, else typical",
+    """Which catalog figure a part's power is: the maximum (what a facility provisions
+    for) where the source publishes one, else the typical figure. A sum with parts at
+    their typical figure is lower than the provisioning total; the summary names them
+    (``typical_only``).""")
+NETWORK_CATEGORIES = ("scaleup_switch", "switch", "nic", "cable", "module", "fibre")
+_NODE_ORDER = {"accelerator": 1, "scaleup_switch": 2, "nic": 3, "switch": 4}
+_TIER_ORDER = ("host", "accelerator", "scaleup", "scaleup_l2", "scaleup_l3", "nic", "leaf",
+               "spine", "core")
 
 
 @dataclass(frozen=True)
 class BomLine:
-    """One kind of part: how many, and their power."""
+    """One kind of part in one tier: how many, their power and their price.
 
-    category: str  # accelerator, scaleup_switch, switch, nic, cable, module, fibre
+    ``power_W`` and ``price_USD`` are for all ``count`` items; ``in_system`` parts are
+    inside a system whose own figure covers them, so totals leave them out.
+    """
+
+    category: str  # system, accelerator, scaleup_switch, switch, nic, cable, module, fibre
+    tier: str  # node tier of a part, link tier of a cable, module or fibre; '' for systems
     model: str
     name: str
     count: int
     unit_power_W: float | None  # per item (per module; per assembly for cables)
     power_W: float | None
+    power_basis: str  # max, typical, passive or unknown
+    in_system: bool
     energy_pJ_per_bit: float | None  # optics: power per end / one-way bit rate
-    provenance: str
+    provenance: str  # of the power figure
+    unit_price_USD: float | None
+    price_USD: float | None
+
+
+def part_power_W(part: Part) -> tuple[float | None, str]:
+    """A part's power per item, watts, and which figure it is (:data:`POWER_BASIS`)."""
+    if part.power_W is not None:
+        return part.power_W, "max"
+    if part.power_typical_W is not None:
+        return part.power_typical_W, "typical"
+    return None, "unknown"
+
+
+def _line(category: str, tier: str, part: Part, name: str, count: int, *,
+          in_system: bool = False, per_item: float = 1.0) -> BomLine:
+    """A line for ``count`` items of ``part``; ``per_item`` figures of the part per item
+    (2 for a cable assembly, whose catalog power is per end)."""
+    unit, basis = part_power_W(part)
+    unit = None if unit is None else unit * per_item
+    key = "power" if basis == "max" else "power_typical"
+    price = part.price_USD
+    energy = part.energy_pJ_per_bit if isinstance(part, Optic) else None
+    return BomLine(category, tier, part.id, name, count, unit,
+                   None if unit is None else unit * count, basis, in_system, energy,
+                   part.provenance_of(key) if unit is not None else "", price,
+                   None if price is None else price * count)
 
 
 def bill_of_materials(fabric: Fabric) -> list[BomLine]:
-    """Every part of the fabric, grouped by category and model, in a stable order."""
+    """Every part of the fabric, grouped by category, tier and model, in a stable order."""
     catalog = fabric.catalog
+    system = catalog.get(fabric.design.system, System)
+    system_powered = part_power_W(system)[0] is not None
     lines: list[BomLine] = []
-    node_counts = fabric.nodes.groupby(["kind", "model"], observed=True).size()
-    order = {"accelerator": 0, "scaleup_switch": 1, "switch": 2, "nic": 3}
-    keyed = {cast(tuple[str, str], key): int(count) for key, count in node_counts.items()}
-    for (kind, model), count in sorted(keyed.items(), key=lambda kv: (order[kv[0][0]],
-                                                                      kv[0][1])):
+    systems = fabric.structure.systems
+    if systems:
+        lines.append(_line("system", "", system, system.title, systems))
+        if not system_powered:  # the host around the parts counted below
+            lines[-1] = BomLine("system", "", system.id, f"{system.title} (host: CPUs,"
+                                " memory, fans, power supplies)", systems, None, None,
+                                "unknown", False, None, "", system.price_USD,
+                                None if system.price_USD is None
+                                else system.price_USD * systems)
+    nodes = fabric.nodes
+    inside = (nodes["system"] >= 0).to_numpy()
+    counts = nodes.assign(inside=inside).groupby(["kind", "tier", "model", "inside"],
+                                                 observed=True).size()
+    keyed = {cast(tuple[str, str, str, bool], key): int(n) for key, n in counts.items()}
+    for (kind, tier, model, in_box), count in sorted(
+            keyed.items(), key=lambda kv: (_NODE_ORDER[kv[0][0]], _tier_rank(kv[0][1]),
+                                           kv[0][2], kv[0][3])):
         entry = catalog.entries[model]
         assert isinstance(entry, Accelerator | ScaleupSwitch | Switch | Nic)
-        power = entry.power_W
-        lines.append(BomLine(str(kind), str(model), entry.title, int(count), power,
-                             None if power is None else power * int(count), None,
-                             entry.provenance_of("power")))
-    links = fabric.links
-    cabled = labels(links["optic"]) != ""
-    per_optic = links[cabled].groupby("optic", observed=True)["cables"].sum() // 2
-    for optic_id, count in sorted(per_optic.items()):
-        optic = catalog.get(str(optic_id), Optic)
-        links_count = int(count)
-        if optic.form in CABLE_FORMS:
-            items, per_item = links_count, None if optic.power_W is None else 2 * optic.power_W
-            category = "cable"
-        else:
-            items, per_item, category = 2 * links_count, optic.power_W, "module"
-        lines.append(BomLine(category, optic.id, optic.title, items, per_item,
-                             None if per_item is None else per_item * items,
-                             optic.energy_pJ_per_bit, optic.provenance_of("power")))
-        if optic.form not in CABLE_FORMS:
-            lines.append(BomLine("fibre", optic.fibre or optic.medium, f"{optic.medium} fibre"
-                                 f" cable for {optic.id}", links_count, None, None, None,
-                                 "derived"))
+        lines.append(_line(str(kind), str(tier), entry, entry.title, count,
+                           in_system=bool(in_box) and system_powered))
+    lines.extend(_cabling(fabric))
     return lines
+
+
+def _tier_rank(tier: str) -> int:
+    return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
+
+
+def _cabling(fabric: Fabric) -> Iterable[BomLine]:
+    links = fabric.links
+    cabled = links[labels(links["optic"]) != ""]
+    per_optic = cabled.groupby(["tier", "optic"], observed=True)["cables"].sum() // 2
+    keyed = {cast(tuple[str, str], key): int(n) for key, n in per_optic.items() if n}
+    for (tier, optic_id), links_count in sorted(keyed.items(),
+                                               key=lambda kv: (_tier_rank(kv[0][0]), kv[0][1])):
+        optic = fabric.catalog.get(optic_id, Optic)
+        if optic.form in CABLE_FORMS:
+            yield _line("cable", tier, optic, optic.title, links_count, per_item=2.0)
+            continue
+        yield _line("module", tier, optic, optic.title, 2 * links_count)
+        yield BomLine("fibre", tier, optic.fibre or optic.medium,
+                      f"{optic.medium} fibre cable for {optic.id}", links_count, 0.0, 0.0,
+                      "passive", False, None, "derived", None, None)
+
+
+@dataclass(frozen=True)
+class TierPower:
+    """Power of one tier's parts, watts; ``in_system`` when a system figure covers them."""
+
+    tier: str  # systems, accelerators, scale-up switches, NICs, leaf switches, ...
+    power_W: float
+    parts: int
+    in_system: bool
+    complete: bool  # every part of the tier has a figure
 
 
 @dataclass(frozen=True)
 class PowerSummary:
-    """Power by category, watts; ``unknown`` lists the parts without a figure."""
+    """Power and capex of a bill of materials.
 
-    accelerators_W: float
-    network_W: float  # switches, NICs, cables and modules with a known power
-    optics_W: float
+    ``total_W`` adds every part once (systems with their figure cover their insides);
+    it is the total only when ``complete``, otherwise a partial sum of the parts that
+    have a figure, and ``unknown`` names the rest. ``network_W`` is every network
+    part at its own figure (switches, scale-up switch chips, NICs, cables and modules),
+    ``network_in_systems_W`` the share of it already inside system figures.
+    ``typical_only`` names parts counted at a typical figure (no maximum published).
+    ``capex_USD`` is ``None`` when no part has a price; ``unpriced`` names the parts
+    without one.
+    """
+
     total_W: float
-    network_W_per_accelerator: float
+    complete: bool
     unknown: tuple[str, ...]
+    typical_only: tuple[str, ...]
+    systems_W: float  # systems with a figure, or their parts counted one by one
+    accelerators_W: float  # the accelerators' own figures (inside or not)
+    network_W: float
+    network_in_systems_W: float
+    switches_W: float  # scale-out switches
+    nics_W: float
+    scaleup_switches_W: float
+    optics_W: float  # cables and modules
+    total_W_per_accelerator: float
+    network_W_per_accelerator: float
+    tiers: tuple[TierPower, ...]
+    capex_USD: float | None
+    capex_complete: bool
+    unpriced: tuple[str, ...]
+
+
+_TIER_LABEL = {"system": "systems", "accelerator": "accelerators",
+               "scaleup_switch": "scale-up switches", "nic": "NICs", "switch": "switches",
+               "cable": "cables and optics", "module": "cables and optics",
+               "fibre": "cables and optics"}
+
+
+def _tier_name(line: BomLine) -> str:
+    label = _TIER_LABEL[line.category]
+    if line.category in ("switch", "cable", "module", "fibre") or (
+            line.category == "scaleup_switch" and line.tier != "scaleup"):
+        return f"{line.tier} {label}"
+    return label
 
 
 def power_summary(lines: list[BomLine], accelerators: int) -> PowerSummary:
-    """Totals from a bill of materials."""
-    known = [ln for ln in lines if ln.power_W is not None]
-    acc = sum(ln.power_W or 0.0 for ln in known if ln.category == "accelerator")
-    optics = sum(ln.power_W or 0.0 for ln in known if ln.category in ("cable", "module"))
-    network = sum(ln.power_W or 0.0 for ln in known if ln.category != "accelerator")
-    unknown = tuple(sorted({f"{ln.category} {ln.model}" for ln in lines
-                            if ln.power_W is None and ln.category != "fibre"}))
-    return PowerSummary(acc, network, optics, acc + network,
-                        network / accelerators if accelerators else float(np.nan), unknown)
+    """Totals by category and by tier from a bill of materials (watts, US dollars)."""
+    counted = [ln for ln in lines if not ln.in_system]
+
+    def watts(selected: Iterable[BomLine]) -> float:
+        return sum(ln.power_W or 0.0 for ln in selected)
+
+    unknown = _names(ln for ln in counted if ln.power_W is None)
+    typical = _names(ln for ln in lines if ln.power_basis == "typical")
+    network = [ln for ln in lines if ln.category in NETWORK_CATEGORIES]
+    tiers: dict[tuple[str, bool], list[BomLine]] = {}
+    for ln in lines:
+        tiers.setdefault((_tier_name(ln), ln.in_system), []).append(ln)
+    tier_rows = tuple(TierPower(name, watts(group), sum(ln.count for ln in group),
+                                inside, all(ln.power_W is not None for ln in group))
+                      for (name, inside), group in tiers.items())
+    total = watts(counted)
+    network_W = watts(network)
+    priced = [ln for ln in counted if ln.price_USD is not None]
+    unpriced = _names(ln for ln in counted if ln.price_USD is None)
+
+    def category(*names: str) -> float:
+        return watts(ln for ln in lines if ln.category in names)
+
+    per = (lambda w: w / accelerators) if accelerators else (lambda w: float("nan"))
+    return PowerSummary(
+        total, not unknown, unknown, typical,
+        watts(ln for ln in counted if ln.category not in NETWORK_CATEGORIES),
+        category("accelerator"), network_W, watts(ln for ln in network if ln.in_system),
+        category("switch"), category("nic"), category("scaleup_switch"),
+        category("cable", "module"), per(total), per(network_W), tier_rows,
+        sum(ln.price_USD or 0.0 for ln in priced) if priced else None, not unpriced,
+        unpriced)
+
+
+def _names(selected: Iterable[BomLine]) -> tuple[str, ...]:
+    return tuple(sorted({f"{ln.category} {ln.model}" for ln in selected}))
+
+
+def power_text(summary: PowerSummary) -> str:
+    """One line for a summary table: the total (or the partial sum) and its gaps.
+
+    Examples
+    --------
+    >>> s = PowerSummary(1e6, False, ("switch x",), (), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (),
+    ...                  None, False, ())
+    >>> power_text(s)
+    'partial sum 1 MW (no power figure for: switch x)'
+    """
+    text = f"{format_si(summary.total_W, 'W')}"
+    if not summary.complete:
+        return f"partial sum {text} (no power figure for: {', '.join(summary.unknown)})"
+    return f"total {text}"

@@ -75,12 +75,29 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
     return points
 
 
-def scale_scaleout(fabric: Fabric, factor: float) -> Fabric:
-    """``fabric`` with every scale-out link's capacity multiplied by ``factor``."""
+def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fabric:
+    """``fabric`` with every scale-out link ``factor`` times faster, re-cabled.
+
+    Each faster link gets the catalog's lowest-power cable or module for its new rate
+    and its tier's length (a part the layout names is kept where it still carries the
+    rate), so the bill of materials and the power follow the what-if; switches and
+    NICs keep their catalog parts. ``recable=False`` scales capacities only, for
+    studies that ask what bandwidth is needed rather than which parts give it.
+
+    Raises
+    ------
+    UsageError
+        When no catalog part carries a tier's faster links over its length.
+    """
+    from topomodel.fabric.cabling import assign_cables
+
     links = fabric.links.copy()
     out = links["tier"].isin(SCALE_OUT_TIERS)
     links.loc[out, "capacity_Bps"] *= factor
     links.loc[out, "rate_Bps"] *= factor
+    if recable:
+        assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
+                      whatif=f"--scaleout-factor {factor:g}")
     return replace(fabric, links=links,
                    injection=measure_injection(fabric.nodes, links, fabric.structure))
 
@@ -92,9 +109,9 @@ def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,
                              ) -> tuple[float | None, StepResult]:
     """Smallest factor on scale-out bandwidth with exposed comm + wait <= ``target_share``
     of the step (bisection search); ``None`` if even ``limit`` x does not reach it."""
-    def share(factor: float) -> tuple[float, StepResult]:
-        result = step_time(scale_scaleout(fabric, factor), model, layout, assumptions,
-                           routing=routing, seed=seed)
+    def share(factor: float) -> tuple[float, StepResult]:  # bandwidth only: no parts
+        result = step_time(scale_scaleout(fabric, factor, recable=False), model, layout,
+                           assumptions, routing=routing, seed=seed)
         return result.comm_share, result
 
     here, result = share(1.0)

@@ -9,11 +9,14 @@ the length is chosen, unless the layout names one. One module per link end is as
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
 from topomodel.catalog import Catalog, Optic
 from topomodel.design import Design
+from topomodel.errors import UsageError
 from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, categorical
 
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
@@ -33,10 +36,15 @@ def tier_length_m(design: Design, tier: str) -> float:
             "scaleup_l3": scaleup}[tier]
 
 
+def _carries(optic: Optic, rate_Bps: float, length_m: float) -> bool:
+    return optic.rate_Bps >= rate_Bps * (1 - 1e-9) and optic.reach_m >= length_m
+
+
 def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | None:
     """Lowest-power cable or module with rate >= ``rate_Bps`` and reach >= ``length_m``.
 
-    Entries without a power figure come last: an unknown power is not a low one.
+    Power is the part's maximum, else its typical figure; entries without either come
+    last: an unknown power is not a low one.
 
     Examples
     --------
@@ -44,30 +52,46 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | 
     >>> choose_optic(load_catalog(), 50e9, 2.0).form  # 400G at 2 m: passive copper
     'dac'
     """
-    fits = [o for o in catalog.of_kind(Optic)
-            if o.rate_Bps >= rate_Bps * (1 - 1e-9) and o.reach_m >= length_m]
+    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)]
     if not fits:
         return None
-    return min(fits, key=lambda o: (o.power_W is None, o.power_W or 0.0, o.rate_Bps, o.id))
+    def power(optic: Optic) -> float | None:
+        return optic.power_W if optic.power_W is not None else optic.power_typical_W
+
+    return min(fits, key=lambda o: (power(o) is None, power(o) or 0.0, o.rate_Bps, o.id))
 
 
-def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None:
+def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
+                  tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
 
     Board and backplane links (scale-up inside a system) and host links stay as built.
+    ``tiers`` limits the choice to those link tiers (the others keep their parts).
+    ``whatif`` names a what-if that changed link rates (``--scaleout-factor 4``): the
+    links are re-cabled for their new rate, a part the layout names is kept only where
+    it still carries the rate, and a rate no catalog part carries over the tier's
+    length is refused with a :class:`~topomodel.errors.UsageError` naming the what-if.
+
+    Raises
+    ------
+    DesignError
+        When no part (or not the named part) carries a tier's links as designed.
+    UsageError
+        When ``whatif`` is given and no part carries a tier's faster links.
     """
     tier_codes = links["tier"].cat.codes.to_numpy()
     medium = links["medium"].cat.codes.to_numpy().copy()
     ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
-    optic_ids = [""]
-    optic_codes = np.zeros(len(links), np.int16)
+    optic_ids = list(links["optic"].cat.categories) if whatif else [""]
+    optic_codes = (links["optic"].cat.codes.to_numpy().astype(np.int16) if whatif
+                   else np.zeros(len(links), np.int16))
     length = links["length_m"].to_numpy().copy()
     rate = links["rate_Bps"].to_numpy()
     tier_names = list(links["tier"].cat.categories)
     electrical = medium == electrical_code
     for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
         tier = tier_names[code]
-        if tier == "host":
+        if tier == "host" or (tiers is not None and tier not in tiers):
             continue
         in_tier = tier_codes == code
         if tier == "scaleup":
@@ -76,15 +100,20 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None
             rows = in_tier & (rate == link_rate)
             meters = tier_length_m(design, tier)
             named = design.layout.cables.get(tier)
-            chosen = catalog.get(named, Optic) if named else choose_optic(catalog, link_rate,
-                                                                          meters)
+            chosen = catalog.get(named, Optic) if named else None
+            if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
+                chosen = choose_optic(catalog, link_rate, meters)
+            if chosen is None and whatif:
+                raise UsageError(f"{whatif}: no cable or module in the catalog carries"
+                                 f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
+                                 " links); add one to a catalog to model this what-if")
             if chosen is None:
                 raise design.problem(
                     ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
                      else _LENGTH_KEY[tier]),
                     f"no cable or module in the catalog reaches {meters:g} m at"
                     f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links)")
-            if chosen.rate_Bps < link_rate * (1 - 1e-9) or chosen.reach_m < meters:
+            if not _carries(chosen, link_rate, meters):
                 raise design.problem(("layout", "cables", tier),
                                      f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
                                      f" {chosen.reach_m:g} m) cannot carry {tier} links of"

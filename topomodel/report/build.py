@@ -10,13 +10,21 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
   ``per_accelerator_Bps``, ``oversubscription`` (down/up bandwidth; 0 for a top tier);
 - ``bisection``: ``bisection_Bps``, ``method``, ``closed_form_Bps``, ``max_flow_Bps``,
   ``per_accelerator_Bps``, ``injection_Bps``, ``ratio``, ``note``;
-- ``bom``: lines with ``category``, ``model``, ``count``, ``unit_power_W``, ``power_W``,
-  ``energy_pJ_per_bit``, ``provenance``; ``power``: ``accelerators_W``, ``network_W``,
-  ``optics_W``, ``total_W``, ``network_W_per_accelerator``, ``unknown``;
+- ``bom``: lines with ``category``, ``tier``, ``model``, ``count``, ``unit_power_W``,
+  ``power_W``, ``power_basis`` (max, typical, passive, unknown), ``in_system`` (covered
+  by the system's own figure), ``energy_pJ_per_bit``, ``provenance``,
+  ``unit_price_USD``, ``price_USD``;
+- ``power``: ``total_W`` (a total only when ``complete``; else a partial sum and
+  ``unknown`` names the parts without a figure), ``typical_only``, ``systems_W``,
+  ``accelerators_W``, ``network_W`` (every network part at its own figure),
+  ``network_in_systems_W``, ``switches_W``, ``nics_W``, ``scaleup_switches_W``,
+  ``optics_W``, ``total_W_per_accelerator``, ``network_W_per_accelerator``, ``tiers``
+  (``tier``, ``power_W``, ``parts``, ``in_system``, ``complete``), ``capex_USD`` (null
+  when no part has a price), ``capex_complete``, ``unpriced``;
 - ``link_budget``: per optical link class, ``channel_loss_dB``, ``max_channel_loss_dB``,
   ``margin_dB``, ``closes``;
 - ``warnings``: links that do not close, failed parts, oversubscription realised off
-  the asked ratio.
+  the asked ratio, a partial power or capex sum.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Report, Table
+from topomodel.report.power import bom_rows, power_warnings, summary_rows, tier_rows
 from topomodel.units import format_rate, format_si
 
 
@@ -45,10 +54,8 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
     bom = bill_of_materials(fabric)
     power = power_summary(bom, fabric.accelerator_count)
     budgets = link_budgets(fabric)
-    warnings = _warnings(fabric, budgets)
-    if power.unknown:
-        warnings.append(f"no power figure in the catalog for: {', '.join(power.unknown)};"
-                        " network power counts only the parts that have one")
+    power_data = dataclasses.asdict(power)
+    warnings = _warnings(fabric, budgets) + power_warnings(power_data)
     node_counts = {str(k): int(v) for k, v in
                    fabric.nodes.groupby("tier", observed=True).size().items()}
     data: dict[str, Any] = {
@@ -61,7 +68,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
                   for t in tiers],
         "bisection": dataclasses.asdict(cut),
         "bom": [dataclasses.asdict(line) for line in bom],
-        "power": dataclasses.asdict(power),
+        "power": power_data,
         "link_budget": [dataclasses.asdict(b) for b in budgets],
     }
     summary = [
@@ -73,21 +80,14 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
          f" {cut.ratio:.3g} of injection ({format_rate(cut.injection_Bps)} per accelerator)"},
         {"item": "bisection method", "value": cut.method + (f"; {cut.note}" if cut.note
                                                              else "")},
-        {"item": "network power (known parts)", "value": f"{format_si(power.network_W, 'W')}"
-         f" ({format_si(power.network_W_per_accelerator, 'W')} per accelerator)"},
+        *summary_rows(power_data),
     ]
-    tier_rows = [{
+    link_tier_rows = [{
         "tier": t.name, "switch": t.switch_model or "-", "switches": t.switches,
         "links": t.links, "ports used": t.ports_used, "ports free": t.ports_free,
         "per accelerator (per dir)": format_rate(t.per_accelerator_Bps),
         "total (per dir)": format_rate(t.capacity_Bps),
         "down:up": _ratio(t.oversubscription)} for t in tiers]
-    bom_rows = [{
-        "category": b.category, "model": b.model, "count": b.count,
-        "power each": "?" if b.unit_power_W is None else format_si(b.unit_power_W, "W"),
-        "power": "?" if b.power_W is None else format_si(b.power_W, "W"),
-        "pJ/bit": "" if b.energy_pJ_per_bit is None else f"{b.energy_pJ_per_bit:.3g}",
-        "provenance": b.provenance} for b in bom]
     budget_rows = [{
         "tier": b.tier, "module": b.optic, "length": format_si(b.length_m, "m"),
         "links": b.links, "loss dB": "" if b.channel_loss_dB is None
@@ -96,8 +96,9 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "margin dB": "" if b.margin_dB is None else f"{b.margin_dB:.2f}",
         "closes": {True: "yes", False: "NO", None: "reach only"}[b.closes],
         "note": b.note} for b in budgets]
-    tables = [Table("Summary", summary), Table("Tiers", tier_rows),
-              Table("Bill of materials", bom_rows),
+    tables = [Table("Summary", summary), Table("Tiers", link_tier_rows),
+              Table("Bill of materials", bom_rows(data["bom"])),
+              Table("Power by tier", tier_rows(power_data)),
               Table("Optical link budget", budget_rows)]
     return Report("build", data, tables, warnings)
 

@@ -169,6 +169,10 @@ def _display(value: Any, kind: str | None) -> str:
         return f"{value:g} {unit}"
     if kind == "failure_rate":
         return _failure_rate(value)
+    if kind == "price":
+        from topomodel.report.power import format_usd
+
+        return format_usd(value)
     if kind == "time" and value >= 86_400:  # an MTBF: in hours, as datasheets give it
         return f"{value / 3600:,.0f} h"
     if kind in _UNIT_OF_KIND:

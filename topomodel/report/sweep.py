@@ -45,6 +45,10 @@ def format_metric(name: str, value: Any) -> str:
         return format_si(value, "s")
     if name.endswith(("_W", "_W_per_accelerator")):
         return format_si(value, "W")
+    if name.endswith("_USD"):
+        from topomodel.report.power import format_usd
+
+        return format_usd(value)
     metric = METRIC_BY_NAME.get(name)
     if isinstance(value, int) or (metric is not None and metric.dtype == "int"):
         return f"{int(value):,}"
@@ -108,9 +112,14 @@ def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] |
         warnings.append(f"{failed} point(s) failed; their error is in the error column")
     if not feasible.any():
         warnings.append("no point both ran and met every constraint")
-    if "power_unknown" in frame and any(m.endswith("_W") or m == "tokens_per_J"
-                                        for m in sweep.metrics):
+    power_metrics = [m for m in (*sweep.metrics, *(o.name for o in pareto or ()))
+                     if m.endswith("_W") or m == "tokens_per_J"]
+    if "power_unknown" in frame and power_metrics:
         gaps = pool["power_unknown"].fillna("").unique()
+        partial = int(pool["power_unknown"].notna().sum())
+        if partial:
+            warnings.append(f"power is a partial sum in {partial} point(s): the catalog"
+                            " has no power figure for the parts power_unknown names")
         if len(gaps) > 1:
             warnings.append("the catalog lacks power figures for different parts in"
                             " different points (see power_unknown): compare power only"

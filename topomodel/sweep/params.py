@@ -230,7 +230,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("hfu", "float", "max", None, "hardware FLOPs utilisation (with recomputation),"
            " 0-1"),
     Metric("tokens_per_s", "float", "max", None, "training throughput, tokens/s"),
-    Metric("tokens_per_J", "float", "max", None, "tokens/s over the fabric's known power"),
+    Metric("tokens_per_J", "float", "max", None, "tokens/s over power_W (an upper bound"
+           " when power_W is a partial sum)"),
     Metric("interruptions_per_day", "float", "min", None, "expected job interruptions a"
            " day (topomodel.analysis.goodput, default assumptions)"),
     Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
@@ -247,14 +248,25 @@ METRICS: tuple[Metric, ...] = (
            " bytes/s per direction"),
     Metric("bisection_Bps", "float", "max", "rate", "bisection bandwidth (closed form),"
            " bytes/s per direction"),
-    Metric("power_W", "float", "min", "power", "accelerators + network parts with a known"
-           " power, W"),
+    Metric("power_W", "float", "min", "power", "every part once, at its maximum (else"
+           " typical) figure; a system's figure covers its insides; a partial sum when"
+           " power_unknown names parts, W"),
+    Metric("power_complete", "bool", None, None, "every part has a power figure, so"
+           " power_W is a total"),
+    Metric("power_W_per_accelerator", "float", "min", "power", "power_W per accelerator,"
+           " W"),
     Metric("accelerator_power_W", "float", "min", "power", "accelerators, W"),
-    Metric("network_power_W", "float", "min", "power", "switches, NICs, cables and modules"
-           " with a known power, W"),
+    Metric("network_power_W", "float", "min", "power", "switches, scale-up switch chips,"
+           " NICs, cables and modules, each at its own figure (inside a system's figure"
+           " or not), W"),
+    Metric("switch_power_W", "float", "min", "power", "scale-out switches, W"),
+    Metric("nic_power_W", "float", "min", "power", "NICs, W"),
     Metric("optics_power_W", "float", "min", "power", "cables and optical modules, W"),
     Metric("network_W_per_accelerator", "float", "min", "power", "network power per"
            " accelerator, W"),
+    Metric("capex_USD", "float", "min", "price", "list prices of the parts that have one"
+           " (NaN when none has); a partial sum when capex_unpriced names parts, USD"),
+    Metric("capex_unpriced", "str", None, None, "parts without a price in the catalog"),
     Metric("switches", "int", "min", None, "scale-out switches"),
     Metric("scaleup_switches", "int", "min", None, "scale-up switch chips"),
     Metric("nics", "int", "min", None, "NICs"),
@@ -265,7 +277,7 @@ METRICS: tuple[Metric, ...] = (
            " catalog"),
     Metric("warnings", "str", None, None, "the step model's warnings"),
 )
-"""Every metric a point records (the catalog has no prices: cost is power and part
-counts)."""
+"""Every metric a point records (cost is power, part counts and, where the catalog has
+prices, capex)."""
 
 METRIC_BY_NAME = {m.name: m for m in METRICS}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Table
+from topomodel.report.power import summary_rows
 from topomodel.units import format_rate, format_si, format_size
 
 if TYPE_CHECKING:
@@ -35,8 +36,11 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
         "bisection_ratio": cut["ratio"],
         "injection_per_accelerator_Bps": cut["injection_Bps"],
         "total_power_W": power["total_W"],
+        "power_complete": power["complete"],
+        "power_unknown": power["unknown"],
         "network_power_W": power["network_W"],
         "network_power_per_accelerator_W": power["network_W_per_accelerator"],
+        "capex_USD": power["capex_USD"],
         "optical_links": sum(b["links"] for b in build["link_budget"]),
         "optical_links_not_closing": sum(b["links"] for b in build["link_budget"]
                                          if b["closes"] is False),
@@ -47,8 +51,7 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
          + (f"; {cut['ratio']:.0%} of full bisection" if math.isfinite(cut["ratio"])
             else "")},
         {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
-        {"item": "power (known parts)", "value": f"{format_si(power['total_W'], 'W')}"
-         f" total, {format_si(power['network_W'], 'W')} network"},
+        *summary_rows(power),
     ]
     if step is not None:
         summary.update(step_time_s=step.step_time_s, mfu=step.mfu,
@@ -113,8 +116,10 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
          if math.isfinite(cut["ratio"]) else "per direction"),
         ("injection", format_si(cut["injection_Bps"], "B/s"),
          f"per accelerator ({format_si(cut['injection_Bps'] * 8, 'b/s')})"),
-        ("power", format_si(power["total_W"], "W"),
-         f"{format_si(power['network_W_per_accelerator'], 'W')} network per accelerator"),
+        ("power" if power["complete"] else "power (partial sum)",
+         format_si(power["total_W"], "W"),
+         f"{format_si(power['total_W_per_accelerator'], 'W')} per accelerator, of which"
+         f" {format_si(power['network_W_per_accelerator'], 'W')} network"),
     ]
     if step is not None:
         cards += [("step time", format_si(step.step_time_s, "s"),
@@ -231,18 +236,14 @@ def _step_section(step: StepResult | None, step_rep: Any) -> Section:
 
 def _materials_section(build: Any, tables: dict[str, Table]) -> Section:
     power = build.data["power"]
-    rows = [{"item": "accelerators", "power": format_si(power["accelerators_W"], "W")},
-            {"item": "network (switches, NICs, cables, optics)",
-             "power": format_si(power["network_W"], "W")},
-            {"item": "  of which cables and optics", "power": format_si(power["optics_W"], "W")},
-            {"item": "total", "power": format_si(power["total_W"], "W")},
-            {"item": "network per accelerator",
-             "power": format_si(power["network_W_per_accelerator"], "W")}]
+    note = ("Each part at its maximum power where published, else its typical figure;"
+            " a system's own figure covers its accelerators, scale-up switches and NICs,"
+            " which are listed but not added again. Parts without a figure are unknown,"
+            " not zero" + (": " + ", ".join(power["unknown"]) + ", so the sum is partial."
+                           if power["unknown"] else "."))
     blocks: list[Block] = [TableBlock(tables["Bill of materials"]),
-                           TableBlock(Table("Power", rows),
-                                      "Parts without a power figure count as unknown, not"
-                                      " zero" + (": " + ", ".join(power["unknown"])
-                                                 if power["unknown"] else ".")),
+                           TableBlock(Table("Power", summary_rows(power)), note),
+                           TableBlock(tables["Power by tier"]),
                            TableBlock(tables["Optical link budget"]) if tables[
                                "Optical link budget"].rows else Text(
                                "No optical links: nothing to budget.")]

@@ -1,0 +1,128 @@
+"""Power and capex as build and review print them: one wording for both.
+
+Every function takes the JSON form of a :class:`~topomodel.analysis.bom.PowerSummary`
+(``dataclasses.asdict``) or of :class:`~topomodel.analysis.bom.BomLine` rows, so the
+review can render what the build report computed. A sum with a part lacking a figure
+is printed as a *partial sum* naming the part, never as a total.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from topomodel.units import format_si
+
+
+def format_usd(value_USD: float) -> str:
+    """A price in US dollars, with a thousands separator or in millions.
+
+    Examples
+    --------
+    >>> format_usd(3000), format_usd(12_345_678)
+    ('3,000 USD', '12.35 M USD')
+    """
+    if abs(value_USD) >= 1e6:
+        return f"{value_USD / 1e6:.4g} M USD"
+    return f"{value_USD:,.0f} USD"
+
+
+def _per_accelerator(value_W: float) -> str:
+    return format_si(value_W, "W") if math.isfinite(value_W) else "-"
+
+
+def power_headline(power: Mapping[str, Any]) -> str:
+    """The total (or partial sum) with its per-accelerator share and its basis.
+
+    Examples
+    --------
+    >>> power_headline({"total_W": 2e3, "complete": False, "unknown": ["nic x"],
+    ...                 "typical_only": [], "total_W_per_accelerator": 250.0})
+    'partial sum 2 kW (250 W per accelerator); no power figure for: nic x'
+    """
+    word = "total" if power["complete"] else "partial sum"
+    text = (f"{word} {format_si(power['total_W'], 'W')}"
+            f" ({_per_accelerator(power['total_W_per_accelerator'])} per accelerator)")
+    if not power["complete"]:
+        text += f"; no power figure for: {', '.join(power['unknown'])}"
+    if power["typical_only"]:
+        text += f"; typical, not maximum, for: {', '.join(power['typical_only'])}"
+    return text
+
+
+def network_headline(power: Mapping[str, Any]) -> str:
+    """Every network part at its own figure, by kind, and the share inside systems."""
+    parts = [(power["switches_W"], "switches"), (power["nics_W"], "NICs"),
+             (power["scaleup_switches_W"], "scale-up switches"),
+             (power["optics_W"], "cables and optics")]
+    text = (f"{format_si(power['network_W'], 'W')}"
+            f" ({_per_accelerator(power['network_W_per_accelerator'])} per accelerator): "
+            + ", ".join(f"{label} {format_si(w, 'W')}" for w, label in parts if w))
+    if power["network_in_systems_W"]:
+        text += (f"; {format_si(power['network_in_systems_W'], 'W')} of it inside the"
+                 " systems' own figure")
+    return text
+
+
+def capex_headline(power: Mapping[str, Any]) -> str | None:
+    """The capex line, or ``None`` when no part has a price."""
+    if power["capex_USD"] is None:
+        return None
+    if power["capex_complete"]:
+        return f"total {format_usd(power['capex_USD'])} (list prices)"
+    return (f"partial sum {format_usd(power['capex_USD'])}; no price for:"
+            f" {', '.join(power['unpriced'])}")
+
+
+def summary_rows(power: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The power, network power and (when priced) capex rows of a summary table."""
+    rows = [{"item": "power", "value": power_headline(power)},
+            {"item": "network power", "value": network_headline(power)}]
+    capex = capex_headline(power)
+    if capex is not None:
+        rows.append({"item": "capex", "value": capex})
+    return rows
+
+
+def tier_rows(power: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per tier: parts, power, and whether a system figure already covers it."""
+    return [{"tier": t["tier"], "parts": t["parts"],
+             "power": format_si(t["power_W"], "W") + ("" if t["complete"] else " (partial)"),
+             "counted": "in the system figure" if t["in_system"] else "yes"}
+            for t in power["tiers"]]
+
+
+def bom_rows(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The bill-of-materials table; price columns only when some part has a price."""
+    priced = any(b["unit_price_USD"] is not None for b in lines)
+    rows = []
+    for b in lines:
+        row: dict[str, Any] = {
+            "category": b["category"], "tier": b["tier"] or "-", "model": b["model"],
+            "count": b["count"],
+            "power each": "?" if b["unit_power_W"] is None
+            else format_si(b["unit_power_W"], "W"),
+            "power": "?" if b["power_W"] is None else format_si(b["power_W"], "W")
+            + (" (in system)" if b["in_system"] else ""),
+            "basis": b["power_basis"],
+            "pJ/bit": "" if b["energy_pJ_per_bit"] is None
+            else f"{b['energy_pJ_per_bit']:.3g}",
+            "provenance": b["provenance"]}
+        if priced:
+            row["price each"] = ("?" if b["unit_price_USD"] is None
+                                 else format_usd(b["unit_price_USD"]))
+        rows.append(row)
+    return rows
+
+
+def power_warnings(power: Mapping[str, Any]) -> list[str]:
+    """Warnings a report prints: a partial power sum, a partial capex."""
+    out = []
+    if not power["complete"]:
+        out.append(f"power is a partial sum, not a total: no power figure in the catalog"
+                   f" for {', '.join(power['unknown'])}")
+    if power["capex_USD"] is not None and not power["capex_complete"]:
+        out.append(f"capex is a partial sum: no price in the catalog for"
+                   f" {', '.join(power['unpriced'])}")
+    return out
