@@ -62,15 +62,44 @@ def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     model = fabric.catalog.get(str(inputs.model), Model)
     layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
         inputs.layout)
+    check_global_batch(layout)
     return Job(fabric, model, layout, inputs.assumptions, inputs)
 
 
+def check_global_batch(layout: Layout) -> None:
+    """Refuse a ``--global-batch`` that is not whole microbatches on every DP rank (the
+    step would run fewer sequences than the flag says).
+
+    Examples
+    --------
+    >>> check_global_batch(Layout(dp=64, global_batch=128))
+    >>> check_global_batch(Layout(dp=64, global_batch=100))
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.UsageError: --global-batch 100 is not a multiple of DP x micro-batch \
+= 64 x 1 = 64: the step would run 64 sequences; give a multiple of 64 (e.g. 64 or 128)
+    """
+    from topomodel.errors import UsageError
+
+    per_step = layout.dp * layout.micro_batch
+    if not layout.global_batch or layout.global_batch % per_step == 0:
+        return
+    runs = layout.global_batch // per_step * per_step
+    near = " or ".join(str(n) for n in (runs, runs + per_step) if n)
+    raise UsageError(f"--global-batch {layout.global_batch} is not a multiple of DP x"
+                     f" micro-batch = {layout.dp} x {layout.micro_batch} = {per_step}: the"
+                     f" step would run {runs} sequences; give a multiple of {per_step}"
+                     f" (e.g. {near})")
+
+
 def _cmd_review(args: argparse.Namespace) -> Report:
+    from topomodel.cli.commands import size_option
     from topomodel.report.review import collect_review
     from topomodel.report.review.render import write_review
-    from topomodel.units import parse
 
-    sizes = [parse(text, "size") for text in args.size]
+    given = [size_option(text) for text in args.size]
+    sizes = [size for size, _ in given]
+    size_warnings = [warning for _, warning in given if warning]
     if any(size <= 0 for size in sizes):
         raise _usage("--size must be greater than zero")
     job = job_from_args(args, args.design) if args.model else None
@@ -92,7 +121,8 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]
     data = {"directory": args.output, "files": [str(f) for f in files],
             "summary": review.data["summary"]}
-    return Report("review", data, [Table(review.title, rows)], review.warnings)
+    return Report("review", data, [Table(review.title, rows)],
+                  [*size_warnings, *review.warnings])
 
 
 def _cmd_step(args: argparse.Namespace) -> Report:
