@@ -200,14 +200,17 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
 
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.bisection import bisection
     from topomodel.analysis.goodput import job_goodput
+    from topomodel.report.bisection import bisection_text
     from topomodel.report.step import step_json
     from topomodel.units import format_si
 
-    results, goodputs = [], []
+    results, goodputs, cuts = [], [], []
     for path in (args.design_a, args.design_b):
         job = job_from_args(args, path)
         result = job.step()
+        cuts.append(dataclasses.asdict(bisection(job.fabric)))
         results.append((job.fabric.design.name or path, result, job.assumptions))
         goodputs.append(job_goodput(job.fabric, job.model, job.layout, job.assumptions,
                                     result, routing=job.inputs.routing, seed=job.inputs.seed,
@@ -234,6 +237,8 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         name_a, name_b = f"A: {name_a}", f"B: {name_b}"
     rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
     rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
+    rows.append({"metric": "bisection", name_a: bisection_text(cuts[0]),
+                 name_b: bisection_text(cuts[1])})
     good_a, good_b = goodputs
     for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
                             ("effective training time", "effective_time_fraction", "{:.1%}"),
@@ -241,9 +246,9 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
                      name_b: fmt.format(getattr(good_b, key))})
     data = {"a": {"design": name_a, **step_json(a, assumptions_a),
-                  "goodput": _goodput_summary(good_a)},
+                  "goodput": _goodput_summary(good_a), "bisection": cuts[0]},
             "b": {"design": name_b, **step_json(b, assumptions_b),
-                  "goodput": _goodput_summary(good_b)},
+                  "goodput": _goodput_summary(good_b), "bisection": cuts[1]},
             "mfu_ratio": b.mfu / a.mfu}
     return Report("compare", data, [Table("Compare", rows)],
                   [f"{n}: {w}" for n, r, _ in results for w in r.warnings])
