@@ -1,8 +1,9 @@
 """Bisection bandwidth: the worst balanced cut, by closed form and by exact max-flow.
 
 The bisection is the capacity, per direction, of the cheapest cut that splits the
-accelerators into two equal halves: the minimum over balanced partitions, not the cut
-of one favourable partition.
+accelerators into two halves: the minimum over balanced partitions, not the cut of one
+favourable partition. Halves are equal, or, with an odd number of scale-up domains,
+whole domains on each side differing by one domain. See ``docs/bisection.md``.
 
 - **Closed form** (any size): the minimum over the tiers that join the halves of the
   tier's capacity times the smaller half's share. For a fat-tree this is the cut along
