@@ -267,3 +267,110 @@ def test_with_failures_names_every_unknown_part(toy):
                        " between leaf0 and leaf1"):
         with_failures(fabric, ["x", "spine0", "y"], ["leaf0 -- leaf1"])
     assert with_failures(fabric, ["spine0"]).links["failed"].any()
+
+
+def _build(text):
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    design, catalog = load_design("d.yaml", text=text)
+    return build_fabric(design, catalog)
+
+
+def _warnings(fabric):
+    from topomodel.report.build import build_report
+
+    return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=0)
+                        ).warnings
+
+
+def _realised(fabric, tier="leaf"):
+    """Down over up bandwidth of every switch of the tier, from the link table."""
+    links = fabric.links
+    nodes = fabric.nodes
+    switch = (nodes["tier"] == tier).to_numpy()
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    rate = (links["capacity_Bps"]).to_numpy()
+    above = {"leaf": "spine", "spine": "core"}[tier]
+    down = rate[switch[dst] & (links["tier"] == tier).to_numpy()].sum()
+    up = rate[switch[src] & (links["tier"] == above).to_numpy()].sum()
+    return down / up
+
+
+H200_2TO1 = ("system: hgx-h200\naccelerators: 2048\nscaleout:\n  switch: tomahawk5\n"
+             "  oversubscription: ['2:1']\n")
+
+
+def test_default_unit_realises_the_asked_ratio():
+    """2,048 H200 on Tomahawk 5 at 2:1 (issue 15): not units of 84 (1.52:1), but units
+    that realise 2:1 over the whole leaf tier, with no warning."""
+    fabric = _build(H200_2TO1)
+    assert fabric.structure.scaleout.unit_systems == 64
+    assert _realised(fabric) == pytest.approx(2.0)
+    leaf = [t for t in fabric.clos_tiers if t.name == "leaf"]
+    assert all(t.oversubscription == pytest.approx(2.0) for t in leaf)
+    assert not [w for w in _warnings(fabric) if "realises" in w]
+
+
+@pytest.mark.parametrize("extra", ["  unit: 84\n  partial_unit: true\n", ""])
+def test_realised_ratio_is_the_asked_one_or_a_warning_names_both(extra):
+    text = H200_2TO1 + extra
+    fabric = _build(text)
+    realised = _realised(fabric)
+    leaf = next(t for t in fabric.clos_tiers if t.name == "leaf")
+    assert leaf.oversubscription == pytest.approx(realised)  # the table shows what is built
+    found = [w for w in _warnings(fabric) if "realises" in w]
+    if realised == pytest.approx(2.0):
+        assert not found
+    else:
+        assert realised == pytest.approx(2048 / 1344)
+        assert found == [f"leaf tier realises {realised:.3g}:1 for the asked 2:1 (32 switches"
+                         " of up to 84 down and 42 up ports): the last scalable unit has 4"
+                         " of 84 systems"]
+
+
+def test_an_explicit_unit_that_divides_is_accepted_and_realises_the_ratio():
+    fabric = _build("system: hgx-h200\nsystems: 252\nscaleout:\n  switch: tomahawk5\n"
+                    "  unit: 84\n  oversubscription: ['2:1']\n")
+    assert fabric.structure.scaleout.unit_systems == 84
+    assert _realised(fabric) == pytest.approx(2.0)
+    assert count(fabric, "spine") == 14  # 24 leaves x 42 uplinks: 42 spread over 14
+
+
+def test_5_to_1_that_whole_ports_cannot_give_warns_with_both_ratios():
+    fabric = _build("system: dgx-h100\nsystems: 64\nscaleout:\n  switch: qm9700\n"
+                    "  oversubscription: ['5:1']\n")
+    realised = _realised(fabric)
+    assert realised <= 5.0  # never more oversubscribed than asked
+    (warning,) = [w for w in _warnings(fabric) if "realises" in w]
+    assert f"realises {realised:.3g}:1 for the asked 5:1" in warning
+
+
+def test_a_prime_uplink_count_does_not_become_that_many_spines():
+    from topomodel.fabric.clos import SwitchPorts, plan_clos
+
+    # 16 leaves of 32 ports at 5:1 need 7 uplinks each: 2 spines take them as 8
+    plan = plan_clos(np.full(16, 32), np.repeat([0, 1], 8),
+                     ports=SwitchPorts("s", 64, 50e9, 0), down_rate_Bps=50e9,
+                     up_rate_Bps=50e9, tiers=None, oversubscription=(5.0,), pod_units=None)
+    assert (plan.spines, plan.leaf_up) == (2, 8)
+    # 23 hosts under a 64-port leaf at 1:1 take 23 uplinks: not 23 spines
+    plan = plan_clos(np.full(8, 23), np.zeros(8, np.int64),
+                     ports=SwitchPorts("s", 64, 50e9, 0), down_rate_Bps=50e9,
+                     up_rate_Bps=50e9, tiers=None, oversubscription=(1.0,), pod_units=None)
+    assert plan.spines < 23 and plan.leaf_up % plan.spines == 0
+
+
+def test_a_fabric_smaller_than_its_unit_is_sized_for_the_unit_and_says_how_it_grows():
+    from topomodel.report.build import build_report
+
+    fabric = _build("system: dgx-h100\nsystems: 23\nscaleout:\n  switch: qm9700\n"
+                    "  unit: 32\n")
+    # one unit of 32 DGX: 8 rail leaves of 32 down + 32 up, 4 spines of 64 ports
+    assert count(fabric, "leaf") == 8 and count(fabric, "spine") == 4
+    leaf = next(t for t in fabric.clos_tiers if t.name == "leaf")
+    assert (leaf.down_ports, leaf.up_ports) == (32, 32)
+    report = build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=0))
+    assert report.data["growth"].startswith("23 of the 32 systems of one scalable unit")
+    assert "grows to 32 systems on free leaf ports" in report.data["growth"]
+    check_invariants(fabric)

@@ -419,3 +419,35 @@ def test_options_lists_the_one_table_and_the_sweep_docs_name_every_option(capsys
     sweeps = Path("docs/sweeps.md").read_text()
     missing = [k for k, o in OPTIONS.items() if o.arg != "pairs" and f"`{k}`" not in sweeps]
     assert not missing, f"docs/sweeps.md does not name {missing}"
+
+
+@pytest.mark.parametrize("verb", ["step", "goodput", "review"])
+def test_a_global_batch_that_is_not_whole_microbatches_is_refused(capsys, tmp_path, verb):
+    extra = ["-o", str(tmp_path / "r")] if verb == "review" else []
+    status, out, err = run(capsys, verb, "examples/hgx-h100-server.yaml", "--model",
+                           "llama3-8b", "--dp", "8", "--global-batch", "100", *extra)
+    assert status == 2 and not out
+    assert err.strip() == ("topomodel: error: --global-batch 100 is not a multiple of DP x"
+                           " micro-batch = 8 x 1 = 8: the step would run 96 sequences; give"
+                           " a multiple of 8 (e.g. 96 or 104)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_global_batch_of_whole_microbatches_runs_as_given(capsys):
+    status, out, _ = run(capsys, "step", "examples/hgx-h100-server.yaml", "--model",
+                         "llama3-8b", "--dp", "8", "--micro-batch", "2", "--global-batch",
+                         "96", "--format", "json", "--no-goodput")
+    assert status == 0
+    assert json.loads(out)["global_batch"] == 96
+
+
+def test_a_size_in_bits_runs_and_warns(capsys):
+    status, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
+                         "allreduce", "--size", "1 Gib", "--format", "json")
+    data = json.loads(out)
+    assert status == 0 and data["size_bytes"] == 2**30 / 8
+    assert ("--size '1 Gib' is in bits (134.2 MB); sizes are usually bytes: did you mean"
+            " '1 GiB'?") in data["warnings"]
+    _, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
+                    "allreduce", "--size", "1 GiB", "--format", "json")
+    assert not any("bits" in w for w in json.loads(out).get("warnings", []))

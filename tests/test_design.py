@@ -96,3 +96,52 @@ def test_in_system_switch_chip_too_small_for_its_system_is_a_catalog_problem(tmp
     assert problem.file.endswith("small-chip.yaml") and problem.line == 8
     assert problem.key_path == "systems.tiny-box.scaleup.links_per_switch"
     assert problem.message == "8 accelerators x 5 links need 40 ports of tiny-chip, which has 8"
+
+
+def test_every_problem_of_a_file_at_once_with_file_line_and_key(tmp_path):
+    """A refused key, an unknown id and three inconsistencies: all five in one error,
+    the consistency checks run on what remains once the refused keys are left out."""
+    text = ("system: dgx-h100\naccelerators: 100\nscaleout:\n  switch: qm9700\n"
+            "  nic: thor2\n  port_rate: '800 Gb/s /dir'\n  tierz: 2\n"
+            "layout:\n  cables: {leaf: dac-801g}\n")
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    with pytest.raises(DesignError) as info:
+        load_design(path)
+    lines = str(info.value).splitlines()
+    expected = [f"{path}:7: scaleout.tierz: unknown key",
+                f"{path}:9: layout.cables.leaf: unknown optic id 'dac-801g'",
+                f"{path}:2: accelerators: 100 accelerators is not a whole number",
+                f"{path}:5: scaleout.nic: thor2 speaks ethernet only; qm9700 is an infiniband",
+                f"{path}:6: scaleout.port_rate: 800 Gb/s per direction exceeds thor2's"
+                " 1 x 400 Gb/s"]
+    for start in expected:
+        assert sum(line.startswith(start) for line in lines) == 1, (start, lines)
+
+
+@pytest.mark.parametrize(("text", "line", "key", "message"), [
+    # the system's own NIC (ConnectX-7 speaks both) on an Ethernet switch is fine; Thor2
+    # on InfiniBand is not, and the problem names the key that chose it
+    ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: qm9700\n  nic: thor2\n", 5,
+     "scaleout.nic", "thor2 speaks ethernet only; qm9700 is an infiniband switch"),
+    ("system: mi350x-8gpu\nsystems: 4\nscaleout:\n  switch: qm9700\n", 4, "scaleout.switch",
+     "speaks ethernet only; qm9700 is an infiniband switch"),
+    # 800G per direction on a 1 x 400G NIC, on a switch that has 800G ports
+    ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: tomahawk5\n"
+     "  port_rate: '800 Gb/s /dir'\n", 5, "scaleout.port_rate",
+     "800 Gb/s per direction exceeds connectx-7's 1 x 400 Gb/s"),
+    ("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: tomahawk5\n  planes: 2\n"
+     "  port_rate: '400 Gb/s /dir'\n", 6, "scaleout.port_rate",
+     "2 planes x 400 Gb/s per direction exceeds connectx-7's 1 x 400 Gb/s"),
+])
+def test_semantic_checks_of_nic_and_switch(tmp_path, text, line, key, message):
+    found = problems(tmp_path, text)
+    assert any(p[0] == line and p[1] == key and message in p[2] for p in found), found
+
+
+def test_a_nic_that_matches_its_switch_loads(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text("system: dgx-h100\nsystems: 4\nscaleout:\n  switch: tomahawk5\n"
+                    "  nic: thor2\n  port_rate: '400 Gb/s /dir'\n")
+    design, _ = load_design(path)
+    assert design.scaleout.nic == "thor2"

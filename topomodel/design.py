@@ -8,6 +8,7 @@ cable types, and failed parts. See ``docs/design-files.md``; the JSON Schema com
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -41,7 +42,7 @@ from topomodel.records import (
     text,
 )
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS  # re-exported for old readers
-from topomodel.yamlsource import format_path, load_yaml
+from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 SCALEUP_KINDS = ("switched", "full_mesh", "torus", "supernode", "none")
 SCALEOUT_KINDS = ("fat_tree", "rail_only", "none")
@@ -195,6 +196,12 @@ def load_design(path: str | Path, *, text: str | None = None,
                 extra_catalogs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
     """Read and check a design file; return it with the catalog it was checked against.
 
+    Every problem is collected before one :class:`DesignError` lists them: keys and
+    values, catalog ids, then the consistency of the design with the catalog (checked on
+    what remains once the refused keys are left out, so a file with an unknown key, a
+    NIC the switch cannot speak to and a count that is not whole systems reports all
+    three).
+
     Parameters
     ----------
     path
@@ -214,16 +221,86 @@ def load_design(path: str | Path, *, text: str | None = None,
     reading = Reading(source)
     design = read_record(reading, (), source.data, Design, file=source.file,
                          lines=source.lines)
-    source.raise_if_problems(DesignError)
-    assert design is not None  # read_record returns None only with problems recorded
+    problems = list(source.problems)
     if catalog is None:
         base = Path(path).parent
-        own = [base / c for c in design.catalogs]
+        own = [base / c for c in _catalog_files(design, source.data)]
         catalog = load_catalog([*extra_catalogs, *own])
-    problems = _unknown_refs(reading, catalog) or _check(design, catalog)
+    unknown = _unknown_refs(reading, catalog)
+    problems += unknown
+    if design is None or unknown:
+        design = _lenient_design(source, _paths_of(reading, unknown))
+    if design is not None:
+        seen = {(p.key_path, p.message) for p in problems}
+        problems += [p for p in _check(design, catalog) if (p.key_path, p.message) not in seen]
     if problems:
         raise DesignError(problems)
+    assert design is not None  # no problem recorded: the strict read gave a design
     return design, catalog
+
+
+def _catalog_files(design: Design | None, data: Any) -> tuple[str, ...]:
+    """The design's own catalog files, also when another key of it was refused."""
+    if design is not None:
+        return design.catalogs
+    files = data.get("catalogs") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return ()
+    return tuple(files)
+
+
+def _paths_of(reading: Reading, unknown: list[Problem]) -> list[KeyPath]:
+    """Key paths of the references that ``unknown`` reports."""
+    bad = {p.key_path for p in unknown}
+    return [path for path, _, _ in reading.refs if format_path(path) in bad]
+
+
+class _PathSource(Source):
+    """A :class:`Source` that also keeps the key path of each problem it records."""
+
+    def __init__(self, file: str, data: Any, lines: dict[KeyPath, int]) -> None:
+        super().__init__(file, data, lines)
+        self.paths: list[KeyPath] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        self.paths.append(tuple(path))
+        super().problem(path, message)
+
+
+def _lenient_design(source: Source, drop: list[KeyPath]) -> Design | None:
+    """The design with every refused key (and ``drop``) left out, so that its defaults
+    apply; ``None`` when even that cannot be read (a required key is missing). Used
+    only to check the rest of a file that has problems."""
+    data = copy.deepcopy(source.data)
+    pending = list(drop)
+    for _ in range(8):  # each pass leaves out what the last one refused
+        for path in pending:
+            _remove(data, path)
+        retry = _PathSource(source.file, data, source.lines)
+        design = read_record(Reading(retry), (), data, Design, file=source.file,
+                             lines=source.lines)
+        if design is not None:
+            return design
+        pending = [p for p in retry.paths if p]
+        if not pending:
+            return None
+    return None
+
+
+def _remove(data: Any, path: KeyPath) -> None:
+    """Delete ``path`` from nested ``data`` (the nearest mapping key on the way)."""
+    *parents, last = path
+    node = data
+    for part in parents:
+        inside = (part in node if isinstance(node, dict) else
+                  isinstance(node, list) and isinstance(part, int) and part < len(node))
+        if not inside:
+            return
+        node = node[part]
+    if isinstance(node, dict):
+        node.pop(last, None)
+    elif isinstance(node, list) and parents:
+        _remove(data, tuple(parents))  # a bad list item: drop the whole list
 
 
 def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
@@ -260,28 +337,45 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
                 d % s for d, s in zip(up.shape, system.scaleup.shape, strict=False))):
         problem(("scaleup", "shape"), f"shape {list(up.shape)} must be a multiple of the"
                 f" system's {list(system.scaleup.shape)} in each dimension")
-    out_ = design.scaleout
-    if out_.kind != "none":
-        nic_id = out_.nic or system.nic
-        if not nic_id:
-            problem(("scaleout", "nic"), f"{design.system} names no NIC; give scaleout.nic")
-        else:
-            nic = catalog.get(nic_id, Nic)
-            switch = catalog.get(out_.switch or "", Switch)
-            rate = nic_port_rate_Bps(out_, nic)
-            if not switch.radix_at(rate):
-                problem(("scaleout", "port_rate" if out_.port_rate_Bps else "switch"),
-                        f"{switch.id} has no ports at {rate * 8 / 1e9:g} Gb/s per direction"
-                        " (native or breakout)")
-            if out_.planes > 1 and nic.rate_Bps / out_.planes < rate * (1 - 1e-9):
-                problem(("scaleout", "port_rate"), f"{out_.planes} planes at"
-                        f" {rate * 8 / 1e9:g} Gb/s exceed {nic.id}'s"
-                        f" {nic.rate_Bps * 8 / 1e9:g} Gb/s")
-            if out_.uplink_rate_Bps and not switch.radix_at(out_.uplink_rate_Bps):
-                problem(("scaleout", "uplink_rate"), f"{switch.id} has no ports at this rate")
-        if len(out_.oversubscription) > 3:
-            problem(("scaleout", "oversubscription"), "at most one ratio per tier (3)")
+    if design.scaleout.kind != "none":
+        out += _check_scaleout(design, catalog, system)
     return out
+
+
+def _check_scaleout(design: Design, catalog: Catalog, system: System) -> list[Problem]:
+    """The scale-out NIC, switch and rates against each other."""
+    out_ = design.scaleout
+    problems: list[Problem] = []
+
+    def problem(key: str, message: str) -> None:
+        problems.append(design.locate(("scaleout", key), message))
+
+    if len(out_.oversubscription) > 3:
+        problem("oversubscription", "at most one ratio per tier (3)")
+    nic_id = out_.nic or system.nic
+    if not nic_id:
+        problem("nic", f"{design.system} names no NIC; give scaleout.nic")
+        return problems
+    if not out_.switch or out_.switch not in catalog or nic_id not in catalog:
+        return problems  # already reported as an unknown id
+    nic = catalog.get(nic_id, Nic)
+    switch = catalog.get(out_.switch, Switch)
+    nic_key = "nic" if out_.nic else "switch"
+    if switch.protocol not in nic.protocols:
+        problem(nic_key, f"{nic.id} speaks {' and '.join(nic.protocols)} only; {switch.id}"
+                f" is an {switch.protocol} switch")
+    rate = nic_port_rate_Bps(out_, nic)
+    if not switch.radix_at(rate):
+        problem("port_rate" if out_.port_rate_Bps else "switch",
+                f"{switch.id} has no ports at {rate * 8 / 1e9:g} Gb/s per direction"
+                " (native or breakout)")
+    if out_.port_rate_Bps and rate * out_.planes > nic.rate_Bps * (1 + 1e-9):
+        planes = f"{out_.planes} planes x " if out_.planes > 1 else ""
+        problem("port_rate", f"{planes}{rate * 8 / 1e9:g} Gb/s per direction exceeds"
+                f" {nic.id}'s {nic.ports} x {nic.port_rate_Bps * 8 / 1e9:g} Gb/s")
+    if out_.uplink_rate_Bps and not switch.radix_at(out_.uplink_rate_Bps):
+        problem("uplink_rate", f"{switch.id} has no ports at this rate")
+    return problems
 
 
 def with_overrides(design: Design, **changes: Any) -> Design:

@@ -1,21 +1,44 @@
-"""Bisection bandwidth: closed forms for structured fabrics, exact max-flow where small.
+"""Bisection bandwidth: the worst balanced cut, by closed form and by exact max-flow.
 
-The bisection here is the capacity, per direction, of the cheapest cut that splits the
-accelerators into two equal halves. Closed forms use the builder's structure; the exact
-check computes the max-flow from one half of the accelerators to the other (switches may
-fall on either side) with networkx, on integer capacities in MB/s (float capacities make
-networkx's max-flow drift).
+The bisection is the capacity, per direction, of the cheapest cut that splits the
+accelerators into two halves: the minimum over balanced partitions, not the cut of one
+favourable partition. Halves are equal, or, with an odd number of scale-up domains,
+whole domains on each side differing by one domain. See ``docs/bisection.md``.
+
+- **Closed form** (any size): the minimum over the tiers that join the halves of the
+  tier's capacity times the smaller half's share. For a fat-tree this is the cut along
+  whole subtrees of the tier (whole units under the spines, whole pods under the
+  cores), the cheapest a balanced cut can be where such a split exists; for one
+  scale-up domain, the cut across its narrowest part (half the switched links, across
+  a torus's longest dimension, between the two halves of a full mesh).
+- **Exact** (fabrics of at most :data:`MAX_FLOW_NODE_LIMIT` nodes): for each candidate
+  partition the max-flow from one half to the other with networkx (switches fall on
+  whichever side makes the cut cheapest), on integer capacities in MB/s (float
+  capacities make networkx's max-flow drift); the bisection is the minimum over the
+  candidates. The candidates are the balanced partitions the structure allows the
+  worst cut to be: whole scale-up domains in rank order; whole scalable units and
+  whole pods, chosen by a subset sum so each half holds exactly half the accelerators
+  where whole blocks can; and, for systems of several accelerators, the halves of
+  every system (rails below half vs above), which cuts every scale-up domain but makes
+  each rail-optimized leaf single-sided. :func:`brute_force_bisection` enumerates every
+  balanced partition on tiny fabrics, and the tests hold the candidates to it.
+
+Where the structure cannot give a balanced split along whole units (two units of 50
+and 14 systems), the worst cut also crosses leaves shared by both halves, and the exact
+figure exceeds the closed form; the note says so.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
+from topomodel.units import format_rate
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 
 MAX_FLOW_NODE_LIMIT = documented(
@@ -79,11 +102,10 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
         value = domain_value
     if s.scaleout.kind != "none":
         present = [t for t in SCALE_OUT_TIERS if t in total]
-        limit = min(present, key=lambda t: total[t])
+        limit = min(reversed(present), key=lambda t: total[t])  # ties: the upper
         value += total[limit] * share
         how = (how + " plus " if how else "") + (
-            f"the smaller half's share of the {limit} tier (tree tiers: min over tiers of"
-            " capacity x share)")
+            f"half the {limit} tier's capacity, the least of the scale-out tiers")
     elif domains >= 2:
         how = "no link joins the two halves (separate scale-up domains, no scale-out)"
     return value, how
@@ -121,26 +143,229 @@ def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | 
 
 
 def max_flow_bisection(fabric: Fabric) -> float:
-    """Exact max-flow from one of :func:`halves` to the other, bytes/s per direction.
+    """Exact minimum balanced cut over the :func:`candidate_halves`, bytes/s per
+    direction (switches fall on whichever side minimises each cut)."""
+    return _worst_cut(fabric)[0]
 
-    Switches fall on whichever side minimises the cut."""
+
+def _worst_cut(fabric: Fabric) -> tuple[float, int]:
+    """The minimum cut over the candidates, bytes/s, and the smaller side's size.
+
+    Partitions that keep every scale-up domain whole are cut on the graph with each
+    domain contracted to one node (exact: its links never cross such a cut, and its
+    chips link nowhere else), which is much smaller; a partition through the domains
+    runs on the whole graph, and only when the domains' own bisections (a lower bound
+    on its cut) leave it a chance to be the worst.
+    """
+    component = _scaleup_components(fabric)
+    contracted = _flow_graph(fabric, component)
+    full = None
+    best, smaller = math.inf, 1
+    candidates = candidate_halves(fabric)
+    whole = [c for c in candidates if _keeps_whole(component, c[1], c[2])]
+    split = [c for c in candidates if c not in whole]
+    for _, a, b in whole:
+        cut = _cut_Bps(contracted, _mapped(component, a), _mapped(component, b))
+        if cut < best:
+            best, smaller = cut, min(len(a), len(b))
+    for _, a, b in split:
+        if _split_lower_bound(fabric) >= best:
+            continue
+        full = full if full is not None else _flow_graph(fabric, None)
+        cut = _cut_Bps(full, a, b)
+        if cut < best:
+            best, smaller = cut, min(len(a), len(b))
+    return best, smaller
+
+
+def _scaleup_components(fabric: Fabric) -> np.ndarray:
+    """Each node's scale-up domain as a component of the scale-up links (accelerators
+    and the chips joining them), ``-1`` for nodes outside every scale-up network."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    links = fabric.links
+    n = len(fabric.nodes)
+    inside = np.isin(links["tier"].astype(str).to_numpy(), SCALEUP_TIERS)
+    src, dst = links["src"].to_numpy()[inside], links["dst"].to_numpy()[inside]
+    matrix = coo_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+    _, label = connected_components(matrix, directed=False)
+    member = np.zeros(n, bool)
+    member[src] = member[dst] = True
+    member[fabric.accelerators] = True
+    return np.where(member, label, -1)
+
+
+def _keeps_whole(component: np.ndarray, side_a: np.ndarray, side_b: np.ndarray) -> bool:
+    return not np.intersect1d(component[side_a], component[side_b]).size
+
+
+def _mapped(component: np.ndarray | None, nodes: np.ndarray) -> np.ndarray:
+    """Node numbers in a graph contracted by ``component`` (domain d is node -1 - d)."""
+    if component is None:
+        return nodes
+    return np.unique(np.where(component[nodes] >= 0, -1 - component[nodes], nodes))
+
+
+def _split_lower_bound(fabric: Fabric) -> float:
+    """A lower bound on any cut that halves every scale-up domain: the sum of the
+    domains' own bisections (switched and full-mesh domains), else 0."""
+    s = fabric.structure
+    if s.scaleup.kind not in ("switched", "full_mesh"):
+        return 0.0
+    links = fabric.links
+    total = {str(t): float(v) / 2 for t, v in links.groupby(
+        "tier", observed=True)["capacity_Bps"].sum().items()}
+    per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
+    domains = max(1, fabric.accelerator_count // per_domain)
+    if s.scaleup.kind == "switched":
+        return total.get("scaleup", 0.0) / 2
+    pairs = (per_domain // 2) ** 2
+    return domains * pairs * s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps
+
+
+def _flow_graph(fabric: Fabric, component: np.ndarray | None) -> Any:
+    """The live links as a networkx DiGraph with integer MB/s capacities; with
+    ``component``, each scale-up domain contracted to one node (see :func:`_mapped`)."""
     import networkx as nx
 
     links = fabric.links[~fabric.links["failed"]]
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    if component is not None:
+        src, dst = _mapped_each(component, src), _mapped_each(component, dst)
+    keep = src != dst
+    mbps = np.floor(links["capacity_Bps"].to_numpy()[keep] / 1e6).astype(np.int64)
     graph = nx.DiGraph()
-    mbps = np.floor(links["capacity_Bps"].to_numpy() / 1e6).astype(np.int64)
-    for u, v, c in zip(links["src"].to_numpy(), links["dst"].to_numpy(), mbps, strict=True):
+    for u, v, c in zip(src[keep], dst[keep], mbps, strict=True):
         if graph.has_edge(u, v):
             graph[u][v]["capacity"] += int(c)
         else:
             graph.add_edge(int(u), int(v), capacity=int(c))
-    side_a, side_b = halves(fabric)
+    return graph
+
+
+def _mapped_each(component: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    return np.where(component[nodes] >= 0, -1 - component[nodes], nodes)
+
+
+def _cut_Bps(graph: Any, side_a: np.ndarray, side_b: np.ndarray) -> float:
+    """Max-flow from ``side_a`` to ``side_b`` (nodes of ``graph``), bytes/s."""
+    import networkx as nx
+
+    flow = graph.copy()
     for a in side_a:
-        graph.add_edge("source", int(a))  # no capacity attribute: unbounded
+        flow.add_edge("source", int(a))  # no capacity attribute: unbounded
     for b in side_b:
-        graph.add_edge(int(b), "sink")
-    value = nx.maximum_flow_value(graph, "source", "sink")
-    return float(value) * 1e6
+        flow.add_edge(int(b), "sink")
+    return float(nx.maximum_flow_value(flow, "source", "sink")) * 1e6
+
+
+def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Balanced partitions of the accelerators among which the worst cut lies, each
+    as (how it was made, side A, side B) of accelerator node numbers.
+
+    See the module docstring: rank-order halves of whole domains; whole units and
+    whole pods by subset sum; and the halves of every system.
+    """
+    acc = fabric.accelerators
+    n = len(acc)
+    out = [("whole scale-up domains in rank order", *halves(fabric))]
+    nodes = fabric.nodes
+    so = fabric.structure.scaleout
+    system = nodes["system"].to_numpy()[acc]
+    blocks: list[tuple[str, np.ndarray]] = []
+    if so.kind != "none" and so.unit_systems:
+        blocks.append(("whole scalable units", system // so.unit_systems))
+        pods = _pod_of_unit(fabric)
+        if pods is not None:
+            blocks.append(("whole pods", pods[system // so.unit_systems]))
+    for how, block in blocks:
+        side = _balanced_blocks(block)
+        if side is not None:
+            out.append((how, acc[side], acc[~side]))
+    per_system = fabric.structure.accelerators_per_system
+    if per_system >= 2 and per_system % 2 == 0 and fabric.structure.systems >= 1:
+        local = nodes["local"].to_numpy()[acc]
+        side = local < per_system // 2
+        out.append(("the lower and upper halves of every system", acc[side], acc[~side]))
+    domain = nodes["domain"].to_numpy()[acc]
+    slack = int(np.bincount(domain[domain >= 0]).max(initial=1))  # one domain's accelerators
+    seen: set[bytes] = set()
+    unique = []
+    for how, a, b in out:
+        key = np.sort(a if a.min(initial=n) < b.min(initial=n) else b).tobytes()
+        if abs(len(a) - len(b)) <= slack and key not in seen:
+            seen.add(key)
+            unique.append((how, a, b))
+    return unique or out[:1]
+
+
+def _pod_of_unit(fabric: Fabric) -> np.ndarray | None:
+    """The pod of each scalable unit in a 3-tier fat-tree (``None`` otherwise)."""
+    nodes = fabric.nodes
+    leaves = nodes[(nodes["tier"] == "leaf") & (nodes["pod"] >= 0)]
+    if leaves.empty:
+        return None
+    pairs = leaves[["unit", "pod"]].drop_duplicates()
+    if pairs["unit"].duplicated().any():
+        return None  # a unit across pods: no pod blocks
+    out = np.full(int(pairs["unit"].max()) + 1, -1, np.int64)
+    out[pairs["unit"].to_numpy()] = pairs["pod"].to_numpy()
+    return out
+
+
+def _balanced_blocks(block: np.ndarray) -> np.ndarray | None:
+    """A side of whole blocks holding exactly half of the items (subset sum over block
+    sizes), as a mask over the items; ``None`` when none exists or there is one block."""
+    labels, sizes = np.unique(block, return_counts=True)
+    half = len(block) // 2
+    if len(labels) < 2 or len(block) % 2:
+        return None
+    reach: dict[int, tuple[int, ...]] = {0: ()}  # reachable sum -> the blocks giving it
+    for index, size in enumerate(sizes.tolist()):
+        for total, chosen in list(reach.items()):
+            if total + size <= half and total + size not in reach:
+                reach[total + size] = (*chosen, index)
+        if half in reach:
+            break
+    if half not in reach:
+        return None
+    return np.isin(block, labels[list(reach[half])])
+
+
+def brute_force_bisection(fabric: Fabric, *, limit: int = 16) -> float:
+    """The cheapest cut over *every* partition into halves, bytes/s per direction: an
+    oracle for tiny fabrics (at most ``limit`` accelerators).
+
+    The halves are every split of the accelerators into equal halves, and every split
+    of whole scale-up domains whose sides differ by at most one domain (the halves an
+    odd number of domains allows), as :func:`bisection` defines them.
+
+    Raises
+    ------
+    ValueError
+        For more than ``limit`` accelerators (the partitions grow as 2^n).
+    """
+    from itertools import combinations
+
+    acc = fabric.accelerators
+    if len(acc) > limit:
+        raise ValueError(f"{len(acc)} accelerators: brute force is for at most {limit}")
+    graph = _flow_graph(fabric, None)
+    best = math.inf
+    for chosen in combinations(range(1, len(acc)), len(acc) // 2 - 1):
+        side = np.zeros(len(acc), bool)
+        side[[0, *chosen]] = True
+        best = min(best, _cut_Bps(graph, acc[side], acc[~side]))
+    domain = fabric.nodes["domain"].to_numpy()[acc]
+    labels, sizes = np.unique(domain[domain >= 0], return_counts=True)
+    for count in range(1, len(labels)):
+        for chosen in combinations(range(len(labels)), count):
+            size_a = int(sizes[list(chosen)].sum())
+            if abs(2 * size_a - len(acc)) <= sizes.max():
+                side = np.isin(domain, labels[list(chosen)])
+                best = min(best, _cut_Bps(graph, acc[side], acc[~side]))
+    return best
 
 
 def injection_Bps(fabric: Fabric) -> float:
@@ -155,17 +380,19 @@ def injection_Bps(fabric: Fabric) -> float:
 
 
 def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT) -> Bisection:
-    """Bisection bandwidth, per direction, by closed form and (where small) max-flow.
+    """Bisection bandwidth (the worst balanced cut), per direction, by closed form and
+    (where small) the exact minimum over :func:`candidate_halves`.
 
-    The reported figure is the max-flow one when it ran (it also accounts for failed
+    The reported figure is the exact one when it ran (it also accounts for failed
     links), else the closed form.
     """
     closed, how = closed_form(fabric)
-    exact = None
+    exact, half = None, max(1, fabric.accelerator_count // 2)
     if len(fabric.nodes) <= max_flow_node_limit and fabric.accelerator_count >= 2:
-        exact = max_flow_bisection(fabric)
+        exact, half = _worst_cut(fabric)
     if exact is not None:
-        value, method = exact, "max-flow min-cut (networkx) between the halves"
+        value, method = exact, ("exact: minimum max-flow cut over the balanced partitions"
+                                " the structure allows (networkx)")
     elif closed is not None:
         value, method = closed, f"closed form: {how}"
     else:
@@ -173,9 +400,13 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
     note = ""
     if exact is not None and closed is not None:
         agree = math.isclose(exact, closed, rel_tol=1e-3, abs_tol=1e6)
-        note = "closed form and max-flow agree" if agree else (
-            f"closed form ({closed / 1e9:.4g} GB/s: {how}) differs from max-flow")
-    half = max(1, min(len(side) for side in halves(fabric)))
+        note = f"closed form and exact agree ({how})" if agree else (
+            f"closed form {format_rate(closed)} ({how}) differs from exact: "
+            + ("the units cannot be split evenly, so the worst balanced cut also crosses"
+               " leaves shared by both halves" if exact > closed else
+               "failed links or an uneven structure make the worst cut cheaper"))
+    if exact is None:
+        half = max(1, min(len(side) for side in halves(fabric)))
     injection = injection_Bps(fabric)
     per_acc = value / half
     return Bisection(value, method, closed, exact, per_acc, injection,

@@ -105,16 +105,43 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
     from topomodel.report.route import route_report
-    from topomodel.units import parse
 
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs, args.fail_link)
     model = inputs.assumptions.time
-    run = run_collective(fabric, _collective(args.collective),
-                         parse(args.size, "size"), args.group or ["all"],
-                         algorithm=args.algorithm, routing=inputs.routing, seed=inputs.seed,
-                         router=args.router, model=model)
-    return route_report(fabric, run, routing=inputs.routing, top=args.top, model=model)
+    size, warning = size_option(args.size)
+    run = run_collective(fabric, _collective(args.collective), size,
+                         args.group or ["all"], algorithm=args.algorithm,
+                         routing=inputs.routing, seed=inputs.seed, router=args.router,
+                         model=model)
+    report = route_report(fabric, run, routing=inputs.routing, top=args.top, model=model)
+    if warning:
+        report = dataclasses.replace(report, warnings=[warning, *report.warnings])
+    return report
+
+
+def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
+    """A message size from the command line, bytes, and a warning when it was given in
+    bits (``'1 Gib'`` is a gibibit, 134 MB, not a GiB); a collective's size is bytes.
+
+    Examples
+    --------
+    >>> size_option("1 GiB")
+    (1073741824.0, None)
+    >>> size_option("8 Gb")[1]
+    "--size '8 Gb' is in bits (1 GB); sizes are usually bytes: did you mean '8 GB'?"
+    """
+    from topomodel.units import format_size, parse, quantity
+
+    size = parse(text, "size")
+    unit = str(quantity(text).units)
+    if "bit" not in unit:
+        return size, None
+    number, _, written = text.strip().partition(" ")
+    meant = f"{number} {written.strip()[:-1]}B" if written.strip().endswith("b") else (
+        "a size in bytes")
+    return size, (f"{flag} {text!r} is in bits ({format_size(size)}); sizes are usually"
+                  f" bytes: did you mean {meant!r}?")
 
 
 def _collective(name: str) -> str:
@@ -129,7 +156,7 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     from topomodel.draw.io import figure_format, save_figure
     from topomodel.draw.layout import resolve_detail
     from topomodel.draw.topology import topology_figure
-    from topomodel.units import format_si, format_size, parse
+    from topomodel.units import format_si, format_size
 
     figure_format(args.output)  # a bad suffix fails before any work
     if args.what == "tiers" and not args.route:
@@ -141,13 +168,13 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     model = inputs.assumptions.time  # the same time model and routing as route
     name = fabric.design.name or args.design
     data: dict[str, Any] = {"design": name, "file": args.output, "what": args.what}
-    utilization, title, tiers = None, args.title, []
+    utilization, title, tiers, size_warning = None, args.title, [], None
     if args.route:
         from topomodel.analysis.collective import run_collective
         from topomodel.analysis.loads import link_utilization, tier_loads
 
-        run = run_collective(fabric, _collective(args.route),
-                             parse(args.size, "size"), args.group or ["all"],
+        size, size_warning = size_option(args.size)
+        run = run_collective(fabric, _collective(args.route), size, args.group or ["all"],
                              algorithm=args.algorithm, routing=inputs.routing,
                              seed=inputs.seed, model=model)
         utilization = link_utilization(run.timing)
@@ -168,7 +195,8 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
         path = save_figure(figure, args.output)
     except OSError as exc:
         raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
-    return Report("draw", data, text=f"wrote {path}")
+    return Report("draw", data, text=f"wrote {path}",
+                  warnings=[size_warning] if args.route and size_warning else [])
 
 
 def _cmd_export(args: argparse.Namespace) -> Report:

@@ -67,15 +67,44 @@ def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     model = fabric.catalog.get(str(inputs.model), Model)
     layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
         inputs.layout)
+    check_global_batch(layout)
     return Job(fabric, model, layout, inputs.assumptions, inputs)
 
 
+def check_global_batch(layout: Layout) -> None:
+    """Refuse a ``--global-batch`` that is not whole microbatches on every DP rank (the
+    step would run fewer sequences than the flag says).
+
+    Examples
+    --------
+    >>> check_global_batch(Layout(dp=64, global_batch=128))
+    >>> check_global_batch(Layout(dp=64, global_batch=100))
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.UsageError: --global-batch 100 is not a multiple of DP x micro-batch \
+= 64 x 1 = 64: the step would run 64 sequences; give a multiple of 64 (e.g. 64 or 128)
+    """
+    from topomodel.errors import UsageError
+
+    per_step = layout.dp * layout.micro_batch
+    if not layout.global_batch or layout.global_batch % per_step == 0:
+        return
+    runs = layout.global_batch // per_step * per_step
+    near = " or ".join(str(n) for n in (runs, runs + per_step) if n)
+    raise UsageError(f"--global-batch {layout.global_batch} is not a multiple of DP x"
+                     f" micro-batch = {layout.dp} x {layout.micro_batch} = {per_step}: the"
+                     f" step would run {runs} sequences; give a multiple of {per_step}"
+                     f" (e.g. {near})")
+
+
 def _cmd_review(args: argparse.Namespace) -> Report:
+    from topomodel.cli.commands import size_option
     from topomodel.report.review import collect_review
     from topomodel.report.review.render import write_review
-    from topomodel.units import parse
 
-    sizes = [parse(text, "size") for text in args.size]
+    given = [size_option(text) for text in args.size]
+    sizes = [size for size, _ in given]
+    size_warnings = [warning for _, warning in given if warning]
     if any(size <= 0 for size in sizes):
         raise _usage("--size must be greater than zero")
     job = job_from_args(args, args.design) if args.model else None
@@ -97,7 +126,8 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]
     data = {"directory": args.output, "files": [str(f) for f in files],
             "summary": review.data["summary"]}
-    return Report("review", data, [Table(review.title, rows)], review.warnings)
+    return Report("review", data, [Table(review.title, rows)],
+                  [*size_warnings, *review.warnings])
 
 
 def _cmd_step(args: argparse.Namespace) -> Report:
@@ -175,14 +205,17 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
 
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.bisection import bisection
     from topomodel.analysis.goodput import job_goodput
+    from topomodel.report.bisection import bisection_text
     from topomodel.report.step import step_json
     from topomodel.units import format_si
 
-    results, goodputs = [], []
+    results, goodputs, cuts = [], [], []
     for path in (args.design_a, args.design_b):
         job = job_from_args(args, path)
         result = job.step()
+        cuts.append(dataclasses.asdict(bisection(job.fabric)))
         results.append((job.fabric.design.name or path, result, job.assumptions))
         goodputs.append(job_goodput(job.fabric, job.model, job.layout, job.assumptions,
                                     result, routing=job.inputs.routing, seed=job.inputs.seed,
@@ -209,6 +242,8 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         name_a, name_b = f"A: {name_a}", f"B: {name_b}"
     rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
     rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
+    rows.append({"metric": "bisection", name_a: bisection_text(cuts[0]),
+                 name_b: bisection_text(cuts[1])})
     good_a, good_b = goodputs
     for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
                             ("effective training time", "effective_time_fraction", "{:.1%}"),
@@ -216,9 +251,9 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
                      name_b: fmt.format(getattr(good_b, key))})
     data = {"a": {"design": name_a, **step_json(a, assumptions_a),
-                  "goodput": _goodput_summary(good_a)},
+                  "goodput": _goodput_summary(good_a), "bisection": cuts[0]},
             "b": {"design": name_b, **step_json(b, assumptions_b),
-                  "goodput": _goodput_summary(good_b)},
+                  "goodput": _goodput_summary(good_b), "bisection": cuts[1]},
             "mfu_ratio": b.mfu / a.mfu}
     return Report("compare", data, [Table("Compare", rows)],
                   [f"{n}: {w}" for n, r, _ in results for w in r.warnings])

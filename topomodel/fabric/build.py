@@ -21,7 +21,13 @@ from topomodel.catalog import (
 )
 from topomodel.design import Design, nic_port_rate_Bps
 from topomodel.fabric.cabling import assign_cables
-from topomodel.fabric.clos import ClosError, SwitchPorts, plan_clos, wire_clos
+from topomodel.fabric.clos import (
+    ClosError,
+    SwitchPorts,
+    default_unit,
+    plan_clos,
+    wire_clos,
+)
 from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
 from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
@@ -103,13 +109,27 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         leaf_down_max, _ = ports.split(port_rate, up_rate, (out.oversubscription or (1.0,))[0])
     except ClosError as exc:
         raise design.problem(("scaleout", "switch"), str(exc)) from None
-    rail_groups = out.rail_optimized or out.kind == "rail_only"
-    unit = out.unit or max(1, leaf_down_max if rail_groups else leaf_down_max // nics)
-    if out.unit and n_systems % unit and not out.partial_unit and n_systems > unit:
+    mode = ("rail_only" if out.kind == "rail_only" else "rail" if out.rail_optimized
+            else "tor")
+    if out.unit is None:  # the unit that realises the asked oversubscription
+        try:
+            unit = default_unit(n_systems, nics, mode=mode, ports=ports,
+                                down_rate_Bps=port_rate, up_rate_Bps=up_rate,
+                                tiers=out.tiers, oversubscription=out.oversubscription,
+                                pod_units=out.pod_units).unit
+        except ClosError as exc:
+            raise design.problem(("scaleout", "tiers" if out.tiers else "switch"),
+                                 str(exc)) from None
+    else:
+        unit = out.unit
+    if n_systems % unit and not out.partial_unit and n_systems > unit:
         raise design.problem(("scaleout", "unit"),
                              f"{n_systems} systems are not a whole number of units of {unit};"
                              " change the count or the unit, or allow a short last unit with"
                              " 'partial_unit: true'")
+    # a fabric smaller than its declared unit is sized for the whole unit
+    planned_unit = unit if unit > n_systems else None
+    grow = (unit, n_systems) if planned_unit else None
     unit_of_system = np.arange(n_systems) // unit
     rails_per_leaf: int | None = None
     tiers: list[ClosTier] = []
@@ -121,11 +141,13 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
                 units = unit_of_system[nic_sys[rail == r]]
                 tiers += _clos(builder, design, members, units, units, ports=ports,
                                port_rate=port_rate, up_rate=up_rate, whole=1,
-                               prefix=f"{prefix}rail{r}/", plane=plane, group=f"rail{r}")
+                               prefix=f"{prefix}rail{r}/", plane=plane, group=f"rail{r}",
+                               planned=grow)
             continue
         if out.rail_optimized:
             # one rail of a unit per leaf; rails share a leaf when a unit is small
-            rails_per_leaf = max(1, min(nics, leaf_down_max // min(unit, n_systems)))
+            rails_per_leaf = max(1, min(nics, leaf_down_max // min(unit, planned_unit
+                                                                    or n_systems)))
             order = np.lexsort((nic_sys, rail, unit_of_system[nic_sys]))
             groups = (unit_of_system[nic_sys[order]] * -(-nics // rails_per_leaf)
                       + rail[order] // rails_per_leaf)
@@ -139,7 +161,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         group_units[groups] = unit_of_system[nic_sys[order]]
         tiers += _clos(builder, design, nic_nodes[order], groups, group_units, ports=ports,
                        port_rate=port_rate, up_rate=up_rate, whole=whole, prefix=prefix,
-                       plane=plane, group="")
+                       plane=plane, group="", planned=grow)
     fat_tree_tiers = max((FAT_TREE_TIERS.index(t.name) + 1 for t in tiers), default=0)
     return tiers, ScaleoutStructure(
         out.kind, nic=nic.id, nics_per_system=nics, planes=planes, port_rate_Bps=port_rate,
@@ -150,17 +172,21 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
 
 def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,
           group_units: np.ndarray, *, ports: SwitchPorts, port_rate: float, up_rate: float,
-          whole: int, prefix: str, plane: int, group: str) -> list[ClosTier]:
+          whole: int, prefix: str, plane: int, group: str,
+          planned: tuple[int, int] | None = None) -> list[ClosTier]:
     out = design.scaleout
     if len(group_units) != groups.max() + 1:  # rail-only passes units per endpoint
         _, groups = np.unique(groups, return_inverse=True)
         group_units = np.unique(group_units)
     sizes = np.bincount(groups)
+    # a fabric of planned[1] systems, smaller than its declared unit of planned[0]:
+    # each group sized as a full unit's
+    planned_sizes = None if planned is None else sizes * planned[0] // planned[1]
     try:
         plan = plan_clos(sizes, group_units, ports=ports, down_rate_Bps=port_rate,
                          up_rate_Bps=up_rate, tiers=out.tiers,
                          oversubscription=out.oversubscription, pod_units=out.pod_units,
-                         whole_systems=whole)
+                         whole_systems=whole, planned_sizes=planned_sizes)
     except ClosError as exc:
         key = "tiers" if out.tiers else "switch"
         raise design.problem(("scaleout", key), str(exc)) from None

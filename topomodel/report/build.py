@@ -23,8 +23,10 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
   when no part has a price), ``capex_complete``, ``unpriced``;
 - ``link_budget``: per optical link class, ``channel_loss_dB``, ``max_channel_loss_dB``,
   ``margin_dB``, ``closes``;
-- ``warnings``: links that do not close, failed parts, oversubscription realised off
-  the asked ratio, a partial power or capex sum.
+- ``growth``: for a fabric smaller than its declared scalable unit, how it grows;
+- ``warnings``: links that do not close, failed parts, an oversubscription realised
+  off the asked ratio (both named; realised is over all switches of the tier), a
+  partial power or capex sum.
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ from topomodel.analysis.bom import bill_of_materials, power_summary
 from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.fabric.tables import Fabric
+from topomodel.report.bisection import (
+    bisection_text,
+    growth_text,
+    oversubscription_warnings,
+    ratio_text,
+)
 from topomodel.report.output import Report, Table
 from topomodel.report.power import bom_rows, power_warnings, summary_rows, tier_rows
 from topomodel.units import format_rate, format_si
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.3g}:1" if value else "-"
 
 
 def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -> Report:
@@ -76,18 +80,25 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         {"item": "accelerators", "value": f"{fabric.accelerator_count:,}"},
         {"item": "scale-up", "value": _scaleup_text(fabric)},
         {"item": "scale-out", "value": _scaleout_text(fabric)},
-        {"item": "bisection (per direction)", "value": f"{format_rate(cut.bisection_Bps)};"
-         f" {cut.ratio:.3g} of injection ({format_rate(cut.injection_Bps)} per accelerator)"},
+        {"item": "bisection", "value": bisection_text(data["bisection"])},
         {"item": "bisection method", "value": cut.method + (f"; {cut.note}" if cut.note
                                                              else "")},
         *summary_rows(power_data),
     ]
+    so = fabric.structure.scaleout
+    if so.kind != "none" and so.unit_systems:
+        growth = growth_text(fabric)
+        data["growth"] = growth
+        summary.insert(4, {"item": "scalable unit", "value": f"{so.unit_systems:,} systems"
+                           + ("" if design.scaleout.unit else " (default: the unit that"
+                              " comes closest to the asked oversubscription)")
+                           + (f"; the fabric has {growth}" if growth else "")})
     link_tier_rows = [{
         "tier": t.name, "switch": t.switch_model or "-", "switches": t.switches,
         "links": t.links, "ports used": t.ports_used, "ports free": t.ports_free,
         "per accelerator (per dir)": format_rate(t.per_accelerator_Bps),
         "total (per dir)": format_rate(t.capacity_Bps),
-        "down:up": _ratio(t.oversubscription)} for t in tiers]
+        "down:up": ratio_text(t.oversubscription)} for t in tiers]
     budget_rows = [{
         "tier": b.tier, "module": b.optic, "length": format_si(b.length_m, "m"),
         "links": b.links, "loss dB": "" if b.channel_loss_dB is None
@@ -141,10 +152,5 @@ def _warnings(fabric: Fabric, budgets: list[Any]) -> list[str]:
     if len(failed):
         out.append(f"{int(failed['cables'].sum() // 2)} cables marked failed"
                    f" ({', '.join(fabric.design.failures.nodes + fabric.design.failures.links)})")
-    for t in fabric.clos_tiers:
-        if t.asked_oversubscription and abs(t.oversubscription - t.asked_oversubscription) > (
-                1e-6 * t.asked_oversubscription):
-            out.append(f"{t.name} tier realises {t.oversubscription:.3g}:1 for the asked"
-                       f" {t.asked_oversubscription:.3g}:1 ({t.down_ports} down,"
-                       f" {t.up_ports} up ports per switch)")
+    out += oversubscription_warnings(fabric)
     return sorted(set(out))

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from topomodel.fabric.tables import Fabric
+from topomodel.report.bisection import bisection_text, share_of_injection
 from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
 from topomodel.units import format_rate, format_si, format_size
@@ -47,9 +48,7 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
     }
     rows = [
         {"item": "accelerators", "value": f"{fabric.accelerator_count:,}"},
-        {"item": "bisection (per direction)", "value": format_rate(cut["bisection_Bps"])
-         + (f"; {cut['ratio']:.0%} of full bisection" if math.isfinite(cut["ratio"])
-            else "")},
+        {"item": "bisection", "value": bisection_text(cut)},
         {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
         *summary_rows(power),
     ]
@@ -112,7 +111,7 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
         ("accelerators", f"{fabric.accelerator_count:,}",
          f"{accelerator.title} in {fabric.structure.systems:,} x {system.title}"),
         ("bisection", format_si(cut["bisection_Bps"], "B/s"),
-         f"per direction; {cut['ratio']:.0%} of full bisection"
+         f"per direction; {share_of_injection(cut['ratio'])}"
          if math.isfinite(cut["ratio"]) else "per direction"),
         ("injection", format_si(cut["injection_Bps"], "B/s"),
          f"per accelerator ({format_si(cut['injection_Bps'] * 8, 'b/s')})"),
@@ -167,11 +166,12 @@ def _topology_section(fabric: Fabric, build: Any, levels: list[dict[str, Any]],
 def _bisection_section(build: Any) -> Section:
     cut = build.data["bisection"]
     rows = [
-        {"item": "bisection (per direction)", "value": format_rate(cut["bisection_Bps"])},
+        {"item": "bisection", "value": bisection_text(cut)},
         {"item": "per accelerator of the smaller half",
          "value": format_rate(cut["per_accelerator_Bps"])},
         {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
-        {"item": "ratio (1 = full bisection)", "value": f"{cut['ratio']:.3g}"},
+        {"item": "share of injection (100 % = full bisection)",
+         "value": share_of_injection(cut["ratio"])},
         {"item": "method", "value": cut["method"]},
     ]
     if cut["closed_form_Bps"] is not None:

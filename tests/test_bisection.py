@@ -1,0 +1,96 @@
+"""Bisection: closed-form counts, the exact minimum against brute force on tiny fabrics,
+and the worst cut of an oversubscribed fabric at the spine tier."""
+
+import pytest
+
+from topomodel.analysis.bisection import (
+    bisection,
+    brute_force_bisection,
+    candidate_halves,
+    closed_form,
+)
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+
+
+def hosts(n, k, extra=""):
+    return f"system: toy-host\nsystems: {n}\nscaleout:\n  switch: toy-switch-{k}\n" + extra
+
+
+def tier_capacity_Bps(fabric, tier):
+    links = fabric.links[fabric.links["tier"] == tier]
+    return float(links["capacity_Bps"].sum()) / 2  # one direction
+
+
+@pytest.mark.parametrize(("n", "k", "ratio", "spine_links"), [
+    (8, 4, "1:1", 8),    # 4 leaves x 2 up
+    (16, 8, "1:1", 16),  # 4 leaves x 4 up
+    (12, 8, "3:1", 4),   # 2 leaves of 6 down, 2 up each
+])
+def test_closed_form_is_half_the_least_tier(toy, n, k, ratio, spine_links):
+    fabric = toy(hosts(n, k, f"  oversubscription: ['{ratio}']\n"))
+    nic_Bps = 100e9 / 8
+    assert tier_capacity_Bps(fabric, "spine") == pytest.approx(spine_links * nic_Bps)
+    value, how = closed_form(fabric)
+    assert value == pytest.approx(min(n, spine_links) * nic_Bps / 2)
+    assert "spine" in how or "leaf" in how
+
+
+@pytest.mark.parametrize("text", [
+    hosts(8, 4),                                       # 2-tier, non-blocking
+    hosts(12, 8, "  oversubscription: ['3:1']\n"),     # oversubscribed leaves
+    hosts(12, 8, "  unit: 4\n  oversubscription: ['2:1']\n"),  # three units: no even split
+    hosts(10, 8, "  unit: 6\n  partial_unit: true\n"),        # units of 6 and 4
+    hosts(8, 4, "failures:\n  nodes: [spine0]\n"),     # a failed spine
+    "system: toy-box\nsystems: 3\nscaleout:\n  switch: toy-switch-8\n",  # 4-acc domains
+    "system: toy-box\nsystems: 2\nscaleout:\n  switch: toy-switch-4\n",
+])
+def test_exact_bisection_is_the_brute_force_minimum(toy, text):
+    """Over every balanced partition of the accelerators, the cheapest cut is the one the
+    candidates find (tiny fabrics: at most 12 accelerators)."""
+    fabric = toy(text)
+    oracle = brute_force_bisection(fabric)
+    cut = bisection(fabric)
+    assert cut.max_flow_Bps == pytest.approx(oracle, rel=1e-6)
+    assert cut.bisection_Bps == cut.max_flow_Bps
+
+
+def test_one_favourable_partition_is_not_the_bisection(toy):
+    """Units of 6 and 4 hosts under 8-port leaves: rank-order halves put five hosts of
+    the first unit against one of it and four of the other; brute force finds the worst
+    cut, and the reported bisection is never above it."""
+    fabric = toy(hosts(10, 8, "  unit: 6\n  partial_unit: true\n"))
+    assert bisection(fabric).bisection_Bps <= brute_force_bisection(fabric) * (1 + 1e-9)
+
+
+def test_candidates_are_balanced(toy):
+    fabric = toy(hosts(12, 8, "  unit: 4\n  oversubscription: ['2:1']\n"))
+    for _, a, b in candidate_halves(fabric):
+        assert len(a) == len(b) == 6
+
+
+def test_5_to_1_dgx_h100_bisection_is_the_spine_tier_figure():
+    """64 DGX H100 on QM9700 at 5:1 (issue 15): the bisection is half what the spine tier
+    carries per direction, not a favourable cut through shared leaves, and its share of
+    the injection is the realised oversubscription's inverse."""
+    design, catalog = load_design("d.yaml", text="system: dgx-h100\nsystems: 64\n"
+                                  "scaleout:\n  switch: qm9700\n"
+                                  "  oversubscription: ['5:1']\n")
+    fabric = build_fabric(design, catalog)
+    spine = tier_capacity_Bps(fabric, "spine")
+    cut = bisection(fabric)
+    assert cut.bisection_Bps == pytest.approx(spine / 2, rel=1e-6)
+    assert cut.closed_form_Bps == pytest.approx(cut.max_flow_Bps, rel=1e-6)
+    leaf = next(t for t in fabric.clos_tiers if t.name == "leaf")
+    assert cut.ratio == pytest.approx(1 / leaf.oversubscription, rel=1e-6)
+    assert cut.bisection_Bps < spine
+
+
+def test_units_that_cannot_split_evenly_say_why_exact_exceeds_closed_form():
+    design, catalog = load_design("d.yaml", text="system: hgx-h200\nsystems: 252\n"
+                                  "scaleout:\n  switch: tomahawk5\n  unit: 84\n"
+                                  "  oversubscription: ['2:1']\n")
+    cut = bisection(build_fabric(design, catalog))
+    assert cut.max_flow_Bps > cut.closed_form_Bps
+    assert "cannot be split evenly" in cut.note
+    assert "TB/s" in cut.note and "e+" not in cut.note
