@@ -54,8 +54,15 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | 
 def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
 
-    Board and backplane links (scale-up inside a system) and host links stay as built.
+    Board and backplane links (scale-up inside a system) and host links stay as built,
+    and so does every scale-up tier of a PCIe server (GPU, PCIe switch and socket links
+    are all on the board).
     """
+    from topomodel.catalog import System
+
+    system = catalog.entries.get(design.system)
+    pcie_box = isinstance(system, System) and (
+        design.scaleup.kind or system.scaleup.kind) == "pcie"
     tier_codes = links["tier"].cat.codes.to_numpy()
     medium = links["medium"].cat.codes.to_numpy().copy()
     ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
@@ -67,7 +74,7 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog) -> None
     electrical = medium == electrical_code
     for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
         tier = tier_names[code]
-        if tier == "host":
+        if tier == "host" or (pcie_box and tier.startswith("scaleup")):
             continue
         in_tier = tier_codes == code
         if tier == "scaleup":
