@@ -177,7 +177,7 @@ def _ranks_of(log: NcclTestsLog, collective: str) -> int:
             n = round(span / (span - ratio))
             if n >= 2 and abs(busbw_factor(collective, n) - ratio) < 0.01:
                 return n
-    raise UsageError(f"{log.file}: the log has no '#  Rank ...' device lines and its"
+    raise UsageError(f"{log.file}: the log has no '#  Rank' device lines and its"
                      " busbw / algbw does not tell the rank count: give --ranks")
 
 

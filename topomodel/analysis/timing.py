@@ -38,10 +38,10 @@ from topomodel.errors import UsageError
 from topomodel.fabric.tables import LINK_TIERS, Fabric
 from topomodel.records import (
     Reading,
-    documented,
     boolean,
     check_fields,
     choice,
+    documented,
     mapping_of,
     number,
     quantity,

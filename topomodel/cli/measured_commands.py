@@ -13,7 +13,8 @@ from topomodel.report.output import Report
 ParserHook = Callable[[argparse.ArgumentParser], None]
 
 
-def add_measured_verbs(verbs: argparse._SubParsersAction, *, catalog_args: ParserHook,
+def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser], *,
+                       catalog_args: ParserHook,
                        format_arg: ParserHook) -> None:
     """Add ``check-nccl`` and ``advise`` to the verb table."""
     from topomodel.analysis.measured import COLUMNS, DEFAULT_SHORTFALL
