@@ -14,8 +14,8 @@ ParserHook = Callable[[argparse.ArgumentParser], None]
 
 
 def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser], *,
-                       catalog_args: ParserHook,
-                       format_arg: ParserHook) -> None:
+                       catalog_args: ParserHook, format_arg: ParserHook,
+                       step_args: ParserHook) -> None:
     """Add ``check-nccl`` and ``advise`` to the verb table."""
     from topomodel.analysis.measured import COLUMNS, DEFAULT_SHORTFALL
     from topomodel.cli.options import FABRIC_OPTIONS, add_step_options
@@ -52,6 +52,23 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
     format_arg(check)
     check.set_defaults(run=_cmd_check_nccl)
 
+    from topomodel.analysis.advice import DEFAULT_COMM_THRESHOLD
+
+    advise = verbs.add_parser(
+        "advise", help="is communication the bottleneck, and what scale-out fixes it",
+        description="A sizing check: run the training step of a model on the design and"
+        " say whether communication is the bottleneck (exposed communication and wait"
+        " above --threshold of the step), which wall dominates, and the scale-out"
+        " bandwidth that brings it below the threshold; one paragraph, then the numbers."
+        " Takes the step options (layout, assumptions, what-ifs); DP fills the design"
+        " unless given. See docs/advise.md.")
+    advise.add_argument("design", help="design file (YAML)")
+    advise.add_argument("--threshold", type=float, default=DEFAULT_COMM_THRESHOLD,
+                        metavar="F", help="communication share of the step above which it"
+                        f" is the bottleneck (default {DEFAULT_COMM_THRESHOLD:g})")
+    step_args(advise)
+    advise.set_defaults(run=_cmd_advise)
+
 
 def _cmd_check_nccl(args: argparse.Namespace) -> Report:
     from topomodel.analysis.measured import check_nccl
@@ -87,3 +104,18 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
             " model"), args.plot)
         report.data["plot"] = str(path)
     return report
+
+
+def _cmd_advise(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.advice import advise
+    from topomodel.cli.step_commands import job_from_args
+    from topomodel.report.advice import advice_report
+
+    if not 0 < args.threshold < 1:
+        raise _usage(f"--threshold: a share in (0, 1), got {args.threshold}")
+    job = job_from_args(args, args.design)
+    advice = advise(job.fabric, job.model, job.layout, job.assumptions,
+                    threshold=args.threshold, routing=job.inputs.routing,
+                    seed=job.inputs.seed)
+    return advice_report(advice, design=job.fabric.design.name or args.design,
+                         model=job.model.id)

@@ -282,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(sweep)
     sweep.set_defaults(run=_cmd_sweep)
 
-    add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg)
+    add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
+                       step_args=_step_args)
 
     options = verbs.add_parser(
         "options", help="list the step options: sweep key, flag, default and meaning",
