@@ -205,8 +205,8 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:
     ...    1048576  262144 float   sum   -1 100.0  10.49  15.73      0  99.0  10.59  15.89     0
     ... ''')
     >>> row = log.rows[0]
-    >>> row.size_bytes, row.out_of_place.time_s, round(row.in_place.busbw_Bps / 1e9, 2)
-    (1048576, 0.0001, 15.89)
+    >>> row.size_bytes, round(row.out_of_place.time_s * 1e6, 6), row.in_place.busbw_Bps
+    (1048576, 100.0, 15890000000.0)
     """
     ranks: list[RankPlace] = []
     rows: list[ResultRow] = []
