@@ -318,13 +318,19 @@ class Switch(Part):
 class ScaleupWiring:
     """How a system's accelerators are wired for scale-up."""
 
-    kind: str = spec(choice("switched", "full_mesh", "torus", "none"))
+    kind: str = spec(choice("switched", "full_mesh", "torus", "pcie", "none"))
     link: str | None = spec(ref("scaleup_link"), default=None)
     switch: str | None = spec(ref("scaleup_switch"), default=None)
-    switches: int = spec(integer(1), default=0)
+    switches: int = spec(integer(0), default=0)
     links_per_switch: tuple[int, ...] = spec(list_of(integer(1)), default=())
     shape: tuple[int, ...] = spec(list_of(integer(1)), default=())
     wraparound: bool = spec(boolean, default=True)
+    root: str | None = spec(ref("scaleup_switch"), default=None,
+                            doc="pcie: the host CPU's root complex (one per socket)")
+    sockets: int = spec(integer(1), default=1,
+                        doc="pcie: CPU sockets; PCIe switches (or GPUs) split evenly")
+    socket_link: str | None = spec(ref("scaleup_link"), default=None,
+                                   doc="pcie: the link between two sockets (UPI, xGMI)")
 
     def __post_init__(self) -> None:
         if self.kind == "switched":
@@ -335,6 +341,17 @@ class ScaleupWiring:
                               "links_per_switch")
         if self.kind == "torus" and not self.shape:
             raise Invalid("a torus scale-up needs 'shape'")
+        if self.kind == "pcie":
+            if not self.root or not self.link:
+                raise Invalid("a pcie scale-up needs 'link' (GPU to switch or root port)"
+                              " and 'root' (the CPU's root complex)")
+            if self.switches and not self.switch:
+                raise Invalid("give the PCIe switch chip of 'switches'", "switch")
+            if self.sockets > 1 and not self.socket_link:
+                raise Invalid("two or more sockets need 'socket_link'", "socket_link")
+            if self.switches % self.sockets:
+                raise Invalid(f"{self.switches} PCIe switches do not split over"
+                              f" {self.sockets} sockets", "switches")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,6 +389,11 @@ class System(Part):
             yield ("scaleup.kind", f"a full mesh of {self.accelerators} needs"
                    f" {self.accelerators - 1} links per accelerator; {self.accelerator}"
                    f" has {links}")
+        under = wiring.switches or wiring.sockets
+        if wiring.kind == "pcie" and self.accelerators % under:
+            yield ("scaleup.switches" if wiring.switches else "scaleup.sockets",
+                   f"{self.accelerators} accelerators do not split evenly over {under}"
+                   f" {'PCIe switches' if wiring.switches else 'sockets'}")
         if wiring.kind != "none" and not (wiring.link or accelerator.scaleup_link):
             yield ("scaleup.link", f"no scale-up link given and {self.accelerator} names none")
         if wiring.switch and wiring.links_per_switch:

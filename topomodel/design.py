@@ -109,6 +109,9 @@ class ScaleoutDesign:
                                  doc="units per pod in a 3-tier fabric")
     partial_unit: bool = spec(boolean, default=False,
                               doc="allow a last unit with fewer systems")
+    transport: str = spec(choice("rdma", "sockets"), default="rdma",
+                          doc="rdma (InfiniBand, RoCE) or sockets (NCCL's TCP/IP"
+                          " transport, at timing.SOCKETS_EFFICIENCY of the line rate)")
 
     def __post_init__(self) -> None:
         if self.kind != "none" and not self.switch:

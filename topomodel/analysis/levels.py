@@ -129,7 +129,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
                              link * (2 if length > 2 else 1), propagation))
         return out
     chip = _switch_latency(fabric, ("scaleup",), model)
-    if kind == "switched":
+    if kind in ("switched", "pcie"):  # a PCIe tree as one switch at the GPU's PCIe rate
         return [level("scale-up", "Switch", per_domain, injection, injection,
                       chip + 2 * propagation)]
     # supernode: the in-system chips, then the levels above them

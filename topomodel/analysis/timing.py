@@ -35,11 +35,25 @@ from topomodel.analysis.protocols import (
 )
 from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric
+from topomodel.records import documented
 from topomodel.routing import route
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase, Traffic
 from topomodel.traffic.pxn import pxn
+
+PCI_KINDS = ("none", "pcie")
+"""Scale-up kinds whose GPUs reach each other over PCIe (NCCL's PCI latencies apply)."""
+
+SOCKETS_EFFICIENCY = documented(
+    "timing.SOCKETS_EFFICIENCY", 10 / 12.5,
+    """Effective / line rate of the network under NCCL's TCP/IP sockets transport
+    (scale-out ``transport: sockets``, as NCCL_IB_DISABLE=1 or a NIC without RDMA):
+    NVIDIA's GTC24 session S62129, slide 12, gives nccl-tests AllReduce busbw of
+    10 GB/s on 100GbE TCP/IP sockets, 0.80 of the 12.5 GB/s line rate, where 200 Gb
+    RDMA reaches 24 of 25 GB/s (0.96, the RDMA packet efficiency); shared reference
+    collectives-compute-power.md section 1.1 [R21]. The kernel's copies and TCP/IP
+    headers take the rest.""")
 
 NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}
 """Payload share of the wire for RDMA writes at a 4096-byte MTU (first principles).
@@ -67,14 +81,20 @@ def efficiency_sources(fabric: Fabric, model: TimeModel) -> dict[str, tuple[floa
     host = (catalog.get(host_id, HostLink).efficiency, f"catalog {host_id}") if host_id else (
         1.0, "no host link: the NIC's rate")
     switch_id = structure.scaleout.switch
-    if switch_id:
+    if switch_id and fabric.design.scaleout.transport == "sockets":
+        net = (SOCKETS_EFFICIENCY, "TCP/IP sockets transport (GTC24 S62129)")
+    elif switch_id:
         protocol = catalog.get(switch_id, Switch).protocol
         net = (NETWORK_EFFICIENCY[protocol], f"{protocol} packet efficiency")
     else:
         net = (1.0, "no scale-out switch")
+    socket_id = structure.scaleup.socket_link
+    between = ((catalog.get(socket_id, ScaleupLink).efficiency, f"catalog {socket_id}")
+               if socket_id else up)
     out: dict[str, tuple[float, str]] = {}
     for tier in fabric.links["tier"].cat.categories:
-        value = up if tier.startswith("scaleup") else host if tier == "host" else net
+        value = (between if tier == "scaleup_l3" else up if tier.startswith("scaleup")
+                 else host if tier == "host" else net)
         out[tier] = ((model.efficiency[tier], "given (--efficiency)")
                      if tier in model.efficiency else value)
     return out
@@ -194,7 +214,7 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
                 for ph in traffic.phases)
     if not traffic.shapes:
         return ideal
-    intra = "pci" if fabric.structure.scaleup.kind == "none" else "nvlink"
+    intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
     latency = min(max(latency_s(s.algorithm, s.collective, p,
                                 NcclShape(s.ranks, s.nodes, intra, s.channels),
                                 rounds=s.rounds) for s in traffic.shapes)
@@ -218,7 +238,7 @@ def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
 
     link = fabric.structure.scaleup.link
     architecture = _ARCHITECTURE_OF_LINK.get(link, "hopper")
-    intra = "pci" if fabric.structure.scaleup.kind == "none" else "nvlink"
+    intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
     best: tuple[float, str, float, float] | None = None
     for protocol in PROTOCOLS if model.protocol == "auto" else (model.protocol,):
         latency, scale = 0.0, 1.0

@@ -15,6 +15,7 @@ from topomodel.cli.commands import (
     _cmd_schema,
     _cmd_units,
 )
+from topomodel.cli.measured_commands import add_measured_verbs
 from topomodel.cli.options import (
     FABRIC_OPTIONS,
     add_goodput_options,
@@ -280,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_args(sweep)
     _format_arg(sweep)
     sweep.set_defaults(run=_cmd_sweep)
+
+    add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
+                       step_args=_step_args)
 
     options = verbs.add_parser(
         "options", help="list the step options: sweep key, flag, default and meaning",

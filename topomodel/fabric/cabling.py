@@ -65,7 +65,9 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                   tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
 
-    Board and backplane links (scale-up inside a system) and host links stay as built.
+    Board and backplane links (scale-up inside a system) and host links stay as built,
+    and so does every scale-up tier of a PCIe server (GPU, PCIe switch and socket links
+    are all on the board).
     ``tiers`` limits the choice to those link tiers (the others keep their parts).
     ``whatif`` names a what-if that changed link rates (``--scaleout-factor 4``): the
     links are re-cabled for their new rate, a part the layout names is kept only where
@@ -79,6 +81,11 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     UsageError
         When ``whatif`` is given and no part carries a tier's faster links.
     """
+    from topomodel.catalog import System
+
+    system = catalog.entries.get(design.system)
+    pcie_box = isinstance(system, System) and (
+        design.scaleup.kind or system.scaleup.kind) == "pcie"
     tier_codes = links["tier"].cat.codes.to_numpy()
     medium = links["medium"].cat.codes.to_numpy().copy()
     ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
@@ -91,7 +98,8 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     electrical = medium == electrical_code
     for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
         tier = tier_names[code]
-        if tier == "host" or (tiers is not None and tier not in tiers):
+        if tier == "host" or (pcie_box and tier.startswith("scaleup")) or (
+                tiers is not None and tier not in tiers):
             continue
         in_tier = tier_codes == code
         if tier == "scaleup":

@@ -1,5 +1,11 @@
 """Scale-up domains: in-system switches, switched and full-mesh domains,
-multi-level optical supernodes and tori, wired into a :class:`FabricBuilder`."""
+multi-level optical supernodes, tori and PCIe trees, wired into a :class:`FabricBuilder`.
+
+A PCIe server (scale-up kind ``pcie``) has no GPU-to-GPU links: each GPU has one PCIe
+link to a PCIe switch (or, with no switches, to a root port of its CPU), each switch one
+uplink of the same PCIe link to the root complex of its socket (tier ``scaleup_l2``),
+and two sockets are joined by their inter-socket link (UPI, xGMI; tier ``scaleup_l3``),
+so traffic between GPUs under different switches crosses the host, as on the board."""
 
 from __future__ import annotations
 
@@ -47,6 +53,8 @@ def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, sys
             return np.repeat(np.arange(n_systems), per_system), replace(
                 base, switches_per_system=system.scaleup.switches)
         return _supernode(builder, design, catalog, system, l1, link, base)
+    if kind == "pcie":
+        return _pcie_tree(builder, catalog, system, acc, link, base)
     if kind == "full_mesh":
         accelerator = catalog.get(system.accelerator, Accelerator)
         per_pair = max(1, accelerator.scaleup_link_count // (per_system - 1))
@@ -175,3 +183,49 @@ def _torus(builder: FabricBuilder, design: Design, system: System, acc: np.ndarr
     return domain, replace(base, systems_per_domain=systems_per_domain, torus=Torus(
         shape=shape, wraparound=bool(wrap),
         links_per_neighbor=design.scaleup.links_per_neighbor, coords=coords))
+
+
+def _pcie_tree(builder: FabricBuilder, catalog: Catalog, system: System, acc: np.ndarray,
+               link: ScaleupLink, base: ScaleupStructure
+               ) -> tuple[np.ndarray, ScaleupStructure]:
+    """GPUs under PCIe switches (or root ports) under each socket's root complex, the
+    sockets joined by their inter-socket link; one domain per system."""
+    n_systems, per_system = acc.shape
+    wiring = system.scaleup
+    sockets, switches = wiring.sockets, wiring.switches
+    root = catalog.get(wiring.root or "", ScaleupSwitch)
+    prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
+    cpus = builder.add_nodes(node_names(prefixes, numbered("cpu", sockets)),
+                             kind="scaleup_switch", tier="scaleup_l2", model=root.id,
+                             latency_s=root.latency_s or 0.0,
+                             system=np.repeat(np.arange(n_systems), sockets),
+                             local=np.tile(np.arange(sockets), n_systems)
+                             ).reshape(n_systems, sockets)
+    gpu_slot = np.arange(per_system)
+    if switches:
+        chip = catalog.get(wiring.switch or "", ScaleupSwitch)
+        chips = builder.add_nodes(node_names(prefixes, numbered("pcisw", switches)),
+                                  kind="scaleup_switch", tier="scaleup", model=chip.id,
+                                  latency_s=chip.latency_s or 0.0,
+                                  system=np.repeat(np.arange(n_systems), switches),
+                                  local=np.tile(np.arange(switches), n_systems)
+                                  ).reshape(n_systems, switches)
+        builder.add_links(acc.ravel(), chips[:, gpu_slot * switches // per_system].ravel(),
+                          tier="scaleup", rate_Bps=link.link_rate_Bps, medium="pcie")
+        up = np.arange(switches) * sockets // switches
+        builder.add_links(chips.ravel(), cpus[:, up].ravel(), tier="scaleup_l2",
+                          rate_Bps=link.link_rate_Bps, medium="pcie")
+    else:
+        builder.add_links(acc.ravel(), cpus[:, gpu_slot * sockets // per_system].ravel(),
+                          tier="scaleup", rate_Bps=link.link_rate_Bps, medium="pcie")
+    socket_link = ""
+    if sockets > 1:
+        between = catalog.get(wiring.socket_link or "", ScaleupLink)
+        socket_link = between.id
+        ring = np.arange(sockets)
+        pairs = ring[:-1] if sockets == 2 else ring
+        builder.add_links(cpus[:, pairs].ravel(), cpus[:, (pairs + 1) % sockets].ravel(),
+                          tier="scaleup_l3", rate_Bps=between.link_rate_Bps,
+                          medium="electrical")
+    return np.repeat(np.arange(n_systems), per_system), replace(
+        base, switches_per_system=switches, sockets=sockets, socket_link=socket_link)

@@ -56,11 +56,13 @@ class Supernode:
 class ScaleupStructure:
     """The scale-up domains: kind, link, and the kind's own parameters."""
 
-    kind: str  # switched, full_mesh, torus, supernode or none
+    kind: str  # switched, full_mesh, torus, supernode, pcie or none
     link: str = ""  # catalog id of the scale-up link ('' for none)
     link_rate_Bps: float = 0.0  # one link, bytes/s per direction
     systems_per_domain: int = 1
-    switches_per_system: int = 0  # switched: in-system switch chips
+    switches_per_system: int = 0  # switched: in-system switch chips; pcie: PCIe switches
+    sockets: int = 0  # pcie: CPU sockets (root complexes) per system
+    socket_link: str = ""  # pcie: catalog id of the link between sockets
     mesh_links_per_pair: int = 0  # full_mesh: links between each pair of accelerators
     torus: Torus = field(default_factory=Torus)
     supernode: Supernode = field(default_factory=Supernode)
@@ -116,6 +118,9 @@ class Structure:
             out.update(scaleup_link=up.link, scaleup_link_Bps=up.link_rate_Bps)
         if up.kind == "switched":
             out["scaleup_switches_per_system"] = up.switches_per_system
+        if up.kind == "pcie":
+            out.update(pcie_switches_per_system=up.switches_per_system,
+                       sockets_per_system=up.sockets, socket_link=up.socket_link)
         if up.kind == "supernode":
             sn = up.supernode
             out["supernode_tiers"] = [{"name": t.name, "switches_per_plane":

@@ -1,0 +1,91 @@
+"""A sizing check: is communication the bottleneck of a training step, which wall
+dominates it, and what scale-out bandwidth brings it below a threshold.
+
+The share is the step model's exposed communication and synchronisation wait over the
+step (:attr:`~topomodel.analysis.step.StepResult.comm_share`); the bandwidth is found by
+:func:`~topomodel.analysis.studies.required_scaleout_factor`, which scales every
+scale-out link (host, leaf, spine, core) and re-runs the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+from topomodel.analysis.studies import required_scaleout_factor
+from topomodel.catalog import Model
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.records import documented
+from topomodel.traffic.layout import Layout
+
+DEFAULT_COMM_THRESHOLD = documented(
+    "advice.DEFAULT_COMM_THRESHOLD", 0.30,
+    """Communication is called the bottleneck when exposed communication and wait are
+    more than this share of the step: beyond it a third of every step's time (and of the
+    accelerators' cost) goes to waiting on the network, the point where practitioners
+    usually change the parallel layout or the fabric. A rule of thumb, not a law: give
+    --threshold to use your own.""")
+
+WALLS = {"bandwidth_s": "bandwidth", "latency_s": "latency", "topology_s": "topology",
+         "sync_s": "synchronisation"}
+"""The step's four walls, by key of :attr:`StepResult.walls`."""
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The verdict and its numbers (shares 0-1, bandwidths bytes/s per direction)."""
+
+    threshold: float
+    result: StepResult
+    comm_share: float
+    bound: bool  # comm_share above the threshold
+    dominant_wall: str  # bandwidth, latency, topology or synchronisation
+    walls_s: dict[str, float]
+    has_scaleout: bool
+    factor: float | None  # scale-out factor that reaches the threshold; None: not by 64x
+    nic_port_Bps: float  # one NIC port as built
+    injection_Bps: float  # scale-out bandwidth per accelerator as built (NIC ports / GPUs)
+    at_factor: StepResult | None  # the step at that factor
+
+    @property
+    def required_nic_port_Bps(self) -> float | None:
+        """One NIC port at the factor, bytes/s per direction."""
+        return None if self.factor is None else self.factor * self.nic_port_Bps
+
+    @property
+    def required_injection_Bps(self) -> float | None:
+        """Scale-out bandwidth per accelerator at the factor, bytes/s per direction."""
+        return None if self.factor is None else self.factor * self.injection_Bps
+
+
+def advise(fabric: Fabric, model: Model, layout: Layout,
+           assumptions: StepAssumptions | None = None, *,
+           threshold: float = DEFAULT_COMM_THRESHOLD, routing: str = "ecmp",
+           seed: int = 0) -> Advice:
+    """Whether communication is the bottleneck of a step of ``model`` with ``layout``.
+
+    Raises
+    ------
+    UsageError
+        For a threshold outside (0, 1), or a layout the fabric or model cannot run.
+    """
+    if not 0 < threshold < 1:
+        raise UsageError(f"--threshold: a share in (0, 1), got {threshold}")
+    result = step_time(fabric, model, layout, assumptions, routing=routing, seed=seed)
+    walls = {WALLS[k]: float(v) for k, v in result.walls.items() if k in WALLS}
+    dominant = max(walls, key=lambda name: walls[name])
+    has_scaleout = fabric.structure.scaleout.kind != "none"
+    factor: float | None = None
+    at: StepResult | None = None
+    if has_scaleout:
+        factor, at = required_scaleout_factor(fabric, model, layout, assumptions,
+                                              target_share=threshold, routing=routing,
+                                              seed=seed)
+    n = max(1, fabric.accelerator_count)
+    injection = float(np.sum(fabric.injection.scaleout_Bps)) / n
+    return Advice(threshold, result, result.comm_share, result.comm_share > threshold,
+                  dominant, walls, has_scaleout, factor,
+                  fabric.structure.scaleout.port_rate_Bps, injection, at)

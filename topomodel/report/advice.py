@@ -1,0 +1,107 @@
+"""The report of ``topomodel advise``: one paragraph, then the numbers behind it."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from topomodel.analysis.advice import Advice
+from topomodel.report.output import Report, Table
+from topomodel.units import format_rate, format_si
+
+_FIX = {"bandwidth": "more scale-out bandwidth (or less traffic: gradient precision,"
+        " bucket overlap, a layout keeping TP inside the server)",
+        "latency": "fewer, larger messages (bigger buckets, fewer pipeline microbatches) more"
+        " than bandwidth",
+        "topology": "a less oversubscribed fabric or a placement keeping the heavy groups"
+        " under one switch",
+        "synchronisation": "fewer stragglers and less jitter; bandwidth does little for it"}
+
+
+def _gbit(rate_Bps: float) -> str:
+    return f"{rate_Bps * 8 / 1e9:.3g} Gb/s"
+
+
+def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
+    """The verdict in words: bound or not, the wall, the bandwidth that fixes it."""
+    r = advice.result
+    share, limit = advice.comm_share, advice.threshold
+    lay = r.layout
+    head = (f"{model} with TP {lay.tp} x PP {lay.pp} x DP {lay.dp} on {design}: exposed"
+            f" communication and wait are {share:.0%} of the {format_si(r.step_time_s, 's')}"
+            f" step, ")
+    head += (f"above the {limit:.0%} threshold, so communication is the bottleneck" if
+             advice.bound else f"within the {limit:.0%} threshold, so communication is not"
+             " the bottleneck")
+    head += (f"; the {advice.dominant_wall} wall dominates"
+             f" ({format_si(advice.walls_s[advice.dominant_wall], 's')} of"
+             f" {format_si(r.exposed_comm_s + r.wait_s, 's')})")
+    if not advice.has_scaleout:
+        return head + ". There is no scale-out network here, so the fix is inside the" \
+            " scale-up domain or the layout."
+    port = advice.nic_port_Bps
+    if advice.factor is None:
+        left = (f" (it leaves {advice.at_factor.comm_share:.0%})" if advice.at_factor
+                else "")
+        return head + (f". Even 64x today's scale-out bandwidth ({_gbit(64 * port)} per NIC"
+                       f" port) does not bring it to {limit:.0%}{left}: the step needs less"
+                       " communication for its compute (a larger batch per step, lower"
+                       " gradient precision, more of the traffic inside the servers), not"
+                       " only a faster network.")
+    needed = advice.required_nic_port_Bps or 0.0
+    at = advice.at_factor
+    if advice.bound:
+        return head + (f". {advice.factor:.3g}x today's scale-out bandwidth brings it to"
+                       f" {limit:.0%}: {_gbit(needed)} per NIC port instead of"
+                       f" {_gbit(port)}" + (f", MFU {r.mfu:.1%} -> {at.mfu:.1%}" if at else "")
+                       + f". The {advice.dominant_wall} wall asks for "
+                       + _FIX[advice.dominant_wall] + ".")
+    return head + (f". The scale-out could fall to {advice.factor:.2g}x today's"
+                   f" ({_gbit(needed)} per NIC port instead of {_gbit(port)}) before"
+                   f" communication reaches {limit:.0%}.")
+
+
+def advice_report(advice: Advice, *, design: str, model: str) -> Report:
+    """Paragraph (text) and numbers (table, JSON) of a sizing check."""
+    r = advice.result
+    text = advice_paragraph(advice, design=design, model=model)
+    rows: list[dict[str, Any]] = [
+        {"item": "step time", "value": format_si(r.step_time_s, "s")},
+        {"item": "compute", "value": format_si(r.compute_s, "s")},
+        {"item": "exposed communication", "value": format_si(r.exposed_comm_s, "s")},
+        {"item": "wait", "value": format_si(r.wait_s, "s")},
+        {"item": "communication share", "value": f"{advice.comm_share:.1%}"},
+        {"item": "threshold", "value": f"{advice.threshold:.0%}"},
+        {"item": "communication-bound", "value": "yes" if advice.bound else "no"},
+        *({"item": f"{name} wall", "value": format_si(value, "s")}
+          for name, value in advice.walls_s.items()),
+        {"item": "dominant wall", "value": advice.dominant_wall},
+        {"item": "MFU", "value": f"{r.mfu:.1%}"},
+    ]
+    if advice.has_scaleout:
+        rows += [{"item": "NIC port today", "value": format_rate(advice.nic_port_Bps)},
+                 {"item": "scale-out per accelerator today",
+                  "value": format_rate(advice.injection_Bps)},
+                 {"item": "factor for the threshold", "value": "not reached by 64x"
+                  if advice.factor is None else f"{advice.factor:.3g}x"}]
+        if advice.factor is not None:
+            rows += [{"item": "NIC port needed",
+                      "value": format_rate(advice.required_nic_port_Bps or 0.0)},
+                     {"item": "scale-out per accelerator needed",
+                      "value": format_rate(advice.required_injection_Bps or 0.0)}]
+            if advice.at_factor is not None:
+                rows.append({"item": "share / MFU there", "value":
+                             f"{advice.at_factor.comm_share:.1%} /"
+                             f" {advice.at_factor.mfu:.1%}"})
+    data = {"design": design, "model": model, "paragraph": text,
+            "threshold": advice.threshold, "comm_share": advice.comm_share,
+            "communication_bound": advice.bound, "dominant_wall": advice.dominant_wall,
+            "walls_s": advice.walls_s, "step_time_s": r.step_time_s, "mfu": r.mfu,
+            "has_scaleout": advice.has_scaleout, "factor": advice.factor,
+            "nic_port_Bps": advice.nic_port_Bps, "injection_Bps": advice.injection_Bps,
+            "required_nic_port_Bps": advice.required_nic_port_Bps,
+            "required_injection_Bps": advice.required_injection_Bps,
+            "mfu_at_factor": advice.at_factor.mfu if advice.at_factor else None}
+    # the paragraph heads the numbers (Report.text would replace the table)
+    heading = "\n".join(textwrap.wrap(text, width=92))
+    return Report("advise", data, [Table(heading, rows)], list(r.warnings))
