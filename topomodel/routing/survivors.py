@@ -26,6 +26,8 @@ whole phase, link by link.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
@@ -34,6 +36,11 @@ from topomodel.routing.hashing import choose, mix, subflows
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import _Climb, _clos, _Irregular
 from topomodel.traffic.phases import Phase
+
+ALL_CORE_CHOICES = 4_000_000
+"""Up to this many (spine, pod) pairs, a Clos's core choices are worked out for all of
+them once per fabric (131,072 GPUs: 48,672); above it (a 100k-accelerator supernode's
+59,136 upper switches x 3,696 pods), only for the pairs a phase needs."""
 
 
 class _Lookup:
@@ -58,19 +65,38 @@ def _ranked(usable: np.ndarray) -> np.ndarray:
     return np.argsort(~usable, axis=-1, kind="stable")
 
 
+@dataclass(frozen=True, eq=False)
+class _Paths:
+    """The live shortest paths of some leaf pairs: ``ok`` (pairs, spines) whether uplink
+    ``j`` of the source leaf starts one, ``cross`` whether the pair crosses pods; for
+    the (spine, destination pod) keys ``keys`` those pairs need (sorted), their usable
+    cores: ``count``, ``rank`` (usable columns first), and the arcs ``core_up``
+    (spine -> core) and ``core_down`` (core -> the destination pod's spine)."""
+
+    ok: np.ndarray
+    cross: np.ndarray
+    keys: np.ndarray
+    count: np.ndarray
+    rank: np.ndarray
+    core_up: np.ndarray
+    core_down: np.ndarray
+
+
 class _LiveClimb:
     """A folded Clos (leaf -> spine -> core) with its failed arcs.
 
     Leaves joined to the same spines form a group (a pod; in a two-tier Clos, all the
     leaves of one plane); within a group every leaf's uplink ``j`` goes to the same
-    spine, and between pods spine ``j`` reaches spine ``j`` of every other pod through
-    each of its cores. A fabric wired otherwise is irregular.
+    spine, and every core joins spines of one index ``j`` only, so between pods spine
+    ``j`` reaches spine ``j`` of the destination pod through each of its cores. A fabric
+    wired otherwise is irregular.
     """
 
     def __init__(self, climb: _Climb, alive: np.ndarray, lookup: _Lookup) -> None:
         self.present = climb.present
         if not self.present:
             return
+        self.alive, self.lookup = alive, lookup
         up = climb.up[climb.spine]
         self.slot = up.slot
         leaves = np.flatnonzero(up.slot >= 0)
@@ -83,98 +109,118 @@ class _LiveClimb:
         self.up_alive = alive[self.up_arcs]
         self.down_alive = alive[self.down_arcs]
         self.group = spines.min(axis=1)
-        _, first, inverse = np.unique(self.group, return_index=True, return_inverse=True)
+        self.pods, first, inverse = np.unique(self.group, return_index=True,
+                                              return_inverse=True)
         if (spines != spines[first[inverse]]).any():
             raise _Irregular("leaves of one pod reach different spines")
         self.spines = spines
+        self.pod_spines = spines[first]  # (pods, spines): spine j of each pod
         self.cores = climb.core in climb.up
         if not self.cores:
             return
-        col = np.full(climb.n, -1)
-        col[spines[first]] = np.arange(spines.shape[1])[None, :]
-        self.pods = np.unique(self.group)
+        self.col = np.full(climb.n, -1)
+        self.col[self.pod_spines] = np.arange(spines.shape[1])[None, :]
         core = climb.up[climb.core]
         self.core_slot = core.slot
         self.core_cables = core.cables
         self.core_up = core.table  # (spines, cores of a spine)
-        owners = np.flatnonzero(core.slot >= 0)
-        keys = (climb.dst_of(core.table)[:, :, None].astype(np.int64) * climb.n
-                + self.pods[None, None, :])
-        pos = np.clip(np.searchsorted(climb.core_keys, keys), 0, len(climb.core_keys) - 1)
-        if (climb.core_keys[pos] != keys).any():
-            raise _Irregular("a core without a link to every pod")
-        self.core_down = climb.core_arcs[pos]  # (spines, cores, pods): core -> pod's spine
-        peer = climb.dst_of(self.core_down)
-        if (peer != peer[:, :1, :]).any() or (col[peer] != col[owners][:, None, None]).any():
-            raise _Irregular("a spine's cores reach different spines of one pod")
-        ok = alive[self.core_up][:, :, None] & alive[self.core_down]
-        self.core_count = ok.sum(axis=1)  # (spines, pods)
-        self.core_rank = _ranked(ok.transpose(0, 2, 1))  # (spines, pods, cores)
+        self.core_nodes = climb.dst_of(core.table)
+        below = np.repeat(self.col[np.flatnonzero(core.slot >= 0)], core.width)
+        index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
+        if len(np.unique(index[0])) != index.shape[1]:
+            raise _Irregular("a core joins spines of different indices")
+        self._every: tuple[np.ndarray, ...] | None = None
 
-    def usable(self, leaf_s: np.ndarray, leaf_d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(pairs, spines) whether uplink ``j`` of ``leaf_s`` starts a live shortest path
-        to ``leaf_d`` (two different leaves), and whether each pair crosses pods."""
+    def paths(self, leaf_s: np.ndarray, leaf_d: np.ndarray) -> _Paths:
+        """The live shortest paths between pairs of different leaves."""
+        empty, none = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
+        if not self.present:  # one leaf per plane: no pair of different leaves to join
+            return _Paths(np.zeros((len(leaf_s), 1), bool), np.zeros(len(leaf_s), bool),
+                          empty, empty, none, none, none)
         i, k = self.slot[leaf_s], self.slot[leaf_d]
         ok = self.up_alive[i] & self.down_alive[k]
         cross = self.group[i] != self.group[k]
-        if cross.any():
-            if not self.cores:
-                ok[cross] = False
-            else:
-                rows = self.core_slot[self.spines[i[cross]]]
-                pod = np.searchsorted(self.pods, self.group[k[cross]])
-                ok[cross] &= self.core_count[rows, pod[:, None]] > 0
-        return ok, cross
+        no_cores = _Paths(ok, cross, empty, empty, none, none, none)
+        if not cross.any():
+            return no_cores
+        if not self.cores:
+            ok[cross] = False
+            return no_cores
+        spine = self.spines[i[cross]]  # (pairs, spines)
+        pod = np.searchsorted(self.pods, self.group[k[cross]])
+        wanted = self._key(spine, pod[:, None])
+        if len(self.core_up) * len(self.pods) <= ALL_CORE_CHOICES:
+            keys, inverse = np.arange(len(self.core_up) * len(self.pods)), wanted
+            if self._every is None:
+                self._every = self._choices(keys)
+            count, rank, core_up, core_down = self._every
+        else:
+            keys, inverse = np.unique(wanted, return_inverse=True)
+            count, rank, core_up, core_down = self._choices(keys)
+        ok[cross] &= count[inverse.reshape(wanted.shape)] > 0
+        return _Paths(ok, cross, keys, count, rank, core_up, core_down)
+
+    def _choices(self, keys: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For (spine, destination pod) keys: usable cores' count and ranking, and the
+        arcs up to each core and down from it to the pod's spine of the same index."""
+        top, pod_index = keys // len(self.pods), keys % len(self.pods)
+        spine_node = np.flatnonzero(self.core_slot >= 0)[top]
+        peer = self.pod_spines[pod_index, self.col[spine_node]]
+        core_up = self.core_up[top]
+        core_down = self.lookup.row(self.core_nodes[top], peer[:, None])
+        usable = self.alive[core_up] & (core_down >= 0) & self.alive[np.maximum(core_down, 0)]
+        return usable.sum(axis=1), _ranked(usable), core_up, core_down
+
+    def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
+        """Key of (spine node, destination pod index) pairs, as :meth:`paths` sorts them."""
+        return self.core_slot[spine].astype(np.int64) * len(self.pods) + pod
 
     def even(self, n_links: int, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
-             ok: np.ndarray, cross: np.ndarray) -> np.ndarray:
+             paths: _Paths) -> np.ndarray:
         """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores)."""
+        ok = paths.ok
         i, k = self.slot[leaf_s], self.slot[leaf_d]
         share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
         load = np.bincount(self.up_arcs[i].ravel(), share.ravel(), n_links)
         load += np.bincount(self.down_arcs[k].ravel(), share.ravel(), n_links)
-        if not cross.any():
+        cross = paths.cross
+        if not cross.any() or not len(paths.keys):
             return load
-        rows = self.core_slot[self.spines[i[cross]]]  # (pairs, spines)
         pod = np.searchsorted(self.pods, self.group[k[cross]])
-        pods = len(self.pods)
-        into = np.bincount((rows * pods + pod[:, None]).ravel(), share[cross].ravel(),
-                           self.core_count.size).reshape(self.core_count.shape)
-        spine, pod = np.nonzero(into)
-        per = into[spine, pod] / self.core_count[spine, pod]
-        wide = self.core_up.shape[1]
-        ranks = self.core_rank[spine, pod]  # usable cores first
-        used = np.arange(wide)[None, :] < self.core_count[spine, pod][:, None]
-        cores = np.where(used, ranks, 0)
-        weight = np.where(used, per[:, None], 0.0)
-        load += np.bincount(self.core_up[spine[:, None], cores].ravel(), weight.ravel(),
-                            n_links)
-        load += np.bincount(self.core_down[spine[:, None], cores, pod[:, None]].ravel(),
+        at = np.searchsorted(paths.keys, self._key(self.spines[i[cross]], pod[:, None]))
+        into = np.bincount(at.ravel(), share[cross].ravel(), len(paths.keys))
+        used = np.arange(paths.rank.shape[1])[None, :] < paths.count[:, None]
+        cores = np.where(used, paths.rank, 0)
+        weight = np.where(used, (into / np.maximum(paths.count, 1))[:, None], 0.0)
+        rows = np.arange(len(paths.keys))[:, None]
+        load += np.bincount(paths.core_up[rows, cores].ravel(), weight.ravel(), n_links)
+        load += np.bincount(np.maximum(paths.core_down[rows, cores], 0).ravel(),
                             weight.ravel(), n_links)
         return load
 
     def picked(self, n_links: int, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
-               ok: np.ndarray, cross: np.ndarray, ids: np.ndarray, dst: np.ndarray,
-               volume: np.ndarray, stride: np.ndarray, routing: str, seed: int) -> np.ndarray:
+               paths: _Paths, ids: np.ndarray, dst: np.ndarray, volume: np.ndarray,
+               stride: np.ndarray, routing: str, seed: int) -> np.ndarray:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
-        ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``ok``)."""
-        count = ok.sum(axis=1)[pair]
+        ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``)."""
+        count = paths.ok.sum(axis=1)[pair]
         at = leaf_s[pair]
         rank = _rank(routing, seed, ids, at, dst, stride, count, self.cables)
-        col = _ranked(ok)[pair, rank]
+        col = _ranked(paths.ok)[pair, rank]
         i, k = self.slot[at], self.slot[leaf_d[pair]]
         up_arc, down_arc = self.up_arcs[i, col], self.down_arcs[k, col]
         load = np.bincount(up_arc, volume, n_links) + np.bincount(down_arc, volume, n_links)
-        far = np.flatnonzero(cross[pair])
+        far = np.flatnonzero(paths.cross[pair])
         if len(far):
-            row = self.core_slot[self.spines[i[far], col[far]]]
+            spine = self.spines[i[far], col[far]]
             pod = np.searchsorted(self.pods, self.group[k[far]])
-            cores = self.core_count[row, pod]
-            rank = _rank(routing, seed, ids[far], self.spines[i[far], col[far]], dst[far],
-                         stride[far] * count[far], cores, self.core_cables)
-            core = self.core_rank[row, pod, rank]
-            load += np.bincount(self.core_up[row, core], volume[far], n_links)
-            load += np.bincount(self.core_down[row, core, pod], volume[far], n_links)
+            row = np.searchsorted(paths.keys, self._key(spine, pod))
+            cores = paths.count[row]
+            rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
+                         cores, self.core_cables)
+            core = paths.rank[row, rank]
+            load += np.bincount(paths.core_up[row, core], volume[far], n_links)
+            load += np.bincount(paths.core_down[row, core], volume[far], n_links)
         return load
 
 
@@ -351,12 +397,13 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
     n = view.clos.n_links
     cross = ok & (lower_s != lower_d)
     r, c = np.nonzero(cross)
-    keys = lower_s[r, c].astype(np.int64) * len(view.alive) + lower_d[r, c]
+    nodes = len(view.clos.domain)
+    keys = lower_s[r, c].astype(np.int64) * nodes + lower_d[r, c]
     pairs, inverse = np.unique(keys, return_inverse=True)
-    pair_s, pair_d = pairs // len(view.alive), pairs % len(view.alive)
-    spines, far = climb.usable(pair_s, pair_d) if len(pairs) else (
-        np.zeros((0, 1), bool), np.zeros(0, bool))
-    joined = spines.any(axis=1)
+    pair_s, pair_d = pairs // nodes, pairs % nodes
+    paths = climb.paths(pair_s, pair_d)
+    far = paths.cross
+    joined = np.asarray(paths.ok.any(axis=1))
     usable = ok.copy()
     usable[r, c] = joined[inverse]
     pair_of = np.full(ok.shape, -1)
@@ -364,7 +411,7 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
     extra = np.zeros(ok.shape, np.int64)  # hops above the entry: 0, 2 (spine), 4 (core)
     extra[r, c] = np.where(far[inverse], 4, 2)
     extra = np.where(usable, extra, 0).max(axis=1, initial=0)
-    lost = ~usable.any(axis=1)
+    lost: np.ndarray = np.asarray(~usable.any(axis=1))
     weights = np.where(usable, weights, 0)
     enter, leave = arcs
     if routing == "ecmp":
@@ -373,7 +420,7 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
             leave.ravel(), part.ravel(), n)
         amount = np.bincount(inverse, part[r, c], len(pairs))
         if len(pairs):
-            load += climb.even(n, pair_s, pair_d, amount, spines, far)
+            load += climb.even(n, pair_s, pair_d, amount, paths)
         return load, extra, lost
     keep = np.flatnonzero(~lost)
     take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
@@ -387,7 +434,7 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
     if go.any():
         stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
             int(go.sum()), np.int64)
-        load += climb.picked(n, pair[go], pair_s, pair_d, spines, far, qp_ids[go],
+        load += climb.picked(n, pair[go], pair_s, pair_d, paths, qp_ids[go],
                              dst[row[go]], part[go], stride, routing, seed)
     return load, extra, lost
 
