@@ -358,3 +358,19 @@ def test_degradation_is_routed_at_any_size_on_a_clos(monkeypatch, dual_plane):
     small = step_time(torus, torus.catalog.get("llama3-8b", Model), layout, flat)
     bounded = job_goodput(torus, torus.catalog.get("llama3-8b", Model), layout, flat, small)
     assert not bounded.degraded_routed  # the general router's limit still holds there
+
+
+def test_llama3_check_separates_the_reproduction_from_the_prediction():
+    """docs/goodput.md: the rates derived from Meta's Table 5 give back its own 384
+    interruptions in 54 days (a reproduction); the independently sourced parts predict
+    0.50 per day, 0.27 of them network switches and cables where Table 5 has 35 / 54."""
+    lines = [ln for ln in component_lines(fabric_of("llama3-24k-roce"), 16384) if ln.interrupts]
+    derived = sum(ln.failures_per_s for ln in lines if ln.rate_entry.endswith("-llama3"))
+    independent = [ln for ln in lines if not ln.rate_entry.endswith("-llama3")]
+    assert derived * SECONDS_PER_DAY == pytest.approx((196 + 72 + 63 + 46 + 7) / 54, rel=1e-3)
+    assert {ln.component for ln in independent} == {"switch", "optic", "scaleup_switch"}
+    assert sum(ln.failures_per_s for ln in independent) * SECONDS_PER_DAY == pytest.approx(
+        0.50, abs=0.005)
+    network = sum(ln.failures_per_s for ln in independent if ln.component != "scaleup_switch")
+    assert network * SECONDS_PER_DAY == pytest.approx(0.27, abs=0.005)
+    assert 35 / 54 / (network * SECONDS_PER_DAY) == pytest.approx(2.4, abs=0.05)
