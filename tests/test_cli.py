@@ -204,7 +204,7 @@ def test_route_two_group_sets_and_failures(capsys):
                          "--routing", "hash", "--algorithm", "direct", "--format", "json")
     assert status == 0
     data = json.loads(out)
-    assert data["router"] == "general"
+    assert data["router"] == "structured"  # around the failed spine
     assert {"block:8", "rail"} == set(data["groups"])
     assert any(set(h["groups"]) for h in data["hotspots"])
 

@@ -316,3 +316,61 @@ def test_catalog_shows_failure_rates_as_people_quote_them(tmp_path, capsys):
     assert "2,000,000 h" in capsys.readouterr().out
     assert main(["catalog", "list", "--kind", "failure_rate"]) == 0
     assert "accelerator: 8.09 %/yr" in capsys.readouterr().out
+
+
+def test_degraded_losses_do_not_add_the_worst_tier_sets_the_pace():
+    from topomodel.analysis.goodput import ComponentLine, degraded_throughput
+
+    def line(tier, per_day):
+        return ComponentLine("optic", "m", tier, 1, per_day / SECONDS_PER_DAY, False, "r",
+                             "assumed")
+
+    # one part always down (mean 20 down) per tier: kept is the worse tier's 1 - loss
+    lines = [line("a", 20 * 6), line("b", 20 * 6)]
+    kept, tiers = degraded_throughput(lines, {"a": 0.3, "b": 0.1}, 4 * 3600.0)
+    assert kept == pytest.approx(0.7, abs=1e-8)  # not 0.7 x 0.9, nor 1 - 0.4
+    assert [t.tier for t in tiers] == ["a", "b"] and tiers[1].worst == pytest.approx(0, abs=1e-8)
+    # by hand with one tier: P(none down) + P(down) x (1 - loss)
+    mean = 0.5
+    kept, (tier,) = degraded_throughput([line("a", mean * 6)], {"a": 0.2}, 4 * 3600.0)
+    assert tier.parts_down == pytest.approx(mean)
+    assert kept == pytest.approx(math.exp(-mean) + (1 - math.exp(-mean)) * 0.8)
+    # a tier with no loss is no part of the derivation; kept stays within [1 - worst, 1]
+    kept, tiers = degraded_throughput([line("a", 1.0), line("c", 50.0)], {"a": 0.05, "c": 0},
+                                      4 * 3600.0)
+    assert [t.tier for t in tiers] == ["a"] and 0.95 < kept < 1
+
+
+def test_degradation_is_routed_at_any_size_on_a_clos(monkeypatch, dual_plane):
+    import topomodel.analysis.goodput as gp
+
+    result, routed = dual_plane
+    monkeypatch.setattr(gp, "DEGRADED_ROUTING_MAX_WORK", 0)
+    fabric = fabric_of("dual-plane-ethernet")
+    model = fabric.catalog.get("llama3-8b", Model)
+    again = job_goodput(fabric, model, Layout(tp=8, dp=128), QUIET, result)
+    assert again.degraded_routed and again.degraded_loss == routed.degraded_loss
+    assert again.degraded_tiers and again.degraded_throughput_fraction == pytest.approx(
+        routed.degraded_throughput_fraction)
+    torus = fabric_of("tpu-v4-pod")
+    layout = Layout(tp=4, dp=16)
+    flat = replace(QUIET, compute_efficiency=0.5)
+    small = step_time(torus, torus.catalog.get("llama3-8b", Model), layout, flat)
+    bounded = job_goodput(torus, torus.catalog.get("llama3-8b", Model), layout, flat, small)
+    assert not bounded.degraded_routed  # the general router's limit still holds there
+
+
+def test_llama3_check_separates_the_reproduction_from_the_prediction():
+    """docs/goodput.md: the rates derived from Meta's Table 5 give back its own 384
+    interruptions in 54 days (a reproduction); the independently sourced parts predict
+    0.50 per day, 0.27 of them network switches and cables where Table 5 has 35 / 54."""
+    lines = [ln for ln in component_lines(fabric_of("llama3-24k-roce"), 16384) if ln.interrupts]
+    derived = sum(ln.failures_per_s for ln in lines if ln.rate_entry.endswith("-llama3"))
+    independent = [ln for ln in lines if not ln.rate_entry.endswith("-llama3")]
+    assert derived * SECONDS_PER_DAY == pytest.approx((196 + 72 + 63 + 46 + 7) / 54, rel=1e-3)
+    assert {ln.component for ln in independent} == {"switch", "optic", "scaleup_switch"}
+    assert sum(ln.failures_per_s for ln in independent) * SECONDS_PER_DAY == pytest.approx(
+        0.50, abs=0.005)
+    network = sum(ln.failures_per_s for ln in independent if ln.component != "scaleup_switch")
+    assert network * SECONDS_PER_DAY == pytest.approx(0.27, abs=0.005)
+    assert 35 / 54 / (network * SECONDS_PER_DAY) == pytest.approx(2.4, abs=0.05)

@@ -162,7 +162,7 @@ def test_failed_spine_raises_survivor_load_by_its_share(toy):
     ratio = degraded.link_bytes[survivors].sum() / healthy.link_bytes[survivors].sum()
     assert ratio == pytest.approx(4 / 3)  # 4 spines, one lost
     check_conservation(broken, ph, degraded)
-    assert degraded.router == "general"
+    assert degraded.router == "structured"
 
 
 def test_unroutable_flows_are_reported_not_dropped(toy):
@@ -228,7 +228,8 @@ def test_general_router_refuses_work_beyond_its_limit(monkeypatch, capsys):
     with pytest.raises(RoutingError, match="more than its limit"):
         route_general(fabric, ph)
     status = main(["route", str(EXAMPLES / "hgx-h100-server.yaml"), "--collective",
-                   "allreduce", "--size", "1 MiB", "--fail", "sys0/sw0"])
+                   "allreduce", "--size", "1 MiB", "--fail", "sys0/sw0", "--router",
+                   "general"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "general router" in err[0]
 

@@ -99,6 +99,11 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     assert status == 0 and data["mfu_ratio"] == pytest.approx(1.0)
     assert data["a"]["goodput"] == data["b"]["goodput"]  # the same design twice
     assert data["a"]["goodput"]["interruptions_per_day"] > 0
+    assert 0 < data["a"]["goodput"]["degraded_throughput_fraction"] <= 1
+    assert data["a"]["goodput"]["degraded_routed"] is True  # re-routed, not bounded
+    status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
+                   "--catalog", str(toy.catalog_path)])
+    assert status == 0 and "throughput kept while parts are down" in capsys.readouterr().out
     plot = tmp_path / "scale.png"
     status = main(["scale", design, "--model", "toy-dense", "--tp", "4", "--counts", "8", "16",
                    "--catalog", str(toy.catalog_path), "--plot", str(plot), "--format", "json"])

@@ -11,8 +11,14 @@ switches and cables its traffic can cross) and a failure rate per part
   cable or leaf, a leaf with one uplink). Anything else is routed around.
 - **degraded operation**: a redundant part that fails leaves the job running slower
   until it is repaired. One representative failure per tier is routed with the step
-  model to get the slowdown; the expected number down at a time (rate x repair time)
-  scales it (first order: failures are sparse).
+  model (the step of the slowest group, re-routed around it) to get the throughput kept
+  with one part of that tier down. The parts of a tier down at a random time are
+  Poisson with mean rate x repair time; a synchronous step runs at the pace of its
+  slowest group, so with parts of several tiers down the throughput kept is that of the
+  worst one, not the product or sum of their losses (sparse failures hit different
+  groups; two under one group would compound, rare at a few parts down among
+  thousands). The expected share kept is then
+  ``P(none down) + sum_t P(t is the worst tier down) x (1 - loss_t)``.
 - **downtime** per interruption: detection + restart, plus, when no spare system is free
   (the Poisson count of systems in repair reaches the spares), the wait for the first of
   the ``spares + 1`` systems in repair to come back (repair time / (spares + 1)).
@@ -77,10 +83,11 @@ software fault restarts the job but leaves the system in service)."""
 
 DEGRADED_ROUTING_MAX_WORK = documented(
     "goodput.DEGRADED_ROUTING_MAX_WORK", 50_000_000,
-    """Largest accelerators x links for which the degradation is routed, not bounded: only
-    the general router routes around failures, and a step with a failed part costs it about
-    this much work per tier (the 1,016-GPU DGX SuperPOD, 2.6e7, takes seconds; Selene's
-    3,072 GPUs, 2.5e8, would take minutes).""")
+    """Largest accelerators x links for which the degradation is routed, not bounded, on
+    a fabric the structured router does not cover (a torus): there the general router
+    routes around the failed part, at about this much work per tier (the 1,016-GPU DGX
+    SuperPOD, 2.6e7, takes seconds; 2.5e8 would take minutes). Clos fabrics are routed
+    at any size.""")
 
 
 def _optional(read: Reader) -> Reader:
@@ -152,6 +159,17 @@ class ComponentLine:
 
 
 @dataclass(frozen=True)
+class DegradedTier:
+    """One redundant tier in the degraded-operation derivation."""
+
+    tier: str
+    parts_down: float  # expected parts of this tier down at a random time
+    loss: float  # share of throughput lost with one of them down (routed or bounded)
+    any_down: float  # chance at least one is down: 1 - exp(-parts_down)
+    worst: float  # chance it is the worst tier down (every worse tier up)
+
+
+@dataclass(frozen=True)
 class GoodputResult:
     """Interruptions, checkpointing and goodput of one job."""
 
@@ -171,6 +189,7 @@ class GoodputResult:
     degraded_routed: bool  # False: the losses are the upper-bound estimate
     tokens_per_s: float  # failure-free, from the step model
     goodput_tokens_per_s: float
+    degraded_tiers: tuple[DegradedTier, ...] = ()  # the derivation, worst tier first
 
 
 def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
@@ -393,15 +412,43 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     downtime = a.detection_s + a.restart_s + no_spare * a.repair_s / (spares + 1)
     interval = daly_interval_s(write, mtbi)
     fraction = effective_time_fraction(interval, write, downtime, mtbi)
-    throughput = 1.0
-    for ln in lines:
-        if not ln.interrupts:
-            throughput *= max(0.0, 1 - ln.failures_per_s * a.network_repair_s * degraded_loss.get(
-                ln.tier, 0.0))
+    throughput, tiers = degraded_throughput(lines, degraded_loss, a.network_repair_s)
     return GoodputResult(
         tuple(lines), rate * SECONDS_PER_DAY, mtbi, size, write, interval, spares,
         accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
-        throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction)
+        throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction,
+        tiers)
+
+
+def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str, float],
+                        repair_s: float) -> tuple[float, tuple[DegradedTier, ...]]:
+    """Expected share of throughput kept while redundant parts are down, and its
+    derivation per tier (worst first): the parts of tier ``t`` down at a random time are
+    Poisson with mean ``lambda_t`` = failures/s x ``repair_s``; the job runs at the pace of
+    the worst tier down (its slowest group; sparse failures hit different groups), so the
+    share kept is
+    ``exp(-sum lambda) + sum_t (1 - exp(-lambda_t)) exp(-sum_{worse} lambda) (1 - loss_t)``.
+
+    Examples
+    --------
+    >>> line = ComponentLine("optic", "m", "spine link", 100, 1e-7, False, "r", "assumed")
+    >>> kept, tiers = degraded_throughput([line], {"spine link": 0.02}, 3600.0)
+    >>> round(tiers[0].parts_down, 3), round(kept, 5)  # 0.036 down: 3.5 % of the time
+    (0.036, 0.99929)
+    """
+    down: dict[str, float] = {}
+    for ln in lines:
+        if not ln.interrupts and degraded_loss.get(ln.tier, 0.0) > 0:
+            down[ln.tier] = down.get(ln.tier, 0.0) + ln.failures_per_s * repair_s
+    kept, all_up, tiers = 0.0, 1.0, []
+    for tier in sorted(down, key=lambda t: (-degraded_loss[t], t)):
+        loss = min(1.0, degraded_loss[tier])
+        any_down = -math.expm1(-down[tier])
+        worst = all_up * any_down
+        kept += worst * (1 - loss)
+        all_up *= 1 - any_down
+        tiers.append(DegradedTier(tier, down[tier], loss, any_down, worst))
+    return kept + all_up, tuple(tiers)
 
 
 def estimated_loss(line: ComponentLine, comm_share: float) -> float:
@@ -456,9 +503,9 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 routing: str = "ecmp", seed: int = 0,
                 route_degradation: bool = True) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
-    on ``fabric``. With ``route_degradation`` and at most
-    :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part of each
-    redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
+    on ``fabric``. With ``route_degradation``, on a fabric the structured router covers
+    (any size) or within :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part
+    of each redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
 
@@ -469,8 +516,11 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
         return step_time(failed, model, layout, step_assumptions, routing=routing,
                          seed=seed).tokens_per_s
 
+    from topomodel.routing.structured import structured_supported
+
     routed = route_degradation and (
-        layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
+        structured_supported(fabric) is None
+        or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
     losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
                              step_result.tokens_per_s, step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)

@@ -218,8 +218,7 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
         cuts.append(dataclasses.asdict(bisection(job.fabric)))
         results.append((job.fabric.design.name or path, result, job.assumptions))
         goodputs.append(job_goodput(job.fabric, job.model, job.layout, job.assumptions,
-                                    result, routing=job.inputs.routing, seed=job.inputs.seed,
-                                    route_degradation=False))
+                                    result, routing=job.inputs.routing, seed=job.inputs.seed))
     metrics: list[tuple[str, Callable[[StepResult], str]]] = [
                ("accelerators", lambda r: f"{r.layout.world:,}"),
                ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
@@ -247,6 +246,8 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
     good_a, good_b = goodputs
     for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
                             ("effective training time", "effective_time_fraction", "{:.1%}"),
+                            ("throughput kept while parts are down",
+                             "degraded_throughput_fraction", "{:.2%}"),
                             ("goodput tokens/s", "goodput_tokens_per_s", "{:,.0f}")):
         rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
                      name_b: fmt.format(getattr(good_b, key))})
@@ -259,9 +260,11 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
                   [f"{n}: {w}" for n, r, _ in results for w in r.warnings])
 
 
-def _goodput_summary(result: Any) -> dict[str, float]:
+def _goodput_summary(result: Any) -> dict[str, float | bool]:
     return {"interruptions_per_day": result.interruptions_per_day,
             "effective_time_fraction": result.effective_time_fraction,
+            "degraded_throughput_fraction": result.degraded_throughput_fraction,
+            "degraded_routed": result.degraded_routed,
             "goodput_tokens_per_s": result.goodput_tokens_per_s}
 
 

@@ -38,27 +38,45 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
     """Link rows touching the named nodes or joining the named ``"a -- b"`` pairs.
 
     Returns the mask and the problems found: (``"nodes"`` or ``"links"``, index, message).
+    Work is one sort of the link table however many parts are named (1 % of the spine
+    links of a 131,072-GPU fabric are 1,300 names).
     """
     index = pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
     failed = links["failed"].to_numpy().copy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     problems = []
+    dead = np.zeros(len(nodes), bool)
     for k, name in enumerate(node_names):
         if name not in index:
             problems.append(("nodes", k, f"no node named {name!r}"))
             continue
-        failed |= (src == index[name]) | (dst == index[name])
+        dead[index[name]] = True
+    failed |= dead[src] | dead[dst]
+    wanted: list[tuple[int, str, int, int]] = []
     for k, text in enumerate(link_names):
         ends = [part.strip() for part in text.split("--")]
         if len(ends) != 2 or any(e not in index for e in ends):
             problems.append(("links", k, f"expected 'node -- node' with known names, got"
                              f" {text!r}"))
             continue
-        a, b = index[ends[0]], index[ends[1]]
-        pair = ((src == a) & (dst == b)) | ((src == b) & (dst == a))
-        if not pair.any():
-            problems.append(("links", k, f"no link between {ends[0]} and {ends[1]}"))
-        failed |= pair
+        wanted.append((k, text, int(index[ends[0]]), int(index[ends[1]])))
+    if wanted:
+        n = len(nodes)
+        keys = np.minimum(src, dst).astype(np.int64) * n + np.maximum(src, dst)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        a = np.array([w[2] for w in wanted], np.int64)
+        b = np.array([w[3] for w in wanted], np.int64)
+        pair = np.minimum(a, b) * n + np.maximum(a, b)
+        lo = np.searchsorted(sorted_keys, pair, "left")
+        hi = np.searchsorted(sorted_keys, pair, "right")
+        for (k, text, _, _), start, stop in zip(wanted, lo, hi, strict=True):
+            if start == stop:
+                first, second = (part.strip() for part in text.split("--"))
+                problems.append(("links", k, f"no link between {first} and {second}"))
+        rows = order[np.concatenate([np.arange(x, y) for x, y in zip(lo, hi, strict=True)])]
+        failed[rows] = True
+    problems.sort(key=lambda p: (p[0] != "nodes", p[1]))
     return failed, problems
 
 

@@ -48,6 +48,7 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
         "degraded_loss_per_part": result.degraded_loss,
         "degraded_throughput_fraction": result.degraded_throughput_fraction,
         "degraded_routed": result.degraded_routed,
+        "degraded_tiers": [asdict(t) for t in result.degraded_tiers],
         "tokens_per_s": result.tokens_per_s,
         "goodput_tokens_per_s": result.goodput_tokens_per_s,
         "components": [{**asdict(ln), "failures_per_day": ln.failures_per_s * SECONDS_PER_DAY}
@@ -102,9 +103,33 @@ def goodput_tables(result: GoodputResult,
               "rate source": f"{ln.rate_entry} ({ln.provenance})"}
              for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
     tables = [Table("Goodput", summary), Table("Failures by part", parts)]
+    if r.degraded_tiers:
+        tables.append(degraded_table(r))
     if whatifs:
         tables.append(Table("Goodput what-ifs", [
             {"case": name, "interruptions/day": f"{w.interruptions_per_day:.3g}",
              "effective time": f"{w.effective_time_fraction:.1%}",
              "goodput (tokens/s)": f"{w.goodput_tokens_per_s:,.0f}"} for name, w in whatifs]))
     return tables
+
+
+def degraded_table(result: GoodputResult) -> Any:
+    """How the throughput kept while parts are down is derived, worst tier first: parts
+    down on average (rate x repair time), the chance one is, the loss with one down, the
+    chance it is the worst tier down; the job runs at the pace of the worst."""
+    from topomodel.report.output import Table
+
+    rows = [{"tier": t.tier, "parts down (mean)": f"{t.parts_down:.3g}",
+             "P(any down)": f"{t.any_down:.2%}", "loss with one down": f"{t.loss:.3%}",
+             "P(worst down)": f"{t.worst:.2%}",
+             "contribution": f"{t.worst * (1 - t.loss):.4f}"}
+            for t in result.degraded_tiers]
+    rows.append({"tier": "none down", "parts down (mean)": "",
+                 "P(any down)": "", "loss with one down": "",
+                 "P(worst down)": f"{1 - sum(t.worst for t in result.degraded_tiers):.2%}",
+                 "contribution": f"{1 - sum(t.worst for t in result.degraded_tiers):.4f}"})
+    rows.append({"tier": "throughput kept", "parts down (mean)": "", "P(any down)": "",
+                 "loss with one down": "", "P(worst down)": "",
+                 "contribution": f"{result.degraded_throughput_fraction:.4f}"})
+    return Table("Degraded operation (a synchronous step runs at its slowest group: the"
+                 " worst tier down sets the pace)", rows)

@@ -28,8 +28,10 @@ inside a scale-up domain stays on it. Failed links carry nothing; flows with no 
 Two routers give the same loads: :func:`route_general` works on any fabric (scipy
 shortest paths per destination, flows pushed down the shortest-path DAG level by
 level); :func:`route_structured` uses the addresses of switched scale-up domains and
-fat-trees to aggregate traffic per leaf and pod, fast at 100k+ accelerators. The tests
-hold them to the same link loads on every fabric small enough for both.
+fat-trees to aggregate traffic per leaf and pod, fast at 100k+ accelerators, failed
+parts included (ECMP over the surviving arcs; only flows that need a longer detour, such
+as a transit around a cut-off NIC, go to the general router). The tests hold them to the
+same link loads on every fabric small enough for both, with and without failures.
 """
 
 from __future__ import annotations

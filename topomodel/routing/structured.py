@@ -145,8 +145,6 @@ class _Climb:
 def structured_supported(fabric: Fabric) -> str | None:
     """Why the structured router cannot route this fabric, or ``None`` if it can."""
     s = fabric.structure
-    if fabric.links["failed"].any():
-        return "failed links (the general router re-routes around them)"
     if s.scaleup.kind not in ("switched", "full_mesh", "supernode", "none"):
         return f"scale-up kind {s.scaleup.kind}"
     if s.scaleout.kind not in ("fat_tree", "none"):
@@ -155,6 +153,10 @@ def structured_supported(fabric: Fabric) -> str | None:
         return "accelerators without a NIC of their own"
     try:
         _clos(fabric)
+        if fabric.links["failed"].any():
+            from topomodel.routing.survivors import check_survivors
+
+            check_survivors(fabric)
     except _Irregular as exc:
         return str(exc)
     return None
@@ -167,7 +169,9 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     Even ECMP needs only per-switch totals (what leaves a leaf, what enters a pod), so
     the cost is linear in flows plus links; d-mod-k picks one arc per flow, and hash one
     arc per queue pair (``qps`` per flow) at the scale-out choices (plane, spine,
-    core), splitting evenly inside the scale-up domain unless ``hash_scaleup``.
+    core), splitting evenly inside the scale-up domain unless ``hash_scaleup``. With
+    failed parts, :mod:`topomodel.routing.survivors` routes over the surviving arcs and
+    hands the flows that need a longer detour to the general router.
 
     Raises
     ------
@@ -178,6 +182,11 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     if reason:
         raise RoutingError(f"the structured router does not handle {reason}; the general"
                            " router does (router 'auto' or 'general')")
+    if fabric.links["failed"].any():
+        from topomodel.routing.survivors import route_around_failures
+
+        return route_around_failures(fabric, phase, routing=routing, seed=seed, qps=qps,
+                                     hash_scaleup=hash_scaleup)
     clos = _clos(fabric)
     load = np.zeros(len(fabric.links))
     hops = np.zeros(phase.flows, dtype=np.int64)

@@ -1,0 +1,162 @@
+"""The structured router around failed parts agrees with the general router link by link."""
+
+import numpy as np
+import pytest
+from test_routing import SMALL, check_conservation, fabric_of, random_phase
+
+import topomodel.routing.survivors as survivors
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+from topomodel.routing.general import route_general
+from topomodel.routing.structured import route_structured, structured_supported
+from topomodel.routing.survivors import route_around_failures
+
+ROUTINGS = ("ecmp", "hash", "dmodk")
+
+
+def random_failures(fabric, seed, per_tier=2):
+    """A seeded failure set touching every tier: up to ``per_tier`` cables of each link
+    tier and up to ``per_tier`` parts of each switch and NIC tier."""
+    rng = np.random.default_rng(seed)
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    node_tier = nodes["tier"].astype(str).to_numpy()
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    link_tier = links["tier"].astype(str).to_numpy()
+    parts, cables = [], []
+    for tier in np.unique(node_tier[node_tier != "accelerator"]):
+        members = np.flatnonzero(node_tier == tier)
+        parts += list(names[rng.choice(members, rng.integers(0, per_tier + 1), replace=False)])
+    for tier in np.unique(link_tier):
+        rows = np.flatnonzero((link_tier == tier) & (src < dst))
+        for r in rng.choice(rows, min(len(rows), rng.integers(0, per_tier + 1)), replace=False):
+            cables.append(f"{names[src[r]]} -- {names[dst[r]]}")
+    return with_failures(fabric, parts, cables)
+
+
+def assert_same_routes(fabric, ph, routing, **options):
+    general = route_general(fabric, ph, routing=routing, seed=5, **options)
+    structured = route_structured(fabric, ph, routing=routing, seed=5, **options)
+    assert np.allclose(general.link_bytes, structured.link_bytes, rtol=1e-9, atol=1e-3)
+    assert (general.hops == structured.hops).all()
+    assert np.array_equal(general.unroutable, structured.unroutable)
+    check_conservation(fabric, ph, structured)
+    return structured
+
+
+@pytest.fixture
+def detours(monkeypatch):
+    """How many flows each routed phase handed to the general router."""
+    counts = []
+    original = survivors._route_detours
+
+    def counted(fabric, phase, detour, **options):
+        counts.append(len(detour))
+        return original(fabric, phase, detour, **options)
+
+    monkeypatch.setattr(survivors, "_route_detours", counted)
+    return counts
+
+
+@pytest.mark.parametrize("name", [*SMALL, "b200-superpod"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_structured_equals_general_with_random_failures(name, seed):
+    fabric = random_failures(fabric_of(name), seed)
+    assert fabric.links["failed"].any() and structured_supported(fabric) is None
+    ph = random_phase(fabric, 300 if name == "b200-superpod" else 600, seed=seed)
+    for routing in ROUTINGS:
+        assert_same_routes(fabric, ph, routing)
+    assert_same_routes(fabric, ph, "hash", qps=3, hash_scaleup=True)
+
+
+@pytest.mark.parametrize("k", [4, 6])
+def test_three_tier_closed_forms_with_failures(toy, k):
+    base = toy(f"system: toy-host\nsystems: {k**3 // 4}\nscaleout:\n  switch: toy-switch-{k}\n")
+    for seed in range(4):
+        fabric = random_failures(base, seed, per_tier=k // 2)
+        ph = random_phase(fabric, 500, seed=seed)
+        for routing in ROUTINGS:
+            assert_same_routes(fabric, ph, routing)
+
+
+def test_three_level_supernode_with_failures(tmp_path):
+    path = tmp_path / "sn.yaml"
+    path.write_text("system: cloudmatrix384-node\nsystems: 96\nscaleup:\n  kind: supernode\n"
+                    "  switch: ub-l2\n  uplinks: 16\n")
+    design, catalog = load_design(path)
+    base = build_fabric(design, catalog)
+    for seed in range(3):
+        fabric = random_failures(base, seed, per_tier=3)
+        ph = random_phase(fabric, 800, seed=seed)
+        for routing in ROUTINGS:
+            assert_same_routes(fabric, ph, routing)
+        assert_same_routes(fabric, ph, "hash", qps=2, hash_scaleup=True)
+
+
+def test_cut_off_nic_and_leaf_go_by_transit_through_the_general_router(detours):
+    base = fabric_of("dgx-h100-superpod")
+    links, names = base.links, base.nodes["name"].to_numpy()
+    leaf = base.node_number("leaf05")
+    up = links.index[(links["src"] == leaf) & (links["tier"] == "spine")]
+    # a leaf cut off from the spines, another leaf, a NIC: valleys and transits
+    fabric = with_failures(base, ["leaf07", "sys020/nic3"],
+                           [f"leaf05 -- {names[links['dst'][r]]}" for r in up])
+    ph = random_phase(fabric, 3000, seed=8)
+    for routing in ROUTINGS:
+        routed = assert_same_routes(fabric, ph, routing)
+        assert routed.router == "structured"
+    assert min(detours) > 0 and max(detours) < ph.flows / 4
+
+
+def test_unroutable_flows_are_reported_alike(detours):
+    base = fabric_of("hgx-h100-server")  # one box, no network
+    acc = base.nodes["name"].to_numpy()[base.accelerators]
+    fabric = with_failures(base, [], [f"{acc[0]} -- sys0/sw{k}" for k in range(4)])
+    ph = random_phase(fabric, 200, seed=2)
+    for routing in ROUTINGS:
+        routed = assert_same_routes(fabric, ph, routing)
+        touching = (ph.src == base.accelerators[0]) | (ph.dst == base.accelerators[0])
+        assert routed.unroutable.tolist() == np.flatnonzero(touching).tolist()
+        assert (routed.hops[routed.unroutable] == 0).all()
+
+
+def test_auto_routes_failures_with_the_structured_router():
+    fabric = with_failures(fabric_of("b200-superpod"), [],
+                           ["leaf000 -- pod0/spine00", "pod0/spine00 -- core00"])
+    ph = random_phase(fabric, 200, seed=1)
+    assert route(fabric, ph).router == "structured"
+    assert route(fabric, ph, router="general").router == "general"
+
+
+@pytest.mark.parametrize("name", ["b200-superpod", "cloudmatrix384", "dual-plane-ethernet"])
+def test_failure_view_of_a_healthy_fabric_is_the_healthy_router(name):
+    fabric = fabric_of(name)
+    ph = random_phase(fabric, 2000, seed=3)
+    for routing in ROUTINGS:
+        for hash_scaleup in (False, True):
+            a = route_structured(fabric, ph, routing=routing, seed=1, qps=2,
+                                 hash_scaleup=hash_scaleup)
+            b = route_around_failures(fabric, ph, routing=routing, seed=1, qps=2,
+                                      hash_scaleup=hash_scaleup)
+            assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9, atol=1e-3)
+            assert (a.hops == b.hops).all()
+
+
+def test_with_failures_marks_many_links_as_one_at_a_time_does():
+    base = fabric_of("dgx-h100-superpod")
+    links, names = base.links, base.nodes["name"].to_numpy()
+    rows = np.random.default_rng(4).choice(len(links), 40, replace=False)
+    cut = [f"{names[links['src'][r]]} -- {names[links['dst'][r]]}" for r in rows]
+    together = with_failures(base, ["spine03"], cut).links["failed"].to_numpy()
+    one_by_one = with_failures(base, ["spine03"])
+    for text in cut:
+        one_by_one = with_failures(one_by_one, [], [text])
+    assert np.array_equal(together, one_by_one.links["failed"].to_numpy())
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    pairs = {frozenset((int(src[r]), int(dst[r]))) for r in rows}
+    spine = base.node_number("spine03")
+    expected = [frozenset((int(a), int(b))) in pairs or spine in (a, b)
+                for a, b in zip(src, dst, strict=True)]
+    assert together.tolist() == expected

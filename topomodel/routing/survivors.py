@@ -1,0 +1,475 @@
+"""The structured router around failed parts: ECMP over the surviving arcs of a Clos.
+
+A failure only removes arcs, so where a flow's fault-free shortest path shape (up the
+Clos, across its top, down) still has a live instance, its shortest paths are exactly
+the live instances of that shape. The choices at each hop are then the live arcs with
+a live continuation:
+
+- at an accelerator, the in-system switch chips ``k`` whose arcs ``a -> k`` and
+  ``k -> b`` are both live (and, across the systems of a supernode, whose plane still
+  joins the two systems' chips);
+- at a NIC, the planes whose arcs ``nic -> leaf`` and ``leaf -> nic(b)`` are live and
+  whose two leaves are still joined;
+- at a leaf, the spines with a live uplink and a live downlink to the destination leaf
+  (between pods: a spine with at least one usable core, and a live downlink from its
+  peer spine in the destination pod);
+- at a spine bound for another pod, the cores with live arcs to it and from it to the
+  destination pod's spine.
+
+These are computed per (source leaf, destination leaf) pair and per (spine,
+destination pod), as arrays. A flow with no live instance of its shape needs a longer
+detour: through another leaf or NIC, or through another accelerator of its scale-up
+domain when its own NIC is cut off (the transit of :mod:`topomodel.routing`). Those flows
+alone go to the general router, so the loads are those of the general router on the
+whole phase, link by link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric
+from topomodel.routing.general import route_general
+from topomodel.routing.hashing import choose, mix, subflows
+from topomodel.routing.routed import Routed
+from topomodel.routing.structured import _Climb, _clos, _Irregular
+from topomodel.traffic.phases import Phase
+
+ALL_CORE_CHOICES = 4_000_000
+"""Up to this many (spine, pod) pairs, a Clos's core choices are worked out for all of
+them once per fabric (131,072 GPUs: 48,672); above it (a 100k-accelerator supernode's
+59,136 upper switches x 3,696 pods), only for the pairs a phase needs."""
+
+
+class _Lookup:
+    """Link row of the arc ``src -> dst`` (failed or not), by sorted keys."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, n: int) -> None:
+        keys = src.astype(np.int64) * n + dst
+        self.order = np.argsort(keys)
+        self.keys = keys[self.order]
+        self.n = n
+
+    def row(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Link rows, -1 where there is no such arc; arrays broadcast."""
+        wanted = np.asarray(src, np.int64) * self.n + np.asarray(dst, np.int64)
+        pos = np.clip(np.searchsorted(self.keys, wanted), 0, len(self.keys) - 1)
+        return np.where(self.keys[pos] == wanted, self.order[pos], -1)
+
+
+def _ranked(usable: np.ndarray) -> np.ndarray:
+    """Per row, the usable columns first (in column order): the ``r``-th usable column
+    of row ``i`` is ``out[i, r]``."""
+    return np.argsort(~usable, axis=-1, kind="stable")
+
+
+@dataclass(frozen=True, eq=False)
+class _Paths:
+    """The live shortest paths of some leaf pairs: ``ok`` (pairs, spines) whether uplink
+    ``j`` of the source leaf starts one, ``cross`` whether the pair crosses pods; for
+    the (spine, destination pod) keys ``keys`` those pairs need (sorted), their usable
+    cores: ``count``, ``rank`` (usable columns first), and the arcs ``core_up``
+    (spine -> core) and ``core_down`` (core -> the destination pod's spine)."""
+
+    ok: np.ndarray
+    cross: np.ndarray
+    keys: np.ndarray
+    count: np.ndarray
+    rank: np.ndarray
+    core_up: np.ndarray
+    core_down: np.ndarray
+
+
+class _LiveClimb:
+    """A folded Clos (leaf -> spine -> core) with its failed arcs.
+
+    Leaves joined to the same spines form a group (a pod; in a two-tier Clos, all the
+    leaves of one plane); within a group every leaf's uplink ``j`` goes to the same
+    spine, and every core joins spines of one index ``j`` only, so between pods spine
+    ``j`` reaches spine ``j`` of the destination pod through each of its cores. A fabric
+    wired otherwise is irregular.
+    """
+
+    def __init__(self, climb: _Climb, alive: np.ndarray, lookup: _Lookup) -> None:
+        self.present = climb.present
+        if not self.present:
+            return
+        self.alive, self.lookup = alive, lookup
+        up = climb.up[climb.spine]
+        self.slot = up.slot
+        leaves = np.flatnonzero(up.slot >= 0)
+        self.up_arcs = up.table
+        self.cables = up.cables
+        spines = climb.dst_of(up.table)
+        self.down_arcs = lookup.row(spines, leaves[:, None])  # spine j -> leaf
+        if (self.down_arcs < 0).any():
+            raise _Irregular("a leaf uplink without its downlink")
+        self.up_alive = alive[self.up_arcs]
+        self.down_alive = alive[self.down_arcs]
+        self.group = spines.min(axis=1)
+        self.pods, first, inverse = np.unique(self.group, return_index=True,
+                                              return_inverse=True)
+        if (spines != spines[first[inverse]]).any():
+            raise _Irregular("leaves of one pod reach different spines")
+        self.spines = spines
+        self.pod_spines = spines[first]  # (pods, spines): spine j of each pod
+        self.cores = climb.core in climb.up
+        if not self.cores:
+            return
+        self.col = np.full(climb.n, -1)
+        self.col[self.pod_spines] = np.arange(spines.shape[1])[None, :]
+        core = climb.up[climb.core]
+        self.core_slot = core.slot
+        self.core_cables = core.cables
+        self.core_up = core.table  # (spines, cores of a spine)
+        self.core_nodes = climb.dst_of(core.table)
+        below = np.repeat(self.col[np.flatnonzero(core.slot >= 0)], core.width)
+        index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
+        if len(np.unique(index[0])) != index.shape[1]:
+            raise _Irregular("a core joins spines of different indices")
+        self._every: tuple[np.ndarray, ...] | None = None
+
+    def paths(self, leaf_s: np.ndarray, leaf_d: np.ndarray) -> _Paths:
+        """The live shortest paths between pairs of different leaves."""
+        empty, none = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
+        if not self.present:  # one leaf per plane: no pair of different leaves to join
+            return _Paths(np.zeros((len(leaf_s), 1), bool), np.zeros(len(leaf_s), bool),
+                          empty, empty, none, none, none)
+        i, k = self.slot[leaf_s], self.slot[leaf_d]
+        ok = self.up_alive[i] & self.down_alive[k]
+        cross = self.group[i] != self.group[k]
+        no_cores = _Paths(ok, cross, empty, empty, none, none, none)
+        if not cross.any():
+            return no_cores
+        if not self.cores:
+            ok[cross] = False
+            return no_cores
+        spine = self.spines[i[cross]]  # (pairs, spines)
+        pod = np.searchsorted(self.pods, self.group[k[cross]])
+        wanted = self._key(spine, pod[:, None])
+        if len(self.core_up) * len(self.pods) <= ALL_CORE_CHOICES:
+            keys, inverse = np.arange(len(self.core_up) * len(self.pods)), wanted
+            if self._every is None:
+                self._every = self._choices(keys)
+            count, rank, core_up, core_down = self._every
+        else:
+            keys, inverse = np.unique(wanted, return_inverse=True)
+            count, rank, core_up, core_down = self._choices(keys)
+        ok[cross] &= count[inverse.reshape(wanted.shape)] > 0
+        return _Paths(ok, cross, keys, count, rank, core_up, core_down)
+
+    def _choices(self, keys: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For (spine, destination pod) keys: usable cores' count and ranking, and the
+        arcs up to each core and down from it to the pod's spine of the same index."""
+        top, pod_index = keys // len(self.pods), keys % len(self.pods)
+        spine_node = np.flatnonzero(self.core_slot >= 0)[top]
+        peer = self.pod_spines[pod_index, self.col[spine_node]]
+        core_up = self.core_up[top]
+        core_down = self.lookup.row(self.core_nodes[top], peer[:, None])
+        usable = self.alive[core_up] & (core_down >= 0) & self.alive[np.maximum(core_down, 0)]
+        return usable.sum(axis=1), _ranked(usable), core_up, core_down
+
+    def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
+        """Key of (spine node, destination pod index) pairs, as :meth:`paths` sorts them."""
+        return self.core_slot[spine].astype(np.int64) * len(self.pods) + pod
+
+    def even(self, n_links: int, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
+             paths: _Paths) -> np.ndarray:
+        """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores)."""
+        ok = paths.ok
+        i, k = self.slot[leaf_s], self.slot[leaf_d]
+        share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
+        load = np.bincount(self.up_arcs[i].ravel(), share.ravel(), n_links)
+        load += np.bincount(self.down_arcs[k].ravel(), share.ravel(), n_links)
+        cross = paths.cross
+        if not cross.any() or not len(paths.keys):
+            return load
+        pod = np.searchsorted(self.pods, self.group[k[cross]])
+        at = np.searchsorted(paths.keys, self._key(self.spines[i[cross]], pod[:, None]))
+        into = np.bincount(at.ravel(), share[cross].ravel(), len(paths.keys))
+        used = np.arange(paths.rank.shape[1])[None, :] < paths.count[:, None]
+        cores = np.where(used, paths.rank, 0)
+        weight = np.where(used, (into / np.maximum(paths.count, 1))[:, None], 0.0)
+        rows = np.arange(len(paths.keys))[:, None]
+        load += np.bincount(paths.core_up[rows, cores].ravel(), weight.ravel(), n_links)
+        load += np.bincount(np.maximum(paths.core_down[rows, cores], 0).ravel(),
+                            weight.ravel(), n_links)
+        return load
+
+    def picked(self, n_links: int, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+               paths: _Paths, ids: np.ndarray, dst: np.ndarray, volume: np.ndarray,
+               stride: np.ndarray, routing: str, seed: int) -> np.ndarray:
+        """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
+        ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``)."""
+        count = paths.ok.sum(axis=1)[pair]
+        at = leaf_s[pair]
+        rank = _rank(routing, seed, ids, at, dst, stride, count, self.cables)
+        col = _ranked(paths.ok)[pair, rank]
+        i, k = self.slot[at], self.slot[leaf_d[pair]]
+        up_arc, down_arc = self.up_arcs[i, col], self.down_arcs[k, col]
+        load = np.bincount(up_arc, volume, n_links) + np.bincount(down_arc, volume, n_links)
+        far = np.flatnonzero(paths.cross[pair])
+        if len(far):
+            spine = self.spines[i[far], col[far]]
+            pod = np.searchsorted(self.pods, self.group[k[far]])
+            row = np.searchsorted(paths.keys, self._key(spine, pod))
+            cores = paths.count[row]
+            rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
+                         cores, self.core_cables)
+            core = paths.rank[row, rank]
+            load += np.bincount(paths.core_up[row, core], volume[far], n_links)
+            load += np.bincount(paths.core_down[row, core], volume[far], n_links)
+        return load
+
+
+def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.ndarray,
+          stride: np.ndarray, count: np.ndarray, cables: int) -> np.ndarray:
+    """Which of ``count`` usable candidates of ``cables`` each a queue pair takes, as
+    :func:`~topomodel.routing.hashing.choose` picks it."""
+    if routing == "hash":
+        ticket = mix(seed, ids, node) % (count * cables).astype(np.uint64)
+        return (ticket // np.uint64(cables)).astype(np.int64)
+    return (dst // stride) % count
+
+
+class _Survivors:
+    """A structured fabric's failed arcs, indexed for the structured router."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        clos = _clos(fabric)
+        self.clos = clos
+        self.alive = ~fabric.links["failed"].to_numpy()
+        self.lookup = _Lookup(clos.src, clos.dst, len(clos.domain))
+        self.fat_tree = _LiveClimb(clos.fat_tree, self.alive, self.lookup)
+        self.supernode = _LiveClimb(clos.supernode, self.alive, self.lookup)
+
+
+def _survivors(fabric: Fabric) -> _Survivors:
+    return fabric.derived(_Survivors)
+
+
+def check_survivors(fabric: Fabric) -> None:
+    """Build the failure view; raises :class:`_Irregular` where it cannot be built."""
+    _survivors(fabric)
+
+
+def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: int,
+                          qps: int, hash_scaleup: bool) -> Routed:
+    """Route a phase on a structured fabric with failed parts (see the module docstring):
+    every flow whose fault-free path shape survives by arrays, the rest by
+    :func:`~topomodel.routing.general.route_general`."""
+    view = _survivors(fabric)
+    clos = view.clos
+    flows = phase.flows
+    load = np.zeros(clos.n_links)
+    hops = np.zeros(flows, dtype=np.int64)
+    detour = np.zeros(flows, bool)
+    unroutable = np.zeros(0, np.int64)
+    up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
+    same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
+    network = ~same
+    inside = np.flatnonzero(same)
+    if len(inside):
+        across = clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]
+        if clos.mesh:
+            extra, cut = _mesh(view, phase, inside)
+        else:
+            extra, cut = _scaleup(view, phase, inside[~across], up_routing, seed, qps)
+        load += extra
+        hops[inside] = 1 if clos.mesh else 2
+        if clos.planes:
+            network[cut] = True
+        else:  # no network: only a transit through another accelerator can join them
+            detour[cut] = True
+        far = inside[across] if not clos.mesh else inside[:0]
+        if len(far):
+            extra, hops[far], lost = _supernode(view, phase, far, up_routing, seed, qps)
+            load += extra
+            detour[far[lost]] = True
+    outside = np.flatnonzero(network)
+    if len(outside):
+        if not clos.planes:
+            unroutable = outside
+        else:
+            extra, hops[outside], lost = _scaleout(view, phase, outside, routing, seed, qps)
+            load += extra
+            detour[outside[lost]] = True
+    if detour.any():
+        extra, hops[detour], lost = _route_detours(fabric, phase, np.flatnonzero(detour),
+                                                   routing=routing, seed=seed, qps=qps,
+                                                   hash_scaleup=hash_scaleup)
+        load += extra
+        unroutable = np.union1d(unroutable, lost)
+    hops[unroutable] = 0
+    return Routed(load, hops, unroutable.astype(np.int64), "structured")
+
+
+def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing: str,
+                   seed: int, qps: int, hash_scaleup: bool
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The general router on the flows ``detour`` alone: (link loads, their hops, those
+    of them with no path, as indices into the phase). Under hash routing a flow's paths
+    depend on its index, so the phase keeps its length, the other flows made empty and
+    pointed at a node that is already a destination (no more shortest-path trees)."""
+    if routing != "hash":
+        part = Phase(phase.src[detour], phase.dst[detour], phase.bytes[detour],
+                     phase.group[detour], phase.steps, phase.label, phase.messages_per_step)
+        routed = route_general(fabric, part, routing=routing, seed=seed, qps=qps,
+                               hash_scaleup=hash_scaleup)
+        return routed.link_bytes, routed.hops, detour[routed.unroutable]
+    keep = np.zeros(phase.flows, bool)
+    keep[detour] = True
+    parked = phase.dst[detour[0]]
+    part = Phase(np.where(keep, phase.src, parked), np.where(keep, phase.dst, parked),
+                 np.where(keep, phase.bytes, 0.0), phase.group, phase.steps, phase.label,
+                 phase.messages_per_step)
+    routed = route_general(fabric, part, routing=routing, seed=seed, qps=qps,
+                           hash_scaleup=hash_scaleup)
+    return routed.link_bytes, routed.hops[detour], routed.unroutable
+
+
+def _mesh(view: _Survivors, phase: Phase, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Direct links of a full mesh; the flows whose link failed (they take the network)."""
+    rows = view.lookup.row(phase.src[flows], phase.dst[flows])
+    ok = (rows >= 0) & view.alive[np.maximum(rows, 0)]
+    load = np.bincount(rows[ok], phase.bytes[flows][ok], view.clos.n_links)
+    return load, flows[~ok]
+
+
+def _chips(view: _Survivors, src: np.ndarray, dst: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flows, chips) arcs to each in-system chip, from chip ``k`` of the destination's
+    system, and whether both are live."""
+    up, down = view.clos.scaleup_up, view.clos.scaleup_down
+    assert up is not None and down is not None
+    into, out = up.table[up.slot[src]], down.table[down.slot[dst]]
+    return into, out, view.alive[into] & view.alive[out]
+
+
+def _scaleup(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+             qps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Accelerator -> in-system chip -> accelerator over the chips still joining the two;
+    the flows no chip joins (they take the network)."""
+    up = view.clos.scaleup_up
+    assert up is not None
+    n = view.clos.n_links
+    into, out, ok = _chips(view, phase.src[flows], phase.dst[flows])
+    weights = np.where(ok, up.weights[up.slot[phase.src[flows]]], 0)
+    cut = ~ok.any(axis=1)
+    volume = phase.bytes[flows]
+    if routing == "ecmp":
+        share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
+        return (np.bincount(into.ravel(), share.ravel(), n)
+                + np.bincount(out.ravel(), share.ravel(), n)), flows[cut]
+    keep = np.flatnonzero(~cut)
+    take, ids, split = _queue_pairs(routing, flows[keep], qps)
+    row = keep[take]
+    pick = choose(routing, seed, ids, phase.src[flows][row], phase.dst[flows][row],
+                   np.ones(len(row), np.int64), weights[row])
+    part = volume[row] / split
+    return (np.bincount(into[row, pick], part, n) + np.bincount(out[row, pick], part, n),
+            flows[cut])
+
+
+def _queue_pairs(routing: str, flows: np.ndarray,
+                 qps: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(index into ``flows``, hash id, split) per queue pair (see the structured router)."""
+    if routing != "hash":
+        return np.arange(len(flows)), flows, 1
+    take, ids = subflows(flows, qps)
+    return take, ids, qps
+
+
+def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarray,
+            node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray, lower_d: np.ndarray,
+            ok: np.ndarray, weights: np.ndarray, arcs: tuple[np.ndarray, np.ndarray],
+            routing: str, seed: int, qps: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
+    ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
+    ``arcs`` the arcs into the entry and out of the exit, ``ok`` whether those are live,
+    ``weights`` their cables, ``node`` where the plane is chosen.
+
+    Returns the load, the extra hops inside the Clos per flow and the flows with no
+    plane still joined (detours)."""
+    n = view.clos.n_links
+    cross = ok & (lower_s != lower_d)
+    r, c = np.nonzero(cross)
+    nodes = len(view.clos.domain)
+    keys = lower_s[r, c].astype(np.int64) * nodes + lower_d[r, c]
+    pairs, inverse = np.unique(keys, return_inverse=True)
+    pair_s, pair_d = pairs // nodes, pairs % nodes
+    paths = climb.paths(pair_s, pair_d)
+    far = paths.cross
+    joined = np.asarray(paths.ok.any(axis=1))
+    usable = ok.copy()
+    usable[r, c] = joined[inverse]
+    pair_of = np.full(ok.shape, -1)
+    pair_of[r, c] = inverse
+    extra = np.zeros(ok.shape, np.int64)  # hops above the entry: 0, 2 (spine), 4 (core)
+    extra[r, c] = np.where(far[inverse], 4, 2)
+    extra = np.where(usable, extra, 0).max(axis=1, initial=0)
+    lost: np.ndarray = np.asarray(~usable.any(axis=1))
+    weights = np.where(usable, weights, 0)
+    enter, leave = arcs
+    if routing == "ecmp":
+        part = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
+        load = np.bincount(enter.ravel(), part.ravel(), n) + np.bincount(
+            leave.ravel(), part.ravel(), n)
+        amount = np.bincount(inverse, part[r, c], len(pairs))
+        if len(pairs):
+            load += climb.even(n, pair_s, pair_d, amount, paths)
+        return load, extra, lost
+    keep = np.flatnonzero(~lost)
+    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
+    row = keep[take]
+    pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
+                   weights[row])
+    part = volume[row] / split
+    load = np.bincount(enter[row, pick], part, n) + np.bincount(leave[row, pick], part, n)
+    pair = pair_of[row, pick]
+    go = pair >= 0
+    if go.any():
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
+            int(go.sum()), np.int64)
+        load += climb.picked(n, pair[go], pair_s, pair_d, paths, qp_ids[go],
+                             dst[row[go]], part[go], stride, routing, seed)
+    return load, extra, lost
+
+
+def _supernode(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+               qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Between systems of one supernode: accelerator -> chip k -> plane k's Clos -> chip
+    k of the destination system -> accelerator, over the planes still joining them."""
+    up = view.clos.scaleup_up
+    assert up is not None
+    src, dst = phase.src[flows], phase.dst[flows]
+    into, out, ok = _chips(view, src, dst)
+    load, extra, lost = _planes(
+        view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
+        view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
+    return load, 2 + extra, lost
+
+
+def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+              qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Accelerator -> NIC -> a plane's fat-tree -> NIC -> accelerator over the planes
+    still joining the two NICs; flows whose host link failed are detours."""
+    clos = view.clos
+    access_up, access_down = clos.access_up, clos.access_down
+    assert access_up is not None and access_down is not None
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    host_up, host_down = clos.host_up[src], clos.host_down[dst]
+    hosted = view.alive[host_up] & view.alive[host_down]
+    nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
+    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
+    ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
+    load, extra, lost = _planes(
+        view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
+        np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
+    carried = np.where(lost, 0.0, volume)
+    load += np.bincount(host_up, carried, clos.n_links)
+    load += np.bincount(host_down, carried, clos.n_links)
+    return load, 4 + extra, lost
