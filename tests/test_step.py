@@ -175,6 +175,17 @@ def test_default_global_batch_is_16m_tokens_whatever_the_layout(toy):
     assert Layout(dp=3).sequences(1024) == 16386  # rounded up to one microbatch per rank
 
 
+def test_tokens_count_the_sequences_that_run_not_the_batch_asked(toy):
+    """A global batch that is not whole microbatches on every DP rank runs fewer
+    sequences (the CLI refuses it; sweeps and the API get the sequences that ran)."""
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    result = step_time(fabric, model, Layout(dp=16, global_batch=100), QUIET)
+    assert result.microbatches == 6 and result.global_batch == 96
+    seq = model.sequence
+    assert result.tokens_per_s * result.step_time_s == pytest.approx(96 * seq)
+
+
 def test_walls_add_up_to_exposed_comm_and_wait(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)

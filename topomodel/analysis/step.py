@@ -151,9 +151,9 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
     _check(layout, model, fabric)
     seq = layout.seq or model.sequence
-    global_batch = layout.sequences(seq)
-    m = global_batch // (layout.dp * layout.micro_batch)
-    tokens = global_batch * seq
+    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
+    global_batch = m * layout.dp * layout.micro_batch  # the sequences that run: whole
+    tokens = global_batch * seq  # microbatches on every DP rank, as the CLI requires
     device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
                           hbm_efficiency=a.hbm_efficiency)
     p, v = layout.pp, layout.interleave
