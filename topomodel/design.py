@@ -20,16 +20,19 @@ from topomodel.catalog import (
     ScaleupSwitch,
     Switch,
     System,
+    builtin_catalog_dir,
     load_catalog,
     reference_problem,
 )
 from topomodel.errors import DesignError, Problem
+from topomodel.files import outside_folders
 from topomodel.records import (
     Invalid,
     Reading,
     bandwidth,
     boolean,
     choice,
+    did_you_mean,
     integer,
     list_of,
     mapping_of,
@@ -39,6 +42,7 @@ from topomodel.records import (
     ref,
     spec,
     text,
+    yaml_keys,
 )
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS  # re-exported for old readers
 from topomodel.yamlsource import format_path, load_yaml
@@ -192,7 +196,8 @@ class Design:
 
 def load_design(path: str | Path, *, text: str | None = None,
                 catalog: Catalog | None = None,
-                extra_catalogs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
+                extra_catalogs: Sequence[str | Path] = (),
+                catalog_dirs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
     """Read and check a design file; return it with the catalog it was checked against.
 
     Parameters
@@ -204,6 +209,9 @@ def load_design(path: str | Path, *, text: str | None = None,
     catalog
         The catalog to use; by default the built-in one plus ``extra_catalogs`` and the
         design's own ``catalogs``.
+    catalog_dirs
+        Folders the design's ``catalogs`` may be in besides its own folder tree and the
+        built-in catalogs (``--catalog-dir``); a catalog elsewhere is refused unread.
 
     Raises
     ------
@@ -211,6 +219,13 @@ def load_design(path: str | Path, *, text: str | None = None,
         With every problem found: YAML, keys, units, unknown ids, inconsistent choices.
     """
     source = load_yaml(path, text=text, error=DesignError)
+    keys = yaml_keys(Design)
+    if source.data is not None and not (isinstance(source.data, dict) and any(
+            key in keys or did_you_mean(key, keys) for key in source.data)):
+        # nothing here is a design: say so without echoing what the file holds
+        source.problem((), "not a design file: a design is a mapping with design keys"
+                       f" ({', '.join(keys)})")
+        source.raise_if_problems(DesignError)
     reading = Reading(source)
     design = read_record(reading, (), source.data, Design, file=source.file,
                          lines=source.lines)
@@ -219,11 +234,25 @@ def load_design(path: str | Path, *, text: str | None = None,
     if catalog is None:
         base = Path(path).parent
         own = [base / c for c in design.catalogs]
+        refused = [design.locate(("catalogs", i), named_file_problem(c, base, catalog_dirs))
+                   for i, c in enumerate(design.catalogs)
+                   if outside_folders(base / c, [base, builtin_catalog_dir(), *catalog_dirs])]
+        if refused:
+            raise DesignError(refused)
         catalog = load_catalog([*extra_catalogs, *own])
     problems = _unknown_refs(reading, catalog) or _check(design, catalog)
     if problems:
         raise DesignError(problems)
     return design, catalog
+
+
+def named_file_problem(name: str | Path, folder: Path,
+                       catalog_dirs: Sequence[str | Path]) -> str:
+    """Why the catalog ``name``, named by a file in ``folder``, is refused unread."""
+    allowed = ", ".join(str(d) for d in catalog_dirs)
+    return (f"{name} is outside {folder.resolve()}, this file's folder; a catalog a design"
+            " or sweep file names must be in that folder tree, built in, or in a folder"
+            " given with --catalog-dir" + (f" ({allowed})" if allowed else ""))
 
 
 def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from topomodel.errors import InputError, Problem
+from topomodel.files import read_input_text
 
 KeyPath = tuple[str | int, ...]
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -118,7 +119,7 @@ def load_yaml(path: str | Path, *, text: str | None = None,
     name = str(path)
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_input_text(path)  # a regular file, of a bounded size
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise error([Problem(name, None, "", f"cannot read the file: {reason}")]) from None

@@ -46,6 +46,9 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
                         help="add a catalog file (repeatable; its entries may override"
                         " built-in ones)")
+    parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
+                        help="a folder the catalogs named in a design or sweep file may"
+                        " be in, besides that file's own folder tree (repeatable)")
 
 
 def _format_arg(parser: argparse.ArgumentParser) -> None:

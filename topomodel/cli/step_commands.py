@@ -36,7 +36,8 @@ class Job:
 
 
 def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepInputs,
-                        fail_links: Sequence[str] = ()) -> Fabric:
+                        fail_links: Sequence[str] = (), *,
+                        catalog_dirs: Sequence[str] = ()) -> Fabric:
     """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
     faster scale-out)."""
     from topomodel.analysis.studies import scale_scaleout
@@ -44,7 +45,8 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
 
-    design, catalog = load_design(design_file, extra_catalogs=catalogs)
+    design, catalog = load_design(design_file, extra_catalogs=catalogs,
+                                  catalog_dirs=catalog_dirs)
     fabric = build_fabric(design, catalog)
     if inputs.fail or fail_links:
         fabric = with_failures(fabric, inputs.fail, fail_links)
@@ -58,7 +60,8 @@ def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     from topomodel.analysis.studies import fill_dp
 
     inputs = inputs_from_args(args)
-    fabric = fabric_with_whatifs(design_file, args.catalog, inputs)
+    fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     model = fabric.catalog.get(str(inputs.model), Model)
     layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
         inputs.layout)
@@ -78,7 +81,8 @@ def _cmd_review(args: argparse.Namespace) -> Report:
         fabric, inputs = job.fabric, job.inputs
     else:  # the fabric only: the same what-ifs as step, without the model
         inputs = inputs_from_args(args, require_model=False)
-        fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+        fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     review = collect_review(fabric, model=job.model if job else None,
                             layout=job.layout if job else None,
                             assumptions=job.assumptions if job else None,
@@ -239,7 +243,8 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     if inputs.fail:
         raise _usage("--fail: scale builds the design at several sizes, where the named"
                      " parts differ; fail parts with step or compare instead")
-    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog,
+                                   catalog_dirs=args.catalog_dir)
     model = catalog.get(str(inputs.model), Model)
     total = int(design.accelerators or (design.systems or 1) * catalog.get(
         design.system, System).accelerators)
@@ -279,7 +284,8 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         run_sweep,
     )
 
-    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog)
+    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog,
+                       catalog_dirs=args.catalog_dir)
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
