@@ -507,7 +507,13 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
         in_file = place(SWEEP + f"dask: {{scheduler: '{cluster.scheduler_address}'}}\n",
                         "on-dask.yaml")
         out = tmp_path / "cli.csv"
-        assert main(["sweep", str(in_file), "-o", str(out), "--format", "json"]) == 0
+        argv = ["sweep", str(in_file), "-o", str(out), "--format", "json"]
+        assert main(argv) == 2  # a sweep file alone never picks the cluster
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot choose alone" in err[0]
+        assert "--use-file-scheduler" in err[0] and "must be trusted" in err[0]
+        assert not out.exists() and not journal_path(out).exists()
+        assert main([*argv, "--use-file-scheduler"]) == 0
     assert dask.scheduler == cluster.scheduler_address
     assert json.loads(capsys.readouterr().out)["computed"] == 18
     pd.testing.assert_frame_equal(frame_of(pool), frame_of(alone))
@@ -517,14 +523,26 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
         frame_of(alone)["step_time_s"].tolist(), nan_ok=True, rel=1e-15)
 
 
-def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
+def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch, capsys):
     pytest.importorskip("distributed")
     monkeypatch.setattr("topomodel.sweep.pool.DASK_CONNECT_TIMEOUT", "1s")
     sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
                              "fixed: {model: toy-dense}\n"))
+    out = tmp_path / "r.parquet"
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):
-        run_sweep(sweep, tmp_path / "r.parquet", progress=False,
-                  scheduler="tcp://127.0.0.1:1")
+        run_sweep(sweep, out, progress=False, scheduler="tcp://127.0.0.1:1")
+    assert not out.exists() and not journal_path(out).exists()  # the next run may start
+    for address in ("tcp://127.0.0.1:1", "tls://127.0.0.1:1"):
+        assert main(["sweep", str(sweep.file), "-o", str(out), "--scheduler", address]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"topomodel: error: cannot reach the Dask scheduler at {address}:"
+                       + err[0].split(address + ":", 1)[1]], err
+        assert not out.exists() and not journal_path(out).exists()
+    monkeypatch.setenv("TOPOMODEL_DASK_SCHEDULER", "tcp://127.0.0.1:1")
+    assert main(["sweep", str(sweep.file), "-o", str(out)]) == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    assert main(["sweep", str(sweep.file), "-o", str(out), "--scheduler", "http://x"]) == 2
+    assert "not a Dask scheduler address" in capsys.readouterr().err
 
 
 # Reports and the CLI ----------------------------------------------------------------------
@@ -608,3 +626,44 @@ def test_two_sweeps_cannot_write_the_same_results(place, tmp_path):
         with pytest.raises(UsageError, match="another sweep is writing these results"):
             run_sweep(sweep, out, workers=1, progress=False, resume=True)
     assert not out.exists()
+
+
+def test_a_tls_scheduler_runs_the_sweep(place, tmp_path, monkeypatch, capsys):
+    """tls:// addresses work, with the certificates from Dask's configuration."""
+    distributed = pytest.importorskip("distributed")
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the test certificates")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                    "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    from distributed.security import Security
+
+    security = Security(tls_ca_file=str(cert), tls_client_cert=str(cert),
+                        tls_client_key=str(key), tls_scheduler_cert=str(cert),
+                        tls_scheduler_key=str(key), tls_worker_cert=str(cert),
+                        tls_worker_key=str(key), require_encryption=True)
+    for name, value in (("CA_FILE", cert), ("CLIENT__CERT", cert), ("CLIENT__KEY", key)):
+        monkeypatch.setenv(f"DASK_DISTRIBUTED__COMM__TLS__{name}", str(value))
+    import dask
+
+    dask.config.refresh()
+    sweep_file = place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                       "fixed: {model: toy-dense}\nparameters: {tp: [1, 2]}\n")
+    out = tmp_path / "tls.csv"
+    try:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                      protocol="tls://", host="127.0.0.1",
+                                      security=security, dashboard_address=":0") as cluster:
+            address = cluster.scheduler_address
+            assert address.startswith("tls://")
+            assert main(["sweep", str(sweep_file), "-o", str(out), "--scheduler", address,
+                         "--format", "json"]) == 0
+    finally:
+        monkeypatch.undo()
+        dask.config.refresh()
+    assert json.loads(capsys.readouterr().out)["computed"] == 2
+    assert len(pd.read_csv(out)) == 2

@@ -266,7 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--workers", type=int, metavar="N",
                        help="local worker processes (default: every core; 1 runs here)")
     sweep.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run on this Dask scheduler (e.g. tcp://host:8786) instead")
+                       help="run on this Dask scheduler (tcp://host:8786, tls://host:8786;"
+                       " default $TOPOMODEL_DASK_SCHEDULER) instead; the cluster must be"
+                       " trusted")
+    sweep.add_argument("--use-file-scheduler", action="store_true",
+                       help="run on the Dask scheduler the sweep file names (refused"
+                       " without this or --scheduler)")
     sweep.add_argument("--resume", action="store_true",
                        help="skip the points an earlier, interrupted or shorter run finished")
     sweep.add_argument("--retry-failed", action="store_true",

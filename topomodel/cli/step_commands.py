@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -273,6 +274,11 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     return Report("scale", data, [Table("Scaling", rows)])
 
 
+SCHEDULER_VARIABLE = "TOPOMODEL_DASK_SCHEDULER"
+"""The environment variable naming the Dask scheduler a sweep runs on (``--scheduler``
+overrides it)."""
+
+
 def _cmd_sweep(args: argparse.Namespace) -> Report:
 
     from topomodel.report.sweep import dry_run_report, sweep_report
@@ -305,8 +311,10 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         if path:
             _writable(path)
     try:
-        outcome = run_sweep(sweep, args.output, workers=args.workers,
-                            scheduler=args.scheduler, resume=args.resume or args.retry_failed,
+        scheduler = args.scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
+        outcome = run_sweep(sweep, args.output, workers=args.workers, scheduler=scheduler,
+                            use_file_scheduler=args.use_file_scheduler,
+                            resume=args.resume or args.retry_failed,
                             overwrite=args.overwrite, results_format=args.results_format,
                             retry_failed=args.retry_failed)
     except KeyboardInterrupt:
