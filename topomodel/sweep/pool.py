@@ -299,11 +299,14 @@ def check_outcomes(outcomes: Any, points: Sequence[tuple[int, dict[str, Any]]]
 
     def bad(what: str) -> MalformedResult:
         return MalformedResult(f"a worker returned a malformed result for points"
-                               f" {wanted[0]}..{wanted[-1]}: {what}; the finished points"
-                               " are kept in the journal (--resume goes on)")
+                               f" {wanted[0]}..{wanted[-1]}: {what} (points finished"
+                               " before it are kept in the journal: --resume goes on)")
 
-    if not isinstance(outcomes, list) or not all(isinstance(o, Outcome) for o in outcomes):
+    if not isinstance(outcomes, list):
         raise bad(f"expected a list of outcomes, got a {type(outcomes).__name__}")
+    strays = [type(o).__name__ for o in outcomes if not isinstance(o, Outcome)]
+    if strays:
+        raise bad(f"expected a list of outcomes, got one holding a {strays[0]}")
     if sorted(o.index for o in outcomes if isinstance(o.index, int)) != wanted:
         raise bad("its outcomes are not those of the points sent")
     for o in outcomes:

@@ -42,7 +42,14 @@ from topomodel.sweep.journal import (
     journal_path,
     results_format_for,
 )
-from topomodel.sweep.pool import _run_dask, _run_pool, _tasks, check_scheduler_address, connect_dask
+from topomodel.sweep.pool import (
+    _run_dask,
+    _run_pool,
+    _tasks,
+    check_outcomes,
+    check_scheduler_address,
+    connect_dask,
+)
 
 
 @dataclass(frozen=True)
@@ -211,7 +218,8 @@ def _run_locked(sweep: Sweep, log: _Journal, path: Path, fmt: str, client: Any, 
             _run_dask(context, _tasks(sweep, todo, count), client, evaluate, done)
         elif todo and count == 1:
             for index in todo:
-                done(run_points(context, [(index, sweep.points[index])], evaluate))
+                points = [(index, sweep.points[index])]
+                done(check_outcomes(run_points(context, points, evaluate), points))
         elif todo:
             _run_pool(context, _tasks(sweep, todo, count), count, evaluate, done)
     finally:
