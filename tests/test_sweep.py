@@ -815,9 +815,8 @@ def test_results_are_written_and_the_journal_removed_under_the_lock(place, tmp_p
     real_remove = run_module._Journal.remove
 
     def remove(self):
-        with journal_path(out).open("a") as other:
-            with pytest.raises(BlockingIOError):
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with journal_path(out).open("a") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         unlinked.append(True)
         real_remove(self)
 
