@@ -141,6 +141,12 @@ def load_yaml(path: str | Path, *, text: str | None = None,
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0]
         raise error([Problem(name, None, "", f"invalid YAML: {reason}")]) from None
+    except (ValueError, TypeError, AttributeError):
+        # PyYAML's constructors fail so on a scalar they cannot hold: an integer of over
+        # 4,300 digits, an explicit tag on a value it does not fit (!!timestamp null)
+        raise error([Problem(name, None, "", "invalid YAML: a value that cannot be read"
+                             " (an integer of thousands of digits, or a tag that does not"
+                             " fit its value)")]) from None
     source.raise_if_problems(error)
     return source
 
