@@ -130,7 +130,10 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     count = workers if workers is not None else _cores()
     if count < 1:
         raise UsageError("--workers must be at least 1")
-    client, own_client = connect_dask(scheduler) if scheduler is not None else (None, False)
+    client: Any = None
+    own_client = False
+    if scheduler is not None:
+        client, own_client = connect_dask(scheduler)
     try:  # connected (or local) before the journal exists: a failed start leaves none
         log = _Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
     except BaseException:
