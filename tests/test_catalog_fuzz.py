@@ -76,3 +76,60 @@ def test_random_documents(tmp_path, document):
 @given(text=st.text(max_size=200))
 def test_random_text(tmp_path, text):
     load_only_clean_errors(tmp_path, text)
+
+
+# YAML's own constructs: tags, anchors and aliases, deep nesting, huge integers --------
+
+TAGS = ["!!python/object:os.system", "!!python/name:os.system", "!!binary", "!!set",
+        "!!omap", "!!timestamp", "!!float", "!!int", "!!str", "!!null", "!foo", "!<tag:x>"]
+KEYS = ["ports", "port_rate", "protocol", "source", "provenance", "capacity", "latency",
+        "breakouts", "notes", "<<"]
+
+
+@st.composite
+def yaml_value(draw, depth=0):
+    """YAML text of a value, built from the constructs plain data generators miss."""
+    kind = draw(st.sampled_from(["scalar", "huge", "tagged", "nested", "flow"]
+                                if depth < 3 else ["scalar", "huge", "tagged"]))
+    if kind == "scalar":
+        return yaml.safe_dump(draw(scalars), default_flow_style=True).strip().removesuffix(
+            "...").strip() or "''"
+    if kind == "huge":
+        digits = draw(st.sampled_from([20, 400, 4400]))  # 4,300: Python's int-to-text limit
+        return draw(st.sampled_from(["", "-"])) + "9" * digits + draw(
+            st.sampled_from(["", ".5", "e999", " Gb/s"]))
+    if kind == "tagged":
+        return f"{draw(st.sampled_from(TAGS))} {draw(yaml_value(depth + 1))}"
+    if kind == "nested":
+        levels = draw(st.sampled_from([1, 3, 60, 1100]))  # 1,000: the YAML loader's limit
+        return "[" * levels + draw(yaml_value(depth + 1)) + "]" * levels
+    items = draw(st.lists(yaml_value(depth + 1), max_size=3))
+    if draw(st.booleans()):
+        return "[" + ", ".join(items) + "]"
+    keys = draw(st.lists(st.sampled_from(KEYS), min_size=len(items), max_size=len(items)))
+    return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, items, strict=True)) + "}"
+
+
+@settings(SETTINGS, max_examples=60)
+@given(values=st.lists(yaml_value(), min_size=1, max_size=4),
+       keys=st.lists(st.sampled_from(KEYS), min_size=4, max_size=4),
+       alias=st.sampled_from(["none", "value", "entry", "merge", "chain"]))
+def test_tags_aliases_deep_nesting_and_huge_integers(tmp_path, values, keys, alias):
+    lines = ["anchors: &a " + values[0]] if alias != "none" else []
+    if alias == "chain":  # each level repeats the one before: a small "billion laughs"
+        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"] + [
+            f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+            for i in range(1, 5)]
+    lines.append("switches:")
+    lines.append("  qm9700: &entry")
+    for key, value in zip(keys, values, strict=False):
+        lines.append(f"    {key}: {value}")
+    if alias == "value":
+        lines.append("    notes: *a")
+    elif alias == "merge":
+        lines.append("    <<: *a")
+    elif alias == "chain":
+        lines.append("    breakouts: *a4")
+    if alias == "entry":
+        lines.append("  other: *entry")
+    load_only_clean_errors(tmp_path, "\n".join(lines) + "\n")

@@ -509,7 +509,13 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
         in_file = place(SWEEP + f"dask: {{scheduler: '{cluster.scheduler_address}'}}\n",
                         "on-dask.yaml")
         out = tmp_path / "cli.csv"
-        assert main(["sweep", str(in_file), "-o", str(out), "--format", "json"]) == 0
+        argv = ["sweep", str(in_file), "-o", str(out), "--format", "json"]
+        assert main(argv) == 2  # a sweep file alone never picks the cluster
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot choose alone" in err[0]
+        assert "--use-file-scheduler" in err[0] and "must be trusted" in err[0]
+        assert not out.exists() and not journal_path(out).exists()
+        assert main([*argv, "--use-file-scheduler"]) == 0
     assert dask.scheduler == cluster.scheduler_address
     assert json.loads(capsys.readouterr().out)["computed"] == 18
     pd.testing.assert_frame_equal(frame_of(pool), frame_of(alone))
@@ -519,14 +525,26 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
         frame_of(alone)["step_time_s"].tolist(), nan_ok=True, rel=1e-15)
 
 
-def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch):
+def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch, capsys):
     pytest.importorskip("distributed")
     monkeypatch.setattr("topomodel.sweep.pool.DASK_CONNECT_TIMEOUT", "1s")
     sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
                              "fixed: {model: toy-dense}\n"))
+    out = tmp_path / "r.parquet"
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):
-        run_sweep(sweep, tmp_path / "r.parquet", progress=False,
-                  scheduler="tcp://127.0.0.1:1")
+        run_sweep(sweep, out, progress=False, scheduler="tcp://127.0.0.1:1")
+    assert not out.exists() and not journal_path(out).exists()  # the next run may start
+    for address in ("tcp://127.0.0.1:1", "tls://127.0.0.1:1"):
+        assert main(["sweep", str(sweep.file), "-o", str(out), "--scheduler", address]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"topomodel: error: cannot reach the Dask scheduler at {address}:"
+                       + err[0].split(address + ":", 1)[1]], err
+        assert not out.exists() and not journal_path(out).exists()
+    monkeypatch.setenv("TOPOMODEL_DASK_SCHEDULER", "tcp://127.0.0.1:1")
+    assert main(["sweep", str(sweep.file), "-o", str(out)]) == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    assert main(["sweep", str(sweep.file), "-o", str(out), "--scheduler", "http://x"]) == 2
+    assert "not a Dask scheduler address" in capsys.readouterr().err
 
 
 # Reports and the CLI ----------------------------------------------------------------------
@@ -615,3 +633,228 @@ def test_two_sweeps_cannot_write_the_same_results(place, tmp_path):
         with pytest.raises(UsageError, match="another sweep is writing these results"):
             run_sweep(sweep, out, workers=1, progress=False, resume=True)
     assert not out.exists()
+
+
+def test_a_tls_scheduler_runs_the_sweep(place, tmp_path, monkeypatch, capsys):
+    """tls:// addresses work, with the certificates from Dask's configuration."""
+    distributed = pytest.importorskip("distributed")
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the test certificates")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                    "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    from distributed.security import Security
+
+    security = Security(tls_ca_file=str(cert), tls_client_cert=str(cert),
+                        tls_client_key=str(key), tls_scheduler_cert=str(cert),
+                        tls_scheduler_key=str(key), tls_worker_cert=str(cert),
+                        tls_worker_key=str(key), require_encryption=True)
+    for name, value in (("CA_FILE", cert), ("CLIENT__CERT", cert), ("CLIENT__KEY", key)):
+        monkeypatch.setenv(f"DASK_DISTRIBUTED__COMM__TLS__{name}", str(value))
+    import dask
+
+    dask.config.refresh()
+    sweep_file = place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                       "fixed: {model: toy-dense}\nparameters: {tp: [1, 2]}\n")
+    out = tmp_path / "tls.csv"
+    try:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                      protocol="tls://", host="127.0.0.1",
+                                      security=security, dashboard_address=":0") as cluster:
+            address = cluster.scheduler_address
+            assert address.startswith("tls://")
+            assert main(["sweep", str(sweep_file), "-o", str(out), "--scheduler", address,
+                         "--format", "json"]) == 0
+    finally:
+        monkeypatch.undo()
+        dask.config.refresh()
+    assert json.loads(capsys.readouterr().out)["computed"] == 2
+    assert len(pd.read_csv(out)) == 2
+
+
+SLOW = """\
+import sys, time
+from topomodel.sweep import load_sweep, run_sweep
+def slow(context, params):
+    open(sys.argv[3] + str(params["tp"]), "w").close()
+    time.sleep(120)
+if __name__ == "__main__":
+    run_sweep(load_sweep(sys.argv[1]), sys.argv[2], workers=2, progress=False, evaluate=slow)
+"""
+
+
+def _descendants(pid):
+    """Every process below ``pid`` (read from /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_sweep_leaves_no_process_behind(place, tmp_path):
+    import time
+
+    sweep_file = place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                       "fixed: {model: toy-dense}\nparameters: {tp: [1, 2]}\n")
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW)
+    marker = tmp_path / "started-"
+    run = subprocess.Popen([sys.executable, str(script), str(sweep_file),
+                            str(tmp_path / "r.parquet"), str(marker)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    below = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("started-*"))) < 2:  # both workers are computing
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.1)
+        below = _descendants(run.pid)
+        assert len(below) >= 3  # the fork server (or spawner), two workers, ...
+        run.kill()
+        run.wait()
+        deadline = time.monotonic() + 15
+        while not all(_gone(pid) for pid in below) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in below if not _gone(pid)] == []
+    finally:  # the processes this test started, should any be left
+        run.kill()
+        for pid in below:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _interrupting(after, context, params, calls):
+    calls[0] += 1
+    if calls[0] == after:
+        raise KeyboardInterrupt
+    return evaluate_point(context, params)
+
+
+def test_a_torn_journal_line_is_trimmed_before_the_resume_appends(place, tmp_path):
+    sweep = load_sweep(place())
+    out = tmp_path / "r.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, out, workers=1, progress=False,
+                  evaluate=functools.partial(_interrupting, 5, calls=[0]))
+    with journal_path(out).open("a") as journal:
+        journal.write('{"key": "00')  # a process killed mid-write
+    with pytest.raises(KeyboardInterrupt):  # the resume appends 3 points, then stops
+        run_sweep(sweep, out, workers=1, progress=False, resume=True,
+                  evaluate=functools.partial(_interrupting, 4, calls=[0]))
+    lines = journal_path(out).read_text().splitlines()  # from disk, as a third run reads
+    assert len(lines) == 1 + 4 + 3
+    assert all(isinstance(json.loads(line), dict) for line in lines)
+    resumed = run_sweep(sweep, out, workers=1, progress=False, resume=True)
+    assert (resumed.resumed, resumed.ran) == (7, 11)
+    whole = run_sweep(sweep, tmp_path / "whole.parquet", workers=1, progress=False)
+    pd.testing.assert_frame_equal(frame_of(resumed), frame_of(whole))
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--overwrite"])
+def test_a_symlinked_journal_or_results_file_is_refused(place, tmp_path, capsys, flag):
+    sweep_file = place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                       "fixed: {model: toy-dense}\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "r.csv"
+    journal_path(out).symlink_to(victim)
+    assert main(["sweep", str(sweep_file), "-o", str(out), "--workers", "1", flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a symbolic link" in err[0], err
+    assert victim.read_text() == "precious\n" and journal_path(out).is_symlink()
+    journal_path(out).unlink()
+    out.symlink_to(victim)
+    assert main(["sweep", str(sweep_file), "-o", str(out), "--workers", "1", flag]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "precious\n" and out.is_symlink()
+    assert not journal_path(out).exists()
+
+
+def test_results_are_written_and_the_journal_removed_under_the_lock(place, tmp_path,
+                                                                    monkeypatch):
+    import fcntl
+
+    import topomodel.sweep.run as run_module
+
+    sweep = load_sweep(place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                             "fixed: {model: toy-dense}\n"))
+    out = tmp_path / "r.parquet"
+    seen = []
+    original = run_module._write_results
+
+    def write_and_probe(*args):
+        with journal_path(out).open("a") as other:  # a second sweep arriving now
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append("unlocked")
+            except BlockingIOError:
+                seen.append("locked")
+        table = original(*args)
+        assert journal_path(out).exists()  # removed after the results, not before
+        return table
+
+    monkeypatch.setattr(run_module, "_write_results", write_and_probe)
+    unlinked = []
+    real_remove = run_module._Journal.remove
+
+    def remove(self):
+        with journal_path(out).open("a") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        unlinked.append(True)
+        real_remove(self)
+
+    monkeypatch.setattr(run_module._Journal, "remove", remove)
+    run_sweep(sweep, out, workers=1, progress=False)
+    assert seen == ["locked"] and unlinked == [True]
+    assert out.exists() and not journal_path(out).exists()
+
+
+def _malformed(context, points, evaluate):
+    return [{"index": i, "metrics": "x"} for i, _ in points]
+
+
+def test_malformed_worker_results_are_one_clear_error(place, tmp_path, monkeypatch,
+                                                      capsys):
+    import topomodel.sweep.run as run_module
+
+    sweep_file = place("design: design.yaml\ncatalogs: [toy.yaml]\n"
+                       "fixed: {model: toy-dense}\nparameters: {tp: [1, 2]}\n")
+    monkeypatch.setattr(run_module, "run_points", _malformed)
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(sweep_file), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "malformed result for points 0..0" in err[0], err
+    assert "got one holding a dict" in err[0]
+    assert not out.exists() and not journal_path(out).exists()
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr("topomodel.sweep.pool.run_points", _malformed)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster:
+        assert main(["sweep", str(sweep_file), "-o", str(out),
+                     "--scheduler", cluster.scheduler_address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a worker returned a malformed result" in err[0], err

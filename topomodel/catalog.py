@@ -652,6 +652,12 @@ def _read_file(reading: Reading) -> Iterable[Entry]:
         source.problem((), "a catalog file is a mapping from entry kinds"
                        f" ({', '.join(ENTRY_TYPES)}) to entries")
         return []
+    if source.data and not any(section in ENTRY_TYPES or did_you_mean(section, ENTRY_TYPES)
+                               for section in source.data):
+        # nothing here is a catalog: say so without echoing what the file holds
+        source.problem((), "not a catalog file: none of its top-level keys is an entry"
+                       f" kind ({', '.join(ENTRY_TYPES)})")
+        return []
     found: list[Entry] = []
     seen: dict[str, str] = {}
     for section, items in source.data.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,16 +21,19 @@ from topomodel.catalog import (
     ScaleupSwitch,
     Switch,
     System,
+    builtin_catalog_dir,
     load_catalog,
     reference_problem,
 )
 from topomodel.errors import DesignError, Problem
+from topomodel.files import outside_folders
 from topomodel.records import (
     Invalid,
     Reading,
     bandwidth,
     boolean,
     choice,
+    did_you_mean,
     integer,
     list_of,
     mapping_of,
@@ -40,6 +43,7 @@ from topomodel.records import (
     ref,
     spec,
     text,
+    yaml_keys,
 )
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS  # re-exported for old readers
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
@@ -181,13 +185,7 @@ class Design:
     def locate(self, key_path: Sequence[str | int], message: str) -> Problem:
         """A :class:`Problem` at ``key_path`` of this design (the line of its nearest
         key that has one)."""
-        path = tuple(key_path)
-        line = None
-        while path and line is None:
-            line = self.lines.get(path)
-            path = path[:-1]
-        return Problem(self.file, line or self.lines.get(()), format_path(tuple(key_path)),
-                       message)
+        return problem_at(self.file, self.lines, key_path, message)
 
     def problem(self, key_path: Sequence[str | int], message: str) -> DesignError:
         """A :class:`DesignError` located at ``key_path`` of this design."""
@@ -196,7 +194,8 @@ class Design:
 
 def load_design(path: str | Path, *, text: str | None = None,
                 catalog: Catalog | None = None,
-                extra_catalogs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
+                extra_catalogs: Sequence[str | Path] = (),
+                catalog_dirs: Sequence[str | Path] = ()) -> tuple[Design, Catalog]:
     """Read and check a design file; return it with the catalog it was checked against.
 
     Every problem is collected before one :class:`DesignError` lists them: keys and
@@ -214,6 +213,9 @@ def load_design(path: str | Path, *, text: str | None = None,
     catalog
         The catalog to use; by default the built-in one plus ``extra_catalogs`` and the
         design's own ``catalogs``.
+    catalog_dirs
+        Folders the design's ``catalogs`` may be in besides its own folder tree and the
+        built-in catalogs (``--catalog-dir``); a catalog elsewhere is refused unread.
 
     Raises
     ------
@@ -221,13 +223,27 @@ def load_design(path: str | Path, *, text: str | None = None,
         With every problem found: YAML, keys, units, unknown ids, inconsistent choices.
     """
     source = load_yaml(path, text=text, error=DesignError)
+    keys = yaml_keys(Design)
+    if source.data is not None and not (isinstance(source.data, dict) and any(
+            key in keys or did_you_mean(key, keys) for key in source.data)):
+        # nothing here is a design: say so without echoing what the file holds
+        source.problem((), "not a design file: a design is a mapping with design keys"
+                       f" ({', '.join(keys)})")
+        source.raise_if_problems(DesignError)
     reading = Reading(source)
     design = read_record(reading, (), source.data, Design, file=source.file,
                          lines=source.lines)
     problems = list(source.problems)
     if catalog is None:
         base = Path(path).parent
-        own = [base / c for c in _catalog_files(design, source.data)]
+        files = _catalog_files(design, source.data)
+        own = [base / c for c in files]
+        refused = [problem_at(source.file, source.lines, ("catalogs", i),
+                              named_file_problem(c, base, catalog_dirs))
+                   for i, c in enumerate(files)
+                   if outside_folders(base / c, [base, builtin_catalog_dir(), *catalog_dirs])]
+        if refused:
+            raise DesignError(refused)
         catalog = load_catalog([*extra_catalogs, *own])
     unknown = _unknown_refs(reading, catalog)
     problems += unknown
@@ -304,6 +320,27 @@ def _remove(data: Any, path: KeyPath) -> None:
         node.pop(last, None)
     elif isinstance(node, list) and parents:
         _remove(data, tuple(parents))  # a bad list item: drop the whole list
+
+
+def problem_at(file: str, lines: Mapping[KeyPath, int], key_path: Sequence[str | int],
+               message: str) -> Problem:
+    """A :class:`Problem` at ``key_path`` of a file (the line of its nearest key that
+    has one)."""
+    path = tuple(key_path)
+    line = None
+    while path and line is None:
+        line = lines.get(path)
+        path = path[:-1]
+    return Problem(file, line or lines.get(()), format_path(tuple(key_path)), message)
+
+
+def named_file_problem(name: str | Path, folder: Path,
+                       catalog_dirs: Sequence[str | Path]) -> str:
+    """Why the catalog ``name``, named by a file in ``folder``, is refused unread."""
+    allowed = ", ".join(str(d) for d in catalog_dirs)
+    return (f"{name} is outside {folder.resolve()}, this file's folder; a catalog a design"
+            " or sweep file names must be in that folder tree, built in, or in a folder"
+            " given with --catalog-dir" + (f" ({allowed})" if allowed else ""))
 
 
 def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:

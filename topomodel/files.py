@@ -1,24 +1,172 @@
-"""Writing files: atomically (a temporary file in the target's folder, moved into
-place), and values as plain JSON types (:func:`plain_json`).
+"""Files: reading inputs safely, writing outputs atomically, values as plain JSON types.
 
-A failed or interrupted write leaves nothing half-written. The file gets the mode an
-ordinary ``open`` would give it (0666 less the umask), not ``mkstemp``'s 0600.
+Inputs (:func:`read_input_text`) are regular files of at most
+:data:`MAX_INPUT_FILE_BYTES`: a device (``/dev/zero``), a pipe or terminal
+(``/dev/stdin``) or a folder is refused at once instead of read until memory runs out or
+blocking. A file another file names (a design's or sweep file's ``catalogs:``) must lie
+in the naming file's folder tree or in a folder the user allowed (:func:`outside_folders`).
+
+Outputs (:func:`atomic_write`) are written to an unnamed temporary file in the target's
+folder (Linux ``O_TMPFILE``; elsewhere a named one removed on every error, Ctrl-C
+included), then moved into place: a failed, interrupted or killed write leaves nothing
+half-written, and a ``kill -9`` leaves no temporary file behind either. A symbolic link
+where an output goes is refused (:func:`refuse_symlink`), never replaced or written
+through. The file gets the mode an ordinary ``open`` would give it (0666 less the umask).
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from topomodel.errors import UsageError
+
+MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024
+"""Largest input file (catalog, design, sweep), bytes. The built-in catalogs together are
+under 200 kB and a design or sweep file a few kB, so 16 MiB is generous for any real
+input while refusing a runaway read at once."""
+
+
+def read_input_text(path: str | Path, *, limit_bytes: int = MAX_INPUT_FILE_BYTES) -> str:
+    """The text (UTF-8) of the regular file ``path``, at most ``limit_bytes`` bytes.
+
+    Opened without blocking (a FIFO with no writer does not hang) and checked before a
+    byte is read.
+
+    Raises
+    ------
+    OSError
+        With a ``strerror`` saying what is wrong: missing, unreadable, not a regular
+        file, or larger than ``limit_bytes``; never with the file's content.
+    UnicodeDecodeError
+        For a file that is not UTF-8 text.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a folder" if stat.S_ISDIR(info.st_mode) else (
+                "a device, pipe or socket")
+            raise OSError(errno.EINVAL, f"not a regular file ({what})", str(path))
+        if info.st_size > limit_bytes:
+            raise OSError(errno.EFBIG, f"larger than the {limit_bytes:,} bytes an input"
+                          " file may have", str(path))
+        chunks, left = [], limit_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:  # it grew while being read
+            raise OSError(errno.EFBIG, f"larger than the {limit_bytes:,} bytes an input"
+                          " file may have", str(path))
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+def outside_folders(path: str | Path, folders: Iterable[str | Path]) -> bool:
+    """Whether ``path``, symbolic links resolved, lies outside every one of ``folders``
+    (each resolved too, and taken with everything under it).
+
+    Examples
+    --------
+    >>> outside_folders("/srv/designs/catalogs/x.yaml", ["/srv/designs"])
+    False
+    >>> outside_folders("/srv/designs/../secret.yaml", ["/srv/designs"])
+    True
+    """
+    real = Path(os.path.realpath(path))
+    return not any(real.is_relative_to(os.path.realpath(folder)) for folder in folders)
+
+
+def refuse_symlink(path: str | Path) -> None:
+    """Refuse to write where a symbolic link is: it would be replaced, or written through
+    to whatever it points at.
+
+    Raises
+    ------
+    UsageError
+        When ``path`` is a symbolic link (dangling or not).
+    """
+    if os.path.islink(path):
+        raise UsageError(f"{path}: is a symbolic link; refusing to write through it or"
+                         " replace it (give the real path, or remove the link)")
+
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
-    """Create ``path`` (and its folders) through ``write(stream)``; return the path."""
+    """Create ``path`` (and its folders) through ``write(stream)``; return the path.
+
+    Raises
+    ------
+    UsageError
+        When ``path`` is a symbolic link.
+    OSError
+        When the folder cannot be written; nothing is left behind.
+    """
     target = Path(path)
+    refuse_symlink(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    handle = _unnamed_file(target.parent)
+    if handle is None:
+        return _named_atomic_write(target, write)
+    with os.fdopen(handle, "wb") as stream:
+        write(stream)
+        stream.flush()
+        # name the finished file beside the target, then move it over the target: the
+        # name exists only between these two calls
+        temporary = _free_name(target)
+        _link_unnamed(stream.fileno(), temporary)
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return target
+
+
+def _unnamed_file(folder: Path) -> int | None:
+    """A file descriptor of a new unnamed file in ``folder`` (``O_TMPFILE``), or None
+    where the platform or file system has none."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):  # the file is named through /proc
+        return None
+    try:
+        return os.open(folder, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            return None
+        raise
+
+
+def _link_unnamed(fd: int, name: str) -> None:
+    """Give the unnamed file open as ``fd`` the name ``name`` (``linkat`` following the
+    ``/proc/self/fd`` link, which a ``dir_fd`` makes Python ask for)."""
+    proc = os.open("/proc/self/fd", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
+    finally:
+        os.close(proc)
+
+
+def _free_name(target: Path) -> str:
+    """A name beside ``target`` that no file has (``.NAME.XXXXXXXX``)."""
+    for _ in range(100):
+        name = target.parent / f".{target.name}.{os.urandom(4).hex()}"
+        if not os.path.lexists(name):
+            return str(name)
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(target))
+
+
+def _named_atomic_write(target: Path, write: Callable[[IO[bytes]], object]) -> Path:
+    """:func:`atomic_write` through a named temporary file, removed on every error."""
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         os.fchmod(handle, 0o666 & ~umask())

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from topomodel.errors import InputError, Problem
+from topomodel.files import read_input_text
 
 KeyPath = tuple[str | int, ...]
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -118,7 +119,7 @@ def load_yaml(path: str | Path, *, text: str | None = None,
     name = str(path)
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_input_text(path)  # a regular file, of a bounded size
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise error([Problem(name, None, "", f"cannot read the file: {reason}")]) from None
@@ -140,6 +141,12 @@ def load_yaml(path: str | Path, *, text: str | None = None,
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0]
         raise error([Problem(name, None, "", f"invalid YAML: {reason}")]) from None
+    except (ValueError, TypeError, AttributeError):
+        # PyYAML's constructors fail so on a scalar they cannot hold: an integer of over
+        # 4,300 digits, an explicit tag on a value it does not fit (!!timestamp null)
+        raise error([Problem(name, None, "", "invalid YAML: a value that cannot be read"
+                             " (an integer of thousands of digits, or a tag that does not"
+                             " fit its value)")]) from None
     source.raise_if_problems(error)
     return source
 

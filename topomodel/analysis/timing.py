@@ -37,8 +37,10 @@ from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
 from topomodel.routing import route
+from topomodel.routing.general import check_general_work
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
+from topomodel.routing.structured import structured_supported
 from topomodel.traffic.phases import Phase, Traffic
 from topomodel.traffic.pxn import pxn
 
@@ -178,6 +180,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     phases = []
     lost_flows, lost_bytes = 0, 0.0
     nccl = bool(traffic.shapes)
+    if router == "general" or (router == "auto" and structured_supported(fabric)):
+        check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     for ph in traffic.phases:
         routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
         with np.errstate(divide="ignore", invalid="ignore"):

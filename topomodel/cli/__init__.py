@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
@@ -13,7 +15,38 @@ EXIT_INPUT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit status."""
+    """Run the CLI; return the exit status.
+
+    A SIGTERM or SIGHUP ends it as an exception would, so temporary files are removed,
+    sweep workers stopped and finished points kept, as on Ctrl-C."""
+    previous = _exit_on_termination()
+    try:
+        return _main(argv)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _exit_on_termination() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP raise SystemExit (128 + signal) where they would kill the
+    process outright; return the handlers replaced."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            previous[signum] = signal.signal(signum, leave)
+    return previous
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run

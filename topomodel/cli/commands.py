@@ -94,7 +94,8 @@ def _cmd_build(args: argparse.Namespace) -> Report:
     from topomodel.fabric.build import build_fabric
     from topomodel.report.build import build_report
 
-    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog,
+                                   catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)
     limit = args.max_flow_nodes
     return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))
@@ -107,7 +108,8 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     from topomodel.report.route import route_report
 
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs, args.fail_link)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs, args.fail_link,
+                                 catalog_dirs=args.catalog_dir)
     model = inputs.assumptions.time
     size, warning = size_option(args.size)
     run = run_collective(fabric, _collective(args.collective), size,
@@ -164,7 +166,8 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     if args.route and not args.size:
         raise _usage("--route needs --size, e.g. --size '1 GiB'")
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     model = inputs.assumptions.time  # the same time model and routing as route
     name = fabric.design.name or args.design
     data: dict[str, Any] = {"design": name, "file": args.output, "what": args.what}
@@ -204,7 +207,8 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
 
-    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog,
+                                   catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)
     try:
         files = export_fabric(fabric, args.to, args.output)

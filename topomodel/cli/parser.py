@@ -47,6 +47,9 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
                         help="add a catalog file (repeatable; its entries may override"
                         " built-in ones)")
+    parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
+                        help="a folder the catalogs named in a design or sweep file may"
+                        " be in, besides that file's own folder tree (repeatable)")
 
 
 def _format_arg(parser: argparse.ArgumentParser) -> None:
@@ -264,7 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--workers", type=int, metavar="N",
                        help="local worker processes (default: every core; 1 runs here)")
     sweep.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run on this Dask scheduler (e.g. tcp://host:8786) instead")
+                       help="run on this Dask scheduler (tcp://host:8786, tls://host:8786;"
+                       " default $TOPOMODEL_DASK_SCHEDULER) instead; the cluster must be"
+                       " trusted")
+    sweep.add_argument("--use-file-scheduler", action="store_true",
+                       help="run on the Dask scheduler the sweep file names (refused"
+                       " without this or --scheduler)")
     sweep.add_argument("--resume", action="store_true",
                        help="skip the points an earlier, interrupted or shorter run finished")
     sweep.add_argument("--retry-failed", action="store_true",

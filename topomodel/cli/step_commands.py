@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,8 @@ class Job:
 
 
 def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepInputs,
-                        fail_links: Sequence[str] = ()) -> Fabric:
+                        fail_links: Sequence[str] = (), *,
+                        catalog_dirs: Sequence[str] = ()) -> Fabric:
     """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
     faster scale-out)."""
     from topomodel.analysis.studies import scale_scaleout
@@ -49,7 +51,8 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
 
-    design, catalog = load_design(design_file, extra_catalogs=catalogs)
+    design, catalog = load_design(design_file, extra_catalogs=catalogs,
+                                  catalog_dirs=catalog_dirs)
     fabric = build_fabric(design, catalog)
     if inputs.fail or fail_links:
         fabric = with_failures(fabric, inputs.fail, fail_links)
@@ -63,7 +66,8 @@ def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     from topomodel.analysis.studies import fill_dp
 
     inputs = inputs_from_args(args)
-    fabric = fabric_with_whatifs(design_file, args.catalog, inputs)
+    fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     model = fabric.catalog.get(str(inputs.model), Model)
     layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
         inputs.layout)
@@ -112,7 +116,8 @@ def _cmd_review(args: argparse.Namespace) -> Report:
         fabric, inputs = job.fabric, job.inputs
     else:  # the fabric only: the same what-ifs as step, without the model
         inputs = inputs_from_args(args, require_model=False)
-        fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+        fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     review = collect_review(fabric, model=job.model if job else None,
                             layout=job.layout if job else None,
                             assumptions=job.assumptions if job else None,
@@ -282,7 +287,8 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     if inputs.fail:
         raise _usage("--fail: scale builds the design at several sizes, where the named"
                      " parts differ; fail parts with step or compare instead")
-    design, catalog = load_design(args.design, extra_catalogs=args.catalog)
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog,
+                                   catalog_dirs=args.catalog_dir)
     model = catalog.get(str(inputs.model), Model)
     total = int(design.accelerators or (design.systems or 1) * catalog.get(
         design.system, System).accelerators)
@@ -311,6 +317,11 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
     return Report("scale", data, [Table("Scaling", rows)])
 
 
+SCHEDULER_VARIABLE = "TOPOMODEL_DASK_SCHEDULER"
+"""The environment variable naming the Dask scheduler a sweep runs on (``--scheduler``
+overrides it)."""
+
+
 def _cmd_sweep(args: argparse.Namespace) -> Report:
 
     from topomodel.report.sweep import dry_run_report, sweep_report
@@ -322,7 +333,8 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         run_sweep,
     )
 
-    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog)
+    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog,
+                       catalog_dirs=args.catalog_dir)
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
@@ -342,8 +354,10 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         if path:
             _writable(path)
     try:
-        outcome = run_sweep(sweep, args.output, workers=args.workers,
-                            scheduler=args.scheduler, resume=args.resume or args.retry_failed,
+        scheduler = args.scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
+        outcome = run_sweep(sweep, args.output, workers=args.workers, scheduler=scheduler,
+                            use_file_scheduler=args.use_file_scheduler,
+                            resume=args.resume or args.retry_failed,
                             overwrite=args.overwrite, results_format=args.results_format,
                             retry_failed=args.retry_failed)
     except KeyboardInterrupt:

@@ -3,6 +3,9 @@ destination, flows pushed down the shortest-path DAG level by level."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
@@ -33,6 +36,104 @@ GENERAL_ROUTER_MAX_WORK = 2_000_000_000
 """Largest destinations x live arcs the general router takes on (the TPU v4 pod's 4096
 chips with failures are 1.6e8, about 15 s); beyond it a run would take many minutes, so
 it is refused with a message instead."""
+
+
+GENERAL_ROUTER_MAX_S = documented(
+    "routing.GENERAL_ROUTER_MAX_S", 60.0,
+    """Longest the general router may be expected to take on one traffic (every phase
+    of a collective or step), seconds, by :func:`general_router_estimate`; a traffic
+    estimated beyond it is refused up front with the estimate, not run for many
+    minutes (the TPU v4 pod's 4,096-chip All-to-All, about 30 s, is inside it; a
+    pairwise All-to-All over a failed DGX SuperPOD, 1,015 phases, is not). The
+    estimate's rates were measured on a loaded 2-core machine.""")
+
+GENERAL_ROUTER_MAX_BYTES = documented(
+    "routing.GENERAL_ROUTER_MAX_BYTES", 4 << 30,
+    """Largest working memory the general router may be expected to need at once,
+    bytes (hash and d-mod-k routing walk every queue pair at once)""")
+
+_DAG_S_PER_ARC = 2.7e-7  # shortest-path DAG of one destination, per live arc
+_PUSH_S_PER_ARC = 6e-8  # pushing one destination's flows down its DAG, per live arc
+_WALK_S_PER_CANDIDATE = 1.2e-7  # one queue pair looking at one candidate arc, one hop
+_WALK_BYTES_PER_CANDIDATE = 64  # the walk's (queue pairs x candidates) arrays
+_FLOW_BYTES = 64  # a flow's share of the phase's and the router's per-flow arrays
+
+
+@dataclass(frozen=True)
+class GeneralEstimate:
+    """What the general router is expected to cost on a traffic."""
+
+    time_s: float
+    peak_bytes: float
+    phases: int
+    destinations: int
+    arcs: int
+
+    def refusal(self) -> str | None:
+        """Why the traffic is refused (the estimate against the bounds), or None."""
+        if self.time_s > GENERAL_ROUTER_MAX_S:
+            return (f"about {self.time_s:,.0f} s estimated for the general router"
+                    f" ({self.phases:,} phase(s), {self.destinations:,} destinations,"
+                    f" {self.arcs:,} live arcs), more than its bound of"
+                    f" {GENERAL_ROUTER_MAX_S:,.0f} s")
+        if self.peak_bytes > GENERAL_ROUTER_MAX_BYTES:
+            return (f"about {self.peak_bytes / 2**30:,.1f} GiB of working memory estimated"
+                    f" for the general router ({self.phases:,} phase(s)), more than its"
+                    f" bound of {GENERAL_ROUTER_MAX_BYTES / 2**30:,.0f} GiB")
+        return None
+
+
+def general_router_estimate(fabric: Fabric, phases: Sequence[Phase], *,
+                            routing: str = "ecmp", qps: int = QPS) -> GeneralEstimate:
+    """The time (seconds) and peak memory (bytes) the general router is expected to
+    take on ``phases``, from their sizes alone (nothing is routed): per phase, a
+    shortest-path DAG per new destination and, under ECMP, a push down each, or under
+    hash and d-mod-k routing, every queue pair looking at every candidate arc at every
+    hop."""
+    graph = _graph(fabric)
+    arcs = len(graph.src)
+    width = int(np.diff(graph.indptr).max()) if arcs else 0
+    seen: set[int] = set()
+    time_s, peak, destinations = 0.0, 0.0, 0
+    hops = 0  # the longest walk: the levels of one destination's DAG
+    for phase in phases:
+        if not phase.flows:
+            continue
+        if not hops:
+            hops = len(graph.dags(phase.dst[:1])[0].bounds) + 1
+        targets = np.unique(phase.dst)
+        destinations = max(destinations, len(targets))
+        new = len(targets) if len(seen) * arcs * 8 > DAG_CACHE_BYTES else sum(
+            1 for t in targets.tolist() if t not in seen)
+        seen.update(targets.tolist())
+        time_s += new * arcs * _DAG_S_PER_ARC
+        dags = min(len(seen) * arcs * 20, DAG_CACHE_BYTES)  # a DAG: ~20 bytes per arc
+        peak = max(peak, phase.flows * _FLOW_BYTES + dags)
+        if routing == "ecmp":
+            time_s += len(targets) * arcs * _PUSH_S_PER_ARC
+        else:
+            walkers = phase.flows * (qps if routing == "hash" else 1)
+            time_s += walkers * width * hops * _WALK_S_PER_CANDIDATE
+            peak = max(peak, walkers * width * _WALK_BYTES_PER_CANDIDATE
+                       + phase.flows * _FLOW_BYTES + dags)
+    return GeneralEstimate(time_s, peak, len(phases), destinations, arcs)
+
+
+def check_general_work(fabric: Fabric, phases: Sequence[Phase], *, routing: str = "ecmp",
+                       qps: int = QPS) -> None:
+    """Refuse, before routing anything, a traffic the general router would take longer
+    than :data:`GENERAL_ROUTER_MAX_S` or more memory than
+    :data:`GENERAL_ROUTER_MAX_BYTES` on.
+
+    Raises
+    ------
+    RoutingError
+        Naming the estimate and the bound.
+    """
+    why = general_router_estimate(fabric, phases, routing=routing, qps=qps).refusal()
+    if why:
+        raise RoutingError(f"{why}; use a smaller design, fewer ranks, fewer phases"
+                           " (another algorithm) or ECMP routing")
 
 
 DAG_CACHE_BYTES = 1 << 30

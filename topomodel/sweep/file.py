@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.analysis.pareto import Objective, parse_objective
-from topomodel.catalog import Catalog
-from topomodel.design import Design, _unknown_refs, load_design
+from topomodel.catalog import Catalog, builtin_catalog_dir
+from topomodel.design import Design, _unknown_refs, load_design, named_file_problem
 from topomodel.errors import InputError, UsageError
+from topomodel.files import outside_folders, read_input_text
 from topomodel.records import (
     Invalid,
     Reading,
@@ -86,7 +87,8 @@ _TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters",
 
 
 def load_sweep(path: str | Path, *, text: str | None = None,
-               extra_catalogs: Sequence[str | Path] = ()) -> Sweep:
+               extra_catalogs: Sequence[str | Path] = (),
+               catalog_dirs: Sequence[str | Path] = ()) -> Sweep:
     """Read and check a sweep file; expand its points.
 
     Parameters
@@ -96,6 +98,9 @@ def load_sweep(path: str | Path, *, text: str | None = None,
         catalogs it names are relative to it.
     extra_catalogs
         Catalog files added before the sweep's and the design's own.
+    catalog_dirs
+        Folders the sweep's and the design's ``catalogs`` may be in besides the naming
+        file's own folder tree and the built-in catalogs (``--catalog-dir``).
 
     Raises
     ------
@@ -126,13 +131,18 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     source.raise_if_problems(SweepError)
     design_file = str(here / str(design_rel).strip())
     sweep_catalogs = [str(here / c) for c in catalogs]
+    allowed = [here, builtin_catalog_dir(), *catalog_dirs]
+    for i, name in enumerate(catalogs):
+        if outside_folders(here / name, allowed):
+            source.problem(("catalogs", i), named_file_problem(name, here, catalog_dirs))
     for at, name in [(("design",), design_file),
                      *((("catalogs", i), c) for i, c in enumerate(sweep_catalogs))]:
-        if not Path(name).is_file():
+        if not Path(name).is_file() and not source.problems:
             source.problem(at, f"no such file: {name}")
     source.raise_if_problems(SweepError)
     design, catalog = load_design(design_file, extra_catalogs=[*extra_catalogs,
-                                                                *sweep_catalogs])
+                                                                *sweep_catalogs],
+                                  catalog_dirs=catalog_dirs)
     design_source = load_yaml(design_file)
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
     digest = _digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
@@ -185,8 +195,8 @@ def _digest(files: Sequence[str | Path]) -> str:
     h = hashlib.sha256(__version__.encode())
     for f in files:
         try:
-            h.update(Path(f).read_bytes())
-        except OSError:
+            h.update(read_input_text(f).encode())
+        except (OSError, UnicodeDecodeError):
             h.update(str(f).encode())  # the loaders report unreadable files
     return h.hexdigest()[:16]
 

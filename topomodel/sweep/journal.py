@@ -8,14 +8,16 @@ written atomically from the stored rows at the end. Both are read back to resume
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from topomodel.errors import UsageError
-from topomodel.files import plain_json
+from topomodel.files import plain_json, refuse_symlink
 from topomodel.sweep.file import Sweep
 from topomodel.sweep.params import METRIC_BY_NAME, canonical
 
@@ -50,20 +52,19 @@ def journal_path(results: str | Path) -> Path:
 
 class _Journal:
     """Append-only JSON lines, one finished point each, written as they arrive; the
-    first line names the sweep."""
+    first line names the sweep.
+
+    Opened without following a symbolic link (one in its place is refused: it would
+    be trimmed, truncated or appended to wherever it points) and locked; the lock is
+    taken on the file that is still at ``path`` (a sweep finishing removes its journal
+    while holding the lock, so a sweep that opened it just before retries on a new
+    file instead of writing to a deleted one)."""
 
     def __init__(self, path: Path, sweep: Sweep, *, truncate: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            import fcntl
-
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # no advisory locks on this platform
-            pass
-        except OSError:
-            os.close(self.fd)
-            raise UsageError(f"{path}: another sweep is writing these results") from None
+        self.path = path
+        self.fd = self._open_locked(path)
+        self.appended = 0  # rows this run wrote
         if truncate:  # starting over: emptied under the lock, never under another sweep
             os.ftruncate(self.fd, 0)
         size = os.fstat(self.fd).st_size
@@ -72,30 +73,76 @@ class _Journal:
             if keep < size:
                 os.ftruncate(self.fd, keep)
             size = keep
+        self.fresh = not size  # nothing of an earlier run in it
         if not size:
-            self.append([{"topomodel_sweep_journal": JOURNAL_VERSION, "sweep": sweep.file,
+            self._write([{"topomodel_sweep_journal": JOURNAL_VERSION, "sweep": sweep.file,
                           "digest": sweep.digest, "metrics": list(sweep.metrics)}])
+
+    @staticmethod
+    def _open_locked(path: Path) -> int:
+        flags = (os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+        while True:
+            try:
+                fd = os.open(path, flags, 0o644)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP or path.is_symlink():
+                    raise UsageError(f"{path}: is a symbolic link; refusing to write the"
+                                     " journal through it (remove the link)") from None
+                raise
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                os.close(fd)
+                raise UsageError(f"{path}: is not a regular file; cannot journal there")
+            try:
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except ImportError:  # no advisory locks on this platform
+                return fd
+            except OSError:
+                os.close(fd)
+                raise UsageError(f"{path}: another sweep is writing these results"
+                                 ) from None
+            try:
+                now = os.lstat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (opened.st_dev,
+                                                                 opened.st_ino):
+                return fd
+            os.close(fd)  # removed or replaced before the lock was ours: open it again
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The points in the journal, as this open file holds them (not re-read by
+        name, which could be another file by now)."""
+        size = os.fstat(self.fd).st_size
+        return _journal_rows(os.pread(self.fd, size, 0).decode("utf-8", "replace"))
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write ``rows``, one line each, with no buffering."""
+        self._write(rows)
+        self.appended += len(rows)
+
+    def _write(self, rows: Sequence[dict[str, Any]]) -> None:
         data = "".join(json.dumps(plain_json(r), allow_nan=False) + "\n" for r in rows)
         view = memoryview(data.encode())
         while view:
             view = view[os.write(self.fd, view):]
+
+    def remove(self) -> None:
+        """Delete the journal file (the lock is still held until :meth:`close`)."""
+        self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Release the journal (its lock goes with it)."""
         os.close(self.fd)
 
 
-def _read_journal(path: Path) -> list[dict[str, Any]]:
-    """The points of a journal (none if there is no journal)."""
+def _journal_rows(text: str) -> list[dict[str, Any]]:
+    """The points of a journal's text (its first line names the sweep)."""
     rows: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return rows
-    for line in lines[1:]:
+    for line in text.splitlines()[1:]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -109,6 +156,7 @@ def _read_results(path: Path, fmt: str) -> list[dict[str, Any]]:
     """Rows of a previous results file (for resume); none if there is no file."""
     if not path.exists():
         return []
+    refuse_symlink(path)
     try:
         if fmt == "csv":
             from pyarrow import csv

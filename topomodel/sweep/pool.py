@@ -10,13 +10,15 @@ its points.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.errors import UsageError
+from topomodel.errors import TopomodelError, UsageError
+from topomodel.files import plain_json
 from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
@@ -58,12 +60,76 @@ def _tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[_Task]:
 
 _WORKER: dict[str, Any] = {}
 
+PARENT_POLL_S = 0.5
+"""How often a worker checks that the sweep process is alive, seconds, where the
+platform cannot wake it when that process ends (no ``pidfd_open``)."""
 
-def _worker_init(context: SweepContext, evaluate: Evaluate) -> None:
+
+def _worker_init(context: SweepContext, evaluate: Evaluate, sweep_pid: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    _die_with(sweep_pid)
     _WORKER["context"], _WORKER["evaluate"] = context, evaluate
+
+
+def _die_with(sweep_pid: int) -> None:
+    """End this worker process as soon as the sweep process ``sweep_pid`` ends, however
+    it ends (``kill -9`` included), so no worker outlives its sweep.
+
+    Two guards: on Linux the kernel kills the worker when its parent process dies
+    (``prctl(PR_SET_PDEATHSIG)``; with the forkserver start method that parent is the
+    fork server); and a watchdog thread waits on the sweep process itself (a pidfd, or
+    a poll every :data:`PARENT_POLL_S`) and exits when it is gone.
+    """
+    import os
+    import signal
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    try:
+        watched: int | None = os.pidfd_open(sweep_pid) if hasattr(os, "pidfd_open") else None
+    except ProcessLookupError:
+        os._exit(1)  # the sweep ended before this worker started
+    except OSError:
+        watched = None
+    if not _alive(sweep_pid):
+        os._exit(1)
+
+    def watch() -> None:
+        if watched is not None:
+            import select
+
+            poller = select.poll()
+            poller.register(watched, select.POLLIN)
+            while not poller.poll():  # readable once the process has ended
+                pass
+        else:
+            import time
+
+            while _alive(sweep_pid):
+                time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="topomodel-sweep-watchdog", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _worker_run(points: list[tuple[int, dict[str, Any]]]) -> list[Outcome]:
@@ -85,9 +151,12 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
         mp.set_forkserver_preload(["topomodel.sweep.pool", "topomodel.sweep.evaluate",
                                    "topomodel.analysis.step", "topomodel.fabric.build"])
 
+    import os
+
     def pool() -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=workers, mp_context=mp,
-                                   initializer=_worker_init, initargs=(context, evaluate))
+                                   initializer=_worker_init,
+                                   initargs=(context, evaluate, os.getpid()))
 
     queue, suspects = deque(tasks), deque[_Task]()
     inflight: dict[Future[list[Outcome]], _Task] = {}
@@ -110,11 +179,12 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
                     continue
                 except Exception as exc:  # e.g. a result that cannot be sent back
                     outcomes = _failed(task.points, _error_text(exc))
-                done(outcomes)
+                done(check_outcomes(outcomes, task.points))
             if broken:
                 for future, task in inflight.items():
                     if future.done() and future.exception() is None:
-                        done(future.result())  # finished just before the others broke
+                        # finished just before the others broke
+                        done(check_outcomes(future.result(), task.points))
                     elif task.isolated:
                         done(_failed(task.points, "the worker process died while"
                                      " computing this point (killed, or out of memory)"))
@@ -131,21 +201,68 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
     executor.shutdown(wait=True)
 
 
-def _run_dask(context: SweepContext, tasks: list[_Task], scheduler: Any, evaluate: Evaluate,
-              done: Callable[[list[Outcome]], None]) -> None:
-    """Run tasks on a Dask distributed cluster (``scheduler``: an address or a Client)."""
+def check_scheduler_address(address: str) -> str:
+    """A Dask scheduler address, checked: ``tcp://``, ``tls://``, ``ucx://``, ``ws://``,
+    ``wss://`` or ``inproc://`` and a host, or ``host:port`` (TCP).
+
+    Examples
+    --------
+    >>> check_scheduler_address("tls://sched.example:8786")
+    'tls://sched.example:8786'
+    """
+    text = address.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in DASK_SCHEMES or not rest or any(c.isspace() for c in rest):
+        raise UsageError(f"not a Dask scheduler address: {address!r} (expected"
+                         f" {'|'.join(DASK_SCHEMES)}://HOST:PORT, e.g. tls://host:8786)")
+    return text
+
+
+DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+"""Transports a scheduler address may name. ``tls://`` (and ``wss://``) take their
+certificates from Dask's configuration (``distributed.comm.tls.*``, e.g. the
+``DASK_DISTRIBUTED__COMM__TLS__CA_FILE`` environment variable)."""
+
+
+def connect_dask(scheduler: Any) -> tuple[Any, bool]:
+    """A ``distributed.Client`` for ``scheduler`` (an address, connected here, or a
+    Client, used as it is) and whether it is ours to close.
+
+    Raises
+    ------
+    UsageError
+        Without dask.distributed, for a bad address, or a scheduler that cannot be
+        reached within :data:`DASK_CONNECT_TIMEOUT`.
+    """
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         raise UsageError("a Dask scheduler needs dask.distributed: pip install"
                          " 'topomodel[dask]'") from None
-    own = isinstance(scheduler, str)
+    if not isinstance(scheduler, str):
+        return scheduler, False
+    address = check_scheduler_address(scheduler)
     try:
-        client = (Client(scheduler,  # type: ignore[no-untyped-call]
-                         timeout=DASK_CONNECT_TIMEOUT)
-                  if own else scheduler)
-    except (OSError, TimeoutError) as exc:
-        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        return Client(address, timeout=DASK_CONNECT_TIMEOUT), True  # type: ignore[no-untyped-call]
+    except TypeError:  # Dask's way of saying a tls:// address came without certificates
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: TLS needs Dask's"
+                         " TLS configuration (DASK_DISTRIBUTED__COMM__TLS__CA_FILE,"
+                         " ..._CLIENT__CERT and ..._CLIENT__KEY)") from None
+    except (OSError, TimeoutError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {reason}"
+                         ) from None
+
+
+def _run_dask(context: SweepContext, tasks: list[_Task], client: Any, evaluate: Evaluate,
+              done: Callable[[list[Outcome]], None]) -> None:
+    """Run tasks on a Dask distributed cluster through ``client`` (see
+    :func:`connect_dask`). The cluster must be trusted: Dask's protocol unpickles what
+    workers send back, so a hostile worker can run code in this process."""
+    from distributed import as_completed
+
     futures = []
     try:
         shared = client.scatter(context, broadcast=True, hash=False)
@@ -158,10 +275,48 @@ def _run_dask(context: SweepContext, tasks: list[_Task], scheduler: Any, evaluat
             except Exception as exc:  # a worker died too often (KilledWorker), ...
                 outcomes = _failed(by_future[future].points,
                                    f"on the cluster: {_error_text(exc)}")
-            done(outcomes)
+            done(check_outcomes(outcomes, by_future[future].points))
     except BaseException:
         client.cancel(futures)
         raise
-    finally:
-        if own:
-            client.close()
+
+
+class MalformedResult(TopomodelError, ValueError):
+    """A worker handed back something that is not the outcomes of the points it was
+    given (a broken or hostile Dask cluster)."""
+
+
+def check_outcomes(outcomes: Any, points: Sequence[tuple[int, dict[str, Any]]]
+                   ) -> list[Outcome]:
+    """``outcomes`` if they are one :class:`Outcome` per point given, with plain fields.
+
+    Raises
+    ------
+    MalformedResult
+        Naming what was wrong, never echoing what came back.
+    """
+    wanted = sorted(index for index, _ in points)
+
+    def bad(what: str) -> MalformedResult:
+        return MalformedResult(f"a worker returned a malformed result for points"
+                               f" {wanted[0]}..{wanted[-1]}: {what} (points finished"
+                               " before it are kept in the journal: --resume goes on)")
+
+    if not isinstance(outcomes, list):
+        raise bad(f"expected a list of outcomes, got a {type(outcomes).__name__}")
+    strays = [type(o).__name__ for o in outcomes if not isinstance(o, Outcome)]
+    if strays:
+        raise bad(f"expected a list of outcomes, got one holding a {strays[0]}")
+    if sorted(o.index for o in outcomes if isinstance(o.index, int)) != wanted:
+        raise bad("its outcomes are not those of the points sent")
+    for o in outcomes:
+        if not (isinstance(o.metrics, dict) and isinstance(o.feasible, bool | type(None))
+                and isinstance(o.error, str | type(None))
+                and isinstance(o.violations, str | type(None))
+                and isinstance(o.elapsed_s, int | float)):
+            raise bad(f"the outcome of point {o.index} has fields of the wrong type")
+        try:
+            json.dumps(plain_json(o.metrics))
+        except (TypeError, ValueError, AttributeError, RecursionError):
+            raise bad(f"the metrics of point {o.index} are not plain values") from None
+    return list(outcomes)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.errors import UsageError
-from topomodel.files import plain_json
+from topomodel.files import plain_json, refuse_symlink
 from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
@@ -37,13 +37,19 @@ from topomodel.sweep.file import Sweep
 from topomodel.sweep.journal import (
     OUTCOME_COLUMNS,
     _Journal,
-    _read_journal,
     _read_results,
     _write_results,
     journal_path,
     results_format_for,
 )
-from topomodel.sweep.pool import _run_dask, _run_pool, _tasks
+from topomodel.sweep.pool import (
+    _run_dask,
+    _run_pool,
+    _tasks,
+    check_outcomes,
+    check_scheduler_address,
+    connect_dask,
+)
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,8 @@ class SweepOutcome:
 def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
               scheduler: Any = None, resume: bool = False, overwrite: bool = False,
               results_format: str | None = None, retry_failed: bool = False,
-              progress: bool | None = None, evaluate: Evaluate = evaluate_point
-              ) -> SweepOutcome:
+              progress: bool | None = None, evaluate: Evaluate = evaluate_point,
+              use_file_scheduler: bool = False) -> SweepOutcome:
     """Evaluate every point of ``sweep``; write one row per point to ``results``.
 
     Parameters
@@ -78,8 +84,12 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     workers
         Local processes (default: every core); 1 runs in this process.
     scheduler
-        A Dask scheduler address or ``distributed.Client``: run there instead (default:
-        the sweep file's ``dask`` setting, if any).
+        A Dask scheduler address (``tcp://``, ``tls://``, ...) or ``distributed.Client``:
+        run there instead. The cluster must be trusted: Dask unpickles what it sends back.
+    use_file_scheduler
+        Run on the sweep file's ``dask`` scheduler when ``scheduler`` is not given;
+        without it a sweep file naming one is refused (a file alone never picks a
+        cluster).
     resume
         Skip points already in the journal or in an existing results file.
     overwrite
@@ -98,7 +108,10 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     ------
     UsageError
         Results that exist without ``resume``/``overwrite``, both of them, an
-        unreachable scheduler, a journal another sweep holds.
+        unreachable scheduler or an unconfirmed one from the sweep file, a journal
+        another sweep holds, a symbolic link where the results or the journal go.
+    MalformedResult
+        When a worker hands back something that is not its points' outcomes.
     KeyboardInterrupt
         Passed on after the finished points are safe in the journal.
     """
@@ -112,16 +125,72 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
         there = journal if journal.exists() else path
         raise UsageError(f"{there} exists: add --resume to continue that sweep or"
                          " --overwrite to start over")
-    scheduler = scheduler if scheduler is not None else sweep.scheduler
+    refuse_symlink(path)
+    scheduler = _scheduler(sweep, scheduler, use_file_scheduler)
     count = workers if workers is not None else _cores()
     if count < 1:
         raise UsageError("--workers must be at least 1")
-    log = _Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
+    client: Any = None
+    own_client = False
+    if scheduler is not None:
+        client, own_client = connect_dask(scheduler)
+    try:  # connected (or local) before the journal exists: a failed start leaves none
+        log = _Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
+    except BaseException:
+        if own_client:
+            client.close()
+        raise
+    start = time.perf_counter()
+    try:
+        frame, ran, resumed = _run_locked(sweep, log, path, fmt, client, count, evaluate,
+                                          resume=resume, retry_failed=retry_failed,
+                                          progress=progress)
+    except BaseException:
+        if log.fresh and not log.appended:
+            log.remove()  # nothing finished: no journal to resume from
+        raise
+    finally:
+        log.close()
+        if own_client:
+            client.close()
+    warnings = (f"{sweep.duplicates} duplicate point(s) were run once",) if (
+        sweep.duplicates) else ()
+    where = scheduler if scheduler is None or isinstance(scheduler, str) else str(
+        getattr(getattr(scheduler, "scheduler", None), "address", "a Dask client"))
+    return SweepOutcome(sweep, path, fmt, frame, ran, resumed,
+                        time.perf_counter() - start, count, where, warnings)
+
+
+def _scheduler(sweep: Sweep, given: Any, use_file_scheduler: bool) -> Any:
+    """The scheduler to run on: the one given, else the sweep file's if confirmed.
+
+    A Dask cluster runs this process's tasks and sends back pickles this process loads,
+    so a sweep file (which may come from anyone) cannot pick one by itself."""
+    if given is not None:
+        return check_scheduler_address(given) if isinstance(given, str) else given
+    if sweep.scheduler is None:
+        return None
+    if not use_file_scheduler:
+        raise UsageError(
+            f"{sweep.file}: names the Dask scheduler {sweep.scheduler!r}, which a sweep"
+            " file cannot choose alone (a Dask cluster must be trusted: it sends back"
+            f" pickles this process loads); confirm it with --scheduler {sweep.scheduler}"
+            " or --use-file-scheduler")
+    return check_scheduler_address(sweep.scheduler)
+
+
+def _run_locked(sweep: Sweep, log: _Journal, path: Path, fmt: str, client: Any, count: int,
+                evaluate: Evaluate, *, resume: bool, retry_failed: bool,
+                progress: bool | None) -> tuple[Any, int, int]:
+    """Run the points still to do and write the results, all while ``log`` holds the
+    journal's lock; the journal is removed before the lock is released, so a second
+    sweep never sees a finished one's journal or has its results replaced by it.
+    Returns (results frame, points computed, points resumed)."""
     index_of = {key: i for i, key in enumerate(sweep.keys)}
     needed = (*sweep.metrics, *OUTCOME_COLUMNS)
     stored: dict[int, dict[str, Any]] = {}
     if resume:
-        for row in [*_read_results(path, fmt), *_read_journal(journal)]:
+        for row in [*_read_results(path, fmt), *log.rows()]:
             index = index_of.get(str(row.get("key")))
             if index is not None and all(n in row for n in needed) and not (
                     retry_failed and row.get("error")):
@@ -130,7 +199,6 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     todo = [i for i in range(len(sweep.points)) if i not in stored]
     context = SweepContext(sweep.digest, sweep.design_file, sweep.design_data, sweep.catalog,
                            sweep.constraints)
-    start = time.perf_counter()
     bar = _progress(len(todo), sweep.name, progress)
     failed = 0
 
@@ -149,25 +217,20 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
                 bar.set_postfix(failed=failed, refresh=False)
 
     try:
-        if todo and scheduler is not None:
-            _run_dask(context, _tasks(sweep, todo, count), scheduler, evaluate, done)
+        if todo and client is not None:
+            _run_dask(context, _tasks(sweep, todo, count), client, evaluate, done)
         elif todo and count == 1:
             for index in todo:
-                done(run_points(context, [(index, sweep.points[index])], evaluate))
+                points = [(index, sweep.points[index])]
+                done(check_outcomes(run_points(context, points, evaluate), points))
         elif todo:
             _run_pool(context, _tasks(sweep, todo, count), count, evaluate, done)
     finally:
         if bar is not None:
             bar.close()
-        log.close()
     frame = _write_results(sweep, path, fmt, stored).to_pandas()
-    journal.unlink(missing_ok=True)
-    warnings = (f"{sweep.duplicates} duplicate point(s) were run once",) if (
-        sweep.duplicates) else ()
-    where = scheduler if scheduler is None or isinstance(scheduler, str) else str(
-        getattr(getattr(scheduler, "scheduler", None), "address", "a Dask client"))
-    return SweepOutcome(sweep, path, fmt, frame, len(todo), resumed,
-                        time.perf_counter() - start, count, where, warnings)
+    log.remove()
+    return frame, len(todo), resumed
 
 
 def _cores() -> int:

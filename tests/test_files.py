@@ -1,0 +1,176 @@
+"""Files: inputs read safely (regular, bounded, named inside the naming file's tree),
+outputs written atomically, symbolic links refused."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topomodel import files
+from topomodel.catalog import builtin_catalog_files
+from topomodel.cli import main
+from topomodel.errors import UsageError
+
+DESIGN = "examples/hgx-h100-server.yaml"
+
+
+# Atomic writes ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["unnamed", "named"])
+def writer(request, monkeypatch):
+    """atomic_write through O_TMPFILE, and through the named temporary file used where
+    there is none."""
+    if request.param == "named":
+        monkeypatch.setattr(files, "_unnamed_file", lambda folder: None)
+    return files.atomic_write
+
+
+@pytest.mark.parametrize("failure", [OSError, KeyboardInterrupt])
+def test_a_write_failing_halfway_leaves_the_old_file_and_nothing_else(tmp_path, writer,
+                                                                      failure):
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old content")
+
+    def half(stream):
+        stream.write(b"new con")
+        stream.flush()
+        raise failure("disk full")
+
+    with pytest.raises(failure):
+        writer(target, half)
+    assert target.read_bytes() == b"old content"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+    writer(target, lambda stream: stream.write(b"new content"))
+    assert target.read_bytes() == b"new content"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+    assert target.stat().st_mode & 0o777 == 0o666 & ~files.umask()
+
+
+KILLED_WRITER = """\
+import os, signal, sys
+from topomodel.files import atomic_write
+def write(stream):
+    stream.write(b"x" * 100000)
+    stream.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+atomic_write(sys.argv[1], write)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "O_TMPFILE"), reason="unnamed files are Linux's")
+def test_a_write_killed_by_sigkill_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "out" / "f.bin"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    run = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target)], timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == -signal.SIGKILL
+    assert [p.name for p in target.parent.iterdir()] == ["f.bin"]
+    assert target.read_bytes() == b"old"
+
+
+def test_a_symlink_in_the_place_of_an_output_is_refused(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "f.graphml"
+    link.symlink_to(victim)
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        files.atomic_bytes(link, b"x")
+    assert main(["export", DESIGN, "--to", "graphml", "-o", str(link)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a symbolic link" in err[0]
+    assert link.is_symlink() and victim.read_text() == "precious\n"
+    dangling = tmp_path / "gone.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        files.atomic_bytes(dangling, b"x")
+    assert not (tmp_path / "nowhere").exists()
+
+
+# Reading inputs --------------------------------------------------------------------------
+
+
+def test_only_bounded_regular_files_are_read(tmp_path):
+    for path, reason in (("/dev/zero", "not a regular file"),
+                         (str(tmp_path), "not a regular file (a folder)")):
+        with pytest.raises(OSError) as caught:
+            files.read_input_text(path)
+        assert reason in caught.value.strerror
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(OSError, match="not a regular file"):
+        files.read_input_text(fifo)  # no writer: opening it must not wait for one
+    assert time.monotonic() - start < 5
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 1001)
+    with pytest.raises(OSError, match="larger than the 1,000 bytes"):
+        files.read_input_text(big, limit_bytes=1000)
+    assert files.read_input_text(big, limit_bytes=1001) == "#" * 1001
+
+
+def _design_naming(tmp_path, catalog):
+    folder = tmp_path / "designs"
+    folder.mkdir(exist_ok=True)
+    design = folder / "d.yaml"
+    text = Path(DESIGN).read_text()
+    design.write_text(f"catalogs: [{catalog!r}]\n" + text)
+    return design
+
+
+@pytest.mark.parametrize("catalog", ["/etc/shadow", "/etc/passwd", "/dev/zero",
+                                     "/dev/stdin", "../secret.yaml"])
+def test_a_catalog_outside_the_designs_tree_is_one_line_fast(tmp_path, catalog):
+    (tmp_path / "secret.yaml").write_text("password: hunter2\n")
+    design = _design_naming(tmp_path, catalog)
+    start = time.monotonic()
+    with subprocess.Popen([sys.executable, "-m", "topomodel", "build", str(design)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()}) as run:
+        out, err = run.communicate(timeout=60)  # stdin stays open while it runs
+    assert time.monotonic() - start < 30
+    assert run.returncode == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "is outside" in lines[0] and "--catalog-dir" in lines[0]
+    assert lines[0].startswith(f"topomodel: error: {design}:1: catalogs[0]: ")
+    assert "root:" not in lines[0] and "hunter2" not in lines[0]
+
+
+def test_allowed_folders_and_builtin_catalogs(tmp_path, capsys):
+    (tmp_path / "secret.yaml").write_text("password: hunter2\n")
+    design = _design_naming(tmp_path, "../secret.yaml")
+    assert main(["build", str(design), "--catalog-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # read now, but it is no catalog
+    assert len(err) == 1 and "not a catalog file" in err[0] and "hunter2" not in err[0]
+    assert "password" not in err[0]
+    assert main(["build", str(_design_naming(tmp_path, str(builtin_catalog_files()[0])))
+                 ]) == 0
+    capsys.readouterr()
+    (tmp_path / "designs" / "sub").mkdir()
+    (tmp_path / "designs" / "sub" / "empty.yaml").write_text("switches: {}\n")
+    assert main(["build", str(_design_naming(tmp_path, "sub/empty.yaml"))]) == 0
+    capsys.readouterr()
+    outside = tmp_path / "designs" / "sub" / "link.yaml"
+    outside.symlink_to(tmp_path / "secret.yaml")  # a link out of the tree is outside
+    assert main(["build", str(_design_naming(tmp_path, "sub/link.yaml"))]) == 2
+    assert "is outside" in capsys.readouterr().err
+
+
+def test_a_sweep_files_catalogs_stay_in_its_tree(tmp_path, capsys):
+    (tmp_path / "secret.yaml").write_text("password: hunter2\n")
+    folder = tmp_path / "sweeps"
+    folder.mkdir()
+    (folder / "d.yaml").write_text(Path(DESIGN).read_text())
+    sweep = folder / "s.yaml"
+    sweep.write_text("design: d.yaml\ncatalogs: [/dev/zero, ../secret.yaml]\n"
+                     "fixed: {model: megatron-gpt-1t}\n")
+    assert main(["sweep", str(sweep), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("is outside" in line for line in err)
+    assert "catalogs[0]" in err[0] and "catalogs[1]" in err[1]
