@@ -107,6 +107,22 @@ def test_relay_is_the_source_nodes_gpu_on_the_destination_rail(superpod):
     assert (0, 11) not in via and (3, 8) not in via
 
 
+def test_a_failed_gpu_relays_nothing(superpod, alltoall):
+    """PXN never relays through an accelerator whose links failed: the flows it cannot
+    deliver are those with PXN off (before, flows were relayed through it and lost)."""
+    from topomodel.fabric.failures import with_failures
+
+    broken = with_failures(superpod, ["sys000/acc3"])
+    moved = pxn(broken, alltoall)
+    lost_pxn = sum(len(route(broken, p).unroutable) for p in moved.phases)
+    lost_direct = sum(len(route(broken, p).unroutable) for p in alltoall.phases)
+    assert lost_pxn == lost_direct > 0
+    (p,) = moved.phases
+    failed = broken.node_number("sys000/acc3")
+    own = (p.src == failed) | (p.dst == failed)
+    assert own.sum() == 2 * 31  # its own flows only: nothing is relayed through it
+
+
 def test_channel_rings_and_same_rail_traffic_are_unchanged(superpod):
     ring = collective_traffic(superpod, "allreduce", [superpod.accelerators[:24]], S,
                               algorithm="ring")

@@ -32,7 +32,8 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     scale-up domains, the source is in one, the NICs serving them
     (:attr:`Fabric.injection` ``.nic``) sit on different rails, and the flow's group has a
     rank in the source's system served by a NIC on the destination's rail (the lowest
-    numbered if several): it becomes source -> that rank (scale-up) and that rank ->
+    numbered if several, and never one whose own links or NIC's links have failed): it
+    becomes source -> that rank (scale-up) and that rank ->
     destination (same-rail scale-out), each with the flow's bytes, group and phase. Other
     flows, and every phase's steps, label, messages and efficiency, are kept; a note says
     how many flows moved.
@@ -78,7 +79,13 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     if rails < 2:
         return traffic
     able = (rail >= 0) & (domain >= 0)  # an accelerator that can relay or be relayed
-    table_key, table_node = _members(traffic, able, system, rail, systems, rails)
+    links = fabric.links
+    failed = links["failed"].to_numpy()
+    broken = np.zeros(count, bool)  # a node with a failed link relays nothing
+    broken[links["src"].to_numpy()[failed]] = True
+    broken[links["dst"].to_numpy()[failed]] = True
+    relays = able & ~broken & ~broken[np.maximum(nic, 0)]
+    table_key, table_node = _members(traffic, relays, system, rail, systems, rails)
     phases = []
     moved = 0
     for p in traffic.phases:
