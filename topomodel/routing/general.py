@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
@@ -165,6 +163,8 @@ class _Graph:
         self.n = n
         self.is_acc = is_acc
         # reversed graph (dst -> src) to get distances *to* a destination
+        import scipy.sparse as sp  # loaded when a fabric needs the general router
+
         self.reverse = sp.csr_matrix((self.weight.astype(float), (self.dst, self.src)),
                                      shape=(n, n))
         self._dags: dict[int, _Dag] = {}
@@ -172,6 +172,8 @@ class _Graph:
 
     def distances_to(self, targets: np.ndarray) -> np.ndarray:
         """(targets, nodes) weighted distances from every node to each target."""
+        from scipy.sparse.csgraph import dijkstra
+
         return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
 
     def dags(self, targets: np.ndarray) -> list[_Dag]:
