@@ -13,21 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 from topomodel.analysis.step import StepAssumptions, StepResult, step_time
 from topomodel.analysis.studies import required_scaleout_factor
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.records import documented
 from topomodel.traffic.layout import Layout
-
-DEFAULT_COMM_THRESHOLD = documented(
-    "advice.DEFAULT_COMM_THRESHOLD", 0.30,
-    """Communication is called the bottleneck when exposed communication and wait are
-    more than this share of the step: beyond it a third of every step's time (and of the
-    accelerators' cost) goes to waiting on the network, the point where practitioners
-    usually change the parallel layout or the fabric. A rule of thumb, not a law: give
-    --threshold to use your own.""")
 
 WALLS = {"bandwidth_s": "bandwidth", "latency_s": "latency", "topology_s": "topology",
          "sync_s": "synchronisation"}

@@ -1,7 +1,8 @@
 """The named assumptions of the time and step models (:class:`TimeModel`,
 :class:`StepAssumptions`), each with a default and a reason, apart from the models
 that use them: the CLI, the sweep parameters and the review read their defaults and
-texts without importing the models (and pandas, scipy)."""
+texts without importing the models (and pandas, scipy). The thresholds of check-nccl
+and advise live here too, for their CLI help."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from topomodel.records import (
     boolean,
     check_fields,
     choice,
+    documented,
     mapping_of,
     number,
     quantity,
@@ -33,6 +35,25 @@ named parameter, not a measured figure."""
 DEFAULT_HOP_LATENCY_S = 500e-9
 """Latency of a switch with no catalog figure, seconds (assumed; the same default as the
 builder's switch latency)."""
+
+DEFAULT_SHORTFALL = documented(
+    "measured.DEFAULT_SHORTFALL", 0.20,
+    """A size is flagged when its measured busbw is below the model's by more than this
+    share. The model is held to published nccl-tests results within 10 %
+    (tests/test_nccl_validation.py) and nccl-tests runs vary by a few per cent from run
+    to run; 20 % is beyond both, so a flag points at the system, not at noise.""")
+
+COLUMNS = ("best", "out-of-place", "in-place")
+"""Which measured column is compared: the better of the two (default: in-place and
+out-of-place move the same bytes, and the better shows what the system can do), or one."""
+
+DEFAULT_COMM_THRESHOLD = documented(
+    "advice.DEFAULT_COMM_THRESHOLD", 0.30,
+    """Communication is called the bottleneck when exposed communication and wait are
+    more than this share of the step: beyond it a third of every step's time (and of the
+    accelerators' cost) goes to waiting on the network, the point where practitioners
+    usually change the parallel layout or the fabric. A rule of thumb, not a law: give
+    --threshold to use your own.""")
 
 
 def _tier_fractions(reading: Reading, path: KeyPath, value: Any) -> dict[str, float]:

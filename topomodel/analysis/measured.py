@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
 from topomodel.analysis.collective import run_collective
 from topomodel.analysis.loads import tier_loads
 from topomodel.analysis.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
@@ -26,22 +27,11 @@ from topomodel.records import documented
 from topomodel.traffic.collectives import busbw_factor
 from topomodel.traffic.groups import parse_groups
 
-DEFAULT_SHORTFALL = documented(
-    "measured.DEFAULT_SHORTFALL", 0.20,
-    """A size is flagged when its measured busbw is below the model's by more than this
-    share. The model is held to published nccl-tests results within 10 %
-    (tests/test_nccl_validation.py) and nccl-tests runs vary by a few per cent from run
-    to run; 20 % is beyond both, so a flag points at the system, not at noise.""")
-
 LATENCY_BOUND_SHARE = documented(
     "measured.LATENCY_BOUND_SHARE", 0.5,
     """A size whose modelled time is at least this share latency (launch, protocol and
     per-hop latency) is called latency-bound instead of naming a link tier: no link is
     saturated there.""")
-
-COLUMNS = ("best", "out-of-place", "in-place")
-"""Which measured column is compared: the better of the two (default: in-place and
-out-of-place move the same bytes, and the better shows what the system can do), or one."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
                        catalog_args: ParserHook, format_arg: ParserHook,
                        step_args: ParserHook) -> None:
     """Add ``check-nccl`` and ``advise`` to the verb table."""
-    from topomodel.analysis.measured import COLUMNS, DEFAULT_SHORTFALL
+    from topomodel.analysis.assumptions import COLUMNS, DEFAULT_COMM_THRESHOLD, DEFAULT_SHORTFALL
     from topomodel.cli.options import FABRIC_OPTIONS, add_step_options
 
     check = verbs.add_parser(
@@ -51,8 +51,6 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
     catalog_args(check)
     format_arg(check)
     check.set_defaults(run=_cmd_check_nccl)
-
-    from topomodel.analysis.advice import DEFAULT_COMM_THRESHOLD
 
     advise = verbs.add_parser(
         "advise", help="is communication the bottleneck, and what scale-out fixes it",
