@@ -3,6 +3,8 @@ the timing that respects each direction, the per-direction summaries, and the er
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from topomodel.analysis.bisection import closed_form
@@ -79,7 +81,7 @@ def test_summaries_count_the_weaker_direction(sites):
 
 
 def test_a_direction_faster_than_the_port_is_refused(tmp_path):
-    text = open(SITES).read().replace('port_rate_down: "1 Gb/s /dir"',
+    text = Path(SITES).read_text().replace('port_rate_down: "1 Gb/s /dir"',
                                       'port_rate_down: "10 Gb/s /dir"')
     path = tmp_path / "fast.yaml"
     path.write_text(text)
@@ -88,7 +90,7 @@ def test_a_direction_faster_than_the_port_is_refused(tmp_path):
 
 
 def test_a_direction_needs_its_unit_and_direction(tmp_path):
-    text = open(SITES).read().replace('port_rate_up: "50 Mb/s /dir"',
+    text = Path(SITES).read_text().replace('port_rate_up: "50 Mb/s /dir"',
                                       'port_rate_up: "50 Mb/s"')
     path = tmp_path / "bare.yaml"
     path.write_text(text)

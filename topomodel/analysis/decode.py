@@ -46,39 +46,20 @@ import numpy as np
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
 from topomodel.analysis.compute import device_model
+from topomodel.analysis.decode_assumptions import (
+    ACTIVATION_DTYPE,
+    DEFAULT_BATCH,
+    DEFAULT_COMM_OVERLAP,
+    DEFAULT_DTYPE,
+)
 from topomodel.analysis.memory import layer_parameters, moe_routed_parameters
 from topomodel.analysis.model import BYTES
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.records import documented
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout, rank_grid
 from topomodel.traffic.phases import Traffic
-
-DEFAULT_BATCH = documented(
-    "decode.DEFAULT_BATCH", 1,
-    """Sequences a replica decodes at once when --batch is not given: one, the latency
-    case (every step reads all the weights for a single token), which published
-    batch-1 figures quote.""")
-
-DEFAULT_DTYPE = documented(
-    "decode.DEFAULT_DTYPE", "bf16",
-    """Weight data type when --dtype is not given: bf16, the type the catalog's models
-    are released in (Llama 3, Mixtral); fp8 is the common quantised serving type.""")
-
-ACTIVATION_DTYPE = documented(
-    "decode.ACTIVATION_DTYPE", "bf16",
-    """Data type of the activations and logits the collectives carry: bf16 (16-bit), as
-    TensorRT-LLM and vLLM all-reduce in the activation type even when weights and KV
-    cache are fp8.""")
-
-DEFAULT_COMM_OVERLAP = documented(
-    "decode.DEFAULT_COMM_OVERLAP", 0.0,
-    """Share of the decode step's communication hidden behind compute: none. Each TP
-    all-reduce sits between two dependent matmuls of one batch, so nothing runs beside
-    it unless the batch is split in two and the halves interleaved (DeepSeek's
-    two-microbatch overlap); give --comm-overlap for that.""")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ DECODE_KEYS = ("model", "tp", "ep", "dp", "hbm_efficiency")
 def add_decode_verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], *,
                     catalog_args: ParserHook, format_arg: ParserHook) -> None:
     """Add ``decode`` to the verb table."""
-    from topomodel.analysis.decode import (
+    from topomodel.analysis.decode_assumptions import (
         DEFAULT_BATCH,
         DEFAULT_COMM_OVERLAP,
         DEFAULT_DTYPE,

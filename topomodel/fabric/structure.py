@@ -9,10 +9,9 @@ for their summaries; :meth:`Structure.as_dict` is the ``structure`` object of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
 import pandas as pd
 
 from topomodel.arrays import distinct
