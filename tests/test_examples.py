@@ -64,10 +64,16 @@ def test_example_loads_and_builds(name):
     links = fabric.links
     assert len(links) % 2 == 0
     assert (links["capacity_Bps"] > 0).all()
-    # each bundle appears once per direction with the same capacity
-    forward = links.groupby(["src", "dst"])["capacity_Bps"].sum().sort_index()
-    backward = links.groupby(["dst", "src"])["capacity_Bps"].sum()
+    # each bundle appears once per direction with the same cables at the same line rate;
+    # the capacity is the same both ways unless the design gives per-direction rates
+    line = links.assign(line_Bps=links["cables"] * links["rate_Bps"])
+    forward = line.groupby(["src", "dst"])["line_Bps"].sum().sort_index()
+    backward = line.groupby(["dst", "src"])["line_Bps"].sum()
     assert forward.equals(backward.rename_axis(["src", "dst"]).sort_index())
+    assert (links["capacity_Bps"] <= line["line_Bps"] * (1 + 1e-12)).all()
+    out = design.scaleout
+    if not (out.port_rate_up_Bps or out.port_rate_down_Bps):
+        assert (links["capacity_Bps"] == line["line_Bps"]).all()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -70,12 +70,14 @@ def mla_params(m: Model) -> int:
 # whether its embeddings are tied is unverified (tied 174.6B, untied 175.2B). Llama 3 8B:
 # "8B" is rounded to one digit (the formula gives 8.03B), so 1%. Llama 3 70B: 70.6B is the
 # released checkpoint's count (the paper calls it 70B; the formula gives 70.55B), 0.2%.
-# 405B is the model's name more than a count (the formula gives 405.8B), 0.5%.
+# 405B is the model's name more than a count (the formula gives 405.8B), 0.5%. Llama 2 70B:
+# "70B" is the paper's rounded name (the formula gives 68.98B), 2%.
 DENSE = [
     ("gpt3-175b", 175.0 * B, "GPT-3 paper Table 2.1, n_params 175.0B", 0.01),
     ("llama3-8b", 8.0 * B, "Llama 3 8B", 0.01),
     ("llama3-70b", 70.6 * B, "Llama 3 70B checkpoint, 70.6B", 0.002),
     ("llama3-405b", 405 * B, "Llama 3 paper, 405B", 0.005),
+    ("llama2-70b", 70.0 * B, "Llama 2 paper Table 1, 70B", 0.02),
     ("megatron-gpt-1t", 1008.0 * B, "Megatron-LM SC'21 Table 1, 1008.0B", 0.001),
 ]
 

@@ -102,6 +102,12 @@ class ScaleoutDesign:
                                        doc="per NIC port per plane; default NIC rate / planes")
     uplink_rate_Bps: float | None = spec(bandwidth, key="uplink_rate", default=None,
                                          doc="switch-to-switch ports; default port_rate")
+    port_rate_up_Bps: float | None = spec(bandwidth, key="port_rate_up", default=None,
+                                          doc="NIC port to leaf (what a system sends), at"
+                                          " most the port's rate; default the port's rate")
+    port_rate_down_Bps: float | None = spec(bandwidth, key="port_rate_down", default=None,
+                                            doc="leaf to NIC port (what a system"
+                                            " receives); default the port's rate")
     tiers: int | None = spec(integer(1), default=None, doc="1 to 3; default the fewest")
     oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
                                                doc="down:up per tier, from the leaf up")
@@ -415,6 +421,11 @@ def _check_scaleout(design: Design, catalog: Catalog, system: System) -> list[Pr
                 f" {nic.id}'s {nic.ports} x {nic.port_rate_Bps * 8 / 1e9:g} Gb/s")
     if out_.uplink_rate_Bps and not switch.radix_at(out_.uplink_rate_Bps):
         problem("uplink_rate", f"{switch.id} has no ports at this rate")
+    for key, value in (("port_rate_up", out_.port_rate_up_Bps),
+                       ("port_rate_down", out_.port_rate_down_Bps)):
+        if value and value > rate * (1 + 1e-9):
+            problem(key, f"{value * 8 / 1e6:g} Mb/s per direction exceeds the port's"
+                    f" {rate * 8 / 1e6:g} Mb/s (port_rate); a direction can only be slower")
     return problems
 
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, weaker_direction_Bps
 from topomodel.records import documented
 from topomodel.units import format_rate
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
@@ -83,12 +84,18 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return acc[side_a], acc[~side_a]
 
 
+def _tier_totals(links: pd.DataFrame) -> dict[str, float]:
+    """Capacity per tier, bytes/s per direction: each link at its weaker direction."""
+    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
+    return {str(t): float(v) / 2 for t, v in weaker.groupby(
+        links["tier"], observed=True).sum().items()}
+
+
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     """Bisection between :func:`halves` from the fabric's structure, bytes/s per direction."""
     s = fabric.structure
     links = fabric.links[~fabric.links["failed"]]
-    sums = links.groupby("tier", observed=True)["capacity_Bps"].sum()
-    total = {str(t): float(v) / 2 for t, v in sums.items()}
+    total = _tier_totals(links)
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     share = min(len(side_a), len(side_b)) / n
@@ -214,8 +221,7 @@ def _split_lower_bound(fabric: Fabric) -> float:
     if s.scaleup.kind not in ("switched", "full_mesh"):
         return 0.0
     links = fabric.links
-    total = {str(t): float(v) / 2 for t, v in links.groupby(
-        "tier", observed=True)["capacity_Bps"].sum().items()}
+    total = _tier_totals(links)
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
     domains = max(1, fabric.accelerator_count // per_domain)
     if s.scaleup.kind == "switched":
@@ -234,9 +240,10 @@ def _flow_graph(fabric: Fabric, component: np.ndarray | None) -> Any:
     if component is not None:
         src, dst = _mapped_each(component, src), _mapped_each(component, dst)
     keep = src != dst
-    mbps = np.floor(links["capacity_Bps"].to_numpy()[keep] / 1e6).astype(np.int64)
+    # integer capacities (float max-flow drifts) in kB/s: fine enough for Mb/s links
+    kbps = np.floor(links["capacity_Bps"].to_numpy()[keep] / 1e3).astype(np.int64)
     graph = nx.DiGraph()
-    for u, v, c in zip(src[keep], dst[keep], mbps, strict=True):
+    for u, v, c in zip(src[keep], dst[keep], kbps, strict=True):
         if graph.has_edge(u, v):
             graph[u][v]["capacity"] += int(c)
         else:
@@ -257,7 +264,7 @@ def _cut_Bps(graph: Any, side_a: np.ndarray, side_b: np.ndarray) -> float:
         flow.add_edge("source", int(a))  # no capacity attribute: unbounded
     for b in side_b:
         flow.add_edge(int(b), "sink")
-    return float(nx.maximum_flow_value(flow, "source", "sink")) * 1e6
+    return float(nx.maximum_flow_value(flow, "source", "sink")) * 1e3
 
 
 def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]:

@@ -15,6 +15,7 @@ from topomodel.cli.commands import (
     _cmd_schema,
     _cmd_units,
 )
+from topomodel.cli.decode_commands import add_decode_verb
 from topomodel.cli.measured_commands import add_measured_verbs
 from topomodel.cli.options import (
     FABRIC_OPTIONS,
@@ -292,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
                        step_args=_step_args)
+    add_decode_verb(verbs, catalog_args=_catalog_args, format_arg=_format_arg)
 
     options = verbs.add_parser(
         "options", help="list the step options: sweep key, flag, default and meaning",

@@ -11,6 +11,7 @@ switch chips joined per plane by a Clos of upper-level switch chips). Scale-out 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from topomodel.catalog import (
     Catalog,
@@ -71,11 +72,29 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
     nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
         domains.reshape(n_systems, per_system)[:, 0], scaleout.nics_per_system)
-    assign_cables(links, design, catalog)
+    assign_cables(links, design, catalog)  # at the ports' line rate, both directions
+    _set_port_directions(nodes, links, design)
     _mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
     return Fabric(design, catalog, nodes, links, structure,
                   measure_injection(nodes, links, structure), tuple(clos))
+
+
+def _set_port_directions(nodes: pd.DataFrame, links: pd.DataFrame, design: Design) -> None:
+    """Give the NIC-to-leaf and leaf-to-NIC rows the design's per-direction rates
+    (``port_rate_up``, ``port_rate_down``): their capacity, which routing and timing
+    use. ``rate_Bps`` stays the port's line rate, which the cables, optics and switch
+    ports are chosen for."""
+    out = design.scaleout
+    if not (out.port_rate_up_Bps or out.port_rate_down_Bps):
+        return
+    is_nic = (nodes["kind"] == "nic").to_numpy()
+    leaf = (links["tier"] == "leaf").to_numpy()
+    cables = links["cables"].to_numpy()
+    for rate, end in ((out.port_rate_up_Bps, "src"), (out.port_rate_down_Bps, "dst")):
+        if rate:
+            rows = leaf & is_nic[links[end].to_numpy()]
+            links.loc[rows, "capacity_Bps"] = cables[rows] * rate
 
 
 def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,

@@ -9,14 +9,13 @@ for their summaries; :meth:`Structure.as_dict` is the ``structure`` object of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from topomodel.arrays import distinct
-
-if TYPE_CHECKING:
-    import pandas as pd
+from topomodel.fabric.tables import weaker_direction_Bps
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,7 +225,8 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
 def _bisection_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,
                          acc: np.ndarray, is_acc: np.ndarray, tier: np.ndarray) -> float:
     count = max(1, len(acc))
-    totals = links.groupby("tier", observed=False)["capacity_Bps"].sum() / 2
+    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
+    totals = weaker.groupby(links["tier"], observed=False).sum() / 2
     scaleout = (min(totals["host"], totals["leaf"]) if structure.scaleout.kind != "none"
                 else 0.0)
     domain = nodes["domain"].to_numpy()[acc]

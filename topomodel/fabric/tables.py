@@ -260,3 +260,28 @@ class Fabric:
             for i, (u, v) in enumerate(zip(live["src"].to_numpy(), live["dst"].to_numpy(),
                                            strict=True)))
         return graph
+
+
+def weaker_direction_Bps(links: pd.DataFrame) -> np.ndarray:
+    """Per link row, bytes/s: the smaller of its capacity and its reverse row's (the
+    same cables the other way). Links are one row per direction, and a design may give
+    the two directions different rates (``scaleout.port_rate_up``/``port_rate_down``);
+    a per-direction total of a tier is the sum of this over its rows, halved.
+
+    Examples
+    --------
+    >>> rows = pd.DataFrame({"src": [0, 1, 1, 2], "dst": [1, 0, 2, 1],
+    ...                      "capacity_Bps": [5.0, 100.0, 7.0, 7.0]})
+    >>> weaker_direction_Bps(rows).tolist()
+    [5.0, 5.0, 7.0, 7.0]
+    """
+    cap = links["capacity_Bps"].to_numpy(dtype=float)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    n = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    key, back = src * n + dst, dst * n + src
+    order = np.argsort(key, kind="stable")
+    pos = np.searchsorted(key[order], back)
+    pos = np.minimum(pos, len(key) - 1)
+    found = key[order][pos] == back if len(key) else np.zeros(0, bool)
+    reverse = np.where(found, cap[order][pos], cap)
+    return np.minimum(cap, reverse)

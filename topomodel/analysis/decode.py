@@ -1,0 +1,311 @@
+"""Inference decode: seconds per decode step and tokens/s, bounded by HBM bandwidth, with
+the tensor- and expert-parallel communication of every step routed on the fabric.
+
+One decode step produces one token for each of the ``batch`` sequences a model replica
+(``tp`` accelerators) serves, each with ``context`` tokens already in its KV cache. Per
+accelerator and step::
+
+    step = max(HBM weights + HBM KV cache, compute) + exposed communication
+
+- **HBM weights**: every weight the step multiplies is read once from HBM (the batch
+  shares the read): the layers' attention and MLP weights and the output layer, split
+  ``tp`` ways; of an MoE layer's routed experts, those the batch's tokens touch
+  (:func:`experts_touched`), split ``tp`` ways over the ``ep`` ranks holding them. The
+  input embedding is a lookup of ``batch`` rows (left out, well under 0.1 %).
+- **HBM KV cache**: each sequence's keys and values of every layer, ``2 x kv_heads x
+  head_dim`` elements per token; a rank holds ``ceil(kv_heads / tp)`` heads (vLLM and
+  TensorRT-LLM replicate key/value heads when ``tp`` exceeds them).
+- **Rate**: bytes over the accelerator's measured HBM bandwidth (``hbm_achieved``, as
+  the training step's memory-bound ops; :func:`~topomodel.analysis.compute.device_model`).
+- **Compute** is a floor, not a model of kernels: the step's FLOPs (2 per parameter per
+  token, plus the attention core 4 x context x heads x head_dim per layer and token) at
+  the best efficiency the accelerator's GEMM measurements reach. Large batches reach it.
+- **Communication**, per layer and step, routed with all groups of a kind at once on the
+  real rank grid (:func:`~topomodel.traffic.layout.rank_grid`) and timed by the step's
+  algorithm search (:func:`~topomodel.analysis.collective.fastest`): with ``tp > 1`` an
+  all-reduce of the batch's activations after attention and after the MLP (or MoE
+  block), and an all-gather of the logits; with ``ep > 1`` an all-to-all dispatch and
+  combine per MoE layer, each rank sending ``batch x top_k`` activation vectors. The
+  share hidden behind compute is ``comm_overlap``.
+
+The result is an upper bound on tokens/s: kernel launch gaps, attention kernels below
+the HBM rate, sampling and scheduling are not modelled (docs/decode.md compares it with
+published figures). DeepSeek-V3's latent attention (MLA) is held as full multi-head
+attention in the catalog, which overstates its KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
+from topomodel.analysis.compute import device_model
+from topomodel.analysis.decode_assumptions import (
+    ACTIVATION_DTYPE,
+    DEFAULT_BATCH,
+    DEFAULT_COMM_OVERLAP,
+    DEFAULT_DTYPE,
+)
+from topomodel.analysis.memory import layer_parameters, moe_routed_parameters
+from topomodel.analysis.model import BYTES
+from topomodel.catalog import Accelerator, Model, System
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.traffic.collectives import collective_traffic
+from topomodel.traffic.layout import Layout, rank_grid
+from topomodel.traffic.phases import Traffic
+
+
+@dataclass(frozen=True)
+class DecodeComm:
+    """One collective of a decode step, per accelerator: sizes bytes, times seconds."""
+
+    kind: str  # tp, logits, ep
+    collective: str
+    algorithm: str
+    size_bytes: float  # per call, nccl-tests convention
+    calls: int  # per decode step
+    time_s: float  # all calls of one step
+    spills: bool  # groups leave the scale-up domain
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """A decode step: seconds per step by part, tokens/s, bytes per accelerator.
+
+    ``step_time_s = max(hbm_s, compute_s) + comm_exposed_s`` with ``hbm_s =
+    hbm_weights_s + hbm_kv_s``; each step emits one token per sequence of the batch.
+    """
+
+    model: str
+    accelerator: str
+    tp: int
+    ep: int
+    dp: int
+    batch: int
+    context: int
+    dtype: str
+    kv_dtype: str
+    weight_bytes_read: float  # per accelerator and step
+    kv_bytes_read: float
+    hbm_Bps: float
+    hbm_weights_s: float
+    hbm_kv_s: float
+    compute_s: float
+    comm_s: float
+    comm_exposed_s: float
+    step_time_s: float
+    accelerators_per_system: int
+    comm: tuple[DecodeComm, ...]
+    memory_bytes: float  # weights held plus KV cache, per accelerator
+    hbm_capacity_bytes: float
+    experts_touched: float  # share of a rank's routed experts read per step (MoE)
+    comm_overlap: float
+    warnings: tuple[str, ...]
+
+    @property
+    def hbm_s(self) -> float:
+        """HBM time of one step, seconds."""
+        return self.hbm_weights_s + self.hbm_kv_s
+
+    @property
+    def tokens_per_s_per_sequence(self) -> float:
+        """Tokens/s one user sees."""
+        return 1.0 / self.step_time_s
+
+    @property
+    def tokens_per_s_per_accelerator(self) -> float:
+        """Output tokens/s of all sequences, per accelerator."""
+        return self.batch / self.step_time_s / self.tp
+
+    @property
+    def tokens_per_s_per_system(self) -> float:
+        """Output tokens/s per system (server, node or rack of the design)."""
+        return self.tokens_per_s_per_accelerator * self.accelerators_per_system
+
+    @property
+    def tokens_per_s_total(self) -> float:
+        """Output tokens/s of every replica the decode uses (dp x tp accelerators)."""
+        return self.tokens_per_s_per_accelerator * self.tp * self.dp
+
+    @property
+    def fits(self) -> bool:
+        """Whether weights and KV cache fit the accelerator's HBM."""
+        return self.memory_bytes <= self.hbm_capacity_bytes
+
+    @property
+    def wall(self) -> str:
+        """What binds the step: ``hbm-weights``, ``hbm-kv-cache``, ``compute`` or
+        ``communication`` (exposed communication longer than the on-device time)."""
+        device = max(self.hbm_s, self.compute_s)
+        if self.comm_exposed_s > device:
+            return "communication"
+        if self.compute_s > self.hbm_s:
+            return "compute"
+        return "hbm-weights" if self.hbm_weights_s >= self.hbm_kv_s else "hbm-kv-cache"
+
+
+def experts_touched(experts: int, top_k: int, tokens: float) -> float:
+    """Expected share (0-1) of an MoE layer's routed experts that ``tokens`` tokens
+    choose, each picking ``top_k`` distinct experts uniformly: 1 - (1 - k/E)^tokens.
+
+    Uniform routing is what load-balanced MoE training aims for; a skewed router touches
+    fewer experts (less weight traffic) but loads the hot ones' ranks more.
+
+    Examples
+    --------
+    >>> experts_touched(8, 2, 1)
+    0.25
+    >>> round(experts_touched(256, 8, 64), 3)
+    0.869
+    """
+    if experts <= 0 or top_k <= 0:
+        return 0.0
+    return 1.0 - (1.0 - top_k / experts) ** tokens
+
+
+def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,
+                dp: int | None = None, batch: int = DEFAULT_BATCH,
+                context: int | None = None, dtype: str = DEFAULT_DTYPE,
+                kv_dtype: str | None = None, hbm_efficiency: float | None = None,
+                comm_overlap: float = DEFAULT_COMM_OVERLAP, time_model: TimeModel | None = None,
+                routing: str = "ecmp", seed: int = 0) -> DecodeResult:
+    """One decode step of ``model`` on ``fabric``: seconds by part and tokens/s.
+
+    ``dp`` replicas of ``tp`` accelerators (default: as many as fill the fabric, a
+    multiple of ``ep``) each decode ``batch`` sequences of ``context`` tokens (default:
+    the model's training sequence); EP groups are ``ep`` replicas whose experts are
+    split between them. ``kv_dtype`` defaults to ``dtype``.
+
+    Raises
+    ------
+    UsageError
+        For sizes that do not divide the model or fit the fabric, an unknown data type,
+        or an accelerator without figures for ``dtype``.
+    """
+    kv_dtype = kv_dtype or dtype
+    for name, value in (("--dtype", dtype), ("--kv-dtype", kv_dtype)):
+        if value not in BYTES:
+            raise UsageError(f"{name}: unknown data type {value!r}; choose from"
+                             f" {', '.join(BYTES)}")
+    if batch < 1:
+        raise UsageError(f"--batch: at least 1 sequence, got {batch}")
+    if not 0 <= comm_overlap <= 1:
+        raise UsageError(f"--comm-overlap: a share in [0, 1], got {comm_overlap}")
+    context = model.sequence if context is None else context
+    if context < 1:
+        raise UsageError(f"--context: at least 1 token, got {context}")
+    _check(model, fabric, tp, ep)
+    n = fabric.accelerator_count
+    if dp is None:
+        dp = n // tp // ep * ep
+        if dp < 1:
+            raise UsageError(f"tp={tp} x ep={ep} needs {tp * ep} accelerators; the fabric"
+                             f" has {n}")
+    layout = Layout(tp=tp, dp=dp, ep=ep)  # checks dp against ep
+    if layout.world > n:
+        raise UsageError(f"tp={tp} x dp={dp} needs {layout.world} accelerators; the fabric"
+                         f" has {n}")
+    system = fabric.catalog.get(fabric.design.system, System)
+    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
+    device = device_model(accelerator, dtype, hbm_efficiency=hbm_efficiency)
+    wbytes, kvbytes, abytes = BYTES[dtype], BYTES[kv_dtype], BYTES[ACTIVATION_DTYPE]
+
+    attention, dense_mlp, moe_dense = layer_parameters(model)
+    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
+    dense_layers = model.layers - moe_layers
+    expert = moe_routed_parameters(model) / model.experts if model.is_moe else 0.0
+    output = model.vocab * model.hidden
+    touched = experts_touched(model.experts, model.top_k, batch * ep)
+    rank_experts = model.experts / ep
+    dense_read = (model.layers * attention + dense_layers * dense_mlp
+                  + moe_layers * moe_dense + output) / tp
+    experts_read = moe_layers * rank_experts * touched * expert / tp
+    weights_read = (dense_read + experts_read) * wbytes
+    hd = model.head_dim or model.hidden // model.heads
+    kv_heads = math.ceil((model.kv_heads or model.heads) / tp)
+    kv_read = model.layers * 2 * kv_heads * hd * kvbytes * batch * context
+    held = (dense_read + model.vocab * model.hidden / tp
+            + moe_layers * rank_experts * expert / tp) * wbytes
+    if model.tied_embeddings:
+        held -= model.vocab * model.hidden / tp * wbytes  # one matrix for both ends
+
+    flops = 2 * batch * (dense_read + moe_layers * model.top_k * expert / tp)
+    flops += 4 * batch * context * (model.heads / tp) * hd * model.layers
+    best = float(np.max(device.curve_efficiency))
+    compute = flops / (device.peak_flops * best)
+
+    comm = _comm(fabric, model, layout, batch, abytes, moe_layers,
+                 time_model or TimeModel(), routing, seed)
+    comm_s = sum(c.time_s for c in comm)
+    exposed = comm_s * (1 - comm_overlap)
+    hbm_w, hbm_kv = device.memory_s(weights_read), device.memory_s(kv_read)
+    step = max(hbm_w + hbm_kv, compute) + exposed
+    warnings = [f"{c.kind.upper()} groups leave the scale-up domain" for c in comm
+                if c.spills and c.kind in ("tp", "ep")]
+    warnings = list(dict.fromkeys(warnings)) + list(device.notes)
+    memory = held + kv_read
+    if memory > accelerator.hbm_bytes:
+        warnings.append(f"weights and KV cache need {memory / 1e9:.1f} GB per accelerator;"
+                        f" {accelerator.id} has {accelerator.hbm_bytes / 1e9:.0f} GB")
+    if model.id == "deepseek-v3":
+        warnings.append("deepseek-v3's latent attention (MLA) is held as full multi-head"
+                        " attention: its KV cache and attention weights are overstated")
+    return DecodeResult(model.id, accelerator.id, tp, ep, dp, batch, context, dtype,
+                        kv_dtype, weights_read, kv_read, device.hbm_Bps, hbm_w, hbm_kv,
+                        compute, comm_s, exposed, step, system.accelerators, tuple(comm),
+                        memory, accelerator.hbm_bytes, touched if model.is_moe else 0.0,
+                        comm_overlap, tuple(warnings))
+
+
+def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:
+    if tp < 1 or ep < 1:
+        raise UsageError(f"--tp and --ep are at least 1, got tp={tp}, ep={ep}")
+    if model.heads % tp:
+        raise UsageError(f"--tp {tp} must divide the {model.heads} heads of {model.id}")
+    if ep > 1 and not model.is_moe:
+        raise UsageError(f"{model.id} has no experts; --ep must be 1")
+    if model.is_moe and model.experts % ep:
+        raise UsageError(f"--ep {ep} must divide the {model.experts} experts of {model.id}")
+
+
+def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
+          moe_layers: int, time_model: TimeModel, routing: str, seed: int
+          ) -> list[DecodeComm]:
+    """The collectives of one decode step, each timed per call with every group of its
+    kind at once (all replicas decode together)."""
+    ranks = fabric.accelerators[:layout.world]
+    domain = fabric.nodes["domain"].to_numpy()
+    out: list[DecodeComm] = []
+
+    def add(kind: str, collective: str, groups: np.ndarray, size: float, calls: int) -> None:
+        if calls <= 0 or groups.shape[1] < 2:
+            return
+        rows = cast(Sequence[np.ndarray], groups)
+
+        def build(alg: str) -> Traffic:
+            return collective_traffic(fabric, collective, rows, size, algorithm=alg)
+
+        candidates = AUTO_ALGORITHMS[collective] if groups.shape[1] > 2 else ("ring",)
+        alg, _, timing, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
+                                    model=time_model)
+        doms = domain[groups]
+        spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
+        out.append(DecodeComm(kind, collective, alg, size, calls, calls * timing.time_s,
+                              spills))
+
+    if layout.tp > 1:
+        groups = rank_grid(ranks, layout, "tp")
+        add("tp", "allreduce", groups, batch * model.hidden * abytes, 2 * model.layers)
+        add("logits", "allgather", groups, batch * model.vocab * abytes, 1)
+    if layout.ep > 1 and moe_layers:
+        per_rank = batch * model.top_k * model.hidden * abytes
+        add("ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, 2 * moe_layers)
+    return out
+
