@@ -1,0 +1,114 @@
+"""Limits on the work one input may ask for, checked before anything is allocated.
+
+A typo (``systems: 1000000000``, a range step of ``1e-9``), a hostile file (a YAML
+"billion laughs" of nested aliases) or a huge all-to-all would otherwise run for hours
+or exhaust memory before failing. Every limit is a named constant here, with the reason
+for its value; ``docs/limits.md`` lists them for users. Each is several times what the
+largest shipped example needs, so no real design comes near one. A refused count says
+what it would have cost (:func:`too_many`).
+
+Memory figures per item were measured on the shipped examples (peak resident memory
+of the CLI, less its ~150 MiB start-up) and rounded up.
+"""
+
+from __future__ import annotations
+
+MAX_YAML_CHARACTERS = 1 << 20
+"""Largest YAML document read, in characters (1 Mi). The built-in catalogs are 100 kB
+together and the largest 28 kB; reading a 1 MiB document takes about 3 s."""
+
+MAX_YAML_NODES = 100_000
+"""Most YAML nodes (mappings, lists, scalars) one document may expand to, counting a
+node each time an alias repeats it: 85 x the largest built-in catalog (1,176 nodes). It
+stops alias expansion ("billion laughs": a few lines that expand to 10^9 nodes) and
+catalogs of hundreds of thousands of entries before they are built."""
+
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of mappings and lists in a YAML document; the built-in files nest at
+most 6 deep."""
+
+MAX_ACCELERATORS = 1 << 19
+"""Most accelerators a fabric may have (524,288): 4 x the 131,072 the model is built
+to handle in seconds."""
+
+BYTES_PER_ACCELERATOR = 10_000
+"""Peak memory of building a fabric, per accelerator, bytes: 9.7 kB measured on the
+densest example (98,304 accelerators on 4k-port supernodes, 6.5 M links), 3.4 kB on an
+8-GPU-server fat-tree."""
+
+MAX_NICS_PER_SYSTEM = 1024
+"""Most scale-out NICs per system (an NVL72 rack has 72)."""
+
+MAX_PLANES = 64
+"""Most scale-out planes (rails of their own switches); published designs use 1-8."""
+
+MAX_FLOWS = 1 << 24
+"""Most flows one collective may route at once (16.8 M: a direct All-to-All of 4,096
+ranks, about 75 s on one core). An All-to-All of n ranks has n(n - 1) flows."""
+
+BYTES_PER_FLOW = 300
+"""Peak memory per routed flow, bytes: 280 B measured for a 1,016-rank All-to-All,
+140 B for 4,096 ranks."""
+
+DEFAULT_MAX_SWEEP_POINTS = 100_000
+"""Most points a sweep runs unless ``--max-points`` raises it: at about 2 points/s per
+core (benchmarks/README.md), half a day on a 2-core machine."""
+
+BYTES_PER_SWEEP_POINT = 2_000
+"""Memory per expanded sweep point (its parameters, key and result row), bytes."""
+
+MAX_MICROBATCHES = 1 << 16
+"""Most microbatches per pipeline in one step (65,536); Llama 3 405B's 16M-token batch
+on 8k sequences is 2,048 sequences in all."""
+
+MAX_PIPELINE_CHUNKS = 1 << 21
+"""Most forward and backward chunks one step's pipeline timeline may hold, stages x
+virtual stages x microbatches (2 Mi: about 30 s and 0.6 GB measured)."""
+
+BYTES_PER_PIPELINE_CHUNK = 300
+"""Memory per chunk of the pipeline timeline, bytes (290 B measured)."""
+
+
+def format_bytes(size_bytes: float) -> str:
+    """A memory size in binary units, for messages.
+
+    Examples
+    --------
+    >>> format_bytes(3 * 2**30), format_bytes(500e6), format_bytes(2e18)
+    ('3 GiB', '477 MiB', '1.7 EiB')
+    """
+    for factor, unit in ((2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"),
+                         (2**20, "MiB"), (2**10, "KiB")):
+        if size_bytes >= factor:
+            return f"{size_bytes / factor:.3g} {unit}"
+    return f"{size_bytes:.0f} B"
+
+
+def format_count(count: float) -> str:
+    """A count for messages: digits with separators, or a power of ten when huge.
+
+    Examples
+    --------
+    >>> format_count(1234567), format_count(2**64), format_count(float("inf"))
+    ('1,234,567', '1.8e+19', 'infinitely many')
+    """
+    if count != count or count in (float("inf"), float("-inf")):
+        return "infinitely many"
+    if abs(count) < 1e12:
+        return f"{int(count):,}"
+    return f"{float(count):.2g}"
+
+
+def too_many(count: float, limit: int, what: str, bytes_each: float | None = None, *,
+             doing: str = "to build") -> str:
+    """The message for ``count`` ``what`` above ``limit``, with the memory they would take
+    ``doing`` what they are for.
+
+    Examples
+    --------
+    >>> too_many(10**9, MAX_ACCELERATORS, "accelerators", BYTES_PER_ACCELERATOR)
+    '1,000,000,000 accelerators (about 9.09 TiB to build) is more than the limit of 524,288'
+    """
+    cost = "" if bytes_each is None else (
+        f" (about {format_bytes(float(count) * bytes_each)} {doing})")
+    return f"{format_count(count)} {what}{cost} is more than the limit of {limit:,}"
