@@ -57,6 +57,12 @@ core (benchmarks/README.md), half a day on a 2-core machine."""
 BYTES_PER_SWEEP_POINT = 2_000
 """Memory per expanded sweep point (its parameters, key and result row), bytes."""
 
+MAX_CONSTRAINT_CHARACTERS = 1000
+"""Longest sweep constraint expression, in characters (the shipped ones are under 40)."""
+
+MAX_CONSTRAINT_DEPTH = 32
+"""Deepest nesting of a sweep constraint's expression (operators inside operators)."""
+
 MAX_MICROBATCHES = 1 << 16
 """Most microbatches per pipeline in one step (65,536); Llama 3 405B's 16M-token batch
 on 8k sequences is 2,048 sequences in all."""

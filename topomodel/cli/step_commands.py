@@ -279,7 +279,7 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
         run_sweep,
     )
 
-    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog)
+    sweep = load_sweep(args.sweep, extra_catalogs=args.catalog, max_points=args.max_points)
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
@@ -298,6 +298,8 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
     for path in (args.output, args.plot):  # refused now, not after the whole sweep
         if path:
             _writable(path)
+    print(f"topomodel: sweep {sweep.name}: {len(sweep.points):,} points"
+          f" (limit {args.max_points:,}, --max-points)", file=sys.stderr, flush=True)
     try:
         outcome = run_sweep(sweep, args.output, workers=args.workers,
                             scheduler=args.scheduler, resume=args.resume or args.retry_failed,
