@@ -39,6 +39,15 @@ densest example (98,304 accelerators on 4k-port supernodes, 6.5 M links), 3.4 kB
 MAX_NICS_PER_SYSTEM = 1024
 """Most scale-out NICs per system (an NVL72 rack has 72)."""
 
+MAX_SCALEUP_LINKS = 1 << 23
+"""Most in-system scale-up links (accelerator to switch chip, or accelerator pairs of a
+full mesh) a fabric may have: 8.4 M, 12 x the 688,128 of the largest example (12,288
+servers of 8 NPUs and 7 switch chips)."""
+
+BYTES_PER_LINK = 500
+"""Peak memory of building a fabric per link, bytes (the link table, cable assignment
+and failure marking; 380 B measured on the 6.5 M-link supernode example)."""
+
 MAX_PLANES = 64
 """Most scale-out planes (rails of their own switches); published designs use 1-8."""
 
@@ -63,6 +72,15 @@ MAX_CONSTRAINT_CHARACTERS = 1000
 MAX_CONSTRAINT_DEPTH = 32
 """Deepest nesting of a sweep constraint's expression (operators inside operators)."""
 
+MAX_SEQUENCE_TOKENS = 1 << 24
+"""Longest sequence a step may train on, tokens (16.8 M; long-context runs use 1 M)."""
+
+MAX_STEP_TOKENS = 1 << 36
+"""Most tokens in one step's global batch (6.9e10: 4,096 x Llama 3's 16 M)."""
+
+MAX_SCALE_POINTS = 32
+"""Most accelerator counts one scaling curve builds and models."""
+
 MAX_MICROBATCHES = 1 << 16
 """Most microbatches per pipeline in one step (65,536); Llama 3 405B's 16M-token batch
 on 8k sequences is 2,048 sequences in all."""
@@ -81,7 +99,7 @@ def format_bytes(size_bytes: float) -> str:
     Examples
     --------
     >>> format_bytes(3 * 2**30), format_bytes(500e6), format_bytes(2e18)
-    ('3 GiB', '477 MiB', '1.7 EiB')
+    ('3 GiB', '477 MiB', '1.73 EiB')
     """
     for factor, unit in ((2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"),
                          (2**20, "MiB"), (2**10, "KiB")):

@@ -29,6 +29,7 @@ from topomodel.sweep.params import (
 )
 from topomodel.yamlsource import KeyPath, Source
 
+
 @dataclass(frozen=True)
 class Axis:
     """One dimension of a product: one key, or a zipped group of keys whose values
