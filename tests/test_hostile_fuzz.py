@@ -4,7 +4,7 @@ status 2 and one ``topomodel: error:`` line per problem; never a traceback.
 
 The examples are derived from a fixed seed (``derandomize``) so a failure repeats. The
 default run keeps to small designs and a budget of about a minute on the project's
-2-core machine; ``pytest --run-slow`` runs :func:`test_slow_hostile_inputs`, ten times
+2-core machine; ``pytest --run-slow`` runs :func:`test_slow_hostile_inputs`, eight times
 the examples, over every shipped design (more than 10 minutes).
 """
 
