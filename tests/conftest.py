@@ -7,6 +7,20 @@ import pytest
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (long fuzz runs)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: give --run-slow to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
 TOY_CATALOG = """
 accelerators:
   toy-acc:

@@ -320,13 +320,13 @@ def test_step_takes_jitter_and_message_overhead(capsys):
     (["--micro-batch", "0"], "--micro-batch: must be at least 1, got 0"),
     (["--interleave", "0"], "--interleave: must be at least 1, got 0"),
     (["--compute-efficiency", "5"], "--compute-efficiency: must be in (0, 1], got 5"),
-    (["--hot-expert", "0.5"], "--hot-expert: must be in [1, inf], got 0.5"),
+    (["--hot-expert", "0.5"], "--hot-expert: must be in [1, 1000], got 0.5"),
     (["--straggler-share", "nan"], "--straggler-share: expected a finite number"),
     (["--tp-overlap", "all"], "--tp-overlap: expected one of none, backward, gemm"),
     (["--efficiency", "leaf=1.5"], "--efficiency: must be in (0, 1], got 1.5"),
     (["--order", "tp,dp,pp"], "--order: expected tp, cp, dp, pp once each"),
     (["--bucket", "40 MB/s"], "--bucket: '40 MB/s': is a rate, not a size"),
-    (["--scaleout-factor", "0"], "--scaleout-factor: must be in (0, inf], got 0"),
+    (["--scaleout-factor", "0"], "--scaleout-factor: must be in [0.001, 1000], got 0"),
 ])
 def test_step_options_are_checked_by_the_one_table(capsys, argv, message):
     """Each verb's flags come from analysis.options: the same readers as sweep files."""

@@ -496,6 +496,12 @@ def test_resume_a_longer_sweep_and_retry_failed(place, tmp_path):
 # Local pool and Dask --------------------------------------------------------------------
 
 
+def error_lines(capsys):
+    """What a sweep printed on stderr, less the point count it states before it starts."""
+    return [line for line in capsys.readouterr().err.strip().splitlines()
+            if not re.match(r"topomodel: sweep .*: [\d,]+ points \(limit", line)]
+
+
 def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     sweep = load_sweep(place())
@@ -511,7 +517,7 @@ def test_local_pool_and_dask_cluster_agree(place, tmp_path, capsys):
         out = tmp_path / "cli.csv"
         argv = ["sweep", str(in_file), "-o", str(out), "--format", "json"]
         assert main(argv) == 2  # a sweep file alone never picks the cluster
-        err = capsys.readouterr().err.strip().splitlines()
+        err = error_lines(capsys)
         assert len(err) == 1 and "cannot choose alone" in err[0]
         assert "--use-file-scheduler" in err[0] and "must be trusted" in err[0]
         assert not out.exists() and not journal_path(out).exists()
@@ -536,7 +542,7 @@ def test_unreachable_scheduler_is_a_clean_error(place, tmp_path, monkeypatch, ca
     assert not out.exists() and not journal_path(out).exists()  # the next run may start
     for address in ("tcp://127.0.0.1:1", "tls://127.0.0.1:1"):
         assert main(["sweep", str(sweep.file), "-o", str(out), "--scheduler", address]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
+        err = error_lines(capsys)
         assert err == [f"topomodel: error: cannot reach the Dask scheduler at {address}:"
                        + err[0].split(address + ":", 1)[1]], err
         assert not out.exists() and not journal_path(out).exists()
@@ -783,7 +789,7 @@ def test_a_symlinked_journal_or_results_file_is_refused(place, tmp_path, capsys,
     out = tmp_path / "r.csv"
     journal_path(out).symlink_to(victim)
     assert main(["sweep", str(sweep_file), "-o", str(out), "--workers", "1", flag]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_lines(capsys)
     assert len(err) == 1 and "is a symbolic link" in err[0], err
     assert victim.read_text() == "precious\n" and journal_path(out).is_symlink()
     journal_path(out).unlink()
@@ -846,7 +852,7 @@ def test_malformed_worker_results_are_one_clear_error(place, tmp_path, monkeypat
     monkeypatch.setattr(run_module, "run_points", _malformed)
     out = tmp_path / "r.csv"
     assert main(["sweep", str(sweep_file), "-o", str(out), "--workers", "1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_lines(capsys)
     assert len(err) == 1 and "malformed result for points 0..0" in err[0], err
     assert "got one holding a dict" in err[0]
     assert not out.exists() and not journal_path(out).exists()
@@ -856,5 +862,5 @@ def test_malformed_worker_results_are_one_clear_error(place, tmp_path, monkeypat
                                   dashboard_address=":0") as cluster:
         assert main(["sweep", str(sweep_file), "-o", str(out),
                      "--scheduler", cluster.scheduler_address]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_lines(capsys)
     assert len(err) == 1 and "a worker returned a malformed result" in err[0], err

@@ -244,10 +244,9 @@ def load_design(path: str | Path, *, text: str | None = None,
         base = Path(path).parent
         files = _catalog_files(design, source.data)
         own = [base / c for c in files]
-        refused = [problem_at(source.file, source.lines, ("catalogs", i),
-                              named_file_problem(c, base, catalog_dirs))
+        refused = [problem_at(source.file, source.lines, ("catalogs", i), why)
                    for i, c in enumerate(files)
-                   if outside_folders(base / c, [base, builtin_catalog_dir(), *catalog_dirs])]
+                   if (why := catalog_path_problem(c, base, catalog_dirs))]
         if refused:
             raise DesignError(refused)
         catalog = load_catalog([*extra_catalogs, *own])
@@ -338,6 +337,17 @@ def problem_at(file: str, lines: Mapping[KeyPath, int], key_path: Sequence[str |
         line = lines.get(path)
         path = path[:-1]
     return Problem(file, line or lines.get(()), format_path(tuple(key_path)), message)
+
+
+def catalog_path_problem(name: str | Path, folder: Path,
+                         catalog_dirs: Sequence[str | Path]) -> str | None:
+    """Why the catalog ``name``, named by a file in ``folder``, is refused unread (a NUL
+    byte in its name, or a place outside the folders it may be in), or ``None``."""
+    if "\0" in str(name):
+        return f"{str(name)!r}: cannot read the file: its name holds a NUL byte"
+    if outside_folders(folder / name, [folder, builtin_catalog_dir(), *catalog_dirs]):
+        return named_file_problem(name, folder, catalog_dirs)
+    return None
 
 
 def named_file_problem(name: str | Path, folder: Path,

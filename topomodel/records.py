@@ -234,7 +234,11 @@ def number(low: float = -math.inf, high: float = math.inf, *, low_open: bool = F
     def read(_: Reading, __: KeyPath, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise Invalid(f"expected a number, got {_what(value)}")
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # a whole number of 309 digits or more
+            raise Invalid("expected a finite number, got one too large for a float"
+                          " (309 digits or more)") from None
         if not math.isfinite(x):
             raise Invalid(f"expected a finite number, got {value}")
         if x < low or (low_open and x == low) or x > high:

@@ -21,6 +21,12 @@ price          USD          ``_USD``            ``"30000 USD"``
 
 A link or port bandwidth also states its direction (``"900 GB/s bidir"``,
 ``"400 Gb/s /dir"``); :func:`parse_bandwidth` returns the per-direction rate.
+
+A quantity is a decimal number and unit names (``"1.5e3 GB/s"``), nothing else: no
+arithmetic (``"2**1024 GB"`` would make pint compute a 300-digit number), so a value
+is finite before it is converted. Each kind has a sane range (:attr:`Kind.bounds`),
+wide enough for any device or cluster figure, narrow enough that results computed from
+it stay finite.
 """
 
 from __future__ import annotations
@@ -39,33 +45,45 @@ Direction = Literal["per_direction", "bidir"]
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of quantity: its pint dimensionality, canonical unit and sign rule."""
+    """A kind of quantity: its pint dimensionality, canonical unit, sign rule and the
+    range a value must lie in (``bounds``: the lowest and highest, as quantities)."""
 
     name: str
     dimensionality: str
     canonical: str
     example: str
     sign: Literal["positive", "non_negative", "any"]
+    bounds: tuple[str, str]
 
 
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("rate", "[information] / [time]", "B/s", "400 Gb/s", "positive"),
-        Kind("size", "[information]", "B", "64 MiB", "positive"),
-        Kind("time", "[time]", "s", "2 us", "non_negative"),
-        Kind("power", "[power]", "W", "17 W", "non_negative"),
+        # The bounds: a bit per second to an exabyte per second (a 51.2T switch is
+        # 6.4e12 B/s); a bit to a zettabyte; up to a millennium (a part's MTBF of 10^6 h is
+        # 114 years); up to a gigawatt (a cluster is ~100 MW); lengths from a millimetre
+        # to the Earth's circumference.
+        Kind("rate", "[information] / [time]", "B/s", "400 Gb/s", "positive",
+             ("1 b/s", "1 EB/s")),
+        Kind("size", "[information]", "B", "64 MiB", "positive", ("1 b", "1 ZB")),
+        Kind("time", "[time]", "s", "2 us", "non_negative", ("0 s", "1000 yr")),
+        Kind("power", "[power]", "W", "17 W", "non_negative", ("0 W", "1 GW")),
         Kind("energy_per_bit", "[power] * [time] / [information]", "pJ/bit", "22.5 pJ/bit",
-             "non_negative"),
-        Kind("length", "[length]", "m", "500 m", "positive"),
-        Kind("loss", "[optical_loss]", "dB", "3 dB", "non_negative"),
+             "non_negative", ("0 pJ/bit", "1 uJ/bit")),
+        Kind("length", "[length]", "m", "500 m", "positive", ("1 mm", "40000 km")),
+        Kind("loss", "[optical_loss]", "dB", "3 dB", "non_negative", ("0 dB", "1000 dB")),
         Kind("loss_per_length", "[optical_loss] / [length]", "dB/km", "0.4 dB/km",
-             "non_negative"),
-        Kind("optical_power", "[optical_level]", "dBm", "-2.2 dBm", "any"),
-        Kind("compute_rate", "[operation] / [time]", "FLOP/s", "989.4 TFLOP/s", "positive"),
-        Kind("transfer_rate", "[transfer] / [time]", "transfer/s", "32 GT/s", "positive"),
-        Kind("failure_rate", "1 / [time]", "1/s", "2 %/yr", "non_negative"),
-        Kind("price", "[currency]", "USD", "30000 USD", "non_negative"),
+             "non_negative", ("0 dB/km", "1000 dB/km")),
+        Kind("optical_power", "[optical_level]", "dBm", "-2.2 dBm", "any",
+             ("-100 dBm", "100 dBm")),
+        Kind("compute_rate", "[operation] / [time]", "FLOP/s", "989.4 TFLOP/s", "positive",
+             ("1 FLOP/s", "1 ZFLOP/s")),
+        Kind("transfer_rate", "[transfer] / [time]", "transfer/s", "32 GT/s", "positive",
+             ("1 transfer/s", "1e15 transfer/s")),
+        Kind("failure_rate", "1 / [time]", "1/s", "2 %/yr", "non_negative",
+             ("0 /s", "1 /s")),
+        Kind("price", "[currency]", "USD", "30000 USD", "non_negative",
+             ("0 USD", "1e12 USD")),
     )
 }
 
@@ -93,6 +111,10 @@ _DIRECTION_RE = re.compile(
 
 
 _NUMBER_FIRST = re.compile(r"^[+-]?(\d|\.\d)")
+# A decimal number, then unit names joined by '/', '*', '·' or spaces (a leading "1/"
+# for a reciprocal): no other digits, so no arithmetic for pint to do (2**1024, 9**9**9).
+_QUANTITY = re.compile(r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+                       r"(?P<unit>(?:\s+1\s*/)?(?:[^\W\d]|[%/*·.\s])*)$")
 
 
 @cache
@@ -135,6 +157,12 @@ def quantity(text: str) -> Any:
         raise UnitError(text, "empty quantity")
     if not _NUMBER_FIRST.match(stripped):
         raise UnitError(text, "a quantity starts with a number, e.g. '400 Gb/s'")
+    written = _QUANTITY.match(stripped)
+    if written is None:
+        raise UnitError(text, "a quantity is a decimal number and unit names, e.g."
+                        " '1.5e3 GB/s' (no arithmetic)")
+    if not math.isfinite(float(written["number"])):
+        raise UnitError(text, "is not a finite number")
     try:
         q = registry().Quantity(stripped)
     except pint.errors.UndefinedUnitError as exc:
@@ -184,7 +212,26 @@ def _parse_cached(text: str, kind: str) -> float:
         raise UnitError(text, f"a {kind.replace('_', ' ')} must be greater than zero")
     if spec.sign == "non_negative" and value < 0:
         raise UnitError(text, f"a {kind.replace('_', ' ')} cannot be negative")
+    low, high = bounds(kind)
+    if not low <= value <= high:
+        raise UnitError(text, f"a {kind.replace('_', ' ')} must be between"
+                        f" {spec.bounds[0]} and {spec.bounds[1]}")
     return value
+
+
+@cache
+def bounds(kind: str) -> tuple[float, float]:
+    """The sane range of ``kind`` in its canonical unit (:attr:`Kind.bounds`).
+
+    Examples
+    --------
+    >>> bounds("rate")  # bytes per second
+    (0.125, 1e+18)
+    """
+    spec = KINDS[kind]
+    low, high = (float(registry().Quantity(b).to(spec.canonical).magnitude)
+                 for b in spec.bounds)
+    return low, high
 
 
 def _wrong_kind_reason(q: Any, spec: Kind) -> str:
@@ -336,7 +383,17 @@ def convert(text: str, to_unit: str) -> tuple[float, str]:
             raise UnitError(text, f"{_wrong_kind_reason(source, wanted)}: cannot convert"
                             f" to {to_unit}")
         raise UnitError(to_unit, f"is not a unit {text!r} can be converted to")
-    return float(f"{source.to(target.units).magnitude:.12g}"), to_unit
+    kind = next((k for k in KINDS.values() if source.dimensionality
+                 == registry().get_dimensionality(k.dimensionality)
+                 and k.name != "failure_rate"), None)  # a frequency has its dimension
+    if kind is not None and not abs(float(source.to(kind.canonical).magnitude)) <= bounds(
+            kind.name)[1]:
+        raise UnitError(text, f"is more than the largest {kind.name.replace('_', ' ')}"
+                        f" topomodel takes, {kind.bounds[1]}")
+    value = float(f"{source.to(target.units).magnitude:.12g}")
+    if not math.isfinite(value) or (value == 0 and source.magnitude != 0):
+        raise UnitError(text, f"is out of range in {to_unit}")
+    return value, to_unit
 
 
 @dataclass(frozen=True)
@@ -371,6 +428,8 @@ def compare(a: str, b: str) -> Comparison:
         raise UnitError(b, f"is {_describe(str(qb.dimensionality))}; {a!r} is"
                         f" {_describe(str(qa.dimensionality))}: they cannot be compared")
     ratio = float((qa / qb).to("").magnitude)
+    if not math.isfinite(ratio) or (ratio == 0 and qa.magnitude != 0):
+        raise UnitError(b, f"and {a!r} are too far apart to compare")
     halves = {"bidir": 0.5, "per_direction": 1.0, None: 1.0}
     per_direction = ratio * halves[dir_a] / halves[dir_b]
     warning = None

@@ -4,6 +4,11 @@ PyYAML alone keeps the last of two duplicate keys, reads ``on``/``yes`` as boole
 would build objects from tags with an unsafe loader. This module composes the document
 with the safe loader, refuses duplicate keys, reads only ``true``/``false`` as booleans,
 and records the line of every key path so errors can point at it.
+
+The work a document can ask for is bounded before it is done
+(:mod:`topomodel.limits`): its length, how deep it nests and how many nodes it expands
+to, with each alias counted every time it repeats a node (a "billion laughs" of nested
+aliases stops at the limit); an alias inside its own anchor is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import yaml
 
 from topomodel.errors import InputError, Problem
 from topomodel.files import read_input_text
+from topomodel.limits import MAX_YAML_CHARACTERS, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 KeyPath = tuple[str | int, ...]
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -103,8 +109,10 @@ def load_yaml(path: str | Path, *, text: str | None = None,
     Raises
     ------
     InputError
-        For an unreadable file, a YAML syntax error, a tag that is not plain data or a
-        duplicate key (every duplicate is reported).
+        For an unreadable file, a YAML syntax error, a tag that is not plain data, a
+        scalar its tag cannot read (``!!int abc``), a duplicate key (every duplicate is
+        reported), a recursive alias, or a document above the limits of
+        :mod:`topomodel.limits` (characters, nesting depth, nodes after aliases).
 
     Examples
     --------
@@ -123,6 +131,13 @@ def load_yaml(path: str | Path, *, text: str | None = None,
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise error([Problem(name, None, "", f"cannot read the file: {reason}")]) from None
+        except ValueError:  # a NUL byte in the name
+            raise error([Problem(name.replace("\0", "\\0"), None, "",
+                                 "cannot read the file: its name holds a NUL byte")]) from None
+    if len(text) > MAX_YAML_CHARACTERS:
+        raise error([Problem(name, None, "", f"the document is {len(text):,} characters,"
+                             f" more than the limit of {MAX_YAML_CHARACTERS:,}"
+                             " (topomodel.limits.MAX_YAML_CHARACTERS)")])
     try:
         loader = _StrictLoader(text)
         try:
@@ -130,7 +145,7 @@ def load_yaml(path: str | Path, *, text: str | None = None,
             source = Source(name, None)
             if root is not None:
                 source.lines[()] = root.start_mark.line + 1
-                source.data = _to_python(root, (), loader, source)
+                source.data = _to_python(root, (), loader, source, _Walk())
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:
@@ -154,19 +169,58 @@ def load_yaml(path: str | Path, *, text: str | None = None,
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
-def _to_python(node: yaml.Node, path: KeyPath, loader: _StrictLoader, source: Source) -> Any:
-    if isinstance(node, yaml.CollectionNode) and node.tag not in _PLAIN_TAGS:
-        raise yaml.constructor.ConstructorError(
-            None, None, f"could not determine a constructor for the tag {node.tag!r}",
-            node.start_mark)
+@dataclass
+class _Walk:
+    """What the conversion has done so far: nodes made, and the collections open above
+    the current node (by id: an alias is the same node object as its anchor)."""
+
+    nodes: int = 0
+    open: set[int] = field(default_factory=set)
+
+
+def _refuse(node: yaml.Node, message: str) -> yaml.MarkedYAMLError:
+    return yaml.constructor.ConstructorError(None, None, message, node.start_mark)
+
+
+def _to_python(node: yaml.Node, path: KeyPath, loader: _StrictLoader, source: Source,
+               walk: _Walk) -> Any:
+    walk.nodes += 1
+    if walk.nodes > MAX_YAML_NODES:
+        raise _refuse(node, f"the document expands to more than {MAX_YAML_NODES:,} nodes"
+                      " (topomodel.limits.MAX_YAML_NODES; an alias counts each time it"
+                      " repeats its anchor)")
+    if isinstance(node, yaml.CollectionNode):
+        if node.tag not in _PLAIN_TAGS:
+            raise _refuse(node, f"could not determine a constructor for the tag {node.tag!r}")
+        if id(node) in walk.open:
+            raise _refuse(node, "a recursive alias: an anchor used inside itself")
+        if len(walk.open) >= MAX_YAML_DEPTH:
+            raise _refuse(node, f"nested more than {MAX_YAML_DEPTH} levels deep"
+                          " (topomodel.limits.MAX_YAML_DEPTH)")
+        walk.open.add(id(node))
+        try:
+            return _collection(node, path, loader, source, walk)
+        finally:
+            walk.open.discard(id(node))
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        # an explicit tag its constructor cannot read: !!int abc, !!float x, 0x_
+        source.problem(path, f"cannot read {node.value!r} as {node.tag.rsplit(':', 1)[-1]}")
+        return None
+
+
+def _collection(node: yaml.CollectionNode, path: KeyPath, loader: _StrictLoader,
+                source: Source, walk: _Walk) -> Any:
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            key = None if isinstance(key_node, yaml.CollectionNode) else _to_python(
+                key_node, path, loader, source, walk)
             if not isinstance(key, str | int | float | bool) or key_node.tag.endswith(":merge"):
                 source.problems.append(Problem(source.file, line, format_path(path),
-                                               f"unsupported key {key!r}"))
+                                               f"unsupported key {_key_text(key_node)}"))
                 continue
             key = str(key)
             key_path = (*path, key)
@@ -176,12 +230,19 @@ def _to_python(node: yaml.Node, path: KeyPath, loader: _StrictLoader, source: So
                     f"duplicate key (first at line {source.lines[key_path]})"))
                 continue
             source.lines[key_path] = line
-            result[key] = _to_python(value_node, key_path, loader, source)
+            result[key] = _to_python(value_node, key_path, loader, source, walk)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item in enumerate(node.value):
-            source.lines.setdefault((*path, index), item.start_mark.line + 1)
-            items.append(_to_python(item, (*path, index), loader, source))
-        return items
-    return loader.construct_object(node, deep=True)
+    items = []
+    for index, item in enumerate(node.value):
+        source.lines.setdefault((*path, index), item.start_mark.line + 1)
+        items.append(_to_python(item, (*path, index), loader, source, walk))
+    return items
+
+
+def _key_text(node: yaml.Node) -> str:
+    """A refused key as the file writes it, cut short."""
+    if isinstance(node, yaml.ScalarNode):
+        text = repr(node.value)
+    else:
+        text = "a mapping" if isinstance(node, yaml.MappingNode) else "a list"
+    return text if len(text) <= 40 else text[:37] + "..."

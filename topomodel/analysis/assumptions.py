@@ -141,15 +141,15 @@ class StepAssumptions:
         quantity("size"), default=40e6, check=number(0, low_open=True),
         doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"
         " is larger; ~40 MB is the PyTorch DDP-class default of 25 MB rounded up)")
-    jitter_cv: float = spec(number(0), default=0.01, doc="per-rank compute time,"
+    jitter_cv: float = spec(number(0, 10), default=0.01, doc="per-rank compute time,"
                             " coefficient of variation per step (assumed)")
-    hot_expert_factor: float = spec(number(1), default=1.1, doc="busiest expert's load /"
+    hot_expert_factor: float = spec(number(1, 1000), default=1.1, doc="busiest expert's load /"
                                     " mean in an MoE layer (assumed)")
     straggler_share: float = spec(number(0, 1), default=0.0, doc="share of accelerators"
                                   " that run slow (none by default)")
-    straggler_slowdown: float = spec(number(0), default=0.0, doc="a slow accelerator's"
+    straggler_slowdown: float = spec(number(0, 100), default=0.0, doc="a slow accelerator's"
                                      " extra compute time (0.1: 10 % slower)")
-    optimizer_bytes_per_param: float = spec(number(0), default=12.0, doc="optimizer state,"
+    optimizer_bytes_per_param: float = spec(number(0, 1000), default=12.0, doc="optimizer state,"
                                             " bytes per parameter (Adam: fp32 master, m, v)")
     comm_sm_share: float = spec(number(0, 1, low_open=False), default=20 / 132,
                                 doc="share of the SMs communication kernels take while"

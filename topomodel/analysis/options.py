@@ -157,7 +157,7 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("efficiency", _T, "efficiency", "time", "pairs", metavar="TIER=F"),
     _from_field("protocol", _T, "protocol", "time", "text"),
     _from_field("pxn", _T, "pxn", "time", "bool"),
-    StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(0, low_open=True),
+    StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(1e-3, 1e3),
                "what-if: every scale-out link this many times faster (2: 800G NICs"
                " instead of 400G)", "float", "F"),
     StepOption("routing", "run.routing", "ecmp", choice(*ROUTINGS), "routing policy: ECMP"

@@ -39,6 +39,7 @@ from typing import cast
 
 import numpy as np
 
+from topomodel import limits
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
 from topomodel.analysis.collective import fastest
 from topomodel.analysis.compute import (
@@ -396,6 +397,17 @@ def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
     if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
         raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
                          f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
+    seq = layout.seq or model.sequence  # sizes against topomodel.limits, before any work
+    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
+    for count, name, what in (
+            (seq, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
+            (layout.sequences(seq) * seq, "MAX_STEP_TOKENS", "tokens per step"),
+            (m, "MAX_MICROBATCHES", "microbatches per pipeline"),
+            (layout.pp * layout.interleave * m, "MAX_PIPELINE_CHUNKS", "pipeline chunks")):
+        if count > getattr(limits, name):
+            raise UsageError(limits.too_many(count, getattr(limits, name), what, (
+                limits.BYTES_PER_PIPELINE_CHUNK if what == "pipeline chunks" else None),
+                doing="to schedule") + f" (topomodel.limits.{name})")
 
 
 def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,

@@ -19,6 +19,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
+from topomodel.limits import MAX_ACCELERATORS, MAX_SCALE_POINTS, too_many
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
 
@@ -55,9 +56,23 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
                 routing: str = "ecmp", seed: int = 0, scaleout_factor: float = 1.0
                 ) -> list[ScalePoint]:
     """Build the design at each accelerator count (whole systems), apply the scale-out
-    what-if (:func:`scale_scaleout` by ``scaleout_factor``) and model a step."""
+    what-if (:func:`scale_scaleout` by ``scaleout_factor``) and model a step.
+
+    Raises
+    ------
+    UsageError
+        For more than :data:`~topomodel.limits.MAX_SCALE_POINTS` counts or a count above
+        :data:`~topomodel.limits.MAX_ACCELERATORS` (checked before anything is built), or
+        a layout that does not fit a count.
+    """
     from topomodel.catalog import System
 
+    if len(counts) > MAX_SCALE_POINTS:
+        raise UsageError(f"--counts: {too_many(len(counts), MAX_SCALE_POINTS, 'counts')}"
+                         " (topomodel.limits.MAX_SCALE_POINTS)")
+    if max(counts, default=0) > MAX_ACCELERATORS:
+        raise UsageError("--counts: " + too_many(max(counts), MAX_ACCELERATORS, "accelerators")
+                         + " (topomodel.limits.MAX_ACCELERATORS)")
     per_system = catalog.get(design.system, System).accelerators
     points: list[ScalePoint] = []
     for count in counts:

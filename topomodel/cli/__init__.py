@@ -9,7 +9,7 @@ from typing import Any
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
-from topomodel.report.output import Report, render
+from topomodel.report.output import Report, nonfinite_result, render
 
 EXIT_INPUT_ERROR = 2
 
@@ -52,6 +52,10 @@ def _main(argv: Sequence[str] | None) -> int:
     run: Callable[[argparse.Namespace], Report] = args.run
     try:
         report = run(args)
+        where = nonfinite_result(report)
+        if where is not None:
+            raise TopomodelError(f"a result is not a finite number ({where}): the inputs are"
+                                 " outside the range the model computes")
         text = render(report, args.format)
     except InputError as exc:
         for problem in exc.problems:

@@ -30,6 +30,7 @@ from topomodel.cli.step_commands import (
     _cmd_step,
     _cmd_sweep,
 )
+from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
 
 
@@ -41,6 +42,14 @@ def _count(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """A count of at least 1 (``--max-points``)."""
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
 
 
@@ -287,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="draw the Pareto front (PNG, SVG or PDF)")
     sweep.add_argument("--dry-run", action="store_true",
                        help="check the sweep file and list its points without running")
+    sweep.add_argument("--max-points", type=_positive, default=DEFAULT_MAX_SWEEP_POINTS,
+                       metavar="N", help="refuse a sweep of more than N points, counted"
+                       f" before any runs (default {DEFAULT_MAX_SWEEP_POINTS:,})")
     _catalog_args(sweep)
     _format_arg(sweep)
     sweep.set_defaults(run=_cmd_sweep)

@@ -334,7 +334,7 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
     )
 
     sweep = load_sweep(args.sweep, extra_catalogs=args.catalog,
-                       catalog_dirs=args.catalog_dir)
+                       catalog_dirs=args.catalog_dir, max_points=args.max_points)
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
@@ -353,6 +353,8 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
     for path in (args.output, args.plot):  # refused now, not after the whole sweep
         if path:
             _writable(path)
+    print(f"topomodel: sweep {sweep.name}: {len(sweep.points):,} points"
+          f" (limit {args.max_points:,}, --max-points)", file=sys.stderr, flush=True)
     try:
         scheduler = args.scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
         outcome = run_sweep(sweep, args.output, workers=args.workers, scheduler=scheduler,

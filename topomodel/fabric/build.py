@@ -33,6 +33,15 @@ from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
 from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
 from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
+from topomodel.limits import (
+    BYTES_PER_ACCELERATOR,
+    BYTES_PER_LINK,
+    MAX_ACCELERATORS,
+    MAX_NICS_PER_SYSTEM,
+    MAX_PLANES,
+    MAX_SCALEUP_LINKS,
+    too_many,
+)
 from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -51,12 +60,14 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     DesignError
         When the design asks for a fabric that cannot be built (a torus shape that does
         not match the count, a radix that cannot give the oversubscription, a unit size
-        that does not divide, an unknown failed part).
+        that does not divide, an unknown failed part), or one larger than the limits of
+        :mod:`topomodel.limits` (checked before anything is allocated).
     """
     system = catalog.get(design.system, System)
     n_systems = design.systems if design.systems is not None else (
         (design.accelerators or 0) // system.accelerators)
     per_system = system.accelerators
+    check_size(design, system, n_systems)
     builder = FabricBuilder()
     sys_index = np.repeat(np.arange(n_systems), per_system)
     local = np.tile(np.arange(per_system), n_systems)
@@ -95,6 +106,48 @@ def _set_port_directions(nodes: pd.DataFrame, links: pd.DataFrame, design: Desig
         if rate:
             rows = leaf & is_nic[links[end].to_numpy()]
             links.loc[rows, "capacity_Bps"] = cables[rows] * rate
+
+
+def check_size(design: Design, system: System, n_systems: int) -> None:
+    """Refuse a fabric above the limits of :mod:`topomodel.limits`, before it is built.
+
+    Raises
+    ------
+    DesignError
+        At the design key that sets the count: accelerators, scale-up links, NICs per
+        system or planes, with the memory the fabric would take.
+    """
+    count_key = ("systems",) if design.systems is not None else ("accelerators",)
+    per_system = system.accelerators
+    accelerators = n_systems * per_system
+    if accelerators > MAX_ACCELERATORS:
+        raise design.problem(count_key, too_many(
+            accelerators, MAX_ACCELERATORS, "accelerators", BYTES_PER_ACCELERATOR)
+            + " (topomodel.limits.MAX_ACCELERATORS)")
+    kind = design.scaleup.kind or system.scaleup.kind
+    per_system_links = {"switched": per_system * system.scaleup.switches,
+                        "supernode": per_system * system.scaleup.switches,
+                        "full_mesh": per_system * (per_system - 1) // 2}.get(kind, 0)
+    if n_systems * per_system_links > MAX_SCALEUP_LINKS:
+        raise design.problem(count_key, too_many(
+            n_systems * per_system_links, MAX_SCALEUP_LINKS, f"scale-up links ({kind},"
+            f" {per_system_links:,} per system)", BYTES_PER_LINK)
+            + " (topomodel.limits.MAX_SCALEUP_LINKS)")
+    out = design.scaleout
+    if out.kind == "none":
+        return
+    nics = out.nics_per_system or system.nic_count or per_system
+    if nics > MAX_NICS_PER_SYSTEM:
+        key = ("scaleout", "nics_per_system") if out.nics_per_system else ("system",)
+        raise design.problem(key, too_many(nics, MAX_NICS_PER_SYSTEM, "NICs per system")
+                             + " (topomodel.limits.MAX_NICS_PER_SYSTEM)")
+    if n_systems * nics > MAX_ACCELERATORS:
+        raise design.problem(count_key, too_many(
+            n_systems * nics, MAX_ACCELERATORS, "NICs", BYTES_PER_ACCELERATOR)
+            + " (topomodel.limits.MAX_ACCELERATORS)")
+    if out.planes > MAX_PLANES:
+        raise design.problem(("scaleout", "planes"), too_many(out.planes, MAX_PLANES, "planes")
+                             + " (topomodel.limits.MAX_PLANES)")
 
 
 def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,37 @@ class Report:
     tables: Sequence[Table] = ()
     warnings: Sequence[str] = field(default=())
     text: str | None = None  # a short result said in words, for table and md
+
+
+def nonfinite_result(report: Report) -> str | None:
+    """Where ``report`` holds a NaN or an infinity (``data.step_time_s``, ``Tiers[2].util``),
+    or ``None`` when every number in it is finite.
+
+    A result is checked before it is printed: a non-finite one means the inputs are
+    outside what the model computes, and printing ``nan`` as a figure would hide that.
+
+    Examples
+    --------
+    >>> nonfinite_result(Report("x", {"a": [1.0, {"b_s": float("inf")}]}))
+    'data.a[1].b_s'
+    >>> nonfinite_result(Report("x", {"a": 1.0}, [Table("t", [{"c": 2}])])) is None
+    True
+    """
+    stack: list[tuple[str, Any]] = [(f"{t.title}[{i}]", row) for t in report.tables
+                                    for i, row in enumerate(t.rows)][::-1]
+    stack.append(("data", report.data))
+    while stack:  # depth first, in order: the last pushed is the next looked at
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{where}.{k}", v) for k, v in value.items()][::-1]
+        elif isinstance(value, list | tuple):
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)][::-1]
+        elif isinstance(value, float) and not math.isfinite(value):
+            return where
+        elif hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0 and (
+                value.dtype.kind == "f" and not math.isfinite(float(value))):
+            return where  # a numpy scalar
+    return None
 
 
 def render(report: Report, fmt: str) -> str:

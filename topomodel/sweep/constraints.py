@@ -3,7 +3,9 @@
 A constraint such as ``comm_share <= 0.2 and fits`` is parsed with :mod:`ast` and
 compiled node by node into plain functions: names (dotted ones too), numbers, text,
 comparisons, ``+ - * /``, ``and``, ``or``, ``not``. Nothing else (calls, attributes of
-values, indexing) is accepted, and nothing is ever passed to ``eval``.
+values, indexing) is accepted, and nothing is ever passed to ``eval``. Its length and
+nesting are limited (:mod:`topomodel.limits`), so a hostile expression cannot exhaust
+the parser's stack.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from topomodel.errors import UnitError
+from topomodel.limits import MAX_CONSTRAINT_CHARACTERS, MAX_CONSTRAINT_DEPTH
 from topomodel.records import Invalid, did_you_mean
 from topomodel.sweep.params import METRIC_BY_NAME
 
@@ -54,6 +57,17 @@ def _value(values: Mapping[str, Any], name: str) -> Any:
     if value is None:
         raise TypeError(f"{name} has no value")
     return value
+
+
+def _depth(node: ast.AST) -> int:
+    """How deep ``node`` nests, counted without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_CONSTRAINT_DEPTH:
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(current))
+    return deepest
 
 
 def _compile(node: ast.expr, names: Collection[str] | None) -> Constraint:
@@ -135,11 +149,23 @@ def compile_constraint(text: Any, names: Collection[str] | None = None) -> Const
     """
     if not isinstance(text, str) or not text.strip():
         raise Invalid("expected an expression such as 'comm_share <= 0.2'")
+    if len(text) > MAX_CONSTRAINT_CHARACTERS:
+        raise Invalid(f"a constraint of {len(text):,} characters is longer than the limit"
+                      f" of {MAX_CONSTRAINT_CHARACTERS:,}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise Invalid(f"not an expression: {exc.msg} in {text.strip()!r}") from None
+        raise Invalid(f"not an expression: {exc.msg} in {_short(text.strip())}") from None
+    except (RecursionError, MemoryError):
+        tree = None
+    if tree is None or _depth(tree) > MAX_CONSTRAINT_DEPTH:
+        raise Invalid(f"the expression nests more than {MAX_CONSTRAINT_DEPTH} levels deep")
     return _compile(tree.body, names)
+
+
+def _short(text: str) -> str:
+    """``text`` quoted, cut to 60 characters."""
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
 @lru_cache(maxsize=256)

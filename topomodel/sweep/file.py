@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.analysis.pareto import Objective, parse_objective
-from topomodel.catalog import Catalog, builtin_catalog_dir
-from topomodel.design import Design, _unknown_refs, load_design, named_file_problem
+from topomodel.catalog import Catalog
+from topomodel.design import Design, _unknown_refs, catalog_path_problem, load_design
 from topomodel.errors import InputError, UsageError
-from topomodel.files import outside_folders, read_input_text
+from topomodel.files import read_input_text
+from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
 from topomodel.records import (
     Invalid,
     Reading,
+    _what,
     did_you_mean,
     list_of,
     read_record,
@@ -39,7 +41,7 @@ from topomodel.sweep.params import (
     design_overrides,
     design_path,
 )
-from topomodel.sweep.ranges import MAX_POINTS, Block, _expand, _read, _read_blocks, _read_fixed
+from topomodel.sweep.ranges import Block, _expand, _read, _read_blocks, _read_fixed
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 
@@ -88,7 +90,8 @@ _TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters",
 
 def load_sweep(path: str | Path, *, text: str | None = None,
                extra_catalogs: Sequence[str | Path] = (),
-               catalog_dirs: Sequence[str | Path] = ()) -> Sweep:
+               catalog_dirs: Sequence[str | Path] = (),
+               max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> Sweep:
     """Read and check a sweep file; expand its points.
 
     Parameters
@@ -101,6 +104,9 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     catalog_dirs
         Folders the sweep's and the design's ``catalogs`` may be in besides the naming
         file's own folder tree and the built-in catalogs (``--catalog-dir``).
+    max_points
+        The most points the blocks may expand to (counted before any is made; the CLI's
+        ``--max-points``).
 
     Raises
     ------
@@ -108,7 +114,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,
         With every problem found, each located ``FILE:LINE: key.path``: unknown keys,
         parameters or metrics, empty ranges, zipped lists of different lengths, bad
         values, constraints that do not parse, design overrides the design loader
-        refuses.
+        refuses, more than ``max_points`` points.
     DesignError
         If the base design itself does not load.
     """
@@ -131,10 +137,9 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     source.raise_if_problems(SweepError)
     design_file = str(here / str(design_rel).strip())
     sweep_catalogs = [str(here / c) for c in catalogs]
-    allowed = [here, builtin_catalog_dir(), *catalog_dirs]
     for i, name in enumerate(catalogs):
-        if outside_folders(here / name, allowed):
-            source.problem(("catalogs", i), named_file_problem(name, here, catalog_dirs))
+        if why := catalog_path_problem(name, here, catalog_dirs):
+            source.problem(("catalogs", i), why)
     for at, name in [(("design",), design_file),
                      *((("catalogs", i), c) for i, c in enumerate(sweep_catalogs))]:
         if not Path(name).is_file() and not source.problems:
@@ -148,7 +153,8 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     digest = _digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
 
     fixed, where = _read_fixed(source, data.get("fixed", {}), catalog)
-    blocks = _read_blocks(source, data.get("parameters"), fixed, catalog)
+    blocks = _read_blocks(source, data.get("parameters"), fixed, catalog,
+                          max_points=max_points)
     metrics = _read_metrics(source, data.get("metrics"))
     varied = list(dict.fromkeys(k for b in blocks for a in b.axes for k in a.keys))
     if "model" not in fixed and not all(
@@ -162,9 +168,10 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     scheduler = _read_dask(source, data.get("dask"))
 
     expanded = sum(b.count for b in blocks)
-    if expanded > MAX_POINTS:
-        source.problem(("parameters",), f"{expanded:,} points is more than the"
-                       f" {MAX_POINTS:,} a sweep takes; split it")
+    if expanded > max_points:
+        source.problem(("parameters",), too_many(
+            expanded, max_points, "points", BYTES_PER_SWEEP_POINT, doing="to hold")
+            + "; split the sweep, or raise the limit with --max-points")
         source.raise_if_problems(SweepError)
     points = [{**fixed, **p} for p in _expand(blocks)]
     for axis in (a for b in blocks for a in b.axes):
@@ -226,7 +233,9 @@ def _read_metrics(source: Source, data: Any) -> list[str]:
         return names
     out = []
     for i, name in enumerate(data):
-        if name not in METRIC_BY_NAME:
+        if not isinstance(name, str):
+            source.problem(("metrics", i), f"expected a metric name, got {_what(name)}")
+        elif name not in METRIC_BY_NAME:
             source.problem(("metrics", i), f"unknown metric {name!r}"
                            + did_you_mean(str(name), names))
         elif name not in out:

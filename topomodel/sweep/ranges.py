@@ -18,6 +18,7 @@ from typing import Any
 
 from topomodel.catalog import Catalog, Model
 from topomodel.errors import UsageError
+from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS, format_count
 from topomodel.records import Invalid, Reader, Reading, _what, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
@@ -27,9 +28,6 @@ from topomodel.sweep.params import (
     option,
 )
 from topomodel.yamlsource import KeyPath, Source
-
-MAX_POINTS = 2_000_000
-"""Largest expansion accepted: a guard against a range with a typo in its step."""
 
 
 @dataclass(frozen=True)
@@ -131,19 +129,21 @@ def _read_fixed(source: Source, data: Any, catalog: Catalog
 
 
 def _read_blocks(source: Source, data: Any, fixed: Mapping[str, Any], catalog: Catalog,
-                 ) -> list[Block]:
+                 *, max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> list[Block]:
+    """The blocks of ``parameters``; a range longer than ``max_points`` is refused
+    before its values are made."""
     if data is None:
         return [Block(())]  # one point: the fixed settings
     if isinstance(data, list):
         if not data:
             source.problem(("parameters",), "an empty list of blocks")
-        return [_read_block(source, ("parameters", i), b, fixed, catalog)
+        return [_read_block(source, ("parameters", i), b, fixed, catalog, max_points)
                 for i, b in enumerate(data)]
-    return [_read_block(source, ("parameters",), data, fixed, catalog)]
+    return [_read_block(source, ("parameters",), data, fixed, catalog, max_points)]
 
 
 def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, Any],
-                catalog: Catalog) -> Block:
+                catalog: Catalog, max_points: int) -> Block:
     if not isinstance(data, dict) or not data:
         source.problem(path, "expected a mapping from parameters to values (lists or"
                        " ranges), with optional zip groups")
@@ -151,12 +151,12 @@ def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, An
     axes: list[Axis | None] = []
     for key, spec in data.items():
         if key != "zip":
-            axes.append(_read_axis(source, path, {key: spec}, catalog))
+            axes.append(_read_axis(source, path, {key: spec}, catalog, max_points))
             continue
         for i, group in enumerate(spec if isinstance(spec, list) else [spec]):
             gpath = (*path, "zip", i) if isinstance(spec, list) else (*path, "zip")
             if isinstance(group, dict) and len(group) >= 2:
-                axes.append(_read_axis(source, gpath, group, catalog))
+                axes.append(_read_axis(source, gpath, group, catalog, max_points))
             else:
                 source.problem(gpath, "a zip group maps two or more parameters to lists"
                                " of equal length")
@@ -171,13 +171,13 @@ def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, An
     return Block(tuple(a for a in axes if a is not None))
 
 
-def _read_axis(source: Source, path: KeyPath, data: dict[Any, Any], catalog: Catalog
-               ) -> Axis | None:
+def _read_axis(source: Source, path: KeyPath, data: dict[Any, Any], catalog: Catalog,
+               max_points: int) -> Axis | None:
     """Parameters whose values walk together (one, or a zip group) as one axis."""
     columns: dict[str, list[tuple[Any, KeyPath]]] = {}
     for key, spec in data.items():
         kpath = (*path, key)
-        values = _read_values(source, kpath, key, spec, catalog) if _check_key(
+        values = _read_values(source, kpath, key, spec, catalog, max_points) if _check_key(
             source, kpath, key) else []
         if not values:
             return None
@@ -191,15 +191,15 @@ def _read_axis(source: Source, path: KeyPath, data: dict[Any, Any], catalog: Cat
                 tuple(tuple(w for _, w in r) for r in rows))
 
 
-def _read_values(source: Source, path: KeyPath, key: str, spec: Any, catalog: Catalog
-                 ) -> list[tuple[Any, KeyPath]]:
+def _read_values(source: Source, path: KeyPath, key: str, spec: Any, catalog: Catalog,
+                 max_points: int) -> list[tuple[Any, KeyPath]]:
     """The values of one parameter, each with its key path: a list, or a range mapping."""
     if isinstance(spec, list):
         if not spec:
             source.problem(path, "an empty list: give at least one value")
         raw = [(v, (*path, i)) for i, v in enumerate(spec)]
     elif isinstance(spec, dict):
-        raw = [(v, path) for v in _range(source, path, spec)]
+        raw = [(v, path) for v in _range(source, path, spec, max_points)]
     else:
         source.problem(path, f"expected a list of values or a range {{start, stop, step}},"
                        f" got {_what(spec)} (a single value goes under fixed)")
@@ -208,10 +208,12 @@ def _read_values(source: Source, path: KeyPath, key: str, spec: Any, catalog: Ca
     return [] if any(v is _BAD for v, _ in out) else out
 
 
-def _range(source: Source, path: KeyPath, spec: dict[str, Any]) -> list[Any]:
+def _range(source: Source, path: KeyPath, spec: dict[str, Any],
+           max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> list[Any]:
     """Values of a range: ``{start, stop, step}`` (stop included when on the grid),
     ``{start, stop, num}`` (evenly spaced, both ends) or ``{start, stop, factor}``
-    (geometric); ``format`` turns each into text (``"{}:1"``)."""
+    (geometric); ``format`` turns each into text (``"{}:1"``). Its length is worked out
+    first and a range of more than ``max_points`` values is refused."""
     for key in spec:
         if key not in _RANGE_KEYS:
             source.problem((*path, key), "unknown range key" + did_you_mean(key, _RANGE_KEYS))
@@ -228,34 +230,29 @@ def _range(source: Source, path: KeyPath, spec: dict[str, Any]) -> list[Any]:
         return []
     start, stop, by = numbers["start"], numbers["stop"], numbers[modes[0]]
     whole = isinstance(start, int) and isinstance(stop, int)
-    values: list[float] = []
+    count = _range_count(modes[0], float(start), float(stop), float(by))
+    if isinstance(count, str):
+        source.problem((*path, "num") if modes == ["num"] else path, count)
+        return []
+    if count > max_points:
+        source.problem(path, f"{format_count(count)} values: more than the {max_points:,}"
+                       " points a sweep takes (--max-points raises the limit)")
+        return []
+    n = int(count)
+    values: list[float]
     if modes == ["step"]:
-        count = math.floor((stop - start) / by + 1e-9) + 1 if by else 0
-        if count < 1:
-            source.problem(path, f"an empty range: from {start} to {stop} in steps of {by}")
-            return []
-        if count > MAX_POINTS:
-            source.problem(path, f"{count:,} values: more than a sweep takes")
-            return []
-        values = [start + i * by for i in range(count)]
+        values = [start + i * by for i in range(n)]
         whole = whole and isinstance(by, int)
     elif modes == ["num"]:
-        if not isinstance(by, int) or by < 1 or by > MAX_POINTS:
-            source.problem((*path, "num"), f"num is a whole number of values from 1 to"
-                           f" {MAX_POINTS:,}, got {by}")
-            return []
-        values = [start + (stop - start) * i / (by - 1) for i in range(by)] if by > 1 else [
+        values = [start + (stop - start) * i / (n - 1) for i in range(n)] if n > 1 else [
             start]
         whole = whole and all(float(v).is_integer() for v in values)
     else:
-        if by <= 1 or start <= 0 or stop < start:
-            source.problem(path, "a geometric range needs factor > 1 and 0 < start <= stop")
-            return []
-        value = start
-        while value <= stop * (1 + 1e-9):
-            values.append(value)
-            value *= by
+        values = [start * by**i for i in range(n)]
         whole = whole and isinstance(by, int)
+    if not all(math.isfinite(v) for v in values):
+        source.problem(path, "a range whose values are not all finite numbers")
+        return []
     out: list[Any] = [round(v) if whole else float(f"{v:.12g}") for v in values]
     fmt = spec.get("format")
     if fmt is None:
@@ -265,6 +262,26 @@ def _range(source: Source, path: KeyPath, spec: dict[str, Any]) -> list[Any]:
                        " e.g. '{}:1'")
         return []
     return [fmt.replace("{}", f"{v:g}" if isinstance(v, float) else str(v)) for v in out]
+
+
+def _range_count(mode: str, start: float, stop: float, by: float) -> float | str:
+    """How many values a range has, worked out in floats before any is made (infinity
+    when a float cannot hold it); or why it has none."""
+    if mode == "step":
+        if by == 0:
+            return "a range with a step of 0"
+        steps = (stop - start) / by  # an infinity when stop - start overflows
+        if steps < -1e-9:
+            return f"an empty range: from {start:g} to {stop:g} in steps of {by:g}"
+        return math.inf if steps > 1e15 else math.floor(steps + 1e-9) + 1
+    if mode == "num":
+        if not by.is_integer() or by < 1:
+            return f"num is a whole number of values (at least 1), got {by:g}"
+        return by
+    if by <= 1 or start <= 0 or stop < start:
+        return "a geometric range needs factor > 1 and 0 < start <= stop"
+    # the largest i with start * by**i <= stop (to a relative 1e-9), in logarithms
+    return math.floor((math.log(stop) - math.log(start) + 1e-9) / math.log(by) + 1e-9) + 1
 
 
 def _expand(blocks: Sequence[Block]) -> Iterator[dict[str, Any]]:

@@ -141,6 +141,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
 from topomodel.traffic.channels import (
     Flows,
     channels,
@@ -236,7 +237,8 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
         group that is empty, repeats a node or holds a node that is not an accelerator,
         ``rhd`` on a group whose size is not a power of two, ``hierarchical`` on a group
         whose domain parts differ in size, ``innetwork`` or ``nvlstree`` where the
-        switches cannot reduce or a group spanning domains has parts of different sizes.
+        switches cannot reduce or a group spanning domains has parts of different sizes,
+        or an All-to-All of more flows than :data:`~topomodel.limits.MAX_FLOWS`.
     """
     _check_collective(collective)
     supported = ALGORITHMS[collective]
@@ -247,6 +249,12 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
     if not math.isfinite(size) or size < 0:
         raise CollectiveError(f"size_bytes must be a finite number >= 0, got {size_bytes!r}")
     rows = _check_groups(fabric, groups)
+    if algorithm in ("direct", "pairwise"):  # every rank to every other: n(n - 1) flows
+        flows = sum(len(r) * (len(r) - 1) for r in rows)
+        if flows > MAX_FLOWS:
+            raise CollectiveError(too_many(flows, MAX_FLOWS, f"{algorithm} All-to-All flows",
+                                           BYTES_PER_FLOW, doing="to route")
+                                  + " (topomodel.limits.MAX_FLOWS)")
     names = _group_names(group_names, len(rows))
     buckets = _buckets(rows)
     shapes = tuple(dict.fromkeys(collective_shape(fabric, collective, algorithm, ranks, size)

@@ -61,7 +61,7 @@ def parse_groups(fabric: Fabric, spec: str) -> list[np.ndarray]:
                              f" {'blocks' if kind == 'block' else 'strides'} of {size}")
         table = acc.reshape(-1, size) if kind == "block" else acc.reshape(-1, size).T
         return list(table)
-    ranks = _ranks(text, spec)
+    ranks = _ranks(text, spec, n)
     if ranks.max() >= n:
         raise UsageError(f"group spec {spec!r}: rank {int(ranks.max())} does not exist"
                          f" (ranks 0-{n - 1})")
@@ -71,22 +71,30 @@ def parse_groups(fabric: Fabric, spec: str) -> list[np.ndarray]:
 
 
 def _positive(value: str, spec: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    # ASCII digits only: str.isdigit() also takes superscripts ('²'), which int() refuses
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise UsageError(f"group spec {spec!r}: expected a positive whole number after ':'")
     return int(value)
 
 
-def _ranks(text: str, spec: str) -> np.ndarray:
+def _ranks(text: str, spec: str, n: int) -> np.ndarray:
+    """The ranks of ``A-B`` or ``A,B,C``; a range is checked against the ``n`` ranks
+    before it is made."""
     try:
         if "-" in text and "," not in text:
             first, last = (int(p) for p in text.split("-"))
             if last < first or first < 0:
                 raise ValueError
-            return np.arange(first, last + 1)
-        ranks = np.array([int(p) for p in text.split(",")])
+        else:
+            ranks = np.array([int(p) for p in text.split(",")])
     except ValueError:
         raise UsageError(f"unknown group spec {spec!r}; use one of"
                          f" {', '.join(GROUP_SPECS)}") from None
+    if "-" in text and "," not in text:
+        if last >= n:
+            raise UsageError(f"group spec {spec!r}: rank {last} does not exist"
+                             f" (ranks 0-{n - 1})")
+        return np.arange(first, last + 1)
     if (ranks < 0).any() or len(ranks) < 1:
         raise UsageError(f"group spec {spec!r}: ranks are 0 or more")
     return ranks
