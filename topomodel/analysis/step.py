@@ -32,6 +32,8 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -214,6 +216,78 @@ class StepResult:
         return (self.exposed_comm_s + self.wait_s) / self.step_time_s
 
 
+@dataclass(frozen=True)
+class LayoutMemory:
+    """Memory of every pipeline stage of a layout, bytes per accelerator, beside what
+    the accelerator has."""
+
+    stages: StageMemory
+    hbm_bytes: float
+
+    def fits(self, headroom: float = 0.0) -> bool:
+        """Whether every stage fits in the HBM less a ``headroom`` share (0-1) of it."""
+        return bool((self.stages.total <= self.hbm_bytes * (1.0 - headroom)).all())
+
+
+def layout_memory(fabric: Fabric, model: Model, layout: Layout,
+                  assumptions: StepAssumptions | None = None) -> LayoutMemory:
+    """The memory :func:`step_time` finds for ``layout``, bytes per accelerator, without
+    timing anything: the same checks, schedule and stage memory, at a fraction of the
+    cost (what a search over layouts discards layouts with).
+
+    Raises
+    ------
+    UsageError
+        Where :func:`step_time` raises it for the layout's sizes or schedule.
+    """
+    a = assumptions or StepAssumptions()
+    shape = _shape(fabric, model, layout)
+    return LayoutMemory(_stage_memory(model, layout, a, shape.seq, shape.schedule,
+                                      shape.sizes, shape.moe_sizes),
+                        shape.accelerator.hbm_bytes)
+
+
+@dataclass(frozen=True, eq=False)
+class _Shape:
+    """What a layout's step is built on: its checks passed, the batch, the schedule and
+    the layers of every model chunk."""
+
+    accelerator: Accelerator
+    seq: int
+    global_batch: int
+    microbatches: int  # per pipeline
+    schedule: Schedule
+    sizes: np.ndarray  # layers per (stage, chunk)
+    moe_sizes: np.ndarray  # MoE layers per (stage, chunk)
+
+
+def _shape(fabric: Fabric, model: Model, layout: Layout) -> _Shape:
+    system = fabric.catalog.get(fabric.design.system, System)
+    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
+    _check(layout, model, fabric)
+    seq = layout.seq or model.sequence
+    global_batch = layout.sequences(seq)
+    m = global_batch // (layout.dp * layout.micro_batch)
+    p, v = layout.pp, layout.interleave
+    sched = _schedule(layout.schedule, p, m, v)
+    sizes = chunk_layers(model.layers, p, v)
+    first = chunk_first_layer(model.layers, p, v)
+    leading = model.dense_layers if model.is_moe else model.layers
+    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
+    return _Shape(accelerator, seq, global_batch, m, sched, sizes, moe_sizes)
+
+
+@functools.lru_cache(maxsize=256)
+def _schedule(name: str, p: int, m: int, v: int) -> Schedule:
+    """:func:`~topomodel.analysis.pipeline.schedule`, built once per process for each
+    (name, stages, microbatches, chunks): its arrays are read-only, so layouts that
+    share a pipeline share it."""
+    sched = schedule(name, p, m, v)
+    for rows in (sched.kind, sched.micro, sched.chunk, sched.paired):
+        rows.setflags(write=False)
+    return sched
+
+
 def step_time(fabric: Fabric, model: Model, layout: Layout,
               assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
               seed: int = 0) -> StepResult:
@@ -226,22 +300,15 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         the schedule cannot run it, or the accelerator has no compute figures.
     """
     a = assumptions or StepAssumptions()
-    system = fabric.catalog.get(fabric.design.system, System)
-    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
-    _check(layout, model, fabric)
-    seq = layout.seq or model.sequence
-    global_batch = layout.sequences(seq)
-    m = global_batch // (layout.dp * layout.micro_batch)
+    shape = _shape(fabric, model, layout)
+    accelerator, seq, global_batch, m = (shape.accelerator, shape.seq, shape.global_batch,
+                                         shape.microbatches)
+    sched, sizes, moe_sizes = shape.schedule, shape.sizes, shape.moe_sizes
     tokens = global_batch * seq
     device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
                           hbm_efficiency=a.hbm_efficiency)
-    p, v = layout.pp, layout.interleave
-    sched = schedule(layout.schedule, p, m, v)
-    sizes = chunk_layers(model.layers, p, v)
-    first = chunk_first_layer(model.layers, p, v)
-    leading = model.dense_layers if model.is_moe else model.layers
-    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
-    ranks = fabric.accelerators[:layout.world]
+    p = layout.pp
+    ranks = _ranks(fabric)[:layout.world]
     calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
     ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
     send = calls.get("pp")
@@ -292,13 +359,14 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         walls["bandwidth_s"] += c.bandwidth_s * share
         walls["latency_s"] += c.latency_s * share
         walls["topology_s"] += c.topology_s * share
-    mem = _stage_memory(model, layout, a, seq, sched, sizes, moe_sizes)
+    held = LayoutMemory(_stage_memory(model, layout, a, seq, sched, sizes, moe_sizes),
+                        accelerator.hbm_bytes)
+    mem, hbm = held.stages, held.hbm_bytes
     memory = mem.as_dict()
-    hbm = accelerator.hbm_bytes
     warnings = [f"{c.kind.upper()} groups leave the scale-up domain" for c in comm
                 if c.spills and c.kind in ("tp", "ep")]
     warnings = list(dict.fromkeys(warnings)) + list(device.notes)
-    fits = bool((mem.total <= hbm).all())
+    fits = held.fits()
     if not fits:
         warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator on"
                         f" pipeline stage {mem.worst_stage}; {accelerator.id} has"
@@ -457,10 +525,10 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
 
 
 def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
-    world = layout.world
-    if world > fabric.accelerator_count:
+    world, count = layout.world, len(_ranks(fabric))
+    if world > count:
         raise UsageError(f"the layout needs {world} accelerators (tp x pp x dp x cp); the"
-                         f" fabric has {fabric.accelerator_count}")
+                         f" fabric has {count}")
     if layout.dp % layout.ep:
         raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
     if layout.pp * layout.interleave > model.layers:
@@ -487,6 +555,8 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
     domain = fabric.nodes["domain"].to_numpy()
     out: dict[str, Call] = {}
+    cache = fabric.derived(collective_times)
+    timing = _time_key(a.time)
 
     def spills_of(groups: np.ndarray) -> bool:
         doms = domain[groups]
@@ -497,14 +567,19 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if size <= 0 or groups.shape[1] < 2:
             return
 
-        def build(alg: str) -> Traffic:
-            return collective_traffic(fabric, collective, _rows(groups), size, algorithm=alg)
+        candidates = _candidates(collective, algorithm, groups.shape[1])
+        key = (collective, candidates, size, _groups_key(groups), routing, seed, timing)
+        hit = cache.get(key)
+        if hit is None:
+            def build(alg: str) -> Traffic:
+                return collective_traffic(fabric, collective, _rows(groups), size,
+                                          algorithm=alg)
 
-        alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
-                                                           groups.shape[1]),
-                               routing=routing, seed=seed, model=a.time)
-        out[name] = Call(kind, collective, alg, size, t.time_s, t.latency_s, t.bandwidth_s,
-                         t.topology_s, spills_of(groups))
+            alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
+                                   model=a.time)
+            hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
+                                spills_of(groups))
+        out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
         groups = rank_grid(ranks, layout, "tp")
@@ -535,15 +610,19 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         back = pairs[:, ::-1]
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        # 1F1B's steady phase sends forward and backward at once
-        traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
-                                                 algorithm="p2p"),
-                              collective_traffic(fabric, "sendrecv", _rows(back), size,
-                                                 algorithm="p2p")])
-        t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
-        doms = domain[pairs]
-        out["pp"] = Call("pp", "sendrecv", "p2p", size, t.time_s, t.latency_s,
-                         t.bandwidth_s, t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()))
+        key = ("pp-sendrecv", ("p2p",), size, _groups_key(pairs), routing, seed, timing)
+        hit = cache.get(key)
+        if hit is None:
+            # 1F1B's steady phase sends forward and backward at once
+            traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
+                                                     algorithm="p2p"),
+                                  collective_traffic(fabric, "sendrecv", _rows(back), size,
+                                                     algorithm="p2p")])
+            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+            doms = domain[pairs]
+            hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
+                                bool((doms[:, 0] != doms[:, 1]).any()))
+        out["pp"] = Call("pp", "sendrecv", hit[0], size, *hit[1:])
     layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     grad = BYTES[a.grad_dtype]
@@ -566,6 +645,50 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if layout.zero:
             add("edp_ag", "edp", "allgather", groups, bucket)
     return out
+
+
+CollectiveKey = tuple[str, tuple[str, ...], float, tuple[Any, ...], str, int, tuple[Any, ...]]
+"""What a collective's time depends on besides the fabric: (collective, candidate
+algorithms, size in bytes, the communicators' shape and placement, routing, seed, the
+time model)."""
+CollectiveTime = tuple[str, float, float, float, float, bool]
+"""A timed collective: (algorithm, time, latency, bandwidth, topology seconds, spills)."""
+
+
+def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
+    """The step's collective times on ``fabric``, filled as steps are modelled and kept
+    with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`): a layout whose
+    communicators, sizes and algorithms another layout already timed on this fabric
+    costs arithmetic, not routing. Keyed by :data:`CollectiveKey`; the entries are
+    exactly what timing them again gives (routing and timing are deterministic)."""
+    return {}
+
+
+def _groups_key(groups: np.ndarray) -> tuple[Any, ...]:
+    """The communicators' shape and placement (which ranks, in which order) as a short
+    key: the array's shape, dtype and a 128-bit digest of its bytes."""
+    import hashlib
+
+    rows = np.ascontiguousarray(groups)
+    return (rows.shape, rows.dtype.str, hashlib.blake2b(rows.tobytes(),
+                                                        digest_size=16).digest())
+
+
+def _time_key(model: TimeModel) -> tuple[Any, ...]:
+    """The time model as a hashable key (its tier efficiencies are a mapping)."""
+    return tuple(tuple(sorted(model.efficiency.items())) if f.name == "efficiency"
+                 else getattr(model, f.name) for f in dataclasses.fields(model))
+
+
+def _ranks(fabric: Fabric) -> np.ndarray:
+    """The accelerators in rank order, found once per fabric."""
+    return fabric.derived(_accelerator_ranks)
+
+
+def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
+    ranks = fabric.accelerators
+    ranks.setflags(write=False)
+    return ranks
 
 
 def _rows(groups: np.ndarray) -> Sequence[np.ndarray]:
