@@ -32,10 +32,7 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -57,15 +54,23 @@ from topomodel.analysis.pipeline import (
     Schedule,
     Timeline,
     W,
-    chunk_first_layer,
-    chunk_layers,
     in_flight,
-    schedule,
     timeline,
 )
 from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
+from topomodel.analysis.stepshape import (
+    UNORDERED,
+    LayoutMemory,
+    collective_times,
+    groups_key,
+    ranks_of,
+    recall_step,
+    remember_step,
+    shape_of,
+    time_key,
+)
 from topomodel.analysis.timing import TimeModel, time_traffic
-from topomodel.catalog import Accelerator, Model, System
+from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.records import (
@@ -217,24 +222,10 @@ class StepResult:
         return (self.exposed_comm_s + self.wait_s) / self.step_time_s
 
 
-@dataclass(frozen=True)
-class LayoutMemory:
-    """Memory of every pipeline stage of a layout, bytes per accelerator, beside what
-    the accelerator has."""
-
-    stages: StageMemory
-    hbm_bytes: float
-
-    def fits(self, headroom: float = 0.0) -> bool:
-        """Whether every stage fits in the HBM less a ``headroom`` share (0-1) of it."""
-        return bool((self.stages.total <= self.hbm_bytes * (1.0 - headroom)).all())
-
-
 def layout_memory(fabric: Fabric, model: Model, layout: Layout,
                   assumptions: StepAssumptions | None = None) -> LayoutMemory:
-    """The memory :func:`step_time` finds for ``layout``, bytes per accelerator, without
-    timing anything: the same checks, schedule and stage memory, at a fraction of the
-    cost (what a search over layouts discards layouts with).
+    """The memory :func:`step_time` finds for ``layout``, bytes per accelerator, with
+    its checks and schedule, without timing anything (a search discards layouts by it).
 
     Raises
     ------
@@ -242,51 +233,10 @@ def layout_memory(fabric: Fabric, model: Model, layout: Layout,
         Where :func:`step_time` raises it for the layout's sizes or schedule.
     """
     a = assumptions or StepAssumptions()
-    shape = _shape(fabric, model, layout)
+    shape = shape_of(fabric, model, layout)
     return LayoutMemory(_stage_memory(model, layout, a, shape.seq, shape.schedule,
                                       shape.sizes, shape.moe_sizes),
                         shape.accelerator.hbm_bytes)
-
-
-@dataclass(frozen=True, eq=False)
-class _Shape:
-    """What a layout's step is built on: its checks passed, the batch, the schedule and
-    the layers of every model chunk."""
-
-    accelerator: Accelerator
-    seq: int
-    global_batch: int
-    microbatches: int  # per pipeline
-    schedule: Schedule
-    sizes: np.ndarray  # layers per (stage, chunk)
-    moe_sizes: np.ndarray  # MoE layers per (stage, chunk)
-
-
-def _shape(fabric: Fabric, model: Model, layout: Layout) -> _Shape:
-    system = fabric.catalog.get(fabric.design.system, System)
-    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
-    _check(layout, model, fabric)
-    seq = layout.seq or model.sequence
-    global_batch = layout.sequences(seq)
-    m = global_batch // (layout.dp * layout.micro_batch)
-    p, v = layout.pp, layout.interleave
-    sched = _schedule(layout.schedule, p, m, v)
-    sizes = chunk_layers(model.layers, p, v)
-    first = chunk_first_layer(model.layers, p, v)
-    leading = model.dense_layers if model.is_moe else model.layers
-    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
-    return _Shape(accelerator, seq, global_batch, m, sched, sizes, moe_sizes)
-
-
-@functools.lru_cache(maxsize=256)
-def _schedule(name: str, p: int, m: int, v: int) -> Schedule:
-    """:func:`~topomodel.analysis.pipeline.schedule`, built once per process for each
-    (name, stages, microbatches, chunks): its arrays are read-only, so layouts that
-    share a pipeline share it."""
-    sched = schedule(name, p, m, v)
-    for rows in (sched.kind, sched.micro, sched.chunk, sched.paired):
-        rows.setflags(write=False)
-    return sched
 
 
 def step_time(fabric: Fabric, model: Model, layout: Layout,
@@ -301,7 +251,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         the schedule cannot run it, or the accelerator has no compute figures.
     """
     a = assumptions or StepAssumptions()
-    shape = _shape(fabric, model, layout)
+    shape = shape_of(fabric, model, layout)
     accelerator, seq, global_batch, m = (shape.accelerator, shape.seq, shape.global_batch,
                                          shape.microbatches)
     sched, sizes, moe_sizes = shape.schedule, shape.sizes, shape.moe_sizes
@@ -309,18 +259,13 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
                           hbm_efficiency=a.hbm_efficiency)
     p = layout.pp
-    ranks = _ranks(fabric)[:layout.world]
+    ranks = ranks_of(fabric)[:layout.world]
     calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
-    # the order of the ranks reaches the step only through its collectives' times, so a
-    # layout that differs from a recent one in its order alone and whose collectives
-    # take the same times has the same step
-    steps = fabric.derived(recent_steps)
-    same = (id(model), id(a), *(getattr(layout, f) for f in _UNORDERED),
-            tuple(sorted(calls.items())))
-    hit = steps.get(same)
-    if hit is not None and hit[0] is model and hit[1] is a:
-        steps.move_to_end(same)
-        return replace(hit[2], layout=layout)
+    # the rank order reaches the step only through the collectives: same times, same step
+    same = (*(getattr(layout, f) for f in UNORDERED), tuple(sorted(calls.items())))
+    hit = recall_step(fabric, model, a, same)
+    if hit is not None:
+        return cast(StepResult, replace(hit, layout=layout))
     ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
     send = calls.get("pp")
     per_send = (send.time_s if send else 0.0) + (calls["pp_sg"].time_s if "pp_sg" in calls
@@ -389,24 +334,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                         tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
                         imbalance, global_batch, m, tuple(float(x) for x in mem.total),
                         tuple(float(x) for x in tl.busy_s), r, pipe_end)
-    steps[same] = (model, a, result)  # the model and assumptions held: their ids stay theirs
-    while len(steps) > RECENT_STEPS:
-        steps.popitem(last=False)
+    remember_step(fabric, model, a, same, result)
     return result
-
-
-RECENT_STEPS = 256
-"""Steps each fabric remembers for :func:`recent_steps` (least recently used dropped):
-enough for every rank order of the layouts a search lists one after the other."""
-
-_UNORDERED = tuple(f.name for f in dataclasses.fields(Layout) if f.name != "order")
-
-
-def recent_steps(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, Any, StepResult]]:
-    """The last steps modelled on ``fabric``, by (model, assumptions, every layout field
-    but the order, collective times), kept with the fabric
-    (:meth:`~topomodel.fabric.tables.Fabric.derived`)."""
-    return OrderedDict()
 
 
 def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
@@ -553,27 +482,6 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         hot_expert_factor=a.hot_expert_factor)
 
 
-def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
-    world, count = layout.world, len(_ranks(fabric))
-    if world > count:
-        raise UsageError(f"the layout needs {world} accelerators (tp x pp x dp x cp); the"
-                         f" fabric has {count}")
-    if layout.dp % layout.ep:
-        raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
-    if layout.pp * layout.interleave > model.layers:
-        raise UsageError(f"pp={layout.pp} x interleave={layout.interleave} is more stages"
-                         f" than the {model.layers} layers")
-    if model.heads % layout.tp:
-        raise UsageError(f"tp={layout.tp} must divide the {model.heads} heads")
-    if model.is_moe and model.experts % layout.ep:
-        raise UsageError(f"ep={layout.ep} must divide the {model.experts} experts")
-    if not model.is_moe and layout.ep > 1:
-        raise UsageError(f"{model.id} has no experts; ep must be 1")
-    if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
-        raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
-                         f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
-
-
 def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
            ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
            routing: str, seed: int) -> dict[str, Call]:
@@ -585,7 +493,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     domain = fabric.nodes["domain"].to_numpy()
     out: dict[str, Call] = {}
     cache = fabric.derived(collective_times)
-    timing = _time_key(a.time)
+    timing = time_key(a.time)
 
     def spills_of(groups: np.ndarray) -> bool:
         doms = domain[groups]
@@ -597,7 +505,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             return
 
         candidates = _candidates(collective, algorithm, groups.shape[1])
-        key = (collective, candidates, size, _groups_key(groups), routing, seed, timing)
+        key = (collective, candidates, size, groups_key(groups), routing, seed, timing)
         hit = cache.get(key)
         if hit is None:
             def build(alg: str) -> Traffic:
@@ -639,7 +547,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         back = pairs[:, ::-1]
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        key = ("pp-sendrecv", ("p2p",), size, _groups_key(pairs), routing, seed, timing)
+        key = ("pp-sendrecv", ("p2p",), size, groups_key(pairs), routing, seed, timing)
         hit = cache.get(key)
         if hit is None:
             # 1F1B's steady phase sends forward and backward at once
@@ -674,50 +582,6 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if layout.zero:
             add("edp_ag", "edp", "allgather", groups, bucket)
     return out
-
-
-CollectiveKey = tuple[str, tuple[str, ...], float, tuple[Any, ...], str, int, tuple[Any, ...]]
-"""What a collective's time depends on besides the fabric: (collective, candidate
-algorithms, size in bytes, the communicators' shape and placement, routing, seed, the
-time model)."""
-CollectiveTime = tuple[str, float, float, float, float, bool]
-"""A timed collective: (algorithm, time, latency, bandwidth, topology seconds, spills)."""
-
-
-def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
-    """The step's collective times on ``fabric``, filled as steps are modelled and kept
-    with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`): a layout whose
-    communicators, sizes and algorithms another layout already timed on this fabric
-    costs arithmetic, not routing. Keyed by :data:`CollectiveKey`; the entries are
-    exactly what timing them again gives (routing and timing are deterministic)."""
-    return {}
-
-
-def _groups_key(groups: np.ndarray) -> tuple[Any, ...]:
-    """The communicators' shape and placement (which ranks, in which order) as a short
-    key: the array's shape, dtype and a 128-bit digest of its bytes."""
-    import hashlib
-
-    rows = np.ascontiguousarray(groups)
-    return (rows.shape, rows.dtype.str, hashlib.blake2b(rows.tobytes(),
-                                                        digest_size=16).digest())
-
-
-def _time_key(model: TimeModel) -> tuple[Any, ...]:
-    """The time model as a hashable key (its tier efficiencies are a mapping)."""
-    return tuple(tuple(sorted(model.efficiency.items())) if f.name == "efficiency"
-                 else getattr(model, f.name) for f in dataclasses.fields(model))
-
-
-def _ranks(fabric: Fabric) -> np.ndarray:
-    """The accelerators in rank order, found once per fabric."""
-    return fabric.derived(_accelerator_ranks)
-
-
-def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
-    ranks = fabric.accelerators
-    ranks.setflags(write=False)
-    return ranks
 
 
 def _rows(groups: np.ndarray) -> Sequence[np.ndarray]:
