@@ -290,3 +290,22 @@ def test_assumptions_reach_the_search(setup):
                                        "pp": 2, "recompute": "none"}))
     fast = replace(slow, assumptions=StepAssumptions(compute_efficiency=0.8))
     assert plan(fabric, slow).best[0].step_time_s > plan(fabric, fast).best[0].step_time_s
+
+
+def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
+    from topomodel.plan.spread import plan_context, plan_spread
+
+    path = tmp_path / "two.yaml"
+    path.write_text(DESIGN)
+    job = _job(setup, space=replace(SPACE, fixed={**SPACE.fixed, "pp": 2}))
+    context = plan_context(str(path))
+    alone = plan_spread(context, job)
+    pool = plan_spread(context, job, workers=2)
+    assert [r.layout for r in pool.best] == [r.layout for r in alone.best]
+    assert [r.step_time_s for r in pool.best] == [r.step_time_s for r in alone.best]
+    assert pool.tally == alone.tally
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        dask = plan_spread(context, job, scheduler=cluster.scheduler_address)
+    assert dask.best == alone.best
