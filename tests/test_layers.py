@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("traffic", ("traffic",)),
     ("routing", ("routing",)),
     ("analysis", ("analysis",)),
-    ("sweep", ("sweep",)),
+    ("sweep", ("sweep", "plan")),
     ("draw", ("draw",)),
     ("report", ("report", "export")),
     ("cli", ("cli", "__main__")),

@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
 
-from topomodel import limits
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
 from topomodel.analysis.collective import fastest
 from topomodel.analysis.compute import (
@@ -56,16 +55,23 @@ from topomodel.analysis.pipeline import (
     Schedule,
     Timeline,
     W,
-    chunk_first_layer,
-    chunk_layers,
     in_flight,
-    schedule,
     timeline,
 )
 from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
+from topomodel.analysis.stepshape import (
+    UNORDERED,
+    LayoutMemory,
+    collective_times,
+    groups_key,
+    ranks_of,
+    recall_step,
+    remember_step,
+    shape_of,
+    time_key,
+)
 from topomodel.analysis.timing import time_traffic
-from topomodel.catalog import Accelerator, Model, System
-from topomodel.errors import UsageError
+from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout, rank_grid
@@ -136,6 +142,23 @@ class StepResult:
         return (self.exposed_comm_s + self.wait_s) / self.step_time_s
 
 
+def layout_memory(fabric: Fabric, model: Model, layout: Layout,
+                  assumptions: StepAssumptions | None = None) -> LayoutMemory:
+    """The memory :func:`step_time` finds for ``layout``, bytes per accelerator, with
+    its checks and schedule, without timing anything (a search discards layouts by it).
+
+    Raises
+    ------
+    UsageError
+        Where :func:`step_time` raises it for the layout's sizes or schedule.
+    """
+    a = assumptions or StepAssumptions()
+    shape = shape_of(fabric, model, layout)
+    return LayoutMemory(_stage_memory(model, layout, a, shape.seq, shape.schedule,
+                                      shape.sizes, shape.moe_sizes),
+                        shape.accelerator.hbm_bytes)
+
+
 def step_time(fabric: Fabric, model: Model, layout: Layout,
               assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
               seed: int = 0) -> StepResult:
@@ -148,23 +171,21 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         the schedule cannot run it, or the accelerator has no compute figures.
     """
     a = assumptions or StepAssumptions()
-    system = fabric.catalog.get(fabric.design.system, System)
-    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
-    _check(layout, model, fabric)
-    seq = layout.seq or model.sequence
-    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
-    global_batch = m * layout.dp * layout.micro_batch  # the sequences that run: whole
-    tokens = global_batch * seq  # microbatches on every DP rank, as the CLI requires
+    shape = shape_of(fabric, model, layout)
+    accelerator, seq, global_batch, m = (shape.accelerator, shape.seq, shape.global_batch,
+                                         shape.microbatches)
+    sched, sizes, moe_sizes = shape.schedule, shape.sizes, shape.moe_sizes
+    tokens = global_batch * seq
     device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
                           hbm_efficiency=a.hbm_efficiency)
-    p, v = layout.pp, layout.interleave
-    sched = schedule(layout.schedule, p, m, v)
-    sizes = chunk_layers(model.layers, p, v)
-    first = chunk_first_layer(model.layers, p, v)
-    leading = model.dense_layers if model.is_moe else model.layers
-    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
-    ranks = fabric.accelerators[:layout.world]
+    p = layout.pp
+    ranks = ranks_of(fabric)[:layout.world]
     calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
+    # the rank order reaches the step only through the collectives: same times, same step
+    same = (*(getattr(layout, f) for f in UNORDERED), tuple(sorted(calls.items())))
+    hit = recall_step(fabric, model, a, same)
+    if hit is not None:
+        return cast(StepResult, replace(hit, layout=layout))
     ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
     send = calls.get("pp")
     per_send = (send.time_s if send else 0.0) + (calls["pp_sg"].time_s if "pp_sg" in calls
@@ -214,24 +235,27 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         walls["bandwidth_s"] += c.bandwidth_s * share
         walls["latency_s"] += c.latency_s * share
         walls["topology_s"] += c.topology_s * share
-    mem = _stage_memory(model, layout, a, seq, sched, sizes, moe_sizes)
+    held = LayoutMemory(_stage_memory(model, layout, a, seq, sched, sizes, moe_sizes),
+                        accelerator.hbm_bytes)
+    mem, hbm = held.stages, held.hbm_bytes
     memory = mem.as_dict()
-    hbm = accelerator.hbm_bytes
     warnings = [f"{c.kind.upper()} groups leave the scale-up domain" for c in comm
                 if c.spills and c.kind in ("tp", "ep")]
     warnings = list(dict.fromkeys(warnings)) + list(device.notes)
-    fits = bool((mem.total <= hbm).all())
+    fits = held.fits()
     if not fits:
         warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator on"
                         f" pipeline stage {mem.worst_stage}; {accelerator.id} has"
                         f" {hbm / 1e9:.0f} GB")
     model_flops, hw_flops = flops_per_token(model, seq, recompute=layout.recompute)
     total_peak = step * world * device.peak_flops
-    return StepResult(layout, model.id, step, compute, bubble, exposed, wait,
-                      tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
-                      tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
-                      imbalance, global_batch, m, tuple(float(x) for x in mem.total),
-                      tuple(float(x) for x in tl.busy_s), r, pipe_end)
+    result = StepResult(layout, model.id, step, compute, bubble, exposed, wait,
+                        tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
+                        tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
+                        imbalance, global_batch, m, tuple(float(x) for x in mem.total),
+                        tuple(float(x) for x in tl.busy_s), r, pipe_end)
+    remember_step(fabric, model, a, same, result)
+    return result
 
 
 def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
@@ -378,38 +402,6 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         hot_expert_factor=a.hot_expert_factor)
 
 
-def _check(layout: Layout, model: Model, fabric: Fabric) -> None:
-    world = layout.world
-    if world > fabric.accelerator_count:
-        raise UsageError(f"the layout needs {world} accelerators (tp x pp x dp x cp); the"
-                         f" fabric has {fabric.accelerator_count}")
-    if layout.dp % layout.ep:
-        raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
-    if layout.pp * layout.interleave > model.layers:
-        raise UsageError(f"pp={layout.pp} x interleave={layout.interleave} is more stages"
-                         f" than the {model.layers} layers")
-    if model.heads % layout.tp:
-        raise UsageError(f"tp={layout.tp} must divide the {model.heads} heads")
-    if model.is_moe and model.experts % layout.ep:
-        raise UsageError(f"ep={layout.ep} must divide the {model.experts} experts")
-    if not model.is_moe and layout.ep > 1:
-        raise UsageError(f"{model.id} has no experts; ep must be 1")
-    if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
-        raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
-                         f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
-    seq = layout.seq or model.sequence  # sizes against topomodel.limits, before any work
-    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
-    for count, name, what in (
-            (seq, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
-            (layout.sequences(seq) * seq, "MAX_STEP_TOKENS", "tokens per step"),
-            (m, "MAX_MICROBATCHES", "microbatches per pipeline"),
-            (layout.pp * layout.interleave * m, "MAX_PIPELINE_CHUNKS", "pipeline chunks")):
-        if count > getattr(limits, name):
-            raise UsageError(limits.too_many(count, getattr(limits, name), what, (
-                limits.BYTES_PER_PIPELINE_CHUNK if what == "pipeline chunks" else None),
-                doing="to schedule") + f" (topomodel.limits.{name})")
-
-
 def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
            ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
            routing: str, seed: int) -> dict[str, Call]:
@@ -420,6 +412,8 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
     domain = fabric.nodes["domain"].to_numpy()
     out: dict[str, Call] = {}
+    cache = fabric.derived(collective_times)
+    timing = time_key(a.time)
 
     def spills_of(groups: np.ndarray) -> bool:
         doms = domain[groups]
@@ -430,14 +424,19 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if size <= 0 or groups.shape[1] < 2:
             return
 
-        def build(alg: str) -> Traffic:
-            return collective_traffic(fabric, collective, _rows(groups), size, algorithm=alg)
+        candidates = _candidates(collective, algorithm, groups.shape[1])
+        key = (collective, candidates, size, groups_key(groups), routing, seed, timing)
+        hit = cache.get(key)
+        if hit is None:
+            def build(alg: str) -> Traffic:
+                return collective_traffic(fabric, collective, _rows(groups), size,
+                                          algorithm=alg)
 
-        alg, _, t, _ = fastest(fabric, build, _candidates(collective, algorithm,
-                                                           groups.shape[1]),
-                               routing=routing, seed=seed, model=a.time)
-        out[name] = Call(kind, collective, alg, size, t.time_s, t.latency_s, t.bandwidth_s,
-                         t.topology_s, spills_of(groups))
+            alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
+                                   model=a.time)
+            hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
+                                spills_of(groups))
+        out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
         groups = rank_grid(ranks, layout, "tp")
@@ -468,15 +467,19 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         back = pairs[:, ::-1]
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        # 1F1B's steady phase sends forward and backward at once
-        traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
-                                                 algorithm="p2p"),
-                              collective_traffic(fabric, "sendrecv", _rows(back), size,
-                                                 algorithm="p2p")])
-        t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
-        doms = domain[pairs]
-        out["pp"] = Call("pp", "sendrecv", "p2p", size, t.time_s, t.latency_s,
-                         t.bandwidth_s, t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()))
+        key = ("pp-sendrecv", ("p2p",), size, groups_key(pairs), routing, seed, timing)
+        hit = cache.get(key)
+        if hit is None:
+            # 1F1B's steady phase sends forward and backward at once
+            traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
+                                                     algorithm="p2p"),
+                                  collective_traffic(fabric, "sendrecv", _rows(back), size,
+                                                     algorithm="p2p")])
+            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+            doms = domain[pairs]
+            hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
+                                bool((doms[:, 0] != doms[:, 1]).any()))
+        out["pp"] = Call("pp", "sendrecv", hit[0], size, *hit[1:])
     layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     grad = BYTES[a.grad_dtype]

@@ -22,6 +22,7 @@ from topomodel.cli.options import (
     add_goodput_options,
     add_step_options,
 )
+from topomodel.cli.plan_command import add_plan_parser
 from topomodel.cli.step_commands import (
     _cmd_compare,
     _cmd_goodput,
@@ -314,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
         " goodput, compare, scale, review and sweeps share this one table.")
     _format_arg(options)
     options.set_defaults(run=_cmd_options)
+
+    add_plan_parser(verbs)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
                               description="Print the JSON Schema of an input format.")

@@ -137,10 +137,12 @@ def _worker_run(points: list[tuple[int, dict[str, Any]]]) -> list[Outcome]:
 
 
 def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate: Evaluate,
-              done: Callable[[list[Outcome]], None]) -> None:
+              done: Callable[[list[Outcome]], None], *,
+              metrics_ok: Callable[[Any], bool] | None = None) -> None:
     """Run tasks on a local process pool, at most ``workers`` in flight. When a worker
     dies, the pool is rebuilt and the tasks that were in flight rerun one point at a
-    time; a point that kills its worker alone is recorded as failed."""
+    time; a point that kills its worker alone is recorded as failed. ``metrics_ok``
+    checks what an outcome's metrics hold (default: plain JSON values)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
@@ -179,12 +181,12 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
                     continue
                 except Exception as exc:  # e.g. a result that cannot be sent back
                     outcomes = _failed(task.points, _error_text(exc))
-                done(check_outcomes(outcomes, task.points))
+                done(check_outcomes(outcomes, task.points, metrics_ok))
             if broken:
                 for future, task in inflight.items():
                     if future.done() and future.exception() is None:
                         # finished just before the others broke
-                        done(check_outcomes(future.result(), task.points))
+                        done(check_outcomes(future.result(), task.points, metrics_ok))
                     elif task.isolated:
                         done(_failed(task.points, "the worker process died while"
                                      " computing this point (killed, or out of memory)"))
@@ -257,7 +259,8 @@ def connect_dask(scheduler: Any) -> tuple[Any, bool]:
 
 
 def _run_dask(context: SweepContext, tasks: list[_Task], client: Any, evaluate: Evaluate,
-              done: Callable[[list[Outcome]], None]) -> None:
+              done: Callable[[list[Outcome]], None], *,
+              metrics_ok: Callable[[Any], bool] | None = None) -> None:
     """Run tasks on a Dask distributed cluster through ``client`` (see
     :func:`connect_dask`). The cluster must be trusted: Dask's protocol unpickles what
     workers send back, so a hostile worker can run code in this process."""
@@ -275,7 +278,7 @@ def _run_dask(context: SweepContext, tasks: list[_Task], client: Any, evaluate: 
             except Exception as exc:  # a worker died too often (KilledWorker), ...
                 outcomes = _failed(by_future[future].points,
                                    f"on the cluster: {_error_text(exc)}")
-            done(check_outcomes(outcomes, by_future[future].points))
+            done(check_outcomes(outcomes, by_future[future].points, metrics_ok))
     except BaseException:
         client.cancel(futures)
         raise
@@ -286,9 +289,10 @@ class MalformedResult(TopomodelError, ValueError):
     given (a broken or hostile Dask cluster)."""
 
 
-def check_outcomes(outcomes: Any, points: Sequence[tuple[int, dict[str, Any]]]
-                   ) -> list[Outcome]:
-    """``outcomes`` if they are one :class:`Outcome` per point given, with plain fields.
+def check_outcomes(outcomes: Any, points: Sequence[tuple[int, dict[str, Any]]],
+                   metrics_ok: Callable[[Any], bool] | None = None) -> list[Outcome]:
+    """``outcomes`` if they are one :class:`Outcome` per point given, with plain fields
+    (metrics of plain JSON values, or what ``metrics_ok`` accepts).
 
     Raises
     ------
@@ -315,6 +319,10 @@ def check_outcomes(outcomes: Any, points: Sequence[tuple[int, dict[str, Any]]]
                 and isinstance(o.violations, str | type(None))
                 and isinstance(o.elapsed_s, int | float)):
             raise bad(f"the outcome of point {o.index} has fields of the wrong type")
+        if metrics_ok is not None:
+            if not metrics_ok(o.metrics):
+                raise bad(f"the metrics of point {o.index} are not what was asked for")
+            continue
         try:
             json.dumps(plain_json(o.metrics))
         except (TypeError, ValueError, AttributeError, RecursionError):

@@ -1,0 +1,311 @@
+"""The layout planner against the step model called directly: the same best layout as
+an exhaustive brute force, the same memory verdicts, the same numbers as ``step``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from topomodel.analysis.step import (
+    StepAssumptions,
+    collective_times,
+    layout_memory,
+    step_time,
+)
+from topomodel.catalog import Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.errors import UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.plan.explain import why_better
+from topomodel.plan.search import PlanJob, assess, merge, plan, plan_cells, search_cells
+from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells, orders
+from topomodel.traffic.layout import Layout
+
+DESIGN = """
+name: two hgx
+system: hgx-h100
+systems: 2
+scaleout:
+  kind: fat_tree
+  nic: connectx-7
+  switch: qm9700
+"""
+
+# small enough to brute-force, large enough for every verdict: Llama 3 8B unsharded on
+# 16 GPUs fits only with TP or PP, interleaving needs enough microbatches, and TP, PP,
+# micro-batches, orders, schedules and recomputation all vary
+SPACE = PlanSpace(max_micro_batch=2, max_interleave=2, max_cp=1,
+                  fixed={"zero": 0, "sequence_parallel": True})
+MODEL = "llama3-8b"
+BASE = Layout(global_batch=16, seq=4096)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    design, catalog = load_design("two.yaml", text=DESIGN)
+    return design, catalog
+
+
+def _fabric(setup):
+    return build_fabric(*setup)
+
+
+def _job(setup, **kw):
+    model = setup[1].get(MODEL, Model)
+    return PlanJob(model, BASE, kw.pop("space", SPACE), top=3, **kw)
+
+
+def _space_layouts(fabric, job):
+    for cell in plan_cells(fabric, job):
+        yield from cell_layouts(job.model, cell, job.base, job.space)
+
+
+@pytest.fixture(scope="module")
+def brute(setup):
+    """Every layout of the space through step_time alone, on a fabric whose caches are
+    emptied before each call: (fields, result or None when step_time refuses it)."""
+    fabric = _fabric(setup)
+    job = _job(setup)
+    out = []
+    for fields in _space_layouts(fabric, job):
+        fabric.__dict__.pop("_derived", None)  # nothing shared between layouts
+        try:
+            layout = replace(job.base, **fields)
+            result = step_time(fabric, job.model, layout, job.assumptions)
+        except UsageError:
+            result = None
+        out.append((fields, result))
+    return out
+
+
+def test_the_best_layouts_are_the_brute_forces(setup, brute):
+    found = plan(_fabric(setup), _job(setup))
+    fitting = [r for _, r in brute if r is not None and r.fits]
+    ranked = sorted(enumerate(fitting), key=lambda ir: (-ir[1].tokens_per_s, ir[0]))
+    assert [r.layout for r in found.best] == [r.layout for _, r in ranked[:3]]
+    for mine, theirs in zip(found.best, (r for _, r in ranked[:3]), strict=True):
+        assert mine.step_time_s == theirs.step_time_s
+        assert mine.mfu == theirs.mfu and mine.walls == theirs.walls
+        assert mine.memory == theirs.memory
+    assert found.tally.searched == len(brute)
+    assert found.tally.invalid == sum(r is None for _, r in brute)
+    assert found.tally.evaluated == len(fitting)
+    assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
+
+
+def test_memory_rejections_are_the_steps_that_do_not_fit(setup, brute):
+    fabric = _fabric(setup)
+    job = _job(setup)
+    for fields, result in brute:
+        verdict = assess(fabric, job, fields)
+        if result is None:
+            assert verdict.status == "invalid"
+        else:
+            assert (verdict.status == "no_fit") == (not result.fits), fields
+
+
+def test_headroom_rejects_what_exceeds_the_hbm_less_the_headroom(setup, brute):
+    fabric = _fabric(setup)
+    tight = _job(setup, headroom=0.3)
+    hbm = layout_memory(fabric, tight.model, replace(BASE, tp=8)).hbm_bytes
+    checked = 0
+    for fields, result in brute:
+        if result is None or not result.fits:
+            continue
+        over = max(result.stage_memory_bytes) > 0.7 * hbm
+        assert (assess(fabric, tight, fields).status == "no_fit") == over, fields
+        checked += over
+    assert checked > 0  # the headroom turned some fitting layouts away
+
+
+def test_split_search_merges_to_the_whole(setup):
+    fabric = _fabric(setup)
+    job = _job(setup)
+    whole = plan(fabric, job)
+    n = len(plan_cells(fabric, job))
+    parts = [search_cells(_fabric(setup), job, range(n // 2)),
+             search_cells(_fabric(setup), job, range(n // 2, n))]
+    merged = merge(parts[::-1], job.top)  # the order parts arrive in does not matter
+    assert [r.result.layout for r in merged.best] == [r.layout for r in whole.best]
+    assert merged.tally.searched == whole.tally.searched
+
+
+def test_cached_collectives_give_the_cold_numbers(setup):
+    model = setup[1].get("llama3-70b", Model)
+    warm = _fabric(setup)
+    layouts = [Layout(tp=8, pp=2, dp=1, global_batch=16, zero=1),
+               Layout(tp=4, pp=2, dp=2, global_batch=16, zero=1, order="dp,tp,cp,pp"),
+               Layout(tp=4, pp=2, dp=2, global_batch=16, zero=1, order="tp,cp,pp,dp")]
+    for layout in layouts * 2:
+        step_time(warm, model, layout)
+    assert collective_times(warm) == {}  # the function makes a fresh, empty table
+    assert warm.derived(collective_times)  # the fabric's own table is filled
+    for layout in layouts:
+        cold = step_time(_fabric(setup), model, layout)
+        assert step_time(warm, model, layout) == cold
+
+
+def test_the_cache_lives_and_dies_with_its_fabric(setup):
+    import gc
+    import weakref
+
+    fabric = _fabric(setup)
+    model = setup[1].get("llama3-70b", Model)
+    step_time(fabric, model, Layout(tp=8, pp=2, global_batch=16))
+    gone = weakref.ref(fabric)
+    del fabric
+    gc.collect()
+    assert gone() is None
+
+
+def test_orders_list_each_placement_once():
+    assert orders(Cell(tp=1, cp=1, pp=1, dp=8)) == ["tp,cp,dp,pp"]
+    assert len(orders(Cell(tp=2, cp=1, pp=2, dp=2))) == 6
+    assert len(orders(Cell(tp=2, cp=2, pp=2, dp=2))) == 24
+    assert all(o.split(",").index("cp") == 1 for o in orders(Cell(2, 1, 2, 2)))
+
+
+def test_space_limits_and_fixed_values(setup):
+    model = setup[1].get("llama3-70b", Model)
+    assert {c.tp for c in cells(model, 16, PlanSpace(max_tp=4))} == {1, 2, 4}
+    assert {c.pp for c in cells(model, 16, PlanSpace(fixed={"pp": 4}))} == {4}
+    assert all(c.tp * c.cp * c.pp * c.dp == 16 for c in cells(model, 16, PlanSpace()))
+    with pytest.raises(UsageError, match="--fixed bogus: not a searched dimension"):
+        PlanSpace(fixed={"bogus": 1})
+    with pytest.raises(UsageError, match="--max-tp: must be at least 1"):
+        PlanSpace(max_tp=0)
+    layouts = list(cell_layouts(model, Cell(1, 1, 1, 16), Layout(global_batch=12),
+                                PlanSpace()))
+    assert layouts == []  # 12 sequences do not split over 16 DP ranks
+
+
+def test_why_names_the_parts_that_differ(setup):
+    model = setup[1].get("llama3-70b", Model)
+    fabric = _fabric(setup)
+    a = step_time(fabric, model, Layout(tp=8, pp=2, global_batch=16, zero=1))
+    b = step_time(fabric, model, Layout(tp=8, pp=2, global_batch=16, zero=1,
+                                        recompute="full"))
+    text = why_better(a, b, objective="tokens_per_s", best_value=a.tokens_per_s,
+                      other_value=b.tokens_per_s)
+    assert "recompute none vs full" in text and "compute" in text
+    assert f"{(a.tokens_per_s / b.tokens_per_s - 1):.2%}" in text
+
+
+def test_objectives_rank_by_their_metric(setup):
+    fabric = _fabric(setup)
+    by_time = plan(fabric, _job(setup, objective="step_time_s"))
+    assert [r.step_time_s for r in by_time.best] == sorted(r.step_time_s for r in by_time.best)
+    with pytest.raises(UsageError, match="--objective"):
+        _job(setup, objective="speed")
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+PLAN_FLAGS = ("--model", MODEL, "--global-batch", "16", "--seq", "4096",
+              "--max-micro-batch", "2", "--max-interleave", "2", "--max-cp", "1",
+              "--fixed", "zero=0", "--fixed", "sequence_parallel=true", "--no-progress")
+
+
+@pytest.fixture
+def design_file(tmp_path):
+    path = tmp_path / "two.yaml"
+    path.write_text(DESIGN)
+    return str(path)
+
+
+def test_plan_best_is_what_step_gives(capsys, design_file):
+    status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--top", "2",
+                         "--format", "json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["schema"] == "topomodel.plan" and len(data["layouts"]) == 2
+    best = data["layouts"][0]
+    flags = [f"--{k.replace('_', '-')}={best[k]}" for k in
+             ("tp", "pp", "dp", "ep", "cp", "micro_batch", "interleave", "schedule",
+              "recompute", "zero", "order")]
+    flags.append("--sequence-parallel" if best["sequence_parallel"] else
+                 "--no-sequence-parallel")
+    status, out, _ = run(capsys, "step", design_file, "--model", MODEL, "--global-batch",
+                         "16", "--seq", "4096", *flags, "--no-goodput", "--format", "json")
+    assert status == 0
+    step = json.loads(out)
+    for key in ("step_time_s", "mfu", "tokens_per_s", "walls", "memory", "compute_s",
+                "bubble_s", "exposed_comm_s", "wait_s"):
+        assert step[key] == best["step"][key], key
+    assert "beats the runner-up" in data["why"] or "ties with" in data["why"]
+
+
+def test_plan_table_csv_and_parquet(capsys, design_file, tmp_path):
+    status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--max-tp", "8",
+                         "--fixed", "pp=2")
+    assert status == 0
+    assert "Best layouts" in out and "Why the best wins" in out and "layouts searched" in out
+    status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
+                         "--format", "csv")
+    assert status == 0 and out.splitlines()[1].startswith("rank,tp,pp,dp")
+    target = tmp_path / "plan.parquet"
+    status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
+                         "--format", "parquet", "-o", str(target))
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    assert status == 0 and (pd.read_parquet(target)["pp"] == 2).all()
+
+
+def test_plan_compare_puts_the_best_of_each_side_by_side(capsys, design_file, tmp_path):
+    other = tmp_path / "four.yaml"
+    other.write_text(DESIGN.replace("systems: 2", "systems: 4").replace("two hgx",
+                                                                        "four hgx"))
+    status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
+                         "--compare", str(other))
+    assert status == 0
+    header = next(line for line in out.splitlines() if line.startswith("metric"))
+    assert "two hgx" in header and "four hgx" in header
+    assert "tokens_per_s ratio (B / A)" in out
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--fixed", "bogus=1"), "--fixed bogus: not a searched dimension"),
+    (("--fixed", "tp=x"), "--fixed tp=x: expected a whole number"),
+    (("--format", "parquet"), "--format parquet writes a file: give -o FILE"),
+    (("--memory-headroom", "1.5"), "--memory-headroom"),
+])
+def test_plan_errors_are_one_line(capsys, design_file, flags, message):
+    status, out, err = run(capsys, "plan", design_file, *PLAN_FLAGS, *flags)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and message in err
+
+
+def test_assumptions_reach_the_search(setup):
+    fabric = _fabric(setup)
+    slow = _job(setup, assumptions=StepAssumptions(compute_efficiency=0.2),
+                space=PlanSpace(max_micro_batch=1, max_interleave=1, max_cp=1,
+                                fixed={"zero": 1, "sequence_parallel": True,
+                                       "pp": 2, "recompute": "none"}))
+    fast = replace(slow, assumptions=StepAssumptions(compute_efficiency=0.8))
+    assert plan(fabric, slow).best[0].step_time_s > plan(fabric, fast).best[0].step_time_s
+
+
+def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
+    from topomodel.plan.spread import plan_context, plan_spread
+
+    path = tmp_path / "two.yaml"
+    path.write_text(DESIGN)
+    job = _job(setup, space=replace(SPACE, fixed={**SPACE.fixed, "pp": 2}))
+    context = plan_context(str(path))
+    alone = plan_spread(context, job)
+    pool = plan_spread(context, job, workers=2)
+    assert [r.layout for r in pool.best] == [r.layout for r in alone.best]
+    assert [r.step_time_s for r in pool.best] == [r.step_time_s for r in alone.best]
+    assert pool.tally == alone.tally
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        dask = plan_spread(context, job, scheduler=cluster.scheduler_address)
+    assert dask.best == alone.best

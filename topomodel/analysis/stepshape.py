@@ -1,0 +1,211 @@
+"""What a layout's training step is built on, and what steps share on one fabric.
+
+- :func:`shape_of`: the step model's checks of a layout, its batch, its schedule and
+  the layers of every model chunk (what :func:`~topomodel.analysis.step.step_time` and
+  :func:`~topomodel.analysis.step.layout_memory` both start from);
+- :func:`collective_times`: the step's collective times, kept with the fabric
+  (:meth:`~topomodel.fabric.tables.Fabric.derived`) and keyed by everything a time
+  depends on, so layouts with the same communicators share them;
+- :func:`recent_steps`: the last steps per fabric, for layouts that differ only in
+  their rank order (which reaches the step only through the collective times);
+- :func:`cached_schedule`: pipeline schedules, read-only, built once per process.
+
+Nothing here is kept in a module-global table that holds a fabric: what belongs to a
+fabric lives and dies with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from topomodel import limits
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.memory import StageMemory
+from topomodel.analysis.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
+from topomodel.catalog import Accelerator, Model, System
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.traffic.layout import Layout
+
+
+@dataclass(frozen=True)
+class LayoutMemory:
+    """Memory of every pipeline stage of a layout, bytes per accelerator, beside what
+    the accelerator has."""
+
+    stages: StageMemory
+    hbm_bytes: float
+
+    def fits(self, headroom: float = 0.0) -> bool:
+        """Whether every stage fits in the HBM less a ``headroom`` share (0-1) of it."""
+        return bool((self.stages.total <= self.hbm_bytes * (1.0 - headroom)).all())
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """What a layout's step is built on: its checks passed, the batch, the schedule and
+    the layers of every model chunk."""
+
+    accelerator: Accelerator
+    seq: int
+    global_batch: int
+    microbatches: int  # per pipeline
+    schedule: Schedule
+    sizes: np.ndarray  # layers per (stage, chunk)
+    moe_sizes: np.ndarray  # MoE layers per (stage, chunk)
+
+
+def shape_of(fabric: Fabric, model: Model, layout: Layout) -> Shape:
+    """The :class:`Shape` of ``layout``'s step, after the step model's checks.
+
+    Raises
+    ------
+    UsageError
+        For sizes that do not fit the fabric or the model, or a schedule that cannot
+        run them.
+    """
+    system = fabric.catalog.get(fabric.design.system, System)
+    accelerator = fabric.catalog.get(system.accelerator, Accelerator)
+    check_layout(layout, model, fabric)
+    seq = layout.seq or model.sequence
+    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
+    # the sequences that run: whole microbatches on every DP rank, as the CLI requires
+    global_batch = m * layout.dp * layout.micro_batch
+    p, v = layout.pp, layout.interleave
+    sched = cached_schedule(layout.schedule, p, m, v)
+    sizes = chunk_layers(model.layers, p, v)
+    first = chunk_first_layer(model.layers, p, v)
+    leading = model.dense_layers if model.is_moe else model.layers
+    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
+    return Shape(accelerator, seq, global_batch, m, sched, sizes, moe_sizes)
+
+
+@functools.lru_cache(maxsize=256)
+def cached_schedule(name: str, p: int, m: int, v: int) -> Schedule:
+    """:func:`~topomodel.analysis.pipeline.schedule`, built once per process for each
+    (name, stages, microbatches, chunks): its arrays are read-only, so layouts that
+    share a pipeline share it."""
+    sched = schedule(name, p, m, v)
+    for rows in (sched.kind, sched.micro, sched.chunk, sched.paired):
+        rows.setflags(write=False)
+    return sched
+
+
+def check_layout(layout: Layout, model: Model, fabric: Fabric) -> None:
+    """Refuse (``UsageError``) a layout whose sizes do not fit the fabric or the model."""
+    world, count = layout.world, len(ranks_of(fabric))
+    if world > count:
+        raise UsageError(f"the layout needs {world} accelerators (tp x pp x dp x cp); the"
+                         f" fabric has {count}")
+    if layout.dp % layout.ep:
+        raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
+    if layout.pp * layout.interleave > model.layers:
+        raise UsageError(f"pp={layout.pp} x interleave={layout.interleave} is more stages"
+                         f" than the {model.layers} layers")
+    if model.heads % layout.tp:
+        raise UsageError(f"tp={layout.tp} must divide the {model.heads} heads")
+    if model.is_moe and model.experts % layout.ep:
+        raise UsageError(f"ep={layout.ep} must divide the {model.experts} experts")
+    if not model.is_moe and layout.ep > 1:
+        raise UsageError(f"{model.id} has no experts; ep must be 1")
+    if layout.global_batch and layout.global_batch < layout.dp * layout.micro_batch:
+        raise UsageError(f"a global batch of {layout.global_batch} sequences is less than"
+                         f" one microbatch per DP rank ({layout.dp} x {layout.micro_batch})")
+    seq = layout.seq or model.sequence  # sizes against topomodel.limits, before any work
+    m = layout.sequences(seq) // (layout.dp * layout.micro_batch)
+    for count, name, what in (
+            (seq, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
+            (layout.sequences(seq) * seq, "MAX_STEP_TOKENS", "tokens per step"),
+            (m, "MAX_MICROBATCHES", "microbatches per pipeline"),
+            (layout.pp * layout.interleave * m, "MAX_PIPELINE_CHUNKS", "pipeline chunks")):
+        if count > getattr(limits, name):
+            raise UsageError(limits.too_many(count, getattr(limits, name), what, (
+                limits.BYTES_PER_PIPELINE_CHUNK if what == "pipeline chunks" else None),
+                doing="to schedule") + f" (topomodel.limits.{name})")
+
+
+CollectiveKey = tuple[str, tuple[str, ...], float, tuple[Any, ...], str, int, tuple[Any, ...]]
+"""What a collective's time depends on besides the fabric: (collective, candidate
+algorithms, size in bytes, the communicators' shape and placement, routing, seed, the
+time model)."""
+CollectiveTime = tuple[str, float, float, float, float, bool]
+"""A timed collective: (algorithm, time, latency, bandwidth, topology seconds, spills)."""
+
+
+def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
+    """The step's collective times on ``fabric``, filled as steps are modelled and kept
+    with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`): a layout whose
+    communicators, sizes and algorithms another layout already timed on this fabric
+    costs arithmetic, not routing. Keyed by :data:`CollectiveKey`; the entries are
+    exactly what timing them again gives (routing and timing are deterministic)."""
+    return {}
+
+
+def groups_key(groups: np.ndarray) -> tuple[Any, ...]:
+    """The communicators' shape and placement (which ranks, in which order) as a short
+    key: the array's shape, dtype and a 128-bit digest of its bytes."""
+    import hashlib
+
+    rows = np.ascontiguousarray(groups)
+    return (rows.shape, rows.dtype.str, hashlib.blake2b(rows.tobytes(),
+                                                        digest_size=16).digest())
+
+
+def time_key(model: TimeModel) -> tuple[Any, ...]:
+    """The time model as a hashable key (its tier efficiencies are a mapping)."""
+    return tuple(tuple(sorted(model.efficiency.items())) if f.name == "efficiency"
+                 else getattr(model, f.name) for f in dataclasses.fields(model))
+
+
+def ranks_of(fabric: Fabric) -> np.ndarray:
+    """The accelerators in rank order, found once per fabric."""
+    return fabric.derived(_accelerator_ranks)
+
+
+def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
+    ranks = fabric.accelerators
+    ranks.setflags(write=False)
+    return ranks
+
+
+RECENT_STEPS = 256
+"""Steps each fabric remembers for :func:`recent_steps` (least recently used dropped):
+enough for every rank order of the layouts a search lists one after the other."""
+
+UNORDERED = tuple(f.name for f in dataclasses.fields(Layout) if f.name != "order")
+
+
+def recent_steps(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, Any, Any]]:
+    """The last steps modelled on ``fabric``, by (model, assumptions, every layout
+    field but the order, collective times), kept with the fabric
+    (:meth:`~topomodel.fabric.tables.Fabric.derived`); each entry holds the model, the
+    assumptions and the :class:`~topomodel.analysis.step.StepResult`."""
+    return OrderedDict()
+
+
+def recall_step(fabric: Fabric, model: Model, assumptions: Any, key: tuple[Any, ...]
+                ) -> Any:
+    """The step :func:`remember_step` kept for ``key`` with this model and these
+    assumptions (the same objects), or None."""
+    steps = fabric.derived(recent_steps)
+    hit = steps.get((id(model), id(assumptions), *key))
+    if hit is None or hit[0] is not model or hit[1] is not assumptions:
+        return None
+    steps.move_to_end((id(model), id(assumptions), *key))
+    return hit[2]
+
+
+def remember_step(fabric: Fabric, model: Model, assumptions: Any, key: tuple[Any, ...],
+                  result: Any) -> None:
+    """Keep ``result`` among the fabric's :data:`RECENT_STEPS` last steps; the entry
+    holds the model and the assumptions, so their ids in the key stay theirs."""
+    steps = fabric.derived(recent_steps)
+    steps[(id(model), id(assumptions), *key)] = (model, assumptions, result)
+    while len(steps) > RECENT_STEPS:
+        steps.popitem(last=False)

@@ -1,0 +1,278 @@
+"""The search of a plan: every layout of the space through the step model's own checks,
+memory and step time on the fabric, the best kept.
+
+Each layout costs, in order, what it takes to decide it:
+
+1. **valid?** The layout is built and checked as the step model checks it
+   (:func:`~topomodel.analysis.step.layout_memory`: sizes that divide, a schedule that
+   runs); a ``UsageError`` discards it as invalid.
+2. **fits?** The same call gives every pipeline stage's memory; a layout that needs
+   more than the accelerator's HBM, less the headroom, is discarded without timing.
+3. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
+   collective times are kept with the fabric
+   (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
+   size and algorithms, so a layout whose collectives an earlier one already timed
+   costs arithmetic, not routing: the planner shares work without a model of its own,
+   and its numbers are the step's.
+
+Ties keep the layout listed first, so the result does not depend on how the search
+was split over processes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from topomodel.analysis.step import (
+    StepAssumptions,
+    StepResult,
+    layout_memory,
+    step_time,
+)
+from topomodel.catalog import Model
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
+from topomodel.traffic.layout import Layout
+
+OBJECTIVES: dict[str, tuple[str, str]] = {
+    "tokens_per_s": ("max", "tokens per second"),
+    "mfu": ("max", "model FLOPs utilisation"),
+    "step_time_s": ("min", "step time, seconds"),
+    "tokens_per_J": ("max", "tokens per joule of the whole fabric's power"),
+}
+"""What a plan ranks by: (better when larger or smaller, meaning)."""
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """What a plan needs besides the fabric: the model, the base layout (the fields the
+    space does not search), the space, the step assumptions and what to rank by."""
+
+    model: Model
+    base: Layout
+    space: PlanSpace
+    assumptions: StepAssumptions = field(default_factory=StepAssumptions)
+    objective: str = "tokens_per_s"
+    top: int = 5
+    headroom: float = 0.0  # share of the HBM left free, 0-1
+    routing: str = "ecmp"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise UsageError(f"--objective: choose from {', '.join(OBJECTIVES)}, got"
+                             f" {self.objective!r}")
+        if not 0 <= self.headroom < 1:
+            raise UsageError(f"--memory-headroom: a share in [0, 1), got {self.headroom}")
+        if self.top < 1:
+            raise UsageError(f"--top: at least 1, got {self.top}")
+
+
+@dataclass
+class Tally:
+    """How the searched layouts were decided."""
+
+    searched: int = 0
+    invalid: int = 0  # refused by the step model's checks
+    no_fit: int = 0  # valid, but over the memory
+    evaluated: int = 0  # step modelled
+    reasons: dict[str, int] = field(default_factory=dict)  # why invalid, by message
+
+    def add(self, other: Tally) -> None:
+        """Add another part's counts to these."""
+        self.searched += other.searched
+        self.invalid += other.invalid
+        self.no_fit += other.no_fit
+        self.evaluated += other.evaluated
+        for reason, count in other.reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+
+@dataclass(frozen=True, order=True)
+class Ranked:
+    """An evaluated layout: its score (larger is better), its place in the search
+    (cell, layout; earlier wins a tie) and its step."""
+
+    score: float
+    place: tuple[int, int]
+    result: StepResult = field(compare=False)
+
+
+@dataclass(frozen=True)
+class PlanPart:
+    """The outcome of searching some cells: the counts and the best layouts."""
+
+    tally: Tally
+    best: tuple[Ranked, ...]  # best first
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one layout was decided: ``invalid`` (with the reason), ``no_fit`` or
+    ``evaluated`` (with its step)."""
+
+    status: str
+    reason: str = ""
+    result: StepResult | None = None
+
+
+def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
+           memory: dict[tuple[Any, ...], Any] | None = None) -> Verdict:
+    """Decide one layout (``layout_fields`` set on the job's base layout) as the search
+    does: valid, then fits, then its step. ``memory`` keeps the last check by every
+    field but the order (the rank order changes neither validity nor memory, and the
+    space lists orders one after the other)."""
+    key = tuple(v for k, v in layout_fields.items() if k != "order")
+    try:
+        layout = replace(job.base, **layout_fields)
+    except UsageError as exc:
+        return Verdict("invalid", str(exc))
+    checked = memory.get(key) if memory is not None else None
+    if checked is None:
+        try:
+            checked = layout_memory(fabric, job.model, layout, job.assumptions)
+        except UsageError as exc:
+            checked = str(exc)
+        if memory is not None:
+            memory.clear()
+            memory[key] = checked
+    if isinstance(checked, str):
+        return Verdict("invalid", checked)
+    if not checked.fits(job.headroom):
+        return Verdict("no_fit")
+    result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
+                       seed=job.seed)
+    return Verdict("evaluated", result=result)
+
+
+def objective_value(result: StepResult, objective: str, power_W: float) -> float:
+    """The value of ``objective`` for a step (tokens per joule over ``power_W``)."""
+    if objective == "tokens_per_J":
+        return result.tokens_per_s / power_W if power_W > 0 else float("nan")
+    return float(getattr(result, objective))
+
+
+def _score(result: StepResult, job: PlanJob, power_W: float) -> float:
+    value = objective_value(result, job.objective, power_W)
+    return value if OBJECTIVES[job.objective][0] == "max" else -value
+
+
+def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
+                 power_W: float = 0.0, progress: Callable[[int], None] | None = None
+                 ) -> PlanPart:
+    """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
+    ``progress(n)`` is told of every n layouts decided."""
+    all_cells = plan_cells(fabric, job)
+    tally = Tally()
+    heap: list[Ranked] = []  # the job.top best so far, worst on top
+    pending = 0
+    memory: dict[tuple[Any, ...], Any] = {}
+    for ci in indices:
+        for k, fields_ in enumerate(cell_layouts(job.model, all_cells[ci], job.base,
+                                                 job.space)):
+            verdict = assess(fabric, job, fields_, memory=memory)
+            tally.searched += 1
+            pending += 1
+            if verdict.status == "invalid":
+                tally.invalid += 1
+                tally.reasons[verdict.reason] = tally.reasons.get(verdict.reason, 0) + 1
+            elif verdict.status == "no_fit":
+                tally.no_fit += 1
+            elif verdict.result is not None:
+                tally.evaluated += 1
+                # the negated place makes an earlier layout rank above a later one
+                ranked = Ranked(_score(verdict.result, job, power_W), (-ci, -k),
+                                verdict.result)
+                if len(heap) < job.top:
+                    heapq.heappush(heap, ranked)
+                elif heap[0] < ranked:
+                    heapq.heapreplace(heap, ranked)
+            if progress is not None and pending >= 64:
+                progress(pending)
+                pending = 0
+    if progress is not None and pending:
+        progress(pending)
+    return PlanPart(tally, tuple(sorted(heap, reverse=True)))
+
+
+def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
+    """The parts of one search as one: counts added, the ``top`` best of all."""
+    tally = Tally()
+    for part in parts:
+        tally.add(part.tally)
+    best = sorted((r for part in parts for r in part.best), reverse=True)[:top]
+    return PlanPart(tally, tuple(best))
+
+
+def plan_cells(fabric: Fabric, job: PlanJob) -> list[Cell]:
+    """The cells of the job's space on all of ``fabric``'s accelerators, in search
+    order (workers search them by index)."""
+    return cells(job.model, fabric.accelerator_count, job.space, job.base)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A finished plan: the best layouts (best first), the counts, the time taken."""
+
+    design: str
+    job: PlanJob
+    tally: Tally
+    best: tuple[StepResult, ...]
+    elapsed_s: float
+    power_W: float
+    workers: int = 1
+
+    @property
+    def layouts_per_s(self) -> float:
+        """Layouts decided per second of wall time."""
+        return self.tally.searched / self.elapsed_s if self.elapsed_s > 0 else float("nan")
+
+    def value(self, result: StepResult) -> float:
+        """The objective's value for one of the results."""
+        return objective_value(result, self.job.objective, self.power_W)
+
+
+def fabric_power_W(fabric: Fabric) -> float:
+    """The fabric's known power (accelerators and network), watts."""
+    from topomodel.analysis.bom import bill_of_materials, power_summary
+
+    return float(power_summary(bill_of_materials(fabric), fabric.accelerator_count).total_W)
+
+
+def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
+         progress: Callable[[int], None] | None = None) -> PlanResult:
+    """Search every layout of ``job.space`` on ``fabric`` in this process.
+
+    Examples
+    --------
+    >>> from topomodel.catalog import load_catalog
+    >>> from topomodel.design import load_design
+    >>> from topomodel.fabric.build import build_fabric
+    >>> d, cat = load_design("x.yaml", text="system: hgx-h100\\nsystems: 1\\n")
+    >>> job = PlanJob(cat.get("llama3-8b", Model), Layout(global_batch=8),
+    ...               PlanSpace(max_micro_batch=1, fixed={"zero": 1, "recompute": "none",
+    ...                                                  "sequence_parallel": True}),
+    ...               top=1)
+    >>> found = plan(build_fabric(d, cat), job)
+    >>> found.tally.searched == found.tally.invalid + found.tally.no_fit + found.tally.evaluated
+    True
+    """
+    start = time.perf_counter()
+    power = fabric_power_W(fabric)
+    part = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power,
+                        progress=progress)
+    return PlanResult(design, job, part.tally, tuple(r.result for r in part.best),
+                      time.perf_counter() - start, power)
+
+
+def total_layouts(fabric: Fabric, job: PlanJob) -> list[int]:
+    """How many layouts each cell of the job lists (for a progress bar)."""
+    from topomodel.plan.space import count_layouts
+
+    return [count_layouts(job.model, c, job.base, job.space)
+            for c in plan_cells(fabric, job)]
