@@ -96,9 +96,12 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
                    "--catalog", str(toy.catalog_path), "--format", "json"])
     data = json.loads(capsys.readouterr().out)
-    assert status == 0 and data["mfu_ratio"] == pytest.approx(1.0)
-    assert data["a"]["goodput"] == data["b"]["goodput"]  # the same design twice
-    assert data["a"]["goodput"]["interruptions_per_day"] > 0
+    first, second = data["designs"]
+    assert status == 0 and second["mfu_ratio"] == pytest.approx(1.0)
+    assert first["goodput"] == second["goodput"]  # the same design twice
+    assert first["goodput"]["interruptions_per_day"] > 0
+    assert second["deltas"] == {"power_W": 0.0, "network_power_W": 0.0,
+                                "power_W_per_accelerator": 0.0, "capex_USD": None}
     plot = tmp_path / "scale.png"
     status = main(["scale", design, "--model", "toy-dense", "--tp", "4", "--counts", "8", "16",
                    "--catalog", str(toy.catalog_path), "--plot", str(plot), "--format", "json"])

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
-from topomodel.report.output import Report, render
+from topomodel.report.output import FILE_FORMATS, Report, render, write_tables
 
 EXIT_INPUT_ERROR = 2
 
@@ -17,9 +17,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run
+    directory = tables_directory(args)
+    if args.format == "parquet" and directory is None:  # refused before any work
+        print("topomodel: error: --format parquet writes one file per table: give the"
+              " directory with -o DIR", file=sys.stderr)
+        return EXIT_INPUT_ERROR
     try:
         report = run(args)
-        text = render(report, args.format)
+        if args.format in FILE_FORMATS and directory is not None:
+            text = "\n".join(f"wrote {path}" for path in
+                             write_tables(report, args.format, directory))
+        else:
+            text = render(report, args.format)
     except InputError as exc:
         for problem in exc.problems:
             print(f"topomodel: error: {problem}", file=sys.stderr)
@@ -37,3 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
     return 0
+
+
+def tables_directory(args: argparse.Namespace) -> str | None:
+    """Where ``--format csv|parquet`` writes one file per table: ``-o DIR`` of a verb
+    whose output is its tables, ``DIR/tables`` of the review (its ``-o`` is the report
+    directory), else None (CSV to standard output; Parquet refused)."""
+    if getattr(args, "tables_dir", None):
+        return str(args.tables_dir)
+    if getattr(args, "tables_under_output", False) and getattr(args, "output", None):
+        return os.path.join(args.output, "tables")
+    return None

@@ -39,7 +39,7 @@ def _cmd_units(args: argparse.Namespace) -> Report:
         text += f"\n  per direction: {rate_Bps / 1e9:.6g} GB/s = {rate_Bps * 8 / 1e9:.6g} Gb/s"
         data["per_direction_Bps"] = rate_Bps
     rows = [{"value": v, "unit": u} for v, u in results]
-    return Report("units", data, [Table(words[0], rows)], text=text)
+    return Report("units", data, [Table(words[0], rows, name="conversions")], text=text)
 
 
 def _default_targets(body: str) -> list[str]:
@@ -207,10 +207,9 @@ def _cmd_options(args: argparse.Namespace) -> Report:
 
 
 def _cmd_schema(args: argparse.Namespace) -> Report:
-    from topomodel.schema import design_schema
+    from topomodel.report.schema import schema_report
 
-    schema = design_schema()
-    return Report("schema", schema, text=__import__("json").dumps(schema, indent=2))
+    return schema_report(args.what)
 
 
 def _usage(message: str) -> TopomodelError:

@@ -14,4 +14,4 @@ def options_report() -> Report:
              "default": o.default_text(), "meaning": o.doc} for o in OPTIONS.values()]
     data = {"options": [{"key": o.key, "flag": o.flag, "target": o.target,
                          "default": o.default, "doc": o.doc} for o in OPTIONS.values()]}
-    return Report("options", data, [Table("Step options", rows)])
+    return Report("options", data, [Table("Step options", rows, name="options")])

@@ -105,13 +105,17 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     hot_rows = [{"link": h["link"], "tier": h["tier"], "bytes": format_size(h["bytes"]),
                  "util": f"{h['utilization']:.0%}", "groups": ", ".join(h["groups"])}
                 for h in hot]
-    tables = [Table("Collective", summary), Table("Tiers", tier_rows),
-              Table(f"Hotspots (top {top})", hot_rows)]
+    record = {key: data[key] for key in (
+        "design", "collective", "algorithm", "protocol", "routing", "router", "size_bytes",
+        "ranks", "time_s", "algbw_Bps", "busbw_Bps", "latency_s", "bandwidth_s",
+        "topology_s", "unroutable_flows", "unroutable_bytes")}
+    tables = [Table("Collective", summary, [record]), Table("Tiers", tier_rows, tiers),
+              Table(f"Hotspots (top {top})", hot_rows, hot, name="hotspots")]
     if cross:
         tables.append(Table("Bisection", [{
             "bytes across": format_size(cross["bytes"]),
             "capacity (per dir)": format_rate(cross["capacity_Bps"]),
-            "time at capacity": format_si(cross["time_s"], "s")}]))
+            "time at capacity": format_si(cross["time_s"], "s")}], [cross]))
     return Report("route", data, tables, warnings)
 
 
