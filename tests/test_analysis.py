@@ -86,6 +86,20 @@ def test_ocs_adds_its_insertion_loss(toy):
     assert b.channel_loss_dB - a.channel_loss_dB == pytest.approx(OCS_INSERTION_LOSS_DB)
 
 
+def test_ports_free_counts_capacity_with_mixed_port_rates():
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    # Tomahawk 5 leaves: 64 x 400G down (breakout), 32 x 800G up: every port slot is used
+    text = ("system: dgx-h100\nsystems: 64\nscaleout:\n  switch: tomahawk5\n"
+            "  port_rate: '400 Gb/s /dir'\n  uplink_rate: '800 Gb/s /dir'\n")
+    design, catalog = load_design("mixed.yaml", text=text)
+    tiers = {t.name: t for t in tier_summaries(build_fabric(design, catalog))}
+    assert tiers["leaf"].ports_used == 8 * (64 + 32)  # cables, each at its own rate
+    assert tiers["leaf"].ports_free == 0  # not 8 x 128 - 768 = 256 ports at 400G
+    assert tiers["spine"].ports_free == 0
+
+
 def test_tier_summary_ports_and_capacity(toy):
     fabric = toy(FAT_TREE)
     tiers = {t.name: t for t in tier_summaries(fabric)}

@@ -13,7 +13,7 @@ from topomodel.analysis.options import StepInputs
 from topomodel.catalog import Model
 from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
-from topomodel.report.output import Report, Table
+from topomodel.report.output import FILE_FORMATS, Report, Table
 from topomodel.traffic.layout import Layout
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
@@ -97,8 +97,9 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]
     data = {"directory": args.output, "files": [str(f) for f in files],
             "summary": review.data["summary"]}
+    machine = review.tables if args.format in FILE_FORMATS else ()  # files: every table
     return Report("review", data, [Table(review.title, rows, [review.data["summary"]],
-                                         name="summary"), *review.tables],
+                                         name="summary"), *machine],
                   review.warnings)
 
 
