@@ -176,10 +176,13 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
 
+    if args.compute_efficiency is not None and not 0 < args.compute_efficiency <= 1:
+        raise _usage(f"--compute-efficiency: a share in (0, 1], got {args.compute_efficiency}")
     design, catalog = load_design(args.design, extra_catalogs=args.catalog)
     fabric = build_fabric(design, catalog)
     try:
-        files = export_fabric(fabric, args.to, args.output)
+        files = export_fabric(fabric, args.to, args.output,
+                              compute_efficiency=args.compute_efficiency)
     except OSError as exc:
         raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     names = [str(f) for f in files]

@@ -256,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="output file (graphml, json, astra-sim, calculon) or directory"
                         " (csv, parquet)")
+    export.add_argument("--compute-efficiency", type=float, metavar="F",
+                        help="calculon: one flat GEMM efficiency (0-1) instead of the"
+                        " accelerator's measured GEMM curve (needed where the catalog has"
+                        " none)")
     _catalog_args(export)
     _format_arg(export, tables_dir=False)
     export.set_defaults(run=_cmd_export)
