@@ -77,6 +77,18 @@ def test_link_that_does_not_close(toy):
     assert budget.closes is False and budget.margin_dB < 0
 
 
+def test_links_through_an_ocs_get_an_optic_whose_budget_covers_it():
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    design, catalog = load_design("examples/tpu-v4-pod.yaml")
+    (budget,) = link_budgets(build_fabric(design, catalog))
+    # fibre + 2 connector pairs + the OCS: 3.52 dB, beyond a DR4's 3.0 dB maximum
+    assert budget.ocs and budget.channel_loss_dB == pytest.approx(
+        0.05 * 0.4 + 2 * 0.75 + OCS_INSERTION_LOSS_DB)
+    assert budget.closes and budget.margin_dB > 0 and budget.optic != "osfp-400g-dr4"
+
+
 def test_ocs_adds_its_insertion_loss(toy):
     direct = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
                  "  shape: [8]\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from topomodel.analysis.levels import network_levels
 from topomodel.analysis.assumptions import DEFAULT_HOP_LATENCY_S, PER_MESSAGE_OVERHEAD_S
+from topomodel.analysis.levels import network_levels
 from topomodel.analysis.timing import TimeModel
 from topomodel.cli import main
 from topomodel.design import load_design
