@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis import linkbudget, timing
+from topomodel.analysis import assumptions, linkbudget
 from topomodel.analysis.step import StepAssumptions
 from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
@@ -134,7 +134,7 @@ def test_every_assumption_is_listed_with_its_value_and_reason(server_report):
     for r in _json(server_report)["assumptions"]:
         by_where.setdefault(r["where"], []).append(r)
     overhead = by_where["TimeModel.per_message_overhead_s"][0]
-    assert overhead["value"] == timing.PER_MESSAGE_OVERHEAD_S and overhead["unit"] == "s"
+    assert overhead["value"] == assumptions.PER_MESSAGE_OVERHEAD_S and overhead["unit"] == "s"
     assert "kernel launch" in overhead["why"]
     ocs = by_where["linkbudget.OCS_INSERTION_LOSS_DB"][0]
     assert ocs["value"] == linkbudget.OCS_INSERTION_LOSS_DB and "MEMS" in ocs["why"]

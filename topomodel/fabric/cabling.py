@@ -103,7 +103,7 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
     'osfp-400g-dr4'
     """
     fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)
-            and (design is None and not ocs or _closes(catalog, o, design, length_m, ocs))]
+            and ((design is None and not ocs) or _closes(catalog, o, design, length_m, ocs))]
     if not fits:
         return None
     def power(optic: Optic) -> float | None:
