@@ -52,8 +52,7 @@ def documented_jobs():
                 yield f"{path.relative_to(ROOT)}:{number}", design, flags
 
 
-JOBS = sorted(set((where, design, tuple(flags))
-                  for where, design, flags in documented_jobs()))
+JOBS = sorted({(where, design, tuple(flags)) for where, design, flags in documented_jobs()})
 
 
 def _fits(design, flags):
