@@ -438,3 +438,26 @@ def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
     wide = [t["caption"] for t in tables if t["right"] > page + 1 or t["width"] > page + 1]
     assert wide == []
     assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
+
+
+def test_review_has_its_bibliography_date_version_and_input_hashes(server_report):
+    import hashlib
+
+    from topomodel import __version__
+    from topomodel.sources import cited_tags
+
+    data = _json(server_report)
+    cited = {t for e in data["provenance"] for t in cited_tags(e["source"] + " " + e["notes"])}
+    listed = {b["tag"]: b for b in data["bibliography"]}
+    assert cited and set(listed) == cited
+    assert all(not b["citation"].startswith("(not in") for b in listed.values())
+    inputs = data["inputs"]
+    assert inputs["topomodel_version"] == __version__ and inputs["generated_utc"][:2] == "20"
+    design = next(f for f in inputs["files"] if f["role"] == "design")
+    assert design["sha256"] == hashlib.sha256(
+        Path("examples/hgx-h100-server.yaml").read_bytes()).hexdigest()
+    assert any(f["role"] == "built-in catalog" for f in inputs["files"])
+    assert len({f["file"] for f in inputs["files"]}) == len(inputs["files"])
+    html = (server_report / "report.html").read_text()
+    assert "Bibliography" in html and design["sha256"] in html
+    assert inputs["generated_utc"] in html and __version__ in html

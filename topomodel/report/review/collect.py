@@ -18,13 +18,17 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
 - ``levels``: the fabric as levels (see :func:`topomodel.analysis.levels.network_levels`);
 - ``collectives``: ``sizes_bytes``, ``groups`` (spec: ranks and count), ``rows`` (one per
   collective, group and size: ``time_s``, ``algbw_Bps``, ``busbw_Bps``, ``latency_s``,
-  ``bandwidth_s``, ``topology_s``, ``algorithm``), ``skipped`` and ``featured`` (the
-  ``topomodel route`` data of the collective the topology diagram shows);
+  ``bandwidth_s``, ``topology_s``, ``algorithm``, ``peak_utilization``), ``skipped`` and
+  ``featured`` (the ``topomodel route`` data of the most loaded collective, which the
+  topology diagram shows);
 - ``step``: the ``topomodel step`` data, or null without a model;
 - ``hotspots``: the featured collective's busiest links;
 - ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
-- ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``provenance``,
-  ``figures`` (``key``, ``value``, ``provenance``);
+- ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``notes``,
+  ``provenance``, ``figures`` (``key``, ``value``, ``provenance``);
+- ``bibliography``: per source tag cited: ``tag``, ``citation``, ``date``, ``kind``,
+  ``cited_by``; ``inputs``: ``generated_utc``, ``topomodel_version``, ``files``
+  (``file``, ``role``, ``bytes``, ``sha256``);
 - ``figures``: ``name``, ``file``, ``caption``; ``notes``; ``warnings``.
 """
 
