@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from topomodel.catalog import load_catalog
-from topomodel.sources import TAG, bibliography, cited_tags, citations
+from topomodel.sources import TAG, bibliography, citations, cited_tags
 
 ROOT = Path(__file__).resolve().parent.parent
 
