@@ -19,8 +19,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], Report] = args.run
     directory = tables_directory(args)
     if args.format == "parquet" and directory is None:  # refused before any work
-        print("topomodel: error: --format parquet writes one file per table: give the"
-              " directory with -o DIR", file=sys.stderr)
+        where = ("give the directory with -o DIR" if hasattr(args, "tables_dir") else
+                 f"{args.verb} has no table directory (its -o is its own output): use"
+                 " --format csv")
+        print(f"topomodel: error: --format parquet writes one file per table: {where}",
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
         report = run(args)
