@@ -77,6 +77,18 @@ def test_link_that_does_not_close(toy):
     assert budget.closes is False and budget.margin_dB < 0
 
 
+def test_links_through_an_ocs_get_an_optic_whose_budget_covers_it():
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    design, catalog = load_design("examples/tpu-v4-pod.yaml")
+    (budget,) = link_budgets(build_fabric(design, catalog))
+    # fibre + 2 connector pairs + the OCS: 3.52 dB, beyond a DR4's 3.0 dB maximum
+    assert budget.ocs and budget.channel_loss_dB == pytest.approx(
+        0.05 * 0.4 + 2 * 0.75 + OCS_INSERTION_LOSS_DB)
+    assert budget.closes and budget.margin_dB > 0 and budget.optic != "osfp-400g-dr4"
+
+
 def test_ocs_adds_its_insertion_loss(toy):
     direct = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
                  "  shape: [8]\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
@@ -84,6 +96,20 @@ def test_ocs_adds_its_insertion_loss(toy):
                   "  shape: [8]\n  ocs: true\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
     a, b = link_budgets(direct)[0], link_budgets(through)[0]
     assert b.channel_loss_dB - a.channel_loss_dB == pytest.approx(OCS_INSERTION_LOSS_DB)
+
+
+def test_ports_free_counts_capacity_with_mixed_port_rates():
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    # Tomahawk 5 leaves: 64 x 400G down (breakout), 32 x 800G up: every port slot is used
+    text = ("system: dgx-h100\nsystems: 64\nscaleout:\n  switch: tomahawk5\n"
+            "  port_rate: '400 Gb/s /dir'\n  uplink_rate: '800 Gb/s /dir'\n")
+    design, catalog = load_design("mixed.yaml", text=text)
+    tiers = {t.name: t for t in tier_summaries(build_fabric(design, catalog))}
+    assert tiers["leaf"].ports_used == 8 * (64 + 32)  # cables, each at its own rate
+    assert tiers["leaf"].ports_free == 0  # not 8 x 128 - 768 = 256 ports at 400G
+    assert tiers["spine"].ports_free == 0
 
 
 def test_tier_summary_ports_and_capacity(toy):

@@ -166,7 +166,8 @@ def test_calculon_superpod_closed_form(capsys, tmp_path):
     assert system["matrix"]["bfloat16"]["tflops"] == pytest.approx(989.4)
     assert system["matrix"]["float8"]["tflops"] == pytest.approx(1978.9)
     assert system["matrix"]["float16"]["tflops"] == pytest.approx(989.4)
-    assert system["mem1"]["GiB"] == pytest.approx(80e9 / GiB)
+    # Calculon's GiB as its own a100_80g.json writes an 80 GB part: 80, not 74.5
+    assert system["mem1"]["GiB"] == 80.0
     assert system["mem1"]["GBps"] == pytest.approx(3350)
     nvlink, ib = system["networks"]
     keys = {"bandwidth", "efficiency", "size", "latency", "ops", "must_be_filled",
@@ -191,7 +192,9 @@ def test_calculon_torus_is_one_tier_with_every_link_and_the_tier_efficiency():
     system = calculon_system(fabric, TimeModel(efficiency={"scaleup": 0.9}),
                              compute_efficiency=0.5)
     assert system["matrix"]["bfloat16"]["gflops_efficiency"] == [[0, 0.5]]
-    (tier,) = system["networks"]
+    tier, alone = system["networks"]
+    assert alone == {**tier, "size": 1}  # Calculon's executions name network 1
+    assert system["mem1"]["GiB"] == 32.0  # the catalog's 32 GiB
     assert tier["size"] == 4096
     assert tier["bandwidth"] == pytest.approx(6 * 50.0)  # 6 neighbours x 50 GB/s
     assert tier["efficiency"] == 0.9
@@ -231,3 +234,42 @@ def test_levels_of_an_oversubscribed_leaf_tier(toy):
     system = calculon_system(fabric)
     assert [n["size"] for n in system["networks"]] == [4, 8, 16]
     assert [n["bandwidth"] for n in system["networks"]] == [40.0, 12.5, 6.25]
+
+
+def _calculon_accepts(system, tp, pp, dp, nets=(0, 1, 1)):
+    """Calculon's checks of a system and an execution, as its documentation and loader
+    state them (calculon-ai/calculon: network.py, system.py, llm.py
+    _check_network_assignments): every network has the seven keys, bandwidth > 0,
+    0 < efficiency <= 1, size >= 0; the execution's network ids exist (else Calculon
+    fails an assert: it crashes); a network used by TP, PP or DP is at least their
+    product in size (else Calculon refuses the job with an error). Returns None when
+    accepted, else the refusal."""
+    networks = system["networks"]
+    for n in networks:
+        assert set(n) == {"bandwidth", "efficiency", "size", "latency", "ops",
+                          "must_be_filled", "processor_usage"}
+        assert n["bandwidth"] > 0 and 0 < n["efficiency"] <= 1 and n["size"] >= 0
+    assert all(i < len(networks) for i in nets), "Calculon crashes: no such network"
+    size = [1] * len(networks)
+    for par, net in zip((tp, pp, dp), nets, strict=True):
+        if par > 1:
+            size[net] *= par
+    for i, n in enumerate(networks):
+        if size[i] > 1 and size[i] > n["size"]:
+            return f"Network tier{i} isn't big enough"
+    return None
+
+
+def test_calculon_single_node_export_runs_calculon_s_stock_executions(capsys, tmp_path):
+    out = tmp_path / "node.json"
+    assert main(["export", "examples/hgx-h100-server.yaml", "--to", "calculon", "-o",
+                 str(out)]) == 0
+    capsys.readouterr()
+    system = json.loads(out.read_text())
+    nvlink, alone = system["networks"]
+    assert (nvlink["size"], alone["size"]) == (8, 1)
+    # Calculon's example executions put TP on network 0 and PP, DP on network 1
+    assert _calculon_accepts(system, tp=8, pp=1, dp=1) is None
+    assert _calculon_accepts(system, tp=4, pp=2, dp=1) == "Network tier1 isn't big enough"
+    assert _calculon_accepts(system, tp=2, pp=2, dp=2, nets=(0, 0, 0)) is None
+    assert system["mem1"]["GiB"] == 80.0

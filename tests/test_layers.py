@@ -24,7 +24,7 @@ import pytest
 #: names (``from topomodel import __version__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("edge", ("errors", "arrays", "limits", "files", "units", "yamlsource", "records",
-              "catalog", "design", "schema", "vocabulary")),
+              "catalog", "design", "schema", "vocabulary", "sources")),
     ("fabric", ("fabric",)),
     ("traffic", ("traffic",)),
     ("routing", ("routing",)),

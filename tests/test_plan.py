@@ -249,11 +249,15 @@ def test_plan_table_csv_and_parquet(capsys, design_file, tmp_path):
     assert "Best layouts" in out and "Why the best wins" in out and "layouts searched" in out
     status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
                          "--format", "csv")
-    assert status == 0 and out.splitlines()[1].startswith("rank,tp,pp,dp")
+    assert status == 0 and out.splitlines()[0].startswith("table,rank,tp,pp,dp")  # tidy
+    pd = pytest.importorskip("pandas")
+    import io
+
+    best = pd.read_csv(io.StringIO(out)).query("table == 'best_layouts'")
+    assert len(best) and (best["pp"] == 2).all()
     target = tmp_path / "plan.parquet"
     status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
                          "--format", "parquet", "-o", str(target))
-    pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     assert status == 0 and (pd.read_parquet(target)["pp"] == 2).all()
 

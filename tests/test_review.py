@@ -164,9 +164,13 @@ def test_superpod_review_uses_scale_out_groups(superpod_report, capsys):
                       "rail": {"ranks": 127, "groups": 8},
                       "all": {"ranks": 1016, "groups": 1}}
     featured = data["collectives"]["featured"]
-    assert featured["groups"] == {"all": 1} and featured["size_bytes"] == 64 * 2**20
-    # the hottest link is in the tier whose links are busiest (a 64 MiB ring over 1,016
-    # ranks is latency-bound: its NVLink hops, not the 8 NICs per node, are busiest)
+    # the diagram shows the most loaded collective on scale-out groups at the size
+    rows = [r for r in data["collectives"]["rows"] if r["network"] == "scale-out"]
+    most = max(rows, key=lambda r: (r["peak_utilization"], r["time_s"]))
+    assert featured["collective"] == most["collective"] == "alltoall"
+    assert list(featured["groups"]) == [most["group"]] and featured["size_bytes"] == 2**26
+    assert featured["time_s"] == most["time_s"]
+    # the hottest link is in the tier whose links are busiest
     busiest = max(featured["tiers"], key=lambda t: t["peak_utilization"])
     assert data["hotspots"] and data["hotspots"][0]["tier"] == busiest["name"]
     assert data["hotspots"][0]["utilization"] == pytest.approx(busiest["peak_utilization"])
@@ -395,3 +399,67 @@ def test_report_renders_in_headless_chromium(server_report, tmp_path):
 
     colours = Image.open(screenshot).convert("RGB").getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 50  # text, cards, tables: not a blank page
+
+
+def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
+    """Print media at the print stylesheet's page width: no table is wider than the
+    page (none clipped), and the page prints to a PDF."""
+    from topomodel.report.review.render import PRINT_PAGE_WIDTH_PX
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("Chromium is not installed")
+    tools = _DevTools(browser, window=(PRINT_PAGE_WIDTH_PX, 1200))
+    try:
+        target = tools.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = tools.send("Target.attachToTarget",
+                             {"targetId": target, "flatten": True})["sessionId"]
+        tools.send("Page.enable", session=session)
+        tools.send("Emulation.setDeviceMetricsOverride", {
+            "width": PRINT_PAGE_WIDTH_PX, "height": 1200, "deviceScaleFactor": 1,
+            "mobile": False}, session=session)
+        tools.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
+        tools.send("Page.navigate", {"url": (superpod_report / "report.html").as_uri()},
+                   session=session)
+        tools.wait(lambda m: m.get("method") == "Page.loadEventFired"
+                   and m.get("sessionId") == session, timeout=60)
+        probe = ("JSON.stringify(Array.from(document.querySelectorAll('table')).map(t =>"
+                 " ({caption: t.caption ? t.caption.textContent : '',"
+                 " right: t.getBoundingClientRect().right,"
+                 " width: t.scrollWidth})))")
+        tables = json.loads(tools.send("Runtime.evaluate", {
+            "expression": probe, "returnByValue": True}, session=session)["result"]["value"])
+        page = tools.send("Runtime.evaluate", {
+            "expression": "document.documentElement.clientWidth", "returnByValue": True},
+            session=session)["result"]["value"]
+        pdf = tools.send("Page.printToPDF", {"preferCSSPageSize": True}, session=session,
+                         timeout=120)
+    finally:
+        tools.close()
+    assert len(tables) > 10 and page == PRINT_PAGE_WIDTH_PX
+    wide = [t["caption"] for t in tables if t["right"] > page + 1 or t["width"] > page + 1]
+    assert wide == []
+    assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
+
+
+def test_review_has_its_bibliography_date_version_and_input_hashes(server_report):
+    import hashlib
+
+    from topomodel import __version__
+    from topomodel.sources import cited_tags
+
+    data = _json(server_report)
+    cited = {t for e in data["provenance"] for t in cited_tags(e["source"] + " " + e["notes"])}
+    listed = {b["tag"]: b for b in data["bibliography"]}
+    assert cited and set(listed) == cited
+    assert all(not b["citation"].startswith("(not in") for b in listed.values())
+    inputs = data["inputs"]
+    assert inputs["topomodel_version"] == __version__ and inputs["generated_utc"][:2] == "20"
+    design = next(f for f in inputs["files"] if f["role"] == "design")
+    assert design["sha256"] == hashlib.sha256(
+        Path("examples/hgx-h100-server.yaml").read_bytes()).hexdigest()
+    assert any(f["role"] == "built-in catalog" for f in inputs["files"])
+    assert len({f["file"] for f in inputs["files"]}) == len(inputs["files"])
+    html = (server_report / "report.html").read_text()
+    assert "Bibliography" in html and design["sha256"] in html
+    assert inputs["generated_utc"] in html and __version__ in html

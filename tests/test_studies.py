@@ -96,11 +96,13 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
                    "--catalog", str(toy.catalog_path), "--format", "json"])
     data = json.loads(capsys.readouterr().out)
-    assert status == 0 and data["mfu_ratio"] == pytest.approx(1.0)
-    assert data["a"]["goodput"] == data["b"]["goodput"]  # the same design twice
-    assert data["a"]["goodput"]["interruptions_per_day"] > 0
-    assert 0 < data["a"]["goodput"]["degraded_throughput_fraction"] <= 1
-    assert data["a"]["goodput"]["degraded_routed"] is True  # re-routed, not bounded
+    first, second = data["designs"]
+    assert status == 0 and second["mfu_ratio"] == pytest.approx(1.0)
+    assert first["goodput"] == second["goodput"]  # the same design twice
+    assert first["goodput"]["interruptions_per_day"] > 0
+    assert second["deltas"] == {"power_W": 0.0, "network_power_W": 0.0,
+                                "power_W_per_accelerator": 0.0, "capex_USD": None}
+    assert first["goodput"]["degraded_routed"] is True  # re-routed, not bounded
     status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
                    "--catalog", str(toy.catalog_path)])
     assert status == 0 and "throughput kept while parts are down" in capsys.readouterr().out

@@ -10,8 +10,10 @@
   ``topology`` (Ring, FullyConnected, Switch), ``npus_count``, ``bandwidth`` in ASTRA-sim's
   GB/s, which is **2^30 bytes/s**, and ``latency`` in ns.
 - ``calculon``: a Calculon system file (JSON): compute and memory from the accelerator's
-  catalog entry, and one network per tier with bandwidth (GB/s = 10^9 bytes/s), latency
-  (s), size (accelerators) and efficiency.
+  catalog entry (HBM in Calculon's ``GiB`` as its own files write it,
+  :func:`calculon_memory_gib`), and one network per tier with bandwidth (GB/s = 10^9
+  bytes/s), latency (s), size (accelerators) and efficiency; at least two networks
+  (:data:`CALCULON_MIN_NETWORKS`).
 
 Both simulator formats see the fabric as a hierarchy of *levels* (:func:`network_levels`):
 the scale-up domain (one Switch, one FullyConnected group, or one Ring per torus
@@ -50,6 +52,36 @@ bytes/ns as ``GB/s x 2^30 / 10^9`` (``bw_GBps_to_Bpns``), so its GB is a GiB."""
 
 CALCULON_GB_BYTES = 1e9
 """Bytes in Calculon's "GB" (its network and memory code multiply GB/s by 1e9)."""
+
+
+CALCULON_MIN_NETWORKS = 2
+"""Networks a Calculon system file has at least: Calculon's executions (its own example
+files, and ``llm-optimal-execution``'s search) put PP and DP on network 1, and its loader
+asserts the id exists, so a file with one network crashes Calculon (AssertionError in
+``_check_network_assignments``). A fabric with fewer levels gets tiers of size 1 (the
+accelerator alone): an execution with nothing on them runs, one that puts PP or DP there
+is refused by Calculon's own check ("Network tier1 isn't big enough")."""
+
+
+def calculon_memory_gib(capacity_bytes: float) -> float:
+    """An HBM capacity in the unit of Calculon's ``mem1.GiB``: its loader multiplies by
+    2^30, and its own system files write the vendor's figure there (``a100_80g.json``:
+    ``"GiB": 80`` for the 80 GB A100). HBM is built of binary-sized stacks (five 16 GiB
+    HBM3 stacks on an 80 GB H100), so a vendor's decimal-looking "80 GB" is 80 GiB of
+    HBM: a capacity the catalog gives in whole GB is written as that number; one given in
+    GiB (TPU v4's 32 GiB) as its GiB. Written as 74.5 (80 x 10^9 / 2^30), Calculon would
+    refuse jobs that fit the part.
+
+    Examples
+    --------
+    >>> calculon_memory_gib(80e9), calculon_memory_gib(32 * 2**30), calculon_memory_gib(141e9)
+    (80.0, 32.0, 141.0)
+    """
+    gib = capacity_bytes / 2**30
+    if abs(gib - round(gib)) < 1e-9:
+        return float(round(gib))
+    gb = capacity_bytes / 1e9
+    return float(round(gb)) if abs(gb - round(gb)) < 1e-9 else round(gib, 6)
 
 
 ASTRA_HOPS = {"Switch": 2, "Ring": 1, "FullyConnected": 1}
@@ -101,8 +133,11 @@ CALCULON_OPS: dict[str, list[float | None]] = {
 AllReduce 2 (n-1)/n, ReduceScatter and AllGather (n-1)/n of the buffer (nccl-tests)."""
 
 
-def export_fabric(fabric: Fabric, fmt: str, path: str | Path) -> list[Path]:
+def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
+                  compute_efficiency: float | None = None) -> list[Path]:
     """Write ``fabric`` as ``fmt`` to ``path``; return the files written.
+    ``compute_efficiency`` is Calculon's flat GEMM efficiency for an accelerator without
+    a measured GEMM sweep (:func:`calculon_system`).
 
     ``graphml``, ``json``, ``astra-sim`` and ``calculon`` write the one file ``path``;
     ``csv`` and ``parquet`` write ``nodes`` and ``links`` tables into the directory
@@ -121,7 +156,7 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path) -> list[Path]:
         atomic_bytes(target, astra_sim_network(fabric).encode())
         return [target]
     if fmt == "calculon":
-        system = calculon_system(fabric)
+        system = calculon_system(fabric, compute_efficiency=compute_efficiency)
         atomic_bytes(target, (json.dumps(system, indent=2) + "\n").encode())
         return [target]
     import networkx as nx
@@ -260,7 +295,12 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
 
     host_Bps = fabric.structure.scaleout.host_link_rate_Bps or accelerator.hbm_Bps
     networks = []
-    for tier in _calculon_tiers(network_levels(fabric, model)):
+    tiers = _calculon_tiers(network_levels(fabric, model))
+    if not tiers:
+        raise UsageError(f"{fabric.design.name or fabric.design.file}: no network joins"
+                         " its accelerators, so Calculon has no network to put TP, PP or"
+                         " DP on")
+    for tier in tiers:
         networks.append({
             "bandwidth": round(tier.injection_Bps / CALCULON_GB_BYTES, 6),
             "efficiency": tier.efficiency,
@@ -270,10 +310,12 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
             "must_be_filled": False,
             "processor_usage": StepAssumptions().comm_sm_share,
         })
+    while len(networks) < CALCULON_MIN_NETWORKS:  # a single node: no network beyond it
+        networks.append({**networks[-1], "size": 1})
     return {
         "matrix": engine(1.0),
         "vector": engine(CALCULON_VECTOR_SHARE),
-        "mem1": {"GiB": round(accelerator.hbm_bytes / 2**30, 6),
+        "mem1": {"GiB": calculon_memory_gib(accelerator.hbm_bytes),
                  "GBps": round(accelerator.hbm_Bps / CALCULON_GB_BYTES, 6),
                  "MB_efficiency": [[0, round(hbm_share, 6)]]},
         "mem2": {"GiB": CALCULON_HOST_MEMORY_GIB,

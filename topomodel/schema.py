@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from topomodel import records
-from topomodel.catalog import KIND_NAMES
+from topomodel.catalog import _ID_RE, ENTRY_TYPES, KIND_NAMES, PROVENANCES, _provenance_map
 from topomodel.design import (
     Design,
     FailureDesign,
@@ -44,7 +44,7 @@ RECORDS = (Design, ScaleupDesign, ScaleoutDesign, LayoutDesign, FailureDesign)
 
 # A decimal number as the unit parser reads it; the sign is added per kind.
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-_UNIT = r"[A-Za-zµμ]"  # a unit starts with a letter (or micro)
+_UNIT = r"[A-Za-zµμ%]"  # a unit starts with a letter (or micro, or %)
 
 # Rules the loader enforces in ``__post_init__`` or in ``design._check``, which no field
 # reader carries. Only rules JSON Schema can state are here; the loader checks the rest
@@ -123,6 +123,52 @@ def design_schema() -> dict[str, Any]:
         "$schema": DIALECT,
         "title": "topomodel design file",
         **top,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def catalog_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a catalog file, from the catalog record classes.
+
+    A catalog file maps entry kinds (``switches``, ``nics``, ...) to entries by id; each
+    entry's keys are those of its record class (:data:`~topomodel.catalog.ENTRY_TYPES`).
+    The loader also checks what JSON Schema cannot: references between entries, a
+    bandwidth's unit kind, figures that must agree (ports x port rate and capacity).
+
+    Examples
+    --------
+    >>> schema = catalog_schema()
+    >>> schema["title"], schema["additionalProperties"]
+    ('topomodel catalog file', False)
+    >>> switch = schema["$defs"]["Switch"]
+    >>> sorted(set(switch["required"]) - {"source", "provenance"})
+    ['port_rate', 'ports', 'protocol']
+    >>> schema["properties"]["switches"]["additionalProperties"]
+    {'$ref': '#/$defs/Switch'}
+    """
+    defs: dict[str, Any] = {}
+    sections: dict[str, Any] = {}
+    for section, cls in ENTRY_TYPES.items():
+        name = cls.__name__
+        if name not in defs:
+            defs[name] = {}
+            defs[name] = record_schema(cls, defs)
+        sections[section] = {
+            "description": f"{section.replace('_', ' ')}: a mapping from an id (lower case"
+                           " letters, digits, '.', '-' or '_') to its entry.",
+            "type": "object",
+            "propertyNames": {"pattern": _ID_RE.pattern},
+            "additionalProperties": {"$ref": f"#/$defs/{name}"},
+        }
+    return {
+        "$schema": DIALECT,
+        "title": "topomodel catalog file",
+        "description": "A topomodel hardware catalog: entries by kind and id, every figure"
+                       " a string with a unit and a direction, with its source and"
+                       " provenance (see docs/catalog-format.md).",
+        "type": "object",
+        "properties": sections,
+        "additionalProperties": False,
         "$defs": dict(sorted(defs.items())),
     }
 
@@ -312,8 +358,17 @@ def _oversubscription() -> dict[str, Any]:
     }
 
 
+def _figure_provenance() -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": {"type": "string",
+                                                       "enum": list(PROVENANCES)},
+            "minProperties": 1,
+            "_hint": "A mapping from a key of this entry to its provenance, where it"
+                     " differs from the entry's."}
+
+
 _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.text: lambda: {"type": "string", "pattern": r"\S"},
+    _provenance_map: _figure_provenance,
     records.boolean: lambda: {"type": "boolean"},
     records.fraction: lambda: {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     records.bandwidth: _bandwidth,

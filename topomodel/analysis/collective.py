@@ -33,13 +33,14 @@ class CollectiveRun:
     collective: str
     algorithm: str
     size_bytes: float
-    ranks: int
+    ranks: int  # of the largest group of any set: the same whatever the order of the sets
     group_sets: tuple[str, ...]
     groups: tuple[int, ...]
     traffic: Traffic
     timing: TrafficTime
     set_link_bytes: tuple[np.ndarray, ...]  # per group set, for attribution
     candidates: dict[str, float]  # algorithm -> time_s, when auto
+    _set_ranks: tuple[int, ...] = ()  # the largest group's ranks per set
 
     @property
     def time_s(self) -> float:
@@ -53,8 +54,20 @@ class CollectiveRun:
 
     @property
     def busbw_Bps(self) -> float:
-        """algbw x the nccl-tests factor, bytes/s."""
+        """algbw x the nccl-tests factor of the largest groups (:attr:`ranks`), bytes/s."""
         return self.algbw_Bps * busbw_factor(self.collective, self.ranks)
+
+    @property
+    def ranks_per_set(self) -> tuple[int, ...]:
+        """Ranks of each group set's largest group, in the order of :attr:`group_sets`."""
+        return tuple(int(r) for r in self._set_ranks)
+
+    @property
+    def busbw_per_set_Bps(self) -> tuple[float, ...]:
+        """busbw of each group set (algbw x its own nccl-tests factor), bytes/s: with
+        sets of different sizes, one busbw cannot describe them all."""
+        return tuple(self.algbw_Bps * busbw_factor(self.collective, r)
+                     for r in self.ranks_per_set)
 
 
 AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
@@ -136,8 +149,9 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
         raise UsageError(f"unknown collective {collective!r}; choose from"
                          f" {', '.join(ALGORITHMS)}")
     sets = [parse_groups(fabric, spec) for spec in group_specs]
-    ranks = len(sets[0][0])
-    if ranks < 2:
+    set_ranks = tuple(max(len(g) for g in groups) for groups in sets)
+    ranks = max(set_ranks)  # not the first set's: the order of --group flags is no input
+    if min(len(g) for groups in sets for g in groups) < 2:
         raise UsageError("a collective needs groups of at least 2 ranks")
 
     parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
@@ -169,4 +183,5 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
                                  model=model).link_bytes for part in parts) if len(
         parts) > 1 else (timing.link_bytes,)
     return CollectiveRun(collective, algorithm, size_bytes, ranks, tuple(group_specs),
-                         tuple(len(g) for g in sets), traffic, timing, per_set, times)
+                         tuple(len(g) for g in sets), traffic, timing, per_set, times,
+                         set_ranks)

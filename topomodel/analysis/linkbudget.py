@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from typing import cast
 
 from topomodel.catalog import Fibre, Optic
+from topomodel.fabric.cabling import OCS_INSERTION_LOSS_DB, channel_loss_dB
 from topomodel.fabric.tables import Fabric
-from topomodel.records import documented
 
-OCS_INSERTION_LOSS_DB = documented(
-    "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
-    """Added loss through one optical circuit switch, dB (assumed: a MEMS OCS adds on the
-    order of 1-2 dB; not in the reference facts, so taken at the pessimistic end).""")
+__all__ = ["OCS_INSERTION_LOSS_DB", "LinkBudget", "link_budgets"]
 
 
 @dataclass(frozen=True)
@@ -66,9 +63,8 @@ def link_budgets(fabric: Fabric) -> list[LinkBudget]:
                                   within_reach if optic.max_channel_loss_dB is None else None,
                                   "no fibre type in the catalog entry: reach checked only"))
             continue
-        loss = (length / 1000 * fibre.loss_dB_per_km + layout.connectors
-                * fibre.connector_loss_dB + layout.splices * fibre.splice_loss_dB
-                + (OCS_INSERTION_LOSS_DB if ocs else 0.0))
+        loss = channel_loss_dB(fibre, float(length), connectors=layout.connectors,
+                               splices=layout.splices, ocs=ocs)
         maximum = optic.max_channel_loss_dB
         if maximum is None:
             out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs,

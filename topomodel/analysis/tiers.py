@@ -19,8 +19,8 @@ class TierSummary:
     switch_model: str
     switches: int
     links: int  # physical cables
-    ports_used: int  # on this tier's switches, at the tier's port rates
-    ports_free: int
+    ports_used: int  # cables on this tier's switches (down and up), each at its own rate
+    ports_free: int  # unused capacity, in ports at the tier's lowest link rate
     capacity_Bps: float  # all links of the tier, one direction
     per_accelerator_Bps: float
     oversubscription: float  # down:up bandwidth of this tier's switches (0: top or n/a)
@@ -29,8 +29,10 @@ class TierSummary:
 def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     """Summaries of every link tier present, in order from accelerators outwards.
 
-    Ports used count both down and up links of the tier's switches; ports free are at
-    the rate of the switch's down ports (breakout ports where the rate asks for them).
+    Ports used count both down and up links of the tier's switches, one per cable. Ports
+    free are the switches' unused capacity in ports at the tier's lowest link rate
+    (breakout ports where that rate asks for them): a cable at twice that rate takes two
+    such ports, so with mixed rates (400G down, 800G up) used + free is not the radix.
     """
     nodes, links = fabric.nodes, fabric.links
     tier_codes = links["tier"].cat.codes.to_numpy()
@@ -42,6 +44,7 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     node_tier = nodes["tier"]
     is_switch = nodes["kind"].isin(SWITCH_KINDS).to_numpy()
     used_by_node = np.bincount(src, weights=cables, minlength=len(nodes))
+    used_Bps_by_node = np.bincount(src, weights=cables * rate, minlength=len(nodes))
     accelerators = max(1, fabric.accelerator_count)
     over = {t.name: t.oversubscription for t in fabric.clos_tiers}
     out = []
@@ -53,12 +56,15 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
         models = set(nodes["model"].iloc[switch_nodes].astype(str))
         model = ", ".join(sorted(models))
         used = int(used_by_node[switch_nodes].sum())
-        radix = _ports_at(fabric, models, float(rate[mask].min()))
+        lowest_Bps = float(rate[mask].min())
+        radix = _ports_at(fabric, models, lowest_Bps)
+        used_ports = float(used_Bps_by_node[switch_nodes].sum()) / lowest_Bps
         total_capacity = float(capacity[mask].sum() / 2)
         out.append(TierSummary(
             name=name, switch_model=model, switches=len(switch_nodes),
             links=int(cables[mask].sum() // 2), ports_used=used,
-            ports_free=max(0, radix * len(switch_nodes) - used) if len(switch_nodes) else 0,
+            ports_free=max(0, round(radix * len(switch_nodes) - used_ports))
+            if len(switch_nodes) else 0,
             capacity_Bps=total_capacity, per_accelerator_Bps=total_capacity / accelerators,
             oversubscription=over.get(name, 0.0)))
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
-from topomodel.report.output import Report, nonfinite_result, render
+from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
 
 EXIT_INPUT_ERROR = 2
 
@@ -50,13 +50,26 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run
+    directory = tables_directory(args)
+    if args.format == "parquet" and directory is None and not getattr(
+            args, "writes_parquet", False):  # refused before any work
+        where = ("give the directory with -o DIR" if hasattr(args, "tables_dir") else
+                 f"{args.verb} has no table directory (its -o is its own output): use"
+                 " --format csv")
+        print(f"topomodel: error: --format parquet writes one file per table: {where}",
+              file=sys.stderr)
+        return EXIT_INPUT_ERROR
     try:
         report = run(args)
-        where = nonfinite_result(report)
-        if where is not None:
-            raise TopomodelError(f"a result is not a finite number ({where}): the inputs are"
-                                 " outside the range the model computes")
-        text = render(report, args.format)
+        nonfinite = nonfinite_result(report)
+        if nonfinite is not None:
+            raise TopomodelError(f"a result is not a finite number ({nonfinite}): the inputs"
+                                 " are outside the range the model computes")
+        if args.format in FILE_FORMATS and directory is not None:
+            text = "\n".join(f"wrote {path}" for path in
+                             write_tables(report, args.format, directory))
+        else:
+            text = render(report, args.format)
     except InputError as exc:
         for problem in exc.problems:
             print(f"topomodel: error: {problem}", file=sys.stderr)
@@ -74,3 +87,14 @@ def _main(argv: Sequence[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
     return 0
+
+
+def tables_directory(args: argparse.Namespace) -> str | None:
+    """Where ``--format csv|parquet`` writes one file per table: ``-o DIR`` of a verb
+    whose output is its tables, ``DIR/tables`` of the review (its ``-o`` is the report
+    directory), else None (CSV to standard output; Parquet refused)."""
+    if getattr(args, "tables_dir", None):
+        return str(args.tables_dir)
+    if getattr(args, "tables_under_output", False) and getattr(args, "output", None):
+        return os.path.join(args.output, "tables")
+    return None

@@ -39,7 +39,7 @@ def _cmd_units(args: argparse.Namespace) -> Report:
         text += f"\n  per direction: {rate_Bps / 1e9:.6g} GB/s = {rate_Bps * 8 / 1e9:.6g} Gb/s"
         data["per_direction_Bps"] = rate_Bps
     rows = [{"value": v, "unit": u} for v, u in results]
-    return Report("units", data, [Table(words[0], rows)], text=text)
+    return Report("units", data, [Table(words[0], rows, name="conversions")], text=text)
 
 
 def _default_targets(body: str) -> list[str]:
@@ -207,11 +207,14 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
 
+    if args.compute_efficiency is not None and not 0 < args.compute_efficiency <= 1:
+        raise _usage(f"--compute-efficiency: a share in (0, 1], got {args.compute_efficiency}")
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
                                    catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)
     try:
-        files = export_fabric(fabric, args.to, args.output)
+        files = export_fabric(fabric, args.to, args.output,
+                              compute_efficiency=args.compute_efficiency)
     except OSError as exc:
         raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     names = [str(f) for f in files]
@@ -239,10 +242,9 @@ def _cmd_options(args: argparse.Namespace) -> Report:
 
 
 def _cmd_schema(args: argparse.Namespace) -> Report:
-    from topomodel.schema import design_schema
+    from topomodel.report.schema import schema_report
 
-    schema = design_schema()
-    return Report("schema", schema, text=__import__("json").dumps(schema, indent=2))
+    return schema_report(args.what)
 
 
 def _usage(message: str) -> TopomodelError:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from topomodel.cli.commands import _usage, _writable
 from topomodel.report.output import Report
 
-ParserHook = Callable[[argparse.ArgumentParser], None]
+ParserHook = Callable[..., None]  # a parser, and for format_arg its tables_dir keyword
 
 
 def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser], *,
@@ -49,7 +49,7 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
                        " PDF)")
     add_step_options(check, FABRIC_OPTIONS)
     catalog_args(check)
-    format_arg(check)
+    format_arg(check, tables_dir=False)  # its -o is the plot
     check.set_defaults(run=_cmd_check_nccl)
 
     advise = verbs.add_parser(

@@ -15,6 +15,7 @@ from topomodel.cli.commands import (
     _cmd_schema,
     _cmd_units,
 )
+from topomodel.cli.compare import _cmd_compare
 from topomodel.cli.decode_commands import add_decode_verb
 from topomodel.cli.measured_commands import add_measured_verbs
 from topomodel.cli.options import (
@@ -24,7 +25,6 @@ from topomodel.cli.options import (
 )
 from topomodel.cli.plan_command import add_plan_parser
 from topomodel.cli.step_commands import (
-    _cmd_compare,
     _cmd_goodput,
     _cmd_review,
     _cmd_scale,
@@ -63,16 +63,25 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
                         " be in, besides that file's own folder tree (repeatable)")
 
 
-def _format_arg(parser: argparse.ArgumentParser) -> None:
+def _format_arg(parser: argparse.ArgumentParser, *, tables_dir: bool = True) -> None:
+    """``--format``, and (``tables_dir``, for a verb without an ``-o`` of its own)
+    ``-o DIR`` for one CSV or Parquet file per table."""
     parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="output format (default: table)")
+                        help="output format (default: table); csv is one tidy table with a"
+                        " 'table' column, plain numbers, units in the column names;"
+                        " parquet writes files (needs -o DIR)")
+    if tables_dir:
+        parser.add_argument("-o", "--output", dest="tables_dir", metavar="DIR",
+                            help="with --format csv or parquet: write one file per table"
+                            " into DIR (DIR/<table>.csv or .parquet)")
 
 
-def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True,
+               tables_dir: bool = True) -> None:
     """The step options (model, layout, assumptions, what-ifs), from the one table."""
     add_step_options(step, model_required=model_required)
     _catalog_args(step)
-    _format_arg(step)
+    _format_arg(step, tables_dir=tables_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,9 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--size", action="append", default=[], metavar="SIZE",
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
-    _step_args(review, model_required=False)
+    _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
-    review.set_defaults(run=_cmd_review)
+    review.set_defaults(run=_cmd_review, tables_under_output=True)
 
     step = verbs.add_parser(
         "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
@@ -186,11 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     step.set_defaults(run=_cmd_step)
 
     compare = verbs.add_parser(
-        "compare", help="the same model and layout rules on two designs, side by side",
-        description="Run the same model and layout rules on two designs and compare"
-        " step time, walls, communication share and MFU.")
-    compare.add_argument("design_a", help="first design file")
-    compare.add_argument("design_b", help="second design file")
+        "compare", help="the same model and layout rules on two or more designs, side by"
+        " side, with BOM, power and capex deltas",
+        description="Run the same model and layout rules on two or more designs and"
+        " compare step time, walls, communication share, MFU and goodput, and each"
+        " design's bill of materials, power and capex with its change from the first.")
+    compare.add_argument("designs", nargs="+", metavar="DESIGN",
+                         help="design files (two or more; the first is the baseline)")
     _step_args(compare)
     compare.set_defaults(run=_cmd_compare)
 
@@ -243,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_step_options(draw, FABRIC_OPTIONS)
     draw.add_argument("--title", help="figure title (default: design name and load)")
     _catalog_args(draw)
-    _format_arg(draw)
+    _format_arg(draw, tables_dir=False)
     draw.set_defaults(run=_cmd_draw)
 
     export = verbs.add_parser(
@@ -260,8 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="output file (graphml, json, astra-sim, calculon) or directory"
                         " (csv, parquet)")
+    export.add_argument("--compute-efficiency", type=float, metavar="F",
+                        help="calculon: one flat GEMM efficiency (0-1) instead of the"
+                        " accelerator's measured GEMM curve (needed where the catalog has"
+                        " none)")
     _catalog_args(export)
-    _format_arg(export)
+    _format_arg(export, tables_dir=False)
     export.set_defaults(run=_cmd_export)
 
     sweep = verbs.add_parser(
@@ -301,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="N", help="refuse a sweep of more than N points, counted"
                        f" before any runs (default {DEFAULT_MAX_SWEEP_POINTS:,})")
     _catalog_args(sweep)
-    _format_arg(sweep)
+    _format_arg(sweep, tables_dir=False)
     sweep.set_defaults(run=_cmd_sweep)
 
     add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
@@ -318,8 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_parser(verbs)
 
-    schema = verbs.add_parser("schema", help="print the JSON Schema of design files",
-                              description="Print the JSON Schema of an input format.")
-    schema.add_argument("what", choices=["design"], help="which format")
-    schema.set_defaults(run=_cmd_schema, format="table")  # the bare schema, as editors want
+    schema = verbs.add_parser(
+        "schema", help="print the JSON Schema of design, catalog or sweep files",
+        description="Print the JSON Schema (draft 2020-12) of an input format: design"
+        " files, catalog files or sweep files. --format json (the default) prints the bare"
+        " schema, as editors want it; table, md, csv and parquet list every key with its"
+        " type, default and meaning.")
+    schema.add_argument("what", choices=["design", "catalog", "sweep"], help="which format")
+    _format_arg(schema)
+    schema.set_defaults(run=_cmd_schema, format="json")
     return parser

@@ -96,7 +96,7 @@ def add_plan_parser(verbs: Any) -> None:
                       " built-in ones)")
     plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
-    plan.set_defaults(run=_cmd_plan)
+    plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet
 
 
 def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +14,7 @@ from topomodel.analysis.options import StepInputs
 from topomodel.catalog import Model
 from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
-from topomodel.report.output import Report, Table
+from topomodel.report.output import FILE_FORMATS, Report, Table
 from topomodel.traffic.layout import Layout
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
@@ -131,7 +131,9 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]
     data = {"directory": args.output, "files": [str(f) for f in files],
             "summary": review.data["summary"]}
-    return Report("review", data, [Table(review.title, rows)],
+    machine = review.tables if args.format in FILE_FORMATS else ()  # files: every table
+    return Report("review", data, [Table(review.title, rows, [review.data["summary"]],
+                                         name="summary"), *machine],
                   [*size_warnings, *review.warnings])
 
 
@@ -148,8 +150,7 @@ def _cmd_step(args: argparse.Namespace) -> Report:
                          design_name=fabric.design.name or fabric.design.file)
     tables, data = list(report.tables), dict(report.data)
     if not args.no_goodput:
-        # the degradation is bounded here; `topomodel goodput` re-routes it
-        goodput_tables, goodput_data = _goodput(args, job, result, route_degradation=False)
+        goodput_tables, goodput_data = _goodput(args, job, result)
         tables += goodput_tables
         data["goodput"] = goodput_data
     if args.target_comm_share:
@@ -162,37 +163,42 @@ def _cmd_step(args: argparse.Namespace) -> Report:
         now = injection_Bps(fabric)
         text = ("not reached even at 64x" if factor is None else
                 f"{factor:.3g}x today's: {format_rate(factor * now)} per accelerator")
+        data["required_scaleout"] = {"target_comm_share": args.target_comm_share,
+                                     "factor": factor, "injection_Bps": now,
+                                     "required_Bps": None if factor is None
+                                     else factor * now, "mfu": reached.mfu}
         tables.append(Table(f"Scale-out bandwidth for a communication share of at most"
                             f" {args.target_comm_share:.0%}", [
                                 {"item": "today", "value": format_rate(now)},
                                 {"item": "required", "value": text},
-                                {"item": "MFU there", "value": f"{reached.mfu:.1%}"}]))
-        data["required_scaleout"] = {"target_comm_share": args.target_comm_share,
-                                     "factor": factor, "injection_Bps": now,
-                                     "required_Bps": None if factor is None
-                                     else factor * now}
+                                {"item": "MFU there", "value": f"{reached.mfu:.1%}"}],
+                            [data["required_scaleout"]], name="required_scaleout"))
     if args.sensitivity:
         rows = sensitivity(fabric, job.model, job.layout, job.assumptions,
                            routing=inputs.routing, seed=inputs.seed)
         tables.append(Table("Sensitivity of the communication share", [
             {"assumption": r.assumption, "low": f"{r.low_value:g}", "high": f"{r.high_value:g}",
              "share at low": f"{r.low:.1%}", "base": f"{r.base:.1%}",
-             "share at high": f"{r.high:.1%}"} for r in rows]))
+             "share at high": f"{r.high:.1%}"} for r in rows],
+            [dataclasses.asdict(r) for r in rows], name="sensitivity"))
         data["sensitivity"] = [dataclasses.asdict(r) for r in rows]
     return Report(report.kind, data, tables, report.warnings)
 
 
-def _goodput(args: argparse.Namespace, job: Job, result: StepResult, *,
-             route_degradation: bool = True) -> tuple[list[Any], dict[str, Any]]:
-    """The goodput tables and JSON of a step, from the goodput options."""
+def _goodput(args: argparse.Namespace, job: Job,
+             result: StepResult) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, from the goodput options: the one path of
+    step, goodput, compare and review (:func:`~topomodel.report.goodput.goodput_section`),
+    so the four print the same numbers for one job."""
     from topomodel.report.goodput import goodput_section
 
     return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
                            goodput_from_args(args), routing=job.inputs.routing,
-                           seed=job.inputs.seed, route_degradation=route_degradation)
+                           seed=job.inputs.seed)
 
 
 def _cmd_goodput(args: argparse.Namespace) -> Report:
+    from topomodel.report.step import step_record
     from topomodel.units import format_si
 
     job = job_from_args(args, args.design)
@@ -203,74 +209,11 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
         {"item": "design / model", "value": f"{name} / {result.model}"},
         {"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
          f" ({lay.world} accelerators)"},
-        {"item": "step time", "value": format_si(result.step_time_s, "s")}])
+        {"item": "step time", "value": format_si(result.step_time_s, "s")}],
+        [step_record(result, name)])
     data = {"design": name, "model": result.model, "accelerators": lay.world,
             "step_time_s": result.step_time_s, **data}
     return Report("goodput", data, [summary, *tables], list(result.warnings))
-
-
-def _cmd_compare(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.bisection import bisection
-    from topomodel.analysis.goodput import job_goodput
-    from topomodel.report.bisection import bisection_text
-    from topomodel.report.step import step_json
-    from topomodel.units import format_si
-
-    results, goodputs, cuts = [], [], []
-    for path in (args.design_a, args.design_b):
-        job = job_from_args(args, path)
-        result = job.step()
-        cuts.append(dataclasses.asdict(bisection(job.fabric)))
-        results.append((job.fabric.design.name or path, result, job.assumptions))
-        goodputs.append(job_goodput(job.fabric, job.model, job.layout, job.assumptions,
-                                    result, routing=job.inputs.routing, seed=job.inputs.seed))
-    metrics: list[tuple[str, Callable[[StepResult], str]]] = [
-               ("accelerators", lambda r: f"{r.layout.world:,}"),
-               ("layout", lambda r: f"TP{r.layout.tp} PP{r.layout.pp} DP{r.layout.dp}"
-                f" EP{r.layout.ep} CP{r.layout.cp}"),
-               ("step time", lambda r: format_si(r.step_time_s, "s")),
-               ("compute", lambda r: format_si(r.compute_s, "s")),
-               ("hot-expert imbalance", lambda r: format_si(r.imbalance_s, "s")),
-               ("bubble", lambda r: format_si(r.bubble_s, "s")),
-               ("exposed communication", lambda r: format_si(r.exposed_comm_s, "s")),
-               ("wait", lambda r: format_si(r.wait_s, "s")),
-               ("bandwidth wall", lambda r: format_si(r.walls["bandwidth_s"], "s")),
-               ("latency wall", lambda r: format_si(r.walls["latency_s"], "s")),
-               ("topology wall", lambda r: format_si(r.walls["topology_s"], "s")),
-               ("sync wall", lambda r: format_si(r.walls["sync_s"], "s")),
-               ("communication share", lambda r: f"{r.comm_share:.1%}"),
-               ("MFU", lambda r: f"{r.mfu:.1%}"),
-               ("tokens/s", lambda r: f"{r.tokens_per_s:,.0f}")]
-    (name_a, a, assumptions_a), (name_b, b, assumptions_b) = results
-    if name_a == name_b:  # two designs of one name would share a column
-        name_a, name_b = f"A: {name_a}", f"B: {name_b}"
-    rows = [{"metric": label, name_a: fn(a), name_b: fn(b)} for label, fn in metrics]
-    rows.append({"metric": "MFU ratio (B / A)", name_a: "", name_b: f"{b.mfu / a.mfu:.3f}"})
-    rows.append({"metric": "bisection", name_a: bisection_text(cuts[0]),
-                 name_b: bisection_text(cuts[1])})
-    good_a, good_b = goodputs
-    for label, key, fmt in (("interruptions/day", "interruptions_per_day", "{:.3g}"),
-                            ("effective training time", "effective_time_fraction", "{:.1%}"),
-                            ("throughput kept while parts are down",
-                             "degraded_throughput_fraction", "{:.2%}"),
-                            ("goodput tokens/s", "goodput_tokens_per_s", "{:,.0f}")):
-        rows.append({"metric": label, name_a: fmt.format(getattr(good_a, key)),
-                     name_b: fmt.format(getattr(good_b, key))})
-    data = {"a": {"design": name_a, **step_json(a, assumptions_a),
-                  "goodput": _goodput_summary(good_a), "bisection": cuts[0]},
-            "b": {"design": name_b, **step_json(b, assumptions_b),
-                  "goodput": _goodput_summary(good_b), "bisection": cuts[1]},
-            "mfu_ratio": b.mfu / a.mfu}
-    return Report("compare", data, [Table("Compare", rows)],
-                  [f"{n}: {w}" for n, r, _ in results for w in r.warnings])
-
-
-def _goodput_summary(result: Any) -> dict[str, float | bool]:
-    return {"interruptions_per_day": result.interruptions_per_day,
-            "effective_time_fraction": result.effective_time_fraction,
-            "degraded_throughput_fraction": result.degraded_throughput_fraction,
-            "degraded_routed": result.degraded_routed,
-            "goodput_tokens_per_s": result.goodput_tokens_per_s}
 
 
 def _cmd_scale(args: argparse.Namespace) -> Report:
@@ -314,7 +257,7 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
         save_figure(scaling_figure(points, title=f"{design.name or args.design}: {model.id}"),
                     args.plot)
         data["plot"] = args.plot
-    return Report("scale", data, [Table("Scaling", rows)])
+    return Report("scale", data, [Table("Scaling", rows, data["points"])])
 
 
 SCHEDULER_VARIABLE = "TOPOMODEL_DASK_SCHEDULER"

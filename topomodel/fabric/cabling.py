@@ -1,8 +1,13 @@
-"""Cable and module choice by reach: copper inside a rack, optics between racks.
+"""Cable and module choice by reach and link budget: copper inside a rack, optics between
+racks, and through an optical circuit switch an optic whose budget covers the switch.
 
 Each link tier gets a length from the design's layout. For each (tier, rate) the
-lowest-power catalog cable or module whose rate covers the link and whose reach covers
-the length is chosen, unless the layout names one. One module per link end is assumed
+lowest-power catalog cable or module whose rate covers the link, whose reach covers the
+length and, where it publishes a maximum channel loss, whose budget covers the channel
+(:func:`channel_loss_dB`: fibre, connectors, splices and any OCS) is chosen, unless the
+layout names one. A link through an OCS takes only an optic with a published maximum
+channel loss: a budget that cannot be checked is not taken to close. One module per link
+end is assumed
 (a twin-port module carrying two links would halve the count; name it in
 ``layout.cables`` and the BOM counts it as one per link end all the same).
 """
@@ -14,10 +19,18 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
-from topomodel.catalog import Catalog, Optic
+from topomodel.catalog import Catalog, Fibre, Optic
 from topomodel.design import Design
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, categorical
+from topomodel.records import documented
+
+OCS_INSERTION_LOSS_DB = documented(
+    "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
+    """Added loss through one optical circuit switch, dB (a MEMS OCS: Google's Palomar,
+    Urata et al., "Mission Apollo", arXiv 2208.10041, reports insertion loss below 2 dB,
+    secondary; taken at that upper end). The cable choice and the link budget both add
+    it, so a link through an OCS gets an optic whose budget covers it.""")
 
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
@@ -36,12 +49,46 @@ def tier_length_m(design: Design, tier: str) -> float:
             "scaleup_l3": scaleup}[tier]
 
 
+def channel_loss_dB(fibre: Fibre, length_m: float, *, connectors: int, splices: int,
+                    ocs: bool) -> float:
+    """Insertion loss of an optical channel, dB: fibre attenuation over ``length_m``, the
+    mated connector pairs and splices, and :data:`OCS_INSERTION_LOSS_DB` through an OCS.
+
+    Examples
+    --------
+    >>> from topomodel.catalog import load_catalog
+    >>> os2 = load_catalog().get("os2", Fibre)  # 0.4 dB/km, 0.75 dB per connector pair
+    >>> round(channel_loss_dB(os2, 50, connectors=2, splices=0, ocs=True), 3)
+    3.52
+    """
+    return (length_m / 1000 * fibre.loss_dB_per_km + connectors * fibre.connector_loss_dB
+            + splices * fibre.splice_loss_dB + (OCS_INSERTION_LOSS_DB if ocs else 0.0))
+
+
 def _carries(optic: Optic, rate_Bps: float, length_m: float) -> bool:
     return optic.rate_Bps >= rate_Bps * (1 - 1e-9) and optic.reach_m >= length_m
 
 
-def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | None:
-    """Lowest-power cable or module with rate >= ``rate_Bps`` and reach >= ``length_m``.
+def _closes(catalog: Catalog, optic: Optic, design: Design | None, length_m: float,
+            ocs: bool) -> bool:
+    """Whether ``optic``'s budget covers the channel: always for a part without a
+    published maximum (reach is its only check), except through an OCS, which needs
+    one."""
+    if optic.max_channel_loss_dB is None or optic.fibre is None:
+        return not ocs
+    if design is None:
+        return True
+    layout = design.layout
+    loss = channel_loss_dB(catalog.get(optic.fibre, Fibre), length_m,
+                           connectors=layout.connectors, splices=layout.splices, ocs=ocs)
+    return loss <= optic.max_channel_loss_dB
+
+
+def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
+                 design: Design | None = None, ocs: bool = False) -> Optic | None:
+    """Lowest-power cable or module with rate >= ``rate_Bps``, reach >= ``length_m``
+    and, with ``design`` (its connectors and splices), a budget that covers the channel
+    (through an OCS with ``ocs``: only parts with a published maximum channel loss).
 
     Power is the part's maximum, else its typical figure; entries without either come
     last: an unknown power is not a low one.
@@ -49,10 +96,14 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float) -> Optic | 
     Examples
     --------
     >>> from topomodel.catalog import load_catalog
-    >>> choose_optic(load_catalog(), 50e9, 2.0).form  # 400G at 2 m: passive copper
+    >>> catalog = load_catalog()
+    >>> choose_optic(catalog, 50e9, 2.0).form  # 400G at 2 m: passive copper
     'dac'
+    >>> choose_optic(catalog, 50e9, 50.0).id  # 400G at 50 m: the 9 W single-mode DR4
+    'osfp-400g-dr4'
     """
-    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)]
+    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)
+            and ((design is None and not ocs) or _closes(catalog, o, design, length_m, ocs))]
     if not fits:
         return None
     def power(optic: Optic) -> float | None:
@@ -107,10 +158,12 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
         for link_rate in np.unique(rate[in_tier]):
             rows = in_tier & (rate == link_rate)
             meters = tier_length_m(design, tier)
+            through_ocs = bool((medium[rows] == ocs).any())
             named = design.layout.cables.get(tier)
             chosen = catalog.get(named, Optic) if named else None
             if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
-                chosen = choose_optic(catalog, link_rate, meters)
+                chosen = choose_optic(catalog, link_rate, meters, design=design,
+                                      ocs=through_ocs)
             if chosen is None and whatif:
                 raise UsageError(f"{whatif}: no cable or module in the catalog carries"
                                  f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
@@ -120,7 +173,10 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                     ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
                      else _LENGTH_KEY[tier]),
                     f"no cable or module in the catalog reaches {meters:g} m at"
-                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links)")
+                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links)"
+                    + (" with a published channel-loss budget covering the optical"
+                       f" circuit switch's {OCS_INSERTION_LOSS_DB:g} dB" if through_ocs
+                       else ""))
             if not _carries(chosen, link_rate, meters):
                 raise design.problem(("layout", "cables", tier),
                                      f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"

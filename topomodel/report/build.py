@@ -107,11 +107,32 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "margin dB": "" if b.margin_dB is None else f"{b.margin_dB:.2f}",
         "closes": {True: "yes", False: "NO", None: "reach only"}[b.closes],
         "note": b.note} for b in budgets]
-    tables = [Table("Summary", summary), Table("Tiers", link_tier_rows),
-              Table("Bill of materials", bom_rows(data["bom"])),
-              Table("Power by tier", tier_rows(power_data)),
-              Table("Optical link budget", budget_rows)]
+    tables = [Table("Summary", summary, [summary_record(data)]),
+              Table("Tiers", link_tier_rows, data["tiers"]),
+              Table("Bill of materials", bom_rows(data["bom"]), data["bom"], name="bom"),
+              Table("Power by tier", tier_rows(power_data), power_data["tiers"],
+                    name="power_by_tier"),
+              Table("Optical link budget", budget_rows, data["link_budget"],
+                    name="link_budget")]
     return Report("build", data, tables, warnings)
+
+
+def summary_record(data: dict[str, Any]) -> dict[str, Any]:
+    """The build summary as one row of plain numbers (units in the names): what
+    ``--format csv`` writes for the Summary table, and what compare puts side by side."""
+    cut, power = data["bisection"], data["power"]
+    return {
+        "design": data["design"]["name"] or data["design"]["file"],
+        "accelerators": data["accelerators"],
+        "bisection_Bps": cut["bisection_Bps"], "bisection_ratio": cut["ratio"],
+        "injection_per_accelerator_Bps": cut["injection_Bps"],
+        "bisection_method": cut["method"],
+        "power_W": power["total_W"], "power_complete": power["complete"],
+        "power_W_per_accelerator": power["total_W_per_accelerator"],
+        "network_power_W": power["network_W"],
+        "network_power_W_per_accelerator": power["network_W_per_accelerator"],
+        "capex_USD": power["capex_USD"], "capex_complete": power["capex_complete"],
+    }
 
 
 def _scaleup_text(fabric: Fabric) -> str:

@@ -114,6 +114,7 @@ def catalog_show(catalog: Catalog, ident: str) -> Report:
     if entry is None:
         raise UsageError(f"unknown catalog id {ident!r}" + did_you_mean(ident, catalog.entries))
     rows: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
     data: dict[str, Any] = {"id": entry.id, "kind": entry.kind, "file": entry.file,
                             "line": entry.line}
     for key, f in yaml_keys(type(entry)).items():
@@ -126,6 +127,8 @@ def catalog_show(catalog: Catalog, ident: str) -> Report:
         kind = getattr(f.metadata["read"], "kind", None)
         rows.append({"key": key, "value": _display(value, kind),
                      "provenance": entry.provenance_of(key)})
+        records.append({"key": key, "field": f.name, "value": data[f.name],
+                        "provenance": entry.provenance_of(key)})
         if kind == "bandwidth":
             data[f.name.replace("_Bps", "_bps")] = value * 8
     data["provenance"] = entry.provenance
@@ -138,8 +141,11 @@ def catalog_show(catalog: Catalog, ident: str) -> Report:
         rows.append({"key": "energy per bit", "value": f"{entry.energy_pJ_per_bit:.3g} pJ/bit",
                      "provenance": "derived"})
         data["energy_pJ_per_bit"] = entry.energy_pJ_per_bit
+        records.append({"key": "energy per bit", "field": "energy_pJ_per_bit",
+                        "value": entry.energy_pJ_per_bit, "provenance": "derived"})
     return Report("catalog_entry", data,
-                  [Table(f"{entry.kind} {entry.id}", info), Table("Figures", rows)])
+                  [Table(f"{entry.kind} {entry.id}", info, name="entry"),
+                   Table("Figures", rows, records)])
 
 
 _UNIT_OF_KIND = {"time": "s", "power": "W", "length": "m", "compute_rate": "FLOP/s",

@@ -19,11 +19,13 @@ from topomodel.fabric.tables import Fabric
 
 def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                     step_result: Any, assumptions: GoodputAssumptions, *,
-                    routing: str = "ecmp", seed: int = 0, route_degradation: bool = True
-                    ) -> tuple[list[Any], dict[str, Any]]:
-    """The goodput tables and JSON of a step, with the what-ifs (step, goodput, review)."""
+                    routing: str = "ecmp", seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
+    """The goodput tables and JSON of a step, with the what-ifs: the one goodput path of
+    step, goodput, compare and review. The degradation is routed wherever
+    :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
+    every verb."""
     result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, seed=seed, route_degradation=route_degradation)
+                         routing=routing, seed=seed)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
@@ -89,7 +91,7 @@ def goodput_tables(result: GoodputResult,
         {"item": "throughput kept while parts are down",
          "value": f"{r.degraded_throughput_fraction:.2%} ("
          + ("routed around one failed part per tier)" if r.degraded_routed
-            else "upper-bound estimate, not re-routed)")},
+            else "a lower bound: losses bounded from above, not re-routed)")},
         {"item": "goodput", "value": f"{r.goodput_tokens_per_s:,.0f} tokens/s of"
          f" {r.tokens_per_s:,.0f}"},
     ]
@@ -102,14 +104,36 @@ def goodput_tables(result: GoodputResult,
               f"degrades ({r.degraded_loss.get(ln.tier, 0.0):.2%} each)",
               "rate source": f"{ln.rate_entry} ({ln.provenance})"}
              for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
-    tables = [Table("Goodput", summary), Table("Failures by part", parts)]
+    summary_record = {
+        "interruptions_per_day": r.interruptions_per_day, "mtbi_s": r.mtbi_s,
+        "checkpoint_bytes": r.checkpoint_bytes, "checkpoint_write_s": r.checkpoint_write_s,
+        "checkpoint_interval_s": r.checkpoint_interval_s, "spare_systems": r.spare_systems,
+        "no_spare_probability": r.no_spare_probability,
+        "downtime_per_interruption_s": r.downtime_per_interruption_s,
+        "effective_time_fraction": r.effective_time_fraction,
+        "degraded_throughput_fraction": r.degraded_throughput_fraction,
+        "degraded_routed": r.degraded_routed, "tokens_per_s": r.tokens_per_s,
+        "goodput_tokens_per_s": r.goodput_tokens_per_s}
+    part_records = [{"part": ln.component, "model": ln.model, "where": ln.tier,
+                     "count": ln.count, "rate_per_year": ln.rate_per_s * SECONDS_PER_YEAR,
+                     "failures_per_day": ln.failures_per_s * SECONDS_PER_DAY,
+                     "share": ln.failures_per_s / total, "interrupts": ln.interrupts,
+                     "degraded_loss_each": None if ln.interrupts
+                     else r.degraded_loss.get(ln.tier, 0.0),
+                     "rate_entry": ln.rate_entry, "provenance": ln.provenance}
+                    for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
+    tables = [Table("Goodput", summary, [summary_record]),
+              Table("Failures by part", parts, part_records)]
     if r.degraded_tiers:
         tables.append(degraded_table(r))
     if whatifs:
         tables.append(Table("Goodput what-ifs", [
             {"case": name, "interruptions/day": f"{w.interruptions_per_day:.3g}",
              "effective time": f"{w.effective_time_fraction:.1%}",
-             "goodput (tokens/s)": f"{w.goodput_tokens_per_s:,.0f}"} for name, w in whatifs]))
+             "goodput (tokens/s)": f"{w.goodput_tokens_per_s:,.0f}"} for name, w in whatifs],
+            [{"case": name, "interruptions_per_day": w.interruptions_per_day,
+              "effective_time_fraction": w.effective_time_fraction,
+              "goodput_tokens_per_s": w.goodput_tokens_per_s} for name, w in whatifs]))
     return tables
 
 

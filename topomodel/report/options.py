@@ -14,4 +14,11 @@ def options_report() -> Report:
              "default": o.default_text(), "meaning": o.doc} for o in OPTIONS.values()]
     data = {"options": [{"key": o.key, "flag": o.flag, "target": o.target,
                          "default": o.default, "doc": o.doc} for o in OPTIONS.values()]}
-    return Report("options", data, [Table("Step options", rows)])
+    from topomodel.units import KINDS
+
+    records = [{"key": o.key, "flag": o.flag, "target": o.target,
+                "default": o.default if not isinstance(o.default, dict | list | tuple)
+                else o.default_text(),
+                "default_unit": KINDS[o.quantity_kind].canonical if o.quantity_kind else "",
+                "meaning": o.doc} for o in OPTIONS.values()]
+    return Report("options", data, [Table("Step options", rows, records, name="options")])

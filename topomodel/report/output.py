@@ -1,7 +1,17 @@
-"""One output helper for every command: table, JSON, CSV or Markdown.
+"""One output helper for every command: table, JSON, CSV, Markdown or Parquet.
 
 A command builds a :class:`Report`: ``data`` (plain types, units in the key names) is
-what ``--format json`` prints; ``tables`` are what the other formats print.
+what ``--format json`` prints; ``tables`` are what the other formats print. A table has
+``rows`` for people (formatted text: ``"1.6 Tb/s"``, ``"37%"``) and ``records`` for
+machines (plain numbers in the canonical unit, the unit in the column name:
+``capacity_Bps``, ``time_s``, ``utilization`` 0-1); ``--format csv`` and ``parquet``
+write the records.
+
+CSV is one tidy table: every table's records one under the other, the first column
+``table`` naming the table each row belongs to, the columns the union of the tables'
+(a cell a table does not have is empty); with a directory (:func:`write_tables`) it is
+one file per table, ``DIR/<table>.csv``. Parquet always goes to a directory,
+``DIR/<table>.parquet``.
 """
 
 from __future__ import annotations
@@ -10,22 +20,48 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from topomodel.errors import UsageError
 from topomodel.files import plain_json
 
-FORMATS = ("table", "json", "csv", "md")
+FORMATS = ("table", "json", "csv", "md", "parquet")
+FILE_FORMATS = ("csv", "parquet")
+"""Formats that :func:`write_tables` writes as one file per table."""
 JSON_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table: rows are mappings from column name to a plain value."""
+    """A titled table: ``rows`` for people (column name to formatted value) and, where a
+    row's values are formatted, ``records`` for machines (plain numbers, units in the
+    column names); ``name`` is its machine name (default: the title, lower case, words
+    joined by ``_``)."""
 
     title: str
     rows: Sequence[dict[str, Any]]
+    records: Sequence[dict[str, Any]] | None = None
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        """The table's machine name: the ``table`` column of CSV, the file name.
+
+        Examples
+        --------
+        >>> Table("Bill of materials", []).key, Table("x", [], name="bom").key
+        ('bill_of_materials', 'bom')
+        """
+        return self.name or re.sub(r"[^a-z0-9]+", "_", self.title.lower()).strip("_")
+
+    @property
+    def machine_rows(self) -> Sequence[dict[str, Any]]:
+        """The rows CSV and Parquet write: ``records``, else ``rows`` (already plain)."""
+        return self.records if self.records is not None else self.rows
 
 
 @dataclass(frozen=True)
@@ -37,6 +73,7 @@ class Report:
     tables: Sequence[Table] = ()
     warnings: Sequence[str] = field(default=())
     text: str | None = None  # a short result said in words, for table and md
+    bare_json: bool = False  # JSON is ``data`` alone, without schema and version keys
 
 
 def nonfinite_result(report: Report) -> str | None:
@@ -88,7 +125,17 @@ def render(report: Report, fmt: str) -> str:
       "version": 1,
       "x_s": 1.5
     }
+    >>> print(render(Report("demo", {}, [Table("t", [{"a": "1,000 W"}],
+    ...                                        [{"a_W": 1000.0}])]), "csv"))
+    table,a_W
+    t,1000.0
     """
+    if fmt == "parquet":
+        raise UsageError("--format parquet writes files: give the directory with -o DIR")
+    if fmt == "csv":
+        return _csv(_tables(report, warnings=True)).rstrip("\n")
+    if fmt == "json" and report.bare_json:
+        return json.dumps(plain_json(report.data), indent=2, allow_nan=False)
     if fmt == "json":
         payload = {"schema": f"topomodel.{report.kind}", "version": JSON_SCHEMA_VERSION,
                    **report.data}
@@ -96,18 +143,99 @@ def render(report: Report, fmt: str) -> str:
             payload["warnings"] = list(report.warnings)
         return json.dumps(plain_json(payload), indent=2, allow_nan=False)
     parts = []
-    tables = report.tables or [Table(report.kind, [_flat(report.data)])]
-    if report.text is not None and fmt != "csv":
-        parts.append(report.text)
-        tables = []
-    for table in tables:
-        if fmt == "csv":
-            parts.append(f"# {table.title}\n{_csv(table)}")
-        else:
-            parts.append(_text_table(table, fmt))
-    if fmt != "csv":
-        parts.extend(f"warning: {w}" for w in report.warnings)
+    tables = list(report.tables) if fmt == "md" else _tables(report)
+    if report.text is not None:
+        parts.append(report.text if fmt != "md" else _md_text(report.text))
+        tables = tables if fmt == "md" else []  # Markdown keeps the tables too
+    parts.extend(_text_table(table, fmt) for table in tables)
+    parts.extend(f"warning: {w}" if fmt != "md" else f"> **warning:** {_md_text(w)}"
+                 for w in report.warnings)
     return "\n\n".join(parts).rstrip("\n")
+
+
+def _tables(report: Report, *, warnings: bool = False) -> list[Table]:
+    """The report's tables (a report without any: one row of its plain data), and with
+    ``warnings`` a ``warnings`` table of them."""
+    tables = list(report.tables) or [Table(report.kind, [_flat(report.data)])]
+    if warnings and report.warnings:
+        tables.append(Table("warnings", [{"warning": w} for w in report.warnings]))
+    return tables
+
+
+def _md_text(text: str) -> str:
+    """Plain text as Markdown: each line a paragraph line, code-like text kept."""
+    return "\n".join(line.replace("|", "\\|").replace("*", "\\*") + "  "
+                     for line in text.splitlines()).rstrip()
+
+
+def write_tables(report: Report, fmt: str, directory: str | Path) -> list[Path]:
+    """Write every table of ``report`` as its own file ``DIR/<table>.csv`` or
+    ``.parquet`` (``fmt``); return the files written. Each file is written whole or not
+    at all (a temporary file renamed into place).
+
+    Raises
+    ------
+    UsageError
+        If ``directory`` is a file.
+    OSError
+        If the directory cannot be written.
+    """
+    from topomodel.files import atomic_bytes
+
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target}: is a file; -o takes a directory for --format {fmt}")
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in _tables(report, warnings=True):
+        path = target / f"{table.key}.{fmt}"
+        if fmt == "csv":
+            atomic_bytes(path, _csv([table], long_form=False).encode())
+        else:
+            atomic_bytes(path, _parquet(table))
+        written.append(path)
+    return written
+
+
+def machine_value(value: Any) -> Any:
+    """A cell as CSV and Parquet hold it: numbers plain (NaN and infinity empty), lists
+    joined by ``;``, nested mappings as JSON.
+
+    Examples
+    --------
+    >>> machine_value(1234567.0), machine_value(float("nan")), machine_value(("a", "b"))
+    (1234567.0, None, 'a;b')
+    """
+    value = plain_json(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return ";".join(str(machine_value(v)) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def frame(table: Table) -> Any:
+    """The machine rows of ``table`` as a pandas DataFrame (columns in order of first
+    appearance)."""
+    import pandas as pd
+
+    rows = table.machine_rows
+    columns = _columns(rows)
+    return pd.DataFrame([[machine_value(r.get(c)) for c in columns] for r in rows],
+                        columns=columns)
+
+
+def _parquet(table: Table) -> bytes:
+    buffer = io.BytesIO()
+    data = frame(table)
+    for column in data.columns:  # one type per column: mixed text and numbers as text
+        kinds = {type(v) for v in data[column] if v is not None}
+        if len(kinds) > 1 and str in kinds:
+            data[column] = data[column].map(lambda v: None if v is None else str(v))
+    data.to_parquet(buffer, index=False)
+    return buffer.getvalue()
 
 
 def _text_table(table: Table, fmt: str) -> str:
@@ -123,13 +251,21 @@ def _text_table(table: Table, fmt: str) -> str:
     return heading + "\n" + body if fmt == "md" else heading + body
 
 
-def _csv(table: Table) -> str:
+def _csv(tables: Sequence[Table], *, long_form: bool = True) -> str:
+    """Tables as one CSV: with ``long_form`` a first column ``table`` and the union of
+    the columns."""
     buffer = io.StringIO()
-    columns = _columns(table.rows)
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(table.rows)
-    return buffer.getvalue().rstrip("\n")
+    columns = _columns([r for t in tables for r in t.machine_rows])
+    if long_form:
+        columns = ["table", *[c for c in columns if c != "table"]]
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for table in tables:
+        for row in table.machine_rows:
+            cells = {**row, "table": table.key} if long_form else row
+            writer.writerow(["" if (v := machine_value(cells.get(c))) is None else v
+                             for c in columns])
+    return buffer.getvalue()
 
 
 def _flat(data: dict[str, Any]) -> dict[str, Any]:

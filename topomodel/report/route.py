@@ -5,7 +5,9 @@ JSON (``schema: topomodel.route``, ``version: 1``) keys:
 - ``collective``, ``algorithm`` (the one run; with ``auto``, ``candidates`` lists the
   others' times), ``protocol`` (LL, LL128 or Simple: the fastest, as NCCL's tuner
   picks), ``routing``, ``router``, ``size_bytes`` and ``size_convention``,
-  ``ranks`` (per group), ``groups`` (count per group set);
+  ``ranks`` (of the largest group of any set, whatever the order of the sets),
+  ``groups`` (count per group set), ``group_sets`` (per set: ``spec``, ``groups``,
+  ``ranks``, ``busbw_Bps`` with that set's own nccl-tests factor);
 - ``time_s``, ``algbw_Bps``, ``busbw_Bps`` (nccl-tests definitions), ``latency_s``,
   ``bandwidth_s``, ``topology_s`` (they add up to ``time_s``);
 - ``tiers``: per link tier ``bytes``, ``capacity_Bps`` (all links, one direction, line
@@ -66,6 +68,10 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         "routing": routing, "router": timing.phases[0].routed.router if timing.phases else "",
         "size_bytes": run.size_bytes, "size_convention": SIZE_CONVENTIONS[run.collective],
         "ranks": run.ranks, "groups": dict(zip(run.group_sets, run.groups, strict=True)),
+        "group_sets": [{"spec": spec, "groups": count, "ranks": ranks, "busbw_Bps": busbw}
+                       for spec, count, ranks, busbw in zip(
+                           run.group_sets, run.groups, run.ranks_per_set,
+                           run.busbw_per_set_Bps, strict=True)],
         "time_s": total, "algbw_Bps": run.algbw_Bps, "busbw_Bps": run.busbw_Bps,
         "latency_s": timing.latency_s, "bandwidth_s": timing.bandwidth_s,
         "topology_s": timing.topology_s,
@@ -79,12 +85,17 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     summary = [
         {"item": "collective", "value": f"{run.collective} ({run.algorithm}), "
          f"{format_size(run.size_bytes)} ({SIZE_CONVENTIONS[run.collective]})"},
-        {"item": "groups", "value": ", ".join(f"{n} x {spec}" for spec, n in
-                                              zip(run.group_sets, run.groups, strict=True))
-         + f" of {run.ranks} ranks"},
+        {"item": "groups", "value": ", ".join(
+            f"{n} x {spec} of {r} ranks" for spec, n, r in
+            zip(run.group_sets, run.groups, run.ranks_per_set, strict=True))},
         {"item": "time", "value": format_si(total, "s")},
         {"item": "algbw / busbw", "value": f"{format_rate(run.algbw_Bps)} /"
-         f" {format_rate(run.busbw_Bps)}"},
+         f" {format_rate(run.busbw_Bps)}" + ("" if len(set(run.ranks_per_set)) == 1 else
+                                             f" (of the {run.ranks}-rank groups; per set: "
+                                             + ", ".join(f"{spec} {format_rate(b)}" for spec, b
+                                                         in zip(run.group_sets,
+                                                                run.busbw_per_set_Bps,
+                                                                strict=True)) + ")")},
         {"item": "latency / bandwidth / topology", "value": " / ".join(
             format_si(v, "s") for v in (timing.latency_s, timing.bandwidth_s,
                                         timing.topology_s))},
@@ -105,13 +116,17 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     hot_rows = [{"link": h["link"], "tier": h["tier"], "bytes": format_size(h["bytes"]),
                  "util": f"{h['utilization']:.0%}", "groups": ", ".join(h["groups"])}
                 for h in hot]
-    tables = [Table("Collective", summary), Table("Tiers", tier_rows),
-              Table(f"Hotspots (top {top})", hot_rows)]
+    record = {key: data[key] for key in (
+        "design", "collective", "algorithm", "protocol", "routing", "router", "size_bytes",
+        "ranks", "time_s", "algbw_Bps", "busbw_Bps", "latency_s", "bandwidth_s",
+        "topology_s", "unroutable_flows", "unroutable_bytes")}
+    tables = [Table("Collective", summary, [record]), Table("Tiers", tier_rows, tiers),
+              Table(f"Hotspots (top {top})", hot_rows, hot, name="hotspots")]
     if cross:
         tables.append(Table("Bisection", [{
             "bytes across": format_size(cross["bytes"]),
             "capacity (per dir)": format_rate(cross["capacity_Bps"]),
-            "time at capacity": format_si(cross["time_s"], "s")}]))
+            "time at capacity": format_si(cross["time_s"], "s")}], [cross]))
     return Report("route", data, tables, warnings)
 
 

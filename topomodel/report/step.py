@@ -68,6 +68,30 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
               for k, v in result.memory.items()]
     data = step_json(result, assumptions)
     data["design"] = design_name
-    return Report("step", data, [Table("Step", rows), Table("Walls", walls),
-                                 Table("Communication", comm), Table("Memory", memory)],
+    records = {
+        "step": [step_record(result, design_name)],
+        "walls": [{"wall": k.removesuffix("_s"), "time_s": v,
+                   "share_of_step": v / result.step_time_s} for k, v in result.walls.items()],
+        "communication": data["comm"],
+        "memory": [{"part": k.removesuffix("_bytes"), "per_accelerator_bytes": v}
+                   for k, v in result.memory.items()]}
+    return Report("step", data, [Table("Step", rows, records["step"]),
+                                 Table("Walls", walls, records["walls"]),
+                                 Table("Communication", comm, records["communication"]),
+                                 Table("Memory", memory, records["memory"])],
                   list(result.warnings))
+
+
+def step_record(result: StepResult, design_name: str) -> dict[str, Any]:
+    """The headline numbers of a step as one row of plain numbers (units in the names):
+    the Step table of ``--format csv``, and the step part of compare."""
+    lay = result.layout
+    return {"design": design_name, "model": result.model, "accelerators": lay.world,
+            "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+            "global_batch": result.global_batch, "microbatches": result.microbatches,
+            "step_time_s": result.step_time_s, "compute_s": result.compute_s,
+            "imbalance_s": result.imbalance_s, "bubble_s": result.bubble_s,
+            "exposed_comm_s": result.exposed_comm_s, "wait_s": result.wait_s,
+            **{f"{k.removesuffix('_s')}_wall_s": v for k, v in result.walls.items()},
+            "comm_share": result.comm_share, "mfu": result.mfu, "hfu": result.hfu,
+            "tokens_per_s": result.tokens_per_s, "fits": result.fits}

@@ -105,8 +105,10 @@ def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] |
         "points": len(frame), "computed": outcome.ran, "resumed": outcome.resumed,
         "failed": failed, "infeasible": infeasible, "time_s": outcome.elapsed_s,
         "points_per_s": rate if outcome.ran else None, "best": best_data}
-    tables = [Table("Sweep", summary),
-              Table("Best feasible point per metric (metrics that differ)", best_rows)]
+    record = {k: v for k, v in report.items() if k != "best"}
+    tables = [Table("Sweep", summary, [record]),
+              Table("Best feasible point per metric (metrics that differ)", best_rows,
+                    best_data, name="best")]
     warnings = list(outcome.warnings)
     if failed:
         warnings.append(f"{failed} point(s) failed; their error is in the error column")
@@ -126,7 +128,8 @@ def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] |
                             " between points with the same power_unknown")
     if pareto is not None:
         front_rows, front_data = _pareto(outcome, pareto, feasible, plot)
-        tables.append(Table(f"Pareto front: {pareto[0]} vs {pareto[1]}", front_rows))
+        tables.append(Table(f"Pareto front: {pareto[0]} vs {pareto[1]}", front_rows,
+                            front_data, name="pareto_front"))
         report["pareto"] = {"x": pareto[0].name, "x_better": pareto[0].better,
                             "y": pareto[1].name, "y_better": pareto[1].better,
                             "points": front_data}
@@ -187,6 +190,10 @@ def dry_run_report(sweep: Sweep, *, show: int = 20) -> Report:
         {"item": "distinct designs to build", "value": f"{designs:,}"},
         {"item": "metrics recorded", "value": len(sweep.metrics)},
         {"item": "constraints", "value": "; ".join(sweep.constraints) or "-"}]
-    return Report("sweep_plan", data, [Table("Sweep plan", summary), Table("Blocks", blocks),
+    plan = {"points": len(sweep.points), "duplicates": sweep.duplicates,
+            "designs": designs, "metrics": len(sweep.metrics),
+            "constraints": "; ".join(sweep.constraints)}
+    return Report("sweep_plan", data, [Table("Sweep plan", summary, [plan]),
+                                       Table("Blocks", blocks),
                                        Table(f"First {min(show, len(points))} points",
-                                             points)])
+                                             points, name="points")])

@@ -237,7 +237,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
            " advances training, 0-1"),
     Metric("goodput_tokens_per_s", "float", "max", None, "tokens/s after failures,"
-           " checkpoints and degraded operation (bounded)"),
+           " checkpoints and degraded operation (a lower bound: the degradation is bounded,"
+           " not re-routed)"),
     Metric("memory_bytes", "float", "min", "size", "memory per accelerator, bytes"),
     Metric("fits", "bool", None, None, "the memory fits the accelerator's HBM"),
     Metric("world", "int", None, None, "accelerators the layout uses"),

@@ -29,7 +29,11 @@ from topomodel.report.review.collect import (
 from topomodel.report.review.document import (
     Review,
 )
-from topomodel.report.review.provenance import review_provenance
+from topomodel.report.review.provenance import (
+    review_bibliography,
+    review_inputs,
+    review_provenance,
+)
 from topomodel.report.review.sections import _headline, _sections
 
 
@@ -89,6 +93,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
     provenance = review_provenance(fabric, model, [] if goodput is None else [
         str(line["rate_entry"]) for line in goodput[1]["components"]])
+    bibliography = review_bibliography(provenance)
+    inputs = review_inputs(fabric)
     good = None if goodput is None else goodput[1]
     headline, summary = _headline(fabric, build.data, step, good)
     data: dict[str, Any] = {
@@ -108,13 +114,47 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         "hotspots": [] if featured_rep is None else featured_rep.data["hotspots"],
         "assumptions": assumptions_rows,
         "provenance": provenance,
+        "bibliography": bibliography,
+        "inputs": inputs,
         "figures": [{"name": f.name, "file": f.file, "caption": f.caption}
                     for f in figures.values()],
         "notes": collectives.notes,
     }
     sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
-                         levels, assumptions_rows, provenance, warnings, goodput)
+                         levels, assumptions_rows, provenance, warnings, goodput,
+                         bibliography, inputs)
     subtitle = (f"{fabric.accelerator_count:,} accelerators, design file {design.file}"
-                + (f"; model {model.id}" if model is not None else ""))
+                + (f"; model {model.id}" if model is not None else "")
+                + f"; written {inputs['generated_utc']} by topomodel"
+                f" {inputs['topomodel_version']}")
+    tables = _machine_tables(build, featured_rep, step_rep, goodput, collectives.rows,
+                             assumptions_rows, provenance, bibliography, inputs)
     return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
-                  tuple(warnings), tuple(headline))
+                  tuple(warnings), tuple(headline), tables)
+
+
+def _machine_tables(build: Any, featured: Any, step: Any,
+                    goodput: tuple[list[Table], dict[str, Any]] | None,
+                    collectives: list[dict[str, Any]], assumptions: list[dict[str, Any]],
+                    provenance: list[dict[str, Any]], bibliography: list[dict[str, Any]],
+                    inputs: dict[str, Any]) -> tuple[Table, ...]:
+    """Every table of the review with plain records, each named once (the build's,
+    featured collective's, step's and goodput's tables prefixed), for --format csv and
+    parquet."""
+    import dataclasses
+
+    out: list[Table] = []
+    for prefix, tables in (("build_", build.tables),
+                           ("featured_", featured.tables if featured else ()),
+                           ("step_", step.tables if step else ()),
+                           ("", goodput[0] if goodput else ())):
+        out += [dataclasses.replace(t, name=prefix + t.key) for t in tables]
+    figures = [{"entry": e["id"], **f} for e in provenance for f in e["figures"]]
+    out += [Table("Collectives", collectives, collectives),
+            Table("Assumptions", assumptions, assumptions),
+            Table("Figures", figures, figures, name="provenance"),
+            Table("Bibliography", bibliography, bibliography),
+            Table("Inputs", inputs["files"], [{**f, "generated_utc": inputs["generated_utc"],
+                                               "topomodel_version": inputs["topomodel_version"]}
+                                              for f in inputs["files"]])]
+    return tuple(out)

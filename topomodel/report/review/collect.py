@@ -18,13 +18,17 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
 - ``levels``: the fabric as levels (see :func:`topomodel.analysis.levels.network_levels`);
 - ``collectives``: ``sizes_bytes``, ``groups`` (spec: ranks and count), ``rows`` (one per
   collective, group and size: ``time_s``, ``algbw_Bps``, ``busbw_Bps``, ``latency_s``,
-  ``bandwidth_s``, ``topology_s``, ``algorithm``), ``skipped`` and ``featured`` (the
-  ``topomodel route`` data of the collective the topology diagram shows);
+  ``bandwidth_s``, ``topology_s``, ``algorithm``, ``peak_utilization``), ``skipped`` and
+  ``featured`` (the ``topomodel route`` data of the most loaded collective, which the
+  topology diagram shows);
 - ``step``: the ``topomodel step`` data, or null without a model;
 - ``hotspots``: the featured collective's busiest links;
 - ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
-- ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``provenance``,
-  ``figures`` (``key``, ``value``, ``provenance``);
+- ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``notes``,
+  ``provenance``, ``figures`` (``key``, ``value``, ``provenance``);
+- ``bibliography``: per source tag cited: ``tag``, ``citation``, ``date``, ``kind``,
+  ``cited_by``; ``inputs``: ``generated_utc``, ``topomodel_version``, ``files``
+  (``file``, ``role``, ``bytes``, ``sha256``);
 - ``figures``: ``name``, ``file``, ``caption``; ``notes``; ``warnings``.
 """
 
@@ -65,21 +69,14 @@ REVIEW_SIZES_BYTES = documented(
 
 LARGE_FABRIC_ACCELERATORS = documented(
     "review.LARGE_FABRIC_ACCELERATORS", 2048,
-    """Above this many accelerators the review keeps to LARGE_FABRIC_SIZES_BYTES and
-    FAST_ALGORITHMS, and says so: trying every algorithm at every size would take
-    minutes on a 100k-accelerator fabric (tree and in-network reduction over thousands
-    of ranks route far more flows than ring or hierarchical).""")
+    """Above this many accelerators the review times its collectives at
+    LARGE_FABRIC_SIZES_BYTES only, and says so: every size on a 100k-accelerator fabric
+    would take minutes. The algorithms are the same at every size: the fastest of those
+    NCCL runs (auto), so the table shows the best AllReduce, not the ring's.""")
 
 
 LARGE_FABRIC_SIZES_BYTES = (2**30,)
 """The one size on a large fabric: bandwidth-bound, where the topology shows."""
-
-
-FAST_ALGORITHMS = {"allreduce": ("ring",), "allgather": ("ring",),
-                   "reducescatter": ("ring",), "alltoall": ("direct",)}
-"""Algorithms tried on a large fabric at its large sizes (NCCL's ring, one channel per
-NIC, is the bandwidth-optimal choice there); smaller fabrics try every algorithm NCCL
-runs (:data:`~topomodel.analysis.collective.AUTO_ALGORITHMS`)."""
 
 
 MAX_ALLTOALL_FLOWS = documented(
@@ -98,6 +95,26 @@ PAIRWISE_MAX_RANKS = documented(
 
 HOTSPOT_COUNT = 10
 """Busiest links listed."""
+
+
+def spread_groups(fabric: Fabric, max_flows: int) -> str | None:
+    """The group spec of All-to-All groups spread over the whole fabric, for a fabric too
+    large for one All-to-All of every accelerator: ``stride:K``, the K groups of
+    ``N / K`` ranks ``{j, j + K, j + 2K, ...}`` (one per block of K consecutive ranks, so
+    their traffic crosses the top tier as the whole-fabric All-to-All's would), with the
+    most ranks whose flows (N x ranks) stay within ``max_flows``; None if no group of 2
+    or more ranks fits.
+
+    Examples
+    --------
+    >>> class F:
+    ...     accelerators = np.arange(98_304)
+    >>> spread_groups(F(), 2**20)
+    'stride:12288'
+    """
+    n = len(fabric.accelerators)
+    ranks = [r for r in range(2, n + 1) if n % r == 0 and n * r <= max_flows]
+    return f"stride:{n // max(ranks)}" if ranks else None
 
 
 @dataclass(frozen=True)
@@ -134,9 +151,13 @@ def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
 
 def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                      sizes_bytes: Sequence[float] | None) -> _Collectives:
-    """Every review collective on every natural group at every size; the fastest
-    algorithm of the ones tried."""
+    """Every review collective on every natural group at every size, with the fastest
+    algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
+    runs on groups spread over the fabric (:func:`spread_groups`). The featured run, the
+    one the topology diagram shows, is the most loaded at the largest size (the highest
+    link utilization; on scale-out groups where there are any)."""
     from topomodel.analysis.collective import AUTO_ALGORITHMS, run_collective
+    from topomodel.analysis.loads import link_utilization
     from topomodel.traffic.groups import parse_groups
 
     large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
@@ -147,33 +168,44 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
         sizes = tuple(float(s) for s in LARGE_FABRIC_SIZES_BYTES)
     else:
         sizes = tuple(float(s) for s in REVIEW_SIZES_BYTES)
-    if large:
+    if large and not sizes_bytes:
         notes.append(f"{fabric.accelerator_count:,} accelerators (more than"
-                     f" {LARGE_FABRIC_ACCELERATORS:,}): collectives tried with "
-                     + "; ".join(f"{c}: {', '.join(a)}" for c, a in FAST_ALGORITHMS.items())
-                     + (" at " + ", ".join(size_text(s) for s in sizes)
-                        if not sizes_bytes else "") + " only, to keep the review fast")
+                     f" {LARGE_FABRIC_ACCELERATORS:,}): collectives timed at "
+                     + ", ".join(size_text(s) for s in sizes) + " only, to keep the review"
+                     " fast; each with the fastest algorithm NCCL runs")
     groups = natural_groups(fabric)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     group_info: dict[str, dict[str, int]] = {}
     featured: CollectiveRun | None = None
-    featured_group = ""
-    scale_out = [spec for spec, net in groups if net == "scale-out"]
-    feature_spec = ("all" if "all" in scale_out else scale_out[0] if scale_out
-                    else groups[0][0] if groups else "")
+    featured_group, featured_load = "", (-1.0, -1.0)
+    scale_out = any(net == "scale-out" for _, net in groups)
+    plan: list[tuple[str, str, tuple[str, ...]]] = [
+        (spec, network, REVIEW_COLLECTIVES) for spec, network in groups]
     for spec, network in groups:
         members = parse_groups(fabric, spec)
         ranks, count = len(members[0]), len(members)
+        if count * ranks * ranks > MAX_ALLTOALL_FLOWS and spec == "all" and network == (
+                "scale-out"):
+            spread = spread_groups(fabric, MAX_ALLTOALL_FLOWS)
+            if spread is not None and spread not in dict(groups):
+                plan.append((spread, network, ("alltoall",)))
+                notes.append(f"All-to-All of all {ranks:,} accelerators would route"
+                             f" {ranks * (ranks - 1):,} flows: it runs on {spread} instead,"
+                             " groups spread over the whole fabric whose traffic crosses"
+                             " its top (and any oversubscribed) tier as the whole-fabric"
+                             " All-to-All's would")
+    for spec, network, collectives in plan:
+        members = parse_groups(fabric, spec)
+        ranks, count = len(members[0]), len(members)
         group_info[spec] = {"ranks": ranks, "groups": count}
-        for collective in REVIEW_COLLECTIVES:
+        for collective in collectives:
             if collective == "alltoall" and count * ranks * ranks > MAX_ALLTOALL_FLOWS:
                 skipped.append(f"alltoall on {spec} ({count} x {ranks} ranks:"
                                f" {count * ranks * (ranks - 1):,} flows)")
                 continue
-            candidates = tuple(
-                a for a in (FAST_ALGORITHMS if large else AUTO_ALGORITHMS)[collective]
-                if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
+            candidates = tuple(a for a in AUTO_ALGORITHMS[collective]
+                               if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
             for size in sizes:
                 try:
                     best = run_collective(fabric, collective, size, [spec], candidates=candidates,
@@ -181,16 +213,20 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                 except UsageError:
                     skipped.append(f"{collective} on {spec}: no algorithm applies")
                     break
+                peak = float(link_utilization(best.timing).max(initial=0.0)) if (
+                    best.time_s) else 0.0
                 rows.append({"collective": collective, "group": spec, "network": network,
                              "ranks": ranks, "groups": count, "size_bytes": size,
                              "algorithm": best.algorithm, "time_s": best.time_s,
                              "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
                              "latency_s": best.timing.latency_s,
                              "bandwidth_s": best.timing.bandwidth_s,
-                             "topology_s": best.timing.topology_s})
-                if spec == feature_spec and size == sizes[-1] and (
-                        featured is None or best.time_s > featured.time_s):
-                    featured, featured_group = best, spec
+                             "topology_s": best.timing.topology_s,
+                             "peak_utilization": peak})
+                load = (peak, best.time_s)
+                if size == sizes[-1] and (network == "scale-out" or not scale_out) and (
+                        load > featured_load):
+                    featured, featured_group, featured_load = best, spec, load
     if skipped:
         notes.append("left out: " + "; ".join(skipped) + f" (more than"
                      f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")

@@ -4,17 +4,10 @@ which the renderer turns into HTML, Markdown and JSON."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from topomodel.report.output import Table
 from topomodel.units import format_size
-
-if TYPE_CHECKING:
-    pass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 
 def size_text(size_bytes: float) -> str:
@@ -103,6 +96,7 @@ class Review:
     data: dict[str, Any]  # report.json, without schema, version and warnings
     warnings: tuple[str, ...]
     headline: tuple[dict[str, str], ...]  # item / value rows the CLI prints
+    tables: tuple[Table, ...] = ()  # every table with its machine records (csv, parquet)
 
 
 Block = Text | TableBlock | FigureBlock | Cards | Callout

@@ -104,8 +104,27 @@ figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
 .badge.assumed { background: #fee2e2; color: #991b1b; }
 footer { margin-top: 48px; color: var(--muted); font-size: 12px;
          border-top: 1px solid var(--line); padding-top: 8px; }
-@media print { nav.toc { display: none; } main { max-width: none; } }
+@page { size: A4; margin: 12mm; }
+@media print {
+  body { font-size: 10pt; }
+  nav.toc { display: none; }
+  main { max-width: none; padding: 0; }
+  h2 { break-after: avoid; margin-top: 18pt; }
+  .table-wrap { overflow: visible; }
+  table { width: 100%; min-width: 0; table-layout: auto; font-size: 7.5pt; }
+  th, td, td.num, th.num { white-space: normal; overflow-wrap: anywhere;
+                           padding: 2px 4px; }
+  td:first-child { min-width: 0; }
+  thead { display: table-header-group; }
+  tr, figure, .callout, .card { break-inside: avoid; }
+  figure img { max-width: 100% !important; height: auto !important; }
+  .cards { grid-template-columns: repeat(4, 1fr); }
+}
 """
+PRINT_PAGE_WIDTH_PX = round((210 - 2 * 12) / 25.4 * 96)
+"""Printable width of the page the print stylesheet sets (A4 portrait, 12 mm margins; US
+Letter's is wider), CSS pixels: every table fits in it (tests/test_review.py prints the
+report to check)."""
 
 
 # ---------------------------------------------------------------------------- HTML
@@ -133,8 +152,10 @@ def render_html(review: Review) -> str:
 </header>
 <nav class="toc" aria-label="Contents"><strong>Contents</strong><ol>{toc}</ol></nav>
 {body}
-<footer>Written by topomodel {_e(__version__)}. Bandwidths are per direction unless
-marked otherwise; GB = 10<sup>9</sup> bytes, Gb = 10<sup>9</sup> bits.</footer>
+<footer>Written {_e(review.data.get("inputs", {}).get("generated_utc", ""))} by topomodel
+{_e(__version__)} (input files and their SHA-256 under Provenance). Bandwidths are per
+direction unless marked otherwise; GB = 10<sup>9</sup> bytes, Gb = 10<sup>9</sup> bits.
+</footer>
 </main>
 </body>
 </html>

@@ -75,7 +75,9 @@ def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: A
               step: StepResult | None, step_rep: Any, levels: list[dict[str, Any]],
               assumptions: list[dict[str, Any]], provenance: list[dict[str, Any]],
               warnings: list[str],
-              goodput: tuple[list[Table], dict[str, Any]] | None) -> list[Section]:
+              goodput: tuple[list[Table], dict[str, Any]] | None,
+              bibliography: list[dict[str, Any]] | None = None,
+              inputs: dict[str, Any] | None = None) -> list[Section]:
     tables = {t.title: t for t in build.tables}
     return [
         _summary_section(fabric, build, step, warnings, tables["Summary"],
@@ -92,7 +94,7 @@ def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: A
             TableBlock(t) for t in goodput[0]))]),
         _materials_section(build, tables),
         _assumptions_section(assumptions),
-        _provenance_section(provenance),
+        _provenance_section(provenance, bibliography or [], inputs),
     ]
 
 
@@ -270,7 +272,8 @@ def _value_text(value: Any, unit: str) -> str:
         f"{value:g}" + (f" {unit}" if unit else ""))
 
 
-def _provenance_section(provenance: list[dict[str, Any]]) -> Section:
+def _provenance_section(provenance: list[dict[str, Any]], bibliography: list[dict[str, Any]],
+                        inputs: dict[str, Any] | None) -> Section:
     counts: dict[str, int] = {}
     for entry in provenance:
         for fig in entry["figures"]:
@@ -281,8 +284,21 @@ def _provenance_section(provenance: list[dict[str, Any]]) -> Section:
                 "provenance": f["provenance"]} for e in provenance for f in e["figures"]]
     sources = [{"entry": e["id"], "kind": e["kind"], "name": e["name"],
                 "provenance": e["provenance"], "source": e["source"]} for e in provenance]
-    return Section("provenance", "Provenance of the inputs", (
+    blocks: list[Block] = [
         Text(f"{total} catalog figures from {len(provenance)} entries feed this review:"
              f" {said}."),
         TableBlock(Table("Figures", figures)),
-        TableBlock(Table("Sources", sources))))
+        TableBlock(Table("Sources", sources)),
+        TableBlock(Table("Bibliography", [
+            {"tag": f"[{b['tag']}]", "citation": b["citation"], "date": b["date"],
+             "kind": b["kind"], "cited by": ", ".join(b["cited_by"])} for b in bibliography]),
+            "Every source tag the entries above cite, with the citation shipped in"
+            " topomodel (topomodel/sources.yaml).")]
+    if inputs is not None:
+        blocks.append(TableBlock(Table("Input files", [
+            {"file": f["file"], "role": f["role"],
+             "bytes": "-" if f["bytes"] is None else f"{f['bytes']:,}",
+             "sha256": f["sha256"] or "(not found)"} for f in inputs["files"]]),
+            f"Written {inputs['generated_utc']} by topomodel {inputs['topomodel_version']};"
+            " the SHA-256 of each file identifies the exact inputs."))
+    return Section("provenance", "Provenance of the inputs", tuple(blocks))

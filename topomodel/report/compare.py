@@ -1,0 +1,200 @@
+"""``topomodel compare``: the same job on any number of designs, side by side, with the
+bill of materials, power and capex of each and their differences from the first.
+
+JSON (``schema: topomodel.compare``, ``version: 2``): ``baseline`` (the first design's
+name), ``designs`` (one object per design, in the order given: ``design``, ``file``, the
+``topomodel step`` data, ``goodput`` (``interruptions_per_day``,
+``effective_time_fraction``, ``degraded_throughput_fraction``, ``degraded_routed``,
+``goodput_tokens_per_s``), ``bisection`` (as ``topomodel build`` gives it), ``power``
+(the ``topomodel build`` power summary), ``bom`` (its lines), ``mfu_ratio`` (MFU over
+the first design's) and ``deltas`` (``power_W``, ``network_power_W``, ``power_W_per_accelerator``,
+``capex_USD``: this design minus the first; null where either is unknown)), and
+``bom_deltas`` (per part and design: ``count``, ``count_delta``, ``power_W``,
+``power_delta_W``, ``price_USD``, ``price_delta_USD`` against the first design).
+
+Every number comes from the functions the other verbs use: the step of ``step``
+(:func:`~topomodel.report.step.step_record`), the goodput of ``goodput_section`` (the
+one goodput path of step, goodput and review) and the bill of materials and power
+summary of ``build`` (:mod:`topomodel.analysis.bom`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from topomodel.analysis.bom import BomLine, PowerSummary
+from topomodel.analysis.step import StepAssumptions, StepResult
+from topomodel.report.bisection import bisection_text
+from topomodel.report.output import Report, Table
+from topomodel.report.power import format_usd, power_headline
+from topomodel.report.step import step_json, step_record
+from topomodel.units import format_si
+
+COMPARE_JSON_VERSION = 2
+"""Version of the compare JSON: 2 lists ``designs`` (1 had ``a`` and ``b``)."""
+
+
+@dataclass(frozen=True)
+class ComparedDesign:
+    """One design of a comparison: its step, goodput, bill of materials and power."""
+
+    name: str
+    file: str
+    step: StepResult
+    assumptions: StepAssumptions
+    goodput: dict[str, Any]  # goodput_json of report.goodput
+    bom: Sequence[BomLine]
+    power: PowerSummary
+    bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
+
+
+_GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction",
+                 "degraded_throughput_fraction", "degraded_routed", "goodput_tokens_per_s")
+
+_DELTA_KEYS = (("power_W", "total_W"), ("network_power_W", "network_W"),
+               ("power_W_per_accelerator", "total_W_per_accelerator"),
+               ("capex_USD", "capex_USD"))
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def _signed(value: float | None, fmt: Callable[[float], str]) -> str:
+    if value is None:
+        return "?"
+    return ("+" if value > 0 else "-" if value < 0 else "") + fmt(abs(value))
+
+
+def compare_report(designs: Sequence[ComparedDesign]) -> Report:
+    """The comparison of ``designs`` (two or more; the first is the baseline)."""
+    names = _column_names(designs)
+    first = designs[0]
+    metrics: list[tuple[str, Callable[[ComparedDesign], str]]] = [
+        ("accelerators", lambda d: f"{d.step.layout.world:,}"),
+        ("layout", lambda d: f"TP{d.step.layout.tp} PP{d.step.layout.pp}"
+         f" DP{d.step.layout.dp} EP{d.step.layout.ep} CP{d.step.layout.cp}"),
+        ("step time", lambda d: format_si(d.step.step_time_s, "s")),
+        ("compute", lambda d: format_si(d.step.compute_s, "s")),
+        ("hot-expert imbalance", lambda d: format_si(d.step.imbalance_s, "s")),
+        ("bubble", lambda d: format_si(d.step.bubble_s, "s")),
+        ("exposed communication", lambda d: format_si(d.step.exposed_comm_s, "s")),
+        ("wait", lambda d: format_si(d.step.wait_s, "s")),
+        *[(f"{wall} wall", (lambda w: lambda d: format_si(d.step.walls[f"{w}_s"], "s"))(wall))
+          for wall in ("bandwidth", "latency", "topology", "sync")],
+        ("communication share", lambda d: f"{d.step.comm_share:.1%}"),
+        ("MFU", lambda d: f"{d.step.mfu:.1%}"),
+        ("MFU / first design's", lambda d: f"{d.step.mfu / first.step.mfu:.3f}"),
+        ("tokens/s", lambda d: f"{d.step.tokens_per_s:,.0f}"),
+        ("interruptions/day", lambda d: f"{d.goodput['interruptions_per_day']:.3g}"),
+        ("effective training time", lambda d: f"{d.goodput['effective_time_fraction']:.1%}"),
+        ("throughput kept while parts are down",
+         lambda d: f"{d.goodput['degraded_throughput_fraction']:.2%}"),
+        ("goodput tokens/s", lambda d: f"{d.goodput['goodput_tokens_per_s']:,.0f}"),
+        ("bisection", lambda d: bisection_text(d.bisection)),
+    ]
+    rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
+            for label, fn in metrics]
+    records = [_design_record(d, n, first) for n, d in zip(names, designs, strict=True)]
+    power_rows = [_power_row(d, n, first) for n, d in zip(names, designs, strict=True)]
+    bom_rows, bom_records = _bom_deltas(designs, names)
+    data: dict[str, Any] = {
+        "version": COMPARE_JSON_VERSION,
+        "baseline": names[0],
+        "designs": [{"design": n, "file": d.file, **step_json(d.step, d.assumptions),
+                     "goodput": {k: d.goodput[k] for k in _GOODPUT_KEYS},
+                     "bisection": d.bisection,
+                     "power": dataclasses.asdict(d.power),
+                     "bom": [dataclasses.asdict(line) for line in d.bom],
+                     "mfu_ratio": d.step.mfu / first.step.mfu,
+                     "deltas": {key: records[i][f"{key}_delta"] for key, _ in _DELTA_KEYS}}
+                    for i, (n, d) in enumerate(zip(names, designs, strict=True))],
+        "bom_deltas": bom_records,
+    }
+    warnings = [f"{n}: {w}" for n, d in zip(names, designs, strict=True)
+                for w in d.step.warnings]
+    warnings += [f"{n}: power is a partial sum (no figure for {', '.join(d.power.unknown)})"
+                 for n, d in zip(names, designs, strict=True) if not d.power.complete]
+    return Report("compare", data, [
+        Table("Compare", rows, records, name="designs"),
+        Table(f"Power and capex against {names[0]}", power_rows, records, name="power"),
+        Table(f"Bill of materials against {names[0]}", bom_rows, bom_records, name="bom"),
+    ], warnings)
+
+
+def _column_names(designs: Sequence[ComparedDesign]) -> list[str]:
+    """One column name per design: its name, or ``N: name`` when names repeat."""
+    names = [d.name for d in designs]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{i + 1}: {n}" for i, n in enumerate(names)]
+
+
+def _design_record(d: ComparedDesign, name: str, first: ComparedDesign) -> dict[str, Any]:
+    """One design as a row of plain numbers, with its power and capex deltas."""
+    power = dataclasses.asdict(d.power)
+    base = dataclasses.asdict(first.power)
+    record = {**step_record(d.step, name), "file": d.file,
+              "mfu_ratio": d.step.mfu / first.step.mfu,
+              **{k: d.goodput[k] for k in _GOODPUT_KEYS},
+              "bisection_Bps": d.bisection["bisection_Bps"],
+              "power_complete": d.power.complete, "capex_complete": d.power.capex_complete}
+    for key, field in _DELTA_KEYS:
+        record[key] = power[field]
+        record[f"{key}_delta"] = _minus(power[field], base[field])
+    return record
+
+
+def _watts(value: float) -> str:
+    return format_si(value, "W")
+
+
+def _power_row(d: ComparedDesign, name: str, first: ComparedDesign) -> dict[str, str]:
+    power, base = d.power, first.power
+    capex = "-" if power.capex_USD is None else format_usd(power.capex_USD) + (
+        "" if power.capex_complete else " (partial)")
+    return {
+        "design": name, "power": power_headline(dataclasses.asdict(power)),
+        "change in power": _signed(_minus(power.total_W, base.total_W), _watts),
+        "network power": format_si(power.network_W, "W"),
+        "change in network power": _signed(_minus(power.network_W, base.network_W), _watts),
+        "per accelerator": format_si(power.total_W_per_accelerator, "W"),
+        "capex": capex,
+        "change in capex": "-" if power.capex_USD is None and base.capex_USD is None else
+        _signed(_minus(power.capex_USD, base.capex_USD), format_usd)}
+
+
+def _bom_deltas(designs: Sequence[ComparedDesign], names: Sequence[str]
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per part (category, tier, model): each design's count and its change from the
+    first, for people and as plain records."""
+    keyed: list[dict[tuple[str, str, str], BomLine]] = [
+        {(ln.category, ln.tier, ln.model): ln for ln in d.bom} for d in designs]
+    order: dict[tuple[str, str, str], None] = {}
+    for lines in keyed:
+        order.update(dict.fromkeys(lines))
+    rows, records = [], []
+    for part in order:
+        base = keyed[0].get(part)
+        row: dict[str, Any] = {"category": part[0], "tier": part[1] or "-", "model": part[2]}
+        for name, lines in zip(names, keyed, strict=True):
+            line = lines.get(part)
+            count = line.count if line else 0
+            row[name] = f"{count:,}"
+            if lines is not keyed[0]:
+                row[f"change ({name})"] = f"{count - (base.count if base else 0):+,}"
+            power = line.power_W if line else 0.0
+            price = line.price_USD if line else 0.0
+            records.append({
+                "design": name, "category": part[0], "tier": part[1], "model": part[2],
+                "count": count, "count_delta": count - (base.count if base else 0),
+                "power_W": power, "power_delta_W": _minus(power, base.power_W if base
+                                                          else 0.0),
+                "in_system": bool(line.in_system) if line else False,
+                "price_USD": price,
+                "price_delta_USD": _minus(price, base.price_USD if base else 0.0)})
+        rows.append(row)
+    return rows, records
