@@ -41,11 +41,11 @@ def _limit(text: str) -> int:
 def add_plan_parser(verbs: Any) -> None:
     """Add ``plan`` to the verbs (its flags: the space, the search, and every step
     option the space does not search)."""
-    from topomodel.plan.search import OBJECTIVES
     from topomodel.plan.space import (
         DEFAULT_MAX_CP,
         DEFAULT_MAX_INTERLEAVE,
         DEFAULT_MAX_MICRO_BATCH,
+        OBJECTIVES,
         SEARCHED,
     )
 

@@ -36,16 +36,9 @@ from topomodel.analysis.step import (
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
 from topomodel.traffic.layout import Layout
-
-OBJECTIVES: dict[str, tuple[str, str]] = {
-    "tokens_per_s": ("max", "tokens per second"),
-    "mfu": ("max", "model FLOPs utilisation"),
-    "step_time_s": ("min", "step time, seconds"),
-    "tokens_per_J": ("max", "tokens per joule of the whole fabric's power"),
-}
-"""What a plan ranks by: (better when larger or smaller, meaning)."""
 
 
 @dataclass(frozen=True)

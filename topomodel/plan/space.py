@@ -37,6 +37,15 @@ from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.traffic.layout import RECOMPUTE, SCHEDULES, Layout
 
+OBJECTIVES: dict[str, tuple[str, str]] = {
+    "tokens_per_s": ("max", "tokens per second"),
+    "mfu": ("max", "model FLOPs utilisation"),
+    "step_time_s": ("min", "step time, seconds"),
+    "tokens_per_J": ("max", "tokens per joule of the whole fabric's power"),
+}
+"""What a plan ranks by: (better when larger or smaller, meaning)."""
+
+
 SEARCHED = ("tp", "cp", "pp", "dp", "ep", "micro_batch", "interleave", "schedule",
             "recompute", "zero", "sequence_parallel", "order")
 """The layout fields a plan searches (the others come from the base layout)."""
