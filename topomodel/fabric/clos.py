@@ -42,6 +42,16 @@ MAX_SPINE_SPREAD = documented(
     7 uplinks on 64-port spines get 8 uplinks on 2 spines rather than 7 spines with a
     quarter of their ports used.""")
 
+UNIT_SLACK = documented(
+    "clos.UNIT_SLACK", 0.05,
+    """Spare up-link capacity, as a share, that whole-switch rounding may leave at a tier
+    without a default scalable unit counting as off the asked ratio: a unit whose plan is
+    at most this much *less* oversubscribed than asked (0.981:1 for 1:1, from whole
+    spines) realises the ratio, and among such units the fewest switches decide. Without
+    it 131,072 B200 GPUs at 1:1 took 4-system units (0.998:1, half-empty 144-port
+    leaves, 7,072 switches) over 64-system ones (0.981:1, 5,056 switches). A unit more
+    oversubscribed than asked is never preferred to one that is not.""")
+
 
 class ClosError(ValueError):
     """A Clos that cannot be realised; the message says which limit was hit."""
@@ -436,11 +446,15 @@ def default_unit(systems: int, nics: int, *, mode: str, ports: SwitchPorts,
             failure = failure or exc
             continue
         realised = plan.oversubscription
-        off = sum(abs(math.log(r / a)) for r, a in zip(realised, asked, strict=False))
-        exact = off < 1e-6
+        pairs = list(zip(realised, asked, strict=False))
+        worse = sum(max(0.0, math.log(r / a)) for r, a in pairs)  # more oversubscribed
+        spare = sum(max(0.0, math.log(a / r)) for r, a in pairs if r > 0)  # less
+        exact = worse < 1e-6 and spare < 1e-6
         switches = (int(plan.leaves_per_group.sum()) + plan.spines
                     + plan.leaf_up * plan.cores_per_group)
-        key = (not exact, round(off, 9), switches, -unit)
+        within = worse < 1e-6 and spare <= math.log(1 / (1 - UNIT_SLACK))
+        key = (not within, round(worse, 9), round(0.0 if within else spare, 9), switches,
+               not exact, -unit)
         if best is None or key < best[0]:
             best = (key, UnitChoice(unit, plan, exact))
     if best is None:
