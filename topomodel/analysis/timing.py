@@ -21,6 +21,7 @@ slowest-link time (oversubscription, slower tiers, collisions, failures).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -330,7 +331,21 @@ def _injection(fabric: Fabric, efficiency: dict[str, float]) -> tuple[np.ndarray
 
 
 def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
-    """Per-step time on a non-blocking fabric with the same injection bandwidth."""
+    """Per-step time on a non-blocking fabric with the same injection bandwidth. Kept
+    per phase and injection on the fabric, so the algorithm search's bound and the
+    timing of the same phase compute it once."""
+    known = fabric.derived(_ideal_memo).setdefault(ph, {})
+    key = id(injection[0]), id(injection[1])  # arrays held by the fabric's rate views
+    if key not in known:
+        known[key] = _ideal_s(fabric, ph, injection)
+    return known[key]
+
+
+def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, int], float]]:
+    return weakref.WeakKeyDictionary()
+
+
+def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
     up, out = injection
     nodes = fabric.derived(_node_roles)
     domain = nodes.domain

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.arrays import search_sorted
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
@@ -153,7 +154,7 @@ def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarra
     if not len(arcs.keys):
         return np.full(len(src), -1)
     wanted = src.astype(np.int64) * arcs.n + dst
-    pos = np.clip(np.searchsorted(arcs.keys, wanted), 0, len(arcs.keys) - 1)
+    pos = np.clip(search_sorted(arcs.keys, wanted), 0, len(arcs.keys) - 1)
     return np.where(arcs.keys[pos] == wanted, arcs.rows_by_key[pos], -1)
 
 
@@ -192,8 +193,8 @@ def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
 
 def _spans(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and length of each wanted key's run in ``sorted_keys``."""
-    lo = np.searchsorted(sorted_keys, wanted, "left")
-    return lo, np.searchsorted(sorted_keys, wanted, "right") - lo
+    lo = search_sorted(sorted_keys, wanted, "left")
+    return lo, search_sorted(sorted_keys, wanted, "right") - lo
 
 
 def _expand(lo: np.ndarray, count: np.ndarray, rows: np.ndarray

@@ -345,6 +345,41 @@ def _parts_reduce(slices: _Slices, chips: _Chips) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class _SharpArcs:
+    """The arcs every CollNet/SHARP plan on a fabric reads, made once per fabric: host
+    links (accelerator -> NIC) and NIC uplinks (NIC -> switch) sorted by their source,
+    the switch-to-switch arcs one tier up, each switch's lowest upper neighbour, and the
+    sorted (src, dst) keys of the upward arcs."""
+
+    host_src: np.ndarray
+    host_dst: np.ndarray
+    up_src: np.ndarray
+    up_dst: np.ndarray
+    upward_src: np.ndarray
+    upward_dst: np.ndarray
+    first_up: np.ndarray
+    adjacency: np.ndarray
+
+
+def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
+    view = fabric.derived(_view)
+    kind, lsrc, ldst, n = view.kind, view.lsrc, view.ldst, len(fabric.nodes)
+    def arcs_from(source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
+        mask = (kind[lsrc] == source) & (kind[ldst] == target)
+        order = np.argsort(lsrc[mask], kind="stable")
+        return lsrc[mask][order], ldst[mask][order]
+
+    level = _codes(fabric.nodes["tier"], FAT_TREE_TIERS)
+    upward = (level[lsrc] >= 0) & (level[ldst] == level[lsrc] + 1)
+    first_up = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first_up, lsrc[upward], ldst[upward])
+    first_up[first_up == np.iinfo(np.int64).max] = -1
+    adjacency = np.sort(lsrc[upward] * n + ldst[upward])
+    return _SharpArcs(*arcs_from(_ACC, _NIC), *arcs_from(_NIC, _SWITCH), lsrc[upward],
+                      ldst[upward], first_up, adjacency)
+
+
 def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind: np.ndarray,
                 capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarray
                 ) -> tuple[tuple[int, str] | None, _Flows, np.ndarray]:
@@ -353,9 +388,8 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
     failed: tuple[int, str] | None = None
     empty: _Flows = (np.empty(0, np.int64),) * 2 + (np.empty(0), np.empty(0, np.int32))
     # rank -> NIC: its host links, else the builder's rule (NIC local*nics//per)
-    host = (kind[lsrc] == _ACC) & (kind[ldst] == _NIC)
-    order = np.argsort(lsrc[host], kind="stable")
-    host_src, host_dst = lsrc[host][order], ldst[host][order]
+    arcs = fabric.derived(_sharp_arcs)
+    host_src, host_dst = arcs.host_src, arcs.host_dst
     which, idx = _expand(ranks, host_src)
     rank_pos, nic = which, host_dst[idx]
     has_host = np.zeros(len(ranks), bool)
@@ -368,9 +402,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
         rank_pos = np.concatenate([rank_pos, orphan[extra >= 0]])
         nic = np.concatenate([nic, extra[extra >= 0]])
     # NIC -> leaf (one leg per plane)
-    up = (kind[lsrc] == _NIC) & (kind[ldst] == _SWITCH)
-    order = np.argsort(lsrc[up], kind="stable")
-    up_src, up_dst = lsrc[up][order], ldst[up][order]
+    up_src, up_dst = arcs.up_src, arcs.up_dst
     which, idx = _expand(nic, up_src)
     legs = pd.DataFrame({"pos": rank_pos[which], "leaf": up_dst[idx]})
     legs = legs.sort_values(["pos", "leaf"], kind="stable", ignore_index=True)
@@ -384,12 +416,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
     legs["plane"] = nodes["plane"].to_numpy()[legs["leaf"].to_numpy()]
     legs["portion"] = legs.groupby(["pos", "plane"]).cumcount()
     # aggregation root per (group, plane)
-    level = _codes(nodes["tier"], FAT_TREE_TIERS)
-    upward = (level[lsrc] >= 0) & (level[ldst] == level[lsrc] + 1)
-    first_up = np.full(len(nodes), np.iinfo(np.int64).max)
-    np.minimum.at(first_up, lsrc[upward], ldst[upward])
-    first_up[first_up == np.iinfo(np.int64).max] = -1
-    adjacency = np.sort(lsrc[upward] * len(nodes) + ldst[upward])
+    first_up, adjacency = arcs.first_up, arcs.adjacency
 
     def linked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not len(adjacency):
@@ -407,8 +434,8 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind:
     leaf_root = leaf_root.merge(planes.assign(spine=spine, core=core), on=["group", "plane"])
     leaf = leaf_root["leaf"].to_numpy()
     leaf_root["via_spine"] = linked(leaf, leaf_root["spine"].to_numpy())
-    leaf_root["via_core"] = _reaches(leaf, leaf_root["core"].to_numpy(), lsrc[upward],
-                                     ldst[upward], linked)
+    leaf_root["via_core"] = _reaches(leaf, leaf_root["core"].to_numpy(), arcs.upward_src,
+                                     arcs.upward_dst, linked)
     reach = leaf_root.groupby(["group", "plane"], sort=True)[["via_spine", "via_core"]].all()
     root = np.where(planes["nunique"].to_numpy() == 1, planes["first"].to_numpy(),
                     np.where(reach["via_spine"].to_numpy(), spine,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topomodel.arrays import distinct
+from topomodel.arrays import distinct, search_sorted
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.phases import Phase, Traffic
 
@@ -120,7 +120,7 @@ def _lookup(want: np.ndarray, keys: np.ndarray, values: np.ndarray, rows: np.nda
     """The ``rows`` whose ``want`` is among the sorted ``keys``, and their values."""
     if not len(keys) or not len(want):
         return rows[:0], values[:0]
-    pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+    pos = np.minimum(search_sorted(keys, want), len(keys) - 1)
     found = keys[pos] == want
     return rows[found], values[pos[found]]
 
