@@ -171,8 +171,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
                      algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes = fabric.nodes
     view = fabric.derived(_view)
-    kind, capable, system, lsrc, ldst, chips = (view.kind, view.capable, view.system,
-                                                view.lsrc, view.ldst, view.chips)
+    capable, system, chips = view.capable, view.system, view.chips
 
     sizes = group_sizes(rows)
     active = np.flatnonzero(sizes > 1)
@@ -236,8 +235,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
                             2 * (slices.m[ring] - 1) / slices.m[ring], slices.group[ring]))
             messages = 1 + 2 * (int(slices.m[ring].max()) - 1)
         virtual = slices.group.astype(np.int64) * slices.width + slices.slice
-        problem, flows, roots = _sharp_plan(fabric, slices.node, virtual, kind, capable,
-                                            lsrc, ldst)
+        problem, flows, roots = _sharp_plan(fabric, slices.node, virtual, capable)
         if problem is not None:
             first, reason = int(problem[0] // slices.width), problem[1]
             raise CollectiveError(f"in-network reduction does not apply to group"
@@ -380,9 +378,8 @@ def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
                       ldst[upward], first_up, adjacency)
 
 
-def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray, kind: np.ndarray,
-                capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarray
-                ) -> tuple[tuple[int, str] | None, _Flows, np.ndarray]:
+def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
+                capable: np.ndarray) -> tuple[tuple[int, str] | None, _Flows, np.ndarray]:
     """Case B flows (rank -> leaf, leaf -> root), or the first group that cannot, and why."""
     nodes = fabric.nodes
     failed: tuple[int, str] | None = None
