@@ -157,7 +157,7 @@ def _link_unnamed(fd: int, name: str) -> None:
 
 
 def _free_name(target: Path) -> str:
-    """A name beside ``target`` that no file has (``.NAME.XXXXXXXX``)."""
+    """A name beside ``target`` that no file has: ``.NAME.`` and 8 random hex digits."""
     for _ in range(100):
         name = target.parent / f".{target.name}.{os.urandom(4).hex()}"
         if not os.path.lexists(name):

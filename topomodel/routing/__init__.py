@@ -45,7 +45,7 @@ from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import QPS, check_qps
-from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed, _cached
+from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import Phase
 
@@ -150,7 +150,7 @@ def _arcs(fabric: Fabric) -> _Arcs:
 
 def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Link row of the live arc src -> dst for each pair, or -1."""
-    arcs = _cached(fabric, _arcs)
+    arcs = fabric.derived(_arcs)
     if not len(arcs.keys):
         return np.full(len(src), -1)
     wanted = src.astype(np.int64) * arcs.n + dst
@@ -171,7 +171,7 @@ def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
     (a switch sending to an accelerator lists the accelerator's one NIC, not the
     switch's hundred ports), so the work is the smaller degree per pair."""
     links = fabric.links
-    arcs = _cached(fabric, _arcs)
+    arcs = fabric.derived(_arcs)
     out_lo, out_count = _spans(arcs.src_sorted, src)
     in_lo, in_count = _spans(arcs.dst_sorted, dst)
     forward = out_count <= in_count

@@ -12,7 +12,7 @@ from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
 from topomodel.routing.hashing import QPS, choose, subflows
-from topomodel.routing.routed import Routed, _cached
+from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALEUP_TIERS
 
@@ -338,4 +338,4 @@ def _merge(at: np.ndarray, dst: np.ndarray, target: np.ndarray, amount: np.ndarr
 
 
 def _graph(fabric: Fabric) -> _Graph:
-    return _cached(fabric, _Graph)
+    return fabric.derived(_Graph)

@@ -1,21 +1,15 @@
-"""What routing returns (:class:`Routed`: bytes per link and hops per flow), the
-routing policies, and the per-fabric cache the routers share."""
+"""What routing returns (:class:`Routed`: bytes per link and hops per flow) and the
+routing policies. The routers' views of a fabric are kept on it
+(:meth:`~topomodel.fabric.tables.Fabric.derived`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
 from topomodel.vocabulary import ROUTERS as ROUTERS
 from topomodel.vocabulary import ROUTINGS as ROUTINGS
-
-T = TypeVar("T")
-
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,8 +25,3 @@ class Routed:
     hops: np.ndarray
     unroutable: np.ndarray
     router: str
-
-
-def _cached(fabric: Fabric, make: Callable[[Fabric], T]) -> T:
-    """The router's view ``make(fabric)``, built once and kept on the fabric."""
-    return fabric.derived(make)

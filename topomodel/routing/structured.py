@@ -10,7 +10,7 @@ import numpy as np
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Coded, Fabric
 from topomodel.routing.hashing import QPS, choose, mix, subflows
-from topomodel.routing.routed import Routed, _cached
+from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
@@ -214,7 +214,7 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
 
 
 def _clos(fabric: Fabric) -> _Clos:
-    return _cached(fabric, _Clos)
+    return fabric.derived(_Clos)
 
 
 def _spread(load_len: int, arcs: np.ndarray, amount: np.ndarray,
