@@ -209,22 +209,41 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
 
 
 def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
-    """A time ``traffic`` cannot beat, seconds, without routing it: every phase at least
-    as long as on a non-blocking fabric with the same injection bandwidth, plus the
-    smallest latency any protocol gives (for a collective). Lets the algorithm search
-    skip candidates that cannot win."""
+    """A time ``traffic`` cannot beat, seconds, without routing it. Each phase takes at
+    least as long as on a non-blocking fabric with the same injection bandwidth, and at
+    least as long as the busiest switch needs to send (or take in) the bytes of the flows
+    that start (end) at it over all its links (in-network reduction: a SHARP root); a
+    collective adds the fastest protocol's latency and wire bytes at that bandwidth time
+    (each protocol's time only grows with it). Lets the algorithm search skip candidates
+    that cannot win.
+
+    The switch bound assumes every flow is routed: on a fabric with failed parts it is
+    left out, since a flow that cannot be routed loads no link.
+    """
     model = model or TimeModel()
-    injection = _rates(fabric, model).injection
-    ideal = sum(ph.steps * _ideal(fabric, ph, injection) / ph.efficiency
-                for ph in traffic.phases)
+    rates = _rates(fabric, model)
+    switch_bound = not fabric.links["failed"].any()
+    simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection),
+                                  _switch_s(ph, rates) if switch_bound else 0.0)
+                   / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
-        return ideal
-    intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
-    latency = min(max(latency_s(s.algorithm, s.collective, p,
-                                NcclShape(s.ranks, s.nodes, intra, s.channels),
-                                rounds=s.rounds) for s in traffic.shapes)
-                  for p in (PROTOCOLS if model.protocol == "auto" else (model.protocol,)))
-    return ideal + (latency if np.isfinite(latency) else 0.0)
+        return simple_s
+    _, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
+    return scale * simple_s + latency
+
+
+def _switch_s(ph: Phase, rates: _Rates) -> float:
+    """Per step: the bytes of the flows leaving (entering) the busiest switch over the
+    capacity of all its links out (in), seconds; 0 when no flow starts or ends at one."""
+    worst = 0.0
+    for ends, capacity in ((ph.src, rates.switch_out_Bps), (ph.dst, rates.switch_in_Bps)):
+        at_switch = capacity[ends] > 0
+        if at_switch.any():
+            load = np.bincount(ends[at_switch], weights=ph.bytes[at_switch],
+                               minlength=len(capacity))
+            busy = load > 0
+            worst = max(worst, float((load[busy] / capacity[busy]).max()))
+    return worst
 
 
 _ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
@@ -277,6 +296,8 @@ class _Rates:
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
+    switch_out_Bps: np.ndarray  # per node: effective rate of a switch's links out (0 else)
+    switch_in_Bps: np.ndarray  # and in
 
 
 def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
@@ -292,7 +313,12 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     tier_codes = links["tier"].cat.codes.to_numpy()
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = np.where(links["failed"].to_numpy(), 0.0, links["capacity_Bps"].to_numpy() * eff)
-    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model))
+    n = len(fabric.nodes)
+    switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+    out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
+                                              minlength=n), 0.0) for end in ("src", "dst"))
+    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
+                  out, into)
 
 
 def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:

@@ -85,17 +85,18 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     broken[links["src"].to_numpy()[failed]] = True
     broken[links["dst"].to_numpy()[failed]] = True
     relays = able & ~broken & ~broken[np.maximum(nic, 0)]
+    crossing = [np.flatnonzero((domain[p.src] >= 0) & (rail[p.src] >= 0) & (rail[p.dst] >= 0)
+                               & (rail[p.src] != rail[p.dst]) & (domain[p.src] != domain[p.dst]))
+                for p in traffic.phases]
+    if not any(len(cross) for cross in crossing):
+        return traffic
     table_key, table_node = _members(traffic, relays, system, rail, systems, rails)
     phases = []
     moved = 0
-    for p in traffic.phases:
+    for p, cross in zip(traffic.phases, crossing, strict=True):
         src, dst = p.src, p.dst
-        rail_src, rail_dst = rail[src], rail[dst]
-        domain_src = domain[src]
-        cross = np.flatnonzero((domain_src >= 0) & (rail_src >= 0) & (rail_dst >= 0)
-                               & (rail_src != rail_dst) & (domain_src != domain[dst]))
         want = (p.group[cross].astype(np.int64) * systems + system[src[cross]]) * rails
-        want += rail_dst[cross]
+        want += rail[dst[cross]]
         split, via = _lookup(want, table_key, table_node, cross)
         if not len(split):
             phases.append(p)
