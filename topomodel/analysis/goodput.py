@@ -39,27 +39,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
+from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import labels
 from topomodel.records import (
-    Reader,
-    Reading,
-    check_fields,
     documented,
-    integer,
-    number,
-    quantity,
-    spec,
 )
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
-from topomodel.yamlsource import KeyPath
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric
-
-SECONDS_PER_DAY = 86_400.0
-
 
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
 
@@ -88,52 +79,6 @@ DEGRADED_ROUTING_MAX_WORK = documented(
     routes around the failed part, at about this much work per tier (the 1,016-GPU DGX
     SuperPOD, 2.6e7, takes seconds; 2.5e8 would take minutes). Clos fabrics are routed
     at any size.""")
-
-
-def _optional(read: Reader) -> Reader:
-    """``None`` (the default rule applies) or a value ``read`` accepts."""
-
-    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
-        return None if value is None else read(reading, path, value)
-
-    return check
-
-
-@dataclass(frozen=True)
-class GoodputAssumptions:
-    """Named assumptions of the goodput model (assumed unless the doc names a source);
-    checked on creation."""
-
-    checkpoint_bytes: float | None = spec(
-        _optional(quantity("size")), default=None, check=_optional(number(0, low_open=True)),
-        doc="checkpoint size, bytes (default: parameters x checkpoint_bytes_per_param)")
-    checkpoint_bytes_per_param: float = spec(
-        number(0, low_open=True), default=14.0,
-        doc="checkpoint bytes per parameter: bf16 weights 2 + fp32 master, Adam m, v 12")
-    storage_Bps: float = spec(
-        quantity("rate"), default=2e12, check=number(0, low_open=True),
-        doc="aggregate checkpoint write rate, bytes/s: Llama 3's Tectonic sustains 2 TB/s")
-    detection_s: float = spec(
-        quantity("time"), default=120.0, check=number(0),
-        doc="time to notice a failure, s (assumed: health checks and time-outs)")
-    restart_s: float = spec(
-        quantity("time"), default=480.0, check=number(0),
-        doc="time to restart from a checkpoint, s (assumed: with detection, Meta's"
-        " reported 10-minute stall)")
-    repair_s: float = spec(
-        quantity("time"), default=SECONDS_PER_DAY, check=number(0),
-        doc="time a failed system is out of the pool, s (assumed: back in a day)")
-    network_repair_s: float = spec(
-        quantity("time"), default=4 * 3600.0, check=number(0),
-        doc="time to swap a failed switch or optic, s (assumed: 4 h)")
-    spare_systems: int | None = spec(
-        _optional(integer(0)), default=None,
-        doc="hot spare systems (default: spare_fraction of the job's systems, rounded up)")
-    spare_fraction: float = spec(number(0, 1), default=0.02,
-                                 doc="hot spares kept beside a large job, share (assumed)")
-
-    def __post_init__(self) -> None:
-        check_fields(self, UsageError)
 
 
 @dataclass(frozen=True)
