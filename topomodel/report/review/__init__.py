@@ -92,7 +92,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         fabric, timing, step_assumptions if step else None, routing=routing,
         goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
     provenance = review_provenance(fabric, model, [] if goodput is None else [
-        str(line["rate_entry"]) for line in goodput[1]["components"]])
+        str(line[key]) for line in goodput[1]["components"]
+        for key in ("rate_entry", "class_entry") if line[key] in fabric.catalog])
     bibliography = review_bibliography(provenance)
     inputs = review_inputs(fabric)
     good = None if goodput is None else goodput[1]
