@@ -4,11 +4,14 @@ From the parts of a job's footprint (its accelerators, their hosts and NICs, the
 switches and cables its traffic can cross) and a failure rate per part
 (``failure_rates`` in the catalog), the model counts:
 
-- **interruptions**: failures of a part the job cannot run without. Everything inside
-  a system (accelerator, HBM, host, NIC, in-system scale-up switch) stops a synchronous
-  job. A switch or cable outside the systems stops it only when it is a single point of
-  failure: some part below it has all its upward links through it (a single-homed NIC's
-  cable or leaf, a leaf with one uplink). Anything else is routed around.
+- **interruptions**: failures of a part the job cannot run without. What a failure
+  does is the part's failure class in the catalog (``failure_classes``, see
+  :mod:`topomodel.analysis.failure_classes`): the built-in classes stop the job for
+  everything inside a system (accelerator, HBM, host, NIC, NVSwitch) and for NVLink
+  links, and let it run on, re-routed, around other switches and links. Whatever its
+  class, a part that is a single point of failure stops it: some part below it has all
+  its upward links through it (a single-homed NIC's cable or leaf, a leaf with one
+  uplink). A part classed ``absorbed`` costs nothing.
 - **degraded operation**: a redundant part that fails leaves the job running slower
   until it is repaired. One representative failure per tier is routed with the step
   model (the step of the slowest group, re-routed around it) to get the throughput kept
@@ -41,6 +44,13 @@ import numpy as np
 
 from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
 from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
+from topomodel.analysis.failure_classes import (
+    SINGLE_POINT,
+    failure_class,
+    first_applying,
+    on_failure,
+    scaleup_technology,
+)
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import labels
@@ -96,6 +106,13 @@ class ComponentLine:
     representative: str = ""  # a part to fail for the degradation run ("A -- B" links)
     representative_cables: int = 1  # cables that failing the representative takes down
     parallel: int = 1  # uplinks (cables or switches) sharing the load where it sits
+    on_failure: str = ""  # its class: stops_job, degrades, absorbed (default: interrupts)
+    class_entry: str = ""  # the failure-class entry, or "single point of failure"
+
+    def __post_init__(self) -> None:
+        if not self.on_failure:
+            object.__setattr__(self, "on_failure",
+                               "stops_job" if self.interrupts else "degrades")
 
     @property
     def failures_per_s(self) -> float:
@@ -145,46 +162,55 @@ def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
     """
     entries = [e for e in catalog.entries.values()
                if isinstance(e, FailureRate) and e.component == component]
-    for key in keys:
-        for entry in reversed(entries):
-            if key in entry.applies_to:
-                return entry
-    defaults = [e for e in entries if not e.applies_to]
-    if not defaults:
+    entry = first_applying(entries, keys)
+    if entry is None:
         raise UsageError(f"no failure rate for {component} parts in the catalog: add a"
                          f" failure_rates entry with component: {component}")
-    return defaults[-1]
+    return entry
 
 
 def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     """The parts of a job on the first ``world`` accelerators, with their failure rates."""
     catalog, nodes = fabric.catalog, fabric.nodes
     system = catalog.get(fabric.design.system, System)
+    technology = scaleup_technology(fabric)
     lines: list[ComponentLine] = []
 
-    def add(component: str, model: str, tier: str, count: int, interrupts: bool,
-            *keys: str, representative: str = "", cables: int = 1, parallel: int = 1) -> None:
+    def add(component: str, model: str, tier: str, count: int, single: bool,
+            *keys: str, representative: str = "", cables: int = 1, parallel: int = 1,
+            scaleup: bool = False) -> None:
         if count:
             entry = failure_rate(catalog, component, model, *keys)
+            kind = failure_class(catalog, component, model,
+                                 technology if scaleup else "", *keys)
+            effect = on_failure(kind, single)
             lines.append(ComponentLine(component, model, tier, count, entry.rate_per_s,
-                                       interrupts, entry.id, entry.provenance,
-                                       representative, cables, parallel))
+                                       effect == "stops_job", entry.id, entry.provenance,
+                                       representative, cables, parallel, effect,
+                                       SINGLE_POINT if single else kind.id))
 
     node_system = nodes["system"].to_numpy()
     job_systems = np.unique(node_system[fabric.accelerators[:world]])
     for component in ("accelerator", "hbm", "software"):
-        add(component, system.accelerator, "system", world, True)
-    add("host", system.id, "system", len(job_systems) * system.hosts, True)
+        add(component, system.accelerator, "system", world, False)
+    add("host", system.id, "system", len(job_systems) * system.hosts, False)
     in_job = np.isin(node_system, job_systems)
     kind = labels(nodes["kind"])
     model = labels(nodes["model"])
+    names = nodes["name"].to_numpy()
     for part in ("nic", "scaleup_switch"):
-        for name, count in zip(*np.unique(model[in_job & (kind == part)], return_counts=True),
-                               strict=True):
-            add(part, str(name), "system", int(count), True)
+        rows = np.flatnonzero(in_job & (kind == part))
+        for name in np.unique(model[rows]):
+            of_model = rows[model[rows] == name]
+            first = of_model[0]  # a part to fail should its class be degrades
+            sharing = int((node_system[of_model] == node_system[first]).sum())
+            add(part, str(name), "system", len(of_model), False,
+                representative=str(names[first]), parallel=sharing,
+                scaleup=part == "scaleup_switch")
     for p in _network_parts(fabric, in_job):
         add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
-            representative=p.representative, cables=p.cables, parallel=p.parallel)
+            representative=p.representative, cables=p.cables, parallel=p.parallel,
+            scaleup=p.tier.split(" ")[0] in SCALEUP_TIERS)
     return lines
 
 
@@ -383,7 +409,7 @@ def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str,
     """
     down: dict[str, float] = {}
     for ln in lines:
-        if not ln.interrupts and degraded_loss.get(ln.tier, 0.0) > 0:
+        if ln.on_failure == "degrades" and degraded_loss.get(ln.tier, 0.0) > 0:
             down[ln.tier] = down.get(ln.tier, 0.0) + ln.failures_per_s * repair_s
     kept, all_up, tiers = 0.0, 1.0, []
     for tier in sorted(down, key=lambda t: (-degraded_loss[t], t)):
@@ -413,7 +439,7 @@ def degraded_losses(lines: Sequence[ComponentLine],
 
     losses: dict[str, float] = {}
     for ln in lines:
-        if ln.interrupts or ln.tier in losses or not ln.representative:
+        if ln.on_failure != "degrades" or ln.tier in losses or not ln.representative:
             continue
         if step_tokens_per_s is None:
             losses[ln.tier] = estimated_loss(ln, comm_share)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from topomodel.analysis.failure_classes import SINGLE_POINT
 from topomodel.analysis.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
@@ -100,9 +101,9 @@ def goodput_tables(result: GoodputResult,
               "rate (%/yr)": f"{100 * ln.rate_per_s * SECONDS_PER_YEAR:.3g}",
               "failures/day": f"{ln.failures_per_s * SECONDS_PER_DAY:.3g}",
               "share": f"{ln.failures_per_s / total:.1%}",
-              "effect": "interrupts" if ln.interrupts else
-              f"degrades ({r.degraded_loss.get(ln.tier, 0.0):.2%} each)",
-              "rate source": f"{ln.rate_entry} ({ln.provenance})"}
+              "effect": _effect(ln, r.degraded_loss.get(ln.tier, 0.0)),
+              "rate source": f"{ln.rate_entry} ({ln.provenance})",
+              "class source": ln.class_entry}
              for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
     summary_record = {
         "interruptions_per_day": r.interruptions_per_day, "mtbi_s": r.mtbi_s,
@@ -120,7 +121,8 @@ def goodput_tables(result: GoodputResult,
                      "share": ln.failures_per_s / total, "interrupts": ln.interrupts,
                      "degraded_loss_each": None if ln.interrupts
                      else r.degraded_loss.get(ln.tier, 0.0),
-                     "rate_entry": ln.rate_entry, "provenance": ln.provenance}
+                     "rate_entry": ln.rate_entry, "provenance": ln.provenance,
+                     "on_failure": ln.on_failure, "class_entry": ln.class_entry}
                     for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
     tables = [Table("Goodput", summary, [summary_record]),
               Table("Failures by part", parts, part_records)]
@@ -135,6 +137,15 @@ def goodput_tables(result: GoodputResult,
               "effective_time_fraction": w.effective_time_fraction,
               "goodput_tokens_per_s": w.goodput_tokens_per_s} for name, w in whatifs]))
     return tables
+
+
+def _effect(line: Any, loss: float) -> str:
+    """What one failure of the line's parts does, as the parts table says it."""
+    if line.on_failure == "stops_job":
+        return "interrupts" + (" (single point)" if line.class_entry == SINGLE_POINT else "")
+    if line.on_failure == "absorbed":
+        return "absorbed"
+    return f"degrades ({loss:.2%} each)"
 
 
 def degraded_table(result: GoodputResult) -> Any:

@@ -28,6 +28,8 @@ from topomodel.report.review.collect import (
 )
 from topomodel.report.review.document import (
     Review,
+    Section,
+    TableBlock,
 )
 from topomodel.report.review.provenance import (
     review_bibliography,
@@ -92,7 +94,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         fabric, timing, step_assumptions if step else None, routing=routing,
         goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
     provenance = review_provenance(fabric, model, [] if goodput is None else [
-        str(line["rate_entry"]) for line in goodput[1]["components"]])
+        str(line[key]) for line in goodput[1]["components"]
+        for key in ("rate_entry", "class_entry") if line[key] in fabric.catalog])
     bibliography = review_bibliography(provenance)
     inputs = review_inputs(fabric)
     good = None if goodput is None else goodput[1]
@@ -123,14 +126,45 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
                          levels, assumptions_rows, provenance, warnings, goodput,
                          bibliography, inputs)
+    failures, failure_table = _single_failures(fabric, collectives, timing, model, layout,
+                                               step_assumptions, step, routing, seed)
+    data["single_failures"] = failures
+    if failure_table is not None:
+        after = max(k for k, sec in enumerate(sections) if sec.id in ("step", "goodput"))
+        sections.insert(after + 1, failure_table)
     subtitle = (f"{fabric.accelerator_count:,} accelerators, design file {design.file}"
                 + (f"; model {model.id}" if model is not None else "")
                 + f"; written {inputs['generated_utc']} by topomodel"
                 f" {inputs['topomodel_version']}")
     tables = _machine_tables(build, featured_rep, step_rep, goodput, collectives.rows,
                              assumptions_rows, provenance, bibliography, inputs)
+    if failure_table is not None:
+        tables += tuple(block.table for block in failure_table.blocks
+                        if isinstance(block, TableBlock))
     return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
                   tuple(warnings), tuple(headline), tables)
+
+
+def _single_failures(fabric: Fabric, collectives: Any, timing: TimeModel,
+                     model: Model | None, layout: Layout | None,
+                     assumptions: StepAssumptions, step: StepResult | None, routing: str,
+                     seed: int) -> tuple[list[dict[str, Any]], Section | None]:
+    """The single-failure what-ifs (a spine, a leaf, an optic, a NIC failed) of the
+    featured collective and the step: their records and section; none on a fabric
+    without a scale-out network (nothing of those kinds to fail)."""
+    from topomodel.analysis.single_failures import single_failure_records, single_failures
+    from topomodel.report.review.document import size_text
+    from topomodel.report.review.failures import single_failure_section
+
+    if fabric.structure.scaleout.kind == "none":
+        return [], None
+    run = collectives.featured
+    rows = single_failures(fabric, collective=run, group=collectives.featured_group,
+                           time_model=timing, model=model, layout=layout,
+                           assumptions=assumptions, step=step, routing=routing, seed=seed)
+    label = ("collective" if run is None else
+             f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}")
+    return single_failure_records(rows), single_failure_section(rows, label)
 
 
 def _machine_tables(build: Any, featured: Any, step: Any,

@@ -22,6 +22,9 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
   ``featured`` (the ``topomodel route`` data of the most loaded collective, which the
   topology diagram shows);
 - ``step``: the ``topomodel step`` data, or null without a model;
+- ``single_failures``: one row per part failed (a spine, a leaf, an optic, a NIC; see
+  :func:`topomodel.analysis.single_failures.single_failure_records`), empty without a
+  scale-out network;
 - ``hotspots``: the featured collective's busiest links;
 - ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
 - ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``notes``,
