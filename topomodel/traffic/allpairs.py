@@ -72,15 +72,17 @@ class Decomposition:
         return (self.weight * same).sum(axis=1)
 
 
-def decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
+def decompose(fabric: Fabric, phase: AllPairsPhase, *,
+              like: AllPairsPhase | None = None) -> Decomposition | None:
     """The counts of ``phase`` (see the module docstring), or ``None`` where they do not
     describe it exactly: a rewrite other than PXN's, two rows with one group index, or a
     PXN relay that is not a rank of its own row (its group took it from another phase).
-    Made once per phase and fabric (PXN, the router and the ideal time all read it).
+    Made once per phase and fabric (PXN, the router and the ideal time all read it);
+    ``like``, a phase of the same blocks and rewrite, lends its counts if it has them.
     """
     known = fabric.derived(_memo)
     if phase not in known:
-        known[phase] = _decompose(fabric, phase)
+        known[phase] = known[like] if like in known else _decompose(fabric, phase)
     return known[phase]
 
 

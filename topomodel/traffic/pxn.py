@@ -198,9 +198,11 @@ def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
                      phase.messages_per_step, phase.efficiency)
     if not counts.moved:
         return phase
-    return AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
-                         phase.efficiency, rewrite=relays, moved=counts.moved,
-                         moved_bytes=counts.moved_bytes)
+    counted = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
+                            phase.efficiency, rewrite=relays, moved=counts.moved,
+                            moved_bytes=counts.moved_bytes)
+    decompose(fabric, counted, like=moved)  # the same counts: not made twice
+    return counted
 
 
 def _members(traffic: Traffic, able: np.ndarray, system: np.ndarray, rail: np.ndarray,
