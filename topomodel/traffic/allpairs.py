@@ -81,8 +81,10 @@ def decompose(fabric: Fabric, phase: AllPairsPhase, *,
     ``like``, a phase of the same blocks and rewrite, lends its counts if it has them.
     """
     known = fabric.derived(_memo)
-    if phase not in known:
-        known[phase] = known[like] if like in known else _decompose(fabric, phase)
+    if phase not in known and like is not None and like in known:
+        known[phase] = known[like]
+    elif phase not in known:
+        known[phase] = _decompose(fabric, phase)
     return known[phase]
 
 
