@@ -111,6 +111,8 @@ def test_examples_counted_equal_listed(name, specs, pxn_on):
     "  rail_optimized: false\n",
     # one accelerator a system: no scale-up domain at all
     "system: toy-host\nsystems: 16\nscaleout:\n  switch: toy-switch-4\n",
+    # one leaf switch: no tier above it
+    "system: toy-host\nsystems: 6\nscaleout:\n  switch: toy-switch-8\n",
 ])
 def test_toy_fabrics_counted_equal_listed(toy, text, pxn_on):
     fabric = toy(text)

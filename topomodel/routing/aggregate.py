@@ -120,5 +120,6 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
                                 minlength=n_nodes)
         if ((counts.out_pairs - in_pod > 0) & moving).any():
             longest = BETWEEN_PODS_HOPS
-    load += _climb_even(climb, up_leaf, down_leaf, leaving, entering)
+    if climb.present:  # one leaf per plane otherwise: nothing goes up
+        load += _climb_even(climb, up_leaf, down_leaf, leaving, entering)
     return load, longest
