@@ -42,7 +42,8 @@ from topomodel.routing.general import check_general_work
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
-from topomodel.traffic.phases import Phase, Traffic
+from topomodel.traffic.allpairs import decompose
+from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 from topomodel.traffic.pxn import pxn
 
 PCI_KINDS = ("none", "pcie")
@@ -191,7 +192,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         bottleneck = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time.max()) if len(link_time) else 0.0
         latency = 0.0 if nccl else (
-            _path_latency(fabric, ph, routed.hops, switch_latency, propagation)
+            _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
@@ -199,7 +200,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         total_bytes += routed.link_bytes * ph.steps
         busy += link_time * ph.steps
         lost_flows += len(routed.unroutable)
-        lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
+        if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
+            lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
     if not nccl:
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
@@ -330,15 +332,20 @@ def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
     return (slowest or model.hop_latency_s), propagation
 
 
-def _path_latency(fabric: Fabric, ph: Phase, hops: np.ndarray, switch_s: float,
+def _path_latency(fabric: Fabric, ph: Phase, routed: Routed, switch_s: float,
                   propagation_s: float) -> float:
     """Longest path latency of a phase: switches crossed x switch latency + hops x
     propagation. A path between scale-up domains passes two NICs, which are not
-    switches (hops - 3 switches); one inside a domain, hops - 1."""
+    switches (hops - 3 switches); one inside a domain, hops - 1. Per flow, or per path
+    class where the phase was routed in aggregate."""
+    hops = routed.hops
     if not len(hops):
         return 0.0
-    domain = fabric.derived(_node_roles).domain
-    inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
+    if routed.inside is not None:
+        inside = routed.inside
+    else:
+        domain = fabric.derived(_node_roles).domain
+        inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
     switches = np.maximum(0, hops - np.where(inside | (hops < 4), 1, 3))
     return float((switches * switch_s + hops * propagation_s).max())
 
@@ -374,15 +381,29 @@ def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, i
 def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
     up, out = injection
     nodes = fabric.derived(_node_roles)
-    domain = nodes.domain
-    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | nodes.chip[
-        ph.src] | nodes.chip[ph.dst]
-    local_bytes = np.where(local, ph.bytes, 0.0)
     n = len(up)
+    counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
+    totals: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    if counts is not None:  # the pairs' totals per node, without listing them
+        local = counts.local
+        sent_local = np.bincount(local.src, weights=local.bytes, minlength=n)
+        received_local = np.bincount(local.dst, weights=local.bytes, minlength=n)
+        sent_out = np.bincount(counts.node, weights=counts.out_pairs * counts.pair_bytes,
+                               minlength=n)
+        received_out = np.bincount(counts.node, weights=counts.in_pairs * counts.pair_bytes,
+                                   minlength=n)
+        totals = [(sent_local, received_local, up), (sent_out, received_out, out)]
+    else:
+        domain = nodes.domain
+        local_flow = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
+            nodes.chip[ph.src] | nodes.chip[ph.dst])
+        local_bytes = np.where(local_flow, ph.bytes, 0.0)
+        totals = [(np.bincount(ph.src, weights=weights, minlength=n),
+                   np.bincount(ph.dst, weights=weights, minlength=n), capacity)
+                  for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out))]
     worst = 0.0
-    for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out)):
-        load = np.maximum(np.bincount(ph.src, weights=weights, minlength=n),
-                          np.bincount(ph.dst, weights=weights, minlength=n))
+    for sent, received, capacity in totals:
+        load = np.maximum(sent, received)
         # switches reducing in-network do not count; accelerators without a NIC send
         # through their neighbours'
         busy = (load > 0) & nodes.accelerator & (capacity > 0)
