@@ -461,21 +461,30 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         add("ep", "ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, "direct")
     if layout.pp > 1:
         stages = rank_grid(ranks, layout, "pp")
-        pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
+        adjacent = np.stack([stages[:, :-1], stages[:, 1:]], axis=2)  # (groups, p - 1, 2)
+        pairs = adjacent.reshape(-1, 2)
         if layout.interleave > 1:  # the last stage hands the next model chunk to the first
             pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
-        back = pairs[:, ::-1]
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        key = ("pp-sendrecv", ("p2p",), size, groups_key(pairs), routing, seed, timing)
+        # Megatron-LM's 1F1B exchanges with one neighbour per call (its steady phase
+        # alternates send_forward_recv_backward and send_backward_recv_forward), so an
+        # exchange is one pair in both directions, and two boundaries that share a stage
+        # never exchange at once; the interleaved schedule (send_forward_backward_recv_
+        # forward_backward) and ZB-H1 send to both neighbours at once.
+        one_neighbour = layout.interleave == 1 and layout.schedule == "1f1b"
+        exchanges = ([adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
+                      if adjacent.shape[1] > parity] if one_neighbour else [pairs])
+        key = ("pp-exchange" if one_neighbour else "pp-sendrecv", ("p2p",), size,
+               groups_key(pairs), routing, seed, timing)
         hit = cache.get(key)
         if hit is None:
-            # 1F1B's steady phase sends forward and backward at once
-            traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
-                                                     algorithm="p2p"),
-                                  collective_traffic(fabric, "sendrecv", _rows(back), size,
-                                                     algorithm="p2p")])
-            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+            times = [time_traffic(fabric, concurrent([
+                collective_traffic(fabric, "sendrecv", _rows(x), size, algorithm="p2p"),
+                collective_traffic(fabric, "sendrecv", _rows(x[:, ::-1]), size,
+                                   algorithm="p2p")]), routing=routing, seed=seed,
+                model=a.time) for x in exchanges]
+            t = max(times, key=lambda r: r.time_s)
             doms = domain[pairs]
             hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
                                 bool((doms[:, 0] != doms[:, 1]).any()))
