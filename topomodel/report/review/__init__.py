@@ -42,13 +42,15 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                    time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0,
                    sizes_bytes: Sequence[float] | None = None,
                    failed: Sequence[str] = (),
-                   goodput_assumptions: GoodputAssumptions | None = None) -> Review:
+                   goodput_assumptions: GoodputAssumptions | None = None,
+                   workers: int | None = None) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
 
     ``time_model`` times the collectives (default: ``assumptions.time`` with a model,
     else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
     collective sizes; ``failed`` names the parts the caller failed (for the warnings);
-    ``goodput_assumptions`` are those of the goodput section (with a model).
+    ``goodput_assumptions`` are those of the goodput section (with a model), whose
+    degraded steps run on ``workers`` processes (default every core).
 
     Raises
     ------
@@ -76,7 +78,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         step_rep = step_report(step, step_assumptions, design_name=name)
         goodput = goodput_section(fabric, model, layout, step_assumptions, step,
                                   goodput_assumptions or GoodputAssumptions(), routing=routing,
-                                  seed=seed)
+                                  seed=seed, workers=workers)
     collectives = _run_collectives(fabric, timing, routing, seed, sizes_bytes)
     featured_rep = None
     if collectives.featured is not None:
