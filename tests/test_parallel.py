@@ -130,3 +130,20 @@ def test_a_worker_error_is_one_line_with_status_2(capsys, tmp_path):
               "--workers", "0"])
     assert usage.value.code == 2
     assert "--workers: expected a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_review_on_workers_is_the_serial_one():
+    from topomodel.report.review import collect_review
+
+    design, catalog = load_design(EXAMPLES / "selene-dgx-a100.yaml")
+    model, layout = catalog.get("llama3-8b", Model), Layout(tp=8, dp=16)
+
+    def review(workers):
+        fabric = build_fabric(design, catalog)
+        data = collect_review(fabric, model=model, layout=layout, workers=workers).data
+        data["inputs"].pop("generated_utc")
+        return data
+
+    serial = review(1)
+    assert len(serial["collectives"]["rows"]) >= 10 and serial["collectives"]["featured"]
+    assert review(2) == serial

@@ -50,7 +50,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
     collective sizes; ``failed`` names the parts the caller failed (for the warnings);
     ``goodput_assumptions`` are those of the goodput section (with a model), whose
-    degraded steps run on ``workers`` processes (default every core).
+    degraded steps and the collective table's runs go to ``workers`` processes
+    (default every core).
 
     Raises
     ------
@@ -79,7 +80,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         goodput = goodput_section(fabric, model, layout, step_assumptions, step,
                                   goodput_assumptions or GoodputAssumptions(), routing=routing,
                                   seed=seed, workers=workers)
-    collectives = _run_collectives(fabric, timing, routing, seed, sizes_bytes)
+    collectives = _run_collectives(fabric, timing, routing, seed, sizes_bytes,
+                                   workers=workers)
     featured_rep = None
     if collectives.featured is not None:
         from topomodel.report.route import route_report
