@@ -1,6 +1,7 @@
 """Benchmark: every verb of the CLI on the ~100k-accelerator examples, one process each.
 
 Run: python benchmarks/bench_verbs.py [--only step-sensitivity compare] [--example 8gpu]
+     [--before TREE]   # also the package of another checkout, verb by verb
 
 Each line runs ``topomodel VERB ...`` as a child process (interpreter start-up, imports,
 loading the design, building the fabric and the verb's own work included) and prints
@@ -52,12 +53,15 @@ def verbs(design: str, other: str, out: str) -> dict[str, list[str]]:
     }
 
 
-def run(arguments: list[str]) -> tuple[float, float, float, int]:
-    """(wall s, CPU s, peak RSS MiB, exit status) of one ``topomodel`` process."""
+def run(arguments: list[str], tree: str | None = None) -> tuple[float, float, float, int]:
+    """(wall s, CPU s, peak RSS MiB, exit status) of one ``topomodel`` process (of the
+    package in ``tree``, another checkout, if given)."""
+    env = {**os.environ, "PYTHONPATH": tree} if tree else None
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
         child = subprocess.Popen([sys.executable, "-m", "topomodel", *arguments], cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=errors, text=True)
+                                 stdout=subprocess.DEVNULL, stderr=errors, text=True,
+                                 env=env)
         _, wait_status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(wait_status)
@@ -73,20 +77,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", nargs="+", choices=sorted(EXAMPLES), default=["8gpu"])
     parser.add_argument("--only", nargs="+", help="verbs to run (default: all)")
+    parser.add_argument("--before", metavar="TREE",
+                        help="also time the package of this checkout (e.g. an export of the"
+                        " commit before a change), each verb right before this tree's")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
-    print("| example | verb | wall s | CPU s | peak RSS MiB |")
-    print("|---|---|---:|---:|---:|")
+    trees = [(args.before, "before "), (None, "")] if args.before else [(None, "")]
+    print("| example | verb | wall s | CPU s | peak RSS MiB | load |")
+    print("|---|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as out:
         for name in args.example:
             other = EXAMPLES["8npu" if name != "8npu" else "supernodes"]
             for verb, arguments in verbs(EXAMPLES[name], other, out).items():
                 if args.only and verb not in args.only:
                     continue
-                wall, cpu, rss, status = run(arguments)
-                failed = f" (exit {status})" if status else ""
-                print(f"| {name} | {verb}{failed} | {wall:.1f} | {cpu:.1f} | {rss:.0f} |",
-                      flush=True)
+                for tree, label in trees:
+                    wall, cpu, rss, status = run(arguments, tree)
+                    failed = f" (exit {status})" if status else ""
+                    print(f"| {name} | {label}{verb}{failed} | {wall:.1f} | {cpu:.1f} |"
+                          f" {rss:.0f} | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

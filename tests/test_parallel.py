@@ -30,7 +30,9 @@ def test_results_come_back_in_item_order():
     items = list(range(23))
     assert parallel_map(lambda x: x * x - 3, items, workers=3) == [x * x - 3 for x in items]
     assert parallel_map(str, [], workers=2) == []
-    assert default_workers() == (os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count())
+    assert default_workers() == cores
     assert check_workers(None) == default_workers()
 
 

@@ -36,7 +36,10 @@ _IN_WORKER = False
 
 
 def default_workers() -> int:
-    """Worker processes when none are asked for: every core (``os.cpu_count()``)."""
+    """Worker processes when none are asked for: every core this process may use (its
+    CPU affinity where the platform has one, else ``os.cpu_count()``), as a sweep."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
 
 
