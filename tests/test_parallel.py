@@ -149,3 +149,19 @@ def test_review_on_workers_is_the_serial_one():
     serial = review(1)
     assert len(serial["collectives"]["rows"]) >= 10 and serial["collectives"]["featured"]
     assert review(2) == serial
+
+
+@forks
+def test_an_error_ends_the_pieces_still_running():
+    import time
+
+    def piece(x: int) -> int:
+        if x == 0:
+            raise UsageError("first")
+        time.sleep(60)  # would hold the caller for a minute if it were waited for
+        return x
+
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="first"):
+        parallel_map(piece, [0, 1, 2], workers=3)
+    assert time.monotonic() - start < 30

@@ -98,24 +98,23 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     if count <= 1 or _IN_WORKER or _PENDING or not can_fork():
         return [work(item) for item in items]
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
         if stream is not None:
             stream.flush()
     _PENDING.append((work, items))
+    # the workers are forked here, before the pool starts its threads
+    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker)
     try:
-        with ProcessPoolExecutor(max_workers=count,
-                                 mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_start_worker) as pool:
-            futures = [pool.submit(_run_piece, index) for index in range(len(items))]
-            try:
-                return [future.result() for future in futures]
-            finally:  # an error or Ctrl-C: nothing more is started
-                for future in futures:
-                    future.cancel()
+        results = list(pool.imap(_run_piece, range(len(items))))  # in item order
+        pool.close()
+    except BaseException:  # an error, Ctrl-C or SIGTERM: the pieces still running end
+        pool.terminate()
+        raise
     finally:
+        pool.join()
         _PENDING.clear()
+    return results
 
 
 def _start_worker() -> None:
@@ -124,6 +123,7 @@ def _start_worker() -> None:
     global _IN_WORKER
     _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the caller's terminate() ends it
 
 
 def _run_piece(index: int) -> Any:
