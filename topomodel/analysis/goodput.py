@@ -352,10 +352,12 @@ def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares:
     """Chance that no spare system is free when one is needed: the systems in repair at
     a random time are Poisson with mean failures x repair time; none is free when that
     count reaches the number of spares."""
-    from scipy.stats import poisson
+    # the Poisson tail P(N >= spares) = pdtrc(spares - 1, mean), which is what
+    # scipy.stats.poisson.sf computes, without importing scipy.stats (a second)
+    from scipy.special import pdtrc
 
     mean = systems_failures_per_s * repair_s
-    return float(poisson.sf(spares - 1, mean)) if spares > 0 else 1.0
+    return float(pdtrc(spares - 1, mean)) if spares > 0 else 1.0
 
 
 def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
@@ -431,27 +433,37 @@ def estimated_loss(line: ComponentLine, comm_share: float) -> float:
 
 def degraded_losses(lines: Sequence[ComponentLine],
                     step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
-                    tokens_per_s: float, comm_share: float) -> dict[str, float]:
+                    tokens_per_s: float, comm_share: float, *,
+                    workers: int | None = None) -> dict[str, float]:
     """Per redundant tier, the share of throughput lost with one of its parts down:
     routed (the step model, ``step_tokens_per_s``, re-routes around a failed
-    representative), or :func:`estimated_loss` when ``step_tokens_per_s`` is None."""
-    from topomodel.fabric.failures import with_failures
+    representative; the tiers' degraded steps run on ``workers`` processes, default
+    every core, :func:`~topomodel.parallel.parallel_map`), or :func:`estimated_loss`
+    when ``step_tokens_per_s`` is None."""
+    from topomodel.parallel import parallel_map
 
-    losses: dict[str, float] = {}
+    firsts: dict[str, ComponentLine] = {}
     for ln in lines:
-        if ln.on_failure != "degrades" or ln.tier in losses or not ln.representative:
-            continue
-        if step_tokens_per_s is None:
-            losses[ln.tier] = estimated_loss(ln, comm_share)
-            continue
+        if ln.on_failure == "degrades" and ln.representative and ln.tier not in firsts:
+            firsts[ln.tier] = ln
+    if step_tokens_per_s is None:
+        return {tier: estimated_loss(ln, comm_share) for tier, ln in firsts.items()}
+    step = step_tokens_per_s
+
+    def degraded(ln: ComponentLine) -> float:
+        from topomodel.fabric.failures import with_failures
+
         nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
             (ln.representative,), ())
-        degraded = step_tokens_per_s(with_failures(fabric, nodes, cut))
-        # A failed link row takes its whole bundle down; its loss shared evenly over the
-        # bundle's cables is an upper bound of one cable's (the loss grows faster than
-        # linearly with the cables lost).
-        losses[ln.tier] = max(0.0, 1 - degraded / tokens_per_s) / ln.representative_cables
-    return losses
+        return step(with_failures(fabric, nodes, cut))
+
+    tiers = list(firsts.values())
+    # A failed link row takes its whole bundle down; its loss shared evenly over the
+    # bundle's cables is an upper bound of one cable's (the loss grows faster than
+    # linearly with the cables lost).
+    return {ln.tier: max(0.0, 1 - tokens / tokens_per_s) / ln.representative_cables
+            for ln, tokens in zip(tiers, parallel_map(degraded, tiers, workers=workers),
+                                  strict=True)}
 
 
 def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
@@ -472,11 +484,13 @@ def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
 def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
                 routing: str = "ecmp", seed: int = 0,
-                route_degradation: bool = True) -> GoodputResult:
+                route_degradation: bool = True, workers: int | None = None
+                ) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
     on ``fabric``. With ``route_degradation``, on a fabric the structured router covers
     (any size) or within :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part
-    of each redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
+    of each redundant tier failed (those steps on ``workers`` processes, default every
+    core); otherwise the loss is bounded (:func:`estimated_loss`)."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
 
@@ -493,7 +507,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
         structured_supported(fabric) is None
         or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
     losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
-                             step_result.tokens_per_s, step_result.comm_share)
+                             step_result.tokens_per_s, step_result.comm_share,
+                             workers=workers)
     system = fabric.catalog.get(fabric.design.system, System)
     return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
                    accelerators_per_system=system.accelerators,

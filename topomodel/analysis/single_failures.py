@@ -85,28 +85,30 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
                     model: Model | None = None, layout: Layout | None = None,
                     assumptions: StepAssumptions | None = None,
                     step: StepResult | None = None, routing: str = "ecmp",
-                    seed: int = 0) -> list[SingleFailure]:
+                    seed: int = 0, workers: int | None = None) -> list[SingleFailure]:
     """One what-if per kind of :data:`WHAT_IF_KINDS`: ``collective`` (a healthy run on
     ``group`` groups, timed by ``time_model``) re-run with the same algorithm, and with
-    ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed.
+    ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed;
+    the kinds run on ``workers`` processes (default every core,
+    :func:`~topomodel.parallel.parallel_map`).
 
     The parts come from the job's footprint (the first ``layout.world`` accelerators,
     else all). A kind the design lacks gets a row with an empty ``part``.
     """
     from topomodel.analysis.step import step_time
     from topomodel.fabric.failures import with_failures
+    from topomodel.parallel import parallel_map
 
     world = layout.world if layout is not None else len(fabric.accelerators)
     chosen = representatives(component_lines(fabric, world))
     healthy_collective = collective.time_s if collective is not None else None
     healthy_step = step.step_time_s if step is not None else None
-    out = []
-    for kind in WHAT_IF_KINDS:
+
+    def what_if(kind: str) -> SingleFailure:
         line = chosen.get(kind)
         if line is None:
-            out.append(SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective,
-                                     0, None, healthy_step))
-            continue
+            return SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective, 0,
+                                 None, healthy_step)
         link = " -- " in line.representative
         failed = with_failures(fabric, () if link else (line.representative,),
                                (line.representative,) if link else ())
@@ -119,11 +121,12 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
         if model is not None and layout is not None:
             step_s = step_time(failed, model, layout, assumptions, routing=routing,
                                seed=seed).step_time_s
-        out.append(SingleFailure(kind, line.representative, line.model, line.tier,
-                                 line.representative_cables if link else 0,
-                                 line.on_failure, line.class_entry, collective_s,
-                                 healthy_collective, lost, step_s, healthy_step, algorithm))
-    return out
+        return SingleFailure(kind, line.representative, line.model, line.tier,
+                             line.representative_cables if link else 0, line.on_failure,
+                             line.class_entry, collective_s, healthy_collective, lost, step_s,
+                             healthy_step, algorithm)
+
+    return parallel_map(what_if, WHAT_IF_KINDS, workers=workers)
 
 
 def _rerun(failed: Fabric, healthy: CollectiveRun, group: str, time_model: TimeModel | None,

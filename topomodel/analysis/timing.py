@@ -186,11 +186,15 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     for ph in traffic.phases:
         routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
+        # only the loaded rows (a step's TP phase loads the scale-up links alone): the
+        # same per-row times, a few passes over millions of rows fewer
+        loaded = np.flatnonzero(routed.link_bytes > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = np.where(routed.link_bytes > 0,
-                                 routed.link_bytes / (rate * ph.efficiency), 0.0)
-        bottleneck = int(np.argmax(link_time)) if len(link_time) else -1
-        bandwidth = float(link_time.max()) if len(link_time) else 0.0
+            link_time = routed.link_bytes[loaded] / (rate[loaded] * ph.efficiency)
+        slowest = int(np.argmax(link_time)) if len(link_time) else -1
+        bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
+        # the first slowest row, as an argmax over every row (row 0 when none is busy)
+        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if len(links) else -1)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
@@ -198,7 +202,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
                                 bottleneck, routed))
         total_bytes += routed.link_bytes * ph.steps
-        busy += link_time * ph.steps
+        busy[loaded] += link_time * ph.steps
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps

@@ -20,13 +20,14 @@ from topomodel.fabric.tables import Fabric
 
 def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                     step_result: Any, assumptions: GoodputAssumptions, *,
-                    routing: str = "ecmp", seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
+                    routing: str = "ecmp", seed: int = 0, workers: int | None = None
+                    ) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, with the what-ifs: the one goodput path of
     step, goodput, compare and review. The degradation is routed wherever
     :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
-    every verb."""
+    every verb (its degraded steps on ``workers`` processes, default every core)."""
     result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, seed=seed)
+                         routing=routing, seed=seed, workers=workers)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
