@@ -149,13 +149,13 @@ def test_megatron_1t_on_selene_reaches_163_tflops_per_gpu(selene, interleave):
     chunks of 1 layer. The model gives about 162 TFLOP/s non-interleaved (-0.5 %) and 167
     interleaved (+2.5 %): GEMMs at the A100's measured curve (81-82 % of peak at these
     sizes), a 12 % bubble (63 / 512 of a stage's work, plus the blocking sends on the
-    critical path), the 2021 code's unhidden TP all-reduces (about 7 %, timed from the DGX A100's
-    measured nccl-tests curve) and its separate
-    gradient-accumulation pass over 2 x 10^9 weights every microbatch (about 8 %), and
-    a 3 % jitter wait. Without those two 2021 traits it would give 179 TFLOP/s: the
-    same work took 94.4 s in Korthikanti et al.'s 2022 Table 5 against the 102.6 s that
-    163 TFLOP/s implies here, and the model accounts for that difference by the two
-    changes of the code between the runs."""
+    critical path), the 2021 code's unhidden TP all-reduces (about 7 %, timed from the
+    DGX A100's measured nccl-tests curve) and its separate gradient-accumulation pass
+    over 2 x 10^9 weights every microbatch (about 8 %), and a 3 % jitter wait. Without
+    those two 2021 traits it would give 179 TFLOP/s: the same work took 94.4 s in
+    Korthikanti et al.'s 2022 Table 5 against the 102.6 s that 163 TFLOP/s implies
+    here, and the model accounts for that difference by the two changes of the code
+    between the runs."""
     fabric, model = selene
     result = step_time(fabric, model, megatron_1t_layout(interleave))
     system = fabric.catalog.get(fabric.design.system, System)
