@@ -388,7 +388,7 @@ class MeasuredCollective:
     collective: str = spec(choice(*COLLECTIVES))
     ranks: int = spec(integer(2), doc="GPUs in the measured group")
     points: tuple[tuple[float, float], ...] = spec(
-        _curve_points, doc="[size, busbw] pairs, sizes strictly increasing")
+        _curve_points, doc="the measured points")
     source: str = spec(text, doc="a citation a reader can follow")
     provenance: str = spec(choice(*PROVENANCES))
     notes: str = spec(text, default="")
