@@ -36,7 +36,7 @@ from topomodel.records import (
     text,
     yaml_keys,
 )
-from topomodel.vocabulary import CABLE_MEDIA
+from topomodel.vocabulary import CABLE_MEDIA, COLLECTIVES
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 PROVENANCES = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
@@ -354,6 +354,46 @@ class ScaleupWiring:
                               f" {self.sockets} sockets", "switches")
 
 
+def _curve_point(reading: Reading, path: KeyPath, value: Any) -> tuple[float, float]:
+    """``[size, busbw]``: bytes as nccl-tests counts them, and bytes/s of busbw."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise Invalid('expected a pair [size, busbw], e.g. ["64 MiB", "166.63 GB/s"]')
+    size = quantity("size")(reading, path, value[0])
+    busbw = quantity("rate")(reading, path, value[1])
+    if size <= 0 or busbw <= 0:
+        raise Invalid("size and busbw must be positive")
+    return size, busbw
+
+
+_POINT_LIST = list_of(_curve_point, min_len=2, what="a list of [size, busbw] pairs")
+
+
+def _curve_points(reading: Reading, path: KeyPath, value: Any
+                  ) -> tuple[tuple[float, float], ...]:
+    """At least two ``[size, busbw]`` pairs, sizes strictly increasing."""
+    points: tuple[tuple[float, float], ...] = _POINT_LIST(reading, path, value)
+    for index in range(1, len(points)):
+        if points[index][0] <= points[index - 1][0]:
+            raise Invalid("sizes must be strictly increasing (this size is not above"
+                          " the one before)", index)
+    return points
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredCollective:
+    """A measured nccl-tests curve of one collective on one group size inside the
+    system: ``points`` are ``[size, busbw]`` pairs, sizes strictly increasing, in bytes
+    as nccl-tests counts them and busbw in bytes/s as nccl-tests defines it."""
+
+    collective: str = spec(choice(*COLLECTIVES))
+    ranks: int = spec(integer(2), doc="GPUs in the measured group")
+    points: tuple[tuple[float, float], ...] = spec(
+        _curve_points, doc="the measured points")
+    source: str = spec(text, doc="a citation a reader can follow")
+    provenance: str = spec(choice(*PROVENANCES))
+    notes: str = spec(text, default="")
+
+
 @dataclass(frozen=True, kw_only=True)
 class System(Part):
     """A server, node or rack: accelerators, their scale-up wiring and their NICs."""
@@ -367,11 +407,26 @@ class System(Part):
     nic_count: int = spec(integer(1), default=0)
     host_link: str | None = spec(ref("host_link"), default=None)
     hosts: int = spec(integer(1), default=1, doc="host servers (compute trays) inside")
+    measured_collectives: tuple[MeasuredCollective, ...] = spec(
+        list_of(record(MeasuredCollective)), default=(),
+        doc="measured nccl-tests curves inside one system, each timing its collective"
+        " on groups of its size there (docs/catalog-format.md)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if bool(self.nic) != bool(self.nic_count):
             raise Invalid("give nic and nic_count together", "nic_count")
+        seen: set[tuple[str, int]] = set()
+        for index, curve in enumerate(self.measured_collectives):
+            if curve.ranks > self.accelerators:
+                raise Invalid(f"measured_collectives[{index}]: {curve.ranks} ranks, but"
+                              f" the system has {self.accelerators} accelerators",
+                              "measured_collectives")
+            if (curve.collective, curve.ranks) in seen:
+                raise Invalid(f"measured_collectives[{index}]: a second"
+                              f" {curve.collective} curve on {curve.ranks} ranks",
+                              "measured_collectives")
+            seen.add((curve.collective, curve.ranks))
         shape = self.scaleup.shape
         if self.scaleup.kind == "torus" and math.prod(shape) != self.accelerators:
             raise Invalid(f"torus shape {list(shape)} holds {math.prod(shape)} accelerators,"

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from topomodel import records
-from topomodel.catalog import _ID_RE, ENTRY_TYPES, KIND_NAMES, PROVENANCES, _provenance_map
+from topomodel.catalog import (
+    _ID_RE,
+    ENTRY_TYPES,
+    KIND_NAMES,
+    PROVENANCES,
+    _curve_points,
+    _provenance_map,
+)
 from topomodel.design import (
     Design,
     FailureDesign,
@@ -366,6 +373,18 @@ def _figure_provenance() -> dict[str, Any]:
                      " differs from the entry's."}
 
 
+def _curve() -> dict[str, Any]:
+    size, busbw = (reader_schema(records.quantity(kind), {}) for kind in ("size", "rate"))
+    for part in (size, busbw):
+        part.pop("_hint")
+    return {"type": "array", "minItems": 2,
+            "items": {"type": "array", "prefixItems": [size, busbw], "items": False,
+                      "minItems": 2},
+            "_hint": "A list of [size, busbw] pairs, sizes strictly increasing: the"
+                     " size as nccl-tests counts it and busbw as it defines it, e.g."
+                     " ['64 MiB', '166.63 GB/s']."}
+
+
 _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.text: lambda: {"type": "string", "pattern": r"\S"},
     _provenance_map: _figure_provenance,
@@ -373,6 +392,7 @@ _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.fraction: lambda: {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     records.bandwidth: _bandwidth,
     _ratio: _oversubscription,
+    _curve_points: _curve,
 }
 
 

@@ -36,6 +36,10 @@ Examples
 
 from __future__ import annotations
 
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
+               "sendrecv")
+"""The collectives the traffic model builds (nccl-tests' names)."""
+
 NODE_KINDS = ("accelerator", "nic", "scaleup_switch", "switch")
 """What a node is (``fabric.nodes['kind']``)."""
 

@@ -88,6 +88,13 @@ class TimeModel:
     protocol: str = spec(choice("auto", *PROTOCOLS), default="auto",
                          doc="collective protocol: auto (the fastest, as NCCL's tuner"
                          " picks), or LL, LL128 or Simple (as NCCL_PROTO forces)")
+    measured_curves: bool = spec(
+        boolean, default=True,
+        doc="time a collective inside one system from the system's measured nccl-tests"
+        " curve where the catalog has one for its collective, group size and size"
+        " (NCCL's tuner model, which the model follows, overestimates the mid-size"
+        " bandwidth measured on 8 x A100: docs/validation.md); off: the model alone."
+        " A forced protocol or scale-up efficiency turns it off")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)

@@ -157,6 +157,7 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("efficiency", _T, "efficiency", "time", "pairs", metavar="TIER=F"),
     _from_field("protocol", _T, "protocol", "time", "text"),
     _from_field("pxn", _T, "pxn", "time", "bool"),
+    _from_field("measured_curves", _T, "measured_curves", "time", "bool"),
     StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(1e-3, 1e3),
                "what-if: every scale-out link this many times faster (2: 800G NICs"
                " instead of 400G)", "float", "F"),

@@ -54,7 +54,8 @@ COMPUTE, IMBALANCE = "compute", "imbalance"
 @dataclass(frozen=True)
 class Call:
     """One collective of the step, timed once with every group of its kind at once:
-    seconds per call and their split."""
+    seconds per call and their split; ``measured`` names the measured curve that timed
+    it (empty: the model)."""
 
     kind: str
     collective: str
@@ -65,6 +66,7 @@ class Call:
     bandwidth_s: float
     topology_s: float
     spills: bool
+    measured: str = ""
 
 
 class Work:

@@ -93,6 +93,7 @@ class CommKind:
     topology_s: float
     exposed_s: float  # the part the schedule does not hide behind compute
     spills: bool  # groups leave the scale-up domain
+    measured: str = ""  # the measured curve that timed it (empty: the model)
 
     @property
     def overlap(self) -> float:
@@ -358,7 +359,8 @@ def _comm_kinds(calls: dict[str, Call], ops: OpWork, r: int, sched: Schedule,
         out.append(CommKind(call.kind, call.collective, call.algorithm, call.size_bytes,
                             round(count), time_s, call.latency_s * scale,
                             call.bandwidth_s * scale, call.topology_s * scale,
-                            min(time_s, max(0.0, exposed)), call.spills))
+                            min(time_s, max(0.0, exposed)), call.spills,
+                            call.measured))
 
     for key, issued in ops.issued_s.items():
         call = by_key[key]
@@ -435,7 +437,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                    model=a.time)
             hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                spills_of(groups))
+                                spills_of(groups), t.measured)
         out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
@@ -487,7 +489,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             t = max(times, key=lambda r: r.time_s)
             doms = domain[pairs]
             hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                bool((doms[:, 0] != doms[:, 1]).any()))
+                                bool((doms[:, 0] != doms[:, 1]).any()), t.measured)
         out["pp"] = Call("pp", "sendrecv", hit[0], size, *hit[1:])
     layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)

@@ -134,8 +134,9 @@ CollectiveKey = tuple[str, tuple[str, ...], float, tuple[Any, ...], str, int, tu
 """What a collective's time depends on besides the fabric: (collective, candidate
 algorithms, size in bytes, the communicators' shape and placement, routing, seed, the
 time model)."""
-CollectiveTime = tuple[str, float, float, float, float, bool]
-"""A timed collective: (algorithm, time, latency, bandwidth, topology seconds, spills)."""
+CollectiveTime = tuple[str, float, float, float, float, bool, str]
+"""A timed collective: (algorithm, time, latency, bandwidth, topology seconds, spills,
+the measured curve that timed it or "")."""
 
 
 def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:

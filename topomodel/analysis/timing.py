@@ -10,8 +10,10 @@ traffic with :attr:`~topomodel.traffic.phases.Traffic.shapes`) is then timed as 
 tuner times it (:mod:`topomodel.analysis.protocols`): for each protocol LL, LL128 and
 Simple, NCCL's latency for the algorithm plus the bandwidth time at that protocol's
 share of the bandwidth, and the fastest protocol is kept (``TimeModel.protocol`` forces
-one). Other traffic pays, per phase and step, its longest path (switches x switch
-latency + hops x propagation) plus a per-message overhead.
+one). A collective inside one system whose catalog entry has a measured nccl-tests
+curve for it is timed from that curve instead (:mod:`topomodel.analysis.curves`;
+``TimeModel.measured_curves``). Other traffic pays, per phase and step, its longest
+path (switches x switch latency + hops x propagation) plus a per-message overhead.
 
 The bandwidth part is what an ideal non-blocking fabric with the same injection
 bandwidth would take (the busiest accelerator's bytes over its injection capacity,
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel as TimeModel
+from topomodel.analysis.curves import measured_time
 from topomodel.analysis.protocols import (
     PROTOCOLS,
     RING_PLATEAU_FACTOR,
@@ -128,7 +131,9 @@ class TrafficTime:
 
     For a collective, ``protocol`` is the one timed, ``collective_latency_s`` its NCCL
     latency and ``bandwidth_scale`` the protocol's wire bytes per data byte (1 for
-    Simple); the phases' own latencies are then zero.
+    Simple); the phases' own latencies are then zero. ``measured`` says which measured
+    curve timed it (empty: the model did); its time is then the curve's, the latency
+    the model's (at most the curve's time) and the bandwidth scale the rest.
     """
 
     phases: tuple[PhaseTime, ...]
@@ -139,6 +144,7 @@ class TrafficTime:
     protocol: str = ""
     collective_latency_s: float = 0.0
     bandwidth_scale: float = 1.0
+    measured: str = ""
 
     @property
     def time_s(self) -> float:
@@ -210,8 +216,29 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
     protocol, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
+    curve = _measured(fabric, traffic, model) if not lost_flows else None
+    note = ""
+    if curve is not None:
+        seconds, note = curve
+        latency = min(latency, seconds)
+        if simple_s > 0:
+            scale = (seconds - latency) / simple_s
+        else:
+            latency = seconds
     return TrafficTime(tuple(phases), total_bytes, busy * scale, lost_flows, lost_bytes,
-                       protocol, latency, scale)
+                       protocol, latency, scale, note)
+
+
+def _measured(fabric: Fabric, traffic: Traffic, model: TimeModel
+              ) -> tuple[float, str] | None:
+    """(seconds, note) of a collective from the system's measured curve, when the time
+    model allows one (no forced protocol or scale-up efficiency: what-ifs the
+    measurement cannot answer) and one covers it (:func:`~topomodel.analysis.curves.
+    measured_time`)."""
+    if (not model.measured_curves or model.protocol != "auto"
+            or any(tier.startswith("scaleup") for tier in model.efficiency)):
+        return None
+    return measured_time(fabric, traffic.shapes)
 
 
 def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
@@ -234,6 +261,9 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
+    curve = _measured(fabric, traffic, model)
+    if curve is not None:  # the time itself
+        return curve[0]
     _, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
     return scale * simple_s + latency
 

@@ -15,7 +15,7 @@ from topomodel.records import Invalid, Reading
 from topomodel.yamlsource import Source
 
 FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency",
-                  "protocol", "pxn")
+                  "protocol", "pxn", "measured_curves")
 """The options of verbs that run collectives without a model (route, draw)."""
 _READING = Reading(Source("<command line>", ""))
 _ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}

@@ -65,6 +65,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         "collective": run.collective, "algorithm": run.algorithm,
         "candidates": {k: {"time_s": v} for k, v in run.candidates.items()},
         "protocol": timing.protocol or None,
+        "measured_curve": timing.measured or None,
         "routing": routing, "router": timing.phases[0].routed.router if timing.phases else "",
         "size_bytes": run.size_bytes, "size_convention": SIZE_CONVENTIONS[run.collective],
         "ranks": run.ranks, "groups": dict(zip(run.group_sets, run.groups, strict=True)),
@@ -101,6 +102,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
                                         timing.topology_s))},
         {"item": "routing", "value": f"{routing} ({data['router']} router)"},
         *([{"item": "protocol", "value": timing.protocol}] if timing.protocol else []),
+        *([{"item": "timed by", "value": timing.measured}] if timing.measured else []),
     ]
     if run.candidates:
         summary.append({"item": "auto candidates", "value": ", ".join(

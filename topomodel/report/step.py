@@ -63,7 +63,8 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
              "size": format_size(c.size_bytes),
              "calls/step": c.calls, "time": format_si(c.time_s, "s"),
              "overlap": f"{c.overlap:.0%}", "exposed": format_si(c.exposed_s, "s"),
-             "leaves scale-up": "yes" if c.spills else "no"} for c in result.comm]
+             "leaves scale-up": "yes" if c.spills else "no",
+             "timed by": "measured curve" if c.measured else "model"} for c in result.comm]
     memory = [{"part": k.removesuffix("_bytes"), "per accelerator": format_size(v)}
               for k, v in result.memory.items()]
     data = step_json(result, assumptions)
@@ -79,7 +80,14 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
                                  Table("Walls", walls, records["walls"]),
                                  Table("Communication", comm, records["communication"]),
                                  Table("Memory", memory, records["memory"])],
-                  list(result.warnings))
+                  list(result.warnings), text=_measured_text(result))
+
+
+def _measured_text(result: StepResult) -> str | None:
+    """Which collectives a measured nccl-tests curve timed, in words (None: none)."""
+    notes = list(dict.fromkeys(f"{c.kind.upper()} {c.measured}" for c in result.comm
+                               if c.measured))
+    return "; ".join(notes) + "." if notes else None
 
 
 def step_record(result: StepResult, design_name: str) -> dict[str, Any]:

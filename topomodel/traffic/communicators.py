@@ -12,9 +12,7 @@ import numpy as np
 from topomodel.errors import TopomodelError
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.phases import Phase
-
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
-               "sendrecv")
+from topomodel.vocabulary import COLLECTIVES as COLLECTIVES
 
 
 class CollectiveError(TopomodelError, ValueError):
