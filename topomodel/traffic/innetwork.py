@@ -409,6 +409,11 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
         first = int(rank_group[np.argmin(legs_per_rank)])
         failed = (first, f"rank node {int(ranks[np.argmin(legs_per_rank)])} has no scale-out"
                          " NIC link")
+    leaves = legs["leaf"].to_numpy()
+    if failed is None and not capable[leaves].all():  # refused before the roots are sought
+        bad = int(leaves[np.argmin(capable[leaves])])
+        return ((int(legs["group"].to_numpy()[np.argmin(capable[leaves])]),
+                 _no_reduction(nodes, bad)), empty, np.empty(0, np.int64))
     legs["fraction"] = 1.0 / legs_per_rank[legs["pos"].to_numpy()]
     legs["plane"] = nodes["plane"].to_numpy()[legs["leaf"].to_numpy()]
     legs["portion"] = legs.groupby(["pos", "plane"]).cumcount()
@@ -447,9 +452,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
         if len(unable):
             bad = int(unable[0])
             groups = np.concatenate([legs["group"].to_numpy(), planes["group"].to_numpy()])
-            failed = (int(groups[np.argmax(touched == bad)]),
-                      f"scale-out switch {nodes['name'].iloc[bad]} ({nodes['model'].iloc[bad]})"
-                      " has no in-network reduction")
+            failed = (int(groups[np.argmax(touched == bad)]), _no_reduction(nodes, bad))
     if failed is not None:
         return failed, empty, np.empty(0, np.int64)
     # the leaf's reduced stream: one copy of each portion it receives
@@ -467,14 +470,24 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
     return None, flows, root
 
 
+def _no_reduction(nodes: pd.DataFrame, switch: int) -> str:
+    return (f"scale-out switch {nodes['name'].iloc[switch]} ({nodes['model'].iloc[switch]})"
+            " has no in-network reduction")
+
+
 def _reaches(leaf: np.ndarray, core: np.ndarray, up_src: np.ndarray, up_dst: np.ndarray,
              linked: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Whether each leaf reaches its core through one of the spines it links up to."""
+    """Whether each leaf reaches its core through one of the spines it links up to (each
+    distinct pair looked up once: the slices of a group share their leaves and core)."""
+    width = int(max(leaf.max(initial=0), core.max(initial=0))) + 2
+    pairs, back = np.unique(leaf.astype(np.int64) * width + (core + 1), return_inverse=True)
+    leaf, core = pairs // width, pairs % width - 1
     order = np.argsort(up_src, kind="stable")
     sorted_src, sorted_dst = up_src[order], up_dst[order]
     which, idx = _expand(leaf, sorted_src)
     ok = linked(sorted_dst[idx], core[which])
-    return np.bincount(which, weights=ok, minlength=len(leaf)) > 0
+    reached: np.ndarray = np.bincount(which, weights=ok, minlength=len(leaf)) > 0
+    return reached[back.ravel()]
 
 
 def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
