@@ -92,8 +92,55 @@ def test_the_best_layouts_are_the_brute_forces(setup, brute):
         assert mine.memory == theirs.memory
     assert found.tally.searched == len(brute)
     assert found.tally.invalid == sum(r is None for _, r in brute)
-    assert found.tally.evaluated == len(fitting)
+    assert found.tally.evaluated + found.tally.pruned == len(fitting)
     assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
+    assert found.tally.pruned > 0  # the bound skipped layouts, and the top is the same
+
+
+WIDE = replace(SPACE, fixed={"sequence_parallel": True}, max_cp=2)  # every ZeRO stage, CP
+
+
+@pytest.fixture(scope="module")
+def every_fitting(setup):
+    """Every layout of WIDE that fits, its step modelled: (place, result)."""
+    fabric = _fabric(setup)
+    job = _job(setup, space=WIDE)
+    out = []
+    for ci, cell in enumerate(plan_cells(fabric, job)):
+        for k, fields in enumerate(cell_layouts(job.model, cell, job.base, job.space)):
+            verdict = assess(fabric, job, fields)
+            if verdict.status == "evaluated":
+                out.append(((-ci, -k), verdict.result))
+    return out
+
+
+@pytest.mark.parametrize(("objective", "top"), [
+    ("tokens_per_s", 1), ("tokens_per_s", 12), ("mfu", 4), ("step_time_s", 4),
+    ("tokens_per_J", 2)])
+def test_pruning_keeps_the_unpruned_top(setup, every_fitting, objective, top):
+    from topomodel.plan.search import objective_value
+
+    fabric = _fabric(setup)
+    job = replace(_job(setup, objective=objective, space=WIDE), top=top)
+    power = 21468.0
+    sign = -1 if objective == "step_time_s" else 1
+    ranked = sorted(every_fitting, key=lambda pr: (
+        sign * objective_value(pr[1], objective, power), pr[0]), reverse=True)[:top]
+    pruned = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power)
+    assert [r.place for r in pruned.best] == [place for place, _ in ranked]
+    assert [r.result for r in pruned.best] == [result for _, result in ranked]
+    assert pruned.tally.evaluated + pruned.tally.pruned == len(every_fitting)
+    assert pruned.tally.pruned > 0
+
+
+def test_without_pruning_every_fitting_layout_is_modelled(setup):
+    fabric = _fabric(setup)
+    job = _job(setup)
+    n = range(len(plan_cells(fabric, job)))
+    pruned, whole = search_cells(fabric, job, n), search_cells(fabric, job, n, prune=False)
+    assert whole.tally.pruned == 0 and pruned.tally.pruned > 0
+    assert whole.tally.evaluated == pruned.tally.evaluated + pruned.tally.pruned
+    assert [r.result for r in pruned.best] == [r.result for r in whole.best]
 
 
 def test_memory_rejections_are_the_steps_that_do_not_fit(setup, brute):
@@ -307,7 +354,11 @@ def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
     pool = plan_spread(context, job, workers=2)
     assert [r.layout for r in pool.best] == [r.layout for r in alone.best]
     assert [r.step_time_s for r in pool.best] == [r.step_time_s for r in alone.best]
-    assert pool.tally == alone.tally
+    for count in ("searched", "invalid", "no_fit"):
+        assert getattr(pool.tally, count) == getattr(alone.tally, count)
+    # each worker prunes against its own best, so the split of the rest may differ
+    assert (pool.tally.evaluated + pool.tally.pruned
+            == alone.tally.evaluated + alone.tally.pruned)
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:

@@ -186,7 +186,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     hit = recall_step(fabric, model, a, same)
     if hit is not None:
         return cast(StepResult, replace(hit, layout=layout))
-    ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
+    ops = step_ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
     send = calls.get("pp")
     per_send = (send.time_s if send else 0.0) + (calls["pp_sg"].time_s if "pp_sg" in calls
                                                  else 0.0)
@@ -258,10 +258,11 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     return result
 
 
-def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
          sched: Schedule, calls: dict[str, Call], dense_layers: np.ndarray,
          moe_layers: np.ndarray) -> OpWork:
-    """Every operation of the schedule: its work and duration."""
+    """Every operation of the schedule: its work and duration, seconds, with the
+    collectives ``calls`` (the step's, or a bound's)."""
     grads = BYTES[a.main_grad_dtype]
     lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
     lt_moe = layer_times(device, model, layout, seq, moe=True,

@@ -1,0 +1,175 @@
+"""A step time no rank order of a layout can beat, found without routing anything: what
+lets a search skip layouts that cannot reach its best.
+
+:func:`~topomodel.analysis.step.step_time` is ``step = compute + imbalance + bubble +
+exposed communication + wait``. Its terms, with every collective taking no time (a
+collective takes at least that long, and every operation's duration, the timeline and
+the gradient tail only grow with the collective times), give two bounds, each proved
+from the step's own formulas:
+
+- **busy**: the step is at least its slowest stage's busy time (compute, imbalance and
+  in-stage exposed communication, all of which only grow with the collective times),
+  plus the wait;
+- **pipeline**: it is at least the end of the last stage's optimizer step on the
+  comm-free timeline, plus the wait, *less* two deficits the step's accounting allows:
+  the pipeline sends it counts as exposed are at most the slowest stage's own sends
+  (``2 m v`` of them) while the critical path may cross up to ``K`` (the most sends on
+  any path of the schedule), and the ZeRO weight gathers it counts are the slowest
+  stage's while the stage that starts the critical path may hold more buckets.
+
+Each deficit is at most a multiple of a collective's time, which also adds to the
+busy bound as soon as the deficit is there; the worst split of an unknown send and
+gather time between the two bounds leaves
+
+    bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
+
+with ``n_min / n_max`` the fewest over the most weight-gather buckets of a stage. The
+wait is the step's (jitter and stragglers on compute) on the least compute of any
+stage. Nothing here depends on the rank order, so one bound serves every order of a
+layout; the ZeRO stage changes only the optimizer step and the gathers, so the
+timeline is shared by the ZeRO stages too (:func:`comm_free_pipeline`).
+
+With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
+time while the operation's duration is not clipped, so the pipeline bound does not
+hold there: the bound is then the least compute and imbalance of a stage plus the wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.compute import device_model, optimizer_bytes_per_param
+from topomodel.analysis.memory import stage_parameters
+from topomodel.analysis.model import BYTES, flops_per_token
+from topomodel.analysis.pipeline import timeline
+from topomodel.analysis.stagework import Call
+from topomodel.analysis.step import step_ops
+from topomodel.analysis.stepshape import Shape, cached_schedule
+from topomodel.catalog import Model
+from topomodel.traffic.layout import Layout
+
+ROUNDING_MARGIN = 1e-9
+"""Share taken off every bound before it is compared: the bound and the step add the
+same terms in different orders, and floating-point sums differ in their last bits; a
+billionth is far above that noise and far below any difference a ranking shows."""
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """The best any rank order of a layout can do: its step time at least
+    ``step_time_s`` seconds, so its MFU and tokens/s at most ``mfu`` and
+    ``tokens_per_s`` (the step's own formulas on the bound)."""
+
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, eq=False)
+class CommFreePipeline:
+    """What the bound of a layout takes from its comm-free step, shared by its ZeRO
+    stages: per stage the busy time, compute and end of the last operation (seconds),
+    and the most pipeline sends any path of the schedule crosses."""
+
+    busy_s: np.ndarray
+    compute_s: np.ndarray
+    stage_end_s: np.ndarray
+    most_sends: int
+    dualpipe: bool
+
+
+def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
+                       shape: Shape) -> CommFreePipeline:
+    """The step of ``layout`` with every collective taking no time: each operation's
+    duration and the timeline, seconds (the ZeRO stage and the rank order change
+    neither)."""
+    a = assumptions
+    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    calls: dict[str, Call] = {}
+    if layout.ep > 1 and model.is_moe:  # its imbalance term is there at any speed
+        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
+                   shape.sizes - shape.moe_sizes, shape.moe_sizes)
+    p = layout.pp
+    tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
+                  blocking_sends=layout.pp_blocking)
+    return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), tl.stage_end_s,
+                            most_sends(shape.schedule.name, p, shape.microbatches,
+                                       layout.interleave, layout.pp_blocking),
+                            layout.ep_overlap == "dualpipe")
+
+
+@functools.lru_cache(maxsize=1024)
+def most_sends(name: str, p: int, m: int, v: int, blocking: bool) -> int:
+    """The most pipeline sends (and, with ``blocking``, waits on a send) any path of the
+    schedule crosses: its timeline with operations taking no time and every send one."""
+    sched = cached_schedule(name, p, m, v)
+    if p < 2:
+        return 0
+    tl = timeline(sched, np.zeros((p, sched.ops)), np.ones((p, 2)), blocking_sends=blocking)
+    return round(tl.makespan_s)
+
+
+def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+               pipeline: CommFreePipeline) -> StepBound:
+    """The bound of ``layout`` (any rank order) from its comm-free ``pipeline`` (which
+    may come from the layout with another ZeRO stage)."""
+    a = assumptions
+    p, world = layout.pp, layout.world
+    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
+    dense, experts = stage_parameters(model, layout, layers, moe_layers)
+    replicas = layout.dp * layout.cp
+    sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
+        else dense + experts
+    optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
+    least_compute = float(pipeline.compute_s.min())
+    wait = least_compute * (a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
+                            + a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world))
+    if pipeline.dualpipe:
+        body = least_compute
+    else:
+        busy = float(pipeline.busy_s.max())
+        ends = float((pipeline.stage_end_s + optimizer).max())
+        share = 1.0
+        if p > 1 and pipeline.most_sends > 0:
+            share = min(share, 2 * shape.microbatches * layout.interleave
+                        / pipeline.most_sends)
+        if layout.zero in (1, 2) and replicas > 1:
+            share = min(share, _bucket_share(a, dense, experts, layout))
+        body = busy + max(0.0, ends - busy) * share
+    step = (body + wait) * (1 - ROUNDING_MARGIN)
+    tokens = shape.global_batch * shape.seq
+    model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
+    return StepBound(step, tokens * model_flops / (step * world * device.peak_flops),
+                     tokens / step)
+
+
+def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
+                  layout: Layout) -> float:
+    """The fewest over the most ZeRO weight-gather buckets of a stage, over the bucket
+    kinds the step gathers (dense over DP x CP, experts over their replicas)."""
+    grad = BYTES[a.grad_dtype]
+    share = 1.0
+    kinds = [dense]
+    if (layout.dp * layout.cp // layout.ep > 1) and float(experts.max()) > 0:
+        kinds.append(experts)
+    for params in kinds:
+        bucket = min(a.dp_bucket_bytes, float(params.max()) * grad)
+        if bucket <= 0:
+            continue
+        counts = np.ceil(params * grad / bucket)
+        share = min(share, float(counts.min() / counts.max()))
+    return share
+
+
+def unordered(layout: Layout) -> Layout:
+    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
+    return replace(layout, zero=0, order=Layout().order)
