@@ -39,6 +39,7 @@ Examples
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,7 +235,7 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         If the schedule deadlocks (an operation waits for one that never runs).
     """
     p, n = s.p, s.ops
-    dep_stage, dep_pos, boundary = dependencies(s)
+    (dep_stage, dep_pos, boundary), rounds = _structure(s)
     duration_s = np.asarray(duration_s, dtype=float)
     dur = (duration_s.copy() if duration_s.ndim == 2
            else duration_s[s.kind, np.arange(p)[:, None], s.chunk])
@@ -254,12 +255,52 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         in_boundary = np.where(stages > 0, stages - 1, p - 1)  # B: to s - 1 (or wrap)
         outgoing[sends_f] = send_s[out_boundary[sends_f], 0]
         outgoing[sends_b] = send_s[in_boundary[sends_b], 1]
-    start = np.zeros((p, n))
-    end = np.zeros((p, n))
-    waited = np.zeros((p, n), dtype=bool)  # the input, not the stage, set the start
     free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
+    # flat (stage x position) views: each round's operations are listed once per schedule
+    start, end = np.zeros(p * n), np.zeros(p * n)
+    waited = np.zeros(p * n, dtype=bool)  # the input, not the stage, set the start
+    dur_flat, send_flat, out_flat = dur.ravel(), send.ravel(), outgoing.ravel()
+    for go, at, dep, has in rounds:
+        arrive = np.where(has, end[dep] + send_flat[at], -np.inf)
+        begin = np.maximum(free[go], arrive)
+        start[at] = begin
+        done = begin + dur_flat[at]
+        end[at] = done
+        waited[at] = arrive > free[go]
+        free[go] = done + out_flat[at]
+    start, end, waited = start.reshape(p, n), end.reshape(p, n), waited.reshape(p, n)
+    stage_end = end[:, -1] if n else np.zeros(p)
+    critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
+    return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
+                    critical, on_path)
+
+
+_Structure = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[tuple[np.ndarray, ...]]]
+_STRUCTURES: weakref.WeakKeyDictionary[Schedule, _Structure] = weakref.WeakKeyDictionary()
+
+
+def _structure(s: Schedule) -> _Structure:
+    """What :func:`timeline` needs of schedule ``s`` besides the times, found once per
+    schedule (the cache holds it while the schedule lives): its
+    :func:`dependencies` and its rounds. In each round, the stages whose next operation
+    has its input (which operations can run depends on the order alone, not on how
+    long they take), those operations' flat places (stage x n + position), their
+    inputs' places and whether they have one.
+
+    Raises
+    ------
+    RuntimeError
+        If the schedule deadlocks (an operation waits for one that never runs).
+    """
+    known = _STRUCTURES.get(s)
+    if known is not None:
+        return known
+    p, n = s.p, s.ops
+    deps = dependencies(s)
+    dep_stage, dep_pos, _ = deps
     ptr = np.zeros(p, dtype=np.int64)
     rows = np.arange(p)
+    out: list[tuple[np.ndarray, ...]] = []
     while True:
         active = rows[ptr < n]
         if not len(active):
@@ -270,19 +311,12 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         ready = ~has | (dp < ptr[np.maximum(ds, 0)])
         if not ready.any():
             raise RuntimeError(f"pipeline schedule {s.name} deadlocks")
-        go, jg, dsg, dpg, hg = active[ready], j[ready], ds[ready], dp[ready], has[ready]
-        arrive = np.where(hg, end[np.maximum(dsg, 0), np.maximum(dpg, 0)] + send[go, jg],
-                          -np.inf)
-        begin = np.maximum(free[go], arrive)
-        start[go, jg] = begin
-        end[go, jg] = begin + dur[go, jg]
-        waited[go, jg] = arrive > free[go]
-        free[go] = end[go, jg] + outgoing[go, jg]
+        go, jg, hg = active[ready], j[ready], has[ready]
+        dep = np.maximum(ds[ready], 0) * n + np.maximum(dp[ready], 0)
+        out.append((go, go * n + jg, dep, hg))
         ptr[go] += 1
-    stage_end = end[:, -1] if n else np.zeros(p)
-    critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
-    return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
-                    critical, on_path)
+    _STRUCTURES[s] = (deps, out)
+    return deps, out
 
 
 def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.ndarray,

@@ -63,7 +63,8 @@ from topomodel.analysis.stepshape import (
     UNORDERED,
     LayoutMemory,
     collective_times,
-    groups_key,
+    grid_key,
+    node_domains,
     ranks_of,
     recall_step,
     remember_step,
@@ -411,7 +412,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     tp = layout.tp
     tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
-    domain = fabric.nodes["domain"].to_numpy()
+    domain = fabric.derived(node_domains)
     out: dict[str, Call] = {}
     cache = fabric.derived(collective_times)
     timing = time_key(a.time)
@@ -420,57 +421,69 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         doms = domain[groups]
         return bool(((doms != doms[:, :1]) | (doms < 0)).any())
 
-    def add(name: str, kind: str, collective: str, groups: np.ndarray, size: float,
+    def add(name: str, kind: str, collective: str, grid: str, size: float,
             algorithm: str = "auto") -> None:
-        if size <= 0 or groups.shape[1] < 2:
+        ranks_per_group = {"tp": tp, "cp": layout.cp, "ep": layout.ep,
+                           "grad": layout.dp * layout.cp,
+                           "expert_grad": layout.dp * layout.cp // layout.ep}[grid]
+        if size <= 0 or ranks_per_group < 2:
             return
 
-        candidates = _candidates(collective, algorithm, groups.shape[1])
-        key = (collective, candidates, size, groups_key(groups), routing, seed, timing)
+        def groups() -> np.ndarray:
+            return rank_grid(ranks, layout, grid)
+
+        candidates = _candidates(collective, algorithm, ranks_per_group)
+        key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
+               routing, seed, timing)
         hit = cache.get(key)
         if hit is None:
+            rows = groups()
+
             def build(alg: str) -> Traffic:
-                return collective_traffic(fabric, collective, _rows(groups), size,
+                return collective_traffic(fabric, collective, _rows(rows), size,
                                           algorithm=alg)
 
             alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                    model=a.time)
             hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                spills_of(groups))
+                                spills_of(rows))
         out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
-        groups = rank_grid(ranks, layout, "tp")
         if layout.sequence_parallel:
-            add("tp_ag", "tp", "allgather", groups, hidden_bytes)
-            add("tp_rs", "tp", "reducescatter", groups, hidden_bytes)
+            add("tp_ag", "tp", "allgather", "tp", hidden_bytes)
+            add("tp_rs", "tp", "reducescatter", "tp", hidden_bytes)
         else:
-            add("tp_ar", "tp", "allreduce", groups, hidden_bytes)
+            add("tp_ar", "tp", "allreduce", "tp", hidden_bytes)
             if layout.pp > 1 and layout.pp_scatter_gather:
                 # the receiver of a scattered pipeline send gathers it over the TP group
-                add("pp_sg", "pp", "allgather", groups, hidden_bytes)
+                add("pp_sg", "pp", "allgather", "tp", hidden_bytes)
     if layout.cp > 1:
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
-        groups = rank_grid(ranks, layout, "cp")
-        add("cp_ag", "cp", "allgather", groups, kv_bytes)
-        add("cp_rs", "cp", "reducescatter", groups, kv_bytes)
+        add("cp_ag", "cp", "allgather", "cp", kv_bytes)
+        add("cp_rs", "cp", "reducescatter", "cp", kv_bytes)
     if layout.ep > 1 and model.is_moe:
         sp = tp if layout.sequence_parallel else 1
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        add("ep", "ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, "direct")
+        add("ep", "ep", "alltoall", "ep", per_rank, "direct")
     if layout.pp > 1:
-        stages = rank_grid(ranks, layout, "pp")
-        pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
-        if layout.interleave > 1:  # the last stage hands the next model chunk to the first
-            pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
-        back = pairs[:, ::-1]
+        def pipeline_pairs() -> np.ndarray:
+            stages = rank_grid(ranks, layout, "pp")
+            pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
+            if layout.interleave > 1:  # the last stage hands the next chunk to the first
+                pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
+            return pairs
+
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        key = ("pp-sendrecv", ("p2p",), size, groups_key(pairs), routing, seed, timing)
+        key = ("pp-sendrecv", ("p2p",), size,
+               grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
         hit = cache.get(key)
         if hit is None:
+            pairs = pipeline_pairs()
+            back = pairs[:, ::-1]
             # 1F1B's steady phase sends forward and backward at once
             traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
                                                      algorithm="p2p"),
@@ -485,23 +498,22 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     grad = BYTES[a.grad_dtype]
     if layout.dp * layout.cp > 1:
-        groups = rank_grid(ranks, layout, "grad")
         if layout.zero >= 3:
             per_layer = float(((dense + experts) / np.maximum(layers, 1)).max())
-            add("zero3_ag", "zero3", "allgather", groups, per_layer * BYTES[a.compute_dtype])
-            add("zero3_rs", "zero3", "reducescatter", groups, per_layer * grad)
+            add("zero3_ag", "zero3", "allgather", "grad", per_layer * BYTES[a.compute_dtype])
+            add("zero3_rs", "zero3", "reducescatter", "grad", per_layer * grad)
         else:
             bucket = min(a.dp_bucket_bytes, float(dense.max()) * grad)
-            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", "grad", bucket)
             if layout.zero:
-                add("dp_ag", "dp", "allgather", groups, bucket)
+                add("dp_ag", "dp", "allgather", "grad", bucket)
     if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
         # each expert's gradients are reduced over the ranks holding the same experts
-        groups = rank_grid(ranks, layout, "expert_grad")
         bucket = min(a.dp_bucket_bytes, float(experts.max()) * grad)
-        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", "expert_grad",
+            bucket)
         if layout.zero:
-            add("edp_ag", "edp", "allgather", groups, bucket)
+            add("edp_ag", "edp", "allgather", "expert_grad", bucket)
     return out
 
 
