@@ -257,18 +257,19 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         outgoing[sends_b] = send_s[in_boundary[sends_b], 1]
     free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
     # flat (stage x position) views: each round's operations are listed once per schedule
-    start, end = np.zeros(p * n), np.zeros(p * n)
-    waited = np.zeros(p * n, dtype=bool)  # the input, not the stage, set the start
+    start_flat, end_flat = np.zeros(p * n), np.zeros(p * n)
+    waited_flat = np.zeros(p * n, dtype=bool)  # the input, not the stage, set the start
     dur_flat, send_flat, out_flat = dur.ravel(), send.ravel(), outgoing.ravel()
     for go, at, dep, has in rounds:
-        arrive = np.where(has, end[dep] + send_flat[at], -np.inf)
+        arrive = np.where(has, end_flat[dep] + send_flat[at], -np.inf)
         begin = np.maximum(free[go], arrive)
-        start[at] = begin
+        start_flat[at] = begin
         done = begin + dur_flat[at]
-        end[at] = done
-        waited[at] = arrive > free[go]
+        end_flat[at] = done
+        waited_flat[at] = arrive > free[go]
         free[go] = done + out_flat[at]
-    start, end, waited = start.reshape(p, n), end.reshape(p, n), waited.reshape(p, n)
+    start, end = start_flat.reshape(p, n), end_flat.reshape(p, n)
+    waited = waited_flat.reshape(p, n)
     stage_end = end[:, -1] if n else np.zeros(p)
     critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
     return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
