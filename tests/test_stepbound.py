@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
+from topomodel.analysis.commbound import collective_lower_bound_s
 from topomodel.analysis.step import StepAssumptions, layout_memory, step_time
-from topomodel.analysis.stepbound import comm_free_pipeline, most_sends, step_bound, unordered
+from topomodel.analysis.stepbound import (
+    comm_free_pipeline,
+    most_sends,
+    order_bound,
+    step_bound,
+    unordered,
+)
 from topomodel.analysis.stepshape import shape_of
 from topomodel.catalog import Model
 from topomodel.design import load_design
@@ -58,11 +66,12 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_no_order_beats_the_bound(fabric, case):
+def test_no_order_beats_the_bound(case):
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))  # no collective timed
     name, base, space, a = CASES[case]
     model = fabric.catalog.get(name, Model)
     pipelines = {}
-    checked = tight = 0
+    checked = tight = ordered = 0
     for cell in cells(model, fabric.accelerator_count, space, base):
         for fields in cell_layouts(model, cell, base, space):
             layout = replace(base, **fields)
@@ -75,12 +84,16 @@ def test_no_order_beats_the_bound(fabric, case):
             if key not in pipelines:
                 pipelines[key] = comm_free_pipeline(model, layout, a, shape)
             bound = step_bound(model, layout, a, shape, pipelines[key])
+            # before the step times them, this order's new collectives are bounded
+            own = order_bound(fabric, model, layout, a, shape)
             step = step_time(fabric, model, layout, a)
             assert bound.step_time_s <= step.step_time_s, fields
+            assert own is None or own.step_time_s <= step.step_time_s, fields
+            ordered += own is not None
             assert bound.mfu >= step.mfu and bound.tokens_per_s >= step.tokens_per_s
             checked += 1
             tight += bound.step_time_s > 0.75 * step.step_time_s
-    assert checked > 50
+    assert checked > 50 and ordered > 5
     assert tight > checked // 10  # a bound that prunes, not zero
 
 
@@ -108,3 +121,63 @@ def test_most_sends_on_a_path():
     assert most_sends("1f1b", 4, 8, 1, True) > most_sends("1f1b", 4, 8, 1, False)
     # interleaving: a microbatch goes down and back up every chunk, with the wrap
     assert most_sends("1f1b", 4, 4, 2, False) >= 2 * (2 * 4 - 1)
+
+
+FOUR = DESIGN.replace("systems: 2", "systems: 4").replace("two hgx", "four hgx")
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reducescatter", "allreduce",
+                                        "alltoall"])
+def test_no_algorithm_beats_the_placement_bound(collective):
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.analysis.timing import time_traffic
+    from topomodel.traffic.collectives import ALGORITHMS, collective_traffic
+
+    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
+    ranks = fabric.accelerators
+    model = TimeModel()
+    placements = {"inside a server": ranks.reshape(-1, 8),
+                  "across servers": ranks.reshape(4, 8).T,
+                  "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
+    timed = 0
+    for name, groups in placements.items():
+        for size in (1e3, 64e6):
+            bound = collective_lower_bound_s(fabric, collective, groups, size, model)
+            assert bound > 0
+            for algorithm in ALGORITHMS[collective]:
+                try:
+                    traffic = collective_traffic(fabric, collective, list(groups), size,
+                                                 algorithm=algorithm)
+                    run = time_traffic(fabric, traffic, model=model)
+                except ValueError:  # not for these groups or switches
+                    continue
+                assert bound <= run.time_s, (name, size, algorithm)
+                timed += 1
+    assert timed >= 6
+    crossing = collective_lower_bound_s(fabric, collective, placements["across servers"],
+                                        64e6, model)
+    inside = collective_lower_bound_s(fabric, collective, placements["inside a server"],
+                                      64e6, model)
+    assert crossing > 2 * inside  # the NICs, not NVLink, carry what crosses servers
+
+
+def test_send_receive_bound_counts_what_crosses(fabric):
+    from topomodel.analysis.assumptions import TimeModel
+
+    ranks = fabric.accelerators
+    inside = np.stack([ranks[:7], ranks[1:8]], axis=1)
+    across = np.stack([ranks[:8], ranks[8:]], axis=1)
+    model = TimeModel()
+    assert collective_lower_bound_s(fabric, "sendrecv", across, 1e8, model) > (
+        2 * collective_lower_bound_s(fabric, "sendrecv", inside, 1e8, model))
+
+
+def test_a_failed_link_leaves_no_collective_bound():
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.fabric.failures import with_failures
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    switch = fabric.nodes.loc[fabric.nodes["kind"] == "switch", "name"].iloc[0]
+    broken = with_failures(fabric, [switch])
+    groups = broken.accelerators.reshape(8, 2)
+    assert collective_lower_bound_s(broken, "allgather", groups, 1e8, TimeModel()) == 0.0

@@ -33,7 +33,7 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -404,10 +404,34 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         hot_expert_factor=a.hot_expert_factor)
 
 
+Unrouted = Callable[[str, np.ndarray, float], float]
+"""What stands in for a collective not timed yet: (collective, groups, size in bytes)
+-> seconds (``sendrecv``: a row per sender and receiver)."""
+
+
+def step_calls(fabric: Fabric, model: Model, layout: Layout,
+               assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
+               seed: int = 0, unrouted: Unrouted | None = None
+               ) -> tuple[dict[str, Call], int]:
+    """The collectives :func:`step_time` issues for ``layout``, each timed as the step
+    times it when the fabric's table (:func:`collective_times`) has it; with
+    ``unrouted``, the others are not routed but given ``unrouted``'s seconds (a bound,
+    say) and left out of the table. Returns the calls and how many were not in it."""
+    a = assumptions or StepAssumptions()
+    shape = shape_of(fabric, model, layout)
+    missed: list[str] = []
+    calls = _calls(fabric, model, layout, a, ranks_of(fabric)[:layout.world], shape.seq,
+                   shape.sizes, shape.moe_sizes, routing, seed, unrouted, missed)
+    return calls, len(missed)
+
+
 def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
            ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
-           routing: str, seed: int) -> dict[str, Call]:
-    """Every collective of the step, timed per call with all groups of its kind at once."""
+           routing: str, seed: int, unrouted: Unrouted | None = None,
+           missed: list[str] | None = None) -> dict[str, Call]:
+    """Every collective of the step, timed per call with all groups of its kind at once
+    (see :func:`step_calls` for ``unrouted``; the names it stood in for go to
+    ``missed``)."""
     act = BYTES[a.activation_dtype]
     tp = layout.tp
     tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
@@ -436,7 +460,12 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
                routing, seed, timing)
         hit = cache.get(key)
-        if hit is None:
+        if hit is None and unrouted is not None:
+            if missed is not None:
+                missed.append(name)
+            t_s = unrouted(collective, groups(), size)
+            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False)
+        elif hit is None:
             rows = groups()
 
             def build(alg: str) -> Traffic:
@@ -481,7 +510,13 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         key = ("pp-sendrecv", ("p2p",), size,
                grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
         hit = cache.get(key)
-        if hit is None:
+        if hit is None and unrouted is not None:
+            if missed is not None:
+                missed.append("pp")
+            pairs = pipeline_pairs()
+            t_s = unrouted("sendrecv", np.concatenate([pairs, pairs[:, ::-1]]), size)
+            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False)
+        elif hit is None:
             pairs = pipeline_pairs()
             back = pairs[:, ::-1]
             # 1F1B's steady phase sends forward and backward at once

@@ -43,14 +43,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.commbound import collective_lower_bound_s
 from topomodel.analysis.compute import device_model, optimizer_bytes_per_param
 from topomodel.analysis.memory import stage_parameters
 from topomodel.analysis.model import BYTES, flops_per_token
 from topomodel.analysis.pipeline import timeline
 from topomodel.analysis.stagework import Call
-from topomodel.analysis.step import step_ops
+from topomodel.analysis.step import step_calls, step_ops
 from topomodel.analysis.stepshape import Shape, cached_schedule
 from topomodel.catalog import Model
+from topomodel.fabric.tables import Fabric
 from topomodel.traffic.layout import Layout
 
 ROUNDING_MARGIN = 1e-9
@@ -84,15 +86,19 @@ class CommFreePipeline:
 
 
 def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
-                       shape: Shape) -> CommFreePipeline:
-    """The step of ``layout`` with every collective taking no time: each operation's
-    duration and the timeline, seconds (the ZeRO stage and the rank order change
-    neither)."""
+                       shape: Shape, calls: dict[str, Call] | None = None
+                       ) -> CommFreePipeline:
+    """The step of ``layout`` with every collective taking no time (or the time in
+    ``calls``, each no more than the step's, for the collectives there): each
+    operation's duration and the timeline, seconds, with no pipeline send and no
+    weight gather holding a stage up. Without ``calls``, the ZeRO stage and the rank
+    order change neither."""
     a = assumptions
     device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
                           hbm_efficiency=a.hbm_efficiency)
-    calls: dict[str, Call] = {}
-    if layout.ep > 1 and model.is_moe:  # its imbalance term is there at any speed
+    calls = dict(calls or {})
+    if layout.ep > 1 and model.is_moe and "ep" not in calls:
+        # its imbalance term is there at any speed
         calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
     ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
                    shape.sizes - shape.moe_sizes, shape.moe_sizes)
@@ -168,6 +174,23 @@ def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
         counts = np.ceil(params * grad / bucket)
         share = min(share, float(counts.min() / counts.max()))
     return share
+
+
+def order_bound(fabric: Fabric, model: Model, layout: Layout,
+                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
+                seed: int = 0) -> StepBound | None:
+    """The bound of ``layout`` in its own rank order, with the collective times the
+    fabric's table already holds and, for the others, what they cannot beat on their
+    placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`); None
+    when the table holds them all (the step then costs arithmetic, not routing)."""
+    calls, missed = step_calls(
+        fabric, model, layout, assumptions, routing=routing, seed=seed,
+        unrouted=lambda c, g, size: collective_lower_bound_s(fabric, c, g, size,
+                                                             assumptions.time))
+    if not missed:
+        return None
+    pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
+    return step_bound(model, layout, assumptions, shape, pipeline)
 
 
 def unordered(layout: Layout) -> Layout:

@@ -14,6 +14,10 @@ Each layout costs, in order, what it takes to decide it:
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
+   A rank order whose collectives are not all timed yet gets its own bound first, with
+   the times known and, for the rest, what they cannot beat on their placement
+   (:func:`~topomodel.analysis.stepbound.order_bound`); it is pruned, not routed, when
+   that bound cannot reach the top either.
 4. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
@@ -44,6 +48,7 @@ from topomodel.analysis.stepbound import (
     CommFreePipeline,
     StepBound,
     comm_free_pipeline,
+    order_bound,
     step_bound,
     unordered,
 )
@@ -212,6 +217,17 @@ def _bound_score(fabric: Fabric, job: PlanJob, fields_: dict[str, Any], power_W:
     return score if score == score else float("inf")  # NaN (no power): never pruned
 
 
+def _order_cannot_win(fabric: Fabric, job: PlanJob, layout: Layout, power_W: float,
+                      worst_kept: float) -> bool:
+    """Whether ``layout``'s own rank order is proved out of the top (its score at most
+    below ``worst_kept``) by its placement's bound, before any of its collectives not
+    timed yet is routed (with all of them timed, the step itself is cheaper)."""
+    bound = order_bound(fabric, job.model, layout, job.assumptions,
+                        shape_of(fabric, job.model, layout), routing=job.routing,
+                        seed=job.seed)
+    return bound is not None and _score(bound, job, power_W) < worst_kept
+
+
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
                  prune: bool = True) -> PlanPart:
@@ -277,8 +293,14 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             break
         ci = group.place[0]
         for k, fields_ in group.members:
-            result = step_time(fabric, job.model, replace(job.base, **fields_),
-                               job.assumptions, routing=job.routing, seed=job.seed)
+            layout = replace(job.base, **fields_)
+            if len(heap) >= job.top and _order_cannot_win(fabric, job, layout, power_W,
+                                                         heap[0].score):
+                tally.pruned += 1
+                decided(1)
+                continue
+            result = step_time(fabric, job.model, layout, job.assumptions,
+                               routing=job.routing, seed=job.seed)
             tally.evaluated += 1
             keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
             decided(1)
