@@ -71,7 +71,7 @@ def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndar
     then inside the domain, not into it. A switch that links to several domains, or to
     none directly, stays outside, and its links count as a way in (more rate in, a
     lower bound: still a bound)."""
-    domains = node_domains(fabric).copy()
+    domains = fabric.derived(node_domains).copy()
     switch = (fabric.nodes["kind"] == "scaleup_switch").to_numpy() & (domains < 0)
     lo = np.full(len(domains), np.iinfo(np.int64).max)
     hi = np.full(len(domains), -1)
@@ -103,7 +103,7 @@ def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         rank_s = float(np.where((got > 0) & (rates.node_Bps > 0), got / rates.node_Bps,
                                  0.0).max())
-    domains = node_domains(fabric)[groups]
+    domains = fabric.derived(node_domains)[groups]
     if (domains < 0).any() or not len(rates.domain_Bps):
         return rank_s
     if collective == "sendrecv":

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -404,9 +404,10 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         hot_expert_factor=a.hot_expert_factor)
 
 
-Unrouted = Callable[[str, np.ndarray, float], float]
-"""What stands in for a collective not timed yet: (collective, groups, size in bytes)
--> seconds (``sendrecv``: a row per sender and receiver)."""
+Unrouted = Callable[[str, Callable[[], np.ndarray], float, tuple[Any, ...]], float]
+"""What stands in for a collective not timed yet: (collective, a function giving its
+groups, size in bytes, its key in :func:`collective_times`) -> seconds (``sendrecv``:
+a row per sender and receiver, both directions)."""
 
 
 def step_calls(fabric: Fabric, model: Model, layout: Layout,
@@ -463,7 +464,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if hit is None and unrouted is not None:
             if missed is not None:
                 missed.append(name)
-            t_s = unrouted(collective, groups(), size)
+            t_s = unrouted(collective, groups, size, key)
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False)
         elif hit is None:
             rows = groups()
@@ -513,8 +514,11 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if hit is None and unrouted is not None:
             if missed is not None:
                 missed.append("pp")
-            pairs = pipeline_pairs()
-            t_s = unrouted("sendrecv", np.concatenate([pairs, pairs[:, ::-1]]), size)
+            def both_ways() -> np.ndarray:
+                pairs = pipeline_pairs()
+                return np.concatenate([pairs, pairs[:, ::-1]])
+
+            t_s = unrouted("sendrecv", both_ways, size, key)
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False)
         elif hit is None:
             pairs = pipeline_pairs()

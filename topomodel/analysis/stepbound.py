@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -183,14 +185,29 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
     fabric's table already holds and, for the others, what they cannot beat on their
     placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`); None
     when the table holds them all (the step then costs arithmetic, not routing)."""
-    calls, missed = step_calls(
-        fabric, model, layout, assumptions, routing=routing, seed=seed,
-        unrouted=lambda c, g, size: collective_lower_bound_s(fabric, c, g, size,
-                                                             assumptions.time))
+    known = fabric.derived(collective_bounds)
+
+    def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
+                 key: tuple[Any, ...]) -> float:
+        if key not in known:
+            known[key] = collective_lower_bound_s(fabric, collective, groups(), size,
+                                                  assumptions.time)
+        return known[key]
+
+    calls, missed = step_calls(fabric, model, layout, assumptions, routing=routing,
+                               seed=seed, unrouted=unrouted)
     if not missed:
         return None
     pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
     return step_bound(model, layout, assumptions, shape, pipeline)
+
+
+def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The collective bounds :func:`order_bound` found on ``fabric``, by the key the
+    collective's time would have in its table (the time model's efficiencies are part
+    of it), kept with the fabric
+    (:meth:`~topomodel.fabric.tables.Fabric.derived`) as the times are."""
+    return {}
 
 
 def unordered(layout: Layout) -> Layout:
