@@ -39,7 +39,6 @@ collectives, a selective one the attention core (and its K/V gathers).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,22 +235,19 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     p, v = s.p, s.v
     keys = sorted({k for kind in works for row in kind for wk in row for k in wk.exposed})
 
-    def table(get: Callable[[Work], float]) -> np.ndarray:  # (3, p, v) -> per op (p, n)
-        t = np.array([[[get(works[k][st][c]) for c in range(v)] for st in range(p)]
-                      for k in range(3)])
-        return t[s.kind, np.arange(p)[:, None], s.chunk]
-
-    def part(name: str) -> Callable[[Work], float]:
-        return lambda wk: wk.parts[name]
-
-    def of(store: str, key: tuple[str, str]) -> Callable[[Work], float]:
-        return lambda wk: getattr(wk, store).get(key, 0.0)
-
-    compute = table(part(COMPUTE))
-    imbalance = table(part(IMBALANCE))
-    exposed = {k: table(of("exposed", k)) for k in keys}
-    issued = {k: table(of("issued", k)) for k in keys}
-    calls = {k: table(of("calls", k)) for k in keys}
+    # every figure of every (kind, stage, chunk) in one pass, then per operation (p, n)
+    flat = [wk for kind in works for row in kind for wk in row]
+    columns = [[wk.parts[COMPUTE] for wk in flat], [wk.parts[IMBALANCE] for wk in flat]]
+    for key in keys:
+        columns += [[wk.exposed.get(key, 0.0) for wk in flat],
+                    [wk.issued.get(key, 0.0) for wk in flat],
+                    [wk.calls.get(key, 0.0) for wk in flat]]
+    per_op = np.array(columns, dtype=float).reshape(len(columns), 3, p, v)[
+        :, s.kind, np.arange(p)[:, None], s.chunk]
+    compute, imbalance = per_op[0], per_op[1]
+    exposed = {k: per_op[2 + 3 * i] for i, k in enumerate(keys)}
+    issued = {k: per_op[3 + 3 * i] for i, k in enumerate(keys)}
+    calls = {k: per_op[4 + 3 * i] for i, k in enumerate(keys)}
     ep_keys = [k for k in keys if k[0] == "ep"]
     if dualpipe and ep_keys:
         # a pair is a steady-phase F and the B right after it on the same stage

@@ -199,7 +199,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     ready = np.maximum(0.0, param_gather - (first_f if layout.dp_overlap else 0.0))
     tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready,
                   blocking_sends=layout.pp_blocking)
-    finish, bucket_issued = _gradient_tail(tl, ops, calls, layout, a, dense, experts,
+    finish, bucket_issued = gradient_tail(tl, ops, calls, layout, a, dense, experts,
                                            sizes, moe_sizes)
     replicas = layout.dp * layout.cp
     sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
@@ -292,7 +292,7 @@ def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
     return out
 
 
-def _gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
+def gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
                    a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
                    sizes: np.ndarray, moe_sizes: np.ndarray
                    ) -> tuple[np.ndarray, list[dict[str, float]]]:

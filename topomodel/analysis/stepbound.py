@@ -11,7 +11,10 @@ from the step's own formulas:
   in-stage exposed communication, all of which only grow with the collective times),
   plus the wait;
 - **pipeline**: it is at least the end of the last stage's optimizer step on the
-  comm-free timeline, plus the wait, *less* two deficits the step's accounting allows:
+  comm-free timeline (after its gradient reduction, where the bound has a time for
+  it: the buckets go out one after the other as they fill, so the reduction ends no
+  earlier on a faster timeline with faster buckets), plus the wait, *less* two
+  deficits the step's accounting allows:
   the pipeline sends it counts as exposed are at most the slowest stage's own sends
   (``2 m v`` of them) while the critical path may cross up to ``K`` (the most sends on
   any path of the schedule), and the ZeRO weight gathers it counts are the slowest
@@ -25,13 +28,16 @@ gather time between the two bounds leaves
 
 with ``n_min / n_max`` the fewest over the most weight-gather buckets of a stage. The
 wait is the step's (jitter and stragglers on compute) on the least compute of any
-stage. Nothing here depends on the rank order, so one bound serves every order of a
-layout; the ZeRO stage changes only the optimizer step and the gathers, so the
-timeline is shared by the ZeRO stages too (:func:`comm_free_pipeline`).
+stage. With no collective time, nothing depends on the rank order, so one bound
+serves every order of a layout; the ZeRO stage changes only the optimizer step and
+the gathers, so the timeline is shared by the ZeRO stages too
+(:func:`comm_free_pipeline`). :func:`order_bound` bounds one order, with the
+collective times already known and, for the others, what they cannot beat on that
+placement (:mod:`~topomodel.analysis.commbound`).
 
 With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
-time while the operation's duration is not clipped, so the pipeline bound does not
-hold there: the bound is then the least compute and imbalance of a stage plus the wait.
+time while the operation's duration is not clipped, so neither bound holds there: the
+bound is then the least compute of a stage plus the wait.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from topomodel.analysis.memory import stage_parameters
 from topomodel.analysis.model import BYTES, flops_per_token
 from topomodel.analysis.pipeline import timeline
 from topomodel.analysis.stagework import Call
-from topomodel.analysis.step import step_calls, step_ops
+from topomodel.analysis.step import gradient_tail, step_calls, step_ops
 from topomodel.analysis.stepshape import Shape, cached_schedule
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
@@ -76,13 +82,14 @@ class StepBound:
 
 @dataclass(frozen=True, eq=False)
 class CommFreePipeline:
-    """What the bound of a layout takes from its comm-free step, shared by its ZeRO
-    stages: per stage the busy time, compute and end of the last operation (seconds),
-    and the most pipeline sends any path of the schedule crosses."""
+    """What the bound of a layout takes from its comm-free step (without collective
+    times, shared by its ZeRO stages): per stage the busy time, compute and the end of
+    its gradient reduction (at least of its last operation), seconds, and the most
+    pipeline sends any path of the schedule crosses."""
 
     busy_s: np.ndarray
     compute_s: np.ndarray
-    stage_end_s: np.ndarray
+    finish_s: np.ndarray
     most_sends: int
     dualpipe: bool
 
@@ -107,7 +114,13 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     p = layout.pp
     tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
                   blocking_sends=layout.pp_blocking)
-    return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), tl.stage_end_s,
+    finish = tl.stage_end_s
+    if "dp" in calls or "edp" in calls:  # the gradient buckets, as the step issues them
+        layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
+        dense, experts = stage_parameters(model, layout, layers, moe_layers)
+        finish, _ = gradient_tail(tl, ops, calls, layout, a, dense, experts, shape.sizes,
+                                  shape.moe_sizes)
+    return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), finish,
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
                             layout.ep_overlap == "dualpipe")
@@ -145,7 +158,7 @@ def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape
         body = least_compute
     else:
         busy = float(pipeline.busy_s.max())
-        ends = float((pipeline.stage_end_s + optimizer).max())
+        ends = float((pipeline.finish_s + optimizer).max())
         share = 1.0
         if p > 1 and pipeline.most_sends > 0:
             share = min(share, 2 * shape.microbatches * layout.interleave
