@@ -273,6 +273,9 @@ def test_plan_best_is_what_step_gives(capsys, design_file):
     assert status == 0
     data = json.loads(out)
     assert data["schema"] == "topomodel.plan" and len(data["layouts"]) == 2
+    search = data["search"]
+    assert search["searched"] == (search["invalid"] + search["no_fit"] + search["pruned"]
+                                  + search["evaluated"]) and search["pruned"] > 0
     best = data["layouts"][0]
     flags = [f"--{k.replace('_', '-')}={best[k]}" for k in
              ("tp", "pp", "dp", "ep", "cp", "micro_batch", "interleave", "schedule",

@@ -343,6 +343,21 @@ def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.nd
     return total, np.array(visited[::-1])
 
 
+def last_passes(s: Schedule, kind: int) -> list[list[int]]:
+    """Per stage and chunk, the place of its last operation of ``kind`` in the stage's
+    order (found once per schedule and kind while the schedule lives)."""
+    known = _LAST_PASSES.setdefault(s, {})
+    if kind not in known:
+        known[kind] = [[int(np.flatnonzero((s.kind[st] == kind) & (s.chunk[st] == c))[-1])
+                        if ((s.kind[st] == kind) & (s.chunk[st] == c)).any() else -1
+                        for c in range(s.v)] for st in range(s.p)]
+    return known[kind]
+
+
+_LAST_PASSES: weakref.WeakKeyDictionary[Schedule, dict[int, list[list[int]]]] = (
+    weakref.WeakKeyDictionary())
+
+
 def in_flight(s: Schedule, chunk_layers: np.ndarray) -> np.ndarray:
     """Per stage, the most layers' worth of microbatch activations held at once.
 

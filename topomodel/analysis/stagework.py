@@ -273,22 +273,32 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
                moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
                ) -> list[list[list[Work]]]:
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
-    dense and MoE layers plus the embedding or output layer where it holds them."""
+    dense and MoE layers plus the embedding or output layer where it holds them
+    (chunks alike share one :class:`Work`: read it, do not add to it)."""
     p, v = dense_layers.shape
     per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
                              share=share)}
     if lt_moe is not None:
         per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
                                share=share)
-    works = [[[Work() for _ in range(v)] for _ in range(p)] for _ in range(3)]
+    works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
+    # chunks with the same layers and ends do the same work: made once, shared (read-only)
+    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
     for st in range(p):
         for c in range(v):
-            for moe, count in ((False, dense_layers[st, c]), (True, moe_layers[st, c])):
-                if count:
-                    for kind, wk in zip((F, B, W), per[moe], strict=True):
-                        works[kind][st][c].add(wk, float(count))
-            edge = edge_work(edges, calls, layout, first=(st == 0 and c == 0),
-                             last=(st == p - 1 and c == v - 1), split_w=split_w)
-            for kind, wk in zip((F, B, W), edge, strict=True):
-                works[kind][st][c].add(wk)
+            first, last = st == 0 and c == 0, st == p - 1 and c == v - 1
+            what = (int(dense_layers[st, c]), int(moe_layers[st, c]), first, last)
+            if what not in made:
+                chunk = (Work(), Work(), Work())
+                for moe, count in ((False, what[0]), (True, what[1])):
+                    if count:
+                        for wk, layer in zip(chunk, per[moe], strict=True):
+                            wk.add(layer, float(count))
+                edge = edge_work(edges, calls, layout, first=first, last=last,
+                                 split_w=split_w)
+                for wk, part in zip(chunk, edge, strict=True):
+                    wk.add(part)
+                made[what] = chunk
+            for kind in (F, B, W):
+                works[kind][st].append(made[what][kind])
     return works

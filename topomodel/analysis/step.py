@@ -56,6 +56,7 @@ from topomodel.analysis.pipeline import (
     Timeline,
     W,
     in_flight,
+    last_passes,
     timeline,
 )
 from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
@@ -311,6 +312,7 @@ def gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Lay
     if layout.zero >= 3:
         return finish, issued
     final_kind = W if layout.schedule == "zb-h1" else B
+    last_pass = last_passes(s, final_kind)
     grad_bytes = BYTES[a.grad_dtype]
     for st in range(s.p):
         ready: list[np.ndarray] = []
@@ -325,8 +327,7 @@ def gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Lay
                 if part <= 0:
                     continue
                 count = max(1, math.ceil(part / call.size_bytes))
-                pos = int(np.flatnonzero((s.kind[st] == final_kind)
-                                         & (s.chunk[st] == c))[-1])
+                pos = last_pass[st][c]
                 begin, end = tl.start_s[st, pos], tl.end_s[st, pos]
                 ready.append(begin + (np.arange(count) + 1) / count * (end - begin))
                 cost.append(np.full(count, call.time_s))
