@@ -6,7 +6,8 @@ Run: python benchmarks/bench_step.py
 Llama 3 70B on the bench_build.py fabric (HGX B200 servers, ConnectX-8, Q3400 3-tier
 fat-tree): TP 8 x PP 4 x DP 4096, every collective of the step routed with all groups of
 its kind at once (TP inside the servers, PP between them, DP across the fabric), every
-operation of every microbatch on the pipeline timeline; then the goodput model of that
+operation of every microbatch on the pipeline timeline, first on a fresh fabric, then
+warm (the fabric's views built, no collective time or step kept); then the goodput model of that
 job (parts, failure rates, single points of failure, degradation bound, checkpoint
 interval). Then the same fabric with TP 8 x PP 64 x DP 256 and 512 microbatches per
 pipeline (the schedule's largest case the issue names), and the timeline alone for
@@ -30,6 +31,7 @@ from bench_build import DESIGN
 from topomodel.analysis.goodput import job_goodput
 from topomodel.analysis.pipeline import schedule, timeline
 from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.stepshape import collective_times, recent_steps
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
@@ -49,10 +51,14 @@ def main() -> None:
     model = catalog.get("llama3-70b", Model)
     layout = Layout(tp=8, pp=4, dp=4096, global_batch=16384)
     result, step_s, step_cpu = _timed(lambda: step_time(fabric, model, layout))
+    fabric.derived(collective_times).clear()  # warm: the fabric's views stay, no step kept
+    fabric.derived(recent_steps).clear()
+    _, warm_s, warm_cpu = _timed(lambda: step_time(fabric, model, layout))
     goodput, goodput_s, _ = _timed(
         lambda: job_goodput(fabric, model, layout, StepAssumptions(), result))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"build {build_s:.2f} s; step model {step_s:.2f} s ({step_cpu:.2f} s CPU);"
+    print(f"build {build_s:.2f} s; step model {step_s:.2f} s ({step_cpu:.2f} s CPU), warm"
+          f" {warm_s:.2f} s ({warm_cpu:.2f} s CPU);"
           f" goodput {goodput_s:.2f} s; peak RSS {peak:.0f} MiB; step"
           f" {result.step_time_s:.3f} s, MFU {result.mfu:.1%}, communication share"
           f" {result.comm_share:.1%}, {goodput.interruptions_per_day:.1f}"

@@ -23,8 +23,8 @@ import pytest
 #: reference anything (see :data:`EXEMPT`), and any module may import the root's own
 #: names (``from topomodel import __version__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("edge", ("errors", "arrays", "limits", "files", "units", "yamlsource", "records",
-              "catalog", "design", "schema", "vocabulary", "sources")),
+    ("edge", ("errors", "arrays", "limits", "files", "parallel", "units", "yamlsource",
+              "records", "catalog", "design", "schema", "vocabulary", "sources")),
     ("fabric", ("fabric",)),
     ("traffic", ("traffic",)),
     ("routing", ("routing",)),

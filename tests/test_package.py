@@ -54,10 +54,8 @@ def test_import_loads_neither_numpy_nor_pandas_nor_matplotlib():
     assert result.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["step", "--help"], ["units", "1 GB"]])
-def test_cli_start_up_loads_no_pandas_scipy_or_matplotlib(argv):
-    """Start-up stays light (#17 item 7): the step model and its tables load when a verb
-    runs, not to print help or convert a unit."""
+def _loaded_after(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has loaded after ``topomodel argv``."""
     code = ("import sys, contextlib, io\n"
             "from topomodel.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -65,11 +63,23 @@ def test_cli_start_up_loads_no_pandas_scipy_or_matplotlib(argv):
             f"        main({argv!r})\n"
             "    except SystemExit:\n"
             "        pass\n"
-            "print(sorted(m for m in ('pandas', 'matplotlib', 'networkx', 'topomodel.routing')"
-            " if m in sys.modules))")
+            f"print(' '.join(m for m in {modules!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
-    assert result.stdout.strip() == "[]"
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["step", "--help"], ["units", "1 GB"]])
+def test_cli_start_up_loads_no_pandas_scipy_or_matplotlib(argv):
+    """Start-up stays light (#17 item 7): the step model and its tables load when a verb
+    runs, not to print help or convert a unit."""
+    assert _loaded_after(argv, ("pandas", "matplotlib", "networkx", "topomodel.routing")) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["step", "--help"], ["review", "--help"]])
+def test_help_loads_no_numpy(argv):
+    """Help is text: numpy (a tenth of a second to import) loads when a verb computes."""
+    assert _loaded_after(argv, ("numpy",)) == []
 
 
 def test_version_is_the_package_metadata():

@@ -463,3 +463,17 @@ def test_review_has_its_bibliography_date_version_and_input_hashes(server_report
     html = (server_report / "report.html").read_text()
     assert "Bibliography" in html and design["sha256"] in html
     assert inputs["generated_utc"] in html and __version__ in html
+
+
+def test_superpod_review_has_the_single_failure_what_ifs(superpod_report):
+    data = _json(superpod_report)
+    rows = data["single_failures"]
+    assert [r["kind"] for r in rows] == ["spine", "leaf", "optic", "nic"]
+    featured = data["collectives"]["featured"]
+    for r in rows:
+        assert r["part"] and r["on_failure"] in ("stops_job", "degrades")
+        assert r["healthy_collective_s"] == pytest.approx(featured["time_s"])
+        assert r["collective_s"] >= r["healthy_collective_s"] * (1 - 1e-12)
+        assert r["step_s"] is None  # no model
+    html = (superpod_report / "report.html").read_text()
+    assert "Single-failure what-ifs" in html and "leaf00 (qm9700, leaf)" in html

@@ -409,3 +409,29 @@ def test_zero_gathers_hide_only_behind_the_first_forward(toy):
     ag = next(c for c in zero3.comm if c.collective == "allgather")
     rs = next(c for c in zero3.comm if c.collective == "reducescatter")
     assert ag.calls == 2 * 4 * m and rs.calls == 4 * m
+
+
+def test_1f1b_exchanges_with_one_neighbour_interleaving_with_both(toy):
+    """Megatron-LM's 1F1B alternates send_forward_recv_backward and
+    send_backward_recv_forward: each exchange is one pair of stages in both directions,
+    so a full-duplex NIC carries one message each way. The interleaved schedule's
+    send_forward_backward_recv_forward_backward (and ZB-H1) send to both neighbours at
+    once: two messages out of every middle stage's NIC, twice the bandwidth time."""
+    fabric = zero_latency(toy("system: toy-host\nsystems: 8\nscaleout:\n"
+                              "  switch: toy-switch-8\n"))
+    model = replace(fabric.catalog.get("toy-dense", Model), layers=8)
+
+    def per_call(**kw):
+        result = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16, **kw), QUIET)
+        pp = next(c for c in result.comm if (c.kind, c.collective) == ("pp", "sendrecv"))
+        # per call: the whole time, and its bandwidth and topology parts
+        return pp.size_bytes, pp.time_s / pp.calls, (pp.bandwidth_s + pp.topology_s) / pp.calls
+
+    size, plain, plain_bw = per_call()
+    pair = run_collective(fabric, "sendrecv", size, ["0,2"], algorithm="p2p",
+                          model=QUIET.time)
+    assert plain == pytest.approx(pair.timing.time_s, rel=1e-6)
+    # one 100 Gb/s Ethernet NIC each way, at RoCEv2's packet efficiency (0.980)
+    assert plain_bw == pytest.approx(size / (12.5e9 * 0.980), rel=1e-3)
+    for both in (per_call(interleave=2), per_call(schedule="zb-h1")):
+        assert both[2] == pytest.approx(2 * plain_bw, rel=1e-6)

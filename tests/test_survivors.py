@@ -12,6 +12,7 @@ from topomodel.routing import route
 from topomodel.routing.general import route_general
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.routing.survivors import route_around_failures
+from topomodel.traffic.phases import Phase
 
 ROUTINGS = ("ecmp", "hash", "dmodk")
 
@@ -160,3 +161,24 @@ def test_with_failures_marks_many_links_as_one_at_a_time_does():
     expected = [frozenset((int(a), int(b))) in pairs or spine in (a, b)
                 for a, b in zip(src, dst, strict=True)]
     assert together.tolist() == expected
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "gb200-nvl72-cluster"])
+def test_a_failed_single_homed_leaf_is_relayed_without_the_general_router(name, detours):
+    """A failed leaf cuts off every NIC under it; under ECMP the detours through a peer
+    of the same system are arrays (one end cut, or both: neighbours under that leaf),
+    equal to the general router link by link."""
+    base = fabric_of(name)
+    leaf = base.nodes.loc[base.nodes["tier"] == "leaf", "name"].iloc[0]
+    fabric = with_failures(base, [leaf])
+    ph = random_phase(fabric, 2000, seed=3)
+    under = np.isin(fabric.injection.nic, fabric.links.loc[
+        fabric.links["dst"] == fabric.node_number(leaf), "src"].to_numpy())
+    cut = fabric.accelerators[under]
+    both = np.isin(ph.src, cut) & np.isin(ph.dst, cut)
+    ph = Phase(np.r_[ph.src, cut[:-1]], np.r_[ph.dst, cut[1:]],
+               np.r_[ph.bytes, np.full(len(cut) - 1, 1e6)], np.r_[ph.group, np.zeros(
+                   len(cut) - 1, ph.group.dtype)], ph.steps, ph.label)
+    assert len(cut) and (np.isin(ph.src, cut) | np.isin(ph.dst, cut)).any()
+    routed = assert_same_routes(fabric, ph, "ecmp")
+    assert routed.router == "structured" and detours == [] and not both.all()

@@ -509,6 +509,40 @@ class FailureRate(Entry):
         return self.afr_per_s if self.afr_per_s is not None else 1 / float(self.mtbf_s or 1)
 
 
+FAILURE_CLASSES = ("stops_job", "degrades", "absorbed")
+"""What one failed part does to a synchronous job: stops it (restart from a checkpoint),
+degrades it (it runs on, re-routed around the part, slower until the repair) or nothing
+measurable (absorbed by redundancy)."""
+
+
+UNROUTABLE_COMPONENTS = ("accelerator", "hbm", "software", "host")
+"""Components no route can avoid: their failure stops the job or is absorbed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureClass(Entry):
+    """What a failure of one kind of component does to a job whose traffic it carries.
+
+    ``component`` is a failure-rate component; ``applies_to`` narrows the entry to
+    catalog ids, optic forms or, for links and switches of a scale-up domain, the
+    scale-up link technology (``nvlink5``, ``ub``, ``ici-v4``); the entry without it is
+    the component's default. A part the topology leaves without an alternative (a single
+    point of failure) stops the job whatever its class.
+    """
+
+    kind = "failure_class"
+    component: str = spec(choice(*COMPONENTS))
+    applies_to: tuple[str, ...] = spec(list_of(text), default=())
+    on_failure: str = spec(choice(*FAILURE_CLASSES),
+                           doc="stops_job, degrades (re-routed, slower) or absorbed")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.on_failure == "degrades" and self.component in UNROUTABLE_COMPONENTS:
+            raise Invalid(f"a failed {self.component} cannot be routed around: give"
+                          " stops_job or absorbed", "on_failure")
+
+
 ENTRY_TYPES: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "scaleup_links": ScaleupLink,
@@ -521,6 +555,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
     "fibres": Fibre,
     "models": Model,
     "failure_rates": FailureRate,
+    "failure_classes": FailureClass,
 }
 KIND_NAMES = {cls.kind: section for section, cls in ENTRY_TYPES.items()}
 

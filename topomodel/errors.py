@@ -61,6 +61,11 @@ class InputError(TopomodelError, ValueError):
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[tuple[Problem, ...]]]:
+        # rebuilt from its problems (the default would pass the message as problems),
+        # so the error a worker process raises reaches the CLI as it was
+        return type(self), (self.problems,)
+
 
 class CatalogError(InputError):
     """A hardware catalog file is malformed or inconsistent."""
@@ -81,6 +86,9 @@ class UnitError(TopomodelError, ValueError):
     def __str__(self) -> str:
         shown = repr(self.text) if isinstance(self.text, str) else str(self.text)
         return f"{shown}: {self.reason}"
+
+    def __reduce__(self) -> tuple[type[UnitError], tuple[object, str]]:
+        return type(self), (self.text, self.reason)  # picklable, as InputError
 
 
 class UsageError(TopomodelError, ValueError):

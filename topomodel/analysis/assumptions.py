@@ -1,8 +1,8 @@
-"""The named assumptions of the time and step models (:class:`TimeModel`,
-:class:`StepAssumptions`), each with a default and a reason, apart from the models
-that use them: the CLI, the sweep parameters and the review read their defaults and
-texts without importing the models (and pandas, scipy). The thresholds of check-nccl
-and advise live here too, for their CLI help."""
+"""The named assumptions of the time, step and goodput models (:class:`TimeModel`,
+:class:`StepAssumptions`, :class:`GoodputAssumptions`), each with a default and a
+reason, apart from the models that use them: the CLI, the sweep parameters and the
+review read their defaults and texts without importing the models (and numpy, pandas,
+scipy). The thresholds of check-nccl and advise live here too, for their CLI help."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from topomodel.analysis.protocols import PROTOCOLS
 from topomodel.errors import UsageError
 from topomodel.records import (
     Invalid,
+    Reader,
     Reading,
     boolean,
     check_fields,
     choice,
     documented,
+    integer,
     mapping_of,
     number,
     quantity,
@@ -157,6 +159,55 @@ class StepAssumptions:
                                 " (DeepSeek-V3: 20 of the H800's 132 SMs for its"
                                 " all-to-alls, arXiv 2412.19437 section 3.2.2)")
     time: TimeModel = spec(_time_model, default=TimeModel(), doc="the collective time model")
+
+    def __post_init__(self) -> None:
+        check_fields(self, UsageError)
+
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def _optional(read: Reader) -> Reader:
+    """``None`` (the default rule applies) or a value ``read`` accepts."""
+
+    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
+        return None if value is None else read(reading, path, value)
+
+    return check
+
+
+@dataclass(frozen=True)
+class GoodputAssumptions:
+    """Named assumptions of the goodput model (assumed unless the doc names a source);
+    checked on creation."""
+
+    checkpoint_bytes: float | None = spec(
+        _optional(quantity("size")), default=None, check=_optional(number(0, low_open=True)),
+        doc="checkpoint size, bytes (default: parameters x checkpoint_bytes_per_param)")
+    checkpoint_bytes_per_param: float = spec(
+        number(0, low_open=True), default=14.0,
+        doc="checkpoint bytes per parameter: bf16 weights 2 + fp32 master, Adam m, v 12")
+    storage_Bps: float = spec(
+        quantity("rate"), default=2e12, check=number(0, low_open=True),
+        doc="aggregate checkpoint write rate, bytes/s: Llama 3's Tectonic sustains 2 TB/s")
+    detection_s: float = spec(
+        quantity("time"), default=120.0, check=number(0),
+        doc="time to notice a failure, s (assumed: health checks and time-outs)")
+    restart_s: float = spec(
+        quantity("time"), default=480.0, check=number(0),
+        doc="time to restart from a checkpoint, s (assumed: with detection, Meta's"
+        " reported 10-minute stall)")
+    repair_s: float = spec(
+        quantity("time"), default=SECONDS_PER_DAY, check=number(0),
+        doc="time a failed system is out of the pool, s (assumed: back in a day)")
+    network_repair_s: float = spec(
+        quantity("time"), default=4 * 3600.0, check=number(0),
+        doc="time to swap a failed switch or optic, s (assumed: 4 h)")
+    spare_systems: int | None = spec(
+        _optional(integer(0)), default=None,
+        doc="hot spare systems (default: spare_fraction of the job's systems, rounded up)")
+    spare_fraction: float = spec(number(0, 1), default=0.02,
+                                 doc="hot spares kept beside a large job, share (assumed)")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)

@@ -4,11 +4,14 @@ From the parts of a job's footprint (its accelerators, their hosts and NICs, the
 switches and cables its traffic can cross) and a failure rate per part
 (``failure_rates`` in the catalog), the model counts:
 
-- **interruptions**: failures of a part the job cannot run without. Everything inside
-  a system (accelerator, HBM, host, NIC, in-system scale-up switch) stops a synchronous
-  job. A switch or cable outside the systems stops it only when it is a single point of
-  failure: some part below it has all its upward links through it (a single-homed NIC's
-  cable or leaf, a leaf with one uplink). Anything else is routed around.
+- **interruptions**: failures of a part the job cannot run without. What a failure
+  does is the part's failure class in the catalog (``failure_classes``, see
+  :mod:`topomodel.analysis.failure_classes`): the built-in classes stop the job for
+  everything inside a system (accelerator, HBM, host, NIC, NVSwitch) and for NVLink
+  links, and let it run on, re-routed, around other switches and links. Whatever its
+  class, a part that is a single point of failure stops it: some part below it has all
+  its upward links through it (a single-homed NIC's cable or leaf, a leaf with one
+  uplink). A part classed ``absorbed`` costs nothing.
 - **degraded operation**: a redundant part that fails leaves the job running slower
   until it is repaired. One representative failure per tier is routed with the step
   model (the step of the slowest group, re-routed around it) to get the throughput kept
@@ -39,27 +42,25 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
+from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
+from topomodel.analysis.failure_classes import (
+    SINGLE_POINT,
+    failure_class,
+    first_applying,
+    on_failure,
+    scaleup_technology,
+)
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import labels
 from topomodel.records import (
-    Reader,
-    Reading,
-    check_fields,
     documented,
-    integer,
-    number,
-    quantity,
-    spec,
 )
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
-from topomodel.yamlsource import KeyPath
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric
-
-SECONDS_PER_DAY = 86_400.0
-
 
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
 
@@ -90,52 +91,6 @@ DEGRADED_ROUTING_MAX_WORK = documented(
     at any size.""")
 
 
-def _optional(read: Reader) -> Reader:
-    """``None`` (the default rule applies) or a value ``read`` accepts."""
-
-    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
-        return None if value is None else read(reading, path, value)
-
-    return check
-
-
-@dataclass(frozen=True)
-class GoodputAssumptions:
-    """Named assumptions of the goodput model (assumed unless the doc names a source);
-    checked on creation."""
-
-    checkpoint_bytes: float | None = spec(
-        _optional(quantity("size")), default=None, check=_optional(number(0, low_open=True)),
-        doc="checkpoint size, bytes (default: parameters x checkpoint_bytes_per_param)")
-    checkpoint_bytes_per_param: float = spec(
-        number(0, low_open=True), default=14.0,
-        doc="checkpoint bytes per parameter: bf16 weights 2 + fp32 master, Adam m, v 12")
-    storage_Bps: float = spec(
-        quantity("rate"), default=2e12, check=number(0, low_open=True),
-        doc="aggregate checkpoint write rate, bytes/s: Llama 3's Tectonic sustains 2 TB/s")
-    detection_s: float = spec(
-        quantity("time"), default=120.0, check=number(0),
-        doc="time to notice a failure, s (assumed: health checks and time-outs)")
-    restart_s: float = spec(
-        quantity("time"), default=480.0, check=number(0),
-        doc="time to restart from a checkpoint, s (assumed: with detection, Meta's"
-        " reported 10-minute stall)")
-    repair_s: float = spec(
-        quantity("time"), default=SECONDS_PER_DAY, check=number(0),
-        doc="time a failed system is out of the pool, s (assumed: back in a day)")
-    network_repair_s: float = spec(
-        quantity("time"), default=4 * 3600.0, check=number(0),
-        doc="time to swap a failed switch or optic, s (assumed: 4 h)")
-    spare_systems: int | None = spec(
-        _optional(integer(0)), default=None,
-        doc="hot spare systems (default: spare_fraction of the job's systems, rounded up)")
-    spare_fraction: float = spec(number(0, 1), default=0.02,
-                                 doc="hot spares kept beside a large job, share (assumed)")
-
-    def __post_init__(self) -> None:
-        check_fields(self, UsageError)
-
-
 @dataclass(frozen=True)
 class ComponentLine:
     """One kind of part in the job's footprint and what its failures do."""
@@ -151,6 +106,13 @@ class ComponentLine:
     representative: str = ""  # a part to fail for the degradation run ("A -- B" links)
     representative_cables: int = 1  # cables that failing the representative takes down
     parallel: int = 1  # uplinks (cables or switches) sharing the load where it sits
+    on_failure: str = ""  # its class: stops_job, degrades, absorbed (default: interrupts)
+    class_entry: str = ""  # the failure-class entry, or "single point of failure"
+
+    def __post_init__(self) -> None:
+        if not self.on_failure:
+            object.__setattr__(self, "on_failure",
+                               "stops_job" if self.interrupts else "degrades")
 
     @property
     def failures_per_s(self) -> float:
@@ -200,46 +162,55 @@ def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
     """
     entries = [e for e in catalog.entries.values()
                if isinstance(e, FailureRate) and e.component == component]
-    for key in keys:
-        for entry in reversed(entries):
-            if key in entry.applies_to:
-                return entry
-    defaults = [e for e in entries if not e.applies_to]
-    if not defaults:
+    entry = first_applying(entries, keys)
+    if entry is None:
         raise UsageError(f"no failure rate for {component} parts in the catalog: add a"
                          f" failure_rates entry with component: {component}")
-    return defaults[-1]
+    return entry
 
 
 def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     """The parts of a job on the first ``world`` accelerators, with their failure rates."""
     catalog, nodes = fabric.catalog, fabric.nodes
     system = catalog.get(fabric.design.system, System)
+    technology = scaleup_technology(fabric)
     lines: list[ComponentLine] = []
 
-    def add(component: str, model: str, tier: str, count: int, interrupts: bool,
-            *keys: str, representative: str = "", cables: int = 1, parallel: int = 1) -> None:
+    def add(component: str, model: str, tier: str, count: int, single: bool,
+            *keys: str, representative: str = "", cables: int = 1, parallel: int = 1,
+            scaleup: bool = False) -> None:
         if count:
             entry = failure_rate(catalog, component, model, *keys)
+            kind = failure_class(catalog, component, model,
+                                 technology if scaleup else "", *keys)
+            effect = on_failure(kind, single)
             lines.append(ComponentLine(component, model, tier, count, entry.rate_per_s,
-                                       interrupts, entry.id, entry.provenance,
-                                       representative, cables, parallel))
+                                       effect == "stops_job", entry.id, entry.provenance,
+                                       representative, cables, parallel, effect,
+                                       SINGLE_POINT if single else kind.id))
 
     node_system = nodes["system"].to_numpy()
     job_systems = np.unique(node_system[fabric.accelerators[:world]])
     for component in ("accelerator", "hbm", "software"):
-        add(component, system.accelerator, "system", world, True)
-    add("host", system.id, "system", len(job_systems) * system.hosts, True)
+        add(component, system.accelerator, "system", world, False)
+    add("host", system.id, "system", len(job_systems) * system.hosts, False)
     in_job = np.isin(node_system, job_systems)
     kind = labels(nodes["kind"])
     model = labels(nodes["model"])
+    names = nodes["name"].to_numpy()
     for part in ("nic", "scaleup_switch"):
-        for name, count in zip(*np.unique(model[in_job & (kind == part)], return_counts=True),
-                               strict=True):
-            add(part, str(name), "system", int(count), True)
+        rows = np.flatnonzero(in_job & (kind == part))
+        for name in np.unique(model[rows]):
+            of_model = rows[model[rows] == name]
+            first = of_model[0]  # a part to fail should its class be degrades
+            sharing = int((node_system[of_model] == node_system[first]).sum())
+            add(part, str(name), "system", len(of_model), False,
+                representative=str(names[first]), parallel=sharing,
+                scaleup=part == "scaleup_switch")
     for p in _network_parts(fabric, in_job):
         add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
-            representative=p.representative, cables=p.cables, parallel=p.parallel)
+            representative=p.representative, cables=p.cables, parallel=p.parallel,
+            scaleup=p.tier.split(" ")[0] in SCALEUP_TIERS)
     return lines
 
 
@@ -381,10 +352,12 @@ def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares:
     """Chance that no spare system is free when one is needed: the systems in repair at
     a random time are Poisson with mean failures x repair time; none is free when that
     count reaches the number of spares."""
-    from scipy.stats import poisson
+    # the Poisson tail P(N >= spares) = pdtrc(spares - 1, mean), which is what
+    # scipy.stats.poisson.sf computes, without importing scipy.stats (a second)
+    from scipy.special import pdtrc
 
     mean = systems_failures_per_s * repair_s
-    return float(poisson.sf(spares - 1, mean)) if spares > 0 else 1.0
+    return float(pdtrc(spares - 1, mean)) if spares > 0 else 1.0
 
 
 def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
@@ -438,7 +411,7 @@ def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str,
     """
     down: dict[str, float] = {}
     for ln in lines:
-        if not ln.interrupts and degraded_loss.get(ln.tier, 0.0) > 0:
+        if ln.on_failure == "degrades" and degraded_loss.get(ln.tier, 0.0) > 0:
             down[ln.tier] = down.get(ln.tier, 0.0) + ln.failures_per_s * repair_s
     kept, all_up, tiers = 0.0, 1.0, []
     for tier in sorted(down, key=lambda t: (-degraded_loss[t], t)):
@@ -460,27 +433,37 @@ def estimated_loss(line: ComponentLine, comm_share: float) -> float:
 
 def degraded_losses(lines: Sequence[ComponentLine],
                     step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
-                    tokens_per_s: float, comm_share: float) -> dict[str, float]:
+                    tokens_per_s: float, comm_share: float, *,
+                    workers: int | None = None) -> dict[str, float]:
     """Per redundant tier, the share of throughput lost with one of its parts down:
     routed (the step model, ``step_tokens_per_s``, re-routes around a failed
-    representative), or :func:`estimated_loss` when ``step_tokens_per_s`` is None."""
-    from topomodel.fabric.failures import with_failures
+    representative; the tiers' degraded steps run on ``workers`` processes, default
+    every core, :func:`~topomodel.parallel.parallel_map`), or :func:`estimated_loss`
+    when ``step_tokens_per_s`` is None."""
+    from topomodel.parallel import parallel_map
 
-    losses: dict[str, float] = {}
+    firsts: dict[str, ComponentLine] = {}
     for ln in lines:
-        if ln.interrupts or ln.tier in losses or not ln.representative:
-            continue
-        if step_tokens_per_s is None:
-            losses[ln.tier] = estimated_loss(ln, comm_share)
-            continue
+        if ln.on_failure == "degrades" and ln.representative and ln.tier not in firsts:
+            firsts[ln.tier] = ln
+    if step_tokens_per_s is None:
+        return {tier: estimated_loss(ln, comm_share) for tier, ln in firsts.items()}
+    step = step_tokens_per_s
+
+    def degraded(ln: ComponentLine) -> float:
+        from topomodel.fabric.failures import with_failures
+
         nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
             (ln.representative,), ())
-        degraded = step_tokens_per_s(with_failures(fabric, nodes, cut))
-        # A failed link row takes its whole bundle down; its loss shared evenly over the
-        # bundle's cables is an upper bound of one cable's (the loss grows faster than
-        # linearly with the cables lost).
-        losses[ln.tier] = max(0.0, 1 - degraded / tokens_per_s) / ln.representative_cables
-    return losses
+        return step(with_failures(fabric, nodes, cut))
+
+    tiers = list(firsts.values())
+    # A failed link row takes its whole bundle down; its loss shared evenly over the
+    # bundle's cables is an upper bound of one cable's (the loss grows faster than
+    # linearly with the cables lost).
+    return {ln.tier: max(0.0, 1 - tokens / tokens_per_s) / ln.representative_cables
+            for ln, tokens in zip(tiers, parallel_map(degraded, tiers, workers=workers),
+                                  strict=True)}
 
 
 def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
@@ -501,11 +484,13 @@ def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
 def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
                 routing: str = "ecmp", seed: int = 0,
-                route_degradation: bool = True) -> GoodputResult:
+                route_degradation: bool = True, workers: int | None = None
+                ) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
     on ``fabric``. With ``route_degradation``, on a fabric the structured router covers
     (any size) or within :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part
-    of each redundant tier failed; otherwise the loss is bounded (:func:`estimated_loss`)."""
+    of each redundant tier failed (those steps on ``workers`` processes, default every
+    core); otherwise the loss is bounded (:func:`estimated_loss`)."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
 
@@ -522,7 +507,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
         structured_supported(fabric) is None
         or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
     losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
-                             step_result.tokens_per_s, step_result.comm_share)
+                             step_result.tokens_per_s, step_result.comm_share,
+                             workers=workers)
     system = fabric.catalog.get(fabric.design.system, System)
     return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
                    accelerators_per_system=system.accelerators,

@@ -14,7 +14,7 @@ from topomodel.analysis.collective import CollectiveRun
 from topomodel.analysis.timing import TrafficTime
 from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric, labels, weaker_direction_Bps
-from topomodel.traffic.phases import Traffic
+from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.vocabulary import LINK_TIERS
 
 
@@ -107,6 +107,13 @@ def bisection_traffic(fabric: Fabric, traffic: Traffic) -> BisectionTraffic | No
     in_a[side_a] = True
     crossing = 0.0
     for p in traffic.phases:
+        if isinstance(p, AllPairsPhase) and p.rewrite is None:
+            # every rank of a row sends to every other: |row in A| x |row in B| pairs
+            # each way, the same bytes each
+            each_way = sum(float((b.bytes * in_a[b.ranks].sum(axis=1)
+                                  * (~in_a[b.ranks]).sum(axis=1)).sum()) for b in p.blocks)
+            crossing += each_way * p.steps
+            continue
         a_to_b = float(p.bytes[in_a[p.src] & ~in_a[p.dst]].sum())
         b_to_a = float(p.bytes[~in_a[p.src] & in_a[p.dst]].sum())
         crossing += max(a_to_b, b_to_a) * p.steps

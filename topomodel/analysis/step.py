@@ -32,6 +32,7 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -500,36 +501,51 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
         add("ep", "ep", "alltoall", "ep", per_rank, "direct")
     if layout.pp > 1:
-        def pipeline_pairs() -> np.ndarray:
+        def adjacent_stages() -> np.ndarray:  # (groups, p - 1, 2)
             stages = rank_grid(ranks, layout, "pp")
-            pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
+            return np.stack([stages[:, :-1], stages[:, 1:]], axis=2)
+
+        def pipeline_pairs() -> np.ndarray:
+            pairs = adjacent_stages().reshape(-1, 2)
             if layout.interleave > 1:  # the last stage hands the next chunk to the first
+                stages = rank_grid(ranks, layout, "pp")
                 pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
             return pairs
 
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
-        key = ("pp-sendrecv", ("p2p",), size,
+        # Megatron-LM's 1F1B exchanges with one neighbour per call (its steady phase
+        # alternates send_forward_recv_backward and send_backward_recv_forward), so an
+        # exchange is one pair in both directions, and two boundaries that share a stage
+        # never exchange at once; the interleaved schedule (send_forward_backward_recv_
+        # forward_backward) and ZB-H1 send to both neighbours at once.
+        one_neighbour = layout.interleave == 1 and layout.schedule == "1f1b"
+
+        def exchanges() -> list[np.ndarray]:
+            if not one_neighbour:
+                return [pipeline_pairs()]
+            adjacent = adjacent_stages()
+            return [adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
+                    if adjacent.shape[1] > parity]
+
+        key = ("pp-exchange" if one_neighbour else "pp-sendrecv", ("p2p",), size,
                grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
         hit = cache.get(key)
         if hit is None and unrouted is not None:
             if missed is not None:
                 missed.append("pp")
-            def both_ways() -> np.ndarray:
-                pairs = pipeline_pairs()
-                return np.concatenate([pairs, pairs[:, ::-1]])
-
-            t_s = unrouted("sendrecv", both_ways, size, key)
+            # the slowest exchange, each one both ways at once, as the step times them
+            t_s = max(unrouted("sendrecv", functools.partial(np.concatenate, [x, x[:, ::-1]]),
+                               size, (*key, i)) for i, x in enumerate(exchanges()))
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False)
         elif hit is None:
             pairs = pipeline_pairs()
-            back = pairs[:, ::-1]
-            # 1F1B's steady phase sends forward and backward at once
-            traffic = concurrent([collective_traffic(fabric, "sendrecv", _rows(pairs), size,
-                                                     algorithm="p2p"),
-                                  collective_traffic(fabric, "sendrecv", _rows(back), size,
-                                                     algorithm="p2p")])
-            t = time_traffic(fabric, traffic, routing=routing, seed=seed, model=a.time)
+            times = [time_traffic(fabric, concurrent([
+                collective_traffic(fabric, "sendrecv", _rows(x), size, algorithm="p2p"),
+                collective_traffic(fabric, "sendrecv", _rows(x[:, ::-1]), size,
+                                   algorithm="p2p")]), routing=routing, seed=seed,
+                model=a.time) for x in exchanges()]
+            t = max(times, key=lambda r: r.time_s)
             doms = domain[pairs]
             hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
                                 bool((doms[:, 0] != doms[:, 1]).any()))

@@ -187,16 +187,26 @@ tune to (assumed ranges, stated so a reader can argue with them)."""
 def sensitivity(fabric: Fabric, model: Model, layout: Layout,
                 assumptions: StepAssumptions | None = None, *,
                 metric: Callable[[StepResult], float] = lambda r: r.comm_share,
-                routing: str = "ecmp", seed: int = 0) -> list[Sensitivity]:
-    """Move each assumption to its low and high value; sorted by swing, largest first."""
+                routing: str = "ecmp", seed: int = 0,
+                workers: int | None = None) -> list[Sensitivity]:
+    """Move each assumption to its low and high value; sorted by swing, largest first.
+
+    The base step runs first, here, so its collective times are on the fabric
+    (:func:`~topomodel.analysis.stepshape.collective_times`) for every moved step that
+    keeps its time model; the moved steps then run on ``workers`` processes (default
+    every core, :func:`~topomodel.parallel.parallel_map`), with the same results as one.
+    """
+    from topomodel.parallel import parallel_map
+
     base_assumptions = assumptions or StepAssumptions()
 
     def run(a: StepAssumptions) -> float:
         return metric(step_time(fabric, model, layout, a, routing=routing, seed=seed))
 
     base = run(base_assumptions)
-    rows = []
-    for name, low, high, apply in VARIATIONS:
-        ends = [run(apply(base_assumptions, v)) for v in (low, high)]
-        rows.append(Sensitivity(name, low, high, ends[0], base, ends[1]))
+    moved = [apply(base_assumptions, v) for _, low, high, apply in VARIATIONS
+             for v in (low, high)]
+    ends = parallel_map(run, moved, workers=workers)
+    rows = [Sensitivity(name, low, high, ends[2 * k], base, ends[2 * k + 1])
+            for k, (name, low, high, _) in enumerate(VARIATIONS)]
     return sorted(rows, key=lambda r: -r.swing)

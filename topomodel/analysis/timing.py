@@ -42,7 +42,8 @@ from topomodel.routing.general import check_general_work
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
-from topomodel.traffic.phases import Phase, Traffic
+from topomodel.traffic.allpairs import decompose
+from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 from topomodel.traffic.pxn import pxn
 
 PCI_KINDS = ("none", "pcie")
@@ -185,21 +186,26 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     for ph in traffic.phases:
         routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
+        # only the loaded rows (a step's TP phase loads the scale-up links alone): the
+        # same per-row times, a few passes over millions of rows fewer
+        loaded = np.flatnonzero(routed.link_bytes > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = np.where(routed.link_bytes > 0,
-                                 routed.link_bytes / (rate * ph.efficiency), 0.0)
-        bottleneck = int(np.argmax(link_time)) if len(link_time) else -1
-        bandwidth = float(link_time.max()) if len(link_time) else 0.0
+            link_time = routed.link_bytes[loaded] / (rate[loaded] * ph.efficiency)
+        slowest = int(np.argmax(link_time)) if len(link_time) else -1
+        bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
+        # the first slowest row, as an argmax over every row (row 0 when none is busy)
+        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if len(links) else -1)
         latency = 0.0 if nccl else (
-            _path_latency(fabric, ph, routed.hops, switch_latency, propagation)
+            _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
                                 bottleneck, routed))
         total_bytes += routed.link_bytes * ph.steps
-        busy += link_time * ph.steps
+        busy[loaded] += link_time * ph.steps
         lost_flows += len(routed.unroutable)
-        lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
+        if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
+            lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
     if not nccl:
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
@@ -209,22 +215,41 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
 
 
 def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
-    """A time ``traffic`` cannot beat, seconds, without routing it: every phase at least
-    as long as on a non-blocking fabric with the same injection bandwidth, plus the
-    smallest latency any protocol gives (for a collective). Lets the algorithm search
-    skip candidates that cannot win."""
+    """A time ``traffic`` cannot beat, seconds, without routing it. Each phase takes at
+    least as long as on a non-blocking fabric with the same injection bandwidth, and at
+    least as long as the busiest switch needs to send (or take in) the bytes of the flows
+    that start (end) at it over all its links (in-network reduction: a SHARP root); a
+    collective adds the fastest protocol's latency and wire bytes at that bandwidth time
+    (each protocol's time only grows with it). Lets the algorithm search skip candidates
+    that cannot win.
+
+    The switch bound assumes every flow is routed: on a fabric with failed parts it is
+    left out, since a flow that cannot be routed loads no link.
+    """
     model = model or TimeModel()
-    injection = _rates(fabric, model).injection
-    ideal = sum(ph.steps * _ideal(fabric, ph, injection) / ph.efficiency
-                for ph in traffic.phases)
+    rates = _rates(fabric, model)
+    switch_bound = not fabric.links["failed"].any()
+    simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection),
+                                  _switch_s(ph, rates) if switch_bound else 0.0)
+                   / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
-        return ideal
-    intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
-    latency = min(max(latency_s(s.algorithm, s.collective, p,
-                                NcclShape(s.ranks, s.nodes, intra, s.channels),
-                                rounds=s.rounds) for s in traffic.shapes)
-                  for p in (PROTOCOLS if model.protocol == "auto" else (model.protocol,)))
-    return ideal + (latency if np.isfinite(latency) else 0.0)
+        return simple_s
+    _, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
+    return scale * simple_s + latency
+
+
+def _switch_s(ph: Phase, rates: _Rates) -> float:
+    """Per step: the bytes of the flows leaving (entering) the busiest switch over the
+    capacity of all its links out (in), seconds; 0 when no flow starts or ends at one."""
+    worst = 0.0
+    for ends, capacity in ((ph.src, rates.switch_out_Bps), (ph.dst, rates.switch_in_Bps)):
+        at_switch = capacity[ends] > 0
+        if at_switch.any():
+            load = np.bincount(ends[at_switch], weights=ph.bytes[at_switch],
+                               minlength=len(capacity))
+            busy = load > 0
+            worst = max(worst, float((load[busy] / capacity[busy]).max()))
+    return worst
 
 
 _ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
@@ -277,6 +302,8 @@ class _Rates:
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
+    switch_out_Bps: np.ndarray  # per node: effective rate of a switch's links out (0 else)
+    switch_in_Bps: np.ndarray  # and in
 
 
 def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
@@ -292,7 +319,12 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     tier_codes = links["tier"].cat.codes.to_numpy()
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = np.where(links["failed"].to_numpy(), 0.0, links["capacity_Bps"].to_numpy() * eff)
-    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model))
+    n = len(fabric.nodes)
+    switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+    out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
+                                              minlength=n), 0.0) for end in ("src", "dst"))
+    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
+                  out, into)
 
 
 def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
@@ -304,15 +336,20 @@ def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
     return (slowest or model.hop_latency_s), propagation
 
 
-def _path_latency(fabric: Fabric, ph: Phase, hops: np.ndarray, switch_s: float,
+def _path_latency(fabric: Fabric, ph: Phase, routed: Routed, switch_s: float,
                   propagation_s: float) -> float:
     """Longest path latency of a phase: switches crossed x switch latency + hops x
     propagation. A path between scale-up domains passes two NICs, which are not
-    switches (hops - 3 switches); one inside a domain, hops - 1."""
+    switches (hops - 3 switches); one inside a domain, hops - 1. Per flow, or per path
+    class where the phase was routed in aggregate."""
+    hops = routed.hops
     if not len(hops):
         return 0.0
-    domain = fabric.derived(_node_roles).domain
-    inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
+    if routed.inside is not None:
+        inside = routed.inside
+    else:
+        domain = fabric.derived(_node_roles).domain
+        inside = (domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)
     switches = np.maximum(0, hops - np.where(inside | (hops < 4), 1, 3))
     return float((switches * switch_s + hops * propagation_s).max())
 
@@ -348,15 +385,29 @@ def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, i
 def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
     up, out = injection
     nodes = fabric.derived(_node_roles)
-    domain = nodes.domain
-    local = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | nodes.chip[
-        ph.src] | nodes.chip[ph.dst]
-    local_bytes = np.where(local, ph.bytes, 0.0)
     n = len(up)
+    counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
+    totals: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    if counts is not None:  # the pairs' totals per node, without listing them
+        local = counts.local
+        sent_local = np.bincount(local.src, weights=local.bytes, minlength=n)
+        received_local = np.bincount(local.dst, weights=local.bytes, minlength=n)
+        sent_out = np.bincount(counts.node, weights=counts.out_pairs * counts.pair_bytes,
+                               minlength=n)
+        received_out = np.bincount(counts.node, weights=counts.in_pairs * counts.pair_bytes,
+                                   minlength=n)
+        totals = [(sent_local, received_local, up), (sent_out, received_out, out)]
+    else:
+        domain = nodes.domain
+        local_flow = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
+            nodes.chip[ph.src] | nodes.chip[ph.dst])
+        local_bytes = np.where(local_flow, ph.bytes, 0.0)
+        totals = [(np.bincount(ph.src, weights=weights, minlength=n),
+                   np.bincount(ph.dst, weights=weights, minlength=n), capacity)
+                  for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out))]
     worst = 0.0
-    for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out)):
-        load = np.maximum(np.bincount(ph.src, weights=weights, minlength=n),
-                          np.bincount(ph.dst, weights=weights, minlength=n))
+    for sent, received, capacity in totals:
+        load = np.maximum(sent, received)
         # switches reducing in-network do not count; accelerators without a NIC send
         # through their neighbours'
         busy = (load > 0) & nodes.accelerator & (capacity > 0)

@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from topomodel.cli.commands import _usage
 from topomodel.cli.step_commands import _goodput, job_from_args
 from topomodel.report.output import Report
 
+if TYPE_CHECKING:
+    from topomodel.report.compare import ComparedDesign
+
 
 def _cmd_compare(args: argparse.Namespace) -> Report:
+    from topomodel.parallel import parallel_map
+    from topomodel.report.compare import compare_report
+
+    if len(args.designs) < 2:
+        raise _usage("compare takes two or more design files")
+    # each design on its own worker (--workers, default every core): built, stepped and
+    # its goodput modelled there; the first design's error, if any, is the one raised
+    return compare_report(parallel_map(lambda path: _compared(args, path), args.designs,
+                                       workers=args.workers))
+
+
+def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
+    """One design of a comparison: its step, goodput, bill of materials and power."""
     import dataclasses
 
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.report.compare import ComparedDesign, compare_report
+    from topomodel.report.compare import ComparedDesign
 
-    if len(args.designs) < 2:
-        raise _usage("compare takes two or more design files")
-    compared = []
-    for path in args.designs:
-        job = job_from_args(args, path)
-        result = job.step()
-        _, goodput = _goodput(args, job, result)
-        bom = bill_of_materials(job.fabric)
-        compared.append(ComparedDesign(
-            job.fabric.design.name or path, path, result, job.assumptions, goodput, bom,
-            power_summary(bom, job.fabric.accelerator_count),
-            dataclasses.asdict(bisection(job.fabric))))
-    return compare_report(compared)
+    job = job_from_args(args, path)
+    result = job.step()
+    _, goodput = _goodput(args, job, result)
+    bom = bill_of_materials(job.fabric)
+    return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
+                          goodput, bom, power_summary(bom, job.fabric.accelerator_count),
+                          dataclasses.asdict(bisection(job.fabric)))

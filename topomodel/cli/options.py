@@ -113,7 +113,7 @@ each sets (its reader and text are the field's)."""
 
 def add_goodput_options(parser: argparse.ArgumentParser) -> None:
     """Add the goodput model's flags (step, goodput, review)."""
-    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.analysis.assumptions import GoodputAssumptions
 
     fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
     for key, (name, metavar) in GOODPUT_FLAGS.items():
@@ -130,7 +130,7 @@ def goodput_from_args(args: argparse.Namespace) -> Any:
     UsageError
         ``--flag: what is wrong`` for a refused value.
     """
-    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.analysis.assumptions import GoodputAssumptions
 
     fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
     given: dict[str, Any] = {}

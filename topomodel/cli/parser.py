@@ -54,6 +54,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _workers_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--workers", type=_positive, metavar="N",
+                        help=f"worker processes for {what} (default: every core; 1 runs"
+                        " everything in this process; the results are the same)")
+
+
 def _catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
                         help="add a catalog file (repeatable; its entries may override"
@@ -175,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
+    _workers_arg(review, "the goodput's degraded steps")
     review.set_defaults(run=_cmd_review, tables_under_output=True)
 
     step = verbs.add_parser(
@@ -192,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--no-goodput", action="store_true",
                       help="leave out the goodput section (interruptions, checkpoints)")
     add_goodput_options(step)
+    _workers_arg(step, "the sensitivity's and the goodput's steps")
     step.set_defaults(run=_cmd_step)
 
     compare = verbs.add_parser(
@@ -203,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("designs", nargs="+", metavar="DESIGN",
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
+    _workers_arg(compare, "the designs")
     compare.set_defaults(run=_cmd_compare)
 
     goodput = verbs.add_parser(
@@ -214,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     goodput.add_argument("design", help="design file (YAML)")
     _step_args(goodput)
     add_goodput_options(goodput)
+    _workers_arg(goodput, "the degraded steps")
     goodput.set_defaults(run=_cmd_goodput)
 
     scale = verbs.add_parser(

@@ -123,7 +123,8 @@ def _cmd_review(args: argparse.Namespace) -> Report:
                             assumptions=job.assumptions if job else None,
                             time_model=inputs.assumptions.time, routing=inputs.routing,
                             seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
-                            goodput_assumptions=goodput_from_args(args) if job else None)
+                            goodput_assumptions=goodput_from_args(args) if job else None,
+                            workers=args.workers)
     try:
         files = write_review(review, args.output)
     except OSError as exc:
@@ -175,7 +176,7 @@ def _cmd_step(args: argparse.Namespace) -> Report:
                             [data["required_scaleout"]], name="required_scaleout"))
     if args.sensitivity:
         rows = sensitivity(fabric, job.model, job.layout, job.assumptions,
-                           routing=inputs.routing, seed=inputs.seed)
+                           routing=inputs.routing, seed=inputs.seed, workers=args.workers)
         tables.append(Table("Sensitivity of the communication share", [
             {"assumption": r.assumption, "low": f"{r.low_value:g}", "high": f"{r.high_value:g}",
              "share at low": f"{r.low:.1%}", "base": f"{r.base:.1%}",
@@ -194,7 +195,7 @@ def _goodput(args: argparse.Namespace, job: Job,
 
     return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
                            goodput_from_args(args), routing=job.inputs.routing,
-                           seed=job.inputs.seed)
+                           seed=job.inputs.seed, workers=getattr(args, "workers", None))
 
 
 def _cmd_goodput(args: argparse.Namespace) -> Report:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,48 +33,74 @@ def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
     links["failed"] = mask
 
 
+@dataclass(frozen=True, eq=False)
+class PartIndex:
+    """What naming failed parts looks up: node numbers by name, and the link rows in
+    the order of their unordered pair of ends (``min * nodes + max``)."""
+
+    number: pd.Series
+    pair_keys: np.ndarray  # sorted
+    pair_rows: np.ndarray  # the link row of each sorted key
+    nodes: int
+
+
+def part_index(nodes: Any, links: Any) -> PartIndex:
+    """The :class:`PartIndex` of a node and a link table (one sort of the links)."""
+    n = len(nodes)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    keys = np.minimum(src, dst).astype(np.int64) * n + np.maximum(src, dst)
+    order = np.argsort(keys, kind="stable")
+    return PartIndex(pd.Series(np.arange(n), index=nodes["name"].to_numpy()), keys[order],
+                     order, n)
+
+
+def _fabric_part_index(fabric: Fabric) -> PartIndex:
+    return part_index(fabric.nodes, fabric.links)
+
+
 def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
-                 link_names: Sequence[str]) -> tuple[np.ndarray, list[tuple[str, int, str]]]:
+                 link_names: Sequence[str], *, index: PartIndex | None = None
+                 ) -> tuple[np.ndarray, list[tuple[str, int, str]]]:
     """Link rows touching the named nodes or joining the named ``"a -- b"`` pairs.
 
     Returns the mask and the problems found: (``"nodes"`` or ``"links"``, index, message).
     Work is one sort of the link table however many parts are named (1 % of the spine
-    links of a 131,072-GPU fabric are 1,300 names).
+    links of a 131,072-GPU fabric are 1,300 names), none with the ``index`` of these
+    tables (:func:`part_index`) given.
     """
-    index = pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
+    parts = index or part_index(nodes, links)
+    number = parts.number
     failed = links["failed"].to_numpy().copy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     problems = []
     dead = np.zeros(len(nodes), bool)
     for k, name in enumerate(node_names):
-        if name not in index:
+        if name not in number:
             problems.append(("nodes", k, f"no node named {name!r}"))
             continue
-        dead[index[name]] = True
+        dead[number[name]] = True
     failed |= dead[src] | dead[dst]
     wanted: list[tuple[int, str, int, int]] = []
     for k, text in enumerate(link_names):
         ends = [part.strip() for part in text.split("--")]
-        if len(ends) != 2 or any(e not in index for e in ends):
+        if len(ends) != 2 or any(e not in number for e in ends):
             problems.append(("links", k, f"expected 'node -- node' with known names, got"
                              f" {text!r}"))
             continue
-        wanted.append((k, text, int(index[ends[0]]), int(index[ends[1]])))
+        wanted.append((k, text, int(number[ends[0]]), int(number[ends[1]])))
     if wanted:
-        n = len(nodes)
-        keys = np.minimum(src, dst).astype(np.int64) * n + np.maximum(src, dst)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
+        n = parts.nodes
         a = np.array([w[2] for w in wanted], np.int64)
         b = np.array([w[3] for w in wanted], np.int64)
         pair = np.minimum(a, b) * n + np.maximum(a, b)
-        lo = np.searchsorted(sorted_keys, pair, "left")
-        hi = np.searchsorted(sorted_keys, pair, "right")
+        lo = np.searchsorted(parts.pair_keys, pair, "left")
+        hi = np.searchsorted(parts.pair_keys, pair, "right")
         for (k, text, _, _), start, stop in zip(wanted, lo, hi, strict=True):
             if start == stop:
                 first, second = (part.strip() for part in text.split("--"))
                 problems.append(("links", k, f"no link between {first} and {second}"))
-        rows = order[np.concatenate([np.arange(x, y) for x, y in zip(lo, hi, strict=True)])]
+        rows = parts.pair_rows[np.concatenate([np.arange(x, y)
+                                               for x, y in zip(lo, hi, strict=True)])]
         failed[rows] = True
     problems.sort(key=lambda p: (p[0] != "nodes", p[1]))
     return failed, problems
@@ -84,14 +110,19 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
                   link_names: Sequence[str] = ()) -> Fabric:
     """A copy of ``fabric`` with more failed parts (nodes by name, ``"a -- b"`` links).
 
+    The copy shares every column but ``failed`` with ``fabric`` (pandas copy-on-write:
+    changing one changes neither), and the look-up of the names is made once per
+    fabric, so the goodput's degraded fabrics cost little more than their masks.
+
     Raises
     ------
     UsageError
         Naming every part that is not in the fabric.
     """
-    mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names)
+    mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names,
+                                  index=fabric.derived(_fabric_part_index))
     if problems:
         raise UsageError("; ".join(message for _, _, message in problems))
-    links = fabric.links.copy()
+    links = fabric.links.copy(deep=False)
     links["failed"] = mask
     return replace(fabric, links=links)

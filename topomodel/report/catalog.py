@@ -10,6 +10,7 @@ from topomodel.catalog import (
     Accelerator,
     Catalog,
     Entry,
+    FailureClass,
     FailureRate,
     Fibre,
     HostLink,
@@ -71,6 +72,9 @@ def summary(entry: Entry) -> str:
     if isinstance(entry, FailureRate):
         scope = f" ({', '.join(entry.applies_to)})" if entry.applies_to else ""
         return f"{entry.component}{scope}: {_failure_rate(entry.rate_per_s)}"
+    if isinstance(entry, FailureClass):
+        scope = f" ({', '.join(entry.applies_to)})" if entry.applies_to else ""
+        return f"{entry.component}{scope}: {entry.on_failure}"
     return ""
 
 

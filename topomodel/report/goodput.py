@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from topomodel.analysis.failure_classes import SINGLE_POINT
 from topomodel.analysis.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
@@ -19,13 +20,14 @@ from topomodel.fabric.tables import Fabric
 
 def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                     step_result: Any, assumptions: GoodputAssumptions, *,
-                    routing: str = "ecmp", seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
+                    routing: str = "ecmp", seed: int = 0, workers: int | None = None
+                    ) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, with the what-ifs: the one goodput path of
     step, goodput, compare and review. The degradation is routed wherever
     :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
-    every verb."""
+    every verb (its degraded steps on ``workers`` processes, default every core)."""
     result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, seed=seed)
+                         routing=routing, seed=seed, workers=workers)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
@@ -100,9 +102,9 @@ def goodput_tables(result: GoodputResult,
               "rate (%/yr)": f"{100 * ln.rate_per_s * SECONDS_PER_YEAR:.3g}",
               "failures/day": f"{ln.failures_per_s * SECONDS_PER_DAY:.3g}",
               "share": f"{ln.failures_per_s / total:.1%}",
-              "effect": "interrupts" if ln.interrupts else
-              f"degrades ({r.degraded_loss.get(ln.tier, 0.0):.2%} each)",
-              "rate source": f"{ln.rate_entry} ({ln.provenance})"}
+              "effect": _effect(ln, r.degraded_loss.get(ln.tier, 0.0)),
+              "rate source": f"{ln.rate_entry} ({ln.provenance})",
+              "class source": ln.class_entry}
              for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
     summary_record = {
         "interruptions_per_day": r.interruptions_per_day, "mtbi_s": r.mtbi_s,
@@ -120,7 +122,8 @@ def goodput_tables(result: GoodputResult,
                      "share": ln.failures_per_s / total, "interrupts": ln.interrupts,
                      "degraded_loss_each": None if ln.interrupts
                      else r.degraded_loss.get(ln.tier, 0.0),
-                     "rate_entry": ln.rate_entry, "provenance": ln.provenance}
+                     "rate_entry": ln.rate_entry, "provenance": ln.provenance,
+                     "on_failure": ln.on_failure, "class_entry": ln.class_entry}
                     for ln in sorted(r.lines, key=lambda x: -x.failures_per_s)]
     tables = [Table("Goodput", summary, [summary_record]),
               Table("Failures by part", parts, part_records)]
@@ -135,6 +138,15 @@ def goodput_tables(result: GoodputResult,
               "effective_time_fraction": w.effective_time_fraction,
               "goodput_tokens_per_s": w.goodput_tokens_per_s} for name, w in whatifs]))
     return tables
+
+
+def _effect(line: Any, loss: float) -> str:
+    """What one failure of the line's parts does, as the parts table says it."""
+    if line.on_failure == "stops_job":
+        return "interrupts" + (" (single point)" if line.class_entry == SINGLE_POINT else "")
+    if line.on_failure == "absorbed":
+        return "absorbed"
+    return f"degrades ({loss:.2%} each)"
 
 
 def degraded_table(result: GoodputResult) -> Any:

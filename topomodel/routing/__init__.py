@@ -43,11 +43,12 @@ import numpy as np
 from topomodel.arrays import search_sorted
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Fabric
+from topomodel.routing.aggregate import route_all_pairs
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import QPS, check_qps
 from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
-from topomodel.traffic.phases import Phase
+from topomodel.traffic.phases import AllPairsPhase, Phase
 
 
 def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
@@ -57,7 +58,11 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     ``qps`` (queue pairs per flow) and ``hash_scaleup`` (hash inside the scale-up
     domain too) apply to ``routing="hash"`` only; see the module docstring.
 
-    ``auto`` takes the structured router where it applies, else the general one. Flows
+    ``auto`` takes the structured router where it applies, else the general one. An
+    :class:`~topomodel.traffic.phases.AllPairsPhase` (a direct All-to-All) is routed
+    there from counts of its groups where that is exact
+    (:func:`~topomodel.routing.aggregate.route_all_pairs`: even ECMP, no failures),
+    else its pairs are listed and routed as any flows. Flows
     that start or end at a switch (in-network reduction) go over their direct link when
     there is one, else over every two-hop path through a NIC or scale-out switch (split by cables,
     as ECMP splits them; the shortest paths there are), else through the general router.
@@ -79,6 +84,10 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     if not structured:
         return route_general(fabric, phase, routing=routing, seed=seed, qps=qps,
                              hash_scaleup=hash_scaleup)
+    if isinstance(phase, AllPairsPhase):  # a direct All-to-All: from counts where exact
+        counted = route_all_pairs(fabric, phase, routing=routing)
+        if counted is not None:
+            return counted
     is_acc = _is_accelerator(fabric)
     pairs = is_acc[phase.src] & is_acc[phase.dst]
     if pairs.all():
@@ -138,7 +147,7 @@ def _arcs(fabric: Fabric) -> _Arcs:
     live = np.flatnonzero(~links["failed"].to_numpy())
     src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
     keys = src.astype(np.int64) * n + dst
-    by_key = np.argsort(keys)
+    by_key = np.argsort(keys, kind="stable")  # timsort: the builder lists links nearly in order
     middle = fabric.kind_mask("nic") | fabric.kind_mask("switch")
     into = np.flatnonzero(middle[dst])
     by_src = into[np.argsort(src[into], kind="stable")]

@@ -19,9 +19,15 @@ class Routed:
     ``link_bytes`` is indexed like ``fabric.links`` (bytes per step); ``hops`` is per
     flow (links on its path; all paths of a flow have the same length); ``unroutable``
     lists flows (indices) with no path, whose bytes are not on any link.
+
+    A phase routed in aggregate (:mod:`topomodel.routing.aggregate`) has no per-flow
+    hops: ``hops`` is then per *path class*, with ``inside`` saying whether the class
+    stays in one scale-up domain; each class holds at least one flow, and every flow's
+    path is as long as its class's. ``inside`` is ``None`` for per-flow hops.
     """
 
     link_bytes: np.ndarray
     hops: np.ndarray
     unroutable: np.ndarray
     router: str
+    inside: np.ndarray | None = None

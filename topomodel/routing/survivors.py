@@ -18,24 +18,29 @@ a live continuation:
 
 These are computed per (source leaf, destination leaf) pair and per (spine,
 destination pod), as arrays. A flow with no live instance of its shape needs a longer
-detour: through another leaf or NIC, or through another accelerator of its scale-up
-domain when its own NIC is cut off (the transit of :mod:`topomodel.routing`). Those flows
-alone go to the general router, so the loads are those of the general router on the
+detour. Where an end's NIC is cut off (its host link, or every arc of its NIC to the
+leaves, failed: a failed single-homed leaf), the shortest detours pass one accelerator
+of the same system with a working NIC (the transit of :mod:`topomodel.routing`) and are
+relayed here as arrays (:func:`_relayed`, ECMP). Other detours (through another leaf or
+NIC) go to the general router, so the loads are those of the general router on the
 whole phase, link by link.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import _Climb, _clos, _Irregular
 from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 ALL_CORE_CHOICES = 4_000_000
 """Up to this many (spine, pod) pairs, a Clos's core choices are worked out for all of
@@ -241,9 +246,67 @@ class _Survivors:
         clos = _clos(fabric)
         self.clos = clos
         self.alive = ~fabric.links["failed"].to_numpy()
+        # every arc between switches live, but those of a switch with none live (a
+        # failed switch: no path passes it, so it splits nothing)
+        between = fabric.links["tier"].isin(FAT_TREE_TIERS[1:] + SCALEUP_TIERS[1:]).to_numpy()
+        dead = np.bincount(clos.src, self.alive, len(clos.domain)) == 0
+        between = between & ~dead[clos.src] & ~dead[clos.dst]
+        self.switches_intact = bool(self.alive[between].all())
         self.lookup = _Lookup(clos.src, clos.dst, len(clos.domain))
         self.fat_tree = _LiveClimb(clos.fat_tree, self.alive, self.lookup)
         self.supernode = _LiveClimb(clos.supernode, self.alive, self.lookup)
+
+    @cached_property
+    def peers(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per node: its system's row, -1 if none; per row: the system's accelerators
+        with a NIC, -1 padded)."""
+        clos = self.clos
+        acc = np.flatnonzero(clos.host_up >= 0)
+        systems, row, size = np.unique(clos.system[acc], return_inverse=True,
+                                       return_counts=True)
+        order = np.argsort(row, kind="stable")
+        position = np.arange(len(acc)) - np.repeat(np.cumsum(size) - size, size)
+        table = np.full((len(systems), int(size.max(initial=1))), -1)
+        table[row[order], position] = acc[order]
+        of = np.full(len(clos.domain), -1)
+        of[acc] = row
+        return of, table
+
+    @cached_property
+    def attached(self) -> np.ndarray:
+        """Per node: an accelerator whose host links and NIC still reach a leaf and back."""
+        clos = self.clos
+        out = np.zeros(len(clos.domain), bool)
+        if clos.access_up is None or clos.access_down is None:
+            return out
+        acc = np.flatnonzero((clos.host_up >= 0) & (clos.host_down >= 0))
+        nic = clos.nic_of[acc]
+        ups = clos.access_up.arcs(nic)
+        downs = clos.access_down.arcs(nic)
+        out[acc] = (self.alive[clos.host_up[acc]] & self.alive[clos.host_down[acc]]
+                    & self.alive[ups].any(axis=1) & self.alive[downs].any(axis=1))
+        return out
+
+    @cached_property
+    def alone(self) -> np.ndarray:
+        """Per node: whether its scale-up domain is its system alone, with every arc
+        between its accelerators and chips live (its relays are then exactly its
+        system's peers, and the chips split evenly among them)."""
+        clos = self.clos
+        up, down = clos.scaleup_up, clos.scaleup_down
+        member = np.flatnonzero(clos.domain >= 0)
+        width = int(clos.system.max(initial=0)) + 1
+        pairs = distinct(clos.domain[member].astype(np.int64) * width + clos.system[member])
+        systems = np.bincount(pairs // width, minlength=int(clos.domain.max(initial=-1)) + 1)
+        out = np.where(clos.domain >= 0, systems[np.maximum(clos.domain, 0)] == 1, False)
+        if up is None or down is None:
+            return out
+        broken = np.zeros(width, bool)
+        for fan in (up, down):
+            owner = np.flatnonzero(fan.slot >= 0)
+            dead = ~self.alive[fan.table[fan.slot[owner]]].all(axis=1)
+            broken[clos.system[owner[dead]]] = True
+        return out & ~broken[np.maximum(clos.system, 0)]
 
 
 def _survivors(fabric: Fabric) -> _Survivors:
@@ -296,6 +359,13 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
             extra, hops[outside], lost = _scaleout(view, phase, outside, routing, seed, qps)
             load += extra
             detour[outside[lost]] = True
+    if detour.any() and routing == "ecmp" and clos.planes and not clos.mesh and (
+            clos.scaleup_up is not None):
+        idx = np.flatnonzero(detour)
+        extra, relay_hops, left = _relayed(view, phase, idx, seed, qps)
+        load += extra
+        hops[idx[~left]] = relay_hops[~left]
+        detour[idx[~left]] = False
     if detour.any():
         extra, hops[detour], lost = _route_detours(fabric, phase, np.flatnonzero(detour),
                                                    routing=routing, seed=seed, qps=qps,
@@ -304,6 +374,76 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
         unroutable = np.union1d(unroutable, lost)
     hops[unroutable] = 0
     return Routed(load, hops, unroutable.astype(np.int64), "structured")
+
+
+def _relayed(view: _Survivors, phase: Phase, flows: np.ndarray, seed: int, qps: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ECMP detours of scale-out ``flows`` whose source or destination NIC is cut off:
+    over the fewest accelerators in transit (the general router's transit penalty),
+    then the fewest hops. Every shortest detour passes, at a cut end, a peer in the same
+    system with a working NIC (a relay, reached over the system's chips); at a working
+    end the accelerator itself. A flow's bytes split evenly over its relays at the
+    source (as the chips split them), then over the destination relays its source relay
+    reaches at least cost (as the spines split them): the general router's even ECMP on
+    the symmetric systems and Clos the structured router covers, held to it in tests.
+
+    Returns the load, each flow's hops, and which flows have no such detour (an end not
+    cut off, a peer system that is not its whole domain, no relay with a live path)."""
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    (system_row, members), attached, alone = view.peers, view.attached, view.alone
+    cut_s, cut_d = ~attached[src], ~attached[dst]
+    left = (~(cut_s | cut_d) | ~alone[src] | ~alone[dst] | (system_row[src] < 0)
+            | (system_row[dst] < 0))
+    # relays per end: itself where attached, else its system's attached peers
+    def relays(end: np.ndarray, cut: np.ndarray) -> np.ndarray:
+        table = members[system_row[end]]
+        usable = (table >= 0) & attached[np.maximum(table, 0)] & (table != end[:, None])
+        own = np.where(table == end[:, None], table, -1)
+        return np.where(cut[:, None], np.where(usable, table, -1), own)
+    relay_s, relay_d = relays(src, cut_s), relays(dst, cut_d)
+    f, i, j = np.nonzero((relay_s[:, :, None] >= 0) & (relay_d[:, None, :] >= 0)
+                         & ~left[:, None, None])
+    a, b = relay_s[f, i], relay_d[f, j]
+    legs = Phase(a, b, np.zeros(len(f)), phase.group[flows][f], phase.steps, phase.label,
+                 phase.messages_per_step)
+    _, leg_hops, lost = _scaleout(view, legs, np.arange(len(f)), "ecmp", seed, qps)
+    ok = ~lost
+    for end, relay, on in ((src, a, a != src[f]), (dst, b, b != dst[f])):  # chips join
+        pair = np.flatnonzero(ok & on)
+        if len(pair):
+            ends = (end[f[pair]], relay[pair]) if end is src else (relay[pair], end[f[pair]])
+            ok[pair] = _chips(view, *ends)[2].any(axis=1)
+    transits = (a != src[f]).astype(np.int64) + (b != dst[f])
+    cost = np.where(ok, transits * (1 << 32) + leg_hops + 2 * transits, np.iinfo(np.int64).max)
+    best = np.full(len(flows), np.iinfo(np.int64).max)
+    np.minimum.at(best, f, cost)
+    take = ok & (cost == best[f])
+    left |= best == np.iinfo(np.int64).max
+    f, a, b, i = f[take], a[take], b[take], i[take]
+    # shares: even over the source's relays, then over the destination relays of each
+    width = relay_s.shape[1]
+    per_source = np.zeros(len(flows) * width)
+    np.add.at(per_source, f * width + i, 1)
+    if not view.switches_intact:  # the spines split evenly only among intact switches
+        split = np.zeros(len(flows), bool)
+        split[f[per_source[f * width + i] > 1]] = True
+        left |= split
+        keep = ~split[f]
+        f, a, b, i = f[keep], a[keep], b[keep], i[keep]
+        take[np.flatnonzero(take)[~keep]] = False
+    sources = np.bincount(f, weights=1 / per_source[f * width + i], minlength=len(flows))
+    share = volume[f] / sources[f] / per_source[f * width + i]
+    hops = np.zeros(len(flows), np.int64)
+    hops[f] = best[f] % (1 << 32)
+    load = _scaleout(view, Phase(a, b, share, legs.group[take], phase.steps, phase.label,
+                                 phase.messages_per_step), np.arange(len(f)), "ecmp", seed,
+                     qps)[0]
+    for on, x, y in ((a != src[f], src[f], a), (b != dst[f], b, dst[f])):
+        if on.any():
+            hop = Phase(x[on], y[on], share[on], legs.group[take][on], phase.steps,
+                        phase.label, phase.messages_per_step)
+            load += _scaleup(view, hop, np.arange(int(on.sum())), "ecmp", seed, qps)[0]
+    return load, hops, left
 
 
 def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing: str,

@@ -56,7 +56,8 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   both halves a phase at distance d sends S/(2d), so the largest transfers go between the
   nearest ranks (often in one scale-up domain). AllGather is the doubling half alone,
   ReduceScatter the halving half.
-- ``direct`` (AlltoAll): one phase with every ordered pair, S/n bytes each.
+- ``direct`` (AlltoAll): one phase with every ordered pair, S/n bytes each, kept as its
+  groups (:class:`~topomodel.traffic.phases.AllPairsPhase`) until something lists them.
   ``pairwise`` (AlltoAll): n-1 phases, phase k sends rank i -> (i+k) mod n, S/n bytes.
 - ``p2p`` (SendRecv): one phase, rank i -> i+1, S bytes.
 - ``hierarchical`` (AllReduce, AllGather, ReduceScatter): each group is split into
@@ -160,7 +161,14 @@ from topomodel.traffic.communicators import (
     _Groups,
 )
 from topomodel.traffic.innetwork import _in_network_phases, _plan_in_network
-from topomodel.traffic.phases import Phase, Shape, Traffic
+from topomodel.traffic.phases import (
+    AllPairs,
+    AllPairsPhase,
+    Phase,
+    Shape,
+    Traffic,
+    merge_all_pairs,
+)
 from topomodel.traffic.torus import _torus
 
 __all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_traffic",
@@ -331,6 +339,10 @@ def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
             merged.append(members[0])
             continue
         steps = max(p.steps for p in members)
+        pairs = merge_all_pairs(members, [0] * len(members), steps, label)
+        if pairs is not None:
+            merged.append(pairs)
+            continue
         merged.append(Phase(
             np.concatenate([p.src for p in members]),
             np.concatenate([p.dst for p in members]),
@@ -384,12 +396,11 @@ def _rhd(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
 
 
 def _direct(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
+    """Every ordered pair of each group, kept as the groups (:class:`AllPairsPhase`):
+    its n(n - 1) flows per group are listed only where something reads them."""
     n = g.n
-    a = np.repeat(np.arange(n), n)
-    b = np.tile(np.arange(n), n)
-    keep = a != b
-    return [[g.phase(a[keep], b[keep], size / n, steps=1, label="direct alltoall",
-                     messages=n - 1)]]
+    block = AllPairs(g.ranks, g.gid.astype(np.int32), np.full(len(g.gid), size / n))
+    return [[AllPairsPhase((block,), 1, "direct alltoall", n - 1)]]
 
 
 def _pairwise(collective: str, g: _Groups, size: float) -> list[list[Phase]]:

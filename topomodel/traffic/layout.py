@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import UsageError
 from topomodel.records import (
@@ -21,6 +19,9 @@ from topomodel.records import (
     text,
 )
 from topomodel.yamlsource import KeyPath
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 RECOMPUTE = ("none", "selective", "full")
@@ -164,6 +165,8 @@ def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray
 def rank_grid(ranks: np.ndarray, layout: Layout, kind: str) -> np.ndarray:
     """:func:`rank_groups` as one array, a row per communicator (what the collectives
     take without a Python list of 10^5 small arrays at scale)."""
+    import numpy as np  # not at import: the CLI's option table reads this module
+
     order = [d.strip() for d in layout.order.split(",")]
     sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
     # outermost first; dp split into (dp / ep, ep) so EP groups are its innermost ranks

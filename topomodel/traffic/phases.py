@@ -6,12 +6,19 @@ Its flows run at the same time; the phase lasts as long as its slowest link, plu
 latency. A :class:`Traffic` is the phases of one collective (or of several groups
 running at once), in order. Every array is indexed by flow; ``src`` and ``dst`` are node
 numbers of the fabric (accelerators), ``bytes`` is per flow per step.
+
+An :class:`AllPairsPhase` (a direct All-to-All) is a phase kept as its groups: every
+ordered pair of each group, the same bytes each. Its flow arrays are listed only when
+something reads them (28 bytes a flow: 470 MB for 4,096 ranks); the structured router,
+PXN, the ideal time and the bisection traffic work from the groups instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
 
 import numpy as np
 
@@ -51,6 +58,151 @@ class Phase:
     def total_bytes(self) -> float:
         """Bytes of all flows over all steps."""
         return float(self.bytes.sum()) * self.steps
+
+
+FlowArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""(src, dst, bytes, group) of a phase's flows."""
+
+
+class Rewrite(Protocol):
+    """Flows rewritten after they are listed (PXN's split, :mod:`topomodel.traffic.pxn`)."""
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                 group: np.ndarray) -> FlowArrays: ...
+
+
+@dataclass(frozen=True, eq=False)
+class AllPairs:
+    """Every ordered pair of distinct ranks of each row of ``ranks``, ``bytes[row]`` per
+    pair per step, tagged ``group[row]``."""
+
+    ranks: np.ndarray  # (rows, n) int64 node numbers, n >= 2, no repeats in a row
+    group: np.ndarray  # (rows,) int32 group index
+    bytes: np.ndarray  # (rows,) float64 per pair per step
+
+    def __post_init__(self) -> None:
+        if self.ranks.ndim != 2 or self.ranks.shape[1] < 2:
+            raise ValueError("all-pairs ranks are a (rows, n) array with n >= 2")
+        if not (len(self.group) == len(self.bytes) == len(self.ranks)):
+            raise ValueError("ranks, group and bytes must have one entry per row")
+
+    @property
+    def pairs(self) -> int:
+        """Ordered pairs (flows) of all rows."""
+        rows, n = self.ranks.shape
+        return rows * n * (n - 1)
+
+    def flows(self) -> FlowArrays:
+        """The pairs as flow arrays: row by row, then source rank, then destination rank
+        (the order a direct All-to-All lists them in)."""
+        n = self.ranks.shape[1]
+        a = np.repeat(np.arange(n), n)
+        b = np.tile(np.arange(n), n)
+        keep = a != b
+        a, b = a[keep], b[keep]
+        per_row = len(a)
+        return (self.ranks.take(a, axis=1).ravel(), self.ranks.take(b, axis=1).ravel(),
+                np.repeat(self.bytes.astype(float), per_row),
+                np.repeat(self.group.astype(np.int32), per_row))
+
+
+class AllPairsPhase(Phase):
+    """A :class:`Phase` whose flows are every ordered pair of each group of ``blocks``
+    (one block per group size), listed only when ``src``, ``dst``, ``bytes`` or
+    ``group`` is read.
+
+    ``rewrite`` (PXN, set by :func:`topomodel.traffic.pxn.pxn`) is applied to the listed
+    pairs; it adds ``moved`` flows of ``moved_bytes`` bytes per step in all.
+
+    Examples
+    --------
+    >>> block = AllPairs(np.array([[4, 5, 6]]), np.array([0], np.int32), np.array([2.0]))
+    >>> p = AllPairsPhase((block,), label="direct alltoall", messages_per_step=2)
+    >>> p.flows, p.total_bytes, p.src.tolist(), p.dst.tolist()
+    (6, 12.0, [4, 4, 5, 5, 6, 6], [5, 6, 4, 6, 4, 5])
+    """
+
+    blocks: tuple[AllPairs, ...]
+    rewrite: Rewrite | None
+    moved: int
+    moved_bytes: float
+
+    def __init__(self, blocks: Sequence[AllPairs], steps: int = 1, label: str = "",
+                 messages_per_step: int = 1, efficiency: float = 1.0, *,
+                 rewrite: Rewrite | None = None, moved: int = 0,
+                 moved_bytes: float = 0.0) -> None:
+        values = {"blocks": tuple(blocks), "steps": steps, "label": label,
+                  "messages_per_step": messages_per_step, "efficiency": efficiency,
+                  "rewrite": rewrite, "moved": moved, "moved_bytes": moved_bytes}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        if steps < 1:
+            raise ValueError("a phase runs at least once")
+        if not 0 < efficiency <= 1:
+            raise ValueError("a phase's efficiency is in (0, 1]")
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{b.ranks.shape[0]} x {b.ranks.shape[1]}" for b in self.blocks)
+        return (f"AllPairsPhase(groups {shapes or 'none'}, flows={self.flows},"
+                f" steps={self.steps}, label={self.label!r},"
+                f" pxn={self.rewrite is not None})")
+
+    @cached_property
+    def _listed(self) -> FlowArrays:
+        parts = [b.flows() for b in self.blocks]
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            flows: FlowArrays = (empty, empty, np.zeros(0), np.zeros(0, np.int32))
+        else:
+            flows = tuple(np.concatenate([p[k] for p in parts])  # type: ignore[assignment]
+                          for k in range(4))
+        return self.rewrite(*flows) if self.rewrite is not None else flows
+
+    @property
+    def src(self) -> np.ndarray:
+        """Source node of every flow (listed on first use)."""
+        return self._listed[0]
+
+    @property
+    def dst(self) -> np.ndarray:
+        """Destination node of every flow (listed on first use)."""
+        return self._listed[1]
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """Bytes per step of every flow (listed on first use)."""
+        return self._listed[2]
+
+    @property
+    def group(self) -> np.ndarray:
+        """Group index of every flow (listed on first use)."""
+        return self._listed[3]
+
+    @property
+    def flows(self) -> int:
+        """Number of flows in one step, without listing them."""
+        return sum(b.pairs for b in self.blocks) + self.moved
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes of all flows over all steps, without listing them."""
+        per_step = sum(float(b.bytes.sum()) * b.ranks.shape[1] * (b.ranks.shape[1] - 1)
+                       for b in self.blocks) + self.moved_bytes
+        return per_step * self.steps
+
+
+def merge_all_pairs(members: Sequence[Phase], offsets: Sequence[int], steps: int,
+                    label: str) -> AllPairsPhase | None:
+    """Phases that run at once as one :class:`AllPairsPhase` (bytes scaled to ``steps``,
+    groups shifted by ``offsets``), or ``None`` unless every member is one and none is
+    rewritten."""
+    pairs = [p for p in members if isinstance(p, AllPairsPhase) and p.rewrite is None]
+    if len(pairs) != len(members):
+        return None
+    blocks = [AllPairs(b.ranks, (b.group + off).astype(np.int32), b.bytes * (p.steps / steps))
+              for p, off in zip(pairs, offsets, strict=True) for b in p.blocks]
+    return AllPairsPhase(blocks, steps, label, max(p.messages_per_step for p in members),
+                         min(p.efficiency for p in members))
 
 
 def phase(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
@@ -121,18 +273,23 @@ def concurrent(traffics: Sequence[Traffic]) -> Traffic:
         offsets.append(len(names))
         names.extend(t.group_names or ("group",))
     depth = max((len(t.phases) for t in traffics), default=0)
-    merged = []
+    merged: list[Phase] = []
     for k in range(depth):
         members = [(p, off) for t, off in zip(traffics, offsets, strict=True)
                    if k < len(t.phases) for p in (t.phases[k],)]
         steps = max(p.steps for p, _ in members)
+        label = " + ".join(dict.fromkeys(p.label for p, _ in members))
+        pairs = merge_all_pairs([p for p, _ in members], [off for _, off in members],
+                                steps, label)
+        if pairs is not None:
+            merged.append(pairs)
+            continue
         merged.append(Phase(
             np.concatenate([p.src for p, _ in members]),
             np.concatenate([p.dst for p, _ in members]),
             np.concatenate([p.bytes * p.steps / steps for p, _ in members]),
             np.concatenate([p.group + off for p, off in members]).astype(np.int32),
-            steps, " + ".join(dict.fromkeys(p.label for p, _ in members)),
-            max(p.messages_per_step for p, _ in members),
+            steps, label, max(p.messages_per_step for p, _ in members),
             min(p.efficiency for p, _ in members)))
     return Traffic(tuple(merged), tuple(names),
                    " + ".join(dict.fromkeys(t.algorithm for t in traffics)),

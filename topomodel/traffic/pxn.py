@@ -13,15 +13,21 @@ fabric it is the only way between rails.
 the GPU in the middle must be a rank of the same communicator (NCCL's topology holds the
 communicator's GPUs only): a flow whose group has no rank on the destination's rail in
 the sender's system keeps its cross-rail path.
+
+An :class:`~topomodel.traffic.phases.AllPairsPhase` stays unlisted: it gets the
+:class:`Relays` as its rewrite (applied if its pairs are ever listed), and the pairs it
+moves are counted from the groups (:mod:`topomodel.traffic.allpairs`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from topomodel.arrays import distinct, search_sorted
 from topomodel.fabric.tables import Fabric
-from topomodel.traffic.phases import Phase, Traffic
+from topomodel.traffic.phases import AllPairsPhase, FlowArrays, Phase, Traffic
 
 
 def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
@@ -64,9 +70,80 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     >>> [(int(s), int(d)) for s, d in zip(moved.phases[0].src, moved.phases[0].dst)]
     [(0, 7), (7, 0), (0, 8)]
     """
+    relays = relays_for(fabric, traffic)
+    if relays is None:
+        return traffic
+    phases: list[Phase] = []
+    moved = 0
+    for p in traffic.phases:
+        if isinstance(p, AllPairsPhase) and p.rewrite is None:
+            phases.append(_all_pairs(fabric, p, relays))
+            moved += phases[-1].flows - p.flows
+            continue
+        split, via = relays.split(p.src, p.dst, p.group)
+        if not len(split):
+            phases.append(p)
+            continue
+        src, dst, nbytes, group = _apply(p.src, p.dst, p.bytes, p.group, split, via)
+        phases.append(Phase(src, dst, nbytes, group, p.steps, p.label, p.messages_per_step,
+                            p.efficiency))
+        moved += len(split)
+    if not moved:
+        return traffic
+    note = (f"pxn: {moved} cross-rail flow(s) (counted per phase) sent over scale-up to the"
+            " group's GPU on the destination's rail, then on that rail (NCCL's PXN)")
+    return Traffic(tuple(phases), traffic.group_names, traffic.algorithm,
+                   (*traffic.notes, note), traffic.shapes)
+
+
+@dataclass(frozen=True, eq=False)
+class Relays:
+    """Where PXN relays on one fabric for one traffic: per node the rail of the NIC
+    serving it (-1 for none), its system and scale-up domain, and the sorted keys
+    (group, system, rail) of the ranks that can relay with the relay of each.
+
+    Called on listed flows, it splits them as :func:`pxn` does (an
+    :class:`~topomodel.traffic.phases.AllPairsPhase` applies it to its pairs)."""
+
+    rail: np.ndarray
+    system: np.ndarray
+    domain: np.ndarray
+    systems: int
+    rails: int
+    keys: np.ndarray
+    nodes: np.ndarray
+
+    def find(self, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For keys (group, system, rail) as numbers: whether each has a relay, and it
+        (where it has one)."""
+        if not len(self.keys) or not len(want):
+            return np.zeros(len(want), bool), np.zeros(len(want), np.int64)
+        pos = np.minimum(search_sorted(self.keys, want), len(self.keys) - 1)
+        return self.keys[pos] == want, self.nodes[pos]
+
+    def split(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """The flows (indices) PXN sends through a relay, and the relay of each."""
+        cross = np.flatnonzero(_crosses(src, dst, self.rail, self.domain))
+        want = (group[cross].astype(np.int64) * self.systems
+                + self.system[src[cross]]) * self.rails
+        want += self.rail[dst[cross]]
+        found, via = self.find(want)
+        return cross[found], via[found]
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                 group: np.ndarray) -> FlowArrays:
+        split, via = self.split(src, dst, group)
+        return _apply(src, dst, nbytes, group, split, via)
+
+
+def relays_for(fabric: Fabric, traffic: Traffic) -> Relays | None:
+    """PXN's relays for ``traffic`` (see :func:`pxn`), or ``None`` where PXN moves
+    nothing: a fabric neither rail-optimized nor rail-only, one rail, no phases, no
+    flow between rails."""
     scaleout = fabric.structure.scaleout
     if not (scaleout.rail_optimized or scaleout.rail_only) or not traffic.phases:
-        return traffic
+        return None
     nodes = fabric.nodes
     count = len(nodes)
     nic = np.full(count, -1, np.int64)
@@ -77,52 +154,63 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     rails = int(rail.max()) + 1
     systems = int(system.max()) + 1
     if rails < 2:
-        return traffic
+        return None
     able = (rail >= 0) & (domain >= 0)  # an accelerator that can relay or be relayed
     links = fabric.links
     failed = links["failed"].to_numpy()
     broken = np.zeros(count, bool)  # a node with a failed link relays nothing
     broken[links["src"].to_numpy()[failed]] = True
     broken[links["dst"].to_numpy()[failed]] = True
+    if not any(isinstance(p, AllPairsPhase) or _crosses(p.src, p.dst, rail, domain).any()
+               for p in traffic.phases):
+        return None  # no flow crosses rails (an NVLS-Tree, a ring on one rail)
     relays = able & ~broken & ~broken[np.maximum(nic, 0)]
     table_key, table_node = _members(traffic, relays, system, rail, systems, rails)
-    phases = []
-    moved = 0
-    for p in traffic.phases:
-        src, dst = p.src, p.dst
-        rail_src, rail_dst = rail[src], rail[dst]
-        domain_src = domain[src]
-        cross = np.flatnonzero((domain_src >= 0) & (rail_src >= 0) & (rail_dst >= 0)
-                               & (rail_src != rail_dst) & (domain_src != domain[dst]))
-        want = (p.group[cross].astype(np.int64) * systems + system[src[cross]]) * rails
-        want += rail_dst[cross]
-        split, via = _lookup(want, table_key, table_node, cross)
+    return Relays(rail, system, domain, systems, rails, table_key, table_node)
+
+
+def _crosses(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, domain: np.ndarray
+             ) -> np.ndarray:
+    """Per flow: whether it joins NICs of two rails between scale-up domains."""
+    rail_src, rail_dst, domain_src = rail[src], rail[dst], domain[src]
+    return ((domain_src >= 0) & (rail_src >= 0) & (rail_dst >= 0) & (rail_src != rail_dst)
+            & (domain_src != domain[dst]))
+
+
+def _apply(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group: np.ndarray,
+           split: np.ndarray, via: np.ndarray) -> FlowArrays:
+    """Flows ``split`` sent to ``via`` first, then on from it."""
+    if not len(split):
+        return src, dst, nbytes, group
+    first_hop = dst.copy()  # a split flow's first hop ends at the relay ...
+    first_hop[split] = via
+    return (np.concatenate([src, via]), np.concatenate([first_hop, dst[split]]),  # ... and
+            np.concatenate([nbytes, nbytes[split]]),  # a second hop goes on from it
+            np.concatenate([group, group[split]]))
+
+
+def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
+    """An all-pairs phase under PXN, still unlisted: the pairs it moves counted."""
+    from topomodel.traffic.allpairs import decompose
+
+    moved = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
+                          phase.efficiency, rewrite=relays)
+    counts = decompose(fabric, moved)
+    if counts is None:  # not countable: list the pairs and split them
+        split, via = relays.split(phase.src, phase.dst, phase.group)
         if not len(split):
-            phases.append(p)
-            continue
-        first_hop = dst.copy()  # a split flow's first hop ends at the relay ...
-        first_hop[split] = via
-        phases.append(Phase(  # ... and a second hop goes on from it
-            np.concatenate([src, via]), np.concatenate([first_hop, dst[split]]),
-            np.concatenate([p.bytes, p.bytes[split]]), np.concatenate([p.group, p.group[split]]),
-            p.steps, p.label, p.messages_per_step, p.efficiency))
-        moved += len(split)
-    if not moved:
-        return traffic
-    note = (f"pxn: {moved} cross-rail flow(s) (counted per phase) sent over scale-up to the"
-            " group's GPU on the destination's rail, then on that rail (NCCL's PXN)")
-    return Traffic(tuple(phases), traffic.group_names, traffic.algorithm,
-                   (*traffic.notes, note), traffic.shapes)
-
-
-def _lookup(want: np.ndarray, keys: np.ndarray, values: np.ndarray, rows: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``rows`` whose ``want`` is among the sorted ``keys``, and their values."""
-    if not len(keys) or not len(want):
-        return rows[:0], values[:0]
-    pos = np.minimum(search_sorted(keys, want), len(keys) - 1)
-    found = keys[pos] == want
-    return rows[found], values[pos[found]]
+            return phase
+        src, dst, nbytes, group = _apply(phase.src, phase.dst, phase.bytes, phase.group,
+                                         split, via)
+        return Phase(src, dst, nbytes, group, phase.steps, phase.label,
+                     phase.messages_per_step, phase.efficiency)
+    if not counts.moved:
+        return phase
+    counted = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
+                            phase.efficiency, rewrite=relays, moved=counts.moved,
+                            moved_bytes=counts.moved_bytes)
+    decompose(fabric, counted, like=moved)  # the same counts: not made twice
+    return counted
 
 
 def _members(traffic: Traffic, able: np.ndarray, system: np.ndarray, rail: np.ndarray,
@@ -135,9 +223,14 @@ def _members(traffic: Traffic, able: np.ndarray, system: np.ndarray, rail: np.nd
     count = len(able)
     ends = []
     for p in traffic.phases:
-        for end in (p.src, p.dst):
+        if isinstance(p, AllPairsPhase) and p.rewrite is None:  # every rank is an end
+            pairs = [(b.ranks.ravel(), np.repeat(b.group, b.ranks.shape[1]))
+                     for b in p.blocks]
+        else:
+            pairs = [(p.src, p.group), (p.dst, p.group)]
+        for end, group in pairs:
             ok = able[end]
-            ends.append((end, p.group) if ok.all() else (end[ok], p.group[ok]))
+            ends.append((end, group) if ok.all() else (end[ok], group[ok]))
     owner = np.full(count, -1, np.int64)
     for end, group in ends:
         owner[end] = group

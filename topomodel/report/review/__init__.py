@@ -4,7 +4,7 @@ Markdown and JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from topomodel.analysis.goodput import GoodputAssumptions
@@ -28,6 +28,8 @@ from topomodel.report.review.collect import (
 )
 from topomodel.report.review.document import (
     Review,
+    Section,
+    TableBlock,
 )
 from topomodel.report.review.provenance import (
     review_bibliography,
@@ -42,13 +44,16 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                    time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0,
                    sizes_bytes: Sequence[float] | None = None,
                    failed: Sequence[str] = (),
-                   goodput_assumptions: GoodputAssumptions | None = None) -> Review:
+                   goodput_assumptions: GoodputAssumptions | None = None,
+                   workers: int | None = None) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
 
     ``time_model`` times the collectives (default: ``assumptions.time`` with a model,
     else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
     collective sizes; ``failed`` names the parts the caller failed (for the warnings);
-    ``goodput_assumptions`` are those of the goodput section (with a model).
+    ``goodput_assumptions`` are those of the goodput section (with a model). The
+    goodput section, the collective table, the levels and the build report go to
+    ``workers`` processes (default every core; the same review with one).
 
     Raises
     ------
@@ -58,6 +63,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.step import StepAssumptions, step_time
     from topomodel.analysis.timing import TimeModel
+    from topomodel.parallel import parallel_map
     from topomodel.report.build import build_report
     from topomodel.report.step import step_report
 
@@ -67,17 +73,28 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     timing = time_model or (step_assumptions.time if model is not None else TimeModel())
     design = fabric.design
     name = design.name or design.file
-    build = build_report(fabric, bisection_result=bisection(fabric))
     step: StepResult | None = None
     step_rep = None
-    goodput: tuple[list[Table], dict[str, Any]] | None = None
     if model is not None and layout is not None:
         step = step_time(fabric, model, layout, step_assumptions, routing=routing, seed=seed)
         step_rep = step_report(step, step_assumptions, design_name=name)
-        goodput = goodput_section(fabric, model, layout, step_assumptions, step,
-                                  goodput_assumptions or GoodputAssumptions(), routing=routing,
-                                  seed=seed)
-    collectives = _run_collectives(fabric, timing, routing, seed, sizes_bytes)
+    ran = step
+
+    def goodput_part() -> tuple[list[Table], dict[str, Any]] | None:
+        if ran is None or model is None or layout is None:
+            return None
+        return goodput_section(fabric, model, layout, step_assumptions, ran,
+                               goodput_assumptions or GoodputAssumptions(), routing=routing,
+                               seed=seed, workers=workers)
+
+    # The four parts are independent, each about as long as the others at 100k (the
+    # goodput's degraded steps, the collective table's runs): one worker each, their
+    # own pieces in it; with one worker they run here in turn, spreading their pieces.
+    goodput, collectives, levels, build = parallel_map(_call, [
+        goodput_part,
+        lambda: _run_collectives(fabric, timing, routing, seed, sizes_bytes, workers=workers),
+        lambda: _levels(fabric, timing),
+        lambda: build_report(fabric, bisection_result=bisection(fabric))], workers=workers)
     featured_rep = None
     if collectives.featured is not None:
         from topomodel.report.route import route_report
@@ -86,13 +103,13 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                                     top=HOTSPOT_COUNT, model=timing)
     warnings = _warnings(fabric, build.warnings, step, layout, featured_rep, failed,
                          collectives)
-    levels = _levels(fabric, timing)
     figures = _figures(fabric, collectives, featured_rep, step)
     assumptions_rows = review_assumptions(
         fabric, timing, step_assumptions if step else None, routing=routing,
         goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
     provenance = review_provenance(fabric, model, [] if goodput is None else [
-        str(line["rate_entry"]) for line in goodput[1]["components"]])
+        str(line[key]) for line in goodput[1]["components"]
+        for key in ("rate_entry", "class_entry") if line[key] in fabric.catalog])
     bibliography = review_bibliography(provenance)
     inputs = review_inputs(fabric)
     good = None if goodput is None else goodput[1]
@@ -123,14 +140,52 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
                          levels, assumptions_rows, provenance, warnings, goodput,
                          bibliography, inputs)
+    failures, failure_table = _single_failures(fabric, collectives, timing, model, layout,
+                                               step_assumptions, step, routing, seed,
+                                               workers)
+    data["single_failures"] = failures
+    if failure_table is not None:
+        after = max(k for k, sec in enumerate(sections) if sec.id in ("step", "goodput"))
+        sections.insert(after + 1, failure_table)
     subtitle = (f"{fabric.accelerator_count:,} accelerators, design file {design.file}"
                 + (f"; model {model.id}" if model is not None else "")
                 + f"; written {inputs['generated_utc']} by topomodel"
                 f" {inputs['topomodel_version']}")
     tables = _machine_tables(build, featured_rep, step_rep, goodput, collectives.rows,
                              assumptions_rows, provenance, bibliography, inputs)
+    if failure_table is not None:
+        tables += tuple(block.table for block in failure_table.blocks
+                        if isinstance(block, TableBlock))
     return Review(f"Design review: {name}", subtitle, tuple(sections), figures, data,
                   tuple(warnings), tuple(headline), tables)
+
+
+def _single_failures(fabric: Fabric, collectives: Any, timing: TimeModel,
+                     model: Model | None, layout: Layout | None,
+                     assumptions: StepAssumptions, step: StepResult | None, routing: str,
+                     seed: int, workers: int | None
+                     ) -> tuple[list[dict[str, Any]], Section | None]:
+    """The single-failure what-ifs (a spine, a leaf, an optic, a NIC failed) of the
+    featured collective and the step: their records and section; none on a fabric
+    without a scale-out network (nothing of those kinds to fail)."""
+    from topomodel.analysis.single_failures import single_failure_records, single_failures
+    from topomodel.report.review.document import size_text
+    from topomodel.report.review.failures import single_failure_section
+
+    if fabric.structure.scaleout.kind == "none":
+        return [], None
+    run = collectives.featured
+    rows = single_failures(fabric, collective=run, group=collectives.featured_group,
+                           time_model=timing, model=model, layout=layout,
+                           assumptions=assumptions, step=step, routing=routing, seed=seed,
+                           workers=workers)
+    label = ("collective" if run is None else
+             f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}")
+    return single_failure_records(rows), single_failure_section(rows, label)
+
+
+def _call(part: Callable[[], Any]) -> Any:
+    return part()
 
 
 def _machine_tables(build: Any, featured: Any, step: Any,

@@ -22,6 +22,9 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
   ``featured`` (the ``topomodel route`` data of the most loaded collective, which the
   topology diagram shows);
 - ``step``: the ``topomodel step`` data, or null without a model;
+- ``single_failures``: one row per part failed (a spine, a leaf, an optic, a NIC; see
+  :func:`topomodel.analysis.single_failures.single_failure_records`), empty without a
+  scale-out network;
 - ``hotspots``: the featured collective's busiest links;
 - ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
 - ``provenance``: per catalog entry used: ``id``, ``kind``, ``source``, ``notes``,
@@ -149,15 +152,23 @@ def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
     return out
 
 
+_PlannedRun = tuple[str, str, int, int, str, tuple[str, ...], float]
+"""One run of the review's table: (group spec, network, ranks, groups, collective,
+candidate algorithms, size in bytes)."""
+
+
 def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
-                     sizes_bytes: Sequence[float] | None) -> _Collectives:
+                     sizes_bytes: Sequence[float] | None, *,
+                     workers: int | None = None) -> _Collectives:
     """Every review collective on every natural group at every size, with the fastest
     algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
     runs on groups spread over the fabric (:func:`spread_groups`). The featured run, the
     one the topology diagram shows, is the most loaded at the largest size (the highest
-    link utilization; on scale-out groups where there are any)."""
+    link utilization; on scale-out groups where there are any). The runs go to
+    ``workers`` processes (default every core), with the same table as one."""
     from topomodel.analysis.collective import AUTO_ALGORITHMS, run_collective
     from topomodel.analysis.loads import link_utilization
+    from topomodel.parallel import parallel_map
     from topomodel.traffic.groups import parse_groups
 
     large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
@@ -177,7 +188,6 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     group_info: dict[str, dict[str, int]] = {}
-    featured: CollectiveRun | None = None
     featured_group, featured_load = "", (-1.0, -1.0)
     scale_out = any(net == "scale-out" for _, net in groups)
     plan: list[tuple[str, str, tuple[str, ...]]] = [
@@ -195,6 +205,7 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                              " groups spread over the whole fabric whose traffic crosses"
                              " its top (and any oversubscribed) tier as the whole-fabric"
                              " All-to-All's would")
+    runs: list[_PlannedRun] = []
     for spec, network, collectives in plan:
         members = parse_groups(fabric, spec)
         ranks, count = len(members[0]), len(members)
@@ -206,27 +217,54 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                 continue
             candidates = tuple(a for a in AUTO_ALGORITHMS[collective]
                                if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
-            for size in sizes:
-                try:
-                    best = run_collective(fabric, collective, size, [spec], candidates=candidates,
-                                          routing=routing, seed=seed, model=timing)
-                except UsageError:
-                    skipped.append(f"{collective} on {spec}: no algorithm applies")
-                    break
-                peak = float(link_utilization(best.timing).max(initial=0.0)) if (
-                    best.time_s) else 0.0
-                rows.append({"collective": collective, "group": spec, "network": network,
-                             "ranks": ranks, "groups": count, "size_bytes": size,
-                             "algorithm": best.algorithm, "time_s": best.time_s,
-                             "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
-                             "latency_s": best.timing.latency_s,
-                             "bandwidth_s": best.timing.bandwidth_s,
-                             "topology_s": best.timing.topology_s,
-                             "peak_utilization": peak})
-                load = (peak, best.time_s)
-                if size == sizes[-1] and (network == "scale-out" or not scale_out) and (
-                        load > featured_load):
-                    featured, featured_group, featured_load = best, spec, load
+            runs += [(spec, network, ranks, count, collective, candidates, size)
+                     for size in sizes]
+
+    def run(item: _PlannedRun) -> CollectiveRun:
+        spec, _, _, _, collective, candidates, size = item
+        return run_collective(fabric, collective, size, [spec], candidates=candidates,
+                              routing=routing, seed=seed, model=timing)
+
+    def featured_candidate(item: _PlannedRun) -> bool:
+        return item[6] == sizes[-1] and (item[1] == "scale-out" or not scale_out)
+
+    # the load, item and run of the most loaded candidate run in this process
+    kept: list[Any] = [(-1.0, -1.0), None, None]
+
+    def measured(item: _PlannedRun) -> dict[str, Any] | None:
+        try:
+            best = run(item)
+        except UsageError:
+            return None
+        peak = float(link_utilization(best.timing).max(initial=0.0)) if best.time_s else 0.0
+        if featured_candidate(item) and (peak, best.time_s) > kept[0]:
+            kept[:] = [(peak, best.time_s), item, best]
+        return {"algorithm": best.algorithm, "time_s": best.time_s,
+                "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
+                "latency_s": best.timing.latency_s, "bandwidth_s": best.timing.bandwidth_s,
+                "topology_s": best.timing.topology_s, "peak_utilization": peak}
+
+    # the runs on the workers, each sending back its row; the featured run, whose link
+    # loads the figures need, is kept where it ran here, else run again here (sending
+    # every candidate's link loads back would cost more than that one run)
+    featured_item = None
+    refused: set[tuple[str, str]] = set()
+    for item, result in zip(runs, parallel_map(measured, runs, workers=workers),
+                            strict=True):
+        spec, network, ranks, count, collective, _, size = item
+        if (spec, collective) in refused:
+            continue
+        if result is None:  # no algorithm applies: at any size, as at the first
+            skipped.append(f"{collective} on {spec}: no algorithm applies")
+            refused.add((spec, collective))
+            continue
+        rows.append({"collective": collective, "group": spec, "network": network,
+                     "ranks": ranks, "groups": count, "size_bytes": size, **result})
+        load = (result["peak_utilization"], result["time_s"])
+        if featured_candidate(item) and load > featured_load:
+            featured_item, featured_group, featured_load = item, spec, load
+    featured = None if featured_item is None else (
+        kept[2] if kept[1] == featured_item else run(featured_item))
     if skipped:
         notes.append("left out: " + "; ".join(skipped) + f" (more than"
                      f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")

@@ -1,0 +1,167 @@
+"""Independent work on every core: the pool gives the serial loop's results, in order,
+and errors as the loop raises them; each verb that uses it prints the same either way."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.studies import sensitivity
+from topomodel.catalog import Model
+from topomodel.cli import main
+from topomodel.design import load_design
+from topomodel.errors import DesignError, Problem, UnitError, UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.parallel import can_fork, check_workers, default_workers, parallel_map
+from topomodel.traffic.layout import Layout
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+forks = pytest.mark.skipif(not can_fork(), reason="no forked workers on this platform")
+
+
+def _pid(_: object) -> int:
+    return os.getpid()
+
+
+def test_results_come_back_in_item_order():
+    items = list(range(23))
+    assert parallel_map(lambda x: x * x - 3, items, workers=3) == [x * x - 3 for x in items]
+    assert parallel_map(str, [], workers=2) == []
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count())
+    assert default_workers() == cores
+    assert check_workers(None) == default_workers()
+
+
+@forks
+def test_pieces_run_in_other_processes_unless_one_worker_is_asked_for():
+    assert set(parallel_map(_pid, range(4), workers=1)) == {os.getpid()}
+    assert os.getpid() not in parallel_map(_pid, range(4), workers=2)
+    # a piece that maps again runs its own pieces in its worker: no pools in pools
+    inner = parallel_map(lambda _: set(parallel_map(_pid, range(3), workers=2)), [0, 1],
+                         workers=2)
+    assert all(len(pids) == 1 and os.getpid() not in pids for pids in inner)
+
+
+def test_workers_below_one_are_refused():
+    with pytest.raises(UsageError, match="--workers must be at least 1, got 0"):
+        parallel_map(str, [1, 2], workers=0)
+
+
+def _fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise DesignError([Problem("d.yaml", x, "systems", f"bad {x}")])
+    return x
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_first_error_in_item_order_is_raised_as_it_was(workers):
+    with pytest.raises(DesignError) as caught:
+        parallel_map(_fail_on_odd, [0, 2, 3, 4, 5], workers=workers)
+    assert caught.value.problems == (Problem("d.yaml", 3, "systems", "bad 3"),)
+    assert str(caught.value) == "d.yaml:3: systems: bad 3"
+
+    def unit(_: int) -> int:
+        raise UnitError("7", "a bare number")
+
+    with pytest.raises(UnitError, match="'7': a bare number"):
+        parallel_map(unit, [1, 2], workers=workers)
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
+    fabric = build_fabric(design, catalog)
+    return fabric, catalog.get("llama3-8b", Model), Layout(tp=8, pp=2, dp=63)
+
+
+def test_sensitivity_on_workers_is_the_serial_one(superpod):
+    fabric, model, layout = superpod
+    serial = sensitivity(fabric, model, layout, workers=1)
+    # a fresh fabric: the workers start from the base step's times, not the serial run's
+    again = build_fabric(fabric.design, fabric.catalog)
+    assert sensitivity(again, model, layout, workers=2) == serial
+    assert len(serial) == 6 and len({r.base for r in serial}) == 1
+
+
+def test_goodput_on_workers_is_the_serial_one(superpod):
+    fabric, model, layout = superpod
+    quiet = StepAssumptions(jitter_cv=0.0)
+    result = step_time(fabric, model, layout, quiet)
+    serial = job_goodput(fabric, model, layout, quiet, result, workers=1)
+    parallel = job_goodput(build_fabric(fabric.design, fabric.catalog), model, layout,
+                           quiet, result, workers=2)
+    assert serial.degraded_routed and len(serial.degraded_loss) >= 2
+    assert parallel.degraded_loss == serial.degraded_loss
+    assert list(parallel.degraded_loss) == list(serial.degraded_loss)  # same order
+    assert parallel == serial
+
+
+def _cli_json(capsys, *argv):
+    status = main([*argv, "--format", "json"])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize("verb", ["compare", "step", "goodput"])
+def test_cli_output_is_the_same_with_one_worker_or_several(capsys, verb):
+    design = str(EXAMPLES / "dgx-h100-superpod.yaml")
+    job = ["--model", "llama3-8b", "--tp", "8", "--pp", "2"]
+    argv = {"compare": ["compare", design, str(EXAMPLES / "selene-dgx-a100.yaml"), *job],
+            "step": ["step", design, *job, "--sensitivity"],
+            "goodput": ["goodput", design, *job]}[verb]
+    one = _cli_json(capsys, *argv, "--workers", "1")
+    assert _cli_json(capsys, *argv, "--workers", "2") == one
+    assert _cli_json(capsys, *argv) == one  # the default: every core
+
+
+def test_a_worker_error_is_one_line_with_status_2(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("system: dgx-h100\nsystems: 0\n")
+    status = main(["compare", str(EXAMPLES / "dgx-h100-superpod.yaml"), str(bad),
+                   "--model", "llama3-8b", "--tp", "8", "--workers", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    assert err.startswith(f"topomodel: error: {bad}:2: systems") and err.count("\n") == 1
+    with pytest.raises(SystemExit) as usage:  # argparse's usage error
+        main(["goodput", str(EXAMPLES / "dgx-h100-superpod.yaml"), "--model", "llama3-8b",
+              "--workers", "0"])
+    assert usage.value.code == 2
+    assert "--workers: expected a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_review_on_workers_is_the_serial_one():
+    from topomodel.report.review import collect_review
+
+    design, catalog = load_design(EXAMPLES / "selene-dgx-a100.yaml")
+    model, layout = catalog.get("llama3-8b", Model), Layout(tp=8, dp=16)
+
+    def review(workers):
+        fabric = build_fabric(design, catalog)
+        data = collect_review(fabric, model=model, layout=layout, workers=workers).data
+        data["inputs"].pop("generated_utc")
+        return data
+
+    serial = review(1)
+    assert len(serial["collectives"]["rows"]) >= 10 and serial["collectives"]["featured"]
+    assert review(2) == serial
+
+
+@forks
+def test_an_error_ends_the_pieces_still_running():
+    import time
+
+    def piece(x: int) -> int:
+        if x == 0:
+            raise UsageError("first")
+        time.sleep(60)  # would hold the caller for a minute if it were waited for
+        return x
+
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="first"):
+        parallel_map(piece, [0, 1, 2], workers=3)
+    assert time.monotonic() - start < 30

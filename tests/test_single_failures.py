@@ -1,0 +1,92 @@
+"""Single-failure what-ifs: one spine, leaf, optic and NIC failed, routed exactly."""
+
+import pytest
+
+import topomodel.analysis.timing as timing_module
+import topomodel.routing as routing_module
+from topomodel.analysis.collective import run_collective
+from topomodel.analysis.single_failures import WHAT_IF_KINDS, single_failures
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.catalog import Model
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.traffic.layout import Layout
+
+TWO_TIER = """name: 16 HGX H100, two tiers
+system: hgx-h100
+systems: 16
+scaleout:
+  kind: fat_tree
+  switch: qm9700
+  tiers: 2
+  rail_optimized: true
+"""
+QUIET = StepAssumptions(jitter_cv=0.0)
+
+
+@pytest.fixture(scope="module")
+def case():
+    design, catalog = load_design("two-tier.yaml", text=TWO_TIER)
+    fabric = build_fabric(design, catalog)
+    model = catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=16)
+    run = run_collective(fabric, "allreduce", 2**28, ["rail"], algorithm="ring")
+    step = step_time(fabric, model, layout, QUIET)
+    return fabric, model, layout, run, step
+
+
+def _what_ifs(case):
+    fabric, model, layout, run, step = case
+    return single_failures(fabric, collective=run, group="rail", model=model,
+                           layout=layout, assumptions=QUIET, step=step)
+
+
+def test_one_of_each_kind_with_its_class(case):
+    rows = _what_ifs(case)
+    assert [r.kind for r in rows] == list(WHAT_IF_KINDS)
+    got = {r.kind: (r.part, r.on_failure) for r in rows}
+    assert got == {"spine": ("spine0", "degrades"), "leaf": ("leaf0", "stops_job"),
+                   "optic": ("leaf0 -- spine0", "degrades"),
+                   "nic": ("sys00/nic0", "stops_job")}
+    leaf = next(r for r in rows if r.kind == "leaf")
+    assert leaf.class_entry == "single point of failure"
+    # a failure never speeds the step or the collective up; a cut-off leaf slows both
+    for r in rows:
+        assert r.collective_ratio >= 1 - 1e-12 and r.step_ratio >= 1 - 1e-12
+    assert leaf.collective_ratio > 1.05 and leaf.unroutable_flows == 0
+
+
+def test_each_what_if_is_the_run_on_the_failed_fabric(case):
+    fabric, model, layout, _, _ = case
+    for r in _what_ifs(case):
+        link = " -- " in r.part
+        failed = with_failures(fabric, () if link else (r.part,), (r.part,) if link else ())
+        again = run_collective(failed, "allreduce", 2**28, ["rail"], algorithm="ring")
+        assert r.collective_s == pytest.approx(again.time_s, rel=1e-12)
+        assert r.step_s == pytest.approx(
+            step_time(failed, model, layout, QUIET).step_time_s, rel=1e-12)
+
+
+def test_the_structured_router_agrees_with_the_general_one(case, monkeypatch):
+    structured = _what_ifs(case)
+    monkeypatch.setattr(routing_module, "structured_supported", lambda fabric: "forced")
+    monkeypatch.setattr(timing_module, "structured_supported", lambda fabric: "forced")
+    fabric, model, layout, _, _ = case
+    general_case = (fabric, model, layout,
+                    run_collective(fabric, "allreduce", 2**28, ["rail"], algorithm="ring",
+                                   router="general"),
+                    step_time(fabric, model, layout, QUIET))
+    general = _what_ifs(general_case)
+    for s, g in zip(structured, general, strict=True):
+        assert (s.kind, s.part) == (g.kind, g.part)
+        assert s.collective_s == pytest.approx(g.collective_s, rel=1e-9)
+        assert s.step_s == pytest.approx(g.step_s, rel=1e-9)
+
+
+def test_a_design_without_spines_says_so():
+    design, catalog = load_design("examples/small-4x8-l40s-25gbe.yaml")
+    rows = single_failures(build_fabric(design, catalog))
+    spine = next(r for r in rows if r.kind == "spine")
+    assert spine.part == "" and spine.collective_s is None and spine.step_s is None
+    assert all(r.part for r in rows if r.kind != "spine")

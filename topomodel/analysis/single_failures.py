@@ -1,0 +1,157 @@
+"""Single-failure what-ifs: one spine, one leaf, one optic, one NIC failed, routed exactly.
+
+For each kind of part, one part of the job's footprint is failed (the representative
+the goodput model picks: the first of its kind, which on a symmetric fabric stands for
+every other) and the featured collective and the training step are routed again with it
+failed, by the same router as the healthy run (on a Clos, the structured router around
+failed parts, :mod:`topomodel.routing.survivors`: exact at any size). Each row gives the
+times against the healthy ones and the part's failure class
+(:mod:`topomodel.analysis.failure_classes`): a part classed ``stops_job`` restarts the
+job, so its times say what the job would run at without the part, not what it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from topomodel.analysis.goodput import ComponentLine, component_lines
+
+if TYPE_CHECKING:
+    from topomodel.analysis.collective import CollectiveRun
+    from topomodel.analysis.step import StepAssumptions, StepResult
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.catalog import Model
+    from topomodel.fabric.tables import Fabric
+    from topomodel.traffic.layout import Layout
+
+WHAT_IF_KINDS = ("spine", "leaf", "optic", "nic")
+"""The parts failed one at a time, in this order."""
+
+
+@dataclass(frozen=True)
+class SingleFailure:
+    """One part failed: the collective and the step routed around it, seconds."""
+
+    kind: str  # spine, leaf, optic, nic
+    part: str  # the node, or the "a -- b" link, failed ("" when the design has none)
+    model: str  # its catalog id
+    tier: str  # where it sits
+    cables: int  # cables down: a failed link takes its whole bundle
+    on_failure: str  # its failure class: stops_job, degrades, absorbed
+    class_entry: str  # the class entry, or "single point of failure"
+    collective_s: float | None  # the featured collective with the part failed
+    healthy_collective_s: float | None
+    unroutable_flows: int  # the collective's flows left without a path
+    step_s: float | None  # the training step with the part failed
+    healthy_step_s: float | None
+    algorithm: str = ""  # the collective's algorithm with the part failed
+
+    @property
+    def collective_ratio(self) -> float | None:
+        """Collective time failed over healthy."""
+        return _ratio(self.collective_s, self.healthy_collective_s)
+
+    @property
+    def step_ratio(self) -> float | None:
+        """Step time failed over healthy."""
+        return _ratio(self.step_s, self.healthy_step_s)
+
+
+def _ratio(failed: float | None, healthy: float | None) -> float | None:
+    return failed / healthy if failed is not None and healthy else None
+
+
+def representatives(lines: Sequence[ComponentLine]) -> dict[str, ComponentLine]:
+    """The line whose representative stands for each kind of :data:`WHAT_IF_KINDS`: the
+    leaf and spine switches, the most numerous optic (the one most likely to fail),
+    the NIC; a kind the design lacks is left out."""
+    out: dict[str, ComponentLine] = {}
+    for ln in lines:
+        if not ln.representative:
+            continue
+        if ln.component == "switch" and ln.tier in ("leaf", "spine"):
+            out.setdefault(ln.tier, ln)
+        elif ln.component == "nic":
+            out.setdefault("nic", ln)
+        elif ln.component == "optic" and ln.count > getattr(out.get("optic"), "count", 0):
+            out["optic"] = ln
+    return {kind: out[kind] for kind in WHAT_IF_KINDS if kind in out}
+
+
+def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
+                    group: str = "all", time_model: TimeModel | None = None,
+                    model: Model | None = None, layout: Layout | None = None,
+                    assumptions: StepAssumptions | None = None,
+                    step: StepResult | None = None, routing: str = "ecmp",
+                    seed: int = 0, workers: int | None = None) -> list[SingleFailure]:
+    """One what-if per kind of :data:`WHAT_IF_KINDS`: ``collective`` (a healthy run on
+    ``group`` groups, timed by ``time_model``) re-run with the same algorithm, and with
+    ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed;
+    the kinds run on ``workers`` processes (default every core,
+    :func:`~topomodel.parallel.parallel_map`).
+
+    The parts come from the job's footprint (the first ``layout.world`` accelerators,
+    else all). A kind the design lacks gets a row with an empty ``part``.
+    """
+    from topomodel.analysis.step import step_time
+    from topomodel.fabric.failures import with_failures
+    from topomodel.parallel import parallel_map
+
+    world = layout.world if layout is not None else len(fabric.accelerators)
+    chosen = representatives(component_lines(fabric, world))
+    healthy_collective = collective.time_s if collective is not None else None
+    healthy_step = step.step_time_s if step is not None else None
+
+    def what_if(kind: str) -> SingleFailure:
+        line = chosen.get(kind)
+        if line is None:
+            return SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective, 0,
+                                 None, healthy_step)
+        link = " -- " in line.representative
+        failed = with_failures(fabric, () if link else (line.representative,),
+                               (line.representative,) if link else ())
+        collective_s, lost, algorithm = None, 0, ""
+        if collective is not None:
+            run = _rerun(failed, collective, group, time_model, routing, seed)
+            collective_s, lost = run.time_s, run.timing.unroutable_flows
+            algorithm = run.algorithm
+        step_s = None
+        if model is not None and layout is not None:
+            step_s = step_time(failed, model, layout, assumptions, routing=routing,
+                               seed=seed).step_time_s
+        return SingleFailure(kind, line.representative, line.model, line.tier,
+                             line.representative_cables if link else 0, line.on_failure,
+                             line.class_entry, collective_s, healthy_collective, lost, step_s,
+                             healthy_step, algorithm)
+
+    return parallel_map(what_if, WHAT_IF_KINDS, workers=workers)
+
+
+def _rerun(failed: Fabric, healthy: CollectiveRun, group: str, time_model: TimeModel | None,
+           routing: str, seed: int) -> CollectiveRun:
+    """The healthy run's collective on ``failed``, with its algorithm where it still
+    applies, else the fastest that does (an in-network reduction needs every rank's
+    NIC: NCCL falls back to another algorithm without it)."""
+    from topomodel.analysis.collective import run_collective
+    from topomodel.errors import UsageError
+
+    try:
+        return run_collective(failed, healthy.collective, healthy.size_bytes, [group],
+                              algorithm=healthy.algorithm, routing=routing, seed=seed,
+                              model=time_model)
+    except UsageError:
+        return run_collective(failed, healthy.collective, healthy.size_bytes, [group],
+                              routing=routing, seed=seed, model=time_model)
+
+
+def single_failure_records(rows: Sequence[SingleFailure]) -> list[dict[str, Any]]:
+    """Plain records (the review's JSON and tables), units in the keys."""
+    return [{"kind": r.kind, "part": r.part, "model": r.model, "tier": r.tier,
+             "cables": r.cables, "on_failure": r.on_failure, "class_entry": r.class_entry,
+             "algorithm": r.algorithm, "collective_s": r.collective_s,
+             "healthy_collective_s": r.healthy_collective_s,
+             "collective_ratio": r.collective_ratio, "unroutable_flows": r.unroutable_flows,
+             "step_s": r.step_s, "healthy_step_s": r.healthy_step_s,
+             "step_ratio": r.step_ratio} for r in rows]

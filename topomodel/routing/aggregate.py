@@ -1,0 +1,125 @@
+"""An all-pairs phase (a direct All-to-All) routed from counts, without its pairs.
+
+Under even ECMP on a structured fabric (switched or mesh scale-up domains, a fat-tree
+of one or more planes) a link's load is a sum of per-switch totals: what each
+accelerator sends and receives across domains (host link, one NIC arc per plane), what
+each leaf sends up and receives down (its pairs whose other end is under another leaf
+of that plane), what leaves each leaf for another pod and what enters each pod. For
+an all-pairs phase these totals are counts of group members per domain, leaf and pod
+(:mod:`topomodel.traffic.allpairs`), so the cost is linear in ranks, not in pairs. The
+flows inside scale-up domains (few: pairs of a group in one domain, PXN's first hops)
+are listed and go through :func:`~topomodel.routing.structured.route_structured`.
+
+:func:`route_all_pairs` returns ``None`` where the counts do not give the same loads
+as routing every pair, and the caller lists the pairs instead: routing other than
+``ecmp`` (hash and d-mod-k pick one path per flow or queue pair, so which pairs collide
+matters), failed links, a fabric without scale-out (pairs between domains have no
+path), a NIC whose up and down arcs reach different leaves, and the phases
+:func:`~topomodel.traffic.allpairs.decompose` refuses (irregular groups: one group
+index on two rows, a PXN relay outside its own row). The general router always lists
+them. The tests hold both paths to the same loads link by link.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric
+from topomodel.routing.routed import Routed
+from topomodel.routing.structured import _climb_even, _clos, route_structured
+from topomodel.traffic.allpairs import Decomposition, decompose
+from topomodel.traffic.phases import AllPairsPhase
+
+SAME_LEAF_HOPS, SAME_POD_HOPS, BETWEEN_PODS_HOPS = 4, 6, 8
+"""Links on a path between domains: accelerator, NIC, leaf (, spine (, core, spine),
+leaf), NIC, accelerator: the lengths :func:`route_structured` gives."""
+
+
+def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
+                    routing: str = "ecmp") -> Routed | None:
+    """Bytes per link of one step of ``phase`` under even ECMP, from counts; ``None``
+    where only listing the pairs is exact (see the module docstring).
+
+    ``hops`` of the result is per path class (``inside`` set): the listed flows inside
+    domains, then one class for every pair between domains (the longest such path).
+    """
+    if routing != "ecmp" or fabric.links["failed"].any():
+        return None
+    clos = _clos(fabric)
+    counts = decompose(fabric, phase)
+    if counts is None:
+        return None
+    across = counts.out_pairs > 0
+    if across.any() and not clos.planes:
+        return None
+    access_up, access_down = clos.access_up, clos.access_down
+    nic = clos.nic_of[counts.node]
+    if across.any():
+        if access_up is None or access_down is None or (nic < 0).any():
+            return None
+        leaves = clos.dst[access_up.arcs(nic)]  # (members, planes) leaf of each plane
+        if not (clos.src[access_down.arcs(nic)] == leaves).all():
+            return None
+        climb = clos.fat_tree
+        if climb.core in climb.up and (climb.pod[leaves] < 0).any():
+            return None
+    local = route_structured(fabric, counts.local, routing="ecmp")
+    load = local.link_bytes
+    hops = [local.hops]
+    inside = [np.ones(len(local.hops), bool)]
+    if across.any():
+        extra, longest = _between_domains(fabric, counts, leaves)
+        load = load + extra
+        hops.append(np.array([longest]))
+        inside.append(np.zeros(1, bool))
+    return Routed(load, np.concatenate(hops), np.zeros(0, np.int64), "structured",
+                  np.concatenate(inside))
+
+
+def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
+                     ) -> tuple[np.ndarray, int]:
+    """Loads of the pairs between domains (as ``route_structured`` spreads them) and
+    the longest of their paths."""
+    clos = _clos(fabric)
+    climb = clos.fat_tree
+    n_links, n_nodes = clos.n_links, len(clos.domain)
+    sent = counts.out_pairs * counts.pair_bytes
+    received = counts.in_pairs * counts.pair_bytes
+    nic = clos.nic_of[counts.node]
+    load = np.bincount(clos.host_up[counts.node], weights=sent, minlength=n_links)
+    load += np.bincount(clos.host_down[counts.node], weights=received, minlength=n_links)
+    access_up, access_down = clos.access_up, clos.access_down
+    assert access_up is not None and access_down is not None
+    planes = leaves.shape[1]
+    load += np.bincount(access_up.arcs(nic).ravel(),
+                        weights=np.repeat(sent / planes, planes), minlength=n_links)
+    load += np.bincount(access_down.arcs(nic).ravel(),
+                        weights=np.repeat(received / planes, planes), minlength=n_links)
+    up_leaf, down_leaf = np.zeros(n_nodes), np.zeros(n_nodes)
+    leaving, entering = np.zeros(n_nodes), np.zeros(n_nodes)
+    cores = climb.core in climb.up
+    longest = SAME_LEAF_HOPS
+    moving = counts.pair_bytes > 0
+    for plane in range(planes):
+        leaf = leaves[:, plane]
+        under_leaf = counts.pairs_within(leaf)
+        inner = under_leaf * counts.pair_bytes / planes  # both ends under this leaf
+        up_leaf += np.bincount(leaf, weights=(counts.out_pairs - under_leaf)
+                               * counts.pair_bytes / planes, minlength=n_nodes)
+        down_leaf += np.bincount(leaf, weights=received / planes - inner, minlength=n_nodes)
+        if ((counts.out_pairs - under_leaf > 0) & moving).any():
+            longest = max(longest, SAME_POD_HOPS)
+        if not cores:
+            continue
+        pod = climb.pod[leaf]
+        in_pod = counts.pairs_within(pod)
+        inner_pod = in_pod * counts.pair_bytes / planes  # both ends in this pod
+        leaving += np.bincount(leaf, weights=(counts.out_pairs - in_pod)
+                               * counts.pair_bytes / planes, minlength=n_nodes)
+        entering += np.bincount(pod, weights=received / planes - inner_pod,
+                                minlength=n_nodes)
+        if ((counts.out_pairs - in_pod > 0) & moving).any():
+            longest = BETWEEN_PODS_HOPS
+    if climb.present:  # one leaf per plane otherwise: nothing goes up
+        load += _climb_even(climb, up_leaf, down_leaf, leaving, entering)
+    return load, longest

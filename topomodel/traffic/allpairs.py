@@ -1,0 +1,222 @@
+"""An all-pairs phase (a direct All-to-All) split into what its flows add up to, without
+listing its pairs.
+
+Every rank of a group sends the same bytes to every other rank, so the traffic between
+scale-up domains is fixed by counts: how many ranks of each group sit in each domain,
+under each leaf, in each pod. :func:`decompose` gives
+
+- the flows inside scale-up domains, listed (pairs of a group in one domain, and under
+  PXN each rank's first hop to the relay on a destination rail, one flow per rank and
+  rail carrying all that rank's bytes for that rail): few, at most ranks x domain size;
+- for the pairs between domains, each rank's *weight* towards each class of destination
+  (the NIC rail of the destination under PXN, one class otherwise), and
+  :meth:`Decomposition.pairs_within` to count weighted pairs whose ends share any key
+  (a leaf, a pod) without listing them.
+
+Without PXN every weight is 1. With PXN (:mod:`topomodel.traffic.pxn`) a pair whose
+source has a relay on the destination's rail is not sent directly (weight 0 from that
+source to that rail), and the relay sends it instead, so the relay's weight to its own
+rail grows by the number of ranks it relays for. Weights and counts are whole numbers,
+so sums and differences of them are exact.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric
+from topomodel.traffic.phases import AllPairsPhase, Phase
+
+if TYPE_CHECKING:
+    from topomodel.traffic.pxn import Relays
+
+
+@dataclass(frozen=True, eq=False)
+class Decomposition:
+    """An all-pairs phase as counts; one entry per member (a rank of a row), rows of all
+    blocks one after another.
+
+    ``weight[i, q]``: how many copies of the pair bytes member ``i`` sends to each member
+    of its row in another domain whose class is ``q`` (``cls``); ``out_pairs`` /
+    ``in_pairs``: weighted pairs each member sends / receives across domains.
+    ``local``: the flows inside scale-up domains, listed.
+    """
+
+    node: np.ndarray  # (m,) int64 node numbers
+    row: np.ndarray  # (m,) int64 row index over all blocks
+    pair_bytes: np.ndarray  # (m,) bytes per pair per step of the member's row
+    domain: np.ndarray  # (m,) int64 domain key, unique per member outside any domain
+    cls: np.ndarray  # (m,) int64 destination class (rail under PXN, else 0)
+    weight: np.ndarray  # (m, classes) float64 whole numbers
+    out_pairs: np.ndarray  # (m,) float64
+    in_pairs: np.ndarray  # (m,) float64
+    local: Phase
+    moved: int  # PXN: pairs sent through a relay
+    moved_bytes: float  # their bytes per step
+
+    @property
+    def classes(self) -> int:
+        """Destination classes."""
+        return int(self.weight.shape[1])
+
+    def pairs_within(self, key: np.ndarray) -> np.ndarray:
+        """Per member, the weighted pairs it sends to members of its row in another
+        domain that share its ``key`` (one value per member: a leaf, a pod)."""
+        onehot = _onehot(self.cls, self.classes)
+        same = _cell_sums((self.row, key), onehot) - _cell_sums((self.row, key, self.domain),
+                                                                onehot)
+        return (self.weight * same).sum(axis=1)
+
+
+def decompose(fabric: Fabric, phase: AllPairsPhase, *,
+              like: AllPairsPhase | None = None) -> Decomposition | None:
+    """The counts of ``phase`` (see the module docstring), or ``None`` where they do not
+    describe it exactly: a rewrite other than PXN's, two rows with one group index, or a
+    PXN relay that is not a rank of its own row (its group took it from another phase).
+    Made once per phase and fabric (PXN, the router and the ideal time all read it);
+    ``like``, a phase of the same blocks and rewrite, lends its counts if it has them.
+    """
+    known = fabric.derived(_memo)
+    if phase not in known and like is not None and like in known:
+        known[phase] = known[like]
+    elif phase not in known:
+        known[phase] = _decompose(fabric, phase)
+    return known[phase]
+
+
+def _memo(_: Fabric) -> weakref.WeakKeyDictionary[AllPairsPhase, Decomposition | None]:
+    return weakref.WeakKeyDictionary()
+
+
+def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
+    from topomodel.traffic.pxn import Relays
+
+    relays = phase.rewrite
+    if relays is not None and not isinstance(relays, Relays):
+        return None
+    blocks = phase.blocks
+    if not blocks:
+        return None
+    node = np.concatenate([b.ranks.ravel() for b in blocks]).astype(np.int64)
+    sizes = np.concatenate([np.full(len(b.ranks), b.ranks.shape[1]) for b in blocks])
+    row = np.repeat(np.arange(len(sizes)), sizes)
+    gid = np.concatenate([b.group for b in blocks]).astype(np.int64)
+    if len(np.unique(gid)) != len(gid):
+        return None
+    pair_bytes = np.repeat(np.concatenate([b.bytes for b in blocks]).astype(float), sizes)
+    raw_domain = fabric.nodes["domain"].to_numpy().astype(np.int64)[node]
+    domain = np.where(raw_domain >= 0, raw_domain, -1 - node)
+    if relays is None:
+        cls = np.zeros(len(node), np.int64)
+        weight = np.ones((len(node), 1))
+        first: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    else:
+        made = _pxn_weights(relays, node, row, gid[row], domain, raw_domain >= 0)
+        if made is None:
+            return None
+        cls, weight, first = made
+    onehot = _onehot(cls, weight.shape[1])
+    across = _cell_sums((row,), onehot) - _cell_sums((row, domain), onehot)
+    out_pairs = (weight * across).sum(axis=1)
+    weight_sums = _cell_sums((row,), weight) - _cell_sums((row, domain), weight)
+    in_pairs = weight_sums[np.arange(len(node)), cls]
+    local = _local_flows(phase, node, row, gid, pair_bytes, domain, raw_domain >= 0, first)
+    moved, moved_bytes = 0, 0.0
+    if first is not None:
+        moved = int(first[2].sum())
+        moved_bytes = float((first[2] * pair_bytes[first[0]]).sum())
+    return Decomposition(node, row, pair_bytes, domain, cls, weight, out_pairs, in_pairs,
+                         local, moved, moved_bytes)
+
+
+def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
+                 domain: np.ndarray, in_domain: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray,
+                                                          np.ndarray]] | None:
+    """(class per member, weights, first hops) under PXN; first hops are (member, relay
+    node, pairs) per member and rail it sends through a relay."""
+    rails = relays.rails
+    rail = relays.rail[node]
+    cls = np.where(rail >= 0, rail, rails)  # class ``rails``: a destination with no NIC
+    classes = rails + 1
+    system = relays.system[node].astype(np.int64)
+    able = in_domain & (rail >= 0)
+    members, rail_to = np.nonzero(np.broadcast_to(able[:, None], (len(node), rails)))
+    other = rail_to != rail[members]
+    members, rail_to = members[other], rail_to[other]
+    want = (gid[members] * relays.systems + system[members]) * rails + rail_to
+    found, via = relays.find(want)
+    members, rail_to, via = members[found], rail_to[found], via[found]
+    onehot = _onehot(cls, classes)
+    targets = (_cell_sums((row,), onehot) - _cell_sums((row, domain), onehot))[members,
+                                                                                rail_to]
+    weight = np.ones((len(node), classes))
+    weight[members, rail_to] = 0.0
+    # each relay sends on for every member of its system that it relays for
+    key = np.stack([row[members], via])
+    relay_of = np.stack([row, node])
+    order = np.lexsort(relay_of[::-1])
+    sorted_keys = relay_of[:, order]
+    flat = sorted_keys[0] * (int(node.max()) + 1) + sorted_keys[1]
+    wanted = key[0] * (int(node.max()) + 1) + key[1]
+    pos = np.minimum(np.searchsorted(flat, wanted), len(flat) - 1)
+    if len(wanted) and not (flat[pos] == wanted).all():
+        return None  # a relay outside its row: listing the pairs is exact, this is not
+    np.add.at(weight, (order[pos], rail_to), 1.0)
+    moved = targets > 0
+    return cls, weight, (members[moved], via[moved], targets[moved])
+
+
+def _local_flows(phase: AllPairsPhase, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
+                 pair_bytes: np.ndarray, domain: np.ndarray, in_domain: np.ndarray,
+                 first: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Phase:
+    """The flows inside scale-up domains: every pair of a row in one domain, and the PXN
+    first hops (one flow per member and relay, all its pairs' bytes)."""
+    order = np.lexsort((domain, row))
+    cell = np.r_[True, (row[order][1:] != row[order][:-1])
+                 | (domain[order][1:] != domain[order][:-1])]
+    start = np.flatnonzero(cell)
+    size = np.diff(np.r_[start, len(order)])
+    size_of = np.repeat(size, size)
+    start_of = np.repeat(start, size)
+    keep = in_domain[order] & (size_of > 1)
+    owner = np.repeat(np.flatnonzero(keep), size_of[keep])
+    within = np.arange(len(owner)) - np.repeat(np.cumsum(size_of[keep]) - size_of[keep],
+                                               size_of[keep])
+    partner = start_of[owner] + within
+    pairs = partner != owner
+    src_m, dst_m = order[owner[pairs]], order[partner[pairs]]
+    src, dst = node[src_m], node[dst_m]
+    nbytes = pair_bytes[src_m]
+    group = gid[row[src_m]]
+    if first is not None:
+        member, via, count = first
+        src = np.concatenate([src, node[member]])
+        dst = np.concatenate([dst, via])
+        nbytes = np.concatenate([nbytes, pair_bytes[member] * count])
+        group = np.concatenate([group, gid[row[member]]])
+    return Phase(src, dst, nbytes, group.astype(np.int32), phase.steps, phase.label,
+                 phase.messages_per_step, phase.efficiency)
+
+
+def _onehot(cls: np.ndarray, classes: int) -> np.ndarray:
+    out = np.zeros((len(cls), classes))
+    out[np.arange(len(cls)), cls] = 1.0
+    return out
+
+
+def _cell_sums(keys: tuple[np.ndarray, ...], values: np.ndarray) -> np.ndarray:
+    """Per member, the column sums of ``values`` (m, k) over the members whose ``keys``
+    all equal its own."""
+    cell = np.zeros(len(values), np.int64)
+    for key in keys:
+        _, cell = np.unique(cell * (int(key.max()) - int(key.min()) + 1)
+                            + (key - key.min()), return_inverse=True)
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    sums = np.stack([np.bincount(cell, weights=values[:, q], minlength=cells)
+                     for q in range(values.shape[1])], axis=1)
+    return sums[cell]
