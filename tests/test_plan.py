@@ -367,3 +367,24 @@ def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
                                   dashboard_address=None) as cluster:
         dask = plan_spread(context, job, scheduler=cluster.scheduler_address)
     assert dask.best == alone.best
+
+
+MID = DESIGN.replace("systems: 2", "systems: 16").replace("two hgx", "sixteen hgx")
+
+
+def test_pruning_keeps_the_unpruned_top_on_128_gpus():
+    """A mid-size fabric (16 servers, two leaf levels of placements to tell apart):
+    the pruned search's top 5 is the unpruned one's, layout for layout and bit for bit."""
+    design, catalog = load_design("mid.yaml", text=MID)
+    model = catalog.get("llama3-70b", Model)
+    space = PlanSpace(max_tp=8, max_cp=2, max_micro_batch=1, max_interleave=2,
+                      fixed={"sequence_parallel": True, "recompute": "none"})
+    job = PlanJob(model, Layout(global_batch=128, seq=4096), space, top=5)
+    fabric = build_fabric(design, catalog)
+    n = range(len(plan_cells(fabric, job)))
+    pruned = search_cells(fabric, job, n)
+    whole = search_cells(build_fabric(design, catalog), job, n, prune=False)
+    assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
+                                                          for r in whole.best]
+    assert pruned.tally.pruned > whole.tally.evaluated // 2  # the bound does bite
+    assert pruned.tally.evaluated + pruned.tally.pruned == whole.tally.evaluated
