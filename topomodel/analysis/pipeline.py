@@ -25,7 +25,8 @@ input has arrived (the previous stage's F, the next stage's B, plus the pipeline
 between them), so the bubble includes the stages' own communication and the slowest
 stage sets the pace. It advances every stage at once, one operation per round, with
 array operations: a round costs the same at 4 stages or 64, and the rounds number
-about the operations of one stage plus twice the stages.
+about the operations of one stage plus twice the stages. Which operations a round runs
+depends on the schedule alone, so the rounds are found once per schedule.
 
 Examples
 --------
