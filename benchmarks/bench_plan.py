@@ -59,7 +59,8 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{n:,} GPUs, {args.model}, global batch {args.global_batch}: {t.searched:,}"
           f" layouts searched ({t.invalid:,} invalid, {t.no_fit:,} over the memory,"
-          f" {t.evaluated:,} steps modelled); {routed:,} distinct collectives routed")
+          f" {t.pruned:,} pruned by the bound, {t.evaluated:,} steps modelled);"
+          f" {routed:,} distinct collectives routed")
     print(f"wall {wall:.1f} s, CPU {cpu:.1f} s: {t.searched / cpu:,.0f} layouts per CPU"
           f" second ({t.evaluated / cpu:,.0f} steps modelled per CPU second);"
           f" peak RSS {peak:.0f} MiB")

@@ -92,8 +92,55 @@ def test_the_best_layouts_are_the_brute_forces(setup, brute):
         assert mine.memory == theirs.memory
     assert found.tally.searched == len(brute)
     assert found.tally.invalid == sum(r is None for _, r in brute)
-    assert found.tally.evaluated == len(fitting)
+    assert found.tally.evaluated + found.tally.pruned == len(fitting)
     assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
+    assert found.tally.pruned > 0  # the bound skipped layouts, and the top is the same
+
+
+WIDE = replace(SPACE, fixed={"sequence_parallel": True}, max_cp=2)  # every ZeRO stage, CP
+
+
+@pytest.fixture(scope="module")
+def every_fitting(setup):
+    """Every layout of WIDE that fits, its step modelled: (place, result)."""
+    fabric = _fabric(setup)
+    job = _job(setup, space=WIDE)
+    out = []
+    for ci, cell in enumerate(plan_cells(fabric, job)):
+        for k, fields in enumerate(cell_layouts(job.model, cell, job.base, job.space)):
+            verdict = assess(fabric, job, fields)
+            if verdict.status == "evaluated":
+                out.append(((-ci, -k), verdict.result))
+    return out
+
+
+@pytest.mark.parametrize(("objective", "top"), [
+    ("tokens_per_s", 1), ("tokens_per_s", 12), ("mfu", 4), ("step_time_s", 4),
+    ("tokens_per_J", 2)])
+def test_pruning_keeps_the_unpruned_top(setup, every_fitting, objective, top):
+    from topomodel.plan.search import objective_value
+
+    fabric = _fabric(setup)
+    job = replace(_job(setup, objective=objective, space=WIDE), top=top)
+    power = 21468.0
+    sign = -1 if objective == "step_time_s" else 1
+    ranked = sorted(every_fitting, key=lambda pr: (
+        sign * objective_value(pr[1], objective, power), pr[0]), reverse=True)[:top]
+    pruned = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power)
+    assert [r.place for r in pruned.best] == [place for place, _ in ranked]
+    assert [r.result for r in pruned.best] == [result for _, result in ranked]
+    assert pruned.tally.evaluated + pruned.tally.pruned == len(every_fitting)
+    assert pruned.tally.pruned > 0
+
+
+def test_without_pruning_every_fitting_layout_is_modelled(setup):
+    fabric = _fabric(setup)
+    job = _job(setup)
+    n = range(len(plan_cells(fabric, job)))
+    pruned, whole = search_cells(fabric, job, n), search_cells(fabric, job, n, prune=False)
+    assert whole.tally.pruned == 0 and pruned.tally.pruned > 0
+    assert whole.tally.evaluated == pruned.tally.evaluated + pruned.tally.pruned
+    assert [r.result for r in pruned.best] == [r.result for r in whole.best]
 
 
 def test_memory_rejections_are_the_steps_that_do_not_fit(setup, brute):
@@ -226,6 +273,9 @@ def test_plan_best_is_what_step_gives(capsys, design_file):
     assert status == 0
     data = json.loads(out)
     assert data["schema"] == "topomodel.plan" and len(data["layouts"]) == 2
+    search = data["search"]
+    assert search["searched"] == (search["invalid"] + search["no_fit"] + search["pruned"]
+                                  + search["evaluated"]) and search["pruned"] > 0
     best = data["layouts"][0]
     flags = [f"--{k.replace('_', '-')}={best[k]}" for k in
              ("tp", "pp", "dp", "ep", "cp", "micro_batch", "interleave", "schedule",
@@ -307,9 +357,34 @@ def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
     pool = plan_spread(context, job, workers=2)
     assert [r.layout for r in pool.best] == [r.layout for r in alone.best]
     assert [r.step_time_s for r in pool.best] == [r.step_time_s for r in alone.best]
-    assert pool.tally == alone.tally
+    for count in ("searched", "invalid", "no_fit"):
+        assert getattr(pool.tally, count) == getattr(alone.tally, count)
+    # each worker prunes against its own best, so the split of the rest may differ
+    assert (pool.tally.evaluated + pool.tally.pruned
+            == alone.tally.evaluated + alone.tally.pruned)
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
         dask = plan_spread(context, job, scheduler=cluster.scheduler_address)
     assert dask.best == alone.best
+
+
+MID = DESIGN.replace("systems: 2", "systems: 16").replace("two hgx", "sixteen hgx")
+
+
+def test_pruning_keeps_the_unpruned_top_on_128_gpus():
+    """A mid-size fabric (16 servers, two leaf levels of placements to tell apart):
+    the pruned search's top 5 is the unpruned one's, layout for layout and bit for bit."""
+    design, catalog = load_design("mid.yaml", text=MID)
+    model = catalog.get("llama3-70b", Model)
+    space = PlanSpace(max_tp=8, max_cp=2, max_micro_batch=1, max_interleave=2,
+                      fixed={"sequence_parallel": True, "recompute": "none"})
+    job = PlanJob(model, Layout(global_batch=128, seq=4096), space, top=5)
+    fabric = build_fabric(design, catalog)
+    n = range(len(plan_cells(fabric, job)))
+    pruned = search_cells(fabric, job, n)
+    whole = search_cells(build_fabric(design, catalog), job, n, prune=False)
+    assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
+                                                          for r in whole.best]
+    assert pruned.tally.pruned > whole.tally.evaluated // 2  # the bound does bite
+    assert pruned.tally.evaluated + pruned.tally.pruned == whole.tally.evaluated

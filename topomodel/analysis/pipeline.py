@@ -25,7 +25,8 @@ input has arrived (the previous stage's F, the next stage's B, plus the pipeline
 between them), so the bubble includes the stages' own communication and the slowest
 stage sets the pace. It advances every stage at once, one operation per round, with
 array operations: a round costs the same at 4 stages or 64, and the rounds number
-about the operations of one stage plus twice the stages.
+about the operations of one stage plus twice the stages. Which operations a round runs
+depends on the schedule alone, so the rounds are found once per schedule.
 
 Examples
 --------
@@ -39,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,7 +236,7 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         If the schedule deadlocks (an operation waits for one that never runs).
     """
     p, n = s.p, s.ops
-    dep_stage, dep_pos, boundary = dependencies(s)
+    (dep_stage, dep_pos, boundary), rounds = _structure(s)
     duration_s = np.asarray(duration_s, dtype=float)
     dur = (duration_s.copy() if duration_s.ndim == 2
            else duration_s[s.kind, np.arange(p)[:, None], s.chunk])
@@ -254,12 +256,53 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         in_boundary = np.where(stages > 0, stages - 1, p - 1)  # B: to s - 1 (or wrap)
         outgoing[sends_f] = send_s[out_boundary[sends_f], 0]
         outgoing[sends_b] = send_s[in_boundary[sends_b], 1]
-    start = np.zeros((p, n))
-    end = np.zeros((p, n))
-    waited = np.zeros((p, n), dtype=bool)  # the input, not the stage, set the start
     free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
+    # flat (stage x position) views: each round's operations are listed once per schedule
+    start_flat, end_flat = np.zeros(p * n), np.zeros(p * n)
+    waited_flat = np.zeros(p * n, dtype=bool)  # the input, not the stage, set the start
+    dur_flat, send_flat, out_flat = dur.ravel(), send.ravel(), outgoing.ravel()
+    for go, at, dep, has in rounds:
+        arrive = np.where(has, end_flat[dep] + send_flat[at], -np.inf)
+        begin = np.maximum(free[go], arrive)
+        start_flat[at] = begin
+        done = begin + dur_flat[at]
+        end_flat[at] = done
+        waited_flat[at] = arrive > free[go]
+        free[go] = done + out_flat[at]
+    start, end = start_flat.reshape(p, n), end_flat.reshape(p, n)
+    waited = waited_flat.reshape(p, n)
+    stage_end = end[:, -1] if n else np.zeros(p)
+    critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
+    return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
+                    critical, on_path)
+
+
+_Structure = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[tuple[np.ndarray, ...]]]
+_STRUCTURES: weakref.WeakKeyDictionary[Schedule, _Structure] = weakref.WeakKeyDictionary()
+
+
+def _structure(s: Schedule) -> _Structure:
+    """What :func:`timeline` needs of schedule ``s`` besides the times, found once per
+    schedule (the cache holds it while the schedule lives): its
+    :func:`dependencies` and its rounds. In each round, the stages whose next operation
+    has its input (which operations can run depends on the order alone, not on how
+    long they take), those operations' flat places (stage x n + position), their
+    inputs' places and whether they have one.
+
+    Raises
+    ------
+    RuntimeError
+        If the schedule deadlocks (an operation waits for one that never runs).
+    """
+    known = _STRUCTURES.get(s)
+    if known is not None:
+        return known
+    p, n = s.p, s.ops
+    deps = dependencies(s)
+    dep_stage, dep_pos, _ = deps
     ptr = np.zeros(p, dtype=np.int64)
     rows = np.arange(p)
+    out: list[tuple[np.ndarray, ...]] = []
     while True:
         active = rows[ptr < n]
         if not len(active):
@@ -270,19 +313,12 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         ready = ~has | (dp < ptr[np.maximum(ds, 0)])
         if not ready.any():
             raise RuntimeError(f"pipeline schedule {s.name} deadlocks")
-        go, jg, dsg, dpg, hg = active[ready], j[ready], ds[ready], dp[ready], has[ready]
-        arrive = np.where(hg, end[np.maximum(dsg, 0), np.maximum(dpg, 0)] + send[go, jg],
-                          -np.inf)
-        begin = np.maximum(free[go], arrive)
-        start[go, jg] = begin
-        end[go, jg] = begin + dur[go, jg]
-        waited[go, jg] = arrive > free[go]
-        free[go] = end[go, jg] + outgoing[go, jg]
+        go, jg, hg = active[ready], j[ready], has[ready]
+        dep = np.maximum(ds[ready], 0) * n + np.maximum(dp[ready], 0)
+        out.append((go, go * n + jg, dep, hg))
         ptr[go] += 1
-    stage_end = end[:, -1] if n else np.zeros(p)
-    critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
-    return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
-                    critical, on_path)
+    _STRUCTURES[s] = (deps, out)
+    return deps, out
 
 
 def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.ndarray,
@@ -306,6 +342,21 @@ def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.nd
             if j >= 0:
                 total += float(outgoing[stage, j])
     return total, np.array(visited[::-1])
+
+
+def last_passes(s: Schedule, kind: int) -> list[list[int]]:
+    """Per stage and chunk, the place of its last operation of ``kind`` in the stage's
+    order (found once per schedule and kind while the schedule lives)."""
+    known = _LAST_PASSES.setdefault(s, {})
+    if kind not in known:
+        known[kind] = [[int(np.flatnonzero((s.kind[st] == kind) & (s.chunk[st] == c))[-1])
+                        if ((s.kind[st] == kind) & (s.chunk[st] == c)).any() else -1
+                        for c in range(s.v)] for st in range(s.p)]
+    return known[kind]
+
+
+_LAST_PASSES: weakref.WeakKeyDictionary[Schedule, dict[int, list[list[int]]]] = (
+    weakref.WeakKeyDictionary())
 
 
 def in_flight(s: Schedule, chunk_layers: np.ndarray) -> np.ndarray:

@@ -39,7 +39,6 @@ collectives, a selective one the attention core (and its K/V gathers).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -238,22 +237,19 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     p, v = s.p, s.v
     keys = sorted({k for kind in works for row in kind for wk in row for k in wk.exposed})
 
-    def table(get: Callable[[Work], float]) -> np.ndarray:  # (3, p, v) -> per op (p, n)
-        t = np.array([[[get(works[k][st][c]) for c in range(v)] for st in range(p)]
-                      for k in range(3)])
-        return t[s.kind, np.arange(p)[:, None], s.chunk]
-
-    def part(name: str) -> Callable[[Work], float]:
-        return lambda wk: wk.parts[name]
-
-    def of(store: str, key: tuple[str, str]) -> Callable[[Work], float]:
-        return lambda wk: getattr(wk, store).get(key, 0.0)
-
-    compute = table(part(COMPUTE))
-    imbalance = table(part(IMBALANCE))
-    exposed = {k: table(of("exposed", k)) for k in keys}
-    issued = {k: table(of("issued", k)) for k in keys}
-    calls = {k: table(of("calls", k)) for k in keys}
+    # every figure of every (kind, stage, chunk) in one pass, then per operation (p, n)
+    flat = [wk for kind in works for row in kind for wk in row]
+    columns = [[wk.parts[COMPUTE] for wk in flat], [wk.parts[IMBALANCE] for wk in flat]]
+    for key in keys:
+        columns += [[wk.exposed.get(key, 0.0) for wk in flat],
+                    [wk.issued.get(key, 0.0) for wk in flat],
+                    [wk.calls.get(key, 0.0) for wk in flat]]
+    per_op = np.array(columns, dtype=float).reshape(len(columns), 3, p, v)[
+        :, s.kind, np.arange(p)[:, None], s.chunk]
+    compute, imbalance = per_op[0], per_op[1]
+    exposed = {k: per_op[2 + 3 * i] for i, k in enumerate(keys)}
+    issued = {k: per_op[3 + 3 * i] for i, k in enumerate(keys)}
+    calls = {k: per_op[4 + 3 * i] for i, k in enumerate(keys)}
     ep_keys = [k for k in keys if k[0] == "ep"]
     if dualpipe and ep_keys:
         # a pair is a steady-phase F and the B right after it on the same stage
@@ -279,22 +275,32 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
                moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
                ) -> list[list[list[Work]]]:
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
-    dense and MoE layers plus the embedding or output layer where it holds them."""
+    dense and MoE layers plus the embedding or output layer where it holds them
+    (chunks alike share one :class:`Work`: read it, do not add to it)."""
     p, v = dense_layers.shape
     per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
                              share=share)}
     if lt_moe is not None:
         per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
                                share=share)
-    works = [[[Work() for _ in range(v)] for _ in range(p)] for _ in range(3)]
+    works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
+    # chunks with the same layers and ends do the same work: made once, shared (read-only)
+    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
     for st in range(p):
         for c in range(v):
-            for moe, count in ((False, dense_layers[st, c]), (True, moe_layers[st, c])):
-                if count:
-                    for kind, wk in zip((F, B, W), per[moe], strict=True):
-                        works[kind][st][c].add(wk, float(count))
-            edge = edge_work(edges, calls, layout, first=(st == 0 and c == 0),
-                             last=(st == p - 1 and c == v - 1), split_w=split_w)
-            for kind, wk in zip((F, B, W), edge, strict=True):
-                works[kind][st][c].add(wk)
+            first, last = st == 0 and c == 0, st == p - 1 and c == v - 1
+            what = (int(dense_layers[st, c]), int(moe_layers[st, c]), first, last)
+            if what not in made:
+                chunk = (Work(), Work(), Work())
+                for moe, count in ((False, what[0]), (True, what[1])):
+                    if count:
+                        for wk, layer in zip(chunk, per[moe], strict=True):
+                            wk.add(layer, float(count))
+                edge = edge_work(edges, calls, layout, first=first, last=last,
+                                 split_w=split_w)
+                for wk, part in zip(chunk, edge, strict=True):
+                    wk.add(part)
+                made[what] = chunk
+            for kind in (F, B, W):
+                works[kind][st].append(made[what][kind])
     return works

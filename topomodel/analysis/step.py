@@ -32,10 +32,11 @@ MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -56,6 +57,7 @@ from topomodel.analysis.pipeline import (
     Timeline,
     W,
     in_flight,
+    last_passes,
     timeline,
 )
 from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
@@ -63,7 +65,8 @@ from topomodel.analysis.stepshape import (
     UNORDERED,
     LayoutMemory,
     collective_times,
-    groups_key,
+    grid_key,
+    node_domains,
     ranks_of,
     recall_step,
     remember_step,
@@ -187,7 +190,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     hit = recall_step(fabric, model, a, same)
     if hit is not None:
         return cast(StepResult, replace(hit, layout=layout))
-    ops = _ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
+    ops = step_ops(device, model, layout, a, seq, sched, calls, sizes - moe_sizes, moe_sizes)
     send = calls.get("pp")
     per_send = (send.time_s if send else 0.0) + (calls["pp_sg"].time_s if "pp_sg" in calls
                                                  else 0.0)
@@ -199,7 +202,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     ready = np.maximum(0.0, param_gather - (first_f if layout.dp_overlap else 0.0))
     tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready,
                   blocking_sends=layout.pp_blocking)
-    finish, bucket_issued = _gradient_tail(tl, ops, calls, layout, a, dense, experts,
+    finish, bucket_issued = gradient_tail(tl, ops, calls, layout, a, dense, experts,
                                            sizes, moe_sizes)
     replicas = layout.dp * layout.cp
     sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
@@ -259,10 +262,11 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     return result
 
 
-def _ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
          sched: Schedule, calls: dict[str, Call], dense_layers: np.ndarray,
          moe_layers: np.ndarray) -> OpWork:
-    """Every operation of the schedule: its work and duration."""
+    """Every operation of the schedule: its work and duration, seconds, with the
+    collectives ``calls`` (the step's, or a bound's)."""
     grads = BYTES[a.main_grad_dtype]
     lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
     lt_moe = layer_times(device, model, layout, seq, moe=True,
@@ -291,7 +295,7 @@ def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
     return out
 
 
-def _gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
+def gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
                    a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
                    sizes: np.ndarray, moe_sizes: np.ndarray
                    ) -> tuple[np.ndarray, list[dict[str, float]]]:
@@ -310,6 +314,7 @@ def _gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: La
     if layout.zero >= 3:
         return finish, issued
     final_kind = W if layout.schedule == "zb-h1" else B
+    last_pass = last_passes(s, final_kind)
     grad_bytes = BYTES[a.grad_dtype]
     for st in range(s.p):
         ready: list[np.ndarray] = []
@@ -324,8 +329,7 @@ def _gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: La
                 if part <= 0:
                     continue
                 count = max(1, math.ceil(part / call.size_bytes))
-                pos = int(np.flatnonzero((s.kind[st] == final_kind)
-                                         & (s.chunk[st] == c))[-1])
+                pos = last_pass[st][c]
                 begin, end = tl.start_s[st, pos], tl.end_s[st, pos]
                 ready.append(begin + (np.arange(count) + 1) / count * (end - begin))
                 cost.append(np.full(count, call.time_s))
@@ -404,15 +408,40 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         hot_expert_factor=a.hot_expert_factor)
 
 
+Unrouted = Callable[[str, Callable[[], np.ndarray], float, tuple[Any, ...]], float]
+"""What stands in for a collective not timed yet: (collective, a function giving its
+groups, size in bytes, its key in :func:`collective_times`) -> seconds (``sendrecv``:
+a row per sender and receiver, both directions)."""
+
+
+def step_calls(fabric: Fabric, model: Model, layout: Layout,
+               assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
+               seed: int = 0, unrouted: Unrouted | None = None
+               ) -> tuple[dict[str, Call], int]:
+    """The collectives :func:`step_time` issues for ``layout``, each timed as the step
+    times it when the fabric's table (:func:`collective_times`) has it; with
+    ``unrouted``, the others are not routed but given ``unrouted``'s seconds (a bound,
+    say) and left out of the table. Returns the calls and how many were not in it."""
+    a = assumptions or StepAssumptions()
+    shape = shape_of(fabric, model, layout)
+    missed: list[str] = []
+    calls = _calls(fabric, model, layout, a, ranks_of(fabric)[:layout.world], shape.seq,
+                   shape.sizes, shape.moe_sizes, routing, seed, unrouted, missed)
+    return calls, len(missed)
+
+
 def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
            ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
-           routing: str, seed: int) -> dict[str, Call]:
-    """Every collective of the step, timed per call with all groups of its kind at once."""
+           routing: str, seed: int, unrouted: Unrouted | None = None,
+           missed: list[str] | None = None) -> dict[str, Call]:
+    """Every collective of the step, timed per call with all groups of its kind at once
+    (see :func:`step_calls` for ``unrouted``; the names it stood in for go to
+    ``missed``)."""
     act = BYTES[a.activation_dtype]
     tp = layout.tp
     tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
     hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
-    domain = fabric.nodes["domain"].to_numpy()
+    domain = fabric.derived(node_domains)
     out: dict[str, Call] = {}
     cache = fabric.derived(collective_times)
     timing = time_key(a.time)
@@ -421,52 +450,70 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         doms = domain[groups]
         return bool(((doms != doms[:, :1]) | (doms < 0)).any())
 
-    def add(name: str, kind: str, collective: str, groups: np.ndarray, size: float,
+    def add(name: str, kind: str, collective: str, grid: str, size: float,
             algorithm: str = "auto") -> None:
-        if size <= 0 or groups.shape[1] < 2:
+        ranks_per_group = {"tp": tp, "cp": layout.cp, "ep": layout.ep,
+                           "grad": layout.dp * layout.cp,
+                           "expert_grad": layout.dp * layout.cp // layout.ep}[grid]
+        if size <= 0 or ranks_per_group < 2:
             return
 
-        candidates = _candidates(collective, algorithm, groups.shape[1])
-        key = (collective, candidates, size, groups_key(groups), routing, seed, timing)
+        def groups() -> np.ndarray:
+            return rank_grid(ranks, layout, grid)
+
+        candidates = _candidates(collective, algorithm, ranks_per_group)
+        key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
+               routing, seed, timing)
         hit = cache.get(key)
-        if hit is None:
+        if hit is None and unrouted is not None:
+            if missed is not None:
+                missed.append(name)
+            t_s = unrouted(collective, groups, size, key)
+            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
+        elif hit is None:
+            rows = groups()
+
             def build(alg: str) -> Traffic:
-                return collective_traffic(fabric, collective, _rows(groups), size,
+                return collective_traffic(fabric, collective, _rows(rows), size,
                                           algorithm=alg)
 
             alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                    model=a.time)
             hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                spills_of(groups), t.measured)
+                                spills_of(rows), t.measured)
         out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
-        groups = rank_grid(ranks, layout, "tp")
         if layout.sequence_parallel:
-            add("tp_ag", "tp", "allgather", groups, hidden_bytes)
-            add("tp_rs", "tp", "reducescatter", groups, hidden_bytes)
+            add("tp_ag", "tp", "allgather", "tp", hidden_bytes)
+            add("tp_rs", "tp", "reducescatter", "tp", hidden_bytes)
         else:
-            add("tp_ar", "tp", "allreduce", groups, hidden_bytes)
+            add("tp_ar", "tp", "allreduce", "tp", hidden_bytes)
             if layout.pp > 1 and layout.pp_scatter_gather:
                 # the receiver of a scattered pipeline send gathers it over the TP group
-                add("pp_sg", "pp", "allgather", groups, hidden_bytes)
+                add("pp_sg", "pp", "allgather", "tp", hidden_bytes)
     if layout.cp > 1:
         hd = model.head_dim or model.hidden // model.heads
         kv = model.kv_heads or model.heads
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
-        groups = rank_grid(ranks, layout, "cp")
-        add("cp_ag", "cp", "allgather", groups, kv_bytes)
-        add("cp_rs", "cp", "reducescatter", groups, kv_bytes)
+        add("cp_ag", "cp", "allgather", "cp", kv_bytes)
+        add("cp_rs", "cp", "reducescatter", "cp", kv_bytes)
     if layout.ep > 1 and model.is_moe:
         sp = tp if layout.sequence_parallel else 1
         per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        add("ep", "ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, "direct")
+        add("ep", "ep", "alltoall", "ep", per_rank, "direct")
     if layout.pp > 1:
-        stages = rank_grid(ranks, layout, "pp")
-        adjacent = np.stack([stages[:, :-1], stages[:, 1:]], axis=2)  # (groups, p - 1, 2)
-        pairs = adjacent.reshape(-1, 2)
-        if layout.interleave > 1:  # the last stage hands the next model chunk to the first
-            pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
+        def adjacent_stages() -> np.ndarray:  # (groups, p - 1, 2)
+            stages = rank_grid(ranks, layout, "pp")
+            return np.stack([stages[:, :-1], stages[:, 1:]], axis=2)
+
+        def pipeline_pairs() -> np.ndarray:
+            pairs = adjacent_stages().reshape(-1, 2)
+            if layout.interleave > 1:  # the last stage hands the next chunk to the first
+                stages = rank_grid(ranks, layout, "pp")
+                pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
+            return pairs
+
         scattered = layout.sequence_parallel or layout.pp_scatter_gather
         size = hidden_bytes / tp if scattered else hidden_bytes
         # Megatron-LM's 1F1B exchanges with one neighbour per call (its steady phase
@@ -475,17 +522,31 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         # never exchange at once; the interleaved schedule (send_forward_backward_recv_
         # forward_backward) and ZB-H1 send to both neighbours at once.
         one_neighbour = layout.interleave == 1 and layout.schedule == "1f1b"
-        exchanges = ([adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
-                      if adjacent.shape[1] > parity] if one_neighbour else [pairs])
+
+        def exchanges() -> list[np.ndarray]:
+            if not one_neighbour:
+                return [pipeline_pairs()]
+            adjacent = adjacent_stages()
+            return [adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
+                    if adjacent.shape[1] > parity]
+
         key = ("pp-exchange" if one_neighbour else "pp-sendrecv", ("p2p",), size,
-               groups_key(pairs), routing, seed, timing)
+               grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
         hit = cache.get(key)
-        if hit is None:
+        if hit is None and unrouted is not None:
+            if missed is not None:
+                missed.append("pp")
+            # the slowest exchange, each one both ways at once, as the step times them
+            t_s = max(unrouted("sendrecv", functools.partial(np.concatenate, [x, x[:, ::-1]]),
+                               size, (*key, i)) for i, x in enumerate(exchanges()))
+            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
+        elif hit is None:
+            pairs = pipeline_pairs()
             times = [time_traffic(fabric, concurrent([
                 collective_traffic(fabric, "sendrecv", _rows(x), size, algorithm="p2p"),
                 collective_traffic(fabric, "sendrecv", _rows(x[:, ::-1]), size,
                                    algorithm="p2p")]), routing=routing, seed=seed,
-                model=a.time) for x in exchanges]
+                model=a.time) for x in exchanges()]
             t = max(times, key=lambda r: r.time_s)
             doms = domain[pairs]
             hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
@@ -495,23 +556,22 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     grad = BYTES[a.grad_dtype]
     if layout.dp * layout.cp > 1:
-        groups = rank_grid(ranks, layout, "grad")
         if layout.zero >= 3:
             per_layer = float(((dense + experts) / np.maximum(layers, 1)).max())
-            add("zero3_ag", "zero3", "allgather", groups, per_layer * BYTES[a.compute_dtype])
-            add("zero3_rs", "zero3", "reducescatter", groups, per_layer * grad)
+            add("zero3_ag", "zero3", "allgather", "grad", per_layer * BYTES[a.compute_dtype])
+            add("zero3_rs", "zero3", "reducescatter", "grad", per_layer * grad)
         else:
             bucket = min(a.dp_bucket_bytes, float(dense.max()) * grad)
-            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", "grad", bucket)
             if layout.zero:
-                add("dp_ag", "dp", "allgather", groups, bucket)
+                add("dp_ag", "dp", "allgather", "grad", bucket)
     if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
         # each expert's gradients are reduced over the ranks holding the same experts
-        groups = rank_grid(ranks, layout, "expert_grad")
         bucket = min(a.dp_bucket_bytes, float(experts.max()) * grad)
-        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", groups, bucket)
+        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", "expert_grad",
+            bucket)
         if layout.zero:
-            add("edp_ag", "edp", "allgather", groups, bucket)
+            add("edp_ag", "edp", "allgather", "expert_grad", bucket)
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +159,35 @@ def groups_key(groups: np.ndarray) -> tuple[Any, ...]:
                                                         digest_size=16).digest())
 
 
+GRID_KEYS = 4096
+"""Communicator keys each fabric remembers for :func:`grid_key` (least recently used
+dropped): a key is a few dozen bytes, the grid it stands for 8 bytes a rank."""
+
+
+def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
+    """The communicator keys found on ``fabric`` (:func:`grid_key`), kept with it."""
+    return OrderedDict()
+
+
+def grid_key(fabric: Fabric, layout: Layout, kind: str, grid: Callable[[], np.ndarray]
+             ) -> tuple[Any, ...]:
+    """:func:`groups_key` of the communicators ``grid()`` makes for ``kind`` of
+    ``layout``, remembered by what decides them (the sizes, EP and rank order; for the
+    pipeline pairs, whether the last stage wraps to the first), so a layout that
+    shares its communicators with an earlier one neither builds nor hashes them."""
+    keys = fabric.derived(grid_keys)
+    wraps = kind == "pp-pairs" and layout.interleave > 1
+    of = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.order, kind, wraps)
+    key = keys.get(of)
+    if key is None:
+        key = keys[of] = groups_key(grid())
+        while len(keys) > GRID_KEYS:
+            keys.popitem(last=False)
+    else:
+        keys.move_to_end(of)
+    return key
+
+
 def time_key(model: TimeModel) -> tuple[Any, ...]:
     """The time model as a hashable key (its tier efficiencies are a mapping)."""
     return tuple(tuple(sorted(model.efficiency.items())) if f.name == "efficiency"
@@ -167,6 +197,14 @@ def time_key(model: TimeModel) -> tuple[Any, ...]:
 def ranks_of(fabric: Fabric) -> np.ndarray:
     """The accelerators in rank order, found once per fabric."""
     return fabric.derived(_accelerator_ranks)
+
+
+def node_domains(fabric: Fabric) -> np.ndarray:
+    """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`)."""
+    domains = fabric.nodes["domain"].to_numpy().copy()
+    domains.setflags(write=False)
+    return domains
 
 
 def _accelerator_ranks(fabric: Fabric) -> np.ndarray:

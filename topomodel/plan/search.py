@@ -8,15 +8,26 @@ Each layout costs, in order, what it takes to decide it:
    runs); a ``UsageError`` discards it as invalid.
 2. **fits?** The same call gives every pipeline stage's memory; a layout that needs
    more than the accelerator's HBM, less the headroom, is discarded without timing.
-3. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
+3. **can it win?** Every rank order of a layout shares a bound
+   (:func:`~topomodel.analysis.stepbound.step_bound`): a step time none of them can
+   beat, from the step with every collective taking no time, without routing. The
+   layouts that fit are taken best bound first; once the job's ``top`` layouts are
+   found and a layout's bound is worse than the last of them, it and every layout
+   after it are pruned: none could enter the top, so the top is the unpruned search's.
+   A rank order whose collectives are not all timed yet gets its own bound first, with
+   the times known and, for the rest, what they cannot beat on their placement
+   (:func:`~topomodel.analysis.stepbound.order_bound`); it is pruned, not routed, when
+   that bound cannot reach the top either.
+4. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
    size and algorithms, so a layout whose collectives an earlier one already timed
    costs arithmetic, not routing: the planner shares work without a model of its own,
    and its numbers are the step's.
 
-Ties keep the layout listed first, so the result does not depend on how the search
-was split over processes.
+Ties keep the layout listed first (the place in the listing, not the order of
+evaluation, breaks them), so the result does not depend on how the search was split
+over processes.
 """
 
 from __future__ import annotations
@@ -33,6 +44,15 @@ from topomodel.analysis.step import (
     layout_memory,
     step_time,
 )
+from topomodel.analysis.stepbound import (
+    CommFreePipeline,
+    StepBound,
+    comm_free_pipeline,
+    order_bound,
+    step_bound,
+    unordered,
+)
+from topomodel.analysis.stepshape import shape_of
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -73,6 +93,7 @@ class Tally:
     searched: int = 0
     invalid: int = 0  # refused by the step model's checks
     no_fit: int = 0  # valid, but over the memory
+    pruned: int = 0  # fits, but its bound cannot reach the top
     evaluated: int = 0  # step modelled
     reasons: dict[str, int] = field(default_factory=dict)  # why invalid, by message
 
@@ -81,6 +102,7 @@ class Tally:
         self.searched += other.searched
         self.invalid += other.invalid
         self.no_fit += other.no_fit
+        self.pruned += other.pruned
         self.evaluated += other.evaluated
         for reason, count in other.reasons.items():
             self.reasons[reason] = self.reasons.get(reason, 0) + count
@@ -106,20 +128,21 @@ class PlanPart:
 
 @dataclass(frozen=True)
 class Verdict:
-    """How one layout was decided: ``invalid`` (with the reason), ``no_fit`` or
-    ``evaluated`` (with its step)."""
+    """How one layout was decided: ``invalid`` (with the reason), ``no_fit``, ``fits``
+    (not timed yet) or ``evaluated`` (with its step)."""
 
     status: str
     reason: str = ""
     result: StepResult | None = None
 
 
-def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
-           memory: dict[tuple[Any, ...], Any] | None = None) -> Verdict:
-    """Decide one layout (``layout_fields`` set on the job's base layout) as the search
-    does: valid, then fits, then its step. ``memory`` keeps the last check by every
-    field but the order (the rank order changes neither validity nor memory, and the
-    space lists orders one after the other)."""
+def check(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
+          memory: dict[tuple[Any, ...], Any] | None = None) -> Verdict:
+    """Whether one layout (``layout_fields`` set on the job's base layout) is valid and
+    fits, as the search decides it before timing anything: ``invalid`` (with the
+    reason), ``no_fit`` or ``fits``. ``memory`` keeps the last check by every field but
+    the order (the rank order changes neither validity nor memory, and the space lists
+    orders one after the other)."""
     key = tuple(v for k, v in layout_fields.items() if k != "order")
     try:
         layout = replace(job.base, **layout_fields)
@@ -138,56 +161,149 @@ def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
         return Verdict("invalid", checked)
     if not checked.fits(job.headroom):
         return Verdict("no_fit")
-    result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
-                       seed=job.seed)
+    return Verdict("fits")
+
+
+def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
+           memory: dict[tuple[Any, ...], Any] | None = None) -> Verdict:
+    """Decide one layout as the search does without a bound: :func:`check`, then, if
+    it fits, its step (``evaluated``)."""
+    verdict = check(fabric, job, layout_fields, memory=memory)
+    if verdict.status != "fits":
+        return verdict
+    result = step_time(fabric, job.model, replace(job.base, **layout_fields),
+                       job.assumptions, routing=job.routing, seed=job.seed)
     return Verdict("evaluated", result=result)
 
 
-def objective_value(result: StepResult, objective: str, power_W: float) -> float:
-    """The value of ``objective`` for a step (tokens per joule over ``power_W``)."""
+def objective_value(result: StepResult | StepBound, objective: str, power_W: float
+                    ) -> float:
+    """The value of ``objective`` for a step, or its best for a bound (tokens per joule
+    over ``power_W``)."""
     if objective == "tokens_per_J":
         return result.tokens_per_s / power_W if power_W > 0 else float("nan")
     return float(getattr(result, objective))
 
 
-def _score(result: StepResult, job: PlanJob, power_W: float) -> float:
+def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> float:
     value = objective_value(result, job.objective, power_W)
     return value if OBJECTIVES[job.objective][0] == "max" else -value
 
 
+@dataclass(frozen=True)
+class _Group:
+    """The rank orders of one layout that fits: the best score its bound allows and
+    each order's place (cell, layout) and fields."""
+
+    bound: float
+    place: tuple[int, int]
+    members: list[tuple[int, dict[str, Any]]]
+
+
+def _bound_score(fabric: Fabric, job: PlanJob, fields_: dict[str, Any], power_W: float,
+                 pipelines: dict[Layout, CommFreePipeline]) -> float:
+    """The best score any rank order of the layout can reach (``pipelines``: the
+    comm-free pipelines found so far, by :func:`~topomodel.analysis.stepbound.unordered`
+    layout)."""
+    layout = replace(job.base, **fields_)
+    shape = shape_of(fabric, job.model, layout)
+    key = unordered(layout)
+    pipeline = pipelines.get(key)
+    if pipeline is None:
+        pipeline = pipelines[key] = comm_free_pipeline(job.model, layout, job.assumptions,
+                                                       shape)
+    score = _score(step_bound(job.model, layout, job.assumptions, shape, pipeline), job,
+                   power_W)
+    return score if score == score else float("inf")  # NaN (no power): never pruned
+
+
+def _order_cannot_win(fabric: Fabric, job: PlanJob, layout: Layout, power_W: float,
+                      worst_kept: float) -> bool:
+    """Whether ``layout``'s own rank order is proved out of the top (its score at most
+    below ``worst_kept``) by its placement's bound, before any of its collectives not
+    timed yet is routed (with all of them timed, the step itself is cheaper)."""
+    bound = order_bound(fabric, job.model, layout, job.assumptions,
+                        shape_of(fabric, job.model, layout), routing=job.routing,
+                        seed=job.seed)
+    return bound is not None and _score(bound, job, power_W) < worst_kept
+
+
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
-                 power_W: float = 0.0, progress: Callable[[int], None] | None = None
-                 ) -> PlanPart:
+                 power_W: float = 0.0, progress: Callable[[int], None] | None = None,
+                 prune: bool = True) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
-    ``progress(n)`` is told of every n layouts decided."""
+    ``progress(n)`` is told of every n layouts decided. With ``prune`` (default), the
+    layouts that fit are modelled best bound first and those whose bound cannot reach
+    the top are skipped; without it, every layout that fits is modelled (the same top,
+    slower)."""
     all_cells = plan_cells(fabric, job)
     tally = Tally()
     heap: list[Ranked] = []  # the job.top best so far, worst on top
     pending = 0
     memory: dict[tuple[Any, ...], Any] = {}
+
+    def decided(n: int) -> None:
+        nonlocal pending
+        pending += n
+        if progress is not None and pending >= 64:
+            progress(pending)
+            pending = 0
+
+    def keep(ranked: Ranked) -> None:
+        if len(heap) < job.top:
+            heapq.heappush(heap, ranked)
+        elif heap[0] < ranked:
+            heapq.heapreplace(heap, ranked)
+
+    groups: list[_Group] = []
     for ci in indices:
+        pipelines: dict[Layout, CommFreePipeline] = {}
+        last: tuple[Any, ...] | None = None
         for k, fields_ in enumerate(cell_layouts(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            verdict = assess(fabric, job, fields_, memory=memory)
+            verdict = check(fabric, job, fields_, memory=memory)
             tally.searched += 1
-            pending += 1
             if verdict.status == "invalid":
                 tally.invalid += 1
                 tally.reasons[verdict.reason] = tally.reasons.get(verdict.reason, 0) + 1
+                decided(1)
             elif verdict.status == "no_fit":
                 tally.no_fit += 1
-            elif verdict.result is not None:
+                decided(1)
+            elif not prune:
+                result = step_time(fabric, job.model, replace(job.base, **fields_),
+                                   job.assumptions, routing=job.routing, seed=job.seed)
                 tally.evaluated += 1
                 # the negated place makes an earlier layout rank above a later one
-                ranked = Ranked(_score(verdict.result, job, power_W), (-ci, -k),
-                                verdict.result)
-                if len(heap) < job.top:
-                    heapq.heappush(heap, ranked)
-                elif heap[0] < ranked:
-                    heapq.heapreplace(heap, ranked)
-            if progress is not None and pending >= 64:
-                progress(pending)
-                pending = 0
+                keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
+                decided(1)
+            else:
+                same = tuple(v for f, v in fields_.items() if f != "order")
+                if same != last:  # orders of one layout are listed one after the other
+                    groups.append(_Group(_bound_score(fabric, job, fields_, power_W,
+                                                     pipelines), (ci, k), []))
+                    last = same
+                groups[-1].members.append((k, fields_))
+    groups.sort(key=lambda g: (-g.bound, g.place))
+    for gi, group in enumerate(groups):
+        if len(heap) >= job.top and group.bound < heap[0].score:
+            rest = sum(len(g.members) for g in groups[gi:])
+            tally.pruned += rest  # sorted: no later group can do better
+            decided(rest)
+            break
+        ci = group.place[0]
+        for k, fields_ in group.members:
+            layout = replace(job.base, **fields_)
+            if len(heap) >= job.top and _order_cannot_win(fabric, job, layout, power_W,
+                                                         heap[0].score):
+                tally.pruned += 1
+                decided(1)
+                continue
+            result = step_time(fabric, job.model, layout, job.assumptions,
+                               routing=job.routing, seed=job.seed)
+            tally.evaluated += 1
+            keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
+            decided(1)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
@@ -252,7 +368,8 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
     ...                                                  "sequence_parallel": True}),
     ...               top=1)
     >>> found = plan(build_fabric(d, cat), job)
-    >>> found.tally.searched == found.tally.invalid + found.tally.no_fit + found.tally.evaluated
+    >>> t = found.tally
+    >>> t.searched == t.invalid + t.no_fit + t.pruned + t.evaluated
     True
     """
     start = time.perf_counter()

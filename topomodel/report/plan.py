@@ -64,6 +64,7 @@ def _search_rows(found: PlanResult) -> list[dict[str, Any]]:
             {"item": "invalid (step model's checks)", "value": f"{t.invalid:,}"},
             {"item": "over the memory", "value": f"{t.no_fit:,}"
              + (f" (headroom {found.job.headroom:.0%})" if found.job.headroom else "")},
+            {"item": "pruned (bound below the top)", "value": f"{t.pruned:,}"},
             {"item": "step modelled", "value": f"{t.evaluated:,}"},
             {"item": "wall time", "value": f"{found.elapsed_s:.1f} s"
              f" ({found.layouts_per_s:,.0f} layouts/s)"}]
@@ -98,7 +99,8 @@ def plan_json(found: PlanResult) -> dict[str, Any]:
     return {"design": found.design, "model": found.job.model.id,
             "objective": found.job.objective,
             "search": {"searched": t.searched, "invalid": t.invalid, "no_fit": t.no_fit,
-                       "evaluated": t.evaluated, "elapsed_s": found.elapsed_s,
+                       "pruned": t.pruned, "evaluated": t.evaluated,
+                       "elapsed_s": found.elapsed_s,
                        "layouts_per_s": found.layouts_per_s,
                        "memory_headroom": found.job.headroom,
                        "space": asdict(found.job.space),

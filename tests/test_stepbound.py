@@ -1,0 +1,183 @@
+"""The step bound against the step: never above any rank order's step time, so a search
+that skips by it loses nothing; the most sends on a schedule's paths by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from topomodel.analysis.commbound import collective_lower_bound_s
+from topomodel.analysis.step import StepAssumptions, layout_memory, step_time
+from topomodel.analysis.stepbound import (
+    comm_free_pipeline,
+    most_sends,
+    order_bound,
+    step_bound,
+    unordered,
+)
+from topomodel.analysis.stepshape import shape_of
+from topomodel.catalog import Model
+from topomodel.design import load_design
+from topomodel.errors import UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.plan.space import PlanSpace, cell_layouts, cells
+from topomodel.traffic.layout import Layout
+
+DESIGN = """
+name: two hgx
+system: hgx-h100
+systems: 2
+scaleout:
+  kind: fat_tree
+  nic: connectx-7
+  switch: qm9700
+"""
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return build_fabric(*load_design("two.yaml", text=DESIGN))
+
+
+# each case a model, a base layout (the fields the space does not search), a space and
+# assumptions that reach the bound's every branch: ZeRO gathers, blocking sends, sends
+# and gradients after the backward, stragglers, MoE imbalance and DualPipe
+CASES = {
+    "dense": ("llama3-8b", Layout(global_batch=16, seq=4096),
+              PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=2,
+                        fixed={"recompute": "selective", "zero": 1}), StepAssumptions()),
+    "blocking, no overlap, stragglers": (
+        "llama3-8b", Layout(global_batch=8, seq=4096, pp_blocking=True, dp_overlap=False),
+        PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=1,
+                  fixed={"sequence_parallel": True}),
+        StepAssumptions(straggler_share=0.01, straggler_slowdown=0.5, jitter_cv=0.05)),
+    "moe, dualpipe": ("mixtral-8x7b", Layout(global_batch=16, seq=4096,
+                                             ep_overlap="dualpipe"),
+                      PlanSpace(max_micro_batch=1, max_interleave=1, max_cp=1,
+                                fixed={"recompute": "full", "sequence_parallel": True}),
+                      StepAssumptions()),
+    "moe": ("mixtral-8x7b", Layout(global_batch=16, seq=4096),
+            PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=1,
+                      fixed={"recompute": "full", "sequence_parallel": True}),
+            StepAssumptions(hot_expert_factor=1.3)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_order_beats_the_bound(case):
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))  # no collective timed
+    name, base, space, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    pipelines = {}
+    checked = tight = ordered = 0
+    for cell in cells(model, fabric.accelerator_count, space, base):
+        for fields in cell_layouts(model, cell, base, space):
+            layout = replace(base, **fields)
+            try:
+                layout_memory(fabric, model, layout, a)
+            except UsageError:
+                continue
+            shape = shape_of(fabric, model, layout)
+            key = unordered(layout)
+            if key not in pipelines:
+                pipelines[key] = comm_free_pipeline(model, layout, a, shape)
+            bound = step_bound(model, layout, a, shape, pipelines[key])
+            # before the step times them, this order's new collectives are bounded
+            own = order_bound(fabric, model, layout, a, shape)
+            step = step_time(fabric, model, layout, a)
+            assert bound.step_time_s <= step.step_time_s, fields
+            assert own is None or own.step_time_s <= step.step_time_s, fields
+            ordered += own is not None
+            assert bound.mfu >= step.mfu and bound.tokens_per_s >= step.tokens_per_s
+            checked += 1
+            tight += bound.step_time_s > 0.75 * step.step_time_s
+    assert checked > 50 and ordered > 5
+    assert tight > checked // 10  # a bound that prunes, not zero
+
+
+def test_the_pipeline_is_shared_by_zero_stages_and_orders(fabric):
+    model = fabric.catalog.get("llama3-8b", Model)
+    a = StepAssumptions()
+    layouts = [Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=z, order=o)
+               for z in (0, 1, 3) for o in ("tp,cp,dp,pp", "dp,cp,tp,pp")]
+    assert {unordered(lay) for lay in layouts} == {unordered(layouts[0])}
+    first = comm_free_pipeline(model, layouts[0], a, shape_of(fabric, model, layouts[0]))
+    for lay in layouts:
+        mine = comm_free_pipeline(model, lay, a, shape_of(fabric, model, lay))
+        assert (mine.finish_s == first.finish_s).all()
+        assert (mine.busy_s == first.busy_s).all()
+
+
+def test_most_sends_on_a_path():
+    # no pipeline, no sends; one microbatch goes down the 4 stages and back up
+    assert most_sends("1f1b", 1, 4, 1, False) == 0
+    assert most_sends("1f1b", 4, 1, 1, False) == 6
+    # with more microbatches a path zigzags: the first stage's forwards wait for the
+    # backwards coming up, which waited for forwards going down
+    assert 6 < most_sends("1f1b", 4, 8, 1, False) <= 2 * 8 * 3
+    # a sender that waits on its own send puts more of them on one path
+    assert most_sends("1f1b", 4, 8, 1, True) > most_sends("1f1b", 4, 8, 1, False)
+    # interleaving: a microbatch goes down and back up every chunk, with the wrap
+    assert most_sends("1f1b", 4, 4, 2, False) >= 2 * (2 * 4 - 1)
+
+
+FOUR = DESIGN.replace("systems: 2", "systems: 4").replace("two hgx", "four hgx")
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reducescatter", "allreduce",
+                                        "alltoall"])
+def test_no_algorithm_beats_the_placement_bound(collective):
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.analysis.timing import time_traffic
+    from topomodel.traffic.collectives import ALGORITHMS, collective_traffic
+
+    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
+    ranks = fabric.accelerators
+    model = TimeModel()
+    placements = {"inside a server": ranks.reshape(-1, 8),
+                  "across servers": ranks.reshape(4, 8).T,
+                  "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
+    timed = 0
+    for name, groups in placements.items():
+        for size in (1e3, 64e6):
+            bound = collective_lower_bound_s(fabric, collective, groups, size, model)
+            assert bound > 0
+            for algorithm in ALGORITHMS[collective]:
+                try:
+                    traffic = collective_traffic(fabric, collective, list(groups), size,
+                                                 algorithm=algorithm)
+                    run = time_traffic(fabric, traffic, model=model)
+                except ValueError:  # not for these groups or switches
+                    continue
+                assert bound <= run.time_s, (name, size, algorithm)
+                timed += 1
+    assert timed >= 6
+    crossing = collective_lower_bound_s(fabric, collective, placements["across servers"],
+                                        64e6, model)
+    inside = collective_lower_bound_s(fabric, collective, placements["inside a server"],
+                                      64e6, model)
+    assert crossing > 2 * inside  # the NICs, not NVLink, carry what crosses servers
+
+
+def test_send_receive_bound_counts_what_crosses(fabric):
+    from topomodel.analysis.assumptions import TimeModel
+
+    ranks = fabric.accelerators
+    inside = np.stack([ranks[:7], ranks[1:8]], axis=1)
+    across = np.stack([ranks[:8], ranks[8:]], axis=1)
+    model = TimeModel()
+    assert collective_lower_bound_s(fabric, "sendrecv", across, 1e8, model) > (
+        2 * collective_lower_bound_s(fabric, "sendrecv", inside, 1e8, model))
+
+
+def test_a_failed_link_leaves_no_collective_bound():
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.fabric.failures import with_failures
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    switch = fabric.nodes.loc[fabric.nodes["kind"] == "switch", "name"].iloc[0]
+    broken = with_failures(fabric, [switch])
+    groups = broken.accelerators.reshape(8, 2)
+    assert collective_lower_bound_s(broken, "allgather", groups, 1e8, TimeModel()) == 0.0

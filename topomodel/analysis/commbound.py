@@ -1,0 +1,126 @@
+"""A time a collective of the step cannot beat on a fabric, seconds, without building or
+routing its traffic: the bytes that must reach each accelerator and each scale-up
+domain, over the effective rate of the links into it.
+
+Whatever algorithm runs it (ring, tree, hierarchical, in-network reduction, PXN
+relays), a collective over groups of ``t`` ranks of ``S`` bytes (nccl-tests sizes) must
+deliver at least, to each rank and, from outside it, to each scale-up domain holding
+``t_in`` of a group's ranks (fewer than ``t``):
+
+| collective | to a rank | into a domain, per group |
+|---|---|---|
+| all-gather | (t - 1) / t S | (t - t_in) / t S (every other rank's share, once) |
+| reduce-scatter | S / t | t_in S / t (one reduced copy of each share held inside) |
+| all-reduce | S | S (one reduced copy of every element) |
+| all-to-all | (t - 1) / t S | t_in (t - t_in) / t S (distinct data, nothing merges) |
+| send/receive | S | S (each pair that crosses) |
+
+Every group of a kind runs at once, so a domain's bytes add up over its groups. The
+time model takes, per phase, the slowest link's bytes over its effective rate (and
+more, with latency and a protocol's wire bytes), so a collective takes at least the
+bytes into a rank or a domain over the sum of the effective rates of the links into
+it. On a fabric with failed links a flow may find no route and move no bytes: there
+the bound is 0 (see :func:`collective_lower_bound_s`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.stepshape import node_domains
+from topomodel.analysis.timing import tier_efficiency
+from topomodel.fabric.tables import Fabric
+
+
+@dataclass(frozen=True, eq=False)
+class IngressRates:
+    """Per node, the effective rate of the links into it, and per scale-up domain that
+    of the links into it from outside, bytes per second; ``intact``: no failed link."""
+
+    node_Bps: np.ndarray
+    domain_Bps: np.ndarray
+    intact: bool
+
+
+def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...]
+                  ) -> IngressRates:
+    """:class:`IngressRates` under the tier efficiencies ``efficiency_items`` (what a
+    :class:`~topomodel.analysis.assumptions.TimeModel` gives), for
+    :meth:`~topomodel.fabric.tables.Fabric.derived`."""
+    links = fabric.links
+    efficiency = tier_efficiency(fabric, TimeModel(efficiency=dict(efficiency_items)))
+    tiers = links["tier"]
+    eff = np.array([efficiency[t] for t in tiers.cat.categories])[tiers.cat.codes.to_numpy()]
+    failed = links["failed"].to_numpy()
+    rate = np.where(failed, 0.0, links["capacity_Bps"].to_numpy() * eff)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    domains = _switch_domains(fabric, src, dst)
+    node = np.bincount(dst, weights=rate, minlength=len(fabric.nodes))
+    into = (domains[dst] >= 0) & (domains[src] != domains[dst])
+    count = int(domains.max()) + 1 if len(domains) else 0
+    domain = np.bincount(domains[dst[into]], weights=rate[into], minlength=count)
+    return IngressRates(node, domain, not bool(failed.any()))
+
+
+def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Every node's domain, with a scale-up switch (domain -1 in the node table) placed
+    in the one domain whose nodes it links to, if there is one: its links to them are
+    then inside the domain, not into it. A switch that links to several domains, or to
+    none directly, stays outside, and its links count as a way in (more rate in, a
+    lower bound: still a bound)."""
+    domains = fabric.derived(node_domains).copy()
+    switch = (fabric.nodes["kind"] == "scaleup_switch").to_numpy() & (domains < 0)
+    lo = np.full(len(domains), np.iinfo(np.int64).max)
+    hi = np.full(len(domains), -1)
+    for a, b in ((src, dst), (dst, src)):
+        near = switch[a] & (domains[b] >= 0)
+        np.minimum.at(lo, a[near], domains[b[near]])
+        np.maximum.at(hi, a[near], domains[b[near]])
+    one = switch & (hi >= 0) & (lo == hi)
+    domains[one] = hi[one]
+    return domains
+
+
+def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
+                             size_bytes: float, model: TimeModel) -> float:
+    """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
+    for ``sendrecv``: each row a sender and a receiver), under the time model's tier
+    efficiencies; 0 on a fabric with a failed link."""
+    rates = fabric.derived(ingress_rates, tuple(sorted(model.efficiency.items())))
+    if not rates.intact or size_bytes <= 0 or groups.size == 0:
+        return 0.0
+    t = groups.shape[1]
+    per_rank = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
+                "alltoall": (t - 1) / t, "sendrecv": 1.0}[collective] * size_bytes
+    if collective == "sendrecv":  # a rank may receive from several pairs at once
+        got = np.bincount(groups[:, 1], minlength=len(rates.node_Bps)) * per_rank
+    else:  # the rows of a kind hold each rank once
+        got = np.zeros(len(rates.node_Bps))
+        got[groups.ravel()] = per_rank
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rank_s = float(np.where((got > 0) & (rates.node_Bps > 0), got / rates.node_Bps,
+                                 0.0).max())
+    domains = fabric.derived(node_domains)[groups]
+    if (domains < 0).any() or not len(rates.domain_Bps):
+        return rank_s
+    if collective == "sendrecv":
+        crossing = domains[:, 0] != domains[:, 1]
+        into = np.bincount(domains[crossing, 1], minlength=len(rates.domain_Bps)) * size_bytes
+    else:
+        # ranks of each group in each domain: (group, domain) pairs counted
+        pair = np.sort(np.arange(len(groups))[:, None] * len(rates.domain_Bps) + domains,
+                       axis=None)
+        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        inside = np.diff(np.r_[starts, len(pair)])
+        domain_of = pair[starts] % len(rates.domain_Bps)
+        need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
+                "allreduce": np.ones(len(inside)),
+                "alltoall": inside * (t - inside) / t}[collective] * (inside < t)
+        into = np.bincount(domain_of, weights=need, minlength=len(rates.domain_Bps)
+                           ) * size_bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        domain_s = np.where((into > 0) & (rates.domain_Bps > 0), into / rates.domain_Bps, 0.0)
+    return max(rank_s, float(domain_s.max()))

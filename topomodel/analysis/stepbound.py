@@ -1,0 +1,228 @@
+"""A step time no rank order of a layout can beat, found without routing anything: what
+lets a search skip layouts that cannot reach its best.
+
+:func:`~topomodel.analysis.step.step_time` is ``step = compute + imbalance + bubble +
+exposed communication + wait``. Its terms, with every collective taking no time (a
+collective takes at least that long, and every operation's duration, the timeline and
+the gradient tail only grow with the collective times), give two bounds, each proved
+from the step's own formulas:
+
+- **busy**: the step is at least its slowest stage's busy time (compute, imbalance and
+  in-stage exposed communication, all of which only grow with the collective times),
+  plus the wait;
+- **pipeline**: it is at least the end of the last stage's optimizer step on the
+  comm-free timeline (after its gradient reduction, where the bound has a time for
+  it: the buckets go out one after the other as they fill, so the reduction ends no
+  earlier on a faster timeline with faster buckets), plus the wait, *less* two
+  deficits the step's accounting allows:
+  the pipeline sends it counts as exposed are at most the slowest stage's own sends
+  (``2 m v`` of them) while the critical path may cross up to ``K`` (the most sends on
+  any path of the schedule), and the ZeRO weight gathers it counts are the slowest
+  stage's while the stage that starts the critical path may hold more buckets.
+
+Each deficit is at most a multiple of a collective's time, which also adds to the
+busy bound as soon as the deficit is there; the worst split of an unknown send and
+gather time between the two bounds leaves
+
+    bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
+
+with ``n_min / n_max`` the fewest over the most weight-gather buckets of a stage. The
+wait is the step's (jitter and stragglers on compute) on the least compute of any
+stage. With no collective time, nothing depends on the rank order, so one bound
+serves every order of a layout; the ZeRO stage changes only the optimizer step and
+the gathers, so the timeline is shared by the ZeRO stages too
+(:func:`comm_free_pipeline`). :func:`order_bound` bounds one order, with the
+collective times already known and, for the others, what they cannot beat on that
+placement (:mod:`~topomodel.analysis.commbound`).
+
+With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
+time while the operation's duration is not clipped, so neither bound holds there: the
+bound is then the least compute of a stage plus the wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.commbound import collective_lower_bound_s
+from topomodel.analysis.compute import device_model, optimizer_bytes_per_param
+from topomodel.analysis.memory import stage_parameters
+from topomodel.analysis.model import BYTES, flops_per_token
+from topomodel.analysis.pipeline import timeline
+from topomodel.analysis.stagework import Call
+from topomodel.analysis.step import gradient_tail, step_calls, step_ops
+from topomodel.analysis.stepshape import Shape, cached_schedule
+from topomodel.catalog import Model
+from topomodel.fabric.tables import Fabric
+from topomodel.traffic.layout import Layout
+
+ROUNDING_MARGIN = 1e-9
+"""Share taken off every bound before it is compared: the bound and the step add the
+same terms in different orders, and floating-point sums differ in their last bits; a
+billionth is far above that noise and far below any difference a ranking shows."""
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """The best any rank order of a layout can do: its step time at least
+    ``step_time_s`` seconds, so its MFU and tokens/s at most ``mfu`` and
+    ``tokens_per_s`` (the step's own formulas on the bound)."""
+
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, eq=False)
+class CommFreePipeline:
+    """What the bound of a layout takes from its comm-free step (without collective
+    times, shared by its ZeRO stages): per stage the busy time, compute and the end of
+    its gradient reduction (at least of its last operation), seconds, and the most
+    pipeline sends any path of the schedule crosses."""
+
+    busy_s: np.ndarray
+    compute_s: np.ndarray
+    finish_s: np.ndarray
+    most_sends: int
+    dualpipe: bool
+
+
+def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
+                       shape: Shape, calls: dict[str, Call] | None = None
+                       ) -> CommFreePipeline:
+    """The step of ``layout`` with every collective taking no time (or the time in
+    ``calls``, each no more than the step's, for the collectives there): each
+    operation's duration and the timeline, seconds, with no pipeline send and no
+    weight gather holding a stage up. Without ``calls``, the ZeRO stage and the rank
+    order change neither."""
+    a = assumptions
+    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    calls = dict(calls or {})
+    if layout.ep > 1 and model.is_moe and "ep" not in calls:
+        # its imbalance term is there at any speed
+        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
+                   shape.sizes - shape.moe_sizes, shape.moe_sizes)
+    p = layout.pp
+    tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
+                  blocking_sends=layout.pp_blocking)
+    finish = tl.stage_end_s
+    if "dp" in calls or "edp" in calls:  # the gradient buckets, as the step issues them
+        layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
+        dense, experts = stage_parameters(model, layout, layers, moe_layers)
+        finish, _ = gradient_tail(tl, ops, calls, layout, a, dense, experts, shape.sizes,
+                                  shape.moe_sizes)
+    return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), finish,
+                            most_sends(shape.schedule.name, p, shape.microbatches,
+                                       layout.interleave, layout.pp_blocking),
+                            layout.ep_overlap == "dualpipe")
+
+
+@functools.lru_cache(maxsize=1024)
+def most_sends(name: str, p: int, m: int, v: int, blocking: bool) -> int:
+    """The most pipeline sends (and, with ``blocking``, waits on a send) any path of the
+    schedule crosses: its timeline with operations taking no time and every send one."""
+    sched = cached_schedule(name, p, m, v)
+    if p < 2:
+        return 0
+    tl = timeline(sched, np.zeros((p, sched.ops)), np.ones((p, 2)), blocking_sends=blocking)
+    return round(tl.makespan_s)
+
+
+def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+               pipeline: CommFreePipeline) -> StepBound:
+    """The bound of ``layout`` (any rank order) from its comm-free ``pipeline`` (which
+    may come from the layout with another ZeRO stage)."""
+    a = assumptions
+    p, world = layout.pp, layout.world
+    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
+    dense, experts = stage_parameters(model, layout, layers, moe_layers)
+    replicas = layout.dp * layout.cp
+    sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
+        else dense + experts
+    optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
+    least_compute = float(pipeline.compute_s.min())
+    wait = least_compute * (a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
+                            + a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world))
+    if pipeline.dualpipe:
+        body = least_compute
+    else:
+        busy = float(pipeline.busy_s.max())
+        ends = float((pipeline.finish_s + optimizer).max())
+        share = 1.0
+        if p > 1 and pipeline.most_sends > 0:
+            share = min(share, 2 * shape.microbatches * layout.interleave
+                        / pipeline.most_sends)
+        if layout.zero in (1, 2) and replicas > 1:
+            share = min(share, _bucket_share(a, dense, experts, layout))
+        body = busy + max(0.0, ends - busy) * share
+    step = (body + wait) * (1 - ROUNDING_MARGIN)
+    tokens = shape.global_batch * shape.seq
+    model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
+    return StepBound(step, tokens * model_flops / (step * world * device.peak_flops),
+                     tokens / step)
+
+
+def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
+                  layout: Layout) -> float:
+    """The fewest over the most ZeRO weight-gather buckets of a stage, over the bucket
+    kinds the step gathers (dense over DP x CP, experts over their replicas)."""
+    grad = BYTES[a.grad_dtype]
+    share = 1.0
+    kinds = [dense]
+    if (layout.dp * layout.cp // layout.ep > 1) and float(experts.max()) > 0:
+        kinds.append(experts)
+    for params in kinds:
+        bucket = min(a.dp_bucket_bytes, float(params.max()) * grad)
+        if bucket <= 0:
+            continue
+        counts = np.ceil(params * grad / bucket)
+        share = min(share, float(counts.min() / counts.max()))
+    return share
+
+
+def order_bound(fabric: Fabric, model: Model, layout: Layout,
+                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
+                seed: int = 0) -> StepBound | None:
+    """The bound of ``layout`` in its own rank order, with the collective times the
+    fabric's table already holds and, for the others, what they cannot beat on their
+    placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`); None
+    when the table holds them all (the step then costs arithmetic, not routing)."""
+    known = fabric.derived(collective_bounds)
+
+    def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
+                 key: tuple[Any, ...]) -> float:
+        if key not in known:
+            known[key] = collective_lower_bound_s(fabric, collective, groups(), size,
+                                                  assumptions.time)
+        return known[key]
+
+    calls, missed = step_calls(fabric, model, layout, assumptions, routing=routing,
+                               seed=seed, unrouted=unrouted)
+    if not missed:
+        return None
+    pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
+    return step_bound(model, layout, assumptions, shape, pipeline)
+
+
+def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The collective bounds :func:`order_bound` found on ``fabric``, by the key the
+    collective's time would have in its table (the time model's efficiencies are part
+    of it), kept with the fabric
+    (:meth:`~topomodel.fabric.tables.Fabric.derived`) as the times are."""
+    return {}
+
+
+def unordered(layout: Layout) -> Layout:
+    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
+    return replace(layout, zero=0, order=Layout().order)
