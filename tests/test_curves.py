@@ -141,7 +141,9 @@ def test_cli_switch_and_note(tmp_path):
             [sys.executable, "-m", "topomodel", "route", str(EXAMPLES / "selene-dgx-a100.yaml"),
              "--collective", "allreduce", "--size", "64 MiB", "--group", "0-7", *extra],
             capture_output=True, text=True, check=True).stdout
-    assert "timed from the measured allreduce curve of dgx-a100 [R30]" in route()
+    measured = route()
+    assert "timed from the measured allreduce curve of dgx-a100 [R30]" in measured
+    assert "as measured (the model would pick" in measured  # the protocol is not claimed
     assert "measured" not in route("--no-measured-curves")
 
 

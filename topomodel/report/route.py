@@ -101,7 +101,9 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
             format_si(v, "s") for v in (timing.latency_s, timing.bandwidth_s,
                                         timing.topology_s))},
         {"item": "routing", "value": f"{routing} ({data['router']} router)"},
-        *([{"item": "protocol", "value": timing.protocol}] if timing.protocol else []),
+        *([{"item": "protocol", "value": timing.protocol if not timing.measured else
+            f"as measured (the model would pick {timing.protocol})"}]
+          if timing.protocol else []),
         *([{"item": "timed by", "value": timing.measured}] if timing.measured else []),
     ]
     if run.candidates:
