@@ -199,3 +199,6 @@ def test_run_collective_counts_the_pairs_of_every_rank(superpod):
     assert phase.flows == 1016 * 1015
     assert "_listed" not in phase.__dict__
     assert run.timing.phases[0].routed.inside is not None
+    auto = run_collective(superpod, "alltoall", 2**30)  # the search's bound lists none
+    assert "_listed" not in auto.traffic.phases[0].__dict__
+    assert auto.time_s == run.time_s

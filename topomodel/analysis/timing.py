@@ -251,26 +251,27 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
     that cannot win.
 
     The switch bound assumes every flow is routed: on a fabric with failed parts it is
-    left out, since a flow that cannot be routed loads no link.
+    left out (:class:`_Rates`), since a flow that cannot be routed loads no link.
     """
     model = model or TimeModel()
+    curve = _measured(fabric, traffic, model) if traffic.shapes else None
+    if curve is not None:  # the time itself
+        return curve[0]
     rates = _rates(fabric, model)
-    switch_bound = not fabric.links["failed"].any()
-    simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection),
-                                  _switch_s(ph, rates) if switch_bound else 0.0)
+    simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection), _switch_s(ph, rates))
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
-    curve = _measured(fabric, traffic, model)
-    if curve is not None:  # the time itself
-        return curve[0]
     _, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
     return scale * simple_s + latency
 
 
 def _switch_s(ph: Phase, rates: _Rates) -> float:
     """Per step: the bytes of the flows leaving (entering) the busiest switch over the
-    capacity of all its links out (in), seconds; 0 when no flow starts or ends at one."""
+    capacity of all its links out (in), seconds; 0 when no flow starts or ends at one
+    (an all-pairs phase joins accelerators only: its pairs are not listed for this)."""
+    if isinstance(ph, AllPairsPhase):
+        return 0.0
     worst = 0.0
     for ends, capacity in ((ph.src, rates.switch_out_Bps), (ph.dst, rates.switch_in_Bps)):
         at_switch = capacity[ends] > 0
@@ -332,7 +333,8 @@ class _Rates:
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
-    switch_out_Bps: np.ndarray  # per node: effective rate of a switch's links out (0 else)
+    switch_out_Bps: np.ndarray  # per node: a switch's effective rate out (0 else, and
+    # everywhere on a fabric with failed links)
     switch_in_Bps: np.ndarray  # and in
 
 
@@ -350,7 +352,10 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = np.where(links["failed"].to_numpy(), 0.0, links["capacity_Bps"].to_numpy() * eff)
     n = len(fabric.nodes)
-    switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+    # the switch bound of lower_bound_s assumes every flow is routed: with failed parts
+    # a flow may load no link, so there the switches' capacities are left at 0 (no bound)
+    switch = (fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")) & (
+        not links["failed"].any())
     out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
                                               minlength=n), 0.0) for end in ("src", "dst"))
     return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
