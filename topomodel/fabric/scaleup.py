@@ -66,6 +66,19 @@ def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, sys
     return _torus(builder, design, system, acc, link, base)
 
 
+
+def _system_chips(builder: FabricBuilder, n_systems: int, label: str, count: int, tier: str,
+                  part: ScaleupSwitch) -> np.ndarray:
+    """``count`` scale-up switch chips of catalog ``part`` in every system, named
+    ``sysN/labelK`` at ``tier``; node numbers, shape (systems, count)."""
+    names = node_names([f"{name}/" for name in numbered("sys", n_systems)],
+                       numbered(label, count))
+    chips: np.ndarray = builder.add_nodes(
+        names, kind="scaleup_switch", tier=tier, model=part.id,
+        latency_s=part.latency_s or 0.0, system=np.repeat(np.arange(n_systems), count),
+        local=np.tile(np.arange(count), n_systems)).reshape(n_systems, count)
+    return chips
+
 def _in_system_switches(builder: FabricBuilder, design: Design, catalog: Catalog,
                         system: System, acc: np.ndarray, link: ScaleupLink) -> np.ndarray:
     """Switch chips in every system, linked to its accelerators; shape (systems, chips)."""
@@ -78,13 +91,7 @@ def _in_system_switches(builder: FabricBuilder, design: Design, catalog: Catalog
         raise design.problem(("system",), f"{system.id}: {per_system} accelerators x"
                              f" {max(wiring.links_per_switch)} links need {used} ports of"
                              f" {chip.id}, which has {chip.ports}")
-    names = node_names([f"{name}/" for name in numbered("sys", n_systems)],
-                       numbered("sw", count))
-    chips = builder.add_nodes(names, kind="scaleup_switch", tier="scaleup", model=chip.id,
-                              latency_s=chip.latency_s or 0.0,
-                              system=np.repeat(np.arange(n_systems), count),
-                              local=np.tile(np.arange(count), n_systems)).reshape(n_systems,
-                                                                                  count)
+    chips = _system_chips(builder, n_systems, "sw", count, "scaleup", chip)
     src = np.repeat(acc, count, axis=1).ravel()
     dst = np.tile(chips, (1, per_system)).reshape(n_systems, per_system, count).ravel()
     cables = np.tile(np.asarray(wiring.links_per_switch), n_systems * per_system)
@@ -194,22 +201,11 @@ def _pcie_tree(builder: FabricBuilder, catalog: Catalog, system: System, acc: np
     wiring = system.scaleup
     sockets, switches = wiring.sockets, wiring.switches
     root = catalog.get(wiring.root or "", ScaleupSwitch)
-    prefixes = [f"{name}/" for name in numbered("sys", n_systems)]
-    cpus = builder.add_nodes(node_names(prefixes, numbered("cpu", sockets)),
-                             kind="scaleup_switch", tier="scaleup_l2", model=root.id,
-                             latency_s=root.latency_s or 0.0,
-                             system=np.repeat(np.arange(n_systems), sockets),
-                             local=np.tile(np.arange(sockets), n_systems)
-                             ).reshape(n_systems, sockets)
+    cpus = _system_chips(builder, n_systems, "cpu", sockets, "scaleup_l2", root)
     gpu_slot = np.arange(per_system)
     if switches:
         chip = catalog.get(wiring.switch or "", ScaleupSwitch)
-        chips = builder.add_nodes(node_names(prefixes, numbered("pcisw", switches)),
-                                  kind="scaleup_switch", tier="scaleup", model=chip.id,
-                                  latency_s=chip.latency_s or 0.0,
-                                  system=np.repeat(np.arange(n_systems), switches),
-                                  local=np.tile(np.arange(switches), n_systems)
-                                  ).reshape(n_systems, switches)
+        chips = _system_chips(builder, n_systems, "pcisw", switches, "scaleup", chip)
         builder.add_links(acc.ravel(), chips[:, gpu_slot * switches // per_system].ravel(),
                           tier="scaleup", rate_Bps=link.link_rate_Bps, medium="pcie")
         up = np.arange(switches) * sockets // switches
