@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_plan import DESIGN  # the same two HGX servers
 
 from topomodel.analysis.commbound import collective_lower_bound_s
 from topomodel.analysis.step import StepAssumptions, layout_memory, step_time
@@ -24,16 +25,6 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.plan.space import PlanSpace, cell_layouts, cells
 from topomodel.traffic.layout import Layout
-
-DESIGN = """
-name: two hgx
-system: hgx-h100
-systems: 2
-scaleout:
-  kind: fat_tree
-  nic: connectx-7
-  switch: qm9700
-"""
 
 
 @pytest.fixture(scope="module")
