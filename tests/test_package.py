@@ -82,6 +82,29 @@ def test_help_loads_no_numpy(argv):
     assert _loaded_after(argv, ("numpy",)) == []
 
 
+@pytest.mark.parametrize("argv", [["units", "400 Gb/s", "--to", "GB/s"],
+                                  ["units", "compare", "900 GB/s", "400 Gb/s"]])
+def test_units_loads_no_numpy_or_catalog(argv):
+    """``units`` converts with pint alone: no numpy (pint's import is kept from probing
+    it), no scipy or dask, and no catalog (#17 item 7: under 0.3 s)."""
+    assert _loaded_after(argv, ("numpy", "scipy", "dask", "topomodel.catalog")) == []
+
+
+def test_help_loads_no_catalog_or_package_metadata():
+    assert _loaded_after(["--help"], ("topomodel.catalog", "importlib.metadata")) == []
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    from importlib.metadata import version
+
+    from topomodel.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"topomodel {version('topomodel')}\n"
+
+
 def test_version_is_the_package_metadata():
     from importlib.metadata import version
 

@@ -97,3 +97,29 @@ def test_convert_and_compare():
 
 def test_format_rate_shows_both_conventions():
     assert format_rate(50e9) == "50 GB/s (400 Gb/s)"
+
+
+def test_pint_for_scalars_only_gives_the_same_numbers_and_leaves_numpy_importable():
+    """The command line imports pint without numpy, scipy and dask (start-up, #17 item
+    7): every kind parses to the same float as with pint as installed, pint loaded
+    none of them, and numpy still imports afterwards."""
+    import subprocess
+    import sys
+
+    from topomodel.units import KINDS
+
+    texts = [(k.example, k.name) for k in KINDS.values()] + [
+        ("900 GB/s", "rate"), ("64 MiB", "size"), ("-2.2 dBm", "optical_power"),
+        ("500 FIT", "failure_rate")]
+    code = ("import sys\n"
+            "from topomodel.units import parse, pint_for_scalars_only\n"
+            "pint_for_scalars_only()\n"
+            f"values = [parse(t, k) for t, k in {texts!r}]\n"
+            "loaded = [m for m in ('numpy', 'scipy', 'dask') if m in sys.modules]\n"
+            "import numpy\n"
+            "print(repr((values, loaded, float(numpy.float64(2)))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    values, loaded, two = eval(out)  # noqa: S307 - our own repr of floats and names
+    assert values == [parse(t, k) for t, k in texts]
+    assert loaded == [] and two == 2.0

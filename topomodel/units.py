@@ -117,12 +117,48 @@ _QUANTITY = re.compile(r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+
                        r"(?P<unit>(?:\s+1\s*/)?(?:[^\W\d]|[%/*·.\s])*)$")
 
 
+PINT_SCALAR_ONLY = ("numpy", "scipy", "dask", "babel", "uncertainties")
+"""The optional packages pint probes when it is imported. topomodel gives pint strings
+and takes floats back, never arrays, so the command line (:func:`pint_for_scalars_only`)
+keeps those not loaded yet out of pint's import: 0.1-0.3 s of start-up for a verb such
+as ``units`` that loads none of them otherwise."""
+
+_scalars_only = False
+
+
+def pint_for_scalars_only() -> None:
+    """From now on, import pint with the :data:`PINT_SCALAR_ONLY` packages that are not
+    loaded yet hidden from it (they import normally afterwards; pint in this process
+    then handles scalars only, which is all topomodel asks of it). The command line
+    calls this; a library caller gets pint as installed."""
+    global _scalars_only
+    _scalars_only = True
+
+
+def _pint() -> Any:
+    """The pint module, imported as :func:`pint_for_scalars_only` says."""
+    import sys
+
+    if not _scalars_only or "pint" in sys.modules:
+        import pint
+
+        return pint
+    hidden = [name for name in PINT_SCALAR_ONLY if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # `import` raises ImportError
+    try:
+        import pint
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return pint
+
+
 @cache
 def registry() -> Any:
     """The package's pint registry, built from ``unit_definitions.txt`` only."""
-    import pint
-
-    ureg: Any = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=False, cache_folder=None)
+    ureg: Any = _pint().UnitRegistry(None, autoconvert_offset_to_baseunit=False, cache_folder=None)
     with resources.as_file(resources.files("topomodel") / "unit_definitions.txt") as path:
         ureg.load_definitions(str(path))
     return ureg
@@ -145,7 +181,7 @@ def quantity(text: str) -> Any:
     UnitError
         If ``text`` is not a string, has no unit or names an unknown unit.
     """
-    import pint
+    pint = _pint()
 
     if not isinstance(text, str):
         raise UnitError(

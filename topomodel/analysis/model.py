@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from topomodel.catalog import Model
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from topomodel.catalog import Model
 
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 """Bytes per element of each data type."""

@@ -10,6 +10,7 @@ from typing import Any
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
 from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
+from topomodel.units import pint_for_scalars_only
 
 EXIT_INPUT_ERROR = 2
 
@@ -47,6 +48,7 @@ def _exit_on_termination() -> dict[int, Any]:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    pint_for_scalars_only()
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run

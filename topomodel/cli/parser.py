@@ -90,15 +90,30 @@ def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True,
     _format_arg(step, tables_dir=tables_dir)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (reading the
+    package metadata costs every other command start-up time)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the program's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from topomodel import __version__
+
+        print(f"topomodel {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every verb (each has help text; a test checks it)."""
     parser = argparse.ArgumentParser(
         prog="topomodel",
         description="Cluster-network topology and link-budget modeler for AI training"
         " clusters.")
-    from topomodel import __version__
-
-    parser.add_argument("--version", action="version", version=f"topomodel {__version__}")
+    parser.add_argument("--version", action=_Version)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     units = verbs.add_parser(

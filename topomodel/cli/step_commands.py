@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topomodel.analysis.options import StepInputs
-from topomodel.catalog import Model
 from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
 from topomodel.report.output import FILE_FORMATS, Report, Table
@@ -20,6 +19,7 @@ from topomodel.traffic.layout import Layout
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
     from topomodel.analysis.assumptions import StepAssumptions
     from topomodel.analysis.step import StepResult
+    from topomodel.catalog import Model
     from topomodel.fabric.tables import Fabric
 
 
@@ -64,6 +64,7 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
 def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     """The job the step options describe, on ``design_file``."""
     from topomodel.analysis.studies import fill_dp
+    from topomodel.catalog import Model
 
     inputs = inputs_from_args(args)
     fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
@@ -219,7 +220,7 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
 
 def _cmd_scale(args: argparse.Namespace) -> Report:
     from topomodel.analysis.studies import scale_curve
-    from topomodel.catalog import System
+    from topomodel.catalog import Model, System
     from topomodel.design import load_design
 
     if args.plot:  # refused now, not after the curve

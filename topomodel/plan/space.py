@@ -31,11 +31,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.traffic.layout import RECOMPUTE, SCHEDULES, Layout
+
+if TYPE_CHECKING:
+    from topomodel.catalog import Model
 
 OBJECTIVES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("max", "tokens per second"),
