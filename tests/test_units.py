@@ -124,3 +124,50 @@ def test_pint_for_scalars_only_gives_the_same_numbers_and_leaves_numpy_importabl
     values, loaded, two = json.loads(out)
     assert values == [parse(t, k) for t, k in texts]
     assert loaded == [] and two == 2.0
+
+
+def test_parse_by_unit_factor_equals_pint_bit_for_bit():
+    """:func:`parse` reads a unit once and multiplies (one pint parse per unit, not per
+    figure): every figure of the catalogs and examples gives pint's own float."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from topomodel.units import (
+        _QUANTITY,
+        KINDS,
+        _read_canonical,
+        _unit_factor,
+        split_direction,
+    )
+
+    root = Path(__file__).resolve().parent.parent
+    texts: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and re.match(r"^[+-]?(\d|\.\d)", value.strip()):
+            texts.add(split_direction(value)[0])
+
+    for path in [*root.glob("catalogs/**/*.yaml"), *root.glob("examples/**/*.yaml")]:
+        walk(yaml.safe_load(path.read_text()))
+    texts |= {"1.5e3 GB/s", "0.1 /yr", "2 %/yr", "500 FIT", "-2.2 dBm", "7 1/s"}
+    compared = 0
+    for text in sorted(texts):
+        for kind in KINDS:
+            try:
+                expected = _read_canonical(text, kind)
+            except UnitError:
+                continue
+            written = _QUANTITY.match(text.strip())
+            factor = _unit_factor(written["unit"].strip(), kind)
+            assert factor is not None, (text, kind)
+            assert float(written["number"]) * factor == expected, (text, kind)
+            compared += 1
+    assert compared > 250

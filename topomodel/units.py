@@ -235,6 +235,31 @@ def parse(text: str, kind: str) -> float:
 
 @lru_cache(maxsize=4096)
 def _parse_cached(text: str, kind: str) -> float:
+    written = _QUANTITY.match(text.strip())
+    if written is not None and math.isfinite(number := float(written["number"])):
+        factor = _unit_factor(written["unit"].strip(), kind)
+        if factor is not None:
+            return _checked(text, kind, number * factor)
+    return _checked(text, kind, _read_canonical(text, kind))  # pint, and its errors
+
+
+@lru_cache(maxsize=256)
+def _unit_factor(unit: str, kind: str) -> float | None:
+    """One ``unit`` in the canonical unit of ``kind``, or None if it is not a unit of
+    that kind. A number times this is what pint gives for the whole quantity (pint
+    converts a magnitude by multiplying it by the unit's factor), at the cost of one
+    pint parse per unit instead of one per figure (a catalog has ~300 figures in ~20
+    units; a pint parse is about a millisecond)."""
+    if not unit:
+        return None
+    try:
+        return _read_canonical(f"1 {unit}", kind)
+    except UnitError:
+        return None
+
+
+def _read_canonical(text: str, kind: str) -> float:
+    """``text`` read by pint, in the canonical unit of ``kind`` (no range checks)."""
     spec = KINDS[kind]
     q = quantity(text)
     ureg = registry()
@@ -243,7 +268,12 @@ def _parse_cached(text: str, kind: str) -> float:
     if kind == "failure_rate" and "hertz" in str(q.units):
         raise UnitError(text, "is a frequency, not a failure rate: give failures per time,"
                         " e.g. '2 %/yr', '500 FIT' or '0.1 /yr'")
-    value = float(q.to(spec.canonical).magnitude)
+    return float(q.to(spec.canonical).magnitude)
+
+
+def _checked(text: str, kind: str, value: float) -> float:
+    """``value`` (of ``text``, canonical unit) if its sign and range suit ``kind``."""
+    spec = KINDS[kind]
     if spec.sign == "positive" and value <= 0:
         raise UnitError(text, f"a {kind.replace('_', ' ')} must be greater than zero")
     if spec.sign == "non_negative" and value < 0:
