@@ -49,7 +49,7 @@ def flops_per_token(model: Model, seq: int, *, recompute: str = "none"
 
     Examples
     --------
-    >>> from topomodel.catalog import load_catalog
+    >>> from topomodel.catalog import Model, load_catalog
     >>> gpt = load_catalog().get("megatron-gpt-1t", Model)
     >>> model, full = flops_per_token(gpt, 2048, recompute="full")
     >>> round(full / model, 4)  # 4/3 less the logit layer's share
