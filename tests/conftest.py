@@ -73,7 +73,7 @@ optics:
     reach: "500 m"
     max_channel_loss: "3.0 dB"
     fibre: os2
-    source: "test fixture: a 100G DR-class module without a power figure (so never picked unless named)"
+    source: "test fixture: a DR-class module without a power figure, never picked unless named"
     provenance: assumed
 systems:
   toy-host:

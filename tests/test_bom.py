@@ -226,15 +226,14 @@ def test_a_whatif_with_no_part_for_its_rate_is_refused(capsys):
 
     design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
     with pytest.raises(UsageError, match=r"^--scaleout-factor 8: no cable or module in the"
-                       r" catalog carries 3200 Gb/s over 30 m \(leaf links; only parts of 1"
-                       r" to 2x the link rate fit its port\)"):
+                       r" catalog carries 3200 Gb/s over 30 m \(leaf links\)"):
         scale_scaleout(build_fabric(design, catalog), 8.0)
     assert main(["step", str(EXAMPLES / "dgx-h100-superpod.yaml"), "--model", "llama3-8b",
                  "--tp", "8", "--scaleout-factor", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["topomodel: error: --scaleout-factor 8: no cable or module in the catalog"
-                   " carries 3200 Gb/s over 30 m (leaf links; only parts of 1 to 2x the link"
-                   " rate fit its port); add one to a catalog to model this what-if"]
+                   " carries 3200 Gb/s over 30 m (leaf links); add one to a catalog to model"
+                   " this what-if"]
 
 
 @pytest.mark.parametrize(("example", "part", "links"), [
@@ -323,3 +322,16 @@ def test_a_named_part_far_above_the_link_rate_is_refused(tmp_path):
                        r" 30 m\) cannot carry leaf links of 25 Gb/s over 30 m \(only parts"
                        r" of 1 to 2x the link rate fit its port\)"):
         build_fabric(design, catalog)
+
+
+def test_a_whatif_rate_between_parts_takes_the_next_faster_part():
+    """--scaleout-factor 2.5 on 1 GbE: 2.5 Gb/s has no part within 2x; the what-if's
+    rate is hypothetical, so it gets the lowest-power faster part instead of failing."""
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.fabric.cabling import choose_optic
+
+    design, catalog = load_design(EXAMPLES / "small-2x2-a100-1gbe.yaml")
+    faster = scale_scaleout(build_fabric(design, catalog), 2.5)
+    assert choose_optic(catalog, 2.5e9 / 8, 30.0) is None
+    expected = choose_optic(catalog, 2.5e9 / 8, 30.0, max_ratio=None)
+    assert expected is not None and _optics(faster) == {("leaf", expected.id): 2 * 2}

@@ -42,8 +42,10 @@ MAX_PART_TO_LINK_RATE = documented(
     Wider breakouts (800G to 4 x 200G, 400G DR4 to 4 x 100G DR1) are real but put a
     different part at the far end and several links on one module, which one part per
     link end cannot count; and a part far above the link rate does not fit the port
-    (an 800G OSFP does not plug into an SFP28 or QSFP56 cage). Name a part in
-    ``layout.cables`` to override the choice; it is held to the same ratio.""")
+    (an 800G OSFP does not plug into an SFP28 or QSFP56 cage). A part named in
+    ``layout.cables`` is held to the same ratio. A what-if that scales link rates
+    (``--scaleout-factor``) falls back to any faster part where none is within the
+    ratio: its rates are hypothetical, with no port to fit.""")
 
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
@@ -82,11 +84,14 @@ def channel_loss_dB(fibre: Fibre, length_m: float, *, connectors: int, splices: 
             + splices * fibre.splice_loss_dB + (OCS_INSERTION_LOSS_DB if ocs else 0.0))
 
 
-def _carries(optic: Optic, rate_Bps: float, length_m: float) -> bool:
+def _carries(optic: Optic, rate_Bps: float, length_m: float,
+             max_ratio: float | None = MAX_PART_TO_LINK_RATE) -> bool:
     """Whether ``optic`` serves links of ``rate_Bps`` over ``length_m``: rate at least the
-    link's and at most :data:`MAX_PART_TO_LINK_RATE` times it, reach at least the length."""
+    link's and at most ``max_ratio`` times it (no limit with ``None``), reach at least the
+    length."""
     return (rate_Bps * (1 - 1e-9) <= optic.rate_Bps
-            <= rate_Bps * MAX_PART_TO_LINK_RATE * (1 + 1e-9) and optic.reach_m >= length_m)
+            and (max_ratio is None or optic.rate_Bps <= rate_Bps * max_ratio * (1 + 1e-9))
+            and optic.reach_m >= length_m)
 
 
 def _closes(catalog: Catalog, optic: Optic, design: Design | None, length_m: float,
@@ -105,9 +110,11 @@ def _closes(catalog: Catalog, optic: Optic, design: Design | None, length_m: flo
 
 
 def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
-                 design: Design | None = None, ocs: bool = False) -> Optic | None:
-    """Lowest-power cable or module with rate from ``rate_Bps`` (bytes/s) to
-    :data:`MAX_PART_TO_LINK_RATE` times it, reach >= ``length_m`` (metres) and, with
+                 design: Design | None = None, ocs: bool = False,
+                 max_ratio: float | None = MAX_PART_TO_LINK_RATE) -> Optic | None:
+    """Lowest-power cable or module with rate from ``rate_Bps`` (bytes/s) to ``max_ratio``
+    times it (by default :data:`MAX_PART_TO_LINK_RATE`; ``None``: any faster part), reach
+    >= ``length_m`` (metres) and, with
     ``design`` (its connectors and splices), a budget that covers the channel
     (through an OCS with ``ocs``: only parts with a published maximum channel loss).
 
@@ -127,7 +134,7 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
     >>> choose_optic(catalog, 10e9 / 8, 30.0) is None  # 10G: no part in the catalog
     True
     """
-    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)
+    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m, max_ratio)
             and ((design is None and not ocs) or _closes(catalog, o, design, length_m, ocs))]
     if not fits:
         return None
@@ -147,7 +154,9 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     ``tiers`` limits the choice to those link tiers (the others keep their parts).
     ``whatif`` names a what-if that changed link rates (``--scaleout-factor 4``): the
     links are re-cabled for their new rate, a part the layout names is kept only where
-    it still carries the rate, and a rate no catalog part carries over the tier's
+    it still carries the rate, a rate no part of 1 to :data:`MAX_PART_TO_LINK_RATE` times
+    it serves gets the lowest-power faster part (a scaled rate such as 2.2 Gb/s has no
+    real port to fit), and a rate no catalog part carries over the tier's
     length is refused with a :class:`~topomodel.errors.UsageError` naming the what-if.
 
     Raises
@@ -189,11 +198,13 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
             if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
                 chosen = choose_optic(catalog, link_rate, meters, design=design,
                                       ocs=through_ocs)
+            if chosen is None and whatif:  # a hypothetical rate has no port to fit
+                chosen = choose_optic(catalog, link_rate, meters, design=design,
+                                      ocs=through_ocs, max_ratio=None)
             if chosen is None and whatif:
                 raise UsageError(f"{whatif}: no cable or module in the catalog carries"
                                  f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
-                                 f" links{_RATIO_NOTE}); add one to a catalog to model this"
-                                 " what-if")
+                                 " links); add one to a catalog to model this what-if")
             if chosen is None:
                 raise design.problem(
                     ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
@@ -203,7 +214,7 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                     + (" with a published channel-loss budget covering the optical"
                        f" circuit switch's {OCS_INSERTION_LOSS_DB:g} dB" if through_ocs
                        else "") + "; add a part for this rate to a catalog")
-            if not _carries(chosen, link_rate, meters):
+            if not whatif and not _carries(chosen, link_rate, meters):  # a named part
                 raise design.problem(("layout", "cables", tier),
                                      f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
                                      f" {chosen.reach_m:g} m) cannot carry {tier} links of"
