@@ -57,6 +57,24 @@ nics:
     protocols: [ethernet]
     source: test fixture
     provenance: assumed
+optics:
+  toy-dac-100g:
+    medium: copper
+    form: dac
+    rate: "100 Gb/s /dir"
+    reach: "3 m"
+    power: "0.1 W"
+    source: test fixture
+    provenance: assumed
+  toy-dr-100g:
+    medium: smf
+    form: transceiver
+    rate: "100 Gb/s /dir"
+    reach: "500 m"
+    max_channel_loss: "3.0 dB"
+    fibre: os2
+    source: "test fixture: a DR-class module without a power figure, never picked unless named"
+    provenance: assumed
 systems:
   toy-host:
     accelerator: toy-acc

@@ -61,7 +61,7 @@ def test_cable_that_reaches_nowhere_is_an_error(toy):
 
 def test_link_budget_closed_form(toy):
     fabric = toy(FAT_TREE + "layout:\n  spine_cable: '400 m'\n  connectors: 2\n"
-                 "  cables: {spine: osfp-400g-dr4}\n")
+                 "  cables: {spine: toy-dr-100g}\n")
     budget = next(b for b in link_budgets(fabric) if b.tier == "spine")
     fibre = fabric.catalog.entries["os2"]
     expected = 0.4 * fibre.loss_dB_per_km + 2 * fibre.connector_loss_dB
@@ -72,7 +72,7 @@ def test_link_budget_closed_form(toy):
 
 def test_link_that_does_not_close(toy):
     fabric = toy(FAT_TREE + "layout:\n  spine_cable: '450 m'\n  connectors: 4\n"
-                 "  cables: {spine: osfp-400g-dr4}\n")
+                 "  cables: {spine: toy-dr-100g}\n")
     budget = next(b for b in link_budgets(fabric) if b.tier == "spine")
     assert budget.closes is False and budget.margin_dB < 0
 
@@ -91,9 +91,9 @@ def test_links_through_an_ocs_get_an_optic_whose_budget_covers_it():
 
 def test_ocs_adds_its_insertion_loss(toy):
     direct = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
-                 "  shape: [8]\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
+                 "  shape: [8]\nlayout:\n  cables: {scaleup: toy-dr-100g}\n")
     through = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
-                  "  shape: [8]\n  ocs: true\nlayout:\n  cables: {scaleup: osfp-400g-dr4}\n")
+                  "  shape: [8]\n  ocs: true\nlayout:\n  cables: {scaleup: toy-dr-100g}\n")
     a, b = link_budgets(direct)[0], link_budgets(through)[0]
     assert b.channel_loss_dB - a.channel_loss_dB == pytest.approx(OCS_INSERTION_LOSS_DB)
 

@@ -64,6 +64,23 @@ switches:
     price: "5000 USD"
     source: test fixture
     provenance: assumed
+optics:
+  pw-dac-100g:
+    medium: copper
+    form: dac
+    rate: "100 Gb/s /dir"
+    reach: "3 m"
+    power: "0.1 W"
+    source: test fixture
+    provenance: assumed
+  pw-aoc-100g:
+    medium: mmf
+    form: aoc
+    rate: "100 Gb/s /dir"
+    reach: "30 m"
+    power: "2 W"
+    source: test fixture
+    provenance: assumed
 """
 CABLED = """
 systems: 32
@@ -71,7 +88,7 @@ scaleout: {switch: pw-switch}
 layout:
   leaf_in_rack: true
   spine_cable: "20 m"
-  cables: {leaf: dac-800g, spine: aoc-800g}
+  cables: {leaf: pw-dac-100g, spine: pw-aoc-100g}
 """
 
 
@@ -93,7 +110,7 @@ def test_closed_form_power_of_a_small_fat_tree(powered):
     fabric = powered("system: pw-host" + CABLED)
     power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
     catalog = fabric.catalog
-    dac, aoc = catalog.get("dac-800g", Optic), catalog.get("aoc-800g", Optic)
+    dac, aoc = catalog.get("pw-dac-100g", Optic), catalog.get("pw-aoc-100g", Optic)
     # 32 hosts, 8 leaves + 4 spines; 32 leaf cables (DAC) and 32 spine cables (AOC),
     # each cable drawing its per-end figure at both ends
     optics = 32 * 2 * dac.power_W + 32 * 2 * aoc.power_W
@@ -113,7 +130,7 @@ def test_closed_form_power_of_a_small_fat_tree(powered):
     assert by_tier["NICs"].in_system and not by_tier["systems"].in_system
     # capex: systems and switches; the NIC is inside the system's price
     assert power.capex_USD == pytest.approx(32 * 20000 + 12 * 5000)
-    assert power.unpriced == ("cable aoc-800g", "cable dac-800g")
+    assert power.unpriced == ("cable pw-aoc-100g", "cable pw-dac-100g")
     assert not power.capex_complete
 
 
@@ -217,3 +234,104 @@ def test_a_whatif_with_no_part_for_its_rate_is_refused(capsys):
     assert err == ["topomodel: error: --scaleout-factor 8: no cable or module in the catalog"
                    " carries 3200 Gb/s over 30 m (leaf links); add one to a catalog to model"
                    " this what-if"]
+
+
+@pytest.mark.parametrize(("example", "part", "links"), [
+    ("small-4x8-l40s-25gbe", "sfp28-25g-sr", 4 * 1),  # 4 servers x 1 NIC port
+    ("small-16x8-a100-100gbe-roce", "qsfp28-100g-sr4", 16 * 2),  # 16 servers x 2 NICs
+    ("small-2x2-a100-1gbe", "cat6-1000base-t", 2 * 1),  # 2 servers x 1 NIC port
+])
+def test_small_examples_get_a_part_of_their_rate_once_per_link_end(example, part, links):
+    """One leaf, so every cabled link is a NIC-leaf link: a module at each of its two
+    ends (a cable assembly once), its power the part's figure per end times the ends."""
+    from topomodel.fabric.cabling import MAX_PART_TO_LINK_RATE
+
+    design, catalog = load_design(EXAMPLES / f"{example}.yaml")
+    fabric = build_fabric(design, catalog)
+    optic = catalog.get(part, Optic)
+    cabled = [ln for ln in bill_of_materials(fabric) if ln.category in ("cable", "module")]
+    ends = 1 if optic.form in ("dac", "acc", "aec", "aoc", "twisted_pair") else 2
+    assert [(ln.tier, ln.model, ln.count) for ln in cabled] == [("leaf", part, links * ends)]
+    assert cabled[0].power_W == pytest.approx(links * 2 * (optic.power_W or 0.0))
+    leaf = fabric.links[fabric.links["tier"] == "leaf"]
+    assert (leaf["rate_Bps"] <= optic.rate_Bps).all()
+    assert (optic.rate_Bps <= MAX_PART_TO_LINK_RATE * leaf["rate_Bps"]).all()
+
+
+@pytest.mark.parametrize("length_m", [1.0, 2.0, 5.0, 30.0, 100.0, 500.0, 2000.0])
+@pytest.mark.parametrize("rate_Gbps", [1, 25, 100, 200, 224, 400, 800])
+def test_a_link_never_gets_a_part_above_the_breakout_limit(rate_Gbps, length_m):
+    from topomodel.fabric.cabling import MAX_PART_TO_LINK_RATE, choose_optic
+
+    rate = rate_Gbps * 1e9 / 8
+    chosen = choose_optic(load_catalog(), rate, length_m)
+    if chosen is not None:
+        assert rate <= chosen.rate_Bps <= MAX_PART_TO_LINK_RATE * rate
+        assert chosen.reach_m >= length_m
+    if rate_Gbps == 25 and length_m <= 100:
+        assert chosen is not None and chosen.id == "sfp28-25g-sr"
+
+
+SLOW_PORTS = """
+nics:
+  nic-10g:
+    ports: 1
+    port_rate: "10 Gb/s /dir"
+    protocols: [ethernet]
+    source: test fixture
+    provenance: assumed
+switches:
+  switch-10g:
+    protocol: ethernet
+    ports: 8
+    port_rate: "10 Gb/s /dir"
+    source: test fixture
+    provenance: assumed
+"""
+
+
+def test_a_rate_no_part_serves_is_one_design_error(tmp_path, capsys):
+    """10 GbE: the catalog has no part of 10 to 20 Gb/s, and a 25G or 800G part does
+    not fit the port; the error names the file, the line and the length key."""
+    from topomodel.errors import DesignError
+
+    (tmp_path / "slow.yaml").write_text(SLOW_PORTS)
+    path = tmp_path / "design.yaml"
+    path.write_text("system: pw-host\nsystems: 4\ncatalogs: [slow.yaml, powered.yaml]\n"
+                    "scaleout: {switch: switch-10g, nic: nic-10g}\n")
+    (tmp_path / "powered.yaml").write_text(POWERED)
+    message = ("no cable or module in the catalog reaches 30 m at 10 Gb/s (leaf links;"
+               " only parts of 1 to 2x the link rate fit its port); add a part for this"
+               " rate to a catalog")
+    design, catalog = load_design(path)
+    with pytest.raises(DesignError, match=r"layout\.row_cable: no cable or module"):
+        build_fabric(design, catalog)
+    assert main(["build", str(path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"topomodel: error: {path}:1: layout.row_cable: {message}"]
+
+
+def test_a_named_part_far_above_the_link_rate_is_refused(tmp_path):
+    from topomodel.errors import DesignError
+
+    text = (EXAMPLES / "small-4x8-l40s-25gbe.yaml").read_text()
+    path = tmp_path / "design.yaml"
+    path.write_text(text + "layout:\n  cables: {leaf: aoc-800g}\n")
+    design, catalog = load_design(path)
+    with pytest.raises(DesignError, match=r"layout\.cables\.leaf: aoc-800g \(800 Gb/s, reach"
+                       r" 30 m\) cannot carry leaf links of 25 Gb/s over 30 m \(only parts"
+                       r" of 1 to 2x the link rate fit its port\)"):
+        build_fabric(design, catalog)
+
+
+def test_a_whatif_rate_between_parts_takes_the_next_faster_part():
+    """--scaleout-factor 2.5 on 1 GbE: 2.5 Gb/s has no part within 2x; the what-if's
+    rate is hypothetical, so it gets the lowest-power faster part instead of failing."""
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.fabric.cabling import choose_optic
+
+    design, catalog = load_design(EXAMPLES / "small-2x2-a100-1gbe.yaml")
+    faster = scale_scaleout(build_fabric(design, catalog), 2.5)
+    assert choose_optic(catalog, 2.5e9 / 8, 30.0) is None
+    expected = choose_optic(catalog, 2.5e9 / 8, 30.0, max_ratio=None)
+    assert expected is not None and _optics(faster) == {("leaf", expected.id): 2 * 2}

@@ -466,7 +466,8 @@ class Optic(Part):
 
     kind = "optic"
     medium: str = spec(choice(*CABLE_MEDIA))
-    form: str = spec(choice("dac", "acc", "aec", "aoc", "transceiver", "lpo", "cpo"))
+    form: str = spec(choice("dac", "acc", "aec", "aoc", "twisted_pair", "transceiver", "lpo",
+                             "cpo"))
     rate_Bps: float = spec(bandwidth, key="rate")
     reach_m: float = spec(quantity("length"), key="reach")
     max_channel_loss_dB: float | None = spec(quantity("loss"), key="max_channel_loss",

@@ -5,9 +5,9 @@ covers everything inside it, so its accelerators, in-system scale-up switch chip
 NICs are listed with their own figures but marked ``in_system`` and not added again; a
 system without one adds its parts one by one, and its host (CPUs, memory, fans, power
 supplies) is a part without a figure. Cables and modules: a copper or active optical
-cable (``dac``, ``acc``, ``aec``, ``aoc``) is one assembly per link with power at both
-ends; a pluggable, LPO or CPO module sits at each end of a link (two per link) with a
-passive fibre between.
+cable (``dac``, ``acc``, ``aec``, ``aoc``, ``twisted_pair``) is one assembly per link with
+power at both ends; a pluggable, LPO or CPO module sits at each end of a link (two per
+link) with a passive fibre between.
 
 Each part's power is the catalog's maximum where published, else its typical figure
 (``power_basis`` says which; see :data:`POWER_BASIS`). A part without either is listed
@@ -27,7 +27,7 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.records import documented
 from topomodel.units import format_si
 
-CABLE_FORMS = ("dac", "acc", "aec", "aoc")
+CABLE_FORMS = ("dac", "acc", "aec", "aoc", "twisted_pair")
 POWER_BASIS = documented(
     "bom.POWER_BASIS", "max, else typical",
     """Which catalog figure a part's power is: the maximum (what a facility provisions

@@ -2,7 +2,8 @@
 racks, and through an optical circuit switch an optic whose budget covers the switch.
 
 Each link tier gets a length from the design's layout. For each (tier, rate) the
-lowest-power catalog cable or module whose rate covers the link, whose reach covers the
+lowest-power catalog cable or module whose rate covers the link without exceeding it by
+more than :data:`MAX_PART_TO_LINK_RATE` (a part fits the port), whose reach covers the
 length and, where it publishes a maximum channel loss, whose budget covers the channel
 (:func:`channel_loss_dB`: fibre, connectors, splices and any OCS) is chosen, unless the
 layout names one. A link through an OCS takes only an optic with a published maximum
@@ -32,10 +33,28 @@ OCS_INSERTION_LOSS_DB = documented(
     secondary; taken at that upper end). The cable choice and the link budget both add
     it, so a link through an OCS gets an optic whose budget covers it.""")
 
+MAX_PART_TO_LINK_RATE = documented(
+    "cabling.MAX_PART_TO_LINK_RATE", 2.0,
+    """Largest ratio of a part's rate to the rate of a link it serves. A module carries a
+    link on some of its lanes at the lane rate of the port: one port of a twin-port
+    module (an 800G OSFP is 2 x 400G, NVIDIA MMS4X00-NS / MMA4Z00-NS) or a documented
+    reduced mode on half the lanes (NVIDIA's 400G SR4/DR4 in 200G mode), so up to 2.
+    Wider breakouts (800G to 4 x 200G, 400G DR4 to 4 x 100G DR1) are real but put a
+    different part at the far end and several links on one module, which one part per
+    link end cannot count; and a part far above the link rate does not fit the port
+    (an 800G OSFP does not plug into an SFP28 or QSFP56 cage). A part named in
+    ``layout.cables`` is held to the same ratio. A what-if that scales link rates
+    (``--scaleout-factor``) falls back to any faster part where none is within the
+    ratio: its rates are hypothetical, with no port to fit.""")
+
 _LENGTH_KEY = {"leaf": "row_cable", "spine": "spine_cable", "core": "core_cable",
                "scaleup": "scaleup_cable", "scaleup_l2": "scaleup_cable",
                "scaleup_l3": "scaleup_cable"}
 """The layout key (as written in the design file) of each cabled tier's length."""
+
+
+_RATIO_NOTE = f"; only parts of 1 to {MAX_PART_TO_LINK_RATE:g}x the link rate fit its port"
+"""How messages state :data:`MAX_PART_TO_LINK_RATE`."""
 
 
 def tier_length_m(design: Design, tier: str) -> float:
@@ -65,8 +84,14 @@ def channel_loss_dB(fibre: Fibre, length_m: float, *, connectors: int, splices: 
             + splices * fibre.splice_loss_dB + (OCS_INSERTION_LOSS_DB if ocs else 0.0))
 
 
-def _carries(optic: Optic, rate_Bps: float, length_m: float) -> bool:
-    return optic.rate_Bps >= rate_Bps * (1 - 1e-9) and optic.reach_m >= length_m
+def _carries(optic: Optic, rate_Bps: float, length_m: float,
+             max_ratio: float | None = MAX_PART_TO_LINK_RATE) -> bool:
+    """Whether ``optic`` serves links of ``rate_Bps`` over ``length_m``: rate at least the
+    link's and at most ``max_ratio`` times it (no limit with ``None``), reach at least the
+    length."""
+    return (rate_Bps * (1 - 1e-9) <= optic.rate_Bps
+            and (max_ratio is None or optic.rate_Bps <= rate_Bps * max_ratio * (1 + 1e-9))
+            and optic.reach_m >= length_m)
 
 
 def _closes(catalog: Catalog, optic: Optic, design: Design | None, length_m: float,
@@ -85,9 +110,12 @@ def _closes(catalog: Catalog, optic: Optic, design: Design | None, length_m: flo
 
 
 def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
-                 design: Design | None = None, ocs: bool = False) -> Optic | None:
-    """Lowest-power cable or module with rate >= ``rate_Bps``, reach >= ``length_m``
-    and, with ``design`` (its connectors and splices), a budget that covers the channel
+                 design: Design | None = None, ocs: bool = False,
+                 max_ratio: float | None = MAX_PART_TO_LINK_RATE) -> Optic | None:
+    """Lowest-power cable or module with rate from ``rate_Bps`` (bytes/s) to ``max_ratio``
+    times it (by default :data:`MAX_PART_TO_LINK_RATE`; ``None``: any faster part), reach
+    >= ``length_m`` (metres) and, with
+    ``design`` (its connectors and splices), a budget that covers the channel
     (through an OCS with ``ocs``: only parts with a published maximum channel loss).
 
     Power is the part's maximum, else its typical figure; entries without either come
@@ -101,8 +129,12 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
     'dac'
     >>> choose_optic(catalog, 50e9, 50.0).id  # 400G at 50 m: the 9 W single-mode DR4
     'osfp-400g-dr4'
+    >>> choose_optic(catalog, 25e9 / 8, 30.0).id  # 25G at 30 m: an SFP28 SR, not 800G
+    'sfp28-25g-sr'
+    >>> choose_optic(catalog, 10e9 / 8, 30.0) is None  # 10G: no part in the catalog
+    True
     """
-    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m)
+    fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m, max_ratio)
             and ((design is None and not ocs) or _closes(catalog, o, design, length_m, ocs))]
     if not fits:
         return None
@@ -122,7 +154,9 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     ``tiers`` limits the choice to those link tiers (the others keep their parts).
     ``whatif`` names a what-if that changed link rates (``--scaleout-factor 4``): the
     links are re-cabled for their new rate, a part the layout names is kept only where
-    it still carries the rate, and a rate no catalog part carries over the tier's
+    it still carries the rate, a rate no part of 1 to :data:`MAX_PART_TO_LINK_RATE` times
+    it serves gets the lowest-power faster part (a scaled rate such as 2.2 Gb/s has no
+    real port to fit), and a rate no catalog part carries over the tier's
     length is refused with a :class:`~topomodel.errors.UsageError` naming the what-if.
 
     Raises
@@ -164,6 +198,9 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
             if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
                 chosen = choose_optic(catalog, link_rate, meters, design=design,
                                       ocs=through_ocs)
+            if chosen is None and whatif:  # a hypothetical rate has no port to fit
+                chosen = choose_optic(catalog, link_rate, meters, design=design,
+                                      ocs=through_ocs, max_ratio=None)
             if chosen is None and whatif:
                 raise UsageError(f"{whatif}: no cable or module in the catalog carries"
                                  f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
@@ -173,15 +210,16 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                     ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
                      else _LENGTH_KEY[tier]),
                     f"no cable or module in the catalog reaches {meters:g} m at"
-                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links)"
+                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links{_RATIO_NOTE})"
                     + (" with a published channel-loss budget covering the optical"
                        f" circuit switch's {OCS_INSERTION_LOSS_DB:g} dB" if through_ocs
-                       else ""))
-            if not _carries(chosen, link_rate, meters):
+                       else "") + "; add a part for this rate to a catalog")
+            if not whatif and not _carries(chosen, link_rate, meters):  # a named part
                 raise design.problem(("layout", "cables", tier),
                                      f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
                                      f" {chosen.reach_m:g} m) cannot carry {tier} links of"
-                                     f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m")
+                                     f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m"
+                                     f" ({_RATIO_NOTE.lstrip('; ')})")
             length[rows] = meters
             if chosen.id not in optic_ids:
                 optic_ids.append(chosen.id)
