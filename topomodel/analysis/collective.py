@@ -12,6 +12,7 @@ from topomodel.analysis.timing import TimeModel, TrafficTime, lower_bound_s, tim
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import ALGORITHMS, busbw_factor, collective_traffic
+from topomodel.traffic.communicators import group_blocks
 from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
@@ -148,19 +149,23 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
     if collective not in ALGORITHMS:
         raise UsageError(f"unknown collective {collective!r}; choose from"
                          f" {', '.join(ALGORITHMS)}")
-    sets = [parse_groups(fabric, spec) for spec in group_specs]
-    set_ranks = tuple(max(len(g) for g in groups) for groups in sets)
+    sets = [parse_groups(fabric, spec) for spec in group_specs]  # 2-D: a row per group
+    set_ranks = tuple(int(groups.shape[1]) for groups in sets)
     ranks = max(set_ranks)  # not the first set's: the order of --group flags is no input
-    if min(len(g) for groups in sets for g in groups) < 2:
+    if min(set_ranks) < 2:
         raise UsageError("a collective needs groups of at least 2 ranks")
+    try:  # checked once: every candidate shares them (and their channels)
+        blocks = [group_blocks(fabric, groups) for groups in sets]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
 
     def build(alg: str) -> Traffic:
         parts_of[alg] = [
             collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
-                               group_names=[f"{spec}#{i}" for i in range(len(groups))])
-            for spec, groups in zip(group_specs, sets, strict=True)]
+                               group_names=[f"{spec}#{i}" for i in range(groups.count)])
+            for spec, groups in zip(group_specs, blocks, strict=True)]
         return concurrent(parts_of[alg])
 
     times: dict[str, float] = {}

@@ -42,17 +42,16 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
     CollectiveError,
-    _buckets,
-    _check_groups,
+    GroupBlocks,
+    GroupsLike,
     _group_names,
-    group_members,
-    group_sizes,
+    group_blocks,
 )
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
 
 
-def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray], *,
+def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
                        algorithm: str = "innetwork") -> bool:
     """Whether every group can AllReduce in the switches: ``innetwork`` (NVLS in-system
     or SHARP) or ``nvlstree`` (NVLS-Tree).
@@ -60,9 +59,9 @@ def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray], *,
     See the module docstring for the cases. Groups of one rank need no network and count
     as capable.
     """
-    rows = _check_groups(fabric, groups)
+    blocks = group_blocks(fabric, groups)
     try:
-        _plan_in_network(fabric, rows, _group_names(None, len(rows)), algorithm=algorithm)
+        _plan_in_network(fabric, blocks, _group_names(None, blocks.count), algorithm=algorithm)
     except CollectiveError:
         return False
     return True
@@ -167,17 +166,17 @@ def _view(fabric: Fabric) -> _View:
     return _View(kind, capable, chips.system, lsrc, ldst, chips)
 
 
-def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...], *,
+def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...], *,
                      algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes = fabric.nodes
     view = fabric.derived(_view)
     capable, system, chips = view.capable, view.system, view.chips
 
-    sizes = group_sizes(rows)
+    sizes = groups.sizes
     active = np.flatnonzero(sizes > 1)
     if not len(active):
         return _empty_plan()
-    ranks = group_members(rows, active)
+    ranks = groups.members(active)
     rank_group = np.repeat(active, sizes[active]).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum(sizes[active])[:-1]])
     rank_sys = system[ranks]
@@ -186,7 +185,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
     case_a = one_system & np.minimum.reduceat(chips.reducing[ranks], offsets)
 
     def why_not_nvls(first: int) -> str:
-        members = rows[first]
+        members = groups.members(np.array([first]))
         used = distinct(chips.dst[np.isin(chips.src, members)])
         models = ", ".join(sorted(set(nodes["model"].to_numpy()[used].astype(str))))
         return ("its ranks are not all in one scale-up system"
@@ -196,7 +195,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
                 else f"its scale-up switch chips ({models}) do not all reduce in the network")
 
     if algorithm == "nvlstree":
-        return _nvls_tree_plan(fabric, rows, names, active, chips)
+        return _nvls_tree_plan(fabric, groups, names, active, chips)
     symmetric: list[_Flows] = []
     one_way: list[_Flows] = []
     notes = []
@@ -221,7 +220,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
             raise CollectiveError(f"in-network reduction does not apply to group"
                                   f" {names[first]!r}: {why_not_nvls(first)}, and SHARP"
                                   " (CollNet) runs only across scale-up domains")
-        slices = _slices(fabric, rows, names, b_groups)
+        slices = _slices(fabric, groups, names, b_groups)
         nvls_part = _parts_reduce(slices, chips)
         pre = slices.m > 1
         nv = pre & nvls_part
@@ -297,14 +296,16 @@ class _Slices:
     m_of_group: np.ndarray  # per group index (all groups), 0 where not listed
 
 
-def _slices(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
+def _slices(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
             which: np.ndarray) -> _Slices:
-    """Domain parts of the listed groups; refuse a group whose parts differ in size."""
-    chosen = rows[which] if isinstance(rows, np.ndarray) else [rows[i] for i in which]
+    """Domain parts of the listed groups (ascending group indices); refuse a group whose
+    parts differ in size."""
     out: list[list[np.ndarray]] = [[] for _ in range(7)]
-    for local, ranks in _buckets(chosen):
-        gid = which[local]
-        layout = domain_parts(fabric, ranks)
+    for k, gid, rows in groups.select(which):
+        block = groups.blocks[k]
+        # the whole block: its parts, made once per block
+        layout = (groups.block(k).layout if len(rows) == len(block)
+                  else domain_parts(fabric, block[rows]))
         n = layout.n
         uneven = np.flatnonzero(layout.size.min(axis=1) != layout.size.max(axis=1))
         if len(uneven):
@@ -323,7 +324,7 @@ def _slices(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
                 layout.part, np.repeat(layout.parts, n).reshape(-1, n))):
             out[k].append(np.asarray(value).ravel())
     node, group, m, slice_, next_node, part, parts = (np.concatenate(v) for v in out)
-    m_of_group = np.zeros(len(rows), np.int64)
+    m_of_group = np.zeros(groups.count, np.int64)
     m_of_group[group] = m
     return _Slices(node.astype(np.int64), group.astype(np.int32), m, slice_,
                    next_node.astype(np.int64), part, parts, int(m.max()) + 1, m_of_group)
@@ -500,10 +501,10 @@ def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
                   plan.messages, plan.efficiency),)
 
 
-def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
+def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
                     active: np.ndarray, chips: _Chips) -> _InNetworkPlan:
     """NVLS inside every part, a double binary tree per slice over the parts."""
-    slices = _slices(fabric, rows, names, active)
+    slices = _slices(fabric, groups, names, active)
     alone = slices.parts < 2
     if alone.any():
         raise CollectiveError(f"nvlstree needs a group spanning two or more scale-up domains"
@@ -534,8 +535,8 @@ def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str
                               np.repeat(slices.group[heads], len(child))))
     used = distinct(chips.dst[np.isin(chips.src, slices.node)])
     efficiency = float(chips.efficiency[used].min(initial=1.0))
-    groups = len(distinct(slices.group))
-    notes = (f"nvlstree: {groups} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
+    count = len(distinct(slices.group))
+    notes = (f"nvlstree: {count} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
              " each way per rank), and per slice S/m a double binary tree over the domains"
              " among the ranks of that slice, S/(2m) per tree",
              f"nvlstree: NVLS at {efficiency:g} of the links' effective rate"
