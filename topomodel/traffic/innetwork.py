@@ -117,13 +117,15 @@ class _Chips:
                 group[which])
 
 
-def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarray,
-           ldst: np.ndarray, lcables: np.ndarray) -> _Chips:
+def _chips(fabric: Fabric, capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarray,
+           kind_src: np.ndarray, kind_dst: np.ndarray, lcables: np.ndarray) -> _Chips:
     system = fabric.nodes["system"].to_numpy()
     n_nodes = len(fabric.nodes)
-    to_chip = (kind[lsrc] == _ACC) & (kind[ldst] == _CHIP) & (system[lsrc] == system[ldst])
+    to_chip = np.flatnonzero((kind_src == _ACC) & (kind_dst == _CHIP))
+    to_chip = to_chip[system[lsrc[to_chip]] == system[ldst[to_chip]]]  # in-system chips
     order = np.argsort(lsrc[to_chip], kind="stable")
-    src, dst, cables = lsrc[to_chip][order], ldst[to_chip][order], lcables[to_chip][order]
+    rows = to_chip[order]
+    src, dst, cables = lsrc[rows], ldst[rows], lcables[rows].astype(float)
     total = np.bincount(src, weights=cables, minlength=n_nodes)
     reducing = np.bincount(src, weights=cables * capable[dst], minlength=n_nodes)
     model = fabric.nodes["model"].astype("category").cat
@@ -141,13 +143,15 @@ def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarr
 class _View:
     """What every in-network plan on a fabric reads, made once per fabric: node kinds
     (codes of NODE_KINDS), which nodes reduce in the network, systems, the live arcs
-    and the accelerator-to-chip arcs."""
+    with the kinds of their ends, and the accelerator-to-chip arcs."""
 
     kind: np.ndarray
     capable: np.ndarray
     system: np.ndarray
     lsrc: np.ndarray
     ldst: np.ndarray
+    kind_src: np.ndarray  # kind code of each live arc's ends
+    kind_dst: np.ndarray
     chips: _Chips
 
 
@@ -161,9 +165,10 @@ def _view(fabric: Fabric) -> _View:
     live = ~links["failed"].to_numpy()
     lsrc = links["src"].to_numpy()[live]
     ldst = links["dst"].to_numpy()[live]
-    chips = _chips(fabric, kind, capable, lsrc, ldst,
-                   links["cables"].to_numpy()[live].astype(float))
-    return _View(kind, capable, chips.system, lsrc, ldst, chips)
+    kind_src, kind_dst = kind[lsrc], kind[ldst]
+    chips = _chips(fabric, capable, lsrc, ldst, kind_src, kind_dst,
+                   links["cables"].to_numpy()[live])
+    return _View(kind, capable, chips.system, lsrc, ldst, kind_src, kind_dst, chips)
 
 
 def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...], *,
@@ -363,14 +368,15 @@ class _SharpArcs:
 
 def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
     view = fabric.derived(_view)
-    kind, lsrc, ldst, n = view.kind, view.lsrc, view.ldst, len(fabric.nodes)
+    lsrc, ldst, n = view.lsrc, view.ldst, len(fabric.nodes)
     def arcs_from(source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
-        mask = (kind[lsrc] == source) & (kind[ldst] == target)
-        order = np.argsort(lsrc[mask], kind="stable")
-        return lsrc[mask][order], ldst[mask][order]
+        rows = np.flatnonzero((view.kind_src == source) & (view.kind_dst == target))
+        rows = rows[np.argsort(lsrc[rows], kind="stable")]
+        return lsrc[rows], ldst[rows]
 
     level = _codes(fabric.nodes["tier"], FAT_TREE_TIERS)
-    upward = (level[lsrc] >= 0) & (level[ldst] == level[lsrc] + 1)
+    below = level[lsrc]
+    upward = (below >= 0) & (level[ldst] == below + 1)
     first_up = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(first_up, lsrc[upward], ldst[upward])
     first_up[first_up == np.iinfo(np.int64).max] = -1
@@ -548,8 +554,8 @@ def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
 def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     """Each row's index in ``values`` (-1 where absent), through categorical codes."""
     categorical = pd.Categorical(column)
-    lookup = np.array([values.index(c) if c in values else -1
-                       for c in map(str, categorical.categories)] + [-1], dtype=np.int64)
+    lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
+                       for c in map(str, categorical.categories)] + [-1], dtype=np.int8)
     codes: np.ndarray = lookup[categorical.codes]
     return codes
 
