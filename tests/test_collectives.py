@@ -8,16 +8,19 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.collective import run_collective
+from topomodel.analysis.timing import floor_s
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.traffic.collectives import (
     ALGORITHMS,
     busbw_factor,
+    collective_shapes,
     collective_traffic,
     double_binary_tree,
     tree_depth,
 )
-from topomodel.traffic.communicators import COLLECTIVES
+from topomodel.traffic.communicators import COLLECTIVES, group_blocks
+from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.innetwork import in_network_capable
 from topomodel.traffic.phases import Phase
 
@@ -896,7 +899,6 @@ def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collectiv
     fabric, algorithm and size; and ``auto`` then keeps the fastest of them all."""
     from topomodel.analysis.collective import AUTO_ALGORITHMS
     from topomodel.analysis.timing import lower_bound_s, time_traffic
-    from topomodel.traffic.groups import parse_groups
 
     for name, fabric in bound_fabrics.items():
         groups = parse_groups(fabric, "all")
@@ -910,5 +912,95 @@ def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collectiv
                 continue
             assert lower_bound_s(fabric, traffic) <= times[algorithm] * (1 + 1e-9), (
                 name, algorithm)
+            # the floor known before the traffic is built: never above the bound (the
+            # search relies on it exactly), from the shapes the traffic carries
+            shapes = collective_shapes(fabric, collective, groups, size, algorithm=algorithm)
+            assert shapes == traffic.shapes, (name, algorithm)
+            assert floor_s(fabric, shapes) <= lower_bound_s(fabric, traffic), (name, algorithm)
         run = run_collective(fabric, collective, size)
         assert run.time_s == pytest.approx(min(times.values()), rel=1e-12), name
+
+
+def _search(fabric, size, *, floors):
+    """(the search's result, the candidates it built) of an AllReduce over all ranks."""
+    from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
+
+    groups = group_blocks(fabric, parse_groups(fabric, "all"))
+    built = []
+
+    def build(alg):
+        built.append(alg)
+        return collective_traffic(fabric, "allreduce", groups, size, algorithm=alg)
+
+    def floor(alg):
+        return floor_s(fabric, collective_shapes(fabric, "allreduce", groups, size,
+                                                 algorithm=alg))
+
+    alg, _, timing, times = fastest(fabric, build, AUTO_ALGORITHMS["allreduce"],
+                                    floor=floor if floors else None)
+    return (alg, timing.time_s, list(times.items())), built
+
+
+def test_floors_skip_builds_but_not_what_the_search_routes(bound_fabrics):
+    """With floors the search builds fewer candidates, yet routes the same ones in the
+    same order and keeps the same fastest: floors only say what need not be built."""
+    from topomodel.analysis.collective import AUTO_ALGORITHMS
+
+    skipped = 0
+    for size in (8.0, 2.0**20, 2.0**30):
+        for name, fabric in bound_fabrics.items():
+            every, built_every = _search(fabric, size, floors=False)
+            lazy, built_lazy = _search(fabric, size, floors=True)
+            assert lazy == every, (name, size)
+            assert set(built_lazy) <= set(built_every) == set(
+                AUTO_ALGORITHMS["allreduce"]), (name, size)
+            skipped += len(built_every) - len(built_lazy)
+    assert skipped > 0  # the floors did spare some builds (small sizes: latency rules)
+
+
+def test_group_blocks_hold_groups_of_each_size_as_one_2d_block():
+    """Groups given as 1-D arrays of several sizes become one 2-D block per size (in
+    order of first appearance), numbered as given; every form of the same groups makes
+    the same flows."""
+    fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    acc = fabric.accelerators
+    given = [acc[0:8], acc[8:12], acc[16:24], acc[24:28], acc[32:40]]
+    blocks = group_blocks(fabric, given)
+    assert [b.shape for b in blocks.blocks] == [(3, 8), (2, 4)]
+    assert [i.tolist() for i in blocks.ids] == [[0, 2, 4], [1, 3]]
+    assert blocks.sizes.tolist() == [8, 4, 8, 4, 8]
+    assert blocks.members(np.array([1, 2])).tolist() == np.r_[acc[8:12], acc[16:24]].tolist()
+    assert [(k, ids.tolist()) for k, ids, _ in blocks.select(np.array([3, 4]))] == [
+        (1, [3]), (0, [4])]  # block by block, in order of their first group
+    as_blocks = [np.stack([acc[0:8]]), acc[8:12], np.stack([acc[16:24]]), acc[24:28],
+                 acc[32:40].reshape(1, 8)]
+    flows = [collective_traffic(fabric, "allreduce", form, S, algorithm="ring").phases[0]
+             for form in (given, as_blocks, blocks)]
+    for other in flows[1:]:
+        for column in ("src", "dst", "bytes", "group"):
+            assert getattr(other, column).tolist() == getattr(flows[0], column).tolist()
+
+
+def test_parse_groups_gives_a_2d_array_a_row_per_group():
+    fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    acc = fabric.accelerators
+    n = len(acc)
+    assert parse_groups(fabric, "all").tolist() == [acc.tolist()]
+    assert parse_groups(fabric, "domain").shape == (n // 8, 8)
+    assert parse_groups(fabric, "rail").shape == (8, n // 8)
+    stride = parse_groups(fabric, "stride:4")
+    assert stride.shape == (4, n // 4) and stride[1, :2].tolist() == [acc[1], acc[5]]
+    assert parse_groups(fabric, "0,9").tolist() == [[acc[0], acc[9]]]
+
+
+def test_parse_groups_refuses_groups_of_different_sizes():
+    import pandas as pd
+
+    from topomodel.errors import UsageError
+
+    class Uneven:  # domains of 4 and 2 ranks (the builders make equal ones)
+        accelerators = np.arange(6)
+        nodes = pd.DataFrame({"domain": [0, 0, 0, 0, 1, 1]})
+
+    with pytest.raises(UsageError, match=r"'domain': its groups differ in size \(2 to 4"):
+        parse_groups(Uneven(), "domain")

@@ -3,15 +3,28 @@ routed and timed, with the fastest algorithm when asked for ``auto``."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.analysis.timing import TimeModel, TrafficTime, lower_bound_s, time_traffic
+from topomodel.analysis.timing import (
+    TimeModel,
+    TrafficTime,
+    floor_s,
+    lower_bound_s,
+    time_traffic,
+)
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.traffic.collectives import ALGORITHMS, busbw_factor, collective_traffic
+from topomodel.traffic.collectives import (
+    ALGORITHMS,
+    busbw_factor,
+    collective_shapes,
+    collective_traffic,
+)
+from topomodel.traffic.communicators import group_blocks
 from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
@@ -84,7 +97,7 @@ for by name."""
 
 def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,
             routing: str = "ecmp", seed: int = 0, router: str = "auto",
-            model: TimeModel | None = None
+            model: TimeModel | None = None, floor: Callable[[str], float] | None = None
             ) -> tuple[str, Traffic, TrafficTime, dict[str, float]]:
     """The fastest of ``candidates``: each algorithm's traffic (``build(algorithm)``,
     which raises ``ValueError`` where an algorithm does not apply) routed and timed.
@@ -92,7 +105,13 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
     collectives and the review's all use it. Candidates are routed in the order of a
     bound they cannot beat (:func:`~topomodel.analysis.timing.lower_bound_s`), and one
-    whose bound is no better than the best time so far is not routed at all. Returns
+    whose bound is no better than the best time so far is not routed at all.
+    ``floor(algorithm)``, where given, is a time in seconds no higher than that bound,
+    known before the traffic is built (:func:`~topomodel.analysis.timing.floor_s` of
+    its shapes; a ``ValueError`` counts as 0): a candidate whose floor already loses is
+    not built either. Floors change only what is built: the candidates are still
+    routed in the order of their bounds (each is built when its floor comes first), so
+    the result and the candidates routed are those of building every one. Returns
     (algorithm, its traffic, its timing, the time in seconds of each candidate routed).
 
     Raises
@@ -102,28 +121,43 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     """
     best: tuple[str, Traffic, TrafficTime] | None = None
     times: dict[str, float] = {}
-    refusals: list[str] = []
-    built_traffic: list[tuple[float, str, Traffic]] = []
-    for algorithm in candidates:
+    not_built: dict[int, str] = {}  # candidate -> why, reported in candidate order
+    not_routed: list[str] = []
+    built: dict[int, Traffic] = {}
+    # (seconds, 0 a floor / 1 a bound, candidate): a floor sorts before a bound of the
+    # same time, so bounds come out in the order a stable sort of every bound gives
+    queue: list[tuple[float, int, int]] = []
+    for index, algorithm in enumerate(candidates):
         try:
-            built = build(algorithm)
-        except ValueError as exc:  # CollectiveError: not for these groups or switches
-            refusals.append(f"{algorithm}: {exc}")
+            first = floor(algorithm) if floor is not None else 0.0
+        except ValueError:  # building it says why it does not apply
+            first = 0.0
+        queue.append((first, 0, index))
+    heapq.heapify(queue)
+    while queue:
+        seconds, is_bound, index = heapq.heappop(queue)
+        if best is not None and seconds >= best[2].time_s:
+            break  # neither this nor any later one can win: not built or routed
+        algorithm = candidates[index]
+        if not is_bound:
+            try:
+                built[index] = build(algorithm)
+            except ValueError as exc:  # CollectiveError: not for these groups or switches
+                not_built[index] = f"{algorithm}: {exc}"
+                continue
+            heapq.heappush(queue, (lower_bound_s(fabric, built[index], model), 1, index))
             continue
-        built_traffic.append((lower_bound_s(fabric, built, model), algorithm, built))
-    for bound, algorithm, built in sorted(built_traffic, key=lambda b: b[0]):
-        if best is not None and bound >= best[2].time_s:
-            continue  # cannot win: not routed
         try:
-            timing = time_traffic(fabric, built, routing=routing, seed=seed, router=router,
-                                  model=model)
+            timing = time_traffic(fabric, built[index], routing=routing, seed=seed,
+                                  router=router, model=model)
         except ValueError as exc:  # a router that cannot take it
-            refusals.append(f"{algorithm}: {exc}")
+            not_routed.append(f"{algorithm}: {exc}")
             continue
         times[algorithm] = timing.time_s
         if best is None or timing.time_s < best[2].time_s:
-            best = (algorithm, built, timing)
+            best = (algorithm, built[index], timing)
     if best is None:
+        refusals = [not_built[i] for i in sorted(not_built)] + not_routed
         raise UsageError("no algorithm applies to these groups ("
                          + "; ".join(refusals or ["none given"]) + ")")
     return (*best, times)
@@ -148,26 +182,36 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
     if collective not in ALGORITHMS:
         raise UsageError(f"unknown collective {collective!r}; choose from"
                          f" {', '.join(ALGORITHMS)}")
-    sets = [parse_groups(fabric, spec) for spec in group_specs]
-    set_ranks = tuple(max(len(g) for g in groups) for groups in sets)
+    sets = [parse_groups(fabric, spec) for spec in group_specs]  # 2-D: a row per group
+    set_ranks = tuple(int(groups.shape[1]) for groups in sets)
     ranks = max(set_ranks)  # not the first set's: the order of --group flags is no input
-    if min(len(g) for groups in sets for g in groups) < 2:
+    if min(set_ranks) < 2:
         raise UsageError("a collective needs groups of at least 2 ranks")
+    try:  # checked once: every candidate shares them (and their channels)
+        blocks = [group_blocks(fabric, groups) for groups in sets]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
 
     def build(alg: str) -> Traffic:
         parts_of[alg] = [
             collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
-                               group_names=[f"{spec}#{i}" for i in range(len(groups))])
-            for spec, groups in zip(group_specs, sets, strict=True)]
+                               group_names=[f"{spec}#{i}" for i in range(groups.count)])
+            for spec, groups in zip(group_specs, blocks, strict=True)]
         return concurrent(parts_of[alg])
+
+    def floor(alg: str) -> float:
+        shapes = (collective_shapes(fabric, collective, groups, size_bytes, algorithm=alg)
+                  for groups in blocks)
+        return floor_s(fabric, tuple(dict.fromkeys(s for part in shapes for s in part)),
+                       model)
 
     times: dict[str, float] = {}
     if algorithm == "auto":
         algorithm, traffic, timing, times = fastest(
             fabric, build, tuple(candidates or AUTO_ALGORITHMS[collective]), routing=routing,
-            seed=seed, router=router, model=model)
+            seed=seed, router=router, model=model, floor=floor)
     else:
         if algorithm not in ALGORITHMS[collective]:
             raise UsageError(f"{collective} has no algorithm {algorithm!r}; choose from"

@@ -21,7 +21,7 @@ accelerator and step::
   token, plus the attention core 4 x context x heads x head_dim per layer and token) at
   the best efficiency the accelerator's GEMM measurements reach. Large batches reach it.
 - **Communication**, per layer and step, routed with all groups of a kind at once on the
-  real rank grid (:func:`~topomodel.traffic.layout.rank_grid`) and timed by the step's
+  real rank grid (:func:`~topomodel.traffic.layout.rank_groups`) and timed by the step's
   algorithm search (:func:`~topomodel.analysis.collective.fastest`): with ``tp > 1`` an
   all-reduce of the batch's activations after attention and after the MLP (or MoE
   block), and an all-gather of the logits; with ``ep > 1`` an all-to-all dispatch and
@@ -37,9 +37,7 @@ attention in the catalog, which overstates its KV cache.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 
@@ -58,7 +56,8 @@ from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.layout import Layout, rank_grid
+from topomodel.traffic.communicators import group_blocks
+from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic
 
 
@@ -287,7 +286,7 @@ def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
     def add(kind: str, collective: str, groups: np.ndarray, size: float, calls: int) -> None:
         if calls <= 0 or groups.shape[1] < 2:
             return
-        rows = cast(Sequence[np.ndarray], groups)
+        rows = group_blocks(fabric, groups)  # checked once, shared by the candidates
 
         def build(alg: str) -> Traffic:
             return collective_traffic(fabric, collective, rows, size, algorithm=alg)
@@ -301,11 +300,11 @@ def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
                               spills))
 
     if layout.tp > 1:
-        groups = rank_grid(ranks, layout, "tp")
+        groups = rank_groups(ranks, layout, "tp")
         add("tp", "allreduce", groups, batch * model.hidden * abytes, 2 * model.layers)
         add("logits", "allgather", groups, batch * model.vocab * abytes, 1)
     if layout.ep > 1 and moe_layers:
         per_rank = batch * model.top_k * model.hidden * abytes
-        add("ep", "alltoall", rank_grid(ranks, layout, "ep"), per_rank, 2 * moe_layers)
+        add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, 2 * moe_layers)
     return out
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -77,7 +77,8 @@ from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.layout import Layout, rank_grid
+from topomodel.traffic.communicators import group_blocks
+from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
 
@@ -459,7 +460,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             return
 
         def groups() -> np.ndarray:
-            return rank_grid(ranks, layout, grid)
+            return rank_groups(ranks, layout, grid)
 
         candidates = _candidates(collective, algorithm, ranks_per_group)
         key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
@@ -471,16 +472,16 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             t_s = unrouted(collective, groups, size, key)
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
-            rows = groups()
+            grid_rows = groups()
+            rows = group_blocks(fabric, grid_rows)  # checked once, shared by the candidates
 
             def build(alg: str) -> Traffic:
-                return collective_traffic(fabric, collective, _rows(rows), size,
-                                          algorithm=alg)
+                return collective_traffic(fabric, collective, rows, size, algorithm=alg)
 
             alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                    model=a.time)
             hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                spills_of(rows), t.measured)
+                                spills_of(grid_rows), t.measured)
         out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
@@ -504,13 +505,13 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         add("ep", "ep", "alltoall", "ep", per_rank, "direct")
     if layout.pp > 1:
         def adjacent_stages() -> np.ndarray:  # (groups, p - 1, 2)
-            stages = rank_grid(ranks, layout, "pp")
+            stages = rank_groups(ranks, layout, "pp")
             return np.stack([stages[:, :-1], stages[:, 1:]], axis=2)
 
         def pipeline_pairs() -> np.ndarray:
             pairs = adjacent_stages().reshape(-1, 2)
             if layout.interleave > 1:  # the last stage hands the next chunk to the first
-                stages = rank_grid(ranks, layout, "pp")
+                stages = rank_groups(ranks, layout, "pp")
                 pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
             return pairs
 
@@ -543,8 +544,8 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         elif hit is None:
             pairs = pipeline_pairs()
             times = [time_traffic(fabric, concurrent([
-                collective_traffic(fabric, "sendrecv", _rows(x), size, algorithm="p2p"),
-                collective_traffic(fabric, "sendrecv", _rows(x[:, ::-1]), size,
+                collective_traffic(fabric, "sendrecv", x, size, algorithm="p2p"),
+                collective_traffic(fabric, "sendrecv", x[:, ::-1], size,
                                    algorithm="p2p")]), routing=routing, seed=seed,
                 model=a.time) for x in exchanges()]
             t = max(times, key=lambda r: r.time_s)
@@ -573,12 +574,6 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if layout.zero:
             add("edp_ag", "edp", "allgather", "expert_grad", bucket)
     return out
-
-
-def _rows(groups: np.ndarray) -> Sequence[np.ndarray]:
-    """Communicators as the collectives take them: a 2-D array is a sequence of rows,
-    and the collectives read it as one without a Python list."""
-    return cast(Sequence[np.ndarray], groups)
 
 
 def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:

@@ -46,7 +46,7 @@ from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
 from topomodel.traffic.allpairs import decompose
-from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
+from topomodel.traffic.phases import AllPairsPhase, Phase, Shape, Traffic
 from topomodel.traffic.pxn import pxn
 
 PCI_KINDS = ("none", "pcie")
@@ -215,8 +215,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     if not nccl:
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
-    protocol, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
-    curve = _measured(fabric, traffic, model) if not lost_flows else None
+    protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
+    curve = _measured(fabric, traffic.shapes, model) if not lost_flows else None
     note = ""
     if curve is not None:
         seconds, note = curve
@@ -229,7 +229,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                        protocol, latency, scale, note)
 
 
-def _measured(fabric: Fabric, traffic: Traffic, model: TimeModel
+def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
               ) -> tuple[float, str] | None:
     """(seconds, note) of a collective from the system's measured curve, when the time
     model allows one (no forced protocol or scale-up efficiency: what-ifs the
@@ -238,7 +238,7 @@ def _measured(fabric: Fabric, traffic: Traffic, model: TimeModel
     if (not model.measured_curves or model.protocol != "auto"
             or any(tier.startswith("scaleup") for tier in model.efficiency)):
         return None
-    return measured_time(fabric, traffic.shapes)
+    return measured_time(fabric, shapes)
 
 
 def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
@@ -254,7 +254,7 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
     left out (:class:`_Rates`), since a flow that cannot be routed loads no link.
     """
     model = model or TimeModel()
-    curve = _measured(fabric, traffic, model) if traffic.shapes else None
+    curve = _measured(fabric, traffic.shapes, model) if traffic.shapes else None
     if curve is not None:  # the time itself
         return curve[0]
     rates = _rates(fabric, model)
@@ -262,8 +262,26 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
-    _, latency, scale = _fastest_protocol(fabric, traffic, simple_s, model)
+    _, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
     return scale * simple_s + latency
+
+
+def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel | None = None
+            ) -> float:
+    """A time no collective of these :attr:`~topomodel.traffic.phases.Traffic.shapes`
+    can beat, seconds, known before its traffic is built: the measured curve's time
+    where one times it, else the lowest latency of any protocol (what
+    :func:`lower_bound_s` adds its bandwidth term to, so this is never above it: each
+    protocol's time only grows with the bandwidth time, and a forced protocol is never
+    faster than the fastest). Lets the algorithm search skip building a candidate that
+    cannot win; 0 for traffic that is no collective."""
+    model = model or TimeModel()
+    if not shapes:
+        return 0.0
+    curve = _measured(fabric, shapes, model)
+    if curve is not None:
+        return curve[0]
+    return _fastest_protocol(fabric, shapes, 0.0, replace(model, protocol="auto"))[1]
 
 
 def _switch_s(ph: Phase, rates: _Rates) -> float:
@@ -290,7 +308,7 @@ ICI, UB) and none use the Hopper row (an assumption, see
 :mod:`topomodel.analysis.protocols`)."""
 
 
-def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
+def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,
                       model: TimeModel) -> tuple[str, float, float]:
     """(protocol, latency s, bandwidth scale) of the fastest protocol for a collective
     whose Simple-protocol bandwidth time is ``simple_s``. Concurrent collectives (several
@@ -303,7 +321,7 @@ def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
     best: tuple[float, str, float, float] | None = None
     for protocol in PROTOCOLS if model.protocol == "auto" else (model.protocol,):
         latency, scale = 0.0, 1.0
-        for s in traffic.shapes:
+        for s in shapes:
             shape = NcclShape(s.ranks, s.nodes, intra, s.channels)
             lat = latency_s(s.algorithm, s.collective, protocol, shape, rounds=s.rounds)
             if (protocol == "Simple" and s.algorithm == "ring" and s.collective == "allreduce"
@@ -319,7 +337,7 @@ def _fastest_protocol(fabric: Fabric, traffic: Traffic, simple_s: float,
         if np.isfinite(total) and (best is None or total < best[0]):
             best = (total, protocol, latency, scale)
     if best is None:  # a forced protocol the algorithm does not run: NCCL falls back
-        return _fastest_protocol(fabric, traffic, simple_s, replace(model, protocol="auto"))
+        return _fastest_protocol(fabric, shapes, simple_s, replace(model, protocol="auto"))
     return best[1], best[2], best[3]
 
 

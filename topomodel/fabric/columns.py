@@ -47,6 +47,13 @@ class Coded:
         self.codes: np.ndarray = column.cat.codes.to_numpy()
         self._code = {str(label): code for code, label in enumerate(column.cat.categories)}
 
+    def at(self, rows: np.ndarray) -> Coded:
+        """The codes of ``rows`` as their own column (a node column at each link's end:
+        one gather, then as many comparisons as wanted)."""
+        picked = Coded.__new__(Coded)
+        picked.codes, picked._code = self.codes[rows], self._code
+        return picked
+
     def equals(self, label: str, at: np.ndarray | None = None) -> np.ndarray:
         """Whether each row (or each row of ``at``) holds ``label``."""
         codes = self.codes if at is None else self.codes[at]

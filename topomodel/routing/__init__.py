@@ -128,33 +128,44 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
 
 @dataclass(frozen=True, eq=False)
 class _Arcs:
-    """The live arcs of a fabric indexed for look-ups: by (src, dst) key, and the arcs
-    touching a NIC or a scale-out switch (the middles of two-hop paths) by their other
-    end."""
+    """The live arcs of a fabric indexed by (src, dst) key, for direct look-ups."""
 
     n: int
     keys: np.ndarray  # src * n + dst of the live arcs, sorted
     rows_by_key: np.ndarray  # their link rows, in that order
-    src_sorted: np.ndarray  # src of the live arcs into a NIC or a scale-out switch, sorted
-    rows_by_src: np.ndarray  # their link rows, in that order
-    dst_sorted: np.ndarray  # dst of the live arcs out of a NIC or a scale-out switch, sorted
-    rows_by_dst: np.ndarray  # their link rows, in that order
 
 
 def _arcs(fabric: Fabric) -> _Arcs:
     links = fabric.links
     n = len(fabric.nodes)
     live = np.flatnonzero(~links["failed"].to_numpy())
-    src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
-    keys = src.astype(np.int64) * n + dst
+    src = links["src"].to_numpy()[live].astype(np.int64, copy=False)
+    keys = src * n + links["dst"].to_numpy()[live]
     by_key = np.argsort(keys, kind="stable")  # timsort: the builder lists links nearly in order
+    return _Arcs(n, keys[by_key], live[by_key])
+
+
+@dataclass(frozen=True, eq=False)
+class _Middles:
+    """The live arcs touching a NIC or a scale-out switch (the middles of two-hop
+    paths), by their other end; made only where a two-hop path is looked for."""
+
+    src_sorted: np.ndarray  # src of the live arcs into a NIC or a scale-out switch, sorted
+    rows_by_src: np.ndarray  # their link rows, in that order
+    dst_sorted: np.ndarray  # dst of the live arcs out of a NIC or a scale-out switch, sorted
+    rows_by_dst: np.ndarray  # their link rows, in that order
+
+
+def _middles(fabric: Fabric) -> _Middles:
+    links = fabric.links
+    live = np.flatnonzero(~links["failed"].to_numpy())
+    src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
     middle = fabric.kind_mask("nic") | fabric.kind_mask("switch")
     into = np.flatnonzero(middle[dst])
     by_src = into[np.argsort(src[into], kind="stable")]
     out_of = np.flatnonzero(middle[src])
     by_dst = out_of[np.argsort(dst[out_of], kind="stable")]
-    return _Arcs(n, keys[by_key], live[by_key], src[by_src], live[by_src],
-                 dst[by_dst], live[by_dst])
+    return _Middles(src[by_src], live[by_src], dst[by_dst], live[by_dst])
 
 
 def _direct_links(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -180,7 +191,7 @@ def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
     (a switch sending to an accelerator lists the accelerator's one NIC, not the
     switch's hundred ports), so the work is the smaller degree per pair."""
     links = fabric.links
-    arcs = fabric.derived(_arcs)
+    arcs = fabric.derived(_middles)
     out_lo, out_count = _spans(arcs.src_sorted, src)
     in_lo, in_count = _spans(arcs.dst_sorted, dst)
     forward = out_count <= in_count

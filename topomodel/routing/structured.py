@@ -63,24 +63,30 @@ class _Clos:
         self.pod = nodes["pod"].to_numpy()
         self.domain = nodes["domain"].to_numpy()
         self.mesh = fabric.structure.scaleup.kind == "full_mesh"
-        host = np.flatnonzero(tier.equals("host") & kind.equals("accelerator", src))
+        # each node column at each link's ends gathered once, compared many times
+        kind_src, kind_dst = kind.at(src), kind.at(dst)
+        tier_src, tier_dst = node_tier.at(src), node_tier.at(dst)
+        host_tier = tier.equals("host")
+        host = np.flatnonzero(host_tier & kind_src.equals("accelerator"))
         self.nic_of = np.full(n, -1)
         self.nic_of[src[host]] = dst[host]
         self.host_up = np.full(n, -1)
         self.host_up[src[host]] = host
-        back = np.flatnonzero(tier.equals("host") & kind.equals("nic", src))
+        back = np.flatnonzero(host_tier & kind_src.equals("nic"))
         self.host_down = np.full(n, -1)
         self.host_down[dst[back]] = back
         scaleout = fabric.structure.scaleout
         self.planes = scaleout.planes if scaleout.kind != "none" else 0
-        up = np.flatnonzero(tier.equals("leaf") & kind.equals("nic", src))
-        down = np.flatnonzero(tier.equals("leaf") & kind.equals("nic", dst))
+        leaf_tier = tier.equals("leaf")
+        up = np.flatnonzero(leaf_tier & kind_src.equals("nic"))
+        down = np.flatnonzero(leaf_tier & kind_dst.equals("nic"))
         self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
         self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
-        self.fat_tree = _Climb(src, dst, cables, tier, node_tier, n, FAT_TREE_TIERS)
-        self.supernode = _Climb(src, dst, cables, tier, node_tier, n, SCALEUP_TIERS)
-        su = np.flatnonzero(tier.equals("scaleup") & kind.equals("accelerator", src))
-        sd = np.flatnonzero(tier.equals("scaleup") & kind.equals("accelerator", dst))
+        self.fat_tree = _Climb(src, dst, cables, tier, tier_src, tier_dst, n, FAT_TREE_TIERS)
+        self.supernode = _Climb(src, dst, cables, tier, tier_src, tier_dst, n, SCALEUP_TIERS)
+        scaleup_tier = tier.equals("scaleup")
+        su = np.flatnonzero(scaleup_tier & kind_src.equals("accelerator"))
+        sd = np.flatnonzero(scaleup_tier & kind_dst.equals("accelerator"))
         self.scaleup_up = self.scaleup_down = None
         if len(su) and not self.mesh:
             self.scaleup_up = _Fanout(src[su], su, n, cables, uniform=False)
@@ -102,7 +108,7 @@ class _Climb:
     """
 
     def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
-                 tier: Coded, node_tier: Coded, n: int,
+                 tier: Coded, tier_src: Coded, tier_dst: Coded, n: int,
                  names: tuple[str, str, str]) -> None:
         leaf, spine, core = names
         self.n_links = len(src)
@@ -110,8 +116,8 @@ class _Climb:
         self.down: dict[str, _Fanout] = {}
         for name, lower in ((spine, leaf), (core, spine)):
             here = tier.equals(name)
-            u = np.flatnonzero(here & node_tier.equals(lower, src))
-            d = np.flatnonzero(here & node_tier.equals(lower, dst))
+            u = np.flatnonzero(here & tier_src.equals(lower))
+            d = np.flatnonzero(here & tier_dst.equals(lower))
             if len(u):
                 self.up[name] = _Fanout(src[u], u, n, cables)
                 self.down[name] = _Fanout(dst[d], d, n, cables)

@@ -145,8 +145,6 @@ from topomodel.fabric.tables import Fabric
 from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
 from topomodel.traffic.channels import (
     Flows,
-    channels,
-    domain_parts,
     double_binary_tree,
     ring_flows,
     tree_depth,
@@ -154,11 +152,12 @@ from topomodel.traffic.channels import (
 )
 from topomodel.traffic.communicators import (
     CollectiveError,
-    _buckets,
+    GroupBlocks,
+    GroupsLike,
     _check_collective,
-    _check_groups,
     _group_names,
     _Groups,
+    group_blocks,
 )
 from topomodel.traffic.innetwork import _in_network_phases, _plan_in_network
 from topomodel.traffic.phases import (
@@ -171,8 +170,8 @@ from topomodel.traffic.phases import (
 )
 from topomodel.traffic.torus import _torus
 
-__all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_traffic",
-           "double_binary_tree", "tree_depth"]
+__all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_shapes",
+           "collective_traffic", "double_binary_tree", "tree_depth"]
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork", "nvlstree", "torus"),
@@ -212,7 +211,7 @@ def busbw_factor(collective: str, n: int) -> float:
     return 1.0
 
 
-def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndarray],
+def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | GroupBlocks,
                        size_bytes: float, *, algorithm: str,
                        group_names: Sequence[str] | None = None) -> Traffic:
     """The flows of one collective of ``size_bytes`` (bytes, nccl-tests convention) per group.
@@ -224,8 +223,11 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
     collective
         One of :data:`COLLECTIVES`.
     groups
-        Communicators that run at the same time, each an int array of accelerator node
-        numbers in rank order (or one 2-D array, a row per group).
+        Communicators that run at the same time: a 2-D int array of accelerator node
+        numbers, a row per group in rank order (:data:`~topomodel.traffic.communicators.
+        Groups`); for groups of different sizes a sequence of such blocks or of 1-D
+        groups; or :class:`~topomodel.traffic.communicators.GroupBlocks` already checked
+        (what an algorithm search passes, so its candidates share the groups' channels).
     size_bytes
         S in bytes, as nccl-tests counts it (see the module docstring).
     algorithm
@@ -248,6 +250,50 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
         switches cannot reduce or a group spanning domains has parts of different sizes,
         or an All-to-All of more flows than :data:`~topomodel.limits.MAX_FLOWS`.
     """
+    blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
+    if algorithm in ("direct", "pairwise"):  # every rank to every other: n(n - 1) flows
+        flows = sum(len(b) * b.shape[1] * (b.shape[1] - 1) for b in blocks.blocks)
+        if flows > MAX_FLOWS:
+            raise CollectiveError(too_many(flows, MAX_FLOWS, f"{algorithm} All-to-All flows",
+                                           BYTES_PER_FLOW, doing="to route")
+                                  + " (topomodel.limits.MAX_FLOWS)")
+    names = _group_names(group_names, blocks.count)
+    per_size = _per_size(blocks, names)
+    shapes = tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
+                                 for g in per_size if g.n > 1))
+    if algorithm in ("innetwork", "nvlstree"):
+        plan = _plan_in_network(fabric, blocks, names, algorithm=algorithm)
+        return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes, shapes)
+    make = _GENERATORS[algorithm]
+    per_bucket = []
+    for g in per_size:
+        if g.n > 1:
+            per_bucket.extend(make(collective, g, size))
+    phases = _merge(per_bucket)
+    return Traffic(phases, names, algorithm, (_NOTES[algorithm],), shapes)
+
+
+def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | GroupBlocks,
+                      size_bytes: float, *, algorithm: str) -> tuple[Shape, ...]:
+    """The :attr:`~topomodel.traffic.phases.Traffic.shapes` that
+    :func:`collective_traffic` gives the same arguments, without making any flow (what
+    a bound on a candidate's time needs before its traffic is built).
+
+    Raises
+    ------
+    CollectiveError
+        As :func:`collective_traffic` does for the collective, algorithm, size and
+        groups (not for what only building the flows finds).
+    """
+    blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
+    return tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
+                               for g in _per_size(blocks, _group_names(None, blocks.count))
+                               if g.n > 1))
+
+
+def _checked(fabric: Fabric, collective: str, algorithm: str,
+             groups: GroupsLike | GroupBlocks, size_bytes: float
+             ) -> tuple[GroupBlocks, float]:
     _check_collective(collective)
     supported = ALGORITHMS[collective]
     if algorithm not in supported:
@@ -256,27 +302,12 @@ def collective_traffic(fabric: Fabric, collective: str, groups: Sequence[np.ndar
     size = float(size_bytes)
     if not math.isfinite(size) or size < 0:
         raise CollectiveError(f"size_bytes must be a finite number >= 0, got {size_bytes!r}")
-    rows = _check_groups(fabric, groups)
-    if algorithm in ("direct", "pairwise"):  # every rank to every other: n(n - 1) flows
-        flows = sum(len(r) * (len(r) - 1) for r in rows)
-        if flows > MAX_FLOWS:
-            raise CollectiveError(too_many(flows, MAX_FLOWS, f"{algorithm} All-to-All flows",
-                                           BYTES_PER_FLOW, doing="to route")
-                                  + " (topomodel.limits.MAX_FLOWS)")
-    names = _group_names(group_names, len(rows))
-    buckets = _buckets(rows)
-    shapes = tuple(dict.fromkeys(collective_shape(fabric, collective, algorithm, ranks, size)
-                                 for _, ranks in buckets if ranks.shape[1] > 1))
-    if algorithm in ("innetwork", "nvlstree"):
-        plan = _plan_in_network(fabric, rows, names, algorithm=algorithm)
-        return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes, shapes)
-    make = _GENERATORS[algorithm]
-    per_bucket = []
-    for gid, ranks in buckets:
-        if ranks.shape[1] > 1:
-            per_bucket.extend(make(collective, _Groups(ranks, gid, names, fabric), size))
-    phases = _merge(per_bucket)
-    return Traffic(phases, names, algorithm, (_NOTES[algorithm],), shapes)
+    return group_blocks(fabric, groups), size
+
+
+def _per_size(blocks: GroupBlocks, names: tuple[str, ...]) -> list[_Groups]:
+    """One generator view per block, sharing the block's derived views."""
+    return [blocks.block(k, names) for k in range(len(blocks.blocks))]
 
 
 def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.ndarray,
@@ -295,7 +326,13 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
     >>> shape.ranks, shape.nodes, shape.rounds
     (16, 2, 1)
     """
-    n = int(ranks.shape[1])
+    gid = np.arange(len(ranks), dtype=np.int32)
+    return _shape(collective, algorithm, _Groups(ranks, gid, (), fabric), float(size_bytes))
+
+
+def _shape(collective: str, algorithm: str, g: _Groups, size: float) -> Shape:
+    fabric, ranks = g.fabric, g.ranks
+    n = g.n
     domain = np.sort(fabric.nodes["domain"].to_numpy()[ranks], axis=1)
     alone = (domain < 0).sum(axis=1)
     distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
@@ -307,10 +344,8 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
         rounds = sum(d - 1 for d in shape) * (2 if collective == "allreduce" else 1)
     count = 0
     if nodes > 1 and algorithm in ("ring", "tree", "hierarchical"):
-        from topomodel.traffic.channels import channels, domain_parts
-
-        count = int(channels(fabric, domain_parts(fabric, ranks)).count.min())
-    return Shape(collective, algorithm, n, nodes, float(size_bytes), rounds, count)
+        count = int(g.channels.count.min())
+    return Shape(collective, algorithm, n, nodes, size, rounds, count)
 
 
 def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
@@ -356,7 +391,7 @@ def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
 def _ring(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
     n = g.n
     if collective in ("allreduce", "allgather", "reducescatter"):
-        flows = ring_flows(channels(g.fabric, domain_parts(g.fabric, g.ranks)), size)
+        flows = ring_flows(g.channels, size)
         steps = 2 * (n - 1) if collective == "allreduce" else n - 1
         return [[_phase(g, flows, steps=steps, label=f"ring {collective}")]]
     chain = np.arange(n - 1)
@@ -367,7 +402,7 @@ def _ring(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
 
 
 def _tree(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    flows, hops = tree_flows(channels(g.fabric, domain_parts(g.fabric, g.ranks)), size)
+    flows, hops = tree_flows(g.channels, size)
     return [[_phase(g, flows, steps=1, label="tree reduce + broadcast", messages=hops)]]
 
 
@@ -466,7 +501,7 @@ def pipelined(stages: Sequence[Phase]) -> Phase:
 
 def _equal_parts(g: _Groups) -> list[tuple[_Groups, int]]:
     """Groups reordered part by part, by part size; refuse a group with uneven parts."""
-    layout = domain_parts(g.fabric, g.ranks)
+    layout = g.layout
     smallest, largest = layout.size.min(axis=1), layout.size.max(axis=1)
     uneven = np.flatnonzero(smallest != largest)
     if len(uneven):

@@ -1,11 +1,13 @@
-"""Communicator groups as the collective schedules take them: checked, named, and
-bucketed by size."""
+"""Communicator groups as the collective schedules take them: checked, named, and held
+as 2-D blocks of one group size each (:class:`GroupBlocks`); no list of small arrays
+travels past :func:`group_blocks`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -14,23 +16,117 @@ from topomodel.fabric.tables import Fabric
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import COLLECTIVES as COLLECTIVES
 
+if TYPE_CHECKING:
+    from topomodel.traffic.channels import Channels, PartLayout
+
 
 class CollectiveError(TopomodelError, ValueError):
     """A collective that cannot be generated as asked (bad group, algorithm or size)."""
 
 
-@dataclass(frozen=True)
+Groups: TypeAlias = np.ndarray
+"""Communicators of one size, the group type every collective takes: a 2-D int array
+of accelerator node numbers, a row per group, ranks in rank order along the row."""
+
+GroupsLike: TypeAlias = np.ndarray | Sequence[np.ndarray]
+"""What :func:`group_blocks` accepts: :data:`Groups`, or for groups of different sizes a
+sequence of them (each element a 2-D block of one size, or one group as a 1-D array),
+numbered row by row in the order given."""
+
+
+@dataclass(frozen=True, eq=False)
+class GroupBlocks:
+    """Checked communicators of one group set on one fabric, as 2-D blocks of one group
+    size each (sizes in order of first appearance): ``blocks[k][r, i]`` is rank i of
+    group ``ids[k][r]``, its index among all ``count`` groups as the caller listed them.
+
+    What is derived from a block (its domain parts, its NCCL channels) is made once and
+    kept with it (:meth:`block`), so the candidates of an algorithm search share it.
+    """
+
+    fabric: Fabric
+    ids: tuple[np.ndarray, ...]  # int32 per block
+    blocks: tuple[np.ndarray, ...]  # int64 (groups, ranks) per block
+    count: int
+    _views: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Ranks per group, by group index."""
+        sizes = np.zeros(self.count, np.int64)
+        for ids, block in zip(self.ids, self.blocks, strict=True):
+            sizes[ids] = block.shape[1]
+        return sizes
+
+    def members(self, which: np.ndarray) -> np.ndarray:
+        """The ranks of groups ``which`` (ascending group indices), one group after
+        another."""
+        if len(self.blocks) == 1:
+            return self.blocks[0][np.searchsorted(self.ids[0], which)].ravel()
+        sizes = self.sizes
+        start = np.zeros(self.count + 1, np.int64)
+        np.cumsum(sizes, out=start[1:])
+        flat = np.empty(int(start[-1]), np.int64)
+        for ids, block in zip(self.ids, self.blocks, strict=True):
+            flat[(start[ids][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
+        keep = np.repeat(start[which], sizes[which]) + _within(sizes[which])
+        return flat[keep]
+
+    def select(self, which: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(block number, group indices, rows) of the groups ``which`` (ascending group
+        indices), block by block in order of their first group in ``which``."""
+        out = []
+        for k, ids in enumerate(self.ids):
+            rows = np.flatnonzero(np.isin(ids, which))
+            if len(rows):
+                out.append((k, ids[rows], rows))
+        out.sort(key=lambda part: int(part[1][0]))
+        return out
+
+    def block(self, k: int, names: tuple[str, ...] = ()) -> _Groups:
+        """Block ``k`` as the generators take it; what they derive from it (domain parts,
+        channels) is made once and kept with these groups."""
+        return _Groups(self.blocks[k], self.ids[k], names, self.fabric,
+                       self._views.setdefault(k, {}))
+
+
+@dataclass(frozen=True, eq=False)
 class _Groups:
-    """Groups of one size: ``ranks[g, i]`` is rank i of group ``gid[g]``."""
+    """Groups of one size as a generator takes them: ``ranks[g, i]`` is rank i of
+    group ``gid[g]``; ``cache`` keeps what is derived from ``ranks`` (one block's share
+    of :meth:`GroupBlocks.derived`)."""
 
     ranks: np.ndarray  # (groups, n) int64 node numbers
     gid: np.ndarray  # (groups,) int32 index into the caller's groups
     names: tuple[str, ...]
     fabric: Fabric
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def n(self) -> int:
         return int(self.ranks.shape[1])
+
+    @property
+    def layout(self) -> PartLayout:
+        """The groups' domain parts (:func:`~topomodel.traffic.channels.domain_parts`),
+        made once."""
+        from topomodel.traffic.channels import domain_parts
+
+        if "layout" not in self.cache:
+            self.cache["layout"] = domain_parts(self.fabric, self.ranks)
+        layout: PartLayout = self.cache["layout"]
+        return layout
+
+    @property
+    def channels(self) -> Channels:
+        """The groups' NCCL channels (:func:`~topomodel.traffic.channels.channels`),
+        made once."""
+        from topomodel.traffic.channels import channels
+
+        if "channels" not in self.cache:
+            self.cache["channels"] = channels(self.fabric, self.layout)
+        made: Channels = self.cache["channels"]
+        return made
 
     def phase(self, a: np.ndarray, b: np.ndarray, bytes_per_flow: float | np.ndarray, *,
               steps: int, label: str, messages: int = 1) -> Phase:
@@ -46,29 +142,62 @@ class _Groups:
         return Phase(src, dst, nbytes, group, steps, label, messages)
 
 
+def _within(counts: np.ndarray) -> np.ndarray:
+    """0 .. c-1 for each count c, one run after another."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 def _check_collective(collective: str) -> None:
     if collective not in COLLECTIVES:
         raise CollectiveError(f"unknown collective {collective!r}; choose from"
                               f" {', '.join(COLLECTIVES)}")
 
 
-def _check_groups(fabric: Fabric, groups: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-    """Groups as int64 arrays (a 2-D array, a row per group, stays one array); refuse
-    empty groups, repeats and non-accelerators."""
-    rows: Sequence[np.ndarray]
+def group_blocks(fabric: Fabric, groups: GroupsLike | GroupBlocks) -> GroupBlocks:
+    """``groups`` checked against ``fabric`` and held as 2-D blocks of one size each
+    (given :class:`GroupBlocks` of this fabric are returned as they are).
+
+    Raises
+    ------
+    CollectiveError
+        For no groups, an empty group, a repeated node or a node that is not an
+        accelerator of the fabric.
+    """
+    if isinstance(groups, GroupBlocks):  # another fabric's are checked on this one
+        return groups if groups.fabric is fabric else _verified(
+            GroupBlocks(fabric, groups.ids, groups.blocks, groups.count))
     if isinstance(groups, np.ndarray) and groups.ndim == 2:
-        rows = groups.astype(np.int64, copy=False)
-        if not rows.shape[1]:
-            raise CollectiveError("group 0 has no ranks")
+        parts = [groups]
+    elif isinstance(groups, np.ndarray) and groups.ndim == 1 and groups.dtype != object:
+        parts = [groups.reshape(-1, 1)]  # as a sequence of scalars: groups of one rank
     else:
-        rows = [np.asarray(g, dtype=np.int64).ravel() for g in groups]
-        lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
-        if (lengths == 0).any():
-            raise CollectiveError(f"group {int(np.argmin(lengths))} has no ranks")
-    if not len(rows):
+        parts = [np.asarray(g, dtype=np.int64) for g in groups]
+        parts = [p.reshape(1, -1) if p.ndim < 2 else p for p in parts]
+    parts = [p.astype(np.int64, copy=False).reshape(len(p), -1) for p in parts]
+    rows = [len(p) for p in parts]
+    if not sum(rows):
         raise CollectiveError("no groups given")
-    is_acc = fabric.kind_mask("accelerator")
-    for _, ranks in _buckets(rows):
+    empty = [i for i, p in enumerate(parts) if p.shape[1] == 0 and len(p)]
+    if empty:
+        raise CollectiveError(f"group {sum(rows[:empty[0]])} has no ranks")
+    first = np.cumsum([0, *rows])
+    ids: list[np.ndarray] = []
+    blocks: list[np.ndarray] = []
+    for size in dict.fromkeys(p.shape[1] for p in parts if len(p)):
+        same = [i for i, p in enumerate(parts) if len(p) and p.shape[1] == size]
+        ids.append(np.concatenate([np.arange(first[i], first[i + 1]) for i in same]
+                                  ).astype(np.int32))
+        blocks.append(parts[same[0]] if len(same) == 1 else np.concatenate(
+            [parts[i] for i in same]))
+    return _verified(GroupBlocks(fabric, tuple(ids), tuple(blocks), int(first[-1])))
+
+
+def _verified(groups: GroupBlocks) -> GroupBlocks:
+    """``groups``, once every rank is an accelerator of its fabric and no group repeats
+    a node."""
+    is_acc = groups.fabric.kind_mask("accelerator")
+    for ranks in groups.blocks:
         bad = (ranks < 0) | (ranks >= len(is_acc))
         if not bad.any():
             bad = ~is_acc[ranks]
@@ -80,7 +209,7 @@ def _check_groups(fabric: Fabric, groups: Sequence[np.ndarray]) -> Sequence[np.n
         if repeated.any():
             raise CollectiveError(f"node {int(ordered[:, 1:][repeated][0])} appears twice in"
                                   " one group")
-    return rows
+    return groups
 
 
 def _group_names(names: Sequence[str] | None, count: int) -> tuple[str, ...]:
@@ -96,31 +225,3 @@ def _default_names(count: int) -> tuple[str, ...]:
     """``g0`` .. ``g{count-1}``, made once per count (a step names 262k groups nine
     times)."""
     return tuple(f"g{i}" for i in range(count))
-
-
-def _buckets(rows: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(group indices, 2-D ranks) per group size, sizes in order of first appearance."""
-    if isinstance(rows, np.ndarray):  # one size already
-        return [(np.arange(len(rows), dtype=np.int32), rows)]
-    sizes = group_sizes(rows)
-    if (sizes == sizes[0]).all():
-        return [(np.arange(len(rows), dtype=np.int32), np.stack(rows))]
-    out = []
-    for size in dict.fromkeys(sizes.tolist()):
-        gid = np.flatnonzero(sizes == size).astype(np.int32)
-        out.append((gid, np.stack([rows[int(i)] for i in gid])))
-    return out
-
-
-def group_sizes(rows: Sequence[np.ndarray]) -> np.ndarray:
-    """Ranks per group (a 2-D array's row length, without a loop over its rows)."""
-    if isinstance(rows, np.ndarray):
-        return np.full(len(rows), rows.shape[1], np.int64)
-    return np.fromiter((len(r) for r in rows), np.int64, len(rows))
-
-
-def group_members(rows: Sequence[np.ndarray], which: np.ndarray) -> np.ndarray:
-    """The ranks of groups ``which``, one after another."""
-    if isinstance(rows, np.ndarray):
-        return rows[which].ravel()
-    return np.concatenate([rows[i] for i in which]) if len(which) else np.zeros(0, np.int64)

@@ -24,50 +24,58 @@ from topomodel.fabric.tables import Fabric
 GROUP_SPECS = ("all", "domain", "system", "rail", "block:N", "stride:K", "A-B", "A,B,C")
 
 
-def parse_groups(fabric: Fabric, spec: str) -> list[np.ndarray]:
-    """The communicators ``spec`` names, as arrays of accelerator node numbers.
+def parse_groups(fabric: Fabric, spec: str) -> np.ndarray:
+    """The communicators ``spec`` names: a 2-D array of accelerator node numbers, a row
+    per group (:data:`~topomodel.traffic.communicators.Groups`). Every spec names groups
+    of one size (the builders make domains and systems of one size); groups of several
+    sizes are several specs, run at once.
 
     Raises
     ------
     UsageError
         For a spec that is malformed, names ranks that do not exist, or groups that do
-        not fit (a block size that does not divide the accelerators).
+        not fit (a block size that does not divide the accelerators; domains, systems or
+        rails of different sizes).
 
     Examples
     --------
     >>> class F:  # a stand-in with 8 accelerators numbered 10..17
     ...     accelerators = np.arange(10, 18)
-    >>> [g.tolist() for g in parse_groups(F(), "stride:4")][:2]
+    >>> parse_groups(F(), "stride:4")[:2].tolist()
     [[10, 14], [11, 15]]
     """
     acc = fabric.accelerators
     n = len(acc)
     text = spec.strip()
     if text == "all":
-        return [acc]
+        return acc.reshape(1, -1)
     if text in ("domain", "system", "rail"):
         column = {"domain": "domain", "system": "system", "rail": "local"}[text]
         keys = fabric.nodes[column].to_numpy()[acc]
         if text == "domain" and (keys < 0).any():
             raise UsageError("this fabric has no scale-up domains; use 'system' or 'block:N'")
         order = np.argsort(keys, kind="stable")
-        split = np.flatnonzero(np.diff(keys[order])) + 1
-        return [acc[part] for part in np.split(order, split)]
+        starts = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0])
+        sizes = np.diff(np.r_[starts, n])
+        if (sizes != sizes[0]).any():
+            raise UsageError(f"group spec {spec!r}: its groups differ in size"
+                             f" ({int(sizes.min())} to {int(sizes.max())} ranks); name the"
+                             " groups of each size with their own spec")
+        return acc[order].reshape(len(starts), -1)
     kind, _, value = text.partition(":")
     if kind in ("block", "stride"):
         size = _positive(value, spec)
         if n % size:
             raise UsageError(f"group spec {spec!r}: {n} accelerators do not divide into"
                              f" {'blocks' if kind == 'block' else 'strides'} of {size}")
-        table = acc.reshape(-1, size) if kind == "block" else acc.reshape(-1, size).T
-        return list(table)
+        return acc.reshape(-1, size) if kind == "block" else acc.reshape(-1, size).T.copy()
     ranks = _ranks(text, spec, n)
     if ranks.max() >= n:
         raise UsageError(f"group spec {spec!r}: rank {int(ranks.max())} does not exist"
                          f" (ranks 0-{n - 1})")
     if len(np.unique(ranks)) != len(ranks):
         raise UsageError(f"group spec {spec!r}: a rank appears twice")
-    return [acc[ranks]]
+    return acc[ranks].reshape(1, -1)
 
 
 def _positive(value: str, spec: str) -> int:

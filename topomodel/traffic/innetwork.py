@@ -42,17 +42,16 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
     CollectiveError,
-    _buckets,
-    _check_groups,
+    GroupBlocks,
+    GroupsLike,
     _group_names,
-    group_members,
-    group_sizes,
+    group_blocks,
 )
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
 
 
-def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray], *,
+def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
                        algorithm: str = "innetwork") -> bool:
     """Whether every group can AllReduce in the switches: ``innetwork`` (NVLS in-system
     or SHARP) or ``nvlstree`` (NVLS-Tree).
@@ -60,9 +59,9 @@ def in_network_capable(fabric: Fabric, groups: Sequence[np.ndarray], *,
     See the module docstring for the cases. Groups of one rank need no network and count
     as capable.
     """
-    rows = _check_groups(fabric, groups)
+    blocks = group_blocks(fabric, groups)
     try:
-        _plan_in_network(fabric, rows, _group_names(None, len(rows)), algorithm=algorithm)
+        _plan_in_network(fabric, blocks, _group_names(None, blocks.count), algorithm=algorithm)
     except CollectiveError:
         return False
     return True
@@ -118,13 +117,15 @@ class _Chips:
                 group[which])
 
 
-def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarray,
-           ldst: np.ndarray, lcables: np.ndarray) -> _Chips:
+def _chips(fabric: Fabric, capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarray,
+           kind_src: np.ndarray, kind_dst: np.ndarray, lcables: np.ndarray) -> _Chips:
     system = fabric.nodes["system"].to_numpy()
     n_nodes = len(fabric.nodes)
-    to_chip = (kind[lsrc] == _ACC) & (kind[ldst] == _CHIP) & (system[lsrc] == system[ldst])
+    to_chip = np.flatnonzero((kind_src == _ACC) & (kind_dst == _CHIP))
+    to_chip = to_chip[system[lsrc[to_chip]] == system[ldst[to_chip]]]  # in-system chips
     order = np.argsort(lsrc[to_chip], kind="stable")
-    src, dst, cables = lsrc[to_chip][order], ldst[to_chip][order], lcables[to_chip][order]
+    rows = to_chip[order]
+    src, dst, cables = lsrc[rows], ldst[rows], lcables[rows].astype(float)
     total = np.bincount(src, weights=cables, minlength=n_nodes)
     reducing = np.bincount(src, weights=cables * capable[dst], minlength=n_nodes)
     model = fabric.nodes["model"].astype("category").cat
@@ -142,13 +143,15 @@ def _chips(fabric: Fabric, kind: np.ndarray, capable: np.ndarray, lsrc: np.ndarr
 class _View:
     """What every in-network plan on a fabric reads, made once per fabric: node kinds
     (codes of NODE_KINDS), which nodes reduce in the network, systems, the live arcs
-    and the accelerator-to-chip arcs."""
+    with the kinds of their ends, and the accelerator-to-chip arcs."""
 
     kind: np.ndarray
     capable: np.ndarray
     system: np.ndarray
     lsrc: np.ndarray
     ldst: np.ndarray
+    kind_src: np.ndarray  # kind code of each live arc's ends
+    kind_dst: np.ndarray
     chips: _Chips
 
 
@@ -162,22 +165,23 @@ def _view(fabric: Fabric) -> _View:
     live = ~links["failed"].to_numpy()
     lsrc = links["src"].to_numpy()[live]
     ldst = links["dst"].to_numpy()[live]
-    chips = _chips(fabric, kind, capable, lsrc, ldst,
-                   links["cables"].to_numpy()[live].astype(float))
-    return _View(kind, capable, chips.system, lsrc, ldst, chips)
+    kind_src, kind_dst = kind[lsrc], kind[ldst]
+    chips = _chips(fabric, capable, lsrc, ldst, kind_src, kind_dst,
+                   links["cables"].to_numpy()[live])
+    return _View(kind, capable, chips.system, lsrc, ldst, kind_src, kind_dst, chips)
 
 
-def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...], *,
+def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...], *,
                      algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes = fabric.nodes
     view = fabric.derived(_view)
     capable, system, chips = view.capable, view.system, view.chips
 
-    sizes = group_sizes(rows)
+    sizes = groups.sizes
     active = np.flatnonzero(sizes > 1)
     if not len(active):
         return _empty_plan()
-    ranks = group_members(rows, active)
+    ranks = groups.members(active)
     rank_group = np.repeat(active, sizes[active]).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum(sizes[active])[:-1]])
     rank_sys = system[ranks]
@@ -186,7 +190,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
     case_a = one_system & np.minimum.reduceat(chips.reducing[ranks], offsets)
 
     def why_not_nvls(first: int) -> str:
-        members = rows[first]
+        members = groups.members(np.array([first]))
         used = distinct(chips.dst[np.isin(chips.src, members)])
         models = ", ".join(sorted(set(nodes["model"].to_numpy()[used].astype(str))))
         return ("its ranks are not all in one scale-up system"
@@ -196,7 +200,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
                 else f"its scale-up switch chips ({models}) do not all reduce in the network")
 
     if algorithm == "nvlstree":
-        return _nvls_tree_plan(fabric, rows, names, active, chips)
+        return _nvls_tree_plan(fabric, groups, names, active, chips)
     symmetric: list[_Flows] = []
     one_way: list[_Flows] = []
     notes = []
@@ -221,7 +225,7 @@ def _plan_in_network(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[st
             raise CollectiveError(f"in-network reduction does not apply to group"
                                   f" {names[first]!r}: {why_not_nvls(first)}, and SHARP"
                                   " (CollNet) runs only across scale-up domains")
-        slices = _slices(fabric, rows, names, b_groups)
+        slices = _slices(fabric, groups, names, b_groups)
         nvls_part = _parts_reduce(slices, chips)
         pre = slices.m > 1
         nv = pre & nvls_part
@@ -297,14 +301,16 @@ class _Slices:
     m_of_group: np.ndarray  # per group index (all groups), 0 where not listed
 
 
-def _slices(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
+def _slices(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
             which: np.ndarray) -> _Slices:
-    """Domain parts of the listed groups; refuse a group whose parts differ in size."""
-    chosen = rows[which] if isinstance(rows, np.ndarray) else [rows[i] for i in which]
+    """Domain parts of the listed groups (ascending group indices); refuse a group whose
+    parts differ in size."""
     out: list[list[np.ndarray]] = [[] for _ in range(7)]
-    for local, ranks in _buckets(chosen):
-        gid = which[local]
-        layout = domain_parts(fabric, ranks)
+    for k, gid, rows in groups.select(which):
+        block = groups.blocks[k]
+        # the whole block: its parts, made once per block
+        layout = (groups.block(k).layout if len(rows) == len(block)
+                  else domain_parts(fabric, block[rows]))
         n = layout.n
         uneven = np.flatnonzero(layout.size.min(axis=1) != layout.size.max(axis=1))
         if len(uneven):
@@ -323,7 +329,7 @@ def _slices(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
                 layout.part, np.repeat(layout.parts, n).reshape(-1, n))):
             out[k].append(np.asarray(value).ravel())
     node, group, m, slice_, next_node, part, parts = (np.concatenate(v) for v in out)
-    m_of_group = np.zeros(len(rows), np.int64)
+    m_of_group = np.zeros(groups.count, np.int64)
     m_of_group[group] = m
     return _Slices(node.astype(np.int64), group.astype(np.int32), m, slice_,
                    next_node.astype(np.int64), part, parts, int(m.max()) + 1, m_of_group)
@@ -362,14 +368,15 @@ class _SharpArcs:
 
 def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
     view = fabric.derived(_view)
-    kind, lsrc, ldst, n = view.kind, view.lsrc, view.ldst, len(fabric.nodes)
+    lsrc, ldst, n = view.lsrc, view.ldst, len(fabric.nodes)
     def arcs_from(source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
-        mask = (kind[lsrc] == source) & (kind[ldst] == target)
-        order = np.argsort(lsrc[mask], kind="stable")
-        return lsrc[mask][order], ldst[mask][order]
+        rows = np.flatnonzero((view.kind_src == source) & (view.kind_dst == target))
+        rows = rows[np.argsort(lsrc[rows], kind="stable")]
+        return lsrc[rows], ldst[rows]
 
     level = _codes(fabric.nodes["tier"], FAT_TREE_TIERS)
-    upward = (level[lsrc] >= 0) & (level[ldst] == level[lsrc] + 1)
+    below = level[lsrc]
+    upward = (below >= 0) & (level[ldst] == below + 1)
     first_up = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(first_up, lsrc[upward], ldst[upward])
     first_up[first_up == np.iinfo(np.int64).max] = -1
@@ -500,10 +507,10 @@ def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
                   plan.messages, plan.efficiency),)
 
 
-def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str, ...],
+def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
                     active: np.ndarray, chips: _Chips) -> _InNetworkPlan:
     """NVLS inside every part, a double binary tree per slice over the parts."""
-    slices = _slices(fabric, rows, names, active)
+    slices = _slices(fabric, groups, names, active)
     alone = slices.parts < 2
     if alone.any():
         raise CollectiveError(f"nvlstree needs a group spanning two or more scale-up domains"
@@ -534,8 +541,8 @@ def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str
                               np.repeat(slices.group[heads], len(child))))
     used = distinct(chips.dst[np.isin(chips.src, slices.node)])
     efficiency = float(chips.efficiency[used].min(initial=1.0))
-    groups = len(distinct(slices.group))
-    notes = (f"nvlstree: {groups} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
+    count = len(distinct(slices.group))
+    notes = (f"nvlstree: {count} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
              " each way per rank), and per slice S/m a double binary tree over the domains"
              " among the ranks of that slice, S/(2m) per tree",
              f"nvlstree: NVLS at {efficiency:g} of the links' effective rate"
@@ -547,8 +554,8 @@ def _nvls_tree_plan(fabric: Fabric, rows: Sequence[np.ndarray], names: tuple[str
 def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     """Each row's index in ``values`` (-1 where absent), through categorical codes."""
     categorical = pd.Categorical(column)
-    lookup = np.array([values.index(c) if c in values else -1
-                       for c in map(str, categorical.categories)] + [-1], dtype=np.int64)
+    lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
+                       for c in map(str, categorical.categories)] + [-1], dtype=np.int8)
     codes: np.ndarray = lookup[categorical.codes]
     return codes
 

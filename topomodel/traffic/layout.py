@@ -155,16 +155,12 @@ class Layout:
         return -(-max(1, DEFAULT_BATCH_TOKENS // seq) // per_step) * per_step
 
 
-def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> list[np.ndarray]:
-    """The communicators of one kind: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``edp``
-    (the ranks holding the same experts: one of every EP group in a DP group), ``grad``
-    (DP x CP: where dense gradients are reduced) and ``expert_grad`` (EDP x CP)."""
-    return list(rank_grid(ranks, layout, kind))
-
-
-def rank_grid(ranks: np.ndarray, layout: Layout, kind: str) -> np.ndarray:
-    """:func:`rank_groups` as one array, a row per communicator (what the collectives
-    take without a Python list of 10^5 small arrays at scale)."""
+def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> np.ndarray:
+    """The communicators of one kind, a row per group (the collectives' group type,
+    :data:`~topomodel.traffic.communicators.Groups`): ``tp``, ``cp``, ``dp``, ``pp``,
+    ``ep``, ``edp`` (the ranks holding the same experts: one of every EP group in a DP
+    group), ``grad`` (DP x CP: where dense gradients are reduced) and ``expert_grad``
+    (EDP x CP)."""
     import numpy as np  # not at import: the CLI's option table reads this module
 
     order = [d.strip() for d in layout.order.split(",")]

@@ -284,11 +284,13 @@ def concurrent(traffics: Sequence[Traffic]) -> Traffic:
         if pairs is not None:
             merged.append(pairs)
             continue
+        one = len(members) == 1  # one traffic: its flows as they are, no copies
         merged.append(Phase(
-            np.concatenate([p.src for p, _ in members]),
-            np.concatenate([p.dst for p, _ in members]),
+            members[0][0].src if one else np.concatenate([p.src for p, _ in members]),
+            members[0][0].dst if one else np.concatenate([p.dst for p, _ in members]),
             np.concatenate([p.bytes * p.steps / steps for p, _ in members]),
-            np.concatenate([p.group + off for p, off in members]).astype(np.int32),
+            np.concatenate([p.group + off for p, off in members]).astype(np.int32,
+                                                                         copy=False),
             steps, label, max(p.messages_per_step for p, _ in members),
             min(p.efficiency for p, _ in members)))
     return Traffic(tuple(merged), tuple(names),

@@ -320,7 +320,7 @@ def oversubscribed_crossings(fabric: Fabric, step: StepResult,
     for comm in step.comm:
         if not comm.spills:
             continue
-        members = np.stack(rank_groups(ranks, layout, grouping.get(comm.kind, comm.kind)))
+        members = rank_groups(ranks, layout, grouping.get(comm.kind, comm.kind))
         doms = domain[members]
         leaves_apart = leaf[members]
         pods_apart = pod[members]
