@@ -18,7 +18,14 @@ from topomodel.analysis.studies import layout_for, scale_curve
 from topomodel.catalog import Model, load_catalog
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.errors import CatalogError, DesignError, InputError, UnitError, UsageError
+from topomodel.errors import (
+    CatalogError,
+    DesignError,
+    InputError,
+    RoutingError,
+    UnitError,
+    UsageError,
+)
 from topomodel.fabric.build import build_fabric
 from topomodel.records import Invalid
 from topomodel.report.output import Report, nonfinite_result
@@ -292,10 +299,16 @@ def test_the_largest_examples_are_within_the_limits():
         check_size(design, system, design.systems or 0)  # does not raise
 
 
-def test_an_all_rank_all_to_all_is_refused_with_its_memory(capsys):
-    line = one_error(capsys, "route", EXAMPLES / "llama3-24k-roce.yaml", "--collective",
-                     "alltoall", "--size", "1 GiB", "--algorithm", "direct")
-    assert "603,955,200 direct All-to-All flows (about 169 GiB to route) is more than the" \
+def test_an_all_rank_all_to_all_is_refused_with_its_memory_where_it_is_listed(capsys):
+    """Over all 24,576 ranks a direct All-to-All is counted under even ECMP (it runs);
+    hash routing would list its 604 M pairs and is refused with their memory."""
+    args = ["route", str(EXAMPLES / "llama3-24k-roce.yaml"), "--collective", "alltoall",
+            "--size", "1 GiB", "--algorithm", "direct"]
+    assert main([*args, "--format", "json"]) == 0
+    routed = json.loads(capsys.readouterr().out)
+    assert routed["ranks"] == 24576 and routed["router"] == "structured"
+    line = one_error(capsys, *args, "--routing", "hash")
+    assert "603,955,200 All-to-All flows (about 169 GiB to list) is more than the" \
            " limit of 16,777,216" in line
 
 
@@ -309,8 +322,36 @@ def test_the_flow_limit_is_checked_before_the_flows_are_made(toy):
                                algorithm="direct")
     assert small.phases[0].flows == 8 * 7
     many = [fabric.accelerators] * (limits.MAX_FLOWS // 56 + 1)
-    with pytest.raises(ValueError, match="direct All-to-All flows"):
-        collective_traffic(fabric, "alltoall", many, 1e6, algorithm="direct")
+    with pytest.raises(ValueError, match="pairwise All-to-All flows"):
+        collective_traffic(fabric, "alltoall", many, 1e6, algorithm="pairwise")
+    direct = collective_traffic(fabric, "alltoall", many, 1e6, algorithm="direct").phases[0]
+    assert direct.flows == 56 * len(many)  # counted: its pairs are not listed
+    with pytest.raises(RoutingError, match=r"All-to-All flows .* than the limit of"
+                       r" 16,777,216 \(topomodel.limits.MAX_FLOWS\)"):
+        direct.src  # noqa: B018 - listing them is what the limit stops
+
+
+def test_a_direct_all_to_all_over_the_flow_limit_is_routed_from_counts(toy, monkeypatch):
+    """The limit stops listing pairs, not a direct All-to-All: under even ECMP on an
+    intact structured fabric it is routed from counts at any size; hash routing lists
+    its pairs and is refused."""
+    import topomodel.traffic.phases as phases
+    from topomodel.routing import route
+
+    fabric = toy("""\
+        system: toy-host
+        systems: 8
+        scaleout: {kind: fat_tree, switch: toy-switch-16}
+        """)
+    phase = collective_traffic(fabric, "alltoall", [fabric.accelerators], 1e6,
+                               algorithm="direct").phases[0]
+    expected = route(fabric, phase).link_bytes
+    monkeypatch.setattr(phases, "MAX_FLOWS", 55)  # the phase has 56 flows
+    over = collective_traffic(fabric, "alltoall", [fabric.accelerators], 1e6,
+                              algorithm="direct").phases[0]
+    assert (route(fabric, over).link_bytes == expected).all()
+    with pytest.raises(RoutingError, match="MAX_FLOWS"):
+        route(fabric, over, routing="hash")
 
 
 # routing.py route_structured; tiers.py _ports_at ---------------------------------------------

@@ -52,11 +52,12 @@ MAX_PLANES = 64
 """Most scale-out planes (rails of their own switches); published designs use 1-8."""
 
 MAX_FLOWS = 1 << 24
-"""Most flows one collective may route at once (16.8 M: a direct All-to-All of 4,096
-ranks). An All-to-All of n ranks has n(n - 1) flows. Under even ECMP on a structured
-fabric a direct one is routed from counts without listing its pairs (0.03 s, 150 MiB at
-4,096 ranks); hash or d-mod-k routing, failures and the general router list every pair
-(about 10 s and 4 GiB at this limit)."""
+"""Most flows one All-to-All may list (16.8 M: a direct All-to-All of 4,096 ranks; n
+ranks have n(n - 1)). A pairwise one is refused up front. A direct one under even ECMP
+on a structured fabric without failures is routed from counts without listing its pairs
+(0.03 s, 150 MiB at 4,096 ranks; 3.4 s and 470 MiB over all 98,304 ranks of the 100k
+example), so it is refused only where its pairs would be listed: hash or d-mod-k
+routing, failures and the general router (about 10 s and 4 GiB at this limit)."""
 
 BYTES_PER_FLOW = 300
 """Peak memory per routed flow, bytes: 280 B measured for a 1,016-rank All-to-All,

@@ -248,10 +248,12 @@ def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | Gro
         ``rhd`` on a group whose size is not a power of two, ``hierarchical`` on a group
         whose domain parts differ in size, ``innetwork`` or ``nvlstree`` where the
         switches cannot reduce or a group spanning domains has parts of different sizes,
-        or an All-to-All of more flows than :data:`~topomodel.limits.MAX_FLOWS`.
+        or a pairwise All-to-All of more flows than :data:`~topomodel.limits.MAX_FLOWS`
+        (a direct one is refused only where its pairs must be listed:
+        :class:`~topomodel.traffic.phases.AllPairsPhase`).
     """
     blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
-    if algorithm in ("direct", "pairwise"):  # every rank to every other: n(n - 1) flows
+    if algorithm == "pairwise":  # n - 1 listed phases of n flows (direct: at listing)
         flows = sum(len(b) * b.shape[1] * (b.shape[1] - 1) for b in blocks.blocks)
         if flows > MAX_FLOWS:
             raise CollectiveError(too_many(flows, MAX_FLOWS, f"{algorithm} All-to-All flows",
