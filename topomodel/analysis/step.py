@@ -492,9 +492,15 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if hit is None and unrouted is not None:
             if missed is not None:
                 missed.append("pp")
-            # the slowest exchange, each one both ways at once, as the step times them
-            t_s = max(unrouted("sendrecv", functools.partial(np.concatenate, [x, x[:, ::-1]]),
-                               size, (*key, i)) for i, x in enumerate(exchanges()))
+            # the slowest exchange, each one both ways at once, as the step times them;
+            # the pairs are made only for a bound not found yet
+            def both_ways(i: int) -> np.ndarray:
+                x = exchanges()[i]
+                return np.concatenate([x, x[:, ::-1]])
+
+            count = 2 if one_neighbour and layout.pp > 2 else 1
+            t_s = max(unrouted("sendrecv", functools.partial(both_ways, i), size, (*key, i))
+                      for i in range(count))
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             pairs = pipeline_pairs()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -249,27 +250,28 @@ class _OrderBounds:
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
 
-    def cannot_win(self, layout: Layout, worst_kept: float) -> bool:
-        """Whether ``layout``'s own rank order is proved out of the top (its score at
-        most below ``worst_kept``) by its placement's bound, before any of its
-        collectives not timed yet is routed (with all of them timed, the step itself
-        is cheaper)."""
+    def best_score(self, layout: Layout, worst_kept: float) -> tuple[float, bool]:
+        """The best score ``layout``'s own rank order can reach, by its placement's
+        bound, and whether its step would route anything. With every collective timed
+        already, the screen on those times (the step's own: a close bound, and far
+        cheaper than the step); else the screen with the collectives not timed yet at
+        what they cannot beat, when that is already below ``worst_kept``, and the
+        order's own bound if not."""
         job, shape = self.job, self.group.shape
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions, shape,
                                     routing=job.routing, seed=job.seed)
-        if not missed:
-            return False
         if self.screen is None:
             self.screen = order_screen(job.model, layout, job.assumptions, shape,
                                        self.group.pipeline, calls)
-        if _score(self.screen.bound(calls), job, self.power_W) < worst_kept:
-            return True
+        score = _score(self.screen.bound(calls), job, self.power_W)
+        if not missed or score < worst_kept:
+            return score, bool(missed)
         times = tuple((name, call.time_s) for name, call in calls.items())
-        score = self.known.get(times)
-        if score is None:
-            score = self.known[times] = _score(bound_with_calls(
+        known = self.known.get(times)
+        if known is None:
+            known = self.known[times] = _score(bound_with_calls(
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
-        return score < worst_kept
+        return known, True
 
 
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
@@ -299,6 +301,14 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         elif heap[0] < ranked:
             heapq.heapreplace(heap, ranked)
 
+    def evaluate(place: tuple[int, int], layout: Layout) -> None:
+        result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
+                           seed=job.seed)
+        tally.evaluated += 1
+        # the negated place makes an earlier layout rank above a later one
+        keep(Ranked(_score(result, job, power_W), (-place[0], -place[1]), result))
+        decided(1)
+
     groups: list[_Group] = []
     for ci in indices:
         pipelines: dict[Layout, CommFreePipeline] = {}
@@ -315,38 +325,46 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                 tally.no_fit += 1
                 decided(1)
             elif not prune:
-                result = step_time(fabric, job.model, replace(job.base, **fields_),
-                                   job.assumptions, routing=job.routing, seed=job.seed)
-                tally.evaluated += 1
-                # the negated place makes an earlier layout rank above a later one
-                keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
-                decided(1)
+                evaluate((ci, k), replace(job.base, **fields_))
             else:
                 same = tuple(v for f, v in fields_.items() if f != "order")
                 if same != last:  # orders of one layout are listed one after the other
                     groups.append(_group(fabric, job, (ci, k), fields_, power_W, pipelines))
                     last = same
                 groups[-1].members.append((k, fields_))
-    groups.sort(key=lambda g: (-g.bound, g.place))
-    for gi, group in enumerate(groups):
-        if len(heap) >= job.top and group.bound < heap[0].score:
-            rest = sum(len(g.members) for g in groups[gi:])
-            tally.pruned += rest  # sorted: no later group can do better
+    # Best bound first, over the layouts and the rank orders that would need routing:
+    # such an order waits with its own bound, so what gets routed is what can still win
+    # once the layouts with better bounds have raised the bar.
+    queue: list[tuple[float, tuple[int, int], int, _Group | Layout]] = [
+        (-g.bound, g.place, 0, g) for g in groups]
+    heapq.heapify(queue)
+    while queue:
+        bound, place, _, item = heapq.heappop(queue)
+        if len(heap) >= job.top and -bound < heap[0].score:
+            rest = sum(len(x.members) if isinstance(x, _Group) else 1
+                       for x in [item, *(q[3] for q in queue)])
+            tally.pruned += rest  # best first: nothing left can do better
             decided(rest)
             break
-        ci = group.place[0]
-        bounds = _OrderBounds(fabric, job, group, power_W)
-        for k, fields_ in group.members:
+        if isinstance(item, Layout):  # a rank order that waited
+            evaluate(place, item)
+            continue
+        ci = item.place[0]
+        bounds = _OrderBounds(fabric, job, item, power_W)
+        for k, fields_ in item.members:
             layout = replace(job.base, **fields_)
-            if len(heap) >= job.top and bounds.cannot_win(layout, heap[0].score):
-                tally.pruned += 1
-                decided(1)
-                continue
-            result = step_time(fabric, job.model, layout, job.assumptions,
-                               routing=job.routing, seed=job.seed)
-            tally.evaluated += 1
-            keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
-            decided(1)
+            if len(heap) >= job.top:
+                score, routes = bounds.best_score(layout, heap[0].score)
+                if score < heap[0].score:
+                    tally.pruned += 1
+                    decided(1)
+                    continue
+                if routes:
+                    # NaN (no power): never pruned, so taken first
+                    heapq.heappush(queue, (-score if score == score else -math.inf,
+                                           (ci, k), 1, layout))
+                    continue
+            evaluate((ci, k), layout)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
