@@ -139,6 +139,25 @@ def test_the_order_screen_is_below_the_orders_bound_and_its_step(case):
     assert np.median(ratios) > 0.5
 
 
+def test_the_screen_at_no_collective_time_is_the_layouts_bound(fabric):
+    """With every call taking no time the screen is the comm-free bound, and its
+    critical path is the comm-free timeline's: as long as the makespan."""
+    model = fabric.catalog.get("llama3-8b", Model)
+    a = StepAssumptions()
+    for layout in (Layout(tp=2, pp=4, dp=2, global_batch=16, seq=4096, interleave=2),
+                   Layout(tp=4, pp=2, dp=2, global_batch=16, seq=4096, zero=1,
+                          schedule="zb-h1", dp_overlap=False)):
+        shape = shape_of(fabric, model, layout)
+        pipeline = comm_free_pipeline(model, layout, a, shape)
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        assert screen.path_s == pytest.approx(pipeline.timeline.makespan_s, rel=1e-12)
+        idle = {name: replace(call, time_s=0.0) for name, call in calls.items()}
+        free = step_bound(model, layout, a, shape, pipeline).step_time_s
+        assert screen.bound(idle).step_time_s == pytest.approx(free, rel=1e-12)
+        assert screen.bound(calls).step_time_s > free  # the collectives add to it
+
+
 def test_the_pipeline_is_shared_by_zero_stages_and_orders(fabric):
     model = fabric.catalog.get("llama3-8b", Model)
     a = StepAssumptions()

@@ -14,10 +14,13 @@ Each layout costs, in order, what it takes to decide it:
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
-   A rank order whose collectives are not all timed yet gets its own bound first, with
-   the times known and, for the rest, what they cannot beat on their placement
-   (:func:`~topomodel.analysis.stepbound.order_bound`); it is pruned, not routed, when
-   that bound cannot reach the top either.
+   Each rank order then gets its own bound from its collective times, those known and,
+   for the rest, what they cannot beat on their placement
+   (:func:`~topomodel.analysis.stepbound.order_calls`): first the screen, arithmetic on
+   the layout's comm-free pipeline (:mod:`~topomodel.analysis.orderscreen`), then, if
+   that cannot drop it and something is not timed yet, its own timeline
+   (:func:`~topomodel.analysis.stepbound.bound_with_calls`); it is pruned, neither
+   routed nor modelled, when its bound cannot reach the top either.
 4. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -250,13 +252,13 @@ class _OrderBounds:
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
 
-    def best_score(self, layout: Layout, worst_kept: float) -> tuple[float, bool]:
-        """The best score ``layout``'s own rank order can reach, by its placement's
-        bound, and whether its step would route anything. With every collective timed
-        already, the screen on those times (the step's own: a close bound, and far
-        cheaper than the step); else the screen with the collectives not timed yet at
-        what they cannot beat, when that is already below ``worst_kept``, and the
-        order's own bound if not."""
+    def best_score(self, layout: Layout, worst_kept: float) -> float:
+        """The best score ``layout``'s own rank order can reach by its placement's
+        bound, found before its step is modelled or anything of it routed: the screen
+        on its collective times (with those not timed yet at what they cannot beat;
+        with all of them timed, the step's own times, a close bound far cheaper than
+        the step), and, when that is not below ``worst_kept`` and something is not timed
+        yet, the order's own bound (kept by the collective times)."""
         job, shape = self.job, self.group.shape
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions, shape,
                                     routing=job.routing, seed=job.seed)
@@ -265,13 +267,13 @@ class _OrderBounds:
                                        self.group.pipeline, calls)
         score = _score(self.screen.bound(calls), job, self.power_W)
         if not missed or score < worst_kept:
-            return score, bool(missed)
+            return score
         times = tuple((name, call.time_s) for name, call in calls.items())
         known = self.known.get(times)
         if known is None:
             known = self.known[times] = _score(bound_with_calls(
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
-        return known, True
+        return known
 
 
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
@@ -332,38 +334,22 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                     groups.append(_group(fabric, job, (ci, k), fields_, power_W, pipelines))
                     last = same
                 groups[-1].members.append((k, fields_))
-    # Best bound first, over the layouts and the rank orders that would need routing:
-    # such an order waits with its own bound, so what gets routed is what can still win
-    # once the layouts with better bounds have raised the bar.
-    queue: list[tuple[float, tuple[int, int], int, _Group | Layout]] = [
-        (-g.bound, g.place, 0, g) for g in groups]
-    heapq.heapify(queue)
-    while queue:
-        bound, place, _, item = heapq.heappop(queue)
-        if len(heap) >= job.top and -bound < heap[0].score:
-            rest = sum(len(x.members) if isinstance(x, _Group) else 1
-                       for x in [item, *(q[3] for q in queue)])
-            tally.pruned += rest  # best first: nothing left can do better
+    groups.sort(key=lambda g: (-g.bound, g.place))
+    for gi, group in enumerate(groups):
+        if len(heap) >= job.top and group.bound < heap[0].score:
+            rest = sum(len(g.members) for g in groups[gi:])
+            tally.pruned += rest  # sorted: no later group can do better
             decided(rest)
             break
-        if isinstance(item, Layout):  # a rank order that waited
-            evaluate(place, item)
-            continue
-        ci = item.place[0]
-        bounds = _OrderBounds(fabric, job, item, power_W)
-        for k, fields_ in item.members:
+        ci = group.place[0]
+        bounds = _OrderBounds(fabric, job, group, power_W)
+        for k, fields_ in group.members:
             layout = replace(job.base, **fields_)
-            if len(heap) >= job.top:
-                score, routes = bounds.best_score(layout, heap[0].score)
-                if score < heap[0].score:
-                    tally.pruned += 1
-                    decided(1)
-                    continue
-                if routes:
-                    # NaN (no power): never pruned, so taken first
-                    heapq.heappush(queue, (-score if score == score else -math.inf,
-                                           (ci, k), 1, layout))
-                    continue
+            if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
+                                                          ) < heap[0].score:
+                tally.pruned += 1
+                decided(1)
+                continue
             evaluate((ci, k), layout)
     if progress is not None and pending:
         progress(pending)
