@@ -277,6 +277,12 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
                     critical, on_path)
 
 
+def cached_dependencies(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`dependencies` of ``s``, found once per schedule (with its rounds; the
+    arrays are shared: read them, do not write them)."""
+    return _structure(s)[0]
+
+
 _Structure = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[tuple[np.ndarray, ...]]]
 _STRUCTURES: weakref.WeakKeyDictionary[Schedule, _Structure] = weakref.WeakKeyDictionary()
 

@@ -68,17 +68,26 @@ class Call:
     measured: str = ""
 
 
+Term = tuple[tuple[str, str], float, float, float, float]
+"""How one operation's time grows with a collective's: ``(key, count, behind_s, share,
+weight)`` adds ``weight x max(t count - behind_s, share x t count)`` seconds for a call
+time of ``t`` seconds (an imbalance that grows with it: behind 0, share 1)."""
+
+
 class Work:
     """Parts of one operation, seconds: compute, imbalance, and per collective
     ``(kind, collective)`` the time it takes (``issued``) and the part not hidden
-    (``exposed``). ``share`` is the SM share a collective running beside compute takes."""
+    (``exposed``). ``share`` is the SM share a collective running beside compute takes.
+    With ``record``, ``terms`` lists each collective issued as a :data:`Term`, with
+    the compute it was hidden behind (what a bound reads; the times are unchanged)."""
 
-    def __init__(self, share: float = 0.0) -> None:
+    def __init__(self, share: float = 0.0, *, record: bool = False) -> None:
         self.share = share
         self.parts: dict[str, float] = defaultdict(float)
         self.issued: dict[tuple[str, str], float] = defaultdict(float)
         self.calls: dict[tuple[str, str], float] = defaultdict(float)
         self.exposed: dict[tuple[str, str], float] = defaultdict(float)
+        self.terms: list[Term] | None = [] if record else None
 
     def compute(self, seconds: float) -> None:
         self.parts[COMPUTE] += seconds
@@ -92,6 +101,8 @@ class Work:
         if call is None or count <= 0:
             return behind
         key = (call.kind, call.collective)
+        if self.terms is not None:
+            self.terms.append((key, count, behind, self.share, 1.0))
         total = call.time_s * count
         self.issued[key] += total
         self.calls[key] += count
@@ -101,7 +112,15 @@ class Work:
         self.exposed[key] += max(total - behind, self.share * total)
         return max(0.0, behind - total * (1 - self.share))
 
+    def grows(self, call: Call, per_s: float) -> None:
+        """Record (with ``record``) that this work's imbalance grows by ``per_s``
+        seconds per second of ``call``'s time; the times are unchanged."""
+        if self.terms is not None:
+            self.terms.append(((call.kind, call.collective), per_s, 0.0, 1.0, 1.0))
+
     def add(self, other: Work, times: float = 1.0) -> None:
+        if self.terms is not None and other.terms:
+            self.terms.extend((k, c, b, s, w * times) for k, c, b, s, w in other.terms)
         for key, value in other.parts.items():
             self.parts[key] += value * times
         for store, source in ((self.issued, other.issued), (self.calls, other.calls),
@@ -122,11 +141,13 @@ def _mlp(g: dict[str, float], first: bool) -> float:
 
 
 def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: bool,
-               hot: float, split_w: bool, share: float) -> tuple[Work, Work, Work]:
-    """The F, B and W work of one layer for one microbatch."""
+               hot: float, split_w: bool, share: float, record: bool = False
+               ) -> tuple[Work, Work, Work]:
+    """The F, B and W work of one layer for one microbatch (``record``: see
+    :class:`Work`)."""
     sp = layout.sequence_parallel
     mode = layout.tp_overlap
-    f, b, w = Work(share), Work(share), Work(share)
+    f, b, w = (Work(share, record=record) for _ in range(3))
     ep = calls.get("ep")
 
     def forward(work: Work) -> None:
@@ -144,6 +165,7 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
         if moe and ep:
             work.comm(ep, 0.0, 2)
             work.imbalance((hot - 1) * (lt.experts_fwd + 2 * ep.time_s))
+            work.grows(ep, (hot - 1) * 2)
         z = calls.get("zero3_ag")
         if z:
             work.comm(z, lt.forward_s if layout.dp_overlap else 0.0)
@@ -187,6 +209,7 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
         experts_wgrad = lt.wgrad.get("experts1", 0.0) + lt.wgrad.get("experts2", 0.0)
         b_experts = lt.experts_bwd - (experts_wgrad if split_w else 0.0)
         b.imbalance((hot - 1) * (b_experts + 2 * ep.time_s))
+        b.grows(ep, (hot - 1) * 2)
         if split_w:
             w.imbalance((hot - 1) * experts_wgrad)
     if calls.get("zero3_ag"):
@@ -196,9 +219,11 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
 
 
 def edge_work(edges: EdgeTimes, calls: dict[str, Call], layout: Layout, *,
-              first: bool, last: bool, split_w: bool) -> tuple[Work, Work, Work]:
+              first: bool, last: bool, split_w: bool, record: bool = False
+              ) -> tuple[Work, Work, Work]:
     """The embedding's work (first stage) and the output layer's (last stage)."""
-    f, b, w = Work(), Work(), Work()  # their collectives hide behind nothing
+    # their collectives hide behind nothing
+    f, b, w = (Work(record=record) for _ in range(3))
     sp = layout.sequence_parallel
     if first:
         f.compute(edges.embed_fwd)
@@ -272,17 +297,18 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
 
 def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,
                calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
-               moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
-               ) -> list[list[list[Work]]]:
+               moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float,
+               record: bool = False) -> list[list[list[Work]]]:
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
     dense and MoE layers plus the embedding or output layer where it holds them
-    (chunks alike share one :class:`Work`: read it, do not add to it)."""
+    (chunks alike share one :class:`Work`: read it, do not add to it; ``record``: see
+    :class:`Work`)."""
     p, v = dense_layers.shape
     per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
-                             share=share)}
+                             share=share, record=record)}
     if lt_moe is not None:
         per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
-                               share=share)
+                               share=share, record=record)
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
     made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
@@ -291,13 +317,13 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
             first, last = st == 0 and c == 0, st == p - 1 and c == v - 1
             what = (int(dense_layers[st, c]), int(moe_layers[st, c]), first, last)
             if what not in made:
-                chunk = (Work(), Work(), Work())
+                chunk = (Work(record=record), Work(record=record), Work(record=record))
                 for moe, count in ((False, what[0]), (True, what[1])):
                     if count:
                         for wk, layer in zip(chunk, per[moe], strict=True):
                             wk.add(layer, float(count))
                 edge = edge_work(edges, calls, layout, first=first, last=last,
-                                 split_w=split_w)
+                                 split_w=split_w, record=record)
                 for wk, part in zip(chunk, edge, strict=True):
                     wk.add(part)
                 made[what] = chunk

@@ -41,6 +41,7 @@ from typing import Any, cast
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
+from topomodel.analysis.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.collective import fastest
 from topomodel.analysis.compute import (
     Device,
@@ -52,18 +53,15 @@ from topomodel.analysis.compute import (
 from topomodel.analysis.memory import StageMemory, stage_memory, stage_parameters
 from topomodel.analysis.model import BYTES, flops_per_token
 from topomodel.analysis.pipeline import (
-    B,
     Schedule,
-    Timeline,
-    W,
     in_flight,
-    last_passes,
     timeline,
 )
-from topomodel.analysis.stagework import Call, OpWork, chunk_work, op_work
+from topomodel.analysis.stagework import Call, OpWork, Work, chunk_work, op_work
 from topomodel.analysis.stepshape import (
     UNORDERED,
     LayoutMemory,
+    Shape,
     collective_times,
     grid_key,
     node_domains,
@@ -203,8 +201,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     ready = np.maximum(0.0, param_gather - (first_f if layout.dp_overlap else 0.0))
     tl = timeline(sched, ops.duration_s, np.full((p, 2), per_send), stage_ready_s=ready,
                   blocking_sends=layout.pp_blocking)
-    finish, bucket_issued = gradient_tail(tl, ops, calls, layout, a, dense, experts,
-                                           sizes, moe_sizes)
+    finish, bucket_issued = gradient_tail(tl, calls, layout, stage_buckets(
+        sched, calls, layout, a, dense, experts, sizes, moe_sizes))
     replicas = layout.dp * layout.cp
     sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
         else dense + experts
@@ -268,17 +266,25 @@ def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, s
          moe_layers: np.ndarray) -> OpWork:
     """Every operation of the schedule: its work and duration, seconds, with the
     collectives ``calls`` (the step's, or a bound's)."""
+    works = step_works(device, model, layout, a, seq, calls, dense_layers, moe_layers)
+    return op_work(sched, works, dualpipe=layout.ep_overlap == "dualpipe",
+                   comm_sm_share=a.comm_sm_share)
+
+
+def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+               calls: dict[str, Call], dense_layers: np.ndarray, moe_layers: np.ndarray,
+               *, record: bool = False) -> list[list[list[Work]]]:
+    """The F, B and W work of every model chunk (``works[kind][stage][chunk]``, see
+    :func:`~topomodel.analysis.stagework.chunk_work`), seconds, with ``calls``."""
     grads = BYTES[a.main_grad_dtype]
     lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
     lt_moe = layer_times(device, model, layout, seq, moe=True,
                          main_grad_bytes=grads) if model.is_moe else None
     edges = edge_times(device, model, layout, seq, main_grad_bytes=grads)
-    split_w = layout.schedule == "zb-h1"
-    works = chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers, moe_layers,
-                       hot=a.hot_expert_factor if model.is_moe else 1.0, split_w=split_w,
-                       share=a.comm_sm_share)
-    return op_work(sched, works, dualpipe=layout.ep_overlap == "dualpipe",
-                   comm_sm_share=a.comm_sm_share)
+    return chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers, moe_layers,
+                      hot=a.hot_expert_factor if model.is_moe else 1.0,
+                      split_w=layout.schedule == "zb-h1", share=a.comm_sm_share,
+                      record=record)
 
 
 def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
@@ -294,57 +300,6 @@ def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
         if call is not None:
             out[key] = np.ceil(params * BYTES[a.grad_dtype] / call.size_bytes) * call.time_s
     return out
-
-
-def gradient_tail(tl: Timeline, ops: OpWork, calls: dict[str, Call], layout: Layout,
-                   a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
-                   sizes: np.ndarray, moe_sizes: np.ndarray
-                   ) -> tuple[np.ndarray, list[dict[str, float]]]:
-    """Per stage, when its gradient reduction ends (at least its last operation), and
-    the seconds each bucket kind issues.
-
-    A chunk's gradients become final during its last backward (B, or W in a zero-bubble
-    schedule), layer by layer, so a chunk's k-th of n buckets is ready (k + 1) / n of
-    the way through that pass; buckets go out one after the other on the network. With
-    ``dp_overlap`` a bucket starts once ready (behind the backward still to run), else
-    after the stage's last operation. ZeRO-3 reduces per layer inside the operations.
-    """
-    s = tl.schedule
-    finish = tl.stage_end_s.copy()
-    issued: list[dict[str, float]] = [{} for _ in range(s.p)]
-    if layout.zero >= 3:
-        return finish, issued
-    final_kind = W if layout.schedule == "zb-h1" else B
-    last_pass = last_passes(s, final_kind)
-    grad_bytes = BYTES[a.grad_dtype]
-    for st in range(s.p):
-        ready: list[np.ndarray] = []
-        cost: list[np.ndarray] = []
-        for key, params, share in (("dp", dense, sizes), ("edp", experts, moe_sizes)):
-            call = calls.get(key)
-            total = float(params[st]) * grad_bytes
-            if call is None or total <= 0 or share[st].sum() == 0:
-                continue
-            for c in range(s.v):
-                part = total * share[st, c] / share[st].sum()
-                if part <= 0:
-                    continue
-                count = max(1, math.ceil(part / call.size_bytes))
-                pos = last_pass[st][c]
-                begin, end = tl.start_s[st, pos], tl.end_s[st, pos]
-                ready.append(begin + (np.arange(count) + 1) / count * (end - begin))
-                cost.append(np.full(count, call.time_s))
-                issued[st][key] = issued[st].get(key, 0.0) + count * call.time_s
-        if not ready:
-            continue
-        r_all, c_all = np.concatenate(ready), np.concatenate(cost)
-        if not layout.dp_overlap:
-            r_all = np.full(len(r_all), tl.stage_end_s[st])
-        order = np.argsort(r_all, kind="stable")
-        r_all, c_all = r_all[order], c_all[order]
-        after = np.cumsum(c_all[::-1])[::-1]  # a bucket and every one behind it
-        finish[st] = max(finish[st], float((r_all + after).max()))
-    return finish, issued
 
 
 def _comm_kinds(calls: dict[str, Call], ops: OpWork, r: int, sched: Schedule,
@@ -417,14 +372,15 @@ a row per sender and receiver, both directions)."""
 
 def step_calls(fabric: Fabric, model: Model, layout: Layout,
                assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
-               seed: int = 0, unrouted: Unrouted | None = None
+               seed: int = 0, unrouted: Unrouted | None = None, shape: Shape | None = None
                ) -> tuple[dict[str, Call], int]:
     """The collectives :func:`step_time` issues for ``layout``, each timed as the step
     times it when the fabric's table (:func:`collective_times`) has it; with
     ``unrouted``, the others are not routed but given ``unrouted``'s seconds (a bound,
-    say) and left out of the table. Returns the calls and how many were not in it."""
+    say) and left out of the table. Returns the calls and how many were not in it
+    (``shape``: the layout's :func:`shape_of`, when known)."""
     a = assumptions or StepAssumptions()
-    shape = shape_of(fabric, model, layout)
+    shape = shape or shape_of(fabric, model, layout)
     missed: list[str] = []
     calls = _calls(fabric, model, layout, a, ranks_of(fabric)[:layout.world], shape.seq,
                    shape.sizes, shape.moe_sizes, routing, seed, unrouted, missed)
@@ -537,9 +493,15 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if hit is None and unrouted is not None:
             if missed is not None:
                 missed.append("pp")
-            # the slowest exchange, each one both ways at once, as the step times them
-            t_s = max(unrouted("sendrecv", functools.partial(np.concatenate, [x, x[:, ::-1]]),
-                               size, (*key, i)) for i, x in enumerate(exchanges()))
+            # the slowest exchange, each one both ways at once, as the step times them;
+            # the pairs are made only for a bound not found yet
+            def both_ways(i: int) -> np.ndarray:
+                x = exchanges()[i]
+                return np.concatenate([x, x[:, ::-1]])
+
+            count = 2 if one_neighbour and layout.pp > 2 else 1
+            t_s = max(unrouted("sendrecv", functools.partial(both_ways, i), size, (*key, i))
+                      for i in range(count))
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             pairs = pipeline_pairs()

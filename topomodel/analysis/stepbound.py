@@ -51,13 +51,14 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.commbound import collective_lower_bound_s
 from topomodel.analysis.compute import device_model, optimizer_bytes_per_param
 from topomodel.analysis.memory import stage_parameters
 from topomodel.analysis.model import BYTES, flops_per_token
-from topomodel.analysis.pipeline import timeline
+from topomodel.analysis.pipeline import Timeline, timeline
 from topomodel.analysis.stagework import Call
-from topomodel.analysis.step import gradient_tail, step_calls, step_ops
+from topomodel.analysis.step import step_calls, step_ops
 from topomodel.analysis.stepshape import Shape, cached_schedule
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
@@ -92,6 +93,7 @@ class CommFreePipeline:
     finish_s: np.ndarray
     most_sends: int
     dualpipe: bool
+    timeline: Timeline | None = None  # the comm-free run (None: a bound's own figures)
 
 
 def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -118,12 +120,12 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     if "dp" in calls or "edp" in calls:  # the gradient buckets, as the step issues them
         layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
         dense, experts = stage_parameters(model, layout, layers, moe_layers)
-        finish, _ = gradient_tail(tl, ops, calls, layout, a, dense, experts, shape.sizes,
-                                  shape.moe_sizes)
+        finish, _ = gradient_tail(tl, calls, layout, stage_buckets(
+            shape.schedule, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes))
     return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), finish,
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
-                            layout.ep_overlap == "dualpipe")
+                            layout.ep_overlap == "dualpipe", tl)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -141,6 +143,42 @@ def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape
                pipeline: CommFreePipeline) -> StepBound:
     """The bound of ``layout`` (any rank order) from its comm-free ``pipeline`` (which
     may come from the layout with another ZeRO stage)."""
+    return bound_frame(model, layout, assumptions, shape, pipeline).bound(pipeline)
+
+
+@dataclass(frozen=True, eq=False)
+class BoundFrame:
+    """What :func:`step_bound` takes from a layout besides its pipeline's figures: per
+    stage the optimizer step, seconds; the wait per second of the least compute; the
+    share of the pipeline excess over the busy time the bound keeps (0-1); the tokens
+    of a step and the model FLOPs and peak FLOP/s behind MFU."""
+
+    optimizer_s: np.ndarray
+    wait_per_compute: float
+    share: float
+    tokens: float
+    model_flops: float
+    peak_flops: float
+
+    def bound(self, pipeline: CommFreePipeline) -> StepBound:
+        """The bound for ``pipeline``'s busy, compute and finish times (seconds)."""
+        least_compute = float(pipeline.compute_s.min())
+        wait = least_compute * self.wait_per_compute
+        if pipeline.dualpipe:
+            body = least_compute
+        else:
+            busy = float(pipeline.busy_s.max())
+            ends = float((pipeline.finish_s + self.optimizer_s).max())
+            body = busy + max(0.0, ends - busy) * self.share
+        step = (body + wait) * (1 - ROUNDING_MARGIN)
+        return StepBound(step, self.tokens * self.model_flops / (step * self.peak_flops),
+                         self.tokens / step)
+
+
+def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+                pipeline: CommFreePipeline) -> BoundFrame:
+    """The :class:`BoundFrame` of ``layout`` (its ZeRO stage included), with the most
+    sends on a path of ``pipeline``'s schedule."""
     a = assumptions
     p, world = layout.pp, layout.world
     device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
@@ -151,26 +189,16 @@ def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape
     sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
         else dense + experts
     optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
-    least_compute = float(pipeline.compute_s.min())
-    wait = least_compute * (a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
-                            + a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world))
-    if pipeline.dualpipe:
-        body = least_compute
-    else:
-        busy = float(pipeline.busy_s.max())
-        ends = float((pipeline.finish_s + optimizer).max())
-        share = 1.0
-        if p > 1 and pipeline.most_sends > 0:
-            share = min(share, 2 * shape.microbatches * layout.interleave
-                        / pipeline.most_sends)
-        if layout.zero in (1, 2) and replicas > 1:
-            share = min(share, _bucket_share(a, dense, experts, layout))
-        body = busy + max(0.0, ends - busy) * share
-    step = (body + wait) * (1 - ROUNDING_MARGIN)
-    tokens = shape.global_batch * shape.seq
+    wait = (a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
+            + a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world))
+    share = 1.0
+    if p > 1 and pipeline.most_sends > 0:
+        share = min(share, 2 * shape.microbatches * layout.interleave / pipeline.most_sends)
+    if layout.zero in (1, 2) and replicas > 1:
+        share = min(share, _bucket_share(a, dense, experts, layout))
     model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
-    return StepBound(step, tokens * model_flops / (step * world * device.peak_flops),
-                     tokens / step)
+    return BoundFrame(optimizer, wait, share, shape.global_batch * shape.seq, model_flops,
+                      world * device.peak_flops)
 
 
 def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
@@ -191,13 +219,13 @@ def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
     return share
 
 
-def order_bound(fabric: Fabric, model: Model, layout: Layout,
-                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
-                seed: int = 0) -> StepBound | None:
-    """The bound of ``layout`` in its own rank order, with the collective times the
-    fabric's table already holds and, for the others, what they cannot beat on their
-    placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`); None
-    when the table holds them all (the step then costs arithmetic, not routing)."""
+def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepAssumptions,
+                shape: Shape, *, routing: str = "ecmp", seed: int = 0
+                ) -> tuple[dict[str, Call], int]:
+    """The collectives of ``layout``'s step in its own rank order: those the fabric's
+    table holds with their times, the others with what they cannot beat on their
+    placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`, kept in
+    :func:`collective_bounds`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
 
     def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
@@ -207,10 +235,29 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
                                                   assumptions.time)
         return known[key]
 
-    calls, missed = step_calls(fabric, model, layout, assumptions, routing=routing,
-                               seed=seed, unrouted=unrouted)
+    return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
+                      unrouted=unrouted, shape=shape)
+
+
+def order_bound(fabric: Fabric, model: Model, layout: Layout,
+                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
+                seed: int = 0) -> StepBound | None:
+    """The bound of ``layout`` in its own rank order, with the collective times the
+    fabric's table already holds and, for the others, what they cannot beat on their
+    placement (:func:`order_calls`); None when the table holds them all (the step then
+    costs arithmetic, not routing)."""
+    calls, missed = order_calls(fabric, model, layout, assumptions, shape, routing=routing,
+                                seed=seed)
     if not missed:
         return None
+    return bound_with_calls(model, layout, assumptions, shape, calls)
+
+
+def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
+                     shape: Shape, calls: dict[str, Call]) -> StepBound:
+    """The bound of ``layout`` with the collectives ``calls``, each taking no more than
+    in the step of its rank order: their operations' durations, the timeline and the
+    gradient tail, as :func:`comm_free_pipeline` finds them."""
     pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
     return step_bound(model, layout, assumptions, shape, pipeline)
 

@@ -14,10 +14,13 @@ Each layout costs, in order, what it takes to decide it:
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
-   A rank order whose collectives are not all timed yet gets its own bound first, with
-   the times known and, for the rest, what they cannot beat on their placement
-   (:func:`~topomodel.analysis.stepbound.order_bound`); it is pruned, not routed, when
-   that bound cannot reach the top either.
+   Each rank order then gets its own bound from its collective times, those known and,
+   for the rest, what they cannot beat on their placement
+   (:func:`~topomodel.analysis.stepbound.order_calls`): first the screen, arithmetic on
+   the layout's comm-free pipeline (:mod:`~topomodel.analysis.orderscreen`), then, if
+   that cannot drop it and something is not timed yet, its own timeline
+   (:func:`~topomodel.analysis.stepbound.bound_with_calls`); it is pruned, neither
+   routed nor modelled, when its bound cannot reach the top either.
 4. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
@@ -32,12 +35,14 @@ over processes.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from topomodel.analysis.orderscreen import OrderScreen, order_screen
 from topomodel.analysis.step import (
     StepAssumptions,
     StepResult,
@@ -47,12 +52,13 @@ from topomodel.analysis.step import (
 from topomodel.analysis.stepbound import (
     CommFreePipeline,
     StepBound,
+    bound_with_calls,
     comm_free_pipeline,
-    order_bound,
+    order_calls,
     step_bound,
     unordered,
 )
-from topomodel.analysis.stepshape import shape_of
+from topomodel.analysis.stepshape import Shape, shape_of
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -144,12 +150,12 @@ def check(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
     the order (the rank order changes neither validity nor memory, and the space lists
     orders one after the other)."""
     key = tuple(v for k, v in layout_fields.items() if k != "order")
-    try:
-        layout = replace(job.base, **layout_fields)
-    except UsageError as exc:
-        return Verdict("invalid", str(exc))
     checked = memory.get(key) if memory is not None else None
     if checked is None:
+        try:
+            layout = replace(job.base, **layout_fields)
+        except UsageError as exc:
+            return Verdict("invalid", str(exc))
         try:
             checked = layout_memory(fabric, job.model, layout, job.assumptions)
         except UsageError as exc:
@@ -157,11 +163,25 @@ def check(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
         if memory is not None:
             memory.clear()
             memory[key] = checked
+    elif "order" in layout_fields:  # the other fields made a layout: only the order is new
+        problem = _order_problem(str(layout_fields["order"]))
+        if problem:
+            return Verdict("invalid", problem)
     if isinstance(checked, str):
         return Verdict("invalid", checked)
     if not checked.fits(job.headroom):
         return Verdict("no_fit")
     return Verdict("fits")
+
+
+@functools.lru_cache(maxsize=256)
+def _order_problem(order: str) -> str:
+    """Why ``order`` is not a rank order (as a layout refuses it), or ""."""
+    try:
+        Layout(order=order)
+    except UsageError as exc:
+        return str(exc)
+    return ""
 
 
 def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
@@ -192,19 +212,22 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 
 @dataclass(frozen=True)
 class _Group:
-    """The rank orders of one layout that fits: the best score its bound allows and
-    each order's place (cell, layout) and fields."""
+    """The rank orders of one layout that fits: the best score its bound allows, each
+    order's place (cell, layout) and fields, the layout's shape and comm-free
+    pipeline."""
 
     bound: float
     place: tuple[int, int]
     members: list[tuple[int, dict[str, Any]]]
+    shape: Shape
+    pipeline: CommFreePipeline
 
 
-def _bound_score(fabric: Fabric, job: PlanJob, fields_: dict[str, Any], power_W: float,
-                 pipelines: dict[Layout, CommFreePipeline]) -> float:
-    """The best score any rank order of the layout can reach (``pipelines``: the
-    comm-free pipelines found so far, by :func:`~topomodel.analysis.stepbound.unordered`
-    layout)."""
+def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[str, Any],
+           power_W: float, pipelines: dict[Layout, CommFreePipeline]) -> _Group:
+    """The group of the layout ``fields_`` with the best score any of its rank orders
+    can reach (``pipelines``: the comm-free pipelines found so far, by
+    :func:`~topomodel.analysis.stepbound.unordered` layout)."""
     layout = replace(job.base, **fields_)
     shape = shape_of(fabric, job.model, layout)
     key = unordered(layout)
@@ -214,18 +237,43 @@ def _bound_score(fabric: Fabric, job: PlanJob, fields_: dict[str, Any], power_W:
                                                        shape)
     score = _score(step_bound(job.model, layout, job.assumptions, shape, pipeline), job,
                    power_W)
-    return score if score == score else float("inf")  # NaN (no power): never pruned
+    # NaN (no power): never pruned
+    return _Group(score if score == score else float("inf"), place, [], shape, pipeline)
 
 
-def _order_cannot_win(fabric: Fabric, job: PlanJob, layout: Layout, power_W: float,
-                      worst_kept: float) -> bool:
-    """Whether ``layout``'s own rank order is proved out of the top (its score at most
-    below ``worst_kept``) by its placement's bound, before any of its collectives not
-    timed yet is routed (with all of them timed, the step itself is cheaper)."""
-    bound = order_bound(fabric, job.model, layout, job.assumptions,
-                        shape_of(fabric, job.model, layout), routing=job.routing,
-                        seed=job.seed)
-    return bound is not None and _score(bound, job, power_W) < worst_kept
+class _OrderBounds:
+    """Proves rank orders of one group out of the top, cheapest first: the order screen
+    (:mod:`~topomodel.analysis.orderscreen`, made on first use), then the order's own
+    pipeline (:func:`~topomodel.analysis.stepbound.bound_with_calls`), kept by the
+    collective times (orders with the same times have the same bound)."""
+
+    def __init__(self, fabric: Fabric, job: PlanJob, group: _Group, power_W: float) -> None:
+        self.fabric, self.job, self.group, self.power_W = fabric, job, group, power_W
+        self.screen: OrderScreen | None = None
+        self.known: dict[tuple[tuple[str, float], ...], float] = {}
+
+    def best_score(self, layout: Layout, worst_kept: float) -> float:
+        """The best score ``layout``'s own rank order can reach by its placement's
+        bound, found before its step is modelled or anything of it routed: the screen
+        on its collective times (with those not timed yet at what they cannot beat;
+        with all of them timed, the step's own times, a close bound far cheaper than
+        the step), and, when that is not below ``worst_kept`` and something is not timed
+        yet, the order's own bound (kept by the collective times)."""
+        job, shape = self.job, self.group.shape
+        calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions, shape,
+                                    routing=job.routing, seed=job.seed)
+        if self.screen is None:
+            self.screen = order_screen(job.model, layout, job.assumptions, shape,
+                                       self.group.pipeline, calls)
+        score = _score(self.screen.bound(calls), job, self.power_W)
+        if not missed or score < worst_kept:
+            return score
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        known = self.known.get(times)
+        if known is None:
+            known = self.known[times] = _score(bound_with_calls(
+                job.model, layout, job.assumptions, shape, calls), job, self.power_W)
+        return known
 
 
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
@@ -255,6 +303,14 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         elif heap[0] < ranked:
             heapq.heapreplace(heap, ranked)
 
+    def evaluate(place: tuple[int, int], layout: Layout) -> None:
+        result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
+                           seed=job.seed)
+        tally.evaluated += 1
+        # the negated place makes an earlier layout rank above a later one
+        keep(Ranked(_score(result, job, power_W), (-place[0], -place[1]), result))
+        decided(1)
+
     groups: list[_Group] = []
     for ci in indices:
         pipelines: dict[Layout, CommFreePipeline] = {}
@@ -271,17 +327,11 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                 tally.no_fit += 1
                 decided(1)
             elif not prune:
-                result = step_time(fabric, job.model, replace(job.base, **fields_),
-                                   job.assumptions, routing=job.routing, seed=job.seed)
-                tally.evaluated += 1
-                # the negated place makes an earlier layout rank above a later one
-                keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
-                decided(1)
+                evaluate((ci, k), replace(job.base, **fields_))
             else:
                 same = tuple(v for f, v in fields_.items() if f != "order")
                 if same != last:  # orders of one layout are listed one after the other
-                    groups.append(_Group(_bound_score(fabric, job, fields_, power_W,
-                                                     pipelines), (ci, k), []))
+                    groups.append(_group(fabric, job, (ci, k), fields_, power_W, pipelines))
                     last = same
                 groups[-1].members.append((k, fields_))
     groups.sort(key=lambda g: (-g.bound, g.place))
@@ -292,18 +342,15 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             decided(rest)
             break
         ci = group.place[0]
+        bounds = _OrderBounds(fabric, job, group, power_W)
         for k, fields_ in group.members:
             layout = replace(job.base, **fields_)
-            if len(heap) >= job.top and _order_cannot_win(fabric, job, layout, power_W,
-                                                         heap[0].score):
+            if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
+                                                          ) < heap[0].score:
                 tally.pruned += 1
                 decided(1)
                 continue
-            result = step_time(fabric, job.model, layout, job.assumptions,
-                               routing=job.routing, seed=job.seed)
-            tally.evaluated += 1
-            keep(Ranked(_score(result, job, power_W), (-ci, -k), result))
-            decided(1)
+            evaluate((ci, k), layout)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
