@@ -31,7 +31,7 @@ from topomodel.analysis.memory import StageMemory
 from topomodel.analysis.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.traffic.layout import Layout
 
 
@@ -164,6 +164,7 @@ GRID_KEYS = 4096
 dropped): a key is a few dozen bytes, the grid it stands for 8 bytes a rank."""
 
 
+@ignores_failures
 def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
     """The communicator keys found on ``fabric`` (:func:`grid_key`), kept with it."""
     return OrderedDict()
@@ -199,6 +200,7 @@ def ranks_of(fabric: Fabric) -> np.ndarray:
     return fabric.derived(_accelerator_ranks)
 
 
+@ignores_failures
 def node_domains(fabric: Fabric) -> np.ndarray:
     """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
     :meth:`~topomodel.fabric.tables.Fabric.derived`)."""
@@ -207,6 +209,7 @@ def node_domains(fabric: Fabric) -> np.ndarray:
     return domains
 
 
+@ignores_failures
 def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
     ranks = fabric.accelerators
     ranks.setflags(write=False)
