@@ -272,7 +272,11 @@ def test_with_failures_names_every_unknown_part(toy):
 def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
     from topomodel.analysis.studies import scale_scaleout
     from topomodel.fabric.failures import with_failures
-    from topomodel.fabric.tables import ignores_failures
+    from topomodel.fabric.tables import (
+        ignores_failures,
+        link_weaker_Bps,
+        weaker_direction_Bps,
+    )
     from topomodel.routing.structured import _Clos
     from topomodel.routing.survivors import _Survivors, _SurvivorShape
 
@@ -289,6 +293,9 @@ def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
         return int(f.links["failed"].sum())
 
     assert [f.derived(failed_rows) for f in (fabric, one, two)] == [0, 16, 32]
+    weaker = two.derived(link_weaker_Bps)
+    assert weaker is fabric.derived(link_weaker_Bps) and not weaker.flags.writeable
+    assert np.array_equal(weaker, weaker_direction_Bps(fabric.links))
     shared = ignores_failures(lambda f: object())
     assert fabric.derived(shared) is one.derived(shared)
     faster = scale_scaleout(fabric, 2.0)  # other capacities: a fabric of its own

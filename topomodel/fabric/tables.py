@@ -289,6 +289,16 @@ def ignores_failures(make: F) -> F:
     return make
 
 
+@ignores_failures
+def link_weaker_Bps(fabric: Fabric) -> np.ndarray:
+    """:func:`weaker_direction_Bps` of every link row of ``fabric`` (failed ones too),
+    bytes/s, read-only: found once per fabric with :meth:`Fabric.derived` (the tier
+    table, the levels and every route report read it)."""
+    weaker = weaker_direction_Bps(fabric.links)
+    weaker.setflags(write=False)
+    return weaker
+
+
 def weaker_direction_Bps(links: pd.DataFrame) -> np.ndarray:
     """Per link row, bytes/s: the smaller of its capacity and its reverse row's (the
     same cables the other way). Links are one row per direction, and a design may give
