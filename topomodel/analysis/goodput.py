@@ -451,6 +451,16 @@ def with_part_failed(fabric: Fabric, part: str) -> Fabric:
     return with_failures(fabric, (part,), ())
 
 
+def share_failure_views(fabric: Fabric, parts: Sequence[str]) -> None:
+    """Build here, before workers fork, the views that ``fabric``'s copies with one of
+    ``parts`` failed share (the failure view's wiring: about a second at the 98k
+    4K-supernode example), so each worker does not build them again."""
+    from topomodel.routing.structured import structured_supported
+
+    if parts:
+        structured_supported(with_part_failed(fabric, parts[0]))
+
+
 def degraded_losses(lines: Sequence[ComponentLine],
                     step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
                     tokens_per_s: float, comm_share: float, *,
@@ -476,6 +486,7 @@ def degraded_losses(lines: Sequence[ComponentLine],
         return step(with_part_failed(fabric, ln.representative))
 
     missing = [ln for ln in tiers if ln.representative not in known]
+    share_failure_views(fabric, [ln.representative for ln in missing])
     known.update(zip((ln.representative for ln in missing),
                      parallel_map(degraded, missing, workers=workers), strict=True))
     # A failed link row takes its whole bundle down; its loss shared evenly over the

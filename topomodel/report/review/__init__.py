@@ -70,7 +70,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         If the layout does not fit the fabric or the model.
     """
     from topomodel.analysis.bisection import bisection
-    from topomodel.analysis.goodput import component_lines, degraded_lines, with_part_failed
+    from topomodel.analysis.goodput import (
+        component_lines,
+        degraded_lines,
+        share_failure_views,
+        with_part_failed,
+    )
     from topomodel.analysis.single_failures import what_if_lines
     from topomodel.analysis.step import StepAssumptions, step_time
     from topomodel.analysis.timing import TimeModel
@@ -116,6 +121,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
           for item in plan.runs),
         lambda: _levels(fabric, timing)]
+    share_failure_views(fabric, parts)
     done = parallel_map(_call, pieces, workers=workers)
     build, failed_steps, levels = done[0], done[1:1 + len(parts)], done[-1]
     collectives = _collect_rows(plan, done[1 + len(parts):-1])
