@@ -29,6 +29,7 @@ from topomodel.report.review.collect import (
     _levels,
     _measured_run,
     _plan_collectives,
+    _step_figure,
     _warnings,
 )
 from topomodel.report.review.document import (
@@ -61,8 +62,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     independent work goes to ``workers`` processes (default every core; the same review
     with one): first the build report, the steps with one part failed (each run once
     for the goodput section and the single-failure what-ifs), the collective table's
-    runs and the levels; then the featured collective with the figures beside the
-    what-ifs' collective runs.
+    runs, the levels and the step's figure; then the featured collective with its
+    figures beside the what-ifs' collective runs.
 
     Raises
     ------
@@ -120,11 +121,13 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         *(functools.partial(failed_step, part) for part in parts),
         *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
           for item in plan.runs),
-        lambda: _levels(fabric, timing)]
+        lambda: _levels(fabric, timing),
+        lambda: None if step is None else _step_figure(step)]
     share_failure_views(fabric, parts)
     done = parallel_map(_call, pieces, workers=workers)
-    build, failed_steps, levels = done[0], done[1:1 + len(parts)], done[-1]
-    collectives = _collect_rows(plan, done[1 + len(parts):-1])
+    build, failed_steps, levels, step_figure = (done[0], done[1:1 + len(parts)], done[-2],
+                                                done[-1])
+    collectives = _collect_rows(plan, done[1 + len(parts):-2])
     stepped = dict(zip(parts, failed_steps, strict=True))
     goodput = None
     if step is not None and model is not None and layout is not None:
@@ -141,11 +144,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
 
         item = collectives.featured_item
         if item is None:
-            return None, _figures(fabric, collectives, None, step)
+            return None, _figures(fabric, collectives, None, step_figure)
         run = _featured_run(fabric, timing, routing, seed, item)
         report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, model=timing)
         return report, _figures(fabric, dataclasses.replace(collectives, featured=run),
-                                report, step)
+                                report, step_figure)
 
     def failures_part() -> tuple[list[dict[str, Any]], Section | None]:
         return _single_failures(fabric, collectives, timing, model, layout,

@@ -379,9 +379,20 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return leaf, pod
 
 
+def _step_figure(step: StepResult) -> ReviewFigure:
+    """The figure of the training step (its own piece: it needs the step only)."""
+    from topomodel.draw.charts import step_figure
+    from topomodel.draw.io import figure_bytes
+
+    return ReviewFigure(
+        "step", "One training step: compute, pipeline bubble, exposed communication"
+        " and wait, and the exposed part split into the four walls.",
+        figure_bytes(step_figure(step), "png"))
+
+
 def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
-             step: StepResult | None) -> dict[str, ReviewFigure]:
-    from topomodel.draw.charts import step_figure, tier_utilization_figure
+             step: StepResult | ReviewFigure | None) -> dict[str, ReviewFigure]:
+    from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.topology import topology_figure
 
@@ -409,9 +420,6 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
         fig = topology_figure(fabric)
         out["topology"] = ReviewFigure("topology", "Network topology.",
                                        figure_bytes(fig, "png"))
-    if step is not None:
-        out["step"] = ReviewFigure(
-            "step", "One training step: compute, pipeline bubble, exposed communication"
-            " and wait, and the exposed part split into the four walls.",
-            figure_bytes(step_figure(step), "png"))
+    if step is not None:  # the step, or its figure already drawn
+        out["step"] = step if isinstance(step, ReviewFigure) else _step_figure(step)
     return out
