@@ -59,7 +59,10 @@ def run(arguments: list[str], tree: str | None = None) -> tuple[float, float, fl
     env = {**os.environ, "PYTHONPATH": tree} if tree else None
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
-        child = subprocess.Popen([sys.executable, "-m", "topomodel", *arguments], cwd=ROOT,
+        # ``-m`` puts the working directory first on the path: the other tree's package
+        # is imported only when the child runs in it (it has the same examples)
+        child = subprocess.Popen([sys.executable, "-m", "topomodel", *arguments],
+                                 cwd=tree or ROOT,
                                  stdout=subprocess.DEVNULL, stderr=errors, text=True,
                                  env=env)
         _, wait_status, usage = os.wait4(child.pid, 0)

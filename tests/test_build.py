@@ -269,6 +269,40 @@ def test_with_failures_names_every_unknown_part(toy):
     assert with_failures(fabric, ["spine0"]).links["failed"].any()
 
 
+def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
+    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.fabric.failures import with_failures
+    from topomodel.fabric.tables import (
+        ignores_failures,
+        link_weaker_Bps,
+        weaker_direction_Bps,
+    )
+    from topomodel.routing.structured import _Clos
+    from topomodel.routing.survivors import _Survivors, _SurvivorShape
+
+    fabric = toy(fat_tree(8, 32))
+    one = with_failures(fabric, ["spine0"])
+    two = with_failures(one, ["spine1"])  # a copy of a copy: still the same wiring
+    shape = two.derived(_SurvivorShape)  # built on a copy: there for the others too
+    assert one.derived(_SurvivorShape) is shape is fabric.derived(_SurvivorShape)
+    assert one.derived(_Clos) is two.derived(_Clos) is fabric.derived(_Clos)
+    assert one.derived(_Survivors) is not two.derived(_Survivors)  # reads the failures
+    assert one.derived(_Survivors).alive.sum() > two.derived(_Survivors).alive.sum()
+
+    def failed_rows(f):
+        return int(f.links["failed"].sum())
+
+    assert [f.derived(failed_rows) for f in (fabric, one, two)] == [0, 16, 32]
+    weaker = two.derived(link_weaker_Bps)
+    assert weaker is fabric.derived(link_weaker_Bps) and not weaker.flags.writeable
+    assert np.array_equal(weaker, weaker_direction_Bps(fabric.links))
+    shared = ignores_failures(lambda f: object())
+    assert fabric.derived(shared) is one.derived(shared)
+    faster = scale_scaleout(fabric, 2.0)  # other capacities: a fabric of its own
+    assert faster.derived(shared) is not fabric.derived(shared)
+    assert faster.derived(_Clos) is not fabric.derived(_Clos)
+
+
 def _build(text):
     from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric

@@ -375,3 +375,16 @@ def test_llama3_check_separates_the_reproduction_from_the_prediction():
     network = sum(ln.failures_per_s for ln in independent if ln.component != "scaleup_switch")
     assert network * SECONDS_PER_DAY == pytest.approx(0.27, abs=0.005)
     assert 35 / 54 / (network * SECONDS_PER_DAY) == pytest.approx(2.4, abs=0.05)
+
+
+def test_the_failure_views_copies_share_are_built_before_the_workers_fork():
+    from topomodel.routing.survivors import _SurvivorShape
+
+    fabric = fabric_of("dual-plane-ethernet")
+    model = fabric.catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=128)
+    result = step_time(fabric, model, layout, QUIET)
+    assert (_SurvivorShape, ()) not in fabric.__dict__.get("_failure_free", {})
+    job_goodput(fabric, model, layout, QUIET, result, workers=2)
+    # built here, in the caller, so the forked workers start with it
+    assert (_SurvivorShape, ()) in fabric.__dict__["_failure_free"]

@@ -46,6 +46,23 @@ def test_pieces_run_in_other_processes_unless_one_worker_is_asked_for():
     assert all(len(pids) == 1 and os.getpid() not in pids for pids in inner)
 
 
+def _pids_below(_: int) -> tuple[int, list[int], list[str]]:
+    """This worker's pid, its own pieces' pids, and its pieces run after them."""
+    mine = parallel_map(_pid, range(3), workers=2)
+    return os.getpid(), mine, parallel_map(str, [7, 8], workers=2)
+
+
+@forks
+def test_nested_pieces_open_pools_of_their_own_and_keep_their_order():
+    outer = parallel_map(_pids_below, range(3), workers=2, nested=True)
+    for worker, inner, after in outer:
+        assert worker != os.getpid() and worker not in inner and len(set(inner)) >= 1
+        assert after == ["7", "8"]  # the worker's own work is intact after its pool
+    # every worker ran at least one pool of processes besides itself
+    assert all(set(inner) - {worker} for worker, inner, _ in outer)
+    assert parallel_map(lambda x: x + 1, [1, 2, 3], workers=2) == [2, 3, 4]  # after
+
+
 def test_workers_below_one_are_refused():
     with pytest.raises(UsageError, match="--workers must be at least 1, got 0"):
         parallel_map(str, [1, 2], workers=0)

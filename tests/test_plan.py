@@ -71,7 +71,8 @@ def brute(setup):
     job = _job(setup)
     out = []
     for fields in _space_layouts(fabric, job):
-        fabric.__dict__.pop("_derived", None)  # nothing shared between layouts
+        for views in ("_derived", "_failure_free"):  # nothing shared between layouts
+            fabric.__dict__.pop(views, None)
         try:
             layout = replace(job.base, **fields)
             result = step_time(fabric, job.model, layout, job.assumptions)

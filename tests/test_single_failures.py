@@ -90,3 +90,49 @@ def test_a_design_without_spines_says_so():
     spine = next(r for r in rows if r.kind == "spine")
     assert spine.part == "" and spine.collective_s is None and spine.step_s is None
     assert all(r.part for r in rows if r.kind != "spine")
+
+
+def test_review_runs_each_failed_step_once_with_goodputs_and_what_ifs_values(
+        case, tmp_path, monkeypatch):
+    """The review fails each part once for the goodput section and the what-ifs (a
+    spine and a spine-leaf optic are in both here): the same numbers as each computes
+    alone, one step per distinct part."""
+    import topomodel.analysis.step as step_module
+    from topomodel.analysis.goodput import (
+        GoodputAssumptions,
+        component_lines,
+        degraded_lines,
+        job_goodput,
+    )
+    from topomodel.analysis.single_failures import CollectiveSpec, what_if_lines
+    from topomodel.report.review import collect_review
+
+    fabric, model, layout, _, step = case
+    lines = component_lines(fabric, layout.world)
+    goodput_parts = [ln.representative for ln in degraded_lines(lines)]
+    shown = [ln.representative for ln in what_if_lines(fabric, lines=lines).values()]
+    assert set(goodput_parts) & set(shown)  # something to share
+    alone_goodput = job_goodput(fabric, model, layout, QUIET, step, workers=1)
+    calls = []
+    original = step_module.step_time
+
+    def counted(f, *args, **kwargs):
+        calls.append(int(f.links["failed"].sum()))
+        return original(f, *args, **kwargs)
+
+    monkeypatch.setattr(step_module, "step_time", counted)
+    review = collect_review(fabric, model=model, layout=layout, assumptions=QUIET,
+                            goodput_assumptions=GoodputAssumptions(), workers=1)
+    assert len(calls) == 1 + len(set(goodput_parts) | set(shown))  # healthy + one a part
+    monkeypatch.setattr(step_module, "step_time", original)
+    data = review.data
+    assert data["goodput"]["degraded_loss_per_part"] == alone_goodput.degraded_loss
+    run = data["collectives"]["featured"]
+    healthy = CollectiveSpec(run["collective"], run["size_bytes"], run["algorithm"],
+                             run["time_s"])
+    alone = single_failures(fabric, collective=healthy, group=next(iter(run["groups"])),
+                            model=model, layout=layout, assumptions=QUIET, step=step,
+                            workers=1)
+    assert [(r["kind"], r["part"], r["step_s"], r["collective_s"])
+            for r in data["single_failures"]] == [
+        (r.kind, r.part, r.step_s, r.collective_s) for r in alone]

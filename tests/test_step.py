@@ -1,5 +1,6 @@
 """Training-step model: hand-computable cases, walls that add up, placement."""
 
+import contextlib
 from dataclasses import replace
 
 import pytest
@@ -435,3 +436,83 @@ def test_1f1b_exchanges_with_one_neighbour_interleaving_with_both(toy):
     assert plain_bw == pytest.approx(size / (12.5e9 * 0.980), rel=1e-3)
     for both in (per_call(interleave=2), per_call(schedule="zb-h1")):
         assert both[2] == pytest.approx(2 * plain_bw, rel=1e-6)
+
+
+def _toy_job(toy):
+    text = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n"
+    return toy(text), toy(text), Layout(tp=2, pp=2, dp=4, global_batch=16)
+
+
+def _counted(monkeypatch):
+    import topomodel.analysis.step as step_module
+
+    built = []
+    original = step_module.collective_traffic
+
+    def counted(*args, **kwargs):
+        built.append(kwargs["algorithm"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "collective_traffic", counted)
+    return built
+
+
+def test_failed_copies_and_other_time_models_route_the_steps_traffic_unbuilt(toy,
+                                                                            monkeypatch):
+    """A step's traffic is built once per fabric: its copies with failed parts (the
+    goodput's degraded steps) and other time models (the sensitivity) route it again,
+    with the results of a fresh fabric's, bit for bit."""
+    from topomodel.fabric.failures import with_failures
+
+    warm, fresh, layout = _toy_job(toy)
+    model = warm.catalog.get("toy-dense", Model)
+    healthy = step_time(warm, model, layout, QUIET)
+    built = _counted(monkeypatch)
+    slower = replace(QUIET, time=replace(QUIET.time, efficiency={"leaf": 0.5}))
+    shared = step_time(with_failures(warm, ["spine0"]), model, layout, QUIET)
+    assert built == []  # the healthy step built it all
+    alone = step_time(with_failures(fresh, ["spine0"]), model, layout, QUIET)
+    assert shared == alone and shared.step_time_s >= healthy.step_time_s
+    once = list(built)  # one step's traffic, built on the fresh fabric's first copy
+    assert "ring" in once and set(once) <= {"ring", "tree", "hierarchical", "p2p"}
+    for part in ("spine1", "leaf0"):  # a leaf cut off: relayed detours
+        assert step_time(with_failures(warm, [part]), model, layout, QUIET) == step_time(
+            with_failures(fresh, [part]), model, layout, QUIET)
+    assert step_time(warm, model, layout, slower) == step_time(fresh, model, layout, slower)
+    assert built == once
+
+
+def test_in_network_traffic_and_all_pairs_are_never_kept(toy):
+    from topomodel.analysis.stepshape import shared_traffic, step_traffic
+    from topomodel.traffic.collectives import collective_traffic
+
+    fabric, _, _ = _toy_job(toy)
+    acc = fabric.accelerators
+    calls = []
+
+    def make(algorithm):
+        def build():
+            calls.append(algorithm)
+            return collective_traffic(fabric, "alltoall" if algorithm == "direct"
+                                      else "allreduce", [acc[:8]], 2**20,
+                                      algorithm=algorithm)
+        return build
+
+    for _ in range(2):
+        for algorithm in ("innetwork", "direct", "ring"):
+            with contextlib.suppress(ValueError):  # no switch here reduces in-network
+                shared_traffic(fabric, ("x",), algorithm, make(algorithm))
+    assert calls == ["innetwork", "direct", "ring", "innetwork", "direct"]
+    assert list(fabric.derived(step_traffic)) == [("ring", "x")]
+
+
+def test_kept_traffic_is_bounded_by_its_flows(toy, monkeypatch):
+    import topomodel.analysis.stepshape as stepshape
+
+    fabric, _, layout = _toy_job(toy)
+    model = fabric.catalog.get("toy-dense", Model)
+    monkeypatch.setattr(stepshape, "SHARED_TRAFFIC_FLOWS", 40)
+    step_time(fabric, model, layout, QUIET)
+    kept = fabric.derived(stepshape.step_traffic)
+    flows = [sum(ph.flows for ph in t.phases) for t in kept.values()]
+    assert kept and (sum(flows) <= 40 or len(flows) == 1)

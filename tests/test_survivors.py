@@ -72,6 +72,25 @@ def test_structured_equals_general_with_random_failures(name, seed):
     assert_same_routes(fabric, ph, "hash", qps=3, hash_scaleup=True)
 
 
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "b200-superpod"])
+def test_views_shared_with_a_sibling_give_the_same_loads_bit_for_bit(name):
+    """A degraded copy routes on views its healthy fabric and a sibling copy built
+    (Fabric.with_failed): the loads are those of a copy of a freshly built fabric."""
+    fresh, warm = fabric_of(name), fabric_of(name)
+    sibling = random_failures(warm, 7)
+    ph = random_phase(warm, 400, seed=3)
+    route(warm, ph)
+    route(sibling, ph)  # builds the failure view's shape on the sibling
+    for seed in (0, 1):
+        alone, shared = random_failures(fresh, seed), random_failures(warm, seed)
+        for routing in ROUTINGS:
+            a = route(alone, ph, routing=routing, seed=4)
+            b = route(shared, ph, routing=routing, seed=4)
+            assert np.array_equal(a.link_bytes, b.link_bytes)
+            assert np.array_equal(a.hops, b.hops)
+            assert np.array_equal(a.unroutable, b.unroutable)
+
+
 @pytest.mark.parametrize("k", [4, 6])
 def test_three_tier_closed_forms_with_failures(toy, k):
     base = toy(f"system: toy-host\nsystems: {k**3 // 4}\nscaleout:\n  switch: toy-switch-{k}\n")

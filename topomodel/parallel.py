@@ -10,8 +10,10 @@ from the caller's state just as the loop's next piece would (what one piece adds
 fabric's caches is only ever what computing it again gives).
 
 Work runs serially, in the calling process, with ``workers=1``, with one item, inside a
-worker (no pools within pools), and where processes cannot be forked (Windows, macOS,
-where forking a process that has loaded system frameworks is unsafe).
+worker (no pools within pools, unless the outer call is ``nested``: pieces of unequal
+length, such as compare's designs, whose own pieces then fill the cores the shorter
+ones leave), and where processes cannot be forked (Windows, macOS, where forking a
+process that has loaded system frameworks is unsafe).
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _PENDING: list[tuple[Callable[[Any], Any], Sequence[Any]]] = []
-"""The work of the :func:`parallel_map` call under way (at most one: a worker runs its
-pieces serially), read by the forked workers by index. Held only for the call: it is
-the hand-over to the workers, not a cache."""
+"""The work of the :func:`parallel_map` calls under way, outermost first (one, or one
+per level of ``nested`` calls), read by the forked workers of the innermost by index.
+Held only for the call: it is the hand-over to the workers, not a cache."""
 
 _IN_WORKER = False
-"""True in a worker process of :func:`parallel_map`."""
+"""True in a worker process of :func:`parallel_map` whose pieces may not open pools
+(a call that is not ``nested``)."""
 
 
 def default_workers() -> int:
@@ -76,13 +79,16 @@ def can_fork() -> bool:
 
 
 def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
-                 workers: int | None = None) -> list[R]:
+                 workers: int | None = None, nested: bool = False) -> list[R]:
     """``[work(item) for item in items]``, on up to ``workers`` forked processes
     (default: every core), in the order of ``items``.
 
     ``work`` may be any callable, a closure included (the workers inherit it; it is not
     pickled); its results must pickle. An exception raised by ``work`` is raised here,
-    the first in item order, as the serial loop would raise it.
+    the first in item order, as the serial loop would raise it. With ``nested``, each
+    piece may run a :func:`parallel_map` of its own (up to its ``workers`` processes
+    more, which share the cores with the other pieces); otherwise pieces run theirs
+    serially.
 
     Raises
     ------
@@ -95,7 +101,7 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     [9, 1, 4]
     """
     count = min(check_workers(workers), len(items))
-    if count <= 1 or _IN_WORKER or _PENDING or not can_fork():
+    if count <= 1 or _IN_WORKER or not can_fork():
         return [work(item) for item in items]
     import multiprocessing
 
@@ -104,7 +110,8 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
             stream.flush()
     _PENDING.append((work, items))
     # the workers are forked here, before the pool starts its threads
-    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker)
+    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
+                                                    initargs=(nested,))
     try:
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
@@ -113,19 +120,31 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
         raise
     finally:
         pool.join()
-        _PENDING.clear()
+        _PENDING.pop()
     return results
 
 
-def _start_worker() -> None:
+def _start_worker(nested: bool) -> None:
+    import multiprocessing
     import signal
 
     global _IN_WORKER
-    _IN_WORKER = True
+    _IN_WORKER = not nested
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the caller's terminate() ends it
+    if not nested:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the caller's terminate() ends it
+        return
+    # A pool's workers are daemons, and a daemon may not start processes: this one
+    # starts its own pool's, and ends them when the caller's terminate() ends it (the
+    # exit unwinds through its parallel_map, which terminates its pool).
+    multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
+    signal.signal(signal.SIGTERM, _exit_on_terminate)
+
+
+def _exit_on_terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _run_piece(index: int) -> Any:
-    work, items = _PENDING[0]
+    work, items = _PENDING[-1]  # this pool's: forked after its caller added it
     return work(items[index])

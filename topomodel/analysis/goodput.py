@@ -36,7 +36,7 @@ goodput (tokens/s) = step tokens/s x degraded-throughput share x effective time 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -431,39 +431,69 @@ def estimated_loss(line: ComponentLine, comm_share: float) -> float:
     return comm_share / max(line.parallel - 1, 1)
 
 
-def degraded_losses(lines: Sequence[ComponentLine],
-                    step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
-                    tokens_per_s: float, comm_share: float, *,
-                    workers: int | None = None) -> dict[str, float]:
-    """Per redundant tier, the share of throughput lost with one of its parts down:
-    routed (the step model, ``step_tokens_per_s``, re-routes around a failed
-    representative; the tiers' degraded steps run on ``workers`` processes, default
-    every core, :func:`~topomodel.parallel.parallel_map`), or :func:`estimated_loss`
-    when ``step_tokens_per_s`` is None."""
-    from topomodel.parallel import parallel_map
-
+def degraded_lines(lines: Sequence[ComponentLine]) -> list[ComponentLine]:
+    """The line whose representative is failed for each redundant tier's degraded step:
+    the first of the tier that degrades and names a part, in line order."""
     firsts: dict[str, ComponentLine] = {}
     for ln in lines:
         if ln.on_failure == "degrades" and ln.representative and ln.tier not in firsts:
             firsts[ln.tier] = ln
+    return list(firsts.values())
+
+
+def with_part_failed(fabric: Fabric, part: str) -> Fabric:
+    """``fabric`` with ``part`` failed: a node by name, or an ``"a -- b"`` link (its
+    whole bundle), as a component line's representative names it."""
+    from topomodel.fabric.failures import with_failures
+
+    if " -- " in part:
+        return with_failures(fabric, (), (part,))
+    return with_failures(fabric, (part,), ())
+
+
+def share_failure_views(fabric: Fabric, parts: Sequence[str]) -> None:
+    """Build here, before workers fork, the views that ``fabric``'s copies with one of
+    ``parts`` failed share (the failure view's wiring: about a second at the 98k
+    4K-supernode example), so each worker does not build them again."""
+    from topomodel.routing.structured import structured_supported
+
+    if parts:
+        structured_supported(with_part_failed(fabric, parts[0]))
+
+
+def degraded_losses(lines: Sequence[ComponentLine],
+                    step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
+                    tokens_per_s: float, comm_share: float, *,
+                    workers: int | None = None,
+                    known_tokens_per_s: Mapping[str, float] | None = None
+                    ) -> dict[str, float]:
+    """Per redundant tier, the share of throughput lost with one of its parts down:
+    routed (the step model, ``step_tokens_per_s``, re-routes around a failed
+    representative; the tiers' degraded steps run on ``workers`` processes, default
+    every core, :func:`~topomodel.parallel.parallel_map`), or :func:`estimated_loss`
+    when ``step_tokens_per_s`` is None. ``known_tokens_per_s`` gives, by part name, the
+    tokens/s of degraded steps already run (:func:`with_part_failed`, the same step):
+    those parts are not run again."""
+    from topomodel.parallel import parallel_map
+
+    tiers = degraded_lines(lines)
     if step_tokens_per_s is None:
-        return {tier: estimated_loss(ln, comm_share) for tier, ln in firsts.items()}
+        return {ln.tier: estimated_loss(ln, comm_share) for ln in tiers}
     step = step_tokens_per_s
+    known = dict(known_tokens_per_s or {})
 
     def degraded(ln: ComponentLine) -> float:
-        from topomodel.fabric.failures import with_failures
+        return step(with_part_failed(fabric, ln.representative))
 
-        nodes, cut = ((), (ln.representative,)) if " -- " in ln.representative else (
-            (ln.representative,), ())
-        return step(with_failures(fabric, nodes, cut))
-
-    tiers = list(firsts.values())
+    missing = [ln for ln in tiers if ln.representative not in known]
+    share_failure_views(fabric, [ln.representative for ln in missing])
+    known.update(zip((ln.representative for ln in missing),
+                     parallel_map(degraded, missing, workers=workers), strict=True))
     # A failed link row takes its whole bundle down; its loss shared evenly over the
     # bundle's cables is an upper bound of one cable's (the loss grows faster than
     # linearly with the cables lost).
-    return {ln.tier: max(0.0, 1 - tokens / tokens_per_s) / ln.representative_cables
-            for ln, tokens in zip(tiers, parallel_map(degraded, tiers, workers=workers),
-                                  strict=True)}
+    return {ln.tier: max(0.0, 1 - known[ln.representative] / tokens_per_s)
+            / ln.representative_cables for ln in tiers}
 
 
 def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
@@ -481,34 +511,45 @@ def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
     return out
 
 
+def degradation_routed(fabric: Fabric, layout: Any, *, route_degradation: bool = True
+                       ) -> bool:
+    """Whether :func:`job_goodput` routes the degraded steps (else it bounds the loss):
+    with ``route_degradation``, on a fabric the structured router covers (any size) or
+    within :data:`DEGRADED_ROUTING_MAX_WORK`."""
+    from topomodel.routing.structured import structured_supported
+
+    return route_degradation and (
+        structured_supported(fabric) is None
+        or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
+
+
 def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
                 routing: str = "ecmp", seed: int = 0,
-                route_degradation: bool = True, workers: int | None = None
+                route_degradation: bool = True, workers: int | None = None,
+                lines: Sequence[ComponentLine] | None = None,
+                known_tokens_per_s: Mapping[str, float] | None = None
                 ) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
-    on ``fabric``. With ``route_degradation``, on a fabric the structured router covers
-    (any size) or within :data:`DEGRADED_ROUTING_MAX_WORK`, a step is re-run with a part
-    of each redundant tier failed (those steps on ``workers`` processes, default every
-    core); otherwise the loss is bounded (:func:`estimated_loss`)."""
+    on ``fabric``. Where :func:`degradation_routed`, a step is re-run with a part of
+    each redundant tier failed (those steps on ``workers`` processes, default every
+    core); otherwise the loss is bounded (:func:`estimated_loss`). ``lines`` are the
+    job's :func:`component_lines`, if the caller has them; ``known_tokens_per_s`` the
+    tokens/s of degraded steps it already ran, by part (see :func:`degraded_losses`)."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
 
     a = assumptions or GoodputAssumptions()
-    lines = component_lines(fabric, layout.world)
+    lines = list(lines) if lines is not None else component_lines(fabric, layout.world)
 
     def tokens_per_s(failed: Fabric) -> float:
         return step_time(failed, model, layout, step_assumptions, routing=routing,
                          seed=seed).tokens_per_s
 
-    from topomodel.routing.structured import structured_supported
-
-    routed = route_degradation and (
-        structured_supported(fabric) is None
-        or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
+    routed = degradation_routed(fabric, layout, route_degradation=route_degradation)
     losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
                              step_result.tokens_per_s, step_result.comm_share,
-                             workers=workers)
+                             workers=workers, known_tokens_per_s=known_tokens_per_s)
     system = fabric.catalog.get(fabric.design.system, System)
     return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
                    accelerators_per_system=system.accelerators,

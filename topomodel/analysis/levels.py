@@ -13,7 +13,7 @@ import pandas as pd
 from topomodel.analysis.timing import TimeModel, tier_efficiency
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric, labels, weaker_direction_Bps
+from topomodel.fabric.tables import Fabric, labels, link_weaker_Bps
 from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
 
 
@@ -67,7 +67,7 @@ def _tier_stats(fabric: Fabric) -> tuple[dict[str, float], dict[str, float]]:
     """Per link tier: capacity of all links one way (bytes/s) and the longest delay (s)."""
     links = fabric.links
     grouped = links.groupby("tier", observed=True)
-    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
+    weaker = pd.Series(fabric.derived(link_weaker_Bps), index=links.index)
     capacity = {str(k): float(v) / 2 for k, v in weaker.groupby(
         links["tier"], observed=True).sum().items()}
     delay = {str(k): float(v) for k, v in grouped["latency_s"].max().items()}

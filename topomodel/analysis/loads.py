@@ -13,7 +13,7 @@ from topomodel.analysis.bisection import closed_form, halves
 from topomodel.analysis.collective import CollectiveRun
 from topomodel.analysis.timing import TrafficTime
 from topomodel.arrays import distinct
-from topomodel.fabric.tables import Fabric, labels, weaker_direction_Bps
+from topomodel.fabric.tables import Fabric, labels, link_weaker_Bps
 from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.vocabulary import LINK_TIERS
 
@@ -60,7 +60,7 @@ def tier_loads(fabric: Fabric, timing: TrafficTime) -> list[TierLoad]:
     links = fabric.links
     codes = links["tier"].cat.codes.to_numpy()
     names = list(links["tier"].cat.categories)
-    capacity = weaker_direction_Bps(links)  # one direction: the weaker where they differ
+    capacity = fabric.derived(link_weaker_Bps)  # one direction: the weaker where they differ
     bottleneck_time: dict[str, float] = {}
     for p in timing.phases:
         if p.bottleneck >= 0 and p.bandwidth_s > 0:

@@ -12,9 +12,9 @@ job, so its times say what the job would run at without the part, not what it do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topomodel.analysis.goodput import ComponentLine, component_lines
 
@@ -80,12 +80,52 @@ def representatives(lines: Sequence[ComponentLine]) -> dict[str, ComponentLine]:
     return {kind: out[kind] for kind in WHAT_IF_KINDS if kind in out}
 
 
-def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
+class HealthyCollective(Protocol):
+    """What the what-ifs read of the healthy collective run (a
+    :class:`~topomodel.analysis.collective.CollectiveRun` has it all)."""
+
+    @property
+    def collective(self) -> str: ...
+
+    @property
+    def size_bytes(self) -> float: ...
+
+    @property
+    def algorithm(self) -> str: ...
+
+    @property
+    def time_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """A healthy collective run as its table row gives it: the collective, its size in
+    bytes, the algorithm that won and its time in seconds."""
+
+    collective: str
+    size_bytes: float
+    algorithm: str
+    time_s: float
+
+
+def what_if_lines(fabric: Fabric, world: int | None = None,
+                  lines: Sequence[ComponentLine] | None = None) -> dict[str, ComponentLine]:
+    """:func:`representatives` of the job's footprint (the first ``world``
+    accelerators, else all; ``lines``: its :func:`component_lines`, if known)."""
+    if lines is None:
+        lines = component_lines(fabric, world if world is not None
+                                else len(fabric.accelerators))
+    return representatives(lines)
+
+
+def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = None,
                     group: str = "all", time_model: TimeModel | None = None,
                     model: Model | None = None, layout: Layout | None = None,
                     assumptions: StepAssumptions | None = None,
                     step: StepResult | None = None, routing: str = "ecmp",
-                    seed: int = 0, workers: int | None = None) -> list[SingleFailure]:
+                    seed: int = 0, workers: int | None = None,
+                    lines: Sequence[ComponentLine] | None = None,
+                    known_step_s: Mapping[str, float] | None = None) -> list[SingleFailure]:
     """One what-if per kind of :data:`WHAT_IF_KINDS`: ``collective`` (a healthy run on
     ``group`` groups, timed by ``time_model``) re-run with the same algorithm, and with
     ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed;
@@ -93,16 +133,21 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
     :func:`~topomodel.parallel.parallel_map`).
 
     The parts come from the job's footprint (the first ``layout.world`` accelerators,
-    else all). A kind the design lacks gets a row with an empty ``part``.
+    else all; ``lines``: its component lines, if the caller has them). A kind the
+    design lacks gets a row with an empty ``part``. ``known_step_s`` gives, by part
+    name, the step times the caller already ran with that part failed
+    (:func:`~topomodel.analysis.goodput.with_part_failed`, the same step): those steps
+    are not run again.
     """
+    from topomodel.analysis.goodput import with_part_failed
     from topomodel.analysis.step import step_time
-    from topomodel.fabric.failures import with_failures
     from topomodel.parallel import parallel_map
 
-    world = layout.world if layout is not None else len(fabric.accelerators)
-    chosen = representatives(component_lines(fabric, world))
+    world = layout.world if layout is not None else None
+    chosen = what_if_lines(fabric, world, lines)
     healthy_collective = collective.time_s if collective is not None else None
     healthy_step = step.step_time_s if step is not None else None
+    known = known_step_s or {}
 
     def what_if(kind: str) -> SingleFailure:
         line = chosen.get(kind)
@@ -110,8 +155,7 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
             return SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective, 0,
                                  None, healthy_step)
         link = " -- " in line.representative
-        failed = with_failures(fabric, () if link else (line.representative,),
-                               (line.representative,) if link else ())
+        failed = with_part_failed(fabric, line.representative)
         collective_s, lost, algorithm = None, 0, ""
         if collective is not None:
             run = _rerun(failed, collective, group, time_model, routing, seed)
@@ -119,8 +163,10 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
             algorithm = run.algorithm
         step_s = None
         if model is not None and layout is not None:
-            step_s = step_time(failed, model, layout, assumptions, routing=routing,
-                               seed=seed).step_time_s
+            step_s = known.get(line.representative)
+            if step_s is None:
+                step_s = step_time(failed, model, layout, assumptions, routing=routing,
+                                   seed=seed).step_time_s
         return SingleFailure(kind, line.representative, line.model, line.tier,
                              line.representative_cables if link else 0, line.on_failure,
                              line.class_entry, collective_s, healthy_collective, lost, step_s,
@@ -129,7 +175,7 @@ def single_failures(fabric: Fabric, *, collective: CollectiveRun | None = None,
     return parallel_map(what_if, WHAT_IF_KINDS, workers=workers)
 
 
-def _rerun(failed: Fabric, healthy: CollectiveRun, group: str, time_model: TimeModel | None,
+def _rerun(failed: Fabric, healthy: HealthyCollective, group: str, time_model: TimeModel | None,
            routing: str, seed: int) -> CollectiveRun:
     """The healthy run's collective on ``failed``, with its algorithm where it still
     applies, else the fastest that does (an in-network reduction needs every rank's

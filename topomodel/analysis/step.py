@@ -69,6 +69,7 @@ from topomodel.analysis.stepshape import (
     recall_step,
     remember_step,
     shape_of,
+    shared_traffic,
     time_key,
 )
 from topomodel.analysis.timing import time_traffic
@@ -432,7 +433,8 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             rows = group_blocks(fabric, grid_rows)  # checked once, shared by the candidates
 
             def build(alg: str) -> Traffic:
-                return collective_traffic(fabric, collective, rows, size, algorithm=alg)
+                return shared_traffic(fabric, (collective, size, key[3]), alg, lambda: (
+                    collective_traffic(fabric, collective, rows, size, algorithm=alg)))
 
             alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                    model=a.time)
@@ -505,11 +507,9 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             pairs = pipeline_pairs()
-            times = [time_traffic(fabric, concurrent([
-                collective_traffic(fabric, "sendrecv", x, size, algorithm="p2p"),
-                collective_traffic(fabric, "sendrecv", x[:, ::-1], size,
-                                   algorithm="p2p")]), routing=routing, seed=seed,
-                model=a.time) for x in exchanges()]
+            times = [time_traffic(fabric, shared_traffic(fabric, (*key[:4], i), "p2p", (
+                functools.partial(_both_ways, fabric, x, size))), routing=routing,
+                seed=seed, model=a.time) for i, x in enumerate(exchanges())]
             t = max(times, key=lambda r: r.time_s)
             doms = domain[pairs]
             hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
@@ -536,6 +536,12 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         if layout.zero:
             add("edp_ag", "edp", "allgather", "expert_grad", bucket)
     return out
+
+
+def _both_ways(fabric: Fabric, pairs: np.ndarray, size: float) -> Traffic:
+    """One pipeline exchange: ``size`` bytes each way between every pair at once."""
+    return concurrent([collective_traffic(fabric, "sendrecv", x, size, algorithm="p2p")
+                       for x in (pairs, pairs[:, ::-1])])
 
 
 def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:

@@ -8,6 +8,9 @@
   depends on, so layouts with the same communicators share them;
 - :func:`recent_steps`: the last steps per fabric, for layouts that differ only in
   their rank order (which reaches the step only through the collective times);
+- :func:`shared_traffic`: the step's collective traffic, kept with the fabric and its
+  copies with failed parts (the goodput's degraded steps) and across time models (the
+  sensitivity), which route it again but need not build it again;
 - :func:`cached_schedule`: pipeline schedules, read-only, built once per process.
 
 Nothing here is kept in a module-global table that holds a fabric: what belongs to a
@@ -31,8 +34,10 @@ from topomodel.analysis.memory import StageMemory
 from topomodel.analysis.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.records import documented
 from topomodel.traffic.layout import Layout
+from topomodel.traffic.phases import AllPairsPhase, Traffic
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,7 @@ GRID_KEYS = 4096
 dropped): a key is a few dozen bytes, the grid it stands for 8 bytes a rank."""
 
 
+@ignores_failures
 def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
     """The communicator keys found on ``fabric`` (:func:`grid_key`), kept with it."""
     return OrderedDict()
@@ -199,6 +205,7 @@ def ranks_of(fabric: Fabric) -> np.ndarray:
     return fabric.derived(_accelerator_ranks)
 
 
+@ignores_failures
 def node_domains(fabric: Fabric) -> np.ndarray:
     """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
     :meth:`~topomodel.fabric.tables.Fabric.derived`)."""
@@ -207,6 +214,7 @@ def node_domains(fabric: Fabric) -> np.ndarray:
     return domains
 
 
+@ignores_failures
 def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
     ranks = fabric.accelerators
     ranks.setflags(write=False)
@@ -248,3 +256,50 @@ def remember_step(fabric: Fabric, model: Model, assumptions: Any, key: tuple[Any
     steps[(id(model), id(assumptions), *key)] = (model, assumptions, result)
     while len(steps) > RECENT_STEPS:
         steps.popitem(last=False)
+
+
+SHARED_TRAFFIC_FLOWS = documented(
+    "stepshape.SHARED_TRAFFIC_FLOWS", 4_000_000,
+    """Flows of step traffic each fabric keeps for :func:`shared_traffic` (least recently
+    used dropped first): about 28 bytes a flow, so at most about 110 MB. Llama 3 70B at
+    TP 8 x PP 4 on the 98,304-accelerator examples builds 1.1-1.2 M flows (every
+    candidate of its 6 collectives), so its degraded steps and its sensitivity find all
+    of it.""")
+
+UNSHARED_ALGORITHMS = ("innetwork", "nvlstree")
+"""Algorithms whose traffic depends on the failed parts (the in-network plan avoids
+failed switches and links): never shared between a fabric and its failed copies."""
+
+
+@ignores_failures
+def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
+    """The traffic :func:`shared_traffic` keeps, shared by the fabric's copies with
+    failed parts: the algorithms it holds build the same flows on any of them."""
+    return OrderedDict()
+
+
+def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
+                   build: Callable[[], Traffic]) -> Traffic:
+    """``build()``, the traffic of ``algorithm`` that ``key`` names (the collective, its
+    size and communicators), built once per fabric, its copies with other failed parts
+    and every time model: routing and timing only read a traffic, and the algorithms
+    kept read nothing a failure changes (:data:`UNSHARED_ALGORITHMS` are built every
+    time, and so are all-pairs phases, whose pairs are listed where they are routed
+    pair by pair). Kept up to :data:`SHARED_TRAFFIC_FLOWS`."""
+    if algorithm in UNSHARED_ALGORITHMS:
+        return build()
+    kept = fabric.derived(step_traffic)
+    full = (algorithm, *key)
+    hit = kept.get(full)
+    if hit is not None:
+        kept.move_to_end(full)
+        return hit
+    traffic = build()
+    if any(isinstance(ph, AllPairsPhase) for ph in traffic.phases):
+        return traffic
+    kept[full] = traffic
+    total = sum(ph.flows for t in kept.values() for ph in t.phases)
+    while total > SHARED_TRAFFIC_FLOWS and len(kept) > 1:
+        _, dropped = kept.popitem(last=False)
+        total -= sum(ph.flows for ph in dropped.phases)
+    return traffic

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.catalog import ScaleupSwitch, Switch
-from topomodel.fabric.tables import Fabric, weaker_direction_Bps
+from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import LINK_TIERS, SWITCH_KINDS
 
 
@@ -39,7 +39,8 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     tier_names = list(links["tier"].cat.categories)
     src = links["src"].to_numpy()
     cables = links["cables"].to_numpy()
-    capacity = weaker_direction_Bps(links)  # per direction: the weaker one where they differ
+    capacity = fabric.derived(link_weaker_Bps)  # per direction: the weaker one where they
+    # differ
     rate = links["rate_Bps"].to_numpy()
     node_tier = nodes["tier"]
     is_switch = nodes["kind"].isin(SWITCH_KINDS).to_numpy()

@@ -38,7 +38,7 @@ from topomodel.analysis.protocols import (
     protocol_busbw_Bps,
 )
 from topomodel.catalog import HostLink, ScaleupLink, Switch
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.routing import route
 from topomodel.routing.general import check_general_work
@@ -479,6 +479,7 @@ class _NodeRoles:
     accelerator: np.ndarray
 
 
+@ignores_failures
 def _node_roles(fabric: Fabric) -> _NodeRoles:
     return _NodeRoles(fabric.nodes["domain"].to_numpy(), fabric.kind_mask("scaleup_switch"),
                       fabric.kind_mask("accelerator"))

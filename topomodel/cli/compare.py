@@ -20,9 +20,11 @@ def _cmd_compare(args: argparse.Namespace) -> Report:
     if len(args.designs) < 2:
         raise _usage("compare takes two or more design files")
     # each design on its own worker (--workers, default every core): built, stepped and
-    # its goodput modelled there; the first design's error, if any, is the one raised
+    # its goodput modelled there, its degraded steps on workers of its own (nested: the
+    # cores a faster design leaves go to the slower one's); the first design's error,
+    # if any, is the one raised
     return compare_report(parallel_map(lambda path: _compared(args, path), args.designs,
-                                       workers=args.workers))
+                                       workers=args.workers, nested=True))
 
 
 def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:

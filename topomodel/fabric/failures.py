@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,7 @@ import pandas as pd
 
 from topomodel.design import Design
 from topomodel.errors import DesignError, UsageError
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 
 
 def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
@@ -54,6 +54,7 @@ def part_index(nodes: Any, links: Any) -> PartIndex:
                      order, n)
 
 
+@ignores_failures
 def _fabric_part_index(fabric: Fabric) -> PartIndex:
     return part_index(fabric.nodes, fabric.links)
 
@@ -111,8 +112,10 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
     """A copy of ``fabric`` with more failed parts (nodes by name, ``"a -- b"`` links).
 
     The copy shares every column but ``failed`` with ``fabric`` (pandas copy-on-write:
-    changing one changes neither), and the look-up of the names is made once per
-    fabric, so the goodput's degraded fabrics cost little more than their masks.
+    changing one changes neither) and the views that ignore failures
+    (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), and the look-up of the names
+    is made once per fabric, so the goodput's degraded fabrics cost little more than
+    their masks and the views their failures change.
 
     Raises
     ------
@@ -123,6 +126,4 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
                                   index=fabric.derived(_fabric_part_index))
     if problems:
         raise UsageError("; ".join(message for _, _, message in problems))
-    links = fabric.links.copy(deep=False)
-    links["failed"] = mask
-    return replace(fabric, links=links)
+    return fabric.with_failed(mask)

@@ -43,7 +43,7 @@ Link attributes (:attr:`Fabric.links`): one row per direction.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from topomodel.fabric.structure import Injection, Structure
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 NODE_COLUMNS = ("name", "kind", "tier", "model", "system", "local", "domain", "unit", "pod",
                 "plane", "rail", "latency_s")
@@ -229,12 +230,26 @@ class Fabric:
     def derived(self, make: Callable[..., T], *key: Hashable) -> T:
         """``make(self, *key)``, built on first use and kept with this fabric (the
         routers' views, link rates under one time model): a derived view lives and dies
-        with its fabric."""
-        views: dict[object, Any] = self.__dict__.setdefault("_derived", {})
+        with its fabric. A view whose ``make`` is marked :func:`ignores_failures` is
+        kept with every copy of this fabric that differs from it only by failed parts
+        (:meth:`with_failed`), so a degraded copy does not build it again."""
+        home = "_failure_free" if getattr(make, _IGNORES_FAILURES, False) else "_derived"
+        views: dict[object, Any] = self.__dict__.setdefault(home, {})
         if (make, key) not in views:
             views[make, key] = make(self, *key)
         view: T = views[make, key]
         return view
+
+    def with_failed(self, failed: np.ndarray) -> Fabric:
+        """A copy of this fabric whose links' ``failed`` column is ``failed`` (one bool
+        per link row). It shares every other column (pandas copy-on-write) and the views
+        of makers marked :func:`ignores_failures`, both ways: one built on either is
+        there for the other."""
+        links = self.links.copy(deep=False)
+        links["failed"] = failed
+        copy = replace(self, links=links)
+        copy.__dict__["_failure_free"] = self.__dict__.setdefault("_failure_free", {})
+        return copy
 
     @cached_property
     def _index_by_name(self) -> pd.Series:
@@ -260,6 +275,28 @@ class Fabric:
             for i, (u, v) in enumerate(zip(live["src"].to_numpy(), live["dst"].to_numpy(),
                                            strict=True)))
         return graph
+
+
+_IGNORES_FAILURES = "_topomodel_ignores_failures"
+
+
+def ignores_failures(make: F) -> F:
+    """Mark ``make``, a maker of a :meth:`Fabric.derived` view, as reading nothing that
+    failing a part changes (not the links' ``failed`` column, nor anything made from
+    it): its view is then shared by a fabric and its copies with other failed parts
+    (:meth:`Fabric.with_failed`). Returns ``make``."""
+    setattr(make, _IGNORES_FAILURES, True)
+    return make
+
+
+@ignores_failures
+def link_weaker_Bps(fabric: Fabric) -> np.ndarray:
+    """:func:`weaker_direction_Bps` of every link row of ``fabric`` (failed ones too),
+    bytes/s, read-only: found once per fabric with :meth:`Fabric.derived` (the tier
+    table, the levels and every route report read it)."""
+    weaker = weaker_direction_Bps(fabric.links)
+    weaker.setflags(write=False)
+    return weaker
 
 
 def weaker_direction_Bps(links: pd.DataFrame) -> np.ndarray:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from topomodel.analysis.failure_classes import SINGLE_POINT
 from topomodel.analysis.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
+    ComponentLine,
     GoodputAssumptions,
     GoodputResult,
     job_goodput,
@@ -20,14 +21,19 @@ from topomodel.fabric.tables import Fabric
 
 def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                     step_result: Any, assumptions: GoodputAssumptions, *,
-                    routing: str = "ecmp", seed: int = 0, workers: int | None = None
+                    routing: str = "ecmp", seed: int = 0, workers: int | None = None,
+                    lines: Sequence[ComponentLine] | None = None,
+                    known_tokens_per_s: Mapping[str, float] | None = None
                     ) -> tuple[list[Any], dict[str, Any]]:
     """The goodput tables and JSON of a step, with the what-ifs: the one goodput path of
     step, goodput, compare and review. The degradation is routed wherever
     :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
-    every verb (its degraded steps on ``workers`` processes, default every core)."""
+    every verb (its degraded steps on ``workers`` processes, default every core; those
+    in ``known_tokens_per_s``, by part, already run; ``lines``: the job's component
+    lines, if known)."""
     result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, seed=seed, workers=workers)
+                         routing=routing, seed=seed, workers=workers, lines=lines,
+                         known_tokens_per_s=known_tokens_per_s)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 

@@ -8,7 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.tables import Coded, Fabric
+from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.routing.hashing import QPS, choose, mix, subflows
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
@@ -49,6 +49,7 @@ class _Irregular(ValueError):
     """A fabric the structured router cannot aggregate exactly."""
 
 
+@ignores_failures
 class _Clos:
     """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
 from topomodel.routing.routed import Routed
@@ -84,8 +84,9 @@ class _Paths:
     core_down: np.ndarray
 
 
-class _LiveClimb:
-    """A folded Clos (leaf -> spine -> core) with its failed arcs.
+class _ClimbShape:
+    """The wiring of a folded Clos (leaf -> spine -> core) that the live view reads,
+    failures aside: made once per fabric and shared by its copies with failed parts.
 
     Leaves joined to the same spines form a group (a pod; in a two-tier Clos, all the
     leaves of one plane); within a group every leaf's uplink ``j`` goes to the same
@@ -94,11 +95,11 @@ class _LiveClimb:
     wired otherwise is irregular.
     """
 
-    def __init__(self, climb: _Climb, alive: np.ndarray, lookup: _Lookup) -> None:
+    def __init__(self, climb: _Climb, lookup: _Lookup) -> None:
         self.present = climb.present
+        self.lookup = lookup
         if not self.present:
             return
-        self.alive, self.lookup = alive, lookup
         up = climb.up[climb.spine]
         self.slot = up.slot
         leaves = np.flatnonzero(up.slot >= 0)
@@ -108,8 +109,6 @@ class _LiveClimb:
         self.down_arcs = lookup.row(spines, leaves[:, None])  # spine j -> leaf
         if (self.down_arcs < 0).any():
             raise _Irregular("a leaf uplink without its downlink")
-        self.up_alive = alive[self.up_arcs]
-        self.down_alive = alive[self.down_arcs]
         self.group = spines.min(axis=1)
         self.pods, first, inverse = np.unique(self.group, return_index=True,
                                               return_inverse=True)
@@ -131,6 +130,19 @@ class _LiveClimb:
         index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
         if len(np.unique(index[0])) != index.shape[1]:
             raise _Irregular("a core joins spines of different indices")
+
+
+class _LiveClimb(_ClimbShape):
+    """A folded Clos with its failed arcs: the shape's arrays (shared, read-only use)
+    and which of its up- and downlinks are live."""
+
+    def __init__(self, shape: _ClimbShape, alive: np.ndarray) -> None:
+        vars(self).update(vars(shape))  # the same arrays, not copies
+        if not self.present:
+            return
+        self.alive = alive
+        self.up_alive = alive[self.up_arcs]
+        self.down_alive = alive[self.down_arcs]
         self._every: tuple[np.ndarray, ...] | None = None
 
     def paths(self, leaf_s: np.ndarray, leaf_d: np.ndarray) -> _Paths:
@@ -236,16 +248,30 @@ def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.nd
     return (dst // stride) % count
 
 
+@ignores_failures
+class _SurvivorShape:
+    """What the failure view reads of a structured fabric's wiring, failures aside (an
+    arc look-up and both Clos' shapes): made once and shared by the fabric's copies with
+    failed parts (:meth:`~topomodel.fabric.tables.Fabric.with_failed`)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        clos = _clos(fabric)
+        self.lookup = _Lookup(clos.src, clos.dst, len(clos.domain))
+        self.fat_tree = _ClimbShape(clos.fat_tree, self.lookup)
+        self.supernode = _ClimbShape(clos.supernode, self.lookup)
+
+
 class _Survivors:
     """A structured fabric's failed arcs, indexed for the structured router."""
 
     def __init__(self, fabric: Fabric) -> None:
         clos = _clos(fabric)
+        shape = fabric.derived(_SurvivorShape)
         self.clos = clos
         self.alive = ~fabric.links["failed"].to_numpy()
-        self.lookup = _Lookup(clos.src, clos.dst, len(clos.domain))
-        self.fat_tree = _LiveClimb(clos.fat_tree, self.alive, self.lookup)
-        self.supernode = _LiveClimb(clos.supernode, self.alive, self.lookup)
+        self.lookup = shape.lookup
+        self.fat_tree = _LiveClimb(shape.fat_tree, self.alive)
+        self.supernode = _LiveClimb(shape.supernode, self.alive)
 
 
 def _survivors(fabric: Fabric) -> _Survivors:

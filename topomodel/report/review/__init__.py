@@ -4,10 +4,12 @@ Markdown and JSON."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from topomodel.analysis.goodput import GoodputAssumptions
+from topomodel.analysis.goodput import GoodputAssumptions, degradation_routed
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.report.goodput import goodput_section
@@ -21,13 +23,18 @@ if TYPE_CHECKING:
 from topomodel.report.review.assumptions import review_assumptions
 from topomodel.report.review.collect import (
     HOTSPOT_COUNT,
+    _collect_rows,
+    _featured_run,
     _figures,
     _levels,
-    _run_collectives,
+    _measured_run,
+    _plan_collectives,
+    _step_figure,
     _warnings,
 )
 from topomodel.report.review.document import (
     Review,
+    ReviewFigure,
     Section,
     TableBlock,
 )
@@ -52,8 +59,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
     collective sizes; ``failed`` names the parts the caller failed (for the warnings);
     ``goodput_assumptions`` are those of the goodput section (with a model). The
-    goodput section, the collective table, the levels and the build report go to
-    ``workers`` processes (default every core; the same review with one).
+    independent work goes to ``workers`` processes (default every core; the same review
+    with one): first the build report, the steps with one part failed (each run once
+    for the goodput section and the single-failure what-ifs), the collective table's
+    runs, the levels and the step's figure; then the featured collective with its
+    figures beside the what-ifs' collective runs.
 
     Raises
     ------
@@ -61,6 +71,13 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         If the layout does not fit the fabric or the model.
     """
     from topomodel.analysis.bisection import bisection
+    from topomodel.analysis.goodput import (
+        component_lines,
+        degraded_lines,
+        share_failure_views,
+        with_part_failed,
+    )
+    from topomodel.analysis.single_failures import what_if_lines
     from topomodel.analysis.step import StepAssumptions, step_time
     from topomodel.analysis.timing import TimeModel
     from topomodel.parallel import parallel_map
@@ -75,35 +92,76 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     name = design.name or design.file
     step: StepResult | None = None
     step_rep = None
+    lines = None
     if model is not None and layout is not None:
         step = step_time(fabric, model, layout, step_assumptions, routing=routing, seed=seed)
         step_rep = step_report(step, step_assumptions, design_name=name)
-    ran = step
+        lines = component_lines(fabric, layout.world)
+    what_ifs = fabric.structure.scaleout.kind != "none"
+    # The steps with one part failed that the goodput section (one per redundant tier)
+    # and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both need, each
+    # run once: where the two fail the same part, it is the same step.
+    parts: list[str] = []
+    if step is not None and lines is not None:
+        goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
+        shown = what_if_lines(fabric, lines=lines).values() if what_ifs else ()
+        parts = list(dict.fromkeys(ln.representative for ln in [*goodput_lines, *shown]))
+    plan = _plan_collectives(fabric, sizes_bytes)
 
-    def goodput_part() -> tuple[list[Table], dict[str, Any]] | None:
-        if ran is None or model is None or layout is None:
-            return None
-        return goodput_section(fabric, model, layout, step_assumptions, ran,
-                               goodput_assumptions or GoodputAssumptions(), routing=routing,
-                               seed=seed, workers=workers)
+    def failed_step(part: str) -> StepResult:  # parts are listed only with a model
+        return step_time(with_part_failed(fabric, part), cast("Model", model),
+                         cast("Layout", layout), step_assumptions, routing=routing,
+                         seed=seed)
 
-    # The four parts are independent, each about as long as the others at 100k (the
-    # goodput's degraded steps, the collective table's runs): one worker each, their
-    # own pieces in it; with one worker they run here in turn, spreading their pieces.
-    goodput, collectives, levels, build = parallel_map(_call, [
-        goodput_part,
-        lambda: _run_collectives(fabric, timing, routing, seed, sizes_bytes, workers=workers),
+    # Every independent piece on the workers at once, the longest first (the build
+    # report with its bisection, the failed steps, the collective table's runs, the
+    # levels): with one worker they run here in turn.
+    pieces: list[Callable[[], Any]] = [
+        lambda: build_report(fabric, bisection_result=bisection(fabric)),
+        *(functools.partial(failed_step, part) for part in parts),
+        *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
+          for item in plan.runs),
         lambda: _levels(fabric, timing),
-        lambda: build_report(fabric, bisection_result=bisection(fabric))], workers=workers)
-    featured_rep = None
-    if collectives.featured is not None:
+        lambda: None if step is None else _step_figure(step)]
+    share_failure_views(fabric, parts)
+    done = parallel_map(_call, pieces, workers=workers)
+    build, failed_steps, levels, step_figure = (done[0], done[1:1 + len(parts)], done[-2],
+                                                done[-1])
+    collectives = _collect_rows(plan, done[1 + len(parts):-2])
+    stepped = dict(zip(parts, failed_steps, strict=True))
+    goodput = None
+    if step is not None and model is not None and layout is not None:
+        goodput = goodput_section(fabric, model, layout, step_assumptions, step,
+                                  goodput_assumptions or GoodputAssumptions(),
+                                  routing=routing, seed=seed, workers=workers, lines=lines,
+                                  known_tokens_per_s={p: r.tokens_per_s
+                                                      for p, r in stepped.items()})
+
+    def featured_part() -> tuple[Any, dict[str, ReviewFigure]]:
+        """The featured collective routed again (its link loads stay on the worker),
+        its report and the figures."""
         from topomodel.report.route import route_report
 
-        featured_rep = route_report(fabric, collectives.featured, routing=routing,
-                                    top=HOTSPOT_COUNT, model=timing)
+        item = collectives.featured_item
+        if item is None:
+            return None, _figures(fabric, collectives, None, step_figure)
+        run = _featured_run(fabric, timing, routing, seed, item)
+        report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, model=timing)
+        return report, _figures(fabric, dataclasses.replace(collectives, featured=run),
+                                report, step_figure)
+
+    def failures_part() -> tuple[list[dict[str, Any]], Section | None]:
+        return _single_failures(fabric, collectives, timing, model, layout,
+                                step_assumptions, step, routing, seed, workers, lines,
+                                {p: r.step_time_s for p, r in stepped.items()})
+
+    # the what-ifs' collective re-runs beside the featured run and the figures
+    ended = parallel_map(_call, [featured_part, failures_part] if what_ifs
+                         else [featured_part], workers=workers)
+    featured_rep, figures = ended[0]
+    failures, failure_table = ended[1] if what_ifs else ([], None)
     warnings = _warnings(fabric, build.warnings, step, layout, featured_rep, failed,
                          collectives)
-    figures = _figures(fabric, collectives, featured_rep, step)
     assumptions_rows = review_assumptions(
         fabric, timing, step_assumptions if step else None, routing=routing,
         goodput=(goodput_assumptions or GoodputAssumptions()) if goodput else None)
@@ -140,9 +198,6 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     sections = _sections(fabric, build, collectives, featured_rep, step, step_rep,
                          levels, assumptions_rows, provenance, warnings, goodput,
                          bibliography, inputs)
-    failures, failure_table = _single_failures(fabric, collectives, timing, model, layout,
-                                               step_assumptions, step, routing, seed,
-                                               workers)
     data["single_failures"] = failures
     if failure_table is not None:
         after = max(k for k, sec in enumerate(sections) if sec.id in ("step", "goodput"))
@@ -163,22 +218,30 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
 def _single_failures(fabric: Fabric, collectives: Any, timing: TimeModel,
                      model: Model | None, layout: Layout | None,
                      assumptions: StepAssumptions, step: StepResult | None, routing: str,
-                     seed: int, workers: int | None
+                     seed: int, workers: int | None, lines: Any = None,
+                     known_step_s: dict[str, float] | None = None
                      ) -> tuple[list[dict[str, Any]], Section | None]:
     """The single-failure what-ifs (a spine, a leaf, an optic, a NIC failed) of the
     featured collective and the step: their records and section; none on a fabric
-    without a scale-out network (nothing of those kinds to fail)."""
-    from topomodel.analysis.single_failures import single_failure_records, single_failures
+    without a scale-out network (nothing of those kinds to fail). ``known_step_s``:
+    the steps already run with a part failed, by part."""
+    from topomodel.analysis.single_failures import (
+        CollectiveSpec,
+        single_failure_records,
+        single_failures,
+    )
     from topomodel.report.review.document import size_text
     from topomodel.report.review.failures import single_failure_section
 
     if fabric.structure.scaleout.kind == "none":
         return [], None
-    run = collectives.featured
+    row = collectives.featured_row
+    run = None if row is None else CollectiveSpec(row["collective"], row["size_bytes"],
+                                                  row["algorithm"], row["time_s"])
     rows = single_failures(fabric, collective=run, group=collectives.featured_group,
                            time_model=timing, model=model, layout=layout,
                            assumptions=assumptions, step=step, routing=routing, seed=seed,
-                           workers=workers)
+                           workers=workers, lines=lines, known_step_s=known_step_s)
     label = ("collective" if run is None else
              f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}")
     return single_failure_records(rows), single_failure_section(rows, label)
@@ -196,8 +259,6 @@ def _machine_tables(build: Any, featured: Any, step: Any,
     """Every table of the review with plain records, each named once (the build's,
     featured collective's, step's and goodput's tables prefixed), for --format csv and
     parquet."""
-    import dataclasses
-
     out: list[Table] = []
     for prefix, tables in (("build_", build.tables),
                            ("featured_", featured.tables if featured else ()),

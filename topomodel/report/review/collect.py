@@ -127,9 +127,11 @@ class _Collectives:
     sizes: tuple[float, ...]
     skipped: list[str]
     notes: list[str]
-    featured: CollectiveRun | None
+    featured: CollectiveRun | None  # routed again where the figures are drawn
     featured_group: str
     warnings: list[str] = field(default_factory=list)
+    featured_item: _PlannedRun | None = None  # what runs the featured collective
+    featured_row: dict[str, Any] | None = None
 
 
 def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
@@ -157,18 +159,26 @@ _PlannedRun = tuple[str, str, int, int, str, tuple[str, ...], float]
 candidate algorithms, size in bytes)."""
 
 
-def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
-                     sizes_bytes: Sequence[float] | None, *,
-                     workers: int | None = None) -> _Collectives:
+@dataclass(frozen=True)
+class _CollectivePlan:
+    """The review's collective runs, before any has run: the runs, the groups they run
+    on, the sizes, and what was left out."""
+
+    runs: list[_PlannedRun]
+    groups: dict[str, dict[str, int]]
+    sizes: tuple[float, ...]
+    skipped: list[str]
+    notes: list[str]
+    scale_out: bool  # whether any group is on the scale-out network
+
+
+def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
+                      ) -> _CollectivePlan:
     """Every review collective on every natural group at every size, with the fastest
     algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
-    runs on groups spread over the fabric (:func:`spread_groups`). The featured run, the
-    one the topology diagram shows, is the most loaded at the largest size (the highest
-    link utilization; on scale-out groups where there are any). The runs go to
-    ``workers`` processes (default every core), with the same table as one."""
-    from topomodel.analysis.collective import AUTO_ALGORITHMS, run_collective
-    from topomodel.analysis.loads import link_utilization
-    from topomodel.parallel import parallel_map
+    runs on groups spread over the fabric (:func:`spread_groups`). Each run is
+    independent of the others (:func:`_measured_run`, :func:`_collect_rows`)."""
+    from topomodel.analysis.collective import AUTO_ALGORITHMS
     from topomodel.traffic.groups import parse_groups
 
     large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
@@ -185,10 +195,8 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                      + ", ".join(size_text(s) for s in sizes) + " only, to keep the review"
                      " fast; each with the fastest algorithm NCCL runs")
     groups = natural_groups(fabric)
-    rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     group_info: dict[str, dict[str, int]] = {}
-    featured_group, featured_load = "", (-1.0, -1.0)
     scale_out = any(net == "scale-out" for _, net in groups)
     plan: list[tuple[str, str, tuple[str, ...]]] = [
         (spec, network, REVIEW_COLLECTIVES) for spec, network in groups]
@@ -219,38 +227,49 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                                if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
             runs += [(spec, network, ranks, count, collective, candidates, size)
                      for size in sizes]
+    return _CollectivePlan(runs, group_info, sizes, skipped, notes, scale_out)
 
-    def run(item: _PlannedRun) -> CollectiveRun:
-        spec, _, _, _, collective, candidates, size = item
-        return run_collective(fabric, collective, size, [spec], candidates=candidates,
-                              routing=routing, seed=seed, model=timing)
 
-    def featured_candidate(item: _PlannedRun) -> bool:
-        return item[6] == sizes[-1] and (item[1] == "scale-out" or not scale_out)
+def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+                  item: _PlannedRun) -> CollectiveRun:
+    """One planned run, routed and timed (``UsageError`` if no algorithm applies)."""
+    from topomodel.analysis.collective import run_collective
 
-    # the load, item and run of the most loaded candidate run in this process
-    kept: list[Any] = [(-1.0, -1.0), None, None]
+    spec, _, _, _, collective, candidates, size = item
+    return run_collective(fabric, collective, size, [spec], candidates=candidates,
+                          routing=routing, seed=seed, model=timing)
 
-    def measured(item: _PlannedRun) -> dict[str, Any] | None:
-        try:
-            best = run(item)
-        except UsageError:
-            return None
-        peak = float(link_utilization(best.timing).max(initial=0.0)) if best.time_s else 0.0
-        if featured_candidate(item) and (peak, best.time_s) > kept[0]:
-            kept[:] = [(peak, best.time_s), item, best]
-        return {"algorithm": best.algorithm, "time_s": best.time_s,
-                "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
-                "latency_s": best.timing.latency_s, "bandwidth_s": best.timing.bandwidth_s,
-                "topology_s": best.timing.topology_s, "peak_utilization": peak}
 
-    # the runs on the workers, each sending back its row; the featured run, whose link
-    # loads the figures need, is kept where it ran here, else run again here (sending
-    # every candidate's link loads back would cost more than that one run)
-    featured_item = None
+def _measured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+                  item: _PlannedRun) -> dict[str, Any] | None:
+    """The table row of one planned run, or None when no algorithm applies."""
+    from topomodel.analysis.loads import link_utilization
+
+    try:
+        best = _featured_run(fabric, timing, routing, seed, item)
+    except UsageError:
+        return None
+    peak = float(link_utilization(best.timing).max(initial=0.0)) if best.time_s else 0.0
+    return {"algorithm": best.algorithm, "time_s": best.time_s,
+            "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
+            "latency_s": best.timing.latency_s, "bandwidth_s": best.timing.bandwidth_s,
+            "topology_s": best.timing.topology_s, "peak_utilization": peak}
+
+
+def _collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
+                  ) -> _Collectives:
+    """The table from the rows of :func:`_measured_run` (one per planned run, in plan
+    order). The featured run, the one the topology diagram shows, is the most loaded at
+    the largest size (the highest link utilization; on scale-out groups where there are
+    any): named here, routed again where its link loads are drawn (sending every
+    candidate's link loads back from the workers would cost more than that one run)."""
+    sizes, skipped = plan.sizes, list(plan.skipped)
+    rows: list[dict[str, Any]] = []
+    featured_item: _PlannedRun | None = None
+    featured_row: dict[str, Any] | None = None
+    featured_group, featured_load = "", (-1.0, -1.0)
     refused: set[tuple[str, str]] = set()
-    for item, result in zip(runs, parallel_map(measured, runs, workers=workers),
-                            strict=True):
+    for item, result in zip(plan.runs, results, strict=True):
         spec, network, ranks, count, collective, _, size = item
         if (spec, collective) in refused:
             continue
@@ -258,17 +277,20 @@ def _run_collectives(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
             skipped.append(f"{collective} on {spec}: no algorithm applies")
             refused.add((spec, collective))
             continue
-        rows.append({"collective": collective, "group": spec, "network": network,
-                     "ranks": ranks, "groups": count, "size_bytes": size, **result})
+        row = {"collective": collective, "group": spec, "network": network,
+               "ranks": ranks, "groups": count, "size_bytes": size, **result}
+        rows.append(row)
         load = (result["peak_utilization"], result["time_s"])
-        if featured_candidate(item) and load > featured_load:
-            featured_item, featured_group, featured_load = item, spec, load
-    featured = None if featured_item is None else (
-        kept[2] if kept[1] == featured_item else run(featured_item))
+        if size == sizes[-1] and (network == "scale-out" or not plan.scale_out) and (
+                load > featured_load):
+            featured_item, featured_row, featured_group, featured_load = (
+                item, row, spec, load)
+    notes = list(plan.notes)
     if skipped:
         notes.append("left out: " + "; ".join(skipped) + f" (more than"
                      f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")
-    return _Collectives(rows, group_info, sizes, skipped, notes, featured, featured_group)
+    return _Collectives(rows, plan.groups, sizes, skipped, notes, None, featured_group,
+                        featured_item=featured_item, featured_row=featured_row)
 
 
 def _levels(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
@@ -357,9 +379,20 @@ def _scaleout_address(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return leaf, pod
 
 
+def _step_figure(step: StepResult) -> ReviewFigure:
+    """The figure of the training step (its own piece: it needs the step only)."""
+    from topomodel.draw.charts import step_figure
+    from topomodel.draw.io import figure_bytes
+
+    return ReviewFigure(
+        "step", "One training step: compute, pipeline bubble, exposed communication"
+        " and wait, and the exposed part split into the four walls.",
+        figure_bytes(step_figure(step), "png"))
+
+
 def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
-             step: StepResult | None) -> dict[str, ReviewFigure]:
-    from topomodel.draw.charts import step_figure, tier_utilization_figure
+             step: StepResult | ReviewFigure | None) -> dict[str, ReviewFigure]:
+    from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.topology import topology_figure
 
@@ -387,9 +420,6 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
         fig = topology_figure(fabric)
         out["topology"] = ReviewFigure("topology", "Network topology.",
                                        figure_bytes(fig, "png"))
-    if step is not None:
-        out["step"] = ReviewFigure(
-            "step", "One training step: compute, pipeline bubble, exposed communication"
-            " and wait, and the exposed part split into the four walls.",
-            figure_bytes(step_figure(step), "png"))
+    if step is not None:  # the step, or its figure already drawn
+        out["step"] = step if isinstance(step, ReviewFigure) else _step_figure(step)
     return out
