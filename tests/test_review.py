@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis import assumptions, linkbudget
+from topomodel.fabric import cabling
 from topomodel.analysis.step import StepAssumptions
 from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
@@ -138,6 +139,8 @@ def test_every_assumption_is_listed_with_its_value_and_reason(server_report):
     assert "kernel launch" in overhead["why"]
     ocs = by_where["linkbudget.OCS_INSERTION_LOSS_DB"][0]
     assert ocs["value"] == linkbudget.OCS_INSERTION_LOSS_DB and "MEMS" in ocs["why"]
+    ratio = by_where["cabling.MAX_PART_TO_LINK_RATE"][0]
+    assert ratio["value"] == cabling.MAX_PART_TO_LINK_RATE and "twin-port" in ratio["why"]
     base = StepAssumptions()
     efficiency = by_where["StepAssumptions.compute_efficiency"][0]
     assert base.compute_efficiency is None  # an override; the measured curve applies

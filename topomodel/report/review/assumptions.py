@@ -20,6 +20,8 @@ _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their re
      "build.DEFAULT_SWITCH_LATENCY_S"),
     ("propagation delay", "s/m", "fabric.PROPAGATION_S_PER_M"),
     ("OCS insertion loss", "dB", "linkbudget.OCS_INSERTION_LOSS_DB"),
+    ("largest ratio of a cable or module's rate to its link's", "x",
+     "cabling.MAX_PART_TO_LINK_RATE"),
     ("routing cost of one hop", "hops", "routing.HOP_COST"),
     ("routing cost of passing through an accelerator", "hops", "routing.TRANSIT_PENALTY_HOPS"),
     ("largest fabric for the exact max-flow bisection", "nodes",
@@ -30,6 +32,7 @@ _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their re
     ("power figure of a part", "", "bom.POWER_BASIS"),
 )
 _MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.tables",
+            "cabling": "topomodel.fabric.cabling",
             "linkbudget": "topomodel.analysis.linkbudget", "bom": "topomodel.analysis.bom",
             "routing": "topomodel.routing.general", "bisection": "topomodel.analysis.bisection",
             "review": "topomodel.report.review.collect", "goodput": "topomodel.analysis.goodput"}
