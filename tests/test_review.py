@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis import assumptions, linkbudget
-from topomodel.fabric import cabling
 from topomodel.analysis.step import StepAssumptions
 from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
 from topomodel.design import load_design
+from topomodel.fabric import cabling
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.report.review import collect_review
