@@ -396,7 +396,8 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
     import numpy as np
     import pandas as pd
 
-    from topomodel.analysis.goodput import _Codes, _grouped
+    from topomodel.analysis.goodput import _grouped
+    from topomodel.fabric.columns import CodeLabels
 
     rng = np.random.default_rng(7)
     # categories not in label order, one never used, rows picked out of order of codes
@@ -414,5 +415,5 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
         count=("weight", "sum"), first=("row", "first"))
     expected = {(m, t, bool(s)): (int(c), int(f)) for (m, t, s), c, f in zip(
         oracle.index, oracle["count"], oracle["first"], strict=True)}
-    got = _grouped(rows, _Codes(model), _Codes(tier), single, weight)
+    got = _grouped(rows, CodeLabels(model), CodeLabels(tier), single, weight)
     assert got == expected and list(got) == list(expected)

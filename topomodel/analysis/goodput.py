@@ -54,7 +54,7 @@ from topomodel.analysis.failure_classes import (
 from topomodel.arrays import distinct
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
-from topomodel.fabric.columns import Coded
+from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.records import (
     documented,
 )
@@ -197,7 +197,7 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     add("host", system.id, "system", len(job_systems) * system.hosts, False)
     in_job = np.isin(node_system, job_systems)
     kind = Coded(nodes["kind"])
-    model = _Codes(nodes["model"])
+    model = CodeLabels(nodes["model"])
     for part in ("nic", "scaleup_switch"):
         rows = np.flatnonzero(in_job & kind.equals(part))
         of_rows = model.codes[rows]
@@ -269,7 +269,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
                                                        | kind.equals("scaleup_switch")))
     parts: list[_Part] = []
     for (model, tier, single), (count, first) in _grouped(
-            switches, _Codes(nodes["model"]), _Codes(nodes["tier"]), critical,
+            switches, CodeLabels(nodes["model"]), CodeLabels(nodes["tier"]), critical,
             np.ones(len(nodes))).items():
         part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
         parts.append(_Part(part, model, tier, count, single, (), str(names.iat[first]), 1,
@@ -278,7 +278,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     # One is a single point of failure when it is the only uplink cable of a part that
     # must not be cut off, or when both ends sit in one system (cabled inside a rack).
     peer = side[(src[side] < dst[side]) & needed[src[side]] & needed[dst[side]]]
-    optic = _Codes(links["optic"])
+    optic = CodeLabels(links["optic"])
     crossed = ~Coded(links["optic"]).equals("")  # with a cable or module: no trace
     counted = np.zeros(len(src), bool)
     counted[footprint_up] = True
@@ -293,7 +293,7 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
     single_link[cabled] = (upward[cabled] & must_reach[c_src] & (up_cables[c_src] == 1)) | (
         (system[c_src] >= 0) & (system[c_src] == system[c_dst]))
     for (optic_id, tier, single), (count, first) in _grouped(
-            cabled, optic, _Codes(links["tier"]), single_link, cables).items():
+            cabled, optic, CodeLabels(links["tier"]), single_link, cables).items():
         form = catalog.get(optic_id, Optic).form
         per_link = 2 if form in MODULE_FORMS else 1
         parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
@@ -302,23 +302,6 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
                                up_cables[src[first]] if upward[first]
                                else peer_cables[src[first]]))))
     return parts
-
-
-class _Codes:
-    """A categorical column's integer codes and labels, ordered by label where groups
-    are listed (as a group-by over the strings would list them)."""
-
-    def __init__(self, column: Any) -> None:
-        self.codes: np.ndarray = column.cat.codes.to_numpy()
-        self.labels = [str(c) for c in column.cat.categories]
-
-    def label(self, code: int) -> str:
-        """The label of ``code``."""
-        return self.labels[code]
-
-    def by_label(self, codes: np.ndarray) -> list[int]:
-        """``codes`` in the order of their labels."""
-        return sorted((int(c) for c in codes), key=self.labels.__getitem__)
 
 
 def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> int:
@@ -331,7 +314,7 @@ def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> 
     return max(1, int(up_neighbours[node])) if node >= 0 else 1
 
 
-def _grouped(rows: np.ndarray, model: _Codes, tier: _Codes, single: np.ndarray,
+def _grouped(rows: np.ndarray, model: CodeLabels, tier: CodeLabels, single: np.ndarray,
              weight: np.ndarray) -> dict[tuple[str, str, bool], tuple[int, int]]:
     """(model, tier, single) -> (summed weight, first row) over ``rows``, in label order:
     one integer key per row, its distinct values and one bincount."""
