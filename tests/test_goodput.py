@@ -388,3 +388,32 @@ def test_the_failure_views_copies_share_are_built_before_the_workers_fork():
     job_goodput(fabric, model, layout, QUIET, result, workers=2)
     # built here, in the caller, so the forked workers start with it
     assert (_SurvivorShape, ()) in fabric.__dict__["_failure_free"]
+
+
+def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
+    """The parts' group-by on integer codes lists what a group-by over the strings
+    lists: the same groups in label order, their summed weights and first rows."""
+    import numpy as np
+    import pandas as pd
+
+    from topomodel.analysis.goodput import _grouped
+    from topomodel.fabric.columns import CodeLabels
+
+    rng = np.random.default_rng(7)
+    # categories not in label order, one never used, rows picked out of order of codes
+    model = pd.Series(pd.Categorical.from_codes(rng.integers(0, 4, 500),
+                                                ["q3400", "cx8", "", "a-optic", "unused"]))
+    tier = pd.Series(pd.Categorical.from_codes(rng.integers(0, 3, 500),
+                                               ["spine", "leaf", "core"]))
+    single = rng.random(500) < 0.3
+    weight = rng.integers(1, 9, 500).astype(float)
+    rows = np.flatnonzero(rng.random(500) < 0.6)
+    frame = pd.DataFrame({"model": np.asarray(model.astype(object))[rows],
+                          "tier": np.asarray(tier.astype(object))[rows],
+                          "single": single[rows], "weight": weight[rows], "row": rows})
+    oracle = frame.groupby(["model", "tier", "single"], sort=True).agg(
+        count=("weight", "sum"), first=("row", "first"))
+    expected = {(m, t, bool(s)): (int(c), int(f)) for (m, t, s), c, f in zip(
+        oracle.index, oracle["count"], oracle["first"], strict=True)}
+    got = _grouped(rows, CodeLabels(model), CodeLabels(tier), single, weight)
+    assert got == expected and list(got) == list(expected)

@@ -51,9 +51,10 @@ from topomodel.analysis.failure_classes import (
     on_failure,
     scaleup_technology,
 )
+from topomodel.arrays import distinct
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
-from topomodel.fabric.columns import labels
+from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.records import (
     documented,
 )
@@ -195,17 +196,17 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
         add(component, system.accelerator, "system", world, False)
     add("host", system.id, "system", len(job_systems) * system.hosts, False)
     in_job = np.isin(node_system, job_systems)
-    kind = labels(nodes["kind"])
-    model = labels(nodes["model"])
-    names = nodes["name"].to_numpy()
+    kind = Coded(nodes["kind"])
+    model = CodeLabels(nodes["model"])
     for part in ("nic", "scaleup_switch"):
-        rows = np.flatnonzero(in_job & (kind == part))
-        for name in np.unique(model[rows]):
-            of_model = rows[model[rows] == name]
+        rows = np.flatnonzero(in_job & kind.equals(part))
+        of_rows = model.codes[rows]
+        for code in model.by_label(distinct(of_rows)):
+            of_model = rows[of_rows == code]
             first = of_model[0]  # a part to fail should its class be degrades
             sharing = int((node_system[of_model] == node_system[first]).sum())
-            add(part, str(name), "system", len(of_model), False,
-                representative=str(names[first]), parallel=sharing,
+            add(part, model.label(code), "system", len(of_model), False,
+                representative=str(nodes["name"].iat[first]), parallel=sharing,
                 scaleup=part == "scaleup_switch")
     for p in _network_parts(fabric, in_job):
         add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
@@ -233,59 +234,70 @@ def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
         nodes["tier"].cat.codes.to_numpy()]
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     alive = ~links["failed"].to_numpy()
-    upward = (level[src] < level[dst]) & alive
-    sideways = (level[src] == level[dst]) & alive  # peer links (a torus)
+    level_src, level_dst = level[src], level[dst]
+    # the rows that matter, in row order: upward and peer links (a torus)
+    up = np.flatnonzero((level_src < level_dst) & alive)
+    side = np.flatnonzero((level_src == level_dst) & alive)
+    up_src, up_dst = src[up], dst[up]
     needed = in_job.copy()
     for _ in TIER_LEVEL:  # climb: the switches above the job's parts carry its traffic
         reach = needed.copy()
-        reach[dst[upward & needed[src]]] = True
+        reach[up_dst[needed[up_src]]] = True
         if (reach == needed).all():
             break
         needed = reach
     cables = links["cables"].to_numpy()
-    up_cables = np.bincount(src[upward], weights=cables[upward], minlength=len(nodes))
-    up_neighbours = np.bincount(src[upward], minlength=len(nodes))
-    footprint_up = upward & needed[src]
+    up_cables = np.bincount(up_src, weights=cables[up], minlength=len(nodes))
+    up_neighbours = np.bincount(up_src, minlength=len(nodes))
+    footprint_up = up[needed[up_src]]  # upward rows out of the footprint
     below = np.full(len(nodes), -1)  # a part in the footprint below each node
     below[dst[footprint_up]] = src[footprint_up]
     # Cut off from above, a NIC of the job stops it; so does any part that is the only
     # way up for such a part. A switch is a single point of failure when a part that must
     # not be cut off has all its uplinks to it (bottom up, level by level).
-    kind = labels(nodes["kind"])
-    must_reach = in_job & (kind == "nic")
-    sole_uplink = footprint_up & (cables == up_cables[src])
+    kind = Coded(nodes["kind"])
+    must_reach = in_job & kind.equals("nic")
+    sole_uplink = footprint_up[cables[footprint_up] == up_cables[src[footprint_up]]]
+    sole_level = level_src[sole_uplink]
     for lower in sorted(set(TIER_LEVEL.values())):
-        rows = sole_uplink & must_reach[src] & (level[src] == lower)
+        rows = sole_uplink[must_reach[src[sole_uplink]] & (sole_level == lower)]
         must_reach[dst[rows]] = True
     critical = must_reach & ~in_job
     system = nodes["system"].to_numpy()
-    names = nodes["name"].to_numpy()
-    switches = np.flatnonzero(needed & (system < 0) & np.isin(kind, ("switch",
-                                                                       "scaleup_switch")))
+    names = nodes["name"]
+    switches = np.flatnonzero(needed & (system < 0) & (kind.equals("switch")
+                                                       | kind.equals("scaleup_switch")))
     parts: list[_Part] = []
     for (model, tier, single), (count, first) in _grouped(
-            switches, labels(nodes["model"]),
-            labels(nodes["tier"]), critical, np.ones(len(nodes))).items():
+            switches, CodeLabels(nodes["model"]), CodeLabels(nodes["tier"]), critical,
+            np.ones(len(nodes))).items():
         part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
-        parts.append(_Part(part, model, tier, count, single, (), str(names[first]), 1,
+        parts.append(_Part(part, model, tier, count, single, (), str(names.iat[first]), 1,
                            _alternatives(first, below, up_neighbours)))
     # Links: each physical link once (upward, or the lower-numbered end of a peer link).
     # One is a single point of failure when it is the only uplink cable of a part that
     # must not be cut off, or when both ends sit in one system (cabled inside a rack).
-    peer = sideways & (src < dst) & needed[src] & needed[dst]
-    optic = labels(links["optic"])
-    cabled = np.flatnonzero((footprint_up | peer) & (optic != ""))
+    peer = side[(src[side] < dst[side]) & needed[src[side]] & needed[dst[side]]]
+    optic = CodeLabels(links["optic"])
+    crossed = ~Coded(links["optic"]).equals("")  # with a cable or module: no trace
+    counted = np.zeros(len(src), bool)
+    counted[footprint_up] = True
+    counted[peer] = True
+    cabled = np.flatnonzero(counted & crossed)
     # a peer link shares its load with the node's other peer links
-    peer_cables = np.bincount(src[sideways], weights=cables[sideways], minlength=len(nodes))
-    single_link = (upward & must_reach[src] & (up_cables[src] == 1)) | (
-        (system[src] >= 0) & (system[src] == system[dst]))
+    peer_cables = np.bincount(src[side], weights=cables[side], minlength=len(nodes))
+    upward = np.zeros(len(src), bool)
+    upward[up] = True
+    single_link = np.zeros(len(src), bool)
+    c_src, c_dst = src[cabled], dst[cabled]
+    single_link[cabled] = (upward[cabled] & must_reach[c_src] & (up_cables[c_src] == 1)) | (
+        (system[c_src] >= 0) & (system[c_src] == system[c_dst]))
     for (optic_id, tier, single), (count, first) in _grouped(
-            cabled, optic, labels(links["tier"]), single_link,
-            cables).items():
+            cabled, optic, CodeLabels(links["tier"]), single_link, cables).items():
         form = catalog.get(optic_id, Optic).form
         per_link = 2 if form in MODULE_FORMS else 1
         parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
-                           (form,), f"{names[src[first]]} -- {names[dst[first]]}",
+                           (form,), f"{names.iat[src[first]]} -- {names.iat[dst[first]]}",
                            int(cables[first]), max(1, int(
                                up_cables[src[first]] if upward[first]
                                else peer_cables[src[first]]))))
@@ -302,18 +314,18 @@ def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> 
     return max(1, int(up_neighbours[node])) if node >= 0 else 1
 
 
-def _grouped(rows: np.ndarray, model: np.ndarray, tier: np.ndarray, single: np.ndarray,
+def _grouped(rows: np.ndarray, model: CodeLabels, tier: CodeLabels, single: np.ndarray,
              weight: np.ndarray) -> dict[tuple[str, str, bool], tuple[int, int]]:
-    """(model, tier, single) -> (summed weight, first row) over ``rows``."""
-    import pandas as pd
-
-    frame = pd.DataFrame({"model": model[rows], "tier": tier[rows], "single": single[rows],
-                          "weight": weight[rows], "row": rows})
-    grouped = frame.groupby(["model", "tier", "single"], sort=True).agg(
-        count=("weight", "sum"), first=("row", "first"))
-    return {(str(m), str(t), bool(s)): (int(c), int(f))
-            for (m, t, s), c, f in zip(grouped.index, grouped["count"], grouped["first"],
-                                       strict=True)}
+    """(model, tier, single) -> (summed weight, first row) over ``rows``, in label order:
+    one integer key per row, its distinct values and one bincount."""
+    tiers = max(len(tier.labels), 1)
+    keys = (model.codes[rows].astype(np.int64) * tiers + tier.codes[rows]) * 2 + single[rows]
+    found, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    totals = np.bincount(inverse, weights=weight[rows], minlength=len(found))
+    groups = [((model.label(int(k) // 2 // tiers), tier.label(int(k) // 2 % tiers),
+                bool(k % 2)), (int(total), int(rows[at])))
+              for k, total, at in zip(found, totals, first, strict=True)]
+    return dict(sorted(groups, key=lambda group: group[0]))
 
 
 def daly_interval_s(write_s: float, mtbi_s: float) -> float:

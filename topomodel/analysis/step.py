@@ -68,9 +68,11 @@ from topomodel.analysis.stepshape import (
     ranks_of,
     recall_step,
     remember_step,
+    scaleout_failure_times,
     shape_of,
     shared_traffic,
     time_key,
+    untouched_by_failures,
 )
 from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Model
@@ -430,16 +432,23 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             grid_rows = groups()
-            rows = group_blocks(fabric, grid_rows)  # checked once, shared by the candidates
+            # a copy whose failures cannot reach this collective shares its time with
+            # the copies that another failure of the same kind left it untouched on
+            shared = (fabric.derived(scaleout_failure_times)
+                      if untouched_by_failures(fabric, candidates, grid_rows) else {})
+            hit = shared.get(key)
+            if hit is None:
+                rows = group_blocks(fabric, grid_rows)  # checked once, for the candidates
 
-            def build(alg: str) -> Traffic:
-                return shared_traffic(fabric, (collective, size, key[3]), alg, lambda: (
-                    collective_traffic(fabric, collective, rows, size, algorithm=alg)))
+                def build(alg: str) -> Traffic:
+                    return shared_traffic(fabric, (collective, size, key[3]), alg, lambda: (
+                        collective_traffic(fabric, collective, rows, size, algorithm=alg)))
 
-            alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
-                                   model=a.time)
-            hit = cache[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                spills_of(grid_rows), t.measured)
+                alg, _, t, _ = fastest(fabric, build, candidates, routing=routing,
+                                       seed=seed, model=a.time)
+                hit = shared[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s,
+                                     t.topology_s, spills_of(grid_rows), t.measured)
+            cache[key] = hit
         out[name] = Call(kind, collective, hit[0], size, *hit[1:])
 
     if tp > 1:
@@ -507,13 +516,20 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             pairs = pipeline_pairs()
-            times = [time_traffic(fabric, shared_traffic(fabric, (*key[:4], i), "p2p", (
-                functools.partial(_both_ways, fabric, x, size))), routing=routing,
-                seed=seed, model=a.time) for i, x in enumerate(exchanges())]
-            t = max(times, key=lambda r: r.time_s)
-            doms = domain[pairs]
-            hit = cache[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
-                                bool((doms[:, 0] != doms[:, 1]).any()), t.measured)
+            shared = (fabric.derived(scaleout_failure_times)
+                      if untouched_by_failures(fabric, ("p2p",), pairs) else {})
+            hit = shared.get(key)
+            if hit is None:
+                times = [time_traffic(fabric, shared_traffic(
+                    fabric, (*key[:4], i), "p2p", functools.partial(
+                        _both_ways, fabric, x, size)), routing=routing, seed=seed,
+                    model=a.time) for i, x in enumerate(exchanges())]
+                t = max(times, key=lambda r: r.time_s)
+                doms = domain[pairs]
+                hit = shared[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s,
+                                     t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()),
+                                     t.measured)
+            cache[key] = hit
         out["pp"] = Call("pp", "sendrecv", hit[0], size, *hit[1:])
     layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)

@@ -11,6 +11,9 @@
 - :func:`shared_traffic`: the step's collective traffic, kept with the fabric and its
   copies with failed parts (the goodput's degraded steps) and across time models (the
   sensitivity), which route it again but need not build it again;
+- :func:`scaleout_failure_times`: the times of collectives that stay inside scale-up
+  domains, shared by the fabric's copies whose failed parts all sit in the scale-out
+  network (:func:`untouched_by_failures` is the rule);
 - :func:`cached_schedule`: pipeline schedules, read-only, built once per process.
 
 Nothing here is kept in a module-global table that holds a fabric: what belongs to a
@@ -38,6 +41,7 @@ from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import AllPairsPhase, Traffic
+from topomodel.vocabulary import SCALE_OUT_TIERS
 
 
 @dataclass(frozen=True)
@@ -303,3 +307,48 @@ def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
         _, dropped = kept.popitem(last=False)
         total -= sum(ph.flows for ph in dropped.phases)
     return traffic
+
+
+@ignores_failures
+def scaleout_failure_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
+    """The times of collectives whose every group lies in one scale-up domain, as routed
+    on a copy of ``fabric`` whose failed links are all scale-out links (host, leaf,
+    spine, core), shared by every such copy (:func:`untouched_by_failures`): a
+    degraded step re-routes its TP and pipeline collectives once for all the scale-out
+    tiers' failures, not once per tier. Keyed like :func:`collective_times`."""
+    return {}
+
+
+def untouched_by_failures(fabric: Fabric, candidates: tuple[str, ...],
+                          groups: np.ndarray) -> bool:
+    """Whether a collective of ``candidates`` on ``groups`` (rows of node numbers) has
+    the same time on ``fabric`` as on any other copy of it with failed parts that
+    passes this test, so :func:`scaleout_failure_times` may hold it.
+
+    True when ``fabric`` has failed links, all of them scale-out links, and the
+    structured router covers it (it routes around them; the general router would sum
+    in another order), every group lies in one scale-up domain, and no candidate is an
+    in-network plan (:data:`UNSHARED_ALGORITHMS`, which avoids failed switches). Then
+    every flow stays inside its domain, where the router reads only scale-up arcs, none
+    of them failed, so no flow is cut off or moved: the loads on the scale-up links, the
+    only links loaded, their rates, the hops and the timing (PXN moves no flow within a
+    domain; the switch bound is off on every copy with failures) are the same on every
+    such copy."""
+    if not fabric.derived(_failed_in_scaleout_only) or any(
+            alg in UNSHARED_ALGORITHMS for alg in candidates):
+        return False
+    domains = fabric.derived(node_domains)[groups.reshape(len(groups), -1)]
+    return bool(len(domains)) and bool(((domains == domains[:, :1]) & (domains >= 0)).all())
+
+
+def _failed_in_scaleout_only(fabric: Fabric) -> bool:
+    """Whether ``fabric`` has failed links, all scale-out ones, on a fabric the
+    structured router covers with them failed."""
+    from topomodel.routing.structured import structured_supported
+
+    links = fabric.links
+    failed = links["failed"].to_numpy()
+    if not failed.any():
+        return False
+    tiers = np.asarray(links["tier"].cat.categories)[links["tier"].cat.codes.to_numpy()[failed]]
+    return bool(np.isin(tiers, SCALE_OUT_TIERS).all()) and structured_supported(fabric) is None

@@ -363,21 +363,38 @@ def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
 
 def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
                 hop_latency_s: float) -> _Rates:
+    links = fabric.links
+    shared = fabric.derived(_unfailed_rates, efficiency_items, hop_latency_s)
+    failed = links["failed"].to_numpy()
+    rate = np.where(failed, 0.0, shared.link_Bps)
+    n = len(fabric.nodes)
+    if failed.any():
+        # the switch bound of lower_bound_s assumes every flow is routed: with failed
+        # parts a flow may load no link, so there the switches' capacities are 0 (no bound)
+        out, into = np.zeros(n), np.zeros(n)
+    else:
+        switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+        out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
+                                                  minlength=n), 0.0) for end in ("src", "dst"))
+    return replace(shared, link_Bps=rate, switch_out_Bps=out, switch_in_Bps=into)
+
+
+@ignores_failures
+def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
+                    hop_latency_s: float) -> _Rates:
+    """What :func:`_make_rates` reads no failure for, shared by a fabric's copies with
+    failed parts: the effective rate of every link as if none had failed, the injection
+    and the hop latencies (the switch capacities are left for each copy)."""
     model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
     tier_codes = links["tier"].cat.codes.to_numpy()
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
-    rate = np.where(links["failed"].to_numpy(), 0.0, links["capacity_Bps"].to_numpy() * eff)
-    n = len(fabric.nodes)
-    # the switch bound of lower_bound_s assumes every flow is routed: with failed parts
-    # a flow may load no link, so there the switches' capacities are left at 0 (no bound)
-    switch = (fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")) & (
-        not links["failed"].any())
-    out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
-                                              minlength=n), 0.0) for end in ("src", "dst"))
+    rate = links["capacity_Bps"].to_numpy() * eff
+    rate.setflags(write=False)
+    none = np.zeros(0)
     return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
-                  out, into)
+                  none, none)
 
 
 def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
@@ -431,6 +448,7 @@ def _ideal(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) 
     return known[key]
 
 
+@ignores_failures  # _ideal_s reads the injection, the node roles and the phase alone
 def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, int], float]]:
     return weakref.WeakKeyDictionary()
 

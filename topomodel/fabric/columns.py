@@ -61,6 +61,33 @@ class Coded:
         return mask
 
 
+class CodeLabels:
+    """A categorical column's integer codes with their labels, for groups listed in
+    label order (as a group-by over the strings would list them) without reading a
+    string per row.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from topomodel.fabric.tables import categorical
+    >>> tier = CodeLabels(pd.Series(categorical(np.array([1, 0, 1]), ["spine", "leaf"])))
+    >>> tier.codes.tolist(), tier.label(1), tier.by_label(np.array([0, 1]))
+    ([1, 0, 1], 'leaf', [1, 0])
+    """
+
+    def __init__(self, column: pd.Series) -> None:
+        self.codes: np.ndarray = column.cat.codes.to_numpy()
+        self.labels = [str(c) for c in column.cat.categories]
+
+    def label(self, code: int) -> str:
+        """The label of ``code``."""
+        return self.labels[code]
+
+    def by_label(self, codes: np.ndarray) -> list[int]:
+        """``codes`` in the order of their labels."""
+        return sorted((int(c) for c in codes), key=self.labels.__getitem__)
+
+
 def present_labels(column: pd.Series) -> list[str]:
     """The values a categorical column holds, from its codes (fast on millions of rows).
 

@@ -1,0 +1,129 @@
+"""What steps share on one fabric: the times of collectives no failure can reach."""
+
+import functools
+
+import numpy as np
+import pytest
+
+import topomodel.analysis.step as step_module
+from topomodel.analysis.step import StepAssumptions, step_calls
+from topomodel.analysis.stepshape import (
+    UNSHARED_ALGORITHMS,
+    scaleout_failure_times,
+    untouched_by_failures,
+)
+from topomodel.catalog import Model
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.traffic.layout import Layout, rank_groups
+
+# (example, layout): 8-GPU NVSwitch servers, 72-GPU NVL72 racks, and a 384-NPU
+# supernode whose scale-up crosses systems through two switch levels
+JOBS = [("examples/dgx-h100-superpod.yaml", Layout(tp=8, pp=4, dp=31)),
+        ("examples/gb200-nvl72-cluster.yaml", Layout(tp=8, pp=3, dp=24)),
+        ("examples/cloudmatrix384.yaml", Layout(tp=8, pp=4, dp=12))]
+A = StepAssumptions()
+
+
+@functools.cache
+def _fabric(example):
+    return build_fabric(*load_design(example))
+
+
+def _scaleout_parts(fabric, per_tier=2):
+    """Switches and links of every scale-out tier: the first and the last of each."""
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    parts = []
+    for tier in ("leaf", "spine", "core"):
+        switches = names[(nodes["tier"] == tier).to_numpy()]
+        parts += [((str(n),), ()) for n in switches[[0, -1]][:per_tier]] if len(
+            switches) else []
+    for tier in ("host", "leaf", "spine", "core"):
+        rows = np.flatnonzero((links["tier"] == tier).to_numpy())
+        for row in rows[[0, -1]][:per_tier] if len(rows) else []:
+            a, b = names[links["src"].iat[row]], names[links["dst"].iat[row]]
+            parts.append(((), (f"{a} -- {b}",)))
+    return parts
+
+
+def _model(fabric):
+    return fabric.catalog.get("llama3-70b", Model)
+
+
+@pytest.mark.parametrize(("example", "layout"), JOBS)
+def test_collectives_inside_domains_keep_their_time_on_scaleout_failures(
+        example, layout, monkeypatch):
+    """On every copy with one scale-out part failed, each collective of the step, timed
+    once for all such copies where the rule allows, is bit for bit what routing it on
+    that copy alone gives; and the rule did spare routing."""
+    fabric = _fabric(example)
+    model = _model(fabric)
+    parts = _scaleout_parts(fabric)
+    routed = []
+    original = step_module.fastest
+
+    def counted(*args, **kwargs):
+        routed.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "fastest", counted)
+    shared = [step_calls(with_failures(fabric, *part), model, layout, A)[0]
+              for part in parts]
+    with_sharing = len(routed)
+    alone = []
+    for part in parts:
+        fabric.derived(scaleout_failure_times).clear()  # route this copy's own
+        alone.append(step_calls(with_failures(fabric, *part), model, layout, A)[0])
+    assert len(routed) - with_sharing > with_sharing  # shared: routed once, not per copy
+    for part, kept, own in zip(parts, shared, alone, strict=True):
+        assert kept == own, part  # every field, floats bit for bit
+
+
+def test_a_scaleup_failure_is_not_shared():
+    """A failed NVSwitch chip slows its server's TP groups: its copy must time them
+    itself (the rule refuses it), and it gets a time the scale-out copies do not."""
+    fabric = _fabric("examples/dgx-h100-superpod.yaml")
+    model, layout = _model(fabric), JOBS[0][1]
+    tp = rank_groups(fabric.accelerators[:layout.world], layout, "tp")
+    out = with_failures(fabric, ["leaf00"], ())
+    chip = fabric.nodes["name"][(fabric.nodes["kind"] == "scaleup_switch").to_numpy()].iat[0]
+    up = with_failures(fabric, [chip], ())
+    assert untouched_by_failures(out, ("ring",), tp)
+    assert not untouched_by_failures(up, ("ring",), tp)
+    fabric.derived(scaleout_failure_times).clear()
+    kept = step_calls(out, model, layout, A)[0]
+    own = step_calls(up, model, layout, A)[0]
+    tp_call = next(n for n in kept if n.startswith("tp"))
+    assert own[tp_call].time_s > kept[tp_call].time_s
+
+
+def test_collectives_across_domains_are_not_shared():
+    """The pipeline's sends cross the scale-out network here: a failed leaf and a failed
+    spine give them different times, so the rule must refuse them (a looser rule would
+    hand one copy's time to the other)."""
+    fabric = _fabric("examples/dgx-h100-superpod.yaml")
+    model, layout = _model(fabric), JOBS[0][1]
+    stages = rank_groups(fabric.accelerators[:layout.world], layout, "pp")
+    pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
+    copies = [with_failures(fabric, *part) for part in (
+        (["leaf00"], ()), (["spine00"], ()))]
+    assert not any(untouched_by_failures(c, ("p2p",), pairs) for c in copies)
+    fabric.derived(scaleout_failure_times).clear()
+    sends = [step_calls(c, model, layout, A)[0]["pp"] for c in copies]
+    assert sends[0].spills and sends[0].time_s != sends[1].time_s
+
+
+def test_the_rule_needs_failures_all_in_scaleout_and_no_in_network_plan():
+    fabric = _fabric("examples/dgx-h100-superpod.yaml")
+    tp = rank_groups(fabric.accelerators[:248], Layout(tp=8, pp=1, dp=31), "tp")
+    out = with_failures(fabric, ["leaf00"], ())
+    assert not untouched_by_failures(fabric, ("ring",), tp)  # nothing failed
+    assert untouched_by_failures(out, ("ring", "tree"), tp)
+    assert not untouched_by_failures(out, ("ring", UNSHARED_ALGORITHMS[0]), tp)
+    spilled = np.concatenate([tp[:, 4:], tp[::-1, :4]], axis=1)  # halves of two servers
+    assert not untouched_by_failures(out, ("ring",), spilled)
+    both = with_failures(fabric, ["leaf00", fabric.nodes["name"][
+        (fabric.nodes["kind"] == "scaleup_switch").to_numpy()].iat[-1]], ())
+    assert not untouched_by_failures(both, ("ring",), tp)
