@@ -4,7 +4,7 @@ travels past :func:`group_blocks`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -106,15 +106,19 @@ class _Groups:
     def n(self) -> int:
         return int(self.ranks.shape[1])
 
+    def _kept(self, key: str, make: Callable[[], Any]) -> Any:
+        """``cache[key]``, made by ``make`` the first time."""
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
     @property
     def layout(self) -> PartLayout:
         """The groups' domain parts (:func:`~topomodel.traffic.channels.domain_parts`),
         made once."""
         from topomodel.traffic.channels import domain_parts
 
-        if "layout" not in self.cache:
-            self.cache["layout"] = domain_parts(self.fabric, self.ranks)
-        layout: PartLayout = self.cache["layout"]
+        layout: PartLayout = self._kept("layout", lambda: domain_parts(self.fabric, self.ranks))
         return layout
 
     @property
@@ -123,9 +127,7 @@ class _Groups:
         made once."""
         from topomodel.traffic.channels import channels
 
-        if "channels" not in self.cache:
-            self.cache["channels"] = channels(self.fabric, self.layout)
-        made: Channels = self.cache["channels"]
+        made: Channels = self._kept("channels", lambda: channels(self.fabric, self.layout))
         return made
 
     def phase(self, a: np.ndarray, b: np.ndarray, bytes_per_flow: float | np.ndarray, *,
