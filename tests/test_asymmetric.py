@@ -42,7 +42,7 @@ def test_link_rows_carry_each_direction(sites):
     # the cable and its optics are chosen for the port's line rate, both directions alike
     assert (links.loc[up | down, "rate_Bps"] == 1e9 / 8).all()
     assert links.loc[up, "optic"].tolist() == links.loc[down, "optic"].tolist()
-    assert (weaker_direction_Bps(links)[up | down] == UP).all()
+    assert (weaker_direction_Bps(links, sites.reverse_rows)[up | down] == UP).all()
 
 
 def test_sending_is_bound_by_the_uplink_and_receiving_is_not(sites):

@@ -32,6 +32,15 @@ def check_invariants(fabric):
     forward = links.set_index(["src", "dst"])["capacity_Bps"]
     backward = links.set_index(["dst", "src"])["capacity_Bps"]
     assert forward.sort_index().equals(backward.rename_axis(["src", "dst"]).sort_index())
+    # the builder's reverse rows are those other directions, pair by pair
+    reverse = fabric.reverse_rows
+    rows = np.arange(len(links))
+    assert np.array_equal(reverse[reverse], rows) and not (reverse == rows).any()
+    for column in ("src", "dst"):
+        other = "dst" if column == "src" else "src"
+        assert np.array_equal(links[column].to_numpy()[reverse], links[other].to_numpy())
+    for column in ("tier", "cables", "rate_Bps", "medium", "optic"):
+        assert np.array_equal(links[column].to_numpy()[reverse], links[column].to_numpy())
     used = np.bincount(links["src"], weights=links["cables"] * links["rate_Bps"],
                        minlength=len(fabric.nodes))
     for i, model in fabric.nodes.loc[fabric.nodes["kind"] == "switch", "model"].items():
@@ -295,7 +304,7 @@ def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
     assert [f.derived(failed_rows) for f in (fabric, one, two)] == [0, 16, 32]
     weaker = two.derived(link_weaker_Bps)
     assert weaker is fabric.derived(link_weaker_Bps) and not weaker.flags.writeable
-    assert np.array_equal(weaker, weaker_direction_Bps(fabric.links))
+    assert np.array_equal(weaker, weaker_direction_Bps(fabric.links, fabric.reverse_rows))
     shared = ignores_failures(lambda f: object())
     assert fabric.derived(shared) is one.derived(shared)
     faster = scale_scaleout(fabric, 2.0)  # other capacities: a fabric of its own

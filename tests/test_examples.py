@@ -13,6 +13,7 @@ import pytest
 
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.columns import group_totals
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
@@ -70,7 +71,16 @@ def test_example_loads_and_builds(name):
     forward = line.groupby(["src", "dst"])["line_Bps"].sum().sort_index()
     backward = line.groupby(["dst", "src"])["line_Bps"].sum()
     assert forward.equals(backward.rename_axis(["src", "dst"]).sort_index())
+    reverse = fabric.reverse_rows  # the builder's pairs are those directions
+    assert np.array_equal(links["src"].to_numpy()[reverse], links["dst"].to_numpy())
+    assert np.array_equal(links["dst"].to_numpy()[reverse], links["src"].to_numpy())
     assert (links["capacity_Bps"] <= line["line_Bps"] * (1 + 1e-12)).all()
+    # the link classes the reports total from codes are a pandas group-by's
+    keys = ["tier", "optic", "length_m", "medium"]
+    optical = links["medium"].isin(["smf", "mmf", "ocs"]).to_numpy()
+    expected = links[optical].groupby(keys, observed=True)["cables"].sum()
+    assert group_totals([links[k] for k in keys], links["cables"].to_numpy(), optical) == {
+        key: int(total) for key, total in expected.items()}
     out = design.scaleout
     if not (out.port_rate_up_Bps or out.port_rate_down_Bps):
         assert (links["capacity_Bps"] == line["line_Bps"]).all()

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from topomodel.fabric.tables import Fabric, weaker_direction_Bps
+from topomodel.fabric.columns import CodeLabels
+from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.records import documented
 from topomodel.units import format_rate
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
@@ -88,18 +88,27 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return acc[side_a], acc[~side_a]
 
 
-def _tier_totals(links: pd.DataFrame) -> dict[str, float]:
-    """Capacity per tier, bytes/s per direction: each link at its weaker direction."""
-    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
-    return {str(t): float(v) / 2 for t, v in weaker.groupby(
-        links["tier"], observed=True).sum().items()}
+def _tier_totals(fabric: Fabric, *, live_only: bool) -> dict[str, float]:
+    """Capacity per tier, bytes/s per direction: each link at its weaker direction (its
+    own where the reverse row is failed), of the live links only if ``live_only``."""
+    links = fabric.links
+    weaker = fabric.derived(link_weaker_Bps)
+    rows = np.ones(len(links), bool)
+    if live_only:
+        failed = links["failed"].to_numpy()
+        rows = ~failed
+        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
+                          weaker)
+    tier = CodeLabels(links["tier"])
+    sums = np.bincount(tier.codes[rows], weights=weaker[rows], minlength=len(tier.labels))
+    present = np.bincount(tier.codes[rows], minlength=len(tier.labels)) > 0
+    return {tier.label(c): float(sums[c]) / 2 for c in np.flatnonzero(present)}
 
 
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     """Bisection between :func:`halves` from the fabric's structure, bytes/s per direction."""
     s = fabric.structure
-    links = fabric.links[~fabric.links["failed"]]
-    total = _tier_totals(links)
+    total = _tier_totals(fabric, live_only=True)
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     share = min(len(side_a), len(side_b)) / n
@@ -224,8 +233,7 @@ def _split_lower_bound(fabric: Fabric) -> float:
     s = fabric.structure
     if s.scaleup.kind not in ("switched", "full_mesh"):
         return 0.0
-    links = fabric.links
-    total = _tier_totals(links)
+    total = _tier_totals(fabric, live_only=False)
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
     domains = max(1, fabric.accelerator_count // per_domain)
     if s.scaleup.kind == "switched":

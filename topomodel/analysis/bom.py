@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from topomodel.catalog import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.columns import Coded, group_totals
+from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
 from topomodel.units import format_si
 
@@ -124,9 +125,10 @@ def _tier_rank(tier: str) -> int:
 
 def _cabling(fabric: Fabric) -> Iterable[BomLine]:
     links = fabric.links
-    cabled = links[labels(links["optic"]) != ""]
-    per_optic = cabled.groupby(["tier", "optic"], observed=True)["cables"].sum() // 2
-    keyed = {cast(tuple[str, str], key): int(n) for key, n in per_optic.items() if n}
+    cabled = ~Coded(links["optic"]).equals("")
+    per_optic = group_totals([links["tier"], links["optic"]], links["cables"].to_numpy(),
+                             cabled)
+    keyed = {cast(tuple[str, str], key): n // 2 for key, n in per_optic.items() if n // 2}
     for (tier, optic_id), links_count in sorted(keyed.items(),
                                                key=lambda kv: (_tier_rank(kv[0][0]), kv[0][1])):
         optic = fabric.catalog.get(optic_id, Optic)

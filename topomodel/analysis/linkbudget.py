@@ -16,6 +16,7 @@ from typing import cast
 
 from topomodel.catalog import Fibre, Optic
 from topomodel.fabric.cabling import OCS_INSERTION_LOSS_DB, channel_loss_dB
+from topomodel.fabric.columns import Coded, group_totals
 from topomodel.fabric.tables import Fabric
 
 __all__ = ["OCS_INSERTION_LOSS_DB", "LinkBudget", "link_budgets"]
@@ -44,15 +45,14 @@ def link_budgets(fabric: Fabric) -> list[LinkBudget]:
     catalog = fabric.catalog
     layout = fabric.design.layout
     links = fabric.links
-    medium = links["medium"].astype(str)
-    optical = links[medium.isin(["smf", "mmf", "ocs"])]
-    if optical.empty:
-        return []
-    classes = optical.groupby(["tier", "optic", "length_m", "medium"], observed=True)[
-        "cables"].sum() // 2
+    medium = Coded(links["medium"])
+    optical = medium.equals("smf") | medium.equals("mmf") | medium.equals("ocs")
+    classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
+                           links["cables"].to_numpy(), optical)
     out = []
-    for key, count in sorted(classes.items()):
+    for key, cables in sorted(classes.items()):
         tier, optic_id, length, med = cast(tuple[str, str, float, str], key)
+        count = cables // 2
         optic = catalog.get(str(optic_id), Optic)
         ocs = med == "ocs"
         within_reach = length <= optic.reach_m

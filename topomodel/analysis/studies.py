@@ -114,7 +114,8 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
         assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
                       whatif=f"--scaleout-factor {factor:g}")
     return replace(fabric, links=links,
-                   injection=measure_injection(fabric.nodes, links, fabric.structure))
+                   injection=measure_injection(fabric.nodes, links, fabric.structure,
+                                               fabric.reverse_rows))
 
 
 def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.catalog import ScaleupSwitch, Switch
+from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import LINK_TIERS, SWITCH_KINDS
 
@@ -42,8 +44,10 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     capacity = fabric.derived(link_weaker_Bps)  # per direction: the weaker one where they
     # differ
     rate = links["rate_Bps"].to_numpy()
-    node_tier = nodes["tier"]
-    is_switch = nodes["kind"].isin(SWITCH_KINDS).to_numpy()
+    node_tier = Coded(nodes["tier"])
+    node_model = CodeLabels(nodes["model"])
+    kind = Coded(nodes["kind"])
+    is_switch = np.logical_or.reduce([kind.equals(k) for k in SWITCH_KINDS])
     used_by_node = np.bincount(src, weights=cables, minlength=len(nodes))
     used_Bps_by_node = np.bincount(src, weights=cables * rate, minlength=len(nodes))
     accelerators = max(1, fabric.accelerator_count)
@@ -53,8 +57,8 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
         mask = tier_codes == tier_names.index(name)
         if not mask.any():
             continue
-        switch_nodes = np.flatnonzero(is_switch & (node_tier == name).to_numpy())
-        models = set(nodes["model"].iloc[switch_nodes].astype(str))
+        switch_nodes = np.flatnonzero(is_switch & node_tier.equals(name))
+        models = {node_model.label(c) for c in distinct(node_model.codes[switch_nodes])}
         model = ", ".join(sorted(models))
         used = int(used_by_node[switch_nodes].sum())
         lowest_Bps = float(rate[mask].min())

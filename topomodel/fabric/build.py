@@ -79,7 +79,7 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
                                       acc.reshape(n_systems, per_system))
     clos, scaleout = _build_scaleout(builder, design, catalog, system,
                                      acc.reshape(n_systems, per_system), prefixes)
-    nodes, links = builder.finish()
+    nodes, links, reverse_rows = builder.finish()
     nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
     nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
         domains.reshape(n_systems, per_system)[:, 0], scaleout.nics_per_system)
@@ -88,7 +88,8 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     _mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
     return Fabric(design, catalog, nodes, links, structure,
-                  measure_injection(nodes, links, structure), tuple(clos))
+                  measure_injection(nodes, links, structure, reverse_rows), reverse_rows,
+                  tuple(clos))
 
 
 def _set_port_directions(nodes: pd.DataFrame, links: pd.DataFrame, design: Design) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from topomodel.arrays import distinct
+from topomodel.fabric.columns import Coded
 from topomodel.fabric.tables import weaker_direction_Bps
 
 
@@ -185,9 +186,10 @@ def serving_nics(acc_system: np.ndarray, acc_local: np.ndarray, nic_nodes: np.nd
     return table[acc_system, acc_local * nics_per_system // per_system]
 
 
-def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure
-                      ) -> Injection:
-    """Every accelerator's injection bandwidth from the link table, bytes/s per direction.
+def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,
+                      reverse_rows: np.ndarray) -> Injection:
+    """Every accelerator's injection bandwidth from the link table, bytes/s per direction
+    (``reverse_rows``: each link row's reverse row, see :class:`~topomodel.fabric.tables.Fabric`).
 
     Scale-up: the capacity of its scale-up links. Scale-out: for each NIC it owns (has
     the host link of), the host link or the NIC's ports, whichever is slower. The
@@ -196,41 +198,34 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     scale-up bandwidth when they split a single domain.
     """
     n = len(nodes)
-    kind = nodes["kind"].to_numpy()
-    acc = np.flatnonzero(kind == "accelerator")
+    is_accelerator = Coded(nodes["kind"]).equals("accelerator")
+    acc = np.flatnonzero(is_accelerator)
     src = links["src"].to_numpy()
-    tier = np.asarray(links["tier"].cat.categories, dtype=object)[
-        links["tier"].cat.codes.to_numpy()]
+    tier = Coded(links["tier"])
     cap = links["capacity_Bps"].to_numpy()
-    is_acc = (kind == "accelerator")[src]
-    up = np.bincount(src, weights=np.where(is_acc & (tier == "scaleup"), cap, 0.0),
+    is_acc = is_accelerator[src]
+    up = np.bincount(src, weights=np.where(is_acc & tier.equals("scaleup"), cap, 0.0),
                      minlength=n)
-    host_rows = np.flatnonzero(is_acc & (tier == "host"))
+    host_rows = np.flatnonzero(is_acc & tier.equals("host"))
     nic = links["dst"].to_numpy()[host_rows]
-    port = np.bincount(src, weights=np.where(tier == "leaf", cap, 0.0), minlength=n)
+    port = np.bincount(src, weights=np.where(tier.equals("leaf"), cap, 0.0), minlength=n)
     owner = src[host_rows]
     out = np.bincount(owner, weights=np.minimum(cap[host_rows], port[nic]), minlength=n)
     host = np.bincount(owner, weights=cap[host_rows], minlength=n)
     ports = np.bincount(owner, weights=port[nic], minlength=n)
-    nic_nodes = np.flatnonzero(kind == "nic")
+    nic_nodes = np.flatnonzero(Coded(nodes["kind"]).equals("nic"))
     local = nodes["local"].to_numpy()
     system = nodes["system"].to_numpy()
     serving = serving_nics(system[acc], local[acc], nic_nodes, system[nic_nodes],
                            local[nic_nodes], per_system=structure.accelerators_per_system,
                            nics_per_system=structure.scaleout.nics_per_system)
-    return Injection(serving, up[acc], out[acc], host[acc], ports[acc],
-                     _bisection_injection(nodes, links, structure, acc, is_acc, tier))
-
-
-def _bisection_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,
-                         acc: np.ndarray, is_acc: np.ndarray, tier: np.ndarray) -> float:
-    count = max(1, len(acc))
-    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
-    totals = weaker.groupby(links["tier"], observed=False).sum() / 2
-    scaleout = (min(totals["host"], totals["leaf"]) if structure.scaleout.kind != "none"
-                else 0.0)
+    weaker = weaker_direction_Bps(links, reverse_rows)
+    scaleout = (min(weaker[tier.equals("host")].sum(), weaker[tier.equals("leaf")].sum()) / 2
+                if structure.scaleout.kind != "none" else 0.0)
     domain = nodes["domain"].to_numpy()[acc]
+    count = max(1, len(acc))
     if len(distinct(domain[domain >= 0])) >= 2:
-        return float(scaleout / count)
-    up = is_acc & (tier == "scaleup")
-    return float((scaleout + links.loc[up, "capacity_Bps"].sum()) / count)
+        bisection = float(scaleout / count)
+    else:
+        bisection = float((scaleout + cap[is_acc & tier.equals("scaleup")].sum()) / count)
+    return Injection(serving, up[acc], out[acc], host[acc], ports[acc], bisection)

@@ -120,8 +120,10 @@ class FabricBuilder:
                 "src": a, "dst": b, "tier": LINK_TIERS.index(tier), "cables": cables_arr,
                 "rate_Bps": float(rate_Bps), "medium": medium_codes, "count": n})
 
-    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The node and link tables."""
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+        """The node and link tables, and each link row's reverse row (the same cables
+        the other way: :meth:`add_links` writes a bundle's two directions as two
+        blocks of equal length, one after the other)."""
         nodes = pd.DataFrame({
             column: np.concatenate([np.broadcast_to(np.asarray(b[column]), (len(b["name"]),))
                                     for b in self.node_blocks])
@@ -136,18 +138,21 @@ class FabricBuilder:
                                    for b in blocks]) if blocks else np.empty(0, dtype)
 
         count = sum(b["count"] for b in blocks)
+        cables, rate = joined("cables", np.int64), joined("rate_Bps", float)
         links = pd.DataFrame({
             "src": joined("src", np.int64), "dst": joined("dst", np.int64),
             "tier": categorical(joined("tier", np.int8), LINK_TIERS),
-            "cables": joined("cables", np.int64), "rate_Bps": joined("rate_Bps", float),
-            "length_m": np.zeros(count),
+            "cables": cables, "rate_Bps": rate, "capacity_Bps": cables * rate,
+            "length_m": np.zeros(count), "latency_s": np.zeros(count),
             "medium": categorical(joined("medium", np.int8), MEDIA),
             "optic": categorical(np.zeros(count, np.int8), [""]),
+            "failed": np.zeros(count, bool),
         })
-        links["capacity_Bps"] = links["cables"] * links["rate_Bps"]
-        links["latency_s"] = 0.0
-        links["failed"] = False
-        return nodes, links[list(LINK_COLUMNS)]
+        starts = np.cumsum([0] + [b["count"] for b in blocks])
+        reverse = np.concatenate([np.arange(starts[i + 1], starts[i + 2]) if i % 2 == 0
+                                  else np.arange(starts[i - 1], starts[i])
+                                  for i in range(len(blocks))] or [np.empty(0, np.int64)])
+        return nodes, links, reverse
 
 
 def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
@@ -198,7 +203,9 @@ class Fabric:
     ``structure`` records the builder's parameters (scale-up kind, torus shape, NICs,
     fat-tree tiers) so analyses can use closed forms and routing can use addresses;
     ``injection`` each accelerator's serving NIC and bandwidth into the network, decided
-    once when the links are made; ``clos_tiers`` how each Clos tier was sized.
+    once when the links are made; ``reverse_rows`` each link row's reverse row (the
+    same cables the other way, as the builder wrote them); ``clos_tiers`` how each Clos
+    tier was sized.
     """
 
     design: Design
@@ -207,6 +214,7 @@ class Fabric:
     links: pd.DataFrame
     structure: Structure
     injection: Injection
+    reverse_rows: np.ndarray
     clos_tiers: tuple[ClosTier, ...] = ()
 
     @property
@@ -294,31 +302,23 @@ def link_weaker_Bps(fabric: Fabric) -> np.ndarray:
     """:func:`weaker_direction_Bps` of every link row of ``fabric`` (failed ones too),
     bytes/s, read-only: found once per fabric with :meth:`Fabric.derived` (the tier
     table, the levels and every route report read it)."""
-    weaker = weaker_direction_Bps(fabric.links)
+    weaker = weaker_direction_Bps(fabric.links, fabric.reverse_rows)
     weaker.setflags(write=False)
     return weaker
 
 
-def weaker_direction_Bps(links: pd.DataFrame) -> np.ndarray:
-    """Per link row, bytes/s: the smaller of its capacity and its reverse row's (the
-    same cables the other way). Links are one row per direction, and a design may give
-    the two directions different rates (``scaleout.port_rate_up``/``port_rate_down``);
-    a per-direction total of a tier is the sum of this over its rows, halved.
+def weaker_direction_Bps(links: pd.DataFrame, reverse_rows: np.ndarray) -> np.ndarray:
+    """Per link row, bytes/s: the smaller of its capacity and its reverse row's
+    (``reverse_rows``, the same cables the other way). Links are one row per direction,
+    and a design may give the two directions different rates
+    (``scaleout.port_rate_up``/``port_rate_down``); a per-direction total of a tier is
+    the sum of this over its rows, halved.
 
     Examples
     --------
-    >>> rows = pd.DataFrame({"src": [0, 1, 1, 2], "dst": [1, 0, 2, 1],
-    ...                      "capacity_Bps": [5.0, 100.0, 7.0, 7.0]})
-    >>> weaker_direction_Bps(rows).tolist()
+    >>> rows = pd.DataFrame({"capacity_Bps": [5.0, 100.0, 7.0, 7.0]})
+    >>> weaker_direction_Bps(rows, np.array([1, 0, 3, 2])).tolist()
     [5.0, 5.0, 7.0, 7.0]
     """
     cap = links["capacity_Bps"].to_numpy(dtype=float)
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    n = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    key, back = src * n + dst, dst * n + src
-    order = np.argsort(key, kind="stable")
-    pos = np.searchsorted(key[order], back)
-    pos = np.minimum(pos, len(key) - 1)
-    found = key[order][pos] == back if len(key) else np.zeros(0, bool)
-    reverse = np.where(found, cap[order][pos], cap)
-    return np.minimum(cap, reverse)
+    return np.minimum(cap, cap[reverse_rows])
