@@ -102,7 +102,7 @@ def _tier_totals(fabric: Fabric, *, live_only: bool) -> dict[str, float]:
     tier = CodeLabels(links["tier"])
     sums = np.bincount(tier.codes[rows], weights=weaker[rows], minlength=len(tier.labels))
     present = np.bincount(tier.codes[rows], minlength=len(tier.labels)) > 0
-    return {tier.label(c): float(sums[c]) / 2 for c in np.flatnonzero(present)}
+    return {tier.label(int(c)): float(sums[c]) / 2 for c in np.flatnonzero(present)}
 
 
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:
