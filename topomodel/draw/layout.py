@@ -251,12 +251,14 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
     first[has_system] = last[has_system] = column_of_system[system[has_system]]
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    climbs = (rows[dst] < rows[src]) & ~has_system[src]
+    row_src = rows[src]
+    climbs = np.flatnonzero((rows[dst] < row_src) & ~has_system[src])
+    up_src, up_dst, up_row = src[climbs], dst[climbs], row_src[climbs]
     for r in range(len(NODE_TIERS)):  # bottom up: the rows below are final
-        mask = climbs & (rows[src] == r)
+        mask = up_row == r
         if mask.any():
-            np.minimum.at(first, src[mask], first[dst[mask]])
-            np.maximum.at(last, src[mask], last[dst[mask]])
+            np.minimum.at(first, up_src[mask], first[up_dst[mask]])
+            np.maximum.at(last, up_src[mask], last[up_dst[mask]])
     alone = last < 0  # nothing below it: spread over every column
     first[alone], last[alone] = 0, n_columns - 1
     node_box = np.empty(count, np.int64)
@@ -359,11 +361,16 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     box_a, box_b = node_box[src], node_box[dst]
     tiers = list(links["tier"].cat.categories)
-    tier = links["tier"].cat.codes.to_numpy().astype(np.int64)
-    key = (np.minimum(box_a, box_b) * n_boxes + np.maximum(box_a, box_b)) * len(tiers) + tier
-    once = (box_a < box_b) | ((box_a == box_b) & (src < dst))  # one row per direction pair
+    tier = links["tier"].cat.codes.to_numpy()
+
+    def key_of(rows: np.ndarray | slice) -> np.ndarray:
+        a, b = box_a[rows], box_b[rows]
+        return (np.minimum(a, b) * n_boxes + np.maximum(a, b)) * len(tiers) + tier[rows]
+
+    # one row per direction pair
+    once = np.flatnonzero((box_a < box_b) | ((box_a == box_b) & (src < dst)))
     size = n_boxes * n_boxes * len(tiers)
-    k = key[once]
+    k = key_of(once)
     arcs = np.bincount(k, minlength=size)
     cables = links["cables"].to_numpy()[once]
     sum_cables = np.bincount(k, weights=cables, minlength=size)
@@ -376,11 +383,12 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     np.minimum.at(low_rate, k, rate)
     np.maximum.at(high_rate, k, rate)
     media = list(links["medium"].cat.categories)
-    medium = links["medium"].cat.codes.to_numpy().astype(np.int64)[once]
+    medium = links["medium"].cat.codes.to_numpy()[once].astype(np.int64)
     has_medium = np.bincount(k * len(media) + medium, minlength=size * len(media)).reshape(
         size, len(media)) > 0
     peak = mean = np.full(size, np.nan)
     if utilization is not None:
+        key = key_of(slice(None))
         peak = np.zeros(size)
         np.maximum.at(peak, key, utilization)
         mean = np.bincount(key, weights=utilization, minlength=size) / np.maximum(
