@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -37,17 +38,14 @@ from topomodel.analysis.protocols import (
     latency_s,
     protocol_busbw_Bps,
 )
+from topomodel.analysis.routes import PhaseRoute, phase_routes, pxn_traffic
 from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
-from topomodel.routing import route
-from topomodel.routing.general import check_general_work
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
-from topomodel.routing.structured import structured_supported
 from topomodel.traffic.allpairs import decompose
 from topomodel.traffic.phases import AllPairsPhase, Phase, Shape, Traffic
-from topomodel.traffic.pxn import pxn
 
 PCI_KINDS = ("none", "pcie")
 """Scale-up kinds whose GPUs reach each other over PCIe (NCCL's PCI latencies apply)."""
@@ -117,12 +115,18 @@ class PhaseTime:
     ideal_s: float  # per step, non-blocking fabric with the same injection
     latency_s: float  # per step
     bottleneck: int  # link row of the slowest link (-1 if none)
-    routed: Routed
+    route: PhaseRoute  # the phase as routed, sparse (kept with the fabric)
+    loaded_time_s: np.ndarray  # per step, on each of ``route.loaded``'s rows
 
     @property
     def time_s(self) -> float:
         """The whole phase, all steps."""
         return self.steps * (self.bandwidth_s + self.latency_s)
+
+    @cached_property
+    def routed(self) -> Routed:
+        """Where one step of the phase went (bytes per link row, hops per flow)."""
+        return self.route.routed()
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,14 +141,30 @@ class TrafficTime:
     """
 
     phases: tuple[PhaseTime, ...]
-    link_bytes: np.ndarray  # all steps of all phases
-    link_busy_s: np.ndarray  # time each link spends sending (the protocol's wire bytes)
+    links: int  # link rows of the fabric
     unroutable_flows: int
     unroutable_bytes: float
     protocol: str = ""
     collective_latency_s: float = 0.0
     bandwidth_scale: float = 1.0
     measured: str = ""
+
+    @cached_property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes on every link row, all steps of all phases (made when first read)."""
+        total = np.zeros(self.links)
+        for p in self.phases:
+            total[p.route.rows] += p.route.row_bytes * p.steps
+        return total
+
+    @cached_property
+    def link_busy_s(self) -> np.ndarray:
+        """Seconds each link row spends sending, all steps of all phases (a
+        collective's at its protocol's wire bytes; made when first read)."""
+        busy = np.zeros(self.links)
+        for p in self.phases:
+            busy[p.route.loaded] += p.loaded_time_s * p.steps
+        return busy * self.bandwidth_scale if self.protocol else busy
 
     @property
     def time_s(self) -> float:
@@ -175,45 +195,42 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                  qps: int = QPS) -> TrafficTime:
     """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
     hash routing, see :func:`~topomodel.routing.route`); with ``model.pxn`` cross-rail
-    flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`)."""
+    flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`). The routes
+    are kept with the fabric (:func:`~topomodel.analysis.routes.phase_routes`): the
+    same traffic timed under another time model is not routed again."""
     model = model or TimeModel()
     if model.pxn:
-        traffic = pxn(fabric, traffic)
-    links = fabric.links
+        traffic = pxn_traffic(fabric, traffic)
+    links = len(fabric.links)
     rates = _rates(fabric, model)
     rate, injection = rates.link_Bps, rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
-    total_bytes = np.zeros(len(links))
-    busy = np.zeros(len(links))
     phases = []
     lost_flows, lost_bytes = 0, 0.0
     nccl = bool(traffic.shapes)
-    if router == "general" or (router == "auto" and structured_supported(fabric)):
-        check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
-    for ph in traffic.phases:
-        routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
+    routes = phase_routes(fabric, traffic, routing=routing, seed=seed, router=router,
+                          qps=qps)
+    for ph, routed in zip(traffic.phases, routes, strict=True):
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
-        loaded = np.flatnonzero(routed.link_bytes > 0)
+        loaded = routed.loaded
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = routed.link_bytes[loaded] / (rate[loaded] * ph.efficiency)
+            link_time = routed.loaded_bytes / (rate[loaded] * ph.efficiency)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
-        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if len(links) else -1)
+        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if links else -1)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
-                                bottleneck, routed))
-        total_bytes += routed.link_bytes * ph.steps
-        busy[loaded] += link_time * ph.steps
+                                bottleneck, routed, link_time))
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
     if not nccl:
-        return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
+        return TrafficTime(tuple(phases), links, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
     protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
     curve = _measured(fabric, traffic.shapes, model) if not lost_flows else None
@@ -225,8 +242,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             scale = (seconds - latency) / simple_s
         else:
             latency = seconds
-    return TrafficTime(tuple(phases), total_bytes, busy * scale, lost_flows, lost_bytes,
-                       protocol, latency, scale, note)
+    return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
+                       scale, note)
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
@@ -406,7 +423,7 @@ def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
     return (slowest or model.hop_latency_s), propagation
 
 
-def _path_latency(fabric: Fabric, ph: Phase, routed: Routed, switch_s: float,
+def _path_latency(fabric: Fabric, ph: Phase, routed: PhaseRoute, switch_s: float,
                   propagation_s: float) -> float:
     """Longest path latency of a phase: switches crossed x switch latency + hops x
     propagation. A path between scale-up domains passes two NICs, which are not
