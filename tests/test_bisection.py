@@ -94,3 +94,29 @@ def test_units_that_cannot_split_evenly_say_why_exact_exceeds_closed_form():
     assert cut.max_flow_Bps > cut.closed_form_Bps
     assert "cannot be split evenly" in cut.note
     assert "TB/s" in cut.note and "e+" not in cut.note
+
+
+def test_tier_totals_read_the_fabric_s_weaker_directions_bit_for_bit():
+    """Without failed rows the totals come from the fabric's kept weaker directions;
+    they equal, to the bit, the ones found again from the rows (with failed rows the
+    rows that remain are paired afresh, as before)."""
+    import numpy as np
+    import pandas as pd
+
+    from topomodel.analysis.bisection import _tier_totals
+    from topomodel.fabric.tables import weaker_direction_Bps
+
+    def again(links):
+        weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
+        return {str(t): float(v) / 2 for t, v in weaker.groupby(
+            links["tier"], observed=True).sum().items()}
+
+    fabric = build_fabric(*load_design("examples/dual-plane-ethernet.yaml"))
+    assert _tier_totals(fabric, unfailed=True) == again(fabric.links)
+    assert _tier_totals(fabric, unfailed=False) == again(fabric.links)
+    failed = np.zeros(len(fabric.links), bool)
+    failed[np.flatnonzero(fabric.links["tier"].to_numpy() == "spine")[:3]] = True
+    cut = fabric.with_failed(failed)
+    assert _tier_totals(cut, unfailed=True) == again(cut.links[~failed])
+    assert _tier_totals(cut, unfailed=True) != _tier_totals(fabric, unfailed=True)
+    assert _tier_totals(cut, unfailed=False) == again(cut.links)

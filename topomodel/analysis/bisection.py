@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from topomodel.fabric.tables import Fabric, weaker_direction_Bps
+from topomodel.fabric.tables import Fabric, link_weaker_Bps, weaker_direction_Bps
 from topomodel.records import documented
 from topomodel.units import format_rate
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
@@ -88,9 +88,19 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return acc[side_a], acc[~side_a]
 
 
-def _tier_totals(links: pd.DataFrame) -> dict[str, float]:
-    """Capacity per tier, bytes/s per direction: each link at its weaker direction."""
-    weaker = pd.Series(weaker_direction_Bps(links), index=links.index)
+def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
+    """Capacity per tier, bytes/s per direction: each link row (``unfailed``: each
+    link row not failed) at its weaker direction. Without failed rows the weaker
+    directions are the fabric's own (:func:`~topomodel.fabric.tables.link_weaker_Bps`,
+    found once per fabric); with them, they are found among the rows that remain."""
+    links = fabric.links
+    failed = links["failed"].to_numpy()
+    if unfailed and failed.any():
+        links = links[~failed]
+        weaker_Bps = weaker_direction_Bps(links)
+    else:
+        weaker_Bps = fabric.derived(link_weaker_Bps)
+    weaker = pd.Series(weaker_Bps, index=links.index)
     return {str(t): float(v) / 2 for t, v in weaker.groupby(
         links["tier"], observed=True).sum().items()}
 
@@ -98,8 +108,7 @@ def _tier_totals(links: pd.DataFrame) -> dict[str, float]:
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     """Bisection between :func:`halves` from the fabric's structure, bytes/s per direction."""
     s = fabric.structure
-    links = fabric.links[~fabric.links["failed"]]
-    total = _tier_totals(links)
+    total = _tier_totals(fabric, unfailed=True)
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     share = min(len(side_a), len(side_b)) / n
@@ -224,8 +233,7 @@ def _split_lower_bound(fabric: Fabric) -> float:
     s = fabric.structure
     if s.scaleup.kind not in ("switched", "full_mesh"):
         return 0.0
-    links = fabric.links
-    total = _tier_totals(links)
+    total = _tier_totals(fabric, unfailed=False)
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
     domains = max(1, fabric.accelerator_count // per_domain)
     if s.scaleup.kind == "switched":
