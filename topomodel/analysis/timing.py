@@ -308,7 +308,10 @@ def _switch_s(ph: Phase, rates: _Rates) -> float:
     if isinstance(ph, AllPairsPhase):
         return 0.0
     worst = 0.0
-    for ends, capacity in ((ph.src, rates.switch_out_Bps), (ph.dst, rates.switch_in_Bps)):
+    for ends, side in ((ph.src, "switch_out_Bps"), (ph.dst, "switch_in_Bps")):
+        if not rates.switch_node[ends].any():  # no flow starts (ends) at a switch: no
+            continue  # capacity is read, or made
+        capacity = getattr(rates, side)
         at_switch = capacity[ends] > 0
         if at_switch.any():
             load = np.bincount(ends[at_switch], weights=ph.bytes[at_switch],
@@ -362,15 +365,36 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
 class _Rates:
     """What the timing of any traffic on a fabric under one time model shares, made
     once per (fabric, efficiencies, hop latency): effective link rates (0 where failed),
-    per-node injection capacity and the hop latencies."""
+    per-node injection capacity and the hop latencies; the switches' capacities when
+    first read (only flows that start or end at a switch need them)."""
 
     link_Bps: np.ndarray
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
-    switch_out_Bps: np.ndarray  # per node: a switch's effective rate out (0 else, and
-    # everywhere on a fabric with failed links)
-    switch_in_Bps: np.ndarray  # and in
+    switch_node: np.ndarray  # per node: a switch (of either kind) whose capacities count
+    # (none on a fabric with failed links: see switch_out_Bps)
+    link_ends: tuple[np.ndarray, np.ndarray]  # per link row: its (src, dst) node
+
+    @cached_property
+    def switch_out_Bps(self) -> np.ndarray:
+        """Per node: a switch's effective rate out, bytes/s (0 else, and everywhere on
+        a fabric with failed links: the switch bound of :func:`lower_bound_s` assumes
+        every flow is routed, and with failed parts a flow may load no link)."""
+        return self._switch_Bps(0)
+
+    @cached_property
+    def switch_in_Bps(self) -> np.ndarray:
+        """Per node: a switch's effective rate in, bytes/s (as :attr:`switch_out_Bps`)."""
+        return self._switch_Bps(1)
+
+    def _switch_Bps(self, end: int) -> np.ndarray:
+        n = len(self.switch_node)
+        if not self.switch_node.any():
+            return np.zeros(n)
+        return np.where(self.switch_node, np.bincount(self.link_ends[end],
+                                                      weights=self.link_Bps, minlength=n),
+                        0.0)
 
 
 def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
@@ -383,17 +407,11 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     links = fabric.links
     shared = fabric.derived(_unfailed_rates, efficiency_items, hop_latency_s)
     failed = links["failed"].to_numpy()
-    rate = np.where(failed, 0.0, shared.link_Bps)
-    n = len(fabric.nodes)
-    if failed.any():
-        # the switch bound of lower_bound_s assumes every flow is routed: with failed
-        # parts a flow may load no link, so there the switches' capacities are 0 (no bound)
-        out, into = np.zeros(n), np.zeros(n)
-    else:
-        switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
-        out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
-                                                  minlength=n), 0.0) for end in ("src", "dst"))
-    return replace(shared, link_Bps=rate, switch_out_Bps=out, switch_in_Bps=into)
+    if not failed.any():
+        return shared
+    switch = np.zeros(len(fabric.nodes), bool)  # no switch bound with failed parts
+    return replace(shared, link_Bps=np.where(failed, 0.0, shared.link_Bps),
+                   switch_node=switch)
 
 
 @ignores_failures
@@ -401,7 +419,8 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
                     hop_latency_s: float) -> _Rates:
     """What :func:`_make_rates` reads no failure for, shared by a fabric's copies with
     failed parts: the effective rate of every link as if none had failed, the injection
-    and the hop latencies (the switch capacities are left for each copy)."""
+    and the hop latencies (each copy with failed links zeroes theirs and has no switch
+    capacities)."""
     model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
@@ -409,18 +428,23 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = links["capacity_Bps"].to_numpy() * eff
     rate.setflags(write=False)
-    none = np.zeros(0)
-    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
-                  none, none)
+    slowest, propagation = fabric.derived(_slowest_hops)
+    switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+    return _Rates(rate, _injection(fabric, efficiency), slowest or model.hop_latency_s,
+                  propagation, switch,
+                  (links["src"].to_numpy(), links["dst"].to_numpy()))
 
 
-def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
-    """The slowest switch's latency and the longest cable's propagation, seconds."""
+@ignores_failures
+def _slowest_hops(fabric: Fabric) -> tuple[float, float]:
+    """The slowest switch's latency (0 without switches) and the longest cable's
+    propagation, seconds, found once per fabric: the time model only stands in for a
+    switch latency of 0 (:func:`_unfailed_rates`)."""
     switch = fabric.nodes.loc[fabric.nodes["kind"].isin(["switch", "scaleup_switch"]),
                               "latency_s"]
     slowest = float(switch.max()) if len(switch) else 0.0
     propagation = float(fabric.links["latency_s"].max()) if len(fabric.links) else 0.0
-    return (slowest or model.hop_latency_s), propagation
+    return slowest, propagation
 
 
 def _path_latency(fabric: Fabric, ph: Phase, routed: PhaseRoute, switch_s: float,
@@ -471,11 +495,43 @@ def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, i
 
 
 def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
-    up, out = injection
+    worst = 0.0
+    for (node, load), capacity in zip(_injection_loads(fabric, ph), injection, strict=True):
+        at = capacity[node]
+        able = at > 0  # accelerators without a NIC send through their neighbours'
+        if able.any():
+            worst = max(worst, float((load[able] / at[able]).max()))
+    return worst
+
+
+InjectionLoad = tuple[np.ndarray, np.ndarray]
+"""(accelerators, bytes per step): each loaded accelerator's larger of the bytes it
+sends and receives, in node order."""
+
+
+def _injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad, InjectionLoad]:
+    """Per step, the loads of ``ph`` on the accelerators' scale-up and scale-out
+    injection, found once per phase (kept while it lives): they read no time model,
+    only the capacities they are divided by do (:func:`_ideal_s`)."""
+    memo = fabric.derived(_injection_load_memo)
+    loads = memo.get(ph)
+    if loads is None:
+        loads = memo[ph] = _measure_injection_loads(fabric, ph)
+    return loads
+
+
+@ignores_failures  # the phase and the node roles alone
+def _injection_load_memo(_: Fabric) -> weakref.WeakKeyDictionary[
+        Phase, tuple[InjectionLoad, InjectionLoad]]:
+    return weakref.WeakKeyDictionary()
+
+
+def _measure_injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad,
+                                                                  InjectionLoad]:
     nodes = fabric.derived(_node_roles)
-    n = len(up)
+    n = len(fabric.nodes)
     counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
-    totals: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    totals: list[tuple[np.ndarray, np.ndarray]]
     if counts is not None:  # the pairs' totals per node, without listing them
         local = counts.local
         sent_local = np.bincount(local.src, weights=local.bytes, minlength=n)
@@ -484,24 +540,22 @@ def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]
                                minlength=n)
         received_out = np.bincount(counts.node, weights=counts.in_pairs * counts.pair_bytes,
                                    minlength=n)
-        totals = [(sent_local, received_local, up), (sent_out, received_out, out)]
+        totals = [(sent_local, received_local), (sent_out, received_out)]
     else:
         domain = nodes.domain
         local_flow = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
             nodes.chip[ph.src] | nodes.chip[ph.dst])
         local_bytes = np.where(local_flow, ph.bytes, 0.0)
         totals = [(np.bincount(ph.src, weights=weights, minlength=n),
-                   np.bincount(ph.dst, weights=weights, minlength=n), capacity)
-                  for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out))]
-    worst = 0.0
-    for sent, received, capacity in totals:
+                   np.bincount(ph.dst, weights=weights, minlength=n))
+                  for weights in (local_bytes, ph.bytes - local_bytes)]
+    loads = []
+    for sent, received in totals:
         load = np.maximum(sent, received)
-        # switches reducing in-network do not count; accelerators without a NIC send
-        # through their neighbours'
-        busy = (load > 0) & nodes.accelerator & (capacity > 0)
-        if busy.any():
-            worst = max(worst, float((load[busy] / capacity[busy]).max()))
-    return worst
+        # switches reducing in-network do not count
+        node = np.flatnonzero((load > 0) & nodes.accelerator)
+        loads.append((node, load[node]))
+    return loads[0], loads[1]
 
 
 @dataclass(frozen=True, eq=False)
