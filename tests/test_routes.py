@@ -237,3 +237,12 @@ def test_the_sparse_form_gives_the_routed_back_bit_for_bit():
     kept = PhaseRoute.of(routed)
     assert kept.loaded.tolist() == [1, 5]  # the rows with bytes, as the timing reads them
     assert bits(kept.routed()) == bits(routed)
+
+
+def test_rows_with_bytes_only_are_held_once():
+    routed = Routed(np.array([0.0, 2.0, 0.0, 5.0]), np.array([2]), np.array([], int),
+                    "structured", None)
+    kept = PhaseRoute.of(routed)
+    assert kept.loaded is kept.rows and kept.loaded_bytes is kept.row_bytes
+    assert kept.rows.tolist() == [1, 3] and not kept.rows.flags.writeable
+    assert bits(kept.routed()) == bits(routed)

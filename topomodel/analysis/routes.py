@@ -59,8 +59,12 @@ class PhaseRoute:
         # every row whose bit pattern is not +0.0 (a -0.0 or a NaN is kept as it is)
         rows = np.flatnonzero(dense.view(f"u{dense.itemsize}"))
         row_bytes = dense[rows]
-        loaded = np.flatnonzero(row_bytes > 0)
-        made = cls(len(dense), rows, row_bytes, rows[loaded], row_bytes[loaded],
+        positive = row_bytes > 0
+        if positive.all():  # as routing gives them: the same arrays, held once
+            loaded, loaded_bytes = rows, row_bytes
+        else:
+            loaded, loaded_bytes = rows[positive], row_bytes[positive]
+        made = cls(len(dense), rows, row_bytes, loaded, loaded_bytes,
                    routed.hops, routed.unroutable, routed.router, routed.inside)
         for array in (made.rows, made.row_bytes, made.loaded, made.loaded_bytes):
             array.setflags(write=False)
