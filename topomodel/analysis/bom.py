@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from topomodel.catalog import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
 from topomodel.units import format_si
 
@@ -122,11 +122,28 @@ def _tier_rank(tier: str) -> int:
     return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
 
 
-def _cabling(fabric: Fabric) -> Iterable[BomLine]:
+def cables_per_optic(fabric: Fabric) -> dict[tuple[str, str], int]:
+    """Cables (both directions' rows counted once) per (tier, optic or cable part) of
+    every link row with one, from the categorical codes: one bincount over the link
+    rows, no string per row and no copy of the table."""
+    import numpy as np
+
     links = fabric.links
-    cabled = links[labels(links["optic"]) != ""]
-    per_optic = cabled.groupby(["tier", "optic"], observed=True)["cables"].sum() // 2
-    keyed = {cast(tuple[str, str], key): int(n) for key, n in per_optic.items() if n}
+    tier, optic = links["tier"].cat, links["optic"].cat
+    optics = np.asarray(optic.categories, dtype=object)
+    tier_codes, optic_codes = tier.codes.to_numpy(), optic.codes.to_numpy()
+    cabled = (optics != "")[optic_codes] & (optic_codes >= 0)  # no part, or none named
+    key = tier_codes[cabled].astype(np.int64) * len(optics) + optic_codes[cabled]
+    # cables are small integers: their float sums are exact
+    total = np.bincount(key, weights=links["cables"].to_numpy()[cabled])
+    present = np.flatnonzero(np.bincount(key, minlength=len(total)))
+    tiers = np.asarray(tier.categories, dtype=object)
+    return {(str(tiers[k // len(optics)]), str(optics[k % len(optics)])): int(total[k]) // 2
+            for k in present.tolist() if int(total[k]) // 2}
+
+
+def _cabling(fabric: Fabric) -> Iterable[BomLine]:
+    keyed = cables_per_optic(fabric)
     for (tier, optic_id), links_count in sorted(keyed.items(),
                                                key=lambda kv: (_tier_rank(kv[0][0]), kv[0][1])):
         optic = fabric.catalog.get(optic_id, Optic)
