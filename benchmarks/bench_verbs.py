@@ -2,6 +2,7 @@
 
 Run: python benchmarks/bench_verbs.py [--only step-sensitivity compare] [--example 8gpu]
      [--before TREE]   # also the package of another checkout, verb by verb
+     [--no-goodput]    # step and step --sensitivity without the goodput section
 
 Each line runs ``topomodel VERB ...`` as a child process (interpreter start-up, imports,
 loading the design, building the fabric and the verb's own work included) and prints
@@ -36,15 +37,18 @@ COMPARE = ["--compute-efficiency", "0.7"]
 70 % (as docs/worked-example.md does)."""
 
 
-def verbs(design: str, other: str, out: str) -> dict[str, list[str]]:
+def verbs(design: str, other: str, out: str, *, goodput: bool = True
+          ) -> dict[str, list[str]]:
     """Each benchmarked verb's arguments on ``design`` (``other``: compare's second
-    design; ``out``: a scratch folder)."""
+    design; ``out``: a scratch folder; ``goodput=False``: step and step --sensitivity
+    with ``--no-goodput``)."""
     job = [*JOB, *COMPARE] if "npu" in design or "supernodes" in design else JOB
+    step = ["step", design, *job] + ([] if goodput else ["--no-goodput"])
     return {
         "build": ["build", design],
         "route": ["route", design, "--collective", "allreduce", "--size", "1GiB"],
-        "step": ["step", design, *job],
-        "step-sensitivity": ["step", design, *job, "--sensitivity"],
+        "step": step,
+        "step-sensitivity": [*step, "--sensitivity"],
         "compare": ["compare", design, other, *JOB, *COMPARE],
         "goodput": ["goodput", design, *job],
         "review": ["review", design, *job, "-o", f"{out}/review"],
@@ -80,6 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", nargs="+", choices=sorted(EXAMPLES), default=["8gpu"])
     parser.add_argument("--only", nargs="+", help="verbs to run (default: all)")
+    parser.add_argument("--no-goodput", action="store_true",
+                        help="step and step --sensitivity without the goodput section")
     parser.add_argument("--before", metavar="TREE",
                         help="also time the package of this checkout (e.g. an export of the"
                         " commit before a change), each verb right before this tree's")
@@ -91,7 +97,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out:
         for name in args.example:
             other = EXAMPLES["8npu" if name != "8npu" else "supernodes"]
-            for verb, arguments in verbs(EXAMPLES[name], other, out).items():
+            for verb, arguments in verbs(EXAMPLES[name], other, out,
+                                         goodput=not args.no_goodput).items():
                 if args.only and verb not in args.only:
                     continue
                 for tree, label in trees:

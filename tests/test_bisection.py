@@ -94,3 +94,34 @@ def test_units_that_cannot_split_evenly_say_why_exact_exceeds_closed_form():
     assert cut.max_flow_Bps > cut.closed_form_Bps
     assert "cannot be split evenly" in cut.note
     assert "TB/s" in cut.note and "e+" not in cut.note
+
+
+def test_tier_totals_read_the_fabric_s_weaker_directions_bit_for_bit():
+    """The totals come from the fabric's kept weaker directions and reverse rows; they
+    equal, to the bit, the ones found by pairing each remaining row with its reverse
+    (same ends swapped) afresh, with and without failed rows."""
+    import numpy as np
+    import pandas as pd
+
+    from topomodel.analysis.bisection import _tier_totals
+
+    def again(links):
+        cap = links["capacity_Bps"].to_numpy()
+        forward = pd.Series(cap, index=pd.MultiIndex.from_arrays(
+            [links["src"].to_numpy(), links["dst"].to_numpy()]))
+        back = pd.MultiIndex.from_arrays([links["dst"].to_numpy(), links["src"].to_numpy()])
+        reverse = forward.reindex(back).to_numpy()  # NaN: the reverse row is gone
+        weaker = pd.Series(np.where(np.isnan(reverse), cap, np.minimum(cap, reverse)),
+                           index=links.index)
+        return {str(t): float(v) / 2 for t, v in weaker.groupby(
+            links["tier"], observed=True).sum().items()}
+
+    fabric = build_fabric(*load_design("examples/dual-plane-ethernet.yaml"))
+    assert _tier_totals(fabric, unfailed=True) == again(fabric.links)
+    assert _tier_totals(fabric, unfailed=False) == again(fabric.links)
+    failed = np.zeros(len(fabric.links), bool)
+    failed[np.flatnonzero(fabric.links["tier"].to_numpy() == "spine")[:3]] = True
+    cut = fabric.with_failed(failed)
+    assert _tier_totals(cut, unfailed=True) == again(cut.links[~failed])
+    assert _tier_totals(cut, unfailed=True) != _tier_totals(fabric, unfailed=True)
+    assert _tier_totals(cut, unfailed=False) == again(cut.links)

@@ -335,3 +335,21 @@ def test_a_whatif_rate_between_parts_takes_the_next_faster_part():
     assert choose_optic(catalog, 2.5e9 / 8, 30.0) is None
     expected = choose_optic(catalog, 2.5e9 / 8, 30.0, max_ratio=None)
     assert expected is not None and _optics(faster) == {("leaf", expected.id): 2 * 2}
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "gb200-nvl72-cluster", "tpu-v4-pod",
+                                  "cloudmatrix384", "dual-plane-ethernet",
+                                  "small-2x2-a100-1gbe"])
+def test_cables_per_optic_is_the_group_by_over_the_labels(name):
+    """The codes' bincount gives what a pandas group-by over the link rows with a part
+    gives (every cabled tier and part, both directions counted once)."""
+    from topomodel.analysis.bom import cables_per_optic
+    from topomodel.fabric.tables import labels
+
+    fabric = build_fabric(*load_design(Path("examples") / f"{name}.yaml"))
+    links = fabric.links
+    cabled = links[labels(links["optic"]) != ""]
+    per_optic = cabled.groupby(["tier", "optic"], observed=True)["cables"].sum() // 2
+    expected = {key: int(n) for key, n in per_optic.items() if n}
+    assert cables_per_optic(fabric) == expected
+    assert expected or name == "small-2x2-a100-1gbe"

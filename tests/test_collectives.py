@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.collective import run_collective
-from topomodel.analysis.timing import floor_s
+from topomodel.analysis.timing import TimeModel, floor_s
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.traffic.collectives import (
@@ -1004,3 +1004,57 @@ def test_parse_groups_refuses_groups_of_different_sizes():
 
     with pytest.raises(UsageError, match=r"'domain': its groups differ in size \(2 to 4"):
         parse_groups(Uneven(), "domain")
+
+
+def test_the_bound_s_terms_kept_per_fabric_and_phase_are_their_formulas(hgx, superpod):
+    """The switch term of ``lower_bound_s`` (switch capacities made only when a flow
+    starts or ends at a switch) and the ideal time (loads kept per phase, divided by
+    each time model's injection) equal, to the bit, the formulas computed directly,
+    under two time models in turn; an accelerator-only phase never makes the switch
+    capacities."""
+    from topomodel.analysis import timing
+
+    def direct(fabric, ph, model):
+        tiers = timing.tier_efficiency(fabric, model)
+        links = fabric.links
+        rate = links["capacity_Bps"].to_numpy() * np.array(
+            [tiers[t] for t in links["tier"].cat.categories])[links["tier"].cat.codes]
+        n = len(fabric.nodes)
+        switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+        worst = 0.0
+        for ends, end in ((ph.src, "src"), (ph.dst, "dst")):
+            capacity = np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
+                                                    minlength=n), 0.0)
+            at = capacity[ends] > 0
+            if at.any():
+                load = np.bincount(ends[at], weights=ph.bytes[at], minlength=n)
+                busy = load > 0
+                worst = max(worst, float((load[busy] / capacity[busy]).max()))
+        up, out = timing._injection(fabric, tiers)
+        roles = fabric.derived(timing._node_roles)
+        local = ((roles.domain[ph.src] == roles.domain[ph.dst]) & (roles.domain[ph.src] >= 0)
+                 ) | roles.chip[ph.src] | roles.chip[ph.dst]
+        local_bytes = np.where(local, ph.bytes, 0.0)
+        ideal = 0.0
+        for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out)):
+            load = np.maximum(np.bincount(ph.src, weights=weights, minlength=n),
+                              np.bincount(ph.dst, weights=weights, minlength=n))
+            busy = (load > 0) & roles.accelerator & (capacity > 0)
+            if busy.any():
+                ideal = max(ideal, float((load[busy] / capacity[busy]).max()))
+        return worst, ideal
+
+    slower = TimeModel(efficiency={"scaleup": 0.6, "leaf": 0.7})
+    sharp = collective_traffic(hgx, "allreduce", [hgx.accelerators], S,
+                               algorithm="innetwork")
+    ring = collective_traffic(superpod, "allreduce", parse_groups(superpod, "all"), S,
+                              algorithm="ring")
+    for fabric, traffic, switch_ends in ((hgx, sharp, True), (superpod, ring, False)):
+        for model in (TimeModel(), slower, TimeModel()):
+            rates = timing._rates(fabric, model)
+            for ph in traffic.phases:
+                got = (timing._switch_s(ph, rates), timing._ideal_s(fabric, ph,
+                                                                    rates.injection))
+                assert got == direct(fabric, ph, model)
+            assert ("switch_out_Bps" in vars(rates)) == switch_ends
+    assert timing._switch_s(sharp.phases[0], timing._rates(hgx, TimeModel())) > 0

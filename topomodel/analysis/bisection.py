@@ -88,13 +88,13 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return acc[side_a], acc[~side_a]
 
 
-def _tier_totals(fabric: Fabric, *, live_only: bool) -> dict[str, float]:
+def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
     """Capacity per tier, bytes/s per direction: each link at its weaker direction (its
-    own where the reverse row is failed), of the live links only if ``live_only``."""
+    own where the reverse row is failed), of the live links only if ``unfailed``."""
     links = fabric.links
     weaker = fabric.derived(link_weaker_Bps)
     rows = np.ones(len(links), bool)
-    if live_only:
+    if unfailed:
         failed = links["failed"].to_numpy()
         rows = ~failed
         weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
@@ -108,7 +108,7 @@ def _tier_totals(fabric: Fabric, *, live_only: bool) -> dict[str, float]:
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     """Bisection between :func:`halves` from the fabric's structure, bytes/s per direction."""
     s = fabric.structure
-    total = _tier_totals(fabric, live_only=True)
+    total = _tier_totals(fabric, unfailed=True)
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     share = min(len(side_a), len(side_b)) / n
@@ -233,7 +233,7 @@ def _split_lower_bound(fabric: Fabric) -> float:
     s = fabric.structure
     if s.scaleup.kind not in ("switched", "full_mesh"):
         return 0.0
-    total = _tier_totals(fabric, live_only=False)
+    total = _tier_totals(fabric, unfailed=False)
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
     domains = max(1, fabric.accelerator_count // per_domain)
     if s.scaleup.kind == "switched":

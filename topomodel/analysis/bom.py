@@ -123,12 +123,19 @@ def _tier_rank(tier: str) -> int:
     return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
 
 
-def _cabling(fabric: Fabric) -> Iterable[BomLine]:
+def cables_per_optic(fabric: Fabric) -> dict[tuple[str, str], int]:
+    """Cables (both directions' rows counted once) per (tier, optic or cable part) of
+    every link row with one, from the categorical codes (no string per row, no copy of
+    the table)."""
     links = fabric.links
     cabled = ~Coded(links["optic"]).equals("")
     per_optic = group_totals([links["tier"], links["optic"]], links["cables"].to_numpy(),
                              cabled)
-    keyed = {cast(tuple[str, str], key): n // 2 for key, n in per_optic.items() if n // 2}
+    return {cast(tuple[str, str], key): n // 2 for key, n in per_optic.items() if n // 2}
+
+
+def _cabling(fabric: Fabric) -> Iterable[BomLine]:
+    keyed = cables_per_optic(fabric)
     for (tier, optic_id), links_count in sorted(keyed.items(),
                                                key=lambda kv: (_tier_rank(kv[0][0]), kv[0][1])):
         optic = fabric.catalog.get(optic_id, Optic)

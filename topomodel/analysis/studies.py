@@ -194,8 +194,11 @@ def sensitivity(fabric: Fabric, model: Model, layout: Layout,
 
     The base step runs first, here, so its collective times are on the fabric
     (:func:`~topomodel.analysis.stepshape.collective_times`) for every moved step that
-    keeps its time model; the moved steps then run on ``workers`` processes (default
-    every core, :func:`~topomodel.parallel.parallel_map`), with the same results as one.
+    keeps its time model, and its traffic and routes
+    (:func:`~topomodel.analysis.routes.phase_routes`) for every moved step that changes
+    only how loads become time (a tier's efficiency): those time the kept loads again
+    without routing. The moved steps then run on ``workers`` processes (default every
+    core, :func:`~topomodel.parallel.parallel_map`), with the same results as one.
     """
     from topomodel.parallel import parallel_map
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -37,17 +38,14 @@ from topomodel.analysis.protocols import (
     latency_s,
     protocol_busbw_Bps,
 )
+from topomodel.analysis.routes import PhaseRoute, phase_routes, pxn_traffic
 from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
-from topomodel.routing import route
-from topomodel.routing.general import check_general_work
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
-from topomodel.routing.structured import structured_supported
 from topomodel.traffic.allpairs import decompose
 from topomodel.traffic.phases import AllPairsPhase, Phase, Shape, Traffic
-from topomodel.traffic.pxn import pxn
 
 PCI_KINDS = ("none", "pcie")
 """Scale-up kinds whose GPUs reach each other over PCIe (NCCL's PCI latencies apply)."""
@@ -117,12 +115,18 @@ class PhaseTime:
     ideal_s: float  # per step, non-blocking fabric with the same injection
     latency_s: float  # per step
     bottleneck: int  # link row of the slowest link (-1 if none)
-    routed: Routed
+    route: PhaseRoute  # the phase as routed, sparse (kept with the fabric)
+    loaded_time_s: np.ndarray  # per step, on each of ``route.loaded``'s rows
 
     @property
     def time_s(self) -> float:
         """The whole phase, all steps."""
         return self.steps * (self.bandwidth_s + self.latency_s)
+
+    @cached_property
+    def routed(self) -> Routed:
+        """Where one step of the phase went (bytes per link row, hops per flow)."""
+        return self.route.routed()
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,14 +141,30 @@ class TrafficTime:
     """
 
     phases: tuple[PhaseTime, ...]
-    link_bytes: np.ndarray  # all steps of all phases
-    link_busy_s: np.ndarray  # time each link spends sending (the protocol's wire bytes)
+    links: int  # link rows of the fabric
     unroutable_flows: int
     unroutable_bytes: float
     protocol: str = ""
     collective_latency_s: float = 0.0
     bandwidth_scale: float = 1.0
     measured: str = ""
+
+    @cached_property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes on every link row, all steps of all phases (made when first read)."""
+        total = np.zeros(self.links)
+        for p in self.phases:
+            total[p.route.rows] += p.route.row_bytes * p.steps
+        return total
+
+    @cached_property
+    def link_busy_s(self) -> np.ndarray:
+        """Seconds each link row spends sending, all steps of all phases (a
+        collective's at its protocol's wire bytes; made when first read)."""
+        busy = np.zeros(self.links)
+        for p in self.phases:
+            busy[p.route.loaded] += p.loaded_time_s * p.steps
+        return busy * self.bandwidth_scale if self.protocol else busy
 
     @property
     def time_s(self) -> float:
@@ -175,45 +195,42 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                  qps: int = QPS) -> TrafficTime:
     """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
     hash routing, see :func:`~topomodel.routing.route`); with ``model.pxn`` cross-rail
-    flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`)."""
+    flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`). The routes
+    are kept with the fabric (:func:`~topomodel.analysis.routes.phase_routes`): the
+    same traffic timed under another time model is not routed again."""
     model = model or TimeModel()
     if model.pxn:
-        traffic = pxn(fabric, traffic)
-    links = fabric.links
+        traffic = pxn_traffic(fabric, traffic)
+    links = len(fabric.links)
     rates = _rates(fabric, model)
     rate, injection = rates.link_Bps, rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
-    total_bytes = np.zeros(len(links))
-    busy = np.zeros(len(links))
     phases = []
     lost_flows, lost_bytes = 0, 0.0
     nccl = bool(traffic.shapes)
-    if router == "general" or (router == "auto" and structured_supported(fabric)):
-        check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
-    for ph in traffic.phases:
-        routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
+    routes = phase_routes(fabric, traffic, routing=routing, seed=seed, router=router,
+                          qps=qps)
+    for ph, routed in zip(traffic.phases, routes, strict=True):
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
-        loaded = np.flatnonzero(routed.link_bytes > 0)
+        loaded = routed.loaded
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = routed.link_bytes[loaded] / (rate[loaded] * ph.efficiency)
+            link_time = routed.loaded_bytes / (rate[loaded] * ph.efficiency)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
-        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if len(links) else -1)
+        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if links else -1)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
-                                bottleneck, routed))
-        total_bytes += routed.link_bytes * ph.steps
-        busy[loaded] += link_time * ph.steps
+                                bottleneck, routed, link_time))
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
     if not nccl:
-        return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
+        return TrafficTime(tuple(phases), links, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
     protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
     curve = _measured(fabric, traffic.shapes, model) if not lost_flows else None
@@ -225,8 +242,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             scale = (seconds - latency) / simple_s
         else:
             latency = seconds
-    return TrafficTime(tuple(phases), total_bytes, busy * scale, lost_flows, lost_bytes,
-                       protocol, latency, scale, note)
+    return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
+                       scale, note)
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
@@ -291,7 +308,10 @@ def _switch_s(ph: Phase, rates: _Rates) -> float:
     if isinstance(ph, AllPairsPhase):
         return 0.0
     worst = 0.0
-    for ends, capacity in ((ph.src, rates.switch_out_Bps), (ph.dst, rates.switch_in_Bps)):
+    for ends, side in ((ph.src, "switch_out_Bps"), (ph.dst, "switch_in_Bps")):
+        if not rates.switch_node[ends].any():  # no flow starts (ends) at a switch: no
+            continue  # capacity is read, or made
+        capacity = getattr(rates, side)
         at_switch = capacity[ends] > 0
         if at_switch.any():
             load = np.bincount(ends[at_switch], weights=ph.bytes[at_switch],
@@ -345,15 +365,36 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
 class _Rates:
     """What the timing of any traffic on a fabric under one time model shares, made
     once per (fabric, efficiencies, hop latency): effective link rates (0 where failed),
-    per-node injection capacity and the hop latencies."""
+    per-node injection capacity and the hop latencies; the switches' capacities when
+    first read (only flows that start or end at a switch need them)."""
 
     link_Bps: np.ndarray
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
-    switch_out_Bps: np.ndarray  # per node: a switch's effective rate out (0 else, and
-    # everywhere on a fabric with failed links)
-    switch_in_Bps: np.ndarray  # and in
+    switch_node: np.ndarray  # per node: a switch (of either kind) whose capacities count
+    # (none on a fabric with failed links: see switch_out_Bps)
+    link_ends: tuple[np.ndarray, np.ndarray]  # per link row: its (src, dst) node
+
+    @cached_property
+    def switch_out_Bps(self) -> np.ndarray:
+        """Per node: a switch's effective rate out, bytes/s (0 else, and everywhere on
+        a fabric with failed links: the switch bound of :func:`lower_bound_s` assumes
+        every flow is routed, and with failed parts a flow may load no link)."""
+        return self._switch_Bps(0)
+
+    @cached_property
+    def switch_in_Bps(self) -> np.ndarray:
+        """Per node: a switch's effective rate in, bytes/s (as :attr:`switch_out_Bps`)."""
+        return self._switch_Bps(1)
+
+    def _switch_Bps(self, end: int) -> np.ndarray:
+        n = len(self.switch_node)
+        if not self.switch_node.any():
+            return np.zeros(n)
+        return np.where(self.switch_node, np.bincount(self.link_ends[end],
+                                                      weights=self.link_Bps, minlength=n),
+                        0.0)
 
 
 def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
@@ -366,17 +407,11 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     links = fabric.links
     shared = fabric.derived(_unfailed_rates, efficiency_items, hop_latency_s)
     failed = links["failed"].to_numpy()
-    rate = np.where(failed, 0.0, shared.link_Bps)
-    n = len(fabric.nodes)
-    if failed.any():
-        # the switch bound of lower_bound_s assumes every flow is routed: with failed
-        # parts a flow may load no link, so there the switches' capacities are 0 (no bound)
-        out, into = np.zeros(n), np.zeros(n)
-    else:
-        switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
-        out, into = (np.where(switch, np.bincount(links[end].to_numpy(), weights=rate,
-                                                  minlength=n), 0.0) for end in ("src", "dst"))
-    return replace(shared, link_Bps=rate, switch_out_Bps=out, switch_in_Bps=into)
+    if not failed.any():
+        return shared
+    switch = np.zeros(len(fabric.nodes), bool)  # no switch bound with failed parts
+    return replace(shared, link_Bps=np.where(failed, 0.0, shared.link_Bps),
+                   switch_node=switch)
 
 
 @ignores_failures
@@ -384,7 +419,8 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
                     hop_latency_s: float) -> _Rates:
     """What :func:`_make_rates` reads no failure for, shared by a fabric's copies with
     failed parts: the effective rate of every link as if none had failed, the injection
-    and the hop latencies (the switch capacities are left for each copy)."""
+    and the hop latencies (each copy with failed links zeroes theirs and has no switch
+    capacities)."""
     model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
@@ -392,21 +428,26 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
     eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
     rate = links["capacity_Bps"].to_numpy() * eff
     rate.setflags(write=False)
-    none = np.zeros(0)
-    return _Rates(rate, _injection(fabric, efficiency), *_hop_latency(fabric, model),
-                  none, none)
+    slowest, propagation = fabric.derived(_slowest_hops)
+    switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
+    return _Rates(rate, _injection(fabric, efficiency), slowest or model.hop_latency_s,
+                  propagation, switch,
+                  (links["src"].to_numpy(), links["dst"].to_numpy()))
 
 
-def _hop_latency(fabric: Fabric, model: TimeModel) -> tuple[float, float]:
-    """The slowest switch's latency and the longest cable's propagation, seconds."""
+@ignores_failures
+def _slowest_hops(fabric: Fabric) -> tuple[float, float]:
+    """The slowest switch's latency (0 without switches) and the longest cable's
+    propagation, seconds, found once per fabric: the time model only stands in for a
+    switch latency of 0 (:func:`_unfailed_rates`)."""
     switch = fabric.nodes.loc[fabric.nodes["kind"].isin(["switch", "scaleup_switch"]),
                               "latency_s"]
     slowest = float(switch.max()) if len(switch) else 0.0
     propagation = float(fabric.links["latency_s"].max()) if len(fabric.links) else 0.0
-    return (slowest or model.hop_latency_s), propagation
+    return slowest, propagation
 
 
-def _path_latency(fabric: Fabric, ph: Phase, routed: Routed, switch_s: float,
+def _path_latency(fabric: Fabric, ph: Phase, routed: PhaseRoute, switch_s: float,
                   propagation_s: float) -> float:
     """Longest path latency of a phase: switches crossed x switch latency + hops x
     propagation. A path between scale-up domains passes two NICs, which are not
@@ -454,11 +495,43 @@ def _ideal_memo(_: Fabric) -> weakref.WeakKeyDictionary[Phase, dict[tuple[int, i
 
 
 def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]) -> float:
-    up, out = injection
+    worst = 0.0
+    for (node, load), capacity in zip(_injection_loads(fabric, ph), injection, strict=True):
+        at = capacity[node]
+        able = at > 0  # accelerators without a NIC send through their neighbours'
+        if able.any():
+            worst = max(worst, float((load[able] / at[able]).max()))
+    return worst
+
+
+InjectionLoad = tuple[np.ndarray, np.ndarray]
+"""(accelerators, bytes per step): each loaded accelerator's larger of the bytes it
+sends and receives, in node order."""
+
+
+def _injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad, InjectionLoad]:
+    """Per step, the loads of ``ph`` on the accelerators' scale-up and scale-out
+    injection, found once per phase (kept while it lives): they read no time model,
+    only the capacities they are divided by do (:func:`_ideal_s`)."""
+    memo = fabric.derived(_injection_load_memo)
+    loads = memo.get(ph)
+    if loads is None:
+        loads = memo[ph] = _measure_injection_loads(fabric, ph)
+    return loads
+
+
+@ignores_failures  # the phase and the node roles alone
+def _injection_load_memo(_: Fabric) -> weakref.WeakKeyDictionary[
+        Phase, tuple[InjectionLoad, InjectionLoad]]:
+    return weakref.WeakKeyDictionary()
+
+
+def _measure_injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad,
+                                                                  InjectionLoad]:
     nodes = fabric.derived(_node_roles)
-    n = len(up)
+    n = len(fabric.nodes)
     counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
-    totals: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    totals: list[tuple[np.ndarray, np.ndarray]]
     if counts is not None:  # the pairs' totals per node, without listing them
         local = counts.local
         sent_local = np.bincount(local.src, weights=local.bytes, minlength=n)
@@ -467,24 +540,22 @@ def _ideal_s(fabric: Fabric, ph: Phase, injection: tuple[np.ndarray, np.ndarray]
                                minlength=n)
         received_out = np.bincount(counts.node, weights=counts.in_pairs * counts.pair_bytes,
                                    minlength=n)
-        totals = [(sent_local, received_local, up), (sent_out, received_out, out)]
+        totals = [(sent_local, received_local), (sent_out, received_out)]
     else:
         domain = nodes.domain
         local_flow = ((domain[ph.src] == domain[ph.dst]) & (domain[ph.src] >= 0)) | (
             nodes.chip[ph.src] | nodes.chip[ph.dst])
         local_bytes = np.where(local_flow, ph.bytes, 0.0)
         totals = [(np.bincount(ph.src, weights=weights, minlength=n),
-                   np.bincount(ph.dst, weights=weights, minlength=n), capacity)
-                  for weights, capacity in ((local_bytes, up), (ph.bytes - local_bytes, out))]
-    worst = 0.0
-    for sent, received, capacity in totals:
+                   np.bincount(ph.dst, weights=weights, minlength=n))
+                  for weights in (local_bytes, ph.bytes - local_bytes)]
+    loads = []
+    for sent, received in totals:
         load = np.maximum(sent, received)
-        # switches reducing in-network do not count; accelerators without a NIC send
-        # through their neighbours'
-        busy = (load > 0) & nodes.accelerator & (capacity > 0)
-        if busy.any():
-            worst = max(worst, float((load[busy] / capacity[busy]).max()))
-    return worst
+        # switches reducing in-network do not count
+        node = np.flatnonzero((load > 0) & nodes.accelerator)
+        loads.append((node, load[node]))
+    return loads[0], loads[1]
 
 
 @dataclass(frozen=True, eq=False)

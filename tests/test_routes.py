@@ -1,0 +1,248 @@
+"""Routes kept per fabric and traffic (analysis.routes): what is reused is, bit for bit,
+what routing again gives, for every sensitivity variant on several examples and for
+every routing option; and a key that drops an option that matters is caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from topomodel.analysis import routes
+from topomodel.analysis.routes import PhaseRoute, phase_routes, pxn_traffic, route_key
+from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.studies import VARIATIONS
+from topomodel.analysis.timing import time_traffic
+from topomodel.catalog import Model
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import Fabric
+from topomodel.routing.routed import Routed
+from topomodel.traffic.collectives import collective_traffic
+from topomodel.traffic.layout import Layout
+from topomodel.traffic.phases import AllPairsPhase, Phase
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+JOBS = {  # example -> (model, layout, base assumptions)
+    "dgx-h100-superpod": ("llama3-8b", Layout(tp=8, pp=2, dp=63), StepAssumptions()),
+    "cloudmatrix384": ("llama3-8b", Layout(tp=8, pp=2, dp=24),
+                       StepAssumptions(compute_efficiency=0.7)),
+    "gb200-nvl72-cluster": ("llama3-70b", Layout(tp=8, pp=4, dp=18), StepAssumptions()),
+    "small-16x8-a100-100gbe-roce": ("mixtral-8x7b", Layout(tp=2, dp=64, ep=8),
+                                    StepAssumptions(compute_efficiency=0.6)),
+}
+"""A rail-optimized fat-tree (PXN moves flows), a supernode, NVL72 racks and a PCIe
+fabric the general router takes, with an MoE layout (a direct All-to-All)."""
+
+
+def bits(value: Any) -> Any:
+    """``value`` as nested tuples in which every float is its 8 bytes and every array its
+    dtype, shape and bytes: equal only when bit for bit equal."""
+    if isinstance(value, float):
+        return struct.pack("<d", value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
+    if isinstance(value, np.generic):
+        return bits(value.item())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__,
+                *(bits(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    if isinstance(value, dict):
+        return tuple(sorted((bits(k), bits(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(bits(v) for v in value)
+    return value
+
+
+def fresh(fabric: Fabric) -> Fabric:
+    """The same fabric with nothing derived or kept on it yet."""
+    return dataclasses.replace(fabric)
+
+
+@pytest.fixture(scope="module", params=sorted(JOBS))
+def job(request: pytest.FixtureRequest) -> tuple[Fabric, Model, Layout, StepAssumptions]:
+    design, catalog = load_design(EXAMPLES / f"{request.param}.yaml")
+    name, layout, assumptions = JOBS[request.param]
+    return build_fabric(design, catalog), catalog.get(name, Model), layout, assumptions
+
+
+def count_routes(monkeypatch: pytest.MonkeyPatch) -> list[Phase]:
+    """A list of every phase routed from now on, except a direct All-to-All's: its
+    traffic is built anew for every step (the step keeps no all-pairs traffic,
+    :func:`~topomodel.analysis.stepshape.shared_traffic`), so it is routed anew."""
+    routed: list[Phase] = []
+    real = routes.route
+
+    def counting(fabric: Fabric, phase: Phase, **kwargs: Any) -> Routed:
+        if not isinstance(phase, AllPairsPhase):
+            routed.append(phase)
+        return real(fabric, phase, **kwargs)
+
+    monkeypatch.setattr(routes, "route", counting)
+    return routed
+
+
+def test_every_sensitivity_variant_reused_is_rerouted_bit_for_bit(job, monkeypatch):
+    fabric, model, layout, base = job
+    warm = fresh(fabric)
+    step_time(warm, model, layout, base)  # the base step routes, as the sensitivity's does
+    routed = count_routes(monkeypatch)
+    for name, low, high, apply in VARIATIONS:
+        for value in (low, high):
+            moved = apply(base, value)
+            before = len(routed)
+            reused = step_time(warm, model, layout, moved)
+            assert len(routed) == before, f"{name} = {value} routed again"
+            alone = step_time(fresh(fabric), model, layout, moved)
+            assert bits(reused) == bits(alone), f"{name} = {value}"
+
+
+def test_a_time_model_change_times_the_kept_routes(job, monkeypatch):
+    """The efficiency variants miss the step's collective times and so time every
+    collective again, from the routes kept (none routed), with new times."""
+    fabric, model, layout, base = job
+    warm = fresh(fabric)
+    first = step_time(warm, model, layout, base)
+    routed = count_routes(monkeypatch)
+    slower = dataclasses.replace(base, time=dataclasses.replace(
+        base.time, efficiency={"scaleup": 0.5, "leaf": 0.5}))
+    moved = step_time(warm, model, layout, slower)
+    assert routed == []
+    assert moved.step_time_s > first.step_time_s  # timed again, not recalled
+    assert bits(moved) == bits(step_time(fresh(fabric), model, layout, slower))
+
+
+@pytest.fixture(scope="module")
+def superpod() -> Fabric:
+    return build_fabric(*load_design(EXAMPLES / "dgx-h100-superpod.yaml"))
+
+
+OPTIONS = {  # each routing option, with values that route the traffic differently
+    "routing": ("ecmp", "hash"),
+    "seed": (0, 1),
+    "router": ("structured", "general"),
+    "qps": (1, 3),
+}
+BASE_OPTIONS = {"routing": "hash", "seed": 0, "router": "structured", "qps": 1}
+
+
+def superpod_traffic(fabric: Fabric):
+    """8 all-reduces, each over 2 GPUs (rails g and g + 1) of systems 0, 16, ..., 112:
+    the ring's hops between systems cross rails (PXN moves them through the other GPU)
+    and climb to the spines (hash routing picks among them)."""
+    systems = np.arange(0, 127, 16) * 8
+    rail = np.arange(8)[:, None]
+    groups = np.stack([systems + rail, systems + (rail + 1) % 8], axis=2).reshape(8, -1)
+    return collective_traffic(fabric, "allreduce", fabric.accelerators[groups], 64e6,
+                              algorithm="ring")
+
+
+def check_reuse(fabric: Fabric) -> None:
+    """Time one traffic under every option's values one after the other on ``fabric``
+    (each from the routes kept, where the key finds them) and assert each equals,
+    bit for bit, timing it on a fresh fabric."""
+    traffic = superpod_traffic(fabric)
+    for option, values in OPTIONS.items():
+        for value in values:
+            options = {**BASE_OPTIONS, option: value}
+            kept = time_traffic(fabric, traffic, **options)
+            alone = time_traffic(fresh(fabric), traffic, **options)
+            assert bits((kept.link_bytes, kept.link_busy_s, kept.time_s,
+                         [p.routed for p in kept.phases])) == bits(
+                (alone.link_bytes, alone.link_busy_s, alone.time_s,
+                 [p.routed for p in alone.phases])), f"{option} = {value}"
+
+
+def test_every_routing_option_reused_is_rerouted_bit_for_bit(superpod):
+    check_reuse(fresh(superpod))
+
+
+@pytest.mark.parametrize("dropped", sorted(OPTIONS))
+def test_a_key_without_an_option_is_caught(superpod, monkeypatch, dropped):
+    """Each option changes the routes of the traffic above: a key that left it out would
+    hand one option's routes to another, and :func:`check_reuse` says so."""
+    traffic = superpod_traffic(superpod)
+    first, second = (time_traffic(fresh(superpod), traffic,
+                                  **{**BASE_OPTIONS, dropped: v}).link_bytes
+                     for v in OPTIONS[dropped])
+    assert bits(first) != bits(second)  # the option matters here
+
+    def without(**options: Any) -> tuple[Any, ...]:
+        return tuple(v for k, v in options.items() if k != dropped)
+
+    monkeypatch.setattr(routes, "route_key", without)
+    with pytest.raises(AssertionError, match=dropped):
+        check_reuse(fresh(superpod))
+
+
+def test_the_key_names_every_option():
+    key = route_key(routing="hash", seed=3, router="general", qps=2)
+    assert key == ("hash", 3, "general", 2)
+
+
+def test_a_copy_with_failed_links_routes_its_own(superpod, monkeypatch):
+    """Routes depend on the failed links: a degraded copy keeps its own."""
+    healthy = fresh(superpod)
+    traffic = superpod_traffic(healthy)
+    kept = time_traffic(healthy, traffic)
+    failed = healthy.links["tier"].to_numpy() == "leaf"
+    failed &= np.cumsum(failed) <= 40  # the first 40 leaf link rows
+    degraded = healthy.with_failed(failed)
+    routed = count_routes(monkeypatch)
+    cut = time_traffic(degraded, traffic)
+    assert routed  # routed again on the copy
+    assert bits(cut.link_bytes) != bits(kept.link_bytes)
+    assert bits(cut.link_bytes) == bits(time_traffic(
+        fresh(superpod).with_failed(failed), traffic).link_bytes)
+    again = time_traffic(healthy, traffic)  # the healthy fabric's are still its own
+    assert bits(again.link_bytes) == bits(kept.link_bytes)
+
+
+def test_pxn_is_applied_once_per_traffic(superpod):
+    fabric = fresh(superpod)
+    pair = fabric.accelerators[[7, 8]]  # GPU 7 of system 0 -> GPU 0 of system 1, through
+    group = fabric.accelerators[[0, 7, 8]]  # GPU 0 (rail 0): pxn's own example
+    traffic = collective_traffic(fabric, "sendrecv", [group], 1e6, algorithm="p2p")
+    assert pair[0] in traffic.phases[0].src
+    moved = pxn_traffic(fabric, traffic)
+    assert moved is not traffic  # cross-rail flows move on this fabric
+    assert pxn_traffic(fabric, traffic) is moved
+    inside = collective_traffic(fabric, "allreduce", fabric.accelerators[:8][None, :], 1e6,
+                                algorithm="ring")
+    assert pxn_traffic(fabric, inside) is inside  # nothing moves inside a system
+
+
+def test_routes_live_as_long_as_their_traffic(superpod):
+    import gc
+
+    fabric = fresh(superpod)
+    traffic = collective_traffic(fabric, "allreduce", fabric.accelerators[:16][None, :],
+                                 1e6, algorithm="ring")
+    phase_routes(fabric, traffic, routing="ecmp", seed=0, router="auto", qps=1)
+    memo = fabric.derived(routes._route_memo)
+    assert len(memo) == 1
+    del traffic
+    gc.collect()
+    assert len(memo) == 0
+
+
+def test_the_sparse_form_gives_the_routed_back_bit_for_bit():
+    link_bytes = np.array([0.0, 3.5, -0.0, np.nan, 0.0, 1e-300, -2.0])
+    routed = Routed(link_bytes, np.array([2, 4]), np.array([1]), "structured", None)
+    kept = PhaseRoute.of(routed)
+    assert kept.loaded.tolist() == [1, 5]  # the rows with bytes, as the timing reads them
+    assert bits(kept.routed()) == bits(routed)
+
+
+def test_rows_with_bytes_only_are_held_once():
+    routed = Routed(np.array([0.0, 2.0, 0.0, 5.0]), np.array([2]), np.array([], int),
+                    "structured", None)
+    kept = PhaseRoute.of(routed)
+    assert kept.loaded is kept.rows and kept.loaded_bytes is kept.row_bytes
+    assert kept.rows.tolist() == [1, 3] and not kept.rows.flags.writeable
+    assert bits(kept.routed()) == bits(routed)

@@ -1,0 +1,144 @@
+"""A traffic's routes on a fabric, kept with the fabric for every time model.
+
+Routing reads the fabric (its links, failed ones included), the flows of each phase and
+the routing options (:func:`route_key`), never the time model: tier efficiencies, hop
+latencies, protocols and compute figures only turn the routed bytes into seconds. So a
+traffic routed once on a fabric is timed again under another time model from the loads
+kept here (:func:`phase_routes`), as the sensitivity's steps that move an efficiency
+do. The one part of the time model that changes the flows, PXN, is applied once per
+fabric and traffic too (:func:`pxn_traffic`), so its rewritten traffic, and the routes
+kept for it, are the same objects every time.
+
+Both views are kept with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`,
+not shared with its copies with other failed parts, whose routes differ) and weakly by
+the traffic object: an entry lives as long as its traffic, which the step keeps
+(:func:`~topomodel.analysis.stepshape.shared_traffic`), and the traffic itself, its
+flows, sizes, groups and algorithm, is the rest of the key. Traffics are read-only once
+built (routing and timing only read them), which is what makes the identity a key.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric
+from topomodel.routing import route
+from topomodel.routing.general import check_general_work
+from topomodel.routing.routed import Routed
+from topomodel.routing.structured import structured_supported
+from topomodel.traffic.phases import Traffic
+from topomodel.traffic.pxn import pxn
+
+
+@dataclass(frozen=True, eq=False)
+class PhaseRoute:
+    """One step of a phase as routed, kept sparse: the link rows whose bytes per step
+    are not +0.0 (``rows``, their ``row_bytes``), the rows among them with bytes
+    (``loaded``, ``loaded_bytes``: what the timing divides by the rates), and the rest
+    of the :class:`~topomodel.routing.routed.Routed` (hops, unroutable flows, router,
+    path classes). :meth:`routed` gives the :class:`Routed` back, bit for bit."""
+
+    links: int
+    rows: np.ndarray
+    row_bytes: np.ndarray
+    loaded: np.ndarray
+    loaded_bytes: np.ndarray
+    hops: np.ndarray
+    unroutable: np.ndarray
+    router: str
+    inside: np.ndarray | None
+
+    @classmethod
+    def of(cls, routed: Routed) -> PhaseRoute:
+        """The sparse form of ``routed``."""
+        dense = np.ascontiguousarray(routed.link_bytes)
+        # every row whose bit pattern is not +0.0 (a -0.0 or a NaN is kept as it is)
+        rows = np.flatnonzero(dense.view(f"u{dense.itemsize}"))
+        row_bytes = dense[rows]
+        positive = row_bytes > 0
+        if positive.all():  # as routing gives them: the same arrays, held once
+            loaded, loaded_bytes = rows, row_bytes
+        else:
+            loaded, loaded_bytes = rows[positive], row_bytes[positive]
+        made = cls(len(dense), rows, row_bytes, loaded, loaded_bytes,
+                   routed.hops, routed.unroutable, routed.router, routed.inside)
+        for array in (made.rows, made.row_bytes, made.loaded, made.loaded_bytes):
+            array.setflags(write=False)
+        return made
+
+    def link_bytes(self) -> np.ndarray:
+        """Bytes per step on every link row, as the router gave them (a new array)."""
+        dense = np.zeros(self.links, dtype=self.row_bytes.dtype)
+        dense[self.rows] = self.row_bytes
+        return dense
+
+    def routed(self) -> Routed:
+        """The :class:`~topomodel.routing.routed.Routed` this was made from (equal bit
+        for bit; a new dense ``link_bytes``)."""
+        return Routed(self.link_bytes(), self.hops, self.unroutable, self.router,
+                      self.inside)
+
+
+RouteKey = tuple[Any, ...]
+"""What routing a traffic depends on besides the fabric and the traffic itself."""
+
+
+def route_key(*, routing: str, seed: int, router: str, qps: int) -> RouteKey:
+    """The routing options a traffic's routes depend on: the policy, the hash seed, the
+    router (structured or general: the same loads, summed in another order) and the
+    queue pairs per flow of hash routing. Options that do not apply to the policy (the
+    seed and queue pairs under even ECMP) are kept all the same: a key that says too
+    much costs a route, one that says too little gives a wrong one."""
+    return (routing, seed, router, qps)
+
+
+def _route_memo(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, dict[RouteKey, Any]]:
+    return weakref.WeakKeyDictionary()
+
+
+def _pxn_memo(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, Traffic | None]:
+    return weakref.WeakKeyDictionary()
+
+
+def pxn_traffic(fabric: Fabric, traffic: Traffic) -> Traffic:
+    """:func:`~topomodel.traffic.pxn.pxn` of ``traffic`` on ``fabric``, rewritten once
+    per fabric and traffic (the same object for every call while ``traffic`` lives)."""
+    memo = fabric.derived(_pxn_memo)
+    if traffic in memo:
+        moved = memo[traffic]
+        return traffic if moved is None else moved
+    moved = pxn(fabric, traffic)
+    # the traffic itself is never a value: a weak key its own value holds would not die
+    memo[traffic] = None if moved is traffic else moved
+    return moved
+
+
+def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
+                 router: str, qps: int) -> tuple[PhaseRoute, ...]:
+    """Every phase of ``traffic`` routed on ``fabric`` (one step each,
+    :func:`~topomodel.routing.route`), routed once per fabric, traffic and
+    :func:`route_key` and kept while the traffic lives.
+
+    Raises
+    ------
+    RoutingError
+        As :func:`~topomodel.routing.route` (and, before any phase is routed, when the
+        general router's work would exceed its limit): nothing is kept then.
+    """
+    memo = fabric.derived(_route_memo)
+    key = route_key(routing=routing, seed=seed, router=router, qps=qps)
+    kept = memo.get(traffic)
+    if kept is not None and key in kept:
+        routes: tuple[PhaseRoute, ...] = kept[key]
+        return routes
+    if router == "general" or (router == "auto" and structured_supported(fabric)):
+        check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
+    routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
+                                       router=router, qps=qps))
+                   for ph in traffic.phases)
+    memo.setdefault(traffic, {})[key] = routes
+    return routes
