@@ -15,7 +15,13 @@ from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import DesignError, Problem, UnitError, UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parallel import can_fork, check_workers, default_workers, parallel_map
+from topomodel.parallel import (
+    can_fork,
+    check_workers,
+    default_workers,
+    parallel_map,
+    parallel_map_then,
+)
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -181,4 +187,84 @@ def test_an_error_ends_the_pieces_still_running():
     start = time.monotonic()
     with pytest.raises(UsageError, match="first"):
         parallel_map(piece, [0, 1, 2], workers=3)
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_planned_pieces_come_back_as_the_serial_loop_gives_them(workers):
+    seen: list[list[int]] = []
+
+    def plan(first: list[int]) -> list[tuple[int, int]]:
+        seen.append(first)
+        return [(k, sum(first)) for k in range(5)]
+
+    items = list(range(9))
+    done, planned = parallel_map_then(lambda x: x * x, items, lambda kv: kv[0] * kv[1],
+                                      plan, ready=3, workers=workers)
+    assert seen == [[0, 1, 4]]  # the first results only, once
+    assert done == [x * x for x in items] and planned == [k * 5 for k in range(5)]
+    # no first items: planned at once; nothing planned: the items alone
+    assert parallel_map_then(str, [1, 2], len, lambda first: ["ab", ""], ready=0,
+                             workers=workers) == (["1", "2"], [2, 0])
+    assert parallel_map_then(str, [1, 2], len, lambda first: [], ready=2,
+                             workers=workers) == (["1", "2"], [])
+
+
+@forks
+def test_planned_pieces_run_in_the_workers_that_ran_the_first_ones():
+    from topomodel import parallel
+
+    def mark(x: int) -> int:  # what a worker builds stays for its later pieces
+        parallel.__dict__.setdefault("_test_marks", []).append(x)
+        return os.getpid()
+
+    def marks(_: int) -> tuple[int, int]:
+        return os.getpid(), len(parallel.__dict__.get("_test_marks", []))
+
+    first, planned = parallel_map_then(mark, range(6), marks, lambda pids: range(4),
+                                       ready=6, workers=2)
+    assert os.getpid() not in first and "_test_marks" not in parallel.__dict__
+    assert {pid for pid, _ in planned} <= set(first)
+    assert all(count >= 1 for _, count in planned)
+
+
+def _fail_planned(x: int) -> int:
+    if x in (5, 7):
+        raise DesignError([Problem("p.yaml", x, "plan", f"bad {x}")])
+    return x
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_first_error_in_the_serial_order_is_raised(workers):
+    # serial order: items 0-1, the plan, planned 5 and 6, then items 2-3 (7 fails)
+    with pytest.raises(DesignError, match=r"p\.yaml:5: plan: bad 5"):
+        parallel_map_then(_fail_planned, [0, 1, 7, 3], _fail_planned,
+                          lambda first: [5, 6], ready=2, workers=workers)
+    with pytest.raises(DesignError, match=r"p\.yaml:7: plan: bad 7"):
+        parallel_map_then(_fail_planned, [0, 7, 5], _fail_planned, lambda first: [1],
+                          ready=2, workers=workers)
+
+    def plan(first: list[int]) -> list[int]:
+        raise UsageError("no plan")
+
+    with pytest.raises(UsageError, match="no plan"):  # before the items after it fail
+        parallel_map_then(_fail_planned, [0, 7], _fail_planned, plan, ready=1,
+                          workers=workers)
+
+
+@forks
+def test_an_error_ends_the_planned_pieces_still_running():
+    import time
+
+    def piece(x: int) -> int:
+        if x == 0:
+            raise UsageError("first")
+        if x >= 10:
+            time.sleep(60)  # after the error in the serial order: not waited for
+        return x
+
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="first"):  # order: 1, plan, 0, 12, 10, 11
+        parallel_map_then(piece, [1, 10, 11], piece, lambda first: [0, 12], ready=1,
+                          workers=3)
     assert time.monotonic() - start < 30

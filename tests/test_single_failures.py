@@ -136,3 +136,26 @@ def test_review_runs_each_failed_step_once_with_goodputs_and_what_ifs_values(
     assert [(r["kind"], r["part"], r["step_s"], r["collective_s"])
             for r in data["single_failures"]] == [
         (r.kind, r.part, r.step_s, r.collective_s) for r in alone]
+
+
+def test_known_runs_with_a_part_failed_are_not_run_again(case, monkeypatch):
+    import topomodel.analysis.collective as collective_module
+    from topomodel.analysis.single_failures import failed_collective
+
+    fabric, model, layout, run, step = case
+    rows = _what_ifs(case)
+    known_runs = {r.part: failed_collective(fabric, r.part, run, group="rail")
+                  for r in rows}
+    assert {p: k.time_s for p, k in known_runs.items()} == {
+        r.part: r.collective_s for r in rows}
+    assert {k.algorithm for k in known_runs.values()} == {r.algorithm for r in rows}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("routed again")
+
+    monkeypatch.setattr(collective_module, "run_collective", refused)
+    again = single_failures(fabric, collective=run, group="rail", model=model,
+                            layout=layout, assumptions=QUIET, step=step, workers=1,
+                            known_step_s={r.part: r.step_s for r in rows},
+                            known_collectives=known_runs)
+    assert again == rows

@@ -9,6 +9,11 @@ and are what the serial loop gives: every piece is deterministic, and a worker s
 from the caller's state just as the loop's next piece would (what one piece adds to a
 fabric's caches is only ever what computing it again gives).
 
+:func:`parallel_map_then` keeps one pool for work in two stages: pieces whose items are
+planned from the results of the first ones (the review's featured collective and its
+what-ifs, planned from its collective table) run in the same warm workers as the rest,
+instead of in a second pool whose workers would start again from the caller's state.
+
 Work runs serially, in the calling process, with ``workers=1``, with one item, inside a
 worker (no pools within pools, unless the outer call is ``nested``: pieces of unequal
 length, such as compare's designs, whose own pieces then fill the cores the shorter
@@ -20,15 +25,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from topomodel.errors import UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S")
+U = TypeVar("U")
 
-_PENDING: list[tuple[Callable[[Any], Any], Sequence[Any]]] = []
+_PENDING: list[tuple[Callable[[Any], Any], Sequence[Any], Callable[[Any], Any] | None]] = []
 """The work of the :func:`parallel_map` calls under way, outermost first (one, or one
 per level of ``nested`` calls), read by the forked workers of the innermost by index.
 Held only for the call: it is the hand-over to the workers, not a cache."""
@@ -108,7 +116,7 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
         if stream is not None:
             stream.flush()
-    _PENDING.append((work, items))
+    _PENDING.append((work, items, None))
     # the workers are forked here, before the pool starts its threads
     pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
                                                     initargs=(nested,))
@@ -122,6 +130,107 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
         pool.join()
         _PENDING.pop()
     return results
+
+
+def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
+                      then: Callable[[S], U], plan: Callable[[list[R]], Sequence[S]], *,
+                      ready: int, workers: int | None = None) -> tuple[list[R], list[U]]:
+    """``[work(item) for item in items]`` and ``[then(more) for more in plan(first)]``,
+    ``first`` being the results of the first ``ready`` items, on one pool of up to
+    ``workers`` forked processes (default: every core).
+
+    ``plan`` runs here as soon as those first results are in, while the workers go on
+    with the other items; the items it gives run next, before the items not started
+    yet, in the same workers (whatever they have built since they were forked is still
+    there). They are sent to workers forked before they existed, so they must pickle;
+    ``then``, like ``work``, is inherited and may be a closure. The serial loop runs in
+    that order too: the first ``ready`` items, ``plan``, its items, the other items; an
+    exception is raised as that loop would raise it (the first in its order), and ends
+    the pieces still running that come after it. Pieces do not open pools of their own.
+
+    Returns
+    -------
+    tuple of list
+        The results of ``items`` and of the planned items, each in order.
+
+    Raises
+    ------
+    UsageError
+        For ``workers`` below 1.
+
+    Examples
+    --------
+    >>> parallel_map_then(lambda x: x * 10, [1, 2, 3], lambda y: -y,
+    ...                   lambda first: [sum(first), 0], ready=2, workers=2)
+    ([10, 20, 30], [-30, 0])
+    """
+    count = check_workers(workers)  # the planned items may be more than the first ones
+    if count <= 1 or _IN_WORKER or not can_fork():
+        first = [work(item) for item in items[:ready]]
+        planned = [then(more) for more in plan(first)]
+        return first + [work(item) for item in items[ready:]], planned
+    import multiprocessing
+    import queue
+
+    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
+        if stream is not None:
+            stream.flush()
+    _PENDING.append((work, items, then))
+    # A piece's place in the serial loop's order: (0, i) the first ready items, (1, j)
+    # the planned ones, (2, i) the others; pieces start in that order (the planned ones
+    # placed ahead of the others not started when they are known).
+    Key = tuple[int, int]
+    waiting: deque[Key] = deque([(0, i) for i in range(ready)]
+                                + [(2, i) for i in range(ready, len(items))])
+    done: queue.SimpleQueue[tuple[Key, bool, Any]] = queue.SimpleQueue()
+    results: dict[Key, Any] = {}
+    errors: dict[Key, BaseException] = {}
+    running: set[Key] = set()
+    planned_items: Sequence[S] = ()
+    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
+                                                    initargs=(False,))
+
+    def plan_now() -> None:
+        nonlocal planned_items
+        planned_items = plan([results[0, i] for i in range(ready)])
+        waiting.extendleft(reversed([(1, j) for j in range(len(planned_items))]))
+
+    def start(key: Key) -> None:
+        stage, index = key
+        piece, argument = ((_run_planned, planned_items[index]) if stage == 1
+                           else (_run_piece, index))
+        pool.apply_async(piece, (argument,),
+                         callback=lambda value: done.put((key, True, value)),
+                         error_callback=lambda error: done.put((key, False, error)))
+        running.add(key)
+
+    try:
+        if ready == 0:
+            plan_now()
+        while True:
+            first_error = min(errors, default=None)
+            while (len(running) < count and waiting
+                   and (first_error is None or waiting[0] < first_error)):
+                start(waiting.popleft())
+            if not running or (first_error is not None and min(running) > first_error):
+                break  # nothing left that could come before the first error
+            key, ok, value = done.get()
+            running.discard(key)
+            (results if ok else errors)[key] = value
+            if key[0] == 0 and ok and all((0, i) in results for i in range(ready)):
+                plan_now()
+        if errors:
+            raise errors[min(errors)]
+        pool.close()
+    except BaseException:  # an error, Ctrl-C or SIGTERM: the pieces still running end
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        _PENDING.pop()
+    return ([results[0, i] for i in range(ready)]
+            + [results[2, i] for i in range(ready, len(items))],
+            [results[1, j] for j in range(len(planned_items))])
 
 
 def _start_worker(nested: bool) -> None:
@@ -146,5 +255,10 @@ def _exit_on_terminate(signum: int, frame: object) -> None:
 
 
 def _run_piece(index: int) -> Any:
-    work, items = _PENDING[-1]  # this pool's: forked after its caller added it
+    work, items, _ = _PENDING[-1]  # this pool's: forked after its caller added it
     return work(items[index])
+
+
+def _run_planned(item: Any) -> Any:
+    then = cast("Callable[[Any], Any]", _PENDING[-1][2])  # parallel_map_then's pool
+    return then(item)

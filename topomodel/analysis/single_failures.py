@@ -125,7 +125,9 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
                     step: StepResult | None = None, routing: str = "ecmp",
                     seed: int = 0, workers: int | None = None,
                     lines: Sequence[ComponentLine] | None = None,
-                    known_step_s: Mapping[str, float] | None = None) -> list[SingleFailure]:
+                    known_step_s: Mapping[str, float] | None = None,
+                    known_collectives: Mapping[str, FailedCollective] | None = None
+                    ) -> list[SingleFailure]:
     """One what-if per kind of :data:`WHAT_IF_KINDS`: ``collective`` (a healthy run on
     ``group`` groups, timed by ``time_model``) re-run with the same algorithm, and with
     ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed;
@@ -137,7 +139,8 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
     design lacks gets a row with an empty ``part``. ``known_step_s`` gives, by part
     name, the step times the caller already ran with that part failed
     (:func:`~topomodel.analysis.goodput.with_part_failed`, the same step): those steps
-    are not run again.
+    are not run again; ``known_collectives`` likewise gives the collective's runs with
+    a part failed (:func:`failed_collective`).
     """
     from topomodel.analysis.goodput import with_part_failed
     from topomodel.analysis.step import step_time
@@ -148,31 +151,54 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
     healthy_collective = collective.time_s if collective is not None else None
     healthy_step = step.step_time_s if step is not None else None
     known = known_step_s or {}
+    known_runs = known_collectives or {}
 
     def what_if(kind: str) -> SingleFailure:
         line = chosen.get(kind)
         if line is None:
             return SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective, 0,
                                  None, healthy_step)
-        link = " -- " in line.representative
-        failed = with_part_failed(fabric, line.representative)
-        collective_s, lost, algorithm = None, 0, ""
-        if collective is not None:
-            run = _rerun(failed, collective, group, time_model, routing, seed)
-            collective_s, lost = run.time_s, run.timing.unroutable_flows
-            algorithm = run.algorithm
+        part = line.representative
+        run = known_runs.get(part)
+        if collective is not None and run is None:
+            run = failed_collective(fabric, part, collective, group=group,
+                                    time_model=time_model, routing=routing, seed=seed)
         step_s = None
         if model is not None and layout is not None:
-            step_s = known.get(line.representative)
+            step_s = known.get(part)
             if step_s is None:
-                step_s = step_time(failed, model, layout, assumptions, routing=routing,
-                                   seed=seed).step_time_s
-        return SingleFailure(kind, line.representative, line.model, line.tier,
-                             line.representative_cables if link else 0, line.on_failure,
-                             line.class_entry, collective_s, healthy_collective, lost, step_s,
-                             healthy_step, algorithm)
+                step_s = step_time(with_part_failed(fabric, part), model, layout,
+                                   assumptions, routing=routing, seed=seed).step_time_s
+        return SingleFailure(kind, part, line.model, line.tier,
+                             line.representative_cables if " -- " in part else 0,
+                             line.on_failure, line.class_entry,
+                             None if run is None else run.time_s, healthy_collective,
+                             0 if run is None else run.unroutable_flows, step_s,
+                             healthy_step, "" if run is None else run.algorithm)
 
     return parallel_map(what_if, WHAT_IF_KINDS, workers=workers)
+
+
+@dataclass(frozen=True)
+class FailedCollective:
+    """A healthy collective run again with one part failed: its time in seconds, the
+    flows left without a path and the algorithm it ran."""
+
+    time_s: float
+    unroutable_flows: int
+    algorithm: str
+
+
+def failed_collective(fabric: Fabric, part: str, collective: HealthyCollective, *,
+                      group: str = "all", time_model: TimeModel | None = None,
+                      routing: str = "ecmp", seed: int = 0) -> FailedCollective:
+    """``collective`` (a healthy run on ``group`` groups) on ``fabric`` with ``part``
+    failed (a node, or an ``"a -- b"`` link), timed by ``time_model``: seconds."""
+    from topomodel.analysis.goodput import with_part_failed
+
+    run = _rerun(with_part_failed(fabric, part), collective, group, time_model, routing,
+                 seed)
+    return FailedCollective(run.time_s, run.timing.unroutable_flows, run.algorithm)
 
 
 def _rerun(failed: Fabric, healthy: HealthyCollective, group: str, time_model: TimeModel | None,

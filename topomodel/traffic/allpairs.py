@@ -66,9 +66,10 @@ class Decomposition:
     def pairs_within(self, key: np.ndarray) -> np.ndarray:
         """Per member, the weighted pairs it sends to members of its row in another
         domain that share its ``key`` (one value per member: a leaf, a pod)."""
-        onehot = _onehot(self.cls, self.classes)
-        same = _cell_sums((self.row, key), onehot) - _cell_sums((self.row, key, self.domain),
-                                                                onehot)
+        members, classes = len(self.cls), self.classes
+        by_key = _cells((self.row, key), members)
+        same = (_class_counts(by_key, self.cls, classes)
+                - _class_counts(_cells((self.domain,), members, by_key), self.cls, classes))
         return (self.weight * same).sum(axis=1)
 
 
@@ -110,19 +111,23 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     pair_bytes = np.repeat(np.concatenate([b.bytes for b in blocks]).astype(float), sizes)
     raw_domain = fabric.nodes["domain"].to_numpy().astype(np.int64)[node]
     domain = np.where(raw_domain >= 0, raw_domain, -1 - node)
+    # the cells of a row, and of a row in one domain: found once, summed over four times
+    by_row = _cells((row,), len(node))
+    by_domain = _cells((domain,), len(node), by_row)
     if relays is None:
         cls = np.zeros(len(node), np.int64)
         weight = np.ones((len(node), 1))
         first: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     else:
-        made = _pxn_weights(relays, node, row, gid[row], domain, raw_domain >= 0)
+        made = _pxn_weights(relays, node, row, gid[row], by_row, by_domain,
+                            raw_domain >= 0)
         if made is None:
             return None
         cls, weight, first = made
-    onehot = _onehot(cls, weight.shape[1])
-    across = _cell_sums((row,), onehot) - _cell_sums((row, domain), onehot)
+    classes = weight.shape[1]
+    across = _class_counts(by_row, cls, classes) - _class_counts(by_domain, cls, classes)
     out_pairs = (weight * across).sum(axis=1)
-    weight_sums = _cell_sums((row,), weight) - _cell_sums((row, domain), weight)
+    weight_sums = _sums(by_row, weight) - _sums(by_domain, weight)
     in_pairs = weight_sums[np.arange(len(node)), cls]
     local = _local_flows(phase, node, row, gid, pair_bytes, domain, raw_domain >= 0, first)
     moved, moved_bytes = 0, 0.0
@@ -134,11 +139,13 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
 
 
 def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
-                 domain: np.ndarray, in_domain: np.ndarray
+                 by_row: np.ndarray, by_domain: np.ndarray, in_domain: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray,
                                                           np.ndarray]] | None:
     """(class per member, weights, first hops) under PXN; first hops are (member, relay
-    node, pairs) per member and rail it sends through a relay."""
+    node, pairs) per member and rail it sends through a relay. ``by_row`` and
+    ``by_domain``: each member's cell of its row, and of its row in its domain
+    (:func:`_cells`)."""
     rails = relays.rails
     rail = relays.rail[node]
     cls = np.where(rail >= 0, rail, rails)  # class ``rails``: a destination with no NIC
@@ -151,9 +158,8 @@ def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndar
     want = (gid[members] * relays.systems + system[members]) * rails + rail_to
     found, via = relays.find(want)
     members, rail_to, via = members[found], rail_to[found], via[found]
-    onehot = _onehot(cls, classes)
-    targets = (_cell_sums((row,), onehot) - _cell_sums((row, domain), onehot))[members,
-                                                                                rail_to]
+    targets = (_class_counts(by_row, cls, classes)
+               - _class_counts(by_domain, cls, classes))[members, rail_to]
     weight = np.ones((len(node), classes))
     weight[members, rail_to] = 0.0
     # each relay sends on for every member of its system that it relays for
@@ -203,20 +209,32 @@ def _local_flows(phase: AllPairsPhase, node: np.ndarray, row: np.ndarray, gid: n
                  phase.messages_per_step, phase.efficiency)
 
 
-def _onehot(cls: np.ndarray, classes: int) -> np.ndarray:
-    out = np.zeros((len(cls), classes))
-    out[np.arange(len(cls)), cls] = 1.0
-    return out
-
-
-def _cell_sums(keys: tuple[np.ndarray, ...], values: np.ndarray) -> np.ndarray:
-    """Per member, the column sums of ``values`` (m, k) over the members whose ``keys``
-    all equal its own."""
-    cell = np.zeros(len(values), np.int64)
+def _cells(keys: tuple[np.ndarray, ...], members: int,
+           within: np.ndarray | None = None) -> np.ndarray:
+    """Per member (of ``members``), the number of its cell: members whose ``keys`` all
+    equal share one, numbered in key order; ``within``, the cells of keys found
+    before these (``_cells((b,), m, _cells((a,), m))`` is ``_cells((a, b), m)``)."""
+    cell = np.zeros(members, np.int64) if within is None else within
     for key in keys:
         _, cell = np.unique(cell * (int(key.max()) - int(key.min()) + 1)
                             + (key - key.min()), return_inverse=True)
+    return cell
+
+
+def _sums(cell: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per member, the column sums of ``values`` (m, k) over the members of its cell
+    (:func:`_cells`): one bincount over every column (whole numbers: exact in any
+    order)."""
     cells = int(cell.max()) + 1 if len(cell) else 0
-    sums = np.stack([np.bincount(cell, weights=values[:, q], minlength=cells)
-                     for q in range(values.shape[1])], axis=1)
-    return sums[cell]
+    width = values.shape[1]
+    slots = (cell[:, None] * width + np.arange(width)).ravel()
+    sums = np.bincount(slots, weights=values.ravel(), minlength=cells * width)
+    return sums.reshape(cells, width)[cell]
+
+
+def _class_counts(cell: np.ndarray, cls: np.ndarray, classes: int) -> np.ndarray:
+    """Per member (m, ``classes``), how many members of its cell (:func:`_cells`) are of
+    each class: the column sums of the members' one-hot classes, counted."""
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    counts = np.bincount(cell * classes + cls, minlength=cells * classes)
+    return counts.reshape(cells, classes)[cell].astype(float)

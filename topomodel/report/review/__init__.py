@@ -16,6 +16,7 @@ from topomodel.report.goodput import goodput_section
 from topomodel.report.output import Table
 
 if TYPE_CHECKING:
+    from topomodel.analysis.single_failures import FailedCollective
     from topomodel.analysis.step import StepAssumptions, StepResult
     from topomodel.analysis.timing import TimeModel
     from topomodel.catalog import Model
@@ -24,12 +25,12 @@ from topomodel.report.review.assumptions import review_assumptions
 from topomodel.report.review.collect import (
     HOTSPOT_COUNT,
     _collect_rows,
+    _Collectives,
     _featured_run,
     _figures,
     _levels,
     _measured_run,
     _plan_collectives,
-    _step_figure,
     _warnings,
 )
 from topomodel.report.review.document import (
@@ -60,10 +61,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     collective sizes; ``failed`` names the parts the caller failed (for the warnings);
     ``goodput_assumptions`` are those of the goodput section (with a model). The
     independent work goes to ``workers`` processes (default every core; the same review
-    with one): first the build report, the steps with one part failed (each run once
-    for the goodput section and the single-failure what-ifs), the collective table's
-    runs, the levels and the step's figure; then the featured collective with its
-    figures beside the what-ifs' collective runs.
+    with one), one pool for all of it: the collective table's runs, then the build
+    report, the steps with one part failed (each run once for the goodput section and
+    the single-failure what-ifs) and the levels; the featured collective with the
+    figures, and its runs with each what-if part failed, are planned from the table and
+    go ahead of what has not started yet.
 
     Raises
     ------
@@ -77,10 +79,14 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         share_failure_views,
         with_part_failed,
     )
-    from topomodel.analysis.single_failures import what_if_lines
+    from topomodel.analysis.single_failures import (
+        CollectiveSpec,
+        failed_collective,
+        what_if_lines,
+    )
     from topomodel.analysis.step import StepAssumptions, step_time
     from topomodel.analysis.timing import TimeModel
-    from topomodel.parallel import parallel_map
+    from topomodel.parallel import parallel_map_then
     from topomodel.report.build import build_report
     from topomodel.report.step import step_report
 
@@ -98,14 +104,17 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         step_rep = step_report(step, step_assumptions, design_name=name)
         lines = component_lines(fabric, layout.world)
     what_ifs = fabric.structure.scaleout.kind != "none"
+    if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
+        lines = component_lines(fabric, fabric.accelerator_count)
+    shown = ([ln.representative for ln in what_if_lines(fabric, lines=lines).values()]
+             if what_ifs else [])
     # The steps with one part failed that the goodput section (one per redundant tier)
     # and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both need, each
     # run once: where the two fail the same part, it is the same step.
     parts: list[str] = []
-    if step is not None and lines is not None:
+    if step is not None and lines is not None and layout is not None:
         goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
-        shown = what_if_lines(fabric, lines=lines).values() if what_ifs else ()
-        parts = list(dict.fromkeys(ln.representative for ln in [*goodput_lines, *shown]))
+        parts = list(dict.fromkeys([*(ln.representative for ln in goodput_lines), *shown]))
     plan = _plan_collectives(fabric, sizes_bytes)
 
     def failed_step(part: str) -> StepResult:  # parts are listed only with a model
@@ -113,21 +122,43 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                          cast("Layout", layout), step_assumptions, routing=routing,
                          seed=seed)
 
-    # Every independent piece on the workers at once, the longest first (the build
-    # report with its bisection, the failed steps, the collective table's runs, the
-    # levels): with one worker they run here in turn.
-    pieces: list[Callable[[], Any]] = [
-        lambda: build_report(fabric, bisection_result=bisection(fabric)),
-        *(functools.partial(failed_step, part) for part in parts),
+    # One pool for everything (with one worker, all of it here in turn): first the
+    # collective table's runs, then the build report with its bisection, the steps with
+    # a part failed and the levels. Once the table is in, the featured collective (its
+    # figures and the step's beside it) and its runs with each what-if part failed go
+    # ahead of what has not started, in the workers the table warmed.
+    first: list[Callable[[], Any]] = [
         *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
           for item in plan.runs),
-        lambda: _levels(fabric, timing),
-        lambda: None if step is None else _step_figure(step)]
-    share_failure_views(fabric, parts)
-    done = parallel_map(_call, pieces, workers=workers)
-    build, failed_steps, levels, step_figure = (done[0], done[1:1 + len(parts)], done[-2],
-                                                done[-1])
-    collectives = _collect_rows(plan, done[1 + len(parts):-2])
+        lambda: build_report(fabric, bisection_result=bisection(fabric)),
+        *(functools.partial(failed_step, part) for part in parts),
+        lambda: _levels(fabric, timing)]
+
+    tabled: list[_Collectives] = []  # the table, once its runs are in
+
+    def planned(table: list[Any]) -> list[tuple[str, Any]]:
+        tabled.append(collectives := _collect_rows(plan, table))
+        row = collectives.featured_row
+        spec = None if row is None else CollectiveSpec(
+            row["collective"], row["size_bytes"], row["algorithm"], row["time_s"])
+        return [("featured", collectives),
+                *(("what-if", (part, spec, collectives.featured_group))
+                  for part in (shown if spec is not None else ()))]
+
+    def then(piece: tuple[str, Any]) -> Any:
+        kind, what = piece
+        if kind == "featured":
+            return _featured_part(fabric, what, timing, routing, seed, step)
+        part, spec, group = what
+        return failed_collective(fabric, part, spec, group=group, time_model=timing,
+                                 routing=routing, seed=seed)
+
+    share_failure_views(fabric, parts or shown)
+    done, ended = parallel_map_then(_call, first, then, planned, ready=len(plan.runs),
+                                    workers=workers)
+    build, failed_steps, levels = done[len(plan.runs)], done[len(plan.runs) + 1:-1], done[-1]
+    collectives = tabled[0]
+    featured_rep, figures = ended[0]
     stepped = dict(zip(parts, failed_steps, strict=True))
     goodput = None
     if step is not None and model is not None and layout is not None:
@@ -136,30 +167,10 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                                   routing=routing, seed=seed, workers=workers, lines=lines,
                                   known_tokens_per_s={p: r.tokens_per_s
                                                       for p, r in stepped.items()})
-
-    def featured_part() -> tuple[Any, dict[str, ReviewFigure]]:
-        """The featured collective routed again (its link loads stay on the worker),
-        its report and the figures."""
-        from topomodel.report.route import route_report
-
-        item = collectives.featured_item
-        if item is None:
-            return None, _figures(fabric, collectives, None, step_figure)
-        run = _featured_run(fabric, timing, routing, seed, item)
-        report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, model=timing)
-        return report, _figures(fabric, dataclasses.replace(collectives, featured=run),
-                                report, step_figure)
-
-    def failures_part() -> tuple[list[dict[str, Any]], Section | None]:
-        return _single_failures(fabric, collectives, timing, model, layout,
-                                step_assumptions, step, routing, seed, workers, lines,
-                                {p: r.step_time_s for p, r in stepped.items()})
-
-    # the what-ifs' collective re-runs beside the featured run and the figures
-    ended = parallel_map(_call, [featured_part, failures_part] if what_ifs
-                         else [featured_part], workers=workers)
-    featured_rep, figures = ended[0]
-    failures, failure_table = ended[1] if what_ifs else ([], None)
+    failures, failure_table = ([], None) if not what_ifs else _single_failures(
+        fabric, collectives, timing, model, layout, step_assumptions, step, routing, seed,
+        lines, {p: r.step_time_s for p, r in stepped.items()},
+        dict(zip(shown, ended[1:], strict=True)) if len(ended) > 1 else {})
     warnings = _warnings(fabric, build.warnings, step, layout, featured_rep, failed,
                          collectives)
     assumptions_rows = review_assumptions(
@@ -215,16 +226,34 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                   tuple(warnings), tuple(headline), tables)
 
 
+def _featured_part(fabric: Fabric, collectives: _Collectives, timing: TimeModel,
+                   routing: str, seed: int, step: StepResult | None
+                   ) -> tuple[Any, dict[str, ReviewFigure]]:
+    """The featured collective routed again (its link loads stay on the worker: sending
+    every candidate's back would cost more than this run), its report and the figures,
+    the step's among them (one piece draws them all: matplotlib loads once)."""
+    from topomodel.report.route import route_report
+
+    item = collectives.featured_item
+    if item is None:
+        return None, _figures(fabric, collectives, None, step)
+    run = _featured_run(fabric, timing, routing, seed, item)
+    report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, model=timing)
+    return report, _figures(fabric, dataclasses.replace(collectives, featured=run), report,
+                            step)
+
+
 def _single_failures(fabric: Fabric, collectives: Any, timing: TimeModel,
                      model: Model | None, layout: Layout | None,
                      assumptions: StepAssumptions, step: StepResult | None, routing: str,
-                     seed: int, workers: int | None, lines: Any = None,
-                     known_step_s: dict[str, float] | None = None
+                     seed: int, lines: Any, known_step_s: dict[str, float],
+                     known_collectives: dict[str, FailedCollective]
                      ) -> tuple[list[dict[str, Any]], Section | None]:
     """The single-failure what-ifs (a spine, a leaf, an optic, a NIC failed) of the
-    featured collective and the step: their records and section; none on a fabric
-    without a scale-out network (nothing of those kinds to fail). ``known_step_s``:
-    the steps already run with a part failed, by part."""
+    featured collective and the step: their records and section, from the steps
+    (``known_step_s``) and collective runs (``known_collectives``) already run with
+    each part failed, by part; none on a fabric without a scale-out network (nothing of
+    those kinds to fail)."""
     from topomodel.analysis.single_failures import (
         CollectiveSpec,
         single_failure_records,
@@ -241,7 +270,8 @@ def _single_failures(fabric: Fabric, collectives: Any, timing: TimeModel,
     rows = single_failures(fabric, collective=run, group=collectives.featured_group,
                            time_model=timing, model=model, layout=layout,
                            assumptions=assumptions, step=step, routing=routing, seed=seed,
-                           workers=workers, lines=lines, known_step_s=known_step_s)
+                           workers=1, lines=lines, known_step_s=known_step_s,
+                           known_collectives=known_collectives)
     label = ("collective" if run is None else
              f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}")
     return single_failure_records(rows), single_failure_section(rows, label)
