@@ -224,7 +224,7 @@ def test_routes_live_as_long_as_their_traffic(superpod):
     traffic = collective_traffic(fabric, "allreduce", fabric.accelerators[:16][None, :],
                                  1e6, algorithm="ring")
     phase_routes(fabric, traffic, routing="ecmp", seed=0, router="auto", qps=1)
-    memo = fabric.derived(routes._route_memo)
+    memo = fabric.derived(routes.kept_routes)
     assert len(memo) == 1
     del traffic
     gc.collect()

@@ -2,7 +2,7 @@
 
 import pytest
 
-import topomodel.analysis.timing as timing_module
+import topomodel.analysis.routes as routes_module
 import topomodel.routing as routing_module
 from topomodel.analysis.collective import run_collective
 from topomodel.analysis.single_failures import WHAT_IF_KINDS, single_failures
@@ -71,7 +71,7 @@ def test_each_what_if_is_the_run_on_the_failed_fabric(case):
 def test_the_structured_router_agrees_with_the_general_one(case, monkeypatch):
     structured = _what_ifs(case)
     monkeypatch.setattr(routing_module, "structured_supported", lambda fabric: "forced")
-    monkeypatch.setattr(timing_module, "structured_supported", lambda fabric: "forced")
+    monkeypatch.setattr(routes_module, "structured_supported", lambda fabric: "forced")
     fabric, model, layout, _, _ = case
     general_case = (fabric, model, layout,
                     run_collective(fabric, "allreduce", 2**28, ["rail"], algorithm="ring",

@@ -96,7 +96,11 @@ def route_key(*, routing: str, seed: int, router: str, qps: int) -> RouteKey:
     return (routing, seed, router, qps)
 
 
-def _route_memo(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, dict[RouteKey, Any]]:
+def kept_routes(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, dict[RouteKey, Any]]:
+    """The routes :func:`phase_routes` keeps on a fabric (with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`): per traffic, weakly, per
+    :func:`route_key`, the phases' :class:`PhaseRoute`. Cleared, the next timing of a
+    traffic routes it again (benchmarks that time routing clear it)."""
     return weakref.WeakKeyDictionary()
 
 
@@ -129,7 +133,7 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
         As :func:`~topomodel.routing.route` (and, before any phase is routed, when the
         general router's work would exceed its limit): nothing is kept then.
     """
-    memo = fabric.derived(_route_memo)
+    memo = fabric.derived(kept_routes)
     key = route_key(routing=routing, seed=seed, router=router, qps=qps)
     kept = memo.get(traffic)
     if kept is not None and key in kept:
