@@ -16,6 +16,7 @@ from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.routing.sections import kept_sections
 from topomodel.traffic.layout import Layout, rank_groups
 
 # (example, layout): 8-GPU NVSwitch servers, 72-GPU NVL72 racks, and a 384-NPU
@@ -75,6 +76,7 @@ def test_collectives_inside_domains_keep_their_time_on_scaleout_failures(
     alone = []
     for part in parts:
         fabric.derived(scaleout_failure_times).clear()  # route this copy's own
+        fabric.derived(kept_sections).clear()
         alone.append(step_calls(with_failures(fabric, *part), model, layout, A)[0])
     assert len(routed) - with_sharing > with_sharing  # shared: routed once, not per copy
     for part, kept, own in zip(parts, shared, alone, strict=True):

@@ -183,7 +183,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     rates = _rates(fabric, model)
     rate, injection = rates.link_Bps, rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
-    total_bytes = np.zeros(len(links))
+    total_bytes: np.ndarray | None = None
+    owned = False
     busy = np.zeros(len(links))
     phases = []
     lost_flows, lost_bytes = 0, 0.0
@@ -196,7 +197,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         # same per-row times, a few passes over millions of rows fewer
         loaded = np.flatnonzero(routed.link_bytes > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = routed.link_bytes[loaded] / (rate[loaded] * ph.efficiency)
+            link_time = routed.link_bytes[loaded] / (
+                rate[loaded] if ph.efficiency == 1.0 else rate[loaded] * ph.efficiency)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
@@ -207,11 +209,14 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
                                 bottleneck, routed))
-        total_bytes += routed.link_bytes * ph.steps
-        busy[loaded] += link_time * ph.steps
+        total_bytes, owned = _add_steps(total_bytes, routed.link_bytes, loaded, ph.steps,
+                                        owned)
+        busy[loaded] += link_time if ph.steps == 1 else link_time * ph.steps
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
+    if total_bytes is None:
+        total_bytes = np.zeros(len(links))
     if not nccl:
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
@@ -225,8 +230,31 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             scale = (seconds - latency) / simple_s
         else:
             latency = seconds
-    return TrafficTime(tuple(phases), total_bytes, busy * scale, lost_flows, lost_bytes,
-                       protocol, latency, scale, note)
+    return TrafficTime(tuple(phases), total_bytes, busy if scale == 1.0 else busy * scale,
+                       lost_flows, lost_bytes, protocol, latency, scale, note)
+
+
+def _add_steps(total: np.ndarray | None, link_bytes: np.ndarray, loaded: np.ndarray,
+               steps: int, owned: bool) -> tuple[np.ndarray, bool]:
+    """``total + link_bytes * steps`` (bytes per link row) and whether the result is an
+    array of its own, the same numbers with fewer passes over the link rows: the first
+    phase's product is the total (0 + x is x) and a single step needs no product (x * 1
+    is x), so a one-step phase's own array is the total until another phase adds to it;
+    a phase that loads few rows adds on those alone (the others add 0)."""
+    if total is None:
+        return (link_bytes, False) if steps == 1 else (link_bytes * steps, True)
+    if not owned:
+        return total + (link_bytes if steps == 1 else link_bytes * steps), True
+    if len(loaded) * SPARSE_ADD_SHARE < len(total):
+        total[loaded] += link_bytes[loaded] if steps == 1 else link_bytes[loaded] * steps
+    else:
+        total += link_bytes if steps == 1 else link_bytes * steps
+    return total, True
+
+
+SPARSE_ADD_SHARE = 4
+"""A phase that loads fewer than one link row in this many adds its bytes to the total
+on those rows alone (indexing them costs about this many dense passes per row)."""
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
