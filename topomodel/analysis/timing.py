@@ -184,8 +184,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     rate, injection = rates.link_Bps, rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
     total_bytes: np.ndarray | None = None
+    busy: np.ndarray | None = None
     owned = False
-    busy = np.zeros(len(links))
     phases = []
     lost_flows, lost_bytes = 0, 0.0
     nccl = bool(traffic.shapes)
@@ -193,16 +193,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     for ph in traffic.phases:
         routed = route(fabric, ph, routing=routing, seed=seed, router=router, qps=qps)
-        # only the loaded rows (a step's TP phase loads the scale-up links alone): the
-        # same per-row times, a few passes over millions of rows fewer
-        loaded = np.flatnonzero(routed.link_bytes > 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = routed.link_bytes[loaded] / (
-                rate[loaded] if ph.efficiency == 1.0 else rate[loaded] * ph.efficiency)
-        slowest = int(np.argmax(link_time)) if len(link_time) else -1
-        bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
-        # the first slowest row, as an argmax over every row (row 0 when none is busy)
-        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if len(links) else -1)
+        loaded, link_time, bandwidth, bottleneck = _link_times(
+            routed.link_bytes, rate, ph.efficiency)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
@@ -211,12 +203,12 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                                 bottleneck, routed))
         total_bytes, owned = _add_steps(total_bytes, routed.link_bytes, loaded, ph.steps,
                                         owned)
-        busy[loaded] += link_time if ph.steps == 1 else link_time * ph.steps
+        busy = _add_busy(busy, link_time, loaded, ph.steps, len(links))
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
-    if total_bytes is None:
-        total_bytes = np.zeros(len(links))
+    if total_bytes is None or busy is None:
+        total_bytes, busy = np.zeros(len(links)), np.zeros(len(links))
     if not nccl:
         return TrafficTime(tuple(phases), total_bytes, busy, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
@@ -234,27 +226,73 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                        lost_flows, lost_bytes, protocol, latency, scale, note)
 
 
-def _add_steps(total: np.ndarray | None, link_bytes: np.ndarray, loaded: np.ndarray,
+def _link_times(link_bytes: np.ndarray, rate_Bps: np.ndarray, efficiency: float
+                ) -> tuple[np.ndarray | None, np.ndarray, float, int]:
+    """Per link row, the seconds ``link_bytes`` take at ``rate_Bps`` times
+    ``efficiency``: (the loaded rows, their times) where few rows are loaded (a step's
+    TP phase loads the scale-up links alone), else (None, a time per row, 0 where
+    unloaded); then the slowest time and its row, the first slowest as an argmax over
+    every row would find it (row 0 when none is busy, -1 with no rows). Both forms give
+    the same time per loaded row: each is one division of the same two numbers."""
+    positive = link_bytes > 0
+    dense = np.count_nonzero(positive) * SPARSE_ROWS_SHARE >= len(link_bytes) > 0
+    loaded = None if dense else np.flatnonzero(positive)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if loaded is None:
+            link_time = np.zeros(len(link_bytes))
+            np.divide(link_bytes, rate_Bps if efficiency == 1.0 else rate_Bps * efficiency,
+                      out=link_time, where=positive)
+        else:
+            link_time = link_bytes[loaded] / (
+                rate_Bps[loaded] if efficiency == 1.0 else rate_Bps[loaded] * efficiency)
+    slowest = int(np.argmax(link_time)) if len(link_time) else -1
+    bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
+    # unloaded rows hold 0, so the first slowest row over all of them is a loaded one
+    row = slowest if loaded is None else int(loaded[slowest]) if slowest >= 0 else -1
+    bottleneck = row if bandwidth > 0 else (0 if len(link_bytes) else -1)
+    return loaded, link_time, bandwidth, bottleneck
+
+
+def _add_busy(busy: np.ndarray | None, link_time: np.ndarray, loaded: np.ndarray | None,
+              steps: int, n_links: int) -> np.ndarray:
+    """``busy`` (None: zeros) plus ``link_time`` times ``steps``, seconds per link row
+    (``link_time`` on the ``loaded`` rows, or on every row when None: then it is an
+    array of the caller's own, which the first phase's total may be)."""
+    time = link_time if steps == 1 else link_time * steps
+    if busy is None:
+        if loaded is None:
+            return time
+        busy = np.zeros(n_links)
+        busy[loaded] = time
+    elif loaded is None:
+        busy += time
+    else:
+        busy[loaded] += time
+    return busy
+
+
+def _add_steps(total: np.ndarray | None, link_bytes: np.ndarray, loaded: np.ndarray | None,
                steps: int, owned: bool) -> tuple[np.ndarray, bool]:
     """``total + link_bytes * steps`` (bytes per link row) and whether the result is an
     array of its own, the same numbers with fewer passes over the link rows: the first
     phase's product is the total (0 + x is x) and a single step needs no product (x * 1
     is x), so a one-step phase's own array is the total until another phase adds to it;
-    a phase that loads few rows adds on those alone (the others add 0)."""
+    a phase that loads few rows (``loaded``; None: many) adds on those alone (the others
+    add 0)."""
     if total is None:
         return (link_bytes, False) if steps == 1 else (link_bytes * steps, True)
     if not owned:
         return total + (link_bytes if steps == 1 else link_bytes * steps), True
-    if len(loaded) * SPARSE_ADD_SHARE < len(total):
+    if loaded is not None:
         total[loaded] += link_bytes[loaded] if steps == 1 else link_bytes[loaded] * steps
     else:
         total += link_bytes if steps == 1 else link_bytes * steps
     return total, True
 
 
-SPARSE_ADD_SHARE = 4
-"""A phase that loads fewer than one link row in this many adds its bytes to the total
-on those rows alone (indexing them costs about this many dense passes per row)."""
+SPARSE_ROWS_SHARE = 4
+"""A phase that loads fewer than one link row in this many is timed and added up on
+those rows alone (indexing a row costs about as much as this many passes over one)."""
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel

@@ -64,9 +64,14 @@ class _Lookup:
 
 
 def _ranked(usable: np.ndarray) -> np.ndarray:
-    """Per row, the usable columns first (in column order): the ``r``-th usable column
-    of row ``i`` is ``out[i, r]``."""
-    return np.argsort(~usable, axis=-1, kind="stable")
+    """Per row of a 2-D ``usable``, the usable columns first (in column order): the
+    ``r``-th usable column of row ``i`` is ``out[i, r]``; a row with every column usable
+    (most of them: a failure touches few) is its columns in order, unsorted."""
+    out = np.broadcast_to(np.arange(usable.shape[1]), usable.shape).copy()
+    partial = np.flatnonzero(~usable.all(axis=1))
+    if len(partial):
+        out[partial] = np.argsort(~usable[partial], axis=1, kind="stable")
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,6 +137,28 @@ class _ClimbShape:
         index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
         if len(np.unique(index[0])) != index.shape[1]:
             raise _Irregular("a core joins spines of different indices")
+        self._core_downlinks(climb)
+
+    def _core_downlinks(self, climb: _Climb) -> None:
+        """Each spine's cores in node order (``core_sorted``, and where each of its core
+        columns falls in it, ``core_rank``), and the arcs down from its cores in the
+        same order (``down_by_core``, ``down_cores``, rows by ``down_slot``): a core's
+        arc down to a spine whose cores are those of the spine it came up from is then
+        found by position, not searched among all link rows. Only where no two link rows
+        join the same ends (else ``down_by_core`` is None and the search finds them)."""
+        self.down_by_core: np.ndarray | None = None
+        keys = self.lookup.keys
+        if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
+            return
+        down = climb.down[climb.core]
+        order = np.argsort(self.core_nodes, axis=1, kind="stable")
+        self.core_rank = np.argsort(order, axis=1, kind="stable")
+        self.core_sorted = np.take_along_axis(self.core_nodes, order, axis=1)
+        below = climb.src_of(down.table)
+        order = np.argsort(below, axis=1, kind="stable")
+        self.down_cores = np.take_along_axis(below, order, axis=1)
+        self.down_by_core = np.take_along_axis(down.table, order, axis=1)
+        self.down_slot = down.slot
 
 
 class _LiveClimb(_ClimbShape):
@@ -183,9 +210,26 @@ class _LiveClimb(_ClimbShape):
         spine_node = np.flatnonzero(self.core_slot >= 0)[top]
         peer = self.pod_spines[pod_index, self.col[spine_node]]
         core_up = self.core_up[top]
-        core_down = self.lookup.row(self.core_nodes[top], peer[:, None])
+        core_down = self._core_down(top, peer)
         usable = self.alive[core_up] & (core_down >= 0) & self.alive[np.maximum(core_down, 0)]
         return usable.sum(axis=1), _ranked(usable), core_up, core_down
+
+    def _core_down(self, top: np.ndarray, peer: np.ndarray) -> np.ndarray:
+        """(keys, cores) the arc from each core of spine row ``top`` down to spine node
+        ``peer``, -1 where there is none: by position where ``peer``'s cores are the
+        spine's own (:meth:`_ClimbShape._core_downlinks`), else searched."""
+        cores = self.core_nodes[top]
+        if self.down_by_core is None or self.down_cores.shape[1] != cores.shape[1]:
+            return self.lookup.row(cores, peer[:, None])
+        row = self.down_slot[peer]
+        same = (row >= 0) & (self.down_cores[np.maximum(row, 0)]
+                             == self.core_sorted[top]).all(axis=1)
+        out = np.take_along_axis(self.down_by_core[np.maximum(row, 0)], self.core_rank[top],
+                                 axis=1)
+        other = np.flatnonzero(~same)
+        if len(other):
+            out[other] = self.lookup.row(cores[other], peer[other, None])
+        return out
 
     def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
         """Key of (spine node, destination pod index) pairs, as :meth:`paths` sorts them."""
