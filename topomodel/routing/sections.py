@@ -105,11 +105,19 @@ def kept_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
     """``route()`` (the section's bytes per link row, then its other outputs) for the
     ``flows`` (indices into ``phase``) of ``section`` under ``options`` (routing, seed,
     queue pairs), kept and shared by every copy of ``fabric`` whose failed rows miss
-    the section's tiers (:data:`SECTION_TIERS`); on other copies routed every time.
-    Kept up to :data:`KEPT_SECTION_BYTES`."""
+    the section's tiers (:data:`SECTION_TIERS`); on other copies routed every time."""
     if failed_tiers(fabric) & set(SECTION_TIERS[section]):
         load, *rest = route()
         return KeptSection(phase, None, load, tuple(rest), kept=False)
+    return intact_section(fabric, section, phase, flows, options, route)
+
+
+def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
+                   options: tuple[Any, ...],
+                   route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
+    """The section as every copy that leaves its tiers intact routes it: the kept one,
+    else ``route()``, which must route it so (on such a copy, or with every arc live),
+    kept. Up to :data:`KEPT_SECTION_BYTES`."""
     digest = hashlib.blake2b(np.ascontiguousarray(flows).tobytes(), digest_size=16).digest()
     key = (section, id(phase), len(flows), digest, options)
     kept = fabric.derived(kept_sections)

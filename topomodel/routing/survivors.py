@@ -326,11 +326,11 @@ class _SurvivorShape:
 class _Survivors:
     """A structured fabric's failed arcs, indexed for the structured router."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, alive: np.ndarray | None = None) -> None:
         clos = _clos(fabric)
         shape = fabric.derived(_SurvivorShape)
         self.clos = clos
-        self.alive = ~fabric.links["failed"].to_numpy()
+        self.alive = ~fabric.links["failed"].to_numpy() if alive is None else alive
         self.lookup = shape.lookup
         self.fat_tree = _LiveClimb(shape.fat_tree, self.alive)
         self.supernode = _LiveClimb(shape.supernode, self.alive)
@@ -338,6 +338,13 @@ class _Survivors:
 
 def _survivors(fabric: Fabric) -> _Survivors:
     return fabric.derived(_Survivors)
+
+
+@ignores_failures
+def _intact_view(fabric: Fabric) -> _Survivors:
+    """The failure view with every arc live: what a copy gives on a section whose tiers
+    it leaves intact (:mod:`topomodel.routing.sections`), shared by every copy."""
+    return _Survivors(fabric, np.ones(len(fabric.links), bool))
 
 
 def check_survivors(fabric: Fabric) -> None:
@@ -382,8 +389,10 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
             detour[cut] = True
         far = inside[across] if not clos.mesh else inside[:0]
         if len(far):
-            hops[far], lost = section("supernode", far, up_routing, lambda: _supernode(
-                view, phase, far, up_routing, seed, qps))
+            from topomodel.routing.supernode_patch import supernode_on_copy
+
+            hops[far], lost = section("supernode", far, up_routing, lambda: (
+                supernode_on_copy(fabric, view, phase, far, up_routing, seed, qps)))
             detour[far[lost]] = True
     outside = np.flatnonzero(network)
     if len(outside):
@@ -491,14 +500,16 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
             node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray, lower_d: np.ndarray,
             ok: np.ndarray, weights: np.ndarray, arcs: tuple[np.ndarray, np.ndarray],
             routing: str, seed: int, qps: int
-            ) -> tuple[list[Piece], np.ndarray, np.ndarray]:
+            ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
     """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
     ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
     ``arcs`` the arcs into the entry and out of the exit, ``ok`` whether those are live,
     ``weights`` their cables, ``node`` where the plane is chosen.
 
     Returns the load (pieces for :func:`_bincounts`), the extra hops inside the Clos
-    per flow and the flows with no plane still joined (detours)."""
+    per flow, the flows with no plane still joined (detours) and (flows, planes)
+    whether the plane carries some of the flow (what its share of the flow depends
+    on)."""
     cross = ok & (lower_s != lower_d)
     r, c = np.nonzero(cross)
     nodes = len(view.clos.domain)
@@ -524,7 +535,7 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
         amount = np.bincount(inverse, part[r, c], len(pairs))
         if len(pairs):
             pieces += climb.even(pair_s, pair_d, amount, paths)
-        return pieces, extra, lost
+        return pieces, extra, lost, usable
     keep = np.flatnonzero(~lost)
     take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
     row = keep[take]
@@ -539,21 +550,28 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
             int(go.sum()), np.int64)
         pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
                                dst[row[go]], part[go], stride, routing, seed)
-    return pieces, extra, lost
+    return pieces, extra, lost, usable
 
 
 def _supernode(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
                qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_supernode_planes` without the planes each flow takes."""
+    return _supernode_planes(view, phase, flows, routing, seed, qps)[:3]
+
+
+def _supernode_planes(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str,
+                      seed: int, qps: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Between systems of one supernode: accelerator -> chip k -> plane k's Clos -> chip
     k of the destination system -> accelerator, over the planes still joining them."""
     up = view.clos.scaleup_up
     assert up is not None
     src, dst = phase.src[flows], phase.dst[flows]
     into, out, ok = _chips(view, src, dst)
-    pieces, extra, lost = _planes(
+    pieces, extra, lost, usable = _planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
         view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
-    return _bincounts(view.clos.n_links, pieces), 2 + extra, lost
+    return _bincounts(view.clos.n_links, pieces), 2 + extra, lost, usable
 
 
 def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -569,7 +587,7 @@ def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, s
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
-    pieces, extra, lost = _planes(
+    pieces, extra, lost, _ = _planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
         np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
