@@ -49,9 +49,6 @@ class _Components:
 def _components(fabric: Fabric) -> _Components | None:
     """The components of ``fabric``'s supernode, None where it has none to split (or
     its core arcs are found by search alone)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
     shape = fabric.derived(_SurvivorShape).supernode
     view = fabric.derived(_intact_view)
     clos = view.clos
@@ -59,6 +56,9 @@ def _components(fabric: Fabric) -> _Components | None:
     if not shape.present or up is None or down is None:
         return None
     pods = len(shape.pods)
+    cores: np.ndarray | None = None
+    label = np.arange(pods)
+    spine_nodes = np.zeros(0, np.int64)
     if shape.cores:
         if shape.down_by_core is None:
             return None
@@ -66,13 +66,12 @@ def _components(fabric: Fabric) -> _Components | None:
         spine_pod[shape.pod_spines] = np.arange(pods)[:, None]
         spine_nodes = np.flatnonzero(shape.core_slot >= 0)
         cores, core_index = np.unique(shape.core_nodes, return_inverse=True)
-        core_index = core_index.reshape(shape.core_nodes.shape)
-        rows = np.repeat(spine_pod[spine_nodes], shape.core_nodes.shape[1])
-        graph = coo_matrix((np.ones(len(rows)), (rows, pods + core_index.ravel())),
-                           shape=(pods + len(cores),) * 2)
-        count, label = connected_components(graph, directed=False)
-    else:
-        count, label, spine_nodes, cores = pods, np.arange(pods), np.zeros(0, int), None
+        label, core_label = _joined(np.repeat(spine_pod[spine_nodes],
+                                              shape.core_nodes.shape[1]),
+                                    core_index.ravel(), pods, len(cores))
+        label = np.concatenate([label, core_label])
+    _, label = np.unique(label, return_inverse=True)
+    count = int(label.max(initial=-1)) + 1
     node = np.full(len(clos.domain), -1)
     leaves = np.flatnonzero(shape.slot >= 0)
     leaf_comp = label[np.searchsorted(shape.pods, shape.group)]  # per leaf row
@@ -91,6 +90,22 @@ def _components(fabric: Fabric) -> _Components | None:
     owners = np.flatnonzero(down.slot >= 0)
     row[down.table[down.slot[owners]]] = node[clos.src[down.table[down.slot[owners]]]]
     return _Components(node, row, int(count))
+
+
+def _joined(pod: np.ndarray, core: np.ndarray, pods: int, cores: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Per pod and per core, the lowest pod joined to it through the arcs ``pod[i] --
+    core[i]``: each side takes its neighbours' lowest until none changes (as many
+    rounds as the widest component's hops, two in a folded Clos)."""
+    pod_label = np.arange(pods)
+    while True:
+        core_label = np.full(cores, pods)
+        np.minimum.at(core_label, core, pod_label[pod])
+        lowest = pod_label.copy()
+        np.minimum.at(lowest, pod, core_label[core])
+        if (lowest == pod_label).all():
+            return pod_label, core_label
+        pod_label = lowest
 
 
 def patched_supernode(fabric: Fabric, view: _Survivors, phase: Phase, far: np.ndarray,
