@@ -9,6 +9,7 @@ import topomodel.analysis.step as step_module
 from topomodel.analysis.step import StepAssumptions, step_calls
 from topomodel.analysis.stepshape import (
     UNSHARED_ALGORITHMS,
+    in_system_failure_times,
     scaleout_failure_times,
     untouched_by_failures,
 )
@@ -16,6 +17,9 @@ from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+from topomodel.routing.sections import kept_sections
+from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout, rank_groups
 
 # (example, layout): 8-GPU NVSwitch servers, 72-GPU NVL72 racks, and a 384-NPU
@@ -74,7 +78,8 @@ def test_collectives_inside_domains_keep_their_time_on_scaleout_failures(
     with_sharing = len(routed)
     alone = []
     for part in parts:
-        fabric.derived(scaleout_failure_times).clear()  # route this copy's own
+        for kept in (scaleout_failure_times, in_system_failure_times, kept_sections):
+            fabric.derived(kept).clear()  # route this copy's own
         alone.append(step_calls(with_failures(fabric, *part), model, layout, A)[0])
     assert len(routed) - with_sharing > with_sharing  # shared: routed once, not per copy
     for part, kept, own in zip(parts, shared, alone, strict=True):
@@ -127,3 +132,64 @@ def test_the_rule_needs_failures_all_in_scaleout_and_no_in_network_plan():
     both = with_failures(fabric, ["leaf00", fabric.nodes["name"][
         (fabric.nodes["kind"] == "scaleup_switch").to_numpy()].iat[-1]], ())
     assert not untouched_by_failures(both, ("ring",), tp)
+
+
+def _upper_level_parts(fabric):
+    """The first and last switch of a supernode's level 2, and its first link up."""
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    l2 = names[(nodes["tier"] == "scaleup_l2").to_numpy()]
+    row = np.flatnonzero((links["tier"] == "scaleup_l2").to_numpy())[0]
+    link = f"{names[links['src'].iat[row]]} -- {names[links['dst'].iat[row]]}"
+    return [((str(l2[0]),), ()), ((str(l2[-1]),), ()), ((), (link,))]
+
+
+def test_collectives_in_systems_keep_their_time_on_upper_level_failures(monkeypatch):
+    """TP groups of one 8-NPU system of a supernode: on copies with a failed level-2
+    switch or link, or a scale-out part, each collective is bit for bit what routing
+    it on that copy alone gives, and TP is timed once for all of them."""
+    example, layout = JOBS[2]
+    fabric = _fabric(example)
+    model = _model(fabric)
+    parts = _upper_level_parts(fabric) + _scaleout_parts(fabric, per_tier=1)
+    tp = rank_groups(fabric.accelerators[:layout.world], layout, "tp")
+    assert all(untouched_by_failures(with_failures(fabric, *p), ("ring",), tp)
+               for p in parts)
+    routed = []
+    original = step_module.fastest
+
+    def counted(*args, **kwargs):
+        routed.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "fastest", counted)
+    for kept in (scaleout_failure_times, in_system_failure_times, kept_sections):
+        fabric.derived(kept).clear()
+    shared = [step_calls(with_failures(fabric, *part), model, layout, A)[0]
+              for part in parts]
+    with_sharing = len(routed)
+    alone = []
+    for part in parts:
+        for kept in (scaleout_failure_times, in_system_failure_times, kept_sections):
+            fabric.derived(kept).clear()
+        alone.append(step_calls(with_failures(fabric, *part), model, layout, A)[0])
+    assert len(routed) - with_sharing > with_sharing
+    for part, kept_calls, own in zip(parts, shared, alone, strict=True):
+        assert kept_calls == own, part
+
+
+def test_a_collective_across_systems_is_not_shared_on_upper_level_failures():
+    """Groups spanning two systems of a supernode cross its level-2 switches: a failed
+    one moves their loads, so the rule must refuse them there (it shares them only on
+    scale-out failures)."""
+    example, layout = JOBS[2]
+    fabric = _fabric(example)
+    tp = rank_groups(fabric.accelerators[:layout.world], layout, "tp")
+    spilled = np.concatenate([tp[:, 4:], tp[::-1, :4]], axis=1)  # halves of two systems
+    upper = with_failures(fabric, *_upper_level_parts(fabric)[0])
+    out = with_failures(fabric, *_scaleout_parts(fabric, per_tier=1)[0])
+    assert not untouched_by_failures(upper, ("ring",), spilled)
+    assert untouched_by_failures(out, ("ring",), spilled)
+    traffic = collective_traffic(fabric, "allreduce", spilled, 2**24, algorithm="ring")
+    loads = [route(copy, traffic.phases[0]).link_bytes for copy in (upper, out)]
+    assert not np.array_equal(*loads)

@@ -63,16 +63,15 @@ from topomodel.analysis.stepshape import (
     LayoutMemory,
     Shape,
     collective_times,
+    failure_times,
     grid_key,
     node_domains,
     ranks_of,
     recall_step,
     remember_step,
-    scaleout_failure_times,
     shape_of,
     shared_traffic,
     time_key,
-    untouched_by_failures,
 )
 from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Model
@@ -434,8 +433,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             grid_rows = groups()
             # a copy whose failures cannot reach this collective shares its time with
             # the copies that another failure of the same kind left it untouched on
-            shared = (fabric.derived(scaleout_failure_times)
-                      if untouched_by_failures(fabric, candidates, grid_rows) else {})
+            shared = failure_times(fabric, candidates, grid_rows)
             hit = shared.get(key)
             if hit is None:
                 rows = group_blocks(fabric, grid_rows)  # checked once, for the candidates
@@ -516,8 +514,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
             hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
         elif hit is None:
             pairs = pipeline_pairs()
-            shared = (fabric.derived(scaleout_failure_times)
-                      if untouched_by_failures(fabric, ("p2p",), pairs) else {})
+            shared = failure_times(fabric, ("p2p",), pairs)
             hit = shared.get(key)
             if hit is None:
                 times = [time_traffic(fabric, shared_traffic(

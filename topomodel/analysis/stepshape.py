@@ -11,9 +11,10 @@
 - :func:`shared_traffic`: the step's collective traffic, kept with the fabric and its
   copies with failed parts (the goodput's degraded steps) and across time models (the
   sensitivity), which route it again but need not build it again;
-- :func:`scaleout_failure_times`: the times of collectives that stay inside scale-up
-  domains, shared by the fabric's copies whose failed parts all sit in the scale-out
-  network (:func:`untouched_by_failures` is the rule);
+- :func:`scaleout_failure_times` and :func:`in_system_failure_times`: the times of
+  collectives that stay inside scale-up domains (systems), shared by the fabric's
+  copies whose failed parts all sit outside the scale-up tiers (the in-system arcs):
+  :func:`failure_times` is the rule;
 - :func:`cached_schedule`: pipeline schedules, read-only, built once per process.
 
 Nothing here is kept in a module-global table that holds a fabric: what belongs to a
@@ -41,7 +42,7 @@ from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import AllPairsPhase, Traffic
-from topomodel.vocabulary import SCALE_OUT_TIERS
+from topomodel.vocabulary import SCALEUP_TIERS
 
 
 @dataclass(frozen=True)
@@ -311,44 +312,93 @@ def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
 
 @ignores_failures
 def scaleout_failure_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
-    """The times of collectives whose every group lies in one scale-up domain, as routed
-    on a copy of ``fabric`` whose failed links are all scale-out links (host, leaf,
-    spine, core), shared by every such copy (:func:`untouched_by_failures`): a
-    degraded step re-routes its TP and pipeline collectives once for all the scale-out
-    tiers' failures, not once per tier. Keyed like :func:`collective_times`."""
+    """The times of collectives whose every group lies in one scale-up domain (and
+    some group spans systems), as routed on a copy of ``fabric`` whose failed links are
+    all scale-out links (host, leaf, spine, core), shared by every such copy
+    (:func:`failure_times` is the rule): a degraded step re-routes them once for all
+    the scale-out tiers' failures, not once per tier. Keyed like
+    :func:`collective_times`."""
     return {}
+
+
+@ignores_failures
+def in_system_failure_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
+    """The times of collectives whose every group lies in one system, as routed on a
+    copy of ``fabric`` whose failed links include none between an accelerator and its
+    system's chips, shared by every such copy (:func:`failure_times`): a TP collective
+    is timed once for the failures of the scale-out tiers and of a supernode's upper
+    switch levels alike. Keyed like :func:`collective_times`."""
+    return {}
+
+
+def failure_times(fabric: Fabric, candidates: tuple[str, ...], groups: np.ndarray
+                  ) -> dict[CollectiveKey, CollectiveTime]:
+    """Where a collective of ``candidates`` on ``groups`` (rows of node numbers) finds
+    and leaves its time on ``fabric``, a copy with failed parts: the times it shares
+    with the other copies on which it provably has the same time, or a dict of its own
+    (empty) where there are none.
+
+    The structured router must cover the copy (it routes around failures; the general
+    router would sum in another order), and no candidate be an in-network plan
+    (:data:`UNSHARED_ALGORITHMS`, which avoids failed switches). Then a collective whose
+    every group lies in one system (:func:`in_system_failure_times`) sends every flow
+    between accelerators and chips of one system, and the router reads the liveness of
+    those arcs alone; one whose every group lies in one scale-up domain
+    (:func:`scaleout_failure_times`), of the scale-up tiers' arcs alone. On every copy
+    where none of those arcs failed, no flow is cut off or moved: the loads (on those
+    links only), their rates (as if none failed), the hops and the timing (PXN moves no
+    flow within a domain; the switch bound is off on every copy with failures) are the
+    same."""
+    maker = _shared_times(fabric, candidates, groups)
+    return {} if maker is None else fabric.derived(maker)
 
 
 def untouched_by_failures(fabric: Fabric, candidates: tuple[str, ...],
                           groups: np.ndarray) -> bool:
-    """Whether a collective of ``candidates`` on ``groups`` (rows of node numbers) has
-    the same time on ``fabric`` as on any other copy of it with failed parts that
-    passes this test, so :func:`scaleout_failure_times` may hold it.
+    """Whether a collective of ``candidates`` on ``groups`` shares its time on
+    ``fabric`` with other copies of it with failed parts (:func:`failure_times`)."""
+    return _shared_times(fabric, candidates, groups) is not None
 
-    True when ``fabric`` has failed links, all of them scale-out links, and the
-    structured router covers it (it routes around them; the general router would sum
-    in another order), every group lies in one scale-up domain, and no candidate is an
-    in-network plan (:data:`UNSHARED_ALGORITHMS`, which avoids failed switches). Then
-    every flow stays inside its domain, where the router reads only scale-up arcs, none
-    of them failed, so no flow is cut off or moved: the loads on the scale-up links, the
-    only links loaded, their rates, the hops and the timing (PXN moves no flow within a
-    domain; the switch bound is off on every copy with failures) are the same on every
-    such copy."""
-    if not fabric.derived(_failed_in_scaleout_only) or any(
+
+def _shared_times(fabric: Fabric, candidates: tuple[str, ...], groups: np.ndarray
+                  ) -> Callable[[Fabric], dict[CollectiveKey, CollectiveTime]] | None:
+    """The maker of the times :func:`failure_times` shares, None for none."""
+    failed = _failed_tiers(fabric)
+    members = groups.reshape(len(groups), -1)
+    if failed is None or not len(members) or any(
             alg in UNSHARED_ALGORITHMS for alg in candidates):
-        return False
-    domains = fabric.derived(node_domains)[groups.reshape(len(groups), -1)]
-    return bool(len(domains)) and bool(((domains == domains[:, :1]) & (domains >= 0)).all())
+        return None
+    if "scaleup" not in failed and _each_in_one(fabric.derived(node_systems)[members]):
+        return in_system_failure_times
+    if not failed & set(SCALEUP_TIERS) and _each_in_one(
+            fabric.derived(node_domains)[members]):
+        return scaleout_failure_times
+    return None
 
 
-def _failed_in_scaleout_only(fabric: Fabric) -> bool:
-    """Whether ``fabric`` has failed links, all scale-out ones, on a fabric the
-    structured router covers with them failed."""
+def _each_in_one(places: np.ndarray) -> bool:
+    """Whether every row of ``places`` (a system or domain per member) is one place."""
+    return bool(((places == places[:, :1]) & (places >= 0)).all())
+
+
+@ignores_failures
+def node_systems(fabric: Fabric) -> np.ndarray:
+    """Every node's system (-1: none), read-only, found once per fabric."""
+    systems = fabric.nodes["system"].to_numpy().copy()
+    systems.setflags(write=False)
+    return systems
+
+
+def _failed_tiers(fabric: Fabric) -> frozenset[str] | None:
+    """The link tiers with a failed row on ``fabric``; None when nothing failed or the
+    structured router does not cover it with its failures."""
+    from topomodel.routing.sections import failed_tiers
     from topomodel.routing.structured import structured_supported
 
-    links = fabric.links
-    failed = links["failed"].to_numpy()
-    if not failed.any():
-        return False
-    tiers = np.asarray(links["tier"].cat.categories)[links["tier"].cat.codes.to_numpy()[failed]]
-    return bool(np.isin(tiers, SCALE_OUT_TIERS).all()) and structured_supported(fabric) is None
+    if not fabric.derived(_any_failed) or structured_supported(fabric) is not None:
+        return None
+    return failed_tiers(fabric)
+
+
+def _any_failed(fabric: Fabric) -> bool:
+    return bool(fabric.links["failed"].to_numpy().any())

@@ -28,6 +28,7 @@ router on the whole phase, link by link.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,7 @@ from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
 from topomodel.routing.routed import Routed
+from topomodel.routing.sections import kept_section
 from topomodel.routing.structured import _Climb, _clos, _Irregular
 from topomodel.traffic.phases import Phase
 
@@ -62,9 +64,14 @@ class _Lookup:
 
 
 def _ranked(usable: np.ndarray) -> np.ndarray:
-    """Per row, the usable columns first (in column order): the ``r``-th usable column
-    of row ``i`` is ``out[i, r]``."""
-    return np.argsort(~usable, axis=-1, kind="stable")
+    """Per row of a 2-D ``usable``, the usable columns first (in column order): the
+    ``r``-th usable column of row ``i`` is ``out[i, r]``; a row with every column usable
+    (most of them: a failure touches few) is its columns in order, unsorted."""
+    out = np.broadcast_to(np.arange(usable.shape[1]), usable.shape).copy()
+    partial = np.flatnonzero(~usable.all(axis=1))
+    if len(partial):
+        out[partial] = np.argsort(~usable[partial], axis=1, kind="stable")
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +137,28 @@ class _ClimbShape:
         index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
         if len(np.unique(index[0])) != index.shape[1]:
             raise _Irregular("a core joins spines of different indices")
+        self._core_downlinks(climb)
+
+    def _core_downlinks(self, climb: _Climb) -> None:
+        """Each spine's cores in node order (``core_sorted``, and where each of its core
+        columns falls in it, ``core_rank``), and the arcs down from its cores in the
+        same order (``down_by_core``, ``down_cores``, rows by ``down_slot``): a core's
+        arc down to a spine whose cores are those of the spine it came up from is then
+        found by position, not searched among all link rows. Only where no two link rows
+        join the same ends (else ``down_by_core`` is None and the search finds them)."""
+        self.down_by_core: np.ndarray | None = None
+        keys = self.lookup.keys
+        if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
+            return
+        down = climb.down[climb.core]
+        order = np.argsort(self.core_nodes, axis=1, kind="stable")
+        self.core_rank = np.argsort(order, axis=1, kind="stable")
+        self.core_sorted = np.take_along_axis(self.core_nodes, order, axis=1)
+        below = climb.src_of(down.table)
+        order = np.argsort(below, axis=1, kind="stable")
+        self.down_cores = np.take_along_axis(below, order, axis=1)
+        self.down_by_core = np.take_along_axis(down.table, order, axis=1)
+        self.down_slot = down.slot
 
 
 class _LiveClimb(_ClimbShape):
@@ -181,25 +210,42 @@ class _LiveClimb(_ClimbShape):
         spine_node = np.flatnonzero(self.core_slot >= 0)[top]
         peer = self.pod_spines[pod_index, self.col[spine_node]]
         core_up = self.core_up[top]
-        core_down = self.lookup.row(self.core_nodes[top], peer[:, None])
+        core_down = self._core_down(top, peer)
         usable = self.alive[core_up] & (core_down >= 0) & self.alive[np.maximum(core_down, 0)]
         return usable.sum(axis=1), _ranked(usable), core_up, core_down
+
+    def _core_down(self, top: np.ndarray, peer: np.ndarray) -> np.ndarray:
+        """(keys, cores) the arc from each core of spine row ``top`` down to spine node
+        ``peer``, -1 where there is none: by position where ``peer``'s cores are the
+        spine's own (:meth:`_ClimbShape._core_downlinks`), else searched."""
+        cores = self.core_nodes[top]
+        if self.down_by_core is None or self.down_cores.shape[1] != cores.shape[1]:
+            return self.lookup.row(cores, peer[:, None])
+        row = self.down_slot[peer]
+        same = (row >= 0) & (self.down_cores[np.maximum(row, 0)]
+                             == self.core_sorted[top]).all(axis=1)
+        out = np.take_along_axis(self.down_by_core[np.maximum(row, 0)], self.core_rank[top],
+                                 axis=1)
+        other = np.flatnonzero(~same)
+        if len(other):
+            out[other] = self.lookup.row(cores[other], peer[other, None])
+        return out
 
     def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
         """Key of (spine node, destination pod index) pairs, as :meth:`paths` sorts them."""
         return self.core_slot[spine].astype(np.int64) * len(self.pods) + pod
 
-    def even(self, n_links: int, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
-             paths: _Paths) -> np.ndarray:
-        """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores)."""
+    def even(self, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
+             paths: _Paths) -> list[Piece]:
+        """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores), as
+        pieces for :func:`_bincounts`: up-, down-, core up- and core downlinks."""
         ok = paths.ok
         i, k = self.slot[leaf_s], self.slot[leaf_d]
         share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
-        load = np.bincount(self.up_arcs[i].ravel(), share.ravel(), n_links)
-        load += np.bincount(self.down_arcs[k].ravel(), share.ravel(), n_links)
+        pieces = [(self.up_arcs[i], share), (self.down_arcs[k], share)]
         cross = paths.cross
         if not cross.any() or not len(paths.keys):
-            return load
+            return pieces
         pod = np.searchsorted(self.pods, self.group[k[cross]])
         at = np.searchsorted(paths.keys, self._key(self.spines[i[cross]], pod[:, None]))
         into = np.bincount(at.ravel(), share[cross].ravel(), len(paths.keys))
@@ -207,23 +253,22 @@ class _LiveClimb(_ClimbShape):
         cores = np.where(used, paths.rank, 0)
         weight = np.where(used, (into / np.maximum(paths.count, 1))[:, None], 0.0)
         rows = np.arange(len(paths.keys))[:, None]
-        load += np.bincount(paths.core_up[rows, cores].ravel(), weight.ravel(), n_links)
-        load += np.bincount(np.maximum(paths.core_down[rows, cores], 0).ravel(),
-                            weight.ravel(), n_links)
-        return load
+        # unused columns weigh 0 (on a core_down of -1: on row 0, which 0 leaves as is)
+        return [*pieces, (paths.core_up[rows, cores], weight),
+                (np.maximum(paths.core_down[rows, cores], 0), weight)]
 
-    def picked(self, n_links: int, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+    def picked(self, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
                paths: _Paths, ids: np.ndarray, dst: np.ndarray, volume: np.ndarray,
-               stride: np.ndarray, routing: str, seed: int) -> np.ndarray:
+               stride: np.ndarray, routing: str, seed: int) -> list[Piece]:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
-        ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``)."""
+        ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``),
+        as pieces for :func:`_bincounts`."""
         count = paths.ok.sum(axis=1)[pair]
         at = leaf_s[pair]
         rank = _rank(routing, seed, ids, at, dst, stride, count, self.cables)
         col = _ranked(paths.ok)[pair, rank]
         i, k = self.slot[at], self.slot[leaf_d[pair]]
-        up_arc, down_arc = self.up_arcs[i, col], self.down_arcs[k, col]
-        load = np.bincount(up_arc, volume, n_links) + np.bincount(down_arc, volume, n_links)
+        pieces = [(self.up_arcs[i, col], volume), (self.down_arcs[k, col], volume)]
         far = np.flatnonzero(paths.cross[pair])
         if len(far):
             spine = self.spines[i[far], col[far]]
@@ -233,9 +278,9 @@ class _LiveClimb(_ClimbShape):
             rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
                          cores, self.core_cables)
             core = paths.rank[row, rank]
-            load += np.bincount(paths.core_up[row, core], volume[far], n_links)
-            load += np.bincount(paths.core_down[row, core], volume[far], n_links)
-        return load
+            pieces += [(paths.core_up[row, core], volume[far]),
+                       (paths.core_down[row, core], volume[far])]
+        return pieces
 
 
 def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.ndarray,
@@ -246,6 +291,23 @@ def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.nd
         ticket = mix(seed, ids, node) % (count * cables).astype(np.uint64)
         return (ticket // np.uint64(cables)).astype(np.int64)
     return (dst // stride) % count
+
+
+Piece = tuple[np.ndarray, np.ndarray]
+"""(link rows, bytes) of the same shape: one kind of arc a section of the router loads."""
+
+
+def _bincounts(n_links: int, pieces: list[Piece]) -> np.ndarray:
+    """Bytes per link row of ``pieces`` whose kinds of arc (tier and direction: up- and
+    downlinks, core arcs, host links) are different link rows: one bincount over them
+    all. Each row's bytes then come from one piece, in that piece's order, so the sums
+    are bit for bit those of one bincount per piece added up (the zero-weight entries
+    a piece may hold add 0, which leaves any sum as it is)."""
+    arcs = np.concatenate([a.ravel() for a, _ in pieces])
+    weights = np.concatenate([w.ravel() for _, w in pieces])
+    if not len(arcs):  # numpy counts an empty input in integers
+        return np.zeros(n_links)
+    return np.bincount(arcs, weights, n_links)
 
 
 @ignores_failures
@@ -264,11 +326,11 @@ class _SurvivorShape:
 class _Survivors:
     """A structured fabric's failed arcs, indexed for the structured router."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, alive: np.ndarray | None = None) -> None:
         clos = _clos(fabric)
         shape = fabric.derived(_SurvivorShape)
         self.clos = clos
-        self.alive = ~fabric.links["failed"].to_numpy()
+        self.alive = ~fabric.links["failed"].to_numpy() if alive is None else alive
         self.lookup = shape.lookup
         self.fat_tree = _LiveClimb(shape.fat_tree, self.alive)
         self.supernode = _LiveClimb(shape.supernode, self.alive)
@@ -276,6 +338,13 @@ class _Survivors:
 
 def _survivors(fabric: Fabric) -> _Survivors:
     return fabric.derived(_Survivors)
+
+
+@ignores_failures
+def _intact_view(fabric: Fabric) -> _Survivors:
+    """The failure view with every arc live: what a copy gives on a section whose tiers
+    it leaves intact (:mod:`topomodel.routing.sections`), shared by every copy."""
+    return _Survivors(fabric, np.ones(len(fabric.links), bool))
 
 
 def check_survivors(fabric: Fabric) -> None:
@@ -291,7 +360,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
     view = _survivors(fabric)
     clos = view.clos
     flows = phase.flows
-    load = np.zeros(clos.n_links)
+    load: np.ndarray | None = None
     hops = np.zeros(flows, dtype=np.int64)
     detour = np.zeros(flows, bool)
     unroutable = np.zeros(0, np.int64)
@@ -299,13 +368,20 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     network = ~same
     inside = np.flatnonzero(same)
+
+    def section(name: str, which: np.ndarray, how: str,
+                route: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        nonlocal load
+        kept = kept_section(fabric, name, phase, which, (how, seed, qps), route)
+        load = kept.added_to(load, clos.n_links)
+        return kept.rest
+
     if len(inside):
         across = clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]
-        if clos.mesh:
-            extra, cut = _mesh(view, phase, inside)
-        else:
-            extra, cut = _scaleup(view, phase, inside[~across], up_routing, seed, qps)
-        load += extra
+        within = inside if clos.mesh else inside[~across]
+        (cut,) = section("scaleup", within, up_routing, lambda: (
+            _mesh(view, phase, within) if clos.mesh
+            else _scaleup(view, phase, within, up_routing, seed, qps)))
         hops[inside] = 1 if clos.mesh else 2
         if clos.planes:
             network[cut] = True
@@ -313,17 +389,21 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
             detour[cut] = True
         far = inside[across] if not clos.mesh else inside[:0]
         if len(far):
-            extra, hops[far], lost = _supernode(view, phase, far, up_routing, seed, qps)
-            load += extra
+            from topomodel.routing.supernode_patch import supernode_on_copy
+
+            hops[far], lost = section("supernode", far, up_routing, lambda: (
+                supernode_on_copy(fabric, view, phase, far, up_routing, seed, qps)))
             detour[far[lost]] = True
     outside = np.flatnonzero(network)
     if len(outside):
         if not clos.planes:
             unroutable = outside
         else:
-            extra, hops[outside], lost = _scaleout(view, phase, outside, routing, seed, qps)
-            load += extra
+            hops[outside], lost = section("scaleout", outside, routing, lambda: _scaleout(
+                view, phase, outside, routing, seed, qps))
             detour[outside[lost]] = True
+    if load is None:
+        load = np.zeros(clos.n_links)
     if detour.any() and routing == "ecmp" and clos.planes and not clos.mesh and (
             clos.scaleup_up is not None):
         idx = np.flatnonzero(detour)
@@ -371,8 +451,7 @@ def _mesh(view: _Survivors, phase: Phase, flows: np.ndarray) -> tuple[np.ndarray
     """Direct links of a full mesh; the flows whose link failed (they take the network)."""
     rows = view.lookup.row(phase.src[flows], phase.dst[flows])
     ok = (rows >= 0) & view.alive[np.maximum(rows, 0)]
-    load = np.bincount(rows[ok], phase.bytes[flows][ok], view.clos.n_links)
-    return load, flows[~ok]
+    return _bincounts(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
 
 
 def _chips(view: _Survivors, src: np.ndarray, dst: np.ndarray
@@ -398,16 +477,14 @@ def _scaleup(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, se
     volume = phase.bytes[flows]
     if routing == "ecmp":
         share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
-        return (np.bincount(into.ravel(), share.ravel(), n)
-                + np.bincount(out.ravel(), share.ravel(), n)), flows[cut]
+        return _bincounts(n, [(into, share), (out, share)]), flows[cut]
     keep = np.flatnonzero(~cut)
     take, ids, split = _queue_pairs(routing, flows[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, ids, phase.src[flows][row], phase.dst[flows][row],
                    np.ones(len(row), np.int64), weights[row])
     part = volume[row] / split
-    return (np.bincount(into[row, pick], part, n) + np.bincount(out[row, pick], part, n),
-            flows[cut])
+    return _bincounts(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
 
 
 def _queue_pairs(routing: str, flows: np.ndarray,
@@ -423,15 +500,16 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
             node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray, lower_d: np.ndarray,
             ok: np.ndarray, weights: np.ndarray, arcs: tuple[np.ndarray, np.ndarray],
             routing: str, seed: int, qps: int
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
     """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
     ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
     ``arcs`` the arcs into the entry and out of the exit, ``ok`` whether those are live,
     ``weights`` their cables, ``node`` where the plane is chosen.
 
-    Returns the load, the extra hops inside the Clos per flow and the flows with no
-    plane still joined (detours)."""
-    n = view.clos.n_links
+    Returns the load (pieces for :func:`_bincounts`), the extra hops inside the Clos
+    per flow, the flows with no plane still joined (detours) and (flows, planes)
+    whether the plane carries some of the flow (what its share of the flow depends
+    on)."""
     cross = ok & (lower_s != lower_d)
     r, c = np.nonzero(cross)
     nodes = len(view.clos.domain)
@@ -453,41 +531,47 @@ def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarra
     enter, leave = arcs
     if routing == "ecmp":
         part = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
-        load = np.bincount(enter.ravel(), part.ravel(), n) + np.bincount(
-            leave.ravel(), part.ravel(), n)
+        pieces = [(enter, part), (leave, part)]
         amount = np.bincount(inverse, part[r, c], len(pairs))
         if len(pairs):
-            load += climb.even(n, pair_s, pair_d, amount, paths)
-        return load, extra, lost
+            pieces += climb.even(pair_s, pair_d, amount, paths)
+        return pieces, extra, lost, usable
     keep = np.flatnonzero(~lost)
     take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
                    weights[row])
     part = volume[row] / split
-    load = np.bincount(enter[row, pick], part, n) + np.bincount(leave[row, pick], part, n)
+    pieces = [(enter[row, pick], part), (leave[row, pick], part)]
     pair = pair_of[row, pick]
     go = pair >= 0
     if go.any():
         stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
             int(go.sum()), np.int64)
-        load += climb.picked(n, pair[go], pair_s, pair_d, paths, qp_ids[go],
-                             dst[row[go]], part[go], stride, routing, seed)
-    return load, extra, lost
+        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
+                               dst[row[go]], part[go], stride, routing, seed)
+    return pieces, extra, lost, usable
 
 
 def _supernode(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
                qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_supernode_planes` without the planes each flow takes."""
+    return _supernode_planes(view, phase, flows, routing, seed, qps)[:3]
+
+
+def _supernode_planes(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str,
+                      seed: int, qps: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Between systems of one supernode: accelerator -> chip k -> plane k's Clos -> chip
     k of the destination system -> accelerator, over the planes still joining them."""
     up = view.clos.scaleup_up
     assert up is not None
     src, dst = phase.src[flows], phase.dst[flows]
     into, out, ok = _chips(view, src, dst)
-    load, extra, lost = _planes(
+    pieces, extra, lost, usable = _planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
         view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
-    return load, 2 + extra, lost
+    return _bincounts(view.clos.n_links, pieces), 2 + extra, lost, usable
 
 
 def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -503,10 +587,9 @@ def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, s
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
-    load, extra, lost = _planes(
+    pieces, extra, lost, _ = _planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
         np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
-    load += np.bincount(host_up, carried, clos.n_links)
-    load += np.bincount(host_down, carried, clos.n_links)
-    return load, 4 + extra, lost
+    pieces += [(host_up, carried), (host_down, carried)]
+    return _bincounts(clos.n_links, pieces), 4 + extra, lost

@@ -1,0 +1,116 @@
+"""Router sections kept across copies with failed parts give each copy, bit for bit, what
+routing it alone gives; the rule that decides which copies share them is exact."""
+
+import numpy as np
+import pytest
+from test_routing import fabric_of, random_phase
+
+import topomodel.routing.sections as sections
+import topomodel.routing.survivors as survivors
+from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+from topomodel.vocabulary import FAT_TREE_TIERS, LINK_TIERS, SCALEUP_TIERS
+
+# an NVSwitch server pod, a full mesh (MI300X), NVL72 racks and a 384-NPU supernode
+# whose scale-up crosses systems through two switch levels
+EXAMPLES = ["dgx-h100-superpod", "mi300x-roce", "gb200-nvl72-cluster", "cloudmatrix384"]
+
+
+def one_part_per_tier(fabric):
+    """(parts, cables) failing one switch of every switch tier, then one cable of every
+    link tier: the copies a goodput's degraded steps route."""
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    tiers = nodes["tier"].astype(str).to_numpy()
+    failures = [([str(names[tiers == t][0])], []) for t in (*SCALEUP_TIERS, *FAT_TREE_TIERS)
+                if (tiers == t).any()]
+    link_tiers = links["tier"].astype(str).to_numpy()
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    for tier in LINK_TIERS:
+        rows = np.flatnonzero(link_tiers == tier)
+        if len(rows):
+            failures.append(([], [f"{names[src[rows[0]]]} -- {names[dst[rows[0]]]}"]))
+    return failures
+
+
+def routed_on_copies(fabric, phase, routing, *, alone):
+    """Each copy's routed phase; ``alone``: with no section kept from another copy."""
+    out = []
+    for parts, cables in one_part_per_tier(fabric):
+        if alone:
+            fabric.derived(sections.kept_sections).clear()
+        out.append(route(with_failures(fabric, parts, cables), phase, routing=routing,
+                         seed=3))
+    return out
+
+
+def differences(shared, alone):
+    return [i for i, (a, b) in enumerate(zip(shared, alone, strict=True))
+            if not (np.array_equal(a.link_bytes, b.link_bytes)
+                    and np.array_equal(a.hops, b.hops)
+                    and np.array_equal(a.unroutable, b.unroutable))]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How many times each section was routed (not taken from a kept one)."""
+    counts = {"scaleup": 0, "supernode": 0, "scaleout": 0}
+    for name, fn in (("scaleup", "_scaleup"), ("scaleup", "_mesh"),
+                     ("supernode", "_supernode"), ("scaleout", "_scaleout")):
+        original = getattr(survivors, fn)
+
+        def wrapped(*args, _original=original, _name=name, **kwargs):
+            counts[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(survivors, fn, wrapped)
+    return counts
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+def test_kept_sections_give_every_copy_its_own_loads_bit_for_bit(name, routing, counted):
+    fabric = fabric_of(name)
+    phase = random_phase(fabric, 4000, seed=1)
+    shared = routed_on_copies(fabric, phase, routing, alone=False)
+    routed_shared = sum(counted.values())
+    alone = routed_on_copies(fabric, phase, routing, alone=True)
+    assert differences(shared, alone) == []
+    # every copy routes its sections when alone; sharing spared some of them
+    assert sum(counted.values()) - routed_shared > routed_shared
+
+
+def test_a_supernode_failure_does_not_take_a_kept_supernode_section(monkeypatch):
+    """Loosen the rule (the supernode section read as if it depended only on the
+    in-system arcs) and the copies with a failed upper switch level take the scale-out
+    copies' loads: the comparison above then fails."""
+    fabric = fabric_of("cloudmatrix384")
+    phase = random_phase(fabric, 4000, seed=1)
+    fabric.derived(sections.kept_sections).clear()
+    monkeypatch.setitem(sections.SECTION_TIERS, "supernode", ("scaleup",))
+    loose = routed_on_copies(fabric, phase, "ecmp", alone=False)
+    alone = routed_on_copies(fabric, phase, "ecmp", alone=True)
+    assert differences(loose, alone)
+
+
+def test_a_scaleout_failure_does_not_take_a_kept_scaleout_section(monkeypatch):
+    fabric = fabric_of("dgx-h100-superpod")
+    phase = random_phase(fabric, 4000, seed=1)
+    fabric.derived(sections.kept_sections).clear()
+    monkeypatch.setitem(sections.SECTION_TIERS, "scaleout", ("host",))
+    loose = routed_on_copies(fabric, phase, "ecmp", alone=False)
+    alone = routed_on_copies(fabric, phase, "ecmp", alone=True)
+    assert differences(loose, alone)
+
+
+def test_kept_sections_stay_within_their_memory(monkeypatch):
+    fabric = fabric_of("cloudmatrix384")
+    fabric.derived(sections.kept_sections).clear()
+    monkeypatch.setattr(sections, "KEPT_SECTION_BYTES", 1)
+    parts, cables = one_part_per_tier(fabric)[-1]
+    for seed in range(3):
+        route(with_failures(fabric, parts, cables), random_phase(fabric, 500, seed=seed))
+    kept = fabric.derived(sections.kept_sections)
+    assert len(kept) == 1  # the newest alone, however large
+    entry = next(iter(kept.values()))
+    assert not entry.values.flags.writeable

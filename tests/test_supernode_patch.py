@@ -1,0 +1,134 @@
+"""The supernode section patched from the intact one is, bit for bit, the section routed
+whole on the copy; the rule that refuses a patch is needed."""
+
+import functools
+
+import numpy as np
+import pytest
+from test_routing import fabric_of, random_phase
+
+import topomodel.routing.sections as sections
+import topomodel.routing.supernode_patch as patch
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+
+# two 96-system supernodes with three switch levels (14 Clos components: 7 planes
+# each), joined by a two-plane fat-tree
+TWO_SUPERNODES = ("system: cloudmatrix384-node\nsystems: 192\nscaleup:\n  kind: supernode\n"
+                  "  switch: ub-l2\n  uplinks: 16\n  systems_per_domain: 96\n"
+                  "scaleout:\n  kind: fat_tree\n  switch: tomahawk5\n  planes: 2\n"
+                  "  port_rate: \"200 Gb/s /dir\"\n")
+
+
+@functools.cache
+def two_supernodes(tmp_dir):
+    path = tmp_dir / "sn.yaml"
+    path.write_text(TWO_SUPERNODES)
+    return build_fabric(*load_design(path))
+
+
+@pytest.fixture
+def fabrics(tmp_path_factory):
+    return {"cloudmatrix384": fabric_of("cloudmatrix384"),
+            "two-supernodes": two_supernodes(tmp_path_factory.getbasetemp())}
+
+
+def supernode_failures(fabric):
+    """One switch of each upper level (first and last), one link of each of the
+    supernode's link tiers, and an accelerator's link to a chip."""
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    tiers = nodes["tier"].astype(str).to_numpy()
+    out = []
+    for tier in ("scaleup_l2", "scaleup_l3"):
+        members = names[tiers == tier]
+        out += [([str(m)], []) for m in members[[0, -1]]] if len(members) else []
+    link_tiers = links["tier"].astype(str).to_numpy()
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    for tier in ("scaleup", "scaleup_l2", "scaleup_l3"):
+        rows = np.flatnonzero(link_tiers == tier)
+        if len(rows):
+            out.append(([], [f"{names[src[rows[-1]]]} -- {names[dst[rows[-1]]]}"]))
+    return out
+
+
+def patched_and_whole(fabric, failures, phase, routing, monkeypatch, **options):
+    """Each copy's routed phase with the patch, then with every section routed whole;
+    and how many supernode sections were patched."""
+    applied = []
+    original = patch.patched_supernode
+
+    def counted(*args, **kwargs):
+        out = original(*args, **kwargs)
+        applied.append(out is not None)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(patch, "patched_supernode", counted)
+        patched = [route(with_failures(fabric, *f), phase, routing=routing, seed=2, **options)
+                   for f in failures]
+    with monkeypatch.context() as m:
+        m.setattr(patch, "patched_supernode", lambda *args, **kwargs: None)
+        whole = []
+        for f in failures:
+            fabric.derived(sections.kept_sections).clear()
+            whole.append(route(with_failures(fabric, *f), phase, routing=routing, seed=2,
+                               **options))
+    return patched, whole, sum(applied)
+
+
+def same(a, b):
+    return (np.array_equal(a.link_bytes, b.link_bytes) and np.array_equal(a.hops, b.hops)
+            and np.array_equal(a.unroutable, b.unroutable))
+
+
+@pytest.mark.parametrize("name", ["cloudmatrix384", "two-supernodes"])
+@pytest.mark.parametrize(("routing", "options"), [("ecmp", {}), ("hash", {}),
+                                                  ("dmodk", {}),
+                                                  ("hash", {"hash_scaleup": True})])
+def test_patched_supernode_section_is_the_whole_one_bit_for_bit(
+        fabrics, name, routing, options, monkeypatch):
+    fabric = fabrics[name]
+    fabric.derived(sections.kept_sections).clear()
+    failures = supernode_failures(fabric)
+    phase = random_phase(fabric, 3000, seed=4)
+    patched, whole, applied = patched_and_whole(fabric, failures, phase, routing,
+                                                monkeypatch, **options)
+    for f, a, b in zip(failures, patched, whole, strict=True):
+        assert same(a, b), f
+    assert applied >= len(failures) - 2  # patched, not routed whole, nearly everywhere
+
+
+def test_a_flow_whose_planes_change_is_routed_whole(fabrics, monkeypatch):
+    """Cut one chip off its level-2 switches: flows from its system lose that plane and
+    move their share onto the others. The patch refuses it; forced to accept (the plane
+    check dropped), it gives other loads than routing the section whole."""
+    fabric = fabrics["cloudmatrix384"]
+    names = fabric.nodes["name"].to_numpy()
+    links = fabric.links
+    chip = fabric.node_number("sys00/sw0")
+    up = np.flatnonzero((links["src"].to_numpy() == chip)
+                        & (links["tier"] == "scaleup_l2").to_numpy())
+    cut = ([], [f"{names[chip]} -- {names[links['dst'].iat[r]]}" for r in up])
+    phase = random_phase(fabric, 3000, seed=4)
+    fabric.derived(sections.kept_sections).clear()
+    patched, whole, applied = patched_and_whole(fabric, [cut], phase, "ecmp", monkeypatch)
+    assert applied == 0 and same(patched[0], whole[0])
+    fabric.derived(sections.kept_sections).clear()
+    monkeypatch.setattr(patch, "_same_planes", lambda copy, intact: True)
+    patched, whole, applied = patched_and_whole(fabric, [cut], phase, "ecmp", monkeypatch)
+    assert applied == 1 and not same(patched[0], whole[0])
+
+
+def test_too_many_failed_components_route_whole(fabrics, monkeypatch):
+    fabric = fabrics["cloudmatrix384"]
+    l2 = fabric.nodes["name"][(fabric.nodes["tier"] == "scaleup_l2").to_numpy()]
+    planes = sorted({name.split("/")[0] for name in l2})
+    one_per_plane = [next(n for n in l2 if n.startswith(p + "/")) for p in planes]
+    phase = random_phase(fabric, 1000, seed=5)
+    fabric.derived(sections.kept_sections).clear()
+    patched, whole, applied = patched_and_whole(fabric, [(one_per_plane, [])], phase, "ecmp",
+                                                monkeypatch)
+    assert applied == 0 and same(patched[0], whole[0])

@@ -1,0 +1,141 @@
+"""Sections of the router around failed parts that a failure elsewhere cannot change,
+routed once and kept for every copy of the fabric that leaves their tiers intact.
+
+The router of :mod:`topomodel.routing.survivors` routes a phase in sections: the flows
+between accelerators and chips of one system (``scaleup``), between the systems of a
+supernode over its switch levels (``supernode``), and through the scale-out network
+(``scaleout``). A section reads the fabric's wiring (the same on every copy with failed
+parts) and whether the link rows of its own tiers (:data:`SECTION_TIERS`) are live,
+nothing else. On a copy whose failed rows all lie in other tiers, every row it reads is
+live, so it gives the same loads, hops and lost flows on every such copy, bit for bit:
+the first copy routes it, the others take what it kept (:func:`kept_section`). A
+goodput's degraded steps fail one part per redundant tier, so the supernode section of
+the data-parallel all-reduce is routed once for all the scale-out tiers' steps, and the
+scale-out section once for all the supernode tiers'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.records import documented
+from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
+
+SECTION_TIERS = {"scaleup": ("scaleup",), "supernode": SCALEUP_TIERS,
+                 "scaleout": SCALE_OUT_TIERS}
+"""The link tiers whose liveness each section of the router reads: in-system arcs
+(accelerator - chip, or the full mesh's direct links); those and the supernode's switch
+levels; the host links, NIC - leaf, leaf - spine and spine - core arcs."""
+
+KEPT_SECTION_BYTES = documented(
+    "sections.KEPT_SECTION_BYTES", 320 * 2**20,
+    """Memory each fabric may hold in kept router sections (least recently used dropped
+    first). A section is kept dense (8 bytes per link row) or as its loaded rows alone
+    (16 bytes each), whichever is smaller: Llama 3 70B at TP 8 x PP 4 on the 98,304-NPU
+    4K-supernode example keeps about 127 MB (the data-parallel all-reduce's supernode
+    section, 54 MB; the TP collectives' in-system sections, 22 MB each; the scale-out
+    sections of the all-reduce and the pipeline sends, 3-17 MB), so its ten degraded
+    steps find all of it.""")
+
+
+@dataclass(frozen=True, eq=False)
+class KeptSection:
+    """One section's result: its bytes per link row (``values`` over all rows when
+    ``rows`` is None, else on ``rows`` alone) and its other outputs (hops, flows
+    handed on), read-only. ``phase`` is held so that its ``id`` in the key stays its
+    own."""
+
+    phase: Phase
+    rows: np.ndarray | None
+    values: np.ndarray
+    rest: tuple[np.ndarray, ...]
+    kept: bool = True  # False: routed for this call alone, ``values`` free to take over
+
+    @property
+    def size_bytes(self) -> int:
+        """Memory held, bytes."""
+        held = self.values.nbytes + sum(r.nbytes for r in self.rest)
+        return held + (self.rows.nbytes if self.rows is not None else 0)
+
+    def added_to(self, load: np.ndarray | None, n_links: int) -> np.ndarray:
+        """``load`` plus this section's bytes per link row (``load`` None: none yet, so
+        a new array); ``load`` is updated in place. Adding on the loaded rows alone
+        gives the same sums (the others add 0)."""
+        if self.rows is None:
+            if load is None:
+                return self.values.copy() if self.kept else self.values
+            return np.add(load, self.values, out=load)
+        if load is None:
+            load = np.zeros(n_links)
+            load[self.rows] = self.values
+        else:
+            load[self.rows] += self.values
+        return load
+
+
+@ignores_failures
+def kept_sections(fabric: Fabric) -> OrderedDict[tuple[Any, ...], KeptSection]:
+    """The sections :func:`kept_section` keeps, shared by the fabric's copies with
+    failed parts: each holds only for copies that leave its tiers intact, and is only
+    looked up on those."""
+    return OrderedDict()
+
+
+def failed_tiers(fabric: Fabric) -> frozenset[str]:
+    """The link tiers with a failed row on ``fabric`` (found once per copy)."""
+    return fabric.derived(_failed_tiers)
+
+
+def _failed_tiers(fabric: Fabric) -> frozenset[str]:
+    tier = fabric.links["tier"]
+    codes = tier.cat.codes.to_numpy()[fabric.links["failed"].to_numpy()]
+    return frozenset(str(t) for t in np.asarray(tier.cat.categories)[np.unique(codes)])
+
+
+def kept_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
+                 options: tuple[Any, ...],
+                 route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
+    """``route()`` (the section's bytes per link row, then its other outputs) for the
+    ``flows`` (indices into ``phase``) of ``section`` under ``options`` (routing, seed,
+    queue pairs), kept and shared by every copy of ``fabric`` whose failed rows miss
+    the section's tiers (:data:`SECTION_TIERS`); on other copies routed every time."""
+    if failed_tiers(fabric) & set(SECTION_TIERS[section]):
+        load, *rest = route()
+        return KeptSection(phase, None, load, tuple(rest), kept=False)
+    return intact_section(fabric, section, phase, flows, options, route)
+
+
+def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
+                   options: tuple[Any, ...],
+                   route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
+    """The section as every copy that leaves its tiers intact routes it: the kept one,
+    else ``route()``, which must route it so (on such a copy, or with every arc live),
+    kept. Up to :data:`KEPT_SECTION_BYTES`."""
+    digest = hashlib.blake2b(np.ascontiguousarray(flows).tobytes(), digest_size=16).digest()
+    key = (section, id(phase), len(flows), digest, options)
+    kept = fabric.derived(kept_sections)
+    hit = kept.get(key)
+    if hit is not None and hit.phase is phase:
+        kept.move_to_end(key)
+        return hit
+    load, *rest = route()
+    rows = np.flatnonzero(load)
+    sparse = rows.nbytes + 8 * len(rows) < load.nbytes
+    entry = KeptSection(phase, rows if sparse else None, load[rows] if sparse else load,
+                        tuple(rest))
+    for array in (entry.values, *entry.rest, *((rows,) if sparse else ())):
+        array.setflags(write=False)
+    kept[key] = entry
+    total = sum(e.size_bytes for e in kept.values())
+    while total > KEPT_SECTION_BYTES and len(kept) > 1:
+        _, dropped = kept.popitem(last=False)
+        total -= dropped.size_bytes
+    return entry
