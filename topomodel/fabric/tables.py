@@ -147,7 +147,7 @@ class FabricBuilder:
             "medium": categorical(joined("medium", np.int8), MEDIA),
             "optic": categorical(np.zeros(count, np.int8), [""]),
             "failed": np.zeros(count, bool),
-        })
+        }, copy=False)  # fresh arrays: kept as they are, not copied into one block
         starts = np.cumsum([0] + [b["count"] for b in blocks])
         reverse = np.concatenate([np.arange(starts[i + 1], starts[i + 2]) if i % 2 == 0
                                   else np.arange(starts[i - 1], starts[i])
