@@ -201,3 +201,30 @@ def test_a_failed_single_homed_leaf_is_relayed_without_the_general_router(name, 
     assert len(cut) and (np.isin(ph.src, cut) | np.isin(ph.dst, cut)).any()
     routed = assert_same_routes(fabric, ph, "ecmp")
     assert routed.router == "structured" and detours == [] and not both.all()
+
+
+def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
+    """Cores join spines of one index only; rewire one spine's uplink to a core of
+    another index and the failure view's shape refuses the wiring (it would send a
+    detour through the wrong spine)."""
+    import dataclasses
+
+    from test_build import fat_tree
+
+    from topomodel.routing.structured import _clos
+
+    fabric = toy(fat_tree(4, 16, tiers=3))
+    survivors._ClimbShape(_clos(fabric).fat_tree, survivors._SurvivorShape(fabric).lookup)
+    links = fabric.links.copy()
+    kind = fabric.nodes["tier"].astype(str).to_numpy()
+    src, dst = links["src"].to_numpy().copy(), links["dst"].to_numpy().copy()
+    up = np.flatnonzero((kind[src] == "spine") & (kind[dst] == "core"))
+    first = up[0]
+    other = next(r for r in up if dst[r] != dst[first]
+                 and not ((src == src[first]) & (dst == dst[r])).any())
+    back = np.flatnonzero((src == dst[first]) & (dst == src[first]))[0]
+    dst[first], src[back] = dst[other], dst[other]  # the cable moved, both directions
+    links["src"], links["dst"] = src, dst
+    rewired = dataclasses.replace(fabric, links=links)  # no views of the old wiring
+    with pytest.raises(survivors._Irregular, match="different indices"):
+        survivors._ClimbShape(_clos(rewired).fat_tree, survivors._SurvivorShape(rewired).lookup)

@@ -134,8 +134,10 @@ class _ClimbShape:
         self.core_up = core.table  # (spines, cores of a spine)
         self.core_nodes = climb.dst_of(core.table)
         below = np.repeat(self.col[np.flatnonzero(core.slot >= 0)], core.width)
-        index = np.unique(np.stack([self.core_nodes.ravel(), below]), axis=1)
-        if len(np.unique(index[0])) != index.shape[1]:
+        cores = self.core_nodes.ravel()
+        some = np.full(climb.n, -1)
+        some[cores] = below  # one of each core's spine indices: all must be that one
+        if (some[cores] != below).any():
             raise _Irregular("a core joins spines of different indices")
         self._core_downlinks(climb)
 
