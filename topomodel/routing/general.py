@@ -188,7 +188,7 @@ class _Wiring:
 
 def _inverse(order: np.ndarray, dtype: type) -> np.ndarray:
     """The inverse of the permutation ``order``: where each element went."""
-    out = np.empty(len(order), dtype)
+    out: np.ndarray = np.empty(len(order), dtype)
     out[order] = np.arange(len(order), dtype=dtype)
     return out
 
