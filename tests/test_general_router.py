@@ -118,3 +118,93 @@ def test_the_estimate_counts_every_phase_and_small_work_runs(cut_off):
     check_general_work(fabric, traffic.phases)  # far inside the bound: no error
     hashed = general_router_estimate(fabric, [phase], routing="hash", qps=2)
     assert hashed.peak_bytes > general_router_estimate(fabric, [phase]).peak_bytes
+
+
+def _failed_copies(name, seed):
+    """Two copies of one fabric with the same random failures (their own DAG caches)."""
+    from test_routing import fabric_of
+    from test_survivors import random_failures
+
+    base = fabric_of(name)
+    return random_failures(base, seed), random_failures(base, seed)
+
+
+def _same(a, b):
+    return (np.array_equal(a.link_bytes, b.link_bytes) and np.array_equal(a.hops, b.hops)
+            and np.array_equal(a.unroutable, b.unroutable))
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "gb200-nvl72-cluster"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dags_walked_from_the_sources_route_bit_for_bit_as_whole_dags(monkeypatch, name,
+                                                                      seed):
+    from test_routing import random_phase
+
+    walked, whole = _failed_copies(name, seed)
+    for flows in (6, 400):  # a few detours, then flows from many nodes
+        ph = random_phase(walked, flows, seed=seed)
+        for routing, options in (("ecmp", {}), ("hash", {"qps": 3}), ("dmodk", {})):
+            monkeypatch.setattr(general, "DAG_WALK_MAX_SHARE", 1.0)
+            a = general.route_general(walked, ph, routing=routing, seed=2, **options)
+            monkeypatch.setattr(general, "DAG_WALK_MAX_SHARE", 0.0)
+            b = general.route_general(whole, ph, routing=routing, seed=2, **options)
+            assert _same(a, b)
+    assert all(dag.reach is not None for dag in general._graph(walked)._dags.values())
+    assert all(dag.reach is None for dag in general._graph(whole)._dags.values())
+
+
+def test_a_walk_cut_one_level_short_is_caught(monkeypatch):
+    """The bit-for-bit test above fails when the walk misses the arcs into the target."""
+    from test_routing import random_phase
+
+    walked, whole = _failed_copies("dgx-h100-superpod", 0)
+    ph = random_phase(walked, 6, seed=0)
+    reached = general._reached
+
+    def short(graph, dist, seeds):
+        arcs, reach = reached(graph, dist, seeds)
+        return arcs[dist[graph.dst[arcs]] > 0], reach
+
+    monkeypatch.setattr(general, "_reached", short)
+    monkeypatch.setattr(general, "DAG_WALK_MAX_SHARE", 1.0)
+    a = general.route_general(walked, ph)
+    monkeypatch.setattr(general, "DAG_WALK_MAX_SHARE", 0.0)
+    assert not _same(a, general.route_general(whole, ph))
+
+
+def test_a_walked_dag_grows_to_cover_new_sources():
+    from test_routing import random_phase
+
+    fabric, fresh = _failed_copies("dgx-h100-superpod", 1)
+    first, second = random_phase(fabric, 3, seed=1), random_phase(fabric, 3, seed=2)
+    second = type(second)(second.src, first.dst, second.bytes, second.group, second.steps,
+                          second.label, second.messages_per_step)
+    general.route_general(fabric, first)
+    again = general.route_general(fabric, second)  # the same targets, other sources
+    assert _same(again, general.route_general(fresh, second))
+    graph = general._graph(fabric)
+    for target in np.unique(first.dst).tolist():
+        assert graph._dags[target].reach[first.src[first.dst == target]].all()
+        assert graph._dags[target].reach[second.src[second.dst == target]].all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_failed_copy_shares_the_wiring_and_its_distances_are_those_without_the_arcs(seed):
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+    from test_routing import fabric_of
+    from test_survivors import random_failures
+
+    base = fabric_of("cloudmatrix384")
+    copy = random_failures(base, seed)
+    wiring = base.derived(general._Wiring)
+    assert copy.derived(general._Wiring) is wiring and not wiring.parallel_arcs
+    graph = general._graph(copy)
+    live = np.isfinite(graph.weight)
+    assert graph.live_arcs == live.sum() < len(live)
+    assert np.array_equal(np.sort(graph.rows[live]),
+                          np.flatnonzero(~copy.links["failed"].to_numpy()))
+    alone = sp.csr_matrix((graph.weight[live], (graph.dst[live], graph.src[live])),
+                          shape=(graph.n, graph.n))
+    targets = copy.accelerators[::97]
+    assert np.array_equal(graph.distances_to(targets), dijkstra(alone, indices=targets))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.routing.hashing import QPS, choose, subflows
 from topomodel.routing.routed import Routed
@@ -89,8 +89,8 @@ def general_router_estimate(fabric: Fabric, phases: Sequence[Phase], *,
     hash and d-mod-k routing, every queue pair looking at every candidate arc at every
     hop."""
     graph = _graph(fabric)
-    arcs = len(graph.src)
-    width = int(np.diff(graph.indptr).max()) if arcs else 0
+    arcs = graph.live_arcs
+    width = graph.out_degree()
     seen: set[int] = set()
     time_s, peak, destinations = 0.0, 0.0, 0
     hops = 0  # the longest walk: the levels of one destination's DAG
@@ -139,36 +139,97 @@ DAG_CACHE_BYTES = 1 << 30
 are computed, used and dropped."""
 
 
-class _Graph:
-    """CSR views of a fabric's live links, for the general router."""
+DAG_WALK_MAX_SHARE = 0.01
+"""Largest share of a fabric's nodes a destination's flows may start at (with the nodes
+its kept DAG already covers) for that DAG to be walked from them alone, level by level,
+instead of built over every arc: a few detour flows on a 100k-accelerator fabric reach a
+few thousand of its 6.5 M arcs, while a phase with flows from most nodes needs most of
+the DAG anyway, which one pass over every arc builds faster. Either way the loads are
+the same, bit for bit."""
+
+
+@ignores_failures
+class _Wiring:
+    """Every arc of a fabric, failed or not, in the general router's order (by source,
+    then destination, then link row) with its hop cost and cables, and the reversed
+    graph over them in CSR form: made once and shared by the fabric's copies with failed
+    parts (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), which only mark their
+    failed arcs (:class:`_Graph`)."""
 
     def __init__(self, fabric: Fabric) -> None:
         links = fabric.links
-        live = ~links["failed"].to_numpy()
-        self.rows = np.flatnonzero(live)
-        src = links["src"].to_numpy()[live]
-        dst = links["dst"].to_numpy()[live]
-        n = len(fabric.nodes)
-        is_acc = (fabric.nodes["kind"] == "accelerator").to_numpy()
-        host = (links["tier"] == "host").to_numpy()[live]
-        weight = (HOP_COST + host.astype(np.int64)
-                  + TRANSIT_PENALTY_HOPS * is_acc[dst].astype(np.int64))
-        order = np.lexsort((dst, src))
-        self.src, self.dst = src[order], dst[order]
-        self.rows = self.rows[order]
-        self.weight = weight[order]
-        self.cables = links["cables"].to_numpy()[live][order]
-        self.scaleup = links["tier"].isin(SCALEUP_TIERS).to_numpy()[live][order]
+        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+        n = self.n = len(fabric.nodes)
+        self.is_acc = fabric.kind_mask("accelerator")
+        tier = Coded(links["tier"])
+        # whole hops, as floats: a failed arc's cost is made infinite on a copy
+        weight = (HOP_COST + tier.equals("host").astype(np.int64)
+                  + TRANSIT_PENALTY_HOPS * self.is_acc[dst].astype(np.int64)).astype(float)
+        # stable sorts of one key: ties (parallel arcs) stay in link-row order
+        keys = src.astype(np.int64) * n + dst
+        self.rows = np.argsort(keys, kind="stable")  # link row of each arc
+        self.parallel_arcs = bool((np.diff(keys[self.rows]) == 0).any())
+        self.src, self.dst, self.weight = src[self.rows], dst[self.rows], weight[self.rows]
+        self.cables = links["cables"].to_numpy()[self.rows]
+        scaleup = np.zeros(len(src), bool)
+        for name in SCALEUP_TIERS:
+            scaleup |= tier.equals(name)
+        self.scaleup = scaleup[self.rows]
         self.indptr = np.searchsorted(self.src, np.arange(n + 1))
-        self.n = n
-        self.is_acc = is_acc
+        index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
+        self.arc_of_row = _inverse(self.rows, index)
+        # the reversed graph: row = an arc's destination, column = its source
+        by_dst = np.argsort(dst.astype(np.int64) * n + src, kind="stable")
+        self.reverse_entry_of_row = _inverse(by_dst, index)
+        self.reverse_indices = src[by_dst].astype(index)
+        self.reverse_indptr = np.searchsorted(dst[by_dst], np.arange(n + 1)).astype(index)
+        self.reverse_data = weight[by_dst]
+
+
+def _inverse(order: np.ndarray, dtype: type) -> np.ndarray:
+    """The inverse of the permutation ``order``: where each element went."""
+    out: np.ndarray = np.empty(len(order), dtype)
+    out[order] = np.arange(len(order), dtype=dtype)
+    return out
+
+
+class _Graph:
+    """CSR views of a fabric's arcs, for the general router: :class:`_Wiring`'s arrays
+    (shared) with each failed arc's cost made infinite, so that no shortest path takes
+    it; ``live_arcs`` counts the others."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        wiring = fabric.derived(_Wiring)
+        failed = np.flatnonzero(fabric.links["failed"].to_numpy())
+        self.rows, self.src, self.dst = wiring.rows, wiring.src, wiring.dst
+        self.cables, self.scaleup, self.indptr = wiring.cables, wiring.scaleup, wiring.indptr
+        self.n, self.is_acc = wiring.n, wiring.is_acc
+        self.live_arcs = len(self.src) - len(failed)
+        self.weight = wiring.weight
+        data = wiring.reverse_data
+        if len(failed):
+            self.weight = wiring.weight.copy()
+            self.weight[wiring.arc_of_row[failed]] = np.inf
+            data = data.copy()
+            data[wiring.reverse_entry_of_row[failed]] = np.inf
         # reversed graph (dst -> src) to get distances *to* a destination
         import scipy.sparse as sp  # loaded when a fabric needs the general router
 
-        self.reverse = sp.csr_matrix((self.weight.astype(float), (self.dst, self.src)),
-                                     shape=(n, n))
+        n = self.n
+        if wiring.parallel_arcs:  # as the COO constructor makes it: duplicates added
+            live = np.isfinite(self.weight)
+            self.reverse = sp.csr_matrix((self.weight[live], (self.dst[live], self.src[live])),
+                                         shape=(n, n))
+        else:
+            self.reverse = sp.csr_matrix(
+                (data, wiring.reverse_indices, wiring.reverse_indptr), shape=(n, n))
         self._dags: dict[int, _Dag] = {}
         self._cached_bytes = 0
+
+    def out_degree(self) -> int:
+        """The most live arcs out of one node."""
+        live = np.isfinite(self.weight)
+        return int(np.bincount(self.src[live], minlength=1).max()) if live.any() else 0
 
     def distances_to(self, targets: np.ndarray) -> np.ndarray:
         """(targets, nodes) weighted distances from every node to each target."""
@@ -176,27 +237,55 @@ class _Graph:
 
         return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
 
-    def dags(self, targets: np.ndarray) -> list[_Dag]:
-        """The shortest-path DAG towards each of a batch of targets (cached up to
-        :data:`DAG_CACHE_BYTES`: phases reuse them)."""
-        missing = np.array([t for t in targets.tolist() if t not in self._dags], np.int64)
-        made = {}
-        if len(missing):
-            for target, dist in zip(missing.tolist(), self.distances_to(missing), strict=True):
-                dag = made[target] = _Dag(self, dist)
-                if self._cached_bytes + dag.nbytes <= DAG_CACHE_BYTES:
-                    self._dags[target] = dag
-                    self._cached_bytes += dag.nbytes
-        return [self._dags.get(t) or made[t] for t in targets.tolist()]
+    def dags(self, targets: np.ndarray,
+             sources: Sequence[np.ndarray] | None = None) -> list[_Dag]:
+        """The shortest-path DAG towards each of a batch of targets, over every node or
+        (``sources``: per target, the nodes its flows start at) over those the flows
+        from ``sources`` reach, where they are few (:data:`DAG_WALK_MAX_SHARE`); cached
+        up to :data:`DAG_CACHE_BYTES`: phases reuse them."""
+        wanted = targets.tolist()
+        starts: list[np.ndarray | None] = (
+            [None] * len(wanted) if sources is None else list(sources))
+        kept = [self._dags.get(t) for t in wanted]
+        missing = [i for i, (dag, seeds) in enumerate(zip(kept, starts, strict=True))
+                   if dag is None or not dag.covers(seeds)]
+        fresh = [i for i in missing if kept[i] is None]
+        distances = dict(zip(fresh, self.distances_to(np.array(
+            [wanted[i] for i in fresh], np.int64))
+            if fresh else [], strict=True))
+        out = list(kept)
+        for i in missing:
+            old = kept[i]
+            dist = distances[i] if old is None else old.dist
+            seeds = starts[i]
+            if seeds is not None:
+                seeds = np.unique(seeds if old is None or old.seeds is None
+                                  else np.concatenate([seeds, old.seeds]))
+            walk = seeds is not None and len(seeds) <= DAG_WALK_MAX_SHARE * self.n
+            dag = out[i] = _Dag(self, dist, seeds if walk else None)
+            held = self._cached_bytes - (old.nbytes if old is not None else 0)
+            if held + dag.nbytes <= DAG_CACHE_BYTES:
+                self._dags[wanted[i]] = dag
+                self._cached_bytes = held + dag.nbytes
+        return [dag for dag in out if dag is not None]
 
 
 class _Dag:
-    """Distances to one destination and the arcs on its shortest paths, by level."""
+    """Distances to one destination and the arcs on its shortest paths, by level: every
+    such arc, or (``seeds`` given) those on a shortest path from one of the nodes
+    ``seeds`` (distinct), whose nodes ``reach`` marks."""
 
-    def __init__(self, graph: _Graph, dist: np.ndarray) -> None:
+    def __init__(self, graph: _Graph, dist: np.ndarray,
+                 seeds: np.ndarray | None = None) -> None:
         self.dist = dist
-        finite = np.isfinite(dist[graph.src])
-        arcs = np.flatnonzero(finite & (dist[graph.src] == graph.weight + dist[graph.dst]))
+        self.seeds = seeds
+        self.reach: np.ndarray | None = None
+        if seeds is None:
+            finite = np.isfinite(dist[graph.src])
+            arcs = np.flatnonzero(finite & (dist[graph.src] == graph.weight + dist[graph.dst]))
+        else:
+            arcs, self.reach = _reached(graph, dist, seeds)
+        # the arcs in graph order, then by level: a subset keeps the whole DAG's order
         level = dist[graph.src[arcs]]
         order = np.argsort(-level, kind="stable")
         self.arcs = arcs[order]
@@ -205,10 +294,37 @@ class _Dag:
         out = np.bincount(graph.src[self.arcs], weights=cables, minlength=graph.n)
         self.share = cables / out[graph.src[self.arcs]]
 
+    def covers(self, seeds: np.ndarray | None) -> bool:
+        """Whether this DAG holds every shortest-path arc from ``seeds`` (None: every node)."""
+        return self.reach is None or (seeds is not None and bool(self.reach[seeds].all()))
+
     @property
     def nbytes(self) -> int:
         """Memory held, bytes."""
-        return self.dist.nbytes + self.arcs.nbytes + self.bounds.nbytes + self.share.nbytes
+        held = self.dist.nbytes + self.arcs.nbytes + self.bounds.nbytes + self.share.nbytes
+        if self.seeds is not None and self.reach is not None:
+            held += self.seeds.nbytes + self.reach.nbytes
+        return held
+
+
+def _reached(graph: _Graph, dist: np.ndarray, seeds: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The shortest-path arcs (towards the target of ``dist``) from the distinct nodes
+    ``seeds``, ascending, and which nodes they and ``seeds`` touch: walked level by level
+    from the seeds, each reached node's arcs looked at once."""
+    reach = np.zeros(graph.n, bool)
+    frontier = seeds[np.isfinite(dist[seeds])]
+    reach[frontier] = True
+    found = []
+    while len(frontier):
+        first, count = graph.indptr[frontier], np.diff(graph.indptr)[frontier]
+        arcs = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+        arcs = arcs[dist[graph.src[arcs]] == graph.weight[arcs] + dist[graph.dst[arcs]]]
+        found.append(arcs)
+        ahead = np.unique(graph.dst[arcs])
+        frontier = ahead[~reach[ahead]]
+        reach[frontier] = True
+    return np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64), reach
 
 
 def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
@@ -229,10 +345,10 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     hops = np.zeros(phase.flows, dtype=np.int64)
     unroutable: list[np.ndarray] = []
     targets, flow_target = np.unique(phase.dst, return_inverse=True)
-    work = len(targets) * len(graph.src)
+    work = len(targets) * graph.live_arcs
     if work > GENERAL_ROUTER_MAX_WORK:
         raise RoutingError(
-            f"routing {len(targets):,} destinations over {len(graph.src):,} arcs needs the"
+            f"routing {len(targets):,} destinations over {graph.live_arcs:,} arcs needs the"
             f" general router (failed parts, or a fabric the structured router does not"
             f" cover): {work:.2g} arc visits, more than its limit of"
             f" {GENERAL_ROUTER_MAX_WORK:.2g}; use a smaller design or fewer ranks")
@@ -240,7 +356,8 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     starts = np.searchsorted(flow_target[order], np.arange(len(targets) + 1))
     for first in range(0, len(targets), _DEST_BATCH):
         batch = np.arange(first, min(first + _DEST_BATCH, len(targets)))
-        dags = graph.dags(targets[batch])
+        dags = graph.dags(targets[batch], [phase.src[order[starts[k]:starts[k + 1]]]
+                                           for k in batch.tolist()])
         walkers = []
         for k, dag in zip(batch.tolist(), dags, strict=True):
             flows = order[starts[k]:starts[k + 1]]
