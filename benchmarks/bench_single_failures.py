@@ -1,6 +1,7 @@
 """Benchmark: the review's single-failure what-ifs on the 98,304-GPU example.
 
 Run: python benchmarks/bench_single_failures.py [--design examples/100k-8gpu-3tier.yaml]
+     [--compute-efficiency 0.7]   # for accelerators without measured GEMM rates (NPUs)
 
 Llama 3 70B, TP 8 x PP 4 (the layout of the verb table in README.md). The featured
 collective is the one the review features on this fabric: a direct All-to-All of 1 GiB
@@ -34,13 +35,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--design", default="examples/100k-8gpu-3tier.yaml")
     parser.add_argument("--group", default="stride:12288")
+    parser.add_argument("--compute-efficiency", type=float, default=None,
+                        help="a flat share of peak compute (the NPU examples need one)")
     args = parser.parse_args()
+    assumptions = StepAssumptions(compute_efficiency=args.compute_efficiency)
     design, catalog = load_design(args.design)
     fabric = build_fabric(design, catalog)
     model = catalog.get("llama3-70b", Model)
     layout = Layout(tp=8, pp=4, dp=len(fabric.accelerators) // 32)
     start = time.process_time()
-    step_time(fabric, model, layout, StepAssumptions())
+    step_time(fabric, model, layout, assumptions)
     print(f"healthy step {time.process_time() - start:.2f} s, {_rss_mib()} MiB")
     start = time.process_time()
     run = run_collective(fabric, "alltoall", 2**30, [args.group])
@@ -56,7 +60,7 @@ def main() -> None:
                                algorithm=run.algorithm)
         collective_s = time.process_time() - start
         start = time.process_time()
-        step_time(failed, model, layout, StepAssumptions())
+        step_time(failed, model, layout, assumptions)
         step_s = time.process_time() - start
         print(f"{kind:6} {line.representative:28} fail {fail_s:.2f} s, collective"
               f" {collective_s:.2f} s (x{again.time_s / run.time_s:.3f}), step {step_s:.2f} s,"
