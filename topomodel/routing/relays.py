@@ -104,7 +104,7 @@ def relayed(fabric: Fabric, view: _Survivors, phase: Phase, flows: np.ndarray, s
     a, b = relay_s[f, i], relay_d[f, j]
     legs = Phase(a, b, np.zeros(len(f)), phase.group[flows][f], phase.steps, phase.label,
                  phase.messages_per_step)
-    _, leg_hops, lost, _ = _scaleout(view, legs, np.arange(len(f)), "ecmp", seed, qps)
+    _, leg_hops, lost = _scaleout(view, legs, np.arange(len(f)), "ecmp", seed, qps)
     ok = ~lost
     for end, relay, on in ((src, a, a != src[f]), (dst, b, b != dst[f])):  # chips join
         pair = np.flatnonzero(ok & on)

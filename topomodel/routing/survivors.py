@@ -401,10 +401,8 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
         if not clos.planes:
             unroutable = outside
         else:
-            from topomodel.routing.scaleout_patch import scaleout_on_copy
-
-            hops[outside], lost, _ = section("scaleout", outside, routing, lambda: (
-                scaleout_on_copy(fabric, view, phase, outside, routing, seed, qps)))
+            hops[outside], lost = section("scaleout", outside, routing, lambda: _scaleout(
+                view, phase, outside, routing, seed, qps))
             detour[outside[lost]] = True
     if load is None:
         load = np.zeros(clos.n_links)
@@ -579,10 +577,9 @@ def _supernode_planes(view: _Survivors, phase: Phase, flows: np.ndarray, routing
 
 
 def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
-              qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+              qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Accelerator -> NIC -> a plane's fat-tree -> NIC -> accelerator over the planes
-    still joining the two NICs (bytes per link row, hops, lost flows: the detours, such
-    as those whose host link failed; and (flows, planes) the planes each flow takes)."""
+    still joining the two NICs; flows whose host link failed are detours."""
     clos = view.clos
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
@@ -592,9 +589,9 @@ def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, s
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
-    pieces, extra, lost, usable = _planes(
+    pieces, extra, lost, _ = _planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
         np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
     pieces += [(host_up, carried), (host_down, carried)]
-    return _bincounts(clos.n_links, pieces), 4 + extra, lost, usable
+    return _bincounts(clos.n_links, pieces), 4 + extra, lost
