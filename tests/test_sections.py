@@ -80,24 +80,19 @@ def test_kept_sections_give_every_copy_its_own_loads_bit_for_bit(name, routing, 
     assert sum(counted.values()) - routed_shared > routed_shared
 
 
-def test_a_supernode_failure_does_not_take_a_kept_supernode_section(monkeypatch):
-    """Loosen the rule (the supernode section read as if it depended only on the
-    in-system arcs) and the copies with a failed upper switch level take the scale-out
-    copies' loads: the comparison above then fails."""
-    fabric = fabric_of("cloudmatrix384")
+@pytest.mark.parametrize("example, section, tiers", [
+    ("cloudmatrix384", "supernode", ("scaleup",)),
+    ("dgx-h100-superpod", "scaleout", ("host",))])
+def test_a_failure_does_not_take_a_kept_section_of_its_tiers(example, section, tiers,
+                                                             monkeypatch):
+    """Loosen the rule (a section read as if it depended on fewer tiers: the supernode
+    one on the in-system arcs alone, the scale-out one on the host links alone) and the
+    copies with a failure in the tiers left out take other copies' loads: the
+    comparison above then fails."""
+    fabric = fabric_of(example)
     phase = random_phase(fabric, 4000, seed=1)
     fabric.derived(sections.kept_sections).clear()
-    monkeypatch.setitem(sections.SECTION_TIERS, "supernode", ("scaleup",))
-    loose = routed_on_copies(fabric, phase, "ecmp", alone=False)
-    alone = routed_on_copies(fabric, phase, "ecmp", alone=True)
-    assert differences(loose, alone)
-
-
-def test_a_scaleout_failure_does_not_take_a_kept_scaleout_section(monkeypatch):
-    fabric = fabric_of("dgx-h100-superpod")
-    phase = random_phase(fabric, 4000, seed=1)
-    fabric.derived(sections.kept_sections).clear()
-    monkeypatch.setitem(sections.SECTION_TIERS, "scaleout", ("host",))
+    monkeypatch.setitem(sections.SECTION_TIERS, section, tiers)
     loose = routed_on_copies(fabric, phase, "ecmp", alone=False)
     alone = routed_on_copies(fabric, phase, "ecmp", alone=True)
     assert differences(loose, alone)

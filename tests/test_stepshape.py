@@ -35,6 +35,19 @@ def _fabric(example):
     return build_fabric(*load_design(example))
 
 
+def _count_routing(monkeypatch):
+    """A list that grows by one each time the step routes a collective (``fastest``)."""
+    routed = []
+    original = step_module.fastest
+
+    def counted(*args, **kwargs):
+        routed.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "fastest", counted)
+    return routed
+
+
 def _scaleout_parts(fabric, per_tier=2):
     """Switches and links of every scale-out tier: the first and the last of each."""
     nodes, links = fabric.nodes, fabric.links
@@ -65,14 +78,7 @@ def test_collectives_inside_domains_keep_their_time_on_scaleout_failures(
     fabric = _fabric(example)
     model = _model(fabric)
     parts = _scaleout_parts(fabric)
-    routed = []
-    original = step_module.fastest
-
-    def counted(*args, **kwargs):
-        routed.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(step_module, "fastest", counted)
+    routed = _count_routing(monkeypatch)
     shared = [step_calls(with_failures(fabric, *part), model, layout, A)[0]
               for part in parts]
     with_sharing = len(routed)
@@ -155,14 +161,7 @@ def test_collectives_in_systems_keep_their_time_on_upper_level_failures(monkeypa
     tp = rank_groups(fabric.accelerators[:layout.world], layout, "tp")
     assert all(untouched_by_failures(with_failures(fabric, *p), ("ring",), tp)
                for p in parts)
-    routed = []
-    original = step_module.fastest
-
-    def counted(*args, **kwargs):
-        routed.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(step_module, "fastest", counted)
+    routed = _count_routing(monkeypatch)
     for kept in (scaleout_failure_times, in_system_failure_times, kept_sections):
         fabric.derived(kept).clear()
     shared = [step_calls(with_failures(fabric, *part), model, layout, A)[0]
