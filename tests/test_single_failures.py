@@ -140,11 +140,13 @@ def test_review_runs_each_failed_step_once_with_goodputs_and_what_ifs_values(
 
 def test_known_runs_with_a_part_failed_are_not_run_again(case, monkeypatch):
     import topomodel.analysis.collective as collective_module
+    from topomodel.analysis.goodput import with_part_failed
     from topomodel.analysis.single_failures import failed_collective
 
     fabric, model, layout, run, step = case
     rows = _what_ifs(case)
-    known_runs = {r.part: failed_collective(fabric, r.part, run, group="rail")
+    known_runs = {r.part: failed_collective(with_part_failed(fabric, r.part), run,
+                                            group="rail")
                   for r in rows}
     assert {p: k.time_s for p, k in known_runs.items()} == {
         r.part: r.collective_s for r in rows}

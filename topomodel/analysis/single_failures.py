@@ -12,6 +12,7 @@ job, so its times say what the job would run at without the part, not what it do
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -159,16 +160,17 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
             return SingleFailure(kind, "", "", "", 0, "", "", None, healthy_collective, 0,
                                  None, healthy_step)
         part = line.representative
+        failed = functools.cache(lambda: with_part_failed(fabric, part))  # one copy
         run = known_runs.get(part)
         if collective is not None and run is None:
-            run = failed_collective(fabric, part, collective, group=group,
+            run = failed_collective(failed(), collective, group=group,
                                     time_model=time_model, routing=routing, seed=seed)
         step_s = None
         if model is not None and layout is not None:
             step_s = known.get(part)
             if step_s is None:
-                step_s = step_time(with_part_failed(fabric, part), model, layout,
-                                   assumptions, routing=routing, seed=seed).step_time_s
+                step_s = step_time(failed(), model, layout, assumptions, routing=routing,
+                                   seed=seed).step_time_s
         return SingleFailure(kind, part, line.model, line.tier,
                              line.representative_cables if " -- " in part else 0,
                              line.on_failure, line.class_entry,
@@ -189,15 +191,13 @@ class FailedCollective:
     algorithm: str
 
 
-def failed_collective(fabric: Fabric, part: str, collective: HealthyCollective, *,
+def failed_collective(failed: Fabric, collective: HealthyCollective, *,
                       group: str = "all", time_model: TimeModel | None = None,
                       routing: str = "ecmp", seed: int = 0) -> FailedCollective:
-    """``collective`` (a healthy run on ``group`` groups) on ``fabric`` with ``part``
-    failed (a node, or an ``"a -- b"`` link), timed by ``time_model``: seconds."""
-    from topomodel.analysis.goodput import with_part_failed
-
-    run = _rerun(with_part_failed(fabric, part), collective, group, time_model, routing,
-                 seed)
+    """``collective`` (a healthy run on ``group`` groups) on ``failed``, a copy of its
+    fabric with one part failed (:func:`~topomodel.analysis.goodput.with_part_failed`),
+    timed by ``time_model``: seconds."""
+    run = _rerun(failed, collective, group, time_model, routing, seed)
     return FailedCollective(run.time_s, run.timing.unroutable_flows, run.algorithm)
 
 

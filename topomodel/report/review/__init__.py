@@ -150,8 +150,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         if kind == "featured":
             return _featured_part(fabric, what, timing, routing, seed, step)
         part, spec, group = what
-        return failed_collective(fabric, part, spec, group=group, time_model=timing,
-                                 routing=routing, seed=seed)
+        return failed_collective(with_part_failed(fabric, part), spec, group=group,
+                                 time_model=timing, routing=routing, seed=seed)
 
     share_failure_views(fabric, parts or shown)
     done, ended = parallel_map_then(_call, first, then, planned, ready=len(plan.runs),
