@@ -268,3 +268,28 @@ def test_an_error_ends_the_planned_pieces_still_running():
         parallel_map_then(piece, [1, 10, 11], piece, lambda first: [0, 12], ready=1,
                           workers=3)
     assert time.monotonic() - start < 30
+
+
+def test_a_worker_that_missed_the_terminate_signal_is_killed(monkeypatch):
+    """A worker the pool's SIGTERM does not end (one sent it in the moments after its
+    fork, stood for here by a piece that ignores it) is killed after the grace period:
+    the first piece's error is raised instead of the join waiting forever."""
+    import signal
+    import time
+
+    import topomodel.parallel as parallel
+
+    monkeypatch.setattr(parallel, "TERMINATE_GRACE_S", 0.5)
+
+    def work(item):
+        if item == 0:
+            time.sleep(1.0)  # the other piece has begun ignoring SIGTERM by now
+            raise ValueError("first")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(120)
+        return item
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="first"):
+        parallel_map(work, [0, 1], workers=2)
+    assert time.perf_counter() - start < 60

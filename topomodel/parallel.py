@@ -124,7 +124,7 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
     except BaseException:  # an error, Ctrl-C or SIGTERM: the pieces still running end
-        pool.terminate()
+        _terminate(pool)
         raise
     finally:
         pool.join()
@@ -223,7 +223,7 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
             raise errors[min(errors)]
         pool.close()
     except BaseException:  # an error, Ctrl-C or SIGTERM: the pieces still running end
-        pool.terminate()
+        _terminate(pool)
         raise
     finally:
         pool.join()
@@ -231,6 +231,31 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     return ([results[0, i] for i in range(ready)]
             + [results[2, i] for i in range(ready, len(items))],
             [results[1, j] for j in range(len(planned_items))])
+
+
+TERMINATE_GRACE_S = 10.0
+"""Seconds a worker has to end after the pool's SIGTERM before it is killed: enough for
+a nested piece to end its own pool (:func:`_exit_on_terminate`)."""
+
+
+def _terminate(pool: Any) -> None:
+    """``pool.terminate()``, sure to end. A worker sent SIGTERM in the moments after
+    its fork, before Python in it resets its signal state (which drops a signal pending
+    then), would wait for a task forever, and the pool's join with it; so every worker
+    still there after :data:`TERMINATE_GRACE_S` is killed."""
+    import threading
+
+    def kill_stragglers() -> None:
+        for worker in list(getattr(pool, "_pool", ())):
+            worker.kill()  # a no-op for one that has ended
+
+    timer = threading.Timer(TERMINATE_GRACE_S, kill_stragglers)
+    timer.daemon = True
+    timer.start()
+    try:
+        pool.terminate()
+    finally:
+        timer.cancel()
 
 
 def _start_worker(nested: bool) -> None:
