@@ -55,3 +55,35 @@ def test_bisection_traffic_of_a_ring_over_everyone(superpod):
     assert cross.bytes == pytest.approx(2 * (n - 1) * 2 * size / n / 2, rel=0.02)
     assert cross.time_s == pytest.approx(cross.bytes / cross.capacity_Bps)
     assert np.isfinite(cross.capacity_Bps) and cross.capacity_Bps > 0
+
+
+@pytest.mark.parametrize(("collective", "groups", "algorithm"), [
+    ("allreduce", ["rail"], "ring"), ("allreduce", ["all"], "tree"),
+    ("allreduce", ["all"], "hierarchical"), ("allgather", ["domain"], "ring"),
+    ("alltoall", ["block:8", "rail"], "direct"), ("sendrecv", ["all"], "p2p")])
+def test_the_peak_busy_time_is_the_dense_arrays_peak_bit_for_bit(superpod, collective,
+                                                                   groups, algorithm):
+    run = run_collective(superpod, collective, 2**26, groups, algorithm=algorithm)
+    fresh = run_collective(superpod, collective, 2**26, groups, algorithm=algorithm).timing
+    peak = fresh.peak_busy_s  # before the dense array is made
+    sparse = "link_busy_s" not in vars(fresh)
+    assert peak == run.timing.link_busy_s.max(initial=0.0) > 0
+    assert fresh.peak_busy_s == peak  # and after it, read from it
+    rows = [p.route.loaded for p in fresh.phases if len(p.route.loaded)]
+    # the loaded rows alone where every phase loads the same ones, else the dense array
+    assert sparse == all(np.array_equal(r, rows[0]) for r in rows)
+
+
+def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
+    from topomodel.analysis.timing import time_traffic
+    from topomodel.traffic.phases import Traffic, phase
+
+    acc = superpod.accelerators
+    # two phases, one inside a system and one across systems, the second one's rows
+    # overlapping the first's on the source's links
+    traffic = Traffic((phase(acc[:4], acc[4:8], 1e6, steps=3),
+                       phase(acc[:4], acc[8:12], 3e6, steps=2)))
+    timing = time_traffic(superpod, traffic)
+    peak = timing.peak_busy_s
+    assert "link_busy_s" in vars(timing)
+    assert peak == timing.link_busy_s.max() > 0

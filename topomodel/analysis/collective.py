@@ -51,9 +51,15 @@ class CollectiveRun:
     groups: tuple[int, ...]
     traffic: Traffic
     timing: TrafficTime
-    set_link_bytes: tuple[np.ndarray, ...]  # per group set, for attribution
+    set_timings: tuple[TrafficTime, ...]  # per group set (one: ``timing``), attribution
     candidates: dict[str, float]  # algorithm -> time_s, when auto
     _set_ranks: tuple[int, ...] = ()  # the largest group's ranks per set
+
+    @property
+    def set_link_bytes(self) -> tuple[np.ndarray, ...]:
+        """Bytes on every link row per group set (made when read: a table row of the
+        review needs none)."""
+        return tuple(t.link_bytes for t in self.set_timings)
 
     @property
     def time_s(self) -> float:
@@ -224,8 +230,8 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
                               model=model)
     parts = parts_of[algorithm]
     per_set = tuple(time_traffic(fabric, part, routing=routing, seed=seed, router=router,
-                                 model=model).link_bytes for part in parts) if len(
-        parts) > 1 else (timing.link_bytes,)
+                                 model=model) for part in parts) if len(parts) > 1 else (
+        timing,)
     return CollectiveRun(collective, algorithm, size_bytes, ranks, tuple(group_specs),
                          tuple(len(g) for g in sets), traffic, timing, per_set, times,
                          set_ranks)

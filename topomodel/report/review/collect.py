@@ -243,13 +243,11 @@ def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
 def _measured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                   item: _PlannedRun) -> dict[str, Any] | None:
     """The table row of one planned run, or None when no algorithm applies."""
-    from topomodel.analysis.loads import link_utilization
-
     try:
         best = _featured_run(fabric, timing, routing, seed, item)
     except UsageError:
         return None
-    peak = float(link_utilization(best.timing).max(initial=0.0)) if best.time_s else 0.0
+    peak = best.timing.peak_busy_s / best.time_s if best.time_s else 0.0
     return {"algorithm": best.algorithm, "time_s": best.time_s,
             "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
             "latency_s": best.timing.latency_s, "bandwidth_s": best.timing.bandwidth_s,
