@@ -103,7 +103,7 @@ def test_a_user_class_changes_what_a_failure_does(tmp_path):
     fabric = fabric_of("cloudmatrix384", _classes(tmp_path, "absorbed"))
     absorbed = component_lines(fabric, 384)
     assert by_tier(absorbed)[ub].on_failure == "absorbed"
-    losses = degraded_losses(absorbed, None, fabric, 1.0, 0.5)
+    losses = degraded_losses(absorbed, None, 1.0, 0.5)
     assert "scaleup_l2 link" not in losses and "spine link" in losses
     _, tiers = degraded_throughput(absorbed, {**losses, "scaleup_l2 link": 0.5}, 3600.0)
     assert "scaleup_l2 link" not in [t.tier for t in tiers]

@@ -19,8 +19,8 @@ from topomodel.analysis.goodput import (
     goodput,
     job_goodput,
     no_spare_probability,
-    with_optic_form,
 )
+from topomodel.analysis.goodput_whatifs import with_optic_form
 from topomodel.analysis.model import parameter_counts
 from topomodel.analysis.step import StepAssumptions, step_time
 from topomodel.catalog import FailureRate, Model, load_catalog

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.goodput import job_goodput, step_and_goodput
 from topomodel.analysis.step import StepAssumptions, step_time
 from topomodel.analysis.studies import sensitivity
 from topomodel.catalog import Model
@@ -121,6 +121,18 @@ def test_goodput_on_workers_is_the_serial_one(superpod):
     assert parallel.degraded_loss == serial.degraded_loss
     assert list(parallel.degraded_loss) == list(serial.degraded_loss)  # same order
     assert parallel == serial
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_step_run_beside_the_degraded_steps_is_the_step_run_before(superpod,
+                                                                      workers):
+    fabric, model, layout = superpod
+    quiet = StepAssumptions(jitter_cv=0.0)
+    before = step_time(fabric, model, layout, quiet)
+    alone = job_goodput(fabric, model, layout, quiet, before, workers=1)
+    fresh = build_fabric(fabric.design, fabric.catalog)  # nothing routed on it yet
+    step, good = step_and_goodput(fresh, model, layout, quiet, workers=workers)
+    assert step == before and good == alone and good.degraded_routed
 
 
 def _cli_json(capsys, *argv):

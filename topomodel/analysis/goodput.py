@@ -36,8 +36,8 @@ goodput (tokens/s) = step tokens/s x degraded-throughput share x effective time 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -55,9 +55,7 @@ from topomodel.arrays import distinct
 from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded, CodeLabels
-from topomodel.records import (
-    documented,
-)
+from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 if TYPE_CHECKING:
@@ -455,9 +453,11 @@ def degraded_lines(lines: Sequence[ComponentLine]) -> list[ComponentLine]:
 
 def with_part_failed(fabric: Fabric, part: str) -> Fabric:
     """``fabric`` with ``part`` failed: a node by name, or an ``"a -- b"`` link (its
-    whole bundle), as a component line's representative names it."""
+    whole bundle), as a component line's representative names it; ``""``: ``fabric``."""
     from topomodel.fabric.failures import with_failures
 
+    if not part:
+        return fabric
     if " -- " in part:
         return with_failures(fabric, (), (part,))
     return with_failures(fabric, (part,), ())
@@ -474,53 +474,20 @@ def share_failure_views(fabric: Fabric, parts: Sequence[str]) -> None:
 
 
 def degraded_losses(lines: Sequence[ComponentLine],
-                    step_tokens_per_s: Callable[[Fabric], float] | None, fabric: Fabric,
-                    tokens_per_s: float, comm_share: float, *,
-                    workers: int | None = None,
-                    known_tokens_per_s: Mapping[str, float] | None = None
-                    ) -> dict[str, float]:
-    """Per redundant tier, the share of throughput lost with one of its parts down:
-    routed (the step model, ``step_tokens_per_s``, re-routes around a failed
-    representative; the tiers' degraded steps run on ``workers`` processes, default
-    every core, :func:`~topomodel.parallel.parallel_map`), or :func:`estimated_loss`
-    when ``step_tokens_per_s`` is None. ``known_tokens_per_s`` gives, by part name, the
-    tokens/s of degraded steps already run (:func:`with_part_failed`, the same step):
-    those parts are not run again."""
-    from topomodel.parallel import parallel_map
-
+                    known_tokens_per_s: Mapping[str, float] | None, tokens_per_s: float,
+                    comm_share: float) -> dict[str, float]:
+    """Per redundant tier, the share of throughput lost with one of its parts down: from
+    the tokens/s of its degraded step (``known_tokens_per_s``, by the name of the part
+    failed, :func:`with_part_failed`: the step re-routed around it) against the intact
+    step's ``tokens_per_s``, or :func:`estimated_loss` where they are None."""
     tiers = degraded_lines(lines)
-    if step_tokens_per_s is None:
+    if known_tokens_per_s is None:
         return {ln.tier: estimated_loss(ln, comm_share) for ln in tiers}
-    step = step_tokens_per_s
-    known = dict(known_tokens_per_s or {})
-
-    def degraded(ln: ComponentLine) -> float:
-        return step(with_part_failed(fabric, ln.representative))
-
-    missing = [ln for ln in tiers if ln.representative not in known]
-    share_failure_views(fabric, [ln.representative for ln in missing])
-    known.update(zip((ln.representative for ln in missing),
-                     parallel_map(degraded, missing, workers=workers), strict=True))
     # A failed link row takes its whole bundle down; its loss shared evenly over the
     # bundle's cables is an upper bound of one cable's (the loss grows faster than
     # linearly with the cables lost).
-    return {ln.tier: max(0.0, 1 - known[ln.representative] / tokens_per_s)
+    return {ln.tier: max(0.0, 1 - known_tokens_per_s[ln.representative] / tokens_per_s)
             / ln.representative_cables for ln in tiers}
-
-
-def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
-                    form: str) -> list[ComponentLine]:
-    """What-if: every optical link re-rated as modules of ``form`` (e.g. ``lpo``,
-    ``cpo``); an AOC counts as the two modules it holds; copper keeps its rate."""
-    entry = failure_rate(catalog, "optic", form)
-    out = []
-    for ln in lines:
-        built = catalog.get(ln.model, Optic).form if ln.component == "optic" else ""
-        if built in (*MODULE_FORMS, "aoc"):
-            ln = replace(ln, rate_per_s=entry.rate_per_s * (2 if built == "aoc" else 1),
-                         rate_entry=entry.id, provenance=entry.provenance)
-        out.append(ln)
-    return out
 
 
 def degradation_routed(fabric: Fabric, layout: Any, *, route_degradation: bool = True
@@ -544,54 +511,51 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 ) -> GoodputResult:
     """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
     on ``fabric``. Where :func:`degradation_routed`, a step is re-run with a part of
-    each redundant tier failed (those steps on ``workers`` processes, default every
-    core); otherwise the loss is bounded (:func:`estimated_loss`). ``lines`` are the
-    job's :func:`component_lines`, if the caller has them; ``known_tokens_per_s`` the
-    tokens/s of degraded steps it already ran, by part (see :func:`degraded_losses`)."""
+    each redundant tier failed (on ``workers`` processes, default every core; those in
+    ``known_tokens_per_s``, tokens/s by part, already run), else the loss is bounded
+    (:func:`estimated_loss`); ``lines``: the job's :func:`component_lines`, if known."""
+    return step_and_goodput(fabric, model, layout, step_assumptions, assumptions,
+                            step_result=step_result, routing=routing, seed=seed,
+                            route_degradation=route_degradation, workers=workers,
+                            lines=lines, known_tokens_per_s=known_tokens_per_s)[1]
+
+
+def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+                     assumptions: GoodputAssumptions | None = None, *,
+                     step_result: Any = None, routing: str = "ecmp", seed: int = 0,
+                     route_degradation: bool = True, workers: int | None = None,
+                     lines: Sequence[ComponentLine] | None = None,
+                     known_tokens_per_s: Mapping[str, float] | None = None
+                     ) -> tuple[Any, GoodputResult]:
+    """The job's step and its :func:`job_goodput`: without ``step_result``, the step
+    runs as one more piece of the degraded steps' pool (neither needs the other), beside
+    them instead of before the workers fork. The results of the step, then the goodput."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
+    from topomodel.parallel import parallel_map
 
     a = assumptions or GoodputAssumptions()
     lines = list(lines) if lines is not None else component_lines(fabric, layout.world)
-
-    def tokens_per_s(failed: Fabric) -> float:
-        return step_time(failed, model, layout, step_assumptions, routing=routing,
-                         seed=seed).tokens_per_s
-
     routed = degradation_routed(fabric, layout, route_degradation=route_degradation)
-    losses = degraded_losses(lines, tokens_per_s if routed else None, fabric,
-                             step_result.tokens_per_s, step_result.comm_share,
-                             workers=workers, known_tokens_per_s=known_tokens_per_s)
+    known = dict(known_tokens_per_s or {})
+    parts = [ln.representative for ln in degraded_lines(lines)
+             if ln.representative not in known] if routed else []
+    share_failure_views(fabric, parts)
+    wanted = ([""] if step_result is None else []) + parts  # "": the intact step
+
+    def step_of(part: str) -> Any:
+        return step_time(with_part_failed(fabric, part), model, layout, step_assumptions,
+                         routing=routing, seed=seed)
+
+    stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers),
+                       strict=True))
+    step_result = stepped.pop("", step_result)
+    known.update((part, r.tokens_per_s) for part, r in stepped.items())
+    losses = degraded_losses(lines, known if routed else None, step_result.tokens_per_s,
+                             step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)
-    return goodput(lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
-                   accelerators_per_system=system.accelerators,
-                   parameters=parameter_counts(model)["total"], degraded_loss=losses,
-                   assumptions=a, degraded_routed=routed)
-
-
-def what_ifs(result: GoodputResult, catalog: Catalog,
-             assumptions: GoodputAssumptions) -> list[tuple[str, GoodputResult]]:
-    """The same job with one thing changed: optics, spares, checkpoint bandwidth."""
-    kwargs: dict[str, Any] = {
-        "tokens_per_s": result.tokens_per_s,
-        "accelerators": sum(ln.count for ln in result.lines if ln.component == "accelerator"),
-        "accelerators_per_system": result.accelerators_per_system,
-        "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
-        "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
-    fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes)
-    cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
-        ("as designed", list(result.lines), fixed)]
-    if any(ln.component == "optic" for ln in result.lines):
-        for form in ("lpo", "cpo"):
-            cases.append((f"optical modules as {form.upper()}",
-                          with_optic_form(result.lines, catalog, form), fixed))
-    cases += [("no spare systems", list(result.lines), replace(fixed, spare_systems=0)),
-              ("twice the spare systems" if result.spare_systems else "one spare system",
-               list(result.lines),
-               replace(fixed, spare_systems=max(1, 2 * result.spare_systems))),
-              ("twice the checkpoint bandwidth", list(result.lines),
-               replace(fixed, storage_Bps=2 * fixed.storage_Bps)),
-              ("half the restart time", list(result.lines),
-               replace(fixed, restart_s=fixed.restart_s / 2,
-                       detection_s=fixed.detection_s / 2))]
-    return [(name, goodput(lines, assumptions=a, **kwargs)) for name, lines, a in cases]
+    return step_result, goodput(
+        lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
+        accelerators_per_system=system.accelerators,
+        parameters=parameter_counts(model)["total"], degraded_loss=losses, assumptions=a,
+        degraded_routed=routed)

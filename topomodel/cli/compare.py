@@ -36,8 +36,9 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     from topomodel.report.compare import ComparedDesign
 
     job = job_from_args(args, path)
-    result = job.step()
-    _, goodput = _goodput(args, job, result)
+    # the step first, here: the designs already fill the cores, and a degraded step
+    # starts from what the step built
+    result, _, goodput = _goodput(args, job, job.step())
     bom = bill_of_materials(job.fabric)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
                           goodput, bom, power_summary(bom, job.fabric.accelerator_count),

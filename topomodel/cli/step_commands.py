@@ -147,13 +147,19 @@ def _cmd_step(args: argparse.Namespace) -> Report:
         raise _usage(f"--target-comm-share: a share in (0, 1), got {args.target_comm_share}")
     job = job_from_args(args, args.design)
     fabric, inputs = job.fabric, job.inputs
-    result = job.step()
+    # the sensitivity and the scale-out search start from the routes the step keeps on
+    # this process's fabric: then the step runs here first, else beside the goodput's
+    # degraded steps
+    alone = args.no_goodput or args.sensitivity or args.target_comm_share
+    result = job.step() if alone else None
+    goodput_tables: list[Any] = []
+    if not args.no_goodput:
+        result, goodput_tables, goodput_data = _goodput(args, job, result)
+    assert result is not None
     report = step_report(result, job.assumptions,
                          design_name=fabric.design.name or fabric.design.file)
-    tables, data = list(report.tables), dict(report.data)
+    tables, data = list(report.tables) + goodput_tables, dict(report.data)
     if not args.no_goodput:
-        goodput_tables, goodput_data = _goodput(args, job, result)
-        tables += goodput_tables
         data["goodput"] = goodput_data
     if args.target_comm_share:
         factor, reached = required_scaleout_factor(
@@ -187,11 +193,12 @@ def _cmd_step(args: argparse.Namespace) -> Report:
     return Report(report.kind, data, tables, report.warnings)
 
 
-def _goodput(args: argparse.Namespace, job: Job,
-             result: StepResult) -> tuple[list[Any], dict[str, Any]]:
-    """The goodput tables and JSON of a step, from the goodput options: the one path of
-    step, goodput, compare and review (:func:`~topomodel.report.goodput.goodput_section`),
-    so the four print the same numbers for one job."""
+def _goodput(args: argparse.Namespace, job: Job, result: StepResult | None
+             ) -> tuple[StepResult, list[Any], dict[str, Any]]:
+    """The step (``result``, or run beside the degraded steps where None) and its
+    goodput tables and JSON, from the goodput options: the one path of step, goodput,
+    compare and review (:func:`~topomodel.report.goodput.goodput_section`), so the four
+    print the same numbers for one job."""
     from topomodel.report.goodput import goodput_section
 
     return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
@@ -204,8 +211,7 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
     from topomodel.units import format_si
 
     job = job_from_args(args, args.design)
-    result = job.step()
-    tables, data = _goodput(args, job, result)
+    result, tables, data = _goodput(args, job, None)
     lay, name = result.layout, job.fabric.design.name or job.fabric.design.file
     summary = Table("Job", [
         {"item": "design / model", "value": f"{name} / {result.model}"},

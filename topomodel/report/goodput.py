@@ -13,9 +13,9 @@ from topomodel.analysis.goodput import (
     ComponentLine,
     GoodputAssumptions,
     GoodputResult,
-    job_goodput,
-    what_ifs,
+    step_and_goodput,
 )
+from topomodel.analysis.goodput_whatifs import what_ifs
 from topomodel.fabric.tables import Fabric
 
 
@@ -24,18 +24,20 @@ def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: A
                     routing: str = "ecmp", seed: int = 0, workers: int | None = None,
                     lines: Sequence[ComponentLine] | None = None,
                     known_tokens_per_s: Mapping[str, float] | None = None
-                    ) -> tuple[list[Any], dict[str, Any]]:
-    """The goodput tables and JSON of a step, with the what-ifs: the one goodput path of
-    step, goodput, compare and review. The degradation is routed wherever
+                    ) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The step, and the goodput tables and JSON of it with the what-ifs: the one goodput
+    path of step, goodput, compare and review. The degradation is routed wherever
     :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
     every verb (its degraded steps on ``workers`` processes, default every core; those
     in ``known_tokens_per_s``, by part, already run; ``lines``: the job's component
-    lines, if known)."""
-    result = job_goodput(fabric, model, layout, step_assumptions, step_result, assumptions,
-                         routing=routing, seed=seed, workers=workers, lines=lines,
-                         known_tokens_per_s=known_tokens_per_s)
+    lines, if known); ``step_result`` None: the step runs beside them
+    (:func:`~topomodel.analysis.goodput.step_and_goodput`)."""
+    step, result = step_and_goodput(fabric, model, layout, step_assumptions, assumptions,
+                                    step_result=step_result, routing=routing, seed=seed,
+                                    workers=workers, lines=lines,
+                                    known_tokens_per_s=known_tokens_per_s)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
-    return goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
+    return step, goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
 
 def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,

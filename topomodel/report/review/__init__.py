@@ -166,7 +166,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                                   goodput_assumptions or GoodputAssumptions(),
                                   routing=routing, seed=seed, workers=workers, lines=lines,
                                   known_tokens_per_s={p: r.tokens_per_s
-                                                      for p, r in stepped.items()})
+                                                      for p, r in stepped.items()})[1:]
     failures, failure_table = ([], None) if not what_ifs else _single_failures(
         fabric, collectives, timing, model, layout, step_assumptions, step, routing, seed,
         lines, {p: r.step_time_s for p, r in stepped.items()},

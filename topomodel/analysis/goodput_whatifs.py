@@ -1,0 +1,62 @@
+"""What-ifs of a job's goodput: the same job with one thing changed (optical modules of
+another form, spares, checkpoint bandwidth, restart time), re-counted from its
+:class:`~topomodel.analysis.goodput.GoodputResult` without re-running any step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from topomodel.analysis.goodput import (
+    MODULE_FORMS,
+    ComponentLine,
+    GoodputAssumptions,
+    GoodputResult,
+    failure_rate,
+    goodput,
+)
+from topomodel.catalog import Catalog, Optic
+
+
+def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
+                    form: str) -> list[ComponentLine]:
+    """What-if: every optical link re-rated as modules of ``form`` (e.g. ``lpo``,
+    ``cpo``); an AOC counts as the two modules it holds; copper keeps its rate."""
+    entry = failure_rate(catalog, "optic", form)
+    out = []
+    for ln in lines:
+        built = catalog.get(ln.model, Optic).form if ln.component == "optic" else ""
+        if built in (*MODULE_FORMS, "aoc"):
+            ln = replace(ln, rate_per_s=entry.rate_per_s * (2 if built == "aoc" else 1),
+                         rate_entry=entry.id, provenance=entry.provenance)
+        out.append(ln)
+    return out
+
+
+def what_ifs(result: GoodputResult, catalog: Catalog,
+             assumptions: GoodputAssumptions) -> list[tuple[str, GoodputResult]]:
+    """The same job with one thing changed: optics, spares, checkpoint bandwidth."""
+    kwargs: dict[str, Any] = {
+        "tokens_per_s": result.tokens_per_s,
+        "accelerators": sum(ln.count for ln in result.lines if ln.component == "accelerator"),
+        "accelerators_per_system": result.accelerators_per_system,
+        "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
+        "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
+    fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes)
+    cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
+        ("as designed", list(result.lines), fixed)]
+    if any(ln.component == "optic" for ln in result.lines):
+        for form in ("lpo", "cpo"):
+            cases.append((f"optical modules as {form.upper()}",
+                          with_optic_form(result.lines, catalog, form), fixed))
+    cases += [("no spare systems", list(result.lines), replace(fixed, spare_systems=0)),
+              ("twice the spare systems" if result.spare_systems else "one spare system",
+               list(result.lines),
+               replace(fixed, spare_systems=max(1, 2 * result.spare_systems))),
+              ("twice the checkpoint bandwidth", list(result.lines),
+               replace(fixed, storage_Bps=2 * fixed.storage_Bps)),
+              ("half the restart time", list(result.lines),
+               replace(fixed, restart_s=fixed.restart_s / 2,
+                       detection_s=fixed.detection_s / 2))]
+    return [(name, goodput(lines, assumptions=a, **kwargs)) for name, lines, a in cases]
