@@ -13,7 +13,8 @@ import pandas as pd
 from topomodel.analysis.timing import TimeModel, tier_efficiency
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric, labels, link_weaker_Bps
+from topomodel.fabric.columns import Coded
+from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
 
 
@@ -64,7 +65,12 @@ def network_levels(fabric: Fabric, model: TimeModel | None = None) -> list[Netwo
 
 
 def _tier_stats(fabric: Fabric) -> tuple[dict[str, float], dict[str, float]]:
-    """Per link tier: capacity of all links one way (bytes/s) and the longest delay (s)."""
+    """Per link tier: capacity of all links one way (bytes/s) and the longest delay (s)
+    (found once per fabric: both networks' levels read them)."""
+    return fabric.derived(_tier_totals)
+
+
+def _tier_totals(fabric: Fabric) -> tuple[dict[str, float], dict[str, float]]:
     links = fabric.links
     grouped = links.groupby("tier", observed=True)
     weaker = pd.Series(fabric.derived(link_weaker_Bps), index=links.index)
@@ -102,9 +108,8 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)
     links = fabric.links
-    kinds = labels(fabric.nodes["kind"])
-    from_acc = (kinds[links["src"].to_numpy()] == "accelerator") & (
-        links["tier"] == "scaleup").to_numpy()
+    from_acc = fabric.kind_mask("accelerator")[links["src"].to_numpy()] & Coded(
+        links["tier"]).equals("scaleup")
     injection = float(links.loc[from_acc, "capacity_Bps"].sum()) / n
     per_domain = _domain_size(fabric)
     propagation = delay.get("scaleup", 0.0)
@@ -212,20 +217,22 @@ def _domain_keys(fabric: Fabric, domains: np.ndarray,
     """
     nodes, links = fabric.nodes, fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    kind = labels(nodes["kind"])
+    tier = Coded(links["tier"])
     acc_domain = np.full(len(nodes), -1)
     acc_domain[fabric.accelerators] = domains
     # NIC -> owning accelerator's domain (host links), NIC -> leaf (leaf links)
-    host = (links["tier"] == "host").to_numpy() & (kind[src] == "accelerator")
+    host = np.flatnonzero(tier.equals("host"))
+    host = host[fabric.kind_mask("accelerator")[src[host]]]
     nic_domain = np.full(len(nodes), -1)
     nic_domain[dst[host]] = acc_domain[src[host]]
-    up = (links["tier"] == "leaf").to_numpy() & (kind[src] == "nic")
+    up = np.flatnonzero(tier.equals("leaf"))
+    up = up[fabric.kind_mask("nic")[src[up]]]
     pairs_domain = nic_domain[src[up]]
     leaf = dst[up]
     pod = nodes["pod"].to_numpy()[leaf]
     keys = []
     for values in (leaf, pod):
-        pairs = np.unique(np.stack([pairs_domain, values], axis=1), axis=0)
+        pairs = _distinct_pairs(pairs_domain, values)
         pairs = pairs[pairs[:, 0] >= 0]
         split = np.flatnonzero(np.diff(pairs[:, 0])) + 1
         signatures = [tuple(part[:, 1]) for part in np.split(pairs, split)]
@@ -235,6 +242,20 @@ def _domain_keys(fabric: Fabric, domains: np.ndarray,
         key[owners] = [codes[sig] for sig in signatures]
         keys.append(key)
     return keys[0], keys[1]
+
+
+def _distinct_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The distinct (first, second) rows, sorted, as ``np.unique(axis=0)`` gives them
+    (values from -1 up), by one integer key per row.
+
+    Examples
+    --------
+    >>> _distinct_pairs(np.array([1, -1, 1, 0]), np.array([5, 2, 5, -1])).tolist()
+    [[-1, 2], [0, -1], [1, 5]]
+    """
+    base = int(max(first.max(initial=0), second.max(initial=0))) + 2
+    keys = np.unique((first.astype(np.int64) + 1) * base + (second + 1))
+    return np.stack([keys // base - 1, keys % base - 1], axis=1)
 
 
 def _uniform_group_size(key: np.ndarray) -> int | None:
