@@ -359,18 +359,17 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     """The link table summed over (lower box, upper box, tier), with array arithmetic."""
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    box_a, box_b = node_box[src], node_box[dst]
     tiers = list(links["tier"].cat.categories)
-    tier = links["tier"].cat.codes.to_numpy()
-
-    def key_of(rows: np.ndarray | slice) -> np.ndarray:
-        a, b = box_a[rows], box_b[rows]
-        return (np.minimum(a, b) * n_boxes + np.maximum(a, b)) * len(tiers) + tier[rows]
-
+    size = n_boxes * n_boxes * len(tiers)
+    index = np.int32 if size < np.iinfo(np.int32).max else np.int64
+    box = node_box.astype(index)
+    box_a, box_b = box[src], box[dst]
+    # each row's (lower box, upper box, tier) bundle
+    key = (np.minimum(box_a, box_b) * n_boxes + np.maximum(box_a, box_b)) * len(tiers)
+    key += links["tier"].cat.codes.to_numpy()
     # one row per direction pair
     once = np.flatnonzero((box_a < box_b) | ((box_a == box_b) & (src < dst)))
-    size = n_boxes * n_boxes * len(tiers)
-    k = key_of(once)
+    k = key[once]
     arcs = np.bincount(k, minlength=size)
     cables = links["cables"].to_numpy()[once]
     sum_cables = np.bincount(k, weights=cables, minlength=size)
@@ -384,11 +383,10 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     np.maximum.at(high_rate, k, rate)
     media = list(links["medium"].cat.categories)
     medium = links["medium"].cat.codes.to_numpy()[once].astype(np.int64)
-    has_medium = np.bincount(k * len(media) + medium, minlength=size * len(media)).reshape(
+    has_medium = np.bincount(k.astype(np.int64) * len(media) + medium, minlength=size * len(media)).reshape(
         size, len(media)) > 0
     peak = mean = np.full(size, np.nan)
     if utilization is not None:
-        key = key_of(slice(None))
         peak = np.zeros(size)
         np.maximum.at(peak, key, utilization)
         mean = np.bincount(key, weights=utilization, minlength=size) / np.maximum(
