@@ -96,13 +96,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     timing = time_model or (step_assumptions.time if model is not None else TimeModel())
     design = fabric.design
     name = design.name or design.file
-    step: StepResult | None = None
-    step_rep = None
-    lines = None
-    if model is not None and layout is not None:
-        step = step_time(fabric, model, layout, step_assumptions, routing=routing, seed=seed)
-        step_rep = step_report(step, step_assumptions, design_name=name)
-        lines = component_lines(fabric, layout.world)
+    has_model = model is not None and layout is not None
+    lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
     what_ifs = fabric.structure.scaleout.kind != "none"
     if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
         lines = component_lines(fabric, fabric.accelerator_count)
@@ -112,51 +107,57 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     # and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both need, each
     # run once: where the two fail the same part, it is the same step.
     parts: list[str] = []
-    if step is not None and lines is not None and layout is not None:
+    if has_model and lines is not None and layout is not None:
         goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
         parts = list(dict.fromkeys([*(ln.representative for ln in goodput_lines), *shown]))
     plan = _plan_collectives(fabric, sizes_bytes)
 
-    def failed_step(part: str) -> StepResult:  # parts are listed only with a model
+    def step_failing(part: str) -> StepResult:  # "": the step itself; only with a model
         return step_time(with_part_failed(fabric, part), cast("Model", model),
                          cast("Layout", layout), step_assumptions, routing=routing,
                          seed=seed)
 
-    # One pool for everything (with one worker, all of it here in turn): first the
-    # collective table's runs, then the build report with its bisection, the steps with
-    # a part failed and the levels. Once the table is in, the featured collective (its
-    # figures and the step's beside it) and its runs with each what-if part failed go
-    # ahead of what has not started, in the workers the table warmed.
+    # One pool for everything (with one worker, all of it here in turn): first the step
+    # and the collective table's runs, then the build report with its bisection, the
+    # steps with a part failed and the levels. Once the step and the table are in, the
+    # featured collective (its figures and the step's beside it) and its runs with each
+    # what-if part failed go ahead of what has not started, in the workers they warmed.
+    ready = int(has_model) + len(plan.runs)
     first: list[Callable[[], Any]] = [
+        *([functools.partial(step_failing, "")] if has_model else []),
         *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
           for item in plan.runs),
         lambda: build_report(fabric, bisection_result=bisection(fabric)),
-        *(functools.partial(failed_step, part) for part in parts),
+        *(functools.partial(step_failing, part) for part in parts),
         lambda: _levels(fabric, timing)]
 
     tabled: list[_Collectives] = []  # the table, once its runs are in
 
-    def planned(table: list[Any]) -> list[tuple[str, Any]]:
-        tabled.append(collectives := _collect_rows(plan, table))
+    def planned(ran: list[Any]) -> list[tuple[str, Any]]:
+        tabled.append(collectives := _collect_rows(plan, ran[int(has_model):]))
         row = collectives.featured_row
         spec = None if row is None else CollectiveSpec(
             row["collective"], row["size_bytes"], row["algorithm"], row["time_s"])
-        return [("featured", collectives),
+        return [("featured", (collectives, ran[0] if has_model else None)),
                 *(("what-if", (part, spec, collectives.featured_group))
                   for part in (shown if spec is not None else ()))]
 
     def then(piece: tuple[str, Any]) -> Any:
         kind, what = piece
         if kind == "featured":
-            return _featured_part(fabric, what, timing, routing, seed, step)
+            table, step = what
+            return _featured_part(fabric, table, step, timing, routing, seed)
         part, spec, group = what
         return failed_collective(with_part_failed(fabric, part), spec, group=group,
                                  time_model=timing, routing=routing, seed=seed)
 
     share_failure_views(fabric, parts or shown)
-    done, ended = parallel_map_then(_call, first, then, planned, ready=len(plan.runs),
+    done, ended = parallel_map_then(_call, first, then, planned, ready=ready,
                                     workers=workers)
-    build, failed_steps, levels = done[len(plan.runs)], done[len(plan.runs) + 1:-1], done[-1]
+    step: StepResult | None = done[0] if has_model else None
+    build, failed_steps, levels = done[ready], done[ready + 1:-1], done[-1]
+    step_rep = None if step is None else step_report(step, step_assumptions,
+                                                     design_name=name)
     collectives = tabled[0]
     featured_rep, figures = ended[0]
     stepped = dict(zip(parts, failed_steps, strict=True))
@@ -226,8 +227,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                   tuple(warnings), tuple(headline), tables)
 
 
-def _featured_part(fabric: Fabric, collectives: _Collectives, timing: TimeModel,
-                   routing: str, seed: int, step: StepResult | None
+def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult | None,
+                   timing: TimeModel, routing: str, seed: int
                    ) -> tuple[Any, dict[str, ReviewFigure]]:
     """The featured collective routed again (its link loads stay on the worker: sending
     every candidate's back would cost more than this run), its report and the figures,
