@@ -13,6 +13,7 @@ lines.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -63,75 +64,133 @@ def node_levels(fabric: Fabric) -> np.ndarray:
 
 
 class _Upward:
-    """The live upward link rows (the lower end's level below the upper's) of a fabric,
-    in row order, with their ends, and their positions grouped by source level."""
+    """The live upward link rows of a fabric (the lower end's level below the upper's),
+    with their ends and cables, grouped by source level as segments of a view.
+
+    The view is the link table itself when nothing has failed and its rows fall into at
+    most :data:`RUNS_MAX` runs of one (source level, destination level) (a builder
+    writes each bundle's two directions as two blocks): the segments are the upward
+    runs, slices of the table's own columns, and nothing is copied. Otherwise the view
+    is the upward rows picked out (``rows``, in row order). Positions in the view are
+    in row order either way.
+    """
 
     def __init__(self, fabric: Fabric, level: np.ndarray) -> None:
         links = fabric.links
         self.node_count = len(fabric.nodes)
         src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-        alive = ~links["failed"].to_numpy()
+        cables = links["cables"].to_numpy()
+        failed = links["failed"].to_numpy()
+        self.level = level
         level_src, level_dst = level[src], level[dst]
-        self.rows = np.flatnonzero((level_src < level_dst) & alive)
-        self.src, self.dst = src[self.rows], dst[self.rows]
-        self.cables = links["cables"].to_numpy()[self.rows]
-        self.by_level = _segments_by_level(level_src[self.rows])
+        runs = None if failed.any() else _upward_runs(level_src, level_dst)
+        self.rows: np.ndarray | None = None  # view position -> link row (None: the same)
+        self.by_level: Sequence[Sequence[slice | np.ndarray]]
+        # the level each segment's rows go into, where it is one (a run's)
+        self.into: list[int | None]
+        if runs is not None:
+            self.src, self.dst, self.cables = src, dst, cables
+            self.by_level = [[at for at, _ in of_level] for of_level in runs]
+            self.into = [into for of_level in runs for _, into in of_level]
+        else:
+            self.rows = np.flatnonzero((level_src < level_dst) & ~failed)
+            self.src, self.dst = src[self.rows], dst[self.rows]
+            self.cables = cables[self.rows]
+            self.by_level = _segments_by_level(level_src[self.rows])
+            self.into = [None for of_level in self.by_level for _ in of_level]
+        self.size = len(self.src)
+        self.segments = [at for segments in self.by_level for at in segments]
+        self.out_of_level: list[int] = [
+            LEVELS[k] for k, of_level in enumerate(self.by_level) for _ in range(len(of_level))]
         # peer rows (a torus: both ends on one level), few or none
-        self.side = np.flatnonzero((level_src == level_dst) & alive)
+        self.side = np.flatnonzero((level_src == level_dst) & ~failed)
+
+    def column(self, values: np.ndarray) -> np.ndarray:
+        """A link column's values at the view's positions."""
+        return values if self.rows is None else values[self.rows]
+
+    def where(self, keep: Callable[[slice | np.ndarray], np.ndarray], *,
+              out_of: np.ndarray | None = None, into: np.ndarray | None = None
+              ) -> np.ndarray:
+        """The upward positions where ``keep(segment)`` (one bool per position of the
+        segment) holds, level by level; only rows out of nodes of the ``out_of`` nodes'
+        levels, or into the ``into`` nodes' levels, are looked at when given."""
+        sources = None if out_of is None else set(self.level[out_of].tolist())
+        targets = None if into is None else set(self.level[into].tolist())
+        found = [_kept(at, keep(at)) for at, lower, upper in zip(
+                     self.segments, self.out_of_level, self.into, strict=True)
+                 if (sources is None or lower in sources)
+                 and (targets is None or upper is None or upper in targets)]
+        return np.concatenate(found) if found else np.empty(0, np.int64)
 
     def climb(self, start: np.ndarray) -> np.ndarray:
         """Per node: ``start`` or reached from a ``start`` node over upward rows (every
         row's source level is below its destination's, so one pass per level, lowest
         first, sees each source final)."""
         reached = start.copy()
-        for segments in self.by_level:
-            for at in segments:
-                src, dst = self.src[at], self.dst[at]
-                reached[dst[reached[src]]] = True
+        for at in self.segments:
+            src, dst = self.src[at], self.dst[at]
+            reached[dst[reached[src]]] = True
         return reached
 
     def out_of(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per node of ``nodes``: its upward rows' cables, summed, and how many rows
         (one pass over the upward rows for all of them)."""
-        node_count = self.node_count
-        wanted = np.zeros(node_count, bool)
+        wanted = np.zeros(self.node_count, bool)
         wanted[nodes] = True
-        at = np.flatnonzero(wanted[self.src])
-        cables = np.bincount(self.src[at], weights=self.cables[at], minlength=node_count)
-        rows = np.bincount(self.src[at], minlength=node_count)
+        at = self.where(lambda seg: wanted[self.src[seg]], out_of=nodes)
+        src = self.src[at]
+        cables = np.bincount(src, weights=self.cables[at], minlength=self.node_count)
+        rows = np.bincount(src, minlength=self.node_count)
         return cables[nodes], rows[nodes]
 
     def last_below(self, nodes: np.ndarray, footprint: np.ndarray) -> np.ndarray:
         """Per node of ``nodes``: the source of the last upward row in row order that
         comes into it from a ``footprint`` node, else -1."""
-        node_count = self.node_count
-        wanted = np.zeros(node_count, bool)
+        wanted = np.zeros(self.node_count, bool)
         wanted[nodes] = True
-        at = np.flatnonzero(wanted[self.dst])
+        at = np.sort(self.where(lambda seg: wanted[self.dst[seg]], into=nodes))
         at = at[footprint[self.src[at]]]
-        below = np.full(node_count, -1)
+        below = np.full(self.node_count, -1)
         below[self.dst[at]] = self.src[at]  # the last row into each node wins
         return below[nodes]
 
 
 RUNS_MAX = 4096
-"""Most runs of one source level among the upward rows that are walked as slices of
-the rows (a builder writes a bundle's rows as blocks, a few hundred of them at the 98k
-4K-supernode example); more, and each level's rows are picked out by one search."""
+"""Most runs (of one source level, or of one pair of end levels) walked as slices: a
+builder writes a bundle's rows as blocks, 688 runs at the 98k 4K-supernode example;
+with more, the upward rows or each level's are picked out by one search instead."""
 
 
-def _segments_by_level(level: np.ndarray) -> list[list[slice] | list[np.ndarray]]:
+def _upward_runs(level_src: np.ndarray, level_dst: np.ndarray
+                 ) -> list[list[tuple[slice, int]]] | None:
+    """Per level of :data:`LEVELS`, the runs of link rows that go up from it, as
+    slices with the level they go into; None when the rows change end levels more than
+    :data:`RUNS_MAX` times."""
+    pair = level_src * np.int8(len(LEVELS) + 1)  # levels are 0..4: an int8 pair code
+    pair += level_dst
+    starts = np.flatnonzero(pair[1:] != pair[:-1]) + 1
+    if len(starts) >= RUNS_MAX:
+        return None
+    runs: list[list[tuple[slice, int]]] = [[] for _ in LEVELS]
+    for start, stop in pairwise([0, *starts.tolist(), len(pair)]):
+        if stop > start and level_src[start] < level_dst[start]:
+            runs[LEVELS.index(int(level_src[start]))].append(
+                (slice(start, stop), int(level_dst[start])))
+    return runs
+
+
+def _segments_by_level(level: np.ndarray) -> list[list[slice]] | list[list[np.ndarray]]:
     """Per level of :data:`LEVELS`, the positions of ``level`` holding it: as slices of
     its runs when they are at most :data:`RUNS_MAX`, else as one index array."""
     starts = np.flatnonzero(level[1:] != level[:-1]) + 1
     if len(starts) >= RUNS_MAX:
         return [[np.flatnonzero(level == lv)] for lv in LEVELS]
-    bounds = [0, *starts.tolist(), len(level)]
     runs: list[list[slice]] = [[] for _ in LEVELS]
-    for start, stop in pairwise(bounds):
+    for start, stop in pairwise([0, *starts.tolist(), len(level)]):
         if stop > start:
             runs[LEVELS.index(int(level[start]))].append(slice(start, stop))
-    return runs  # type: ignore[return-value]
+    return runs
 
 
 def _kept(at: slice | np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -158,7 +217,7 @@ def network_parts(fabric: Fabric, in_job: np.ndarray) -> list[NetworkPart]:
     # uplinks are summed only if it must reach up).
     kind = Coded(nodes["kind"])
     must_reach = in_job & kind.equals("nic")
-    lone_cable = np.zeros(len(upward.rows), bool)  # the one uplink cable of such a node
+    lone_cable = np.zeros(upward.size, bool)  # the one uplink cable of such a node
     for segments in upward.by_level:
         at = np.concatenate([_kept(seg, must_reach[upward.src[seg]]) for seg in segments]
                             or [np.empty(0, np.int64)])
@@ -195,36 +254,38 @@ def _link_parts(fabric: Fabric, upward: _Upward, needed: np.ndarray, lone_cable:
     optic, tier = CodeLabels(links["optic"]), CodeLabels(links["tier"])
     crossed = ~Coded(links["optic"]).equals("")  # with a cable or module: no trace
     # upward rows out of the footprint and peer rows inside it, with a cable or module:
-    # the upward ones masked where they are (no copy of millions of rows)
+    # the upward ones masked where they are in the view (no copy of millions of rows)
     side = upward.side
     peer = side[(src[side] < dst[side]) & needed[src[side]] & needed[dst[side]]]
     peer = peer[crossed[peer]]
-    counted = needed[upward.src]
-    counted &= crossed[upward.rows]
+    counted = np.zeros(upward.size, bool)
+    crossed_up = upward.column(crossed)
+    for at in upward.segments:
+        counted[at] = needed[upward.src[at]] & crossed_up[at]
     in_system = system >= 0
-    groups: dict[tuple[str, str, bool], tuple[int, int]] = {}
-    for rows, ends, lone, weight, keep in (
-            (upward.rows, (upward.src, upward.dst), lone_cable, upward.cables, counted),
-            (peer, (src[peer], dst[peer]), None, cables[peer], None)):
-        single_rows = np.zeros(len(rows), bool) if lone is None else lone.copy()
-        # both ends in one system: looked at only where the upper end is in one
-        inside = np.flatnonzero(in_system[ends[1]] if keep is None
-                                else in_system[ends[1]] & keep)
-        single_rows[inside] |= system[ends[0][inside]] == system[ends[1][inside]]
+    # both ends in one system: looked at only where the upper end is in one
+    inside = upward.where(lambda at: counted[at], into=np.flatnonzero(in_system))
+    inside = inside[in_system[upward.dst[inside]]]
+    single_up = lone_cable.copy()
+    single_up[inside] |= system[upward.src[inside]] == system[upward.dst[inside]]
+    peer_src, peer_dst = src[peer], dst[peer]
+    single_peer = (system[peer_src] >= 0) & (system[peer_src] == system[peer_dst])
+    groups: dict[tuple[str, str, bool], tuple[int, int, bool]] = {}
+    for rows, single_rows, weight, keep, goes_up in (
+            (upward.rows, single_up, upward.cables, counted, True),
+            (peer, single_peer, cables[peer], None, False)):
         for key, (count, first) in _grouped(rows, optic, tier, single_rows, weight,
                                             counted=keep).items():
-            known_count, known_first = groups.get(key, (0, first))
-            groups[key] = (known_count + count, min(known_first, first))
+            known_count, known_first, known_up = groups.get(key, (0, first, goes_up))
+            groups[key] = (known_count + count, *min((known_first, known_up), (first, goes_up)))
     ordered = sorted(groups.items())
-    firsts = np.array([first for _, (_, first) in ordered], np.int64)
+    firsts = np.array([first for _, (_, first, _) in ordered], np.int64)
     # a link's load is shared by its lower end's other uplinks (or other peer links)
-    place = np.minimum(np.searchsorted(upward.rows, firsts), max(len(upward.rows) - 1, 0))
-    goes_up = upward.rows[place] == firsts if len(upward.rows) else np.zeros(len(firsts), bool)
     up_cables, _ = upward.out_of(src[firsts])
     side_src, side_cables = src[side], cables[side]
     parts = []
-    for ((optic_id, tier_label, single), (count, first)), is_up, ups, lower in zip(
-            ordered, goes_up, up_cables, src[firsts], strict=True):
+    for ((optic_id, tier_label, single), (count, first, is_up)), ups, lower in zip(
+            ordered, up_cables, src[firsts], strict=True):
         form = catalog.get(optic_id, Optic).form
         per_link = 2 if form in MODULE_FORMS else 1
         sharing = ups if is_up else side_cables[side_src == lower].sum()
@@ -254,30 +315,35 @@ def _alternatives(switches: np.ndarray, upward: _Upward, footprint: np.ndarray) 
     return shared
 
 
-def _grouped(rows: np.ndarray, model: CodeLabels, tier: CodeLabels, single: np.ndarray,
-             weight: np.ndarray, *, counted: np.ndarray | None = None
+def _grouped(rows: np.ndarray | None, model: CodeLabels, tier: CodeLabels,
+             single: np.ndarray, weight: np.ndarray, *, counted: np.ndarray | None = None
              ) -> dict[tuple[str, str, bool], tuple[int, int]]:
     """(model, tier, single) -> (summed weight, first of ``rows`` in their order) over
-    ``rows`` (``single``, ``weight`` and the mask ``counted``, default all, given per
-    row of ``rows``), in label order: one small integer key per row, then per key
-    present one comparison (a handful of keys over millions of rows: no sort, no
-    bincount)."""
+    ``rows`` (None: every row of the columns; ``single``, ``weight`` and the mask
+    ``counted``, default all, given per row of ``rows``), in label order: one small
+    integer key per row, then per key present one comparison (a handful of keys over
+    millions of rows: no sort, no bincount)."""
     tiers = max(len(tier.labels), 1)
     key_count = max(len(model.labels), 1) * tiers * 2
-    dtype = np.int16 if key_count < np.iinfo(np.int16).max else np.int64
-    keys = model.codes[rows].astype(dtype)
+    dtype = next(t for t in (np.int8, np.int16, np.int64) if 2 * key_count < np.iinfo(t).max)
+    keys = (model.codes if rows is None else model.codes[rows]).astype(dtype)
     keys *= tiers
-    keys += tier.codes[rows]
+    keys += tier.codes if rows is None else tier.codes[rows]
     keys *= 2
     keys += single
-    if counted is not None:
-        keys[~counted] = key_count
+    if counted is not None:  # rows not counted take the key past the last, branch-free
+        keys -= key_count
+        keys *= counted
+        keys += key_count
     groups = []
     key = int(keys.min()) if len(keys) else key_count
     while key < key_count:
         of_key = keys == key
+        first = int(np.argmax(of_key))
         groups.append(((model.label(key // 2 // tiers), tier.label(key // 2 % tiers),
                         bool(key % 2)),
-                       (int(np.sum(weight, where=of_key)), int(rows[np.argmax(of_key)]))))
-        key = int(np.min(keys, where=keys > key, initial=key_count))
+                       (int(np.sum(weight, where=of_key)),
+                        first if rows is None else int(rows[first]))))
+        keys += of_key * dtype(key_count - key)  # done: past the last, then the next
+        key = int(keys.min())
     return dict(sorted(groups, key=lambda group: group[0]))

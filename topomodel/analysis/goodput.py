@@ -182,12 +182,14 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
                                        SINGLE_POINT if single else kind.id))
 
     node_system = nodes["system"].to_numpy()
-    job_systems = np.unique(node_system[fabric.accelerators[:world]])
+    kind = Coded(nodes["kind"])
+    accelerators = np.flatnonzero(kind.equals("accelerator"))  # in rank order
+    job_systems = distinct(node_system[accelerators[:world]])
     for component in ("accelerator", "hbm", "software"):
         add(component, system.accelerator, "system", world, False)
     add("host", system.id, "system", len(job_systems) * system.hosts, False)
-    in_job = np.isin(node_system, job_systems)
-    kind = Coded(nodes["kind"])
+    # a look-up table over the systems' numbers, not a sort of every node
+    in_job = np.isin(node_system, job_systems, kind="table")
     model = CodeLabels(nodes["model"])
     for part in ("nic", "scaleup_switch"):
         rows = np.flatnonzero(in_job & kind.equals(part))
