@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.catalog import Optic, ScaleupSwitch
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
@@ -115,8 +116,8 @@ class _Upward:
         """The upward positions where ``keep(segment)`` (one bool per position of the
         segment) holds, level by level; only rows out of nodes of the ``out_of`` nodes'
         levels, or into the ``into`` nodes' levels, are looked at when given."""
-        sources = None if out_of is None else set(self.level[out_of].tolist())
-        targets = None if into is None else set(self.level[into].tolist())
+        sources = None if out_of is None else set(distinct(self.level[out_of]).tolist())
+        targets = None if into is None else set(distinct(self.level[into]).tolist())
         found = [_kept(at, keep(at)) for at, lower, upper in zip(
                      self.segments, self.out_of_level, self.into, strict=True)
                  if (sources is None or lower in sources)
