@@ -396,7 +396,7 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
     import numpy as np
     import pandas as pd
 
-    from topomodel.analysis.goodput import _grouped
+    from topomodel.analysis.footprint import _grouped
     from topomodel.fabric.columns import CodeLabels
 
     rng = np.random.default_rng(7)
@@ -415,5 +415,9 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
         count=("weight", "sum"), first=("row", "first"))
     expected = {(m, t, bool(s)): (int(c), int(f)) for (m, t, s), c, f in zip(
         oracle.index, oracle["count"], oracle["first"], strict=True)}
-    got = _grouped(rows, CodeLabels(model), CodeLabels(tier), single, weight)
+    got = _grouped(rows, CodeLabels(model), CodeLabels(tier), single[rows], weight[rows])
     assert got == expected and list(got) == list(expected)
+    # the same rows as a mask over all of them
+    masked = _grouped(np.arange(500), CodeLabels(model), CodeLabels(tier), single, weight,
+                      counted=np.isin(np.arange(500), rows))
+    assert masked == expected and list(masked) == list(expected)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,29 +51,20 @@ from topomodel.analysis.failure_classes import (
     on_failure,
     scaleup_technology,
 )
+from topomodel.analysis.footprint import MODULE_FORMS as MODULE_FORMS
+from topomodel.analysis.footprint import TIER_LEVEL as TIER_LEVEL
+from topomodel.analysis.footprint import network_parts
 from topomodel.arrays import distinct
-from topomodel.catalog import Catalog, FailureRate, Optic, ScaleupSwitch, System
+from topomodel.catalog import Catalog, FailureRate, System
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.records import documented
-from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
+from topomodel.vocabulary import SCALEUP_TIERS
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric
 
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
-
-
-TIER_LEVEL = {"accelerator": 0, "nic": 1,
-              **{tier: k + 1 for k, tier in enumerate(SCALEUP_TIERS)},
-              **{tier: k + 2 for k, tier in enumerate(FAT_TREE_TIERS)}}
-"""How far up the network a node tier sits; a part's uplinks go to a higher level
-(accelerator 0; NIC and in-system switch chip 1; leaf 2, spine 3, core 4; supernode
-levels beside the leaf and spine)."""
-
-
-MODULE_FORMS = ("transceiver", "lpo", "cpo")
-"""Optic forms with a module at each end of a link; the others are one cable assembly."""
 
 
 REPAIRED_COMPONENTS = ("accelerator", "hbm", "host", "nic", "scaleup_switch")
@@ -189,12 +180,14 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
                                        SINGLE_POINT if single else kind.id))
 
     node_system = nodes["system"].to_numpy()
-    job_systems = np.unique(node_system[fabric.accelerators[:world]])
+    kind = Coded(nodes["kind"])
+    accelerators = np.flatnonzero(kind.equals("accelerator"))  # in rank order
+    job_systems = distinct(node_system[accelerators[:world]])
     for component in ("accelerator", "hbm", "software"):
         add(component, system.accelerator, "system", world, False)
     add("host", system.id, "system", len(job_systems) * system.hosts, False)
-    in_job = np.isin(node_system, job_systems)
-    kind = Coded(nodes["kind"])
+    # a look-up table over the systems' numbers, not a sort of every node
+    in_job = np.isin(node_system, job_systems, kind="table")
     model = CodeLabels(nodes["model"])
     for part in ("nic", "scaleup_switch"):
         rows = np.flatnonzero(in_job & kind.equals(part))
@@ -206,124 +199,11 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
             add(part, model.label(code), "system", len(of_model), False,
                 representative=str(nodes["name"].iat[first]), parallel=sharing,
                 scaleup=part == "scaleup_switch")
-    for p in _network_parts(fabric, in_job):
+    for p in network_parts(fabric, in_job):
         add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
             representative=p.representative, cables=p.cables, parallel=p.parallel,
             scaleup=p.tier.split(" ")[0] in SCALEUP_TIERS)
     return lines
-
-
-class _Part(NamedTuple):
-    component: str
-    model: str
-    tier: str
-    quantity: int
-    single: bool  # a single point of failure
-    keys: tuple[str, ...]  # more failure-rate keys (the optic form)
-    representative: str  # a part to fail for the degradation run
-    cables: int  # cables that failing it takes down
-    parallel: int  # uplinks sharing its load
-
-
-def _network_parts(fabric: Fabric, in_job: np.ndarray) -> list[_Part]:
-    """Switches outside the systems and cabled links that the job's traffic can cross."""
-    nodes, links, catalog = fabric.nodes, fabric.links, fabric.catalog
-    level = np.array([TIER_LEVEL[t] for t in nodes["tier"].cat.categories])[
-        nodes["tier"].cat.codes.to_numpy()]
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    alive = ~links["failed"].to_numpy()
-    level_src, level_dst = level[src], level[dst]
-    # the rows that matter, in row order: upward and peer links (a torus)
-    up = np.flatnonzero((level_src < level_dst) & alive)
-    side = np.flatnonzero((level_src == level_dst) & alive)
-    up_src, up_dst = src[up], dst[up]
-    needed = in_job.copy()
-    for _ in TIER_LEVEL:  # climb: the switches above the job's parts carry its traffic
-        reach = needed.copy()
-        reach[up_dst[needed[up_src]]] = True
-        if (reach == needed).all():
-            break
-        needed = reach
-    cables = links["cables"].to_numpy()
-    up_cables = np.bincount(up_src, weights=cables[up], minlength=len(nodes))
-    up_neighbours = np.bincount(up_src, minlength=len(nodes))
-    footprint_up = up[needed[up_src]]  # upward rows out of the footprint
-    below = np.full(len(nodes), -1)  # a part in the footprint below each node
-    below[dst[footprint_up]] = src[footprint_up]
-    # Cut off from above, a NIC of the job stops it; so does any part that is the only
-    # way up for such a part. A switch is a single point of failure when a part that must
-    # not be cut off has all its uplinks to it (bottom up, level by level).
-    kind = Coded(nodes["kind"])
-    must_reach = in_job & kind.equals("nic")
-    sole_uplink = footprint_up[cables[footprint_up] == up_cables[src[footprint_up]]]
-    sole_level = level_src[sole_uplink]
-    for lower in sorted(set(TIER_LEVEL.values())):
-        rows = sole_uplink[must_reach[src[sole_uplink]] & (sole_level == lower)]
-        must_reach[dst[rows]] = True
-    critical = must_reach & ~in_job
-    system = nodes["system"].to_numpy()
-    names = nodes["name"]
-    switches = np.flatnonzero(needed & (system < 0) & (kind.equals("switch")
-                                                       | kind.equals("scaleup_switch")))
-    parts: list[_Part] = []
-    for (model, tier, single), (count, first) in _grouped(
-            switches, CodeLabels(nodes["model"]), CodeLabels(nodes["tier"]), critical,
-            np.ones(len(nodes))).items():
-        part = "scaleup_switch" if isinstance(catalog.entries[model], ScaleupSwitch) else "switch"
-        parts.append(_Part(part, model, tier, count, single, (), str(names.iat[first]), 1,
-                           _alternatives(first, below, up_neighbours)))
-    # Links: each physical link once (upward, or the lower-numbered end of a peer link).
-    # One is a single point of failure when it is the only uplink cable of a part that
-    # must not be cut off, or when both ends sit in one system (cabled inside a rack).
-    peer = side[(src[side] < dst[side]) & needed[src[side]] & needed[dst[side]]]
-    optic = CodeLabels(links["optic"])
-    crossed = ~Coded(links["optic"]).equals("")  # with a cable or module: no trace
-    counted = np.zeros(len(src), bool)
-    counted[footprint_up] = True
-    counted[peer] = True
-    cabled = np.flatnonzero(counted & crossed)
-    # a peer link shares its load with the node's other peer links
-    peer_cables = np.bincount(src[side], weights=cables[side], minlength=len(nodes))
-    upward = np.zeros(len(src), bool)
-    upward[up] = True
-    single_link = np.zeros(len(src), bool)
-    c_src, c_dst = src[cabled], dst[cabled]
-    single_link[cabled] = (upward[cabled] & must_reach[c_src] & (up_cables[c_src] == 1)) | (
-        (system[c_src] >= 0) & (system[c_src] == system[c_dst]))
-    for (optic_id, tier, single), (count, first) in _grouped(
-            cabled, optic, CodeLabels(links["tier"]), single_link, cables).items():
-        form = catalog.get(optic_id, Optic).form
-        per_link = 2 if form in MODULE_FORMS else 1
-        parts.append(_Part("optic", optic_id, f"{tier} link", count * per_link, single,
-                           (form,), f"{names.iat[src[first]]} -- {names.iat[dst[first]]}",
-                           int(cables[first]), max(1, int(
-                               up_cables[src[first]] if upward[first]
-                               else peer_cables[src[first]]))))
-    return parts
-
-
-def _alternatives(switch: int, below: np.ndarray, up_neighbours: np.ndarray) -> int:
-    """Switches that share the load of ``switch``: the uplinks of the first part below it
-    with more than one (a spine with a single core uplink passes its load to its leaves,
-    which spread it over their other spines)."""
-    node = below[switch]
-    while node >= 0 and up_neighbours[node] == 1 and below[node] >= 0:
-        node = below[node]
-    return max(1, int(up_neighbours[node])) if node >= 0 else 1
-
-
-def _grouped(rows: np.ndarray, model: CodeLabels, tier: CodeLabels, single: np.ndarray,
-             weight: np.ndarray) -> dict[tuple[str, str, bool], tuple[int, int]]:
-    """(model, tier, single) -> (summed weight, first row) over ``rows``, in label order:
-    one integer key per row, its distinct values and one bincount."""
-    tiers = max(len(tier.labels), 1)
-    keys = (model.codes[rows].astype(np.int64) * tiers + tier.codes[rows]) * 2 + single[rows]
-    found, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    totals = np.bincount(inverse, weights=weight[rows], minlength=len(found))
-    groups = [((model.label(int(k) // 2 // tiers), tier.label(int(k) // 2 % tiers),
-                bool(k % 2)), (int(total), int(rows[at])))
-              for k, total, at in zip(found, totals, first, strict=True)]
-    return dict(sorted(groups, key=lambda group: group[0]))
 
 
 def daly_interval_s(write_s: float, mtbi_s: float) -> float:

@@ -361,8 +361,8 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     tiers = list(links["tier"].cat.categories)
     size = n_boxes * n_boxes * len(tiers)
-    index = np.int32 if size < np.iinfo(np.int32).max else np.int64
-    box = node_box.astype(index)
+    key_type = np.int32 if size < np.iinfo(np.int32).max else np.int64
+    box = node_box.astype(key_type)
     box_a, box_b = box[src], box[dst]
     # each row's (lower box, upper box, tier) bundle
     key = (np.minimum(box_a, box_b) * n_boxes + np.maximum(box_a, box_b)) * len(tiers)
@@ -383,8 +383,8 @@ def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
     np.maximum.at(high_rate, k, rate)
     media = list(links["medium"].cat.categories)
     medium = links["medium"].cat.codes.to_numpy()[once].astype(np.int64)
-    has_medium = np.bincount(k.astype(np.int64) * len(media) + medium, minlength=size * len(media)).reshape(
-        size, len(media)) > 0
+    has_medium = np.bincount(k.astype(np.int64) * len(media) + medium,
+                             minlength=size * len(media)).reshape(size, len(media)) > 0
     peak = mean = np.full(size, np.nan)
     if utilization is not None:
         peak = np.zeros(size)
