@@ -69,6 +69,20 @@ def test_nested_pieces_open_pools_of_their_own_and_keep_their_order():
     assert parallel_map(lambda x: x + 1, [1, 2, 3], workers=2) == [2, 3, 4]  # after
 
 
+def _warm_pids(_: int) -> tuple[int, list[int]]:
+    """This worker's pid and its own pieces' pids, the first warmed here."""
+    return os.getpid(), parallel_map(_pid, range(3), workers=2, warm_first=True)
+
+
+@forks
+def test_a_nested_piece_runs_its_first_item_itself_before_forking():
+    for worker, inner in parallel_map(_warm_pids, range(2), workers=2, nested=True):
+        assert inner[0] == worker and worker not in inner[1:]
+    # outside a nested pool there are no siblings to keep the cores busy: all forked
+    alone = parallel_map(_pid, range(3), workers=2, warm_first=True)
+    assert os.getpid() not in alone
+
+
 def test_workers_below_one_are_refused():
     with pytest.raises(UsageError, match="--workers must be at least 1, got 0"):
         parallel_map(str, [1, 2], workers=0)

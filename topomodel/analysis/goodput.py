@@ -427,8 +427,8 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
         return step_time(with_part_failed(fabric, part), model, layout, step_assumptions,
                          routing=routing, seed=seed)
 
-    stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers),
-                       strict=True))
+    stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers,
+                                            warm_first=True), strict=True))
     step_result = stepped.pop("", step_result)
     known.update((part, r.tokens_per_s) for part, r in stepped.items())
     losses = degraded_losses(lines, known if routed else None, step_result.tokens_per_s,
