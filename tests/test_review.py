@@ -480,3 +480,18 @@ def test_superpod_review_has_the_single_failure_what_ifs(superpod_report):
         assert r["step_s"] is None  # no model
     html = (superpod_report / "report.html").read_text()
     assert "Single-failure what-ifs" in html and "leaf00 (qm9700, leaf)" in html
+
+
+def test_each_all_gather_runs_with_the_reduce_scatter_of_its_groups_and_size():
+    from topomodel.report.review.collect import _plan_collectives, _run_pieces
+
+    fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    runs = _plan_collectives(fabric, None).runs
+    pieces = _run_pieces(runs)
+    assert sorted(k for piece in pieces for k in piece) == list(range(len(runs)))
+    pairs = [piece for piece in pieces if len(piece) == 2]
+    assert pairs and all(
+        (runs[a][4], runs[b][4]) == ("allgather", "reducescatter")
+        and (runs[a][0], runs[a][6]) == (runs[b][0], runs[b][6]) for a, b in pairs)
+    assert len(pairs) == sum(r[4] == "allgather" for r in runs)  # every one is paired
+    assert [piece[0] for piece in pieces] == sorted(piece[0] for piece in pieces)

@@ -246,3 +246,44 @@ def test_rows_with_bytes_only_are_held_once():
     assert kept.loaded is kept.rows and kept.loaded_bytes is kept.row_bytes
     assert kept.rows.tolist() == [1, 3] and not kept.rows.flags.writeable
     assert bits(kept.routed()) == bits(routed)
+
+
+def test_a_traffic_with_the_same_flows_takes_the_kept_routes(superpod, monkeypatch):
+    """A ring all-gather and the reduce-scatter on its groups send the same flows: the
+    second is timed from the first's routes, bit for bit what routing it gives."""
+    fabric = fresh(superpod)
+    groups = fabric.accelerators[:64].reshape(8, 8).T  # rails across 8 systems
+    gather, scatter = (collective_traffic(fabric, c, groups, 64e6, algorithm="ring")
+                       for c in ("allgather", "reducescatter"))
+    assert routes.same_flows(gather, scatter) and routes.same_flows(scatter, gather)
+    first = time_traffic(fabric, gather)
+    routed = count_routes(monkeypatch)
+    second = time_traffic(fabric, scatter)
+    assert not routed and [p.route for p in second.phases] == [
+        p.route for p in first.phases]
+    alone = time_traffic(fresh(superpod), scatter)
+    assert bits((second.link_bytes, second.time_s, [p.routed for p in second.phases])) == (
+        bits((alone.link_bytes, alone.time_s, [p.routed for p in alone.phases])))
+
+
+@pytest.mark.parametrize("change", ["a flow's bytes", "a zero's sign", "a flow's end"])
+def test_flows_that_differ_anywhere_are_routed_on_their_own(superpod, monkeypatch, change):
+    fabric = fresh(superpod)
+    groups = fabric.accelerators[:64].reshape(8, 8).T
+    gather = collective_traffic(fabric, "allgather", groups, 64e6, algorithm="ring")
+    p = gather.phases[0]
+    src, dst, nbytes, base_bytes = p.src.copy(), p.dst.copy(), p.bytes.copy(), p.bytes.copy()
+    if change == "a flow's bytes":
+        nbytes[5] *= 1 + 2**-52
+    elif change == "a zero's sign":
+        base_bytes[5], nbytes[5] = 0.0, -0.0
+    else:  # another accelerator of the same groups
+        dst[5] = next(d for d in dst if d not in (dst[5], src[5]))
+    base = dataclasses.replace(gather, phases=(dataclasses.replace(p, bytes=base_bytes),))
+    other = dataclasses.replace(gather, phases=(dataclasses.replace(
+        p, src=src, dst=dst, bytes=nbytes),))
+    assert not routes.same_flows(base, other)
+    time_traffic(fabric, base)
+    routed = count_routes(monkeypatch)
+    time_traffic(fabric, other)
+    assert routed  # routed on its own

@@ -30,7 +30,7 @@ from topomodel.routing import route
 from topomodel.routing.general import check_general_work
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
-from topomodel.traffic.phases import Traffic
+from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.traffic.pxn import pxn
 
 
@@ -139,6 +139,12 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
     if kept is not None and key in kept:
         routes: tuple[PhaseRoute, ...] = kept[key]
         return routes
+    twin = next((other for other, held in list(memo.items())
+                 if key in held and same_flows(other, traffic)), None)
+    if twin is not None:  # a ring all-gather's routes are its reduce-scatter's
+        routes = memo[twin][key]
+        memo.setdefault(traffic, {})[key] = routes
+        return routes
     if router == "general" or (router == "auto" and structured_supported(fabric)):
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
@@ -146,3 +152,28 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
                    for ph in traffic.phases)
     memo.setdefault(traffic, {})[key] = routes
     return routes
+
+
+def same_flows(a: Traffic, b: Traffic) -> bool:
+    """Whether every phase of ``a`` has the flows of ``b``'s (ends and bytes per step,
+    in order): all that routing reads of a traffic, so the two are routed alike (a ring
+    all-gather and the reduce-scatter on its groups, as a step's tensor parallelism
+    runs them). All-pairs phases, whose pairs are listed only where routed, match only
+    themselves."""
+    if len(a.phases) != len(b.phases):
+        return False
+    for p, q in zip(a.phases, b.phases, strict=True):
+        if p is q:
+            continue
+        if isinstance(p, AllPairsPhase) or isinstance(q, AllPairsPhase) or (
+                p.flows != q.flows):
+            return False
+        if not (np.array_equal(p.src, q.src) and np.array_equal(p.dst, q.dst)
+                and _bits(p.bytes) == _bits(q.bytes)):
+            return False
+    return True
+
+
+def _bits(values: np.ndarray) -> bytes:
+    """The bit patterns of ``values`` (-0.0 is not +0.0 here)."""
+    return np.ascontiguousarray(values, dtype=float).tobytes()

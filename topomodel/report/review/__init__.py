@@ -29,8 +29,9 @@ from topomodel.report.review.collect import (
     _featured_run,
     _figures,
     _levels,
-    _measured_run,
+    _measured_runs,
     _plan_collectives,
+    _run_pieces,
     _warnings,
 )
 from topomodel.report.review.document import (
@@ -122,11 +123,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     # steps with a part failed and the levels. Once the step and the table are in, the
     # featured collective (its figures and the step's beside it) and its runs with each
     # what-if part failed go ahead of what has not started, in the workers they warmed.
-    ready = int(has_model) + len(plan.runs)
+    pieces = _run_pieces(plan.runs)
+    ready = int(has_model) + len(pieces)
     first: list[Callable[[], Any]] = [
         *([functools.partial(step_failing, "")] if has_model else []),
-        *(functools.partial(_measured_run, fabric, timing, routing, seed, item)
-          for item in plan.runs),
+        *(functools.partial(_measured_runs, fabric, timing, routing, seed,
+                            [plan.runs[k] for k in piece]) for piece in pieces),
         lambda: build_report(fabric, bisection_result=bisection(fabric)),
         *(functools.partial(step_failing, part) for part in parts),
         lambda: _levels(fabric, timing)]
@@ -134,7 +136,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     tabled: list[_Collectives] = []  # the table, once its runs are in
 
     def planned(ran: list[Any]) -> list[tuple[str, Any]]:
-        tabled.append(collectives := _collect_rows(plan, ran[int(has_model):]))
+        rows: list[Any] = [None] * len(plan.runs)
+        for piece, got in zip(pieces, ran[int(has_model):], strict=True):
+            for k, row in zip(piece, got, strict=True):
+                rows[k] = row
+        tabled.append(collectives := _collect_rows(plan, rows))
         row = collectives.featured_row
         spec = None if row is None else CollectiveSpec(
             row["collective"], row["size_bytes"], row["algorithm"], row["time_s"])

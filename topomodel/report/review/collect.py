@@ -177,7 +177,7 @@ def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
     """Every review collective on every natural group at every size, with the fastest
     algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
     runs on groups spread over the fabric (:func:`spread_groups`). Each run is
-    independent of the others (:func:`_measured_run`, :func:`_collect_rows`)."""
+    independent of the others (:func:`_measured_runs`, :func:`_collect_rows`)."""
     from topomodel.analysis.collective import AUTO_ALGORITHMS
     from topomodel.traffic.groups import parse_groups
 
@@ -240,23 +240,49 @@ def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                           routing=routing, seed=seed, model=timing)
 
 
-def _measured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
-                  item: _PlannedRun) -> dict[str, Any] | None:
-    """The table row of one planned run, or None when no algorithm applies."""
-    try:
-        best = _featured_run(fabric, timing, routing, seed, item)
-    except UsageError:
-        return None
-    peak = best.timing.peak_busy_s / best.time_s if best.time_s else 0.0
-    return {"algorithm": best.algorithm, "time_s": best.time_s,
-            "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
-            "latency_s": best.timing.latency_s, "bandwidth_s": best.timing.bandwidth_s,
-            "topology_s": best.timing.topology_s, "peak_utilization": peak}
+def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+                   items: Sequence[_PlannedRun]) -> list[dict[str, Any] | None]:
+    """The table rows of planned runs (None where no algorithm applies), run in turn
+    and each held until the last is in: a ring all-gather and the reduce-scatter of the
+    same groups and size send the same flows, so the second is timed from the first's
+    routes (:func:`~topomodel.analysis.routes.same_flows`)."""
+    held: list[CollectiveRun] = []
+    rows: list[dict[str, Any] | None] = []
+    for item in items:
+        try:
+            best = _featured_run(fabric, timing, routing, seed, item)
+        except UsageError:
+            rows.append(None)
+            continue
+        held.append(best)
+        peak = best.timing.peak_busy_s / best.time_s if best.time_s else 0.0
+        rows.append({"algorithm": best.algorithm, "time_s": best.time_s,
+                     "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
+                     "latency_s": best.timing.latency_s,
+                     "bandwidth_s": best.timing.bandwidth_s,
+                     "topology_s": best.timing.topology_s, "peak_utilization": peak})
+    return rows
+
+
+def _run_pieces(runs: Sequence[_PlannedRun]) -> list[tuple[int, ...]]:
+    """The planned runs (indices into ``runs``) in pieces of :func:`_measured_runs`:
+    each all-gather with the reduce-scatter of the same groups and size, the others
+    alone, in the order of each piece's first run."""
+    scatter = {(r[0], r[6]): k for k, r in enumerate(runs) if r[4] == "reducescatter"}
+    pieces: list[tuple[int, ...]] = []
+    taken: set[int] = set()
+    for k, run in enumerate(runs):
+        if k in taken:
+            continue
+        pair = scatter.get((run[0], run[6])) if run[4] == "allgather" else None
+        pieces.append((k,) if pair is None else (k, pair))
+        taken.update(pieces[-1])
+    return pieces
 
 
 def _collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
                   ) -> _Collectives:
-    """The table from the rows of :func:`_measured_run` (one per planned run, in plan
+    """The table from the rows of :func:`_measured_runs` (one per planned run, in plan
     order). The featured run, the one the topology diagram shows, is the most loaded at
     the largest size (the highest link utilization; on scale-out groups where there are
     any): named here, routed again where its link loads are drawn (sending every
