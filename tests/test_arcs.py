@@ -171,3 +171,20 @@ def test_named_links_fail_every_row_of_their_ends_both_ways(parallel):
     copy = with_failures(parallel, (), wanted)
     assert copy.links["failed"].tolist() == expected
     assert copy.derived(arc_index) is parallel.derived(arc_index)
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "parallel"])
+def test_the_direct_links_live_arcs_are_the_stable_sort_of_the_live_rows(name, parallel):
+    from test_survivors import random_failures
+
+    from topomodel.routing import _arcs
+
+    base = parallel if name == "parallel" else built(name)
+    for fabric in (base, random_failures(base, 1)):
+        live = np.flatnonzero(~fabric.links["failed"].to_numpy())
+        keys = keys_of(fabric)[live]
+        by_key = np.argsort(keys, kind="stable")  # what it sorted before
+        arcs = _arcs(fabric)
+        assert np.array_equal(arcs.keys, keys[by_key])
+        assert np.array_equal(arcs.rows_by_key, live[by_key])
+    assert len(live) < len(fabric.links)
