@@ -11,7 +11,7 @@ import pytest
 from test_build import fat_tree
 from test_examples import NAMES, built
 
-from topomodel.fabric.arcs import ArcIndex, arc_index, order_by_destination
+from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, reversed_index
 from topomodel.fabric.failures import failed_links, with_failures
 from topomodel.routing import general
 
@@ -64,8 +64,10 @@ def test_the_order_is_the_stable_sort_and_the_reversed_one_comes_from_reverse_ro
     assert np.array_equal(index.order, np.argsort(keys, kind="stable"))
     assert np.array_equal(index.keys, np.sort(keys)) and not index.parallel
     src, dst = fabric.links["src"].to_numpy(), fabric.links["dst"].to_numpy()
-    assert np.array_equal(order_by_destination(index, src, dst, fabric.reverse_rows),
-                          np.argsort(keys_of(fabric, reverse=True), kind="stable"))
+    by_dst = fabric.derived(arcs_by_destination)
+    assert np.array_equal(by_dst.order, np.argsort(keys_of(fabric, reverse=True),
+                                                   kind="stable"))
+    assert np.array_equal(by_dst.keys, np.sort(keys_of(fabric, reverse=True)))
     rng = np.random.default_rng(len(keys))
     rows = rng.integers(0, len(keys), 2000)
     others = rng.integers(0, len(fabric.nodes), (2, 2000))  # mostly no such arc
@@ -95,7 +97,7 @@ def test_parallel_arcs_keep_link_row_order(parallel):
     assert np.array_equal(src[parallel.reverse_rows], dst)
     assert np.array_equal(dst[parallel.reverse_rows], src)
     by_dst = np.argsort(keys_of(parallel, reverse=True), kind="stable")
-    assert np.array_equal(order_by_destination(index, src, dst, parallel.reverse_rows),
+    assert np.array_equal(reversed_index(index, src, dst, parallel.reverse_rows).order,
                           by_dst)
     assert not np.array_equal(parallel.reverse_rows[index.order], by_dst)
 
@@ -108,7 +110,7 @@ def test_reverse_rows_that_do_not_reverse_are_not_trusted(toy):
     stale = fabric.reverse_rows.copy()
     stale[[0, 1]] = stale[[1, 0]]
     for reverse in (None, stale, fabric.reverse_rows[:-2]):
-        assert np.array_equal(order_by_destination(index, src, dst, reverse), sorted_order)
+        assert np.array_equal(reversed_index(index, src, dst, reverse).order, sorted_order)
     assert not np.array_equal(stale[index.order], sorted_order)  # trusted, it would be wrong
 
 
@@ -118,7 +120,7 @@ def test_random_arcs_with_parallel_ones_sort_stably():
     index = ArcIndex.of(src, dst, 9)
     keys = src * 9 + dst
     assert index.parallel and np.array_equal(index.order, np.argsort(keys, kind="stable"))
-    assert np.array_equal(order_by_destination(index, src, dst, None),
+    assert np.array_equal(reversed_index(index, src, dst, None).order,
                           np.argsort(dst * 9 + src, kind="stable"))
     assert not index.order.flags.writeable and not index.keys.flags.writeable
 
@@ -155,22 +157,41 @@ def check_reversed_csr(fabric):
     return wiring
 
 
-def test_named_links_fail_every_row_of_their_ends_both_ways(parallel):
-    names = parallel.nodes["name"].to_numpy()
-    src, dst = parallel.links["src"].to_numpy(), parallel.links["dst"].to_numpy()
-    doubled = int(np.flatnonzero(parallel.derived(arc_index).row(src, dst)
-                                 < np.arange(len(src)))[0])
-    single = int(np.flatnonzero((parallel.links["tier"] == "leaf").to_numpy())[0])
-    wanted = [f"{names[dst[doubled]]} -- {names[src[doubled]]}",
-              f"{names[src[single]]} -- {names[dst[single]]}"]
-    for index in (None, parallel.derived(arc_index)):
-        mask, problems = failed_links(parallel.nodes, parallel.links, (), wanted, arcs=index)
-        ends = {(src[doubled], dst[doubled]), (src[single], dst[single])}
-        expected = [(a, b) in ends or (b, a) in ends for a, b in zip(src, dst, strict=True)]
-        assert problems == [] and mask.tolist() == expected and mask.sum() == 6
-    copy = with_failures(parallel, (), wanted)
-    assert copy.links["failed"].tolist() == expected
-    assert copy.derived(arc_index) is parallel.derived(arc_index)
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "tpu-v4-pod",
+                                  "parallel"])
+def test_named_parts_fail_every_row_of_their_ends_both_ways(name, parallel):
+    """Looked up in the fabric's part index, or found by a pass and a sort of their own
+    (as at build), the failed rows are those touching a named node or joining the two
+    ends of a named link, either way, every parallel row included."""
+    from topomodel.fabric.failures import part_index
+
+    fabric = parallel if name == "parallel" else built(name)
+    names = fabric.nodes["name"].to_numpy()
+    src, dst = fabric.links["src"].to_numpy(), fabric.links["dst"].to_numpy()
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, len(src), 6)
+    if name == "parallel":  # a doubled bundle, named from its other end
+        rows[0] = np.flatnonzero(fabric.derived(arc_index).row(src, dst)
+                                 < np.arange(len(src)))[0]
+    links = [f"{names[dst[r]]} -- {names[src[r]]}" for r in rows[:3]] + [
+        f"{names[src[r]]} -- {names[dst[r]]}" for r in rows[3:]]
+    nodes = rng.choice(len(names), 4, replace=False)
+    dead = np.zeros(len(names), bool)
+    dead[nodes] = True
+    pairs = {(src[r], dst[r]) for r in rows} | {(dst[r], src[r]) for r in rows}
+    expected = dead[src] | dead[dst] | np.array(
+        [(a, b) in pairs for a, b in zip(src, dst, strict=True)])
+    for index in (None, fabric.derived(part_index)):
+        mask, problems = failed_links(fabric.nodes, fabric.links, names[nodes].tolist(),
+                                      links, index=index)
+        assert problems == [] and np.array_equal(mask, expected)
+    if name == "parallel":  # the doubled bundle: two rows each way
+        keys = keys_of(fabric)
+        assert (keys == keys[rows[0]]).sum() == 2 and expected[keys == keys[rows[0]]].all()
+    copy = with_failures(fabric, names[nodes].tolist(), links)
+    assert np.array_equal(copy.links["failed"].to_numpy(), expected)
+    assert copy.derived(part_index) is fabric.derived(part_index)
+    assert copy.derived(arc_index) is fabric.derived(arc_index)
 
 
 @pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "parallel"])

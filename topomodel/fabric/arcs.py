@@ -77,6 +77,34 @@ class ArcIndex:
         return (np.searchsorted(self.keys, wanted, "left"),
                 np.searchsorted(self.keys, wanted, "right"))
 
+    def rows_from(self, ends: np.ndarray) -> np.ndarray:
+        """The link rows whose key starts at one of the nodes ``ends`` (their arcs out
+        of those nodes; for :func:`arcs_by_destination`, into them), node by node.
+
+        Examples
+        --------
+        >>> index = ArcIndex.of(np.array([2, 0, 1, 0]), np.array([0, 1, 0, 2]), 3)
+        >>> index.rows_from(np.array([0, 2])).tolist()
+        [1, 3, 0]
+        """
+        first = np.asarray(ends, np.int64) * self.nodes
+        return self.order[positions(np.searchsorted(self.keys, first),
+                                    np.searchsorted(self.keys, first + self.nodes))]
+
+
+def positions(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """Every position of the spans ``starts[i]:stops[i]``, span by span.
+
+    Examples
+    --------
+    >>> positions(np.array([4, 0, 2]), np.array([6, 0, 3])).tolist()
+    [4, 5, 2]
+    """
+    counts = np.asarray(stops, np.int64) - starts
+    ahead = np.cumsum(counts) - counts  # positions before each span's first
+    return (np.arange(int(counts.sum()), dtype=np.int64)
+            + np.repeat(np.asarray(starts, np.int64) - ahead, counts))
+
 
 @ignores_failures
 def arc_index(fabric: Fabric) -> ArcIndex:
@@ -87,25 +115,39 @@ def arc_index(fabric: Fabric) -> ArcIndex:
     return ArcIndex.of(links["src"].to_numpy(), links["dst"].to_numpy(), len(fabric.nodes))
 
 
-def order_by_destination(index: ArcIndex, src: np.ndarray, dst: np.ndarray,
-                         reverse_rows: np.ndarray | None) -> np.ndarray:
-    """The link rows stably sorted by ``dst * nodes + src`` (the reversed graph's
-    order), bit for bit ``np.argsort(dst * nodes + src, kind="stable")``.
+@ignores_failures
+def arcs_by_destination(fabric: Fabric) -> ArcIndex:
+    """The :func:`reversed_index` of ``fabric``'s :func:`arc_index`: its arcs in a
+    stable order by (dst, src). Read it with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`, as :func:`arc_index`."""
+    links = fabric.links
+    return reversed_index(fabric.derived(arc_index), links["src"].to_numpy(),
+                          links["dst"].to_numpy(), fabric.reverse_rows)
+
+
+def reversed_index(index: ArcIndex, src: np.ndarray, dst: np.ndarray,
+                   reverse_rows: np.ndarray | None) -> ArcIndex:
+    """The index of the arcs ``src -> dst`` (``index``) by their other end: the link
+    rows in the order of ``dst * nodes + src``, bit for bit
+    ``np.argsort(dst * nodes + src, kind="stable")``, and those keys sorted.
 
     Without parallel arcs, and where ``reverse_rows`` maps each row to the row joining
-    the same ends the other way, this is ``reverse_rows[index.order]`` (no sort: the
-    reverse of the ``i``-th arc by (src, dst) is the ``i``-th by (dst, src), and the keys
-    are distinct, so the stable order is the only one); otherwise it is sorted.
+    the same ends the other way, this is ``reverse_rows[index.order]`` with
+    ``index.keys`` (no sort: the reverse of the ``i``-th arc by (src, dst) is the
+    ``i``-th by (dst, src), and the keys are distinct, so the stable order is the only
+    one); otherwise it is sorted.
 
     Examples
     --------
     >>> src, dst = np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1])
     >>> index = ArcIndex.of(src, dst, 3)
-    >>> order_by_destination(index, src, dst, np.array([1, 0, 3, 2])).tolist()
+    >>> reversed_index(index, src, dst, np.array([1, 0, 3, 2])).order.tolist()
     [1, 0, 3, 2]
     """
     if (not index.parallel and reverse_rows is not None and len(reverse_rows) == len(src)
             and np.array_equal(src[reverse_rows], dst)
             and np.array_equal(dst[reverse_rows], src)):
-        return np.asarray(reverse_rows)[index.order]
-    return np.argsort(dst.astype(np.int64) * index.nodes + src, kind="stable")
+        order = np.asarray(reverse_rows)[index.order]
+        order.setflags(write=False)
+        return ArcIndex(order, index.keys, index.nodes, index.parallel)
+    return ArcIndex.of(dst, src, index.nodes)

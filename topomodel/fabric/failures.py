@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 
 from topomodel.design import Design
 from topomodel.errors import DesignError, UsageError
-from topomodel.fabric.arcs import ArcIndex, arc_index
+from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Fabric, ignores_failures
 
 
@@ -33,28 +34,43 @@ def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
     links["failed"] = mask
 
 
+@dataclass(frozen=True, eq=False)
+class PartIndex:
+    """What naming failed parts looks up on a fabric: node numbers by name, and the
+    link rows by their ends (:func:`~topomodel.fabric.arcs.arc_index`) and by their
+    other ends (:func:`~topomodel.fabric.arcs.arcs_by_destination`)."""
+
+    number: pd.Series
+    by_src: ArcIndex
+    by_dst: ArcIndex
+
+
 def node_numbers(nodes: Any) -> pd.Series:
     """Node numbers by name, from a node table."""
     return pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
 
 
 @ignores_failures
-def _fabric_node_numbers(fabric: Fabric) -> pd.Series:
-    return node_numbers(fabric.nodes)
+def part_index(fabric: Fabric) -> PartIndex:
+    """The :class:`PartIndex` of ``fabric`` (read it with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`: made once per fabric, shared by
+    its copies with failed parts)."""
+    return PartIndex(node_numbers(fabric.nodes), fabric.derived(arc_index),
+                     fabric.derived(arcs_by_destination))
 
 
 def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
-                 link_names: Sequence[str], *, numbers: pd.Series | None = None,
-                 arcs: ArcIndex | None = None
+                 link_names: Sequence[str], *, index: PartIndex | None = None
                  ) -> tuple[np.ndarray, list[tuple[str, int, str]]]:
     """Link rows touching the named nodes or joining the named ``"a -- b"`` pairs.
 
     Returns the mask and the problems found: (``"nodes"`` or ``"links"``, index, message).
-    ``numbers`` (:func:`node_numbers`) and ``arcs`` (the links' :class:`ArcIndex`) are
-    made here where not given: the links' one sort, only when links are named (1 % of
-    the spine links of a 131,072-GPU fabric are 1,300 names, looked up at once).
+    With the tables' ``index`` (:func:`part_index`), the rows are looked up (no pass
+    over the links but the mask's copy); without it, a node's rows are found by a pass
+    and the named links by one sort of the links, made only when links are named (1 %
+    of the spine links of a 131,072-GPU fabric are 1,300 names, looked up at once).
     """
-    number = node_numbers(nodes) if numbers is None else numbers
+    number = node_numbers(nodes) if index is None else index.number
     failed = links["failed"].to_numpy().copy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     problems = []
@@ -64,7 +80,12 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
             problems.append(("nodes", k, f"no node named {name!r}"))
             continue
         dead[number[name]] = True
-    failed |= dead[src] | dead[dst]
+    if index is None:
+        failed |= dead[src] | dead[dst]
+    elif dead.any():
+        gone = np.flatnonzero(dead)
+        failed[index.by_src.rows_from(gone)] = True  # out of them
+        failed[index.by_dst.rows_from(gone)] = True  # into them
     wanted: list[tuple[int, str, int, int]] = []
     for k, text in enumerate(link_names):
         ends = [part.strip() for part in text.split("--")]
@@ -74,8 +95,7 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
             continue
         wanted.append((k, text, int(number[ends[0]]), int(number[ends[1]])))
     if wanted:
-        if arcs is None:
-            arcs = ArcIndex.of(src, dst, len(nodes))
+        arcs = ArcIndex.of(src, dst, len(nodes)) if index is None else index.by_src
         a = np.array([w[2] for w in wanted], np.int64)
         b = np.array([w[3] for w in wanted], np.int64)
         # a bundle is its arcs both ways: a -> b and b -> a
@@ -86,8 +106,7 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
             if missing:
                 first, second = (part.strip() for part in text.split("--"))
                 problems.append(("links", k, f"no link between {first} and {second}"))
-        rows = arcs.order[np.concatenate([np.arange(x, y)
-                                          for x, y in zip(starts, stops, strict=True)])]
+        rows = arcs.order[positions(starts, stops)]
         failed[rows] = True
     problems.sort(key=lambda p: (p[0] != "nodes", p[1]))
     return failed, problems
@@ -108,10 +127,8 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
     UsageError
         Naming every part that is not in the fabric.
     """
-    mask, problems = failed_links(
-        fabric.nodes, fabric.links, node_names, link_names,
-        numbers=fabric.derived(_fabric_node_numbers),
-        arcs=fabric.derived(arc_index) if link_names else None)
+    mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names,
+                                  index=fabric.derived(part_index))
     if problems:
         raise UsageError("; ".join(message for _, _, message in problems))
     return fabric.with_failed(mask)

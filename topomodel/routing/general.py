@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.arcs import arc_index, order_by_destination
+from topomodel.fabric.arcs import arc_index, arcs_by_destination
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.routing.hashing import QPS, choose, subflows
@@ -180,7 +180,7 @@ class _Wiring:
         index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
         self.arc_of_row = _inverse(self.rows, index)
         # the reversed graph: row = an arc's destination, column = its source
-        by_dst = order_by_destination(arcs, src, dst, fabric.reverse_rows)
+        by_dst = fabric.derived(arcs_by_destination).order
         self.reverse_entry_of_row = _inverse(by_dst, index)
         self.reverse_indices = src[by_dst].astype(index)
         self.reverse_indptr = np.searchsorted(dst[by_dst], np.arange(n + 1)).astype(index)
