@@ -163,9 +163,11 @@ class _Wiring:
         n = self.n = len(fabric.nodes)
         self.is_acc = fabric.kind_mask("accelerator")
         tier = Coded(links["tier"])
-        # whole hops, as floats: a failed arc's cost is made infinite on a copy
-        weight = (HOP_COST + tier.equals("host").astype(np.int64)
-                  + TRANSIT_PENALTY_HOPS * self.is_acc[dst].astype(np.int64)).astype(float)
+        # whole hops, as floats (exact: small whole numbers): a failed arc's cost is
+        # made infinite on a copy
+        weight = np.where(self.is_acc[dst], float(HOP_COST + TRANSIT_PENALTY_HOPS),
+                          float(HOP_COST))
+        weight += tier.equals("host")
         # the fabric's one stable sort: ties (parallel arcs) stay in link-row order
         arcs = fabric.derived(arc_index)
         self.rows = arcs.order  # link row of each arc
@@ -180,10 +182,12 @@ class _Wiring:
         index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
         self.arc_of_row = _inverse(self.rows, index)
         # the reversed graph: row = an arc's destination, column = its source
-        by_dst = fabric.derived(arcs_by_destination).order
+        reverse = fabric.derived(arcs_by_destination)
+        by_dst = reverse.order
         self.reverse_entry_of_row = _inverse(by_dst, index)
         self.reverse_indices = src[by_dst].astype(index)
-        self.reverse_indptr = np.searchsorted(dst[by_dst], np.arange(n + 1)).astype(index)
+        # where each destination's entries start: its first key dst * n + src
+        self.reverse_indptr = np.searchsorted(reverse.keys, np.arange(n + 1) * n).astype(index)
         self.reverse_data = weight[by_dst]
 
 
