@@ -99,7 +99,7 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
         a = np.array([w[2] for w in wanted], np.int64)
         b = np.array([w[3] for w in wanted], np.int64)
         # a bundle is its arcs both ways: a -> b and b -> a
-        starts, stops = (np.concatenate(ends) for ends in zip(arcs.spans(a, b),
+        starts, stops = (np.concatenate(both) for both in zip(arcs.spans(a, b),
                                                                arcs.spans(b, a), strict=True))
         none = (starts == stops).reshape(2, -1).all(axis=0)
         for (k, text, _, _), missing in zip(wanted, none, strict=True):
