@@ -421,3 +421,38 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
     masked = _grouped(np.arange(500), CodeLabels(model), CodeLabels(tier), single, weight,
                       counted=np.isin(np.arange(500), rows))
     assert masked == expected and list(masked) == list(expected)
+
+
+@pytest.mark.parametrize(("name", "node"), [("dual-plane-ethernet", None),
+                                          ("tpu-v4-pod", None), ("tpu-v4-pod", "sys05/acc03")])
+def test_after_the_shared_views_a_failed_copy_sorts_no_link_table(name, node, monkeypatch):
+    """What a worker builds for its degraded step (the named part's mask, the failure
+    view, the general router's wiring for detours) reads the arc index the caller
+    built before the fork: no sort of the link table is left to any worker (also where
+    the first part is a node of a fabric the structured router does not cover)."""
+    import numpy as np
+
+    from topomodel.analysis.goodput import degraded_lines, share_failure_views, with_part_failed
+    from topomodel.routing import general
+    from topomodel.routing.structured import structured_supported
+
+    fabric = fabric_of(name)
+    parts = [node] if node else [
+        ln.representative
+        for ln in degraded_lines(component_lines(fabric, fabric.accelerator_count))]
+    assert parts and (node or any(" -- " in part for part in parts))
+    share_failure_views(fabric, parts)
+    sorts = []
+    argsort = np.argsort
+
+    def counted(a, *args, **kwargs):
+        if np.size(a) >= len(fabric.links):
+            sorts.append(part)
+        return argsort(a, *args, **kwargs)
+
+    monkeypatch.setattr(np, "argsort", counted)
+    for part in parts:
+        copy = with_part_failed(fabric, part)
+        structured_supported(copy)
+        copy.derived(general._Wiring)
+    assert sorts == []

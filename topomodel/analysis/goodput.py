@@ -346,7 +346,8 @@ def with_part_failed(fabric: Fabric, part: str) -> Fabric:
 def share_failure_views(fabric: Fabric, parts: Sequence[str]) -> None:
     """Build here, before workers fork, the views that ``fabric``'s copies with one of
     ``parts`` failed share (the failure view's wiring: about a second at the 98k
-    4K-supernode example), so each worker does not build them again."""
+    4K-supernode example; the arc indexes that failing a part reads, which the failure
+    view and the general router's wiring read too), so no worker builds them."""
     from topomodel.routing.structured import structured_supported
 
     if parts:

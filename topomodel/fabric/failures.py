@@ -12,6 +12,7 @@ import pandas as pd
 
 from topomodel.design import Design
 from topomodel.errors import DesignError, UsageError
+from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Fabric, ignores_failures
 
 
@@ -35,28 +36,27 @@ def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
 
 @dataclass(frozen=True, eq=False)
 class PartIndex:
-    """What naming failed parts looks up: node numbers by name, and the link rows in
-    the order of their unordered pair of ends (``min * nodes + max``)."""
+    """What naming failed parts looks up on a fabric: node numbers by name, and the
+    link rows by their ends (:func:`~topomodel.fabric.arcs.arc_index`) and by their
+    other ends (:func:`~topomodel.fabric.arcs.arcs_by_destination`)."""
 
     number: pd.Series
-    pair_keys: np.ndarray  # sorted
-    pair_rows: np.ndarray  # the link row of each sorted key
-    nodes: int
+    by_src: ArcIndex
+    by_dst: ArcIndex
 
 
-def part_index(nodes: Any, links: Any) -> PartIndex:
-    """The :class:`PartIndex` of a node and a link table (one sort of the links)."""
-    n = len(nodes)
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    keys = np.minimum(src, dst).astype(np.int64) * n + np.maximum(src, dst)
-    order = np.argsort(keys, kind="stable")
-    return PartIndex(pd.Series(np.arange(n), index=nodes["name"].to_numpy()), keys[order],
-                     order, n)
+def node_numbers(nodes: Any) -> pd.Series:
+    """Node numbers by name, from a node table."""
+    return pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
 
 
 @ignores_failures
-def _fabric_part_index(fabric: Fabric) -> PartIndex:
-    return part_index(fabric.nodes, fabric.links)
+def part_index(fabric: Fabric) -> PartIndex:
+    """The :class:`PartIndex` of ``fabric`` (read it with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`: made once per fabric, shared by
+    its copies with failed parts)."""
+    return PartIndex(node_numbers(fabric.nodes), fabric.derived(arc_index),
+                     fabric.derived(arcs_by_destination))
 
 
 def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
@@ -65,12 +65,12 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
     """Link rows touching the named nodes or joining the named ``"a -- b"`` pairs.
 
     Returns the mask and the problems found: (``"nodes"`` or ``"links"``, index, message).
-    Work is one sort of the link table however many parts are named (1 % of the spine
-    links of a 131,072-GPU fabric are 1,300 names), none with the ``index`` of these
-    tables (:func:`part_index`) given.
+    With the tables' ``index`` (:func:`part_index`), the rows are looked up (no pass
+    over the links but the mask's copy); without it, a node's rows are found by a pass
+    and the named links by one sort of the links, made only when links are named (1 %
+    of the spine links of a 131,072-GPU fabric are 1,300 names, looked up at once).
     """
-    parts = index or part_index(nodes, links)
-    number = parts.number
+    number = node_numbers(nodes) if index is None else index.number
     failed = links["failed"].to_numpy().copy()
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     problems = []
@@ -80,7 +80,12 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
             problems.append(("nodes", k, f"no node named {name!r}"))
             continue
         dead[number[name]] = True
-    failed |= dead[src] | dead[dst]
+    if index is None:
+        failed |= dead[src] | dead[dst]
+    elif dead.any():
+        gone = np.flatnonzero(dead)
+        failed[index.by_src.rows_from(gone)] = True  # out of them
+        failed[index.by_dst.rows_from(gone)] = True  # into them
     wanted: list[tuple[int, str, int, int]] = []
     for k, text in enumerate(link_names):
         ends = [part.strip() for part in text.split("--")]
@@ -90,18 +95,18 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
             continue
         wanted.append((k, text, int(number[ends[0]]), int(number[ends[1]])))
     if wanted:
-        n = parts.nodes
+        arcs = ArcIndex.of(src, dst, len(nodes)) if index is None else index.by_src
         a = np.array([w[2] for w in wanted], np.int64)
         b = np.array([w[3] for w in wanted], np.int64)
-        pair = np.minimum(a, b) * n + np.maximum(a, b)
-        lo = np.searchsorted(parts.pair_keys, pair, "left")
-        hi = np.searchsorted(parts.pair_keys, pair, "right")
-        for (k, text, _, _), start, stop in zip(wanted, lo, hi, strict=True):
-            if start == stop:
+        # a bundle is its arcs both ways: a -> b and b -> a
+        starts, stops = (np.concatenate(both) for both in zip(arcs.spans(a, b),
+                                                               arcs.spans(b, a), strict=True))
+        none = (starts == stops).reshape(2, -1).all(axis=0)
+        for (k, text, _, _), missing in zip(wanted, none, strict=True):
+            if missing:
                 first, second = (part.strip() for part in text.split("--"))
                 problems.append(("links", k, f"no link between {first} and {second}"))
-        rows = parts.pair_rows[np.concatenate([np.arange(x, y)
-                                               for x, y in zip(lo, hi, strict=True)])]
+        rows = arcs.order[positions(starts, stops)]
         failed[rows] = True
     problems.sort(key=lambda p: (p[0] != "nodes", p[1]))
     return failed, problems
@@ -123,7 +128,7 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
         Naming every part that is not in the fabric.
     """
     mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names,
-                                  index=fabric.derived(_fabric_part_index))
+                                  index=fabric.derived(part_index))
     if problems:
         raise UsageError("; ".join(message for _, _, message in problems))
     return fabric.with_failed(mask)

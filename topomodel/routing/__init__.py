@@ -42,6 +42,7 @@ import numpy as np
 
 from topomodel.arrays import search_sorted
 from topomodel.errors import RoutingError
+from topomodel.fabric.arcs import arc_index
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.aggregate import route_all_pairs
 from topomodel.routing.general import route_general
@@ -136,13 +137,14 @@ class _Arcs:
 
 
 def _arcs(fabric: Fabric) -> _Arcs:
-    links = fabric.links
-    n = len(fabric.nodes)
-    live = np.flatnonzero(~links["failed"].to_numpy())
-    src = links["src"].to_numpy()[live].astype(np.int64, copy=False)
-    keys = src * n + links["dst"].to_numpy()[live]
-    by_key = np.argsort(keys, kind="stable")  # timsort: the builder lists links nearly in order
-    return _Arcs(n, keys[by_key], live[by_key])
+    """The fabric's arc index (:func:`~topomodel.fabric.arcs.arc_index`, shared by its
+    failed copies) without the failed rows: the stable order of the live rows' keys,
+    as sorting them alone gives it, with no sort here."""
+    index = fabric.derived(arc_index)
+    live = ~fabric.links["failed"].to_numpy()[index.order]
+    if live.all():
+        return _Arcs(index.nodes, index.keys, index.order)
+    return _Arcs(index.nodes, index.keys[live], index.order[live])
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.errors import RoutingError
+from topomodel.fabric.arcs import arc_index, arcs_by_destination
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.routing.hashing import QPS, choose, subflows
@@ -162,13 +163,15 @@ class _Wiring:
         n = self.n = len(fabric.nodes)
         self.is_acc = fabric.kind_mask("accelerator")
         tier = Coded(links["tier"])
-        # whole hops, as floats: a failed arc's cost is made infinite on a copy
-        weight = (HOP_COST + tier.equals("host").astype(np.int64)
-                  + TRANSIT_PENALTY_HOPS * self.is_acc[dst].astype(np.int64)).astype(float)
-        # stable sorts of one key: ties (parallel arcs) stay in link-row order
-        keys = src.astype(np.int64) * n + dst
-        self.rows = np.argsort(keys, kind="stable")  # link row of each arc
-        self.parallel_arcs = bool((np.diff(keys[self.rows]) == 0).any())
+        # whole hops, as floats (exact: small whole numbers): a failed arc's cost is
+        # made infinite on a copy
+        weight = np.where(self.is_acc[dst], float(HOP_COST + TRANSIT_PENALTY_HOPS),
+                          float(HOP_COST))
+        weight += tier.equals("host")
+        # the fabric's one stable sort: ties (parallel arcs) stay in link-row order
+        arcs = fabric.derived(arc_index)
+        self.rows = arcs.order  # link row of each arc
+        self.parallel_arcs = arcs.parallel
         self.src, self.dst, self.weight = src[self.rows], dst[self.rows], weight[self.rows]
         self.cables = links["cables"].to_numpy()[self.rows]
         scaleup = np.zeros(len(src), bool)
@@ -179,10 +182,12 @@ class _Wiring:
         index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
         self.arc_of_row = _inverse(self.rows, index)
         # the reversed graph: row = an arc's destination, column = its source
-        by_dst = np.argsort(dst.astype(np.int64) * n + src, kind="stable")
+        reverse = fabric.derived(arcs_by_destination)
+        by_dst = reverse.order
         self.reverse_entry_of_row = _inverse(by_dst, index)
         self.reverse_indices = src[by_dst].astype(index)
-        self.reverse_indptr = np.searchsorted(dst[by_dst], np.arange(n + 1)).astype(index)
+        # where each destination's entries start: its first key dst * n + src
+        self.reverse_indptr = np.searchsorted(reverse.keys, np.arange(n + 1) * n).astype(index)
         self.reverse_data = weight[by_dst]
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.fabric.arcs import ArcIndex, arc_index
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
@@ -45,22 +46,6 @@ ALL_CORE_CHOICES = 4_000_000
 """Up to this many (spine, pod) pairs, a Clos's core choices are worked out for all of
 them once per fabric (131,072 GPUs: 48,672); above it (a 100k-accelerator supernode's
 59,136 upper switches x 3,696 pods), only for the pairs a phase needs."""
-
-
-class _Lookup:
-    """Link row of the arc ``src -> dst`` (failed or not), by sorted keys."""
-
-    def __init__(self, src: np.ndarray, dst: np.ndarray, n: int) -> None:
-        keys = src.astype(np.int64) * n + dst
-        self.order = np.argsort(keys)
-        self.keys = keys[self.order]
-        self.n = n
-
-    def row(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Link rows, -1 where there is no such arc; arrays broadcast."""
-        wanted = np.asarray(src, np.int64) * self.n + np.asarray(dst, np.int64)
-        pos = np.clip(np.searchsorted(self.keys, wanted), 0, len(self.keys) - 1)
-        return np.where(self.keys[pos] == wanted, self.order[pos], -1)
 
 
 def _ranked(usable: np.ndarray) -> np.ndarray:
@@ -102,7 +87,7 @@ class _ClimbShape:
     wired otherwise is irregular.
     """
 
-    def __init__(self, climb: _Climb, lookup: _Lookup) -> None:
+    def __init__(self, climb: _Climb, lookup: ArcIndex) -> None:
         self.present = climb.present
         self.lookup = lookup
         if not self.present:
@@ -149,8 +134,7 @@ class _ClimbShape:
         found by position, not searched among all link rows. Only where no two link rows
         join the same ends (else ``down_by_core`` is None and the search finds them)."""
         self.down_by_core: np.ndarray | None = None
-        keys = self.lookup.keys
-        if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
+        if self.lookup.parallel:
             return
         down = climb.down[climb.core]
         order = np.argsort(self.core_nodes, axis=1, kind="stable")
@@ -314,13 +298,14 @@ def _bincounts(n_links: int, pieces: list[Piece]) -> np.ndarray:
 
 @ignores_failures
 class _SurvivorShape:
-    """What the failure view reads of a structured fabric's wiring, failures aside (an
-    arc look-up and both Clos' shapes): made once and shared by the fabric's copies with
-    failed parts (:meth:`~topomodel.fabric.tables.Fabric.with_failed`)."""
+    """What the failure view reads of a structured fabric's wiring, failures aside (the
+    arc look-up, :func:`~topomodel.fabric.arcs.arc_index`, and both Clos' shapes): made
+    once and shared by the fabric's copies with failed parts
+    (:meth:`~topomodel.fabric.tables.Fabric.with_failed`)."""
 
     def __init__(self, fabric: Fabric) -> None:
         clos = _clos(fabric)
-        self.lookup = _Lookup(clos.src, clos.dst, len(clos.domain))
+        self.lookup = fabric.derived(arc_index)
         self.fat_tree = _ClimbShape(clos.fat_tree, self.lookup)
         self.supernode = _ClimbShape(clos.supernode, self.lookup)
 
