@@ -57,7 +57,7 @@ class PhaseRoute:
         """The sparse form of ``routed``."""
         dense = np.ascontiguousarray(routed.link_bytes)
         # every row whose bit pattern is not +0.0 (a -0.0 or a NaN is kept as it is)
-        rows = np.flatnonzero(dense.view(f"u{dense.itemsize}"))
+        rows = np.flatnonzero(dense.view(f"u{dense.itemsize}") != 0)  # a mask is faster
         row_bytes = dense[rows]
         positive = row_bytes > 0
         if positive.all():  # as routing gives them: the same arrays, held once
