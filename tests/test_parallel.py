@@ -238,20 +238,32 @@ def test_planned_pieces_come_back_as_the_serial_loop_gives_them(workers):
 
 @forks
 def test_planned_pieces_run_in_the_workers_that_ran_the_first_ones():
+    from collections import Counter
+
     from topomodel import parallel
 
     def mark(x: int) -> int:  # what a worker builds stays for its later pieces
         parallel.__dict__.setdefault("_test_marks", []).append(x)
         return os.getpid()
 
-    def marks(_: int) -> tuple[int, int]:
-        return os.getpid(), len(parallel.__dict__.get("_test_marks", []))
+    def marks(_: int) -> tuple[int, int, bool]:
+        return (os.getpid(), len(parallel.__dict__.get("_test_marks", [])),
+                "_test_planned" in parallel.__dict__)
 
-    first, planned = parallel_map_then(mark, range(6), marks, lambda pids: range(4),
-                                       ready=6, workers=2)
+    def plan(pids: list[int]) -> range:  # here, in the caller, after the first pieces
+        parallel.__dict__["_test_planned"] = True
+        return range(4)
+
+    try:
+        first, planned = parallel_map_then(mark, range(6), marks, plan, ready=6, workers=2)
+    finally:
+        parallel.__dict__.pop("_test_planned", None)
     assert os.getpid() not in first and "_test_marks" not in parallel.__dict__
-    assert {pid for pid, _ in planned} <= set(first)
-    assert all(count >= 1 for _, count in planned)
+    # forked before the plan (a pool forked after it would see its mark), each keeping
+    # what its own first pieces built (however the first pieces fell between them)
+    ran = Counter(first)
+    assert all(not after_plan and count == ran[pid] for pid, count, after_plan in planned)
+    assert os.getpid() not in {pid for pid, _, _ in planned}
 
 
 def _fail_planned(x: int) -> int:
