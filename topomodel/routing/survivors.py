@@ -37,6 +37,7 @@ from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.distinct import sorted_distinct
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
+from topomodel.routing.pieces import Piece, Rows, link_bytes
 from topomodel.routing.routed import Routed
 from topomodel.routing.sections import kept_section
 from topomodel.routing.structured import _Climb, _clos, _Irregular
@@ -245,23 +246,29 @@ class _LiveClimb(_ClimbShape):
     def even(self, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
              paths: _Paths) -> list[Piece]:
         """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores), as
-        pieces for :func:`_bincounts`: up-, down-, core up- and core downlinks."""
+        pieces for :func:`~topomodel.routing.pieces.link_bytes`: up-, down-, core up-
+        and core downlinks."""
         ok = paths.ok
         i, k = self.slot[leaf_s], self.slot[leaf_d]
-        if ok.all():  # the usual case: the same division, no mask
-            share = np.broadcast_to((amount / max(ok.shape[1], 1))[:, None], ok.shape)
+        cross = paths.cross
+        if ok.all():  # the usual case: the same division, no mask, the same on every spine
+            per_spine = amount / max(ok.shape[1], 1)
+            pieces: list[Piece] = [Rows(self.up_arcs, i, per_spine),
+                                   Rows(self.down_arcs, k, per_spine)]
+            crossing = np.repeat(per_spine[cross], ok.shape[1])
         else:
             share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
-        pieces = [(self.up_arcs[i], share), (self.down_arcs[k], share)]
-        cross = paths.cross
+            pieces = [Rows(self.up_arcs, i, share), Rows(self.down_arcs, k, share)]
+            crossing = share[cross].ravel()
         if not cross.any() or not len(paths.keys):
             return pieces
-        into = np.bincount(paths.at.ravel(), share[cross].ravel(), len(paths.keys))
+        into = np.bincount(paths.at.ravel(), crossing, len(paths.keys))
         width = paths.rank.shape[1]
         per_core = into / np.maximum(paths.count, 1)
         if (paths.count == width).all():  # every core usable: ranks in column order
+            top = paths.keys // len(self.pods)  # each key's row in ``core_up``
             weight = np.broadcast_to(per_core[:, None], paths.core_up.shape)
-            return [*pieces, (paths.core_up, weight), (paths.core_down, weight)]
+            return [*pieces, Rows(self.core_up, top, per_core), (paths.core_down, weight)]
         used = np.arange(width)[None, :] < paths.count[:, None]
         cores = np.where(used, paths.rank, 0)
         weight = np.where(used, per_core[:, None], 0.0)
@@ -275,13 +282,14 @@ class _LiveClimb(_ClimbShape):
                stride: np.ndarray, routing: str, seed: int) -> list[Piece]:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
         ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``),
-        as pieces for :func:`_bincounts`."""
+        as pieces for :func:`~topomodel.routing.pieces.link_bytes`."""
         count = paths.ok.sum(axis=1)[pair]
         at = leaf_s[pair]
         rank = _rank(routing, seed, ids, at, dst, stride, count, self.cables)
         col = _ranked(paths.ok)[pair, rank]
         i, k = self.slot[at], self.slot[leaf_d[pair]]
-        pieces = [(self.up_arcs[i, col], volume), (self.down_arcs[k, col], volume)]
+        pieces: list[Piece] = [Rows(self.up_arcs, i, volume, col),
+                               Rows(self.down_arcs, k, volume, col)]
         far = np.flatnonzero(paths.cross[pair])
         if len(far):
             spine = self.spines[i[far], col[far]]
@@ -291,7 +299,7 @@ class _LiveClimb(_ClimbShape):
             rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
                          cores, self.core_cables)
             core = paths.rank[row, rank]
-            pieces += [(paths.core_up[row, core], volume[far]),
+            pieces += [Rows(self.core_up, paths.keys[row] // len(self.pods), volume[far], core),
                        (paths.core_down[row, core], volume[far])]
         return pieces
 
@@ -304,23 +312,6 @@ def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.nd
         ticket = mix(seed, ids, node) % (count * cables).astype(np.uint64)
         return (ticket // np.uint64(cables)).astype(np.int64)
     return (dst // stride) % count
-
-
-Piece = tuple[np.ndarray, np.ndarray]
-"""(link rows, bytes) of the same shape: one kind of arc a section of the router loads."""
-
-
-def _bincounts(n_links: int, pieces: list[Piece]) -> np.ndarray:
-    """Bytes per link row of ``pieces`` whose kinds of arc (tier and direction: up- and
-    downlinks, core arcs, host links) are different link rows: one bincount over them
-    all. Each row's bytes then come from one piece, in that piece's order, so the sums
-    are bit for bit those of one bincount per piece added up (the zero-weight entries
-    a piece may hold add 0, which leaves any sum as it is)."""
-    arcs = np.concatenate([a.ravel() for a, _ in pieces])
-    weights = np.concatenate([w.ravel() for _, w in pieces])
-    if not len(arcs):  # numpy counts an empty input in integers
-        return np.zeros(n_links)
-    return np.bincount(arcs, weights, n_links)
 
 
 @ignores_failures
@@ -464,7 +455,7 @@ def _mesh(view: _Survivors, phase: Phase, flows: np.ndarray) -> tuple[np.ndarray
     """Direct links of a full mesh; the flows whose link failed (they take the network)."""
     rows = view.lookup.row(phase.src[flows], phase.dst[flows])
     ok = (rows >= 0) & view.alive[np.maximum(rows, 0)]
-    return _bincounts(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
+    return link_bytes(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
 
 
 def _chips(view: _Survivors, src: np.ndarray, dst: np.ndarray
@@ -490,14 +481,14 @@ def _scaleup(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, se
     volume = phase.bytes[flows]
     if routing == "ecmp":
         share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
-        return _bincounts(n, [(into, share), (out, share)]), flows[cut]
+        return link_bytes(n, [(into, share), (out, share)]), flows[cut]
     keep = np.flatnonzero(~cut)
     take, ids, split = _queue_pairs(routing, flows[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, ids, phase.src[flows][row], phase.dst[flows][row],
                    np.ones(len(row), np.int64), weights[row])
     part = volume[row] / split
-    return _bincounts(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
+    return link_bytes(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
 
 
 def _queue_pairs(routing: str, flows: np.ndarray,
@@ -526,10 +517,13 @@ def _supernode_planes(view: _Survivors, phase: Phase, flows: np.ndarray, routing
     from topomodel.routing.planes import route_planes
 
     into, out, ok = _chips(view, src, dst)
+    down = view.clos.scaleup_down
+    assert down is not None
     pieces, extra, lost, usable = route_planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
-        view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
-    return _bincounts(view.clos.n_links, pieces), 2 + extra, lost, usable
+        view.clos.src[out], ok, up.weights[up.slot[src]],
+        ((up.table, up.slot[src]), (down.table, down.slot[dst])), routing, seed, qps)
+    return link_bytes(view.clos.n_links, pieces), 2 + extra, lost, usable
 
 
 def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -549,7 +543,9 @@ def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, s
 
     pieces, extra, lost, _ = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
+        np.full(ups.shape, access_up.cables),
+        ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
+        routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
-    pieces += [(host_up, carried), (host_down, carried)]
-    return _bincounts(clos.n_links, pieces), 4 + extra, lost
+    pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
+    return link_bytes(clos.n_links, pieces), 4 + extra, lost
