@@ -226,17 +226,16 @@ class _LiveClimb(_ClimbShape):
         """(keys, cores) the arc from each core of spine row ``top`` down to spine node
         ``peer``, -1 where there is none: by position where ``peer``'s cores are the
         spine's own (:meth:`_ClimbShape._core_downlinks`), else searched."""
-        cores = self.core_nodes[top]
-        if self.down_by_core is None or self.down_cores.shape[1] != cores.shape[1]:
-            return self.lookup.row(cores, peer[:, None])
+        if self.down_by_core is None or self.down_cores.shape[1] != self.core_nodes.shape[1]:
+            return self.lookup.row(self.core_nodes[top], peer[:, None])
         row = self.down_slot[peer]
         same = (row >= 0) & (self.down_cores[np.maximum(row, 0)]
                              == self.core_sorted[top]).all(axis=1)
         out = np.take_along_axis(self.down_by_core[np.maximum(row, 0)], self.core_rank[top],
                                  axis=1)
         other = np.flatnonzero(~same)
-        if len(other):
-            out[other] = self.lookup.row(cores[other], peer[other, None])
+        if len(other):  # the cores gathered for these keys alone
+            out[other] = self.lookup.row(self.core_nodes[top[other]], peer[other, None])
         return out
 
     def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
