@@ -23,11 +23,12 @@ import numpy as np
 class Rows:
     """Bytes on the link rows ``table[index]`` (``table[index, column]`` with ``column``).
 
-    ``table`` is 1-D or 2-D, its entries distinct link rows; ``weights`` are bytes,
-    (len(index), table width) on each row of ``table[index]``, or (len(index),) the same
-    bytes on every column of ``table[index]`` (or on ``table[index, column]``). Summed
-    over the table (:meth:`sums`) where it has no more entries than the piece, else as
-    a plain piece (:meth:`plain`): the sums over a table cost its size."""
+    ``table`` is 1-D or 2-D, its entries distinct link rows (or -1 where ``index``
+    never points: a node table's entries for nodes of other kinds); ``weights`` are
+    bytes, (len(index), table width) on each row of ``table[index]``, or (len(index),)
+    the same bytes on every column of ``table[index]`` (or on ``table[index, column]``).
+    Summed over the table (:meth:`sums`) where it has no more entries than the piece,
+    else as a plain piece (:meth:`plain`): the sums over a table cost its size."""
 
     table: np.ndarray
     index: np.ndarray
