@@ -35,8 +35,10 @@ import numpy as np
 
 from topomodel.fabric.arcs import ArcIndex, arc_index
 from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.routing.distinct import sorted_distinct
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
+from topomodel.routing.pieces import Piece, Rows, link_bytes
 from topomodel.routing.routed import Routed
 from topomodel.routing.sections import kept_section
 from topomodel.routing.structured import _Climb, _clos, _Irregular
@@ -65,11 +67,14 @@ class _Paths:
     ``j`` of the source leaf starts one, ``cross`` whether the pair crosses pods; for
     the (spine, destination pod) keys ``keys`` those pairs need (sorted), their usable
     cores: ``count``, ``rank`` (usable columns first), and the arcs ``core_up``
-    (spine -> core) and ``core_down`` (core -> the destination pod's spine)."""
+    (spine -> core) and ``core_down`` (core -> the destination pod's spine); ``at``
+    (crossing pairs, spines) the key of uplink ``j`` of each crossing pair, as a
+    position in ``keys``."""
 
     ok: np.ndarray
     cross: np.ndarray
     keys: np.ndarray
+    at: np.ndarray
     count: np.ndarray
     rank: np.ndarray
     core_up: np.ndarray
@@ -165,11 +170,11 @@ class _LiveClimb(_ClimbShape):
         empty, none = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
         if not self.present:  # one leaf per plane: no pair of different leaves to join
             return _Paths(np.zeros((len(leaf_s), 1), bool), np.zeros(len(leaf_s), bool),
-                          empty, empty, none, none, none)
+                          empty, none, empty, none, none, none)
         i, k = self.slot[leaf_s], self.slot[leaf_d]
         ok = self.up_alive[i] & self.down_alive[k]
         cross = self.group[i] != self.group[k]
-        no_cores = _Paths(ok, cross, empty, empty, none, none, none)
+        no_cores = _Paths(ok, cross, empty, none, empty, none, none, none)
         if not cross.any():
             return no_cores
         if not self.cores:
@@ -184,10 +189,11 @@ class _LiveClimb(_ClimbShape):
                 self._every = self._choices(keys)
             count, rank, core_up, core_down = self._every
         else:
-            keys, inverse = np.unique(wanted, return_inverse=True)
+            keys, inverse = sorted_distinct(wanted)
             count, rank, core_up, core_down = self._choices(keys)
-        ok[cross] &= count[inverse.reshape(wanted.shape)] > 0
-        return _Paths(ok, cross, keys, count, rank, core_up, core_down)
+        at = inverse.reshape(wanted.shape)
+        ok[cross] &= count[at] > 0
+        return _Paths(ok, cross, keys, at, count, rank, core_up, core_down)
 
     def _choices(self, keys: np.ndarray) -> tuple[np.ndarray, ...]:
         """For (spine, destination pod) keys: usable cores' count and ranking, and the
@@ -204,17 +210,16 @@ class _LiveClimb(_ClimbShape):
         """(keys, cores) the arc from each core of spine row ``top`` down to spine node
         ``peer``, -1 where there is none: by position where ``peer``'s cores are the
         spine's own (:meth:`_ClimbShape._core_downlinks`), else searched."""
-        cores = self.core_nodes[top]
-        if self.down_by_core is None or self.down_cores.shape[1] != cores.shape[1]:
-            return self.lookup.row(cores, peer[:, None])
+        if self.down_by_core is None or self.down_cores.shape[1] != self.core_nodes.shape[1]:
+            return self.lookup.row(self.core_nodes[top], peer[:, None])
         row = self.down_slot[peer]
         same = (row >= 0) & (self.down_cores[np.maximum(row, 0)]
                              == self.core_sorted[top]).all(axis=1)
         out = np.take_along_axis(self.down_by_core[np.maximum(row, 0)], self.core_rank[top],
                                  axis=1)
         other = np.flatnonzero(~same)
-        if len(other):
-            out[other] = self.lookup.row(cores[other], peer[other, None])
+        if len(other):  # the cores gathered for these keys alone
+            out[other] = self.lookup.row(self.core_nodes[top[other]], peer[other, None])
         return out
 
     def _key(self, spine: np.ndarray, pod: np.ndarray) -> np.ndarray:
@@ -224,20 +229,32 @@ class _LiveClimb(_ClimbShape):
     def even(self, leaf_s: np.ndarray, leaf_d: np.ndarray, amount: np.ndarray,
              paths: _Paths) -> list[Piece]:
         """Even ECMP of ``amount`` per leaf pair over its usable spines (and cores), as
-        pieces for :func:`_bincounts`: up-, down-, core up- and core downlinks."""
+        pieces for :func:`~topomodel.routing.pieces.link_bytes`: up-, down-, core up-
+        and core downlinks."""
         ok = paths.ok
         i, k = self.slot[leaf_s], self.slot[leaf_d]
-        share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
-        pieces = [(self.up_arcs[i], share), (self.down_arcs[k], share)]
         cross = paths.cross
+        if ok.all():  # the usual case: the same division, no mask, the same on every spine
+            per_spine = amount / max(ok.shape[1], 1)
+            pieces: list[Piece] = [Rows(self.up_arcs, i, per_spine),
+                                   Rows(self.down_arcs, k, per_spine)]
+            crossing = np.repeat(per_spine[cross], ok.shape[1])
+        else:
+            share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
+            pieces = [Rows(self.up_arcs, i, share), Rows(self.down_arcs, k, share)]
+            crossing = share[cross].ravel()
         if not cross.any() or not len(paths.keys):
             return pieces
-        pod = np.searchsorted(self.pods, self.group[k[cross]])
-        at = np.searchsorted(paths.keys, self._key(self.spines[i[cross]], pod[:, None]))
-        into = np.bincount(at.ravel(), share[cross].ravel(), len(paths.keys))
-        used = np.arange(paths.rank.shape[1])[None, :] < paths.count[:, None]
+        into = np.bincount(paths.at.ravel(), crossing, len(paths.keys))
+        width = paths.rank.shape[1]
+        per_core = into / np.maximum(paths.count, 1)
+        if (paths.count == width).all():  # every core usable: ranks in column order
+            top = paths.keys // len(self.pods)  # each key's row in ``core_up``
+            weight = np.broadcast_to(per_core[:, None], paths.core_up.shape)
+            return [*pieces, Rows(self.core_up, top, per_core), (paths.core_down, weight)]
+        used = np.arange(width)[None, :] < paths.count[:, None]
         cores = np.where(used, paths.rank, 0)
-        weight = np.where(used, (into / np.maximum(paths.count, 1))[:, None], 0.0)
+        weight = np.where(used, per_core[:, None], 0.0)
         rows = np.arange(len(paths.keys))[:, None]
         # unused columns weigh 0 (on a core_down of -1: on row 0, which 0 leaves as is)
         return [*pieces, (paths.core_up[rows, cores], weight),
@@ -248,23 +265,24 @@ class _LiveClimb(_ClimbShape):
                stride: np.ndarray, routing: str, seed: int) -> list[Piece]:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
         ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``),
-        as pieces for :func:`_bincounts`."""
+        as pieces for :func:`~topomodel.routing.pieces.link_bytes`."""
         count = paths.ok.sum(axis=1)[pair]
         at = leaf_s[pair]
         rank = _rank(routing, seed, ids, at, dst, stride, count, self.cables)
         col = _ranked(paths.ok)[pair, rank]
         i, k = self.slot[at], self.slot[leaf_d[pair]]
-        pieces = [(self.up_arcs[i, col], volume), (self.down_arcs[k, col], volume)]
+        pieces: list[Piece] = [Rows(self.up_arcs, i, volume, col),
+                               Rows(self.down_arcs, k, volume, col)]
         far = np.flatnonzero(paths.cross[pair])
         if len(far):
             spine = self.spines[i[far], col[far]]
-            pod = np.searchsorted(self.pods, self.group[k[far]])
-            row = np.searchsorted(paths.keys, self._key(spine, pod))
+            crossing = np.cumsum(paths.cross) - 1  # each pair's row in ``paths.at``
+            row = paths.at[crossing[pair[far]], col[far]]
             cores = paths.count[row]
             rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
                          cores, self.core_cables)
             core = paths.rank[row, rank]
-            pieces += [(paths.core_up[row, core], volume[far]),
+            pieces += [Rows(self.core_up, paths.keys[row] // len(self.pods), volume[far], core),
                        (paths.core_down[row, core], volume[far])]
         return pieces
 
@@ -277,23 +295,6 @@ def _rank(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.nd
         ticket = mix(seed, ids, node) % (count * cables).astype(np.uint64)
         return (ticket // np.uint64(cables)).astype(np.int64)
     return (dst // stride) % count
-
-
-Piece = tuple[np.ndarray, np.ndarray]
-"""(link rows, bytes) of the same shape: one kind of arc a section of the router loads."""
-
-
-def _bincounts(n_links: int, pieces: list[Piece]) -> np.ndarray:
-    """Bytes per link row of ``pieces`` whose kinds of arc (tier and direction: up- and
-    downlinks, core arcs, host links) are different link rows: one bincount over them
-    all. Each row's bytes then come from one piece, in that piece's order, so the sums
-    are bit for bit those of one bincount per piece added up (the zero-weight entries
-    a piece may hold add 0, which leaves any sum as it is)."""
-    arcs = np.concatenate([a.ravel() for a, _ in pieces])
-    weights = np.concatenate([w.ravel() for _, w in pieces])
-    if not len(arcs):  # numpy counts an empty input in integers
-        return np.zeros(n_links)
-    return np.bincount(arcs, weights, n_links)
 
 
 @ignores_failures
@@ -438,7 +439,7 @@ def _mesh(view: _Survivors, phase: Phase, flows: np.ndarray) -> tuple[np.ndarray
     """Direct links of a full mesh; the flows whose link failed (they take the network)."""
     rows = view.lookup.row(phase.src[flows], phase.dst[flows])
     ok = (rows >= 0) & view.alive[np.maximum(rows, 0)]
-    return _bincounts(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
+    return link_bytes(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
 
 
 def _chips(view: _Survivors, src: np.ndarray, dst: np.ndarray
@@ -464,14 +465,14 @@ def _scaleup(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, se
     volume = phase.bytes[flows]
     if routing == "ecmp":
         share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
-        return _bincounts(n, [(into, share), (out, share)]), flows[cut]
+        return link_bytes(n, [(into, share), (out, share)]), flows[cut]
     keep = np.flatnonzero(~cut)
     take, ids, split = _queue_pairs(routing, flows[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, ids, phase.src[flows][row], phase.dst[flows][row],
                    np.ones(len(row), np.int64), weights[row])
     part = volume[row] / split
-    return _bincounts(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
+    return link_bytes(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
 
 
 def _queue_pairs(routing: str, flows: np.ndarray,
@@ -481,63 +482,6 @@ def _queue_pairs(routing: str, flows: np.ndarray,
         return np.arange(len(flows)), flows, 1
     take, ids = subflows(flows, qps)
     return take, ids, qps
-
-
-def _planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarray,
-            node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray, lower_d: np.ndarray,
-            ok: np.ndarray, weights: np.ndarray, arcs: tuple[np.ndarray, np.ndarray],
-            routing: str, seed: int, qps: int
-            ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
-    """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
-    ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
-    ``arcs`` the arcs into the entry and out of the exit, ``ok`` whether those are live,
-    ``weights`` their cables, ``node`` where the plane is chosen.
-
-    Returns the load (pieces for :func:`_bincounts`), the extra hops inside the Clos
-    per flow, the flows with no plane still joined (detours) and (flows, planes)
-    whether the plane carries some of the flow (what its share of the flow depends
-    on)."""
-    cross = ok & (lower_s != lower_d)
-    r, c = np.nonzero(cross)
-    nodes = len(view.clos.domain)
-    keys = lower_s[r, c].astype(np.int64) * nodes + lower_d[r, c]
-    pairs, inverse = np.unique(keys, return_inverse=True)
-    pair_s, pair_d = pairs // nodes, pairs % nodes
-    paths = climb.paths(pair_s, pair_d)
-    far = paths.cross
-    joined = np.asarray(paths.ok.any(axis=1))
-    usable = ok.copy()
-    usable[r, c] = joined[inverse]
-    pair_of = np.full(ok.shape, -1)
-    pair_of[r, c] = inverse
-    extra = np.zeros(ok.shape, np.int64)  # hops above the entry: 0, 2 (spine), 4 (core)
-    extra[r, c] = np.where(far[inverse], 4, 2)
-    extra = np.where(usable, extra, 0).max(axis=1, initial=0)
-    lost: np.ndarray = np.asarray(~usable.any(axis=1))
-    weights = np.where(usable, weights, 0)
-    enter, leave = arcs
-    if routing == "ecmp":
-        part = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
-        pieces = [(enter, part), (leave, part)]
-        amount = np.bincount(inverse, part[r, c], len(pairs))
-        if len(pairs):
-            pieces += climb.even(pair_s, pair_d, amount, paths)
-        return pieces, extra, lost, usable
-    keep = np.flatnonzero(~lost)
-    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
-    row = keep[take]
-    pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
-                   weights[row])
-    part = volume[row] / split
-    pieces = [(enter[row, pick], part), (leave[row, pick], part)]
-    pair = pair_of[row, pick]
-    go = pair >= 0
-    if go.any():
-        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
-            int(go.sum()), np.int64)
-        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
-                               dst[row[go]], part[go], stride, routing, seed)
-    return pieces, extra, lost, usable
 
 
 def _supernode(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -554,11 +498,16 @@ def _supernode_planes(view: _Survivors, phase: Phase, flows: np.ndarray, routing
     up = view.clos.scaleup_up
     assert up is not None
     src, dst = phase.src[flows], phase.dst[flows]
+    from topomodel.routing.planes import route_planes
+
     into, out, ok = _chips(view, src, dst)
-    pieces, extra, lost, usable = _planes(
+    down = view.clos.scaleup_down
+    assert down is not None
+    pieces, extra, lost, usable = route_planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
-        view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
-    return _bincounts(view.clos.n_links, pieces), 2 + extra, lost, usable
+        view.clos.src[out], ok, up.weights[up.slot[src]],
+        ((up.table, up.slot[src]), (down.table, down.slot[dst])), routing, seed, qps)
+    return link_bytes(view.clos.n_links, pieces), 2 + extra, lost, usable
 
 
 def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -574,9 +523,13 @@ def _scaleout(view: _Survivors, phase: Phase, flows: np.ndarray, routing: str, s
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
-    pieces, extra, lost, _ = _planes(
+    from topomodel.routing.planes import route_planes
+
+    pieces, extra, lost, _ = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
+        np.full(ups.shape, access_up.cables),
+        ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
+        routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
-    pieces += [(host_up, carried), (host_down, carried)]
-    return _bincounts(clos.n_links, pieces), 4 + extra, lost
+    pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
+    return link_bytes(clos.n_links, pieces), 4 + extra, lost

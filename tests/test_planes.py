@@ -1,0 +1,313 @@
+"""The router around failures over several planes gives, bit for bit, what the code it
+replaced gave: loads, hops, lost flows and usable planes of the supernode and scale-out
+sections on every example's fabric, intact and with a part of each kind failed, under
+every routing. The replaced code is kept below as the oracle."""
+
+import functools
+
+import numpy as np
+import pytest
+from test_routing import EXAMPLES, fabric_of, random_phase
+
+from topomodel.analysis.goodput import with_part_failed
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.routing.distinct import DENSE_KEY_SPACE, sorted_distinct
+from topomodel.routing.hashing import choose
+from topomodel.routing.structured import structured_supported
+from topomodel.routing.survivors import (
+    ALL_CORE_CHOICES,
+    _chips,
+    _queue_pairs,
+    _rank,
+    _ranked,
+    _scaleout,
+    _supernode_planes,
+    _survivors,
+)
+from topomodel.traffic.phases import Phase
+
+# --- the oracle: survivors.py's plane routing before it was made faster (main, b50a7a4)
+
+
+def old_paths(climb, leaf_s, leaf_d):
+    empty, none = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
+    if not climb.present:
+        return (np.zeros((len(leaf_s), 1), bool), np.zeros(len(leaf_s), bool), empty, empty,
+                none, none, none)
+    i, k = climb.slot[leaf_s], climb.slot[leaf_d]
+    ok = climb.up_alive[i] & climb.down_alive[k]
+    cross = climb.group[i] != climb.group[k]
+    no_cores = (ok, cross, empty, empty, none, none, none)
+    if not cross.any():
+        return no_cores
+    if not climb.cores:
+        ok[cross] = False
+        return no_cores
+    spine = climb.spines[i[cross]]
+    pod = np.searchsorted(climb.pods, climb.group[k[cross]])
+    wanted = climb._key(spine, pod[:, None])
+    if len(climb.core_up) * len(climb.pods) <= ALL_CORE_CHOICES:
+        keys, inverse = np.arange(len(climb.core_up) * len(climb.pods)), wanted
+    else:
+        keys, inverse = np.unique(wanted, return_inverse=True)
+    count, rank, core_up, core_down = climb._choices(keys)
+    ok[cross] &= count[inverse.reshape(wanted.shape)] > 0
+    return ok, cross, keys, count, rank, core_up, core_down
+
+
+def old_even(climb, leaf_s, leaf_d, amount, paths):
+    ok, cross, keys, count, rank, core_up, core_down = paths
+    i, k = climb.slot[leaf_s], climb.slot[leaf_d]
+    share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
+    pieces = [(climb.up_arcs[i], share), (climb.down_arcs[k], share)]
+    if not cross.any() or not len(keys):
+        return pieces
+    pod = np.searchsorted(climb.pods, climb.group[k[cross]])
+    at = np.searchsorted(keys, climb._key(climb.spines[i[cross]], pod[:, None]))
+    into = np.bincount(at.ravel(), share[cross].ravel(), len(keys))
+    used = np.arange(rank.shape[1])[None, :] < count[:, None]
+    cores = np.where(used, rank, 0)
+    weight = np.where(used, (into / np.maximum(count, 1))[:, None], 0.0)
+    rows = np.arange(len(keys))[:, None]
+    return [*pieces, (core_up[rows, cores], weight),
+            (np.maximum(core_down[rows, cores], 0), weight)]
+
+
+def old_picked(climb, pair, leaf_s, leaf_d, paths, ids, dst, volume, stride, routing, seed):
+    ok, cross, keys, count_, rank_, core_up, core_down = paths
+    count = ok.sum(axis=1)[pair]
+    at = leaf_s[pair]
+    rank = _rank(routing, seed, ids, at, dst, stride, count, climb.cables)
+    col = _ranked(ok)[pair, rank]
+    i, k = climb.slot[at], climb.slot[leaf_d[pair]]
+    pieces = [(climb.up_arcs[i, col], volume), (climb.down_arcs[k, col], volume)]
+    far = np.flatnonzero(cross[pair])
+    if len(far):
+        spine = climb.spines[i[far], col[far]]
+        pod = np.searchsorted(climb.pods, climb.group[k[far]])
+        row = np.searchsorted(keys, climb._key(spine, pod))
+        cores = count_[row]
+        rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
+                     cores, climb.core_cables)
+        core = rank_[row, rank]
+        pieces += [(core_up[row, core], volume[far]), (core_down[row, core], volume[far])]
+    return pieces
+
+
+def old_planes(view, climb, ids, dst, node, volume, lower_s, lower_d, ok, weights, arcs,
+               routing, seed, qps):
+    cross = ok & (lower_s != lower_d)
+    r, c = np.nonzero(cross)
+    nodes = len(view.clos.domain)
+    keys = lower_s[r, c].astype(np.int64) * nodes + lower_d[r, c]
+    pairs, inverse = np.unique(keys, return_inverse=True)
+    pair_s, pair_d = pairs // nodes, pairs % nodes
+    paths = old_paths(climb, pair_s, pair_d)
+    far = paths[1]
+    joined = np.asarray(paths[0].any(axis=1))
+    usable = ok.copy()
+    usable[r, c] = joined[inverse]
+    pair_of = np.full(ok.shape, -1)
+    pair_of[r, c] = inverse
+    extra = np.zeros(ok.shape, np.int64)
+    extra[r, c] = np.where(far[inverse], 4, 2)
+    extra = np.where(usable, extra, 0).max(axis=1, initial=0)
+    lost = np.asarray(~usable.any(axis=1))
+    weights = np.where(usable, weights, 0)
+    enter, leave = arcs
+    if routing == "ecmp":
+        part = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
+        pieces = [(enter, part), (leave, part)]
+        amount = np.bincount(inverse, part[r, c], len(pairs))
+        if len(pairs):
+            pieces += old_even(climb, pair_s, pair_d, amount, paths)
+        return pieces, extra, lost, usable
+    keep = np.flatnonzero(~lost)
+    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
+    row = keep[take]
+    pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
+                  weights[row])
+    part = volume[row] / split
+    pieces = [(enter[row, pick], part), (leave[row, pick], part)]
+    pair = pair_of[row, pick]
+    go = pair >= 0
+    if go.any():
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
+            int(go.sum()), np.int64)
+        pieces += old_picked(climb, pair[go], pair_s, pair_d, paths, qp_ids[go],
+                             dst[row[go]], part[go], stride, routing, seed)
+    return pieces, extra, lost, usable
+
+
+def old_bincounts(n_links, pieces):
+    arcs = np.concatenate([a.ravel() for a, _ in pieces])
+    weights = np.concatenate([w.ravel() for _, w in pieces])
+    if not len(arcs):
+        return np.zeros(n_links)
+    return np.bincount(arcs, weights, n_links)
+
+
+def old_supernode_planes(view, phase, flows, routing, seed, qps):
+    up = view.clos.scaleup_up
+    src, dst = phase.src[flows], phase.dst[flows]
+    into, out, ok = _chips(view, src, dst)
+    pieces, extra, lost, usable = old_planes(
+        view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
+        view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
+    return old_bincounts(view.clos.n_links, pieces), 2 + extra, lost, usable
+
+
+def old_scaleout(view, phase, flows, routing, seed, qps):
+    clos = view.clos
+    access_up, access_down = clos.access_up, clos.access_down
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    host_up, host_down = clos.host_up[src], clos.host_down[dst]
+    hosted = view.alive[host_up] & view.alive[host_down]
+    nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
+    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
+    ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
+    pieces, extra, lost, _ = old_planes(
+        view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
+        np.full(ups.shape, access_up.cables), (ups, downs), routing, seed, qps)
+    carried = np.where(lost, 0.0, volume)
+    pieces += [(host_up, carried), (host_down, carried)]
+    return old_bincounts(clos.n_links, pieces), 4 + extra, lost
+
+
+# --- the fabrics, parts and phases compared
+
+NOT_STRUCTURED = {"asymmetric-sites", "rtx4090-workstation", "small-16x8-a100-100gbe-roce",
+                  "small-2x2-a100-1gbe", "small-4x8-l40s-25gbe", "tpu-v4-pod",
+                  "hgx-h100-server"}
+"""The examples without either section: the structured router does not cover them
+(PCIe scale-up, a torus), or one server has no network and no supernode."""
+SLOW = {"100k-8gpu-3tier", "100k-8npu-servers"}
+"""Run with ``--run-slow`` (~5 s each); the 4K supernodes, the design these sections
+were made faster for, and the smaller fat-trees run always."""
+RING_FLOWS = 8192
+"""Flows of each ring-like phase (from the first accelerators): enough to cross every
+plane of a 100k example's first pods, few enough to route four ways in a test."""
+STRUCTURED = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if p.stem not in NOT_STRUCTURED)
+PART_TIERS = ("spine", "leaf", "core", "scaleup_l2", "scaleup_l3", "nic")
+LINK_TIERS = ("scaleup_l2", "scaleup_l3", "spine", "leaf")
+TWO_SUPERNODES = ("system: cloudmatrix384-node\nsystems: 192\nscaleup:\n  kind: supernode\n"
+                  "  switch: ub-l2\n  uplinks: 16\n  systems_per_domain: 96\n"
+                  "scaleout:\n  kind: fat_tree\n  switch: tomahawk5\n  planes: 2\n"
+                  "  port_rate: \"200 Gb/s /dir\"\n")
+"""Two 96-system supernodes with three switch levels, joined by a two-plane fat-tree."""
+
+
+@functools.cache
+def example(name, tmp_dir):
+    if name != "two-supernodes":
+        return fabric_of(name)
+    path = tmp_dir / "two-supernodes.yaml"
+    path.write_text(TWO_SUPERNODES)
+    return build_fabric(*load_design(path))
+
+
+def failed_parts(fabric):
+    """The first node of each switch and NIC tier and the first link of each upper tier
+    (where the ring-like phase runs)."""
+    nodes, links = fabric.nodes, fabric.links
+    names = nodes["name"].to_numpy()
+    tiers = nodes["tier"].astype(str).to_numpy()
+    parts = []
+    for tier in PART_TIERS:
+        members = names[tiers == tier]
+        if len(members):
+            parts.append(str(members[0]))
+    link_tier = links["tier"]  # categorical: compared by code, not as 6.5 M strings
+    codes, categories = link_tier.cat.codes.to_numpy(), list(link_tier.cat.categories)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    for tier in (t for t in LINK_TIERS if t in categories):
+        rows = np.flatnonzero((codes == categories.index(tier)) & (src < dst))
+        if len(rows):
+            row = rows[0]
+            parts.append(f"{names[src[row]]} -- {names[dst[row]]}")
+    return parts
+
+
+def phases(fabric):
+    """Random pairs, and the first accelerators each to the one a system away and to
+    the one a domain away (the ring-like traffic of the step's collectives: nearly
+    sorted keys, every plane crossing on an intact fabric)."""
+    acc = fabric.accelerators
+    n = len(acc)
+    ring = np.arange(min(n, RING_FLOWS))
+    src, dst = [], []
+    for ends in (fabric.nodes["system"].to_numpy(), fabric.nodes["domain"].to_numpy()):
+        shift = int((ends[acc] == ends[acc[0]]).sum())  # accelerators of the first one
+        if shift < n:
+            src.append(acc[ring])
+            dst.append(acc[(ring + shift) % n])
+    flows = sum(len(s) for s in src)
+    return [random_phase(fabric, min(3000, 4 * n), seed=3),
+            Phase(np.concatenate(src), np.concatenate(dst), np.linspace(1e5, 3e5, flows),
+                  np.zeros(flows, np.int64))]
+
+
+def sections_of(view, phase):
+    """The flows of the supernode section and of the scale-out section, as the router
+    around failures picks them."""
+    clos = view.clos
+    same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
+    across = clos.system[phase.src] != clos.system[phase.dst]
+    far = np.flatnonzero(same & across) if clos.scaleup_up is not None and not clos.mesh \
+        else np.zeros(0, np.int64)
+    outside = np.flatnonzero(~same) if clos.planes else np.zeros(0, np.int64)
+    return far, outside
+
+
+def same_bits(new, old):
+    """Whether each array of ``new`` is that of ``old``: dtype, shape and every bit."""
+    def bits(a):
+        a = np.ascontiguousarray(a)
+        return a.view(f"u{a.dtype.itemsize}")
+
+    return all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
+               for a, b in zip(new, old, strict=True))
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
+    for name in [*STRUCTURED, "two-supernodes"]])
+def test_plane_sections_are_the_replaced_code_bit_for_bit(name, tmp_path_factory):
+    fabric = example(name, tmp_path_factory.getbasetemp())
+    assert structured_supported(fabric) is None
+    copies = {"": fabric} | {p: with_part_failed(fabric, p) for p in failed_parts(fabric)}
+    compared = 0
+    for ph in phases(fabric):
+        for part, copy in copies.items():
+            view = _survivors(copy)
+            far, outside = sections_of(view, ph)
+            for routing, qps in (("ecmp", 1), ("hash", 1), ("hash", 3), ("dmodk", 1)):
+                if len(far):
+                    new = _supernode_planes(view, ph, far, routing, 5, qps)
+                    old = old_supernode_planes(view, ph, far, routing, 5, qps)
+                    assert same_bits(new, old), (part, routing)
+                    compared += 1
+                if len(outside):
+                    new = _scaleout(view, ph, outside, routing, 5, qps)
+                    old = old_scaleout(view, ph, outside, routing, 5, qps)
+                    assert same_bits(new, old), (part, routing)
+                    compared += 1
+    assert compared
+
+
+@pytest.mark.parametrize("space", [None, 50, DENSE_KEY_SPACE + 1])
+@pytest.mark.parametrize("order", ["random", "nearly sorted", "empty"])
+def test_sorted_distinct_is_unique_with_its_inverse(space, order):
+    rng = np.random.default_rng(1)
+    top = space or 10**12
+    keys = rng.integers(0, min(top, 50), 5000) * (top // min(top, 50))
+    if order == "nearly sorted":
+        keys = np.sort(keys)
+        keys[::97] = keys[::-97]
+    if order == "empty":
+        keys = keys[:0]
+    values, inverse = sorted_distinct(keys, space)
+    expected, expected_inverse = np.unique(keys, return_inverse=True)
+    assert values.dtype == keys.dtype and inverse.dtype == np.int64
+    assert np.array_equal(values, expected) and np.array_equal(inverse, expected_inverse)

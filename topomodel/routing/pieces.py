@@ -1,0 +1,104 @@
+"""The bytes a section of the router around failures puts on link rows, in pieces, and
+their sum per link row (:func:`link_bytes`), bit for bit what one bincount over every
+piece gives.
+
+A piece is one kind of arc (tier and direction: host links, NIC - leaf, up- and
+downlinks, core arcs, accelerator - chip): either plain (link rows and bytes of the same
+shape) or :class:`Rows`, the rows of a table of the fabric's wiring picked by an index
+(a flow's NIC arcs, a leaf pair's uplinks). A table's entries are distinct link rows,
+so a :class:`Rows` piece with more entries than its table is summed over the table's
+entries (a small array, where many flows share a NIC or a leaf) and only the rows it
+loads are written; the other pieces are concatenated into one bincount over the link
+rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """Bytes on the link rows ``table[index]`` (``table[index, column]`` with ``column``).
+
+    ``table`` is 1-D or 2-D, its entries distinct link rows (or -1 where ``index``
+    never points: a node table's entries for nodes of other kinds); ``weights`` are
+    bytes, (len(index), table width) on each row of ``table[index]``, or (len(index),)
+    the same bytes on every column of ``table[index]`` (or on ``table[index, column]``).
+    Summed over the table (:meth:`sums`) where it has no more entries than the piece,
+    else as a plain piece (:meth:`plain`): the sums over a table cost its size."""
+
+    table: np.ndarray
+    index: np.ndarray
+    weights: np.ndarray
+    column: np.ndarray | None = None
+
+    @property
+    def per_row(self) -> bool:
+        """Whether one weight stands for every column of a 2-D table's row."""
+        return self.table.ndim == 2 and self.column is None and self.weights.ndim == 1
+
+    @property
+    def summed_over_table(self) -> bool:
+        """Whether :meth:`sums` (over the table) is the cheaper way: the table has no
+        more entries to sum into than the piece has to add."""
+        if self.per_row:
+            return len(self.index) >= len(self.table)
+        return self.weights.size >= self.table.size
+
+    def plain(self) -> tuple[np.ndarray, np.ndarray]:
+        """(link rows, bytes) of the same shape."""
+        if self.column is not None:
+            return self.table[self.index, self.column], self.weights
+        rows = self.table[self.index]
+        if self.per_row:
+            return rows, np.broadcast_to(self.weights[:, None], rows.shape)
+        return rows, self.weights
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """(link rows, bytes) of the rows loaded: each row's bytes added in the piece's
+        order (index-major), as a bincount over its link rows adds them."""
+        table = self.table
+        if table.ndim == 1 or self.per_row:
+            per = np.bincount(self.index, self.weights, len(table))
+            hit = np.flatnonzero(per)
+            if table.ndim == 1:
+                return table[hit], per[hit]
+            return table[hit].ravel(), np.repeat(per[hit], table.shape[1])
+        width = table.shape[1]
+        if self.column is not None:
+            key = self.index * width + self.column
+        else:
+            key = (self.index[:, None] * width + np.arange(width)).ravel()
+        sums = np.bincount(key, self.weights.ravel(), table.size)
+        hit = np.flatnonzero(sums)
+        return table.ravel()[hit], sums[hit]
+
+
+Piece = tuple[np.ndarray, np.ndarray] | Rows
+"""(link rows, bytes) of the same shape, or :class:`Rows`: one kind of arc a section of
+the router loads."""
+
+
+def link_bytes(n_links: int, pieces: list[Piece]) -> np.ndarray:
+    """Bytes per link row of ``pieces`` whose kinds of arc are different link rows.
+
+    Each row's bytes then come from one piece, in that piece's order, so the sums are
+    bit for bit those of one bincount per piece added up, and those of one bincount over
+    all of them (the zero-weight entries a piece may hold add 0, which leaves any sum as
+    it is): the plain pieces share one bincount, and each :class:`Rows` piece summed
+    over its table writes its sums on its own rows (0 there before, as adding them to 0
+    gives)."""
+    summed = [p for p in pieces if isinstance(p, Rows) and p.summed_over_table]
+    plain = [p.plain() if isinstance(p, Rows) else p for p in pieces
+             if not (isinstance(p, Rows) and p.summed_over_table)]
+    arcs = np.concatenate([a.ravel() for a, _ in plain]) if plain else np.zeros(0, np.int64)
+    out: np.ndarray = np.zeros(n_links)  # numpy counts an empty input in integers
+    if len(arcs):
+        out = np.bincount(arcs, np.concatenate([w.ravel() for _, w in plain]), n_links)
+    for piece in summed:
+        rows, sums = piece.sums()
+        out[rows] = sums
+    return out

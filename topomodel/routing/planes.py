@@ -1,0 +1,118 @@
+"""The router around failures on flows that enter a Clos at one of several planes (a
+NIC's ports into the fat-tree's planes, a system's chips into a supernode's planes):
+each plane's (entry, exit) leaf pair, the live paths between them, and the bytes on the
+arcs, as pieces for :func:`~topomodel.routing.pieces.link_bytes`.
+
+The leaf pairs of every (flow, plane) entry are deduped once (a million and more
+entries at 100k accelerators): by the leaves' rows in the Clos, so that on a fat-tree a
+table finds them (:func:`~topomodel.routing.distinct.sorted_distinct`); where every
+entry crosses (the usual all-live case) no entry is picked out or masked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topomodel.routing.distinct import sorted_distinct
+from topomodel.routing.hashing import choose
+from topomodel.routing.pieces import Piece, Rows
+from topomodel.routing.survivors import _LiveClimb, _queue_pairs, _Survivors
+
+
+def route_planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarray,
+                 node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
+                 lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
+                 arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                 routing: str, seed: int, qps: int
+                 ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
+    """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
+    ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
+    ``arcs`` the arcs into the entry and out of the exit (each a table and the flows'
+    rows in it: ``table[index]`` (flows, planes)), ``ok`` whether those are live,
+    ``weights`` their cables, ``node`` where the plane is chosen.
+
+    Returns the load (pieces for :func:`~topomodel.routing.pieces.link_bytes`), the
+    extra hops inside the Clos per flow, the flows with no plane still joined (detours)
+    and (flows, planes) whether the plane carries some of the flow (what its share of
+    the flow depends on)."""
+    cross = ok & (lower_s != lower_d)
+    # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
+    flat = None if cross.all() else np.flatnonzero(cross)
+
+    def crossing(a: np.ndarray) -> np.ndarray:
+        return a.ravel() if flat is None else np.take(a, flat)
+
+    pair_s, pair_d, inverse = _leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
+                                          len(view.clos.domain))
+    paths = climb.paths(pair_s, pair_d)
+    joined = np.asarray(paths.ok.any(axis=1))
+    # hops above the entry: 0 (same leaf, or no path), 2 (spine), 4 (core)
+    climbed = np.where(joined, np.where(paths.cross, 4, 2), 0).astype(np.int8)
+    if flat is None:
+        usable = joined[inverse].reshape(ok.shape)
+        hops = climbed[inverse].reshape(ok.shape)
+    else:
+        usable = ok.copy()
+        np.put(usable, flat, joined[inverse])
+        hops = np.zeros(ok.shape, np.int8)
+        np.put(hops, flat, climbed[inverse])
+    extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
+    lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
+    if not usable.all():
+        weights = np.where(usable, weights, 0)
+    enter, leave = arcs
+    if routing == "ecmp":
+        cables = _over_planes(np.add, weights, np.zeros(len(ok), weights.dtype))
+        part = weights / np.maximum(cables, 1)[:, None]
+        part *= volume[:, None]
+        pieces: list[Piece] = [Rows(*enter, part), Rows(*leave, part)]
+        amount = np.bincount(inverse, crossing(part), len(pair_s))
+        if len(pair_s):
+            pieces += climb.even(pair_s, pair_d, amount, paths)
+        return pieces, extra, lost, usable
+    keep = np.flatnonzero(~lost)
+    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
+    row = keep[take]
+    pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
+                   weights[row])
+    part = volume[row] / split
+    pieces = [Rows(enter[0], enter[1][row], part, pick),
+              Rows(leave[0], leave[1][row], part, pick)]
+    pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
+    np.put(pair_of, np.arange(ok.size) if flat is None else flat, inverse)
+    pair = pair_of[row, pick]
+    go = pair >= 0
+    if go.any():
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
+            int(go.sum()), np.int64)
+        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
+                               dst[row[go]], part[go], stride, routing, seed)
+    return pieces, extra, lost, usable
+
+
+def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out`` combined with each column of ``per_plane`` (flows, planes) in turn by
+    ``ufunc``, in place: a reduction over a handful of planes, column by column (numpy
+    reduces a short last axis slowly); exact for the integer and boolean reductions it
+    serves."""
+    for column in per_plane.T:
+        ufunc(out, column, out=out)
+    return out
+
+
+def _leaf_pairs(climb: _LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (entry, exit) node pairs of flat ``lower_s``, ``lower_d`` in node
+    order (``nodes`` of them in the fabric) and each entry's pair: keyed by the leaves'
+    rows in the Clos where every end is a leaf (rows follow node order, so the order is
+    the same, and the key space small enough for a table on a fat-tree), else by node."""
+    slot = climb.slot if climb.present else None
+    if slot is not None and len(lower_s):
+        row_s, row_d = slot[lower_s], slot[lower_d]
+        if min(row_s.min(), row_d.min()) >= 0:
+            leaves = np.flatnonzero(slot >= 0)
+            width = len(leaves)
+            pairs, inverse = sorted_distinct(row_s * width + row_d, width * width)
+            return leaves[pairs // width], leaves[pairs % width], inverse
+    pairs, inverse = sorted_distinct(lower_s.astype(np.int64) * nodes + lower_d)
+    return pairs // nodes, pairs % nodes, inverse
