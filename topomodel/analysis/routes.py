@@ -14,7 +14,9 @@ not shared with its copies with other failed parts, whose routes differ) and wea
 the traffic object: an entry lives as long as its traffic, which the step keeps
 (:func:`~topomodel.analysis.stepshape.shared_traffic`), and the traffic itself, its
 flows, sizes, groups and algorithm, is the rest of the key. Traffics are read-only once
-built (routing and timing only read them), which is what makes the identity a key.
+built (routing and timing only read them), which is what makes the identity a key. A
+traffic of other phases with the same flows (a ring all-gather and the reduce-scatter
+of its groups) takes the routes kept for the first: routing reads nothing else.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
                  router: str, qps: int) -> tuple[PhaseRoute, ...]:
     """Every phase of ``traffic`` routed on ``fabric`` (one step each,
     :func:`~topomodel.routing.route`), routed once per fabric, traffic and
-    :func:`route_key` and kept while the traffic lives.
+    :func:`route_key` and kept while the traffic lives; a traffic with the flows of one
+    whose routes are kept (:func:`same_flows`) takes those.
 
     Raises
     ------
@@ -139,12 +142,11 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
     if kept is not None and key in kept:
         routes: tuple[PhaseRoute, ...] = kept[key]
         return routes
-    twin = next((other for other, held in list(memo.items())
+    twin = next((held[key] for other, held in list(memo.items())
                  if key in held and same_flows(other, traffic)), None)
     if twin is not None:  # a ring all-gather's routes are its reduce-scatter's
-        routes = memo[twin][key]
-        memo.setdefault(traffic, {})[key] = routes
-        return routes
+        memo.setdefault(traffic, {})[key] = twin
+        return twin
     if router == "general" or (router == "auto" and structured_supported(fabric)):
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
