@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.arcs import arc_index, arcs_by_destination
+from topomodel.fabric.arcs import arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
 from topomodel.routing.hashing import QPS, choose, subflows
@@ -322,8 +322,7 @@ def _reached(graph: _Graph, dist: np.ndarray, seeds: np.ndarray
     reach[frontier] = True
     found = []
     while len(frontier):
-        first, count = graph.indptr[frontier], np.diff(graph.indptr)[frontier]
-        arcs = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+        arcs = positions(graph.indptr[frontier], graph.indptr[frontier + 1])
         arcs = arcs[dist[graph.src[arcs]] == graph.weight[arcs] + dist[graph.dst[arcs]]]
         found.append(arcs)
         ahead = np.unique(graph.dst[arcs])
