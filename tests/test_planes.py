@@ -10,9 +10,9 @@ import pytest
 from test_routing import EXAMPLES, fabric_of, random_phase
 
 from topomodel.analysis.goodput import with_part_failed
+from topomodel.arrays import DENSE_KEY_SPACE, sorted_distinct
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.routing.distinct import DENSE_KEY_SPACE, sorted_distinct
 from topomodel.routing.hashing import choose
 from topomodel.routing.structured import structured_supported
 from topomodel.routing.survivors import (

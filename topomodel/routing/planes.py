@@ -5,7 +5,7 @@ arcs, as pieces for :func:`~topomodel.routing.pieces.link_bytes`.
 
 The leaf pairs of every (flow, plane) entry are deduped once (a million and more
 entries at 100k accelerators): by the leaves' rows in the Clos, so that on a fat-tree a
-table finds them (:func:`~topomodel.routing.distinct.sorted_distinct`); where every
+table finds them (:func:`~topomodel.arrays.sorted_distinct`); where every
 entry crosses (the usual all-live case) no entry is picked out or masked.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topomodel.routing.distinct import sorted_distinct
+from topomodel.arrays import sorted_distinct
 from topomodel.routing.hashing import choose
 from topomodel.routing.pieces import Piece, Rows
 from topomodel.routing.survivors import _LiveClimb, _queue_pairs, _Survivors

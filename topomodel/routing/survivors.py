@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.arrays import sorted_distinct
 from topomodel.fabric.arcs import ArcIndex, arc_index
 from topomodel.fabric.tables import Fabric, ignores_failures
-from topomodel.routing.distinct import sorted_distinct
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
 from topomodel.routing.pieces import Piece, Rows, link_bytes
