@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import _climb_even, _clos, route_structured
 from topomodel.traffic.allpairs import Decomposition, decompose
@@ -121,5 +122,6 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
         if ((counts.out_pairs - in_pod > 0) & moving).any():
             longest = BETWEEN_PODS_HOPS
     if climb.present:  # one leaf per plane otherwise: nothing goes up
-        load += _climb_even(climb, up_leaf, down_leaf, leaving, entering)
+        load += link_bytes(n_links, _climb_even(climb, up_leaf, down_leaf, leaving,
+                                                entering))
     return load, longest

@@ -10,6 +10,7 @@ import numpy as np
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.routing.hashing import QPS, choose, mix, subflows
+from topomodel.routing.pieces import Piece, Rows, link_bytes
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
@@ -195,19 +196,19 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         return route_around_failures(fabric, phase, routing=routing, seed=seed, qps=qps,
                                      hash_scaleup=hash_scaleup)
     clos = _clos(fabric)
-    load = np.zeros(len(fabric.links))
+    pieces: list[Piece] = []  # each kind of arc on its own link rows
     hops = np.zeros(phase.flows, dtype=np.int64)
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     inside = np.flatnonzero(same)
     up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
     if len(inside):
-        load += _route_scaleup(clos, phase, inside, up_routing, seed, qps)
+        pieces += _route_scaleup(clos, phase, inside, up_routing, seed, qps)
         hops[inside] = 1 if clos.mesh else 2
         across = inside[clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]]
         if len(across):  # supernode: through the upper switch levels of the chip's plane
             extra, hops[across] = _route_supernode(clos, phase, across, up_routing, seed,
                                                    qps)
-            load += extra
+            pieces += extra
     outside = np.flatnonzero(~same)
     unroutable = np.zeros(0, np.int64)
     if len(outside):
@@ -216,22 +217,23 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         else:
             extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed,
                                                    qps)
-            load += extra
-    return Routed(load, hops, unroutable, "structured")
+            pieces += extra
+    return Routed(link_bytes(clos.n_links, pieces), hops, unroutable, "structured")
 
 
 def _clos(fabric: Fabric) -> _Clos:
     return fabric.derived(_Clos)
 
 
-def _spread(load_len: int, arcs: np.ndarray, amount: np.ndarray,
-            weights: np.ndarray | None = None) -> np.ndarray:
-    """Add ``amount`` (per row of ``arcs``) over the row's arcs, split by ``weights``."""
+def _spread(fanout: _Fanout, owners: np.ndarray, amount: np.ndarray,
+            weights: np.ndarray | None = None) -> Rows:
+    """``amount`` (bytes per owner; distinct owners) over each owner's arcs, evenly or
+    split by ``weights`` (owners, width)."""
+    index = fanout.slot[owners]
     if weights is None:
-        share = np.broadcast_to((amount / arcs.shape[1])[:, None], arcs.shape)
-    else:
-        share = weights / weights.sum(axis=1, keepdims=True) * amount[:, None]
-    return np.bincount(arcs.ravel(), weights=share.ravel(), minlength=load_len)
+        return Rows(fanout.table, index, amount / fanout.width)
+    return Rows(fanout.table, index,
+                weights / weights.sum(axis=1, keepdims=True) * amount[:, None])
 
 
 def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.ndarray,
@@ -256,14 +258,14 @@ def _queue_pairs(routing: str, flows: np.ndarray,
 
 
 def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                   seed: int, qps: int) -> np.ndarray:
+                   seed: int, qps: int) -> list[Piece]:
+    """Accelerator -> in-system chip -> accelerator (or the full mesh's direct links)."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
-    n = clos.n_links
     if clos.mesh:
         rows = np.array([clos.arc_index[(int(a), int(b))] for a, b in zip(src, dst,
                                                                            strict=True)],
                         dtype=np.int64)
-        return np.bincount(rows, weights=volume, minlength=n)
+        return [(rows, volume)]
     up, down = clos.scaleup_up, clos.scaleup_down
     assert up is not None and down is not None
     if routing == "ecmp":
@@ -272,24 +274,21 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
         received = np.bincount(dst, weights=volume, minlength=nodes)
         owners_up = np.flatnonzero(up.slot >= 0)
         owners_down = np.flatnonzero(down.slot >= 0)
-        return (_spread(n, up.table[up.slot[owners_up]], sent[owners_up],
-                        up.weights[up.slot[owners_up]])
-                + _spread(n, down.table[down.slot[owners_down]], received[owners_down],
-                          down.weights[down.slot[owners_down]]))
+        return [_spread(up, owners_up, sent[owners_up], up.weights[up.slot[owners_up]]),
+                _spread(down, owners_down, received[owners_down],
+                        down.weights[down.slot[owners_down]])]
     take, flows, split = _queue_pairs(routing, flows, qps)
     src, dst, volume = src[take], dst[take], volume[take] / split
-    arcs_up = up.table[up.slot[src]]
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
     # chip k of the destination's system (the same chip within a system; its peer in
     # the same plane across systems of a supernode): tables are in chip order
-    into = down.table[down.slot[dst]][np.arange(len(flows)), pick]
-    return (np.bincount(arcs_up[np.arange(len(flows)), pick], weights=volume, minlength=n)
-            + np.bincount(into, weights=volume, minlength=n))
+    return [Rows(up.table, up.slot[src], volume, pick),
+            Rows(down.table, down.slot[dst], volume, pick)]
 
 
 def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                     seed: int, qps: int) -> tuple[np.ndarray, np.ndarray]:
+                     seed: int, qps: int) -> tuple[list[Piece], np.ndarray]:
     """Between systems of one supernode: accelerator -> in-system chip k (the arcs to the
     chips were loaded by :func:`_route_scaleup`) -> plane k's Clos -> chip k of the
     destination system -> accelerator."""
@@ -306,13 +305,13 @@ def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
         share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
         b = between_pods
         n = climb.n
-        load = _climb_even(
+        pieces = _climb_even(
             climb, np.bincount(chips_s.ravel(), weights=share.ravel(), minlength=n),
             np.bincount(chips_d.ravel(), weights=share.ravel(), minlength=n),
             np.bincount(chips_s[b].ravel(), weights=share[b].ravel(), minlength=n),
             np.bincount(climb.pod[chips_d[b]].ravel(), weights=share[b].ravel(),
                         minlength=n))
-        return load, hops
+        return pieces, hops
     take, flows, split = _queue_pairs(routing, flows, qps)
     src, dst, volume = src[take], dst[take], volume[take] / split
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
@@ -323,11 +322,11 @@ def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
 
 
 def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
-                    seed: int, qps: int) -> tuple[np.ndarray, np.ndarray]:
+                    seed: int, qps: int) -> tuple[list[Piece], np.ndarray]:
+    """Accelerator -> NIC -> leaf of each plane (-> the plane's Clos -> leaf) -> NIC ->
+    accelerator."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
-    n = clos.n_links
-    load = np.bincount(clos.host_up[src], weights=volume, minlength=n)
-    load += np.bincount(clos.host_down[dst], weights=volume, minlength=n)
+    pieces: list[Piece] = [Rows(clos.host_up, src, volume), Rows(clos.host_down, dst, volume)]
     hops = np.full(len(flows), 4, dtype=np.int64)
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
@@ -335,38 +334,38 @@ def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
     planes = access_up.width
     ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
     if routing == "ecmp":
-        part = np.broadcast_to((volume / planes)[:, None], ups.shape)
-        load += np.bincount(ups.ravel(), weights=part.ravel(), minlength=n)
-        load += np.bincount(downs.ravel(), weights=part.ravel(), minlength=n)
+        part = volume / planes
+        pieces += [Rows(access_up.table, access_up.slot[nic_s], part),
+                   Rows(access_down.table, access_down.slot[nic_d], part)]
         leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
-        row, col = np.nonzero((leaf_s != leaf_d) & (part > 0))
-        ids, amount = flows[row], part[row, col]
+        row, col = np.nonzero((leaf_s != leaf_d) & (part > 0)[:, None])
+        ids, amount = flows[row], part[row]
         leaf_s, leaf_d = leaf_s[row, col], leaf_d[row, col]
     else:  # one plane per queue pair
         row, ids, split = _queue_pairs(routing, flows, qps)
         col = _pick(routing, seed, ids, nic_s[row], dst[row], np.ones(len(ids), np.int64),
                     planes, access_up.cables)
-        arc_up, arc_down, amount = ups[row, col], downs[row, col], volume[row] / split
-        load += np.bincount(arc_up, weights=amount, minlength=n)
-        load += np.bincount(arc_down, weights=amount, minlength=n)
-        leaf_s, leaf_d = clos.dst[arc_up], clos.src[arc_down]
+        amount = volume[row] / split
+        pieces += [Rows(access_up.table, access_up.slot[nic_s[row]], amount, col),
+                   Rows(access_down.table, access_down.slot[nic_d[row]], amount, col)]
+        leaf_s, leaf_d = clos.dst[ups[row, col]], clos.src[downs[row, col]]
         cross = (leaf_s != leaf_d) & (amount > 0)
         row, ids, amount = row[cross], ids[cross], amount[cross]
         leaf_s, leaf_d = leaf_s[cross], leaf_d[cross]
     if len(row):
         stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
         climb = clos.fat_tree
-        load += _climb(climb, ids, leaf_s, leaf_d, dst[row], amount, stride, routing, seed)
+        pieces += _climb(climb, ids, leaf_s, leaf_d, dst[row], amount, stride, routing,
+                         seed)
         pods = climb.pod[leaf_s] != climb.pod[leaf_d]
         hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s] >= 0), 8, 6))
-    return load, hops
+    return pieces, hops
 
 
 def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
            dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
-           seed: int) -> np.ndarray:
+           seed: int) -> list[Piece]:
     """Leaf to leaf through the spines (and the cores between pods)."""
-    n = climb.n_links
     up, down = climb.up[climb.spine], climb.down[climb.spine]
     between = (climb.pod[leaf_s] != climb.pod[leaf_d]) & (climb.pod[leaf_s] >= 0)
     if routing == "ecmp":
@@ -377,24 +376,23 @@ def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.n
                            np.bincount(climb.pod[leaf_d[b]], weights=volume[b],
                                        minlength=climb.n))
     pick = _pick(routing, seed, flow_ids, leaf_s, dst, stride, up.width, up.cables)
-    arc_up = up.arcs(leaf_s)[np.arange(len(volume)), pick]
-    spine_s = climb.dst_of(arc_up)
-    load = np.bincount(arc_up, weights=volume, minlength=n)
+    slot_up = up.slot[leaf_s]
+    spine_s = climb.dst_of(up.table[slot_up, pick])
+    pieces: list[Piece] = [Rows(up.table, slot_up, volume, pick)]
     spine_d = spine_s.copy()
     if between.any():
         b = np.flatnonzero(between)
-        core_load, spine_d[b] = _cores_pick(climb, flow_ids[b], spine_s[b],
-                                            climb.pod[leaf_d[b]], dst[b], volume[b],
-                                            stride[b] * up.width, routing, seed)
-        load += core_load
-    arcs_down = down.arcs(leaf_d)
-    arc_down = arcs_down[np.arange(len(volume)), np.argmax(
-        climb.src_of(arcs_down) == spine_d[:, None], axis=1)]
-    return load + np.bincount(arc_down, weights=volume, minlength=n)
+        core_pieces, spine_d[b] = _cores_pick(climb, flow_ids[b], spine_s[b],
+                                              climb.pod[leaf_d[b]], dst[b], volume[b],
+                                              stride[b] * up.width, routing, seed)
+        pieces += core_pieces
+    slot_down = down.slot[leaf_d]
+    column = np.argmax(climb.src_of(down.table[slot_down]) == spine_d[:, None], axis=1)
+    return [*pieces, Rows(down.table, slot_down, volume, column)]
 
 
 def _climb_even(climb: _Climb, sent: np.ndarray, received: np.ndarray, leaving: np.ndarray,
-                entering: np.ndarray) -> np.ndarray:
+                entering: np.ndarray) -> list[Piece]:
     """Even ECMP through a Clos from per-switch totals (arrays indexed by node).
 
     ``sent``/``received``: bytes each leaf sends up / receives down; ``leaving``: the
@@ -402,35 +400,33 @@ def _climb_even(climb: _Climb, sent: np.ndarray, received: np.ndarray, leaving: 
     pod key) from another pod. Every leaf splits evenly over its pod's spines and every
     spine over its cores, so these totals fix every link's load.
     """
-    n = climb.n_links
     up, down = climb.up[climb.spine], climb.down[climb.spine]
     leaves_up = np.flatnonzero(up.slot >= 0)
     leaves_down = np.flatnonzero(down.slot >= 0)
-    load = _spread(n, up.arcs(leaves_up), sent[leaves_up])
-    load += _spread(n, down.arcs(leaves_down), received[leaves_down])
+    pieces: list[Piece] = [_spread(up, leaves_up, sent[leaves_up]),
+                           _spread(down, leaves_down, received[leaves_down])]
     if climb.core not in climb.up or not leaving.any():
-        return load
+        return pieces
     up_core, down_core = climb.up[climb.core], climb.down[climb.core]
     arcs = up.arcs(leaves_up)
     spine_out = np.bincount(climb.dst_of(arcs).ravel(), weights=np.repeat(
         leaving[leaves_up] / up.width, up.width), minlength=climb.n)
     spines = np.flatnonzero(up_core.slot >= 0)
-    load += _spread(n, up_core.arcs(spines), spine_out[spines])
     # into each pod: every spine of the pod gets an equal share, then its cores evenly
-    return load + _spread(n, down_core.arcs(spines), entering[climb.pod[spines]] / up.width)
+    return [*pieces, _spread(up_core, spines, spine_out[spines]),
+            _spread(down_core, spines, entering[climb.pod[spines]] / up.width)]
 
 
 def _cores_pick(climb: _Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
                 dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
-                seed: int) -> tuple[np.ndarray, np.ndarray]:
+                seed: int) -> tuple[list[Piece], np.ndarray]:
     """One core per flow; returns the load and the destination pod's spine."""
     up_core = climb.up[climb.core]
     pick = _pick(routing, seed, flow_ids, spine_s, dst, stride, up_core.width,
                  up_core.cables)
-    arc_up = up_core.arcs(spine_s)[np.arange(len(volume)), pick]
-    core = climb.dst_of(arc_up)
+    slot = up_core.slot[spine_s]
+    core = climb.dst_of(up_core.table[slot, pick])
     position = np.searchsorted(climb.core_keys, core.astype(np.int64) * climb.n + pod_d)
-    arc_down = climb.core_arcs[position]
-    load = (np.bincount(arc_up, weights=volume, minlength=climb.n_links)
-            + np.bincount(arc_down, weights=volume, minlength=climb.n_links))
-    return load, climb.dst_of(arc_down)
+    pieces: list[Piece] = [Rows(up_core.table, slot, volume, pick),
+                           Rows(climb.core_arcs, position, volume)]
+    return pieces, climb.dst_of(climb.core_arcs[position])
