@@ -233,8 +233,10 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
         loaded = routed.loaded
+        link_time = rate[loaded]  # bytes / (rate * efficiency), in one array of its own
+        link_time *= ph.efficiency
         with np.errstate(divide="ignore", invalid="ignore"):
-            link_time = routed.loaded_bytes / (rate[loaded] * ph.efficiency)
+            np.divide(routed.loaded_bytes, link_time, out=link_time)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)

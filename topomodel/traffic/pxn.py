@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.arrays import distinct, search_sorted
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.traffic.phases import AllPairsPhase, FlowArrays, Phase, Traffic
 
 
@@ -144,29 +144,62 @@ def relays_for(fabric: Fabric, traffic: Traffic) -> Relays | None:
     scaleout = fabric.structure.scaleout
     if not (scaleout.rail_optimized or scaleout.rail_only) or not traffic.phases:
         return None
-    nodes = fabric.nodes
-    count = len(nodes)
-    nic = np.full(count, -1, np.int64)
-    nic[fabric.accelerators] = fabric.injection.nic
-    rail = np.where(nic >= 0, nodes["rail"].to_numpy()[np.maximum(nic, 0)], -1)
-    system = nodes["system"].to_numpy().astype(np.int64)
-    domain = nodes["domain"].to_numpy()
-    rails = int(rail.max()) + 1
-    systems = int(system.max()) + 1
-    if rails < 2:
+    rails = fabric.derived(_rails)
+    if rails.rails < 2:
         return None
-    able = (rail >= 0) & (domain >= 0)  # an accelerator that can relay or be relayed
-    links = fabric.links
-    failed = links["failed"].to_numpy()
-    broken = np.zeros(count, bool)  # a node with a failed link relays nothing
-    broken[links["src"].to_numpy()[failed]] = True
-    broken[links["dst"].to_numpy()[failed]] = True
+    rail, system, domain = rails.rail, rails.system, rails.domain
     if not any(isinstance(p, AllPairsPhase) or _crosses(p.src, p.dst, rail, domain).any()
                for p in traffic.phases):
         return None  # no flow crosses rails (an NVLS-Tree, a ring on one rail)
-    relays = able & ~broken & ~broken[np.maximum(nic, 0)]
-    table_key, table_node = _members(traffic, relays, system, rail, systems, rails)
-    return Relays(rail, system, domain, systems, rails, table_key, table_node)
+    table_key, table_node = _members(traffic, fabric.derived(_relays), system, rail,
+                                     rails.systems, rails.rails)
+    return Relays(rail, system, domain, rails.systems, rails.rails, table_key, table_node)
+
+
+@dataclass(frozen=True)
+class _Rails:
+    """Per node: the NIC serving it and that NIC's rail (-1 for none), its system and
+    scale-up domain; the counts of systems and rails; which nodes can relay or be
+    relayed (an accelerator with a NIC, in a scale-up domain). The same on every copy
+    of a fabric with failed parts."""
+
+    nic: np.ndarray
+    rail: np.ndarray
+    system: np.ndarray
+    domain: np.ndarray
+    systems: int
+    rails: int
+    able: np.ndarray
+
+
+@ignores_failures
+def _rails(fabric: Fabric) -> _Rails:
+    nodes = fabric.nodes
+    nic = np.full(len(nodes), -1, np.int64)
+    nic[fabric.accelerators] = fabric.injection.nic
+    rail = np.where(nic >= 0, nodes["rail"].to_numpy()[np.maximum(nic, 0)], -1)
+    system = nodes["system"].to_numpy().astype(np.int64)
+    domain = nodes["domain"].to_numpy().copy()
+    able = (rail >= 0) & (domain >= 0)
+    for array in (nic, rail, system, domain, able):
+        array.setflags(write=False)  # shared by every copy of the fabric
+    return _Rails(nic, rail, system, domain, int(system.max()) + 1, int(rail.max()) + 1,
+                  able)
+
+
+def _relays(fabric: Fabric) -> np.ndarray:
+    """Per node: whether it can relay on this fabric, failed parts included (a node
+    with a failed link, or whose NIC has one, relays nothing)."""
+    rails = fabric.derived(_rails)
+    able = rails.able
+    links = fabric.links
+    failed = links["failed"].to_numpy()
+    if not failed.any():
+        return able
+    broken = np.zeros(len(able), bool)
+    broken[links["src"].to_numpy()[failed]] = True
+    broken[links["dst"].to_numpy()[failed]] = True
+    return able & ~broken & ~broken[np.maximum(rails.nic, 0)]
 
 
 def _crosses(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, domain: np.ndarray
