@@ -58,9 +58,13 @@ class PhaseRoute:
     def of(cls, routed: Routed) -> PhaseRoute:
         """The sparse form of ``routed``."""
         dense = np.ascontiguousarray(routed.link_bytes)
+        lo, hi = routed.span or (0, len(dense))  # +0.0 outside the span
         # every row whose bit pattern is not +0.0 (a -0.0 or a NaN is kept as it is)
-        rows = np.flatnonzero(dense.view(f"u{dense.itemsize}") != 0)  # a mask is faster
-        row_bytes = dense[rows]
+        part = dense[lo:hi]
+        rows = np.flatnonzero(part.view(f"u{dense.itemsize}") != 0)  # a mask is faster
+        row_bytes = part[rows]
+        if lo:
+            rows += lo
         positive = row_bytes > 0
         if positive.all():  # as routing gives them: the same arrays, held once
             loaded, loaded_bytes = rows, row_bytes

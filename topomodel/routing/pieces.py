@@ -91,14 +91,40 @@ def link_bytes(n_links: int, pieces: list[Piece]) -> np.ndarray:
     it is): the plain pieces share one bincount, and each :class:`Rows` piece summed
     over its table writes its sums on its own rows (0 there before, as adding them to 0
     gives)."""
+    return link_bytes_and_span(n_links, pieces)[0]
+
+
+def link_bytes_and_span(n_links: int, pieces: list[Piece]
+                        ) -> tuple[np.ndarray, tuple[int, int]]:
+    """:func:`link_bytes` and the span of rows ``(lo, hi)`` the pieces write (outside
+    it every row is +0.0; ``(0, 0)`` for none)."""
     summed = [p for p in pieces if isinstance(p, Rows) and p.summed_over_table]
     plain = [p.plain() if isinstance(p, Rows) else p for p in pieces
              if not (isinstance(p, Rows) and p.summed_over_table)]
     arcs = np.concatenate([a.ravel() for a, _ in plain]) if plain else np.zeros(0, np.int64)
     out: np.ndarray = np.zeros(n_links)  # numpy counts an empty input in integers
+    spans = []
     if len(arcs):
         out = np.bincount(arcs, np.concatenate([w.ravel() for _, w in plain]), n_links)
+        spans.append((int(arcs.min()), int(arcs.max()) + 1))
     for piece in summed:
         rows, sums = piece.sums()
         out[rows] = sums
-    return out
+        if len(rows):
+            spans.append((int(rows.min()), int(rows.max()) + 1))
+    return out, union_span(spans)
+
+
+def union_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
+    """The smallest span of rows ``(lo, hi)`` holding every one of ``spans`` (empty
+    ones, ``lo == hi``, hold nothing); ``(0, 0)`` for none.
+
+    Examples
+    --------
+    >>> union_span([(5, 9), (0, 0), (2, 4)])
+    (2, 9)
+    """
+    held = [s for s in spans if s[1] > s[0]]
+    if not held:
+        return 0, 0
+    return min(lo for lo, _ in held), max(hi for _, hi in held)

@@ -24,6 +24,10 @@ class Routed:
     hops: ``hops`` is then per *path class*, with ``inside`` saying whether the class
     stays in one scale-up domain; each class holds at least one flow, and every flow's
     path is as long as its class's. ``inside`` is ``None`` for per-flow hops.
+
+    ``span`` (rows ``lo`` to ``hi``), where a router knows it, holds every row with
+    bytes: outside it ``link_bytes`` is +0.0, so what reads the loaded rows need not
+    look there (``None``: any row may have bytes).
     """
 
     link_bytes: np.ndarray
@@ -31,3 +35,4 @@ class Routed:
     unroutable: np.ndarray
     router: str
     inside: np.ndarray | None = None
+    span: tuple[int, int] | None = None

@@ -58,6 +58,7 @@ class KeptSection:
     values: np.ndarray
     rest: tuple[np.ndarray, ...]
     kept: bool = True  # False: routed for this call alone, ``values`` free to take over
+    span: tuple[int, int] | None = None  # the rows with bytes lie in it (None: unknown)
 
     @property
     def size_bytes(self) -> int:
@@ -69,10 +70,16 @@ class KeptSection:
         """``load`` plus this section's bytes per link row (``load`` None: none yet, so
         a new array); ``load`` is updated in place. Adding on the loaded rows alone
         gives the same sums (the others add 0)."""
-        if self.rows is None:
+        if self.rows is None:  # outside the span the values are +0.0: nothing to add
+            lo, hi = self.span or (0, n_links)
             if load is None:
-                return self.values.copy() if self.kept else self.values
-            return np.add(load, self.values, out=load)
+                if not self.kept:
+                    return self.values
+                load = np.zeros(n_links)
+                load[lo:hi] = self.values[lo:hi]
+                return load
+            np.add(load[lo:hi], self.values[lo:hi], out=load[lo:hi])
+            return load
         if load is None:
             load = np.zeros(n_links)
             load[self.rows] = self.values
@@ -129,8 +136,9 @@ def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray
     load, *rest = route()
     rows = np.flatnonzero(load != 0)  # the same rows: through a mask is faster
     sparse = rows.nbytes + 8 * len(rows) < load.nbytes
+    span = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
     entry = KeptSection(phase, rows if sparse else None, load[rows] if sparse else load,
-                        tuple(rest))
+                        tuple(rest), span=span)
     for array in (entry.values, *entry.rest, *((rows,) if sparse else ())):
         array.setflags(write=False)
     kept[key] = entry

@@ -10,7 +10,7 @@ import numpy as np
 from topomodel.errors import RoutingError
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.routing.hashing import QPS, choose, mix, subflows
-from topomodel.routing.pieces import Piece, Rows, link_bytes
+from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
@@ -218,7 +218,8 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed,
                                                    qps)
             pieces += extra
-    return Routed(link_bytes(clos.n_links, pieces), hops, unroutable, "structured")
+    load, span = link_bytes_and_span(clos.n_links, pieces)
+    return Routed(load, hops, unroutable, "structured", span=span)
 
 
 def _clos(fabric: Fabric) -> _Clos:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from topomodel.fabric.arcs import ArcIndex, arc_index
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import choose, mix, subflows
-from topomodel.routing.pieces import Piece, Rows, link_bytes
+from topomodel.routing.pieces import Piece, Rows, link_bytes, union_span
 from topomodel.routing.routed import Routed
 from topomodel.routing.sections import kept_section
 from topomodel.routing.structured import _Climb, _clos, _Irregular
@@ -357,11 +358,14 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
     network = ~same
     inside = np.flatnonzero(same)
 
+    spans: list[tuple[int, int] | None] = []  # where each addition to the load lies
+
     def section(name: str, which: np.ndarray, how: str,
                 route: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
         nonlocal load
         kept = kept_section(fabric, name, phase, which, (how, seed, qps), route)
         load = kept.added_to(load, clos.n_links)
+        spans.append(kept.span)
         return kept.rest
 
     if len(inside):
@@ -399,6 +403,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
 
         extra, relay_hops, left = relayed(fabric, view, phase, idx, seed, qps)
         load += extra
+        spans.append(None)
         hops[idx[~left]] = relay_hops[~left]
         detour[idx[~left]] = False
     if detour.any():
@@ -406,9 +411,11 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
                                                    routing=routing, seed=seed, qps=qps,
                                                    hash_scaleup=hash_scaleup)
         load += extra
+        spans.append(None)
         unroutable = np.union1d(unroutable, lost)
     hops[unroutable] = 0
-    return Routed(load, hops, unroutable.astype(np.int64), "structured")
+    span = None if None in spans else union_span(cast("list[tuple[int, int]]", spans))
+    return Routed(load, hops, unroutable.astype(np.int64), "structured", span=span)
 
 
 def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing: str,
