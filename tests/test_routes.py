@@ -248,6 +248,39 @@ def test_rows_with_bytes_only_are_held_once():
     assert bits(kept.routed()) == bits(routed)
 
 
+def test_a_span_gives_the_rows_a_whole_scan_finds():
+    link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 0.0, 1.0, 0.0])
+    whole = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int), "structured"))
+    spanned = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int),
+                                   "structured", span=(2, 6)))
+    assert spanned.rows.tolist() == whole.rows.tolist() == [2, 3, 5]
+    assert spanned.loaded.tolist() == [2, 5]
+    assert bits(spanned.routed()) == bits(whole.routed())
+
+
+@pytest.mark.parametrize("failed", [(), ("leaf00",), ("spine00", "leaf01")])
+def test_a_phase_inside_the_systems_spans_the_scaleup_rows_alone(superpod, failed):
+    """The structured router (intact, and around failures elsewhere) says where a
+    phase's bytes lie; the loaded rows found there are those of a scan of every row."""
+    from topomodel.analysis.goodput import with_part_failed
+    from topomodel.routing import route
+
+    fabric = superpod
+    for part in failed:
+        fabric = with_part_failed(fabric, part)
+    acc = fabric.accelerators[:64].reshape(-1, 8)  # 8 systems: each GPU to the next
+    ph = Phase(acc.ravel(), np.roll(acc, -1, axis=1).ravel(), np.full(64, 1e6),
+               np.zeros(64, np.int64), 1, "tp")
+    routed = route(fabric, ph, router="structured")
+    assert routed.span is not None
+    lo, hi = routed.span
+    assert hi - lo < len(fabric.links) // 2  # the in-system rows, not the whole table
+    whole = PhaseRoute.of(dataclasses.replace(routed, span=None))
+    spanned = PhaseRoute.of(routed)
+    assert spanned.rows.tolist() == whole.rows.tolist() and len(spanned.rows)
+    assert bits(spanned.routed()) == bits(whole.routed())
+
+
 def test_a_traffic_with_the_same_flows_takes_the_kept_routes(superpod, monkeypatch):
     """A ring all-gather and the reduce-scatter on its groups send the same flows: the
     second is timed from the first's routes, bit for bit what routing it gives."""

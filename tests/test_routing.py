@@ -49,6 +49,11 @@ def check_conservation(fabric, ph, routed):
     received = np.bincount(ph.dst[ok], weights=ph.bytes[ok], minlength=n)
     assert np.allclose(out - into, sent - received, atol=1e-3)
     assert load[links["failed"].to_numpy()].sum() == 0
+    if routed.span is not None:  # every row outside the span the router gave is +0.0
+        lo, hi = routed.span
+        bits = load.view(np.uint64)
+        assert 0 <= lo <= hi <= len(load)
+        assert not bits[:lo].any() and not bits[hi:].any()
 
 
 @pytest.mark.parametrize("name", SMALL)
