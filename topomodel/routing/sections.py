@@ -107,6 +107,20 @@ def _failed_tiers(fabric: Fabric) -> frozenset[str]:
     return frozenset(str(t) for t in np.asarray(tier.cat.categories)[np.unique(codes)])
 
 
+@ignores_failures
+def _tier_spans(fabric: Fabric) -> dict[str, tuple[int, int]]:
+    """Per section, the span of link rows ``(lo, hi)`` of its tiers
+    (:data:`SECTION_TIERS`), the only rows it puts bytes on; ``(0, 0)`` for none."""
+    tier = fabric.links["tier"]
+    codes = tier.cat.codes.to_numpy()
+    names = [str(t) for t in tier.cat.categories]
+    out = {}
+    for section, tiers in SECTION_TIERS.items():
+        rows = np.flatnonzero(np.isin(codes, [names.index(t) for t in tiers if t in names]))
+        out[section] = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
+    return out
+
+
 def kept_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
                  options: tuple[Any, ...],
                  route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
@@ -116,7 +130,8 @@ def kept_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
     the section's tiers (:data:`SECTION_TIERS`); on other copies routed every time."""
     if failed_tiers(fabric) & set(SECTION_TIERS[section]):
         load, *rest = route()
-        return KeptSection(phase, None, load, tuple(rest), kept=False)
+        return KeptSection(phase, None, load, tuple(rest), kept=False,
+                           span=fabric.derived(_tier_spans)[section])
     return intact_section(fabric, section, phase, flows, options, route)
 
 
