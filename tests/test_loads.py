@@ -87,3 +87,16 @@ def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
     peak = timing.peak_busy_s
     assert "link_busy_s" in vars(timing)
     assert peak == timing.link_busy_s.max() > 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_busiest_rows_are_a_stable_sort_of_every_row(seed):
+    """Top rows by partition equal the first rows of a stable sort, ties (many equal
+    values, zeros) included."""
+    from topomodel.analysis.loads import busiest_rows
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 6, 2_000) / 4.0  # few distinct values: ties everywhere
+    for count in (1, 3, 10, 200, len(values)):
+        expected = np.argsort(-values, kind="stable")[:count]
+        assert busiest_rows(values, count).tolist() == expected.tolist()

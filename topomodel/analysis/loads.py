@@ -12,8 +12,7 @@ import numpy as np
 from topomodel.analysis.bisection import closed_form, halves
 from topomodel.analysis.collective import CollectiveRun
 from topomodel.analysis.timing import TrafficTime
-from topomodel.arrays import distinct
-from topomodel.fabric.tables import Fabric, labels, link_weaker_Bps
+from topomodel.fabric.tables import Fabric, ignores_failures, link_weaker_Bps
 from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.vocabulary import LINK_TIERS
 
@@ -60,40 +59,84 @@ def tier_loads(fabric: Fabric, timing: TrafficTime) -> list[TierLoad]:
     links = fabric.links
     codes = links["tier"].cat.codes.to_numpy()
     names = list(links["tier"].cat.categories)
-    capacity = fabric.derived(link_weaker_Bps)  # one direction: the weaker where they differ
     bottleneck_time: dict[str, float] = {}
     for p in timing.phases:
         if p.bottleneck >= 0 and p.bandwidth_s > 0:
             tier = names[codes[p.bottleneck]]
             bottleneck_time[tier] = bottleneck_time.get(tier, 0.0) + p.steps * p.bandwidth_s
     all_bw = sum(bottleneck_time.values()) or 1.0
-    util = link_utilization(timing)
+    by_tier = fabric.derived(_rows_by_tier)
+    order, starts = by_tier.order, by_tier.starts
+    # each tier's rows side by side, in row order: the sums a mask per tier gives
+    capacity = by_tier.capacity  # one direction: the weaker where they differ
+    link_bytes, util = timing.link_bytes[order], link_utilization(timing)[order]
     rows = []
-    for code in distinct(codes):
-        mask = codes == code
-        rows.append(TierLoad(names[code], float(timing.link_bytes[mask].sum()),
-                             float(capacity[mask].sum() / 2), float(util[mask].max()),
-                             float(util[mask].mean()),
+    for code in by_tier.present:
+        tier = slice(starts[code], starts[code + 1])
+        rows.append(TierLoad(names[code], float(link_bytes[tier].sum()),
+                             float(capacity[tier].sum() / 2), float(util[tier].max()),
+                             float(util[tier].mean()),
                              bottleneck_time.get(names[code], 0.0) / all_bw))
     return sorted(rows, key=lambda r: LINK_TIERS.index(r.name))
 
 
+@dataclass(frozen=True, eq=False)
+class _RowsByTier:
+    """The link rows grouped by tier code, each tier's in row order (``order``), where
+    each code's start (``starts``, one more than there are codes), the codes present,
+    and the weaker direction's capacity of each row in that order."""
+
+    order: np.ndarray
+    starts: np.ndarray
+    present: np.ndarray
+    capacity: np.ndarray
+
+
+@ignores_failures
+def _rows_by_tier(fabric: Fabric) -> _RowsByTier:
+    tier = fabric.links["tier"]
+    codes = tier.cat.codes.to_numpy()
+    counts = np.bincount(codes, minlength=len(tier.cat.categories))
+    order = np.argsort(codes, kind="stable")
+    return _RowsByTier(order, np.concatenate([[0], np.cumsum(counts)]),
+                       np.flatnonzero(counts), fabric.derived(link_weaker_Bps)[order])
+
+
 def hotspots(fabric: Fabric, run: CollectiveRun, top: int) -> list[Hotspot]:
-    """The ``top`` busiest links of a run, busiest first."""
+    """The ``top`` busiest links of a run, busiest first (of equally busy ones, the
+    lowest rows)."""
     util = link_utilization(run.timing)
     count = min(top, int((util > 0).sum()))
     if not count:
         return []
-    rows = np.argsort(-util, kind="stable")[:count]
+    rows = busiest_rows(util, count)
     names = fabric.nodes["name"].to_numpy()
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    tier = labels(links["tier"])
-    return [Hotspot(f"{names[src[r]]} -> {names[dst[r]]}", str(tier[r]),
+    tier = links["tier"]
+    codes, categories = tier.cat.codes.to_numpy(), tier.cat.categories
+    return [Hotspot(f"{names[src[r]]} -> {names[dst[r]]}", str(categories[codes[r]]),
                     float(run.timing.link_bytes[r]), float(util[r]),
                     tuple(name for name, per in zip(run.group_sets, run.set_link_bytes,
                                                     strict=True) if per[r] > 0))
             for r in rows]
+
+
+def busiest_rows(values: np.ndarray, count: int) -> np.ndarray:
+    """The rows of the ``count`` largest ``values`` (1 to len), largest first, equal ones
+    by row: ``np.argsort(-values, kind="stable")[:count]`` without sorting every row.
+
+    Examples
+    --------
+    >>> busiest_rows(np.array([1.0, 3.0, 2.0, 3.0, 2.0]), 3).tolist()
+    [1, 3, 2]
+    """
+    negated = -values
+    kth = np.partition(negated, count - 1)[count - 1]
+    above = np.flatnonzero(negated < kth)
+    rows = np.concatenate([above, np.flatnonzero(negated == kth)[:count - len(above)]])
+    rows.sort()
+    return rows[np.argsort(negated[rows], kind="stable")]
 
 
 def bisection_traffic(fabric: Fabric, traffic: Traffic) -> BisectionTraffic | None:
