@@ -90,13 +90,15 @@ def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_busiest_rows_are_a_stable_sort_of_every_row(seed):
-    """Top rows by partition equal the first rows of a stable sort, ties (many equal
-    values, zeros) included."""
+@pytest.mark.parametrize("idle", [0.0, 0.5, 0.999])
+def test_busiest_rows_are_a_stable_sort_of_every_row(seed, idle):
+    """Top rows by partition equal the first rows of a stable sort, ties (few distinct
+    values) and idle rows (zeros, more of them than the rows asked for) included."""
     from topomodel.analysis.loads import busiest_rows
 
     rng = np.random.default_rng(seed)
-    values = rng.integers(0, 6, 2_000) / 4.0  # few distinct values: ties everywhere
+    values = rng.integers(1, 6, 2_000) / 4.0
+    values[rng.random(len(values)) < idle] = 0.0
     for count in (1, 3, 10, 200, len(values)):
         expected = np.argsort(-values, kind="stable")[:count]
         assert busiest_rows(values, count).tolist() == expected.tolist()

@@ -131,12 +131,14 @@ def busiest_rows(values: np.ndarray, count: int) -> np.ndarray:
     >>> busiest_rows(np.array([1.0, 3.0, 2.0, 3.0, 2.0]), 3).tolist()
     [1, 3, 2]
     """
-    negated = -values
+    positive = np.flatnonzero(values > 0)  # where they are enough, the busiest are there
+    among = positive if count <= len(positive) else np.arange(len(values))
+    negated = -values[among]
     kth = np.partition(negated, count - 1)[count - 1]
     above = np.flatnonzero(negated < kth)
     rows = np.concatenate([above, np.flatnonzero(negated == kth)[:count - len(above)]])
     rows.sort()
-    return rows[np.argsort(negated[rows], kind="stable")]
+    return among[rows[np.argsort(negated[rows], kind="stable")]]
 
 
 def bisection_traffic(fabric: Fabric, traffic: Traffic) -> BisectionTraffic | None:
