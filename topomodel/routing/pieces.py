@@ -1,6 +1,7 @@
-"""The bytes a section of the router around failures puts on link rows, in pieces, and
-their sum per link row (:func:`link_bytes`), bit for bit what one bincount over every
-piece gives.
+"""The bytes the structured router (and each section of its router around failures)
+puts on link rows, in pieces, and their sum per link row (:func:`link_bytes`, with the
+span of rows they lie in: :func:`link_bytes_and_span`), bit for bit what one bincount
+over every piece gives.
 
 A piece is one kind of arc (tier and direction: host links, NIC - leaf, up- and
 downlinks, core arcs, accelerator - chip): either plain (link rows and bytes of the same
