@@ -163,11 +163,15 @@ def _view(fabric: Fabric) -> _View:
                                       False)) for m in model.categories], False)[
         model.codes.to_numpy()]
     live = ~links["failed"].to_numpy()
-    lsrc = links["src"].to_numpy()[live]
-    ldst = links["dst"].to_numpy()[live]
+    every = live.all()  # no copies of the columns where nothing failed
+
+    def alive(column: str) -> np.ndarray:
+        values = links[column].to_numpy()
+        return values if every else values[live]
+
+    lsrc, ldst = alive("src"), alive("dst")
     kind_src, kind_dst = kind[lsrc], kind[ldst]
-    chips = _chips(fabric, capable, lsrc, ldst, kind_src, kind_dst,
-                   links["cables"].to_numpy()[live])
+    chips = _chips(fabric, capable, lsrc, ldst, kind_src, kind_dst, alive("cables"))
     return _View(kind, capable, chips.system, lsrc, ldst, kind_src, kind_dst, chips)
 
 
