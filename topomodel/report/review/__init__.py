@@ -65,8 +65,9 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     with one), one pool for all of it: the collective table's runs, then the build
     report, the steps with one part failed (each run once for the goodput section and
     the single-failure what-ifs) and the levels; the featured collective with the
-    figures, and its runs with each what-if part failed, are planned from the table and
-    go ahead of what has not started yet.
+    figures, and each what-if part failed (the featured collective's run and the step,
+    on one copy of the fabric), are planned from the table and go ahead of what has not
+    started yet.
 
     Raises
     ------
@@ -111,18 +112,24 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     if has_model and lines is not None and layout is not None:
         goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
         parts = list(dict.fromkeys([*(ln.representative for ln in goodput_lines), *shown]))
+    # a what-if part's step runs with its collective, on one copy (the copy's views, a
+    # NIC's detours among them, made once): the other parts' steps run on their own
+    alone = [part for part in parts if part not in shown]
     plan = _plan_collectives(fabric, sizes_bytes)
 
+    def step_on(failed_copy: Fabric) -> StepResult:
+        return step_time(failed_copy, cast("Model", model), cast("Layout", layout),
+                         step_assumptions, routing=routing, seed=seed)
+
     def step_failing(part: str) -> StepResult:  # "": the step itself; only with a model
-        return step_time(with_part_failed(fabric, part), cast("Model", model),
-                         cast("Layout", layout), step_assumptions, routing=routing,
-                         seed=seed)
+        return step_on(with_part_failed(fabric, part))
 
     # One pool for everything (with one worker, all of it here in turn): first the step
     # and the collective table's runs, then the build report with its bisection, the
-    # steps with a part failed and the levels. Once the step and the table are in, the
-    # featured collective (its figures and the step's beside it) and its runs with each
-    # what-if part failed go ahead of what has not started, in the workers they warmed.
+    # steps with a part failed (but the what-ifs') and the levels. Once the step and the
+    # table are in, the featured collective (its figures and the step's beside it) and
+    # each what-if part failed (the featured collective's run and the step) go ahead of
+    # what has not started, in the workers they warmed.
     pieces = _run_pieces(plan.runs)
     ready = int(has_model) + len(pieces)
     first: list[Callable[[], Any]] = [
@@ -130,7 +137,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         *(functools.partial(_measured_runs, fabric, timing, routing, seed,
                             [plan.runs[k] for k in piece]) for piece in pieces),
         lambda: build_report(fabric, bisection_result=bisection(fabric)),
-        *(functools.partial(step_failing, part) for part in parts),
+        *(functools.partial(step_failing, part) for part in alone),
         lambda: _levels(fabric, timing)]
 
     tabled: list[_Collectives] = []  # the table, once its runs are in
@@ -145,8 +152,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         spec = None if row is None else CollectiveSpec(
             row["collective"], row["size_bytes"], row["algorithm"], row["time_s"])
         return [("featured", (collectives, ran[0] if has_model else None)),
-                *(("what-if", (part, spec, collectives.featured_group))
-                  for part in (shown if spec is not None else ()))]
+                *(("what-if", (part, spec, collectives.featured_group)) for part in shown)]
 
     def then(piece: tuple[str, Any]) -> Any:
         kind, what = piece
@@ -154,8 +160,10 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
             table, step = what
             return _featured_part(fabric, table, step, timing, routing, seed)
         part, spec, group = what
-        return failed_collective(with_part_failed(fabric, part), spec, group=group,
-                                 time_model=timing, routing=routing, seed=seed)
+        copy = with_part_failed(fabric, part)
+        run = None if spec is None else failed_collective(
+            copy, spec, group=group, time_model=timing, routing=routing, seed=seed)
+        return run, (step_on(copy) if part in parts else None)
 
     share_failure_views(fabric, parts or shown)
     done, ended = parallel_map_then(_call, first, then, planned, ready=ready,
@@ -166,7 +174,9 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                                                      design_name=name)
     collectives = tabled[0]
     featured_rep, figures = ended[0]
-    stepped = dict(zip(parts, failed_steps, strict=True))
+    what_ifs_run = dict(zip(shown, ended[1:], strict=True))
+    stepped = {**dict(zip(alone, failed_steps, strict=True)),
+               **{part: ran[1] for part, ran in what_ifs_run.items() if ran[1] is not None}}
     goodput = None
     if step is not None and model is not None and layout is not None:
         goodput = goodput_section(fabric, model, layout, step_assumptions, step,
@@ -177,7 +187,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     failures, failure_table = ([], None) if not what_ifs else _single_failures(
         fabric, collectives, timing, model, layout, step_assumptions, step, routing, seed,
         lines, {p: r.step_time_s for p, r in stepped.items()},
-        dict(zip(shown, ended[1:], strict=True)) if len(ended) > 1 else {})
+        {part: ran[0] for part, ran in what_ifs_run.items() if ran[0] is not None})
     warnings = _warnings(fabric, build.warnings, step, layout, featured_rep, failed,
                          collectives)
     assumptions_rows = review_assumptions(
