@@ -93,15 +93,15 @@ def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
     own where the reverse row is failed), of the live links only if ``unfailed``."""
     links = fabric.links
     weaker = fabric.derived(link_weaker_Bps)
-    rows = np.ones(len(links), bool)
-    if unfailed:
-        failed = links["failed"].to_numpy()
-        rows = ~failed
-        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
-                          weaker)
     tier = CodeLabels(links["tier"])
-    sums = np.bincount(tier.codes[rows], weights=weaker[rows], minlength=len(tier.labels))
-    present = np.bincount(tier.codes[rows], minlength=len(tier.labels)) > 0
+    codes = tier.codes.astype(np.intp)  # once for both counts
+    failed = links["failed"].to_numpy()
+    if unfailed and failed.any():
+        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
+                          weaker)[~failed]
+        codes = codes[~failed]
+    sums = np.bincount(codes, weights=weaker, minlength=len(tier.labels))
+    present = np.bincount(codes, minlength=len(tier.labels)) > 0
     return {tier.label(int(c)): float(sums[c]) / 2 for c in np.flatnonzero(present)}
 
 

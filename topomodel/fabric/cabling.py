@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,15 @@ import pandas as pd
 from topomodel.catalog import Catalog, Fibre, Optic
 from topomodel.design import Design
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, cable_group, categorical
+from topomodel.fabric.columns import group_totals
+from topomodel.fabric.tables import (
+    MEDIA,
+    PROPAGATION_S_PER_M,
+    Fabric,
+    cable_group,
+    categorical,
+    ignores_failures,
+)
 from topomodel.records import documented
 
 OCS_INSERTION_LOSS_DB = documented(
@@ -143,6 +152,19 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
         return optic.power_W if optic.power_W is not None else optic.power_typical_W
 
     return min(fits, key=lambda o: (power(o) is None, power(o) or 0.0, o.rate_Bps, o.id))
+
+
+@ignores_failures
+def cable_classes(fabric: Fabric) -> dict[tuple[str, str, float, str], int]:
+    """Cables of every link row (both directions, failed ones too) per link class:
+    (tier, optic, ``length_m``, medium), in the order of the tier's and the optic's
+    codes, then ascending length, then the medium's code. Read it with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`: one pass over the rows per fabric,
+    for the link budgets and the bill of materials alike; do not change it."""
+    links = fabric.links
+    classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
+                           links["cables"].to_numpy(), None)
+    return cast(dict[tuple[str, str, float, str], int], classes)
 
 
 @dataclass(frozen=True, eq=False)
