@@ -96,7 +96,8 @@ class OracleBuilder(FabricBuilder):
 
         def joined(key: str, dtype: Any) -> np.ndarray:
             return np.concatenate([np.broadcast_to(np.asarray(b[key], dtype=dtype),
-                                                   (b["count"],)) for b in blocks])
+                                                   (b["count"],)) for b in blocks]
+                                  ) if blocks else np.empty(0, dtype)
 
         count = sum(b["count"] for b in blocks)
         cables, rate = joined("cables", np.int64), joined("rate_Bps", float)
@@ -112,7 +113,7 @@ class OracleBuilder(FabricBuilder):
         starts = np.cumsum([0] + [b["count"] for b in blocks])
         reverse = np.concatenate([np.arange(starts[i + 1], starts[i + 2]) if i % 2 == 0
                                   else np.arange(starts[i - 1], starts[i])
-                                  for i in range(len(blocks))])
+                                  for i in range(len(blocks))] or [np.empty(0, np.int64)])
         return nodes, links, reverse
 
 
@@ -344,6 +345,21 @@ def test_design_variants_equal_the_oracle(name):
         assert new.links["failed"].any()
     if name == "port-directions":
         assert (new.links["capacity_Bps"] != new.links["cables"] * new.links["rate_Bps"]).any()
+
+
+TOYS = {
+    "two-tier": "system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-4\n",
+    "three-tier": "system: toy-host\nsystems: 16\nscaleout:\n  switch: toy-switch-4\n"
+                  "  tiers: 3\n",
+    "no-scaleout": "system: toy-host\nsystems: 4\nscaleout:\n  kind: none\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOYS))
+def test_toy_designs_equal_the_oracle(toy, name):
+    """Designs without scale-up links (the toy host), or without a scale-out network."""
+    new = toy(TOYS[name])
+    assert_same_fabric(new, oracle_build(new.design, new.catalog))
 
 
 @pytest.mark.parametrize("factor", [4.0, 0.5, 3.3])

@@ -202,14 +202,20 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     src = links["src"].to_numpy()
     tier = Coded(links["tier"])
     cap = links["capacity_Bps"].to_numpy()
-    # each sum over the rows it needs only, in row order (as over all rows with zeros)
+
+    def per_source(rows: np.ndarray) -> np.ndarray:
+        """Capacity of ``rows`` per source node: summed over those rows only, in row
+        order, as over every row with the others at zero (floats, even of no row)."""
+        sums = np.bincount(src[rows], weights=cap[rows], minlength=n)
+        return sums if len(rows) or not len(src) else sums.astype(float)
+
     is_acc = is_accelerator[src]
     scaleup_rows = np.flatnonzero(is_acc & tier.equals("scaleup"))
-    up = np.bincount(src[scaleup_rows], weights=cap[scaleup_rows], minlength=n)
+    up = per_source(scaleup_rows)
     host_rows = np.flatnonzero(is_acc & tier.equals("host"))
     nic = links["dst"].to_numpy()[host_rows]
     leaf_rows = np.flatnonzero(tier.equals("leaf"))
-    port = np.bincount(src[leaf_rows], weights=cap[leaf_rows], minlength=n)
+    port = per_source(leaf_rows)
     owner = src[host_rows]
     out = np.bincount(owner, weights=np.minimum(cap[host_rows], port[nic]), minlength=n)
     host = np.bincount(owner, weights=cap[host_rows], minlength=n)
