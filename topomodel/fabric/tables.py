@@ -176,9 +176,13 @@ class FabricBuilder:
         """Each link row's reverse row (the same cables the other way: :meth:`add_links`
         writes a bundle's two directions as two blocks of equal length, one after the
         other)."""
-        counts = _counts(self.link_blocks)
-        shift = np.where(np.arange(len(counts)) % 2 == 0, counts, -counts)
-        return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(shift, counts)
+        counts = _counts(self.link_blocks).tolist()
+        reverse = np.arange(sum(counts), dtype=np.int64)
+        start = 0
+        for block, count in enumerate(counts):  # the next block's row, or the previous'
+            reverse[start:start + count] += count if block % 2 == 0 else -count
+            start += count
+        return reverse
 
 
 _ADDRESS_COLUMNS = ("system", "local", "domain", "unit", "pod", "plane", "rail")
