@@ -136,6 +136,8 @@ def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray
             names.append(values_present.tolist())
     sizes = tuple(max(len(n), 1) for n in names)
     flat = np.zeros(len(values[taken]), np.intp)
+    if any(len(code) and code.min() < 0 for code in codes):
+        raise ValueError("group_totals: a key column holds missing values")
     for code, size in zip(codes, sizes, strict=True):  # np.ravel_multi_index, in place
         flat *= size
         flat += code
@@ -147,9 +149,21 @@ def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray
 
 
 def _factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of ``values`` into their distinct values, and those in ascending order (a
-    hash table: pandas' factorize, imported where a non-categorical key needs it)."""
+    """Codes of ``values`` into their distinct values, and those in ascending order: a
+    hash table (pandas' factorize, imported where a non-categorical key needs it), its
+    few distinct values sorted after, not the rows.
+
+    Raises
+    ------
+    ValueError
+        When a value is missing (NaN): it belongs to no group.
+    """
     import pandas as pd
 
-    codes, present = pd.factorize(values, sort=True)
-    return codes, np.asarray(present)
+    codes, present = pd.factorize(values)
+    if len(codes) and codes.min() < 0:
+        raise ValueError("group_totals: a key column holds missing values")
+    order = np.argsort(np.asarray(present), kind="stable")
+    rank = np.empty(len(order), np.intp)
+    rank[order] = np.arange(len(order))
+    return rank[codes], np.asarray(present)[order]
