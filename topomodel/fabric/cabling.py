@@ -160,7 +160,8 @@ def cable_classes(fabric: Fabric) -> dict[tuple[str, str, float, str], int]:
     (tier, optic, ``length_m``, medium), in the order of the tier's and the optic's
     codes, then ascending length, then the medium's code. Read it with
     :meth:`~topomodel.fabric.tables.Fabric.derived`: one pass over the rows per fabric,
-    for the link budgets and the bill of materials alike; do not change it."""
+    for the link budgets and the bill of materials alike (shared: read it, never change
+    it)."""
     links = fabric.links
     classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
                            links["cables"].to_numpy(), None)

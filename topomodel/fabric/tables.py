@@ -82,8 +82,9 @@ PROPAGATION_S_PER_M = documented(
 @dataclass
 class FabricBuilder:
     """Accumulates node and link blocks as arrays; :meth:`node_columns`,
-    :meth:`link_columns` and :meth:`reverse_rows` give the tables' columns, each made in
-    one pass over its blocks (:func:`link_table` makes the link table of them)."""
+    :meth:`link_columns`, :meth:`cable_groups` and :meth:`reverse_rows` give the tables'
+    columns, each made in one pass over its blocks (:func:`link_table` makes the link
+    table of them)."""
 
     node_blocks: list[dict[str, Any]] = field(default_factory=list)
     link_blocks: list[dict[str, Any]] = field(default_factory=list)
