@@ -120,3 +120,30 @@ def test_tier_summary_ports_and_capacity(toy):
     assert tiers["leaf"].per_accelerator_Bps == pytest.approx(12.5e9)
     assert tiers["leaf"].oversubscription == pytest.approx(1.0)
     assert tiers["spine"].links == 32
+
+
+@pytest.mark.parametrize("name", ["tpu-v4-pod", "dgx-h100-superpod", "cloudmatrix384",
+                                  "dual-plane-ethernet"])
+def test_link_budget_classes_are_the_group_by_over_the_optical_rows(name):
+    """The classes and link counts of the budgets are what a pandas group-by of the
+    fibre rows by tier, optic, length and medium gives (both directions counted once),
+    and a copy with failed links reads the same classes without counting them again."""
+    import numpy as np
+
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+    from topomodel.fabric.cabling import cable_classes
+
+    fabric = build_fabric(*load_design(f"examples/{name}.yaml"))
+    links = fabric.links
+    optical = links[links["medium"].isin(["smf", "mmf", "ocs"])]
+    grouped = optical.groupby(["tier", "optic", "length_m", "medium"],
+                              observed=True)["cables"].sum() // 2
+    expected = sorted((str(t), str(o), float(m), md == "ocs", int(n))
+                      for (t, o, m, md), n in grouped.items())
+    budgets = link_budgets(fabric)
+    assert sorted((b.tier, b.optic, b.length_m, b.ocs, b.links) for b in budgets) == expected
+    assert expected
+    failed = fabric.with_failed(np.ones(len(links), bool))
+    assert failed.derived(cable_classes) is fabric.derived(cable_classes)
+    assert link_budgets(failed) == budgets

@@ -94,13 +94,12 @@ def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
     links = fabric.links
     weaker = fabric.derived(link_weaker_Bps)
     tier = CodeLabels(links["tier"])
-    codes = tier.codes
+    codes = tier.codes.astype(np.intp)  # once for both counts
     failed = links["failed"].to_numpy()
     if unfailed and failed.any():
-        rows = ~failed
         weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
-                          weaker)[rows]
-        codes = codes[rows]
+                          weaker)[~failed]
+        codes = codes[~failed]
     sums = np.bincount(codes, weights=weaker, minlength=len(tier.labels))
     present = np.bincount(codes, minlength=len(tier.labels)) > 0
     return {tier.label(int(c)): float(sums[c]) / 2 for c in np.flatnonzero(present)}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from topomodel.catalog import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
-from topomodel.fabric.columns import Coded, group_totals
+from topomodel.fabric.cabling import cable_classes
 from topomodel.fabric.tables import Fabric
 from topomodel.records import documented
 from topomodel.units import format_si
@@ -125,13 +125,13 @@ def _tier_rank(tier: str) -> int:
 
 def cables_per_optic(fabric: Fabric) -> dict[tuple[str, str], int]:
     """Cables (both directions' rows counted once) per (tier, optic or cable part) of
-    every link row with one, from the categorical codes (no string per row, no copy of
-    the table)."""
-    links = fabric.links
-    cabled = ~Coded(links["optic"]).equals("")
-    per_optic = group_totals([links["tier"], links["optic"]], links["cables"].to_numpy(),
-                             cabled)
-    return {cast(tuple[str, str], key): n // 2 for key, n in per_optic.items() if n // 2}
+    every link row with one, in the order of the tier's and the optic's codes, from the
+    fabric's :func:`~topomodel.fabric.cabling.cable_classes`."""
+    per_optic: dict[tuple[str, str], int] = {}
+    for (tier, optic, _, _), cables in fabric.derived(cable_classes).items():
+        if optic:
+            per_optic[tier, optic] = per_optic.get((tier, optic), 0) + cables
+    return {key: n // 2 for key, n in per_optic.items() if n // 2}
 
 
 def _cabling(fabric: Fabric) -> Iterable[BomLine]:

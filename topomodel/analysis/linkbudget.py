@@ -12,11 +12,9 @@ is within the module's reach. The margin is their difference in dB.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 from topomodel.catalog import Fibre, Optic
-from topomodel.fabric.cabling import OCS_INSERTION_LOSS_DB, channel_loss_dB
-from topomodel.fabric.columns import Coded, group_totals
+from topomodel.fabric.cabling import OCS_INSERTION_LOSS_DB, cable_classes, channel_loss_dB
 from topomodel.fabric.tables import Fabric
 
 __all__ = ["OCS_INSERTION_LOSS_DB", "LinkBudget", "link_budgets"]
@@ -40,18 +38,19 @@ class LinkBudget:
     note: str
 
 
+OPTICAL_MEDIA = ("smf", "mmf", "ocs")
+"""The media of fibre links, which have a budget."""
+
+
 def link_budgets(fabric: Fabric) -> list[LinkBudget]:
     """A budget for every optical (fibre) link class of the fabric."""
     catalog = fabric.catalog
     layout = fabric.design.layout
-    links = fabric.links
-    medium = Coded(links["medium"])
-    optical = medium.equals("smf") | medium.equals("mmf") | medium.equals("ocs")
-    classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
-                           links["cables"].to_numpy(), optical)
+    classes = fabric.derived(cable_classes)
     out = []
-    for key, cables in sorted(classes.items()):
-        tier, optic_id, length, med = cast(tuple[str, str, float, str], key)
+    for (tier, optic_id, length, med), cables in sorted(classes.items()):
+        if med not in OPTICAL_MEDIA:
+            continue
         count = cables // 2
         optic = catalog.get(str(optic_id), Optic)
         ocs = med == "ocs"

@@ -21,7 +21,7 @@ from topomodel.catalog import (
     System,
 )
 from topomodel.design import Design, nic_port_rate_Bps
-from topomodel.fabric.cabling import assign_cables
+from topomodel.fabric.cabling import cable_links
 from topomodel.fabric.clos import (
     ClosError,
     SwitchPorts,
@@ -32,7 +32,15 @@ from topomodel.fabric.clos import (
 from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
 from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
-from topomodel.fabric.tables import ClosTier, Fabric, FabricBuilder, node_names, numbered
+from topomodel.fabric.tables import (
+    LINK_TIERS,
+    ClosTier,
+    Fabric,
+    FabricBuilder,
+    link_table,
+    node_names,
+    numbered,
+)
 from topomodel.limits import (
     BYTES_PER_ACCELERATOR,
     BYTES_PER_LINK,
@@ -79,34 +87,50 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
                                       acc.reshape(n_systems, per_system))
     clos, scaleout = _build_scaleout(builder, design, catalog, system,
                                      acc.reshape(n_systems, per_system), prefixes)
-    nodes, links, reverse_rows = builder.finish()
-    nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
-    nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(
+    node_columns = builder.node_columns()
+    kind = node_columns["kind"]
+    kind_codes = np.asarray(kind.codes)
+    is_nic = kind_codes == _code(kind, "nic")
+    node_columns["domain"][kind_codes == _code(kind, "accelerator")] = domains
+    node_columns["domain"][is_nic] = np.repeat(
         domains.reshape(n_systems, per_system)[:, 0], scaleout.nics_per_system)
-    assign_cables(links, design, catalog)  # at the ports' line rate, both directions
-    _set_port_directions(nodes, links, design)
+    link_columns = builder.link_columns()
+    groups, rates = builder.cable_groups()
+    cabling = cable_links(groups, LINK_TIERS, rates, design, catalog)  # at the line rates
+    _set_port_directions(is_nic, link_columns, design)
+    nodes = pd.DataFrame(node_columns, copy=False)  # fresh arrays, each its own column
+    links = link_table({**link_columns, "medium": cabling.medium}, length_m=cabling.length_m,
+                       optic_codes=cabling.optic_codes, optic_ids=cabling.optic_ids)
     _mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
+    reverse_rows = builder.reverse_rows()
     return Fabric(design, catalog, nodes, links, structure,
                   measure_injection(nodes, links, structure, reverse_rows), reverse_rows,
                   tuple(clos))
 
 
-def _set_port_directions(nodes: pd.DataFrame, links: pd.DataFrame, design: Design) -> None:
-    """Give the NIC-to-leaf and leaf-to-NIC rows the design's per-direction rates
-    (``port_rate_up``, ``port_rate_down``): their capacity, which routing and timing
+def _code(column: pd.Categorical, label: str) -> int:
+    """The code of ``label`` in a categorical (-1, matching no row, if it has none)."""
+    categories = list(column.categories)
+    return categories.index(label) if label in categories else -1
+
+
+def _set_port_directions(is_nic: np.ndarray, link_columns: dict[str, np.ndarray],
+                         design: Design) -> None:
+    """Give the NIC-to-leaf and leaf-to-NIC rows (``is_nic``: per node) the design's
+    per-direction rates (``port_rate_up``, ``port_rate_down``): their ``capacity_Bps``
+    in ``link_columns`` (:meth:`FabricBuilder.link_columns`), which routing and timing
     use. ``rate_Bps`` stays the port's line rate, which the cables, optics and switch
     ports are chosen for."""
     out = design.scaleout
     if not (out.port_rate_up_Bps or out.port_rate_down_Bps):
         return
-    is_nic = (nodes["kind"] == "nic").to_numpy()
-    leaf = (links["tier"] == "leaf").to_numpy()
-    cables = links["cables"].to_numpy()
+    leaf = link_columns["tier"] == LINK_TIERS.index("leaf")
+    cables = link_columns["cables"]
     for rate, end in ((out.port_rate_up_Bps, "src"), (out.port_rate_down_Bps, "dst")):
         if rate:
-            rows = leaf & is_nic[links[end].to_numpy()]
-            links.loc[rows, "capacity_Bps"] = cables[rows] * rate
+            rows = leaf & is_nic[link_columns[end]]
+            link_columns["capacity_Bps"][rows] = cables[rows] * rate
 
 
 def check_size(design: Design, system: System, n_systems: int) -> None:

@@ -15,7 +15,9 @@ end is assumed
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -23,7 +25,15 @@ import pandas as pd
 from topomodel.catalog import Catalog, Fibre, Optic
 from topomodel.design import Design
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import MEDIA, PROPAGATION_S_PER_M, categorical
+from topomodel.fabric.columns import group_totals
+from topomodel.fabric.tables import (
+    MEDIA,
+    PROPAGATION_S_PER_M,
+    Fabric,
+    cable_group,
+    categorical,
+    ignores_failures,
+)
 from topomodel.records import documented
 
 OCS_INSERTION_LOSS_DB = documented(
@@ -144,9 +154,72 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
     return min(fits, key=lambda o: (power(o) is None, power(o) or 0.0, o.rate_Bps, o.id))
 
 
+@ignores_failures
+def cable_classes(fabric: Fabric) -> dict[tuple[str, str, float, str], int]:
+    """Cables of every link row (both directions, failed ones too) per link class:
+    (tier, optic, ``length_m``, medium), in the order of the tier's and the optic's
+    codes, then ascending length, then the medium's code. Read it with
+    :meth:`~topomodel.fabric.tables.Fabric.derived`: one pass over the rows per fabric,
+    for the link budgets and the bill of materials alike (shared: read it, never change
+    it)."""
+    links = fabric.links
+    classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
+                           links["cables"].to_numpy(), None)
+    return cast(dict[tuple[str, str, float, str], int], classes)
+
+
+@dataclass(frozen=True, eq=False)
+class Cabling:
+    """The cabled columns of a link table: ``length_m`` (metres), ``medium`` (codes into
+    :data:`~topomodel.fabric.tables.MEDIA`) and each row's optic, ``optic_codes`` into
+    ``optic_ids`` ('' for none)."""
+
+    length_m: np.ndarray
+    medium: np.ndarray
+    optic_codes: np.ndarray
+    optic_ids: list[str]
+
+
 def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                   tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
-    """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place.
+    """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place
+    (:func:`cable_links` on the table's columns).
+
+    Raises
+    ------
+    DesignError
+        When no part (or not the named part) carries a tier's links as designed.
+    UsageError
+        When ``whatif`` is given and no part carries a tier's faster links.
+    """
+    rate_codes, rates = pd.factorize(links["rate_Bps"].to_numpy(), sort=True)  # hashed
+    tier_names = [str(t) for t in links["tier"].cat.categories]
+    groups = cable_group(links["tier"].cat.codes.to_numpy(), rate_codes, len(rates),
+                         links["medium"].cat.codes.to_numpy())
+    cabling = cable_links(groups, tier_names, np.asarray(rates, float), design, catalog,
+                          tiers=tiers, whatif=whatif, length_m=links["length_m"].to_numpy(),
+                          optic=((links["optic"].cat.codes.to_numpy(),
+                                  [str(o) for o in links["optic"].cat.categories])
+                                 if whatif else None))
+    links["length_m"] = cabling.length_m
+    links["medium"] = categorical(cabling.medium, MEDIA)
+    links["optic"] = categorical(cabling.optic_codes, cabling.optic_ids)
+    links["latency_s"] = cabling.length_m * PROPAGATION_S_PER_M
+
+
+def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.ndarray,
+                design: Design, catalog: Catalog, *,
+                tiers: Collection[str] | None = None, whatif: str | None = None,
+                length_m: np.ndarray | None = None,
+                optic: tuple[np.ndarray, Sequence[str]] | None = None) -> Cabling:
+    """Length, medium and optic of every link row: one choice per link tier and rate,
+    the same for every row of the group.
+
+    ``groups`` is each row's :func:`~topomodel.fabric.tables.cable_group` of its tier
+    (a code into ``tier_names``), its rate (a code into ``rates_Bps``, ascending,
+    bytes/s) and its medium (a code into :data:`~topomodel.fabric.tables.MEDIA`). Rows
+    that are not cabled keep their medium, ``length_m`` and ``optic`` (codes, ids) as
+    given (0 and '' when not given).
 
     Board and backplane links (scale-up inside a system) and host links stay as built,
     and so does every scale-up tier of a PCIe server (GPU, PCIe switch and socket links
@@ -171,61 +244,83 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     system = catalog.entries.get(design.system)
     pcie_box = isinstance(system, System) and (
         design.scaleup.kind or system.scaleup.kind) == "pcie"
-    tier_codes = links["tier"].cat.codes.to_numpy()
-    medium = links["medium"].cat.codes.to_numpy().copy()
-    ocs, electrical_code = MEDIA.index("ocs"), MEDIA.index("electrical")
-    optic_ids = list(links["optic"].cat.categories) if whatif else [""]
-    optic_codes = (links["optic"].cat.codes.to_numpy().astype(np.int16) if whatif
-                   else np.zeros(len(links), np.int16))
-    length = links["length_m"].to_numpy().copy()
-    rate = links["rate_Bps"].to_numpy()
-    tier_names = list(links["tier"].cat.categories)
-    electrical = medium == electrical_code
-    for code in np.flatnonzero(np.bincount(tier_codes, minlength=len(tier_names))):
-        tier = tier_names[code]
-        if tier == "host" or (pcie_box and tier.startswith("scaleup")) or (
-                tiers is not None and tier not in tiers):
-            continue
-        in_tier = tier_codes == code
-        if tier == "scaleup":
-            in_tier &= ~electrical  # board and backplane links are not cabled
-        for link_rate in np.unique(rate[in_tier]):
-            rows = in_tier & (rate == link_rate)
-            meters = tier_length_m(design, tier)
-            through_ocs = bool((medium[rows] == ocs).any())
-            named = design.layout.cables.get(tier)
-            chosen = catalog.get(named, Optic) if named else None
-            if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
-                chosen = choose_optic(catalog, link_rate, meters, design=design,
-                                      ocs=through_ocs)
-            if chosen is None and whatif:  # a hypothetical rate has no port to fit
-                chosen = choose_optic(catalog, link_rate, meters, design=design,
-                                      ocs=through_ocs, max_ratio=None)
-            if chosen is None and whatif:
-                raise UsageError(f"{whatif}: no cable or module in the catalog carries"
-                                 f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
-                                 " links); add one to a catalog to model this what-if")
-            if chosen is None:
-                raise design.problem(
-                    ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
-                     else _LENGTH_KEY[tier]),
-                    f"no cable or module in the catalog reaches {meters:g} m at"
-                    f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links{_RATIO_NOTE})"
-                    + (" with a published channel-loss budget covering the optical"
-                       f" circuit switch's {OCS_INSERTION_LOSS_DB:g} dB" if through_ocs
-                       else "") + "; add a part for this rate to a catalog")
-            if not whatif and not _carries(chosen, link_rate, meters):  # a named part
-                raise design.problem(("layout", "cables", tier),
-                                     f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
-                                     f" {chosen.reach_m:g} m) cannot carry {tier} links of"
-                                     f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m"
-                                     f" ({_RATIO_NOTE.lstrip('; ')})")
-            length[rows] = meters
-            if chosen.id not in optic_ids:
-                optic_ids.append(chosen.id)
-            optic_codes[rows] = optic_ids.index(chosen.id)
-            medium[rows & (medium != ocs)] = MEDIA.index(chosen.medium)
-    links["length_m"] = length
-    links["medium"] = categorical(medium, MEDIA)
-    links["optic"] = categorical(optic_codes, optic_ids)
-    links["latency_s"] = length * PROPAGATION_S_PER_M
+    media, rates = len(MEDIA), len(rates_Bps)
+    size = len(tier_names) * rates * media
+    rows = np.bincount(groups, minlength=size)
+    # every group's tier, rate and medium, and whether its rows are cabled
+    tier_of, medium_of = np.arange(size) // (rates * media), np.arange(size) % media
+    tier_cabled = np.array([not (tier == "host" or (pcie_box and tier.startswith("scaleup"))
+                                 or (tiers is not None and tier not in tiers))
+                            for tier in tier_names])
+    cabled = tier_cabled[tier_of] & (rows > 0)
+    if "scaleup" in tier_names:  # board and backplane links are not cabled
+        cabled &= ~((tier_of == tier_names.index("scaleup"))
+                    & (medium_of == MEDIA.index("electrical")))
+    ocs = MEDIA.index("ocs")
+    optic_ids = list(optic[1]) if optic is not None else [""]
+    group_length = np.zeros(size)
+    group_optic = np.zeros(size, np.int16)
+    group_medium = medium_of.astype(np.int8)
+    # one choice per (tier, rate), in tier-code order, then ascending rate
+    by_choice = cabled.reshape(-1, media)  # a row per (tier, rate), a column per medium
+    for choice in np.flatnonzero(by_choice.any(axis=1)).tolist():
+        tier, link_rate = tier_names[choice // rates], float(rates_Bps[choice % rates])
+        members = choice * media + np.flatnonzero(by_choice[choice])  # its groups
+        meters = tier_length_m(design, tier)
+        chosen = _part_for(design, catalog, tier, link_rate, meters,
+                           through_ocs=bool((medium_of[members] == ocs).any()), whatif=whatif)
+        group_length[members] = meters
+        if chosen.id not in optic_ids:
+            optic_ids.append(chosen.id)
+        group_optic[members] = optic_ids.index(chosen.id)
+        group_medium[members[medium_of[members] != ocs]] = MEDIA.index(chosen.medium)
+    length, optic_codes = group_length[groups], group_optic[groups]
+    if length_m is not None or optic is not None:
+        row_cabled = cabled[groups]
+        if length_m is not None:
+            length = np.where(row_cabled, length, length_m)
+        if optic is not None:
+            optic_codes = np.where(row_cabled, optic_codes, optic[0])
+    return Cabling(length, group_medium[groups], optic_codes, optic_ids)
+
+
+def _part_for(design: Design, catalog: Catalog, tier: str, link_rate: float, meters: float,
+              *, through_ocs: bool, whatif: str | None) -> Optic:
+    """The cable or module for ``tier``'s links of ``link_rate`` (bytes/s) over
+    ``meters``: the layout's named part, else the catalog's choice (see
+    :func:`cable_links`).
+
+    Raises
+    ------
+    DesignError
+        When no part (or not the named part) carries the links as designed.
+    UsageError
+        When ``whatif`` is given and no part carries the faster links.
+    """
+    named = design.layout.cables.get(tier)
+    chosen = catalog.get(named, Optic) if named else None
+    if chosen is None or (whatif and not _carries(chosen, link_rate, meters)):
+        chosen = choose_optic(catalog, link_rate, meters, design=design, ocs=through_ocs)
+    if chosen is None and whatif:  # a hypothetical rate has no port to fit
+        chosen = choose_optic(catalog, link_rate, meters, design=design, ocs=through_ocs,
+                              max_ratio=None)
+    if chosen is None and whatif:
+        raise UsageError(f"{whatif}: no cable or module in the catalog carries"
+                         f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m ({tier}"
+                         " links); add one to a catalog to model this what-if")
+    if chosen is None:
+        raise design.problem(
+            ("layout", "leaf_in_rack" if tier == "leaf" and design.layout.leaf_in_rack
+             else _LENGTH_KEY[tier]),
+            f"no cable or module in the catalog reaches {meters:g} m at"
+            f" {link_rate * 8 / 1e9:g} Gb/s ({tier} links{_RATIO_NOTE})"
+            + (" with a published channel-loss budget covering the optical"
+               f" circuit switch's {OCS_INSERTION_LOSS_DB:g} dB" if through_ocs
+               else "") + "; add a part for this rate to a catalog")
+    if not whatif and not _carries(chosen, link_rate, meters):  # a named part
+        raise design.problem(("layout", "cables", tier),
+                             f"{chosen.id} ({chosen.rate_Bps * 8 / 1e9:g} Gb/s, reach"
+                             f" {chosen.reach_m:g} m) cannot carry {tier} links of"
+                             f" {link_rate * 8 / 1e9:g} Gb/s over {meters:g} m"
+                             f" ({_RATIO_NOTE.lstrip('; ')})")
+    return chosen

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.fabric.tables import ClosTier, FabricBuilder
+from topomodel.fabric.tables import ClosTier, FabricBuilder, node_names, numbered
 from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -301,8 +301,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     if leaves is None:
         leaf_group = np.repeat(np.arange(len(plan.leaves_per_group)), plan.leaves_per_group)
         leaf_unit = group_units[leaf_group] if plan.tiers > 1 else np.zeros(1, np.int64)
-        width = len(str(max(n_leaves - 1, 1)))
-        names = [f"{prefix}{stem[leaf_name]}{i:0{width}d}" for i in range(n_leaves)]
+        names = numbered(f"{prefix}{stem[leaf_name]}", n_leaves)
         pod_of_leaf = (np.arange(n_leaves) // plan.leaves_per_pod if plan.tiers == 3
                        else np.full(n_leaves, -1))
         leaves = builder.add_nodes(names, kind="switch", tier=leaf_name, model=ports.model,
@@ -323,9 +322,8 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     if plan.tiers == 1:
         return out
     if plan.tiers == 2:
-        width = len(str(max(plan.spines - 1, 1)))
-        spines = builder.add_nodes([f"{prefix}{stem[spine_name]}{i:0{width}d}"
-                                    for i in range(plan.spines)], kind="switch",
+        spines = builder.add_nodes(node_names([prefix], numbered(stem[spine_name],
+                                                                 plan.spines)), kind="switch",
                                    tier=spine_name, model=ports.model,
                                    latency_s=ports.latency_s, plane=plane)
         builder.add_links(np.repeat(leaves, plan.spines), np.tile(spines, n_leaves),
@@ -337,10 +335,9 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     per_pod = plan.leaf_up  # spines per pod: one cable from every leaf of the pod to each
     pod_of_spine = np.repeat(np.arange(plan.pods), per_pod)
     index_in_pod = np.tile(np.arange(per_pod), plan.pods)
-    pw, sw = len(str(max(plan.pods - 1, 1))), len(str(max(per_pod - 1, 1)))
-    spines = builder.add_nodes(
-        [f"{prefix}pod{p:0{pw}d}/{stem[spine_name]}{s:0{sw}d}"
-         for p, s in zip(pod_of_spine, index_in_pod, strict=True)],
+    spines = builder.add_nodes(  # pod-major: prefix/pod3/spine07
+        node_names([f"{prefix}{pod}/" for pod in numbered("pod", plan.pods)],
+                   numbered(stem[spine_name], per_pod)),
         kind="switch", tier=spine_name, model=ports.model, latency_s=ports.latency_s,
         pod=pod_of_spine, plane=plane)
     leaf_pod = np.arange(n_leaves) // plan.leaves_per_pod
@@ -348,9 +345,7 @@ def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
     dst = spines[np.repeat(leaf_pod, per_pod) * per_pod + np.tile(np.arange(per_pod), n_leaves)]
     builder.add_links(src, dst, tier=spine_name, rate_Bps=up_rate_Bps)
     cores_total = per_pod * plan.cores_per_group
-    cw = len(str(max(cores_total - 1, 1)))
-    cores = builder.add_nodes([f"{prefix}{stem[core_name]}{i:0{cw}d}"
-                               for i in range(cores_total)],
+    cores = builder.add_nodes(node_names([prefix], numbered(stem[core_name], cores_total)),
                               kind="switch", tier=core_name, model=ports.model,
                               latency_s=ports.latency_s, plane=plane)
     # spine s of every pod connects to the cores of group s

@@ -103,12 +103,12 @@ def present_labels(column: pd.Series) -> list[str]:
     return [str(column.cat.categories[c]) for c in codes if c >= 0]
 
 
-def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray
+def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray | None
                  ) -> dict[tuple[Any, ...], int]:
-    """The sum of the integer ``values`` of ``rows`` (a mask) for each combination of
-    ``keys`` those rows hold, as a group-by would give it (categorical columns by their
-    codes, others by value), keyed by label tuples in code order; no string is read per
-    row.
+    """The sum of the integer ``values`` of ``rows`` (a mask; ``None``: every row) for
+    each combination of ``keys`` those rows hold, as a group-by would give it
+    (categorical columns by their codes, others by value), keyed by label tuples in code
+    order; no string is read per row.
 
     Examples
     --------
@@ -121,18 +121,49 @@ def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray
     """
     codes: list[np.ndarray] = []
     names: list[list[Any]] = []
+    taken: Any = slice(None) if rows is None else rows  # every row: views, no copies
     for key in keys:
         if key.dtype.name == "category":
-            codes.append(key.cat.codes.to_numpy()[rows])
+            codes.append(key.cat.codes.to_numpy()[taken])
             names.append([str(c) for c in key.cat.categories])
-        else:  # a hash table, not a sort of every row
+        elif isinstance(key.dtype, np.dtype):  # a hash table of the rows', not a sort
+            value_codes, values_present = _factorized(key.to_numpy()[taken])
+            codes.append(value_codes)
+            names.append(values_present.tolist())
+        else:
             value_codes, values_present = key.factorize(sort=True)
-            codes.append(value_codes[rows])
+            codes.append(value_codes[taken])
             names.append(values_present.tolist())
     sizes = tuple(max(len(n), 1) for n in names)
-    flat = np.ravel_multi_index(tuple(codes), sizes)
+    flat = np.zeros(len(values[taken]), np.intp)
+    if any(len(code) and code.min() < 0 for code in codes):
+        raise ValueError("group_totals: a key column holds missing values")
+    for code, size in zip(codes, sizes, strict=True):  # np.ravel_multi_index, in place
+        flat *= size
+        flat += code
     groups = np.flatnonzero(np.bincount(flat, minlength=math.prod(sizes)))
-    totals = np.rint(np.bincount(flat, weights=values[rows])[groups]).astype(np.int64).tolist()
+    totals = np.rint(np.bincount(flat, weights=values[taken])[groups]).astype(np.int64).tolist()
     places = np.unravel_index(groups, sizes)
     return {tuple(n[p[i]] for n, p in zip(names, places, strict=True)): totals[i]
             for i in range(len(groups))}
+
+
+def _factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``values`` into their distinct values, and those in ascending order: a
+    hash table (pandas' factorize, imported where a non-categorical key needs it), its
+    few distinct values sorted after, not the rows.
+
+    Raises
+    ------
+    ValueError
+        When a value is missing (NaN): it belongs to no group.
+    """
+    import pandas as pd
+
+    codes, present = pd.factorize(values)
+    if len(codes) and codes.min() < 0:
+        raise ValueError("group_totals: a key column holds missing values")
+    order = np.argsort(np.asarray(present), kind="stable")
+    rank = np.empty(len(order), np.intp)
+    rank[order] = np.arange(len(order))
+    return rank[codes], np.asarray(present)[order]

@@ -16,7 +16,6 @@ import pandas as pd
 
 from topomodel.arrays import distinct
 from topomodel.fabric.columns import Coded
-from topomodel.fabric.tables import weaker_direction_Bps
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,12 +202,20 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     src = links["src"].to_numpy()
     tier = Coded(links["tier"])
     cap = links["capacity_Bps"].to_numpy()
+
+    def per_source(rows: np.ndarray) -> np.ndarray:
+        """Capacity of ``rows`` per source node: summed over those rows only, in row
+        order, as over every row with the others at zero (floats, even of no row)."""
+        sums = np.bincount(src[rows], weights=cap[rows], minlength=n)
+        return sums if len(rows) or not len(src) else sums.astype(float)
+
     is_acc = is_accelerator[src]
-    up = np.bincount(src, weights=np.where(is_acc & tier.equals("scaleup"), cap, 0.0),
-                     minlength=n)
+    scaleup_rows = np.flatnonzero(is_acc & tier.equals("scaleup"))
+    up = per_source(scaleup_rows)
     host_rows = np.flatnonzero(is_acc & tier.equals("host"))
     nic = links["dst"].to_numpy()[host_rows]
-    port = np.bincount(src, weights=np.where(tier.equals("leaf"), cap, 0.0), minlength=n)
+    leaf_rows = np.flatnonzero(tier.equals("leaf"))
+    port = per_source(leaf_rows)
     owner = src[host_rows]
     out = np.bincount(owner, weights=np.minimum(cap[host_rows], port[nic]), minlength=n)
     host = np.bincount(owner, weights=cap[host_rows], minlength=n)
@@ -219,13 +226,16 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     serving = serving_nics(system[acc], local[acc], nic_nodes, system[nic_nodes],
                            local[nic_nodes], per_system=structure.accelerators_per_system,
                            nics_per_system=structure.scaleout.nics_per_system)
-    weaker = weaker_direction_Bps(links, reverse_rows)
-    scaleout = (min(weaker[tier.equals("host")].sum(), weaker[tier.equals("leaf")].sum()) / 2
+
+    def weaker_sum(rows: np.ndarray) -> float:  # weaker_direction_Bps of those rows
+        return float(np.minimum(cap[rows], cap[reverse_rows[rows]]).sum())
+
+    scaleout = (min(weaker_sum(np.flatnonzero(tier.equals("host"))), weaker_sum(leaf_rows)) / 2
                 if structure.scaleout.kind != "none" else 0.0)
     domain = nodes["domain"].to_numpy()[acc]
     count = max(1, len(acc))
     if len(distinct(domain[domain >= 0])) >= 2:
         bisection = float(scaleout / count)
     else:
-        bisection = float((scaleout + cap[is_acc & tier.equals("scaleup")].sum()) / count)
+        bisection = float((scaleout + cap[scaleup_rows].sum()) / count)
     return Injection(serving, up[acc], out[acc], host[acc], ports[acc], bisection)

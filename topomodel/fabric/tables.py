@@ -81,7 +81,10 @@ PROPAGATION_S_PER_M = documented(
 
 @dataclass
 class FabricBuilder:
-    """Accumulates node and link blocks as arrays; :meth:`finish` makes the tables."""
+    """Accumulates node and link blocks as arrays; :meth:`node_columns`,
+    :meth:`link_columns`, :meth:`cable_groups` and :meth:`reverse_rows` give the tables'
+    columns, each made in one pass over its blocks (:func:`link_table` makes the link
+    table of them)."""
 
     node_blocks: list[dict[str, Any]] = field(default_factory=list)
     link_blocks: list[dict[str, Any]] = field(default_factory=list)
@@ -93,10 +96,10 @@ class FabricBuilder:
         count = len(names)
         numbers = np.arange(self.node_count, self.node_count + count)
         block: dict[str, Any] = {"name": np.asarray(names, dtype=object), "kind": kind,
-                                 "tier": tier, "model": model, "latency_s": latency_s}
-        for column in ("system", "local", "domain", "unit", "pod", "plane", "rail"):
-            value = address.pop(column, -1)
-            block[column] = np.broadcast_to(np.asarray(value, dtype=np.int64), (count,))
+                                 "tier": tier, "model": model, "latency_s": latency_s,
+                                 "count": count}
+        for column in _ADDRESS_COLUMNS:
+            block[column] = _per_row(address.pop(column, -1), count)
         if address:
             raise TypeError(f"unknown node attributes {sorted(address)}")
         self.node_blocks.append(block)
@@ -110,9 +113,9 @@ class FabricBuilder:
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         n = len(src)
-        cables_arr = np.broadcast_to(np.asarray(cables, dtype=np.int64), (n,))
+        cables_arr = _per_row(cables, n)
         if isinstance(medium, str):
-            medium_codes = np.full(n, MEDIA.index(medium), np.int8)
+            medium_codes: np.ndarray = np.asarray(MEDIA.index(medium), np.int8)
         else:
             medium_codes = pd.Categorical(medium, categories=MEDIA).codes.astype(np.int8)
         for a, b in ((src, dst), (dst, src)):
@@ -120,39 +123,132 @@ class FabricBuilder:
                 "src": a, "dst": b, "tier": LINK_TIERS.index(tier), "cables": cables_arr,
                 "rate_Bps": float(rate_Bps), "medium": medium_codes, "count": n})
 
-    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-        """The node and link tables, and each link row's reverse row (the same cables
-        the other way: :meth:`add_links` writes a bundle's two directions as two
-        blocks of equal length, one after the other)."""
-        nodes = pd.DataFrame({
-            column: np.concatenate([np.broadcast_to(np.asarray(b[column]), (len(b["name"]),))
-                                    for b in self.node_blocks])
-            for column in NODE_COLUMNS
-        })
+    def node_columns(self) -> dict[str, Any]:
+        """The node table's columns (:data:`NODE_COLUMNS`), fresh arrays: ``kind``,
+        ``tier`` and ``model`` categorical with the labels present, in sorted order."""
+        blocks = self.node_blocks
+        counts = _counts(blocks)
+        columns: dict[str, Any] = {"name": _joined(blocks, "name", object)}
         for column in ("kind", "tier", "model"):
-            nodes[column] = nodes[column].astype("category")
+            present = sorted({b[column] for b in blocks})
+            codes = np.repeat(np.array([present.index(b[column]) for b in blocks], np.int64),
+                              counts)
+            columns[column] = categorical(codes, present)
+        for column in _ADDRESS_COLUMNS:
+            columns[column] = _joined(blocks, column, np.int64)
+        columns["latency_s"] = np.repeat(
+            np.array([b["latency_s"] for b in blocks], float), counts)
+        return {column: columns[column] for column in NODE_COLUMNS}
+
+    def link_columns(self) -> dict[str, Any]:
+        """The link table's columns as built, before cabling: ``src``, ``dst``, ``tier``
+        and ``medium`` (integer codes into :data:`LINK_TIERS` and :data:`MEDIA`),
+        ``cables``, ``rate_Bps`` and ``capacity_Bps``; fresh arrays, one row per
+        direction."""
         blocks = self.link_blocks
+        counts = _counts(blocks)
+        cables = _joined(blocks, "cables", np.int64)
+        rate = np.repeat(np.array([b["rate_Bps"] for b in blocks], float), counts)
+        return {"src": _joined(blocks, "src", np.int64), "dst": _joined(blocks, "dst", np.int64),
+                "tier": np.repeat(np.array([b["tier"] for b in blocks], np.int8), counts),
+                "cables": cables, "rate_Bps": rate, "capacity_Bps": cables * rate,
+                "medium": _joined(blocks, "medium", np.int8)}
 
-        def joined(key: str, dtype: Any) -> np.ndarray:
-            return np.concatenate([np.broadcast_to(np.asarray(b[key], dtype=dtype), (b["count"],))
-                                   for b in blocks]) if blocks else np.empty(0, dtype)
+    def cable_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each link row's group of what its cable depends on, and the distinct link
+        rates in ascending order (bytes/s): the group is :func:`cable_group` of the
+        row's tier, rate and medium codes, made from the blocks (each of one tier and
+        one rate) in one pass."""
+        blocks = self.link_blocks
+        block_rates = np.array([b["rate_Bps"] for b in blocks], float)
+        rates = np.unique(block_rates)
+        base = cable_group(np.array([b["tier"] for b in blocks], np.int64),
+                           np.searchsorted(rates, block_rates), len(rates), 0)
+        out = np.empty(sum(b["count"] for b in blocks), np.int64)
+        start = 0
+        for block, first in zip(blocks, base.tolist(), strict=True):
+            stop = start + block["count"]
+            out[start:stop] = block["medium"]
+            out[start:stop] += first
+            start = stop
+        return out, rates
 
-        count = sum(b["count"] for b in blocks)
-        cables, rate = joined("cables", np.int64), joined("rate_Bps", float)
-        links = pd.DataFrame({
-            "src": joined("src", np.int64), "dst": joined("dst", np.int64),
-            "tier": categorical(joined("tier", np.int8), LINK_TIERS),
-            "cables": cables, "rate_Bps": rate, "capacity_Bps": cables * rate,
-            "length_m": np.zeros(count), "latency_s": np.zeros(count),
-            "medium": categorical(joined("medium", np.int8), MEDIA),
-            "optic": categorical(np.zeros(count, np.int8), [""]),
-            "failed": np.zeros(count, bool),
-        }, copy=False)  # fresh arrays: kept as they are, not copied into one block
-        starts = np.cumsum([0] + [b["count"] for b in blocks])
-        reverse = np.concatenate([np.arange(starts[i + 1], starts[i + 2]) if i % 2 == 0
-                                  else np.arange(starts[i - 1], starts[i])
-                                  for i in range(len(blocks))] or [np.empty(0, np.int64)])
-        return nodes, links, reverse
+    def reverse_rows(self) -> np.ndarray:
+        """Each link row's reverse row (the same cables the other way: :meth:`add_links`
+        writes a bundle's two directions as two blocks of equal length, one after the
+        other)."""
+        counts = _counts(self.link_blocks).tolist()
+        reverse = np.arange(sum(counts), dtype=np.int64)
+        start = 0
+        for block, count in enumerate(counts):  # the next block's row, or the previous'
+            reverse[start:start + count] += count if block % 2 == 0 else -count
+            start += count
+        return reverse
+
+
+_ADDRESS_COLUMNS = ("system", "local", "domain", "unit", "pod", "plane", "rail")
+"""The node columns :meth:`FabricBuilder.add_nodes` takes as addresses (-1 if not given)."""
+
+
+def _per_row(value: Any, count: int) -> np.ndarray:
+    """``value`` as integers for ``count`` rows: one for all (a 0-d array) or one per
+    row; anything else numpy broadcasts to ``count`` (or refuses)."""
+    array = np.asarray(value, dtype=np.int64)
+    if array.shape not in ((), (count,)):
+        array = np.broadcast_to(array, (count,))
+    return array
+
+
+def cable_group(tier_codes: Any, rate_codes: Any, rates: int, medium_codes: Any) -> Any:
+    """The group of link rows of one tier, rate and medium (codes into
+    :data:`LINK_TIERS`, ``rates`` distinct rates and :data:`MEDIA`), numbered in tier,
+    then rate, then medium order: what a cable choice depends on.
+
+    Examples
+    --------
+    >>> int(cable_group(LINK_TIERS.index("leaf"), 1, 2, MEDIA.index("smf")))
+    67
+    """
+    return (np.asarray(tier_codes) * rates + rate_codes) * len(MEDIA) + medium_codes
+
+
+def _counts(blocks: list[dict[str, Any]]) -> np.ndarray:
+    """The row count of each block."""
+    return np.array([b["count"] for b in blocks], np.int64)
+
+
+def _joined(blocks: list[dict[str, Any]], key: str, dtype: Any) -> np.ndarray:
+    """The ``key`` values of ``blocks`` (an array of ``count`` values or one for the
+    whole block) in one fresh array, written block by block."""
+    out = np.empty(sum(b["count"] for b in blocks), dtype)
+    start = 0
+    for block in blocks:
+        stop = start + block["count"]
+        out[start:stop] = block[key]
+        start = stop
+    return out
+
+
+def link_table(columns: dict[str, Any], *, length_m: np.ndarray | None = None,
+               optic_codes: np.ndarray | None = None, optic_ids: Sequence[str] = ("",),
+               failed: np.ndarray | None = None) -> pd.DataFrame:
+    """The link table (:data:`LINK_COLUMNS`) from :meth:`FabricBuilder.link_columns`'s
+    arrays and the cabling: ``length_m`` (metres; 0 where not given), the optics'
+    ``optic_codes`` into ``optic_ids`` ('' where not given) and ``failed`` (none where
+    not given); ``latency_s`` is the length's propagation delay. The arrays become the
+    table's columns as they are, not copied: the caller hands them over."""
+    count = len(columns["src"])
+    length = np.zeros(count) if length_m is None else length_m
+    return pd.DataFrame({
+        "src": columns["src"], "dst": columns["dst"],
+        "tier": categorical(columns["tier"], LINK_TIERS), "cables": columns["cables"],
+        "rate_Bps": columns["rate_Bps"], "capacity_Bps": columns["capacity_Bps"],
+        "length_m": length, "latency_s": length * PROPAGATION_S_PER_M,
+        "medium": categorical(columns["medium"], MEDIA),
+        "optic": categorical(np.zeros(count, np.int8) if optic_codes is None
+                             else optic_codes, optic_ids),
+        "failed": np.zeros(count, bool) if failed is None else failed,
+    }, copy=False)
 
 
 def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
