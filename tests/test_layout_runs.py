@@ -314,6 +314,29 @@ def test_layout_matches_the_oracle_on_the_per_row_fallbacks(name, monkeypatch):
                         oracle_layout(fab, link_utilization=load, detail=detail))
 
 
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "tpu-v4-pod", "hgx-h100-server"])
+def test_a_link_table_missing_directions_matches_the_oracle(name):
+    """Rows whose reverse is gone: a tier left with its downward rows only (bundles
+    with rows but none counted once, so not drawn) and others thinned at random."""
+    fabric = built(name)
+    rng = np.random.default_rng(5)
+    links = fabric.links
+    rows = layout_module._node_rows(fabric)
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    upward = (rows[src] < rows[dst]) | ((rows[src] == rows[dst]) & (src < dst))
+    tier = links["tier"].to_numpy()
+    keep = ~(upward & (tier == tier[-1])) & (rng.random(len(links)) > 0.2)
+    links = links[keep].reset_index(drop=True)
+    links["failed"] = rng.random(len(links)) < 0.05
+    odd = dataclasses.replace(fabric, links=links)
+    for detail in details(odd):
+        load = hostile_load(odd)
+        assert_same(topology_layout(odd, link_utilization=load, detail=detail),
+                    oracle_layout(odd, link_utilization=load, detail=detail))
+    view = odd.derived(layout_module._aggregate_view, 8)
+    assert (view.sums.bundle_of_run == len(view.sums.keys)).any()
+
+
 def test_a_routed_load_matches_the_oracle():
     from topomodel.analysis.collective import run_collective
     from topomodel.analysis.loads import link_utilization

@@ -177,17 +177,20 @@ def _utilization(fabric: Fabric, link_utilization: np.ndarray | None) -> np.ndar
 
 @dataclass(frozen=True, eq=False)
 class _LinkSums:
-    """Per bundle key, what the link rows hold that failures and loads do not change:
-    arcs and cables counted once per pair of directions, the capacity of those rows
-    (bytes/s, summed in row order), their lowest and highest rate (bytes/s) and media."""
+    """Per bundle (a key of :class:`~topomodel.draw.runs.LinkRuns` with rows counted
+    once), what its link rows hold that failures and loads do not change: arcs and
+    cables counted once per pair of directions, the capacity of those rows (bytes/s,
+    added in row order), their lowest and highest rate (bytes/s) and their media."""
 
     runs: LinkRuns
+    keys: np.ndarray  # the bundles' keys, ascending
+    bundle_of_run: np.ndarray  # per run: its bundle, or len(keys) for none
     arcs: np.ndarray
     cables: np.ndarray
     capacity_Bps: np.ndarray
     low_rate_Bps: np.ndarray
     high_rate_Bps: np.ndarray
-    has_medium: np.ndarray  # (keys, media) bool
+    has_medium: np.ndarray  # (bundles, media) bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,64 +209,72 @@ def _link_sums(fabric: Fabric, node_box: np.ndarray, n_boxes: int) -> _LinkSums:
     """The failure- and load-independent sums of every bundle, over the link runs."""
     links = fabric.links
     tier, medium = links["tier"], links["medium"]
-    n_tiers = len(tier.cat.categories)
     runs = link_runs(node_box, n_boxes, links["src"].to_numpy(), links["dst"].to_numpy(),
-                     tier.cat.codes.to_numpy(), n_tiers, medium.cat.codes.to_numpy())
-    size = runs.size
+                     tier.cat.codes.to_numpy(), len(tier.cat.categories),
+                     medium.cat.codes.to_numpy())
+    keys = distinct(runs.key[runs.once])
+    count = len(keys)
+    at = np.minimum(np.searchsorted(keys, runs.key), max(count - 1, 0))
+    found = (keys[at] == runs.key) if count else np.zeros(len(runs.key), bool)
+    bundle_of_run = np.where(found, at, count)
     once = np.flatnonzero(runs.once)
-    key = runs.key[once]
+    bundle = bundle_of_run[once]
     first = runs.bounds[:-1]
-    low_rate, high_rate = np.full(size, np.inf), np.zeros(size)
-    cables = np.zeros(size, np.int64)
+    low_rate, high_rate = np.full(count, np.inf), np.zeros(count)
+    cables = np.zeros(count, np.int64)
     if len(first):
         rate = links["rate_Bps"].to_numpy()
-        np.minimum.at(low_rate, key, np.minimum.reduceat(rate, first)[once])
-        np.maximum.at(high_rate, key, np.maximum.reduceat(rate, first)[once])
-        cables = add_into(size, key, np.add.reduceat(links["cables"].to_numpy(), first)[once])
-    has_medium = np.zeros((size, len(medium.cat.categories)), bool)
-    has_medium[key, runs.medium[once]] = True
-    return _LinkSums(runs, add_into(size, key, runs.lengths[once]), cables,
-                     sequential_sums(links["capacity_Bps"].to_numpy(), runs.once_key(),
-                                     runs.bounds, size),
-                     low_rate, high_rate, has_medium)
+        np.minimum.at(low_rate, bundle, np.minimum.reduceat(rate, first)[once])
+        np.maximum.at(high_rate, bundle, np.maximum.reduceat(rate, first)[once])
+        cables = add_into(count, bundle,
+                          np.add.reduceat(links["cables"].to_numpy(), first)[once])
+    has_medium = np.zeros((count, len(medium.cat.categories)), bool)
+    has_medium[bundle, runs.medium[once]] = True
+    capacity = sequential_sums(links["capacity_Bps"].to_numpy(),
+                               np.where(runs.once, bundle_of_run, count), runs.bounds, count)
+    return _LinkSums(runs, keys, bundle_of_run, add_into(count, bundle, runs.lengths[once]),
+                     cables, capacity, low_rate, high_rate, has_medium)
 
 
 def _bundles(fabric: Fabric, sums: _LinkSums,
              utilization: np.ndarray | None) -> tuple[Bundle, ...]:
     """The bundles: the fabric's sums with this call's failed cables and loads."""
     links = fabric.links
-    runs, size = sums.runs, sums.runs.size
-    failed_cables = np.zeros(size, np.int64)
+    runs, count, bundle_of_run = sums.runs, len(sums.keys), sums.bundle_of_run
+    failed_cables = np.zeros(count, np.int64)
     failed = links["failed"].to_numpy()
     if failed.any():
         rows = np.flatnonzero(failed)
         run = runs.run_of(rows)
         keep = runs.once[run]
-        failed_cables = add_into(size, runs.key[run[keep]],
+        failed_cables = add_into(count, bundle_of_run[run[keep]],
                                  links["cables"].to_numpy()[rows[keep]])
-    peak = mean = np.full(size, np.nan)
+    peak = mean = np.full(count, np.nan)
     if utilization is not None:  # over every row, both directions
-        peak = np.zeros(size)
-        if len(runs.key):
-            np.maximum.at(peak, runs.key, np.maximum.reduceat(utilization, runs.bounds[:-1]))
-        mean = sequential_sums(utilization, runs.key, runs.bounds, size) / np.maximum(
-            add_into(size, runs.key, runs.lengths), 1)
+        peak = np.zeros(count + 1)
+        if len(bundle_of_run):
+            np.maximum.at(peak, bundle_of_run,
+                          np.maximum.reduceat(utilization, runs.bounds[:-1]))
+        rows_of = add_into(count + 1, bundle_of_run, runs.lengths)[:count]
+        peak = peak[:count]
+        mean = sequential_sums(utilization, bundle_of_run, runs.bounds, count) / np.maximum(
+            rows_of, 1)
     tiers = list(links["tier"].cat.categories)
     media = list(links["medium"].cat.categories)
     out = []
-    for index in np.flatnonzero(sums.arcs).tolist():
-        pair, t = divmod(index, len(tiers))
+    for b, key in enumerate(sums.keys.tolist()):
+        pair, t = divmod(key, runs.tiers)
         lower, upper = divmod(pair, runs.boxes)
-        present = np.flatnonzero(sums.has_medium[index])
+        present = np.flatnonzero(sums.has_medium[b])
         out.append(Bundle(
-            lower=lower, upper=upper, tier=str(tiers[t]), cables=int(sums.cables[index]),
-            links=int(sums.arcs[index]), rate_Bps=float(sums.low_rate_Bps[index]),
-            max_rate_Bps=float(sums.high_rate_Bps[index]),
-            capacity_Bps=float(sums.capacity_Bps[index]),
+            lower=lower, upper=upper, tier=str(tiers[t]), cables=int(sums.cables[b]),
+            links=int(sums.arcs[b]), rate_Bps=float(sums.low_rate_Bps[b]),
+            max_rate_Bps=float(sums.high_rate_Bps[b]),
+            capacity_Bps=float(sums.capacity_Bps[b]),
             medium=str(media[present[0]]) if len(present) == 1 else "mixed",
             media=tuple(str(media[m]) for m in present),
-            failed_cables=int(failed_cables[index]), peak_utilization=float(peak[index]),
-            mean_utilization=float(mean[index])))
+            failed_cables=int(failed_cables[b]), peak_utilization=float(peak[b]),
+            mean_utilization=float(mean[b])))
     return tuple(out)
 
 

@@ -151,10 +151,6 @@ class LinkRuns:
         """The run of each of ``rows`` (row numbers)."""
         return np.searchsorted(self.bounds, rows, "right") - 1
 
-    def once_key(self) -> np.ndarray:
-        """Per run: its key if its rows count once, else :attr:`size` (left out)."""
-        return np.where(self.once, self.key, self.size)
-
 
 def link_runs(node_box: np.ndarray, n_boxes: int, src: np.ndarray, dst: np.ndarray,
               tier: np.ndarray, n_tiers: int, medium: np.ndarray) -> LinkRuns:
