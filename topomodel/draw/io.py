@@ -50,7 +50,9 @@ def figure_format(path: str | Path) -> str:
 def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     """``fig`` encoded as PNG (at :data:`DPI`), SVG (text drawn as paths, so it needs no
     fonts; no date and fixed ids, so the same figure gives the same bytes) or PDF (no
-    creation date); the figure is cleared afterwards.
+    creation date), on the figure's Agg canvas if it has one (as
+    :func:`~topomodel.draw.topology.drawn_texts` leaves it), else a new one; the figure
+    is cleared afterwards.
 
     Raises
     ------
@@ -63,7 +65,8 @@ def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
-    FigureCanvasAgg(fig)  # a canvas of its own: no pyplot, no global backend
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # no pyplot, no global backend
+        FigureCanvasAgg(fig)  # (one kept from a layout check reuses its text sizes)
     if fmt == "svg":
         # the SVG writer reads its id salt and font mode from the global rcParams: set
         # them under a lock so threads do not see each other's settings

@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from topomodel.arrays import distinct
+from topomodel.draw.runs import (
+    LinkRuns,
+    add_into,
+    link_runs,
+    run_rows,
+    run_starts,
+    segments,
+    sequential_sums,
+)
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.vocabulary import NODE_TIERS
-
-if TYPE_CHECKING:
-
-    pass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 DETAILS = ("auto", "full", "aggregate")
 
@@ -106,6 +106,11 @@ def topology_layout(fabric: Fabric, *, link_utilization: np.ndarray | None = Non
                     detail: str = "auto", max_columns: int = MAX_COLUMNS) -> TopologyLayout:
     """Boxes and link bundles of the topology diagram (utilization as 0-1+ fractions).
 
+    The boxes and what the bundles hold that neither failures nor loads change are
+    found once per fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`, shared
+    with its copies that only fail other parts); the failed cables and the loads are
+    summed on each call.
+
     Parameters
     ----------
     fabric
@@ -129,10 +134,12 @@ def topology_layout(fabric: Fabric, *, link_utilization: np.ndarray | None = Non
     """
     detail = resolve_detail(fabric, detail)
     utilization = _utilization(fabric, link_utilization)
-    rows = _node_rows(fabric)
     if detail == "full":
-        return _full_layout(fabric, rows, utilization)
-    return _aggregate_layout(fabric, rows, utilization, max(1, max_columns))
+        view = fabric.derived(_full_view)
+    else:
+        view = fabric.derived(_aggregate_view, max(1, max_columns))
+    return TopologyLayout(detail, view.boxes, _bundles(fabric, view.sums, utilization),
+                          view.columns, view.grouping, view.slots, view.node_box)
 
 
 def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
@@ -155,13 +162,120 @@ def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
 
 
 def _utilization(fabric: Fabric, link_utilization: np.ndarray | None) -> np.ndarray | None:
+    """The loads as given, not below 0: NaN as 0, infinity as the largest float."""
     if link_utilization is None:
         return None
     values = np.asarray(link_utilization, dtype=float)
     if values.shape != (len(fabric.links),):
         raise ValueError(f"link_utilization has shape {values.shape}; expected one value per"
                          f" link row ({len(fabric.links)},)")
-    return np.clip(np.nan_to_num(values, nan=0.0), 0.0, None)
+    clipped = np.clip(values, 0.0, None)  # NaN stays NaN, -inf becomes 0
+    if len(clipped) and not math.isfinite(float(clipped.max())):  # rare: one more pass
+        clipped = np.nan_to_num(clipped, nan=0.0)
+    return clipped
+
+
+@dataclass(frozen=True, eq=False)
+class _LinkSums:
+    """Per bundle (a key of :class:`~topomodel.draw.runs.LinkRuns` with rows counted
+    once), what its link rows hold that failures and loads do not change: arcs and
+    cables counted once per pair of directions, the capacity of those rows (bytes/s,
+    added in row order), their lowest and highest rate (bytes/s) and their media."""
+
+    runs: LinkRuns
+    keys: np.ndarray  # the bundles' keys, ascending
+    bundle_of_run: np.ndarray  # per run: its bundle, or len(keys) for none
+    arcs: np.ndarray
+    cables: np.ndarray
+    capacity_Bps: np.ndarray
+    low_rate_Bps: np.ndarray
+    high_rate_Bps: np.ndarray
+    has_medium: np.ndarray  # (bundles, media) bool
+
+
+@dataclass(frozen=True, eq=False)
+class _View:
+    """The part of a layout that depends on the fabric alone (not failures, not loads)."""
+
+    boxes: tuple[Box, ...]
+    node_box: np.ndarray  # read-only
+    columns: tuple[str, ...]
+    grouping: str
+    slots: float
+    sums: _LinkSums
+
+
+def _link_sums(fabric: Fabric, node_box: np.ndarray, n_boxes: int) -> _LinkSums:
+    """The failure- and load-independent sums of every bundle, over the link runs."""
+    links = fabric.links
+    tier, medium = links["tier"], links["medium"]
+    runs = link_runs(node_box, n_boxes, links["src"].to_numpy(), links["dst"].to_numpy(),
+                     tier.cat.codes.to_numpy(), len(tier.cat.categories),
+                     medium.cat.codes.to_numpy())
+    keys = distinct(runs.key[runs.once])
+    count = len(keys)
+    at = np.minimum(np.searchsorted(keys, runs.key), max(count - 1, 0))
+    found = (keys[at] == runs.key) if count else np.zeros(len(runs.key), bool)
+    bundle_of_run = np.where(found, at, count)
+    once = np.flatnonzero(runs.once)
+    bundle = bundle_of_run[once]
+    first = runs.bounds[:-1]
+    low_rate, high_rate = np.full(count, np.inf), np.zeros(count)
+    cables = np.zeros(count, np.int64)
+    if len(first):
+        rate = links["rate_Bps"].to_numpy()
+        np.minimum.at(low_rate, bundle, np.minimum.reduceat(rate, first)[once])
+        np.maximum.at(high_rate, bundle, np.maximum.reduceat(rate, first)[once])
+        cables = add_into(count, bundle,
+                          np.add.reduceat(links["cables"].to_numpy(), first)[once])
+    has_medium = np.zeros((count, len(medium.cat.categories)), bool)
+    has_medium[bundle, runs.medium[once]] = True
+    capacity = sequential_sums(links["capacity_Bps"].to_numpy(),
+                               np.where(runs.once, bundle_of_run, count), runs.bounds, count)
+    return _LinkSums(runs, keys, bundle_of_run, add_into(count, bundle, runs.lengths[once]),
+                     cables, capacity, low_rate, high_rate, has_medium)
+
+
+def _bundles(fabric: Fabric, sums: _LinkSums,
+             utilization: np.ndarray | None) -> tuple[Bundle, ...]:
+    """The bundles: the fabric's sums with this call's failed cables and loads."""
+    links = fabric.links
+    runs, count, bundle_of_run = sums.runs, len(sums.keys), sums.bundle_of_run
+    failed_cables = np.zeros(count, np.int64)
+    failed = links["failed"].to_numpy()
+    if failed.any():
+        rows = np.flatnonzero(failed)
+        run = runs.run_of(rows)
+        keep = runs.once[run]
+        failed_cables = add_into(count, bundle_of_run[run[keep]],
+                                 links["cables"].to_numpy()[rows[keep]])
+    peak = mean = np.full(count, np.nan)
+    if utilization is not None:  # over every row, both directions
+        peak = np.zeros(count + 1)
+        if len(bundle_of_run):
+            np.maximum.at(peak, bundle_of_run,
+                          np.maximum.reduceat(utilization, runs.bounds[:-1]))
+        rows_of = add_into(count + 1, bundle_of_run, runs.lengths)[:count]
+        peak = peak[:count]
+        mean = sequential_sums(utilization, bundle_of_run, runs.bounds, count) / np.maximum(
+            rows_of, 1)
+    tiers = list(links["tier"].cat.categories)
+    media = list(links["medium"].cat.categories)
+    out = []
+    for b, key in enumerate(sums.keys.tolist()):
+        pair, t = divmod(key, runs.tiers)
+        lower, upper = divmod(pair, runs.boxes)
+        present = np.flatnonzero(sums.has_medium[b])
+        out.append(Bundle(
+            lower=lower, upper=upper, tier=str(tiers[t]), cables=int(sums.cables[b]),
+            links=int(sums.arcs[b]), rate_Bps=float(sums.low_rate_Bps[b]),
+            max_rate_Bps=float(sums.high_rate_Bps[b]),
+            capacity_Bps=float(sums.capacity_Bps[b]),
+            medium=str(media[present[0]]) if len(present) == 1 else "mixed",
+            media=tuple(str(media[m]) for m in present),
+            failed_cables=int(failed_cables[b]), peak_utilization=float(peak[b]),
+            mean_utilization=float(mean[b])))
+    return tuple(out)
 
 
 def _node_rows(fabric: Fabric) -> np.ndarray:
@@ -173,10 +287,11 @@ def _node_rows(fabric: Fabric) -> np.ndarray:
     return per_category[column.cat.codes.to_numpy()]
 
 
-def _full_layout(fabric: Fabric, rows: np.ndarray,
-                 utilization: np.ndarray | None) -> TopologyLayout:
+@ignores_failures
+def _full_view(fabric: Fabric) -> _View:
     """One box per node; a row's nodes sorted by the mean position of their lower
     neighbours, so links run as straight up as the wiring allows."""
+    rows = _node_rows(fabric)
     count = len(fabric.nodes)
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
@@ -203,8 +318,8 @@ def _full_layout(fabric: Fabric, rows: np.ndarray,
                       models=(str(models[i]),), planes=int(planes[i] >= 0),
                       label=str(names[i])) for i in range(count))
     node_box = np.arange(count)
-    return TopologyLayout("full", boxes, _bundles(fabric, node_box, count, utilization), (),
-                          "", float(slots), node_box)
+    node_box.setflags(write=False)
+    return _View(boxes, node_box, (), "", float(slots), _link_sums(fabric, node_box, count))
 
 
 def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src: np.ndarray,
@@ -232,8 +347,38 @@ def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src
                                   np.minimum(width[members], free), width[members])
 
 
-def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray | None,
-                      max_columns: int) -> TopologyLayout:
+# bits of a node's end code: its row (times _ROW), and three flags
+_LEAF, _NIC, _SYSTEM, _ROW = 1, 2, 4, 8
+
+
+@dataclass(frozen=True, eq=False)
+class _EndRuns:
+    """The link rows as runs of one pair of end codes (row and flags of each end)."""
+
+    bounds: np.ndarray
+    src_code: np.ndarray  # per run
+    dst_code: np.ndarray
+
+    @classmethod
+    def of(cls, fabric: Fabric, rows: np.ndarray) -> _EndRuns:
+        nodes, links = fabric.nodes, fabric.links
+        code = rows.astype(np.int8) * np.int8(_ROW)
+        code += np.where(nodes["system"].to_numpy() >= 0, _SYSTEM, 0).astype(np.int8)
+        code += np.where(fabric.kind_mask("nic"), _NIC, 0).astype(np.int8)
+        code += np.where(Coded(nodes["tier"]).equals("leaf"), _LEAF, 0).astype(np.int8)
+        src_code = code[links["src"].to_numpy()]
+        dst_code = code[links["dst"].to_numpy()]
+        bounds = run_starts((src_code, dst_code))
+        return cls(bounds, src_code[bounds[:-1]].astype(np.int64),
+                   dst_code[bounds[:-1]].astype(np.int64))
+
+    def rows_where(self, selected: np.ndarray) -> np.ndarray:
+        """The link rows of the runs ``selected`` (a bool per run), in row order."""
+        return run_rows(self.bounds[:-1][selected], self.bounds[1:][selected])
+
+
+@ignores_failures
+def _aggregate_view(fabric: Fabric, max_columns: int) -> _View:
     """One box per tier and run of columns.
 
     A node with a system (accelerator, in-system switch chip, NIC) sits in its system's
@@ -241,7 +386,9 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
     row merge so boxes never overlap.
     """
     nodes = fabric.nodes
-    column_of_system, columns, grouping = _columns(fabric, max_columns)
+    rows = _node_rows(fabric)
+    ends = _EndRuns.of(fabric, rows)
+    column_of_system, columns, grouping = _columns(fabric, ends, max_columns)
     n_columns = len(columns)
     count = len(nodes)
     system = nodes["system"].to_numpy()
@@ -251,14 +398,12 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
     first[has_system] = last[has_system] = column_of_system[system[has_system]]
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    row_src = rows[src]
-    climbs = np.flatnonzero((rows[dst] < row_src) & ~has_system[src])
-    up_src, up_dst, up_row = src[climbs], dst[climbs], row_src[climbs]
+    row_src, row_dst = ends.src_code // _ROW, ends.dst_code // _ROW
+    climbs = (row_dst < row_src) & (ends.src_code & _SYSTEM == 0)
     for r in range(len(NODE_TIERS)):  # bottom up: the rows below are final
-        mask = up_row == r
-        if mask.any():
-            np.minimum.at(first, up_src[mask], first[up_dst[mask]])
-            np.maximum.at(last, up_src[mask], last[up_dst[mask]])
+        for part in segments(ends.bounds, climbs & (row_src == r)):
+            np.minimum.at(first, src[part], first[dst[part]])
+            np.maximum.at(last, src[part], last[dst[part]])
     alone = last < 0  # nothing below it: spread over every column
     first[alone], last[alone] = 0, n_columns - 1
     node_box = np.empty(count, np.int64)
@@ -277,6 +422,7 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
         starts = np.array([m[0] for m in merged])
         node_box[members] = len(runs) + np.searchsorted(starts, first[members], "right") - 1
         runs += [(r, lo, hi) for lo, hi in merged]
+    node_box.setflags(write=False)
     model_names = list(nodes["model"].cat.categories)
     model = nodes["model"].cat.codes.to_numpy().astype(np.int64)
     plane = nodes["plane"].to_numpy()
@@ -293,12 +439,12 @@ def _aggregate_layout(fabric: Fabric, rows: np.ndarray, utilization: np.ndarray 
                          planes=int((per_plane[b, 1:] > 0).sum()),
                          label=columns[lo] if r == 0 and lo == hi else "",
                          first_column=lo, last_column=hi))
-    return TopologyLayout("aggregate", tuple(boxes),
-                          _bundles(fabric, node_box, len(boxes), utilization), columns,
-                          grouping, float(n_columns), node_box)
+    return _View(tuple(boxes), node_box, columns, grouping, float(n_columns),
+                 _link_sums(fabric, node_box, len(boxes)))
 
 
-def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, ...], str]:
+def _columns(fabric: Fabric, ends: _EndRuns, max_columns: int
+             ) -> tuple[np.ndarray, tuple[str, ...], str]:
     """Column of every system, the column names, and what a column holds.
 
     Candidate groupings, finest first: scale-up domain (a system when domains are
@@ -319,18 +465,18 @@ def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, .
     per_system = n_domains == n_systems
     candidates = [("system", "systems", domain) if per_system else
                   ("domain", "domains", domain)]
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    to_leaf = (nodes["kind"] == "nic").to_numpy()[src] & (nodes["tier"] == "leaf").to_numpy()[
-        dst]
+    to_leaf = ends.rows_where((ends.src_code & _NIC != 0) & (ends.dst_code & _LEAF != 0))
+    src, dst = links["src"].to_numpy()[to_leaf], links["dst"].to_numpy()[to_leaf]
     for name, plural in (("unit", "units"), ("pod", "pods")):
-        if to_leaf.any():
+        if len(to_leaf):
             values = np.full(n_systems, -1, np.int64)
-            values[system[src[to_leaf]]] = nodes[name].to_numpy()[dst[to_leaf]]
+            values[system[src]] = nodes[name].to_numpy()[dst]
             candidates.append((name, plural, values))
     valid = []
     for name, plural, values in candidates:
         groups = len(distinct(values))
-        if len(np.unique(np.stack([domain, values], 1), axis=0)) == n_domains:
+        pairs = domain.astype(np.int64) * (int(values.max()) + 2) + (values + 1)
+        if len(distinct(pairs)) == n_domains:  # every domain in one group
             valid.append((groups, name, plural, values))
     valid.sort(key=lambda v: -v[0])  # finest first
     fitting = [v for v in valid if min(MIN_COLUMNS, max_columns) <= v[0] <= max_columns]
@@ -352,59 +498,6 @@ def _columns(fabric: Fabric, max_columns: int) -> tuple[np.ndarray, tuple[str, .
                      f"{plural} {inside[0]}–{inside[-1]}")
     grouping = (f"{run} {plural} each" if run > 1 else f"one {name} each")
     return column, tuple(names), grouping
-
-
-def _bundles(fabric: Fabric, node_box: np.ndarray, n_boxes: int,
-             utilization: np.ndarray | None) -> tuple[Bundle, ...]:
-    """The link table summed over (lower box, upper box, tier), with array arithmetic."""
-    links = fabric.links
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    tiers = list(links["tier"].cat.categories)
-    size = n_boxes * n_boxes * len(tiers)
-    key_type = np.int32 if size < np.iinfo(np.int32).max else np.int64
-    box = node_box.astype(key_type)
-    box_a, box_b = box[src], box[dst]
-    # each row's (lower box, upper box, tier) bundle
-    key = (np.minimum(box_a, box_b) * n_boxes + np.maximum(box_a, box_b)) * len(tiers)
-    key += links["tier"].cat.codes.to_numpy()
-    # one row per direction pair
-    once = np.flatnonzero((box_a < box_b) | ((box_a == box_b) & (src < dst)))
-    k = key[once]
-    arcs = np.bincount(k, minlength=size)
-    cables = links["cables"].to_numpy()[once]
-    sum_cables = np.bincount(k, weights=cables, minlength=size)
-    sum_capacity = np.bincount(k, weights=links["capacity_Bps"].to_numpy()[once],
-                               minlength=size)
-    sum_failed = np.bincount(k, weights=cables * links["failed"].to_numpy()[once],
-                             minlength=size)
-    rate = links["rate_Bps"].to_numpy()[once]
-    low_rate, high_rate = np.full(size, np.inf), np.zeros(size)
-    np.minimum.at(low_rate, k, rate)
-    np.maximum.at(high_rate, k, rate)
-    media = list(links["medium"].cat.categories)
-    medium = links["medium"].cat.codes.to_numpy()[once].astype(np.int64)
-    has_medium = np.bincount(k.astype(np.int64) * len(media) + medium,
-                             minlength=size * len(media)).reshape(size, len(media)) > 0
-    peak = mean = np.full(size, np.nan)
-    if utilization is not None:
-        peak = np.zeros(size)
-        np.maximum.at(peak, key, utilization)
-        mean = np.bincount(key, weights=utilization, minlength=size) / np.maximum(
-            np.bincount(key, minlength=size), 1)
-    out = []
-    for index in np.flatnonzero(arcs).tolist():
-        pair, t = divmod(index, len(tiers))
-        lower, upper = divmod(pair, n_boxes)
-        out.append(Bundle(
-            lower=lower, upper=upper, tier=str(tiers[t]), cables=int(sum_cables[index]),
-            links=int(arcs[index]), rate_Bps=float(low_rate[index]),
-            max_rate_Bps=float(high_rate[index]), capacity_Bps=float(sum_capacity[index]),
-            medium=str(media[int(np.argmax(has_medium[index]))]) if (
-                has_medium[index].sum() == 1) else "mixed",
-            media=tuple(str(media[m]) for m in np.flatnonzero(has_medium[index])),
-            failed_cables=int(sum_failed[index]), peak_utilization=float(peak[index]),
-            mean_utilization=float(mean[index])))
-    return tuple(out)
 
 
 BOX_WIDTH = 0.76  # aggregated box width, in columns

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.collections import LineCollection
@@ -476,7 +476,10 @@ class _Drawing:
             if i in self.narrow:
                 right = box.x + NARROW_RIGHT
             kind = TIER_KIND[NODE_TIERS[box.row]]
-            ax.add_patch(FancyBboxPatch(
+            # add_artist, not add_patch: the view is set already, and add_patch would
+            # trace every rounded corner's curve to widen data limits nothing reads
+            # (about 0.5 ms a box)
+            ax.add_artist(FancyBboxPatch(
                 (left, y - height / 2), right - left, height,
                 boxstyle="round,pad=0,rounding_size=0.04", fc=KIND_COLOURS[kind],
                 ec="#555555", lw=0.8, zorder=2, mutation_aspect=0.5))
@@ -496,11 +499,16 @@ class _Drawing:
 def drawn_texts(fig: Figure) -> list[Text]:
     """The visible, non-empty texts of ``fig`` that a drawing shows, laid out.
 
-    Lays the figure out once (no rasterising); tick labels outside their axis' view
-    are left out (matplotlib keeps but does not draw them).
+    Lays the figure out once (no rasterising) on an Agg canvas, which it attaches to
+    ``fig`` if it has none: :func:`~topomodel.draw.io.figure_bytes` then draws the PNG
+    with the same renderer and finds every text's size in its cache. Tick labels
+    outside their axis' view are left out (matplotlib keeps but does not draw them).
     """
     from matplotlib.axis import Axis
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
     fig.draw_without_rendering()
     hidden: set[int] = set()
     for axis in fig.findobj(Axis):
@@ -517,22 +525,18 @@ def drawn_texts(fig: Figure) -> list[Text]:
 
 
 def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
-    """Pairs of drawn texts of ``fig`` whose extents intersect (readability check)."""
-    extents = []
+    """Pairs of drawn texts of ``fig`` whose extents intersect (readability check), in
+    drawing order; extents that share only an edge (within half a pixel) do not."""
+    texts, extents = [], []
     for text in drawn_texts(fig):
         box = text.get_window_extent()
         if box.width > 0 and box.height > 0:
-            extents.append((text.get_text(), box))
-    out = []
-    for i, (text_a, a) in enumerate(extents):
-        for text_b, b in extents[i + 1:]:
-            if a.overlaps(b) and not _touching(a, b):
-                out.append((text_a, text_b))
-    return out
-
-
-def _touching(a: Any, b: Any) -> bool:
-    """Extents that share only an edge (within half a pixel) do not overlap."""
-    dx = min(a.x1, b.x1) - max(a.x0, b.x0)
-    dy = min(a.y1, b.y1) - max(a.y0, b.y0)
-    return dx <= 0.5 or dy <= 0.5
+            texts.append(text.get_text())
+            extents.append(box.extents)
+    if len(texts) < 2:
+        return []
+    x0, y0, x1, y1 = np.array(extents).T[:, :, None]  # x0 < x1, y0 < y1: sizes > 0
+    dx = np.minimum(x1, x1.T) - np.maximum(x0, x0.T)  # width of each pair's overlap
+    dy = np.minimum(y1, y1.T) - np.maximum(y0, y0.T)
+    first, second = np.nonzero(np.triu((dx > 0.5) & (dy > 0.5), 1))
+    return [(texts[i], texts[j]) for i, j in zip(first.tolist(), second.tolist(), strict=True)]
