@@ -103,8 +103,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     what_ifs = fabric.structure.scaleout.kind != "none"
     if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
         lines = component_lines(fabric, fabric.accelerator_count)
-    shown = ([ln.representative for ln in what_if_lines(fabric, lines=lines).values()]
-             if what_ifs else [])
+    kinds = what_if_lines(fabric, lines=lines) if what_ifs else {}
+    shown = [ln.representative for ln in kinds.values()]
+    # the what-ifs in the pool longest first: a NIC's flows detour through the general
+    # router, which takes longest
+    nic = kinds["nic"].representative if "nic" in kinds else None
+    planned_parts = sorted(shown, key=lambda part: part != nic)
     # The steps with one part failed that the goodput section (one per redundant tier)
     # and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both need, each
     # run once: where the two fail the same part, it is the same step.
@@ -152,7 +156,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         spec = None if row is None else CollectiveSpec(
             row["collective"], row["size_bytes"], row["algorithm"], row["time_s"])
         return [("featured", (collectives, ran[0] if has_model else None)),
-                *(("what-if", (part, spec, collectives.featured_group)) for part in shown)]
+                *(("what-if", (part, spec, collectives.featured_group))
+                  for part in planned_parts)]
 
     def then(piece: tuple[str, Any]) -> Any:
         kind, what = piece
@@ -174,7 +179,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
                                                      design_name=name)
     collectives = tabled[0]
     featured_rep, figures = ended[0]
-    what_ifs_run = dict(zip(shown, ended[1:], strict=True))
+    what_ifs_run = dict(zip(planned_parts, ended[1:], strict=True))
     stepped = {**dict(zip(alone, failed_steps, strict=True)),
                **{part: ran[1] for part, ran in what_ifs_run.items() if ran[1] is not None}}
     goodput = None
