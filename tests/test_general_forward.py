@@ -217,3 +217,36 @@ def test_a_walk_back_that_misses_the_first_hop_is_caught(monkeypatch, fabrics):
     monkeypatch.setattr(general, "FORWARD_SEARCHES", False)
     whole = general.route_general(with_part_failed(base, _nic(base)), ph)
     assert not np.array_equal(cut.link_bytes, whole.link_bytes)
+
+
+def test_with_parallel_arcs_the_wiring_finds_rows_and_searches_towards_destinations(
+        monkeypatch, toy):
+    """Parallel arcs: link rows found among the arcs by the inverse of the order (their
+    keys are not distinct), and no forward searches (the reversed graph adds the costs of
+    parallel arcs up, as scipy's constructor does)."""
+    from test_arcs import with_parallel_arcs
+    from test_build import fat_tree
+
+    base = toy(fat_tree(4, 8, tiers=2))
+    bundles = np.flatnonzero((base.links["tier"] == "spine").to_numpy())[[0, 3, 5]]
+    fabric = with_parallel_arcs(base, bundles)
+    wiring = fabric.derived(general._Wiring)
+    assert wiring.parallel_arcs
+    rows = np.arange(len(fabric.links))
+    assert np.array_equal(wiring.rows[wiring.arcs_of(rows)], rows)
+    acc = fabric.accelerators
+    ph = phase(np.full(len(acc) - 1, acc[0]), acc[1:], 1e6)
+    monkeypatch.setattr(general, "DAG_WALK_MAX_SHARE", 1.0)  # a toy's few nodes: walked
+    general.route_general(base, ph)
+    assert general._graph(base)._from  # one forward search without the parallel arcs
+    general.route_general(fabric, ph)
+    assert not general._graph(fabric)._from
+
+
+@pytest.mark.parametrize("name", ["cloudmatrix384", "dgx-h100-superpod"])
+def test_rows_are_found_among_the_arcs_by_their_keys(fabrics, name):
+    wiring = fabrics[name].derived(general._Wiring)
+    rows = np.arange(len(fabrics[name].links))
+    assert not wiring.parallel_arcs
+    assert np.array_equal(wiring.rows[wiring.arcs_of(rows)], rows)
+    assert np.array_equal(wiring.reverse_rows[wiring.reverse_entries_of(rows)], rows)

@@ -18,6 +18,8 @@ costs are those of scipy's sparse constructor, which adds duplicates up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from topomodel.arrays import distinct
@@ -83,18 +85,19 @@ def pair_cover(sources: np.ndarray, targets: np.ndarray, known: np.ndarray
 
 class Into:
     """The arcs into each node, for walking back: the link rows by destination
-    (``rows``, CSR over nodes by ``indptr``), each row's arc (``arc_of_row``) and, per
-    arc, its source, destination and hop cost (infinite where failed)."""
+    (``rows``, CSR over nodes by ``indptr``), where link rows fall among the arcs
+    (``arcs_of``) and, per arc, its source, destination and hop cost (infinite where
+    failed)."""
 
-    def __init__(self, indptr: np.ndarray, rows: np.ndarray, arc_of_row: np.ndarray,
-                 src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> None:
-        self.indptr, self.rows, self.arc_of_row = indptr, rows, arc_of_row
+    def __init__(self, indptr: np.ndarray, rows: np.ndarray,
+                 arcs_of: Callable[[np.ndarray], np.ndarray], src: np.ndarray,
+                 dst: np.ndarray, weight: np.ndarray) -> None:
+        self.indptr, self.rows, self.arcs_of = indptr, rows, arcs_of
         self.src, self.dst, self.weight = src, dst, weight
 
     def arcs(self, nodes: np.ndarray) -> np.ndarray:
         """The arcs into ``nodes``, node by node."""
-        return self.arc_of_row[self.rows[positions(self.indptr[nodes],
-                                                   self.indptr[nodes + 1])]]
+        return self.arcs_of(self.rows[positions(self.indptr[nodes], self.indptr[nodes + 1])])
 
 
 def on_paths(distance_from: np.ndarray, target: int, into: Into

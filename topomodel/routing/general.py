@@ -90,7 +90,9 @@ def general_router_estimate(fabric: Fabric, phases: Sequence[Phase], *,
     take on ``phases``, from their sizes alone (nothing is routed): per phase, a
     shortest-path DAG per new destination and, under ECMP, a push down each, or under
     hash and d-mod-k routing, every queue pair looking at every candidate arc at every
-    hop."""
+    hop. The DAGs are an upper bound: where destinations' flows start at few nodes,
+    fewer forward searches may find them (:data:`FORWARD_SEARCHES`), each about as
+    costly as one towards a destination."""
     graph = _graph(fabric)
     arcs = graph.live_arcs
     width = graph.out_degree()
@@ -163,9 +165,10 @@ the same, bit for bit."""
 class _Wiring:
     """Every arc of a fabric, failed or not, in the general router's order (by source,
     then destination, then link row) with its hop cost and cables, and the reversed
-    graph over them in CSR form: made once and shared by the fabric's copies with failed
-    parts (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), which only mark their
-    failed arcs (:class:`_Graph`)."""
+    graph over them in CSR form (the forward one is the arcs in order): made once and
+    shared by the fabric's copies with failed parts
+    (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), which only mark their failed
+    arcs (:class:`_Graph`, finding them with :meth:`arcs_of`)."""
 
     def __init__(self, fabric: Fabric) -> None:
         links = fabric.links
@@ -188,21 +191,51 @@ class _Wiring:
         for name in SCALEUP_TIERS:
             scaleup |= tier.equals(name)
         self.scaleup = scaleup[self.rows]
-        self.indptr = np.searchsorted(self.src, np.arange(n + 1))
-        index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
-        self.arc_of_row = _inverse(self.rows, index)
+        self.indptr = _starts(src, n)
+        self.index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
         # the reversed graph: row = an arc's destination, column = its source
         reverse = fabric.derived(arcs_by_destination)
         by_dst = reverse.order
-        self.reverse_entry_of_row = _inverse(by_dst, index)
         self.reverse_rows = by_dst  # link rows by destination (the shared index's)
-        self.reverse_indices = src[by_dst].astype(index)
-        # where each destination's entries start: its first key dst * n + src
-        self.reverse_indptr = np.searchsorted(reverse.keys, np.arange(n + 1) * n).astype(index)
+        self.reverse_indices = src[by_dst].astype(self.index)
+        self.reverse_indptr = _starts(dst, n).astype(self.index)
         self.reverse_data = weight[by_dst]
-        # the forward graph is the arcs in order: scipy's index type, no copy per search
-        self.forward_indices = self.dst.astype(index)
-        self.forward_indptr = self.indptr.astype(index)
+        self._keys, self._reverse_keys = arcs.keys, reverse.keys
+        self._link_src, self._link_dst = src, dst
+        self._arc_of_row: np.ndarray | None = None
+        self._forward_csr: tuple[np.ndarray, np.ndarray] | None = None
+
+    def arcs_of(self, rows: np.ndarray) -> np.ndarray:
+        """Where the link rows ``rows`` fall in the router's order of arcs: found by
+        their keys where no two arcs share one (a few failed rows, not an inverse of
+        all 6.5 M at the 4K supernodes), else from the inverse of the order."""
+        if not self.parallel_arcs:
+            return np.searchsorted(self._keys, self._link_src[rows] * self.n
+                                   + self._link_dst[rows])
+        if self._arc_of_row is None:
+            self._arc_of_row = _inverse(self.rows, self.index)
+        return self._arc_of_row[rows]
+
+    def reverse_entries_of(self, rows: np.ndarray) -> np.ndarray:
+        """Where the link rows ``rows`` fall among the reversed graph's entries (by
+        their keys: only where no two arcs share one, as the reversed CSR is)."""
+        return np.searchsorted(self._reverse_keys, self._link_dst[rows] * self.n
+                               + self._link_src[rows])
+
+    def forward_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """The forward graph's CSR indices and row starts in scipy's index type (its
+        entries are the arcs in order: no sort), made on the first forward search."""
+        if self._forward_csr is None:
+            self._forward_csr = (self.dst.astype(self.index), self.indptr.astype(self.index))
+        return self._forward_csr
+
+
+def _starts(ends: np.ndarray, n: int) -> np.ndarray:
+    """Where each node's arcs start among arcs sorted by ``ends`` (their sources or
+    destinations, in any order), CSR row starts: ``n + 1`` counts."""
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=starts[1:])
+    return starts
 
 
 def _inverse(order: np.ndarray, dtype: type) -> np.ndarray:
@@ -225,12 +258,9 @@ class _Graph:
         self.n, self.is_acc = wiring.n, wiring.is_acc
         self.live_arcs = len(self.src) - len(failed)
         self.weight = wiring.weight
-        data = wiring.reverse_data
         if len(failed):
             self.weight = wiring.weight.copy()
-            self.weight[wiring.arc_of_row[failed]] = np.inf
-            data = data.copy()
-            data[wiring.reverse_entry_of_row[failed]] = np.inf
+            self.weight[wiring.arcs_of(failed)] = np.inf
         # reversed graph (dst -> src) to get distances *to* a destination
         import scipy.sparse as sp  # loaded when a fabric needs the general router
 
@@ -240,11 +270,15 @@ class _Graph:
             self.reverse = sp.csr_matrix((self.weight[live], (self.dst[live], self.src[live])),
                                          shape=(n, n))
         else:
+            data = wiring.reverse_data
+            if len(failed):
+                data = data.copy()
+                data[wiring.reverse_entries_of(failed)] = np.inf
             self.reverse = sp.csr_matrix(
                 (data, wiring.reverse_indices, wiring.reverse_indptr), shape=(n, n))
         self._wiring = wiring
         self._forward: Any = None  # the forward graph, made on the first forward search
-        self.into = Into(wiring.reverse_indptr, wiring.reverse_rows, wiring.arc_of_row,
+        self.into = Into(wiring.reverse_indptr, wiring.reverse_rows, wiring.arcs_of,
                          self.src, self.dst, self.weight)
         self._dags: dict[int, _Dag] = {}
         self._from: dict[int, np.ndarray] = {}  # distances from a source, kept
@@ -267,9 +301,8 @@ class _Graph:
         from scipy.sparse.csgraph import dijkstra
 
         if self._forward is None:
-            self._forward = sp.csr_matrix(
-                (self.weight, self._wiring.forward_indices, self._wiring.forward_indptr),
-                shape=(self.n, self.n))
+            self._forward = sp.csr_matrix((self.weight, *self._wiring.forward_csr()),
+                                          shape=(self.n, self.n))
         return np.asarray(dijkstra(self._forward, directed=True, indices=sources))
 
     def dags(self, targets: np.ndarray,
