@@ -148,7 +148,12 @@ def check_reversed_csr(fabric):
     assert np.array_equal(wiring.rows, np.argsort(keys_of(fabric), kind="stable"))
     inverse = np.empty(len(by_dst), np.int64)
     inverse[by_dst] = np.arange(len(by_dst))
-    assert np.array_equal(wiring.reverse_entry_of_row, inverse)
+    rows = np.arange(len(by_dst))
+    if not wiring.parallel_arcs:  # found by their keys, distinct
+        assert np.array_equal(wiring.reverse_entries_of(rows), inverse)
+    where = np.empty(len(rows), np.int64)
+    where[wiring.rows] = rows
+    assert np.array_equal(wiring.arcs_of(rows), where)
     assert np.array_equal(wiring.reverse_indices, src[by_dst])
     assert np.array_equal(wiring.reverse_indptr, np.searchsorted(dst[by_dst], np.arange(n + 1)))
     weight = np.empty(len(src))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from topomodel.errors import RoutingError
 from topomodel.fabric.arcs import arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
+from topomodel.routing.forward import Into, dag_from_sources, pair_cover
 from topomodel.routing.hashing import QPS, choose, subflows
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
@@ -88,7 +90,9 @@ def general_router_estimate(fabric: Fabric, phases: Sequence[Phase], *,
     take on ``phases``, from their sizes alone (nothing is routed): per phase, a
     shortest-path DAG per new destination and, under ECMP, a push down each, or under
     hash and d-mod-k routing, every queue pair looking at every candidate arc at every
-    hop."""
+    hop. The DAGs are an upper bound: where destinations' flows start at few nodes,
+    fewer forward searches may find them (:data:`FORWARD_SEARCHES`), each about as
+    costly as one towards a destination."""
     graph = _graph(fabric)
     arcs = graph.live_arcs
     width = graph.out_degree()
@@ -140,6 +144,14 @@ DAG_CACHE_BYTES = 1 << 30
 are computed, used and dropped."""
 
 
+FORWARD_SEARCHES = True
+"""Whether the DAGs of destinations walked from few sources (:data:`DAG_WALK_MAX_SHARE`)
+may be found from forward searches from those sources, where that takes fewer searches
+than one towards each destination (:mod:`topomodel.routing.forward`): the same arcs,
+distances and loads, bit for bit; False searches towards every destination (the tests'
+oracle)."""
+
+
 DAG_WALK_MAX_SHARE = 0.01
 """Largest share of a fabric's nodes a destination's flows may start at (with the nodes
 its kept DAG already covers) for that DAG to be walked from them alone, level by level,
@@ -153,9 +165,10 @@ the same, bit for bit."""
 class _Wiring:
     """Every arc of a fabric, failed or not, in the general router's order (by source,
     then destination, then link row) with its hop cost and cables, and the reversed
-    graph over them in CSR form: made once and shared by the fabric's copies with failed
-    parts (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), which only mark their
-    failed arcs (:class:`_Graph`)."""
+    graph over them in CSR form (the forward one is the arcs in order): made once and
+    shared by the fabric's copies with failed parts
+    (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), which only mark their failed
+    arcs (:class:`_Graph`, finding them with :meth:`arcs_of`)."""
 
     def __init__(self, fabric: Fabric) -> None:
         links = fabric.links
@@ -178,17 +191,51 @@ class _Wiring:
         for name in SCALEUP_TIERS:
             scaleup |= tier.equals(name)
         self.scaleup = scaleup[self.rows]
-        self.indptr = np.searchsorted(self.src, np.arange(n + 1))
-        index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
-        self.arc_of_row = _inverse(self.rows, index)
+        self.indptr = _starts(src, n)
+        self.index = np.int32 if max(n, len(src)) < np.iinfo(np.int32).max else np.int64
         # the reversed graph: row = an arc's destination, column = its source
         reverse = fabric.derived(arcs_by_destination)
         by_dst = reverse.order
-        self.reverse_entry_of_row = _inverse(by_dst, index)
-        self.reverse_indices = src[by_dst].astype(index)
-        # where each destination's entries start: its first key dst * n + src
-        self.reverse_indptr = np.searchsorted(reverse.keys, np.arange(n + 1) * n).astype(index)
+        self.reverse_rows = by_dst  # link rows by destination (the shared index's)
+        self.reverse_indices = src[by_dst].astype(self.index)
+        self.reverse_indptr = _starts(dst, n).astype(self.index)
         self.reverse_data = weight[by_dst]
+        self._keys, self._reverse_keys = arcs.keys, reverse.keys
+        self._link_src, self._link_dst = src, dst
+        self._arc_of_row: np.ndarray | None = None
+        self._forward_csr: tuple[np.ndarray, np.ndarray] | None = None
+
+    def arcs_of(self, rows: np.ndarray) -> np.ndarray:
+        """Where the link rows ``rows`` fall in the router's order of arcs: found by
+        their keys where no two arcs share one (a few failed rows, not an inverse of
+        all 6.5 M at the 4K supernodes), else from the inverse of the order."""
+        if not self.parallel_arcs:
+            return np.searchsorted(self._keys, self._link_src[rows] * self.n
+                                   + self._link_dst[rows])
+        if self._arc_of_row is None:
+            self._arc_of_row = _inverse(self.rows, self.index)
+        return self._arc_of_row[rows]
+
+    def reverse_entries_of(self, rows: np.ndarray) -> np.ndarray:
+        """Where the link rows ``rows`` fall among the reversed graph's entries (by
+        their keys: only where no two arcs share one, as the reversed CSR is)."""
+        return np.searchsorted(self._reverse_keys, self._link_dst[rows] * self.n
+                               + self._link_src[rows])
+
+    def forward_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """The forward graph's CSR indices and row starts in scipy's index type (its
+        entries are the arcs in order: no sort), made on the first forward search."""
+        if self._forward_csr is None:
+            self._forward_csr = (self.dst.astype(self.index), self.indptr.astype(self.index))
+        return self._forward_csr
+
+
+def _starts(ends: np.ndarray, n: int) -> np.ndarray:
+    """Where each node's arcs start among arcs sorted by ``ends`` (their sources or
+    destinations, in any order), CSR row starts: ``n + 1`` counts."""
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=starts[1:])
+    return starts
 
 
 def _inverse(order: np.ndarray, dtype: type) -> np.ndarray:
@@ -211,12 +258,9 @@ class _Graph:
         self.n, self.is_acc = wiring.n, wiring.is_acc
         self.live_arcs = len(self.src) - len(failed)
         self.weight = wiring.weight
-        data = wiring.reverse_data
         if len(failed):
             self.weight = wiring.weight.copy()
-            self.weight[wiring.arc_of_row[failed]] = np.inf
-            data = data.copy()
-            data[wiring.reverse_entry_of_row[failed]] = np.inf
+            self.weight[wiring.arcs_of(failed)] = np.inf
         # reversed graph (dst -> src) to get distances *to* a destination
         import scipy.sparse as sp  # loaded when a fabric needs the general router
 
@@ -226,9 +270,18 @@ class _Graph:
             self.reverse = sp.csr_matrix((self.weight[live], (self.dst[live], self.src[live])),
                                          shape=(n, n))
         else:
+            data = wiring.reverse_data
+            if len(failed):
+                data = data.copy()
+                data[wiring.reverse_entries_of(failed)] = np.inf
             self.reverse = sp.csr_matrix(
                 (data, wiring.reverse_indices, wiring.reverse_indptr), shape=(n, n))
+        self._wiring = wiring
+        self._forward: Any = None  # the forward graph, made on the first forward search
+        self.into = Into(wiring.reverse_indptr, wiring.reverse_rows, wiring.arcs_of,
+                         self.src, self.dst, self.weight)
         self._dags: dict[int, _Dag] = {}
+        self._from: dict[int, np.ndarray] = {}  # distances from a source, kept
         self._cached_bytes = 0
 
     def out_degree(self) -> int:
@@ -242,6 +295,16 @@ class _Graph:
 
         return np.asarray(dijkstra(self.reverse, directed=True, indices=targets))
 
+    def distances_from(self, sources: np.ndarray) -> np.ndarray:
+        """(sources, nodes) weighted distances from each source to every node."""
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import dijkstra
+
+        if self._forward is None:
+            self._forward = sp.csr_matrix((self.weight, *self._wiring.forward_csr()),
+                                          shape=(self.n, self.n))
+        return np.asarray(dijkstra(self._forward, directed=True, indices=sources))
+
     def dags(self, targets: np.ndarray,
              sources: Sequence[np.ndarray] | None = None) -> list[_Dag]:
         """The shortest-path DAG towards each of a batch of targets, over every node or
@@ -254,38 +317,94 @@ class _Graph:
         kept = [self._dags.get(t) for t in wanted]
         missing = [i for i, (dag, seeds) in enumerate(zip(kept, starts, strict=True))
                    if dag is None or not dag.covers(seeds)]
-        fresh = [i for i in missing if kept[i] is None]
+        walked: dict[int, np.ndarray | None] = {}  # per missing target, its seeds
+        for i in missing:
+            old, seeds = kept[i], starts[i]
+            if seeds is not None:
+                seeds = np.unique(seeds if old is None or old.seeds is None
+                                  else np.concatenate([seeds, old.seeds]))
+            walk = seeds is not None and len(seeds) <= DAG_WALK_MAX_SHARE * self.n
+            walked[i] = seeds if walk else None
+        # a DAG needs new distances unless its kept one has them from every node
+        blind = [i for i in missing if (kept_dag := kept[i]) is None or not kept_dag.complete]
+        ahead = self._searched_from(
+            {wanted[i]: seeds for i in blind if (seeds := walked[i]) is not None})
+        fresh = [i for i in blind if wanted[i] not in ahead]
         distances = dict(zip(fresh, self.distances_to(np.array(
             [wanted[i] for i in fresh], np.int64))
             if fresh else [], strict=True))
         out = list(kept)
         for i in missing:
-            old = kept[i]
-            dist = distances[i] if old is None else old.dist
-            seeds = starts[i]
-            if seeds is not None:
-                seeds = np.unique(seeds if old is None or old.seeds is None
-                                  else np.concatenate([seeds, old.seeds]))
-            walk = seeds is not None and len(seeds) <= DAG_WALK_MAX_SHARE * self.n
-            dag = out[i] = _Dag(self, dist, seeds if walk else None)
-            held = self._cached_bytes - (old.nbytes if old is not None else 0)
-            if held + dag.nbytes <= DAG_CACHE_BYTES:
-                self._dags[wanted[i]] = dag
-                self._cached_bytes = held + dag.nbytes
+            old, seeds = kept[i], walked[i]
+            if wanted[i] in ahead:
+                assert seeds is not None
+                dist, arcs, reach = dag_from_sources(ahead[wanted[i]], wanted[i], seeds,
+                                                     self.into)
+                dag = out[i] = _Dag(self, dist, seeds, (arcs, reach))
+            else:
+                dist = distances[i] if i in distances else cast("_Dag", old).dist
+                dag = out[i] = _Dag(self, dist, seeds)
+            self._keep(wanted[i], dag)
         return [dag for dag in out if dag is not None]
+
+    def _searched_from(self, seeds_of: dict[int, np.ndarray]
+                       ) -> dict[int, dict[int, np.ndarray]]:
+        """Of the targets ``seeds_of`` names (each with the few nodes its DAG is walked
+        from), those whose DAGs are better found by forward searches from their seeds
+        (:func:`~topomodel.routing.forward.pair_cover`: fewer searches), with the
+        distances from every seed of theirs (by source node; searched here where not
+        kept). Empty without :data:`FORWARD_SEARCHES` or with parallel arcs (see
+        :mod:`topomodel.routing.forward`)."""
+        if not FORWARD_SEARCHES or not seeds_of or self._wiring.parallel_arcs:
+            return {}
+        targets = np.repeat(np.fromiter(seeds_of, np.int64, len(seeds_of)),
+                            [len(seeds) for seeds in seeds_of.values()])
+        sources = np.concatenate(list(seeds_of.values())).astype(np.int64)
+        known = np.fromiter((s in self._from for s in sources.tolist()), bool, len(sources))
+        searched = pair_cover(sources, targets, known)
+        forward = ~np.isin(targets, searched)
+        if not forward.any():
+            return {}
+        needed = np.unique(sources[forward]).tolist()
+        new = [s for s in needed if s not in self._from]
+        found = dict(zip(new, self.distances_from(np.array(new, np.int64)) if new else [],
+                         strict=True))
+        for source, dist in found.items():
+            if self._cached_bytes + dist.nbytes <= DAG_CACHE_BYTES:
+                self._from[source] = dist
+                self._cached_bytes += dist.nbytes
+        from_source = {s: found[s] if s in found else self._from[s] for s in needed}
+        return dict.fromkeys(np.unique(targets[forward]).tolist(), from_source)
+
+    def _keep(self, target: int, dag: _Dag) -> None:
+        """Keep ``dag`` for later phases, in place of the one kept for ``target``, while
+        the cache holds :data:`DAG_CACHE_BYTES` or less."""
+        old = self._dags.get(target)
+        held = self._cached_bytes - (old.nbytes if old is not None else 0)
+        if held + dag.nbytes <= DAG_CACHE_BYTES:
+            self._dags[target] = dag
+            self._cached_bytes = held + dag.nbytes
 
 
 class _Dag:
     """Distances to one destination and the arcs on its shortest paths, by level: every
     such arc, or (``seeds`` given) those on a shortest path from one of the nodes
-    ``seeds`` (distinct), whose nodes ``reach`` marks."""
+    ``seeds`` (distinct), whose nodes ``reach`` marks.
 
-    def __init__(self, graph: _Graph, dist: np.ndarray,
-                 seeds: np.ndarray | None = None) -> None:
+    ``found``, the arcs (ascending) and ``reach`` already found from forward searches
+    (:func:`~topomodel.routing.forward.dag_from_sources`), whose ``dist`` is exact on the
+    DAG's nodes and the seeds only (``complete`` False): where else a search towards the
+    destination would find a finite distance, it is infinite."""
+
+    def __init__(self, graph: _Graph, dist: np.ndarray, seeds: np.ndarray | None = None,
+                 found: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.dist = dist
         self.seeds = seeds
         self.reach: np.ndarray | None = None
-        if seeds is None:
+        self.complete = found is None
+        if found is not None:
+            arcs, self.reach = found
+        elif seeds is None:
             finite = np.isfinite(dist[graph.src])
             arcs = np.flatnonzero(finite & (dist[graph.src] == graph.weight + dist[graph.dst]))
         else:
