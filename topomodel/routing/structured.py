@@ -8,6 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.errors import RoutingError
+from topomodel.fabric.arcs import ArcIndex
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.routing.hashing import QPS, choose, mix, subflows
 from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
@@ -96,10 +97,10 @@ class _Clos:
         self.system = nodes["system"].to_numpy()
 
     @cached_property
-    def arc_index(self) -> dict[tuple[int, int], int]:
-        """(src, dst) -> link row, for the few lookups that need it."""
-        return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(self.src, self.dst,
-                                                                   strict=True))}
+    def arcs(self) -> ArcIndex:
+        """The link rows by their ends, for a full mesh's direct links (made on first
+        use: other scale-up kinds never look an arc up)."""
+        return ArcIndex.of(self.src, self.dst, len(self.domain))
 
 
 class _Climb:
@@ -262,11 +263,8 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
                    seed: int, qps: int) -> list[Piece]:
     """Accelerator -> in-system chip -> accelerator (or the full mesh's direct links)."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
-    if clos.mesh:
-        rows = np.array([clos.arc_index[(int(a), int(b))] for a, b in zip(src, dst,
-                                                                           strict=True)],
-                        dtype=np.int64)
-        return [(rows, volume)]
+    if clos.mesh:  # a flow inside a system takes its direct link
+        return [(clos.arcs.row(src, dst), volume)]
     up, down = clos.scaleup_up, clos.scaleup_down
     assert up is not None and down is not None
     if routing == "ecmp":
