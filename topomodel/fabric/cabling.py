@@ -183,15 +183,7 @@ class Cabling:
 def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                   tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place
-    (:func:`cable_links` on the table's columns).
-
-    Raises
-    ------
-    DesignError
-        When no part (or not the named part) carries a tier's links as designed.
-    UsageError
-        When ``whatif`` is given and no part carries a tier's faster links.
-    """
+    (:func:`cable_links` on the table's columns; it raises what that raises)."""
     rate_codes, rates = pd.factorize(links["rate_Bps"].to_numpy(), sort=True)  # hashed
     tier_names = [str(t) for t in links["tier"].cat.categories]
     groups = cable_group(links["tier"].cat.codes.to_numpy(), rate_codes, len(rates),
