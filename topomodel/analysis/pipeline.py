@@ -171,13 +171,6 @@ class Timeline:
     critical_send_s: float
     critical_stages: np.ndarray  # stages the critical path runs through, in order
 
-    def last_end_s(self, kind: int, chunk: int | None = None) -> np.ndarray:
-        """Per stage, when its last operation of ``kind`` (of ``chunk``) ends."""
-        mask = self.schedule.kind == kind
-        if chunk is not None:
-            mask &= self.schedule.chunk == chunk
-        return np.where(mask, self.end_s, -np.inf).max(axis=1)
-
 
 def dependencies(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each operation, the stage and position of the operation whose output it

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import UsageError
@@ -202,14 +202,3 @@ def cell_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace
 def count_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace) -> int:
     """How many layouts :func:`cell_layouts` lists for ``cell``."""
     return sum(1 for _ in cell_layouts(model, cell, base, space))
-
-
-def layout_of(base: Layout, fields_: Mapping[str, Any]) -> Layout:
-    """``base`` with the searched fields set (checked as every layout is).
-
-    Raises
-    ------
-    UsageError
-        When the combination is not a layout (EP not dividing DP, ...).
-    """
-    return replace(base, **fields_)

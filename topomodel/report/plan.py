@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from topomodel.analysis.step import StepResult
 from topomodel.plan.explain import why_better
 from topomodel.plan.search import OBJECTIVES, PlanResult
 from topomodel.report.output import Report, Table
@@ -174,8 +173,3 @@ def results_frame(found: PlanResult | list[PlanResult]) -> Any:
 
     plans = found if isinstance(found, list) else [found]
     return pd.DataFrame([{"design": f.design, **row} for f in plans for row in plan_rows(f)])
-
-
-def best_result(found: PlanResult) -> StepResult | None:
-    """The best layout's step, if any layout fits."""
-    return found.best[0] if found.best else None
