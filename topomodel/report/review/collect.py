@@ -75,8 +75,9 @@ LARGE_FABRIC_ACCELERATORS = documented(
     """Above this many accelerators the review times its collectives at
     LARGE_FABRIC_SIZES_BYTES only, and says so: each size routes the table again, and
     on the 98,304-NPU 4K-supernode example the three sizes take 4.6 CPU s where 1 GiB
-    alone takes 2.0, in a review of about 12 CPU s on two cores. The algorithms are the same at every size: the fastest of those
-    NCCL runs (auto), so the table shows the best AllReduce, not the ring's.""")
+    alone takes 2.0, in a review of about 12 CPU s on two cores. The algorithms are the
+    same at every size: the fastest of those NCCL runs (auto), so the table shows the
+    best AllReduce, not the ring's.""")
 
 
 LARGE_FABRIC_SIZES_BYTES = (2**30,)
