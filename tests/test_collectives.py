@@ -16,6 +16,7 @@ from topomodel.traffic.collectives import (
     busbw_factor,
     collective_shapes,
     collective_traffic,
+    direct_rounds,
     double_binary_tree,
     tree_depth,
 )
@@ -1058,3 +1059,44 @@ def test_the_bound_s_terms_kept_per_fabric_and_phase_are_their_formulas(hgx, sup
                 assert got == direct(fabric, ph, model)
             assert ("switch_out_Bps" in vars(rates)) == switch_ends
     assert timing._switch_s(sharp.phases[0], timing._rates(hgx, TimeModel())) > 0
+
+
+def _nccl_direct_batches(ranks: int, per_node: int, channels: int = 64) -> int:
+    """NCCL's p2p schedule played out (src/init.cc ncclP2pSchedule, include/channel.h
+    ncclP2pChannelBaseForRound, enqueue.cc ncclAddWorkBatchToPlan), one channel per
+    peer: round r of group size g lies in batch r // g, whose channel is the batch
+    index with its log2(channels) low bits reversed; the most batches on one channel."""
+    group = math.gcd(8, per_node)
+    bits = channels.bit_length() - 1
+
+    def reverse(base: int) -> int:
+        base %= channels
+        return int(format(base, f"0{bits}b")[::-1], 2)
+
+    per_channel: dict[int, int] = {}
+    for batch in sorted({r // group for r in range(ranks)}):
+        channel = reverse(batch)
+        per_channel[channel] = per_channel.get(channel, 0) + 1
+    return max(per_channel.values())
+
+
+@pytest.mark.parametrize(("ranks", "per_node"), [
+    (16, 8), (512, 8), (520, 8), (4_096, 8), (24_576, 8), (1_024, 4), (288, 72),
+    (8_192, 2)])
+def test_direct_rounds_are_the_batches_nccl_runs_in_turn_on_one_channel(ranks, per_node):
+    assert direct_rounds(ranks, ranks // per_node) == _nccl_direct_batches(ranks, per_node)
+
+
+def test_a_direct_all_to_all_latency_grows_with_its_peers_across_nodes():
+    from topomodel.analysis.protocols import NcclShape, latency_s
+
+    def latency(ranks: int) -> float:
+        nodes = ranks // 8
+        return latency_s("direct", "alltoall", "Simple", NcclShape(ranks, nodes),
+                         rounds=direct_rounds(ranks, nodes))
+
+    assert direct_rounds(8, 1) == 1  # inside one node: one round
+    assert latency(512) == latency(64)  # 64 batches fit the 64 channels at once
+    one_round = latency(1_024) - latency(512)
+    assert one_round > 0
+    assert latency(98_304) - latency(512) == pytest.approx(191 * one_round)

@@ -142,8 +142,9 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
     """NCCL's latency of one collective, seconds.
 
     ``rounds`` is the number of point-to-point rounds of algorithms NCCL does not tune
-    (direct: 1; pairwise: n - 1; rhd: log2 n each way); ring, tree and in-network use
-    NCCL's own step counts.
+    (direct: one per batch a p2p channel runs in turn,
+    :func:`~topomodel.traffic.collectives.direct_rounds`; pairwise: n - 1; rhd: log2 n
+    each way); ring, tree and in-network use NCCL's own step counts.
 
     Examples
     --------

@@ -144,6 +144,7 @@ import numpy as np
 from topomodel.fabric.tables import Fabric
 from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
 from topomodel.traffic.channels import (
+    MAX_CHANNELS,
     Flows,
     double_binary_tree,
     ring_flows,
@@ -332,6 +333,40 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
     return _shape(collective, algorithm, _Groups(ranks, gid, (), fabric), float(size_bytes))
 
 
+P2P_PER_BATCH = 8
+"""Point-to-point rounds NCCL puts in one batch of work on a channel
+(``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` in ``src/include/device.h``, NVIDIA/nccl 5067397c)."""
+
+
+def direct_rounds(ranks: int, nodes: int) -> int:
+    """Point-to-point rounds, one after another, of a direct All-to-All of ``ranks``
+    ranks over ``nodes`` scale-up domains: the fewest NCCL can take.
+
+    Across nodes, NCCL runs a rank's ``ranks`` send/receive rounds (``ncclP2pSchedule``
+    in ``src/init.cc``) in groups of g = gcd(8, ranks per node). The 8 rounds of a
+    group form one batch on the same channels (``ncclP2pChannelBaseForRound`` in
+    ``src/include/channel.h``; ``ncclAddWorkBatchToPlan`` in ``src/enqueue.cc``). The
+    batches are spread over its point-to-point channels, and a channel runs its
+    batches in turn. With one channel per peer, the fewest NCCL gives a peer
+    (``ncclTopoComputeP2pChannels`` in ``src/graph/paths.cc``), and at most
+    :data:`~topomodel.traffic.channels.MAX_CHANNELS` channels, some channel runs
+    ceil(ceil(ranks / g) / 64) batches. Each batch costs a round of latency. NCCL's
+    own channel count, the ring's, is often 16-32, which topomodel does not derive, so
+    this is a lower bound. Inside one node: one round, as NCCL's tuner gives.
+
+    Examples
+    --------
+    >>> direct_rounds(8, 1), direct_rounds(512, 64), direct_rounds(24_576, 3_072)
+    (1, 1, 48)
+    >>> direct_rounds(98_304, 12_288), direct_rounds(1_024, 256)  # 4 ranks per node
+    (192, 4)
+    """
+    if nodes <= 1:
+        return 1
+    group = math.gcd(P2P_PER_BATCH, max(1, ranks // nodes))
+    return max(1, math.ceil(math.ceil(ranks / group) / MAX_CHANNELS))
+
+
 def _shape(collective: str, algorithm: str, g: _Groups, size: float) -> Shape:
     fabric, ranks = g.fabric, g.ranks
     n = g.n
@@ -339,7 +374,7 @@ def _shape(collective: str, algorithm: str, g: _Groups, size: float) -> Shape:
     alone = (domain < 0).sum(axis=1)
     distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
     nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())
-    rounds = {"direct": 1, "pairwise": n - 1, "p2p": 1,
+    rounds = {"direct": direct_rounds(n, nodes), "pairwise": n - 1, "p2p": 1,
               "rhd": 2 * max(1, (n - 1).bit_length())}.get(algorithm, 1)
     if algorithm == "torus":  # a ring step per chip along every dimension, both halves
         shape = fabric.structure.scaleup.torus.shape
