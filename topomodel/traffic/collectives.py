@@ -343,7 +343,7 @@ def direct_rounds(ranks: int, nodes: int) -> int:
     ranks over ``nodes`` scale-up domains: the fewest NCCL can take.
 
     Across nodes, NCCL runs a rank's ``ranks`` send/receive rounds (``ncclP2pSchedule``
-    in ``src/init.cc``) in groups of g = gcd(8, ranks per node). The 8 rounds of a
+    in ``src/init.cc``) in groups of g = gcd(8, ranks per node). The g rounds of a
     group form one batch on the same channels (``ncclP2pChannelBaseForRound`` in
     ``src/include/channel.h``; ``ncclAddWorkBatchToPlan`` in ``src/enqueue.cc``). The
     batches are spread over its point-to-point channels, and a channel runs its
