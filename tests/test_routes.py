@@ -240,19 +240,37 @@ def test_the_sparse_form_gives_the_routed_back_bit_for_bit():
 
 
 def test_rows_with_bytes_only_are_held_once():
-    routed = Routed(np.array([0.0, 2.0, 0.0, 5.0]), np.array([2]), np.array([], int),
+    routed = Routed(np.array([0.0, 2.0, 0.0, 0.0, 5.0]), np.array([2]), np.array([], int),
                     "structured", None)
     kept = PhaseRoute.of(routed)
     assert kept.loaded is kept.rows and kept.loaded_bytes is kept.row_bytes
-    assert kept.rows.tolist() == [1, 3] and not kept.rows.flags.writeable
+    assert kept.rows.tolist() == [1, 4] and not kept.rows.flags.writeable
     assert bits(kept.routed()) == bits(routed)
 
 
+def test_a_span_mostly_loaded_is_held_whole():
+    """Where at least half of the span's rows have bytes, the span itself is kept (no
+    row numbers); bit for bit the routed it came from, -0.0 included."""
+    link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 2.0, 1.0, 0.0, 0.0, 0.0])
+    routed = Routed(link_bytes, np.array([2]), np.array([], int), "structured",
+                    span=(2, 6))
+    kept = PhaseRoute.of(routed)
+    assert kept.rows == kept.loaded == slice(2, 6) and kept.has_loaded
+    assert kept.row_bytes.tolist() == [3.5, -0.0, 2.0, 1.0]
+    assert not kept.row_bytes.flags.writeable and kept.row_bytes.base is None  # a copy
+    assert [kept.loaded_row(k) for k in (0, 3)] == [2, 5]
+    assert bits(kept.routed()) == bits(dataclasses.replace(routed, span=None))
+    sparse = PhaseRoute.of(Routed(np.where(np.arange(9) == 3, -1.0, link_bytes),
+                                  np.array([2]), np.array([], int), "structured",
+                                  span=(2, 6)))  # a negative row: the sparse form
+    assert sparse.loaded.tolist() == [2, 4, 5] and not kept.loads_rows_of(sparse)
+
+
 def test_a_span_gives_the_rows_a_whole_scan_finds():
-    link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 0.0, 1.0, 0.0])
+    link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     whole = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int), "structured"))
     spanned = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int),
-                                   "structured", span=(2, 6)))
+                                   "structured", span=(2, 7)))
     assert spanned.rows.tolist() == whole.rows.tolist() == [2, 3, 5]
     assert spanned.loaded.tolist() == [2, 5]
     assert bits(spanned.routed()) == bits(whole.routed())
@@ -277,7 +295,8 @@ def test_a_phase_inside_the_systems_spans_the_scaleup_rows_alone(superpod, faile
     assert hi - lo < len(fabric.links) // 2  # the in-system rows, not the whole table
     whole = PhaseRoute.of(dataclasses.replace(routed, span=None))
     spanned = PhaseRoute.of(routed)
-    assert spanned.rows.tolist() == whole.rows.tolist() and len(spanned.rows)
+    assert isinstance(whole.rows, np.ndarray) and len(whole.rows)
+    assert np.arange(len(routed.link_bytes))[spanned.rows].tolist() == whole.rows.tolist()
     assert bits(spanned.routed()) == bits(whole.routed())
 
 

@@ -115,8 +115,8 @@ class PhaseTime:
     ideal_s: float  # per step, non-blocking fabric with the same injection
     latency_s: float  # per step
     bottleneck: int  # link row of the slowest link (-1 if none)
-    route: PhaseRoute  # the phase as routed, sparse (kept with the fabric)
-    loaded_time_s: np.ndarray  # per step, on each of ``route.loaded``'s rows
+    route: PhaseRoute  # the phase as routed (kept with the fabric)
+    loaded_time_s: np.ndarray  # per step, on each of ``route.loaded``'s rows (s)
 
     @property
     def time_s(self) -> float:
@@ -171,16 +171,16 @@ class TrafficTime:
         """The largest of :attr:`link_busy_s` (0 with no link busy), seconds: the same
         sums, on the loaded rows alone where every phase loads the same rows (one pass
         over millions of rows fewer than the dense array, for a review's table row)."""
-        loaded = [p for p in self.phases if len(p.route.loaded)]
+        loaded = [p for p in self.phases if p.route.has_loaded]
         if "link_busy_s" in self.__dict__ or any(
-                not np.array_equal(p.route.loaded, loaded[0].route.loaded) for p in loaded):
+                not p.route.loads_rows_of(loaded[0].route) for p in loaded):
             return float(self.link_busy_s.max(initial=0.0))
         if not loaded:
             return 0.0
         scale = self.bandwidth_scale if self.protocol else 1.0
         if len(loaded) == 1:  # x -> x * steps * scale only grows with x: its peak's
             return float(loaded[0].loaded_time_s.max()) * loaded[0].steps * scale
-        busy = np.zeros(len(loaded[0].route.loaded))
+        busy = np.zeros(len(loaded[0].loaded_time_s))
         for p in loaded:  # in phase order, as link_busy_s adds them
             busy += p.loaded_time_s * p.steps
         return float(busy.max()) * scale
@@ -232,15 +232,11 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     for ph, routed in zip(traffic.phases, routes, strict=True):
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
-        loaded = routed.loaded
-        link_time = rate[loaded]  # bytes / (rate * efficiency), in one array of its own
-        link_time *= ph.efficiency
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(routed.loaded_bytes, link_time, out=link_time)
+        link_time = _loaded_time_s(routed, rates, ph.efficiency)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
-        bottleneck = int(loaded[slowest]) if bandwidth > 0 else (0 if links else -1)
+        bottleneck = routed.loaded_row(slowest) if bandwidth > 0 else (0 if links else -1)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
             + ph.messages_per_step * model.per_message_overhead_s)
@@ -265,6 +261,28 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             latency = seconds
     return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
                        scale, note)
+
+
+def _loaded_time_s(routed: PhaseRoute, rates: _Rates, efficiency: float) -> np.ndarray:
+    """Per step, seconds on each row of ``routed.loaded``: its bytes over its rate at
+    ``efficiency``, in one array of its own. A row of the span form with no bytes takes
+    0 s, on a failed link (rate 0) too; a row with bytes there takes forever, as in the
+    sparse form."""
+    loaded = routed.loaded
+    if isinstance(loaded, slice):
+        link_time = rates.link_Bps[loaded] * efficiency
+    else:
+        link_time = rates.link_Bps[loaded]
+        link_time *= efficiency
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(routed.loaded_bytes, link_time, out=link_time)
+    if isinstance(loaded, slice):  # 0 / 0 on a failed row with no bytes: no time
+        dead = rates.dead_rows
+        dead = dead[np.searchsorted(dead, loaded.start):np.searchsorted(dead, loaded.stop)
+                    ] - loaded.start
+        if len(dead):
+            link_time[dead] = np.where(routed.loaded_bytes[dead] > 0, np.inf, 0.0)
+    return link_time
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
@@ -396,6 +414,11 @@ class _Rates:
     switch_node: np.ndarray  # per node: a switch (of either kind) whose capacities count
     # (none on a fabric with failed links: see switch_out_Bps)
     link_ends: tuple[np.ndarray, np.ndarray]  # per link row: its (src, dst) node
+
+    @cached_property
+    def dead_rows(self) -> np.ndarray:
+        """The link rows whose effective rate is 0 (failed), in order."""
+        return np.flatnonzero(self.link_Bps == 0)
 
     @cached_property
     def switch_out_Bps(self) -> np.ndarray:
