@@ -35,7 +35,6 @@ from topomodel.routing.structured import structured_supported
 from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.traffic.pxn import pxn
 
-
 Rows = np.ndarray | slice
 """Link rows: an array of row numbers, or a ``slice`` of consecutive rows."""
 
