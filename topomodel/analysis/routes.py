@@ -73,6 +73,7 @@ class PhaseRoute:
         lo, hi = routed.span or (0, len(dense))  # +0.0 outside the span
         part = dense[lo:hi]
         rows: Rows
+        loaded: Rows
         if 2 * np.count_nonzero(part) >= len(part) > 0 and part.min() >= 0:
             if 2 * len(part) < len(dense):  # not a view that holds every row
                 part = part.copy()
@@ -80,15 +81,16 @@ class PhaseRoute:
             loaded, loaded_bytes = rows, row_bytes
         else:
             # every row whose bit pattern is not +0.0 (a -0.0 or a NaN is kept as it is)
-            rows = np.flatnonzero(part.view(f"u{dense.itemsize}") != 0)  # a mask is faster
-            row_bytes = part[rows]
+            found = np.flatnonzero(part.view(f"u{dense.itemsize}") != 0)  # a mask is faster
+            row_bytes = part[found]
             if lo:
-                rows += lo
+                found += lo
             positive = row_bytes > 0
             if positive.all():  # as routing gives them: the same arrays, held once
-                loaded, loaded_bytes = rows, row_bytes
+                rows = loaded = found
+                loaded_bytes = row_bytes
             else:
-                loaded, loaded_bytes = rows[positive], row_bytes[positive]
+                rows, loaded, loaded_bytes = found, found[positive], row_bytes[positive]
         made = cls(len(dense), rows, row_bytes, loaded, loaded_bytes,
                    routed.hops, routed.unroutable, routed.router, routed.inside)
         for array in (made.rows, made.row_bytes, made.loaded, made.loaded_bytes):
