@@ -266,6 +266,26 @@ def test_a_span_mostly_loaded_is_held_whole():
     assert sparse.loaded.tolist() == [2, 4, 5] and not kept.loads_rows_of(sparse)
 
 
+def test_both_forms_time_every_row_alike():
+    """Seconds per row: bytes over rate at an efficiency; in the span form a failed row
+    (rate 0) with no bytes takes no time and one with bytes takes forever, as in the
+    sparse form, where only the rows with bytes are timed."""
+    link_bytes = np.array([0.0, 0.0, 3.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0])
+    rate_Bps = np.array([1.0, 1.0, 2.0, 0.0, 0.0, 4.0, 1.0, 1.0, 1.0])
+    span = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int),
+                                "structured", span=(2, 6)))
+    sparse = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int),
+                                  "structured"))
+    assert isinstance(span.loaded, slice) and isinstance(sparse.loaded, np.ndarray)
+    assert span.loaded_time_s(rate_Bps, 0.5).tolist() == [3.0, 0.0, np.inf, 0.5]
+    every = []
+    for kept in (span, sparse):
+        busy = np.zeros(len(link_bytes))
+        busy[kept.loaded] = kept.loaded_time_s(rate_Bps, 0.5)
+        every.append(busy.tolist())
+    assert every[0] == every[1]
+
+
 def test_a_span_gives_the_rows_a_whole_scan_finds():
     link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     whole = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int), "structured"))

@@ -116,6 +116,24 @@ class PhaseRoute:
             return int(self.loaded.start) + k
         return int(self.loaded[k])
 
+    def loaded_time_s(self, link_Bps: np.ndarray, efficiency: float) -> np.ndarray:
+        """Per step, seconds on each row of :attr:`loaded`: its bytes over its rate
+        (``link_Bps``, bytes/s per link row) at ``efficiency``, in an array of its own.
+        A row of the span form without bytes takes 0 s, on a failed link (rate 0) too;
+        one with bytes on a failed link takes forever, as in the sparse form."""
+        dead = None
+        if isinstance(self.loaded, slice):
+            link_time = link_Bps[self.loaded] * efficiency
+            dead = np.flatnonzero(link_time == 0)
+        else:
+            link_time = link_Bps[self.loaded]
+            link_time *= efficiency
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(self.loaded_bytes, link_time, out=link_time)
+        if dead is not None and len(dead):  # 0 / 0 there: no bytes, no time
+            link_time[dead] = np.where(self.loaded_bytes[dead] > 0, np.inf, 0.0)
+        return link_time
+
     def link_bytes(self) -> np.ndarray:
         """Bytes per step on every link row, as the router gave them (a new array)."""
         dense = np.zeros(self.links, dtype=self.row_bytes.dtype)

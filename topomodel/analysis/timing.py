@@ -232,7 +232,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     for ph, routed in zip(traffic.phases, routes, strict=True):
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
-        link_time = _loaded_time_s(routed, rates, ph.efficiency)
+        link_time = routed.loaded_time_s(rates.link_Bps, ph.efficiency)
         slowest = int(np.argmax(link_time)) if len(link_time) else -1
         bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
@@ -261,28 +261,6 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             latency = seconds
     return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
                        scale, note)
-
-
-def _loaded_time_s(routed: PhaseRoute, rates: _Rates, efficiency: float) -> np.ndarray:
-    """Per step, seconds on each row of ``routed.loaded``: its bytes over its rate at
-    ``efficiency``, in one array of its own. A row of the span form with no bytes takes
-    0 s, on a failed link (rate 0) too; a row with bytes there takes forever, as in the
-    sparse form."""
-    loaded = routed.loaded
-    if isinstance(loaded, slice):
-        link_time = rates.link_Bps[loaded] * efficiency
-    else:
-        link_time = rates.link_Bps[loaded]
-        link_time *= efficiency
-    with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(routed.loaded_bytes, link_time, out=link_time)
-    if isinstance(loaded, slice):  # 0 / 0 on a failed row with no bytes: no time
-        dead = rates.dead_rows
-        dead = dead[np.searchsorted(dead, loaded.start):np.searchsorted(dead, loaded.stop)
-                    ] - loaded.start
-        if len(dead):
-            link_time[dead] = np.where(routed.loaded_bytes[dead] > 0, np.inf, 0.0)
-    return link_time
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
@@ -414,11 +392,6 @@ class _Rates:
     switch_node: np.ndarray  # per node: a switch (of either kind) whose capacities count
     # (none on a fabric with failed links: see switch_out_Bps)
     link_ends: tuple[np.ndarray, np.ndarray]  # per link row: its (src, dst) node
-
-    @cached_property
-    def dead_rows(self) -> np.ndarray:
-        """The link rows whose effective rate is 0 (failed), in order."""
-        return np.flatnonzero(self.link_Bps == 0)
 
     @cached_property
     def switch_out_Bps(self) -> np.ndarray:
