@@ -74,6 +74,28 @@ def test_the_peak_busy_time_is_the_dense_arrays_peak_bit_for_bit(superpod, colle
     assert sparse == all(r.loads_rows_of(loaded[0]) for r in loaded)
 
 
+@pytest.mark.parametrize("block_rows", [3, 1 << 16])
+def test_the_peak_of_phases_on_the_same_rows_is_summed_block_by_block(superpod,
+                                                                      monkeypatch,
+                                                                      block_rows):
+    """Phases of the same flows load the same rows: their busy times are summed a
+    block of rows at a time, the peak bit for bit the dense array's."""
+    from topomodel.analysis import routes, timing
+    from topomodel.traffic.phases import Traffic, phase
+
+    monkeypatch.setattr(routes, "TIME_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(timing, "TIME_BLOCK_ROWS", block_rows)
+    acc = superpod.accelerators
+    src, dst = acc[::8][:64], acc[::8][1:65]  # across systems: host, leaf, spine rows
+    fresh = timing.time_traffic(superpod, Traffic((phase(src, dst, 1e6, steps=3),
+                                                   phase(src, dst, 3e6, steps=2))))
+    loaded = [p for p in fresh.phases if p.route.has_loaded]
+    assert len(loaded) > 1 and all(p.route.loads_rows_of(loaded[0].route) for p in loaded)
+    peak = fresh.peak_busy_s
+    assert "link_busy_s" not in vars(fresh)
+    assert peak == fresh.link_busy_s.max() > 0
+
+
 def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
     from topomodel.analysis.timing import time_traffic
     from topomodel.traffic.phases import Traffic, phase

@@ -286,6 +286,28 @@ def test_both_forms_time_every_row_alike():
     assert every[0] == every[1]
 
 
+@pytest.mark.parametrize("span", [(1, 9), None])  # the span form, the sparse form
+def test_the_slowest_row_is_found_block_by_block_as_one_argmax(monkeypatch, span):
+    """Blocks of 2 rows: the first of equal times (across blocks too) and an infinite
+    one (bytes on a failed row) found as one argmax over every row's time finds them."""
+    monkeypatch.setattr(routes, "TIME_BLOCK_ROWS", 2)
+    link_bytes = np.zeros(20)  # the sparse form where no span narrows it
+    link_bytes[:10] = [0.0, 1.0, 2.0, 2.0, 4.0, 1.0, 8.0, 1.0, 0.0, 0.0]
+    rate_Bps = np.ones(20)
+    rate_Bps[:10] = [1.0, 1.0, 2.0, 1.0, 2.0, 1.0, 4.0, 1.0, 1.0, 1.0]
+    kept = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int), "structured",
+                                span=span))
+    assert isinstance(kept.loaded, slice) == (span is not None)
+    for rates in (rate_Bps, np.where(np.arange(20) == 7, 0.0, rate_Bps)):
+        times = kept.loaded_time_s(rates, 0.5)
+        k = int(np.argmax(times))
+        assert kept.slowest(rates, 0.5) == (k, float(times[k]))
+        assert kept.loaded_row(k) == (3 if rates is rate_Bps else 7)
+    empty = PhaseRoute.of(Routed(np.zeros(4), np.array([0]), np.array([], int),
+                                 "structured"))
+    assert empty.slowest(rate_Bps, 1.0) == (-1, 0.0) and not empty.has_loaded
+
+
 def test_a_span_gives_the_rows_a_whole_scan_finds():
     link_bytes = np.array([0.0, 0.0, 3.5, -0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     whole = PhaseRoute.of(Routed(link_bytes, np.array([2]), np.array([], int), "structured"))

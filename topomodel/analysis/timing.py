@@ -38,7 +38,7 @@ from topomodel.analysis.protocols import (
     latency_s,
     protocol_busbw_Bps,
 )
-from topomodel.analysis.routes import PhaseRoute, phase_routes, pxn_traffic
+from topomodel.analysis.routes import TIME_BLOCK_ROWS, PhaseRoute, phase_routes, pxn_traffic
 from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
@@ -116,7 +116,12 @@ class PhaseTime:
     latency_s: float  # per step
     bottleneck: int  # link row of the slowest link (-1 if none)
     route: PhaseRoute  # the phase as routed (kept with the fabric)
-    loaded_time_s: np.ndarray  # per step, on each of ``route.loaded``'s rows (s)
+    link_Bps: np.ndarray  # effective rate per link row it was timed at, bytes/s
+    efficiency: float  # the phase's own efficiency it was timed at
+
+    def loaded_time_s(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Per step, seconds on ``route.loaded``'s rows (entries ``start`` to ``stop``)."""
+        return self.route.loaded_time_s(self.link_Bps, self.efficiency, start, stop)
 
     @property
     def time_s(self) -> float:
@@ -163,7 +168,7 @@ class TrafficTime:
         collective's at its protocol's wire bytes; made when first read)."""
         busy = np.zeros(self.links)
         for p in self.phases:
-            busy[p.route.loaded] += p.loaded_time_s * p.steps
+            busy[p.route.loaded] += p.loaded_time_s() * p.steps
         return busy * self.bandwidth_scale if self.protocol else busy
 
     @property
@@ -178,12 +183,16 @@ class TrafficTime:
         if not loaded:
             return 0.0
         scale = self.bandwidth_scale if self.protocol else 1.0
-        if len(loaded) == 1:  # x -> x * steps * scale only grows with x: its peak's
-            return float(loaded[0].loaded_time_s.max()) * loaded[0].steps * scale
-        busy = np.zeros(len(loaded[0].loaded_time_s))
-        for p in loaded:  # in phase order, as link_busy_s adds them
-            busy += p.loaded_time_s * p.steps
-        return float(busy.max()) * scale
+        if len(loaded) == 1:  # x -> x * steps * scale only grows with x: its peak's,
+            return loaded[0].bandwidth_s * loaded[0].steps * scale  # its slowest row's
+        peak = 0.0
+        for start in range(0, loaded[0].route.loaded_count, TIME_BLOCK_ROWS):
+            stop = start + TIME_BLOCK_ROWS
+            busy = loaded[0].loaded_time_s(start, stop) * loaded[0].steps
+            for p in loaded[1:]:  # in phase order, as link_busy_s adds them
+                busy += p.loaded_time_s(start, stop) * p.steps
+            peak = max(peak, float(busy.max()))
+        return peak * scale
 
     @property
     def time_s(self) -> float:
@@ -232,9 +241,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     for ph, routed in zip(traffic.phases, routes, strict=True):
         # only the loaded rows (a step's TP phase loads the scale-up links alone): the
         # same per-row times, a few passes over millions of rows fewer
-        link_time = routed.loaded_time_s(rates.link_Bps, ph.efficiency)
-        slowest = int(np.argmax(link_time)) if len(link_time) else -1
-        bandwidth = float(link_time[slowest]) if slowest >= 0 else 0.0
+        slowest, bandwidth = routed.slowest(rates.link_Bps, ph.efficiency)
         # the first slowest row, as an argmax over every row (row 0 when none is busy)
         bottleneck = routed.loaded_row(slowest) if bandwidth > 0 else (0 if links else -1)
         latency = 0.0 if nccl else (
@@ -242,7 +249,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
             + ph.messages_per_step * model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
-                                bottleneck, routed, link_time))
+                                bottleneck, routed, rates.link_Bps, ph.efficiency))
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
