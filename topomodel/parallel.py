@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from topomodel.errors import UsageError
@@ -80,6 +81,47 @@ def check_workers(workers: int | None, flag: str = "--workers") -> int:
     if workers < 1:
         raise UsageError(f"{flag} must be at least 1, got {workers}")
     return workers
+
+
+@contextmanager
+def views_beside(fabric: Any, makers: Sequence[Callable[..., Any]]) -> Iterator[None]:
+    """Build ``fabric.derived(make)`` for each of ``makers`` in a thread while the body
+    of the ``with`` runs, and wait for it on leaving (raising its error, if any, when
+    the body raised none). Worth it where both sides spend their time in numpy, which
+    lets go of the GIL in its loops and sorts and while the kernel backs fresh arrays:
+    the work before a pool forks then uses both cores. The body must not read those
+    views (it would build them again, the same).
+
+    Examples
+    --------
+    >>> class Views:
+    ...     def derived(self, make):
+    ...         return make(self)
+    >>> made = []
+    >>> with views_beside(Views(), [made.append]):
+    ...     pass
+    >>> len(made)
+    1
+    """
+    import threading
+
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            for make in makers:
+                fabric.derived(make)
+        except BaseException as exc:  # raised in the caller's thread, on leaving
+            failed.append(exc)
+
+    thread = threading.Thread(target=build, name="views-beside", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def can_fork() -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 from topomodel.analysis.goodput import GoodputAssumptions, degradation_routed
@@ -78,6 +79,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     from topomodel.analysis.goodput import (
         component_lines,
         degraded_lines,
+        failure_indexes_beside,
         share_failure_views,
         with_part_failed,
     )
@@ -91,6 +93,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     from topomodel.parallel import parallel_map_then
     from topomodel.report.build import build_report
     from topomodel.report.step import step_report
+    from topomodel.routing.structured import structured_supported
 
     if model is not None and layout is None:
         raise UsageError("a model needs a layout")
@@ -99,27 +102,31 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     design = fabric.design
     name = design.name or design.file
     has_model = model is not None and layout is not None
-    lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
     what_ifs = fabric.structure.scaleout.kind != "none"
-    if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
-        lines = component_lines(fabric, fabric.accelerator_count)
-    kinds = what_if_lines(fabric, lines=lines) if what_ifs else {}
-    shown = [ln.representative for ln in kinds.values()]
-    # the what-ifs in the pool longest first: a NIC's flows detour through the general
-    # router, which takes longest
-    nic = kinds["nic"].representative if "nic" in kinds else None
-    planned_parts = sorted(shown, key=lambda part: part != nic)
-    # The steps with one part failed that the goodput section (one per redundant tier)
-    # and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both need, each
-    # run once: where the two fail the same part, it is the same step.
-    parts: list[str] = []
-    if has_model and lines is not None and layout is not None:
-        goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
-        parts = list(dict.fromkeys([*(ln.representative for ln in goodput_lines), *shown]))
-    # a what-if part's step runs with its collective, on one copy (the copy's views, a
-    # NIC's detours among them, made once): the other parts' steps run on their own
-    alone = [part for part in parts if part not in shown]
-    plan = _plan_collectives(fabric, sizes_bytes)
+    # the arc indexes that failing a part reads, in a thread beside the structured
+    # router's view and the planning here (both cores busy before the pool forks)
+    with failure_indexes_beside(fabric) if what_ifs or has_model else nullcontext():
+        structured_supported(fabric)
+        lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
+        if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
+            lines = component_lines(fabric, fabric.accelerator_count)
+        kinds = what_if_lines(fabric, lines=lines) if what_ifs else {}
+        shown = [ln.representative for ln in kinds.values()]
+        # the what-ifs in the pool longest first: a NIC's flows detour through the
+        # general router, which takes longest
+        nic = kinds["nic"].representative if "nic" in kinds else None
+        planned_parts = sorted(shown, key=lambda part: part != nic)
+        # The steps with one part failed that the goodput section (one per redundant
+        # tier) and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both
+        # need, each run once: where the two fail the same part, it is the same step.
+        parts: list[str] = []
+        if has_model and lines is not None and layout is not None:
+            goodput_lines = degraded_lines(lines) if degradation_routed(fabric, layout) else []
+            parts = list(dict.fromkeys([*(ln.representative for ln in goodput_lines), *shown]))
+        # a what-if part's step runs with its collective, on one copy (the copy's views,
+        # a NIC's detours among them, made once): the other parts' steps run on their own
+        alone = [part for part in parts if part not in shown]
+        plan = _plan_collectives(fabric, sizes_bytes)
 
     def step_on(failed_copy: Fabric) -> StepResult:
         return step_time(failed_copy, cast("Model", model), cast("Layout", layout),
