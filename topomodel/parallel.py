@@ -84,37 +84,33 @@ def check_workers(workers: int | None, flag: str = "--workers") -> int:
 
 
 @contextmanager
-def views_beside(fabric: Any, makers: Sequence[Callable[..., Any]]) -> Iterator[None]:
-    """Build ``fabric.derived(make)`` for each of ``makers`` in a thread while the body
-    of the ``with`` runs, and wait for it on leaving (raising its error, if any, when
-    the body raised none). Worth it where both sides spend their time in numpy, which
-    lets go of the GIL in its loops and sorts and while the kernel backs fresh arrays:
-    the work before a pool forks then uses both cores. The body must not read those
-    views (it would build them again, the same).
+def beside(work: Callable[[], Any]) -> Iterator[None]:
+    """Run ``work()`` in a thread while the body of the ``with`` runs, and wait for it
+    on leaving (raising its error, if any, when the body raised none). Worth it where
+    both spend their time in numpy, which lets go of the GIL in its loops and sorts
+    and while the kernel backs fresh arrays: the views a pool's workers share are then
+    built on both cores before it forks. The body must not read what ``work`` builds
+    (it would build it again, the same).
 
     Examples
     --------
-    >>> class Views:
-    ...     def derived(self, make):
-    ...         return make(self)
     >>> made = []
-    >>> with views_beside(Views(), [made.append]):
+    >>> with beside(lambda: made.append("view")):
     ...     pass
-    >>> len(made)
-    1
+    >>> made
+    ['view']
     """
     import threading
 
     failed: list[BaseException] = []
 
-    def build() -> None:
+    def run() -> None:
         try:
-            for make in makers:
-                fabric.derived(make)
+            work()
         except BaseException as exc:  # raised in the caller's thread, on leaving
             failed.append(exc)
 
-    thread = threading.Thread(target=build, name="views-beside", daemon=True)
+    thread = threading.Thread(target=run, name="beside", daemon=True)
     thread.start()
     try:
         yield

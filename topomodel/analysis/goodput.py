@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -344,15 +344,15 @@ def with_part_failed(fabric: Fabric, part: str) -> Fabric:
     return with_failures(fabric, (part,), ())
 
 
-def failure_indexes_beside(fabric: Fabric) -> AbstractContextManager[None]:
-    """The arc indexes that failing a part reads (:func:`share_failure_views`; a sort
-    of every link row each, about half a second at the 98k 4K-supernode example),
-    built in a thread while the body builds the structured router's view
-    (:func:`degradation_routed`): :func:`~topomodel.parallel.views_beside`."""
+def failure_indexes(fabric: Fabric) -> None:
+    """Build the arc indexes that failing a part reads (:func:`share_failure_views`; a
+    sort of every link row each, about half a second at the 98k 4K-supernode example),
+    as :func:`~topomodel.parallel.beside` builds them while the structured router's
+    view is built (:func:`degradation_routed`)."""
     from topomodel.fabric.arcs import arc_index, arcs_by_destination
-    from topomodel.parallel import views_beside
 
-    return views_beside(fabric, (arc_index, arcs_by_destination))
+    fabric.derived(arc_index)
+    fabric.derived(arcs_by_destination)
 
 
 def share_failure_views(fabric: Fabric, parts: Sequence[str]) -> None:
@@ -425,10 +425,10 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     them instead of before the workers fork. The results of the step, then the goodput."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
-    from topomodel.parallel import parallel_map
+    from topomodel.parallel import beside, parallel_map
 
     a = assumptions or GoodputAssumptions()
-    with failure_indexes_beside(fabric) if route_degradation else nullcontext():
+    with beside(lambda: failure_indexes(fabric)) if route_degradation else nullcontext():
         lines = list(lines) if lines is not None else component_lines(fabric, layout.world)
         routed = degradation_routed(fabric, layout, route_degradation=route_degradation)
     known = dict(known_tokens_per_s or {})

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 from topomodel.analysis.goodput import GoodputAssumptions, degradation_routed
@@ -33,6 +32,7 @@ from topomodel.report.review.collect import (
     _measured_runs,
     _plan_collectives,
     _run_pieces,
+    _shared_views,
     _warnings,
 )
 from topomodel.report.review.document import (
@@ -79,7 +79,6 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     from topomodel.analysis.goodput import (
         component_lines,
         degraded_lines,
-        failure_indexes_beside,
         share_failure_views,
         with_part_failed,
     )
@@ -90,7 +89,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     )
     from topomodel.analysis.step import StepAssumptions, step_time
     from topomodel.analysis.timing import TimeModel
-    from topomodel.parallel import parallel_map_then
+    from topomodel.parallel import beside, parallel_map_then
     from topomodel.report.build import build_report
     from topomodel.report.step import step_report
     from topomodel.routing.structured import structured_supported
@@ -103,9 +102,9 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     name = design.name or design.file
     has_model = model is not None and layout is not None
     what_ifs = fabric.structure.scaleout.kind != "none"
-    # the arc indexes that failing a part reads, in a thread beside the structured
-    # router's view and the planning here (both cores busy before the pool forks)
-    with failure_indexes_beside(fabric) if what_ifs or has_model else nullcontext():
+    # the views the workers share, in a thread beside the structured router's view
+    # and the planning here: both cores busy before the pool forks
+    with beside(lambda: _shared_views(fabric, timing, failures=what_ifs or has_model)):
         structured_supported(fabric)
         lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
         if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
