@@ -425,10 +425,15 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     them instead of before the workers fork. The results of the step, then the goodput."""
     from topomodel.analysis.model import parameter_counts
     from topomodel.analysis.step import step_time
+    from topomodel.analysis.timing import _rates
     from topomodel.parallel import beside, parallel_map
 
     a = assumptions or GoodputAssumptions()
-    with beside(lambda: failure_indexes(fabric)) if route_degradation else nullcontext():
+    def shared() -> None:  # what every worker reads, built once before they fork
+        failure_indexes(fabric)
+        _rates(fabric, step_assumptions.time)
+
+    with beside(shared) if route_degradation else nullcontext():
         lines = list(lines) if lines is not None else component_lines(fabric, layout.world)
         routed = degradation_routed(fabric, layout, route_degradation=route_degradation)
     known = dict(known_tokens_per_s or {})
