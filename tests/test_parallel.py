@@ -16,6 +16,7 @@ from topomodel.design import load_design
 from topomodel.errors import DesignError, Problem, UnitError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.parallel import (
+    beside,
     can_fork,
     check_workers,
     default_workers,
@@ -81,6 +82,33 @@ def test_a_nested_piece_runs_its_first_item_itself_before_forking():
     # outside a nested pool there are no siblings to keep the cores busy: all forked
     alone = parallel_map(_pid, range(3), workers=2, warm_first=True)
     assert os.getpid() not in alone
+
+
+def test_work_beside_runs_in_another_thread_while_the_body_runs():
+    import threading
+
+    started, body_done = threading.Event(), threading.Event()
+    seen = []
+
+    def work():
+        started.set()
+        seen.append(threading.current_thread() is not threading.main_thread())
+        assert body_done.wait(10)  # still running when the body ends: waited for
+
+    with beside(work):
+        assert started.wait(10)
+        body_done.set()
+    assert seen == [True]
+
+
+def test_work_beside_raises_its_error_on_leaving_unless_the_body_raised():
+    def work():
+        raise ValueError("view")
+
+    with pytest.raises(ValueError, match="view"), beside(work):
+        pass
+    with pytest.raises(KeyError, match="body"), beside(work):
+        raise KeyError("body")
 
 
 def test_workers_below_one_are_refused():
