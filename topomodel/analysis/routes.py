@@ -106,7 +106,7 @@ class PhaseRoute:
     @property
     def has_loaded(self) -> bool:
         """Whether any row has bytes (the span form is made only where some do)."""
-        return isinstance(self.loaded, slice) or len(self.loaded) > 0
+        return self.loaded_count > 0
 
     def loads_rows_of(self, other: PhaseRoute) -> bool:
         """Whether ``other``'s ``loaded`` rows are this one's (in the same form)."""
