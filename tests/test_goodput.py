@@ -6,6 +6,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from topomodel.analysis.goodput import (
@@ -19,6 +20,7 @@ from topomodel.analysis.goodput import (
     goodput,
     job_goodput,
     no_spare_probability,
+    poisson_tail,
 )
 from topomodel.analysis.goodput_whatifs import with_optic_form
 from topomodel.analysis.model import parameter_counts
@@ -73,6 +75,16 @@ def test_no_spare_probability_is_the_poisson_tail():
     tail = 1 - sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(3))
     assert no_spare_probability(mean / 100.0, 100.0, 3) == pytest.approx(tail)
     assert no_spare_probability(1.0, 1.0, 0) == 1.0
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 30, 100, 1000])
+def test_poisson_tail_matches_scipy(count):
+    from scipy.special import pdtrc
+
+    for mean in [*np.geomspace(1e-9, 3e3, 120), count - 0.5, count, count + 0.5]:
+        want = float(pdtrc(count - 1, mean))
+        assert poisson_tail(count, mean) == pytest.approx(want, rel=1e-11, abs=1e-300)
+    assert poisson_tail(count, 0.0) == 0.0 and poisson_tail(count, math.inf) == 1.0
 
 
 def test_in_system_parts_scale_linearly_with_the_job():

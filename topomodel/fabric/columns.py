@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from topomodel.arrays import distinct
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -99,8 +97,10 @@ def present_labels(column: pd.Series) -> list[str]:
     >>> present_labels(pd.Series(["b", "a", "b"], dtype=pd.CategoricalDtype(["a", "b", "c"])))
     ['a', 'b']
     """
-    codes = distinct(column.cat.codes.to_numpy())
-    return [str(column.cat.categories[c]) for c in codes if c >= 0]
+    categories = column.cat.categories
+    seen = np.zeros(len(categories) + 1, bool)  # a mark per category; a missing value's
+    seen[column.cat.codes.to_numpy()] = True  # code (-1) marks the spare last one
+    return [str(categories[c]) for c in np.flatnonzero(seen[:-1])]
 
 
 def group_totals(keys: Sequence[pd.Series], values: np.ndarray, rows: np.ndarray | None

@@ -33,6 +33,7 @@ from topomodel.report.review.collect import (
     _plan_collectives,
     _run_pieces,
     _shared_views,
+    _timing_views,
     _warnings,
 )
 from topomodel.report.review.document import (
@@ -102,9 +103,10 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     name = design.name or design.file
     has_model = model is not None and layout is not None
     what_ifs = fabric.structure.scaleout.kind != "none"
-    # the views the workers share, in a thread beside the structured router's view
-    # and the planning here: both cores busy before the pool forks
-    with beside(lambda: _shared_views(fabric, timing, failures=what_ifs or has_model)):
+    # the views the workers share, built before the pool forks on both cores: first in
+    # a thread beside the structured router's view and the planning here, then the
+    # views of a part failed (which read both) beside the timing's
+    with beside(lambda: _shared_views(fabric, failures=what_ifs or has_model)):
         structured_supported(fabric)
         lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
         if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
@@ -176,7 +178,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
             copy, spec, group=group, time_model=timing, routing=routing, seed=seed)
         return run, (step_on(copy) if part in parts else None)
 
-    share_failure_views(fabric, parts or shown)
+    with beside(lambda: share_failure_views(fabric, parts or shown)):
+        _timing_views(fabric, timing)
     done, ended = parallel_map_then(_call, first, then, planned, ready=ready,
                                     workers=workers)
     step: StepResult | None = done[0] if has_model else None

@@ -174,24 +174,31 @@ class _CollectivePlan:
     scale_out: bool  # whether any group is on the scale-out network
 
 
-def _shared_views(fabric: Fabric, timing: TimeModel, *, failures: bool) -> None:
-    """Build the views that both workers of the review's pool read, before it forks
-    (:func:`~topomodel.parallel.beside` the planning), so each is built once and shared
-    instead of built in each worker: with ``failures``, the arc indexes that failing a
-    part reads; the link rates under ``timing`` (every timing); the in-network
-    reduction's view (each all-reduce's candidates); each row's weaker direction and
-    the rows by tier (the build report's and the featured collective's tier tables)."""
+def _shared_views(fabric: Fabric, *, failures: bool) -> None:
+    """Build the fabric's views that both workers of the review's pool read, before it
+    forks (:func:`~topomodel.parallel.beside` the structured router's view and the
+    planning), so each is built once and shared instead of built in each worker: with
+    ``failures``, the arc indexes that failing a part reads; the in-network reduction's
+    view (each all-reduce's candidates); each row's weaker direction."""
     from topomodel.analysis.goodput import failure_indexes
-    from topomodel.analysis.loads import _rows_by_tier
-    from topomodel.analysis.timing import _rates
     from topomodel.fabric.tables import link_weaker_Bps
     from topomodel.traffic.innetwork import _view
 
     if failures:
         failure_indexes(fabric)
-    _rates(fabric, timing)
-    for make in (_view, link_weaker_Bps, _rows_by_tier):
+    for make in (_view, link_weaker_Bps):
         fabric.derived(make)
+
+
+def _timing_views(fabric: Fabric, timing: TimeModel) -> None:
+    """The link rates under ``timing`` (every timing reads them) and the rows by tier
+    (the build report's and the featured collective's tier tables), shared as
+    :func:`_shared_views` are (beside the views of a part failed, which read neither)."""
+    from topomodel.analysis.loads import _rows_by_tier
+    from topomodel.analysis.timing import _rates
+
+    _rates(fabric, timing)
+    fabric.derived(_rows_by_tier)
 
 
 def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
