@@ -457,17 +457,17 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     from topomodel.parallel import beside, parallel_map
 
     a = assumptions or GoodputAssumptions()
-    def shared() -> None:  # what every worker reads, built once before they fork
-        failure_indexes(fabric)
-        _rates(fabric, step_assumptions.time)
-
-    with beside(shared) if route_degradation else nullcontext():
+    # what every worker reads, built once before they fork, on both cores: the arc
+    # indexes beside the structured router's view, then the views of a part failed
+    # (which read both) beside the link rates
+    with beside(lambda: failure_indexes(fabric)) if route_degradation else nullcontext():
         lines = list(lines) if lines is not None else component_lines(fabric, layout.world)
         routed = degradation_routed(fabric, layout, route_degradation=route_degradation)
     known = dict(known_tokens_per_s or {})
     parts = [ln.representative for ln in degraded_lines(lines)
              if ln.representative not in known] if routed else []
-    share_failure_views(fabric, parts)
+    with beside(lambda: share_failure_views(fabric, parts)):
+        _rates(fabric, step_assumptions.time)
     wanted = ([""] if step_result is None else []) + parts  # "": the intact step
 
     def step_of(part: str) -> Any:
