@@ -109,3 +109,32 @@ def test_kept_sections_stay_within_their_memory(monkeypatch):
     assert len(kept) == 1  # the newest alone, however large
     entry = next(iter(kept.values()))
     assert not entry.values.flags.writeable
+
+
+@pytest.mark.parametrize("name", ["cloudmatrix384", "dgx-h100-superpod"])
+def test_a_collective_on_copies_shares_its_phases_and_gives_each_its_own_time(name,
+                                                                              counted):
+    """The what-ifs of one collective (a copy per part failed) build its flows once and
+    route the sections a failure leaves intact once; each copy's time and loads are
+    what it gets with nothing kept from another copy."""
+    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.stepshape import step_traffic
+
+    fabric = fabric_of(name)
+
+    def run(parts, cables):
+        return run_collective(with_failures(fabric, parts, cables), "allreduce", 2**26,
+                              ["all"], algorithm="ring")
+
+    shared = [run(*failed) for failed in one_part_per_tier(fabric)]
+    assert all(r.traffic.phases[0] is shared[0].traffic.phases[0] for r in shared)
+    routed_shared = sum(counted.values())
+    alone = []
+    for failed in one_part_per_tier(fabric):
+        fabric.derived(sections.kept_sections).clear()
+        fabric.derived(step_traffic).clear()
+        alone.append(run(*failed))
+    assert [r.time_s for r in shared] == [r.time_s for r in alone]
+    assert all(np.array_equal(s.timing.link_bytes, o.timing.link_bytes)
+               for s, o in zip(shared, alone, strict=True))
+    assert sum(counted.values()) - routed_shared > routed_shared

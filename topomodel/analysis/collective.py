@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.analysis.stepshape import shared_traffic
 from topomodel.analysis.timing import (
     TimeModel,
     TrafficTime,
@@ -18,6 +19,7 @@ from topomodel.analysis.timing import (
 )
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.routing.sections import failed_tiers
 from topomodel.traffic.collectives import (
     ALGORITHMS,
     busbw_factor,
@@ -200,12 +202,22 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
 
     parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
 
-    def build(alg: str) -> Traffic:
+    def built(alg: str) -> Traffic:
         parts_of[alg] = [
             collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
                                group_names=[f"{spec}#{i}" for i in range(groups.count)])
             for spec, groups in zip(group_specs, blocks, strict=True)]
         return concurrent(parts_of[alg])
+
+    def build(alg: str) -> Traffic:
+        if len(sets) > 1 or not failed_tiers(fabric):
+            return built(alg)
+        # one group set on a copy with failed parts: the same flows as on the fabric's
+        # other copies (a what-if per part), so the same phases, whose router sections
+        # a failure elsewhere leaves intact are routed once (routing.sections)
+        parts_of[alg] = [shared_traffic(fabric, (collective, size_bytes, "groups",
+                                                 group_specs[0]), alg, lambda: built(alg))]
+        return parts_of[alg][0]
 
     def floor(alg: str) -> float:
         shapes = (collective_shapes(fabric, collective, groups, size_bytes, algorithm=alg)
