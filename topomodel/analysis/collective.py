@@ -202,7 +202,7 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
 
     parts_of: dict[str, list[Traffic]] = {}  # per group set, for the attribution
 
-    def built(alg: str) -> Traffic:
+    def fresh_traffic(alg: str) -> Traffic:
         parts_of[alg] = [
             collective_traffic(fabric, collective, groups, size_bytes, algorithm=alg,
                                group_names=[f"{spec}#{i}" for i in range(groups.count)])
@@ -211,12 +211,12 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
 
     def build(alg: str) -> Traffic:
         if len(sets) > 1 or not failed_tiers(fabric):
-            return built(alg)
+            return fresh_traffic(alg)
         # one group set on a copy with failed parts: the same flows as on the fabric's
         # other copies (a what-if per part), so the same phases, whose router sections
         # a failure elsewhere leaves intact are routed once (routing.sections)
-        parts_of[alg] = [shared_traffic(fabric, (collective, size_bytes, "groups",
-                                                 group_specs[0]), alg, lambda: built(alg))]
+        key = (collective, size_bytes, "groups", group_specs[0])
+        parts_of[alg] = [shared_traffic(fabric, key, alg, lambda: fresh_traffic(alg))]
         return parts_of[alg][0]
 
     def floor(alg: str) -> float:
