@@ -63,6 +63,24 @@ def test_cloudmatrix384_is_non_blocking_at_392_GBps_per_npu():
     assert l1_up["capacity_Bps"].sum() == pytest.approx(links.loc[up, "capacity_Bps"].sum())
 
 
+def test_cloudmatrix384_optical_links_are_the_analysts_6912_modules():
+    """6,912 400G optical transceivers in a CloudMatrix384: an analyst figure (secondary;
+    hardware-facts.md, CM384 optics, [S23b]), not from the paper. The model wires 5,376
+    optical L1-L2 UB links and 768 + 768 optical RDMA links (leaf and spine): 6,912
+    optical links, the analyst's count exactly. It puts a transceiver at each end of an
+    optical link, so its module count is twice that: the figure matches links, not
+    modules (docs/validation.md says which assumption differs)."""
+    from topomodel.analysis.bom import bill_of_materials
+
+    design, catalog = load_design(EXAMPLES / "cloudmatrix384.yaml")
+    fabric = build_fabric(design, catalog)
+    lines = bill_of_materials(fabric)
+    fibres = sum(line.count for line in lines if line.category == "fibre")
+    modules = sum(line.count for line in lines if line.category == "module")
+    assert fibres == 6912
+    assert modules == 2 * fibres
+
+
 # Megatron-LM on Selene ------------------------------------------------------------------
 #
 # Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
