@@ -174,3 +174,14 @@ def test_a_sweep_files_catalogs_stay_in_its_tree(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("is outside" in line for line in err)
     assert "catalogs[0]" in err[0] and "catalogs[1]" in err[1]
+
+
+def test_plan_takes_catalog_dirs_as_the_other_verbs_do(tmp_path, capsys):
+    (tmp_path / "cats").mkdir()
+    (tmp_path / "cats" / "extra.yaml").write_text("switches: {}\n")
+    design = _design_naming(tmp_path, "../cats/extra.yaml")
+    plan = ["plan", str(design), "--model", "llama3-8b", "--no-progress", "--format", "json"]
+    assert main(plan) == 2
+    assert "--catalog-dir" in capsys.readouterr().err
+    assert main([*plan, "--catalog-dir", str(tmp_path / "cats")]) == 0
+    assert '"schema": "topomodel.plan"' in capsys.readouterr().out

@@ -468,3 +468,16 @@ def test_after_the_shared_views_a_failed_copy_sorts_no_link_table(name, node, mo
         structured_supported(copy)
         copy.derived(general._Wiring)
     assert sorts == []
+
+
+def test_degraded_table_has_a_short_name_and_plain_records(dual_plane):
+    from topomodel.report.goodput import degraded_table
+
+    result, routed = dual_plane
+    table = degraded_table(routed)
+    assert table.key == "degraded_operation"
+    records = table.machine_rows
+    assert [r["tier"] for r in records[-2:]] == ["none down", "throughput kept"]
+    assert records[-1]["contribution"] == routed.degraded_throughput_fraction
+    # the worst-tier chances and the none-down chance add to one
+    assert sum(r["worst_down_probability"] for r in records[:-1]) == pytest.approx(1)

@@ -91,9 +91,9 @@ def add_plan_parser(verbs: Any) -> None:
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
     add_step_options(plan, [k for k in OPTIONS if k not in SEARCHED])
-    plan.add_argument("--catalog", action="append", default=[], metavar="FILE",
-                      help="add a catalog file (repeatable; its entries may override"
-                      " built-in ones)")
+    from topomodel.cli.parser import _catalog_args  # (loaded: it builds this parser)
+
+    _catalog_args(plan)
     plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
     plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet
@@ -148,7 +148,7 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
     whatifs = Whatifs(inputs.fail, inputs.scaleout_factor)
     found = []
     for path in [args.design, *([args.compare] if args.compare else [])]:
-        context = plan_context(path, args.catalog)
+        context = plan_context(path, args.catalog, args.catalog_dir)
         model = context.catalog.get(str(inputs.model), Model)
         job = PlanJob(model, inputs.layout, space, inputs.assumptions,
                       objective=args.objective, top=args.top,

@@ -45,13 +45,16 @@ class Whatifs:
     scaleout_factor: float = 1.0
 
 
-def plan_context(design_file: str, extra_catalogs: Sequence[str] = ()) -> SweepContext:
-    """What a worker needs to build the design, as a sweep's workers get it."""
+def plan_context(design_file: str, extra_catalogs: Sequence[str] = (),
+                 catalog_dirs: Sequence[str] = ()) -> SweepContext:
+    """What a worker needs to build the design, as a sweep's workers get it
+    (``catalog_dirs``: folders the design's catalogs may be in besides its own tree)."""
     from topomodel.design import load_design
     from topomodel.sweep.file import _digest
     from topomodel.yamlsource import load_yaml
 
-    design, catalog = load_design(design_file, extra_catalogs=extra_catalogs)
+    design, catalog = load_design(design_file, extra_catalogs=extra_catalogs,
+                                  catalog_dirs=catalog_dirs)
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
     digest = _digest([design_file, *extra_catalogs, *own])
     return SweepContext(digest, design_file, load_yaml(design_file).data, catalog, ())

@@ -175,5 +175,13 @@ def degraded_table(result: GoodputResult) -> Any:
     rows.append({"tier": "throughput kept", "parts down (mean)": "", "P(any down)": "",
                  "loss with one down": "", "P(worst down)": "",
                  "contribution": f"{result.degraded_throughput_fraction:.4f}"})
+    records = [{"tier": t.tier, "parts_down_mean": t.parts_down, "any_down_probability":
+                t.any_down, "loss_with_one_down": t.loss, "worst_down_probability": t.worst,
+                "contribution": t.worst * (1 - t.loss)} for t in result.degraded_tiers]
+    none_down = 1 - sum(t.worst for t in result.degraded_tiers)
+    records += [{"tier": "none down", "worst_down_probability": none_down,
+                 "contribution": none_down},
+                {"tier": "throughput kept",
+                 "contribution": result.degraded_throughput_fraction}]
     return Table("Degraded operation (a synchronous step runs at its slowest group: the"
-                 " worst tier down sets the pace)", rows)
+                 " worst tier down sets the pace)", rows, records, name="degraded_operation")
