@@ -451,3 +451,23 @@ def test_a_size_in_bits_runs_and_warns(capsys):
     _, out, _ = run(capsys, "route", "examples/hgx-h100-server.yaml", "--collective",
                     "allreduce", "--size", "1 GiB", "--format", "json")
     assert not any("bits" in w for w in json.loads(out).get("warnings", []))
+
+
+def test_the_cli_reference_documents_every_option_of_every_verb():
+    """docs/cli.md is the parser's help (``python -m topomodel.cli.reference``): every
+    verb and option is in it; on the Python that wrote it, word for word (argparse's
+    layout changes between Python versions)."""
+    from pathlib import Path
+
+    from topomodel.cli.reference import _parsers, cli_reference
+
+    written = Path("docs/cli.md").read_text()
+    by_prog = {text.split("`", 1)[0]: text for text in written.split("\n## `")[1:]}
+    for parser in _parsers(build_parser()):
+        section = by_prog[parser.prog]
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert all(flag in section for flag in action.option_strings), (
+                    parser.prog, action.option_strings)
+    if sys.version_info[:2] == (3, 11):
+        assert written == cli_reference(), "run: python -m topomodel.cli.reference > docs/cli.md"

@@ -473,7 +473,7 @@ def test_after_the_shared_views_a_failed_copy_sorts_no_link_table(name, node, mo
 def test_degraded_table_has_a_short_name_and_plain_records(dual_plane):
     from topomodel.report.goodput import degraded_table
 
-    result, routed = dual_plane
+    _, routed = dual_plane
     table = degraded_table(routed)
     assert table.key == "degraded_operation"
     records = table.machine_rows
