@@ -242,6 +242,13 @@ def test_microbatches_are_limited_before_the_pipeline_is_scheduled(capsys):
     assert "100,000 microbatches per pipeline is more than the limit of 65,536" in line
 
 
+@pytest.mark.parametrize("bucket", ["1 b", "100 B"])
+def test_gradient_buckets_are_limited_before_they_are_timed(capsys, bucket):
+    line = one_error(capsys, "step", SUPERPOD, "--model", "llama3-8b", "--bucket", bucket,
+                     "--no-goodput")
+    assert "gradient buckets in one pipeline stage" in line and "--bucket" in line
+
+
 def test_scale_counts_are_limited(toy):
     design, catalog = load_design(SUPERPOD)
     with pytest.raises(UsageError, match=r"--counts: 1.8e\+19 accelerators is more than"):

@@ -94,6 +94,15 @@ MAX_PIPELINE_CHUNKS = 1 << 21
 """Most forward and backward chunks one step's pipeline timeline may hold, stages x
 virtual stages x microbatches (2 Mi: about 30 s and 0.6 GB measured)."""
 
+MAX_GRADIENT_BUCKETS = 1 << 20
+"""Most gradient buckets one pipeline stage may reduce in a step (1 Mi: 1 TB of
+gradients in 1 MB buckets; Megatron's default 40 MB buckets make a few hundred), each a
+collective timed on the step's timeline."""
+
+BYTES_PER_GRADIENT_BUCKET = 48
+"""Memory per gradient bucket of the step's gradient tail, bytes (its ready time and
+cost, and their sort)."""
+
 BYTES_PER_PIPELINE_CHUNK = 300
 """Memory per chunk of the pipeline timeline, bytes (290 B measured)."""
 

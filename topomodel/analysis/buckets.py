@@ -14,10 +14,12 @@ import math
 
 import numpy as np
 
+from topomodel import limits
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.model import BYTES
 from topomodel.analysis.pipeline import B, Schedule, Timeline, W, last_passes
 from topomodel.analysis.stagework import Call
+from topomodel.errors import UsageError
 from topomodel.traffic.layout import Layout
 
 Buckets = list[list[tuple[str, int, int]]]
@@ -49,6 +51,12 @@ def stage_buckets(s: Schedule, calls: dict[str, Call], layout: Layout,
                     continue
                 out[st].append((key, max(1, math.ceil(part / call.size_bytes)),
                                 last_pass[st][c]))
+        count = sum(run[1] for run in out[st])
+        if count > limits.MAX_GRADIENT_BUCKETS:
+            raise UsageError(limits.too_many(
+                count, limits.MAX_GRADIENT_BUCKETS, "gradient buckets in one pipeline stage",
+                limits.BYTES_PER_GRADIENT_BUCKET, doing="to time") + " (topomodel.limits."
+                "MAX_GRADIENT_BUCKETS); give a larger --bucket")
     return out
 
 
