@@ -100,8 +100,8 @@ gradients in 1 MB buckets; Megatron's default 40 MB buckets make a few hundred),
 collective timed on the step's timeline."""
 
 BYTES_PER_GRADIENT_BUCKET = 48
-"""Memory per gradient bucket of the step's gradient tail, bytes (its ready time and
-cost, and their sort)."""
+"""Memory per gradient bucket of the step's gradient tail, bytes: counted, not measured
+(its ready time and cost, 8 B each, their concatenated copies and the sort's order)."""
 
 BYTES_PER_PIPELINE_CHUNK = 300
 """Memory per chunk of the pipeline timeline, bytes (290 B measured)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from topomodel.cli.commands import (
     _cmd_build,
@@ -107,9 +108,18 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, as every other error of the
+    command line is (the usage itself is what ``--help`` prints): exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every verb (each has help text; a test checks it)."""
-    parser = argparse.ArgumentParser(
+    """The argument parser of every verb (each has help text; a test checks it); its
+    verbs' parsers are of its class."""
+    parser = _OneLineParser(
         prog="topomodel",
         description="Cluster-network topology and link-budget modeler for AI training"
         " clusters.")
