@@ -119,7 +119,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every verb (each has help text; a test checks it); its
     verbs' parsers are of its class."""
-    parser = _OneLineParser(
+    parser: argparse.ArgumentParser = _OneLineParser(
         prog="topomodel",
         description="Cluster-network topology and link-budget modeler for AI training"
         " clusters.")
