@@ -8,6 +8,7 @@ from topomodel.analysis.loads import (
     bisection_traffic,
     hotspots,
     link_utilization,
+    node_sides,
     tier_loads,
 )
 from topomodel.design import load_design
@@ -55,6 +56,27 @@ def test_bisection_traffic_of_a_ring_over_everyone(superpod):
     assert cross.bytes == pytest.approx(2 * (n - 1) * 2 * size / n / 2, rel=0.02)
     assert cross.time_s == pytest.approx(cross.bytes / cross.capacity_Bps)
     assert np.isfinite(cross.capacity_Bps) and cross.capacity_Bps > 0
+
+
+def test_in_network_flows_cross_the_bisection_only_between_sides(superpod):
+    """NVLS and SHARP flows run between an accelerator and its own switch chip or NIC, or
+    a scale-out switch: none of them crosses between the halves (before, every flow from
+    side A to a switch was counted, 1.125 GiB per GPU, and the bound exceeded the
+    collective's own time). NVLS-tree crosses as the tree does across nodes."""
+    size = 2**30
+    sides = node_sides(superpod)
+    assert set(sides[superpod.accelerators]) == {0, 1}
+    assert (sides[superpod.nodes["tier"] == "spine"] == -1).all()
+    for group in ("domain", "all"):
+        run = run_collective(superpod, "allreduce", size, [group], algorithm="innetwork")
+        cross = bisection_traffic(superpod, run.traffic)
+        assert cross is not None and cross.bytes == 0 and cross.time_s <= run.time_s
+    nvls = run_collective(superpod, "allreduce", size, ["all"], algorithm="nvlstree")
+    tree = run_collective(superpod, "allreduce", size, ["all"], algorithm="tree")
+    nvls_cross, tree_cross = (bisection_traffic(superpod, r.traffic) for r in (nvls, tree))
+    assert nvls_cross is not None and tree_cross is not None
+    assert nvls_cross.bytes == pytest.approx(tree_cross.bytes)
+    assert nvls_cross.time_s < nvls.time_s
 
 
 @pytest.mark.parametrize(("collective", "groups", "algorithm"), [

@@ -141,25 +141,51 @@ def busiest_rows(values: np.ndarray, count: int) -> np.ndarray:
     return among[rows[np.argsort(negated[rows], kind="stable")]]
 
 
+def node_sides(fabric: Fabric) -> np.ndarray:
+    """Per node, its side of the bisection (:func:`~topomodel.analysis.bisection.halves`):
+    0 or 1 for the accelerators; a system's other nodes (its NICs, its switch chips) on
+    its accelerators' side, then a scale-up domain's on its side; -1 for a node on no
+    side (the scale-out switches the cut runs through, a node of a system or domain
+    split by the cut). An in-network reduction's flows between an accelerator and its
+    own switch chip or NIC then stay on one side, and those to a scale-out switch
+    cross no side."""
+    nodes = fabric.nodes
+    side_a, side_b = halves(fabric)
+    side = np.full(len(nodes), -1)
+    side[side_a], side[side_b] = 0, 1
+    for column in ("system", "domain"):
+        owner = nodes[column].to_numpy()
+        acc = fabric.accelerators
+        acc = acc[owner[acc] >= 0]
+        width = int(owner.max(initial=-1)) + 1
+        low = np.full(width, 2)
+        high = np.full(width, -1)
+        np.minimum.at(low, owner[acc], side[acc])
+        np.maximum.at(high, owner[acc], side[acc])
+        whole = np.where(low == high, low, -1)  # -1: split, or no accelerator
+        rest = np.flatnonzero((side < 0) & (owner >= 0))
+        side[rest] = whole[owner[rest]]
+    return side
+
+
 def bisection_traffic(fabric: Fabric, traffic: Traffic) -> BisectionTraffic | None:
     """Bytes crossing between the bisection halves, or ``None`` where the fabric has no
     closed-form bisection."""
     capacity, _ = closed_form(fabric)
     if not capacity:
         return None
-    side_a, _ = halves(fabric)
-    in_a = np.zeros(len(fabric.nodes), bool)
-    in_a[side_a] = True
+    side = node_sides(fabric)
+    in_a, in_b = side == 0, side == 1
     crossing = 0.0
     for p in traffic.phases:
         if isinstance(p, AllPairsPhase) and p.rewrite is None:
             # every rank of a row sends to every other: |row in A| x |row in B| pairs
             # each way, the same bytes each
             each_way = sum(float((b.bytes * in_a[b.ranks].sum(axis=1)
-                                  * (~in_a[b.ranks]).sum(axis=1)).sum()) for b in p.blocks)
+                                  * in_b[b.ranks].sum(axis=1)).sum()) for b in p.blocks)
             crossing += each_way * p.steps
             continue
-        a_to_b = float(p.bytes[in_a[p.src] & ~in_a[p.dst]].sum())
-        b_to_a = float(p.bytes[~in_a[p.src] & in_a[p.dst]].sum())
+        a_to_b = float(p.bytes[in_a[p.src] & in_b[p.dst]].sum())
+        b_to_a = float(p.bytes[in_b[p.src] & in_a[p.dst]].sum())
         crossing += max(a_to_b, b_to_a) * p.steps
     return BisectionTraffic(crossing, capacity, crossing / capacity)
