@@ -411,3 +411,26 @@ def test_the_fixtures_are_what_the_tests_say():
     assert "rail_optimized: true" in SUPERPOD.read_text()
     assert "\n    ports: 64\n" in (ROOT / "catalogs" / "switches.yaml").read_text()
     assert textwrap.dedent(SWEEP).startswith("design: ")
+
+
+# the command line names the option a bad value came from ----------------------------------
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["units", "900 GB/s", "--to", "frobs"], "--to: 'frobs': unknown unit 'frobs'"),
+    (["units", "900 GQ/s"], "'900 GQ/s': unknown unit 'GQ'"),
+    (["route", SUPERPOD, "--collective", "allreduce", "--size", "400 GB/s"],
+     "--size: '400 GB/s': is a rate, not a size"),
+    (["route", SUPERPOD, "--collective", "allreduce", "--size", "1 GiB", "--fail", "nosuch",
+      "--fail-link", "a b"], "--fail: no node named 'nosuch'; --fail-link: expected"),
+    (["route", SUPERPOD, "--collective", "allreduce", "--size", "1 GiB", "--top", "x"],
+     "topomodel route: error: argument --top:"),
+    (["frobnicate"], "invalid choice: 'frobnicate'")])
+def test_a_bad_option_is_one_line_naming_it(capsys, argv, message):
+    try:  # argparse's own errors leave by SystemExit, with the status
+        status = main([str(a) for a in argv])
+    except SystemExit as exc:
+        status = exc.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1, lines
+    assert re.match(r"^topomodel( [\w-]+)?: error: \S", lines[0]) and message in lines[0]

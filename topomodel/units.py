@@ -202,7 +202,10 @@ def quantity(text: str) -> Any:
     try:
         q = registry().Quantity(stripped)
     except pint.errors.UndefinedUnitError as exc:
-        raise UnitError(text, f"unknown unit {exc.unit_names!s}") from None
+        names = exc.unit_names if isinstance(exc.unit_names, (tuple, list)) else (
+            exc.unit_names,)
+        raise UnitError(text, "unknown unit " + ", ".join(repr(str(n)) for n in names)
+                        ) from None
     except Exception:  # pint raises many parser errors; all mean the same to a user
         raise UnitError(text, "cannot be read as a number with a unit") from None
     if not isinstance(q, registry().Quantity) or q.dimensionless:
@@ -440,7 +443,11 @@ def convert(text: str, to_unit: str) -> tuple[float, str]:
     """
     body, _ = split_direction(text)
     source = quantity(body)
-    target = quantity(f"1 {to_unit}") if isinstance(to_unit, str) else None
+    try:
+        target = quantity(f"1 {to_unit}") if isinstance(to_unit, str) else None
+    except UnitError as exc:  # say it of the unit asked for, not of "1 unit"
+        raise UnitError(to_unit, exc.reason.replace(f"'1 {to_unit}'", repr(to_unit))
+                        ) from None
     if target is None or source.dimensionality != target.dimensionality:
         wanted = next((k for k in KINDS.values() if target is not None and
                        target.dimensionality == registry().get_dimensionality(k.dimensionality)),

@@ -13,6 +13,7 @@ from topomodel.report.output import Report, Table
 
 
 def _cmd_units(args: argparse.Namespace) -> Report:
+    from topomodel.errors import UnitError
     from topomodel.units import compare, convert, parse, split_direction
 
     words = args.quantity
@@ -29,7 +30,12 @@ def _cmd_units(args: argparse.Namespace) -> Report:
         raise _usage("give one quantity, e.g. units '900 GB/s' --to Gb/s")
     body, direction = split_direction(words[0])
     targets = [args.to] if args.to else _default_targets(body)
-    results = [convert(words[0], unit) for unit in targets]
+    try:
+        results = [convert(words[0], unit) for unit in targets]
+    except UnitError as exc:
+        if not args.to or exc.text != args.to:
+            raise
+        raise _usage(f"--to: {exc}") from None
     marker = {"bidir": " bidir", "per_direction": " /dir", None: ""}[direction]
     text = " = ".join([words[0]] + [f"{v:.6g} {u}{marker}" for v, u in results])
     data: dict[str, object] = {"input": words[0], "direction": direction,
@@ -133,9 +139,13 @@ def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
     >>> size_option("8 Gb")[1]
     "--size '8 Gb' is in bits (1 GB); sizes are usually bytes: did you mean '8 GB'?"
     """
+    from topomodel.errors import UnitError
     from topomodel.units import format_size, parse, quantity
 
-    size = parse(text, "size")
+    try:
+        size = parse(text, "size")
+    except UnitError as exc:
+        raise _usage(f"{flag}: {exc}") from None
     unit = str(quantity(text).units)
     if "bit" not in unit:
         return size, None

@@ -55,7 +55,8 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
                                   catalog_dirs=catalog_dirs)
     fabric = build_fabric(design, catalog)
     if inputs.fail or fail_links:
-        fabric = with_failures(fabric, inputs.fail, fail_links)
+        fabric = with_failures(fabric, inputs.fail, fail_links,
+                               labels=("--fail", "--fail-link"))
     if inputs.scaleout_factor != 1.0:
         fabric = scale_scaleout(fabric, inputs.scaleout_factor)
     return fabric

@@ -113,7 +113,8 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
 
 
 def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
-                  link_names: Sequence[str] = ()) -> Fabric:
+                  link_names: Sequence[str] = (), *,
+                  labels: tuple[str, str] = ("", "")) -> Fabric:
     """A copy of ``fabric`` with more failed parts (nodes by name, ``"a -- b"`` links).
 
     The copy shares every column but ``failed`` with ``fabric`` (pandas copy-on-write:
@@ -125,10 +126,14 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
     Raises
     ------
     UsageError
-        Naming every part that is not in the fabric.
+        Naming every part that is not in the fabric, each after its label in ``labels``
+        (for the nodes and the links: where the names came from, such as the command
+        line's ``--fail`` and ``--fail-link``).
     """
     mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names,
                                   index=fabric.derived(part_index))
     if problems:
-        raise UsageError("; ".join(message for _, _, message in problems))
+        label = dict(zip(("nodes", "links"), labels, strict=True))
+        raise UsageError("; ".join(f"{label[kind]}: {message}" if label[kind] else message
+                                   for kind, _, message in problems))
     return fabric.with_failed(mask)
