@@ -427,10 +427,35 @@ def test_the_fixtures_are_what_the_tests_say():
      "topomodel route: error: argument --top:"),
     (["frobnicate"], "invalid choice: 'frobnicate'")])
 def test_a_bad_option_is_one_line_naming_it(capsys, argv, message):
-    try:  # argparse's own errors leave by SystemExit, with the status
+    assert message in cli_error(capsys, argv)
+
+
+def cli_error(capsys, argv) -> str:
+    """The CLI's one error line (exit 2), argparse's own among them (by SystemExit)."""
+    try:
         status = main([str(a) for a in argv])
     except SystemExit as exc:
         status = exc.code
     lines = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(lines) == 1, lines
-    assert re.match(r"^topomodel( [\w-]+)?: error: \S", lines[0]) and message in lines[0]
+    assert re.match(r"^topomodel( [\w-]+)?: error: \S", lines[0])
+    return lines[0]
+
+
+HGX = EXAMPLES / "hgx-h100-server.yaml"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["build", HGX, "--max-flow-nodes", "-5"], "--max-flow-nodes: expected a whole number"),
+    (["build", HGX, "--catalog-dir", "no/such/dir"], "--catalog-dir: no folder"),
+    (["build", HGX, "--catalog-dir", HGX], "is not a folder"),
+    (["plan", HGX, "--model", "llama3-8b", "--fixed", "tp=16", "--no-progress"],
+     "no layout to search with --fixed tp=16"),
+    (["decode", HGX, "--model", "llama3-70b", "--tp", "8", "--context", str(10**12)],
+     "--context: 1e+12 tokens per sequence is more than the limit"),
+    (["decode", HGX, "--model", "llama3-70b", "--tp", "8", "--batch", str(10**12)],
+     "--batch x --context:"),
+    (["sweep", EXAMPLES / "sweeps" / "b200-16k-fabric.yaml", "--dry-run", "--pareto", "foo",
+      "bar"], "'foo' is not a recorded metric")])
+def test_values_that_used_to_run_are_refused(capsys, argv, message):
+    assert message in cli_error(capsys, argv)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
 from topomodel.analysis.compute import device_model
@@ -200,6 +201,13 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,
     context = model.sequence if context is None else context
     if context < 1:
         raise UsageError(f"--context: at least 1 token, got {context}")
+    for flag, count, name, what in (
+            ("--context", context, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
+            ("--batch x --context", batch * context, "MAX_STEP_TOKENS",
+             "tokens in the batch's context")):
+        if count > getattr(limits, name):
+            raise UsageError(f"{flag}: " + limits.too_many(count, getattr(limits, name), what)
+                             + f" (topomodel.limits.{name})")
     _check(model, fabric, tp, ep)
     n = fabric.accelerator_count
     if dp is None:

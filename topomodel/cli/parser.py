@@ -47,6 +47,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _folder(text: str) -> str:
+    """An existing folder (``--catalog-dir``)."""
+    import os
+
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder" if os.path.exists(text)
+                                         else f"no folder {text!r}")
+    return text
+
+
 def _positive(text: str) -> int:
     """A count of at least 1 (``--max-points``)."""
     value = _count(text)
@@ -66,6 +76,7 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
                         help="add a catalog file (repeatable; its entries may override"
                         " built-in ones)")
     parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
+                        type=_folder,
                         help="a folder the catalogs named in a design or sweep file may"
                         " be in, besides that file's own folder tree (repeatable)")
 
@@ -156,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build the fabric of a design file and report per-tier capacity,"
         " bisection, bill of materials, power and the optical link budget.")
     build.add_argument("design", help="design file (YAML)")
-    build.add_argument("--max-flow-nodes", type=int, default=20_000, metavar="N",
+    build.add_argument("--max-flow-nodes", type=_count, default=20_000, metavar="N",
                        help="run the exact max-flow bisection check on fabrics of at most"
                        " N nodes (default 20000)")
     _catalog_args(build)

@@ -165,6 +165,11 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
         finally:
             if bar is not None:
                 bar.close()
+        if not found[-1].tally.searched:  # only the limits asked for can empty the space
+            pinned = " ".join(f"{key}={value}" for key, value in args.fixed)
+            raise _usage(f"{path}: no layout to search" + (
+                f" with --fixed {pinned}" if pinned else "") + ": every layout uses all the"
+                " accelerators (TP x PP x CP x DP) within the --max-* limits")
     report = compare_report(found[0], found[1], args.format) if args.compare else (
         plan_report(found[0], args.format))
     if args.output:

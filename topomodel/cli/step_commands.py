@@ -287,12 +287,12 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
 
     sweep = load_sweep(args.sweep, extra_catalogs=args.catalog,
                        catalog_dirs=args.catalog_dir, max_points=args.max_points)
+    pareto = pareto_objectives(sweep, args.pareto)  # checked, as the file's, by a dry run
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
         raise _usage("give the results file: -o RESULTS (.parquet or .csv)")
     results_format_for(args.output, args.results_format)  # refused before anything runs
-    pareto = pareto_objectives(sweep, args.pareto)
     if args.plot and pareto is None:
         raise _usage("--plot draws the Pareto front: give --pareto X Y (or pareto: in the"
                      " sweep file)")
