@@ -185,3 +185,37 @@ def test_plan_takes_catalog_dirs_as_the_other_verbs_do(tmp_path, capsys):
     assert "--catalog-dir" in capsys.readouterr().err
     assert main([*plan, "--catalog-dir", str(tmp_path / "cats")]) == 0
     assert '"schema": "topomodel.plan"' in capsys.readouterr().out
+
+
+def _full_disk(stream):
+    stream.write(b"half")
+    raise OSError(28, "No space left on device")  # as a write to a full disk raises
+
+
+def test_several_files_are_written_all_or_none(tmp_path):
+    target = tmp_path / "new" / "sub"
+    with pytest.raises(OSError) as failed:
+        files.atomic_files(target, [("a.csv", lambda s: s.write(b"a")),
+                                    ("b.csv", _full_disk)])
+    assert failed.value.filename == str(target / "b.csv")  # the message can name it
+    assert not (tmp_path / "new").exists()  # the folders made for them went too
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "a.csv").write_text("old")
+    with pytest.raises(OSError):
+        files.atomic_files(kept, [("a.csv", lambda s: s.write(b"new")),
+                                  ("b.csv", _full_disk)])
+    assert [p.name for p in kept.iterdir()] == ["a.csv"] and (kept / "a.csv").read_text() == "old"
+    written = files.atomic_files(kept, [("a.csv", lambda s: s.write(b"new")),
+                                        ("b.csv", lambda s: s.write(b"b"))])
+    assert [p.read_text() for p in written] == ["new", "b"]
+
+
+def test_a_failed_command_makes_no_folder_and_a_file_is_no_folder(tmp_path, capsys):
+    out = tmp_path / "newdir" / "p.csv"
+    assert main(["plan", DESIGN, "--model", "nope", "-o", str(out)]) == 2
+    assert "unknown model id 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "newdir").exists()
+    (tmp_path / "f").write_text("")
+    assert main(["draw", DESIGN, "-o", str(tmp_path / "f" / "out.png")]) == 2
+    assert "cannot write: Not a directory" in capsys.readouterr().err

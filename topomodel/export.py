@@ -40,7 +40,7 @@ from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import Accelerator, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.files import atomic_bytes, atomic_write
+from topomodel.files import atomic_bytes, atomic_files, atomic_write
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
 
@@ -173,21 +173,20 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
 
 
 def _tables(fabric: Fabric, fmt: str, target: Path) -> list[Path]:
-    """``nodes`` and ``links`` as CSV or Parquet files in the directory ``target``."""
+    """``nodes`` and ``links`` as CSV or Parquet files in the directory ``target``, both
+    or neither."""
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise UsageError("the parquet export needs pyarrow: pip install pyarrow") from None
-    written = []
-    for name, table in (("nodes", fabric.nodes), ("links", fabric.links)):
-        out = target / f"{name}.{fmt}"
+    def writer(table: pd.DataFrame) -> Callable[[IO[bytes]], object]:
         if fmt == "csv":
-            atomic_bytes(out, table.to_csv(index_label="id").encode())
-        else:
-            atomic_write(out, _parquet_writer(table.rename_axis("id")))
-        written.append(out)
-    return written
+            return lambda stream: stream.write(table.to_csv(index_label="id").encode())
+        return _parquet_writer(table.rename_axis("id"))
+
+    return atomic_files(target, [(f"{name}.{fmt}", writer(table)) for name, table in
+                                 (("nodes", fabric.nodes), ("links", fabric.links))])
 
 
 def _parquet_writer(frame: pd.DataFrame) -> Callable[[IO[bytes]], object]:

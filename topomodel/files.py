@@ -21,7 +21,7 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -111,25 +111,91 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path
     OSError
         When the folder cannot be written; nothing is left behind.
     """
-    target = Path(path)
-    refuse_symlink(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle = _unnamed_file(target.parent)
-    if handle is None:
-        return _named_atomic_write(target, write)
-    with os.fdopen(handle, "wb") as stream:
-        write(stream)
-        stream.flush()
-        # name the finished file beside the target, then move it over the target: the
-        # name exists only between these two calls
-        temporary = _free_name(target)
-        _link_unnamed(stream.fileno(), temporary)
+    return atomic_files(Path(path).parent, [(Path(path).name, write)])[0]
+
+
+def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[bytes]], object]]]
+                 ) -> list[Path]:
+    """Create the files ``folder / name`` through ``write(stream)``, for each (name,
+    write) of ``parts``, all or none: each is written whole to a temporary file first,
+    and only when every one is written are they moved into place; on an error (a full
+    disk, Ctrl-C) the temporary files and the folders made for them are removed.
+
+    Raises
+    ------
+    UsageError
+        When a target is a symbolic link.
+    OSError
+        When the folder cannot be written; nothing is left behind.
+    """
+    base = Path(folder)
+    targets = [base / name for name, _ in parts]
+    for target in targets:
+        refuse_symlink(target)
+    made = make_folders(base)
+    streams: list[tuple[IO[bytes], str | None]] = []  # each file, and its temporary name
+
+    def clean_up() -> None:
+        for _, named in streams:
+            if named is not None and os.path.lexists(named):
+                os.unlink(named)
+        remove_folders(made)
+
+    target = targets[0] if targets else base
     try:
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
+        for (_, write), target in zip(parts, targets, strict=True):
+            handle = _unnamed_file(base)
+            temporary: str | None = None
+            if handle is None:  # a named temporary file, removed on every error
+                handle, temporary = tempfile.mkstemp(dir=base, prefix=f".{target.name}.")
+                os.fchmod(handle, 0o666 & ~umask())
+            streams.append((os.fdopen(handle, "wb"), temporary))
+            write(streams[-1][0])
+            streams[-1][0].flush()
+        for k, ((stream, named), target) in enumerate(zip(streams, targets, strict=True)):
+            if named is None:  # name the finished file beside the target, then move it:
+                name = _free_name(target)  # the name exists only between these calls
+                streams[k] = (stream, name)
+                _link_unnamed(stream.fileno(), name)
+            else:
+                name = named
+            os.replace(name, target)
+            streams[k] = (stream, None)
+    except OSError as exc:
+        clean_up()
+        if exc.filename is None:  # a full disk says so without a name: name the file
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         raise
-    return target
+    except BaseException:
+        clean_up()
+        raise
+    finally:
+        for stream, _ in streams:
+            stream.close()
+    return targets
+
+
+def make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and the folders above it that are missing; those made, outermost
+    first."""
+    missing = []
+    here = folder
+    while not os.path.lexists(here) and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    if not here.is_dir():  # a file where a folder should be: say so, not "file exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(here))
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+def remove_folders(made: Sequence[Path]) -> None:
+    """Remove the folders :func:`make_folders` made, innermost first, while empty."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _unnamed_file(folder: Path) -> int | None:
@@ -163,20 +229,6 @@ def _free_name(target: Path) -> str:
         if not os.path.lexists(name):
             return str(name)
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(target))
-
-
-def _named_atomic_write(target: Path, write: Callable[[IO[bytes]], object]) -> Path:
-    """:func:`atomic_write` through a named temporary file, removed on every error."""
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        os.fchmod(handle, 0o666 & ~umask())
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return target
 
 
 def atomic_bytes(path: str | Path, data: bytes) -> Path:

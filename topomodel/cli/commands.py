@@ -234,15 +234,21 @@ def _cmd_export(args: argparse.Namespace) -> Report:
 
 
 def _writable(path: str) -> None:
-    """Refuse an output file path that is a folder or whose folder cannot be made."""
+    """Refuse, before any work, an output file path that is a folder or whose folder
+    cannot be made or written (nothing is made here: the write makes the folders, and
+    removes them again if it fails)."""
     from pathlib import Path
 
     target = Path(path)
     if target.is_dir():
         raise _usage(f"{path}: is a folder; give a file name")
-    target.parent.mkdir(parents=True, exist_ok=True)  # OSError: reported by main
-    if not os.access(target.parent, os.W_OK):
-        raise _usage(f"{target.parent}: cannot write there")
+    folder = target.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent  # the nearest folder that exists
+    if not folder.is_dir():
+        raise _usage(f"{path}: cannot write there: {folder} is not a folder")
+    if not os.access(folder, os.W_OK):
+        raise _usage(f"{path}: cannot write there")
 
 
 def _cmd_options(args: argparse.Namespace) -> Report:

@@ -173,14 +173,18 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
     report = compare_report(found[0], found[1], args.format) if args.compare else (
         plan_report(found[0], args.format))
     if args.output:
+        from topomodel.files import atomic_write
+
         frame = results_frame(found)
         if args.format == "parquet" or args.output.endswith(".parquet"):
             try:
-                frame.to_parquet(args.output, index=False)
+                import pyarrow  # noqa: F401
             except ImportError:
                 raise _usage("--format parquet needs pyarrow: pip install pyarrow") from None
+            atomic_write(args.output, lambda stream: frame.to_parquet(stream, index=False))
         else:
-            frame.to_csv(args.output, index=False)
+            atomic_write(args.output,
+                         lambda stream: stream.write(frame.to_csv(index=False).encode()))
     if args.format == "parquet":
         args.format = "table"  # what is printed beside the file
     return report

@@ -21,10 +21,10 @@ import io
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from topomodel.errors import UsageError
 from topomodel.files import plain_json
@@ -170,8 +170,8 @@ def _md_text(text: str) -> str:
 
 def write_tables(report: Report, fmt: str, directory: str | Path) -> list[Path]:
     """Write every table of ``report`` as its own file ``DIR/<table>.csv`` or
-    ``.parquet`` (``fmt``); return the files written. Each file is written whole or not
-    at all (a temporary file renamed into place).
+    ``.parquet`` (``fmt``); return the files written, all or none
+    (:func:`~topomodel.files.atomic_files`).
 
     Raises
     ------
@@ -180,21 +180,19 @@ def write_tables(report: Report, fmt: str, directory: str | Path) -> list[Path]:
     OSError
         If the directory cannot be written.
     """
-    from topomodel.files import atomic_bytes
+    from topomodel.files import atomic_files
 
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target}: is a file; -o takes a directory for --format {fmt}")
-    target.mkdir(parents=True, exist_ok=True)
-    written = []
-    for table in _tables(report, warnings=True):
-        path = target / f"{table.key}.{fmt}"
+
+    def writer(table: Table) -> Callable[[IO[bytes]], object]:
         if fmt == "csv":
-            atomic_bytes(path, _csv([table], long_form=False).encode())
-        else:
-            atomic_bytes(path, _parquet(table))
-        written.append(path)
-    return written
+            return lambda stream: stream.write(_csv([table], long_form=False).encode())
+        return lambda stream: stream.write(_parquet(table))
+
+    return atomic_files(target, [(f"{table.key}.{fmt}", writer(table))
+                                 for table in _tables(report, warnings=True)])
 
 
 def machine_value(value: Any) -> Any:

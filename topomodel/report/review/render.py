@@ -343,9 +343,15 @@ def write_review(review: Review, directory: str | Path) -> list[Path]:
     OSError
         When the directory cannot be written.
     """
+    from topomodel.files import make_folders, remove_folders
+
     target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
+    made = make_folders(target.parent)
+    try:
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
+    except BaseException:
+        remove_folders(made)
+        raise
     try:
         figures = staging / FIGURE_DIR
         figures.mkdir()
@@ -369,5 +375,9 @@ def write_review(review: Review, directory: str | Path) -> list[Path]:
         for name in REPORT_FILES:  # the HTML last: it is what people open
             os.replace(staging / name, target / name)
         return written
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        remove_folders(made)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
