@@ -219,3 +219,20 @@ def test_a_failed_command_makes_no_folder_and_a_file_is_no_folder(tmp_path, caps
     (tmp_path / "f").write_text("")
     assert main(["draw", DESIGN, "-o", str(tmp_path / "f" / "out.png")]) == 2
     assert "cannot write: Not a directory" in capsys.readouterr().err
+
+
+def test_a_missing_catalog_is_named_at_its_key(tmp_path, capsys):
+    design = _design_naming(tmp_path, "nosuch.yaml")
+    assert main(["build", str(design)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"topomodel: error: {design}:1: catalogs[0]: nosuch.yaml: no such")
+
+
+def test_a_sweep_refused_at_the_start_says_nothing_else(tmp_path, capsys):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"name: t\ndesign: {Path(DESIGN).resolve()}\nfixed: {{model: llama3-8b}}\n"
+                     "parameters:\n  tp: [4, 8]\n")
+    assert main(["sweep", str(sweep), "-o", str(tmp_path / "r.csv"), "--resume",
+                 "--overwrite"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()  # no point count before it
+    assert "pick one" in line

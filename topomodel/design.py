@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -342,11 +343,14 @@ def problem_at(file: str, lines: Mapping[KeyPath, int], key_path: Sequence[str |
 def catalog_path_problem(name: str | Path, folder: Path,
                          catalog_dirs: Sequence[str | Path]) -> str | None:
     """Why the catalog ``name``, named by a file in ``folder``, is refused unread (a NUL
-    byte in its name, or a place outside the folders it may be in), or ``None``."""
+    byte in its name, a place outside the folders it may be in, no file there), or
+    ``None``."""
     if "\0" in str(name):
         return f"{str(name)!r}: cannot read the file: its name holds a NUL byte"
     if outside_folders(folder / name, [folder, builtin_catalog_dir(), *catalog_dirs]):
         return named_file_problem(name, folder, catalog_dirs)
+    if not os.path.exists(folder / name):  # said at the key that names it
+        return f"{name}: no such file (looked for {folder / name})"
     return None
 
 

@@ -305,15 +305,17 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
     for path in (args.output, args.plot):  # refused now, not after the whole sweep
         if path:
             _writable(path)
-    print(f"topomodel: sweep {sweep.name}: {len(sweep.points):,} points"
-          f" (limit {args.max_points:,}, --max-points)", file=sys.stderr, flush=True)
+    def started() -> None:
+        print(f"topomodel: sweep {sweep.name}: {len(sweep.points):,} points"
+              f" (limit {args.max_points:,}, --max-points)", file=sys.stderr, flush=True)
+
     try:
         scheduler = args.scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
         outcome = run_sweep(sweep, args.output, workers=args.workers, scheduler=scheduler,
                             use_file_scheduler=args.use_file_scheduler,
                             resume=args.resume or args.retry_failed,
                             overwrite=args.overwrite, results_format=args.results_format,
-                            retry_failed=args.retry_failed)
+                            retry_failed=args.retry_failed, started=started)
     except KeyboardInterrupt:
         print(f"topomodel: interrupted: finished points are kept in"
               f" {journal_path(args.output)}; run again with --resume to go on",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,8 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
               scheduler: Any = None, resume: bool = False, overwrite: bool = False,
               results_format: str | None = None, retry_failed: bool = False,
               progress: bool | None = None, evaluate: Evaluate = evaluate_point,
-              use_file_scheduler: bool = False) -> SweepOutcome:
+              use_file_scheduler: bool = False,
+              started: Callable[[], object] | None = None) -> SweepOutcome:
     """Evaluate every point of ``sweep``; write one row per point to ``results``.
 
     Parameters
@@ -98,6 +100,9 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
         With ``resume``, run again the points that recorded an error.
     progress
         Show a progress bar on stderr (default: when stderr is a terminal).
+    started
+        Called once every check has passed and the run starts (the command line says
+        there how many points run: not before an error that stops it).
     evaluate
         The function computing a point's metrics (tests replace it); it must pickle
         (a module-level function) to run in other processes. As with any process pool,
@@ -140,6 +145,8 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
         if own_client:
             client.close()
         raise
+    if started is not None:
+        started()
     start = time.perf_counter()
     try:
         frame, ran, resumed = _run_locked(sweep, log, path, fmt, client, count, evaluate,
