@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from topomodel.design import load_design
@@ -145,3 +147,14 @@ def test_a_nic_that_matches_its_switch_loads(tmp_path):
                     "  nic: thor2\n  port_rate: '400 Gb/s /dir'\n")
     design, _ = load_design(path)
     assert design.scaleout.nic == "thor2"
+
+
+def test_too_many_planes_is_said_at_planes_before_the_rates_they_split(tmp_path):
+    text = Path("examples/dgx-h100-superpod.yaml").read_text().replace(
+        "scaleout:\n", "scaleout:\n  planes: 100\n", 1)
+    design = tmp_path / "d.yaml"
+    design.write_text(text)
+    with pytest.raises(DesignError) as failed:
+        load_design(design)
+    (problem,) = failed.value.problems
+    assert problem.key_path == "scaleout.planes" and "limit of 64" in problem.message

@@ -455,6 +455,8 @@ HGX = EXAMPLES / "hgx-h100-server.yaml"
      "--context: 1e+12 tokens per sequence is more than the limit"),
     (["decode", HGX, "--model", "llama3-70b", "--tp", "8", "--batch", str(10**12)],
      "--batch x --context:"),
+    (["scale", SUPERPOD, "--model", "llama3-8b", "--tp", "8", "--counts", "100000"],
+     "--counts 100000: the design grown to 12,500 systems cannot be built: scaleout.switch"),
     (["sweep", EXAMPLES / "sweeps" / "b200-16k-fabric.yaml", "--dry-run", "--pareto", "foo",
       "bar"], "'foo' is not a recorded metric")])
 def test_values_that_used_to_run_are_refused(capsys, argv, message):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from topomodel import limits
 from topomodel.catalog import (
     Catalog,
     Nic,
@@ -412,6 +413,10 @@ def _check_scaleout(design: Design, catalog: Catalog, system: System) -> list[Pr
 
     if len(out_.oversubscription) > 3:
         problem("oversubscription", "at most one ratio per tier (3)")
+    if out_.planes > limits.MAX_PLANES:  # before the rates a plane's share would have
+        problem("planes", limits.too_many(out_.planes, limits.MAX_PLANES, "planes")
+                + " (topomodel.limits.MAX_PLANES)")
+        return problems
     nic_id = out_.nic or system.nic
     if not nic_id:
         problem("nic", f"{design.system} names no NIC; give scaleout.nic")

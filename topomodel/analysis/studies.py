@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from topomodel.analysis.step import StepAssumptions, StepResult, step_time
 from topomodel.catalog import Catalog, Model
 from topomodel.design import Design
-from topomodel.errors import UsageError
+from topomodel.errors import InputError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
@@ -78,7 +78,12 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
     for count in counts:
         systems = max(1, count // per_system)
         sized = replace(design, systems=systems, accelerators=None)
-        fabric = build_fabric(sized, catalog)
+        try:
+            fabric = build_fabric(sized, catalog)
+        except InputError as exc:  # the count's fault, not the design file's
+            raise UsageError(f"--counts {count}: the design grown to {systems:,} systems"
+                             " cannot be built: " + "; ".join(
+                                 f"{p.key_path}: {p.message}" for p in exc.problems)) from None
         if scaleout_factor != 1.0:
             fabric = scale_scaleout(fabric, scaleout_factor)
         result = step_time(fabric, model, layout_for(systems * per_system, base), assumptions,
