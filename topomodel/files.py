@@ -12,6 +12,9 @@ included), then moved into place: a failed, interrupted or killed write leaves n
 half-written, and a ``kill -9`` leaves no temporary file behind either. A symbolic link
 where an output goes is refused (:func:`refuse_symlink`), never replaced or written
 through. The file gets the mode an ordinary ``open`` would give it (0666 less the umask).
+Several files of one output (:func:`atomic_files`: a table per file, an export's nodes
+and links) are all written before any is moved into place, so a failure leaves none of
+them; the folders made for a failed write are removed again.
 """
 
 from __future__ import annotations
