@@ -147,3 +147,15 @@ def test_link_budget_classes_are_the_group_by_over_the_optical_rows(name):
     failed = fabric.with_failed(np.ones(len(links), bool))
     assert failed.derived(cable_classes) is fabric.derived(cable_classes)
     assert link_budgets(failed) == budgets
+
+
+def test_a_budget_with_no_loss_to_check_is_reach_only():
+    """An AOC has no fibre of its own in the catalog: within reach its budget is 'reach
+    only' (None), not a closed budget (a part beyond its reach is refused by the build)."""
+    from topomodel.design import load_design
+    from topomodel.fabric.build import build_fabric
+
+    budgets = {b.tier: b for b in link_budgets(build_fabric(*load_design(
+        "examples/dgx-h100-superpod.yaml")))}
+    assert budgets["leaf"].optic == "aoc-800g" and budgets["leaf"].closes is None
+    assert budgets["spine"].closes is True

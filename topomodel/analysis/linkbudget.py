@@ -34,7 +34,7 @@ class LinkBudget:
     max_channel_loss_dB: float | None
     margin_dB: float | None
     reach_m: float
-    closes: bool | None  # None: no maximum channel loss published, only reach checked
+    closes: bool | None  # None: within reach, no loss to check (no fibre or no maximum)
     note: str
 
 
@@ -56,18 +56,19 @@ def link_budgets(fabric: Fabric) -> list[LinkBudget]:
         ocs = med == "ocs"
         within_reach = length <= optic.reach_m
         fibre = catalog.get(optic.fibre, Fibre) if optic.fibre else None
+        reach_only = None if within_reach else False  # beyond reach: it does not close
         if fibre is None:
             out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs, "",
                                   None, optic.max_channel_loss_dB, None, optic.reach_m,
-                                  within_reach if optic.max_channel_loss_dB is None else None,
-                                  "no fibre type in the catalog entry: reach checked only"))
+                                  reach_only, "no fibre type in the catalog entry: reach"
+                                  " checked only" + ("" if within_reach else "; beyond reach")))
             continue
         loss = channel_loss_dB(fibre, float(length), connectors=layout.connectors,
                                splices=layout.splices, ocs=ocs)
         maximum = optic.max_channel_loss_dB
         if maximum is None:
             out.append(LinkBudget(str(tier), optic.id, float(length), int(count), ocs,
-                                  fibre.id, loss, None, None, optic.reach_m, None,
+                                  fibre.id, loss, None, None, optic.reach_m, reach_only,
                                   "no maximum channel loss published: reach checked only"
                                   + ("" if within_reach else "; beyond reach")))
             continue
