@@ -481,3 +481,16 @@ def test_degraded_table_has_a_short_name_and_plain_records(dual_plane):
     assert records[-1]["contribution"] == routed.degraded_throughput_fraction
     # the worst-tier chances and the none-down chance add to one
     assert sum(r["worst_down_probability"] for r in records[:-1]) == pytest.approx(1)
+
+
+def test_spares_the_design_does_not_hold_are_said(dual_plane):
+    from topomodel.report.goodput import goodput_tables
+
+    _, routed = dual_plane
+    # the job takes all 128 systems of the design: its 3 spares (2 %) are outside it
+    assert routed.idle_systems == 0 and routed.spare_systems == 3
+    summary = {row["item"]: row["value"] for row in goodput_tables(routed)[0].rows}
+    assert "the other 3 are not in its bill of materials" in summary["spare systems"]
+    held = replace(routed, idle_systems=3)
+    summary = {row["item"]: row["value"] for row in goodput_tables(held)[0].rows}
+    assert "bill of materials" not in summary["spare systems"]

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,6 +143,7 @@ class GoodputResult:
     tokens_per_s: float  # failure-free, from the step model
     goodput_tokens_per_s: float
     degraded_tiers: tuple[DegradedTier, ...] = ()  # the derivation, worst tier first
+    idle_systems: int | None = None  # the design's systems the job leaves free, if known
 
 
 def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
@@ -482,8 +483,10 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     losses = degraded_losses(lines, known if routed else None, step_result.tokens_per_s,
                              step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)
-    return step_result, goodput(
+    result = goodput(
         lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
         accelerators_per_system=system.accelerators,
         parameters=parameter_counts(model)["total"], degraded_loss=losses, assumptions=a,
         degraded_routed=routed)
+    used = -(-layout.world // system.accelerators)
+    return step_result, replace(result, idle_systems=max(fabric.structure.systems - used, 0))

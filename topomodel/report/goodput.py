@@ -53,6 +53,7 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
         "checkpoint_interval_s": (result.checkpoint_interval_s
                                   if math.isfinite(result.checkpoint_interval_s) else None),
         "spare_systems": result.spare_systems,
+        "idle_systems": result.idle_systems,
         "accelerators_per_system": result.accelerators_per_system,
         "no_spare_probability": result.no_spare_probability,
         "downtime_per_interruption_s": result.downtime_per_interruption_s,
@@ -70,6 +71,15 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
                       "goodput_tokens_per_s": r.goodput_tokens_per_s} for name, r in whatifs],
         "assumptions": asdict(assumptions),
     }
+
+
+def _spares_beyond(r: GoodputResult) -> str:
+    """Where the design lacks the spares assumed: the bill of materials and power count
+    the design's systems only."""
+    if r.idle_systems is None or r.spare_systems <= r.idle_systems:
+        return ""
+    return (f"; the design leaves {r.idle_systems:,} systems free for them: the other"
+            f" {r.spare_systems - r.idle_systems:,} are not in its bill of materials or power")
 
 
 def goodput_tables(result: GoodputResult,
@@ -95,7 +105,7 @@ def goodput_tables(result: GoodputResult,
         {"item": "checkpoint interval (Young/Daly)", "value": duration(r.checkpoint_interval_s)},
         {"item": "spare systems", "value": f"{r.spare_systems} ({r.accelerators_per_system}"
          f" accelerators out per system failure); none free {r.no_spare_probability:.1%}"
-         " of the time"},
+         " of the time" + _spares_beyond(r)},
         {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)},
         {"item": "effective training time", "value": f"{r.effective_time_fraction:.1%}"},
         {"item": "throughput kept while parts are down",
