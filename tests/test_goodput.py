@@ -58,15 +58,23 @@ def test_young_daly_closed_form():
 
 
 def test_effective_time_by_hand():
-    # 1 h between checkpoints, 1 min to write, 10 min down, a failure per day:
-    # 60/61 of time computes; each failure costs half a cycle of rework and the downtime.
+    # 1 h between checkpoints, 1 min to write, 10 min down, a failure per day of running:
+    # each day of running redoes half a cycle, and 60/61 of the rest computes; each
+    # costs a day and 10 minutes of wall time
     tau, delta, down, mtbi = 3600.0, 60.0, 600.0, SECONDS_PER_DAY
-    expected = tau / (tau + delta) * (1 - ((tau + delta) / 2 + down) / mtbi)
+    expected = tau / (tau + delta) * (mtbi - (tau + delta) / 2) / (mtbi + down)
     assert effective_time_fraction(tau, delta, down, mtbi) == pytest.approx(expected)
+    first_order = tau / (tau + delta) * (1 - ((tau + delta) / 2 + down) / mtbi)
+    # R << M: they differ in the second order, R (cycle / 2 + R) / M^2 (2e-4 here)
+    assert expected - first_order == pytest.approx(
+        tau / (tau + delta) * down * ((tau + delta) / 2 + down) / mtbi**2, rel=0.05)
     assert effective_time_fraction(tau, delta, down, math.inf) == pytest.approx(tau / 3660)
-    assert effective_time_fraction(tau, delta, 10 * mtbi, mtbi) == 0.0
+    # down as long as it runs: half the wall time runs, less its rework and writes
+    assert effective_time_fraction(tau, delta, mtbi, mtbi) == pytest.approx(expected * (
+        mtbi + down) / (2 * mtbi))
+    assert effective_time_fraction(tau, delta, down, 1000.0) == 0.0  # all rework
     assert effective_time_fraction(math.inf, delta, down, math.inf) == 1.0  # no failures
-    assert effective_time_fraction(0.0, 0.0, down, mtbi) == pytest.approx(1 - down / mtbi)
+    assert effective_time_fraction(0.0, 0.0, down, mtbi) == pytest.approx(mtbi / (mtbi + down))
 
 
 def test_no_spare_probability_is_the_poisson_tail():

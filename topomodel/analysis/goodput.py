@@ -230,14 +230,19 @@ def daly_interval_s(write_s: float, mtbi_s: float) -> float:
 
 def effective_time_fraction(interval_s: float, write_s: float, downtime_s: float,
                             mtbi_s: float) -> float:
-    """Share of wall time that advances training: checkpoint overhead, half an interval
-    of rework per interruption and the downtime removed (first order)."""
+    """Share of wall time that advances training, as a renewal process: the job runs
+    ``mtbi_s`` on average until an interruption (parts fail while it runs), then is down
+    ``downtime_s``; of each run, half a checkpoint cycle is rework and the rest computes
+    ``interval / (interval + write)`` of the time:
+    ``tau / (tau + delta) x (M - (tau + delta) / 2) / (M + R)``. To first order in
+    ``R / M`` this is ``... x (1 - ((tau + delta) / 2 + R) / M)``, which charges the
+    downtime as if the job failed during it too (too low where ``R`` nears ``M``: a
+    large job with no spare system free)."""
     cycle = interval_s + write_s
-    if cycle == 0:  # nothing to write: only the downtime is lost
-        return max(0.0, 1 - downtime_s / mtbi_s)
     if mtbi_s == math.inf:  # no failures: the optimum is never to checkpoint
-        return 1.0 if interval_s == math.inf else interval_s / cycle
-    return max(0.0, interval_s / cycle * (1 - (cycle / 2 + downtime_s) / mtbi_s))
+        return 1.0 if interval_s == math.inf or cycle == 0 else interval_s / cycle
+    share = 1.0 if cycle == 0 else interval_s / cycle  # nothing to write: all computes
+    return max(0.0, share * (mtbi_s - cycle / 2) / (mtbi_s + downtime_s))
 
 
 def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares: int) -> float:
