@@ -188,3 +188,19 @@ def test_torus_shape_must_hold_the_accelerators(tmp_path):
     """
     with pytest.raises(CatalogError, match=r"holds 48 accelerators, not 64"):
         load_catalog([write(tmp_path, text)])
+
+
+def test_a_misspelt_required_key_is_said_once(tmp_path):
+    path = write(tmp_path, """
+        nics:
+          mynic:
+            protocol: [infiniband]
+            port_rate: "400 Gb/s /dir"
+            ports: 1
+            source: my lab
+            provenance: assumed
+    """)
+    with pytest.raises(CatalogError) as failed:
+        load_catalog([path])
+    messages = [p.message for p in failed.value.problems]
+    assert messages == ["unknown key; did you mean 'protocols'?"]

@@ -140,8 +140,14 @@ def did_you_mean(word: str, options: Iterable[str]) -> str:
     >>> did_you_mean("hbm_capacty", ["hbm_capacity", "power"])
     "; did you mean 'hbm_capacity'?"
     """
+    close = closest(word, options)
+    return f"; did you mean {close!r}?" if close else ""
+
+
+def closest(word: str, options: Iterable[str]) -> str | None:
+    """The option ``word`` most likely misspells, or None."""
     close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return close[0] if close else None
 
 
 def read_record(reading: Reading, path: KeyPath, data: Any, cls: type[T],
@@ -153,15 +159,17 @@ def read_record(reading: Reading, path: KeyPath, data: Any, cls: type[T],
         return None
     keys = yaml_keys(cls)
     before = len(source.problems)
+    meant: set[str] = set()  # keys a misspelt one was taken for: said once, there
     for key in data:
         if key not in keys:
+            meant.add(closest(key, keys) or "")
             source.problem((*path, key), "unknown key" + did_you_mean(key, keys))
     values: dict[str, Any] = {}
     for key, f in keys.items():
         if key not in data:
             required = (f.default is dataclasses.MISSING
                         and f.default_factory is dataclasses.MISSING)
-            if required:
+            if required and key not in meant:
                 source.problem(path, f"missing required key {key!r}")
             continue
         try:
