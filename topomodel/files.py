@@ -181,15 +181,19 @@ def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[byt
 def make_folders(folder: Path) -> list[Path]:
     """Make ``folder`` and the folders above it that are missing; those made, outermost
     first."""
-    missing = []
-    here = folder
-    while not os.path.lexists(here) and here != here.parent:
-        missing.append(here)
-        here = here.parent
+    here = nearest_existing(folder)
+    missing = [folder, *folder.parents][:len(folder.parts) - len(here.parts)]
     if not here.is_dir():  # a file where a folder should be: say so, not "file exists"
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(here))
     folder.mkdir(parents=True, exist_ok=True)
     return missing[::-1]
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it, that exists (or the root)."""
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
 
 
 def remove_folders(made: Sequence[Path]) -> None:

@@ -239,12 +239,12 @@ def _writable(path: str) -> None:
     removes them again if it fails)."""
     from pathlib import Path
 
+    from topomodel.files import nearest_existing
+
     target = Path(path)
     if target.is_dir():
         raise _usage(f"{path}: is a folder; give a file name")
-    folder = target.parent
-    while not os.path.lexists(folder) and folder != folder.parent:
-        folder = folder.parent  # the nearest folder that exists
+    folder = nearest_existing(target.parent)
     if not folder.is_dir():
         raise _usage(f"{path}: cannot write there: {folder} is not a folder")
     if not os.access(folder, os.W_OK):
