@@ -273,3 +273,5 @@ def test_calculon_single_node_export_runs_calculon_s_stock_executions(capsys, tm
     assert _calculon_accepts(system, tp=4, pp=2, dp=1) == "Network tier1 isn't big enough"
     assert _calculon_accepts(system, tp=2, pp=2, dp=2, nets=(0, 0, 0)) is None
     assert system["mem1"]["GiB"] == 80.0
+    # host memory at the host link's rate (PCIe Gen5 x16), not the HBM's, with no NIC
+    assert system["mem2"]["GBps"] == pytest.approx(63.0)

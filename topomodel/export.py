@@ -37,7 +37,7 @@ import pandas as pd
 
 from topomodel.analysis.levels import NetworkLevel, network_levels
 from topomodel.analysis.timing import TimeModel
-from topomodel.catalog import Accelerator, System
+from topomodel.catalog import Accelerator, HostLink, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.files import atomic_bytes, atomic_files, atomic_write
@@ -100,11 +100,6 @@ vector figure; H100's 134 TFLOP/s FP16 on CUDA cores against 989 TFLOP/s dense o
 cores is about 0.135, A100's 78 against 312 is 0.25: the lower end is taken)."""
 
 
-CALCULON_MEMORY_EFFICIENCY = 0.8
-"""Achieved / peak HBM bandwidth, flat over access sizes (assumed: large streaming
-copies reach about 80-90 % of the datasheet figure on HBM2e/HBM3 parts)."""
-
-
 CALCULON_HOST_MEMORY_GIB = 0.0
 """Second-level (offload) memory capacity, GiB: host memory is not in the catalog, so
 none is offered (Calculon then cannot offload); edit the file to allow it."""
@@ -116,12 +111,6 @@ times compute from FLOPs alone, implicitly assumes; Calculon's other mode is
 ``no_overlap``."""
 
 
-CALCULON_PROCESSOR_USAGE = 0.0
-"""Share of the processor that communication kernels take from compute: topomodel's
-step model does not slow compute for them, so neither does the export (Calculon's own
-example files use 0.15 for NVLink and 0.02 for InfiniBand)."""
-
-
 CALCULON_OPS: dict[str, list[float | None]] = {
     "p2p": [1.0, None],
     "reduce_scatter": [1.0, -1.0],
@@ -129,7 +118,7 @@ CALCULON_OPS: dict[str, list[float | None]] = {
     "all_reduce": [2.0, -1.0],
 }
 """Calculon's per-op ``[scalar, offset]``: bytes sent per accelerator are
-``size x scalar + size / n x offset``, so these are the ring (bus-bandwidth) volumes:
+``size x scalar x (1 + offset / n)``, so these are the ring (bus-bandwidth) volumes:
 AllReduce 2 (n-1)/n, ReduceScatter and AllGather (n-1)/n of the buffer (nccl-tests)."""
 
 
@@ -292,7 +281,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
                         "gflops_efficiency": table}
                 for dtype, flops in sorted(peaks.items())}
 
-    host_Bps = fabric.structure.scaleout.host_link_rate_Bps or accelerator.hbm_Bps
+    host_Bps = _host_link_Bps(fabric)
     networks = []
     tiers = _calculon_tiers(network_levels(fabric, model))
     if not tiers:
@@ -323,6 +312,18 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
         "processing_mode": CALCULON_PROCESSING_MODE,
         "networks": networks,
     }
+
+
+def _host_link_Bps(fabric: Fabric) -> float:
+    """The accelerator's host link, bytes/s per direction (the scale-out's, else the
+    system's catalog entry); 0 where the catalog names none (Calculon's ``mem2`` is then
+    unreachable, as its 0 GiB makes it anyway)."""
+    if rate := fabric.structure.scaleout.host_link_rate_Bps:
+        return rate
+    system = fabric.catalog.get(fabric.design.system, System)
+    if not system.host_link:
+        return 0.0
+    return fabric.catalog.get(system.host_link, HostLink).rate_Bps
 
 
 def _calculon_tiers(levels: list[NetworkLevel]) -> list[NetworkLevel]:
