@@ -246,8 +246,13 @@ def test_goodput_combines_the_parts():
     assert g.interruptions_per_day == pytest.approx(interruptions_per_day(g.lines))
     assert g.goodput_tokens_per_s == pytest.approx(
         result.tokens_per_s * g.effective_time_fraction * g.degraded_throughput_fraction)
-    # One 8-GPU server, 2 % spares rounded up: one spare system.
-    assert g.spare_systems == 1 and g.accelerators_per_system == 8
+    # One 8-GPU server, which the job takes: 2 % rounded up would be one spare system,
+    # but the design has none free; as a library call without the design, one.
+    assert g.spare_systems == 0 and g.idle_systems == 0 and g.accelerators_per_system == 8
+    alone = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+                    accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
+                    degraded_loss={}, assumptions=GoodputAssumptions())
+    assert alone.spare_systems == 1 and alone.idle_systems is None
     no_spares = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
                         accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
                         degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=0))
@@ -491,14 +496,22 @@ def test_degraded_table_has_a_short_name_and_plain_records(dual_plane):
     assert sum(r["worst_down_probability"] for r in records[:-1]) == pytest.approx(1)
 
 
-def test_spares_the_design_does_not_hold_are_said(dual_plane):
+def test_default_spares_are_those_the_design_leaves_free(dual_plane):
     from topomodel.report.goodput import goodput_tables
 
     _, routed = dual_plane
-    # the job takes all 128 systems of the design: its 3 spares (2 %) are outside it
-    assert routed.idle_systems == 0 and routed.spare_systems == 3
-    summary = {row["item"]: row["value"] for row in goodput_tables(routed)[0].rows}
-    assert "the other 3 are not in its bill of materials" in summary["spare systems"]
-    held = replace(routed, idle_systems=3)
-    summary = {row["item"]: row["value"] for row in goodput_tables(held)[0].rows}
-    assert "bill of materials" not in summary["spare systems"]
+    # the job takes all 128 systems of the design: 2 % would be 3, but none is free
+    assert routed.idle_systems == 0 and routed.spare_systems == 0
+    assert routed.no_spare_probability == 1.0
+
+    def said(result):
+        return {row["item"]: row["value"] for row in goodput_tables(result)[0].rows}[
+            "spare systems"]
+
+    assert "the job takes every system of the design" in said(routed)
+    given = replace(routed, spare_systems=3)  # as --spare-systems 3 gives them
+    assert "the other 3 are not in its bill of materials" in said(given)
+    free = goodput(list(routed.lines), tokens_per_s=1.0, accelerators=1024,
+                   accelerators_per_system=8, parameters=8e9, degraded_loss={},
+                   assumptions=GoodputAssumptions(), idle_systems=100)
+    assert free.spare_systems == 3 and "of the 100 systems" in said(free)

@@ -124,8 +124,11 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
         present = [t for t in SCALE_OUT_TIERS if t in total]
         limit = min(reversed(present), key=lambda t: total[t])  # ties: the upper
         value += total[limit] * share
+        half = ("half" if 2 * min(len(side_a), len(side_b)) == n else
+                f"the smaller half's share ({min(len(side_a), len(side_b)):,} of {n:,}"
+                " accelerators)")
         how = (how + " plus " if how else "") + (
-            f"half the {limit} tier's capacity, the least of the scale-out tiers")
+            f"{half} of the {limit} tier's capacity, the least of the scale-out tiers")
     elif domains >= 2:
         how = "no link joins the two halves (separate scale-up domains, no scale-out)"
     return value, how

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -289,11 +289,14 @@ def poisson_tail(count: int, mean: float) -> float:
 def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
             accelerators_per_system: int, parameters: float,
             degraded_loss: dict[str, float], assumptions: GoodputAssumptions,
-            degraded_routed: bool = True) -> GoodputResult:
+            degraded_routed: bool = True, idle_systems: int | None = None) -> GoodputResult:
     """Interruptions, checkpoint interval, effective time and goodput from part lines.
 
     ``degraded_loss`` maps a redundant line's tier to the share of throughput lost while
-    one of its parts is down (from a step run with that part failed).
+    one of its parts is down (from a step run with that part failed). ``idle_systems``:
+    the systems of the design the job leaves free, if known; the default spares
+    (``spare_fraction`` of the job's systems) are at most those, the design as built
+    (spares given as ``spare_systems`` are taken as given).
     """
     a = assumptions
     rate = sum(ln.failures_per_s for ln in lines if ln.interrupts)
@@ -301,8 +304,10 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     size = a.checkpoint_bytes or parameters * a.checkpoint_bytes_per_param
     write = size / a.storage_Bps
     systems = -(-accelerators // accelerators_per_system)
-    spares = (a.spare_systems if a.spare_systems is not None
-              else math.ceil(a.spare_fraction * systems))
+    spares = a.spare_systems
+    if spares is None:
+        spares = math.ceil(a.spare_fraction * systems)
+        spares = spares if idle_systems is None else min(spares, idle_systems)
     per_system = sum(ln.failures_per_s for ln in lines if ln.interrupts and ln.tier == "system"
                      and ln.component in REPAIRED_COMPONENTS) / max(systems, 1)
     no_spare = no_spare_probability(per_system * (systems + spares), a.repair_s, spares)
@@ -316,7 +321,7 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
         tuple(lines), rate * SECONDS_PER_DAY, mtbi, size, write, interval, spares,
         accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
         throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction,
-        tiers)
+        tiers, idle_systems)
 
 
 def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str, float],
@@ -488,10 +493,9 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     losses = degraded_losses(lines, known if routed else None, step_result.tokens_per_s,
                              step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)
-    result = goodput(
+    used = -(-layout.world // system.accelerators)
+    return step_result, goodput(
         lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
         accelerators_per_system=system.accelerators,
         parameters=parameter_counts(model)["total"], degraded_loss=losses, assumptions=a,
-        degraded_routed=routed)
-    used = -(-layout.world // system.accelerators)
-    return step_result, replace(result, idle_systems=max(fabric.structure.systems - used, 0))
+        degraded_routed=routed, idle_systems=max(fabric.structure.systems - used, 0))

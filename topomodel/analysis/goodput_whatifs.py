@@ -43,7 +43,9 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
         "accelerators_per_system": result.accelerators_per_system,
         "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
         "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
-    fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes)
+    # the job's own checkpoint and spares (the default ones as the design held them)
+    fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes,
+                    spare_systems=result.spare_systems)
     cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
         ("as designed", list(result.lines), fixed)]
     if any(ln.component == "optic" for ln in result.lines):

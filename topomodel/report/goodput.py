@@ -74,12 +74,16 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
 
 
 def _spares_beyond(r: GoodputResult) -> str:
-    """Where the design lacks the spares assumed: the bill of materials and power count
-    the design's systems only."""
-    if r.idle_systems is None or r.spare_systems <= r.idle_systems:
+    """What the spares are against the systems the design leaves free (the bill of
+    materials and power count the design's systems only)."""
+    if r.idle_systems is None:
         return ""
-    return (f"; the design leaves {r.idle_systems:,} systems free for them: the other"
-            f" {r.spare_systems - r.idle_systems:,} are not in its bill of materials or power")
+    if r.spare_systems > r.idle_systems:  # given with --spare-systems
+        return (f"; the design leaves {r.idle_systems:,} systems free: the other"
+                f" {r.spare_systems - r.idle_systems:,} are not in its bill of materials"
+                " or power")
+    return (f"; of the {r.idle_systems:,} systems the design leaves free"
+            if r.idle_systems else "; the job takes every system of the design")
 
 
 def goodput_tables(result: GoodputResult,
