@@ -496,3 +496,21 @@ def test_each_all_gather_runs_with_the_reduce_scatter_of_its_groups_and_size():
         and (runs[a][0], runs[a][6]) == (runs[b][0], runs[b][6]) for a, b in pairs)
     assert len(pairs) == sum(r[4] == "allgather" for r in runs)  # every one is paired
     assert [piece[0] for piece in pieces] == sorted(piece[0] for piece in pieces)
+
+
+def test_a_layout_over_the_memory_is_said_before_its_step_and_the_json_has_warnings():
+    from topomodel.report.review.render import render_json
+
+    design, catalog = load_design("examples/hgx-h100-server.yaml")
+    fabric = build_fabric(design, catalog)
+    over = collect_review(fabric, model=catalog.get("llama3-70b", Model), layout=Layout(tp=8),
+                          sizes_bytes=[2**20], workers=1)
+    assert over.data["summary"]["fits"] is False
+    items = [row["item"] for row in over.headline]
+    memory = items.index("memory")  # right before the step's numbers
+    assert items[memory + 1] == "step time"
+    assert over.headline[memory]["value"].startswith("DOES NOT FIT: needs ")
+    bare = collect_review(build_fabric(*load_design("examples/cloudmatrix384.yaml")),
+                          sizes_bytes=[2**20], workers=1)
+    assert "fits" not in bare.data["summary"]
+    assert json.loads(render_json(bare))["warnings"] == list(bare.warnings)

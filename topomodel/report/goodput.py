@@ -168,7 +168,7 @@ def _effect(line: Any, loss: float) -> str:
         return "interrupts" + (" (single point)" if line.class_entry == SINGLE_POINT else "")
     if line.on_failure == "absorbed":
         return "absorbed"
-    return f"degrades ({loss:.2%} each)"
+    return f"degrades ({loss:.3%} each)"  # as the degraded-operation table
 
 
 def degraded_table(result: GoodputResult) -> Any:

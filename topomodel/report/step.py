@@ -38,7 +38,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
              + (f", EP {lay.ep}" if lay.ep > 1 else ""))
     rows = [
         {"item": "design / model", "value": f"{design_name} / {result.model}"},
-        {"item": "layout", "value": f"{shape} ({lay.world} accelerators, order {lay.order})"},
+        {"item": "layout", "value": f"{shape} ({lay.world:,} accelerators, order {lay.order})"},
         {"item": "step time", "value": format_si(result.step_time_s, "s")},
         {"item": "global batch", "value": f"{result.global_batch:,} sequences,"
          f" {result.microbatches:,} microbatches per pipeline"},

@@ -50,10 +50,12 @@ def single_failure_section(rows: Sequence[SingleFailure], collective: str) -> Se
         base.append(f"{collective} {format_si(healthy.healthy_collective_s, 's')}")
     if healthy is not None and healthy.healthy_step_s is not None:
         base.append(f"step {format_si(healthy.healthy_step_s, 's')}")
+    stepped = healthy is not None and healthy.healthy_step_s is not None
     return Section("single-failures", "Single-failure what-ifs", (
         Text("One part of each kind failed at a time (the first of its kind in the job's"
-             " footprint; the most numerous optic), and the featured collective and the"
-             " training step routed again around it by the same router as the healthy"
+             " footprint; the most numerous optic), and the featured collective"
+             + (" and the training step" if stepped else "") + " routed again around it"
+             " by the same router as the healthy"
              " run: on a Clos the structured router with failures, exact at any size."
              " Times are against the healthy run (" + (", ".join(base) or "no run")
              + "). The class is the part's failure class in the catalog (a single point"

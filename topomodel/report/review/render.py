@@ -324,7 +324,8 @@ def _md_table(table: Table) -> str:
 
 def render_json(review: Review) -> str:
     """``report.json``: ``schema: topomodel.review``, plain types, units in key names."""
-    return render(Report("review", review.data, warnings=review.warnings), "json") + "\n"
+    data = {**review.data, "warnings": list(review.warnings)}  # the key, even when empty
+    return render(Report("review", data), "json") + "\n"
 
 
 # --------------------------------------------------------------------------- files

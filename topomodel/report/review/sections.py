@@ -54,7 +54,11 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
     ]
     if step is not None:
         summary.update(step_time_s=step.step_time_s, mfu=step.mfu,
-                       tokens_per_s=step.tokens_per_s, comm_share=step.comm_share)
+                       tokens_per_s=step.tokens_per_s, comm_share=step.comm_share,
+                       fits=step.fits)
+        if not step.fits:  # said before the step's numbers: they are of a layout that cannot run
+            rows.append({"item": "memory", "value": "DOES NOT FIT: " + next(
+                (w for w in step.warnings if w.startswith("needs ")), "over the HBM")})
         rows += [
             {"item": "step time", "value": format_si(step.step_time_s, "s")},
             {"item": "MFU", "value": f"{step.mfu:.1%}"},
