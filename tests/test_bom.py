@@ -353,3 +353,23 @@ def test_cables_per_optic_is_the_group_by_over_the_labels(name):
     expected = {key: int(n) for key, n in per_optic.items() if n}
     assert cables_per_optic(fabric) == expected
     assert expected or name == "small-2x2-a100-1gbe"
+
+
+def test_network_power_without_a_figure_is_a_partial_sum_not_zero():
+    from topomodel.report.power import network_headline, tier_rows
+
+    tiers = [{"tier": "systems", "parts": 4, "power_W": 4e4, "complete": True,
+              "in_system": False},
+             {"tier": "NICs", "parts": 32, "power_W": 800.0, "complete": True,
+              "in_system": True},
+             {"tier": "leaf switches", "parts": 2, "power_W": 0.0, "complete": False,
+              "in_system": False}]
+    power = {"switches_W": 0.0, "nics_W": 800.0, "scaleup_switches_W": 0.0,
+             "optics_W": 0.0, "network_W": 800.0, "network_W_per_accelerator": 25.0,
+             "network_in_systems_W": 800.0, "tiers": tiers}
+    text = network_headline(power)
+    assert text.startswith("partial sum 800 W") and text.endswith(
+        "no figure for: leaf switches")
+    assert [row["power"] for row in tier_rows(power)] == ["40 kW", "800 W", "?"]
+    tiers[2].update(power_W=0.0, complete=True)  # a switch with a figure of 0 W is known
+    assert not network_headline(power).startswith("partial")

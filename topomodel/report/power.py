@@ -56,12 +56,16 @@ def network_headline(power: Mapping[str, Any]) -> str:
     parts = [(power["switches_W"], "switches"), (power["nics_W"], "NICs"),
              (power["scaleup_switches_W"], "scale-up switches"),
              (power["optics_W"], "cables and optics")]
-    text = (f"{format_si(power['network_W'], 'W')}"
+    missing = [t["tier"] for t in power["tiers"]
+               if t["tier"] not in ("systems", "accelerators") and not t["complete"]]
+    text = (("partial sum " if missing else "") + f"{format_si(power['network_W'], 'W')}"
             f" ({_per_accelerator(power['network_W_per_accelerator'])} per accelerator): "
             + ", ".join(f"{label} {format_si(w, 'W')}" for w, label in parts if w))
     if power["network_in_systems_W"]:
         text += (f"; {format_si(power['network_in_systems_W'], 'W')} of it inside the"
                  " systems' own figure")
+    if missing:  # parts without a figure are unknown, not zero
+        text += f"; no figure for: {', '.join(missing)}"
     return text
 
 
@@ -86,9 +90,11 @@ def summary_rows(power: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def tier_rows(power: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per tier: parts, power, and whether a system figure already covers it."""
+    """One row per tier: parts, power (``?`` where no part of it has a figure, partial
+    where some have none), and whether a system figure already covers it."""
     return [{"tier": t["tier"], "parts": t["parts"],
-             "power": format_si(t["power_W"], "W") + ("" if t["complete"] else " (partial)"),
+             "power": "?" if not t["complete"] and not t["power_W"] else
+             format_si(t["power_W"], "W") + ("" if t["complete"] else " (partial)"),
              "counted": "in the system figure" if t["in_system"] else "yes"}
             for t in power["tiers"]]
 
