@@ -169,6 +169,7 @@ def _tables(fabric: Fabric, fmt: str, target: Path) -> list[Path]:
             import pyarrow  # noqa: F401
         except ImportError:
             raise UsageError("the parquet export needs pyarrow: pip install pyarrow") from None
+
     def writer(table: pd.DataFrame) -> Callable[[IO[bytes]], object]:
         if fmt == "csv":
             return lambda stream: stream.write(table.to_csv(index_label="id").encode())

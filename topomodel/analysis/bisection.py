@@ -111,7 +111,8 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     total = _tier_totals(fabric, unfailed=True)
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
-    share = min(len(side_a), len(side_b)) / n
+    smaller = min(len(side_a), len(side_b))
+    share = smaller / n
     domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
     domains = len(np.unique(domain[domain >= 0]))
     value, how = 0.0, ""
@@ -124,9 +125,8 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
         present = [t for t in SCALE_OUT_TIERS if t in total]
         limit = min(reversed(present), key=lambda t: total[t])  # ties: the upper
         value += total[limit] * share
-        half = ("half" if 2 * min(len(side_a), len(side_b)) == n else
-                f"the smaller half's share ({min(len(side_a), len(side_b)):,} of {n:,}"
-                " accelerators)")
+        half = ("half" if 2 * smaller == n else
+                f"the smaller half's share ({smaller:,} of {n:,} accelerators)")
         how = (how + " plus " if how else "") + (
             f"{half} of the {limit} tier's capacity, the least of the scale-out tiers")
     elif domains >= 2:
