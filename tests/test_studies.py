@@ -1,11 +1,17 @@
 """Studies on the step model: scaling, required bandwidth, sensitivity, compare, scale."""
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from topomodel.analysis import studies
 from topomodel.analysis.step import StepAssumptions, step_time
 from topomodel.analysis.studies import (
+    BELOW_RANGE,
+    FOUND,
+    NO_EFFECT,
     layout_for,
     required_scaleout_factor,
     scale_curve,
@@ -16,6 +22,8 @@ from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.traffic.layout import Layout
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
 
@@ -55,10 +63,72 @@ def test_faster_scaleout_lowers_the_communication_share(toy):
     slow = step_time(fabric, model, layout)
     fast = step_time(scale_scaleout(fabric, 4.0), model, layout)
     assert fast.exposed_comm_s < slow.exposed_comm_s
-    factor, reached = required_scaleout_factor(fabric, model, layout,
-                                               target_share=fast.comm_share * 1.001)
-    assert factor is not None and 1 < factor <= 4
-    assert reached.comm_share <= fast.comm_share * 1.001
+    search = required_scaleout_factor(fabric, model, layout,
+                                      target_share=fast.comm_share * 1.001)
+    assert search.outcome == FOUND and search.factor is not None and 1 < search.factor <= 4
+    assert search.result.comm_share <= fast.comm_share * 1.001
+
+
+def test_the_factor_search_ends_when_no_factor_changes_the_share(toy, monkeypatch):
+    # a share that no factor moves (below and above the target): the search says so after
+    # trying the ends of its range instead of halving for ever (it spun at 100 % CPU)
+    fabric = toy(DESIGN)
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(dp=32, global_batch=32)
+    base = step_time(fabric, model, layout)
+    calls = []
+
+    def constant(*args, **kwargs):
+        calls.append(1)
+        return base
+
+    monkeypatch.setattr(studies, "step_time", constant)
+    for target in (base.comm_share * 2, base.comm_share / 2):
+        calls.clear()
+        search = required_scaleout_factor(fabric, model, layout, target_share=target)
+        assert search.outcome == NO_EFFECT and search.factor is None and len(calls) == 2
+
+
+def test_the_factor_search_is_bounded_by_its_step_cap(toy, monkeypatch):
+    # a search that never settles (a tolerance no pair of factors meets, the answer
+    # flapping about the target) still ends after SEARCH_STEPS_MAX steps
+    fabric = toy(DESIGN)
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(dp=32, global_batch=32)
+    shares = iter([0.9, 0.1] + [0.9, 0.1] * studies.SEARCH_STEPS_MAX)
+    calls = []
+
+    def flapping(*args, **kwargs):
+        calls.append(1)
+        return SimpleNamespace(comm_share=next(shares))
+
+    monkeypatch.setattr(studies, "step_time", flapping)
+    search = required_scaleout_factor(fabric, model, layout, tolerance=-1.0,
+                                      target_share=0.5)
+    assert search.outcome == FOUND and len(calls) == studies.SEARCH_STEPS_MAX + 2
+
+
+def test_a_slower_scaleout_that_still_meets_the_target_is_below_range(toy):
+    fabric = toy(DESIGN)
+    model = fabric.catalog.get("toy-dense", Model)
+    layout = Layout(dp=32, global_batch=32)
+    search = required_scaleout_factor(fabric, model, layout, target_share=0.999999)
+    assert search.outcome == BELOW_RANGE and search.factor is None
+
+
+@pytest.mark.parametrize("args", [
+    ["step", "hgx-h100-server.yaml", "--model", "llama3-8b", "--tp", "8",
+     "--target-comm-share", "0.5", "--no-goodput"],
+    ["advise", "dgx-h100-superpod.yaml", "--model", "llama3-70b", "--tp", "8", "--dp", "1",
+     "--threshold", "0.9"]])
+def test_searches_that_no_factor_answers_end_on_the_shipped_examples(args, capsys):
+    # both ran for ever: one server has no scale-out; DP 1 keeps the step inside a server
+    args = [args[0], str(EXAMPLES / args[1]), *args[2:], "--format", "json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    outcome = data["required_scaleout"]["outcome"] if args[0] == "step" else data[
+        "factor_search"]
+    assert outcome == NO_EFFECT
 
 
 def test_sensitivity_rows_are_sorted_by_swing(toy):

@@ -15,7 +15,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 from topomodel.analysis.step import StepAssumptions, StepResult, step_time
-from topomodel.analysis.studies import required_scaleout_factor
+from topomodel.analysis.studies import NO_EFFECT, required_scaleout_factor
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -37,7 +37,8 @@ class Advice:
     dominant_wall: str  # bandwidth, latency, topology or synchronisation
     walls_s: dict[str, float]
     has_scaleout: bool
-    factor: float | None  # scale-out factor that reaches the threshold; None: not by 64x
+    factor: float | None  # scale-out factor that reaches the threshold; None: see outcome
+    outcome: str  # how the factor search ended (topomodel.analysis.studies.FOUND, ...)
     nic_port_Bps: float  # one NIC port as built
     injection_Bps: float  # scale-out bandwidth per accelerator as built (NIC ports / GPUs)
     at_factor: StepResult | None  # the step at that factor
@@ -72,12 +73,13 @@ def advise(fabric: Fabric, model: Model, layout: Layout,
     has_scaleout = fabric.structure.scaleout.kind != "none"
     factor: float | None = None
     at: StepResult | None = None
+    outcome = NO_EFFECT
     if has_scaleout:
-        factor, at = required_scaleout_factor(fabric, model, layout, assumptions,
-                                              target_share=threshold, routing=routing,
-                                              seed=seed)
+        search = required_scaleout_factor(fabric, model, layout, assumptions,
+                                          target_share=threshold, routing=routing, seed=seed)
+        factor, at, outcome = search.factor, search.result, search.outcome
     n = max(1, fabric.accelerator_count)
     injection = float(np.sum(fabric.injection.scaleout_Bps)) / n
     return Advice(threshold, result, result.comm_share, result.comm_share > threshold,
-                  dominant, walls, has_scaleout, factor,
+                  dominant, walls, has_scaleout, factor, outcome,
                   fabric.structure.scaleout.port_rate_Bps, injection, at)

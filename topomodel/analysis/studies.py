@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -123,35 +124,79 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
                                                fabric.reverse_rows))
 
 
+SEARCH_STEPS_MAX = 60
+"""At most this many steps of a factor search: a geometric bisection over [1/64, 64] to
+1 % needs 10, so the cap only stops a search whose share does not settle."""
+
+FOUND, NOT_REACHED, BELOW_RANGE, NO_EFFECT = "found", "not reached", "below range", "no effect"
+"""How a factor search ended: a factor in range; the target missed even at ``limit`` x;
+the target met even at 1/``limit`` x; or the share the same at both ends (no scale-out
+network, or traffic that stays inside the scale-up domains), so no factor changes it."""
+
+
+@dataclass(frozen=True)
+class ScaleoutSearch:
+    """The smallest scale-out factor bringing the communication share to a target."""
+
+    outcome: str  # FOUND, NOT_REACHED, BELOW_RANGE or NO_EFFECT
+    factor: float | None  # the factor found (FOUND only)
+    result: StepResult  # the step at the factor, or at the end of the range that decided
+    limit: float  # the search range was [1/limit, limit] x today's
+
+
 def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,
                              assumptions: StepAssumptions | None = None, *,
                              target_share: float = 0.10, limit: float = 64.0,
                              tolerance: float = 0.01, routing: str = "ecmp", seed: int = 0
-                             ) -> tuple[float | None, StepResult]:
-    """Smallest factor on scale-out bandwidth with exposed comm + wait <= ``target_share``
-    of the step (bisection search); ``None`` if even ``limit`` x does not reach it."""
-    def share(factor: float) -> tuple[float, StepResult]:  # bandwidth only: no parts
-        result = step_time(scale_scaleout(fabric, factor, recable=False), model, layout,
-                           assumptions, routing=routing, seed=seed)
-        return result.comm_share, result
+                             ) -> ScaleoutSearch:
+    """Smallest factor in [1/``limit``, ``limit``] on every scale-out link with exposed
+    comm + wait <= ``target_share`` of the step, to a relative ``tolerance``.
 
-    here, result = share(1.0)
-    if here <= target_share:
-        low, high = 0.0, 1.0
-        best = result
+    A geometric bisection of at most :data:`SEARCH_STEPS_MAX` steps; the ends of the range
+    are tried first, so a share that no factor moves (``NO_EFFECT``) or that stays on one
+    side of the target over the whole range (``NOT_REACHED``, ``BELOW_RANGE``) is said
+    as such rather than searched for.
+
+    Examples
+    --------
+    >>> from topomodel import load_design
+    >>> from topomodel.traffic.layout import Layout
+    >>> design, catalog = load_design("examples/hgx-h100-server.yaml")
+    >>> server = build_fabric(design, catalog)
+    >>> llama = catalog.get("llama3-8b", Model)
+    >>> required_scaleout_factor(server, llama, Layout(tp=8),
+    ...                          target_share=0.5).outcome  # one server: no scale-out
+    'no effect'
+    """
+    def share(factor: float) -> StepResult:  # bandwidth only: no parts
+        return step_time(scale_scaleout(fabric, factor, recable=False), model, layout,
+                         assumptions, routing=routing, seed=seed)
+
+    here = share(1.0)
+    if not fabric.links["tier"].isin(SCALE_OUT_TIERS).any():
+        return ScaleoutSearch(NO_EFFECT, None, here, limit)
+    if here.comm_share <= target_share:
+        end = share(1.0 / limit)
+        if end.comm_share <= target_share:
+            moved = not math.isclose(end.comm_share, here.comm_share, rel_tol=1e-9)
+            return ScaleoutSearch(BELOW_RANGE if moved else NO_EFFECT, None, end, limit)
+        low, high, best = 1.0 / limit, 1.0, here
     else:
-        top, best = share(limit)
-        if top > target_share:
-            return None, best
-        low, high = 1.0, limit
-    while high - low > tolerance * high:
-        middle = (low + high) / 2
-        value, candidate = share(middle) if middle > 0 else (1.0, result)
-        if value <= target_share:
+        end = share(limit)
+        if end.comm_share > target_share:
+            moved = not math.isclose(end.comm_share, here.comm_share, rel_tol=1e-9)
+            return ScaleoutSearch(NOT_REACHED if moved else NO_EFFECT, None, end, limit)
+        low, high, best = 1.0, limit, end
+    for _ in range(SEARCH_STEPS_MAX):
+        if high <= low * (1 + tolerance):
+            break
+        middle = math.sqrt(low * high)
+        candidate = share(middle)
+        if candidate.comm_share <= target_share:
             high, best = middle, candidate
         else:
             low = middle
-    return high, best
+    return ScaleoutSearch(FOUND, high, best, limit)
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,14 @@ def _cmd_review(args: argparse.Namespace) -> Report:
 
 
 def _cmd_step(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.studies import required_scaleout_factor, sensitivity
+    from topomodel.analysis.studies import (
+        BELOW_RANGE,
+        FOUND,
+        NO_EFFECT,
+        NOT_REACHED,
+        required_scaleout_factor,
+        sensitivity,
+    )
     from topomodel.report.step import step_report
 
     if args.target_comm_share is not None and not 0 < args.target_comm_share < 1:
@@ -163,24 +170,29 @@ def _cmd_step(args: argparse.Namespace) -> Report:
     if not args.no_goodput:
         data["goodput"] = goodput_data
     if args.target_comm_share:
-        factor, reached = required_scaleout_factor(
+        search = required_scaleout_factor(
             fabric, job.model, job.layout, job.assumptions,
             target_share=args.target_comm_share, routing=inputs.routing, seed=inputs.seed)
         from topomodel.analysis.bisection import injection_Bps
         from topomodel.units import format_rate
 
-        now = injection_Bps(fabric)
-        text = ("not reached even at 64x" if factor is None else
-                f"{factor:.3g}x today's: {format_rate(factor * now)} per accelerator")
+        now, factor = injection_Bps(fabric), search.factor
+        text = {FOUND: f"{factor or 0:.3g}x today's: {format_rate((factor or 0) * now)}"
+                       " per accelerator",
+                NOT_REACHED: f"not reached even at {search.limit:g}x",
+                BELOW_RANGE: f"met even at 1/{search.limit:g} of today's",
+                NO_EFFECT: "no scale-out factor changes the share (the traffic stays"
+                           " inside the scale-up domain)"}[search.outcome]
         data["required_scaleout"] = {"target_comm_share": args.target_comm_share,
-                                     "factor": factor, "injection_Bps": now,
+                                     "factor": factor, "outcome": search.outcome,
+                                     "injection_Bps": now,
                                      "required_Bps": None if factor is None
-                                     else factor * now, "mfu": reached.mfu}
+                                     else factor * now, "mfu": search.result.mfu}
         tables.append(Table(f"Scale-out bandwidth for a communication share of at most"
                             f" {args.target_comm_share:.0%}", [
                                 {"item": "today", "value": format_rate(now)},
                                 {"item": "required", "value": text},
-                                {"item": "MFU there", "value": f"{reached.mfu:.1%}"}],
+                                {"item": "MFU there", "value": f"{search.result.mfu:.1%}"}],
                             [data["required_scaleout"]], name="required_scaleout"))
     if args.sensitivity:
         rows = sensitivity(fabric, job.model, job.layout, job.assumptions,

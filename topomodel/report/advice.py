@@ -6,6 +6,7 @@ import textwrap
 from typing import Any
 
 from topomodel.analysis.advice import Advice
+from topomodel.analysis.studies import BELOW_RANGE, NO_EFFECT
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si
 
@@ -20,6 +21,13 @@ _FIX = {"bandwidth": "more scale-out bandwidth (or less traffic: gradient precis
 
 def _gbit(rate_Bps: float) -> str:
     return f"{rate_Bps * 8 / 1e9:.3g} Gb/s"
+
+
+def _factor_text(advice: Advice) -> str:
+    if advice.factor is not None:
+        return f"{advice.factor:.3g}x"
+    return {NO_EFFECT: "none changes the share", BELOW_RANGE: "below 1/64x"}.get(
+        advice.outcome, "not reached by 64x")
 
 
 def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
@@ -40,6 +48,13 @@ def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
         return head + ". There is no scale-out network here, so the fix is inside the" \
             " scale-up domain or the layout."
     port = advice.nic_port_Bps
+    if advice.outcome == NO_EFFECT:
+        return head + (". No scale-out bandwidth changes the share (the same at 1/64x and"
+                       " 64x today's): the traffic that counts stays inside the scale-up"
+                       " domain, so the fix is inside it or in the layout.")
+    if advice.outcome == BELOW_RANGE:
+        return head + (f". The scale-out could fall below 1/64 of today's ({_gbit(port / 64)}"
+                       f" per NIC port) before communication reaches {limit:.0%}.")
     if advice.factor is None:
         left = (f" (it leaves {advice.at_factor.comm_share:.0%})" if advice.at_factor
                 else "")
@@ -82,8 +97,7 @@ def advice_report(advice: Advice, *, design: str, model: str) -> Report:
         rows += [{"item": "NIC port today", "value": format_rate(advice.nic_port_Bps)},
                  {"item": "scale-out per accelerator today",
                   "value": format_rate(advice.injection_Bps)},
-                 {"item": "factor for the threshold", "value": "not reached by 64x"
-                  if advice.factor is None else f"{advice.factor:.3g}x"}]
+                 {"item": "factor for the threshold", "value": _factor_text(advice)}]
         if advice.factor is not None:
             rows += [{"item": "NIC port needed",
                       "value": format_rate(advice.required_nic_port_Bps or 0.0)},
@@ -98,6 +112,7 @@ def advice_report(advice: Advice, *, design: str, model: str) -> Report:
             "communication_bound": advice.bound, "dominant_wall": advice.dominant_wall,
             "walls_s": advice.walls_s, "step_time_s": r.step_time_s, "mfu": r.mfu,
             "has_scaleout": advice.has_scaleout, "factor": advice.factor,
+            "factor_search": advice.outcome,
             "nic_port_Bps": advice.nic_port_Bps, "injection_Bps": advice.injection_Bps,
             "required_nic_port_Bps": advice.required_nic_port_Bps,
             "required_injection_Bps": advice.required_injection_Bps,
