@@ -24,7 +24,7 @@ from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.report.review import collect_review
 from topomodel.report.review.document import size_text
-from topomodel.report.review.render import png_size, render_html, write_review
+from topomodel.report.review.render import MANIFEST, png_size, render_html, write_review
 from topomodel.traffic.layout import Layout
 
 SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
@@ -55,7 +55,7 @@ def _json(report):
 
 def test_review_writes_html_markdown_json_and_figures(server_report, capsys):
     names = sorted(p.name for p in server_report.iterdir())
-    assert names == ["figures", "report.html", "report.json", "report.md"]
+    assert names == [MANIFEST, "figures", "report.html", "report.json", "report.md"]
     assert sorted(p.name for p in (server_report / "figures").iterdir()) == [
         "step.png", "tier-utilization.png", "topology.png"]
     html = (server_report / "report.html").read_text()
@@ -251,19 +251,65 @@ def test_unwritable_output_is_a_clean_error(tmp_path, capsys):
     assert status == 2 and "cannot write" in err and err.count("\n") == 1
 
 
-def test_rewriting_a_report_replaces_it_whole(tmp_path, server_report):
+def test_rewriting_a_report_replaces_only_what_a_review_wrote(tmp_path, server_report):
     target = tmp_path / "r"
     shutil.copytree(server_report, target)
-    (target / "figures" / "stale.png").write_bytes(b"old")
+    assert (target / "figures" / "step.png").exists()  # the last review's: ours to remove
+    (target / "figures" / "plot.png").write_bytes(b"mine")
     (target / "notes.txt").write_text("mine")
     d, catalog = load_design("examples/hgx-h100-server.yaml")
     review = collect_review(build_fabric(d, catalog), sizes_bytes=[2**20])
     write_review(review, target)
     assert (target / "notes.txt").read_text() == "mine"  # not ours: left alone
+    assert (target / "figures" / "plot.png").read_bytes() == b"mine"  # it was deleted
     assert sorted(p.name for p in (target / "figures").iterdir()) == [
-        "tier-utilization.png", "topology.png"]  # no step figure without a model
+        "plot.png", "tier-utilization.png", "topology.png"]  # no step figure without a model
     assert _json(target)["step"] is None
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging left behind
+    assert json.loads((target / MANIFEST).read_text())["files"] == [
+        "report.html", "report.md", "report.json", "figures/topology.png",
+        "figures/tier-utilization.png"]
+
+
+def test_a_review_into_a_folder_of_the_users_files_keeps_them(tmp_path, capsys):
+    # the case: mkdir -p proj/figures && echo mine > proj/figures/plot.png
+    (tmp_path / "proj" / "figures").mkdir(parents=True)
+    (tmp_path / "proj" / "figures" / "plot.png").write_text("mine")
+    args = ["review", "examples/hgx-h100-server.yaml", "--size", "1 MiB", "-o",
+            str(tmp_path / "proj")]
+    assert main(args) == 0
+    assert (tmp_path / "proj" / "figures" / "plot.png").read_text() == "mine"
+    assert (tmp_path / "proj" / "figures" / "topology.png").stat().st_size > 0
+    assert main(args) == 0  # again: the manifest lets it replace its own files
+    assert (tmp_path / "proj" / "figures" / "plot.png").read_text() == "mine"
+
+
+def test_a_file_the_review_would_overwrite_and_did_not_write_is_refused(tmp_path, capsys):
+    (tmp_path / "proj" / "figures").mkdir(parents=True)
+    mine = tmp_path / "proj" / "figures" / "topology.png"
+    mine.write_text("mine")
+    status = main(["review", "examples/hgx-h100-server.yaml", "--size", "1 MiB", "-o",
+                   str(tmp_path / "proj")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert "topology.png was not written by a review" in err
+    assert mine.read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "proj").iterdir()) == ["figures"]
+    assert [p.name for p in tmp_path.iterdir()] == ["proj"]
+
+
+def test_a_killed_reviews_staging_folder_is_removed_by_the_next(tmp_path, server_report):
+    target = tmp_path / "r"
+    ended = subprocess.Popen(["true"])  # a killed review's process: ended, its id free
+    ended.wait()
+    abandoned = [tmp_path / ".r.partial-old", tmp_path / f".r.partial-{ended.pid}-x"]
+    for folder in abandoned:
+        (folder / "figures").mkdir(parents=True)
+    running = tmp_path / f".r.partial-{os.getpid()}-y"  # a review still at work
+    running.mkdir()
+    d, catalog = load_design("examples/hgx-h100-server.yaml")
+    write_review(collect_review(build_fabric(d, catalog), sizes_bytes=[2**20]), target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, "r"]
 
 
 def test_size_text_uses_binary_prefixes_for_binary_sizes():

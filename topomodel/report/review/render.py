@@ -1,6 +1,5 @@
 """Render a :class:`~topomodel.report.review.document.Review` as HTML, Markdown and JSON,
-and write the
-report directory atomically.
+and write the report directory atomically.
 
 ``report.html`` is one self-contained file: the stylesheet is inline, the figures are
 PNG ``data:`` URIs, and nothing is fetched from anywhere, so it opens offline and can be
@@ -11,7 +10,11 @@ mailed around. ``report.md`` links its figures as files (``figures/*.png``) next
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
+import glob
 import html
+import json
 import os
 import re
 import shutil
@@ -331,16 +334,26 @@ def render_json(review: Review) -> str:
 # --------------------------------------------------------------------------- files
 
 
+MANIFEST = ".topomodel-review.json"
+"""The files a review wrote into its directory, relative to it: the only files a later
+review there may replace or remove."""
+
+
 def write_review(review: Review, directory: str | Path) -> list[Path]:
     """Write report.html, report.md, report.json and figures/ into ``directory``.
 
-    Everything is built in a temporary directory next to it first; a new directory is
-    then renamed into place in one step, an existing one gets each file replaced by a
-    rename (its other files are left alone). An error while writing leaves no part of
-    the new report behind.
+    Everything is built in a temporary directory next to it first. A new directory is
+    then renamed into place in one step; in an existing one each file is moved in by a
+    rename. Only the files an earlier review listed in its :data:`MANIFEST` are replaced,
+    or removed where this review has no such file (a figure it no longer draws); any
+    other file is left alone, and one this review would overwrite is refused before
+    anything moves. An error while writing leaves no part of the new report behind, and
+    the staging folder of a review that was killed is removed by the next one.
 
     Raises
     ------
+    FileExistsError
+        When a file the review would write is there and no earlier review wrote it.
     OSError
         When the directory cannot be written.
     """
@@ -348,37 +361,93 @@ def write_review(review: Review, directory: str | Path) -> list[Path]:
 
     target = Path(directory)
     made = make_folders(target.parent)
+    _remove_abandoned_staging(target)
     try:
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
+        staging = Path(tempfile.mkdtemp(dir=target.parent,
+                                        prefix=f"{_staging_prefix(target)}{os.getpid()}-"))
     except BaseException:
         remove_folders(made)
         raise
     try:
-        figures = staging / FIGURE_DIR
-        figures.mkdir()
+        (staging / FIGURE_DIR).mkdir()
+        names = [*REPORT_FILES, *(fig.file for fig in review.figures.values())]
         for fig in review.figures.values():
             (staging / fig.file).write_bytes(fig.png)
         (staging / "report.json").write_text(render_json(review), encoding="utf-8")
         (staging / "report.md").write_text(render_markdown(review), encoding="utf-8")
         (staging / "report.html").write_text(render_html(review), encoding="utf-8")
-        written = [target / name for name in REPORT_FILES] + [
-            target / fig.file for fig in review.figures.values()]
+        (staging / MANIFEST).write_text(json.dumps({"files": names}, indent=1) + "\n",
+                                        encoding="utf-8")
         if not target.exists():
             os.chmod(staging, 0o777 & ~umask())  # mkdtemp makes it private
             os.replace(staging, target)
-            return written
-        if not target.is_dir():
-            raise NotADirectoryError(f"{target} is a file")
-        old_figures = staging / ".previous-figures"
-        if (target / FIGURE_DIR).exists():
-            os.replace(target / FIGURE_DIR, old_figures)
-        os.replace(figures, target / FIGURE_DIR)
-        for name in REPORT_FILES:  # the HTML last: it is what people open
-            os.replace(staging / name, target / name)
-        return written
+        else:
+            _move_into(staging, target, names)
+        return [target / name for name in names]
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         remove_folders(made)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into(staging: Path, target: Path, names: list[str]) -> None:
+    """Move the review's files from ``staging`` into the existing ``target``: figures
+    first, the HTML last (it is what people open), the manifest after it; then remove the
+    files the last review wrote that this one does not."""
+    if not target.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{target} is a file")
+    ours = _earlier_files(target)
+    for name in names:
+        if name not in ours and os.path.lexists(target / name):
+            raise FileExistsError(errno.EEXIST, f"{target / name} was not written by a review"
+                                  " (left alone: move it, or choose another folder)")
+    figures = target / FIGURE_DIR
+    if not figures.is_dir():
+        figures.mkdir()
+    for name in sorted(names, key=lambda n: (n in REPORT_FILES, n == "report.html")):
+        os.replace(staging / name, target / name)
+    os.replace(staging / MANIFEST, target / MANIFEST)
+    for name in sorted(ours - set(names)):
+        with contextlib.suppress(OSError):  # already gone, or no longer a file
+            (target / name).unlink()
+
+
+def _earlier_files(target: Path) -> set[str]:
+    """The files an earlier review in ``target`` listed in its manifest (names inside the
+    directory only), or none."""
+    try:
+        listed = json.loads((target / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    inside = {str(n) for n in listed if isinstance(n, str)}
+    return {n for n in inside
+            if not Path(n).is_absolute() and ".." not in Path(n).parts and n != MANIFEST}
+
+
+def _staging_prefix(target: Path) -> str:
+    return f".{target.name}.partial-"
+
+
+def _remove_abandoned_staging(target: Path) -> None:
+    """Remove the staging folders next to ``target`` whose review process has ended (a
+    killed review's); a running review's is left alone."""
+    prefix = _staging_prefix(target)
+    for folder in target.parent.glob(glob.escape(prefix) + "*"):
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        if folder.is_dir() and not folder.is_symlink() and not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` (text from a folder name) is running."""
+    if not pid.isdigit():
+        return False  # an older version's name, without its process
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, OverflowError):  # ended, or never a process id
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
