@@ -11,18 +11,18 @@ from topomodel.analysis.collective import run_collective
 from topomodel.analysis.timing import TimeModel, floor_s
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.traffic.algorithms.alltoall import direct_rounds
+from topomodel.traffic.algorithms.innetwork import in_network_capable
 from topomodel.traffic.collectives import (
     ALGORITHMS,
     busbw_factor,
     collective_shapes,
     collective_traffic,
-    direct_rounds,
     double_binary_tree,
     tree_depth,
 )
 from topomodel.traffic.communicators import COLLECTIVES, group_blocks
 from topomodel.traffic.groups import parse_groups
-from topomodel.traffic.innetwork import in_network_capable
 from topomodel.traffic.phases import Phase
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -898,13 +898,13 @@ def bound_fabrics(tmp_path_factory):
 def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collective, size):
     """``lower_bound_s`` prunes candidates before routing, so it must be a bound on every
     fabric, algorithm and size; and ``auto`` then keeps the fastest of them all."""
-    from topomodel.analysis.collective import AUTO_ALGORITHMS
     from topomodel.analysis.timing import lower_bound_s, time_traffic
+    from topomodel.traffic.algorithms import auto_candidates
 
     for name, fabric in bound_fabrics.items():
         groups = parse_groups(fabric, "all")
         times = {}
-        for algorithm in AUTO_ALGORITHMS[collective]:
+        for algorithm in auto_candidates(fabric, collective, 8):
             try:
                 traffic = collective_traffic(fabric, collective, groups, size,
                                              algorithm=algorithm)
@@ -924,7 +924,8 @@ def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collectiv
 
 def _search(fabric, size, *, floors):
     """(the search's result, the candidates it built) of an AllReduce over all ranks."""
-    from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
+    from topomodel.analysis.collective import fastest
+    from topomodel.traffic.algorithms import auto_candidates
 
     groups = group_blocks(fabric, parse_groups(fabric, "all"))
     built = []
@@ -937,7 +938,7 @@ def _search(fabric, size, *, floors):
         return floor_s(fabric, collective_shapes(fabric, "allreduce", groups, size,
                                                  algorithm=alg))
 
-    alg, _, timing, times = fastest(fabric, build, AUTO_ALGORITHMS["allreduce"],
+    alg, _, timing, times = fastest(fabric, build, auto_candidates(fabric, "allreduce", 8),
                                     floor=floor if floors else None)
     return (alg, timing.time_s, list(times.items())), built
 
@@ -945,7 +946,7 @@ def _search(fabric, size, *, floors):
 def test_floors_skip_builds_but_not_what_the_search_routes(bound_fabrics):
     """With floors the search builds fewer candidates, yet routes the same ones in the
     same order and keeps the same fastest: floors only say what need not be built."""
-    from topomodel.analysis.collective import AUTO_ALGORITHMS
+    from topomodel.traffic.algorithms import auto_candidates
 
     skipped = 0
     for size in (8.0, 2.0**20, 2.0**30):
@@ -954,7 +955,7 @@ def test_floors_skip_builds_but_not_what_the_search_routes(bound_fabrics):
             lazy, built_lazy = _search(fabric, size, floors=True)
             assert lazy == every, (name, size)
             assert set(built_lazy) <= set(built_every) == set(
-                AUTO_ALGORITHMS["allreduce"]), (name, size)
+                auto_candidates(fabric, "allreduce", 8)), (name, size)
             skipped += len(built_every) - len(built_lazy)
     assert skipped > 0  # the floors did spare some builds (small sizes: latency rules)
 

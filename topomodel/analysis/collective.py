@@ -20,6 +20,7 @@ from topomodel.analysis.timing import (
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.sections import failed_tiers
+from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import (
     ALGORITHMS,
     busbw_factor,
@@ -89,18 +90,6 @@ class CollectiveRun:
         sets of different sizes, one busbw cannot describe them all."""
         return tuple(self.algbw_Bps * busbw_factor(self.collective, r)
                      for r in self.ranks_per_set)
-
-
-AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "innetwork", "nvlstree", "torus"),
-    "allgather": ("ring", "torus"), "reducescatter": ("ring", "torus"),
-    "alltoall": ("direct",), "broadcast": ("ring",),
-    "reduce": ("ring",), "sendrecv": ("p2p",)}
-"""What ``auto`` tries: the algorithms NCCL runs (ring, tree, NVLS/CollNet in-network
-reduction, NVLS-Tree; All-to-All and SendRecv as grouped point-to-point), so ``auto``
-picks as NCCL does, and on torus domains the bucket algorithm TPU pods run (``torus``;
-it refuses other fabrics). The others (rhd, pairwise, hierarchical) are run when asked
-for by name."""
 
 
 def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,
@@ -179,7 +168,8 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
     """Run ``collective`` of ``size_bytes`` on every group of every spec at once.
 
     With ``algorithm="auto"`` the fastest of ``candidates`` (default:
-    :data:`AUTO_ALGORITHMS`) is kept, and the run lists each candidate's time.
+    :func:`~topomodel.traffic.algorithms.auto_candidates`, as the step's) is kept,
+    and the run lists each candidate's time.
 
     Raises
     ------
@@ -227,9 +217,10 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
 
     times: dict[str, float] = {}
     if algorithm == "auto":
+        tried = tuple(candidates or auto_candidates(fabric, collective, ranks))
         algorithm, traffic, timing, times = fastest(
-            fabric, build, tuple(candidates or AUTO_ALGORITHMS[collective]), routing=routing,
-            seed=seed, router=router, model=model, floor=floor)
+            fabric, build, tried, routing=routing, seed=seed, router=router, model=model,
+            floor=floor)
     else:
         if algorithm not in ALGORITHMS[collective]:
             raise UsageError(f"{collective} has no algorithm {algorithm!r}; choose from"

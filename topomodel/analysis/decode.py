@@ -43,7 +43,7 @@ import numpy as np
 
 from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.collective import AUTO_ALGORITHMS, fastest
+from topomodel.analysis.collective import fastest
 from topomodel.analysis.compute import device_model
 from topomodel.analysis.decode_assumptions import (
     ACTIVATION_DTYPE,
@@ -56,6 +56,7 @@ from topomodel.analysis.model import BYTES
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks
 from topomodel.traffic.layout import Layout, rank_groups
@@ -299,7 +300,7 @@ def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
         def build(alg: str) -> Traffic:
             return collective_traffic(fabric, collective, rows, size, algorithm=alg)
 
-        candidates = AUTO_ALGORITHMS[collective] if groups.shape[1] > 2 else ("ring",)
+        candidates = auto_candidates(fabric, collective, int(groups.shape[1]))
         alg, _, timing, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
                                     model=time_model)
         doms = domain[groups]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from topomodel.traffic.algorithms import REGISTRY
+
 PROTOCOLS = ("LL", "LL128", "Simple")
 LINK_CLASSES = ("nvlink", "pci", "net")
 ARCHITECTURES = ("volta", "ampere", "hopper", "blackwell")
@@ -128,13 +130,7 @@ def nccl_algorithm(algorithm: str, shape: NcclShape) -> str:
     ring as a ring over the same hops, in-network reduction as NVLS inside one node and
     CollNet (SHARP) across nodes, NVLS-Tree as named, everything else (direct, pairwise,
     p2p, rhd) as point-to-point rounds timed with the ring's per-hop latencies."""
-    if algorithm == "innetwork":
-        return "nvls" if shape.nodes <= 1 else "collnet_direct"
-    if algorithm == "nvlstree":
-        return "nvls_tree"
-    if algorithm == "tree":
-        return "tree"
-    return "ring"
+    return REGISTRY[algorithm].nccl_name(shape.nodes)
 
 
 def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, *,
@@ -143,7 +139,7 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
 
     ``rounds`` is the number of point-to-point rounds of algorithms NCCL does not tune
     (direct: one per batch a p2p channel runs in turn,
-    :func:`~topomodel.traffic.collectives.direct_rounds`; pairwise: n - 1; rhd: log2 n
+    :func:`~topomodel.traffic.algorithms.alltoall.direct_rounds`; pairwise: n - 1; rhd: log2 n
     each way); ring, tree and in-network use NCCL's own step counts.
 
     Examples
@@ -173,7 +169,7 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
     # ring, and the point-to-point rounds of algorithms NCCL does not tune
     if nodes > 1:
         intra = max(intra, NET_OVERHEAD_US * (3 if protocol == "Simple" else 1))
-    if algorithm in ("ring", "hierarchical"):
+    if REGISTRY[algorithm].ring_steps:
         steps = {"allreduce": 2 * (n - 1), "allgather": n - 1, "reducescatter": n - 1}.get(
             collective, n)
         inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "allreduce"

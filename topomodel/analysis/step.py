@@ -76,6 +76,7 @@ from topomodel.analysis.stepshape import (
 from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
+from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks
 from topomodel.traffic.layout import Layout, rank_groups
@@ -420,7 +421,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
         def groups() -> np.ndarray:
             return rank_groups(ranks, layout, grid)
 
-        candidates = _candidates(collective, algorithm, ranks_per_group)
+        candidates = _candidates(fabric, collective, algorithm, ranks_per_group)
         key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
                routing, seed, timing)
         hit = cache.get(key)
@@ -557,11 +558,8 @@ def _both_ways(fabric: Fabric, pairs: np.ndarray, size: float) -> Traffic:
                        for x in (pairs, pairs[:, ::-1])])
 
 
-def _candidates(collective: str, requested: str, ranks: int) -> tuple[str, ...]:
-    """Algorithms to try for a collective of the step (the fastest is kept)."""
-    if requested != "auto":
-        return (requested,)
-    return {"allreduce": ("ring", "tree", "hierarchical"),
-            "allgather": ("ring", "hierarchical"),
-            "reducescatter": ("ring", "hierarchical"),
-            "alltoall": ("direct",)}.get(collective, ("ring",)) if ranks > 2 else ("ring",)
+def _candidates(fabric: Fabric, collective: str, requested: str, ranks: int
+                ) -> tuple[str, ...]:
+    """Algorithms to try for a collective of the step (the fastest is kept): ``auto``'s,
+    as route's (:func:`~topomodel.traffic.algorithms.auto_candidates`)."""
+    return (requested,) if requested != "auto" else auto_candidates(fabric, collective, ranks)

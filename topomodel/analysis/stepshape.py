@@ -40,6 +40,7 @@ from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.records import documented
+from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.vocabulary import SCALEUP_TIERS
@@ -271,9 +272,10 @@ SHARED_TRAFFIC_FLOWS = documented(
     candidate of its 6 collectives), so its degraded steps and its sensitivity find all
     of it.""")
 
-UNSHARED_ALGORITHMS = ("innetwork", "nvlstree")
+UNSHARED_ALGORITHMS = tuple(a.name for a in REGISTRY.values() if a.reads_switch_state)
 """Algorithms whose traffic depends on the failed parts (the in-network plan avoids
-failed switches and links): never shared between a fabric and its failed copies."""
+failed switches and links; ``Algorithm.reads_switch_state``): never shared between a
+fabric and its failed copies."""
 
 
 @ignores_failures

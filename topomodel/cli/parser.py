@@ -35,6 +35,17 @@ from topomodel.cli.step_commands import (
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
 
+ALGORITHM_HELP = (
+    "ring (NCCL's ring); tree (NCCL's double binary tree); rhd (recursive "
+    'halving-doubling); hierarchical (rings inside and across scale-up domains); '
+    'innetwork (the switches reduce: NVLS, SHARP); nvlstree (NVLS inside, tree across); '
+    'torus (bucket algorithm on torus domains); direct (every pair at once); pairwise '
+    '(n-1 shifted exchanges); p2p (point-to-point); or auto (the fastest of those NCCL '
+    'runs: ring, tree, innetwork, nvlstree, torus, direct, p2p; default)')
+"""--algorithm's help: :func:`topomodel.traffic.algorithms.help_text`, written out so the
+parser does not import the algorithms (numpy, pandas) for every verb; a test holds the two
+equal."""
+
 
 def _count(text: str) -> int:
     """A count of at least 0 (``--top``)."""
@@ -188,8 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="communicators: all, domain, system, rail, block:N, stride:K,"
                        " A-B or A,B,C (repeat to run several group sets at once)")
     route.add_argument("--algorithm", default="auto",
-                       help="ring, tree, rhd, direct, pairwise, hierarchical, innetwork,"
-                       " nvlstree, or auto (the fastest of those NCCL runs; default)")
+                       help=ALGORITHM_HELP)
     route.add_argument("--router", default="auto", choices=["auto", "general", "structured"],
                        help="router implementation (default: structured where it applies)")
     route.add_argument("--fail-link", action="append", default=[], metavar="'A -- B'",

@@ -75,7 +75,7 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   of every stage. Stages with no steps (m = 1 or p = 1) are left out; a single stage
   stays as it is.
 - ``innetwork`` (AllReduce; only where :func:`in_network_capable`): the switches reduce,
-  in one phase (:mod:`topomodel.traffic.innetwork`). Case A (NVLS): the whole group in
+  in one phase (:mod:`topomodel.traffic.algorithms.innetwork`). Case A (NVLS): the whole group in
   one system whose scale-up switch chips (kind ``scaleup_switch``, same system) all
   have ``in_network_reduction``. As NCCL does it: a ReduceScatter by multimem loads
   (every rank serves its S to the switch, gets its reduced S/n) and an AllGather by
@@ -106,7 +106,7 @@ Algorithms (``ALGORITHMS``; the first of each collective is its default)
   count is 1 + 2 x the tree depth. NCCL runs it across nodes only, so a group inside one
   domain is refused.
 - ``torus`` (AllReduce, AllGather, ReduceScatter; each group a whole torus scale-up
-  domain): the bucket algorithm over every dimension (:mod:`topomodel.traffic.torus`).
+  domain): the bucket algorithm over every dimension (:mod:`topomodel.traffic.algorithms.torus`).
   S is split into 2D parts (D dimensions longer than 1, both directions of each); part
   (j, +/-) runs a ring reduce-scatter along dimension j, j+1, ..., j+D-1 then the
   all-gather in reverse, staggered so each stage (one phase, as many steps as its
@@ -121,7 +121,7 @@ per-message overhead) one step costs: 1 for ring steps, rhd and pairwise phases;
 for a direct AlltoAll (each rank posts n-1 messages) and for a pipelined
 Broadcast/Reduce chain (the first chunk crosses n-1 hops one after another); 2 (chain
 + tree depth) for the tree; every step of every stage for a pipelined hierarchical
-phase; the in-network phases' own counts (:mod:`topomodel.traffic.innetwork`). The
+phase; the in-network phases' own counts (:mod:`topomodel.traffic.algorithms.innetwork`). The
 NCCL latency model of the time model reads :attr:`Traffic.shapes` instead.
 
 Concurrent groups
@@ -137,53 +137,31 @@ of one rank sends nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
 from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
-from topomodel.traffic.channels import (
-    MAX_CHANNELS,
-    Flows,
-    double_binary_tree,
-    ring_flows,
-    tree_depth,
-    tree_flows,
-)
+from topomodel.traffic.algorithms import ALGORITHMS_BY_COLLECTIVE, REGISTRY
+from topomodel.traffic.channels import double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
     CollectiveError,
     GroupBlocks,
     GroupsLike,
+    GroupView,
     _check_collective,
     _group_names,
-    _Groups,
     group_blocks,
 )
-from topomodel.traffic.innetwork import _in_network_phases, _plan_in_network
-from topomodel.traffic.phases import (
-    AllPairs,
-    AllPairsPhase,
-    Phase,
-    Shape,
-    Traffic,
-    merge_all_pairs,
-)
-from topomodel.traffic.torus import _torus
+from topomodel.traffic.phases import Phase, Shape, Traffic, merge_all_pairs
 
 __all__ = ["ALGORITHMS", "busbw_factor", "collective_shape", "collective_shapes",
            "collective_traffic", "double_binary_tree", "tree_depth"]
 
-ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "rhd", "hierarchical", "innetwork", "nvlstree", "torus"),
-    "allgather": ("ring", "rhd", "hierarchical", "torus"),
-    "reducescatter": ("ring", "rhd", "hierarchical", "torus"),
-    "alltoall": ("direct", "pairwise"),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "sendrecv": ("p2p",),
-}
-"""Algorithms each collective supports; the first is the default."""
+ALGORITHMS = ALGORITHMS_BY_COLLECTIVE
+"""Algorithms each collective supports, the first its default (from the registry,
+:mod:`topomodel.traffic.algorithms`)."""
 
 
 def busbw_factor(collective: str, n: int) -> float:
@@ -264,16 +242,16 @@ def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | Gro
     per_size = _per_size(blocks, names)
     shapes = tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
                                  for g in per_size if g.n > 1))
-    if algorithm in ("innetwork", "nvlstree"):
-        plan = _plan_in_network(fabric, blocks, names, algorithm=algorithm)
-        return Traffic(_in_network_phases(plan, size), names, algorithm, plan.notes, shapes)
-    make = _GENERATORS[algorithm]
+    record = REGISTRY[algorithm]
+    if record.plan is not None:  # all groups at once: they share switches
+        phases, notes = record.plan(blocks, names, size, algorithm)
+        return Traffic(phases, names, algorithm, notes, shapes)
+    assert record.generate is not None
     per_bucket = []
     for g in per_size:
         if g.n > 1:
-            per_bucket.extend(make(collective, g, size))
-    phases = _merge(per_bucket)
-    return Traffic(phases, names, algorithm, (_NOTES[algorithm],), shapes)
+            per_bucket.extend(record.generate(collective, g, size))
+    return Traffic(_merge(per_bucket), names, algorithm, (record.note,), shapes)
 
 
 def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | GroupBlocks,
@@ -308,7 +286,7 @@ def _checked(fabric: Fabric, collective: str, algorithm: str,
     return group_blocks(fabric, groups), size
 
 
-def _per_size(blocks: GroupBlocks, names: tuple[str, ...]) -> list[_Groups]:
+def _per_size(blocks: GroupBlocks, names: tuple[str, ...]) -> list[GroupView]:
     """One generator view per block, sharing the block's derived views."""
     return [blocks.block(k, names) for k in range(len(blocks.blocks))]
 
@@ -330,58 +308,20 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
     (16, 2, 1)
     """
     gid = np.arange(len(ranks), dtype=np.int32)
-    return _shape(collective, algorithm, _Groups(ranks, gid, (), fabric), float(size_bytes))
+    return _shape(collective, algorithm, GroupView(ranks, gid, (), fabric), float(size_bytes))
 
 
-P2P_PER_BATCH = 8
-"""Point-to-point rounds NCCL puts in one batch of work on a channel
-(``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` in ``src/include/device.h``, NVIDIA/nccl 5067397c)."""
-
-
-def direct_rounds(ranks: int, nodes: int) -> int:
-    """Point-to-point rounds, one after another, of a direct All-to-All of ``ranks``
-    ranks over ``nodes`` scale-up domains: the fewest NCCL can take.
-
-    Across nodes, NCCL runs a rank's ``ranks`` send/receive rounds (``ncclP2pSchedule``
-    in ``src/init.cc``) in groups of g = gcd(8, ranks per node). The g rounds of a
-    group form one batch on the same channels (``ncclP2pChannelBaseForRound`` in
-    ``src/include/channel.h``; ``ncclAddWorkBatchToPlan`` in ``src/enqueue.cc``). The
-    batches are spread over its point-to-point channels, and a channel runs its
-    batches in turn. With one channel per peer, the fewest NCCL gives a peer
-    (``ncclTopoComputeP2pChannels`` in ``src/graph/paths.cc``), and at most
-    :data:`~topomodel.traffic.channels.MAX_CHANNELS` channels, some channel runs
-    ceil(ceil(ranks / g) / 64) batches. Each batch costs a round of latency. NCCL's
-    own channel count, the ring's, is often 16-32, which topomodel does not derive, so
-    this is a lower bound. Inside one node: one round, as NCCL's tuner gives.
-
-    Examples
-    --------
-    >>> direct_rounds(8, 1), direct_rounds(512, 64), direct_rounds(24_576, 3_072)
-    (1, 1, 48)
-    >>> direct_rounds(98_304, 12_288), direct_rounds(1_024, 256)  # 4 ranks per node
-    (192, 4)
-    """
-    if nodes <= 1:
-        return 1
-    group = math.gcd(P2P_PER_BATCH, max(1, ranks // nodes))
-    return max(1, math.ceil(math.ceil(ranks / group) / MAX_CHANNELS))
-
-
-def _shape(collective: str, algorithm: str, g: _Groups, size: float) -> Shape:
+def _shape(collective: str, algorithm: str, g: GroupView, size: float) -> Shape:
     fabric, ranks = g.fabric, g.ranks
     n = g.n
     domain = np.sort(fabric.nodes["domain"].to_numpy()[ranks], axis=1)
     alone = (domain < 0).sum(axis=1)
     distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
     nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())
-    rounds = {"direct": direct_rounds(n, nodes), "pairwise": n - 1, "p2p": 1,
-              "rhd": 2 * max(1, (n - 1).bit_length())}.get(algorithm, 1)
-    if algorithm == "torus":  # a ring step per chip along every dimension, both halves
-        shape = fabric.structure.scaleup.torus.shape
-        rounds = sum(d - 1 for d in shape) * (2 if collective == "allreduce" else 1)
-    count = 0
-    if nodes > 1 and algorithm in ("ring", "tree", "hierarchical"):
-        count = int(g.channels.count.min())
+    record = REGISTRY[algorithm]
+    rounds = record.rounds(collective, n, nodes,
+                           tuple(int(d) for d in fabric.structure.scaleup.torus.shape))
+    count = int(g.channels.count.min()) if nodes > 1 and record.channels else 0
     return Shape(collective, algorithm, n, nodes, size, rounds, count)
 
 
@@ -423,163 +363,3 @@ def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:
             steps, label, max(p.messages_per_step for p in members),
             min(p.efficiency for p in members)))
     return tuple(merged)
-
-
-def _ring(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    n = g.n
-    if collective in ("allreduce", "allgather", "reducescatter"):
-        flows = ring_flows(g.channels, size)
-        steps = 2 * (n - 1) if collective == "allreduce" else n - 1
-        return [[_phase(g, flows, steps=steps, label=f"ring {collective}")]]
-    chain = np.arange(n - 1)
-    if collective == "broadcast":
-        return [[g.phase(chain, chain + 1, size, steps=1, label="chain broadcast",
-                         messages=n - 1)]]
-    return [[g.phase(chain + 1, chain, size, steps=1, label="chain reduce", messages=n - 1)]]
-
-
-def _tree(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    flows, hops = tree_flows(g.channels, size)
-    return [[_phase(g, flows, steps=1, label="tree reduce + broadcast", messages=hops)]]
-
-
-def _phase(g: _Groups, flows: Flows, *, steps: int, label: str, messages: int = 1) -> Phase:
-    """A phase of flows whose last array is the row (group of ``g``) of each."""
-    src, dst, nbytes, row = flows
-    return Phase(src.astype(np.int64), dst.astype(np.int64), nbytes.astype(float),
-                 g.gid[row].astype(np.int32), steps, label, messages)
-
-
-def _rhd(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    n = g.n
-    if n & (n - 1):
-        raise CollectiveError("recursive halving-doubling needs a power-of-two group size"
-                              f" (group {g.names[int(g.gid[0])]!r} has {n} ranks)")
-    a = np.arange(n)
-    halving = [1 << k for k in range(n.bit_length() - 1)]
-    phases = []
-    if collective in ("allreduce", "reducescatter"):
-        phases += [g.phase(a, a ^ d, size / (2 * d), steps=1,
-                           label=f"recursive halving, distance {d}") for d in halving]
-    if collective in ("allreduce", "allgather"):
-        phases += [g.phase(a, a ^ d, size / (2 * d), steps=1,
-                           label=f"recursive doubling, distance {d}") for d in halving[::-1]]
-    return [phases]
-
-
-def _direct(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    """Every ordered pair of each group, kept as the groups (:class:`AllPairsPhase`):
-    its n(n - 1) flows per group are listed only where something reads them."""
-    n = g.n
-    block = AllPairs(g.ranks, g.gid.astype(np.int32), np.full(len(g.gid), size / n))
-    return [[AllPairsPhase((block,), 1, "direct alltoall", n - 1)]]
-
-
-def _pairwise(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    n = g.n
-    a = np.arange(n)
-    return [[g.phase(a, (a + k) % n, size / n, steps=1, label=f"pairwise shift {k}")
-             for k in range(1, n)]]
-
-
-def _p2p(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    a = np.arange(g.n - 1)
-    return [[g.phase(a, a + 1, size, steps=1, label="sendrecv")]]
-
-
-def _hierarchical(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
-    out = []
-    for groups, m in _equal_parts(g):
-        parts = groups.n // m
-        n = parts * m
-        a = np.arange(n)
-        inside = (a // m) * m + (a % m + 1) % m
-        across = ((a // m + 1) % parts) * m + a % m
-        rs_in = ("ring reduce-scatter inside domains", inside, size / m, m - 1)
-        ag_in = ("ring allgather inside domains", inside, size / m, m - 1)
-        plan = {
-            "allreduce": [rs_in, ("ring allreduce across domains", across, size / n,
-                                  2 * (parts - 1)), ag_in],
-            "allgather": [("ring allgather across domains", across, size / n, parts - 1),
-                          ag_in],
-            "reducescatter": [rs_in, ("ring reduce-scatter across domains", across,
-                                      size / n, parts - 1)],
-        }[collective]
-        stages = [groups.phase(a, b, nbytes, steps=steps, label=label)
-                  for label, b, nbytes, steps in plan if steps > 0]
-        out.append([pipelined(stages)])
-    return out
-
-
-def pipelined(stages: Sequence[Phase]) -> Phase:
-    """Stages that a collective pipelines chunk by chunk, as one phase: every stage's
-    bytes on the links at once (one step carrying all their steps' bytes), the time
-    the slowest link's, and a message latency for each step of each stage (the first
-    chunk still goes through every step). The efficiency is the lowest of the stages'.
-
-    Examples
-    --------
-    >>> a = Phase(np.array([0]), np.array([1]), np.array([2.0]), np.array([0], np.int32), 3)
-    >>> b = Phase(np.array([1]), np.array([2]), np.array([1.0]), np.array([0], np.int32), 2)
-    >>> p = pipelined([a, b])
-    >>> p.steps, p.bytes.tolist(), p.messages_per_step
-    (1, [6.0, 2.0], 5)
-    """
-    if len(stages) == 1:
-        return stages[0]
-    return Phase(np.concatenate([p.src for p in stages]),
-                 np.concatenate([p.dst for p in stages]),
-                 np.concatenate([p.bytes * p.steps for p in stages]),
-                 np.concatenate([p.group for p in stages]), 1,
-                 " + ".join(p.label for p in stages),
-                 sum(p.steps * p.messages_per_step for p in stages),
-                 min(p.efficiency for p in stages))
-
-
-def _equal_parts(g: _Groups) -> list[tuple[_Groups, int]]:
-    """Groups reordered part by part, by part size; refuse a group with uneven parts."""
-    layout = g.layout
-    smallest, largest = layout.size.min(axis=1), layout.size.max(axis=1)
-    uneven = np.flatnonzero(smallest != largest)
-    if len(uneven):
-        i = int(uneven[0])
-        sizes = layout.size[i][layout.start[i] == np.arange(g.n)]
-        raise CollectiveError(
-            f"hierarchical needs the same number of ranks in every scale-up domain part of a"
-            f" group; group {g.names[int(g.gid[i])]!r} has parts of"
-            f" {', '.join(map(str, sizes.tolist()))} ranks")
-    out = []
-    for m in dict.fromkeys(smallest.tolist()):
-        rows = np.flatnonzero(smallest == m)
-        out.append((_Groups(layout.ranks[rows], g.gid[rows], g.names, g.fabric), int(m)))
-    return out
-
-
-_Generator = Callable[[str, _Groups, float], list[list[Phase]]]
-
-
-_GENERATORS: dict[str, _Generator] = {
-    "ring": _ring, "tree": _tree, "rhd": _rhd, "direct": _direct, "pairwise": _pairwise,
-    "p2p": _p2p, "hierarchical": _hierarchical, "torus": _torus,
-}
-
-
-_NOTES = {
-    "ring": "ring: one phase per collective, S/n per step; across scale-up domains one"
-            " channel per NIC (S/C each, same-rail hops between domains, the last chunk of"
-            " a domain relayed to the channel's head); Broadcast/Reduce a pipelined chain"
-            " from/to rank 0 with n-1 message latencies",
-    "tree": "tree: NCCL's tree over nodes: per NIC channel a chain in each scale-up domain"
-            " and a double binary tree over the domains, S/2 per tree; reduction and"
-            " broadcast at once",
-    "rhd": "rhd: recursive halving (distance 1, 2, ...) then doubling (..., 2, 1), S/(2d)"
-           " per flow at distance d",
-    "direct": "direct: every ordered pair at once, S/n each, n-1 messages per rank",
-    "pairwise": "pairwise: n-1 phases, rank i -> i+k, S/n each",
-    "p2p": "sendrecv: rank i -> i+1 of each group, S each",
-    "hierarchical": "hierarchical: rings inside scale-up domain parts and across them among"
-                    " ranks of the same position, pipelined (the stages run at once)",
-    "torus": "torus: the bucket algorithm, S in 2D parts, each a ring reduce-scatter along"
-             " every dimension in turn then the all-gather in reverse, staggered so every"
-             " dimension carries a part each way in every stage",
-}

@@ -83,15 +83,15 @@ class GroupBlocks:
         out.sort(key=lambda part: int(part[1][0]))
         return out
 
-    def block(self, k: int, names: tuple[str, ...] = ()) -> _Groups:
+    def block(self, k: int, names: tuple[str, ...] = ()) -> GroupView:
         """Block ``k`` as the generators take it; what they derive from it (domain parts,
         channels) is made once and kept with these groups."""
-        return _Groups(self.blocks[k], self.ids[k], names, self.fabric,
-                       self._views.setdefault(k, {}))
+        return GroupView(self.blocks[k], self.ids[k], names, self.fabric,
+                         self._views.setdefault(k, {}))
 
 
 @dataclass(frozen=True, eq=False)
-class _Groups:
+class GroupView:
     """Groups of one size as a generator takes them: ``ranks[g, i]`` is rank i of
     group ``gid[g]``; ``cache`` keeps what is derived from ``ranks`` (one block's share
     of :meth:`GroupBlocks.derived`)."""

@@ -28,7 +28,6 @@ _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their re
      "bisection.MAX_FLOW_NODE_LIMIT"),
     ("large-fabric threshold of the review", "accelerators", "review.LARGE_FABRIC_ACCELERATORS"),
     ("largest All-to-All routed", "flows", "review.MAX_ALLTOALL_FLOWS"),
-    ("largest group for pairwise All-to-All", "ranks", "review.PAIRWISE_MAX_RANKS"),
     ("power figure of a part", "", "bom.POWER_BASIS"),
 )
 _MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.tables",

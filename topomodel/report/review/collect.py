@@ -91,13 +91,6 @@ MAX_ALLTOALL_FLOWS = documented(
     per algorithm on one laptop-class core.""")
 
 
-PAIRWISE_MAX_RANKS = documented(
-    "review.PAIRWISE_MAX_RANKS", 512,
-    """Pairwise All-to-All is tried only on groups of at most this many ranks: it runs
-    ranks - 1 exchange phases, each routed on its own (seconds per size at a thousand
-    ranks); direct All-to-All, one phase with every pair, is always tried.""")
-
-
 HOTSPOT_COUNT = 10
 """Busiest links listed."""
 
@@ -182,7 +175,7 @@ def _shared_views(fabric: Fabric, *, failures: bool) -> None:
     view (each all-reduce's candidates); each row's weaker direction."""
     from topomodel.analysis.goodput import failure_indexes
     from topomodel.fabric.tables import link_weaker_Bps
-    from topomodel.traffic.innetwork import _view
+    from topomodel.traffic.algorithms.innetwork import _view
 
     if failures:
         failure_indexes(fabric)
@@ -207,7 +200,7 @@ def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
     algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
     runs on groups spread over the fabric (:func:`spread_groups`). Each run is
     independent of the others (:func:`_measured_runs`, :func:`_collect_rows`)."""
-    from topomodel.analysis.collective import AUTO_ALGORITHMS
+    from topomodel.traffic.algorithms import auto_candidates
     from topomodel.traffic.groups import parse_groups
 
     large = fabric.accelerator_count > LARGE_FABRIC_ACCELERATORS
@@ -252,8 +245,7 @@ def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
                 skipped.append(f"alltoall on {spec} ({count} x {ranks} ranks:"
                                f" {count * ranks * (ranks - 1):,} flows)")
                 continue
-            candidates = tuple(a for a in AUTO_ALGORITHMS[collective]
-                               if a != "pairwise" or ranks <= PAIRWISE_MAX_RANKS)
+            candidates = auto_candidates(fabric, collective, ranks)
             runs += [(spec, network, ranks, count, collective, candidates, size)
                      for size in sizes]
     return _CollectivePlan(runs, group_info, sizes, skipped, notes, scale_out)

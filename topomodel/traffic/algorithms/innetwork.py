@@ -38,7 +38,8 @@ import pandas as pd
 
 from topomodel.arrays import distinct
 from topomodel.catalog import ScaleupSwitch
-from topomodel.fabric.tables import Fabric, labels
+from topomodel.fabric.tables import Fabric, ignores_failures, labels
+from topomodel.traffic.algorithms.record import Algorithm
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
     CollectiveError,
@@ -565,3 +566,33 @@ def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
 
 
 _ACC, _NIC, _CHIP, _SWITCH = range(4)  # codes of NODE_KINDS, in its order
+
+
+def in_network_traffic(groups: GroupBlocks, names: tuple[str, ...], size: float,
+                       algorithm: str) -> tuple[tuple[Phase, ...], tuple[str, ...]]:
+    """The phases and notes of ``algorithm`` (innetwork or nvlstree) for every group."""
+    plan = _plan_in_network(groups.fabric, groups, names, algorithm=algorithm)
+    return _in_network_phases(plan, size), plan.notes
+
+
+@ignores_failures
+def switches_reduce(fabric: Fabric) -> bool:
+    """Whether any switch of the fabric reduces in the network (its catalog entry's
+    ``in_network_reduction``), failed or not."""
+    return any(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction", False)
+               for m in fabric.nodes["model"].unique())
+
+
+INNETWORK = Algorithm(
+    "innetwork", ("allreduce",),
+    note="innetwork: the switches reduce (NVLS inside a system, SHARP in a fat-tree)",
+    help="the switches reduce: NVLS, SHARP", nccl_intra="nvls",
+    nccl_inter="collnet_direct", plan=in_network_traffic, reads_switch_state=True,
+    applies=lambda fabric: fabric.derived(switches_reduce))
+
+NVLSTREE = Algorithm(
+    "nvlstree", ("allreduce",),
+    note="nvlstree: NVLS inside each domain part, NCCL's double binary tree across them",
+    help="NVLS inside, tree across", nccl_intra="nvls_tree", nccl_inter="nvls_tree",
+    plan=in_network_traffic, reads_switch_state=True,
+    applies=lambda fabric: fabric.derived(switches_reduce))

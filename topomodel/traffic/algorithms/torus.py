@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from topomodel.traffic.communicators import CollectiveError, _Groups
+from topomodel.traffic.algorithms.record import Algorithm
+from topomodel.traffic.communicators import CollectiveError, GroupView
 from topomodel.traffic.phases import Phase
 
-__all__ = ["torus_neighbors"]
+__all__ = ["TORUS", "torus_neighbors", "torus_phases"]
 
 
 def torus_neighbors(coords: np.ndarray, shape: tuple[int, ...], dim: int,
@@ -53,7 +54,7 @@ def torus_neighbors(coords: np.ndarray, shape: tuple[int, ...], dim: int,
     return np.ravel_multi_index(np.moveaxis(step, -1, 0), shape)
 
 
-def _torus(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
+def torus_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
     """The bucket algorithm's phases for groups that are whole torus domains."""
     if collective not in ("allreduce", "allgather", "reducescatter"):
         raise CollectiveError(f"torus runs allreduce, allgather and reducescatter, not"
@@ -119,3 +120,18 @@ def _torus(collective: str, g: _Groups, size: float) -> list[list[Phase]]:
         phases += [stage(k, gather=True, label=f"torus allgather, stage {k + 1} of {count}")
                    for k in range(count)]
     return [phases]
+
+
+def torus_rounds(collective: str, ranks: int, nodes: int, torus_shape: tuple[int, ...]) -> int:
+    """A ring step per chip along every dimension, both halves for AllReduce."""
+    return sum(d - 1 for d in torus_shape) * (2 if collective == "allreduce" else 1)
+
+
+TORUS = Algorithm(
+    "torus", ("allreduce", "allgather", "reducescatter"),
+    note="torus: the bucket algorithm, S in 2D parts, each a ring reduce-scatter along"
+                 " every dimension in turn then the all-gather in reverse, staggered so every"
+                 " dimension carries a part each way in every stage",
+    help="bucket algorithm on torus domains", nccl_intra="ring", nccl_inter="ring",
+    generate=torus_phases, rounds=torus_rounds,
+    applies=lambda fabric: fabric.structure.scaleup.kind == "torus")
