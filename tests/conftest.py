@@ -1,5 +1,6 @@
 """Shared fixtures: a toy catalog with a radix-k switch, and design helpers."""
 
+import dataclasses
 import textwrap
 
 import pytest
@@ -147,3 +148,11 @@ def toy(tmp_path):
     build.catalog_path = catalog
     build.tmp_path = tmp_path
     return build
+
+
+def with_sharp(fabric):
+    """``fabric`` as its design would be with ``scaleout.in_network_reduction: true``
+    (SHARP where the scale-out switches can; off by default, as in stock NCCL)."""
+    scaleout = dataclasses.replace(fabric.design.scaleout, in_network_reduction=True)
+    return dataclasses.replace(fabric, design=dataclasses.replace(fabric.design,
+                                                                   scaleout=scaleout))

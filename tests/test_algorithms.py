@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -98,3 +100,12 @@ def test_the_step_times_a_collective_as_route_does_on_one_hgx_h100():
                                model=assumptions.time)
         assert call.algorithm == alone.algorithm == "innetwork"
         assert call.time_s == pytest.approx(alone.time_s * call.calls, rel=1e-9)
+
+
+def test_the_cli_parser_imports_no_algorithm():
+    # the help is text so every verb's start-up stays free of numpy and pandas
+    code = ("import sys, topomodel.cli.parser; "
+            "print('pandas' in sys.modules, 'topomodel.traffic.algorithms' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]

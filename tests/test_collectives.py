@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import with_sharp
 
 from topomodel.analysis.collective import run_collective
 from topomodel.analysis.timing import TimeModel, floor_s
@@ -53,6 +54,12 @@ def superpod():
     return example("dgx-h100-superpod.yaml")
 
 
+@pytest.fixture(scope="module")
+def sharp_superpod():
+    """The SuperPOD with SHARP enabled in its design."""
+    return with_sharp(example("dgx-h100-superpod.yaml"))
+
+
 SHARP_CATALOG = """
 scaleup_switches:
   sharp-chip:
@@ -93,7 +100,7 @@ def sharp(toy):
         path = toy.tmp_path / "sharp-design.yaml"
         path.write_text(textwrap.dedent(text))
         design, catalog = load_design(path, extra_catalogs=[toy.catalog_path, extra])
-        return build_fabric(design, catalog)
+        return with_sharp(build_fabric(design, catalog))
 
     return build
 
@@ -623,7 +630,8 @@ def test_nvls_gain_follows_gpu_count(hgx, gpus, published):
     assert run.busbw_Bps / 1e9 == pytest.approx(published, rel=0.10)
 
 
-def test_sharp_across_dgx_nodes_reduces_in_node_first(superpod):
+def test_sharp_across_dgx_nodes_reduces_in_node_first(sharp_superpod):
+    superpod = sharp_superpod
     """SHARP across 2 DGX H100 with NCCL's in-node pre-reduction: NVLS inside each node,
     then each GPU's NIC carries its slice S/8 (not S) to the leaf of its rail, which is
     that slice's aggregation root (both nodes' rail-j NICs share it): no spine."""
@@ -724,7 +732,8 @@ def names(fabric, numbers):
     return fabric.nodes["name"].to_numpy()[numbers].tolist()
 
 
-def test_sharp_root_is_the_shared_leaf_or_the_first_spine(superpod):
+def test_sharp_root_is_the_shared_leaf_or_the_first_spine(sharp_superpod):
+    superpod = sharp_superpod
     acc = superpod.accelerators
     nodes = len(superpod.nodes)
     one_leaf = acc[0:256:8]  # rail 0 of unit 0: every NIC on leaf00
@@ -866,7 +875,7 @@ def test_sharp_does_not_reduce_a_group_inside_one_node():
     from topomodel.fabric.build import build_fabric
     from topomodel.traffic.communicators import CollectiveError
 
-    selene = build_fabric(*load_design("examples/selene-dgx-a100.yaml"))
+    selene = with_sharp(build_fabric(*load_design("examples/selene-dgx-a100.yaml")))
     one_node = selene.accelerators[:8]
     with pytest.raises(CollectiveError, match=r"runs only across scale-up domains"):
         collective_traffic(selene, "allreduce", [one_node], 2**20, algorithm="innetwork")

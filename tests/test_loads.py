@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import with_sharp
 
 from topomodel.analysis.collective import run_collective
 from topomodel.analysis.loads import (
@@ -59,6 +60,7 @@ def test_bisection_traffic_of_a_ring_over_everyone(superpod):
 
 
 def test_in_network_flows_cross_the_bisection_only_between_sides(superpod):
+    superpod = with_sharp(superpod)
     """NVLS and SHARP flows run between an accelerator and its own switch chip or NIC, or
     a scale-out switch: none of them crosses between the halves (before, every flow from
     side A to a switch was counted, 1.125 GiB per GPU, and the bound exceeded the

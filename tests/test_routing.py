@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import with_sharp
 
 from topomodel.analysis.timing import TimeModel, time_traffic
 from topomodel.design import load_design
@@ -396,7 +397,7 @@ def test_switch_endpoint_flows_take_the_general_routers_paths(example):
     paths in route(); the general router's shortest-path ECMP gives the same loads."""
     from topomodel.traffic.collectives import collective_traffic
 
-    fabric = fabric_of(example)
+    fabric = with_sharp(fabric_of(example))
     traffic = collective_traffic(fabric, "allreduce", [fabric.accelerators[:256]], 2**26,
                                  algorithm="innetwork")
     for ph in traffic.phases:

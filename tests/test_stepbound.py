@@ -97,7 +97,10 @@ def test_no_order_beats_the_bound(case):
         checked += 1
         tight += bound.step_time_s > 0.75 * step.step_time_s
     assert checked > 50 and ordered > 5
-    assert tight > checked // 10  # a bound that prunes, not zero
+    # a bound that prunes, not zero: at least 1 in 20 within 75 % of the step (measured:
+    # 64 of 672 for the MoE with DualPipe, the fewest, since the step tries what NCCL
+    # runs and no longer the hierarchical ring across the two servers; 83 before)
+    assert tight > checked // 20
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -16,7 +16,10 @@ give, finds them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import pandas as pd
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -94,3 +97,35 @@ def sorted_distinct(keys: np.ndarray, space: int | None = None
     inverse = np.empty(len(keys), np.int64)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], inverse
+
+
+def expand_matches(keys: np.ndarray, sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each entry of ``keys``, every index into ``sorted_keys`` equal to it: (which
+    entry of ``keys``, index into ``sorted_keys``) pairs.
+
+    Examples
+    --------
+    >>> [x.tolist() for x in expand_matches(np.array([2, 5, 7]), np.array([2, 2, 7]))]
+    [[0, 0, 2], [0, 1, 2]]
+    """
+    lo = np.searchsorted(sorted_keys, keys, "left")
+    count = np.searchsorted(sorted_keys, keys, "right") - lo
+    which = np.repeat(np.arange(len(keys)), count)
+    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    return which, np.repeat(lo, count) + within
+
+
+def category_codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
+    """Each row's index in ``values`` (-1 where absent), int8, through categorical codes.
+
+    Examples
+    --------
+    >>> category_codes(pd.Series(["nic", "switch", "gpu"]), ("accelerator", "nic", "switch")
+    ...                ).tolist()
+    [1, 2, -1]
+    """
+    categorical = pd.Categorical(column)
+    lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
+                       for c in map(str, categorical.categories)] + [-1], dtype=np.int8)
+    codes: np.ndarray = lookup[categorical.codes]
+    return codes

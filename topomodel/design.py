@@ -121,6 +121,11 @@ class ScaleoutDesign:
                                  doc="units per pod in a 3-tier fabric")
     partial_unit: bool = spec(boolean, default=False,
                               doc="allow a last unit with fewer systems")
+    in_network_reduction: bool = spec(
+        boolean, default=False,
+        doc="the scale-out switches reduce AllReduce in the network (SHARP, NCCL's"
+        " CollNet), where their catalog entry can: off by default, as stock NCCL runs"
+        " it only with the SHARP plugin and NCCL_COLLNET_ENABLE=1")
     transport: str = spec(choice("rdma", "sockets"), default="rdma",
                           doc="rdma (InfiniBand, RoCE) or sockets (NCCL's TCP/IP"
                           " transport, at timing.SOCKETS_EFFICIENCY of the line rate)")

@@ -32,8 +32,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from topomodel.traffic.algorithms import REGISTRY
-
 PROTOCOLS = ("LL", "LL128", "Simple")
 LINK_CLASSES = ("nvlink", "pci", "net")
 ARCHITECTURES = ("volta", "ampere", "hopper", "blackwell")
@@ -130,6 +128,8 @@ def nccl_algorithm(algorithm: str, shape: NcclShape) -> str:
     ring as a ring over the same hops, in-network reduction as NVLS inside one node and
     CollNet (SHARP) across nodes, NVLS-Tree as named, everything else (direct, pairwise,
     p2p, rhd) as point-to-point rounds timed with the ring's per-hop latencies."""
+    from topomodel.traffic.algorithms import REGISTRY  # not at import: the CLI's options
+
     return REGISTRY[algorithm].nccl_name(shape.nodes)
 
 
@@ -169,6 +169,8 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
     # ring, and the point-to-point rounds of algorithms NCCL does not tune
     if nodes > 1:
         intra = max(intra, NET_OVERHEAD_US * (3 if protocol == "Simple" else 1))
+    from topomodel.traffic.algorithms import REGISTRY
+
     if REGISTRY[algorithm].ring_steps:
         steps = {"allreduce": 2 * (n - 1), "allgather": n - 1, "reducescatter": n - 1}.get(
             collective, n)

@@ -30,13 +30,13 @@ the network links of NVLS + SHARP and NVLS-Tree too, which NCCL does not (it app
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from topomodel.arrays import distinct
+from topomodel.arrays import category_codes, distinct, expand_matches
 from topomodel.catalog import ScaleupSwitch
 from topomodel.fabric.tables import Fabric, ignores_failures, labels
 from topomodel.traffic.algorithms.record import Algorithm
@@ -85,18 +85,6 @@ class _InNetworkPlan:
 _Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # src, dst, fraction, group
 
 
-def _expand(keys: np.ndarray, sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each entry of ``keys``, every index into ``sorted_keys`` equal to it.
-
-    Returns (which entry of ``keys``, index into ``sorted_keys``) pairs.
-    """
-    lo = np.searchsorted(sorted_keys, keys, "left")
-    count = np.searchsorted(sorted_keys, keys, "right") - lo
-    which = np.repeat(np.arange(len(keys)), count)
-    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    return which, np.repeat(lo, count) + within
-
-
 @dataclass(frozen=True, eq=False)
 class _Chips:
     """Accelerator -> in-system switch chip arcs (sorted by accelerator), whether each
@@ -112,7 +100,7 @@ class _Chips:
 
     def flows(self, ranks: np.ndarray, group: np.ndarray, scale: np.ndarray) -> _Flows:
         """NVLS flows rank -> chip, ``scale`` of each rank's S split by its cables."""
-        which, idx = _expand(ranks, self.src)
+        which, idx = expand_matches(ranks, self.src)
         src = ranks[which]
         return (src, self.dst[idx], self.cables[idx] / self.total[src] * scale[which],
                 group[which])
@@ -158,11 +146,11 @@ class _View:
 
 def _view(fabric: Fabric) -> _View:
     nodes, links = fabric.nodes, fabric.links
-    kind = _codes(nodes["kind"], NODE_KINDS)
+    kind = category_codes(nodes["kind"], NODE_KINDS)
     model = nodes["model"].astype("category").cat
     capable = np.append([bool(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction",
                                       False)) for m in model.categories], False)[
-        model.codes.to_numpy()]
+        model.codes.to_numpy()] & reduction_enabled(fabric, kind)
     live = ~links["failed"].to_numpy()
     every = live.all()  # no copies of the columns where nothing failed
 
@@ -379,7 +367,7 @@ def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
         rows = rows[np.argsort(lsrc[rows], kind="stable")]
         return lsrc[rows], ldst[rows]
 
-    level = _codes(fabric.nodes["tier"], FAT_TREE_TIERS)
+    level = category_codes(fabric.nodes["tier"], FAT_TREE_TIERS)
     below = level[lsrc]
     upward = (below >= 0) & (level[ldst] == below + 1)
     first_up = np.full(n, np.iinfo(np.int64).max)
@@ -399,7 +387,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
     # rank -> NIC: its host links, else the builder's rule (NIC local*nics//per)
     arcs = fabric.derived(_sharp_arcs)
     host_src, host_dst = arcs.host_src, arcs.host_dst
-    which, idx = _expand(ranks, host_src)
+    which, idx = expand_matches(ranks, host_src)
     rank_pos, nic = which, host_dst[idx]
     has_host = np.zeros(len(ranks), bool)
     has_host[which] = True
@@ -412,7 +400,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
         nic = np.concatenate([nic, extra[extra >= 0]])
     # NIC -> leaf (one leg per plane)
     up_src, up_dst = arcs.up_src, arcs.up_dst
-    which, idx = _expand(nic, up_src)
+    which, idx = expand_matches(nic, up_src)
     legs = pd.DataFrame({"pos": rank_pos[which], "leaf": up_dst[idx]})
     legs = legs.sort_values(["pos", "leaf"], kind="stable", ignore_index=True)
     legs["group"] = rank_group[legs["pos"].to_numpy()]
@@ -425,7 +413,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
     if failed is None and not capable[leaves].all():  # refused before the roots are sought
         bad = int(leaves[np.argmin(capable[leaves])])
         return ((int(legs["group"].to_numpy()[np.argmin(capable[leaves])]),
-                 _no_reduction(nodes, bad)), empty, np.empty(0, np.int64))
+                 _no_reduction(fabric, bad)), empty, np.empty(0, np.int64))
     legs["fraction"] = 1.0 / legs_per_rank[legs["pos"].to_numpy()]
     legs["plane"] = nodes["plane"].to_numpy()[legs["leaf"].to_numpy()]
     legs["portion"] = legs.groupby(["pos", "plane"]).cumcount()
@@ -464,7 +452,7 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
         if len(unable):
             bad = int(unable[0])
             groups = np.concatenate([legs["group"].to_numpy(), planes["group"].to_numpy()])
-            failed = (int(groups[np.argmax(touched == bad)]), _no_reduction(nodes, bad))
+            failed = (int(groups[np.argmax(touched == bad)]), _no_reduction(fabric, bad))
     if failed is not None:
         return failed, empty, np.empty(0, np.int64)
     # the leaf's reduced stream: one copy of each portion it receives
@@ -482,9 +470,13 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
     return None, flows, root
 
 
-def _no_reduction(nodes: pd.DataFrame, switch: int) -> str:
-    return (f"scale-out switch {nodes['name'].iloc[switch]} ({nodes['model'].iloc[switch]})"
-            " has no in-network reduction")
+def _no_reduction(fabric: Fabric, switch: int) -> str:
+    nodes = fabric.nodes
+    name, model = nodes["name"].iloc[switch], nodes["model"].iloc[switch]
+    if getattr(fabric.catalog.entries.get(str(model)), "in_network_reduction", False):
+        return (f"scale-out switch {name} ({model}) could reduce, but the design does not"
+                " enable it (scaleout.in_network_reduction: true)")
+    return f"scale-out switch {name} ({model}) has no in-network reduction"
 
 
 def _reaches(leaf: np.ndarray, core: np.ndarray, up_src: np.ndarray, up_dst: np.ndarray,
@@ -496,7 +488,7 @@ def _reaches(leaf: np.ndarray, core: np.ndarray, up_src: np.ndarray, up_dst: np.
     leaf, core = pairs // width, pairs % width - 1
     order = np.argsort(up_src, kind="stable")
     sorted_src, sorted_dst = up_src[order], up_dst[order]
-    which, idx = _expand(leaf, sorted_src)
+    which, idx = expand_matches(leaf, sorted_src)
     ok = linked(sorted_dst[idx], core[which])
     reached: np.ndarray = np.bincount(which, weights=ok, minlength=len(leaf)) > 0
     return reached[back.ravel()]
@@ -556,15 +548,6 @@ def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
                      1 + 2 * depth, "NVLS-Tree reduce and broadcast")
 
 
-def _codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
-    """Each row's index in ``values`` (-1 where absent), through categorical codes."""
-    categorical = pd.Categorical(column)
-    lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
-                       for c in map(str, categorical.categories)] + [-1], dtype=np.int8)
-    codes: np.ndarray = lookup[categorical.codes]
-    return codes
-
-
 _ACC, _NIC, _CHIP, _SWITCH = range(4)  # codes of NODE_KINDS, in its order
 
 
@@ -575,12 +558,25 @@ def in_network_traffic(groups: GroupBlocks, names: tuple[str, ...], size: float,
     return _in_network_phases(plan, size), plan.notes
 
 
+def reduction_enabled(fabric: Fabric, kind: np.ndarray) -> np.ndarray:
+    """Per node (``kind`` its code of NODE_KINDS): whether the fabric runs in-network
+    reduction there. Scale-up switch chips do wherever their part can (NCCL enables NVLS
+    by default); scale-out switches only where the design's
+    ``scaleout.in_network_reduction`` says so (stock NCCL runs no CollNet without the
+    SHARP plugin and ``NCCL_COLLNET_ENABLE=1``)."""
+    scaleup = kind == NODE_KINDS.index("scaleup_switch")
+    return scaleup | bool(fabric.design.scaleout.in_network_reduction)
+
+
 @ignores_failures
 def switches_reduce(fabric: Fabric) -> bool:
-    """Whether any switch of the fabric reduces in the network (its catalog entry's
-    ``in_network_reduction``), failed or not."""
+    """Whether any switch of the fabric reduces in the network, failed or not: its
+    catalog entry's ``in_network_reduction``, and for a scale-out switch the design's."""
+    nodes = fabric.nodes
+    kind = category_codes(nodes["kind"], NODE_KINDS)
+    models = nodes.loc[reduction_enabled(fabric, kind), "model"]
     return any(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction", False)
-               for m in fabric.nodes["model"].unique())
+               for m in models.unique())
 
 
 INNETWORK = Algorithm(
