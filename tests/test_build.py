@@ -223,7 +223,7 @@ def test_torus_structure_keeps_shape_and_coordinates(toy):
 
 
 def test_injection_is_decided_at_build_time(toy):
-    from topomodel.analysis.bisection import injection_Bps
+    from topomodel.analysis.bisection import bisection_injection_Bps
     from topomodel.analysis.studies import scale_scaleout
 
     # 4 accelerators share 2 NICs: accelerators 0 and 1 use NIC 0, which 0 owns
@@ -238,7 +238,7 @@ def test_injection_is_decided_at_build_time(toy):
     assert inj.host_Bps.tolist() == inj.nic_ports_Bps.tolist() == inj.scaleout_Bps.tolist()
     assert inj.scaleup_Bps.tolist() == [4 * 10e9] * 8  # 2 chips x 2 links of 10 GB/s
     # two domains: the bisection's injection is the scale-out share per accelerator
-    assert injection_Bps(fabric) == inj.bisection_Bps == pytest.approx(4 * nic_Bps / 8)
+    assert bisection_injection_Bps(fabric) == inj.bisection_Bps == pytest.approx(4 * nic_Bps / 8)
     scaled = scale_scaleout(fabric, 2.0)
     assert scaled.injection.bisection_Bps == pytest.approx(2 * inj.bisection_Bps)
     assert scaled.injection.scaleup_Bps.tolist() == inj.scaleup_Bps.tolist()

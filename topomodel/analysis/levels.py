@@ -14,7 +14,7 @@ from topomodel.analysis.timing import TimeModel, tier_efficiency
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded
-from topomodel.fabric.structure import nic_owner_nodes
+from topomodel.fabric.structure import nic_owner_nodes, scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
 
@@ -164,7 +164,7 @@ def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, flo
         return []
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)
-    injection = min(capacity.get("host", math.inf), capacity.get("leaf", math.inf)) / n
+    injection = scaleout_injection_Bps(fabric.injection)
     over = dict.fromkeys(FAT_TREE_TIERS, 1.0)
     for t in fabric.clos_tiers:
         if t.name in over and t.oversubscription > over[t.name]:

@@ -163,6 +163,27 @@ class Injection:
     bisection_Bps: float  # into the networks that join the bisection's halves (mean)
 
 
+def scaleout_injection_Bps(injection: Injection) -> float:
+    """Today's scale-out bandwidth per accelerator, bytes/s per direction: each NIC's
+    ports (every plane) capped by its host link, summed over the NICs and averaged over
+    the accelerators (0 without a scale-out network).
+
+    The one figure a scale-out factor multiplies (``advise``, ``step
+    --target-comm-share``), that sweeps report as ``injection_Bps`` and that the levels'
+    scale-out bandwidth starts from. Scale-up links never count: the bisection's
+    injection (:attr:`Injection.bisection_Bps`) adds them when its halves split one
+    domain, this does not.
+
+    Examples
+    --------
+    >>> none = np.zeros(4)
+    >>> scaleout_injection_Bps(Injection(np.array([8, 8, 9, 9]), none, np.array(
+    ...     [50e9, 0.0, 50e9, 0.0]), none, none, 0.0)) / 1e9
+    25.0
+    """
+    return float(np.sum(injection.scaleout_Bps)) / max(1, len(injection.scaleout_Bps))
+
+
 def nic_owners(per_system: int, nics_per_system: int) -> np.ndarray:
     """The accelerator each NIC's host link goes to, by rail (local numbers in one
     system): NIC ``i`` to accelerator ``i * per_system // nics_per_system``.
