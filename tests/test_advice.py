@@ -92,3 +92,25 @@ def test_a_threshold_outside_zero_one_is_one_error_line(value, capsys):
     with pytest.raises(UsageError, match="--threshold"):
         f, model, layout = job(64)
         advise(f, model, layout, ASSUMPTIONS, threshold=float(value))
+
+
+def test_advise_and_step_multiply_the_same_scale_out_injection(tmp_path, capsys):
+    """One GB200 NVL72 rack with its scale-out network: 72 GPUs, one 400G NIC each, so
+    50 GB/s of scale-out per GPU. ``step --target-comm-share`` used to read the
+    bisection's injection instead, which adds the NVLink bandwidth when the halves split
+    the one rack (950 GB/s), so its required scale-out was 19x advise's."""
+    text = (EXAMPLES / "gb200-nvl72-cluster.yaml").read_text().replace(
+        "systems: 8\n", "systems: 1\n")
+    path = tmp_path / "one-rack.yaml"
+    path.write_text(text)
+    rack = build_fabric(*load_design(path))
+    model = rack.catalog.get("llama3-70b", Model)
+    advice = advise(rack, model, Layout(tp=8, dp=9))
+    assert advice.injection_Bps == pytest.approx(50e9)
+    assert main(["step", str(path), "--model", "llama3-70b", "--tp", "8", "--no-goodput",
+                 "--target-comm-share", "0.2", "--format", "json"]) == 0
+    required = json.loads(capsys.readouterr().out)["required_scaleout"]
+    assert required["injection_Bps"] == advice.injection_Bps
+    from topomodel.analysis.bisection import bisection_injection_Bps
+
+    assert bisection_injection_Bps(rack) == pytest.approx(950e9)  # the bisection's own

@@ -223,7 +223,7 @@ def test_torus_structure_keeps_shape_and_coordinates(toy):
 
 
 def test_injection_is_decided_at_build_time(toy):
-    from topomodel.analysis.bisection import injection_Bps
+    from topomodel.analysis.bisection import bisection_injection_Bps
     from topomodel.analysis.studies import scale_scaleout
 
     # 4 accelerators share 2 NICs: accelerators 0 and 1 use NIC 0, which 0 owns
@@ -238,10 +238,62 @@ def test_injection_is_decided_at_build_time(toy):
     assert inj.host_Bps.tolist() == inj.nic_ports_Bps.tolist() == inj.scaleout_Bps.tolist()
     assert inj.scaleup_Bps.tolist() == [4 * 10e9] * 8  # 2 chips x 2 links of 10 GB/s
     # two domains: the bisection's injection is the scale-out share per accelerator
-    assert injection_Bps(fabric) == inj.bisection_Bps == pytest.approx(4 * nic_Bps / 8)
+    assert bisection_injection_Bps(fabric) == inj.bisection_Bps == pytest.approx(4 * nic_Bps / 8)
     scaled = scale_scaleout(fabric, 2.0)
     assert scaled.injection.bisection_Bps == pytest.approx(2 * inj.bisection_Bps)
     assert scaled.injection.scaleup_Bps.tolist() == inj.scaleup_Bps.tolist()
+
+
+def _host_links(fabric):
+    """(accelerator, NIC) node pairs of the host links as built."""
+    links = fabric.links[(fabric.links["tier"] == "host").to_numpy()]
+    acc = fabric.kind_mask("accelerator")[links["src"].to_numpy()]
+    return links["src"].to_numpy()[acc], links["dst"].to_numpy()[acc]
+
+
+@pytest.mark.parametrize("nics", [1, 2, 3, 4, 5, 6, 7, 8, 12, 16])
+def test_each_accelerator_is_served_by_the_nic_its_host_link_reaches(nics):
+    """The serving NIC is the first whose host link the accelerator holds; one holding
+    none shares the NIC of the nearest holder before it in its system. The NIC counts
+    that do not divide 8 are the ones where the two rules used to disagree."""
+    from topomodel.fabric.structure import nic_owner_nodes
+
+    fabric = _build(f"system: dgx-h100\nsystems: 2\nscaleout:\n  switch: qm9700\n"
+                    f"  nics_per_system: {nics}\n")
+    holder, nic = _host_links(fabric)
+    owner = nic_owner_nodes(fabric.nodes, fabric.structure)
+    assert owner[nic].tolist() == holder.tolist()  # the view is the links as built
+    assert (owner >= 0).sum() == 2 * nics
+    first = {}
+    for a, n in sorted(zip(holder.tolist(), nic.tolist(), strict=True)):
+        first.setdefault(a, n)
+    served, before = {}, None
+    for a, n in zip(fabric.accelerators.tolist(), fabric.injection.nic.tolist(), strict=True):
+        before = first.get(a, before if fabric.nodes["local"].iat[a] else None)
+        served[a] = before
+        assert n == before, fabric.nodes["name"].iat[a]
+    assert len(set(served.values())) == min(8, nics) * 2  # every holder serves
+
+
+def test_an_accelerator_holding_a_host_link_is_served_through_it():
+    """dgx-h100 with 3 NICs: sys0/acc2 holds nic1's host link (and acc5 nic2's); the
+    serving rule used to give it nic0 (and acc5 nic1), so channels, PXN and SHARP sent
+    its traffic through a NIC other than the one its link reaches."""
+    from topomodel.traffic.channels import channels, domain_parts
+
+    fabric = _build("system: dgx-h100\nsystems: 2\nscaleout:\n  switch: qm9700\n"
+                    "  nics_per_system: 3\n")
+    names = fabric.nodes["name"].to_numpy()
+    holder, nic = _host_links(fabric)
+    assert sorted(f"{names[a]} {names[n]}" for a, n in zip(holder, nic, strict=True)
+                  if names[a].startswith("sys0/")) == [
+        "sys0/acc0 sys0/nic0", "sys0/acc2 sys0/nic1", "sys0/acc5 sys0/nic2"]
+    assert [names[n].split("/")[1] for n in fabric.injection.nic[:8]] == [
+        "nic0", "nic0", "nic1", "nic1", "nic1", "nic2", "nic2", "nic2"]
+    # each channel's head in a system is the accelerator holding that NIC's host link
+    ch = channels(fabric, domain_parts(fabric, fabric.accelerators.reshape(1, 16)))
+    heads = ch.head(np.zeros(3, int), np.zeros(3, int), np.arange(3))
+    assert [names[h] for h in heads] == ["sys0/acc0", "sys0/acc2", "sys0/acc5"]
 
 
 def test_every_bad_failed_part_is_reported_at_once(toy):

@@ -13,6 +13,7 @@ from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.export import ASTRA_GB_BYTES, calculon_system, export_fabric
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import PROPAGATION_S_PER_M
 
 
@@ -231,6 +232,8 @@ def test_levels_of_an_oversubscribed_leaf_tier(toy):
     assert [lv.npus for lv in levels] == [4, 2, 2]
     assert [lv.link_Bps for lv in levels] == [4 * 10e9, 12.5e9, 12.5e9 / 2]
     assert [lv.oversubscription for lv in levels] == [1.0, 1.0, 2.0]
+    # the scale-out levels start from the one scale-out injection per accelerator
+    assert levels[1].injection_Bps == scaleout_injection_Bps(fabric.injection)
     system = calculon_system(fabric)
     assert [n["size"] for n in system["networks"]] == [4, 8, 16]
     assert [n["bandwidth"] for n in system["networks"]] == [40.0, 12.5, 6.25]

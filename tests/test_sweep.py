@@ -351,6 +351,31 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     assert row["feasible"]
 
 
+def test_the_injection_metric_is_the_scale_out_bandwidth_per_accelerator(place, tmp_path):
+    """One toy box is one scale-up domain: its 4 accelerators have one 100 Gb/s NIC each
+    (12.5 GB/s of scale-out) and 40 GB/s of scale-up links. The sweep's injection_Bps
+    used to be the bisection's (52.5 GB/s, the scale-up added because the halves split
+    the one domain); it is the scale-out figure ``advise`` and ``step`` multiply."""
+    path = place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed:
+          model: toy-dense
+          global_batch: 64
+          design.systems: 1
+        """)
+    row = run_sweep(load_sweep(path), tmp_path / "r.parquet", workers=1,
+                    progress=False).frame.iloc[0]
+    design, catalog = load_design(tmp_path / "design.yaml",
+                                  extra_catalogs=[tmp_path / "toy.yaml"])
+    box = build_fabric(replace(design, systems=1), catalog)
+    assert row["injection_Bps"] == 12.5e9
+    assert box.injection.bisection_Bps == pytest.approx(52.5e9)
+    from topomodel.fabric.structure import scaleout_injection_Bps
+
+    assert scaleout_injection_Bps(box.injection) == row["injection_Bps"]
+
+
 def test_failing_points_record_their_error_and_the_sweep_goes_on(place, tmp_path):
     outcome = run_sweep(load_sweep(place()), tmp_path / "r.parquet", workers=1,
                         progress=False)

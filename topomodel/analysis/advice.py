@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 from topomodel.analysis.step import StepAssumptions, StepResult, step_time
 from topomodel.analysis.studies import NO_EFFECT, required_scaleout_factor
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
+from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.layout import Layout
 
@@ -40,7 +39,7 @@ class Advice:
     factor: float | None  # scale-out factor that reaches the threshold; None: see outcome
     outcome: str  # how the factor search ended (topomodel.analysis.studies.FOUND, ...)
     nic_port_Bps: float  # one NIC port as built
-    injection_Bps: float  # scale-out bandwidth per accelerator as built (NIC ports / GPUs)
+    injection_Bps: float  # scale-out bandwidth per accelerator as built (scaleout_injection_Bps)
     at_factor: StepResult | None  # the step at that factor
 
     @property
@@ -78,8 +77,7 @@ def advise(fabric: Fabric, model: Model, layout: Layout,
         search = required_scaleout_factor(fabric, model, layout, assumptions,
                                           target_share=threshold, routing=routing, seed=seed)
         factor, at, outcome = search.factor, search.result, search.outcome
-    n = max(1, fabric.accelerator_count)
-    injection = float(np.sum(fabric.injection.scaleout_Bps)) / n
     return Advice(threshold, result, result.comm_share, result.comm_share > threshold,
                   dominant, walls, has_scaleout, factor, outcome,
-                  fabric.structure.scaleout.port_rate_Bps, injection, at)
+                  fabric.structure.scaleout.port_rate_Bps,
+                  scaleout_injection_Bps(fabric.injection), at)

@@ -390,13 +390,16 @@ def brute_force_bisection(fabric: Fabric, *, limit: int = 16) -> float:
     return best
 
 
-def injection_Bps(fabric: Fabric) -> float:
-    """Per-accelerator bandwidth into the networks that join the halves, bytes/s.
+def bisection_injection_Bps(fabric: Fabric) -> float:
+    """Per-accelerator bandwidth into the networks that join the bisection's halves,
+    bytes/s: what the bisection's ratio divides by.
 
     Scale-out injection (NIC ports times planes, capped by the host link) when the
     halves are whole scale-up domains; plus the scale-up bandwidth when the halves
     split a single domain. Decided when the fabric is built
-    (:attr:`~topomodel.fabric.structure.Injection.bisection_Bps`).
+    (:attr:`~topomodel.fabric.structure.Injection.bisection_Bps`). Not today's scale-out
+    bandwidth per accelerator, which never counts scale-up links
+    (:func:`~topomodel.fabric.structure.scaleout_injection_Bps`).
     """
     return fabric.injection.bisection_Bps
 
@@ -429,7 +432,7 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
                "failed links or an uneven structure make the worst cut cheaper"))
     if exact is None:
         half = max(1, min(len(side) for side in halves(fabric)))
-    injection = injection_Bps(fabric)
+    injection = bisection_injection_Bps(fabric)
     per_acc = value / half
     return Bisection(value, method, closed, exact, per_acc, injection,
                      per_acc / injection if injection else math.nan, note)

@@ -14,6 +14,7 @@ from topomodel.analysis.timing import TimeModel, tier_efficiency
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded
+from topomodel.fabric.structure import nic_owner_nodes, scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
 
@@ -163,7 +164,7 @@ def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, flo
         return []
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)
-    injection = min(capacity.get("host", math.inf), capacity.get("leaf", math.inf)) / n
+    injection = scaleout_injection_Bps(fabric.injection)
     over = dict.fromkeys(FAT_TREE_TIERS, 1.0)
     for t in fabric.clos_tiers:
         if t.name in over and t.oversubscription > over[t.name]:
@@ -220,11 +221,9 @@ def _domain_keys(fabric: Fabric, domains: np.ndarray,
     tier = Coded(links["tier"])
     acc_domain = np.full(len(nodes), -1)
     acc_domain[fabric.accelerators] = domains
-    # NIC -> owning accelerator's domain (host links), NIC -> leaf (leaf links)
-    host = np.flatnonzero(tier.equals("host"))
-    host = host[fabric.kind_mask("accelerator")[src[host]]]
-    nic_domain = np.full(len(nodes), -1)
-    nic_domain[dst[host]] = acc_domain[src[host]]
+    # NIC -> the domain of the accelerator holding its host link, NIC -> leaf (leaf links)
+    owner = nic_owner_nodes(nodes, fabric.structure)
+    nic_domain = np.where(owner >= 0, acc_domain[np.maximum(owner, 0)], -1)
     up = np.flatnonzero(tier.equals("leaf"))
     up = up[fabric.kind_mask("nic")[src[up]]]
     pairs_domain = nic_domain[src[up]]

@@ -173,10 +173,10 @@ def _cmd_step(args: argparse.Namespace) -> Report:
         search = required_scaleout_factor(
             fabric, job.model, job.layout, job.assumptions,
             target_share=args.target_comm_share, routing=inputs.routing, seed=inputs.seed)
-        from topomodel.analysis.bisection import injection_Bps
+        from topomodel.fabric.structure import scaleout_injection_Bps
         from topomodel.units import format_rate
 
-        now, factor = injection_Bps(fabric), search.factor
+        now, factor = scaleout_injection_Bps(fabric.injection), search.factor
         text = {FOUND: f"{factor or 0:.3g}x today's: {format_rate((factor or 0) * now)}"
                        " per accelerator",
                 NOT_REACHED: f"not reached even at {search.limit:g}x",

@@ -31,7 +31,12 @@ from topomodel.fabric.clos import (
 )
 from topomodel.fabric.failures import _mark_failures
 from topomodel.fabric.scaleup import _build_scaleup
-from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
+from topomodel.fabric.structure import (
+    ScaleoutStructure,
+    Structure,
+    measure_injection,
+    nic_owners,
+)
 from topomodel.fabric.tables import (
     LINK_TIERS,
     ClosTier,
@@ -199,7 +204,7 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
                                   local=rail, rail=rail)
     host = catalog.get(system.host_link, HostLink) if system.host_link else None
     host_rate = host.rate_Bps if host else nic.rate_Bps
-    owner = acc[nic_sys, rail * per_system // nics]
+    owner = acc[nic_sys, nic_owners(per_system, nics)[rail]]
     builder.add_links(owner, nic_nodes, tier="host", rate_Bps=host_rate, medium="pcie")
     # endpoint grouping: units of systems; rails to their own leaves when rail-optimized
     try:

@@ -163,14 +163,73 @@ class Injection:
     bisection_Bps: float  # into the networks that join the bisection's halves (mean)
 
 
+def scaleout_injection_Bps(injection: Injection) -> float:
+    """Today's scale-out bandwidth per accelerator, bytes/s per direction: each NIC's
+    ports (every plane) capped by its host link, summed over the NICs and averaged over
+    the accelerators (0 without a scale-out network).
+
+    The one figure a scale-out factor multiplies (``advise``, ``step
+    --target-comm-share``), that sweeps report as ``injection_Bps`` and that the levels'
+    scale-out bandwidth starts from. Scale-up links never count: the bisection's
+    injection (:attr:`Injection.bisection_Bps`) adds them when its halves split one
+    domain, this does not.
+
+    Examples
+    --------
+    >>> none = np.zeros(4)
+    >>> scaleout_injection_Bps(Injection(np.array([8, 8, 9, 9]), none, np.array(
+    ...     [50e9, 0.0, 50e9, 0.0]), none, none, 0.0)) / 1e9
+    25.0
+    """
+    return float(np.sum(injection.scaleout_Bps)) / max(1, len(injection.scaleout_Bps))
+
+
+def nic_owners(per_system: int, nics_per_system: int) -> np.ndarray:
+    """The accelerator each NIC's host link goes to, by rail (local numbers in one
+    system): NIC ``i`` to accelerator ``i * per_system // nics_per_system``.
+
+    The one rule of which accelerator holds which NIC: the builder wires the host links
+    by it, and which NIC serves an accelerator (:func:`serving_rails`) follows from it.
+
+    Examples
+    --------
+    >>> nic_owners(8, 3).tolist(), nic_owners(4, 8).tolist()
+    ([0, 2, 5], [0, 0, 1, 1, 2, 2, 3, 3])
+    """
+    return np.arange(nics_per_system, dtype=np.int64) * per_system // nics_per_system
+
+
+def serving_rails(per_system: int, nics_per_system: int) -> np.ndarray:
+    """The NIC (rail) serving each accelerator of a system, by local number: the first
+    NIC whose host link it holds (:func:`nic_owners`); one that holds none shares the
+    NIC of the nearest holder before it.
+
+    A NIC count that does not divide the accelerators (nor they it) is served by this
+    same rule rather than refused: such a system is built with one host link per NIC
+    like any other, so refusing it would lose designs the builder, the bill of
+    materials and the general router all handle; what must not happen is a reader
+    sending an accelerator's traffic through a NIC other than the one its host link
+    reaches. With 8 accelerators over 3 NICs the groups are 2, 3 and 3, each led by
+    the holder of the host link; with 12 NICs, accelerators hold 2 or 1.
+
+    Examples
+    --------
+    >>> serving_rails(8, 3).tolist(), serving_rails(8, 12).tolist()
+    ([0, 0, 1, 1, 1, 2, 2, 2], [0, 2, 3, 5, 6, 8, 9, 11])
+    >>> serving_rails(8, 4).tolist(), serving_rails(4, 8).tolist()
+    ([0, 0, 1, 1, 2, 2, 3, 3], [0, 2, 4, 6])
+    """
+    owner = nic_owners(per_system, nics_per_system)
+    # owners never decrease with the rail and NIC 0's is accelerator 0
+    holder = owner[np.searchsorted(owner, np.arange(per_system), side="right") - 1]
+    return np.searchsorted(owner, holder, side="left")
+
+
 def serving_nics(acc_system: np.ndarray, acc_local: np.ndarray, nic_nodes: np.ndarray,
                  nic_system: np.ndarray, nic_local: np.ndarray, *, per_system: int,
                  nics_per_system: int) -> np.ndarray:
-    """The NIC serving each accelerator: NIC ``local * nics // per_system`` of its system
-    (node numbers; -1 without NICs).
-
-    With fewer NICs than accelerators, neighbours share one (the first of them owns its
-    host link); with more, an accelerator is served by the first of its NICs.
+    """The NIC serving each accelerator: NIC :func:`serving_rails` of its system (node
+    numbers; -1 without NICs).
 
     Examples
     --------
@@ -182,7 +241,33 @@ def serving_nics(acc_system: np.ndarray, acc_local: np.ndarray, nic_nodes: np.nd
         return np.full(len(acc_system), -1)
     table = np.full((int(max(acc_system.max(), nic_system.max())) + 1, nics_per_system), -1)
     table[nic_system, nic_local] = nic_nodes
-    return table[acc_system, acc_local * nics_per_system // per_system]
+    return table[acc_system, serving_rails(per_system, nics_per_system)[acc_local]]
+
+
+def nic_owner_nodes(nodes: pd.DataFrame, structure: Structure) -> np.ndarray:
+    """Per node: the accelerator that holds the host link of each NIC (:func:`nic_owners`,
+    node numbers), -1 for every other node.
+
+    Examples
+    --------
+    >>> nodes = pd.DataFrame({"kind": pd.Categorical(["accelerator"] * 4 + ["nic"]),
+    ...                       "system": [0, 0, 1, 1, 1], "local": [0, 1, 0, 1, 0]})
+    >>> s = Structure(2, 2, ScaleupStructure("none"), ScaleoutStructure("fat_tree",
+    ...               nics_per_system=1))
+    >>> nic_owner_nodes(nodes, s).tolist()
+    [-1, -1, -1, -1, 2]
+    """
+    kind = Coded(nodes["kind"])
+    system, local = nodes["system"].to_numpy(), nodes["local"].to_numpy()
+    acc, nic = np.flatnonzero(kind.equals("accelerator")), np.flatnonzero(kind.equals("nic"))
+    out = np.full(len(nodes), -1)
+    if not len(nic) or not len(acc):
+        return out
+    table = np.full((int(system[acc].max()) + 1, structure.accelerators_per_system), -1)
+    table[system[acc], local[acc]] = acc
+    owner = nic_owners(structure.accelerators_per_system, structure.scaleout.nics_per_system)
+    out[nic] = table[system[nic], owner[local[nic]]]
+    return out
 
 
 def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,

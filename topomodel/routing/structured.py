@@ -71,8 +71,8 @@ class _Clos:
         tier_src, tier_dst = node_tier.at(src), node_tier.at(dst)
         host_tier = tier.equals("host")
         host = np.flatnonzero(host_tier & kind_src.equals("accelerator"))
-        self.nic_of = np.full(n, -1)
-        self.nic_of[src[host]] = dst[host]
+        self.nic_of = np.full(n, -1)  # the NIC serving each accelerator, one rule for all
+        self.nic_of[fabric.accelerators] = fabric.injection.nic
         self.host_up = np.full(n, -1)
         self.host_up[src[host]] = host
         back = np.flatnonzero(host_tier & kind_src.equals("nic"))

@@ -158,8 +158,9 @@ def _fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[st
 
 def _design_metrics(fabric: Any) -> dict[str, Any]:
     """Size, bandwidth, parts and power of a built fabric."""
-    from topomodel.analysis.bisection import closed_form, injection_Bps
+    from topomodel.analysis.bisection import closed_form
     from topomodel.analysis.bom import bill_of_materials, power_summary
+    from topomodel.fabric.structure import scaleout_injection_Bps
 
     bom = bill_of_materials(fabric)
     power = power_summary(bom, fabric.accelerator_count)
@@ -170,7 +171,7 @@ def _design_metrics(fabric: Any) -> dict[str, Any]:
     bisection, _ = closed_form(fabric)
     return {
         "accelerators": fabric.accelerator_count,
-        "injection_Bps": injection_Bps(fabric),
+        "injection_Bps": scaleout_injection_Bps(fabric.injection),
         "bisection_Bps": math.nan if bisection is None else bisection,
         "power_W": power.total_W, "power_complete": power.complete,
         "power_W_per_accelerator": power.total_W_per_accelerator,

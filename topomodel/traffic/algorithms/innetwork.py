@@ -384,7 +384,8 @@ def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
     nodes = fabric.nodes
     failed: tuple[int, str] | None = None
     empty: _Flows = (np.empty(0, np.int64),) * 2 + (np.empty(0), np.empty(0, np.int32))
-    # rank -> NIC: its host links, else the builder's rule (NIC local*nics//per)
+    # rank -> NIC: its host links, else the NIC serving it (serving_rails: the nearest
+    # holder's before it in its system, the rule the host links were wired by)
     arcs = fabric.derived(_sharp_arcs)
     host_src, host_dst = arcs.host_src, arcs.host_dst
     which, idx = expand_matches(ranks, host_src)
