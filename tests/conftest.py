@@ -13,6 +13,16 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow (long fuzz runs)")
 
 
+def pytest_configure(config):
+    # one Hypothesis profile: 25 examples a property test by default, 150 with --run-slow;
+    # loaded before the test modules are imported, so their settings objects inherit it
+    from hypothesis import settings
+
+    examples = 150 if config.getoption("--run-slow") else 25
+    settings.register_profile("topomodel", max_examples=examples)
+    settings.load_profile("topomodel")
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--run-slow"):
         return
