@@ -1,11 +1,14 @@
 """Shared fixtures: a toy catalog with a radix-k switch, and design helpers."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def pytest_addoption(parser):
@@ -157,3 +160,24 @@ def toy(tmp_path):
     build.catalog_path = catalog
     build.tmp_path = tmp_path
     return build
+
+
+@pytest.fixture(scope="session")
+def example_fabric():
+    """``example_fabric(name)``: the fabric of ``examples/NAME.yaml``, built once for the
+    whole run and shared by every test that asks for it (the 98k-accelerator examples
+    take seconds to build).
+
+    Fabrics are frozen records and a test given one only reads it: ``assign``,
+    ``with_failed`` and the failure helpers make copies, and the views kept with it
+    (:meth:`Fabric.derived`) are caches that give what a fresh fabric computes. A test
+    that needs a fabric with nothing derived yet, or changes one, builds its own.
+    """
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = build_fabric(*load_design(EXAMPLES / f"{name}.yaml"))
+        return built[name]
+
+    return get
