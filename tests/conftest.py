@@ -2,16 +2,29 @@
 
 import dataclasses
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run the tests marked slow (long fuzz runs)")
+
+
+def pytest_configure(config):
+    # one Hypothesis profile: 25 examples a property test by default, 150 with --run-slow;
+    # loaded before the test modules are imported, so their settings objects inherit it
+    from hypothesis import settings
+
+    examples = 150 if config.getoption("--run-slow") else 25
+    settings.register_profile("topomodel", max_examples=examples)
+    settings.load_profile("topomodel")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -156,3 +169,24 @@ def with_sharp(fabric):
     scaleout = dataclasses.replace(fabric.design.scaleout, in_network_reduction=True)
     return dataclasses.replace(fabric, design=dataclasses.replace(fabric.design,
                                                                    scaleout=scaleout))
+
+
+@pytest.fixture(scope="session")
+def example_fabric():
+    """``example_fabric(name)``: the fabric of ``examples/NAME.yaml``, built once for the
+    whole run and shared by every test that asks for it (the 98k-accelerator examples
+    take seconds to build).
+
+    Fabrics are frozen records and a test given one only reads it: ``assign``,
+    ``with_failed`` and the failure helpers make copies, and the views kept with it
+    (:meth:`Fabric.derived`) are caches that give what a fresh fabric computes. A test
+    that needs a fabric with nothing derived yet, or changes one, builds its own.
+    """
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = build_fabric(*load_design(EXAMPLES / f"{name}.yaml"))
+        return built[name]
+
+    return get

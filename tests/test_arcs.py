@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_build import fat_tree
-from test_examples import NAMES, built
+from test_examples import NAMES
 
 from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, reversed_index
 from topomodel.fabric.failures import failed_links, with_failures
@@ -57,8 +57,9 @@ def old_lookup_row(fabric, src, dst):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_order_is_the_stable_sort_and_the_reversed_one_comes_from_reverse_rows(name):
-    fabric = built(name)
+def test_the_order_is_the_stable_sort_and_the_reversed_one_comes_from_reverse_rows(
+        name, example_fabric):
+    fabric = example_fabric(name)
     index = fabric.derived(arc_index)
     keys = keys_of(fabric)
     assert np.array_equal(index.order, np.argsort(keys, kind="stable"))
@@ -127,8 +128,8 @@ def test_random_arcs_with_parallel_ones_sort_stably():
 
 @pytest.mark.parametrize("name", ["tpu-v4-pod", "cloudmatrix384", "dgx-h100-superpod",
                                   "100k-8gpu-3tier"])
-def test_the_wiring_reads_the_index_and_its_reversed_csr_is_the_sorted_one(name):
-    fabric = built(name)
+def test_the_wiring_reads_the_index_and_its_reversed_csr_is_the_sorted_one(name, example_fabric):
+    fabric = example_fabric(name)
     check_reversed_csr(fabric)
     wiring = fabric.derived(general._Wiring)
     assert wiring.rows is fabric.derived(arc_index).order
@@ -169,13 +170,13 @@ def check_reversed_csr(fabric):
 
 @pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "tpu-v4-pod",
                                   "parallel"])
-def test_named_parts_fail_every_row_of_their_ends_both_ways(name, parallel):
+def test_named_parts_fail_every_row_of_their_ends_both_ways(name, parallel, example_fabric):
     """Looked up in the fabric's part index, or found by a pass and a sort of their own
     (as at build), the failed rows are those touching a named node or joining the two
     ends of a named link, either way, every parallel row included."""
     from topomodel.fabric.failures import part_index
 
-    fabric = parallel if name == "parallel" else built(name)
+    fabric = parallel if name == "parallel" else example_fabric(name)
     names = fabric.nodes["name"].to_numpy()
     src, dst = fabric.links["src"].to_numpy(), fabric.links["dst"].to_numpy()
     rng = np.random.default_rng(5)
@@ -205,12 +206,13 @@ def test_named_parts_fail_every_row_of_their_ends_both_ways(name, parallel):
 
 
 @pytest.mark.parametrize("name", ["dgx-h100-superpod", "cloudmatrix384", "parallel"])
-def test_the_direct_links_live_arcs_are_the_stable_sort_of_the_live_rows(name, parallel):
+def test_the_direct_links_live_arcs_are_the_stable_sort_of_the_live_rows(name, parallel,
+                                                                         example_fabric):
     from test_survivors import random_failures
 
     from topomodel.routing import _arcs
 
-    base = parallel if name == "parallel" else built(name)
+    base = parallel if name == "parallel" else example_fabric(name)
     for fabric in (base, random_failures(base, 1)):
         live = np.flatnonzero(~fabric.links["failed"].to_numpy())
         keys = keys_of(fabric)[live]

@@ -180,7 +180,11 @@ def test_plan_takes_catalog_dirs_as_the_other_verbs_do(tmp_path, capsys):
     (tmp_path / "cats").mkdir()
     (tmp_path / "cats" / "extra.yaml").write_text("switches: {}\n")
     design = _design_naming(tmp_path, "../cats/extra.yaml")
-    plan = ["plan", str(design), "--model", "llama3-8b", "--no-progress", "--format", "json"]
+    # a tiny search space (one TP and PP, one micro-batch size, no interleave or CP): the
+    # flag is what is tested, not the search
+    plan = ["plan", str(design), "--model", "llama3-8b", "--no-progress", "--format", "json",
+            "--fixed", "tp=8", "--fixed", "pp=1", "--max-cp", "1", "--max-micro-batch", "1",
+            "--max-interleave", "1"]
     assert main(plan) == 2
     assert "--catalog-dir" in capsys.readouterr().err
     assert main([*plan, "--catalog-dir", str(tmp_path / "cats")]) == 0

@@ -2,7 +2,6 @@
 they replaced, kept here as the oracle: every component line, every field, on every
 example, intact and with parts failed, on the whole fabric and on part of it."""
 
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -107,12 +106,6 @@ def oracle_grouped(rows, model, tier, single, weight):
     return dict(sorted(groups, key=lambda group: group[0]))
 
 
-@cache
-def built(name):
-    design, catalog = load_design(EXAMPLES / f"{name}.yaml")
-    return build_fabric(design, catalog)
-
-
 def assert_lines_match_the_oracle(fabric, world, monkeypatch):
     lines = component_lines(fabric, world)
     with monkeypatch.context() as patched:
@@ -133,8 +126,8 @@ def failed_copies(fabric, lines):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_lines_match_the_per_row_implementation(name, monkeypatch):
-    fabric = built(name)
+def test_lines_match_the_per_row_implementation(name, monkeypatch, example_fabric):
+    fabric = example_fabric(name)
     world = fabric.accelerator_count
     lines = assert_lines_match_the_oracle(fabric, world, monkeypatch)
     for failed in failed_copies(fabric, lines):
@@ -146,10 +139,10 @@ def test_lines_match_the_per_row_implementation(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["dgx-h100-superpod", "tpu-v4-pod", "dual-plane-ethernet",
                                   "gb200-nvl72-cluster"])
-def test_lines_match_with_each_level_picked_by_search(name, monkeypatch):
+def test_lines_match_with_each_level_picked_by_search(name, monkeypatch, example_fabric):
     """With the runs of upward rows too many to walk as slices, each level's rows are
     found by one search: the same lines."""
-    fabric = built(name)
+    fabric = example_fabric(name)
     lines = component_lines(fabric, fabric.accelerator_count)
     monkeypatch.setattr(footprint, "RUNS_MAX", 0)
     assert_lines_match_the_oracle(fabric, fabric.accelerator_count, monkeypatch)
@@ -173,7 +166,7 @@ def test_lines_match_on_toy_fabrics(toy, design, monkeypatch):
     'failures:\n  links: ["sys004/nic2 -- leaf02"]\n',  # a NIC left one uplink
     "failures:\n  nodes: [leaf02]\n  links: [\"leaf05 -- spine01\"]\n",
 ])
-def test_a_design_that_fails_parts_matches_too(tmp_path, failures, monkeypatch):
+def test_a_design_that_fails_parts_matches_too(tmp_path, failures, monkeypatch, example_fabric):
     """A design's own ``failures:``: failed rows are neither climbed nor counted."""
     path = tmp_path / "d.yaml"
     path.write_text((EXAMPLES / "dgx-h100-superpod.yaml").read_text() + failures)
@@ -181,4 +174,4 @@ def test_a_design_that_fails_parts_matches_too(tmp_path, failures, monkeypatch):
     fabric = build_fabric(design, catalog)
     assert fabric.links["failed"].any()
     lines = assert_lines_match_the_oracle(fabric, fabric.accelerator_count, monkeypatch)
-    assert lines != component_lines(built("dgx-h100-superpod"), fabric.accelerator_count)
+    assert lines != component_lines(example_fabric("dgx-h100-superpod"), fabric.accelerator_count)

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 import pytest
-from test_routing import EXAMPLES, fabric_of, random_phase
+from test_routing import EXAMPLES, random_phase
 
 from topomodel.analysis.goodput import with_part_failed
 from topomodel.arrays import DENSE_KEY_SPACE, sorted_distinct
@@ -198,10 +198,14 @@ TWO_SUPERNODES = ("system: cloudmatrix384-node\nsystems: 192\nscaleup:\n  kind: 
 """Two 96-system supernodes with three switch levels, joined by a two-plane fat-tree."""
 
 
-@functools.cache
-def example(name, tmp_dir):
+def example(name, tmp_dir, example_fabric):
     if name != "two-supernodes":
-        return fabric_of(name)
+        return example_fabric(name)  # built once for the run (conftest.py)
+    return two_supernodes(tmp_dir)
+
+
+@functools.cache
+def two_supernodes(tmp_dir):
     path = tmp_dir / "two-supernodes.yaml"
     path.write_text(TWO_SUPERNODES)
     return build_fabric(*load_design(path))
@@ -273,8 +277,9 @@ def same_bits(new, old):
 @pytest.mark.parametrize("name", [
     pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
     for name in [*STRUCTURED, "two-supernodes"]])
-def test_plane_sections_are_the_replaced_code_bit_for_bit(name, tmp_path_factory):
-    fabric = example(name, tmp_path_factory.getbasetemp())
+def test_plane_sections_are_the_replaced_code_bit_for_bit(name, tmp_path_factory,
+                                                         example_fabric):
+    fabric = example(name, tmp_path_factory.getbasetemp(), example_fabric)
     assert structured_supported(fabric) is None
     copies = {"": fabric} | {p: with_part_failed(fabric, p) for p in failed_parts(fabric)}
     compared = 0
