@@ -109,3 +109,27 @@ def test_the_cli_parser_imports_no_algorithm():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_the_search_skips_only_what_does_not_apply():
+    from topomodel.analysis.collective import fastest
+    from topomodel.errors import RouterLimit
+    from topomodel.traffic.collectives import collective_traffic
+    from topomodel.traffic.communicators import NotApplicable
+
+    fabric = example("hgx-h100-server")
+    groups = fabric.accelerators.reshape(1, 8)
+
+    def build(alg):
+        if alg == "tree":
+            raise ValueError("a bug in a generator")
+        return collective_traffic(fabric, "allreduce", groups, 2**20, algorithm=alg)
+
+    with pytest.raises(ValueError, match="a bug in a generator"):  # it was skipped
+        fastest(fabric, build, ("ring", "tree"))
+    assert issubclass(NotApplicable, ValueError) and issubclass(RouterLimit, ValueError)
+    with pytest.raises(NotApplicable, match="torus needs a torus scale-up domain"):
+        collective_traffic(fabric, "allreduce", groups, 2**20, algorithm="torus")
+    alg, *_ = fastest(fabric, lambda a: collective_traffic(
+        fabric, "allreduce", groups, 2**20, algorithm=a), ("torus", "ring"))
+    assert alg == "ring"

@@ -99,3 +99,8 @@ class RoutingError(TopomodelError, ValueError):
     """Traffic a router cannot route as asked: an unknown routing policy or router, a
     fabric the structured router does not cover, or more work than the general router's
     limit."""
+
+
+class RouterLimit(RoutingError):
+    """Traffic beyond the general router's work limit: the fastest-algorithm search skips
+    that candidate (another algorithm's phases may fit)."""

@@ -17,7 +17,7 @@ from topomodel.analysis.timing import (
     lower_bound_s,
     time_traffic,
 )
-from topomodel.errors import UsageError
+from topomodel.errors import RouterLimit, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.sections import failed_tiers
 from topomodel.traffic.algorithms import auto_candidates
@@ -27,7 +27,7 @@ from topomodel.traffic.collectives import (
     collective_shapes,
     collective_traffic,
 )
-from topomodel.traffic.communicators import group_blocks
+from topomodel.traffic.communicators import NotApplicable, group_blocks
 from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
@@ -97,7 +97,10 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
             model: TimeModel | None = None, floor: Callable[[str], float] | None = None
             ) -> tuple[str, Traffic, TrafficTime, dict[str, float]]:
     """The fastest of ``candidates``: each algorithm's traffic (``build(algorithm)``,
-    which raises ``ValueError`` where an algorithm does not apply) routed and timed.
+    which raises :class:`~topomodel.traffic.communicators.NotApplicable` where an
+    algorithm does not apply) routed and timed. A candidate is skipped only where it
+    does not apply or its traffic is beyond the router's limit
+    (:class:`~topomodel.errors.RouterLimit`); any other error surfaces.
 
     The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
     collectives and the review's all use it. Candidates are routed in the order of a
@@ -105,7 +108,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     whose bound is no better than the best time so far is not routed at all.
     ``floor(algorithm)``, where given, is a time in seconds no higher than that bound,
     known before the traffic is built (:func:`~topomodel.analysis.timing.floor_s` of
-    its shapes; a ``ValueError`` counts as 0): a candidate whose floor already loses is
+    its shapes; ``NotApplicable`` counts as 0): a candidate whose floor already loses is
     not built either. Floors change only what is built: the candidates are still
     routed in the order of their bounds (each is built when its floor comes first), so
     the result and the candidates routed are those of building every one. Returns
@@ -127,7 +130,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     for index, algorithm in enumerate(candidates):
         try:
             first = floor(algorithm) if floor is not None else 0.0
-        except ValueError:  # building it says why it does not apply
+        except NotApplicable:  # building it says why
             first = 0.0
         queue.append((first, 0, index))
     heapq.heapify(queue)
@@ -139,7 +142,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
         if not is_bound:
             try:
                 built[index] = build(algorithm)
-            except ValueError as exc:  # CollectiveError: not for these groups or switches
+            except NotApplicable as exc:  # not for these groups or this fabric
                 not_built[index] = f"{algorithm}: {exc}"
                 continue
             heapq.heappush(queue, (lower_bound_s(fabric, built[index], model), 1, index))
@@ -147,7 +150,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
         try:
             timing = time_traffic(fabric, built[index], routing=routing, seed=seed,
                                   router=router, model=model)
-        except ValueError as exc:  # a router that cannot take it
+        except RouterLimit as exc:  # more work than the router takes: another may fit
             not_routed.append(f"{algorithm}: {exc}")
             continue
         times[algorithm] = timing.time_s

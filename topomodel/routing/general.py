@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from topomodel.errors import RoutingError
+from topomodel.errors import RouterLimit
 from topomodel.fabric.arcs import arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.records import documented
@@ -135,7 +135,7 @@ def check_general_work(fabric: Fabric, phases: Sequence[Phase], *, routing: str 
     """
     why = general_router_estimate(fabric, phases, routing=routing, qps=qps).refusal()
     if why:
-        raise RoutingError(f"{why}; use a smaller design, fewer ranks, fewer phases"
+        raise RouterLimit(f"{why}; use a smaller design, fewer ranks, fewer phases"
                            " (another algorithm) or ECMP routing")
 
 
@@ -470,7 +470,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     targets, flow_target = np.unique(phase.dst, return_inverse=True)
     work = len(targets) * graph.live_arcs
     if work > GENERAL_ROUTER_MAX_WORK:
-        raise RoutingError(
+        raise RouterLimit(
             f"routing {len(targets):,} destinations over {graph.live_arcs:,} arcs needs the"
             f" general router (failed parts, or a fabric the structured router does not"
             f" cover): {work:.2g} arc visits, more than its limit of"

@@ -24,6 +24,12 @@ class CollectiveError(TopomodelError, ValueError):
     """A collective that cannot be generated as asked (bad group, algorithm or size)."""
 
 
+class NotApplicable(CollectiveError):
+    """An algorithm that does not apply to these groups or this fabric (a group size it
+    cannot split, switches that do not reduce, no torus): the one error the fastest-
+    algorithm search skips a candidate for."""
+
+
 Groups: TypeAlias = np.ndarray
 """Communicators of one size, the group type every collective takes: a 2-D int array
 of accelerator node numbers, a row per group, ranks in rank order along the row."""

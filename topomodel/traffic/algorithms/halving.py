@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.traffic.algorithms.record import Algorithm
-from topomodel.traffic.communicators import CollectiveError, GroupView
+from topomodel.traffic.communicators import GroupView, NotApplicable
 from topomodel.traffic.phases import Phase
 
 
 def rhd_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
     n = g.n
     if n & (n - 1):
-        raise CollectiveError("recursive halving-doubling needs a power-of-two group size"
+        raise NotApplicable("recursive halving-doubling needs a power-of-two group size"
                               f" (group {g.names[int(g.gid[0])]!r} has {n} ranks)")
     a = np.arange(n)
     halving = [1 << k for k in range(n.bit_length() - 1)]

@@ -42,9 +42,9 @@ from topomodel.fabric.tables import Fabric, ignores_failures, labels
 from topomodel.traffic.algorithms.record import Algorithm
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
-    CollectiveError,
     GroupBlocks,
     GroupsLike,
+    NotApplicable,
     _group_names,
     group_blocks,
 )
@@ -63,7 +63,7 @@ def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
     blocks = group_blocks(fabric, groups)
     try:
         _plan_in_network(fabric, blocks, _group_names(None, blocks.count), algorithm=algorithm)
-    except CollectiveError:
+    except NotApplicable:
         return False
     return True
 
@@ -215,7 +215,7 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
         inside = active[~case_a & one_domain]
         if len(inside):  # NCCL's CollNet runs across nodes only (nNodes > 1)
             first = int(inside[0])
-            raise CollectiveError(f"in-network reduction does not apply to group"
+            raise NotApplicable(f"in-network reduction does not apply to group"
                                   f" {names[first]!r}: {why_not_nvls(first)}, and SHARP"
                                   " (CollNet) runs only across scale-up domains")
         slices = _slices(fabric, groups, names, b_groups)
@@ -235,7 +235,7 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
         problem, flows, roots = _sharp_plan(fabric, slices.node, virtual, capable)
         if problem is not None:
             first, reason = int(problem[0] // slices.width), problem[1]
-            raise CollectiveError(f"in-network reduction does not apply to group"
+            raise NotApplicable(f"in-network reduction does not apply to group"
                                   f" {names[first]!r}: {why_not_nvls(first)}, and {reason}")
         group = (flows[3] // slices.width).astype(np.int32)
         share = 1 / slices.m_of_group[group]
@@ -309,7 +309,7 @@ def _slices(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
         if len(uneven):
             i = int(uneven[0])
             sizes = layout.size[i][layout.start[i] == np.arange(n)]
-            raise CollectiveError(
+            raise NotApplicable(
                 f"in-network reduction across scale-up domains needs the same number of"
                 f" ranks in every domain part of a group (NCCL's CollNet and NVLS-Tree"
                 f" slice the buffer per node); group {names[int(gid[i])]!r} has parts of"
@@ -511,13 +511,13 @@ def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
     slices = _slices(fabric, groups, names, active)
     alone = slices.parts < 2
     if alone.any():
-        raise CollectiveError(f"nvlstree needs a group spanning two or more scale-up domains"
+        raise NotApplicable(f"nvlstree needs a group spanning two or more scale-up domains"
                               f" (NCCL runs NVLS-Tree across nodes only); group"
                               f" {names[int(slices.group[np.argmax(alone)])]!r} is in one")
     reduces = _parts_reduce(slices, chips)
     if not reduces.all():
         bad = int(slices.group[np.argmax(~reduces)])
-        raise CollectiveError(f"nvlstree does not apply to group {names[bad]!r}: its ranks in"
+        raise NotApplicable(f"nvlstree does not apply to group {names[bad]!r}: its ranks in"
                               " a scale-up domain are not all in one system on switch chips"
                               " that reduce in the network")
     multi = slices.m > 1

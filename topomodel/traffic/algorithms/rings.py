@@ -11,7 +11,7 @@ import numpy as np
 
 from topomodel.traffic.algorithms.record import Algorithm, phase_of
 from topomodel.traffic.channels import ring_flows
-from topomodel.traffic.communicators import CollectiveError, GroupView
+from topomodel.traffic.communicators import GroupView, NotApplicable
 from topomodel.traffic.phases import Phase
 
 
@@ -85,7 +85,7 @@ def equal_parts(g: GroupView) -> list[tuple[GroupView, int]]:
     if len(uneven):
         i = int(uneven[0])
         sizes = layout.size[i][layout.start[i] == np.arange(g.n)]
-        raise CollectiveError(
+        raise NotApplicable(
             f"hierarchical needs the same number of ranks in every scale-up domain part of a"
             f" group; group {g.names[int(g.gid[i])]!r} has parts of"
             f" {', '.join(map(str, sizes.tolist()))} ranks")

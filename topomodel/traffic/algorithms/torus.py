@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.traffic.algorithms.record import Algorithm
-from topomodel.traffic.communicators import CollectiveError, GroupView
+from topomodel.traffic.communicators import GroupView, NotApplicable
 from topomodel.traffic.phases import Phase
 
 __all__ = ["TORUS", "torus_neighbors", "torus_phases"]
@@ -57,19 +57,19 @@ def torus_neighbors(coords: np.ndarray, shape: tuple[int, ...], dim: int,
 def torus_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
     """The bucket algorithm's phases for groups that are whole torus domains."""
     if collective not in ("allreduce", "allgather", "reducescatter"):
-        raise CollectiveError(f"torus runs allreduce, allgather and reducescatter, not"
+        raise NotApplicable(f"torus runs allreduce, allgather and reducescatter, not"
                               f" {collective}")
     fabric = g.fabric
     up = fabric.structure.scaleup
     if up.kind != "torus":
-        raise CollectiveError(f"torus needs a torus scale-up domain; this fabric's scale-up"
+        raise NotApplicable(f"torus needs a torus scale-up domain; this fabric's scale-up"
                               f" is {up.kind}")
     shape = tuple(int(s) for s in up.torus.shape)
     domain = fabric.nodes["domain"].to_numpy()[g.ranks]  # (groups, n)
     split = np.flatnonzero((domain != domain[:, :1]).any(axis=1))
     if len(split) or g.n != int(np.prod(shape)):
         i = int(split[0]) if len(split) else 0
-        raise CollectiveError(
+        raise NotApplicable(
             f"torus needs groups that are whole torus domains of {int(np.prod(shape))}"
             f" accelerators ({'x'.join(map(str, shape))}); group {g.names[int(g.gid[i])]!r}"
             + (" spans several domains" if len(split) else f" has {g.n} ranks"))
