@@ -342,7 +342,7 @@ def test_a_direct_all_to_all_over_the_flow_limit_is_routed_from_counts(toy, monk
     """The limit stops listing pairs, not a direct All-to-All: under even ECMP on an
     intact structured fabric it is routed from counts at any size; hash routing lists
     its pairs and is refused."""
-    import topomodel.traffic.phases as phases
+    import topomodel.limits as limits
     from topomodel.routing import route
 
     fabric = toy("""\
@@ -353,7 +353,7 @@ def test_a_direct_all_to_all_over_the_flow_limit_is_routed_from_counts(toy, monk
     phase = collective_traffic(fabric, "alltoall", [fabric.accelerators], 1e6,
                                algorithm="direct").phases[0]
     expected = route(fabric, phase).link_bytes
-    monkeypatch.setattr(phases, "MAX_FLOWS", 55)  # the phase has 56 flows
+    monkeypatch.setattr(limits, "MAX_FLOWS", 55)  # the phase has 56 flows
     over = collective_traffic(fabric, "alltoall", [fabric.accelerators], 1e6,
                               algorithm="direct").phases[0]
     assert (route(fabric, over).link_bytes == expected).all()

@@ -418,9 +418,9 @@ def _check_scaleout(design: Design, catalog: Catalog, system: System) -> list[Pr
 
     if len(out_.oversubscription) > 3:
         problem("oversubscription", "at most one ratio per tier (3)")
-    if out_.planes > limits.MAX_PLANES:  # before the rates a plane's share would have
-        problem("planes", limits.too_many(out_.planes, limits.MAX_PLANES, "planes")
-                + " (topomodel.limits.MAX_PLANES)")
+    refusal = limits.above(out_.planes, "MAX_PLANES", "planes")
+    if refusal:  # before the rates a plane's share would have
+        problem("planes", refusal)
         return problems
     nic_id = out_.nic or system.nic
     if not nic_id:

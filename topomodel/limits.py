@@ -137,6 +137,26 @@ def format_count(count: float) -> str:
     return f"{float(count):.2g}"
 
 
+def above(count: float, name: str, what: str, bytes_each: float | None = None, *,
+          doing: str = "to build") -> str | None:
+    """The refusal of ``count`` ``what`` above the limit this module names ``name``
+    (:func:`too_many`, then the limit's name, so a reader can find and argue with it), or
+    None within the limit: the one check of a count against a limit.
+
+    Examples
+    --------
+    >>> above(3, "MAX_PLANES", "planes") is None
+    True
+    >>> above(10**6, "MAX_PLANES", "planes")
+    '1,000,000 planes is more than the limit of 64 (topomodel.limits.MAX_PLANES)'
+    """
+    limit = globals()[name]
+    if count <= limit:
+        return None
+    return (too_many(count, limit, what, bytes_each, doing=doing)
+            + f" (topomodel.limits.{name})")
+
+
 def too_many(count: float, limit: int, what: str, bytes_each: float | None = None, *,
              doing: str = "to build") -> str:
     """The message for ``count`` ``what`` above ``limit``, with the memory they would take

@@ -52,11 +52,11 @@ def stage_buckets(s: Schedule, calls: dict[str, Call], layout: Layout,
                 out[st].append((key, max(1, math.ceil(part / call.size_bytes)),
                                 last_pass[st][c]))
         count = sum(run[1] for run in out[st])
-        if count > limits.MAX_GRADIENT_BUCKETS:
-            raise UsageError(limits.too_many(
-                count, limits.MAX_GRADIENT_BUCKETS, "gradient buckets in one pipeline stage",
-                limits.BYTES_PER_GRADIENT_BUCKET, doing="to time") + " (topomodel.limits."
-                "MAX_GRADIENT_BUCKETS); give a larger --bucket")
+        refusal = limits.above(count, "MAX_GRADIENT_BUCKETS",
+                               "gradient buckets in one pipeline stage",
+                               limits.BYTES_PER_GRADIENT_BUCKET, doing="to time")
+        if refusal:
+            raise UsageError(refusal + "; give a larger --bucket")
     return out
 
 

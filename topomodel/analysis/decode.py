@@ -206,9 +206,9 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,
             ("--context", context, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
             ("--batch x --context", batch * context, "MAX_STEP_TOKENS",
              "tokens in the batch's context")):
-        if count > getattr(limits, name):
-            raise UsageError(f"{flag}: " + limits.too_many(count, getattr(limits, name), what)
-                             + f" (topomodel.limits.{name})")
+        refusal = limits.above(count, name, what)
+        if refusal:
+            raise UsageError(f"{flag}: {refusal}")
     _check(model, fabric, tp, ep)
     n = fabric.accelerator_count
     if dp is None:

@@ -136,10 +136,11 @@ def check_layout(layout: Layout, model: Model, fabric: Fabric) -> None:
             (layout.sequences(seq) * seq, "MAX_STEP_TOKENS", "tokens per step"),
             (m, "MAX_MICROBATCHES", "microbatches per pipeline"),
             (layout.pp * layout.interleave * m, "MAX_PIPELINE_CHUNKS", "pipeline chunks")):
-        if count > getattr(limits, name):
-            raise UsageError(limits.too_many(count, getattr(limits, name), what, (
-                limits.BYTES_PER_PIPELINE_CHUNK if what == "pipeline chunks" else None),
-                doing="to schedule") + f" (topomodel.limits.{name})")
+        refusal = limits.above(count, name, what, (
+            limits.BYTES_PER_PIPELINE_CHUNK if what == "pipeline chunks" else None),
+            doing="to schedule")
+        if refusal:
+            raise UsageError(refusal)
 
 
 CollectiveKey = tuple[str, tuple[str, ...], float, tuple[Any, ...], str, int, tuple[Any, ...]]

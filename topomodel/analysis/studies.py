@@ -20,7 +20,7 @@ from topomodel.errors import InputError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
-from topomodel.limits import MAX_ACCELERATORS, MAX_SCALE_POINTS, too_many
+from topomodel.limits import above
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
 
@@ -68,12 +68,10 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
     """
     from topomodel.catalog import System
 
-    if len(counts) > MAX_SCALE_POINTS:
-        raise UsageError(f"--counts: {too_many(len(counts), MAX_SCALE_POINTS, 'counts')}"
-                         " (topomodel.limits.MAX_SCALE_POINTS)")
-    if max(counts, default=0) > MAX_ACCELERATORS:
-        raise UsageError("--counts: " + too_many(max(counts), MAX_ACCELERATORS, "accelerators")
-                         + " (topomodel.limits.MAX_ACCELERATORS)")
+    refusal = (above(len(counts), "MAX_SCALE_POINTS", "counts")
+               or above(max(counts, default=0), "MAX_ACCELERATORS", "accelerators"))
+    if refusal:
+        raise UsageError(f"--counts: {refusal}")
     per_system = catalog.get(design.system, System).accelerators
     points: list[ScalePoint] = []
     for count in counts:

@@ -46,15 +46,7 @@ from topomodel.fabric.tables import (
     node_names,
     numbered,
 )
-from topomodel.limits import (
-    BYTES_PER_ACCELERATOR,
-    BYTES_PER_LINK,
-    MAX_ACCELERATORS,
-    MAX_NICS_PER_SYSTEM,
-    MAX_PLANES,
-    MAX_SCALEUP_LINKS,
-    too_many,
-)
+from topomodel.limits import BYTES_PER_ACCELERATOR, BYTES_PER_LINK, above
 from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -150,34 +142,29 @@ def check_size(design: Design, system: System, n_systems: int) -> None:
     count_key = ("systems",) if design.systems is not None else ("accelerators",)
     per_system = system.accelerators
     accelerators = n_systems * per_system
-    if accelerators > MAX_ACCELERATORS:
-        raise design.problem(count_key, too_many(
-            accelerators, MAX_ACCELERATORS, "accelerators", BYTES_PER_ACCELERATOR)
-            + " (topomodel.limits.MAX_ACCELERATORS)")
+    refusal = above(accelerators, "MAX_ACCELERATORS", "accelerators", BYTES_PER_ACCELERATOR)
+    if refusal:
+        raise design.problem(count_key, refusal)
     kind = design.scaleup.kind or system.scaleup.kind
     per_system_links = {"switched": per_system * system.scaleup.switches,
                         "supernode": per_system * system.scaleup.switches,
                         "full_mesh": per_system * (per_system - 1) // 2}.get(kind, 0)
-    if n_systems * per_system_links > MAX_SCALEUP_LINKS:
-        raise design.problem(count_key, too_many(
-            n_systems * per_system_links, MAX_SCALEUP_LINKS, f"scale-up links ({kind},"
-            f" {per_system_links:,} per system)", BYTES_PER_LINK)
-            + " (topomodel.limits.MAX_SCALEUP_LINKS)")
+    refusal = above(n_systems * per_system_links, "MAX_SCALEUP_LINKS",
+                    f"scale-up links ({kind}, {per_system_links:,} per system)",
+                    BYTES_PER_LINK)
+    if refusal:
+        raise design.problem(count_key, refusal)
     out = design.scaleout
     if out.kind == "none":
         return
     nics = out.nics_per_system or system.nic_count or per_system
-    if nics > MAX_NICS_PER_SYSTEM:
+    refusal = above(nics, "MAX_NICS_PER_SYSTEM", "NICs per system")
+    if refusal:
         key = ("scaleout", "nics_per_system") if out.nics_per_system else ("system",)
-        raise design.problem(key, too_many(nics, MAX_NICS_PER_SYSTEM, "NICs per system")
-                             + " (topomodel.limits.MAX_NICS_PER_SYSTEM)")
-    if n_systems * nics > MAX_ACCELERATORS:
-        raise design.problem(count_key, too_many(
-            n_systems * nics, MAX_ACCELERATORS, "NICs", BYTES_PER_ACCELERATOR)
-            + " (topomodel.limits.MAX_ACCELERATORS)")
-    if out.planes > MAX_PLANES:
-        raise design.problem(("scaleout", "planes"), too_many(out.planes, MAX_PLANES, "planes")
-                             + " (topomodel.limits.MAX_PLANES)")
+        raise design.problem(key, refusal)
+    refusal = above(n_systems * nics, "MAX_ACCELERATORS", "NICs", BYTES_PER_ACCELERATOR)
+    if refusal:  # (planes are checked with the design, before the rates they split)
+        raise design.problem(count_key, refusal)
 
 
 def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,

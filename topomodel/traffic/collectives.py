@@ -142,7 +142,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
-from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
+from topomodel.limits import BYTES_PER_FLOW, above
 from topomodel.traffic.algorithms import ALGORITHMS_BY_COLLECTIVE, REGISTRY
 from topomodel.traffic.channels import double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
@@ -234,10 +234,10 @@ def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | Gro
     blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
     if algorithm == "pairwise":  # n - 1 listed phases of n flows (direct: at listing)
         flows = sum(len(b) * b.shape[1] * (b.shape[1] - 1) for b in blocks.blocks)
-        if flows > MAX_FLOWS:
-            raise CollectiveError(too_many(flows, MAX_FLOWS, f"{algorithm} All-to-All flows",
-                                           BYTES_PER_FLOW, doing="to route")
-                                  + " (topomodel.limits.MAX_FLOWS)")
+        refusal = above(flows, "MAX_FLOWS", f"{algorithm} All-to-All flows", BYTES_PER_FLOW,
+                        doing="to route")
+        if refusal:
+            raise CollectiveError(refusal)
     names = _group_names(group_names, blocks.count)
     per_size = _per_size(blocks, names)
     shapes = tuple(dict.fromkeys(_shape(collective, algorithm, g, size)

@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.limits import BYTES_PER_FLOW, MAX_FLOWS, too_many
+from topomodel.limits import BYTES_PER_FLOW, above
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,11 +152,11 @@ class AllPairsPhase(Phase):
 
     @cached_property
     def _listed(self) -> FlowArrays:
-        if self.flows > MAX_FLOWS:
-            raise RoutingError(
-                too_many(self.flows, MAX_FLOWS, "All-to-All flows", BYTES_PER_FLOW,
-                         doing="to list") + " (topomodel.limits.MAX_FLOWS): its pairs are"
-                " counted, not listed, only under even ECMP on a fabric without failures")
+        refusal = above(self.flows, "MAX_FLOWS", "All-to-All flows", BYTES_PER_FLOW,
+                        doing="to list")
+        if refusal:
+            raise RoutingError(refusal + ": its pairs are counted, not listed, only under"
+                               " even ECMP on a fabric without failures")
         parts = [b.flows() for b in self.blocks]
         if not parts:
             empty = np.zeros(0, np.int64)
