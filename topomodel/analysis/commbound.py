@@ -31,7 +31,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.stepshape import node_domains
-from topomodel.analysis.timing import tier_efficiency
+from topomodel.analysis.timing import effective_link_Bps
 from topomodel.fabric.tables import Fabric
 
 
@@ -51,11 +51,9 @@ def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...
     :class:`~topomodel.analysis.assumptions.TimeModel` gives), for
     :meth:`~topomodel.fabric.tables.Fabric.derived`."""
     links = fabric.links
-    efficiency = tier_efficiency(fabric, TimeModel(efficiency=dict(efficiency_items)))
-    tiers = links["tier"]
-    eff = np.array([efficiency[t] for t in tiers.cat.categories])[tiers.cat.codes.to_numpy()]
     failed = links["failed"].to_numpy()
-    rate = np.where(failed, 0.0, links["capacity_Bps"].to_numpy() * eff)
+    rate = np.where(failed, 0.0, effective_link_Bps(
+        fabric, TimeModel(efficiency=dict(efficiency_items))))
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     domains = _switch_domains(fabric, src, dst)
     node = np.bincount(dst, weights=rate, minlength=len(fabric.nodes))

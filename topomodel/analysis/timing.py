@@ -73,6 +73,18 @@ def tier_efficiency(fabric: Fabric, model: TimeModel) -> dict[str, float]:
     return {tier: value for tier, (value, _) in efficiency_sources(fabric, model).items()}
 
 
+def effective_link_Bps(fabric: Fabric, model: TimeModel) -> np.ndarray:
+    """Every link's effective rate under ``model``, bytes/s per direction: its nominal
+    capacity times its tier's efficiency (:func:`tier_efficiency`), failed or not (the
+    one place a link's rate meets a time model)."""
+    links = fabric.links
+    efficiency = tier_efficiency(fabric, model)
+    tiers = links["tier"]
+    eff = np.array([efficiency[t] for t in tiers.cat.categories])[tiers.cat.codes.to_numpy()]
+    rate: np.ndarray = links["capacity_Bps"].to_numpy() * eff
+    return rate
+
+
 def efficiency_sources(fabric: Fabric, model: TimeModel) -> dict[str, tuple[float, str]]:
     """Effective / nominal rate per link tier present, and where it comes from: the time
     model's override, else scale-up tiers at their link's catalog efficiency, the host
@@ -448,9 +460,7 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
     model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
     links = fabric.links
     efficiency = tier_efficiency(fabric, model)
-    tier_codes = links["tier"].cat.codes.to_numpy()
-    eff = np.array([efficiency[t] for t in links["tier"].cat.categories])[tier_codes]
-    rate = links["capacity_Bps"].to_numpy() * eff
+    rate = effective_link_Bps(fabric, model)
     rate.setflags(write=False)
     slowest, propagation = fabric.derived(_slowest_hops)
     switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
