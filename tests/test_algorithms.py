@@ -97,7 +97,7 @@ def test_the_step_times_a_collective_as_route_does_on_one_hgx_h100():
     assert tp
     for call in tp:
         alone = run_collective(fabric, "allreduce", call.size_bytes, ["system"],
-                               model=assumptions.time)
+                               time_model=assumptions.time)
         assert call.algorithm == alone.algorithm == "innetwork"
         assert call.time_s == pytest.approx(alone.time_s * call.calls, rel=1e-9)
 

@@ -51,8 +51,8 @@ def check_same(fabric, traffic, *, pxn_on, routing="ecmp", counted=True):
     model = TimeModel(pxn=pxn_on)
     assert all(isinstance(p, AllPairsPhase) for p in traffic.phases)
     pairs = listed(traffic)
-    a = time_traffic(fabric, traffic, model=model, routing=routing)
-    b = time_traffic(fabric, pairs, model=model, routing=routing)
+    a = time_traffic(fabric, traffic, time_model=model, routing=routing)
+    b = time_traffic(fabric, pairs, time_model=model, routing=routing)
     assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9, atol=1e-6 * b.link_bytes.max())
     assert a.link_bytes.sum() == pytest.approx(b.link_bytes.sum(), rel=1e-9)
     assert a.time_s == pytest.approx(b.time_s, rel=1e-9)
@@ -65,8 +65,8 @@ def check_same(fabric, traffic, *, pxn_on, routing="ecmp", counted=True):
         assert (x.routed.inside is not None) == counted
     untimed = listed(traffic)  # path latencies (no NCCL shape) from the path classes
     bare = Traffic(traffic.phases, traffic.group_names, traffic.algorithm)
-    c = time_traffic(fabric, bare, model=model, routing=routing)
-    d = time_traffic(fabric, Traffic(untimed.phases), model=model, routing=routing)
+    c = time_traffic(fabric, bare, time_model=model, routing=routing)
+    d = time_traffic(fabric, Traffic(untimed.phases), time_model=model, routing=routing)
     assert c.latency_s == pytest.approx(d.latency_s, rel=1e-12) and c.latency_s > 0
     return a
 

@@ -73,13 +73,13 @@ def test_between_points_time_is_interpolated_in_log_size_and_log_time(selene, cu
     assert timing.latency_s + timing.bandwidth_s + timing.topology_s == pytest.approx(
         run.time_s)
     assert timing.latency_s == run_collective(selene, "allreduce", middle, ["0-7"],
-                                              model=OFF).timing.latency_s
+                                              time_model=OFF).timing.latency_s
 
 
 def test_off_gives_the_tuner_model(selene):
     """The model's 64 MiB all-reduce on 8 A100s is 545.3 us (docs/validation.md); the
     Azure run measured 704.8 us, which the curve gives."""
-    off = run_collective(selene, "allreduce", 64 * MIB, ["0-7"], model=OFF)
+    off = run_collective(selene, "allreduce", 64 * MIB, ["0-7"], time_model=OFF)
     on = run_collective(selene, "allreduce", 64 * MIB, ["0-7"])
     assert off.timing.measured == ""
     assert off.time_s == pytest.approx(545.3e-6, rel=1e-3)
@@ -89,7 +89,7 @@ def test_off_gives_the_tuner_model(selene):
 @pytest.mark.parametrize("size", [512, 16 * 2**30])
 def test_outside_the_measured_sizes_the_model_times_it(selene, size):
     on = run_collective(selene, "allreduce", size, ["0-7"])
-    off = run_collective(selene, "allreduce", size, ["0-7"], model=OFF)
+    off = run_collective(selene, "allreduce", size, ["0-7"], time_model=OFF)
     assert on.timing.measured == "" and on.time_s == off.time_s
 
 
@@ -108,17 +108,17 @@ def test_gather_and_scatter_run_at_the_allreduce_busbw(selene, curve, collective
     ("allreduce", "0-7", TimeModel(efficiency={"scaleup": 0.5})),  # a what-if too
 ])
 def test_the_curve_times_only_what_it_measured(selene, collective, group, model):
-    run = run_collective(selene, collective, 64 * MIB, [group], model=model)
+    run = run_collective(selene, collective, 64 * MIB, [group], time_model=model)
     assert run.timing.measured == ""
     off = run_collective(selene, collective, 64 * MIB, [group],
-                         model=replace(model, measured_curves=False))
+                         time_model=replace(model, measured_curves=False))
     assert run.time_s == off.time_s
 
 
 def test_a_system_without_a_curve_is_unchanged():
     fabric = build_fabric(*load_design(EXAMPLES / "hgx-h100-server.yaml"))
     on = run_collective(fabric, "allreduce", 64 * MIB, ["all"])
-    off = run_collective(fabric, "allreduce", 64 * MIB, ["all"], model=OFF)
+    off = run_collective(fabric, "allreduce", 64 * MIB, ["all"], time_model=OFF)
     assert on.timing.measured == "" and on.time_s == off.time_s
 
 

@@ -41,7 +41,7 @@ def test_unroutable_flows_are_counted_and_their_bytes_on_no_link(cut_off):
     # every delivered byte crosses each link of its path once; nothing else is on a link
     assert routed.link_bytes.sum() == pytest.approx(
         (phase.bytes[delivered] * routed.hops[delivered]).sum(), rel=1e-12)
-    timing = time_traffic(fabric, traffic, model=TimeModel(pxn=False))
+    timing = time_traffic(fabric, traffic, time_model=TimeModel(pxn=False))
     assert timing.unroutable_flows == 30
     assert timing.unroutable_bytes == pytest.approx(phase.bytes[expected].sum())
 

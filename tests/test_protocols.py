@@ -64,11 +64,11 @@ def test_small_messages_take_ll_large_ones_simple(hgx):
 
 def test_forcing_a_protocol(hgx):
     forced = run_collective(hgx, "allreduce", 8, algorithm="ring",
-                            model=TimeModel(protocol="Simple"))
+                            time_model=TimeModel(protocol="Simple"))
     assert forced.timing.protocol == "Simple"
     assert forced.timing.latency_s == pytest.approx((8.4 + 14 * 3.4) * 1e-6)
     ll = run_collective(hgx, "allreduce", 2**30, algorithm="ring",
-                        model=TimeModel(protocol="LL"))
+                        time_model=TimeModel(protocol="LL"))
     simple = run_collective(hgx, "allreduce", 2**30, algorithm="ring")
     # LL carries 8 data bytes per 16-byte line, and on one Hopper node at most 141 GB/s
     assert ll.busbw_Bps < min(141e9, simple.busbw_Bps / 2) * 1.01

@@ -176,7 +176,7 @@ def test_the_time_model_sends_by_pxn_unless_told_not_to(superpod, alltoall):
 
     spine = (superpod.links["tier"] == "spine").to_numpy()
     on = time_traffic(superpod, alltoall)
-    off = time_traffic(superpod, alltoall, model=TimeModel(pxn=False))
+    off = time_traffic(superpod, alltoall, time_model=TimeModel(pxn=False))
     assert on.link_bytes[spine].sum() == 0 and off.link_bytes[spine].sum() > 0
     # the same bytes leave each GPU either way; PXN adds the NVLink hop to the relay
     scaleup = (superpod.links["tier"] == "scaleup").to_numpy()

@@ -90,29 +90,33 @@ def count_routes(monkeypatch: pytest.MonkeyPatch) -> list[Phase]:
 def test_every_sensitivity_variant_reused_is_rerouted_bit_for_bit(job, monkeypatch):
     fabric, model, layout, base = job
     warm = fresh(fabric)
-    step_time(warm, model, layout, base)  # the base step routes, as the sensitivity's does
     routed = count_routes(monkeypatch)
+    step_time(warm, model, layout, base)  # the base step routes, as the sensitivity's does
     for name, low, high, apply in VARIATIONS:
         for value in (low, high):
             moved = apply(base, value)
             before = len(routed)
             reused = step_time(warm, model, layout, moved)
-            assert len(routed) == before, f"{name} = {value} routed again"
+            # a phase routed before is not routed again (one the search had pruned may
+            # be routed for the first time: another time model can rank it higher)
+            again = {id(p) for p in routed[before:]} & {id(p) for p in routed[:before]}
+            assert not again, f"{name} = {value} routed again"
             alone = step_time(fresh(fabric), model, layout, moved)
             assert bits(reused) == bits(alone), f"{name} = {value}"
 
 
 def test_a_time_model_change_times_the_kept_routes(job, monkeypatch):
     """The efficiency variants miss the step's collective times and so time every
-    collective again, from the routes kept (none routed), with new times."""
+    collective again, from the routes kept (none routed twice), with new times."""
     fabric, model, layout, base = job
     warm = fresh(fabric)
-    first = step_time(warm, model, layout, base)
     routed = count_routes(monkeypatch)
+    first = step_time(warm, model, layout, base)
+    before = len(routed)
     slower = dataclasses.replace(base, time=dataclasses.replace(
         base.time, efficiency={"scaleup": 0.5, "leaf": 0.5}))
     moved = step_time(warm, model, layout, slower)
-    assert routed == []
+    assert not {id(p) for p in routed[before:]} & {id(p) for p in routed[:before]}
     assert moved.step_time_s > first.step_time_s  # timed again, not recalled
     assert bits(moved) == bits(step_time(fresh(fabric), model, layout, slower))
 

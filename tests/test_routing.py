@@ -109,7 +109,7 @@ def test_ring_on_one_nonblocking_switch_reaches_link_rate(toy):
                            efficiency={"leaf": 0.9})
     fabric = replace(fabric, nodes=fabric.nodes.assign(latency_s=0.0),
                      links=fabric.links.assign(latency_s=0.0))
-    value, _ = busbw(fabric, 1e9, model=no_latency)
+    value, _ = busbw(fabric, 1e9, time_model=no_latency)
     assert value == pytest.approx(12.5e9 * 0.9, rel=1e-9)  # 100 Gb/s x efficiency
 
 
@@ -125,8 +125,8 @@ def test_oversubscribed_tier_cuts_busbw_by_k(toy):
         order = fabric.accelerators[[0, 4, 1, 5, 2, 6, 3, 7]]  # alternate the two leaves
         return Traffic((phase(order, np.roll(order, -1), 1e9 / 8, steps=14),))
 
-    t_flat = time_traffic(flat, crossing_ring(flat), model=model)
-    t_over = time_traffic(over, crossing_ring(over), model=model)
+    t_flat = time_traffic(flat, crossing_ring(flat), time_model=model)
+    t_over = time_traffic(over, crossing_ring(over), time_model=model)
     assert t_over.bandwidth_s + t_over.topology_s == pytest.approx(
         4 * (t_flat.bandwidth_s + t_flat.topology_s), rel=1e-6)
     assert t_over.topology_s > 0 and t_flat.topology_s == pytest.approx(0, abs=1e-12)

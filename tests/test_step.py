@@ -74,7 +74,7 @@ def test_pure_dp_is_compute_plus_the_gradient_reduction_the_backward_cannot_hide
     linear = 6 * counts["active"] * 8 * 1024 / (100e12 * 0.5)
     assert linear < result.compute_s < 1.5 * linear
     grads = counts["total"] * 2  # bf16
-    ring = run_collective(fabric, "allreduce", grads, ["all"], model=a.time,
+    ring = run_collective(fabric, "allreduce", grads, ["all"], time_model=a.time,
                           ).time_s
     # after the backward: all of it exposed, and the step is compute plus the reduction
     assert result.exposed_comm_s == pytest.approx(ring, rel=1e-9)
@@ -304,7 +304,7 @@ def test_gather_and_scatter_are_timed_one_after_the_other(toy):
     tp = {c.collective: c for c in result.comm if c.kind == "tp"}
     size = 1024 * 1024 * 2  # one microbatch's activations, bf16
     for name in ("allgather", "reducescatter"):
-        alone = run_collective(fabric, name, size, ["system"], model=QUIET.time)
+        alone = run_collective(fabric, name, size, ["system"], time_model=QUIET.time)
         assert tp[name].time_s == pytest.approx(alone.time_s * tp[name].calls, rel=1e-9)
 
 
@@ -429,7 +429,7 @@ def test_1f1b_exchanges_with_one_neighbour_interleaving_with_both(toy):
 
     size, plain, plain_bw = per_call()
     pair = run_collective(fabric, "sendrecv", size, ["0,2"], algorithm="p2p",
-                          model=QUIET.time)
+                          time_model=QUIET.time)
     assert plain == pytest.approx(pair.timing.time_s, rel=1e-6)
     # one 100 Gb/s Ethernet NIC each way, at RoCEv2's packet efficiency (0.980)
     assert plain_bw == pytest.approx(size / (12.5e9 * 0.980), rel=1e-3)

@@ -211,7 +211,7 @@ def test_no_algorithm_beats_the_placement_bound(collective):
                 try:
                     traffic = collective_traffic(fabric, collective, list(groups), size,
                                                  algorithm=algorithm)
-                    run = time_traffic(fabric, traffic, model=model)
+                    run = time_traffic(fabric, traffic, time_model=model)
                 except ValueError:  # not for these groups or switches
                     continue
                 assert bound <= run.time_s, (name, size, algorithm)

@@ -183,7 +183,7 @@ def _parquet_writer(frame: pd.DataFrame) -> Callable[[IO[bytes]], object]:
     return lambda stream: frame.to_parquet(stream, engine="pyarrow")
 
 
-def astra_sim_network(fabric: Fabric, model: TimeModel | None = None) -> str:
+def astra_sim_network(fabric: Fabric, time_model: TimeModel | None = None) -> str:
     """ASTRA-sim analytical network configuration (YAML text) for ``fabric``.
 
     Keys ``topology``, ``npus_count``, ``bandwidth`` (ASTRA-sim GB/s = 2^30 bytes/s,
@@ -197,7 +197,7 @@ def astra_sim_network(fabric: Fabric, model: TimeModel | None = None) -> str:
         If the fabric has several scale-up domains and no scale-out network (ASTRA-sim
         needs one connected network) or a single accelerator.
     """
-    levels = network_levels(fabric, model)
+    levels = network_levels(fabric, time_model)
     if math.prod(level.npus for level in levels) != fabric.accelerator_count or not levels:
         raise UsageError("ASTRA-sim needs one network joining every accelerator; this"
                          " fabric's scale-up domains are not joined by a scale-out network")
@@ -237,7 +237,7 @@ def astra_sim_network(fabric: Fabric, model: TimeModel | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
+def calculon_system(fabric: Fabric, time_model: TimeModel | None = None, *,
                     compute_efficiency: float | None = None) -> dict[str, Any]:
     """A Calculon system description (plain types, Calculon's own keys and units).
 
@@ -255,7 +255,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
     from topomodel.analysis.compute import DEFAULT_HBM_EFFICIENCY, device_model
     from topomodel.analysis.step import StepAssumptions
 
-    model = model or TimeModel()
+    time_model = time_model or TimeModel()
     catalog = fabric.catalog
     system = catalog.get(fabric.design.system, System)
     accelerator = catalog.get(system.accelerator, Accelerator)
@@ -284,7 +284,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
 
     host_Bps = _host_link_Bps(fabric)
     networks = []
-    tiers = _calculon_tiers(network_levels(fabric, model))
+    tiers = _calculon_tiers(network_levels(fabric, time_model))
     if not tiers:
         raise UsageError(f"{fabric.design.name or fabric.design.file}: no network joins"
                          " its accelerators, so Calculon has no network to put TP, PP or"
@@ -294,7 +294,7 @@ def calculon_system(fabric: Fabric, model: TimeModel | None = None, *,
             "bandwidth": round(tier.injection_Bps / CALCULON_GB_BYTES, 6),
             "efficiency": tier.efficiency,
             "size": tier.reach,
-            "latency": tier.latency_s + model.per_message_overhead_s,
+            "latency": tier.latency_s + time_model.per_message_overhead_s,
             "ops": {k: list(v) for k, v in CALCULON_OPS.items()},
             "must_be_filled": False,
             "processor_usage": StepAssumptions().comm_sm_share,

@@ -94,7 +94,7 @@ class CollectiveRun:
 
 def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequence[str], *,
             routing: str = "ecmp", seed: int = 0, router: str = "auto",
-            model: TimeModel | None = None, floor: Callable[[str], float] | None = None
+            time_model: TimeModel | None = None, floor: Callable[[str], float] | None = None
             ) -> tuple[str, Traffic, TrafficTime, dict[str, float]]:
     """The fastest of ``candidates``: each algorithm's traffic (``build(algorithm)``,
     which raises :class:`~topomodel.traffic.communicators.NotApplicable` where an
@@ -145,11 +145,11 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
             except NotApplicable as exc:  # not for these groups or this fabric
                 not_built[index] = f"{algorithm}: {exc}"
                 continue
-            heapq.heappush(queue, (lower_bound_s(fabric, built[index], model), 1, index))
+            heapq.heappush(queue, (lower_bound_s(fabric, built[index], time_model), 1, index))
             continue
         try:
             timing = time_traffic(fabric, built[index], routing=routing, seed=seed,
-                                  router=router, model=model)
+                                  router=router, time_model=time_model)
         except RouterLimit as exc:  # more work than the router takes: another may fit
             not_routed.append(f"{algorithm}: {exc}")
             continue
@@ -167,7 +167,7 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
                    group_specs: Sequence[str] = ("all",), *, algorithm: str = "auto",
                    candidates: Sequence[str] | None = None,
                    routing: str = "ecmp", seed: int = 0, router: str = "auto",
-                   model: TimeModel | None = None) -> CollectiveRun:
+                   time_model: TimeModel | None = None) -> CollectiveRun:
     """Run ``collective`` of ``size_bytes`` on every group of every spec at once.
 
     With ``algorithm="auto"`` the fastest of ``candidates`` (default:
@@ -216,13 +216,13 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
         shapes = (collective_shapes(fabric, collective, groups, size_bytes, algorithm=alg)
                   for groups in blocks)
         return floor_s(fabric, tuple(dict.fromkeys(s for part in shapes for s in part)),
-                       model)
+                       time_model)
 
     times: dict[str, float] = {}
     if algorithm == "auto":
         tried = tuple(candidates or auto_candidates(fabric, collective, ranks))
         algorithm, traffic, timing, times = fastest(
-            fabric, build, tried, routing=routing, seed=seed, router=router, model=model,
+            fabric, build, tried, routing=routing, seed=seed, router=router, time_model=time_model,
             floor=floor)
     else:
         if algorithm not in ALGORITHMS[collective]:
@@ -233,10 +233,10 @@ def run_collective(fabric: Fabric, collective: str, size_bytes: float,
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         timing = time_traffic(fabric, traffic, routing=routing, seed=seed, router=router,
-                              model=model)
+                              time_model=time_model)
     parts = parts_of[algorithm]
     per_set = tuple(time_traffic(fabric, part, routing=routing, seed=seed, router=router,
-                                 model=model) for part in parts) if len(parts) > 1 else (
+                                 time_model=time_model) for part in parts) if len(parts) > 1 else (
         timing,)
     return CollectiveRun(collective, algorithm, size_bytes, ranks, tuple(group_specs),
                          tuple(len(g) for g in sets), traffic, timing, per_set, times,

@@ -83,11 +83,11 @@ def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndar
 
 
 def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
-                             size_bytes: float, model: TimeModel) -> float:
+                             size_bytes: float, time_model: TimeModel) -> float:
     """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
     for ``sendrecv``: each row a sender and a receiver), under the time model's tier
     efficiencies; 0 on a fabric with a failed link."""
-    rates = fabric.derived(ingress_rates, tuple(sorted(model.efficiency.items())))
+    rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
     t = groups.shape[1]

@@ -302,7 +302,7 @@ def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
 
         candidates = auto_candidates(fabric, collective, int(groups.shape[1]))
         alg, _, timing, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
-                                    model=time_model)
+                                    time_model=time_model)
         doms = domain[groups]
         spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
         out.append(DecodeComm(kind, collective, alg, size, calls, calls * timing.time_s,

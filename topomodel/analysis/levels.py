@@ -40,7 +40,7 @@ class NetworkLevel:
     oversubscription: float  # down:up product of the tiers below this level's top (1: none)
 
 
-def network_levels(fabric: Fabric, model: TimeModel | None = None) -> list[NetworkLevel]:
+def network_levels(fabric: Fabric, time_model: TimeModel | None = None) -> list[NetworkLevel]:
     """The fabric as a hierarchy of levels, innermost first (bytes/s per direction).
 
     Scale-up: a switched domain is one ``Switch`` level; a full mesh one
@@ -53,10 +53,10 @@ def network_levels(fabric: Fabric, model: TimeModel | None = None) -> list[Netwo
     neighbouring levels of equal bandwidth merge. Failed links are ignored: this is the
     design as built.
     """
-    model = model or TimeModel()
-    efficiency = tier_efficiency(fabric, model)
-    levels = _scaleup_levels(fabric, model, efficiency)
-    levels += _scaleout_levels(fabric, model, efficiency, levels)
+    time_model = time_model or TimeModel()
+    efficiency = tier_efficiency(fabric, time_model)
+    levels = _scaleup_levels(fabric, time_model, efficiency)
+    levels += _scaleout_levels(fabric, time_model, efficiency, levels)
     reach = 1
     out = []
     for level in levels:
@@ -81,14 +81,14 @@ def _tier_totals(fabric: Fabric) -> tuple[dict[str, float], dict[str, float]]:
     return capacity, delay
 
 
-def _switch_latency(fabric: Fabric, tiers: Sequence[str], model: TimeModel) -> float:
+def _switch_latency(fabric: Fabric, tiers: Sequence[str], time_model: TimeModel) -> float:
     """The slowest switch of these node tiers, seconds (the time model's default if none
     has a catalog figure)."""
     nodes = fabric.nodes
     mask = nodes["tier"].isin(list(tiers)).to_numpy() & nodes["kind"].isin(
         SWITCH_KINDS).to_numpy()
     slowest = float(nodes.loc[mask, "latency_s"].max()) if mask.any() else 0.0
-    return slowest or model.hop_latency_s
+    return slowest or time_model.hop_latency_s
 
 
 def _domain_size(fabric: Fabric) -> int:
@@ -100,7 +100,7 @@ def _domain_size(fabric: Fabric) -> int:
     return int(sizes.max()) if len(sizes) else 1
 
 
-def _scaleup_levels(fabric: Fabric, model: TimeModel,
+def _scaleup_levels(fabric: Fabric, time_model: TimeModel,
                     efficiency: dict[str, float]) -> list[NetworkLevel]:
     s = fabric.structure
     kind = s.scaleup.kind
@@ -137,7 +137,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
             out.append(level(f"scale-up {axis}", "Ring", length, link,
                              link * (2 if length > 2 else 1), propagation))
         return out
-    chip = _switch_latency(fabric, ("scaleup",), model)
+    chip = _switch_latency(fabric, ("scaleup",), time_model)
     if kind in ("switched", "pcie"):  # a PCIe tree as one switch at the GPU's PCIe rate
         return [level("scale-up", "Switch", per_domain, injection, injection,
                       chip + 2 * propagation)]
@@ -146,7 +146,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
     upper = [t for t in ("scaleup_l2", "scaleup_l3") if t in capacity]
     bandwidth = min([injection, *(capacity[t] / n for t in upper)])
     switches = 2 * len(upper) + 1
-    upper_latency = _switch_latency(fabric, ("scaleup", *upper), model)
+    upper_latency = _switch_latency(fabric, ("scaleup", *upper), time_model)
     hops = 2 * len(upper) + 2
     first = level("scale-up", "Switch", per_system, injection, injection,
                   chip + 2 * propagation)
@@ -157,7 +157,7 @@ def _scaleup_levels(fabric: Fabric, model: TimeModel,
     return _merged([first, second] if per_domain > per_system else [first])
 
 
-def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, float],
+def _scaleout_levels(fabric: Fabric, time_model: TimeModel, efficiency: dict[str, float],
                      inner: list[NetworkLevel]) -> list[NetworkLevel]:
     s = fabric.structure
     if s.scaleout.kind == "none":
@@ -169,7 +169,7 @@ def _scaleout_levels(fabric: Fabric, model: TimeModel, efficiency: dict[str, flo
     for t in fabric.clos_tiers:
         if t.name in over and t.oversubscription > over[t.name]:
             over[t.name] = t.oversubscription
-    switch_latency = _switch_latency(fabric, FAT_TREE_TIERS, model)
+    switch_latency = _switch_latency(fabric, FAT_TREE_TIERS, time_model)
     domains = _domain_of_accelerators(fabric)
     n_domains = int(domains.max()) + 1
     leaf_key, pod_key = _domain_keys(fabric, domains, n_domains)

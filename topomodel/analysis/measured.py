@@ -182,7 +182,7 @@ def _measured(row: ResultRow, column: str) -> Timing:
 def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = None,
                ranks: str | None = None, threshold: float = DEFAULT_SHORTFALL,
                column: str = "best", routing: str = "ecmp", seed: int = 0,
-               model: TimeModel | None = None,
+               time_model: TimeModel | None = None,
                sizes: Sequence[int] | None = None) -> NcclCheck:
     """Each size of ``log`` (or only ``sizes``) measured and modelled on ``fabric``.
 
@@ -208,7 +208,7 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
         if row.size_bytes <= 0:
             continue
         run = run_collective(fabric, name, float(row.size_bytes), [spec], routing=routing,
-                             seed=seed, model=model)
+                             seed=seed, time_model=time_model)
         timing = run.timing
         loads = [t for t in tier_loads(fabric, timing) if t.time_share > 0]
         latency_bound = timing.latency_s >= LATENCY_BOUND_SHARE * timing.time_s

@@ -212,10 +212,10 @@ def _rerun(failed: Fabric, healthy: HealthyCollective, group: str, time_model: T
     try:
         return run_collective(failed, healthy.collective, healthy.size_bytes, [group],
                               algorithm=healthy.algorithm, routing=routing, seed=seed,
-                              model=time_model)
+                              time_model=time_model)
     except UsageError:
         return run_collective(failed, healthy.collective, healthy.size_bytes, [group],
-                              routing=routing, seed=seed, model=time_model)
+                              routing=routing, seed=seed, time_model=time_model)
 
 
 def single_failure_records(rows: Sequence[SingleFailure]) -> list[dict[str, Any]]:

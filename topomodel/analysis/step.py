@@ -444,7 +444,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
                         collective_traffic(fabric, collective, rows, size, algorithm=alg)))
 
                 alg, _, t, _ = fastest(fabric, build, candidates, routing=routing,
-                                       seed=seed, model=a.time)
+                                       seed=seed, time_model=a.time)
                 hit = shared[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s,
                                      t.topology_s, spills_of(grid_rows), t.measured)
             cache[key] = hit
@@ -521,7 +521,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
                 times = [time_traffic(fabric, shared_traffic(
                     fabric, (*key[:4], i), "p2p", functools.partial(
                         _both_ways, fabric, x, size)), routing=routing, seed=seed,
-                    model=a.time) for i, x in enumerate(exchanges())]
+                    time_model=a.time) for i, x in enumerate(exchanges())]
                 t = max(times, key=lambda r: r.time_s)
                 doms = domain[pairs]
                 hit = shared[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s,

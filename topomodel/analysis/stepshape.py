@@ -201,10 +201,10 @@ def grid_key(fabric: Fabric, layout: Layout, kind: str, grid: Callable[[], np.nd
     return key
 
 
-def time_key(model: TimeModel) -> tuple[Any, ...]:
+def time_key(time_model: TimeModel) -> tuple[Any, ...]:
     """The time model as a hashable key (its tier efficiencies are a mapping)."""
-    return tuple(tuple(sorted(model.efficiency.items())) if f.name == "efficiency"
-                 else getattr(model, f.name) for f in dataclasses.fields(model))
+    return tuple(tuple(sorted(time_model.efficiency.items())) if f.name == "efficiency"
+                 else getattr(time_model, f.name) for f in dataclasses.fields(time_model))
 
 
 def ranks_of(fabric: Fabric) -> np.ndarray:
@@ -286,17 +286,23 @@ def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     return OrderedDict()
 
 
+def own_step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
+    """The traffic :func:`shared_traffic` keeps for this fabric alone: the
+    :data:`UNSHARED_ALGORITHMS`, whose flows depend on its failed parts."""
+    return OrderedDict()
+
+
 def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
                    build: Callable[[], Traffic]) -> Traffic:
     """``build()``, the traffic of ``algorithm`` that ``key`` names (the collective, its
     size and communicators), built once per fabric, its copies with other failed parts
     and every time model: routing and timing only read a traffic, and the algorithms
-    kept read nothing a failure changes (:data:`UNSHARED_ALGORITHMS` are built every
-    time, and so are all-pairs phases, whose pairs are listed where they are routed
-    pair by pair). Kept up to :data:`SHARED_TRAFFIC_FLOWS`."""
-    if algorithm in UNSHARED_ALGORITHMS:
-        return build()
-    kept = fabric.derived(step_traffic)
+    kept read nothing a failure changes (:data:`UNSHARED_ALGORITHMS` are kept with this
+    fabric alone, shared by its time models, not by its copies; all-pairs phases are
+    built every time, their pairs listed where they are routed pair by pair). Kept up
+    to :data:`SHARED_TRAFFIC_FLOWS` in each of the two stores."""
+    kept = fabric.derived(own_step_traffic if algorithm in UNSHARED_ALGORITHMS
+                          else step_traffic)
     full = (algorithm, *key)
     hit = kept.get(full)
     if hit is not None:

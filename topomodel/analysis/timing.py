@@ -68,24 +68,24 @@ minimum gap 12, IPv4 20, UDP 8, BTH 12, ICRC 4 = 82 bytes (IEEE 802.3, RoCEv2 an
 FEC and line coding are already out of the line rate (400 Gb/s is the data rate)."""
 
 
-def tier_efficiency(fabric: Fabric, model: TimeModel) -> dict[str, float]:
+def tier_efficiency(fabric: Fabric, time_model: TimeModel) -> dict[str, float]:
     """Effective / nominal rate per link tier (see :func:`efficiency_sources`)."""
-    return {tier: value for tier, (value, _) in efficiency_sources(fabric, model).items()}
+    return {tier: value for tier, (value, _) in efficiency_sources(fabric, time_model).items()}
 
 
-def effective_link_Bps(fabric: Fabric, model: TimeModel) -> np.ndarray:
+def effective_link_Bps(fabric: Fabric, time_model: TimeModel) -> np.ndarray:
     """Every link's effective rate under ``model``, bytes/s per direction: its nominal
     capacity times its tier's efficiency (:func:`tier_efficiency`), failed or not (the
     one place a link's rate meets a time model)."""
     links = fabric.links
-    efficiency = tier_efficiency(fabric, model)
+    efficiency = tier_efficiency(fabric, time_model)
     tiers = links["tier"]
     eff = np.array([efficiency[t] for t in tiers.cat.categories])[tiers.cat.codes.to_numpy()]
     rate: np.ndarray = links["capacity_Bps"].to_numpy() * eff
     return rate
 
 
-def efficiency_sources(fabric: Fabric, model: TimeModel) -> dict[str, tuple[float, str]]:
+def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple[float, str]]:
     """Effective / nominal rate per link tier present, and where it comes from: the time
     model's override, else scale-up tiers at their link's catalog efficiency, the host
     tier (accelerator to NIC) at its host link's, the network tiers at their
@@ -112,8 +112,8 @@ def efficiency_sources(fabric: Fabric, model: TimeModel) -> dict[str, tuple[floa
     for tier in fabric.links["tier"].cat.categories:
         value = (between if tier == "scaleup_l3" else up if tier.startswith("scaleup")
                  else host if tier == "host" else net)
-        out[tier] = ((model.efficiency[tier], "given (--efficiency)")
-                     if tier in model.efficiency else value)
+        out[tier] = ((time_model.efficiency[tier], "given (--efficiency)")
+                     if tier in time_model.efficiency else value)
     return out
 
 
@@ -231,18 +231,18 @@ class TrafficTime:
 
 
 def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", seed: int = 0,
-                 router: str = "auto", model: TimeModel | None = None,
+                 router: str = "auto", time_model: TimeModel | None = None,
                  qps: int = QPS) -> TrafficTime:
     """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
     hash routing, see :func:`~topomodel.routing.route`); with ``model.pxn`` cross-rail
     flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`). The routes
     are kept with the fabric (:func:`~topomodel.analysis.routes.phase_routes`): the
     same traffic timed under another time model is not routed again."""
-    model = model or TimeModel()
-    if model.pxn:
+    time_model = time_model or TimeModel()
+    if time_model.pxn:
         traffic = pxn_traffic(fabric, traffic)
     links = len(fabric.links)
-    rates = _rates(fabric, model)
+    rates = _rates(fabric, time_model)
     injection = rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
     phases = []
@@ -258,7 +258,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         bottleneck = routed.loaded_row(slowest) if bandwidth > 0 else (0 if links else -1)
         latency = 0.0 if nccl else (
             _path_latency(fabric, ph, routed, switch_latency, propagation)
-            + ph.messages_per_step * model.per_message_overhead_s)
+            + ph.messages_per_step * time_model.per_message_overhead_s)
         phases.append(PhaseTime(ph.label, ph.steps, bandwidth,
                                 _ideal(fabric, ph, injection) / ph.efficiency, latency,
                                 bottleneck, routed, rates.link_Bps, ph.efficiency))
@@ -268,8 +268,8 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     if not nccl:
         return TrafficTime(tuple(phases), links, lost_flows, lost_bytes)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
-    protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
-    curve = _measured(fabric, traffic.shapes, model) if not lost_flows else None
+    protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
+    curve = _measured(fabric, traffic.shapes, time_model) if not lost_flows else None
     note = ""
     if curve is not None:
         seconds, note = curve
@@ -282,19 +282,19 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                        scale, note)
 
 
-def _measured(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel
+def _measured(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel
               ) -> tuple[float, str] | None:
     """(seconds, note) of a collective from the system's measured curve, when the time
     model allows one (no forced protocol or scale-up efficiency: what-ifs the
     measurement cannot answer) and one covers it (:func:`~topomodel.analysis.curves.
     measured_time`)."""
-    if (not model.measured_curves or model.protocol != "auto"
-            or any(tier.startswith("scaleup") for tier in model.efficiency)):
+    if (not time_model.measured_curves or time_model.protocol != "auto"
+            or any(tier.startswith("scaleup") for tier in time_model.efficiency)):
         return None
     return measured_time(fabric, shapes)
 
 
-def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = None) -> float:
+def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None = None) -> float:
     """A time ``traffic`` cannot beat, seconds, without routing it. Each phase takes at
     least as long as on a non-blocking fabric with the same injection bandwidth, and at
     least as long as the busiest switch needs to send (or take in) the bytes of the flows
@@ -306,20 +306,20 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, model: TimeModel | None = No
     The switch bound assumes every flow is routed: on a fabric with failed parts it is
     left out (:class:`_Rates`), since a flow that cannot be routed loads no link.
     """
-    model = model or TimeModel()
-    curve = _measured(fabric, traffic.shapes, model) if traffic.shapes else None
+    time_model = time_model or TimeModel()
+    curve = _measured(fabric, traffic.shapes, time_model) if traffic.shapes else None
     if curve is not None:  # the time itself
         return curve[0]
-    rates = _rates(fabric, model)
+    rates = _rates(fabric, time_model)
     simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection), _switch_s(ph, rates))
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
-    _, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, model)
+    _, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
     return scale * simple_s + latency
 
 
-def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel | None = None
+def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | None = None
             ) -> float:
     """A time no collective of these :attr:`~topomodel.traffic.phases.Traffic.shapes`
     can beat, seconds, known before its traffic is built: the measured curve's time
@@ -328,13 +328,13 @@ def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], model: TimeModel | None =
     protocol's time only grows with the bandwidth time, and a forced protocol is never
     faster than the fastest). Lets the algorithm search skip building a candidate that
     cannot win; 0 for traffic that is no collective."""
-    model = model or TimeModel()
+    time_model = time_model or TimeModel()
     if not shapes:
         return 0.0
-    curve = _measured(fabric, shapes, model)
+    curve = _measured(fabric, shapes, time_model)
     if curve is not None:
         return curve[0]
-    return _fastest_protocol(fabric, shapes, 0.0, replace(model, protocol="auto"))[1]
+    return _fastest_protocol(fabric, shapes, 0.0, replace(time_model, protocol="auto"))[1]
 
 
 def _switch_s(ph: Phase, rates: _Rates) -> float:
@@ -365,7 +365,7 @@ ICI, UB) and none use the Hopper row (an assumption, see
 
 
 def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,
-                      model: TimeModel) -> tuple[str, float, float]:
+                      time_model: TimeModel) -> tuple[str, float, float]:
     """(protocol, latency s, bandwidth scale) of the fastest protocol for a collective
     whose Simple-protocol bandwidth time is ``simple_s``. Concurrent collectives (several
     shapes) share the links; the slowest latency and the largest scale count."""
@@ -375,7 +375,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
     architecture = _ARCHITECTURE_OF_LINK.get(link, "hopper")
     intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
     best: tuple[float, str, float, float] | None = None
-    for protocol in PROTOCOLS if model.protocol == "auto" else (model.protocol,):
+    for protocol in PROTOCOLS if time_model.protocol == "auto" else (time_model.protocol,):
         latency, scale = 0.0, 1.0
         for s in shapes:
             shape = NcclShape(s.ranks, s.nodes, intra, s.channels)
@@ -393,7 +393,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
         if np.isfinite(total) and (best is None or total < best[0]):
             best = (total, protocol, latency, scale)
     if best is None:  # a forced protocol the algorithm does not run: NCCL falls back
-        return _fastest_protocol(fabric, shapes, simple_s, replace(model, protocol="auto"))
+        return _fastest_protocol(fabric, shapes, simple_s, replace(time_model, protocol="auto"))
     return best[1], best[2], best[3]
 
 
@@ -433,9 +433,9 @@ class _Rates:
                         0.0)
 
 
-def _rates(fabric: Fabric, model: TimeModel) -> _Rates:
-    return fabric.derived(_make_rates, tuple(sorted(model.efficiency.items())),
-                          model.hop_latency_s)
+def _rates(fabric: Fabric, time_model: TimeModel) -> _Rates:
+    return fabric.derived(_make_rates, tuple(sorted(time_model.efficiency.items())),
+                          time_model.hop_latency_s)
 
 
 def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],

@@ -121,8 +121,8 @@ def _cmd_route(args: argparse.Namespace) -> Report:
     run = run_collective(fabric, _collective(args.collective), size,
                          args.group or ["all"], algorithm=args.algorithm,
                          routing=inputs.routing, seed=inputs.seed, router=args.router,
-                         model=model)
-    report = route_report(fabric, run, routing=inputs.routing, top=args.top, model=model)
+                         time_model=model)
+    report = route_report(fabric, run, routing=inputs.routing, top=args.top, time_model=model)
     if warning:
         report = dataclasses.replace(report, warnings=[warning, *report.warnings])
     return report
@@ -189,7 +189,7 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
         size, size_warning = size_option(args.size)
         run = run_collective(fabric, _collective(args.route), size, args.group or ["all"],
                              algorithm=args.algorithm, routing=inputs.routing,
-                             seed=inputs.seed, model=model)
+                             seed=inputs.seed, time_model=model)
         utilization = link_utilization(run.timing)
         title = title or (f"{name}: {run.collective} ({run.algorithm}) of"
                           f" {format_size(run.size_bytes)}, {format_si(run.time_s, 's')}")

@@ -90,7 +90,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
                        collective=_collective(args.collective) if args.collective else None,
                        ranks=args.ranks, threshold=args.threshold, column=args.column,
                        routing=inputs.routing, seed=inputs.seed,
-                       model=inputs.assumptions.time)
+                       time_model=inputs.assumptions.time)
     name = fabric.design.name or args.design
     report = nccl_check_report(check, log, design_name=name)
     if args.plot:

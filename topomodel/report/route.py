@@ -37,9 +37,9 @@ from topomodel.units import format_rate, format_si, format_size
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
-                 model: TimeModel | None = None) -> Report:
+                 time_model: TimeModel | None = None) -> Report:
     """The report of one collective run."""
-    model = model or TimeModel()
+    time_model = time_model or TimeModel()
     timing = run.timing
     links = fabric.links
     total = timing.time_s
@@ -54,7 +54,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
                         " have no path and were NOT delivered: the time covers only the rest")
     if links["failed"].any():
         warnings.append(f"{int(links['failed'].sum() // 2)} failed links; traffic re-routed")
-    sources = efficiency_sources(fabric, model)
+    sources = efficiency_sources(fabric, time_model)
     efficiency = {tier: value for tier, (value, _) in sources.items()}
     for t in tiers:
         t["efficiency"] = efficiency.get(t["name"], 1.0)
@@ -81,7 +81,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         "unroutable_bytes": timing.unroutable_bytes,
         "phases": [{"label": p.label, "steps": p.steps, "bandwidth_s": p.bandwidth_s,
                     "ideal_s": p.ideal_s, "latency_s": p.latency_s} for p in timing.phases],
-        "assumptions": {**dataclasses.asdict(model), "efficiency": efficiency},
+        "assumptions": {**dataclasses.asdict(time_model), "efficiency": efficiency},
     }
     summary = [
         {"item": "collective", "value": f"{run.collective} ({run.algorithm}), "

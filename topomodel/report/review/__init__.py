@@ -269,7 +269,7 @@ def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult |
     if item is None:
         return None, _figures(fabric, collectives, None, step)
     run = _featured_run(fabric, timing, routing, seed, item)
-    report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, model=timing)
+    report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
     return report, _figures(fabric, dataclasses.replace(collectives, featured=run), report,
                             step)
 

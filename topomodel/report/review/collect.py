@@ -258,7 +258,7 @@ def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
 
     spec, _, _, _, collective, candidates, size = item
     return run_collective(fabric, collective, size, [spec], candidates=candidates,
-                          routing=routing, seed=seed, model=timing)
+                          routing=routing, seed=seed, time_model=timing)
 
 
 def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
