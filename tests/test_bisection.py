@@ -125,3 +125,14 @@ def test_tier_totals_read_the_fabric_s_weaker_directions_bit_for_bit():
     assert _tier_totals(cut, unfailed=True) == again(cut.links[~failed])
     assert _tier_totals(cut, unfailed=True) != _tier_totals(fabric, unfailed=True)
     assert _tier_totals(cut, unfailed=False) == again(cut.links)
+
+
+def test_uneven_halves_take_the_smaller_halfs_share():
+    # 127 DGX H100 (1,016 GPUs): the balanced halves allowed by whole systems are 504 and
+    # 512 GPUs, so the worst cut is the smaller half's 504 x 50 GB/s = 25.2 TB/s (one
+    # half's share would give 25.4), and the exact max-flow agrees
+    superpod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    value, how = closed_form(superpod)
+    assert value == pytest.approx(504 * 50e9, rel=1e-12)
+    assert "504 of 1,016" in how
+    assert bisection(superpod).max_flow_Bps == pytest.approx(value, rel=1e-9)

@@ -3,7 +3,9 @@ import pytest
 
 from topomodel.analysis.bisection import bisection
 from topomodel.catalog import Switch
+from topomodel.design import load_design
 from topomodel.errors import DesignError
+from topomodel.fabric.build import build_fabric
 from topomodel.vocabulary import LINK_TIERS, MEDIA, NODE_KINDS, NODE_TIERS, TIER_KIND
 
 
@@ -468,4 +470,15 @@ def test_a_fabric_smaller_than_its_unit_is_sized_for_the_unit_and_says_how_it_gr
     report = build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=0))
     assert report.data["growth"].startswith("23 of the 32 systems of one scalable unit")
     assert "grows to 32 systems on free leaf ports" in report.data["growth"]
+    check_invariants(fabric)
+
+
+def test_a_partial_last_pod_keeps_its_core_ports():
+    # DGX B200 SuperPOD at 18 units of 32 (576 systems): 64 leaves a pod, so two full pods
+    # and a partial third; the core is sized for every pod, partial ones included (with
+    # pods rounded down it had 64 core switches, the 16-unit SuperPOD's, instead of 128)
+    fabric = build_fabric(*load_design("b200-18su.yaml", text=(
+        "name: b200 18 SU\nsystem: dgx-b200\nsystems: 576\nscaleout:\n"
+        "  kind: fat_tree\n  switch: qm9700\n  unit: 32\n")))
+    assert (count(fabric, "leaf"), count(fabric, "core")) == (144, 128)
     check_invariants(fabric)
