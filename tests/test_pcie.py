@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.collective import run_collective
-from topomodel.analysis.timing import SOCKETS_EFFICIENCY, TimeModel, efficiency_sources
+from topomodel.analysis.linkrates import SOCKETS_EFFICIENCY, efficiency_sources
+from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import load_catalog
 from topomodel.design import load_design
 from topomodel.errors import CatalogError

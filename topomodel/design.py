@@ -128,7 +128,7 @@ class ScaleoutDesign:
         " it only with the SHARP plugin and NCCL_COLLNET_ENABLE=1")
     transport: str = spec(choice("rdma", "sockets"), default="rdma",
                           doc="rdma (InfiniBand, RoCE) or sockets (NCCL's TCP/IP"
-                          " transport, at timing.SOCKETS_EFFICIENCY of the line rate)")
+                          " transport, at linkrates.SOCKETS_EFFICIENCY of the line rate)")
 
     def __post_init__(self) -> None:
         if self.kind != "none" and not self.switch:

@@ -15,9 +15,9 @@ from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 from topomodel.analysis.step import StepAssumptions, StepResult, step_time
 from topomodel.analysis.studies import NO_EFFECT, required_scaleout_factor
 from topomodel.catalog import Model
-from topomodel.errors import UsageError
 from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric
+from topomodel.records import check_share
 from topomodel.traffic.layout import Layout
 
 WALLS = {"bandwidth_s": "bandwidth", "latency_s": "latency", "topology_s": "topology",
@@ -64,8 +64,7 @@ def advise(fabric: Fabric, model: Model, layout: Layout,
     UsageError
         For a threshold outside (0, 1), or a layout the fabric or model cannot run.
     """
-    if not 0 < threshold < 1:
-        raise UsageError(f"--threshold: a share in (0, 1), got {threshold}")
+    check_share(threshold, "--threshold", low_open=True, high_open=True)
     result = step_time(fabric, model, layout, assumptions, routing=routing, seed=seed)
     walls = {WALLS[k]: float(v) for k, v in result.walls.items() if k in WALLS}
     dominant = max(walls, key=lambda name: walls[name])

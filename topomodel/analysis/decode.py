@@ -56,6 +56,7 @@ from topomodel.analysis.model import BYTES
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.records import check_share
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks
@@ -197,8 +198,7 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,
                              f" {', '.join(BYTES)}")
     if batch < 1:
         raise UsageError(f"--batch: at least 1 sequence, got {batch}")
-    if not 0 <= comm_overlap <= 1:
-        raise UsageError(f"--comm-overlap: a share in [0, 1], got {comm_overlap}")
+    check_share(comm_overlap, "--comm-overlap")
     context = model.sequence if context is None else context
     if context < 1:
         raise UsageError(f"--context: at least 1 token, got {context}")

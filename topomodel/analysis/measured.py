@@ -23,7 +23,7 @@ from topomodel.analysis.nccltests import TESTS, WORD_BYTES, NcclTestsLog, Result
 from topomodel.analysis.timing import TimeModel
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.records import documented
+from topomodel.records import check_share, documented
 from topomodel.traffic.collectives import busbw_factor
 from topomodel.traffic.groups import parse_groups
 
@@ -192,8 +192,7 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
         For a threshold outside (0, 1), an unknown column, a collective the log does not
         fit, or ranks that cannot be placed on the design.
     """
-    if not 0 < threshold < 1:
-        raise UsageError(f"--threshold: a share in (0, 1), got {threshold}")
+    check_share(threshold, "--threshold", low_open=True, high_open=True)
     if column not in COLUMNS:
         raise UsageError(f"--column: one of {', '.join(COLUMNS)}, got {column!r}")
     name = log_collective(log, collective)

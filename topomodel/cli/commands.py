@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from topomodel.errors import TopomodelError
+from topomodel.records import check_share
 from topomodel.report.output import Report, Table
 
 
@@ -217,8 +218,8 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
 
-    if args.compute_efficiency is not None and not 0 < args.compute_efficiency <= 1:
-        raise _usage(f"--compute-efficiency: a share in (0, 1], got {args.compute_efficiency}")
+    if args.compute_efficiency is not None:
+        check_share(args.compute_efficiency, "--compute-efficiency", low_open=True)
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
                                    catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from topomodel.cli.commands import _usage, _writable
+from topomodel.cli.commands import _writable
+from topomodel.records import check_share
 from topomodel.report.output import Report
 
 ParserHook = Callable[..., None]  # a parser, and for format_arg its tables_dir keyword
@@ -81,8 +82,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
 
         figure_format(args.plot)
         _writable(args.plot)
-    if not 0 < args.threshold < 1:
-        raise _usage(f"--threshold: a share in (0, 1), got {args.threshold}")
+    check_share(args.threshold, "--threshold", low_open=True, high_open=True)
     log = read_nccl_tests(args.log)
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
@@ -109,8 +109,7 @@ def _cmd_advise(args: argparse.Namespace) -> Report:
     from topomodel.cli.step_commands import job_from_args
     from topomodel.report.advice import advice_report
 
-    if not 0 < args.threshold < 1:
-        raise _usage(f"--threshold: a share in (0, 1), got {args.threshold}")
+    check_share(args.threshold, "--threshold", low_open=True, high_open=True)
     job = job_from_args(args, args.design)
     advice = advise(job.fabric, job.model, job.layout, job.assumptions,
                     threshold=args.threshold, routing=job.inputs.routing,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from topomodel.analysis.options import StepInputs
 from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
+from topomodel.records import check_share
 from topomodel.report.output import FILE_FORMATS, Report, Table
 from topomodel.traffic.layout import Layout
 
@@ -151,8 +152,9 @@ def _cmd_step(args: argparse.Namespace) -> Report:
     )
     from topomodel.report.step import step_report
 
-    if args.target_comm_share is not None and not 0 < args.target_comm_share < 1:
-        raise _usage(f"--target-comm-share: a share in (0, 1), got {args.target_comm_share}")
+    if args.target_comm_share is not None:
+        check_share(args.target_comm_share, "--target-comm-share", low_open=True,
+                    high_open=True)
     job = job_from_args(args, args.design)
     fabric, inputs = job.fabric, job.inputs
     # the sensitivity and the scale-out search start from the routes the step keeps on

@@ -64,6 +64,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
+from topomodel.records import check_share
 from topomodel.traffic.layout import Layout
 
 
@@ -86,8 +87,7 @@ class PlanJob:
         if self.objective not in OBJECTIVES:
             raise UsageError(f"--objective: choose from {', '.join(OBJECTIVES)}, got"
                              f" {self.objective!r}")
-        if not 0 <= self.headroom < 1:
-            raise UsageError(f"--memory-headroom: a share in [0, 1), got {self.headroom}")
+        check_share(self.headroom, "--memory-headroom", high_open=True)
         if self.top < 1:
             raise UsageError(f"--top: at least 1, got {self.top}")
 

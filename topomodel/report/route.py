@@ -29,8 +29,9 @@ import dataclasses
 from typing import Any
 
 from topomodel.analysis.collective import SIZE_CONVENTIONS, CollectiveRun
+from topomodel.analysis.linkrates import efficiency_sources
 from topomodel.analysis.loads import bisection_traffic, hotspots, tier_loads
-from topomodel.analysis.timing import TimeModel, efficiency_sources
+from topomodel.analysis.timing import TimeModel
 from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si, format_size

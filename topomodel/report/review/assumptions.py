@@ -52,7 +52,8 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     """Every assumption behind the results, with its value, unit, where it is defined
     and why: the reasons are data (record fields' ``doc``, the constants'
     :func:`~topomodel.records.documented` reasons, the catalog's efficiencies)."""
-    from topomodel.analysis.timing import TimeModel, efficiency_sources
+    from topomodel.analysis.linkrates import efficiency_sources
+    from topomodel.analysis.timing import TimeModel
 
     rows: list[dict[str, Any]] = []
 
@@ -67,7 +68,7 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     for tier, (value, why) in efficiency_sources(fabric, timing).items():
         if tier in present:
             add(f"effective / nominal rate, {tier} links", value, "fraction",
-                "timing.efficiency_sources", why)
+                "linkrates.efficiency_sources", why)
     layout = fabric.design.layout
     layout_docs = {"rack_cable": "inside a rack", "row_cable": "system to a leaf in another"
                    " rack", "spine_cable": "leaf to spine", "core_cable": "spine to core",
