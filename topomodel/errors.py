@@ -104,3 +104,13 @@ class RoutingError(TopomodelError, ValueError):
 class RouterLimit(RoutingError):
     """Traffic beyond the general router's work limit: the fastest-algorithm search skips
     that candidate (another algorithm's phases may fit)."""
+
+
+class CollectiveError(TopomodelError, ValueError):
+    """A collective that cannot be generated as asked (bad group, algorithm or size)."""
+
+
+class NotApplicable(CollectiveError):
+    """An algorithm that does not apply to these groups or this fabric (a group size it
+    cannot split, switches that do not reduce, no torus): the one error the fastest-
+    algorithm search skips a candidate for."""

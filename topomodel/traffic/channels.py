@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.arrays import distinct
+from topomodel.errors import CollectiveError
 from topomodel.fabric.tables import Fabric
-from topomodel.traffic.communicators import CollectiveError
 
 MAX_CHANNELS = 64
 """Most channels NCCL runs (``MAXCHANNELS`` in ``src/include/device.h``, NCCL 2.30.7 at

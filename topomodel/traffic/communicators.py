@@ -7,28 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from topomodel.errors import TopomodelError
+from topomodel.errors import CollectiveError as CollectiveError
+from topomodel.errors import NotApplicable as NotApplicable
 from topomodel.fabric.tables import Fabric
+from topomodel.traffic.channels import Channels, PartLayout, channels, domain_parts
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import COLLECTIVES as COLLECTIVES
-
-if TYPE_CHECKING:
-    from topomodel.traffic.channels import Channels, PartLayout
-
-
-class CollectiveError(TopomodelError, ValueError):
-    """A collective that cannot be generated as asked (bad group, algorithm or size)."""
-
-
-class NotApplicable(CollectiveError):
-    """An algorithm that does not apply to these groups or this fabric (a group size it
-    cannot split, switches that do not reduce, no torus): the one error the fastest-
-    algorithm search skips a candidate for."""
-
 
 Groups: TypeAlias = np.ndarray
 """Communicators of one size, the group type every collective takes: a 2-D int array
@@ -122,8 +110,6 @@ class GroupView:
     def layout(self) -> PartLayout:
         """The groups' domain parts (:func:`~topomodel.traffic.channels.domain_parts`),
         made once."""
-        from topomodel.traffic.channels import domain_parts
-
         layout: PartLayout = self._kept("layout", lambda: domain_parts(self.fabric, self.ranks))
         return layout
 
@@ -131,8 +117,6 @@ class GroupView:
     def channels(self) -> Channels:
         """The groups' NCCL channels (:func:`~topomodel.traffic.channels.channels`),
         made once."""
-        from topomodel.traffic.channels import channels
-
         made: Channels = self._kept("channels", lambda: channels(self.fabric, self.layout))
         return made
 
