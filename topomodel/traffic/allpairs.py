@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.phases import AllPairsPhase, Phase
-
-if TYPE_CHECKING:
-    from topomodel.traffic.pxn import Relays
+from topomodel.traffic.relaying import Relays
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,8 +91,6 @@ def _memo(_: Fabric) -> weakref.WeakKeyDictionary[AllPairsPhase, Decomposition |
 
 
 def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
-    from topomodel.traffic.pxn import Relays
-
     relays = phase.rewrite
     if relays is not None and not isinstance(relays, Relays):
         return None

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.arrays import distinct, search_sorted
+from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric, ignores_failures
-from topomodel.traffic.phases import AllPairsPhase, FlowArrays, Phase, Traffic
+from topomodel.traffic.allpairs import decompose
+from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
+from topomodel.traffic.relaying import Relays, apply_relays, crosses
 
 
 def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
@@ -84,7 +86,7 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
         if not len(split):
             phases.append(p)
             continue
-        src, dst, nbytes, group = _apply(p.src, p.dst, p.bytes, p.group, split, via)
+        src, dst, nbytes, group = apply_relays(p.src, p.dst, p.bytes, p.group, split, via)
         phases.append(Phase(src, dst, nbytes, group, p.steps, p.label, p.messages_per_step,
                             p.efficiency))
         moved += len(split)
@@ -94,47 +96,6 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
             " group's GPU on the destination's rail, then on that rail (NCCL's PXN)")
     return Traffic(tuple(phases), traffic.group_names, traffic.algorithm,
                    (*traffic.notes, note), traffic.shapes)
-
-
-@dataclass(frozen=True, eq=False)
-class Relays:
-    """Where PXN relays on one fabric for one traffic: per node the rail of the NIC
-    serving it (-1 for none), its system and scale-up domain, and the sorted keys
-    (group, system, rail) of the ranks that can relay with the relay of each.
-
-    Called on listed flows, it splits them as :func:`pxn` does (an
-    :class:`~topomodel.traffic.phases.AllPairsPhase` applies it to its pairs)."""
-
-    rail: np.ndarray
-    system: np.ndarray
-    domain: np.ndarray
-    systems: int
-    rails: int
-    keys: np.ndarray
-    nodes: np.ndarray
-
-    def find(self, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For keys (group, system, rail) as numbers: whether each has a relay, and it
-        (where it has one)."""
-        if not len(self.keys) or not len(want):
-            return np.zeros(len(want), bool), np.zeros(len(want), np.int64)
-        pos = np.minimum(search_sorted(self.keys, want), len(self.keys) - 1)
-        return self.keys[pos] == want, self.nodes[pos]
-
-    def split(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-        """The flows (indices) PXN sends through a relay, and the relay of each."""
-        cross = np.flatnonzero(_crosses(src, dst, self.rail, self.domain))
-        want = (group[cross].astype(np.int64) * self.systems
-                + self.system[src[cross]]) * self.rails
-        want += self.rail[dst[cross]]
-        found, via = self.find(want)
-        return cross[found], via[found]
-
-    def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                 group: np.ndarray) -> FlowArrays:
-        split, via = self.split(src, dst, group)
-        return _apply(src, dst, nbytes, group, split, via)
 
 
 def relays_for(fabric: Fabric, traffic: Traffic) -> Relays | None:
@@ -148,7 +109,7 @@ def relays_for(fabric: Fabric, traffic: Traffic) -> Relays | None:
     if rails.rails < 2:
         return None
     rail, system, domain = rails.rail, rails.system, rails.domain
-    if not any(isinstance(p, AllPairsPhase) or _crosses(p.src, p.dst, rail, domain).any()
+    if not any(isinstance(p, AllPairsPhase) or crosses(p.src, p.dst, rail, domain).any()
                for p in traffic.phases):
         return None  # no flow crosses rails (an NVLS-Tree, a ring on one rail)
     table_key, table_node = _members(traffic, fabric.derived(_relays), system, rail,
@@ -202,30 +163,8 @@ def _relays(fabric: Fabric) -> np.ndarray:
     return able & ~broken & ~broken[np.maximum(rails.nic, 0)]
 
 
-def _crosses(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, domain: np.ndarray
-             ) -> np.ndarray:
-    """Per flow: whether it joins NICs of two rails between scale-up domains."""
-    rail_src, rail_dst, domain_src = rail[src], rail[dst], domain[src]
-    return ((domain_src >= 0) & (rail_src >= 0) & (rail_dst >= 0) & (rail_src != rail_dst)
-            & (domain_src != domain[dst]))
-
-
-def _apply(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group: np.ndarray,
-           split: np.ndarray, via: np.ndarray) -> FlowArrays:
-    """Flows ``split`` sent to ``via`` first, then on from it."""
-    if not len(split):
-        return src, dst, nbytes, group
-    first_hop = dst.copy()  # a split flow's first hop ends at the relay ...
-    first_hop[split] = via
-    return (np.concatenate([src, via]), np.concatenate([first_hop, dst[split]]),  # ... and
-            np.concatenate([nbytes, nbytes[split]]),  # a second hop goes on from it
-            np.concatenate([group, group[split]]))
-
-
 def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
     """An all-pairs phase under PXN, still unlisted: the pairs it moves counted."""
-    from topomodel.traffic.allpairs import decompose
-
     moved = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
                           phase.efficiency, rewrite=relays)
     counts = decompose(fabric, moved)
@@ -233,7 +172,7 @@ def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
         split, via = relays.split(phase.src, phase.dst, phase.group)
         if not len(split):
             return phase
-        src, dst, nbytes, group = _apply(phase.src, phase.dst, phase.bytes, phase.group,
+        src, dst, nbytes, group = apply_relays(phase.src, phase.dst, phase.bytes, phase.group,
                                          split, via)
         return Phase(src, dst, nbytes, group, phase.steps, phase.label,
                      phase.messages_per_step, phase.efficiency)

@@ -1,0 +1,74 @@
+"""Where PXN relays a flow: the :class:`Relays` table of one fabric and traffic, and how
+it splits a flow that would cross rails into a scale-up hop to a relay on the
+destination's rail and a scale-out hop from it (:mod:`topomodel.traffic.pxn` builds
+the table; an :class:`~topomodel.traffic.phases.AllPairsPhase` applies it to its pairs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topomodel.arrays import search_sorted
+from topomodel.traffic.phases import FlowArrays
+
+
+@dataclass(frozen=True, eq=False)
+class Relays:
+    """Where PXN relays on one fabric for one traffic: per node the rail of the NIC
+    serving it (-1 for none), its system and scale-up domain, and the sorted keys
+    (group, system, rail) of the ranks that can relay with the relay of each.
+
+    Called on listed flows, it splits them as :func:`pxn` does (an
+    :class:`~topomodel.traffic.phases.AllPairsPhase` applies it to its pairs)."""
+
+    rail: np.ndarray
+    system: np.ndarray
+    domain: np.ndarray
+    systems: int
+    rails: int
+    keys: np.ndarray
+    nodes: np.ndarray
+
+    def find(self, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For keys (group, system, rail) as numbers: whether each has a relay, and it
+        (where it has one)."""
+        if not len(self.keys) or not len(want):
+            return np.zeros(len(want), bool), np.zeros(len(want), np.int64)
+        pos = np.minimum(search_sorted(self.keys, want), len(self.keys) - 1)
+        return self.keys[pos] == want, self.nodes[pos]
+
+    def split(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """The flows (indices) PXN sends through a relay, and the relay of each."""
+        cross = np.flatnonzero(crosses(src, dst, self.rail, self.domain))
+        want = (group[cross].astype(np.int64) * self.systems
+                + self.system[src[cross]]) * self.rails
+        want += self.rail[dst[cross]]
+        found, via = self.find(want)
+        return cross[found], via[found]
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                 group: np.ndarray) -> FlowArrays:
+        split, via = self.split(src, dst, group)
+        return apply_relays(src, dst, nbytes, group, split, via)
+
+
+def crosses(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, domain: np.ndarray
+             ) -> np.ndarray:
+    """Per flow: whether it joins NICs of two rails between scale-up domains."""
+    rail_src, rail_dst, domain_src = rail[src], rail[dst], domain[src]
+    return ((domain_src >= 0) & (rail_src >= 0) & (rail_dst >= 0) & (rail_src != rail_dst)
+            & (domain_src != domain[dst]))
+
+
+def apply_relays(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group: np.ndarray,
+           split: np.ndarray, via: np.ndarray) -> FlowArrays:
+    """Flows ``split`` sent to ``via`` first, then on from it."""
+    if not len(split):
+        return src, dst, nbytes, group
+    first_hop = dst.copy()  # a split flow's first hop ends at the relay ...
+    first_hop[split] = via
+    return (np.concatenate([src, via]), np.concatenate([first_hop, dst[split]]),  # ... and
+            np.concatenate([nbytes, nbytes[split]]),  # a second hop goes on from it
+            np.concatenate([group, group[split]]))
