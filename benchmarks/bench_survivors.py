@@ -8,10 +8,10 @@ Llama 3 70B at TP 8 x PP 4 (DP fills the fabric), 70 % of peak compute. Two call
 then timed again alone (best CPU seconds, ``time.process_time``, of ``--repeat``):
 
 - the supernode section of the step's data-parallel all-reduce on the all-live view
-  (``_supernode_planes``, what :func:`~topomodel.routing.sections.intact_section` routes
+  (``supernode_plane_paths``, what :func:`~topomodel.routing.sections.intact_section` routes
   once per worker), caught in the degraded step of the first scale-out part;
 - the scale-out section of the review's featured All-to-All (1 GiB, ``direct``, on
-  ``stride:12288`` groups) with the spine what-if's part failed (``_scaleout``).
+  ``stride:12288`` groups) with the spine what-if's part failed (``scaleout_paths``).
 
 Each is also timed under the other routings given. Run it with ``PYTHONPATH`` set to
 another checkout to time that tree's code on the same calls.
@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import topomodel.routing.clos.paths as paths
 import topomodel.routing.survivors as survivors
 from topomodel.analysis.goodput import (
     component_lines,
@@ -42,20 +43,20 @@ from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
 
 
-def _largest_call(name: str, run: Callable[[], Any]) -> tuple[Any, ...]:
-    """The arguments of the call of ``survivors.<name>`` with the most flows in ``run()``."""
-    original = getattr(survivors, name)
+def _largest_call(module: Any, name: str, run: Callable[[], Any]) -> tuple[Any, ...]:
+    """The arguments of the call of ``module.<name>`` with the most flows in ``run()``."""
+    original = getattr(module, name)
     caught: list[tuple[Any, ...]] = []
 
     def catching(*args: Any) -> Any:
         caught.append(args)
         return original(*args)
 
-    setattr(survivors, name, catching)
+    setattr(module, name, catching)
     try:
         run()
     finally:
-        setattr(survivors, name, original)
+        setattr(module, name, original)
     if not caught:
         raise SystemExit(f"no call of {name}")
     return max(caught, key=lambda args: len(args[2]))
@@ -85,16 +86,16 @@ def main() -> None:
     degraded = [ln for ln in degraded_lines(lines) if ln.tier in SCALE_OUT_TIERS]
     share_failure_views(fabric, [ln.representative for ln in degraded])
     spine = what_if_lines(fabric, layout.world, lines)["spine"].representative
-    supernode = _largest_call("_supernode_planes", lambda: step_time(
+    supernode = _largest_call(paths, "supernode_plane_paths", lambda: step_time(
         with_part_failed(fabric, degraded[0].representative), model, layout, assumptions))
     spec = CollectiveSpec("alltoall", 2**30, "direct", 0.019)
-    scaleout = _largest_call("_scaleout", lambda: failed_collective(
+    scaleout = _largest_call(survivors, "scaleout_paths", lambda: failed_collective(
         with_part_failed(fabric, spine), spec, group="stride:12288",
         time_model=assumptions.time))
     print(f"{args.design}: best CPU s of {args.repeat}")
     print("| section | flows | routing | CPU s |")
     print("|---|---:|---|---:|")
-    for name, caught in (("_supernode_planes", supernode), ("_scaleout", scaleout)):
+    for name, caught in (("supernode_plane_paths", supernode), ("scaleout_paths", scaleout)):
         view, phase, flows, _, seed, qps = caught
         function = getattr(survivors, name)
         for routing in args.routing:

@@ -340,17 +340,17 @@ def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
         link_weaker_Bps,
         weaker_direction_Bps,
     )
-    from topomodel.routing.structured import _Clos
-    from topomodel.routing.survivors import _Survivors, _SurvivorShape
+    from topomodel.routing.clos.live import Survivors, SurvivorShape
+    from topomodel.routing.clos.view import ClosView
 
     fabric = toy(fat_tree(8, 32))
     one = with_failures(fabric, ["spine0"])
     two = with_failures(one, ["spine1"])  # a copy of a copy: still the same wiring
-    shape = two.derived(_SurvivorShape)  # built on a copy: there for the others too
-    assert one.derived(_SurvivorShape) is shape is fabric.derived(_SurvivorShape)
-    assert one.derived(_Clos) is two.derived(_Clos) is fabric.derived(_Clos)
-    assert one.derived(_Survivors) is not two.derived(_Survivors)  # reads the failures
-    assert one.derived(_Survivors).alive.sum() > two.derived(_Survivors).alive.sum()
+    shape = two.derived(SurvivorShape)  # built on a copy: there for the others too
+    assert one.derived(SurvivorShape) is shape is fabric.derived(SurvivorShape)
+    assert one.derived(ClosView) is two.derived(ClosView) is fabric.derived(ClosView)
+    assert one.derived(Survivors) is not two.derived(Survivors)  # reads the failures
+    assert one.derived(Survivors).alive.sum() > two.derived(Survivors).alive.sum()
 
     def failed_rows(f):
         return int(f.links["failed"].sum())
@@ -363,7 +363,7 @@ def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
     assert fabric.derived(shared) is one.derived(shared)
     faster = scale_scaleout(fabric, 2.0)  # other capacities: a fabric of its own
     assert faster.derived(shared) is not fabric.derived(shared)
-    assert faster.derived(_Clos) is not fabric.derived(_Clos)
+    assert faster.derived(ClosView) is not fabric.derived(ClosView)
 
 
 def _build(text):

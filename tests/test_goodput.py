@@ -403,16 +403,16 @@ def test_llama3_check_separates_the_reproduction_from_the_prediction():
 
 
 def test_the_failure_views_copies_share_are_built_before_the_workers_fork():
-    from topomodel.routing.survivors import _SurvivorShape
+    from topomodel.routing.clos.live import SurvivorShape
 
     fabric = fabric_of("dual-plane-ethernet")
     model = fabric.catalog.get("llama3-8b", Model)
     layout = Layout(tp=8, dp=128)
     result = step_time(fabric, model, layout, QUIET)
-    assert (_SurvivorShape, ()) not in fabric.__dict__.get("_failure_free", {})
+    assert (SurvivorShape, ()) not in fabric.__dict__.get("_failure_free", {})
     job_goodput(fabric, model, layout, QUIET, result, workers=2)
     # built here, in the caller, so the forked workers start with it
-    assert (_SurvivorShape, ()) in fabric.__dict__["_failure_free"]
+    assert (SurvivorShape, ()) in fabric.__dict__["_failure_free"]
 
 
 def test_grouped_parts_match_a_pandas_group_by_over_their_labels():

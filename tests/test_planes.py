@@ -13,18 +13,16 @@ from topomodel.analysis.goodput import with_part_failed
 from topomodel.arrays import DENSE_KEY_SPACE, sorted_distinct
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.routing.hashing import choose
-from topomodel.routing.structured import structured_supported
-from topomodel.routing.survivors import (
+from topomodel.routing.clos.live import (
     ALL_CORE_CHOICES,
-    _chips,
-    _queue_pairs,
-    _rank,
-    _ranked,
-    _scaleout,
-    _supernode_planes,
-    _survivors,
+    chips_of,
+    rank_of,
+    ranked,
+    survivors_view,
 )
+from topomodel.routing.clos.paths import scaleout_paths, supernode_plane_paths
+from topomodel.routing.hashing import choose, queue_pairs
+from topomodel.routing.structured import structured_supported
 from topomodel.traffic.phases import Phase
 
 # --- the oracle: survivors.py's plane routing before it was made faster (main, b50a7a4)
@@ -78,8 +76,8 @@ def old_picked(climb, pair, leaf_s, leaf_d, paths, ids, dst, volume, stride, rou
     ok, cross, keys, count_, rank_, core_up, core_down = paths
     count = ok.sum(axis=1)[pair]
     at = leaf_s[pair]
-    rank = _rank(routing, seed, ids, at, dst, stride, count, climb.cables)
-    col = _ranked(ok)[pair, rank]
+    rank = rank_of(routing, seed, ids, at, dst, stride, count, climb.cables)
+    col = ranked(ok)[pair, rank]
     i, k = climb.slot[at], climb.slot[leaf_d[pair]]
     pieces = [(climb.up_arcs[i, col], volume), (climb.down_arcs[k, col], volume)]
     far = np.flatnonzero(cross[pair])
@@ -88,7 +86,7 @@ def old_picked(climb, pair, leaf_s, leaf_d, paths, ids, dst, volume, stride, rou
         pod = np.searchsorted(climb.pods, climb.group[k[far]])
         row = np.searchsorted(keys, climb._key(spine, pod))
         cores = count_[row]
-        rank = _rank(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
+        rank = rank_of(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
                      cores, climb.core_cables)
         core = rank_[row, rank]
         pieces += [(core_up[row, core], volume[far]), (core_down[row, core], volume[far])]
@@ -124,7 +122,7 @@ def old_planes(view, climb, ids, dst, node, volume, lower_s, lower_d, ok, weight
             pieces += old_even(climb, pair_s, pair_d, amount, paths)
         return pieces, extra, lost, usable
     keep = np.flatnonzero(~lost)
-    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
+    take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
                   weights[row])
@@ -151,7 +149,7 @@ def old_bincounts(n_links, pieces):
 def old_supernode_planes(view, phase, flows, routing, seed, qps):
     up = view.clos.scaleup_up
     src, dst = phase.src[flows], phase.dst[flows]
-    into, out, ok = _chips(view, src, dst)
+    into, out, ok = chips_of(view, src, dst)
     pieces, extra, lost, usable = old_planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
         view.clos.src[out], ok, up.weights[up.slot[src]], (into, out), routing, seed, qps)
@@ -285,16 +283,16 @@ def test_plane_sections_are_the_replaced_code_bit_for_bit(name, tmp_path_factory
     compared = 0
     for ph in phases(fabric):
         for part, copy in copies.items():
-            view = _survivors(copy)
+            view = survivors_view(copy)
             far, outside = sections_of(view, ph)
             for routing, qps in (("ecmp", 1), ("hash", 1), ("hash", 3), ("dmodk", 1)):
                 if len(far):
-                    new = _supernode_planes(view, ph, far, routing, 5, qps)
+                    new = supernode_plane_paths(view, ph, far, routing, 5, qps)
                     old = old_supernode_planes(view, ph, far, routing, 5, qps)
                     assert same_bits(new, old), (part, routing)
                     compared += 1
                 if len(outside):
-                    new = _scaleout(view, ph, outside, routing, 5, qps)
+                    new = scaleout_paths(view, ph, outside, routing, 5, qps)
                     old = old_scaleout(view, ph, outside, routing, 5, qps)
                     assert same_bits(new, old), (part, routing)
                     compared += 1

@@ -6,6 +6,7 @@ import pytest
 from test_routing import fabric_of, random_phase
 
 import topomodel.routing.sections as sections
+import topomodel.routing.supernode_patch as supernode_patch
 import topomodel.routing.survivors as survivors
 from topomodel.fabric.failures import with_failures
 from topomodel.routing import route
@@ -55,15 +56,17 @@ def differences(shared, alone):
 def counted(monkeypatch):
     """How many times each section was routed (not taken from a kept one)."""
     counts = {"scaleup": 0, "supernode": 0, "scaleout": 0}
-    for name, fn in (("scaleup", "_scaleup"), ("scaleup", "_mesh"),
-                     ("supernode", "_supernode"), ("scaleout", "_scaleout")):
-        original = getattr(survivors, fn)
+    for module, name, fn in ((survivors, "scaleup", "scaleup_paths"),
+                             (survivors, "scaleup", "mesh_paths"),
+                             (supernode_patch, "supernode", "supernode_paths"),
+                             (survivors, "scaleout", "scaleout_paths")):
+        original = getattr(module, fn)
 
         def wrapped(*args, _original=original, _name=name, **kwargs):
             counts[_name] += 1
             return _original(*args, **kwargs)
 
-        monkeypatch.setattr(survivors, fn, wrapped)
+        monkeypatch.setattr(module, fn, wrapped)
     return counts
 
 

@@ -211,10 +211,11 @@ def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
 
     from test_build import fat_tree
 
-    from topomodel.routing.structured import _clos
+    from topomodel.routing.clos import live
+    from topomodel.routing.clos.view import Irregular, clos_view
 
     fabric = toy(fat_tree(4, 16, tiers=3))
-    survivors._ClimbShape(_clos(fabric).fat_tree, survivors._SurvivorShape(fabric).lookup)
+    live.ClimbShape(clos_view(fabric).fat_tree, live.SurvivorShape(fabric).lookup)
     links = fabric.links.copy()
     kind = fabric.nodes["tier"].astype(str).to_numpy()
     src, dst = links["src"].to_numpy().copy(), links["dst"].to_numpy().copy()
@@ -226,5 +227,5 @@ def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
     dst[first], src[back] = dst[other], dst[other]  # the cable moved, both directions
     links["src"], links["dst"] = src, dst
     rewired = dataclasses.replace(fabric, links=links)  # no views of the old wiring
-    with pytest.raises(survivors._Irregular, match="different indices"):
-        survivors._ClimbShape(_clos(rewired).fat_tree, survivors._SurvivorShape(rewired).lookup)
+    with pytest.raises(Irregular, match="different indices"):
+        live.ClimbShape(clos_view(rewired).fat_tree, live.SurvivorShape(rewired).lookup)

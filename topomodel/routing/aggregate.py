@@ -25,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
+from topomodel.routing.clos.view import climb_even, clos_view
 from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
-from topomodel.routing.structured import _climb_even, _clos, route_structured
+from topomodel.routing.structured import route_structured
 from topomodel.traffic.allpairs import Decomposition, decompose
 from topomodel.traffic.phases import AllPairsPhase
 
@@ -46,7 +47,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
     """
     if routing != "ecmp" or fabric.links["failed"].any():
         return None
-    clos = _clos(fabric)
+    clos = clos_view(fabric)
     counts = decompose(fabric, phase)
     if counts is None:
         return None
@@ -81,7 +82,7 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
                      ) -> tuple[np.ndarray, int]:
     """Loads of the pairs between domains (as ``route_structured`` spreads them) and
     the longest of their paths."""
-    clos = _clos(fabric)
+    clos = clos_view(fabric)
     climb = clos.fat_tree
     n_links, n_nodes = clos.n_links, len(clos.domain)
     sent = counts.out_pairs * counts.pair_bytes
@@ -122,6 +123,6 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
         if ((counts.out_pairs - in_pod > 0) & moving).any():
             longest = BETWEEN_PODS_HOPS
     if climb.present:  # one leaf per plane otherwise: nothing goes up
-        load += link_bytes(n_links, _climb_even(climb, up_leaf, down_leaf, leaving,
+        load += link_bytes(n_links, climb_even(climb, up_leaf, down_leaf, leaving,
                                                 entering))
     return load, longest

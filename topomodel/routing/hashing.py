@@ -103,3 +103,14 @@ def check_qps(qps: int) -> None:
     """
     if isinstance(qps, bool) or not isinstance(qps, (int, np.integer)) or qps < 1:
         raise RoutingError(f"qps must be a positive integer, not {qps!r}")
+
+
+def queue_pairs(routing: str, flows: np.ndarray,
+                 qps: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(index into ``flows``, hash id, split) per queue pair: ``qps`` per flow under
+    hash routing, the flow itself under d-mod-k (its choice depends on the destination
+    alone, so more QPs would all take the same path)."""
+    if routing != "hash":
+        return np.arange(len(flows)), flows, 1
+    take, ids = subflows(flows, qps)
+    return take, ids, qps

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.arrays import sorted_distinct
-from topomodel.routing.hashing import choose
+from topomodel.routing.clos.live import LiveClimb, Survivors
+from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Piece, Rows
-from topomodel.routing.survivors import _LiveClimb, _queue_pairs, _Survivors
 
 
-def route_planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.ndarray,
+def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.ndarray,
                  node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
                  lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
@@ -71,7 +71,7 @@ def route_planes(view: _Survivors, climb: _LiveClimb, ids: np.ndarray, dst: np.n
             pieces += climb.even(pair_s, pair_d, amount, paths)
         return pieces, extra, lost, usable
     keep = np.flatnonzero(~lost)
-    take, qp_ids, split = _queue_pairs(routing, ids[keep], qps)
+    take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
     row = keep[take]
     pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
                    weights[row])
@@ -100,7 +100,7 @@ def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.
     return out
 
 
-def _leaf_pairs(climb: _LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
+def _leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (entry, exit) node pairs of flat ``lower_s``, ``lower_d`` in node
     order (``nodes`` of them in the fabric) and each entry's pair: keyed by the leaves'

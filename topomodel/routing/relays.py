@@ -14,7 +14,8 @@ import numpy as np
 
 from topomodel.arrays import distinct
 from topomodel.fabric.tables import Fabric
-from topomodel.routing.survivors import _chips, _scaleout, _scaleup, _Survivors
+from topomodel.routing.clos.live import Survivors, chips_of
+from topomodel.routing.clos.paths import scaleout_paths, scaleup_paths
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
@@ -29,7 +30,7 @@ class _Ends:
     between switches live but those of a switch with none live (a failed switch splits
     nothing)."""
 
-    def __init__(self, fabric: Fabric, view: _Survivors) -> None:
+    def __init__(self, fabric: Fabric, view: Survivors) -> None:
         clos, alive = view.clos, view.alive
         acc = np.flatnonzero(clos.host_up >= 0)
         systems, row, size = np.unique(clos.system[acc], return_inverse=True,
@@ -55,7 +56,7 @@ class _Ends:
         self.switches_intact = bool(alive[between].all())
 
     @staticmethod
-    def _alone(view: _Survivors) -> np.ndarray:
+    def _alone(view: Survivors) -> np.ndarray:
         clos = view.clos
         member = np.flatnonzero(clos.domain >= 0)
         width = int(clos.system.max(initial=0)) + 1
@@ -72,7 +73,7 @@ class _Ends:
         return out & ~broken[np.maximum(clos.system, 0)]
 
 
-def relayed(fabric: Fabric, view: _Survivors, phase: Phase, flows: np.ndarray, seed: int,
+def relayed(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray, seed: int,
             qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ECMP detours of scale-out ``flows`` whose source or destination NIC is cut off:
     over the fewest accelerators in transit (the general router's transit penalty),
@@ -104,13 +105,13 @@ def relayed(fabric: Fabric, view: _Survivors, phase: Phase, flows: np.ndarray, s
     a, b = relay_s[f, i], relay_d[f, j]
     legs = Phase(a, b, np.zeros(len(f)), phase.group[flows][f], phase.steps, phase.label,
                  phase.messages_per_step)
-    _, leg_hops, lost = _scaleout(view, legs, np.arange(len(f)), "ecmp", seed, qps)
+    _, leg_hops, lost = scaleout_paths(view, legs, np.arange(len(f)), "ecmp", seed, qps)
     ok = ~lost
     for end, relay, on in ((src, a, a != src[f]), (dst, b, b != dst[f])):  # chips join
         pair = np.flatnonzero(ok & on)
         if len(pair):
             ends = (end[f[pair]], relay[pair]) if end is src else (relay[pair], end[f[pair]])
-            ok[pair] = _chips(view, *ends)[2].any(axis=1)
+            ok[pair] = chips_of(view, *ends)[2].any(axis=1)
     transits = (a != src[f]).astype(np.int64) + (b != dst[f])
     cost = np.where(ok, transits * (1 << 32) + leg_hops + 2 * transits, np.iinfo(np.int64).max)
     best = np.full(len(flows), np.iinfo(np.int64).max)
@@ -133,12 +134,12 @@ def relayed(fabric: Fabric, view: _Survivors, phase: Phase, flows: np.ndarray, s
     share = volume[f] / sources[f] / per_source[f * width + i]
     hops = np.zeros(len(flows), np.int64)
     hops[f] = best[f] % (1 << 32)
-    load = _scaleout(view, Phase(a, b, share, legs.group[take], phase.steps, phase.label,
+    load = scaleout_paths(view, Phase(a, b, share, legs.group[take], phase.steps, phase.label,
                                  phase.messages_per_step), np.arange(len(f)), "ecmp", seed,
                      qps)[0]
     for on, x, y in ((a != src[f], src[f], a), (b != dst[f], b, dst[f])):
         if on.any():
             hop = Phase(x[on], y[on], share[on], legs.group[take][on], phase.steps,
                         phase.label, phase.messages_per_step)
-            load += _scaleup(view, hop, np.arange(int(on.sum())), "ecmp", seed, qps)[0]
+            load += scaleup_paths(view, hop, np.arange(int(on.sum())), "ecmp", seed, qps)[0]
     return load, hops, left

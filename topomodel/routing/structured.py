@@ -3,152 +3,16 @@ addresses; traffic aggregated per leaf and pod, fast at 100k+ accelerators."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.fabric.arcs import ArcIndex
-from topomodel.fabric.tables import Coded, Fabric, ignores_failures
-from topomodel.routing.hashing import QPS, choose, mix, subflows
+from topomodel.fabric.tables import Fabric
+from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, clos_view, spread
+from topomodel.routing.hashing import QPS, choose, mix, queue_pairs
 from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
 from topomodel.routing.routed import Routed
+from topomodel.routing.survivors import check_survivors, route_around_failures
 from topomodel.traffic.phases import Phase
-from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
-
-
-class _Fanout:
-    """Arcs from each node of one tier to the tier above (or below), as a table.
-
-    Between switch tiers every arc carries the same cables (``cables``); from an
-    accelerator to its in-system chips they may differ (5, 5, 4, 4 on HGX), so
-    ``uniform=False`` keeps them per arc in ``weights``.
-    """
-
-    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
-                 cables: np.ndarray, *, uniform: bool = True) -> None:
-        order = np.lexsort((arcs, owners))
-        owners, arcs = owners[order], arcs[order]
-        unique = owners[np.r_[True, owners[1:] != owners[:-1]]] if len(owners) else owners
-        self.slot = np.full(n_nodes, -1)
-        self.slot[unique] = np.arange(len(unique))
-        width = len(arcs) // max(1, len(unique))
-        if len(unique) and width * len(unique) != len(arcs):
-            raise _Irregular("nodes of one tier have different fan-outs")
-        self.table = arcs.reshape(len(unique), width) if len(unique) else arcs.reshape(0, 0)
-        self.width = width
-        self.weights = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
-        if uniform and self.weights.size and (self.weights != self.weights.flat[0]).any():
-            raise _Irregular("uneven cable counts between tiers")
-        self.cables = int(self.weights.flat[0]) if self.weights.size else 1
-
-    def arcs(self, owner: np.ndarray) -> np.ndarray:
-        """(len(owner), width) arcs of each owner, sorted by the other end's node."""
-        return self.table[self.slot[owner]]
-
-
-class _Irregular(ValueError):
-    """A fabric the structured router cannot aggregate exactly."""
-
-
-@ignores_failures
-class _Clos:
-    """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
-
-    def __init__(self, fabric: Fabric) -> None:
-        nodes, links = fabric.nodes, fabric.links
-        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-        cables = links["cables"].to_numpy()
-        tier, node_tier, kind = Coded(links["tier"]), Coded(nodes["tier"]), Coded(nodes["kind"])
-        n = len(nodes)
-        self.n_links = len(links)
-        self.src, self.dst, self.cables = src, dst, cables
-        self.pod = nodes["pod"].to_numpy()
-        self.domain = nodes["domain"].to_numpy()
-        self.mesh = fabric.structure.scaleup.kind == "full_mesh"
-        # each node column at each link's ends gathered once, compared many times
-        kind_src, kind_dst = kind.at(src), kind.at(dst)
-        tier_src, tier_dst = node_tier.at(src), node_tier.at(dst)
-        host_tier = tier.equals("host")
-        host = np.flatnonzero(host_tier & kind_src.equals("accelerator"))
-        self.nic_of = np.full(n, -1)  # the NIC serving each accelerator, one rule for all
-        self.nic_of[fabric.accelerators] = fabric.injection.nic
-        self.host_up = np.full(n, -1)
-        self.host_up[src[host]] = host
-        back = np.flatnonzero(host_tier & kind_src.equals("nic"))
-        self.host_down = np.full(n, -1)
-        self.host_down[dst[back]] = back
-        scaleout = fabric.structure.scaleout
-        self.planes = scaleout.planes if scaleout.kind != "none" else 0
-        leaf_tier = tier.equals("leaf")
-        up = np.flatnonzero(leaf_tier & kind_src.equals("nic"))
-        down = np.flatnonzero(leaf_tier & kind_dst.equals("nic"))
-        self.access_up = _Fanout(src[up], up, n, cables) if len(up) else None
-        self.access_down = _Fanout(dst[down], down, n, cables) if len(down) else None
-        self.fat_tree = _Climb(src, dst, cables, tier, tier_src, tier_dst, n, FAT_TREE_TIERS)
-        self.supernode = _Climb(src, dst, cables, tier, tier_src, tier_dst, n, SCALEUP_TIERS)
-        scaleup_tier = tier.equals("scaleup")
-        su = np.flatnonzero(scaleup_tier & kind_src.equals("accelerator"))
-        sd = np.flatnonzero(scaleup_tier & kind_dst.equals("accelerator"))
-        self.scaleup_up = self.scaleup_down = None
-        if len(su) and not self.mesh:
-            self.scaleup_up = _Fanout(src[su], su, n, cables, uniform=False)
-            self.scaleup_down = _Fanout(dst[sd], sd, n, cables, uniform=False)
-        self.system = nodes["system"].to_numpy()
-
-    @cached_property
-    def arcs(self) -> ArcIndex:
-        """The link rows by their ends, for a full mesh's direct links (made on first
-        use: other scale-up kinds never look an arc up)."""
-        return ArcIndex.of(self.src, self.dst, len(self.domain))
-
-
-class _Climb:
-    """A folded Clos above a tier of leaves: leaf -> spine (-> core) fan-outs, pods.
-
-    Pods are found from the wiring, not from names: a leaf's pod is the lowest-numbered
-    spine it reaches, so pods of different planes or supernodes never mix.
-    """
-
-    def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
-                 tier: Coded, tier_src: Coded, tier_dst: Coded, n: int,
-                 names: tuple[str, str, str]) -> None:
-        leaf, spine, core = names
-        self.n_links = len(src)
-        self.up: dict[str, _Fanout] = {}
-        self.down: dict[str, _Fanout] = {}
-        for name, lower in ((spine, leaf), (core, spine)):
-            here = tier.equals(name)
-            u = np.flatnonzero(here & tier_src.equals(lower))
-            d = np.flatnonzero(here & tier_dst.equals(lower))
-            if len(u):
-                self.up[name] = _Fanout(src[u], u, n, cables)
-                self.down[name] = _Fanout(dst[d], d, n, cables)
-        self.spine, self.core = spine, core
-        self.present = spine in self.up
-        self.pod = np.full(n, -1)
-        self.core_keys = np.zeros(0, np.int64)
-        self.core_arcs = np.zeros(0, np.int64)
-        if core in self.up:
-            up = self.up[spine]
-            leaves = np.flatnonzero(up.slot >= 0)
-            self.pod[leaves] = dst[up.arcs(leaves)].min(axis=1)
-            arcs = up.table.ravel()  # every leaf of a spine's pod has the same pod
-            self.pod[dst[arcs]] = self.pod[src[arcs]]
-            d = self.down[core].table.ravel()
-            keys = src[d].astype(np.int64) * n + self.pod[dst[d]]
-            order = np.argsort(keys)
-            self.core_keys, self.core_arcs = keys[order], d[order]
-        self.n = n
-        self._src, self._dst = src, dst
-
-    def src_of(self, arcs: np.ndarray) -> np.ndarray:
-        """Lower ends of arcs."""
-        return self._src[arcs]
-
-    def dst_of(self, arcs: np.ndarray) -> np.ndarray:
-        """Upper ends of arcs."""
-        return self._dst[arcs]
 
 
 def structured_supported(fabric: Fabric) -> str | None:
@@ -161,12 +25,10 @@ def structured_supported(fabric: Fabric) -> str | None:
     if s.scaleout.kind == "fat_tree" and s.scaleout.nics_per_system != s.accelerators_per_system:
         return "accelerators without a NIC of their own"
     try:
-        _clos(fabric)
+        clos_view(fabric)
         if fabric.links["failed"].any():
-            from topomodel.routing.survivors import check_survivors
-
             check_survivors(fabric)
-    except _Irregular as exc:
+    except Irregular as exc:
         return str(exc)
     return None
 
@@ -192,11 +54,9 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         raise RoutingError(f"the structured router does not handle {reason}; the general"
                            " router does (router 'auto' or 'general')")
     if fabric.links["failed"].any():
-        from topomodel.routing.survivors import route_around_failures
-
         return route_around_failures(fabric, phase, routing=routing, seed=seed, qps=qps,
                                      hash_scaleup=hash_scaleup)
-    clos = _clos(fabric)
+    clos = clos_view(fabric)
     pieces: list[Piece] = []  # each kind of arc on its own link rows
     hops = np.zeros(phase.flows, dtype=np.int64)
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
@@ -223,21 +83,6 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     return Routed(load, hops, unroutable, "structured", span=span)
 
 
-def _clos(fabric: Fabric) -> _Clos:
-    return fabric.derived(_Clos)
-
-
-def _spread(fanout: _Fanout, owners: np.ndarray, amount: np.ndarray,
-            weights: np.ndarray | None = None) -> Rows:
-    """``amount`` (bytes per owner; distinct owners) over each owner's arcs, evenly or
-    split by ``weights`` (owners, width)."""
-    index = fanout.slot[owners]
-    if weights is None:
-        return Rows(fanout.table, index, amount / fanout.width)
-    return Rows(fanout.table, index,
-                weights / weights.sum(axis=1, keepdims=True) * amount[:, None])
-
-
 def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.ndarray,
           stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
     """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
@@ -248,18 +93,7 @@ def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.
     return (dst // stride) % width
 
 
-def _queue_pairs(routing: str, flows: np.ndarray,
-                 qps: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(index into ``flows``, hash id, split) per queue pair: ``qps`` per flow under
-    hash routing, the flow itself under d-mod-k (its choice depends on the destination
-    alone, so more QPs would all take the same path)."""
-    if routing != "hash":
-        return np.arange(len(flows)), flows, 1
-    take, ids = subflows(flows, qps)
-    return take, ids, qps
-
-
-def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+def _route_scaleup(clos: ClosView, phase: Phase, flows: np.ndarray, routing: str,
                    seed: int, qps: int) -> list[Piece]:
     """Accelerator -> in-system chip -> accelerator (or the full mesh's direct links)."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
@@ -273,10 +107,10 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
         received = np.bincount(dst, weights=volume, minlength=nodes)
         owners_up = np.flatnonzero(up.slot >= 0)
         owners_down = np.flatnonzero(down.slot >= 0)
-        return [_spread(up, owners_up, sent[owners_up], up.weights[up.slot[owners_up]]),
-                _spread(down, owners_down, received[owners_down],
+        return [spread(up, owners_up, sent[owners_up], up.weights[up.slot[owners_up]]),
+                spread(down, owners_down, received[owners_down],
                         down.weights[down.slot[owners_down]])]
-    take, flows, split = _queue_pairs(routing, flows, qps)
+    take, flows, split = queue_pairs(routing, flows, qps)
     src, dst, volume = src[take], dst[take], volume[take] / split
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
@@ -286,7 +120,7 @@ def _route_scaleup(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
             Rows(down.table, down.slot[dst], volume, pick)]
 
 
-def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+def _route_supernode(clos: ClosView, phase: Phase, flows: np.ndarray, routing: str,
                      seed: int, qps: int) -> tuple[list[Piece], np.ndarray]:
     """Between systems of one supernode: accelerator -> in-system chip k (the arcs to the
     chips were loaded by :func:`_route_scaleup`) -> plane k's Clos -> chip k of the
@@ -304,14 +138,14 @@ def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
         share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
         b = between_pods
         n = climb.n
-        pieces = _climb_even(
+        pieces = climb_even(
             climb, np.bincount(chips_s.ravel(), weights=share.ravel(), minlength=n),
             np.bincount(chips_d.ravel(), weights=share.ravel(), minlength=n),
             np.bincount(chips_s[b].ravel(), weights=share[b].ravel(), minlength=n),
             np.bincount(climb.pod[chips_d[b]].ravel(), weights=share[b].ravel(),
                         minlength=n))
         return pieces, hops
-    take, flows, split = _queue_pairs(routing, flows, qps)
+    take, flows, split = queue_pairs(routing, flows, qps)
     src, dst, volume = src[take], dst[take], volume[take] / split
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
@@ -320,7 +154,7 @@ def _route_supernode(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
                   stride, routing, seed), hops
 
 
-def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
+def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: str,
                     seed: int, qps: int) -> tuple[list[Piece], np.ndarray]:
     """Accelerator -> NIC -> leaf of each plane (-> the plane's Clos -> leaf) -> NIC ->
     accelerator."""
@@ -341,7 +175,7 @@ def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
         ids, amount = flows[row], part[row]
         leaf_s, leaf_d = leaf_s[row, col], leaf_d[row, col]
     else:  # one plane per queue pair
-        row, ids, split = _queue_pairs(routing, flows, qps)
+        row, ids, split = queue_pairs(routing, flows, qps)
         col = _pick(routing, seed, ids, nic_s[row], dst[row], np.ones(len(ids), np.int64),
                     planes, access_up.cables)
         amount = volume[row] / split
@@ -361,7 +195,7 @@ def _route_scaleout(clos: _Clos, phase: Phase, flows: np.ndarray, routing: str,
     return pieces, hops
 
 
-def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
            dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
            seed: int) -> list[Piece]:
     """Leaf to leaf through the spines (and the cores between pods)."""
@@ -369,7 +203,7 @@ def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.n
     between = (climb.pod[leaf_s] != climb.pod[leaf_d]) & (climb.pod[leaf_s] >= 0)
     if routing == "ecmp":
         b = between
-        return _climb_even(climb, np.bincount(leaf_s, weights=volume, minlength=climb.n),
+        return climb_even(climb, np.bincount(leaf_s, weights=volume, minlength=climb.n),
                            np.bincount(leaf_d, weights=volume, minlength=climb.n),
                            np.bincount(leaf_s[b], weights=volume[b], minlength=climb.n),
                            np.bincount(climb.pod[leaf_d[b]], weights=volume[b],
@@ -390,33 +224,7 @@ def _climb(climb: _Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.n
     return [*pieces, Rows(down.table, slot_down, volume, column)]
 
 
-def _climb_even(climb: _Climb, sent: np.ndarray, received: np.ndarray, leaving: np.ndarray,
-                entering: np.ndarray) -> list[Piece]:
-    """Even ECMP through a Clos from per-switch totals (arrays indexed by node).
-
-    ``sent``/``received``: bytes each leaf sends up / receives down; ``leaving``: the
-    part of ``sent`` bound for another pod; ``entering``: bytes entering each pod (by
-    pod key) from another pod. Every leaf splits evenly over its pod's spines and every
-    spine over its cores, so these totals fix every link's load.
-    """
-    up, down = climb.up[climb.spine], climb.down[climb.spine]
-    leaves_up = np.flatnonzero(up.slot >= 0)
-    leaves_down = np.flatnonzero(down.slot >= 0)
-    pieces: list[Piece] = [_spread(up, leaves_up, sent[leaves_up]),
-                           _spread(down, leaves_down, received[leaves_down])]
-    if climb.core not in climb.up or not leaving.any():
-        return pieces
-    up_core, down_core = climb.up[climb.core], climb.down[climb.core]
-    arcs = up.arcs(leaves_up)
-    spine_out = np.bincount(climb.dst_of(arcs).ravel(), weights=np.repeat(
-        leaving[leaves_up] / up.width, up.width), minlength=climb.n)
-    spines = np.flatnonzero(up_core.slot >= 0)
-    # into each pod: every spine of the pod gets an equal share, then its cores evenly
-    return [*pieces, _spread(up_core, spines, spine_out[spines]),
-            _spread(down_core, spines, entering[climb.pod[spines]] / up.width)]
-
-
-def _cores_pick(climb: _Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
+def _cores_pick(climb: Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
                 dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
                 seed: int) -> tuple[list[Piece], np.ndarray]:
     """One core per flow; returns the load and the destination pod's spine."""

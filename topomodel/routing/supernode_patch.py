@@ -19,14 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.routing.clos.live import Survivors, SurvivorShape, intact_view
+from topomodel.routing.clos.paths import supernode_paths, supernode_plane_paths
 from topomodel.routing.sections import intact_section
-from topomodel.routing.survivors import (
-    _intact_view,
-    _supernode,
-    _supernode_planes,
-    _Survivors,
-    _SurvivorShape,
-)
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALEUP_TIERS
 
@@ -49,8 +44,8 @@ class _Components:
 def _components(fabric: Fabric) -> _Components | None:
     """The components of ``fabric``'s supernode, None where it has none to split (or
     its core arcs are found by search alone)."""
-    shape = fabric.derived(_SurvivorShape).supernode
-    view = fabric.derived(_intact_view)
+    shape = fabric.derived(SurvivorShape).supernode
+    view = fabric.derived(intact_view)
     clos = view.clos
     up, down = clos.scaleup_up, clos.scaleup_down
     if not shape.present or up is None or down is None:
@@ -108,7 +103,7 @@ def _joined(pod: np.ndarray, core: np.ndarray, pods: int, cores: int
         pod_label = lowest
 
 
-def patched_supernode(fabric: Fabric, view: _Survivors, phase: Phase, far: np.ndarray,
+def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.ndarray,
                       routing: str, seed: int, qps: int
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The supernode section of ``far`` (flows between systems of a supernode) on the
@@ -136,13 +131,13 @@ def patched_supernode(fabric: Fabric, view: _Survivors, phase: Phase, far: np.nd
     touched = (np.isin(comps.node[ends_s], hit).any(axis=1)
                | np.isin(comps.node[ends_d], hit).any(axis=1))
     flows = far[touched]
-    load, hops, lost, usable = _supernode_planes(view, phase, flows, routing, seed, qps)
-    intact = fabric.derived(_intact_view)
-    if not _same_planes(usable, _supernode_planes(intact, phase, flows, routing, seed,
+    load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
+    intact = fabric.derived(intact_view)
+    if not _same_planes(usable, supernode_plane_paths(intact, phase, flows, routing, seed,
                                                   qps)[3]):
         return None
     kept = intact_section(fabric, "supernode", phase, far, (routing, seed, qps),
-                          lambda: _supernode(intact, phase, far, routing, seed, qps))
+                          lambda: supernode_paths(intact, phase, far, routing, seed, qps))
     out = kept.added_to(None, clos.n_links)
     rows = np.flatnonzero(np.isin(comps.row, hit))
     out[rows] = load[rows]
@@ -157,11 +152,11 @@ def _same_planes(copy: np.ndarray, intact: np.ndarray) -> bool:
     return bool(np.array_equal(copy, intact))
 
 
-def supernode_on_copy(fabric: Fabric, view: _Survivors, phase: Phase, far: np.ndarray,
+def supernode_on_copy(fabric: Fabric, view: Survivors, phase: Phase, far: np.ndarray,
                       routing: str, seed: int, qps: int
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The supernode section of ``far`` on the copy ``view``: :func:`patched_supernode`
     where the failures allow, else routed whole."""
     patched = patched_supernode(fabric, view, phase, far, routing, seed, qps)
-    return patched if patched is not None else _supernode(view, phase, far, routing, seed,
+    return patched if patched is not None else supernode_paths(view, phase, far, routing, seed,
                                                           qps)

@@ -1,0 +1,89 @@
+"""Paths over the survivors' view, one section at a time: a full mesh's direct links,
+a switched scale-up domain, a supernode's planes and the scale-out planes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topomodel.routing.clos.live import Survivors, chips_of
+from topomodel.routing.hashing import choose, queue_pairs
+from topomodel.routing.pieces import Rows, link_bytes
+from topomodel.routing.planes import route_planes
+from topomodel.traffic.phases import Phase
+
+
+def mesh_paths(view: Survivors, phase: Phase, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Direct links of a full mesh; the flows whose link failed (they take the network)."""
+    rows = view.lookup.row(phase.src[flows], phase.dst[flows])
+    ok = (rows >= 0) & view.alive[np.maximum(rows, 0)]
+    return link_bytes(view.clos.n_links, [(rows[ok], phase.bytes[flows][ok])]), flows[~ok]
+
+
+def scaleup_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+             qps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Accelerator -> in-system chip -> accelerator over the chips still joining the two;
+    the flows no chip joins (they take the network)."""
+    up = view.clos.scaleup_up
+    assert up is not None
+    n = view.clos.n_links
+    into, out, ok = chips_of(view, phase.src[flows], phase.dst[flows])
+    weights = np.where(ok, up.weights[up.slot[phase.src[flows]]], 0)
+    cut = ~ok.any(axis=1)
+    volume = phase.bytes[flows]
+    if routing == "ecmp":
+        share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * volume[:, None]
+        return link_bytes(n, [(into, share), (out, share)]), flows[cut]
+    keep = np.flatnonzero(~cut)
+    take, ids, split = queue_pairs(routing, flows[keep], qps)
+    row = keep[take]
+    pick = choose(routing, seed, ids, phase.src[flows][row], phase.dst[flows][row],
+                   np.ones(len(row), np.int64), weights[row])
+    part = volume[row] / split
+    return link_bytes(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
+
+
+def supernode_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+               qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`supernode_plane_paths` without the planes each flow takes."""
+    return supernode_plane_paths(view, phase, flows, routing, seed, qps)[:3]
+
+
+def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str,
+                      seed: int, qps: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Between systems of one supernode: accelerator -> chip k -> plane k's Clos -> chip
+    k of the destination system -> accelerator, over the planes still joining them."""
+    up = view.clos.scaleup_up
+    assert up is not None
+    src, dst = phase.src[flows], phase.dst[flows]
+    into, out, ok = chips_of(view, src, dst)
+    down = view.clos.scaleup_down
+    assert down is not None
+    pieces, extra, lost, usable = route_planes(
+        view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
+        view.clos.src[out], ok, up.weights[up.slot[src]],
+        ((up.table, up.slot[src]), (down.table, down.slot[dst])), routing, seed, qps)
+    return link_bytes(view.clos.n_links, pieces), 2 + extra, lost, usable
+
+
+def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+              qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Accelerator -> NIC -> a plane's fat-tree -> NIC -> accelerator over the planes
+    still joining the two NICs; flows whose host link failed are detours."""
+    clos = view.clos
+    access_up, access_down = clos.access_up, clos.access_down
+    assert access_up is not None and access_down is not None
+    src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    host_up, host_down = clos.host_up[src], clos.host_down[dst]
+    hosted = view.alive[host_up] & view.alive[host_down]
+    nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
+    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
+    ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
+    pieces, extra, lost, _ = route_planes(
+        view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
+        np.full(ups.shape, access_up.cables),
+        ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
+        routing, seed, qps)
+    carried = np.where(lost, 0.0, volume)
+    pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
+    return link_bytes(clos.n_links, pieces), 4 + extra, lost

@@ -1,0 +1,189 @@
+"""The healthy Clos view of a structured fabric: its switched scale-up and fat-tree
+levels as fan-out tables by address, made once per fabric, and the even climb that
+spreads traffic over them."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from topomodel.fabric.arcs import ArcIndex
+from topomodel.fabric.tables import Coded, Fabric, ignores_failures
+from topomodel.routing.pieces import Piece, Rows
+from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
+
+
+class Fanout:
+    """Arcs from each node of one tier to the tier above (or below), as a table.
+
+    Between switch tiers every arc carries the same cables (``cables``); from an
+    accelerator to its in-system chips they may differ (5, 5, 4, 4 on HGX), so
+    ``uniform=False`` keeps them per arc in ``weights``.
+    """
+
+    def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
+                 cables: np.ndarray, *, uniform: bool = True) -> None:
+        order = np.lexsort((arcs, owners))
+        owners, arcs = owners[order], arcs[order]
+        unique = owners[np.r_[True, owners[1:] != owners[:-1]]] if len(owners) else owners
+        self.slot = np.full(n_nodes, -1)
+        self.slot[unique] = np.arange(len(unique))
+        width = len(arcs) // max(1, len(unique))
+        if len(unique) and width * len(unique) != len(arcs):
+            raise Irregular("nodes of one tier have different fan-outs")
+        self.table = arcs.reshape(len(unique), width) if len(unique) else arcs.reshape(0, 0)
+        self.width = width
+        self.weights = cables[self.table] if len(unique) else np.zeros((0, 0), np.int64)
+        if uniform and self.weights.size and (self.weights != self.weights.flat[0]).any():
+            raise Irregular("uneven cable counts between tiers")
+        self.cables = int(self.weights.flat[0]) if self.weights.size else 1
+
+    def arcs(self, owner: np.ndarray) -> np.ndarray:
+        """(len(owner), width) arcs of each owner, sorted by the other end's node."""
+        return self.table[self.slot[owner]]
+
+
+class Irregular(ValueError):
+    """A fabric the structured router cannot aggregate exactly."""
+
+
+@ignores_failures
+class ClosView:
+    """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        nodes, links = fabric.nodes, fabric.links
+        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+        cables = links["cables"].to_numpy()
+        tier, node_tier, kind = Coded(links["tier"]), Coded(nodes["tier"]), Coded(nodes["kind"])
+        n = len(nodes)
+        self.n_links = len(links)
+        self.src, self.dst, self.cables = src, dst, cables
+        self.pod = nodes["pod"].to_numpy()
+        self.domain = nodes["domain"].to_numpy()
+        self.mesh = fabric.structure.scaleup.kind == "full_mesh"
+        # each node column at each link's ends gathered once, compared many times
+        kind_src, kind_dst = kind.at(src), kind.at(dst)
+        tier_src, tier_dst = node_tier.at(src), node_tier.at(dst)
+        host_tier = tier.equals("host")
+        host = np.flatnonzero(host_tier & kind_src.equals("accelerator"))
+        self.nic_of = np.full(n, -1)  # the NIC serving each accelerator, one rule for all
+        self.nic_of[fabric.accelerators] = fabric.injection.nic
+        self.host_up = np.full(n, -1)
+        self.host_up[src[host]] = host
+        back = np.flatnonzero(host_tier & kind_src.equals("nic"))
+        self.host_down = np.full(n, -1)
+        self.host_down[dst[back]] = back
+        scaleout = fabric.structure.scaleout
+        self.planes = scaleout.planes if scaleout.kind != "none" else 0
+        leaf_tier = tier.equals("leaf")
+        up = np.flatnonzero(leaf_tier & kind_src.equals("nic"))
+        down = np.flatnonzero(leaf_tier & kind_dst.equals("nic"))
+        self.access_up = Fanout(src[up], up, n, cables) if len(up) else None
+        self.access_down = Fanout(dst[down], down, n, cables) if len(down) else None
+        self.fat_tree = Climb(src, dst, cables, tier, tier_src, tier_dst, n, FAT_TREE_TIERS)
+        self.supernode = Climb(src, dst, cables, tier, tier_src, tier_dst, n, SCALEUP_TIERS)
+        scaleup_tier = tier.equals("scaleup")
+        su = np.flatnonzero(scaleup_tier & kind_src.equals("accelerator"))
+        sd = np.flatnonzero(scaleup_tier & kind_dst.equals("accelerator"))
+        self.scaleup_up = self.scaleup_down = None
+        if len(su) and not self.mesh:
+            self.scaleup_up = Fanout(src[su], su, n, cables, uniform=False)
+            self.scaleup_down = Fanout(dst[sd], sd, n, cables, uniform=False)
+        self.system = nodes["system"].to_numpy()
+
+    @cached_property
+    def arcs(self) -> ArcIndex:
+        """The link rows by their ends, for a full mesh's direct links (made on first
+        use: other scale-up kinds never look an arc up)."""
+        return ArcIndex.of(self.src, self.dst, len(self.domain))
+
+
+class Climb:
+    """A folded Clos above a tier of leaves: leaf -> spine (-> core) fan-outs, pods.
+
+    Pods are found from the wiring, not from names: a leaf's pod is the lowest-numbered
+    spine it reaches, so pods of different planes or supernodes never mix.
+    """
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, cables: np.ndarray,
+                 tier: Coded, tier_src: Coded, tier_dst: Coded, n: int,
+                 names: tuple[str, str, str]) -> None:
+        leaf, spine, core = names
+        self.n_links = len(src)
+        self.up: dict[str, Fanout] = {}
+        self.down: dict[str, Fanout] = {}
+        for name, lower in ((spine, leaf), (core, spine)):
+            here = tier.equals(name)
+            u = np.flatnonzero(here & tier_src.equals(lower))
+            d = np.flatnonzero(here & tier_dst.equals(lower))
+            if len(u):
+                self.up[name] = Fanout(src[u], u, n, cables)
+                self.down[name] = Fanout(dst[d], d, n, cables)
+        self.spine, self.core = spine, core
+        self.present = spine in self.up
+        self.pod = np.full(n, -1)
+        self.core_keys = np.zeros(0, np.int64)
+        self.core_arcs = np.zeros(0, np.int64)
+        if core in self.up:
+            up = self.up[spine]
+            leaves = np.flatnonzero(up.slot >= 0)
+            self.pod[leaves] = dst[up.arcs(leaves)].min(axis=1)
+            arcs = up.table.ravel()  # every leaf of a spine's pod has the same pod
+            self.pod[dst[arcs]] = self.pod[src[arcs]]
+            d = self.down[core].table.ravel()
+            keys = src[d].astype(np.int64) * n + self.pod[dst[d]]
+            order = np.argsort(keys)
+            self.core_keys, self.core_arcs = keys[order], d[order]
+        self.n = n
+        self._src, self._dst = src, dst
+
+    def src_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Lower ends of arcs."""
+        return self._src[arcs]
+
+    def dst_of(self, arcs: np.ndarray) -> np.ndarray:
+        """Upper ends of arcs."""
+        return self._dst[arcs]
+
+
+def clos_view(fabric: Fabric) -> ClosView:
+    return fabric.derived(ClosView)
+
+
+def spread(fanout: Fanout, owners: np.ndarray, amount: np.ndarray,
+            weights: np.ndarray | None = None) -> Rows:
+    """``amount`` (bytes per owner; distinct owners) over each owner's arcs, evenly or
+    split by ``weights`` (owners, width)."""
+    index = fanout.slot[owners]
+    if weights is None:
+        return Rows(fanout.table, index, amount / fanout.width)
+    return Rows(fanout.table, index,
+                weights / weights.sum(axis=1, keepdims=True) * amount[:, None])
+
+
+def climb_even(climb: Climb, sent: np.ndarray, received: np.ndarray, leaving: np.ndarray,
+                entering: np.ndarray) -> list[Piece]:
+    """Even ECMP through a Clos from per-switch totals (arrays indexed by node).
+
+    ``sent``/``received``: bytes each leaf sends up / receives down; ``leaving``: the
+    part of ``sent`` bound for another pod; ``entering``: bytes entering each pod (by
+    pod key) from another pod. Every leaf splits evenly over its pod's spines and every
+    spine over its cores, so these totals fix every link's load.
+    """
+    up, down = climb.up[climb.spine], climb.down[climb.spine]
+    leaves_up = np.flatnonzero(up.slot >= 0)
+    leaves_down = np.flatnonzero(down.slot >= 0)
+    pieces: list[Piece] = [spread(up, leaves_up, sent[leaves_up]),
+                           spread(down, leaves_down, received[leaves_down])]
+    if climb.core not in climb.up or not leaving.any():
+        return pieces
+    up_core, down_core = climb.up[climb.core], climb.down[climb.core]
+    arcs = up.arcs(leaves_up)
+    spine_out = np.bincount(climb.dst_of(arcs).ravel(), weights=np.repeat(
+        leaving[leaves_up] / up.width, up.width), minlength=climb.n)
+    spines = np.flatnonzero(up_core.slot >= 0)
+    # into each pod: every spine of the pod gets an equal share, then its cores evenly
+    return [*pieces, spread(up_core, spines, spine_out[spines]),
+            spread(down_core, spines, entering[climb.pod[spines]] / up.width)]
