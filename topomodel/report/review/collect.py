@@ -468,3 +468,4 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
     if step is not None:  # the step, or its figure already drawn
         out["step"] = step if isinstance(step, ReviewFigure) else _step_figure(step)
     return out
+

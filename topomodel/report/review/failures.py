@@ -5,10 +5,19 @@ the featured collective and the step routed around each (see
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from topomodel.analysis.single_failures import SingleFailure, single_failure_records
 from topomodel.report.output import Table
-from topomodel.report.review.document import Section, TableBlock, Text
+from topomodel.report.review.document import Section, TableBlock, Text, size_text
+from topomodel.report.review.schedule import (
+    Part,
+    Results,
+    ReviewContext,
+    ReviewSection,
+    Work,
+)
+from topomodel.report.review.work import failed_part_work
 from topomodel.units import format_si
 
 EFFECT_TEXT = {"stops_job": "stops the job", "degrades": "degrades",
@@ -67,3 +76,50 @@ def single_failure_section(rows: Sequence[SingleFailure], collective: str) -> Se
 def _article(kind: str) -> str:
     """``a spine``, ``an optic``."""
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
+def _work(c: ReviewContext) -> list[Work]:
+    """Each what-if part failed (``failed PART``: the featured collective's run and,
+    with a model, the step, on one copy), and the rows from them: none on a fabric
+    without a scale-out network (nothing of those kinds to fail)."""
+    if c.fabric.structure.scaleout.kind == "none":
+        return []
+    failed = tuple(f"failed {part}" for part in c.what_if_parts)
+    return [*(failed_part_work(c, part) for part in c.what_if_parts),
+            Work("single failures", lambda got: _rows(c, got, failed),
+                 ("collectives", *(("step",) if c.has_model else ()), *failed), here=True)]
+
+
+def _rows(c: ReviewContext, got: Results, failed: Sequence[str]) -> tuple[Any, str]:
+    """The what-ifs' rows (:func:`~topomodel.analysis.single_failures.single_failures`,
+    from the runs with each part failed, by part) and the featured collective's label."""
+    from topomodel.analysis.single_failures import CollectiveSpec, single_failures
+
+    collectives = got["collectives"]
+    ran = {part: got[name] for part, name in zip(c.what_if_parts, failed, strict=True)}
+    row = collectives.featured_row
+    run = None if row is None else CollectiveSpec(row["collective"], row["size_bytes"],
+                                                  row["algorithm"], row["time_s"])
+    rows = single_failures(
+        c.fabric, collective=run, group=collectives.featured_group, time_model=c.timing,
+        model=c.model, layout=c.layout, assumptions=c.assumptions, step=got.get("step"),
+        routing=c.routing, seed=c.seed, workers=1, lines=c.lines,
+        known_step_s={p: r.step.step_time_s for p, r in ran.items() if r.step is not None},
+        known_collectives={p: r.collective for p, r in ran.items()
+                           if r.collective is not None})
+    label = ("collective" if run is None else
+             f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}")
+    return rows, label
+
+
+def _part(c: ReviewContext, got: Results) -> Part:
+    if "single failures" not in got:
+        return Part(data={"single_failures": []})
+    rows, label = got["single failures"]
+    return Part(single_failure_section(rows, label),
+                {"single_failures": single_failure_records(rows)},
+                tables=(single_failure_table(rows, label),))
+
+
+SINGLE_FAILURES = ReviewSection("single-failures", _work, _part)
+"""The single-failure what-ifs (on a fabric with a scale-out network)."""

@@ -1,8 +1,11 @@
-"""The review's sections, from the collected results."""
+"""The review's sections (:class:`~topomodel.report.review.schedule.ReviewSection`): the
+work each needs and how it builds itself from the results, by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from topomodel.fabric.tables import Fabric
@@ -13,7 +16,7 @@ from topomodel.units import format_rate, format_si, format_size
 
 if TYPE_CHECKING:
     from topomodel.analysis.step import StepResult
-from topomodel.report.review.collect import _Collectives
+from topomodel.report.review.collect import _Collectives, _levels
 from topomodel.report.review.document import (
     Block,
     Callout,
@@ -24,7 +27,28 @@ from topomodel.report.review.document import (
     Text,
     size_text,
 )
-from topomodel.report.review.provenance import PROVENANCE_ORDER
+from topomodel.report.review.provenance import (
+    PROVENANCE_ORDER,
+    review_bibliography,
+    review_inputs,
+    review_provenance,
+)
+from topomodel.report.review.schedule import (
+    Part,
+    Results,
+    ReviewContext,
+    ReviewSection,
+    Work,
+    no_work,
+)
+from topomodel.report.review.work import (
+    build_work,
+    collectives_work,
+    featured_work,
+    goodput_work,
+    step_work,
+    warnings_work,
+)
 
 
 def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
@@ -73,33 +97,6 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
                      f" tokens/s ({goodput['interruptions_per_day']:.3g} interruptions/day,"
                      f" {goodput['effective_time_fraction']:.1%} effective time)"})
     return rows, summary
-
-
-def _sections(fabric: Fabric, build: Any, collectives: _Collectives, featured: Any,
-              step: StepResult | None, step_rep: Any, levels: list[dict[str, Any]],
-              assumptions: list[dict[str, Any]], provenance: list[dict[str, Any]],
-              warnings: list[str],
-              goodput: tuple[list[Table], dict[str, Any]] | None,
-              bibliography: list[dict[str, Any]] | None = None,
-              inputs: dict[str, Any] | None = None) -> list[Section]:
-    tables = {t.title: t for t in build.tables}
-    return [
-        _summary_section(fabric, build, step, warnings, tables["Summary"],
-                         None if goodput is None else goodput[1]),
-        Section("warnings", "Warnings", (
-            Callout("warning", tuple(warnings)) if warnings
-            else Text("No warnings: every optical link closes, no part has failed, and no"
-                      " step traffic is flagged."),)),
-        _topology_section(fabric, build, levels, tables["Tiers"]),
-        _bisection_section(build),
-        _collectives_section(collectives, featured),
-        _step_section(step, step_rep),
-        *([] if goodput is None else [Section("goodput", "Goodput under failures", tuple(
-            TableBlock(t) for t in goodput[0]))]),
-        _materials_section(build, tables),
-        _assumptions_section(assumptions),
-        _provenance_section(provenance, bibliography or [], inputs),
-    ]
 
 
 def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
@@ -306,3 +303,167 @@ def _provenance_section(provenance: list[dict[str, Any]], bibliography: list[dic
             f"Written {inputs['generated_utc']} by topomodel {inputs['topomodel_version']};"
             " the SHA-256 of each file identifies the exact inputs."))
     return Section("provenance", "Provenance of the inputs", tuple(blocks))
+
+
+def _prefixed(prefix: str, tables: Sequence[Table]) -> tuple[Table, ...]:
+    """A verb report's tables with plain records, named with ``prefix``."""
+    return tuple(dataclasses.replace(t, name=prefix + t.key) for t in tables)
+
+
+def _summary_work(c: ReviewContext) -> list[Work]:
+    return [build_work(c), *step_work(c), *goodput_work(c), warnings_work(c)]
+
+
+def _summary_part(c: ReviewContext, got: Results) -> Part:
+    build, step = got["build"], got.get("step")
+    goodput = got["goodput"][1] if "goodput" in got else None
+    headline, summary = _headline(c.fabric, build.data, step, goodput)
+    tables = {t.title: t for t in build.tables}
+    design = c.fabric.design
+    return Part(
+        _summary_section(c.fabric, build, step, got["warnings"], tables["Summary"], goodput),
+        {"design": {"name": design.name, "file": design.file, "system": design.system},
+         "summary": summary, "build": build.data},
+        tables=_prefixed("build_", build.tables), headline=tuple(headline))
+
+
+SUMMARY = ReviewSection("summary", _summary_work, _summary_part)
+"""What was modeled and the headline numbers (the CLI's headline, ``summary`` and
+``build`` in report.json)."""
+
+
+def _warnings_part(c: ReviewContext, got: Results) -> Part:
+    warnings = got["warnings"]
+    return Part(Section("warnings", "Warnings", (
+        Callout("warning", tuple(warnings)) if warnings
+        else Text("No warnings: every optical link closes, no part has failed, and no"
+                  " step traffic is flagged."),)), warnings=tuple(warnings))
+
+
+WARNINGS = ReviewSection("warnings", lambda c: [warnings_work(c)], _warnings_part)
+"""The warnings of every part, highlighted."""
+
+
+def _topology_work(c: ReviewContext) -> list[Work]:
+    return [build_work(c), Work("levels", lambda _: _levels(c.fabric, c.timing)),
+            featured_work(c)]
+
+
+def _topology_part(c: ReviewContext, got: Results) -> Part:
+    build, levels = got["build"], got["levels"]
+    tiers = {t.title: t for t in build.tables}["Tiers"]
+    return Part(_topology_section(c.fabric, build, levels, tiers), {"levels": levels},
+                {"topology": got["featured"][1]["topology"]})
+
+
+TOPOLOGY = ReviewSection("topology", _topology_work, _topology_part)
+"""The topology diagram, the tiers and the fabric as levels."""
+
+
+BISECTION = ReviewSection("bisection", lambda c: [build_work(c)],
+                          lambda c, got: Part(_bisection_section(got["build"])))
+"""The worst balanced cut."""
+
+
+def _collectives_part(c: ReviewContext, got: Results) -> Part:
+    collectives: _Collectives = got["collectives"]
+    featured, figures = got["featured"]
+    rows = collectives.rows
+    data = {"collectives": {
+        "sizes_bytes": list(collectives.sizes),
+        "groups": collectives.groups,
+        "rows": rows,
+        "skipped": collectives.skipped,
+        "featured": None if featured is None else featured.data,
+    }, "hotspots": [] if featured is None else featured.data["hotspots"],
+        "notes": collectives.notes}
+    return Part(_collectives_section(collectives, featured), data,
+                {k: v for k, v in figures.items() if k == "tier-utilization"},
+                (*_prefixed("featured_", featured.tables if featured else ()),
+                 Table("Collectives", rows, rows)))
+
+
+COLLECTIVES = ReviewSection(
+    "collectives", lambda c: [*collectives_work(c), featured_work(c)], _collectives_part)
+"""The collective table, the featured collective's per-tier load and hotspots."""
+
+
+def _step_work(c: ReviewContext) -> list[Work]:
+    return [*step_work(c), featured_work(c)] if c.has_model else []
+
+
+def _step_part(c: ReviewContext, got: Results) -> Part:
+    from topomodel.report.step import step_report
+
+    step = got.get("step")
+    report = None if step is None else step_report(step, c.assumptions,
+                                                   design_name=c.name)
+    return Part(_step_section(step, report),
+                {"step": None if report is None else report.data},
+                {} if step is None else {"step": got["featured"][1]["step"]},
+                _prefixed("step_", report.tables if report else ()))
+
+
+STEP = ReviewSection("step", _step_work, _step_part)
+"""The training step and its four walls (with a model; else how to add it)."""
+
+
+def _goodput_part(c: ReviewContext, got: Results) -> Part:
+    goodput = got.get("goodput")
+    if goodput is None:
+        return Part(data={"goodput": None})
+    return Part(Section("goodput", "Goodput under failures",
+                        tuple(TableBlock(t) for t in goodput[0])),
+                {"goodput": goodput[1]}, tables=_prefixed("", goodput[0]))
+
+
+GOODPUT = ReviewSection("goodput", goodput_work, _goodput_part)
+"""Goodput under failures (with a model)."""
+
+
+def _materials_part(c: ReviewContext, got: Results) -> Part:
+    build = got["build"]
+    return Part(_materials_section(build, {t.title: t for t in build.tables}))
+
+
+MATERIALS = ReviewSection("materials", lambda c: [build_work(c)], _materials_part)
+"""The bill of materials, power and the optical link budget."""
+
+
+def _assumptions_part(c: ReviewContext, got: Results) -> Part:
+    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.report.review.assumptions import review_assumptions
+
+    rows = review_assumptions(
+        c.fabric, c.timing, c.assumptions if c.has_model else None, routing=c.routing,
+        goodput=(c.goodput_assumptions or GoodputAssumptions()) if c.has_model else None)
+    return Part(_assumptions_section(rows), {"assumptions": rows},
+                tables=(Table("Assumptions", rows, rows),))
+
+
+ASSUMPTIONS = ReviewSection("assumptions", no_work, _assumptions_part)
+"""Every modelling assumption with its value, where it is defined and why."""
+
+
+def _provenance_part(c: ReviewContext, got: Results) -> Part:
+    goodput = got.get("goodput")
+    catalog = c.fabric.catalog
+    provenance = review_provenance(c.fabric, c.model, [] if goodput is None else [
+        str(line[key]) for line in goodput[1]["components"]
+        for key in ("rate_entry", "class_entry") if line[key] in catalog])
+    bibliography = review_bibliography(provenance)
+    inputs = review_inputs(c.fabric)
+    figures = [{"entry": e["id"], **f} for e in provenance for f in e["figures"]]
+    return Part(
+        _provenance_section(provenance, bibliography, inputs),
+        {"provenance": provenance, "bibliography": bibliography, "inputs": inputs},
+        tables=(Table("Figures", figures, figures, name="provenance"),
+                Table("Bibliography", bibliography, bibliography),
+                Table("Inputs", inputs["files"], [
+                    {**f, "generated_utc": inputs["generated_utc"],
+                     "topomodel_version": inputs["topomodel_version"]}
+                    for f in inputs["files"]])))
+
+
+PROVENANCE = ReviewSection("provenance", goodput_work, _provenance_part)
+"""The provenance of every catalog figure used, the bibliography and the input files."""

@@ -1,0 +1,189 @@
+"""The work that more than one section of the review names, each piece by its name (it
+runs once, however many sections name it: :func:`~topomodel.report.review.schedule.run_work`):
+the build report, the step, the collective table and its featured collective with the
+figures, a part failed, the warnings and the goodput."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from topomodel.fabric.tables import Fabric
+from topomodel.report.review.collect import (
+    HOTSPOT_COUNT,
+    _collect_rows,
+    _Collectives,
+    _featured_run,
+    _figures,
+    _measured_runs,
+    _plan_collectives,
+    _run_pieces,
+    _warnings,
+)
+from topomodel.report.review.document import ReviewFigure
+from topomodel.report.review.schedule import Results, ReviewContext, Work
+
+if TYPE_CHECKING:
+    from topomodel.analysis.single_failures import FailedCollective
+    from topomodel.analysis.step import StepResult
+    from topomodel.analysis.timing import TimeModel
+    from topomodel.catalog import Model
+    from topomodel.traffic.layout import Layout
+
+# The work that more than one section names (each runs once, by its name:
+# :func:`~topomodel.report.review.schedule.run_work`).
+
+
+def build_work(context: ReviewContext) -> Work:
+    """``build``: the ``topomodel build`` report with its bisection."""
+    from topomodel.analysis.bisection import bisection
+    from topomodel.report.build import build_report
+
+    fabric = context.fabric
+    return Work("build", lambda _: build_report(fabric, bisection_result=bisection(fabric)))
+
+
+def step_work(context: ReviewContext) -> list[Work]:
+    """``step``: the training step, with a model (else no work)."""
+    from topomodel.analysis.step import step_time
+
+    if not context.has_model:
+        return []
+    c = context
+    model, layout = cast("Model", c.model), cast("Layout", c.layout)
+    return [Work("step", lambda _: step_time(c.fabric, model, layout, c.assumptions,
+                                             routing=c.routing, seed=c.seed))]
+
+
+def collectives_work(context: ReviewContext) -> list[Work]:
+    """``collectives``: the collective table (:class:`_Collectives`), from its runs
+    (``collectives run K``, one piece per :func:`_run_pieces` piece)."""
+    c = context
+    plan = _plan_collectives(c.fabric, c.sizes_bytes)
+    pieces = _run_pieces(plan.runs)
+    names = tuple(f"collectives run {piece[0]}" for piece in pieces)
+
+    def measured(piece: tuple[int, ...]) -> Work:
+        items = [plan.runs[k] for k in piece]
+        return Work(f"collectives run {piece[0]}", lambda _: _measured_runs(
+            c.fabric, c.timing, c.routing, c.seed, items))
+
+    def table(ran: Results) -> _Collectives:
+        rows: list[Any] = [None] * len(plan.runs)
+        for piece, name in zip(pieces, names, strict=True):
+            for k, row in zip(piece, ran[name], strict=True):
+                rows[k] = row
+        return _collect_rows(plan, rows)
+
+    return [*(measured(piece) for piece in pieces),
+            Work("collectives", table, names, here=True)]
+
+
+def featured_work(context: ReviewContext) -> Work:
+    """``featured``: the featured collective's ``route`` report (None without one) and
+    every figure, the step's among them (one piece draws them all: matplotlib loads
+    once); planned from the table, first of the planned work (every figure waits for it)."""
+    c = context
+    # the step first: the longest piece the plan waits for
+    needs = ("step", "collectives") if c.has_model else ("collectives",)
+    return Work("featured", lambda got: _featured_part(
+        c.fabric, got["collectives"], got.get("step"), c.timing, c.routing, c.seed),
+        needs, rank=len(c.what_if_parts) + 1)
+
+
+def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult | None,
+                   timing: TimeModel, routing: str, seed: int
+                   ) -> tuple[Any, dict[str, ReviewFigure]]:
+    """The featured collective routed again (its link loads stay on the worker: sending
+    every candidate's back would cost more than this run), its report and the figures,
+    the step's among them (one piece draws them all: matplotlib loads once)."""
+    from topomodel.report.route import route_report
+
+    item = collectives.featured_item
+    if item is None:
+        return None, _figures(fabric, collectives, None, step)
+    run = _featured_run(fabric, timing, routing, seed, item)
+    report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
+    return report, _figures(fabric, dataclasses.replace(collectives, featured=run), report,
+                            step)
+
+
+@dataclass(frozen=True)
+class FailedPart:
+    """One part failed, on one copy of the fabric: the featured collective run again
+    (for a what-if part, where there is a featured collective) and the step (for a part
+    of ``step_parts``); None where not run."""
+
+    collective: FailedCollective | None
+    step: StepResult | None
+
+
+def failed_part_work(context: ReviewContext, part: str) -> Work:
+    """``failed PART``: :class:`FailedPart`. A what-if part's runs on one copy (the
+    copy's views, a NIC's detours among them, made once), planned from the table (the
+    NIC's first, the longest, in the order of ``what_if_parts``); any other part's step on
+    its own, first."""
+    from topomodel.analysis.goodput import with_part_failed
+    from topomodel.analysis.single_failures import CollectiveSpec, failed_collective
+    from topomodel.analysis.step import step_time
+
+    c = context
+    stepped = part in c.step_parts
+
+    def step_on(copy: Fabric) -> StepResult | None:
+        return step_time(copy, cast("Model", c.model), cast("Layout", c.layout),
+                         c.assumptions, routing=c.routing, seed=c.seed) if stepped else None
+
+    if part not in c.what_if_parts:
+        return Work(f"failed {part}", lambda _: FailedPart(
+            None, step_on(with_part_failed(c.fabric, part))))
+
+    def what_if(got: Results) -> FailedPart:
+        collectives: _Collectives = got["collectives"]
+        row = collectives.featured_row
+        copy = with_part_failed(c.fabric, part)
+        run = None if row is None else failed_collective(
+            copy, CollectiveSpec(row["collective"], row["size_bytes"], row["algorithm"],
+                                 row["time_s"]),
+            group=collectives.featured_group, time_model=c.timing, routing=c.routing,
+            seed=c.seed)
+        return FailedPart(run, step_on(copy))
+
+    # in the context's order, the NIC's first (the longest), after the featured collective
+    return Work(f"failed {part}", what_if, ("collectives",),
+                rank=len(c.what_if_parts) - c.what_if_parts.index(part))
+
+
+def warnings_work(context: ReviewContext) -> Work:
+    """``warnings``: every part's warnings, each once (:func:`_warnings`)."""
+    c = context
+    needs = ("build", "featured", "collectives") + (("step",) if c.has_model else ())
+    return Work("warnings", lambda got: _warnings(
+        c.fabric, got["build"].warnings, got.get("step"), c.layout, got["featured"][0],
+        c.failed, got["collectives"]), needs, here=True)
+
+
+def goodput_work(context: ReviewContext) -> list[Work]:
+    """``goodput``: the goodput section's tables and data (its degraded steps are
+    ``failed PART`` work: one run each, shared with the what-ifs), with a model (else
+    no work)."""
+    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.report.goodput import goodput_section
+
+    c = context
+    if not c.has_model:
+        return []
+    failed = [f"failed {part}" for part in c.goodput_parts]
+
+    def goodput(got: Results) -> tuple[list[Any], dict[str, Any]]:
+        known = {part: got[name].step.tokens_per_s
+                 for part, name in zip(c.goodput_parts, failed, strict=True)}
+        tables, data = goodput_section(
+            c.fabric, c.model, c.layout, c.assumptions, got["step"],
+            c.goodput_assumptions or GoodputAssumptions(), routing=c.routing, seed=c.seed,
+            workers=c.workers, lines=c.lines, known_tokens_per_s=known)[1:]
+        return tables, data
+
+    return [*step_work(c), *(failed_part_work(c, part) for part in c.goodput_parts),
+            Work("goodput", goodput, ("step", *failed), here=True)]
