@@ -146,9 +146,15 @@ def test_a_quantity_at_the_edge_of_its_range_still_reads():
 # sweep_file.py _range and _read_metrics; sweep_constraints.py ---------------------------------
 
 SWEEP = f"""\
-design: {SUPERPOD}
+design: {SUPERPOD.name}
 fixed: {{model: llama3-8b, global_batch: 1024}}
 """
+
+
+def sweep_at(path: Path, text: str) -> None:
+    """Write the sweep file ``path`` and, beside it, the design it names."""
+    (path.parent / SUPERPOD.name).write_text(SUPERPOD.read_text())
+    path.write_text(text)
 
 
 @pytest.mark.parametrize(("parameters", "message"), [
@@ -161,7 +167,7 @@ fixed: {{model: llama3-8b, global_batch: 1024}}
     ("{start: 1, stop: " + "9" * 400 + ", step: 1}", "too large for a float")])
 def test_ranges_are_counted_before_they_are_made(tmp_path, parameters, message):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + f"parameters: {{scaleout_factor: {parameters}}}\n")
+    sweep_at(path, SWEEP + f"parameters: {{scaleout_factor: {parameters}}}\n")
     started = time.perf_counter()
     with pytest.raises(SweepError, match=re.escape(message)):
         load_sweep(path)
@@ -170,7 +176,7 @@ def test_ranges_are_counted_before_they_are_made(tmp_path, parameters, message):
 
 def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + "parameters: {tp: [1, 2, 4, 8], pp: [1, 2]}\n")
+    sweep_at(path, SWEEP + "parameters: {tp: [1, 2, 4, 8], pp: [1, 2]}\n")
     with pytest.raises(SweepError, match=r"8 points \(about 7.81 KiB to hold\) is more than"
                        r" the limit of 4; .* --max-points"):
         load_sweep(path, max_points=4)
@@ -179,7 +185,7 @@ def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, caps
     assert main(["sweep", str(path), "--dry-run", "--max-points", "8"]) == 0
     capsys.readouterr()
     single = tmp_path / "one.yaml"
-    single.write_text(SWEEP)
+    sweep_at(single, SWEEP)
     assert main(["sweep", str(single), "-o", str(tmp_path / "r.csv"), "--workers", "1"]) == 0
     assert "topomodel: sweep one: 1 points (limit 100,000, --max-points)" in (
         capsys.readouterr().err)
@@ -187,7 +193,7 @@ def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, caps
 
 def test_max_points_zero_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP)
+    sweep_at(path, SWEEP)
     with pytest.raises(SystemExit) as caught:
         main(["sweep", str(path), "--dry-run", "--max-points", "0"])
     assert caught.value.code == 2
@@ -197,7 +203,7 @@ def test_max_points_zero_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("metrics", ["[{a: 1}]", "[[1]]", "[~]"])
 def test_a_metric_that_is_not_a_name_is_a_sweep_error(tmp_path, metrics):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + f"metrics: {metrics}\n")
+    sweep_at(path, SWEEP + f"metrics: {metrics}\n")
     with pytest.raises(SweepError, match=r"metrics\[0\]: expected a metric name, got"):
         load_sweep(path)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
+from topomodel.files import refuse_output_folder
 from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
 from topomodel.units import pint_for_scalars_only
 
@@ -62,6 +63,8 @@ def _main(argv: Sequence[str] | None) -> int:
               file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
+        if args.format in FILE_FORMATS and directory is not None:
+            refuse_output_folder(directory)  # before any work
         report = run(args)
         nonfinite = nonfinite_result(report)
         if nonfinite is not None:

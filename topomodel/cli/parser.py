@@ -88,8 +88,9 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
                         " built-in ones)")
     parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
                         type=_folder,
-                        help="a folder the catalogs named in a design or sweep file may"
-                        " be in, besides that file's own folder tree (repeatable)")
+                        help="a folder the catalogs named in a design or sweep file (and"
+                        " a sweep file's design) may be in, besides that file's own folder"
+                        " tree (repeatable)")
 
 
 def _format_arg(parser: argparse.ArgumentParser, *, tables_dir: bool = True) -> None:
