@@ -467,3 +467,61 @@ HGX = EXAMPLES / "hgx-h100-server.yaml"
       "bar"], "'foo' is not a recorded metric")])
 def test_values_that_used_to_run_are_refused(capsys, argv, message):
     assert message in cli_error(capsys, argv)
+
+
+# issue 44: legal designs with nothing across their domains ----------------------------------
+
+SERVER = EXAMPLES / "hgx-h100-server.yaml"
+
+
+@pytest.fixture
+def two_servers(tmp_path):
+    """2 x hgx-h100 and no scale-out network (legal: scale-out is optional)."""
+    path = tmp_path / "two.yaml"
+    path.write_text(SERVER.read_text().replace("systems: 1\n", "systems: 2\n"))
+    return path
+
+
+def test_unjoined_domains_have_a_bisection_of_zero_said_in_words(two_servers, tmp_path,
+                                                                 capsys):
+    assert main(["build", str(two_servers), "--format", "json"]) == 0
+    cut = json.loads(capsys.readouterr().out)["bisection"]
+    assert cut["bisection_Bps"] == 0 and cut["ratio"] is None
+    assert main(["build", str(two_servers)]) == 0
+    assert ("0 B/s (0 b/s) per direction: no network joins the halves (separate scale-up"
+            " domains and no scale-out)") in capsys.readouterr().out
+    assert main(["review", str(two_servers), "-o", str(tmp_path / "r")]) == 0
+    assert "no network joins the halves" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())["summary"]
+    assert summary["bisection_Bps"] == 0 and summary["bisection_ratio"] is None
+
+
+def test_a_job_across_unjoined_domains_is_refused_and_one_inside_runs(two_servers, tmp_path,
+                                                                      capsys):
+    for verb in (["step"], ["review", "-o", str(tmp_path / "r")]):
+        line = one_error(capsys, *verb, two_servers, "--model", "llama3-8b")
+        assert ("the layout's 16 accelerators (tp x pp x dp x cp) span 2 scale-up domains,"
+                " and no network joins them (scale-out: none)") in line
+        assert "at most 8 accelerators" in line
+        assert main([*verb, str(two_servers), "--model", "llama3-8b", "--dp", "8"]) == 0
+        capsys.readouterr()
+    line = one_error(capsys, "step", two_servers, "--model", "llama3-8b", "--dp", "8",
+                     "--pp", "2")
+    assert "span 2 scale-up domains" in line
+    # route times what has a path and says what has none
+    assert main(["route", str(two_servers), "--collective", "allreduce", "--size", "1 GiB"]
+                ) == 0
+    assert "have no path and were NOT delivered" in capsys.readouterr().out
+    assert main(["route", str(two_servers), "--collective", "allreduce", "--size", "1 GiB",
+                 "--group", "domain"]) == 0
+
+
+def test_a_bisection_without_closed_form_or_max_flow_says_so(capsys):
+    pcie = EXAMPLES / "rtx4090-workstation.yaml"
+    assert main(["build", str(pcie), "--max-flow-nodes", "0", "--format", "json"]) == 0
+    cut = json.loads(capsys.readouterr().out)["bisection"]
+    assert cut["bisection_Bps"] is None and cut["ratio"] is None
+    assert main(["build", str(pcie), "--max-flow-nodes", "0"]) == 0
+    assert ("bisection         not computed: no closed form for this structure, and the"
+            " fabric's 5 nodes are more than the max-flow limit of 0 (--max-flow-nodes)"
+            ) in capsys.readouterr().out
