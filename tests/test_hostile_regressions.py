@@ -525,3 +525,18 @@ def test_a_bisection_without_closed_form_or_max_flow_says_so(capsys):
     assert ("bisection         not computed: no closed form for this structure, and the"
             " fabric's 5 nodes are more than the max-flow limit of 0 (--max-flow-nodes)"
             ) in capsys.readouterr().out
+
+
+# issue 44: extreme accepted values -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["route", SERVER, "--collective", "allreduce", "--size", "1 GiB"],
+    ["scale", SERVER, "--model", "llama3-8b"],
+    ["draw", SERVER, "-o", "{tmp}/d.png", "--route", "allreduce", "--size", "1 GiB"]])
+def test_a_vanishing_efficiency_is_one_line_not_a_recursion_error(tmp_path, capsys, argv):
+    argv = [str(a).replace("{tmp}", str(tmp_path)) for a in argv]
+    line = one_error(capsys, *argv, "--efficiency", "scaleup=1e-320")
+    assert "a collective's time is not a finite number" in line
+    assert "(numpy: overflow encountered in divide)" in line  # folded in, not printed above
+    assert not (tmp_path / "d.png").exists()
