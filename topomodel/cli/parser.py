@@ -69,8 +69,11 @@ def _folder(text: str) -> str:
 
 
 def _positive(text: str) -> int:
-    """A count of at least 1 (``--max-points``)."""
-    value = _count(text)
+    """A count of at least 1 (``--max-points``, ``--workers``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
