@@ -471,3 +471,12 @@ def test_the_cli_reference_documents_every_option_of_every_verb():
                     parser.prog, action.option_strings)
     if sys.version_info[:2] == (3, 11):
         assert written == cli_reference(), "run: python -m topomodel.cli.reference > docs/cli.md"
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "x"])
+def test_workers_says_at_least_1(capsys, value):
+    with pytest.raises(SystemExit) as caught:
+        main(["step", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+              "--workers", value])
+    assert caught.value.code == 2
+    assert f"expected a whole number of at least 1, got '{value}'" in capsys.readouterr().err

@@ -92,6 +92,67 @@ def test_a_symlink_in_the_place_of_an_output_is_refused(tmp_path, capsys):
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.parametrize("argv", [
+    ["export", DESIGN, "--to", "csv", "-o"],
+    ["export", DESIGN, "--to", "parquet", "-o"],
+    ["build", DESIGN, "--format", "csv", "-o"],
+    ["review", DESIGN, "-o"]])
+def test_a_folder_output_that_is_a_symlink_is_refused(tmp_path, capsys, argv):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = tmp_path / "out"
+    link.symlink_to(victim)
+    assert main([*argv, str(link)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"topomodel: error: {link}: is a symbolic link; refusing to write"
+                   " through it (give the real folder, or remove the link)"]
+    assert link.is_symlink() and list(victim.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["export", DESIGN, "--to", "csv", "-o", "/sys"],
+    ["build", DESIGN, "--format", "csv", "-o", "/proc/sys"],
+    ["review", DESIGN, "-o", "/dev"],
+    ["export", DESIGN, "--to", "json", "-o", "/sys/fabric.json"]])
+def test_no_output_goes_into_a_system_folder(capsys, argv):
+    # /sys, /proc and /dev hold nothing a write could harm, and refuse it anyway
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a system folder" in err[0], err
+
+
+def test_the_system_folders_are_the_documented_ones(tmp_path):
+    for folder in ["/", "/etc", "/usr/local/bin", "/var", "/boot/efi", "/home", "/proc/1"]:
+        assert files.system_folder(folder) is not None, folder
+    for folder in [tmp_path, "/var/tmp/x", "/home/someone/out", "/tmp", "/usrx"]:
+        assert files.system_folder(folder) is None, folder
+    link = tmp_path / "etc"
+    link.symlink_to("/etc")  # links resolved: a link to a system folder is one
+    assert files.system_folder(link / "sub") == "/etc"
+    with pytest.raises(UsageError, match=r"is a system folder \(/etc\)"):
+        files.atomic_bytes(link / "sub" / "f.json", b"x")
+
+
+def test_a_sweep_files_design_stays_in_its_tree(tmp_path, capsys):
+    (tmp_path / "secret.yaml").write_text("password: hunter2\n")
+    folder = tmp_path / "work"
+    folder.mkdir()
+    sweep = folder / "s.yaml"
+    for design in ["../secret.yaml", str(tmp_path / "secret.yaml"), "/etc/hostname"]:
+        sweep.write_text(f"design: {design}\nfixed: {{model: llama3-8b}}\n")
+        assert main(["sweep", str(sweep), "--dry-run"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{sweep}:1: design: {design} is outside" in line and "hunter2" not in line
+    # a sweeps/ folder beside its designs (as examples/sweeps/), and --catalog-dir
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "d.yaml").write_text(Path(DESIGN).read_text())
+    beside = tmp_path / "sweeps" / "s.yaml"
+    beside.write_text("design: ../d.yaml\nfixed: {model: llama3-8b}\n")
+    assert main(["sweep", str(beside), "--dry-run"]) == 0
+    sweep.write_text("design: ../d.yaml\nfixed: {model: llama3-8b}\n")
+    assert main(["sweep", str(sweep), "--dry-run", "--catalog-dir", str(tmp_path)]) == 0
+
+
 # Reading inputs --------------------------------------------------------------------------
 
 
@@ -234,7 +295,8 @@ def test_a_missing_catalog_is_named_at_its_key(tmp_path, capsys):
 
 def test_a_sweep_refused_at_the_start_says_nothing_else(tmp_path, capsys):
     sweep = tmp_path / "s.yaml"
-    sweep.write_text(f"name: t\ndesign: {Path(DESIGN).resolve()}\nfixed: {{model: llama3-8b}}\n"
+    (tmp_path / "d.yaml").write_text(Path(DESIGN).read_text())
+    sweep.write_text("name: t\ndesign: d.yaml\nfixed: {model: llama3-8b}\n"
                      "parameters:\n  tp: [4, 8]\n")
     assert main(["sweep", str(sweep), "-o", str(tmp_path / "r.csv"), "--resume",
                  "--overwrite"]) == 2

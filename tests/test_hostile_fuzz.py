@@ -194,7 +194,8 @@ def check_sweep(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = _write(directory, name, "\n".join(lines) + "\n")
         limit = data.draw(st.sampled_from(["100000", "1", "0", "-3", "10**9"]), label="max")
-        assert_clean(["sweep", path, "--dry-run", "--max-points", limit])
+        assert_clean(["sweep", path, "--dry-run", "--max-points", limit,
+                      "--catalog-dir", str(ROOT / "examples")])
 
 
 _ARGUMENT_VALUES = ["0", "-1", "1", "3", "18446744073709551616", "1e-300", "1e300", "nan",

@@ -146,9 +146,15 @@ def test_a_quantity_at_the_edge_of_its_range_still_reads():
 # sweep_file.py _range and _read_metrics; sweep_constraints.py ---------------------------------
 
 SWEEP = f"""\
-design: {SUPERPOD}
+design: {SUPERPOD.name}
 fixed: {{model: llama3-8b, global_batch: 1024}}
 """
+
+
+def sweep_at(path: Path, text: str) -> None:
+    """Write the sweep file ``path`` and, beside it, the design it names."""
+    (path.parent / SUPERPOD.name).write_text(SUPERPOD.read_text())
+    path.write_text(text)
 
 
 @pytest.mark.parametrize(("parameters", "message"), [
@@ -161,7 +167,7 @@ fixed: {{model: llama3-8b, global_batch: 1024}}
     ("{start: 1, stop: " + "9" * 400 + ", step: 1}", "too large for a float")])
 def test_ranges_are_counted_before_they_are_made(tmp_path, parameters, message):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + f"parameters: {{scaleout_factor: {parameters}}}\n")
+    sweep_at(path, SWEEP + f"parameters: {{scaleout_factor: {parameters}}}\n")
     started = time.perf_counter()
     with pytest.raises(SweepError, match=re.escape(message)):
         load_sweep(path)
@@ -170,7 +176,7 @@ def test_ranges_are_counted_before_they_are_made(tmp_path, parameters, message):
 
 def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + "parameters: {tp: [1, 2, 4, 8], pp: [1, 2]}\n")
+    sweep_at(path, SWEEP + "parameters: {tp: [1, 2, 4, 8], pp: [1, 2]}\n")
     with pytest.raises(SweepError, match=r"8 points \(about 7.81 KiB to hold\) is more than"
                        r" the limit of 4; .* --max-points"):
         load_sweep(path, max_points=4)
@@ -179,7 +185,7 @@ def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, caps
     assert main(["sweep", str(path), "--dry-run", "--max-points", "8"]) == 0
     capsys.readouterr()
     single = tmp_path / "one.yaml"
-    single.write_text(SWEEP)
+    sweep_at(single, SWEEP)
     assert main(["sweep", str(single), "-o", str(tmp_path / "r.csv"), "--workers", "1"]) == 0
     assert "topomodel: sweep one: 1 points (limit 100,000, --max-points)" in (
         capsys.readouterr().err)
@@ -187,7 +193,7 @@ def test_a_sweep_states_its_count_and_max_points_raises_the_limit(tmp_path, caps
 
 def test_max_points_zero_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP)
+    sweep_at(path, SWEEP)
     with pytest.raises(SystemExit) as caught:
         main(["sweep", str(path), "--dry-run", "--max-points", "0"])
     assert caught.value.code == 2
@@ -197,7 +203,7 @@ def test_max_points_zero_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("metrics", ["[{a: 1}]", "[[1]]", "[~]"])
 def test_a_metric_that_is_not_a_name_is_a_sweep_error(tmp_path, metrics):
     path = tmp_path / "s.yaml"
-    path.write_text(SWEEP + f"metrics: {metrics}\n")
+    sweep_at(path, SWEEP + f"metrics: {metrics}\n")
     with pytest.raises(SweepError, match=r"metrics\[0\]: expected a metric name, got"):
         load_sweep(path)
 
@@ -461,3 +467,76 @@ HGX = EXAMPLES / "hgx-h100-server.yaml"
       "bar"], "'foo' is not a recorded metric")])
 def test_values_that_used_to_run_are_refused(capsys, argv, message):
     assert message in cli_error(capsys, argv)
+
+
+# issue 44: legal designs with nothing across their domains ----------------------------------
+
+SERVER = EXAMPLES / "hgx-h100-server.yaml"
+
+
+@pytest.fixture
+def two_servers(tmp_path):
+    """2 x hgx-h100 and no scale-out network (legal: scale-out is optional)."""
+    path = tmp_path / "two.yaml"
+    path.write_text(SERVER.read_text().replace("systems: 1\n", "systems: 2\n"))
+    return path
+
+
+def test_unjoined_domains_have_a_bisection_of_zero_said_in_words(two_servers, tmp_path,
+                                                                 capsys):
+    assert main(["build", str(two_servers), "--format", "json"]) == 0
+    cut = json.loads(capsys.readouterr().out)["bisection"]
+    assert cut["bisection_Bps"] == 0 and cut["ratio"] is None
+    assert main(["build", str(two_servers)]) == 0
+    assert ("0 B/s (0 b/s) per direction: no network joins the halves (separate scale-up"
+            " domains and no scale-out)") in capsys.readouterr().out
+    assert main(["review", str(two_servers), "-o", str(tmp_path / "r")]) == 0
+    assert "no network joins the halves" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())["summary"]
+    assert summary["bisection_Bps"] == 0 and summary["bisection_ratio"] is None
+
+
+def test_a_job_across_unjoined_domains_is_refused_and_one_inside_runs(two_servers, tmp_path,
+                                                                      capsys):
+    for verb in (["step"], ["review", "-o", str(tmp_path / "r")]):
+        line = one_error(capsys, *verb, two_servers, "--model", "llama3-8b")
+        assert ("the layout's 16 accelerators (tp x pp x dp x cp) span 2 scale-up domains,"
+                " and no network joins them (scale-out: none)") in line
+        assert "at most 8 accelerators" in line
+        assert main([*verb, str(two_servers), "--model", "llama3-8b", "--dp", "8"]) == 0
+        capsys.readouterr()
+    line = one_error(capsys, "step", two_servers, "--model", "llama3-8b", "--dp", "8",
+                     "--pp", "2")
+    assert "span 2 scale-up domains" in line
+    # route times what has a path and says what has none
+    assert main(["route", str(two_servers), "--collective", "allreduce", "--size", "1 GiB"]
+                ) == 0
+    assert "have no path and were NOT delivered" in capsys.readouterr().out
+    assert main(["route", str(two_servers), "--collective", "allreduce", "--size", "1 GiB",
+                 "--group", "domain"]) == 0
+
+
+def test_a_bisection_without_closed_form_or_max_flow_says_so(capsys):
+    pcie = EXAMPLES / "rtx4090-workstation.yaml"
+    assert main(["build", str(pcie), "--max-flow-nodes", "0", "--format", "json"]) == 0
+    cut = json.loads(capsys.readouterr().out)["bisection"]
+    assert cut["bisection_Bps"] is None and cut["ratio"] is None
+    assert main(["build", str(pcie), "--max-flow-nodes", "0"]) == 0
+    assert ("bisection         not computed: no closed form for this structure, and the"
+            " fabric's 5 nodes are more than the max-flow limit of 0 (--max-flow-nodes)"
+            ) in capsys.readouterr().out
+
+
+# issue 44: extreme accepted values -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["route", SERVER, "--collective", "allreduce", "--size", "1 GiB"],
+    ["scale", SERVER, "--model", "llama3-8b"],
+    ["draw", SERVER, "-o", "{tmp}/d.png", "--route", "allreduce", "--size", "1 GiB"]])
+def test_a_vanishing_efficiency_is_one_line_not_a_recursion_error(tmp_path, capsys, argv):
+    argv = [str(a).replace("{tmp}", str(tmp_path)) for a in argv]
+    line = one_error(capsys, *argv, "--efficiency", "scaleup=1e-320")
+    assert "a collective's time is not a finite number" in line
+    assert "(numpy: overflow encountered in divide)" in line  # folded in, not printed above
+    assert not (tmp_path / "d.png").exists()

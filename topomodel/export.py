@@ -40,7 +40,7 @@ from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import Accelerator, HostLink, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.files import atomic_bytes, atomic_files, atomic_write
+from topomodel.files import atomic_bytes, atomic_files, atomic_write, refuse_output_folder
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
 
@@ -164,6 +164,7 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
 def _tables(fabric: Fabric, fmt: str, target: Path) -> list[Path]:
     """``nodes`` and ``links`` as CSV or Parquet files in the directory ``target``, both
     or neither."""
+    refuse_output_folder(target)
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401

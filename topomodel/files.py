@@ -11,7 +11,10 @@ folder (Linux ``O_TMPFILE``; elsewhere a named one removed on every error, Ctrl-
 included), then moved into place: a failed, interrupted or killed write leaves nothing
 half-written, and a ``kill -9`` leaves no temporary file behind either. A symbolic link
 where an output goes is refused (:func:`refuse_symlink`), never replaced or written
-through. The file gets the mode an ordinary ``open`` would give it (0666 less the umask).
+through; a folder output (a review, a table per file) that is itself a symbolic link is
+refused too (:func:`refuse_output_folder`), and nothing is written into a system folder
+(:data:`SYSTEM_FOLDERS`, :data:`SYSTEM_TREES`). The file gets the mode an ordinary
+``open`` would give it (0666 less the umask).
 Several files of one output (:func:`atomic_files`: a table per file, an export's nodes
 and links) are all written before any is moved into place, so a failure leaves none of
 them; the folders made for a failed write are removed again.
@@ -34,6 +37,19 @@ MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024
 """Largest input file (catalog, design, sweep), bytes. The built-in catalogs together are
 under 200 kB and a design or sweep file a few kB, so 16 MiB is generous for any real
 input while refusing a runaway read at once."""
+
+
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                "/proc", "/sbin", "/sys", "/usr")
+"""Folders of the operating system (symbolic links resolved): no output is written in
+them or anywhere under them. Nothing of a user's belongs there, and /dev, /proc and /sys
+are not even files."""
+
+SYSTEM_FOLDERS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/run", "/srv", "/var",
+                  "/var/cache", "/var/lib", "/var/log", "/var/spool")
+"""Folders (symbolic links resolved) no output is written directly into, though a folder
+under them may hold one (``/var/tmp/run1``, ``/home/me``): their entries are the
+system's, not a report's."""
 
 
 def read_input_text(path: str | Path, *, limit_bytes: int = MAX_INPUT_FILE_BYTES) -> str:
@@ -104,6 +120,49 @@ def refuse_symlink(path: str | Path) -> None:
                          " replace it (give the real path, or remove the link)")
 
 
+def system_folder(folder: str | Path) -> str | None:
+    """The system folder ``folder`` is, or lies under (:data:`SYSTEM_TREES`,
+    :data:`SYSTEM_FOLDERS`; symbolic links resolved), or ``None``.
+
+    Examples
+    --------
+    >>> system_folder("/"), system_folder("/etc/ssh"), system_folder("/var/tmp/run1")
+    ('/', '/etc', None)
+    """
+    real = Path(os.path.realpath(folder))
+    if str(real) in SYSTEM_FOLDERS:
+        return str(real)
+    return next((tree for tree in SYSTEM_TREES if real.is_relative_to(tree)), None)
+
+
+def refuse_system_folder(folder: str | Path) -> None:
+    """Refuse to write into ``folder`` when it is a system folder (:func:`system_folder`).
+
+    Raises
+    ------
+    UsageError
+        When it is one.
+    """
+    if (system := system_folder(folder)) is not None:
+        where = "" if os.path.realpath(folder) == system else f" ({system})"
+        raise UsageError(f"{folder}: is a system folder{where}; refusing to write into it"
+                         " (give a folder of your own)")
+
+
+def refuse_output_folder(folder: str | Path) -> None:
+    """Refuse a folder output (``-o DIR``) that is a symbolic link or a system folder.
+
+    Raises
+    ------
+    UsageError
+        When ``folder`` is a symbolic link (dangling or not) or a system folder.
+    """
+    if os.path.islink(folder):
+        raise UsageError(f"{folder}: is a symbolic link; refusing to write through it"
+                         " (give the real folder, or remove the link)")
+    refuse_system_folder(folder)
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
     """Create ``path`` (and its folders) through ``write(stream)``; return the path.
 
@@ -127,11 +186,12 @@ def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[byt
     Raises
     ------
     UsageError
-        When a target is a symbolic link.
+        When a target is a symbolic link, or the folder a system folder.
     OSError
         When the folder cannot be written; nothing is left behind.
     """
     base = Path(folder)
+    refuse_system_folder(base)
     targets = [base / name for name, _ in parts]
     for target in targets:
         refuse_symlink(target)

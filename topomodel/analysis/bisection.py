@@ -55,13 +55,14 @@ MAX_FLOW_NODE_LIMIT = documented(
 class Bisection:
     """Bisection bandwidth per direction and how it was found."""
 
-    bisection_Bps: float
+    bisection_Bps: float | None  # None: neither the closed form nor max-flow ran
     method: str
     closed_form_Bps: float | None
     max_flow_Bps: float | None
-    per_accelerator_Bps: float  # bisection / accelerators on the smaller side
+    per_accelerator_Bps: float | None  # bisection / accelerators on the smaller side
     injection_Bps: float  # per accelerator, into the tier the bisection is limited by
-    ratio: float  # per_accelerator / injection: 1 = full bisection
+    ratio: float | None  # per_accelerator / injection: 1 = full bisection; None: no
+    # network joins the halves (no injection to compare with) or no bisection
     note: str
 
 
@@ -421,7 +422,10 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
     elif closed is not None:
         value, method = closed, f"closed form: {how}"
     else:
-        value, method = math.nan, "none (no closed form and too large for max-flow)"
+        value, method = None, ("not computed: no closed form for this structure, and the"
+                               f" fabric's {len(fabric.nodes):,} nodes are more than the"
+                               f" max-flow limit of {max_flow_node_limit:,}"
+                               " (--max-flow-nodes)")
     note = ""
     if exact is not None and closed is not None:
         agree = math.isclose(exact, closed, rel_tol=1e-3, abs_tol=1e6)
@@ -433,6 +437,9 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
     if exact is None:
         half = max(1, min(len(side) for side in halves(fabric)))
     injection = bisection_injection_Bps(fabric)
-    per_acc = value / half
+    per_acc = None if value is None else value / half
+    if per_acc is not None and not injection and not note:
+        note = how  # no network joins the halves: the closed form says so in words
     return Bisection(value, method, closed, exact, per_acc, injection,
-                     per_acc / injection if injection else math.nan, note)
+                     per_acc / injection if per_acc is not None and injection else None,
+                     note)

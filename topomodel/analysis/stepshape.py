@@ -115,6 +115,17 @@ def check_layout(layout: Layout, model: Model, fabric: Fabric) -> None:
     if world > count:
         raise UsageError(f"the layout needs {world} accelerators (tp x pp x dp x cp); the"
                          f" fabric has {count}")
+    if fabric.structure.scaleout.kind == "none" and world > 1:
+        domains = np.unique(node_domains(fabric)[ranks_of(fabric)[:world]])
+        if len(domains) > 1 or domains[0] < 0:
+            per_domain = int(np.count_nonzero(node_domains(fabric)[ranks_of(fabric)]
+                                              == max(domains[0], 0)))
+            raise UsageError(
+                f"the layout's {world} accelerators (tp x pp x dp x cp) span"
+                f" {len(domains)} scale-up domains, and no network joins them (scale-out:"
+                f" none): no collective or pipeline send can cross between them; give a"
+                f" layout of at most {per_domain} accelerators (e.g. --dp), or a"
+                " scale-out network")
     if layout.dp % layout.ep:
         raise UsageError(f"ep={layout.ep} must divide dp={layout.dp}")
     if layout.pp * layout.interleave > model.layers:

@@ -40,6 +40,7 @@ from topomodel.analysis.protocols import (
     protocol_busbw_Bps,
 )
 from topomodel.analysis.routes import TIME_BLOCK_ROWS, PhaseRoute, phase_routes, pxn_traffic
+from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
@@ -324,8 +325,13 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
         total = latency + scale * simple_s
         if np.isfinite(total) and (best is None or total < best[0]):
             best = (total, protocol, latency, scale)
-    if best is None:  # a forced protocol the algorithm does not run: NCCL falls back
+    if best is None and time_model.protocol != "auto":  # a forced protocol the algorithm
+        # does not run: NCCL falls back
         return _fastest_protocol(fabric, shapes, simple_s, replace(time_model, protocol="auto"))
+    if best is None:  # no protocol gives a finite time: the rates are (nearly) zero
+        raise UsageError(f"a collective's time is not a finite number (its bandwidth time"
+                         f" is {simple_s:.3g} s): the effective link rates are too small to"
+                         " model; check --efficiency and the link rates")
     return best[1], best[2], best[3]
 
 

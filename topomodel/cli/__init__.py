@@ -4,11 +4,13 @@ import argparse
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
+from topomodel.files import refuse_output_folder
 from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
 from topomodel.units import pint_for_scalars_only
 
@@ -61,8 +63,14 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"topomodel: error: --format parquet writes one file per table: {where}",
               file=sys.stderr)
         return EXIT_INPUT_ERROR
+    caught: list[warnings.WarningMessage] = []
     try:
-        report = run(args)
+        if args.format in FILE_FORMATS and directory is not None:
+            refuse_output_folder(directory)  # before any work
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            report = run(args)
+        _show_warnings(caught)  # as they would have been: the run succeeded
         nonfinite = nonfinite_result(report)
         if nonfinite is not None:
             raise TopomodelError(f"a result is not a finite number ({nonfinite}): the inputs"
@@ -73,11 +81,13 @@ def _main(argv: Sequence[str] | None) -> int:
         else:
             text = render(report, args.format)
     except InputError as exc:
+        _show_warnings(caught, numeric=False)
         for problem in exc.problems:
             print(f"topomodel: error: {problem}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except TopomodelError as exc:
-        print(f"topomodel: error: {exc}", file=sys.stderr)
+        _show_warnings(caught, numeric=False)
+        print(f"topomodel: error: {exc}{_numeric_notes(caught)}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except OSError as exc:  # an output path that cannot be written
         where = f"{exc.filename}: " if exc.filename else ""
@@ -89,6 +99,23 @@ def _main(argv: Sequence[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
     return 0
+
+
+def _numeric_notes(caught: Sequence[warnings.WarningMessage]) -> str:
+    """numpy's RuntimeWarnings (overflow, division by zero) as a note folded into the
+    error line they led to, each once."""
+    notes = dict.fromkeys(str(w.message) for w in caught
+                          if issubclass(w.category, RuntimeWarning))
+    return f" (numpy: {'; '.join(notes)})" if notes else ""
+
+
+def _show_warnings(caught: Sequence[warnings.WarningMessage], *, numeric: bool = True
+                   ) -> None:
+    """Show the warnings a run recorded, as Python would have; the RuntimeWarnings only
+    when ``numeric`` (an error line folds them in instead)."""
+    for w in caught:
+        if numeric or not issubclass(w.category, RuntimeWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def tables_directory(args: argparse.Namespace) -> str | None:

@@ -217,7 +217,10 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.design import load_design
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
+    from topomodel.files import refuse_output_folder
 
+    if args.to in ("csv", "parquet"):
+        refuse_output_folder(args.output)  # before any work
     if args.compute_efficiency is not None:
         check_share(args.compute_efficiency, "--compute-efficiency", low_open=True)
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,

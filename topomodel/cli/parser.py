@@ -69,8 +69,11 @@ def _folder(text: str) -> str:
 
 
 def _positive(text: str) -> int:
-    """A count of at least 1 (``--max-points``)."""
-    value = _count(text)
+    """A count of at least 1 (``--max-points``, ``--workers``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
@@ -88,8 +91,9 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
                         " built-in ones)")
     parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
                         type=_folder,
-                        help="a folder the catalogs named in a design or sweep file may"
-                        " be in, besides that file's own folder tree (repeatable)")
+                        help="a folder the catalogs named in a design or sweep file (and"
+                        " a sweep file's design) may be in, besides that file's own folder"
+                        " tree (repeatable)")
 
 
 def _format_arg(parser: argparse.ArgumentParser, *, tables_dir: bool = True) -> None:

@@ -106,9 +106,11 @@ def check_global_batch(layout: Layout) -> None:
 
 def _cmd_review(args: argparse.Namespace) -> Report:
     from topomodel.cli.commands import size_option
+    from topomodel.files import refuse_output_folder
     from topomodel.report.review import collect_review
     from topomodel.report.review.render import write_review
 
+    refuse_output_folder(args.output)  # before any work
     given = [size_option(text) for text in args.size]
     sizes = [size for size, _ in given]
     size_warnings = [warning for _, warning in given if warning]

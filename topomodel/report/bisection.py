@@ -11,18 +11,32 @@ from typing import Any
 from topomodel.fabric.tables import Fabric
 from topomodel.units import format_rate
 
+NOT_JOINED = "no network joins the halves (separate scale-up domains and no scale-out)"
+"""The words for a bisection across scale-up domains that nothing connects."""
 
-def share_of_injection(ratio: float) -> str:
+
+def share_of_injection(ratio: float | None) -> str:
     """A bisection's per-accelerator share of the injection, as a percentage.
 
     Examples
     --------
-    >>> share_of_injection(0.234375), share_of_injection(1.0), share_of_injection(float("nan"))
+    >>> share_of_injection(0.234375), share_of_injection(1.0), share_of_injection(None)
     ('23.4 % of injection', '100 % of injection', 'no injection to compare')
     """
-    if not math.isfinite(ratio):
+    if ratio is None or not math.isfinite(ratio):
         return "no injection to compare"
     return f"{100 * ratio:.3g} % of injection"
+
+
+def rate_text(rate_Bps: float | None) -> str:
+    """A rate as :func:`~topomodel.units.format_rate` gives it, or ``not computed``.
+
+    Examples
+    --------
+    >>> rate_text(None), rate_text(0.0)
+    ('not computed', '0 B/s (0 b/s)')
+    """
+    return "not computed" if rate_Bps is None else format_rate(rate_Bps)
 
 
 def bisection_text(cut: Mapping[str, Any]) -> str:
@@ -35,8 +49,12 @@ def bisection_text(cut: Mapping[str, Any]) -> str:
     >>> bisection_text({"bisection_Bps": 3e12, "ratio": 0.234375, "injection_Bps": 50e9})
     '3 TB/s (24 Tb/s) per direction; 23.4 % of injection (50 GB/s (400 Gb/s) per accelerator)'
     """
+    if cut["bisection_Bps"] is None:
+        return cut.get("method") or "not computed"
     text = f"{format_rate(cut['bisection_Bps'])} per direction"
-    if math.isfinite(cut["ratio"]):
+    if cut["ratio"] is None and not cut["bisection_Bps"]:
+        return f"{text}: {NOT_JOINED}"
+    if cut["ratio"] is not None and math.isfinite(cut["ratio"]):
         text += (f"; {share_of_injection(cut['ratio'])} ({format_rate(cut['injection_Bps'])}"
                  " per accelerator)")
     return text

@@ -176,13 +176,14 @@ def write_tables(report: Report, fmt: str, directory: str | Path) -> list[Path]:
     Raises
     ------
     UsageError
-        If ``directory`` is a file.
+        If ``directory`` is a file, a symbolic link or a system folder.
     OSError
         If the directory cannot be written.
     """
-    from topomodel.files import atomic_files
+    from topomodel.files import atomic_files, refuse_output_folder
 
     target = Path(directory)
+    refuse_output_folder(target)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target}: is a file; -o takes a directory for --format {fmt}")
 

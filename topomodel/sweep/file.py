@@ -20,7 +20,7 @@ from topomodel.analysis.pareto import Objective, parse_objective
 from topomodel.catalog import Catalog
 from topomodel.design import Design, _unknown_refs, catalog_path_problem, load_design
 from topomodel.errors import InputError, UsageError
-from topomodel.files import read_input_text
+from topomodel.files import outside_folders, read_input_text
 from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
 from topomodel.records import (
     Invalid,
@@ -136,6 +136,9 @@ def load_sweep(path: str | Path, *, text: str | None = None,
                      list_of(nonempty_text, min_len=0, what="a list of file names")) or ()
     source.raise_if_problems(SweepError)
     design_file = str(here / str(design_rel).strip())
+    if why := design_path_problem(str(design_rel).strip(), here, catalog_dirs):
+        source.problem(("design",), why)
+        source.raise_if_problems(SweepError)
     sweep_catalogs = [str(here / c) for c in catalogs]
     for i, name in enumerate(catalogs):
         if why := catalog_path_problem(name, here, catalog_dirs):
@@ -206,6 +209,32 @@ def _digest(files: Sequence[str | Path]) -> str:
         except (OSError, UnicodeDecodeError):
             h.update(str(f).encode())  # the loaders report unreadable files
     return h.hexdigest()[:16]
+
+
+def design_folders(folder: Path, catalog_dirs: Sequence[str | Path] = ()) -> list[Path]:
+    """The folders the base design of a sweep file in ``folder`` may be in (with
+    everything under them): that folder; the folder above it when it is named ``sweeps``
+    (a ``sweeps/`` folder beside its designs, as ``examples/sweeps/``); and the folders
+    given with ``--catalog-dir``."""
+    above = [folder.resolve().parent] if folder.resolve().name == "sweeps" else []
+    return [folder, *above, *(Path(d) for d in catalog_dirs)]
+
+
+def design_path_problem(name: str, folder: Path,
+                        catalog_dirs: Sequence[str | Path] = ()) -> str | None:
+    """Why the base design ``name`` of a sweep file in ``folder`` is refused unread (a NUL
+    byte in its name, a place outside :func:`design_folders`), or ``None``; its content
+    is never read, so never shown."""
+    if "\0" in name:
+        return f"{name!r}: cannot read the file: its name holds a NUL byte"
+    folders = design_folders(folder, catalog_dirs)
+    if outside_folders(folder / name, folders):
+        allowed = ", ".join(str(d) for d in catalog_dirs)
+        return (f"{name} is outside {folder.resolve()}, this file's folder; the design a"
+                " sweep file names must be in that folder tree, in the folder above a"
+                " 'sweeps' folder, or in a folder given with --catalog-dir"
+                + (f" ({allowed})" if allowed else ""))
+    return None
 
 
 def point_key(digest: str, point: Mapping[str, Any], base_design: Any) -> str:

@@ -352,14 +352,17 @@ def write_review(review: Review, directory: str | Path) -> list[Path]:
 
     Raises
     ------
+    UsageError
+        When ``directory`` is a symbolic link or a system folder.
     FileExistsError
         When a file the review would write is there and no earlier review wrote it.
     OSError
         When the directory cannot be written.
     """
-    from topomodel.files import make_folders, remove_folders
+    from topomodel.files import make_folders, refuse_output_folder, remove_folders
 
     target = Path(directory)
+    refuse_output_folder(target)
     made = make_folders(target.parent)
     _remove_abandoned_staging(target)
     try:

@@ -4,12 +4,16 @@ work each needs and how it builds itself from the results, by name."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from topomodel.fabric.tables import Fabric
-from topomodel.report.bisection import bisection_text, share_of_injection
+from topomodel.report.bisection import (
+    NOT_JOINED,
+    bisection_text,
+    rate_text,
+    share_of_injection,
+)
 from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
 from topomodel.units import format_rate, format_si, format_size
@@ -113,9 +117,12 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
     cards: list[tuple[str, str, str]] = [
         ("accelerators", f"{fabric.accelerator_count:,}",
          f"{accelerator.title} in {fabric.structure.systems:,} x {system.title}"),
-        ("bisection", format_si(cut["bisection_Bps"], "B/s"),
+        ("bisection", "not computed" if cut["bisection_Bps"] is None else
+         format_si(cut["bisection_Bps"], "B/s"),
          f"per direction; {share_of_injection(cut['ratio'])}"
-         if math.isfinite(cut["ratio"]) else "per direction"),
+         if cut["ratio"] is not None else "per direction" if cut["bisection_Bps"] else
+         f"per direction: {NOT_JOINED}" if cut["bisection_Bps"] is not None else
+         cut["method"]),
         ("injection", format_si(cut["injection_Bps"], "B/s"),
          f"per accelerator ({format_si(cut['injection_Bps'] * 8, 'b/s')})"),
         ("power" if power["complete"] else "power (partial sum)",
@@ -171,7 +178,7 @@ def _bisection_section(build: Any) -> Section:
     rows = [
         {"item": "bisection", "value": bisection_text(cut)},
         {"item": "per accelerator of the smaller half",
-         "value": format_rate(cut["per_accelerator_Bps"])},
+         "value": rate_text(cut["per_accelerator_Bps"])},
         {"item": "injection per accelerator", "value": format_rate(cut["injection_Bps"])},
         {"item": "share of injection (100 % = full bisection)",
          "value": share_of_injection(cut["ratio"])},
