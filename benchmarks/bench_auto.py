@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.analysis.collective import run_collective
+from topomodel.analysis.collectives.collective import run_collective
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 

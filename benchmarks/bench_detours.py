@@ -7,7 +7,7 @@ Run: python benchmarks/bench_detours.py [--design examples/100k-4k-supernodes.ya
 Llama 3 70B at TP 8 x PP 4 (DP fills the fabric), 70 % of peak compute. As the review
 calls them, each on a fresh copy of the fabric with ``--part`` failed: the what-if of
 the featured collective (a direct All-to-All of 1 GiB on ``stride:12288`` groups,
-:func:`~topomodel.analysis.single_failures.failed_collective`) and the step. Printed:
+:func:`~topomodel.analysis.reliability.single_failures.failed_collective`) and the step. Printed:
 CPU seconds (``time.process_time``) of each, with the general router's forward searches
 (``FORWARD_SEARCHES``) and without (one search towards each destination, the router
 before), the first run with the general router's wiring still to build, then
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 import topomodel.routing.survivors as survivors
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.goodput import share_failure_views, with_part_failed
-from topomodel.analysis.single_failures import CollectiveSpec, failed_collective
-from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.reliability.goodput import share_failure_views, with_part_failed
+from topomodel.analysis.reliability.single_failures import CollectiveSpec, failed_collective
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.analysis.timing import time_traffic
+from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.design import load_design
 from topomodel.errors import RoutingError
 from topomodel.fabric.build import build_fabric

@@ -38,8 +38,8 @@ EXAMPLES = {
 
 def measure(name: str, repeat: int) -> dict[str, object]:
     """CPU seconds of each repeat, in this process's tree."""
-    from topomodel.analysis.collective import run_collective
-    from topomodel.analysis.loads import link_utilization
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.collectives.loads import link_utilization
     from topomodel.design import load_design
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.layout import topology_layout

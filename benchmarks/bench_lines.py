@@ -7,7 +7,7 @@ Run: python benchmarks/bench_lines.py [--example supernodes 8npu 8gpu]
 goodput, compare, review), before the worker pools fork, on the whole fabric (the job
 of ``bench_verbs.py`` fills it). Each fabric is built once; the lines are timed
 (``time.process_time``, best of ``--repeat``) with the rest of the package as it is.
-With ``--before``, that tree's ``topomodel/analysis/goodput.py`` is loaded as a module
+With ``--before``, that tree's ``topomodel/analysis/reliability/goodput.py`` is loaded as a module
 of its own and timed in turn with this tree's, and their lines must be equal, field by
 field.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from topomodel.analysis import goodput
+from topomodel.analysis.reliability import goodput
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.analysis.step import collective_times, step_time
+from topomodel.analysis.training.step import collective_times, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -16,10 +16,10 @@ import argparse
 import resource
 import time
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.goodput import component_lines
-from topomodel.analysis.single_failures import representatives
-from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.reliability.goodput import component_lines
+from topomodel.analysis.reliability.single_failures import representatives
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_build import DESIGN
 
-from topomodel.analysis.goodput import job_goodput
-from topomodel.analysis.pipeline import schedule, timeline
-from topomodel.analysis.routes import kept_routes
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.stepshape import collective_times, recent_steps
+from topomodel.analysis.collectives.routes import kept_routes
+from topomodel.analysis.reliability.goodput import job_goodput
+from topomodel.analysis.training.pipeline import schedule, timeline
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.stepshape import collective_times, recent_steps
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -27,15 +27,19 @@ from typing import Any
 
 import topomodel.routing.clos.paths as paths
 import topomodel.routing.survivors as survivors
-from topomodel.analysis.goodput import (
+from topomodel.analysis.reliability.goodput import (
     component_lines,
     degraded_lines,
     share_failure_views,
     with_part_failed,
 )
-from topomodel.analysis.single_failures import CollectiveSpec, failed_collective, what_if_lines
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import fill_dp
+from topomodel.analysis.reliability.single_failures import (
+    CollectiveSpec,
+    failed_collective,
+    what_if_lines,
+)
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import fill_dp
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -7,7 +7,7 @@ For each example the fabric is built, then, each timed in-process (CPU s,
 
 - the structured router's view of the intact fabric, which every verb builds first;
 - ``share_failure_views`` for the parts goodput fails (the first part of each redundant
-  tier, :func:`~topomodel.analysis.goodput.degraded_lines`), what the parent builds
+  tier, :func:`~topomodel.analysis.reliability.goodput.degraded_lines`), what the parent builds
   before the workers of goodput and review fork;
 - every one of those parts failed on a copy and checked by the structured router, as
   each worker starts its degraded step (what is left to build there);
@@ -65,7 +65,7 @@ def timed(counter: _SortCounter, work: Callable[[], object]) -> tuple[float, int
 
 def measure(name: str) -> None:
     """Print the lines of one example."""
-    from topomodel.analysis.goodput import (
+    from topomodel.analysis.reliability.goodput import (
         component_lines,
         degraded_lines,
         share_failure_views,

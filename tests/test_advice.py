@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.advice import DEFAULT_COMM_THRESHOLD, advise
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import scale_scaleout
+from topomodel.analysis.training.advice import DEFAULT_COMM_THRESHOLD, advise
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.protocols import NcclShape, nccl_algorithm
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.stepshape import UNSHARED_ALGORITHMS
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.protocols import NcclShape, nccl_algorithm
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.stepshape import UNSHARED_ALGORITHMS
 from topomodel.catalog import Model
 from topomodel.cli.parser import ALGORITHM_HELP
 from topomodel.design import load_design
@@ -112,7 +112,7 @@ def test_the_cli_parser_imports_no_algorithm():
 
 
 def test_the_search_skips_only_what_does_not_apply():
-    from topomodel.analysis.collective import fastest
+    from topomodel.analysis.collectives.collective import fastest
     from topomodel.errors import RouterLimit
     from topomodel.traffic.collectives import collective_traffic
     from topomodel.traffic.communicators import NotApplicable

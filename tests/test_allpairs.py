@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.loads import bisection_traffic
-from topomodel.analysis.timing import TimeModel, lower_bound_s, time_traffic
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.loads import bisection_traffic
+from topomodel.analysis.collectives.timing import TimeModel, lower_bound_s, time_traffic
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis.bisection import closed_form
-from topomodel.analysis.collective import run_collective
+from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.design import load_design, with_overrides
 from topomodel.errors import DesignError

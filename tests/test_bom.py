@@ -201,7 +201,7 @@ def _optics(fabric):
 
 def test_a_bandwidth_whatif_recables_and_changes_the_power():
     """--scaleout-factor 4 on the SuperPOD: 1.6 Tb/s links get 1.6T parts, not 400G."""
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
 
     design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
     base = build_fabric(design, catalog)
@@ -221,7 +221,7 @@ def test_a_bandwidth_whatif_recables_and_changes_the_power():
 
 
 def test_a_whatif_with_no_part_for_its_rate_is_refused(capsys):
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.errors import UsageError
 
     design, catalog = load_design(EXAMPLES / "dgx-h100-superpod.yaml")
@@ -327,7 +327,7 @@ def test_a_named_part_far_above_the_link_rate_is_refused(tmp_path):
 def test_a_whatif_rate_between_parts_takes_the_next_faster_part():
     """--scaleout-factor 2.5 on 1 GbE: 2.5 Gb/s has no part within 2x; the what-if's
     rate is hypothetical, so it gets the lowest-power faster part instead of failing."""
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.cabling import choose_optic
 
     design, catalog = load_design(EXAMPLES / "small-2x2-a100-1gbe.yaml")

@@ -226,7 +226,7 @@ def test_torus_structure_keeps_shape_and_coordinates(toy):
 
 def test_injection_is_decided_at_build_time(toy):
     from topomodel.analysis.bisection import bisection_injection_Bps
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
 
     # 4 accelerators share 2 NICs: accelerators 0 and 1 use NIC 0, which 0 owns
     fabric = toy("system: toy-box\nsystems: 2\nscaleout:\n  switch: toy-switch-8\n"
@@ -333,7 +333,7 @@ def test_with_failures_names_every_unknown_part(toy):
 
 
 def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.failures import with_failures
     from topomodel.fabric.tables import (
         ignores_failures,

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from topomodel.analysis.model import flops_per_token
+from topomodel.analysis.training.model import flops_per_token
 from topomodel.catalog import Accelerator, Model, ScaleupLink, System, load_catalog
 from topomodel.cli import main
 from topomodel.cli.parser import build_parser

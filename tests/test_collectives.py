@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import with_sharp
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.timing import TimeModel, floor_s
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.timing import TimeModel, floor_s
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.traffic.algorithms.alltoall import direct_rounds
@@ -907,7 +907,7 @@ def bound_fabrics(tmp_path_factory):
 def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collective, size):
     """``lower_bound_s`` prunes candidates before routing, so it must be a bound on every
     fabric, algorithm and size; and ``auto`` then keeps the fastest of them all."""
-    from topomodel.analysis.timing import lower_bound_s, time_traffic
+    from topomodel.analysis.collectives.timing import lower_bound_s, time_traffic
     from topomodel.traffic.algorithms import auto_candidates
 
     for name, fabric in bound_fabrics.items():
@@ -933,7 +933,7 @@ def test_the_search_bound_never_exceeds_the_routed_time(bound_fabrics, collectiv
 
 def _search(fabric, size, *, floors):
     """(the search's result, the candidates it built) of an AllReduce over all ranks."""
-    from topomodel.analysis.collective import fastest
+    from topomodel.analysis.collectives.collective import fastest
     from topomodel.traffic.algorithms import auto_candidates
 
     groups = group_blocks(fabric, parse_groups(fabric, "all"))
@@ -1023,7 +1023,7 @@ def test_the_bound_s_terms_kept_per_fabric_and_phase_are_their_formulas(hgx, sup
     each time model's injection) equal, to the bit, the formulas computed directly,
     under two time models in turn; an accelerator-only phase never makes the switch
     capacities."""
-    from topomodel.analysis import timing
+    from topomodel.analysis.collectives import timing
 
     def direct(fabric, ph, model):
         tiers = timing.tier_efficiency(fabric, model)
@@ -1098,7 +1098,7 @@ def test_direct_rounds_are_the_batches_nccl_runs_in_turn_on_one_channel(ranks, p
 
 
 def test_a_direct_all_to_all_latency_grows_with_its_peers_across_nodes():
-    from topomodel.analysis.protocols import NcclShape, latency_s
+    from topomodel.analysis.collectives.protocols import NcclShape, latency_s
 
     def latency(ranks: int) -> float:
         nodes = ranks // 8

@@ -3,7 +3,7 @@ FLOPs against the model's, and memory-bound work on HBM."""
 
 import pytest
 
-from topomodel.analysis.compute import (
+from topomodel.analysis.training.compute import (
     TILE,
     Gemm,
     attention_core,
@@ -12,7 +12,7 @@ from topomodel.analysis.compute import (
     layer_gemms,
     layer_times,
 )
-from topomodel.analysis.model import parameter_counts
+from topomodel.analysis.training.model import parameter_counts
 from topomodel.catalog import Accelerator, Model, load_catalog
 from topomodel.errors import UsageError
 from topomodel.traffic.layout import Layout

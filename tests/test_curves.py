@@ -1,4 +1,4 @@
-"""Collectives timed from a system's measured nccl-tests curve (analysis/curves.py).
+"""Collectives timed from a system's measured nccl-tests curve (analysis/collectives/curves.py).
 
 The interpolation is checked against the curve's own points (a check of the lookup,
 not a validation: the validation of the curve's effect is Korthikanti's Table 5 in
@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.curves import FROM_ALLREDUCE
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.curves import FROM_ALLREDUCE
+from topomodel.analysis.collectives.timing import TimeModel
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model, System, load_catalog
 from topomodel.design import load_design, with_overrides
 from topomodel.errors import CatalogError

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from topomodel.analysis.decode import decode_step, experts_touched
-from topomodel.analysis.memory import layer_parameters
+from topomodel.analysis.serving.decode import decode_step, experts_touched
+from topomodel.analysis.training.memory import layer_parameters
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from topomodel.analysis.options import option
-from topomodel.analysis.step import layout_memory
+from topomodel.analysis.training.step import layout_memory
 from topomodel.cli.parser import build_parser
 from topomodel.cli.step_commands import job_from_args
 

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from topomodel import draw
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.step import step_time
+from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.tiers import tier_summaries
+from topomodel.analysis.training.step import step_time
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
@@ -381,7 +381,7 @@ def test_step_bars_add_up_to_the_step(toy_route):
 
 
 def test_scaling_figure(toy_route):
-    from topomodel.analysis.studies import scale_curve
+    from topomodel.analysis.training.studies import scale_curve
 
     fabric, _, catalog, _, _ = toy_route
     points = scale_curve(fabric.design, catalog, catalog.get("toy-dense", Model),

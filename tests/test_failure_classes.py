@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.failure_classes import SINGLE_POINT, failure_class, on_failure
-from topomodel.analysis.goodput import (
+from topomodel.analysis.reliability.failure_classes import SINGLE_POINT, failure_class, on_failure
+from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     component_lines,
     degraded_losses,

@@ -1,4 +1,4 @@
-"""The job's network parts (analysis/footprint.py) against the per-row implementation
+"""The job's network parts (analysis/training/footprint.py) against the per-row implementation
 they replaced, kept here as the oracle: every component line, every field, on every
 example, intact and with parts failed, on the whole fabric and on part of it."""
 
@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis import footprint, goodput
-from topomodel.analysis.goodput import component_lines, degraded_lines, with_part_failed
+from topomodel.analysis.reliability import goodput
+from topomodel.analysis.reliability.goodput import component_lines, degraded_lines, with_part_failed
+from topomodel.analysis.training import footprint
 from topomodel.catalog import Optic, ScaleupSwitch
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
@@ -20,7 +21,7 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 
 def oracle_parts(fabric, in_job):
     """The network parts as the per-row implementation found them (goodput.py before
-    analysis/footprint.py): masks and gathers over every link row, a fixed-point climb,
+    analysis/training/footprint.py): masks and gathers over every link row, a fixed-point climb,
     a full ``below`` table and ``np.unique`` group-bys."""
     nodes, links, catalog = fabric.nodes, fabric.links, fabric.catalog
     level = np.array([footprint.TIER_LEVEL[t] for t in nodes["tier"].cat.categories])[

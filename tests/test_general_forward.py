@@ -8,9 +8,9 @@ import pytest
 from test_routing import fabric_of
 
 import topomodel.routing.survivors as survivors
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.goodput import with_part_failed
-from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.reliability.goodput import with_part_failed
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from topomodel.analysis.timing import TimeModel, time_traffic
+from topomodel.analysis.collectives.timing import TimeModel, time_traffic
 from topomodel.cli import main
 from topomodel.fabric.failures import with_failures
 from topomodel.routing import general

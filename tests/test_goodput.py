@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.goodput import (
+from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
     GoodputAssumptions,
@@ -22,9 +22,9 @@ from topomodel.analysis.goodput import (
     no_spare_probability,
     poisson_tail,
 )
-from topomodel.analysis.goodput_whatifs import with_optic_form
-from topomodel.analysis.model import parameter_counts
-from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.reliability.goodput_whatifs import with_optic_form
+from topomodel.analysis.training.model import parameter_counts
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import FailureRate, Model, load_catalog
 from topomodel.cli import main
 from topomodel.design import load_design
@@ -344,7 +344,7 @@ def test_catalog_shows_failure_rates_as_people_quote_them(tmp_path, capsys):
 
 
 def test_degraded_losses_do_not_add_the_worst_tier_sets_the_pace():
-    from topomodel.analysis.goodput import ComponentLine, degraded_throughput
+    from topomodel.analysis.reliability.goodput import ComponentLine, degraded_throughput
 
     def line(tier, per_day):
         return ComponentLine("optic", "m", tier, 1, per_day / SECONDS_PER_DAY, False, "r",
@@ -367,7 +367,7 @@ def test_degraded_losses_do_not_add_the_worst_tier_sets_the_pace():
 
 
 def test_degradation_is_routed_at_any_size_on_a_clos(monkeypatch, dual_plane):
-    import topomodel.analysis.goodput as gp
+    import topomodel.analysis.reliability.goodput as gp
 
     result, routed = dual_plane
     monkeypatch.setattr(gp, "DEGRADED_ROUTING_MAX_WORK", 0)
@@ -421,7 +421,7 @@ def test_grouped_parts_match_a_pandas_group_by_over_their_labels():
     import numpy as np
     import pandas as pd
 
-    from topomodel.analysis.footprint import _grouped
+    from topomodel.analysis.training.footprint import _grouped
     from topomodel.fabric.columns import CodeLabels
 
     rng = np.random.default_rng(7)
@@ -457,7 +457,11 @@ def test_after_the_shared_views_a_failed_copy_sorts_no_link_table(name, node, mo
     the first part is a node of a fabric the structured router does not cover)."""
     import numpy as np
 
-    from topomodel.analysis.goodput import degraded_lines, share_failure_views, with_part_failed
+    from topomodel.analysis.reliability.goodput import (
+        degraded_lines,
+        share_failure_views,
+        with_part_failed,
+    )
     from topomodel.routing import general
     from topomodel.routing.structured import structured_supported
 

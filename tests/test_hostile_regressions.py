@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from topomodel import limits
-from topomodel.analysis.studies import layout_for, scale_curve
+from topomodel.analysis.training.studies import layout_for, scale_curve
 from topomodel.catalog import Model, load_catalog
 from topomodel.cli import main
 from topomodel.design import load_design

@@ -146,11 +146,11 @@ def test_the_checker_resolves_relative_and_root_imports():
     # The oracle for the resolver itself: a relative import resolves like Python does.
     path = PACKAGE / "sweep" / "run.py"
     tree = ast.parse("from ..report import output\nfrom . import params\n"
-                     "from ..analysis.step import step_time\nfrom topomodel import __version__\n"
+                     "from ..analysis.training.step import step_time\nfrom topomodel import __version__\n"
                      "from topomodel import fabric, errors\nimport topomodel.cli.commands\n")
     resolved = [_imported(path, node) for node in tree.body]
     assert resolved == [["topomodel.report.output"], ["topomodel.sweep.params"],
-                        ["topomodel.analysis.step"], ["topomodel"],
+                        ["topomodel.analysis.training.step"], ["topomodel"],
                         ["topomodel.fabric", "topomodel.errors"], ["topomodel.cli.commands"]]
     init = PACKAGE / "fabric" / "__init__.py"
     (node,) = ast.parse("from .build import build_fabric").body
@@ -178,3 +178,18 @@ def test_modules_are_at_most_600_lines():
 @pytest.mark.parametrize("name", sorted(LONG_MODULES))
 def test_each_long_module_has_a_one_concept_reason(name):
     assert LONG_MODULES[name].startswith("one concept")
+
+
+#: The most modules a folder may hold directly (its ``__init__.py`` aside): a larger one
+#: is split into subpackages by family (``analysis/`` into collectives, training,
+#: serving and reliability).
+MAX_MODULES_PER_FOLDER = 16
+
+
+def test_no_folder_holds_more_than_16_modules():
+    crowded = {}
+    for folder in {path.parent for path in _sources()}:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES_PER_FOLDER:
+            crowded[_relative(folder)] = len(modules)
+    assert not crowded, f"folders over {MAX_MODULES_PER_FOLDER} modules: {crowded}"

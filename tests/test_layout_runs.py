@@ -338,8 +338,8 @@ def test_a_link_table_missing_directions_matches_the_oracle(name):
 
 
 def test_a_routed_load_matches_the_oracle():
-    from topomodel.analysis.collective import run_collective
-    from topomodel.analysis.loads import link_utilization
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.collectives.loads import link_utilization
 
     fabric = built("dgx-h100-superpod")
     run = run_collective(fabric, "allreduce", 2**30, ["all"])

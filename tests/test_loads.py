@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from conftest import with_sharp
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.loads import (
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.loads import (
     bisection_traffic,
     hotspots,
     link_utilization,
@@ -104,7 +104,7 @@ def test_the_peak_of_phases_on_the_same_rows_is_summed_block_by_block(superpod,
                                                                       block_rows):
     """Phases of the same flows load the same rows: their busy times are summed a
     block of rows at a time, the peak bit for bit the dense array's."""
-    from topomodel.analysis import routes, timing
+    from topomodel.analysis.collectives import routes, timing
     from topomodel.traffic.phases import Traffic, phase
 
     monkeypatch.setattr(routes, "TIME_BLOCK_ROWS", block_rows)
@@ -121,7 +121,7 @@ def test_the_peak_of_phases_on_the_same_rows_is_summed_block_by_block(superpod,
 
 
 def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
-    from topomodel.analysis.timing import time_traffic
+    from topomodel.analysis.collectives.timing import time_traffic
     from topomodel.traffic.phases import Traffic, phase
 
     acc = superpod.accelerators
@@ -140,7 +140,7 @@ def test_phases_on_different_rows_take_the_peak_from_the_dense_array(superpod):
 def test_busiest_rows_are_a_stable_sort_of_every_row(seed, idle):
     """Top rows by partition equal the first rows of a stable sort, ties (few distinct
     values) and idle rows (zeros, more of them than the rows asked for) included."""
-    from topomodel.analysis.loads import busiest_rows
+    from topomodel.analysis.collectives.loads import busiest_rows
 
     rng = np.random.default_rng(seed)
     values = rng.integers(1, 6, 2_000) / 4.0

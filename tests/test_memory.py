@@ -4,8 +4,8 @@ in-flight microbatches, MoE buffers, ZeRO and the stages that hold the embedding
 import numpy as np
 import pytest
 
-from topomodel.analysis.memory import layer_activations, stage_memory, stage_parameters
-from topomodel.analysis.pipeline import chunk_layers, in_flight, schedule
+from topomodel.analysis.training.memory import layer_activations, stage_memory, stage_parameters
+from topomodel.analysis.training.pipeline import chunk_layers, in_flight, schedule
 from topomodel.catalog import Model
 from topomodel.traffic.layout import Layout
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.collective import run_collective
+from topomodel.analysis.collectives.collective import run_collective
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 

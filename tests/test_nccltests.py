@@ -1,5 +1,5 @@
 """nccl-tests logs: reading them (analysis/nccltests.py) and holding them against the
-model (analysis/measured.py, ``topomodel check-nccl``).
+model (analysis/collectives/measured.py, ``topomodel check-nccl``).
 
 Real logs are in tests/data/nccl (cited in its README); synthetic ones are written here
 with the printf widths of nccl-tests' ``src/common.cu``.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.measured import check_nccl, log_collective
+from topomodel.analysis.collectives.measured import check_nccl, log_collective
 from topomodel.analysis.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.cli import main
 from topomodel.design import load_design
@@ -77,7 +77,7 @@ def footer(average: float = 1.0) -> list[str]:
 def model_log(name: str, collective: str, sizes: list[int], hosts: list[tuple[str, int]],
               *, scale: dict[int, float] | None = None, named: bool = True) -> str:
     """A log whose times are the model's on ``name`` (times ``scale[size]``)."""
-    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.collectives.collective import run_collective
 
     f = fabric(name)
     per_system = f.structure.accelerators_per_system
@@ -324,7 +324,7 @@ def test_sockets_over_1_gbe_limit_the_two_server_cluster():
     0.8 x 125 MB/s (linkrates.SOCKETS_EFFICIENCY). A ring over the 4 ranks crosses each NIC
     once per direction, so its busbw is that 100 MB/s; auto picks the 2-node tree, whose
     busbw is not a wire rate (it moves fewer bytes through the NIC than busbw counts)."""
-    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.collectives.collective import run_collective
 
     f = fabric("small-2x2-a100-1gbe")
     ring = run_collective(f, "allreduce", 2.0**30, ["all"], algorithm="ring")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.analysis.goodput import job_goodput, step_and_goodput
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import sensitivity
+from topomodel.analysis.reliability.goodput import job_goodput, step_and_goodput
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import sensitivity
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.linkrates import SOCKETS_EFFICIENCY, efficiency_sources
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.linkrates import SOCKETS_EFFICIENCY, efficiency_sources
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.catalog import load_catalog
 from topomodel.design import load_design
 from topomodel.errors import CatalogError

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from topomodel.analysis.pipeline import (
+from topomodel.analysis.training.pipeline import (
     B,
     F,
     W,

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from topomodel.analysis.step import (
+from topomodel.analysis.training.step import (
     StepAssumptions,
     collective_times,
     layout_memory,

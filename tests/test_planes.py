@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_routing import EXAMPLES, random_phase
 
-from topomodel.analysis.goodput import with_part_failed
+from topomodel.analysis.reliability.goodput import with_part_failed
 from topomodel.arrays import DENSE_KEY_SPACE, sorted_distinct
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric

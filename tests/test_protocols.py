@@ -4,14 +4,14 @@ import math
 
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.linkrates import NETWORK_EFFICIENCY, tier_efficiency
-from topomodel.analysis.protocols import (
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.linkrates import NETWORK_EFFICIENCY, tier_efficiency
+from topomodel.analysis.collectives.protocols import (
     NcclShape,
     latency_s,
     protocol_busbw_Bps,
 )
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.model import flops_per_token, parameter_counts
-from topomodel.analysis.step import step_time
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.training.model import flops_per_token, parameter_counts
+from topomodel.analysis.training.step import step_time
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.design import load_design, with_overrides
 from topomodel.fabric.build import build_fabric
@@ -309,8 +309,8 @@ def test_table4_one_22b_layer_forward_within_10_and_backward_within_15_percent(r
     of the measurement; its backward 6-12 % below: the backward is the weaker half (see
     TABLE5_REMAINING_MISS). The tolerances say so: 10 % forward, 15 % backward."""
     from topomodel.analysis import step as step_module
-    from topomodel.analysis.compute import device_model, layer_times
-    from topomodel.analysis.stagework import layer_work
+    from topomodel.analysis.training.compute import device_model, layer_times
+    from topomodel.analysis.training.stagework import layer_work
 
     design, catalog = load_design(EXAMPLES / "selene-dgx-a100.yaml")
     fabric = build_fabric(with_overrides(design, systems=1), catalog)

@@ -172,7 +172,7 @@ def test_rail_only_fabrics_route_cross_rail_traffic_by_pxn(toy):
 
 
 def test_the_time_model_sends_by_pxn_unless_told_not_to(superpod, alltoall):
-    from topomodel.analysis.timing import TimeModel, time_traffic
+    from topomodel.analysis.collectives.timing import TimeModel, time_traffic
 
     spine = (superpod.links["tier"] == "spine").to_numpy()
     on = time_traffic(superpod, alltoall)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis import assumptions, linkbudget
-from topomodel.analysis.step import StepAssumptions
+from topomodel.analysis.training.step import StepAssumptions
 from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
 from topomodel.design import load_design

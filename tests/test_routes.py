@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from topomodel.analysis import routes
-from topomodel.analysis.routes import PhaseRoute, phase_routes, pxn_traffic, route_key
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import VARIATIONS
-from topomodel.analysis.timing import time_traffic
+from topomodel.analysis.collectives import routes
+from topomodel.analysis.collectives.routes import PhaseRoute, phase_routes, pxn_traffic, route_key
+from topomodel.analysis.collectives.timing import time_traffic
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import VARIATIONS
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
@@ -74,7 +74,7 @@ def job(request: pytest.FixtureRequest) -> tuple[Fabric, Model, Layout, StepAssu
 def count_routes(monkeypatch: pytest.MonkeyPatch) -> list[Phase]:
     """A list of every phase routed from now on, except a direct All-to-All's: its
     traffic is built anew for every step (the step keeps no all-pairs traffic,
-    :func:`~topomodel.analysis.stepshape.shared_traffic`), so it is routed anew."""
+    :func:`~topomodel.analysis.training.stepshape.shared_traffic`), so it is routed anew."""
     routed: list[Phase] = []
     real = routes.route
 
@@ -326,7 +326,7 @@ def test_a_span_gives_the_rows_a_whole_scan_finds():
 def test_a_phase_inside_the_systems_spans_the_scaleup_rows_alone(superpod, failed):
     """The structured router (intact, and around failures elsewhere) says where a
     phase's bytes lie; the loaded rows found there are those of a scan of every row."""
-    from topomodel.analysis.goodput import with_part_failed
+    from topomodel.analysis.reliability.goodput import with_part_failed
     from topomodel.routing import route
 
     fabric = superpod

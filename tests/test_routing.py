@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import with_sharp
 
-from topomodel.analysis.timing import TimeModel, time_traffic
+from topomodel.analysis.collectives.timing import TimeModel, time_traffic
 from topomodel.design import load_design
 from topomodel.errors import RoutingError, TopomodelError
 from topomodel.fabric.build import build_fabric

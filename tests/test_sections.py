@@ -120,8 +120,8 @@ def test_a_collective_on_copies_shares_its_phases_and_gives_each_its_own_time(na
     """The what-ifs of one collective (a copy per part failed) build its flows once and
     route the sections a failure leaves intact once; each copy's time and loads are
     what it gets with nothing kept from another copy."""
-    from topomodel.analysis.collective import run_collective
-    from topomodel.analysis.stepshape import step_traffic
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.training.stepshape import step_traffic
 
     fabric = fabric_of(name)
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-import topomodel.analysis.routes as routes_module
+import topomodel.analysis.collectives.routes as routes_module
 import topomodel.routing as routing_module
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.single_failures import WHAT_IF_KINDS, single_failures
-from topomodel.analysis.step import StepAssumptions, step_time
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.reliability.single_failures import WHAT_IF_KINDS, single_failures
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
@@ -97,14 +97,14 @@ def test_review_runs_each_failed_step_once_with_goodputs_and_what_ifs_values(
     """The review fails each part once for the goodput section and the what-ifs (a
     spine and a spine-leaf optic are in both here): the same numbers as each computes
     alone, one step per distinct part."""
-    import topomodel.analysis.step as step_module
-    from topomodel.analysis.goodput import (
+    import topomodel.analysis.training.step as step_module
+    from topomodel.analysis.reliability.goodput import (
         GoodputAssumptions,
         component_lines,
         degraded_lines,
         job_goodput,
     )
-    from topomodel.analysis.single_failures import CollectiveSpec, what_if_lines
+    from topomodel.analysis.reliability.single_failures import CollectiveSpec, what_if_lines
     from topomodel.report.review import collect_review
 
     fabric, model, layout, _, step = case
@@ -139,9 +139,9 @@ def test_review_runs_each_failed_step_once_with_goodputs_and_what_ifs_values(
 
 
 def test_known_runs_with_a_part_failed_are_not_run_again(case, monkeypatch):
-    import topomodel.analysis.collective as collective_module
-    from topomodel.analysis.goodput import with_part_failed
-    from topomodel.analysis.single_failures import failed_collective
+    import topomodel.analysis.collectives.collective as collective_module
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.analysis.reliability.single_failures import failed_collective
 
     fabric, model, layout, run, step = case
     rows = _what_ifs(case)

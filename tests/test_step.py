@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.model import flops_per_token, parameter_counts
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.timing import TimeModel
+from topomodel.analysis.training.model import flops_per_token, parameter_counts
+from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.catalog import Model
 from topomodel.traffic.layout import Layout, rank_groups
 
@@ -43,8 +43,8 @@ def _compute_s(model, layout, a, fabric, *, microbatches):
     forward and backward, the embedding and output layer, and the optimizer step."""
     import numpy as np
 
-    from topomodel.analysis.compute import device_model, edge_times, layer_times
-    from topomodel.analysis.memory import stage_parameters
+    from topomodel.analysis.training.compute import device_model, edge_times, layer_times
+    from topomodel.analysis.training.memory import stage_parameters
     from topomodel.catalog import Accelerator, System
 
     acc = fabric.catalog.get(fabric.catalog.get(fabric.design.system, System).accelerator,
@@ -359,7 +359,7 @@ def test_tp_overlap_hides_only_behind_the_gemms_the_schedule_runs_beside_it(toy)
     # what Megatron-LM's backward overlap hides is bounded by the weight-gradient GEMMs of
     # the QKV and first MLP layers (4 layers, 4 microbatches) and the input-gradient
     # GEMMs the extra sequence-parallel gathers run behind
-    from topomodel.analysis.compute import device_model, layer_times
+    from topomodel.analysis.training.compute import device_model, layer_times
     from topomodel.catalog import Accelerator
 
     dev = device_model(fabric.catalog.get("toy-acc", Accelerator), "bf16")
@@ -443,7 +443,7 @@ def _toy_job(toy):
 
 
 def _counted(monkeypatch):
-    import topomodel.analysis.step as step_module
+    import topomodel.analysis.training.step as step_module
 
     built = []
     original = step_module.collective_traffic
@@ -482,7 +482,7 @@ def test_failed_copies_and_other_time_models_route_the_steps_traffic_unbuilt(toy
 
 
 def test_in_network_traffic_and_all_pairs_are_never_kept(toy):
-    from topomodel.analysis.stepshape import shared_traffic, step_traffic
+    from topomodel.analysis.training.stepshape import shared_traffic, step_traffic
     from topomodel.traffic.collectives import collective_traffic
 
     fabric, _, _ = _toy_job(toy)
@@ -506,7 +506,7 @@ def test_in_network_traffic_and_all_pairs_are_never_kept(toy):
 
 
 def test_kept_traffic_is_bounded_by_its_flows(toy, monkeypatch):
-    import topomodel.analysis.stepshape as stepshape
+    import topomodel.analysis.training.stepshape as stepshape
 
     fabric, _, layout = _toy_job(toy)
     model = fabric.catalog.get("toy-dense", Model)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from test_plan import DESIGN  # the same two HGX servers
 
-from topomodel.analysis.commbound import collective_lower_bound_s
-from topomodel.analysis.orderscreen import order_screen
-from topomodel.analysis.step import StepAssumptions, layout_memory, step_calls, step_time
-from topomodel.analysis.stepbound import (
+from topomodel.analysis.collectives.commbound import collective_lower_bound_s
+from topomodel.analysis.training.orderscreen import order_screen
+from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_calls, step_time
+from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     comm_free_pipeline,
     most_sends,
@@ -21,7 +21,7 @@ from topomodel.analysis.stepbound import (
     step_bound,
     unordered,
 )
-from topomodel.analysis.stepshape import shape_of
+from topomodel.analysis.training.stepshape import shape_of
 from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.errors import UsageError
@@ -193,7 +193,7 @@ FOUR = DESIGN.replace("systems: 2", "systems: 4").replace("two hgx", "four hgx")
                                         "alltoall"])
 def test_no_algorithm_beats_the_placement_bound(collective):
     from topomodel.analysis.assumptions import TimeModel
-    from topomodel.analysis.timing import time_traffic
+    from topomodel.analysis.collectives.timing import time_traffic
     from topomodel.traffic.collectives import ALGORITHMS, collective_traffic
 
     fabric = build_fabric(*load_design("four.yaml", text=FOUR))

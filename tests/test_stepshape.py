@@ -5,9 +5,9 @@ import functools
 import numpy as np
 import pytest
 
-import topomodel.analysis.step as step_module
-from topomodel.analysis.step import StepAssumptions, step_calls
-from topomodel.analysis.stepshape import (
+import topomodel.analysis.training.step as step_module
+from topomodel.analysis.training.step import StepAssumptions, step_calls
+from topomodel.analysis.training.stepshape import (
     UNSHARED_ALGORITHMS,
     in_system_failure_times,
     scaleout_failure_times,

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from topomodel.analysis import studies
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import (
+from topomodel.analysis.training import studies
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import (
     BELOW_RANGE,
     FOUND,
     NO_EFFECT,

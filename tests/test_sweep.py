@@ -17,11 +17,11 @@ import pytest
 from conftest import TOY_CATALOG, toy_switch
 
 from topomodel.analysis.bom import bill_of_materials, power_summary
-from topomodel.analysis.goodput import job_goodput
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.pareto import pareto_mask
-from topomodel.analysis.step import StepAssumptions, step_time
-from topomodel.analysis.studies import scale_scaleout
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.reliability.goodput import job_goodput
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from topomodel.analysis.bisection import bisection
-from topomodel.analysis.studies import scale_scaleout
+from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.catalog import Optic, System
 from topomodel.design import Design, load_design
 from topomodel.errors import UsageError

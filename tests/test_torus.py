@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.timing import time_traffic
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.routing import route

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import (
     CatalogError,
+    CollectiveError,
     DesignError,
     InputError,
+    NotApplicable,
     Problem,
+    RouterLimit,
     RoutingError,
     TopomodelError,
     UnitError,
@@ -30,11 +33,11 @@ if TYPE_CHECKING:  # the real types for type checkers and editors; keep in step 
     from topomodel.analysis.assumptions import StepAssumptions, TimeModel
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.analysis.collective import run_collective
-    from topomodel.analysis.goodput import GoodputAssumptions, job_goodput
-    from topomodel.analysis.step import StepResult, step_time
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.collectives.timing import time_traffic
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions, job_goodput
     from topomodel.analysis.tiers import tier_summaries
-    from topomodel.analysis.timing import time_traffic
+    from topomodel.analysis.training.step import StepResult, step_time
     from topomodel.catalog import load_catalog
     from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
@@ -51,25 +54,28 @@ _HOMES = {
     "topomodel.fabric.tables": ("Fabric",),
     "topomodel.routing": ("route",),
     "topomodel.traffic.layout": ("Layout",),
-    "topomodel.analysis.collective": ("run_collective",),
+    "topomodel.analysis.collectives.collective": ("run_collective",),
     "topomodel.analysis.assumptions": ("StepAssumptions", "TimeModel"),
-    "topomodel.analysis.timing": ("time_traffic",),
-    "topomodel.analysis.step": ("StepResult", "step_time"),
+    "topomodel.analysis.collectives.timing": ("time_traffic",),
+    "topomodel.analysis.training.step": ("StepResult", "step_time"),
     "topomodel.analysis.bisection": ("bisection",),
     "topomodel.analysis.bom": ("bill_of_materials", "power_summary"),
-    "topomodel.analysis.goodput": ("GoodputAssumptions", "job_goodput"),
+    "topomodel.analysis.reliability.goodput": ("GoodputAssumptions", "job_goodput"),
     "topomodel.analysis.tiers": ("tier_summaries",),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "CatalogError",
+    "CollectiveError",
     "DesignError",
     "Fabric",
     "GoodputAssumptions",
     "InputError",
     "Layout",
+    "NotApplicable",
     "Problem",
+    "RouterLimit",
     "RoutingError",
     "StepAssumptions",
     "StepResult",

@@ -35,8 +35,8 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.levels import NetworkLevel, network_levels
-from topomodel.analysis.timing import TimeModel
 from topomodel.catalog import Accelerator, HostLink, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -253,8 +253,8 @@ def calculon_system(fabric: Fabric, time_model: TimeModel | None = None, *,
     crossing plus the time model's per-message overhead) and ``efficiency`` the
     effective/nominal rate of its slowest link tier.
     """
-    from topomodel.analysis.compute import DEFAULT_HBM_EFFICIENCY, device_model
-    from topomodel.analysis.step import StepAssumptions
+    from topomodel.analysis.training.compute import DEFAULT_HBM_EFFICIENCY, device_model
+    from topomodel.analysis.training.step import StepAssumptions
 
     time_model = time_model or TimeModel()
     catalog = fabric.catalog

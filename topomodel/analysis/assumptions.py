@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.analysis.model import BYTES
-from topomodel.analysis.protocols import PROTOCOLS
+from topomodel.analysis.collectives.protocols import PROTOCOLS
+from topomodel.analysis.training.model import BYTES
 from topomodel.errors import UsageError
 from topomodel.records import (
     Invalid,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from topomodel.analysis.linkrates import tier_efficiency
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.linkrates import tier_efficiency
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded

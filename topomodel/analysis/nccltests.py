@@ -14,7 +14,7 @@ the table (``NCCL INFO`` debug output, the command line, warnings) are passed ov
 
 Times are printed in microseconds and bandwidths in GB/s (10^9 bytes/s); the records
 here hold seconds and bytes/s. ``size`` is ``max(send bytes, receive bytes)`` per rank, the
-convention of :data:`topomodel.analysis.collective.SIZE_CONVENTIONS`.
+convention of :data:`topomodel.analysis.collectives.collective.SIZE_CONVENTIONS`.
 
 A log that cannot be read (no table, a row that is cut off or garbled, two runs mixed in
 one file) raises :class:`LogError` naming the file and line.

@@ -3,8 +3,8 @@
 :data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
 step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
 routing). Each option's reader, default and text come from the field it sets
-(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.step.
-StepAssumptions`, :class:`~topomodel.analysis.timing.TimeModel`), so the CLI flags of
+(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
+StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`), so the CLI flags of
 step, compare, scale, goodput, review and draw, the sweep parameters and the review's
 assumptions show one text and check values with one piece of code. The per-tier
 option ``efficiency.TIER`` is found by :func:`option`. What a schedule overlaps is not

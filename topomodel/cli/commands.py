@@ -109,7 +109,7 @@ def _cmd_build(args: argparse.Namespace) -> Report:
 
 
 def _cmd_route(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.collectives.collective import run_collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
     from topomodel.report.route import route_report
@@ -184,8 +184,8 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     data: dict[str, Any] = {"design": name, "file": args.output, "what": args.what}
     utilization, title, tiers, size_warning = None, args.title, [], None
     if args.route:
-        from topomodel.analysis.collective import run_collective
-        from topomodel.analysis.loads import link_utilization, tier_loads
+        from topomodel.analysis.collectives.collective import run_collective
+        from topomodel.analysis.collectives.loads import link_utilization, tier_loads
 
         size, size_warning = size_option(args.size)
         run = run_collective(fabric, _collective(args.route), size, args.group or ["all"],

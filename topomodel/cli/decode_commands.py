@@ -17,12 +17,12 @@ DECODE_KEYS = ("model", "tp", "ep", "dp", "hbm_efficiency")
 def add_decode_verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], *,
                     catalog_args: ParserHook, format_arg: ParserHook) -> None:
     """Add ``decode`` to the verb table."""
-    from topomodel.analysis.decode_assumptions import (
+    from topomodel.analysis.serving.decode_assumptions import (
         DEFAULT_BATCH,
         DEFAULT_COMM_OVERLAP,
         DEFAULT_DTYPE,
     )
-    from topomodel.analysis.model import BYTES
+    from topomodel.analysis.training.model import BYTES
     from topomodel.cli.options import FABRIC_OPTIONS, add_step_options
 
     decode = verbs.add_parser(
@@ -54,7 +54,7 @@ def add_decode_verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _cmd_decode(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.decode import decode_step
+    from topomodel.analysis.serving.decode import decode_step
     from topomodel.catalog import Model
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs

@@ -70,7 +70,7 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _cmd_check_nccl(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.measured import check_nccl
+    from topomodel.analysis.collectives.measured import check_nccl
     from topomodel.analysis.nccltests import read_nccl_tests
     from topomodel.cli.commands import _collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
@@ -105,7 +105,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
 
 
 def _cmd_advise(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.advice import advise
+    from topomodel.analysis.training.advice import advise
     from topomodel.cli.step_commands import job_from_args
     from topomodel.report.advice import advice_report
 

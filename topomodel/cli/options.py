@@ -107,7 +107,7 @@ GOODPUT_FLAGS = {"checkpoint_size": ("checkpoint_bytes", "SIZE"),
                  "restart_time": ("restart_s", "TIME"),
                  "repair_time": ("repair_s", "TIME"),
                  "spare_systems": ("spare_systems", "N")}
-"""Goodput flags and the :class:`~topomodel.analysis.goodput.GoodputAssumptions` field
+"""Goodput flags and the :class:`~topomodel.analysis.reliability.goodput.GoodputAssumptions` field
 each sets (its reader and text are the field's)."""
 
 

@@ -19,7 +19,7 @@ from topomodel.traffic.layout import Layout
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
     from topomodel.analysis.assumptions import StepAssumptions
-    from topomodel.analysis.step import StepResult
+    from topomodel.analysis.training.step import StepResult
     from topomodel.catalog import Model
     from topomodel.fabric.tables import Fabric
 
@@ -36,7 +36,7 @@ class Job:
 
     def step(self) -> StepResult:
         """The training step of this job."""
-        from topomodel.analysis.step import step_time
+        from topomodel.analysis.training.step import step_time
 
         return step_time(self.fabric, self.model, self.layout, self.assumptions,
                          routing=self.inputs.routing, seed=self.inputs.seed)
@@ -47,7 +47,7 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
                         catalog_dirs: Sequence[str] = ()) -> Fabric:
     """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
     faster scale-out)."""
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
@@ -65,7 +65,7 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
 
 def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     """The job the step options describe, on ``design_file``."""
-    from topomodel.analysis.studies import fill_dp
+    from topomodel.analysis.training.studies import fill_dp
     from topomodel.catalog import Model
 
     inputs = inputs_from_args(args)
@@ -144,7 +144,7 @@ def _cmd_review(args: argparse.Namespace) -> Report:
 
 
 def _cmd_step(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.studies import (
+    from topomodel.analysis.training.studies import (
         BELOW_RANGE,
         FOUND,
         NO_EFFECT,
@@ -242,7 +242,7 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
 
 
 def _cmd_scale(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.studies import scale_curve
+    from topomodel.analysis.training.studies import scale_curve
     from topomodel.catalog import Model, System
     from topomodel.design import load_design
 

@@ -18,7 +18,7 @@ from topomodel.vocabulary import LINK_TIER_LABELS
 
 if TYPE_CHECKING:
     from topomodel.analysis.pareto import Objective
-    from topomodel.analysis.step import StepResult
+    from topomodel.analysis.training.step import StepResult
 
 STEP_COLOURS = {"compute": "#4e79a7", "hot-expert imbalance": "#76b7b2",
                 "pipeline bubble": "#bab0ac",
@@ -126,7 +126,7 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
 
 def scaling_figure(points: Sequence[Any], *, title: str) -> Figure:
     """Throughput (million tokens/s), MFU and scaling efficiency (%) against accelerator
-    count; ``points`` are :class:`~topomodel.analysis.studies.ScalePoint` objects."""
+    count; ``points`` are :class:`~topomodel.analysis.training.studies.ScalePoint` objects."""
     counts = [p.accelerators for p in points]
     fig = Figure(figsize=(7.5, 4.3), dpi=DPI, layout="constrained")
     left = fig.add_subplot()

@@ -10,7 +10,7 @@ from topomodel.draw.text import _fit
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from topomodel.analysis.measured import NcclCheck
+    from topomodel.analysis.collectives.measured import NcclCheck
 
 
 def _size_label(size: int) -> str:

@@ -145,9 +145,9 @@ def topology_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = Non
     link_utilization
         Per row of ``fabric.links``: busy time / collective time (0-1, above 1 when
         overcommitted), e.g. ``run.timing.link_busy_s / run.time_s`` for a
-        :class:`~topomodel.analysis.collective.CollectiveRun`. The full view colours each link
-        by its busier direction; the aggregated view colours each bundle by its busiest
-        link and labels the peak and the mean.
+        :class:`~topomodel.analysis.collectives.collective.CollectiveRun`. The full view
+        colours each link by its busier direction; the aggregated view colours each
+        bundle by its busiest link and labels the peak and the mean.
     detail
         ``auto``, ``full`` or ``aggregate`` (see :func:`topology_layout`).
     title

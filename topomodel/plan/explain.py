@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from topomodel.analysis.step import StepResult
+from topomodel.analysis.training.step import StepResult
 from topomodel.traffic.layout import Layout
 
 PARTS = (("compute_s", "compute"), ("imbalance_s", "hot-expert imbalance"),

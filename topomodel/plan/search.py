@@ -4,26 +4,26 @@ memory and step time on the fabric, the best kept.
 Each layout costs, in order, what it takes to decide it:
 
 1. **valid?** The layout is built and checked as the step model checks it
-   (:func:`~topomodel.analysis.step.layout_memory`: sizes that divide, a schedule that
+   (:func:`~topomodel.analysis.training.step.layout_memory`: sizes that divide, a schedule that
    runs); a ``UsageError`` discards it as invalid.
 2. **fits?** The same call gives every pipeline stage's memory; a layout that needs
    more than the accelerator's HBM, less the headroom, is discarded without timing.
 3. **can it win?** Every rank order of a layout shares a bound
-   (:func:`~topomodel.analysis.stepbound.step_bound`): a step time none of them can
+   (:func:`~topomodel.analysis.training.stepbound.step_bound`): a step time none of them can
    beat, from the step with every collective taking no time, without routing. The
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
-   (:func:`~topomodel.analysis.stepbound.order_calls`): first the screen, arithmetic on
-   the layout's comm-free pipeline (:mod:`~topomodel.analysis.orderscreen`), then, if
+   (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
+   the layout's comm-free pipeline (:mod:`~topomodel.analysis.training.orderscreen`), then, if
    that cannot drop it and something is not timed yet, its own timeline
-   (:func:`~topomodel.analysis.stepbound.bound_with_calls`); it is pruned, neither
+   (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`); it is pruned, neither
    routed nor modelled, when its bound cannot reach the top either.
-4. **how fast?** :func:`~topomodel.analysis.step.step_time` models its step. Its
+4. **how fast?** :func:`~topomodel.analysis.training.step.step_time` models its step. Its
    collective times are kept with the fabric
-   (:func:`~topomodel.analysis.step.collective_times`), keyed by the communicators,
+   (:func:`~topomodel.analysis.training.step.collective_times`), keyed by the communicators,
    size and algorithms, so a layout whose collectives an earlier one already timed
    costs arithmetic, not routing: the planner shares work without a model of its own,
    and its numbers are the step's.
@@ -42,14 +42,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from topomodel.analysis.orderscreen import OrderScreen, order_screen
-from topomodel.analysis.step import (
+from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
+from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
     layout_memory,
     step_time,
 )
-from topomodel.analysis.stepbound import (
+from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_with_calls,
@@ -58,7 +58,7 @@ from topomodel.analysis.stepbound import (
     step_bound,
     unordered,
 )
-from topomodel.analysis.stepshape import Shape, shape_of
+from topomodel.analysis.training.stepshape import Shape, shape_of
 from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -227,7 +227,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[s
            power_W: float, pipelines: dict[Layout, CommFreePipeline]) -> _Group:
     """The group of the layout ``fields_`` with the best score any of its rank orders
     can reach (``pipelines``: the comm-free pipelines found so far, by
-    :func:`~topomodel.analysis.stepbound.unordered` layout)."""
+    :func:`~topomodel.analysis.training.stepbound.unordered` layout)."""
     layout = replace(job.base, **fields_)
     shape = shape_of(fabric, job.model, layout)
     key = unordered(layout)
@@ -243,8 +243,8 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[s
 
 class _OrderBounds:
     """Proves rank orders of one group out of the top, cheapest first: the order screen
-    (:mod:`~topomodel.analysis.orderscreen`, made on first use), then the order's own
-    pipeline (:func:`~topomodel.analysis.stepbound.bound_with_calls`), kept by the
+    (:mod:`~topomodel.analysis.training.orderscreen`, made on first use), then the order's own
+    pipeline (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`), kept by the
     collective times (orders with the same times have the same bound)."""
 
     def __init__(self, fabric: Fabric, job: PlanJob, group: _Group, power_W: float) -> None:

@@ -4,7 +4,7 @@ uses the whole fabric, within the space's limits.
 A layout is TP x CP x PP x DP = every accelerator (DP fills what the others leave), with
 EP inside DP (MoE models), a micro-batch size, an interleave depth, a pipeline schedule,
 a recomputation kind, a ZeRO stage, sequence parallelism and a rank placement order.
-The step model's own checks (:func:`~topomodel.analysis.step.layout_memory`) decide
+The step model's own checks (:func:`~topomodel.analysis.training.step.layout_memory`) decide
 what is valid; the space only adds the planner's rules, each with its reason:
 
 - the layout uses every accelerator: a plan answers "how to run on this cluster";

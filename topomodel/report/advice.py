@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from topomodel.analysis.advice import Advice
-from topomodel.analysis.studies import BELOW_RANGE, NO_EFFECT
+from topomodel.analysis.training.advice import Advice
+from topomodel.analysis.training.studies import BELOW_RANGE, NO_EFFECT
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si
 

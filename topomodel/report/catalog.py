@@ -60,7 +60,7 @@ def summary(entry: Entry) -> str:
         return (f"{entry.form} on {entry.medium}, {_gbps(entry.rate_Bps)},"
                 f" reach {format_si(entry.reach_m, 'm')}{power}")
     if isinstance(entry, Model):
-        from topomodel.analysis.model import parameter_counts
+        from topomodel.analysis.training.model import parameter_counts
 
         counts = parameter_counts(entry)
         moe = (f", MoE {entry.experts} experts top-{entry.top_k},"
@@ -80,7 +80,7 @@ def summary(entry: Entry) -> str:
 
 def _failure_rate(per_s: float) -> str:
     """A failure rate as people quote it: %/yr and the MTBF in hours."""
-    from topomodel.analysis.goodput import SECONDS_PER_YEAR
+    from topomodel.analysis.reliability.goodput import SECONDS_PER_YEAR
 
     mtbf = f"MTBF {1 / per_s / 3600:,.0f} h" if per_s > 0 else "never fails"
     return f"{100 * per_s * SECONDS_PER_YEAR:.3g} %/yr, {mtbf}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topomodel.analysis.bom import BomLine, PowerSummary
-from topomodel.analysis.step import StepAssumptions, StepResult
+from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.report.bisection import bisection_text
 from topomodel.report.output import Report, Table
 from topomodel.report.power import format_usd, power_headline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from topomodel.analysis.decode import DecodeResult
+from topomodel.analysis.serving.decode import DecodeResult
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si, format_size
 

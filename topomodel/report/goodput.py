@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from topomodel.analysis.failure_classes import SINGLE_POINT
-from topomodel.analysis.goodput import (
+from topomodel.analysis.reliability.failure_classes import SINGLE_POINT
+from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
     ComponentLine,
@@ -15,7 +15,7 @@ from topomodel.analysis.goodput import (
     GoodputResult,
     step_and_goodput,
 )
-from topomodel.analysis.goodput_whatifs import what_ifs
+from topomodel.analysis.reliability.goodput_whatifs import what_ifs
 from topomodel.fabric.tables import Fabric
 
 
@@ -27,11 +27,11 @@ def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: A
                     ) -> tuple[Any, list[Any], dict[str, Any]]:
     """The step, and the goodput tables and JSON of it with the what-ifs: the one goodput
     path of step, goodput, compare and review. The degradation is routed wherever
-    :func:`~topomodel.analysis.goodput.job_goodput` can afford it, by the same rule for
+    :func:`~topomodel.analysis.reliability.goodput.job_goodput` can afford it, by the same rule for
     every verb (its degraded steps on ``workers`` processes, default every core; those
     in ``known_tokens_per_s``, by part, already run; ``lines``: the job's component
     lines, if known); ``step_result`` None: the step runs beside them
-    (:func:`~topomodel.analysis.goodput.step_and_goodput`)."""
+    (:func:`~topomodel.analysis.reliability.goodput.step_and_goodput`)."""
     step, result = step_and_goodput(fabric, model, layout, step_assumptions, assumptions,
                                     step_result=step_result, routing=routing, seed=seed,
                                     workers=workers, lines=lines,

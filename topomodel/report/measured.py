@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from topomodel.analysis.collective import SIZE_CONVENTIONS
-from topomodel.analysis.measured import NcclCheck
+from topomodel.analysis.collectives.collective import SIZE_CONVENTIONS
+from topomodel.analysis.collectives.measured import NcclCheck
 from topomodel.analysis.nccltests import NcclTestsLog
 from topomodel.report.output import Report, Table
 from topomodel.units import format_si

@@ -28,10 +28,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from topomodel.analysis.collective import SIZE_CONVENTIONS, CollectiveRun
-from topomodel.analysis.linkrates import efficiency_sources
-from topomodel.analysis.loads import bisection_traffic, hotspots, tier_loads
-from topomodel.analysis.timing import TimeModel
+from topomodel.analysis.collectives.collective import SIZE_CONVENTIONS, CollectiveRun
+from topomodel.analysis.collectives.linkrates import efficiency_sources
+from topomodel.analysis.collectives.loads import bisection_traffic, hotspots, tier_loads
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.fabric.tables import Fabric
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si, format_size

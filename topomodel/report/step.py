@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from topomodel.analysis.step import StepAssumptions, StepResult
+from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.report.output import Report, Table
 
 

@@ -75,10 +75,10 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         When the design cannot be built or the layout does not fit (the caller records
         it as the point's error).
     """
-    from topomodel.analysis.goodput import job_goodput
     from topomodel.analysis.options import step_inputs
-    from topomodel.analysis.step import step_time
-    from topomodel.analysis.studies import fill_dp
+    from topomodel.analysis.reliability.goodput import job_goodput
+    from topomodel.analysis.training.step import step_time
+    from topomodel.analysis.training.studies import fill_dp
     from topomodel.records import Invalid
 
     try:
@@ -121,7 +121,7 @@ def _fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[st
             factor: float) -> tuple[Any, dict[str, Any]]:
     """The built fabric of a point and its design-level metrics, from the worker's cache
     when a recent point used the same design."""
-    from topomodel.analysis.studies import scale_scaleout
+    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
 

@@ -233,7 +233,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("tokens_per_J", "float", "max", None, "tokens/s over power_W (an upper bound"
            " when power_W is a partial sum)"),
     Metric("interruptions_per_day", "float", "min", None, "expected job interruptions a"
-           " day (topomodel.analysis.goodput, default assumptions)"),
+           " day (topomodel.analysis.reliability.goodput, default assumptions)"),
     Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
            " advances training, 0-1"),
     Metric("goodput_tokens_per_s", "float", "max", None, "tokens/s after failures,"

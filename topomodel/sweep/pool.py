@@ -151,7 +151,7 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
     mp = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
         mp.set_forkserver_preload(["topomodel.sweep.pool", "topomodel.sweep.evaluate",
-                                   "topomodel.analysis.step", "topomodel.fabric.build"])
+                                   "topomodel.analysis.training.step", "topomodel.fabric.build"])
 
     import os
 

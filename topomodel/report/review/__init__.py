@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from topomodel.analysis.goodput import GoodputAssumptions, degradation_routed
+from topomodel.analysis.reliability.goodput import GoodputAssumptions, degradation_routed
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.report.review.collect import _shared_views, _timing_views
@@ -33,8 +33,8 @@ from topomodel.report.review.sections import (
 )
 
 if TYPE_CHECKING:
-    from topomodel.analysis.step import StepAssumptions
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.training.step import StepAssumptions
     from topomodel.catalog import Model
     from topomodel.traffic.layout import Layout
 
@@ -62,11 +62,12 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
 
     ``time_model`` times the collectives (default: ``assumptions.time`` with a model,
-    else :class:`~topomodel.analysis.timing.TimeModel`); ``sizes_bytes`` replaces the default
-    collective sizes; ``failed`` names the parts the caller failed (for the warnings);
-    ``goodput_assumptions`` are those of the goodput section (with a model). The
-    ``sections`` name their work; the union of it goes to ``workers`` processes
-    (default every core; the same review with one), one pool for all of it
+    else :class:`~topomodel.analysis.collectives.timing.TimeModel`); ``sizes_bytes``
+    replaces the default collective sizes; ``failed`` names the parts the caller
+    failed (for the warnings); ``goodput_assumptions`` are those of the goodput
+    section (with a model). The ``sections`` name their work; the union of it goes
+    to ``workers`` processes (default every core; the same review with one), one pool
+    for all of it
     (:func:`~topomodel.report.review.schedule.run_work`): first the step and the
     collective table's runs, then the build report, the levels and the steps with one
     part failed (each run once for the goodput section and the single-failure
@@ -79,14 +80,14 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     UsageError
         If the layout does not fit the fabric or the model.
     """
-    from topomodel.analysis.goodput import (
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.reliability.goodput import (
         component_lines,
         degraded_lines,
         share_failure_views,
     )
-    from topomodel.analysis.single_failures import what_if_lines
-    from topomodel.analysis.step import StepAssumptions
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.reliability.single_failures import what_if_lines
+    from topomodel.analysis.training.step import StepAssumptions
     from topomodel.parallel import beside
     from topomodel.routing.structured import structured_supported
 

@@ -6,12 +6,12 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from topomodel.analysis.goodput import GoodputAssumptions
+from topomodel.analysis.reliability.goodput import GoodputAssumptions
 from topomodel.fabric.tables import Fabric, present_labels
 
 if TYPE_CHECKING:
-    from topomodel.analysis.step import StepAssumptions
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.training.step import StepAssumptions
 from topomodel.records import REASONS, field_doc
 from topomodel.report.review.document import size_text
 
@@ -34,7 +34,8 @@ _MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.table
             "cabling": "topomodel.fabric.cabling",
             "linkbudget": "topomodel.analysis.linkbudget", "bom": "topomodel.analysis.bom",
             "routing": "topomodel.routing.general", "bisection": "topomodel.analysis.bisection",
-            "review": "topomodel.report.review.collect", "goodput": "topomodel.analysis.goodput"}
+            "review": "topomodel.report.review.collect",
+            "goodput": "topomodel.analysis.reliability.goodput"}
 
 
 def _constant(name: str) -> tuple[Any, str]:
@@ -52,8 +53,8 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     """Every assumption behind the results, with its value, unit, where it is defined
     and why: the reasons are data (record fields' ``doc``, the constants'
     :func:`~topomodel.records.documented` reasons, the catalog's efficiencies)."""
-    from topomodel.analysis.linkrates import efficiency_sources
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.linkrates import efficiency_sources
+    from topomodel.analysis.collectives.timing import TimeModel
 
     rows: list[dict[str, Any]] = []
 
@@ -91,7 +92,7 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         value, why = _constant(name)
         add(what, value, unit, name, why)
     if step is not None:
-        from topomodel.analysis.step import StepAssumptions
+        from topomodel.analysis.training.step import StepAssumptions
 
         units = {"dp_bucket_bytes": "bytes", "optimizer_bytes_per_param": "bytes/parameter",
                  "compute_efficiency": "fraction", "hbm_efficiency": "fraction",

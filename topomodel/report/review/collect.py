@@ -23,7 +23,7 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
   topology diagram shows);
 - ``step``: the ``topomodel step`` data, or null without a model;
 - ``single_failures``: one row per part failed (a spine, a leaf, an optic, a NIC; see
-  :func:`topomodel.analysis.single_failures.single_failure_records`), empty without a
+  :func:`topomodel.analysis.reliability.single_failures.single_failure_records`), empty without a
   scale-out network;
 - ``hotspots``: the featured collective's busiest links;
 - ``assumptions``: ``name``, ``value``, ``unit``, ``where``, ``why``;
@@ -50,9 +50,9 @@ from topomodel.fabric.tables import Fabric, labels
 from topomodel.records import documented
 
 if TYPE_CHECKING:
-    from topomodel.analysis.collective import CollectiveRun
-    from topomodel.analysis.step import StepResult
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.collective import CollectiveRun
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.training.step import StepResult
     from topomodel.traffic.layout import Layout
 from topomodel.report.review.document import (
     ReviewFigure,
@@ -173,7 +173,7 @@ def _shared_views(fabric: Fabric, *, failures: bool) -> None:
     planning), so each is built once and shared instead of built in each worker: with
     ``failures``, the arc indexes that failing a part reads; the in-network reduction's
     view (each all-reduce's candidates); each row's weaker direction."""
-    from topomodel.analysis.goodput import failure_indexes
+    from topomodel.analysis.reliability.goodput import failure_indexes
     from topomodel.fabric.tables import link_weaker_Bps
     from topomodel.traffic.algorithms.innetwork import _view
 
@@ -187,8 +187,8 @@ def _timing_views(fabric: Fabric, timing: TimeModel) -> None:
     """The link rates under ``timing`` (every timing reads them) and the rows by tier
     (the build report's and the featured collective's tier tables), shared as
     :func:`_shared_views` are (beside the views of a part failed, which read neither)."""
-    from topomodel.analysis.loads import _rows_by_tier
-    from topomodel.analysis.timing import _rates
+    from topomodel.analysis.collectives.loads import _rows_by_tier
+    from topomodel.analysis.collectives.timing import _rates
 
     _rates(fabric, timing)
     fabric.derived(_rows_by_tier)
@@ -254,7 +254,7 @@ def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
 def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                   item: _PlannedRun) -> CollectiveRun:
     """One planned run, routed and timed (``UsageError`` if no algorithm applies)."""
-    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.collectives.collective import run_collective
 
     spec, _, _, _, collective, candidates, size = item
     return run_collective(fabric, collective, size, [spec], candidates=candidates,
@@ -266,7 +266,7 @@ def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
     """The table rows of planned runs (None where no algorithm applies), run in turn
     and each held until the last is in: a ring all-gather and the reduce-scatter of the
     same groups and size send the same flows, so the second is timed from the first's
-    routes (:func:`~topomodel.analysis.routes.same_flows`)."""
+    routes (:func:`~topomodel.analysis.collectives.routes.same_flows`)."""
     held: list[CollectiveRun] = []
     rows: list[dict[str, Any] | None] = []
     for item in items:
@@ -447,7 +447,7 @@ def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
         short = f"{run.collective} {size_text(run.size_bytes)} on {collectives.featured_group}"
         what = (f"{run.collective} ({run.algorithm}) of {size_text(run.size_bytes)} on"
                 f" {collectives.featured_group} groups ({run.groups[0]:,} x {run.ranks:,} ranks)")
-        from topomodel.analysis.loads import link_utilization
+        from topomodel.analysis.collectives.loads import link_utilization
 
         utilization = link_utilization(run.timing) if run.time_s else None
         name = fabric.design.name or fabric.design.file

@@ -1,13 +1,13 @@
 """The review's single-failure what-ifs: one spine, one leaf, one optic, one NIC failed,
 the featured collective and the step routed around each (see
-:mod:`topomodel.analysis.single_failures`)."""
+:mod:`topomodel.analysis.reliability.single_failures`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from topomodel.analysis.single_failures import SingleFailure, single_failure_records
+from topomodel.analysis.reliability.single_failures import SingleFailure, single_failure_records
 from topomodel.report.output import Table
 from topomodel.report.review.document import Section, TableBlock, Text, size_text
 from topomodel.report.review.schedule import (
@@ -91,9 +91,9 @@ def _work(c: ReviewContext) -> list[Work]:
 
 
 def _rows(c: ReviewContext, got: Results, failed: Sequence[str]) -> tuple[Any, str]:
-    """The what-ifs' rows (:func:`~topomodel.analysis.single_failures.single_failures`,
+    """The what-ifs' rows (:func:`~topomodel.analysis.reliability.single_failures.single_failures`,
     from the runs with each part failed, by part) and the featured collective's label."""
-    from topomodel.analysis.single_failures import CollectiveSpec, single_failures
+    from topomodel.analysis.reliability.single_failures import CollectiveSpec, single_failures
 
     collectives = got["collectives"]
     ran = {part: got[name] for part, name in zip(c.what_if_parts, failed, strict=True)}

@@ -29,9 +29,9 @@ from topomodel.report.output import Table
 from topomodel.report.review.document import ReviewFigure, Section
 
 if TYPE_CHECKING:
-    from topomodel.analysis.goodput import GoodputAssumptions
-    from topomodel.analysis.step import StepAssumptions
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions
+    from topomodel.analysis.training.step import StepAssumptions
     from topomodel.catalog import Model
     from topomodel.traffic.layout import Layout
 

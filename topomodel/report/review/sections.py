@@ -19,7 +19,7 @@ from topomodel.report.power import summary_rows
 from topomodel.units import format_rate, format_si, format_size
 
 if TYPE_CHECKING:
-    from topomodel.analysis.step import StepResult
+    from topomodel.analysis.training.step import StepResult
 from topomodel.report.review.collect import _Collectives, _levels
 from topomodel.report.review.document import (
     Block,
@@ -438,7 +438,7 @@ MATERIALS = ReviewSection("materials", lambda c: [build_work(c)], _materials_par
 
 
 def _assumptions_part(c: ReviewContext, got: Results) -> Part:
-    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions
     from topomodel.report.review.assumptions import review_assumptions
 
     rows = review_assumptions(

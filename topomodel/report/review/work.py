@@ -25,9 +25,9 @@ from topomodel.report.review.document import ReviewFigure
 from topomodel.report.review.schedule import Results, ReviewContext, Work
 
 if TYPE_CHECKING:
-    from topomodel.analysis.single_failures import FailedCollective
-    from topomodel.analysis.step import StepResult
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.reliability.single_failures import FailedCollective
+    from topomodel.analysis.training.step import StepResult
     from topomodel.catalog import Model
     from topomodel.traffic.layout import Layout
 
@@ -46,7 +46,7 @@ def build_work(context: ReviewContext) -> Work:
 
 def step_work(context: ReviewContext) -> list[Work]:
     """``step``: the training step, with a model (else no work)."""
-    from topomodel.analysis.step import step_time
+    from topomodel.analysis.training.step import step_time
 
     if not context.has_model:
         return []
@@ -124,9 +124,9 @@ def failed_part_work(context: ReviewContext, part: str) -> Work:
     copy's views, a NIC's detours among them, made once), planned from the table (the
     NIC's first, the longest, in the order of ``what_if_parts``); any other part's step on
     its own, first."""
-    from topomodel.analysis.goodput import with_part_failed
-    from topomodel.analysis.single_failures import CollectiveSpec, failed_collective
-    from topomodel.analysis.step import step_time
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.analysis.reliability.single_failures import CollectiveSpec, failed_collective
+    from topomodel.analysis.training.step import step_time
 
     c = context
     stepped = part in c.step_parts
@@ -168,7 +168,7 @@ def goodput_work(context: ReviewContext) -> list[Work]:
     """``goodput``: the goodput section's tables and data (its degraded steps are
     ``failed PART`` work: one run each, shared with the what-ifs), with a model (else
     no work)."""
-    from topomodel.analysis.goodput import GoodputAssumptions
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions
     from topomodel.report.goodput import goodput_section
 
     c = context

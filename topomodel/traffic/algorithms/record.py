@@ -45,7 +45,7 @@ class Algorithm:
 
     ``nccl_intra`` and ``nccl_inter`` name the NCCL algorithm whose latency and protocol
     figures time it inside one scale-up domain and across several
-    (:func:`~topomodel.analysis.protocols.latency_s`); ``ring_steps`` says whether its
+    (:func:`~topomodel.analysis.collectives.protocols.latency_s`); ``ring_steps`` says whether its
     latency counts the ring's steps (2(n-1) for AllReduce) rather than ``rounds``.
     ``auto`` says whether ``algorithm="auto"`` tries it (route, the step, the review and
     decode all read this one flag); ``why_not_auto`` gives the reason where it does not.

@@ -6,16 +6,16 @@ timeline allows, and the memory of every stage.
 1. **Collectives.** Every collective the step issues (TP gathers, scatters or
    all-reduces; the CP K/V ring; EP all-to-alls; pipeline sends; DP/EP gradient buckets;
    ZeRO gathers) is routed on the fabric once, with all groups of its kind at once, and
-   timed per call (:func:`~topomodel.analysis.collective.fastest`). A gather and a
+   timed per call (:func:`~topomodel.analysis.collectives.collective.fastest`). A gather and a
    scatter are separate calls, run one after the other.
 2. **Operations.** Each F, B (and, for a zero-bubble schedule, W) pass of a microbatch
    through a model chunk is its layers' compute on the accelerator's measured GEMM and
-   HBM rates (:mod:`~topomodel.analysis.compute`), plus the collectives it issues,
+   HBM rates (:mod:`~topomodel.analysis.training.compute`), plus the collectives it issues,
    hidden only behind the compute the schedule runs beside them
-   (:mod:`~topomodel.analysis.stagework`). The first stage adds the embedding, the last
+   (:mod:`~topomodel.analysis.training.stagework`). The first stage adds the embedding, the last
    the logits and loss; recomputation repeats work inside B.
 3. **Timeline.** The schedule (1F1B, interleaved, ZB-H1) runs every microbatch on every
-   stage (:mod:`~topomodel.analysis.pipeline`); pipeline sends delay the receiving
+   stage (:mod:`~topomodel.analysis.training.pipeline`); pipeline sends delay the receiving
    operation. The slowest stage sets the pace, and the bubble (its idle time) includes
    the other stages' communication.
 4. **Gradients.** Each stage's gradient buckets are reduced over DP (and expert DP) as
@@ -27,7 +27,7 @@ timeline allows, and the memory of every stage.
 
 The exposed communication and the wait split into the four walls: bandwidth, latency,
 topology (from each collective's time split) and synchronisation (the wait). FLOPs for
-MFU follow the PaLM accounting (:func:`~topomodel.analysis.model.flops_per_token`).
+MFU follow the PaLM accounting (:func:`~topomodel.analysis.training.model.flops_per_token`).
 """
 
 from __future__ import annotations
@@ -41,24 +41,25 @@ from typing import Any, cast
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
-from topomodel.analysis.buckets import gradient_tail, stage_buckets
-from topomodel.analysis.collective import fastest
-from topomodel.analysis.compute import (
+from topomodel.analysis.collectives.collective import fastest
+from topomodel.analysis.collectives.timing import time_traffic
+from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
+from topomodel.analysis.training.compute import (
     Device,
     device_model,
     edge_times,
     layer_times,
     optimizer_bytes_per_param,
 )
-from topomodel.analysis.memory import StageMemory, stage_memory, stage_parameters
-from topomodel.analysis.model import BYTES, flops_per_token
-from topomodel.analysis.pipeline import (
+from topomodel.analysis.training.memory import StageMemory, stage_memory, stage_parameters
+from topomodel.analysis.training.model import BYTES, flops_per_token
+from topomodel.analysis.training.pipeline import (
     Schedule,
     in_flight,
     timeline,
 )
-from topomodel.analysis.stagework import Call, OpWork, Work, chunk_work, op_work
-from topomodel.analysis.stepshape import (
+from topomodel.analysis.training.stagework import Call, OpWork, Work, chunk_work, op_work
+from topomodel.analysis.training.stepshape import (
     UNORDERED,
     LayoutMemory,
     Shape,
@@ -73,7 +74,6 @@ from topomodel.analysis.stepshape import (
     shared_traffic,
     time_key,
 )
-from topomodel.analysis.timing import time_traffic
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.algorithms import auto_candidates
@@ -278,7 +278,7 @@ def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions,
                calls: dict[str, Call], dense_layers: np.ndarray, moe_layers: np.ndarray,
                *, record: bool = False) -> list[list[list[Work]]]:
     """The F, B and W work of every model chunk (``works[kind][stage][chunk]``, see
-    :func:`~topomodel.analysis.stagework.chunk_work`), seconds, with ``calls``."""
+    :func:`~topomodel.analysis.training.stagework.chunk_work`), seconds, with ``calls``."""
     grads = BYTES[a.main_grad_dtype]
     lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
     lt_moe = layer_times(device, model, layout, seq, moe=True,

@@ -6,7 +6,7 @@ every other) and the featured collective and the training step are routed again 
 failed, by the same router as the healthy run (on a Clos, the structured router around
 failed parts, :mod:`topomodel.routing.survivors`: exact at any size). Each row gives the
 times against the healthy ones and the part's failure class
-(:mod:`topomodel.analysis.failure_classes`): a part classed ``stops_job`` restarts the
+(:mod:`topomodel.analysis.reliability.failure_classes`): a part classed ``stops_job`` restarts the
 job, so its times say what the job would run at without the part, not what it does.
 """
 
@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from topomodel.analysis.goodput import ComponentLine, component_lines
+from topomodel.analysis.reliability.goodput import ComponentLine, component_lines
 
 if TYPE_CHECKING:
-    from topomodel.analysis.collective import CollectiveRun
-    from topomodel.analysis.step import StepAssumptions, StepResult
-    from topomodel.analysis.timing import TimeModel
+    from topomodel.analysis.collectives.collective import CollectiveRun
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.training.step import StepAssumptions, StepResult
     from topomodel.catalog import Model
     from topomodel.fabric.tables import Fabric
     from topomodel.traffic.layout import Layout
@@ -83,7 +83,7 @@ def representatives(lines: Sequence[ComponentLine]) -> dict[str, ComponentLine]:
 
 class HealthyCollective(Protocol):
     """What the what-ifs read of the healthy collective run (a
-    :class:`~topomodel.analysis.collective.CollectiveRun` has it all)."""
+    :class:`~topomodel.analysis.collectives.collective.CollectiveRun` has it all)."""
 
     @property
     def collective(self) -> str: ...
@@ -139,12 +139,12 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
     else all; ``lines``: its component lines, if the caller has them). A kind the
     design lacks gets a row with an empty ``part``. ``known_step_s`` gives, by part
     name, the step times the caller already ran with that part failed
-    (:func:`~topomodel.analysis.goodput.with_part_failed`, the same step): those steps
+    (:func:`~topomodel.analysis.reliability.goodput.with_part_failed`, the same step): those steps
     are not run again; ``known_collectives`` likewise gives the collective's runs with
     a part failed (:func:`failed_collective`).
     """
-    from topomodel.analysis.goodput import with_part_failed
-    from topomodel.analysis.step import step_time
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.analysis.training.step import step_time
     from topomodel.parallel import parallel_map
 
     world = layout.world if layout is not None else None
@@ -195,7 +195,7 @@ def failed_collective(failed: Fabric, collective: HealthyCollective, *,
                       group: str = "all", time_model: TimeModel | None = None,
                       routing: str = "ecmp", seed: int = 0) -> FailedCollective:
     """``collective`` (a healthy run on ``group`` groups) on ``failed``, a copy of its
-    fabric with one part failed (:func:`~topomodel.analysis.goodput.with_part_failed`),
+    fabric with one part failed (:func:`~topomodel.analysis.reliability.goodput.with_part_failed`),
     timed by ``time_model``: seconds."""
     run = _rerun(failed, collective, group, time_model, routing, seed)
     return FailedCollective(run.time_s, run.timing.unroutable_flows, run.algorithm)
@@ -206,7 +206,7 @@ def _rerun(failed: Fabric, healthy: HealthyCollective, group: str, time_model: T
     """The healthy run's collective on ``failed``, with its algorithm where it still
     applies, else the fastest that does (an in-network reduction needs every rank's
     NIC: NCCL falls back to another algorithm without it)."""
-    from topomodel.analysis.collective import run_collective
+    from topomodel.analysis.collectives.collective import run_collective
     from topomodel.errors import UsageError
 
     try:

@@ -1,8 +1,8 @@
 """What a layout's training step is built on, and what steps share on one fabric.
 
 - :func:`shape_of`: the step model's checks of a layout, its batch, its schedule and
-  the layers of every model chunk (what :func:`~topomodel.analysis.step.step_time` and
-  :func:`~topomodel.analysis.step.layout_memory` both start from);
+  the layers of every model chunk (what :func:`~topomodel.analysis.training.step.step_time` and
+  :func:`~topomodel.analysis.training.step.layout_memory` both start from);
 - :func:`collective_times`: the step's collective times, kept with the fabric
   (:meth:`~topomodel.fabric.tables.Fabric.derived`) and keyed by everything a time
   depends on, so layouts with the same communicators share them;
@@ -34,8 +34,8 @@ import numpy as np
 
 from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.memory import StageMemory
-from topomodel.analysis.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
+from topomodel.analysis.training.memory import StageMemory
+from topomodel.analysis.training.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
@@ -100,7 +100,7 @@ def shape_of(fabric: Fabric, model: Model, layout: Layout) -> Shape:
 
 @functools.lru_cache(maxsize=256)
 def cached_schedule(name: str, p: int, m: int, v: int) -> Schedule:
-    """:func:`~topomodel.analysis.pipeline.schedule`, built once per process for each
+    """:func:`~topomodel.analysis.training.pipeline.schedule`, built once per process for each
     (name, stages, microbatches, chunks): its arrays are read-only, so layouts that
     share a pipeline share it."""
     sched = schedule(name, p, m, v)
@@ -250,7 +250,7 @@ def recent_steps(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, Any,
     """The last steps modelled on ``fabric``, by (model, assumptions, every layout
     field but the order, collective times), kept with the fabric
     (:meth:`~topomodel.fabric.tables.Fabric.derived`); each entry holds the model, the
-    assumptions and the :class:`~topomodel.analysis.step.StepResult`."""
+    assumptions and the :class:`~topomodel.analysis.training.step.StepResult`."""
     return OrderedDict()
 
 

@@ -1,4 +1,5 @@
-"""A model's parameters and FLOPs per token (memory is in :mod:`~topomodel.analysis.memory`)."""
+"""A model's parameters and FLOPs per token (memory is in
+:mod:`~topomodel.analysis.training.memory`)."""
 
 from __future__ import annotations
 

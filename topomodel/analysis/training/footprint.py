@@ -7,7 +7,7 @@ per-row fact is found in one pass (the levels of a row's ends, whether it goes u
 footprint climbs the upward rows one source level at a time (each row read once), and
 what only a few parts need (the uplinks that share a switch's load) is looked up for
 those parts alone. :func:`network_parts` is the one entry point;
-:func:`topomodel.analysis.goodput.component_lines` turns its parts into failure-rate
+:func:`topomodel.analysis.reliability.goodput.component_lines` turns its parts into failure-rate
 lines.
 """
 

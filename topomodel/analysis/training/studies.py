@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from topomodel.analysis.step import StepAssumptions, StepResult, step_time
+from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.catalog import Catalog, Model
 from topomodel.design import Design
 from topomodel.errors import InputError, UsageError
@@ -241,9 +241,9 @@ def sensitivity(fabric: Fabric, model: Model, layout: Layout,
     """Move each assumption to its low and high value; sorted by swing, largest first.
 
     The base step runs first, here, so its collective times are on the fabric
-    (:func:`~topomodel.analysis.stepshape.collective_times`) for every moved step that
+    (:func:`~topomodel.analysis.training.stepshape.collective_times`) for every moved step that
     keeps its time model, and its traffic and routes
-    (:func:`~topomodel.analysis.routes.phase_routes`) for every moved step that changes
+    (:func:`~topomodel.analysis.collectives.routes.phase_routes`) for every moved step that changes
     only how loads become time (a tier's efficiency): those time the kept loads again
     without routing. The moved steps then run on ``workers`` processes (default every
     core, :func:`~topomodel.parallel.parallel_map`), with the same results as one.

@@ -16,9 +16,9 @@ import numpy as np
 
 from topomodel import limits
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.model import BYTES
-from topomodel.analysis.pipeline import B, Schedule, Timeline, W, last_passes
-from topomodel.analysis.stagework import Call
+from topomodel.analysis.training.model import BYTES
+from topomodel.analysis.training.pipeline import B, Schedule, Timeline, W, last_passes
+from topomodel.analysis.training.stagework import Call
 from topomodel.errors import UsageError
 from topomodel.traffic.layout import Layout
 

@@ -2,8 +2,8 @@
 dominates it, and what scale-out bandwidth brings it below a threshold.
 
 The share is the step model's exposed communication and synchronisation wait over the
-step (:attr:`~topomodel.analysis.step.StepResult.comm_share`); the bandwidth is found by
-:func:`~topomodel.analysis.studies.required_scaleout_factor`, which scales every
+step (:attr:`~topomodel.analysis.training.step.StepResult.comm_share`); the bandwidth is found by
+:func:`~topomodel.analysis.training.studies.required_scaleout_factor`, which scales every
 scale-out link (host, leaf, spine, core) and re-runs the step.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
-from topomodel.analysis.step import StepAssumptions, StepResult, step_time
-from topomodel.analysis.studies import NO_EFFECT, required_scaleout_factor
+from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
+from topomodel.analysis.training.studies import NO_EFFECT, required_scaleout_factor
 from topomodel.catalog import Model
 from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric
@@ -37,7 +37,7 @@ class Advice:
     walls_s: dict[str, float]
     has_scaleout: bool
     factor: float | None  # scale-out factor that reaches the threshold; None: see outcome
-    outcome: str  # how the factor search ended (topomodel.analysis.studies.FOUND, ...)
+    outcome: str  # how the factor search ended (topomodel.analysis.training.studies.FOUND, ...)
     nic_port_Bps: float  # one NIC port as built
     injection_Bps: float  # scale-out bandwidth per accelerator as built (scaleout_injection_Bps)
     at_factor: StepResult | None  # the step at that factor

@@ -161,7 +161,7 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray,
     """Memory of every stage.
 
     ``layers``/``moe_layers`` per stage; ``in_flight`` the most layers' worth of
-    microbatches a stage holds (from the schedule, :func:`~topomodel.analysis.pipeline.
+    microbatches a stage holds (from the schedule, :func:`~topomodel.analysis.training.pipeline.
     in_flight`), ``in_flight_micro`` the most microbatches (for the embedding's mask).
     """
     dense, experts = stage_parameters(model, layout, layers, moe_layers)

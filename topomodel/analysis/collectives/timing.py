@@ -7,11 +7,11 @@ For each phase (repeated ``steps`` times) the bandwidth time is::
 at each link tier's effective rate (:func:`tier_efficiency`: NVLink and PCIe at NCCL's
 achievable per-link figures, the network at its packet efficiency). A collective (a
 traffic with :attr:`~topomodel.traffic.phases.Traffic.shapes`) is then timed as NCCL's
-tuner times it (:mod:`topomodel.analysis.protocols`): for each protocol LL, LL128 and
+tuner times it (:mod:`topomodel.analysis.collectives.protocols`): for each protocol LL, LL128 and
 Simple, NCCL's latency for the algorithm plus the bandwidth time at that protocol's
 share of the bandwidth, and the fastest protocol is kept (``TimeModel.protocol`` forces
 one). A collective inside one system whose catalog entry has a measured nccl-tests
-curve for it is timed from that curve instead (:mod:`topomodel.analysis.curves`;
+curve for it is timed from that curve instead (:mod:`topomodel.analysis.collectives.curves`;
 ``TimeModel.measured_curves``). Other traffic pays, per phase and step, its longest
 path (switches x switch latency + hops x propagation) plus a per-message overhead.
 
@@ -30,16 +30,21 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel as TimeModel
-from topomodel.analysis.curves import measured_time
-from topomodel.analysis.linkrates import effective_link_Bps, tier_efficiency
-from topomodel.analysis.protocols import (
+from topomodel.analysis.collectives.curves import measured_time
+from topomodel.analysis.collectives.linkrates import effective_link_Bps, tier_efficiency
+from topomodel.analysis.collectives.protocols import (
     PROTOCOLS,
     RING_PLATEAU_FACTOR,
     NcclShape,
     latency_s,
     protocol_busbw_Bps,
 )
-from topomodel.analysis.routes import TIME_BLOCK_ROWS, PhaseRoute, phase_routes, pxn_traffic
+from topomodel.analysis.collectives.routes import (
+    TIME_BLOCK_ROWS,
+    PhaseRoute,
+    phase_routes,
+    pxn_traffic,
+)
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.hashing import QPS
@@ -169,7 +174,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     """Route every phase of ``traffic`` and time it (``qps``: queue pairs per flow under
     hash routing, see :func:`~topomodel.routing.route`); with ``model.pxn`` cross-rail
     flows go as NCCL's PXN sends them (:func:`~topomodel.traffic.pxn.pxn`). The routes
-    are kept with the fabric (:func:`~topomodel.analysis.routes.phase_routes`): the
+    are kept with the fabric (:func:`~topomodel.analysis.collectives.routes.phase_routes`): the
     same traffic timed under another time model is not routed again."""
     time_model = time_model or TimeModel()
     if time_model.pxn:
@@ -219,7 +224,7 @@ def _measured(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel
               ) -> tuple[float, str] | None:
     """(seconds, note) of a collective from the system's measured curve, when the time
     model allows one (no forced protocol or scale-up efficiency: what-ifs the
-    measurement cannot answer) and one covers it (:func:`~topomodel.analysis.curves.
+    measurement cannot answer) and one covers it (:func:`~topomodel.analysis.collectives.curves.
     measured_time`)."""
     if (not time_model.measured_curves or time_model.protocol != "auto"
             or any(tier.startswith("scaleup") for tier in time_model.efficiency)):
@@ -294,7 +299,7 @@ _ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "ho
                          "nvlink5": "blackwell"}
 """NCCL's architecture rows by NVLink generation; other scale-up links (Infinity Fabric,
 ICI, UB) and none use the Hopper row (an assumption, see
-:mod:`topomodel.analysis.protocols`)."""
+:mod:`topomodel.analysis.collectives.protocols`)."""
 
 
 def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,

@@ -6,7 +6,7 @@ switches and cables its traffic can cross) and a failure rate per part
 
 - **interruptions**: failures of a part the job cannot run without. What a failure
   does is the part's failure class in the catalog (``failure_classes``, see
-  :mod:`topomodel.analysis.failure_classes`): the built-in classes stop the job for
+  :mod:`topomodel.analysis.reliability.failure_classes`): the built-in classes stop the job for
   everything inside a system (accelerator, HBM, host, NIC, NVSwitch) and for NVLink
   links, and let it run on, re-routed, around other switches and links. Whatever its
   class, a part that is a single point of failure stops it: some part below it has all
@@ -45,16 +45,16 @@ import numpy as np
 
 from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
 from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
-from topomodel.analysis.failure_classes import (
+from topomodel.analysis.reliability.failure_classes import (
     SINGLE_POINT,
     failure_class,
     first_applying,
     on_failure,
     scaleup_technology,
 )
-from topomodel.analysis.footprint import MODULE_FORMS as MODULE_FORMS
-from topomodel.analysis.footprint import TIER_LEVEL as TIER_LEVEL
-from topomodel.analysis.footprint import network_parts
+from topomodel.analysis.training.footprint import MODULE_FORMS as MODULE_FORMS
+from topomodel.analysis.training.footprint import TIER_LEVEL as TIER_LEVEL
+from topomodel.analysis.training.footprint import network_parts
 from topomodel.arrays import distinct
 from topomodel.catalog import Catalog, FailureRate, System
 from topomodel.errors import UsageError
@@ -442,9 +442,10 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                 lines: Sequence[ComponentLine] | None = None,
                 known_tokens_per_s: Mapping[str, float] | None = None
                 ) -> GoodputResult:
-    """Goodput of a training job: ``step_result`` (from :func:`topomodel.analysis.step.step_time`)
-    on ``fabric``. Where :func:`degradation_routed`, a step is re-run with a part of
-    each redundant tier failed (on ``workers`` processes, default every core; those in
+    """Goodput of a training job: ``step_result`` (from
+    :func:`topomodel.analysis.training.step.step_time`) on ``fabric``. Where
+    :func:`degradation_routed`, a step is re-run with a part of each redundant tier
+    failed (on ``workers`` processes, default every core; those in
     ``known_tokens_per_s``, tokens/s by part, already run), else the loss is bounded
     (:func:`estimated_loss`); ``lines``: the job's :func:`component_lines`, if known."""
     return step_and_goodput(fabric, model, layout, step_assumptions, assumptions,
@@ -463,9 +464,9 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     """The job's step and its :func:`job_goodput`: without ``step_result``, the step
     runs as one more piece of the degraded steps' pool (neither needs the other), beside
     them instead of before the workers fork. The results of the step, then the goodput."""
-    from topomodel.analysis.model import parameter_counts
-    from topomodel.analysis.step import step_time
-    from topomodel.analysis.timing import _rates
+    from topomodel.analysis.collectives.timing import _rates
+    from topomodel.analysis.training.model import parameter_counts
+    from topomodel.analysis.training.step import step_time
     from topomodel.parallel import beside, parallel_map
 
     a = assumptions or GoodputAssumptions()

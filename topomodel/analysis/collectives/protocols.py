@@ -6,7 +6,7 @@ A collective's time under protocol ``p`` is, as in NCCL's ``ncclTopoGetAlgoTime`
     busbw_p = min(cap_p, factor_p x busbw_simple)
 
 ``busbw_simple`` is what the routed fabric gives at the links' effective rates (the
-bandwidth and topology parts of :mod:`topomodel.analysis.timing`); ``factor_p`` and
+bandwidth and topology parts of :mod:`topomodel.analysis.collectives.timing`); ``factor_p`` and
 ``cap_p`` are NCCL's per-protocol bandwidth rules; the latency is NCCL's base latency
 per algorithm and protocol plus its per-hop latency per link class (NVLink, PCIe,
 network) times the hops the algorithm's chunks take. The protocol NCCL would choose is

@@ -12,7 +12,7 @@ kept for it, are the same objects every time.
 Both views are kept with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`,
 not shared with its copies with other failed parts, whose routes differ) and weakly by
 the traffic object: an entry lives as long as its traffic, which the step keeps
-(:func:`~topomodel.analysis.stepshape.shared_traffic`), and the traffic itself, its
+(:func:`~topomodel.analysis.training.stepshape.shared_traffic`), and the traffic itself, its
 flows, sizes, groups and algorithm, is the rest of the key. Traffics are read-only once
 built (routing and timing only read them), which is what makes the identity a key. A
 traffic of other phases with the same flows (a ring all-gather and the reduce-scatter

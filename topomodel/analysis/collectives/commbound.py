@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.linkrates import effective_link_Bps
-from topomodel.analysis.stepshape import node_domains
+from topomodel.analysis.collectives.linkrates import effective_link_Bps
+from topomodel.analysis.training.stepshape import node_domains
 from topomodel.fabric.tables import Fabric
 
 

@@ -6,7 +6,7 @@ the order they appear are the design's systems 0, 1, ... and each rank's CUDA de
 its accelerator inside the system (``sys0/acc3`` for device 3 of the first host); a
 group spec (``--ranks``, :mod:`topomodel.traffic.groups`) places them otherwise. Sizes
 are nccl-tests' ``size`` column, which is the size convention of
-:func:`~topomodel.analysis.collective.run_collective`.
+:func:`~topomodel.analysis.collectives.collective.run_collective`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
-from topomodel.analysis.collective import run_collective
-from topomodel.analysis.loads import tier_loads
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.loads import tier_loads
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
-from topomodel.analysis.timing import TimeModel
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.records import check_share, documented

@@ -1,4 +1,4 @@
-"""The named assumptions of the decode model (:mod:`~topomodel.analysis.decode`), each
+"""The named assumptions of the decode model (:mod:`~topomodel.analysis.serving.decode`), each
 with its default and reason; light to import, so the CLI's help can show them."""
 
 from __future__ import annotations

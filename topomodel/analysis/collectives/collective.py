@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.analysis.stepshape import shared_traffic
-from topomodel.analysis.timing import (
+from topomodel.analysis.collectives.timing import (
     TimeModel,
     TrafficTime,
     floor_s,
     lower_bound_s,
     time_traffic,
 )
+from topomodel.analysis.training.stepshape import shared_traffic
 from topomodel.errors import RouterLimit, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.sections import failed_tiers
@@ -104,10 +104,10 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
 
     The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
     collectives and the review's all use it. Candidates are routed in the order of a
-    bound they cannot beat (:func:`~topomodel.analysis.timing.lower_bound_s`), and one
+    bound they cannot beat (:func:`~topomodel.analysis.collectives.timing.lower_bound_s`), and one
     whose bound is no better than the best time so far is not routed at all.
     ``floor(algorithm)``, where given, is a time in seconds no higher than that bound,
-    known before the traffic is built (:func:`~topomodel.analysis.timing.floor_s` of
+    known before the traffic is built (:func:`~topomodel.analysis.collectives.timing.floor_s` of
     its shapes; ``NotApplicable`` counts as 0): a candidate whose floor already loses is
     not built either. Floors change only what is built: the candidates are still
     routed in the order of their bounds (each is built when its floor comes first), so

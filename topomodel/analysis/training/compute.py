@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from topomodel.analysis.model import BYTES
+from topomodel.analysis.training.model import BYTES
 from topomodel.catalog import Accelerator, Model
 from topomodel.errors import UsageError
 from topomodel.traffic.layout import Layout

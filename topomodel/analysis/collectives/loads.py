@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.analysis.bisection import closed_form, halves
-from topomodel.analysis.collective import CollectiveRun
-from topomodel.analysis.timing import TrafficTime
+from topomodel.analysis.collectives.collective import CollectiveRun
+from topomodel.analysis.collectives.timing import TrafficTime
 from topomodel.fabric.tables import Fabric, ignores_failures, link_weaker_Bps
 from topomodel.traffic.phases import AllPairsPhase, Traffic
 from topomodel.vocabulary import LINK_TIERS

@@ -4,7 +4,7 @@ layout's comm-free pipeline, plus what each operation's exposed communication ad
 The rank orders of a layout issue the same collectives with the same sizes; only their
 times differ. Of ``t`` seconds per call, an operation that issues ``count`` calls behind
 ``behind_s`` seconds of compute exposes ``max(t count - behind_s, share x t count)``
-(:class:`~topomodel.analysis.stagework.Work`), where the compute behind a collective is
+(:class:`~topomodel.analysis.training.stagework.Work`), where the compute behind a collective is
 fixed, or, for one that hides behind what the collective before it left free, at most
 what it is with every call taking no time. So each operation's duration is at least its
 comm-free duration plus those terms with the comm-free ``behind_s``
@@ -22,9 +22,9 @@ operations' durations):
   reduction ends no earlier than any bucket's comm-free ready time plus the time of
   every bucket ready no earlier than it (after the stage's end without ``dp_overlap``).
 
-:func:`~topomodel.analysis.stepbound.step_bound` only grows with all three, so on them
+:func:`~topomodel.analysis.training.stepbound.step_bound` only grows with all three, so on them
 it gives a bound no greater than
-:func:`~topomodel.analysis.stepbound.bound_with_calls` with the same times: a screen
+:func:`~topomodel.analysis.training.stepbound.bound_with_calls` with the same times: a screen
 that drops most orders which cannot win without a timeline of their own.
 """
 
@@ -35,19 +35,19 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.buckets import ready_times_s, stage_buckets
-from topomodel.analysis.compute import device_model
-from topomodel.analysis.memory import stage_parameters
-from topomodel.analysis.pipeline import cached_dependencies
-from topomodel.analysis.stagework import Call
-from topomodel.analysis.step import step_works
-from topomodel.analysis.stepbound import (
+from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
+from topomodel.analysis.training.compute import device_model
+from topomodel.analysis.training.memory import stage_parameters
+from topomodel.analysis.training.pipeline import cached_dependencies
+from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.step import step_works
+from topomodel.analysis.training.stepbound import (
     BoundFrame,
     CommFreePipeline,
     StepBound,
     bound_frame,
 )
-from topomodel.analysis.stepshape import Shape
+from topomodel.analysis.training.stepshape import Shape
 from topomodel.catalog import Model
 from topomodel.traffic.layout import Layout
 
@@ -112,7 +112,7 @@ class OrderScreen:
 def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                  pipeline: CommFreePipeline, calls: dict[str, Call]) -> OrderScreen:
     """The :class:`OrderScreen` of ``layout``'s rank orders, from its comm-free
-    ``pipeline`` (:func:`~topomodel.analysis.stepbound.comm_free_pipeline`, no calls)
+    ``pipeline`` (:func:`~topomodel.analysis.training.stepbound.comm_free_pipeline`, no calls)
     and the collectives ``calls`` of any one of its orders (their names and sizes)."""
     a = assumptions
     names = tuple(calls)

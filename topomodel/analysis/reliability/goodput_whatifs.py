@@ -1,6 +1,6 @@
 """What-ifs of a job's goodput: the same job with one thing changed (optical modules of
 another form, spares, checkpoint bandwidth, restart time), re-counted from its
-:class:`~topomodel.analysis.goodput.GoodputResult` without re-running any step."""
+:class:`~topomodel.analysis.reliability.goodput.GoodputResult` without re-running any step."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from topomodel.analysis.goodput import (
+from topomodel.analysis.reliability.goodput import (
     MODULE_FORMS,
     ComponentLine,
     GoodputAssumptions,

@@ -16,13 +16,13 @@ accelerator and step::
   head_dim`` elements per token; a rank holds ``ceil(kv_heads / tp)`` heads (vLLM and
   TensorRT-LLM replicate key/value heads when ``tp`` exceeds them).
 - **Rate**: bytes over the accelerator's measured HBM bandwidth (``hbm_achieved``, as
-  the training step's memory-bound ops; :func:`~topomodel.analysis.compute.device_model`).
+  the training step's memory-bound ops; :func:`~topomodel.analysis.training.compute.device_model`).
 - **Compute** is a floor, not a model of kernels: the step's FLOPs (2 per parameter per
   token, plus the attention core 4 x context x heads x head_dim per layer and token) at
   the best efficiency the accelerator's GEMM measurements reach. Large batches reach it.
 - **Communication**, per layer and step, routed with all groups of a kind at once on the
   real rank grid (:func:`~topomodel.traffic.layout.rank_groups`) and timed by the step's
-  algorithm search (:func:`~topomodel.analysis.collective.fastest`): with ``tp > 1`` an
+  algorithm search (:func:`~topomodel.analysis.collectives.collective.fastest`): with ``tp > 1`` an
   all-reduce of the batch's activations after attention and after the MLP (or MoE
   block), and an all-gather of the logits; with ``ep > 1`` an all-to-all dispatch and
   combine per MoE layer, each rank sending ``batch x top_k`` activation vectors. The
@@ -43,16 +43,16 @@ import numpy as np
 
 from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.collective import fastest
-from topomodel.analysis.compute import device_model
-from topomodel.analysis.decode_assumptions import (
+from topomodel.analysis.collectives.collective import fastest
+from topomodel.analysis.serving.decode_assumptions import (
     ACTIVATION_DTYPE,
     DEFAULT_BATCH,
     DEFAULT_COMM_OVERLAP,
     DEFAULT_DTYPE,
 )
-from topomodel.analysis.memory import layer_parameters, moe_routed_parameters
-from topomodel.analysis.model import BYTES
+from topomodel.analysis.training.compute import device_model
+from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
+from topomodel.analysis.training.model import BYTES
 from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric

@@ -1,7 +1,7 @@
 """A step time no rank order of a layout can beat, found without routing anything: what
 lets a search skip layouts that cannot reach its best.
 
-:func:`~topomodel.analysis.step.step_time` is ``step = compute + imbalance + bubble +
+:func:`~topomodel.analysis.training.step.step_time` is ``step = compute + imbalance + bubble +
 exposed communication + wait``. Its terms, with every collective taking no time (a
 collective takes at least that long, and every operation's duration, the timeline and
 the gradient tail only grow with the collective times), give two bounds, each proved
@@ -33,7 +33,7 @@ serves every order of a layout; the ZeRO stage changes only the optimizer step a
 the gathers, so the timeline is shared by the ZeRO stages too
 (:func:`comm_free_pipeline`). :func:`order_bound` bounds one order, with the
 collective times already known and, for the others, what they cannot beat on that
-placement (:mod:`~topomodel.analysis.commbound`).
+placement (:mod:`~topomodel.analysis.collectives.commbound`).
 
 With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
 time while the operation's duration is not clipped, so neither bound holds there: the
@@ -51,15 +51,15 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.buckets import gradient_tail, stage_buckets
-from topomodel.analysis.commbound import collective_lower_bound_s
-from topomodel.analysis.compute import device_model, optimizer_bytes_per_param
-from topomodel.analysis.memory import stage_parameters
-from topomodel.analysis.model import BYTES, flops_per_token
-from topomodel.analysis.pipeline import Timeline, timeline
-from topomodel.analysis.stagework import Call
-from topomodel.analysis.step import step_calls, step_ops
-from topomodel.analysis.stepshape import Shape, cached_schedule
+from topomodel.analysis.collectives.commbound import collective_lower_bound_s
+from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
+from topomodel.analysis.training.compute import device_model, optimizer_bytes_per_param
+from topomodel.analysis.training.memory import stage_parameters
+from topomodel.analysis.training.model import BYTES, flops_per_token
+from topomodel.analysis.training.pipeline import Timeline, timeline
+from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.step import step_calls, step_ops
+from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
 from topomodel.traffic.layout import Layout
@@ -224,7 +224,7 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
                 ) -> tuple[dict[str, Call], int]:
     """The collectives of ``layout``'s step in its own rank order: those the fabric's
     table holds with their times, the others with what they cannot beat on their
-    placement (:func:`~topomodel.analysis.commbound.collective_lower_bound_s`, kept in
+    placement (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`, kept in
     :func:`collective_bounds`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
 

@@ -2,7 +2,7 @@
 schedule can hide.
 
 An operation (the F, B or W pass of one microbatch through one model chunk on one
-stage) is its layers' compute (:mod:`~topomodel.analysis.compute`) plus the
+stage) is its layers' compute (:mod:`~topomodel.analysis.training.compute`) plus the
 collectives it issues: tensor-parallel gathers and scatters (or all-reduces), the
 context-parallel K/V ring, the expert all-to-alls and ZeRO-3 weight gathers. Each
 collective is hidden only behind the compute that can run beside it, never behind more
@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.analysis.compute import EdgeTimes, LayerTimes
-from topomodel.analysis.pipeline import B, F, Schedule, W
+from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
+from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"

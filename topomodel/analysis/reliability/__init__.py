@@ -1,0 +1,2 @@
+"""Reliability: goodput under failures, the failure classes of a design, and the single-
+failure what-ifs."""
