@@ -11,6 +11,10 @@ from topomodel.fabric.build import build_fabric
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
+# --doctest-modules imports every .py file under tests/ to look for doctests; the mutation
+# script is a tool run by hand (python tests/mutate.py), not a module of the suite
+collect_ignore = ["mutate.py"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,

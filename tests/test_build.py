@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -481,4 +483,89 @@ def test_a_partial_last_pod_keeps_its_core_ports():
         "name: b200 18 SU\nsystem: dgx-b200\nsystems: 576\nscaleout:\n"
         "  kind: fat_tree\n  switch: qm9700\n  unit: 32\n")))
     assert (count(fabric, "leaf"), count(fabric, "core")) == (144, 128)
+    check_invariants(fabric)
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_three_tier_cores_take_every_spine_uplink(toy, k):
+    # k-ary fat-tree, k^3/4 hosts: k^2/4 cores with k down ports each (one to each of the
+    # k pods), so the cores' down ports are exactly the spines' uplinks
+    tiers = {t.name: t for t in toy(fat_tree(k, k**3 // 4)).clos_tiers}
+    spine, core = tiers["spine"], tiers["core"]
+    assert (core.switches, core.down_ports) == (k * k // 4, k)
+    assert core.switches * core.down_ports == spine.switches * spine.up_ports
+
+
+def test_spine_uplinks_round_up_to_the_asked_ratio(toy):
+    # pods of 5 leaves (pod_units 5 of one leaf each) at 3:1 above the spines: 5/3 uplinks
+    # round up to 2 (2.5:1 realised); rounding down would give 5:1, more than asked
+    fabric = toy(fat_tree(8, 40, tiers=3, extra="  unit: 4\n  pod_units: 5\n"
+                          "  oversubscription: ['1:1', '3:1']\n"))
+    spine = next(t for t in fabric.clos_tiers if t.name == "spine")
+    assert (spine.down_ports, spine.up_ports) == (5, math.ceil(5 / 3))
+    assert spine.oversubscription == pytest.approx(2.5)
+    assert spine.oversubscription <= spine.asked_oversubscription
+    check_invariants(fabric)
+
+
+def test_a_small_unit_puts_all_its_rails_on_one_leaf():
+    from topomodel.fabric.clos import unit_groups
+
+    # units of 2 systems x 8 NICs on 32-port leaves: 32 // 2 = 16 rails would fit, so all
+    # 8 share one leaf group per unit (min(NICs, leaf ports // unit))
+    sizes, units, rails = unit_groups(4, 2, 8, mode="rail", leaf_down_max=32)
+    assert (sizes.tolist(), units.tolist(), rails) == ([16, 16], [0, 1], 8)
+
+
+MESH_SYSTEM = """
+systems:
+  toy-mesh3:
+    accelerator: toy-acc
+    accelerators: 3
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 3
+    source: test fixture
+    provenance: assumed
+"""
+
+
+def _mesh(toy, systems):
+    extra = toy.tmp_path / "mesh.yaml"
+    extra.write_text(MESH_SYSTEM)
+    path = toy.tmp_path / "mesh-design.yaml"
+    path.write_text(f"system: toy-mesh3\nsystems: {systems}\n")
+    return build_fabric(*load_design(path, extra_catalogs=[toy.catalog_path, extra]))
+
+
+def test_a_full_mesh_spreads_each_accelerators_links_over_its_peers(toy):
+    # 3 accelerators of 4 scale-up links each: 4 // (3 - 1) = 2 links to each peer, so
+    # 3 pairs x 2 = 6 links a system and every accelerator uses its 4
+    fabric = _mesh(toy, 2)
+    assert fabric.structure.scaleup.mesh_links_per_pair == 2
+    assert cables(fabric, "scaleup") == 2 * 3 * 2
+    check_invariants(fabric)
+
+
+def test_the_size_check_counts_a_full_mesh_s_pairs(toy, monkeypatch):
+    import topomodel.limits
+
+    # n (n - 1) / 2 = 3 mesh links per 3-accelerator system, 12 for 4 systems
+    monkeypatch.setattr(topomodel.limits, "MAX_SCALEUP_LINKS", 11)
+    with pytest.raises(DesignError, match=r"12 scale-up links \(full_mesh, 3 per system\)"):
+        _mesh(toy, 4)
+    monkeypatch.setattr(topomodel.limits, "MAX_SCALEUP_LINKS", 12)
+    _mesh(toy, 4)
+
+
+def test_a_wrapped_length_2_dimension_links_its_pair_once_with_both_directions_cables(toy):
+    # a 2 x 4 torus with wraparound: each accelerator has two cables' worth in each of
+    # the 2 dimensions (its one neighbour in the length-2 dimension both ways), so
+    # 8 x 2 = 16 cables: 4 pairs of 2 in the length-2 dimension, 8 of 1 in the other
+    fabric = toy("system: toy-host\nsystems: 8\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [2, 4]\n")
+    assert cables(fabric, "scaleup") == 8 * 2
+    per_accelerator = np.bincount(fabric.links["src"], weights=fabric.links["cables"],
+                                  minlength=len(fabric.nodes))[fabric.accelerators]
+    assert set(per_accelerator) == {4}
     check_invariants(fabric)

@@ -1110,3 +1110,42 @@ def test_a_direct_all_to_all_latency_grows_with_its_peers_across_nodes():
     one_round = latency(1_024) - latency(512)
     assert one_round > 0
     assert latency(98_304) - latency(512) == pytest.approx(191 * one_round)
+
+
+
+@pytest.mark.parametrize(("collective", "algorithm", "rounds"), [
+    ("allreduce", "rhd", lambda n: 2 * int(math.log2(n))),
+    ("alltoall", "pairwise", lambda n: n - 1)])
+@pytest.mark.parametrize("n", [4, 16])
+def test_point_to_point_rounds_are_the_phases_the_algorithm_runs(superpod, collective,
+                                                                 algorithm, rounds, n):
+    # each phase of rhd (a halving or doubling distance) and of pairwise (a shift) is one
+    # point-to-point round of one step, so the rounds the latency counts are the phases:
+    # an rhd AllReduce's log2 n each way, pairwise's n - 1 shifts
+    group = superpod.accelerators[:n]
+    t = collective_traffic(superpod, collective, [group], S, algorithm=algorithm)
+    (shape,) = collective_shapes(superpod, collective, [group], S, algorithm=algorithm)
+    assert all(p.steps == 1 for p in t.phases)
+    assert shape.rounds == len(t.phases) == rounds(n)
+
+
+def test_a_phase_without_a_library_model_pays_its_latency_every_step(superpod):
+    from topomodel.analysis.timing import time_traffic
+    from topomodel.traffic.phases import Traffic
+
+    # a traffic with no collective shapes is timed per phase: k steps of the same flows
+    # take k times one step, bandwidth and latency alike, and a step's latency has one
+    # per-message overhead for each message the step sends
+    acc = superpod.accelerators
+    model = TimeModel(per_message_overhead_s=1e-6)
+
+    def timed(steps, messages=1):
+        phase = Phase(acc[:8], acc[8:16], np.full(8, 1e6), np.zeros(8, np.int32), steps,
+                      "probe", messages)
+        return time_traffic(superpod, Traffic((phase,)), time_model=model)
+
+    one, three = timed(1), timed(3)
+    assert one.latency_s > 0
+    assert three.latency_s == pytest.approx(3 * one.latency_s)
+    assert three.time_s == pytest.approx(3 * one.time_s)
+    assert timed(1, messages=4).latency_s == pytest.approx(one.latency_s + 3e-6)
