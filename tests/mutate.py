@@ -65,15 +65,16 @@ ALLTOALL = "topomodel/traffic/algorithms/alltoall.py"
 CHANNELS = "topomodel/traffic/channels.py"
 COLLECTIVES = "topomodel/traffic/collectives.py"
 TORUS = "topomodel/traffic/algorithms/torus.py"
-TIMING = "topomodel/analysis/timing.py"
-PROTOCOLS = "topomodel/analysis/protocols.py"
-STEP = "topomodel/analysis/step.py"
-STAGEWORK = "topomodel/analysis/stagework.py"
-PIPELINE = "topomodel/analysis/pipeline.py"
-COMPUTE = "topomodel/analysis/compute.py"
-MEMORY = "topomodel/analysis/memory.py"
+TIMING = "topomodel/analysis/collectives/timing.py"
+LINKRATES = "topomodel/analysis/collectives/linkrates.py"
+PROTOCOLS = "topomodel/analysis/collectives/protocols.py"
+STEP = "topomodel/analysis/training/step.py"
+STAGEWORK = "topomodel/analysis/training/stagework.py"
+PIPELINE = "topomodel/analysis/training/pipeline.py"
+COMPUTE = "topomodel/analysis/training/compute.py"
+MEMORY = "topomodel/analysis/training/memory.py"
 BISECTION = "topomodel/analysis/bisection.py"
-GOODPUT = "topomodel/analysis/goodput.py"
+GOODPUT = "topomodel/analysis/reliability/goodput.py"
 
 T_UNITS = "tests/test_units.py"
 T_BUILD = "tests/test_build.py"
@@ -174,7 +175,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "part = volume / planes",
       "part = volume",
       T_ROUTING, "-k", "equals_general"),
-    m("routing-ecmp-not-spread", STRUCTURED,
+    m("routing-ecmp-not-spread", "topomodel/routing/clos/view.py",
       "return Rows(fanout.table, index, amount / fanout.width)",
       "return Rows(fanout.table, index, amount)",
       T_ROUTING, "-k", "equals_general"),
@@ -252,13 +253,13 @@ MUTATIONS: tuple[Mutation, ...] = (
       "np.concatenate([p.bytes for p in members]),",
       T_ALGORITHMS, T_COLLECTIVES),
     # --- timing ----------------------------------------------------------------------
-    m("timing-ib-ethernet-headers-swapped", TIMING,
+    m("timing-ib-ethernet-headers-swapped", LINKRATES,
       'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}',
       'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 82), "ethernet": 4096 / (4096 + 26)}',
       T_PROTOCOLS, "tests/test_pcie.py"),
-    m("timing-sockets-default-line-rate", TIMING,
-      '"timing.SOCKETS_EFFICIENCY", 10 / 12.5,',
-      '"timing.SOCKETS_EFFICIENCY", 1.0,',
+    m("timing-sockets-default-line-rate", LINKRATES,
+      '"linkrates.SOCKETS_EFFICIENCY", 10 / 12.5,',
+      '"linkrates.SOCKETS_EFFICIENCY", 1.0,',
       T_PROTOCOLS, "tests/test_pcie.py"),
     m("timing-phase-latency-once", TIMING,
       "return self.steps * (self.bandwidth_s + self.latency_s)",

@@ -1130,7 +1130,7 @@ def test_point_to_point_rounds_are_the_phases_the_algorithm_runs(superpod, colle
 
 
 def test_a_phase_without_a_library_model_pays_its_latency_every_step(superpod):
-    from topomodel.analysis.timing import time_traffic
+    from topomodel.analysis.collectives.timing import time_traffic
     from topomodel.traffic.phases import Traffic
 
     # a traffic with no collective shapes is timed per phase: k steps of the same flows

@@ -146,7 +146,8 @@ def test_the_checker_resolves_relative_and_root_imports():
     # The oracle for the resolver itself: a relative import resolves like Python does.
     path = PACKAGE / "sweep" / "run.py"
     tree = ast.parse("from ..report import output\nfrom . import params\n"
-                     "from ..analysis.training.step import step_time\nfrom topomodel import __version__\n"
+                     "from ..analysis.training.step import step_time\n"
+                     "from topomodel import __version__\n"
                      "from topomodel import fabric, errors\nimport topomodel.cli.commands\n")
     resolved = [_imported(path, node) for node in tree.body]
     assert resolved == [["topomodel.report.output"], ["topomodel.sweep.params"],
