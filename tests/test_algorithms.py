@@ -13,10 +13,10 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.protocols import NcclShape, nccl_algorithm
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepshape import UNSHARED_ALGORITHMS
-from topomodel.catalog import Model
 from topomodel.cli.parser import ALGORITHM_HELP
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Model
 from topomodel.traffic.algorithms import (
     REGISTRY,
     algorithm,

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.bisection import bisection
-from topomodel.catalog import Switch
 from topomodel.design import load_design
 from topomodel.errors import DesignError
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Switch
 from topomodel.vocabulary import LINK_TIERS, MEDIA, NODE_KINDS, NODE_TIERS, TIER_KIND
 
 

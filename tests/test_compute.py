@@ -13,8 +13,9 @@ from topomodel.analysis.training.compute import (
     layer_times,
 )
 from topomodel.analysis.training.model import parameter_counts
-from topomodel.catalog import Accelerator, Model, load_catalog
+from topomodel.catalog import load_catalog
 from topomodel.errors import UsageError
+from topomodel.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
 
 CATALOG = load_catalog()

@@ -24,11 +24,11 @@ from topomodel import draw
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.analysis.training.step import step_time
-from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Model
 from topomodel.report.route import route_report
 from topomodel.traffic.layout import Layout
 

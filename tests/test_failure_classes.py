@@ -12,11 +12,12 @@ from topomodel.analysis.reliability.goodput import (
     degraded_losses,
     degraded_throughput,
 )
-from topomodel.catalog import FailureClass, load_catalog
+from topomodel.catalog import load_catalog
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import FailureClass
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -10,10 +10,10 @@ import pytest
 from topomodel.analysis.reliability import goodput
 from topomodel.analysis.reliability.goodput import component_lines, degraded_lines, with_part_failed
 from topomodel.analysis.training import footprint
-from topomodel.catalog import Optic, ScaleupSwitch
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.columns import Coded, CodeLabels
+from topomodel.parts import Optic, ScaleupSwitch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))

@@ -15,7 +15,7 @@ import pytest
 
 from topomodel import limits
 from topomodel.analysis.training.studies import layout_for, scale_curve
-from topomodel.catalog import Model, load_catalog
+from topomodel.catalog import load_catalog
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import (
@@ -27,6 +27,7 @@ from topomodel.errors import (
     UsageError,
 )
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Model
 from topomodel.records import Invalid
 from topomodel.report.output import Report, nonfinite_result
 from topomodel.sweep import compile_constraint, load_sweep
@@ -305,8 +306,8 @@ def test_huge_counts_are_refused_with_their_memory_before_building(tmp_path, cha
 def test_the_largest_examples_are_within_the_limits():
     for name in ("100k-4k-supernodes.yaml", "100k-8npu-servers.yaml"):
         design, catalog = load_design(EXAMPLES / name)
-        from topomodel.catalog import System
         from topomodel.fabric.build import check_size
+        from topomodel.parts import System
 
         system = catalog.get(design.system, System)
         check_size(design, system, design.systems or 0)  # does not raise

@@ -6,7 +6,7 @@ import pytest
 
 from topomodel.analysis.training.memory import layer_activations, stage_memory, stage_parameters
 from topomodel.analysis.training.pipeline import chunk_layers, in_flight, schedule
-from topomodel.catalog import Model
+from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 GPT = Model(id="gpt", file="", line=None, source="test", provenance="assumed", layers=96,

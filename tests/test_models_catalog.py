@@ -7,7 +7,8 @@ total. Norms, biases and learned position embeddings are ignored (all well under
 
 import pytest
 
-from topomodel.catalog import Model, load_catalog
+from topomodel.catalog import load_catalog
+from topomodel.parts import Model
 
 B = 1e9
 

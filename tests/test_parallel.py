@@ -10,7 +10,6 @@ import pytest
 from topomodel.analysis.reliability.goodput import job_goodput, step_and_goodput
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import sensitivity
-from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import DesignError, Problem, UnitError, UsageError
@@ -23,6 +22,7 @@ from topomodel.parallel import (
     parallel_map,
     parallel_map_then,
 )
+from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

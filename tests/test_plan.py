@@ -14,11 +14,11 @@ from topomodel.analysis.training.step import (
     layout_memory,
     step_time,
 )
-from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Model
 from topomodel.plan.explain import why_better
 from topomodel.plan.search import PlanJob, assess, merge, plan, plan_cells, search_cells
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells, orders

@@ -16,12 +16,12 @@ import pytest
 
 from topomodel.analysis import assumptions, linkbudget
 from topomodel.analysis.training.step import StepAssumptions
-from topomodel.catalog import PROVENANCES, Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.fabric import cabling
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.parts import PROVENANCES, Model
 from topomodel.report.review import collect_review
 from topomodel.report.review.document import size_text
 from topomodel.report.review.render import MANIFEST, png_size, render_html, write_review

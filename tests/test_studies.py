@@ -18,9 +18,9 @@ from topomodel.analysis.training.studies import (
     scale_scaleout,
     sensitivity,
 )
-from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
+from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

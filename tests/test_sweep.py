@@ -22,11 +22,11 @@ from topomodel.analysis.pareto import pareto_mask
 from topomodel.analysis.reliability.goodput import job_goodput
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import scale_scaleout
-from topomodel.catalog import Model
 from topomodel.cli import main
 from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.parts import Model
 from topomodel.report.sweep import sweep_report
 from topomodel.sweep import (
     SweepError,

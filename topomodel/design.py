@@ -17,18 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from topomodel import limits
-from topomodel.catalog import (
-    Catalog,
-    Nic,
-    ScaleupSwitch,
-    Switch,
-    System,
-    builtin_catalog_dir,
-    load_catalog,
-    reference_problem,
-)
+from topomodel.catalog import Catalog, builtin_catalog_dir, load_catalog, reference_problem
 from topomodel.errors import DesignError, Problem
 from topomodel.files import outside_folders
+from topomodel.parts import Nic, ScaleupSwitch, Switch, System
 from topomodel.records import (
     Invalid,
     Reading,

@@ -37,10 +37,10 @@ import pandas as pd
 
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.levels import NetworkLevel, network_levels
-from topomodel.catalog import Accelerator, HostLink, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.files import atomic_bytes, atomic_files, atomic_write, refuse_output_folder
+from topomodel.parts import Accelerator, HostLink, System
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
 

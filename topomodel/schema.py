@@ -23,14 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from topomodel import records
-from topomodel.catalog import (
-    _ID_RE,
-    ENTRY_TYPES,
-    KIND_NAMES,
-    PROVENANCES,
-    _curve_points,
-    _provenance_map,
-)
+from topomodel.catalog import ENTRY_TYPES, KIND_NAMES
 from topomodel.design import (
     Design,
     FailureDesign,
@@ -39,6 +32,7 @@ from topomodel.design import (
     ScaleupDesign,
     _ratio,
 )
+from topomodel.parts import ENTRY_ID_RE, PROVENANCES, curve_points, provenance_map
 from topomodel.records import Invalid, Reading
 from topomodel.units import KINDS
 from topomodel.yamlsource import Source
@@ -164,7 +158,7 @@ def catalog_schema() -> dict[str, Any]:
             "description": f"{section.replace('_', ' ')}: a mapping from an id (lower case"
                            " letters, digits, '.', '-' or '_') to its entry.",
             "type": "object",
-            "propertyNames": {"pattern": _ID_RE.pattern},
+            "propertyNames": {"pattern": ENTRY_ID_RE.pattern},
             "additionalProperties": {"$ref": f"#/$defs/{name}"},
         }
     return {
@@ -387,12 +381,12 @@ def _curve() -> dict[str, Any]:
 
 _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.text: lambda: {"type": "string", "pattern": r"\S"},
-    _provenance_map: _figure_provenance,
+    provenance_map: _figure_provenance,
     records.boolean: lambda: {"type": "boolean"},
     records.fraction: lambda: {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     records.bandwidth: _bandwidth,
     _ratio: _oversubscription,
-    _curve_points: _curve,
+    curve_points: _curve,
 }
 
 

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from topomodel.catalog import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
 from topomodel.fabric.cabling import cable_classes
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
 from topomodel.records import documented
 from topomodel.units import format_si
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.arrays import distinct
-from topomodel.catalog import ScaleupSwitch, Switch
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
+from topomodel.parts import ScaleupSwitch, Switch
 from topomodel.vocabulary import LINK_TIERS, SWITCH_KINDS
 
 

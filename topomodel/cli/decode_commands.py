@@ -55,9 +55,9 @@ def add_decode_verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _cmd_decode(args: argparse.Namespace) -> Report:
     from topomodel.analysis.serving.decode import decode_step
-    from topomodel.catalog import Model
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
+    from topomodel.parts import Model
     from topomodel.report.decode import decode_report
 
     inputs = inputs_from_args(args, DECODE_KEYS + FABRIC_OPTIONS)

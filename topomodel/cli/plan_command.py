@@ -128,7 +128,7 @@ def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> Report:
-    from topomodel.catalog import Model
+    from topomodel.parts import Model
     from topomodel.plan.search import PlanJob
     from topomodel.plan.space import PlanSpace
     from topomodel.plan.spread import Whatifs, plan_context, plan_spread

@@ -20,8 +20,8 @@ from topomodel.traffic.layout import Layout
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
     from topomodel.analysis.assumptions import StepAssumptions
     from topomodel.analysis.training.step import StepResult
-    from topomodel.catalog import Model
     from topomodel.fabric.tables import Fabric
+    from topomodel.parts import Model
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
 def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     """The job the step options describe, on ``design_file``."""
     from topomodel.analysis.training.studies import fill_dp
-    from topomodel.catalog import Model
+    from topomodel.parts import Model
 
     inputs = inputs_from_args(args)
     fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
@@ -243,8 +243,8 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
 
 def _cmd_scale(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.studies import scale_curve
-    from topomodel.catalog import Model, System
     from topomodel.design import load_design
+    from topomodel.parts import Model, System
 
     if args.plot:  # refused now, not after the curve
         from topomodel.draw.io import figure_format

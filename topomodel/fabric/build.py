@@ -13,13 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from topomodel.catalog import (
-    Catalog,
-    HostLink,
-    Nic,
-    Switch,
-    System,
-)
+from topomodel.catalog import Catalog
 from topomodel.design import Design, nic_port_rate_Bps
 from topomodel.fabric.cabling import cable_links
 from topomodel.fabric.clos import (
@@ -47,6 +41,7 @@ from topomodel.fabric.tables import (
     numbered,
 )
 from topomodel.limits import BYTES_PER_ACCELERATOR, BYTES_PER_LINK, above
+from topomodel.parts import HostLink, Nic, Switch, System
 from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 

@@ -22,7 +22,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from topomodel.catalog import Catalog, Fibre, Optic
+from topomodel.catalog import Catalog
 from topomodel.design import Design
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import group_totals
@@ -34,6 +34,7 @@ from topomodel.fabric.tables import (
     categorical,
     ignores_failures,
 )
+from topomodel.parts import Fibre, Optic
 from topomodel.records import documented
 
 OCS_INSERTION_LOSS_DB = documented(
@@ -231,7 +232,7 @@ def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.nda
     UsageError
         When ``whatif`` is given and no part carries a tier's faster links.
     """
-    from topomodel.catalog import System
+    from topomodel.parts import System
 
     system = catalog.entries.get(design.system)
     pcie_box = isinstance(system, System) and (

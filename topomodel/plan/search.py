@@ -59,9 +59,9 @@ from topomodel.analysis.training.stepbound import (
     unordered,
 )
 from topomodel.analysis.training.stepshape import Shape, shape_of
-from topomodel.catalog import Model
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Model
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
 from topomodel.records import check_share

@@ -18,7 +18,8 @@ larger than 1, the others kept where the default order has them.
 
 Examples
 --------
->>> from topomodel.catalog import Model, load_catalog
+>>> from topomodel.catalog import load_catalog
+>>> from topomodel.parts import Model
 >>> gpt = load_catalog().get("llama3-8b", Model)
 >>> space = PlanSpace(max_micro_batch=1, fixed={"recompute": "none", "zero": 0,
 ...                   "schedule": "1f1b", "sequence_parallel": True})
@@ -37,7 +38,7 @@ from topomodel.errors import UsageError
 from topomodel.traffic.layout import RECOMPUTE, SCHEDULES, Layout
 
 if TYPE_CHECKING:
-    from topomodel.catalog import Model
+    from topomodel.parts import Model
 
 OBJECTIVES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("max", "tokens per second"),

@@ -110,7 +110,7 @@ def growth_text(fabric: Fabric) -> str:
     spine = [t for t in fabric.clos_tiers if t.name == "spine" and t.plane == 0]
     leaf = [t for t in fabric.clos_tiers if t.name == "leaf" and t.plane == 0]
     if spine and leaf and fabric.structure.scaleout.fat_tree_tiers == 2:
-        from topomodel.catalog import Switch
+        from topomodel.parts import Switch
 
         switch = fabric.catalog.get(spine[0].model, Switch)
         ports = switch.radix_at(spine[0].down_rate_Bps) or 0

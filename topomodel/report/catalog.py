@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from topomodel.catalog import (
-    KIND_NAMES,
+from topomodel.catalog import KIND_NAMES, Catalog
+from topomodel.errors import UsageError
+from topomodel.parts import (
     Accelerator,
-    Catalog,
     Entry,
     FailureClass,
     FailureRate,
@@ -22,7 +22,6 @@ from topomodel.catalog import (
     Switch,
     System,
 )
-from topomodel.errors import UsageError
 from topomodel.records import did_you_mean, yaml_keys
 from topomodel.report.output import Report, Table
 from topomodel.units import format_rate, format_si, format_size

@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.catalog import Catalog, Model
+from topomodel.catalog import Catalog
 from topomodel.design import load_design
 from topomodel.errors import InputError, TopomodelError, UsageError
+from topomodel.parts import Model
 from topomodel.sweep.constraints import compiled, constraint_holds
 from topomodel.sweep.params import (
     Settings,

@@ -16,9 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.catalog import Catalog, Model
+from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS, format_count
+from topomodel.parts import Model
 from topomodel.records import Invalid, Reader, Reading, _what, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,

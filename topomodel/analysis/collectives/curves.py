@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.catalog import Accelerator, MeasuredCollective, System
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Accelerator, MeasuredCollective, System
 from topomodel.records import documented
 from topomodel.sources import TAG
 from topomodel.traffic.collectives import busbw_factor

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.catalog import HostLink, ScaleupLink, Switch
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import HostLink, ScaleupLink, Switch
 from topomodel.records import documented
 
 SOCKETS_EFFICIENCY = documented(

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from topomodel.catalog import Accelerator, Catalog, FailureClass, System
+from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
+from topomodel.parts import Accelerator, FailureClass, System
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric

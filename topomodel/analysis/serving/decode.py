@@ -53,9 +53,9 @@ from topomodel.analysis.serving.decode_assumptions import (
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
 from topomodel.analysis.training.model import BYTES
-from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Accelerator, Model, System
 from topomodel.records import check_share
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.analysis.training.studies import NO_EFFECT, required_scaleout_factor
-from topomodel.catalog import Model
 from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Model
 from topomodel.records import check_share
 from topomodel.traffic.layout import Layout
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from topomodel.arrays import distinct
-from topomodel.catalog import Optic, ScaleupSwitch
 from topomodel.fabric.columns import Coded, CodeLabels
+from topomodel.parts import Optic, ScaleupSwitch
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from topomodel.catalog import Model
+    from topomodel.parts import Model
 
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 """Bytes per element of each data type."""
@@ -50,7 +50,8 @@ def flops_per_token(model: Model, seq: int, *, recompute: str = "none"
 
     Examples
     --------
-    >>> from topomodel.catalog import Model, load_catalog
+    >>> from topomodel.catalog import load_catalog
+    >>> from topomodel.parts import Model
     >>> gpt = load_catalog().get("megatron-gpt-1t", Model)
     >>> model, full = flops_per_token(gpt, 2048, recompute="full")
     >>> round(full / model, 4)  # 4/3 less the logit layer's share

@@ -48,7 +48,7 @@ from topomodel.analysis.training.stepbound import (
     bound_frame,
 )
 from topomodel.analysis.training.stepshape import Shape
-from topomodel.catalog import Model
+from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 

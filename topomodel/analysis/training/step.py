@@ -74,8 +74,8 @@ from topomodel.analysis.training.stepshape import (
     shared_traffic,
     time_key,
 )
-from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Model
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks

@@ -60,8 +60,8 @@ from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
-from topomodel.catalog import Model
 from topomodel.fabric.tables import Fabric
+from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 ROUNDING_MARGIN = 1e-9

@@ -36,9 +36,9 @@ from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.training.memory import StageMemory
 from topomodel.analysis.training.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
-from topomodel.catalog import Accelerator, Model, System
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.parts import Accelerator, Model, System
 from topomodel.records import documented
 from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.layout import Layout

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from topomodel.fabric.tables import Fabric, present_labels
 
 if TYPE_CHECKING:
-    from topomodel.catalog import Model
+    from topomodel.parts import Model
 
 
 PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
@@ -23,7 +23,7 @@ def review_provenance(fabric: Fabric, model: Model | None = None,
     """Every catalog entry the design uses (and the model, and the ``more`` ids such as
     the failure rates of the goodput section), with each figure's value and provenance
     (datasheet, paper, secondary, derived, unverified, assumed)."""
-    from topomodel.catalog import Optic, System
+    from topomodel.parts import Optic, System
     from topomodel.report.catalog import catalog_show
 
     catalog = fabric.catalog

@@ -110,7 +110,7 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
     cut = data["bisection"]
     power = data["power"]
     design = fabric.design
-    from topomodel.catalog import Accelerator, System
+    from topomodel.parts import Accelerator, System
 
     system = fabric.catalog.get(design.system, System)
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
