@@ -531,11 +531,11 @@ def test_superpod_review_has_the_single_failure_what_ifs(superpod_report):
 
 
 def test_each_all_gather_runs_with_the_reduce_scatter_of_its_groups_and_size():
-    from topomodel.report.review.collect import _plan_collectives, _run_pieces
+    from topomodel.report.review.collect import plan_collectives, run_pieces
 
     fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
-    runs = _plan_collectives(fabric, None).runs
-    pieces = _run_pieces(runs)
+    runs = plan_collectives(fabric, None).runs
+    pieces = run_pieces(runs)
     assert sorted(k for piece in pieces for k in piece) == list(range(len(runs)))
     pairs = [piece for piece in pieces if len(piece) == 2]
     assert pairs and all(

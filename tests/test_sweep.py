@@ -835,7 +835,7 @@ def test_results_are_written_and_the_journal_removed_under_the_lock(place, tmp_p
                              "fixed: {model: toy-dense}\n"))
     out = tmp_path / "r.parquet"
     seen = []
-    original = run_module._write_results
+    original = run_module.write_results
 
     def write_and_probe(*args):
         with journal_path(out).open("a") as other:  # a second sweep arriving now
@@ -848,9 +848,9 @@ def test_results_are_written_and_the_journal_removed_under_the_lock(place, tmp_p
         assert journal_path(out).exists()  # removed after the results, not before
         return table
 
-    monkeypatch.setattr(run_module, "_write_results", write_and_probe)
+    monkeypatch.setattr(run_module, "write_results", write_and_probe)
     unlinked = []
-    real_remove = run_module._Journal.remove
+    real_remove = run_module.Journal.remove
 
     def remove(self):
         with journal_path(out).open("a") as other, pytest.raises(BlockingIOError):
@@ -858,7 +858,7 @@ def test_results_are_written_and_the_journal_removed_under_the_lock(place, tmp_p
         unlinked.append(True)
         real_remove(self)
 
-    monkeypatch.setattr(run_module._Journal, "remove", remove)
+    monkeypatch.setattr(run_module.Journal, "remove", remove)
     run_sweep(sweep, out, workers=1, progress=False)
     assert seen == ["locked"] and unlinked == [True]
     assert out.exists() and not journal_path(out).exists()

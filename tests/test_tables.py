@@ -24,8 +24,8 @@ from topomodel.errors import UsageError
 from topomodel.fabric import cabling
 from topomodel.fabric.build import _build_scaleout, build_fabric, check_size
 from topomodel.fabric.columns import Coded
-from topomodel.fabric.failures import _mark_failures
-from topomodel.fabric.scaleup import _build_scaleup
+from topomodel.fabric.failures import mark_failures
+from topomodel.fabric.scaleup import build_scaleup
 from topomodel.fabric.structure import Injection, Structure, serving_nics
 from topomodel.fabric.tables import (
     LINK_TIERS,
@@ -223,7 +223,7 @@ def oracle_build(design: Design, catalog: Any) -> Fabric:
                             kind="accelerator", tier="accelerator", model=system.accelerator,
                             system=np.repeat(np.arange(n_systems), per_system),
                             local=np.tile(np.arange(per_system), n_systems))
-    domains, scaleup = _build_scaleup(builder, design, catalog, system,
+    domains, scaleup = build_scaleup(builder, design, catalog, system,
                                       acc.reshape(n_systems, per_system))
     clos, scaleout = _build_scaleout(builder, design, catalog, system,
                                      acc.reshape(n_systems, per_system), prefixes)
@@ -239,7 +239,7 @@ def oracle_build(design: Design, catalog: Any) -> Fabric:
         if rate:
             rows = leaf & is_nic[links[end].to_numpy()]
             links.loc[rows, "capacity_Bps"] = links["cables"].to_numpy()[rows] * rate
-    _mark_failures(nodes, links, design)
+    mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
     return Fabric(design, catalog, nodes, links, structure,
                   oracle_injection(nodes, links, structure, reverse_rows), reverse_rows,

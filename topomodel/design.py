@@ -249,7 +249,7 @@ def load_design(path: str | Path, *, text: str | None = None,
         if refused:
             raise DesignError(refused)
         catalog = load_catalog([*extra_catalogs, *own])
-    unknown = _unknown_refs(reading, catalog)
+    unknown = unknown_refs(reading, catalog)
     problems += unknown
     if design is None or unknown:
         design = _lenient_design(source, _paths_of(reading, unknown))
@@ -361,7 +361,7 @@ def named_file_problem(name: str | Path, folder: Path,
             " given with --catalog-dir" + (f" ({allowed})" if allowed else ""))
 
 
-def _unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
+def unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
     found = (reference_problem(catalog, reading.source, path, kind, ident)
              for path, kind, ident in reading.refs)
     return [p for p in found if p is not None]

@@ -13,14 +13,14 @@ from topomodel.records import check_share
 from topomodel.report.output import Report, Table
 
 
-def _cmd_units(args: argparse.Namespace) -> Report:
+def cmd_units(args: argparse.Namespace) -> Report:
     from topomodel.errors import UnitError
     from topomodel.units import compare, convert, parse, split_direction
 
     words = args.quantity
     if words[0] == "compare":
         if len(words) != 3:
-            raise _usage("units compare takes two quantities: units compare A B")
+            raise usage("units compare takes two quantities: units compare A B")
         c = compare(words[1], words[2])
         row = {"a": c.a, "b": c.b, "ratio": round(c.ratio, 6),
                "ratio_per_direction": round(c.ratio_per_direction, 6)}
@@ -28,7 +28,7 @@ def _cmd_units(args: argparse.Namespace) -> Report:
         return Report("units_compare", row, warnings=[c.warning] if c.warning else [],
                       text=text)
     if len(words) != 1:
-        raise _usage("give one quantity, e.g. units '900 GB/s' --to Gb/s")
+        raise usage("give one quantity, e.g. units '900 GB/s' --to Gb/s")
     body, direction = split_direction(words[0])
     targets = [args.to] if args.to else _default_targets(body)
     try:
@@ -36,7 +36,7 @@ def _cmd_units(args: argparse.Namespace) -> Report:
     except UnitError as exc:
         if not args.to or exc.text != args.to:
             raise
-        raise _usage(f"--to: {exc}") from None
+        raise usage(f"--to: {exc}") from None
     marker = {"bidir": " bidir", "per_direction": " /dir", None: ""}[direction]
     text = " = ".join([words[0]] + [f"{v:.6g} {u}{marker}" for v, u in results])
     data: dict[str, object] = {"input": words[0], "direction": direction,
@@ -81,21 +81,21 @@ def _prefixed(value: float, unit: str) -> str:
     return format_si(value, unit).split(" ", 1)[1]
 
 
-def _cmd_catalog_list(args: argparse.Namespace) -> Report:
+def cmd_catalog_list(args: argparse.Namespace) -> Report:
     from topomodel.catalog import load_catalog
     from topomodel.report.catalog import catalog_list
 
     return catalog_list(load_catalog(args.catalog), args.kind)
 
 
-def _cmd_catalog_show(args: argparse.Namespace) -> Report:
+def cmd_catalog_show(args: argparse.Namespace) -> Report:
     from topomodel.catalog import load_catalog
     from topomodel.report.catalog import catalog_show
 
     return catalog_show(load_catalog(args.catalog), args.id)
 
 
-def _cmd_build(args: argparse.Namespace) -> Report:
+def cmd_build(args: argparse.Namespace) -> Report:
     from topomodel.analysis.bisection import bisection
     from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
@@ -108,7 +108,7 @@ def _cmd_build(args: argparse.Namespace) -> Report:
     return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))
 
 
-def _cmd_route(args: argparse.Namespace) -> Report:
+def cmd_route(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.collective import run_collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
@@ -146,7 +146,7 @@ def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
     try:
         size = parse(text, "size")
     except UnitError as exc:
-        raise _usage(f"{flag}: {exc}") from None
+        raise usage(f"{flag}: {exc}") from None
     unit = str(quantity(text).units)
     if "bit" not in unit:
         return size, None
@@ -162,7 +162,7 @@ def _collective(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
-def _cmd_draw(args: argparse.Namespace) -> Report:
+def cmd_draw(args: argparse.Namespace) -> Report:
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.step_commands import fabric_with_whatifs
     from topomodel.draw.charts import tier_utilization_figure
@@ -173,9 +173,9 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
 
     figure_format(args.output)  # a bad suffix fails before any work
     if args.what == "tiers" and not args.route:
-        raise _usage("--what tiers needs a load: add --route COLLECTIVE --size SIZE")
+        raise usage("--what tiers needs a load: add --route COLLECTIVE --size SIZE")
     if args.route and not args.size:
-        raise _usage("--route needs --size, e.g. --size '1 GiB'")
+        raise usage("--route needs --size, e.g. --size '1 GiB'")
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
                                  catalog_dirs=args.catalog_dir)
@@ -208,12 +208,12 @@ def _cmd_draw(args: argparse.Namespace) -> Report:
     try:
         path = save_figure(figure, args.output)
     except OSError as exc:
-        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+        raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     return Report("draw", data, text=f"wrote {path}",
                   warnings=[size_warning] if args.route and size_warning else [])
 
 
-def _cmd_export(args: argparse.Namespace) -> Report:
+def cmd_export(args: argparse.Namespace) -> Report:
     from topomodel.design import load_design
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
@@ -230,14 +230,14 @@ def _cmd_export(args: argparse.Namespace) -> Report:
         files = export_fabric(fabric, args.to, args.output,
                               compute_efficiency=args.compute_efficiency)
     except OSError as exc:
-        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+        raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     names = [str(f) for f in files]
     return Report("export", {"format": args.to, "files": names,
                              "nodes": len(fabric.nodes), "links": len(fabric.links)},
                   text="\n".join(f"wrote {n}" for n in names))
 
 
-def _writable(path: str) -> None:
+def writable(path: str) -> None:
     """Refuse, before any work, an output file path that is a folder or whose folder
     cannot be made or written (nothing is made here: the write makes the folders, and
     removes them again if it fails)."""
@@ -247,27 +247,27 @@ def _writable(path: str) -> None:
 
     target = Path(path)
     if target.is_dir():
-        raise _usage(f"{path}: is a folder; give a file name")
+        raise usage(f"{path}: is a folder; give a file name")
     folder = nearest_existing(target.parent)
     if not folder.is_dir():
-        raise _usage(f"{path}: cannot write there: {folder} is not a folder")
+        raise usage(f"{path}: cannot write there: {folder} is not a folder")
     if not os.access(folder, os.W_OK):
-        raise _usage(f"{path}: cannot write there")
+        raise usage(f"{path}: cannot write there")
 
 
-def _cmd_options(args: argparse.Namespace) -> Report:
+def cmd_options(args: argparse.Namespace) -> Report:
     from topomodel.report.options import options_report
 
     return options_report()
 
 
-def _cmd_schema(args: argparse.Namespace) -> Report:
+def cmd_schema(args: argparse.Namespace) -> Report:
     from topomodel.report.schema import schema_report
 
     return schema_report(args.what)
 
 
-def _usage(message: str) -> TopomodelError:
+def usage(message: str) -> TopomodelError:
     from topomodel.errors import UsageError
 
     return UsageError(message)

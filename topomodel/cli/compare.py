@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from topomodel.cli.commands import _usage
+from topomodel.cli.commands import usage
 from topomodel.cli.step_commands import _goodput, job_from_args
 from topomodel.report.output import Report
 
@@ -13,12 +13,12 @@ if TYPE_CHECKING:
     from topomodel.report.compare import ComparedDesign
 
 
-def _cmd_compare(args: argparse.Namespace) -> Report:
+def cmd_compare(args: argparse.Namespace) -> Report:
     from topomodel.parallel import parallel_map
     from topomodel.report.compare import compare_report
 
     if len(args.designs) < 2:
-        raise _usage("compare takes two or more design files")
+        raise usage("compare takes two or more design files")
     # each design on its own worker (--workers, default every core): built, stepped and
     # its goodput modelled there, its degraded steps on workers of its own (nested: the
     # cores a faster design leaves go to the slower one's); the first design's error,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from topomodel.cli.commands import _writable
+from topomodel.cli.commands import writable
 from topomodel.records import check_share
 from topomodel.report.output import Report
 
@@ -81,7 +81,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
         from topomodel.draw.io import figure_format
 
         figure_format(args.plot)
-        _writable(args.plot)
+        writable(args.plot)
     check_share(args.threshold, "--threshold", low_open=True, high_open=True)
     log = read_nccl_tests(args.log)
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)

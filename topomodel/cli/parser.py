@@ -6,17 +6,17 @@ import argparse
 from typing import NoReturn
 
 from topomodel.cli.commands import (
-    _cmd_build,
-    _cmd_catalog_list,
-    _cmd_catalog_show,
-    _cmd_draw,
-    _cmd_export,
-    _cmd_options,
-    _cmd_route,
-    _cmd_schema,
-    _cmd_units,
+    cmd_build,
+    cmd_catalog_list,
+    cmd_catalog_show,
+    cmd_draw,
+    cmd_export,
+    cmd_options,
+    cmd_route,
+    cmd_schema,
+    cmd_units,
 )
-from topomodel.cli.compare import _cmd_compare
+from topomodel.cli.compare import cmd_compare
 from topomodel.cli.decode_commands import add_decode_verb
 from topomodel.cli.measured_commands import add_measured_verbs
 from topomodel.cli.options import (
@@ -26,11 +26,11 @@ from topomodel.cli.options import (
 )
 from topomodel.cli.plan_command import add_plan_parser
 from topomodel.cli.step_commands import (
-    _cmd_goodput,
-    _cmd_review,
-    _cmd_scale,
-    _cmd_step,
-    _cmd_sweep,
+    cmd_goodput,
+    cmd_review,
+    cmd_scale,
+    cmd_step,
+    cmd_sweep,
 )
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     units.add_argument("quantity", nargs="+", help="a quantity, or: compare A B")
     units.add_argument("--to", help="target unit, e.g. Gb/s")
     _format_arg(units)
-    units.set_defaults(run=_cmd_units)
+    units.set_defaults(run=cmd_units)
 
     catalog = verbs.add_parser("catalog", help="browse the hardware catalog",
                                description="Browse the hardware catalog.")
@@ -169,13 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--kind", help="only entries of this kind (e.g. switch, nic)")
     _catalog_args(listing)
     _format_arg(listing)
-    listing.set_defaults(run=_cmd_catalog_list)
+    listing.set_defaults(run=cmd_catalog_list)
     show = catalog_verbs.add_parser("show", help="show one entry with every figure",
                                     description="Show one catalog entry with every figure.")
     show.add_argument("id", help="entry id, e.g. qm9700")
     _catalog_args(show)
     _format_arg(show)
-    show.set_defaults(run=_cmd_catalog_show)
+    show.set_defaults(run=cmd_catalog_show)
 
     build = verbs.add_parser(
         "build", help="build a design's fabric: tiers, bisection, BOM, power, optics",
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                        " N nodes (default 20000)")
     _catalog_args(build)
     _format_arg(build)
-    build.set_defaults(run=_cmd_build)
+    build.set_defaults(run=cmd_build)
 
     route = verbs.add_parser(
         "route", help="route one collective: time, algbw, busbw, tiers, hotspots",
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="hotspots to list (default 10)")
     _catalog_args(route)
     _format_arg(route)
-    route.set_defaults(run=_cmd_route)
+    route.set_defaults(run=cmd_route)
 
     review = verbs.add_parser(
         "review", help="the design-review report: HTML, Markdown and JSON with diagrams",
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
     _workers_arg(review, "the goodput's degraded steps")
-    review.set_defaults(run=_cmd_review, tables_under_output=True)
+    review.set_defaults(run=cmd_review, tables_under_output=True)
 
     step = verbs.add_parser(
         "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="leave out the goodput section (interruptions, checkpoints)")
     add_goodput_options(step)
     _workers_arg(step, "the sensitivity's and the goodput's steps")
-    step.set_defaults(run=_cmd_step)
+    step.set_defaults(run=cmd_step)
 
     compare = verbs.add_parser(
         "compare", help="the same model and layout rules on two or more designs, side by"
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
     _workers_arg(compare, "the designs")
-    compare.set_defaults(run=_cmd_compare)
+    compare.set_defaults(run=cmd_compare)
 
     goodput = verbs.add_parser(
         "goodput", help="interruptions, checkpoint interval, effective time and goodput",
@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(goodput)
     add_goodput_options(goodput)
     _workers_arg(goodput, "the degraded steps")
-    goodput.set_defaults(run=_cmd_goodput)
+    goodput.set_defaults(run=cmd_goodput)
 
     scale = verbs.add_parser(
         "scale", help="throughput, scaling efficiency and MFU against accelerator count",
@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accelerator counts (default 128, 1024, 4096, ... up to the"
                        " design's size)")
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG, SVG or PDF)")
-    scale.set_defaults(run=_cmd_scale)
+    scale.set_defaults(run=cmd_scale)
 
     draw = verbs.add_parser(
         "draw", help="draw the topology (PNG, SVG or PDF); with --route, link load as colour",
@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     draw.add_argument("--title", help="figure title (default: design name and load)")
     _catalog_args(draw)
     _format_arg(draw, tables_dir=False)
-    draw.set_defaults(run=_cmd_draw)
+    draw.set_defaults(run=cmd_draw)
 
     export = verbs.add_parser(
         "export", help="write the fabric as a graph, tables, or ASTRA-sim/Calculon input",
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " none)")
     _catalog_args(export)
     _format_arg(export, tables_dir=False)
-    export.set_defaults(run=_cmd_export)
+    export.set_defaults(run=cmd_export)
 
     sweep = verbs.add_parser(
         "sweep", help="design-space sweep: many designs and layouts, one row per point",
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                        f" before any runs (default {DEFAULT_MAX_SWEEP_POINTS:,})")
     _catalog_args(sweep)
     _format_arg(sweep, tables_dir=False)
-    sweep.set_defaults(run=_cmd_sweep)
+    sweep.set_defaults(run=cmd_sweep)
 
     add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
                        step_args=_step_args)
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         " what-ifs) with its sweep-file key, command-line flag, default and meaning; step,"
         " goodput, compare, scale, review and sweeps share this one table.")
     _format_arg(options)
-    options.set_defaults(run=_cmd_options)
+    options.set_defaults(run=cmd_options)
 
     add_plan_parser(verbs)
 
@@ -401,5 +401,5 @@ def build_parser() -> argparse.ArgumentParser:
         " type, default and meaning.")
     schema.add_argument("what", choices=["design", "catalog", "sweep"], help="which format")
     _format_arg(schema)
-    schema.set_defaults(run=_cmd_schema, format="json")
+    schema.set_defaults(run=cmd_schema, format="json")
     return parser

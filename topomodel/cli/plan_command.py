@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from topomodel.analysis.options import OPTIONS
-from topomodel.cli.commands import _usage, _writable
+from topomodel.cli.commands import usage, writable
 from topomodel.cli.options import add_step_options, inputs_from_args
 from topomodel.report.output import FORMATS, Report
 
@@ -107,7 +107,7 @@ def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, text in pairs:
         if key not in _searched():
-            raise _usage(f"--fixed {key}: not a searched dimension; choose from"
+            raise usage(f"--fixed {key}: not a searched dimension; choose from"
                          f" {', '.join(_searched())}")
         arg = OPTIONS[key].arg
         value: Any = text
@@ -115,15 +115,15 @@ def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
             try:
                 value = int(text)
             except ValueError:
-                raise _usage(f"--fixed {key}={text}: expected a whole number") from None
+                raise usage(f"--fixed {key}={text}: expected a whole number") from None
         elif arg == "bool":
             if text.lower() not in ("true", "false", "on", "off", "1", "0"):
-                raise _usage(f"--fixed {key}={text}: expected true or false")
+                raise usage(f"--fixed {key}={text}: expected true or false")
             value = text.lower() in ("true", "on", "1")
         try:
             out[key] = read_value(key, value)
         except Invalid as exc:
-            raise _usage(f"--fixed {key}={text}: {exc.message}") from None
+            raise usage(f"--fixed {key}={text}: {exc.message}") from None
     return out
 
 
@@ -135,11 +135,11 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
     from topomodel.report.plan import compare_report, plan_report, results_frame
 
     if args.format == "parquet" and not args.output:
-        raise _usage("--format parquet writes a file: give -o FILE")
+        raise usage("--format parquet writes a file: give -o FILE")
     if args.workers is not None and args.workers < 1:
-        raise _usage("--workers must be at least 1")
+        raise usage("--workers must be at least 1")
     if args.output:
-        _writable(args.output)
+        writable(args.output)
     inputs = inputs_from_args(args, [k for k in OPTIONS if k not in _searched()])
     space = PlanSpace(max_tp=args.max_tp, max_pp=args.max_pp, max_cp=args.max_cp,
                       max_ep=args.max_ep, max_micro_batch=args.max_micro_batch,
@@ -167,7 +167,7 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
                 bar.close()
         if not found[-1].tally.searched:  # only the limits asked for can empty the space
             pinned = " ".join(f"{key}={value}" for key, value in args.fixed)
-            raise _usage(f"{path}: no layout to search" + (
+            raise usage(f"{path}: no layout to search" + (
                 f" with --fixed {pinned}" if pinned else "") + ": every layout uses all the"
                 " accelerators (TP x PP x CP x DP) within the --max-* limits")
     report = compare_report(found[0], found[1], args.format) if args.compare else (
@@ -180,7 +180,7 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
-                raise _usage("--format parquet needs pyarrow: pip install pyarrow") from None
+                raise usage("--format parquet needs pyarrow: pip install pyarrow") from None
             atomic_write(args.output, lambda stream: frame.to_parquet(stream, index=False))
         else:
             atomic_write(args.output,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topomodel.analysis.options import StepInputs
-from topomodel.cli.commands import _usage, _writable
+from topomodel.cli.commands import usage, writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
 from topomodel.records import check_share
 from topomodel.report.output import FILE_FORMATS, Report, Table
@@ -104,7 +104,7 @@ def check_global_batch(layout: Layout) -> None:
                      f" (e.g. {near})")
 
 
-def _cmd_review(args: argparse.Namespace) -> Report:
+def cmd_review(args: argparse.Namespace) -> Report:
     from topomodel.cli.commands import size_option
     from topomodel.files import refuse_output_folder
     from topomodel.report.review import collect_review
@@ -115,7 +115,7 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     sizes = [size for size, _ in given]
     size_warnings = [warning for _, warning in given if warning]
     if any(size <= 0 for size in sizes):
-        raise _usage("--size must be greater than zero")
+        raise usage("--size must be greater than zero")
     job = job_from_args(args, args.design) if args.model else None
     if job is not None:
         fabric, inputs = job.fabric, job.inputs
@@ -133,7 +133,7 @@ def _cmd_review(args: argparse.Namespace) -> Report:
     try:
         files = write_review(review, args.output)
     except OSError as exc:
-        raise _usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+        raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]
     data = {"directory": args.output, "files": [str(f) for f in files],
             "summary": review.data["summary"]}
@@ -143,7 +143,7 @@ def _cmd_review(args: argparse.Namespace) -> Report:
                   [*size_warnings, *review.warnings])
 
 
-def _cmd_step(args: argparse.Namespace) -> Report:
+def cmd_step(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.studies import (
         BELOW_RANGE,
         FOUND,
@@ -223,7 +223,7 @@ def _goodput(args: argparse.Namespace, job: Job, result: StepResult | None
                            seed=job.inputs.seed, workers=getattr(args, "workers", None))
 
 
-def _cmd_goodput(args: argparse.Namespace) -> Report:
+def cmd_goodput(args: argparse.Namespace) -> Report:
     from topomodel.report.step import step_record
     from topomodel.units import format_si
 
@@ -241,7 +241,7 @@ def _cmd_goodput(args: argparse.Namespace) -> Report:
     return Report("goodput", data, [summary, *tables], list(result.warnings))
 
 
-def _cmd_scale(args: argparse.Namespace) -> Report:
+def cmd_scale(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.studies import scale_curve
     from topomodel.design import load_design
     from topomodel.parts import Model, System
@@ -250,10 +250,10 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
         from topomodel.draw.io import figure_format
 
         figure_format(args.plot)
-        _writable(args.plot)
+        writable(args.plot)
     inputs = inputs_from_args(args)
     if inputs.fail:
-        raise _usage("--fail: scale builds the design at several sizes, where the named"
+        raise usage("--fail: scale builds the design at several sizes, where the named"
                      " parts differ; fail parts with step or compare instead")
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
                                    catalog_dirs=args.catalog_dir)
@@ -262,7 +262,7 @@ def _cmd_scale(args: argparse.Namespace) -> Report:
         design.system, System).accelerators)
     counts = args.counts or [c for c in (128, 1024, 4096, 16384, 65536, 131072) if c < total]
     if any(c < 1 for c in counts):
-        raise _usage("--counts: accelerator counts are at least 1")
+        raise usage("--counts: accelerator counts are at least 1")
     counts = sorted({*counts, total})
     points = scale_curve(design, catalog, model, inputs.layout, counts, inputs.assumptions,
                          routing=inputs.routing, seed=inputs.seed,
@@ -290,7 +290,7 @@ SCHEDULER_VARIABLE = "TOPOMODEL_DASK_SCHEDULER"
 overrides it)."""
 
 
-def _cmd_sweep(args: argparse.Namespace) -> Report:
+def cmd_sweep(args: argparse.Namespace) -> Report:
 
     from topomodel.report.sweep import dry_run_report, sweep_report
     from topomodel.sweep import (
@@ -307,20 +307,20 @@ def _cmd_sweep(args: argparse.Namespace) -> Report:
     if args.dry_run:
         return dry_run_report(sweep)
     if not args.output:
-        raise _usage("give the results file: -o RESULTS (.parquet or .csv)")
+        raise usage("give the results file: -o RESULTS (.parquet or .csv)")
     results_format_for(args.output, args.results_format)  # refused before anything runs
     if args.plot and pareto is None:
-        raise _usage("--plot draws the Pareto front: give --pareto X Y (or pareto: in the"
+        raise usage("--plot draws the Pareto front: give --pareto X Y (or pareto: in the"
                      " sweep file)")
     if args.plot:
         from topomodel.draw.io import figure_format
 
         figure_format(args.plot)
     if args.workers is not None and args.workers < 1:
-        raise _usage("--workers must be at least 1")
+        raise usage("--workers must be at least 1")
     for path in (args.output, args.plot):  # refused now, not after the whole sweep
         if path:
-            _writable(path)
+            writable(path)
     def started() -> None:
         print(f"topomodel: sweep {sweep.name}: {len(sweep.points):,} points"
               f" (limit {args.max_points:,}, --max-points)", file=sys.stderr, flush=True)

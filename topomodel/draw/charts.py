@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 
 from topomodel.draw.io import DPI, save_figure
-from topomodel.draw.text import _fit, _text_in
+from topomodel.draw.text import _fit, text_in
 from topomodel.units import format_si
 from topomodel.vocabulary import LINK_TIER_LABELS
 
@@ -97,7 +97,7 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
             ax.barh(y, value * scale, left=left * scale, height=0.55,
                     color=STEP_COLOURS[name], edgecolor="white", lw=0.8)
             text = amount(value)
-            if value > 0 and _text_in(text, 7.5)[0] + 0.1 < value / span * width_in:
+            if value > 0 and text_in(text, 7.5)[0] + 0.1 < value / span * width_in:
                 ax.text((left + value / 2) * scale, y, text, ha="center", va="center",
                         fontsize=7.5, color="black")
             left += value

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @lru_cache(maxsize=4096)
-def _text_in(text: str, size: float, bold: bool = False) -> tuple[float, float]:
+def text_in(text: str, size: float, bold: bool = False) -> tuple[float, float]:
     """Width and height of ``text`` at ``size`` points, inches (multi-line aware)."""
     lines = text.split("\n")
     prop = FontProperties(size=size, weight="bold" if bold else "normal")
@@ -28,9 +28,9 @@ def _fit(text: str, width_in: float, size: float, *, bold: bool = False,
          smallest: float = 9.0) -> tuple[str, float]:
     """``text`` and a font size (down to ``smallest``) that fit ``width_in`` inches on
     one line; shortened with an ellipsis when even the smallest size is too wide."""
-    while size > smallest and _text_in(text, size, bold)[0] > width_in:
+    while size > smallest and text_in(text, size, bold)[0] > width_in:
         size -= 0.5
-    while len(text) > 8 and _text_in(text, size, bold)[0] > width_in:
+    while len(text) > 8 and text_in(text, size, bold)[0] > width_in:
         text = text[:int(len(text) * 0.9) - 1].rstrip() + "…"
     return text, size
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 from topomodel.draw.io import DPI
 from topomodel.draw.layout import BOX_WIDTH, Box, Bundle, TopologyLayout, topology_layout
-from topomodel.draw.text import _fit, _text_in, _wrap
+from topomodel.draw.text import _fit, _wrap, text_in
 from topomodel.vocabulary import LINK_TIER_LABELS, NODE_TIERS, TIER_KIND
 
 ROW_LABELS = {"accelerator": "accelerators", "scaleup": "scale-up switches",
@@ -329,14 +329,14 @@ class _Drawing:
             for i, box in enumerate(layout.boxes):
                 width = box.width if box.first_column != box.last_column else (
                     BOX_WIDTH / 2 + NARROW_RIGHT if i in self.narrow else BOX_WIDTH)
-                need = (_text_in(self.box_text[i], FONT_SIZE)[0] + LABEL_PAD_IN) / width
+                need = (text_in(self.box_text[i], FONT_SIZE)[0] + LABEL_PAD_IN) / width
                 wide = LEFT_IN + RIGHT_IN + layout.slots * need > COMFORT_WIDTH_IN
                 if wide and " × " in self.box_text[i]:  # put the model under the count
                     self.box_text[i] = self.box_text[i].replace(" × ", "\n× ", 1)
-                    need = (_text_in(self.box_text[i], FONT_SIZE)[0] + LABEL_PAD_IN) / width
+                    need = (text_in(self.box_text[i], FONT_SIZE)[0] + LABEL_PAD_IN) / width
                 per_slot = max(per_slot, need)
             for text in self.bundle_text:
-                per_slot = max(per_slot, _text_in(text, SMALL_FONT_SIZE)[0] + LABEL_PAD_IN)
+                per_slot = max(per_slot, text_in(text, SMALL_FONT_SIZE)[0] + LABEL_PAD_IN)
         width_in = LEFT_IN + RIGHT_IN + layout.slots * per_slot
         width_in = min(MAX_WIDTH_IN, max(MIN_WIDTH_IN, width_in))
         rows_high = len(self.rows) - self.bottom - 0.5
@@ -410,13 +410,13 @@ class _Drawing:
         self.label_every.clear()
         for r in self.rows:
             members = [b for b in boxes if b.row == r]
-            widest = max(_text_in(b.label, SMALL_FONT_SIZE)[0] for b in members)
+            widest = max(text_in(b.label, SMALL_FONT_SIZE)[0] for b in members)
             box_in = min(b.width for b in members) * in_per_x
             if widest + 0.06 <= box_in:
                 continue
             self.rotated.add(r)
             pitch_in = self.layout.slots / len(members) * in_per_x
-            line_in = _text_in("Ag", SMALL_FONT_SIZE)[1]
+            line_in = text_in("Ag", SMALL_FONT_SIZE)[1]
             self.label_every[r] = max(1, math.ceil((line_in + 0.03) / pitch_in))
 
     def _draw_bundles(self, fig: Figure, ax: Axes, width_in: float, height_in: float) -> None:

@@ -23,8 +23,8 @@ from topomodel.fabric.clos import (
     plan_clos,
     wire_clos,
 )
-from topomodel.fabric.failures import _mark_failures
-from topomodel.fabric.scaleup import _build_scaleup
+from topomodel.fabric.failures import mark_failures
+from topomodel.fabric.scaleup import build_scaleup
 from topomodel.fabric.structure import (
     ScaleoutStructure,
     Structure,
@@ -75,7 +75,7 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     acc = builder.add_nodes(node_names(prefixes, numbered("acc", per_system)),
                             kind="accelerator", tier="accelerator", model=system.accelerator,
                             system=sys_index, local=local)
-    domains, scaleup = _build_scaleup(builder, design, catalog, system,
+    domains, scaleup = build_scaleup(builder, design, catalog, system,
                                       acc.reshape(n_systems, per_system))
     clos, scaleout = _build_scaleout(builder, design, catalog, system,
                                      acc.reshape(n_systems, per_system), prefixes)
@@ -93,7 +93,7 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     nodes = pd.DataFrame(node_columns, copy=False)  # fresh arrays, each its own column
     links = link_table({**link_columns, "medium": cabling.medium}, length_m=cabling.length_m,
                        optic_codes=cabling.optic_codes, optic_ids=cabling.optic_ids)
-    _mark_failures(nodes, links, design)
+    mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
     reverse_rows = builder.reverse_rows()
     return Fabric(design, catalog, nodes, links, structure,

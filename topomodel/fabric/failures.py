@@ -16,7 +16,7 @@ from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, posi
 from topomodel.fabric.tables import Fabric, ignores_failures
 
 
-def _mark_failures(nodes: Any, links: Any, design: Design) -> None:
+def mark_failures(nodes: Any, links: Any, design: Design) -> None:
     """Mark the design's failed nodes' links and failed links as failed.
 
     Raises

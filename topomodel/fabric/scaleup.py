@@ -32,7 +32,7 @@ def _scaleup_link(design: Design, catalog: Catalog, system: System) -> ScaleupLi
     return catalog.get(ident, ScaleupLink)
 
 
-def _build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
+def build_scaleup(builder: FabricBuilder, design: Design, catalog: Catalog, system: System,
                    acc: np.ndarray) -> tuple[np.ndarray, ScaleupStructure]:
     """Wire the scale-up domains; return each accelerator's domain number and what was
     built."""

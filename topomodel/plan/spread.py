@@ -29,7 +29,7 @@ from topomodel.plan.search import (
     total_layouts,
 )
 from topomodel.sweep.evaluate import Outcome, SweepContext, _fabric
-from topomodel.sweep.pool import _run_dask, _run_pool, _Task, connect_dask
+from topomodel.sweep.pool import Task, connect_dask, run_dask, run_pool
 
 TASKS_PER_WORKER = 4
 """Runs of cells per worker: a few, so a slow run does not hold up the end and the
@@ -117,7 +117,7 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
                                   power_W=power, progress=progress))
     else:
         runs = _runs(counts, workers)
-        tasks = [_Task([(i, {"job": job, "cells": run, "whatifs": whatifs})])
+        tasks = [Task([(i, {"job": job, "cells": run, "whatifs": whatifs})])
                  for i, run in enumerate(runs)]
         power = float(metrics["power_W"])
 
@@ -133,12 +133,12 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
         if scheduler is not None:
             client, own_client = connect_dask(scheduler)
             try:
-                _run_dask(context, tasks, client, evaluate_cells, done, metrics_ok=_a_part)
+                run_dask(context, tasks, client, evaluate_cells, done, metrics_ok=_a_part)
             finally:
                 if own_client:
                     client.close()
         else:
-            _run_pool(context, tasks, workers, evaluate_cells, done, metrics_ok=_a_part)
+            run_pool(context, tasks, workers, evaluate_cells, done, metrics_ok=_a_part)
     if errors:
         raise UsageError(f"a worker failed: {errors[0]}")
     merged = merge(parts, job.top)

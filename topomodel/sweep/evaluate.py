@@ -189,7 +189,7 @@ def _design_metrics(fabric: Any) -> dict[str, Any]:
     }
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     if isinstance(exc, InputError):  # located in a generated design text: drop file:line
         return "; ".join(f"{p.key_path}: {p.message}" if p.key_path else p.message
                          for p in exc.problems)
@@ -210,7 +210,7 @@ def _run_one(context: SweepContext, index: int, params: Mapping[str, Any],
     try:
         metrics = evaluate(context, params)
     except Exception as exc:  # the point fails, the sweep goes on
-        return Outcome(index, {}, False, None, _error_text(exc), time.perf_counter() - start)
+        return Outcome(index, {}, False, None, error_text(exc), time.perf_counter() - start)
     values = Settings({**params, **metrics}, context.design_data)
     broken = [text for text in context.constraints
               if not constraint_holds(compiled(text), values)]

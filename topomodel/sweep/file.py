@@ -18,7 +18,7 @@ from typing import Any
 
 from topomodel.analysis.pareto import Objective, parse_objective
 from topomodel.catalog import Catalog
-from topomodel.design import Design, _unknown_refs, catalog_path_problem, load_design
+from topomodel.design import Design, catalog_path_problem, load_design, unknown_refs
 from topomodel.errors import InputError, UsageError
 from topomodel.files import outside_folders, read_input_text
 from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
@@ -41,7 +41,7 @@ from topomodel.sweep.params import (
     design_overrides,
     design_path,
 )
-from topomodel.sweep.ranges import Block, _expand, _read, _read_blocks, _read_fixed
+from topomodel.sweep.ranges import Block, _expand, _read, read_blocks, read_fixed
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 
@@ -83,7 +83,7 @@ class Sweep:
         return point[key] if key in point else default_value(key, self.design_data)
 
 
-_TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters", "metrics",
+TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters", "metrics",
              "constraints", "pareto", "dask")
 
 
@@ -124,8 +124,8 @@ def load_sweep(path: str | Path, *, text: str | None = None,
         source.problem((), "a sweep file is a mapping (design, fixed, parameters, ...)")
         source.raise_if_problems(SweepError)
     for key in data:
-        if key not in _TOP_KEYS:
-            source.problem((key,), "unknown key" + did_you_mean(key, _TOP_KEYS))
+        if key not in TOP_KEYS:
+            source.problem((key,), "unknown key" + did_you_mean(key, TOP_KEYS))
     here = Path(path).parent
     design_rel = data.get("design")
     if not isinstance(design_rel, str) or not design_rel.strip():
@@ -155,8 +155,8 @@ def load_sweep(path: str | Path, *, text: str | None = None,
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
     digest = _digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
 
-    fixed, where = _read_fixed(source, data.get("fixed", {}), catalog)
-    blocks = _read_blocks(source, data.get("parameters"), fixed, catalog,
+    fixed, where = read_fixed(source, data.get("fixed", {}), catalog)
+    blocks = read_blocks(source, data.get("parameters"), fixed, catalog,
                           max_points=max_points)
     metrics = _read_metrics(source, data.get("metrics"))
     varied = list(dict.fromkeys(k for b in blocks for a in b.axes for k in a.keys))
@@ -337,7 +337,7 @@ def _check_designs(source: Source, design_file: str, design_source: Source,
         design = Source(design_file, data, dict(design_source.lines))
         reading = Reading(design)
         read_record(reading, (), data, Design, file=design_file, lines=design.lines)
-        found = [*design.problems, *_unknown_refs(reading, catalog)]
+        found = [*design.problems, *unknown_refs(reading, catalog)]
         problems.extend((_blame(overrides, p.key_path), p.key_path, p.message) for p in found)
         for key, design_key, message in problems:
             at = where.get((key, canonical(overrides[key])), ())

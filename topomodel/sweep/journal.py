@@ -50,7 +50,7 @@ def journal_path(results: str | Path) -> Path:
     return path.with_name(path.name + JOURNAL_SUFFIX)
 
 
-class _Journal:
+class Journal:
     """Append-only JSON lines, one finished point each, written as they arrive; the
     first line names the sweep.
 
@@ -152,7 +152,7 @@ def _journal_rows(text: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_results(path: Path, fmt: str) -> list[dict[str, Any]]:
+def read_results(path: Path, fmt: str) -> list[dict[str, Any]]:
     """Rows of a previous results file (for resume); none if there is no file."""
     if not path.exists():
         return []
@@ -204,7 +204,7 @@ def _full_row(sweep: Sweep, index: int, stored: Mapping[str, Any]) -> dict[str, 
     return row
 
 
-def _write_results(sweep: Sweep, path: Path, fmt: str, stored: Mapping[int, Mapping[str, Any]]
+def write_results(sweep: Sweep, path: Path, fmt: str, stored: Mapping[int, Mapping[str, Any]]
                   ) -> Any:
     """Write the results of the points in ``stored`` (by point index) as ``fmt``,
     atomically (a temporary file, then a rename); return the table (pyarrow)."""

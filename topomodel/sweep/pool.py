@@ -23,8 +23,8 @@ from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
     SweepContext,
-    _error_text,
     _failed,
+    error_text,
     run_points,
 )
 from topomodel.sweep.file import Sweep
@@ -40,12 +40,12 @@ DASK_CONNECT_TIMEOUT = "10s"
 
 
 @dataclass
-class _Task:
+class Task:
     points: list[tuple[int, dict[str, Any]]]
     isolated: bool = False  # rerun alone after its worker died
 
 
-def _tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[_Task]:
+def _tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[Task]:
     """Points to run, grouped by the design they build, in chunks."""
     groups: dict[str, list[int]] = {}
     for index in todo:
@@ -54,7 +54,7 @@ def _tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[_Task]:
     for members in groups.values():
         size = max(1, min(MAX_POINTS_PER_TASK, math.ceil(len(members) / (2 * workers))))
         for start in range(0, len(members), size):
-            tasks.append(_Task([(i, sweep.points[i]) for i in members[start:start + size]]))
+            tasks.append(Task([(i, sweep.points[i]) for i in members[start:start + size]]))
     return tasks
 
 
@@ -136,7 +136,7 @@ def _worker_run(points: list[tuple[int, dict[str, Any]]]) -> list[Outcome]:
     return run_points(_WORKER["context"], points, _WORKER["evaluate"])
 
 
-def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate: Evaluate,
+def run_pool(context: SweepContext, tasks: list[Task], workers: int, evaluate: Evaluate,
               done: Callable[[list[Outcome]], None], *,
               metrics_ok: Callable[[Any], bool] | None = None) -> None:
     """Run tasks on a local process pool, at most ``workers`` in flight. When a worker
@@ -160,8 +160,8 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
                                    initializer=_worker_init,
                                    initargs=(context, evaluate, os.getpid()))
 
-    queue, suspects = deque(tasks), deque[_Task]()
-    inflight: dict[Future[list[Outcome]], _Task] = {}
+    queue, suspects = deque(tasks), deque[Task]()
+    inflight: dict[Future[list[Outcome]], Task] = {}
     executor = pool()
     try:
         while queue or suspects or inflight:
@@ -180,7 +180,7 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
                     inflight[future] = task  # handled with the rest below
                     continue
                 except Exception as exc:  # e.g. a result that cannot be sent back
-                    outcomes = _failed(task.points, _error_text(exc))
+                    outcomes = _failed(task.points, error_text(exc))
                 done(check_outcomes(outcomes, task.points, metrics_ok))
             if broken:
                 for future, task in inflight.items():
@@ -191,7 +191,7 @@ def _run_pool(context: SweepContext, tasks: list[_Task], workers: int, evaluate:
                         done(_failed(task.points, "the worker process died while"
                                      " computing this point (killed, or out of memory)"))
                     else:
-                        suspects.extend(_Task([p], isolated=True) for p in task.points)
+                        suspects.extend(Task([p], isolated=True) for p in task.points)
                 inflight.clear()
                 executor.shutdown(wait=True, cancel_futures=True)
                 executor = pool()
@@ -258,7 +258,7 @@ def connect_dask(scheduler: Any) -> tuple[Any, bool]:
                          ) from None
 
 
-def _run_dask(context: SweepContext, tasks: list[_Task], client: Any, evaluate: Evaluate,
+def run_dask(context: SweepContext, tasks: list[Task], client: Any, evaluate: Evaluate,
               done: Callable[[list[Outcome]], None], *,
               metrics_ok: Callable[[Any], bool] | None = None) -> None:
     """Run tasks on a Dask distributed cluster through ``client`` (see
@@ -277,7 +277,7 @@ def _run_dask(context: SweepContext, tasks: list[_Task], client: Any, evaluate: 
                 outcomes = future.result()
             except Exception as exc:  # a worker died too often (KilledWorker), ...
                 outcomes = _failed(by_future[future].points,
-                                   f"on the cluster: {_error_text(exc)}")
+                                   f"on the cluster: {error_text(exc)}")
             done(check_outcomes(outcomes, by_future[future].points, metrics_ok))
     except BaseException:
         client.cancel(futures)

@@ -54,7 +54,7 @@ class Block:
         return math.prod(len(a.values) for a in self.axes)
 
 
-_RANGE_KEYS = ("start", "stop", "step", "num", "factor", "format")
+RANGE_KEYS = ("start", "stop", "step", "num", "factor", "format")
 
 
 def _read(source: Source, path: KeyPath, value: Any, reader: Reader) -> Any:
@@ -110,7 +110,7 @@ def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
     return True
 
 
-def _read_fixed(source: Source, data: Any, catalog: Catalog
+def read_fixed(source: Source, data: Any, catalog: Catalog
                 ) -> tuple[dict[str, Any], dict[tuple[str, str], KeyPath]]:
     """The fixed settings, and the key path of each (key, canonical value)."""
     fixed: dict[str, Any] = {}
@@ -129,7 +129,7 @@ def _read_fixed(source: Source, data: Any, catalog: Catalog
     return fixed, where
 
 
-def _read_blocks(source: Source, data: Any, fixed: Mapping[str, Any], catalog: Catalog,
+def read_blocks(source: Source, data: Any, fixed: Mapping[str, Any], catalog: Catalog,
                  *, max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> list[Block]:
     """The blocks of ``parameters``; a range longer than ``max_points`` is refused
     before its values are made."""
@@ -216,8 +216,8 @@ def _range(source: Source, path: KeyPath, spec: dict[str, Any],
     (geometric); ``format`` turns each into text (``"{}:1"``). Its length is worked out
     first and a range of more than ``max_points`` values is refused."""
     for key in spec:
-        if key not in _RANGE_KEYS:
-            source.problem((*path, key), "unknown range key" + did_you_mean(key, _RANGE_KEYS))
+        if key not in RANGE_KEYS:
+            source.problem((*path, key), "unknown range key" + did_you_mean(key, RANGE_KEYS))
     numbers = {k: spec[k] for k in ("start", "stop", "step", "num", "factor") if k in spec}
     for key, value in numbers.items():
         if _read(source, (*path, key), value, number()) is None:

@@ -37,19 +37,19 @@ from topomodel.sweep.evaluate import (
 from topomodel.sweep.file import Sweep
 from topomodel.sweep.journal import (
     OUTCOME_COLUMNS,
-    _Journal,
-    _read_results,
-    _write_results,
+    Journal,
     journal_path,
+    read_results,
     results_format_for,
+    write_results,
 )
 from topomodel.sweep.pool import (
-    _run_dask,
-    _run_pool,
     _tasks,
     check_outcomes,
     check_scheduler_address,
     connect_dask,
+    run_dask,
+    run_pool,
 )
 
 
@@ -140,7 +140,7 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
     if scheduler is not None:
         client, own_client = connect_dask(scheduler)
     try:  # connected (or local) before the journal exists: a failed start leaves none
-        log = _Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
+        log = Journal(journal, sweep, truncate=overwrite)  # locked before anything is read
     except BaseException:
         if own_client:
             client.close()
@@ -186,7 +186,7 @@ def _scheduler(sweep: Sweep, given: Any, use_file_scheduler: bool) -> Any:
     return check_scheduler_address(sweep.scheduler)
 
 
-def _run_locked(sweep: Sweep, log: _Journal, path: Path, fmt: str, client: Any, count: int,
+def _run_locked(sweep: Sweep, log: Journal, path: Path, fmt: str, client: Any, count: int,
                 evaluate: Evaluate, *, resume: bool, retry_failed: bool,
                 progress: bool | None) -> tuple[Any, int, int]:
     """Run the points still to do and write the results, all while ``log`` holds the
@@ -197,7 +197,7 @@ def _run_locked(sweep: Sweep, log: _Journal, path: Path, fmt: str, client: Any, 
     needed = (*sweep.metrics, *OUTCOME_COLUMNS)
     stored: dict[int, dict[str, Any]] = {}
     if resume:
-        for row in [*_read_results(path, fmt), *log.rows()]:
+        for row in [*read_results(path, fmt), *log.rows()]:
             index = index_of.get(str(row.get("key")))
             if index is not None and all(n in row for n in needed) and not (
                     retry_failed and row.get("error")):
@@ -225,17 +225,17 @@ def _run_locked(sweep: Sweep, log: _Journal, path: Path, fmt: str, client: Any, 
 
     try:
         if todo and client is not None:
-            _run_dask(context, _tasks(sweep, todo, count), client, evaluate, done)
+            run_dask(context, _tasks(sweep, todo, count), client, evaluate, done)
         elif todo and count == 1:
             for index in todo:
                 points = [(index, sweep.points[index])]
                 done(check_outcomes(run_points(context, points, evaluate), points))
         elif todo:
-            _run_pool(context, _tasks(sweep, todo, count), count, evaluate, done)
+            run_pool(context, _tasks(sweep, todo, count), count, evaluate, done)
     finally:
         if bar is not None:
             bar.close()
-    frame = _write_results(sweep, path, fmt, stored).to_pandas()
+    frame = write_results(sweep, path, fmt, stored).to_pandas()
     log.remove()
     return frame, len(todo), resumed
 

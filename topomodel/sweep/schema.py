@@ -3,7 +3,7 @@
 The step options (:data:`topomodel.sweep.params.OPTIONS`, their readers described by
 :func:`topomodel.schema.reader_schema` where it knows them), the metrics
 (:data:`~topomodel.sweep.params.METRICS`) and the range keys
-(:data:`~topomodel.sweep.ranges._RANGE_KEYS`) are read, not copied, so a new option or
+(:data:`~topomodel.sweep.ranges.RANGE_KEYS`) are read, not copied, so a new option or
 metric shows up here without editing this module. The loader stays the authority:
 constraints' expressions, a range's arithmetic and design overrides (checked against the
 base design) are beyond what the schema says.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from topomodel.schema import DIALECT, reader_schema
-from topomodel.sweep.file import _TOP_KEYS
+from topomodel.sweep.file import TOP_KEYS
 from topomodel.sweep.params import DESIGN_PREFIX, METRICS, OPTIONS
-from topomodel.sweep.ranges import _RANGE_KEYS
+from topomodel.sweep.ranges import RANGE_KEYS
 
 _OTHER_KEYS = r"^(design\.[A-Za-z_].*|efficiency\.[A-Za-z_][A-Za-z0-9_]*)$"
 """Parameters beyond the named options: ``design.KEY.PATH`` overrides of the base
@@ -80,7 +80,7 @@ def sweep_schema() -> dict[str, Any]:
                                  " on the grid), num (evenly spaced) or factor (geometric);"
                                  " format turns each value into text ('{}:1').",
                   "properties": {k: {"type": "string", "pattern": r"\{\}"} if k == "format"
-                                 else {"type": "number"} for k in _RANGE_KEYS},
+                                 else {"type": "number"} for k in RANGE_KEYS},
                   "oneOf": [{"required": [k]} for k in ("step", "num", "factor")],
                   "additionalProperties": False},
     }
@@ -113,7 +113,7 @@ def sweep_schema() -> dict[str, Any]:
                             "properties": {"scheduler": {"type": "string"}},
                             "additionalProperties": False}]},
     }
-    missing = set(_TOP_KEYS) - set(properties)
+    missing = set(TOP_KEYS) - set(properties)
     if missing:  # the loader reads a key this schema does not describe
         raise TypeError(f"sweep keys without a schema: {sorted(missing)}")
     return {

@@ -150,8 +150,8 @@ from topomodel.traffic.communicators import (
     GroupBlocks,
     GroupsLike,
     GroupView,
-    _check_collective,
     _group_names,
+    check_collective,
     group_blocks,
 )
 from topomodel.traffic.phases import Phase, Shape, Traffic, merge_all_pairs
@@ -180,7 +180,7 @@ def busbw_factor(collective: str, n: int) -> float:
     >>> busbw_factor("allreduce", 8), busbw_factor("allgather", 8), busbw_factor("reduce", 8)
     (1.75, 0.875, 1.0)
     """
-    _check_collective(collective)
+    check_collective(collective)
     if n < 1:
         raise CollectiveError(f"a group has at least one rank, got n={n}")
     if collective == "allreduce":
@@ -275,7 +275,7 @@ def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | Grou
 def _checked(fabric: Fabric, collective: str, algorithm: str,
              groups: GroupsLike | GroupBlocks, size_bytes: float
              ) -> tuple[GroupBlocks, float]:
-    _check_collective(collective)
+    check_collective(collective)
     supported = ALGORITHMS[collective]
     if algorithm not in supported:
         raise CollectiveError(f"{collective} has no algorithm {algorithm!r}; choose from"

@@ -140,7 +140,7 @@ def _within(counts: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _check_collective(collective: str) -> None:
+def check_collective(collective: str) -> None:
     if collective not in COLLECTIVES:
         raise CollectiveError(f"unknown collective {collective!r}; choose from"
                               f" {', '.join(COLLECTIVES)}")

@@ -65,7 +65,7 @@ def tier_loads(fabric: Fabric, timing: TrafficTime) -> list[TierLoad]:
             tier = names[codes[p.bottleneck]]
             bottleneck_time[tier] = bottleneck_time.get(tier, 0.0) + p.steps * p.bandwidth_s
     all_bw = sum(bottleneck_time.values()) or 1.0
-    by_tier = fabric.derived(_rows_by_tier)
+    by_tier = fabric.derived(rows_by_tier)
     order, starts = by_tier.order, by_tier.starts
     # each tier's rows side by side, in row order: the sums a mask per tier gives
     capacity = by_tier.capacity  # one direction: the weaker where they differ
@@ -93,7 +93,7 @@ class _RowsByTier:
 
 
 @ignores_failures
-def _rows_by_tier(fabric: Fabric) -> _RowsByTier:
+def rows_by_tier(fabric: Fabric) -> _RowsByTier:
     tier = fabric.links["tier"]
     codes = tier.cat.codes.to_numpy()
     counts = np.bincount(codes, minlength=len(tier.cat.categories))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from topomodel.analysis.reliability.goodput import GoodputAssumptions, degradation_routed
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.report.review.collect import _shared_views, _timing_views
+from topomodel.report.review.collect import shared_views, timing_views
 from topomodel.report.review.document import Review, ReviewFigure
 from topomodel.report.review.failures import SINGLE_FAILURES
 from topomodel.report.review.schedule import ReviewContext, ReviewSection, run_work
@@ -100,7 +100,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
     # the views the workers share, built before the pool forks on both cores: first in
     # a thread beside the structured router's view and the planning here, then the
     # views of a part failed (which read both) beside the timing's
-    with beside(lambda: _shared_views(fabric, failures=what_ifs or has_model)):
+    with beside(lambda: shared_views(fabric, failures=what_ifs or has_model)):
         structured_supported(fabric)
         lines = component_lines(fabric, cast("Layout", layout).world) if has_model else None
         if what_ifs and lines is None:  # the what-ifs' parts come from every accelerator
@@ -126,7 +126,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,
         works = {section.id: list(section.work(context)) for section in sections}
 
     with beside(lambda: share_failure_views(fabric, parts or shown)):
-        _timing_views(fabric, timing)
+        timing_views(fabric, timing)
     results = run_work([work for named in works.values() for work in named],
                        workers=workers)
     built = [section.build(context, {work.name: results[work.name]

@@ -167,7 +167,7 @@ class _CollectivePlan:
     scale_out: bool  # whether any group is on the scale-out network
 
 
-def _shared_views(fabric: Fabric, *, failures: bool) -> None:
+def shared_views(fabric: Fabric, *, failures: bool) -> None:
     """Build the fabric's views that both workers of the review's pool read, before it
     forks (:func:`~topomodel.parallel.beside` the structured router's view and the
     planning), so each is built once and shared instead of built in each worker: with
@@ -183,23 +183,23 @@ def _shared_views(fabric: Fabric, *, failures: bool) -> None:
         fabric.derived(make)
 
 
-def _timing_views(fabric: Fabric, timing: TimeModel) -> None:
+def timing_views(fabric: Fabric, timing: TimeModel) -> None:
     """The link rates under ``timing`` (every timing reads them) and the rows by tier
     (the build report's and the featured collective's tier tables), shared as
-    :func:`_shared_views` are (beside the views of a part failed, which read neither)."""
-    from topomodel.analysis.collectives.loads import _rows_by_tier
+    :func:`shared_views` are (beside the views of a part failed, which read neither)."""
+    from topomodel.analysis.collectives.loads import rows_by_tier
     from topomodel.analysis.collectives.timing import _rates
 
     _rates(fabric, timing)
-    fabric.derived(_rows_by_tier)
+    fabric.derived(rows_by_tier)
 
 
-def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
+def plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
                       ) -> _CollectivePlan:
     """Every review collective on every natural group at every size, with the fastest
     algorithm NCCL would run (auto); All-to-All too large for every accelerator at once
     runs on groups spread over the fabric (:func:`spread_groups`). Each run is
-    independent of the others (:func:`_measured_runs`, :func:`_collect_rows`)."""
+    independent of the others (:func:`measured_runs`, :func:`collect_rows`)."""
     from topomodel.traffic.algorithms import auto_candidates
     from topomodel.traffic.groups import parse_groups
 
@@ -251,7 +251,7 @@ def _plan_collectives(fabric: Fabric, sizes_bytes: Sequence[float] | None
     return _CollectivePlan(runs, group_info, sizes, skipped, notes, scale_out)
 
 
-def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+def featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                   item: _PlannedRun) -> CollectiveRun:
     """One planned run, routed and timed (``UsageError`` if no algorithm applies)."""
     from topomodel.analysis.collectives.collective import run_collective
@@ -261,7 +261,7 @@ def _featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                           routing=routing, seed=seed, time_model=timing)
 
 
-def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+def measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                    items: Sequence[_PlannedRun]) -> list[dict[str, Any] | None]:
     """The table rows of planned runs (None where no algorithm applies), run in turn
     and each held until the last is in: a ring all-gather and the reduce-scatter of the
@@ -271,7 +271,7 @@ def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
     rows: list[dict[str, Any] | None] = []
     for item in items:
         try:
-            best = _featured_run(fabric, timing, routing, seed, item)
+            best = featured_run(fabric, timing, routing, seed, item)
         except UsageError:
             rows.append(None)
             continue
@@ -285,8 +285,8 @@ def _measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
     return rows
 
 
-def _run_pieces(runs: Sequence[_PlannedRun]) -> list[tuple[int, ...]]:
-    """The planned runs (indices into ``runs``) in pieces of :func:`_measured_runs`:
+def run_pieces(runs: Sequence[_PlannedRun]) -> list[tuple[int, ...]]:
+    """The planned runs (indices into ``runs``) in pieces of :func:`measured_runs`:
     each all-gather with the reduce-scatter of the same groups and size, the others
     alone, in the order of each piece's first run."""
     scatter = {(r[0], r[6]): k for k, r in enumerate(runs) if r[4] == "reducescatter"}
@@ -301,9 +301,9 @@ def _run_pieces(runs: Sequence[_PlannedRun]) -> list[tuple[int, ...]]:
     return pieces
 
 
-def _collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
+def collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
                   ) -> _Collectives:
-    """The table from the rows of :func:`_measured_runs` (one per planned run, in plan
+    """The table from the rows of :func:`measured_runs` (one per planned run, in plan
     order). The featured run, the one the topology diagram shows, is the most loaded at
     the largest size (the highest link utilization; on scale-out groups where there are
     any): named here, routed again where its link loads are drawn (sending every

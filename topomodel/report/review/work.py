@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, cast
 from topomodel.fabric.tables import Fabric
 from topomodel.report.review.collect import (
     HOTSPOT_COUNT,
-    _collect_rows,
     _Collectives,
-    _featured_run,
     _figures,
-    _measured_runs,
-    _plan_collectives,
-    _run_pieces,
     _warnings,
+    collect_rows,
+    featured_run,
+    measured_runs,
+    plan_collectives,
+    run_pieces,
 )
 from topomodel.report.review.document import ReviewFigure
 from topomodel.report.review.schedule import Results, ReviewContext, Work
@@ -58,15 +58,15 @@ def step_work(context: ReviewContext) -> list[Work]:
 
 def collectives_work(context: ReviewContext) -> list[Work]:
     """``collectives``: the collective table (:class:`_Collectives`), from its runs
-    (``collectives run K``, one piece per :func:`_run_pieces` piece)."""
+    (``collectives run K``, one piece per :func:`run_pieces` piece)."""
     c = context
-    plan = _plan_collectives(c.fabric, c.sizes_bytes)
-    pieces = _run_pieces(plan.runs)
+    plan = plan_collectives(c.fabric, c.sizes_bytes)
+    pieces = run_pieces(plan.runs)
     names = tuple(f"collectives run {piece[0]}" for piece in pieces)
 
     def measured(piece: tuple[int, ...]) -> Work:
         items = [plan.runs[k] for k in piece]
-        return Work(f"collectives run {piece[0]}", lambda _: _measured_runs(
+        return Work(f"collectives run {piece[0]}", lambda _: measured_runs(
             c.fabric, c.timing, c.routing, c.seed, items))
 
     def table(ran: Results) -> _Collectives:
@@ -74,7 +74,7 @@ def collectives_work(context: ReviewContext) -> list[Work]:
         for piece, name in zip(pieces, names, strict=True):
             for k, row in zip(piece, ran[name], strict=True):
                 rows[k] = row
-        return _collect_rows(plan, rows)
+        return collect_rows(plan, rows)
 
     return [*(measured(piece) for piece in pieces),
             Work("collectives", table, names, here=True)]
@@ -103,7 +103,7 @@ def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult |
     item = collectives.featured_item
     if item is None:
         return None, _figures(fabric, collectives, None, step)
-    run = _featured_run(fabric, timing, routing, seed, item)
+    run = featured_run(fabric, timing, routing, seed, item)
     report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
     return report, _figures(fabric, dataclasses.replace(collectives, featured=run), report,
                             step)
