@@ -1062,13 +1062,13 @@ def test_the_bound_s_terms_kept_per_fabric_and_phase_are_their_formulas(hgx, sup
                               algorithm="ring")
     for fabric, traffic, switch_ends in ((hgx, sharp, True), (superpod, ring, False)):
         for model in (TimeModel(), slower, TimeModel()):
-            rates = timing._rates(fabric, model)
+            rates = timing.link_rates_of(fabric, model)
             for ph in traffic.phases:
                 got = (timing._switch_s(ph, rates), timing._ideal_s(fabric, ph,
                                                                     rates.injection))
                 assert got == direct(fabric, ph, model)
             assert ("switch_out_Bps" in vars(rates)) == switch_ends
-    assert timing._switch_s(sharp.phases[0], timing._rates(hgx, TimeModel())) > 0
+    assert timing._switch_s(sharp.phases[0], timing.link_rates_of(hgx, TimeModel())) > 0
 
 
 def _nccl_direct_batches(ranks: int, per_node: int, channels: int = 64) -> int:

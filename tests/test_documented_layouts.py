@@ -13,7 +13,7 @@ import yaml
 from topomodel.analysis.options import option
 from topomodel.analysis.training.step import layout_memory
 from topomodel.cli.parser import build_parser
-from topomodel.cli.step_commands import job_from_args
+from topomodel.cli.shared import job_from_args
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(r"topomodel (step|review|goodput|compare|scale) (examples/\S+\.yaml.*)")

@@ -190,3 +190,38 @@ def test_no_folder_holds_more_than_16_modules():
         if len(modules) > MAX_MODULES_PER_FOLDER:
             crowded[_relative(folder)] = len(modules)
     assert not crowded, f"folders over {MAX_MODULES_PER_FOLDER} modules: {crowded}"
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each package module and the package modules it imports anywhere (inside functions
+    and under ``if TYPE_CHECKING:`` too), a package's own ``__init__`` aside."""
+    graph: dict[str, set[str]] = {}
+    for path in _sources():
+        if _relative(path) in EXEMPT:
+            continue
+        me = _module_name(path)
+        graph[me] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                graph[me] |= {m for m in _imported(path, node)
+                              if _is_submodule(m) and m != me and not me.startswith(m + ".")}
+    return graph
+
+
+def test_no_import_cycles():
+    import networkx as nx
+
+    cycles = [sorted(c) for c in nx.strongly_connected_components(nx.DiGraph(
+        [(a, b) for a, targets in _module_imports().items() for b in targets])) if len(c) > 1]
+    assert not cycles, f"modules that import each other (a function-level import too): {cycles}"
+
+
+def test_no_module_imports_another_modules_underscored_name():
+    found = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("topomodel"):
+                found += [f"{_relative(path)}:{node.lineno}: {node.module}.{a.name}"
+                          for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, "a name other modules import is public: " + "; ".join(found)

@@ -46,7 +46,7 @@ SCALEUP_KINDS = ("switched", "full_mesh", "torus", "supernode", "none")
 SCALEOUT_KINDS = ("fat_tree", "rail_only", "none")
 
 
-def _ratio(_: Reading, __: Any, value: Any) -> float:
+def ratio_reader(_: Reading, __: Any, value: Any) -> float:
     """An oversubscription ``"down:up"`` (``"7:1"``, ``"1:1"``) as down/up > 0."""
     if not isinstance(value, str) or value.count(":") != 1:
         raise Invalid(f"expected an oversubscription 'down:up' such as '3:1', got {value!r}")
@@ -80,7 +80,7 @@ class ScaleupDesign:
                               doc="supernode: the upper-level switch chip")
     uplinks: int | None = spec(integer(1), default=None,
                                doc="supernode: uplinks from each in-system switch chip")
-    oversubscription: float = spec(_ratio, default=1.0,
+    oversubscription: float = spec(ratio_reader, default=1.0,
                                    doc="supernode: down:up of the middle level (3 levels)")
 
 
@@ -103,7 +103,7 @@ class ScaleoutDesign:
                                             doc="leaf to NIC port (what a system"
                                             " receives); default the port's rate")
     tiers: int | None = spec(integer(1), default=None, doc="1 to 3; default the fewest")
-    oversubscription: tuple[float, ...] = spec(list_of(_ratio), default=(),
+    oversubscription: tuple[float, ...] = spec(list_of(ratio_reader), default=(),
                                                doc="down:up per tier, from the leaf up")
     rail_optimized: bool = spec(boolean, default=True)
     planes: int = spec(integer(1), default=1)

@@ -155,7 +155,7 @@ def read_record(reading: Reading, path: KeyPath, data: Any, cls: type[T],
     """Read mapping ``data`` at ``path`` into ``cls``; ``None`` if a problem was recorded."""
     source = reading.source
     if not isinstance(data, dict):
-        source.problem(path, f"expected a mapping of keys, got {_what(data)}")
+        source.problem(path, f"expected a mapping of keys, got {describe_value(data)}")
         return None
     keys = yaml_keys(cls)
     before = len(source.problems)
@@ -188,7 +188,7 @@ def read_record(reading: Reading, path: KeyPath, data: Any, cls: type[T],
         return None
 
 
-def _what(value: Any) -> str:
+def describe_value(value: Any) -> str:
     if isinstance(value, bool):
         return f"a boolean ({value})"
     if isinstance(value, int | float):
@@ -208,7 +208,7 @@ def _what(value: Any) -> str:
 def text(_: Reading, __: KeyPath, value: Any) -> str:
     """A non-empty string."""
     if not isinstance(value, str) or not value.strip():
-        raise Invalid(f"expected text, got {_what(value)}")
+        raise Invalid(f"expected text, got {describe_value(value)}")
     return value.strip()
 
 
@@ -217,7 +217,7 @@ def integer(minimum: int = 1) -> Reader:
 
     def read(_: Reading, __: KeyPath, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise Invalid(f"expected a whole number, got {_what(value)}")
+            raise Invalid(f"expected a whole number, got {describe_value(value)}")
         if value < minimum:
             raise Invalid(f"must be at least {minimum}, got {value}")
         return int(value)
@@ -228,7 +228,7 @@ def integer(minimum: int = 1) -> Reader:
 def fraction(_: Reading, __: KeyPath, value: Any) -> float:
     """A number in (0, 1]: an efficiency or a share."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Invalid(f"expected a fraction between 0 and 1, got {_what(value)}")
+        raise Invalid(f"expected a fraction between 0 and 1, got {describe_value(value)}")
     if not 0 < value <= 1:
         raise Invalid(f"a fraction must be in (0, 1], got {value}")
     return float(value)
@@ -241,7 +241,7 @@ def number(low: float = -math.inf, high: float = math.inf, *, low_open: bool = F
 
     def read(_: Reading, __: KeyPath, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise Invalid(f"expected a number, got {_what(value)}")
+            raise Invalid(f"expected a number, got {describe_value(value)}")
         try:
             x = float(value)
         except OverflowError:  # a whole number of 309 digits or more
@@ -282,7 +282,7 @@ def check_share(value: float, name: str, *, low_open: bool = False,
 def boolean(_: Reading, __: KeyPath, value: Any) -> bool:
     """``true`` or ``false``."""
     if not isinstance(value, bool):
-        raise Invalid(f"expected true or false, got {_what(value)}")
+        raise Invalid(f"expected true or false, got {describe_value(value)}")
     return value
 
 
@@ -292,7 +292,8 @@ def choice(*options: str) -> Reader:
     def read(_: Reading, __: KeyPath, value: Any) -> str:
         if value not in options:
             hint = did_you_mean(value, options) if isinstance(value, str) else ""
-            raise Invalid(f"expected one of {', '.join(options)}, got {_what(value)}{hint}")
+            raise Invalid(f"expected one of {', '.join(options)},"
+                          f" got {describe_value(value)}{hint}")
         return str(value)
 
     return read
@@ -338,7 +339,7 @@ def list_of(item: Reader, *, min_len: int = 1, what: str = "a list") -> Reader:
 
     def read(reading: Reading, path: KeyPath, value: Any) -> tuple[Any, ...]:
         if not isinstance(value, list):
-            raise Invalid(f"expected {what}, got {_what(value)}")
+            raise Invalid(f"expected {what}, got {describe_value(value)}")
         if len(value) < min_len:
             raise Invalid(f"expected at least {min_len} item(s)")
         out = []

@@ -30,7 +30,7 @@ from topomodel.design import (
     LayoutDesign,
     ScaleoutDesign,
     ScaleupDesign,
-    _ratio,
+    ratio_reader,
 )
 from topomodel.parts import ENTRY_ID_RE, PROVENANCES, curve_points, provenance_map
 from topomodel.records import Invalid, Reading
@@ -385,7 +385,7 @@ _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.boolean: lambda: {"type": "boolean"},
     records.fraction: lambda: {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     records.bandwidth: _bandwidth,
-    _ratio: _oversubscription,
+    ratio_reader: _oversubscription,
     curve_points: _curve,
 }
 

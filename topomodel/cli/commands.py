@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 from typing import Any
 
-from topomodel.errors import TopomodelError
+from topomodel.cli.shared import collective_name, size_option, usage
 from topomodel.records import check_share
 from topomodel.report.output import Report, Table
 
@@ -111,7 +110,7 @@ def cmd_build(args: argparse.Namespace) -> Report:
 def cmd_route(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.collective import run_collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
-    from topomodel.cli.step_commands import fabric_with_whatifs
+    from topomodel.cli.shared import fabric_with_whatifs
     from topomodel.report.route import route_report
 
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
@@ -119,7 +118,7 @@ def cmd_route(args: argparse.Namespace) -> Report:
                                  catalog_dirs=args.catalog_dir)
     model = inputs.assumptions.time
     size, warning = size_option(args.size)
-    run = run_collective(fabric, _collective(args.collective), size,
+    run = run_collective(fabric, collective_name(args.collective), size,
                          args.group or ["all"], algorithm=args.algorithm,
                          routing=inputs.routing, seed=inputs.seed, router=args.router,
                          time_model=model)
@@ -129,42 +128,9 @@ def cmd_route(args: argparse.Namespace) -> Report:
     return report
 
 
-def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
-    """A message size from the command line, bytes, and a warning when it was given in
-    bits (``'1 Gib'`` is a gibibit, 134 MB, not a GiB); a collective's size is bytes.
-
-    Examples
-    --------
-    >>> size_option("1 GiB")
-    (1073741824.0, None)
-    >>> size_option("8 Gb")[1]
-    "--size '8 Gb' is in bits (1 GB); sizes are usually bytes: did you mean '8 GB'?"
-    """
-    from topomodel.errors import UnitError
-    from topomodel.units import format_size, parse, quantity
-
-    try:
-        size = parse(text, "size")
-    except UnitError as exc:
-        raise usage(f"{flag}: {exc}") from None
-    unit = str(quantity(text).units)
-    if "bit" not in unit:
-        return size, None
-    number, _, written = text.strip().partition(" ")
-    meant = f"{number} {written.strip()[:-1]}B" if written.strip().endswith("b") else (
-        "a size in bytes")
-    return size, (f"{flag} {text!r} is in bits ({format_size(size)}); sizes are usually"
-                  f" bytes: did you mean {meant!r}?")
-
-
-def _collective(name: str) -> str:
-    """A collective's name as the library spells it (``all-reduce`` -> ``allreduce``)."""
-    return name.lower().replace("_", "").replace("-", "")
-
-
 def cmd_draw(args: argparse.Namespace) -> Report:
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
-    from topomodel.cli.step_commands import fabric_with_whatifs
+    from topomodel.cli.shared import fabric_with_whatifs
     from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_format, save_figure
     from topomodel.draw.layout import resolve_detail
@@ -188,7 +154,7 @@ def cmd_draw(args: argparse.Namespace) -> Report:
         from topomodel.analysis.collectives.loads import link_utilization, tier_loads
 
         size, size_warning = size_option(args.size)
-        run = run_collective(fabric, _collective(args.route), size, args.group or ["all"],
+        run = run_collective(fabric, collective_name(args.route), size, args.group or ["all"],
                              algorithm=args.algorithm, routing=inputs.routing,
                              seed=inputs.seed, time_model=model)
         utilization = link_utilization(run.timing)
@@ -237,24 +203,6 @@ def cmd_export(args: argparse.Namespace) -> Report:
                   text="\n".join(f"wrote {n}" for n in names))
 
 
-def writable(path: str) -> None:
-    """Refuse, before any work, an output file path that is a folder or whose folder
-    cannot be made or written (nothing is made here: the write makes the folders, and
-    removes them again if it fails)."""
-    from pathlib import Path
-
-    from topomodel.files import nearest_existing
-
-    target = Path(path)
-    if target.is_dir():
-        raise usage(f"{path}: is a folder; give a file name")
-    folder = nearest_existing(target.parent)
-    if not folder.is_dir():
-        raise usage(f"{path}: cannot write there: {folder} is not a folder")
-    if not os.access(folder, os.W_OK):
-        raise usage(f"{path}: cannot write there")
-
-
 def cmd_options(args: argparse.Namespace) -> Report:
     from topomodel.report.options import options_report
 
@@ -266,9 +214,4 @@ def cmd_schema(args: argparse.Namespace) -> Report:
 
     return schema_report(args.what)
 
-
-def usage(message: str) -> TopomodelError:
-    from topomodel.errors import UsageError
-
-    return UsageError(message)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from topomodel.cli.commands import usage
-from topomodel.cli.step_commands import _goodput, job_from_args
+from topomodel.cli.shared import goodput_part, job_from_args, usage
 from topomodel.report.output import Report
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     job = job_from_args(args, path)
     # the step first, here: the designs already fill the cores, and a degraded step
     # starts from what the step built
-    result, _, goodput = _goodput(args, job, job.step())
+    result, _, goodput = goodput_part(args, job, job.step())
     bom = bill_of_materials(job.fabric)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
                           goodput, bom, power_summary(bom, job.fabric.accelerator_count),

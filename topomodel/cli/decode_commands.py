@@ -56,7 +56,7 @@ def add_decode_verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], 
 def _cmd_decode(args: argparse.Namespace) -> Report:
     from topomodel.analysis.serving.decode import decode_step
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
-    from topomodel.cli.step_commands import fabric_with_whatifs
+    from topomodel.cli.shared import fabric_with_whatifs
     from topomodel.parts import Model
     from topomodel.report.decode import decode_report
 

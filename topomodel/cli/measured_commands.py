@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from topomodel.cli.commands import writable
+from topomodel.cli.shared import writable
 from topomodel.records import check_share
 from topomodel.report.output import Report
 
@@ -72,9 +72,8 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
 def _cmd_check_nccl(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.measured import check_nccl
     from topomodel.analysis.nccltests import read_nccl_tests
-    from topomodel.cli.commands import _collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
-    from topomodel.cli.step_commands import fabric_with_whatifs
+    from topomodel.cli.shared import collective_name, fabric_with_whatifs
     from topomodel.report.measured import nccl_check_report
 
     if args.plot:  # refused now, not after the model has run
@@ -87,7 +86,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
     check = check_nccl(fabric, log,
-                       collective=_collective(args.collective) if args.collective else None,
+                       collective=collective_name(args.collective) if args.collective else None,
                        ranks=args.ranks, threshold=args.threshold, column=args.column,
                        routing=inputs.routing, seed=inputs.seed,
                        time_model=inputs.assumptions.time)
@@ -106,7 +105,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
 
 def _cmd_advise(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.advice import advise
-    from topomodel.cli.step_commands import job_from_args
+    from topomodel.cli.shared import job_from_args
     from topomodel.report.advice import advice_report
 
     check_share(args.threshold, "--threshold", low_open=True, high_open=True)

@@ -25,13 +25,8 @@ from topomodel.cli.options import (
     add_step_options,
 )
 from topomodel.cli.plan_command import add_plan_parser
-from topomodel.cli.step_commands import (
-    cmd_goodput,
-    cmd_review,
-    cmd_scale,
-    cmd_step,
-    cmd_sweep,
-)
+from topomodel.cli.shared import add_catalog_args
+from topomodel.cli.step_commands import cmd_goodput, cmd_review, cmd_scale, cmd_step, cmd_sweep
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
 
@@ -58,16 +53,6 @@ def _count(text: str) -> int:
     return value
 
 
-def _folder(text: str) -> str:
-    """An existing folder (``--catalog-dir``)."""
-    import os
-
-    if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a folder" if os.path.exists(text)
-                                         else f"no folder {text!r}")
-    return text
-
-
 def _positive(text: str) -> int:
     """A count of at least 1 (``--max-points``, ``--workers``)."""
     try:
@@ -83,17 +68,6 @@ def _workers_arg(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, metavar="N",
                         help=f"worker processes for {what} (default: every core; 1 runs"
                         " everything in this process; the results are the same)")
-
-
-def _catalog_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
-                        help="add a catalog file (repeatable; its entries may override"
-                        " built-in ones)")
-    parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
-                        type=_folder,
-                        help="a folder the catalogs named in a design or sweep file (and"
-                        " a sweep file's design) may be in, besides that file's own folder"
-                        " tree (repeatable)")
 
 
 def _format_arg(parser: argparse.ArgumentParser, *, tables_dir: bool = True) -> None:
@@ -113,7 +87,7 @@ def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True,
                tables_dir: bool = True) -> None:
     """The step options (model, layout, assumptions, what-ifs), from the one table."""
     add_step_options(step, model_required=model_required)
-    _catalog_args(step)
+    add_catalog_args(step)
     _format_arg(step, tables_dir=tables_dir)
 
 
@@ -167,13 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing = catalog_verbs.add_parser("list", help="list catalog entries",
                                        description="List catalog entries.")
     listing.add_argument("--kind", help="only entries of this kind (e.g. switch, nic)")
-    _catalog_args(listing)
+    add_catalog_args(listing)
     _format_arg(listing)
     listing.set_defaults(run=cmd_catalog_list)
     show = catalog_verbs.add_parser("show", help="show one entry with every figure",
                                     description="Show one catalog entry with every figure.")
     show.add_argument("id", help="entry id, e.g. qm9700")
-    _catalog_args(show)
+    add_catalog_args(show)
     _format_arg(show)
     show.set_defaults(run=cmd_catalog_show)
 
@@ -185,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--max-flow-nodes", type=_count, default=20_000, metavar="N",
                        help="run the exact max-flow bisection check on fabrics of at most"
                        " N nodes (default 20000)")
-    _catalog_args(build)
+    add_catalog_args(build)
     _format_arg(build)
     build.set_defaults(run=cmd_build)
 
@@ -211,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_step_options(route, FABRIC_OPTIONS)
     route.add_argument("--top", type=_count, default=10, metavar="N",
                        help="hotspots to list (default 10)")
-    _catalog_args(route)
+    add_catalog_args(route)
     _format_arg(route)
     route.set_defaults(run=cmd_route)
 
@@ -313,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     draw.add_argument("--algorithm", default="auto", help="algorithm of --route (default auto)")
     add_step_options(draw, FABRIC_OPTIONS)
     draw.add_argument("--title", help="figure title (default: design name and load)")
-    _catalog_args(draw)
+    add_catalog_args(draw)
     _format_arg(draw, tables_dir=False)
     draw.set_defaults(run=cmd_draw)
 
@@ -335,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="calculon: one flat GEMM efficiency (0-1) instead of the"
                         " accelerator's measured GEMM curve (needed where the catalog has"
                         " none)")
-    _catalog_args(export)
+    add_catalog_args(export)
     _format_arg(export, tables_dir=False)
     export.set_defaults(run=cmd_export)
 
@@ -375,13 +349,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--max-points", type=_positive, default=DEFAULT_MAX_SWEEP_POINTS,
                        metavar="N", help="refuse a sweep of more than N points, counted"
                        f" before any runs (default {DEFAULT_MAX_SWEEP_POINTS:,})")
-    _catalog_args(sweep)
+    add_catalog_args(sweep)
     _format_arg(sweep, tables_dir=False)
     sweep.set_defaults(run=cmd_sweep)
 
-    add_measured_verbs(verbs, catalog_args=_catalog_args, format_arg=_format_arg,
+    add_measured_verbs(verbs, catalog_args=add_catalog_args, format_arg=_format_arg,
                        step_args=_step_args)
-    add_decode_verb(verbs, catalog_args=_catalog_args, format_arg=_format_arg)
+    add_decode_verb(verbs, catalog_args=add_catalog_args, format_arg=_format_arg)
 
     options = verbs.add_parser(
         "options", help="list the step options: sweep key, flag, default and meaning",

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from topomodel.analysis.options import OPTIONS
-from topomodel.cli.commands import usage, writable
 from topomodel.cli.options import add_step_options, inputs_from_args
+from topomodel.cli.shared import add_catalog_args, usage, writable
 from topomodel.report.output import FORMATS, Report
 
 PLAN_FORMATS = (*FORMATS, "parquet")
@@ -91,9 +91,7 @@ def add_plan_parser(verbs: Any) -> None:
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
     add_step_options(plan, [k for k in OPTIONS if k not in SEARCHED])
-    from topomodel.cli.parser import _catalog_args  # (loaded: it builds this parser)
-
-    _catalog_args(plan)
+    add_catalog_args(plan)
     plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
     plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet

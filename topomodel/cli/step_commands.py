@@ -6,106 +6,25 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from topomodel.analysis.options import StepInputs
-from topomodel.cli.commands import usage, writable
 from topomodel.cli.options import goodput_from_args, inputs_from_args
+from topomodel.cli.shared import (
+    fabric_with_whatifs,
+    goodput_part,
+    job_from_args,
+    usage,
+    writable,
+)
 from topomodel.records import check_share
 from topomodel.report.output import FILE_FORMATS, Report, Table
-from topomodel.traffic.layout import Layout
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
-    from topomodel.analysis.assumptions import StepAssumptions
-    from topomodel.analysis.training.step import StepResult
-    from topomodel.fabric.tables import Fabric
-    from topomodel.parts import Model
-
-
-@dataclass(frozen=True)
-class Job:
-    """A model with its layout and assumptions on a design's fabric (what-ifs applied)."""
-
-    fabric: Fabric
-    model: Model
-    layout: Layout
-    assumptions: StepAssumptions
-    inputs: StepInputs
-
-    def step(self) -> StepResult:
-        """The training step of this job."""
-        from topomodel.analysis.training.step import step_time
-
-        return step_time(self.fabric, self.model, self.layout, self.assumptions,
-                         routing=self.inputs.routing, seed=self.inputs.seed)
-
-
-def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepInputs,
-                        fail_links: Sequence[str] = (), *,
-                        catalog_dirs: Sequence[str] = ()) -> Fabric:
-    """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
-    faster scale-out)."""
-    from topomodel.analysis.training.studies import scale_scaleout
-    from topomodel.design import load_design
-    from topomodel.fabric.build import build_fabric
-    from topomodel.fabric.failures import with_failures
-
-    design, catalog = load_design(design_file, extra_catalogs=catalogs,
-                                  catalog_dirs=catalog_dirs)
-    fabric = build_fabric(design, catalog)
-    if inputs.fail or fail_links:
-        fabric = with_failures(fabric, inputs.fail, fail_links,
-                               labels=("--fail", "--fail-link"))
-    if inputs.scaleout_factor != 1.0:
-        fabric = scale_scaleout(fabric, inputs.scaleout_factor)
-    return fabric
-
-
-def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
-    """The job the step options describe, on ``design_file``."""
-    from topomodel.analysis.training.studies import fill_dp
-    from topomodel.parts import Model
-
-    inputs = inputs_from_args(args)
-    fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
-                                 catalog_dirs=args.catalog_dir)
-    model = fabric.catalog.get(str(inputs.model), Model)
-    layout = fill_dp(fabric.accelerator_count, inputs.layout) if inputs.fill_dp else (
-        inputs.layout)
-    check_global_batch(layout)
-    return Job(fabric, model, layout, inputs.assumptions, inputs)
-
-
-def check_global_batch(layout: Layout) -> None:
-    """Refuse a ``--global-batch`` that is not whole microbatches on every DP rank (the
-    step would run fewer sequences than the flag says).
-
-    Examples
-    --------
-    >>> check_global_batch(Layout(dp=64, global_batch=128))
-    >>> check_global_batch(Layout(dp=64, global_batch=100))
-    Traceback (most recent call last):
-    ...
-    topomodel.errors.UsageError: --global-batch 100 is not a multiple of DP x micro-batch \
-= 64 x 1 = 64: the step would run 64 sequences; give a multiple of 64 (e.g. 64 or 128)
-    """
-    from topomodel.errors import UsageError
-
-    per_step = layout.dp * layout.micro_batch
-    if not layout.global_batch or layout.global_batch % per_step == 0:
-        return
-    runs = layout.global_batch // per_step * per_step
-    near = " or ".join(str(n) for n in (runs, runs + per_step) if n)
-    raise UsageError(f"--global-batch {layout.global_batch} is not a multiple of DP x"
-                     f" micro-batch = {layout.dp} x {layout.micro_batch} = {per_step}: the"
-                     f" step would run {runs} sequences; give a multiple of {per_step}"
-                     f" (e.g. {near})")
+    pass
 
 
 def cmd_review(args: argparse.Namespace) -> Report:
-    from topomodel.cli.commands import size_option
+    from topomodel.cli.shared import size_option
     from topomodel.files import refuse_output_folder
     from topomodel.report.review import collect_review
     from topomodel.report.review.render import write_review
@@ -166,7 +85,7 @@ def cmd_step(args: argparse.Namespace) -> Report:
     result = job.step() if alone else None
     goodput_tables: list[Any] = []
     if not args.no_goodput:
-        result, goodput_tables, goodput_data = _goodput(args, job, result)
+        result, goodput_tables, goodput_data = goodput_part(args, job, result)
     assert result is not None
     report = step_report(result, job.assumptions,
                          design_name=fabric.design.name or fabric.design.file)
@@ -210,25 +129,12 @@ def cmd_step(args: argparse.Namespace) -> Report:
     return Report(report.kind, data, tables, report.warnings)
 
 
-def _goodput(args: argparse.Namespace, job: Job, result: StepResult | None
-             ) -> tuple[StepResult, list[Any], dict[str, Any]]:
-    """The step (``result``, or run beside the degraded steps where None) and its
-    goodput tables and JSON, from the goodput options: the one path of step, goodput,
-    compare and review (:func:`~topomodel.report.goodput.goodput_section`), so the four
-    print the same numbers for one job."""
-    from topomodel.report.goodput import goodput_section
-
-    return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
-                           goodput_from_args(args), routing=job.inputs.routing,
-                           seed=job.inputs.seed, workers=getattr(args, "workers", None))
-
-
 def cmd_goodput(args: argparse.Namespace) -> Report:
     from topomodel.report.step import step_record
     from topomodel.units import format_si
 
     job = job_from_args(args, args.design)
-    result, tables, data = _goodput(args, job, None)
+    result, tables, data = goodput_part(args, job, None)
     lay, name = result.layout, job.fabric.design.name or job.fabric.design.file
     summary = Table("Job", [
         {"item": "design / model", "value": f"{name} / {result.model}"},

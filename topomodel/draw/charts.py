@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 
 from topomodel.draw.io import DPI, save_figure
-from topomodel.draw.text import _fit, text_in
+from topomodel.draw.text import fit_text, text_in
 from topomodel.units import format_si
 from topomodel.vocabulary import LINK_TIER_LABELS
 
@@ -60,7 +60,7 @@ def tier_utilization_figure(tiers: Sequence[Mapping[str, Any]], *,
                   " the bandwidth time whose slowest link it holds", fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
-    heading, size = _fit(title or "Link utilization per tier", fig.get_figwidth() - 1.2, 11.0)
+    heading, size = fit_text(title or "Link utilization per tier", fig.get_figwidth() - 1.2, 11.0)
     ax.set_title(heading, fontsize=size, loc="left")
     return fig
 
@@ -115,7 +115,7 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
     lay = result.layout
     shape = f"TP {lay.tp} × PP {lay.pp} × DP {lay.dp} × CP {lay.cp}" + (
         f", EP {lay.ep}" if lay.ep > 1 else "")
-    heading, size = _fit(title or f"{result.model}: step {format_si(total, 's')}, MFU"
+    heading, size = fit_text(title or f"{result.model}: step {format_si(total, 's')}, MFU"
                          f" {result.mfu:.1%}", fig.get_figwidth() - 0.4, 11.0)
     fig.suptitle(heading, fontsize=size, x=0.01, ha="left")
     ax.set_title(f"{shape} on {lay.world:,} accelerators; exposed communication + wait ="
@@ -147,7 +147,7 @@ def scaling_figure(points: Sequence[Any], *, title: str) -> Figure:
     handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8,
                frameon=False)
-    heading, size = _fit(title, fig.get_figwidth() - 1.6, 11.0)
+    heading, size = fit_text(title, fig.get_figwidth() - 1.6, 11.0)
     left.set_title(heading, fontsize=size, loc="left")
     return fig
 

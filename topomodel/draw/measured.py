@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from topomodel.draw.io import DPI
-from topomodel.draw.text import _fit
+from topomodel.draw.text import fit_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,6 +55,6 @@ def nccl_check_figure(check: NcclCheck, *, title: str) -> Figure:
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="upper left", fontsize=8, frameon=False)
-    heading, size = _fit(title, fig.get_figwidth() - 1.2, 11.0)
+    heading, size = fit_text(title, fig.get_figwidth() - 1.2, 11.0)
     ax.set_title(heading, fontsize=size, loc="left")
     return fig

@@ -24,7 +24,7 @@ def text_in(text: str, size: float, bold: bool = False) -> tuple[float, float]:
     return width / 72, len(lines) * size * 1.25 / 72
 
 
-def _fit(text: str, width_in: float, size: float, *, bold: bool = False,
+def fit_text(text: str, width_in: float, size: float, *, bold: bool = False,
          smallest: float = 9.0) -> tuple[str, float]:
     """``text`` and a font size (down to ``smallest``) that fit ``width_in`` inches on
     one line; shortened with an ellipsis when even the smallest size is too wide."""
@@ -35,7 +35,7 @@ def _fit(text: str, width_in: float, size: float, *, bold: bool = False,
     return text, size
 
 
-def _wrap(text: str, width: int, lines: int = 2) -> list[str]:
+def wrap_text(text: str, width: int, lines: int = 2) -> list[str]:
     """``text`` in at most ``lines`` lines of ``width`` characters (the last shortened)."""
     out = textwrap.wrap(text, max(width, 30))
     if len(out) > lines:

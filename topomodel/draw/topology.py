@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 from topomodel.draw.io import DPI
 from topomodel.draw.layout import BOX_WIDTH, Box, Bundle, TopologyLayout, topology_layout
-from topomodel.draw.text import _fit, _wrap, text_in
+from topomodel.draw.text import fit_text, text_in, wrap_text
 from topomodel.vocabulary import LINK_TIER_LABELS, NODE_TIERS, TIER_KIND
 
 ROW_LABELS = {"accelerator": "accelerators", "scaleup": "scale-up switches",
@@ -368,13 +368,13 @@ class _Drawing:
             self.geometry, self.narrow = self._geometry()
         self._draw_bundles(fig, ax, width_in, height_in)
         self._draw_boxes(ax)
-        title, size = _fit(self.title, width_in - 0.8, TITLE_SIZE, bold=True)
+        title, size = fit_text(self.title, width_in - 0.8, TITLE_SIZE, bold=True)
         fig.text(0.5 / width_in, 1 - 0.3 / height_in, title, fontsize=size,
                  fontweight="bold", va="top")
-        fig.text(0.5 / width_in, 1 - 0.6 / height_in, "\n".join(_wrap(
+        fig.text(0.5 / width_in, 1 - 0.6 / height_in, "\n".join(wrap_text(
                      self._subtitle(), int((width_in - 0.8) * 72 / (0.55 * 8.5)))),
                  fontsize=8.5, va="top", color="#333333", linespacing=1.3)
-        fig.text(0.5 / width_in, 0.12 / height_in, "\n".join(_wrap(
+        fig.text(0.5 / width_in, 0.12 / height_in, "\n".join(wrap_text(
                      self._footnote(), int((width_in - 0.8) * 72 / (0.55 * SMALL_FONT_SIZE)))),
                  fontsize=SMALL_FONT_SIZE, va="bottom", color="#444444", linespacing=1.3)
         return fig

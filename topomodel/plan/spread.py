@@ -28,7 +28,7 @@ from topomodel.plan.search import (
     search_cells,
     total_layouts,
 )
-from topomodel.sweep.evaluate import Outcome, SweepContext, _fabric
+from topomodel.sweep.evaluate import Outcome, SweepContext, sweep_fabric
 from topomodel.sweep.pool import Task, connect_dask, run_dask, run_pool
 
 TASKS_PER_WORKER = 4
@@ -50,13 +50,13 @@ def plan_context(design_file: str, extra_catalogs: Sequence[str] = (),
     """What a worker needs to build the design, as a sweep's workers get it
     (``catalog_dirs``: folders the design's catalogs may be in besides its own tree)."""
     from topomodel.design import load_design
-    from topomodel.sweep.file import _digest
+    from topomodel.sweep.file import file_digest
     from topomodel.yamlsource import load_yaml
 
     design, catalog = load_design(design_file, extra_catalogs=extra_catalogs,
                                   catalog_dirs=catalog_dirs)
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
-    digest = _digest([design_file, *extra_catalogs, *own])
+    digest = file_digest([design_file, *extra_catalogs, *own])
     return SweepContext(digest, design_file, load_yaml(design_file).data, catalog, ())
 
 
@@ -64,7 +64,7 @@ def evaluate_cells(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     """A worker's share: the cells ``params["cells"]`` of ``params["job"]`` searched on
     the design (built once per worker), as ``{"part": PlanPart, "power_W": W}``."""
     whatifs: Whatifs = params["whatifs"]
-    fabric, metrics = _fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
     power = float(metrics["power_W"])
     part = search_cells(fabric, params["job"], params["cells"], power_W=power)
     return {"part": part, "power_W": power}
@@ -105,7 +105,7 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
         When a worker fails (its error), or the scheduler cannot be reached.
     """
     start = time.perf_counter()
-    fabric, metrics = _fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
     counts = total_layouts(fabric, job)
     if total is not None:
         total(sum(counts))

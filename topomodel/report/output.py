@@ -221,7 +221,7 @@ def frame(table: Table) -> Any:
     import pandas as pd
 
     rows = table.machine_rows
-    columns = _columns(rows)
+    columns = table_columns(rows)
     return pd.DataFrame([[machine_value(r.get(c)) for c in columns] for r in rows],
                         columns=columns)
 
@@ -242,7 +242,7 @@ def _text_table(table: Table, fmt: str) -> str:
 
     if not table.rows:
         return f"{table.title}: (none)"
-    columns = _columns(table.rows)
+    columns = table_columns(table.rows)
     body = tabulate([[row.get(c, "") for c in columns] for row in table.rows],
                     headers=columns, tablefmt="pipe" if fmt == "md" else "simple",
                     disable_numparse=False, floatfmt=".4g")
@@ -254,7 +254,7 @@ def _csv(tables: Sequence[Table], *, long_form: bool = True) -> str:
     """Tables as one CSV: with ``long_form`` a first column ``table`` and the union of
     the columns."""
     buffer = io.StringIO()
-    columns = _columns([r for t in tables for r in t.machine_rows])
+    columns = table_columns([r for t in tables for r in t.machine_rows])
     if long_form:
         columns = ["table", *[c for c in columns if c != "table"]]
     writer = csv.writer(buffer, lineterminator="\n")
@@ -271,7 +271,7 @@ def _flat(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not isinstance(v, dict | list | tuple)}
 
 
-def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+def table_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))

@@ -86,7 +86,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         inputs = step_inputs(step_values(params))
     except Invalid as exc:  # the sweep file was checked; values a point combines badly
         raise UsageError(f"{exc.key}: {exc.message}" if exc.key else exc.message) from None
-    fabric, design_metrics = _fabric(context, design_overrides(params), inputs.fail,
+    fabric, design_metrics = sweep_fabric(context, design_overrides(params), inputs.fail,
                                      inputs.scaleout_factor)
     model = context.catalog.get(str(inputs.model), Model)
     layout = inputs.layout
@@ -118,7 +118,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     }
 
 
-def _fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[str, ...],
+def sweep_fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[str, ...],
             factor: float) -> tuple[Any, dict[str, Any]]:
     """The built fabric of a point and its design-level metrics, from the worker's cache
     when a recent point used the same design."""
@@ -134,7 +134,7 @@ def _fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[st
     if hit is None:
         try:
             if fails or factor != 1.0:
-                base, _ = _fabric(context, overrides, (), 1.0)
+                base, _ = sweep_fabric(context, overrides, (), 1.0)
                 fabric = with_failures(base, fails) if fails else base
                 fabric = scale_scaleout(fabric, factor) if factor != 1.0 else fabric
             else:
@@ -218,6 +218,6 @@ def _run_one(context: SweepContext, index: int, params: Mapping[str, Any],
                    time.perf_counter() - start)
 
 
-def _failed(points: Sequence[tuple[int, Any]], error: str) -> list[Outcome]:
+def failed_point(points: Sequence[tuple[int, Any]], error: str) -> list[Outcome]:
     """Outcomes recording ``error`` for points that returned nothing."""
     return [Outcome(i, {}, False, None, error, 0.0) for i, _ in points]

@@ -25,7 +25,7 @@ from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, to
 from topomodel.records import (
     Invalid,
     Reading,
-    _what,
+    describe_value,
     did_you_mean,
     list_of,
     read_record,
@@ -41,7 +41,7 @@ from topomodel.sweep.params import (
     design_overrides,
     design_path,
 )
-from topomodel.sweep.ranges import Block, _expand, _read, read_blocks, read_fixed
+from topomodel.sweep.ranges import Block, expand_ranges, read_blocks, read_fixed, read_range
 from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 
@@ -132,7 +132,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,
         source.problem(("design",) if "design" in data else (),
                        "missing the base design: design: PATH (relative to this file)")
         source.raise_if_problems(SweepError)
-    catalogs = _read(source, ("catalogs",), data.get("catalogs", []),
+    catalogs = read_range(source, ("catalogs",), data.get("catalogs", []),
                      list_of(nonempty_text, min_len=0, what="a list of file names")) or ()
     source.raise_if_problems(SweepError)
     design_file = str(here / str(design_rel).strip())
@@ -153,7 +153,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,
                                   catalog_dirs=catalog_dirs)
     design_source = load_yaml(design_file)
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
-    digest = _digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
+    digest = file_digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
 
     fixed, where = read_fixed(source, data.get("fixed", {}), catalog)
     blocks = read_blocks(source, data.get("parameters"), fixed, catalog,
@@ -176,7 +176,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,
             expanded, max_points, "points", BYTES_PER_SWEEP_POINT, doing="to hold")
             + "; split the sweep, or raise the limit with --max-points")
         source.raise_if_problems(SweepError)
-    points = [{**fixed, **p} for p in _expand(blocks)]
+    points = [{**fixed, **p} for p in expand_ranges(blocks)]
     for axis in (a for b in blocks for a in b.axes):
         for values, paths in zip(axis.values, axis.where, strict=True):
             for key, value, at in zip(axis.keys, values, paths, strict=True):
@@ -199,7 +199,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,
                  len(points) - len(kept))
 
 
-def _digest(files: Sequence[str | Path]) -> str:
+def file_digest(files: Sequence[str | Path]) -> str:
     from topomodel import __version__
 
     h = hashlib.sha256(__version__.encode())
@@ -263,7 +263,7 @@ def _read_metrics(source: Source, data: Any) -> list[str]:
     out = []
     for i, name in enumerate(data):
         if not isinstance(name, str):
-            source.problem(("metrics", i), f"expected a metric name, got {_what(name)}")
+            source.problem(("metrics", i), f"expected a metric name, got {describe_value(name)}")
         elif name not in METRIC_BY_NAME:
             source.problem(("metrics", i), f"unknown metric {name!r}"
                            + did_you_mean(str(name), names))
@@ -279,7 +279,7 @@ def _read_constraints(source: Source, data: Any, names: Mapping[str, str | None]
                        " 'comm_share <= 0.2'")
         return []
     return [t for i, t in enumerate(data)
-            if _read(source, ("constraints", i), t,
+            if read_range(source, ("constraints", i), t,
                      lambda _, __, v: compile_constraint(v, names)) is not None]
 
 
@@ -292,7 +292,7 @@ def _read_pareto(source: Source, data: Any, metrics: Sequence[str]
         source.problem(("pareto",), "expected two metrics, e.g. [power_W, step_time_s]")
         return None
     known = {m: METRIC_BY_NAME[m].better for m in metrics}
-    return _read(source, ("pareto",), data, lambda _, __, v: (
+    return read_range(source, ("pareto",), data, lambda _, __, v: (
         parse_objective(v[0], known), parse_objective(v[1], known)))
 
 

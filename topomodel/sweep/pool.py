@@ -23,8 +23,8 @@ from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
     SweepContext,
-    _failed,
     error_text,
+    failed_point,
     run_points,
 )
 from topomodel.sweep.file import Sweep
@@ -45,7 +45,7 @@ class Task:
     isolated: bool = False  # rerun alone after its worker died
 
 
-def _tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[Task]:
+def pending_tasks(sweep: Sweep, todo: Sequence[int], workers: int) -> list[Task]:
     """Points to run, grouped by the design they build, in chunks."""
     groups: dict[str, list[int]] = {}
     for index in todo:
@@ -180,7 +180,7 @@ def run_pool(context: SweepContext, tasks: list[Task], workers: int, evaluate: E
                     inflight[future] = task  # handled with the rest below
                     continue
                 except Exception as exc:  # e.g. a result that cannot be sent back
-                    outcomes = _failed(task.points, error_text(exc))
+                    outcomes = failed_point(task.points, error_text(exc))
                 done(check_outcomes(outcomes, task.points, metrics_ok))
             if broken:
                 for future, task in inflight.items():
@@ -188,7 +188,7 @@ def run_pool(context: SweepContext, tasks: list[Task], workers: int, evaluate: E
                         # finished just before the others broke
                         done(check_outcomes(future.result(), task.points, metrics_ok))
                     elif task.isolated:
-                        done(_failed(task.points, "the worker process died while"
+                        done(failed_point(task.points, "the worker process died while"
                                      " computing this point (killed, or out of memory)"))
                     else:
                         suspects.extend(Task([p], isolated=True) for p in task.points)
@@ -276,7 +276,7 @@ def run_dask(context: SweepContext, tasks: list[Task], client: Any, evaluate: Ev
             try:
                 outcomes = future.result()
             except Exception as exc:  # a worker died too often (KilledWorker), ...
-                outcomes = _failed(by_future[future].points,
+                outcomes = failed_point(by_future[future].points,
                                    f"on the cluster: {error_text(exc)}")
             done(check_outcomes(outcomes, by_future[future].points, metrics_ok))
     except BaseException:

@@ -20,7 +20,7 @@ from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS, format_count
 from topomodel.parts import Model
-from topomodel.records import Invalid, Reader, Reading, _what, did_you_mean, number
+from topomodel.records import Invalid, Reader, Reading, describe_value, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
     OPTIONS,
@@ -57,7 +57,7 @@ class Block:
 RANGE_KEYS = ("start", "stop", "step", "num", "factor", "format")
 
 
-def _read(source: Source, path: KeyPath, value: Any, reader: Reader) -> Any:
+def read_range(source: Source, path: KeyPath, value: Any, reader: Reader) -> Any:
     """``reader``'s value, or ``None`` with the problem recorded at ``path``."""
     try:
         return reader(Reading(source), path, value)
@@ -86,7 +86,7 @@ def _read_value(source: Source, path: KeyPath, key: str, value: Any, catalog: Ca
             catalog.get(out, Model)  # an unknown id: UsageError with a did-you-mean
         return out
 
-    got = _read(source, path, value, read)  # no reader gives None
+    got = read_range(source, path, value, read)  # no reader gives None
     return _BAD if got is None else got
 
 
@@ -117,7 +117,7 @@ def read_fixed(source: Source, data: Any, catalog: Catalog
     where: dict[tuple[str, str], KeyPath] = {}
     if not isinstance(data, dict):
         source.problem(("fixed",), "expected a mapping of settings, got"
-                       f" {_what(data)}")
+                       f" {describe_value(data)}")
         return fixed, where
     for key, value in data.items():
         path = ("fixed", key)
@@ -203,7 +203,7 @@ def _read_values(source: Source, path: KeyPath, key: str, spec: Any, catalog: Ca
         raw = [(v, path) for v in _range(source, path, spec, max_points)]
     else:
         source.problem(path, f"expected a list of values or a range {{start, stop, step}},"
-                       f" got {_what(spec)} (a single value goes under fixed)")
+                       f" got {describe_value(spec)} (a single value goes under fixed)")
         return []
     out = [(_read_value(source, at, key, value, catalog), at) for value, at in raw]
     return [] if any(v is _BAD for v, _ in out) else out
@@ -220,7 +220,7 @@ def _range(source: Source, path: KeyPath, spec: dict[str, Any],
             source.problem((*path, key), "unknown range key" + did_you_mean(key, RANGE_KEYS))
     numbers = {k: spec[k] for k in ("start", "stop", "step", "num", "factor") if k in spec}
     for key, value in numbers.items():
-        if _read(source, (*path, key), value, number()) is None:
+        if read_range(source, (*path, key), value, number()) is None:
             return []
     if "start" not in numbers or "stop" not in numbers:
         source.problem(path, "a range needs start and stop")
@@ -285,7 +285,7 @@ def _range_count(mode: str, start: float, stop: float, by: float) -> float | str
     return math.floor((math.log(stop) - math.log(start) + 1e-9) / math.log(by) + 1e-9) + 1
 
 
-def _expand(blocks: Sequence[Block]) -> Iterator[dict[str, Any]]:
+def expand_ranges(blocks: Sequence[Block]) -> Iterator[dict[str, Any]]:
     """Every point of every block: products of axes, the first axis slowest."""
     for block in blocks:
         for combo in itertools.product(*(range(len(a.values)) for a in block.axes)):

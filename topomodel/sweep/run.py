@@ -44,10 +44,10 @@ from topomodel.sweep.journal import (
     write_results,
 )
 from topomodel.sweep.pool import (
-    _tasks,
     check_outcomes,
     check_scheduler_address,
     connect_dask,
+    pending_tasks,
     run_dask,
     run_pool,
 )
@@ -225,13 +225,13 @@ def _run_locked(sweep: Sweep, log: Journal, path: Path, fmt: str, client: Any, c
 
     try:
         if todo and client is not None:
-            run_dask(context, _tasks(sweep, todo, count), client, evaluate, done)
+            run_dask(context, pending_tasks(sweep, todo, count), client, evaluate, done)
         elif todo and count == 1:
             for index in todo:
                 points = [(index, sweep.points[index])]
                 done(check_outcomes(run_points(context, points, evaluate), points))
         elif todo:
-            run_pool(context, _tasks(sweep, todo, count), count, evaluate, done)
+            run_pool(context, pending_tasks(sweep, todo, count), count, evaluate, done)
     finally:
         if bar is not None:
             bar.close()

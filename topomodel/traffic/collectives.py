@@ -150,9 +150,9 @@ from topomodel.traffic.communicators import (
     GroupBlocks,
     GroupsLike,
     GroupView,
-    _group_names,
     check_collective,
     group_blocks,
+    group_names_of,
 )
 from topomodel.traffic.phases import Phase, Shape, Traffic, merge_all_pairs
 
@@ -238,7 +238,7 @@ def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | Gro
                         doing="to route")
         if refusal:
             raise CollectiveError(refusal)
-    names = _group_names(group_names, blocks.count)
+    names = group_names_of(group_names, blocks.count)
     per_size = _per_size(blocks, names)
     shapes = tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
                                  for g in per_size if g.n > 1))
@@ -268,7 +268,7 @@ def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | Grou
     """
     blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
     return tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
-                               for g in _per_size(blocks, _group_names(None, blocks.count))
+                               for g in _per_size(blocks, group_names_of(None, blocks.count))
                                if g.n > 1))
 
 

@@ -204,7 +204,7 @@ def _verified(groups: GroupBlocks) -> GroupBlocks:
     return groups
 
 
-def _group_names(names: Sequence[str] | None, count: int) -> tuple[str, ...]:
+def group_names_of(names: Sequence[str] | None, count: int) -> tuple[str, ...]:
     if names is None:
         return _default_names(count)
     if len(names) != count:

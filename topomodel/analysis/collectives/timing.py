@@ -180,7 +180,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     if time_model.pxn:
         traffic = pxn_traffic(fabric, traffic)
     links = len(fabric.links)
-    rates = _rates(fabric, time_model)
+    rates = link_rates_of(fabric, time_model)
     injection = rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
     phases = []
@@ -248,7 +248,7 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
     curve = _measured(fabric, traffic.shapes, time_model) if traffic.shapes else None
     if curve is not None:  # the time itself
         return curve[0]
-    rates = _rates(fabric, time_model)
+    rates = link_rates_of(fabric, time_model)
     simple_s = sum(ph.steps * max(_ideal(fabric, ph, rates.injection), _switch_s(ph, rates))
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
@@ -376,7 +376,7 @@ class _Rates:
                         0.0)
 
 
-def _rates(fabric: Fabric, time_model: TimeModel) -> _Rates:
+def link_rates_of(fabric: Fabric, time_model: TimeModel) -> _Rates:
     return fabric.derived(_make_rates, tuple(sorted(time_model.efficiency.items())),
                           time_model.hop_latency_s)
 

@@ -465,7 +465,7 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     """The job's step and its :func:`job_goodput`: without ``step_result``, the step
     runs as one more piece of the degraded steps' pool (neither needs the other), beside
     them instead of before the workers fork. The results of the step, then the goodput."""
-    from topomodel.analysis.collectives.timing import _rates
+    from topomodel.analysis.collectives.timing import link_rates_of
     from topomodel.analysis.training.model import parameter_counts
     from topomodel.analysis.training.step import step_time
     from topomodel.parallel import beside, parallel_map
@@ -481,7 +481,7 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     parts = [ln.representative for ln in degraded_lines(lines)
              if ln.representative not in known] if routed else []
     with beside(lambda: share_failure_views(fabric, parts)):
-        _rates(fabric, step_assumptions.time)
+        link_rates_of(fabric, step_assumptions.time)
     wanted = ([""] if step_result is None else []) + parts  # "": the intact step
 
     def step_of(part: str) -> Any:

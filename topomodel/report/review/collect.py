@@ -116,7 +116,7 @@ def spread_groups(fabric: Fabric, max_flows: int) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Collectives:
+class CollectiveTable:
     rows: list[dict[str, Any]]
     groups: dict[str, dict[str, int]]
     sizes: tuple[float, ...]
@@ -175,11 +175,11 @@ def shared_views(fabric: Fabric, *, failures: bool) -> None:
     view (each all-reduce's candidates); each row's weaker direction."""
     from topomodel.analysis.reliability.goodput import failure_indexes
     from topomodel.fabric.tables import link_weaker_Bps
-    from topomodel.traffic.algorithms.innetwork import _view
+    from topomodel.traffic.algorithms.innetwork import in_network_view
 
     if failures:
         failure_indexes(fabric)
-    for make in (_view, link_weaker_Bps):
+    for make in (in_network_view, link_weaker_Bps):
         fabric.derived(make)
 
 
@@ -188,9 +188,9 @@ def timing_views(fabric: Fabric, timing: TimeModel) -> None:
     (the build report's and the featured collective's tier tables), shared as
     :func:`shared_views` are (beside the views of a part failed, which read neither)."""
     from topomodel.analysis.collectives.loads import rows_by_tier
-    from topomodel.analysis.collectives.timing import _rates
+    from topomodel.analysis.collectives.timing import link_rates_of
 
-    _rates(fabric, timing)
+    link_rates_of(fabric, timing)
     fabric.derived(rows_by_tier)
 
 
@@ -302,7 +302,7 @@ def run_pieces(runs: Sequence[_PlannedRun]) -> list[tuple[int, ...]]:
 
 
 def collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
-                  ) -> _Collectives:
+                  ) -> CollectiveTable:
     """The table from the rows of :func:`measured_runs` (one per planned run, in plan
     order). The featured run, the one the topology diagram shows, is the most loaded at
     the largest size (the highest link utilization; on scale-out groups where there are
@@ -334,11 +334,11 @@ def collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
     if skipped:
         notes.append("left out: " + "; ".join(skipped) + f" (more than"
                      f" {MAX_ALLTOALL_FLOWS:,} flows, or no applicable algorithm)")
-    return _Collectives(rows, plan.groups, sizes, skipped, notes, None, featured_group,
+    return CollectiveTable(rows, plan.groups, sizes, skipped, notes, None, featured_group,
                         featured_item=featured_item, featured_row=featured_row)
 
 
-def _levels(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
+def levels_part(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
     from topomodel.analysis.levels import network_levels
 
     try:
@@ -348,9 +348,9 @@ def _levels(fabric: Fabric, timing: TimeModel) -> list[dict[str, Any]]:
     return [dataclasses.asdict(level) for level in levels]
 
 
-def _warnings(fabric: Fabric, build_warnings: Sequence[str], step: StepResult | None,
+def review_warnings(fabric: Fabric, build_warnings: Sequence[str], step: StepResult | None,
               layout: Layout | None, featured: Any, failed: Sequence[str],
-              collectives: _Collectives) -> list[str]:
+              collectives: CollectiveTable) -> list[str]:
     out = list(build_warnings)
     if failed:
         out.append(f"failed parts: {', '.join(failed)} (their links carry no traffic)")
@@ -435,7 +435,7 @@ def _step_figure(step: StepResult) -> ReviewFigure:
         figure_bytes(step_figure(step), "png"))
 
 
-def _figures(fabric: Fabric, collectives: _Collectives, featured: Any,
+def review_figures(fabric: Fabric, collectives: CollectiveTable, featured: Any,
              step: StepResult | ReviewFigure | None) -> dict[str, ReviewFigure]:
     from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_bytes

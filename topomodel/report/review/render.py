@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.files import umask
-from topomodel.report.output import Report, Table, _columns, render
+from topomodel.report.output import Report, Table, render, table_columns
 from topomodel.report.review.document import (
     Block,
     Callout,
@@ -219,7 +219,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def _html_table(table: Table, caption: str) -> str:
-    columns = _columns(table.rows)
+    columns = table_columns(table.rows)
     if not columns:
         return f"<h3>{_e(table.title)}</h3><p>(none)</p>"
     numeric = {c: _is_numeric_column(table.rows, c) for c in columns}
@@ -309,7 +309,7 @@ def _md_escape(text: str) -> str:
 
 
 def _md_table(table: Table) -> str:
-    columns = _columns(table.rows)
+    columns = table_columns(table.rows)
     heading = f"**{_md_escape(table.title)}**\n\n" if table.title else ""
     if not columns:
         return heading + "(none)"

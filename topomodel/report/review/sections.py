@@ -20,7 +20,7 @@ from topomodel.units import format_rate, format_si, format_size
 
 if TYPE_CHECKING:
     from topomodel.analysis.training.step import StepResult
-from topomodel.report.review.collect import _Collectives, _levels
+from topomodel.report.review.collect import CollectiveTable, levels_part
 from topomodel.report.review.document import (
     Block,
     Callout,
@@ -193,7 +193,7 @@ def _bisection_section(build: Any) -> Section:
     return Section("bisection", "Bisection", (TableBlock(Table("Bisection", rows)),))
 
 
-def _collectives_section(collectives: _Collectives, featured: Any) -> Section:
+def _collectives_section(collectives: CollectiveTable, featured: Any) -> Section:
     groups = ", ".join(f"{spec} ({info['groups']:,} x {info['ranks']:,} ranks)"
                        for spec, info in collectives.groups.items())
     blocks: list[Block] = [Text(
@@ -352,7 +352,7 @@ WARNINGS = ReviewSection("warnings", lambda c: [warnings_work(c)], _warnings_par
 
 
 def _topology_work(c: ReviewContext) -> list[Work]:
-    return [build_work(c), Work("levels", lambda _: _levels(c.fabric, c.timing)),
+    return [build_work(c), Work("levels", lambda _: levels_part(c.fabric, c.timing)),
             featured_work(c)]
 
 
@@ -373,7 +373,7 @@ BISECTION = ReviewSection("bisection", lambda c: [build_work(c)],
 
 
 def _collectives_part(c: ReviewContext, got: Results) -> Part:
-    collectives: _Collectives = got["collectives"]
+    collectives: CollectiveTable = got["collectives"]
     featured, figures = got["featured"]
     rows = collectives.rows
     data = {"collectives": {

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, cast
 from topomodel.fabric.tables import Fabric
 from topomodel.report.review.collect import (
     HOTSPOT_COUNT,
-    _Collectives,
-    _figures,
-    _warnings,
+    CollectiveTable,
     collect_rows,
     featured_run,
     measured_runs,
     plan_collectives,
+    review_figures,
+    review_warnings,
     run_pieces,
 )
 from topomodel.report.review.document import ReviewFigure
@@ -57,7 +57,7 @@ def step_work(context: ReviewContext) -> list[Work]:
 
 
 def collectives_work(context: ReviewContext) -> list[Work]:
-    """``collectives``: the collective table (:class:`_Collectives`), from its runs
+    """``collectives``: the collective table (:class:`CollectiveTable`), from its runs
     (``collectives run K``, one piece per :func:`run_pieces` piece)."""
     c = context
     plan = plan_collectives(c.fabric, c.sizes_bytes)
@@ -69,7 +69,7 @@ def collectives_work(context: ReviewContext) -> list[Work]:
         return Work(f"collectives run {piece[0]}", lambda _: measured_runs(
             c.fabric, c.timing, c.routing, c.seed, items))
 
-    def table(ran: Results) -> _Collectives:
+    def table(ran: Results) -> CollectiveTable:
         rows: list[Any] = [None] * len(plan.runs)
         for piece, name in zip(pieces, names, strict=True):
             for k, row in zip(piece, ran[name], strict=True):
@@ -92,7 +92,7 @@ def featured_work(context: ReviewContext) -> Work:
         needs, rank=len(c.what_if_parts) + 1)
 
 
-def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult | None,
+def _featured_part(fabric: Fabric, collectives: CollectiveTable, step: StepResult | None,
                    timing: TimeModel, routing: str, seed: int
                    ) -> tuple[Any, dict[str, ReviewFigure]]:
     """The featured collective routed again (its link loads stay on the worker: sending
@@ -102,10 +102,10 @@ def _featured_part(fabric: Fabric, collectives: _Collectives, step: StepResult |
 
     item = collectives.featured_item
     if item is None:
-        return None, _figures(fabric, collectives, None, step)
+        return None, review_figures(fabric, collectives, None, step)
     run = featured_run(fabric, timing, routing, seed, item)
     report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
-    return report, _figures(fabric, dataclasses.replace(collectives, featured=run), report,
+    return report, review_figures(fabric, dataclasses.replace(collectives, featured=run), report,
                             step)
 
 
@@ -140,7 +140,7 @@ def failed_part_work(context: ReviewContext, part: str) -> Work:
             None, step_on(with_part_failed(c.fabric, part))))
 
     def what_if(got: Results) -> FailedPart:
-        collectives: _Collectives = got["collectives"]
+        collectives: CollectiveTable = got["collectives"]
         row = collectives.featured_row
         copy = with_part_failed(c.fabric, part)
         run = None if row is None else failed_collective(
@@ -156,10 +156,10 @@ def failed_part_work(context: ReviewContext, part: str) -> Work:
 
 
 def warnings_work(context: ReviewContext) -> Work:
-    """``warnings``: every part's warnings, each once (:func:`_warnings`)."""
+    """``warnings``: every part's warnings, each once (:func:`review_warnings`)."""
     c = context
     needs = ("build", "featured", "collectives") + (("step",) if c.has_model else ())
-    return Work("warnings", lambda got: _warnings(
+    return Work("warnings", lambda got: review_warnings(
         c.fabric, got["build"].warnings, got.get("step"), c.layout, got["featured"][0],
         c.failed, got["collectives"]), needs, here=True)
 

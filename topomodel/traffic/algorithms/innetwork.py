@@ -45,8 +45,8 @@ from topomodel.traffic.communicators import (
     GroupBlocks,
     GroupsLike,
     NotApplicable,
-    _group_names,
     group_blocks,
+    group_names_of,
 )
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
@@ -62,7 +62,7 @@ def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
     """
     blocks = group_blocks(fabric, groups)
     try:
-        _plan_in_network(fabric, blocks, _group_names(None, blocks.count), algorithm=algorithm)
+        _plan_in_network(fabric, blocks, group_names_of(None, blocks.count), algorithm=algorithm)
     except NotApplicable:
         return False
     return True
@@ -144,7 +144,7 @@ class _View:
     chips: _Chips
 
 
-def _view(fabric: Fabric) -> _View:
+def in_network_view(fabric: Fabric) -> _View:
     nodes, links = fabric.nodes, fabric.links
     kind = category_codes(nodes["kind"], NODE_KINDS)
     model = nodes["model"].astype("category").cat
@@ -167,7 +167,7 @@ def _view(fabric: Fabric) -> _View:
 def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...], *,
                      algorithm: str = "innetwork") -> _InNetworkPlan:
     nodes = fabric.nodes
-    view = fabric.derived(_view)
+    view = fabric.derived(in_network_view)
     capable, system, chips = view.capable, view.system, view.chips
 
     sizes = groups.sizes
@@ -360,7 +360,7 @@ class _SharpArcs:
 
 
 def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
-    view = fabric.derived(_view)
+    view = fabric.derived(in_network_view)
     lsrc, ldst, n = view.lsrc, view.ldst, len(fabric.nodes)
     def arcs_from(source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
         rows = np.flatnonzero((view.kind_src == source) & (view.kind_dst == target))
