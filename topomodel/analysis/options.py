@@ -106,7 +106,8 @@ def _field(cls: type, name: str) -> dataclasses.Field[Any]:
     return next(f for f in dataclasses.fields(cls) if f.name == name)
 
 
-def _from_field(key: str, cls: type, name: str, target: str, arg: str, *,
+# PLR0913: one computation's arrays and options passed on as they are
+def _from_field(key: str, cls: type, name: str, target: str, arg: str, *,  # noqa: PLR0913
                 read: Reader | None = None, default: Any = dataclasses.MISSING,
                 doc: str | None = None, metavar: str | None = None) -> StepOption:
     """An option whose reader, default and text are those of field ``cls.name``."""

@@ -254,7 +254,8 @@ def _build_scaleout(builder: FabricBuilder, design: Design, catalog: Catalog, sy
         rails_per_leaf=rails_per_leaf, fat_tree_tiers=fat_tree_tiers)
 
 
-def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,
+# PLR0913: one computation's arrays and options passed on as they are
+def _clos(builder: FabricBuilder, design: Design, endpoints: np.ndarray, groups: np.ndarray,  # noqa: PLR0913
           group_units: np.ndarray, *, ports: SwitchPorts, port_rate: float, up_rate: float,
           whole: int, prefix: str, plane: int, group: str,
           planned: tuple[int, int] | None = None) -> list[ClosTier]:

@@ -200,7 +200,8 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
     links["latency_s"] = cabling.length_m * PROPAGATION_S_PER_M
 
 
-def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.ndarray,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.ndarray,  # noqa: PLR0913
                 design: Design, catalog: Catalog, *,
                 tiers: Collection[str] | None = None, whatif: str | None = None,
                 length_m: np.ndarray | None = None,

@@ -123,7 +123,8 @@ class ClosPlan:
     oversubscription: tuple[float, ...]  # realised, per tier with uplinks
 
 
-def plan_clos(group_sizes: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def plan_clos(group_sizes: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,  # noqa: PLR0913
               down_rate_Bps: float, up_rate_Bps: float, tiers: int | None,
               oversubscription: tuple[float, ...], pod_units: int | None,
               whole_systems: int = 1, planned_sizes: np.ndarray | None = None) -> ClosPlan:
@@ -229,7 +230,8 @@ def uplinks_and_spines(leaves: int, least_up: int, most_up: int, spine_ports: in
     return options[0] if options else None
 
 
-def plan_upper(leaves: int, leaf_up: int, leaves_per_unit: int, *, ports: SwitchPorts,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def plan_upper(leaves: int, leaf_up: int, leaves_per_unit: int, *, ports: SwitchPorts,  # noqa: PLR0913
                rate_Bps: float, tiers: int | None, oversubscription: float,
                pod_units: int | None, leaf_up_max: int | None = None,
                present_leaves: int | None = None) -> ClosPlan:
@@ -282,7 +284,8 @@ def _leaves_per_unit(leaves_per_group: np.ndarray, group_units: np.ndarray) -> i
     return int(totals.max())
 
 
-def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def wire_clos(builder: FabricBuilder, plan: ClosPlan, endpoints: np.ndarray,  # noqa: PLR0913
               endpoint_groups: np.ndarray, group_units: np.ndarray, *, ports: SwitchPorts,
               down_rate_Bps: float, up_rate_Bps: float, prefix: str, plane: int,
               group: str, asked: tuple[float, ...], access_tier: str = "leaf",
@@ -401,7 +404,8 @@ class UnitChoice:
     exact: bool  # every tier realises the asked oversubscription
 
 
-def default_unit(systems: int, nics: int, *, mode: str, ports: SwitchPorts,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def default_unit(systems: int, nics: int, *, mode: str, ports: SwitchPorts,  # noqa: PLR0913
                  down_rate_Bps: float, up_rate_Bps: float, tiers: int | None,
                  oversubscription: tuple[float, ...], pod_units: int | None) -> UnitChoice:
     """The scalable unit (systems) chosen when a design gives none.

@@ -276,7 +276,8 @@ class _OrderBounds:
         return known
 
 
-def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
+# C901: the planner's pruning loop; each branch is one documented bound
+def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noqa: C901
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
                  prune: bool = True) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);

@@ -19,7 +19,8 @@ from topomodel.analysis.reliability.goodput_whatifs import what_ifs
 from topomodel.fabric.tables import Fabric
 
 
-def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,  # noqa: PLR0913
                     step_result: Any, assumptions: GoodputAssumptions, *,
                     routing: str = "ecmp", seed: int = 0, workers: int | None = None,
                     lines: Sequence[ComponentLine] | None = None,

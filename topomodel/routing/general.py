@@ -517,7 +517,8 @@ def _push(graph: _Graph, dag: _Dag, sources: np.ndarray, volumes: np.ndarray,
         np.add.at(carried, graph.dst[arcs], flow)
 
 
-def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,
+# PLR0913: one computation's arrays and options passed on as they are
+def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,  # noqa: PLR0913
           phase: Phase, routing: str, seed: int, link_bytes: np.ndarray, *, qps: int,
           even_scaleup: bool) -> None:
     """Walk every queue pair at once (``qps`` per flow, hashed as :func:`subflows` says):

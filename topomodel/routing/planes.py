@@ -19,7 +19,8 @@ from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Piece, Rows
 
 
-def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.ndarray,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.ndarray,  # noqa: PLR0913
                  node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
                  lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],

@@ -195,7 +195,8 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
     return pieces, hops
 
 
-def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+# PLR0913: one computation's arrays and options passed on as they are
+def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,  # noqa: PLR0913
            dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
            seed: int) -> list[Piece]:
     """Leaf to leaf through the spines (and the cores between pods)."""
@@ -224,7 +225,8 @@ def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.nd
     return [*pieces, Rows(down.table, slot_down, volume, column)]
 
 
-def _cores_pick(climb: Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,
+# PLR0913: one computation's arrays and options passed on as they are
+def _cores_pick(climb: Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,  # noqa: PLR0913
                 dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
                 seed: int) -> tuple[list[Piece], np.ndarray]:
     """One core per flow; returns the load and the destination pod's spine."""

@@ -88,7 +88,8 @@ TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters", 
 
 
 
-def load_sweep(path: str | Path, *, text: str | None = None,
+# C901: one reader per key of a sweep file, in the file's order
+def load_sweep(path: str | Path, *, text: str | None = None,  # noqa: C901
                extra_catalogs: Sequence[str | Path] = (),
                catalog_dirs: Sequence[str | Path] = (),
                max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> Sweep:

@@ -69,7 +69,8 @@ class SweepOutcome:
     warnings: tuple[str, ...] = field(default=())
 
 
-def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None,  # noqa: PLR0913
               scheduler: Any = None, resume: bool = False, overwrite: bool = False,
               results_format: str | None = None, retry_failed: bool = False,
               progress: bool | None = None, evaluate: Evaluate = evaluate_point,
@@ -186,7 +187,8 @@ def _scheduler(sweep: Sweep, given: Any, use_file_scheduler: bool) -> Any:
     return check_scheduler_address(sweep.scheduler)
 
 
-def _run_locked(sweep: Sweep, log: Journal, path: Path, fmt: str, client: Any, count: int,
+# PLR0913: one computation's arrays and options passed on as they are
+def _run_locked(sweep: Sweep, log: Journal, path: Path, fmt: str, client: Any, count: int,  # noqa: PLR0913
                 evaluate: Evaluate, *, resume: bool, retry_failed: bool,
                 progress: bool | None) -> tuple[Any, int, int]:
     """Run the points still to do and write the results, all while ``log`` holds the

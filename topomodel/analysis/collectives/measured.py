@@ -179,7 +179,8 @@ def _measured(row: ResultRow, column: str) -> Timing:
     return max((row.out_of_place, row.in_place), key=lambda t: t.busbw_Bps)
 
 
-def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = None,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = None,  # noqa: PLR0913
                ranks: str | None = None, threshold: float = DEFAULT_SHORTFALL,
                column: str = "best", routing: str = "ecmp", seed: int = 0,
                time_model: TimeModel | None = None,

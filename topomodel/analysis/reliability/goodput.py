@@ -169,7 +169,8 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     technology = scaleup_technology(fabric)
     lines: list[ComponentLine] = []
 
-    def add(component: str, model: str, tier: str, count: int, single: bool,
+    # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+    def add(component: str, model: str, tier: str, count: int, single: bool,  # noqa: PLR0913
             *keys: str, representative: str = "", cables: int = 1, parallel: int = 1,
             scaleup: bool = False) -> None:
         if count:
@@ -287,7 +288,8 @@ def poisson_tail(count: int, mean: float) -> float:
     return 1.0 - tail if below else tail
 
 
-def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,  # noqa: PLR0913
             accelerators_per_system: int, parameters: float,
             degraded_loss: dict[str, float], assumptions: GoodputAssumptions,
             degraded_routed: bool = True, idle_systems: int | None = None) -> GoodputResult:
@@ -436,7 +438,8 @@ def degradation_routed(fabric: Fabric, layout: Any, *, route_degradation: bool =
         or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
 
 
-def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,  # noqa: PLR0913
                 step_result: Any, assumptions: GoodputAssumptions | None = None, *,
                 routing: str = "ecmp", seed: int = 0,
                 route_degradation: bool = True, workers: int | None = None,
@@ -455,7 +458,8 @@ def job_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
                             lines=lines, known_tokens_per_s=known_tokens_per_s)[1]
 
 
-def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: Any,  # noqa: PLR0913
                      assumptions: GoodputAssumptions | None = None, *,
                      step_result: Any = None, routing: str = "ecmp", seed: int = 0,
                      route_degradation: bool = True, workers: int | None = None,

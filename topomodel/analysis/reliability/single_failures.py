@@ -119,7 +119,8 @@ def what_if_lines(fabric: Fabric, world: int | None = None,
     return representatives(lines)
 
 
-def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = None,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = None,  # noqa: PLR0913
                     group: str = "all", time_model: TimeModel | None = None,
                     model: Model | None = None, layout: Layout | None = None,
                     assumptions: StepAssumptions | None = None,

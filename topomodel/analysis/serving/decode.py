@@ -172,7 +172,8 @@ def experts_touched(experts: int, top_k: int, tokens: float) -> float:
     return 1.0 - (1.0 - top_k / experts) ** tokens
 
 
-def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # noqa: PLR0913
                 dp: int | None = None, batch: int = DEFAULT_BATCH,
                 context: int | None = None, dtype: str = DEFAULT_DTYPE,
                 kv_dtype: str | None = None, hbm_efficiency: float | None = None,
@@ -283,7 +284,8 @@ def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:
         raise UsageError(f"--ep {ep} must divide the {model.experts} experts of {model.id}")
 
 
-def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
+# PLR0913: one computation's arrays and options passed on as they are
+def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,  # noqa: PLR0913
           moe_layers: int, time_model: TimeModel, routing: str, seed: int
           ) -> list[DecodeComm]:
     """The collectives of one decode step, each timed per call with every group of its

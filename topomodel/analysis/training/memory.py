@@ -154,7 +154,8 @@ def layer_activations(model: Model, layout: Layout, seq: int, *, moe: bool,
     return act, buffers
 
 
-def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray,  # noqa: PLR0913
                  moe_layers: np.ndarray, in_flight: np.ndarray, in_flight_micro: np.ndarray,
                  weight_bytes: float, optimizer_bytes_per_param: float,
                  main_grad_bytes: float, hot_expert_factor: float) -> StageMemory:

@@ -295,7 +295,8 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
-def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
                calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
                moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float,
                record: bool = False) -> list[list[list[Work]]]:

@@ -264,7 +264,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     return result
 
 
-def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,  # noqa: PLR0913
          sched: Schedule, calls: dict[str, Call], dense_layers: np.ndarray,
          moe_layers: np.ndarray) -> OpWork:
     """Every operation of the schedule: its work and duration, seconds, with the
@@ -274,7 +275,8 @@ def step_ops(device: Device, model: Model, layout: Layout, a: StepAssumptions, s
                    comm_sm_share=a.comm_sm_share)
 
 
-def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions, seq: int,  # noqa: PLR0913
                calls: dict[str, Call], dense_layers: np.ndarray, moe_layers: np.ndarray,
                *, record: bool = False) -> list[list[list[Work]]]:
     """The F, B and W work of every model chunk (``works[kind][stage][chunk]``, see
@@ -305,7 +307,8 @@ def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
     return out
 
 
-def _comm_kinds(calls: dict[str, Call], ops: OpWork, r: int, sched: Schedule,
+# PLR0913: one computation's arrays and options passed on as they are
+def _comm_kinds(calls: dict[str, Call], ops: OpWork, r: int, sched: Schedule,  # noqa: PLR0913
                 pp_exposed: float, gather_exposed: float, gathers: dict[str, np.ndarray],
                 dp_exposed: float, buckets: dict[str, float]) -> list[CommKind]:
     """The step's collectives as seen from the slowest stage ``r``: time per step, the
@@ -390,7 +393,9 @@ def step_calls(fabric: Fabric, model: Model, layout: Layout,
     return calls, len(missed)
 
 
-def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,
+# C901: one branch per parallel dimension's collectives, in the order the step runs them;
+# PLR0913: one computation's arrays and options passed on as they are
+def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # noqa: C901, PLR0913
            ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
            routing: str, seed: int, unrouted: Unrouted | None = None,
            missed: list[str] | None = None) -> dict[str, Call]:

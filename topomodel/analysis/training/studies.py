@@ -53,7 +53,8 @@ class ScalePoint:
     efficiency: float  # tokens/s per accelerator relative to the smallest point
 
 
-def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  # noqa: PLR0913
                 counts: list[int], assumptions: StepAssumptions | None = None, *,
                 routing: str = "ecmp", seed: int = 0, scaleout_factor: float = 1.0
                 ) -> list[ScalePoint]:
@@ -143,7 +144,8 @@ class ScaleoutSearch:
     limit: float  # the search range was [1/limit, limit] x today's
 
 
-def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def required_scaleout_factor(fabric: Fabric, model: Model, layout: Layout,  # noqa: PLR0913
                              assumptions: StepAssumptions | None = None, *,
                              target_share: float = 0.10, limit: float = 64.0,
                              tolerance: float = 0.01, routing: str = "ecmp", seed: int = 0

@@ -51,7 +51,8 @@ were one list); a key of a section not among them follows, in the order of
 :data:`SECTIONS`."""
 
 
-def collect_review(fabric: Fabric, *, model: Model | None = None,
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR0913
                    layout: Layout | None = None, assumptions: StepAssumptions | None = None,
                    time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0,
                    sizes_bytes: Sequence[float] | None = None,

@@ -147,7 +147,8 @@ def union(works: Sequence[Work]) -> dict[str, Work]:
     return named
 
 
-def run_work(works: Sequence[Work], *, workers: int | None = None) -> dict[str, Any]:
+# C901: the pool's scheduling loop (ready work, needs, serial order) kept in one place
+def run_work(works: Sequence[Work], *, workers: int | None = None) -> dict[str, Any]:  # noqa: C901
     """Run ``works`` (each name once, :func:`union`) on one pool of up to ``workers``
     processes (default every core; one: all of it here, in the same order), and return
     every result by name.

@@ -231,7 +231,8 @@ class LiveClimb(ClimbShape):
         return [*pieces, (paths.core_up[rows, cores], weight),
                 (np.maximum(paths.core_down[rows, cores], 0), weight)]
 
-    def picked(self, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,
+    # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+    def picked(self, pair: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,  # noqa: PLR0913
                paths: Paths, ids: np.ndarray, dst: np.ndarray, volume: np.ndarray,
                stride: np.ndarray, routing: str, seed: int) -> list[Piece]:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
