@@ -1115,13 +1115,16 @@ def test_a_direct_all_to_all_latency_grows_with_its_peers_across_nodes():
 
 @pytest.mark.parametrize(("collective", "algorithm", "rounds"), [
     ("allreduce", "rhd", lambda n: 2 * int(math.log2(n))),
+    ("allgather", "rhd", lambda n: int(math.log2(n))),
+    ("reducescatter", "rhd", lambda n: int(math.log2(n))),
     ("alltoall", "pairwise", lambda n: n - 1)])
 @pytest.mark.parametrize("n", [4, 16])
 def test_point_to_point_rounds_are_the_phases_the_algorithm_runs(superpod, collective,
                                                                  algorithm, rounds, n):
     # each phase of rhd (a halving or doubling distance) and of pairwise (a shift) is one
     # point-to-point round of one step, so the rounds the latency counts are the phases:
-    # an rhd AllReduce's log2 n each way, pairwise's n - 1 shifts
+    # an rhd AllReduce's log2 n each way, its AllGather's and ReduceScatter's log2 n (one
+    # half each; they counted both), pairwise's n - 1 shifts
     group = superpod.accelerators[:n]
     t = collective_traffic(superpod, collective, [group], S, algorithm=algorithm)
     (shape,) = collective_shapes(superpod, collective, [group], S, algorithm=algorithm)

@@ -28,8 +28,10 @@ def rhd_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
 
 
 def rhd_rounds(collective: str, ranks: int, nodes: int, torus_shape: tuple[int, ...]) -> int:
-    """log2 n point-to-point rounds each way."""
-    return 2 * max(1, (ranks - 1).bit_length())
+    """log2 n point-to-point rounds each way: both halves for AllReduce, one for
+    AllGather (doubling) and ReduceScatter (halving), as :func:`rhd_phases` runs them."""
+    half = max(1, (ranks - 1).bit_length())
+    return 2 * half if collective == "allreduce" else half
 
 
 RHD = Algorithm(
