@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from topomodel.analysis.assumptions import StepAssumptions, TimeModel
+from topomodel.analysis.assumptions import GoodputAssumptions, StepAssumptions, TimeModel
 from topomodel.records import (
     Invalid,
     Reader,
@@ -86,7 +86,7 @@ class StepOption:
         >>> OPTIONS["bucket"].default_text(), OPTIONS["pxn"].default_text()
         ('40 MB', 'true')
         """
-        from topomodel.units import format_si, format_size
+        from topomodel.units import format_rate, format_si, format_size
 
         value: Any = self.default
         if self.arg == "bool":
@@ -97,6 +97,8 @@ class StepOption:
             return format_size(value)
         if self.quantity_kind == "time":
             return format_si(value, "s")
+        if self.quantity_kind == "rate":
+            return format_rate(value)
         if isinstance(value, dict):
             return ", ".join(f"{k}={v:g}" for k, v in value.items())
         return str(value)
@@ -123,7 +125,7 @@ def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
     return _from_field(key, Layout, key, "layout", arg, **kw)
 
 
-_A, _T = StepAssumptions, TimeModel
+_A, _T, _G = StepAssumptions, TimeModel, GoodputAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
                "ID"),
@@ -167,8 +169,21 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("seed", "run.seed", 0, integer(0), "seed of hash routing", "int", "N"),
     StepOption("fail", "run.fail", (), list_of(text, min_len=0, what="a list of node names"),
                "fail a node (switch, NIC, accelerator) by name", "list", "NODE"),
+    _from_field("checkpoint_size", _G, "checkpoint_bytes", "goodput", "text", metavar="SIZE"),
+    _from_field("storage_bandwidth", _G, "storage_Bps", "goodput", "text", metavar="RATE"),
+    _from_field("detection_time", _G, "detection_s", "goodput", "text", metavar="TIME"),
+    _from_field("restart_time", _G, "restart_s", "goodput", "text", metavar="TIME"),
+    _from_field("repair_time", _G, "repair_s", "goodput", "text", metavar="TIME"),
+    _from_field("spare_systems", _G, "spare_systems", "goodput", "int", metavar="N"),
 )}
 """Every step option by key (the sweep key; the flag is ``--key-with-dashes``)."""
+
+GOODPUT_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("goodput."))
+"""The goodput model's options (checkpoint, storage, detection, restart, repair, spares):
+set by the verbs that report goodput (step, goodput, review) and by sweeps and plans."""
+
+STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS)
+"""The options every step-shaped verb takes (the model, layout, assumptions, what-ifs)."""
 
 
 def option(key: str) -> StepOption | None:
@@ -218,6 +233,7 @@ class StepInputs:
     seed: int = 0
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
+    goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
 
 
 def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
@@ -237,6 +253,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     assumptions: dict[str, Any] = {}
     time: dict[str, Any] = {}
     run: dict[str, Any] = {}
+    goodput: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
     for key, raw in values.items():
@@ -256,7 +273,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
             model = value
         else:
             {"layout": layout, "assumptions": assumptions, "time": time,
-             "run": run}[where][name] = value
+             "run": run, "goodput": goodput}[where][name] = value
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
     base = StepAssumptions()
@@ -268,7 +285,8 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         assumptions=replace(base, **assumptions,
                             time=TimeModel(**time, efficiency=efficiency)),
         routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
-        fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0))
+        fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
+        goodput=GoodputAssumptions(**goodput))
 
 
 def _hint(key: str) -> str:

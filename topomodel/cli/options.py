@@ -5,11 +5,17 @@ same readers as sweep files (a refused value names its flag)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from topomodel.analysis.options import OPTIONS, StepInputs, StepOption, step_inputs
+from topomodel.analysis.options import (
+    GOODPUT_OPTIONS,
+    OPTIONS,
+    STEP_OPTIONS,
+    StepInputs,
+    StepOption,
+    step_inputs,
+)
 from topomodel.errors import UsageError
 from topomodel.records import Invalid, Reading
 from topomodel.yamlsource import Source
@@ -50,7 +56,7 @@ def add_step_options(parser: argparse.ArgumentParser,
     Every flag defaults to ``None`` (not given), so :func:`inputs_from_args` passes on
     only what the user wrote and the option's own default applies otherwise.
     """
-    for key in keys or OPTIONS:
+    for key in keys or STEP_OPTIONS:
         opt = OPTIONS[key]
         names = [opt.flag]
         kwargs: dict[str, Any] = {"dest": opt.key, "default": None, "help": _help(opt)}
@@ -101,25 +107,10 @@ def inputs_from_args(args: argparse.Namespace, keys: Sequence[str] | None = None
         raise UsageError(f"{flag}: {exc.message}" if flag else exc.message) from None
 
 
-GOODPUT_FLAGS = {"checkpoint_size": ("checkpoint_bytes", "SIZE"),
-                 "storage_bandwidth": ("storage_Bps", "RATE"),
-                 "detection_time": ("detection_s", "TIME"),
-                 "restart_time": ("restart_s", "TIME"),
-                 "repair_time": ("repair_s", "TIME"),
-                 "spare_systems": ("spare_systems", "N")}
-"""Goodput flags and the :class:`~topomodel.analysis.reliability.goodput.GoodputAssumptions` field
-each sets (its reader and text are the field's)."""
-
-
 def add_goodput_options(parser: argparse.ArgumentParser) -> None:
-    """Add the goodput model's flags (step, goodput, review)."""
-    from topomodel.analysis.assumptions import GoodputAssumptions
-
-    fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
-    for key, (name, metavar) in GOODPUT_FLAGS.items():
-        parser.add_argument("--" + key.replace("_", "-"), dest=key, metavar=metavar,
-                            type=int if name == "spare_systems" else str,
-                            help=str(fields[name].metadata["doc"]).replace("%", "%%"))
+    """Add the goodput model's flags (step, goodput, review): the options table's
+    :data:`~topomodel.analysis.options.GOODPUT_OPTIONS`."""
+    add_step_options(parser, GOODPUT_OPTIONS)
 
 
 def goodput_from_args(args: argparse.Namespace) -> Any:
@@ -130,16 +121,4 @@ def goodput_from_args(args: argparse.Namespace) -> Any:
     UsageError
         ``--flag: what is wrong`` for a refused value.
     """
-    from topomodel.analysis.assumptions import GoodputAssumptions
-
-    fields = {f.name: f for f in dataclasses.fields(GoodputAssumptions)}
-    given: dict[str, Any] = {}
-    for key, (name, _) in GOODPUT_FLAGS.items():
-        value = getattr(args, key, None)
-        if value is None:
-            continue
-        try:
-            given[name] = fields[name].metadata["read"](_READING, (key,), value)
-        except Invalid as exc:
-            raise UsageError(f"--{key.replace('_', '-')}: {exc.message}") from None
-    return GoodputAssumptions(**given)
+    return inputs_from_args(args, GOODPUT_OPTIONS, require_model=False).goodput

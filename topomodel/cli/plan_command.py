@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from topomodel.analysis.options import OPTIONS
+from topomodel.analysis.options import OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import add_step_options, inputs_from_args
 from topomodel.cli.shared import add_catalog_args, usage, writable
 from topomodel.report.output import FORMATS, Report
@@ -90,7 +90,7 @@ def add_plan_parser(verbs: Any) -> None:
     plan.add_argument("--no-progress", action="store_true", help="no progress bar")
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
-    add_step_options(plan, [k for k in OPTIONS if k not in SEARCHED])
+    add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
     add_catalog_args(plan)
     plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
@@ -138,7 +138,7 @@ def _cmd_plan(args: argparse.Namespace) -> Report:
         raise usage("--workers must be at least 1")
     if args.output:
         writable(args.output)
-    inputs = inputs_from_args(args, [k for k in OPTIONS if k not in _searched()])
+    inputs = inputs_from_args(args, [k for k in STEP_OPTIONS if k not in _searched()])
     space = PlanSpace(max_tp=args.max_tp, max_pp=args.max_pp, max_cp=args.max_cp,
                       max_ep=args.max_ep, max_micro_batch=args.max_micro_batch,
                       max_interleave=args.max_interleave,

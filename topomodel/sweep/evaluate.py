@@ -95,7 +95,8 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     assumptions = inputs.assumptions
     r = step_time(fabric, model, layout, assumptions, routing=inputs.routing,
                   seed=inputs.seed)
-    good = job_goodput(fabric, model, layout, assumptions, r, routing=inputs.routing,
+    good = job_goodput(fabric, model, layout, assumptions, r, inputs.goodput,
+                       routing=inputs.routing,
                        seed=inputs.seed, route_degradation=False)
     seq = layout.seq or model.sequence
     power = design_metrics["power_W"]
