@@ -540,3 +540,14 @@ def test_a_vanishing_efficiency_is_one_line_not_a_recursion_error(tmp_path, caps
     assert "a collective's time is not a finite number" in line
     assert "(numpy: overflow encountered in divide)" in line  # folded in, not printed above
     assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_review_with_an_infinite_step_is_one_line_before_any_figure(tmp_path, capsys,
+                                                                       workers):
+    line = one_error(capsys, "review", SERVER, "--model", "llama3-8b", "--tp", "8",
+                     "--compute-efficiency", "1e-320", "-o", tmp_path / "out",
+                     "--workers", workers)
+    assert line == ("topomodel: error: a result is not a finite number (step.step_time_s):"
+                    " the inputs are outside the range the model computes")
+    assert not (tmp_path / "out").exists()  # nothing half-written

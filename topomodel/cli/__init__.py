@@ -11,7 +11,7 @@ from typing import Any
 from topomodel.cli.parser import build_parser
 from topomodel.errors import InputError, TopomodelError
 from topomodel.files import refuse_output_folder
-from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
+from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
 from topomodel.units import pint_for_scalars_only
 
 EXIT_INPUT_ERROR = 2
@@ -71,10 +71,7 @@ def _main(argv: Sequence[str] | None) -> int:
             warnings.simplefilter("default")
             report = run(args)
         _show_warnings(caught)  # as they would have been: the run succeeded
-        nonfinite = nonfinite_result(report)
-        if nonfinite is not None:
-            raise TopomodelError(f"a result is not a finite number ({nonfinite}): the inputs"
-                                 " are outside the range the model computes")
+        refuse_nonfinite(report)
         if args.format in FILE_FORMATS and directory is not None:
             text = "\n".join(f"wrote {path}" for path in
                              write_tables(report, args.format, directory))
