@@ -551,3 +551,11 @@ def test_a_review_with_an_infinite_step_is_one_line_before_any_figure(tmp_path, 
     assert line == ("topomodel: error: a result is not a finite number (step.step_time_s):"
                     " the inputs are outside the range the model computes")
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_huge_time_is_printed_short_not_in_hundreds_of_digits(capsys):
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8",
+                 "--compute-efficiency", "1e-300"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^step time +1\.\d+e\+302 s$", out, re.M), out
+    assert max(len(line) for line in out.splitlines()) < 200
