@@ -11,9 +11,6 @@ from topomodel.cli.commands import _usage, _writable
 from topomodel.cli.options import add_step_options, inputs_from_args
 from topomodel.report.output import FORMATS, Report
 
-PLAN_FORMATS = (*FORMATS, "parquet")
-"""Output formats of ``plan``: the shared ones, and Parquet (to ``-o FILE``)."""
-
 
 def _searched() -> tuple[str, ...]:
     from topomodel.plan.space import SEARCHED
@@ -94,7 +91,7 @@ def add_plan_parser(verbs: Any) -> None:
     from topomodel.cli.parser import _catalog_args  # (loaded: it builds this parser)
 
     _catalog_args(plan)
-    plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
+    plan.add_argument("--format", choices=FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
     plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet
 
