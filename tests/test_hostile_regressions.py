@@ -559,3 +559,12 @@ def test_a_huge_time_is_printed_short_not_in_hundreds_of_digits(capsys):
     out = capsys.readouterr().out
     assert re.search(r"^step time +1\.\d+e\+302 s$", out, re.M), out
     assert max(len(line) for line in out.splitlines()) < 200
+
+
+@pytest.mark.parametrize("argv", [
+    ["step", SERVER, "--model", "llama3-8b", "--tp", "9" * 3000],
+    ["step", SERVER, "--model", "llama3-8b", "--efficiency", "scaleup=" + "x" * 3000],
+    ["step", SERVER, "--model", "x" * 3000]])
+def test_an_over_long_value_is_shortened_in_its_error(capsys, argv):
+    line = cli_error(capsys, argv)  # the parser's errors and the CLI's alike
+    assert len(line) < 400 and "..." in line, line[:300]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from topomodel.cli.parser import build_parser
-from topomodel.errors import InputError, TopomodelError
+from topomodel.errors import InputError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
 from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
 from topomodel.units import pint_for_scalars_only
@@ -80,15 +80,17 @@ def _main(argv: Sequence[str] | None) -> int:
     except InputError as exc:
         _show_warnings(caught, numeric=False)
         for problem in exc.problems:
-            print(f"topomodel: error: {problem}", file=sys.stderr)
+            print(short_words(f"topomodel: error: {problem}"), file=sys.stderr)
         return EXIT_INPUT_ERROR
     except TopomodelError as exc:
         _show_warnings(caught, numeric=False)
-        print(f"topomodel: error: {exc}{_numeric_notes(caught)}", file=sys.stderr)
+        print(short_words(f"topomodel: error: {exc}{_numeric_notes(caught)}"),
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     except OSError as exc:  # an output path that cannot be written
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"topomodel: error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
+        print(short_words(f"topomodel: error: {where}cannot write: {exc.strerror or exc}"),
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
         print(text, flush=True)

@@ -32,6 +32,7 @@ from topomodel.cli.step_commands import (
     _cmd_step,
     _cmd_sweep,
 )
+from topomodel.errors import short_words
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
 
@@ -139,7 +140,8 @@ class _OneLineParser(argparse.ArgumentParser):
     command line is (the usage itself is what ``--help`` prints): exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, short_words(f"{self.prog}: error: {message} (see {self.prog} --help)")
+                  + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
