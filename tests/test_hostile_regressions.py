@@ -568,3 +568,12 @@ def test_a_huge_time_is_printed_short_not_in_hundreds_of_digits(capsys):
 def test_an_over_long_value_is_shortened_in_its_error(capsys, argv):
     line = cli_error(capsys, argv)  # the parser's errors and the CLI's alike
     assert len(line) < 400 and "..." in line, line[:300]
+
+
+def test_a_count_in_a_table_has_separators(capsys):
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"allgather \(ring\) .* 397,312 ", out), out  # calls per step
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8",
+                 "--format", "csv"]) == 0
+    assert ",397312," in capsys.readouterr().out  # machines get the plain number
