@@ -36,6 +36,18 @@ def test_every_command_has_help_text():
     assert {"units", "catalog", "list", "show"} <= set(names)
 
 
+def test_no_option_lists_a_choice_twice():
+    def walk(parser, prefix):
+        for action in parser._actions:
+            choices = list(action.choices or ()) if not isinstance(
+                action, argparse._SubParsersAction) else []
+            assert len(choices) == len(set(choices)), f"{prefix} {action.dest}: {choices}"
+        for name, sub in _subparsers(parser):
+            walk(sub, f"{prefix} {name}")
+
+    walk(build_parser(), "topomodel")
+
+
 def test_units_convert_prints_the_converted_value(capsys):
     status, out, _ = run(capsys, "units", "900 GB/s", "--to", "Gb/s")
     assert status == 0

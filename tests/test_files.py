@@ -302,3 +302,26 @@ def test_a_sweep_refused_at_the_start_says_nothing_else(tmp_path, capsys):
                  "--overwrite"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()  # no point count before it
     assert "pick one" in line
+
+
+KILLED_FOLDER_WRITER = """\
+import os, signal, sys
+from topomodel.files import atomic_files
+def write(stream):
+    stream.write(b"x" * 100000)
+    stream.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+atomic_files(sys.argv[1], [("a.csv", lambda stream: stream.write(b"a")), ("b.csv", write)])
+"""
+
+
+def test_a_folder_write_killed_by_sigkill_leaves_no_folder(tmp_path):
+    """``export --to csv -o DIR`` killed while it writes: the folder is made only once
+    every file is written, so there is no empty DIR (nor a missing folder above it)."""
+    target = tmp_path / "new" / "tables"
+    run = subprocess.run([sys.executable, "-c", KILLED_FOLDER_WRITER, str(target)],
+                         timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == -signal.SIGKILL
+    leftovers = list(tmp_path.iterdir())
+    assert leftovers == [] or not hasattr(os, "O_TMPFILE"), leftovers
+    assert not (tmp_path / "new").exists()

@@ -541,3 +541,40 @@ def test_a_vanishing_efficiency_is_one_line_not_a_recursion_error(tmp_path, caps
     assert "a collective's time is not a finite number" in line
     assert "(numpy: overflow encountered in divide)" in line  # folded in, not printed above
     assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_review_with_an_infinite_step_is_one_line_before_any_figure(tmp_path, capsys,
+                                                                       workers):
+    line = one_error(capsys, "review", SERVER, "--model", "llama3-8b", "--tp", "8",
+                     "--compute-efficiency", "1e-320", "-o", tmp_path / "out",
+                     "--workers", workers)
+    assert line == ("topomodel: error: a result is not a finite number (step.step_time_s):"
+                    " the inputs are outside the range the model computes")
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_huge_time_is_printed_short_not_in_hundreds_of_digits(capsys):
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8",
+                 "--compute-efficiency", "1e-300"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^step time +1\.\d+e\+302 s$", out, re.M), out
+    assert max(len(line) for line in out.splitlines()) < 200
+
+
+@pytest.mark.parametrize("argv", [
+    ["step", SERVER, "--model", "llama3-8b", "--tp", "9" * 3000],
+    ["step", SERVER, "--model", "llama3-8b", "--efficiency", "scaleup=" + "x" * 3000],
+    ["step", SERVER, "--model", "x" * 3000]])
+def test_an_over_long_value_is_shortened_in_its_error(capsys, argv):
+    line = cli_error(capsys, argv)  # the parser's errors and the CLI's alike
+    assert len(line) < 400 and "..." in line, line[:300]
+
+
+def test_a_count_in_a_table_has_separators(capsys):
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"allgather \(ring\) .* 397,312 ", out), out  # calls per step
+    assert main(["step", str(SERVER), "--model", "llama3-8b", "--tp", "8",
+                 "--format", "csv"]) == 0
+    assert ",397312," in capsys.readouterr().out  # machines get the plain number

@@ -3,6 +3,7 @@ and errors as the loop raises them; each verb that uses it prints the same eithe
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -359,3 +360,96 @@ def test_a_worker_that_missed_the_terminate_signal_is_killed(monkeypatch):
     with pytest.raises(ValueError, match="first"):
         parallel_map(work, [0, 1], workers=2)
     assert time.perf_counter() - start < 60
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``Z``: ended, not yet reaped), or ``gone``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not can_fork(),
+                    reason="the parent-death signal is Linux's")
+def test_workers_end_silently_with_a_review_killed_by_sigkill(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    review = subprocess.Popen(
+        [sys.executable, "-m", "topomodel", "review", str(EXAMPLES / "dgx-h100-superpod.yaml"),
+         "--model", "llama3-70b", "-o", str(tmp_path / "out"), "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while len(workers) < 2 and review.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            workers = _children(review.pid)
+        assert len(workers) >= 2, "the review's pool never started"
+        time.sleep(0.3)  # the pieces under way
+        review.kill()
+        killed = time.monotonic()
+        err = review.stderr.read()  # at its end once every process holding it has ended
+        assert time.monotonic() - killed < 1.0
+        assert err == b"", err.decode()[-2000:]
+        while (any(_state(pid) not in ("Z", "gone") for pid in workers)
+               and time.monotonic() - killed < 2.0):
+            time.sleep(0.01)  # the pipe closes a moment before the process is done
+        assert all(_state(pid) in ("Z", "gone") for pid in workers)
+        assert not (tmp_path / "out").exists()
+    finally:
+        review.kill()
+        review.wait()
+        for pid in _children(review.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+LEAKED_LOCK = """\
+import gc, signal, sys, time
+from multiprocessing.queues import SimpleQueue
+import topomodel.parallel as parallel
+parallel.TERMINATE_GRACE_S = 0.5
+
+def work(item):
+    # the pool's result queue: the one whose reading end this worker has closed
+    results = next(q for q in gc.get_objects()
+                   if isinstance(q, SimpleQueue) and q._reader.closed)
+    results._wlock.acquire()  # as while sending a result, when the kill comes
+    time.sleep(120)
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGALRM, interrupt)
+signal.alarm(1)
+try:
+    parallel.parallel_map(work, [0, 1], workers=2)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@forks
+def test_a_worker_killed_while_sending_leaves_no_lock_to_wait_for():
+    """A worker killed holding the result queue's lock (a process-shared semaphore its
+    death does not release) does not leave the pool's terminate() waiting on the lock
+    forever: the interrupt comes back once the workers are killed."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", LEAKED_LOCK], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.stdout == "interrupted\n", run.stderr[-2000:]

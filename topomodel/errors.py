@@ -6,6 +6,7 @@ Input problems carry where they were found (file, line, key path) so the CLI can
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -114,3 +115,33 @@ class NotApplicable(CollectiveError):
     """An algorithm that does not apply to these groups or this fabric (a group size it
     cannot split, switches that do not reduce, no torus): the one error the fastest-
     algorithm search skips a candidate for."""
+
+
+LONG_WORD_CHARS = 200
+"""The longest run of characters without a space an error line prints whole (a path
+is shorter); a longer one, an over-long value echoed, is cut by :func:`short`."""
+
+
+def short(text: str, limit: int = 60) -> str:
+    """``text``, or its first ``limit`` - 3 characters and ``...`` when it is longer
+    than ``limit``: a value echoed in an error stays readable.
+
+    Examples
+    --------
+    >>> short("x" * 100, 10), short("abc", 10)
+    ('xxxxxxx...', 'abc')
+    """
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def short_words(message: str, limit: int = LONG_WORD_CHARS) -> str:
+    """``message`` with every run of more than ``limit`` characters without a space
+    cut by :func:`short`: an error line that echoes a 3,000-digit ``--tp`` stays a line.
+
+    Examples
+    --------
+    >>> short_words("--tp: not a count: " + "9" * 300, 12)
+    '--tp: not a count: 999999999...'
+    """
+    return re.sub(rf"\S{{{limit + 1},}}", lambda word: short(word.group(), limit), message)
+

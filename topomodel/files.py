@@ -181,7 +181,10 @@ def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[byt
     """Create the files ``folder / name`` through ``write(stream)``, for each (name,
     write) of ``parts``, all or none: each is written whole to a temporary file first,
     and only when every one is written are they moved into place; on an error (a full
-    disk, Ctrl-C) the temporary files and the folders made for them are removed.
+    disk, Ctrl-C) the temporary files and the folders made for them are removed. A
+    folder that does not exist yet is made only once every file is written (they are
+    written in the nearest folder above it that exists, and moved in): a process killed
+    while it writes (``kill -9``, which nothing can clean up after) leaves no empty one.
 
     Raises
     ------
@@ -195,7 +198,10 @@ def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[byt
     targets = [base / name for name, _ in parts]
     for target in targets:
         refuse_symlink(target)
-    made = make_folders(base)
+    staging = nearest_existing(base)  # base itself, if it exists
+    if not staging.is_dir():  # a file where a folder should be: say so, not "file exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(staging))
+    made: list[Path] = []
     streams: list[tuple[IO[bytes], str | None]] = []  # each file, and its temporary name
 
     def clean_up() -> None:
@@ -207,14 +213,15 @@ def atomic_files(folder: str | Path, parts: Sequence[tuple[str, Callable[[IO[byt
     target = targets[0] if targets else base
     try:
         for (_, write), target in zip(parts, targets, strict=True):
-            handle = _unnamed_file(base)
+            handle = _unnamed_file(staging)
             temporary: str | None = None
             if handle is None:  # a named temporary file, removed on every error
-                handle, temporary = tempfile.mkstemp(dir=base, prefix=f".{target.name}.")
+                handle, temporary = tempfile.mkstemp(dir=staging, prefix=f".{target.name}.")
                 os.fchmod(handle, 0o666 & ~umask())
             streams.append((os.fdopen(handle, "wb"), temporary))
             write(streams[-1][0])
             streams[-1][0].flush()
+        made = make_folders(base)  # every file written: the folders only now
         for k, ((stream, named), target) in enumerate(zip(streams, targets, strict=True)):
             if named is None:  # name the finished file beside the target, then move it:
                 name = _free_name(target)  # the name exists only between these calls

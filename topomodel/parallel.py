@@ -23,11 +23,13 @@ process that has loaded system frameworks is unsafe).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar, cast
 
 from topomodel.errors import UsageError
@@ -168,7 +170,7 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     _PENDING.append((work, items, None))
     # the workers are forked here, before the pool starts its threads
     pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(nested,))
+                                                    initargs=(nested, os.getpid()))
     try:
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
@@ -237,7 +239,7 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     running: set[Key] = set()
     planned_items: Sequence[S] = ()
     pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(False,))
+                                                    initargs=(False, os.getpid()))
 
     def plan_now() -> None:
         nonlocal planned_items
@@ -286,33 +288,88 @@ TERMINATE_GRACE_S = 10.0
 """Seconds a worker has to end after the pool's SIGTERM before it is killed: enough for
 a nested piece to end its own pool (:func:`_exit_on_terminate`)."""
 
+LEAKED_LOCK_S = 0.5
+"""Seconds the pool's result lock may stay taken once every worker has ended before it
+is taken for leaked (a send by a live thread of this process takes microseconds)."""
+
 
 def _terminate(pool: Any) -> None:
-    """``pool.terminate()``, sure to end. A worker sent SIGTERM in the moments after
-    its fork, before Python in it resets its signal state (which drops a signal pending
-    then), would wait for a task forever, and the pool's join with it; so every worker
-    still there after :data:`TERMINATE_GRACE_S` is killed."""
+    """``pool.terminate()``, sure to end.
+
+    Two ways it could hang, each undone by a watchdog thread while it runs. A worker
+    sent SIGTERM in the moments after its fork, before Python in it resets its signal
+    state (which drops a signal pending then), would wait for a task forever, and the
+    pool's join with it: every worker still there after :data:`TERMINATE_GRACE_S` is
+    killed. And a worker killed while sending its result holds the lock of the result
+    queue for good (a process-shared semaphore, not released by its death), while
+    ``terminate()`` (its end-of-results sentinel) and the pool's task thread still take
+    that lock: the thread blocks on it forever, and ``terminate()`` joining it. So once
+    every worker has ended, a lock no one can take for :data:`LEAKED_LOCK_S` is
+    released.
+    """
     import threading
+    from multiprocessing.connection import wait
 
-    def kill_stragglers() -> None:
-        for worker in list(getattr(pool, "_pool", ())):
-            worker.kill()  # a no-op for one that has ended
+    workers = list(getattr(pool, "_pool", ()))
+    outqueue = getattr(pool, "_outqueue", None)
+    lock = getattr(outqueue, "_wlock", None)
+    finished = threading.Event()
 
-    timer = threading.Timer(TERMINATE_GRACE_S, kill_stragglers)
-    timer.daemon = True
-    timer.start()
+    def watch() -> None:
+        sentinels = [worker.sentinel for worker in workers]
+        deadline = time.monotonic() + TERMINATE_GRACE_S
+        while sentinels and not finished.is_set():
+            ended = wait(sentinels, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+            sentinels = [s for s in sentinels if s not in ended]
+            if sentinels and time.monotonic() >= deadline:
+                for worker in workers:
+                    worker.kill()  # a no-op for one that has ended
+                deadline = math.inf
+        if finished.is_set() or lock is None:
+            return
+        while not finished.is_set():  # every worker has ended: no one else sends
+            lock.acquire(timeout=LEAKED_LOCK_S)  # taken now, by this thread or a dead one
+            with suppress(ValueError):  # its holder let go meanwhile: nothing to release
+                lock.release()
+            finished.wait(0.1)
+
+    watchdog = threading.Thread(target=watch, name="topomodel-pool-terminate", daemon=True)
+    watchdog.start()
     try:
         pool.terminate()
     finally:
-        timer.cancel()
+        finished.set()
+        watchdog.join()
 
 
-def _start_worker(nested: bool) -> None:
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """End this forked process as soon as the process that forked it ends, however it
+    ends (``kill -9`` included): on Linux the kernel sends it SIGKILL then
+    (``prctl(PR_SET_PDEATHSIG)``), which it cannot catch, so it ends without a word. A
+    parent ``parent_pid`` that ended before this call (this process then has another
+    parent) ends it here. Elsewhere nothing is done.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _start_worker(nested: bool, parent_pid: int) -> None:
     import multiprocessing
     import signal
 
     global _IN_WORKER, _BESIDE_SIBLINGS
     _IN_WORKER, _BESIDE_SIBLINGS = not nested, nested
+    die_with_parent(parent_pid)  # a worker never outlives its caller, nor says it died
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
     if not nested:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the caller's terminate() ends it

@@ -386,8 +386,15 @@ def _number(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
+_SHORT_RANGE = (1e-15, 1e19)
+"""Magnitudes :func:`format_si` writes with a prefix: from 0.001 of the smallest to
+9,999 of the largest; beyond them, scientific notation in the unit itself."""
+
+
 def format_si(value: float, unit: str) -> str:
-    """Format ``value`` (in ``unit``) with the largest SI prefix that keeps it >= 1.
+    """Format ``value`` (in ``unit``) with the largest SI prefix that keeps it >= 1; a
+    value beyond the prefixes (a step of 10^300 s) in scientific notation, never as a
+    number of hundreds of digits.
 
     Examples
     --------
@@ -397,9 +404,13 @@ def format_si(value: float, unit: str) -> str:
     '2 us'
     >>> format_si(0, "W")
     '0 W'
+    >>> format_si(1.136e300, "s"), format_si(-2.5e-300, "s"), format_si(9999e15, "s")
+    ('1.136e+300 s', '-2.5e-300 s', '9999 Ps')
     """
     if value == 0 or not math.isfinite(value):
         return f"{_number(value)} {unit}"
+    if not _SHORT_RANGE[0] <= abs(value) < _SHORT_RANGE[1]:
+        return f"{value:.4g} {unit}"
     table = _SI_PREFIXES if abs(value) >= 1 else _SMALL_PREFIXES
     for factor, prefix in table:
         if abs(value) >= factor * (1 - 1e-12):

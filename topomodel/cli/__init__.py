@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from topomodel.cli.parser import build_parser
-from topomodel.errors import InputError, TopomodelError
+from topomodel.errors import InputError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
-from topomodel.report.output import FILE_FORMATS, Report, nonfinite_result, render, write_tables
+from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
 from topomodel.units import pint_for_scalars_only
 
 EXIT_INPUT_ERROR = 2
@@ -71,10 +71,7 @@ def _main(argv: Sequence[str] | None) -> int:
             warnings.simplefilter("default")
             report = run(args)
         _show_warnings(caught)  # as they would have been: the run succeeded
-        nonfinite = nonfinite_result(report)
-        if nonfinite is not None:
-            raise TopomodelError(f"a result is not a finite number ({nonfinite}): the inputs"
-                                 " are outside the range the model computes")
+        refuse_nonfinite(report)
         if args.format in FILE_FORMATS and directory is not None:
             text = "\n".join(f"wrote {path}" for path in
                              write_tables(report, args.format, directory))
@@ -83,15 +80,17 @@ def _main(argv: Sequence[str] | None) -> int:
     except InputError as exc:
         _show_warnings(caught, numeric=False)
         for problem in exc.problems:
-            print(f"topomodel: error: {problem}", file=sys.stderr)
+            print(short_words(f"topomodel: error: {problem}"), file=sys.stderr)
         return EXIT_INPUT_ERROR
     except TopomodelError as exc:
         _show_warnings(caught, numeric=False)
-        print(f"topomodel: error: {exc}{_numeric_notes(caught)}", file=sys.stderr)
+        print(short_words(f"topomodel: error: {exc}{_numeric_notes(caught)}"),
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     except OSError as exc:  # an output path that cannot be written
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"topomodel: error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
+        print(short_words(f"topomodel: error: {where}cannot write: {exc.strerror or exc}"),
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
         print(text, flush=True)

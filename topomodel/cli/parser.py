@@ -27,6 +27,7 @@ from topomodel.cli.options import (
 from topomodel.cli.plan_command import add_plan_parser
 from topomodel.cli.shared import add_catalog_args
 from topomodel.cli.step_commands import cmd_goodput, cmd_review, cmd_scale, cmd_step, cmd_sweep
+from topomodel.errors import short_words
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
 from topomodel.report.output import FORMATS
 
@@ -113,7 +114,8 @@ class _OneLineParser(argparse.ArgumentParser):
     command line is (the usage itself is what ``--help`` prints): exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, short_words(f"{self.prog}: error: {message} (see {self.prog} --help)")
+                  + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

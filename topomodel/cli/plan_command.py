@@ -11,9 +11,6 @@ from topomodel.cli.options import add_step_options, inputs_from_args
 from topomodel.cli.shared import add_catalog_args, usage, writable
 from topomodel.report.output import FORMATS, Report
 
-PLAN_FORMATS = (*FORMATS, "parquet")
-"""Output formats of ``plan``: the shared ones, and Parquet (to ``-o FILE``)."""
-
 
 def _searched() -> tuple[str, ...]:
     from topomodel.plan.space import SEARCHED
@@ -92,7 +89,7 @@ def add_plan_parser(verbs: Any) -> None:
                       help="write the ranked layouts to FILE (needed by --format parquet)")
     add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
     add_catalog_args(plan)
-    plan.add_argument("--format", choices=PLAN_FORMATS, default="table",
+    plan.add_argument("--format", choices=FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")
     plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet
 

@@ -17,7 +17,7 @@ from topomodel.cli.shared import (
     writable,
 )
 from topomodel.records import check_share
-from topomodel.report.output import FILE_FORMATS, Report, Table
+from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinite
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
     pass
@@ -49,6 +49,8 @@ def cmd_review(args: argparse.Namespace) -> Report:
                             seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
                             goodput_assumptions=goodput_from_args(args) if job else None,
                             workers=args.workers)
+    # before anything is written: a report holding an infinity is an error, not a file
+    refuse_nonfinite(Report("review", review.data, review.tables))
     try:
         files = write_review(review, args.output)
     except OSError as exc:

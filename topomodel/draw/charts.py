@@ -87,6 +87,8 @@ def step_figure(result: StepResult, *, title: str | None = None) -> Figure:
 
     def amount(value_s: float) -> str:
         value = value_s * scale
+        if abs(value) >= 1e9:  # a number of a dozen digits or hundreds: short
+            return f"{value:.4g} {unit}"
         digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
         return f"{value:,.{digits}f} {unit}"
 

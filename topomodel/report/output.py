@@ -17,6 +17,7 @@ one file per table, ``DIR/<table>.csv``. Parquet always goes to a directory,
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from topomodel.errors import UsageError
+from topomodel.errors import TopomodelError, UsageError
 from topomodel.files import plain_json
 
 FORMATS = ("table", "json", "csv", "md", "parquet")
@@ -90,21 +91,60 @@ def nonfinite_result(report: Report) -> str | None:
     >>> nonfinite_result(Report("x", {"a": 1.0}, [Table("t", [{"c": 2}])])) is None
     True
     """
-    stack: list[tuple[str, Any]] = [(f"{t.title}[{i}]", row) for t in report.tables
-                                    for i, row in enumerate(t.rows)][::-1]
-    stack.append(("data", report.data))
+    for t in report.tables:
+        for i, row in enumerate(t.rows):
+            where = nonfinite_in(row, f"{t.title}[{i}]")
+            if where is not None:
+                return where
+    return nonfinite_in(report.data, "data")
+
+
+def nonfinite_in(value: Any, where: str) -> str | None:
+    """Where ``value`` (named ``where``) holds a NaN or an infinity, looking into dicts,
+    lists, tuples and dataclass results (their fields by name), or ``None``.
+
+    Examples
+    --------
+    >>> from topomodel.traffic.layout import Layout
+    >>> nonfinite_in({"layout": Layout(tp=2), "t_s": (1.0, float("nan"))}, "step")
+    'step.t_s[1]'
+    """
+    stack: list[tuple[str, Any]] = [(where, value)]
     while stack:  # depth first, in order: the last pushed is the next looked at
         where, value = stack.pop()
         if isinstance(value, dict):
             stack += [(f"{where}.{k}", v) for k, v in value.items()][::-1]
         elif isinstance(value, list | tuple):
             stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)][::-1]
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            stack += [(f"{where}.{f.name}", getattr(value, f.name))
+                      for f in dataclasses.fields(value)][::-1]
         elif isinstance(value, float) and not math.isfinite(value):
             return where
         elif hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0 and (
                 value.dtype.kind == "f" and not math.isfinite(float(value))):
             return where  # a numpy scalar
     return None
+
+
+def refuse_nonfinite(value: Any, where: str = "data") -> None:
+    """Raise :class:`~topomodel.errors.TopomodelError` where ``value`` (a
+    :class:`Report`, or a result named ``where``) holds a NaN or an infinity: checked
+    before it is printed, written or drawn (a figure's axes cannot span one).
+
+    Examples
+    --------
+    >>> refuse_nonfinite({"step_time_s": float("inf")}, "step")
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.TopomodelError: a result is not a finite number (step.step_time_s): \
+the inputs are outside the range the model computes
+    """
+    found = (nonfinite_result(value) if isinstance(value, Report)
+             else nonfinite_in(value, where))
+    if found is not None:
+        raise TopomodelError(f"a result is not a finite number ({found}): the inputs are"
+                             " outside the range the model computes")
 
 
 def render(report: Report, fmt: str) -> str:

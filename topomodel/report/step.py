@@ -61,7 +61,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
              for k, v in result.walls.items()]
     comm = [{"kind": c.kind, "collective": f"{c.collective} ({c.algorithm})",
              "size": format_size(c.size_bytes),
-             "calls/step": c.calls, "time": format_si(c.time_s, "s"),
+             "calls/step": f"{c.calls:,}", "time": format_si(c.time_s, "s"),
              "overlap": f"{c.overlap:.0%}", "exposed": format_si(c.exposed_s, "s"),
              "leaves scale-up": "yes" if c.spills else "no",
              "timed by": "measured curve" if c.measured else "model"} for c in result.comm]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from typing import Any
 
-from topomodel.errors import UnitError
+from topomodel.errors import UnitError, short
 from topomodel.limits import MAX_CONSTRAINT_CHARACTERS, MAX_CONSTRAINT_DEPTH
 from topomodel.records import Invalid, did_you_mean
 from topomodel.sweep.params import METRIC_BY_NAME
@@ -155,17 +155,12 @@ def compile_constraint(text: Any, names: Collection[str] | None = None) -> Const
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise Invalid(f"not an expression: {exc.msg} in {_short(text.strip())}") from None
+        raise Invalid(f"not an expression: {exc.msg} in {short(text.strip())!r}") from None
     except (RecursionError, MemoryError):
         tree = None
     if tree is None or _depth(tree) > MAX_CONSTRAINT_DEPTH:
         raise Invalid(f"the expression nests more than {MAX_CONSTRAINT_DEPTH} levels deep")
     return _compile(tree.body, names)
-
-
-def _short(text: str) -> str:
-    """``text`` quoted, cut to 60 characters."""
-    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
 @lru_cache(maxsize=256)

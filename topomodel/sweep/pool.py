@@ -19,6 +19,7 @@ from typing import Any
 
 from topomodel.errors import TopomodelError, UsageError
 from topomodel.files import plain_json
+from topomodel.parallel import die_with_parent
 from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
@@ -83,16 +84,9 @@ def _die_with(sweep_pid: int) -> None:
     a poll every :data:`PARENT_POLL_S`) and exits when it is gone.
     """
     import os
-    import signal
-    import sys
     import threading
 
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    die_with_parent()  # the fork server's death; the watchdog below watches the sweep
     try:
         watched: int | None = os.pidfd_open(sweep_pid) if hasattr(os, "pidfd_open") else None
     except ProcessLookupError:

@@ -440,7 +440,12 @@ def review_figures(fabric: Fabric, collectives: CollectiveTable, featured: Any,
     from topomodel.draw.charts import tier_utilization_figure
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.topology import topology_figure
+    from topomodel.report.output import refuse_nonfinite
 
+    # before any drawing: a figure's axes cannot span an infinity
+    refuse_nonfinite(featured, "featured")
+    if step is not None and not isinstance(step, ReviewFigure):
+        refuse_nonfinite(step, "step")
     out: dict[str, ReviewFigure] = {}
     run = collectives.featured
     if run is not None:
