@@ -4,6 +4,9 @@ ones a figure was checked on.
 
 - utilisation: MFU <= HFU <= 1 at a compute efficiency of 1, and the hardware FLOPs are
   the FLOPs the step's operations are timed on (one count);
+- bus bandwidth: a collective's busbw is at most the line rate its ranks inject at (the
+  links they send on), undelivered flows included: its algbw and busbw count only the
+  bytes delivered, and its report says so;
 
 Hypothesis runs the suite's profile (conftest.py: 25 examples a test, 150 with
 ``--run-slow``); every test is ``derandomize``d, so an example repeats from run to run,
@@ -18,9 +21,11 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import TOY_CATALOG, toy_switch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.training.compute import Device
 from topomodel.analysis.training.model import flops_per_token
 from topomodel.analysis.training.stagework import COMPUTE
@@ -30,6 +35,9 @@ from topomodel.catalog import Model
 from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.report.route import route_report
+from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.layout import Layout
 
 SEEDED = settings(derandomize=True, database=None, deadline=None,
@@ -153,3 +161,111 @@ def test_mixtral_mfu_is_below_one_at_peak_efficiency(example_fabric):
                                                     recompute=recompute), FLAT)
         assert (round(result.mfu, 3), round(result.hfu, 3)) == (mfu, hfu), recompute
 
+
+# --- bus bandwidth ---------------------------------------------------------------------
+
+SMALL_EXAMPLES = ("small-2x2-a100-1gbe", "hgx-h100-server", "rtx4090-workstation",
+                  "small-4x8-l40s-25gbe")
+"""Shipped designs of at most 32 accelerators: PCIe through a CPU root, NVSwitch, a
+workstation without a network, L40S servers on 25 GbE."""
+
+ALGORITHMS = {"allreduce": ("ring", "tree", "rhd", "hierarchical", "torus"),
+              "allgather": ("ring", "rhd", "hierarchical", "torus"),
+              "reducescatter": ("ring", "rhd", "hierarchical", "torus"),
+              "alltoall": ("direct", "pairwise")}
+"""The algorithms whose ranks move every byte themselves: a switch that reduces
+(in-network reduction, NVLS) lets an all-reduce's busbw pass the ranks' line rate, as
+NCCL's own measurements of NVLS do, so those are left out of the law."""
+
+GROUPS = ("all", "system", "domain", "rail", "block:2", "stride:2")
+SIZES = (64e3, 16e6, 1e9)
+
+
+@st.composite
+def collectives(draw, names):
+    """A fabric (a toy or a small example, maybe with a NIC or switch failed), a
+    collective, an algorithm, a group spec and a size."""
+    name = draw(st.sampled_from(names))
+    collective = draw(st.sampled_from(sorted(ALGORITHMS)))
+    return (name, collective, draw(st.sampled_from(ALGORITHMS[collective])),
+            draw(st.sampled_from(GROUPS)), draw(st.sampled_from(SIZES)),
+            draw(st.integers(0, 10**6)), draw(st.booleans()))
+
+
+def _fabric(toys, example_fabric, name, pick, fail):
+    """The named fabric; with ``fail``, a copy with one of its NICs or switches failed
+    (``pick`` chooses which): flows may lose their only path."""
+    fabric = toys[name] if name in toys else example_fabric(name)
+    if not fail:
+        return fabric
+    kinds = fabric.nodes["kind"].astype(str)
+    parts = fabric.nodes["name"][kinds.isin(["nic", "switch", "scaleup_switch"])].tolist()
+    return with_failures(fabric, [sorted(parts)[pick % len(parts)]]) if parts else fabric
+
+
+def _run(fabric, collective, algorithm, spec, size):
+    try:
+        return run_collective(fabric, collective, size, [spec], algorithm=algorithm,
+                              time_model=TimeModel())
+    except UsageError:  # the algorithm or the groups do not apply to this fabric
+        return None
+
+
+def _injection_Bps(fabric, run, spec):
+    """The most any rank of the groups can send per second: the line rate (one
+    direction) of its outgoing links that carry bytes, the highest over the ranks."""
+    links = fabric.links
+    loaded = run.timing.link_bytes > 0
+    egress = np.bincount(links["src"].to_numpy()[loaded],
+                         weights=links["capacity_Bps"].to_numpy()[loaded],
+                         minlength=len(fabric.nodes))
+    return float(egress[np.unique(parse_groups(fabric, spec))].max())
+
+
+@SEEDED
+@given(drawn=collectives(("box", "hosts", *SMALL_EXAMPLES)))
+# the case that found it: the first server's NIC failed (part 2 of leaf0, sys0/cpu0,
+# sys0/nic0, ...), so a third of an all-to-all's bytes move, over 31.5 GB/s PCIe
+@example(drawn=("small-2x2-a100-1gbe", "alltoall", "direct", "all", 1e9, 2, True))
+def test_busbw_is_at_most_the_line_rate_the_ranks_inject_at(toys, example_fabric, drawn):
+    """busbw x time is at least the bytes the average rank sends (nccl-tests defines its
+    factor so), and a rank sends no faster than the line rate of its links that carry
+    them: busbw <= the highest such rate of the group's ranks. With flows that have no
+    path the law holds of the delivered part, which is all algbw and busbw count."""
+    name, collective, algorithm, spec, size, pick, fail = drawn
+    fabric = _fabric(toys, example_fabric, name, pick, fail)
+    run = _run(fabric, collective, algorithm, spec, size)
+    if run is None or not run.timing.link_bytes.any():
+        return
+    assert 0 <= run.delivered_share <= 1
+    assert run.busbw_Bps <= _injection_Bps(fabric, run, spec) * (1 + TOLERANCE), (
+        f"{run.busbw_Bps / 1e9:.3f} GB/s busbw,"
+        f" {run.timing.unroutable_flows} flows not delivered")
+
+
+def test_a_pcie_path_with_a_lost_nic_reports_the_delivered_bytes(example_fabric):
+    """Two servers of two A100 PCIe, the first server's only NIC failed: half of an
+    all-to-all's flows (2 of its 3 GB) have no path. The time covers the third that
+    moves inside the servers, over 31.5 GB/s PCIe links; dividing the whole 1 GB by it
+    gave 95.8 GB/s algbw and 71.9 GB/s busbw. Over the delivered bytes: 31.9 and 24.0,
+    and the headline and the warning say that the collective does not complete."""
+    fabric = with_failures(example_fabric("small-2x2-a100-1gbe"), ["sys0/nic0"])
+    run = run_collective(fabric, "alltoall", 1e9, ["all"], algorithm="direct")
+    assert run.timing.unroutable_flows == 8
+    assert run.delivered_share == pytest.approx(1 / 3)
+    assert run.busbw_Bps == pytest.approx(23.95e9, rel=1e-3)
+    assert run.busbw_Bps <= 31.5e9
+    report = route_report(fabric, run, routing="ecmp")
+    assert report.data["delivered_share"] == pytest.approx(1 / 3)
+    assert report.data["busbw_Bps"] == run.busbw_Bps
+    (row,) = [r for r in report.tables[0].rows if r["item"].startswith("algbw / busbw")]
+    assert "delivered" in row["item"] and "does not complete" in row["value"]
+    assert "33.3% of its bytes delivered" in row["value"]
+    assert any("NOT delivered" in w and "count only the 33.3% of the bytes" in w
+               for w in report.warnings)
+    intact = example_fabric("small-2x2-a100-1gbe")
+    whole = run_collective(intact, "alltoall", 1e9, ["all"], algorithm="direct")
+    assert whole.delivered_share == 1
+    assert whole.algbw_Bps == pytest.approx(1e9 / whole.time_s, rel=1e-12)
+    rows = route_report(intact, whole, routing="ecmp").tables[0].rows
+    assert [r["item"] for r in rows if r["item"].startswith("algbw")] == ["algbw / busbw"]
