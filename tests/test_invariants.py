@@ -7,6 +7,9 @@ ones a figure was checked on.
 - bus bandwidth: a collective's busbw is at most the line rate its ranks inject at (the
   links they send on), undelivered flows included: its algbw and busbw count only the
   bytes delivered, and its report says so;
+- conservation: every routed collective's phases deliver each flow's bytes from its
+  source to its destination across the link loads, failed links carry nothing, and
+  every figure of a collective or a step is finite.
 
 Hypothesis runs the suite's profile (conftest.py: 25 examples a test, 150 with
 ``--run-slow``); every test is ``derandomize``d, so an example repeats from run to run,
@@ -21,10 +24,11 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import TOY_CATALOG, toy_switch
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.routes import pxn_traffic
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.training.compute import Device
 from topomodel.analysis.training.model import flops_per_token
@@ -37,6 +41,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.report.route import route_report
+from topomodel.traffic.collectives import ALGORITHMS as ALL_ALGORITHMS
 from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.layout import Layout
 
@@ -114,6 +119,7 @@ def test_hardware_flops_are_the_flops_the_step_is_timed_on(toys, drawn):
     try:
         shape = shape_of(fabric, model, layout)
     except UsageError:
+        event("not applicable")
         return
     works = step_works(_counting_device(), model, layout, FLAT, shape.seq, {},
                        shape.sizes - shape.moe_sizes, shape.moe_sizes)
@@ -123,8 +129,10 @@ def test_hardware_flops_are_the_flops_the_step_is_timed_on(toys, drawn):
                                             flash_attention=layout.flash_attention)
     if model.is_moe and not layout.sequence_parallel:
         # without sequence parallelism every TP rank runs the router on all the tokens
-        # (forward, input and weight gradients): work the ranks repeat, not the model's
-        router = 3 * 2 * model.hidden * model.experts
+        # (forward, input and weight gradients, and the forward again under full
+        # recomputation): work the ranks repeat, not the model's
+        passes = 4 if layout.recompute == "full" else 3
+        router = passes * 2 * model.hidden * model.experts
         hardware += (layout.tp - 1) * router * float(shape.moe_sizes.sum())
     assert per_token == pytest.approx(hardware, rel=TOLERANCE)
     assert model_flops <= hardware * (1 + TOLERANCE)
@@ -141,6 +149,7 @@ def test_mfu_and_hfu_are_at_most_one_at_peak_efficiency(toys, drawn):
     try:
         result = step_time(fabric, model, layout, FLAT)
     except UsageError:
+        event("not applicable")
         return
     assert 0 < result.mfu <= result.hfu * (1 + TOLERANCE)
     assert result.hfu <= 1 + TOLERANCE
@@ -208,6 +217,7 @@ def _run(fabric, collective, algorithm, spec, size):
         return run_collective(fabric, collective, size, [spec], algorithm=algorithm,
                               time_model=TimeModel())
     except UsageError:  # the algorithm or the groups do not apply to this fabric
+        event("not applicable")
         return None
 
 
@@ -269,3 +279,100 @@ def test_a_pcie_path_with_a_lost_nic_reports_the_delivered_bytes(example_fabric)
     assert whole.algbw_Bps == pytest.approx(1e9 / whole.time_s, rel=1e-12)
     rows = route_report(intact, whole, routing="ecmp").tables[0].rows
     assert [r["item"] for r in rows if r["item"].startswith("algbw")] == ["algbw / busbw"]
+
+
+# --- conservation and finiteness -------------------------------------------------------
+
+EVERY_ALGORITHM = {c: ALL_ALGORITHMS[c] for c in ("allreduce", "allgather", "reducescatter",
+                                                  "alltoall", "broadcast", "reduce")}
+
+
+@st.composite
+def any_collectives(draw, names):
+    """As :func:`collectives`, with every algorithm of every collective but sendrecv
+    (in-network reduction and NVLS included: they send to and from switches)."""
+    name = draw(st.sampled_from(names))
+    collective = draw(st.sampled_from(sorted(EVERY_ALGORITHM)))
+    return (name, collective, draw(st.sampled_from(EVERY_ALGORITHM[collective])),
+            draw(st.sampled_from(GROUPS)), draw(st.sampled_from(SIZES)),
+            draw(st.integers(0, 10**6)), draw(st.booleans()))
+
+
+def _check_conservation(fabric, ph, routed):
+    """Every delivered flow's bytes leave its source and reach its destination across
+    the link loads (at each node, bytes out - bytes in = bytes it sends - bytes it
+    receives), the loads sum to bytes x hops, and a failed link carries nothing."""
+    links = fabric.links
+    load = routed.link_bytes
+    assert np.isfinite(load).all() and (load >= 0).all()
+    ok = np.ones(ph.flows, bool)
+    ok[routed.unroutable] = False
+    src, dst, nbytes = ph.src[ok], ph.dst[ok], ph.bytes[ok]
+    if len(routed.hops) == ph.flows:  # an all-pairs phase routed from counts holds hops
+        assert load.sum() == pytest.approx(  # per class of pair, not per flow
+            float((nbytes * routed.hops[ok]).sum()), rel=1e-9)
+    n = len(fabric.nodes)
+    out = np.bincount(links["src"].to_numpy(), weights=load, minlength=n)
+    into = np.bincount(links["dst"].to_numpy(), weights=load, minlength=n)
+    sent = np.bincount(src, weights=nbytes, minlength=n)
+    received = np.bincount(dst, weights=nbytes, minlength=n)
+    scale = max(1.0, float(nbytes.sum()))
+    assert np.allclose(out - into, sent - received, rtol=0, atol=1e-9 * scale)
+    assert not load[links["failed"].to_numpy()].any()
+
+
+@SEEDED
+@given(drawn=any_collectives(("box", "hosts", *SMALL_EXAMPLES)))
+def test_routed_collectives_conserve_bytes_and_are_finite(toys, example_fabric, drawn):
+    """Every phase of a routed collective conserves its delivered flows' bytes, puts
+    none on a failed link, and the run's figures are finite and not negative."""
+    name, collective, algorithm, spec, size, pick, fail = drawn
+    fabric = _fabric(toys, example_fabric, name, pick, fail)
+    run = _run(fabric, collective, algorithm, spec, size)
+    if run is None:
+        return
+    # the flows as timed: PXN relays a cross-rail flow through a peer on the NIC's rail
+    timed = pxn_traffic(fabric, run.traffic) if TimeModel().pxn else run.traffic
+    phases = timed.phases
+    assert len(phases) == len(run.timing.phases)
+    for ph, timed in zip(phases, run.timing.phases, strict=True):
+        _check_conservation(fabric, ph, timed.routed)
+    timing = run.timing
+    figures = (timing.time_s, timing.latency_s, timing.bandwidth_s, timing.topology_s,
+               timing.unroutable_bytes, run.delivered_share)
+    assert all(math.isfinite(x) and x >= 0 for x in figures), figures
+    assert timing.time_s == pytest.approx(timing.latency_s + timing.bandwidth_s
+                                          + timing.topology_s, rel=1e-9)
+    if timing.time_s > 0:
+        assert math.isfinite(run.algbw_Bps) and math.isfinite(run.busbw_Bps)
+        assert all(math.isfinite(b) for b in run.busbw_per_set_Bps)
+    assert not timing.link_bytes[fabric.links["failed"].to_numpy()].any()
+
+
+@SEEDED
+@given(drawn=toy_layouts(), failed=st.sampled_from([None, "sys1/sw0", "sys2/nic1", "leaf0"]))
+def test_steps_are_finite(toys, drawn, failed):
+    """Every number of a step is finite and none negative, whatever the layout and with
+    a switch or NIC failed; its parts add up to the step."""
+    name, layout = drawn
+    fabric = toys["box"]
+    if failed is not None:
+        fabric = with_failures(fabric, [failed])
+    model = fabric.catalog.get(name, Model)
+    try:
+        result = step_time(fabric, model, layout)
+    except UsageError as exc:
+        event(f"not applicable: {str(exc)[:40]}")
+        return
+    numbers = [result.step_time_s, result.compute_s, result.bubble_s, result.exposed_comm_s,
+               result.wait_s, result.imbalance_s, result.mfu, result.hfu,
+               result.tokens_per_s, result.pipeline_s, *result.walls.values(),
+               *result.memory.values(), *result.stage_memory_bytes, *result.stage_busy_s]
+    for c in result.comm:
+        numbers += [c.size_bytes, c.time_s, c.latency_s, c.bandwidth_s, c.topology_s,
+                    c.exposed_s]
+        assert c.exposed_s <= c.time_s * (1 + TOLERANCE)
+    assert all(math.isfinite(x) and x >= 0 for x in numbers), result
+    assert result.step_time_s == pytest.approx(
+        result.compute_s + result.imbalance_s + result.bubble_s + result.exposed_comm_s
+        + result.wait_s, rel=1e-9)

@@ -72,11 +72,9 @@ class CollectiveRun:
     @property
     def delivered_share(self) -> float:
         """Share of the traffic's bytes that reached their destination, 0-1: 1 unless
-        flows have no path (``timing.unroutable_bytes``, never routed or timed)."""
-        if not self.timing.unroutable_flows:
-            return 1.0
-        total = self.traffic.total_bytes
-        return max(0.0, 1.0 - self.timing.unroutable_bytes / total) if total else 0.0
+        flows have no path (:attr:`TrafficTime.delivered_share`: of the flows as timed,
+        which PXN may have rewritten)."""
+        return self.timing.delivered_share
 
     @property
     def algbw_Bps(self) -> float:
