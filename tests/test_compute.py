@@ -104,8 +104,8 @@ def test_one_flat_efficiency_only_when_asked():
 
 def test_a_layers_gemm_flops_are_the_models_per_token_flops():
     """Forward GEMMs of one layer (all TP ranks) = 2 x layer parameters x tokens plus
-    the attention core's 4 x seq x heads x head size per token: the 6 N + 12 L H Q T
-    accounting's forward third."""
+    the attention core's 4 x seq x heads x head size per token over the full score
+    matrix (the timing without FlashAttention: hardware FLOPs' forward third)."""
     for name, moe in (("llama3-70b", False), ("mixtral-8x7b", True)):
         model = CATALOG.get(name, Model)
         tp, seq, micro = 8, model.sequence, 2

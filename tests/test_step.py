@@ -29,13 +29,25 @@ def test_parameter_count_by_hand(toy):
     counts = parameter_counts(model)
     assert counts["total"] == 4 * per_layer + 2 * v * d
     model_flops, hw = flops_per_token(model, 1024, recompute="full")
+    # 4 layers x 16 heads x 64 head size x 1024 tokens: PaLM's 12 L H Q T counts the whole
+    # score matrix; the model FLOPs count causal attention, half of it
     attention = 12 * 4 * 16 * 64 * 1024
-    assert model_flops == 6 * (4 * per_layer + v * d) + attention
-    # a full recomputation repeats each layer's forward (not the logit layer's)
-    assert hw == pytest.approx(model_flops + 2 * 4 * per_layer + attention / 3)
+    assert model_flops == 6 * (4 * per_layer + v * d) + attention / 2
+    # FlashAttention computes the causal half and recomputes the scores in its backward
+    # (7 L H Q T, not 6); a full recomputation repeats each layer's forward (not the
+    # logit layer's) with its causal attention forward (2 L H Q T)
+    flash = attention * 7 / 12
+    assert hw == pytest.approx(model_flops - attention / 2 + flash + 2 * 4 * per_layer
+                               + attention / 6)
     _, selective = flops_per_token(model, 1024, recompute="selective")
-    assert selective == pytest.approx(model_flops + attention / 3)  # the attention core
-    assert flops_per_token(model, 1024)[1] == model_flops
+    assert selective == pytest.approx(model_flops - attention / 2 + flash + attention / 6)
+    assert flops_per_token(model, 1024)[1] == pytest.approx(model_flops - attention / 2
+                                                            + flash)
+    # without FlashAttention the whole matrix is computed: PaLM's count, as hardware FLOPs
+    kept, kept_full = flops_per_token(model, 1024, recompute="full", flash_attention=False)
+    assert kept == model_flops
+    assert kept_full == pytest.approx(kept + attention / 2 + 2 * 4 * per_layer
+                                      + attention / 3)
 
 
 def _compute_s(model, layout, a, fabric, *, microbatches):

@@ -8,8 +8,9 @@ JSON (``schema: topomodel.route``, ``version: 1``) keys:
   ``ranks`` (of the largest group of any set, whatever the order of the sets),
   ``groups`` (count per group set), ``group_sets`` (per set: ``spec``, ``groups``,
   ``ranks``, ``busbw_Bps`` with that set's own nccl-tests factor);
-- ``time_s``, ``algbw_Bps``, ``busbw_Bps`` (nccl-tests definitions), ``latency_s``,
-  ``bandwidth_s``, ``topology_s`` (they add up to ``time_s``);
+- ``time_s``, ``algbw_Bps``, ``busbw_Bps`` (nccl-tests definitions, of the delivered
+  bytes: see ``delivered_share``), ``latency_s``, ``bandwidth_s``, ``topology_s`` (they
+  add up to ``time_s``);
 - ``tiers``: per link tier ``bytes``, ``capacity_Bps`` (all links, one direction, line
   rate), ``efficiency`` (effective / line rate) with ``efficiency_source``,
   ``effective_capacity_Bps``, ``peak_utilization``, ``mean_utilization`` (busy time /
@@ -19,7 +20,10 @@ JSON (``schema: topomodel.route``, ``version: 1``) keys:
   ``groups`` (group sets that put bytes on it);
 - ``bisection``: ``bytes`` crossing between the halves, ``capacity_Bps``, ``time_s`` at
   that capacity;
-- ``unroutable_flows``, ``unroutable_bytes`` (never silently dropped: also a warning);
+- ``unroutable_flows``, ``unroutable_bytes`` (never silently dropped: also a warning),
+  ``delivered_share`` (share of the traffic's bytes that have a path, 0-1: below 1,
+  ``time_s`` covers only them, and ``algbw_Bps`` and ``busbw_Bps`` are the size times
+  this share over it, the rate of the delivered part, not of the collective);
 - ``assumptions``: the time model's parameters.
 """
 
@@ -50,9 +54,12 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     crossing = bisection_traffic(fabric, run.traffic)
     cross = {} if crossing is None else dataclasses.asdict(crossing)
     warnings = []
+    delivered = run.delivered_share
     if timing.unroutable_flows:
         warnings.append(f"{timing.unroutable_flows} flows ({format_size(timing.unroutable_bytes)})"
-                        " have no path and were NOT delivered: the time covers only the rest")
+                        " have no path and were NOT delivered: the time covers only the rest,"
+                        f" and algbw and busbw count only the {delivered:.1%} of the bytes"
+                        " delivered (the collective as asked does not complete)")
     if links["failed"].any():
         warnings.append(f"{int(links['failed'].sum() // 2)} failed links; traffic re-routed")
     sources = efficiency_sources(fabric, time_model)
@@ -79,7 +86,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         "topology_s": timing.topology_s,
         "tiers": tiers, "hotspots": hot, "bisection": cross,
         "unroutable_flows": timing.unroutable_flows,
-        "unroutable_bytes": timing.unroutable_bytes,
+        "unroutable_bytes": timing.unroutable_bytes, "delivered_share": delivered,
         "phases": [{"label": p.label, "steps": p.steps, "bandwidth_s": p.bandwidth_s,
                     "ideal_s": p.ideal_s, "latency_s": p.latency_s} for p in timing.phases],
         "assumptions": {**dataclasses.asdict(time_model), "efficiency": efficiency},
@@ -91,8 +98,12 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
             f"{n} x {spec} of {r} ranks" for spec, n, r in
             zip(run.group_sets, run.groups, run.ranks_per_set, strict=True))},
         {"item": "time", "value": format_si(total, "s")},
-        {"item": "algbw / busbw", "value": f"{format_rate(run.algbw_Bps)} /"
-         f" {format_rate(run.busbw_Bps)}" + ("" if len(set(run.ranks_per_set)) == 1 else
+        {"item": "algbw / busbw" if delivered == 1 else
+         "algbw / busbw of the delivered bytes only", "value": (
+             "" if delivered == 1 else f"NOT the collective's (it does not complete):"
+             f" {delivered:.1%} of its bytes delivered, ")
+         + f"{format_rate(run.algbw_Bps)} / {format_rate(run.busbw_Bps)}"
+         + ("" if len(set(run.ranks_per_set)) == 1 else
                                              f" (of the {run.ranks}-rank groups; per set: "
                                              + ", ".join(f"{spec} {format_rate(b)}" for spec, b
                                                          in zip(run.group_sets,
@@ -124,7 +135,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     record = {key: data[key] for key in (
         "design", "collective", "algorithm", "protocol", "routing", "router", "size_bytes",
         "ranks", "time_s", "algbw_Bps", "busbw_Bps", "latency_s", "bandwidth_s",
-        "topology_s", "unroutable_flows", "unroutable_bytes")}
+        "topology_s", "unroutable_flows", "unroutable_bytes", "delivered_share")}
     tables = [Table("Collective", summary, [record]), Table("Tiers", tier_rows, tiers),
               Table(f"Hotspots (top {top})", hot_rows, hot, name="hotspots")]
     if cross:

@@ -70,13 +70,26 @@ class CollectiveRun:
         return self.timing.time_s
 
     @property
+    def delivered_share(self) -> float:
+        """Share of the traffic's bytes that reached their destination, 0-1: 1 unless
+        flows have no path (:attr:`TrafficTime.delivered_share`: of the flows as timed,
+        which PXN may have rewritten)."""
+        return self.timing.delivered_share
+
+    @property
     def algbw_Bps(self) -> float:
-        """size / time, bytes/s."""
-        return self.size_bytes / self.time_s if self.time_s else float("nan")
+        """size / time, bytes/s, of the delivered bytes: size x :attr:`delivered_share`
+        / time. The time covers only the flows that have a path, so dividing the whole
+        size by it would give a rate nothing achieved (with no flow lost, size / time,
+        nccl-tests' definition)."""
+        if not self.time_s:
+            return float("nan")
+        return self.size_bytes * self.delivered_share / self.time_s
 
     @property
     def busbw_Bps(self) -> float:
-        """algbw x the nccl-tests factor of the largest groups (:attr:`ranks`), bytes/s."""
+        """algbw x the nccl-tests factor of the largest groups (:attr:`ranks`), bytes/s
+        (of the delivered bytes, as :attr:`algbw_Bps`)."""
         return self.algbw_Bps * busbw_factor(self.collective, self.ranks)
 
     @property

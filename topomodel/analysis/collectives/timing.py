@@ -103,6 +103,18 @@ class TrafficTime:
     collective_latency_s: float = 0.0
     bandwidth_scale: float = 1.0
     measured: str = ""
+    traffic_bytes: float = 0.0  # bytes of every flow timed (PXN's as rewritten), if any lost
+
+    @property
+    def delivered_share(self) -> float:
+        """Share of the timed flows' bytes that have a path, 0-1 (with PXN, of the flows
+        as it rewrites them, a relayed flow's two legs each counted): 1 unless some flows
+        have none."""
+        if not self.unroutable_flows:
+            return 1.0
+        if not self.traffic_bytes:
+            return 0.0
+        return max(0.0, 1.0 - self.unroutable_bytes / self.traffic_bytes)
 
     @cached_property
     def link_bytes(self) -> np.ndarray:
@@ -203,8 +215,10 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         lost_flows += len(routed.unroutable)
         if len(routed.unroutable):  # reading ``bytes`` would list an all-pairs phase
             lost_bytes += float(ph.bytes[routed.unroutable].sum()) * ph.steps
+    # the bytes the lost ones are a share of: the traffic as timed (PXN's, as rewritten)
+    total = traffic.total_bytes if lost_flows else 0.0
     if not nccl:
-        return TrafficTime(tuple(phases), links, lost_flows, lost_bytes)
+        return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, traffic_bytes=total)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
     protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
     curve = _measured(fabric, traffic.shapes, time_model) if not lost_flows else None
@@ -217,7 +231,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
         else:
             latency = seconds
     return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
-                       scale, note)
+                       scale, note, total)
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from topomodel.analysis.training.model import BYTES
+from topomodel.analysis.training.model import BYTES, attention_flops_per_token
 from topomodel.errors import UsageError
 from topomodel.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
@@ -372,16 +372,20 @@ def _attention_times(device: Device, model: Model, layout: Layout, seq: int
                      ) -> tuple[float, float]:
     """Forward and backward seconds of the attention core of one layer.
 
-    FlashAttention: one fused kernel; causal attention skips the blocks above the
-    diagonal, half of the full 4 x score-elements x head-size FLOPs, and its backward
-    does 5 products for the forward's 2 (it recomputes the scores: FlashAttention-2,
-    Dao 2023, section 3.1.2), 2.5 times the forward. Without it (Megatron-LM 2022), the
-    full score matrix is computed, written, soft-maxed and dropped out in HBM.
+    FlashAttention: one fused kernel doing the FLOPs
+    :func:`~topomodel.analysis.training.model.attention_flops_per_token` counts (the
+    count the HFU reads): causal attention skips the blocks above the diagonal, half of
+    the full 4 x score-elements x head-size FLOPs, and its backward does 5 products for
+    the forward's 2 (it recomputes the scores). Without it (Megatron-LM 2022), the full
+    score matrix is computed (the GEMMs of :func:`attention_core`, the same count),
+    written, soft-maxed and dropped out in HBM.
     """
-    fwd, bwd, scores = attention_core(model, layout, seq)
     if layout.flash_attention:
-        flops = sum(g.flops for g in fwd) / 2
-        return device.attention_s(flops), device.attention_s(2.5 * flops)
+        forward, backward = attention_flops_per_token(model, seq, flash_attention=True)
+        # the rank's tokens, through its 1/tp of the heads
+        tokens = layout.micro_batch * seq / layout.cp / layout.tp
+        return device.attention_s(forward * tokens), device.attention_s(backward * tokens)
+    fwd, bwd, scores = attention_core(model, layout, seq)
     drop = 5.0 if layout.dropout else 0.0
     f = sum(device.gemm_s(g) for g in fwd) + device.memory_s((4 + drop) * scores)
     b = sum(device.gemm_s(g) for g in bwd) + device.memory_s((6 + drop) * scores)

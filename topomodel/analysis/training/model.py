@@ -37,35 +37,90 @@ def parameter_counts(model: Model) -> dict[str, float]:
             "embedding": embedding, "experts": routed, "moe_layers": moe_layers}
 
 
-def flops_per_token(model: Model, seq: int, *, recompute: str = "none"
-                    ) -> tuple[float, float]:
-    """Training FLOPs per token: (model FLOPs, hardware FLOPs with recomputation).
+CAUSAL_SHARE = 0.5
+"""The share of the full score matrix a causal attention needs: the blocks on and below
+the diagonal (a causal FlashAttention kernel skips the others)."""
 
-    Model FLOPs are 6 N + 12 L H Q T (PaLM's accounting, Chowdhery et al. 2022,
-    appendix B; N the active non-embedding plus output-layer parameters). Hardware
-    FLOPs add what recomputation repeats (Korthikanti et al. 2022, appendix A): a full
-    recomputation one more forward pass of every transformer layer (2 N' + 4 L H Q T,
-    N' the layers' parameters: the logit layer is not recomputed), a selective one the
-    attention core only (4 L H Q T).
+FLASH_BACKWARD = 2.5
+"""FlashAttention's backward FLOPs over its forward's: five products for the forward's
+two, since it recomputes the scores instead of storing them (FlashAttention-2, Dao
+2023, section 3.1.2)."""
+
+
+def attention_flops_per_token(model: Model, seq: int, *, flash_attention: bool = True
+                              ) -> tuple[float, float]:
+    """FLOPs of one layer's attention core (scores and values) per token, forward and
+    backward, as the step runs them: the count both its timing
+    (:func:`~topomodel.analysis.training.compute.layer_times`) and its HFU read.
+
+    With FlashAttention, a causal kernel: 2 x seq x heads x head size forward (half of
+    the two full products Q K^T and P V, 4 x seq x heads x head size) and
+    :data:`FLASH_BACKWARD` times that backward. Without it (Megatron-LM 2022), the full
+    score matrix, masked afterwards: 4 x seq x heads x head size forward and twice that
+    backward.
+
+    Examples
+    --------
+    >>> from topomodel.catalog import Model, load_catalog
+    >>> llama = load_catalog().get("llama3-70b", Model)
+    >>> fwd, bwd = attention_flops_per_token(llama, 8192)
+    >>> fwd == 2 * 8192 * 64 * 128, bwd / fwd
+    (True, 2.5)
+    >>> attention_flops_per_token(llama, 8192, flash_attention=False) == (2 * fwd, 4 * fwd)
+    True
+    """
+    hd = model.head_dim or model.hidden // model.heads
+    full = 4.0 * seq * model.heads * hd
+    if flash_attention:
+        forward = CAUSAL_SHARE * full
+        return forward, FLASH_BACKWARD * forward
+    return full, 2.0 * full
+
+
+def flops_per_token(model: Model, seq: int, *, recompute: str = "none",
+                    flash_attention: bool = True) -> tuple[float, float]:
+    """Training FLOPs per token: (model FLOPs, hardware FLOPs).
+
+    The rule: both count the products the step times, from the same counts
+    (:func:`parameter_counts` for the linear layers, :func:`attention_flops_per_token`
+    for the attention core), so that at a compute efficiency of 1 neither MFU nor HFU
+    can exceed 1.
+
+    - **Model FLOPs** are the work the model needs, however it is run:
+      6 N + 6 L H Q T (N the active non-embedding plus output-layer parameters; the
+      attention core a causal forward, 2 L H Q T, and a backward of twice its products).
+      This is PaLM's 6 N + 12 L H Q T (Chowdhery et al. 2022, appendix B) with causal
+      attention counted as causal: PaLM counts the whole score matrix, which a causal
+      FlashAttention kernel does not compute, so with PaLM's count the MFU of a
+      long-sequence model could pass 1.
+    - **Hardware FLOPs** are the work the step does: the linear layers' 6 N, the
+      attention core as run (FlashAttention: causal, 7 L H Q T with the scores
+      recomputed in its backward; without it: the full matrix, 12 L H Q T), plus what
+      recomputation repeats (Korthikanti et al. 2022, appendix A): a full recomputation
+      one more forward pass of every transformer layer (2 N', N' the layers'
+      parameters: the logit layer is not recomputed, with the attention core's
+      forward), a selective one the attention core's forward only.
 
     Examples
     --------
     >>> from topomodel.catalog import load_catalog
     >>> from topomodel.parts import Model
     >>> gpt = load_catalog().get("megatron-gpt-1t", Model)
-    >>> model, full = flops_per_token(gpt, 2048, recompute="full")
-    >>> round(full / model, 4)  # 4/3 less the logit layer's share
-    1.3329
+    >>> model, full = flops_per_token(gpt, 2048, recompute="full", flash_attention=False)
+    >>> round(full / model, 4)  # the full score matrix, and a recomputed forward
+    1.3417
+    >>> flops_per_token(gpt, 2048)[0] == model  # model FLOPs: however it is run
+    True
     """
     counts = parameter_counts(model)
-    hd = model.head_dim or model.hidden // model.heads
-    attention = 12 * model.layers * model.heads * hd * seq
-    model_flops = 6 * counts["active"] + attention
+    forward, backward = attention_flops_per_token(model, seq,
+                                                  flash_attention=flash_attention)
+    causal, _ = attention_flops_per_token(model, seq, flash_attention=True)
+    model_flops = 6 * counts["active"] + model.layers * 3 * causal
     layers_params = counts["active"] - model.vocab * model.hidden
+    hardware = 6 * counts["active"] + model.layers * (forward + backward)
     if recompute == "full":
-        extra = 2 * layers_params + attention / 3
+        hardware += 2 * layers_params + model.layers * forward
     elif recompute == "selective":
-        extra = attention / 3
-    else:
-        extra = 0.0
-    return model_flops, model_flops + extra
+        hardware += model.layers * forward
+    return model_flops, hardware

@@ -26,8 +26,10 @@ timeline allows, and the memory of every stage.
    hot-expert compute imbalance is its own term, not part of the sync wall.
 
 The exposed communication and the wait split into the four walls: bandwidth, latency,
-topology (from each collective's time split) and synchronisation (the wait). FLOPs for
-MFU follow the PaLM accounting (:func:`~topomodel.analysis.training.model.flops_per_token`).
+topology (from each collective's time split) and synchronisation (the wait). MFU and HFU
+count the FLOPs the operations are timed on, from one count
+(:func:`~topomodel.analysis.training.model.flops_per_token`: PaLM's accounting with causal
+attention counted as causal), so neither passes 1 at a compute efficiency of 1.
 """
 
 from __future__ import annotations
@@ -253,7 +255,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
         warnings.append(f"needs {memory['total_bytes'] / 1e9:.1f} GB per accelerator on"
                         f" pipeline stage {mem.worst_stage}; {accelerator.id} has"
                         f" {hbm / 1e9:.0f} GB")
-    model_flops, hw_flops = flops_per_token(model, seq, recompute=layout.recompute)
+    model_flops, hw_flops = flops_per_token(model, seq, recompute=layout.recompute,
+                                            flash_attention=layout.flash_attention)
     total_peak = step * world * device.peak_flops
     result = StepResult(layout, model.id, step, compute, bubble, exposed, wait,
                         tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
