@@ -1,6 +1,7 @@
 """Shared fixtures: a toy catalog with a radix-k switch, and design helpers."""
 
 import dataclasses
+import sys
 import textwrap
 from pathlib import Path
 
@@ -8,6 +9,11 @@ import pytest
 
 from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+
+# the tests mirror the package's folders; a test module may import helpers from another
+# one (``from test_routing import EXAMPLES``), so every folder of tests is importable
+sys.path[:0] = [str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
+                if folder.is_dir() and any(folder.glob("test_*.py"))]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

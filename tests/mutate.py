@@ -76,18 +76,18 @@ MEMORY = "topomodel/analysis/training/memory.py"
 BISECTION = "topomodel/analysis/bisection.py"
 GOODPUT = "topomodel/analysis/reliability/goodput.py"
 
-T_UNITS = "tests/test_units.py"
-T_BUILD = "tests/test_build.py"
-T_ROUTING = "tests/test_routing.py"
-T_ALGORITHMS = "tests/test_algorithms.py"
-T_COLLECTIVES = "tests/test_collectives.py"
-T_PROTOCOLS = "tests/test_protocols.py"
-T_STEP = "tests/test_step.py"
-T_PIPELINE = "tests/test_pipeline.py"
-T_COMPUTE = "tests/test_compute.py"
-T_MEMORY = "tests/test_memory.py"
-T_BISECTION = "tests/test_bisection.py"
-T_GOODPUT = "tests/test_goodput.py"
+T_UNITS = "tests/edge/test_units.py"
+T_BUILD = "tests/fabric/test_build.py"
+T_ROUTING = "tests/routing/test_routing.py"
+T_ALGORITHMS = "tests/traffic/test_algorithms.py"
+T_COLLECTIVES = "tests/traffic/test_collectives.py"
+T_PROTOCOLS = "tests/analysis/test_protocols.py"
+T_STEP = "tests/analysis/test_step.py"
+T_PIPELINE = "tests/analysis/test_pipeline.py"
+T_COMPUTE = "tests/analysis/test_compute.py"
+T_MEMORY = "tests/analysis/test_memory.py"
+T_BISECTION = "tests/analysis/test_bisection.py"
+T_GOODPUT = "tests/analysis/test_goodput.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # --- units -----------------------------------------------------------------------
@@ -115,7 +115,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("clos-pods-floor", CLOS,
       "pods = math.ceil(leaves / leaves_per_pod)",
       "pods = leaves // leaves_per_pod",
-      "tests/test_build.py::test_a_partial_last_pod_keeps_its_core_ports"),
+      "tests/fabric/test_build.py::test_a_partial_last_pod_keeps_its_core_ports"),
     m("clos-leaf-uplinks-floor", CLOS,
       "least_up = max(1, math.ceil(leaf_down * down_rate_Bps / (over[0] * up_rate_Bps)"
       " - 1e-6))",
@@ -165,11 +165,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("scaleup-torus-length-2-single", SCALEUP,
       "cables = design.scaleup.links_per_neighbor * (2 if wrap and length == 2 else 1)",
       "cables = design.scaleup.links_per_neighbor",
-      T_BUILD, "tests/test_torus.py"),
+      T_BUILD, "tests/traffic/test_torus.py"),
     m("scaleup-torus-length-2-wired-twice", SCALEUP,
       "keep = np.ones(total, bool) if length > 2 else coords[:, dim] == 0",
       "keep = np.ones(total, bool)",
-      T_BUILD, "tests/test_torus.py"),
+      T_BUILD, "tests/traffic/test_torus.py"),
     # --- routing ---------------------------------------------------------------------
     m("routing-planes-not-split", STRUCTURED,
       "part = volume / planes",
@@ -190,7 +190,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("routing-counted-leaf-keeps-inner", "topomodel/routing/aggregate.py",
       "down_leaf += np.bincount(leaf, weights=received / planes - inner, minlength=n_nodes)",
       "down_leaf += np.bincount(leaf, weights=received / planes, minlength=n_nodes)",
-      "tests/test_allpairs.py"),
+      "tests/traffic/test_allpairs.py"),
     m("routing-general-qp-full-bytes", GENERAL,
       "amount = phase.bytes[flows][take] / qps",
       "amount = phase.bytes[flows][take]",
@@ -243,7 +243,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("torus-part-not-halved", TORUS,
       "part = size / (2 * count)",
       "part = size / count",
-      T_ALGORITHMS, T_COLLECTIVES, "tests/test_torus.py"),
+      T_ALGORITHMS, T_COLLECTIVES, "tests/traffic/test_torus.py"),
     m("collectives-allreduce-busbw-factor", COLLECTIVES,
       "return 2.0 * (n - 1) / n",
       "return (n - 1) / n",
@@ -256,11 +256,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("timing-ib-ethernet-headers-swapped", LINKRATES,
       'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}',
       'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 82), "ethernet": 4096 / (4096 + 26)}',
-      T_PROTOCOLS, "tests/test_pcie.py"),
+      T_PROTOCOLS, "tests/analysis/test_pcie.py"),
     m("timing-sockets-default-line-rate", LINKRATES,
       '"linkrates.SOCKETS_EFFICIENCY", 10 / 12.5,',
       '"linkrates.SOCKETS_EFFICIENCY", 1.0,',
-      T_PROTOCOLS, "tests/test_pcie.py"),
+      T_PROTOCOLS, "tests/analysis/test_pcie.py"),
     m("timing-phase-latency-once", TIMING,
       "return self.steps * (self.bandwidth_s + self.latency_s)",
       "return self.steps * self.bandwidth_s + self.latency_s",
@@ -305,7 +305,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("stagework-sm-share-ignored", STAGEWORK,
       "self.exposed[key] += max(total - behind, self.share * total)",
       "self.exposed[key] += max(total - behind, 0.0)",
-      T_STEP, "tests/test_stepshape.py"),
+      T_STEP, "tests/analysis/test_stepshape.py"),
     m("pipeline-1f1b-warmup-off-by-one", PIPELINE,
       "warm = min(p - s - 1, m)",
       "warm = min(p - s, m)",
@@ -355,7 +355,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m("bisection-one-half", BISECTION,
       "share = smaller / n",
       "share = 0.5",
-      "tests/test_bisection.py::test_uneven_halves_take_the_smaller_halfs_share"),
+      "tests/analysis/test_bisection.py::test_uneven_halves_take_the_smaller_halfs_share"),
     m("bisection-switched-domain-whole", BISECTION,
       "return total[\"scaleup\"] / domains / 2, \"half the accelerators' scale-up links\"",
       "return total[\"scaleup\"] / domains, \"half the accelerators' scale-up links\"",

@@ -42,7 +42,7 @@ DEFAULT_SHORTFALL = documented(
     "measured.DEFAULT_SHORTFALL", 0.20,
     """A size is flagged when its measured busbw is below the model's by more than this
     share. The model is held to published nccl-tests results within 10 %
-    (tests/test_nccl_validation.py) and nccl-tests runs vary by a few per cent from run
+    (tests/integration/test_nccl_validation.py) and nccl-tests runs vary by a few per cent from run
     to run; 20 % is beyond both, so a flag points at the system, not at noise.""")
 
 COLUMNS = ("best", "out-of-place", "in-place")

@@ -23,7 +23,7 @@ T = micro_batch x seq / cp tokens per rank, t = tp, sp = t with sequence paralle
 
 For GPT-3-shaped layers (a q = h, k = a, f = 4 h, with dropout) this is the paper's
 sbh(10 + 24 / t + 5 as / (ht)) without sequence parallelism and sbh / t (34 + 5 as / h)
-with it (tests/test_memory.py holds it to both). Selective recomputation drops the
+with it (tests/analysis/test_memory.py holds it to both). Selective recomputation drops the
 softmax/dropout term (the paper's sbh(10 + 24/t) and 34 sbh / t); full recomputation
 keeps only each layer's input, 2 T h / sp, plus one layer's full activations while it is
 recomputed. The first stage adds the embedding's dropout mask per in-flight microbatch;

@@ -126,7 +126,7 @@ footer { margin-top: 48px; color: var(--muted); font-size: 12px;
 """
 PRINT_PAGE_WIDTH_PX = round((210 - 2 * 12) / 25.4 * 96)
 """Printable width of the page the print stylesheet sets (A4 portrait, 12 mm margins; US
-Letter's is wider), CSS pixels: every table fits in it (tests/test_review.py prints the
+Letter's is wider), CSS pixels: every table fits in it (tests/report/test_review.py prints the
 report to check)."""
 
 

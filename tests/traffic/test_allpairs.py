@@ -1,0 +1,204 @@
+"""A direct All-to-All routed from counts equals the same pairs listed and routed one by
+one: link by link, in time, ideal and latency, with PXN on and off."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.loads import bisection_traffic
+from topomodel.analysis.collectives.timing import TimeModel, lower_bound_s, time_traffic
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.failures import with_failures
+from topomodel.routing import route
+from topomodel.routing.aggregate import route_all_pairs
+from topomodel.traffic.allpairs import decompose
+from topomodel.traffic.collectives import collective_traffic
+from topomodel.traffic.groups import parse_groups
+from topomodel.traffic.phases import AllPairs, AllPairsPhase, Phase, Traffic, concurrent
+from topomodel.traffic.pxn import pxn
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name):
+    return build_fabric(*load_design(EXAMPLES / f"{name}.yaml"))
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    return example("dgx-h100-superpod")
+
+
+def listed(traffic):
+    """The same traffic with every phase's flows listed (plain phases)."""
+    return Traffic(tuple(Phase(p.src.copy(), p.dst.copy(), p.bytes.copy(), p.group.copy(),
+                               p.steps, p.label, p.messages_per_step, p.efficiency)
+                         for p in traffic.phases),
+                   traffic.group_names, traffic.algorithm, traffic.notes, traffic.shapes)
+
+
+def alltoall(fabric, specs, size=1e6):
+    parts = [collective_traffic(fabric, "alltoall", parse_groups(fabric, spec), size,
+                                algorithm="direct") for spec in specs]
+    return concurrent(parts)
+
+
+def check_same(fabric, traffic, *, pxn_on, routing="ecmp", counted=True):
+    """Counted and listed give the same loads, time, ideal and latency."""
+    model = TimeModel(pxn=pxn_on)
+    assert all(isinstance(p, AllPairsPhase) for p in traffic.phases)
+    pairs = listed(traffic)
+    a = time_traffic(fabric, traffic, time_model=model, routing=routing)
+    b = time_traffic(fabric, pairs, time_model=model, routing=routing)
+    assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9, atol=1e-6 * b.link_bytes.max())
+    assert a.link_bytes.sum() == pytest.approx(b.link_bytes.sum(), rel=1e-9)
+    assert a.time_s == pytest.approx(b.time_s, rel=1e-9)
+    assert a.protocol == b.protocol
+    assert lower_bound_s(fabric, traffic, model) == pytest.approx(
+        lower_bound_s(fabric, pairs, model), rel=1e-9)
+    for x, y in zip(a.phases, b.phases, strict=True):
+        assert x.ideal_s == pytest.approx(y.ideal_s, rel=1e-9)
+        assert x.bandwidth_s == pytest.approx(y.bandwidth_s, rel=1e-9)
+        assert (x.routed.inside is not None) == counted
+    untimed = listed(traffic)  # path latencies (no NCCL shape) from the path classes
+    bare = Traffic(traffic.phases, traffic.group_names, traffic.algorithm)
+    c = time_traffic(fabric, bare, time_model=model, routing=routing)
+    d = time_traffic(fabric, Traffic(untimed.phases), time_model=model, routing=routing)
+    assert c.latency_s == pytest.approx(d.latency_s, rel=1e-12) and c.latency_s > 0
+    return a
+
+
+@pytest.mark.parametrize("pxn_on", [False, True])
+@pytest.mark.parametrize("specs", [
+    ["all"], ["block:8"], ["rail"], ["block:127"],  # 127 ranks: groups across nodes
+    ["0-99"],  # a partial group: 12.5 nodes
+    ["stride:2"],  # half of every node in each group: relays missing on half the rails
+    ["block:8", "rail"],  # two group sets at once: every rank in two groups
+])
+def test_superpod_counted_equals_listed(superpod, specs, pxn_on):
+    # 127 DGX H100 in 4 scalable units of 32 (the last 31: a partial last leaf), rail
+    # optimized, 3 tiers
+    check_same(superpod, alltoall(superpod, specs), pxn_on=pxn_on)
+
+
+@pytest.mark.parametrize("name, specs", [
+    ("dual-plane-ethernet", ["block:64", "0-300"]),  # two planes, rail optimized
+    ("hgx-h100-server", ["all", "2-6"]),  # one server: no scale-out
+    ("gb200-nvl72-cluster", ["block:96", "all"]),  # 72-GPU domains of 18 trays
+    ("cloudmatrix384", ["block:64"]),  # supernode: pairs across systems of one domain
+    ("mi300x-roce", ["all", "3-40"]),  # full-mesh scale-up
+])
+@pytest.mark.parametrize("pxn_on", [False, True])
+def test_examples_counted_equal_listed(name, specs, pxn_on):
+    fabric = example(name)
+    for spec in specs:
+        check_same(fabric, alltoall(fabric, [spec]), pxn_on=pxn_on)
+
+
+@pytest.mark.parametrize("pxn_on", [False, True])
+@pytest.mark.parametrize("text", [
+    # not rail optimized, oversubscribed 3:1 at the leaf, a partial last leaf
+    "system: toy-box\nsystems: 11\nscaleout:\n  switch: toy-switch-8\n"
+    "  rail_optimized: false\n  oversubscription: ['3:1']\n",
+    # rail optimized, 3 tiers, oversubscribed at both tiers
+    "system: toy-box\nsystems: 24\nscaleout:\n  switch: toy-switch-8\n  tiers: 3\n"
+    "  oversubscription: ['2:1', '2:1']\n",
+    # two planes, not rail optimized
+    "system: toy-box\nsystems: 12\nscaleout:\n  switch: toy-switch-8\n  planes: 2\n"
+    "  rail_optimized: false\n",
+    # one accelerator a system: no scale-up domain at all
+    "system: toy-host\nsystems: 16\nscaleout:\n  switch: toy-switch-4\n",
+    # one leaf switch: no tier above it
+    "system: toy-host\nsystems: 6\nscaleout:\n  switch: toy-switch-8\n",
+])
+def test_toy_fabrics_counted_equal_listed(toy, text, pxn_on):
+    fabric = toy(text)
+    n = len(fabric.accelerators)
+    for spec in ("all", f"0-{n - 2}", "stride:2"):
+        check_same(fabric, alltoall(fabric, [spec]), pxn_on=pxn_on)
+
+
+def test_groups_of_different_sizes_and_bytes_merge_into_one_counted_phase(superpod):
+    fabric = superpod
+    acc = fabric.accelerators
+    traffic = collective_traffic(fabric, "alltoall", [acc[:20], acc[20:23], acc[500:900]],
+                                 3e6, algorithm="direct")
+    assert len(traffic.phases) == 1 and len(traffic.phases[0].blocks) == 3
+    check_same(fabric, traffic, pxn_on=True)
+
+
+def test_pxn_keeps_an_all_pairs_phase_unlisted_with_the_same_flows(superpod):
+    traffic = alltoall(superpod, ["block:127", "rail"])
+    moved = pxn(superpod, traffic)
+    plain = pxn(superpod, listed(traffic))
+    a, b = moved.phases[0], plain.phases[0]
+    assert isinstance(a, AllPairsPhase) and "_listed" not in a.__dict__
+    assert a.flows == b.flows > traffic.phases[0].flows
+    assert a.total_bytes == pytest.approx(b.total_bytes, rel=1e-12)
+    assert moved.notes == plain.notes
+    for field in ("src", "dst", "bytes", "group"):  # listed on demand, in the same order
+        assert np.array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_direct_alltoall_lists_no_pair_when_routed_and_timed(superpod):
+    traffic = alltoall(superpod, ["all"])
+    run = time_traffic(superpod, traffic)
+    assert run.time_s > 0
+    assert "_listed" not in traffic.phases[0].__dict__
+    crossing = bisection_traffic(superpod, traffic)
+    assert "_listed" not in traffic.phases[0].__dict__
+    assert crossing is not None
+    expected = bisection_traffic(superpod, listed(traffic))
+    assert crossing.bytes == pytest.approx(expected.bytes, rel=1e-12)
+
+
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_per_flow_routings_list_the_pairs(superpod, routing):
+    traffic = alltoall(superpod, ["block:127"])
+    assert route_all_pairs(superpod, traffic.phases[0], routing=routing) is None
+    check_same(superpod, traffic, pxn_on=True, routing=routing, counted=False)
+
+
+def test_failed_links_list_the_pairs(superpod):
+    names = superpod.nodes["name"].to_numpy()
+    links = superpod.links
+    spine = np.flatnonzero(links["tier"].astype(str).to_numpy() == "spine")[:2]
+    failed = with_failures(superpod, link_names=[
+        f"{names[links['src'].iat[r]]} -- {names[links['dst'].iat[r]]}" for r in spine])
+    traffic = alltoall(failed, ["block:127"])
+    assert route_all_pairs(failed, traffic.phases[0]) is None
+    check_same(failed, traffic, pxn_on=True, counted=False)
+
+
+def test_the_general_router_lists_the_pairs(toy):
+    fabric = toy("system: toy-box\nsystems: 6\nscaleout:\n  switch: toy-switch-8\n")
+    traffic = alltoall(fabric, ["all"])
+    a = time_traffic(fabric, traffic, router="general")
+    b = time_traffic(fabric, listed(traffic), router="structured")
+    assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9)
+    assert a.phases[0].routed.inside is None
+
+
+def test_a_group_index_on_two_rows_is_not_counted(superpod):
+    acc = superpod.accelerators
+    block = AllPairs(np.stack([acc[:16], acc[16:32]]), np.zeros(2, np.int32),
+                     np.array([1e3, 2e3]))
+    phase = AllPairsPhase((block,))
+    assert decompose(superpod, phase) is None
+    routed = route(superpod, phase)  # listed instead
+    assert routed.inside is None
+    assert routed.link_bytes.sum() > 0
+
+
+def test_run_collective_counts_the_pairs_of_every_rank(superpod):
+    run = run_collective(superpod, "alltoall", 2**30, algorithm="direct")
+    phase = run.traffic.phases[0]
+    assert phase.flows == 1016 * 1015
+    assert "_listed" not in phase.__dict__
+    assert run.timing.phases[0].routed.inside is not None
+    auto = run_collective(superpod, "alltoall", 2**30)  # the search's bound lists none
+    assert "_listed" not in auto.traffic.phases[0].__dict__
+    assert auto.time_s == run.time_s

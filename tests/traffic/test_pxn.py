@@ -1,0 +1,183 @@
+"""PXN: cross-rail flows relayed over scale-up to the GPU on the destination's rail."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topomodel.design import load_design
+from topomodel.fabric.build import build_fabric
+from topomodel.routing import route
+from topomodel.traffic.collectives import collective_traffic
+from topomodel.traffic.phases import concurrent
+from topomodel.traffic.pxn import pxn
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+S = 1e6
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    return build_fabric(*load_design(EXAMPLES / "dgx-h100-superpod.yaml"))
+
+
+def rails(fabric):
+    """The rail of the NIC serving each node (-1 for nodes that are not accelerators)."""
+    nic = np.full(len(fabric.nodes), -1)
+    nic[fabric.accelerators] = fabric.injection.nic
+    return np.where(nic >= 0, fabric.nodes["rail"].to_numpy()[np.maximum(nic, 0)], -1)
+
+
+def scaleout(fabric, p):
+    """Flows between scale-up domains."""
+    domain = fabric.nodes["domain"].to_numpy()
+    return domain[p.src] != domain[p.dst]
+
+
+def spine_bytes(fabric, traffic):
+    spine = (fabric.links["tier"] == "spine").to_numpy()
+    return sum(float(route(fabric, p).link_bytes[spine].sum()) for p in traffic.phases)
+
+
+@pytest.fixture(scope="module")
+def alltoall(superpod):
+    """A direct All-to-All over 4 whole DGX H100 nodes of one scalable unit: 7 of every 8
+    flows between nodes cross rails."""
+    group = superpod.accelerators[:32]
+    return collective_traffic(superpod, "alltoall", [group], 32 * S, algorithm="direct")
+
+
+def test_rail_crossing_alltoall_leaves_the_spines(superpod, alltoall):
+    assert spine_bytes(superpod, alltoall) > 0  # cross-rail: leaf -> spine -> leaf
+    moved = pxn(superpod, alltoall)
+    assert spine_bytes(superpod, moved) == 0  # every scale-out hop on one rail's leaf
+    assert "pxn: 672 cross-rail flow(s)" in moved.notes[-1]  # 32 x 24 x 7/8
+
+
+def test_every_scale_out_flow_is_same_rail(superpod, alltoall):
+    rail = rails(superpod)
+    (p,) = pxn(superpod, alltoall).phases
+    out = scaleout(superpod, p)
+    assert out.sum() == 32 * 24  # as many scale-out flows as before, each on one rail
+    assert (rail[p.src[out]] == rail[p.dst[out]]).all()
+
+
+def test_bytes_are_conserved(superpod, alltoall):
+    """Every destination receives what it did from the network, every source node sends
+    what it did, each relayed flow appears once on scale-out and once on scale-up."""
+    (before,) = alltoall.phases
+    (after,) = pxn(superpod, alltoall).phases
+    nodes = len(superpod.nodes)
+    system = superpod.nodes["system"].to_numpy()
+    for p_out in (before, after):
+        assert p_out.steps == before.steps and p_out.label == before.label
+    out_b, out_a = scaleout(superpod, before), scaleout(superpod, after)
+    np.testing.assert_allclose(
+        np.bincount(after.dst[out_a], weights=after.bytes[out_a], minlength=nodes),
+        np.bincount(before.dst[out_b], weights=before.bytes[out_b], minlength=nodes))
+    np.testing.assert_allclose(
+        np.bincount(system[after.src[out_a]], weights=after.bytes[out_a]),
+        np.bincount(system[before.src[out_b]], weights=before.bytes[out_b]))
+    relayed = after.flows - before.flows
+    assert relayed == 672
+    assert after.total_bytes == pytest.approx(before.total_bytes + relayed * 32 * S / 32)
+    # what each rank receives in the end is unchanged once the relays pass it on
+    recv = np.bincount(after.dst, weights=after.bytes, minlength=nodes)
+    sent = np.bincount(after.src, weights=after.bytes, minlength=nodes)
+    recv_before = np.bincount(before.dst, weights=before.bytes, minlength=nodes)
+    sent_before = np.bincount(before.src, weights=before.bytes, minlength=nodes)
+    np.testing.assert_allclose(recv - sent, recv_before - sent_before)
+
+
+def test_relay_is_the_source_nodes_gpu_on_the_destination_rail(superpod):
+    acc = superpod.accelerators
+    group = acc[[0, 3, 13]]  # 0 and 3 on node 0, 13 = GPU 5 of node 1
+    t = collective_traffic(superpod, "alltoall", [group], 3 * S, algorithm="direct")
+    (p,) = pxn(superpod, t).phases
+    pairs = set(zip(p.src.tolist(), p.dst.tolist(), strict=True))
+    # node 0 has no rank on rail 5: its flows to GPU 13 keep their own NICs; GPU 13's
+    # flows to GPUs 0 and 3 go through GPU 13's node's rank on rail 0 or 3: none either
+    assert pairs == {(0, 3), (3, 0), (0, 13), (3, 13), (13, 0), (13, 3)}
+    assert pxn(superpod, t) is t  # nothing moved: the same traffic
+    group = acc[[0, 3, 8, 11]]  # rails 0 and 3 on both nodes
+    t = collective_traffic(superpod, "alltoall", [group], 4 * S, algorithm="direct")
+    (p,) = pxn(superpod, t).phases
+    via = {(s, d) for s, d in zip(p.src.tolist(), p.dst.tolist(), strict=True)}
+    assert {(0, 3), (3, 11), (3, 0), (0, 8)} <= via  # 0 -> 11 via 3; 3 -> 8 via 0
+    assert (0, 11) not in via and (3, 8) not in via
+
+
+def test_a_failed_gpu_relays_nothing(superpod, alltoall):
+    """PXN never relays through an accelerator whose links failed: the flows it cannot
+    deliver are those with PXN off (before, flows were relayed through it and lost)."""
+    from topomodel.fabric.failures import with_failures
+
+    broken = with_failures(superpod, ["sys000/acc3"])
+    moved = pxn(broken, alltoall)
+    lost_pxn = sum(len(route(broken, p).unroutable) for p in moved.phases)
+    lost_direct = sum(len(route(broken, p).unroutable) for p in alltoall.phases)
+    assert lost_pxn == lost_direct > 0
+    (p,) = moved.phases
+    failed = broken.node_number("sys000/acc3")
+    own = (p.src == failed) | (p.dst == failed)
+    assert own.sum() == 2 * 31  # its own flows only: nothing is relayed through it
+
+
+def test_channel_rings_and_same_rail_traffic_are_unchanged(superpod):
+    ring = collective_traffic(superpod, "allreduce", [superpod.accelerators[:24]], S,
+                              algorithm="ring")
+    assert pxn(superpod, ring) is ring  # channel c already runs rail c to rail c
+    dp = collective_traffic(superpod, "allreduce", [superpod.accelerators[3::8][:16]], S,
+                            algorithm="tree")
+    assert pxn(superpod, dp) is dp
+
+
+def test_groups_stay_apart_in_concurrent_traffic(superpod):
+    """Two traffics over the same ranks (a step's groups): each relays through its own
+    group's ranks, and the phase structure and shapes are kept."""
+    acc = superpod.accelerators
+    a = collective_traffic(superpod, "alltoall", [acc[:16]], S, algorithm="direct")
+    b = collective_traffic(superpod, "sendrecv", [acc[[7, 8]]], S, algorithm="p2p")
+    both = concurrent([a, b])
+    moved = pxn(superpod, both)
+    assert moved.shapes == both.shapes and moved.group_names == both.group_names
+    (p,) = moved.phases
+    pair = p.group == 1
+    # the sendrecv group holds only GPUs 7 and 8: no rank of it on rail 0 in node 0
+    assert sorted(zip(p.src[pair].tolist(), p.dst[pair].tolist(), strict=True)) == [(7, 8)]
+    rail = rails(superpod)
+    out = scaleout(superpod, p) & (p.group == 0)
+    assert (rail[p.src[out]] == rail[p.dst[out]]).all()
+
+
+def test_fabrics_that_are_not_rail_optimized_are_left_alone():
+    fabric = build_fabric(*load_design(EXAMPLES / "llama3-24k-roce.yaml"))
+    assert not fabric.structure.scaleout.rail_optimized
+    t = collective_traffic(fabric, "alltoall", [fabric.accelerators[:16]], S,
+                           algorithm="direct")
+    assert pxn(fabric, t) is t
+
+
+def test_rail_only_fabrics_route_cross_rail_traffic_by_pxn(toy):
+    fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  kind: rail_only\n"
+                 "  switch: toy-switch-8\n")
+    acc = fabric.accelerators
+    t = collective_traffic(fabric, "alltoall", [acc[:8]], S, algorithm="direct")
+    moved = pxn(fabric, t)
+    (p,) = moved.phases
+    rail = rails(fabric)
+    out = scaleout(fabric, p)
+    assert out.any() and (rail[p.src[out]] == rail[p.dst[out]]).all()
+    assert len(route(fabric, p).unroutable) == 0
+
+
+def test_the_time_model_sends_by_pxn_unless_told_not_to(superpod, alltoall):
+    from topomodel.analysis.collectives.timing import TimeModel, time_traffic
+
+    spine = (superpod.links["tier"] == "spine").to_numpy()
+    on = time_traffic(superpod, alltoall)
+    off = time_traffic(superpod, alltoall, time_model=TimeModel(pxn=False))
+    assert on.link_bytes[spine].sum() == 0 and off.link_bytes[spine].sum() > 0
+    # the same bytes leave each GPU either way; PXN adds the NVLink hop to the relay
+    scaleup = (superpod.links["tier"] == "scaleup").to_numpy()
+    assert on.link_bytes[scaleup].sum() > off.link_bytes[scaleup].sum()
