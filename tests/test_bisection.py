@@ -138,6 +138,22 @@ accelerators:
     source: test fixture
     provenance: assumed
 systems:
+  toy-mesh3:
+    accelerator: toy-acc
+    accelerators: 3
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 3
+    source: test fixture
+    provenance: assumed
+  toy-mesh5:
+    accelerator: toy-acc
+    accelerators: 5
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 5
+    source: test fixture
+    provenance: assumed
   toy-mesh4:
     accelerator: toy-acc6
     accelerators: 4
@@ -159,6 +175,9 @@ def torus(systems, shape):
     ("system: toy-box\nsystems: 1\n", 8),
     # 4 accelerators of 6 links, 2 to each peer: 2 x 2 pairs cross, 2 links each
     ("system: toy-mesh4\nsystems: 1\n", 8),
+    # odd meshes: halves of 1 and 2 (2 links a pair), of 2 and 3 (1 link a pair)
+    ("system: toy-mesh3\nsystems: 1\n", 1 * 2 * 2),
+    ("system: toy-mesh5\nsystems: 1\n", 2 * 3 * 1),
     # a wrapped length-2 dimension links each pair with both directions' cables (2):
     # cut across it, 2 pairs of 2 cross; across a ring of 4, each of 2 rings is cut twice
     (torus(4, "[2, 2]"), 4),
