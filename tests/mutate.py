@@ -402,6 +402,10 @@ MUTATIONS: tuple[Mutation, ...] = (
 # Mutations that cannot change a result, each with the reason; a survivor listed here
 # does not fail the run.
 EQUIVALENT: dict[str, str] = {
+    "build-asymmetric-rate-one-cable": (
+        "the rows it sets are NIC-to-leaf and leaf-to-NIC links, and wire_clos adds every"
+        " one of them with add_links' default of one cable (a NIC port is one cable to"
+        " one leaf per plane), so cables[rows] * rate is rate for every accepted design"),
 }
 
 

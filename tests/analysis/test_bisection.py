@@ -127,6 +127,77 @@ def test_tier_totals_read_the_fabric_s_weaker_directions_bit_for_bit():
     assert _tier_totals(cut, unfailed=False) == again(cut.links)
 
 
+SCALEUP_ONLY = """
+accelerators:
+  toy-acc6:
+    peak_flops: {bf16: "100 TFLOP/s"}
+    hbm_capacity: "10 GB"
+    hbm_bandwidth: "1 TB/s"
+    scaleup_link: toy-link
+    scaleup_link_count: 6
+    source: test fixture
+    provenance: assumed
+systems:
+  toy-mesh3:
+    accelerator: toy-acc
+    accelerators: 3
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 3
+    source: test fixture
+    provenance: assumed
+  toy-mesh5:
+    accelerator: toy-acc
+    accelerators: 5
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 5
+    source: test fixture
+    provenance: assumed
+  toy-mesh4:
+    accelerator: toy-acc6
+    accelerators: 4
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 4
+    source: test fixture
+    provenance: assumed
+"""
+
+
+def torus(systems, shape):
+    return (f"system: toy-host\nsystems: {systems}\nscaleup:\n  kind: torus\n"
+            f"  link: toy-link\n  shape: {shape}\n")
+
+
+@pytest.mark.parametrize(("text", "links"), [
+    # 4 accelerators on 2 chips, 2 links to each: the 2 of one half cross with their 8
+    ("system: toy-box\nsystems: 1\n", 8),
+    # 4 accelerators of 6 links, 2 to each peer: 2 x 2 pairs cross, 2 links each
+    ("system: toy-mesh4\nsystems: 1\n", 8),
+    # odd meshes: halves of 1 and 2 (2 links a pair), of 2 and 3 (1 link a pair)
+    ("system: toy-mesh3\nsystems: 1\n", 1 * 2 * 2),
+    ("system: toy-mesh5\nsystems: 1\n", 2 * 3 * 1),
+    # a wrapped length-2 dimension links each pair with both directions' cables (2):
+    # cut across it, 2 pairs of 2 cross; across a ring of 4, each of 2 rings is cut twice
+    (torus(4, "[2, 2]"), 4),
+    (torus(2, "[2]"), 2),
+    (torus(8, "[2, 4]"), 4),
+])
+def test_one_scaleup_domain_s_closed_form_is_the_brute_force_minimum(toy, text, links):
+    """One scale-up domain, no scale-out: the closed form counts the links the worst
+    balanced cut crosses (toy-link: 10 GB/s per direction), as brute force finds."""
+    extra = toy.tmp_path / "scaleup-only.yaml"
+    extra.write_text(SCALEUP_ONLY)
+    path = toy.tmp_path / "design.yaml"
+    path.write_text(text)
+    fabric = build_fabric(*load_design(path, extra_catalogs=[toy.catalog_path, extra]))
+    assert fabric.structure.scaleout.kind == "none"
+    value, _ = closed_form(fabric)
+    assert value == pytest.approx(links * 10e9)
+    assert brute_force_bisection(fabric) == pytest.approx(value, rel=1e-6)
+
+
 def test_uneven_halves_take_the_smaller_halfs_share():
     # 127 DGX H100 (1,016 GPUs): the balanced halves allowed by whole systems are 504 and
     # 512 GPUs, so the worst cut is the smaller half's 504 x 50 GB/s = 25.2 TB/s (one

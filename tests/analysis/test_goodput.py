@@ -12,6 +12,7 @@ import pytest
 from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
+    ComponentLine,
     GoodputAssumptions,
     component_lines,
     daly_interval_s,
@@ -228,6 +229,16 @@ def test_optic_what_if_rerates_modules_and_aocs():
     assert interruptions_per_day(cpo) < interruptions_per_day(lines)
 
 
+def test_one_of_p_parallel_parts_down_slows_their_communication_by_1_over_p_minus_1():
+    """p parts share the load; with one down, each of the p - 1 left carries p / (p - 1)
+    of its share, so communication bottlenecked there takes p / (p - 1) - 1 longer."""
+    comm = 0.3
+    for p in (2, 4, 16):
+        line = ComponentLine("optic", "m", "spine link", 100, 1e-7, False, "r", "assumed",
+                             parallel=p)
+        assert estimated_loss(line, comm) == pytest.approx(comm * (p / (p - 1) - 1))
+
+
 def test_estimate_bounds_the_routed_degradation(dual_plane):
     result, routed = dual_plane
     assert routed.degraded_routed and routed.degraded_loss
@@ -345,7 +356,7 @@ def test_catalog_shows_failure_rates_as_people_quote_them(tmp_path, capsys):
 
 
 def test_degraded_losses_do_not_add_the_worst_tier_sets_the_pace():
-    from topomodel.analysis.reliability.goodput import ComponentLine, degraded_throughput
+    from topomodel.analysis.reliability.goodput import degraded_throughput
 
     def line(tier, per_day):
         return ComponentLine("optic", "m", tier, 1, per_day / SECONDS_PER_DAY, False, "r",

@@ -4,7 +4,12 @@ in-flight microbatches, MoE buffers, ZeRO and the stages that hold the embedding
 import numpy as np
 import pytest
 
-from topomodel.analysis.training.memory import layer_activations, stage_memory, stage_parameters
+from topomodel.analysis.training.memory import (
+    layer_activations,
+    layer_parameters,
+    stage_memory,
+    stage_parameters,
+)
 from topomodel.analysis.training.pipeline import chunk_layers, in_flight, schedule
 from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
@@ -73,6 +78,21 @@ def _memory(model, layout, *, hot=1.0, micro=8):
                         in_flight_micro=in_flight(sched, np.ones_like(sizes)).astype(float),
                         weight_bytes=2, optimizer_bytes_per_param=12, main_grad_bytes=4,
                         hot_expert_factor=hot)
+
+
+def test_stage_parameters_add_up_to_the_published_model_sizes():
+    """Multi-head attention has 4 h^2 weights a layer (Q, K and V, the output); with
+    grouped-query attention K and V shrink to the KV heads: Llama 3 70B (64 heads, 8 KV
+    heads of 128) has 2 h^2 + 2 h (8 x 128). Its stages then hold the released
+    checkpoint's 70.6B (0.2 %: norms are left out, as in test_models_catalog.py)."""
+    from topomodel.catalog import load_catalog
+
+    assert layer_parameters(GPT)[0] == 4 * 12288**2
+    llama = load_catalog().get("llama3-70b", Model)
+    assert layer_parameters(llama)[0] == 2 * 8192**2 + 2 * 8192 * 8 * 128
+    dense, experts = stage_parameters(llama, Layout(pp=4), np.full(4, 20), np.zeros(4))
+    assert not experts.any()
+    assert dense.sum() == pytest.approx(70.6e9, rel=0.002)
 
 
 def test_embedding_on_the_first_stage_output_layer_and_logits_on_the_last():

@@ -49,6 +49,27 @@ def test_zb_h1_bubble_is_p_minus_1_times_f_plus_b_minus_w(p, m):
     assert one.makespan_s - 3.0 * m == pytest.approx(3 * (t.makespan_s - 3.0 * m))
 
 
+def _forwards_before_the_first_backward(s, stage):
+    kinds = s.kind[stage].tolist()
+    return kinds.index(B) if B in kinds else len(kinds)
+
+
+@pytest.mark.parametrize(("p", "m", "v", "warmup"), [
+    (4, 8, 1, [3, 2, 1, 0]),  # p - s - 1
+    (8, 3, 1, [3, 3, 3, 3, 3, 2, 1, 0]),  # at most m
+    (4, 8, 2, [10, 8, 6, 4]),  # 2 (p - s - 1) + (v - 1) p
+    (2, 2, 3, [6, 4]),  # stage 0: 2 + 4 = 6, every forward it has (m v = 6)
+])
+def test_each_stage_warms_up_with_megatron_s_forwards(p, m, v, warmup):
+    """Megatron-LM's schedules.py: a stage runs num_warmup_microbatches forwards (p - s - 1
+    in 1F1B; 2 (p - s - 1) + (v - 1) p interleaved; at most every forward it has) before
+    its steady phase, which starts with one more forward; so it holds warm-up + 1
+    microbatches (chunks) when its first backward runs."""
+    s = schedule("1f1b", p, m, v)
+    assert [_forwards_before_the_first_backward(s, stage) for stage in range(p)] == [
+        min(w + 1, m * v) for w in warmup]
+
+
 def test_every_operation_runs_once_in_dependency_order():
     for name, v in (("1f1b", 1), ("1f1b", 3), ("zb-h1", 1)):
         s = schedule(name, 4, 12, v)

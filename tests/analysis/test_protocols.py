@@ -34,6 +34,9 @@ def hgx():
     ("ring", "allreduce", "LL", NcclShape(16, 2), 6.6 + 28 * 1.0 + 2 * 2.7),
     ("ring", "allreduce", "Simple", NcclShape(16, 2), 8.4 + 28 * 3.4 + 2 * 14),
     ("tree", "allreduce", "LL128", NcclShape(16, 2), 14 + 2 * (7 * 1.25 + 8.5)),
+    # NVLSTree: the NVLS hop, then the tree up and down across nodes (2.5, 2.7)
+    ("nvlstree", "allreduce", "Simple", NcclShape(16, 2), 25 + 2 * 20.9),
+    ("nvlstree", "allreduce", "Simple", NcclShape(64, 8), 25 + 2 * 3 * 20.9),
 ])
 def test_latency_follows_nccl_formulas(algorithm, collective, protocol, shape, expected_us):
     assert latency_s(algorithm, collective, protocol, shape) * 1e6 == pytest.approx(
@@ -52,6 +55,14 @@ def test_ll_is_capped_per_architecture_and_node_count():
     assert protocol_busbw_Bps("LL", "ring", 370e9, two, "hopper") == pytest.approx(39e9)
     assert protocol_busbw_Bps("LL", "ring", 370e9, many, "hopper") == pytest.approx(20.4e9)
     assert protocol_busbw_Bps("LL", "ring", 20e9, one, "hopper") == pytest.approx(10e9)
+
+
+def test_tree_ll_is_simple_s_busbw_over_3_8_under_the_ll_cap():
+    # NCCL's tree LL: min(busBw / 3.8, llMaxBw) (collectives-compute-power.md, 2.4)
+    one, two = NcclShape(8, 1), NcclShape(16, 2)
+    assert protocol_busbw_Bps("LL", "tree", 370e9, one, "hopper") == pytest.approx(370e9 / 3.8)
+    assert protocol_busbw_Bps("LL", "tree", 20e9, one, "hopper") == pytest.approx(20e9 / 3.8)
+    assert protocol_busbw_Bps("LL", "tree", 370e9, two, "hopper") == pytest.approx(39e9)
 
 
 def test_small_messages_take_ll_large_ones_simple(hgx):

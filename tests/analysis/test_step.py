@@ -306,6 +306,9 @@ def test_gradients_reduce_over_dp_and_cp_and_recompute_repeats_tp(toy):
     assert cp["allgather"].calls == 2 * 4 * m and cp["reducescatter"].calls == 4 * m
     kv = 2 * 1024 * 16 * 64 * 2 // 2  # K and V of a microbatch, bf16, split by TP
     assert cp["allgather"].size_bytes == cp["reducescatter"].size_bytes == kv
+    # each CP rank holds 1024 / 2 of the sequence's tokens: the sequence-parallel TP
+    # gathers and scatters move that share's activations (hidden 1024, bf16)
+    assert all(c.size_bytes == 1024 // 2 * 1024 * 2 for c in tp)
 
 
 def test_gather_and_scatter_are_timed_one_after_the_other(toy):
@@ -399,6 +402,24 @@ def test_dualpipe_hides_expert_all_to_alls_behind_the_paired_chunk_on_fewer_sms(
     spare = step_time(fabric, model, replace(layout, ep_overlap="dualpipe"),
                       replace(QUIET, comm_sm_share=0.0))
     assert 0 <= _exposed(spare, "ep") < _exposed(paired, "ep")
+
+
+def test_communication_behind_compute_exposes_at_least_its_sm_share():
+    """stagework's rule: of X seconds of communication behind C seconds of compute,
+    max(X - C, share x X) are exposed, and the compute beside it runs at 1 - share."""
+    from topomodel.analysis.training.stagework import Call, Work
+
+    call = Call("tp", "allgather", "ring", 1.0, 2.0, 0.0, 2.0, 0.0, False)
+    work = Work(share=0.25)
+    free = work.comm(call, behind=10.0)  # fully hidden: the SMs it takes still cost
+    assert work.exposed["tp", "allgather"] == pytest.approx(0.25 * 2.0)
+    assert free == pytest.approx(10.0 - 2.0 * (1 - 0.25))
+    short = Work(share=0.25)
+    short.comm(call, behind=1.0)  # partly hidden: the rest is exposed
+    assert short.exposed["tp", "allgather"] == pytest.approx(2.0 - 1.0)
+    spare = Work(share=0.0)
+    spare.comm(call, behind=10.0)  # free SMs hide it all
+    assert spare.exposed["tp", "allgather"] == 0.0
 
 
 def test_zero_gathers_hide_only_behind_the_first_forward(toy):

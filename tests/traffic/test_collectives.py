@@ -1152,3 +1152,8 @@ def test_a_phase_without_a_library_model_pays_its_latency_every_step(superpod):
     assert three.latency_s == pytest.approx(3 * one.latency_s)
     assert three.time_s == pytest.approx(3 * one.time_s)
     assert timed(1, messages=4).latency_s == pytest.approx(one.latency_s + 3e-6)
+    # and each phase's own time is its steps times (bandwidth + latency) per step: the
+    # phases' times add up to the traffic's
+    (phase,) = three.phases
+    assert phase.time_s == pytest.approx(3 * one.phases[0].time_s)
+    assert phase.time_s == pytest.approx(three.time_s)

@@ -151,9 +151,10 @@ def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | 
         limit = min(levels, key=lambda t: total[t])
         return total[limit] / domains / 2, f"half the {limit} capacity of a supernode"
     if kind == "full_mesh":
-        pairs = (per_domain // 2) ** 2
+        # halves of floor(n/2) and ceil(n/2): every pair across them is linked
+        pairs = (per_domain // 2) * (per_domain - per_domain // 2)
         return pairs * s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps, (
-            "(n/2)^2 pairs of a full mesh cross")
+            "floor(n/2) x ceil(n/2) pairs of a full mesh cross")
     if kind == "torus":
         shape = s.scaleup.torus.shape
         longest = max(shape)
