@@ -53,6 +53,7 @@ from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_with_calls,
+    busy_bound,
     comm_free_pipeline,
     order_calls,
     step_bound,
@@ -212,33 +213,40 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 
 @dataclass(frozen=True)
 class _Group:
-    """The rank orders of one layout that fits: the best score its bound allows, each
-    order's place (cell, layout) and fields, the layout's shape and comm-free
-    pipeline."""
+    """The rank orders of one layout that fits: the best score its cheap bound allows
+    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), each order's place
+    (cell, layout) and fields, the layout's shape, and where its comm-free pipeline is
+    kept (made when the group is reached: :meth:`pipeline`)."""
 
     bound: float
     place: tuple[int, int]
     members: list[tuple[int, dict[str, Any]]]
     shape: Shape
-    pipeline: CommFreePipeline
+    layout: Layout
+    pipelines: dict[Layout, CommFreePipeline]
+
+    def pipeline(self, job: PlanJob) -> CommFreePipeline:
+        """The layout's comm-free pipeline (its timeline), made once per unordered
+        layout of the cell."""
+        key = unordered(self.layout)
+        found = self.pipelines.get(key)
+        if found is None:
+            found = self.pipelines[key] = comm_free_pipeline(
+                job.model, self.layout, job.assumptions, self.shape)
+        return found
 
 
 def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[str, Any],
            power_W: float, pipelines: dict[Layout, CommFreePipeline]) -> _Group:
-    """The group of the layout ``fields_`` with the best score any of its rank orders
-    can reach (``pipelines``: the comm-free pipelines found so far, by
-    :func:`~topomodel.analysis.training.stepbound.unordered` layout)."""
+    """The group of the layout ``fields_`` with the best score its cheap bound lets any
+    of its rank orders reach (``pipelines``: the cell's comm-free pipelines, by
+    :func:`~topomodel.analysis.training.stepbound.unordered` layout, made later)."""
     layout = replace(job.base, **fields_)
     shape = shape_of(fabric, job.model, layout)
-    key = unordered(layout)
-    pipeline = pipelines.get(key)
-    if pipeline is None:
-        pipeline = pipelines[key] = comm_free_pipeline(job.model, layout, job.assumptions,
-                                                       shape)
-    score = _score(step_bound(job.model, layout, job.assumptions, shape, pipeline), job,
-                   power_W)
+    score = _score(busy_bound(job.model, layout, job.assumptions, shape), job, power_W)
     # NaN (no power): never pruned
-    return _Group(score if score == score else float("inf"), place, [], shape, pipeline)
+    return _Group(score if score == score else float("inf"), place, [], shape, layout,
+                  pipelines)
 
 
 class _OrderBounds:
@@ -264,7 +272,7 @@ class _OrderBounds:
                                     routing=job.routing, seed=job.seed)
         if self.screen is None:
             self.screen = order_screen(job.model, layout, job.assumptions, shape,
-                                       self.group.pipeline, calls)
+                                       self.group.pipeline(job), calls)
         score = _score(self.screen.bound(calls), job, self.power_W)
         if not missed or score < worst_kept:
             return score
@@ -342,6 +350,13 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             tally.pruned += rest  # sorted: no later group can do better
             decided(rest)
             break
+        if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
+            score = _score(step_bound(job.model, group.layout, job.assumptions,
+                                      group.shape, group.pipeline(job)), job, power_W)
+            if score < heap[0].score:
+                tally.pruned += len(group.members)
+                decided(len(group.members))
+                continue
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)
         for k, fields_ in group.members:
