@@ -14,6 +14,7 @@ from topomodel.analysis.training.orderscreen import order_screen
 from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_calls, step_time
 from topomodel.analysis.training.stepbound import (
     bound_with_calls,
+    busy_bound,
     comm_free_pipeline,
     most_sends,
     order_bound,
@@ -87,6 +88,8 @@ def test_no_order_beats_the_bound(case):
     checked = tight = ordered = 0
     for fields, layout, shape, pipeline in _fitting_layouts(fabric, case):
         bound = step_bound(model, layout, a, shape, pipeline)
+        # the planner's first, cheap bound (no timeline) is never above it
+        assert busy_bound(model, layout, a, shape).step_time_s <= bound.step_time_s, fields
         # before the step times them, this order's new collectives are bounded
         own = order_bound(fabric, model, layout, a, shape)
         step = step_time(fabric, model, layout, a)
