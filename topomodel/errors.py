@@ -96,6 +96,16 @@ class UsageError(TopomodelError, ValueError):
     """A command-line request that cannot be met (unknown id, bad option value)."""
 
 
+class ParameterError(UsageError):
+    """A function's argument it cannot take: names the parameter (``threshold: a share
+    in (0, 1), got 1.5``); the CLI shows the flag that sets it instead
+    (:func:`topomodel.cli.shared.flag_of`), so the library says no flag."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        self.parameter, self.message = parameter, message
+        super().__init__(f"{parameter}: {message}")
+
+
 class RoutingError(TopomodelError, ValueError):
     """Traffic a router cannot route as asked: an unknown routing policy or router, a
     fabric the structured router does not cover, or more work than the general router's

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from topomodel.errors import UnitError, UsageError
+from topomodel.errors import ParameterError, UnitError
 from topomodel.units import parse, parse_bandwidth
 from topomodel.yamlsource import KeyPath, Source
 
@@ -260,22 +260,22 @@ def number(low: float = -math.inf, high: float = math.inf, *, low_open: bool = F
 def check_share(value: float, name: str, *, low_open: bool = False,
                 high_open: bool = False) -> float:
     """``value`` as a share between 0 and 1 (an end excluded where ``low_open`` or
-    ``high_open``), else a :class:`~topomodel.errors.UsageError` naming ``name``: the
-    one check of a share a caller gives.
+    ``high_open``), else a :class:`~topomodel.errors.ParameterError` naming the
+    parameter ``name``: the one check of a share a caller gives.
 
     Examples
     --------
-    >>> check_share(0.3, "--threshold", low_open=True, high_open=True)
+    >>> check_share(0.3, "threshold", low_open=True, high_open=True)
     0.3
-    >>> check_share(1.0, "--threshold", low_open=True, high_open=True)
+    >>> check_share(1.0, "threshold", low_open=True, high_open=True)
     Traceback (most recent call last):
     ...
-    topomodel.errors.UsageError: --threshold: a share in (0, 1), got 1.0
+    topomodel.errors.ParameterError: threshold: a share in (0, 1), got 1.0
     """
     x = float(value)
     if not (x > 0 if low_open else x >= 0) or not (x < 1 if high_open else x <= 1):
-        raise UsageError(f"{name}: a share in {'(' if low_open else '['}0, 1"
-                         f"{')' if high_open else ']'}, got {value}")
+        raise ParameterError(name, f"a share in {'(' if low_open else '['}0, 1"
+                                   f"{')' if high_open else ']'}, got {value}")
     return x
 
 

@@ -13,7 +13,7 @@ from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError
 from topomodel.fabric.build import build_fabric
 from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
@@ -89,7 +89,7 @@ def test_a_threshold_outside_zero_one_is_one_error_line(value, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and err == [f"topomodel: error: --threshold: a share in (0, 1), got"
                                    f" {float(value)}"]
-    with pytest.raises(UsageError, match="--threshold"):
+    with pytest.raises(ParameterError, match=r"^threshold: a share in"):  # the CLI: --threshold
         f, model, layout = job(64)
         advise(f, model, layout, ASSUMPTIONS, threshold=float(value))
 

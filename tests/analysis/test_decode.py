@@ -12,7 +12,7 @@ from topomodel.analysis.serving.decode import decode_step, experts_touched
 from topomodel.analysis.training.memory import layer_parameters
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.parts import Model
 
@@ -93,7 +93,7 @@ def test_bad_inputs_are_refused(server):
         decode_step(server, m, tp=3)
     with pytest.raises(UsageError, match="has no experts"):
         decode_step(server, m, ep=2)
-    with pytest.raises(UsageError, match="--batch"):
+    with pytest.raises(ParameterError, match=r"^batch: at least 1"):
         decode_step(server, m, batch=0)
     with pytest.raises(UsageError, match="needs 16 accelerators"):
         decode_step(server, m, tp=8, dp=2)
@@ -134,4 +134,4 @@ def test_cli_decode_table_and_json(capsys):
 def test_cli_decode_error_is_one_line(capsys):
     assert main(["decode", SERVER, "--model", "llama3-70b", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--tp 3 must divide" in err[0]
+    assert len(err) == 1 and "--tp: 3 must divide" in err[0]

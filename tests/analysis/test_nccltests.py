@@ -17,7 +17,7 @@ from topomodel.analysis.collectives.measured import check_nccl, log_collective
 from topomodel.analysis.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.traffic.collectives import busbw_factor
 
@@ -233,7 +233,7 @@ def test_the_collective_comes_from_the_test_name_or_the_rows(collective):
 
 def test_a_given_collective_must_agree_with_the_log():
     log = read_nccl_tests(DATA / "rtx4090-4gpu-allreduce.log")
-    with pytest.raises(UsageError, match="--collective allgather: the log names"
+    with pytest.raises(ParameterError, match="collective: allgather, but the log names"
                        " all_reduce_perf"):
         log_collective(log, "allgather")
 
@@ -308,7 +308,7 @@ def test_ranks_that_do_not_fit_the_design_are_refused():
     sendrecv = read_nccl_tests(DATA / "a100-8gpu-sendrecv.log")
     with pytest.raises(UsageError, match="no '#  Rank' device lines"):
         check_nccl(fabric("hgx-h100-server"), sendrecv)
-    with pytest.raises(UsageError, match="--threshold"):
+    with pytest.raises(ParameterError, match=r"^threshold: a share in"):
         check_nccl(small, parse_nccl_tests(many), threshold=1.5)
 
 

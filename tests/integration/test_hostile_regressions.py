@@ -22,6 +22,7 @@ from topomodel.errors import (
     CatalogError,
     DesignError,
     InputError,
+    ParameterError,
     RoutingError,
     UnitError,
     UsageError,
@@ -258,9 +259,9 @@ def test_gradient_buckets_are_limited_before_they_are_timed(capsys, bucket):
 
 def test_scale_counts_are_limited(toy):
     design, catalog = load_design(SUPERPOD)
-    with pytest.raises(UsageError, match=r"--counts: 1.8e\+19 accelerators is more than"):
+    with pytest.raises(ParameterError, match=r"counts: 1.8e\+19 accelerators is more than"):
         scale_curve(design, catalog, catalog.get("llama3-8b", Model), Layout(), [2**64])
-    with pytest.raises(UsageError, match="--counts: 33 counts"):
+    with pytest.raises(ParameterError, match="counts: 33 counts"):
         scale_curve(design, catalog, catalog.get("llama3-8b", Model), Layout(), list(range(1, 34)))
 
 
@@ -463,7 +464,8 @@ HGX = EXAMPLES / "hgx-h100-server.yaml"
     (["decode", HGX, "--model", "llama3-70b", "--tp", "8", "--batch", str(10**12)],
      "--batch x --context:"),
     (["scale", SUPERPOD, "--model", "llama3-8b", "--tp", "8", "--counts", "100000"],
-     "--counts 100000: the design grown to 12,500 systems cannot be built: scaleout.switch"),
+     "--counts: 100000: the design grown to 12,500 systems cannot be built:"
+     " scaleout.switch"),
     (["sweep", EXAMPLES / "sweeps" / "b200-16k-fabric.yaml", "--dry-run", "--pareto", "foo",
       "bar"], "'foo' is not a recorded metric")])
 def test_values_that_used_to_run_are_refused(capsys, argv, message):

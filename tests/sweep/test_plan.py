@@ -16,7 +16,7 @@ from topomodel.analysis.training.step import (
 )
 from topomodel.cli import main
 from topomodel.design import load_design
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.parts import Model
 from topomodel.plan.explain import why_better
@@ -221,9 +221,9 @@ def test_space_limits_and_fixed_values(setup):
     assert {c.tp for c in cells(model, 16, PlanSpace(max_tp=4))} == {1, 2, 4}
     assert {c.pp for c in cells(model, 16, PlanSpace(fixed={"pp": 4}))} == {4}
     assert all(c.tp * c.cp * c.pp * c.dp == 16 for c in cells(model, 16, PlanSpace()))
-    with pytest.raises(UsageError, match="--fixed bogus: not a searched dimension"):
+    with pytest.raises(ParameterError, match="fixed: bogus is not a searched dimension"):
         PlanSpace(fixed={"bogus": 1})
-    with pytest.raises(UsageError, match="--max-tp: must be at least 1"):
+    with pytest.raises(ParameterError, match="max_tp: must be at least 1"):  # the CLI: --max-tp
         PlanSpace(max_tp=0)
     layouts = list(cell_layouts(model, Cell(1, 1, 1, 16), Layout(global_batch=12),
                                 PlanSpace()))
@@ -246,7 +246,7 @@ def test_objectives_rank_by_their_metric(setup):
     fabric = _fabric(setup)
     by_time = plan(fabric, _job(setup, objective="step_time_s"))
     assert [r.step_time_s for r in by_time.best] == sorted(r.step_time_s for r in by_time.best)
-    with pytest.raises(UsageError, match="--objective"):
+    with pytest.raises(ParameterError, match=r"^objective: choose from"):
         _job(setup, objective="speed")
 
 

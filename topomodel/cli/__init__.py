@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from topomodel.cli.parser import build_parser
-from topomodel.errors import InputError, TopomodelError, short_words
+from topomodel.cli.shared import flag_of
+from topomodel.errors import InputError, ParameterError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
 from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
 from topomodel.units import pint_for_scalars_only
@@ -84,7 +85,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_INPUT_ERROR
     except TopomodelError as exc:
         _show_warnings(caught, numeric=False)
-        print(short_words(f"topomodel: error: {exc}{_numeric_notes(caught)}"),
+        said = (f"{flag_of(exc.parameter)}: {exc.message}" if isinstance(exc, ParameterError)
+                else str(exc))
+        print(short_words(f"topomodel: error: {said}{_numeric_notes(caught)}"),
               file=sys.stderr)
         return EXIT_INPUT_ERROR
     except OSError as exc:  # an output path that cannot be written

@@ -188,7 +188,7 @@ def cmd_export(args: argparse.Namespace) -> Report:
     if args.to in ("csv", "parquet"):
         refuse_output_folder(args.output)  # before any work
     if args.compute_efficiency is not None:
-        check_share(args.compute_efficiency, "--compute-efficiency", low_open=True)
+        check_share(args.compute_efficiency, "compute_efficiency", low_open=True)
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
                                    catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)

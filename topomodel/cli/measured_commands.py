@@ -81,7 +81,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
 
         figure_format(args.plot)
         writable(args.plot)
-    check_share(args.threshold, "--threshold", low_open=True, high_open=True)
+    check_share(args.threshold, "threshold", low_open=True, high_open=True)
     log = read_nccl_tests(args.log)
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
@@ -108,7 +108,7 @@ def _cmd_advise(args: argparse.Namespace) -> Report:
     from topomodel.cli.shared import job_from_args
     from topomodel.report.advice import advice_report
 
-    check_share(args.threshold, "--threshold", low_open=True, high_open=True)
+    check_share(args.threshold, "threshold", low_open=True, high_open=True)
     job = job_from_args(args, args.design)
     advice = advise(job.fabric, job.model, job.layout, job.assumptions,
                     threshold=args.threshold, routing=job.inputs.routing,

@@ -192,3 +192,19 @@ def add_catalog_args(parser: argparse.ArgumentParser) -> None:
                         help="a folder the catalogs named in a design or sweep file (and"
                         " a sweep file's design) may be in, besides that file's own folder"
                         " tree (repeatable)")
+
+
+FLAG_OF_PARAMETER = {"headroom": "--memory-headroom"}
+"""Parameters whose flag is not ``--`` and the name with dashes."""
+
+
+def flag_of(parameter: str) -> str:
+    """The command-line flag that sets a library function's ``parameter``: the one map
+    from a :class:`~topomodel.errors.ParameterError`'s parameter to what a user types.
+
+    Examples
+    --------
+    >>> flag_of("target_comm_share"), flag_of("headroom")
+    ('--target-comm-share', '--memory-headroom')
+    """
+    return FLAG_OF_PARAMETER.get(parameter, "--" + parameter.replace("_", "-"))

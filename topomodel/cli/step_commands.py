@@ -76,7 +76,7 @@ def cmd_step(args: argparse.Namespace) -> Report:
     from topomodel.report.step import step_report
 
     if args.target_comm_share is not None:
-        check_share(args.target_comm_share, "--target-comm-share", low_open=True,
+        check_share(args.target_comm_share, "target_comm_share", low_open=True,
                     high_open=True)
     job = job_from_args(args, args.design)
     fabric, inputs = job.fabric, job.inputs

@@ -60,7 +60,7 @@ from topomodel.analysis.training.stepbound import (
     unordered,
 )
 from topomodel.analysis.training.stepshape import Shape, shape_of
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.parts import Model
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
@@ -86,11 +86,11 @@ class PlanJob:
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
-            raise UsageError(f"--objective: choose from {', '.join(OBJECTIVES)}, got"
-                             f" {self.objective!r}")
-        check_share(self.headroom, "--memory-headroom", high_open=True)
+            raise ParameterError("objective", f"choose from {', '.join(OBJECTIVES)}, got"
+                                              f" {self.objective!r}")
+        check_share(self.headroom, "headroom", high_open=True)
         if self.top < 1:
-            raise UsageError(f"--top: at least 1, got {self.top}")
+            raise ParameterError("top", f"at least 1, got {self.top}")
 
 
 @dataclass

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError
 from topomodel.traffic.layout import RECOMPUTE, SCHEDULES, Layout
 
 if TYPE_CHECKING:
@@ -103,12 +103,11 @@ class PlanSpace:
             value = getattr(self, f.name)
             if f.name.startswith("max_") and value is not None and (
                     not isinstance(value, int) or value < 1):
-                raise UsageError(f"--{f.name.replace('_', '-')}: must be at least 1, got"
-                                 f" {value!r}")
+                raise ParameterError(f.name, f"must be at least 1, got {value!r}")
         unknown = sorted(set(self.fixed) - set(SEARCHED))
         if unknown:
-            raise UsageError(f"--fixed {unknown[0]}: not a searched dimension; choose from"
-                             f" {', '.join(SEARCHED)}")
+            raise ParameterError("fixed", f"{unknown[0]} is not a searched dimension;"
+                                          f" choose from {', '.join(SEARCHED)}")
         if "order" in self.fixed:  # checked as the step reads it
             Layout(order=str(self.fixed["order"]))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.files import plain_json, refuse_symlink
 from topomodel.sweep.evaluate import (
     Evaluate,
@@ -135,7 +135,7 @@ def run_sweep(sweep: Sweep, results: str | Path, *, workers: int | None = None, 
     scheduler = _scheduler(sweep, scheduler, use_file_scheduler)
     count = workers if workers is not None else _cores()
     if count < 1:
-        raise UsageError("--workers must be at least 1")
+        raise ParameterError("workers", f"at least 1, got {count}")
     client: Any = None
     own_client = False
     if scheduler is not None:

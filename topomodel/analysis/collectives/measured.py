@@ -21,7 +21,7 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.loads import tier_loads
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.records import check_share, documented
 from topomodel.traffic.collectives import busbw_factor
@@ -110,7 +110,7 @@ def log_collective(log: NcclTestsLog, given: str | None = None) -> str:
     named = TESTS[log.test] if log.test else None
     if given:
         if named and named != given:
-            raise UsageError(f"--collective {given}: the log names {log.test}")
+            raise ParameterError("collective", f"{given}, but the log names {log.test}")
         return given
     if named:
         return named
@@ -126,8 +126,9 @@ def _placement(fabric: Fabric, log: NcclTestsLog, spec: str | None,
     if spec:
         groups = parse_groups(fabric, spec)
         if len(groups) != 1 or len(groups[0]) != ranks:
-            raise UsageError(f"--ranks {spec!r}: give one group of the log's {ranks} ranks"
-                             f" (it gives {len(groups)} group(s) of {len(groups[0])})")
+            raise ParameterError("ranks", f"{spec!r}: give one group of the log's {ranks}"
+                                          f" ranks (it gives {len(groups)} group(s) of"
+                                          f" {len(groups[0])})")
         return groups[0], f"--ranks {spec}"
     acc = fabric.accelerators
     if not log.ranks:
@@ -193,9 +194,9 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
         For a threshold outside (0, 1), an unknown column, a collective the log does not
         fit, or ranks that cannot be placed on the design.
     """
-    check_share(threshold, "--threshold", low_open=True, high_open=True)
+    check_share(threshold, "threshold", low_open=True, high_open=True)
     if column not in COLUMNS:
-        raise UsageError(f"--column: one of {', '.join(COLUMNS)}, got {column!r}")
+        raise ParameterError("column", f"one of {', '.join(COLUMNS)}, got {column!r}")
     name = log_collective(log, collective)
     count = _ranks_of(log, name)
     nodes, how = _placement(fabric, log, ranks, count)

@@ -53,7 +53,7 @@ from topomodel.analysis.serving.decode_assumptions import (
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
 from topomodel.analysis.training.model import BYTES
-from topomodel.errors import UsageError
+from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.parts import Accelerator, Model, System
 from topomodel.records import check_share
@@ -198,11 +198,11 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
             raise UsageError(f"{name}: unknown data type {value!r}; choose from"
                              f" {', '.join(BYTES)}")
     if batch < 1:
-        raise UsageError(f"--batch: at least 1 sequence, got {batch}")
-    check_share(comm_overlap, "--comm-overlap")
+        raise ParameterError("batch", f"at least 1 sequence, got {batch}")
+    check_share(comm_overlap, "comm_overlap")
     context = model.sequence if context is None else context
     if context < 1:
-        raise UsageError(f"--context: at least 1 token, got {context}")
+        raise ParameterError("context", f"at least 1 token, got {context}")
     for flag, count, name, what in (
             ("--context", context, "MAX_SEQUENCE_TOKENS", "tokens per sequence"),
             ("--batch x --context", batch * context, "MAX_STEP_TOKENS",
@@ -277,11 +277,12 @@ def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:
     if tp < 1 or ep < 1:
         raise UsageError(f"--tp and --ep are at least 1, got tp={tp}, ep={ep}")
     if model.heads % tp:
-        raise UsageError(f"--tp {tp} must divide the {model.heads} heads of {model.id}")
+        raise ParameterError("tp", f"{tp} must divide the {model.heads} heads of {model.id}")
     if ep > 1 and not model.is_moe:
         raise UsageError(f"{model.id} has no experts; --ep must be 1")
     if model.is_moe and model.experts % ep:
-        raise UsageError(f"--ep {ep} must divide the {model.experts} experts of {model.id}")
+        raise ParameterError("ep", f"{ep} must divide the {model.experts} experts of"
+                                   f" {model.id}")
 
 
 # PLR0913: one computation's arrays and options passed on as they are

@@ -64,7 +64,7 @@ def advise(fabric: Fabric, model: Model, layout: Layout,
     UsageError
         For a threshold outside (0, 1), or a layout the fabric or model cannot run.
     """
-    check_share(threshold, "--threshold", low_open=True, high_open=True)
+    check_share(threshold, "threshold", low_open=True, high_open=True)
     result = step_time(fabric, model, layout, assumptions, routing=routing, seed=seed)
     walls = {WALLS[k]: float(v) for k, v in result.walls.items() if k in WALLS}
     dominant = max(walls, key=lambda name: walls[name])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.catalog import Catalog
 from topomodel.design import Design
-from topomodel.errors import InputError, UsageError
+from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
@@ -73,7 +73,7 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  #
     refusal = (above(len(counts), "MAX_SCALE_POINTS", "counts")
                or above(max(counts, default=0), "MAX_ACCELERATORS", "accelerators"))
     if refusal:
-        raise UsageError(f"--counts: {refusal}")
+        raise ParameterError("counts", refusal)
     per_system = catalog.get(design.system, System).accelerators
     points: list[ScalePoint] = []
     for count in counts:
@@ -82,9 +82,10 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  #
         try:
             fabric = build_fabric(sized, catalog)
         except InputError as exc:  # the count's fault, not the design file's
-            raise UsageError(f"--counts {count}: the design grown to {systems:,} systems"
-                             " cannot be built: " + "; ".join(
-                                 f"{p.key_path}: {p.message}" for p in exc.problems)) from None
+            raise ParameterError("counts", f"{count}: the design grown to {systems:,}"
+                                 " systems cannot be built: " + "; ".join(
+                                     f"{p.key_path}: {p.message}" for p in exc.problems)
+                                 ) from None
         if scaleout_factor != 1.0:
             fabric = scale_scaleout(fabric, scaleout_factor)
         result = step_time(fabric, model, layout_for(systems * per_system, base), assumptions,
