@@ -345,6 +345,24 @@ def _terminate(pool: Any) -> None:
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
+def process_alive(pid: int) -> bool:
+    """Whether the process ``pid`` is running (another user's counts; a number no
+    process can have does not).
+
+    Examples
+    --------
+    >>> process_alive(os.getpid()), process_alive(2**80)
+    (True, False)
+    """
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def die_with_parent(parent_pid: int | None = None) -> None:
     """End this forked process as soon as the process that forked it ends, however it
     ends (``kill -9`` included): on Linux the kernel sends it SIGKILL then

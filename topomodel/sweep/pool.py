@@ -19,7 +19,7 @@ from typing import Any
 
 from topomodel.errors import TopomodelError, UsageError
 from topomodel.files import plain_json
-from topomodel.parallel import die_with_parent
+from topomodel.parallel import die_with_parent, process_alive
 from topomodel.sweep.evaluate import (
     Evaluate,
     Outcome,
@@ -93,7 +93,7 @@ def _die_with(sweep_pid: int) -> None:
         os._exit(1)  # the sweep ended before this worker started
     except OSError:
         watched = None
-    if not _alive(sweep_pid):
+    if not process_alive(sweep_pid):
         os._exit(1)
 
     def watch() -> None:
@@ -107,23 +107,11 @@ def _die_with(sweep_pid: int) -> None:
         else:
             import time
 
-            while _alive(sweep_pid):
+            while process_alive(sweep_pid):
                 time.sleep(PARENT_POLL_S)
         os._exit(1)
 
     threading.Thread(target=watch, name="topomodel-sweep-watchdog", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _worker_run(points: list[tuple[int, dict[str, Any]]]) -> list[Outcome]:

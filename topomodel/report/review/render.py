@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.files import umask
+from topomodel.parallel import process_alive
 from topomodel.report.output import Report, Table, render, table_columns
 from topomodel.report.review.document import (
     Block,
@@ -444,13 +445,6 @@ def _remove_abandoned_staging(target: Path) -> None:
 
 
 def _alive(pid: str) -> bool:
-    """Whether the process ``pid`` (text from a folder name) is running."""
-    if not pid.isdigit():
-        return False  # an older version's name, without its process
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, OverflowError):  # ended, or never a process id
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    """Whether the process ``pid`` (text from a folder name) is running; an older
+    version's name, without its process, is not."""
+    return pid.isdigit() and process_alive(int(pid))
