@@ -58,7 +58,7 @@ from topomodel.analysis.training.compute import device_model, optimizer_bytes_pe
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.stagework import Call, OpWork
 from topomodel.analysis.training.step import step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.fabric.tables import Fabric
@@ -106,14 +106,7 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     weight gather holding a stage up. Without ``calls``, the ZeRO stage and the rank
     order change neither."""
     a = assumptions
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
-    calls = dict(calls or {})
-    if layout.ep > 1 and model.is_moe and "ep" not in calls:
-        # its imbalance term is there at any speed
-        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
-    ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
-                   shape.sizes - shape.moe_sizes, shape.moe_sizes)
+    ops, calls = _comm_free_ops(model, layout, a, shape, calls)
     p = layout.pp
     tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
                   blocking_sends=layout.pp_blocking)
@@ -137,14 +130,7 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     without running the schedule's timeline (about 60 ms for 2,048 microbatches; this
     about 1 ms). The planner ranks and prunes layouts with it before their timelines
     run."""
-    a = assumptions
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
-    calls: dict[str, Call] = {}
-    if layout.ep > 1 and model.is_moe:  # as comm_free_pipeline: the imbalance at any speed
-        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
-    ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
-                   shape.sizes - shape.moe_sizes, shape.moe_sizes)
+    ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
     s, p = shape.schedule, layout.pp
     duration = np.asarray(ops.duration_s, dtype=float)
     per_op = duration if duration.ndim == 2 else duration[s.kind, np.arange(p)[:, None],
@@ -152,8 +138,24 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     busy = per_op.sum(axis=1)
     pipeline = CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
                                 layout.ep_overlap == "dualpipe")
-    frame = bound_frame(model, layout, a, shape, pipeline)
+    frame = bound_frame(model, layout, assumptions, shape, pipeline)
     return dataclasses.replace(frame, share=0.0).bound(pipeline)
+
+
+def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
+                   shape: Shape, calls: dict[str, Call] | None
+                   ) -> tuple[OpWork, dict[str, Call]]:
+    """The step's operations with every collective taking no time but those of
+    ``calls``, and those calls (an MoE layout's All-to-All added: its imbalance term is
+    there at any speed)."""
+    a = assumptions
+    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
+                          hbm_efficiency=a.hbm_efficiency)
+    calls = dict(calls or {})
+    if layout.ep > 1 and model.is_moe and "ep" not in calls:
+        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    return step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
+                    shape.sizes - shape.moe_sizes, shape.moe_sizes), calls
 
 
 @functools.lru_cache(maxsize=1024)
