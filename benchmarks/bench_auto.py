@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_build import DESIGN
 
 from topomodel.analysis.collectives.collective import run_collective
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 
 def main() -> None:

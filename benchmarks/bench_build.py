@@ -15,8 +15,8 @@ import resource
 import time
 
 from topomodel.analysis.bisection import bisection
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.report.build import build_report
 from topomodel.report.output import render
 

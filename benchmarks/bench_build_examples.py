@@ -35,7 +35,7 @@ from topomodel.analysis.bisection import bisection
 from topomodel.analysis.bom import bill_of_materials
 from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
-from topomodel.design import load_design
+from topomodel.inputs.design import load_design
 from topomodel.fabric.build import build_fabric
 
 def cpu(make):

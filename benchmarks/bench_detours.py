@@ -29,9 +29,9 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.reliability.goodput import share_failure_views, with_part_failed
 from topomodel.analysis.reliability.single_failures import CollectiveSpec, failed_collective
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.routing import general
 from topomodel.traffic.layout import Layout
 

@@ -40,11 +40,11 @@ def measure(name: str, repeat: int) -> dict[str, object]:
     """CPU seconds of each repeat, in this process's tree."""
     from topomodel.analysis.collectives.collective import run_collective
     from topomodel.analysis.collectives.loads import link_utilization
-    from topomodel.design import load_design
     from topomodel.draw.io import figure_bytes
     from topomodel.draw.layout import topology_layout
     from topomodel.draw.topology import topology_figure
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
 
     fabric = build_fabric(*load_design(ROOT / EXAMPLES[name]))
     run = run_collective(fabric, "allreduce", 2**30, ["all"])

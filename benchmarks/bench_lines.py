@@ -24,8 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from topomodel.analysis.reliability import goodput
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_build import DESIGN
 
 from topomodel.analysis.training.step import collective_times, step_time
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.plan.search import PlanJob, plan
 from topomodel.plan.space import PlanSpace
 from topomodel.traffic.layout import Layout

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_build import DESIGN
 
 from topomodel.analysis.collectives.timing import time_traffic
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.limits import MAX_FLOWS
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.groups import parse_groups

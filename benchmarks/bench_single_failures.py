@@ -20,10 +20,10 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.reliability.goodput import component_lines
 from topomodel.analysis.reliability.single_failures import representatives
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 

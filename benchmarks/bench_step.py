@@ -33,9 +33,9 @@ from topomodel.analysis.reliability.goodput import job_goodput
 from topomodel.analysis.training.pipeline import schedule, timeline
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepshape import collective_times, recent_steps
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 

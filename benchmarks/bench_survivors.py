@@ -40,9 +40,9 @@ from topomodel.analysis.reliability.single_failures import (
 )
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import fill_dp
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
 

@@ -71,8 +71,8 @@ def measure(name: str) -> None:
         share_failure_views,
         with_part_failed,
     )
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
     from topomodel.routing import general
     from topomodel.routing.structured import structured_supported
 

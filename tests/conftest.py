@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 # the tests mirror the package's folders; a test module may import helpers from another
 # one (``from test_routing import EXAMPLES``), so every folder of tests is importable

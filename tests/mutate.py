@@ -53,7 +53,7 @@ def m(name: str, path: str, original: str, replacement: str, *tests: str,
     return Mutation(name, path, original, replacement, tests, timeout_s)
 
 
-UNITS = "topomodel/units.py"
+UNITS = "topomodel/inputs/units.py"
 CLOS = "topomodel/fabric/clos.py"
 BUILD = "topomodel/fabric/build.py"
 SCALEUP = "topomodel/fabric/scaleup.py"

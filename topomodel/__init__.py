@@ -39,17 +39,17 @@ if TYPE_CHECKING:  # the real types for type checkers and editors; keep in step 
     from topomodel.analysis.reliability.goodput import GoodputAssumptions, job_goodput
     from topomodel.analysis.tiers import tier_summaries
     from topomodel.analysis.training.step import StepResult, step_time
-    from topomodel.catalog import load_catalog
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
     from topomodel.fabric.tables import Fabric
+    from topomodel.inputs.catalog import load_catalog
+    from topomodel.inputs.design import load_design
     from topomodel.routing import route
     from topomodel.traffic.layout import Layout
 
 _HOMES = {
-    "topomodel.catalog": ("load_catalog",),
-    "topomodel.design": ("load_design",),
+    "topomodel.inputs.catalog": ("load_catalog",),
+    "topomodel.inputs.design": ("load_design",),
     "topomodel.fabric.build": ("build_fabric",),
     "topomodel.fabric.failures": ("with_failures",),
     "topomodel.fabric.tables": ("Fabric",),

@@ -40,7 +40,7 @@ from topomodel.analysis.levels import NetworkLevel, network_levels
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.files import atomic_bytes, atomic_files, atomic_write, refuse_output_folder
-from topomodel.parts import Accelerator, HostLink, System
+from topomodel.inputs.parts import Accelerator, HostLink, System
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
 

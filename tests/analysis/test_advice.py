@@ -12,10 +12,10 @@ from topomodel.analysis.training.advice import DEFAULT_COMM_THRESHOLD, advise
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import ParameterError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -78,8 +78,8 @@ def test_link_that_does_not_close(toy):
 
 
 def test_links_through_an_ocs_get_an_optic_whose_budget_covers_it():
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
 
     design, catalog = load_design("examples/tpu-v4-pod.yaml")
     (budget,) = link_budgets(build_fabric(design, catalog))
@@ -99,8 +99,8 @@ def test_ocs_adds_its_insertion_loss(toy):
 
 
 def test_ports_free_counts_capacity_with_mixed_port_rates():
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
 
     # Tomahawk 5 leaves: 64 x 400G down (breakout), 32 x 800G up: every port slot is used
     text = ("system: dgx-h100\nsystems: 64\nscaleout:\n  switch: tomahawk5\n"
@@ -130,9 +130,9 @@ def test_link_budget_classes_are_the_group_by_over_the_optical_rows(name):
     and a copy with failed links reads the same classes without counting them again."""
     import numpy as np
 
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.cabling import cable_classes
+    from topomodel.inputs.design import load_design
 
     fabric = build_fabric(*load_design(f"examples/{name}.yaml"))
     links = fabric.links
@@ -152,8 +152,8 @@ def test_link_budget_classes_are_the_group_by_over_the_optical_rows(name):
 def test_a_budget_with_no_loss_to_check_is_reach_only():
     """An AOC has no fibre of its own in the catalog: within reach its budget is 'reach
     only' (None), not a closed budget (a part beyond its reach is refused by the build)."""
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
 
     budgets = {b.tier: b for b in link_budgets(build_fabric(*load_design(
         "examples/dgx-h100-superpod.yaml")))}

@@ -10,10 +10,10 @@ import pytest
 from topomodel.analysis.bisection import closed_form
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.tiers import tier_summaries
-from topomodel.design import load_design, with_overrides
 from topomodel.errors import DesignError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.tables import weaker_direction_Bps
+from topomodel.inputs.design import load_design, with_overrides
 
 SITES = "examples/asymmetric-sites.yaml"
 UP, DOWN = 50e6 / 8, 1e9 / 8  # bytes/s

@@ -9,8 +9,8 @@ from topomodel.analysis.bisection import (
     candidate_halves,
     closed_form,
 )
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 
 def hosts(n, k, extra=""):

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis.bom import bill_of_materials, part_power_W, power_summary
-from topomodel.catalog import load_catalog
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Nic, Optic, ScaleupSwitch, Switch, System
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Nic, Optic, ScaleupSwitch, Switch, System
 from topomodel.report.build import build_report
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

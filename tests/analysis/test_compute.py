@@ -13,9 +13,9 @@ from topomodel.analysis.training.compute import (
     layer_times,
 )
 from topomodel.analysis.training.model import parameter_counts
-from topomodel.catalog import load_catalog
 from topomodel.errors import UsageError
-from topomodel.parts import Accelerator, Model
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
 
 CATALOG = load_catalog()

@@ -21,11 +21,11 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.curves import FROM_ALLREDUCE
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.catalog import load_catalog
-from topomodel.design import load_design, with_overrides
 from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model, System
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design, with_overrides
+from topomodel.inputs.parts import Model, System
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -11,10 +11,10 @@ import pytest
 from topomodel.analysis.serving.decode import decode_step, experts_touched
 from topomodel.analysis.training.memory import layer_parameters
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 
 SERVER = "examples/hgx-h100-server.yaml"
 

@@ -12,12 +12,12 @@ from topomodel.analysis.reliability.goodput import (
     degraded_losses,
     degraded_throughput,
 )
-from topomodel.catalog import load_catalog
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import FailureClass
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import FailureClass
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -128,7 +128,7 @@ def test_bad_classes_are_one_line_errors(tmp_path, capsys, body, message):
 
 
 def test_the_catalog_schema_names_the_classes():
-    from topomodel.schema import catalog_schema
+    from topomodel.inputs.schema import catalog_schema
 
     schema = catalog_schema()
     text = str(schema)

@@ -10,10 +10,10 @@ import pytest
 from topomodel.analysis.reliability import goodput
 from topomodel.analysis.reliability.goodput import component_lines, degraded_lines, with_part_failed
 from topomodel.analysis.training import footprint
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.columns import Coded, CodeLabels
-from topomodel.parts import Optic, ScaleupSwitch
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Optic, ScaleupSwitch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))

@@ -26,12 +26,12 @@ from topomodel.analysis.reliability.goodput import (
 from topomodel.analysis.reliability.goodput_whatifs import with_optic_form
 from topomodel.analysis.training.model import parameter_counts
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.catalog import load_catalog
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import FailureRate, Model
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import FailureRate, Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

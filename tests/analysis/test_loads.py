@@ -12,8 +12,8 @@ from topomodel.analysis.collectives.loads import (
     node_sides,
     tier_loads,
 )
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 
 @pytest.fixture(scope="module")

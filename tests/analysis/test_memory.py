@@ -11,7 +11,7 @@ from topomodel.analysis.training.memory import (
     stage_parameters,
 )
 from topomodel.analysis.training.pipeline import chunk_layers, in_flight, schedule
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 GPT = Model(id="gpt", file="", line=None, source="test", provenance="assumed", layers=96,
@@ -85,7 +85,7 @@ def test_stage_parameters_add_up_to_the_published_model_sizes():
     grouped-query attention K and V shrink to the KV heads: Llama 3 70B (64 heads, 8 KV
     heads of 128) has 2 h^2 + 2 h (8 x 128). Its stages then hold the released
     checkpoint's 70.6B (0.2 %: norms are left out, as in test_models_catalog.py)."""
-    from topomodel.catalog import load_catalog
+    from topomodel.inputs.catalog import load_catalog
 
     assert layer_parameters(GPT)[0] == 4 * 12288**2
     llama = load_catalog().get("llama3-70b", Model)

@@ -12,9 +12,9 @@ from topomodel.analysis.collectives.protocols import (
     protocol_busbw_Bps,
 )
 from topomodel.analysis.collectives.timing import TimeModel
-from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 
 @pytest.fixture(scope="module")

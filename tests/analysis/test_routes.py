@@ -17,10 +17,10 @@ from topomodel.analysis.collectives.routes import PhaseRoute, phase_routes, pxn_
 from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import VARIATIONS
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.routing.routed import Routed
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout

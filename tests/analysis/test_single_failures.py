@@ -7,10 +7,10 @@ import topomodel.routing as routing_module
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.reliability.single_failures import WHAT_IF_KINDS, single_failures
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 TWO_TIER = """name: 16 HGX H100, two tiers

@@ -9,7 +9,7 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.analysis.training.model import flops_per_token, parameter_counts
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout, rank_groups
 
 QUIET = StepAssumptions(jitter_cv=0.0, hot_expert_factor=1.0,
@@ -57,7 +57,7 @@ def _compute_s(model, layout, a, fabric, *, microbatches):
 
     from topomodel.analysis.training.compute import device_model, edge_times, layer_times
     from topomodel.analysis.training.memory import stage_parameters
-    from topomodel.parts import Accelerator, System
+    from topomodel.inputs.parts import Accelerator, System
 
     acc = fabric.catalog.get(fabric.catalog.get(fabric.design.system, System).accelerator,
                              Accelerator)
@@ -375,7 +375,7 @@ def test_tp_overlap_hides_only_behind_the_gemms_the_schedule_runs_beside_it(toy)
     # the QKV and first MLP layers (4 layers, 4 microbatches) and the input-gradient
     # GEMMs the extra sequence-parallel gathers run behind
     from topomodel.analysis.training.compute import device_model, layer_times
-    from topomodel.parts import Accelerator
+    from topomodel.inputs.parts import Accelerator
 
     dev = device_model(fabric.catalog.get("toy-acc", Accelerator), "bf16")
     lt = layer_times(dev, model, Layout(tp=4), 1024, moe=False)

@@ -23,10 +23,10 @@ from topomodel.analysis.training.stepbound import (
     unordered,
 )
 from topomodel.analysis.training.stepshape import shape_of
-from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.plan.space import PlanSpace, cell_layouts, cells
 from topomodel.traffic.layout import Layout
 

@@ -13,10 +13,10 @@ from topomodel.analysis.training.stepshape import (
     scaleout_failure_times,
     untouched_by_failures,
 )
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.routing import route
 from topomodel.routing.sections import kept_sections
 from topomodel.traffic.collectives import collective_traffic

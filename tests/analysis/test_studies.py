@@ -19,8 +19,8 @@ from topomodel.analysis.training.studies import (
     sensitivity,
 )
 from topomodel.cli import main
-from topomodel.design import load_design
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,11 +6,11 @@ import sys
 import pytest
 
 from topomodel.analysis.training.model import flops_per_token
-from topomodel.catalog import load_catalog
 from topomodel.cli import main
 from topomodel.cli.parser import build_parser
-from topomodel.design import load_design
-from topomodel.parts import Accelerator, Model, ScaleupLink, System
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Accelerator, Model, ScaleupLink, System
 
 
 def run(capsys, *argv):

@@ -25,10 +25,10 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.analysis.training.step import step_time
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.report.route import route_report
 from topomodel.traffic.layout import Layout
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from topomodel.arrays import distinct
-from topomodel.design import load_design
 from topomodel.draw import layout as layout_module
 from topomodel.draw import runs as runs_module
 from topomodel.draw.layout import (
@@ -33,6 +32,7 @@ from topomodel.draw.layout import (
 )
 from topomodel.draw.runs import add_into, run_rows, run_starts, sequential_sums
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.vocabulary import NODE_TIERS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from topomodel import files
-from topomodel.catalog import builtin_catalog_files
 from topomodel.cli import main
 from topomodel.errors import UsageError
+from topomodel.inputs.catalog import builtin_catalog_files
 
 DESIGN = "examples/hgx-h100-server.yaml"
 

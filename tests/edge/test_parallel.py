@@ -12,9 +12,10 @@ from topomodel.analysis.reliability.goodput import job_goodput, step_and_goodput
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import sensitivity
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import DesignError, Problem, UnitError, UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.parallel import (
     beside,
     can_fork,
@@ -23,7 +24,6 @@ from topomodel.parallel import (
     parallel_map,
     parallel_map_then,
 )
-from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.bisection import bisection
-from topomodel.design import load_design
 from topomodel.errors import DesignError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Switch
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Switch
 from topomodel.vocabulary import LINK_TIERS, MEDIA, NODE_KINDS, NODE_TIERS, TIER_KIND
 
 
@@ -369,8 +369,8 @@ def test_failed_copies_share_only_the_views_that_ignore_failures(toy):
 
 
 def _build(text):
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
 
     design, catalog = load_design("d.yaml", text=text)
     return build_fabric(design, catalog)

@@ -19,7 +19,6 @@ import yaml
 
 from topomodel.analysis.bisection import bisection
 from topomodel.analysis.training.studies import scale_scaleout
-from topomodel.design import Design, load_design
 from topomodel.errors import UsageError
 from topomodel.fabric import cabling
 from topomodel.fabric.build import _build_scaleout, build_fabric, check_size
@@ -39,7 +38,8 @@ from topomodel.fabric.tables import (
     numbered,
     weaker_direction_Bps,
 )
-from topomodel.parts import Optic, System
+from topomodel.inputs.design import Design, load_design
+from topomodel.inputs.parts import Optic, System
 from topomodel.report.build import build_report
 from topomodel.report.output import render
 from topomodel.sweep.file import load_sweep

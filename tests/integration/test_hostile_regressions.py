@@ -15,9 +15,7 @@ import pytest
 
 from topomodel import limits
 from topomodel.analysis.training.studies import layout_for, scale_curve
-from topomodel.catalog import load_catalog
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import (
     CatalogError,
     DesignError,
@@ -28,16 +26,18 @@ from topomodel.errors import (
     UsageError,
 )
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
-from topomodel.records import Invalid
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.inputs.records import Invalid
+from topomodel.inputs.units import convert, parse
+from topomodel.inputs.yamlsource import load_yaml
 from topomodel.report.output import Report, nonfinite_result
 from topomodel.sweep import compile_constraint, load_sweep
 from topomodel.sweep.file import SweepError
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.groups import parse_groups
 from topomodel.traffic.layout import Layout
-from topomodel.units import convert, parse
-from topomodel.yamlsource import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -308,7 +308,7 @@ def test_the_largest_examples_are_within_the_limits():
     for name in ("100k-4k-supernodes.yaml", "100k-8npu-servers.yaml"):
         design, catalog = load_design(EXAMPLES / name)
         from topomodel.fabric.build import check_size
-        from topomodel.parts import System
+        from topomodel.inputs.parts import System
 
         system = catalog.get(design.system, System)
         check_size(design, system, design.systems or 0)  # does not raise

@@ -35,11 +35,11 @@ from topomodel.analysis.training.model import flops_per_token
 from topomodel.analysis.training.stagework import COMPUTE
 from topomodel.analysis.training.step import StepAssumptions, step_time, step_works
 from topomodel.analysis.training.stepshape import shape_of
-from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.report.route import route_report
 from topomodel.traffic.collectives import ALGORITHMS as ALL_ALGORITHMS
 from topomodel.traffic.groups import parse_groups

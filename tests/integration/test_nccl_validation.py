@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis.collectives.collective import run_collective
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GIB = 2**30

@@ -5,7 +5,7 @@ import pytest
 
 
 def test_import_does_not_load_matplotlib():
-    code = "import sys, topomodel, topomodel.catalog, topomodel.cli.commands; " \
+    code = "import sys, topomodel, topomodel.inputs.catalog, topomodel.cli.commands; " \
            "print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
@@ -13,7 +13,7 @@ def test_import_does_not_load_matplotlib():
 
 
 def test_builtin_catalogs_are_found_from_any_directory(tmp_path):
-    code = "from topomodel.catalog import load_catalog; print(len(load_catalog()) > 50)"
+    code = "from topomodel.inputs.catalog import load_catalog; print(len(load_catalog()) > 50)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=tmp_path)
     assert result.stdout.strip() == "True"
@@ -87,11 +87,11 @@ def test_help_loads_no_numpy(argv):
 def test_units_loads_no_numpy_or_catalog(argv):
     """``units`` converts with pint alone: no numpy (pint's import is kept from probing
     it), no scipy or dask, and no catalog (#17 item 7: under 0.3 s)."""
-    assert _loaded_after(argv, ("numpy", "scipy", "dask", "topomodel.catalog")) == []
+    assert _loaded_after(argv, ("numpy", "scipy", "dask", "topomodel.inputs.catalog")) == []
 
 
 def test_help_loads_no_catalog_or_package_metadata():
-    assert _loaded_after(["--help"], ("topomodel.catalog", "importlib.metadata")) == []
+    assert _loaded_after(["--help"], ("topomodel.inputs.catalog", "importlib.metadata")) == []
 
 
 def test_version_flag_prints_the_package_version(capsys):

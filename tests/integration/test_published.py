@@ -14,9 +14,9 @@ import pytest
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.training.model import flops_per_token, parameter_counts
 from topomodel.analysis.training.step import step_time
-from topomodel.design import load_design, with_overrides
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Accelerator, Model, System
+from topomodel.inputs.design import load_design, with_overrides
+from topomodel.inputs.parts import Accelerator, Model, System
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -10,11 +10,11 @@ import yaml
 from topomodel.analysis.assumptions import DEFAULT_HOP_LATENCY_S, PER_MESSAGE_OVERHEAD_S, TimeModel
 from topomodel.analysis.levels import network_levels
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.export import ASTRA_GB_BYTES, calculon_system, export_fabric
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import PROPAGATION_S_PER_M
+from topomodel.inputs.design import load_design
 
 
 def test_exports_round_trip(capsys, tmp_path):

@@ -17,11 +17,11 @@ import pytest
 from topomodel.analysis import assumptions, linkbudget
 from topomodel.analysis.training.step import StepAssumptions
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.fabric import cabling
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
-from topomodel.parts import PROVENANCES, Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import PROVENANCES, Model
 from topomodel.report.review import collect_review
 from topomodel.report.review.document import size_text
 from topomodel.report.review.render import MANIFEST, png_size, render_html, write_review
@@ -497,7 +497,7 @@ def test_review_has_its_bibliography_date_version_and_input_hashes(server_report
     import hashlib
 
     from topomodel import __version__
-    from topomodel.sources import cited_tags
+    from topomodel.inputs.sources import cited_tags
 
     data = _json(server_report)
     cited = {t for e in data["provenance"] for t in cited_tags(e["source"] + " " + e["notes"])}

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 import topomodel.report.review as review_module
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.report.review import SECTIONS, collect_review
 from topomodel.report.review.render import render_html, render_markdown
 from topomodel.report.review.schedule import Work, run_work

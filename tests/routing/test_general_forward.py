@@ -11,9 +11,9 @@ import topomodel.routing.survivors as survivors
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.reliability.goodput import with_part_failed
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.routing import general
 from topomodel.routing.forward import on_paths, pair_cover
 from topomodel.traffic.layout import Layout

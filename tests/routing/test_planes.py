@@ -11,8 +11,8 @@ from test_routing import EXAMPLES, random_phase
 
 from topomodel.analysis.reliability.goodput import with_part_failed
 from topomodel.arrays import DENSE_KEY_SPACE, sorted_distinct
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.routing.clos.live import (
     ALL_CORE_CHOICES,
     chips_of,

@@ -8,10 +8,10 @@ import pytest
 from conftest import with_sharp
 
 from topomodel.analysis.collectives.timing import TimeModel, time_traffic
-from topomodel.design import load_design
 from topomodel.errors import RoutingError, TopomodelError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.routing.general import route_general
 from topomodel.routing.structured import route_structured, structured_supported

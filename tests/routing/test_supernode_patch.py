@@ -9,9 +9,9 @@ from test_routing import fabric_of, random_phase
 
 import topomodel.routing.sections as sections
 import topomodel.routing.supernode_patch as patch
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 
 # two 96-system supernodes with three switch levels (14 Clos components: 7 planes

@@ -5,9 +5,9 @@ import pytest
 from test_routing import SMALL, check_conservation, fabric_of, random_phase
 
 import topomodel.routing.survivors as survivors
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.routing.general import route_general
 from topomodel.routing.structured import route_structured, structured_supported

@@ -15,10 +15,10 @@ from topomodel.analysis.training.step import (
     step_time,
 )
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.plan.explain import why_better
 from topomodel.plan.search import PlanJob, assess, merge, plan, plan_cells, search_cells
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells, orders

@@ -23,10 +23,11 @@ from topomodel.analysis.reliability.goodput import job_goodput
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.inputs.units import parse
 from topomodel.report.sweep import sweep_report
 from topomodel.sweep import (
     SweepError,
@@ -39,7 +40,6 @@ from topomodel.sweep import (
     run_sweep,
 )
 from topomodel.traffic.layout import Layout
-from topomodel.units import parse
 
 DESIGN = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-16\n"
 

@@ -14,9 +14,9 @@ from topomodel.analysis.collectives.protocols import NcclShape, nccl_algorithm
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepshape import UNSHARED_ALGORITHMS
 from topomodel.cli.parser import ALGORITHM_HELP
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
-from topomodel.parts import Model
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.traffic.algorithms import (
     REGISTRY,
     algorithm,

@@ -9,9 +9,9 @@ import pytest
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.loads import bisection_traffic
 from topomodel.analysis.collectives.timing import TimeModel, lower_bound_s, time_traffic
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.routing.aggregate import route_all_pairs
 from topomodel.traffic.allpairs import decompose

@@ -10,8 +10,8 @@ from conftest import with_sharp
 
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.timing import TimeModel, floor_s
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.traffic.algorithms.alltoall import direct_rounds
 from topomodel.traffic.algorithms.innetwork import in_network_capable
 from topomodel.traffic.collectives import (
@@ -871,8 +871,8 @@ def test_sharp_does_not_reduce_a_group_inside_one_node():
     """NCCL's CollNet (SHARP) runs across nodes only: on one DGX A100, whose NVSwitch
     gen2 chips do not reduce, in-network reduction does not apply, though its QM8700
     leaves could reduce; across two nodes it does."""
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
     from topomodel.traffic.communicators import CollectiveError
 
     selene = with_sharp(build_fabric(*load_design("examples/selene-dgx-a100.yaml")))

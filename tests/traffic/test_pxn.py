@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.phases import concurrent

@@ -8,8 +8,8 @@ import pytest
 
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.timing import time_traffic
-from topomodel.design import load_design
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import CollectiveError

@@ -12,7 +12,7 @@ from typing import Any
 from topomodel.analysis.collectives.protocols import PROTOCOLS
 from topomodel.analysis.training.model import BYTES
 from topomodel.errors import UsageError
-from topomodel.records import (
+from topomodel.inputs.records import (
     Invalid,
     Reader,
     Reading,
@@ -26,8 +26,8 @@ from topomodel.records import (
     quantity,
     spec,
 )
+from topomodel.inputs.yamlsource import KeyPath
 from topomodel.vocabulary import LINK_TIERS
-from topomodel.yamlsource import KeyPath
 
 PER_MESSAGE_OVERHEAD_S = 5e-6
 """Software cost of one message per step (kernel launch, proxy, doorbell), seconds.

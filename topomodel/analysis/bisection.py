@@ -38,8 +38,8 @@ import numpy as np
 
 from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
-from topomodel.records import documented
-from topomodel.units import format_rate
+from topomodel.inputs.records import documented
+from topomodel.inputs.units import format_rate
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 
 MAX_FLOW_NODE_LIMIT = documented(

@@ -24,9 +24,9 @@ from typing import cast
 
 from topomodel.fabric.cabling import cable_classes
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
-from topomodel.records import documented
-from topomodel.units import format_si
+from topomodel.inputs.parts import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
+from topomodel.inputs.records import documented
+from topomodel.inputs.units import format_si
 
 CABLE_FORMS = ("dac", "acc", "aec", "aoc", "twisted_pair")
 POWER_BASIS = documented(

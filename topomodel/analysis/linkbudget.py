@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from topomodel.fabric.cabling import OCS_INSERTION_LOSS_DB, cable_classes, channel_loss_dB
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Fibre, Optic
+from topomodel.inputs.parts import Fibre, Optic
 
 __all__ = ["OCS_INSERTION_LOSS_DB", "LinkBudget", "link_budgets"]
 

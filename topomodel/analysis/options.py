@@ -20,7 +20,7 @@ Examples
 >>> read_value("tp", 0)
 Traceback (most recent call last):
 ...
-topomodel.records.Invalid: must be at least 1, got 0
+topomodel.inputs.records.Invalid: must be at least 1, got 0
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topomodel.analysis.assumptions import GoodputAssumptions, StepAssumptions, TimeModel
-from topomodel.records import (
+from topomodel.inputs.records import (
     Invalid,
     Reader,
     Reading,
@@ -41,9 +41,9 @@ from topomodel.records import (
     number,
     text,
 )
+from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import LINK_TIERS, ROUTINGS
-from topomodel.yamlsource import KeyPath, Source
 
 EFFICIENCY_PREFIX = "efficiency."
 _NO_READING = Reading(Source("<option>", ""))
@@ -86,7 +86,7 @@ class StepOption:
         >>> OPTIONS["bucket"].default_text(), OPTIONS["pxn"].default_text()
         ('40 MB', 'true')
         """
-        from topomodel.units import format_rate, format_si, format_size
+        from topomodel.inputs.units import format_rate, format_si, format_size
 
         value: Any = self.default
         if self.arg == "bool":
@@ -290,6 +290,6 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
 
 
 def _hint(key: str) -> str:
-    from topomodel.records import did_you_mean
+    from topomodel.inputs.records import did_you_mean
 
     return did_you_mean(key, OPTIONS)

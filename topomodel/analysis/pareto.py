@@ -58,7 +58,7 @@ def parse_objective(text: str, known: dict[str, str | None]) -> Objective:
     elif ":" in text:
         name, _, better = text.rpartition(":")
     if name not in known:
-        from topomodel.records import did_you_mean
+        from topomodel.inputs.records import did_you_mean
 
         raise UsageError(f"{name!r} is not a recorded metric or numeric parameter of this"
                          " sweep" + did_you_mean(name, known))

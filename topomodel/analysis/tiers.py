@@ -9,7 +9,7 @@ import numpy as np
 from topomodel.arrays import distinct
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
-from topomodel.parts import ScaleupSwitch, Switch
+from topomodel.inputs.parts import ScaleupSwitch, Switch
 from topomodel.vocabulary import LINK_TIERS, SWITCH_KINDS
 
 

@@ -12,8 +12,8 @@ from topomodel.cli.parser import build_parser
 from topomodel.cli.shared import flag_of
 from topomodel.errors import InputError, ParameterError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
+from topomodel.inputs.units import pint_for_scalars_only
 from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
-from topomodel.units import pint_for_scalars_only
 
 EXIT_INPUT_ERROR = 2
 

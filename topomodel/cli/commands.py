@@ -8,13 +8,13 @@ import dataclasses
 from typing import Any
 
 from topomodel.cli.shared import collective_name, size_option, usage
-from topomodel.records import check_share
+from topomodel.inputs.records import check_share
 from topomodel.report.output import Report, Table
 
 
 def cmd_units(args: argparse.Namespace) -> Report:
     from topomodel.errors import UnitError
-    from topomodel.units import compare, convert, parse, split_direction
+    from topomodel.inputs.units import compare, convert, parse, split_direction
 
     words = args.quantity
     if words[0] == "compare":
@@ -50,7 +50,7 @@ def cmd_units(args: argparse.Namespace) -> Report:
 
 def _default_targets(body: str) -> list[str]:
     """Units people would compare a quantity in, with prefixes that suit its size."""
-    from topomodel.units import KINDS, format_si, quantity, registry
+    from topomodel.inputs.units import KINDS, format_si, quantity, registry
 
     q = quantity(body)
     for kind in KINDS.values():
@@ -75,20 +75,20 @@ def _prefixed(value: float, unit: str) -> str:
             if value >= factor:
                 return prefix + unit[1:]
         return unit[1:]
-    from topomodel.units import format_si
+    from topomodel.inputs.units import format_si
 
     return format_si(value, unit).split(" ", 1)[1]
 
 
 def cmd_catalog_list(args: argparse.Namespace) -> Report:
-    from topomodel.catalog import load_catalog
+    from topomodel.inputs.catalog import load_catalog
     from topomodel.report.catalog import catalog_list
 
     return catalog_list(load_catalog(args.catalog), args.kind)
 
 
 def cmd_catalog_show(args: argparse.Namespace) -> Report:
-    from topomodel.catalog import load_catalog
+    from topomodel.inputs.catalog import load_catalog
     from topomodel.report.catalog import catalog_show
 
     return catalog_show(load_catalog(args.catalog), args.id)
@@ -96,8 +96,8 @@ def cmd_catalog_show(args: argparse.Namespace) -> Report:
 
 def cmd_build(args: argparse.Namespace) -> Report:
     from topomodel.analysis.bisection import bisection
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
     from topomodel.report.build import build_report
 
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
@@ -135,7 +135,7 @@ def cmd_draw(args: argparse.Namespace) -> Report:
     from topomodel.draw.io import figure_format, save_figure
     from topomodel.draw.layout import resolve_detail
     from topomodel.draw.topology import topology_figure
-    from topomodel.units import format_si, format_size
+    from topomodel.inputs.units import format_si, format_size
 
     figure_format(args.output)  # a bad suffix fails before any work
     if args.what == "tiers" and not args.route:
@@ -180,10 +180,10 @@ def cmd_draw(args: argparse.Namespace) -> Report:
 
 
 def cmd_export(args: argparse.Namespace) -> Report:
-    from topomodel.design import load_design
     from topomodel.export import export_fabric
     from topomodel.fabric.build import build_fabric
     from topomodel.files import refuse_output_folder
+    from topomodel.inputs.design import load_design
 
     if args.to in ("csv", "parquet"):
         refuse_output_folder(args.output)  # before any work

@@ -57,7 +57,7 @@ def _cmd_decode(args: argparse.Namespace) -> Report:
     from topomodel.analysis.serving.decode import decode_step
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.shared import fabric_with_whatifs
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.report.decode import decode_report
 
     inputs = inputs_from_args(args, DECODE_KEYS + FABRIC_OPTIONS)

@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 
 from topomodel.cli.shared import writable
-from topomodel.records import check_share
+from topomodel.inputs.records import check_share
 from topomodel.report.output import Report
 
 ParserHook = Callable[..., None]  # a parser, and for format_arg its tables_dir keyword
@@ -71,9 +71,9 @@ def add_measured_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _cmd_check_nccl(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.measured import check_nccl
-    from topomodel.analysis.nccltests import read_nccl_tests
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.shared import collective_name, fabric_with_whatifs
+    from topomodel.inputs.nccltests import read_nccl_tests
     from topomodel.report.measured import nccl_check_report
 
     if args.plot:  # refused now, not after the model has run

@@ -17,8 +17,8 @@ from topomodel.analysis.options import (
     step_inputs,
 )
 from topomodel.errors import UsageError
-from topomodel.records import Invalid, Reading
-from topomodel.yamlsource import Source
+from topomodel.inputs.records import Invalid, Reading
+from topomodel.inputs.yamlsource import Source
 
 FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency",
                   "protocol", "pxn", "measured_curves")

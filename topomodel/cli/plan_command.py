@@ -97,7 +97,7 @@ def add_plan_parser(verbs: Any) -> None:
 def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     """``--fixed`` values read as the step options read them."""
     from topomodel.analysis.options import read_value
-    from topomodel.records import Invalid
+    from topomodel.inputs.records import Invalid
 
     out: dict[str, Any] = {}
     for key, text in pairs:
@@ -123,7 +123,7 @@ def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> Report:
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.plan.search import PlanJob
     from topomodel.plan.space import PlanSpace
     from topomodel.plan.spread import Whatifs, plan_context, plan_spread

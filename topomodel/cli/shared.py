@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb run
     from topomodel.analysis.assumptions import StepAssumptions
     from topomodel.analysis.training.step import StepResult
     from topomodel.fabric.tables import Fabric
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
 
 
 def usage(message: str) -> TopomodelError:
@@ -59,7 +59,7 @@ def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
     "--size '8 Gb' is in bits (1 GB); sizes are usually bytes: did you mean '8 GB'?"
     """
     from topomodel.errors import UnitError
-    from topomodel.units import format_size, parse, quantity
+    from topomodel.inputs.units import format_size, parse, quantity
 
     try:
         size = parse(text, "size")
@@ -104,9 +104,9 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
     """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
     faster scale-out)."""
     from topomodel.analysis.training.studies import scale_scaleout
-    from topomodel.design import load_design
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
+    from topomodel.inputs.design import load_design
 
     design, catalog = load_design(design_file, extra_catalogs=catalogs,
                                   catalog_dirs=catalog_dirs)
@@ -122,7 +122,7 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
 def job_from_args(args: argparse.Namespace, design_file: str) -> Job:
     """The job the step options describe, on ``design_file``."""
     from topomodel.analysis.training.studies import fill_dp
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
 
     inputs = inputs_from_args(args)
     fabric = fabric_with_whatifs(design_file, args.catalog, inputs,

@@ -16,7 +16,7 @@ from topomodel.cli.shared import (
     usage,
     writable,
 )
-from topomodel.records import check_share
+from topomodel.inputs.records import check_share
 from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinite
 
 if TYPE_CHECKING:  # the step model (numpy, pandas, scipy) loads when a verb runs
@@ -99,7 +99,7 @@ def cmd_step(args: argparse.Namespace) -> Report:
             fabric, job.model, job.layout, job.assumptions,
             target_share=args.target_comm_share, routing=inputs.routing, seed=inputs.seed)
         from topomodel.fabric.structure import scaleout_injection_Bps
-        from topomodel.units import format_rate
+        from topomodel.inputs.units import format_rate
 
         now, factor = scaleout_injection_Bps(fabric.injection), search.factor
         text = {FOUND: f"{factor or 0:.3g}x today's: {format_rate((factor or 0) * now)}"
@@ -132,8 +132,8 @@ def cmd_step(args: argparse.Namespace) -> Report:
 
 
 def cmd_goodput(args: argparse.Namespace) -> Report:
+    from topomodel.inputs.units import format_si
     from topomodel.report.step import step_record
-    from topomodel.units import format_si
 
     job = job_from_args(args, args.design)
     result, tables, data = goodput_part(args, job, None)
@@ -151,8 +151,8 @@ def cmd_goodput(args: argparse.Namespace) -> Report:
 
 def cmd_scale(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.studies import scale_curve
-    from topomodel.design import load_design
-    from topomodel.parts import Model, System
+    from topomodel.inputs.design import load_design
+    from topomodel.inputs.parts import Model, System
 
     if args.plot:  # refused now, not after the curve
         from topomodel.draw.io import figure_format

@@ -13,7 +13,7 @@ from matplotlib.ticker import NullLocator
 
 from topomodel.draw.io import DPI, save_figure
 from topomodel.draw.text import fit_text, text_in
-from topomodel.units import format_si
+from topomodel.inputs.units import format_si
 from topomodel.vocabulary import LINK_TIER_LABELS
 
 if TYPE_CHECKING:

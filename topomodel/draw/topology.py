@@ -29,7 +29,7 @@ from matplotlib.patches import FancyBboxPatch
 from matplotlib.text import Text
 
 from topomodel.fabric.tables import Fabric
-from topomodel.units import format_si
+from topomodel.inputs.units import format_si
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

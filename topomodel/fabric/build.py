@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from topomodel.catalog import Catalog
-from topomodel.design import Design, nic_port_rate_Bps
 from topomodel.fabric.cabling import cable_links
 from topomodel.fabric.clos import (
     ClosError,
@@ -40,9 +38,11 @@ from topomodel.fabric.tables import (
     node_names,
     numbered,
 )
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import Design, nic_port_rate_Bps
+from topomodel.inputs.parts import HostLink, Nic, Switch, System
+from topomodel.inputs.records import documented
 from topomodel.limits import BYTES_PER_ACCELERATOR, BYTES_PER_LINK, above
-from topomodel.parts import HostLink, Nic, Switch, System
-from topomodel.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
 DEFAULT_SWITCH_LATENCY_S = documented(

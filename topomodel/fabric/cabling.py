@@ -22,8 +22,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from topomodel.catalog import Catalog
-from topomodel.design import Design
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import group_totals
 from topomodel.fabric.tables import (
@@ -34,8 +32,10 @@ from topomodel.fabric.tables import (
     categorical,
     ignores_failures,
 )
-from topomodel.parts import Fibre, Optic
-from topomodel.records import documented
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import Design
+from topomodel.inputs.parts import Fibre, Optic
+from topomodel.inputs.records import documented
 
 OCS_INSERTION_LOSS_DB = documented(
     "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
@@ -86,7 +86,7 @@ def channel_loss_dB(fibre: Fibre, length_m: float, *, connectors: int, splices: 
 
     Examples
     --------
-    >>> from topomodel.catalog import load_catalog
+    >>> from topomodel.inputs.catalog import load_catalog
     >>> os2 = load_catalog().get("os2", Fibre)  # 0.4 dB/km, 0.75 dB per connector pair
     >>> round(channel_loss_dB(os2, 50, connectors=2, splices=0, ocs=True), 3)
     3.52
@@ -134,7 +134,7 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
 
     Examples
     --------
-    >>> from topomodel.catalog import load_catalog
+    >>> from topomodel.inputs.catalog import load_catalog
     >>> catalog = load_catalog()
     >>> choose_optic(catalog, 50e9, 2.0).form  # 400G at 2 m: passive copper
     'dac'
@@ -233,7 +233,7 @@ def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.nda
     UsageError
         When ``whatif`` is given and no part carries a tier's faster links.
     """
-    from topomodel.parts import System
+    from topomodel.inputs.parts import System
 
     system = catalog.entries.get(design.system)
     pcie_box = isinstance(system, System) and (

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from topomodel.fabric.tables import ClosTier, FabricBuilder, node_names, numbered
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 from topomodel.vocabulary import FAT_TREE_TIERS
 
 _EPS = 1e-9

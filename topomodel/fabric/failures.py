@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from topomodel.design import Design
 from topomodel.errors import DesignError, UsageError
 from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.inputs.design import Design
 
 
 def mark_failures(nodes: Any, links: Any, design: Design) -> None:

@@ -14,12 +14,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from topomodel.catalog import Catalog
-from topomodel.design import Design
 from topomodel.fabric.clos import ClosError, SwitchPorts, plan_upper, wire_clos
 from topomodel.fabric.structure import ScaleupStructure, Supernode, SupernodeLevel, Torus
 from topomodel.fabric.tables import FabricBuilder, node_names, numbered
-from topomodel.parts import Accelerator, ScaleupLink, ScaleupSwitch, System
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import Design
+from topomodel.inputs.parts import Accelerator, ScaleupLink, ScaleupSwitch, System
 from topomodel.vocabulary import SCALEUP_TIERS
 
 

@@ -53,7 +53,7 @@ import pandas as pd
 from topomodel.fabric.columns import Coded as Coded
 from topomodel.fabric.columns import labels as labels
 from topomodel.fabric.columns import present_labels as present_labels
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 
 # re-exported: the vocabulary's tiers and media are the link table's categories
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS
@@ -63,9 +63,9 @@ from topomodel.vocabulary import SWITCH_TIERS as SWITCH_TIERS
 if TYPE_CHECKING:
     import networkx as nx
 
-    from topomodel.catalog import Catalog
-    from topomodel.design import Design
     from topomodel.fabric.structure import Injection, Structure
+    from topomodel.inputs.catalog import Catalog
+    from topomodel.inputs.design import Design
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

@@ -62,10 +62,10 @@ from topomodel.analysis.training.stepbound import (
 from topomodel.analysis.training.stepshape import Shape, shape_of
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
+from topomodel.inputs.records import check_share
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
-from topomodel.records import check_share
 from topomodel.traffic.layout import Layout
 
 
@@ -422,8 +422,8 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
 
     Examples
     --------
-    >>> from topomodel.catalog import load_catalog
-    >>> from topomodel.design import load_design
+    >>> from topomodel.inputs.catalog import load_catalog
+    >>> from topomodel.inputs.design import load_design
     >>> from topomodel.fabric.build import build_fabric
     >>> d, cat = load_design("x.yaml", text="system: hgx-h100\\nsystems: 1\\n")
     >>> job = PlanJob(cat.get("llama3-8b", Model), Layout(global_batch=8),

@@ -18,8 +18,8 @@ larger than 1, the others kept where the default order has them.
 
 Examples
 --------
->>> from topomodel.catalog import load_catalog
->>> from topomodel.parts import Model
+>>> from topomodel.inputs.catalog import load_catalog
+>>> from topomodel.inputs.parts import Model
 >>> gpt = load_catalog().get("llama3-8b", Model)
 >>> space = PlanSpace(max_micro_batch=1, fixed={"recompute": "none", "zero": 0,
 ...                   "schedule": "1f1b", "sequence_parallel": True})
@@ -38,7 +38,7 @@ from topomodel.errors import ParameterError
 from topomodel.traffic.layout import RECOMPUTE, SCHEDULES, Layout
 
 if TYPE_CHECKING:
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
 
 OBJECTIVES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("max", "tokens per second"),

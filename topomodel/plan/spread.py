@@ -49,9 +49,9 @@ def plan_context(design_file: str, extra_catalogs: Sequence[str] = (),
                  catalog_dirs: Sequence[str] = ()) -> SweepContext:
     """What a worker needs to build the design, as a sweep's workers get it
     (``catalog_dirs``: folders the design's catalogs may be in besides its own tree)."""
-    from topomodel.design import load_design
+    from topomodel.inputs.design import load_design
+    from topomodel.inputs.yamlsource import load_yaml
     from topomodel.sweep.file import file_digest
-    from topomodel.yamlsource import load_yaml
 
     design, catalog = load_design(design_file, extra_catalogs=extra_catalogs,
                                   catalog_dirs=catalog_dirs)

@@ -7,8 +7,8 @@ from typing import Any
 
 from topomodel.analysis.training.advice import Advice
 from topomodel.analysis.training.studies import BELOW_RANGE, NO_EFFECT
+from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.output import Report, Table
-from topomodel.units import format_rate, format_si
 
 _FIX = {"bandwidth": "more scale-out bandwidth (or less traffic: gradient precision,"
         " bucket overlap, a layout keeping TP inside the server)",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from topomodel.fabric.tables import Fabric
-from topomodel.units import format_rate
+from topomodel.inputs.units import format_rate
 
 NOT_JOINED = "no network joins the halves (separate scale-up domains and no scale-out)"
 """The words for a bisection across scale-up domains that nothing connects."""
@@ -29,7 +29,7 @@ def share_of_injection(ratio: float | None) -> str:
 
 
 def rate_text(rate_Bps: float | None) -> str:
-    """A rate as :func:`~topomodel.units.format_rate` gives it, or ``not computed``.
+    """A rate as :func:`~topomodel.inputs.units.format_rate` gives it, or ``not computed``.
 
     Examples
     --------
@@ -110,7 +110,7 @@ def growth_text(fabric: Fabric) -> str:
     spine = [t for t in fabric.clos_tiers if t.name == "spine" and t.plane == 0]
     leaf = [t for t in fabric.clos_tiers if t.name == "leaf" and t.plane == 0]
     if spine and leaf and fabric.structure.scaleout.fat_tree_tiers == 2:
-        from topomodel.parts import Switch
+        from topomodel.inputs.parts import Switch
 
         switch = fabric.catalog.get(spine[0].model, Switch)
         ports = switch.radix_at(spine[0].down_rate_Bps) or 0

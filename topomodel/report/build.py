@@ -39,6 +39,7 @@ from topomodel.analysis.bom import bill_of_materials, power_summary
 from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.bisection import (
     bisection_text,
     growth_text,
@@ -47,7 +48,6 @@ from topomodel.report.bisection import (
 )
 from topomodel.report.output import Report, Table
 from topomodel.report.power import bom_rows, power_warnings, summary_rows, tier_rows
-from topomodel.units import format_rate, format_si
 
 
 def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -> Report:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from topomodel.catalog import KIND_NAMES, Catalog
 from topomodel.errors import UsageError
-from topomodel.parts import (
+from topomodel.inputs.catalog import KIND_NAMES, Catalog
+from topomodel.inputs.parts import (
     Accelerator,
     Entry,
     FailureClass,
@@ -22,9 +22,9 @@ from topomodel.parts import (
     Switch,
     System,
 )
-from topomodel.records import did_you_mean, yaml_keys
+from topomodel.inputs.records import did_you_mean, yaml_keys
+from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
-from topomodel.units import format_rate, format_si, format_size
 
 
 def _gbps(rate_Bps: float) -> str:

@@ -27,11 +27,11 @@ from typing import Any
 
 from topomodel.analysis.bom import BomLine, PowerSummary
 from topomodel.analysis.training.step import StepAssumptions, StepResult
+from topomodel.inputs.units import format_si
 from topomodel.report.bisection import bisection_text
 from topomodel.report.output import Report, Table
 from topomodel.report.power import format_usd, power_headline
 from topomodel.report.step import step_json, step_record
-from topomodel.units import format_si
 
 COMPARE_JSON_VERSION = 2
 """Version of the compare JSON: 2 lists ``designs`` (1 had ``a`` and ``b``)."""

@@ -6,8 +6,8 @@ import textwrap
 from typing import Any
 
 from topomodel.analysis.serving.decode import DecodeResult
+from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
-from topomodel.units import format_rate, format_si, format_size
 
 _WALLS = {"hbm-weights": "HBM bandwidth reading the weights",
           "hbm-kv-cache": "HBM bandwidth reading the KV cache",

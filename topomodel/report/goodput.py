@@ -90,8 +90,8 @@ def _spares_beyond(r: GoodputResult) -> str:
 def goodput_tables(result: GoodputResult,
                    whatifs: Sequence[tuple[str, GoodputResult]] = ()) -> list[Any]:
     """The goodput section: summary, parts by their failures, what-ifs."""
+    from topomodel.inputs.units import format_si, format_size
     from topomodel.report.output import Table
-    from topomodel.units import format_si, format_size
 
     r = result
 

@@ -14,7 +14,7 @@ def options_report() -> Report:
              "default": o.default_text(), "meaning": o.doc} for o in OPTIONS.values()]
     data = {"options": [{"key": o.key, "flag": o.flag, "target": o.target,
                          "default": o.default, "doc": o.doc} for o in OPTIONS.values()]}
-    from topomodel.units import KINDS
+    from topomodel.inputs.units import KINDS
 
     records = [{"key": o.key, "flag": o.flag, "target": o.target,
                 "default": o.default if not isinstance(o.default, dict | list | tuple)

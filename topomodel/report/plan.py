@@ -70,7 +70,7 @@ def _search_rows(found: PlanResult) -> list[dict[str, Any]]:
 
 
 def _table_rows(found: PlanResult) -> list[dict[str, Any]]:
-    from topomodel.units import format_si, format_size
+    from topomodel.inputs.units import format_si, format_size
 
     out = []
     for row, r in zip(plan_rows(found), found.best, strict=True):
@@ -123,7 +123,7 @@ def plan_report(found: PlanResult, fmt: str) -> Report:
 
 def compare_report(a: PlanResult, b: PlanResult, fmt: str) -> Report:
     """Two plans: the best layout of each design side by side."""
-    from topomodel.units import format_si, format_size
+    from topomodel.inputs.units import format_si, format_size
 
     name_a, name_b = a.design, b.design
     if name_a == name_b:

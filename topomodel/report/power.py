@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from topomodel.units import format_si
+from topomodel.inputs.units import format_si
 
 
 def format_usd(value_USD: float) -> str:

@@ -37,8 +37,8 @@ from topomodel.analysis.collectives.linkrates import efficiency_sources
 from topomodel.analysis.collectives.loads import bisection_traffic, hotspots, tier_loads
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
-from topomodel.units import format_rate, format_si, format_size
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,

@@ -16,11 +16,11 @@ SCHEMA_FORMATS = ("design", "catalog", "sweep")
 def input_schema(what: str) -> dict[str, Any]:
     """The JSON Schema of ``what`` (one of :data:`SCHEMA_FORMATS`)."""
     if what == "design":
-        from topomodel.schema import design_schema
+        from topomodel.inputs.schema import design_schema
 
         return design_schema()
     if what == "catalog":
-        from topomodel.schema import catalog_schema
+        from topomodel.inputs.schema import catalog_schema
 
         return catalog_schema()
     from topomodel.sweep.schema import sweep_schema

@@ -31,7 +31,7 @@ def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any
 def step_report(result: StepResult, assumptions: StepAssumptions, *,
                 design_name: str) -> Report:
     """The ``topomodel step`` report: summary, walls, communication, memory."""
-    from topomodel.units import format_si, format_size
+    from topomodel.inputs.units import format_si, format_size
 
     lay = result.layout
     shape = (f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"

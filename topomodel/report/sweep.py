@@ -27,7 +27,7 @@ def format_metric(name: str, value: Any) -> str:
     >>> format_metric("tokens_per_s", 1.25e6)
     '1,250,000 /s'
     """
-    from topomodel.units import format_rate, format_si, format_size
+    from topomodel.inputs.units import format_rate, format_si, format_size
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

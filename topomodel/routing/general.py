@@ -12,7 +12,7 @@ import numpy as np
 from topomodel.errors import RouterLimit
 from topomodel.fabric.arcs import arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 from topomodel.routing.forward import Into, dag_from_sources, pair_cover
 from topomodel.routing.hashing import QPS, choose, subflows
 from topomodel.routing.routed import Routed

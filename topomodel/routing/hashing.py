@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.errors import RoutingError
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 
 QPS = documented(
     "routing.QPS", 2,

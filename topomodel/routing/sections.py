@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from topomodel.fabric.tables import Fabric, ignores_failures
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
 

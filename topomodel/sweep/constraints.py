@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from topomodel.errors import UnitError, short
+from topomodel.inputs.records import Invalid, did_you_mean
 from topomodel.limits import MAX_CONSTRAINT_CHARACTERS, MAX_CONSTRAINT_DEPTH
-from topomodel.records import Invalid, did_you_mean
 from topomodel.sweep.params import METRIC_BY_NAME
 
 Constraint = Callable[[Mapping[str, Any]], Any]
@@ -111,7 +111,7 @@ def _comparison(node: ast.Compare, names: Collection[str] | None) -> Constraint:
     kind = next((m.kind for m in metrics if m is not None and m.kind), None)
     for i, o in enumerate(operands):
         if kind is not None and isinstance(o, ast.Constant) and isinstance(o.value, str):
-            from topomodel.units import parse
+            from topomodel.inputs.units import parse
 
             try:
                 parts[i] = _compile(ast.Constant(parse(o.value, kind)), names)

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.catalog import Catalog
-from topomodel.design import load_design
 from topomodel.errors import InputError, TopomodelError, UsageError
-from topomodel.parts import Model
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
 from topomodel.sweep.constraints import compiled, constraint_holds
 from topomodel.sweep.params import (
     Settings,
@@ -80,7 +80,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     from topomodel.analysis.reliability.goodput import job_goodput
     from topomodel.analysis.training.step import step_time
     from topomodel.analysis.training.studies import fill_dp
-    from topomodel.records import Invalid
+    from topomodel.inputs.records import Invalid
 
     try:
         inputs = step_inputs(step_values(params))

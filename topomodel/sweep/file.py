@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from topomodel.analysis.pareto import Objective, parse_objective
-from topomodel.catalog import Catalog
-from topomodel.design import Design, catalog_path_problem, load_design, unknown_refs
 from topomodel.errors import InputError, UsageError
 from topomodel.files import outside_folders, read_input_text
-from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
-from topomodel.records import (
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import Design, catalog_path_problem, load_design, unknown_refs
+from topomodel.inputs.records import (
     Invalid,
     Reading,
     describe_value,
@@ -30,7 +29,9 @@ from topomodel.records import (
     list_of,
     read_record,
 )
-from topomodel.records import text as nonempty_text
+from topomodel.inputs.records import text as nonempty_text
+from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
+from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
 from topomodel.sweep.constraints import compile_constraint
 from topomodel.sweep.params import (
     METRIC_BY_NAME,
@@ -42,7 +43,6 @@ from topomodel.sweep.params import (
     design_path,
 )
 from topomodel.sweep.ranges import Block, expand_ranges, read_blocks, read_fixed, read_range
-from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 
 class SweepError(InputError):

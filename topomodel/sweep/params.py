@@ -20,8 +20,8 @@ from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
 from topomodel.analysis.options import StepOption
 from topomodel.analysis.options import option as step_option
-from topomodel.records import Invalid, Reader, Reading
-from topomodel.yamlsource import KeyPath, format_path
+from topomodel.inputs.records import Invalid, Reader, Reading
+from topomodel.inputs.yamlsource import KeyPath, format_path
 
 DESIGN_PREFIX = "design."
 

@@ -16,11 +16,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.parts import Model
+from topomodel.inputs.records import Invalid, Reader, Reading, describe_value, did_you_mean, number
+from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS, format_count
-from topomodel.parts import Model
-from topomodel.records import Invalid, Reader, Reading, describe_value, did_you_mean, number
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
     OPTIONS,
@@ -28,7 +29,6 @@ from topomodel.sweep.params import (
     design_path,
     option,
 )
-from topomodel.yamlsource import KeyPath, Source
 
 
 @dataclass(frozen=True)

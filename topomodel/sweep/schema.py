@@ -1,7 +1,7 @@
 """JSON Schema (draft 2020-12) for sweep files, from the tables the sweep loader reads.
 
 The step options (:data:`topomodel.sweep.params.OPTIONS`, their readers described by
-:func:`topomodel.schema.reader_schema` where it knows them), the metrics
+:func:`topomodel.inputs.schema.reader_schema` where it knows them), the metrics
 (:data:`~topomodel.sweep.params.METRICS`) and the range keys
 (:data:`~topomodel.sweep.ranges.RANGE_KEYS`) are read, not copied, so a new option or
 metric shows up here without editing this module. The loader stays the authority:
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topomodel.schema import DIALECT, reader_schema
+from topomodel.inputs.schema import DIALECT, reader_schema
 from topomodel.sweep.file import TOP_KEYS
 from topomodel.sweep.params import DESIGN_PREFIX, METRICS, OPTIONS
 from topomodel.sweep.ranges import RANGE_KEYS
@@ -24,7 +24,7 @@ design and ``efficiency.TIER``."""
 
 
 def _value(read: Any) -> dict[str, Any]:
-    """The schema of one option's value, where :mod:`topomodel.schema` knows its reader
+    """The schema of one option's value, where :mod:`topomodel.inputs.schema` knows its reader
     (else any value: the loader checks it)."""
     try:
         schema = reader_schema(read, {})

@@ -74,7 +74,7 @@ def domain_parts(fabric: Fabric, ranks: np.ndarray) -> PartLayout:
 
     Examples
     --------
-    >>> from topomodel.design import load_design
+    >>> from topomodel.inputs.design import load_design
     >>> from topomodel.fabric.build import build_fabric
     >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
     >>> acc = pod.accelerators
@@ -126,7 +126,7 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
 
     Examples
     --------
-    >>> from topomodel.design import load_design
+    >>> from topomodel.inputs.design import load_design
     >>> from topomodel.fabric.build import build_fabric
     >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
     >>> two_dgx = channels(pod, domain_parts(pod, pod.accelerators[:16].reshape(1, 16)))

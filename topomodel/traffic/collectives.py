@@ -299,7 +299,7 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
 
     Examples
     --------
-    >>> from topomodel.design import load_design
+    >>> from topomodel.inputs.design import load_design
     >>> from topomodel.fabric.build import build_fabric
     >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
     >>> two_nodes = pod.accelerators[:16].reshape(1, 16)

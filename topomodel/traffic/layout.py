@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import UsageError
-from topomodel.records import (
+from topomodel.inputs.records import (
     Invalid,
     Reading,
     boolean,
@@ -18,7 +18,7 @@ from topomodel.records import (
     spec,
     text,
 )
-from topomodel.yamlsource import KeyPath
+from topomodel.inputs.yamlsource import KeyPath
 
 if TYPE_CHECKING:
     import numpy as np

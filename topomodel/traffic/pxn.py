@@ -62,7 +62,7 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
 
     Examples
     --------
-    >>> from topomodel.design import load_design
+    >>> from topomodel.inputs.design import load_design
     >>> from topomodel.fabric.build import build_fabric
     >>> from topomodel.traffic.collectives import collective_traffic
     >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))

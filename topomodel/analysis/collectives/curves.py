@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Accelerator, MeasuredCollective, System
-from topomodel.records import documented
-from topomodel.sources import TAG
+from topomodel.inputs.parts import Accelerator, MeasuredCollective, System
+from topomodel.inputs.records import documented
+from topomodel.inputs.sources import TAG
 from topomodel.traffic.collectives import busbw_factor
 from topomodel.traffic.phases import Shape
 

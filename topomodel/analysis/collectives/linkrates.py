@@ -13,8 +13,8 @@ import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import HostLink, ScaleupLink, Switch
-from topomodel.records import documented
+from topomodel.inputs.parts import HostLink, ScaleupLink, Switch
+from topomodel.inputs.records import documented
 
 SOCKETS_EFFICIENCY = documented(
     "linkrates.SOCKETS_EFFICIENCY", 10 / 12.5,

@@ -20,10 +20,10 @@ from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.loads import tier_loads
 from topomodel.analysis.collectives.timing import TimeModel
-from topomodel.analysis.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.records import check_share, documented
+from topomodel.inputs.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
+from topomodel.inputs.records import check_share, documented
 from topomodel.traffic.collectives import busbw_factor
 from topomodel.traffic.groups import parse_groups
 

@@ -1,7 +1,7 @@
 """What one failed part does to a job: the catalog's failure classes, looked up per part.
 
 A part's class (``stops_job``, ``degrades``, ``absorbed``; catalog ``failure_classes``,
-see :class:`~topomodel.catalog.FailureClass`) is read from the first entry that applies
+see :class:`~topomodel.inputs.catalog.FailureClass`) is read from the first entry that applies
 to one of its keys (its catalog id, then for a link or switch of a scale-up domain the
 scale-up link technology, then its optic form), else from its component's default. The
 topology has the last word on one thing only: a part with no alternative (a single
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
-from topomodel.parts import Accelerator, FailureClass, System
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.parts import Accelerator, FailureClass, System
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric

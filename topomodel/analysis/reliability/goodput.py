@@ -56,11 +56,11 @@ from topomodel.analysis.training.footprint import MODULE_FORMS as MODULE_FORMS
 from topomodel.analysis.training.footprint import TIER_LEVEL as TIER_LEVEL
 from topomodel.analysis.training.footprint import network_parts
 from topomodel.arrays import distinct
-from topomodel.catalog import Catalog
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded, CodeLabels
-from topomodel.parts import FailureRate, System
-from topomodel.records import documented
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.parts import FailureRate, System
+from topomodel.inputs.records import documented
 from topomodel.vocabulary import SCALEUP_TIERS
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from topomodel.analysis.reliability.goodput import (
     failure_rate,
     goodput,
 )
-from topomodel.catalog import Catalog
-from topomodel.parts import Optic
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.parts import Optic
 
 
 def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,

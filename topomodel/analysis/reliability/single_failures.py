@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.training.step import StepAssumptions, StepResult
     from topomodel.fabric.tables import Fabric
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
 WHAT_IF_KINDS = ("spine", "leaf", "optic", "nic")

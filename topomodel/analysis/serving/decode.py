@@ -55,8 +55,8 @@ from topomodel.analysis.training.memory import layer_parameters, moe_routed_para
 from topomodel.analysis.training.model import BYTES
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Accelerator, Model, System
-from topomodel.records import check_share
+from topomodel.inputs.parts import Accelerator, Model, System
+from topomodel.inputs.records import check_share
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks

@@ -3,7 +3,7 @@ with its default and reason; light to import, so the CLI's help can show them.""
 
 from __future__ import annotations
 
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 
 DEFAULT_BATCH = documented(
     "decode.DEFAULT_BATCH", 1,

@@ -16,8 +16,8 @@ from topomodel.analysis.training.step import StepAssumptions, StepResult, step_t
 from topomodel.analysis.training.studies import NO_EFFECT, required_scaleout_factor
 from topomodel.fabric.structure import scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Model
-from topomodel.records import check_share
+from topomodel.inputs.parts import Model
+from topomodel.inputs.records import check_share
 from topomodel.traffic.layout import Layout
 
 WALLS = {"bandwidth_s": "bandwidth", "latency_s": "latency", "topology_s": "topology",

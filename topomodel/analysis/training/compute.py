@@ -37,8 +37,8 @@ logits); the counts are in :func:`layer_work` and :func:`optimizer_bytes_per_par
 
 Examples
 --------
->>> from topomodel.catalog import load_catalog
->>> from topomodel.parts import Accelerator
+>>> from topomodel.inputs.catalog import load_catalog
+>>> from topomodel.inputs.parts import Accelerator
 >>> a100 = load_catalog().get("a100-sxm-80gb", Accelerator)
 >>> dev = device_model(a100, "bf16")
 >>> round(dev.efficiency(2 * 16384.0**3), 3)  # the largest measured square GEMM
@@ -56,7 +56,7 @@ import numpy as np
 
 from topomodel.analysis.training.model import BYTES, attention_flops_per_token
 from topomodel.errors import UsageError
-from topomodel.parts import Accelerator, Model
+from topomodel.inputs.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
 
 TILE = 128

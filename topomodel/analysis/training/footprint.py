@@ -21,7 +21,7 @@ import numpy as np
 
 from topomodel.arrays import distinct
 from topomodel.fabric.columns import Coded, CodeLabels
-from topomodel.parts import Optic, ScaleupSwitch
+from topomodel.inputs.parts import Optic, ScaleupSwitch
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
 if TYPE_CHECKING:

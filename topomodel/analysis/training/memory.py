@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 

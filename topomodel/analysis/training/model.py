@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
 
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 """Bytes per element of each data type."""
@@ -61,7 +61,7 @@ def attention_flops_per_token(model: Model, seq: int, *, flash_attention: bool =
 
     Examples
     --------
-    >>> from topomodel.catalog import Model, load_catalog
+    >>> from topomodel.inputs.catalog import Model, load_catalog
     >>> llama = load_catalog().get("llama3-70b", Model)
     >>> fwd, bwd = attention_flops_per_token(llama, 8192)
     >>> fwd == 2 * 8192 * 64 * 128, bwd / fwd
@@ -103,8 +103,8 @@ def flops_per_token(model: Model, seq: int, *, recompute: str = "none",
 
     Examples
     --------
-    >>> from topomodel.catalog import load_catalog
-    >>> from topomodel.parts import Model
+    >>> from topomodel.inputs.catalog import load_catalog
+    >>> from topomodel.inputs.parts import Model
     >>> gpt = load_catalog().get("megatron-gpt-1t", Model)
     >>> model, full = flops_per_token(gpt, 2048, recompute="full", flash_attention=False)
     >>> round(full / model, 4)  # the full score matrix, and a recomputed forward

@@ -48,7 +48,7 @@ from topomodel.analysis.training.stepbound import (
     bound_frame,
 )
 from topomodel.analysis.training.stepshape import Shape
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 

@@ -77,7 +77,7 @@ from topomodel.analysis.training.stepshape import (
     time_key,
 )
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.communicators import group_blocks

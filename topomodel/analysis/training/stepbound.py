@@ -62,7 +62,7 @@ from topomodel.analysis.training.stagework import Call, OpWork
 from topomodel.analysis.training.step import step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.fabric.tables import Fabric
-from topomodel.parts import Model
+from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 ROUNDING_MARGIN = 1e-9

@@ -38,8 +38,8 @@ from topomodel.analysis.training.memory import StageMemory
 from topomodel.analysis.training.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_failures
-from topomodel.parts import Accelerator, Model, System
-from topomodel.records import documented
+from topomodel.inputs.parts import Accelerator, Model, System
+from topomodel.inputs.records import documented
 from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import AllPairsPhase, Traffic

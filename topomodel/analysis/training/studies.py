@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
-from topomodel.catalog import Catalog
-from topomodel.design import Design
 from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.design import Design
+from topomodel.inputs.parts import Model
 from topomodel.limits import above
-from topomodel.parts import Model
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import SCALE_OUT_TIERS
 
@@ -68,7 +68,7 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  #
         :data:`~topomodel.limits.MAX_ACCELERATORS` (checked before anything is built), or
         a layout that does not fit a count.
     """
-    from topomodel.parts import System
+    from topomodel.inputs.parts import System
 
     refusal = (above(len(counts), "MAX_SCALE_POINTS", "counts")
                or above(max(counts, default=0), "MAX_ACCELERATORS", "accelerators"))

@@ -35,7 +35,7 @@ from topomodel.report.review.sections import (
 if TYPE_CHECKING:
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.training.step import StepAssumptions
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
 SECTIONS: tuple[ReviewSection, ...] = (

@@ -12,7 +12,7 @@ from topomodel.fabric.tables import Fabric, present_labels
 if TYPE_CHECKING:
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.training.step import StepAssumptions
-from topomodel.records import REASONS, field_doc
+from topomodel.inputs.records import REASONS, field_doc
 from topomodel.report.review.document import size_text
 
 _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their reasons
@@ -52,7 +52,7 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
                        goodput: GoodputAssumptions | None = None) -> list[dict[str, Any]]:
     """Every assumption behind the results, with its value, unit, where it is defined
     and why: the reasons are data (record fields' ``doc``, the constants'
-    :func:`~topomodel.records.documented` reasons, the catalog's efficiencies)."""
+    :func:`~topomodel.inputs.records.documented` reasons, the catalog's efficiencies)."""
     from topomodel.analysis.collectives.linkrates import efficiency_sources
     from topomodel.analysis.collectives.timing import TimeModel
 

@@ -47,7 +47,7 @@ import numpy as np
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, labels
-from topomodel.records import documented
+from topomodel.inputs.records import documented
 
 if TYPE_CHECKING:
     from topomodel.analysis.collectives.collective import CollectiveRun

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from topomodel.inputs.units import format_size
 from topomodel.report.output import Table
-from topomodel.units import format_size
 
 
 def size_text(size_bytes: float) -> str:

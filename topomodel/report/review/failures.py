@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from topomodel.analysis.reliability.single_failures import SingleFailure, single_failure_records
+from topomodel.inputs.units import format_si
 from topomodel.report.output import Table
 from topomodel.report.review.document import Section, TableBlock, Text, size_text
 from topomodel.report.review.schedule import (
@@ -18,7 +19,6 @@ from topomodel.report.review.schedule import (
     Work,
 )
 from topomodel.report.review.work import failed_part_work
-from topomodel.units import format_si
 
 EFFECT_TEXT = {"stops_job": "stops the job", "degrades": "degrades",
                "absorbed": "absorbed"}

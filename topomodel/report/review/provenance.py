@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from topomodel.fabric.tables import Fabric, present_labels
 
 if TYPE_CHECKING:
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
 
 
 PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
@@ -23,7 +23,7 @@ def review_provenance(fabric: Fabric, model: Model | None = None,
     """Every catalog entry the design uses (and the model, and the ``more`` ids such as
     the failure rates of the goodput section), with each figure's value and provenance
     (datasheet, paper, secondary, derived, unverified, assumed)."""
-    from topomodel.parts import Optic, System
+    from topomodel.inputs.parts import Optic, System
     from topomodel.report.catalog import catalog_show
 
     catalog = fabric.catalog
@@ -58,7 +58,7 @@ def review_inputs(fabric: Fabric, *, now: datetime | None = None) -> dict[str, A
     ``bytes`` and ``sha256``, so a reader can tell whether a report is of the files at
     hand."""
     from topomodel import __version__
-    from topomodel.catalog import builtin_catalog_files
+    from topomodel.inputs.catalog import builtin_catalog_files
 
     catalog = fabric.catalog
     builtin = [str(p) for p in builtin_catalog_files()]
@@ -79,9 +79,9 @@ def review_inputs(fabric: Fabric, *, now: datetime | None = None) -> dict[str, A
 
 def review_bibliography(provenance: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every source tag (``[S27]``) the entries of ``provenance`` cite, in their source or
-    notes, with the citation shipped in the package (:mod:`topomodel.sources`), its date
+    notes, with the citation shipped in the package (:mod:`topomodel.inputs.sources`), its date
     and kind, and the entries citing it; a tag the package does not know says so."""
-    from topomodel.sources import bibliography, cited_tags
+    from topomodel.inputs.sources import bibliography, cited_tags
 
     cited_by: dict[str, list[str]] = {}
     for item in provenance:

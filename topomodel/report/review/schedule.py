@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.reliability.goodput import GoodputAssumptions
     from topomodel.analysis.training.step import StepAssumptions
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
 Results = Mapping[str, Any]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.bisection import (
     NOT_JOINED,
     bisection_text,
@@ -16,7 +17,6 @@ from topomodel.report.bisection import (
 )
 from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
-from topomodel.units import format_rate, format_si, format_size
 
 if TYPE_CHECKING:
     from topomodel.analysis.training.step import StepResult
@@ -110,7 +110,7 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
     cut = data["bisection"]
     power = data["power"]
     design = fabric.design
-    from topomodel.parts import Accelerator, System
+    from topomodel.inputs.parts import Accelerator, System
 
     system = fabric.catalog.get(design.system, System)
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
@@ -301,7 +301,7 @@ def _provenance_section(provenance: list[dict[str, Any]], bibliography: list[dic
             {"tag": f"[{b['tag']}]", "citation": b["citation"], "date": b["date"],
              "kind": b["kind"], "cited by": ", ".join(b["cited_by"])} for b in bibliography]),
             "Every source tag the entries above cite, with the citation shipped in"
-            " topomodel (topomodel/sources.yaml).")]
+            " topomodel (topomodel/inputs/sources.yaml).")]
     if inputs is not None:
         blocks.append(TableBlock(Table("Input files", [
             {"file": f["file"], "role": f["role"],

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.reliability.single_failures import FailedCollective
     from topomodel.analysis.training.step import StepResult
-    from topomodel.parts import Model
+    from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
 # The work that more than one section names (each runs once, by its name:

@@ -38,7 +38,7 @@ import pandas as pd
 
 from topomodel.arrays import category_codes, distinct, expand_matches
 from topomodel.fabric.tables import Fabric, ignores_failures, labels
-from topomodel.parts import ScaleupSwitch
+from topomodel.inputs.parts import ScaleupSwitch
 from topomodel.traffic.algorithms.record import Algorithm
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (

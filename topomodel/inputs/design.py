@@ -3,7 +3,7 @@
 A design names a system from the catalog and how many, optionally overrides its
 scale-up wiring, and describes the scale-out network, the physical layout that decides
 cable types, and failed parts. See ``docs/design-files.md``; the JSON Schema comes from
-:func:`topomodel.schema.design_schema`.
+:func:`topomodel.inputs.schema.design_schema`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from topomodel import limits
-from topomodel.catalog import Catalog, builtin_catalog_dir, load_catalog, reference_problem
 from topomodel.errors import DesignError, Problem
 from topomodel.files import outside_folders
-from topomodel.parts import Nic, ScaleupSwitch, Switch, System
-from topomodel.records import (
+from topomodel.inputs.catalog import Catalog, builtin_catalog_dir, load_catalog, reference_problem
+from topomodel.inputs.parts import Nic, ScaleupSwitch, Switch, System
+from topomodel.inputs.records import (
     Invalid,
     Reading,
     bandwidth,
@@ -39,8 +39,8 @@ from topomodel.records import (
     text,
     yaml_keys,
 )
+from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
 from topomodel.vocabulary import LINK_TIERS as LINK_TIERS  # re-exported for old readers
-from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
 
 SCALEUP_KINDS = ("switched", "full_mesh", "torus", "supernode", "none")
 SCALEOUT_KINDS = ("fat_tree", "rail_only", "none")

@@ -159,7 +159,7 @@ def _pint() -> Any:
 def registry() -> Any:
     """The package's pint registry, built from ``unit_definitions.txt`` only."""
     ureg: Any = _pint().UnitRegistry(None, autoconvert_offset_to_baseunit=False, cache_folder=None)
-    with resources.as_file(resources.files("topomodel") / "unit_definitions.txt") as path:
+    with resources.as_file(resources.files("topomodel.inputs") / "unit_definitions.txt") as path:
         ureg.load_definitions(str(path))
     return ureg
 

@@ -1,7 +1,7 @@
 import pytest
 
 from topomodel.errors import UnitError
-from topomodel.units import compare, convert, format_rate, parse, parse_bandwidth
+from topomodel.inputs.units import compare, convert, format_rate, parse, parse_bandwidth
 
 
 @pytest.mark.parametrize(
@@ -107,13 +107,13 @@ def test_pint_for_scalars_only_gives_the_same_numbers_and_leaves_numpy_importabl
     import subprocess
     import sys
 
-    from topomodel.units import KINDS
+    from topomodel.inputs.units import KINDS
 
     texts = [(k.example, k.name) for k in KINDS.values()] + [
         ("900 GB/s", "rate"), ("64 MiB", "size"), ("-2.2 dBm", "optical_power"),
         ("500 FIT", "failure_rate")]
     code = ("import json, sys\n"
-            "from topomodel.units import parse, pint_for_scalars_only\n"
+            "from topomodel.inputs.units import parse, pint_for_scalars_only\n"
             "pint_for_scalars_only()\n"
             f"values = [parse(t, k) for t, k in {texts!r}]\n"
             "loaded = [m for m in ('numpy', 'scipy', 'dask') if m in sys.modules]\n"
@@ -134,7 +134,7 @@ def test_parse_by_unit_factor_equals_pint_bit_for_bit():
 
     import yaml
 
-    from topomodel.units import (
+    from topomodel.inputs.units import (
         _QUANTITY,
         KINDS,
         _read_canonical,

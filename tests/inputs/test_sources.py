@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from topomodel.catalog import load_catalog
-from topomodel.sources import TAG, bibliography, citations, cited_tags
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.sources import TAG, bibliography, citations, cited_tags
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,8 +27,8 @@ def test_citations_are_text_with_their_dates():
 
 
 def test_the_bibliography_is_inside_the_package():
-    import topomodel
+    import topomodel.inputs
 
-    assert (Path(topomodel.__file__).parent / "sources.yaml").is_file()
+    assert (Path(topomodel.inputs.__file__).parent / "sources.yaml").is_file()
     every_source = " ".join(e.source + " " + e.notes for e in load_catalog().entries.values())
     assert set(cited_tags(every_source)) <= set(bibliography())

@@ -7,8 +7,8 @@ total. Norms, biases and learned position embeddings are ignored (all well under
 
 import pytest
 
-from topomodel.catalog import load_catalog
-from topomodel.parts import Model
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.parts import Model
 
 B = 1e9
 

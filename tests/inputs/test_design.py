@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from topomodel.design import load_design
 from topomodel.errors import DesignError
+from topomodel.inputs.design import load_design
 
 
 def problems(tmp_path, text):

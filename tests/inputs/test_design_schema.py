@@ -12,11 +12,11 @@ import jsonschema
 import pytest
 import yaml
 
-from topomodel.design import Design, load_design
 from topomodel.errors import DesignError
-from topomodel.records import yaml_keys
-from topomodel.schema import DIALECT, RECORDS, design_schema, reader_schema
-from topomodel.units import parse, parse_bandwidth
+from topomodel.inputs.design import Design, load_design
+from topomodel.inputs.records import yaml_keys
+from topomodel.inputs.schema import DIALECT, RECORDS, design_schema, reader_schema
+from topomodel.inputs.units import parse, parse_bandwidth
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -123,7 +123,7 @@ def test_defaults_are_what_the_loader_would_read(schema):
 
 
 def test_hand_kept_docs_and_rules_name_real_keys():
-    from topomodel.schema import _DOCS, _FIELD_RULES
+    from topomodel.inputs.schema import _DOCS, _FIELD_RULES
 
     for cls, key in [*_DOCS, *_FIELD_RULES]:
         assert key in yaml_keys(cls), f"{cls.__name__}.{key} is gone: drop it here"

@@ -2,9 +2,9 @@ import textwrap
 
 import pytest
 
-from topomodel.catalog import builtin_catalog_files, load_catalog
 from topomodel.errors import CatalogError, UsageError
-from topomodel.parts import PROVENANCES, Accelerator, Optic, ScaleupLink, Switch, System
+from topomodel.inputs.catalog import builtin_catalog_files, load_catalog
+from topomodel.inputs.parts import PROVENANCES, Accelerator, Optic, ScaleupLink, Switch, System
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from topomodel.errors import CatalogError, Problem, UsageError
-from topomodel.parts import (
+from topomodel.inputs.parts import (
     ENTRY_ID_RE,
     Accelerator,
     E,
@@ -31,12 +31,12 @@ from topomodel.parts import (
     Switch,
     System,
 )
-from topomodel.records import (
+from topomodel.inputs.records import (
     Reading,
     did_you_mean,
     read_record,
 )
-from topomodel.yamlsource import KeyPath, Source, format_path, load_yaml
+from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
 
 ENTRY_TYPES: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
@@ -107,7 +107,7 @@ def builtin_catalog_dir() -> Path:
     installed = resources.files("topomodel") / "_catalogs"
     if installed.is_dir():
         return Path(str(installed))
-    return Path(__file__).resolve().parent.parent / "catalogs"
+    return Path(__file__).resolve().parents[2] / "catalogs"
 
 
 def builtin_catalog_files() -> list[Path]:

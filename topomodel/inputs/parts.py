@@ -1,7 +1,7 @@
 """The catalog's record types: one frozen dataclass per kind of part (accelerators,
 links, switches, NICs, systems, optics, fibres, models, failure rates and classes), each
 reading and checking its YAML entry, every figure a plain float in the canonical unit its
-field names (``port_rate_Bps`` is bytes/s per direction). :mod:`topomodel.catalog`
+field names (``port_rate_Bps`` is bytes/s per direction). :mod:`topomodel.inputs.catalog`
 loads files of them.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from topomodel.records import (
+from topomodel.inputs.records import (
     Invalid,
     Reading,
     bandwidth,
@@ -31,8 +31,8 @@ from topomodel.records import (
     text,
     yaml_keys,
 )
+from topomodel.inputs.yamlsource import KeyPath
 from topomodel.vocabulary import CABLE_MEDIA, COLLECTIVES
-from topomodel.yamlsource import KeyPath
 
 PROVENANCES = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
@@ -43,7 +43,7 @@ E = TypeVar("E", bound="Entry")
 
 
 class Entries(Protocol):
-    """What an entry's cross-check reads of its catalog (:class:`topomodel.catalog.Catalog`)."""
+    """What an entry's cross-check reads of its catalog (:class:`topomodel.inputs.catalog.Catalog`)."""
 
     def get(self, ident: str, cls: type[E]) -> E: ...  # the entry ``ident``, a ``cls``
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from topomodel.analysis.collectives.measured import check_nccl, log_collective
-from topomodel.analysis.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.cli import main
-from topomodel.design import load_design
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.traffic.collectives import busbw_factor
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topomodel.catalog import builtin_catalog_files, load_catalog
 from topomodel.errors import CatalogError
+from topomodel.inputs.catalog import builtin_catalog_files, load_catalog
 
 FILES = {path.name: path.read_text() for path in builtin_catalog_files()}
 SETTINGS = settings(deadline=None,  # examples: the profile of conftest.py (25; 150 slow)

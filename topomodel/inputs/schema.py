@@ -1,7 +1,7 @@
 """JSON Schema (draft 2020-12) for design files, generated from the design record classes.
 
 The schema is derived, not written: :func:`design_schema` walks the YAML keys of
-:class:`~topomodel.design.Design` and its nested records and turns each field's reader
+:class:`~topomodel.inputs.design.Design` and its nested records and turns each field's reader
 into a schema fragment, with the field's ``doc`` as its description. A quantity becomes
 a string pattern (a number, then a unit) described by its kind, with an example; a
 bandwidth must also end in its direction (``/dir`` or ``bidir``). The loader stays the
@@ -10,7 +10,7 @@ span keys are expressed only where JSON Schema can say them (:data:`_RULES`).
 
 Readers are recognised by the factory that made them (``choice``, ``integer``, ``ref``,
 ``list_of``, ``mapping_of``, ``record``, ``quantity``) and the factory's arguments are
-read from the reader's closure, so a new option in :mod:`topomodel.design` shows up in
+read from the reader's closure, so a new option in :mod:`topomodel.inputs.design` shows up in
 the schema without editing this module. A reader this module does not know is an error,
 so the schema cannot silently fall behind the loader.
 """
@@ -22,9 +22,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from topomodel import records
-from topomodel.catalog import ENTRY_TYPES, KIND_NAMES
-from topomodel.design import (
+from topomodel.inputs import records
+from topomodel.inputs.catalog import ENTRY_TYPES, KIND_NAMES
+from topomodel.inputs.design import (
     Design,
     FailureDesign,
     LayoutDesign,
@@ -32,10 +32,10 @@ from topomodel.design import (
     ScaleupDesign,
     ratio_reader,
 )
-from topomodel.parts import ENTRY_ID_RE, PROVENANCES, curve_points, provenance_map
-from topomodel.records import Invalid, Reading
-from topomodel.units import KINDS
-from topomodel.yamlsource import Source
+from topomodel.inputs.parts import ENTRY_ID_RE, PROVENANCES, curve_points, provenance_map
+from topomodel.inputs.records import Invalid, Reading
+from topomodel.inputs.units import KINDS
+from topomodel.inputs.yamlsource import Source
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema dialect of :func:`design_schema`."""
@@ -96,7 +96,7 @@ def design_schema() -> dict[str, Any]:
     Returns
     -------
     dict
-        The schema: the top-level :class:`~topomodel.design.Design` keys inline, the
+        The schema: the top-level :class:`~topomodel.inputs.design.Design` keys inline, the
         nested records (``scaleup``, ``scaleout``, ``layout``, ``failures``) under
         ``$defs``. Every object refuses unknown keys (``additionalProperties: false``).
 
@@ -132,7 +132,7 @@ def catalog_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a catalog file, from the catalog record classes.
 
     A catalog file maps entry kinds (``switches``, ``nics``, ...) to entries by id; each
-    entry's keys are those of its record class (:data:`~topomodel.catalog.ENTRY_TYPES`).
+    entry's keys are those of its record class (:data:`~topomodel.inputs.catalog.ENTRY_TYPES`).
     The loader also checks what JSON Schema cannot: references between entries, a
     bandwidth's unit kind, figures that must agree (ports x port rate and capacity).
 
@@ -218,14 +218,14 @@ def record_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def reader_schema(reader: Callable[..., Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """The schema fragment for values read by ``reader`` (a :mod:`topomodel.records` reader).
+    """The schema fragment for values read by ``reader`` (a :mod:`topomodel.inputs.records` reader).
 
     The fragment may carry a private ``_hint`` (a sentence for the description), which
     :func:`record_schema` removes.
 
     Examples
     --------
-    >>> from topomodel.records import choice, integer, list_of
+    >>> from topomodel.inputs.records import choice, integer, list_of
     >>> reader_schema(list_of(integer(2)), {})
     {'type': 'array', 'items': {'type': 'integer', 'minimum': 2}, 'minItems': 1}
     >>> reader_schema(choice("a", "b"), {})["enum"]
@@ -238,7 +238,7 @@ def reader_schema(reader: Callable[..., Any], defs: dict[str, Any]) -> dict[str,
     describe = _FACTORIES.get(factory)
     if describe is None or reader.__module__ != records.__name__:
         raise TypeError(f"no schema for reader {reader.__module__}.{reader.__qualname__};"
-                        " teach topomodel.schema about it")
+                        " teach topomodel.inputs.schema about it")
     return describe(reader, defs)
 
 

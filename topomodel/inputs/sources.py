@@ -1,7 +1,7 @@
 """The bibliography: what each source tag (``[S27]``, ``[R46]``) in a catalog entry, an
 example design or the package's own text stands for.
 
-The citations ship inside the package (``topomodel/sources.yaml``), so a review can
+The citations ship inside the package (``topomodel/inputs/sources.yaml``), so a review can
 print every tag it shows with its full text, date and kind, without any file outside
 the package.
 """
@@ -40,7 +40,7 @@ def bibliography() -> dict[str, Citation]:
     """
     import yaml
 
-    text = (resources.files("topomodel") / "sources.yaml").read_text(encoding="utf-8")
+    text = (resources.files("topomodel.inputs") / "sources.yaml").read_text(encoding="utf-8")
     # libyaml's loader where PyYAML has it: a tenth of the pure-Python one's time
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {str(tag): Citation(str(tag), str(item["text"]), str(item.get("date", "")),

@@ -1,7 +1,7 @@
 import pytest
 
 from topomodel.errors import InputError
-from topomodel.yamlsource import format_path, load_yaml
+from topomodel.inputs.yamlsource import format_path, load_yaml
 
 
 def test_lines_are_recorded_for_nested_keys_and_items():

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from topomodel.errors import ParameterError, UnitError
-from topomodel.units import parse, parse_bandwidth
-from topomodel.yamlsource import KeyPath, Source
+from topomodel.inputs.units import parse, parse_bandwidth
+from topomodel.inputs.yamlsource import KeyPath, Source
 
 T = TypeVar("T")
 
@@ -300,7 +300,7 @@ def choice(*options: str) -> Reader:
 
 
 def quantity(kind: str) -> Reader:
-    """A string with a unit, of ``kind`` (see :mod:`topomodel.units`), canonical float."""
+    """A string with a unit, of ``kind`` (see :mod:`topomodel.inputs.units`), canonical float."""
 
     def read(_: Reading, __: KeyPath, value: Any) -> float:
         try:
