@@ -43,7 +43,7 @@ E = TypeVar("E", bound="Entry")
 
 
 class Entries(Protocol):
-    """What an entry's cross-check reads of its catalog (:class:`topomodel.inputs.catalog.Catalog`)."""
+    """What an entry's cross-check reads of its catalog (a :class:`~.catalog.Catalog`)."""
 
     def get(self, ident: str, cls: type[E]) -> E: ...  # the entry ``ident``, a ``cls``
 
