@@ -68,7 +68,7 @@ def test_first_stage_holds_l_layers_in_1f1b_and_more_when_interleaved():
     assert zb.max() == flat.max()  # ZB-H1's peak is 1F1B's (Qi et al. 2023)
 
 
-def _memory(model, layout, *, hot=1.0, micro=8):
+def _memory(model, layout, *, hot=1.0, micro=8, main_grad_bytes=4):
     sizes = chunk_layers(model.layers, layout.pp, layout.interleave)
     sched = schedule(layout.schedule, layout.pp, micro, layout.interleave)
     layers = sizes.sum(axis=1)
@@ -76,7 +76,8 @@ def _memory(model, layout, *, hot=1.0, micro=8):
     return stage_memory(model, layout, model.sequence, layers=layers, moe_layers=moe_layers,
                         in_flight=in_flight(sched, sizes).astype(float),
                         in_flight_micro=in_flight(sched, np.ones_like(sizes)).astype(float),
-                        weight_bytes=2, optimizer_bytes_per_param=12, main_grad_bytes=4,
+                        weight_bytes=2, optimizer_bytes_per_param=12,
+                        main_grad_bytes=main_grad_bytes,
                         hot_expert_factor=hot)
 
 
@@ -125,7 +126,7 @@ def test_moe_buffers_grow_with_top_k_and_the_hot_expert():
 
 
 def test_zero_stages_shard_optimizer_then_gradients_then_weights():
-    base = _memory(GPT, Layout(tp=8, pp=8, dp=16))
+    base = _memory(GPT, Layout(tp=8, pp=8, dp=16, zero=0))
     for stage in (1, 2, 3):
         mem = _memory(GPT, Layout(tp=8, pp=8, dp=16, zero=stage))
         assert mem.optimizer[1] == pytest.approx(base.optimizer[1] / 16)
@@ -134,3 +135,22 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights():
     zero3 = _memory(GPT, Layout(tp=8, pp=8, dp=16, zero=3))
     per_layer = base.weights[1] / 12  # two gathered layers resident
     assert zero3.working[1] == pytest.approx(2 * per_layer)
+
+
+@pytest.mark.parametrize(("grad_bytes", "whole", "fixed", "sharded"),
+                         [(4, 18, 6, 12), (2, 20, 4, 16)])
+def test_bytes_per_parameter_follow_megatrons_distributed_optimizer_table(
+        grad_bytes, whole, fixed, sharded):
+    """docs/user-guide/features/dist_optimizer.md: bf16 weights with fp32 gradients 18
+    and 6 + 12/d; with 16-bit gradients 20 and 4 + 16/d."""
+    d = 16
+    params = stage_parameters(GPT, Layout(tp=8, pp=8), *_stage_layers(GPT, 8))[0][1]
+    for zero, per_param in ((0, whole), (1, fixed + sharded / d)):
+        mem = _memory(GPT, Layout(tp=8, pp=8, dp=d, zero=zero), main_grad_bytes=grad_bytes)
+        held = mem.weights[1] + mem.gradients[1] + mem.optimizer[1]
+        assert held == pytest.approx(per_param * params)
+
+
+def _stage_layers(model, pp):
+    sizes = chunk_layers(model.layers, pp, 1).sum(axis=1)
+    return sizes, np.zeros_like(sizes)

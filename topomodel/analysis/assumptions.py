@@ -141,11 +141,13 @@ class StepAssumptions:
     compute_dtype: str = spec(_DTYPE, default="bf16", doc="precision of the matmuls")
     activation_dtype: str = spec(_DTYPE, default="bf16", doc="precision of activations"
                                  " sent between ranks")
-    grad_dtype: str = spec(_DTYPE, default="bf16", doc="gradient communication precision")
-    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision gradients are"
-                                " accumulated and kept in (Megatron-LM's fp32 main grads:"
-                                " 18 bytes per parameter with Adam, as Korthikanti et al."
-                                " 2022, Figure 1 shows)")
+    grad_dtype: str = spec(_DTYPE, default="fp32", doc="gradient communication precision"
+                           " (Megatron-LM reduces the gradient buffer in its own precision:"
+                           " fp32 for bf16 training unless --grad-reduce-in-bf16)")
+    main_grad_dtype: str = spec(_DTYPE, default="fp32", doc="precision of the gradient"
+                                " buffer gradients accumulate in (Megatron-LM's fp32 main"
+                                " grads: 18 bytes per parameter with Adam, as Korthikanti"
+                                " et al. 2022, Figure 1 shows)")
     dp_bucket_bytes: float = spec(
         quantity("size"), default=40e6, check=number(0, low_open=True),
         doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"

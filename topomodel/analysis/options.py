@@ -41,6 +41,7 @@ from topomodel.inputs.records import (
     number,
     text,
 )
+from topomodel.inputs.software import DEFAULT_SOFTWARE, PRESETS, resolved
 from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.traffic.layout import Layout
 from topomodel.vocabulary import LINK_TIERS, ROUTINGS
@@ -133,7 +134,8 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _layout("dp", read=integer(0), default=0,
             doc="data-parallel degree; 0 fills the design's accelerators"),
     _layout("ep"), _layout("cp"), _layout("micro_batch"), _layout("global_batch"),
-    _layout("seq"), _layout("sequence_parallel", "bool"), _layout("zero", metavar="STAGE"),
+    _layout("seq"), _layout("software", "text", metavar="NAME"),
+    _layout("sequence_parallel", "bool"), _layout("zero", metavar="STAGE"),
     _layout("interleave"), _layout("schedule", "text", metavar="1f1b|zb-h1"),
     _layout("recompute", "text", metavar="none|selective|full"),
     _layout("flash_attention", "bool"), _layout("dropout", "bool"),
@@ -256,6 +258,9 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     goodput: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
+    software = values.get("software") or DEFAULT_SOFTWARE
+    if software in PRESETS:  # an unknown name is refused by the option's reader below
+        values = {**values, **resolved(software, values)}
     for key, raw in values.items():
         opt = option(key)
         if opt is None:
@@ -287,6 +292,47 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
         goodput=GoodputAssumptions(**goodput))
+
+
+def software_departures(layout: Layout, assumptions: StepAssumptions) -> dict[str, Any]:
+    """The switches whose value differs from the layout's software preset, by option key.
+
+    Examples
+    --------
+    >>> software_departures(Layout(), StepAssumptions())
+    {}
+    >>> software_departures(Layout(software="nemo-2", zero=0), StepAssumptions())
+    {'zero': 0, 'grad_precision': 'fp32', 'main_grad_precision': 'fp32'}
+    """
+    owners = {"layout": layout, "assumptions": assumptions}
+    expected = resolved(layout.software, {"interleave": layout.interleave})
+    out = {}
+    for key, value in expected.items():
+        where, _, name = OPTIONS[key].target.partition(".")
+        actual = getattr(owners[where], name)
+        if actual != value:
+            out[key] = actual
+    return out
+
+
+def software_text(layout: Layout, assumptions: StepAssumptions) -> str:
+    """One line naming the software preset and every switch set apart from it.
+
+    Examples
+    --------
+    >>> print(software_text(Layout(tp_overlap="none"), StepAssumptions()))
+    mcore-2024 (Megatron-Core 0.8 with the README flags); set apart: tp_overlap none
+    """
+    preset = PRESETS[layout.software]
+    apart = software_departures(layout, assumptions)
+    shown = ", ".join(f"{k} {_shown(v)}" for k, v in apart.items())
+    return f"{preset.name} ({preset.framework})" + (f"; set apart: {shown}" if shown else "")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def _hint(key: str) -> str:

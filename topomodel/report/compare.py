@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topomodel.analysis.bom import BomLine, PowerSummary
+from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.inputs.units import format_si
 from topomodel.report.bisection import bisection_text
@@ -77,6 +78,9 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("accelerators", lambda d: f"{d.step.layout.world:,}"),
         ("layout", lambda d: f"TP{d.step.layout.tp} PP{d.step.layout.pp}"
          f" DP{d.step.layout.dp} EP{d.step.layout.ep} CP{d.step.layout.cp}"),
+        ("software", lambda d: software_text(d.step.layout, d.assumptions)),
+        ("global batch", lambda d: f"{d.step.global_batch:,} sequences,"
+         f" {d.step.microbatches:,} microbatches"),
         ("step time", lambda d: format_si(d.step.step_time_s, "s")),
         ("compute", lambda d: format_si(d.step.compute_s, "s")),
         ("hot-expert imbalance", lambda d: format_si(d.step.imbalance_s, "s")),

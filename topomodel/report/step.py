@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.report.output import Report, Table
 
@@ -25,6 +26,7 @@ def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any
         "comm": [{**asdict(c), "exposed_s": c.exposed_s} for c in result.comm],
         "memory": result.memory, "fits": result.fits,
         "assumptions": asdict(assumptions),
+        "software": software_text(result.layout, assumptions),
     }
 
 
@@ -39,6 +41,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
     rows = [
         {"item": "design / model", "value": f"{design_name} / {result.model}"},
         {"item": "layout", "value": f"{shape} ({lay.world:,} accelerators, order {lay.order})"},
+        {"item": "software", "value": software_text(lay, assumptions)},
         {"item": "step time", "value": format_si(result.step_time_s, "s")},
         {"item": "global batch", "value": f"{result.global_batch:,} sequences,"
          f" {result.microbatches:,} microbatches per pipeline"},

@@ -18,6 +18,7 @@ from topomodel.inputs.records import (
     spec,
     text,
 )
+from topomodel.inputs.software import DEFAULT_SOFTWARE, PRESETS
 from topomodel.inputs.yamlsource import KeyPath
 
 if TYPE_CHECKING:
@@ -77,10 +78,15 @@ class Layout:
                              " together; 0: 16M tokens (Llama 3 405B's batch), rounded up"
                              " to a multiple of dp x micro_batch")
     seq: int = spec(integer(0), default=0, doc="tokens per sequence; 0: the model's")
+    software: str = spec(choice(*PRESETS), default=DEFAULT_SOFTWARE, doc="software preset:"
+                         " the framework release whose switches (sequence parallelism,"
+                         " fused attention, overlaps, distributed optimizer, gradient"
+                         " precision, dropout) the step runs with; a switch given on its own"
+                         " wins (" + ", ".join(PRESETS) + ")")
     sequence_parallel: bool = spec(boolean, default=True, doc="TP gathers and scatters"
                                    " activations (sequence parallelism, Korthikanti et al."
                                    " 2022) instead of all-reducing them")
-    zero: int = spec(_zero_stage, default=0,
+    zero: int = spec(_zero_stage, default=1,
                      doc="ZeRO stage over the DP ranks: 0 gradient all-reduce; 1 optimizer"
                      " state sharded (gradients reduce-scattered, weights all-gathered after"
                      " the step); 2 also gradients; 3 also weights (gathered per layer)")
@@ -99,7 +105,7 @@ class Layout:
                                    " network as 1/tp of the tensor per rank and is"
                                    " all-gathered over the scale-up domain (Narayanan et al."
                                    " 2021, section 4.1)")
-    tp_overlap: str = spec(choice(*TP_OVERLAPS), default="backward", doc="TP collectives"
+    tp_overlap: str = spec(choice(*TP_OVERLAPS), default="gemm", doc="TP collectives"
                            " hidden behind compute: none; backward (each backward collective"
                            " behind the weight-gradient GEMM of its layer, Megatron-LM);"
                            " gemm (every collective pipelined with the GEMM it feeds,"

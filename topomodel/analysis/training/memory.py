@@ -30,10 +30,17 @@ recomputed. The first stage adds the embedding's dropout mask per in-flight micr
 the last stage the final norm's and logit layer's inputs and the fp32 logits, 4 T v / t
 (section 4.3).
 
-Parameters: 16-bit weights, fp32 main gradients (Megatron-LM accumulates gradients in
-fp32) and ``optimizer_bytes_per_param`` of optimizer state (Adam: fp32 master weights
-and two moments, 12): 18 bytes per parameter, which is what Korthikanti et al.'s
-Figure 1 shows (45.6 GiB of parameters and optimizer state for 22B / 8 ranks). ZeRO
+Parameters, as Megatron-LM's distributed optimizer documents them
+(docs/user-guide/features/dist_optimizer.md: 18 bytes per parameter for bf16 weights
+with fp32 gradients, 6 + 12/d sharded over d ranks; 20 and 4 + 16/d for 16-bit
+gradients): 16-bit weights, the gradient buffer in the main-gradient precision (fp32
+by default: Megatron-LM accumulates and reduces bf16 training's gradients in fp32
+unless ``--grad-reduce-in-bf16``) and ``optimizer_bytes_per_param`` of optimizer state
+(Adam: fp32 master weights and two moments, 12), plus :data:`FP32_GRAD_COPY_BYTES`
+where the gradient buffer is 16-bit. 18 bytes per parameter is what Korthikanti et
+al.'s Figure 1 shows (45.6 GiB of parameters and optimizer state for 22B / 8 ranks).
+DeepSpeed's ZeRO paper counts 2 + 2 + 12 = 16 (Rajbhandari et al., section 3.1: fp16
+gradients, no fp32 gradient copy). ZeRO
 (Rajbhandari et al., SC'20) shards over the ranks holding the same weights (DP x CP;
 for routed experts DP x CP / EP): stage 1 the optimizer state, 2 also the gradients,
 3 also the weights, which are then gathered a layer at a time (two layers resident:
@@ -49,6 +56,12 @@ import numpy as np
 
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
+
+FP32_GRAD_COPY_BYTES = 4.0
+"""Optimizer-state bytes per parameter added when the gradient buffer is 16-bit: the
+optimizer casts its shard of the reduced gradient to an fp32 copy before the Adam
+update (Megatron-LM's table: 4 + 16/d for 16-bit gradients against 6 + 12/d for fp32,
+the 16 being 12 of Adam state and master weights and 4 of fp32 gradient)."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +189,8 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray, 
     gradients = (dense * gshard + experts * egshard) * main_grad_bytes
     oshard, eoshard = ((1.0 / replicas, 1.0 / expert_replicas) if layout.zero >= 1
                        else (1.0, 1.0))
-    optimizer = (dense * oshard + experts * eoshard) * optimizer_bytes_per_param
+    optimizer = (dense * oshard + experts * eoshard) * (
+        optimizer_bytes_per_param + (FP32_GRAD_COPY_BYTES if main_grad_bytes < 4 else 0.0))
     recompute = layout.recompute
     dense_act, _ = layer_activations(model, layout, seq, moe=False, recompute=recompute)
     moe_act, moe_buf = layer_activations(model, layout, seq, moe=True, recompute=recompute,

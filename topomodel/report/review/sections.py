@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from topomodel.analysis.options import software_text
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.bisection import (
@@ -19,7 +20,7 @@ from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
 
 if TYPE_CHECKING:
-    from topomodel.analysis.training.step import StepResult
+    from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.report.review.collect import CollectiveTable, levels_part
 from topomodel.report.review.document import (
     Block,
@@ -105,7 +106,7 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
 
 def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
                      warnings: list[str], summary: Table,
-                     goodput: dict[str, Any] | None) -> Section:
+                     goodput: dict[str, Any] | None, assumptions: StepAssumptions) -> Section:
     data = build.data
     cut = data["bisection"]
     power = data["power"]
@@ -148,6 +149,9 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
         rows.append({"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp}"
                      f" x CP {lay.cp}" + (f", EP {lay.ep}" if lay.ep > 1 else "")
                      + f" ({lay.world:,} accelerators, order {lay.order})"})
+        rows.append({"item": "software", "value": software_text(lay, assumptions)})
+        rows.append({"item": "global batch", "value": f"{step.global_batch:,} sequences,"
+                     f" {step.microbatches:,} microbatches per pipeline"})
     else:
         rows.append({"item": "model", "value": "none given (run with --model for the"
                      " training step)"})
@@ -328,7 +332,8 @@ def _summary_part(c: ReviewContext, got: Results) -> Part:
     tables = {t.title: t for t in build.tables}
     design = c.fabric.design
     return Part(
-        _summary_section(c.fabric, build, step, got["warnings"], tables["Summary"], goodput),
+        _summary_section(c.fabric, build, step, got["warnings"], tables["Summary"], goodput,
+                         c.assumptions),
         {"design": {"name": design.name, "file": design.file, "system": design.system},
          "summary": summary, "build": build.data},
         tables=_prefixed("build_", build.tables), headline=tuple(headline))
