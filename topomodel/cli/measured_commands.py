@@ -104,6 +104,7 @@ def _cmd_check_nccl(args: argparse.Namespace) -> Report:
 
 
 def _cmd_advise(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.options import software_text
     from topomodel.analysis.training.advice import advise
     from topomodel.cli.shared import job_from_args
     from topomodel.report.advice import advice_report
@@ -114,4 +115,5 @@ def _cmd_advise(args: argparse.Namespace) -> Report:
                     threshold=args.threshold, routing=job.inputs.routing,
                     seed=job.inputs.seed)
     return advice_report(advice, design=job.fabric.design.name or args.design,
-                         model=job.model.id)
+                         model=job.model.id,
+                         software=software_text(advice.result.layout, job.assumptions))

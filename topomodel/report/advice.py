@@ -76,11 +76,16 @@ def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
                    f" communication reaches {limit:.0%}.")
 
 
-def advice_report(advice: Advice, *, design: str, model: str) -> Report:
-    """Paragraph (text) and numbers (table, JSON) of a sizing check."""
+def advice_report(advice: Advice, *, design: str, model: str,
+                  software: str = "") -> Report:
+    """Paragraph (text) and numbers (table, JSON) of a sizing check; ``software`` the
+    line naming the software preset (:func:`~topomodel.analysis.options.software_text`)."""
     r = advice.result
     text = advice_paragraph(advice, design=design, model=model)
     rows: list[dict[str, Any]] = [
+        *([{"item": "software", "value": software}] if software else []),
+        {"item": "global batch", "value": f"{r.global_batch:,} sequences,"
+         f" {r.microbatches:,} microbatches per pipeline"},
         {"item": "step time", "value": format_si(r.step_time_s, "s")},
         {"item": "compute", "value": format_si(r.compute_s, "s")},
         {"item": "exposed communication", "value": format_si(r.exposed_comm_s, "s")},

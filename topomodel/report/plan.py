@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from topomodel.analysis.options import software_text
 from topomodel.plan.explain import why_better
 from topomodel.plan.search import OBJECTIVES, PlanResult
 from topomodel.report.output import Report, Table
@@ -57,6 +58,8 @@ def _nothing(found: PlanResult) -> str:
 def _search_rows(found: PlanResult) -> list[dict[str, Any]]:
     t = found.tally
     return [{"item": "design / model", "value": f"{found.design} / {found.job.model.id}"},
+            {"item": "software", "value": software_text(found.job.base, found.job.assumptions)
+             + " (the switches the search does not vary)"},
             {"item": "objective", "value": f"{found.job.objective}"
              f" ({OBJECTIVES[found.job.objective][1]})"},
             {"item": "layouts searched", "value": f"{t.searched:,}"},
