@@ -9,6 +9,7 @@ from topomodel.analysis.collectives.linkrates import NETWORK_EFFICIENCY, tier_ef
 from topomodel.analysis.collectives.protocols import (
     NcclShape,
     latency_s,
+    ll128_enabled,
     protocol_busbw_Bps,
 )
 from topomodel.analysis.collectives.timing import TimeModel
@@ -96,3 +97,24 @@ def test_link_tiers_run_at_their_sourced_efficiency(hgx):
     assert eff["leaf"] == eff["spine"] == pytest.approx(NETWORK_EFFICIENCY["infiniband"])
     assert tier_efficiency(pod, TimeModel(efficiency={"leaf": 0.5}))["leaf"] == 0.5
     assert tier_efficiency(hgx, TimeModel())["scaleup"] == pytest.approx(0.824)
+
+
+@pytest.mark.parametrize("example", ["rtx4090-workstation", "small-4x8-l40s-25gbe",
+                                     "small-16x8-a100-100gbe-roce"])
+def test_ll128_is_not_picked_on_pcie_only_servers(example):
+    """NCCL's tuner leaves LL128 on only where the path inside a node is NVLink
+    (tuning.cc: typeIntra <= PATH_NVB): between PCIe GPUs it picks LL or Simple."""
+    fabric = build_fabric(*load_design(f"examples/{example}.yaml"))
+    for size in (2**16, 2**20, 2**24):
+        for algorithm in ("ring", "tree"):
+            run = run_collective(fabric, "allreduce", size, algorithm=algorithm)
+            assert run.timing.protocol in ("LL", "Simple"), (size, algorithm)
+    forced = run_collective(fabric, "allreduce", 2**20, algorithm="ring",
+                            time_model=TimeModel(protocol="LL128"))
+    assert forced.timing.protocol == "LL128"  # NCCL_PROTO=LL128 still runs it
+
+
+def test_ll128_stays_on_nvlink_paths(hgx):
+    assert ll128_enabled(NcclShape(8, 1), "hopper") and ll128_enabled(NcclShape(16, 2), "ampere")
+    assert not ll128_enabled(NcclShape(8, 1, "pci"), "hopper")
+    assert run_collective(hgx, "allreduce", 2**24, algorithm="ring").timing.protocol == "LL128"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from functools import cache
@@ -50,6 +51,18 @@ def test_auto_tries_only_what_the_fabric_can_run():
     assert auto_candidates(example("hgx-h100-server"), "allreduce", 8) == (
         "ring", "tree", "innetwork", "nvlstree")
     assert auto_candidates(example("rtx4090-workstation"), "allreduce", 4) == ("ring", "tree")
+
+
+def test_nvls_off_leaves_auto_without_nvls_and_nvlstree():
+    """A recipe's NCCL_NVLS_ENABLE=0 (``scaleup.nvls: false``): the NVSwitch chips
+    reduce nothing, so ``auto`` tries neither NVLS (``innetwork`` in a system) nor
+    NVLS-Tree, and 8 x H100 AllReduce is the ring's (R20: 367 GB/s with NVLS off)."""
+    hgx = example("hgx-h100-server")
+    off = dataclasses.replace(hgx, design=dataclasses.replace(
+        hgx.design, scaleup=dataclasses.replace(hgx.design.scaleup, nvls=False)))
+    assert auto_candidates(off, "allreduce", 8) == ("ring", "tree")
+    run = run_collective(off, "allreduce", 8 * 2**30, ["all"])
+    assert run.algorithm == "ring" and run.busbw_Bps / 1e9 == pytest.approx(367.2, rel=0.10)
 
 
 def test_an_algorithm_auto_skips_says_why():

@@ -82,6 +82,10 @@ class ScaleupDesign:
                                doc="supernode: uplinks from each in-system switch chip")
     oversubscription: float = spec(ratio_reader, default=1.0,
                                    doc="supernode: down:up of the middle level (3 levels)")
+    nvls: bool = spec(boolean, default=True,
+                      doc="the scale-up switch chips reduce (NVLS, NVLink SHARP) where"
+                      " their catalog entry can: on by default, as NCCL_NVLS_ENABLE is;"
+                      " false as a recipe's NCCL_NVLS_ENABLE=0")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -110,6 +110,12 @@ class Part(Entry):
                                    doc="list price per item")
 
 
+GEMM_CLOCKS = ("burst", "sustained")
+"""How a GEMM sweep was timed (:class:`GemmSweep` ``clocks``): before the clocks settle
+under the power limit, or after. The step model slows a burst sweep to sustained clocks
+(``analysis.training.compute.SUSTAINED_VS_BURST``)."""
+
+
 @dataclass(frozen=True)
 class GemmPoint:
     """One measured matrix multiply: an M x K by K x N product and its achieved rate."""
@@ -138,6 +144,10 @@ class GemmSweep:
     points: tuple[GemmPoint, ...] = spec(list_of(record(GemmPoint)))
     peak_flops: float | None = spec(quantity("compute_rate"), key="peak", default=None,
                                     doc="dense peak of dtype, when peak_flops lacks it")
+    clocks: str = spec(choice(*GEMM_CLOCKS), default="burst",
+                       doc="burst: a short run the power limit has not yet slowed"
+                           " (tens of iterations); sustained: timed after the clocks"
+                           " settled under the power limit")
     source: str = spec(text, doc="a citation a reader can follow")
     provenance: str = spec(choice(*PROVENANCES))
     notes: str = spec(text, default="")

@@ -123,6 +123,32 @@ class NcclShape:
         return max(1, self.ranks // max(1, self.nodes))
 
 
+def ll128_enabled(shape: NcclShape, architecture: str) -> bool:
+    """Whether NCCL's tuner may pick LL128 for a collective of ``shape`` (``NCCL_PROTO``
+    forcing it overrides this, as in NCCL): NCCL 2.30's
+    ``ncclTopoTuneModel`` (``src/graph/tuning.cc``) leaves LL128 on only where the
+    ring's or tree's path inside a node is NVLink (``typeIntra <= PATH_NVB``) on Volta or
+    later, so never between GPUs that reach each other over PCIe (a PCIe-only server,
+    an RTX or L40S workstation). Across nodes it also needs the NIC behind the GPU's
+    PCIe switch (``typeInter <= PATH_PXB``, PXN on Hopper and later), which the catalog
+    does not record: NVLink systems are assumed to have it (DGX and HGX boards put each
+    NIC on its GPU's PCIe switch). Other scale-up links (``architecture`` ``other``:
+    RCCL's Infinity Fabric, TPU ICI, UB) run LL128 inside a node, as NVLink, but not
+    across nodes: RCCL gates it behind ``RCCL_LL128_FORCE_ENABLE`` (default 0), which
+    AMD's own multi-node runs set (ROCm/rccl PR #2078, reference [R25]).
+
+    Examples
+    --------
+    >>> ll128_enabled(NcclShape(8, 1, "pci"), "ampere")
+    False
+    >>> ll128_enabled(NcclShape(16, 2), "hopper"), ll128_enabled(NcclShape(16, 2), "other")
+    (True, False)
+    """
+    if shape.intra == "pci":
+        return False
+    return architecture != "other" or shape.nodes <= 1
+
+
 def nccl_algorithm(algorithm: str, shape: NcclShape) -> str:
     """NCCL's algorithm for one of topomodel's: ring and tree as named, the hierarchical
     ring as a ring over the same hops, in-network reduction as NVLS inside one node and
@@ -182,7 +208,8 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
 
 def protocol_busbw_Bps(protocol: str, algorithm: str, busbw_simple_Bps: float,
                        shape: NcclShape, architecture: str) -> float:
-    """NCCL's busbw of ``protocol`` from the Simple protocol's, bytes/s.
+    """NCCL's busbw of ``protocol`` from the Simple protocol's, bytes/s (``architecture``
+    one of :data:`ARCHITECTURES`, or ``other``: not NVIDIA's, Hopper's figures).
 
     Examples
     --------

@@ -37,6 +37,7 @@ from topomodel.analysis.collectives.protocols import (
     RING_PLATEAU_FACTOR,
     NcclShape,
     latency_s,
+    ll128_enabled,
     protocol_busbw_Bps,
 )
 from topomodel.analysis.collectives.routes import (
@@ -312,25 +313,31 @@ def _switch_s(ph: Phase, rates: _Rates) -> float:
 _ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
                          "nvlink5": "blackwell"}
 """NCCL's architecture rows by NVLink generation; other scale-up links (Infinity Fabric,
-ICI, UB) and none use the Hopper row (an assumption, see
-:mod:`topomodel.analysis.collectives.protocols`)."""
+ICI, UB) are ``other``, timed with the Hopper row (an assumption, see
+:mod:`topomodel.analysis.collectives.protocols`), and systems without scale-up links
+(PCIe servers) Hopper's too, their protocol rules following their PCIe paths."""
 
 
 def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,
                       time_model: TimeModel) -> tuple[str, float, float]:
     """(protocol, latency s, bandwidth scale) of the fastest protocol for a collective
     whose Simple-protocol bandwidth time is ``simple_s``. Concurrent collectives (several
-    shapes) share the links; the slowest latency and the largest scale count."""
+    shapes) share the links; the slowest latency and the largest scale count. ``auto``
+    tries LL128 only where NCCL's tuner would (:func:`~topomodel.analysis.collectives.
+    protocols.ll128_enabled`); a forced protocol runs as ``NCCL_PROTO`` forces it."""
     from topomodel.traffic.collectives import busbw_factor
 
     link = fabric.structure.scaleup.link
-    architecture = _ARCHITECTURE_OF_LINK.get(link, "hopper")
+    architecture = _ARCHITECTURE_OF_LINK.get(link, "other" if link else "hopper")
     intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
     best: tuple[float, str, float, float] | None = None
-    for protocol in PROTOCOLS if time_model.protocol == "auto" else (time_model.protocol,):
+    nccl_shapes = [NcclShape(s.ranks, s.nodes, intra, s.channels) for s in shapes]
+    tried = ((time_model.protocol,) if time_model.protocol != "auto" else
+             tuple(p for p in PROTOCOLS if p != "LL128" or all(
+                 ll128_enabled(shape, architecture) for shape in nccl_shapes)))
+    for protocol in tried:
         latency, scale = 0.0, 1.0
-        for s in shapes:
-            shape = NcclShape(s.ranks, s.nodes, intra, s.channels)
+        for s, shape in zip(shapes, nccl_shapes, strict=True):
             lat = latency_s(s.algorithm, s.collective, protocol, shape, rounds=s.rounds)
             if (protocol == "Simple" and s.algorithm == "ring" and s.collective == "allreduce"
                     and s.nodes > 1):

@@ -68,6 +68,20 @@ the lowest STREAM Triad ratio the catalog holds (A100 80GB, 1.70 of 2.039 TB/s; 
 2.90 of 3.35 and H200 4.15 of 4.8 TB/s are 0.87 and 0.86; Azure AI Benchmarking
 Guide)."""
 
+SUSTAINED_VS_BURST = 680.0 / 794.5
+"""Sustained / burst rate of a GEMM sweep timed as a burst (``clocks: burst``: S.
+Bekman's MAMF, 50 warm-up and 100 timed iterations of one shape, before the clocks
+settle under the power limit), 0.856. AMD defines Max-Achievable FLOPs as the best
+shape timed at the median clock of a thermally settled run, and estimates it for H100
+SXM at about 680 TFLOP/s (ROCm blog, B. Sander, "Understanding Peak, Max-Achievable &
+Delivered FLOPs, Part 1", 2025-02-14, Figure 1; a preliminary estimate, read off the
+chart to +-20 TFLOP/s, so 0.83-0.88), against MAMF's 794.5 TFLOP/s burst at its best
+shape. Measured on H100 only; applied to every burst sweep (H200, B200, GB200, B300,
+MI355X: an assumption, no sustained figure is published for them). Cross-check, not an
+input: SemiAnalysis measured about 720 TFLOP/s bf16 on H100 and H200 at Llama-70B TP-8
+training shapes, itself a burst (do_bench, 200 ms per shape, with pauses "to reduce power
+throttling"; "MI300X vs H100 vs H200 Benchmark Part 1: Training", 2024-12-22)."""
+
 ADAM_STEP_BYTES = 38.0
 """HBM bytes the optimizer step moves per parameter it updates: Adam reads the fp32
 main gradient, master weight and both moments (16) and writes the master weight and
@@ -130,6 +144,12 @@ class Device:
         With an ``override`` efficiency the time is FLOPs / (peak x override), the flat
         model; ``out_bytes_per_element`` is the result's bytes per element when it is not
         the compute type (an fp32 gradient accumulated in place reads and writes 8).
+        The bytes beyond the 16-bit store every measured rate already includes add to
+        the time rather than hide under the math: the epilogue runs after a tile's main
+        loop, and AMD counts "some or all of the final epilogue and store to memory is
+        exposed and cannot be overlapped" among the reasons a GEMM in an application
+        runs below Max-Achievable FLOPs (ROCm blog, "Understanding Peak, Max-Achievable
+        & Delivered FLOPs, Part 1", 2025-02-14, section "Delivered FLOPs").
         """
         if g.m <= 0 or g.n <= 0 or g.k <= 0 or g.count <= 0:
             return 0.0
@@ -139,7 +159,9 @@ class Device:
         compute = padded / (self.peak_flops * float(self.efficiency(padded)))
         out = self.dtype_bytes if out_bytes_per_element is None else out_bytes_per_element
         moved = (self.dtype_bytes * (g.m * g.k + g.k * g.n) + out * g.m * g.n) * g.count
-        return max(compute, moved / self.hbm_Bps)
+        roofline = max(compute, moved / self.hbm_Bps)
+        extra = max(0.0, out - self.dtype_bytes) * g.m * g.n * g.count
+        return roofline + extra / self.hbm_Bps
 
     def memory_s(self, nbytes: float) -> float:
         """Seconds to move ``nbytes`` through HBM at the achieved rate."""
@@ -162,12 +184,16 @@ def _tiles(x: float) -> float:
 
 
 def device_model(accelerator: Accelerator, dtype: str, *, override: float | None = None,
-                 hbm_efficiency: float | None = None) -> Device:
+                 hbm_efficiency: float | None = None,
+                 sustained_vs_burst: float = SUSTAINED_VS_BURST) -> Device:
     """The compute model of ``accelerator`` for matmuls in ``dtype``.
 
     The size curve comes from the accelerator's GEMM sweep of ``dtype`` with the most
-    square shapes; failing that, from a sweep of another 16-bit type with the same dense
-    peak (A100: fp16 stands for bf16). ``override`` replaces the curve by one flat
+    square shapes, a sustained sweep before a burst one of as many; failing that, from a
+    sweep of another 16-bit type with the same dense peak (A100: fp16 stands for bf16).
+    A burst sweep's rates are multiplied by ``sustained_vs_burst``
+    (:data:`SUSTAINED_VS_BURST`), the rate a training run sustains for hours under the
+    power limit, and the notes say so. ``override`` replaces the curve by one flat
     efficiency (the old model, for what-ifs); ``hbm_efficiency`` replaces the measured
     HBM rate by a share of the peak.
 
@@ -204,12 +230,18 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
         raise UsageError(f"{accelerator.id} has no measured {dtype} GEMM rates in the"
                          " catalog (its 'gemm' sweeps); give --compute-efficiency F for a"
                          " flat efficiency, or add a sweep")
-    sweep = max(candidates, key=lambda s: sum(p.m == p.n == p.k for p in s.points))
+    sweep = max(candidates, key=lambda s: (sum(p.m == p.n == p.k for p in s.points),
+                                           s.clocks == "sustained"))
     sweep_peak = sweep.peak_flops or accelerator.peak_flops[sweep.dtype]
     square = [p for p in sweep.points if p.m == p.n == p.k] or list(sweep.points)
     square.sort(key=lambda p: p.flops)
     log_f = np.log([p.flops for p in square])
     eff = np.array([p.rate_flops / sweep_peak for p in square])
+    if sweep.clocks == "burst":
+        eff = eff * sustained_vs_burst
+        notes.append(f"{accelerator.id}: {sweep.dtype} GEMM rates measured as a burst;"
+                     f" slowed to sustained clocks under the power limit"
+                     f" (x {sustained_vs_burst:.3f}, SUSTAINED_VS_BURST)")
     if len(square) == 1:
         notes.append(f"{accelerator.id}: one measured {sweep.dtype} GEMM shape; its"
                      f" {eff[0]:.0%} of peak holds at every size")

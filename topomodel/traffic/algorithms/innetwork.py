@@ -561,12 +561,15 @@ def in_network_traffic(groups: GroupBlocks, names: tuple[str, ...], size: float,
 
 def reduction_enabled(fabric: Fabric, kind: np.ndarray) -> np.ndarray:
     """Per node (``kind`` its code of NODE_KINDS): whether the fabric runs in-network
-    reduction there. Scale-up switch chips do wherever their part can (NCCL enables NVLS
-    by default); scale-out switches only where the design's
+    reduction there. Scale-up switch chips do wherever their part can unless the
+    design's ``scaleup.nvls`` is false (NCCL enables NVLS by default;
+    ``NCCL_NVLS_ENABLE=0`` turns it off); scale-out switches only where the design's
     ``scaleout.in_network_reduction`` says so (stock NCCL runs no CollNet without the
     SHARP plugin and ``NCCL_COLLNET_ENABLE=1``)."""
-    scaleup = kind == NODE_KINDS.index("scaleup_switch")
-    return scaleup | bool(fabric.design.scaleout.in_network_reduction)
+    design = fabric.design
+    scaleup = (kind == NODE_KINDS.index("scaleup_switch")) & bool(design.scaleup.nvls)
+    return scaleup | ((kind == NODE_KINDS.index("switch"))
+                      & bool(design.scaleout.in_network_reduction))
 
 
 @ignores_failures
