@@ -58,6 +58,7 @@ accelerators:
         points:
           - {m: 1024, n: 1024, k: 1024, rate: "40 TFLOP/s"}
           - {m: 4096, n: 4096, k: 4096, rate: "80 TFLOP/s"}
+        clocks: sustained
         source: test fixture
         provenance: assumed
     hbm_achieved: {rate: "0.8 TB/s", source: test fixture, provenance: assumed}

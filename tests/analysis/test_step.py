@@ -12,7 +12,15 @@ from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout, rank_groups
 
-QUIET = StepAssumptions(jitter_cv=0.0, hot_expert_factor=1.0,
+
+def _layout(**fields):
+    """A layout with the mechanisms these tests were written against: gradients
+    all-reduced (ZeRO 0) and each backward TP collective behind its weight-gradient GEMM;
+    the software presets' defaults are tested in tests/inputs/test_software.py."""
+    return Layout(**{"zero": 0, "tp_overlap": "backward", **fields})
+
+
+QUIET = StepAssumptions(jitter_cv=0.0, hot_expert_factor=1.0, grad_dtype="bf16",
                         time=TimeModel(per_message_overhead_s=0.0, hop_latency_s=0.0))
 
 
@@ -75,7 +83,7 @@ def test_pure_dp_is_compute_plus_the_gradient_reduction_the_backward_cannot_hide
     fabric = zero_latency(toy("system: toy-host\nsystems: 8\nscaleout:\n"
                               "  switch: toy-switch-8\n"))
     model = fabric.catalog.get("toy-dense", Model)
-    layout = Layout(dp=8, micro_batch=1, global_batch=64, dp_overlap=False)
+    layout = _layout(dp=8, micro_batch=1, global_batch=64, dp_overlap=False)
     a = replace(QUIET, dp_bucket_bytes=1e12, compute_efficiency=0.5)  # one bucket
     result = step_time(fabric, model, layout, a)
     assert result.compute_s == pytest.approx(_compute_s(model, layout, a, fabric,
@@ -109,7 +117,7 @@ def test_pipeline_bubble_and_the_stages_that_carry_the_embedding_and_logits(toy)
     model = fabric.catalog.get("toy-dense", Model)
     small_vocab = replace(model, vocab=128)
     for pp, m, v in ((4, 8, 1), (2, 16, 2)):
-        layout = Layout(pp=pp, dp=8 // pp, micro_batch=1, global_batch=m * (8 // pp),
+        layout = _layout(pp=pp, dp=8 // pp, micro_batch=1, global_batch=m * (8 // pp),
                         interleave=v, pp_blocking=False)
         result = step_time(fabric, small_vocab, layout, QUIET)
         busy = max(result.stage_busy_s)
@@ -122,10 +130,10 @@ def test_pipeline_bubble_and_the_stages_that_carry_the_embedding_and_logits(toy)
         held = step_time(fabric, small_vocab, replace(layout, pp_blocking=True), QUIET)
         assert held.pipeline_s > result.pipeline_s
     # a 32,000-word vocabulary: the last stage computes the logits and sets the pace
-    result = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16), QUIET)
+    result = step_time(fabric, model, _layout(pp=4, dp=2, global_batch=16), QUIET)
     busy = result.stage_busy_s
     assert result.slowest_stage == 3 and busy[3] > busy[1] and busy[0] > busy[1]
-    zb = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16, schedule="zb-h1"),
+    zb = step_time(fabric, model, _layout(pp=4, dp=2, global_batch=16, schedule="zb-h1"),
                    QUIET)
     assert zb.bubble_s < result.bubble_s and zb.step_time_s < result.step_time_s
 
@@ -133,7 +141,7 @@ def test_pipeline_bubble_and_the_stages_that_carry_the_embedding_and_logits(toy)
 def test_ep_all_to_all_volume_per_layer(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)
-    layout = Layout(dp=16, ep=8, micro_batch=2, global_batch=64)
+    layout = _layout(dp=16, ep=8, micro_batch=2, global_batch=64)
     result = step_time(fabric, model, layout, QUIET)
     ep = next(c for c in result.comm if c.kind == "ep")
     m = 64 // (16 * 2)
@@ -145,7 +153,7 @@ def test_memory_by_hand(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     model = fabric.catalog.get("toy-dense", Model)
     params = parameter_counts(model)["total"]
-    result = step_time(fabric, model, Layout(dp=8, micro_batch=2, global_batch=16), QUIET)
+    result = step_time(fabric, model, _layout(dp=8, micro_batch=2, global_batch=16), QUIET)
     mem = result.memory
     # bf16 weights, fp32 main gradients, Adam's fp32 master weights and moments
     assert mem["weights_bytes"] == params * 2 and mem["gradients_bytes"] == params * 4
@@ -164,11 +172,11 @@ def test_memory_by_hand(toy):
                          (3, {"optimizer_bytes": params * 12 / 8,
                               "gradients_bytes": params * 4 / 8,
                               "weights_bytes": params * 2 / 8})):
-        zero = step_time(fabric, model, Layout(dp=8, micro_batch=2, global_batch=16,
+        zero = step_time(fabric, model, _layout(dp=8, micro_batch=2, global_batch=16,
                                                zero=stage), QUIET)
         for key, value in parts.items():
             assert zero.memory[key] == pytest.approx(value), (stage, key)
-    full = step_time(fabric, model, Layout(dp=8, micro_batch=2, global_batch=16,
+    full = step_time(fabric, model, _layout(dp=8, micro_batch=2, global_batch=16,
                                            recompute="full"), QUIET)
     # each layer keeps its input; one layer is re-materialised while its backward runs
     assert full.memory["activations_bytes"] == 4 * 2 * tokens * h
@@ -179,13 +187,13 @@ def test_memory_by_hand(toy):
 def test_default_global_batch_is_16m_tokens_whatever_the_layout(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    for layout in (Layout(dp=16), Layout(pp=2, dp=8), Layout(pp=4, dp=4)):
+    for layout in (_layout(dp=16), _layout(pp=2, dp=8), _layout(pp=4, dp=4)):
         result = step_time(fabric, model, layout, QUIET)
         # 2^24 tokens of 1024-token sequences, a multiple of dp x micro_batch already
         assert result.global_batch == 2**24 // 1024
         assert result.tokens_per_s * result.step_time_s == pytest.approx(2**24)
         assert result.microbatches == 2**24 // 1024 // layout.dp
-    assert Layout(dp=3).sequences(1024) == 16386  # rounded up to one microbatch per rank
+    assert _layout(dp=3).sequences(1024) == 16386  # rounded up to one microbatch per rank
 
 
 def test_tokens_count_the_sequences_that_run_not_the_batch_asked(toy):
@@ -193,7 +201,7 @@ def test_tokens_count_the_sequences_that_run_not_the_batch_asked(toy):
     sequences (the CLI refuses it; sweeps and the API get the sequences that ran)."""
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    result = step_time(fabric, model, Layout(dp=16, global_batch=100), QUIET)
+    result = step_time(fabric, model, _layout(dp=16, global_batch=100), QUIET)
     assert result.microbatches == 6 and result.global_batch == 96
     seq = model.sequence
     assert result.tokens_per_s * result.step_time_s == pytest.approx(96 * seq)
@@ -202,7 +210,7 @@ def test_tokens_count_the_sequences_that_run_not_the_batch_asked(toy):
 def test_walls_add_up_to_exposed_comm_and_wait(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)
-    result = step_time(fabric, model, Layout(tp=2, pp=2, dp=4, ep=2, global_batch=32))
+    result = step_time(fabric, model, _layout(tp=2, pp=2, dp=4, ep=2, global_batch=32))
     assert sum(result.walls.values()) == pytest.approx(result.exposed_comm_s + result.wait_s)
     assert result.step_time_s == pytest.approx(result.compute_s + result.bubble_s
                                                + result.exposed_comm_s + result.wait_s
@@ -226,7 +234,7 @@ def test_walls_add_up_to_exposed_comm_and_wait(toy):
     # apart, and vanishes with a perfectly balanced router
     assert result.walls["sync_s"] == result.wait_s > 0
     assert result.imbalance_s > 0
-    balanced = step_time(fabric, model, Layout(tp=2, pp=2, dp=4, ep=2, global_batch=32),
+    balanced = step_time(fabric, model, _layout(tp=2, pp=2, dp=4, ep=2, global_batch=32),
                          replace(StepAssumptions(), hot_expert_factor=1.0))
     assert balanced.imbalance_s == 0 and balanced.wait_s == pytest.approx(result.wait_s)
     assert {c.kind for c in result.comm} == {"tp", "ep", "pp", "dp", "edp"}
@@ -235,8 +243,8 @@ def test_walls_add_up_to_exposed_comm_and_wait(toy):
 def test_tp_spilling_out_of_the_server_is_slower(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    inside = step_time(fabric, model, Layout(tp=4, dp=4, global_batch=16))
-    spilled = step_time(fabric, model, Layout(tp=4, dp=4, global_batch=16,
+    inside = step_time(fabric, model, _layout(tp=4, dp=4, global_batch=16))
+    spilled = step_time(fabric, model, _layout(tp=4, dp=4, global_batch=16,
                                               order="dp,tp,cp,pp"))
     assert not next(c for c in inside.comm if c.kind == "tp").spills
     assert next(c for c in spilled.comm if c.kind == "tp").spills
@@ -247,7 +255,7 @@ def test_tp_spilling_out_of_the_server_is_slower(toy):
 def test_rank_groups_follow_the_order(toy):
     fabric = toy("system: toy-box\nsystems: 4\n")
     ranks = fabric.accelerators
-    layout = Layout(tp=2, dp=4, pp=2, ep=2)
+    layout = _layout(tp=2, dp=4, pp=2, ep=2)
     tp = rank_groups(ranks, layout, "tp")
     assert [len(g) for g in tp] == [2] * 8 and (tp[0] == ranks[:2]).all()
     dp = rank_groups(ranks, layout, "dp")
@@ -264,17 +272,17 @@ def test_layouts_that_do_not_fit(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     model = fabric.catalog.get("toy-dense", Model)
     with pytest.raises(UsageError, match="needs 16 accelerators"):
-        step_time(fabric, model, Layout(dp=16))
+        step_time(fabric, model, _layout(dp=16))
     with pytest.raises(UsageError, match="pp=8 x interleave=1 is more stages than the 4 layers"):
-        step_time(fabric, model, Layout(pp=8))
+        step_time(fabric, model, _layout(pp=8))
     with pytest.raises(UsageError, match="has no experts"):
-        step_time(fabric, model, Layout(dp=8, ep=2))
+        step_time(fabric, model, _layout(dp=8, ep=2))
 
 
 def test_expert_gradients_are_reduced_over_expert_data_parallel_groups(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)
-    layout = Layout(dp=16, ep=4, global_batch=32)
+    layout = _layout(dp=16, ep=4, global_batch=32)
     result = step_time(fabric, model, layout, replace(QUIET, dp_bucket_bytes=1e12))
     edp = next(c for c in result.comm if c.kind == "edp")
     experts = parameter_counts(model)["experts"] / 4  # routed experts held per rank
@@ -286,7 +294,7 @@ def test_expert_gradients_are_reduced_over_expert_data_parallel_groups(toy):
 def test_gradients_reduce_over_dp_and_cp_and_recompute_repeats_tp(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    layout = Layout(tp=2, cp=2, dp=4, global_batch=8, recompute="full")
+    layout = _layout(tp=2, cp=2, dp=4, global_batch=8, recompute="full")
     result = step_time(fabric, model, layout, QUIET)
     groups = rank_groups(fabric.accelerators, layout, "grad")
     assert len(groups) == 2 and all(len(g) == 8 for g in groups)
@@ -314,7 +322,7 @@ def test_gradients_reduce_over_dp_and_cp_and_recompute_repeats_tp(toy):
 def test_gather_and_scatter_are_timed_one_after_the_other(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    layout = Layout(tp=4, dp=4, global_batch=16)
+    layout = _layout(tp=4, dp=4, global_batch=16)
     result = step_time(fabric, model, layout, QUIET)
     tp = {c.collective: c for c in result.comm if c.kind == "tp"}
     size = 1024 * 1024 * 2  # one microbatch's activations, bf16
@@ -326,7 +334,7 @@ def test_gather_and_scatter_are_timed_one_after_the_other(toy):
 def test_expert_all_to_alls_repeat_under_full_recomputation(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)
-    layout = Layout(dp=16, ep=8, micro_batch=2, global_batch=64, recompute="full")
+    layout = _layout(dp=16, ep=8, micro_batch=2, global_batch=64, recompute="full")
     ep = next(c for c in step_time(fabric, model, layout, QUIET).comm if c.kind == "ep")
     assert ep.calls == 6 * 4 * (64 // 32)  # + the recomputed dispatch and combine
 
@@ -337,14 +345,14 @@ def test_global_batch_smaller_than_one_microbatch_per_rank(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     model = fabric.catalog.get("toy-dense", Model)
     with pytest.raises(UsageError, match="less than one microbatch per DP rank"):
-        step_time(fabric, model, Layout(dp=8, global_batch=4))
+        step_time(fabric, model, _layout(dp=8, global_batch=4))
 
 
 def test_interleaved_pipeline_wraps_around(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     model = fabric.catalog.get("toy-dense", Model)
-    plain = step_time(fabric, model, Layout(pp=2, dp=4, global_batch=16), QUIET)
-    looped = step_time(fabric, model, Layout(pp=2, dp=4, global_batch=16, interleave=2),
+    plain = step_time(fabric, model, _layout(pp=2, dp=4, global_batch=16), QUIET)
+    looped = step_time(fabric, model, _layout(pp=2, dp=4, global_batch=16, interleave=2),
                        QUIET)
     pp_plain = next(c for c in plain.comm if c.kind == "pp")
     pp_looped = next(c for c in looped.comm if c.kind == "pp")
@@ -364,7 +372,7 @@ def _issued(result, kind):
 def test_tp_overlap_hides_only_behind_the_gemms_the_schedule_runs_beside_it(toy):
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    runs = {mode: step_time(fabric, model, Layout(tp=4, dp=4, global_batch=16,
+    runs = {mode: step_time(fabric, model, _layout(tp=4, dp=4, global_batch=16,
                                                   tp_overlap=mode), QUIET)
             for mode in ("none", "backward", "gemm")}
     issued = _issued(runs["none"], "tp")
@@ -378,12 +386,12 @@ def test_tp_overlap_hides_only_behind_the_gemms_the_schedule_runs_beside_it(toy)
     from topomodel.inputs.parts import Accelerator
 
     dev = device_model(fabric.catalog.get("toy-acc", Accelerator), "bf16")
-    lt = layer_times(dev, model, Layout(tp=4), 1024, moe=False)
+    lt = layer_times(dev, model, _layout(tp=4), 1024, moe=False)
     behind = 4 * 4 * (lt.wgrad["qkv"] + lt.wgrad["fc1"] + lt.dgrad["qkv"] + lt.dgrad["fc1"])
     hidden = issued - _exposed(runs["backward"], "tp")
     assert hidden <= behind * (1 + 1e-9)
     # a zero-bubble schedule moves the weight gradients out of B: they hide nothing there
-    zb = step_time(fabric, model, Layout(tp=4, dp=4, global_batch=16, schedule="zb-h1"),
+    zb = step_time(fabric, model, _layout(tp=4, dp=4, global_batch=16, schedule="zb-h1"),
                    QUIET)
     assert _exposed(zb, "tp") > _exposed(runs["backward"], "tp")
 
@@ -391,7 +399,7 @@ def test_tp_overlap_hides_only_behind_the_gemms_the_schedule_runs_beside_it(toy)
 def test_dualpipe_hides_expert_all_to_alls_behind_the_paired_chunk_on_fewer_sms(toy):
     fabric = toy("system: toy-host\nsystems: 16\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-moe", Model)
-    layout = Layout(pp=2, dp=8, ep=8, global_batch=64)
+    layout = _layout(pp=2, dp=8, ep=8, global_batch=64)
     plain = step_time(fabric, model, layout, QUIET)
     paired = step_time(fabric, model, replace(layout, ep_overlap="dualpipe"), QUIET)
     assert _issued(paired, "ep") == pytest.approx(_issued(plain, "ep"))
@@ -425,7 +433,7 @@ def test_communication_behind_compute_exposes_at_least_its_sm_share():
 def test_zero_gathers_hide_only_behind_the_first_forward(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     model = fabric.catalog.get("toy-dense", Model)
-    layout = Layout(dp=8, global_batch=64, zero=1)
+    layout = _layout(dp=8, global_batch=64, zero=1)
     hidden = step_time(fabric, model, layout, QUIET)
     waited = step_time(fabric, model, replace(layout, dp_overlap=False), QUIET)
     gather = [c for c in waited.comm if c.kind == "dp" and c.collective == "allgather"]
@@ -455,7 +463,7 @@ def test_1f1b_exchanges_with_one_neighbour_interleaving_with_both(toy):
     model = replace(fabric.catalog.get("toy-dense", Model), layers=8)
 
     def per_call(**kw):
-        result = step_time(fabric, model, Layout(pp=4, dp=2, global_batch=16, **kw), QUIET)
+        result = step_time(fabric, model, _layout(pp=4, dp=2, global_batch=16, **kw), QUIET)
         pp = next(c for c in result.comm if (c.kind, c.collective) == ("pp", "sendrecv"))
         # per call: the whole time, and its bandwidth and topology parts
         return pp.size_bytes, pp.time_s / pp.calls, (pp.bandwidth_s + pp.topology_s) / pp.calls
@@ -472,7 +480,7 @@ def test_1f1b_exchanges_with_one_neighbour_interleaving_with_both(toy):
 
 def _toy_job(toy):
     text = "system: toy-box\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n"
-    return toy(text), toy(text), Layout(tp=2, pp=2, dp=4, global_batch=16)
+    return toy(text), toy(text), _layout(tp=2, pp=2, dp=4, global_batch=16)
 
 
 def _counted(monkeypatch):

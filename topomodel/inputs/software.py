@@ -68,10 +68,11 @@ PRESETS: dict[str, SoftwarePreset] = {p.name: p for p in (
             " Using Megatron-LM, arXiv 2104.04473 (sections 3-4: no sequence parallelism,"
             " scatter/gather pipeline sends, gradients all-reduced after the backward by"
             " Megatron's local DDP); gradient-accumulation fusion arrived in 2022-02 and"
-            " sequence parallelism with Korthikanti et al. (2022); bf16 training keeps and"
-            " all-reduces gradients in fp32 (megatron/training/arguments.py)",
+            " sequence parallelism with Korthikanti et al. (2022); its runs trained in fp16,"
+            " whose gradients Megatron-LM keeps and all-reduces in fp16 unless"
+            " --accumulate-allreduce-grads-in-fp32 (megatron/training/arguments.py)",
             "unfused attention with dropout, as GPT-3-era recipes trained",
-            False, False, True, False, "none", False, 0, "fp32", "fp32", True),
+            False, False, True, False, "none", False, 0, "fp16", "fp16", True),
     _preset("megatron-2022", "Megatron-LM as Korthikanti et al. ran it",
             "Korthikanti et al., Reducing Activation Recomputation in Large Transformer"
             " Models, arXiv 2205.05198 (sequence parallelism; the TP all-gather of the"

@@ -69,7 +69,7 @@ def option(key: str) -> Option | None:
     Examples
     --------
     >>> option("tp").default, option("tp_overlap").default
-    (1, 'backward')
+    (1, 'gemm')
     >>> option("design.systems") is None
     True
     """
