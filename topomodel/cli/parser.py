@@ -6,6 +6,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
+from topomodel.analysis.options import DECODE_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
@@ -361,10 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_decode(verbs)
 
     options = verbs.add_parser(
-        "options", help="list the step options: sweep key, flag, default and meaning",
-        description="List every option of a training step (layout, assumptions,"
-        " what-ifs) with its sweep-file key, command-line flag, default and meaning; step,"
-        " goodput, compare, scale, review and sweeps share this one table.")
+        "options", help="list the options of a job: sweep key, flag, default and meaning",
+        description="List every option of a job (a training step's layout, assumptions"
+        " and what-ifs, the goodput model's and decode's) with its sweep-file key,"
+        " command-line flag, default, meaning and the model it feeds; step, goodput,"
+        " compare, scale, review, advise, plan, decode and sweeps read this one table"
+        " (sweeps take no decode option: they run the step).")
     _format_arg(options)
     options.set_defaults(run=Verb("job_verbs.options"))
 
@@ -441,13 +444,6 @@ def _add_advise(verbs: Verbs[argparse.ArgumentParser]) -> None:
 
 
 def _add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
-    from topomodel.analysis.serving.decode_assumptions import (
-        DEFAULT_BATCH,
-        DEFAULT_COMM_OVERLAP,
-        DEFAULT_DTYPE,
-    )
-    from topomodel.analysis.training.model import BYTES
-
     decode = verbs.add_parser(
         "decode", help="inference decode: tokens/s per accelerator, HBM and comm walls",
         description="Model one inference decode step of a model on the design: the"
@@ -457,20 +453,7 @@ def _add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
         " An upper bound on tokens/s. DP (replicas) fills the design unless given. See"
         " docs/decode.md.")
     decode.add_argument("design", help="design file (YAML)")
-    decode.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="B",
-                        help="sequences each replica (DP rank) decodes at once (default"
-                        f" {DEFAULT_BATCH})")
-    decode.add_argument("--context", type=int, metavar="T",
-                        help="tokens already in each sequence's KV cache (default: the"
-                        " model's training sequence)")
-    decode.add_argument("--dtype", default=DEFAULT_DTYPE, choices=list(BYTES),
-                        help=f"weight data type (default {DEFAULT_DTYPE})")
-    decode.add_argument("--kv-dtype", choices=list(BYTES),
-                        help="KV cache data type (default: --dtype)")
-    decode.add_argument("--comm-overlap", type=float, default=DEFAULT_COMM_OVERLAP,
-                        metavar="F", help="share of the communication hidden behind"
-                        f" compute (default {DEFAULT_COMM_OVERLAP:g})")
-    add_step_options(decode, DECODE_KEYS + FABRIC_OPTIONS)
+    add_step_options(decode, DECODE_OPTIONS + DECODE_KEYS + FABRIC_OPTIONS)
     add_catalog_args(decode)
     _format_arg(decode)
     decode.set_defaults(run=Verb("job_verbs.decode"))
