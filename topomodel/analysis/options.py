@@ -1,12 +1,15 @@
-"""The options of a training step, declared once.
+"""The options of a job (a training step, its goodput, a decode step), declared once.
 
 :data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
 step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
-routing). Each option's reader, default and text come from the field it sets
-(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
-StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`), so the CLI flags of
-step, compare, scale, goodput, review and draw, the sweep parameters and the review's
-assumptions show one text and check values with one piece of code. The per-tier
+routing); then the goodput model's (:data:`GOODPUT_OPTIONS`) and decode's
+(:data:`DECODE_OPTIONS`). Each option's reader, default and text come from the field it
+sets (:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
+StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`,
+:class:`~topomodel.analysis.reliability.goodput.GoodputAssumptions`,
+:class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`), so the CLI
+flags of step, compare, scale, goodput, review, draw and decode, the sweep parameters and
+the review's assumptions show one text and check values with one piece of code. The per-tier
 option ``efficiency.TIER`` is found by :func:`option`. What a schedule overlaps is not
 a number here: it follows from the layout's mechanisms (``tp_overlap``,
 ``ep_overlap``, ``dp_overlap``) and the compute the timeline runs beside each
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topomodel.analysis.assumptions import GoodputAssumptions, StepAssumptions, TimeModel
+from topomodel.analysis.serving.decode_assumptions import DTYPES, DecodeAssumptions
 from topomodel.inputs.records import (
     Invalid,
     Reader,
@@ -53,8 +57,9 @@ _NO_READING = Reading(Source("<option>", ""))
 class StepOption:
     """One option of a step: what it sets, its default, reader and meaning.
 
-    ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model`` or
-    ``run.NAME`` (routing, seed, failures, the scale-out what-if); ``arg`` says how a
+    ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model``,
+    ``run.NAME`` (routing, seed, failures, the scale-out what-if), ``goodput.FIELD`` or
+    ``decode.FIELD``; ``arg`` says how a
     command line writes it: ``int``, ``float``, ``text``, ``bool`` (a ``--x/--no-x``
     flag), ``list`` (repeatable) or ``pairs`` (repeatable ``NAME=F``).
     """
@@ -125,7 +130,7 @@ def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
     return _from_field(key, Layout, key, "layout", arg, **kw)
 
 
-_A, _T, _G = StepAssumptions, TimeModel, GoodputAssumptions
+_A, _T, _G, _D = StepAssumptions, TimeModel, GoodputAssumptions, DecodeAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
                "ID"),
@@ -175,6 +180,13 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("restart_time", _G, "restart_s", "goodput", "text", metavar="TIME"),
     _from_field("repair_time", _G, "repair_s", "goodput", "text", metavar="TIME"),
     _from_field("spare_systems", _G, "spare_systems", "goodput", "int", metavar="N"),
+    _from_field("batch", _D, "batch", "decode", "int", metavar="B"),
+    _from_field("context", _D, "context", "decode", "int", metavar="T"),
+    _from_field("dtype", _D, "dtype", "decode", "text", metavar=DTYPES),
+    _from_field("kv_dtype", _D, "kv_dtype", "decode", "text", metavar=DTYPES),
+    _from_field("activation_dtype", _D, "activation_dtype", "decode", "text",
+                metavar=DTYPES),
+    _from_field("comm_overlap", _D, "comm_overlap", "decode", "float", metavar="F"),
 )}
 """Every step option by key (the sweep key; the flag is ``--key-with-dashes``)."""
 
@@ -182,7 +194,11 @@ GOODPUT_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("go
 """The goodput model's options (checkpoint, storage, detection, restart, repair, spares):
 set by the verbs that report goodput (step, goodput, review) and by sweeps and plans."""
 
-STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS)
+DECODE_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("decode."))
+"""The decode model's own options (batch, context, data types, comm overlap): set by the
+``decode`` verb only (sweeps, plans and the step run no decode)."""
+
+STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS + DECODE_OPTIONS)
 """The options every step-shaped verb takes (the model, layout, assumptions, what-ifs)."""
 
 
@@ -223,7 +239,8 @@ def read_value(key: str, value: Any) -> Any:
 @dataclass(frozen=True)
 class StepInputs:
     """Everything a step needs besides the fabric: the model id, the layout (DP filled
-    to the fabric when ``fill_dp``), the assumptions and the what-ifs."""
+    to the fabric when ``fill_dp``), the assumptions and the what-ifs; and the goodput
+    model's and decode's assumptions, for the verbs that run them."""
 
     model: str | None
     layout: Layout
@@ -234,6 +251,7 @@ class StepInputs:
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
     goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
+    decode: DecodeAssumptions = field(default_factory=DecodeAssumptions)
 
 
 def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
@@ -254,6 +272,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     time: dict[str, Any] = {}
     run: dict[str, Any] = {}
     goodput: dict[str, Any] = {}
+    decode: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
     for key, raw in values.items():
@@ -273,7 +292,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
             model = value
         else:
             {"layout": layout, "assumptions": assumptions, "time": time,
-             "run": run, "goodput": goodput}[where][name] = value
+             "run": run, "goodput": goodput, "decode": decode}[where][name] = value
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
     base = StepAssumptions()
@@ -286,7 +305,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
                             time=TimeModel(**time, efficiency=efficiency)),
         routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
-        goodput=GoodputAssumptions(**goodput))
+        goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode))
 
 
 def _hint(key: str) -> str:
