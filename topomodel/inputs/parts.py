@@ -284,6 +284,11 @@ class Switch(Part):
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
     buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
     in_network_reduction: bool = spec(boolean, default=False)
+    adaptive_routing: bool = spec(
+        boolean, default=False,
+        doc="the switch spreads traffic over its equal-cost ports by load (adaptive"
+        " routing, packet or cell spraying), as deployed, so flows do not collide as"
+        " hashed ECMP flows do; off: ECMP by a hash of each flow")
 
     def __post_init__(self) -> None:
         super().__post_init__()
