@@ -1,5 +1,7 @@
 """The synchronisation wait grows with the ranks, from sourced defaults, and says so."""
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -22,7 +24,7 @@ def test_wait_grows_with_ranks_from_the_sourced_default():
     assert a.jitter_cv == JITTER_CV == 0.015
     assert "Sinha" in REASONS["step.JITTER_CV"]
     shares = [sync_wait(a, n).share for n in (1, 8, 1024, 16384, 131072)]
-    assert shares[0] == 0 and all(b > s for s, b in zip(shares, shares[1:], strict=False))
+    assert shares[0] == 0 and all(b > s for s, b in pairwise(shares))
     assert shares[3] == pytest.approx(0.015 * expected_max_normal(16384))
 
 
