@@ -1,8 +1,7 @@
 """The catalog's record types: one frozen dataclass per kind of part (accelerators,
 links, switches, NICs, systems, optics, fibres, models, failure rates and classes), each
 reading and checking its YAML entry, every figure a plain float in the canonical unit its
-field names (``port_rate_Bps`` is bytes/s per direction). :mod:`topomodel.inputs.catalog`
-loads files of them.
+field names (``port_rate_Bps``: bytes/s per direction); :mod:`topomodel.inputs.catalog` loads them.
 """
 
 from __future__ import annotations
@@ -284,11 +283,7 @@ class Switch(Part):
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
     buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
     in_network_reduction: bool = spec(boolean, default=False)
-    adaptive_routing: bool = spec(
-        boolean, default=False,
-        doc="the switch spreads traffic over its equal-cost ports by load (adaptive"
-        " routing, packet or cell spraying), as deployed, so flows do not collide as"
-        " hashed ECMP flows do; off: ECMP by a hash of each flow")
+    adaptive_routing: bool = spec(boolean, default=False, doc="routes adaptively or sprays")
 
     def __post_init__(self) -> None:
         super().__post_init__()
