@@ -285,7 +285,12 @@ def test_table5_misses_in_one_direction_and_the_schedule_shrinks_them(table5):
     FLOP); selective recomputation with sequence parallelism saves what the paper
     measured (25-26 % of the full-recompute time, published 22-24 %)."""
     errors = {k: r.step_time_s / measured - 1 for k, (r, measured) in table5.items()}
-    assert all(-0.10 < e < 0 for e in errors.values()), errors
+    assert all(-0.10 < e < 0.10 for e in errors.values()), errors
+    # the sign is the modelled work's: the wait for the slowest rank (a sourced jitter,
+    # docs/scale-losses.md) is not work, and takes the 530B full row to +0.1 %
+    work = {k: (r.step_time_s - r.wait_s) / measured - 1 for k, (r, measured) in
+            table5.items()}
+    assert all(-0.10 < e < 0 for e in work.values()), work
     for mode in ("full", "seq+sel"):
         assert errors["22B", mode] < errors["1T", mode]
     for row in TABLE5:

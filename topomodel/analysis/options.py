@@ -47,7 +47,7 @@ from topomodel.inputs.records import (
 )
 from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.traffic.layout import Layout
-from topomodel.vocabulary import LINK_TIERS, ROUTINGS
+from topomodel.vocabulary import AUTO_ROUTING, LINK_TIERS, ROUTING_CHOICES
 
 EFFICIENCY_PREFIX = "efficiency."
 _NO_READING = Reading(Source("<option>", ""))
@@ -169,8 +169,10 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(1e-3, 1e3),
                "what-if: every scale-out link this many times faster (2: 800G NICs"
                " instead of 400G)", "float", "F"),
-    StepOption("routing", "run.routing", "ecmp", choice(*ROUTINGS), "routing policy: ECMP"
-               " even split, ECMP by seeded hash, or d-mod-k", "text"),
+    StepOption("routing", "run.routing", AUTO_ROUTING, choice(*ROUTING_CHOICES),
+               "routing policy: auto (the even split where the scale-out switches route"
+               " adaptively, ECMP by seeded hash where they hash flows), ECMP even split,"
+               " ECMP by seeded hash, or d-mod-k", "text"),
     StepOption("seed", "run.seed", 0, integer(0), "seed of hash routing", "int", "N"),
     StepOption("fail", "run.fail", (), list_of(text, min_len=0, what="a list of node names"),
                "fail a node (switch, NIC, accelerator) by name", "list", "NODE"),
@@ -246,7 +248,7 @@ class StepInputs:
     layout: Layout
     fill_dp: bool
     assumptions: StepAssumptions
-    routing: str = "ecmp"
+    routing: str = AUTO_ROUTING
     seed: int = 0
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
@@ -303,7 +305,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         fill_dp=not dp,
         assumptions=replace(base, **assumptions,
                             time=TimeModel(**time, efficiency=efficiency)),
-        routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
+        routing=run.get("routing", AUTO_ROUTING), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
         goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode))
 

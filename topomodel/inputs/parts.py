@@ -1,8 +1,7 @@
 """The catalog's record types: one frozen dataclass per kind of part (accelerators,
 links, switches, NICs, systems, optics, fibres, models, failure rates and classes), each
 reading and checking its YAML entry, every figure a plain float in the canonical unit its
-field names (``port_rate_Bps`` is bytes/s per direction). :mod:`topomodel.inputs.catalog`
-loads files of them.
+field names (``port_rate_Bps``: bytes/s per direction); :mod:`topomodel.inputs.catalog` loads them.
 """
 
 from __future__ import annotations
@@ -294,6 +293,7 @@ class Switch(Part):
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
     buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
     in_network_reduction: bool = spec(boolean, default=False)
+    adaptive_routing: bool = spec(boolean, default=False, doc="routes adaptively or sprays")
 
     def __post_init__(self) -> None:
         super().__post_init__()

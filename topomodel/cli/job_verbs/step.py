@@ -39,8 +39,11 @@ def run(args: argparse.Namespace) -> Report:
     if not args.no_goodput:
         result, goodput_tables, goodput_data = goodput_part(args, job, result)
     assert result is not None
+    from topomodel.routing.policy import resolve_routing
+
     report = step_report(result, job.assumptions,
-                         design_name=fabric.design.name or fabric.design.file)
+                         design_name=fabric.design.name or fabric.design.file,
+                         routing=resolve_routing(fabric, inputs.routing))
     tables, data = list(report.tables) + goodput_tables, dict(report.data)
     if not args.no_goodput:
         data["goodput"] = goodput_data

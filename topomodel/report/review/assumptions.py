@@ -82,9 +82,10 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         "design layout.connectors", "optical link budget")
     add("splices per optical channel", layout.splices, "count", "design layout.splices",
         "optical link budget")
-    add("routing policy", routing, "", "--routing", {
-        "ecmp": "equal-cost paths split evenly", "hash": "one path per flow by seeded hash",
-        "dmodk": "deterministic up/down (d-mod-k)"}.get(routing, ""))
+    from topomodel.routing.policy import resolve_routing
+
+    applied = resolve_routing(fabric, routing)
+    add("routing policy", applied.routing, "", f"--routing {routing}", applied.text)
     sizes, why = _constant("review.REVIEW_SIZES_BYTES")
     add("collective sizes", ", ".join(size_text(s) for s in sizes), "",
         "review.REVIEW_SIZES_BYTES", why)
