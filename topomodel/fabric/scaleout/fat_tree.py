@@ -166,7 +166,7 @@ class FatTree(ScaleoutKind):
         whole subtrees of that tier."""
         present = [t for t in self.link_tiers if t in capacity_Bps]
         limit = min(reversed(present), key=lambda t: capacity_Bps[t])
-        return capacity_Bps[limit] * smaller / total, (
+        return capacity_Bps[limit] * (smaller / total), (
             f"{half_text(smaller, total)} of the {limit} tier's capacity, the least of the"
             " scale-out tiers")
 
