@@ -287,8 +287,7 @@ def _bundles(fabric: Fabric, sums: _LinkSums,
 
 
 def _node_rows(fabric: Fabric) -> np.ndarray:
-    """Row of every node in :data:`DRAWING_ROWS`, bottom up (unknown
-    tiers go to the top)."""
+    """Row of every node in :data:`DRAWING_ROWS`, bottom up (unknown tiers go to the top)."""
     column = fabric.nodes["tier"]
     per_category = np.array([DRAWING_ROWS.index(c) if c in DRAWING_ROWS
                              else len(DRAWING_ROWS) - 1
