@@ -17,7 +17,7 @@ from topomodel.report.review.document import size_text
 
 _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their reasons
     ("scale-out switch latency when the catalog has none", "s",
-     "build.DEFAULT_SWITCH_LATENCY_S"),
+     "clos.DEFAULT_SWITCH_LATENCY_S"),
     ("propagation delay", "s/m", "fabric.PROPAGATION_S_PER_M"),
     ("OCS insertion loss", "dB", "linkbudget.OCS_INSERTION_LOSS_DB"),
     ("largest ratio of a cable or module's rate to its link's", "x",
@@ -30,7 +30,7 @@ _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their re
     ("largest All-to-All routed", "flows", "review.MAX_ALLTOALL_FLOWS"),
     ("power figure of a part", "", "bom.POWER_BASIS"),
 )
-_MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.tables",
+_MODULES = {"clos": "topomodel.fabric.clos", "fabric": "topomodel.fabric.tables",
             "cabling": "topomodel.fabric.cabling",
             "linkbudget": "topomodel.analysis.linkbudget", "bom": "topomodel.analysis.bom",
             "routing": "topomodel.routing.general", "bisection": "topomodel.analysis.bisection",
