@@ -90,5 +90,12 @@ ROUTINGS = ("ecmp", "hash", "dmodk")
 """Routing policies: even ECMP, ECMP by seeded hash, d-mod-k (see
 :func:`topomodel.routing.route`)."""
 
+AUTO_ROUTING = "auto"
+"""The routing that follows the fabric's scale-out switches
+(:func:`topomodel.routing.policy.fabric_routing`)."""
+
+ROUTING_CHOICES = (AUTO_ROUTING, *ROUTINGS)
+"""What ``--routing`` accepts: ``auto`` (the default) or a policy by name."""
+
 ROUTERS = ("auto", "general", "structured")
 """Router implementations: the structured one where it applies (``auto``), or either."""

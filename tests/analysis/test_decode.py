@@ -131,6 +131,50 @@ def test_cli_decode_table_and_json(capsys):
                         8 / data["step_time_s"] / 8)
 
 
+def test_decode_assumptions_are_rows_of_the_one_options_table(capsys):
+    import inspect
+
+    from topomodel.analysis.options import DECODE_OPTIONS, OPTIONS, STEP_OPTIONS
+    from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
+
+    assert DECODE_OPTIONS == ("batch", "context", "dtype", "kv_dtype", "activation_dtype",
+                              "comm_overlap")
+    assert not set(DECODE_OPTIONS) & set(STEP_OPTIONS)  # the step and plan take none
+    defaults = inspect.signature(decode_step).parameters
+    for key in DECODE_OPTIONS:  # the library's defaults are the table's
+        assert OPTIONS[key].target == f"decode.{key}"
+        assert defaults[key].default == OPTIONS[key].default == getattr(
+            DecodeAssumptions(), key)
+    assert main(["options", "--format", "json"]) == 0
+    listed = {o["key"]: o for o in json.loads(capsys.readouterr().out)["options"]}
+    assert listed["batch"]["default"] == 1 and listed["dtype"]["default"] == "bf16"
+    assert listed["comm_overlap"]["doc"].startswith("share of the decode step's comm")
+
+
+def test_cli_decode_options_reach_the_model(server, capsys):
+    m = _model(server, "llama3-70b")
+    assert main(["decode", SERVER, "--model", "llama3-70b", "--tp", "8", "--batch", "8",
+                 "--context", "1024", "--activation-dtype", "fp8", "--comm-overlap",
+                 "0.25", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    r = decode_step(server, m, tp=8, batch=8, context=1024, activation_dtype="fp8",
+                    comm_overlap=0.25)
+    assert data["step_time_s"] == pytest.approx(r.step_time_s, rel=1e-12)
+    wide = decode_step(server, m, tp=8, batch=8, context=1024, comm_overlap=0.25)
+    assert r.comm_s < wide.comm_s  # fp8 activations: half the bytes all-reduced
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--batch", "0", "--batch: must be at least 1, got 0"),
+    ("--dtype", "fp4", "--dtype: expected one of fp32, bf16, fp16, fp8, int8, got a"
+     " string ('fp4'); did you mean 'fp8'?"),
+    ("--comm-overlap", "1.5", "--comm-overlap: must be in [0, 1], got 1.5")])
+def test_cli_decode_options_are_read_by_the_table(capsys, flag, value, message):
+    assert main(["decode", SERVER, "--model", "llama3-70b", "--tp", "8", flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"topomodel: error: {message}")
+
+
 def test_cli_decode_error_is_one_line(capsys):
     assert main(["decode", SERVER, "--model", "llama3-70b", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

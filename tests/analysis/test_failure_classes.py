@@ -17,7 +17,7 @@ from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
-from topomodel.inputs.parts import FailureClass
+from topomodel.inputs.reliability import FailureClass
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -31,7 +31,8 @@ from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
-from topomodel.inputs.parts import FailureRate, Model
+from topomodel.inputs.parts import Model
+from topomodel.inputs.reliability import FailureRate
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

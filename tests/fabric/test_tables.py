@@ -21,7 +21,7 @@ from topomodel.analysis.bisection import bisection
 from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.errors import UsageError
 from topomodel.fabric import cabling
-from topomodel.fabric.build import _build_scaleout, build_fabric, check_size
+from topomodel.fabric.build import build_fabric, build_scaleout, check_size
 from topomodel.fabric.columns import Coded
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleup import build_scaleup
@@ -225,8 +225,8 @@ def oracle_build(design: Design, catalog: Any) -> Fabric:
                             local=np.tile(np.arange(per_system), n_systems))
     domains, scaleup = build_scaleup(builder, design, catalog, system,
                                       acc.reshape(n_systems, per_system))
-    clos, scaleout = _build_scaleout(builder, design, catalog, system,
-                                     acc.reshape(n_systems, per_system), prefixes)
+    clos, scaleout = build_scaleout(builder, design, catalog, system,
+                                    acc.reshape(n_systems, per_system), prefixes)
     nodes, links, reverse_rows = builder.finish()
     nodes.loc[nodes["kind"] == "accelerator", "domain"] = domains
     nodes.loc[nodes["kind"] == "nic", "domain"] = np.repeat(

@@ -396,9 +396,9 @@ def test_a_nan_port_count_is_refused_before_review(tmp_path, capsys):
 
 
 def test_a_non_finite_result_is_an_error_not_a_printed_nan(monkeypatch, capsys):
-    import topomodel.cli.parser as parser
+    import topomodel.cli.design_verbs.units as units
 
-    monkeypatch.setattr(parser, "cmd_units", lambda args: Report(
+    monkeypatch.setattr(units, "run", lambda args: Report(
         "units", {"values": [{"value": float("inf"), "unit": "b"}]}))
     line = one_error(capsys, "units", "1 GB")
     assert line == ("topomodel: error: a result is not a finite number (data.values[0].value):"

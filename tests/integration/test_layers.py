@@ -143,11 +143,11 @@ def test_the_checker_resolves_relative_and_root_imports():
     tree = ast.parse("from ..report import output\nfrom . import params\n"
                      "from ..analysis.training.step import step_time\n"
                      "from topomodel import __version__\n"
-                     "from topomodel import fabric, errors\nimport topomodel.cli.commands\n")
+                     "from topomodel import fabric, errors\nimport topomodel.cli.parser\n")
     resolved = [_imported(path, node) for node in tree.body]
     assert resolved == [["topomodel.report.output"], ["topomodel.sweep.params"],
                         ["topomodel.analysis.training.step"], ["topomodel"],
-                        ["topomodel.fabric", "topomodel.errors"], ["topomodel.cli.commands"]]
+                        ["topomodel.fabric", "topomodel.errors"], ["topomodel.cli.parser"]]
     init = PACKAGE / "fabric" / "__init__.py"
     (node,) = ast.parse("from .build import build_fabric").body
     assert _imported(init, node) == ["topomodel.fabric.build"]

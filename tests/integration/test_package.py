@@ -5,7 +5,7 @@ import pytest
 
 
 def test_import_does_not_load_matplotlib():
-    code = "import sys, topomodel, topomodel.inputs.catalog, topomodel.cli.commands; " \
+    code = "import sys, topomodel, topomodel.inputs.catalog, topomodel.cli.design_verbs.draw; " \
            "print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)

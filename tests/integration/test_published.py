@@ -289,7 +289,7 @@ def test_table5_mean_error_within_5_percent(table5):
     assert np.mean(errors) <= TABLE5_MEAN_TOLERANCE, f"mean {np.mean(errors):.1%}"
 
 
-def test_table5_misses_in_one_direction_and_the_schedule_shrinks_them(table5):
+def test_table5_small_models_miss_most_and_the_schedule_saves_what_was_measured(table5):
     """What the model gets right beside the tolerance: the 22B rows, with no pipeline
     (per-layer compute and TP communication are the whole step), are the fastest (-4.3
     and -7.2 %, the backward of TABLE5_REMAINING_MISS); the larger models, whose
@@ -297,6 +297,7 @@ def test_table5_misses_in_one_direction_and_the_schedule_shrinks_them(table5):
     +3.9 %; selective recomputation with sequence parallelism saves what the paper
     measured (25-26 % of the full-recompute time, published 22-24 %)."""
     errors = {k: r.step_time_s / measured - 1 for k, (r, measured) in table5.items()}
+    assert all(-0.10 < e < 0.10 for e in errors.values()), errors
     for mode in ("full", "seq+sel"):
         assert errors["22B", mode] < errors["1T", mode]
     for row in TABLE5:

@@ -204,7 +204,7 @@ def test_calculon_torus_is_one_tier_with_every_link_and_the_tier_efficiency():
 
 
 def test_levels_without_scale_up_are_one_switch_of_the_whole_fat_tree(toy):
-    from topomodel.fabric.build import DEFAULT_SWITCH_LATENCY_S
+    from topomodel.fabric.clos import DEFAULT_SWITCH_LATENCY_S
 
     fabric = toy("""
         name: toy three tiers

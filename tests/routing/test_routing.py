@@ -243,7 +243,7 @@ def test_general_router_refuses_work_beyond_its_limit(monkeypatch, capsys):
 def test_routing_errors_are_topomodel_errors():
     fabric = fabric_of("hgx-h100-server")
     ph = random_phase(fabric, 10)
-    with pytest.raises(RoutingError, match="unknown routing 'ecmq'; choose from ecmp"):
+    with pytest.raises(RoutingError, match="unknown routing 'ecmq'; choose from auto, ecmp"):
         route(fabric, ph, routing="ecmq")
     with pytest.raises(RoutingError, match="unknown router 'fast'; choose from auto"):
         route(fabric, ph, router="fast")

@@ -192,6 +192,9 @@ HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
      "sweep.yaml:5: parameters.tp.stepp: unknown range key; did you mean 'step'?"),
     ("parameters:\n  tp: [1, 2.5]\n",
      "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a bare number (2.5)"),
+    ("parameters:\n  batch: [1, 8]\n",
+     "sweep.yaml:5: parameters.batch: batch is an option of decode; a sweep point runs the"
+     " training step and its goodput, not decode"),
     ("parameters:\n  efficiency.leaf: [0.5, 1.5]\n",
      "sweep.yaml:5: parameters['efficiency.leaf'][1]: must be in (0, 1], got 1.5"),
     ("parameters:\n  fail: [node0/gpu0]\n",

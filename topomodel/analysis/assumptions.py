@@ -34,6 +34,32 @@ PER_MESSAGE_OVERHEAD_S = 5e-6
 Assumed, of the order NCCL's small-message latencies show (a few microseconds); a
 named parameter, not a measured figure."""
 
+JITTER_CV = documented(
+    "step.JITTER_CV", 0.015,
+    """Per-rank compute time, coefficient of variation. Sinha et al., "Not All GPUs Are
+    Created Equal" (SC22, arXiv 2208.11035) ran the same kernels on over 90 % of the
+    GPUs of five clusters (Summit, Vortex, Frontera, Longhorn: V100; Corona: MI60) and
+    found identical GPUs 8 % apart in performance on average (22 % at most), from
+    manufacturing variation under power management, with outliers up to 1.5x slower
+    than the median GPU. Read as the spread of a box plot's whiskers, which lie 2.7
+    standard deviations either side of a normal population's median (Tukey's 1.5 IQR
+    rule), 8 % is a standard deviation of 8 % / 5.4 = 1.5 % (derived: the paper's exact
+    definition of variation was not retrieved; read as +-2 sigma it would be 2 %). No
+    H100 or newer measurement of the same kind was found. A synchronous step runs at the
+    pace of its slowest rank, so the wait grows with the ranks (syncwait.py).""")
+
+STRAGGLERS_DEFAULT = documented(
+    "step.STRAGGLERS_DEFAULT", 0.0,
+    """No slow machines beyond the jitter by default (straggler share 0): the step time
+    is that of a job on healthy machines, as the large published runs aim to keep it:
+    Llama 3 (arXiv 2407.21783, section 3.3.4) and MegaScale (NSDI'24) describe tools
+    built to find slow ranks so they can be fixed or removed, and FALCON (Wu et al.,
+    arXiv 2410.12588) finds fail-slows lasting from tens of seconds to about ten hours
+    on a 10,000-GPU cluster, delaying large jobs by 1.34x on average: events a goodput
+    estimate counts, not a property of every step. --straggler-share and
+    --straggler-slowdown model them as a what-if (a step waits whenever one of its
+    ranks is slow).""")
+
 DEFAULT_HOP_LATENCY_S = 500e-9
 """Latency of a switch with no catalog figure, seconds (assumed; the same default as the
 builder's switch latency)."""
@@ -152,14 +178,18 @@ class StepAssumptions:
         quantity("size"), default=40e6, check=number(0, low_open=True),
         doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"
         " is larger; ~40 MB is the PyTorch DDP-class default of 25 MB rounded up)")
-    jitter_cv: float = spec(number(0, 10), default=0.01, doc="per-rank compute time,"
-                            " coefficient of variation per step (assumed)")
+    jitter_cv: float = spec(number(0, 10), default=JITTER_CV, doc="per-rank compute time,"
+                            " coefficient of variation; the step waits for the slowest"
+                            " of its ranks (default: measured per-GPU variation of"
+                            " identical GPUs, step.JITTER_CV)")
     hot_expert_factor: float = spec(number(1, 1000), default=1.1, doc="busiest expert's load /"
                                     " mean in an MoE layer (assumed)")
-    straggler_share: float = spec(number(0, 1), default=0.0, doc="share of accelerators"
-                                  " that run slow (none by default)")
+    straggler_share: float = spec(number(0, 1), default=STRAGGLERS_DEFAULT,
+                                  doc="share of accelerators that run slow, beyond the"
+                                  " jitter (none by default: step.STRAGGLERS_DEFAULT)")
     straggler_slowdown: float = spec(number(0, 100), default=0.0, doc="a slow accelerator's"
-                                     " extra compute time (0.1: 10 % slower)")
+                                     " extra compute time (0.5: 50 % slower, the worst"
+                                     " outliers Sinha et al. SC22 measured)")
     optimizer_bytes_per_param: float = spec(number(0, 1000), default=12.0, doc="optimizer state,"
                                             " bytes per parameter (Adam: fp32 master, m, v)")
     comm_sm_share: float = spec(number(0, 1, low_open=False), default=20 / 132,

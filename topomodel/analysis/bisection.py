@@ -6,9 +6,11 @@ favourable partition. Halves are equal, or, with an odd number of scale-up domai
 whole domains on each side differing by one domain. See ``docs/bisection.md``.
 
 - **Closed form** (any size): the minimum over the tiers that join the halves of the
-  tier's capacity times the smaller half's share. For a fat-tree this is the cut along
-  whole subtrees of the tier (whole units under the spines, whole pods under the
-  cores), the cheapest a balanced cut can be where such a split exists; for one
+  tier's capacity times the smaller half's share, as the scale-out kind gives it
+  (:meth:`~topomodel.fabric.scaleout.kind.ScaleoutKind.bisection`). For a fat-tree
+  this is the cut along whole subtrees of the tier (whole units under the spines,
+  whole pods under the cores), the cheapest a balanced cut can be where such a split
+  exists; for one
   scale-up domain, the cut across its narrowest part (half the switched links, across
   a torus's longest dimension, between the two halves of a full mesh).
 - **Exact** (fabrics of at most :data:`MAX_FLOW_NODE_LIMIT` nodes): for each candidate
@@ -37,10 +39,11 @@ from typing import Any
 import numpy as np
 
 from topomodel.fabric.columns import CodeLabels
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.inputs.records import documented
 from topomodel.inputs.units import format_rate
-from topomodel.vocabulary import SCALE_OUT_TIERS, SCALEUP_TIERS
+from topomodel.vocabulary import SCALEUP_TIERS
 
 MAX_FLOW_NODE_LIMIT = documented(
     "bisection.MAX_FLOW_NODE_LIMIT", 20_000,
@@ -113,7 +116,6 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     smaller = min(len(side_a), len(side_b))
-    share = smaller / n
     domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
     domains = len(np.unique(domain[domain >= 0]))
     value, how = 0.0, ""
@@ -122,14 +124,10 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
         if domain_value is None:
             return None, how
         value = domain_value
-    if s.scaleout.kind != "none":
-        present = [t for t in SCALE_OUT_TIERS if t in total]
-        limit = min(reversed(present), key=lambda t: total[t])  # ties: the upper
-        value += total[limit] * share
-        half = ("half" if 2 * smaller == n else
-                f"the smaller half's share ({smaller:,} of {n:,} accelerators)")
-        how = (how + " plus " if how else "") + (
-            f"{half} of the {limit} tier's capacity, the least of the scale-out tiers")
+    across = scaleout_kind(s).bisection(total, smaller, n)
+    if across is not None:
+        value += across[0]
+        how = (how + " plus " if how else "") + across[1]
     elif domains >= 2:
         how = "no link joins the two halves (separate scale-up domains, no scale-out)"
     return value, how
@@ -298,7 +296,7 @@ def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]
     so = fabric.structure.scaleout
     system = nodes["system"].to_numpy()[acc]
     blocks: list[tuple[str, np.ndarray]] = []
-    if so.kind != "none" and so.unit_systems:
+    if so.unit_systems:  # a scale-out network of scalable units
         blocks.append(("whole scalable units", system // so.unit_systems))
         pods = _pod_of_unit(fabric)
         if pods is not None:

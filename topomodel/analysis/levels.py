@@ -15,9 +15,10 @@ from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.structure import nic_owner_nodes, scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
-from topomodel.vocabulary import FAT_TREE_TIERS, SWITCH_KINDS
+from topomodel.vocabulary import SWITCH_KINDS
 
 
 @dataclass(frozen=True)
@@ -160,30 +161,26 @@ def _scaleup_levels(fabric: Fabric, time_model: TimeModel,
 
 def _scaleout_levels(fabric: Fabric, time_model: TimeModel, efficiency: dict[str, float],
                      inner: list[NetworkLevel]) -> list[NetworkLevel]:
-    s = fabric.structure
-    if s.scaleout.kind == "none":
-        return []
+    kind = scaleout_kind(fabric.structure)
     capacity, delay = _tier_stats(fabric)
+    groups = kind.level_groups(list(capacity))
+    if not groups:
+        return []
     n = max(1, fabric.accelerator_count)
     injection = scaleout_injection_Bps(fabric.injection)
-    over = dict.fromkeys(FAT_TREE_TIERS, 1.0)
+    over = dict.fromkeys(kind.switch_tiers, 1.0)
     for t in fabric.clos_tiers:
         if t.name in over and t.oversubscription > over[t.name]:
             over[t.name] = t.oversubscription
-    switch_latency = _switch_latency(fabric, FAT_TREE_TIERS, time_model)
+    switch_latency = _switch_latency(fabric, kind.switch_tiers, time_model)
     domains = _domain_of_accelerators(fabric)
     n_domains = int(domains.max()) + 1
     leaf_key, pod_key = _domain_keys(fabric, domains, n_domains)
-    tiers_present = [t for t in FAT_TREE_TIERS if t in capacity]
-    top = tiers_present[-1]
-    candidates: list[tuple[str, np.ndarray | None, tuple[str, ...]]] = [
-        ("leaf", leaf_key, ("host", "leaf"))]
-    if "core" in capacity:
-        candidates.append(("spine", pod_key, ("host", "leaf", "spine")))
-    candidates.append((top, None, ("host", *tiers_present)))
+    keys = {"leaf": leaf_key, "pod": pod_key, "all": None}
     out: list[NetworkLevel] = []
     below = 1  # domains per group of the level below
-    for name, key, tiers in candidates:
+    for group in groups:
+        name, key, tiers = group.name, keys[group.grouping], group.tiers
         size = n_domains if key is None else _uniform_group_size(key)
         if size is None or size <= below or n_domains % size or size % below:
             continue  # groups of unequal size, or nothing new: merge into the next

@@ -1,12 +1,15 @@
-"""The options of a training step, declared once.
+"""The options of a job (a training step, its goodput, a decode step), declared once.
 
 :data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
 step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
-routing). Each option's reader, default and text come from the field it sets
-(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
-StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`), so the CLI flags of
-step, compare, scale, goodput, review and draw, the sweep parameters and the review's
-assumptions show one text and check values with one piece of code. The per-tier
+routing); then the goodput model's (:data:`GOODPUT_OPTIONS`) and decode's
+(:data:`DECODE_OPTIONS`). Each option's reader, default and text come from the field it
+sets (:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
+StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`,
+:class:`~topomodel.analysis.reliability.goodput.GoodputAssumptions`,
+:class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`), so the CLI
+flags of step, compare, scale, goodput, review, draw and decode, the sweep parameters and
+the review's assumptions show one text and check values with one piece of code. The per-tier
 option ``efficiency.TIER`` is found by :func:`option`. What a schedule overlaps is not
 a number here: it follows from the layout's mechanisms (``tp_overlap``,
 ``ep_overlap``, ``dp_overlap``) and the compute the timeline runs beside each
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topomodel.analysis.assumptions import GoodputAssumptions, StepAssumptions, TimeModel
+from topomodel.analysis.serving.decode_assumptions import DTYPES, DecodeAssumptions
 from topomodel.inputs.records import (
     Invalid,
     Reader,
@@ -44,7 +48,7 @@ from topomodel.inputs.records import (
 from topomodel.inputs.software import DEFAULT_SOFTWARE, PRESETS, resolved
 from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.traffic.layout import Layout
-from topomodel.vocabulary import LINK_TIERS, ROUTINGS
+from topomodel.vocabulary import AUTO_ROUTING, LINK_TIERS, ROUTING_CHOICES
 
 EFFICIENCY_PREFIX = "efficiency."
 _NO_READING = Reading(Source("<option>", ""))
@@ -54,8 +58,9 @@ _NO_READING = Reading(Source("<option>", ""))
 class StepOption:
     """One option of a step: what it sets, its default, reader and meaning.
 
-    ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model`` or
-    ``run.NAME`` (routing, seed, failures, the scale-out what-if); ``arg`` says how a
+    ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model``,
+    ``run.NAME`` (routing, seed, failures, the scale-out what-if), ``goodput.FIELD`` or
+    ``decode.FIELD``; ``arg`` says how a
     command line writes it: ``int``, ``float``, ``text``, ``bool`` (a ``--x/--no-x``
     flag), ``list`` (repeatable) or ``pairs`` (repeatable ``NAME=F``).
     """
@@ -126,7 +131,7 @@ def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
     return _from_field(key, Layout, key, "layout", arg, **kw)
 
 
-_A, _T, _G = StepAssumptions, TimeModel, GoodputAssumptions
+_A, _T, _G, _D = StepAssumptions, TimeModel, GoodputAssumptions, DecodeAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
                "ID"),
@@ -166,8 +171,10 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("scaleout_factor", "run.scaleout_factor", 1.0, number(1e-3, 1e3),
                "what-if: every scale-out link this many times faster (2: 800G NICs"
                " instead of 400G)", "float", "F"),
-    StepOption("routing", "run.routing", "ecmp", choice(*ROUTINGS), "routing policy: ECMP"
-               " even split, ECMP by seeded hash, or d-mod-k", "text"),
+    StepOption("routing", "run.routing", AUTO_ROUTING, choice(*ROUTING_CHOICES),
+               "routing policy: auto (the even split where the scale-out switches route"
+               " adaptively, ECMP by seeded hash where they hash flows), ECMP even split,"
+               " ECMP by seeded hash, or d-mod-k", "text"),
     StepOption("seed", "run.seed", 0, integer(0), "seed of hash routing", "int", "N"),
     StepOption("fail", "run.fail", (), list_of(text, min_len=0, what="a list of node names"),
                "fail a node (switch, NIC, accelerator) by name", "list", "NODE"),
@@ -177,6 +184,13 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("restart_time", _G, "restart_s", "goodput", "text", metavar="TIME"),
     _from_field("repair_time", _G, "repair_s", "goodput", "text", metavar="TIME"),
     _from_field("spare_systems", _G, "spare_systems", "goodput", "int", metavar="N"),
+    _from_field("batch", _D, "batch", "decode", "int", metavar="B"),
+    _from_field("context", _D, "context", "decode", "int", metavar="T"),
+    _from_field("dtype", _D, "dtype", "decode", "text", metavar=DTYPES),
+    _from_field("kv_dtype", _D, "kv_dtype", "decode", "text", metavar=DTYPES),
+    _from_field("activation_dtype", _D, "activation_dtype", "decode", "text",
+                metavar=DTYPES),
+    _from_field("comm_overlap", _D, "comm_overlap", "decode", "float", metavar="F"),
 )}
 """Every step option by key (the sweep key; the flag is ``--key-with-dashes``)."""
 
@@ -184,7 +198,11 @@ GOODPUT_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("go
 """The goodput model's options (checkpoint, storage, detection, restart, repair, spares):
 set by the verbs that report goodput (step, goodput, review) and by sweeps and plans."""
 
-STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS)
+DECODE_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("decode."))
+"""The decode model's own options (batch, context, data types, comm overlap): set by the
+``decode`` verb only (sweeps, plans and the step run no decode)."""
+
+STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS + DECODE_OPTIONS)
 """The options every step-shaped verb takes (the model, layout, assumptions, what-ifs)."""
 
 
@@ -225,17 +243,19 @@ def read_value(key: str, value: Any) -> Any:
 @dataclass(frozen=True)
 class StepInputs:
     """Everything a step needs besides the fabric: the model id, the layout (DP filled
-    to the fabric when ``fill_dp``), the assumptions and the what-ifs."""
+    to the fabric when ``fill_dp``), the assumptions and the what-ifs; and the goodput
+    model's and decode's assumptions, for the verbs that run them."""
 
     model: str | None
     layout: Layout
     fill_dp: bool
     assumptions: StepAssumptions
-    routing: str = "ecmp"
+    routing: str = AUTO_ROUTING
     seed: int = 0
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
     goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
+    decode: DecodeAssumptions = field(default_factory=DecodeAssumptions)
 
 
 def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
@@ -256,6 +276,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     time: dict[str, Any] = {}
     run: dict[str, Any] = {}
     goodput: dict[str, Any] = {}
+    decode: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
     software = values.get("software") or DEFAULT_SOFTWARE
@@ -278,7 +299,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
             model = value
         else:
             {"layout": layout, "assumptions": assumptions, "time": time,
-             "run": run, "goodput": goodput}[where][name] = value
+             "run": run, "goodput": goodput, "decode": decode}[where][name] = value
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
     base = StepAssumptions()
@@ -289,9 +310,9 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         fill_dp=not dp,
         assumptions=replace(base, **assumptions,
                             time=TimeModel(**time, efficiency=efficiency)),
-        routing=run.get("routing", "ecmp"), seed=run.get("seed", 0),
+        routing=run.get("routing", AUTO_ROUTING), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
-        goodput=GoodputAssumptions(**goodput))
+        goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode))
 
 
 def software_departures(layout: Layout, assumptions: StepAssumptions) -> dict[str, Any]:

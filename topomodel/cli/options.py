@@ -23,6 +23,10 @@ from topomodel.inputs.yamlsource import Source
 FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency",
                   "protocol", "pxn", "measured_curves")
 """The options of verbs that run collectives without a model (route, draw)."""
+
+DECODE_KEYS = ("model", "tp", "ep", "dp", "hbm_efficiency")
+"""Step options the decode verb shares with the step (same flags, readers and help),
+besides decode's own (:data:`~topomodel.analysis.options.DECODE_OPTIONS`)."""
 _READING = Reading(Source("<command line>", ""))
 _ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}
 

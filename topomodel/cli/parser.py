@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from typing import NoReturn
 
-from topomodel.cli.commands import (
-    cmd_build,
-    cmd_catalog_list,
-    cmd_catalog_show,
-    cmd_draw,
-    cmd_export,
-    cmd_options,
-    cmd_route,
-    cmd_schema,
-    cmd_units,
-)
-from topomodel.cli.compare import cmd_compare
-from topomodel.cli.decode_commands import add_decode_verb
-from topomodel.cli.measured_commands import add_measured_verbs
+from topomodel.analysis.options import DECODE_OPTIONS
 from topomodel.cli.options import (
+    DECODE_KEYS,
     FABRIC_OPTIONS,
     add_goodput_options,
     add_step_options,
 )
-from topomodel.cli.plan_command import add_plan_parser
 from topomodel.cli.shared import add_catalog_args
-from topomodel.cli.step_commands import cmd_goodput, cmd_review, cmd_scale, cmd_step, cmd_sweep
 from topomodel.errors import short_words
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
-from topomodel.report.output import FORMATS
+from topomodel.report.output import FORMATS, Report
 
 ALGORITHM_HELP = (
     "ring (NCCL's ring); tree (NCCL's double binary tree); rhd (recursive "
@@ -92,6 +79,21 @@ def _step_args(step: argparse.ArgumentParser, *, model_required: bool = True,
     _format_arg(step, tables_dir=tables_dir)
 
 
+class Verb:
+    """A verb's ``run``: ``run(args)`` of the verb's module (``design_verbs.build``), which
+    is imported when the verb runs, not to parse or print help."""
+
+    def __init__(self, module: str) -> None:
+        self.module = f"topomodel.cli.{module}"
+
+    def __call__(self, args: argparse.Namespace) -> Report:
+        report: Report = importlib.import_module(self.module).run(args)
+        return report
+
+    def __repr__(self) -> str:
+        return f"Verb({self.module!r})"
+
+
 class _Version(argparse.Action):
     """``--version``: the installed version, looked up only when asked for (reading the
     package metadata costs every other command start-up time)."""
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     units.add_argument("quantity", nargs="+", help="a quantity, or: compare A B")
     units.add_argument("--to", help="target unit, e.g. Gb/s")
     _format_arg(units)
-    units.set_defaults(run=cmd_units)
+    units.set_defaults(run=Verb("design_verbs.units"))
 
     catalog = verbs.add_parser("catalog", help="browse the hardware catalog",
                                description="Browse the hardware catalog.")
@@ -145,13 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--kind", help="only entries of this kind (e.g. switch, nic)")
     add_catalog_args(listing)
     _format_arg(listing)
-    listing.set_defaults(run=cmd_catalog_list)
+    listing.set_defaults(run=Verb("design_verbs.catalog"))
     show = catalog_verbs.add_parser("show", help="show one entry with every figure",
                                     description="Show one catalog entry with every figure.")
     show.add_argument("id", help="entry id, e.g. qm9700")
     add_catalog_args(show)
     _format_arg(show)
-    show.set_defaults(run=cmd_catalog_show)
+    show.set_defaults(run=Verb("design_verbs.catalog"))
 
     build = verbs.add_parser(
         "build", help="build a design's fabric: tiers, bisection, BOM, power, optics",
@@ -163,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                        " N nodes (default 20000)")
     add_catalog_args(build)
     _format_arg(build)
-    build.set_defaults(run=cmd_build)
+    build.set_defaults(run=Verb("design_verbs.build"))
 
     route = verbs.add_parser(
         "route", help="route one collective: time, algbw, busbw, tiers, hotspots",
@@ -189,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="hotspots to list (default 10)")
     add_catalog_args(route)
     _format_arg(route)
-    route.set_defaults(run=cmd_route)
+    route.set_defaults(run=Verb("design_verbs.route"))
 
     review = verbs.add_parser(
         "review", help="the design-review report: HTML, Markdown and JSON with diagrams",
@@ -208,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
     _workers_arg(review, "the goodput's degraded steps")
-    review.set_defaults(run=cmd_review, tables_under_output=True)
+    review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 
     step = verbs.add_parser(
         "step", help="one training step: compute, exposed comm, wait, MFU, four walls",
@@ -226,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="leave out the goodput section (interruptions, checkpoints)")
     add_goodput_options(step)
     _workers_arg(step, "the sensitivity's and the goodput's steps")
-    step.set_defaults(run=cmd_step)
+    step.set_defaults(run=Verb("job_verbs.step"))
 
     compare = verbs.add_parser(
         "compare", help="the same model and layout rules on two or more designs, side by"
@@ -238,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
     _workers_arg(compare, "the designs")
-    compare.set_defaults(run=cmd_compare)
+    compare.set_defaults(run=Verb("job_verbs.compare"))
 
     goodput = verbs.add_parser(
         "goodput", help="interruptions, checkpoint interval, effective time and goodput",
@@ -250,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(goodput)
     add_goodput_options(goodput)
     _workers_arg(goodput, "the degraded steps")
-    goodput.set_defaults(run=cmd_goodput)
+    goodput.set_defaults(run=Verb("job_verbs.goodput"))
 
     scale = verbs.add_parser(
         "scale", help="throughput, scaling efficiency and MFU against accelerator count",
@@ -262,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accelerator counts (default 128, 1024, 4096, ... up to the"
                        " design's size)")
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG, SVG or PDF)")
-    scale.set_defaults(run=cmd_scale)
+    scale.set_defaults(run=Verb("job_verbs.scale"))
 
     draw = verbs.add_parser(
         "draw", help="draw the topology (PNG, SVG or PDF); with --route, link load as colour",
@@ -291,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     draw.add_argument("--title", help="figure title (default: design name and load)")
     add_catalog_args(draw)
     _format_arg(draw, tables_dir=False)
-    draw.set_defaults(run=cmd_draw)
+    draw.set_defaults(run=Verb("design_verbs.draw"))
 
     export = verbs.add_parser(
         "export", help="write the fabric as a graph, tables, or ASTRA-sim/Calculon input",
@@ -313,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " none)")
     add_catalog_args(export)
     _format_arg(export, tables_dir=False)
-    export.set_defaults(run=cmd_export)
+    export.set_defaults(run=Verb("design_verbs.export"))
 
     sweep = verbs.add_parser(
         "sweep", help="design-space sweep: many designs and layouts, one row per point",
@@ -353,21 +355,23 @@ def build_parser() -> argparse.ArgumentParser:
                        f" before any runs (default {DEFAULT_MAX_SWEEP_POINTS:,})")
     add_catalog_args(sweep)
     _format_arg(sweep, tables_dir=False)
-    sweep.set_defaults(run=cmd_sweep)
+    sweep.set_defaults(run=Verb("job_verbs.sweep"))
 
-    add_measured_verbs(verbs, catalog_args=add_catalog_args, format_arg=_format_arg,
-                       step_args=_step_args)
-    add_decode_verb(verbs, catalog_args=add_catalog_args, format_arg=_format_arg)
+    _add_check_nccl(verbs)
+    _add_advise(verbs)
+    _add_decode(verbs)
 
     options = verbs.add_parser(
-        "options", help="list the step options: sweep key, flag, default and meaning",
-        description="List every option of a training step (layout, assumptions,"
-        " what-ifs) with its sweep-file key, command-line flag, default and meaning; step,"
-        " goodput, compare, scale, review and sweeps share this one table.")
+        "options", help="list the options of a job: sweep key, flag, default and meaning",
+        description="List every option of a job (a training step's layout, assumptions"
+        " and what-ifs, the goodput model's and decode's) with its sweep-file key,"
+        " command-line flag, default, meaning and the model it feeds; step, goodput,"
+        " compare, scale, review, advise, plan, decode and sweeps read this one table"
+        " (sweeps take no decode option: they run the step).")
     _format_arg(options)
-    options.set_defaults(run=cmd_options)
+    options.set_defaults(run=Verb("job_verbs.options"))
 
-    add_plan_parser(verbs)
+    _add_plan(verbs)
 
     schema = verbs.add_parser(
         "schema", help="print the JSON Schema of design, catalog or sweep files",
@@ -377,5 +381,147 @@ def build_parser() -> argparse.ArgumentParser:
         " type, default and meaning.")
     schema.add_argument("what", choices=["design", "catalog", "sweep"], help="which format")
     _format_arg(schema)
-    schema.set_defaults(run=cmd_schema, format="json")
+    schema.set_defaults(run=Verb("design_verbs.schema"), format="json")
     return parser
+
+
+Verbs = argparse._SubParsersAction  # the verb table build_parser adds to
+
+
+def _add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
+
+    check = verbs.add_parser(
+        "check-nccl", help="an nccl-tests log beside the model: busbw and time per size",
+        description="Read the output of nccl-tests (all_reduce_perf, all_gather_perf,"
+        " reduce_scatter_perf, alltoall_perf, sendrecv_perf) and print, per size, the"
+        " measured busbw and time beside the model's for the same communicator on the"
+        " design; flag the sizes measured below the model by more than --threshold and"
+        " name the tier the model says saturates. See docs/check-nccl.md.")
+    check.add_argument("log", help="nccl-tests output (a text file)")
+    check.add_argument("--design", required=True, help="design file (YAML)")
+    check.add_argument("--ranks", metavar="SPEC",
+                       help="the design's accelerators the log's ranks ran on, in rank"
+                       " order, as one group spec (0-15, 0,1,8,9, ...); default: the"
+                       " log's hosts as systems 0, 1, ... and each rank's CUDA device as"
+                       " its accelerator")
+    check.add_argument("--collective",
+                       help="allreduce, allgather, reducescatter, alltoall or sendrecv"
+                       " (default: the test the log names, else what its rows fit)")
+    check.add_argument("--threshold", type=float, default=DEFAULT_SHORTFALL, metavar="F",
+                       help="flag a size whose measured busbw is below the model's by more"
+                       f" than this share (default {DEFAULT_SHORTFALL:g}: beyond the"
+                       " model's validated 10%% and run-to-run noise)")
+    check.add_argument("--column", choices=COLUMNS, default="best",
+                       help="measured column compared: the better of out-of-place and"
+                       " in-place (default), or one of them")
+    check.add_argument("-o", "--plot", metavar="FILE",
+                       help="write measured and modelled busbw against size (PNG, SVG or"
+                       " PDF)")
+    add_step_options(check, FABRIC_OPTIONS)
+    add_catalog_args(check)
+    _format_arg(check, tables_dir=False)  # its -o is the plot
+    check.set_defaults(run=Verb("design_verbs.check_nccl"))
+
+
+def _add_advise(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
+
+    advise = verbs.add_parser(
+        "advise", help="is communication the bottleneck, and what scale-out fixes it",
+        description="A sizing check: run the training step of a model on the design and"
+        " say whether communication is the bottleneck (exposed communication and wait"
+        " above --threshold of the step), which wall dominates, and the scale-out"
+        " bandwidth that brings it below the threshold; one paragraph, then the numbers."
+        " Takes the step options (layout, assumptions, what-ifs); DP fills the design"
+        " unless given. See docs/advise.md.")
+    advise.add_argument("design", help="design file (YAML)")
+    advise.add_argument("--threshold", type=float, default=DEFAULT_COMM_THRESHOLD,
+                        metavar="F", help="communication share of the step above which it"
+                        f" is the bottleneck (default {DEFAULT_COMM_THRESHOLD:g})")
+    _step_args(advise)
+    advise.set_defaults(run=Verb("job_verbs.advise"))
+
+
+def _add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    decode = verbs.add_parser(
+        "decode", help="inference decode: tokens/s per accelerator, HBM and comm walls",
+        description="Model one inference decode step of a model on the design: the"
+        " seconds it spends reading the weights and the KV cache from HBM, the compute"
+        " floor, and the exposed TP all-reduces and EP all-to-alls routed on the fabric;"
+        " tokens/s per accelerator, per system and per sequence, and the wall that binds."
+        " An upper bound on tokens/s. DP (replicas) fills the design unless given. See"
+        " docs/decode.md.")
+    decode.add_argument("design", help="design file (YAML)")
+    add_step_options(decode, DECODE_OPTIONS + DECODE_KEYS + FABRIC_OPTIONS)
+    add_catalog_args(decode)
+    _format_arg(decode)
+    decode.set_defaults(run=Verb("job_verbs.decode"))
+
+
+def _fixed_pair(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (``--fixed``) as (key with underscores, value)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. pp=16), got {text!r}")
+    return key.strip().replace("-", "_"), value.strip()
+
+
+def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    """``plan``: the space, the search, and every step option the space does not
+    search."""
+    from topomodel.analysis.options import STEP_OPTIONS
+    from topomodel.plan.space import (
+        DEFAULT_MAX_CP,
+        DEFAULT_MAX_INTERLEAVE,
+        DEFAULT_MAX_MICRO_BATCH,
+        OBJECTIVES,
+        SEARCHED,
+    )
+
+    plan = verbs.add_parser(
+        "plan", help="search every valid parallel layout of a model on a design; best first",
+        description="Enumerate every valid layout of a model on all accelerators of a"
+        " design (TP, PP, DP, EP, CP, micro-batch, interleave, schedule, recomputation,"
+        " ZeRO stage, sequence parallelism, rank order), discard those the step model"
+        " refuses or that do not fit the memory, model the step of the rest on the"
+        " fabric, and print the best with step time, MFU, tokens/s, memory, the four"
+        " walls and why the best beats the runner-up. See docs/plan.md.")
+    plan.add_argument("design", help="design file (YAML)")
+    plan.add_argument("--compare", metavar="DESIGN_B",
+                      help="also plan this design and show the best layout of each side by"
+                      " side")
+    plan.add_argument("--objective", choices=list(OBJECTIVES), default="tokens_per_s",
+                      help="what to rank by (default tokens_per_s; tokens_per_J over the"
+                      " whole fabric's power)")
+    plan.add_argument("--top", type=_positive, default=5, metavar="N",
+                      help="layouts to show (default 5)")
+    plan.add_argument("--fixed", action="append", type=_fixed_pair, default=[],
+                      metavar="KEY=VALUE",
+                      help=f"pin a searched dimension ({', '.join(SEARCHED)}); repeatable")
+    plan.add_argument("--max-tp", type=_positive, metavar="N", help="largest TP searched")
+    plan.add_argument("--max-pp", type=_positive, metavar="N", help="largest PP searched")
+    plan.add_argument("--max-cp", type=_positive, default=DEFAULT_MAX_CP, metavar="N",
+                      help=f"largest CP searched (default {DEFAULT_MAX_CP})")
+    plan.add_argument("--max-ep", type=_positive, metavar="N", help="largest EP searched")
+    plan.add_argument("--max-micro-batch", type=_positive, default=DEFAULT_MAX_MICRO_BATCH,
+                      metavar="N", help="largest micro-batch searched, sequences (default"
+                      f" {DEFAULT_MAX_MICRO_BATCH})")
+    plan.add_argument("--max-interleave", type=_positive, default=DEFAULT_MAX_INTERLEAVE,
+                      metavar="N", help="largest interleave depth searched (default"
+                      f" {DEFAULT_MAX_INTERLEAVE})")
+    plan.add_argument("--memory-headroom", type=float, default=0.0, metavar="F",
+                      help="share of each accelerator's HBM left free, 0-1 (default 0:"
+                      " a layout fits as the step model says)")
+    plan.add_argument("--workers", type=int, metavar="N",
+                      help="local worker processes (default 1)")
+    plan.add_argument("--scheduler", metavar="ADDRESS",
+                      help="run on a Dask cluster, e.g. tcp://host:8786")
+    plan.add_argument("--no-progress", action="store_true", help="no progress bar")
+    plan.add_argument("-o", "--output", metavar="FILE",
+                      help="write the ranked layouts to FILE (needed by --format parquet)")
+    add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
+    add_catalog_args(plan)
+    plan.add_argument("--format", choices=FORMATS, default="table",
+                      help="output format (default: table; parquet needs -o)")
+    plan.set_defaults(run=Verb("job_verbs.plan"), writes_parquet=True)  # -o FILE takes the parquet

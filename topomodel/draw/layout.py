@@ -19,10 +19,18 @@ from topomodel.draw.runs import (
     sequential_sums,
 )
 from topomodel.errors import UsageError
+from topomodel.fabric.scaleout import REGISTRY as SCALEOUT_KINDS
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
-from topomodel.vocabulary import NODE_TIERS
+from topomodel.vocabulary import SCALEUP_TIERS
 
 DETAILS = ("auto", "full", "aggregate")
+
+DRAWING_ROWS = tuple(dict.fromkeys(("accelerator", *SCALEUP_TIERS, *(
+    row for kind in SCALEOUT_KINDS.values() for row in kind.drawing_rows))))
+"""The diagram's rows of node tiers, bottom up: the accelerators, the scale-up switch
+levels, then each scale-out kind's rows
+(:attr:`~topomodel.fabric.scaleout.kind.ScaleoutKind.drawing_rows`; the NICs, leaves,
+spines and cores of the fat-trees)."""
 
 
 AUTO_FULL_MAX_NODES = 64
@@ -51,7 +59,7 @@ class Box:
     """A drawn box: one node (full view) or a tier's nodes in a run of columns.
 
     ``x`` (centre) and ``width`` are in columns (aggregated) or node slots (full);
-    ``row`` indexes :data:`~topomodel.vocabulary.NODE_TIERS` (bottom row first).
+    ``row`` indexes :data:`DRAWING_ROWS` (bottom row first).
     """
 
     row: int
@@ -279,10 +287,10 @@ def _bundles(fabric: Fabric, sums: _LinkSums,
 
 
 def _node_rows(fabric: Fabric) -> np.ndarray:
-    """Row of every node in :data:`~topomodel.vocabulary.NODE_TIERS`, bottom up (unknown
-    tiers go to the top)."""
+    """Row of every node in :data:`DRAWING_ROWS`, bottom up (unknown tiers go to the top)."""
     column = fabric.nodes["tier"]
-    per_category = np.array([NODE_TIERS.index(c) if c in NODE_TIERS else len(NODE_TIERS) - 1
+    per_category = np.array([DRAWING_ROWS.index(c) if c in DRAWING_ROWS
+                             else len(DRAWING_ROWS) - 1
                              for c in column.cat.categories], dtype=np.int64)
     return per_category[column.cat.codes.to_numpy()]
 
@@ -295,7 +303,7 @@ def _full_view(fabric: Fabric) -> _View:
     count = len(fabric.nodes)
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    present = [r for r in range(len(NODE_TIERS)) if (rows == r).any()]
+    present = [r for r in range(len(DRAWING_ROWS)) if (rows == r).any()]
     slots = max((int((rows == r).sum()) for r in present), default=1)
     x = np.zeros(count)
     down = rows[dst] < rows[src]
@@ -326,7 +334,7 @@ def _clear_passing_links(width: np.ndarray, x: np.ndarray, rows: np.ndarray, src
                          dst: np.ndarray) -> None:
     """Narrow the boxes of rows that links pass on their way up (accelerator to NIC past
     the scale-up switches) so the links run between boxes, not through them."""
-    level = np.cumsum(np.bincount(rows, minlength=len(NODE_TIERS)) > 0) - 1  # drawn row
+    level = np.cumsum(np.bincount(rows, minlength=len(DRAWING_ROWS)) > 0) - 1  # drawn row
     lower = np.where(rows[src] <= rows[dst], src, dst)
     upper = np.where(rows[src] <= rows[dst], dst, src)
     skip = level[rows[upper]] - level[rows[lower]] > 1
@@ -400,7 +408,7 @@ def _aggregate_view(fabric: Fabric, max_columns: int) -> _View:
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     row_src, row_dst = ends.src_code // _ROW, ends.dst_code // _ROW
     climbs = (row_dst < row_src) & (ends.src_code & _SYSTEM == 0)
-    for r in range(len(NODE_TIERS)):  # bottom up: the rows below are final
+    for r in range(len(DRAWING_ROWS)):  # bottom up: the rows below are final
         for part in segments(ends.bounds, climbs & (row_src == r)):
             np.minimum.at(first, src[part], first[dst[part]])
             np.maximum.at(last, src[part], last[dst[part]])
@@ -408,7 +416,7 @@ def _aggregate_view(fabric: Fabric, max_columns: int) -> _View:
     first[alone], last[alone] = 0, n_columns - 1
     node_box = np.empty(count, np.int64)
     runs: list[tuple[int, int, int]] = []
-    for r in range(len(NODE_TIERS)):
+    for r in range(len(DRAWING_ROWS)):
         members = np.flatnonzero(rows == r)
         if not len(members):
             continue

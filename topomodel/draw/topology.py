@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch
 from matplotlib.text import Text
 
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_si
 
@@ -35,9 +36,16 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 from topomodel.draw.io import DPI
-from topomodel.draw.layout import BOX_WIDTH, Box, Bundle, TopologyLayout, topology_layout
+from topomodel.draw.layout import (
+    BOX_WIDTH,
+    DRAWING_ROWS,
+    Box,
+    Bundle,
+    TopologyLayout,
+    topology_layout,
+)
 from topomodel.draw.text import fit_text, text_in, wrap_text
-from topomodel.vocabulary import LINK_TIER_LABELS, NODE_TIERS, TIER_KIND
+from topomodel.vocabulary import LINK_TIER_LABELS, TIER_KIND
 
 ROW_LABELS = {"accelerator": "accelerators", "scaleup": "scale-up switches",
               "scaleup_l2": "scale-up L2\nswitches", "scaleup_l3": "scale-up L3\nswitches",
@@ -217,15 +225,7 @@ def _fabric_summary(fabric: Fabric) -> str:
         up = "none"
     else:
         up = f"{kind.replace('_', ' ')} ({link})"
-    out = s.scaleout.kind
-    if out == "none":
-        down = "none"
-    else:
-        rail = (", rail-only" if s.scaleout.rail_only else
-                ", rail-optimized" if s.scaleout.rail_optimized else "")
-        planes = f", {s.scaleout.planes} planes" if s.scaleout.planes > 1 else ""
-        down = (f"{s.scaleout.fat_tree_tiers}-tier fat-tree of {s.scaleout.switch}{rail}"
-                f"{planes}")
+    down = scaleout_kind(s).caption(s.scaleout)
     return (f"{fabric.accelerator_count:,} accelerators · scale-up: {up} ·"
             f" scale-out: {down}")
 
@@ -252,7 +252,7 @@ class _Drawing:
         present = sorted({b.row for b in layout.boxes})
         self.y_of_row = {r: float(i) for i, r in enumerate(present)}
         self.rows = present
-        self.box_text = [_box_text(b, NODE_TIERS[b.row]) if not self.full else b.label
+        self.box_text = [_box_text(b, DRAWING_ROWS[b.row]) if not self.full else b.label
                          for b in layout.boxes]
         self.bundle_text = [_bundle_text(b, loaded) for b in layout.bundles]
         self.rotated: set[int] = set()
@@ -360,7 +360,7 @@ class _Drawing:
             ax.spines[side].set_visible(False)
         ax.set_xticks([])
         ax.set_yticks([self.y_of_row[r] for r in self.rows],
-                      [ROW_LABELS[NODE_TIERS[r]] for r in self.rows], fontsize=9)
+                      [ROW_LABELS[DRAWING_ROWS[r]] for r in self.rows], fontsize=9)
         ax.tick_params(axis="y", length=0)
         in_per_x = axes_w / (layout.slots - margin - x_lo)
         if self.full:
@@ -475,7 +475,7 @@ class _Drawing:
             left, right = box.x - box.width / 2, box.x + box.width / 2
             if i in self.narrow:
                 right = box.x + NARROW_RIGHT
-            kind = TIER_KIND[NODE_TIERS[box.row]]
+            kind = TIER_KIND[DRAWING_ROWS[box.row]]
             # add_artist, not add_patch: the view is set already, and add_patch would
             # trace every rounded corner's curve to widen data limits nothing reads
             # (about 0.5 ms a box)

@@ -42,6 +42,12 @@ MAX_SPINE_SPREAD = documented(
     7 uplinks on 64-port spines get 8 uplinks on 2 spines rather than 7 spines with a
     quarter of their ports used.""")
 
+DEFAULT_SWITCH_LATENCY_S = documented(
+    "clos.DEFAULT_SWITCH_LATENCY_S", 500e-9,
+    """Switch latency when the catalog has none: an assumed, typical cut-through figure
+    for a 51.2T-class Ethernet/IB switch (published claims range from ~150 ns to ~600
+    ns).""")
+
 UNIT_SLACK = documented(
     "clos.UNIT_SLACK", 0.05,
     """Spare up-link capacity, as a share, that whole-switch rounding may leave at a tier

@@ -19,8 +19,6 @@ from topomodel.inputs.parts import (
     Accelerator,
     E,
     Entry,
-    FailureClass,
-    FailureRate,
     Fibre,
     HostLink,
     Model,
@@ -36,6 +34,7 @@ from topomodel.inputs.records import (
     did_you_mean,
     read_record,
 )
+from topomodel.inputs.reliability import FailureClass, FailureRate
 from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
 
 ENTRY_TYPES: dict[str, type[Entry]] = {

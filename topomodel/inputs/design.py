@@ -122,6 +122,11 @@ class ScaleoutDesign:
         doc="the scale-out switches reduce AllReduce in the network (SHARP, NCCL's"
         " CollNet), where their catalog entry can: off by default, as stock NCCL runs"
         " it only with the SHARP plugin and NCCL_COLLNET_ENABLE=1")
+    adaptive_routing: bool | None = spec(
+        boolean, default=None,
+        doc="the scale-out switches route adaptively (or spray packets) as deployed;"
+        " unset: what every scale-out switch's catalog entry says. Sets the default"
+        " routing: even split with it, ECMP by hash without it")
     transport: str = spec(choice("rdma", "sockets"), default="rdma",
                           doc="rdma (InfiniBand, RoCE) or sockets (NCCL's TCP/IP"
                           " transport, at linkrates.SOCKETS_EFFICIENCY of the line rate)")

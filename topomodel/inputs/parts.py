@@ -1,8 +1,7 @@
 """The catalog's record types: one frozen dataclass per kind of part (accelerators,
 links, switches, NICs, systems, optics, fibres, models, failure rates and classes), each
 reading and checking its YAML entry, every figure a plain float in the canonical unit its
-field names (``port_rate_Bps`` is bytes/s per direction). :mod:`topomodel.inputs.catalog`
-loads files of them.
+field names (``port_rate_Bps``: bytes/s per direction); :mod:`topomodel.inputs.catalog` loads them.
 """
 
 from __future__ import annotations
@@ -294,6 +293,7 @@ class Switch(Part):
     latency_s: float | None = spec(quantity("time"), key="latency", default=None)
     buffer_bytes: float | None = spec(quantity("size"), key="buffer", default=None)
     in_network_reduction: bool = spec(boolean, default=False)
+    adaptive_routing: bool = spec(boolean, default=False, doc="routes adaptively or sprays")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -539,72 +539,3 @@ class Model(Entry):
     def is_moe(self) -> bool:
         """Whether the model has routed experts."""
         return self.experts > 0
-
-
-COMPONENTS = ("accelerator", "hbm", "software", "host", "nic", "scaleup_switch", "switch",
-              "optic")
-
-
-@dataclass(frozen=True, kw_only=True)
-class FailureRate(Entry):
-    """How often one kind of component fails: an annualised rate, or an MTBF.
-
-    ``component`` says what one failure is counted against: each accelerator
-    (``accelerator``, ``hbm``, ``software``), each host server (``host``), each NIC or
-    switch, and for ``optic`` each module (transceiver, LPO, CPO: two per link) or each
-    cable assembly (DAC, ACC, AEC, AOC: one per link). ``applies_to`` narrows an entry
-    to catalog ids or optic forms; the entry without it is the component's default.
-    """
-
-    kind = "failure_rate"
-    component: str = spec(choice(*COMPONENTS))
-    applies_to: tuple[str, ...] = spec(list_of(text), default=())
-    afr_per_s: float | None = spec(quantity("failure_rate"), key="afr", default=None,
-                                   doc="failures per component per unit time, e.g. '2 %/yr'")
-    mtbf_s: float | None = spec(quantity("time"), key="mtbf", default=None)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if (self.afr_per_s is None) == (self.mtbf_s is None):
-            raise Invalid("give exactly one of afr and mtbf", "afr")
-        if self.mtbf_s is not None and self.mtbf_s <= 0:
-            raise Invalid("an MTBF must be greater than zero", "mtbf")
-
-    @property
-    def rate_per_s(self) -> float:
-        """Failures per component per second."""
-        return self.afr_per_s if self.afr_per_s is not None else 1 / float(self.mtbf_s or 1)
-
-
-FAILURE_CLASSES = ("stops_job", "degrades", "absorbed")
-"""What one failed part does to a synchronous job: stops it (restart from a checkpoint),
-degrades it (it runs on, re-routed around the part, slower until the repair) or nothing
-measurable (absorbed by redundancy)."""
-
-
-UNROUTABLE_COMPONENTS = ("accelerator", "hbm", "software", "host")
-"""Components no route can avoid: their failure stops the job or is absorbed."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class FailureClass(Entry):
-    """What a failure of one kind of component does to a job whose traffic it carries.
-
-    ``component`` is a failure-rate component; ``applies_to`` narrows the entry to
-    catalog ids, optic forms or, for links and switches of a scale-up domain, the
-    scale-up link technology (``nvlink5``, ``ub``, ``ici-v4``); the entry without it is
-    the component's default. A part the topology leaves without an alternative (a single
-    point of failure) stops the job whatever its class.
-    """
-
-    kind = "failure_class"
-    component: str = spec(choice(*COMPONENTS))
-    applies_to: tuple[str, ...] = spec(list_of(text), default=())
-    on_failure: str = spec(choice(*FAILURE_CLASSES),
-                           doc="stops_job, degrades (re-routed, slower) or absorbed")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.on_failure == "degrades" and self.component in UNROUTABLE_COMPONENTS:
-            raise Invalid(f"a failed {self.component} cannot be routed around: give"
-                          " stops_job or absorbed", "on_failure")

@@ -38,6 +38,7 @@ from topomodel.analysis.bisection import Bisection, bisection
 from topomodel.analysis.bom import bill_of_materials, power_summary
 from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.bisection import (
@@ -152,15 +153,7 @@ def _scaleup_text(fabric: Fabric) -> str:
 
 
 def _scaleout_text(fabric: Fabric) -> str:
-    s = fabric.structure.scaleout
-    if s.kind == "none":
-        return "none"
-    rail = ("rail-only" if s.rail_only else
-            "rail-optimized" if s.rail_optimized else "not rail-optimized")
-    planes = f", {s.planes} planes" if s.planes > 1 else ""
-    return (f"{s.fat_tree_tiers}-tier {s.switch} fat-tree, {rail}{planes},"
-            f" {s.nics_per_system} x {s.nic} per system at"
-            f" {format_si(s.port_rate_Bps * 8, 'b/s')} per port")
+    return scaleout_kind(fabric.structure).summary(fabric.structure.scaleout)
 
 
 def _warnings(fabric: Fabric, budgets: list[Any]) -> list[str]:

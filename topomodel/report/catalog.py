@@ -10,8 +10,6 @@ from topomodel.inputs.catalog import KIND_NAMES, Catalog
 from topomodel.inputs.parts import (
     Accelerator,
     Entry,
-    FailureClass,
-    FailureRate,
     Fibre,
     HostLink,
     Model,
@@ -23,6 +21,7 @@ from topomodel.inputs.parts import (
     System,
 )
 from topomodel.inputs.records import did_you_mean, yaml_keys
+from topomodel.inputs.reliability import FailureClass, FailureRate
 from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
 

@@ -39,6 +39,7 @@ from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
+from topomodel.routing.policy import resolve_routing
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
@@ -47,6 +48,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     time_model = time_model or TimeModel()
     timing = run.timing
     links = fabric.links
+    applied = resolve_routing(fabric, routing)
     total = timing.time_s
     tiers = [dataclasses.asdict(t) for t in tier_loads(fabric, timing)]
     hot = [{**dataclasses.asdict(h), "groups": list(h.groups)}
@@ -74,7 +76,8 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         "candidates": {k: {"time_s": v} for k, v in run.candidates.items()},
         "protocol": timing.protocol or None,
         "measured_curve": timing.measured or None,
-        "routing": routing, "router": timing.phases[0].routed.router if timing.phases else "",
+        "routing": applied.routing, "routing_reason": applied.reason,
+        "router": timing.phases[0].routed.router if timing.phases else "",
         "size_bytes": run.size_bytes, "size_convention": SIZE_CONVENTIONS[run.collective],
         "ranks": run.ranks, "groups": dict(zip(run.group_sets, run.groups, strict=True)),
         "group_sets": [{"spec": spec, "groups": count, "ranks": ranks, "busbw_Bps": busbw}
@@ -112,7 +115,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
         {"item": "latency / bandwidth / topology", "value": " / ".join(
             format_si(v, "s") for v in (timing.latency_s, timing.bandwidth_s,
                                         timing.topology_s))},
-        {"item": "routing", "value": f"{routing} ({data['router']} router)"},
+        {"item": "routing", "value": f"{applied.text} ({data['router']} router)"},
         *([{"item": "protocol", "value": timing.protocol if not timing.measured else
             f"as measured (the model would pick {timing.protocol})"}]
           if timing.protocol else []),

@@ -7,7 +7,9 @@ from typing import Any
 
 from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
+from topomodel.analysis.training.syncwait import SyncWait, sync_wait
 from topomodel.report.output import Report, Table
+from topomodel.routing.policy import RoutingChoice
 
 
 def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any]:
@@ -31,11 +33,13 @@ def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any
 
 
 def step_report(result: StepResult, assumptions: StepAssumptions, *,
-                design_name: str) -> Report:
-    """The ``topomodel step`` report: summary, walls, communication, memory."""
+                design_name: str, routing: RoutingChoice | None = None) -> Report:
+    """The ``topomodel step`` report: summary, walls, communication, memory; with the
+    routing applied (``routing``) and the wait's assumptions, one line each."""
     from topomodel.inputs.units import format_si, format_size
 
     lay = result.layout
+    wait = sync_wait(assumptions, lay.world)
     shape = (f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
              + (f", EP {lay.ep}" if lay.ep > 1 else ""))
     rows = [
@@ -53,6 +57,8 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "  pipeline bubble", "value": format_si(result.bubble_s, "s")},
         {"item": "  exposed communication", "value": format_si(result.exposed_comm_s, "s")},
         {"item": "  synchronisation wait", "value": format_si(result.wait_s, "s")},
+        {"item": "wait assumed", "value": wait.text},
+        *([{"item": "routing", "value": routing.text}] if routing else []),
         {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
         {"item": "MFU" + (" / HFU" if lay.recompute != "none" else ""),
          "value": f"{result.mfu:.1%}" + (f" / {result.hfu:.1%}" if lay.recompute != "none"
@@ -60,8 +66,8 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "communication share (exposed + wait)", "value": f"{result.comm_share:.1%}"},
     ]
     walls = [{"wall": k.removesuffix("_s"), "time": format_si(v, "s"),
-              "share of step": f"{v / result.step_time_s:.1%}"}
-             for k, v in result.walls.items()]
+              "share of step": f"{v / result.step_time_s:.1%}",
+              "from": _wall_source(k, wait, routing)} for k, v in result.walls.items()]
     comm = [{"kind": c.kind, "collective": f"{c.collective} ({c.algorithm})",
              "size": format_size(c.size_bytes),
              "calls/step": f"{c.calls:,}", "time": format_si(c.time_s, "s"),
@@ -72,6 +78,9 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
               for k, v in result.memory.items()]
     data = step_json(result, assumptions)
     data["design"] = design_name
+    data["sync_wait"] = {**asdict(wait), "share_of_compute": wait.share, "text": wait.text}
+    if routing is not None:
+        data["routing"] = {"routing": routing.routing, "reason": routing.reason}
     records = {
         "step": [step_record(result, design_name)],
         "walls": [{"wall": k.removesuffix("_s"), "time_s": v,
@@ -84,6 +93,15 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
                                  Table("Communication", comm, records["communication"]),
                                  Table("Memory", memory, records["memory"])],
                   list(result.warnings), text=_measured_text(result))
+
+
+def _wall_source(wall: str, wait: SyncWait, routing: RoutingChoice | None) -> str:
+    """What a wall's time comes from, in a few words (the sync wall: its assumptions)."""
+    if wall == "sync_s":
+        return wait.text
+    if wall == "topology_s" and routing is not None:
+        return f"routing: {routing.text}"
+    return ""
 
 
 def _measured_text(result: StepResult) -> str | None:

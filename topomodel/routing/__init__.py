@@ -14,6 +14,9 @@ Routing policies (``routing=``):
     Choices among scale-up links only (in-system switch chips, supernode levels) are
     split evenly by cables, as ECMP does, unless ``hash_scaleup=True`` hashes them too.
     With ``qps=1`` QP ``f`` hashes as flow ``f``.
+``auto``
+    The fabric's own: ``ecmp`` where its scale-out switches route adaptively, ``hash``
+    where they hash flows (:func:`~topomodel.routing.policy.fabric_routing`).
 ``dmodk``
     Deterministic up/down routing on fat-trees: at each choice the next hop is the
     ``(dst // stride) mod k``-th candidate (sorted by node number), ``stride`` the
@@ -47,14 +50,17 @@ from topomodel.fabric.tables import Fabric
 from topomodel.routing.aggregate import route_all_pairs
 from topomodel.routing.general import route_general
 from topomodel.routing.hashing import QPS, check_qps
+from topomodel.routing.policy import fabric_routing
 from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import AllPairsPhase, Phase
+from topomodel.vocabulary import AUTO_ROUTING, ROUTING_CHOICES
 
 
 def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
           router: str = "auto", qps: int = QPS, hash_scaleup: bool = False) -> Routed:
-    """Route one step of ``phase``; ``router`` is ``auto``, ``general`` or ``structured``.
+    """Route one step of ``phase``; ``routing`` is a policy of the module docstring
+    (``auto`` the fabric's); ``router`` is ``auto``, ``general`` or ``structured``.
 
     ``qps`` (queue pairs per flow) and ``hash_scaleup`` (hash inside the scale-up
     domain too) apply to ``routing="hash"`` only; see the module docstring.
@@ -75,8 +81,11 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
         ``router="structured"`` on a fabric it does not cover, or a phase beyond the
         general router's work limit.
     """
+    if routing == AUTO_ROUTING:
+        routing = fabric_routing(fabric).routing
     if routing not in ROUTINGS:
-        raise RoutingError(f"unknown routing {routing!r}; choose from {', '.join(ROUTINGS)}")
+        raise RoutingError(f"unknown routing {routing!r}; choose from"
+                           f" {', '.join(ROUTING_CHOICES)}")
     if router not in ROUTERS:
         raise RoutingError(f"unknown router {router!r}; choose from {', '.join(ROUTERS)}")
     check_qps(qps)

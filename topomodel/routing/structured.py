@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.errors import RoutingError
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, clos_view, spread
 from topomodel.routing.hashing import QPS, choose, mix, queue_pairs
@@ -20,9 +21,10 @@ def structured_supported(fabric: Fabric) -> str | None:
     s = fabric.structure
     if s.scaleup.kind not in ("switched", "full_mesh", "supernode", "none"):
         return f"scale-up kind {s.scaleup.kind}"
-    if s.scaleout.kind not in ("fat_tree", "none"):
+    kind = scaleout_kind(s)
+    if not kind.structured_routing:
         return f"scale-out kind {s.scaleout.kind}"
-    if s.scaleout.kind == "fat_tree" and s.scaleout.nics_per_system != s.accelerators_per_system:
+    if kind.has_network and s.scaleout.nics_per_system != s.accelerators_per_system:
         return "accelerators without a NIC of their own"
     try:
         clos_view(fabric)

@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.options import DECODE_OPTIONS, StepOption
 from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
-from topomodel.analysis.options import StepOption
 from topomodel.analysis.options import option as step_option
 from topomodel.inputs.records import Invalid, Reader, Reading
 from topomodel.inputs.yamlsource import KeyPath, format_path
@@ -57,10 +57,12 @@ def _sweep_option(opt: StepOption) -> Option:
 STEP_DEFAULTS = StepAssumptions()
 """The step model's default assumptions: the defaults of the options below."""
 OPTIONS: dict[str, Option] = {key: _sweep_option(opt) for key, opt in STEP_OPTIONS.items()
-                              if opt.arg != "pairs"}
+                              if opt.arg != "pairs" and key not in DECODE_OPTIONS}
 """Step options by key: :data:`topomodel.analysis.options.OPTIONS`, the same readers,
 defaults and meaning as ``topomodel step``'s flags. ``efficiency.TIER`` (a link tier) is
-an option too; design fields are ``design.KEY.PATH``."""
+an option too; design fields are ``design.KEY.PATH``. Decode's options
+(:data:`~topomodel.analysis.options.DECODE_OPTIONS`) are not: a point runs the training
+step and its goodput, not decode."""
 
 
 def option(key: str) -> Option | None:
@@ -76,7 +78,8 @@ def option(key: str) -> Option | None:
     if key in OPTIONS:
         return OPTIONS[key]
     opt = step_option(key)
-    return None if opt is None or opt.arg == "pairs" else _sweep_option(opt)
+    return None if opt is None or opt.arg == "pairs" or key in DECODE_OPTIONS else (
+        _sweep_option(opt))
 
 
 def step_values(point: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from topomodel.errors import UsageError
 from topomodel.inputs.catalog import Catalog
-from topomodel.inputs.parts import Accelerator, FailureClass, System
+from topomodel.inputs.parts import Accelerator, System
+from topomodel.inputs.reliability import FailureClass
 
 if TYPE_CHECKING:
     from topomodel.fabric.tables import Fabric

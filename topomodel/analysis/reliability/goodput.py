@@ -59,8 +59,9 @@ from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.inputs.catalog import Catalog
-from topomodel.inputs.parts import FailureRate, System
+from topomodel.inputs.parts import System
 from topomodel.inputs.records import documented
+from topomodel.inputs.reliability import FailureRate
 from topomodel.vocabulary import SCALEUP_TIERS
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from topomodel.analysis.reliability.goodput import ComponentLine, component_lines
+from topomodel.fabric.scaleout import REGISTRY, scaleout_kind
 
 if TYPE_CHECKING:
     from topomodel.analysis.collectives.collective import CollectiveRun
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
     from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
-WHAT_IF_KINDS = ("spine", "leaf", "optic", "nic")
-"""The parts failed one at a time, in this order."""
+FAT_TREE = REGISTRY["fat_tree"]
+
+WHAT_IF_KINDS = FAT_TREE.what_if_parts
+"""The parts a fat-tree's what-ifs fail one at a time, in this order (each scale-out
+kind names its own: :attr:`~topomodel.fabric.scaleout.kind.ScaleoutKind.what_if_parts`)."""
 
 
 @dataclass(frozen=True)
@@ -64,21 +68,23 @@ def _ratio(failed: float | None, healthy: float | None) -> float | None:
     return failed / healthy if failed is not None and healthy else None
 
 
-def representatives(lines: Sequence[ComponentLine]) -> dict[str, ComponentLine]:
-    """The line whose representative stands for each kind of :data:`WHAT_IF_KINDS`: the
-    leaf and spine switches, the most numerous optic (the one most likely to fail),
-    the NIC; a kind the design lacks is left out."""
+def representatives(lines: Sequence[ComponentLine],
+                    parts: Sequence[str] = WHAT_IF_KINDS) -> dict[str, ComponentLine]:
+    """The line whose representative stands for each kind of ``parts`` (a scale-out
+    kind's :attr:`~topomodel.fabric.scaleout.kind.ScaleoutKind.what_if_parts`): a
+    switch tier's switches, the most numerous optic (the one most likely to fail), the
+    NIC; a kind the design lacks is left out."""
     out: dict[str, ComponentLine] = {}
     for ln in lines:
         if not ln.representative:
             continue
-        if ln.component == "switch" and ln.tier in ("leaf", "spine"):
+        if ln.component == "switch" and ln.tier in parts:
             out.setdefault(ln.tier, ln)
         elif ln.component == "nic":
             out.setdefault("nic", ln)
         elif ln.component == "optic" and ln.count > getattr(out.get("optic"), "count", 0):
             out["optic"] = ln
-    return {kind: out[kind] for kind in WHAT_IF_KINDS if kind in out}
+    return {kind: out[kind] for kind in parts if kind in out}
 
 
 class HealthyCollective(Protocol):
@@ -116,7 +122,7 @@ def what_if_lines(fabric: Fabric, world: int | None = None,
     if lines is None:
         lines = component_lines(fabric, world if world is not None
                                 else len(fabric.accelerators))
-    return representatives(lines)
+    return representatives(lines, scaleout_kind(fabric.structure).what_if_parts)
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
@@ -130,7 +136,8 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
                     known_step_s: Mapping[str, float] | None = None,
                     known_collectives: Mapping[str, FailedCollective] | None = None
                     ) -> list[SingleFailure]:
-    """One what-if per kind of :data:`WHAT_IF_KINDS`: ``collective`` (a healthy run on
+    """One what-if per part kind of the scale-out's kind (:data:`WHAT_IF_KINDS` on a
+    fat-tree): ``collective`` (a healthy run on
     ``group`` groups, timed by ``time_model``) re-run with the same algorithm, and with
     ``model`` and ``layout`` the step (healthy: ``step``), each with the part failed;
     the kinds run on ``workers`` processes (default every core,
@@ -179,7 +186,8 @@ def single_failures(fabric: Fabric, *, collective: HealthyCollective | None = No
                              0 if run is None else run.unroutable_flows, step_s,
                              healthy_step, "" if run is None else run.algorithm)
 
-    return parallel_map(what_if, WHAT_IF_KINDS, workers=workers)
+    return parallel_map(what_if, scaleout_kind(fabric.structure).what_if_parts,
+                        workers=workers)
 
 
 @dataclass(frozen=True)

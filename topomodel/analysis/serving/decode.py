@@ -44,12 +44,7 @@ import numpy as np
 from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.collective import fastest
-from topomodel.analysis.serving.decode_assumptions import (
-    ACTIVATION_DTYPE,
-    DEFAULT_BATCH,
-    DEFAULT_COMM_OVERLAP,
-    DEFAULT_DTYPE,
-)
+from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
 from topomodel.analysis.training.model import BYTES
@@ -172,19 +167,25 @@ def experts_touched(experts: int, top_k: int, tokens: float) -> float:
     return 1.0 - (1.0 - top_k / experts) ** tokens
 
 
+_DEFAULTS = DecodeAssumptions()  # decode_step's defaults: the assumptions' own
+
+
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # noqa: PLR0913
-                dp: int | None = None, batch: int = DEFAULT_BATCH,
-                context: int | None = None, dtype: str = DEFAULT_DTYPE,
+                dp: int | None = None, batch: int = _DEFAULTS.batch,
+                context: int | None = None, dtype: str = _DEFAULTS.dtype,
                 kv_dtype: str | None = None, hbm_efficiency: float | None = None,
-                comm_overlap: float = DEFAULT_COMM_OVERLAP, time_model: TimeModel | None = None,
-                routing: str = "ecmp", seed: int = 0) -> DecodeResult:
+                comm_overlap: float = _DEFAULTS.comm_overlap,
+                activation_dtype: str = _DEFAULTS.activation_dtype,
+                time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0
+                ) -> DecodeResult:
     """One decode step of ``model`` on ``fabric``: seconds by part and tokens/s.
 
     ``dp`` replicas of ``tp`` accelerators (default: as many as fill the fabric, a
     multiple of ``ep``) each decode ``batch`` sequences of ``context`` tokens (default:
     the model's training sequence); EP groups are ``ep`` replicas whose experts are
-    split between them. ``kv_dtype`` defaults to ``dtype``.
+    split between them. ``kv_dtype`` defaults to ``dtype``. The defaults and their
+    reasons are :class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`'s.
 
     Raises
     ------
@@ -193,7 +194,8 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
         or an accelerator without figures for ``dtype``.
     """
     kv_dtype = kv_dtype or dtype
-    for name, value in (("--dtype", dtype), ("--kv-dtype", kv_dtype)):
+    for name, value in (("--dtype", dtype), ("--kv-dtype", kv_dtype),
+                        ("--activation-dtype", activation_dtype)):
         if value not in BYTES:
             raise UsageError(f"{name}: unknown data type {value!r}; choose from"
                              f" {', '.join(BYTES)}")
@@ -224,7 +226,7 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
     system = fabric.catalog.get(fabric.design.system, System)
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
     device = device_model(accelerator, dtype, hbm_efficiency=hbm_efficiency)
-    wbytes, kvbytes, abytes = BYTES[dtype], BYTES[kv_dtype], BYTES[ACTIVATION_DTYPE]
+    wbytes, kvbytes, abytes = BYTES[dtype], BYTES[kv_dtype], BYTES[activation_dtype]
 
     attention, dense_mlp, moe_dense = layer_parameters(model)
     moe_layers = model.layers - model.dense_layers if model.is_moe else 0

@@ -22,7 +22,8 @@ timeline allows, and the memory of every stage.
    they fill during its last backward passes (``dp_overlap``: behind the backward
    compute still to run; otherwise after it), then the optimizer steps on HBM; ZeRO's
    weight gathers of the next step hide only behind the first forward they feed.
-5. **Wait.** A synchronous step waits for its slowest rank (jitter, stragglers); the
+5. **Wait.** A synchronous step waits for its slowest rank (jitter, stragglers:
+   :mod:`~topomodel.analysis.training.syncwait`), a wait that grows with the ranks; the
    hot-expert compute imbalance is its own term, not part of the sync wall.
 
 The exposed communication and the wait split into the four walls: bandwidth, latency,
@@ -35,7 +36,6 @@ attention counted as causal), so neither passes 1 at a compute efficiency of 1.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -76,6 +76,7 @@ from topomodel.analysis.training.stepshape import (
     shared_traffic,
     time_key,
 )
+from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.traffic.algorithms import auto_candidates
@@ -231,11 +232,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                        dp_exposed, bucket_issued[last])
     exposed = sum(c.exposed_s for c in comm)
     world = layout.world
-    jitter = compute * a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
-    # A synchronous step waits for its slowest rank: with any slow accelerator among the
-    # world (probability 1 - (1 - share)^world), every step takes its longer compute.
-    stragglers = compute * a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world)
-    wait = jitter + stragglers
+    wait = compute * sync_wait(a, world).share  # every rank waits for the slowest
     step = compute + imbalance + bubble + exposed + wait
     walls = {"bandwidth_s": 0.0, "latency_s": 0.0, "topology_s": 0.0, "sync_s": wait}
     for c in comm:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -61,6 +60,7 @@ from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork
 from topomodel.analysis.training.step import step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
+from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
@@ -219,8 +219,7 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
     sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
         else dense + experts
     optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
-    wait = (a.jitter_cv * math.sqrt(2 * math.log(max(world, 2)))
-            + a.straggler_slowdown * (1 - (1 - a.straggler_share) ** world))
+    wait = sync_wait(a, world).share
     share = 1.0
     if p > 1 and pipeline.most_sends > 0:
         share = min(share, 2 * shape.microbatches * layout.interleave / pipeline.most_sends)

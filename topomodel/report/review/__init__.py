@@ -89,6 +89,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     )
     from topomodel.analysis.reliability.single_failures import what_if_lines
     from topomodel.analysis.training.step import StepAssumptions
+    from topomodel.fabric.scaleout import scaleout_kind
     from topomodel.parallel import beside
     from topomodel.routing.structured import structured_supported
 
@@ -97,7 +98,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     step_assumptions = assumptions or StepAssumptions()
     timing = time_model or (step_assumptions.time if model is not None else TimeModel())
     has_model = model is not None and layout is not None
-    what_ifs = fabric.structure.scaleout.kind != "none"
+    what_ifs = bool(scaleout_kind(fabric.structure).what_if_parts)
     # the views the workers share, built before the pool forks on both cores: first in
     # a thread beside the structured router's view and the planning here, then the
     # views of a part failed (which read both) beside the timing's

@@ -17,7 +17,7 @@ from topomodel.report.review.document import size_text
 
 _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their reasons
     ("scale-out switch latency when the catalog has none", "s",
-     "build.DEFAULT_SWITCH_LATENCY_S"),
+     "clos.DEFAULT_SWITCH_LATENCY_S"),
     ("propagation delay", "s/m", "fabric.PROPAGATION_S_PER_M"),
     ("OCS insertion loss", "dB", "linkbudget.OCS_INSERTION_LOSS_DB"),
     ("largest ratio of a cable or module's rate to its link's", "x",
@@ -30,7 +30,7 @@ _CONSTANTS = (  # (what, unit, module.NAME): named model constants with their re
     ("largest All-to-All routed", "flows", "review.MAX_ALLTOALL_FLOWS"),
     ("power figure of a part", "", "bom.POWER_BASIS"),
 )
-_MODULES = {"build": "topomodel.fabric.build", "fabric": "topomodel.fabric.tables",
+_MODULES = {"clos": "topomodel.fabric.clos", "fabric": "topomodel.fabric.tables",
             "cabling": "topomodel.fabric.cabling",
             "linkbudget": "topomodel.analysis.linkbudget", "bom": "topomodel.analysis.bom",
             "routing": "topomodel.routing.general", "bisection": "topomodel.analysis.bisection",
@@ -82,9 +82,10 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         "design layout.connectors", "optical link budget")
     add("splices per optical channel", layout.splices, "count", "design layout.splices",
         "optical link budget")
-    add("routing policy", routing, "", "--routing", {
-        "ecmp": "equal-cost paths split evenly", "hash": "one path per flow by seeded hash",
-        "dmodk": "deterministic up/down (d-mod-k)"}.get(routing, ""))
+    from topomodel.routing.policy import resolve_routing
+
+    applied = resolve_routing(fabric, routing)
+    add("routing policy", applied.routing, "", f"--routing {routing}", applied.text)
     sizes, why = _constant("review.REVIEW_SIZES_BYTES")
     add("collective sizes", ", ".join(size_text(s) for s in sizes), "",
         "review.REVIEW_SIZES_BYTES", why)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from topomodel.analysis.reliability.single_failures import SingleFailure, single_failure_records
+from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.inputs.units import format_si
 from topomodel.report.output import Table
 from topomodel.report.review.document import Section, TableBlock, Text, size_text
@@ -81,8 +82,8 @@ def _article(kind: str) -> str:
 def _work(c: ReviewContext) -> list[Work]:
     """Each what-if part failed (``failed PART``: the featured collective's run and,
     with a model, the step, on one copy), and the rows from them: none on a fabric
-    without a scale-out network (nothing of those kinds to fail)."""
-    if c.fabric.structure.scaleout.kind == "none":
+    whose scale-out kind names no part to fail (none without a scale-out network)."""
+    if not scaleout_kind(c.fabric.structure).what_if_parts:
         return []
     failed = tuple(f"failed {part}" for part in c.what_if_parts)
     return [*(failed_part_work(c, part) for part in c.what_if_parts),

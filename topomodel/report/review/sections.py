@@ -406,10 +406,13 @@ def _step_work(c: ReviewContext) -> list[Work]:
 
 def _step_part(c: ReviewContext, got: Results) -> Part:
     from topomodel.report.step import step_report
+    from topomodel.routing.policy import resolve_routing
 
     step = got.get("step")
     report = None if step is None else step_report(step, c.assumptions,
-                                                   design_name=c.name)
+                                                   design_name=c.name,
+                                                   routing=resolve_routing(c.fabric,
+                                                                           c.routing))
     return Part(_step_section(step, report),
                 {"step": None if report is None else report.data},
                 {} if step is None else {"step": got["featured"][1]["step"]},

@@ -1,4 +1,6 @@
-"""The ``plan`` verb: every valid layout of a model on a design, the best first."""
+"""``topomodel plan DESIGN --model M``: which parallel layout of the model is best on the
+design (every valid one searched, ranked by an objective), and why does it beat the
+runner-up?"""
 
 from __future__ import annotations
 
@@ -7,91 +9,15 @@ import sys
 from typing import Any
 
 from topomodel.analysis.options import OPTIONS, STEP_OPTIONS
-from topomodel.cli.options import add_step_options, inputs_from_args
-from topomodel.cli.shared import add_catalog_args, usage, writable
-from topomodel.report.output import FORMATS, Report
+from topomodel.cli.options import inputs_from_args
+from topomodel.cli.shared import usage, writable
+from topomodel.report.output import Report
 
 
 def _searched() -> tuple[str, ...]:
     from topomodel.plan.space import SEARCHED
 
     return SEARCHED
-
-
-def _fixed_pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip() or not value.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. pp=16), got {text!r}")
-    return key.strip().replace("-", "_"), value.strip()
-
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
-def add_plan_parser(verbs: Any) -> None:
-    """Add ``plan`` to the verbs (its flags: the space, the search, and every step
-    option the space does not search)."""
-    from topomodel.plan.space import (
-        DEFAULT_MAX_CP,
-        DEFAULT_MAX_INTERLEAVE,
-        DEFAULT_MAX_MICRO_BATCH,
-        OBJECTIVES,
-        SEARCHED,
-    )
-
-    plan = verbs.add_parser(
-        "plan", help="search every valid parallel layout of a model on a design; best first",
-        description="Enumerate every valid layout of a model on all accelerators of a"
-        " design (TP, PP, DP, EP, CP, micro-batch, interleave, schedule, recomputation,"
-        " ZeRO stage, sequence parallelism, rank order), discard those the step model"
-        " refuses or that do not fit the memory, model the step of the rest on the"
-        " fabric, and print the best with step time, MFU, tokens/s, memory, the four"
-        " walls and why the best beats the runner-up. See docs/plan.md.")
-    plan.add_argument("design", help="design file (YAML)")
-    plan.add_argument("--compare", metavar="DESIGN_B",
-                      help="also plan this design and show the best layout of each side by"
-                      " side")
-    plan.add_argument("--objective", choices=list(OBJECTIVES), default="tokens_per_s",
-                      help="what to rank by (default tokens_per_s; tokens_per_J over the"
-                      " whole fabric's power)")
-    plan.add_argument("--top", type=_limit, default=5, metavar="N",
-                      help="layouts to show (default 5)")
-    plan.add_argument("--fixed", action="append", type=_fixed_pair, default=[],
-                      metavar="KEY=VALUE",
-                      help=f"pin a searched dimension ({', '.join(SEARCHED)}); repeatable")
-    plan.add_argument("--max-tp", type=_limit, metavar="N", help="largest TP searched")
-    plan.add_argument("--max-pp", type=_limit, metavar="N", help="largest PP searched")
-    plan.add_argument("--max-cp", type=_limit, default=DEFAULT_MAX_CP, metavar="N",
-                      help=f"largest CP searched (default {DEFAULT_MAX_CP})")
-    plan.add_argument("--max-ep", type=_limit, metavar="N", help="largest EP searched")
-    plan.add_argument("--max-micro-batch", type=_limit, default=DEFAULT_MAX_MICRO_BATCH,
-                      metavar="N", help="largest micro-batch searched, sequences (default"
-                      f" {DEFAULT_MAX_MICRO_BATCH})")
-    plan.add_argument("--max-interleave", type=_limit, default=DEFAULT_MAX_INTERLEAVE,
-                      metavar="N", help="largest interleave depth searched (default"
-                      f" {DEFAULT_MAX_INTERLEAVE})")
-    plan.add_argument("--memory-headroom", type=float, default=0.0, metavar="F",
-                      help="share of each accelerator's HBM left free, 0-1 (default 0:"
-                      " a layout fits as the step model says)")
-    plan.add_argument("--workers", type=int, metavar="N",
-                      help="local worker processes (default 1)")
-    plan.add_argument("--scheduler", metavar="ADDRESS",
-                      help="run on a Dask cluster, e.g. tcp://host:8786")
-    plan.add_argument("--no-progress", action="store_true", help="no progress bar")
-    plan.add_argument("-o", "--output", metavar="FILE",
-                      help="write the ranked layouts to FILE (needed by --format parquet)")
-    add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
-    add_catalog_args(plan)
-    plan.add_argument("--format", choices=FORMATS, default="table",
-                      help="output format (default: table; parquet needs -o)")
-    plan.set_defaults(run=_cmd_plan, writes_parquet=True)  # -o FILE takes the parquet
 
 
 def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -122,7 +48,7 @@ def _fixed_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return out
 
 
-def _cmd_plan(args: argparse.Namespace) -> Report:
+def run(args: argparse.Namespace) -> Report:
     from topomodel.inputs.parts import Model
     from topomodel.plan.search import PlanJob
     from topomodel.plan.space import PlanSpace

@@ -1,4 +1,6 @@
-"""``topomodel compare``: one job on two or more designs (library: report.compare)."""
+"""``topomodel compare A B ...``: the same model and layout rules on two or more
+designs: which is faster, at what MFU and goodput, and at what change in BOM, power
+and capex from the first?"""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ if TYPE_CHECKING:
     from topomodel.report.compare import ComparedDesign
 
 
-def cmd_compare(args: argparse.Namespace) -> Report:
+def run(args: argparse.Namespace) -> Report:
     from topomodel.parallel import parallel_map
     from topomodel.report.compare import compare_report
 

@@ -1,0 +1,21 @@
+"""``topomodel build DESIGN``: what fabric does a design build: tiers, counts,
+capacities, bisection, bill of materials, power and the optical link budget?"""
+
+from __future__ import annotations
+
+import argparse
+
+from topomodel.report.output import Report
+
+
+def run(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.bisection import bisection
+    from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
+    from topomodel.report.build import build_report
+
+    design, catalog = load_design(args.design, extra_catalogs=args.catalog,
+                                   catalog_dirs=args.catalog_dir)
+    fabric = build_fabric(design, catalog)
+    limit = args.max_flow_nodes
+    return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))

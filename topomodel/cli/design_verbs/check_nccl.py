@@ -1,0 +1,45 @@
+"""``topomodel check-nccl LOG --design DESIGN``: does a measured nccl-tests log agree
+with the model, size by size, and where it falls short, which tier does the model say
+saturates?"""
+
+from __future__ import annotations
+
+import argparse
+
+from topomodel.cli.shared import writable
+from topomodel.inputs.records import check_share
+from topomodel.report.output import Report
+
+
+def run(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.collectives.measured import check_nccl
+    from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
+    from topomodel.cli.shared import collective_name, fabric_with_whatifs
+    from topomodel.inputs.nccltests import read_nccl_tests
+    from topomodel.report.measured import nccl_check_report
+
+    if args.plot:  # refused now, not after the model has run
+        from topomodel.draw.io import figure_format
+
+        figure_format(args.plot)
+        writable(args.plot)
+    check_share(args.threshold, "threshold", low_open=True, high_open=True)
+    log = read_nccl_tests(args.log)
+    inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+    check = check_nccl(fabric, log,
+                       collective=collective_name(args.collective) if args.collective else None,
+                       ranks=args.ranks, threshold=args.threshold, column=args.column,
+                       routing=inputs.routing, seed=inputs.seed,
+                       time_model=inputs.assumptions.time)
+    name = fabric.design.name or args.design
+    report = nccl_check_report(check, log, design_name=name)
+    if args.plot:
+        from topomodel.draw.io import save_figure
+        from topomodel.draw.measured import nccl_check_figure
+
+        path = save_figure(nccl_check_figure(
+            check, title=f"{name}: {check.collective}, {check.ranks} ranks, measured vs"
+            " model"), args.plot)
+        report.data["plot"] = str(path)
+    return report

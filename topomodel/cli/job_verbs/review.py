@@ -1,0 +1,52 @@
+"""``topomodel review DESIGN -o DIR``: the design review: every number a review of the
+design needs (tiers, bisection, collectives, with a model the step and its goodput,
+BOM, power, optics, assumptions, provenance) as HTML, Markdown and JSON with diagrams."""
+
+from __future__ import annotations
+
+import argparse
+
+from topomodel.cli.options import goodput_from_args, inputs_from_args
+from topomodel.cli.shared import fabric_with_whatifs, job_from_args, usage
+from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinite
+
+
+def run(args: argparse.Namespace) -> Report:
+    from topomodel.cli.shared import size_option
+    from topomodel.files import refuse_output_folder
+    from topomodel.report.review import collect_review
+    from topomodel.report.review.render import write_review
+
+    refuse_output_folder(args.output)  # before any work
+    given = [size_option(text) for text in args.size]
+    sizes = [size for size, _ in given]
+    size_warnings = [warning for _, warning in given if warning]
+    if any(size <= 0 for size in sizes):
+        raise usage("--size must be greater than zero")
+    job = job_from_args(args, args.design) if args.model else None
+    if job is not None:
+        fabric, inputs = job.fabric, job.inputs
+    else:  # the fabric only: the same what-ifs as step, without the model
+        inputs = inputs_from_args(args, require_model=False)
+        fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
+    review = collect_review(fabric, model=job.model if job else None,
+                            layout=job.layout if job else None,
+                            assumptions=job.assumptions if job else None,
+                            time_model=inputs.assumptions.time, routing=inputs.routing,
+                            seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
+                            goodput_assumptions=goodput_from_args(args) if job else None,
+                            workers=args.workers)
+    # before anything is written: a report holding an infinity is an error, not a file
+    refuse_nonfinite(Report("review", review.data, review.tables))
+    try:
+        files = write_review(review, args.output)
+    except OSError as exc:
+        raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    rows = [*review.headline, {"item": "report", "value": str(files[0])}]
+    data = {"directory": args.output, "files": [str(f) for f in files],
+            "summary": review.data["summary"]}
+    machine = review.tables if args.format in FILE_FORMATS else ()  # files: every table
+    return Report("review", data, [Table(review.title, rows, [review.data["summary"]],
+                                         name="summary"), *machine],
+                  [*size_warnings, *review.warnings])
