@@ -142,13 +142,28 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights():
 def test_bytes_per_parameter_follow_megatrons_distributed_optimizer_table(
         grad_bytes, whole, fixed, sharded):
     """docs/user-guide/features/dist_optimizer.md: bf16 weights with fp32 gradients 18
-    and 6 + 12/d; with 16-bit gradients 20 and 4 + 16/d."""
+    and 6 + 12/d; with 16-bit gradients 20 and 4 + 16/d, the extra 4 the optimizer
+    step's fp32 gradient copy, which never meets the activations (none held here)."""
     d = 16
-    params = stage_parameters(GPT, Layout(tp=8, pp=8), *_stage_layers(GPT, 8))[0][1]
+    sizes, moe = _stage_layers(GPT, 8)
+    params = stage_parameters(GPT, Layout(tp=8, pp=8), sizes, moe)[0][1]
     for zero, per_param in ((0, whole), (1, fixed + sharded / d)):
-        mem = _memory(GPT, Layout(tp=8, pp=8, dp=d, zero=zero), main_grad_bytes=grad_bytes)
-        held = mem.weights[1] + mem.gradients[1] + mem.optimizer[1]
+        mem = stage_memory(GPT, Layout(tp=8, pp=8, dp=d, zero=zero), GPT.sequence,
+                           layers=sizes, moe_layers=moe, in_flight=np.zeros(8),
+                           in_flight_micro=np.zeros(8), weight_bytes=2,
+                           optimizer_bytes_per_param=12, main_grad_bytes=grad_bytes,
+                           hot_expert_factor=1.0)
+        held = mem.weights[1] + mem.gradients[1] + mem.optimizer[1] + mem.working[1]
         assert held == pytest.approx(per_param * params)
+
+
+def test_the_fp32_gradient_copy_is_not_held_beside_the_activations():
+    layout = Layout(tp=8, pp=8, dp=2, zero=1)
+    fp32, bf16 = (_memory(GPT, layout, main_grad_bytes=b) for b in (4, 2))
+    assert (bf16.optimizer == fp32.optimizer).all()
+    assert bf16.working[0] == 0  # the first stage holds pp microbatches: more than the copy
+    assert bf16.working[-1] > 0  # the last holds one: there the step's copy is the peak
+    assert (bf16.total < fp32.total).all()  # half the gradient buffer, no copy on top
 
 
 def _stage_layers(model, pp):

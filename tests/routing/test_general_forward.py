@@ -131,7 +131,7 @@ def test_a_failed_nics_training_steps_route_the_same_bits(monkeypatch, recorded,
     nic = _nic(base)
     made = 0
     for tp, pp in ((8, 4), (1, 1)):
-        layout = Layout(tp=tp, pp=pp, dp=len(base.accelerators) // (tp * pp))
+        layout = Layout(tp=tp, pp=pp, dp=len(base.accelerators) // (tp * pp), zero=0)
 
         def run(layout=layout):
             result = step_time(with_part_failed(base, nic), model, layout,

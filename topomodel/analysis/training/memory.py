@@ -33,19 +33,19 @@ the last stage the final norm's and logit layer's inputs and the fp32 logits, 4 
 Parameters, as Megatron-LM's distributed optimizer documents them
 (docs/user-guide/features/dist_optimizer.md: 18 bytes per parameter for bf16 weights
 with fp32 gradients, 6 + 12/d sharded over d ranks; 20 and 4 + 16/d for 16-bit
-gradients): 16-bit weights, the gradient buffer in the main-gradient precision (fp32
-by default: Megatron-LM accumulates and reduces bf16 training's gradients in fp32
-unless ``--grad-reduce-in-bf16``) and ``optimizer_bytes_per_param`` of optimizer state
-(Adam: fp32 master weights and two moments, 12), plus :data:`FP32_GRAD_COPY_BYTES`
-where the gradient buffer is 16-bit. 18 bytes per parameter is what Korthikanti et
-al.'s Figure 1 shows (45.6 GiB of parameters and optimizer state for 22B / 8 ranks).
-DeepSpeed's ZeRO paper counts 2 + 2 + 12 = 16 (Rajbhandari et al., section 3.1: fp16
-gradients, no fp32 gradient copy). ZeRO
-(Rajbhandari et al., SC'20) shards over the ranks holding the same weights (DP x CP;
-for routed experts DP x CP / EP): stage 1 the optimizer state, 2 also the gradients,
-3 also the weights, which are then gathered a layer at a time (two layers resident:
-the one computing and the one prefetched). The first and last stages hold the word
-embedding and the output layer (with tied embeddings, a copy on each when pp > 1).
+gradients): 16-bit weights, the gradient buffer in the main-gradient precision (fp32 by
+default: Megatron-LM accumulates and reduces bf16 training's gradients in fp32 unless
+``--grad-reduce-in-bf16``) and ``optimizer_bytes_per_param`` of optimizer state (Adam:
+fp32 master weights and two moments, 12), plus, where the gradient buffer is 16-bit, the
+optimizer step's transient :data:`FP32_GRAD_COPY_BYTES`. 18 bytes per parameter is what
+Korthikanti et al.'s Figure 1 shows (45.6 GiB of parameters and optimizer state for 22B
+/ 8 ranks). DeepSpeed's ZeRO paper counts 2 + 2 + 12 = 16 (Rajbhandari et al., section
+3.1: fp16 gradients, no fp32 gradient copy). ZeRO (Rajbhandari et al., SC'20) shards
+over the ranks holding the same weights (DP x CP; for routed experts DP x CP / EP):
+stage 1 the optimizer state, 2 also the gradients, 3 also the weights, which are then
+gathered a layer at a time (two layers resident: the one computing and the one
+prefetched). The first and last stages hold the word embedding and the output layer
+(with tied embeddings, a copy on each when pp > 1).
 """
 
 from __future__ import annotations
@@ -58,10 +58,14 @@ from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
 FP32_GRAD_COPY_BYTES = 4.0
-"""Optimizer-state bytes per parameter added when the gradient buffer is 16-bit: the
-optimizer casts its shard of the reduced gradient to an fp32 copy before the Adam
-update (Megatron-LM's table: 4 + 16/d for 16-bit gradients against 6 + 12/d for fp32,
-the 16 being 12 of Adam state and master weights and 4 of fp32 gradient)."""
+"""Bytes per parameter of the optimizer's fp32 copy of its gradient shard when the
+gradient buffer is 16-bit (Megatron-LM's table: 4 + 16/d for 16-bit gradients against
+6 + 12/d for fp32, the 16 being 12 of Adam state and master weights and 4 of fp32
+gradient). The copy is made in the optimizer step (``_copy_model_grads_to_main_grads``:
+``shard_main_param.grad = shard_model_grad.float()``) and freed by the next step's
+``zero_grad(set_to_none=True)`` (megatron/core/optimizer/distrib_optimizer.py), so it
+never coexists with the activations: it counts in ``working`` only where it is larger
+than what the forward and backward hold."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class StageMemory:
     activations: np.ndarray
     logits: np.ndarray
     moe_buffers: np.ndarray
-    working: np.ndarray  # recomputation and ZeRO-3 gathered layers
+    working: np.ndarray  # recomputation, ZeRO-3 gathered layers, the step's gradient copy
 
     @property
     def total(self) -> np.ndarray:
@@ -189,8 +193,9 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray, 
     gradients = (dense * gshard + experts * egshard) * main_grad_bytes
     oshard, eoshard = ((1.0 / replicas, 1.0 / expert_replicas) if layout.zero >= 1
                        else (1.0, 1.0))
-    optimizer = (dense * oshard + experts * eoshard) * (
-        optimizer_bytes_per_param + (FP32_GRAD_COPY_BYTES if main_grad_bytes < 4 else 0.0))
+    optimizer = (dense * oshard + experts * eoshard) * optimizer_bytes_per_param
+    grad_copy = (dense * oshard + experts * eoshard) * (
+        FP32_GRAD_COPY_BYTES if main_grad_bytes < 4 else 0.0)
     recompute = layout.recompute
     dense_act, _ = layer_activations(model, layout, seq, moe=False, recompute=recompute)
     moe_act, moe_buf = layer_activations(model, layout, seq, moe=True, recompute=recompute,
@@ -217,5 +222,8 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray, 
     if layout.zero >= 3:
         per_layer_params = (dense + experts) / np.maximum(layers, 1)
         working += 2 * per_layer_params * weight_bytes
+    working = np.maximum(working, 0.0)
+    held_in_step = activations + logits + moe_buffers + working
+    working += np.maximum(grad_copy - held_in_step, 0.0)  # the peak is the larger of the two
     return StageMemory(weights, gradients, optimizer, activations, logits, moe_buffers,
-                       np.maximum(working, 0.0))
+                       working)
