@@ -66,7 +66,7 @@ CHANNELS = "topomodel/traffic/channels.py"
 COLLECTIVES = "topomodel/traffic/collectives.py"
 TORUS = "topomodel/traffic/algorithms/torus.py"
 TIMING = "topomodel/analysis/collectives/timing.py"
-LINKRATES = "topomodel/analysis/collectives/linkrates.py"
+TRANSPORTS = "topomodel/inputs/transports.py"
 PROTOCOLS = "topomodel/analysis/collectives/protocols.py"
 STEP = "topomodel/analysis/training/step.py"
 STAGEWORK = "topomodel/analysis/training/stagework.py"
@@ -253,14 +253,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "np.concatenate([p.bytes for p in members]),",
       T_ALGORITHMS, T_COLLECTIVES),
     # --- timing ----------------------------------------------------------------------
-    m("timing-ib-ethernet-headers-swapped", LINKRATES,
-      'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}',
-      'NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 82), "ethernet": 4096 / (4096 + 26)}',
+    m("timing-ib-ethernet-headers-swapped", TRANSPORTS,
+      'IB_HEADER_BYTES = 8 + 12 + 4 + 2',
+      'IB_HEADER_BYTES = 14 + 4 + 8 + 12 + 20 + 8 + 12 + 4',
       T_PROTOCOLS, "tests/analysis/test_pcie.py"),
-    m("timing-sockets-default-line-rate", LINKRATES,
-      '"linkrates.SOCKETS_EFFICIENCY", 10 / 12.5,',
-      '"linkrates.SOCKETS_EFFICIENCY", 1.0,',
+    m("timing-sockets-default-line-rate", TRANSPORTS,
+      '"transports.SOCKETS_EFFICIENCY", 10 / 12.5,',
+      '"transports.SOCKETS_EFFICIENCY", 1.0,',
       T_PROTOCOLS, "tests/analysis/test_pcie.py"),
+    m("timing-net-plugin-latency-ignored", PROTOCOLS,
+      'inter += shape.net_latency_us * (2 if protocol == "Simple" else 1)',
+      'inter += 0.0',
+      T_PROTOCOLS, "tests/analysis/test_transports.py"),
     m("timing-phase-latency-once", TIMING,
       "return self.steps * (self.bandwidth_s + self.latency_s)",
       "return self.steps * self.bandwidth_s + self.latency_s",

@@ -54,7 +54,7 @@ def test_sending_is_bound_by_the_uplink_and_receiving_is_not(sites):
     sent = timing.link_bytes[up]
     received = timing.link_bytes[down]
     assert sent.sum() == pytest.approx(received.sum())
-    eff = 0.8  # TCP/IP sockets (linkrates.SOCKETS_EFFICIENCY)
+    eff = 0.8  # TCP/IP sockets (transports.SOCKETS_EFFICIENCY)
     assert run.time_s == pytest.approx(sent.max() / (UP * eff), rel=0.01)
     # the same sites with a symmetric 1 GbE port are DOWN / UP = 20x faster
     fast_design, catalog = load_design(SITES)

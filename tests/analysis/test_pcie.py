@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.collectives.collective import run_collective
-from topomodel.analysis.collectives.linkrates import SOCKETS_EFFICIENCY, efficiency_sources
+from topomodel.analysis.collectives.linkrates import efficiency_sources
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.errors import CatalogError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
+from topomodel.inputs.transports import SOCKETS_EFFICIENCY
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from topomodel.analysis.collectives.collective import run_collective
-from topomodel.analysis.collectives.linkrates import NETWORK_EFFICIENCY, tier_efficiency
+from topomodel.analysis.collectives.linkrates import tier_efficiency
 from topomodel.analysis.collectives.protocols import (
     NcclShape,
     latency_s,
@@ -16,6 +16,7 @@ from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
+from topomodel.inputs.transports import TRANSPORTS
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ def test_link_tiers_run_at_their_sourced_efficiency(hgx):
     eff = tier_efficiency(pod, TimeModel())
     assert eff["scaleup"] == pytest.approx(20.6 / 25)  # NCCL SM90_NVLINK_BW
     assert eff["host"] == pytest.approx(48 / 63, rel=1e-3)  # NCCL's PCIe Gen5 x16
-    assert eff["leaf"] == eff["spine"] == pytest.approx(NETWORK_EFFICIENCY["infiniband"])
+    assert eff["leaf"] == eff["spine"] == pytest.approx(TRANSPORTS["infiniband"].efficiency)
     assert tier_efficiency(pod, TimeModel(efficiency={"leaf": 0.5}))["leaf"] == 0.5
     assert tier_efficiency(hgx, TimeModel())["scaleup"] == pytest.approx(0.824)
 

@@ -321,7 +321,7 @@ def test_without_device_lines_busbw_over_algbw_gives_the_rank_count():
 
 def test_sockets_over_1_gbe_limit_the_two_server_cluster():
     """Two servers on 1 GbE under NCCL's sockets transport: the NIC link saturates at
-    0.8 x 125 MB/s (linkrates.SOCKETS_EFFICIENCY). A ring over the 4 ranks crosses each NIC
+    0.8 x 125 MB/s (transports.SOCKETS_EFFICIENCY). A ring over the 4 ranks crosses each NIC
     once per direction, so its busbw is that 100 MB/s; auto picks the 2-node tree, whose
     busbw is not a wire rate (it moves fewer bytes through the NIC than busbw counts)."""
     from topomodel.analysis.collectives.collective import run_collective

@@ -129,7 +129,7 @@ class ScaleoutDesign:
         " routing: even split with it, ECMP by hash without it")
     transport: str = spec(choice("rdma", "sockets"), default="rdma",
                           doc="rdma (InfiniBand, RoCE) or sockets (NCCL's TCP/IP"
-                          " transport, at linkrates.SOCKETS_EFFICIENCY of the line rate)")
+                          " transport, at transports.SOCKETS_EFFICIENCY of the line rate)")
 
     def __post_init__(self) -> None:
         if self.kind != "none" and not self.switch:

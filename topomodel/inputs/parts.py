@@ -30,6 +30,7 @@ from topomodel.inputs.records import (
     text,
     yaml_keys,
 )
+from topomodel.inputs.transports import TRANSPORTS
 from topomodel.inputs.yamlsource import KeyPath
 from topomodel.vocabulary import CABLE_MEDIA, COLLECTIVES
 
@@ -260,6 +261,17 @@ class Nic(Part):
     port_rate_Bps: float = spec(bandwidth, key="port_rate")
     protocols: tuple[str, ...] = spec(list_of(choice("infiniband", "ethernet")))
     host_link: str | None = spec(ref("host_link"), default=None)
+    transport: str | None = spec(
+        choice(*TRANSPORTS), default=None,
+        doc="its NCCL transport (transports.TRANSPORTS: efa); unset: RDMA over its"
+        " switch's protocol (InfiniBand verbs, RoCEv2 on Ethernet)")
+    net_latency_s: float | None = spec(
+        quantity("time"), key="net_latency", default=None,
+        doc="latency its NCCL net plugin reports for it (added to each network hop);"
+        " unset: its transport's")
+    low_latency_protocols: bool | None = spec(
+        boolean, default=None, doc="whether NCCL's LL and LL128 may cross it; unset: its"
+        " transport's (false where a plugin forces NCCL_PROTO=Simple)")
 
     @property
     def rate_Bps(self) -> float:

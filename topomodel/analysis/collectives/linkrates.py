@@ -2,36 +2,46 @@
 it comes from, and every link's effective rate (bytes/s per direction).
 
 Scale-up tiers run at their link's catalog efficiency (NCCL's achievable per-link
-figures), the host tier at its host link's, the network tiers at their protocol's
-packet efficiency (:data:`NETWORK_EFFICIENCY`) or, under TCP/IP sockets,
-:data:`SOCKETS_EFFICIENCY`; a time model's ``efficiency`` overrides any tier.
+figures), the host tier at its host link's, the network tiers at their transport's
+packet efficiency (:func:`network_transport`, :mod:`topomodel.inputs.transports`: the
+one home of each transport's figures); a time model's ``efficiency`` overrides any tier.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.fabric.tables import Fabric
-from topomodel.inputs.parts import HostLink, ScaleupLink, Switch
-from topomodel.inputs.records import documented
+from topomodel.inputs.parts import HostLink, Nic, ScaleupLink, Switch
+from topomodel.inputs.transports import TRANSPORT_OF_PROTOCOL, TRANSPORTS, Transport
 
-SOCKETS_EFFICIENCY = documented(
-    "linkrates.SOCKETS_EFFICIENCY", 10 / 12.5,
-    """Effective / line rate of the network under NCCL's TCP/IP sockets transport
-    (scale-out ``transport: sockets``, as NCCL_IB_DISABLE=1 or a NIC without RDMA):
-    NVIDIA's GTC24 session S62129, slide 12, gives nccl-tests AllReduce busbw of
-    10 GB/s on 100GbE TCP/IP sockets, 0.80 of the 12.5 GB/s line rate, where 200 Gb
-    RDMA reaches 24 of 25 GB/s (0.96, the RDMA packet efficiency); shared reference
-    collectives-compute-power.md section 1.1 [R21]. The kernel's copies and TCP/IP
-    headers take the rest.""")
 
-NETWORK_EFFICIENCY = {"infiniband": 4096 / (4096 + 26), "ethernet": 4096 / (4096 + 82)}
-"""Payload share of the wire for RDMA writes at a 4096-byte MTU (first principles).
-InfiniBand: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 = 26 bytes of headers per packet (IBTA
-spec vol. 1, ch. 5 and 9); RoCEv2: Ethernet 14 + FCS 4 + preamble and start 8 + the
-minimum gap 12, IPv4 20, UDP 8, BTH 12, ICRC 4 = 82 bytes (IEEE 802.3, RoCEv2 annex A17).
-FEC and line coding are already out of the line rate (400 Gb/s is the data rate)."""
+def network_transport(fabric: Fabric) -> Transport | None:
+    """The transport of the fabric's scale-out network (None without one): TCP/IP
+    sockets where the design says ``transport: sockets``, else the NIC's own
+    (``transport`` in its catalog entry: EFA), else RDMA over its switch's protocol
+    (InfiniBand verbs, RoCEv2); the NIC entry's ``net_latency`` and
+    ``low_latency_protocols`` replace the transport's where given."""
+    catalog, scaleout = fabric.catalog, fabric.structure.scaleout
+    if not scaleout.switch:
+        return None
+    nic = catalog.get(scaleout.nic, Nic) if scaleout.nic else None
+    if fabric.design.scaleout.transport == "sockets":
+        return TRANSPORTS["sockets"]
+    protocol = catalog.get(scaleout.switch, Switch).protocol
+    name = (nic.transport if nic is not None and nic.transport
+            else TRANSPORT_OF_PROTOCOL[protocol])
+    base = TRANSPORTS[name]
+    if nic is None or (nic.net_latency_s is None and nic.low_latency_protocols is None):
+        return base
+    latency = base.net_latency_s if nic.net_latency_s is None else nic.net_latency_s
+    low = (base.low_latency_protocols if nic.low_latency_protocols is None
+           else nic.low_latency_protocols)
+    return replace(base, net_latency_s=latency, low_latency_protocols=low,
+                   source=f"{base.source}; latency and protocols: catalog {nic.id}")
 
 
 def tier_efficiency(fabric: Fabric, time_model: TimeModel) -> dict[str, float]:
@@ -55,7 +65,7 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     """Effective / nominal rate per link tier present, and where it comes from: the time
     model's override, else scale-up tiers at their link's catalog efficiency, the host
     tier (accelerator to NIC) at its host link's, the network tiers at their
-    protocol's packet efficiency (:data:`NETWORK_EFFICIENCY`), else 1 (line rate)."""
+    transport's packet efficiency (:func:`network_transport`), else 1 (line rate)."""
     catalog, structure = fabric.catalog, fabric.structure
     link = structure.scaleup.link
     up = (catalog.get(link, ScaleupLink).efficiency, f"catalog {link}") if link else (
@@ -63,14 +73,9 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     host_id = structure.scaleout.host_link
     host = (catalog.get(host_id, HostLink).efficiency, f"catalog {host_id}") if host_id else (
         1.0, "no host link: the NIC's rate")
-    switch_id = structure.scaleout.switch
-    if switch_id and fabric.design.scaleout.transport == "sockets":
-        net = (SOCKETS_EFFICIENCY, "TCP/IP sockets transport (GTC24 S62129)")
-    elif switch_id:
-        protocol = catalog.get(switch_id, Switch).protocol
-        net = (NETWORK_EFFICIENCY[protocol], f"{protocol} packet efficiency")
-    else:
-        net = (1.0, "no scale-out switch")
+    transport = network_transport(fabric)
+    net = ((transport.efficiency, f"{transport.name} transport's packet efficiency")
+           if transport is not None else (1.0, "no scale-out switch"))
     socket_id = structure.scaleup.socket_link
     between = ((catalog.get(socket_id, ScaleupLink).efficiency, f"catalog {socket_id}")
                if socket_id else up)

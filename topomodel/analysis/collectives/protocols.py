@@ -9,8 +9,11 @@ A collective's time under protocol ``p`` is, as in NCCL's ``ncclTopoGetAlgoTime`
 bandwidth and topology parts of :mod:`topomodel.analysis.collectives.timing`); ``factor_p`` and
 ``cap_p`` are NCCL's per-protocol bandwidth rules; the latency is NCCL's base latency
 per algorithm and protocol plus its per-hop latency per link class (NVLink, PCIe,
-network) times the hops the algorithm's chunks take. The protocol NCCL would choose is
-the fastest (:func:`protocol_times`); NCCL 2.30 has no static size thresholds.
+network) times the hops the algorithm's chunks take; each network hop adds the latency
+the transport's net plugin reports (:mod:`topomodel.inputs.transports`: 0 for NCCL's
+own InfiniBand, RoCE and socket plugins, 35-75 µs for AWS EFA), twice under Simple.
+The protocol NCCL would choose is the fastest (:func:`protocol_times`); NCCL 2.30 has
+no static size thresholds.
 
 Every constant is NCCL's default, read from ``src/graph/tuning.cc`` at NVIDIA/nccl
 5067397c (NCCL 2.30.7; ``ncclTunerConstantsDefaults``, ``ncclTopoTuneModel``), as
@@ -110,12 +113,15 @@ bytes per channel, has its latency x 1.4 ("plateau effect of ring"; 1.9 before A
 @dataclass(frozen=True)
 class NcclShape:
     """What NCCL's latency model needs of a collective: ranks, nodes (scale-up domains
-    the group spans), ranks per node and the intra-node link class."""
+    the group spans), ranks per node and the intra-node link class; across nodes, one
+    NCCL channel per NIC and the latency the transport's net plugin reports
+    (:mod:`topomodel.inputs.transports`)."""
 
     ranks: int
     nodes: int
     intra: str = "nvlink"  # nvlink or pci
     channels: int = 0  # across nodes: one per NIC of a node; 0: not modelled (no caps)
+    net_latency_us: float = 0.0  # what the net plugin reports (NCCL's latencyInter), µs
 
     @property
     def per_node(self) -> int:
@@ -175,12 +181,17 @@ def latency_s(algorithm: str, collective: str, protocol: str, shape: NcclShape, 
     15.0
     >>> round(latency_s("tree", "allreduce", "Simple", NcclShape(16, 2)) * 1e6, 1)
     92.4
+    >>> efa = NcclShape(16, 2, net_latency_us=75.0)  # p5: 2 x 75 µs more on each hop
+    >>> round(latency_s("tree", "allreduce", "Simple", efa) * 1e6, 1)
+    392.4
     """
     p = _P[protocol]
     nccl = nccl_algorithm(algorithm, shape)
     n, nodes, ppn = shape.ranks, max(1, shape.nodes), shape.per_node
     intra = HOP_LATENCY_US[(shape.intra, nccl)][p]
     inter = HOP_LATENCY_US[("net", nccl if nccl != "ring" or ppn > 1 else "tree")][p]
+    # the net plugin's latency on every network hop, again under Simple (the flush)
+    inter += shape.net_latency_us * (2 if protocol == "Simple" else 1)
     if not math.isfinite(intra) or not math.isfinite(inter):
         return math.inf
     base = BASE_LATENCY_US[nccl][p]

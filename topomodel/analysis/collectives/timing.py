@@ -31,7 +31,11 @@ import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel as TimeModel
 from topomodel.analysis.collectives.curves import measured_time
-from topomodel.analysis.collectives.linkrates import effective_link_Bps, tier_efficiency
+from topomodel.analysis.collectives.linkrates import (
+    effective_link_Bps,
+    network_transport,
+    tier_efficiency,
+)
 from topomodel.analysis.collectives.protocols import (
     PROTOCOLS,
     RING_PLATEAU_FACTOR,
@@ -331,8 +335,14 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
     architecture = _ARCHITECTURE_OF_LINK.get(link, "other" if link else "hopper")
     intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
     best: tuple[float, str, float, float] | None = None
-    nccl_shapes = [NcclShape(s.ranks, s.nodes, intra, s.channels) for s in shapes]
+    transport = fabric.derived(network_transport)
+    net_us = transport.net_latency_s * 1e6 if transport is not None else 0.0
+    nccl_shapes = [NcclShape(s.ranks, s.nodes, intra, s.channels, net_us) for s in shapes]
+    # a transport without LL and LL128 across nodes (aws-ofi-nccl sets NCCL_PROTO=Simple)
+    simple_only = transport is not None and not transport.low_latency_protocols and any(
+        shape.nodes > 1 for shape in nccl_shapes)
     tried = ((time_model.protocol,) if time_model.protocol != "auto" else
+             ("Simple",) if simple_only else
              tuple(p for p in PROTOCOLS if p != "LL128" or all(
                  ll128_enabled(shape, architecture) for shape in nccl_shapes)))
     for protocol in tried:
