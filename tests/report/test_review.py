@@ -561,3 +561,22 @@ def test_a_layout_over_the_memory_is_said_before_its_step_and_the_json_has_warni
                           sizes_bytes=[2**20], workers=1)
     assert "fits" not in bare.data["summary"]
     assert json.loads(render_json(bare))["warnings"] == list(bare.warnings)
+
+
+def _sharp_design(enabled: bool):
+    text = ("system: dgx-h100\nsystems: 4\nscaleout:\n  kind: fat_tree\n  switch: qm9700\n"
+            f"  in_network_reduction: {'true' if enabled else 'false'}\n")
+    return build_fabric(*load_design("sharp.yaml", text=text))
+
+
+def test_sharp_capable_switches_show_the_in_network_reduction_what_if():
+    """QM9700 can reduce (SHARP) and the design leaves it off: the review times the
+    scale-out AllReduce with it on beside the default; enabled, there is no what-if."""
+    review = collect_review(_sharp_design(False), sizes_bytes=[2**28], workers=1)
+    rows = review.data["in_network_what_if"]
+    assert rows and {r["group"] for r in rows} <= {"rail", "all"}
+    assert all(r["default_algorithm"] != "innetwork" for r in rows)
+    assert any(r["enabled_algorithm"] == "innetwork" and r["speedup"] > 1 for r in rows)
+    assert "in-network-what-if" in {s.id for s in review.sections}
+    shown = collect_review(_sharp_design(True), sizes_bytes=[2**28], workers=1)
+    assert shown.data["in_network_what_if"] == []
