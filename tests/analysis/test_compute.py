@@ -190,3 +190,61 @@ def test_an_fp32_main_gradient_read_and_written_in_the_epilogue_adds_to_the_time
     fused = h100.gemm_s(wgrad, out_bytes_per_element=8)
     assert fused == pytest.approx(plain + 6 * wgrad.m * wgrad.n / h100.hbm_Bps)
     assert fused > plain * 1.05
+
+
+def test_attention_runs_the_kernel_transformer_engine_picks_at_each_pass_rate():
+    """H100: cuDNN's fused attention (TE's choice on Hopper), forward 529 and backward
+    456.7 TFLOP/s causal (FlashAttention-3 paper figures); A100: FlashAttention 2's
+    forward-and-backward rate for both passes."""
+    from topomodel.analysis.training.compute import attention_rates
+    from topomodel.analysis.training.model import attention_flops_per_token
+
+    h100 = CATALOG.get("h100-sxm", Accelerator)
+    assert attention_rates(h100, "bf16") == ("cudnn", pytest.approx(529e12),
+                                            pytest.approx(456.7e12))
+    llama = CATALOG.get("llama3-70b", Model)
+    layout = Layout(tp=8, flash_attention=True)
+    lt = layer_times(device_model(h100, "bf16"), llama, layout, 8192, moe=False)
+    fwd, bwd = attention_flops_per_token(llama, 8192)
+    tokens = 8192 / 8
+    assert lt.core_fwd == pytest.approx(fwd * tokens / 529e12)
+    assert lt.core_bwd == pytest.approx(bwd * tokens / 456.7e12)
+    a100 = CATALOG.get("a100-sxm-80gb", Accelerator)
+    kernel, forward, backward = attention_rates(a100, "bf16")
+    assert (kernel, forward, backward) == ("flash-attention-2", 179.5e12, 179.5e12)
+
+
+def test_an_attention_rate_names_its_kernel_and_pass(tmp_path):
+    from topomodel.errors import CatalogError
+
+    path = tmp_path / "extra.yaml"
+    path.write_text(CATALOG_ATTENTION_ENTRY)
+    assert load_catalog([path]).get("x1", Accelerator).flash_attention[0].causal is None
+    path.write_text(CATALOG_ATTENTION_ENTRY.replace("        pass: forward\n", ""))
+    with pytest.raises(CatalogError, match="pass"):
+        load_catalog([path])
+    path.write_text(CATALOG_ATTENTION_ENTRY.replace("cudnn", "cutlass"))
+    with pytest.raises(CatalogError, match="kernel"):
+        load_catalog([path])
+
+
+CATALOG_ATTENTION_ENTRY = """accelerators:
+  x1:
+    name: X1
+    vendor: nobody
+    peak_flops: {bf16: "100 TFLOP/s"}
+    hbm_capacity: "1 GB"
+    hbm_bandwidth: "1 TB/s"
+    source: a test
+    provenance: assumed
+    flash_attention:
+      - dtype: bf16
+        kernel: cudnn
+        pass: forward
+        rate: "50 TFLOP/s"
+        head_dim: 128
+        seq: 8192
+        batch: 2
+        source: a test
+        provenance: assumed
+"""

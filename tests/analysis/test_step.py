@@ -556,3 +556,41 @@ def test_kept_traffic_is_bounded_by_its_flows(toy, monkeypatch):
     kept = fabric.derived(stepshape.step_traffic)
     flows = [sum(ph.flows for ph in t.phases) for t in kept.values()]
     assert kept and (sum(flows) <= 40 or len(flows) == 1)
+
+
+def test_te_comm_gemm_overlap_takes_the_sms_its_userbuffers_defaults_give():
+    """Transformer Engine's defaults (stagework.TE_*): the forward gathers on 1 SM,
+    the forward reduce-scatters slow their GEMM by a 16-SM margin for its whole length,
+    the backward bulk gathers and scatters take 16 SMs while they run; not the step's
+    comm_sm_share."""
+    from topomodel.analysis.training.compute import LayerTimes
+    from topomodel.analysis.training.stagework import (
+        TE_BULK_SMS,
+        TE_PIPELINE_SMS,
+        TE_RING_EXCHANGE_SMS,
+        TE_SMS,
+        Call,
+        layer_work,
+    )
+
+    gemms = {"qkv": 4.0, "proj": 3.0, "fc1": 8.0, "fc2": 6.0}
+    lt = LayerTimes(fwd=dict(gemms), dgrad=dict(gemms), wgrad=dict(gemms))
+    calls = {"tp_ag": Call("tp", "allgather", "ring", 1.0, 1.0, 0.0, 1.0, 0.0, False),
+             "tp_rs": Call("tp", "reducescatter", "ring", 1.0, 1.0, 0.0, 1.0, 0.0, False)}
+    layout = Layout(tp=4, sequence_parallel=True, tp_overlap="gemm")
+    f, b, _ = layer_work(lt, calls, layout, moe=False, hot=1.0, split_w=False,
+                         share=0.5)
+    ring, pipe, bulk = (n / TE_SMS for n in (TE_RING_EXCHANGE_SMS, TE_PIPELINE_SMS,
+                                             TE_BULK_SMS))
+    assert f.exposed["tp", "allgather"] == pytest.approx(2 * ring)
+    assert f.exposed["tp", "reducescatter"] == 0.0
+    margin = (gemms["proj"] + gemms["fc2"]) * pipe / (1 - pipe)
+    assert f.parts["compute"] == pytest.approx(lt.forward_s + margin)
+    # backward: two ring-exchange gathers, two bulk gathers and two bulk scatters
+    assert b.exposed["tp", "allgather"] == pytest.approx(2 * ring + 2 * bulk)
+    assert b.exposed["tp", "reducescatter"] == pytest.approx(2 * bulk)
+    # without TE's overlap the step's share still applies to what hides
+    back = replace(layout, tp_overlap="backward")
+    _, b_meg, _ = layer_work(lt, calls, back, moe=False, hot=1.0, split_w=False,
+                             share=0.5)
+    assert b_meg.exposed["tp", "reducescatter"] == pytest.approx(2 * 0.5)

@@ -163,11 +163,27 @@ class HbmMeasurement:
     notes: str = spec(text, default="")
 
 
+ATTENTION_KERNELS = ("cudnn", "flash-attention-2", "flash-attention-3",
+                     "flash-attention-4")
+"""Fused-attention kernels a catalog rate may name (:class:`AttentionMeasurement`)."""
+
+ATTENTION_PASSES = ("forward", "backward", "forward+backward")
+"""What a fused-attention rate times: one pass, or both (FLOPs of both over the time of
+both, as FlashAttention's ``benchmark_flash_attention.py`` reports ``fwd + bwd``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class AttentionMeasurement:
-    """A measured fused-attention (FlashAttention) rate at one shape, with its source."""
+    """A measured fused-attention rate of one kernel, one pass, at one shape, with its
+    source. The rate counts the FLOPs the kernel does (half of the full count for a
+    causal mask), as FlashAttention's benchmarks count them."""
 
     dtype: str = spec(choice(*DTYPES))
+    kernel: str = spec(choice(*ATTENTION_KERNELS), doc="the attention kernel measured")
+    pass_name: str = spec(choice(*ATTENTION_PASSES), key="pass",
+                          doc="the pass the rate times")
+    causal: bool | None = spec(boolean, default=None,
+                               doc="whether the mask was causal (absent: not stated)")
     rate_flops: float = spec(quantity("compute_rate"), key="rate", doc="achieved FLOP/s")
     head_dim: int = spec(integer(1))
     seq: int = spec(integer(1))

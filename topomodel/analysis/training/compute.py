@@ -124,10 +124,12 @@ class Device:
     curve_log_flops: np.ndarray
     curve_efficiency: np.ndarray
     hbm_Bps: float
-    attention_efficiency: float | None  # measured fused attention / peak
+    attention_efficiency: float | None  # measured fused attention / peak, forward
     dtype_bytes: int
     override: float | None = None
     notes: tuple[str, ...] = ()
+    attention_backward_efficiency: float | None = None  # backward; None: the forward's
+    attention_kernel: str = ""  # the catalog kernel the attention rates are of
 
     def efficiency(self, flops: float | np.ndarray) -> float | np.ndarray:
         """Achieved / peak of a GEMM call of ``flops`` FLOPs (the size curve)."""
@@ -167,20 +169,55 @@ class Device:
         """Seconds to move ``nbytes`` through HBM at the achieved rate."""
         return nbytes / self.hbm_Bps
 
-    def attention_s(self, flops: float) -> float:
-        """Seconds of fused (FlashAttention) attention doing ``flops`` FLOPs: at the
-        measured fused-attention rate, else at the GEMM size curve (optimistic: fused
-        attention runs below large GEMMs where both are measured)."""
+    def attention_s(self, flops: float, *, backward: bool = False) -> float:
+        """Seconds of fused attention doing ``flops`` FLOPs in its forward (or
+        ``backward``) pass: at the measured rate of that pass, else at the GEMM size
+        curve (optimistic: fused attention runs below large GEMMs where both are
+        measured)."""
         if flops <= 0:
             return 0.0
         if self.override is not None:
             return flops / (self.peak_flops * self.override)
-        eff = self.attention_efficiency or float(self.efficiency(flops))
+        eff = self.attention_efficiency
+        if backward and self.attention_backward_efficiency is not None:
+            eff = self.attention_backward_efficiency
+        eff = eff or float(self.efficiency(flops))
         return flops / (self.peak_flops * eff)
 
 
 def _tiles(x: float) -> float:
     return math.ceil(x / TILE) * TILE
+
+
+def attention_rates(accelerator: Accelerator, dtype: str
+                    ) -> tuple[str, float | None, float | None]:
+    """The fused-attention kernel a step runs on ``accelerator`` and its forward and
+    backward rates in ``dtype``, FLOP/s (``None``: not measured).
+
+    The kernel is the one Transformer Engine (Megatron-Core's attention) picks:
+    cuDNN's fused attention where the catalog has a cuDNN rate (TE prefers it on Hopper
+    and newer, the GPUs cuDNN rates are catalogued for: "Disabling FlashAttention to
+    give FusedAttention preference on Hopper+", TE
+    ``dot_product_attention/utils.py``), else the first kernel the catalog lists
+    (FlashAttention, which TE prefers before Hopper). Rates of a causal mask are taken
+    before those of an unstated one and a non-causal one is never taken (the step's
+    models are causal decoders). A pass without its own rate takes the kernel's
+    ``forward+backward`` rate, whose FLOPs over time is exact for the two together.
+    """
+    records = [p for p in accelerator.flash_attention if p.dtype == dtype
+               and p.causal is not False]
+    if not records:
+        return "", None, None
+    kernels = [p.kernel for p in records]
+    kernel = "cudnn" if "cudnn" in kernels else kernels[0]
+    mine = sorted((p for p in records if p.kernel == kernel),
+                  key=lambda p: p.causal is not True)
+
+    def rate(pass_name: str) -> float | None:
+        return next((p.rate_flops for p in mine if p.pass_name == pass_name), next(
+            (p.rate_flops for p in mine if p.pass_name == "forward+backward"), None))
+
+    return kernel, rate("forward"), rate("backward")
 
 
 def device_model(accelerator: Accelerator, dtype: str, *, override: float | None = None,
@@ -216,12 +253,13 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
         hbm = accelerator.hbm_Bps * DEFAULT_HBM_EFFICIENCY
         notes.append(f"{accelerator.id}: no measured HBM bandwidth in the catalog;"
                      f" {DEFAULT_HBM_EFFICIENCY:.0%} of peak assumed")
-    attention = next((p.rate_flops / accelerator.peak_flops[p.dtype]
-                      for p in accelerator.flash_attention if p.dtype == dtype), None)
+    kernel, forward_rate, backward_rate = attention_rates(accelerator, dtype)
+    attention = None if forward_rate is None else forward_rate / peak
+    attention_b = None if backward_rate is None else backward_rate / peak
     nbytes = BYTES.get(dtype, 2)
     if override is not None:
         return Device(accelerator.id, peak, np.zeros(1), np.full(1, override), hbm,
-                      attention, nbytes, override, tuple(notes))
+                      attention, nbytes, override, tuple(notes), attention_b, kernel)
     candidates = [s for s in accelerator.gemm if s.dtype == dtype] or [
         s for s in accelerator.gemm
         if BYTES.get(s.dtype) == nbytes and (s.peak_flops or accelerator.peak_flops.get(
@@ -246,7 +284,7 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
         notes.append(f"{accelerator.id}: one measured {sweep.dtype} GEMM shape; its"
                      f" {eff[0]:.0%} of peak holds at every size")
     return Device(accelerator.id, peak, log_f, eff, hbm, attention, nbytes, None,
-                  tuple(notes))
+                  tuple(notes), attention_b, kernel)
 
 
 @dataclass(frozen=True)
@@ -416,7 +454,8 @@ def _attention_times(device: Device, model: Model, layout: Layout, seq: int
         forward, backward = attention_flops_per_token(model, seq, flash_attention=True)
         # the rank's tokens, through its 1/tp of the heads
         tokens = layout.micro_batch * seq / layout.cp / layout.tp
-        return device.attention_s(forward * tokens), device.attention_s(backward * tokens)
+        return (device.attention_s(forward * tokens),
+                device.attention_s(backward * tokens, backward=True))
     fwd, bwd, scores = attention_core(model, layout, seq)
     drop = 5.0 if layout.dropout else 0.0
     f = sum(device.gemm_s(g) for g in fwd) + device.memory_s((4 + drop) * scores)

@@ -32,6 +32,18 @@ compute, ``max(X - C, share x X)`` are exposed:
 - **ZeRO-3** weight gathers (and gradient scatters) run one layer ahead, behind the
   compute of the layer before, when ``dp_overlap``.
 
+Under ``gemm`` with sequence parallelism, Transformer Engine's userbuffers kernels take
+the SMs its defaults give them (``initialize_ub``'s ``get_default_config``,
+transformer_engine/pytorch/module/base.py, TransformerEngine d0067d0), not
+``comm_sm_share``: the all-gathers in front of QKV and FC1 and the input-gradient
+gathers in front of the projection and FC2 are ``ring_exchange`` (copy-engine
+point-to-point, 1 SM, :data:`TE_RING_EXCHANGE_SMS`); the forward reduce-scatters
+behind the projection and FC2 are ``pipeline`` with ``set_sm_margin``, so the GEMM runs
+on the SMs left for its whole length (:data:`TE_PIPELINE_SMS`), which this module adds
+to compute; the backward gathers and scatters beside the QKV and FC1 gradient GEMMs
+are ``bulk``, 16 SMs while they run (:data:`TE_BULK_SMS`). SM counts are over
+:data:`TE_SMS`.
+
 Recomputation repeats work inside B: a full one the whole forward with its
 collectives, a selective one the attention core (and its K/V gathers).
 """
@@ -48,6 +60,25 @@ from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
+
+TE_SMS = 132
+"""SMs of the H100 SXM (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 132 SMs on
+SXM5), the GPU Transformer Engine's userbuffers defaults are counted against; the same
+shares are assumed on other accelerators."""
+
+TE_RING_EXCHANGE_SMS = 1
+"""SMs of a userbuffers ``ring_exchange`` overlap: TE's default ``num_sm`` 1, the
+transfers on copy engines (``use_ce`` True; base.py ``get_default_config``)."""
+
+TE_PIPELINE_SMS = 16
+"""SMs of a userbuffers ``pipeline`` reduce-scatter: TE's default ``num_sm`` 16 with
+``set_sm_margin`` True, so the GEMM it drains runs on the rest for its whole length
+(base.py ``get_default_config``; NeMo's tuned H100 configs give 8 to 24)."""
+
+TE_BULK_SMS = 16
+"""SMs of a userbuffers ``bulk`` overlap: TE's default ``num_sm`` 16, no SM margin, so it
+competes with the GEMM beside it while it runs (base.py ``get_default_config``; NeMo's
+tuned H100 configs give 2 to 24)."""
 
 
 @dataclass(frozen=True)
@@ -95,22 +126,37 @@ class Work:
     def imbalance(self, seconds: float) -> None:
         self.parts[IMBALANCE] += seconds
 
-    def comm(self, call: Call | None, behind: float = 0.0, count: float = 1.0) -> float:
-        """Issue ``count`` calls hidden behind ``behind`` seconds of compute; returns
-        the compute they leave free to hide another collective."""
+    def comm(self, call: Call | None, behind: float = 0.0, count: float = 1.0, *,
+             share: float | None = None) -> float:
+        """Issue ``count`` calls hidden behind ``behind`` seconds of compute, their
+        kernels taking ``share`` of the SMs (default: this work's); returns the compute
+        they leave free to hide another collective."""
         if call is None or count <= 0:
             return behind
+        share = self.share if share is None else share
         key = (call.kind, call.collective)
         if self.terms is not None:
-            self.terms.append((key, count, behind, self.share, 1.0))
+            self.terms.append((key, count, behind, share, 1.0))
         total = call.time_s * count
         self.issued[key] += total
         self.calls[key] += count
         if behind <= 0:
             self.exposed[key] += total
             return 0.0
-        self.exposed[key] += max(total - behind, self.share * total)
-        return max(0.0, behind - total * (1 - self.share))
+        self.exposed[key] += max(total - behind, share * total)
+        return max(0.0, behind - total * (1 - share))
+
+    def comm_with_margin(self, call: Call | None, gemm_s: float, share: float) -> None:
+        """Issue ``call`` pipelined with a GEMM of ``gemm_s`` seconds that leaves
+        ``share`` of the SMs to it for its whole length (TE's ``set_sm_margin``): the
+        GEMM takes gemm_s / (1 - share), the excess added to compute, and the call
+        hides behind all of it on SMs of its own."""
+        if call is None or gemm_s <= 0:
+            self.comm(call)
+            return
+        slowed = gemm_s / (1 - share)
+        self.compute(slowed - gemm_s)
+        self.comm(call, slowed, share=0.0)
 
     def grows(self, call: Call, per_s: float) -> None:
         """Record (with ``record``) that this work's imbalance grows by ``per_s``
@@ -149,15 +195,19 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
     mode = layout.tp_overlap
     f, b, w = (Work(share, record=record) for _ in range(3))
     ep = calls.get("ep")
+    ring, pipe = TE_RING_EXCHANGE_SMS / TE_SMS, TE_PIPELINE_SMS / TE_SMS
 
     def forward(work: Work) -> None:
         work.compute(lt.forward_s)
         gemm = mode == "gemm"
-        if sp:
-            work.comm(calls.get("tp_ag"), lt.fwd["qkv"] if gemm else 0.0)
-            work.comm(calls.get("tp_rs"), lt.fwd["proj"] if gemm else 0.0)
-            work.comm(calls.get("tp_ag"), _mlp(lt.fwd, True) if gemm else 0.0)
-            work.comm(calls.get("tp_rs"), _mlp(lt.fwd, False) if gemm else 0.0)
+        if sp and gemm:  # Transformer Engine's userbuffers (module docstring)
+            work.comm(calls.get("tp_ag"), lt.fwd["qkv"], share=ring)
+            work.comm_with_margin(calls.get("tp_rs"), lt.fwd["proj"], pipe)
+            work.comm(calls.get("tp_ag"), _mlp(lt.fwd, True), share=ring)
+            work.comm_with_margin(calls.get("tp_rs"), _mlp(lt.fwd, False), pipe)
+        elif sp:
+            for name in ("tp_ag", "tp_rs", "tp_ag", "tp_rs"):
+                work.comm(calls.get(name))
         else:
             work.comm(calls.get("tp_ar"), lt.fwd["proj"] if gemm else 0.0)
             work.comm(calls.get("tp_ar"), _mlp(lt.fwd, False) if gemm else 0.0)
@@ -181,26 +231,7 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
     elif layout.recompute == "selective":
         b.compute(lt.core_fwd)
         b.comm(calls.get("cp_ag"), lt.core_fwd)
-    wg = {} if split_w else lt.wgrad
-    if sp:
-        gemm = mode == "gemm"
-        back = mode == "backward"
-        b.comm(calls.get("tp_ag"), lt.dgrad["proj"] if gemm else 0.0)  # grad of the output
-        b.comm(calls.get("tp_ag"), _mlp(lt.dgrad, False) if gemm else 0.0)
-        # the column-parallel layers' input gradients, scattered
-        b.comm(calls.get("tp_rs"), lt.dgrad["qkv"] if gemm else (
-            wg.get("qkv", 0.0) if back else 0.0))
-        b.comm(calls.get("tp_rs"), _mlp(lt.dgrad, True) if gemm else (
-            _mlp(wg, True) if back else 0.0))
-        if layout.recompute != "full":  # the sequence-parallel inputs, gathered again
-            b.comm(calls.get("tp_ag"), lt.wgrad["qkv"] if gemm else (
-                lt.dgrad["qkv"] if back else 0.0))
-            b.comm(calls.get("tp_ag"), _mlp(lt.wgrad, True) if gemm else (
-                _mlp(lt.dgrad, True) if back else 0.0))
-    else:
-        hide = mode in ("backward", "gemm")
-        b.comm(calls.get("tp_ar"), wg.get("qkv", 0.0) if hide else 0.0)
-        b.comm(calls.get("tp_ar"), _mlp(wg, True) if hide else 0.0)
+    _tp_backward(b, lt, calls, layout, {} if split_w else lt.wgrad)
     if calls.get("cp_ag"):
         left = b.comm(calls.get("cp_ag"), lt.core_bwd)
         b.comm(calls.get("cp_rs"), left)
@@ -216,6 +247,38 @@ def layer_work(lt: LayerTimes, calls: dict[str, Call], layout: Layout, *, moe: b
         left = b.comm(calls.get("zero3_ag"), lt.backward_s if layout.dp_overlap else 0.0)
         b.comm(calls.get("zero3_rs"), left)
     return f, b, w
+
+
+def _tp_backward(b: Work, lt: LayerTimes, calls: dict[str, Call], layout: Layout,
+                 wg: dict[str, float]) -> None:
+    """The TP collectives of one layer's backward pass, hidden as ``tp_overlap`` says
+    (``wg``: the weight-gradient GEMMs B runs, none under a zero-bubble schedule)."""
+    sp, mode = layout.sequence_parallel, layout.tp_overlap
+    ring, bulk = TE_RING_EXCHANGE_SMS / TE_SMS, TE_BULK_SMS / TE_SMS
+    if sp:
+        gemm = mode == "gemm"
+        back = mode == "backward"
+        # under TE's overlap, its userbuffers' SMs (module docstring); else the step's
+        ring_share = ring if gemm else None
+        bulk_share = bulk if gemm else None
+        # grad of the output
+        b.comm(calls.get("tp_ag"), lt.dgrad["proj"] if gemm else 0.0, share=ring_share)
+        b.comm(calls.get("tp_ag"), _mlp(lt.dgrad, False) if gemm else 0.0,
+               share=ring_share)
+        # the column-parallel layers' input gradients, scattered
+        b.comm(calls.get("tp_rs"), lt.dgrad["qkv"] if gemm else (
+            wg.get("qkv", 0.0) if back else 0.0), share=bulk_share)
+        b.comm(calls.get("tp_rs"), _mlp(lt.dgrad, True) if gemm else (
+            _mlp(wg, True) if back else 0.0), share=bulk_share)
+        if layout.recompute != "full":  # the sequence-parallel inputs, gathered again
+            b.comm(calls.get("tp_ag"), lt.wgrad["qkv"] if gemm else (
+                lt.dgrad["qkv"] if back else 0.0), share=bulk_share)
+            b.comm(calls.get("tp_ag"), _mlp(lt.wgrad, True) if gemm else (
+                _mlp(lt.dgrad, True) if back else 0.0), share=bulk_share)
+    else:
+        hide = mode in ("backward", "gemm")
+        b.comm(calls.get("tp_ar"), wg.get("qkv", 0.0) if hide else 0.0)
+        b.comm(calls.get("tp_ar"), _mlp(wg, True) if hide else 0.0)
 
 
 def edge_work(edges: EdgeTimes, calls: dict[str, Call], layout: Layout, *,
