@@ -184,16 +184,23 @@ def test_memory_by_hand(toy):
         32 * tokens * h + 4 * tokens * 16 - 2 * tokens * h)
 
 
-def test_default_global_batch_is_16m_tokens_whatever_the_layout(toy):
+def test_default_global_batch_is_one_microbatch_per_stage_per_replica(toy):
+    """The default batch grows with DP from one microbatch per pipeline stage per
+    replica (Llama 3 405B's 16 sequences per replica at PP 16), not one large run's
+    16M tokens: a 16-accelerator job steps 16 sequences, not 16,384."""
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
-    for layout in (_layout(dp=16), _layout(pp=2, dp=8), _layout(pp=4, dp=4)):
+    for layout in (_layout(dp=16), _layout(pp=2, dp=8), _layout(pp=4, dp=4),
+                   _layout(pp=2, dp=8, micro_batch=2)):
         result = step_time(fabric, model, layout, QUIET)
-        # 2^24 tokens of 1024-token sequences, a multiple of dp x micro_batch already
-        assert result.global_batch == 2**24 // 1024
-        assert result.tokens_per_s * result.step_time_s == pytest.approx(2**24)
-        assert result.microbatches == 2**24 // 1024 // layout.dp
-    assert _layout(dp=3).sequences(1024) == 16386  # rounded up to one microbatch per rank
+        assert result.microbatches == layout.pp
+        assert result.global_batch == layout.dp * layout.pp * layout.micro_batch
+        assert result.tokens_per_s * result.step_time_s == pytest.approx(
+            result.global_batch * 1024)
+    # at most 16M tokens: fewer microbatches, never fewer than one per DP rank
+    assert _layout(dp=4096, pp=16).sequences(8192) == 4096
+    assert _layout(dp=512, pp=16).sequences(8192) == 2**24 // 8192
+    assert _layout(dp=512, pp=16, interleave=2).sequences(8192) == 512 * 16
 
 
 def test_tokens_count_the_sequences_that_run_not_the_batch_asked(toy):

@@ -250,9 +250,9 @@ def test_step_json_schema(capsys):
                 "tokens_per_s"):
         assert key in data
     assert set(data["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
-    # values a wrong result breaks: the default global batch is 16M tokens (2048 of
-    # llama3-8b's 8192-token sequences) rounded up to a multiple of dp (Layout.sequences)
-    batch = -(-2048 // 127) * 127
+    # values a wrong result breaks: the default global batch is one microbatch per
+    # pipeline stage per DP replica (Layout.sequences): 127 sequences without a pipeline
+    batch = 127
     world = check_step_values(data, global_batch=batch, tp=8)
     assert world == 8 * 127
     # halving --tp at the same --dp halves the world and keeps the tokens per step
@@ -496,3 +496,28 @@ def test_workers_says_at_least_1(capsys, value):
               "--workers", value])
     assert caught.value.code == 2
     assert f"expected a whole number of at least 1, got '{value}'" in capsys.readouterr().err
+
+
+LAB = "examples/small-2x2-a100-1gbe.yaml"
+LAB_FLAGS = ("--model", "llama3-8b", "--compute-efficiency", "0.5")
+
+
+def test_step_says_first_whether_the_layout_fits_and_states_its_batch(capsys):
+    """Among the step's first rows: the memory verdict (a misfit in capitals, not only
+    a warning at the end) and the global batch with its microbatches and its rule."""
+    status, out, _ = run(capsys, "step", LAB, *LAB_FLAGS, "--dp", "4", "--no-goodput")
+    assert status == 0
+    head = "\n".join(out.splitlines()[:8])
+    assert "DOES NOT FIT: needs" in head
+    assert "4 sequences (32,768 tokens), 1 microbatches per pipeline; default:" in out
+    status, out, _ = run(capsys, "step", LAB, *LAB_FLAGS, "--tp", "2", "--dp", "2",
+                         "--global-batch", "64", "--no-goodput")
+    assert status == 0
+    assert "fits:" in "\n".join(out.splitlines()[:8]) and "; given" in out
+
+
+@pytest.mark.parametrize("verb", ["goodput", "scale"])
+def test_goodput_and_scale_state_the_global_batch(capsys, verb):
+    status, out, _ = run(capsys, verb, LAB, *LAB_FLAGS, "--tp", "2", "--dp", "2")
+    assert status == 0
+    assert "global batch" in "\n".join(out.splitlines()[:6])

@@ -580,3 +580,19 @@ def test_sharp_capable_switches_show_the_in_network_reduction_what_if():
     assert "in-network-what-if" in {s.id for s in review.sections}
     shown = collect_review(_sharp_design(True), sizes_bytes=[2**28], workers=1)
     assert shown.data["in_network_what_if"] == []
+
+
+def test_a_layout_that_does_not_fit_is_the_first_summary_card(tmp_path):
+    """Llama 3 8B unsharded on 80 GB A100s: the summary's first card, in HTML and
+    Markdown, says the step does not fit, before the step time and MFU."""
+    from topomodel.cli import main as cli_main
+
+    out = tmp_path / "review"
+    assert cli_main(["review", "examples/small-2x2-a100-1gbe.yaml", "--model", "llama3-8b",
+                     "--compute-efficiency", "0.5", "--dp", "4", "-o", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    cards = md[md.index("| memory | does not fit"):]
+    assert cards.index("does not fit") < cards.index("step time")
+    html = (out / "report.html").read_text()
+    first = html.index('<div class="cards"><div class="card"><div class="label">memory')
+    assert "does not fit" in html[first:first + 200]

@@ -297,7 +297,8 @@ def test_plan_table_csv_and_parquet(capsys, design_file, tmp_path):
     status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--max-tp", "8",
                          "--fixed", "pp=2")
     assert status == 0
-    assert "Best layouts" in out and "Why the best wins" in out and "layouts searched" in out
+    assert "Best distinct layouts" in out and "Why the best wins" in out
+    assert "layouts searched" in out
     status, out, _ = run(capsys, "plan", design_file, *PLAN_FLAGS, "--fixed", "pp=2",
                          "--format", "csv")
     assert status == 0 and out.splitlines()[0].startswith("table,rank,tp,pp,dp")  # tidy
@@ -391,3 +392,60 @@ def test_pruning_keeps_the_unpruned_top_on_128_gpus():
                                                           for r in whole.best]
     assert pruned.tally.pruned > whole.tally.evaluated // 2  # the bound does bite
     assert pruned.tally.evaluated + pruned.tally.pruned == whole.tally.evaluated
+
+
+def test_the_top_holds_distinct_layouts_each_at_its_best_variant(setup):
+    """The top is distinct layouts (not one layout at interleave 1 and 2, or in two
+    rank orders); each is the best of its interleave depths and orders, which the
+    unpruned search of every fitting layout confirms, and why-the-best-wins compares
+    the best with the best distinct runner-up."""
+    from topomodel.plan.search import distinct_key
+
+    fabric = _fabric(setup)
+    job = replace(_job(setup), top=4)
+    found = plan(fabric, job)
+    keys = [distinct_key(r.layout) for r in found.best]
+    assert len(found.best) == 4 and len(set(keys)) == 4
+    every = search_cells(fabric, replace(job, top=10**6), range(len(plan_cells(fabric, job))),
+                         prune=False)
+    best_of: dict = {}
+    for ranked in every.best:  # best first
+        best_of.setdefault(distinct_key(ranked.result.layout), ranked.result)
+    expect = list(best_of.values())[:4]
+    assert [r.layout for r in found.best] == [r.layout for r in expect]
+    from topomodel.report.plan import why
+
+    runner_up = found.best[1]
+    assert f"{runner_up.step_time_s:.4g} s a step" in why(found)
+
+
+def test_accelerators_plans_a_job_of_that_size(setup):
+    fabric = _fabric(setup)
+    found = plan(fabric, _job(setup, accelerators=8))
+    assert found.best and {r.layout.world for r in found.best} == {8}
+    assert found.accelerators == 8 and found.idle == 8
+    with pytest.raises(ParameterError, match="accelerators: 32 is more than"):
+        plan(fabric, _job(setup, accelerators=32))
+
+
+def test_with_no_layout_of_every_accelerator_the_largest_job_is_planned(capsys, tmp_path):
+    """Three servers at a global batch of 16: no DP of 24 accelerators divides 16 with
+    TP x PP x CP at most 8... so the plan falls back to the largest job of whole servers
+    that has a layout (two, 16 GPUs) and says that 8 accelerators are left idle."""
+    path = tmp_path / "three.yaml"
+    path.write_text(DESIGN.replace("systems: 2", "systems: 3"))
+    status = main(["plan", str(path), "--model", MODEL, "--global-batch", "16", "--seq",
+                   "4096", "--max-micro-batch", "1", "--max-interleave", "1", "--max-cp",
+                   "1", "--max-pp", "1", "--fixed", "zero=0", "--format", "json",
+                   "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 0
+    data = json.loads(out)
+    assert data["accelerators"] == 16 and data["idle_accelerators"] == 8
+    assert {row["step"]["layout"]["tp"] * row["step"]["layout"]["dp"]
+            for row in data["layouts"]} == {16}
+    status = main(["plan", str(path), "--model", MODEL, "--global-batch", "16", "--seq",
+                   "4096", "--max-micro-batch", "1", "--max-interleave", "1", "--max-cp",
+                   "1", "--max-pp", "1", "--fixed", "zero=0", "--no-progress"])
+    text = capsys.readouterr().out
+    assert "8 left idle" in text.splitlines()[0]

@@ -346,6 +346,7 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     assert row["interruptions_per_day"] == good.interruptions_per_day
     assert row["goodput_tokens_per_s"] == good.goodput_tokens_per_s
     assert row["dp_used"] == 8 and row["global_batch_used"] == 32 and row["world"] == 32
+    assert row["microbatches_used"] == 32 // (8 * 2)
     bom = bill_of_materials(fabric)  # the what-if's re-cabled fabric
     power = power_summary(bom, 32)
     assert row["power_W"] == power.total_W and row["power_complete"] == power.complete

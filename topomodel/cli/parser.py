@@ -495,7 +495,12 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
                       help="what to rank by (default tokens_per_s; tokens_per_J over the"
                       " whole fabric's power)")
     plan.add_argument("--top", type=_positive, default=5, metavar="N",
-                      help="layouts to show (default 5)")
+                      help="distinct layouts to show, each at its best interleave and rank"
+                      " order (default 5)")
+    plan.add_argument("--accelerators", type=int, metavar="N",
+                      help="plan a job of N accelerators (default: every accelerator, or,"
+                      " when no layout uses them all, the largest job of whole systems"
+                      " that has one; the output says how many are left idle)")
     plan.add_argument("--fixed", action="append", type=_fixed_pair, default=[],
                       metavar="KEY=VALUE",
                       help=f"pin a searched dimension ({', '.join(SEARCHED)}); repeatable")

@@ -83,6 +83,7 @@ class PlanJob:
     headroom: float = 0.0  # share of the HBM left free, 0-1
     routing: str = "ecmp"
     seed: int = 0
+    accelerators: int = 0  # the job's size; 0: every accelerator of the fabric
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -91,6 +92,41 @@ class PlanJob:
         check_share(self.headroom, "headroom", high_open=True)
         if self.top < 1:
             raise ParameterError("top", f"at least 1, got {self.top}")
+        if self.accelerators < 0:
+            raise ParameterError("accelerators", f"at least 1, got {self.accelerators}")
+
+
+VARIANTS = ("interleave", "order")
+"""Searched fields that tune one layout rather than make another: the top of a plan
+holds distinct layouts (differing in a degree, the micro-batch, the schedule,
+recomputation, ZeRO or sequence parallelism), each at its best interleave depth and rank
+order, so its rows are alternatives to choose between and not one layout at interleave
+5, 6, 7 and 8."""
+
+
+def distinct_key(layout: Layout) -> tuple[Any, ...]:
+    """What makes ``layout`` a distinct layout in a plan's top: every field but the
+    :data:`VARIANTS`."""
+    return tuple(getattr(layout, f) for f in Layout.__dataclass_fields__
+                 if f not in VARIANTS)
+
+
+def keep_distinct(heap: list[Ranked], ranked: Ranked, top: int) -> None:
+    """Put ``ranked`` into ``heap`` (a min-heap of at most ``top`` entries, worst on top)
+    unless a better variant of the same layout (:func:`distinct_key`) is there: one
+    entry per distinct layout, the ``top`` best. A layout below ``heap[0]`` cannot enter
+    it, so the search's pruning against ``heap[0]`` still holds."""
+    key = distinct_key(ranked.result.layout)
+    for i, held in enumerate(heap):
+        if distinct_key(held.result.layout) == key:
+            if held < ranked:
+                heap[i] = ranked
+                heapq.heapify(heap)
+            return
+    if len(heap) < top:
+        heapq.heappush(heap, ranked)
+    elif heap[0] < ranked:
+        heapq.heapreplace(heap, ranked)
 
 
 @dataclass
@@ -307,10 +343,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             pending = 0
 
     def keep(ranked: Ranked) -> None:
-        if len(heap) < job.top:
-            heapq.heappush(heap, ranked)
-        elif heap[0] < ranked:
-            heapq.heapreplace(heap, ranked)
+        keep_distinct(heap, ranked, job.top)
 
     def evaluate(place: tuple[int, int], layout: Layout) -> None:
         result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
@@ -377,14 +410,31 @@ def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
     tally = Tally()
     for part in parts:
         tally.add(part.tally)
-    best = sorted((r for part in parts for r in part.best), reverse=True)[:top]
-    return PlanPart(tally, tuple(best))
+    heap: list[Ranked] = []
+    for ranked in sorted((r for part in parts for r in part.best), reverse=True):
+        keep_distinct(heap, ranked, top)
+    return PlanPart(tally, tuple(sorted(heap, reverse=True)))
 
 
 def plan_cells(fabric: Fabric, job: PlanJob) -> list[Cell]:
-    """The cells of the job's space on all of ``fabric``'s accelerators, in search
-    order (workers search them by index)."""
-    return cells(job.model, fabric.accelerator_count, job.space, job.base)
+    """The cells of the job's space on its accelerators (``job.accelerators``, or all
+    of ``fabric``'s), in search order (workers search them by index)."""
+    return cells(job.model, job_world(fabric, job), job.space, job.base)
+
+
+def job_world(fabric: Fabric, job: PlanJob) -> int:
+    """The accelerators the job's layouts use: ``job.accelerators`` or every one of
+    ``fabric``'s.
+
+    Raises
+    ------
+    ParameterError
+        When the job asks for more accelerators than the fabric has.
+    """
+    if job.accelerators > fabric.accelerator_count:
+        raise ParameterError("accelerators", f"{job.accelerators:,} is more than the"
+                             f" design's {fabric.accelerator_count:,}")
+    return job.accelerators or fabric.accelerator_count
 
 
 @dataclass(frozen=True)
@@ -398,6 +448,18 @@ class PlanResult:
     elapsed_s: float
     power_W: float
     workers: int = 1
+    design_accelerators: int = 0  # the fabric's; ``idle`` the job leaves of them
+    idle_reason: str = ""  # why the job leaves accelerators idle, when not asked to
+
+    @property
+    def accelerators(self) -> int:
+        """Accelerators the planned job uses."""
+        return self.job.accelerators or self.design_accelerators
+
+    @property
+    def idle(self) -> int:
+        """The design's accelerators the planned job leaves idle."""
+        return max(0, self.design_accelerators - self.accelerators)
 
     @property
     def layouts_per_s(self) -> float:
@@ -440,7 +502,8 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
     part = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power,
                         progress=progress)
     return PlanResult(design, job, part.tally, tuple(r.result for r in part.best),
-                      time.perf_counter() - start, power)
+                      time.perf_counter() - start, power,
+                      design_accelerators=fabric.accelerator_count)
 
 
 def total_layouts(fabric: Fabric, job: PlanJob) -> list[int]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
 from topomodel.plan.search import (
     PlanJob,
     PlanPart,
@@ -144,4 +145,44 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
     merged = merge(parts, job.top)
     return PlanResult(design, job, merged.tally, tuple(r.result for r in merged.best),
                       time.perf_counter() - start, power,
-                      workers if scheduler is None else 0)
+                      workers if scheduler is None else 0, fabric.accelerator_count)
+
+
+def job_sizes(fabric: Fabric) -> list[int]:
+    """The job sizes a plan falls back to when no layout uses every accelerator, largest
+    first: whole systems (a scheduler hands a job whole servers or racks), one fewer
+    each time, down to one system."""
+    per_system = max(1, fabric.structure.accelerators_per_system)
+    return list(range(fabric.accelerator_count - per_system, 0, -per_system))
+
+
+def plan_largest(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whatifs(),
+                 workers: int = 1, scheduler: Any = None, design: str = "",
+                 progress: Callable[[int], None] | None = None,
+                 total: Callable[[int], None] | None = None) -> PlanResult:
+    """:func:`plan_spread` of ``job``; when it asks for no size
+    (``job.accelerators`` 0) and no layout of every accelerator is valid and fits, the
+    largest job (:func:`job_sizes`) that has one, planned the same way (the result's
+    ``idle`` says how many accelerators it leaves). With none at any size, the plan of
+    every accelerator (empty)."""
+    found = plan_spread(context, job, whatifs=whatifs, workers=workers,
+                        scheduler=scheduler, design=design, progress=progress, total=total)
+    if found.best or job.accelerators:
+        return found
+    fabric, _ = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    for size in job_sizes(fabric):
+        smaller = replace(job, accelerators=size)
+        if not any(total_layouts(fabric, smaller)):
+            continue  # no layout divides this size: nothing to search
+        tried = plan_spread(context, smaller, whatifs=whatifs, workers=workers,
+                            scheduler=scheduler, design=design, progress=progress,
+                            total=total)
+        if tried.best:
+            tally = found.tally
+            tally.add(tried.tally)
+            return replace(tried, tally=tally,
+                           elapsed_s=found.elapsed_s + tried.elapsed_s,
+                           idle_reason=f"no layout of all {fabric.accelerator_count:,} is"
+                           " valid and fits: the largest job of whole systems that has"
+                           " one")
+    return found

@@ -9,6 +9,7 @@ from topomodel.analysis.training.advice import Advice
 from topomodel.analysis.training.studies import BELOW_RANGE, NO_EFFECT
 from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.output import Report, Table
+from topomodel.report.step import batch_text, memory_text
 
 _FIX = {"bandwidth": "more scale-out bandwidth (or less traffic: gradient precision,"
         " bucket overlap, a layout keeping TP inside the server)",
@@ -35,9 +36,16 @@ def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
     r = advice.result
     share, limit = advice.comm_share, advice.threshold
     lay = r.layout
-    head = (f"{model} with TP {lay.tp} x PP {lay.pp} x DP {lay.dp} on {design}: exposed"
-            f" communication and wait are {share:.0%} of the {format_si(r.step_time_s, 's')}"
-            f" step, ")
+    fit = "" if r.fits else (
+        f"the layout does not fit: it needs {r.memory['total_bytes'] / 1e9:.1f} GB per"
+        f" accelerator on {r.hbm_bytes / 1e9:.0f} GB, so this step cannot run as given"
+        " (more PP or TP, ZeRO, recomputation or a smaller micro-batch; topomodel plan"
+        " finds one that fits); as modelled, ")
+    given = "given" if lay.global_batch else "the default"
+    head = (f"{model} with TP {lay.tp} x PP {lay.pp} x DP {lay.dp} on {design}, a global"
+            f" batch of {r.global_batch:,} sequences ({given}; {r.microbatches:,}"
+            f" microbatches per pipeline): {fit}exposed communication and wait are"
+            f" {share:.0%} of the {format_si(r.step_time_s, 's')} step, ")
     head += (f"above the {limit:.0%} threshold, so communication is the bottleneck" if
              advice.bound else f"within the {limit:.0%} threshold, so communication is not"
              " the bottleneck")
@@ -84,8 +92,8 @@ def advice_report(advice: Advice, *, design: str, model: str,
     text = advice_paragraph(advice, design=design, model=model)
     rows: list[dict[str, Any]] = [
         *([{"item": "software", "value": software}] if software else []),
-        {"item": "global batch", "value": f"{r.global_batch:,} sequences,"
-         f" {r.microbatches:,} microbatches per pipeline"},
+        {"item": "memory", "value": memory_text(r)},
+        {"item": "global batch", "value": batch_text(r)},
         {"item": "step time", "value": format_si(r.step_time_s, "s")},
         {"item": "compute", "value": format_si(r.compute_s, "s")},
         {"item": "exposed communication", "value": format_si(r.exposed_comm_s, "s")},
@@ -116,6 +124,8 @@ def advice_report(advice: Advice, *, design: str, model: str,
             "threshold": advice.threshold, "comm_share": advice.comm_share,
             "communication_bound": advice.bound, "dominant_wall": advice.dominant_wall,
             "walls_s": advice.walls_s, "step_time_s": r.step_time_s, "mfu": r.mfu,
+            "global_batch": r.global_batch, "microbatches": r.microbatches,
+            "fits": r.fits, "memory_bytes": r.memory["total_bytes"],
             "has_scaleout": advice.has_scaleout, "factor": advice.factor,
             "factor_search": advice.outcome,
             "nic_port_Bps": advice.nic_port_Bps, "injection_Bps": advice.injection_Bps,

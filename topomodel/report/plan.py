@@ -15,6 +15,7 @@ from topomodel.plan.explain import why_better
 from topomodel.plan.search import OBJECTIVES, PlanResult
 from topomodel.report.output import Report, Table
 from topomodel.report.step import step_json
+from topomodel.traffic.layout import BATCH_RULE
 
 LAYOUT_COLUMNS = ("tp", "pp", "dp", "ep", "cp", "micro_batch", "interleave", "schedule",
                   "recompute", "zero", "sequence_parallel", "order")
@@ -25,7 +26,8 @@ def plan_rows(found: PlanResult) -> list[dict[str, Any]]:
     rows = []
     for rank, r in enumerate(found.best, 1):
         rows.append({"rank": rank, **{k: getattr(r.layout, k) for k in LAYOUT_COLUMNS},
-                     "global_batch": r.global_batch, "step_time_s": r.step_time_s,
+                     "global_batch": r.global_batch, "microbatches": r.microbatches,
+                     "step_time_s": r.step_time_s,
                      "mfu": r.mfu, "tokens_per_s": r.tokens_per_s,
                      "tokens_per_J": r.tokens_per_s / found.power_W if found.power_W
                      else None,
@@ -41,7 +43,7 @@ def why(found: PlanResult) -> str:
     if not found.best:
         return "No layout fits: " + _nothing(found)
     if len(found.best) == 1:
-        return "Only one layout is valid and fits."
+        return "Only one distinct layout is valid and fits."
     best, second = found.best[:2]
     return why_better(best, second, objective=found.job.objective,
                       best_value=found.value(best), other_value=found.value(second))
@@ -55,9 +57,29 @@ def _nothing(found: PlanResult) -> str:
             + f", {t.no_fit:,} over the memory.")
 
 
+def job_text(found: PlanResult) -> str:
+    """The accelerators the plan's job uses, and those it leaves idle, in words."""
+    used, idle = found.accelerators, found.idle
+    if not idle:
+        return f"{used:,} accelerators (all of the design's)"
+    reason = found.idle_reason or "the job's size, as asked"
+    return (f"{used:,} of the design's {found.design_accelerators:,} accelerators;"
+            f" {idle:,} left idle ({reason})")
+
+
+def batch_rule_text(found: PlanResult) -> str:
+    """The global batch the plan's layouts run, in words: given or the default rule."""
+    base = found.job.base
+    if base.global_batch:
+        return f"{base.global_batch:,} sequences (given)"
+    return f"default: {BATCH_RULE} (Layout.sequences)"
+
+
 def _search_rows(found: PlanResult) -> list[dict[str, Any]]:
     t = found.tally
     return [{"item": "design / model", "value": f"{found.design} / {found.job.model.id}"},
+            {"item": "job", "value": job_text(found)},
+            {"item": "global batch", "value": batch_rule_text(found)},
             {"item": "software", "value": software_text(found.job.base, found.job.assumptions)
              + " (the switches the search does not vary)"},
             {"item": "objective", "value": f"{found.job.objective}"
@@ -82,6 +104,7 @@ def _table_rows(found: PlanResult) -> list[dict[str, Any]]:
             "#": row["rank"],
             "layout": f"TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp}"
             + (f" EP{lay.ep}" if lay.ep > 1 else ""),
+            "batch": f"{r.global_batch:,} / {r.microbatches:,}",
             "mb": lay.micro_batch, "v": lay.interleave, "schedule": lay.schedule,
             "recompute": lay.recompute, "ZeRO": lay.zero,
             "SP": "on" if lay.sequence_parallel else "off", "order": lay.order,
@@ -99,7 +122,8 @@ def plan_json(found: PlanResult) -> dict[str, Any]:
     """Plain-type JSON of a plan: the search, the ranked layouts with their full steps."""
     t = found.tally
     return {"design": found.design, "model": found.job.model.id,
-            "objective": found.job.objective,
+            "objective": found.job.objective, "accelerators": found.accelerators,
+            "idle_accelerators": found.idle, "global_batch_rule": batch_rule_text(found),
             "search": {"searched": t.searched, "invalid": t.invalid, "no_fit": t.no_fit,
                        "pruned": t.pruned, "evaluated": t.evaluated,
                        "elapsed_s": found.elapsed_s,
@@ -119,7 +143,10 @@ def plan_report(found: PlanResult, fmt: str) -> Report:
     warnings = list(dict.fromkeys(w for r in found.best[:1] for w in r.warnings))
     if fmt == "csv":
         return Report("plan", plan_json(found), [Table("Best layouts", plan_rows(found))])
-    tables = [Table("Best layouts", _table_rows(found)), Table("Search", _search_rows(found)),
+    title = (f"Best distinct layouts on {job_text(found)}; global batch: "
+             f"{batch_rule_text(found)} (batch: sequences / microbatches per pipeline)")
+    tables = [Table(title, _table_rows(found), name="best_layouts"),
+              Table("Search", _search_rows(found)),
               Table("Why the best wins", [{"": why(found)}])]
     return Report("plan", plan_json(found), tables, warnings)
 

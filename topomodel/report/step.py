@@ -10,6 +10,7 @@ from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.analysis.training.syncwait import SyncWait, sync_wait
 from topomodel.report.output import Report, Table
 from topomodel.routing.policy import RoutingChoice
+from topomodel.traffic.layout import BATCH_RULE
 
 
 def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any]:
@@ -32,6 +33,25 @@ def step_json(result: StepResult, assumptions: StepAssumptions) -> dict[str, Any
     }
 
 
+def batch_text(result: StepResult) -> str:
+    """The global batch a step ran, in words: sequences, tokens, microbatches per
+    pipeline, and whether it was given or the default rule (:data:`BATCH_RULE`)."""
+    tokens = result.tokens_per_s * result.step_time_s
+    return (f"{result.global_batch:,} sequences ({tokens:,.0f} tokens),"
+            f" {result.microbatches:,} microbatches per pipeline; "
+            + ("given" if result.layout.global_batch else f"default: {BATCH_RULE}"))
+
+
+def memory_text(result: StepResult) -> str:
+    """Whether the step fits its accelerators' memory, in words (worst stage)."""
+    need = result.memory["total_bytes"]
+    hbm = result.hbm_bytes
+    if result.fits:
+        return f"fits: {need / 1e9:.1f} GB of {hbm / 1e9:.0f} GB per accelerator"
+    return (f"DOES NOT FIT: needs {need / 1e9:.1f} GB per accelerator, has"
+            f" {hbm / 1e9:.0f} GB")
+
+
 def step_report(result: StepResult, assumptions: StepAssumptions, *,
                 design_name: str, routing: RoutingChoice | None = None) -> Report:
     """The ``topomodel step`` report: summary, walls, communication, memory; with the
@@ -46,9 +66,9 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "design / model", "value": f"{design_name} / {result.model}"},
         {"item": "layout", "value": f"{shape} ({lay.world:,} accelerators, order {lay.order})"},
         {"item": "software", "value": software_text(lay, assumptions)},
+        {"item": "memory", "value": memory_text(result)},
         {"item": "step time", "value": format_si(result.step_time_s, "s")},
-        {"item": "global batch", "value": f"{result.global_batch:,} sequences,"
-         f" {result.microbatches:,} microbatches per pipeline"},
+        {"item": "global batch", "value": batch_text(result)},
         {"item": "schedule", "value": f"{lay.schedule}" + (
             f", {lay.interleave} virtual stages" if lay.interleave > 1 else "")
          + f"; slowest stage {result.slowest_stage} (stages 0-{lay.pp - 1})"},

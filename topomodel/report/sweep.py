@@ -15,6 +15,7 @@ from topomodel.report.output import Report, Table
 from topomodel.sweep.file import Sweep
 from topomodel.sweep.params import METRIC_BY_NAME, canonical, design_overrides
 from topomodel.sweep.run import SweepOutcome
+from topomodel.traffic.layout import BATCH_RULE
 
 
 def format_metric(name: str, value: Any) -> str:
@@ -77,6 +78,8 @@ def sweep_report(outcome: SweepOutcome, *, pareto: tuple[Objective, Objective] |
     summary = [{"item": item, "value": value} for item, value in [
         ("sweep", f"{sweep.name} ({sweep.file})"),
         ("base design", sweep.design_file),
+        ("global batch", "each point's global_batch, else the default: " + BATCH_RULE
+         + " (columns global_batch_used, microbatches_used)"),
         ("points", f"{len(frame):,}"),
         ("computed now", f"{outcome.ran:,} on {where}"),
         ("from a previous run", f"{outcome.resumed:,}"),

@@ -115,6 +115,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         "memory_bytes": r.memory["total_bytes"], "fits": r.fits,
         "world": r.layout.world, "dp_used": r.layout.dp,
         "global_batch_used": round(r.tokens_per_s * r.step_time_s / seq),
+        "microbatches_used": r.microbatches,
         "warnings": "; ".join(r.warnings) or None,
     }
 

@@ -246,7 +246,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("fits", "bool", None, None, "the memory fits the accelerator's HBM"),
     Metric("world", "int", None, None, "accelerators the layout uses"),
     Metric("dp_used", "int", None, None, "DP degree used (filled when dp is 0)"),
-    Metric("global_batch_used", "int", None, None, "sequences per step actually run"),
+    Metric("global_batch_used", "int", None, None, "sequences per step actually run (a"
+           " point without global_batch: the default rule, Layout.sequences)"),
+    Metric("microbatches_used", "int", None, None, "microbatches per pipeline in the step"),
     Metric("accelerators", "int", None, None, "accelerators in the design"),
     Metric("injection_Bps", "float", "max", "rate", "scale-out bandwidth per accelerator,"
            " bytes/s per direction"),

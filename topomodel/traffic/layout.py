@@ -29,12 +29,16 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "zb-h1")
 TP_OVERLAPS = ("none", "backward", "gemm")
 EP_OVERLAPS = ("none", "dualpipe")
-DEFAULT_BATCH_TOKENS = 2**24
-"""Tokens per step when the layout gives no global batch: 16M, the batch Llama 3 405B
-trained most of its tokens with ("We double the batch size again to 16M after
-pre-training on 2.87T tokens", Llama Team, arXiv 2407.21783, section 3.4.1); 2,048
-sequences of 8,192 tokens. A fixed token count, so the default does not grow with the
-number of accelerators (it is rounded up to one microbatch per DP rank)."""
+DEFAULT_BATCH_CAP_TOKENS = 2**24
+"""Most tokens a default step carries: 16M, the batch Llama 3 405B trained most of its
+tokens with ("We double the batch size again to 16M after pre-training on 2.87T
+tokens", Llama Team, arXiv 2407.21783, section 3.4.1), the largest published dense
+batch; a larger one adds no published evidence of converging."""
+
+BATCH_RULE = ("one microbatch per pipeline stage on every DP replica (DP x PP x"
+              " micro-batch sequences; DP x micro-batch without a pipeline), at most 16M"
+              " tokens")
+"""The default global batch in words (:meth:`Layout.sequences`), as outputs state it."""
 
 
 def _zero_stage(_: Reading, __: KeyPath, value: Any) -> int:
@@ -75,8 +79,7 @@ class Layout:
     cp: int = spec(integer(1), default=1, doc="context-parallel degree")
     micro_batch: int = spec(integer(1), default=1, doc="sequences per microbatch")
     global_batch: int = spec(integer(0), default=0, doc="sequences per step, all DP ranks"
-                             " together; 0: 16M tokens (Llama 3 405B's batch), rounded up"
-                             " to a multiple of dp x micro_batch")
+                             " together; 0: " + BATCH_RULE + " (Layout.sequences)")
     seq: int = spec(integer(0), default=0, doc="tokens per sequence; 0: the model's")
     software: str = spec(choice(*PRESETS), default=DEFAULT_SOFTWARE, doc="software preset:"
                          " the framework release whose switches (sequence parallelism,"
@@ -147,18 +150,30 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
     def sequences(self, seq: int) -> int:
-        """Sequences per step: ``global_batch``, or :data:`DEFAULT_BATCH_TOKENS` of
-        ``seq``-token sequences, rounded up to a multiple of dp x micro_batch.
+        """Sequences per step: ``global_batch``, or the default rule
+        (:data:`BATCH_RULE`): every DP replica runs ``pp`` microbatches of
+        ``micro_batch`` sequences of ``seq`` tokens, one per pipeline stage, so the step
+        is what the replica's first stage holds in flight under 1F1B and the batch grows
+        with DP; Llama 3 405B on 16,384 GPUs ran exactly that, 16 sequences per DP
+        replica at PP 16 (Llama Team, arXiv 2407.21783, Table 4). Fewer microbatches
+        (not below one) keep it within :data:`DEFAULT_BATCH_CAP_TOKENS`; an interleaved
+        schedule keeps ``pp`` (it needs a multiple of ``pp``). A job that wants a batch
+        of its own (a recipe's, reached by gradient accumulation) gives it.
 
         Examples
         --------
-        >>> Layout(dp=8).sequences(8192), Layout(dp=4096).sequences(8192)
-        (2048, 4096)
+        >>> Layout(dp=8).sequences(2048), Layout(dp=128, pp=16).sequences(8192)
+        (8, 2048)
+        >>> Layout(dp=1024, pp=16).sequences(8192)  # 16M tokens at most: 2 per replica
+        2048
         """
         if self.global_batch:
             return self.global_batch
         per_step = self.dp * self.micro_batch
-        return -(-max(1, DEFAULT_BATCH_TOKENS // seq) // per_step) * per_step
+        m = max(1, min(self.pp, DEFAULT_BATCH_CAP_TOKENS // (per_step * max(1, seq))))
+        if self.interleave > 1:
+            m = self.pp
+        return m * per_step
 
 
 def rank_groups(ranks: np.ndarray, layout: Layout, kind: str) -> np.ndarray:

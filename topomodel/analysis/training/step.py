@@ -144,6 +144,7 @@ class StepResult:
     stage_busy_s: tuple[float, ...] = ()
     slowest_stage: int = 0
     pipeline_s: float = 0.0
+    hbm_bytes: float = 0.0  # the accelerator's memory that ``fits`` is judged against
 
     @property
     def comm_share(self) -> float:
@@ -259,7 +260,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                         tokens * model_flops / total_peak, tokens * hw_flops / total_peak,
                         tokens / step, tuple(comm), walls, memory, fits, tuple(warnings),
                         imbalance, global_batch, m, tuple(float(x) for x in mem.total),
-                        tuple(float(x) for x in tl.busy_s), r, pipe_end)
+                        tuple(float(x) for x in tl.busy_s), r, pipe_end, float(hbm))
     remember_step(fabric, model, a, same, result)
     return result
 

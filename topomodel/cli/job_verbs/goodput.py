@@ -11,7 +11,7 @@ from topomodel.report.output import Report, Table
 
 def run(args: argparse.Namespace) -> Report:
     from topomodel.inputs.units import format_si
-    from topomodel.report.step import step_record
+    from topomodel.report.step import batch_text, step_record
 
     job = job_from_args(args, args.design)
     result, tables, data = goodput_part(args, job, None)
@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> Report:
         {"item": "design / model", "value": f"{name} / {result.model}"},
         {"item": "layout", "value": f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
          f" ({lay.world} accelerators)"},
+        {"item": "global batch", "value": batch_text(result)},
         {"item": "step time", "value": format_si(result.step_time_s, "s")}],
         [step_record(result, name)])
     data = {"design": name, "model": result.model, "accelerators": lay.world,

@@ -52,11 +52,13 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.inputs.parts import Model
     from topomodel.plan.search import PlanJob
     from topomodel.plan.space import PlanSpace
-    from topomodel.plan.spread import Whatifs, plan_context, plan_spread
+    from topomodel.plan.spread import Whatifs, plan_context, plan_largest
     from topomodel.report.plan import compare_report, plan_report, results_frame
 
     if args.format == "parquet" and not args.output:
         raise usage("--format parquet writes a file: give -o FILE")
+    if args.accelerators is not None and args.accelerators < 1:
+        raise usage("--accelerators must be at least 1")
     if args.workers is not None and args.workers < 1:
         raise usage("--workers must be at least 1")
     if args.output:
@@ -74,12 +76,12 @@ def run(args: argparse.Namespace) -> Report:
         job = PlanJob(model, inputs.layout, space, inputs.assumptions,
                       objective=args.objective, top=args.top,
                       headroom=args.memory_headroom, routing=inputs.routing,
-                      seed=inputs.seed)
+                      seed=inputs.seed, accelerators=args.accelerators or 0)
         name = str(context.design_data.get("name") or path) if isinstance(
             context.design_data, dict) else path
         bar = _bar(f"plan {name}", not args.no_progress)
         try:
-            found.append(plan_spread(context, job, whatifs=whatifs,
+            found.append(plan_largest(context, job, whatifs=whatifs,
                                      workers=args.workers or 1, scheduler=args.scheduler,
                                      design=name, progress=bar.update if bar else None,
                                      total=bar.reset if bar else None))

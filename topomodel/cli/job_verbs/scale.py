@@ -38,11 +38,14 @@ def run(args: argparse.Namespace) -> Report:
                          routing=inputs.routing, seed=inputs.seed,
                          scaleout_factor=inputs.scaleout_factor)
     rows = [{"accelerators": p.accelerators, "DP": p.result.layout.dp,
+             "global batch": f"{p.result.global_batch:,}",
+             "microbatches": f"{p.result.microbatches:,}",
              "tokens/s": f"{p.result.tokens_per_s:,.0f}",
              "scaling efficiency": f"{p.efficiency:.1%}", "MFU": f"{p.result.mfu:.1%}",
              "communication share": f"{p.result.comm_share:.1%}"} for p in points]
     data: dict[str, Any] = {"points": [
-        {"accelerators": p.accelerators, "tokens_per_s": p.result.tokens_per_s,
+        {"accelerators": p.accelerators, "global_batch": p.result.global_batch,
+         "microbatches": p.result.microbatches, "tokens_per_s": p.result.tokens_per_s,
          "scaling_efficiency": p.efficiency, "mfu": p.result.mfu,
          "comm_share": p.result.comm_share} for p in points]}
     if args.plot:
@@ -52,4 +55,11 @@ def run(args: argparse.Namespace) -> Report:
         save_figure(scaling_figure(points, title=f"{design.name or args.design}: {model.id}"),
                     args.plot)
         data["plot"] = args.plot
-    return Report("scale", data, [Table("Scaling", rows, data["points"])])
+    from topomodel.traffic.layout import BATCH_RULE
+
+    batch = (f"{inputs.layout.global_batch // inputs.layout.dp:,} sequences per DP replica"
+             " (the given batch per replica, kept as DP grows)" if inputs.layout.global_batch
+             else f"default: {BATCH_RULE}")
+    data["global_batch_rule"] = batch
+    title = f"Scaling (global batch: {batch}; microbatches per pipeline)"
+    return Report("scale", data, [Table(title, rows, data["points"])])

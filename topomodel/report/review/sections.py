@@ -18,6 +18,7 @@ from topomodel.report.bisection import (
 )
 from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
+from topomodel.report.step import batch_text, memory_text
 
 if TYPE_CHECKING:
     from topomodel.analysis.training.step import StepAssumptions, StepResult
@@ -131,6 +132,11 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
          f"{format_si(power['total_W_per_accelerator'], 'W')} per accelerator, of which"
          f" {format_si(power['network_W_per_accelerator'], 'W')} network"),
     ]
+    if step is not None and not step.fits:  # said first: the step cannot run as modelled
+        cards.insert(0, ("memory", "does not fit",
+                         f"needs {step.memory['total_bytes'] / 1e9:.1f} GB per accelerator"
+                         f" on {step.hbm_bytes / 1e9:.0f} GB: the step below cannot run as"
+                         " given"))
     if step is not None:
         cards += [("step time", format_si(step.step_time_s, "s"),
                    f"{step.comm_share:.1%} exposed communication + wait"),
@@ -150,8 +156,8 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
                      f" x CP {lay.cp}" + (f", EP {lay.ep}" if lay.ep > 1 else "")
                      + f" ({lay.world:,} accelerators, order {lay.order})"})
         rows.append({"item": "software", "value": software_text(lay, assumptions)})
-        rows.append({"item": "global batch", "value": f"{step.global_batch:,} sequences,"
-                     f" {step.microbatches:,} microbatches per pipeline"})
+        rows.append({"item": "global batch", "value": batch_text(step)})
+        rows.append({"item": "memory", "value": memory_text(step)})
     else:
         rows.append({"item": "model", "value": "none given (run with --model for the"
                      " training step)"})
