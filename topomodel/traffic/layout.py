@@ -35,8 +35,16 @@ tokens with ("We double the batch size again to 16M after pre-training on 2.87T
 tokens", Llama Team, arXiv 2407.21783, section 3.4.1), the largest published dense
 batch; a larger one adds no published evidence of converging."""
 
-BATCH_RULE = ("one microbatch per pipeline stage on every DP replica (DP x PP x"
-              " micro-batch sequences; DP x micro-batch without a pipeline), at most 16M"
+MICROBATCHES_PER_STAGE = 4
+"""Microbatches per pipeline stage on every DP replica in a default batch: every row of
+Megatron-Core's published model table (NVIDIA/Megatron-LM README, "Performance
+Benchmarking", r0.8.0: 1.7B to 462B, PP 1 to 16, DP 48, micro-batch 1) runs a global
+batch of 4 x PP x DP sequences (192 at PP 1, 384 at PP 2, ..., 3,072 at PP 16), the
+configuration of the default software preset (``mcore-2024``); at 4 x PP the 1F1B
+bubble is (PP - 1) / (5 PP - 1), under 20 %."""
+
+BATCH_RULE = ("4 microbatches per pipeline stage on every DP replica (4 x PP x DP x"
+              " micro-batch sequences, as Megatron-Core's model table), at most 16M"
               " tokens")
 """The default global batch in words (:meth:`Layout.sequences`), as outputs state it."""
 
@@ -151,28 +159,29 @@ class Layout:
 
     def sequences(self, seq: int) -> int:
         """Sequences per step: ``global_batch``, or the default rule
-        (:data:`BATCH_RULE`): every DP replica runs ``pp`` microbatches of
-        ``micro_batch`` sequences of ``seq`` tokens, one per pipeline stage, so the step
-        is what the replica's first stage holds in flight under 1F1B and the batch grows
-        with DP; Llama 3 405B on 16,384 GPUs ran exactly that, 16 sequences per DP
-        replica at PP 16 (Llama Team, arXiv 2407.21783, Table 4). Fewer microbatches
-        (not below one) keep it within :data:`DEFAULT_BATCH_CAP_TOKENS`; an interleaved
-        schedule keeps ``pp`` (it needs a multiple of ``pp``). A job that wants a batch
-        of its own (a recipe's, reached by gradient accumulation) gives it.
+        (:data:`BATCH_RULE`): every DP replica runs :data:`MICROBATCHES_PER_STAGE` x
+        ``pp`` microbatches of ``micro_batch`` sequences of ``seq`` tokens, so the batch
+        grows with DP and the pipeline's bubble stays small; fewer (not below one per DP
+        rank, and a multiple of ``pp`` under an interleaved schedule, which needs one)
+        keep it within :data:`DEFAULT_BATCH_CAP_TOKENS`. At Llama 3 405B's scale (DP 128,
+        PP 16, 8,192 tokens) the cap gives 16 sequences per replica, what it ran (Llama
+        Team, arXiv 2407.21783, Table 4). A job that wants a batch of its own (a recipe's,
+        reached by gradient accumulation) gives it.
 
         Examples
         --------
-        >>> Layout(dp=8).sequences(2048), Layout(dp=128, pp=16).sequences(8192)
-        (8, 2048)
-        >>> Layout(dp=1024, pp=16).sequences(8192)  # 16M tokens at most: 2 per replica
+        >>> Layout(dp=8).sequences(2048), Layout(dp=48, pp=2).sequences(4096)
+        (32, 384)
+        >>> Layout(dp=128, pp=16).sequences(8192)  # 16M tokens at most: 16 per replica
         2048
         """
         if self.global_batch:
             return self.global_batch
         per_step = self.dp * self.micro_batch
-        m = max(1, min(self.pp, DEFAULT_BATCH_CAP_TOKENS // (per_step * max(1, seq))))
+        fits = DEFAULT_BATCH_CAP_TOKENS // (per_step * max(1, seq))
+        m = max(1, min(MICROBATCHES_PER_STAGE * self.pp, fits))
         if self.interleave > 1:
-            m = self.pp
+            m = self.pp * max(1, m // self.pp)
         return m * per_step
 
 
