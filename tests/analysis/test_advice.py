@@ -119,7 +119,7 @@ def test_advise_and_step_multiply_the_same_scale_out_injection(tmp_path, capsys)
 def test_the_verdict_names_the_batch_and_says_first_when_the_layout_does_not_fit(capsys):
     """Llama 3 8B unsharded on one A100 per replica does not fit: the verdict sentence
     says so before the communication share, and names the global batch it modelled (the
-    default: one microbatch per DP replica without a pipeline)."""
+    default: 4 microbatches per DP replica without a pipeline)."""
     from topomodel.report.advice import advice_paragraph
 
     f = fabric("small-2x2-a100-1gbe")
@@ -127,7 +127,7 @@ def test_the_verdict_names_the_batch_and_says_first_when_the_layout_does_not_fit
     advice = advise(f, model, Layout(dp=4), ASSUMPTIONS)
     assert not advice.result.fits
     text = advice_paragraph(advice, design="lab", model="llama3-8b")
-    assert "a global batch of 4 sequences (the default; 1 microbatches" in text
+    assert "a global batch of 16 sequences (the default; 4 microbatches" in text
     assert text.index("does not fit") < text.index("exposed communication")
     fits = advise(f, model, Layout(tp=2, dp=2, global_batch=512), ASSUMPTIONS)
     assert fits.result.fits

@@ -184,17 +184,17 @@ def test_memory_by_hand(toy):
         32 * tokens * h + 4 * tokens * 16 - 2 * tokens * h)
 
 
-def test_default_global_batch_is_one_microbatch_per_stage_per_replica(toy):
-    """The default batch grows with DP from one microbatch per pipeline stage per
-    replica (Llama 3 405B's 16 sequences per replica at PP 16), not one large run's
-    16M tokens: a 16-accelerator job steps 16 sequences, not 16,384."""
+def test_default_global_batch_is_four_microbatches_per_stage_per_replica(toy):
+    """The default batch grows with DP from 4 microbatches per pipeline stage per
+    replica (every row of Megatron-Core's model table), not one large run's 16M tokens:
+    a 16-accelerator job steps 64 sequences, not 16,384."""
     fabric = toy("system: toy-box\nsystems: 4\nscaleout:\n  switch: toy-switch-16\n")
     model = fabric.catalog.get("toy-dense", Model)
     for layout in (_layout(dp=16), _layout(pp=2, dp=8), _layout(pp=4, dp=4),
                    _layout(pp=2, dp=8, micro_batch=2)):
         result = step_time(fabric, model, layout, QUIET)
-        assert result.microbatches == layout.pp
-        assert result.global_batch == layout.dp * layout.pp * layout.micro_batch
+        assert result.microbatches == 4 * layout.pp
+        assert result.global_batch == 4 * layout.dp * layout.pp * layout.micro_batch
         assert result.tokens_per_s * result.step_time_s == pytest.approx(
             result.global_batch * 1024)
     # at most 16M tokens: fewer microbatches, never fewer than one per DP rank

@@ -250,9 +250,9 @@ def test_step_json_schema(capsys):
                 "tokens_per_s"):
         assert key in data
     assert set(data["walls"]) == {"bandwidth_s", "latency_s", "topology_s", "sync_s"}
-    # values a wrong result breaks: the default global batch is one microbatch per
-    # pipeline stage per DP replica (Layout.sequences): 127 sequences without a pipeline
-    batch = 127
+    # values a wrong result breaks: the default global batch is 4 microbatches per
+    # pipeline stage per DP replica (Layout.sequences): 508 sequences without a pipeline
+    batch = 4 * 127
     world = check_step_values(data, global_batch=batch, tp=8)
     assert world == 8 * 127
     # halving --tp at the same --dp halves the world and keeps the tokens per step
@@ -509,7 +509,7 @@ def test_step_says_first_whether_the_layout_fits_and_states_its_batch(capsys):
     assert status == 0
     head = "\n".join(out.splitlines()[:8])
     assert "DOES NOT FIT: needs" in head
-    assert "4 sequences (32,768 tokens), 1 microbatches per pipeline; default:" in out
+    assert "16 sequences (131,072 tokens), 4 microbatches per pipeline; default:" in out
     status, out, _ = run(capsys, "step", LAB, *LAB_FLAGS, "--tp", "2", "--dp", "2",
                          "--global-batch", "64", "--no-goodput")
     assert status == 0

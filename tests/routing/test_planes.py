@@ -177,9 +177,10 @@ def old_scaleout(view, phase, flows, routing, seed, qps):
 
 NOT_STRUCTURED = {"asymmetric-sites", "rtx4090-workstation", "small-16x8-a100-100gbe-roce",
                   "small-2x2-a100-1gbe", "small-4x8-l40s-25gbe", "tpu-v4-pod",
-                  "hgx-h100-server"}
+                  "hgx-h100-server", "aws-p5en-efa"}
 """The examples without either section: the structured router does not cover them
-(PCIe scale-up, a torus), or one server has no network and no supernode."""
+(PCIe scale-up, a torus, two NICs per accelerator as on p5en), or one server has no
+network and no supernode."""
 SLOW = {"100k-8gpu-3tier", "100k-8npu-servers"}
 """Run with ``--run-slow`` (~5 s each); the 4K supernodes, the design these sections
 were made faster for, and the smaller fat-trees run always."""

@@ -43,9 +43,7 @@ batch of 4 x PP x DP sequences (192 at PP 1, 384 at PP 2, ..., 3,072 at PP 16), 
 configuration of the default software preset (``mcore-2024``); at 4 x PP the 1F1B
 bubble is (PP - 1) / (5 PP - 1), under 20 %."""
 
-BATCH_RULE = ("4 microbatches per pipeline stage on every DP replica (4 x PP x DP x"
-              " micro-batch sequences, as Megatron-Core's model table), at most 16M"
-              " tokens")
+BATCH_RULE = "4 microbatches per pipeline stage per DP replica, at most 16M tokens"
 """The default global batch in words (:meth:`Layout.sequences`), as outputs state it."""
 
 
