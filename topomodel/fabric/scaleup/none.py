@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class NoScaleup(ScaleupKind):
-    """Nothing built: no domain, no closed form, no level, no key."""
+    """Nothing built: no domain (so no closed form is asked of it), no level, no key."""
 
     name = "none"
     has_links = False
@@ -37,11 +37,6 @@ class NoScaleup(ScaleupKind):
              ) -> tuple[np.ndarray, ScaleupStructure]:
         """Nothing (:meth:`build` never asks)."""
         return np.full(acc.size, -1), base
-
-    def domain_bisection(self, structure: Structure, capacity_Bps: Mapping[str, float],
-                         per_domain: int, domains: int) -> tuple[float | None, str]:
-        """No domain to cut: nothing, said by nothing."""
-        return 0.0, ""
 
     def levels(self, structure: Structure, per_domain: int,
                capacity_Bps: Mapping[str, float], injection_Bps: float
