@@ -12,7 +12,7 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.linkrates import efficiency_sources
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.errors import CatalogError
-from topomodel.fabric.build import build_fabric
+from topomodel.fabric.build import build_fabric, structure_dict
 from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
 from topomodel.inputs.transports import SOCKETS_EFFICIENCY
@@ -55,7 +55,7 @@ def test_a_pcie_tree_has_its_closed_form_counts(name, systems, switches, sockets
     # every board link stays on the board: PCIe medium, no cable or module
     inside = f.links["tier"].astype(str).str.startswith("scaleup")
     assert (f.links.loc[inside, "optic"].astype(str) == "").all()
-    assert f.structure.as_dict()["pcie_switches_per_system"] == switches
+    assert structure_dict(f.structure)["pcie_switches_per_system"] == switches
 
 
 def test_gpus_under_different_sockets_meet_over_the_socket_link():

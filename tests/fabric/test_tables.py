@@ -21,7 +21,7 @@ from topomodel.analysis.bisection import bisection
 from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.errors import UsageError
 from topomodel.fabric import cabling
-from topomodel.fabric.build import build_fabric, build_scaleout, check_size
+from topomodel.fabric.build import build_fabric, build_scaleout, check_size, structure_dict
 from topomodel.fabric.columns import Coded
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleup import build_scaleup
@@ -281,7 +281,7 @@ def assert_same_fabric(new: Fabric, old: Fabric) -> None:
             assert mine.dtype == value.dtype and mine.tobytes() == value.tobytes(), name
         else:
             assert type(mine) is type(value) and mine == value, name
-    assert new.structure.as_dict() == old.structure.as_dict()
+    assert structure_dict(new.structure) == structure_dict(old.structure)
     assert repr(new.clos_tiers) == repr(old.clos_tiers)
 
 

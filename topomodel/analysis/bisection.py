@@ -40,6 +40,7 @@ import numpy as np
 
 from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.scaleout import scaleout_kind
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.inputs.records import documented
 from topomodel.inputs.units import format_rate
@@ -74,21 +75,18 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
 
     With several scale-up domains, whole domains go to each side (the first half of the
     domains in rank order, and the rest): cutting through a domain only adds its
-    scale-up links. A single torus domain is cut across its longest dimension; other
-    single domains in rank order.
+    scale-up links. A single domain is cut where its kind says
+    (:meth:`~topomodel.fabric.scaleup.kind.ScaleupKind.single_domain_side`: a torus
+    across its longest dimension), else in rank order.
     """
     acc = fabric.accelerators
     domain = fabric.nodes["domain"].to_numpy()[acc]
     domains = np.unique(domain[domain >= 0])
     if len(domains) >= 2:
         side_a = np.isin(domain, domains[: len(domains) // 2])
-    elif fabric.structure.scaleup.kind == "torus":
-        coords = fabric.structure.scaleup.torus.coords
-        shape = fabric.structure.scaleup.torus.shape
-        longest = int(np.argmax(shape))
-        side_a = coords[:, longest] < shape[longest] // 2
     else:
-        side_a = np.arange(len(acc)) < len(acc) // 2
+        own = scaleup_kind(fabric.structure).single_domain_side(fabric.structure)
+        side_a = np.arange(len(acc)) < len(acc) // 2 if own is None else own
     return acc[side_a], acc[~side_a]
 
 
@@ -119,7 +117,7 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
     domains = len(np.unique(domain[domain >= 0]))
     value, how = 0.0, ""
-    if domains < 2 and s.scaleup.kind != "none":
+    if domains < 2 and scaleup_kind(s).has_links:
         domain_value, how = _domain_bisection(fabric, total)
         if domain_value is None:
             return None, how
@@ -134,35 +132,11 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
 
 
 def _domain_bisection(fabric: Fabric, total: dict[str, float]) -> tuple[float | None, str]:
-    """Bisection of one scale-up domain."""
+    """Bisection of one scale-up domain, as its kind gives it."""
     s = fabric.structure
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
-    kind = s.scaleup.kind
     domains = max(1, fabric.accelerator_count // per_domain)
-    if kind == "switched":
-        # every accelerator reaches every chip: half the accelerators' links cross
-        return total["scaleup"] / domains / 2, "half the accelerators' scale-up links"
-    if domains > 1:
-        return None, "several domains without scale-out"
-    if kind == "supernode":
-        levels = [t for t in SCALEUP_TIERS if t in total]
-        limit = min(levels, key=lambda t: total[t])
-        return total[limit] / domains / 2, f"half the {limit} capacity of a supernode"
-    if kind == "full_mesh":
-        # halves of floor(n/2) and ceil(n/2): every pair across them is linked
-        pairs = (per_domain // 2) * (per_domain - per_domain // 2)
-        return pairs * s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps, (
-            "floor(n/2) x ceil(n/2) pairs of a full mesh cross")
-    if kind == "torus":
-        shape = s.scaleup.torus.shape
-        longest = max(shape)
-        crossings = 2 if s.scaleup.torus.wraparound and longest > 2 else 1
-        links = per_domain // longest * crossings * s.scaleup.torus.links_per_neighbor
-        if s.scaleup.torus.wraparound and longest == 2:
-            links *= 2
-        return links * s.scaleup.link_rate_Bps, (
-            f"cut across the longest dimension ({longest}): {links} links")
-    return None, f"no closed form for scale-up kind {kind}"
+    return scaleup_kind(s).domain_bisection(s, total, per_domain, domains)
 
 
 def max_flow_bisection(fabric: Fabric) -> float:
@@ -191,8 +165,9 @@ def _worst_cut(fabric: Fabric) -> tuple[float, int]:
         cut = _cut_Bps(contracted, _mapped(component, a), _mapped(component, b))
         if cut < best:
             best, smaller = cut, min(len(a), len(b))
+    bound = _split_lower_bound(fabric) if split else 0.0
     for _, a, b in split:
-        if _split_lower_bound(fabric) >= best:
+        if bound >= best:
             continue
         full = full if full is not None else _flow_graph(fabric, None)
         cut = _cut_Bps(full, a, b)
@@ -231,18 +206,13 @@ def _mapped(component: np.ndarray | None, nodes: np.ndarray) -> np.ndarray:
 
 
 def _split_lower_bound(fabric: Fabric) -> float:
-    """A lower bound on any cut that halves every scale-up domain: the sum of the
-    domains' own bisections (switched and full-mesh domains), else 0."""
+    """A lower bound on any cut that halves every scale-up domain, as the kind gives it
+    (the sum of the domains' own bisections where it knows them), else 0."""
     s = fabric.structure
-    if s.scaleup.kind not in ("switched", "full_mesh"):
-        return 0.0
     total = _tier_totals(fabric, unfailed=False)
     per_domain = s.accelerators_per_system * s.scaleup.systems_per_domain
     domains = max(1, fabric.accelerator_count // per_domain)
-    if s.scaleup.kind == "switched":
-        return total.get("scaleup", 0.0) / 2
-    pairs = (per_domain // 2) ** 2
-    return domains * pairs * s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps
+    return scaleup_kind(s).split_lower_bound(s, total, per_domain, domains)
 
 
 def _flow_graph(fabric: Fabric, component: np.ndarray | None) -> Any:

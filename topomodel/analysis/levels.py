@@ -16,6 +16,7 @@ from topomodel.arrays import distinct
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded
 from topomodel.fabric.scaleout import scaleout_kind
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.structure import nic_owner_nodes, scaleout_injection_Bps
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
 from topomodel.vocabulary import SWITCH_KINDS
@@ -104,9 +105,11 @@ def _domain_size(fabric: Fabric) -> int:
 
 def _scaleup_levels(fabric: Fabric, time_model: TimeModel,
                     efficiency: dict[str, float]) -> list[NetworkLevel]:
-    s = fabric.structure
-    kind = s.scaleup.kind
-    if kind == "none":
+    """The scale-up kind's levels (:meth:`~topomodel.fabric.scaleup.kind.ScaleupKind.
+    levels`), timed: its switches at the slowest chip of their tiers, its link delays at
+    the longest of its tiers."""
+    kind = scaleup_kind(fabric.structure)
+    if not kind.has_links:
         return []
     capacity, delay = _tier_stats(fabric)
     n = max(1, fabric.accelerator_count)
@@ -114,49 +117,16 @@ def _scaleup_levels(fabric: Fabric, time_model: TimeModel,
     from_acc = fabric.kind_mask("accelerator")[links["src"].to_numpy()] & Coded(
         links["tier"]).equals("scaleup")
     injection = float(links.loc[from_acc, "capacity_Bps"].sum()) / n
-    per_domain = _domain_size(fabric)
-    propagation = delay.get("scaleup", 0.0)
-
-    def level(name: str, topology: str, npus: int, link_Bps: float, inject_Bps: float,
-              latency_s: float, tiers: tuple[str, ...] = ("scaleup",),
-              over: float = 1.0) -> NetworkLevel:
-        return NetworkLevel(name, "scale-up", topology, npus, npus, link_Bps, inject_Bps,
-                            latency_s, min(efficiency.get(t, 1.0) for t in tiers), tiers,
-                            over)
-
-    if kind == "full_mesh":
-        link = s.scaleup.mesh_links_per_pair * s.scaleup.link_rate_Bps
-        return [level("scale-up", "FullyConnected", per_domain, link, injection,
-                      propagation)]
-    if kind == "torus":
-        out = []
-        for axis, length in zip("xyzwuv", s.scaleup.torus.shape, strict=False):
-            if length < 2:
-                continue
-            cables = s.scaleup.torus.links_per_neighbor * (
-                2 if s.scaleup.torus.wraparound and length == 2 else 1)
-            link = cables * s.scaleup.link_rate_Bps
-            out.append(level(f"scale-up {axis}", "Ring", length, link,
-                             link * (2 if length > 2 else 1), propagation))
-        return out
-    chip = _switch_latency(fabric, ("scaleup",), time_model)
-    if kind in ("switched", "pcie"):  # a PCIe tree as one switch at the GPU's PCIe rate
-        return [level("scale-up", "Switch", per_domain, injection, injection,
-                      chip + 2 * propagation)]
-    # supernode: the in-system chips, then the levels above them
-    per_system = s.accelerators_per_system
-    upper = [t for t in ("scaleup_l2", "scaleup_l3") if t in capacity]
-    bandwidth = min([injection, *(capacity[t] / n for t in upper)])
-    switches = 2 * len(upper) + 1
-    upper_latency = _switch_latency(fabric, ("scaleup", *upper), time_model)
-    hops = 2 * len(upper) + 2
-    first = level("scale-up", "Switch", per_system, injection, injection,
-                  chip + 2 * propagation)
-    second = level("scale-up supernode", "Switch", per_domain // per_system, bandwidth,
-                   bandwidth, switches * upper_latency + hops * max(
-                       [propagation, *(delay[t] for t in upper)]),
-                   ("scaleup", *upper), injection / bandwidth)
-    return _merged([first, second] if per_domain > per_system else [first])
+    out = []
+    for shape in kind.levels(fabric.structure, _domain_size(fabric), capacity, injection):
+        switches = (shape.switches * _switch_latency(fabric, shape.switch_tiers, time_model)
+                    if shape.switches else 0.0)
+        latency = switches + shape.propagations * max(delay.get(t, 0.0) for t in shape.tiers)
+        out.append(NetworkLevel(shape.name, "scale-up", shape.topology, shape.npus,
+                                shape.npus, shape.link_Bps, shape.injection_Bps, latency,
+                                min(efficiency.get(t, 1.0) for t in shape.tiers),
+                                shape.tiers, shape.oversubscription))
+    return _merged(out)
 
 
 def _scaleout_levels(fabric: Fabric, time_model: TimeModel, efficiency: dict[str, float],

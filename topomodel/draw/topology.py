@@ -29,6 +29,7 @@ from matplotlib.patches import FancyBboxPatch
 from matplotlib.text import Text
 
 from topomodel.fabric.scaleout import scaleout_kind
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_si
 
@@ -213,18 +214,7 @@ def _box_text(box: Box, row_tier: str) -> str:
 def _fabric_summary(fabric: Fabric) -> str:
     """One line: accelerators, the scale-up and the scale-out."""
     s = fabric.structure
-    kind = s.scaleup.kind
-    link = s.scaleup.link
-    if kind == "torus":
-        shape = "×".join(map(str, s.scaleup.torus.shape))
-        up = f"{shape} {'torus' if s.scaleup.torus.wraparound else 'mesh'} ({link})"
-    elif kind == "supernode":
-        up = (f"supernodes of {s.scaleup.systems_per_domain} systems,"
-              f" {s.scaleup.supernode.planes} planes ({link})")
-    elif kind == "none":
-        up = "none"
-    else:
-        up = f"{kind.replace('_', ' ')} ({link})"
+    up = scaleup_kind(s).caption(s.scaleup)
     down = scaleout_kind(s).caption(s.scaleout)
     return (f"{fabric.accelerator_count:,} accelerators · scale-up: {up} ·"
             f" scale-out: {down}")

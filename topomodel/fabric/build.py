@@ -1,15 +1,18 @@
 """Build a :class:`~topomodel.fabric.tables.Fabric` from a design: scale-up, then scale-out.
 
-Scale-up kinds: ``switched`` (each accelerator's links spread over in-system switch
-chips), ``full_mesh``, ``torus`` (n-dimensional, with or without wraparound, across
-systems, optionally through optical circuit switches) and ``supernode`` (in-system
-switch chips joined per plane by a Clos of upper-level switch chips). Scale-out kinds
+Scale-up kinds are the modules of :mod:`topomodel.fabric.scaleup` (``switched``: each
+accelerator's links spread over in-system switch chips; ``full_mesh``; ``torus``:
+n-dimensional, with or without wraparound, across systems, optionally through optical
+circuit switches; ``supernode``: in-system switch chips joined per plane by a Clos of
+upper-level switch chips; ``pcie``; ``none``), each wiring its own domains. Scale-out kinds
 are the modules of :mod:`topomodel.fabric.scaleout` (``fat_tree``: 1-3 tiers,
 rail-optimized or not, several planes; ``rail_only``; ``none``), each building its own
 part. Everything is generated with array arithmetic: no per-link Python loops.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,7 +21,7 @@ from topomodel.fabric.cabling import cable_links
 from topomodel.fabric.clos import DEFAULT_SWITCH_LATENCY_S as DEFAULT_SWITCH_LATENCY_S
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleout import scaleout_kind
-from topomodel.fabric.scaleup import build_scaleup
+from topomodel.fabric.scaleup import build_scaleup, scaleup_kind
 from topomodel.fabric.structure import ScaleoutStructure, Structure, measure_injection
 from topomodel.fabric.tables import (
     LINK_TIERS,
@@ -84,6 +87,24 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
                   tuple(clos))
 
 
+def structure_dict(structure: Structure) -> dict[str, Any]:
+    """Plain types under the keys of ``topomodel build``'s JSON ``structure`` object: the
+    counts, the scale-up kind and its keys (:meth:`ScaleupKind.json_keys
+    <topomodel.fabric.scaleup.kind.ScaleupKind.json_keys>`), the scale-out's.
+
+    Examples
+    --------
+    >>> from topomodel.fabric.structure import ScaleupStructure
+    >>> structure_dict(Structure(2, 8, ScaleupStructure("none"), ScaleoutStructure("none")))
+    {'systems': 2, 'accelerators_per_system': 8, 'scaleup': 'none', 'scaleout': 'none'}
+    """
+    return {"systems": structure.systems,
+            "accelerators_per_system": structure.accelerators_per_system,
+            "scaleup": structure.scaleup.kind,
+            **scaleup_kind(structure).json_keys(structure.scaleup),
+            **structure.scaleout.as_dict()}
+
+
 def _code(column: pd.Categorical, label: str) -> int:
     """The code of ``label`` in a categorical (-1, matching no row, if it has none)."""
     categories = list(column.categories)
@@ -124,9 +145,7 @@ def check_size(design: Design, system: System, n_systems: int) -> None:
     if refusal:
         raise design.problem(count_key, refusal)
     kind = design.scaleup.kind or system.scaleup.kind
-    per_system_links = {"switched": per_system * system.scaleup.switches,
-                        "supernode": per_system * system.scaleup.switches,
-                        "full_mesh": per_system * (per_system - 1) // 2}.get(kind, 0)
+    per_system_links = scaleup_kind(kind).links_per_system(system)
     refusal = above(n_systems * per_system_links, "MAX_SCALEUP_LINKS",
                     f"scale-up links ({kind}, {per_system_links:,} per system)",
                     BYTES_PER_LINK)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import group_totals
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import (
     MEDIA,
     PROPAGATION_S_PER_M,
@@ -236,14 +237,14 @@ def cable_links(groups: np.ndarray, tier_names: Sequence[str], rates_Bps: np.nda
     from topomodel.inputs.parts import System
 
     system = catalog.entries.get(design.system)
-    pcie_box = isinstance(system, System) and (
-        design.scaleup.kind or system.scaleup.kind) == "pcie"
+    board_only = isinstance(system, System) and scaleup_kind(
+        design.scaleup.kind or system.scaleup.kind).board_only
     media, rates = len(MEDIA), len(rates_Bps)
     size = len(tier_names) * rates * media
     rows = np.bincount(groups, minlength=size)
     # every group's tier, rate and medium, and whether its rows are cabled
     tier_of, medium_of = np.arange(size) // (rates * media), np.arange(size) % media
-    tier_cabled = np.array([not (tier == "host" or (pcie_box and tier.startswith("scaleup"))
+    tier_cabled = np.array([not (tier == "host" or (board_only and tier.startswith("scaleup"))
                                  or (tiers is not None and tier not in tiers))
                             for tier in tier_names])
     cabled = tier_cabled[tier_of] & (rows > 0)

@@ -2,7 +2,7 @@
 builder chose, and each accelerator's injection bandwidth, decided once at build time.
 
 Analyses use :class:`Structure` for closed forms, routers for addresses, and reports
-for their summaries; :meth:`Structure.as_dict` is the ``structure`` object of
+for their summaries; :func:`topomodel.fabric.build.structure_dict` is the ``structure`` object of
 ``topomodel build --format json``.
 """
 
@@ -90,51 +90,17 @@ class ScaleoutStructure:
         """Whether each rail has its own network, with nothing between rails."""
         return self.kind == "rail_only"
 
-
-@dataclass(frozen=True, eq=False)
-class Structure:
-    """What the builder made: system counts, the scale-up and the scale-out parts."""
-
-    systems: int
-    accelerators_per_system: int
-    scaleup: ScaleupStructure
-    scaleout: ScaleoutStructure
-
     def as_dict(self) -> dict[str, Any]:
-        """Plain types under the keys of ``topomodel build``'s JSON ``structure`` object
-        (each kind's keys only where it has them).
+        """Its keys of ``topomodel build``'s JSON ``structure`` object (the
+        scale-up kind gives its own: :func:`topomodel.fabric.build.structure_dict`).
 
         Examples
         --------
-        >>> Structure(2, 8, ScaleupStructure("none"), ScaleoutStructure("none")).as_dict()
-        {'systems': 2, 'accelerators_per_system': 8, 'scaleup': 'none', 'scaleout': 'none'}
+        >>> ScaleoutStructure("none").as_dict()
+        {'scaleout': 'none'}
         """
-        out: dict[str, Any] = {"systems": self.systems,
-                               "accelerators_per_system": self.accelerators_per_system}
-        up = self.scaleup
-        out["scaleup"] = up.kind
-        if up.kind != "none":
-            out.update(scaleup_link=up.link, scaleup_link_Bps=up.link_rate_Bps)
-        if up.kind == "switched":
-            out["scaleup_switches_per_system"] = up.switches_per_system
-        if up.kind == "pcie":
-            out.update(pcie_switches_per_system=up.switches_per_system,
-                       sockets_per_system=up.sockets, socket_link=up.socket_link)
-        if up.kind == "supernode":
-            sn = up.supernode
-            out["supernode_tiers"] = [{"name": t.name, "switches_per_plane":
-                                       t.switches_per_plane, "down": t.down_ports,
-                                       "up": t.up_ports} for t in sn.tiers]
-            out.update(supernode_planes=sn.planes, systems_per_domain=up.systems_per_domain,
-                       supernode_uplinks=sn.uplinks, supernode_levels=sn.levels)
-        if up.kind == "full_mesh":
-            out["mesh_links_per_pair"] = up.mesh_links_per_pair
-        if up.kind == "torus":
-            out.update(torus_shape=list(up.torus.shape), wraparound=up.torus.wraparound,
-                       links_per_neighbor=up.torus.links_per_neighbor,
-                       systems_per_domain=up.systems_per_domain)
-        so = self.scaleout
-        out["scaleout"] = so.kind
+        so = self
+        out: dict[str, Any] = {"scaleout": so.kind}
         if so.kind != "none":
             out.update(nic=so.nic, nics_per_system=so.nics_per_system, planes=so.planes,
                        port_rate_Bps=so.port_rate_Bps, uplink_rate_Bps=so.uplink_rate_Bps,
@@ -145,6 +111,16 @@ class Structure:
                 out["rails_per_leaf"] = so.rails_per_leaf
             out["fat_tree_tiers"] = so.fat_tree_tiers
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """What the builder made: system counts, the scale-up and the scale-out parts."""
+
+    systems: int
+    accelerators_per_system: int
+    scaleup: ScaleupStructure
+    scaleout: ScaleoutStructure
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -376,6 +376,33 @@ def unknown_refs(reading: Reading, catalog: Catalog) -> list[Problem]:
     return [p for p in found if p is not None]
 
 
+def _check_supernode(design: Design, system: System) -> list[tuple[KeyPath, str]]:
+    """A supernode joins switched systems through the upper chip it names."""
+    up = design.scaleup
+    if system.scaleup.kind != "switched" or not up.switch or not up.uplinks:
+        return [(("scaleup",), "a supernode needs a switched system, 'switch' (the upper"
+                 " switch chip) and 'uplinks' (per in-system switch chip)")]
+    return []
+
+
+def _check_torus(design: Design, system: System) -> list[tuple[KeyPath, str]]:
+    """A torus over systems is whole systems along every dimension."""
+    up, inner = design.scaleup, system.scaleup.shape
+    if up.shape and inner and (len(up.shape) < len(inner) or any(
+            d % s for d, s in zip(up.shape, inner, strict=False))):
+        return [(("scaleup", "shape"), f"shape {list(up.shape)} must be a multiple of the"
+                 f" system's {list(inner)} in each dimension")]
+    return []
+
+
+SCALEUP_CHECKS: dict[str, Callable[[Design, System], list[tuple[KeyPath, str]]]] = {
+    "supernode": _check_supernode, "torus": _check_torus}
+"""The design's own checks of each scale-up kind that has any, by its name: (key path,
+message) per problem. They stay with the design record (not with the kind's module in
+:mod:`topomodel.fabric.scaleup`) because a design is checked when it is read, below
+the fabric layer, so that every problem of a file is reported together."""
+
+
 def _check(design: Design, catalog: Catalog) -> list[Problem]:
     """Consistency between the design and the catalog entries it names."""
     out: list[Problem] = []
@@ -388,22 +415,15 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
         problem(("accelerators",), f"{design.accelerators} accelerators is not a whole number"
                 f" of {design.system} systems ({system.accelerators} each)")
     up = design.scaleup
-    kind = up.kind or system.scaleup.kind
-    if kind == "supernode" and (system.scaleup.kind != "switched" or not up.switch
-                                or not up.uplinks):
-        problem(("scaleup",), "a supernode needs a switched system, 'switch' (the upper"
-                " switch chip) and 'uplinks' (per in-system switch chip)")
+    kind_check = SCALEUP_CHECKS.get(up.kind or system.scaleup.kind)
+    for key_path, message in kind_check(design, system) if kind_check else ():
+        problem(key_path, message)
     if up.switch and up.uplinks and system.scaleup.switch:
         l1 = catalog.get(system.scaleup.switch, ScaleupSwitch)
         down = max(system.scaleup.links_per_switch) * system.accelerators
         if down + up.uplinks > l1.ports:
             problem(("scaleup", "uplinks"), f"{up.uplinks} uplinks and {down} links to"
                     f" accelerators exceed the {l1.ports} ports of {l1.id}")
-    if kind == "torus" and up.shape and system.scaleup.shape and (
-            len(up.shape) < len(system.scaleup.shape) or any(
-                d % s for d, s in zip(up.shape, system.scaleup.shape, strict=False))):
-        problem(("scaleup", "shape"), f"shape {list(up.shape)} must be a multiple of the"
-                f" system's {list(system.scaleup.shape)} in each dimension")
     if design.scaleout.kind != "none":
         out += _check_scaleout(design, catalog, system)
     return out

@@ -353,11 +353,16 @@ class Switch(Part):
         return 0
 
 
+SYSTEM_SCALEUP_KINDS = ("switched", "full_mesh", "torus", "pcie", "none")
+"""The scale-up kinds a system's own wiring may be (a design may also ask for a
+``supernode`` over switched systems, :data:`topomodel.inputs.design.SCALEUP_KINDS`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScaleupWiring:
     """How a system's accelerators are wired for scale-up."""
 
-    kind: str = spec(choice("switched", "full_mesh", "torus", "pcie", "none"))
+    kind: str = spec(choice(*SYSTEM_SCALEUP_KINDS))
     link: str | None = spec(ref("scaleup_link"), default=None)
     switch: str | None = spec(ref("scaleup_switch"), default=None)
     switches: int = spec(integer(0), default=0)

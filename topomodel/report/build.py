@@ -38,7 +38,9 @@ from topomodel.analysis.bisection import Bisection, bisection
 from topomodel.analysis.bom import bill_of_materials, power_summary
 from topomodel.analysis.linkbudget import link_budgets
 from topomodel.analysis.tiers import tier_summaries
+from topomodel.fabric.build import structure_dict
 from topomodel.fabric.scaleout import scaleout_kind
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.bisection import (
@@ -68,7 +70,7 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
         "accelerators": fabric.accelerator_count,
         "nodes": node_counts,
         "links": int(fabric.links["cables"].sum() // 2),
-        "structure": fabric.structure.as_dict(),
+        "structure": structure_dict(fabric.structure),
         "tiers": [{**dataclasses.asdict(t), "capacity_bits_per_s": t.capacity_Bps * 8}
                   for t in tiers],
         "bisection": dataclasses.asdict(cut),
@@ -137,19 +139,7 @@ def summary_record(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scaleup_text(fabric: Fabric) -> str:
-    s = fabric.structure.scaleup
-    kind = s.kind
-    if kind == "none":
-        return "none"
-    rate = format_rate(s.link_rate_Bps)
-    if kind == "torus":
-        shape = "x".join(map(str, s.torus.shape))
-        wrap = "torus" if s.torus.wraparound else "mesh"
-        return f"{shape} {wrap} of {s.link} ({rate} per link per direction)"
-    if kind == "supernode":
-        return (f"supernode of {s.systems_per_domain} systems, {s.supernode.planes}"
-                f" planes, {s.supernode.levels} switch levels, {s.link}")
-    return f"{kind}, {s.link} ({rate} per link per direction)"
+    return scaleup_kind(fabric.structure).summary(fabric.structure.scaleup)
 
 
 def _scaleout_text(fabric: Fabric) -> str:

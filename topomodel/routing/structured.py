@@ -7,6 +7,7 @@ import numpy as np
 
 from topomodel.errors import RoutingError
 from topomodel.fabric.scaleout import scaleout_kind
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, clos_view, spread
 from topomodel.routing.hashing import QPS, choose, mix, queue_pairs
@@ -19,7 +20,7 @@ from topomodel.traffic.phases import Phase
 def structured_supported(fabric: Fabric) -> str | None:
     """Why the structured router cannot route this fabric, or ``None`` if it can."""
     s = fabric.structure
-    if s.scaleup.kind not in ("switched", "full_mesh", "supernode", "none"):
+    if not scaleup_kind(s).structured_routing:
         return f"scale-up kind {s.scaleup.kind}"
     kind = scaleout_kind(s)
     if not kind.structured_routing:

@@ -51,14 +51,13 @@ from topomodel.analysis.collectives.routes import (
     pxn_traffic,
 )
 from topomodel.errors import UsageError
+from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.hashing import QPS
 from topomodel.routing.routed import Routed
 from topomodel.traffic.allpairs import decompose
 from topomodel.traffic.phases import AllPairsPhase, Phase, Shape, Traffic
 
-PCI_KINDS = ("none", "pcie")
-"""Scale-up kinds whose GPUs reach each other over PCIe (NCCL's PCI latencies apply)."""
 
 @dataclass(frozen=True, eq=False)
 class PhaseTime:
@@ -333,7 +332,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
 
     link = fabric.structure.scaleup.link
     architecture = _ARCHITECTURE_OF_LINK.get(link, "other" if link else "hopper")
-    intra = "pci" if fabric.structure.scaleup.kind in PCI_KINDS else "nvlink"
+    intra = scaleup_kind(fabric.structure).nccl_intra
     best: tuple[float, str, float, float] | None = None
     transport = fabric.derived(network_transport)
     net_us = transport.net_latency_s * 1e6 if transport is not None else 0.0
