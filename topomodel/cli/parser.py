@@ -302,16 +302,16 @@ def build_parser() -> argparse.ArgumentParser:
         " names); nodes and links tables as CSV or Parquet in a directory; an ASTRA-sim"
         " analytical network (YAML; its GB/s is 2^30 bytes/s) or a Calculon system file"
         " (JSON); a Slurm topology.conf for the tree or block plugin; a Kueue Topology"
-        " and its node labels. See docs/exports.md for the schema and what each"
-        " approximates.")
+        " and its node labels; Keysight InfraGraph (JSON). See docs/exports.md for the"
+        " schema and what each approximates.")
     export.add_argument("design", help="design file (YAML)")
     export.add_argument("--to", required=True,
                         choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon",
-                                 "slurm", "slurm-block", "kueue"],
+                                 "slurm", "slurm-block", "kueue", "infragraph"],
                         help="export format")
     export.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="output file (graphml, json, astra-sim, calculon, slurm,"
-                        " slurm-block) or directory (csv, parquet, kueue)")
+                        " slurm-block, infragraph) or directory (csv, parquet, kueue)")
     export.add_argument("--compute-efficiency", type=float, metavar="F",
                         help="calculon: one flat GEMM efficiency (0-1) instead of the"
                         " accelerator's measured GEMM curve (needed where the catalog has"

@@ -43,7 +43,7 @@ from topomodel.files import atomic_bytes, atomic_files, atomic_write, refuse_out
 from topomodel.inputs.parts import Accelerator, HostLink, System
 
 EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon", "slurm",
-                  "slurm-block", "kueue")
+                  "slurm-block", "kueue", "infragraph")
 
 DEFAULT_HOSTNAMES = "node{n:04d}"
 """Host name pattern of the scheduler exports (``slurm``, ``slurm-block``, ``kueue``):
@@ -140,10 +140,10 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
     of the scheduler exports (default :data:`DEFAULT_HOSTNAMES`); ``label_prefix`` the prefix of
     Kueue's label keys (default :data:`topomodel.export.kueue.DEFAULT_LABEL_PREFIX`).
 
-    ``graphml``, ``json``, ``astra-sim``, ``calculon``, ``slurm`` and ``slurm-block``
-    write the one file ``path``; ``csv`` and ``parquet`` write ``nodes`` and ``links``
-    tables into the directory ``path``, ``kueue`` its ``topology.yaml`` and
-    ``node-labels.csv``.
+    ``graphml``, ``json``, ``astra-sim``, ``calculon``, ``slurm``, ``slurm-block`` and
+    ``infragraph`` write the one file ``path``; ``csv`` and ``parquet`` write ``nodes``
+    and ``links`` tables into the directory ``path``, ``kueue`` its ``topology.yaml``
+    and ``node-labels.csv``.
 
     Raises
     ------
@@ -154,6 +154,12 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
     target = Path(path)
     if fmt in ("slurm", "slurm-block", "kueue"):
         return _scheduler(fabric, fmt, target, hostnames, label_prefix)
+    if fmt == "infragraph":
+        from topomodel.export.infragraph import infragraph
+
+        text = json.dumps(infragraph(fabric), separators=(",", ":"))
+        atomic_bytes(target, text.encode())
+        return [target]
     if fmt in ("csv", "parquet"):
         return _tables(fabric, fmt, target)
     if fmt == "astra-sim":
