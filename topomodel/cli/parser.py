@@ -296,23 +296,33 @@ def build_parser() -> argparse.ArgumentParser:
     draw.set_defaults(run=Verb("design_verbs.draw"))
 
     export = verbs.add_parser(
-        "export", help="write the fabric as a graph, tables, or ASTRA-sim/Calculon input",
+        "export", help="write the fabric as a graph, tables, simulator or scheduler input",
         description="Build a design's fabric and export it for other tools: GraphML or"
         " node-link JSON (one arc per link direction, attributes with units in their"
         " names); nodes and links tables as CSV or Parquet in a directory; an ASTRA-sim"
         " analytical network (YAML; its GB/s is 2^30 bytes/s) or a Calculon system file"
-        " (JSON). See docs/exports.md for the schema and what each approximates.")
+        " (JSON); a Slurm topology.conf for the tree or block plugin; a Kueue Topology"
+        " and its node labels; Keysight InfraGraph (JSON). See docs/exports.md for the"
+        " schema and what each approximates.")
     export.add_argument("design", help="design file (YAML)")
     export.add_argument("--to", required=True,
-                        choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon"],
+                        choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon",
+                                 "slurm", "slurm-block", "kueue", "infragraph"],
                         help="export format")
     export.add_argument("-o", "--output", required=True, metavar="PATH",
-                        help="output file (graphml, json, astra-sim, calculon) or directory"
-                        " (csv, parquet)")
+                        help="output file (graphml, json, astra-sim, calculon, slurm,"
+                        " slurm-block, infragraph) or directory (csv, parquet, kueue)")
     export.add_argument("--compute-efficiency", type=float, metavar="F",
                         help="calculon: one flat GEMM efficiency (0-1) instead of the"
                         " accelerator's measured GEMM curve (needed where the catalog has"
                         " none)")
+    export.add_argument("--hostnames", metavar="PATTERN",
+                        help="slurm, slurm-block, kueue: host names, PREFIX{n} or"
+                        " PREFIX{n:0Wd} with n the host number from 0 (default"
+                        " node{n:04d}: node0000, node0001, ...)")
+    export.add_argument("--label-prefix", metavar="DOMAIN",
+                        help="kueue: prefix of the node label keys (default"
+                        " topology.topomodel.io: topology.topomodel.io/leaf-group, ...)")
     add_catalog_args(export)
     _format_arg(export, tables_dir=False)
     export.set_defaults(run=Verb("design_verbs.export"))

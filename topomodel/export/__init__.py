@@ -42,7 +42,15 @@ from topomodel.fabric.tables import Fabric
 from topomodel.files import atomic_bytes, atomic_files, atomic_write, refuse_output_folder
 from topomodel.inputs.parts import Accelerator, HostLink, System
 
-EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon")
+EXPORT_FORMATS = ("graphml", "json", "csv", "parquet", "astra-sim", "calculon", "slurm",
+                  "slurm-block", "kueue", "infragraph")
+
+DEFAULT_HOSTNAMES = "node{n:04d}"
+"""Host name pattern of the scheduler exports (``slurm``, ``slurm-block``, ``kueue``):
+``node`` and the host number from 0, zero-padded to 4 digits, so names sort in host
+order up to 10,000 hosts (a larger number just grows: ``node12000``). Slurm's own
+examples name nodes the same way (``tux0``, ``node[1-32]``); ``--hostnames`` sets
+another (:class:`topomodel.export.hosts.HostNames`)."""
 
 
 ASTRA_GB_BYTES = 2**30
@@ -123,14 +131,19 @@ AllReduce 2 (n-1)/n, ReduceScatter and AllGather (n-1)/n of the buffer (nccl-tes
 
 
 def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
-                  compute_efficiency: float | None = None) -> list[Path]:
+                  compute_efficiency: float | None = None,
+                  hostnames: str | None = None,
+                  label_prefix: str | None = None) -> list[Path]:
     """Write ``fabric`` as ``fmt`` to ``path``; return the files written.
     ``compute_efficiency`` is Calculon's flat GEMM efficiency for an accelerator without
-    a measured GEMM sweep (:func:`calculon_system`).
+    a measured GEMM sweep (:func:`calculon_system`); ``hostnames`` the host name pattern
+    of the scheduler exports (default :data:`DEFAULT_HOSTNAMES`); ``label_prefix`` the prefix of
+    Kueue's label keys (default :data:`topomodel.export.kueue.DEFAULT_LABEL_PREFIX`).
 
-    ``graphml``, ``json``, ``astra-sim`` and ``calculon`` write the one file ``path``;
-    ``csv`` and ``parquet`` write ``nodes`` and ``links`` tables into the directory
-    ``path``.
+    ``graphml``, ``json``, ``astra-sim``, ``calculon``, ``slurm``, ``slurm-block`` and
+    ``infragraph`` write the one file ``path``; ``csv`` and ``parquet`` write ``nodes``
+    and ``links`` tables into the directory ``path``, ``kueue`` its ``topology.yaml``
+    and ``node-labels.csv``.
 
     Raises
     ------
@@ -139,6 +152,14 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
         it cannot express (see :func:`astra_sim_network`).
     """
     target = Path(path)
+    if fmt in ("slurm", "slurm-block", "kueue"):
+        return _scheduler(fabric, fmt, target, hostnames, label_prefix)
+    if fmt == "infragraph":
+        from topomodel.export.infragraph import infragraph
+
+        text = json.dumps(infragraph(fabric), separators=(",", ":"))
+        atomic_bytes(target, text.encode())
+        return [target]
     if fmt in ("csv", "parquet"):
         return _tables(fabric, fmt, target)
     if fmt == "astra-sim":
@@ -158,6 +179,27 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
         atomic_write(target, lambda s: s.write(json.dumps(data, default=str).encode()))
     else:
         raise ValueError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
+    return [target]
+
+
+def _scheduler(fabric: Fabric, fmt: str, target: Path, hostnames: str | None,
+               label_prefix: str | None) -> list[Path]:
+    """A Slurm ``topology.conf`` (file ``target``) or Kueue's topology and node labels
+    (folder ``target``)."""
+    from topomodel.export.hosts import HostNames
+    from topomodel.export.kueue import DEFAULT_LABEL_PREFIX, kueue_topology
+    from topomodel.export.slurm import slurm_blocks, slurm_tree
+
+    names = HostNames.parse(hostnames or DEFAULT_HOSTNAMES)
+    if fmt == "kueue":
+        refuse_output_folder(target)
+        topology, labels = kueue_topology(fabric, names,
+                                          label_prefix=label_prefix or DEFAULT_LABEL_PREFIX)
+        csv = labels.to_csv(index=False).encode()
+        return atomic_files(target, [("topology.yaml", lambda s: s.write(topology.encode())),
+                                     ("node-labels.csv", lambda s: s.write(csv))])
+    text = slurm_tree(fabric, names) if fmt == "slurm" else slurm_blocks(fabric, names)
+    atomic_bytes(target, text.encode())
     return [target]
 
 
