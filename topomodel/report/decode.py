@@ -11,7 +11,8 @@ from topomodel.report.output import Report, Table
 
 _WALLS = {"hbm-weights": "HBM bandwidth reading the weights",
           "hbm-kv-cache": "HBM bandwidth reading the KV cache",
-          "compute": "compute (the step's FLOPs at the best measured GEMM efficiency)",
+          "compute": ("compute (the step's FLOPs at the best measured GEMM efficiency, or"
+                      " the flat --compute-efficiency)"),
           "communication": "communication (exposed TP/EP collectives)"}
 
 
@@ -53,6 +54,9 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
         {"item": "tokens/s per sequence", "value": f"{r.tokens_per_s_per_sequence:,.2f}"},
         {"item": "wall", "value": r.wall},
         {"item": "HBM rate used", "value": format_rate(r.hbm_Bps)},
+        {"item": "compute efficiency used", "value": f"{r.compute_efficiency:.0%} of peak"
+         + (" (flat, --compute-efficiency)" if r.compute_efficiency_flat
+            else " (the best measured GEMM)")},
         {"item": "weights + KV cache held", "value":
          f"{format_size(r.memory_bytes)} of {format_size(r.hbm_capacity_bytes)}"},
     ]
@@ -76,6 +80,8 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
         "compute_s": r.compute_s, "comm_s": r.comm_s, "comm_exposed_s": r.comm_exposed_s,
         "weight_bytes_read": r.weight_bytes_read, "kv_bytes_read": r.kv_bytes_read,
         "hbm_Bps": r.hbm_Bps, "wall": r.wall,
+        "compute_efficiency": r.compute_efficiency,
+        "compute_efficiency_flat": r.compute_efficiency_flat,
         "tokens_per_s_per_accelerator": r.tokens_per_s_per_accelerator,
         "tokens_per_s_per_system": r.tokens_per_s_per_system,
         "tokens_per_s_total": r.tokens_per_s_total,
