@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> Report:
                        collective=collective_name(args.collective) if args.collective else None,
                        ranks=args.ranks, threshold=args.threshold, column=args.column,
                        routing=inputs.routing, seed=inputs.seed,
-                       time_model=inputs.assumptions.time)
+                       time_model=inputs.assumptions.time, algorithm=args.algorithm,
+                       protocol=args.protocol)
     name = fabric.design.name or args.design
     report = nccl_check_report(check, log, design_name=name)
     if args.plot:
