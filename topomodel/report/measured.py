@@ -77,6 +77,8 @@ def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) 
                   for s in check.sizes],
         "verdict": verdict,
     }
-    return Report("check_nccl", data, [Table("nccl-tests against the model", summary),
-                                       Table("Per size", rows)],
-                  [*check.warnings, *log.warnings])
+    record = {k: v for k, v in data.items() if k not in ("sizes", "rank_accelerators")}
+    return Report("check_nccl", data, [
+        Table("nccl-tests against the model", summary, [record], name="check"),
+        Table("Per size", rows, data["sizes"], name="sizes")],
+        [*check.warnings, *log.warnings])
