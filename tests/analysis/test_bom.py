@@ -260,7 +260,7 @@ def test_small_examples_get_a_part_of_their_rate_once_per_link_end(example, part
 
 
 @pytest.mark.parametrize("length_m", [1.0, 2.0, 5.0, 30.0, 100.0, 500.0, 2000.0])
-@pytest.mark.parametrize("rate_Gbps", [1, 25, 100, 200, 224, 400, 800])
+@pytest.mark.parametrize("rate_Gbps", [1, 10, 25, 100, 200, 224, 400, 800])
 def test_a_link_never_gets_a_part_above_the_breakout_limit(rate_Gbps, length_m):
     from topomodel.fabric.cabling import MAX_PART_TO_LINK_RATE, choose_optic
 
@@ -271,37 +271,39 @@ def test_a_link_never_gets_a_part_above_the_breakout_limit(rate_Gbps, length_m):
         assert chosen.reach_m >= length_m
     if rate_Gbps == 25 and length_m <= 100:
         assert chosen is not None and chosen.id == "sfp28-25g-sr"
+    if rate_Gbps == 10 and length_m <= 400:
+        assert chosen is not None and chosen.id == "sfpp-10g-sr"
 
 
 SLOW_PORTS = """
 nics:
-  nic-10g:
+  nic-40g:
     ports: 1
-    port_rate: "10 Gb/s /dir"
+    port_rate: "40 Gb/s /dir"
     protocols: [ethernet]
     source: test fixture
     provenance: assumed
 switches:
-  switch-10g:
+  switch-40g:
     protocol: ethernet
     ports: 8
-    port_rate: "10 Gb/s /dir"
+    port_rate: "40 Gb/s /dir"
     source: test fixture
     provenance: assumed
 """
 
 
 def test_a_rate_no_part_serves_is_one_design_error(tmp_path, capsys):
-    """10 GbE: the catalog has no part of 10 to 20 Gb/s, and a 25G or 800G part does
+    """40 GbE: the catalog has no part of 40 to 80 Gb/s, and a 25G or 100G part does
     not fit the port; the error names the file, the line and the length key."""
     from topomodel.errors import DesignError
 
     (tmp_path / "slow.yaml").write_text(SLOW_PORTS)
     path = tmp_path / "design.yaml"
     path.write_text("system: pw-host\nsystems: 4\ncatalogs: [slow.yaml, powered.yaml]\n"
-                    "scaleout: {switch: switch-10g, nic: nic-10g}\n")
+                    "scaleout: {switch: switch-40g, nic: nic-40g}\n")
     (tmp_path / "powered.yaml").write_text(POWERED)
-    message = ("no cable or module in the catalog reaches 30 m at 10 Gb/s (leaf links;"
+    message = ("no cable or module in the catalog reaches 30 m at 40 Gb/s (leaf links;"
                " only parts of 1 to 2x the link rate fit its port); add a part for this"
                " rate to a catalog")
     design, catalog = load_design(path)

@@ -179,3 +179,20 @@ def test_cli_decode_error_is_one_line(capsys):
     assert main(["decode", SERVER, "--model", "llama3-70b", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--tp: 3 must divide" in err[0]
+
+
+@pytest.mark.parametrize("design", ["examples/small-2x2-a100-1gbe.yaml",
+                                    "examples/small-4x8-l40s-25gbe.yaml",
+                                    "examples/rtx4090-workstation.yaml"])
+def test_decode_takes_a_flat_compute_efficiency_where_no_gemm_is_measured(design, capsys):
+    # the error names the flag, and the flag is then taken, as the step's is
+    assert main(["decode", design, "--model", "llama3-8b"]) == 2
+    assert "--compute-efficiency" in capsys.readouterr().err
+    assert main(["decode", design, "--model", "llama3-8b", "--batch", "64",
+                 "--compute-efficiency", "0.5", "--format", "json"]) == 0
+    half = json.loads(capsys.readouterr().out)
+    assert main(["decode", design, "--model", "llama3-8b", "--batch", "64",
+                 "--compute-efficiency", "0.25", "--format", "json"]) == 0
+    quarter = json.loads(capsys.readouterr().out)
+    assert quarter["compute_s"] == pytest.approx(2 * half["compute_s"], rel=1e-12)
+    assert half["compute_efficiency"] == 0.5

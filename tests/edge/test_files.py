@@ -252,6 +252,21 @@ def test_plan_takes_catalog_dirs_as_the_other_verbs_do(tmp_path, capsys):
     assert '"schema": "topomodel.plan"' in capsys.readouterr().out
 
 
+
+@pytest.mark.parametrize("verb", [
+    ["decode", "--model", "llama3-8b", "--tp", "8"],
+    ["check-nccl", "tests/data/nccl/rtx4090-4gpu-allreduce.log"]])
+def test_decode_and_check_nccl_take_catalog_dirs(tmp_path, capsys, verb):
+    (tmp_path / "cats").mkdir()
+    (tmp_path / "cats" / "extra.yaml").write_text("switches: {}\n")
+    design = _design_naming(tmp_path, "../cats/extra.yaml")
+    argv = ([verb[0], str(design), *verb[1:]] if verb[0] == "decode"
+            else [*verb, "--design", str(design)]) + ["--format", "json"]
+    assert main(argv) == 2
+    assert "--catalog-dir" in capsys.readouterr().err
+    assert main([*argv, "--catalog-dir", str(tmp_path / "cats")]) == 0
+    capsys.readouterr()
+
 def _full_disk(stream):
     stream.write(b"half")
     raise OSError(28, "No space left on device")  # as a write to a full disk raises

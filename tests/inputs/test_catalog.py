@@ -196,3 +196,26 @@ def test_a_misspelt_required_key_is_said_once(tmp_path):
         load_catalog([path])
     messages = [p.message for p in failed.value.problems]
     assert messages == ["unknown key; did you mean 'protocols'?"]
+
+
+@pytest.mark.parametrize(("nic", "switch", "gbps"), [("intel-i350", "sn2201", 1),
+                                                    ("intel-x710", "tx4810", 10)])
+def test_lab_nics_run_at_their_own_rate(tmp_path, nic, switch, gbps):
+    # the 1 and 10 GbE NICs a lab cluster carries: a design needs no port_rate to run a
+    # faster card slowly, and the shipped 1 GbE example names the 1 GbE NIC
+    from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
+    from topomodel.inputs.parts import Nic
+
+    design = tmp_path / "lab.yaml"
+    design.write_text(f"name: lab\nsystem: a100-pcie-2gpu\nsystems: 4\nscaleout:\n"
+                      f"  kind: fat_tree\n  switch: {switch}\n  nic: {nic}\n"
+                      "  nics_per_system: 1\n  rail_optimized: false\n")
+    d, catalog = load_design(design)
+    part = catalog.get(nic, Nic)
+    assert part.port_rate_Bps == gbps * 1e9 / 8 and "ethernet" in part.protocols
+    fabric = build_fabric(d, catalog)
+    leaf = fabric.links[fabric.links["tier"] == "leaf"]
+    assert (leaf["capacity_Bps"] == gbps * 1e9 / 8).all() and len(leaf) == 2 * 4
+    example, _ = load_design("examples/small-2x2-a100-1gbe.yaml")
+    assert example.scaleout.nic == "intel-i350" and example.scaleout.port_rate_Bps is None

@@ -305,9 +305,10 @@ def test_ranks_that_do_not_fit_the_design_are_refused():
                      + [row(2**20, 1e-3, "allreduce", 3)] + footer())
     with pytest.raises(UsageError, match="ran on 3 hosts; the design has 2 systems"):
         check_nccl(small, parse_nccl_tests(many))
-    sendrecv = read_nccl_tests(DATA / "a100-8gpu-sendrecv.log")
+    sendrecv = (DATA / "a100-8gpu-sendrecv.log").read_text().splitlines()
+    bare = parse_nccl_tests("\n".join(line for line in sendrecv if "_perf" not in line))
     with pytest.raises(UsageError, match="no '#  Rank' device lines"):
-        check_nccl(fabric("hgx-h100-server"), sendrecv)
+        check_nccl(fabric("hgx-h100-server"), bare, collective="sendrecv")  # no count
     with pytest.raises(ParameterError, match=r"^threshold: a share in"):
         check_nccl(small, parse_nccl_tests(many), threshold=1.5)
 
@@ -378,3 +379,69 @@ def test_check_nccl_on_a_truncated_log_is_one_error_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1
     assert err[0].startswith("topomodel: error: ") and "p5-tagged-truncated.log:7:" in err[0]
+
+
+# --- placement and NCCL settings from the log's command line ------------------------
+
+
+def test_a_two_node_log_without_device_lines_runs_on_two_systems():
+    """NVIDIA/nccl-tests #232: mpirun --hostfile -np 2, -g 1, NCCL_ALGO=Tree, no device
+    lines. One process per system, so the model crosses the scale-out (not NVLink), runs
+    the tree and says where it placed the ranks."""
+    log = read_nccl_tests(DATA / "h100-2node-tree-allreduce.log")
+    assert log.launch.processes == 2 and log.launch.multi_host
+    check = check_nccl(fabric("dgx-h100-superpod"), log)
+    systems = {name.split("/")[0] for name in check.rank_nodes}
+    assert len(systems) == 2 and check.bottleneck != "scaleup"
+    assert {s.algorithm for s in check.sizes} == {"tree"}
+    assert "NCCL_ALGO=Tree" in check.algorithm
+    assert any("lists no hosts or devices" in w and "one process per system" in w
+               for w in check.warnings)
+    assert not check.flagged  # within 20 %: 0.9-1.05 of the model over 2-32 MiB
+    one = check_nccl(fabric("hgx-h100-server"), log)  # one system: said, not hidden
+    assert any("probably spanned hosts" in w for w in one.warnings)
+
+
+def test_a_log_without_hosts_or_a_launcher_warns_of_the_placement():
+    text = "\n".join([*TABLE, row(2**20, 1e-3, "allreduce", 4), *footer()])
+    check = check_nccl(fabric("rtx4090-workstation"), parse_nccl_tests(text))
+    assert check.rank_nodes[0].endswith("0") and len(check.rank_nodes) == 4
+    assert any("the design's first 4 accelerators" in w for w in check.warnings)
+    listed = model_log("rtx4090-workstation", "allreduce", [2**20], [("a", 4)])
+    assert check_nccl(fabric("rtx4090-workstation"), parse_nccl_tests(listed)).warnings == ()
+
+
+@pytest.mark.parametrize(("setting", "algorithm", "protocol"), [
+    ("NCCL_ALGO=Ring NCCL_PROTO=LL128 ", "ring", "LL128"),
+    ("NCCL_PROTO=^LL,LL128 ", None, "Simple"),
+    ("NCCL_ALGO=tree ", "tree", None)])
+def test_the_logs_nccl_algo_and_proto_are_honoured(setting, algorithm, protocol):
+    body = model_log("small-4x8-l40s-25gbe", "allreduce", [2**24], [("a", 8), ("b", 8)],
+                     named=False)
+    log = parse_nccl_tests(f"{setting}./build/all_reduce_perf -b 8 -e 1G -g 1\n" + body)
+    size = check_nccl(fabric("small-4x8-l40s-25gbe"), log).sizes[0]
+    assert algorithm is None or size.algorithm == algorithm
+    assert protocol is None or size.protocol == protocol
+    forced = check_nccl(fabric("small-4x8-l40s-25gbe"), log, algorithm="ring",
+                        protocol="Simple").sizes[0]
+    assert (forced.algorithm, forced.protocol) == ("ring", "Simple")
+
+
+def test_nccl_info_lines_set_the_algorithm_and_conflicts_are_warned():
+    body = model_log("small-4x8-l40s-25gbe", "allreduce", [2**24], [("a", 8), ("b", 8)])
+    log = parse_nccl_tests("n0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n"
+                           "export NCCL_ALGO=Ring\n" + body)
+    assert log.launch.nccl["NCCL_ALGO"] == "Tree"
+    assert any("NCCL_ALGO is set to Tree and to Ring" in w for w in log.warnings)
+    assert check_nccl(fabric("small-4x8-l40s-25gbe"), log).sizes[0].algorithm == "tree"
+
+
+def test_check_nccl_takes_algorithm_and_protocol_flags(capsys):
+    assert main(["check-nccl", str(DATA / "h100-2node-tree-allreduce.log"), "--design",
+                 str(EXAMPLES / "dgx-h100-superpod.yaml"), "--algorithm", "ring",
+                 "--protocol", "LL128", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {(s["algorithm"], s["protocol"]) for s in data["sizes"]} == {("ring", "LL128")}
+    assert data["algorithm"] == "ring" and data["protocol"] == "LL128"
+    assert len({n.split("/")[0] for n in data["rank_accelerators"]}) == 2
+    assert any("lists no hosts or devices" in w for w in data["warnings"])

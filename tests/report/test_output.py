@@ -151,3 +151,42 @@ def test_schemas_refuse_what_the_loader_refuses(capsys):
     assert not validator.is_valid({"design": "d.yaml", "parameters": {"tp": {"start": 1}}})
     assert validator.is_valid({"design": "d.yaml", "parameters": {
         "tp": {"start": 1, "stop": 8, "factor": 2}}})
+
+
+
+TIDY_VERBS = {
+    "advise": (["advise", "examples/small-2x2-a100-1gbe.yaml", "--model", "llama3-8b",
+                "--tp", "2", "--compute-efficiency", "0.5", "--global-batch", "64"],
+               {"advise": "step_time_s"}),
+    "decode": (["decode", "examples/hgx-h100-server.yaml", "--model", "llama3-70b", "--tp",
+                "8", "--batch", "8"],
+               {"decode_step": "time_s", "decode": "tokens_per_s_per_accelerator",
+                "collectives": "time_per_step_s"}),
+    "check-nccl": (["check-nccl", "tests/data/nccl/rtx4090-4gpu-allreduce.log", "--design",
+                    "examples/rtx4090-workstation.yaml"],
+                   {"check": "ranks", "sizes": "measured_over_model"}),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(TIDY_VERBS))
+def test_verdict_verbs_write_tidy_tables(verb, tmp_path, capsys):
+    """advise, decode and check-nccl as tools read them: short table names, one row per
+    observation, numbers as numbers with the unit in the column name (docs/output.md;
+    advise's table was named by its 480-character paragraph, which Parquet could not
+    use as a file name)."""
+    argv, numeric = TIDY_VERBS[verb]
+    assert main([*argv, "--format", "csv"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert set(numeric) <= set(frame["table"])
+    assert not _formatted_cells(frame), _formatted_cells(frame)[:5]
+    assert all(len(name) <= 20 for name in frame["table"].unique())
+    for table, column in numeric.items():
+        rows = frame[frame.table == table].dropna(axis=1, how="all")
+        assert pd.api.types.is_numeric_dtype(rows[column]), (table, column)
+    if verb == "check-nccl":  # its -o is the plot
+        return
+    assert main([*argv, "--format", "parquet", "-o", str(tmp_path / "t")]) == 0
+    capsys.readouterr()
+    for table, column in numeric.items():
+        data = pd.read_parquet(tmp_path / "t" / f"{table}.parquet")
+        assert pd.api.types.is_numeric_dtype(data[column])

@@ -493,6 +493,69 @@ def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
     assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
 
 
+
+# Each table cell's words (split where a line may break: spaces, hyphens, dashes,
+# slashes) of up to 24 characters, measured in the cell's own font: one wider than the
+# cell's content box was broken inside the word. Longer tokens (URLs, hashes) may break.
+_BROKEN_WORDS = r"""
+(() => {
+  const pen = document.createElement('canvas').getContext('2d');
+  return JSON.stringify(Array.from(document.querySelectorAll('table')).map(t => {
+    const broken = [];
+    for (const cell of t.querySelectorAll('td, th')) {
+      const cs = getComputedStyle(cell);
+      pen.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+      const inner = cell.getBoundingClientRect().width - parseFloat(cs.paddingLeft)
+        - parseFloat(cs.paddingRight) - parseFloat(cs.borderLeftWidth)
+        - parseFloat(cs.borderRightWidth);
+      for (const word of cell.textContent.split(/[\s\-\u2013/]+/)) {
+        if (word && word.length <= 24 && pen.measureText(word).width > inner + 1) {
+          broken.push(word);
+        }
+      }
+    }
+    return {caption: t.caption ? t.caption.textContent : '', broken: broken.slice(0, 5),
+            right: t.getBoundingClientRect().right};
+  }));
+})()
+"""
+
+
+def test_printed_tables_keep_their_words_whole(server_report):
+    """Printed to A4 (print media at the page's width), the provenance, sources and
+    assumptions tables keep readable columns: no word of a short field is broken into
+    2-3-character pieces (before, the Figures table's entry column was 16 px wide and
+    130 of its words were broken); only a prose column (a source, a note, a hash) may
+    break a long token, and every table still fits the page."""
+    from topomodel.report.review.render import PRINT_PAGE_WIDTH_PX
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("Chromium is not installed")
+    tools = _DevTools(browser, window=(PRINT_PAGE_WIDTH_PX, 1200))
+    try:
+        target = tools.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = tools.send("Target.attachToTarget",
+                             {"targetId": target, "flatten": True})["sessionId"]
+        tools.send("Page.enable", session=session)
+        tools.send("Emulation.setDeviceMetricsOverride", {
+            "width": PRINT_PAGE_WIDTH_PX, "height": 1200, "deviceScaleFactor": 1,
+            "mobile": False}, session=session)
+        tools.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
+        tools.send("Page.navigate", {"url": (server_report / "report.html").as_uri()},
+                   session=session)
+        tools.wait(lambda m: m.get("method") == "Page.loadEventFired"
+                   and m.get("sessionId") == session, timeout=60)
+        tables = json.loads(tools.send("Runtime.evaluate", {
+            "expression": _BROKEN_WORDS, "returnByValue": True},
+            session=session)["result"]["value"])
+    finally:
+        tools.close()
+    captions = {t["caption"] for t in tables}
+    assert {"Assumptions", "Figures", "Sources", "Bibliography"} <= captions
+    assert [(t["caption"], t["broken"]) for t in tables if t["broken"]] == []
+    assert all(t["right"] <= PRINT_PAGE_WIDTH_PX + 1 for t in tables)
+
 def test_review_has_its_bibliography_date_version_and_input_hashes(server_report):
     import hashlib
 

@@ -24,7 +24,7 @@ FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "eff
                   "protocol", "pxn", "measured_curves")
 """The options of verbs that run collectives without a model (route, draw)."""
 
-DECODE_KEYS = ("model", "tp", "ep", "dp", "hbm_efficiency")
+DECODE_KEYS = ("model", "tp", "ep", "dp", "compute_efficiency", "hbm_efficiency")
 """Step options the decode verb shares with the step (same flags, readers and help),
 besides decode's own (:data:`~topomodel.analysis.options.DECODE_OPTIONS`)."""
 _READING = Reading(Source("<command line>", ""))

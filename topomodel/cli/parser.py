@@ -414,7 +414,9 @@ def _add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
                        help="the design's accelerators the log's ranks ran on, in rank"
                        " order, as one group spec (0-15, 0,1,8,9, ...); default: the"
                        " log's hosts as systems 0, 1, ... and each rank's CUDA device as"
-                       " its accelerator")
+                       " its accelerator; a log without device lines as its command line"
+                       " launches it (one process's GPUs per system, processes spread one"
+                       " per system under a host file)")
     check.add_argument("--collective",
                        help="allreduce, allgather, reducescatter, alltoall or sendrecv"
                        " (default: the test the log names, else what its rows fit)")
@@ -422,6 +424,9 @@ def _add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
                        help="flag a size whose measured busbw is below the model's by more"
                        f" than this share (default {DEFAULT_SHORTFALL:g}: beyond the"
                        " model's validated 10%% and run-to-run noise)")
+    check.add_argument("--algorithm",
+                       help="the model's algorithm, as route's --algorithm (default: the"
+                       " NCCL_ALGO the log sets, else auto); " + ALGORITHM_HELP)
     check.add_argument("--column", choices=COLUMNS, default="best",
                        help="measured column compared: the better of out-of-place and"
                        " in-place (default), or one of them")

@@ -8,8 +8,10 @@ line per rank (gathered from every process under MPI), a two-line column header
 #wrong``, then a units line), one row per size, and the footer ``# Out of bounds values``
 / ``# Avg bus bandwidth``. Older releases print no ``Group`` and no ``root`` (or no
 ``redop``) column and an ``error`` column (``0e+00`` or ``N/A``); the column header says
-which columns there are, and it is what the rows are read by. Lines that are not part of
-the table (``NCCL INFO`` debug output, the command line, warnings) are passed over, and
+which columns there are, and it is what the rows are read by. The command line and the
+``NCCL_ALGO``/``NCCL_PROTO`` settings are read by :mod:`topomodel.inputs.nccllaunch`;
+other lines that are not part of the table (``NCCL INFO`` debug output, warnings) are
+passed over, and
 ``mpirun --tag-output`` prefixes (``[1,0]<stdout>:``) are removed.
 
 Times are printed in microseconds and bandwidths in GB/s (10^9 bytes/s); the records
@@ -25,10 +27,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from topomodel.errors import InputError, Problem
+from topomodel.inputs.nccllaunch import Launch, read_launch
 
 TESTS = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather",
          "reduce_scatter_perf": "reducescatter", "alltoall_perf": "alltoall",
@@ -114,6 +117,7 @@ class NcclTestsLog:
     out_of_bounds: int | None  # the footer's count; None without a footer
     average_busbw_Bps: float | None
     warnings: tuple[str, ...]
+    launch: Launch = field(default_factory=Launch)  # its command line and NCCL_* lines
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -289,10 +293,12 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:  # noqa
     if wrong and not out_of_bounds:
         warnings.append(f"{len(wrong)} sizes have wrong elements (#wrong > 0), first at"
                         f" {wrong[0]} bytes")
+    launch = read_launch([_PREFIX.sub("", raw) for raw in lines])
+    warnings += launch.conflicts
     threads, gpus, low, high, step = params if params else (None, None, None, None, None)
     return NcclTestsLog(file, names[0] if names else None, tuple(ranks), threads, gpus, low,
                         high, step, header_line, tuple(rows), out_of_bounds, average,
-                        tuple(warnings))
+                        tuple(warnings), launch)
 
 
 def _check_rows(rows: Sequence[ResultRow], file: str) -> None:

@@ -134,4 +134,32 @@ def advice_report(advice: Advice, *, design: str, model: str,
             "mfu_at_factor": advice.at_factor.mfu if advice.at_factor else None}
     # the paragraph heads the numbers (Report.text would replace the table)
     heading = "\n".join(textwrap.wrap(text, width=92))
-    return Report("advise", data, [Table(heading, rows)], list(r.warnings))
+    record = advice_record(advice, design=design, model=model, software=software)
+    return Report("advise", data, [Table(heading, rows, [record], name="advise")],
+                  list(r.warnings))
+
+
+def advice_record(advice: Advice, *, design: str, model: str,
+                  software: str = "") -> dict[str, Any]:
+    """The check as one row of plain numbers, the unit in each name: the ``advise``
+    table of ``--format csv`` and ``parquet`` (the verdict sentence in ``paragraph``)."""
+    r, at = advice.result, advice.at_factor
+    lay = r.layout
+    return {"design": design, "model": model, "software": software,
+            "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+            "global_batch": r.global_batch, "microbatches": r.microbatches,
+            "step_time_s": r.step_time_s, "compute_s": r.compute_s,
+            "exposed_comm_s": r.exposed_comm_s, "wait_s": r.wait_s,
+            "comm_share": advice.comm_share, "threshold": advice.threshold,
+            "communication_bound": advice.bound,
+            **{f"{name}_wall_s": value for name, value in advice.walls_s.items()},
+            "dominant_wall": advice.dominant_wall, "mfu": r.mfu,
+            "has_scaleout": advice.has_scaleout,
+            "nic_port_Bps": advice.nic_port_Bps if advice.has_scaleout else None,
+            "injection_Bps": advice.injection_Bps if advice.has_scaleout else None,
+            "factor": advice.factor, "factor_search": advice.outcome,
+            "required_nic_port_Bps": advice.required_nic_port_Bps,
+            "required_injection_Bps": advice.required_injection_Bps,
+            "comm_share_at_factor": at.comm_share if at else None,
+            "mfu_at_factor": at.mfu if at else None,
+            "paragraph": advice_paragraph(advice, design=design, model=model)}

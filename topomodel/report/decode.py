@@ -11,7 +11,8 @@ from topomodel.report.output import Report, Table
 
 _WALLS = {"hbm-weights": "HBM bandwidth reading the weights",
           "hbm-kv-cache": "HBM bandwidth reading the KV cache",
-          "compute": "compute (the step's FLOPs at the best measured GEMM efficiency)",
+          "compute": ("compute (the step's FLOPs at the best measured GEMM efficiency, or"
+                      " the flat --compute-efficiency)"),
           "communication": "communication (exposed TP/EP collectives)"}
 
 
@@ -53,6 +54,9 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
         {"item": "tokens/s per sequence", "value": f"{r.tokens_per_s_per_sequence:,.2f}"},
         {"item": "wall", "value": r.wall},
         {"item": "HBM rate used", "value": format_rate(r.hbm_Bps)},
+        {"item": "compute efficiency used", "value": f"{r.compute_efficiency:.0%} of peak"
+         + (" (flat, --compute-efficiency)" if r.compute_efficiency_flat
+            else " (the best measured GEMM)")},
         {"item": "weights + KV cache held", "value":
          f"{format_size(r.memory_bytes)} of {format_size(r.hbm_capacity_bytes)}"},
     ]
@@ -64,10 +68,23 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
              "per call": format_si(c.time_s / c.calls, "s"),
              "per step": format_si(c.time_s, "s")} for c in r.comm]
     heading = "\n".join(textwrap.wrap(decode_summary(r, design=design), width=92))
-    tables = [Table(heading + "\n\ndecode step, per accelerator", split),
-              Table("throughput", rates)]
+    parts = [("hbm_weights", r.hbm_weights_s, r.weight_bytes_read),
+             ("hbm_kv_cache", r.hbm_kv_s, r.kv_bytes_read), ("compute_floor", r.compute_s, None),
+             ("communication_exposed", r.comm_exposed_s, None), ("decode_step", step, None)]
+    # the compute floor runs beside the HBM reads: no share of the step of its own
+    split_records = [{"part": part, "time_s": t,
+                      "share_of_step": None if part == "compute_floor" or not step
+                      else t / step, "bytes": b} for part, t, b in parts]
+    comm_records = [{"kind": c.kind, "collective": c.collective, "algorithm": c.algorithm,
+                     "size_bytes": c.size_bytes, "calls_per_step": c.calls,
+                     "time_per_call_s": c.time_s / c.calls, "time_per_step_s": c.time_s,
+                     "leaves_scaleup": c.spills} for c in r.comm]
+    tables = [Table(heading + "\n\ndecode step, per accelerator", split, split_records,
+                    name="decode_step"),
+              Table("throughput", rates, [decode_record(r, design=design)], name="decode")]
     if comm:
-        tables.append(Table("collectives per decode step", comm))
+        tables.append(Table("collectives per decode step", comm, comm_records,
+                            name="collectives"))
     data = {
         "design": design, "model": r.model, "accelerator": r.accelerator,
         "tp": r.tp, "ep": r.ep, "dp": r.dp, "batch": r.batch, "context_tokens": r.context,
@@ -76,6 +93,8 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
         "compute_s": r.compute_s, "comm_s": r.comm_s, "comm_exposed_s": r.comm_exposed_s,
         "weight_bytes_read": r.weight_bytes_read, "kv_bytes_read": r.kv_bytes_read,
         "hbm_Bps": r.hbm_Bps, "wall": r.wall,
+        "compute_efficiency": r.compute_efficiency,
+        "compute_efficiency_flat": r.compute_efficiency_flat,
         "tokens_per_s_per_accelerator": r.tokens_per_s_per_accelerator,
         "tokens_per_s_per_system": r.tokens_per_s_per_system,
         "tokens_per_s_total": r.tokens_per_s_total,
@@ -91,3 +110,22 @@ def decode_report(r: DecodeResult, *, design: str) -> Report:
     data["summary"] = decode_summary(r, design=design)
     # the sentence heads the tables (Report.text would replace them)
     return Report("decode", data, tables, list(r.warnings))
+
+
+def decode_record(r: DecodeResult, *, design: str) -> dict[str, Any]:
+    """The decode step's headline as one row of plain numbers, the unit in each name:
+    the ``decode`` table of ``--format csv`` and ``parquet``."""
+    return {"design": design, "model": r.model, "accelerator": r.accelerator,
+            "tp": r.tp, "ep": r.ep, "dp": r.dp, "accelerators": r.dp * r.tp,
+            "batch": r.batch, "context_tokens": r.context, "dtype": r.dtype,
+            "kv_dtype": r.kv_dtype, "step_time_s": r.step_time_s,
+            "tokens_per_s_per_accelerator": r.tokens_per_s_per_accelerator,
+            "tokens_per_s_per_system": r.tokens_per_s_per_system,
+            "accelerators_per_system": r.accelerators_per_system,
+            "tokens_per_s_total": r.tokens_per_s_total,
+            "tokens_per_s_per_sequence": r.tokens_per_s_per_sequence, "wall": r.wall,
+            "hbm_Bps": r.hbm_Bps, "compute_efficiency": r.compute_efficiency,
+            "compute_efficiency_flat": r.compute_efficiency_flat,
+            "memory_bytes": r.memory_bytes, "hbm_capacity_bytes": r.hbm_capacity_bytes,
+            "fits": r.fits, "experts_touched": r.experts_touched if r.experts_touched
+            else None, "comm_overlap": r.comm_overlap}

@@ -40,6 +40,8 @@ def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) 
          f" ({SIZE_CONVENTIONS[check.collective]})"},
         {"item": "ranks placed", "value": check.placement},
         {"item": "hosts in the log", "value": ", ".join(log.hosts) or "not listed"},
+        {"item": "model algorithm", "value": check.algorithm},
+        {"item": "model protocol", "value": check.protocol},
         {"item": "measured column", "value": check.column},
         {"item": "flag threshold", "value": f"measured busbw below the model by more than"
          f" {check.threshold:.0%}"},
@@ -60,6 +62,7 @@ def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) 
         "log": log.file, "test": log.test, "design": design_name,
         "collective": check.collective, "ranks": check.ranks,
         "placement": check.placement, "rank_accelerators": list(check.rank_nodes),
+        "algorithm": check.algorithm, "protocol": check.protocol,
         "hosts": list(log.hosts), "column": check.column, "threshold": check.threshold,
         "size_convention": SIZE_CONVENTIONS[check.collective],
         "bottleneck": check.bottleneck, "flagged_sizes_bytes": [s.size_bytes for s in flagged],
@@ -74,5 +77,8 @@ def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) 
                   for s in check.sizes],
         "verdict": verdict,
     }
-    return Report("check_nccl", data, [Table("nccl-tests against the model", summary),
-                                       Table("Per size", rows)], list(log.warnings))
+    record = {k: v for k, v in data.items() if k not in ("sizes", "rank_accelerators")}
+    return Report("check_nccl", data, [
+        Table("nccl-tests against the model", summary, [record], name="check"),
+        Table("Per size", rows, data["sizes"], name="sizes")],
+        [*check.warnings, *log.warnings])

@@ -11,19 +11,22 @@ are nccl-tests' ``size`` column, which is the size convention of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.loads import tier_loads
+from topomodel.analysis.collectives.protocols import PROTOCOLS
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
 from topomodel.inputs.records import check_share, documented
+from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.collectives import busbw_factor
 from topomodel.traffic.groups import parse_groups
 
@@ -70,6 +73,9 @@ class NcclCheck:
     threshold: float
     column: str
     sizes: tuple[SizeCheck, ...]
+    algorithm: str = "auto"  # what was run: a name, 'auto' or the candidates NCCL_ALGO left
+    protocol: str = "auto"
+    warnings: tuple[str, ...] = ()  # placement and NCCL_* settings the model could not follow
 
     @property
     def flagged(self) -> tuple[SizeCheck, ...]:
@@ -121,21 +127,22 @@ def log_collective(log: NcclTestsLog, given: str | None = None) -> str:
 
 
 def _placement(fabric: Fabric, log: NcclTestsLog, spec: str | None,
-               ranks: int) -> tuple[np.ndarray, str]:
-    """Accelerator node numbers of the log's ranks, and how they were placed."""
+               ranks: int) -> tuple[np.ndarray, str, str | None]:
+    """Accelerator node numbers of the log's ranks, how they were placed, and a warning
+    when the log does not say where they ran."""
     if spec:
         groups = parse_groups(fabric, spec)
         if len(groups) != 1 or len(groups[0]) != ranks:
             raise ParameterError("ranks", f"{spec!r}: give one group of the log's {ranks}"
                                           f" ranks (it gives {len(groups)} group(s) of"
                                           f" {len(groups[0])})")
-        return groups[0], f"--ranks {spec}"
+        return groups[0], f"--ranks {spec}", None
     acc = fabric.accelerators
     if not log.ranks:
-        if ranks > len(acc):
-            raise UsageError(f"the log has {ranks} ranks; the design has {len(acc)}"
-                             " accelerators")
-        return acc[:ranks], f"the design's first {ranks} accelerators (the log lists none)"
+        positions, how, caveat = _launched(fabric, log, ranks)
+        return acc[positions], how, (f"the log lists no hosts or devices ('#  Rank' lines):"
+                                     f" its ranks are placed by {how}{caveat}; give --ranks"
+                                     " to place them otherwise")
     s = fabric.structure
     per_system = s.accelerators_per_system
     hosts = {host: index for index, host in enumerate(log.hosts)}
@@ -151,7 +158,95 @@ def _placement(fabric: Fabric, log: NcclTestsLog, spec: str | None,
         raise UsageError("two ranks of the log run on one device: give --ranks")
     systems = "system 0" if len(hosts) == 1 else f"systems 0-{len(hosts) - 1}"
     return acc[positions], (f"{len(hosts)} host(s) in log order -> {systems}; CUDA device"
-                            " -> accelerator of its system")
+                            " -> accelerator of its system"), None
+
+
+def _launched(fabric: Fabric, log: NcclTestsLog, ranks: int
+              ) -> tuple[np.ndarray, str, str]:
+    """Positions (in ``fabric.accelerators``) of ``ranks`` ranks of a log without device
+    lines, as its command line launches them: each process's GPUs in one system, the
+    processes of one host in one system, hosts on systems 0, 1, ...; a launcher given
+    a host file or list but no count per host spreads its processes one per system
+    (as far as the design's systems go). Without a multi-host launch: the first
+    ``ranks`` accelerators. Returns the positions, the placement in words and a caveat
+    (empty, or why the placement may not be the run's)."""
+    s = fabric.structure
+    per_system, launch = s.accelerators_per_system, log.launch
+    processes, gpus = launch.processes or 1, launch.gpus_per_process or 1
+    if not launch.multi_host or processes * gpus != ranks or processes < 2:
+        if ranks > len(fabric.accelerators):
+            raise UsageError(f"the log has {ranks} ranks; the design has"
+                             f" {len(fabric.accelerators)} accelerators")
+        return np.arange(ranks), f"the design's first {ranks} accelerators", ""
+    hosts = (math.ceil(processes / launch.per_host) if launch.per_host
+             else launch.nodes or len(launch.hosts) or min(processes, s.systems))
+    per_host = math.ceil(processes / hosts)
+    if hosts > s.systems or per_host * gpus > per_system:
+        raise UsageError(f"the log's command line runs {processes} processes x {gpus} GPUs"
+                         f" on {hosts} hosts; the design has {s.systems} systems of"
+                         f" {per_system} accelerators: give --ranks")
+    process = np.repeat(np.arange(processes), gpus)
+    positions = ((process // per_host) * per_system
+                 + (process % per_host) * gpus + np.tile(np.arange(gpus), processes))
+    given = ("its per-host count" if launch.per_host else "its node count" if launch.nodes
+             else "its host list" if launch.hosts else
+             "a host file the log does not show, so one process per system")
+    systems = "system 0" if hosts == 1 else f"systems 0-{hosts - 1}"
+    caveat = ("" if hosts > 1 or launch.per_host else
+              f" (the launch names a host file or host list, so the run probably spanned"
+              f" hosts, but the design has {s.systems} system: the ranks share it, and"
+              " the comparison is with its scale-up links)")
+    return positions, (f"its command line ({launch.launcher}, line {launch.line}):"
+                       f" {processes} processes x {gpus} GPU(s), {per_host} per host by"
+                       f" {given} -> {systems}"), caveat
+
+
+def _nccl_names(value: str, known: Sequence[str]) -> set[str]:
+    """The names an ``NCCL_ALGO``/``NCCL_PROTO`` value allows (a comma list, any case;
+    a leading ``^`` excludes the listed ones), lower case without ``_``."""
+    listed = {v.strip().lower().replace("_", "") for v in value.lstrip("^").split(",")}
+    every = {k.lower().replace("_", "") for k in known}
+    return every - listed if value.startswith("^") else listed & every
+
+
+def _algorithm(fabric: Fabric, collective: str, log: NcclTestsLog, given: str | None
+               ) -> tuple[str, tuple[str, ...] | None, str | None]:
+    """The algorithm to run (``auto`` with candidates, or one name), what chose it, and
+    a warning when the log's NCCL_ALGO cannot be followed."""
+    if given is not None:
+        return given, None, None
+    value = log.launch.nccl.get("NCCL_ALGO")
+    if value is None:
+        return "auto", None, None
+    if collective in ("alltoall", "sendrecv"):
+        return "auto", None, (f"NCCL_ALGO={value} is set but does not apply to"
+                              f" {collective} (NCCL runs it point-to-point)")
+    known = {n for a in REGISTRY.values() for n in (a.nccl_intra, a.nccl_inter)}
+    allowed = _nccl_names(value, [*known, "collnet_chain", "pat"])
+    allowed |= {"collnetdirect"} if "collnetchain" in allowed else set()
+    names = tuple(a.name for a in REGISTRY.values()
+                  if a.auto and collective in a.collectives and a.applies(fabric)
+                  and {a.nccl_intra.replace("_", ""), a.nccl_inter.replace("_", "")}
+                  & allowed)
+    if not names:
+        return "auto", None, (f"NCCL_ALGO={value}: the model has no such algorithm for"
+                              f" {collective} on this design; its fastest is used")
+    return "auto", names, None
+
+
+def _protocol(log: NcclTestsLog, given: str | None) -> tuple[str | None, str | None]:
+    """The protocol to force (``None``: the time model's own), and a warning when the
+    log's NCCL_PROTO leaves more than one and the model picks among all three."""
+    if given is not None:
+        return given, None
+    value = log.launch.nccl.get("NCCL_PROTO")
+    if value is None:
+        return None, None
+    allowed = [p for p in PROTOCOLS if p.lower() in _nccl_names(value, PROTOCOLS)]
+    if len(allowed) == 1:
+        return allowed[0], None
+    return None, (f"NCCL_PROTO={value} leaves {', '.join(allowed) or 'no protocol'}; the"
+                  " model forces one protocol or picks the fastest of all three (done here)")
 
 
 def _ranks_of(log: NcclTestsLog, collective: str) -> int:
@@ -168,8 +263,11 @@ def _ranks_of(log: NcclTestsLog, collective: str) -> int:
             n = round(span / (span - ratio))
             if n >= 2 and abs(busbw_factor(collective, n) - ratio) < 0.01:
                 return n
-    raise UsageError(f"{log.file}: the log has no '#  Rank' device lines and its"
-                     " busbw / algbw does not tell the rank count: give --ranks")
+    if log.launch.ranks is not None and log.launch.ranks >= 2:
+        return log.launch.ranks  # processes x threads x GPUs of its command line
+    raise UsageError(f"{log.file}: the log has no '#  Rank' device lines, its busbw /"
+                     " algbw does not tell the rank count and no command line gives it:"
+                     " give --ranks")
 
 
 def _measured(row: ResultRow, column: str) -> Timing:
@@ -185,8 +283,14 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
                ranks: str | None = None, threshold: float = DEFAULT_SHORTFALL,
                column: str = "best", routing: str = "ecmp", seed: int = 0,
                time_model: TimeModel | None = None,
-               sizes: Sequence[int] | None = None) -> NcclCheck:
+               sizes: Sequence[int] | None = None, algorithm: str | None = None,
+               protocol: str | None = None) -> NcclCheck:
     """Each size of ``log`` (or only ``sizes``) measured and modelled on ``fabric``.
+
+    The collective runs as the log's run did: ``algorithm`` and ``protocol`` force
+    the model's (``route``'s names; ``auto`` for its fastest); left ``None``, the
+    ``NCCL_ALGO`` and ``NCCL_PROTO`` the log sets are honoured (``NCCL_ALGO=Tree``
+    runs the tree), else the time model's own choice.
 
     Raises
     ------
@@ -199,7 +303,12 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
         raise ParameterError("column", f"one of {', '.join(COLUMNS)}, got {column!r}")
     name = log_collective(log, collective)
     count = _ranks_of(log, name)
-    nodes, how = _placement(fabric, log, ranks, count)
+    nodes, how, placed = _placement(fabric, log, ranks, count)
+    chosen, candidates, algo_note = _algorithm(fabric, name, log, algorithm)
+    forced, proto_note = _protocol(log, protocol)
+    model = time_model or TimeModel()
+    if forced is not None:
+        model = replace(model, protocol=forced)
     positions = np.searchsorted(fabric.accelerators, nodes)
     spec = ",".join(str(int(p)) for p in positions)
     checks = []
@@ -209,7 +318,8 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
         if row.size_bytes <= 0:
             continue
         run = run_collective(fabric, name, float(row.size_bytes), [spec], routing=routing,
-                             seed=seed, time_model=time_model)
+                             seed=seed, time_model=model, algorithm=chosen,
+                             candidates=candidates)
         timing = run.timing
         loads = [t for t in tier_loads(fabric, timing) if t.time_share > 0]
         latency_bound = timing.latency_s >= LATENCY_BOUND_SHARE * timing.time_s
@@ -225,5 +335,11 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
     if not checks:
         raise UsageError(f"{log.file}: no size of the log to compare")
     names = fabric.nodes["name"].to_numpy()[nodes]
+    value = log.launch.nccl.get("NCCL_ALGO")
+    algo_text = (chosen if algorithm is not None or candidates is None
+                 else f"{', '.join(candidates)} (NCCL_ALGO={value} in the log)")
+    proto_text = (model.protocol + (" (NCCL_PROTO in the log)"
+                                    if protocol is None and forced is not None else ""))
+    notes = tuple(n for n in (placed, algo_note, proto_note) if n)
     return NcclCheck(name, count, how, tuple(str(n) for n in names), threshold, column,
-                     tuple(checks))
+                     tuple(checks), algo_text, proto_text, notes)

@@ -19,7 +19,8 @@ accelerator and step::
   the training step's memory-bound ops; :func:`~topomodel.analysis.training.compute.device_model`).
 - **Compute** is a floor, not a model of kernels: the step's FLOPs (2 per parameter per
   token, plus the attention core 4 x context x heads x head_dim per layer and token) at
-  the best efficiency the accelerator's GEMM measurements reach. Large batches reach it.
+  the best efficiency the accelerator's GEMM measurements reach (or one flat
+  ``compute_efficiency`` where the catalog has no GEMM sweep). Large batches reach it.
 - **Communication**, per layer and step, routed with all groups of a kind at once on the
   real rank grid (:func:`~topomodel.traffic.layout.rank_groups`) and timed by the step's
   algorithm search (:func:`~topomodel.analysis.collectives.collective.fastest`): with ``tp > 1`` an
@@ -105,6 +106,8 @@ class DecodeResult:
     experts_touched: float  # share of a rank's routed experts read per step (MoE)
     comm_overlap: float
     warnings: tuple[str, ...]
+    compute_efficiency: float = 1.0  # share of the peak the compute floor runs at
+    compute_efficiency_flat: bool = False  # given (--compute-efficiency), not measured
 
     @property
     def hbm_s(self) -> float:
@@ -174,8 +177,8 @@ _DEFAULTS = DecodeAssumptions()  # decode_step's defaults: the assumptions' own
 def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # noqa: PLR0913
                 dp: int | None = None, batch: int = _DEFAULTS.batch,
                 context: int | None = None, dtype: str = _DEFAULTS.dtype,
-                kv_dtype: str | None = None, hbm_efficiency: float | None = None,
-                comm_overlap: float = _DEFAULTS.comm_overlap,
+                kv_dtype: str | None = None, compute_efficiency: float | None = None,
+                hbm_efficiency: float | None = None, comm_overlap: float = _DEFAULTS.comm_overlap,
                 activation_dtype: str = _DEFAULTS.activation_dtype,
                 time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0
                 ) -> DecodeResult:
@@ -184,7 +187,10 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
     ``dp`` replicas of ``tp`` accelerators (default: as many as fill the fabric, a
     multiple of ``ep``) each decode ``batch`` sequences of ``context`` tokens (default:
     the model's training sequence); EP groups are ``ep`` replicas whose experts are
-    split between them. ``kv_dtype`` defaults to ``dtype``. The defaults and their
+    split between them. ``kv_dtype`` defaults to ``dtype``. ``compute_efficiency`` (a
+    0-1 share of the peak) replaces the accelerator's measured GEMM curve by one flat
+    efficiency, as the step's does, for accelerators without GEMM sweeps in the
+    catalog; ``hbm_efficiency`` replaces the measured HBM rate. The defaults and their
     reasons are :class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`'s.
 
     Raises
@@ -225,7 +231,8 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
                          f" has {n}")
     system = fabric.catalog.get(fabric.design.system, System)
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
-    device = device_model(accelerator, dtype, hbm_efficiency=hbm_efficiency)
+    device = device_model(accelerator, dtype, override=compute_efficiency,
+                          hbm_efficiency=hbm_efficiency)
     wbytes, kvbytes, abytes = BYTES[dtype], BYTES[kv_dtype], BYTES[activation_dtype]
 
     attention, dense_mlp, moe_dense = layer_parameters(model)
@@ -272,7 +279,7 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
                         kv_dtype, weights_read, kv_read, device.hbm_Bps, hbm_w, hbm_kv,
                         compute, comm_s, exposed, step, system.accelerators, tuple(comm),
                         memory, accelerator.hbm_bytes, touched if model.is_moe else 0.0,
-                        comm_overlap, tuple(warnings))
+                        comm_overlap, tuple(warnings), best, compute_efficiency is not None)
 
 
 def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:

@@ -26,12 +26,14 @@ def run(args: argparse.Namespace) -> Report:
     check_share(args.threshold, "threshold", low_open=True, high_open=True)
     log = read_nccl_tests(args.log)
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     check = check_nccl(fabric, log,
                        collective=collective_name(args.collective) if args.collective else None,
                        ranks=args.ranks, threshold=args.threshold, column=args.column,
                        routing=inputs.routing, seed=inputs.seed,
-                       time_model=inputs.assumptions.time)
+                       time_model=inputs.assumptions.time, algorithm=args.algorithm,
+                       protocol=args.protocol)
     name = fabric.design.name or args.design
     report = nccl_check_report(check, log, design_name=name)
     if args.plot:

@@ -18,12 +18,14 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.report.decode import decode_report
 
     inputs = inputs_from_args(args, DECODE_OPTIONS + DECODE_KEYS + FABRIC_OPTIONS)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
     model = fabric.catalog.get(str(inputs.model), Model)
     layout, given = inputs.layout, inputs.decode
     result = decode_step(fabric, model, tp=layout.tp, ep=layout.ep,
                          dp=None if inputs.fill_dp else layout.dp, batch=given.batch,
                          context=given.context, dtype=given.dtype, kv_dtype=given.kv_dtype,
+                         compute_efficiency=inputs.assumptions.compute_efficiency,
                          hbm_efficiency=inputs.assumptions.hbm_efficiency,
                          comm_overlap=given.comm_overlap,
                          activation_dtype=given.activation_dtype,

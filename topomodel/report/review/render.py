@@ -116,8 +116,9 @@ footer { margin-top: 48px; color: var(--muted); font-size: 12px;
   h2 { break-after: avoid; margin-top: 18pt; }
   .table-wrap { overflow: visible; }
   table { width: 100%; min-width: 0; table-layout: auto; font-size: 7.5pt; }
-  th, td, td.num, th.num { white-space: normal; overflow-wrap: anywhere;
+  th, td, td.num, th.num { white-space: normal; overflow-wrap: break-word;
                            padding: 2px 4px; }
+  td.prose { overflow-wrap: anywhere; min-width: 12em; }
   td:first-child { min-width: 0; }
   thead { display: table-header-group; }
   tr, figure, .callout, .card { break-inside: avoid; }
@@ -125,6 +126,14 @@ footer { margin-top: 48px; color: var(--muted); font-size: 12px;
   .cards { grid-template-columns: repeat(4, 1fr); }
 }
 """
+PROSE_CELL_CHARS = 60
+"""A table column with a cell longer than this many characters is prose (a source, a
+note, a hash, a URL): printed, only its cells may break a word (``overflow-wrap:
+anywhere``) and it takes the width the page has left; every other column keeps its words
+whole, so a table of short fields beside one long one does not print as 2-3-character
+columns. 60 is about the longest field that is one name or figure (a catalog id, a
+dotted parameter name, a quantity with both conventions)."""
+
 PRINT_PAGE_WIDTH_PX = round((210 - 2 * 12) / 25.4 * 96)
 """Printable width of the page the print stylesheet sets (A4 portrait, 12 mm margins; US
 Letter's is wider), CSS pixels: every table fits in it (tests/report/test_review.py prints the
@@ -224,6 +233,8 @@ def _html_table(table: Table, caption: str) -> str:
     if not columns:
         return f"<h3>{_e(table.title)}</h3><p>(none)</p>"
     numeric = {c: _is_numeric_column(table.rows, c) for c in columns}
+    prose = {c: not numeric[c] and any(len(str(r.get(c, ""))) > PROSE_CELL_CHARS
+                                       for r in table.rows) for c in columns}
     head = "".join(f'<th scope="col"{_num(numeric[c])}>{_e(c)}</th>' for c in columns)
     rows = []
     for row in table.rows:
@@ -237,6 +248,8 @@ def _html_table(table: Table, caption: str) -> str:
                 depth = len(text) - len(text.lstrip(" "))
                 cells.append(f'<td style="padding-left: {10 + 8 * depth}px">'
                              f"{_e(text.strip())}</td>")
+            elif prose[c]:
+                cells.append(f'<td class="prose">{_e(text)}</td>')
             else:
                 cells.append(f"<td{_num(numeric[c])}>{_e(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
