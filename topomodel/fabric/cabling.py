@@ -143,7 +143,9 @@ def choose_optic(catalog: Catalog, rate_Bps: float, length_m: float, *,
     'osfp-400g-dr4'
     >>> choose_optic(catalog, 25e9 / 8, 30.0).id  # 25G at 30 m: an SFP28 SR, not 800G
     'sfp28-25g-sr'
-    >>> choose_optic(catalog, 10e9 / 8, 30.0) is None  # 10G: no part in the catalog
+    >>> choose_optic(catalog, 10e9 / 8, 30.0).id  # 10G at 30 m: an SFP+ SR
+    'sfpp-10g-sr'
+    >>> choose_optic(catalog, 40e9 / 8, 30.0) is None  # 40G: no part in the catalog
     True
     """
     fits = [o for o in catalog.of_kind(Optic) if _carries(o, rate_Bps, length_m, max_ratio)
