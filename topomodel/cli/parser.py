@@ -6,7 +6,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import DECODE_OPTIONS
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
@@ -227,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--no-goodput", action="store_true",
                       help="leave out the goodput section (interruptions, checkpoints)")
     add_goodput_options(step)
+    add_step_options(step, COST_OPTIONS)
     _workers_arg(step, "the sensitivity's and the goodput's steps")
     step.set_defaults(run=Verb("job_verbs.step"))
 

@@ -163,3 +163,26 @@ def power_warnings(power: Mapping[str, Any]) -> list[str]:
         out.append(f"capex is a partial sum: no price in the catalog for"
                    f" {', '.join(power['unpriced'])}")
     return out
+
+
+def cost_rows(cost: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The cost-per-token table from the JSON form of a
+    :class:`~topomodel.analysis.cost.TokenCost` (``dataclasses.asdict`` plus ``text``,
+    ``capex_complete`` and ``unpriced``): per hour by term, $ per million tokens, J per
+    token, and what it assumed."""
+    rate = "goodput tokens/s" if cost["goodput"] else "tokens/s"
+    return [
+        {"item": "capex (the job's share)", "value": format_usd(cost["capex_USD"])
+         + ("" if cost["capex_complete"] else
+            f" (partial sum: no price for {', '.join(cost['unpriced'])})")},
+        {"item": "IT power / facility power", "value":
+         f"{format_si(cost['it_power_W'], 'W')} / {format_si(cost['facility_power_W'], 'W')}"},
+        {"item": "capex per hour", "value": f"{cost['capex_USD_per_h']:,.2f} USD"},
+        {"item": "facility per hour", "value": f"{cost['facility_USD_per_h']:,.2f} USD"},
+        {"item": "energy per hour", "value": f"{cost['energy_USD_per_h']:,.2f} USD"},
+        {"item": "total per hour", "value": f"{cost['USD_per_h']:,.2f} USD"},
+        {"item": rate, "value": f"{cost['tokens_per_s']:,.0f}"},
+        {"item": "cost per million tokens", "value": f"{cost['USD_per_Mtok']:.4g} USD"},
+        {"item": "energy per token", "value": f"{cost['J_per_token']:.4g} J"},
+        {"item": "assumed", "value": cost["text"]},
+    ]
