@@ -79,3 +79,44 @@ def test_step_reports_cost_per_token_and_its_options(capsys):
     assert "PUE 1.5" in dear["text"]
     assert main([*args, "--cost-of-capital", "2"]) == 2
     assert "--cost-of-capital" in capsys.readouterr().err
+
+
+SWAP_DESIGN = """name: swap test
+system: hgx-b200
+systems: 64
+scaleout:
+  kind: fat_tree
+  switch: q3400
+  nic: connectx-8
+  rail_optimized: true
+  unit: 32
+layout:
+  cables: {spine: osfp-800g-dr8}
+"""
+
+
+def test_optics_what_if_swaps_pluggables_of_the_same_rate_only(example_fabric):
+    from topomodel.analysis.cost import optics_swaps
+
+    fabric = example_fabric("dgx-h100-superpod")  # 400G DR4 modules: no 400G LPO or CPO
+    assert optics_swaps(bill_of_materials(fabric), fabric.catalog) == []
+
+
+def test_review_has_a_cost_section_with_the_optics_what_if(tmp_path, capsys):
+    design = tmp_path / "swap.yaml"
+    design.write_text(SWAP_DESIGN)
+    out = tmp_path / "review"
+    assert main(["review", str(design), "--model", "llama3-8b", "--tp", "8", "-o", str(out),
+                 "--workers", "1", "--pue", "1.2"]) == 0
+    capsys.readouterr()
+    cost = json.loads((out / "report.json").read_text())["cost"]
+    assert cost["assumptions"]["pue"] == 1.2 and "PUE 1.2" in cost["per_token"]["text"]
+    (swap,) = cost["optics_whatif"]
+    # 1,024 spine modules: 17 W DR8 -> 9 W LPO, 1,250 -> 800 USD each
+    assert swap["pluggable"] == "osfp-800g-dr8" and swap["replacement"] == "lpo-800g"
+    assert swap["modules"] == 1024
+    assert swap["power_delta_W"] == pytest.approx(-8192)
+    assert swap["capex_delta_USD"] == pytest.approx(-460_800)
+    assert swap["USD_per_Mtok_after"] < swap["USD_per_Mtok_before"]
+    assert cost["network_capex_USD"] < cost["capex_USD"]
+    assert "## Cost and energy per token" in (out / "report.md").read_text()

@@ -14,14 +14,20 @@ The IT power is the bill of materials' total: the maximum where published, so th
 energy is an upper bound on the draw of a job that keeps every part busy. The cost per
 million tokens is the hourly cost over the tokens of an hour, goodput tokens where the
 goodput model ran; the energy per token is the facility power (IT power x PUE) over
-tokens/s. Every term and default is in docs/cost.md.
+tokens/s. Every term and default is in docs/cost.md. :func:`optics_swaps` is the
+what-if that puts LPO or CPO modules in place of pluggable transceivers.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from topomodel.analysis.assumptions import CostAssumptions
+from topomodel.analysis.bom import BomLine, part_power_W
+from topomodel.inputs.catalog import Catalog
+from topomodel.inputs.parts import Optic
 
 HOURS_PER_YEAR = 365.25 * 24
 """Hours of an average (Julian) year: 8,766."""
@@ -114,3 +120,48 @@ def token_cost(capex_USD: float, it_power_W: float, tokens_per_s: float,
                      energy, total,
                      total / (rate * 3600.0) * 1e6 if rate else float("inf"),
                      facility_W / rate if rate else float("inf"), a)
+
+
+SWAP_FORMS = ("lpo", "cpo")
+"""The module forms the optics what-if puts in place of a pluggable (DSP) transceiver:
+linear pluggable and co-packaged optics."""
+
+
+@dataclass(frozen=True)
+class OpticsSwap:
+    """One tier's pluggable transceivers replaced by an LPO or CPO part of the same rate
+    and at least the same reach: the change in power (watts) and capex (US dollars;
+    ``None`` when either part has no price) over ``modules`` modules."""
+
+    tier: str
+    pluggable: str
+    replacement: str
+    form: str
+    modules: int
+    power_delta_W: float
+    capex_delta_USD: float | None
+
+
+def optics_swaps(lines: Sequence[BomLine], catalog: Catalog) -> list[OpticsSwap]:
+    """Every (tier, pluggable, LPO or CPO part) the catalog allows: the replacement has
+    the pluggable's one-way rate (within 1 %) and at least its reach, and both have a
+    power figure. Empty where the catalog has no such pair."""
+    out = []
+    alternatives = [o for o in catalog.of_kind(Optic) if o.form in SWAP_FORMS]
+    for line in lines:
+        if line.category != "module" or line.unit_power_W is None:
+            continue
+        optic = catalog.get(line.model, Optic)
+        if optic.form != "transceiver":
+            continue
+        for alt in alternatives:
+            alt_W = part_power_W(alt)[0]
+            if (alt_W is None or alt.reach_m < optic.reach_m
+                    or not math.isclose(alt.rate_Bps, optic.rate_Bps, rel_tol=0.01)):
+                continue
+            price = catalog.price_of(alt.id)
+            delta = (None if price is None or line.unit_price_USD is None
+                     else (price.price_USD - line.unit_price_USD) * line.count)
+            out.append(OpticsSwap(line.tier, optic.id, alt.id, alt.form, line.count,
+                                  (alt_W - line.unit_power_W) * line.count, delta))
+    return out

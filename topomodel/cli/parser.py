@@ -209,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
+    add_step_options(review, COST_OPTIONS)
     _workers_arg(review, "the goodput's degraded steps")
     review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 
