@@ -120,3 +120,15 @@ def test_review_has_a_cost_section_with_the_optics_what_if(tmp_path, capsys):
     assert swap["USD_per_Mtok_after"] < swap["USD_per_Mtok_before"]
     assert cost["network_capex_USD"] < cost["capex_USD"]
     assert "## Cost and energy per token" in (out / "report.md").read_text()
+
+
+def test_compare_reports_cost_per_token_of_each_design(capsys):
+    server = str(Path(SUPERPOD).with_name("hgx-h100-server.yaml"))
+    assert main(["compare", server, SUPERPOD, "--model", "llama3-8b", "--tp", "8",
+                 "--format", "json", "--workers", "1", "--electricity-price", "0.1"]) == 0
+    designs = json.loads(capsys.readouterr().out)["designs"]
+    for d in designs:
+        cost = d["cost"]
+        assert cost["goodput"] and "0.1 USD/kWh" in cost["text"]
+        assert cost["USD_per_Mtok"] == pytest.approx(
+            cost["USD_per_h"] / (d["goodput"]["goodput_tokens_per_s"] * 3600) * 1e6)

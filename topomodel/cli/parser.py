@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("designs", nargs="+", metavar="DESIGN",
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
+    add_step_options(compare, COST_OPTIONS)
     _workers_arg(compare, "the designs")
     compare.set_defaults(run=Verb("job_verbs.compare"))
 
