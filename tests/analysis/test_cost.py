@@ -132,3 +132,19 @@ def test_compare_reports_cost_per_token_of_each_design(capsys):
         assert cost["goodput"] and "0.1 USD/kWh" in cost["text"]
         assert cost["USD_per_Mtok"] == pytest.approx(
             cost["USD_per_h"] / (d["goodput"]["goodput_tokens_per_s"] * 3600) * 1e6)
+
+
+def test_plan_ranks_by_cost_per_token(capsys, example_fabric):
+    server = str(Path(SUPERPOD).with_name("hgx-h100-server.yaml"))
+    assert main(["plan", server, "--model", "llama3-8b", "--objective", "cost_per_token",
+                 "--top", "3", "--no-progress", "--format", "json", "--pue", "1.1"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    fabric = example_fabric("hgx-h100-server")
+    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
+    usd_per_h = token_cost(power.capex_USD, power.total_W, 1.0,
+                           CostAssumptions(pue=1.1)).USD_per_h
+    assert found["USD_per_h"] == pytest.approx(usd_per_h)
+    costs = [r["USD_per_Mtok"] for r in found["layouts"]]
+    assert costs == sorted(costs)  # cheapest first
+    for r in found["layouts"]:
+        assert r["USD_per_Mtok"] == pytest.approx(usd_per_h / (r["tokens_per_s"] * 3600) * 1e6)

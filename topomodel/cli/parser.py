@@ -496,7 +496,8 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
                       " side")
     plan.add_argument("--objective", choices=list(OBJECTIVES), default="tokens_per_s",
                       help="what to rank by (default tokens_per_s; tokens_per_J over the"
-                      " whole fabric's power)")
+                      " whole fabric's power; cost_per_token: US dollars per million"
+                      " tokens of the whole fabric, docs/cost.md)")
     plan.add_argument("--top", type=_positive, default=5, metavar="N",
                       help="layouts to show (default 5)")
     plan.add_argument("--fixed", action="append", type=_fixed_pair, default=[],
@@ -523,7 +524,7 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
     plan.add_argument("--no-progress", action="store_true", help="no progress bar")
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
-    add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
+    add_step_options(plan, [*(k for k in STEP_OPTIONS if k not in SEARCHED), *COST_OPTIONS])
     add_catalog_args(plan)
     plan.add_argument("--format", choices=FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")

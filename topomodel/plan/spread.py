@@ -23,6 +23,7 @@ from topomodel.plan.search import (
     PlanPart,
     PlanResult,
     fabric_power_W,
+    fabric_USD_per_h,
     merge,
     plan_cells,
     search_cells,
@@ -144,4 +145,5 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
     merged = merge(parts, job.top)
     return PlanResult(design, job, merged.tally, tuple(r.result for r in merged.best),
                       time.perf_counter() - start, power,
-                      workers if scheduler is None else 0)
+                      workers if scheduler is None else 0,
+                      fabric_USD_per_h(fabric, job.cost))
