@@ -420,7 +420,7 @@ def test_a_closed_pipe_is_not_an_error(tmp_path):
 def test_options_lists_the_one_table_and_the_sweep_docs_name_every_option(capsys):
     from pathlib import Path
 
-    from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, OPTIONS
+    from topomodel.analysis.options import DECODE_OPTIONS, OPTIONS
 
     status, out, _ = run(capsys, "options", "--format", "json")
     listed = json.loads(out)["options"]
@@ -432,8 +432,8 @@ def test_options_lists_the_one_table_and_the_sweep_docs_name_every_option(capsys
         # the flag's help is the option's own text (one text for CLI, sweeps, review)
         assert " ".join(opt.doc.split()[:3]) in " ".join(help_text.split())
     sweeps = Path("docs/sweeps.md").read_text()
-    missing = [k for k, o in OPTIONS.items() if o.arg != "pairs"
-               and k not in DECODE_OPTIONS + COST_OPTIONS and f"`{k}`" not in sweeps]
+    missing = [k for k, o in OPTIONS.items() if o.arg != "pairs" and k not in DECODE_OPTIONS
+               and f"`{k}`" not in sweeps]
     assert not missing, f"docs/sweeps.md does not name {missing}"
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS
+from topomodel.analysis.options import DECODE_OPTIONS
 from topomodel.errors import UsageError
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import Model
@@ -107,10 +107,6 @@ def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
     if key in DECODE_OPTIONS:
         source.problem(path, f"{key} is an option of decode; a sweep point runs the"
                        " training step and its goodput, not decode")
-        return False
-    if key in COST_OPTIONS:
-        source.problem(path, f"{key} is an option of the step's cost per token; a sweep"
-                       " point reports no cost yet (docs/cost.md)")
         return False
     if option(key) is None:
         source.problem(path, "unknown parameter: a step option (tp, pp, micro_batch, ...),"
