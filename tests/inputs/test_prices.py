@@ -78,3 +78,14 @@ def test_a_price_in_a_part_entry_is_refused(tmp_path):
         """)
     with pytest.raises(CatalogError, match=r"switches\.my-switch\.price: unknown key"):
         load_catalog([path])
+
+
+def test_catalog_show_prints_the_price_with_its_range_and_date(capsys):
+    import json
+
+    from topomodel.cli import main
+
+    assert main(["catalog", "show", "qm9700", "--format", "json"]) == 0
+    price = json.loads(capsys.readouterr().out)["price"]
+    assert price["price_USD"] == 36000 and price["high_USD"] == 50000
+    assert price["date"] == "2024-08" and price["provenance"] == "secondary"
