@@ -33,7 +33,6 @@ nics:
     port_rate: "100 Gb/s /dir"
     protocols: [ethernet]
     power_typical: "20 W"
-    price: "1000 USD"
     source: test fixture
     provenance: assumed
 systems:
@@ -44,7 +43,6 @@ systems:
     nic: pw-nic
     nic_count: 1
     power: "1 kW"
-    price: "20000 USD"
     source: test fixture
     provenance: assumed
   pw-bare:
@@ -62,7 +60,6 @@ switches:
     port_rate: "100 Gb/s /dir"
     power: "100 W"
     power_typical: "80 W"
-    price: "5000 USD"
     source: test fixture
     provenance: assumed
 optics:
@@ -82,6 +79,16 @@ optics:
     power: "2 W"
     source: test fixture
     provenance: assumed
+prices:
+  pw-nic: {price: "1000 USD", date: "2026", source: test fixture, provenance: secondary}
+  pw-host:
+    price: "20000 USD"
+    range: ["15000 USD", "30000 USD"]
+    date: "2026-01"
+    source: test fixture
+    provenance: assumed
+    notes: a range to test the low and high sums
+  pw-switch: {price: "5000 USD", date: "2026", source: test fixture, provenance: secondary}
 """
 CABLED = """
 systems: 32
@@ -131,6 +138,13 @@ def test_closed_form_power_of_a_small_fat_tree(powered):
     assert by_tier["NICs"].in_system and not by_tier["systems"].in_system
     # capex: systems and switches; the NIC is inside the system's price
     assert power.capex_USD == pytest.approx(32 * 20000 + 12 * 5000)
+    assert power.capex_low_USD == pytest.approx(32 * 15000 + 12 * 5000)
+    assert power.capex_high_USD == pytest.approx(32 * 30000 + 12 * 5000)
+    assert power.network_capex_USD == pytest.approx(12 * 5000)  # the NICs are in the hosts
+    assert power.assumed_prices == ("system pw-host",)
+    assert by_tier["leaf switches"].capex_USD + by_tier["spine switches"].capex_USD == (
+        pytest.approx(12 * 5000))
+    assert by_tier["systems"].capex_high_USD == pytest.approx(32 * 30000)
     assert power.unpriced == ("cable pw-aoc-100g", "cable pw-dac-100g")
     assert not power.capex_complete
 

@@ -171,7 +171,7 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     assert first["goodput"] == second["goodput"]  # the same design twice
     assert first["goodput"]["interruptions_per_day"] > 0
     assert second["deltas"] == {"power_W": 0.0, "network_power_W": 0.0,
-                                "power_W_per_accelerator": 0.0, "capex_USD": None}
+                                "power_W_per_accelerator": 0.0, "capex_USD": 0.0}
     assert first["goodput"]["degraded_routed"] is True  # re-routed, not bounded
     status = main(["compare", design, design, "--model", "toy-dense", "--tp", "4",
                    "--catalog", str(toy.catalog_path)])

@@ -28,7 +28,7 @@ from topomodel.report.review.render import MANIFEST, png_size, render_html, writ
 from topomodel.traffic.layout import Layout
 
 SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
-            "goodput", "materials", "assumptions", "provenance")
+            "goodput", "materials", "cost", "assumptions", "provenance")
 
 
 @pytest.fixture(scope="module")

@@ -117,16 +117,17 @@ def every_fitting(setup):
 
 @pytest.mark.parametrize(("objective", "top"), [
     ("tokens_per_s", 1), ("tokens_per_s", 12), ("mfu", 4), ("step_time_s", 4),
-    ("tokens_per_J", 2)])
+    ("tokens_per_J", 2), ("cost_per_token", 3)])
 def test_pruning_keeps_the_unpruned_top(setup, every_fitting, objective, top):
     from topomodel.plan.search import objective_value
 
     fabric = _fabric(setup)
     job = replace(_job(setup, objective=objective, space=WIDE), top=top)
-    power = 21468.0
-    sign = -1 if objective == "step_time_s" else 1
+    power, usd_per_h = 21468.0, 40.0
+    sign = -1 if objective in ("step_time_s", "cost_per_token") else 1
     ranked = sorted(every_fitting, key=lambda pr: (
-        sign * objective_value(pr[1], objective, power), pr[0]), reverse=True)[:top]
+        sign * objective_value(pr[1], objective, power, usd_per_h), pr[0]),
+        reverse=True)[:top]
     pruned = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power)
     assert [r.place for r in pruned.best] == [place for place, _ in ranked]
     assert [r.result for r in pruned.best] == [result for _, result in ranked]

@@ -355,6 +355,32 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
     assert row["feasible"]
 
 
+def test_cost_metrics_follow_the_cost_options(place, tmp_path):
+    """USD_per_Mtok and J_per_token are analysis.cost.token_cost of the point's capex,
+    power and goodput tokens/s under the point's cost options."""
+    from topomodel.analysis.assumptions import CostAssumptions
+    from topomodel.analysis.cost import token_cost
+
+    path = place("""\
+        design: design.yaml
+        catalogs: [toy.yaml]
+        fixed: {model: toy-dense, tp: 4, electricity_price: 0.12}
+        parameters:
+          pue: [1.1, 1.5]
+        """)
+    frame = run_sweep(load_sweep(path), tmp_path / "r.parquet", workers=1,
+                      progress=False).frame
+    for _, row in frame.iterrows():
+        cost = token_cost(row["capex_USD"], row["power_W"], row["goodput_tokens_per_s"],
+                          CostAssumptions(pue=row["pue"], electricity_USD_per_kWh=0.12),
+                          share=row["world"] / row["accelerators"], goodput=True)
+        assert row["USD_per_Mtok"] == pytest.approx(cost.USD_per_Mtok)
+        assert row["J_per_token"] == pytest.approx(cost.J_per_token)
+        assert row["capex_low_USD"] <= row["capex_USD"] <= row["capex_high_USD"]
+    low, high = frame.sort_values("pue")["J_per_token"]
+    assert high == pytest.approx(low * 1.5 / 1.1)
+
+
 def test_the_injection_metric_is_the_scale_out_bandwidth_per_accelerator(place, tmp_path):
     """One toy box is one scale-up domain: its 4 accelerators have one 100 Gb/s NIC each
     (12.5 GB/s of scale-out) and 40 GB/s of scale-up links. The sweep's injection_Bps

@@ -1,8 +1,9 @@
-"""The named assumptions of the time, step and goodput models (:class:`TimeModel`,
-:class:`StepAssumptions`, :class:`GoodputAssumptions`), each with a default and a
-reason, apart from the models that use them: the CLI, the sweep parameters and the
-review read their defaults and texts without importing the models (and numpy, pandas,
-scipy). The thresholds of check-nccl and advise live here too, for their CLI help."""
+"""The named assumptions of the time, step, goodput and cost models
+(:class:`TimeModel`, :class:`StepAssumptions`, :class:`GoodputAssumptions`,
+:class:`CostAssumptions`), each with a default and a reason, apart from the models
+that use them: the CLI, the sweep parameters and the review read their defaults and
+texts without importing the models (and numpy, pandas, scipy). The thresholds of
+check-nccl and advise live here too, for their CLI help."""
 
 from __future__ import annotations
 
@@ -247,6 +248,42 @@ class GoodputAssumptions:
         doc="hot spare systems (default: spare_fraction of the job's systems, rounded up)")
     spare_fraction: float = spec(number(0, 1), default=0.02,
                                  doc="hot spares kept beside a large job, share (assumed)")
+
+    def __post_init__(self) -> None:
+        check_fields(self, UsageError)
+
+
+@dataclass(frozen=True)
+class CostAssumptions:
+    """Named assumptions of the running cost (:mod:`topomodel.analysis.cost`), each with
+    its source or reason (docs/cost.md); checked on creation."""
+
+    pue: float = spec(
+        number(1, 5), default=1.3,
+        doc="power usage effectiveness, facility power / IT power: Uptime Institute's"
+        " 2024 survey finds new and large facilities at 1.3 or better (industry average"
+        " 1.56, held up by older sites)")
+    electricity_USD_per_kWh: float = spec(
+        number(0), default=0.0806,
+        doc="electricity price, US dollars per kWh: the US industrial average of 2023,"
+        " 8.06 cents (EIA, via Statista, March 2024)")
+    facility_USD_per_kW: float = spec(
+        number(0), default=11_000.0,
+        doc="facility capex per kW of IT power, US dollars: the middle of the US$10-12M"
+        " per MW average construction cost (data-center construction guides, 2024-26;"
+        " docs/cost.md)")
+    amortisation_years: float = spec(
+        number(0, low_open=True), default=5.0,
+        doc="years the IT equipment is paid off over: Amazon shortened a subset of its"
+        " servers and network gear to 5 years (2025; Microsoft and Alphabet use 6)")
+    facility_years: float = spec(
+        number(0, low_open=True), default=15.0,
+        doc="years the facility is paid off over (assumed: the life of its power and"
+        " cooling plant)")
+    cost_of_capital: float = spec(
+        number(0, 1), default=0.08,
+        doc="annual cost of capital, a share (assumed: a typical data-center operator's"
+        " weighted average cost of capital)")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)

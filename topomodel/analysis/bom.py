@@ -13,18 +13,22 @@ Each part's power is the catalog's maximum where published, else its typical fig
 (``power_basis`` says which; see :data:`POWER_BASIS`). A part without either is listed
 with its power unknown and makes every sum it belongs to partial: the summary names it
 and :attr:`PowerSummary.complete` is false, so a report never calls a partial sum a
-total. Prices work the same way for capex.
+total. Prices work the same way for capex: each comes from the catalog's ``prices``
+section (:mod:`topomodel.inputs.prices`) with a low-high range, so capex has a low and a
+high sum beside its central one, and :attr:`PowerSummary.assumed_prices` names the parts
+whose price is an assumption.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from topomodel.fabric.cabling import cable_classes
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Accelerator, Nic, Optic, Part, ScaleupSwitch, Switch, System
+from topomodel.inputs.prices import Price
 from topomodel.inputs.records import documented
 from topomodel.inputs.units import format_si
 
@@ -62,6 +66,9 @@ class BomLine:
     provenance: str  # of the power figure
     unit_price_USD: float | None
     price_USD: float | None
+    price_low_USD: float | None = None  # all count items at the low end of the range
+    price_high_USD: float | None = None
+    price_provenance: str = ""  # of the price: secondary, assumed, ...
 
 
 def part_power_W(part: Part) -> tuple[float | None, str]:
@@ -73,19 +80,28 @@ def part_power_W(part: Part) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def _line(category: str, tier: str, part: Part, name: str, count: int, *,
-          in_system: bool = False, per_item: float = 1.0) -> BomLine:
-    """A line for ``count`` items of ``part``; ``per_item`` figures of the part per item
-    (2 for a cable assembly, whose catalog power is per end)."""
+def _priced(line: BomLine, price: Price | None) -> BomLine:
+    """``line`` with the price per item, the total and its range for ``line.count``."""
+    if price is None:
+        return replace(line, unit_price_USD=None, price_USD=None)
+    n = line.count
+    return replace(line, unit_price_USD=price.price_USD, price_USD=price.price_USD * n,
+                   price_low_USD=price.low_USD * n, price_high_USD=price.high_USD * n,
+                   price_provenance=price.provenance)
+
+
+def _line(category: str, tier: str, part: Part, name: str, count: int, price: Price | None,
+          *, in_system: bool = False, per_item: float = 1.0) -> BomLine:
+    """A line for ``count`` items of ``part`` at ``price`` each; ``per_item`` figures of
+    the part per item (2 for a cable assembly, whose catalog power is per end)."""
     unit, basis = part_power_W(part)
     unit = None if unit is None else unit * per_item
     key = "power" if basis == "max" else "power_typical"
-    price = part.price_USD
     energy = part.energy_pJ_per_bit if isinstance(part, Optic) else None
-    return BomLine(category, tier, part.id, name, count, unit,
-                   None if unit is None else unit * count, basis, in_system, energy,
-                   part.provenance_of(key) if unit is not None else "", price,
-                   None if price is None else price * count)
+    return _priced(BomLine(category, tier, part.id, name, count, unit,
+                           None if unit is None else unit * count, basis, in_system, energy,
+                           part.provenance_of(key) if unit is not None else "", None, None),
+                   price)
 
 
 def bill_of_materials(fabric: Fabric) -> list[BomLine]:
@@ -96,13 +112,13 @@ def bill_of_materials(fabric: Fabric) -> list[BomLine]:
     lines: list[BomLine] = []
     systems = fabric.structure.systems
     if systems:
-        lines.append(_line("system", "", system, system.title, systems))
+        lines.append(_line("system", "", system, system.title, systems,
+                           catalog.price_of(system.id)))
         if not system_powered:  # the host around the parts counted below
-            lines[-1] = BomLine("system", "", system.id, f"{system.title} (host: CPUs,"
-                                " memory, fans, power supplies)", systems, None, None,
-                                "unknown", False, None, "", system.price_USD,
-                                None if system.price_USD is None
-                                else system.price_USD * systems)
+            lines[-1] = _priced(BomLine(
+                "system", "", system.id, f"{system.title} (host: CPUs, memory, fans, power"
+                " supplies)", systems, None, None, "unknown", False, None, "", None, None),
+                catalog.price_of(system.id))
     nodes = fabric.nodes
     inside = (nodes["system"] >= 0).to_numpy()
     counts = nodes.assign(inside=inside).groupby(["kind", "tier", "model", "inside"],
@@ -114,6 +130,7 @@ def bill_of_materials(fabric: Fabric) -> list[BomLine]:
         entry = catalog.entries[model]
         assert isinstance(entry, Accelerator | ScaleupSwitch | Switch | Nic)
         lines.append(_line(str(kind), str(tier), entry, entry.title, count,
+                           catalog.price_of(entry.id),
                            in_system=bool(in_box) and system_powered))
     lines.extend(_cabling(fabric))
     return lines
@@ -138,14 +155,17 @@ def _cabling(fabric: Fabric) -> Iterable[BomLine]:
     keyed = cables_per_optic(fabric)
     for (tier, optic_id), links_count in sorted(keyed.items(),
                                                key=lambda kv: (_tier_rank(kv[0][0]), kv[0][1])):
-        optic = fabric.catalog.get(optic_id, Optic)
+        catalog = fabric.catalog
+        optic = catalog.get(optic_id, Optic)
+        price = catalog.price_of(optic.id)
         if optic.form in CABLE_FORMS:
-            yield _line("cable", tier, optic, optic.title, links_count, per_item=2.0)
+            yield _line("cable", tier, optic, optic.title, links_count, price, per_item=2.0)
             continue
-        yield _line("module", tier, optic, optic.title, 2 * links_count)
-        yield BomLine("fibre", tier, optic.fibre or optic.medium,
-                      f"{optic.medium} fibre cable for {optic.id}", links_count, 0.0, 0.0,
-                      "passive", False, None, "derived", None, None)
+        yield _line("module", tier, optic, optic.title, 2 * links_count, price)
+        yield _priced(BomLine("fibre", tier, optic.fibre or optic.medium,
+                              f"{optic.medium} fibre cable for {optic.id}", links_count, 0.0,
+                              0.0, "passive", False, None, "derived", None, None),
+                      catalog.price_of(optic.fibre) if optic.fibre else None)
 
 
 @dataclass(frozen=True)
@@ -157,6 +177,10 @@ class TierPower:
     parts: int
     in_system: bool
     complete: bool  # every part of the tier has a figure
+    capex_USD: float | None = None  # its parts at their prices (None: none has one)
+    capex_low_USD: float | None = None
+    capex_high_USD: float | None = None
+    capex_complete: bool = False  # every part of the tier has a price
 
 
 @dataclass(frozen=True)
@@ -170,7 +194,10 @@ class PowerSummary:
     ``network_in_systems_W`` the share of it already inside system figures.
     ``typical_only`` names parts counted at a typical figure (no maximum published).
     ``capex_USD`` is ``None`` when no part has a price; ``unpriced`` names the parts
-    without one.
+    without one. ``capex_low_USD`` and ``capex_high_USD`` take every price at the low
+    and the high end of its range; ``network_capex_USD`` is the network parts counted
+    (scale-out switches, NICs outside systems, cables, modules, fibre), and
+    ``assumed_prices`` names the parts whose price is an assumption.
     """
 
     total_W: float
@@ -191,6 +218,10 @@ class PowerSummary:
     capex_USD: float | None
     capex_complete: bool
     unpriced: tuple[str, ...]
+    capex_low_USD: float | None = None
+    capex_high_USD: float | None = None
+    network_capex_USD: float | None = None
+    assumed_prices: tuple[str, ...] = ()
 
 
 _TIER_LABEL = {"system": "systems", "accelerator": "accelerators",
@@ -221,7 +252,8 @@ def power_summary(lines: list[BomLine], accelerators: int) -> PowerSummary:
     for ln in lines:
         tiers.setdefault((_tier_name(ln), ln.in_system), []).append(ln)
     tier_rows = tuple(TierPower(name, watts(group), sum(ln.count for ln in group),
-                                inside, all(ln.power_W is not None for ln in group))
+                                inside, all(ln.power_W is not None for ln in group),
+                                *_capex(group), all(ln.price_USD is not None for ln in group))
                       for (name, inside), group in tiers.items())
     total = watts(counted)
     network_W = watts(network)
@@ -232,14 +264,26 @@ def power_summary(lines: list[BomLine], accelerators: int) -> PowerSummary:
         return watts(ln for ln in lines if ln.category in names)
 
     per = (lambda w: w / accelerators) if accelerators else (lambda w: float("nan"))
+    central, low, high = _capex(counted)
     return PowerSummary(
         total, not unknown, unknown, typical,
         watts(ln for ln in counted if ln.category not in NETWORK_CATEGORIES),
         category("accelerator"), network_W, watts(ln for ln in network if ln.in_system),
         category("switch"), category("nic"), category("scaleup_switch"),
         category("cable", "module"), per(total), per(network_W), tier_rows,
-        sum(ln.price_USD or 0.0 for ln in priced) if priced else None, not unpriced,
-        unpriced)
+        central if priced else None, not unpriced, unpriced, low, high,
+        _capex([ln for ln in counted if ln.category in NETWORK_CATEGORIES])[0],
+        _names(ln for ln in counted if ln.price_provenance == "assumed"))
+
+
+def _capex(selected: Iterable[BomLine]) -> tuple[float | None, float | None, float | None]:
+    """Central, low and high sums of the lines' prices (``None`` where none has one)."""
+    priced = [ln for ln in selected if ln.price_USD is not None]
+    if not priced:
+        return None, None, None
+    return (sum(ln.price_USD or 0.0 for ln in priced),
+            sum(ln.price_low_USD or 0.0 for ln in priced),
+            sum(ln.price_high_USD or 0.0 for ln in priced))
 
 
 def _names(selected: Iterable[BomLine]) -> tuple[str, ...]:

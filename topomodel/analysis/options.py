@@ -2,9 +2,10 @@
 
 :data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
 step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
-routing); then the goodput model's (:data:`GOODPUT_OPTIONS`) and decode's
-(:data:`DECODE_OPTIONS`). Each option's reader, default and text come from the field it
-sets (:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
+routing); then the goodput model's (:data:`GOODPUT_OPTIONS`), decode's
+(:data:`DECODE_OPTIONS`) and the running cost's (:data:`COST_OPTIONS`). Each option's
+reader, default and text come from the field it sets
+(:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
 StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`,
 :class:`~topomodel.analysis.reliability.goodput.GoodputAssumptions`,
 :class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`), so the CLI
@@ -33,7 +34,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from topomodel.analysis.assumptions import GoodputAssumptions, StepAssumptions, TimeModel
+from topomodel.analysis.assumptions import (
+    CostAssumptions,
+    GoodputAssumptions,
+    StepAssumptions,
+    TimeModel,
+)
 from topomodel.analysis.serving.decode_assumptions import DTYPES, DecodeAssumptions
 from topomodel.inputs.records import (
     Invalid,
@@ -59,8 +65,8 @@ class StepOption:
     """One option of a step: what it sets, its default, reader and meaning.
 
     ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model``,
-    ``run.NAME`` (routing, seed, failures, the scale-out what-if), ``goodput.FIELD`` or
-    ``decode.FIELD``; ``arg`` says how a
+    ``run.NAME`` (routing, seed, failures, the scale-out what-if), ``goodput.FIELD``,
+    ``decode.FIELD`` or ``cost.FIELD``; ``arg`` says how a
     command line writes it: ``int``, ``float``, ``text``, ``bool`` (a ``--x/--no-x``
     flag), ``list`` (repeatable) or ``pairs`` (repeatable ``NAME=F``).
     """
@@ -132,6 +138,7 @@ def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
 
 
 _A, _T, _G, _D = StepAssumptions, TimeModel, GoodputAssumptions, DecodeAssumptions
+_C = CostAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
                "ID"),
@@ -191,6 +198,15 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("activation_dtype", _D, "activation_dtype", "decode", "text",
                 metavar=DTYPES),
     _from_field("comm_overlap", _D, "comm_overlap", "decode", "float", metavar="F"),
+    _from_field("pue", _C, "pue", "cost", "float", metavar="F"),
+    _from_field("electricity_price", _C, "electricity_USD_per_kWh", "cost", "float",
+                metavar="USD_PER_KWH"),
+    _from_field("facility_capex", _C, "facility_USD_per_kW", "cost", "float",
+                metavar="USD_PER_KW"),
+    _from_field("amortisation_years", _C, "amortisation_years", "cost", "float",
+                metavar="YEARS"),
+    _from_field("facility_years", _C, "facility_years", "cost", "float", metavar="YEARS"),
+    _from_field("cost_of_capital", _C, "cost_of_capital", "cost", "float", metavar="F"),
 )}
 """Every step option by key (the sweep key; the flag is ``--key-with-dashes``)."""
 
@@ -202,7 +218,12 @@ DECODE_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("dec
 """The decode model's own options (batch, context, data types, comm overlap): set by the
 ``decode`` verb only (sweeps, plans and the step run no decode)."""
 
-STEP_OPTIONS = tuple(k for k in OPTIONS if k not in GOODPUT_OPTIONS + DECODE_OPTIONS)
+COST_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("cost."))
+"""The running cost's options (PUE, electricity price, facility capex, amortisation,
+cost of capital): set by the verbs that report cost per token (step)."""
+
+STEP_OPTIONS = tuple(k for k in OPTIONS
+                     if k not in GOODPUT_OPTIONS + DECODE_OPTIONS + COST_OPTIONS)
 """The options every step-shaped verb takes (the model, layout, assumptions, what-ifs)."""
 
 
@@ -256,6 +277,7 @@ class StepInputs:
     scaleout_factor: float = 1.0
     goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
     decode: DecodeAssumptions = field(default_factory=DecodeAssumptions)
+    cost: CostAssumptions = field(default_factory=CostAssumptions)
 
 
 def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
@@ -277,6 +299,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     run: dict[str, Any] = {}
     goodput: dict[str, Any] = {}
     decode: dict[str, Any] = {}
+    cost: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
     software = values.get("software") or DEFAULT_SOFTWARE
@@ -299,7 +322,8 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
             model = value
         else:
             {"layout": layout, "assumptions": assumptions, "time": time,
-             "run": run, "goodput": goodput, "decode": decode}[where][name] = value
+             "run": run, "goodput": goodput, "decode": decode,
+             "cost": cost}[where][name] = value
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
     base = StepAssumptions()
@@ -312,7 +336,8 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
                             time=TimeModel(**time, efficiency=efficiency)),
         routing=run.get("routing", AUTO_ROUTING), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
-        goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode))
+        goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode),
+        cost=CostAssumptions(**cost))
 
 
 def software_departures(layout: Layout, assumptions: StepAssumptions) -> dict[str, Any]:

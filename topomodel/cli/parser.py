@@ -6,7 +6,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import DECODE_OPTIONS
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
@@ -209,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
     add_goodput_options(review)
+    add_step_options(review, COST_OPTIONS)
     _workers_arg(review, "the goodput's degraded steps")
     review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 
@@ -227,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--no-goodput", action="store_true",
                       help="leave out the goodput section (interruptions, checkpoints)")
     add_goodput_options(step)
+    add_step_options(step, COST_OPTIONS)
     _workers_arg(step, "the sensitivity's and the goodput's steps")
     step.set_defaults(run=Verb("job_verbs.step"))
 
@@ -239,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("designs", nargs="+", metavar="DESIGN",
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
+    add_step_options(compare, COST_OPTIONS)
     _workers_arg(compare, "the designs")
     compare.set_defaults(run=Verb("job_verbs.compare"))
 
@@ -508,7 +511,8 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
                       " side")
     plan.add_argument("--objective", choices=list(OBJECTIVES), default="tokens_per_s",
                       help="what to rank by (default tokens_per_s; tokens_per_J over the"
-                      " whole fabric's power)")
+                      " whole fabric's power; cost_per_token: US dollars per million"
+                      " tokens of the whole fabric, docs/cost.md)")
     plan.add_argument("--top", type=_positive, default=5, metavar="N",
                       help="distinct layouts to show, each at its best interleave and rank"
                       " order (default 5)")
@@ -540,7 +544,7 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
     plan.add_argument("--no-progress", action="store_true", help="no progress bar")
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
-    add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])
+    add_step_options(plan, [*(k for k in STEP_OPTIONS if k not in SEARCHED), *COST_OPTIONS])
     add_catalog_args(plan)
     plan.add_argument("--format", choices=FORMATS, default="table",
                       help="output format (default: table; parquet needs -o)")

@@ -173,6 +173,34 @@ def goodput_part(args: argparse.Namespace, job: Job, result: StepResult | None
                            seed=job.inputs.seed, workers=getattr(args, "workers", None))
 
 
+def cost_part(job: Job, tokens_per_s: float, *, goodput: bool) -> tuple[Any, list[str]]:
+    """The job's cost per token (:class:`~topomodel.analysis.cost.TokenCost`) as a
+    table, its JSON and its warnings: the cluster's capex and power from the bill of
+    materials, the job's share of it, over ``tokens_per_s`` (goodput tokens/s where
+    ``goodput``)."""
+    import dataclasses
+
+    from topomodel.analysis.bom import bill_of_materials, power_summary
+    from topomodel.analysis.cost import token_cost
+    from topomodel.report.output import Table
+    from topomodel.report.power import cost_rows
+
+    fabric = job.fabric
+    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
+    share = job.layout.world / fabric.accelerator_count
+    cost = token_cost(power.capex_USD or 0.0, power.total_W, tokens_per_s,
+                      job.inputs.cost, share=share, goodput=goodput)
+    data = {**dataclasses.asdict(cost), "text": cost.text,
+            "capex_complete": power.capex_complete, "unpriced": list(power.unpriced)}
+    warnings = [] if power.capex_complete else [
+        f"cost per token leaves out parts without a price: {', '.join(power.unpriced)}"]
+    if not power.complete:
+        warnings.append("cost per token uses a partial power sum: no power figure for"
+                        f" {', '.join(power.unknown)}")
+    record = {k: v for k, v in data.items() if not isinstance(v, dict | list)}
+    return (Table("Cost per token", cost_rows(data), [record], name="cost"), data), warnings
+
+
 def folder_arg(text: str) -> str:
     """An existing folder (``--catalog-dir``)."""
     import os

@@ -24,11 +24,14 @@ from topomodel.inputs.parts import (
     Model,
     Nic,
     Optic,
+    Part,
     ScaleupLink,
     ScaleupSwitch,
     Switch,
     System,
 )
+from topomodel.inputs.prices import SECTION as PRICE_SECTION
+from topomodel.inputs.prices import Price, read_prices
 from topomodel.inputs.records import (
     Reading,
     did_you_mean,
@@ -68,10 +71,12 @@ class Override:
 
 @dataclass(frozen=True)
 class Catalog:
-    """Entries by id, and the overrides that produced them."""
+    """Entries by id, the overrides that produced them, and the prices of parts by id
+    (:mod:`topomodel.inputs.prices`)."""
 
     entries: dict[str, Entry]
     overrides: tuple[Override, ...] = field(default=())
+    prices: dict[str, Price] = field(default_factory=dict)
 
     def __contains__(self, ident: object) -> bool:
         return ident in self.entries
@@ -94,6 +99,10 @@ class Catalog:
         if not isinstance(entry, cls):
             raise UsageError(f"{ident!r} is a {entry.kind}, not a {cls.kind}")
         return entry
+
+    def price_of(self, ident: str) -> Price | None:
+        """The price of part (or fibre) ``ident``, or ``None`` when it has none."""
+        return self.prices.get(ident)
 
     def of_kind(self, cls: type[E]) -> list[E]:
         """Every entry of one kind, sorted by id."""
@@ -138,6 +147,7 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
     entries: dict[str, Entry] = {}
     overrides: list[Override] = []
     readings: list[Reading] = []
+    prices: dict[str, Price] = {}
     for index, path in enumerate(files):
         try:
             source = load_yaml(path, error=CatalogError)
@@ -155,10 +165,18 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
                     continue
                 overrides.append(Override(entry.id, entry.file, previous.file))
             entries[entry.id] = entry
+        for price in read_prices(reading):
+            earlier = prices.get(price.part)
+            if earlier is not None and index < len(builtin_files):
+                source.problem((PRICE_SECTION, price.part),
+                               f"part already priced in {earlier.file}:{earlier.line}")
+                continue
+            prices[price.part] = price
         problems.extend(source.problems)
-    catalog = Catalog(entries, tuple(overrides))
+    catalog = Catalog(entries, tuple(overrides), prices)
     for reading in readings:
         problems.extend(_check_references(reading, catalog))
+    problems.extend(_check_prices(catalog))
     if not problems:
         for entry in entries.values():
             for key, message in entry.check(catalog):
@@ -181,7 +199,8 @@ def _read_file(reading: Reading) -> Iterable[Entry]:
         source.problem((), "a catalog file is a mapping from entry kinds"
                        f" ({', '.join(ENTRY_TYPES)}) to entries")
         return []
-    if source.data and not any(section in ENTRY_TYPES or did_you_mean(section, ENTRY_TYPES)
+    if source.data and not any(section in ENTRY_TYPES or section == PRICE_SECTION
+                               or did_you_mean(section, ENTRY_TYPES)
                                for section in source.data):
         # nothing here is a catalog: say so without echoing what the file holds
         source.problem((), "not a catalog file: none of its top-level keys is an entry"
@@ -190,9 +209,12 @@ def _read_file(reading: Reading) -> Iterable[Entry]:
     found: list[Entry] = []
     seen: dict[str, str] = {}
     for section, items in source.data.items():
+        if section == PRICE_SECTION:
+            continue  # read by read_prices
         cls = ENTRY_TYPES.get(section)
         if cls is None:
-            source.problem((section,), "unknown entry kind" + did_you_mean(section, ENTRY_TYPES))
+            source.problem((section,), "unknown entry kind"
+                           + did_you_mean(section, [*ENTRY_TYPES, PRICE_SECTION]))
             continue
         if not isinstance(items, dict):
             source.problem((section,), "expected a mapping from ids to entries")
@@ -234,3 +256,14 @@ def _check_references(reading: Reading, catalog: Catalog) -> Iterator[Problem]:
         problem = reference_problem(catalog, source, path, kind, ident)
         if problem:
             yield problem
+
+
+def _check_prices(catalog: Catalog) -> Iterator[Problem]:
+    """A price must name a part (or a fibre) of the catalog."""
+    for price in catalog.prices.values():
+        entry = catalog.entries.get(price.part)
+        if entry is None or not isinstance(entry, Part | Fibre):
+            ids = [i for i, e in catalog.entries.items() if isinstance(e, Part | Fibre)]
+            what = "unknown part id" if entry is None else f"a {entry.kind}, not a part:"
+            yield Problem(price.file, price.line, f"{PRICE_SECTION}.{price.part}",
+                          f"{what} {price.part!r}" + did_you_mean(price.part, ids))

@@ -94,20 +94,18 @@ class Entry:
 
 @dataclass(frozen=True, kw_only=True)
 class Part(Entry):
-    """An entry the bill of materials counts: its power and, optionally, its price.
+    """An entry the bill of materials counts, with its power.
 
     ``power`` is the maximum (rated, provisioning) figure and ``power_typical`` the
-    typical one; give whichever the source publishes, or both. ``price`` is a list
-    price per item; its source goes in ``source`` and an assumed price is marked
-    ``figure_provenance: {price: assumed}`` with the reason in ``notes``.
+    typical one; give whichever the source publishes, or both. A part's price is not
+    here: it is a record of the catalog's ``prices`` section
+    (:mod:`topomodel.inputs.prices`), with its own source, date and range.
     """
 
     power_W: float | None = spec(quantity("power"), key="power", default=None,
                                  doc="maximum power per item (per end for an optic)")
     power_typical_W: float | None = spec(quantity("power"), key="power_typical",
                                          default=None, doc="typical power per item")
-    price_USD: float | None = spec(quantity("price"), key="price", default=None,
-                                   doc="list price per item")
 
 
 GEMM_CLOCKS = ("burst", "sustained")

@@ -33,6 +33,8 @@ from topomodel.inputs.design import (
     ratio_reader,
 )
 from topomodel.inputs.parts import ENTRY_ID_RE, PROVENANCES, curve_points, provenance_map
+from topomodel.inputs.prices import SECTION as PRICE_SECTION
+from topomodel.inputs.prices import Price, date_text, price_range
 from topomodel.inputs.records import Invalid, Reading
 from topomodel.inputs.units import KINDS
 from topomodel.inputs.yamlsource import Source
@@ -161,6 +163,14 @@ def catalog_schema() -> dict[str, Any]:
             "propertyNames": {"pattern": ENTRY_ID_RE.pattern},
             "additionalProperties": {"$ref": f"#/$defs/{name}"},
         }
+    defs["Price"] = record_schema(Price, defs)
+    sections[PRICE_SECTION] = {
+        "description": "prices: a mapping from a part's id to its price per item"
+                       " (replacing an earlier file's price of that part).",
+        "type": "object",
+        "propertyNames": {"pattern": ENTRY_ID_RE.pattern},
+        "additionalProperties": {"$ref": "#/$defs/Price"},
+    }
     return {
         "$schema": DIALECT,
         "title": "topomodel catalog file",
@@ -379,6 +389,13 @@ def _curve() -> dict[str, Any]:
                      " ['64 MiB', '166.63 GB/s']."}
 
 
+def _price_range() -> dict[str, Any]:
+    price = reader_schema(records.quantity("price"), {})
+    price.pop("_hint")
+    return {"type": "array", "prefixItems": [price, price], "items": False,
+            "minItems": 2, "_hint": "[low, high] per item, e.g. ['20000 USD', '40000 USD']."}
+
+
 _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.text: lambda: {"type": "string", "pattern": r"\S"},
     provenance_map: _figure_provenance,
@@ -387,6 +404,8 @@ _SIMPLE: dict[Any, Callable[[], dict[str, Any]]] = {
     records.bandwidth: _bandwidth,
     ratio_reader: _oversubscription,
     curve_points: _curve,
+    price_range: lambda: _price_range(),
+    date_text: lambda: {"type": "string", "pattern": r"^[0-9]{4}(-[0-9]{2})?$"},
 }
 
 

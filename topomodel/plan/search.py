@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from topomodel.analysis.assumptions import CostAssumptions
 from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
 from topomodel.analysis.training.step import (
     StepAssumptions,
@@ -84,6 +85,7 @@ class PlanJob:
     routing: str = "ecmp"
     seed: int = 0
     accelerators: int = 0  # the job's size; 0: every accelerator of the fabric
+    cost: CostAssumptions = field(default_factory=CostAssumptions)  # cost_per_token's
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -233,16 +235,23 @@ def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
     return Verdict("evaluated", result=result)
 
 
-def objective_value(result: StepResult | StepBound, objective: str, power_W: float
-                    ) -> float:
+def objective_value(result: StepResult | StepBound, objective: str, power_W: float,
+                    USD_per_h: float = float("nan")) -> float:
     """The value of ``objective`` for a step, or its best for a bound (tokens per joule
-    over ``power_W``)."""
+    over ``power_W``; US dollars per million tokens at ``USD_per_h``)."""
     if objective == "tokens_per_J":
         return result.tokens_per_s / power_W if power_W > 0 else float("nan")
+    if objective == "cost_per_token":
+        rate = result.tokens_per_s * 3600.0
+        return USD_per_h / rate * 1e6 if rate > 0 else float("inf")
     return float(getattr(result, objective))
 
 
 def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> float:
+    if job.objective == "cost_per_token":
+        # the fabric's cost per hour is the same for every layout on it: the cheapest
+        # token is the fastest (so the bounds on tokens/s prune for it too)
+        return float(result.tokens_per_s)
     value = objective_value(result, job.objective, power_W)
     return value if OBJECTIVES[job.objective][0] == "max" else -value
 
@@ -450,6 +459,7 @@ class PlanResult:
     workers: int = 1
     design_accelerators: int = 0  # the fabric's; ``idle`` the job leaves of them
     idle_reason: str = ""  # why the job leaves accelerators idle, when not asked to
+    USD_per_h: float = float("nan")  # the whole fabric's cost per hour (docs/cost.md)
 
     @property
     def accelerators(self) -> int:
@@ -468,7 +478,18 @@ class PlanResult:
 
     def value(self, result: StepResult) -> float:
         """The objective's value for one of the results."""
-        return objective_value(result, self.job.objective, self.power_W)
+        return objective_value(result, self.job.objective, self.power_W, self.USD_per_h)
+
+
+def fabric_USD_per_h(fabric: Fabric, assumptions: CostAssumptions) -> float:
+    """The whole fabric's cost per hour, US dollars: capex and facility amortised plus
+    energy (:func:`~topomodel.analysis.cost.token_cost`); capex counts the parts with a
+    price."""
+    from topomodel.analysis.bom import bill_of_materials, power_summary
+    from topomodel.analysis.cost import token_cost
+
+    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
+    return token_cost(power.capex_USD or 0.0, power.total_W, 1.0, assumptions).USD_per_h
 
 
 def fabric_power_W(fabric: Fabric) -> float:
@@ -503,7 +524,8 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
                         progress=progress)
     return PlanResult(design, job, part.tally, tuple(r.result for r in part.best),
                       time.perf_counter() - start, power,
-                      design_accelerators=fabric.accelerator_count)
+                      design_accelerators=fabric.accelerator_count,
+                      USD_per_h=fabric_USD_per_h(fabric, job.cost))
 
 
 def total_layouts(fabric: Fabric, job: PlanJob) -> list[int]:

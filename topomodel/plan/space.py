@@ -45,6 +45,8 @@ OBJECTIVES: dict[str, tuple[str, str]] = {
     "mfu": ("max", "model FLOPs utilisation"),
     "step_time_s": ("min", "step time, seconds"),
     "tokens_per_J": ("max", "tokens per joule of the whole fabric's power"),
+    "cost_per_token": ("min", "US dollars per million tokens: the whole fabric's capex,"
+                       " facility and energy per hour (docs/cost.md) over tokens/s"),
 }
 """What a plan ranks by: (better when larger or smaller, meaning)."""
 

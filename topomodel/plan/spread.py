@@ -24,6 +24,7 @@ from topomodel.plan.search import (
     PlanPart,
     PlanResult,
     fabric_power_W,
+    fabric_USD_per_h,
     merge,
     plan_cells,
     search_cells,
@@ -145,7 +146,8 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
     merged = merge(parts, job.top)
     return PlanResult(design, job, merged.tally, tuple(r.result for r in merged.best),
                       time.perf_counter() - start, power,
-                      workers if scheduler is None else 0, fabric.accelerator_count)
+                      workers if scheduler is None else 0, fabric.accelerator_count,
+                      USD_per_h=fabric_USD_per_h(fabric, job.cost))
 
 
 def job_sizes(fabric: Fabric) -> list[int]:

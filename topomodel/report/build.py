@@ -13,14 +13,17 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
 - ``bom``: lines with ``category``, ``tier``, ``model``, ``count``, ``unit_power_W``,
   ``power_W``, ``power_basis`` (max, typical, passive, unknown), ``in_system`` (covered
   by the system's own figure), ``energy_pJ_per_bit``, ``provenance``,
-  ``unit_price_USD``, ``price_USD``;
+  ``unit_price_USD``, ``price_USD``, ``price_low_USD``, ``price_high_USD``,
+  ``price_provenance``;
 - ``power``: ``total_W`` (a total only when ``complete``; else a partial sum and
   ``unknown`` names the parts without a figure), ``typical_only``, ``systems_W``,
   ``accelerators_W``, ``network_W`` (every network part at its own figure),
   ``network_in_systems_W``, ``switches_W``, ``nics_W``, ``scaleup_switches_W``,
   ``optics_W``, ``total_W_per_accelerator``, ``network_W_per_accelerator``, ``tiers``
-  (``tier``, ``power_W``, ``parts``, ``in_system``, ``complete``), ``capex_USD`` (null
-  when no part has a price), ``capex_complete``, ``unpriced``;
+  (``tier``, ``power_W``, ``parts``, ``in_system``, ``complete``, ``capex_USD``,
+  ``capex_low_USD``, ``capex_high_USD``, ``capex_complete``), ``capex_USD`` (null
+  when no part has a price), ``capex_complete``, ``unpriced``, ``capex_low_USD``,
+  ``capex_high_USD``, ``network_capex_USD``, ``assumed_prices``;
 - ``link_budget``: per optical link class, ``channel_loss_dB``, ``max_channel_loss_dB``,
   ``margin_dB``, ``closes``;
 - ``growth``: for a fabric smaller than its declared scalable unit, how it grows;

@@ -145,6 +145,19 @@ def catalog_show(catalog: Catalog, ident: str) -> Report:
         data["energy_pJ_per_bit"] = entry.energy_pJ_per_bit
         records.append({"key": "energy per bit", "field": "energy_pJ_per_bit",
                         "value": entry.energy_pJ_per_bit, "provenance": "derived"})
+    price = catalog.price_of(entry.id)
+    if price is not None:  # the catalog's prices section (inputs/prices.py)
+        from topomodel.report.power import capex_range, format_usd
+
+        rows.append({"key": "price", "value": format_usd(price.price_USD) + capex_range(
+            price.low_USD, price.high_USD) + f", {price.date}",
+                     "provenance": price.provenance})
+        data["price"] = {"price_USD": price.price_USD, "low_USD": price.low_USD,
+                         "high_USD": price.high_USD, "date": price.date,
+                         "source": price.source, "provenance": price.provenance,
+                         "notes": price.notes, "defined_in": f"{price.file}:{price.line}"}
+        records.append({"key": "price", "field": "price_USD", "value": price.price_USD,
+                        "provenance": price.provenance})
     return Report("catalog_entry", data,
                   [Table(f"{entry.kind} {entry.id}", info, name="entry"),
                    Table("Figures", rows, records)])

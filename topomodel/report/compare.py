@@ -5,7 +5,9 @@ JSON (``schema: topomodel.compare``, ``version: 2``): ``baseline`` (the first de
 name), ``designs`` (one object per design, in the order given: ``design``, ``file``, the
 ``topomodel step`` data, ``goodput`` (``interruptions_per_day``,
 ``effective_time_fraction``, ``degraded_throughput_fraction``, ``degraded_routed``,
-``goodput_tokens_per_s``), ``bisection`` (as ``topomodel build`` gives it), ``power``
+``goodput_tokens_per_s``), ``cost`` (the step's cost per token, as ``topomodel step``
+gives it: ``USD_per_Mtok``, ``J_per_token``, the terms per hour; null without a
+price), ``bisection`` (as ``topomodel build`` gives it), ``power``
 (the ``topomodel build`` power summary), ``bom`` (its lines), ``mfu_ratio`` (MFU over
 the first design's) and ``deltas`` (``power_W``, ``network_power_W``, ``power_W_per_accelerator``,
 ``capex_USD``: this design minus the first; null where either is unknown)), and
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topomodel.analysis.bom import BomLine, PowerSummary
+from topomodel.analysis.cost import TokenCost
 from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.inputs.units import format_si
@@ -50,6 +53,7 @@ class ComparedDesign:
     bom: Sequence[BomLine]
     power: PowerSummary
     bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
+    cost: TokenCost | None = None  # over goodput tokens/s; None where nothing is priced
 
 
 _GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction",
@@ -98,6 +102,10 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("throughput kept while parts are down",
          lambda d: f"{d.goodput['degraded_throughput_fraction']:.2%}"),
         ("goodput tokens/s", lambda d: f"{d.goodput['goodput_tokens_per_s']:,.0f}"),
+        ("cost per million tokens", lambda d: "-" if d.cost is None
+         else f"{d.cost.USD_per_Mtok:.4g} USD"),
+        ("energy per token", lambda d: "-" if d.cost is None
+         else f"{d.cost.J_per_token:.4g} J"),
         ("bisection", lambda d: bisection_text(d.bisection)),
     ]
     rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
@@ -114,6 +122,9 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
                      "power": dataclasses.asdict(d.power),
                      "bom": [dataclasses.asdict(line) for line in d.bom],
                      "mfu_ratio": d.step.mfu / first.step.mfu,
+                     "cost": None if d.cost is None else {
+                         **{k: v for k, v in dataclasses.asdict(d.cost).items()
+                            if k != "assumptions"}, "text": d.cost.text},
                      "deltas": {key: records[i][f"{key}_delta"] for key, _ in _DELTA_KEYS}}
                     for i, (n, d) in enumerate(zip(names, designs, strict=True))],
         "bom_deltas": bom_records,
@@ -145,7 +156,9 @@ def _design_record(d: ComparedDesign, name: str, first: ComparedDesign) -> dict[
               "mfu_ratio": d.step.mfu / first.step.mfu,
               **{k: d.goodput[k] for k in _GOODPUT_KEYS},
               "bisection_Bps": d.bisection["bisection_Bps"],
-              "power_complete": d.power.complete, "capex_complete": d.power.capex_complete}
+              "power_complete": d.power.complete, "capex_complete": d.power.capex_complete,
+              "USD_per_Mtok": None if d.cost is None else d.cost.USD_per_Mtok,
+              "J_per_token": None if d.cost is None else d.cost.J_per_token}
     for key, field in _DELTA_KEYS:
         record[key] = power[field]
         record[f"{key}_delta"] = _minus(power[field], base[field])

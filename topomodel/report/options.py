@@ -10,15 +10,18 @@ from topomodel.report.output import Report, Table
 
 
 def feeds(option: StepOption) -> str:
-    """The model an option feeds: ``decode``, ``goodput`` or (every other) ``step``.
+    """The model an option feeds: ``decode``, ``goodput``, ``cost`` or (every other)
+    ``step``.
 
     Examples
     --------
     >>> feeds(OPTIONS["tp"]), feeds(OPTIONS["restart_time"]), feeds(OPTIONS["batch"])
     ('step', 'goodput', 'decode')
+    >>> feeds(OPTIONS["pue"])
+    'cost'
     """
     where = option.target.partition(".")[0]
-    return where if where in ("goodput", "decode") else "step"
+    return where if where in ("goodput", "decode", "cost") else "step"
 
 
 def options_report() -> Report:

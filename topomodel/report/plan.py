@@ -31,6 +31,9 @@ def plan_rows(found: PlanResult) -> list[dict[str, Any]]:
                      "mfu": r.mfu, "tokens_per_s": r.tokens_per_s,
                      "tokens_per_J": r.tokens_per_s / found.power_W if found.power_W
                      else None,
+                     "USD_per_Mtok": found.USD_per_h / (r.tokens_per_s * 3600) * 1e6
+                     if r.tokens_per_s > 0 and found.USD_per_h == found.USD_per_h
+                     else None,
                      "memory_bytes": r.memory["total_bytes"], "compute_s": r.compute_s,
                      "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
                      "wait_s": r.wait_s,
@@ -133,6 +136,7 @@ def plan_json(found: PlanResult) -> dict[str, Any]:
                        "invalid_reasons": dict(sorted(t.reasons.items(),
                                                       key=lambda kv: -kv[1])[:10])},
             "power_W": found.power_W,
+            "USD_per_h": found.USD_per_h if found.USD_per_h == found.USD_per_h else None,
             "layouts": [{**row, "step": step_json(r, found.job.assumptions)}
                         for row, r in zip(plan_rows(found), found.best, strict=True)],
             "why": why(found)}

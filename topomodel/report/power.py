@@ -69,14 +69,35 @@ def network_headline(power: Mapping[str, Any]) -> str:
     return text
 
 
+def capex_range(low_USD: float | None, high_USD: float | None) -> str:
+    """`` (range LOW-HIGH)`` where the low and high sums differ, else empty.
+
+    Examples
+    --------
+    >>> capex_range(1e6, 2e6), capex_range(5.0, 5.0)
+    (' (range 1 M USD-2 M USD)', '')
+    """
+    if low_USD is None or high_USD is None or low_USD == high_USD:
+        return ""
+    return f" (range {format_usd(low_USD)}-{format_usd(high_USD)})"
+
+
 def capex_headline(power: Mapping[str, Any]) -> str | None:
-    """The capex line, or ``None`` when no part has a price."""
+    """The capex line with its low-high range and its network share, or ``None`` when
+    no part has a price."""
     if power["capex_USD"] is None:
         return None
-    if power["capex_complete"]:
-        return f"total {format_usd(power['capex_USD'])} (list prices)"
-    return (f"partial sum {format_usd(power['capex_USD'])}; no price for:"
-            f" {', '.join(power['unpriced'])}")
+    capex = power["capex_USD"]
+    text = (("total " if power["capex_complete"] else "partial sum ") + format_usd(capex)
+            + capex_range(power.get("capex_low_USD"), power.get("capex_high_USD")))
+    network = power.get("network_capex_USD")
+    if network is not None and capex:
+        text += f"; network {format_usd(network)} ({network / capex:.1%})"
+    if power.get("assumed_prices"):
+        text += f"; assumed prices for: {', '.join(power['assumed_prices'])}"
+    if not power["capex_complete"]:
+        text += f"; no price for: {', '.join(power['unpriced'])}"
+    return text
 
 
 def summary_rows(power: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -92,11 +113,20 @@ def summary_rows(power: Mapping[str, Any]) -> list[dict[str, str]]:
 def tier_rows(power: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per tier: parts, power (``?`` where no part of it has a figure, partial
     where some have none), and whether a system figure already covers it."""
-    return [{"tier": t["tier"], "parts": t["parts"],
-             "power": "?" if not t["complete"] and not t["power_W"] else
-             format_si(t["power_W"], "W") + ("" if t["complete"] else " (partial)"),
-             "counted": "in the system figure" if t["in_system"] else "yes"}
-            for t in power["tiers"]]
+    priced = any(t.get("capex_USD") is not None for t in power["tiers"])
+    rows = []
+    for t in power["tiers"]:
+        row = {"tier": t["tier"], "parts": t["parts"],
+               "power": "?" if not t["complete"] and not t["power_W"] else
+               format_si(t["power_W"], "W") + ("" if t["complete"] else " (partial)")}
+        if priced:
+            row["capex"] = "?" if t.get("capex_USD") is None else (
+                format_usd(t["capex_USD"]) + ("" if t["capex_complete"] else " (partial)"))
+            row["capex range"] = capex_range(t.get("capex_low_USD"), t.get(
+                "capex_high_USD")).removeprefix(" (range ").removesuffix(")")
+        row["counted"] = "in the system figure" if t["in_system"] else "yes"
+        rows.append(row)
+    return rows
 
 
 def bom_rows(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -118,6 +148,7 @@ def bom_rows(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if priced:
             row["price each"] = ("?" if b["unit_price_USD"] is None
                                  else format_usd(b["unit_price_USD"]))
+            row["price basis"] = b.get("price_provenance", "")
         rows.append(row)
     return rows
 
@@ -132,3 +163,26 @@ def power_warnings(power: Mapping[str, Any]) -> list[str]:
         out.append(f"capex is a partial sum: no price in the catalog for"
                    f" {', '.join(power['unpriced'])}")
     return out
+
+
+def cost_rows(cost: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The cost-per-token table from the JSON form of a
+    :class:`~topomodel.analysis.cost.TokenCost` (``dataclasses.asdict`` plus ``text``,
+    ``capex_complete`` and ``unpriced``): per hour by term, $ per million tokens, J per
+    token, and what it assumed."""
+    rate = "goodput tokens/s" if cost["goodput"] else "tokens/s"
+    return [
+        {"item": "capex (the job's share)", "value": format_usd(cost["capex_USD"])
+         + ("" if cost["capex_complete"] else
+            f" (partial sum: no price for {', '.join(cost['unpriced'])})")},
+        {"item": "IT power / facility power", "value":
+         f"{format_si(cost['it_power_W'], 'W')} / {format_si(cost['facility_power_W'], 'W')}"},
+        {"item": "capex per hour", "value": f"{cost['capex_USD_per_h']:,.2f} USD"},
+        {"item": "facility per hour", "value": f"{cost['facility_USD_per_h']:,.2f} USD"},
+        {"item": "energy per hour", "value": f"{cost['energy_USD_per_h']:,.2f} USD"},
+        {"item": "total per hour", "value": f"{cost['USD_per_h']:,.2f} USD"},
+        {"item": rate, "value": f"{cost['tokens_per_s']:,.0f}"},
+        {"item": "cost per million tokens", "value": f"{cost['USD_per_Mtok']:.4g} USD"},
+        {"item": "energy per token", "value": f"{cost['J_per_token']:.4g} J"},
+        {"item": "assumed", "value": cost["text"]},
+    ]

@@ -76,6 +76,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         When the design cannot be built or the layout does not fit (the caller records
         it as the point's error).
     """
+    from topomodel.analysis.cost import token_cost
     from topomodel.analysis.options import step_inputs
     from topomodel.analysis.reliability.goodput import job_goodput
     from topomodel.analysis.training.step import step_time
@@ -100,6 +101,10 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
                        seed=inputs.seed, route_degradation=False)
     seq = layout.seq or model.sequence
     power = design_metrics["power_W"]
+    capex = design_metrics["capex_USD"]
+    cost = token_cost(0.0 if math.isnan(capex) else capex, power,
+                      good.goodput_tokens_per_s, inputs.cost,
+                      share=r.layout.world / fabric.accelerator_count, goodput=True)
     return {
         **design_metrics,
         "step_time_s": r.step_time_s, "compute_s": r.compute_s, "bubble_s": r.bubble_s,
@@ -112,6 +117,9 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         "effective_time_fraction": good.effective_time_fraction,
         "goodput_tokens_per_s": good.goodput_tokens_per_s,
         "tokens_per_J": r.tokens_per_s / power if power else math.nan,
+        "USD_per_h": cost.USD_per_h if not math.isnan(capex) else math.nan,
+        "USD_per_Mtok": _finite(cost.USD_per_Mtok) if not math.isnan(capex) else math.nan,
+        "J_per_token": _finite(cost.J_per_token),
         "memory_bytes": r.memory["total_bytes"], "fits": r.fits,
         "world": r.layout.world, "dp_used": r.layout.dp,
         "global_batch_used": round(r.tokens_per_s * r.step_time_s / seq),
@@ -183,12 +191,22 @@ def _design_metrics(fabric: Any) -> dict[str, Any]:
         "nic_power_W": power.nics_W, "optics_power_W": power.optics_W,
         "network_W_per_accelerator": power.network_W_per_accelerator,
         "capex_USD": math.nan if power.capex_USD is None else power.capex_USD,
+        "capex_low_USD": math.nan if power.capex_low_USD is None else power.capex_low_USD,
+        "capex_high_USD": math.nan if power.capex_high_USD is None
+        else power.capex_high_USD,
+        "network_capex_USD": math.nan if power.network_capex_USD is None
+        else power.network_capex_USD,
         "capex_unpriced": ", ".join(power.unpriced) or None,
         "switches": count("switch"), "scaleup_switches": count("scaleup_switch"),
         "nics": count("nic"), "cables": count("cable"),
         "optical_modules": count("module"), "fibres": count("fibre"),
         "power_unknown": ", ".join(power.unknown) or None,
     }
+
+
+def _finite(value: float) -> float:
+    """``value``, or NaN for an infinity (a point that runs no tokens)."""
+    return value if math.isfinite(value) else math.nan
 
 
 def error_text(exc: BaseException) -> str:

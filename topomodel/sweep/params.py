@@ -62,7 +62,8 @@ OPTIONS: dict[str, Option] = {key: _sweep_option(opt) for key, opt in STEP_OPTIO
 defaults and meaning as ``topomodel step``'s flags. ``efficiency.TIER`` (a link tier) is
 an option too; design fields are ``design.KEY.PATH``. Decode's options
 (:data:`~topomodel.analysis.options.DECODE_OPTIONS`) are not: a point runs the training
-step and its goodput, not decode."""
+step and its goodput, not decode. The running cost's
+(:data:`~topomodel.analysis.options.COST_OPTIONS`) are: the cost metrics read them."""
 
 
 def option(key: str) -> Option | None:
@@ -235,6 +236,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("tokens_per_s", "float", "max", None, "training throughput, tokens/s"),
     Metric("tokens_per_J", "float", "max", None, "tokens/s over power_W (an upper bound"
            " when power_W is a partial sum)"),
+    Metric("USD_per_h", "float", "min", None, "the job's share of the design's capex and"
+           " facility amortised plus energy at PUE (docs/cost.md, the point's cost"
+           " options), US dollars per hour"),
+    Metric("USD_per_Mtok", "float", "min", None, "USD_per_h over goodput tokens/s, US"
+           " dollars per million tokens (a partial sum when capex_unpriced names parts)"),
+    Metric("J_per_token", "float", "min", None, "the job's share of power_W x PUE over"
+           " goodput tokens/s, joules at the meter"),
     Metric("interruptions_per_day", "float", "min", None, "expected job interruptions a"
            " day (topomodel.analysis.reliability.goodput, default assumptions)"),
     Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
@@ -272,6 +280,12 @@ METRICS: tuple[Metric, ...] = (
            " accelerator, W"),
     Metric("capex_USD", "float", "min", "price", "list prices of the parts that have one"
            " (NaN when none has); a partial sum when capex_unpriced names parts, USD"),
+    Metric("capex_low_USD", "float", "min", "price", "capex_USD with every price at the"
+           " low end of its range, USD"),
+    Metric("capex_high_USD", "float", "min", "price", "capex_USD with every price at the"
+           " high end of its range, USD"),
+    Metric("network_capex_USD", "float", "min", "price", "capex of the network parts"
+           " counted (switches, NICs outside systems, cables, modules, fibre), USD"),
     Metric("capex_unpriced", "str", None, None, "parts without a price in the catalog"),
     Metric("switches", "int", "min", None, "scale-out switches"),
     Metric("scaleup_switches", "int", "min", None, "scale-up switch chips"),

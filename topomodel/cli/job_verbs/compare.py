@@ -34,6 +34,7 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
 
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
+    from topomodel.analysis.cost import token_cost
     from topomodel.report.compare import ComparedDesign
 
     job = job_from_args(args, path)
@@ -41,6 +42,11 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     # starts from what the step built
     result, _, goodput = goodput_part(args, job, job.step())
     bom = bill_of_materials(job.fabric)
+    power = power_summary(bom, job.fabric.accelerator_count)
+    tokens = goodput["goodput_tokens_per_s"]
+    cost = None if power.capex_USD is None or not tokens else token_cost(
+        power.capex_USD, power.total_W, tokens, job.inputs.cost,
+        share=job.layout.world / job.fabric.accelerator_count, goodput=True)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
-                          goodput, bom, power_summary(bom, job.fabric.accelerator_count),
-                          dataclasses.asdict(bisection(job.fabric)))
+                          goodput, bom, power, dataclasses.asdict(bisection(job.fabric)),
+                          cost)

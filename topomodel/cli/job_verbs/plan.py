@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from topomodel.analysis.options import OPTIONS, STEP_OPTIONS
+from topomodel.analysis.options import COST_OPTIONS, OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import inputs_from_args
 from topomodel.cli.shared import usage, writable
 from topomodel.report.output import Report
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> Report:
         raise usage("--workers must be at least 1")
     if args.output:
         writable(args.output)
-    inputs = inputs_from_args(args, [k for k in STEP_OPTIONS if k not in _searched()])
+    inputs = inputs_from_args(args, [*(k for k in STEP_OPTIONS if k not in _searched()),
+                                     *COST_OPTIONS])
     space = PlanSpace(max_tp=args.max_tp, max_pp=args.max_pp, max_cp=args.max_cp,
                       max_ep=args.max_ep, max_micro_batch=args.max_micro_batch,
                       max_interleave=args.max_interleave,
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> Report:
         job = PlanJob(model, inputs.layout, space, inputs.assumptions,
                       objective=args.objective, top=args.top,
                       headroom=args.memory_headroom, routing=inputs.routing,
-                      seed=inputs.seed, accelerators=args.accelerators or 0)
+                      seed=inputs.seed, accelerators=args.accelerators or 0,
+                      cost=inputs.cost)
         name = str(context.design_data.get("name") or path) if isinstance(
             context.design_data, dict) else path
         bar = _bar(f"plan {name}", not args.no_progress)

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> Report:
                             time_model=inputs.assumptions.time, routing=inputs.routing,
                             seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
                             goodput_assumptions=goodput_from_args(args) if job else None,
+                            cost_assumptions=inputs.cost,
                             workers=args.workers)
     # before anything is written: a report holding an infinity is an error, not a file
     refuse_nonfinite(Report("review", review.data, review.tables))

@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from topomodel.cli.shared import goodput_part, job_from_args
+from topomodel.cli.shared import cost_part, goodput_part, job_from_args
 from topomodel.inputs.records import check_share
 from topomodel.report.output import Report, Table
 
@@ -45,8 +45,14 @@ def run(args: argparse.Namespace) -> Report:
                          design_name=fabric.design.name or fabric.design.file,
                          routing=resolve_routing(fabric, inputs.routing))
     tables, data = list(report.tables) + goodput_tables, dict(report.data)
+    warnings = list(report.warnings)
     if not args.no_goodput:
         data["goodput"] = goodput_data
+    (cost_table, data["cost"]), cost_warnings = cost_part(
+        job, goodput_data["goodput_tokens_per_s"] if not args.no_goodput
+        else result.tokens_per_s, goodput=not args.no_goodput)
+    tables.append(cost_table)
+    warnings += cost_warnings
     if args.target_comm_share:
         search = required_scaleout_factor(
             fabric, job.model, job.layout, job.assumptions,
@@ -81,4 +87,4 @@ def run(args: argparse.Namespace) -> Report:
              "share at high": f"{r.high:.1%}"} for r in rows],
             [dataclasses.asdict(r) for r in rows], name="sensitivity"))
         data["sensitivity"] = [dataclasses.asdict(r) for r in rows]
-    return Report(report.kind, data, tables, report.warnings)
+    return Report(report.kind, data, tables, warnings)

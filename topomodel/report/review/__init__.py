@@ -16,6 +16,7 @@ from topomodel.analysis.reliability.goodput import GoodputAssumptions, degradati
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.report.review.collect import shared_views, timing_views
+from topomodel.report.review.cost import COST
 from topomodel.report.review.document import Review, ReviewFigure
 from topomodel.report.review.failures import SINGLE_FAILURES
 from topomodel.report.review.innetwork import IN_NETWORK
@@ -34,6 +35,7 @@ from topomodel.report.review.sections import (
 )
 
 if TYPE_CHECKING:
+    from topomodel.analysis.assumptions import CostAssumptions
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.training.step import StepAssumptions
     from topomodel.inputs.parts import Model
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 
 SECTIONS: tuple[ReviewSection, ...] = (
     SUMMARY, WARNINGS, TOPOLOGY, BISECTION, COLLECTIVES, IN_NETWORK, STEP, GOODPUT,
-    SINGLE_FAILURES, MATERIALS, ASSUMPTIONS, PROVENANCE)
+    SINGLE_FAILURES, MATERIALS, COST, ASSUMPTIONS, PROVENANCE)
 """The review's sections, in the order of the report."""
 
 REPORT_KEYS = ("design", "summary", "build", "levels", "collectives", "step", "goodput",
@@ -59,6 +61,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
                    sizes_bytes: Sequence[float] | None = None,
                    failed: Sequence[str] = (),
                    goodput_assumptions: GoodputAssumptions | None = None,
+                   cost_assumptions: CostAssumptions | None = None,
                    workers: int | None = None,
                    sections: Sequence[ReviewSection] = SECTIONS) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
@@ -67,9 +70,10 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     else :class:`~topomodel.analysis.collectives.timing.TimeModel`); ``sizes_bytes``
     replaces the default collective sizes; ``failed`` names the parts the caller
     failed (for the warnings); ``goodput_assumptions`` are those of the goodput
-    section (with a model). The ``sections`` name their work; the union of it goes
-    to ``workers`` processes (default every core; the same review with one), one pool
-    for all of it
+    section (with a model); ``cost_assumptions`` those of the cost section (default:
+    :class:`~topomodel.analysis.assumptions.CostAssumptions`). The ``sections`` name
+    their work; the union of it goes to ``workers`` processes (default every core;
+    the same review with one), one pool for all of it
     (:func:`~topomodel.report.review.schedule.run_work`): first the step and the
     collective table's runs, then the build report, the levels and the steps with one
     part failed (each run once for the goodput section and the single-failure
@@ -125,7 +129,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
             fabric, model, layout, step_assumptions, timing, routing, seed, sizes_bytes,
             failed, goodput_assumptions, workers, lines,
             what_if_parts=tuple(sorted(shown, key=lambda part: part != nic)),
-            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts))
+            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts),
+            cost_assumptions=cost_assumptions)
         works = {section.id: list(section.work(context)) for section in sections}
 
     with beside(lambda: share_failure_views(fabric, parts or shown)):

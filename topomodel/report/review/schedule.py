@@ -29,6 +29,7 @@ from topomodel.report.output import Table
 from topomodel.report.review.document import ReviewFigure, Section
 
 if TYPE_CHECKING:
+    from topomodel.analysis.assumptions import CostAssumptions
     from topomodel.analysis.collectives.timing import TimeModel
     from topomodel.analysis.reliability.goodput import GoodputAssumptions
     from topomodel.analysis.training.step import StepAssumptions
@@ -64,6 +65,7 @@ class ReviewContext:
     what_if_parts: tuple[str, ...] = ()
     goodput_parts: tuple[str, ...] = ()
     step_parts: tuple[str, ...] = ()
+    cost_assumptions: CostAssumptions | None = None  # the cost section's; None: defaults
 
     @property
     def has_model(self) -> bool:
