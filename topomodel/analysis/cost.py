@@ -75,12 +75,12 @@ class TokenCost:
     def text(self) -> str:
         """The prices, power and utilisation it assumed, in one line."""
         a = self.assumptions
-        return (f"capex over {a.amortisation_years:g} years and facility"
-                f" ({a.facility_USD_per_kW:,.0f} USD/kW) over {a.facility_years:g} years at"
-                f" {a.cost_of_capital:.0%}; {self.it_power_W / 1e3:,.1f} kW IT power (the"
-                f" bill of materials' maximum) x PUE {a.pue:g} at"
-                f" {a.electricity_USD_per_kWh:g} USD/kWh; {self.share:.0%} of the cluster,"
-                f" busy every hour, over {'goodput ' if self.goodput else ''}tokens/s")
+        return (f"capex over {a.amortisation_years:g} y, facility"
+                f" {a.facility_USD_per_kW:,.0f} USD/kW over {a.facility_years:g} y, at"
+                f" {a.cost_of_capital:.0%}; {self.it_power_W / 1e3:,.1f} kW (BOM maximum)"
+                f" x PUE {a.pue:g} at {a.electricity_USD_per_kWh:g} USD/kWh;"
+                f" {self.share:.0%} of the cluster, always busy;"
+                f" {'goodput ' if self.goodput else ''}tokens/s")
 
 
 def token_cost(capex_USD: float, it_power_W: float, tokens_per_s: float,
