@@ -261,8 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("design", help="design file (YAML)")
     _step_args(scale)
     scale.add_argument("--counts", type=int, nargs="+", metavar="N",
-                       help="accelerator counts (default 128, 1024, 4096, ... up to the"
-                       " design's size)")
+                       help="accelerator counts (default six, spaced geometrically from"
+                       " one system or one model-parallel group to the design's size)")
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG, SVG or PDF)")
     scale.set_defaults(run=Verb("job_verbs.scale"))
 
