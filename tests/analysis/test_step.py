@@ -556,3 +556,15 @@ def test_kept_traffic_is_bounded_by_its_flows(toy, monkeypatch):
     kept = fabric.derived(stepshape.step_traffic)
     flows = [sum(ph.flows for ph in t.phases) for t in kept.values()]
     assert kept and (sum(flows) <= 40 or len(flows) == 1)
+
+
+def test_the_step_report_prints_a_residue_of_the_step_as_zero(toy):
+    from topomodel.report.step import step_report
+
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    result = replace(step_time(fabric, model, _layout(dp=8, global_batch=64), QUIET),
+                     bubble_s=1.776e-15)  # floating-point residue of a schedule
+    (summary, *_) = step_report(result, QUIET, design_name="toy").tables
+    rows = {r["item"].strip(): r["value"] for r in summary.rows}
+    assert rows["pipeline bubble"] == "0 s"

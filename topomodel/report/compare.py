@@ -60,6 +60,11 @@ _DELTA_KEYS = (("power_W", "total_W"), ("network_power_W", "network_W"),
                ("capex_USD", "capex_USD"))
 
 
+def _part(value_s: float, d: ComparedDesign) -> str:
+    """A part of ``d``'s step time (s), residue printed as 0."""
+    return format_si(value_s, "s", of=d.step.step_time_s)
+
+
 def _minus(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
@@ -82,12 +87,12 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("global batch", lambda d: f"{d.step.global_batch:,} sequences,"
          f" {d.step.microbatches:,} microbatches"),
         ("step time", lambda d: format_si(d.step.step_time_s, "s")),
-        ("compute", lambda d: format_si(d.step.compute_s, "s")),
-        ("hot-expert imbalance", lambda d: format_si(d.step.imbalance_s, "s")),
-        ("bubble", lambda d: format_si(d.step.bubble_s, "s")),
-        ("exposed communication", lambda d: format_si(d.step.exposed_comm_s, "s")),
-        ("wait", lambda d: format_si(d.step.wait_s, "s")),
-        *[(f"{wall} wall", (lambda w: lambda d: format_si(d.step.walls[f"{w}_s"], "s"))(wall))
+        ("compute", lambda d: _part(d.step.compute_s, d)),
+        ("hot-expert imbalance", lambda d: _part(d.step.imbalance_s, d)),
+        ("bubble", lambda d: _part(d.step.bubble_s, d)),
+        ("exposed communication", lambda d: _part(d.step.exposed_comm_s, d)),
+        ("wait", lambda d: _part(d.step.wait_s, d)),
+        *[(f"{wall} wall", (lambda w: lambda d: _part(d.step.walls[f"{w}_s"], d))(wall))
           for wall in ("bandwidth", "latency", "topology", "sync")],
         ("communication share", lambda d: f"{d.step.comm_share:.1%}"),
         ("MFU", lambda d: f"{d.step.mfu:.1%}"),
