@@ -4,7 +4,9 @@ bill of materials, power and capex of each and their differences from the first.
 JSON (``schema: topomodel.compare``, ``version: 2``): ``baseline`` (the first design's
 name), ``designs`` (one object per design, in the order given: ``design``, ``file``, the
 ``topomodel step`` data, ``goodput`` (``interruptions_per_day``,
-``effective_time_fraction``, ``degraded_throughput_fraction``, ``degraded_routed``,
+``effective_time_fraction``, ``spare_systems``, ``tokens_per_s``, ``repair_s``,
+``spares_for_target``, ``spares_effective_time_fraction``, ``spare_system_W``,
+``spare_system_USD``, ``degraded_throughput_fraction``, ``degraded_routed``,
 ``goodput_tokens_per_s``), ``bisection`` (as ``topomodel build`` gives it), ``power``
 (the ``topomodel build`` power summary), ``bom`` (its lines), ``mfu_ratio`` (MFU over
 the first design's) and ``deltas`` (``power_W``, ``network_power_W``, ``power_W_per_accelerator``,
@@ -30,6 +32,7 @@ from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.inputs.units import format_si
 from topomodel.report.bisection import bisection_text
+from topomodel.report.goodput import effective_time_text
 from topomodel.report.output import Report, Table
 from topomodel.report.power import format_usd, power_headline
 from topomodel.report.step import step_json, step_record
@@ -52,12 +55,31 @@ class ComparedDesign:
     bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
 
 
-_GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction",
+_GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction", "spare_systems",
+                 "tokens_per_s",
+                 "repair_s", "spares_for_target", "spares_effective_time_fraction",
+                 "spare_system_W", "spare_system_USD",
                  "degraded_throughput_fraction", "degraded_routed", "goodput_tokens_per_s")
 
 _DELTA_KEYS = (("power_W", "total_W"), ("network_power_W", "network_W"),
                ("power_W_per_accelerator", "total_W_per_accelerator"),
                ("capex_USD", "capex_USD"))
+
+
+def goodput_ratio_text(d: ComparedDesign, first: ComparedDesign) -> str:
+    """``d``'s goodput over ``first``'s, as the factors it is the product of: the MFU
+    ratio, the compute ratio (accelerators x peak: tokens/s over MFU), the effective
+    time ratio and the ratio of throughput kept while parts are down; a goodput ratio
+    unlike the MFU ratio says which factor moved it."""
+    def ratio(key: str) -> float:
+        mine, theirs = d.goodput[key], first.goodput[key]
+        return mine / theirs if theirs else float("nan")
+
+    mfu = d.step.mfu / first.step.mfu
+    compute = ratio("tokens_per_s") / mfu
+    return (f"{ratio('goodput_tokens_per_s'):.3f} = MFU {mfu:.3f} x compute {compute:.3f}"
+            f" x effective time {ratio('effective_time_fraction'):.3f} x throughput kept"
+            f" {ratio('degraded_throughput_fraction'):.3f}")
 
 
 def _part(value_s: float, d: ComparedDesign) -> str:
@@ -99,10 +121,11 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("MFU / first design's", lambda d: f"{d.step.mfu / first.step.mfu:.3f}"),
         ("tokens/s", lambda d: f"{d.step.tokens_per_s:,.0f}"),
         ("interruptions/day", lambda d: f"{d.goodput['interruptions_per_day']:.3g}"),
-        ("effective training time", lambda d: f"{d.goodput['effective_time_fraction']:.1%}"),
+        ("effective training time", lambda d: effective_time_text(d.goodput)),
         ("throughput kept while parts are down",
          lambda d: f"{d.goodput['degraded_throughput_fraction']:.2%}"),
         ("goodput tokens/s", lambda d: f"{d.goodput['goodput_tokens_per_s']:,.0f}"),
+        ("goodput / first design's", lambda d: goodput_ratio_text(d, first)),
         ("bisection", lambda d: bisection_text(d.bisection)),
     ]
     rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
