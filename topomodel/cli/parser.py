@@ -52,6 +52,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _progress_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress lines on stderr (shown only when stderr is a"
+                        " terminal)")
+
+
+def _no_goodput_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-goodput", action="store_true",
+                        help="leave out the goodput (interruptions, checkpoints, effective"
+                        " time): the failed-part steps it runs are most of a large job's"
+                        " time")
+
+
 def _workers_arg(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, metavar="N",
                         help=f"worker processes for {what} (default: every core; 1 runs"
@@ -190,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--top", type=_count, default=10, metavar="N",
                        help="hotspots to list (default 10)")
     add_catalog_args(route)
+    _progress_arg(route)
     _format_arg(route)
     route.set_defaults(run=Verb("design_verbs.route"))
 
@@ -208,8 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
+    _no_goodput_arg(review)
     add_goodput_options(review)
     _workers_arg(review, "the goodput's degraded steps")
+    _progress_arg(review)
     review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 
     step = verbs.add_parser(
@@ -239,7 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("designs", nargs="+", metavar="DESIGN",
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
+    _no_goodput_arg(compare)
     _workers_arg(compare, "the designs")
+    _progress_arg(compare)
     compare.set_defaults(run=Verb("job_verbs.compare"))
 
     goodput = verbs.add_parser(
@@ -252,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(goodput)
     add_goodput_options(goodput)
     _workers_arg(goodput, "the degraded steps")
+    _progress_arg(goodput)
     goodput.set_defaults(run=Verb("job_verbs.goodput"))
 
     scale = verbs.add_parser(
@@ -517,7 +536,8 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
                       help="local worker processes (default 1)")
     plan.add_argument("--scheduler", metavar="ADDRESS",
                       help="run on a Dask cluster, e.g. tcp://host:8786")
-    plan.add_argument("--no-progress", action="store_true", help="no progress bar")
+    plan.add_argument("--no-progress", action="store_true",
+                      help="no progress bar (shown only when stderr is a terminal)")
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
     add_step_options(plan, [k for k in STEP_OPTIONS if k not in SEARCHED])

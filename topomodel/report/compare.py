@@ -49,7 +49,7 @@ class ComparedDesign:
     file: str
     step: StepResult
     assumptions: StepAssumptions
-    goodput: dict[str, Any]  # goodput_json of report.goodput
+    goodput: dict[str, Any] | None  # goodput_json of report.goodput; None: not modelled
     bom: Sequence[BomLine]
     power: PowerSummary
     bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
@@ -66,13 +66,30 @@ _DELTA_KEYS = (("power_W", "total_W"), ("network_power_W", "network_W"),
                ("capex_USD", "capex_USD"))
 
 
+def _goodput_metrics(first: ComparedDesign
+                     ) -> list[tuple[str, Callable[[ComparedDesign], str]]]:
+    """The goodput rows of the comparison (every design has its goodput)."""
+    def of(d: ComparedDesign) -> dict[str, Any]:
+        assert d.goodput is not None  # callers check every design has it
+        return d.goodput
+
+    return [
+        ("interruptions/day", lambda d: f"{of(d)['interruptions_per_day']:.3g}"),
+        ("effective training time", lambda d: effective_time_text(of(d))),
+        ("throughput kept while parts are down",
+         lambda d: f"{of(d)['degraded_throughput_fraction']:.2%}"),
+        ("goodput tokens/s", lambda d: f"{of(d)['goodput_tokens_per_s']:,.0f}"),
+        ("goodput / first design's", lambda d: goodput_ratio_text(d, first)),
+    ]
+
+
 def goodput_ratio_text(d: ComparedDesign, first: ComparedDesign) -> str:
     """``d``'s goodput over ``first``'s, as the factors it is the product of: the MFU
     ratio, the compute ratio (accelerators x peak: tokens/s over MFU), the effective
     time ratio and the ratio of throughput kept while parts are down; a goodput ratio
     unlike the MFU ratio says which factor moved it."""
     def ratio(key: str) -> float:
-        mine, theirs = d.goodput[key], first.goodput[key]
+        mine, theirs = (d.goodput or {})[key], (first.goodput or {})[key]
         return mine / theirs if theirs else float("nan")
 
     mfu = d.step.mfu / first.step.mfu
@@ -120,12 +137,7 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("MFU", lambda d: f"{d.step.mfu:.1%}"),
         ("MFU / first design's", lambda d: f"{d.step.mfu / first.step.mfu:.3f}"),
         ("tokens/s", lambda d: f"{d.step.tokens_per_s:,.0f}"),
-        ("interruptions/day", lambda d: f"{d.goodput['interruptions_per_day']:.3g}"),
-        ("effective training time", lambda d: effective_time_text(d.goodput)),
-        ("throughput kept while parts are down",
-         lambda d: f"{d.goodput['degraded_throughput_fraction']:.2%}"),
-        ("goodput tokens/s", lambda d: f"{d.goodput['goodput_tokens_per_s']:,.0f}"),
-        ("goodput / first design's", lambda d: goodput_ratio_text(d, first)),
+        *(_goodput_metrics(first) if all(d.goodput for d in designs) else []),
         ("bisection", lambda d: bisection_text(d.bisection)),
     ]
     rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
@@ -137,7 +149,7 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         "version": COMPARE_JSON_VERSION,
         "baseline": names[0],
         "designs": [{"design": n, "file": d.file, **step_json(d.step, d.assumptions),
-                     "goodput": {k: d.goodput[k] for k in _GOODPUT_KEYS},
+                     "goodput": d.goodput and {k: d.goodput[k] for k in _GOODPUT_KEYS},
                      "bisection": d.bisection,
                      "power": dataclasses.asdict(d.power),
                      "bom": [dataclasses.asdict(line) for line in d.bom],
@@ -171,7 +183,7 @@ def _design_record(d: ComparedDesign, name: str, first: ComparedDesign) -> dict[
     base = dataclasses.asdict(first.power)
     record = {**step_record(d.step, name), "file": d.file,
               "mfu_ratio": d.step.mfu / first.step.mfu,
-              **{k: d.goodput[k] for k in _GOODPUT_KEYS},
+              **{k: d.goodput[k] for k in _GOODPUT_KEYS if d.goodput},
               "bisection_Bps": d.bisection["bisection_Bps"],
               "power_complete": d.power.complete, "capex_complete": d.power.capex_complete}
     for key, field in _DELTA_KEYS:

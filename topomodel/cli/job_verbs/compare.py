@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from topomodel.cli.shared import goodput_part, job_from_args, usage
+from topomodel.cli.shared import Stages, goodput_part, job_from_args, usage
 from topomodel.report.output import Report
 
 if TYPE_CHECKING:
@@ -36,10 +36,17 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     from topomodel.analysis.bom import bill_of_materials, power_summary
     from topomodel.report.compare import ComparedDesign
 
-    job = job_from_args(args, path)
+    stages = Stages.of(args, "compare")
+    with stages(f"{path}: build"):
+        job = job_from_args(args, path)
     # the step first, here: the designs already fill the cores, and a degraded step
     # starts from what the step built
-    result, _, goodput = goodput_part(args, job, job.step())
+    with stages(f"{path}: step"):
+        result = job.step()
+    goodput = None
+    if not args.no_goodput:
+        with stages(f"{path}: goodput (a step with each kind of part failed)"):
+            result, _, goodput = goodput_part(args, job, result)
     bom = bill_of_materials(job.fabric)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
                           goodput, bom, power_summary(bom, job.fabric.accelerator_count),

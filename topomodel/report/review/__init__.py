@@ -58,6 +58,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
                    sizes_bytes: Sequence[float] | None = None,
                    failed: Sequence[str] = (),
                    goodput_assumptions: GoodputAssumptions | None = None,
+                   goodput: bool = True,
                    workers: int | None = None,
                    sections: Sequence[ReviewSection] = SECTIONS) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
@@ -66,7 +67,8 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     else :class:`~topomodel.analysis.collectives.timing.TimeModel`); ``sizes_bytes``
     replaces the default collective sizes; ``failed`` names the parts the caller
     failed (for the warnings); ``goodput_assumptions`` are those of the goodput
-    section (with a model). The ``sections`` name their work; the union of it goes
+    section (with a model; ``goodput=False`` leaves it out, and the steps with a part
+    failed that only it needs). The ``sections`` name their work; the union of it goes
     to ``workers`` processes (default every core; the same review with one), one pool
     for all of it
     (:func:`~topomodel.report.review.schedule.run_work`): first the step and the
@@ -116,7 +118,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
         # tier) and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both
         # need, each run once: where the two fail the same part, it is the same step.
         goodput_parts: list[str] = []
-        if has_model and lines is not None and layout is not None:
+        if goodput and has_model and lines is not None and layout is not None:
             goodput_parts = [ln.representative for ln in degraded_lines(lines)
                              ] if degradation_routed(fabric, layout) else []
         parts = list(dict.fromkeys([*goodput_parts, *shown])) if has_model else []
@@ -124,7 +126,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
             fabric, model, layout, step_assumptions, timing, routing, seed, sizes_bytes,
             failed, goodput_assumptions, workers, lines,
             what_if_parts=tuple(sorted(shown, key=lambda part: part != nic)),
-            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts))
+            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts), goodput=goodput)
         works = {section.id: list(section.work(context)) for section in sections}
 
     with beside(lambda: share_failure_views(fabric, parts or shown)):

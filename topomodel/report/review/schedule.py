@@ -64,6 +64,7 @@ class ReviewContext:
     what_if_parts: tuple[str, ...] = ()
     goodput_parts: tuple[str, ...] = ()
     step_parts: tuple[str, ...] = ()
+    goodput: bool = True  # False: no goodput section, nor its failed-part steps
 
     @property
     def has_model(self) -> bool:
