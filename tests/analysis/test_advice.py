@@ -114,3 +114,23 @@ def test_advise_and_step_multiply_the_same_scale_out_injection(tmp_path, capsys)
     from topomodel.analysis.bisection import bisection_injection_Bps
 
     assert bisection_injection_Bps(rack) == pytest.approx(950e9)  # the bisection's own
+
+
+def test_a_topology_wall_on_one_switch_does_not_ask_for_a_less_oversubscribed_fabric():
+    from dataclasses import replace
+
+    from topomodel.report.advice import advice_paragraph
+
+    f, model, layout = job(512)  # two servers on one 1 GbE switch
+    advice = advise(f, model, layout, ASSUMPTIONS)
+    assert advice.one_switch and advice.bound and advice.factor is not None
+    topology = replace(advice, dominant_wall="topology")
+    text = advice_paragraph(topology, design="lab", model="llama3-8b")
+    assert "less oversubscribed" not in text
+    assert "one switch, with no oversubscription to remove" in text
+    # on a two-tier fabric the wall may be the oversubscription: that fix stays
+    two_tier = replace(topology, one_switch=False)
+    assert "a less oversubscribed fabric" in advice_paragraph(two_tier, design="x",
+                                                              model="llama3-8b")
+    assert not advise(fabric("dgx-h100-superpod"), model, Layout(tp=8, dp=4),
+                      ASSUMPTIONS).one_switch
