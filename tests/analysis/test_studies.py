@@ -203,3 +203,23 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)
     assert status == 0 and [p["accelerators"] for p in data["points"]] == [8, 16, 32]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_names_the_link_that_limits_when_a_faster_nic_changes_nothing(
+        capsys, tmp_path):
+    # dual-socket PCIe L40S servers: past 100 GbE the inter-socket link limits
+    text = (EXAMPLES / "small-4x8-l40s-25gbe.yaml").read_text()
+    fast, faster = tmp_path / "fast.yaml", tmp_path / "faster.yaml"
+    fast.write_text(text.replace("connectx-4-lx", "connectx-6-dx").replace(
+        "sn2410", "sn2700").replace("name: 4 servers", "name: fast 4 servers"))
+    faster.write_text(text.replace("connectx-4-lx", "connectx-7").replace(
+        "sn2410", "sn5400").replace("name: 4 servers", "name: faster 4 servers"))
+    job = ["--model", "llama3-8b", "--compute-efficiency", "0.5", "--global-batch", "128",
+           "--no-goodput", "--workers", "1"]
+    assert main(["compare", str(fast), str(faster), *job, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    one, four = data["designs"]
+    assert four["step_time_s"] == pytest.approx(one["step_time_s"], rel=0.01)
+    assert four["busiest_link"]["link"] == "sys0/cpu0 -> sys0/cpu1"  # the socket link
+    assert any("NIC ports 4x" in w and "the NIC is not the limit" in w
+               and "sys0/cpu0 -> sys0/cpu1" in w for w in data["warnings"])

@@ -7,7 +7,8 @@ name), ``designs`` (one object per design, in the order given: ``design``, ``fil
 ``effective_time_fraction``, ``spare_systems``, ``tokens_per_s``, ``repair_s``,
 ``spares_for_target``, ``spares_effective_time_fraction``, ``spare_system_W``,
 ``spare_system_USD``, ``degraded_throughput_fraction``, ``degraded_routed``,
-``goodput_tokens_per_s``), ``bisection`` (as ``topomodel build`` gives it), ``power``
+``goodput_tokens_per_s``; null with ``--no-goodput``), ``bisection`` (as ``topomodel
+build`` gives it), ``busiest_link`` (:func:`busiest_link`), ``power``
 (the ``topomodel build`` power summary), ``bom`` (its lines), ``mfu_ratio`` (MFU over
 the first design's) and ``deltas`` (``power_W``, ``network_power_W``, ``power_W_per_accelerator``,
 ``capex_USD``: this design minus the first; null where either is unknown)), and
@@ -30,7 +31,7 @@ from typing import Any
 from topomodel.analysis.bom import BomLine, PowerSummary
 from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
-from topomodel.inputs.units import format_si
+from topomodel.inputs.units import format_si, format_size
 from topomodel.report.bisection import bisection_text
 from topomodel.report.goodput import effective_time_text
 from topomodel.report.output import Report, Table
@@ -53,6 +54,61 @@ class ComparedDesign:
     bom: Sequence[BomLine]
     power: PowerSummary
     bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
+    nic_port_Bps: float = 0.0  # one scale-out NIC port, bytes/s per direction (0: none)
+    busiest: dict[str, Any] | None = None  # busiest_link's: the link that limits
+
+
+SAME_STEP_TOLERANCE = 0.01
+"""Step times within this share of each other are the same for the comparison's note
+on a faster NIC that changes nothing: the model's own rounding is far below it, and a
+1 % change is below what a design review would act on."""
+
+
+def busiest_link(fabric: Any, step: StepResult, *, routing: str = "ecmp", seed: int = 0,
+                 time_model: Any = None) -> dict[str, Any] | None:
+    """The busiest link of the step's largest collective that leaves the scale-up domain
+    (by exposed time), run over all ranks at its size: ``link``, ``tier``,
+    ``utilization`` (0-1), ``collective``, ``size_bytes``; ``None`` when no collective
+    leaves the scale-up domain. A stand-in for the step's own groups, which it names."""
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.collectives.loads import hotspots
+
+    spilling = [c for c in step.comm if c.spills]
+    if not spilling:
+        return None
+    call = max(spilling, key=lambda c: (c.exposed_s, c.time_s))
+    run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
+                         routing=routing, seed=seed, time_model=time_model)
+    hot = hotspots(fabric, run, 1)
+    if not hot:
+        return None
+    return {"link": hot[0].link, "tier": hot[0].tier, "utilization": hot[0].utilization,
+            "collective": call.collective, "size_bytes": call.size_bytes}
+
+
+def _busiest_text(d: ComparedDesign) -> str:
+    b = d.busiest
+    if b is None:
+        return "none leaves the scale-up domain"
+    return (f"{b['link']} ({b['tier']}, {b['utilization']:.0%} busy) in an all-rank"
+            f" {b['collective']} of {format_size(b['size_bytes'])}")
+
+
+def _same_step_notes(designs: Sequence[ComparedDesign], names: Sequence[str]) -> list[str]:
+    """For each design whose NIC ports differ from the first's but whose step does not
+    (within :data:`SAME_STEP_TOLERANCE`): the link that limits instead."""
+    first = designs[0]
+    notes = []
+    for name, d in zip(names[1:], designs[1:], strict=True):
+        if not (d.nic_port_Bps and first.nic_port_Bps) or d.nic_port_Bps == first.nic_port_Bps:
+            continue
+        change = d.step.step_time_s / first.step.step_time_s - 1
+        if abs(change) >= SAME_STEP_TOLERANCE or d.busiest is None:
+            continue
+        notes.append(f"{name}: NIC ports {d.nic_port_Bps / first.nic_port_Bps:.3g}x"
+                     f" {names[0]}'s change the step by {change:+.1%}: the NIC is not the"
+                     f" limit; the busiest link is {_busiest_text(d)}")
+    return notes
 
 
 _GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction", "spare_systems",
@@ -139,6 +195,7 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("tokens/s", lambda d: f"{d.step.tokens_per_s:,.0f}"),
         *(_goodput_metrics(first) if all(d.goodput for d in designs) else []),
         ("bisection", lambda d: bisection_text(d.bisection)),
+        ("busiest link", _busiest_text),
     ]
     rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
             for label, fn in metrics]
@@ -150,7 +207,7 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         "baseline": names[0],
         "designs": [{"design": n, "file": d.file, **step_json(d.step, d.assumptions),
                      "goodput": d.goodput and {k: d.goodput[k] for k in _GOODPUT_KEYS},
-                     "bisection": d.bisection,
+                     "bisection": d.bisection, "busiest_link": d.busiest,
                      "power": dataclasses.asdict(d.power),
                      "bom": [dataclasses.asdict(line) for line in d.bom],
                      "mfu_ratio": d.step.mfu / first.step.mfu,
@@ -158,8 +215,9 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
                     for i, (n, d) in enumerate(zip(names, designs, strict=True))],
         "bom_deltas": bom_records,
     }
-    warnings = [f"{n}: {w}" for n, d in zip(names, designs, strict=True)
-                for w in d.step.warnings]
+    warnings = _same_step_notes(designs, names)
+    warnings += [f"{n}: {w}" for n, d in zip(names, designs, strict=True)
+                 for w in d.step.warnings]
     warnings += [f"{n}: power is a partial sum (no figure for {', '.join(d.power.unknown)})"
                  for n, d in zip(names, designs, strict=True) if not d.power.complete]
     return Report("compare", data, [

@@ -34,7 +34,7 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
 
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.report.compare import ComparedDesign
+    from topomodel.report.compare import ComparedDesign, busiest_link
 
     stages = Stages.of(args, "compare")
     with stages(f"{path}: build"):
@@ -48,6 +48,10 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
         with stages(f"{path}: goodput (a step with each kind of part failed)"):
             result, _, goodput = goodput_part(args, job, result)
     bom = bill_of_materials(job.fabric)
+    with stages(f"{path}: busiest link"):
+        busiest = busiest_link(job.fabric, result, routing=job.inputs.routing,
+                               seed=job.inputs.seed, time_model=job.assumptions.time)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
                           goodput, bom, power_summary(bom, job.fabric.accelerator_count),
-                          dataclasses.asdict(bisection(job.fabric)))
+                          dataclasses.asdict(bisection(job.fabric)),
+                          job.fabric.structure.scaleout.port_rate_Bps, busiest)
