@@ -124,4 +124,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names only: the helpers this module imports (``importlib``, ``Any``)
+    and its subpackages are not the front door."""
+    return sorted(__all__)

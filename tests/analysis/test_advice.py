@@ -133,3 +133,23 @@ def test_the_verdict_names_the_batch_and_says_first_when_the_layout_does_not_fit
     assert fits.result.fits
     text = advice_paragraph(fits, design="lab", model="llama3-8b")
     assert "does not fit" not in text and "512 sequences (given" in text
+
+
+def test_a_topology_wall_on_one_switch_does_not_ask_for_a_less_oversubscribed_fabric():
+    from dataclasses import replace
+
+    from topomodel.report.advice import advice_paragraph
+
+    f, model, layout = job(512)  # two servers on one 1 GbE switch
+    advice = advise(f, model, layout, ASSUMPTIONS)
+    assert advice.one_switch and advice.bound and advice.factor is not None
+    topology = replace(advice, dominant_wall="topology")
+    text = advice_paragraph(topology, design="lab", model="llama3-8b")
+    assert "less oversubscribed" not in text
+    assert "one switch, with no oversubscription to remove" in text
+    # on a two-tier fabric the wall may be the oversubscription: that fix stays
+    two_tier = replace(topology, one_switch=False)
+    assert "a less oversubscribed fabric" in advice_paragraph(two_tier, design="x",
+                                                              model="llama3-8b")
+    assert not advise(fabric("dgx-h100-superpod"), model, Layout(tp=8, dp=4),
+                      ASSUMPTIONS).one_switch

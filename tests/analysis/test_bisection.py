@@ -207,3 +207,21 @@ def test_uneven_halves_take_the_smaller_halfs_share():
     assert value == pytest.approx(504 * 50e9, rel=1e-12)
     assert "504 of 1,016" in how
     assert bisection(superpod).max_flow_Bps == pytest.approx(value, rel=1e-9)
+
+
+def test_an_in_network_allreduce_says_why_no_bytes_cross(capsys):
+    import json as _json
+    from pathlib import Path
+
+    from topomodel.cli import main as _main
+
+    design = str(Path(__file__).resolve().parents[2] / "examples" / "hgx-h100-server.yaml")
+    argv = ["route", design, "--collective", "allreduce", "--size", "1 GiB"]
+    assert _main([*argv, "--algorithm", "innetwork", "--format", "json"]) == 0
+    cross = _json.loads(capsys.readouterr().out)["bisection"]
+    assert cross["bytes"] == 0
+    assert _main([*argv, "--algorithm", "innetwork"]) == 0
+    assert "in-network reduction: each rank sends its data to a switch" in (
+        capsys.readouterr().out)
+    assert _main([*argv, "--algorithm", "ring"]) == 0  # bytes cross: nothing to explain
+    assert "in-network reduction" not in capsys.readouterr().out

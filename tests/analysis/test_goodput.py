@@ -9,9 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from topomodel.analysis.bom import per_system_cost
 from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
+    SPARE_CEILING_SHARE,
+    TARGET_EFFECTIVE_TIME,
     ComponentLine,
     GoodputAssumptions,
     component_lines,
@@ -33,6 +36,7 @@ from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.inputs.reliability import FailureRate
+from topomodel.report.goodput import effective_time_text, goodput_json
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -532,3 +536,48 @@ def test_default_spares_are_those_the_design_leaves_free(dual_plane):
                    accelerators_per_system=8, parameters=8e9, degraded_loss={},
                    assumptions=GoodputAssumptions(), idle_systems=100)
     assert free.spare_systems == 3 and "of the 100 systems" in said(free)
+
+
+def test_a_job_with_no_spares_is_told_the_spares_that_reach_the_target():
+    # 98k accelerators, 12,288 8-GPU systems, the Llama 3 accelerator rate (8.09 %/yr):
+    # every failure waits out the 24 h repair, so effective time collapses
+    rate = 0.0809 / SECONDS_PER_YEAR
+    line = ComponentLine("accelerator", "gpu", "system", 98304, rate, True, "r", "derived")
+
+    def run(spares):
+        return goodput([line], tokens_per_s=1.0, accelerators=98304,
+                       accelerators_per_system=8, parameters=1e9, degraded_loss={},
+                       assumptions=GoodputAssumptions(spare_systems=spares))
+
+    none = run(0)
+    assert none.effective_time_fraction < 0.1 and none.repair_s == SECONDS_PER_DAY
+    assert none.spares_for_target is not None
+    n, reached = none.spares_for_target
+    # 21.8 interruptions a day: a 600 s detection and restart each hold it under 90 %,
+    # so the hint aims at 99 % of what unlimited spares give
+    best = run(12288).effective_time_fraction
+    assert best < TARGET_EFFECTIVE_TIME
+    assert reached == run(n).effective_time_fraction >= SPARE_CEILING_SHARE * best
+    assert run(n - 1).effective_time_fraction < SPARE_CEILING_SHARE * best
+    assert run(n).spares_for_target is None  # it has spares: no hint
+    text = effective_time_text(goodput_json(none, GoodputAssumptions(spare_systems=0)))
+    assert text.startswith(f"{none.effective_time_fraction:.1%} (0 spare systems, a failed"
+                           " system out 24 h)")
+    assert f"{n:,} spare systems would bring it to {reached:.1%}, near the most" in text
+    # a 16k job (2,048 systems) can reach 90 %: the fewest spares that do
+    small = replace(line, count=16384)
+    hint = goodput([small], tokens_per_s=1.0, accelerators=16384, accelerators_per_system=8,
+                   parameters=1e9, degraded_loss={},
+                   assumptions=GoodputAssumptions(spare_systems=0)).spares_for_target
+    assert hint is not None and hint[1] >= TARGET_EFFECTIVE_TIME
+
+
+def test_job_goodput_prices_the_spares_it_suggests():
+    fabric = fabric_of("hgx-h100-server")  # one server, taken by the job: no spare
+    model = fabric.catalog.get("llama3-8b", Model)
+    layout = Layout(tp=8, dp=1)
+    g = job_goodput(fabric, model, layout, QUIET, step_time(fabric, model, layout, QUIET),
+                    GoodputAssumptions(repair_s=5e6))  # a 58-day repair
+    assert g.spare_systems == 0 and g.spares_for_target is not None
+    assert g.spares_for_target[0] == 1
+    assert g.spare_system_W == per_system_cost(fabric)[0] and g.spare_system_W > 0

@@ -601,3 +601,15 @@ def test_te_comm_gemm_overlap_takes_the_sms_its_userbuffers_defaults_give():
     _, b_meg, _ = layer_work(lt, calls, back, moe=False, hot=1.0, split_w=False,
                              share=0.5)
     assert b_meg.exposed["tp", "reducescatter"] == pytest.approx(2 * 0.5)
+
+
+def test_the_step_report_prints_a_residue_of_the_step_as_zero(toy):
+    from topomodel.report.step import step_report
+
+    fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
+    model = fabric.catalog.get("toy-dense", Model)
+    result = replace(step_time(fabric, model, _layout(dp=8, global_batch=64), QUIET),
+                     bubble_s=1.776e-15)  # floating-point residue of a schedule
+    (summary, *_) = step_report(result, QUIET, design_name="toy").tables
+    rows = {r["item"].strip(): r["value"] for r in summary.rows}
+    assert rows["pipeline bubble"] == "0 s"

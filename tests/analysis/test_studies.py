@@ -12,6 +12,7 @@ from topomodel.analysis.training.studies import (
     BELOW_RANGE,
     FOUND,
     NO_EFFECT,
+    default_counts,
     layout_for,
     required_scaleout_factor,
     scale_curve,
@@ -54,6 +55,26 @@ def test_scale_curve_efficiency_starts_at_one(toy):
     # the last point is the step on the design as written (8 boxes of 4)
     direct = step_time(toy(DESIGN), model, Layout(tp=4, dp=8, global_batch=64))
     assert last.result.tokens_per_s == pytest.approx(direct.tokens_per_s, rel=1e-12)
+
+
+def test_counts_the_layout_fills_to_one_job_give_one_point(toy):
+    toy(DESIGN)
+    design, catalog = load_design(toy.tmp_path / "design.yaml",
+                                  extra_catalogs=[toy.catalog_path])
+    model = catalog.get("toy-dense", Model)
+    # 20 and 23 accelerators are 5 boxes of 4: both the same 20-GPU job
+    points = scale_curve(design, catalog, model, Layout(tp=4, dp=1, global_batch=8),
+                         [20, 23, 32])
+    assert [p.accelerators for p in points] == [20, 32]
+
+
+def test_default_counts_give_more_than_two_points():
+    # the 1,016-GPU SuperPOD at TP 8 x PP 4: 128 and 1,016 were the only points before
+    counts = default_counts(1016, 8, Layout(tp=8, pp=4))
+    assert len(counts) > 2 and counts[0] == 32 and counts[-1] == 1016
+    assert counts == sorted(set(counts)) and all(c % 8 == 0 for c in counts[:-1])
+    assert len(default_counts(32, 8, Layout())) > 2  # a 4-server lab cluster
+    assert default_counts(8, 8, Layout()) == [8]  # one system: one point
 
 
 def test_faster_scaleout_lowers_the_communication_share(toy):
@@ -182,3 +203,23 @@ def test_compare_and_scale_commands(toy, capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)
     assert status == 0 and [p["accelerators"] for p in data["points"]] == [8, 16, 32]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_names_the_link_that_limits_when_a_faster_nic_changes_nothing(
+        capsys, tmp_path):
+    # dual-socket PCIe L40S servers: past 100 GbE the inter-socket link limits
+    text = (EXAMPLES / "small-4x8-l40s-25gbe.yaml").read_text()
+    fast, faster = tmp_path / "fast.yaml", tmp_path / "faster.yaml"
+    fast.write_text(text.replace("connectx-4-lx", "connectx-6-dx").replace(
+        "sn2410", "sn2700").replace("name: 4 servers", "name: fast 4 servers"))
+    faster.write_text(text.replace("connectx-4-lx", "connectx-7").replace(
+        "sn2410", "sn5400").replace("name: 4 servers", "name: faster 4 servers"))
+    job = ["--model", "llama3-8b", "--compute-efficiency", "0.5", "--global-batch", "128",
+           "--no-goodput", "--workers", "1"]
+    assert main(["compare", str(fast), str(faster), *job, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    one, four = data["designs"]
+    assert four["step_time_s"] == pytest.approx(one["step_time_s"], rel=0.01)
+    assert four["busiest_link"]["link"] == "sys0/cpu0 -> sys0/cpu1"  # the socket link
+    assert any("NIC ports 4x" in w and "the NIC is not the limit" in w
+               and "sys0/cpu0 -> sys0/cpu1" in w for w in data["warnings"])

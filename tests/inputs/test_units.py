@@ -1,7 +1,14 @@
 import pytest
 
 from topomodel.errors import UnitError
-from topomodel.inputs.units import compare, convert, format_rate, parse, parse_bandwidth
+from topomodel.inputs.units import (
+    compare,
+    convert,
+    format_rate,
+    format_si,
+    parse,
+    parse_bandwidth,
+)
 
 
 @pytest.mark.parametrize(
@@ -171,3 +178,10 @@ def test_parse_by_unit_factor_equals_pint_bit_for_bit():
             assert float(written["number"]) * factor == expected, (text, kind)
             compared += 1
     assert compared > 250
+
+
+def test_a_residue_of_the_whole_prints_as_zero():
+    # a residue of 1.78e-15 s in a 187 s step printed as "0.001776 ps"
+    assert format_si(1.776e-15, "s") == "0.001776 ps"
+    assert format_si(1.776e-15, "s", of=186.9) == "0 s"
+    assert format_si(1e-9, "s", of=186.9) == "1 ns"  # a real part, however small, stays

@@ -38,11 +38,12 @@ def test_step_goodput_compare_and_review_agree(job, capsys, tmp_path):
     # every goodput number of the step is the goodput verb's and the review's
     for key in ("interruptions_per_day", "effective_time_fraction",
                 "degraded_throughput_fraction", "degraded_loss_per_part",
-                "degraded_routed", "goodput_tokens_per_s"):
+                "degraded_routed", "goodput_tokens_per_s", "spare_systems", "repair_s",
+                "spares_for_target", "spares_effective_time_fraction"):
         assert step["goodput"][key] == goodput[key] == review["goodput"][key], key
     assert step["goodput"]["degraded_routed"]  # routed everywhere, by the one rule
     for key in ("interruptions_per_day", "effective_time_fraction",
-                "goodput_tokens_per_s"):
+                "goodput_tokens_per_s", "spare_systems", "repair_s", "spares_for_target"):
         assert compare["designs"][0]["goodput"][key] == goodput[key]
     # power: the build's summary, in compare and in the review
     assert compare["designs"][0]["power"] == build["power"] == review["build"]["power"]

@@ -27,6 +27,12 @@ def test_every_public_name_resolves():
     assert set(topomodel.__all__) <= set(dir(topomodel))
 
 
+def test_dir_shows_only_the_public_names():
+    import topomodel
+
+    assert dir(topomodel) == sorted(topomodel.__all__)  # not importlib, Any, _HOMES
+
+
 def test_public_names_are_the_lazy_ones_and_the_errors():
     import topomodel
     import topomodel.errors

@@ -345,6 +345,11 @@ def test_a_point_is_the_step_model_with_its_settings(place, tmp_path):
                        route_degradation=False)
     assert row["interruptions_per_day"] == good.interruptions_per_day
     assert row["goodput_tokens_per_s"] == good.goodput_tokens_per_s
+    # why the effective time is what it is: the spares and repair time beside it
+    assert row["spare_systems"] == good.spare_systems and row["repair_s"] == good.repair_s
+    hint = good.spares_for_target
+    assert (pd.isna(row["spares_for_target"]) if hint is None
+            else row["spares_for_target"] == hint[0])
     assert row["dp_used"] == 8 and row["global_batch_used"] == 32 and row["world"] == 32
     assert row["microbatches_used"] == 32 // (8 * 2)
     bom = bill_of_materials(fabric)  # the what-if's re-cabled fabric

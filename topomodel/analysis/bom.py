@@ -136,6 +136,33 @@ def bill_of_materials(fabric: Fabric) -> list[BomLine]:
     return lines
 
 
+def per_system_cost(fabric: Fabric) -> tuple[float | None, float | None]:
+    """One more system's power (W) and price (USD) as :func:`bill_of_materials` counts a
+    system: its own figure, or with none its accelerators, scale-up switches and NICs
+    (the host's unknown share left out); ``None`` where a part has no figure. Not the
+    switch ports or cables a larger fabric would need."""
+    catalog = fabric.catalog
+    system = catalog.get(fabric.design.system, System)
+
+    def price_USD(ident: str) -> float | None:
+        found = catalog.price_of(ident)
+        return None if found is None else found.price_USD
+
+    power, price = part_power_W(system)[0], price_USD(system.id)
+    systems = max(fabric.structure.systems, 1)
+    if power is not None:
+        return power, price
+    power = 0.0
+    nodes = fabric.nodes
+    for model, count in nodes.loc[nodes["system"] >= 0, "model"].value_counts().items():
+        part = fabric.catalog.entries[str(model)]
+        unit = part_power_W(part)[0] if isinstance(part, Part) else None
+        power = None if power is None or unit is None else power + unit * count / systems
+        each = price_USD(part.id) if isinstance(part, Part) else None
+        price = None if price is None or each is None else price + each * count / systems
+    return power, price
+
+
 def _tier_rank(tier: str) -> int:
     return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
 

@@ -52,6 +52,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _progress_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress lines on stderr (shown only when stderr is a"
+                        " terminal)")
+
+
+def _no_goodput_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-goodput", action="store_true",
+                        help="leave out the goodput (interruptions, checkpoints, effective"
+                        " time): the failed-part steps it runs are most of a large job's"
+                        " time")
+
+
 def _workers_arg(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, metavar="N",
                         help=f"worker processes for {what} (default: every core; 1 runs"
@@ -190,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--top", type=_count, default=10, metavar="N",
                        help="hotspots to list (default 10)")
     add_catalog_args(route)
+    _progress_arg(route)
     _format_arg(route)
     route.set_defaults(run=Verb("design_verbs.route"))
 
@@ -208,9 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
+    _no_goodput_arg(review)
     add_goodput_options(review)
     add_step_options(review, COST_OPTIONS)
     _workers_arg(review, "the goodput's degraded steps")
+    _progress_arg(review)
     review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 
     step = verbs.add_parser(
@@ -242,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
     add_step_options(compare, COST_OPTIONS)
+    _no_goodput_arg(compare)
     _workers_arg(compare, "the designs")
+    _progress_arg(compare)
     compare.set_defaults(run=Verb("job_verbs.compare"))
 
     goodput = verbs.add_parser(
@@ -255,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     _step_args(goodput)
     add_goodput_options(goodput)
     _workers_arg(goodput, "the degraded steps")
+    _progress_arg(goodput)
     goodput.set_defaults(run=Verb("job_verbs.goodput"))
 
     scale = verbs.add_parser(
@@ -264,8 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("design", help="design file (YAML)")
     _step_args(scale)
     scale.add_argument("--counts", type=int, nargs="+", metavar="N",
-                       help="accelerator counts (default 128, 1024, 4096, ... up to the"
-                       " design's size)")
+                       help="accelerator counts (default six, spaced geometrically from"
+                       " one system or one model-parallel group to the design's size)")
     scale.add_argument("--plot", metavar="FILE", help="write the scaling curve (PNG, SVG or PDF)")
     scale.set_defaults(run=Verb("job_verbs.scale"))
 
@@ -541,7 +560,8 @@ def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
                       help="local worker processes (default 1)")
     plan.add_argument("--scheduler", metavar="ADDRESS",
                       help="run on a Dask cluster, e.g. tcp://host:8786")
-    plan.add_argument("--no-progress", action="store_true", help="no progress bar")
+    plan.add_argument("--no-progress", action="store_true",
+                      help="no progress bar (shown only when stderr is a terminal)")
     plan.add_argument("-o", "--output", metavar="FILE",
                       help="write the ranked layouts to FILE (needed by --format parquet)")
     add_step_options(plan, [*(k for k in STEP_OPTIONS if k not in SEARCHED), *COST_OPTIONS])

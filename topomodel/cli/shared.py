@@ -236,3 +236,45 @@ def flag_of(parameter: str) -> str:
     ('--target-comm-share', '--memory-headroom')
     """
     return FLAG_OF_PARAMETER.get(parameter, "--" + parameter.replace("_", "-"))
+
+
+class Stages:
+    """Staged progress lines on stderr for a long verb: ``compare: a.yaml: step ...``
+    when a stage starts and its seconds when it ends; silent when stderr is not a
+    terminal or with ``--no-progress`` (``show=False``), so pipes and logs stay clean.
+
+    Examples
+    --------
+    >>> stages = Stages("compare", show=False)
+    >>> with stages("a.yaml: step"):
+    ...     pass
+    """
+
+    def __init__(self, verb: str, *, show: bool | None = None) -> None:
+        import sys
+
+        self.verb = verb
+        self.show = sys.stderr.isatty() if show is None else show
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, verb: str) -> Stages:
+        """The stages of ``verb``, quiet with ``--no-progress``."""
+        return cls(verb, show=False if getattr(args, "no_progress", False) else None)
+
+    def __call__(self, stage: str) -> Any:
+        import contextlib
+        import sys
+        import time
+
+        @contextlib.contextmanager
+        def timed() -> Any:
+            if not self.show:
+                yield
+                return
+            print(f"{self.verb}: {stage} ...", file=sys.stderr, flush=True)
+            start = time.perf_counter()
+            yield
+            print(f"{self.verb}: {stage}: done in {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr, flush=True)
+
+        return timed()

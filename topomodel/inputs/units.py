@@ -391,10 +391,17 @@ _SHORT_RANGE = (1e-15, 1e19)
 9,999 of the largest; beyond them, scientific notation in the unit itself."""
 
 
-def format_si(value: float, unit: str) -> str:
+RESIDUE_FRACTION = 1e-12
+"""Below this fraction of the whole it is part of, a value is floating-point residue and
+printed as 0: a sum of a few dozen float64 terms carries rounding error near 1e-15 of
+its size, and a real part this small would not show in a whole printed to 4 digits."""
+
+
+def format_si(value: float, unit: str, *, of: float | None = None) -> str:
     """Format ``value`` (in ``unit``) with the largest SI prefix that keeps it >= 1; a
     value beyond the prefixes (a step of 10^300 s) in scientific notation, never as a
-    number of hundreds of digits.
+    number of hundreds of digits. With ``of`` (the whole ``value`` is part of, in the
+    same unit), a value below :data:`RESIDUE_FRACTION` of it is printed as 0.
 
     Examples
     --------
@@ -406,7 +413,11 @@ def format_si(value: float, unit: str) -> str:
     '0 W'
     >>> format_si(1.136e300, "s"), format_si(-2.5e-300, "s"), format_si(9999e15, "s")
     ('1.136e+300 s', '-2.5e-300 s', '9999 Ps')
+    >>> format_si(1.776e-15, "s", of=186.9), format_si(2e-6, "s", of=186.9)
+    ('0 s', '2 us')
     """
+    if of is not None and math.isfinite(of) and abs(value) < RESIDUE_FRACTION * abs(of):
+        value = 0.0
     if value == 0 or not math.isfinite(value):
         return f"{_number(value)} {unit}"
     if not _SHORT_RANGE[0] <= abs(value) < _SHORT_RANGE[1]:

@@ -19,6 +19,21 @@ _FIX = {"bandwidth": "more scale-out bandwidth (or less traffic: gradient precis
         " under one switch",
         "synchronisation": "fewer stragglers and less jitter; bandwidth does little for it"}
 
+_ONE_SWITCH_TOPOLOGY = (
+    "flows spread more evenly over the links inside the servers and the NIC ports"
+    " (more queue pairs, adaptive routing, a placement keeping the heavy groups inside a"
+    " server): the scale-out is one switch, with no oversubscription to remove")
+"""The topology wall's fix where every system hangs off one switch per plane: the
+contention is inside the systems (PCIe, inter-socket links) or in hashing flows onto
+ports, not in a fabric that a less oversubscribed one would relieve."""
+
+
+def wall_fix(advice: Advice) -> str:
+    """What the dominant wall asks for, as fits the fabric (:data:`_FIX`)."""
+    if advice.dominant_wall == "topology" and advice.one_switch:
+        return _ONE_SWITCH_TOPOLOGY
+    return _FIX[advice.dominant_wall]
+
 
 def _gbit(rate_Bps: float) -> str:
     return f"{rate_Bps * 8 / 1e9:.3g} Gb/s"
@@ -78,7 +93,7 @@ def advice_paragraph(advice: Advice, *, design: str, model: str) -> str:
                        f" {limit:.0%}: {_gbit(needed)} per NIC port instead of"
                        f" {_gbit(port)}" + (f", MFU {r.mfu:.1%} -> {at.mfu:.1%}" if at else "")
                        + f". The {advice.dominant_wall} wall asks for "
-                       + _FIX[advice.dominant_wall] + ".")
+                       + wall_fix(advice) + ".")
     return head + (f". The scale-out could fall to {advice.factor:.2g}x today's"
                    f" ({_gbit(needed)} per NIC port instead of {_gbit(port)}) before"
                    f" communication reaches {limit:.0%}.")

@@ -4,10 +4,13 @@ bill of materials, power and capex of each and their differences from the first.
 JSON (``schema: topomodel.compare``, ``version: 2``): ``baseline`` (the first design's
 name), ``designs`` (one object per design, in the order given: ``design``, ``file``, the
 ``topomodel step`` data, ``goodput`` (``interruptions_per_day``,
-``effective_time_fraction``, ``degraded_throughput_fraction``, ``degraded_routed``,
-``goodput_tokens_per_s``), ``cost`` (the step's cost per token, as ``topomodel step``
-gives it: ``USD_per_Mtok``, ``J_per_token``, the terms per hour; null without a
-price), ``bisection`` (as ``topomodel build`` gives it), ``power``
+``effective_time_fraction``, ``spare_systems``, ``tokens_per_s``, ``repair_s``,
+``spares_for_target``, ``spares_effective_time_fraction``, ``spare_system_W``,
+``spare_system_USD``, ``degraded_throughput_fraction``, ``degraded_routed``,
+``goodput_tokens_per_s``; null with ``--no-goodput``), ``cost`` (the step's cost per
+token, as ``topomodel step`` gives it: ``USD_per_Mtok``, ``J_per_token``, the terms per
+hour; null without a price), ``bisection`` (as ``topomodel
+build`` gives it), ``busiest_link`` (:func:`busiest_link`), ``power``
 (the ``topomodel build`` power summary), ``bom`` (its lines), ``mfu_ratio`` (MFU over
 the first design's) and ``deltas`` (``power_W``, ``network_power_W``, ``power_W_per_accelerator``,
 ``capex_USD``: this design minus the first; null where either is unknown)), and
@@ -31,8 +34,9 @@ from topomodel.analysis.bom import BomLine, PowerSummary
 from topomodel.analysis.cost import TokenCost
 from topomodel.analysis.options import software_text
 from topomodel.analysis.training.step import StepAssumptions, StepResult
-from topomodel.inputs.units import format_si
+from topomodel.inputs.units import format_si, format_size
 from topomodel.report.bisection import bisection_text
+from topomodel.report.goodput import effective_time_text
 from topomodel.report.output import Report, Table
 from topomodel.report.power import format_usd, power_headline
 from topomodel.report.step import step_json, step_record
@@ -49,19 +53,115 @@ class ComparedDesign:
     file: str
     step: StepResult
     assumptions: StepAssumptions
-    goodput: dict[str, Any]  # goodput_json of report.goodput
+    goodput: dict[str, Any] | None  # goodput_json of report.goodput; None: not modelled
     bom: Sequence[BomLine]
     power: PowerSummary
     bisection: dict[str, Any]  # the Bisection of analysis.bisection, as a dict
     cost: TokenCost | None = None  # over goodput tokens/s; None where nothing is priced
+    nic_port_Bps: float = 0.0  # one scale-out NIC port, bytes/s per direction (0: none)
+    busiest: dict[str, Any] | None = None  # busiest_link's: the link that limits
 
 
-_GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction",
+SAME_STEP_TOLERANCE = 0.01
+"""Step times within this share of each other are the same for the comparison's note
+on a faster NIC that changes nothing: the model's own rounding is far below it, and a
+1 % change is below what a design review would act on."""
+
+
+def busiest_link(fabric: Any, step: StepResult, *, routing: str = "ecmp", seed: int = 0,
+                 time_model: Any = None) -> dict[str, Any] | None:
+    """The busiest link of the step's largest collective that leaves the scale-up domain
+    (by exposed time), run over all ranks at its size: ``link``, ``tier``,
+    ``utilization`` (0-1), ``collective``, ``size_bytes``; ``None`` when no collective
+    leaves the scale-up domain. A stand-in for the step's own groups, which it names."""
+    from topomodel.analysis.collectives.collective import run_collective
+    from topomodel.analysis.collectives.loads import hotspots
+
+    spilling = [c for c in step.comm if c.spills]
+    if not spilling:
+        return None
+    call = max(spilling, key=lambda c: (c.exposed_s, c.time_s))
+    run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
+                         routing=routing, seed=seed, time_model=time_model)
+    hot = hotspots(fabric, run, 1)
+    if not hot:
+        return None
+    return {"link": hot[0].link, "tier": hot[0].tier, "utilization": hot[0].utilization,
+            "collective": call.collective, "size_bytes": call.size_bytes}
+
+
+def _busiest_text(d: ComparedDesign) -> str:
+    b = d.busiest
+    if b is None:
+        return "none leaves the scale-up domain"
+    return (f"{b['link']} ({b['tier']}, {b['utilization']:.0%} busy) in an all-rank"
+            f" {b['collective']} of {format_size(b['size_bytes'])}")
+
+
+def _same_step_notes(designs: Sequence[ComparedDesign], names: Sequence[str]) -> list[str]:
+    """For each design whose NIC ports differ from the first's but whose step does not
+    (within :data:`SAME_STEP_TOLERANCE`): the link that limits instead."""
+    first = designs[0]
+    notes = []
+    for name, d in zip(names[1:], designs[1:], strict=True):
+        if not (d.nic_port_Bps and first.nic_port_Bps) or d.nic_port_Bps == first.nic_port_Bps:
+            continue
+        change = d.step.step_time_s / first.step.step_time_s - 1
+        if abs(change) >= SAME_STEP_TOLERANCE or d.busiest is None:
+            continue
+        notes.append(f"{name}: NIC ports {d.nic_port_Bps / first.nic_port_Bps:.3g}x"
+                     f" {names[0]}'s change the step by {change:+.1%}: the NIC is not the"
+                     f" limit; the busiest link is {_busiest_text(d)}")
+    return notes
+
+
+_GOODPUT_KEYS = ("interruptions_per_day", "effective_time_fraction", "spare_systems",
+                 "tokens_per_s",
+                 "repair_s", "spares_for_target", "spares_effective_time_fraction",
+                 "spare_system_W", "spare_system_USD",
                  "degraded_throughput_fraction", "degraded_routed", "goodput_tokens_per_s")
 
 _DELTA_KEYS = (("power_W", "total_W"), ("network_power_W", "network_W"),
                ("power_W_per_accelerator", "total_W_per_accelerator"),
                ("capex_USD", "capex_USD"))
+
+
+def _goodput_metrics(first: ComparedDesign
+                     ) -> list[tuple[str, Callable[[ComparedDesign], str]]]:
+    """The goodput rows of the comparison (every design has its goodput)."""
+    def of(d: ComparedDesign) -> dict[str, Any]:
+        assert d.goodput is not None  # callers check every design has it
+        return d.goodput
+
+    return [
+        ("interruptions/day", lambda d: f"{of(d)['interruptions_per_day']:.3g}"),
+        ("effective training time", lambda d: effective_time_text(of(d))),
+        ("throughput kept while parts are down",
+         lambda d: f"{of(d)['degraded_throughput_fraction']:.2%}"),
+        ("goodput tokens/s", lambda d: f"{of(d)['goodput_tokens_per_s']:,.0f}"),
+        ("goodput / first design's", lambda d: goodput_ratio_text(d, first)),
+    ]
+
+
+def goodput_ratio_text(d: ComparedDesign, first: ComparedDesign) -> str:
+    """``d``'s goodput over ``first``'s, as the factors it is the product of: the MFU
+    ratio, the compute ratio (accelerators x peak: tokens/s over MFU), the effective
+    time ratio and the ratio of throughput kept while parts are down; a goodput ratio
+    unlike the MFU ratio says which factor moved it."""
+    def ratio(key: str) -> float:
+        mine, theirs = (d.goodput or {})[key], (first.goodput or {})[key]
+        return mine / theirs if theirs else float("nan")
+
+    mfu = d.step.mfu / first.step.mfu
+    compute = ratio("tokens_per_s") / mfu
+    return (f"{ratio('goodput_tokens_per_s'):.3f} = MFU {mfu:.3f} x compute {compute:.3f}"
+            f" x effective time {ratio('effective_time_fraction'):.3f} x throughput kept"
+            f" {ratio('degraded_throughput_fraction'):.3f}")
+
+
+def _part(value_s: float, d: ComparedDesign) -> str:
+    """A part of ``d``'s step time (s), residue printed as 0."""
+    return format_si(value_s, "s", of=d.step.step_time_s)
 
 
 def _minus(a: float | None, b: float | None) -> float | None:
@@ -86,27 +186,24 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         ("global batch", lambda d: f"{d.step.global_batch:,} sequences,"
          f" {d.step.microbatches:,} microbatches"),
         ("step time", lambda d: format_si(d.step.step_time_s, "s")),
-        ("compute", lambda d: format_si(d.step.compute_s, "s")),
-        ("hot-expert imbalance", lambda d: format_si(d.step.imbalance_s, "s")),
-        ("bubble", lambda d: format_si(d.step.bubble_s, "s")),
-        ("exposed communication", lambda d: format_si(d.step.exposed_comm_s, "s")),
-        ("wait", lambda d: format_si(d.step.wait_s, "s")),
-        *[(f"{wall} wall", (lambda w: lambda d: format_si(d.step.walls[f"{w}_s"], "s"))(wall))
+        ("compute", lambda d: _part(d.step.compute_s, d)),
+        ("hot-expert imbalance", lambda d: _part(d.step.imbalance_s, d)),
+        ("bubble", lambda d: _part(d.step.bubble_s, d)),
+        ("exposed communication", lambda d: _part(d.step.exposed_comm_s, d)),
+        ("wait", lambda d: _part(d.step.wait_s, d)),
+        *[(f"{wall} wall", (lambda w: lambda d: _part(d.step.walls[f"{w}_s"], d))(wall))
           for wall in ("bandwidth", "latency", "topology", "sync")],
         ("communication share", lambda d: f"{d.step.comm_share:.1%}"),
         ("MFU", lambda d: f"{d.step.mfu:.1%}"),
         ("MFU / first design's", lambda d: f"{d.step.mfu / first.step.mfu:.3f}"),
         ("tokens/s", lambda d: f"{d.step.tokens_per_s:,.0f}"),
-        ("interruptions/day", lambda d: f"{d.goodput['interruptions_per_day']:.3g}"),
-        ("effective training time", lambda d: f"{d.goodput['effective_time_fraction']:.1%}"),
-        ("throughput kept while parts are down",
-         lambda d: f"{d.goodput['degraded_throughput_fraction']:.2%}"),
-        ("goodput tokens/s", lambda d: f"{d.goodput['goodput_tokens_per_s']:,.0f}"),
+        *(_goodput_metrics(first) if all(d.goodput for d in designs) else []),
         ("cost per million tokens", lambda d: "-" if d.cost is None
          else f"{d.cost.USD_per_Mtok:.4g} USD"),
         ("energy per token", lambda d: "-" if d.cost is None
          else f"{d.cost.J_per_token:.4g} J"),
         ("bisection", lambda d: bisection_text(d.bisection)),
+        ("busiest link", _busiest_text),
     ]
     rows = [{"metric": label, **{n: fn(d) for n, d in zip(names, designs, strict=True)}}
             for label, fn in metrics]
@@ -117,8 +214,8 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
         "version": COMPARE_JSON_VERSION,
         "baseline": names[0],
         "designs": [{"design": n, "file": d.file, **step_json(d.step, d.assumptions),
-                     "goodput": {k: d.goodput[k] for k in _GOODPUT_KEYS},
-                     "bisection": d.bisection,
+                     "goodput": d.goodput and {k: d.goodput[k] for k in _GOODPUT_KEYS},
+                     "bisection": d.bisection, "busiest_link": d.busiest,
                      "power": dataclasses.asdict(d.power),
                      "bom": [dataclasses.asdict(line) for line in d.bom],
                      "mfu_ratio": d.step.mfu / first.step.mfu,
@@ -129,8 +226,9 @@ def compare_report(designs: Sequence[ComparedDesign]) -> Report:
                     for i, (n, d) in enumerate(zip(names, designs, strict=True))],
         "bom_deltas": bom_records,
     }
-    warnings = [f"{n}: {w}" for n, d in zip(names, designs, strict=True)
-                for w in d.step.warnings]
+    warnings = _same_step_notes(designs, names)
+    warnings += [f"{n}: {w}" for n, d in zip(names, designs, strict=True)
+                 for w in d.step.warnings]
     warnings += [f"{n}: power is a partial sum (no figure for {', '.join(d.power.unknown)})"
                  for n, d in zip(names, designs, strict=True) if not d.power.complete]
     return Report("compare", data, [
@@ -154,7 +252,7 @@ def _design_record(d: ComparedDesign, name: str, first: ComparedDesign) -> dict[
     base = dataclasses.asdict(first.power)
     record = {**step_record(d.step, name), "file": d.file,
               "mfu_ratio": d.step.mfu / first.step.mfu,
-              **{k: d.goodput[k] for k in _GOODPUT_KEYS},
+              **{k: d.goodput[k] for k in _GOODPUT_KEYS if d.goodput},
               "bisection_Bps": d.bisection["bisection_Bps"],
               "power_complete": d.power.complete, "capex_complete": d.power.capex_complete,
               "USD_per_Mtok": None if d.cost is None else d.cost.USD_per_Mtok,

@@ -10,6 +10,7 @@ from topomodel.analysis.reliability.failure_classes import SINGLE_POINT
 from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
     SECONDS_PER_YEAR,
+    TARGET_EFFECTIVE_TIME,
     ComponentLine,
     GoodputAssumptions,
     GoodputResult,
@@ -55,6 +56,11 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
                                   if math.isfinite(result.checkpoint_interval_s) else None),
         "spare_systems": result.spare_systems,
         "idle_systems": result.idle_systems,
+        "repair_s": result.repair_s,
+        "target_effective_time_fraction": TARGET_EFFECTIVE_TIME,
+        **_spares_facts(result),
+        "spare_system_W": result.spare_system_W,
+        "spare_system_USD": result.spare_system_USD,
         "accelerators_per_system": result.accelerators_per_system,
         "no_spare_probability": result.no_spare_probability,
         "downtime_per_interruption_s": result.downtime_per_interruption_s,
@@ -72,6 +78,44 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
                       "goodput_tokens_per_s": r.goodput_tokens_per_s} for name, r in whatifs],
         "assumptions": asdict(assumptions),
     }
+
+
+def effective_time_text(goodput: Mapping[str, Any]) -> str:
+    """The effective training time of a goodput JSON (:func:`goodput_json`) with why: the
+    spare systems assumed and a failed system's repair time; with no spares, the spares
+    that would reach :data:`~topomodel.analysis.reliability.goodput.TARGET_EFFECTIVE_TIME`
+    and what they add to the bill of materials and power."""
+    return (f"{goodput['effective_time_fraction']:.1%} ({goodput['spare_systems']:,} spare"
+            f" systems, a failed system out {_hours(goodput['repair_s'])})"
+            + spares_hint(goodput))
+
+
+def spares_hint(goodput: Mapping[str, Any]) -> str:
+    """``"; N spare systems would bring it to 90.1% (+W, +$ ...)"`` of a goodput JSON, or
+    ``""`` when the job has spares or needs none."""
+    n, reached = goodput.get("spares_for_target"), goodput.get("spares_effective_time_fraction")
+    if n is None or reached is None:
+        return ""
+    from topomodel.inputs.units import format_si
+    from topomodel.report.power import format_usd
+
+    watts, price = goodput.get("spare_system_W"), goodput.get("spare_system_USD")
+    adds = [f"+{format_si(n * watts, 'W')}" if watts is not None else "power unknown",
+            f"+{format_usd(n * price)}" if price is not None else "price unknown"]
+    why = "" if reached >= TARGET_EFFECTIVE_TIME else (
+        f", near the most spares give: detection, restarts and checkpoints keep it under"
+        f" {TARGET_EFFECTIVE_TIME:.0%}")
+    return (f"; {n:,} spare systems would bring it to {reached:.1%}{why}"
+            f" ({', '.join(adds)}: what they add to the bill of materials)")
+
+
+def _spares_facts(r: GoodputResult) -> dict[str, Any]:
+    n, reached = r.spares_for_target or (None, None)
+    return {"spares_for_target": n, "spares_effective_time_fraction": reached}
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds / 60:.3g} min"
 
 
 def _spares_beyond(r: GoodputResult) -> str:
@@ -102,17 +146,25 @@ def goodput_tables(result: GoodputResult,
             return f"{seconds / 3600:.3g} h"
         return f"{seconds / 60:.3g} min" if seconds >= 60 else format_si(seconds, "s")
 
+    summary_facts = {"spare_systems": r.spare_systems, "repair_s": r.repair_s,
+                     **_spares_facts(r),
+                     "spare_system_W": r.spare_system_W, "spare_system_USD": r.spare_system_USD}
+    storage = "no storage" if r.checkpoint_write_s == 0 else format_si(
+        r.checkpoint_bytes / r.checkpoint_write_s, "B/s")
     summary = [
         {"item": "interruptions per day", "value": f"{r.interruptions_per_day:.3g}"},
         {"item": "mean time between interruptions", "value": duration(r.mtbi_s)},
         {"item": "checkpoint", "value": f"{format_size(r.checkpoint_bytes)}, written in"
-         f" {duration(r.checkpoint_write_s)}"},
+         f" {duration(r.checkpoint_write_s)} at {storage} (storage_Bps: Llama 3's Tectonic,"
+         " taken for any cluster size)"},
         {"item": "checkpoint interval (Young/Daly)", "value": duration(r.checkpoint_interval_s)},
         {"item": "spare systems", "value": f"{r.spare_systems} ({r.accelerators_per_system}"
          f" accelerators out per system failure); none free {r.no_spare_probability:.1%}"
          " of the time" + _spares_beyond(r)},
-        {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)},
-        {"item": "effective training time", "value": f"{r.effective_time_fraction:.1%}"},
+        {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)
+         + f" (detection, restart, and a {_hours(r.repair_s)} repair when no spare is free)"},
+        {"item": "effective training time", "value": effective_time_text(
+            {"effective_time_fraction": r.effective_time_fraction, **summary_facts})},
         {"item": "throughput kept while parts are down",
          "value": f"{r.degraded_throughput_fraction:.2%} ("
          + ("routed around one failed part per tier)" if r.degraded_routed
@@ -132,7 +184,7 @@ def goodput_tables(result: GoodputResult,
     summary_record = {
         "interruptions_per_day": r.interruptions_per_day, "mtbi_s": r.mtbi_s,
         "checkpoint_bytes": r.checkpoint_bytes, "checkpoint_write_s": r.checkpoint_write_s,
-        "checkpoint_interval_s": r.checkpoint_interval_s, "spare_systems": r.spare_systems,
+        "checkpoint_interval_s": r.checkpoint_interval_s, **summary_facts,
         "no_spare_probability": r.no_spare_probability,
         "downtime_per_interruption_s": r.downtime_per_interruption_s,
         "effective_time_fraction": r.effective_time_fraction,

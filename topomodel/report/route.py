@@ -41,6 +41,12 @@ from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
 from topomodel.routing.policy import resolve_routing
 
+_IN_NETWORK_WHY = (
+    "in-network reduction: each rank sends its data to a switch and takes the reduced"
+    " result back, so no rank's bytes go to a rank on the other half (the reduction"
+    " tree's own links carry their load in the tiers above)")
+"""Why an in-network AllReduce moves no bytes across the bisection."""
+
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
                  time_model: TimeModel | None = None) -> Report:
@@ -142,10 +148,13 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     tables = [Table("Collective", summary, [record]), Table("Tiers", tier_rows, tiers),
               Table(f"Hotspots (top {top})", hot_rows, hot, name="hotspots")]
     if cross:
+        why = (_IN_NETWORK_WHY if run.algorithm == "innetwork" and cross["bytes"] == 0
+               else "")
         tables.append(Table("Bisection", [{
             "bytes across": format_size(cross["bytes"]),
             "capacity (per dir)": format_rate(cross["capacity_Bps"]),
-            "time at capacity": format_si(cross["time_s"], "s")}], [cross]))
+            "time at capacity": format_si(cross["time_s"], "s"),
+            **({"why": why} if why else {})}], [{**cross, **({"why": why} if why else {})}]))
     return Report("route", data, tables, warnings)
 
 

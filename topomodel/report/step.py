@@ -58,6 +58,9 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
     routing applied (``routing``) and the wait's assumptions, one line each."""
     from topomodel.inputs.units import format_si, format_size
 
+    def part(value_s: float) -> str:  # a part of the step, its residue printed as 0
+        return format_si(value_s, "s", of=result.step_time_s)
+
     lay = result.layout
     wait = sync_wait(assumptions, lay.world)
     shape = (f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp} x CP {lay.cp}"
@@ -72,11 +75,11 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "schedule", "value": f"{lay.schedule}" + (
             f", {lay.interleave} virtual stages" if lay.interleave > 1 else "")
          + f"; slowest stage {result.slowest_stage} (stages 0-{lay.pp - 1})"},
-        {"item": "  compute", "value": format_si(result.compute_s, "s")},
-        {"item": "  hot-expert imbalance", "value": format_si(result.imbalance_s, "s")},
-        {"item": "  pipeline bubble", "value": format_si(result.bubble_s, "s")},
-        {"item": "  exposed communication", "value": format_si(result.exposed_comm_s, "s")},
-        {"item": "  synchronisation wait", "value": format_si(result.wait_s, "s")},
+        {"item": "  compute", "value": part(result.compute_s)},
+        {"item": "  hot-expert imbalance", "value": part(result.imbalance_s)},
+        {"item": "  pipeline bubble", "value": part(result.bubble_s)},
+        {"item": "  exposed communication", "value": part(result.exposed_comm_s)},
+        {"item": "  synchronisation wait", "value": part(result.wait_s)},
         {"item": "wait assumed", "value": wait.text},
         *([{"item": "routing", "value": routing.text}] if routing else []),
         {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
@@ -85,7 +88,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
                                          else "")},
         {"item": "communication share (exposed + wait)", "value": f"{result.comm_share:.1%}"},
     ]
-    walls = [{"wall": k.removesuffix("_s"), "time": format_si(v, "s"),
+    walls = [{"wall": k.removesuffix("_s"), "time": part(v),
               "share of step": f"{v / result.step_time_s:.1%}",
               "from": _wall_source(k, wait, routing)} for k, v in result.walls.items()]
     comm = [{"kind": c.kind, "collective": f"{c.collective} ({c.algorithm})",

@@ -115,6 +115,8 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         "mfu": r.mfu, "hfu": r.hfu, "tokens_per_s": r.tokens_per_s,
         "interruptions_per_day": good.interruptions_per_day,
         "effective_time_fraction": good.effective_time_fraction,
+        "spare_systems": good.spare_systems, "repair_s": good.repair_s,
+        "spares_for_target": (good.spares_for_target or (None, None))[0],
         "goodput_tokens_per_s": good.goodput_tokens_per_s,
         "tokens_per_J": r.tokens_per_s / power if power else math.nan,
         "USD_per_h": cost.USD_per_h if not math.isnan(capex) else math.nan,

@@ -247,6 +247,12 @@ METRICS: tuple[Metric, ...] = (
            " day (topomodel.analysis.reliability.goodput, default assumptions)"),
     Metric("effective_time_fraction", "float", "max", None, "share of wall time that"
            " advances training, 0-1"),
+    Metric("spare_systems", "int", None, None, "hot spare systems the effective time"
+           " assumed"),
+    Metric("repair_s", "float", None, "time", "time a failed system is out of the pool, s"),
+    Metric("spares_for_target", "int", None, None, "with no spares: the fewest spare systems"
+           " that bring the effective time to 90 % (or near the most spares give); empty"
+           " when the job has spares or needs none"),
     Metric("goodput_tokens_per_s", "float", "max", None, "tokens/s after failures,"
            " checkpoints and degraded operation (a lower bound: the degradation is bounded,"
            " not re-routed)"),

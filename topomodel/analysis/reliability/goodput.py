@@ -36,9 +36,9 @@ goodput (tokens/s) = step tokens/s x degraded-throughput share x effective time 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,6 +146,24 @@ class GoodputResult:
     goodput_tokens_per_s: float
     degraded_tiers: tuple[DegradedTier, ...] = ()  # the derivation, worst tier first
     idle_systems: int | None = None  # the design's systems the job leaves free, if known
+    repair_s: float = 0.0  # a failed system's time out of the pool
+    # with no spares: the fewest that reach TARGET_EFFECTIVE_TIME (or near the most
+    # spares can give), and the effective time they give; None when none are needed
+    spares_for_target: tuple[int, float] | None = None
+    spare_system_W: float | None = None  # one spare system's power, if known
+    spare_system_USD: float | None = None  # one spare system's price, if known
+
+
+TARGET_EFFECTIVE_TIME = 0.9
+"""Effective training time the spare-count hint aims for, share: Llama 3's pre-training
+"achieved higher than 90% effective training time" on 16k GPUs (Llama 3 paper, §3.3.4)."""
+
+
+SPARE_CEILING_SHARE = 0.99
+"""Where no spare count reaches :data:`TARGET_EFFECTIVE_TIME` (detection, restarts and
+checkpoints alone hold a large job below it), the spare-count hint aims for this share of
+what as many spares as the job has systems give: each further spare buys less (the
+chance none is free falls as a Poisson tail), so the last percent costs the most."""
 
 
 def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
@@ -314,18 +332,41 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
         spares = spares if idle_systems is None else min(spares, idle_systems)
     per_system = sum(ln.failures_per_s for ln in lines if ln.interrupts and ln.tier == "system"
                      and ln.component in REPAIRED_COMPONENTS) / max(systems, 1)
-    no_spare = no_spare_probability(per_system * (systems + spares), a.repair_s, spares)
-    # With no spare free, the job waits for the first of the systems in repair (the
-    # spares and the one that just failed) to come back: exponential repair times.
-    downtime = a.detection_s + a.restart_s + no_spare * a.repair_s / (spares + 1)
     interval = daly_interval_s(write, mtbi)
-    fraction = effective_time_fraction(interval, write, downtime, mtbi)
+
+    def with_spares(k: int) -> tuple[float, float, float]:  # no spare free, downtime, share
+        none_free = no_spare_probability(per_system * (systems + k), a.repair_s, k)
+        # With no spare free, the job waits for the first of the systems in repair (the
+        # spares and the one that just failed) to come back: exponential repair times.
+        down = a.detection_s + a.restart_s + none_free * a.repair_s / (k + 1)
+        return none_free, down, effective_time_fraction(interval, write, down, mtbi)
+
+    no_spare, downtime, fraction = with_spares(spares)
     throughput, tiers = degraded_throughput(lines, degraded_loss, a.network_repair_s)
     return GoodputResult(
         tuple(lines), rate * SECONDS_PER_DAY, mtbi, size, write, interval, spares,
         accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
         throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction,
-        tiers, idle_systems)
+        tiers, idle_systems, a.repair_s,
+        _fewest_spares(lambda k: with_spares(k)[2], systems) if spares == 0 else None)
+
+
+def _fewest_spares(fraction_with: Callable[[int], float], systems: int
+                   ) -> tuple[int, float] | None:
+    """The fewest spare systems (at most ``systems``) whose effective time reaches
+    :data:`TARGET_EFFECTIVE_TIME`, or where checkpoints and restarts hold every count
+    below it, :data:`SPARE_CEILING_SHARE` of what ``systems`` spares give; with the
+    effective time they give. ``None`` when none are needed (the share grows with
+    spares)."""
+    ceiling = fraction_with(systems)
+    goal = min(TARGET_EFFECTIVE_TIME, SPARE_CEILING_SHARE * ceiling)
+    if fraction_with(0) >= goal:
+        return None
+    low, high = 0, systems  # fraction_with(low) < goal <= fraction_with(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fraction_with(middle) >= goal else (middle, high)
+    return high, fraction_with(high)
 
 
 def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str, float],
@@ -501,8 +542,14 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
                              step_result.comm_share)
     system = fabric.catalog.get(fabric.design.system, System)
     used = -(-layout.world // system.accelerators)
-    return step_result, goodput(
+    result = goodput(
         lines, tokens_per_s=step_result.tokens_per_s, accelerators=layout.world,
         accelerators_per_system=system.accelerators,
         parameters=parameter_counts(model)["total"], degraded_loss=losses, assumptions=a,
         degraded_routed=routed, idle_systems=max(fabric.structure.systems - used, 0))
+    if result.spares_for_target is None:
+        return step_result, result
+    from topomodel.analysis.bom import per_system_cost
+
+    power_W, price_USD = per_system_cost(fabric)
+    return step_result, replace(result, spare_system_W=power_W, spare_system_USD=price_USD)

@@ -41,6 +41,7 @@ class Advice:
     nic_port_Bps: float  # one NIC port as built
     injection_Bps: float  # scale-out bandwidth per accelerator as built (scaleout_injection_Bps)
     at_factor: StepResult | None  # the step at that factor
+    one_switch: bool = False  # the scale-out is one switch per plane: none oversubscribed
 
     @property
     def required_nic_port_Bps(self) -> float | None:
@@ -79,4 +80,5 @@ def advise(fabric: Fabric, model: Model, layout: Layout,
     return Advice(threshold, result, result.comm_share, result.comm_share > threshold,
                   dominant, walls, has_scaleout, factor, outcome,
                   fabric.structure.scaleout.port_rate_Bps,
-                  scaleout_injection_Bps(fabric.injection), at)
+                  scaleout_injection_Bps(fabric.injection), at,
+                  fabric.structure.scaleout.fat_tree_tiers == 1)

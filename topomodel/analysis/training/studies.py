@@ -44,6 +44,34 @@ def fill_dp(world: int, layout: Layout) -> Layout:
     return replace(filled, global_batch=layout.global_batch)
 
 
+DEFAULT_SCALE_POINTS = 6
+"""How many accelerator counts :func:`default_counts` spaces between the smallest job
+and the design (before rounding to whole systems merges any): six points, geometric,
+show the shape of a scaling curve in the time of six steps."""
+
+
+def default_counts(total: int, per_system: int, base: Layout, *,
+                   points: int = DEFAULT_SCALE_POINTS) -> list[int]:
+    """Accelerator counts for a scaling curve: ``points`` counts spaced geometrically from
+    the smallest job (one system, or one model-parallel group TP x PP x CP x EP if
+    larger) to ``total``, rounded to whole systems, each once.
+
+    Examples
+    --------
+    >>> default_counts(1016, 8, Layout(tp=8, pp=4))
+    [32, 64, 128, 256, 512, 1016]
+    >>> default_counts(32, 8, Layout())
+    [8, 16, 24, 32]
+    """
+    smallest = max(per_system, base.tp * base.pp * base.cp * base.ep)
+    if total <= smallest or points < 2:
+        return [total]
+    ratio = (total / smallest) ** (1 / (points - 1))
+    counts = {max(per_system, round(smallest * ratio ** i / per_system) * per_system)
+              for i in range(points - 1)}
+    return sorted({*counts, total})
+
+
 @dataclass(frozen=True)
 class ScalePoint:
     """One point of a scaling curve."""
@@ -59,7 +87,9 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  #
                 routing: str = "ecmp", seed: int = 0, scaleout_factor: float = 1.0
                 ) -> list[ScalePoint]:
     """Build the design at each accelerator count (whole systems), apply the scale-out
-    what-if (:func:`scale_scaleout` by ``scaleout_factor``) and model a step.
+    what-if (:func:`scale_scaleout` by ``scaleout_factor``) and model a step; counts
+    that the layout fills to the same job (1,000 and 1,016 GPUs at TP 8 x PP 4 are both
+    992) give one point.
 
     Raises
     ------
@@ -76,8 +106,13 @@ def scale_curve(design: Design, catalog: Catalog, model: Model, base: Layout,  #
         raise ParameterError("counts", refusal)
     per_system = catalog.get(design.system, System).accelerators
     points: list[ScalePoint] = []
+    worlds: set[int] = set()
     for count in counts:
         systems = max(1, count // per_system)
+        world = layout_for(systems * per_system, base).world
+        if world in worlds:  # two counts the layout fills to the same job: one point
+            continue
+        worlds.add(world)
         sized = replace(design, systems=systems, accelerators=None)
         try:
             fabric = build_fabric(sized, catalog)

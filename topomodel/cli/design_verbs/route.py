@@ -14,19 +14,24 @@ from topomodel.report.output import Report
 def run(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.collective import run_collective
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
-    from topomodel.cli.shared import fabric_with_whatifs
+    from topomodel.cli.shared import Stages, fabric_with_whatifs
     from topomodel.report.route import route_report
 
+    stages = Stages.of(args, "route")
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs, args.fail_link,
-                                 catalog_dirs=args.catalog_dir)
-    model = inputs.assumptions.time
     size, warning = size_option(args.size)
-    routed = run_collective(fabric, collective_name(args.collective), size,
-                         args.group or ["all"], algorithm=args.algorithm,
-                         routing=inputs.routing, seed=inputs.seed, router=args.router,
-                         time_model=model)
-    report = route_report(fabric, routed, routing=inputs.routing, top=args.top, time_model=model)
+    with stages(f"{args.design}: build"):
+        fabric = fabric_with_whatifs(args.design, args.catalog, inputs, args.fail_link,
+                                     catalog_dirs=args.catalog_dir)
+    model = inputs.assumptions.time
+    with stages(f"{args.collective}: route and time"):
+        routed = run_collective(fabric, collective_name(args.collective), size,
+                                args.group or ["all"], algorithm=args.algorithm,
+                                routing=inputs.routing, seed=inputs.seed, router=args.router,
+                                time_model=model)
+    with stages("hotspots and tiers"):
+        report = route_report(fabric, routed, routing=inputs.routing, top=args.top,
+                              time_model=model)
     if warning:
         report = dataclasses.replace(report, warnings=[warning, *report.warnings])
     return report

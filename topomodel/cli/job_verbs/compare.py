@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from topomodel.cli.shared import goodput_part, job_from_args, usage
+from topomodel.cli.shared import Stages, goodput_part, job_from_args, usage
 from topomodel.report.output import Report
 
 if TYPE_CHECKING:
@@ -35,18 +35,29 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     from topomodel.analysis.bisection import bisection
     from topomodel.analysis.bom import bill_of_materials, power_summary
     from topomodel.analysis.cost import token_cost
-    from topomodel.report.compare import ComparedDesign
+    from topomodel.report.compare import ComparedDesign, busiest_link
 
-    job = job_from_args(args, path)
+    stages = Stages.of(args, "compare")
+    with stages(f"{path}: build"):
+        job = job_from_args(args, path)
     # the step first, here: the designs already fill the cores, and a degraded step
     # starts from what the step built
-    result, _, goodput = goodput_part(args, job, job.step())
+    with stages(f"{path}: step"):
+        result = job.step()
+    goodput = None
+    if not args.no_goodput:
+        with stages(f"{path}: goodput (a step with each kind of part failed)"):
+            result, _, goodput = goodput_part(args, job, result)
     bom = bill_of_materials(job.fabric)
     power = power_summary(bom, job.fabric.accelerator_count)
-    tokens = goodput["goodput_tokens_per_s"]
+    tokens = goodput["goodput_tokens_per_s"] if goodput else result.tokens_per_s
     cost = None if power.capex_USD is None or not tokens else token_cost(
         power.capex_USD, power.total_W, tokens, job.inputs.cost,
-        share=job.layout.world / job.fabric.accelerator_count, goodput=True)
+        share=job.layout.world / job.fabric.accelerator_count, goodput=bool(goodput))
+    with stages(f"{path}: busiest link"):
+        busiest = busiest_link(job.fabric, result, routing=job.inputs.routing,
+                               seed=job.inputs.seed, time_model=job.assumptions.time)
     return ComparedDesign(job.fabric.design.name or path, path, result, job.assumptions,
                           goodput, bom, power, dataclasses.asdict(bisection(job.fabric)),
-                          cost)
+                          cost=cost, nic_port_Bps=job.fabric.structure.scaleout.port_rate_Bps,
+                          busiest=busiest)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from topomodel.cli.shared import goodput_part, job_from_args
+from topomodel.cli.shared import Stages, goodput_part, job_from_args
 from topomodel.report.output import Report, Table
 
 
@@ -13,8 +13,11 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.inputs.units import format_si
     from topomodel.report.step import batch_text, step_record
 
-    job = job_from_args(args, args.design)
-    result, tables, data = goodput_part(args, job, None)
+    stages = Stages.of(args, "goodput")
+    with stages(f"{args.design}: build"):
+        job = job_from_args(args, args.design)
+    with stages("step, and a step with each kind of part failed"):
+        result, tables, data = goodput_part(args, job, None)
     lay, name = result.layout, job.fabric.design.name or job.fabric.design.file
     summary = Table("Job", [
         {"item": "design / model", "value": f"{name} / {result.model}"},

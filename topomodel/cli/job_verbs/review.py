@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from topomodel.cli.options import goodput_from_args, inputs_from_args
-from topomodel.cli.shared import fabric_with_whatifs, job_from_args, usage
+from topomodel.cli.shared import Stages, fabric_with_whatifs, job_from_args, usage
 from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinite
 
 
@@ -23,25 +23,32 @@ def run(args: argparse.Namespace) -> Report:
     size_warnings = [warning for _, warning in given if warning]
     if any(size <= 0 for size in sizes):
         raise usage("--size must be greater than zero")
-    job = job_from_args(args, args.design) if args.model else None
-    if job is not None:
-        fabric, inputs = job.fabric, job.inputs
-    else:  # the fabric only: the same what-ifs as step, without the model
-        inputs = inputs_from_args(args, require_model=False)
-        fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
-                                 catalog_dirs=args.catalog_dir)
-    review = collect_review(fabric, model=job.model if job else None,
-                            layout=job.layout if job else None,
-                            assumptions=job.assumptions if job else None,
-                            time_model=inputs.assumptions.time, routing=inputs.routing,
-                            seed=inputs.seed, sizes_bytes=sizes or None, failed=inputs.fail,
-                            goodput_assumptions=goodput_from_args(args) if job else None,
-                            cost_assumptions=inputs.cost,
-                            workers=args.workers)
+    stages = Stages.of(args, "review")
+    with stages(f"{args.design}: build"):
+        job = job_from_args(args, args.design) if args.model else None
+        if job is not None:
+            fabric, inputs = job.fabric, job.inputs
+        else:  # the fabric only: the same what-ifs as step, without the model
+            inputs = inputs_from_args(args, require_model=False)
+            fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                         catalog_dirs=args.catalog_dir)
+    work = "collectives, failure what-ifs" + (
+        "" if job is None else ", step" + ("" if args.no_goodput else
+                                           ", goodput (a step with each kind of part failed)"))
+    with stages(f"{args.design}: {work}"):
+        review = collect_review(
+            fabric, model=job.model if job else None, layout=job.layout if job else None,
+            assumptions=job.assumptions if job else None,
+            time_model=inputs.assumptions.time, routing=inputs.routing, seed=inputs.seed,
+            sizes_bytes=sizes or None, failed=inputs.fail,
+            goodput_assumptions=goodput_from_args(args) if job else None,
+            goodput=not args.no_goodput, cost_assumptions=inputs.cost,
+            workers=args.workers)
     # before anything is written: a report holding an infinity is an error, not a file
     refuse_nonfinite(Report("review", review.data, review.tables))
     try:
-        files = write_review(review, args.output)
+        with stages(f"write {args.output} (HTML, Markdown, JSON, figures)"):
+            files = write_review(review, args.output)
     except OSError as exc:
         raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     rows = [*review.headline, {"item": "report", "value": str(files[0])}]

@@ -12,7 +12,7 @@ from topomodel.report.output import Report, Table
 
 
 def run(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.training.studies import scale_curve
+    from topomodel.analysis.training.studies import default_counts, scale_curve
     from topomodel.inputs.design import load_design
     from topomodel.inputs.parts import Model, System
 
@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> Report:
     model = catalog.get(str(inputs.model), Model)
     total = int(design.accelerators or (design.systems or 1) * catalog.get(
         design.system, System).accelerators)
-    counts = args.counts or [c for c in (128, 1024, 4096, 16384, 65536, 131072) if c < total]
+    per_system = catalog.get(design.system, System).accelerators
+    counts = args.counts or default_counts(total, per_system, inputs.layout)
     if any(c < 1 for c in counts):
         raise usage("--counts: accelerator counts are at least 1")
     counts = sorted({*counts, total})

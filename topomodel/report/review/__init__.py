@@ -62,6 +62,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
                    failed: Sequence[str] = (),
                    goodput_assumptions: GoodputAssumptions | None = None,
                    cost_assumptions: CostAssumptions | None = None,
+                   goodput: bool = True,
                    workers: int | None = None,
                    sections: Sequence[ReviewSection] = SECTIONS) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
@@ -70,10 +71,11 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     else :class:`~topomodel.analysis.collectives.timing.TimeModel`); ``sizes_bytes``
     replaces the default collective sizes; ``failed`` names the parts the caller
     failed (for the warnings); ``goodput_assumptions`` are those of the goodput
-    section (with a model); ``cost_assumptions`` those of the cost section (default:
-    :class:`~topomodel.analysis.assumptions.CostAssumptions`). The ``sections`` name
-    their work; the union of it goes to ``workers`` processes (default every core;
-    the same review with one), one pool for all of it
+    section (with a model; ``goodput=False`` leaves it out, and the steps with a part
+    failed that only it needs). The ``sections`` name their work; the union of it goes
+    to ``workers`` processes (default every core; the same review with one), one pool
+    for all of it; ``cost_assumptions`` those of the cost section (default:
+    :class:`~topomodel.analysis.assumptions.CostAssumptions`)
     (:func:`~topomodel.report.review.schedule.run_work`): first the step and the
     collective table's runs, then the build report, the levels and the steps with one
     part failed (each run once for the goodput section and the single-failure
@@ -121,7 +123,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
         # tier) and the single-failure what-ifs (a spine, a leaf, an optic, a NIC) both
         # need, each run once: where the two fail the same part, it is the same step.
         goodput_parts: list[str] = []
-        if has_model and lines is not None and layout is not None:
+        if goodput and has_model and lines is not None and layout is not None:
             goodput_parts = [ln.representative for ln in degraded_lines(lines)
                              ] if degradation_routed(fabric, layout) else []
         parts = list(dict.fromkeys([*goodput_parts, *shown])) if has_model else []
@@ -129,7 +131,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
             fabric, model, layout, step_assumptions, timing, routing, seed, sizes_bytes,
             failed, goodput_assumptions, workers, lines,
             what_if_parts=tuple(sorted(shown, key=lambda part: part != nic)),
-            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts),
+            goodput_parts=tuple(goodput_parts), step_parts=tuple(parts), goodput=goodput,
             cost_assumptions=cost_assumptions)
         works = {section.id: list(section.work(context)) for section in sections}
 

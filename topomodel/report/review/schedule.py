@@ -66,6 +66,7 @@ class ReviewContext:
     goodput_parts: tuple[str, ...] = ()
     step_parts: tuple[str, ...] = ()
     cost_assumptions: CostAssumptions | None = None  # the cost section's; None: defaults
+    goodput: bool = True  # False: no goodput section, nor its failed-part steps
 
     @property
     def has_model(self) -> bool:

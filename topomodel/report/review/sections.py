@@ -16,6 +16,7 @@ from topomodel.report.bisection import (
     rate_text,
     share_of_injection,
 )
+from topomodel.report.goodput import effective_time_text, spares_hint
 from topomodel.report.output import Table
 from topomodel.report.power import summary_rows
 from topomodel.report.step import batch_text, memory_text
@@ -101,7 +102,7 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
             "interruptions_per_day", "effective_time_fraction", "goodput_tokens_per_s")})
         rows.append({"item": "goodput", "value": f"{goodput['goodput_tokens_per_s']:,.0f}"
                      f" tokens/s ({goodput['interruptions_per_day']:.3g} interruptions/day,"
-                     f" {goodput['effective_time_fraction']:.1%} effective time)"})
+                     f" effective time {effective_time_text(goodput)})"})
     return rows, summary
 
 
@@ -143,7 +144,9 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
                   ("MFU", f"{step.mfu:.1%}", f"{step.tokens_per_s:,.0f} tokens/s")]
     if goodput is not None:
         cards.append(("effective time", f"{goodput['effective_time_fraction']:.1%}",
-                      f"{goodput['interruptions_per_day']:.3g} interruptions/day"))
+                      f"{goodput['interruptions_per_day']:.3g} interruptions/day;"
+                      f" {goodput['spare_systems']:,} spare systems, a failed system out"
+                      f" {goodput['repair_s'] / 3600:.3g} h" + spares_hint(goodput)))
     cards.append(("warnings", str(len(warnings)), "see below" if warnings else "none"))
     rows = list(summary.rows)
     rows.insert(1, {"item": "design file", "value": design.file})

@@ -172,7 +172,7 @@ def goodput_work(context: ReviewContext) -> list[Work]:
     from topomodel.report.goodput import goodput_section
 
     c = context
-    if not c.has_model:
+    if not c.has_model or not c.goodput:
         return []
     failed = [f"failed {part}" for part in c.goodput_parts]
 
