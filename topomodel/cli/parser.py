@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--max-flow-nodes", type=_count, default=20_000, metavar="N",
                        help="run the exact max-flow bisection check on fabrics of at most"
                        " N nodes (default 20000)")
+    build.add_argument("--failure-domains", action="store_true",
+                       help="add the blast-radius table: one rack, power feed, cooling"
+                       " loop, scale-out plane and site failed each (docs/failure-domains.md)")
     add_catalog_args(build)
     _format_arg(build)
     build.set_defaults(run=Verb("design_verbs.build"))

@@ -173,6 +173,41 @@ class FailureDesign:
     links: tuple[str, ...] = spec(list_of(text), default=())
 
 
+SERVERS_PER_RACK = 4
+"""Default systems per rack for a server or node (a rack-scale system is its own rack):
+NVIDIA's DGX SuperPOD data-center design (DGX H100) recommends four DGX H100 systems
+(4 x 10.2 kW = 40.8 kW) per compute rack."""
+
+RACKS_PER_POWER_FEED = 4
+"""Default racks per power feed (one PDU, busway or phase whose loss stops them):
+a topomodel assumption, no public figure: half of an 8-rack scalable-unit row, as a row
+fed from two upstream feeds. Give your hall's figure."""
+
+RACKS_PER_COOLING_LOOP = 8
+"""Default racks per cooling loop (one coolant distribution unit's secondary loop):
+a topomodel assumption from NVIDIA's DGX SuperPOD reference architecture (GB200): one
+scalable unit is one row of 8 racks at 1.2 MW, the size of one row-level CDU."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DomainsDesign:
+    """Failure domains: racks, power feeds, cooling loops and sites (the scale-out
+    planes are ``scaleout.planes``). See ``docs/failure-domains.md``."""
+
+    systems_per_rack: int | None = spec(
+        integer(1), default=None,
+        doc="systems per rack; default 1 for a rack-scale system, else SERVERS_PER_RACK"
+        " (4, NVIDIA's DGX H100 data-center design)")
+    racks_per_power_feed: int = spec(
+        integer(1), default=RACKS_PER_POWER_FEED,
+        doc="racks one power feed (PDU, busway, phase) serves; default 4 (assumed)")
+    racks_per_cooling_loop: int = spec(
+        integer(1), default=RACKS_PER_COOLING_LOOP,
+        doc="racks one cooling loop (CDU) serves; default 8 (one GB200 SuperPOD row)")
+    sites: int = spec(integer(1), default=1,
+                      doc="sites the systems are spread over, evenly, in system order")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Design:
     """One cluster design, validated; ``file`` and ``lines`` locate its keys."""
@@ -191,6 +226,7 @@ class Design:
                                     default=ScaleoutDesign(kind="none"))
     layout: LayoutDesign = spec(record(LayoutDesign), default=LayoutDesign())
     failures: FailureDesign = spec(record(FailureDesign), default=FailureDesign())
+    domains: DomainsDesign = spec(record(DomainsDesign), default=DomainsDesign())
 
     def __post_init__(self) -> None:
         if (self.systems is None) == (self.accelerators is None):
@@ -424,6 +460,10 @@ def _check(design: Design, catalog: Catalog) -> list[Problem]:
         if down + up.uplinks > l1.ports:
             problem(("scaleup", "uplinks"), f"{up.uplinks} uplinks and {down} links to"
                     f" accelerators exceed the {l1.ports} ports of {l1.id}")
+    systems = design.systems or (design.accelerators or 0) // system.accelerators
+    if design.domains.sites > max(systems, 1):
+        problem(("domains", "sites"), f"{design.domains.sites} sites for {systems} systems:"
+                " at most one site per system")
     if design.scaleout.kind != "none":
         out += _check_scaleout(design, catalog, system)
     return out

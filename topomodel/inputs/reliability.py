@@ -11,6 +11,11 @@ from topomodel.inputs.records import Invalid, choice, list_of, quantity, spec, t
 COMPONENTS = ("accelerator", "hbm", "software", "host", "nic", "scaleup_switch", "switch",
               "optic")
 
+DOMAIN_KINDS = ("rack", "power_feed", "cooling_loop", "plane", "site")
+"""Failure domains: parts that fail together (a rack's shared power shelf and manifold, a
+power feed, a cooling loop, a scale-out plane, a site). A ``failure_rates`` entry for
+one counts failures per domain and gives its ``repair`` time."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class FailureRate(Entry):
@@ -19,19 +24,28 @@ class FailureRate(Entry):
     ``component`` says what one failure is counted against: each accelerator
     (``accelerator``, ``hbm``, ``software``), each host server (``host``), each NIC or
     switch, and for ``optic`` each module (transceiver, LPO, CPO: two per link) or each
-    cable assembly (DAC, ACC, AEC, AOC: one per link). ``applies_to`` narrows an entry
+    cable assembly (DAC, ACC, AEC, AOC: one per link), and for a failure domain
+    (:data:`DOMAIN_KINDS`) each domain, with its ``repair`` time. ``applies_to`` narrows an entry
     to catalog ids or optic forms; the entry without it is the component's default.
     """
 
     kind = "failure_rate"
-    component: str = spec(choice(*COMPONENTS))
+    component: str = spec(choice(*COMPONENTS, *DOMAIN_KINDS))
     applies_to: tuple[str, ...] = spec(list_of(text), default=())
     afr_per_s: float | None = spec(quantity("failure_rate"), key="afr", default=None,
                                    doc="failures per component per unit time, e.g. '2 %/yr'")
     mtbf_s: float | None = spec(quantity("time"), key="mtbf", default=None)
+    repair_s: float | None = spec(quantity("time"), key="repair", default=None,
+                                  doc="a failure domain's time to restore, e.g. '4 h'")
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.component in DOMAIN_KINDS and self.repair_s is None:
+            raise Invalid(f"a {self.component} failure domain needs its repair time",
+                          "repair")
+        if self.repair_s is not None and self.component not in DOMAIN_KINDS:
+            raise Invalid("repair is a failure domain's (the goodput's repair_time"
+                          " option sets the parts')", "repair")
         if (self.afr_per_s is None) == (self.mtbf_s is None):
             raise Invalid("give exactly one of afr and mtbf", "afr")
         if self.mtbf_s is not None and self.mtbf_s <= 0:

@@ -26,6 +26,7 @@ from topomodel.inputs import records
 from topomodel.inputs.catalog import ENTRY_TYPES, KIND_NAMES
 from topomodel.inputs.design import (
     Design,
+    DomainsDesign,
     FailureDesign,
     LayoutDesign,
     ScaleoutDesign,
@@ -42,7 +43,8 @@ from topomodel.inputs.yamlsource import Source
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema dialect of :func:`design_schema`."""
 
-RECORDS = (Design, ScaleupDesign, ScaleoutDesign, LayoutDesign, FailureDesign)
+RECORDS = (Design, ScaleupDesign, ScaleoutDesign, LayoutDesign, FailureDesign,
+           DomainsDesign)
 """The record classes a design file is made of; each nested one becomes a ``$defs`` entry."""
 
 # A decimal number as the unit parser reads it; the sign is added per kind.
@@ -99,7 +101,8 @@ def design_schema() -> dict[str, Any]:
     -------
     dict
         The schema: the top-level :class:`~topomodel.inputs.design.Design` keys inline, the
-        nested records (``scaleup``, ``scaleout``, ``layout``, ``failures``) under
+        nested records (``scaleup``, ``scaleout``, ``layout``, ``failures``,
+        ``domains``) under
         ``$defs``. Every object refuses unknown keys (``additionalProperties: false``).
 
     Examples
@@ -110,7 +113,7 @@ def design_schema() -> dict[str, Any]:
     >>> schema["required"], schema["additionalProperties"]
     (['system'], False)
     >>> sorted(schema["$defs"])
-    ['FailureDesign', 'LayoutDesign', 'ScaleoutDesign', 'ScaleupDesign']
+    ['DomainsDesign', 'FailureDesign', 'LayoutDesign', 'ScaleoutDesign', 'ScaleupDesign']
     >>> schema["$defs"]["ScaleupDesign"]["properties"]["kind"]["enum"]
     ['switched', 'full_mesh', 'torus', 'supernode', 'none']
     >>> cable = schema["$defs"]["LayoutDesign"]["properties"]["rack_cable"]

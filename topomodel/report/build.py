@@ -27,6 +27,11 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
 - ``link_budget``: per optical link class, ``channel_loss_dB``, ``max_channel_loss_dB``,
   ``margin_dB``, ``closes``;
 - ``growth``: for a fabric smaller than its declared scalable unit, how it grows;
+- ``failure_domains`` (with ``--failure-domains``): one object per domain kind, as
+  :func:`~topomodel.analysis.reliability.blast_radius.blast_radius_records` gives it
+  (``kind``, ``domains``, ``systems``, ``accelerators_stopped``, ``job_stopped``,
+  ``scaleout_removed_Bps``, ``bisection_Bps``, ``TIER_capacity_left``,
+  ``failures_per_day``, ``repair_s``, ...);
 - ``warnings``: links that do not close, failed parts, an oversubscription realised
   off the asked ratio (both named; realised is over all switches of the tier), a
   partial power or capex sum.
@@ -35,11 +40,17 @@ JSON (``schema: topomodel.build``, ``version: 1``) keys:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from topomodel.analysis.bisection import Bisection, bisection
 from topomodel.analysis.bom import bill_of_materials, power_summary
 from topomodel.analysis.linkbudget import link_budgets
+from topomodel.analysis.reliability.blast_radius import (
+    BlastRadius,
+    blast_radius_records,
+    worst,
+)
 from topomodel.analysis.tiers import tier_summaries
 from topomodel.fabric.build import structure_dict
 from topomodel.fabric.scaleout import scaleout_kind
@@ -56,8 +67,10 @@ from topomodel.report.output import Report, Table
 from topomodel.report.power import bom_rows, power_warnings, summary_rows, tier_rows
 
 
-def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -> Report:
-    """Everything ``topomodel build`` prints, as a :class:`~topomodel.report.output.Report`."""
+def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None,
+                 failure_domains: Sequence[BlastRadius] | None = None) -> Report:
+    """Everything ``topomodel build`` prints, as a :class:`~topomodel.report.output.Report`
+    (with ``failure_domains``, the blast-radius rows of ``--failure-domains``)."""
     design = fabric.design
     tiers = tier_summaries(fabric)
     cut = bisection_result or bisection(fabric)
@@ -120,7 +133,49 @@ def build_report(fabric: Fabric, *, bisection_result: Bisection | None = None) -
                     name="power_by_tier"),
               Table("Optical link budget", budget_rows, data["link_budget"],
                     name="link_budget")]
+    if failure_domains is not None:
+        records = blast_radius_records(failure_domains)
+        data["failure_domains"] = records
+        tables.append(Table("Failure domains", blast_radius_rows(failure_domains), records,
+                            name="failure_domains"))
+        hit = worst(failure_domains)
+        if hit is not None:
+            summary.append({"item": "worst failure domain", "value": worst_text(hit)})
+            tables[0] = Table("Summary", summary, [summary_record(data)])
     return Report("build", data, tables, warnings)
+
+
+def worst_text(row: BlastRadius) -> str:
+    """One line for the summary: the domain kind that hurts most and what it does."""
+    stops = "stops the job" if row.job_stopped else "the job runs on"
+    return (f"one {row.kind.replace('_', ' ')}: {row.accelerators_stopped:,} accelerators"
+            f" stopped, {row.scaleout_removed_share:.0%} of scale-out capacity removed,"
+            f" {stops}; {row.failures_per_day:.3g} failures/day over {row.domains:,}")
+
+
+def blast_radius_rows(rows: Sequence[BlastRadius]) -> list[dict[str, str]]:
+    """The blast-radius table as shown: one row per domain kind."""
+
+    def rate(value: float | None) -> str:
+        return "" if value is None else format_rate(value)
+
+    out = []
+    for r in rows:
+        step = "" if r.step_s is None else format_si(r.step_s, "s") + (
+            f" (x{r.step_ratio:.3g})" if r.step_ratio is not None else "")
+        out.append({
+            "domain": r.kind.replace("_", " "), "domains": f"{r.domains:,}",
+            "systems": f"{r.systems:,}", "accelerators stopped": f"{r.accelerators_stopped:,}",
+            "job": ("stopped" if r.job_stopped else "runs on")
+            + (f" ({r.job_accelerators_stopped:,} of its)" if r.job_accelerators_stopped
+               else ""),
+            "scale-out removed": f"{rate(r.scaleout_removed_Bps)}"
+                                 f" ({r.scaleout_removed_share:.0%})",
+            "bisection left": rate(r.bisection_Bps),
+            "capacity left": ", ".join(f"{t} {share:.0%}" for t, share in r.tier_left.items()),
+            "step re-routed": step, "failures/day": f"{r.failures_per_day:.3g}",
+            "repair": f"{r.repair_s / 3600:g} h"})
+    return out
 
 
 def summary_record(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """``topomodel build DESIGN``: what fabric does a design build: tiers, counts,
-capacities, bisection, bill of materials, power and the optical link budget?"""
+capacities, bisection, bill of materials, power and the optical link budget? With
+``--failure-domains``: what does losing a rack, a power feed, a cooling loop, a plane or
+a site stop and remove?"""
 
 from __future__ import annotations
 
@@ -18,4 +20,10 @@ def run(args: argparse.Namespace) -> Report:
                                    catalog_dirs=args.catalog_dir)
     fabric = build_fabric(design, catalog)
     limit = args.max_flow_nodes
-    return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit))
+    domains = None
+    if args.failure_domains:
+        from topomodel.analysis.reliability.blast_radius import blast_radius
+
+        domains = blast_radius(fabric)
+    return build_report(fabric, bisection_result=bisection(fabric, max_flow_node_limit=limit),
+                        failure_domains=domains)

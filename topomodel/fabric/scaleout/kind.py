@@ -117,6 +117,17 @@ class ScaleoutKind(ABC):
         """The candidate levels of its hierarchy, innermost first, given the link tiers
         the fabric has (``present``); empty without a network."""
 
+    def plane_members(self, kind: np.ndarray, plane: np.ndarray, which: int) -> np.ndarray:
+        """The nodes a failure of plane ``which`` takes down, as a mask over the node
+        table (its ``kind`` labels and ``plane`` column): the plane's switches. A
+        NIC serves every plane, so it stays: only its ports on the plane lose their
+        links. A kind without a network has no plane and returns no node."""
+        import numpy as np
+
+        if not self.has_network:
+            return np.zeros(len(kind), bool)
+        return (kind == "switch") & (plane == which)
+
     @abstractmethod
     def summary(self, structure: ScaleoutStructure) -> str:
         """One line for the build report's summary (``none`` without a network)."""

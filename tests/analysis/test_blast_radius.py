@@ -1,0 +1,124 @@
+"""Failure domains and their blast radius, against counts made by hand."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from topomodel.analysis.reliability.blast_radius import SECONDS_PER_DAY, blast_radius, worst
+from topomodel.errors import CatalogError, DesignError
+from topomodel.fabric.build import build_fabric
+from topomodel.fabric.domains import domain_map, systems_per_rack
+from topomodel.inputs.catalog import load_catalog
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.traffic.layout import Layout
+
+DUAL_PLANE = """name: 32 HGX H100, two planes
+system: hgx-h100
+systems: 32
+scaleout:
+  kind: fat_tree
+  switch: qm9700
+  planes: 2
+domains:
+  racks_per_power_feed: 2
+  racks_per_cooling_loop: 4
+  sites: 2
+"""
+YEAR_S = 365.25 * 86400
+
+
+@pytest.fixture(scope="module")
+def dual():
+    return build_fabric(*load_design("dual.yaml", text=DUAL_PLANE))
+
+
+def _stopped(fabric, kind):
+    dmap = domain_map(fabric, kind)
+    return int((dmap.of_node[fabric.accelerators] == 0).sum()), dmap.count
+
+
+def test_gb200_counts_by_hand(example_fabric):
+    """8 NVL72 racks: a rack is one system (72 GPUs); 4 racks a feed (288); 8 racks a
+    loop (576); one plane; one site."""
+    fabric = example_fabric("gb200-nvl72-cluster")
+    assert systems_per_rack(fabric) == 1
+    assert _stopped(fabric, "rack") == (72, 8)
+    assert _stopped(fabric, "power_feed") == (288, 2)
+    assert _stopped(fabric, "cooling_loop") == (576, 1)
+    assert _stopped(fabric, "site") == (576, 1)
+    assert domain_map(fabric, "plane").count == 1
+
+
+def test_servers_counts_by_hand(dual):
+    """32 8-GPU servers, 4 a rack: 8 racks of 32 GPUs; 2 racks a feed (64 GPUs, 4
+    feeds); 4 racks a loop (128, 2 loops); 2 sites of 16 servers (128 GPUs)."""
+    assert systems_per_rack(dual) == 4
+    assert _stopped(dual, "rack") == (32, 8)
+    assert _stopped(dual, "power_feed") == (64, 4)
+    assert _stopped(dual, "cooling_loop") == (128, 2)
+    assert _stopped(dual, "site") == (128, 2)
+    plane = domain_map(dual, "plane")
+    assert plane.count == 2
+    assert (plane.of_node[dual.accelerators] == -1).all()  # a plane stops no GPU
+
+
+def test_blast_radius_rows(dual):
+    rows = {r.kind: r for r in blast_radius(dual)}
+    rack, plane = rows["rack"], rows["plane"]
+    assert rack.accelerators_stopped == 32 and rack.job_stopped
+    # a rack's 32 NICs of 256 lose their leaf links: 1/8 of the leaf tier
+    assert rack.tier_left["leaf"] == pytest.approx(7 / 8)
+    assert plane.accelerators_stopped == 0 and not plane.job_stopped
+    assert plane.tier_left["leaf"] == pytest.approx(0.5)
+    assert plane.scaleout_removed_share == pytest.approx(0.5)
+    assert plane.bisection_Bps == pytest.approx(plane.healthy_bisection_Bps / 2)
+    catalog = dual.catalog
+    rack_rate = catalog.entries["rack-default"].rate_per_s
+    assert rack.failures_per_day == pytest.approx(8 * rack_rate * SECONDS_PER_DAY)
+    assert rack.repair_s == 8 * 3600
+    # a loop and a site both stop 128 GPUs: a tie goes to the first kind
+    assert worst(list(rows.values())).kind == "cooling_loop"
+
+
+def test_plane_step_rerouted(dual):
+    """The job survives a plane; its step is routed around it and is no faster."""
+    layout = Layout(tp=8, dp=32)
+    rows = {r.kind: r for r in blast_radius(dual, kinds=("plane", "rack"),
+                                            model=dual.catalog.get("llama3-8b", Model),
+                                            layout=layout)}
+    assert rows["plane"].step_s is not None
+    assert rows["plane"].step_s >= rows["plane"].healthy_step_s
+    assert rows["rack"].step_s is None  # stopped: no step to re-route
+
+
+def test_single_plane_failure_stops_job(example_fabric):
+    rows = {r.kind: r for r in blast_radius(example_fabric("gb200-nvl72-cluster"))}
+    assert rows["plane"].job_stopped and rows["plane"].bisection_Bps == 0.0
+
+
+def test_too_many_sites_refused():
+    with pytest.raises(DesignError, match=r"domains\.sites"):
+        load_design("x.yaml", text=DUAL_PLANE.replace("sites: 2", "sites: 33"))
+
+
+def test_domain_rate_needs_repair(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("failure_rates:\n  my-rack:\n    name: r\n    component: rack\n"
+                    "    afr: '1 %/yr'\n    source: s\n    provenance: assumed\n")
+    with pytest.raises(CatalogError, match="repair"):
+        load_catalog([path])
+
+
+def test_build_cli_failure_domains(tmp_path):
+    path = tmp_path / "dual.yaml"
+    path.write_text(DUAL_PLANE)
+    out = subprocess.run([sys.executable, "-m", "topomodel", "build", str(path),
+                          "--failure-domains", "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    kinds = [r["kind"] for r in data["failure_domains"]]
+    assert kinds == ["rack", "power_feed", "cooling_loop", "plane", "site"]
+    assert data["failure_domains"][0]["accelerators_stopped"] == 32

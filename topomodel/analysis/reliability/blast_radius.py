@@ -1,0 +1,227 @@
+"""Blast radius: what losing one failure domain of each kind does (a rack, a power feed,
+a cooling loop, a scale-out plane, a site; :mod:`topomodel.fabric.domains` says what
+each holds).
+
+For each kind the first domain (domain 0, which holds the job's first ranks) is failed
+as a whole: every link of its nodes is marked failed, as ``--fail`` marks a part's. A
+row gives the accelerators it stops (all, and the modelled job's), whether the job
+stops, the scale-out capacity it removes, the bisection's closed form over the live
+links (0 once a scale-out tier has none), the share of each link tier's capacity left,
+the step time re-routed around it (when a model is given and the job runs on), and how
+often a domain of the kind fails: domains x the catalog's rate per domain (the
+``failure_rates`` entry of the kind's component), with its repair time. Everything is
+array arithmetic over the node and link tables; only the re-routed step routes traffic.
+
+The job stops when the domain holds one of its accelerators, or when it takes the only
+scale-out plane of a job that spans more than one scale-up domain. Domains of systems
+remove endpoints only (no network switch is in a rack here), so they cut no path
+between the systems left; a plane's failure leaves the other planes whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from topomodel.analysis.bisection import closed_form
+from topomodel.analysis.reliability.goodput import failure_rate
+from topomodel.fabric.columns import CodeLabels
+from topomodel.fabric.domains import DomainMap, domain_map, failed_domain_links
+from topomodel.fabric.tables import Fabric
+from topomodel.inputs.reliability import DOMAIN_KINDS
+from topomodel.vocabulary import FAT_TREE_TIERS
+
+if TYPE_CHECKING:
+    from topomodel.analysis.training.step import StepAssumptions
+    from topomodel.inputs.parts import Model
+    from topomodel.traffic.layout import Layout
+
+SECONDS_PER_DAY = 86_400.0
+"""Seconds in a day (failures per day = failures per second x this)."""
+
+
+@dataclass(frozen=True)
+class BlastRadius:
+    """One domain of a kind failed: what it stops and removes. Capacities are bytes/s
+    per direction; shares are 0-1 fractions."""
+
+    kind: str  # rack, power_feed, cooling_loop, plane, site
+    domains: int  # domains of the kind in the design
+    systems: int  # systems in the domain failed (0 for a plane)
+    accelerators_stopped: int
+    job_accelerators_stopped: int  # of the modelled job's (all accelerators without one)
+    job_stopped: bool
+    scaleout_removed_Bps: float  # leaf, spine and core links newly failed, one way
+    scaleout_removed_share: float  # of the scale-out capacity built
+    bisection_Bps: float | None  # closed form over the live links, failed
+    healthy_bisection_Bps: float | None
+    tier_left: dict[str, float] = field(default_factory=dict)  # share of capacity left
+    step_s: float | None = None  # re-routed around the domain (None: stopped or no model)
+    healthy_step_s: float | None = None
+    failures_per_day: float = 0.0  # any domain of the kind
+    repair_s: float = 0.0  # time to restore one
+    rate_entry: str = ""  # the catalog's failure_rates entry
+
+    @property
+    def bisection_removed_Bps(self) -> float | None:
+        """Healthy bisection minus the failed one, bytes/s per direction."""
+        if self.bisection_Bps is None or self.healthy_bisection_Bps is None:
+            return None
+        return self.healthy_bisection_Bps - self.bisection_Bps
+
+    @property
+    def step_ratio(self) -> float | None:
+        """Step time failed over healthy."""
+        if self.step_s is None or not self.healthy_step_s:
+            return None
+        return self.step_s / self.healthy_step_s
+
+
+def _tier_capacity_Bps(fabric: Fabric, failed: np.ndarray) -> dict[str, tuple[float, float]]:
+    """Per link tier: (capacity built, capacity live), bytes/s, both directions added."""
+    links = fabric.links
+    tier = CodeLabels(links["tier"])
+    codes = tier.codes.astype(np.intp)
+    capacity = links["capacity_Bps"].to_numpy()
+    size = len(tier.labels)
+    built = np.bincount(codes, weights=capacity, minlength=size)
+    live = np.bincount(codes, weights=np.where(failed, 0.0, capacity), minlength=size)
+    present = np.bincount(codes, minlength=size) > 0
+    return {tier.label(int(c)): (float(built[c]), float(live[c]))
+            for c in np.flatnonzero(present)}
+
+
+def _spans_domains(fabric: Fabric, job: np.ndarray) -> bool:
+    """Whether the job's accelerators are in more than one scale-up domain."""
+    domain = fabric.nodes["domain"].to_numpy()[job]
+    return len(np.unique(domain)) > 1
+
+
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,
+                 model: Model | None = None, layout: Layout | None = None,
+                 assumptions: StepAssumptions | None = None,
+                 healthy_step_s: float | None = None, routing: str = "ecmp",
+                 seed: int = 0) -> list[BlastRadius]:
+    """One :class:`BlastRadius` per domain kind of ``kinds`` the design has (a plane
+    only with a scale-out network), in that order.
+
+    The job is the first ``layout.world`` accelerators (all without a layout); with
+    ``model`` and ``layout`` the step is routed again around each domain the job
+    survives (``healthy_step_s``: the healthy step, run here if not given).
+
+    Raises
+    ------
+    UsageError
+        If the catalog has no failure rate for a kind, or the layout does not fit.
+    """
+    from topomodel.analysis.training.step import step_time
+
+    world = layout.world if layout is not None else fabric.accelerator_count
+    job = fabric.accelerators[:world]
+    in_job = np.zeros(len(fabric.nodes), bool)
+    in_job[job] = True
+    stepped = model is not None and layout is not None
+    if stepped and healthy_step_s is None:
+        assert model is not None and layout is not None  # for mypy: stepped says so
+        healthy_step_s = step_time(fabric, model, layout, assumptions, routing=routing,
+                                   seed=seed).step_time_s
+    before = fabric.links["failed"].to_numpy()
+    healthy_tiers = _tier_capacity_Bps(fabric, before)
+    healthy_cut = closed_form(fabric)[0]
+    accelerator = fabric.kind_mask("accelerator")
+    rows = []
+    for kind in kinds:
+        dmap = domain_map(fabric, kind)
+        if dmap.count == 0:
+            continue
+        rows.append(_row(fabric, dmap, in_job, accelerator, healthy_tiers, healthy_cut,
+                         spans=_spans_domains(fabric, job)))
+    if stepped:
+        assert model is not None and layout is not None
+        rows = [_stepped(fabric, r, model, layout, assumptions, healthy_step_s, routing,
+                         seed) for r in rows]
+    return rows
+
+
+# PLR0913: the healthy figures every row compares with, computed once by the caller
+def _row(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray,
+         accelerator: np.ndarray, healthy_tiers: dict[str, tuple[float, float]],
+         healthy_cut: float | None, *, spans: bool) -> BlastRadius:
+    """Domain 0 of ``dmap`` failed: the row without the step."""
+    dead = dmap.of_node == 0
+    failed = failed_domain_links(fabric, dead)
+    tiers = _tier_capacity_Bps(fabric, failed)
+    scaleout = [t for t in FAT_TREE_TIERS if t in tiers]
+    built_out = sum(healthy_tiers[t][0] for t in scaleout)
+    removed = sum(healthy_tiers[t][1] - tiers[t][1] for t in scaleout) / 2
+    job_dead = int(np.count_nonzero(dead & in_job))
+    last_plane = dmap.kind == "plane" and dmap.count == 1
+    entry = failure_rate(fabric.catalog, dmap.kind)
+    return BlastRadius(
+        kind=dmap.kind, domains=dmap.count, systems=dmap.systems,
+        accelerators_stopped=int(np.count_nonzero(dead & accelerator)),
+        job_accelerators_stopped=job_dead, job_stopped=job_dead > 0 or (last_plane and spans),
+        scaleout_removed_Bps=removed,
+        scaleout_removed_share=2 * removed / built_out if built_out else 0.0,
+        bisection_Bps=_bisection_Bps(fabric, failed, tiers, scaleout),
+        healthy_bisection_Bps=healthy_cut,
+        tier_left={t: live / tiers[t][0] if tiers[t][0] else 0.0
+                   for t, (_, live) in tiers.items()},
+        failures_per_day=dmap.count * entry.rate_per_s * SECONDS_PER_DAY,
+        repair_s=float(entry.repair_s or 0.0), rate_entry=entry.id)
+
+
+def _bisection_Bps(fabric: Fabric, failed: np.ndarray,
+                   tiers: dict[str, tuple[float, float]], scaleout: list[str]) -> float | None:
+    """The bisection's closed form over the live links, bytes/s per direction; 0 when a
+    scale-out tier has no live link left (nothing joins the halves' domains)."""
+    if any(tiers[t][1] == 0.0 for t in scaleout):
+        return 0.0
+    return closed_form(fabric.with_failed(failed))[0]
+
+
+# PLR0913: the row and the step's own inputs
+def _stepped(fabric: Fabric, row: BlastRadius, model: Model,
+             layout: Layout, assumptions: StepAssumptions | None,
+             healthy_step_s: float | None, routing: str, seed: int) -> BlastRadius:
+    """``row`` with the step re-routed around its domain, where the job runs on."""
+    from dataclasses import replace
+
+    from topomodel.analysis.training.step import step_time
+
+    if row.job_stopped:
+        return replace(row, healthy_step_s=healthy_step_s)
+    dead = domain_map(fabric, row.kind).of_node == 0
+    failed = fabric.with_failed(failed_domain_links(fabric, dead))
+    step_s = step_time(failed, model, layout, assumptions, routing=routing,
+                       seed=seed).step_time_s
+    return replace(row, step_s=step_s, healthy_step_s=healthy_step_s)
+
+
+def blast_radius_records(rows: Sequence[BlastRadius]) -> list[dict[str, Any]]:
+    """Plain records (JSON and CSV), units in the keys."""
+    return [{"kind": r.kind, "domains": r.domains, "systems": r.systems,
+             "accelerators_stopped": r.accelerators_stopped,
+             "job_accelerators_stopped": r.job_accelerators_stopped,
+             "job_stopped": r.job_stopped, "scaleout_removed_Bps": r.scaleout_removed_Bps,
+             "scaleout_removed_share": r.scaleout_removed_share,
+             "bisection_Bps": r.bisection_Bps,
+             "healthy_bisection_Bps": r.healthy_bisection_Bps,
+             "bisection_removed_Bps": r.bisection_removed_Bps,
+             **{f"{t}_capacity_left": share for t, share in r.tier_left.items()},
+             "step_s": r.step_s, "healthy_step_s": r.healthy_step_s,
+             "step_ratio": r.step_ratio, "failures_per_day": r.failures_per_day,
+             "repair_s": r.repair_s, "rate_entry": r.rate_entry} for r in rows]
+
+
+def worst(rows: Sequence[BlastRadius]) -> BlastRadius | None:
+    """The row that hurts most: the most accelerators stopped, then the most scale-out
+    capacity removed, then the slowest step."""
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (r.job_stopped, r.accelerators_stopped,
+                                    r.scaleout_removed_share, r.step_ratio or 0.0))
