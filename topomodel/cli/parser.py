@@ -6,7 +6,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
@@ -327,18 +327,19 @@ def build_parser() -> argparse.ArgumentParser:
         " names); nodes and links tables as CSV or Parquet in a directory; an ASTRA-sim"
         " analytical network (YAML; its GB/s is 2^30 bytes/s) or a Calculon system file"
         " (JSON); a Slurm topology.conf for the tree or block plugin; a Kueue Topology"
-        " and its node labels; Keysight InfraGraph (JSON). See docs/exports.md for the"
-        " schema and what each approximates.")
+        " and its node labels; Keysight InfraGraph (JSON); a Chakra execution trace of"
+        " one modelled training step (a protobuf file per rank; needs --model and"
+        " protobuf). See docs/exports.md for the schema and what each approximates.")
     export.add_argument("design", help="design file (YAML)")
     export.add_argument("--to", required=True,
                         choices=["graphml", "json", "csv", "parquet", "astra-sim", "calculon",
-                                 "slurm", "slurm-block", "kueue", "infragraph"],
+                                 "slurm", "slurm-block", "kueue", "infragraph", "chakra"],
                         help="export format")
     export.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="output file (graphml, json, astra-sim, calculon, slurm,"
-                        " slurm-block, infragraph) or directory (csv, parquet, kueue)")
+                        " slurm-block, infragraph) or directory (csv, parquet, kueue, chakra)")
     export.add_argument("--compute-efficiency", type=float, metavar="F",
-                        help="calculon: one flat GEMM efficiency (0-1) instead of the"
+                        help="calculon, chakra: one flat GEMM efficiency (0-1) instead of the"
                         " accelerator's measured GEMM curve (needed where the catalog has"
                         " none)")
     export.add_argument("--hostnames", metavar="PATTERN",
@@ -348,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--label-prefix", metavar="DOMAIN",
                         help="kueue: prefix of the node label keys (default"
                         " topology.topomodel.io: topology.topomodel.io/leaf-group, ...)")
+    # chakra's step: the step options, but --compute-efficiency is the one above
+    add_step_options(export, [k for k in STEP_OPTIONS if k != "compute_efficiency"],
+                     model_required=False)
     add_catalog_args(export)
     _format_arg(export, tables_dir=False)
     export.set_defaults(run=Verb("design_verbs.export"))
@@ -510,7 +514,6 @@ def _fixed_pair(text: str) -> tuple[str, str]:
 def _add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
     """``plan``: the space, the search, and every step option the space does not
     search."""
-    from topomodel.analysis.options import STEP_OPTIONS
     from topomodel.plan.space import (
         DEFAULT_MAX_CP,
         DEFAULT_MAX_INTERLEAVE,

@@ -210,10 +210,7 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                   blocking_sends=layout.pp_blocking)
     finish, bucket_issued = gradient_tail(tl, calls, layout, stage_buckets(
         sched, calls, layout, a, dense, experts, sizes, moe_sizes))
-    replicas = layout.dp * layout.cp
-    sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
-        else dense + experts
-    optimizer = device.memory_s(optimizer_bytes_per_param()) * sharded
+    optimizer = optimizer_s(device, layout, dense, experts)
     ends = finish + optimizer
     step_end = float(ends.max())
     last = int(np.argmax(ends))
@@ -293,19 +290,37 @@ def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions,
                       record=record)
 
 
-def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
-                    dense: np.ndarray, experts: np.ndarray) -> dict[str, np.ndarray]:
-    """Per stage and bucket kind, the ZeRO (stage 1-2) gather of the updated weights
-    before the next forward, seconds (ZeRO-3 gathers layer by layer inside the
-    operations)."""
+def optimizer_s(device: Device, layout: Layout, dense: np.ndarray, experts: np.ndarray
+                ) -> np.ndarray:
+    """Per stage, the optimizer step on HBM, seconds, for ``dense`` and ``experts``
+    parameters per stage (sharded over the data-parallel ranks under ZeRO)."""
+    replicas = layout.dp * layout.cp
+    sharded = (dense / replicas + experts / max(1, replicas // layout.ep)) if layout.zero \
+        else dense + experts
+    return cast(np.ndarray, device.memory_s(optimizer_bytes_per_param()) * sharded)
+
+
+def param_gather_calls(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
+                       dense: np.ndarray, experts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per call name (``dp_ag``, ``edp_ag``) and stage, how many ZeRO (stage 1-2) gathers
+    of the updated weights run before the next forward (ZeRO-3 gathers layer by layer
+    inside the operations)."""
     out: dict[str, np.ndarray] = {}
     if layout.zero not in (1, 2):
         return out
     for key, params in (("dp_ag", dense), ("edp_ag", experts)):
         call = calls.get(key)
         if call is not None:
-            out[key] = np.ceil(params * BYTES[a.grad_dtype] / call.size_bytes) * call.time_s
+            out[key] = np.ceil(params * BYTES[a.grad_dtype] / call.size_bytes)
     return out
+
+
+def _param_gather_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
+                    dense: np.ndarray, experts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per stage and bucket kind, the ZeRO (stage 1-2) gather of the updated weights
+    before the next forward, seconds."""
+    return {key: count * calls[key].time_s
+            for key, count in param_gather_calls(calls, layout, a, dense, experts).items()}
 
 
 # PLR0913: one computation's arrays and options passed on as they are
