@@ -223,3 +223,28 @@ def test_compare_names_the_link_that_limits_when_a_faster_nic_changes_nothing(
     assert four["busiest_link"]["link"] == "sys0/cpu0 -> sys0/cpu1"  # the socket link
     assert any("NIC ports 4x" in w and "the NIC is not the limit" in w
                and "sys0/cpu0 -> sys0/cpu1" in w for w in data["warnings"])
+
+
+def test_advise_on_one_nvl72_rack_runs_the_step_at_most_three_times(tmp_path, monkeypatch):
+    # issue #42: advise on one GB200 NVL72 rack (Llama 3 70B, TP 8) ran for minutes on
+    # eaa741e, halving a factor no scale-out moves; now the ends of the range decide
+    from topomodel.analysis.training.advice import advise
+    from topomodel.fabric.build import build_fabric
+
+    (tmp_path / "rack.yaml").write_text(
+        "system: gb200-nvl72\nsystems: 1\nscaleout:\n  kind: fat_tree\n  switch: qm9700\n"
+        "  rail_optimized: true\n")
+    design, catalog = load_design(tmp_path / "rack.yaml")
+    fabric = build_fabric(design, catalog)
+    model = catalog.get("llama3-70b", Model)
+    calls = []
+    real = studies.step_time
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(studies, "step_time", counted)
+    advice = advise(fabric, model, Layout(tp=8, dp=9))
+    assert advice.outcome == NO_EFFECT and advice.factor is None and len(calls) <= 3
+    assert advice.comm_share == step_time(fabric, model, Layout(tp=8, dp=9)).comm_share

@@ -12,7 +12,7 @@ from topomodel.cli.parser import build_parser
 from topomodel.cli.shared import flag_of
 from topomodel.errors import InputError, ParameterError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
-from topomodel.inputs.units import pint_for_scalars_only
+from topomodel.inputs.units import keep_unit_answers, pint_for_scalars_only
 from topomodel.report.output import FILE_FORMATS, Report, refuse_nonfinite, render, write_tables
 
 EXIT_INPUT_ERROR = 2
@@ -52,6 +52,7 @@ def _exit_on_termination() -> dict[int, Any]:
 
 def _main(argv: Sequence[str] | None) -> int:
     pint_for_scalars_only()
+    keep_unit_answers()
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run

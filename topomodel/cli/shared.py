@@ -59,13 +59,13 @@ def size_option(text: str, flag: str = "--size") -> tuple[float, str | None]:
     "--size '8 Gb' is in bits (1 GB); sizes are usually bytes: did you mean '8 GB'?"
     """
     from topomodel.errors import UnitError
-    from topomodel.inputs.units import format_size, parse, quantity
+    from topomodel.inputs.units import format_size, parse, unit_name
 
     try:
         size = parse(text, "size")
     except UnitError as exc:
         raise usage(f"{flag}: {exc}") from None
-    unit = str(quantity(text).units)
+    unit = unit_name(text)
     if "bit" not in unit:
         return size, None
     number, _, written = text.strip().partition(" ")

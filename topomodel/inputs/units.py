@@ -39,6 +39,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from topomodel.errors import UnitError
+from topomodel.inputs import unitcache
 
 Direction = Literal["per_direction", "bidir"]
 
@@ -155,6 +156,32 @@ def _pint() -> Any:
     return pint
 
 
+def keep_unit_answers() -> None:
+    """From now on, keep what pint says about each unit on disk (:mod:`unitcache`), so a
+    later process that reads only units seen before does not import pint. The command
+    line calls this; a library caller asks pint every time."""
+    import hashlib
+    import os
+    from importlib.util import find_spec
+
+    spec = find_spec("pint")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    installed = f"{origin}:{os.stat(origin).st_mtime_ns}" if origin else ""
+    definitions = (resources.files("topomodel.inputs") / "unit_definitions.txt").read_bytes()
+    key = hashlib.sha256(definitions + repr(sorted(KINDS.items())).encode()
+                         + installed.encode()).hexdigest()[:20]
+    unitcache.enable(key)
+
+
+def _kept(name: str, ask: Any) -> Any:
+    """The answer kept under ``name``, or ``ask()``'s, kept (see :func:`keep_unit_answers`)."""
+    found, answer = unitcache.get(name)
+    if not found:
+        answer = ask()
+        unitcache.put(name, answer)
+    return answer
+
+
 @cache
 def registry() -> Any:
     """The package's pint registry, built from ``unit_definitions.txt`` only."""
@@ -255,10 +282,15 @@ def _unit_factor(unit: str, kind: str) -> float | None:
     units; a pint parse is about a millisecond)."""
     if not unit:
         return None
-    try:
-        return _read_canonical(f"1 {unit}", kind)
-    except UnitError:
-        return None
+
+    def ask() -> float | None:
+        try:
+            return _read_canonical(f"1 {unit}", kind)
+        except UnitError:
+            return None
+
+    answer: float | None = _kept(f"factor\t{kind}\t{unit}", ask)
+    return answer
 
 
 def _read_canonical(text: str, kind: str) -> float:
@@ -298,9 +330,37 @@ def bounds(kind: str) -> tuple[float, float]:
     (0.125, 1e+18)
     """
     spec = KINDS[kind]
-    low, high = (float(registry().Quantity(b).to(spec.canonical).magnitude)
-                 for b in spec.bounds)
-    return low, high
+
+    def ask() -> list[float]:
+        return [float(registry().Quantity(b).to(spec.canonical).magnitude)
+                for b in spec.bounds]
+
+    low, high = _kept(f"bounds\t{kind}", ask)
+    return float(low), float(high)
+
+
+def unit_name(text: str) -> str:
+    """The unit of the quantity ``text`` as pint names it (``"1 GiB"`` -> ``"gibibyte"``).
+
+    Raises
+    ------
+    UnitError
+        As :func:`quantity`.
+    """
+    written = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    if (written is None or not written["unit"].strip()
+            or not math.isfinite(float(written["number"]))):
+        return str(quantity(text).units)  # pint, and its errors
+    unit = written["unit"].strip()
+
+    def ask() -> str:
+        try:
+            return str(quantity(f"1 {unit}").units)
+        except UnitError:
+            return str(quantity(text).units)  # raises, naming what was written
+
+    name: str = _kept(f"name\t{unit}", ask)
+    return name
 
 
 def _wrong_kind_reason(q: Any, spec: Kind) -> str:
