@@ -122,3 +122,14 @@ def test_build_cli_failure_domains(tmp_path):
     kinds = [r["kind"] for r in data["failure_domains"]]
     assert kinds == ["rack", "power_feed", "cooling_loop", "plane", "site"]
     assert data["failure_domains"][0]["accelerators_stopped"] == 32
+
+
+def test_a_rack_that_holds_the_whole_fabric_leaves_no_bisection():
+    # one HGX H100 server: its rack, feed, loop and site hold every link; the closed
+    # form over no live scale-up link raised a KeyError before
+    fabric = build_fabric(*load_design("examples/hgx-h100-server.yaml"))
+    rows = blast_radius(fabric)
+    assert [r.kind for r in rows] == ["rack", "power_feed", "cooling_loop", "site"]
+    for r in rows:
+        assert r.accelerators_stopped == 8 and r.job_stopped
+        assert r.bisection_Bps == 0.0 and r.tier_left == {"scaleup": 0.0}
