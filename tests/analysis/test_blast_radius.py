@@ -122,3 +122,60 @@ def test_build_cli_failure_domains(tmp_path):
     kinds = [r["kind"] for r in data["failure_domains"]]
     assert kinds == ["rack", "power_feed", "cooling_loop", "plane", "site"]
     assert data["failure_domains"][0]["accelerators_stopped"] == 32
+
+
+def test_a_rack_that_holds_the_whole_fabric_leaves_no_bisection():
+    # one HGX H100 server: its rack, feed, loop and site hold every link; the closed
+    # form over no live scale-up link raised a KeyError before
+    fabric = build_fabric(*load_design("examples/hgx-h100-server.yaml"))
+    rows = blast_radius(fabric)
+    assert [r.kind for r in rows] == ["rack", "power_feed", "cooling_loop", "site"]
+    for r in rows:
+        assert r.accelerators_stopped == 8 and r.job_stopped
+        assert r.bisection_Bps == 0.0 and r.tier_left == {"scaleup": 0.0}
+
+
+def test_fail_domain_fails_what_the_blast_radius_fails(dual, tmp_path, capsys):
+    import numpy as np
+
+    from topomodel.cli import main
+    from topomodel.fabric.domains import failed_domain_links, with_domains_failed
+
+    for kind in ("rack", "plane", "site"):
+        failed = with_domains_failed(dual, [f"{kind}:0"]).links["failed"].to_numpy()
+        dead = domain_map(dual, kind).of_node == 0
+        assert np.array_equal(failed, failed_domain_links(dual, dead))
+    both = with_domains_failed(dual, ["rack:0", "rack:1"]).links["failed"].sum()
+    assert both == 2 * with_domains_failed(dual, ["rack:0"]).links["failed"].sum()
+    # the step with --fail-domain plane:0 is the blast radius's re-routed plane row
+    design = tmp_path / "dual.yaml"
+    design.write_text(DUAL_PLANE)
+    layout = Layout(tp=8, dp=32)
+    row = blast_radius(dual, kinds=("plane",), model=dual.catalog.get("llama3-8b", Model),
+                       layout=layout)[0]
+    assert main(["step", str(design), "--model", "llama3-8b", "--tp", "8",
+                 "--fail-domain", "plane:0", "--routing", "ecmp", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step_time_s"] == pytest.approx(row.step_s)
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("plane:2", "--fail-domain: plane:2: the design has 2 plane domain(s) (domains 0-1)"),
+    ("pdu:0", "--fail-domain: 'pdu:0': expected KIND:N")])
+def test_fail_domain_refuses_what_the_design_lacks(tmp_path, capsys, spec, said):
+    from topomodel.cli import main
+
+    design = tmp_path / "dual.yaml"
+    design.write_text(DUAL_PLANE)
+    assert main(["route", str(design), "--collective", "allreduce", "--size", "1 MiB",
+                 "--fail-domain", spec]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_fail_domain_is_a_sweep_option():
+    from topomodel.analysis.options import OPTIONS, step_inputs
+
+    assert OPTIONS["fail_domain"].flag == "--fail-domain"
+    inputs = step_inputs({"model": "llama3-8b", "fail_domain": ["power_feed:1"]})
+    assert inputs.fail_domain == ("power_feed:1",)

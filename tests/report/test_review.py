@@ -28,7 +28,7 @@ from topomodel.report.review.render import MANIFEST, png_size, render_html, writ
 from topomodel.traffic.layout import Layout
 
 SECTIONS = ("summary", "warnings", "topology", "bisection", "collectives", "step",
-            "goodput", "materials", "cost", "assumptions", "provenance")
+            "goodput", "failure-domains", "materials", "cost", "assumptions", "provenance")
 
 
 @pytest.fixture(scope="module")
@@ -591,6 +591,26 @@ def test_superpod_review_has_the_single_failure_what_ifs(superpod_report):
         assert r["step_s"] is None  # no model
     html = (superpod_report / "report.html").read_text()
     assert "Single-failure what-ifs" in html and "leaf00 (qm9700, leaf)" in html
+
+
+def test_superpod_review_has_the_blast_radius_and_its_worst_row_in_the_summary(
+        superpod_report):
+    from topomodel.analysis.reliability.blast_radius import blast_radius, blast_radius_records
+
+    data = _json(superpod_report)
+    fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    expected = blast_radius_records(blast_radius(fabric))
+    assert data["failure_domains"] == pytest.approx(expected)
+    assert [r["kind"] for r in data["failure_domains"]] == [
+        "rack", "power_feed", "cooling_loop", "plane", "site"]
+    # 127 DGX H100 in racks of 4 servers (the default): a rack stops 32 GPUs
+    assert data["failure_domains"][0]["accelerators_stopped"] == 32
+    summary = data["summary"]
+    assert summary["worst_failure_domain"] == "site"  # one site: it holds everything
+    assert summary["worst_failure_domain_accelerators_stopped"] == 1016
+    html = (superpod_report / "report.html").read_text()
+    assert '<section id="failure-domains">' in html and "Failure domains" in html
+    assert "worst failure domain" in (superpod_report / "report.md").read_text()
 
 
 def test_each_all_gather_runs_with_the_reduce_scatter_of_its_groups_and_size():

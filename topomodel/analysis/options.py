@@ -51,6 +51,7 @@ from topomodel.inputs.records import (
     number,
     text,
 )
+from topomodel.inputs.reliability import DOMAIN_KINDS
 from topomodel.inputs.software import DEFAULT_SOFTWARE, PRESETS, resolved
 from topomodel.inputs.yamlsource import KeyPath, Source
 from topomodel.traffic.layout import Layout
@@ -137,6 +138,28 @@ def _layout(key: str, arg: str = "int", **kw: Any) -> StepOption:
     return _from_field(key, Layout, key, "layout", arg, **kw)
 
 
+def domain_spec(_: Reading, __: KeyPath, value: Any) -> str:
+    """A failure domain as ``KIND:N``: one of
+    :data:`~topomodel.inputs.reliability.DOMAIN_KINDS` and its 0-based number, as
+    ``rack:0``.
+
+    Examples
+    --------
+    >>> domain_spec(_NO_READING, (), " power_feed:3 ")
+    'power_feed:3'
+    >>> domain_spec(_NO_READING, (), "pdu:1")
+    Traceback (most recent call last):
+    ...
+    topomodel.inputs.records.Invalid: 'pdu:1': expected KIND:N with KIND one of rack, \
+power_feed, cooling_loop, plane, site and N a whole number from 0
+    """
+    kind, sep, number = str(value).strip().partition(":")
+    if not (sep and kind in DOMAIN_KINDS and number.isdigit()):
+        raise Invalid(f"{value!r}: expected KIND:N with KIND one of"
+                      f" {', '.join(DOMAIN_KINDS)} and N a whole number from 0")
+    return f"{kind}:{int(number)}"
+
+
 _A, _T, _G, _D = StepAssumptions, TimeModel, GoodputAssumptions, DecodeAssumptions
 _C = CostAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
@@ -185,6 +208,11 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("seed", "run.seed", 0, integer(0), "seed of hash routing", "int", "N"),
     StepOption("fail", "run.fail", (), list_of(text, min_len=0, what="a list of node names"),
                "fail a node (switch, NIC, accelerator) by name", "list", "NODE"),
+    StepOption("fail_domain", "run.fail_domain", (),
+               list_of(domain_spec, min_len=0, what="a list of KIND:N domains"),
+               "fail a whole failure domain, the N-th (from 0) of its kind: rack,"
+               " power_feed, cooling_loop, plane or site (every link of its nodes, as"
+               " --fail fails a part's; docs/failure-domains.md)", "list", "KIND:N"),
     _from_field("checkpoint_size", _G, "checkpoint_bytes", "goodput", "text", metavar="SIZE"),
     _from_field("storage_bandwidth", _G, "storage_Bps", "goodput", "text", metavar="RATE"),
     _from_field("detection_time", _G, "detection_s", "goodput", "text", metavar="TIME"),
@@ -275,6 +303,7 @@ class StepInputs:
     seed: int = 0
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
+    fail_domain: tuple[str, ...] = ()  # KIND:N failure domains failed whole
     goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
     decode: DecodeAssumptions = field(default_factory=DecodeAssumptions)
     cost: CostAssumptions = field(default_factory=CostAssumptions)
@@ -336,6 +365,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
                             time=TimeModel(**time, efficiency=efficiency)),
         routing=run.get("routing", AUTO_ROUTING), seed=run.get("seed", 0),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
+        fail_domain=tuple(dict.fromkeys(run.get("fail_domain", ()))),
         goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode),
         cost=CostAssumptions(**cost))
 

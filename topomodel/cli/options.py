@@ -20,8 +20,8 @@ from topomodel.errors import UsageError
 from topomodel.inputs.records import Invalid, Reading
 from topomodel.inputs.yamlsource import Source
 
-FABRIC_OPTIONS = ("routing", "seed", "fail", "scaleout_factor", "overhead", "efficiency",
-                  "protocol", "pxn", "measured_curves")
+FABRIC_OPTIONS = ("routing", "seed", "fail", "fail_domain", "scaleout_factor", "overhead",
+                  "efficiency", "protocol", "pxn", "measured_curves")
 """The options of verbs that run collectives without a model (route, draw)."""
 
 DECODE_KEYS = ("model", "tp", "ep", "dp", "compute_efficiency", "hbm_efficiency")

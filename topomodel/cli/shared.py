@@ -101,8 +101,8 @@ class Job:
 def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepInputs,
                         fail_links: Sequence[str] = (), *,
                         catalog_dirs: Sequence[str] = ()) -> Fabric:
-    """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts, a
-    faster scale-out)."""
+    """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts,
+    failed domains, a faster scale-out)."""
     from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
@@ -114,6 +114,10 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
     if inputs.fail or fail_links:
         fabric = with_failures(fabric, inputs.fail, fail_links,
                                labels=("--fail", "--fail-link"))
+    if inputs.fail_domain:
+        from topomodel.fabric.domains import with_domains_failed
+
+        fabric = with_domains_failed(fabric, inputs.fail_domain)
     if inputs.scaleout_factor != 1.0:
         fabric = scale_scaleout(fabric, inputs.scaleout_factor)
     return fabric

@@ -13,6 +13,7 @@ of a single-site design holds every node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,3 +100,33 @@ def failed_domain_links(fabric: Fabric, dead: np.ndarray) -> np.ndarray:
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     return links["failed"].to_numpy() | dead[src] | dead[dst]
+
+
+def with_domains_failed(fabric: Fabric, specs: Sequence[str], *,
+                        label: str = "--fail-domain") -> Fabric:
+    """A copy of ``fabric`` with whole failure domains failed, each ``KIND:N`` (the
+    N-th domain of the kind, from 0): every link of its nodes, as
+    :func:`~topomodel.fabric.failures.with_failures` fails a part's.
+
+    Raises
+    ------
+    UsageError
+        After ``label``, for a spec that is not ``KIND:N`` or a domain the design does
+        not have.
+    """
+    from topomodel.errors import UsageError
+
+    dead = np.zeros(len(fabric.nodes), bool)
+    for spec in specs:
+        kind, _, number = spec.partition(":")
+        if kind not in DOMAIN_KINDS or not number.isdigit():
+            raise UsageError(f"{label}: {spec!r}: expected KIND:N, KIND one of"
+                             f" {', '.join(DOMAIN_KINDS)}")
+        dmap = domain_map(fabric, kind)
+        which = int(number)
+        if which >= dmap.count:
+            has = (f"domains 0-{dmap.count - 1}" if dmap.count else "none")
+            raise UsageError(f"{label}: {spec}: the design has {dmap.count:,}"
+                             f" {kind.replace('_', ' ')} domain(s) ({has})")
+        dead |= domain_nodes(dmap, which)
+    return fabric.with_failed(failed_domain_links(fabric, dead))

@@ -45,6 +45,7 @@ class Whatifs:
 
     fail: tuple[str, ...] = ()
     scaleout_factor: float = 1.0
+    fail_domain: tuple[str, ...] = ()  # KIND:N failure domains failed whole
 
 
 def plan_context(design_file: str, extra_catalogs: Sequence[str] = (),
@@ -66,7 +67,8 @@ def evaluate_cells(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     """A worker's share: the cells ``params["cells"]`` of ``params["job"]`` searched on
     the design (built once per worker), as ``{"part": PlanPart, "power_W": W}``."""
     whatifs: Whatifs = params["whatifs"]
-    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor,
+                                   whatifs.fail_domain)
     power = float(metrics["power_W"])
     part = search_cells(fabric, params["job"], params["cells"], power_W=power)
     return {"part": part, "power_W": power}
@@ -107,7 +109,8 @@ def plan_spread(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = Whati
         When a worker fails (its error), or the scheduler cannot be reached.
     """
     start = time.perf_counter()
-    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    fabric, metrics = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor,
+                                   whatifs.fail_domain)
     counts = total_layouts(fabric, job)
     if total is not None:
         total(sum(counts))
@@ -171,7 +174,8 @@ def plan_largest(context: SweepContext, job: PlanJob, *, whatifs: Whatifs = What
                         scheduler=scheduler, design=design, progress=progress, total=total)
     if found.best or job.accelerators:
         return found
-    fabric, _ = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor)
+    fabric, _ = sweep_fabric(context, {}, whatifs.fail, whatifs.scaleout_factor,
+                                   whatifs.fail_domain)
     for size in job_sizes(fabric):
         smaller = replace(job, accelerators=size)
         if not any(total_layouts(fabric, smaller)):

@@ -88,7 +88,7 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
     except Invalid as exc:  # the sweep file was checked; values a point combines badly
         raise UsageError(f"{exc.key}: {exc.message}" if exc.key else exc.message) from None
     fabric, design_metrics = sweep_fabric(context, design_overrides(params), inputs.fail,
-                                     inputs.scaleout_factor)
+                                     inputs.scaleout_factor, inputs.fail_domain)
     model = context.catalog.get(str(inputs.model), Model)
     layout = inputs.layout
     if inputs.fill_dp:  # fill the fabric; the global batch stays what the point says
@@ -131,23 +131,28 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
 
 
 def sweep_fabric(context: SweepContext, overrides: Mapping[str, Any], fails: tuple[str, ...],
-            factor: float) -> tuple[Any, dict[str, Any]]:
-    """The built fabric of a point and its design-level metrics, from the worker's cache
-    when a recent point used the same design."""
+            factor: float, domains: tuple[str, ...] = ()) -> tuple[Any, dict[str, Any]]:
+    """The built fabric of a point and its design-level metrics (``fails``: parts failed
+    by name, ``domains``: ``KIND:N`` failure domains failed whole), from the worker's
+    cache when a recent point used the same design."""
     from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
 
-    key = (context.digest, canonical(overrides), fails, factor)
+    key = (context.digest, canonical(overrides), fails, factor, domains)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
     if hit is None:
         try:
-            if fails or factor != 1.0:
+            if fails or factor != 1.0 or domains:
+                from topomodel.fabric.domains import with_domains_failed
+
                 base, _ = sweep_fabric(context, overrides, (), 1.0)
                 fabric = with_failures(base, fails) if fails else base
+                fabric = with_domains_failed(fabric, domains, label="fail_domain"
+                                             ) if domains else fabric
                 fabric = scale_scaleout(fabric, factor) if factor != 1.0 else fabric
             else:
                 import yaml

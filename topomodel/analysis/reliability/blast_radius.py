@@ -178,8 +178,11 @@ def _row(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray,
 def _bisection_Bps(fabric: Fabric, failed: np.ndarray,
                    tiers: dict[str, tuple[float, float]], scaleout: list[str]) -> float | None:
     """The bisection's closed form over the live links, bytes/s per direction; 0 when a
-    scale-out tier has no live link left (nothing joins the halves' domains)."""
-    if any(tiers[t][1] == 0.0 for t in scaleout):
+    scale-out tier has no live link left (nothing joins the halves' domains), or when
+    a tier built with links has none left (the domain held every system: nothing is
+    left to join)."""
+    if any(tiers[t][1] == 0.0 for t in scaleout) or any(
+            built > 0.0 and live == 0.0 for built, live in tiers.values()):
         return 0.0
     return closed_form(fabric.with_failed(failed))[0]
 

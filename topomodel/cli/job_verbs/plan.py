@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> Report:
                       max_ep=args.max_ep, max_micro_batch=args.max_micro_batch,
                       max_interleave=args.max_interleave,
                       fixed=_fixed_values(args.fixed))
-    whatifs = Whatifs(inputs.fail, inputs.scaleout_factor)
+    whatifs = Whatifs(inputs.fail, inputs.scaleout_factor, inputs.fail_domain)
     found = []
     for path in [args.design, *([args.compare] if args.compare else [])]:
         context = plan_context(path, args.catalog, args.catalog_dir)

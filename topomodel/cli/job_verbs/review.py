@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> Report:
             fabric, model=job.model if job else None, layout=job.layout if job else None,
             assumptions=job.assumptions if job else None,
             time_model=inputs.assumptions.time, routing=inputs.routing, seed=inputs.seed,
-            sizes_bytes=sizes or None, failed=inputs.fail,
+            sizes_bytes=sizes or None, failed=(*inputs.fail, *inputs.fail_domain),
             goodput_assumptions=goodput_from_args(args) if job else None,
             goodput=not args.no_goodput, cost_assumptions=inputs.cost,
             workers=args.workers)

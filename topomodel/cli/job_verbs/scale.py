@@ -25,6 +25,9 @@ def run(args: argparse.Namespace) -> Report:
     if inputs.fail:
         raise usage("--fail: scale builds the design at several sizes, where the named"
                      " parts differ; fail parts with step or compare instead")
+    if inputs.fail_domain:
+        raise usage("--fail-domain: scale builds the design at several sizes, where the"
+                    " domains differ; fail domains with step or compare instead")
     design, catalog = load_design(args.design, extra_catalogs=args.catalog,
                                    catalog_dirs=args.catalog_dir)
     model = catalog.get(str(inputs.model), Model)

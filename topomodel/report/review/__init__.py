@@ -18,6 +18,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.report.review.collect import shared_views, timing_views
 from topomodel.report.review.cost import COST
 from topomodel.report.review.document import Review, ReviewFigure
+from topomodel.report.review.domains import FAILURE_DOMAINS
 from topomodel.report.review.failures import SINGLE_FAILURES
 from topomodel.report.review.innetwork import IN_NETWORK
 from topomodel.report.review.schedule import ReviewContext, ReviewSection, run_work
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 SECTIONS: tuple[ReviewSection, ...] = (
     SUMMARY, WARNINGS, TOPOLOGY, BISECTION, COLLECTIVES, IN_NETWORK, STEP, GOODPUT,
-    SINGLE_FAILURES, MATERIALS, COST, ASSUMPTIONS, PROVENANCE)
+    SINGLE_FAILURES, FAILURE_DOMAINS, MATERIALS, COST, ASSUMPTIONS, PROVENANCE)
 """The review's sections, in the order of the report."""
 
 REPORT_KEYS = ("design", "summary", "build", "levels", "collectives", "step", "goodput",

@@ -34,6 +34,7 @@ from topomodel.report.review.document import (
     Text,
     size_text,
 )
+from topomodel.report.review.domains import worst_headline
 from topomodel.report.review.provenance import (
     PROVENANCE_ORDER,
     review_bibliography,
@@ -51,6 +52,7 @@ from topomodel.report.review.schedule import (
 from topomodel.report.review.work import (
     build_work,
     collectives_work,
+    failure_domains_work,
     featured_work,
     goodput_work,
     step_work,
@@ -108,7 +110,8 @@ def _headline(fabric: Fabric, build: dict[str, Any], step: StepResult | None,
 
 def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
                      warnings: list[str], summary: Table,
-                     goodput: dict[str, Any] | None, assumptions: StepAssumptions) -> Section:
+                     goodput: dict[str, Any] | None, assumptions: StepAssumptions, *,
+                     worst: Sequence[dict[str, str]] = ()) -> Section:
     data = build.data
     cut = data["bisection"]
     power = data["power"]
@@ -147,6 +150,9 @@ def _summary_section(fabric: Fabric, build: Any, step: StepResult | None,
                       f"{goodput['interruptions_per_day']:.3g} interruptions/day;"
                       f" {goodput['spare_systems']:,} spare systems, a failed system out"
                       f" {goodput['repair_s'] / 3600:.3g} h" + spares_hint(goodput)))
+    for row in worst:  # the worst failure domain: "one rack: what it stops"
+        kind, _, detail = row["value"].partition(": ")
+        cards.append(("worst failure domain", kind, detail))
     cards.append(("warnings", str(len(warnings)), "see below" if warnings else "none"))
     rows = list(summary.rows)
     rows.insert(1, {"item": "design file", "value": design.file})
@@ -331,18 +337,23 @@ def _prefixed(prefix: str, tables: Sequence[Table]) -> tuple[Table, ...]:
 
 
 def _summary_work(c: ReviewContext) -> list[Work]:
-    return [build_work(c), *step_work(c), *goodput_work(c), warnings_work(c)]
+    return [build_work(c), *step_work(c), *goodput_work(c), warnings_work(c),
+            failure_domains_work(c)]
 
 
 def _summary_part(c: ReviewContext, got: Results) -> Part:
     build, step = got["build"], got.get("step")
     goodput = got["goodput"][1] if "goodput" in got else None
     headline, summary = _headline(c.fabric, build.data, step, goodput)
+    worst_rows, worst_keys = worst_headline(got["failure domains"])
+    headline += worst_rows
+    summary.update(worst_keys)
     tables = {t.title: t for t in build.tables}
     design = c.fabric.design
+    section = _summary_section(c.fabric, build, step, got["warnings"], tables["Summary"],
+                               goodput, c.assumptions, worst=worst_rows)
     return Part(
-        _summary_section(c.fabric, build, step, got["warnings"], tables["Summary"], goodput,
-                         c.assumptions),
+        section,
         {"design": {"name": design.name, "file": design.file, "system": design.system},
          "summary": summary, "build": build.data},
         tables=_prefixed("build_", build.tables), headline=tuple(headline))

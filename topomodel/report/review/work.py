@@ -187,3 +187,22 @@ def goodput_work(context: ReviewContext) -> list[Work]:
 
     return [*step_work(c), *(failed_part_work(c, part) for part in c.goodput_parts),
             Work("goodput", goodput, ("step", *failed), here=True)]
+
+
+def failure_domains_work(context: ReviewContext) -> Work:
+    """``failure domains``: the blast-radius rows, one per domain kind
+    (:func:`~topomodel.analysis.reliability.blast_radius.blast_radius`); with a model
+    the step re-routed around each domain the job survives, against the healthy step
+    (so it needs ``step``). Read by the failure-domains section and the summary."""
+    from topomodel.analysis.reliability.blast_radius import blast_radius
+
+    c = context
+
+    def rows(got: Results) -> list[Any]:
+        step = got.get("step")
+        return blast_radius(c.fabric, model=c.model, layout=c.layout,
+                            assumptions=c.assumptions,
+                            healthy_step_s=None if step is None else step.step_time_s,
+                            routing=c.routing, seed=c.seed)
+
+    return Work("failure domains", rows, ("step",) if c.has_model else ())
