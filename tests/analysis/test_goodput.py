@@ -26,7 +26,7 @@ from topomodel.analysis.reliability.goodput import (
     no_spare_probability,
     poisson_tail,
 )
-from topomodel.analysis.reliability.goodput_whatifs import with_optic_form
+from topomodel.analysis.reliability.goodput_whatifs import what_ifs, with_optic_form
 from topomodel.analysis.training.model import parameter_counts
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.cli import main
@@ -36,7 +36,12 @@ from topomodel.inputs.catalog import load_catalog
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.inputs.reliability import FailureRate
-from topomodel.report.goodput import effective_time_text, goodput_json
+from topomodel.report.goodput import (
+    effective_time_text,
+    goodput_json,
+    goodput_tables,
+    storage_text,
+)
 from topomodel.traffic.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -259,7 +264,9 @@ def test_goodput_combines_the_parts():
     result = step_time(fabric, model, layout, QUIET)
     g = job_goodput(fabric, model, layout, QUIET, result)
     assert g.checkpoint_bytes == pytest.approx(14 * parameter_counts(model)["total"])
-    assert g.checkpoint_write_s == pytest.approx(g.checkpoint_bytes / 2e12)
+    # one 8-GPU server's share of Llama 3's 2 TB/s over 16,384 GPUs, not all of it
+    assert g.storage_Bps == pytest.approx(8 * 2e12 / 16_384) and not g.storage_given
+    assert g.checkpoint_write_s == pytest.approx(g.checkpoint_bytes / g.storage_Bps)
     assert g.interruptions_per_day == pytest.approx(interruptions_per_day(g.lines))
     assert g.goodput_tokens_per_s == pytest.approx(
         result.tokens_per_s * g.effective_time_fraction * g.degraded_throughput_fraction)
@@ -314,6 +321,34 @@ def test_rates_are_per_year_in_the_table():
     assert entry.rate_per_s * SECONDS_PER_YEAR == pytest.approx(0.0809)
     assert entry.rate_per_s * SECONDS_PER_YEAR == pytest.approx(196 * 365.25 / (16384 * 54),
                                                                 rel=1e-3)
+
+
+def test_storage_default_scales_with_the_job_up_to_llama3s_2_TBps():
+    fabric = fabric_of("hgx-h100-server")
+    g = job_goodput(fabric, fabric.catalog.get("llama3-8b", Model), Layout(tp=8, dp=1), QUIET,
+                    step_time(fabric, fabric.catalog.get("llama3-8b", Model),
+                              Layout(tp=8, dp=1), QUIET))
+
+    def rate(accelerators, **given):
+        return goodput(g.lines, tokens_per_s=1.0, accelerators=accelerators,
+                       accelerators_per_system=8, parameters=8e9, degraded_loss={},
+                       assumptions=GoodputAssumptions(**given)).storage_Bps
+
+    per_gpu = 2e12 / 16_384  # Llama 3's Tectonic: 2 TB/s sustained for up to 16K GPUs
+    assert rate(16) == pytest.approx(16 * per_gpu)
+    assert rate(16_384) == pytest.approx(2e12)
+    assert rate(98_304) == pytest.approx(2e12)  # not extrapolated past the published rate
+    assert rate(16, storage_Bps=5e9) == 5e9  # --storage-bandwidth overrides the rule
+    assert rate(16, storage_Bps_per_accelerator=1e9) == pytest.approx(16e9)
+    twice = dict(what_ifs(g, fabric.catalog, GoodputAssumptions()))
+    assert twice["twice the checkpoint bandwidth"].storage_Bps == pytest.approx(2 * g.storage_Bps)
+    (summary, *_) = goodput_tables(g)
+    (line,) = [row["value"] for row in summary.rows if row["item"] == "checkpoint"]
+    assert "976.6 MB/s (122.1 MB/s per accelerator x 8, Llama 3's Tectonic per GPU" in line
+    given = goodput(g.lines, tokens_per_s=1.0, accelerators=8, accelerators_per_system=8,
+                    parameters=8e9, degraded_loss={},
+                    assumptions=GoodputAssumptions(storage_Bps=5e9))
+    assert storage_text(given) == "5 GB/s (given)"
 
 
 def test_cli_goodput_json_and_step_section(capsys):

@@ -480,3 +480,39 @@ def test_draw_command_refuses_full_detail_on_a_large_fabric(tmp_path, capsys):
                    str(tmp_path / "x.png"), "--detail", "full"])
     assert status == 2 and "use --detail aggregate" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ the torus as a grid
+
+
+def test_a_torus_is_drawn_as_its_grid_a_panel_per_z_plane():
+    # TPU v4: 16x16x16 with wraparound, one link to each neighbour. Each plane has 256 x
+    # and 256 y links, 16 + 16 of them wrap-around (drawn as two stubs each); the 4,096
+    # z links join the planes and are counted, not drawn.
+    fabric = built("tpu-v4-pod")
+    fig = draw.topology_figure(fabric)
+    assert_readable(fig)
+    paths = _links_collection(fig).get_paths()
+    assert len(paths) == 16 * (512 + 32)
+    texts = {t.get_text() for t in draw.drawn_texts(fig)}
+    assert {f"z = {z}" for z in range(16)} <= texts
+    assert any("4,096 links between planes" in t for t in texts)
+    # full and aggregate still draw the tiers
+    assert draw.topology_layout(fabric, detail="aggregate").detail == "aggregate"
+
+
+def test_a_loaded_torus_colours_each_link_by_its_busier_direction():
+    fabric = built("tpu-v4-pod")
+    load = np.zeros(len(fabric.links))
+    load[0] = 0.7
+    fig = draw.topology_figure(fabric, link_utilization=load)
+    values = np.asarray(_links_collection(fig).get_array())
+    assert values.max() == pytest.approx(70) and (values > 0).sum() in (1, 2)
+
+
+def test_a_toy_torus_auto_draws_the_grid_readably(toy):
+    fabric = toy("system: toy-host\nsystems: 16\nscaleup:\n  kind: torus\n  link: toy-link\n"
+                 "  shape: [4, 4]\nscaleout:\n  kind: none\n")
+    fig = draw.topology_figure(fabric)
+    assert_readable(fig)
+    assert len(_links_collection(fig).get_paths()) == 32 + 8  # 4 + 4 wraps as two stubs

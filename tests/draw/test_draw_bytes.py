@@ -76,7 +76,7 @@ def reference(monkeypatch):
 
 
 CASES = [("hgx-h100-server", []), ("small-4x8-l40s-25gbe", ["--detail", "aggregate"]),
-         ("dgx-h100-superpod", []), ("tpu-v4-pod", []),
+         ("dgx-h100-superpod", []), ("tpu-v4-pod", ["--detail", "aggregate"]),
          ("dual-plane-ethernet", ["--route", "allreduce", "--size", "1GiB"]),
          ("small-16x8-a100-100gbe-roce", ["--route", "alltoall", "--size", "64MiB"]),
          ("hgx-h100-server", ["--route", "allreduce", "--size", "1GiB"])]

@@ -207,6 +207,43 @@ class StepAssumptions:
 SECONDS_PER_DAY = 86_400.0
 
 
+STORAGE_MAX_BPS = 2e12
+"""Most checkpoint write rate the default rule gives, bytes/s: Llama 3's Tectonic
+"supports a sustainable throughput of 2 TB/s" (Llama 3 paper, arXiv 2407.21783, §3.3.1),
+the largest sustained figure published for a training cluster's checkpoint storage; the
+rule does not extrapolate past it."""
+
+
+LLAMA3_GPUS = 16_384
+"""GPUs of Llama 3 405B's pre-training, which that storage served (arXiv 2407.21783,
+§3.3.1: "up to 16K H100 GPUs")."""
+
+
+STORAGE_BPS_PER_ACCELERATOR = STORAGE_MAX_BPS / LLAMA3_GPUS
+"""Checkpoint write rate per accelerator, bytes/s: 2 TB/s over 16,384 GPUs, about
+122 MB/s. A job's storage is taken to scale with it (a 2-server lab cluster does not have
+Tectonic), up to :data:`STORAGE_MAX_BPS`."""
+
+
+def job_storage_Bps(assumptions: GoodputAssumptions, accelerators: int) -> float:
+    """The job's checkpoint write rate, bytes/s: ``assumptions.storage_Bps`` when given,
+    else ``storage_Bps_per_accelerator`` x ``accelerators``, at most
+    :data:`STORAGE_MAX_BPS`.
+
+    Examples
+    --------
+    >>> job_storage_Bps(GoodputAssumptions(), 16)  # 16 GPUs: about 1.95 GB/s
+    1953125000.0
+    >>> job_storage_Bps(GoodputAssumptions(), 98_304)
+    2000000000000.0
+    >>> job_storage_Bps(GoodputAssumptions(storage_Bps=5e9), 98_304)
+    5000000000.0
+    """
+    if assumptions.storage_Bps is not None:
+        return assumptions.storage_Bps
+    return min(STORAGE_MAX_BPS, assumptions.storage_Bps_per_accelerator * accelerators)
+
+
 def _optional(read: Reader) -> Reader:
     """``None`` (the default rule applies) or a value ``read`` accepts."""
 
@@ -227,9 +264,16 @@ class GoodputAssumptions:
     checkpoint_bytes_per_param: float = spec(
         number(0, low_open=True), default=14.0,
         doc="checkpoint bytes per parameter: bf16 weights 2 + fp32 master, Adam m, v 12")
-    storage_Bps: float = spec(
-        quantity("rate"), default=2e12, check=number(0, low_open=True),
-        doc="aggregate checkpoint write rate, bytes/s: Llama 3's Tectonic sustains 2 TB/s")
+    storage_Bps: float | None = spec(
+        _optional(quantity("rate")), default=None, check=_optional(number(0, low_open=True)),
+        doc="aggregate checkpoint write rate, bytes/s (default: 122 MB/s per accelerator of"
+        " the job, Llama 3's Tectonic's 2 TB/s over its 16,384 GPUs, at most 2 TB/s:"
+        " job_storage_Bps)")
+    storage_Bps_per_accelerator: float = spec(
+        quantity("rate"), default=STORAGE_BPS_PER_ACCELERATOR,
+        check=number(0, low_open=True),
+        doc="checkpoint write rate per accelerator of the job, bytes/s: Llama 3's Tectonic"
+        " sustains 2 TB/s for up to 16,384 GPUs, 122 MB/s each")
     detection_s: float = spec(
         quantity("time"), default=120.0, check=number(0),
         doc="time to notice a failure, s (assumed: health checks and time-outs)")

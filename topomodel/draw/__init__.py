@@ -3,6 +3,8 @@
 - :mod:`.layout`: where the topology diagram puts its boxes and bundles, as plain
   numbers (no matplotlib);
 - :mod:`.topology`: the topology figure;
+- :mod:`.torus`: a torus drawn as its grid, a panel per z-plane;
+- :mod:`.palette`: the colours both share;
 - :mod:`.charts`: per-tier utilization, the step's time split, scaling curves, the
   Pareto front;
 - :mod:`.text`: text sizes and fitting;

@@ -45,7 +45,15 @@ from topomodel.draw.layout import (
     TopologyLayout,
     topology_layout,
 )
+from topomodel.draw.palette import (
+    KIND_COLOURS,
+    MEDIUM_COLOURS,
+    MEDIUM_LABELS,
+    MEDIUM_SHORT,
+    UTILIZATION_CMAP,
+)
 from topomodel.draw.text import fit_text, text_in, wrap_text
+from topomodel.draw.torus import draws_torus, torus_figure
 from topomodel.vocabulary import LINK_TIER_LABELS, TIER_KIND
 
 ROW_LABELS = {"accelerator": "accelerators", "scaleup": "scale-up switches",
@@ -120,29 +128,6 @@ LAYOUT_ATTEMPTS = 3  # redraw on a larger page at most this often to separate la
 GROWTH = 1.25  # page growth per attempt
 
 
-UTILIZATION_CMAP = "viridis"
-"""Perceptually uniform and readable in grey: dark = idle, yellow = saturated."""
-
-
-MEDIUM_COLOURS = {"electrical": "#4d4d4d", "pcie": "#8c564b", "copper": "#d95f02",
-                  "mmf": "#1b9e77", "smf": "#7570b3", "ocs": "#e7298a", "optical": "#66a61e",
-                  "mixed": "#a6a6a6"}
-
-
-MEDIUM_LABELS = {"electrical": "board / backplane", "pcie": "PCIe", "copper": "copper cable",
-                 "mmf": "multimode optics", "smf": "single-mode optics",
-                 "ocs": "optics + circuit switch", "optical": "optics",
-                 "mixed": "mixed media"}
-
-
-MEDIUM_SHORT = {"electrical": "board", "pcie": "PCIe", "copper": "copper", "mmf": "MMF",
-                "smf": "SMF", "ocs": "OCS", "optical": "optics"}
-
-
-KIND_COLOURS = {"accelerator": "#cfe2f3", "scaleup_switch": "#d9ead3", "nic": "#fce5cd",
-                "switch": "#e4dcf1"}
-
-
 def topology_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
                     detail: str = "auto", title: str | None = None) -> Figure:
     """The tiered topology, link load as colour (utilization in %) when given.
@@ -158,7 +143,8 @@ def topology_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = Non
         colours each link by its busier direction; the aggregated view colours each
         bundle by its busiest link and labels the peak and the mean.
     detail
-        ``auto``, ``full`` or ``aggregate`` (see :func:`topology_layout`).
+        ``auto``, ``full`` or ``aggregate`` (see :func:`topology_layout`); ``auto`` draws
+        a torus with no scale-out as its grid (:func:`~topomodel.draw.torus.torus_figure`).
     title
         Figure title (default: the design's name).
 
@@ -167,6 +153,8 @@ def topology_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = Non
     UsageError
         For an unknown ``detail`` or ``full`` on a large fabric.
     """
+    if draws_torus(fabric, detail):
+        return torus_figure(fabric, link_utilization=link_utilization, title=title)
     layout = topology_layout(fabric, link_utilization=link_utilization, detail=detail)
     drawing = _Drawing(fabric, layout, loaded=link_utilization is not None,
                        title=title or f"{fabric.design.name or fabric.design.file}:"

@@ -6,6 +6,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from topomodel.analysis.assumptions import (
+    LLAMA3_GPUS,
+    STORAGE_BPS_PER_ACCELERATOR,
+    STORAGE_MAX_BPS,
+)
 from topomodel.analysis.reliability.failure_classes import SINGLE_POINT
 from topomodel.analysis.reliability.goodput import (
     SECONDS_PER_DAY,
@@ -42,6 +47,24 @@ def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: A
     return step, goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 
 
+def storage_text(result: GoodputResult) -> str:
+    """The checkpoint write rate and where it comes from, e.g. ``1.95 GB/s (122 MB/s per
+    accelerator x 16, Llama 3's Tectonic per GPU; --storage-bandwidth to change)``."""
+    from topomodel.inputs.units import format_si
+
+    rate = format_si(result.storage_Bps, "B/s")
+    if result.storage_given:
+        return f"{rate} (given)"
+    accelerators = sum(ln.count for ln in result.lines if ln.component == "accelerator")
+    if result.storage_Bps >= STORAGE_MAX_BPS:
+        why = (f"the most the default rule gives, Llama 3's Tectonic for"
+               f" {LLAMA3_GPUS:,} GPUs")
+    else:
+        why = (f"{format_si(STORAGE_BPS_PER_ACCELERATOR, 'B/s')} per accelerator x"
+               f" {accelerators:,}, Llama 3's Tectonic per GPU")
+    return f"{rate} ({why}; --storage-bandwidth to change)"
+
+
 def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
                  whatifs: Sequence[tuple[str, GoodputResult]] = ()) -> dict[str, Any]:
     """Plain-type JSON of a goodput result (the ``goodput`` key of step and goodput)."""
@@ -52,6 +75,8 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
         "mtbi_s": result.mtbi_s if math.isfinite(result.mtbi_s) else None,
         "checkpoint_bytes": result.checkpoint_bytes,
         "checkpoint_write_s": result.checkpoint_write_s,
+        "storage_Bps": result.storage_Bps,
+        "storage_given": result.storage_given,
         "checkpoint_interval_s": (result.checkpoint_interval_s
                                   if math.isfinite(result.checkpoint_interval_s) else None),
         "spare_systems": result.spare_systems,
@@ -149,14 +174,11 @@ def goodput_tables(result: GoodputResult,
     summary_facts = {"spare_systems": r.spare_systems, "repair_s": r.repair_s,
                      **_spares_facts(r),
                      "spare_system_W": r.spare_system_W, "spare_system_USD": r.spare_system_USD}
-    storage = "no storage" if r.checkpoint_write_s == 0 else format_si(
-        r.checkpoint_bytes / r.checkpoint_write_s, "B/s")
     summary = [
         {"item": "interruptions per day", "value": f"{r.interruptions_per_day:.3g}"},
         {"item": "mean time between interruptions", "value": duration(r.mtbi_s)},
         {"item": "checkpoint", "value": f"{format_size(r.checkpoint_bytes)}, written in"
-         f" {duration(r.checkpoint_write_s)} at {storage} (storage_Bps: Llama 3's Tectonic,"
-         " taken for any cluster size)"},
+         f" {duration(r.checkpoint_write_s)} at {storage_text(r)}"},
         {"item": "checkpoint interval (Young/Daly)", "value": duration(r.checkpoint_interval_s)},
         {"item": "spare systems", "value": f"{r.spare_systems} ({r.accelerators_per_system}"
          f" accelerators out per system failure); none free {r.no_spare_probability:.1%}"
@@ -184,6 +206,7 @@ def goodput_tables(result: GoodputResult,
     summary_record = {
         "interruptions_per_day": r.interruptions_per_day, "mtbi_s": r.mtbi_s,
         "checkpoint_bytes": r.checkpoint_bytes, "checkpoint_write_s": r.checkpoint_write_s,
+        "storage_Bps": r.storage_Bps, "storage_given": r.storage_given,
         "checkpoint_interval_s": r.checkpoint_interval_s, **summary_facts,
         "no_spare_probability": r.no_spare_probability,
         "downtime_per_interruption_s": r.downtime_per_interruption_s,

@@ -25,7 +25,9 @@ switches and cables its traffic can cross) and a failure rate per part
 - **downtime** per interruption: detection + restart, plus, when no spare system is free
   (the Poisson count of systems in repair reaches the spares), the wait for the first of
   the ``spares + 1`` systems in repair to come back (repair time / (spares + 1)).
-- **checkpoints**: write time = checkpoint size / storage bandwidth; the interval is
+- **checkpoints**: write time = checkpoint size / storage bandwidth (given, or by
+  default a per-accelerator rate times the job's accelerators, at most 2 TB/s:
+  :func:`~topomodel.analysis.assumptions.job_storage_Bps`); the interval is
   Daly's optimum (Young's sqrt(2 delta M) to first order), and the effective share of
   time is ``tau / (tau + delta) * (1 - ((tau + delta) / 2 + R) / M)``: checkpoint
   overhead, half an interval of rework per interruption, and the downtime.
@@ -45,6 +47,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
 from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
+from topomodel.analysis.assumptions import job_storage_Bps
 from topomodel.analysis.reliability.failure_classes import (
     SINGLE_POINT,
     failure_class,
@@ -152,6 +155,8 @@ class GoodputResult:
     spares_for_target: tuple[int, float] | None = None
     spare_system_W: float | None = None  # one spare system's power, if known
     spare_system_USD: float | None = None  # one spare system's price, if known
+    storage_Bps: float = 0.0  # the checkpoint write rate used, bytes/s
+    storage_given: bool = False  # True: storage_Bps was given, not the per-accelerator rule
 
 
 TARGET_EFFECTIVE_TIME = 0.9
@@ -324,7 +329,8 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     rate = sum(ln.failures_per_s for ln in lines if ln.interrupts)
     mtbi = 1 / rate if rate > 0 else math.inf
     size = a.checkpoint_bytes or parameters * a.checkpoint_bytes_per_param
-    write = size / a.storage_Bps
+    storage = job_storage_Bps(a, accelerators)
+    write = size / storage
     systems = -(-accelerators // accelerators_per_system)
     spares = a.spare_systems
     if spares is None:
@@ -348,7 +354,8 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
         accelerators_per_system, no_spare, downtime, fraction, dict(degraded_loss),
         throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction,
         tiers, idle_systems, a.repair_s,
-        _fewest_spares(lambda k: with_spares(k)[2], systems) if spares == 0 else None)
+        _fewest_spares(lambda k: with_spares(k)[2], systems) if spares == 0 else None,
+        storage_Bps=storage, storage_given=a.storage_Bps is not None)
 
 
 def _fewest_spares(fraction_with: Callable[[int], float], systems: int

@@ -44,9 +44,9 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
         "accelerators_per_system": result.accelerators_per_system,
         "parameters": result.checkpoint_bytes / assumptions.checkpoint_bytes_per_param,
         "degraded_loss": result.degraded_loss, "degraded_routed": result.degraded_routed}
-    # the job's own checkpoint and spares (the default ones as the design held them)
+    # the job's own checkpoint, spares and storage (the defaults as the job had them)
     fixed = replace(assumptions, checkpoint_bytes=result.checkpoint_bytes,
-                    spare_systems=result.spare_systems)
+                    spare_systems=result.spare_systems, storage_Bps=result.storage_Bps)
     cases: list[tuple[str, list[ComponentLine], GoodputAssumptions]] = [
         ("as designed", list(result.lines), fixed)]
     if any(ln.component == "optic" for ln in result.lines):
@@ -58,7 +58,7 @@ def what_ifs(result: GoodputResult, catalog: Catalog,
                list(result.lines),
                replace(fixed, spare_systems=max(1, 2 * result.spare_systems))),
               ("twice the checkpoint bandwidth", list(result.lines),
-               replace(fixed, storage_Bps=2 * fixed.storage_Bps)),
+               replace(fixed, storage_Bps=2 * result.storage_Bps)),
               ("half the restart time", list(result.lines),
                replace(fixed, restart_s=fixed.restart_s / 2,
                        detection_s=fixed.detection_s / 2))]
