@@ -72,22 +72,32 @@ def busiest_link(fabric: Any, step: StepResult, *, routing: str = "ecmp", seed: 
                  time_model: Any = None) -> dict[str, Any] | None:
     """The busiest link of the step's largest collective that leaves the scale-up domain
     (by exposed time), run over all ranks at its size: ``link``, ``tier``,
-    ``utilization`` (0-1), ``collective``, ``size_bytes``; ``None`` when no collective
-    leaves the scale-up domain. A stand-in for the step's own groups, which it names."""
+    ``utilization`` (0-1), ``collective``, ``size_bytes``, ``routing`` (``routing``, or
+    even ECMP where hashing would list more flows than the router's limit); ``None``
+    when no collective leaves the scale-up domain. A stand-in for the step's own
+    groups, which it names."""
     from topomodel.analysis.collectives.collective import run_collective
     from topomodel.analysis.collectives.loads import hotspots
 
     spilling = [c for c in step.comm if c.spills]
     if not spilling:
         return None
+    from topomodel.errors import RouterLimit
+
     call = max(spilling, key=lambda c: (c.exposed_s, c.time_s))
-    run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
-                         routing=routing, seed=seed, time_model=time_model)
+    try:
+        run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
+                             routing=routing, seed=seed, time_model=time_model)
+    except RouterLimit:  # too many flows to list per hash: counted under even ECMP
+        routing = "ecmp"
+        run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
+                             routing=routing, seed=seed, time_model=time_model)
     hot = hotspots(fabric, run, 1)
     if not hot:
         return None
     return {"link": hot[0].link, "tier": hot[0].tier, "utilization": hot[0].utilization,
-            "collective": call.collective, "size_bytes": call.size_bytes}
+            "collective": call.collective, "size_bytes": call.size_bytes,
+            "routing": routing}
 
 
 def _busiest_text(d: ComparedDesign) -> str:
