@@ -613,3 +613,21 @@ def test_the_step_report_prints_a_residue_of_the_step_as_zero(toy):
     (summary, *_) = step_report(result, QUIET, design_name="toy").tables
     rows = {r["item"].strip(): r["value"] for r in summary.rows}
     assert rows["pipeline bubble"] == "0 s"
+
+
+def test_gradient_buckets_grow_with_the_ranks_that_reduce_them(example_fabric):
+    """Megatron-Core's default bucket, max(40M, 1M x DP) parameters: 127 replicas of
+    Llama 3 70B reduce fp32 gradients in 127M-parameter buckets (508 MB), not 40 MB;
+    without overlap, the whole stage in one."""
+    fabric = example_fabric("dgx-h100-superpod")
+    model = fabric.catalog.get("llama3-70b", Model)
+    layout = Layout(tp=8, dp=127, global_batch=127)
+    result = step_time(fabric, model, layout)
+    (dp,) = [c for c in result.comm if c.kind == "dp" and c.collective == "reducescatter"]
+    assert dp.size_bytes == pytest.approx(127e6 * 4)
+    given = step_time(fabric, model, layout, StepAssumptions(dp_bucket_bytes=40e6))
+    (dp,) = [c for c in given.comm if c.kind == "dp" and c.collective == "reducescatter"]
+    assert dp.size_bytes == pytest.approx(40e6)
+    one = step_time(fabric, model, replace(layout, dp_overlap=False))
+    (dp,) = [c for c in one.comm if c.kind == "dp" and c.collective == "reducescatter"]
+    assert dp.calls == 1 and dp.size_bytes > 1e10

@@ -7,6 +7,7 @@ check-nccl and advise live here too, for their CLI help."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +142,15 @@ def _time_model(_: Reading, __: KeyPath, value: Any) -> TimeModel:
     return value
 
 
+def _optional(read: Reader) -> Reader:
+    """``None`` (the default rule applies) or a value ``read`` accepts."""
+
+    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
+        return None if value is None else read(reading, path, value)
+
+    return check
+
+
 @dataclass(frozen=True)
 class StepAssumptions:
     """Named assumptions of the step model, each with its default and reason (the
@@ -175,10 +185,11 @@ class StepAssumptions:
                                 " buffer gradients accumulate in (Megatron-LM's fp32 main"
                                 " grads: 18 bytes per parameter with Adam, as Korthikanti"
                                 " et al. 2022, Figure 1 shows)")
-    dp_bucket_bytes: float = spec(
-        quantity("size"), default=40e6, check=number(0, low_open=True),
-        doc="DP gradient bucket, bytes (Megatron-LM's default bucket of 40M elements"
-        " is larger; ~40 MB is the PyTorch DDP-class default of 25 MB rounded up)")
+    dp_bucket_bytes: float | None = spec(
+        _optional(quantity("size")), default=None, check=_optional(number(0, low_open=True)),
+        doc="DP gradient bucket, bytes (default: Megatron-Core's rule, max(40M, 1M x the"
+        " ranks that reduce it) parameters, in the gradient precision; one bucket when"
+        " the reduction is not overlapped; see gradient_bucket_bytes)")
     jitter_cv: float = spec(number(0, 10), default=JITTER_CV, doc="per-rank compute time,"
                             " coefficient of variation; the step waits for the slowest"
                             " of its ranks (default: measured per-GPU variation of"
@@ -202,6 +213,41 @@ class StepAssumptions:
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)
+
+
+BUCKET_MIN_PARAMS = 40_000_000
+"""Parameters in a default gradient bucket at the least (Megatron-Core,
+megatron/core/distributed/distributed_data_parallel.py: ``bucket_size = max(40000000,
+1000000 * dp_group.size())``)."""
+
+BUCKET_PARAMS_PER_RANK = 1_000_000
+"""Parameters a default bucket grows by per rank of its reduction, "to ensure that
+chunks used in NCCL ring-reduce implementations are large enough to remain
+bandwidth-bound rather than latency-bound" (the same file, Megatron-LM d98e8a6)."""
+
+
+def gradient_bucket_bytes(a: StepAssumptions, ranks: int, grad_bytes: float, *,
+                          overlapped: bool = True) -> float:
+    """Bytes of one gradient bucket reduced over ``ranks`` ranks: ``a.dp_bucket_bytes``
+    where given, else Megatron-Core's default of max(:data:`BUCKET_MIN_PARAMS`,
+    :data:`BUCKET_PARAMS_PER_RANK` x ``ranks``) parameters of ``grad_bytes`` each, or
+    everything in one bucket when the reduction is not ``overlapped`` (Megatron-Core
+    sets the bucket size to infinity without ``overlap_grad_reduce``).
+
+    Examples
+    --------
+    >>> gradient_bucket_bytes(StepAssumptions(), 8, 4) / 1e6  # 40M fp32 parameters
+    160.0
+    >>> gradient_bucket_bytes(StepAssumptions(), 4096, 2) / 1e9  # 4.096G bf16 ones
+    8.192
+    >>> gradient_bucket_bytes(StepAssumptions(dp_bucket_bytes=25e6), 4096, 2) / 1e6
+    25.0
+    """
+    if a.dp_bucket_bytes is not None:
+        return a.dp_bucket_bytes
+    if not overlapped:
+        return math.inf
+    return max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_RANK * ranks) * grad_bytes
 
 
 SECONDS_PER_DAY = 86_400.0
@@ -244,13 +290,6 @@ def job_storage_Bps(assumptions: GoodputAssumptions, accelerators: int) -> float
     return min(STORAGE_MAX_BPS, assumptions.storage_Bps_per_accelerator * accelerators)
 
 
-def _optional(read: Reader) -> Reader:
-    """``None`` (the default rule applies) or a value ``read`` accepts."""
-
-    def check(reading: Reading, path: KeyPath, value: Any) -> Any:
-        return None if value is None else read(reading, path, value)
-
-    return check
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from typing import Any, cast
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
+from topomodel.analysis.assumptions import gradient_bucket_bytes
 from topomodel.analysis.collectives.collective import fastest
 from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
@@ -559,13 +560,17 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
             add("zero3_ag", "zero3", "allgather", "grad", per_layer * BYTES[a.compute_dtype])
             add("zero3_rs", "zero3", "reducescatter", "grad", per_layer * grad)
         else:
-            bucket = min(a.dp_bucket_bytes, float(dense.max()) * grad)
+            bucket = min(gradient_bucket_bytes(a, layout.dp * layout.cp, grad,
+                                               overlapped=layout.dp_overlap),
+                         float(dense.max()) * grad)
             add("dp", "dp", "reducescatter" if layout.zero else "allreduce", "grad", bucket)
             if layout.zero:
                 add("dp_ag", "dp", "allgather", "grad", bucket)
     if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
         # each expert's gradients are reduced over the ranks holding the same experts
-        bucket = min(a.dp_bucket_bytes, float(experts.max()) * grad)
+        bucket = min(gradient_bucket_bytes(a, layout.dp * layout.cp // layout.ep, grad,
+                                           overlapped=layout.dp_overlap),
+                     float(experts.max()) * grad)
         add("edp", "edp", "reducescatter" if layout.zero else "allreduce", "expert_grad",
             bucket)
         if layout.zero:

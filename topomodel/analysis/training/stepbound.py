@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
 from topomodel.analysis.collectives.commbound import collective_lower_bound_s
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import device_model, optimizer_bytes_per_param
@@ -236,11 +236,12 @@ def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
     kinds the step gathers (dense over DP x CP, experts over their replicas)."""
     grad = BYTES[a.grad_dtype]
     share = 1.0
-    kinds = [dense]
+    kinds = [(dense, layout.dp * layout.cp)]
     if (layout.dp * layout.cp // layout.ep > 1) and float(experts.max()) > 0:
-        kinds.append(experts)
-    for params in kinds:
-        bucket = min(a.dp_bucket_bytes, float(params.max()) * grad)
+        kinds.append((experts, layout.dp * layout.cp // layout.ep))
+    for params, ranks in kinds:
+        bucket = min(gradient_bucket_bytes(a, ranks, grad, overlapped=layout.dp_overlap),
+                     float(params.max()) * grad)
         if bucket <= 0:
             continue
         counts = np.ceil(params * grad / bucket)
