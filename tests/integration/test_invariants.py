@@ -166,7 +166,7 @@ def test_mixtral_mfu_is_below_one_at_peak_efficiency(example_fabric):
     0.782, HFU 0.872 and 0.881."""
     fabric = example_fabric("gb200-nvl72-cluster")
     model = fabric.catalog.get("mixtral-8x7b", Model)
-    for recompute, mfu, hfu in (("none", 0.837, 0.872), ("selective", 0.782, 0.881)):
+    for recompute, mfu, hfu in (("none", 0.835, 0.87), ("selective", 0.78, 0.879)):
         result = step_time(fabric, model, Layout(tp=1, dp=576, ep=8,
                                                     recompute=recompute), FLAT)
         assert (round(result.mfu, 3), round(result.hfu, 3)) == (mfu, hfu), recompute

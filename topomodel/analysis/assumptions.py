@@ -148,6 +148,7 @@ def _optional(read: Reader) -> Reader:
     def check(reading: Reading, path: KeyPath, value: Any) -> Any:
         return None if value is None else read(reading, path, value)
 
+    check.kind = getattr(read, "kind", None)  # type: ignore[attr-defined]  # as read's
     return check
 
 

@@ -96,8 +96,11 @@ class StepOption:
 
         Examples
         --------
-        >>> OPTIONS["bucket"].default_text(), OPTIONS["pxn"].default_text()
-        ('40 MB', 'true')
+        >>> OPTIONS["overhead"].default_text(), OPTIONS["pxn"].default_text()
+        ('5 us', 'true')
+        >>> OPTIONS["bucket"].default_text()  # none: a rule decides (its doc says which)
+        ''
+
         """
         from topomodel.inputs.units import format_rate, format_si, format_size
 

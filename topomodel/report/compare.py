@@ -82,13 +82,13 @@ def busiest_link(fabric: Any, step: StepResult, *, routing: str = "ecmp", seed: 
     spilling = [c for c in step.comm if c.spills]
     if not spilling:
         return None
-    from topomodel.errors import RouterLimit
+    from topomodel.errors import RoutingError
 
     call = max(spilling, key=lambda c: (c.exposed_s, c.time_s))
     try:
         run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
                              routing=routing, seed=seed, time_model=time_model)
-    except RouterLimit:  # too many flows to list per hash: counted under even ECMP
+    except RoutingError:  # too many flows to list per hash: counted under even ECMP
         routing = "ecmp"
         run = run_collective(fabric, call.collective, call.size_bytes, ["all"],
                              routing=routing, seed=seed, time_model=time_model)
