@@ -452,9 +452,10 @@ def test_report_renders_in_headless_chromium(server_report, tmp_path):
     assert colours is None or len(colours) > 50  # text, cards, tables: not a blank page
 
 
-def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
-    """Print media at the print stylesheet's page width: no table is wider than the
-    page (none clipped), and the page prints to a PDF."""
+@contextlib.contextmanager
+def _printed(report):
+    """Chromium (the test skips without it) showing ``report``'s HTML as print media at
+    the print stylesheet's page width: (the DevTools connection, its page session)."""
     from topomodel.report.review.render import PRINT_PAGE_WIDTH_PX
 
     browser = _chromium()
@@ -470,10 +471,21 @@ def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
             "width": PRINT_PAGE_WIDTH_PX, "height": 1200, "deviceScaleFactor": 1,
             "mobile": False}, session=session)
         tools.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
-        tools.send("Page.navigate", {"url": (superpod_report / "report.html").as_uri()},
+        tools.send("Page.navigate", {"url": (report / "report.html").as_uri()},
                    session=session)
         tools.wait(lambda m: m.get("method") == "Page.loadEventFired"
                    and m.get("sessionId") == session, timeout=60)
+        yield tools, session
+    finally:
+        tools.close()
+
+
+def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
+    """Print media at the print stylesheet's page width: no table is wider than the
+    page (none clipped), and the page prints to a PDF."""
+    from topomodel.report.review.render import PRINT_PAGE_WIDTH_PX
+
+    with _printed(superpod_report) as (tools, session):
         probe = ("JSON.stringify(Array.from(document.querySelectorAll('table')).map(t =>"
                  " ({caption: t.caption ? t.caption.textContent : '',"
                  " right: t.getBoundingClientRect().right,"
@@ -485,8 +497,6 @@ def test_printed_report_fits_every_table_on_the_page(superpod_report, tmp_path):
             session=session)["result"]["value"]
         pdf = tools.send("Page.printToPDF", {"preferCSSPageSize": True}, session=session,
                          timeout=120)
-    finally:
-        tools.close()
     assert len(tables) > 10 and page == PRINT_PAGE_WIDTH_PX
     wide = [t["caption"] for t in tables if t["right"] > page + 1 or t["width"] > page + 1]
     assert wide == []
@@ -529,28 +539,10 @@ def test_printed_tables_keep_their_words_whole(server_report):
     break a long token, and every table still fits the page."""
     from topomodel.report.review.render import PRINT_PAGE_WIDTH_PX
 
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("Chromium is not installed")
-    tools = _DevTools(browser, window=(PRINT_PAGE_WIDTH_PX, 1200))
-    try:
-        target = tools.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = tools.send("Target.attachToTarget",
-                             {"targetId": target, "flatten": True})["sessionId"]
-        tools.send("Page.enable", session=session)
-        tools.send("Emulation.setDeviceMetricsOverride", {
-            "width": PRINT_PAGE_WIDTH_PX, "height": 1200, "deviceScaleFactor": 1,
-            "mobile": False}, session=session)
-        tools.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
-        tools.send("Page.navigate", {"url": (server_report / "report.html").as_uri()},
-                   session=session)
-        tools.wait(lambda m: m.get("method") == "Page.loadEventFired"
-                   and m.get("sessionId") == session, timeout=60)
+    with _printed(server_report) as (tools, session):
         tables = json.loads(tools.send("Runtime.evaluate", {
             "expression": _BROKEN_WORDS, "returnByValue": True},
             session=session)["result"]["value"])
-    finally:
-        tools.close()
     captions = {t["caption"] for t in tables}
     assert {"Assumptions", "Figures", "Sources", "Bibliography"} <= captions
     assert [(t["caption"], t["broken"]) for t in tables if t["broken"]] == []
