@@ -13,7 +13,12 @@ from topomodel.cli import main
 from topomodel.errors import ParameterError
 from topomodel.export import export_fabric
 from topomodel.export.hosts import HostNames, expand_hostlist, host_places, hosts_per_system
-from topomodel.export.kueue import KUEUE_HOSTNAME_LABEL, kueue_levels
+from topomodel.export.kueue import (
+    DEFAULT_LABEL_PREFIX,
+    KUEUE_HOSTNAME_LABEL,
+    LEVEL_KEYS,
+    kueue_levels,
+)
 from topomodel.inputs.parts import System
 
 ALL = sorted(path.stem for path in EXAMPLES.glob("*.yaml"))
@@ -143,7 +148,9 @@ def test_kueue_levels_nest_and_label_every_host(name, example_fabric, tmp_path):
     document = yaml.safe_load(files[0].read_text())
     assert document["kind"] == "Topology" and document["apiVersion"].startswith("kueue.x-k8s.io/")
     keys = [level["nodeLabel"] for level in document["spec"]["levels"]]
-    assert 1 <= len(keys) <= 16 and len(set(keys)) == len(keys)
+    levels = kueue_levels(host_places(fabric))
+    assert keys == [f"{DEFAULT_LABEL_PREFIX}/{LEVEL_KEYS[level]}" for level in levels] + [
+        KUEUE_HOSTNAME_LABEL]
     assert keys[-1] == KUEUE_HOSTNAME_LABEL and all(KUEUE_LABEL.match(k) for k in keys)
     labels = pd.read_csv(files[1], dtype=str)
     assert list(labels.columns) == ["node", *keys]
@@ -152,6 +159,7 @@ def test_kueue_levels_nest_and_label_every_host(name, example_fabric, tmp_path):
         assert len(value) <= 63 and re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", value)
     for fine, coarse in zip(keys[1:], keys, strict=False):  # each level inside the one above
         assert (labels.groupby(fine)[coarse].nunique() == 1).all()
+        assert labels[fine].nunique() > labels[coarse].nunique()  # and finer than it
 
 
 def test_kueue_keeps_the_nvl72_rack_over_leaves_that_cut_across_it(example_fabric):
