@@ -157,16 +157,61 @@ def toy_switch(k):
     """), "  ")
 
 
+MESH_CATALOG = """
+accelerators:
+  toy-acc6:
+    peak_flops: {bf16: "100 TFLOP/s"}
+    hbm_capacity: "10 GB"
+    hbm_bandwidth: "1 TB/s"
+    scaleup_link: toy-link
+    scaleup_link_count: 6
+    source: test fixture
+    provenance: assumed
+systems:
+  toy-mesh3:
+    accelerator: toy-acc
+    accelerators: 3
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 3
+    source: test fixture
+    provenance: assumed
+  toy-mesh5:
+    accelerator: toy-acc
+    accelerators: 5
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 5
+    source: test fixture
+    provenance: assumed
+  toy-mesh4:
+    accelerator: toy-acc6
+    accelerators: 4
+    scaleup: {kind: full_mesh, link: toy-link}
+    nic: toy-nic
+    nic_count: 4
+    source: test fixture
+    provenance: assumed
+"""
+"""Full-mesh toy systems of 3, 4 and 5 accelerators (and the 6-link accelerator of the
+4), a catalog to add with ``toy(text, extra=MESH_CATALOG)``."""
+
+
 @pytest.fixture
 def toy(tmp_path):
     """Build a design (YAML text) against the built-in plus the toy catalog."""
     catalog = tmp_path / "toy.yaml"
     catalog.write_text(TOY_CATALOG + "".join(toy_switch(k) for k in (4, 6, 8, 12, 16)))
 
-    def build(text):
+    def build(text, extra=None):
+        """``extra``: catalog YAML to load after the toy catalog."""
         path = tmp_path / "design.yaml"
         path.write_text(textwrap.dedent(text))
-        design, cat = load_design(path, extra_catalogs=[catalog])
+        catalogs = [catalog]
+        if extra is not None:
+            catalogs.append(tmp_path / "extra.yaml")
+            catalogs[-1].write_text(extra)
+        design, cat = load_design(path, extra_catalogs=catalogs)
         return build_fabric(design, cat)
 
     build.catalog_path = catalog

@@ -2,6 +2,7 @@
 and the worst cut of an oversubscribed fabric at the spine tier."""
 
 import pytest
+from conftest import MESH_CATALOG
 
 from topomodel.analysis.bisection import (
     bisection,
@@ -127,44 +128,6 @@ def test_tier_totals_read_the_fabric_s_weaker_directions_bit_for_bit():
     assert _tier_totals(cut, unfailed=False) == again(cut.links)
 
 
-SCALEUP_ONLY = """
-accelerators:
-  toy-acc6:
-    peak_flops: {bf16: "100 TFLOP/s"}
-    hbm_capacity: "10 GB"
-    hbm_bandwidth: "1 TB/s"
-    scaleup_link: toy-link
-    scaleup_link_count: 6
-    source: test fixture
-    provenance: assumed
-systems:
-  toy-mesh3:
-    accelerator: toy-acc
-    accelerators: 3
-    scaleup: {kind: full_mesh, link: toy-link}
-    nic: toy-nic
-    nic_count: 3
-    source: test fixture
-    provenance: assumed
-  toy-mesh5:
-    accelerator: toy-acc
-    accelerators: 5
-    scaleup: {kind: full_mesh, link: toy-link}
-    nic: toy-nic
-    nic_count: 5
-    source: test fixture
-    provenance: assumed
-  toy-mesh4:
-    accelerator: toy-acc6
-    accelerators: 4
-    scaleup: {kind: full_mesh, link: toy-link}
-    nic: toy-nic
-    nic_count: 4
-    source: test fixture
-    provenance: assumed
-"""
-
-
 def torus(systems, shape):
     return (f"system: toy-host\nsystems: {systems}\nscaleup:\n  kind: torus\n"
             f"  link: toy-link\n  shape: {shape}\n")
@@ -187,11 +150,7 @@ def torus(systems, shape):
 def test_one_scaleup_domain_s_closed_form_is_the_brute_force_minimum(toy, text, links):
     """One scale-up domain, no scale-out: the closed form counts the links the worst
     balanced cut crosses (toy-link: 10 GB/s per direction), as brute force finds."""
-    extra = toy.tmp_path / "scaleup-only.yaml"
-    extra.write_text(SCALEUP_ONLY)
-    path = toy.tmp_path / "design.yaml"
-    path.write_text(text)
-    fabric = build_fabric(*load_design(path, extra_catalogs=[toy.catalog_path, extra]))
+    fabric = toy(text, extra=MESH_CATALOG)
     assert fabric.structure.scaleout.kind == "none"
     value, _ = closed_form(fabric)
     assert value == pytest.approx(links * 10e9)

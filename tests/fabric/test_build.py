@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import MESH_CATALOG
 
 from topomodel.analysis.bisection import bisection
 from topomodel.errors import DesignError
@@ -517,25 +518,8 @@ def test_a_small_unit_puts_all_its_rails_on_one_leaf():
     assert (sizes.tolist(), units.tolist(), rails) == ([16, 16], [0, 1], 8)
 
 
-MESH_SYSTEM = """
-systems:
-  toy-mesh3:
-    accelerator: toy-acc
-    accelerators: 3
-    scaleup: {kind: full_mesh, link: toy-link}
-    nic: toy-nic
-    nic_count: 3
-    source: test fixture
-    provenance: assumed
-"""
-
-
 def _mesh(toy, systems):
-    extra = toy.tmp_path / "mesh.yaml"
-    extra.write_text(MESH_SYSTEM)
-    path = toy.tmp_path / "mesh-design.yaml"
-    path.write_text(f"system: toy-mesh3\nsystems: {systems}\n")
-    return build_fabric(*load_design(path, extra_catalogs=[toy.catalog_path, extra]))
+    return toy(f"system: toy-mesh3\nsystems: {systems}\n", extra=MESH_CATALOG)
 
 
 def test_a_full_mesh_spreads_each_accelerators_links_over_its_peers(toy):
