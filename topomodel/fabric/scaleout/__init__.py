@@ -16,8 +16,7 @@ Examples
 
 from __future__ import annotations
 
-from importlib import import_module
-
+from topomodel.fabric.kinds import load_kinds
 from topomodel.fabric.scaleout.kind import LevelGroup, ScaleoutKind
 from topomodel.fabric.structure import Structure
 from topomodel.inputs.design import SCALEOUT_KINDS
@@ -25,15 +24,7 @@ from topomodel.inputs.design import SCALEOUT_KINDS
 __all__ = ["REGISTRY", "LevelGroup", "ScaleoutKind", "scaleout_kind"]
 
 
-def _load(name: str) -> ScaleoutKind:
-    """The ``KIND`` of this package's module ``name``."""
-    kind = import_module(f"{__name__}.{name}").KIND
-    if not isinstance(kind, ScaleoutKind) or kind.name != name:
-        raise TypeError(f"{__name__}.{name}.KIND is not the ScaleoutKind {name!r}")
-    return kind
-
-
-REGISTRY: dict[str, ScaleoutKind] = {name: _load(name) for name in SCALEOUT_KINDS}
+REGISTRY: dict[str, ScaleoutKind] = load_kinds(__name__, SCALEOUT_KINDS, ScaleoutKind)
 """Every scale-out kind by the design's name for it."""
 
 

@@ -18,9 +18,9 @@ Examples
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
+from topomodel.fabric.kinds import load_kinds
 from topomodel.fabric.scaleup.kind import ScaleupKind, ScaleupLevel
 from topomodel.fabric.structure import ScaleupStructure, Structure
 from topomodel.inputs.design import SCALEUP_KINDS
@@ -39,15 +39,7 @@ __all__ = ["REGISTRY", "ScaleupKind", "ScaleupLevel", "build_scaleup", "scaleup_
 _NAMES = tuple(dict.fromkeys(SCALEUP_KINDS + SYSTEM_SCALEUP_KINDS))
 
 
-def _load(name: str) -> ScaleupKind:
-    """The ``KIND`` of this package's module ``name``."""
-    kind = import_module(f"{__name__}.{name}").KIND
-    if not isinstance(kind, ScaleupKind) or kind.name != name:
-        raise TypeError(f"{__name__}.{name}.KIND is not the ScaleupKind {name!r}")
-    return kind
-
-
-REGISTRY: dict[str, ScaleupKind] = {name: _load(name) for name in _NAMES}
+REGISTRY: dict[str, ScaleupKind] = load_kinds(__name__, _NAMES, ScaleupKind)
 """Every scale-up kind by the design's (or the system's) name for it."""
 
 
