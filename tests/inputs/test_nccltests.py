@@ -18,7 +18,7 @@ from topomodel.cli import main
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
-from topomodel.inputs.nccltests import LogError, parse_nccl_tests, read_nccl_tests
+from topomodel.inputs.measured.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.traffic.collectives import busbw_factor
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("traffic", ("traffic",)),
     ("routing", ("routing",)),
     ("analysis", ("analysis",)),
-    ("sweep", ("sweep", "plan")),
+    ("sweep", ("sweep", "plan", "calibrate")),
     ("draw", ("draw",)),
     ("report", ("report", "export")),
     ("cli", ("cli", "__main__")),

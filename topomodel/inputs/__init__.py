@@ -6,5 +6,5 @@ numbers (:mod:`~topomodel.inputs.yamlsource`), the record readers every file sha
 (:mod:`~topomodel.inputs.parts`, :mod:`~topomodel.inputs.catalog`), the design file and
 its JSON Schema (:mod:`~topomodel.inputs.design`, :mod:`~topomodel.inputs.schema`), the
 citations the catalogs point at (:mod:`~topomodel.inputs.sources`) and the nccl-tests log
-reader (:mod:`~topomodel.inputs.nccltests`). Nothing here builds a fabric.
+readers of measurements (:mod:`~topomodel.inputs.measured`). Nothing here builds a fabric.
 """

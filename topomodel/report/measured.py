@@ -6,7 +6,7 @@ from typing import Any
 
 from topomodel.analysis.collectives.collective import SIZE_CONVENTIONS
 from topomodel.analysis.collectives.measured import NcclCheck
-from topomodel.inputs.nccltests import NcclTestsLog
+from topomodel.inputs.measured.nccltests import NcclTestsLog
 from topomodel.inputs.units import format_si
 from topomodel.report.output import Report, Table
 from topomodel.vocabulary import LINK_TIER_LABELS

@@ -24,7 +24,7 @@ from topomodel.analysis.collectives.protocols import PROTOCOLS
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
-from topomodel.inputs.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
+from topomodel.inputs.measured.nccltests import TESTS, WORD_BYTES, NcclTestsLog, ResultRow, Timing
 from topomodel.inputs.records import check_share, documented
 from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.collectives import busbw_factor

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.measured import check_nccl
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.shared import collective_name, fabric_with_whatifs
-    from topomodel.inputs.nccltests import read_nccl_tests
+    from topomodel.inputs.measured.nccltests import read_nccl_tests
     from topomodel.report.measured import nccl_check_report
 
     if args.plot:  # refused now, not after the model has run

@@ -9,7 +9,7 @@ line per rank (gathered from every process under MPI), a two-line column header
 / ``# Avg bus bandwidth``. Older releases print no ``Group`` and no ``root`` (or no
 ``redop``) column and an ``error`` column (``0e+00`` or ``N/A``); the column header says
 which columns there are, and it is what the rows are read by. The command line and the
-``NCCL_ALGO``/``NCCL_PROTO`` settings are read by :mod:`topomodel.inputs.nccllaunch`;
+``NCCL_ALGO``/``NCCL_PROTO`` settings are read by :mod:`topomodel.inputs.measured.nccllaunch`;
 other lines that are not part of the table (``NCCL INFO`` debug output, warnings) are
 passed over, and
 ``mpirun --tag-output`` prefixes (``[1,0]<stdout>:``) are removed.
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topomodel.errors import InputError, Problem
-from topomodel.inputs.nccllaunch import Launch, read_launch
+from topomodel.inputs.measured.nccllaunch import Launch, read_launch
 
 TESTS = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather",
          "reduce_scatter_perf": "reducescatter", "alltoall_perf": "alltoall",
