@@ -53,6 +53,7 @@ class SizeCheck:
     protocol: str
     bottleneck: str  # a link tier, or 'latency'
     below: bool  # measured busbw (size / time) below the model's by more than the threshold
+    model_latency_s: float = 0.0  # the latency part of the model's time
 
     @property
     def ratio(self) -> float:
@@ -331,7 +332,7 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
             row.size_bytes, row.line, measured.time_s, measured.busbw_Bps,
             row.out_of_place.busbw_Bps,
             row.in_place.busbw_Bps if row.in_place else None, run.time_s, run.busbw_Bps,
-            run.algorithm, timing.protocol, bottleneck, below))
+            run.algorithm, timing.protocol, bottleneck, below, timing.latency_s))
     if not checks:
         raise UsageError(f"{log.file}: no size of the log to compare")
     names = fabric.nodes["name"].to_numpy()[nodes]

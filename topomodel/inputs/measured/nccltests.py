@@ -277,7 +277,7 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:  # noqa
     if not rows:
         raise _problem(file, header_line, "no result rows after the column header: the run"
                        " stopped (or the log was cut) before its first size")
-    _check_rows(rows, file)
+    check_rows(rows, file)
     names = sorted(tests, key=tests.__getitem__)
     if len({TESTS[n] for n in names}) > 1:
         raise _problem(file, tests[names[1]], f"the log names more than one test"
@@ -301,7 +301,7 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:  # noqa
                         tuple(warnings), launch)
 
 
-def _check_rows(rows: Sequence[ResultRow], file: str) -> None:
+def check_rows(rows: Sequence[ResultRow], file: str) -> None:
     """Refuse rows of two runs mixed in one file (a size twice, several data types)."""
     kinds = dict.fromkeys((r.dtype, r.redop) for r in rows)
     if len(kinds) > 1:
