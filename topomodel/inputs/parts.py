@@ -88,6 +88,15 @@ class Entry:
         """Provenance of one figure (YAML key), or of the entry."""
         return self.figure_provenance.get(key, self.provenance)
 
+    def measured_from(self, key: str) -> str | None:
+        """The files figure ``key`` was measured in, when its provenance is ``measured``
+        (as ``topomodel calibrate`` writes it in the source: ``KEY: measured (FILES)``),
+        else None."""
+        if self.provenance_of(key) != "measured":
+            return None
+        found = re.search(rf"\b{re.escape(key)}: measured \(([^)]*)\)", self.source)
+        return found[1] if found else "source not named"
+
     def check(self, catalog: Entries) -> Iterator[tuple[str, str]]:
         """Problems that need other entries: (key path under the entry, message)."""
         return iter(())

@@ -68,17 +68,16 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     transport's packet efficiency (:func:`network_transport`), else 1 (line rate)."""
     catalog, structure = fabric.catalog, fabric.structure
     link = structure.scaleup.link
-    up = (catalog.get(link, ScaleupLink).efficiency, f"catalog {link}") if link else (
+    up = _catalog_figure(catalog.get(link, ScaleupLink)) if link else (
         1.0, "no scale-up link")
     host_id = structure.scaleout.host_link
-    host = (catalog.get(host_id, HostLink).efficiency, f"catalog {host_id}") if host_id else (
+    host = _catalog_figure(catalog.get(host_id, HostLink)) if host_id else (
         1.0, "no host link: the NIC's rate")
     transport = network_transport(fabric)
     net = ((transport.efficiency, f"{transport.name} transport's packet efficiency")
            if transport is not None else (1.0, "no scale-out switch"))
     socket_id = structure.scaleup.socket_link
-    between = ((catalog.get(socket_id, ScaleupLink).efficiency, f"catalog {socket_id}")
-               if socket_id else up)
+    between = _catalog_figure(catalog.get(socket_id, ScaleupLink)) if socket_id else up
     out: dict[str, tuple[float, str]] = {}
     for tier in fabric.links["tier"].cat.categories:
         value = (between if tier == "scaleup_l3" else up if tier.startswith("scaleup")
@@ -86,3 +85,11 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
         out[tier] = ((time_model.efficiency[tier], "given (--efficiency)")
                      if tier in time_model.efficiency else value)
     return out
+
+
+def _catalog_figure(entry: ScaleupLink | HostLink) -> tuple[float, str]:
+    """An entry's efficiency and where it comes from: ``as measured (FILE)`` where a
+    calibration overlay set it, else the catalog entry."""
+    measured = entry.measured_from("efficiency")
+    where = f"as measured ({measured})" if measured else f"catalog {entry.id}"
+    return entry.efficiency, where
