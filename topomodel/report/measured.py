@@ -22,8 +22,10 @@ def _bottleneck_label(name: str) -> str:
     return f"{name} ({LINK_TIER_LABELS.get(name, name)})"
 
 
-def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) -> Report:
-    """Tables and JSON of a check: one row per size, the summary and the verdict."""
+def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str,
+                      link_rates: str = "") -> Report:
+    """Tables and JSON of a check: one row per size, the summary and the verdict;
+    ``link_rates`` (when given) says which link efficiencies are as measured."""
     flagged = check.flagged
     largest = check.sizes[-1]
     verdict = (
@@ -36,6 +38,7 @@ def nccl_check_report(check: NcclCheck, log: NcclTestsLog, *, design_name: str) 
     summary = [
         {"item": "log", "value": log.file + (f" ({log.test})" if log.test else "")},
         {"item": "design", "value": design_name},
+        *([{"item": "link rates", "value": link_rates}] if link_rates else []),
         {"item": "collective", "value": f"{check.collective}, {check.ranks} ranks"
          f" ({SIZE_CONVENTIONS[check.collective]})"},
         {"item": "ranks placed", "value": check.placement},

@@ -134,7 +134,9 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     tier_rows = [{"tier": t["name"], "bytes": format_size(t["bytes"]),
                   "capacity (per dir)": format_rate(t["capacity_Bps"]),
                   "effective": f"{format_rate(t['effective_capacity_Bps'])}"
-                  f" ({t['efficiency']:.3g})",
+                  f" ({t['efficiency']:.3g}"
+                  + (f", {t['efficiency_source']}"
+                     if t["efficiency_source"].startswith("as measured") else "") + ")",
                   "peak util": f"{t['peak_utilization']:.0%}",
                   "mean util": f"{t['mean_utilization']:.0%}",
                   "share of time": f"{t['time_share']:.0%}"} for t in tiers]

@@ -35,7 +35,12 @@ def run(args: argparse.Namespace) -> Report:
                        time_model=inputs.assumptions.time, algorithm=args.algorithm,
                        protocol=args.protocol)
     name = fabric.design.name or args.design
-    report = nccl_check_report(check, log, design_name=name)
+    from topomodel.analysis.collectives.linkrates import efficiency_sources
+
+    measured = "; ".join(f"{tier} efficiency {value:.3g}, {why}" for tier, (value, why)
+                         in efficiency_sources(fabric, inputs.assumptions.time).items()
+                         if why.startswith("as measured"))
+    report = nccl_check_report(check, log, design_name=name, link_rates=measured)
     if args.plot:
         from topomodel.draw.io import save_figure
         from topomodel.draw.measured import nccl_check_figure

@@ -1,0 +1,145 @@
+"""calibrate: the loop closes on a degraded 8-GPU HGX H100 log, a healthy one moves
+little, the JSON reader reads what nccl-tests writes, the overlay carries provenance."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.linkrates import efficiency_sources
+from topomodel.analysis.collectives.measured import check_nccl
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.calibrate.inputs import input_kind, read_inputs
+from topomodel.calibrate.nccl import calibrate_nccl
+from topomodel.calibrate.overlay import write_overlay
+from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.measured.nccljson import parse_nccl_json
+from topomodel.inputs.measured.nccltests import LogError, read_nccl_tests
+
+from conftest import EXAMPLES
+
+DATA = EXAMPLES.parent / "tests" / "data" / "nccl"
+DESIGN = EXAMPLES / "hgx-h100-server.yaml"
+
+
+def _fabric(*catalogs):
+    return build_fabric(*load_design(DESIGN, extra_catalogs=list(catalogs)))
+
+
+def test_degraded_log_loop_closes(tmp_path):
+    log = read_nccl_tests(DATA / "h100-8gpu-degraded-allreduce.log")
+    result = calibrate_nccl(_fabric(), [log])
+    (fit,) = result.fitted
+    assert (fit.section, fit.entry, fit.key) == ("scaleup_links", "nvlink4", "efficiency")
+    assert fit.after < 0.5 * fit.before  # 150 GB/s where the model said ~480
+    overlay = write_overlay(tmp_path / "overlay.yaml", _fabric().catalog, result.fitted)
+    fabric = _fabric(overlay)
+    check = check_nccl(fabric, log)
+    calibrated = set(fit.sizes)
+    assert not [s for s in check.flagged if s.size_bytes in calibrated]
+    measured = {r.size_bytes: r.out_of_place.busbw_Bps for r in log.rows}
+    for size in fit.sizes:
+        run = run_collective(fabric, "allreduce", float(size), ["all"],
+                             time_model=TimeModel(measured_curves=False))
+        assert run.busbw_Bps == pytest.approx(measured[size], rel=0.10)
+    sources = efficiency_sources(fabric, TimeModel())
+    assert sources["scaleup"][1] == f"as measured ({log.file})"
+
+
+def test_healthy_log_is_a_fixed_point(tmp_path):
+    """A real healthy log (4 x RTX 4090): once calibrated, calibrating again from the
+    same log changes the model by less than the log's run-to-run spread."""
+    path = DATA / "rtx4090-4gpu-allreduce.log"
+    design = EXAMPLES / "rtx4090-workstation.yaml"
+    log = read_nccl_tests(path)
+    first = calibrate_nccl(build_fabric(*load_design(design)), [log])
+    overlay = write_overlay(tmp_path / "o.yaml", build_fabric(*load_design(design)).catalog,
+                            first.fitted)
+    again = calibrate_nccl(build_fabric(*load_design(design, extra_catalogs=[overlay])),
+                           [log])
+    spread = max(p.spread for p in again.points)
+    for before, after in zip(again.before.sizes, again.after.sizes, strict=True):
+        assert abs(after.model_time_s / before.model_time_s - 1) <= spread + 1e-4
+
+
+def test_healthy_h100_moves_less_than_the_models_validation():
+    log = read_nccl_tests(DATA / "h100-8gpu-azure-allreduce.log")
+    (fit,) = calibrate_nccl(_fabric(), [log]).fitted
+    assert abs(fit.after / fit.before - 1) < 0.10
+
+
+def test_several_runs_take_the_median_and_report_the_spread(tmp_path):
+    text = (DATA / "rtx4090-4gpu-allreduce.log").read_text()
+    slower = tmp_path / "run2.log"
+    slower.write_text(text.replace("62077", "64000"))
+    runs = read_inputs([DATA / "rtx4090-4gpu-allreduce.log", slower])["nccl-tests"]
+    result = calibrate_nccl(build_fabric(*load_design(EXAMPLES / "rtx4090-workstation.yaml")),
+                            runs)
+    last = result.points[-1]
+    assert last.timings == 4
+    assert last.spread == pytest.approx((64000 - 62057) / ((62077 + 62057) / 2), rel=1e-6)
+
+
+JSON_RUN = {
+    "version": 3, "args": ["./build/all_reduce_perf", "-b", "256M", "-e", "1G", "-g", "4"],
+    "env": ["NCCL_ALGO=Ring"], "nccl_version": 22807,
+    "config": {"nthreads": 1, "ngpus": 4, "minimum_bytes": 268435456,
+               "maximum_bytes": 1073741824, "step_factor": 2,
+               "devices": [{"rank": r, "group": 0, "pid": 1, "hostname": "h", "device": r,
+                            "device_hex": f"0000:8{r}:00", "device_info": "GPU"}
+                           for r in range(4)]},
+    "results": [{"size": 268435456, "count": 67108864, "type": "float", "redop": "sum",
+                 "root": "    -1",
+                 "out_of_place": {"time": 15654.0, "alg_bw": 17.15, "bus_bw": 25.72,
+                                  "nwrong": 0},
+                 "in_place": {"time": 15658.0, "alg_bw": 17.14, "bus_bw": 25.72,
+                              "nwrong": 0},
+                 "actual_iterations": 20, "experiment_name": ""}],
+    "out_of_bounds": {"count": 0, "okay": "true"},
+    "average_bus_bandwidth": {"bandwidth": 25.72, "okay": "unchecked"},
+}
+
+
+def test_json_reader_reads_the_same_records(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(JSON_RUN))
+    assert input_kind(path).name == "nccl-tests json"
+    log = read_inputs([path])["nccl-tests"][0]
+    assert log.test == "all_reduce_perf" and len(log.ranks) == 4
+    assert log.rows[0].out_of_place.time_s == pytest.approx(15654e-6)
+    assert log.rows[0].root == -1 and log.launch.nccl == {"NCCL_ALGO": "Ring"}
+    assert log.out_of_bounds == 0 and log.step == "2(factor)"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"results": [', "not JSON"),
+    ('{"version": 3}', "no 'results' list"),
+    ('{"results": [{"size": 8, "count": 2, "out_of_place": {"time": "nan",'
+     ' "alg_bw": 0, "bus_bw": 0}}]}', r"results\[0\]"),
+    ('{"results": []}', "no results"),
+])
+def test_json_reader_refuses_bad_files(text, match):
+    with pytest.raises(LogError, match=match):
+        parse_nccl_json(text, file="x.json")
+
+
+def test_cli_writes_the_overlay_and_every_verb_takes_it(tmp_path):
+    out = tmp_path / "overlay.yaml"
+    cmd = [sys.executable, "-m", "topomodel", "calibrate",
+           str(DATA / "h100-8gpu-degraded-allreduce.log"), "--design", str(DESIGN),
+           "-o", str(out), "--format", "json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    data = json.loads(done.stdout)
+    assert data["fitted"][0]["provenance"] == "measured" and out.exists()
+    route = subprocess.run([sys.executable, "-m", "topomodel", "route", str(DESIGN),
+                            "--collective", "allreduce", "--size", "1 GiB", "--catalog",
+                            str(out)], capture_output=True, text=True, check=True)
+    assert "as measured (" in route.stdout
+    bad = subprocess.run([sys.executable, "-m", "topomodel", "calibrate", str(DESIGN),
+                          "--design", str(DESIGN), "-o", str(tmp_path / "x.yaml")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert not (tmp_path / "x.yaml").exists()
