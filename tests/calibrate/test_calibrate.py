@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import EXAMPLES
 
+from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.linkrates import efficiency_sources
 from topomodel.analysis.collectives.measured import check_nccl
-from topomodel.analysis.assumptions import TimeModel
 from topomodel.calibrate.inputs import input_kind, read_inputs
 from topomodel.calibrate.nccl import calibrate_nccl
 from topomodel.calibrate.overlay import write_overlay
@@ -18,8 +19,6 @@ from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.measured.nccljson import parse_nccl_json
 from topomodel.inputs.measured.nccltests import LogError, read_nccl_tests
-
-from conftest import EXAMPLES
 
 DATA = EXAMPLES.parent / "tests" / "data" / "nccl"
 DESIGN = EXAMPLES / "hgx-h100-server.yaml"
@@ -32,14 +31,20 @@ def _fabric(*catalogs):
 def test_degraded_log_loop_closes(tmp_path):
     log = read_nccl_tests(DATA / "h100-8gpu-degraded-allreduce.log")
     result = calibrate_nccl(_fabric(), [log])
-    (fit,) = result.fitted
+    fit, launch = result.fitted
     assert (fit.section, fit.entry, fit.key) == ("scaleup_links", "nvlink4", "efficiency")
     assert fit.after < 0.5 * fit.before  # 150 GB/s where the model said ~480
+    assert (launch.section, launch.key) == ("systems", "launch_latency")
+    assert launch.sizes == (1024, 2048)  # the floor of the measured curve
     overlay = write_overlay(tmp_path / "overlay.yaml", _fabric().catalog, result.fitted)
     fabric = _fabric(overlay)
     check = check_nccl(fabric, log)
-    calibrated = set(fit.sizes)
+    calibrated = set(fit.sizes) | set(launch.sizes)
     assert not [s for s in check.flagged if s.size_bytes in calibrated]
+    # the overlay's model is the one the fit reports (the launch latency is additive)
+    after = {s.size_bytes: s.model_time_s for s in result.after.sizes}
+    for size in check.sizes:
+        assert size.model_time_s == pytest.approx(after[size.size_bytes], rel=1e-3)
     measured = {r.size_bytes: r.out_of_place.busbw_Bps for r in log.rows}
     for size in fit.sizes:
         run = run_collective(fabric, "allreduce", float(size), ["all"],
@@ -67,8 +72,8 @@ def test_healthy_log_is_a_fixed_point(tmp_path):
 
 def test_healthy_h100_moves_less_than_the_models_validation():
     log = read_nccl_tests(DATA / "h100-8gpu-azure-allreduce.log")
-    (fit,) = calibrate_nccl(_fabric(), [log]).fitted
-    assert abs(fit.after / fit.before - 1) < 0.10
+    fit = calibrate_nccl(_fabric(), [log]).fitted[0]
+    assert fit.key == "efficiency" and abs(fit.after / fit.before - 1) < 0.10
 
 
 def test_several_runs_take_the_median_and_report_the_spread(tmp_path):

@@ -30,8 +30,7 @@ class InputKind:
 
 
 def _json_head(path: str, head: str) -> bool:
-    return head.lstrip().startswith("{") and '"results"' in head or (
-        path.endswith(".json") and head.lstrip().startswith("{"))
+    return head.lstrip().startswith("{") and ('"results"' in head or path.endswith(".json"))
 
 
 INPUT_KINDS: tuple[InputKind, ...] = (

@@ -1,4 +1,4 @@
-"""Fit the model's link efficiencies to nccl-tests runs: the model's own time of the
+"""Fit the model's link efficiencies and launch latency to nccl-tests runs: the model's own time of the
 collective, on the design, at each measured size, is what is fitted
 (:func:`~topomodel.analysis.collectives.measured.check_nccl` runs it), by least squares
 on the log of the time (:func:`scipy.optimize.least_squares`).
@@ -23,13 +23,19 @@ both the out-of-place and in-place columns) is reported per size.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.collectives.measured import NcclCheck, check_nccl, log_collective
+from topomodel.analysis.collectives.measured import (
+    NcclCheck,
+    SizeCheck,
+    check_nccl,
+    log_collective,
+)
+from topomodel.analysis.collectives.timing import launch_latency_s
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.measured.nccltests import NcclTestsLog
@@ -45,10 +51,16 @@ EFFICIENCY_BOUNDS = documented(
 LATENCY_SHARE_LIMIT = documented(
     "calibrate.LATENCY_SHARE_LIMIT", 0.05,
     """A size fits a link's efficiency only where the latency part of the model's time
-    (before the fit) is under this share of it: the latencies are NCCL's constants, not
-    fitted, so an error in them moves the fitted rate by at most about this share. The
-    sizes between this and the latency-bound ones (the knee of the curve) are reported
-    with their residuals but fit nothing.""")
+    (before the fit) is under this share of it, and the launch latency only where the
+    bandwidth part is: each figure is fitted where the other moves the time by at most
+    about this share. The sizes between (the knee of the curve) are reported with their
+    residuals but fit nothing.""")
+
+LAUNCH_LATENCY_BOUND_S = documented(
+    "calibrate.LAUNCH_LATENCY_BOUND_S", 1e-3,
+    """The largest launch latency a fit may give, seconds: nccl-tests' smallest times
+    on any cluster in the shared reference are tens of µs; a millisecond is a stalled
+    run, not a latency.""")
 
 
 @dataclass(frozen=True)
@@ -198,80 +210,174 @@ def calibrate_nccl(fabric: Fabric, logs: Sequence[NcclTestsLog], *,  # noqa: PLR
 
     before = model({})
     order = {s.size_bytes: i for i, s in enumerate(before.sizes)}
-    index = np.array([order[s] for s in sizes])  # sizes order -> the check's order
+    checks = [before.sizes[order[s]] for s in sizes]  # in the order of ``sizes``
+    plan = _plan(fabric, checks, measured)
+    fit = _Fit(fabric, plan, measured, model, order, sizes)
     files = tuple(log.file for log in logs)
-    params: dict[tuple[str, str], list[int]] = {}
+    fitted, after = fit.run(files)
+    kept = [*plan.kept, *_latency_kept(fabric, plan, checks, after, measured, sizes)]
+    return NcclCalibration(name, before.ranks, files, points, tuple(fitted),
+                           tuple(dict.fromkeys(kept)), before, after)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the sizes can fit: each efficiency figure with the sizes (positions) it
+    bounds, the latency-bound sizes, and what is left as it was."""
+
+    rates: dict[tuple[str, str], list[int]]
+    latency: list[int]
+    kept: list[Kept]
+
+
+def _plan(fabric: Fabric, checks: Sequence[SizeCheck], measured: np.ndarray) -> _Plan:
+    """Which sizes fit which figure: a rate where the model's latency is under
+    :data:`LATENCY_SHARE_LIMIT` of its time; the launch latency where its bandwidth part
+    is, and the measured time is still at its floor (within that share of the smallest
+    measured time: a size whose time has risen moves data at a rate not yet fitted)."""
+    rates: dict[tuple[str, str], list[int]] = {}
+    latency: list[int] = []
     kept: list[Kept] = []
-    for i, check in enumerate(before.sizes[j] for j in index):
-        if (check.bottleneck == "latency"
-                or check.model_latency_s >= LATENCY_SHARE_LIMIT * check.model_time_s):
+    floor = float(measured.min()) * (1 + LATENCY_SHARE_LIMIT)
+    for i, check in enumerate(checks):
+        bandwidth_s = check.model_time_s - check.model_latency_s
+        if check.bottleneck == "latency" and bandwidth_s < (
+                LATENCY_SHARE_LIMIT * check.model_time_s) and measured[i] <= floor:
+            latency.append(i)
             continue
+        if check.model_latency_s >= LATENCY_SHARE_LIMIT * check.model_time_s:
+            continue  # the knee: neither a rate nor a latency alone
         figure = _figure(fabric, check.bottleneck)
         if figure is None:
             kept.append(Kept(f"{check.bottleneck} efficiency", "the transport's",
                              "the network tiers run at the transport's packet efficiency"
                              " (inputs/transports.py), not a catalog figure: not fitted"))
             continue
-        params.setdefault(figure[:2], []).append(i)
-    keys = list(params)
-    start = {k: _figure_value(fabric, k) for k in keys}
-    tiers = {k: _tiers_of(fabric, *k) for k in keys}
+        rates.setdefault(figure[:2], []).append(i)
+    return _Plan(rates, latency, kept)
 
-    def efficiencies(x: np.ndarray) -> dict[str, float]:
-        return {t: float(math.exp(v)) for k, v in zip(keys, x, strict=True) for t in tiers[k]}
 
-    def residual(x: np.ndarray) -> np.ndarray:
-        check = model(efficiencies(x))
-        times = np.array([s.model_time_s for s in check.sizes])[index]
-        chosen = [i for k in keys for i in params[k]]
-        return np.log(times[chosen] / measured[chosen])
+class _Fit:
+    """The least-squares fit of a plan: parameters are the log of each efficiency and
+    the system's launch latency in µs. The launch latency is added to every
+    collective's latency whatever the protocol and algorithm (timing.py), so the
+    model's time with it is the time without it plus it: it is added to the times of
+    one model run instead of running the model again."""
 
-    after = before
-    fitted: list[Fitted] = []
-    if keys:
+    def __init__(self, fabric: Fabric, plan: _Plan, measured: np.ndarray,  # noqa: PLR0913
+                 model: Callable[[dict[str, float]], NcclCheck], order: dict[int, int],
+                 sizes: Sequence[int]) -> None:
+        # PLR0913: the fit's inputs, each read by run
+        self.fabric, self.plan, self.measured, self.model = fabric, plan, measured, model
+        self.index = np.array([order[s] for s in sizes])
+        self.sizes = list(sizes)
+        self.keys = list(plan.rates)
+        self.tiers = {k: _tiers_of(fabric, *k) for k in self.keys}
+        self.launch_s = launch_latency_s(fabric)
+        self.chosen = [i for k in self.keys for i in plan.rates[k]] + plan.latency
+
+    def efficiencies(self, x: np.ndarray) -> dict[str, float]:
+        return {t: float(math.exp(v)) for k, v in zip(self.keys, x, strict=False)
+                for t in self.tiers[k]}
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        check = self.model(self.efficiencies(x))
+        times = np.array([s.model_time_s for s in check.sizes])[self.index]
+        if self.plan.latency:
+            times = times + (x[-1] * 1e-6 - self.launch_s)
+        return times
+
+    def residual(self, x: np.ndarray) -> np.ndarray:
+        chosen = self.chosen
+        return np.log(np.maximum(self.times(x)[chosen], 1e-12) / self.measured[chosen])
+
+    def run(self, files: tuple[str, ...]) -> tuple[list[Fitted], NcclCheck]:
+        """The fitted figures and the model's check with them."""
         from scipy.optimize import least_squares
 
-        low, high = (math.log(b) for b in EFFICIENCY_BOUNDS)
-        x0 = np.array([math.log(start[k]) for k in keys])
-        # first guess: each figure scaled by its sizes' median model / measured time
-        first = np.array([s.model_time_s for s in before.sizes])[index]
-        x0 = np.clip(x0 + np.array([np.median(np.log(first[params[k]] / measured[params[k]]))
-                                    for k in keys]), low, high)
-        result = least_squares(residual, x0, bounds=(low, high), diff_step=1e-4,
+        start = {k: _figure_value(self.fabric, k) for k in self.keys}
+        x0 = [math.log(start[k]) for k in self.keys]
+        low = [math.log(EFFICIENCY_BOUNDS[0])] * len(x0)
+        high = [math.log(EFFICIENCY_BOUNDS[1])] * len(x0)
+        if self.plan.latency:
+            x0.append(self.launch_s * 1e6)
+            low.append(0.0)
+            high.append(LAUNCH_LATENCY_BOUND_S * 1e6)
+        if not x0:
+            return [], self.model({})
+        first = self.times(np.array(x0))
+        guess = np.array(x0)
+        for n, k in enumerate(self.keys):  # each efficiency scaled by its sizes' ratio
+            at = self.plan.rates[k]
+            guess[n] += np.median(np.log(first[at] / self.measured[at]))
+        if self.plan.latency:  # the latency by the latency-bound sizes' median gap
+            at = self.plan.latency
+            guess[-1] += np.median(self.measured[at] - first[at]) * 1e6
+        guess = np.clip(guess, low, high)
+        result = least_squares(self.residual, guess, bounds=(low, high), diff_step=1e-4,
                                xtol=1e-6, ftol=1e-8)
-        after = model(efficiencies(result.x))
-        old = np.array([s.model_time_s for s in before.sizes])[index] / measured - 1
-        new = np.array([s.model_time_s for s in after.sizes])[index] / measured - 1
-        for k, value in zip(keys, result.x, strict=True):
-            at = params[k]
-            fitted.append(Fitted(k[0], k[1], "efficiency", tiers[k], start[k],
-                                 float(math.exp(value)), files,
-                                 tuple(sizes[i] for i in at),
-                                 tuple(float(old[i]) for i in at),
-                                 tuple(float(new[i]) for i in at)))
-    kept += _latency_kept(before, after, sizes, measured, index)
-    return NcclCalibration(name, before.ranks, files, points, tuple(fitted),
-                           tuple(dict.fromkeys(kept)), before, after)
+        old = first / self.measured - 1
+        new = self.times(result.x) / self.measured - 1
+        fitted = []
+        for n, k in enumerate(self.keys):
+            at = self.plan.rates[k]
+            fitted.append(self._fitted(k[0], k[1], "efficiency", self.tiers[k], start[k],
+                                       float(math.exp(result.x[n])), files, at, old, new))
+        if self.plan.latency:
+            fitted.append(self._fitted("systems", self.fabric.design.system,
+                                       "launch_latency", (), self.launch_s,
+                                       float(result.x[-1]) * 1e-6, files,
+                                       self.plan.latency, old, new))
+        after = self.model(self.efficiencies(result.x))
+        shift = float(result.x[-1]) * 1e-6 - self.launch_s if self.plan.latency else 0.0
+        after = replace(after, sizes=tuple(
+            replace(s, model_time_s=s.model_time_s + shift,
+                    model_latency_s=s.model_latency_s + shift,
+                    model_busbw_Bps=s.model_busbw_Bps * s.model_time_s
+                    / (s.model_time_s + shift)) for s in after.sizes))
+        return fitted, after
+
+    def _fitted(self, section: str, entry: str, key: str,  # noqa: PLR0913
+                tiers: tuple[str, ...], before: float, after: float,
+                files: tuple[str, ...], at: Sequence[int], old: np.ndarray,
+                new: np.ndarray) -> Fitted:
+        # PLR0913: one record's fields, gathered here once for both kinds of figure
+        return Fitted(section, entry, key, tiers, before, after, files,
+                      tuple(self.sizes[i] for i in at), tuple(float(old[i]) for i in at),
+                      tuple(float(new[i]) for i in at))
 
 
 def _figure_value(fabric: Fabric, key: tuple[str, str]) -> float:
-    cls = ScaleupLink if key[0] == "scaleup_links" else HostLink
-    return float(fabric.catalog.get(key[1], cls).efficiency)
+    if key[0] == "scaleup_links":
+        return float(fabric.catalog.get(key[1], ScaleupLink).efficiency)
+    return float(fabric.catalog.get(key[1], HostLink).efficiency)
 
 
-def _latency_kept(before: NcclCheck, after: NcclCheck, sizes: Sequence[int],
-                  measured: np.ndarray, index: np.ndarray) -> list[Kept]:
-    """NCCL's latencies are left as they were; the residual at the latency-bound sizes
-    (or that there are none) says how far they are off."""
-    bound = [i for i, j in enumerate(index) if before.sizes[j].bottleneck == "latency"]
-    if not bound:
-        return [Kept("base and per-hop latency", "NCCL's (protocols.py)",
-                     "no measured size is latency-bound: the sizes cannot separate a"
-                     " latency from a rate")]
-    times = np.array([s.model_time_s for s in after.sizes])[index]
-    residual = times[bound] / measured[bound] - 1
-    return [Kept("base and per-hop latency", "NCCL's (protocols.py)",
-                 f"NCCL's tuner constants, not catalog figures: not fitted; at the"
-                 f" {len(bound)} latency-bound sizes ({sizes[bound[0]]:,}-"
-                 f"{sizes[bound[-1]]:,} B) the model's time is off by"
-                 f" {float(np.median(residual)):+.0%} (median)")]
+def _latency_kept(fabric: Fabric, plan: _Plan, checks: Sequence[SizeCheck],
+                  after: NcclCheck, measured: np.ndarray, sizes: Sequence[int]
+                  ) -> list[Kept]:
+    """What the latency fit leaves: NCCL's base and per-hop latencies (one group size
+    cannot tell a per-hop latency from the launch latency: the hops do not vary), and
+    the launch latency itself when no size is latency-bound."""
+    kept = [Kept("NCCL base and per-hop latency", "NCCL's (protocols.py)",
+                 "NCCL's tuner constants, not catalog figures; runs of one group size"
+                 " cannot tell a per-hop latency from the launch latency (the hops do not"
+                 " vary): the launch latency takes up the difference")]
+    if not plan.latency:
+        kept.append(Kept(f"systems.{fabric.design.system}.launch_latency",
+                         f"{launch_latency_s(fabric) * 1e6:.3g} us",
+                         "no measured size is latency-bound: the sizes cannot separate a"
+                         " latency from a rate"))
+    fitted = {i for at in plan.rates.values() for i in at} | set(plan.latency)
+    knee = [i for i in range(len(checks)) if i not in fitted]
+    if knee:
+        times = {s.size_bytes: s.model_time_s for s in after.sizes}
+        worst = max(knee, key=lambda i: abs(times[sizes[i]] / measured[i] - 1))
+        kept.append(Kept("the knee of the curve", f"{len(knee)} sizes",
+                         f"sizes where neither the latency nor a rate dominates, or whose"
+                         f" tier has no catalog figure"
+                         f" ({sizes[knee[0]]:,}-{sizes[knee[-1]]:,} B) fit nothing; the"
+                         f" largest residual there is"
+                         f" {times[sizes[worst]] / measured[worst] - 1:+.0%} at"
+                         f" {sizes[worst]:,} B"))
+    return kept

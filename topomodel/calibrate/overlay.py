@@ -40,7 +40,8 @@ def overlay_data(catalog: Catalog, fitted: Sequence[Fitted]) -> dict[str, Any]:
                 raise UsageError(f"{entry.file}: cannot read entry {figure.entry} again to"
                                  f" copy it into the overlay ({exc})") from None
         data = section[figure.entry]
-        data[figure.key] = round(figure.after, 4)
+        data[figure.key] = (f"{figure.after * 1e6:.4g} us" if figure.key == "launch_latency"
+                            else round(figure.after, 4))
         data["figure_provenance"] = {**data.get("figure_provenance", {}),
                                      figure.key: "measured"}
         files = ", ".join(figure.files)

@@ -463,6 +463,12 @@ class System(Part):
         list_of(record(MeasuredCollective)), default=(),
         doc="measured nccl-tests curves inside one system, each timing its collective"
         " on groups of its size there (docs/catalog-format.md)")
+    launch_latency_s: float | None = spec(
+        quantity("time"), key="launch_latency", default=None,
+        doc="time a collective takes on this system beyond NCCL's latency model, added"
+        " to every collective's latency (the launch and host overhead nccl-tests' times"
+        " include and NCCL's tuner leaves out); unset: none, NCCL's model alone. Set by"
+        " topomodel calibrate from latency-bound sizes (docs/calibrate.md)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

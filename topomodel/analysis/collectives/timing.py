@@ -363,11 +363,20 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
     if best is None and time_model.protocol != "auto":  # a forced protocol the algorithm
         # does not run: NCCL falls back
         return _fastest_protocol(fabric, shapes, simple_s, replace(time_model, protocol="auto"))
+    if best is not None:  # the system's measured launch overhead, the same for each
+        best = (best[0], best[1], best[2] + launch_latency_s(fabric), best[3])
     if best is None:  # no protocol gives a finite time: the rates are (nearly) zero
         raise UsageError(f"a collective's time is not a finite number (its bandwidth time"
                          f" is {simple_s:.3g} s): the effective link rates are too small to"
                          " model; check --efficiency and the link rates")
     return best[1], best[2], best[3]
+
+
+def launch_latency_s(fabric: Fabric) -> float:
+    """The design's system's ``launch_latency`` (0 unset), seconds: added to every
+    collective's NCCL latency."""
+    system = fabric.catalog.entries.get(fabric.design.system)
+    return float(getattr(system, "launch_latency_s", None) or 0.0)
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,8 +36,11 @@ def run(args: argparse.Namespace) -> Report:
     else:
         path = ""
         warnings.append("nothing could be fitted from these sizes: no overlay written")
-    fitted = [{"figure": f"{f.section}.{f.entry}.{f.key}", "before": f"{f.before:.4g}",
-               "after": f"{f.after:.4g}", "provenance": f.provenance,
+    def shown(key: str, value: float) -> str:
+        return f"{value * 1e6:.3g} us" if key == "launch_latency" else f"{value:.4g}"
+
+    fitted = [{"figure": f"{f.section}.{f.entry}.{f.key}", "before": shown(f.key, f.before),
+               "after": shown(f.key, f.after), "provenance": f.provenance,
                "fitted on": f"{len(f.sizes)} sizes, {f.sizes[0]:,}-{f.sizes[-1]:,} B",
                "residual before": f"{f.rms_before:.1%}", "residual after": f"{f.rms_after:.1%}"}
               for f in result.fitted]

@@ -143,7 +143,8 @@ def parse_nccl_json(text: str, *, file: str = "<json>") -> NcclTestsLog:
     env = [str(e) for e in data.get("env", []) if isinstance(e, str)]
     binary = args[0].rsplit("/", 1)[-1] if args else ""
     test = binary.removesuffix("_mpi") if binary.removesuffix("_mpi") in TESTS else None
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    found = data.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
     ranks = tuple(RankPlace(int(d["rank"]), str(d["hostname"]), int(d["device"]),
                             str(d.get("device_hex", "")), str(d.get("device_info", "")))
                   for d in config.get("devices", []) if isinstance(d, dict)
