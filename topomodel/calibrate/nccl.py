@@ -1,19 +1,24 @@
-"""Fit the model's link efficiencies and launch latency to nccl-tests runs: the model's own time of the
-collective, on the design, at each measured size, is what is fitted
-(:func:`~topomodel.analysis.collectives.measured.check_nccl` runs it), by least squares
-on the log of the time (:func:`scipy.optimize.least_squares`).
+"""Fit the model's link efficiencies and launch latency to nccl-tests runs: the
+model's own time of the collective, on the design, at each measured size, is what is
+fitted (:func:`~topomodel.analysis.collectives.measured.check_nccl` runs it), by least
+squares on the log of the time (:func:`scipy.optimize.least_squares`).
 
 What is fitted, per catalog figure (not per size, and never a result):
 
 - the ``efficiency`` of the scale-up link (``scaleup_links``) where the model says a
   scale-up tier bounds the measured sizes, and of the host link (``host_links``) where
-  the host tier does; each fitted on the sizes that figure bounds (not latency-bound).
+  the host tier does, on the sizes whose modelled latency is under
+  :data:`LATENCY_SHARE_LIMIT` of the time;
+- the system's ``launch_latency`` (``systems``: what every collective takes beyond
+  NCCL's latency model, nccl-tests' launch and host overhead) on the latency-bound sizes
+  at the floor of the measured curve.
 
 What is left as it was, and said so (:class:`Kept`): the network tiers' efficiency (the
 transport's packet efficiency, :mod:`topomodel.inputs.transports`, not a catalog
-figure), and NCCL's base and per-hop latencies (NCCL's tuner constants in
-:mod:`topomodel.analysis.collectives.protocols`, not catalog figures); the residual at
-the latency-bound sizes is reported so a reader sees how far they are off.
+figure); NCCL's base and per-hop latencies (NCCL's tuner constants in
+:mod:`topomodel.analysis.collectives.protocols`): runs of one group size cannot tell a
+per-hop latency from the launch latency; and the sizes of the knee between the two,
+with their largest residual.
 
 Several runs of one binary (several logs of the same collective and ranks): the median
 time per size is fitted, and the spread (max - min over the median, over every run and
@@ -29,13 +34,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.collectives.linkrates import launch_latency_s
 from topomodel.analysis.collectives.measured import (
     NcclCheck,
     SizeCheck,
     check_nccl,
     log_collective,
 )
-from topomodel.analysis.collectives.timing import launch_latency_s
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.measured.nccltests import NcclTestsLog
@@ -264,7 +269,7 @@ class _Fit:
     model's time with it is the time without it plus it: it is added to the times of
     one model run instead of running the model again."""
 
-    def __init__(self, fabric: Fabric, plan: _Plan, measured: np.ndarray,  # noqa: PLR0913
+    def __init__(self, fabric: Fabric, plan: _Plan, measured: np.ndarray,
                  model: Callable[[dict[str, float]], NcclCheck], order: dict[int, int],
                  sizes: Sequence[int]) -> None:
         # PLR0913: the fit's inputs, each read by run

@@ -282,3 +282,19 @@ class Stages:
                   file=sys.stderr, flush=True)
 
         return timed()
+
+
+def measured_figures(fabric: Any, time_model: Any) -> str:
+    """The figures a verb's model reads that a calibration overlay set (``as measured
+    (FILE)``), one clause each; empty when none."""
+    from topomodel.analysis.collectives.linkrates import (
+        efficiency_sources,
+        launch_latency_source,
+    )
+
+    figures = [(f"{tier} efficiency {value:.3g}", why) for tier, (value, why)
+               in efficiency_sources(fabric, time_model).items()]
+    if (launch := launch_latency_source(fabric)) is not None:
+        figures.append((f"launch latency {launch[0] * 1e6:.3g} us", launch[1]))
+    return "; ".join(f"{what}, {why}" for what, why in figures
+                     if why.startswith("as measured"))

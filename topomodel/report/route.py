@@ -33,7 +33,7 @@ import dataclasses
 from typing import Any
 
 from topomodel.analysis.collectives.collective import SIZE_CONVENTIONS, CollectiveRun
-from topomodel.analysis.collectives.linkrates import efficiency_sources
+from topomodel.analysis.collectives.linkrates import efficiency_sources, launch_latency_source
 from topomodel.analysis.collectives.loads import bisection_traffic, hotspots, tier_loads
 from topomodel.analysis.collectives.timing import TimeModel
 from topomodel.fabric.tables import Fabric
@@ -46,6 +46,13 @@ _IN_NETWORK_WHY = (
     " result back, so no rank's bytes go to a rank on the other half (the reduction"
     " tree's own links carry their load in the tiers above)")
 """Why an in-network AllReduce moves no bytes across the bisection."""
+
+
+def _launch_note(fabric: Fabric) -> str:
+    """Where the latency includes the system's launch latency, it and its source."""
+    launch = launch_latency_source(fabric)
+    return "" if launch is None else (f" (latency with launch latency"
+                                      f" {format_si(launch[0], 's')}, {launch[1]})")
 
 
 def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int = 10,
@@ -120,7 +127,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
                                                                 strict=True)) + ")")},
         {"item": "latency / bandwidth / topology", "value": " / ".join(
             format_si(v, "s") for v in (timing.latency_s, timing.bandwidth_s,
-                                        timing.topology_s))},
+                                        timing.topology_s)) + _launch_note(fabric)},
         {"item": "routing", "value": f"{applied.text} ({data['router']} router)"},
         *([{"item": "protocol", "value": timing.protocol if not timing.measured else
             f"as measured (the model would pick {timing.protocol})"}]

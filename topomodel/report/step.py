@@ -53,9 +53,11 @@ def memory_text(result: StepResult) -> str:
 
 
 def step_report(result: StepResult, assumptions: StepAssumptions, *,
-                design_name: str, routing: RoutingChoice | None = None) -> Report:
+                design_name: str, routing: RoutingChoice | None = None,
+                measured: str = "") -> Report:
     """The ``topomodel step`` report: summary, walls, communication, memory; with the
-    routing applied (``routing``) and the wait's assumptions, one line each."""
+    routing applied (``routing``), the wait's assumptions and the figures a calibration
+    set (``measured``: "as measured (FILE)"), one line each."""
     from topomodel.inputs.units import format_si, format_size
 
     def part(value_s: float) -> str:  # a part of the step, its residue printed as 0
@@ -82,6 +84,7 @@ def step_report(result: StepResult, assumptions: StepAssumptions, *,
         {"item": "  synchronisation wait", "value": part(result.wait_s)},
         {"item": "wait assumed", "value": wait.text},
         *([{"item": "routing", "value": routing.text}] if routing else []),
+        *([{"item": "figures as measured", "value": measured}] if measured else []),
         {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
         {"item": "MFU" + (" / HFU" if lay.recompute != "none" else ""),
          "value": f"{result.mfu:.1%}" + (f" / {result.hfu:.1%}" if lay.recompute != "none"

@@ -1,5 +1,6 @@
 """Links under a time model: each link tier's effective share of its line rate and where
-it comes from, and every link's effective rate (bytes/s per direction).
+it comes from, every link's effective rate (bytes/s per direction), and the system's
+launch latency every collective pays (with where it comes from).
 
 Scale-up tiers run at their link's catalog efficiency (NCCL's achievable per-link
 figures), the host tier at its host link's, the network tiers at their transport's
@@ -15,7 +16,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.fabric.tables import Fabric
-from topomodel.inputs.parts import HostLink, Nic, ScaleupLink, Switch
+from topomodel.inputs.parts import HostLink, Nic, ScaleupLink, Switch, System
 from topomodel.inputs.transports import TRANSPORT_OF_PROTOCOL, TRANSPORTS, Transport
 
 
@@ -93,3 +94,21 @@ def _catalog_figure(entry: ScaleupLink | HostLink) -> tuple[float, str]:
     measured = entry.measured_from("efficiency")
     where = f"as measured ({measured})" if measured else f"catalog {entry.id}"
     return entry.efficiency, where
+
+
+def launch_latency_s(fabric: Fabric) -> float:
+    """The design's system's ``launch_latency`` (0 unset), seconds: added to every
+    collective's NCCL latency (:mod:`topomodel.analysis.collectives.timing`)."""
+    system = fabric.catalog.entries.get(fabric.design.system)
+    return float(system.launch_latency_s or 0.0) if isinstance(system, System) else 0.0
+
+
+def launch_latency_source(fabric: Fabric) -> tuple[float, str] | None:
+    """The system's launch latency, seconds, and where it comes from (``as measured
+    (FILE)`` after a calibration, else its catalog entry); None when it has none."""
+    system = fabric.catalog.entries.get(fabric.design.system)
+    if not isinstance(system, System) or system.launch_latency_s is None:
+        return None
+    measured = system.measured_from("launch_latency")
+    return system.launch_latency_s, (f"as measured ({measured})" if measured
+                                     else f"catalog {system.id}")

@@ -33,6 +33,7 @@ from topomodel.analysis.assumptions import TimeModel as TimeModel
 from topomodel.analysis.collectives.curves import measured_time
 from topomodel.analysis.collectives.linkrates import (
     effective_link_Bps,
+    launch_latency_s,
     network_transport,
     tier_efficiency,
 )
@@ -370,13 +371,6 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
                          f" is {simple_s:.3g} s): the effective link rates are too small to"
                          " model; check --efficiency and the link rates")
     return best[1], best[2], best[3]
-
-
-def launch_latency_s(fabric: Fabric) -> float:
-    """The design's system's ``launch_latency`` (0 unset), seconds: added to every
-    collective's NCCL latency."""
-    system = fabric.catalog.entries.get(fabric.design.system)
-    return float(getattr(system, "launch_latency_s", None) or 0.0)
 
 
 @dataclass(frozen=True, eq=False)

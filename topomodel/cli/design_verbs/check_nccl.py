@@ -35,11 +35,9 @@ def run(args: argparse.Namespace) -> Report:
                        time_model=inputs.assumptions.time, algorithm=args.algorithm,
                        protocol=args.protocol)
     name = fabric.design.name or args.design
-    from topomodel.analysis.collectives.linkrates import efficiency_sources
+    from topomodel.cli.shared import measured_figures
 
-    measured = "; ".join(f"{tier} efficiency {value:.3g}, {why}" for tier, (value, why)
-                         in efficiency_sources(fabric, inputs.assumptions.time).items()
-                         if why.startswith("as measured"))
+    measured = measured_figures(fabric, inputs.assumptions.time)
     report = nccl_check_report(check, log, design_name=name, link_rates=measured)
     if args.plot:
         from topomodel.draw.io import save_figure

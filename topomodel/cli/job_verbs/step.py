@@ -39,11 +39,13 @@ def run(args: argparse.Namespace) -> Report:
     if not args.no_goodput:
         result, goodput_tables, goodput_data = goodput_part(args, job, result)
     assert result is not None
+    from topomodel.cli.shared import measured_figures
     from topomodel.routing.policy import resolve_routing
 
     report = step_report(result, job.assumptions,
                          design_name=fabric.design.name or fabric.design.file,
-                         routing=resolve_routing(fabric, inputs.routing))
+                         routing=resolve_routing(fabric, inputs.routing),
+                         measured=measured_figures(fabric, inputs.assumptions.time))
     tables, data = list(report.tables) + goodput_tables, dict(report.data)
     warnings = list(report.warnings)
     if not args.no_goodput:

@@ -53,7 +53,10 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
     """Every assumption behind the results, with its value, unit, where it is defined
     and why: the reasons are data (record fields' ``doc``, the constants'
     :func:`~topomodel.inputs.records.documented` reasons, the catalog's efficiencies)."""
-    from topomodel.analysis.collectives.linkrates import efficiency_sources
+    from topomodel.analysis.collectives.linkrates import (
+        efficiency_sources,
+        launch_latency_source,
+    )
     from topomodel.analysis.collectives.timing import TimeModel
 
     rows: list[dict[str, Any]] = []
@@ -70,6 +73,10 @@ def review_assumptions(fabric: Fabric, timing: TimeModel,
         if tier in present:
             add(f"effective / nominal rate, {tier} links", value, "fraction",
                 "linkrates.efficiency_sources", why)
+    launch = launch_latency_source(fabric)
+    if launch is not None:
+        add("launch latency of a collective", launch[0], "s",
+            f"catalog systems.{fabric.design.system}.launch_latency", launch[1])
     layout = fabric.design.layout
     layout_docs = {"rack_cable": "inside a rack", "row_cable": "system to a leaf in another"
                    " rack", "spine_cable": "leaf to spine", "core_cable": "spine to core",
