@@ -67,6 +67,14 @@ LAUNCH_LATENCY_BOUND_S = documented(
     on any cluster in the shared reference are tens of µs; a millisecond is a stalled
     run, not a latency.""")
 
+FIT_SIZES_PER_FIGURE = documented(
+    "calibrate.FIT_SIZES_PER_FIGURE", 24,
+    """A figure is fitted on at most this many of the sizes it could be fitted on, evenly
+    spread over them in size order (nccl-tests' sizes are in order, so in log size with
+    -f and in size with -i): the model's time is smooth between them, each fit
+    evaluation times the collective once per size, and the residual is still reported at
+    every measured size (a 1,000-size log fits in seconds, benchmarks/README.md).""")
+
 
 @dataclass(frozen=True)
 class SizePoint:
@@ -207,17 +215,19 @@ def calibrate_nccl(fabric: Fabric, logs: Sequence[NcclTestsLog], *,  # noqa: PLR
     measured = np.array([p.time_s for p in points])
     base = replace(time_model or TimeModel(), measured_curves=False)
 
-    def model(efficiency: dict[str, float]) -> NcclCheck:
+    def model(efficiency: dict[str, float], only: Sequence[int] | None = None
+              ) -> NcclCheck:
         return check_nccl(fabric, logs[0], collective=name, ranks=ranks, routing=routing,
                           seed=seed, time_model=replace(base, efficiency={
                               **base.efficiency, **efficiency}),
-                          sizes=sizes, algorithm=algorithm, protocol=protocol)
+                          sizes=sizes if only is None else only, algorithm=algorithm,
+                          protocol=protocol)
 
     before = model({})
     order = {s.size_bytes: i for i, s in enumerate(before.sizes)}
     checks = [before.sizes[order[s]] for s in sizes]  # in the order of ``sizes``
     plan = _plan(fabric, checks, measured)
-    fit = _Fit(fabric, plan, measured, model, order, sizes)
+    fit = _Fit(fabric, plan, measured, model, before, sizes)
     files = tuple(log.file for log in logs)
     fitted, after = fit.run(files)
     kept = [*plan.kept, *_latency_kept(fabric, plan, checks, after, measured, sizes)]
@@ -259,7 +269,16 @@ def _plan(fabric: Fabric, checks: Sequence[SizeCheck], measured: np.ndarray) -> 
                              " (inputs/transports.py), not a catalog figure: not fitted"))
             continue
         rates.setdefault(figure[:2], []).append(i)
-    return _Plan(rates, latency, kept)
+    return _Plan({k: _spread_out(v) for k, v in rates.items()}, _spread_out(latency), kept)
+
+
+def _spread_out(positions: list[int]) -> list[int]:
+    """At most :data:`FIT_SIZES_PER_FIGURE` of ``positions``, evenly spread, first and
+    last kept."""
+    if len(positions) <= FIT_SIZES_PER_FIGURE:
+        return positions
+    picks = np.unique(np.round(np.linspace(0, len(positions) - 1, FIT_SIZES_PER_FIGURE)))
+    return [positions[int(p)] for p in picks]
 
 
 class _Fit:
@@ -270,10 +289,12 @@ class _Fit:
     one model run instead of running the model again."""
 
     def __init__(self, fabric: Fabric, plan: _Plan, measured: np.ndarray,
-                 model: Callable[[dict[str, float]], NcclCheck], order: dict[int, int],
+                 model: Callable[..., NcclCheck], before: NcclCheck,
                  sizes: Sequence[int]) -> None:
         # PLR0913: the fit's inputs, each read by run
         self.fabric, self.plan, self.measured, self.model = fabric, plan, measured, model
+        self.before = before
+        order = {s.size_bytes: i for i, s in enumerate(before.sizes)}
         self.index = np.array([order[s] for s in sizes])
         self.sizes = list(sizes)
         self.keys = list(plan.rates)
@@ -285,16 +306,22 @@ class _Fit:
         return {t: float(math.exp(v)) for k, v in zip(self.keys, x, strict=False)
                 for t in self.tiers[k]}
 
-    def times(self, x: np.ndarray) -> np.ndarray:
-        check = self.model(self.efficiencies(x))
+    def shift_s(self, x: np.ndarray) -> float:
+        """The launch latency of ``x`` less the catalog's, seconds."""
+        return float(x[-1]) * 1e-6 - self.launch_s if self.plan.latency else 0.0
+
+    def times(self, check: NcclCheck, x: np.ndarray) -> np.ndarray:
+        """The model's times at every size from its run at ``x``'s efficiencies."""
         times = np.array([s.model_time_s for s in check.sizes])[self.index]
-        if self.plan.latency:
-            times = times + (x[-1] * 1e-6 - self.launch_s)
-        return times
+        return times + self.shift_s(x)
 
     def residual(self, x: np.ndarray) -> np.ndarray:
+        """Log of model / measured time at the sizes fitted (the model run there alone)."""
         chosen = self.chosen
-        return np.log(np.maximum(self.times(x)[chosen], 1e-12) / self.measured[chosen])
+        check = self.model(self.efficiencies(x), [self.sizes[i] for i in chosen])
+        at = {s.size_bytes: s.model_time_s for s in check.sizes}
+        times = np.array([at[self.sizes[i]] for i in chosen]) + self.shift_s(x)
+        return np.log(np.maximum(times, 1e-12) / self.measured[chosen])
 
     def run(self, files: tuple[str, ...]) -> tuple[list[Fitted], NcclCheck]:
         """The fitted figures and the model's check with them."""
@@ -310,7 +337,7 @@ class _Fit:
             high.append(LAUNCH_LATENCY_BOUND_S * 1e6)
         if not x0:
             return [], self.model({})
-        first = self.times(np.array(x0))
+        first = self.times(self.before, np.array(x0))
         guess = np.array(x0)
         for n, k in enumerate(self.keys):  # each efficiency scaled by its sizes' ratio
             at = self.plan.rates[k]
@@ -322,7 +349,8 @@ class _Fit:
         result = least_squares(self.residual, guess, bounds=(low, high), diff_step=1e-4,
                                xtol=1e-6, ftol=1e-8)
         old = first / self.measured - 1
-        new = self.times(result.x) / self.measured - 1
+        after = self.model(self.efficiencies(result.x))
+        new = self.times(after, result.x) / self.measured - 1
         fitted = []
         for n, k in enumerate(self.keys):
             at = self.plan.rates[k]
@@ -333,8 +361,7 @@ class _Fit:
                                        "launch_latency", (), self.launch_s,
                                        float(result.x[-1]) * 1e-6, files,
                                        self.plan.latency, old, new))
-        after = self.model(self.efficiencies(result.x))
-        shift = float(result.x[-1]) * 1e-6 - self.launch_s if self.plan.latency else 0.0
+        shift = self.shift_s(result.x)
         after = replace(after, sizes=tuple(
             replace(s, model_time_s=s.model_time_s + shift,
                     model_latency_s=s.model_latency_s + shift,
