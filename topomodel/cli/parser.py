@@ -431,27 +431,19 @@ Verbs = argparse._SubParsersAction  # the verb table build_parser adds to
 def _add_calibrate(verbs: Verbs[argparse.ArgumentParser]) -> None:
     cal = verbs.add_parser(
         "calibrate", help="fit the model's link figures to measured runs: a catalog overlay",
-        description="Read measured runs (nccl-tests text logs or -J JSON files; several"
-        " runs of one binary are taken at their median per size) and fit the physical"
-        " figures the model uses (the efficiency of the link class that bounds the"
-        " measured sizes) so that the model's own time of the collective on the design"
-        " reproduces them; write them as a catalog overlay (provenance measured) that"
-        " every verb takes with --catalog, and print the figures before and after, the"
-        " residuals, and what was left as it was and why. See docs/calibrate.md.")
+        description="Fit the figures the model uses (link efficiency, launch latency) to"
+        " nccl-tests runs (text or -J JSON; several runs at their median per size) and"
+        " write them as a catalog overlay (provenance measured) for --catalog; print"
+        " them before and after, the residuals, and what was left as it was and why."
+        " See docs/calibrate.md.")
     cal.add_argument("inputs", nargs="+", metavar="INPUT",
                      help="measurement files: nccl-tests output (text) or its -J JSON")
     cal.add_argument("--design", required=True, help="design file (YAML)")
     cal.add_argument("-o", "--output", required=True, metavar="FILE",
                      help="the catalog overlay to write (YAML)")
-    cal.add_argument("--ranks", metavar="SPEC",
-                     help="the design's accelerators the runs' ranks ran on, as check-nccl's"
-                     " --ranks (default: as check-nccl places them)")
-    cal.add_argument("--collective",
-                     help="allreduce, allgather, reducescatter, alltoall or sendrecv"
-                     " (default: the test the runs name)")
-    cal.add_argument("--algorithm",
-                     help="the model's algorithm, as route's --algorithm (default: the"
-                     " NCCL_ALGO the runs set, else auto); " + ALGORITHM_HELP)
+    cal.add_argument("--ranks", metavar="SPEC", help="as check-nccl's --ranks")
+    cal.add_argument("--collective", help="as check-nccl's --collective")
+    cal.add_argument("--algorithm", help="as check-nccl's --algorithm")
     add_step_options(cal, FABRIC_OPTIONS)
     add_catalog_args(cal)
     _format_arg(cal, tables_dir=False)  # its -o is the overlay
