@@ -35,7 +35,7 @@ HEADER = ("#       size         count      type   redop    root     time   algbw
 def write_log(path: Path, rows: int) -> None:
     """A degraded 8-GPU all_reduce log of ``rows`` sizes."""
     step = (8 << 30) // (rows - 1) // 32 * 32
-    lines = ["./build/all_reduce_perf -b 8 -e 8G -i %d -g 8\n" % step, HEADER]
+    lines = [f"./build/all_reduce_perf -b 8 -e 8G -i {step} -g 8\n", HEADER]
     for i in range(rows):
         size = 32 if i == 0 else i * step
         busbw = 150e9

@@ -18,7 +18,7 @@ from topomodel.calibrate.overlay import write_overlay
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.measured.nccljson import parse_nccl_json
-from topomodel.inputs.measured.nccltests import LogError, read_nccl_tests
+from topomodel.inputs.measured.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 
 DATA = EXAMPLES.parent / "tests" / "data" / "nccl"
 DESIGN = EXAMPLES / "hgx-h100-server.yaml"
@@ -148,3 +148,37 @@ def test_cli_writes_the_overlay_and_every_verb_takes_it(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert not (tmp_path / "x.yaml").exists()
+
+
+def _model_log(fabric, efficiency, sizes):
+    """An nccl-tests log of 4 ranks on 2 hosts whose times are the model's at the given
+    tier efficiencies (the oracle a fit must recover)."""
+    model = TimeModel(efficiency=efficiency, measured_curves=False)
+    lines = ["#  Rank  0 Group  0 Pid 1 on a device  0 [0000:01:00] GPU",
+             "#  Rank  1 Group  0 Pid 1 on a device  1 [0000:02:00] GPU",
+             "#  Rank  2 Group  0 Pid 2 on b device  0 [0000:01:00] GPU",
+             "#  Rank  3 Group  0 Pid 2 on b device  1 [0000:02:00] GPU",
+             "#  size  count  type  redop  root  time  algbw  busbw  #wrong",
+             "#  (B)  (elements)  (us)  (GB/s)  (GB/s)"]
+    for size in sizes:
+        t = run_collective(fabric, "allreduce", float(size), ["all"],
+                           time_model=model).time_s
+        alg = size / t / 1e9
+        lines.append(f"{size} {size // 4} float sum -1 {t * 1e6:.3f} {alg:.4f}"
+                     f" {alg * 1.5:.4f} 0")
+    lines.append("# Out of bounds values : 0 OK")
+    return parse_nccl_tests("\n".join(lines), file="model.log")
+
+
+def test_network_efficiency_is_recovered():
+    """On 2 x 2 A100 over 1 GbE the network bounds large all-reduces: a log made by the
+    model at a known NIC efficiency is fitted back to it, into the NIC's entry."""
+    fabric = build_fabric(*load_design(EXAMPLES / "small-2x2-a100-1gbe.yaml"))
+    network = [t for t in fabric.links["tier"].cat.categories
+               if t != "host" and not t.startswith("scaleup")]
+    log = _model_log(fabric, dict.fromkeys(network, 0.5),
+                     [2 ** k for k in range(24, 31)])
+    fit = calibrate_nccl(fabric, [log]).fitted[0]
+    assert (fit.section, fit.entry, fit.key) == ("nics", "intel-i350", "efficiency")
+    assert fit.after == pytest.approx(0.5, rel=1e-3)
+    assert max(abs(r) for r in fit.residual_after) < 1e-3

@@ -6,18 +6,18 @@ squares on the log of the time (:func:`scipy.optimize.least_squares`).
 What is fitted, per catalog figure (not per size, and never a result):
 
 - the ``efficiency`` of the scale-up link (``scaleup_links``) where the model says a
-  scale-up tier bounds the measured sizes, and of the host link (``host_links``) where
-  the host tier does, on the sizes whose modelled latency is under
+  scale-up tier bounds the measured sizes, of the host link (``host_links``) where the
+  host tier does, and of the NIC (``nics``: the network tiers, leaf and above, which
+  otherwise run at the transport's packet efficiency) where a network tier does; on
+  the sizes whose modelled latency is under
   :data:`LATENCY_SHARE_LIMIT` of the time;
 - the system's ``launch_latency`` (``systems``: what every collective takes beyond
   NCCL's latency model, nccl-tests' launch and host overhead) on the latency-bound sizes
   at the floor of the measured curve.
 
-What is left as it was, and said so (:class:`Kept`): the network tiers' efficiency (the
-transport's packet efficiency, :mod:`topomodel.inputs.transports`, not a catalog
-figure); NCCL's base and per-hop latencies (NCCL's tuner constants in
-:mod:`topomodel.analysis.collectives.protocols`): runs of one group size cannot tell a
-per-hop latency from the launch latency; and the sizes of the knee between the two,
+What is left as it was, and said so (:class:`Kept`): NCCL's base and per-hop latencies
+(NCCL's tuner constants in :mod:`topomodel.analysis.collectives.protocols`): runs of
+one group size cannot tell a per-hop latency from the launch latency; and the sizes of the knee between the two,
 with their largest residual.
 
 Several runs of one binary (several logs of the same collective and ranks): the median
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.collectives.linkrates import launch_latency_s
+from topomodel.analysis.collectives.linkrates import launch_latency_s, tier_efficiency
 from topomodel.analysis.collectives.measured import (
     NcclCheck,
     SizeCheck,
@@ -178,6 +178,8 @@ def _figure(fabric: Fabric, tier: str) -> tuple[str, str, float] | None:
     if tier == "host" and structure.scaleout.host_link:
         host = structure.scaleout.host_link
         return "host_links", host, catalog.get(host, HostLink).efficiency
+    if tier != "host" and not tier.startswith("scaleup") and structure.scaleout.nic:
+        return "nics", structure.scaleout.nic, tier_efficiency(fabric, TimeModel())[tier]
     return None
 
 
@@ -264,9 +266,9 @@ def _plan(fabric: Fabric, checks: Sequence[SizeCheck], measured: np.ndarray) -> 
             continue  # the knee: neither a rate nor a latency alone
         figure = _figure(fabric, check.bottleneck)
         if figure is None:
-            kept.append(Kept(f"{check.bottleneck} efficiency", "the transport's",
-                             "the network tiers run at the transport's packet efficiency"
-                             " (inputs/transports.py), not a catalog figure: not fitted"))
+            kept.append(Kept(f"{check.bottleneck} efficiency", "as it was",
+                             "no catalog entry sets this tier's rate (no scale-up link,"
+                             " host link or NIC behind it): not fitted"))
             continue
         rates.setdefault(figure[:2], []).append(i)
     return _Plan({k: _spread_out(v) for k, v in rates.items()}, _spread_out(latency), kept)
@@ -380,9 +382,10 @@ class _Fit:
 
 
 def _figure_value(fabric: Fabric, key: tuple[str, str]) -> float:
-    if key[0] == "scaleup_links":
-        return float(fabric.catalog.get(key[1], ScaleupLink).efficiency)
-    return float(fabric.catalog.get(key[1], HostLink).efficiency)
+    """The figure's value now: a network tier's is what it runs at (the NIC's own, else
+    the transport's packet efficiency)."""
+    tiers = _tiers_of(fabric, *key)
+    return float(tier_efficiency(fabric, TimeModel())[tiers[0]])
 
 
 def _latency_kept(fabric: Fabric, plan: _Plan, checks: Sequence[SizeCheck],

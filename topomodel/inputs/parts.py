@@ -296,6 +296,11 @@ class Nic(Part):
     low_latency_protocols: bool | None = spec(
         boolean, default=None, doc="whether NCCL's LL and LL128 may cross it; unset: its"
         " transport's (false where a plugin forces NCCL_PROTO=Simple)")
+    efficiency: float | None = spec(
+        fraction, default=None,
+        doc="effective / nominal rate of the network links it drives (leaf and above);"
+        " unset: its transport's packet efficiency. Set by topomodel calibrate from"
+        " runs a network tier bounds (docs/calibrate.md)")
 
     @property
     def rate_Bps(self) -> float:

@@ -5,7 +5,9 @@ launch latency every collective pays (with where it comes from).
 Scale-up tiers run at their link's catalog efficiency (NCCL's achievable per-link
 figures), the host tier at its host link's, the network tiers at their transport's
 packet efficiency (:func:`network_transport`, :mod:`topomodel.inputs.transports`: the
-one home of each transport's figures); a time model's ``efficiency`` overrides any tier.
+one home of each transport's figures) unless the NIC's catalog entry gives its own
+(``efficiency``, as a calibration measures it); a time model's ``efficiency`` overrides
+any tier.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     transport = network_transport(fabric)
     net = ((transport.efficiency, f"{transport.name} transport's packet efficiency")
            if transport is not None else (1.0, "no scale-out switch"))
+    nic = catalog.get(structure.scaleout.nic, Nic) if structure.scaleout.nic else None
+    if transport is not None and nic is not None and nic.efficiency is not None:
+        net = _catalog_figure(nic)
     socket_id = structure.scaleup.socket_link
     between = _catalog_figure(catalog.get(socket_id, ScaleupLink)) if socket_id else up
     out: dict[str, tuple[float, str]] = {}
@@ -88,12 +93,12 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     return out
 
 
-def _catalog_figure(entry: ScaleupLink | HostLink) -> tuple[float, str]:
+def _catalog_figure(entry: ScaleupLink | HostLink | Nic) -> tuple[float, str]:
     """An entry's efficiency and where it comes from: ``as measured (FILE)`` where a
     calibration overlay set it, else the catalog entry."""
     measured = entry.measured_from("efficiency")
     where = f"as measured ({measured})" if measured else f"catalog {entry.id}"
-    return entry.efficiency, where
+    return float(entry.efficiency or 0.0), where
 
 
 def launch_latency_s(fabric: Fabric) -> float:
