@@ -17,8 +17,8 @@ What is fitted, per catalog figure (not per size, and never a result):
 
 What is left as it was, and said so (:class:`Kept`): NCCL's base and per-hop latencies
 (NCCL's tuner constants in :mod:`topomodel.analysis.collectives.protocols`): runs of
-one group size cannot tell a per-hop latency from the launch latency; and the sizes of the knee between the two,
-with their largest residual.
+one group size cannot tell a per-hop latency from the launch latency; and the sizes of
+the knee between the two, with their largest residual.
 
 Several runs of one binary (several logs of the same collective and ranks): the median
 time per size is fitted, and the spread (max - min over the median, over every run and
