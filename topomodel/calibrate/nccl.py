@@ -398,6 +398,12 @@ def _latency_kept(fabric: Fabric, plan: _Plan, checks: Sequence[SizeCheck],
                  "NCCL's tuner constants, not catalog figures; runs of one group size"
                  " cannot tell a per-hop latency from the launch latency (the hops do not"
                  " vary): the launch latency takes up the difference")]
+    nic = fabric.structure.scaleout.nic
+    if nic and any(c.bottleneck not in ("latency", "host") and not c.bottleneck.startswith(
+            "scaleup") for c in checks):
+        kept.append(Kept(f"nics.{nic}.net_latency", "as it was",
+                         "a network per-hop latency needs runs of several node counts to"
+                         " be told from the launch latency: not fitted"))
     if not plan.latency:
         kept.append(Kept(f"systems.{fabric.design.system}.launch_latency",
                          f"{launch_latency_s(fabric) * 1e6:.3g} us",

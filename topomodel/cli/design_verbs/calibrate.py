@@ -31,6 +31,8 @@ def run(args: argparse.Namespace) -> Report:
         ranks=args.ranks, routing=inputs.routing, seed=inputs.seed,
         time_model=inputs.assumptions.time, algorithm=args.algorithm)
     warnings = [w for log in logs for w in log.warnings]
+    warnings += [f"{len(items)} input(s) of kind {fit!r} are read but not fitted by"
+                 " calibrate yet" for fit, items in groups.items()]
     if result.fitted:
         path = str(write_overlay(args.output, fabric.catalog, result.fitted))
     else:
