@@ -182,3 +182,24 @@ def test_network_efficiency_is_recovered():
     assert (fit.section, fit.entry, fit.key) == ("nics", "intel-i350", "efficiency")
     assert fit.after == pytest.approx(0.5, rel=1e-3)
     assert max(abs(r) for r in fit.residual_after) < 1e-3
+
+
+def test_run_cycles_are_runs_of_one_binary(tmp_path):
+    """``-N 2`` prints the sweep twice under one header: both cycles are runs."""
+    text = (DATA / "rtx4090-4gpu-allreduce.log").read_text()
+    head, _, rest = text.partition("   268435456")
+    table = "   268435456" + rest
+    again = table.replace("62077", "63000")
+    path = tmp_path / "cycles.log"
+    path.write_text(head.replace("-g 4", "-g 4 -N 2") + table + again)
+    log = read_nccl_tests(path)
+    assert log.launch.run_cycles == 2 and len(log.rows) == 3 and len(log.cycles) == 1
+    result = calibrate_nccl(build_fabric(*load_design(EXAMPLES / "rtx4090-workstation.yaml")),
+                            [log])
+    assert result.points[-1].timings == 4
+    assert result.points[-1].spread > 0.01
+    cut = tmp_path / "cut.log"
+    cut.write_text(head.replace("-g 4", "-g 4 -N 2") + table
+                   + again.split("\n", 1)[0] + "\n")
+    with pytest.raises(LogError, match="-N cycle"):
+        read_nccl_tests(cut)

@@ -149,7 +149,7 @@ def measured_points(logs: Sequence[NcclTestsLog]) -> tuple[SizePoint, ...]:
     in-place), with its spread; sizes in increasing order."""
     times: dict[int, list[float]] = {}
     for log in logs:
-        for row in log.rows:
+        for row in log.all_rows:  # every -N cycle
             if row.size_bytes <= 0:
                 continue
             found = times.setdefault(row.size_bytes, [])

@@ -26,7 +26,8 @@ bytes/s); a number nccl-tests could not compute is the string ``"nan"``; boolean
 strings ``"true"``/``"false"``; ``nwrong`` is ``null`` without validation. The test is
 named by ``args[0]`` (the binary), the command line is ``args`` and the environment
 ``env`` (read for ``NCCL_ALGO``/``NCCL_PROTO`` as the text reader reads a log's lines).
-A file cut off before its end (a crashed run) is refused: the JSON does not parse.
+A file cut off before its end (a crashed run) is refused: the JSON does not parse. A run
+with ``-N k`` lists the sweep k times; the first is ``rows``, the others ``cycles``.
 
 Examples
 --------
@@ -56,6 +57,7 @@ from topomodel.inputs.measured.nccltests import (
     ResultRow,
     Timing,
     check_rows,
+    split_cycles,
 )
 
 
@@ -135,12 +137,15 @@ def parse_nccl_json(text: str, *, file: str = "<json>") -> NcclTestsLog:
                            " and bus_bw as numbers)") from None
     if not rows:
         raise _problem(file, "no results: the run stopped before its first size")
-    try:
-        check_rows(rows, file)
-    except LogError as exc:
-        raise _problem(file, exc.problems[0].message.replace("lines", "results")) from None
     args = [str(a) for a in data.get("args", []) if isinstance(a, str)]
     env = [str(e) for e in data.get("env", []) if isinstance(e, str)]
+    launch = read_launch([" ".join(args), *(f"export {e}" for e in env)])
+    try:
+        rows, cycles = split_cycles(rows, launch.run_cycles, file)
+        check_rows(rows, file)
+    except LogError as exc:
+        raise _problem(file, exc.problems[0].message.replace("lines", "results")
+                       .replace("line", "result")) from None
     binary = args[0].rsplit("/", 1)[-1] if args else ""
     test = binary.removesuffix("_mpi") if binary.removesuffix("_mpi") in TESTS else None
     found = data.get("config")
@@ -160,11 +165,10 @@ def parse_nccl_json(text: str, *, file: str = "<json>") -> NcclTestsLog:
     elif out_of_bounds:
         warnings.append(f"{out_of_bounds} results failed nccl-tests' validation: the"
                         " measured times may not be of correct runs")
-    launch = read_launch([" ".join(args), *(f"export {e}" for e in env)])
     step = (f"{config['step_factor']}(factor)" if "step_factor" in config else
             f"{config['step_bytes']}(bytes)" if "step_bytes" in config else None)
     return NcclTestsLog(file, test, ranks, config.get("nthreads"), config.get("ngpus"),
                         config.get("minimum_bytes"), config.get("maximum_bytes"), step, 0,
                         tuple(rows), out_of_bounds,
                         float(avg) * 1e9 if isinstance(avg, int | float) else None,
-                        tuple(warnings + list(launch.conflicts)), launch)
+                        tuple(warnings + list(launch.conflicts)), launch, cycles)

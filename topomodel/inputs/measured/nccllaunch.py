@@ -5,7 +5,8 @@ nccl-tests runs ``threads x GPUs`` ranks per process (``-t``, ``-g``; default 1 
 a launcher starts the processes: ``mpirun``/``mpiexec`` (``-np``/``-n`` processes; hosts
 from ``--host``/``-H`` lists, a ``--hostfile``/``--machinefile``; per host from ``-N``,
 ``--npernode`` or ``--map-by ppr:K:node``) or Slurm's ``srun`` (``-n``/``--ntasks``,
-``-N``/``--nodes``, ``--ntasks-per-node``). ``NCCL_ALGO`` and ``NCCL_PROTO`` are read
+``-N``/``--nodes``, ``--ntasks-per-node``); the binary's ``-N``/``--run_cycles`` (the
+size sweep run and printed that many times). ``NCCL_ALGO`` and ``NCCL_PROTO`` are read
 wherever the log sets them: ``-x NAME=VALUE``, ``NAME=VALUE`` before the binary, an
 ``export`` line, or NCCL's own ``NCCL INFO NAME set by environment to VALUE``.
 
@@ -58,6 +59,7 @@ class Launch:
     gpus_per_process: int | None = None
     nccl: dict[str, str] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
+    run_cycles: int = 1  # the binary's -N/--run_cycles: the size sweep printed this often
 
     @property
     def ranks(self) -> int | None:
@@ -101,8 +103,10 @@ def read_launch(lines: Sequence[str]) -> Launch:
     processes = _count(before, _PROCESS_FLAGS["srun" if launcher == "srun" else "mpi"])
     if processes is None and per_host and (nodes or len(set(hosts)) > 1):
         processes = per_host * (nodes or len(set(hosts)))  # -np left to the host count
+    cycles = _count(after, ("-N", "--run_cycles")) or 1
     return Launch(number, launcher, processes if launcher else None, per_host,
-                  tuple(dict.fromkeys(hosts)), nodes, multi, gpus, nccl, tuple(conflicts))
+                  tuple(dict.fromkeys(hosts)), nodes, multi, gpus, nccl, tuple(conflicts),
+                  cycles)
 
 
 def _words(line: str) -> list[str]:

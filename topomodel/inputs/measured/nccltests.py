@@ -118,6 +118,12 @@ class NcclTestsLog:
     average_busbw_Bps: float | None
     warnings: tuple[str, ...]
     launch: Launch = field(default_factory=Launch)  # its command line and NCCL_* lines
+    cycles: tuple[tuple[ResultRow, ...], ...] = ()  # the sweeps after the first (-N k)
+
+    @property
+    def all_rows(self) -> tuple[ResultRow, ...]:
+        """Every row of every cycle (``rows`` is the first cycle's)."""
+        return self.rows + tuple(r for cycle in self.cycles for r in cycle)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -277,6 +283,8 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:  # noqa
     if not rows:
         raise _problem(file, header_line, "no result rows after the column header: the run"
                        " stopped (or the log was cut) before its first size")
+    launch = read_launch([_PREFIX.sub("", raw) for raw in lines])
+    rows, cycles = split_cycles(rows, launch.run_cycles, file)
     check_rows(rows, file)
     names = sorted(tests, key=tests.__getitem__)
     if len({TESTS[n] for n in names}) > 1:
@@ -293,12 +301,37 @@ def parse_nccl_tests(text: str, *, file: str = "<log>") -> NcclTestsLog:  # noqa
     if wrong and not out_of_bounds:
         warnings.append(f"{len(wrong)} sizes have wrong elements (#wrong > 0), first at"
                         f" {wrong[0]} bytes")
-    launch = read_launch([_PREFIX.sub("", raw) for raw in lines])
     warnings += launch.conflicts
     threads, gpus, low, high, step = params if params else (None, None, None, None, None)
     return NcclTestsLog(file, names[0] if names else None, tuple(ranks), threads, gpus, low,
                         high, step, header_line, tuple(rows), out_of_bounds, average,
-                        tuple(warnings), launch)
+                        tuple(warnings), launch, cycles)
+
+
+def split_cycles(rows: list[ResultRow], run_cycles: int, file: str
+                 ) -> tuple[list[ResultRow], tuple[tuple[ResultRow, ...], ...]]:
+    """The first size sweep and the ones after it, for a run whose command line gives
+    ``-N`` (``run_cycles`` > 1: nccl-tests prints the whole sweep again each cycle);
+    otherwise the rows as they are (:func:`check_rows` refuses repeated sizes).
+
+    Raises
+    ------
+    LogError
+        When a later cycle's sizes are not the first's (a cut-off log keeps the cycles
+        before the cut, which it then names).
+    """
+    if run_cycles == 1 or len(rows) < 2:
+        return rows, ()
+    starts = [0] + [i for i in range(1, len(rows))
+                    if rows[i].size_bytes <= rows[i - 1].size_bytes]
+    sweeps = [rows[a:b] for a, b in zip(starts, [*starts[1:], len(rows)], strict=True)]
+    first = [r.size_bytes for r in sweeps[0]]
+    for sweep in sweeps[1:]:
+        if [r.size_bytes for r in sweep] != first:
+            raise _problem(file, sweep[0].line, f"a -N cycle (from line {sweep[0].line})"
+                           " has other sizes than the first: the log was cut off or mixes"
+                           " runs; keep whole cycles")
+    return sweeps[0], tuple(tuple(s) for s in sweeps[1:])
 
 
 def check_rows(rows: Sequence[ResultRow], file: str) -> None:
