@@ -460,7 +460,7 @@ def _add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
         " measured busbw and time beside the model's for the same communicator on the"
         " design; flag the sizes measured below the model by more than --threshold and"
         " name the tier the model says saturates. See docs/check-nccl.md.")
-    check.add_argument("log", help="nccl-tests output (a text file)")
+    check.add_argument("log", help="nccl-tests output (text, or its -J JSON file)")
     check.add_argument("--design", required=True, help="design file (YAML)")
     check.add_argument("--ranks", metavar="SPEC",
                        help="the design's accelerators the log's ranks ran on, in rank"

@@ -13,9 +13,10 @@ from topomodel.report.output import Report
 
 def run(args: argparse.Namespace) -> Report:
     from topomodel.analysis.collectives.measured import check_nccl
+    from topomodel.calibrate.inputs import input_kind
     from topomodel.cli.options import FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.shared import collective_name, fabric_with_whatifs
-    from topomodel.inputs.measured.nccltests import read_nccl_tests
+    from topomodel.errors import UsageError
     from topomodel.report.measured import nccl_check_report
 
     if args.plot:  # refused now, not after the model has run
@@ -24,7 +25,10 @@ def run(args: argparse.Namespace) -> Report:
         figure_format(args.plot)
         writable(args.plot)
     check_share(args.threshold, "threshold", low_open=True, high_open=True)
-    log = read_nccl_tests(args.log)
+    kind = input_kind(args.log)  # the text log, or nccl-tests' -J JSON file
+    if kind.fit != "nccl-tests":
+        raise UsageError(f"{args.log}: a {kind.name}, not nccl-tests output")
+    log = kind.read(args.log)
     inputs = inputs_from_args(args, FABRIC_OPTIONS, require_model=False)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
                                  catalog_dirs=args.catalog_dir)
