@@ -15,10 +15,12 @@ from topomodel.analysis.collectives.measured import check_nccl
 from topomodel.calibrate.inputs import input_kind, read_inputs
 from topomodel.calibrate.nccl import calibrate_nccl
 from topomodel.calibrate.overlay import write_overlay
+from topomodel.cli.shared import measured_figures
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.measured.nccljson import parse_nccl_json
 from topomodel.inputs.measured.nccltests import LogError, parse_nccl_tests, read_nccl_tests
+from topomodel.report.review.assumptions import review_assumptions
 
 DATA = EXAMPLES.parent / "tests" / "data" / "nccl"
 DESIGN = EXAMPLES / "hgx-h100-server.yaml"
@@ -52,6 +54,13 @@ def test_degraded_log_loop_closes(tmp_path):
         assert run.busbw_Bps == pytest.approx(measured[size], rel=0.10)
     sources = efficiency_sources(fabric, TimeModel())
     assert sources["scaleup"][1] == f"as measured ({log.file})"
+    rows = review_assumptions(fabric, TimeModel(), None, routing="ecmp")
+    said = {r["name"]: r["why"] for r in rows}
+    assert said["launch latency of a collective"] == f"as measured ({log.file})"
+    assert said["effective / nominal rate, scaleup links"] == f"as measured ({log.file})"
+    said = measured_figures(fabric, TimeModel())
+    assert "scaleup efficiency 0.24, as measured" in said
+    assert f"launch latency 10.6 us, as measured ({log.file})" in said
 
 
 def test_healthy_log_is_a_fixed_point(tmp_path):
