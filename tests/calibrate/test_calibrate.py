@@ -20,6 +20,7 @@ from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.measured.nccltests import LogError, parse_nccl_tests, read_nccl_tests
 from topomodel.report.review.assumptions import review_assumptions
+from topomodel.report.review.provenance import review_provenance
 
 DATA = EXAMPLES.parent / "tests" / "data" / "nccl"
 DESIGN = EXAMPLES / "hgx-h100-server.yaml"
@@ -57,6 +58,10 @@ def test_degraded_log_loop_closes(tmp_path):
     said = {r["name"]: r["why"] for r in rows}
     assert said["launch latency of a collective"] == f"as measured ({log.file})"
     assert said["effective / nominal rate, scaleup links"] == f"as measured ({log.file})"
+    provenance = {(e["id"], f["key"]): f for e in review_provenance(fabric)
+                  for f in e["figures"]}
+    assert provenance[("nvlink4", "efficiency")]["measured_in"] == log.file
+    assert provenance[("nvlink4", "link_rate")]["measured_in"] is None
     said = measured_figures(fabric, TimeModel())
     assert "scaleup efficiency 0.24, as measured" in said
     assert f"launch latency 10.6 us, as measured ({log.file})" in said

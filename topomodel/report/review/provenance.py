@@ -15,14 +15,16 @@ if TYPE_CHECKING:
     from topomodel.inputs.parts import Model
 
 
-PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
+PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed",
+                    "measured")
 
 
 def review_provenance(fabric: Fabric, model: Model | None = None,
                       more: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every catalog entry the design uses (and the model, and the ``more`` ids such as
     the failure rates of the goodput section), with each figure's value and provenance
-    (datasheet, paper, secondary, derived, unverified, assumed)."""
+    (datasheet, paper, secondary, derived, unverified, assumed, measured; a measured
+    figure's ``measured_in`` names the files a calibration fitted it on)."""
     from topomodel.inputs.parts import Optic, System
     from topomodel.report.catalog import catalog_show
 
@@ -42,7 +44,8 @@ def review_provenance(fabric: Fabric, model: Model | None = None,
     for ident in dict.fromkeys(ids):
         entry = catalog.entries[ident]
         sheet = catalog_show(catalog, ident)
-        figures = [{"key": r["key"], "value": r["value"], "provenance": r["provenance"]}
+        figures = [{"key": r["key"], "value": r["value"], "provenance": r["provenance"],
+                    "measured_in": entry.measured_from(r["key"])}
                    for r in sheet.tables[1].rows]
         out.append({"id": ident, "kind": entry.kind, "name": entry.title,
                     "source": entry.source, "notes": entry.notes,

@@ -308,7 +308,8 @@ def _provenance_section(provenance: list[dict[str, Any]], bibliography: list[dic
     total = sum(counts.values())
     said = ", ".join(f"{counts[p]} {p}" for p in PROVENANCE_ORDER if p in counts)
     figures = [{"entry": e["id"], "figure": f["key"], "value": f["value"],
-                "provenance": f["provenance"]} for e in provenance for f in e["figures"]]
+                "provenance": f"as measured ({f['measured_in']})" if f.get("measured_in")
+                else f["provenance"]} for e in provenance for f in e["figures"]]
     sources = [{"entry": e["id"], "kind": e["kind"], "name": e["name"],
                 "provenance": e["provenance"], "source": e["source"]} for e in provenance]
     blocks: list[Block] = [
