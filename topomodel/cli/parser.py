@@ -167,6 +167,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_catalog_args(show)
     _format_arg(show)
     show.set_defaults(run=Verb("design_verbs.catalog"))
+    nccl_topo = catalog_verbs.add_parser(
+        "import-nccl-topo", help="turn an NCCL topology dump into a catalog system",
+        description="Read NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names) and"
+        " write a catalog overlay with one system, the node as NCCL saw it: its GPUs,"
+        " NVLink or PCIe wiring and NICs, each a catalog part where the dump identifies"
+        " one, provenance 'measured'. Give the overlay to any verb with --catalog and"
+        " name the system in a design. See docs/nccl-topology.md.")
+    nccl_topo.add_argument("dump", help="the topology dump (XML)")
+    nccl_topo.add_argument("-o", "--output", required=True, metavar="FILE",
+                           help="the catalog overlay to write (YAML)")
+    nccl_topo.add_argument("--id", dest="system_id", metavar="NAME",
+                           help="the new system's id (default: nccl- and the dump's name)")
+    nccl_topo.add_argument("--accelerator", metavar="ID",
+                           help="a catalog accelerator for the GPUs, instead of identifying"
+                           " them from the dump")
+    add_catalog_args(nccl_topo)
+    _format_arg(nccl_topo, tables_dir=False)
+    nccl_topo.set_defaults(run=Verb("design_verbs.catalog"))
 
     build = verbs.add_parser(
         "build", help="build a design's fabric: tiers, bisection, BOM, power, optics",
