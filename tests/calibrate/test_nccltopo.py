@@ -164,3 +164,22 @@ def test_cli_writes_the_overlay_and_refuses_bad_input(tmp_path, capsys):
     assert status == 2 and not bad.exists()
     assert err.strip().count("\n") == 0
     assert err.startswith(f"topomodel: error: {DATA / 'truncated.xml'}:28: not well-formed")
+
+
+def test_a_system_the_catalog_refuses_is_reported_of_the_dump(tmp_path, capsys):
+    # three PCIe GPUs under two switches: no catalog pcie system splits them evenly
+    gpus = [f'<pci busid="0000:1{i}:00.0" class="0x030200" vendor="0x10de" device="0x20b5"'
+            f' link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{i}" sm="80"/></pci>'
+            for i in range(3)]
+    text = (f'<system version="1"><cpu numaid="0" vendor="GenuineIntel">'
+            f'<pci busid="0000:01:00.0" class="0x060400">{gpus[0]}{gpus[1]}</pci>'
+            f'<pci busid="0000:02:00.0" class="0x060400">{gpus[2]}</pci></cpu></system>')
+    dump = tmp_path / "odd.xml"
+    dump.write_text(text)
+    out_file = tmp_path / "odd.yaml"
+    status = main(["catalog", "import-nccl-topo", str(dump), "-o", str(out_file)])
+    _, err = capsys.readouterr()
+    assert status == 2 and not out_file.exists()
+    assert err.startswith(f"topomodel: error: {dump}: the system made of it is not a valid"
+                          " catalog system: ")
+    assert "do not split evenly" in err and err.strip().count("\n") == 0

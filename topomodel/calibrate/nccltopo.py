@@ -314,6 +314,11 @@ def _nics(dump: NcclTopology, catalog: Catalog, draft: _Draft) -> dict[str, Any]
     rate_Bps = speed * MBPS_TO_BPS
     owner = next(nic for nic in dump.nics if nets[0] in nic.nets)
     pci = owner.pci
+    models = {(nic.pci.vendor, nic.pci.device) if nic.pci else None for nic in dump.nics
+              if any(net in nets for net in nic.nets)}
+    if len(models) > 1:
+        draft.missing.append(f"one NIC model: the compute ports are on {len(models)}"
+                             " kinds of NIC; the first one's is taken")
     by_id = NIC_DEVICE_IDS.get((pci.vendor, pci.device)) if pci else None
     candidates = [n for n in catalog.of_kind(Nic) if abs(n.port_rate_Bps - rate_Bps) < 1]
     nic_id = by_id if by_id in catalog else (candidates[0].id if candidates else None)
@@ -375,6 +380,8 @@ def _matches(entry: dict[str, Any], catalog: Catalog) -> tuple[str, ...]:
                 and up.switches == wiring.get("switches", 0)
                 and sorted(up.links_per_switch) == sorted(wiring.get("links_per_switch", []))
                 and up.sockets == wiring.get("sockets", 1)
+                and (up.link, up.root, up.socket_link) == (
+                    wiring.get("link"), wiring.get("root"), wiring.get("socket_link"))
                 and system.nic == entry.get("nic")
                 and system.nic_count == entry.get("nic_count", 0))
 

@@ -27,6 +27,7 @@ def _import_nccl_topo(args: argparse.Namespace) -> Report:
 
     from topomodel.calibrate.nccltopo import overlay_yaml, system_from_dump
     from topomodel.cli.shared import writable
+    from topomodel.errors import InputError, Problem
     from topomodel.files import atomic_bytes
     from topomodel.inputs.catalog import load_catalog
     from topomodel.inputs.measured.ncclxml import read_topology
@@ -41,6 +42,13 @@ def _import_nccl_topo(args: argparse.Namespace) -> Report:
     with tempfile.TemporaryDirectory() as folder:  # the overlay must load before it is written
         trial = Path(folder) / Path(args.output).name
         trial.write_text(text, encoding="utf-8")
-        load_catalog([*args.catalog, trial])
+        try:
+            load_catalog([*args.catalog, trial])
+        except InputError as exc:  # say it of the dump, not of a temporary file
+            first = exc.problems[0]
+            where = f"{first.key_path}: " if first.key_path else ""
+            raise InputError([Problem(dump.file, None, "", "the system made of it is not"
+                                      f" a valid catalog system: {where}{first.message}")]
+                             ) from None
     path = atomic_bytes(args.output, text.encode("utf-8"))
     return topology_import_report(result, str(path))
