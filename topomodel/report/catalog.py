@@ -221,11 +221,12 @@ def topology_import_report(result: TopologyImport, output: str) -> Report:
     rows += [{"figure": "not identified", "from the dump": what}
              for what in result.not_identified]
     same = ", ".join(result.matches) or "none"
-    text = (f"wrote {output}: system {result.system_id} (provenance measured); the same"
-            f" accelerator, count, wiring and NICs as catalog system(s): {same}")
+    summary = [{"item": "written", "value": output},
+               {"item": "system", "value": f"{result.system_id} (provenance measured)"},
+               {"item": "same accelerator, count, wiring and NICs as", "value": same}]
     data = {"output": output, "system_id": result.system_id,
             "found": [{"figure": w, "how": h} for w, h in result.found],
             "not_identified": list(result.not_identified), "matches": list(result.matches),
             "overlay": result.overlay}
-    return Report("catalog-import", data, [Table("From the NCCL topology dump", rows)],
-                  text=text)
+    return Report("catalog-import", data, [Table("Catalog overlay", summary),
+                                           Table("From the NCCL topology dump", rows)])
