@@ -14,6 +14,7 @@ from topomodel.analysis.training.step import step_time
 from topomodel.cli import main
 from topomodel.inputs.parts import Model
 from topomodel.plan.space import PlanSpace
+from topomodel.report.review.claims import check_claim, parse_claim
 from topomodel.report.review.scorecard import (
     COLLECTIVE_SIZES_BYTES,
     IMBALANCE_SHARES,
@@ -127,3 +128,27 @@ def test_a_file_of_no_known_format_is_refused_in_one_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err and "extension" in err
     assert not (tmp_path / "card.txt").exists()
+
+
+def test_a_claim_that_holds_is_said_to_and_searches_nothing(server_card):
+    fabric, _, card = server_card
+    check = check_claim([fabric], [_job(fabric)], [card], parse_claim("mfu >= 0.1"))
+    assert check.holds and check.knobs == ()
+    assert check.figure == card.value("mfu")
+
+
+def test_a_claim_that_fails_names_the_nearest_assumption_that_makes_it_hold(server_card):
+    fabric, _, card = server_card
+    claim = parse_claim(f"mfu <= {card.value('mfu') * 0.9:.4f}")
+    check = check_claim([fabric], [_job(fabric)], [card], claim)
+    assert not check.holds
+    knobs = {k.knob: k for k in check.knobs}
+    efficiency = knobs["compute efficiency"]
+    assert efficiency.holds_at is not None and efficiency.figure <= claim.value
+    for k in check.knobs:  # where a knob makes it hold, the figure there does
+        assert k.holds_at is None or k.figure <= claim.value
+
+
+def _job(fabric):
+    return ScorecardJob(fabric.catalog.get("llama3-8b", Model), StepAssumptions(),
+                        Layout(tp=2, dp=4), collective_sizes_bytes=SMALL)

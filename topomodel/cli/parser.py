@@ -278,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     card.add_argument("design", help="design file (YAML)")
     card.add_argument("--compare", metavar="DESIGN_B",
                       help="a second design: every figure for both, and their ratio")
+    card.add_argument("--claim", action="append", metavar="'KEY OP NUMBER'",
+                      help="check a claim on the scorecard, e.g. 'comm_share >= 0.40', or"
+                      " 'mfu_ratio >= 2.75' (the second design's over the first's); where"
+                      " it does not hold, the nearest assumptions under which it would"
+                      " (repeatable)")
     card.add_argument("-o", "--output", metavar="FILE",
                       help="write the scorecard to FILE; its extension picks the format"
                       " (.json, .csv, .md, .html)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from topomodel.cli.options import given_values, inputs_from_args
 from topomodel.cli.shared import fabric_with_whatifs, usage, writable
@@ -33,7 +34,14 @@ def run(args: argparse.Namespace) -> Report:
         writable(args.output)
     inputs = inputs_from_args(args)
     pinned = bool(given_values(args, LAYOUT_KEYS))
-    cards = []
+    from topomodel.report.review.claims import parse_claim
+
+    claims = [parse_claim(text) for text in args.claim or ()]
+    for claim in claims:
+        if claim.ratio and not args.compare:
+            raise usage(f"--claim {claim.text}: a ratio compares two designs; give"
+                        " --compare DESIGN_B")
+    cards, fabrics, jobs = [], [], []
     for path in [args.design, *([args.compare] if args.compare else [])]:
         fabric = fabric_with_whatifs(path, args.catalog, inputs,
                                      catalog_dirs=args.catalog_dir)
@@ -46,10 +54,28 @@ def run(args: argparse.Namespace) -> Report:
         say = None if args.no_progress or not sys.stderr.isatty() else (
             lambda what, p=path: print(f"scorecard {p}: {what}", file=sys.stderr))
         cards.append(scorecard(fabric, job, progress=say))
+        fabrics.append(fabric)
+        jobs.append(job)
     report = scorecard_report(cards)
+    if claims:
+        report = _with_claims(report, fabrics, jobs, cards, claims)
     if args.output:
         _write(report, args.output, OUTPUT_FORMATS[suffix])
     return report
+
+
+def _with_claims(report: Report, fabrics: list[Any], jobs: list[Any], cards: list[Any],
+                 claims: list[Any]) -> Report:
+    """``report`` with a table of each claim checked (and its JSON under ``claims``)."""
+    from dataclasses import replace
+
+    from topomodel.report.output import Table
+    from topomodel.report.review.claims import check_claim, claim_rows
+
+    rows = [row for claim in claims
+            for row in claim_rows(check_claim(fabrics, jobs, cards, claim))]
+    return replace(report, data={**report.data, "claims": rows},
+                   tables=[*report.tables, Table("Claim check", rows, name="claims")])
 
 
 def _write(report: Report, path: str, fmt: str) -> None:

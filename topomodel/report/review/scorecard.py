@@ -74,6 +74,7 @@ class Scorecard:
     layout: str  # the full-size layout the step rows ran at
     assumptions: str  # the assumption set every modelled figure names
     figures: tuple[Figure, ...]
+    step: StepResult | None = field(default=None, repr=False, compare=False)  # full size
 
     def value(self, key: str) -> float | None:
         """The value of the figure named ``key`` (KeyError if there is none)."""
@@ -160,7 +161,7 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
     figures += _reliability_figures(fabric, job, full)
     return Scorecard(fabric.design.name or fabric.design.file, job.model.id,
                      fabric.accelerator_count, _layout_text(full), basis,
-                     tuple(figures))
+                     tuple(figures), full)
 
 
 def assumption_set(layout: Layout, assumptions: StepAssumptions) -> str:
@@ -176,7 +177,8 @@ def assumption_set(layout: Layout, assumptions: StepAssumptions) -> str:
     """
     from dataclasses import fields
 
-    from topomodel.analysis.options import OPTIONS, resolved, software_departures
+    from topomodel.analysis.options import OPTIONS, software_departures
+    from topomodel.inputs.software import resolved
 
     apart = dict(software_departures(layout, assumptions))
     preset = {OPTIONS[key].target for key in resolved(layout.software, {})}
@@ -199,7 +201,8 @@ def _layout_text(result: StepResult) -> str:
 
 def _step_figures(full: StepResult, basis: str, precision: str) -> list[Figure]:
     step = full.step_time_s
-    row = [(f"tokens per second ({precision} matmuls)", "tokens_per_s", full.tokens_per_s, "tokens/s"),
+    row = [(f"tokens per second ({precision} matmuls)", "tokens_per_s", full.tokens_per_s,
+            "tokens/s"),
            ("step time", "step_time_s", step, "s"),
            ("MFU", "mfu", full.mfu, "share"),
            ("compute share of the step", "compute_share",
@@ -249,7 +252,7 @@ def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[F
             for s in seeds]
     out = []
     for k, (spec, _, ranks, _, collective, _, size) in enumerate(planned.runs):
-        rows = [r[k] for r in runs if r[k] is not None]
+        rows = [row for r in runs if (row := r[k]) is not None]
         if not rows:
             continue
         where = f"{collective} {size_text(size)} on {spec} ({ranks} ranks)"

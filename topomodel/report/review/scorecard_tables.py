@@ -12,7 +12,6 @@ from topomodel.inputs.units import format_rate, format_si
 from topomodel.report.output import Report, Table
 from topomodel.report.review.scorecard import Scorecard, figure_rows
 
-
 ORIGIN_TEXT = ("Each figure says where it came from: modelled (topomodel's step and"
                " collective models, with the assumption set named), measured (a catalog"
                " figure a calibration overlay supplied, with its file) or published (a"
@@ -57,7 +56,8 @@ def scorecard_tables(cards: Sequence[Scorecard]) -> list[Table]:
     rows = figure_rows(cards)
     heads = _heads(cards, rows)
     two = len(cards) == 2
-    main, collective = [], {}
+    main: list[dict[str, Any]] = []
+    collective: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["part"] == "collectives":
             where, _, what = r["item"].rpartition(": ")
@@ -73,7 +73,7 @@ def scorecard_tables(cards: Sequence[Scorecard]) -> list[Table]:
             line["ratio"] = _ratio_text(r["ratio"])
         line.update(origin=r["origin"], basis=r["basis"], note=r["note"])
         main.append(line)
-    records = [{k: v for k, v in r.items()} for r in rows]
+    records = [dict(r) for r in rows]
     return [Table("Scorecard", main, records, name="scorecard"),
             Table("Collectives: busbw (mean and slowest of the hash seeds) and latency",
                   list(collective.values()), name="scorecard_collectives")]
@@ -92,10 +92,10 @@ def scorecard_report(cards: Sequence[Scorecard]) -> Report:
 
 def scorecard_html(report: Report) -> str:
     """The scorecard report as one self-contained HTML page (the review's style)."""
-    from topomodel.report.review.document import Review, Section, TableBlock, Text
+    from topomodel.report.review.document import Block, Review, Section, TableBlock, Text
     from topomodel.report.review.render import render_html
 
-    blocks = [Text(ORIGIN_TEXT), *(TableBlock(t) for t in report.tables)]
+    blocks: list[Block] = [Text(ORIGIN_TEXT), *(TableBlock(t) for t in report.tables)]
     names = ", ".join(d["design"] for d in report.data["designs"])
     review = Review(f"Scorecard: {names}", ", ".join(d["model"] for d in
                                                      report.data["designs"]),
