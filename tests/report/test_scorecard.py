@@ -90,7 +90,7 @@ def test_scaling_runs_each_size_at_its_own_best_layout(example_fabric):
     assert small.value == 1.0 and small.note.startswith("TP ")
     assert 0 < full.value <= 1.05
     families = {f.key: f for f in card.figures if f.part == "strategies"}
-    assert set(families) == {"mfu_dp", "mfu_tp_pp"}
+    assert set(families) == {"mfu_dp", "mfu_tp_pp"}  # a dense model: no EP family
     # the TP + PP family's space holds every DP-only layout: it can only do better
     dp_only = families["mfu_dp"].value
     assert dp_only is None or families["mfu_tp_pp"].value >= dp_only

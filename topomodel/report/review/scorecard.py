@@ -136,9 +136,9 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
               progress: Callable[[str], None] | None = None) -> Scorecard:
     """The scorecard of ``job`` on ``fabric`` (module docstring)."""
     say = progress or (lambda _: None)
-    say("step at full size")
-    full = (_step(fabric, job, job.layout) if job.layout is not None
-            else _best(fabric, job))
+    say("the best layout at full size")
+    best = _best(fabric, job)
+    full = _step(fabric, job, job.layout) if job.layout is not None else best
     if full is None:
         from topomodel.errors import UsageError
 
@@ -148,12 +148,12 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
     basis = assumption_set(full.layout, job.assumptions)
     figures = _step_figures(full, basis, job.assumptions.compute_dtype)
     say("scaling")
-    figures += _scaling_figures(fabric, job, full, basis)
+    figures += _scaling_figures(fabric, job, best, basis)
     say("collectives")
     figures += _collective_figures(fabric, job, basis)
     figures += _level_figures(fabric, job)
     say("strategies")
-    figures += _strategy_figures(fabric, job, basis)
+    figures += _strategy_figures(fabric, job, best, basis)
     if job.model.is_moe:
         say("expert imbalance")
         figures += _imbalance_figures(fabric, job, full, basis)
@@ -216,16 +216,16 @@ def _step_figures(full: StepResult, basis: str, precision: str) -> list[Figure]:
             for item, key, value, unit in row]
 
 
-def _scaling_figures(fabric: Fabric, job: ScorecardJob, full: StepResult, basis: str
-                     ) -> list[Figure]:
-    """Tokens/s per accelerator at each size, each at its own best layout (the given
-    layout's only at full size, where one is given), as a share of the smallest size's."""
+def _scaling_figures(fabric: Fabric, job: ScorecardJob, best: StepResult | None,
+                     basis: str) -> list[Figure]:
+    """Tokens/s per accelerator at each size, each at its own best layout (``best`` at
+    full size), as a share of the smallest size's that has one."""
     world = fabric.accelerator_count
     sizes = [n for n in job.scaling_sizes if n < world] + [world]
     per_acc: dict[int, float | None] = {}
     layouts: dict[int, str] = {}
     for n in sizes:
-        result = full if n == world else _best(fabric, job, accelerators=n)
+        result = best if n == world else _best(fabric, job, accelerators=n)
         per_acc[n] = None if result is None else result.tokens_per_s / result.layout.world
         layouts[n] = "" if result is None else _layout_text(result)
     base = next((n for n in sizes if per_acc[n]), None)
@@ -276,7 +276,7 @@ def _level_figures(fabric: Fabric, job: ScorecardJob) -> list[Figure]:
     s = fabric.structure
     out = []
     for level in network_levels(fabric, job.assumptions.time):
-        ident = s.scaleup.link if level.network == "scale-up" else s.scaleout.host_link
+        ident = s.scaleup.link if level.network == "scale-up" else s.scaleout.nic
         origin, basis = _catalog_origin(fabric, ident)
         reach = f"{level.name} (reach {level.reach:,})"
         out += [Figure("levels", f"{reach}: bandwidth per accelerator",
@@ -289,23 +289,30 @@ def _level_figures(fabric: Fabric, job: ScorecardJob) -> list[Figure]:
     return out
 
 
-def _families(model: Model) -> list[tuple[str, str, PlanSpace]]:
-    """(name, key, space) of each parallel-strategy family the MFU rows compare."""
-    out = [("data parallel (ZeRO) only", "dp",
-            PlanSpace(max_tp=1, max_pp=1, max_cp=1, max_ep=1)),
-           ("TP + PP, no EP", "tp_pp", PlanSpace(max_ep=1))]
+def _families(model: Model) -> list[tuple[str, str, PlanSpace | None]]:
+    """(name, key, space) of each parallel-strategy family the MFU rows compare; the
+    last family's space is the whole of the job's (None: its best is the plan's)."""
+    out: list[tuple[str, str, PlanSpace | None]] = [
+        ("data parallel (ZeRO) only", "dp", PlanSpace(max_tp=1, max_pp=1, max_cp=1,
+                                                      max_ep=1))]
     if model.is_moe:
-        out.append(("TP + PP + EP", "tp_pp_ep", PlanSpace()))
+        out += [("TP + PP, no EP", "tp_pp", PlanSpace(max_ep=1)),
+                ("TP + PP + EP", "tp_pp_ep", None)]
+    else:
+        out.append(("TP + PP", "tp_pp", None))
     return out
 
 
-def _strategy_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[Figure]:
+def _strategy_figures(fabric: Fabric, job: ScorecardJob, best_of_all: StepResult | None,
+                      basis: str) -> list[Figure]:
     out = []
-    for name, key, space in _families(job.model):
-        space = replace(space, fixed=job.space.fixed,
-                        max_micro_batch=job.space.max_micro_batch,
-                        max_interleave=job.space.max_interleave)
-        best = _best(fabric, job, space=space)
+    for name, key, family in _families(job.model):
+        best = best_of_all
+        if family is not None:
+            space = replace(family, fixed=job.space.fixed,
+                            max_micro_batch=job.space.max_micro_batch,
+                            max_interleave=job.space.max_interleave)
+            best = _best(fabric, job, space=space)
         out.append(Figure("strategies", f"MFU, best {name} layout", f"mfu_{key}",
                           None if best is None else best.mfu, "share", "modelled", basis,
                           "no layout fits" if best is None else _layout_text(best)))
