@@ -284,6 +284,31 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_arg(compare)
     compare.set_defaults(run=Verb("job_verbs.compare"))
 
+    card = verbs.add_parser(
+        "scorecard", help="the figures a design should publish, each with its origin",
+        description="The communication scorecard of a design: tokens/s, scaling efficiency"
+        " at 128, 1,024 and 4,096 accelerators and full size (each at its best layout"
+        " unless a layout is given), the step's compute / communication / wait, busbw and"
+        " latency of the four collectives with their tail, bandwidth and latency per"
+        " network level, MFU per parallel strategy, MFU under expert imbalance (MoE),"
+        " interruptions, recovery and effective time; each figure modelled, measured or"
+        " published. -o FILE writes it (.json, .csv, .md or .html).")
+    card.add_argument("design", help="design file (YAML)")
+    card.add_argument("--compare", metavar="DESIGN_B",
+                      help="a second design: every figure for both, and their ratio")
+    card.add_argument("--claim", action="append", metavar="'KEY OP NUMBER'",
+                      help="check a claim on the scorecard, e.g. 'comm_share >= 0.40', or"
+                      " 'mfu_ratio >= 2.75' (the second design's over the first's); where"
+                      " it does not hold, the nearest assumptions under which it would"
+                      " (repeatable)")
+    card.add_argument("-o", "--output", metavar="FILE",
+                      help="write the scorecard to FILE; its extension picks the format"
+                      " (.json, .csv, .md, .html)")
+    _step_args(card, tables_dir=False)
+    add_goodput_options(card)
+    _progress_arg(card)
+    card.set_defaults(run=Verb("job_verbs.scorecard"))
+
     goodput = verbs.add_parser(
         "goodput", help="interruptions, checkpoint interval, effective time and goodput",
         description="From the parts of a job's footprint and their failure rates: expected"
