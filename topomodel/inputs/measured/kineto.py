@@ -356,8 +356,8 @@ def parse_trace(data: dict[str, Any], *, file: str = "<trace>") -> RankTrace:  #
     ...      "In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 2, "stream": 7}},
     ...     {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 12}]})
     >>> c = trace.collectives[0]
-    >>> c.kind, c.size_bytes, c.group_size, c.duration_s, c.algorithm, trace.device
-    ('allreduce', 4096.0, 2, 5e-06, 'RING', 'gpu')
+    >>> c.kind, c.size_bytes, c.group_size, round(c.duration_s * 1e6), c.algorithm, trace.device
+    ('allreduce', 4096.0, 2, 5, 'RING', 'gpu')
     """
     events = data.get("traceEvents")
     if not isinstance(events, list):
