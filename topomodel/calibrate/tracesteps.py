@@ -216,8 +216,7 @@ def _collectives(traces: Sequence[RankTrace], fastest: dict[tuple[int, int], flo
                                              r.group_size or 0)))
 
 
-# C901: per rank, per step: the four parts, each a short computation on the spans
-def _steps(trace: RankTrace, rank: int, fastest: dict[tuple[int, int], float],  # noqa: C901
+def _steps(trace: RankTrace, rank: int, fastest: dict[tuple[int, int], float],
            index: int) -> list[StepMeasure]:
     compute = merged(trace.compute_start_s, trace.compute_end_s)
     starts = np.array([c.start_s for c in trace.collectives], dtype=np.float64)
