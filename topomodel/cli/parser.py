@@ -397,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=Verb("job_verbs.sweep"))
 
     _add_check_nccl(verbs)
+    _add_check_trace(verbs)
     _add_advise(verbs)
     _add_decode(verbs)
 
@@ -466,6 +467,30 @@ def _add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
     add_catalog_args(check)
     _format_arg(check, tables_dir=False)  # its -o is the plot
     check.set_defaults(run=Verb("design_verbs.check_nccl"))
+
+
+def _add_check_trace(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
+
+    check = verbs.add_parser(
+        "check-trace", help="PyTorch profiler traces beside the model: collectives and"
+        " step parts",
+        description="Read PyTorch profiler traces of a training job (Kineto Chrome-trace"
+        " JSON, one file per rank or a folder of them, .json or .json.gz) and print, per"
+        " collective kind and size, the measured time and busbw beside the collective"
+        " model's on the design, per collective kind the time per step, and per part of"
+        " the step (compute, exposed communication, wait) the measured median beside the"
+        " step model of the same model and layout; and whether the job is"
+        " communication-bound by the rule of thumb. See docs/check-trace.md.")
+    check.add_argument("traces", nargs="+", metavar="TRACE",
+                       help="trace files or folders of them (one file per rank)")
+    check.add_argument("--design", required=True, help="design file (YAML)")
+    check.add_argument("--threshold", type=float, default=DEFAULT_COMM_THRESHOLD,
+                       metavar="F", help="call the job communication-bound when exposed"
+                       " communication and wait are at least this share of the step"
+                       f" (default {DEFAULT_COMM_THRESHOLD:g}, a rule of thumb)")
+    _step_args(check)
+    check.set_defaults(run=Verb("job_verbs.check_trace"))
 
 
 def _add_advise(verbs: Verbs[argparse.ArgumentParser]) -> None:
