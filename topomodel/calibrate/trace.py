@@ -147,8 +147,7 @@ def _parts(measure: TraceMeasure, step: StepResult) -> tuple[PartCheck, ...]:
     )
 
 
-# PLR0913: keyword-only options of an entry point, as run_collective's
-def check_trace(fabric: Fabric, measure: TraceMeasure, step: StepResult, *,  # noqa: PLR0913
+def check_trace(fabric: Fabric, measure: TraceMeasure, step: StepResult, *,
                 routing: str = "ecmp", seed: int = 0, time_model: TimeModel | None = None,
                 threshold: float = COMM_BOUND_SHARE) -> TraceCheck:
     """Compare what a job's traces measured with the model of the same job on ``fabric``.
