@@ -31,7 +31,8 @@ def _collective_rows(check: Any) -> tuple[list[dict[str, Any]], list[dict[str, A
                      "time": _si(m.time_s, "s"), "fastest rank": _si(m.transfer_s, "s"),
                      "busbw GB/s": _gbps(m.busbw_Bps), "model time": _si(c.model_time_s, "s"),
                      "model busbw GB/s": _gbps(c.model_busbw_Bps),
-                     "measured / model": "" if ratio is None else f"{ratio:.0%}",
+                     "measured / model": "" if ratio is None else (
+                         f"{ratio:.0%}" if ratio >= 0.01 else f"{ratio:.2%}"),
                      "algorithm (traced; model)": "; ".join(
                          x for x in (m.algorithms, c.model_algorithm) if x),
                      "note": c.note})
