@@ -367,7 +367,8 @@ def parse_trace(data: dict[str, Any], *, file: str = "<trace>") -> RankTrace:  #
     collectives: list[TraceCollective] = []
     kernels: list[tuple[float, float]] = []
     ops: list[tuple[float, float, Any]] = []
-    steps = {"user_annotation": {}, "gpu_user_annotation": {}}  # type: dict[str, dict[int, tuple[float, float]]]
+    steps: dict[str, dict[int, tuple[float, float]]] = {"user_annotation": {},
+                                                        "gpu_user_annotation": {}}
     gloo_threads: set[Any] = set()
     unsized = 0
     for index, event in enumerate(events):
