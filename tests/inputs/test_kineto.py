@@ -168,3 +168,10 @@ def test_a_trace_recorded_now_with_torch_profiler_reads_back(tmp_path):
         assert sorted({c.size_bytes for c in trace.collectives}) == [4.0, GRAD_BYTES]
         assert len(trace.collectives) == 2 * kineto_recorder.STEPS
         assert all(s.start_s < s.end_s for s in trace.steps)
+    from topomodel.calibrate.tracesteps import measure_traces
+
+    measure = measure_traces(traces)  # both ranks matched: every call has a fastest rank
+    assert len(measure.steps) == 2 * kineto_recorder.STEPS
+    assert {c.calls for c in measure.collectives} == {2 * kineto_recorder.STEPS}
+    assert all(c.transfer_s <= c.time_s for c in measure.collectives)
+    assert all(0 <= s.comm_share <= 1 and s.compute_s > 0 for s in measure.steps)
