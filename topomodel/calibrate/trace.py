@@ -68,6 +68,7 @@ class KindCheck:
     model_time_s: float
     model_exposed_s: float
     measured_time_s: float
+    model_uses: str = ""  # what the step model runs it for (its communicators' kinds)
 
 
 @dataclass(frozen=True)
@@ -122,18 +123,19 @@ def _model_collective(fabric: Fabric, m: CollectiveMeasure, *, routing: str, see
 
 
 def _kinds(measure: TraceMeasure, step: StepResult) -> tuple[KindCheck, ...]:
-    model: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    calls: dict[str, int] = defaultdict(int)
+    time_s: dict[str, float] = defaultdict(float)
+    exposed_s: dict[str, float] = defaultdict(float)
+    uses: dict[str, list[str]] = defaultdict(list)
     for comm in step.comm:
-        row = model[comm.collective]
-        row[0] += comm.calls
-        row[1] += comm.time_s
-        row[2] += comm.exposed_s
-    measured = {c.kind for c in measure.collectives}
-    return tuple(KindCheck(kind, int(model[kind][0]) if kind in model else 0,
-                           model[kind][1] if kind in model else 0.0,
-                           model[kind][2] if kind in model else 0.0,
-                           measure.comm_per_step_s(kind))
-                 for kind in sorted(measured | set(model)))
+        calls[comm.collective] += comm.calls
+        time_s[comm.collective] += comm.time_s
+        exposed_s[comm.collective] += comm.exposed_s
+        uses[comm.collective].append(comm.kind)
+    kinds = sorted({c.kind for c in measure.collectives} | set(calls))
+    return tuple(KindCheck(k, calls.get(k, 0), time_s.get(k, 0.0), exposed_s.get(k, 0.0),
+                           measure.comm_per_step_s(k), ", ".join(uses.get(k, ())))
+                 for k in kinds)
 
 
 def _parts(measure: TraceMeasure, step: StepResult) -> tuple[PartCheck, ...]:

@@ -74,10 +74,12 @@ def trace_check_report(check: Any, *, design_name: str) -> Report:
     rows, records = _collective_rows(check)
     kinds = [{"collective": k.kind, "model calls": k.model_calls,
               "model time": _si(k.model_time_s, "s"), "model exposed": _si(k.model_exposed_s, "s"),
-              "measured time": _si(k.measured_time_s, "s")} for k in check.kinds]
+              "measured time": _si(k.measured_time_s, "s"), "model runs it for": k.model_uses}
+             for k in check.kinds]
     kind_records = [{"collective": k.kind, "model_calls": k.model_calls,
                      "model_time_s": k.model_time_s, "model_exposed_s": k.model_exposed_s,
-                     "measured_time_s": k.measured_time_s} for k in check.kinds]
+                     "measured_time_s": k.measured_time_s, "model_uses": k.model_uses}
+                    for k in check.kinds]
     model_step, measured_step = step.step_time_s, measure.median("step_s")
     parts = [{"part": p.part, "model": _si(p.model_s, "s"), "measured": _si(p.measured_s, "s"),
               "model share": f"{p.model_s / model_step:.1%}" if model_step else "",
