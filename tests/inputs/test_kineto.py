@@ -175,3 +175,19 @@ def test_a_trace_recorded_now_with_torch_profiler_reads_back(tmp_path):
     assert {c.calls for c in measure.collectives} == {2 * kineto_recorder.STEPS}
     assert all(c.transfer_s <= c.time_s for c in measure.collectives)
     assert all(0 <= s.comm_share <= 1 and s.compute_s > 0 for s in measure.steps)
+
+
+def test_a_kernel_without_arguments_takes_those_of_its_record_param_comms():
+    """Older PyTorch writes the collective's arguments on the CPU op only; the kernel
+    shares its ``External id``."""
+    trace = parse_trace(_events(
+        {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8",
+         "ts": 5, "dur": 10, "args": {"External id": 42, "stream": 13}},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 0, "dur": 1,
+         "args": {"External id": 42, "Collective name": "_allgather_base",
+                  "dtype": "Half", "In msg nelems": 128, "Out msg nelems": 1024,
+                  "Group size": 8, "Process Group Name": "2"}}))
+    (c,) = trace.collectives
+    assert (c.kind, c.size_bytes, c.group_size, c.group, c.stream) == (
+        "allgather", 2048.0, 8, "2", "stream 13")
+    assert len(trace.compute_start_s) == 0  # record_param_comms is no compute

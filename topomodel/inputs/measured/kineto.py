@@ -12,8 +12,10 @@ PyTorch and Kineto write (checked against ``torch/profiler/_trace_validator.py``
   older ``ncclKernel_*`` are communication, every other kernel compute; an NCCL kernel's
   ``args`` carry ``Collective name``, ``In msg nelems``, ``Out msg nelems``, ``Group
   size``, ``dtype``, ``Process Group Name`` (``pg_name`` in some releases) and
-  ``stream``), ``cpu_op`` (operators: compute on a trace without GPU kernels, except
-  ``c10d::*`` and ``record_param_comms``, which launch communication),
+  ``stream``; where a kernel carries none of them, as in older releases, those of the
+  ``record_param_comms`` CPU op with the same ``External id``), ``cpu_op``
+  (operators: compute on a trace without GPU kernels, except ``c10d::*`` and
+  ``record_param_comms``, which launch communication),
   ``user_annotation`` (``ProfilerStep#N``, the step boundaries; gloo's
   ``gloo:all_reduce`` and its siblings, the CPU collectives, whose ``Input Dims`` and
   ``Input type`` give the size when the profiler recorded shapes) and
@@ -371,6 +373,8 @@ def parse_trace(data: dict[str, Any], *, file: str = "<trace>") -> RankTrace:  #
                                                         "gpu_user_annotation": {}}
     gloo_threads: set[Any] = set()
     unsized = 0
+    pending: list[tuple[dict[str, Any], dict[str, Any], tuple[str, str, str], float, str]] = []
+    launched: dict[Any, dict[str, Any]] = {}  # record_param_comms' args by External id
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise _problem(file, f"traceEvents[{index}]", "not an object")
@@ -390,11 +394,11 @@ def parse_trace(data: dict[str, Any], *, file: str = "<trace>") -> RankTrace:  #
             if named is None:
                 kernels.append((start_s, end_s))
                 continue
-            collective = _kernel_collective(event, args, named, start_s, file, key)
-            unsized += collective.size_bytes is None
-            collectives.append(collective)
+            pending.append((event, args, named, start_s, key))
         elif cat == "cpu_op":
-            if not name.startswith(_NOT_COMPUTE_OPS):
+            if name == "record_param_comms":
+                launched[args.get("External id")] = args
+            elif not name.startswith(_NOT_COMPUTE_OPS):
                 ops.append((start_s, end_s, event.get("tid")))
         elif (step := _STEP.match(name)) is not None:
             steps[cat][int(step.group(1))] = (start_s, end_s)
@@ -406,6 +410,13 @@ def parse_trace(data: dict[str, Any], *, file: str = "<trace>") -> RankTrace:  #
             collectives.append(TraceCollective(
                 kind, size, info.default_group, info.default_size or info.world_size,
                 f"thread {event.get('tid', '')}", start_s, end_s - start_s, dtype, "gloo"))
+    for event, args, named, start_s, key in pending:
+        if "Collective name" not in args and args.get("External id") in launched:
+            # older PyTorch puts the collective's arguments on the CPU op only
+            args = {**launched[args["External id"]], **args}
+        collective = _kernel_collective(event, args, named, start_s, file, key)
+        unsized += collective.size_bytes is None
+        collectives.append(collective)
     device = "gpu" if kernels or any(c.source == "nccl kernel" for c in collectives) else "cpu"
     spans = kernels if device == "gpu" else [(s, e) for s, e, tid in ops
                                              if tid not in gloo_threads]
