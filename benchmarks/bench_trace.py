@@ -6,13 +6,15 @@ A synthetic trace of one rank of a GPU job is written first (Kineto's format, as
 tests/data/traces/nccl-excerpt: per step a ProfilerStep annotation, CPU operators with
 their arguments, compute kernels, NCCL kernels with the collective's arguments), until
 the file is about MB megabytes (default 100). Then, timed apart (wall and CPU seconds):
-the JSON parse alone with the standard library's ``json`` and, where installed, with
+the JSON parse alone with the standard library's ``json`` (with the garbage collector
+running and paused, as ``read_trace`` pauses it) and, where installed, with
 ``orjson``; ``read_trace`` (parse and events to records); ``measure_traces`` (the
 steps' compute, exposed communication and wait, the collectives' busbw).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import tempfile
@@ -88,10 +90,16 @@ def main() -> None:
         raw = path.read_bytes()
         print(f"trace: {len(raw) / 1e6:.0f} MB, {count:,} events")
         _timed("json.loads (standard library)", lambda: json.loads(raw))
+        gc.disable()
+        _timed("json.loads, garbage collector paused", lambda: json.loads(raw))
+        gc.enable()
         try:
             import orjson
 
             _timed("orjson.loads", lambda: orjson.loads(raw))
+            gc.disable()
+            _timed("orjson.loads, garbage collector paused", lambda: orjson.loads(raw))
+            gc.enable()
         except ImportError:
             print("orjson.loads: not installed")
         trace = _timed("read_trace (parse + records)", lambda: read_trace(path))
