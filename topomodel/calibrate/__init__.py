@@ -1,2 +1,4 @@
-"""Calibration: catalog overlays made from what a running cluster measured or reported
-(an NCCL topology dump turned into a system, :mod:`topomodel.calibrate.nccltopo`)."""
+"""Calibration: what a running cluster measured, held against the model and turned into
+catalog overlays: an NCCL topology dump turned into a system
+(:mod:`topomodel.calibrate.nccltopo`), profiler traces against the step and collective
+models (:mod:`topomodel.calibrate.trace`)."""

@@ -26,6 +26,7 @@ from topomodel.cli.shared import add_catalog_args
 from topomodel.cli.verb_parsers import (
     add_advise,
     add_check_nccl,
+    add_check_trace,
     add_decode,
     add_plan,
     add_scorecard,
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=Verb("job_verbs.sweep"))
 
     add_check_nccl(verbs)
+    add_check_trace(verbs)
     add_advise(verbs)
     add_decode(verbs)
 

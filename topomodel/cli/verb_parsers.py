@@ -66,6 +66,27 @@ def add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
     check.set_defaults(run=Verb("design_verbs.check_nccl"))
 
 
+def add_check_trace(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
+
+    check = verbs.add_parser(
+        "check-trace", help="PyTorch profiler traces beside the model: collectives and"
+        " step parts", description="Read PyTorch profiler traces of a training job"
+        " (Kineto Chrome-trace JSON, one file per rank or a folder of them, .json or"
+        " .json.gz) and print, per collective kind and size, the measured time and busbw"
+        " beside the collective model's on the design, per collective kind the time per"
+        " step, and per part of the step (compute, exposed communication, wait) the"
+        " measured median beside the step model of the same model and layout; and whether"
+        " the job is communication-bound by the rule of thumb. See docs/check-trace.md.")
+    check.add_argument("traces", nargs="+", metavar="TRACE", help="trace files or folders")
+    check.add_argument("--design", required=True, help="design file (YAML)")
+    check.add_argument("--threshold", type=float, default=DEFAULT_COMM_THRESHOLD, metavar="F",
+                       help="communication-bound at exposed communication and wait of at"
+                       f" least this share of the step (default {DEFAULT_COMM_THRESHOLD:g})")
+    step_args(check)
+    check.set_defaults(run=Verb("job_verbs.check_trace"))
+
+
 def add_advise(verbs: Verbs[argparse.ArgumentParser]) -> None:
     from topomodel.analysis.assumptions import DEFAULT_COMM_THRESHOLD
 
