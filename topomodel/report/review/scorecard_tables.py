@@ -61,11 +61,10 @@ def scorecard_tables(cards: Sequence[Scorecard]) -> list[Table]:
     for r in rows:
         if r["part"] == "collectives":
             where, _, what = r["item"].rpartition(": ")
-            line = collective.setdefault(where, {"collective": where})
+            line = collective.setdefault(where, {"collective": where, "algorithm": ""})
             for h in heads:
                 line[f"{h}: {what}"] = value_text(r[h], r["unit"])
-            if r["note"]:
-                line.setdefault("algorithm", r["note"])
+            line["algorithm"] = line["algorithm"] or r["note"]
             continue
         line = {"part": r["part"], "figure": r["item"]}
         line.update({h: value_text(r[h], r["unit"]) for h in heads})
