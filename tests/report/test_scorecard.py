@@ -152,3 +152,18 @@ def test_a_claim_that_fails_names_the_nearest_assumption_that_makes_it_hold(serv
 def _job(fabric):
     return ScorecardJob(fabric.catalog.get("llama3-8b", Model), StepAssumptions(),
                         Layout(tp=2, dp=4), collective_sizes_bytes=SMALL)
+
+
+def test_the_review_shows_the_scorecard_when_asked(capsys, tmp_path):
+    status = main(["review", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                   "--tp", "2", "--dp", "4", "--scorecard", "--no-goodput",
+                   "-o", str(tmp_path / "r")])
+    assert status == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {f["key"] for f in data["scorecard"]} >= {"tokens_per_s", "mfu", "comm_share"}
+    assert "<h2>Scorecard</h2>" in (tmp_path / "r" / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["review", "examples/hgx-h100-server.yaml", "--scorecard",
+                 "-o", str(tmp_path / "s")]) == 2
+    assert "--scorecard needs a model" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

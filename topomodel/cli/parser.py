@@ -171,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="collective size with a unit (repeatable; default 1 MiB,"
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     step_args(review, model_required=False, tables_dir=False)
+    review.add_argument("--scorecard", action="store_true",
+                        help="add the scorecard of the job (docs/scorecard.md) as a"
+                        " section; it plans each scaling size and strategy family, so it"
+                        " takes longer than the rest of the review")
     no_goodput_arg(review)
     add_goodput_options(review)
     add_step_options(review, COST_OPTIONS)
