@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from topomodel.analysis.bisection import closed_form
-from topomodel.analysis.reliability.goodput import failure_rate
+from topomodel.analysis.reliability.lines import failure_rate
 from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.domains import DomainMap, domain_map, failed_domain_links
 from topomodel.fabric.tables import Fabric
