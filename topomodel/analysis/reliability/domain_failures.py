@@ -115,13 +115,16 @@ def downtime_by_line(lines: Sequence[ComponentLine], *, part_downtime_s: float,
 
 
 def lost_by_cause(lines: Sequence[ComponentLine], downtimes: Sequence[float],
-                  cycle_s: float) -> dict[str, float]:
-    """Share of wall time each cause of interruption costs, to first order: its
-    failures/s x (half a checkpoint cycle of rework + its downtime), by component (a
-    domain's by its kind), largest first."""
-    lost: dict[str, float] = {}
+                  cycle_s: float, lost: float) -> dict[str, float]:
+    """Share of wall time each cause of interruption costs, by component (a domain's by
+    its kind), largest first: the time ``lost`` to interruptions (the checkpointing
+    share less the effective time) split in proportion to each cause's failures/s x
+    (half a checkpoint cycle of rework + its downtime)."""
+    half = cycle_s / 2 if np.isfinite(cycle_s) else 0.0
+    weight: dict[str, float] = {}
     stopping = [ln for ln in lines if ln.interrupts]
     for ln, down in zip(stopping, downtimes, strict=True):
-        half = cycle_s / 2 if np.isfinite(cycle_s) else 0.0
-        lost[ln.component] = lost.get(ln.component, 0.0) + ln.failures_per_s * (half + down)
-    return dict(sorted(lost.items(), key=lambda kv: (-kv[1], kv[0])))
+        weight[ln.component] = weight.get(ln.component, 0.0) + ln.failures_per_s * (half + down)
+    total = sum(weight.values())
+    return {k: lost * w / total for k, w in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0]))
+            if total > 0}

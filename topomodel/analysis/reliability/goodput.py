@@ -306,7 +306,9 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
         tiers, idle_systems, a.repair_s,
         _fewest_spares(lambda k: with_spares(k)[2], systems) if spares == 0 else None,
         storage_Bps=storage, storage_given=a.storage_Bps is not None,
-        lost_by_cause=lost_by_cause(lines, downtimes(spares)[1], interval + write))
+        lost_by_cause=lost_by_cause(lines, downtimes(spares)[1], interval + write,
+                                    effective_time_fraction(interval, write, 0.0, math.inf)
+                                    - fraction))
 
 
 def _fewest_spares(fraction_with: Callable[[int], float], systems: int
