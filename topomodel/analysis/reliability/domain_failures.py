@@ -76,8 +76,10 @@ def domain_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
                 parallel=dmap.count, **common))  # type: ignore[arg-type]
             continue
         of_job = dmap.of_node[job]
-        pairs = np.unique(np.stack([of_job, node_system[job]]), axis=1)  # (domain, system)
-        touched, systems = np.unique(pairs[0], return_counts=True)
+        # the job's (domain, system) pairs, as one key each, then systems per domain
+        width = int(node_system.max()) + 1
+        pairs = np.unique(of_job * width + node_system[job])
+        touched, systems = np.unique(pairs // width, return_counts=True)
         lines.append(ComponentLine(
             kind, entry.id, kind, len(touched), entry.rate_per_s, True,
             systems=int(systems.max()), spares_apart=SPARES_APART and dmap.count > 1,
