@@ -78,7 +78,8 @@ def test_domains_add_interruptions_without_double_counting(dual):
     assert len(parts) + len(domains) == len(lines)
     added = sum(ln.failures_per_s for ln in domains if ln.interrupts)
     catalog = dual.catalog.entries
-    expected = (8 * catalog["rack-default"].rate_per_s + 4 * catalog["power-feed-default"].rate_per_s
+    expected = (8 * catalog["rack-default"].rate_per_s
+                + 4 * catalog["power-feed-default"].rate_per_s
                 + 2 * catalog["cooling-loop-default"].rate_per_s
                 + 2 * catalog["site-tier3"].rate_per_s)
     assert added == pytest.approx(expected)

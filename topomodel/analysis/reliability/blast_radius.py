@@ -166,8 +166,9 @@ def sweep_order(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray, *,
                 spans: bool) -> np.ndarray:
     """Every domain of ``dmap``, least harmful first, by :func:`worst`'s order: the job
     stopped, then accelerators stopped, then the share of scale-out capacity removed
-    (of tied domains the lowest-numbered ranks last, so the worst is the first of them). Array arithmetic over the node and link tables: a
-    link is removed with a domain that holds either end."""
+    (of tied domains the lowest-numbered ranks last, so the worst is the first of
+    them). Array arithmetic over the node and link tables: a link is removed with a
+    domain that holds either end."""
     count = dmap.count
     accelerator = fabric.kind_mask("accelerator")
     of_node = dmap.of_node

@@ -160,7 +160,8 @@ chance none is free falls as a Poisson tail), so the last percent costs the most
 
 def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     """The parts of a job on the first ``world`` accelerators, with their failure rates,
-    then its failure domains (:func:`~topomodel.analysis.reliability.domain_failures.domain_lines`)."""
+    then its failure domains
+    (:func:`~topomodel.analysis.reliability.domain_failures.domain_lines`)."""
     catalog, nodes = fabric.catalog, fabric.nodes
     system = catalog.get(fabric.design.system, System)
     technology = scaleup_technology(fabric)
