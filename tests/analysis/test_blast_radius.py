@@ -220,3 +220,23 @@ def test_sweep_order_matches_each_domain_failed_alone(dual):
                          capacity[out & failed].sum() / capacity[out].sum(), -k))
         expected = sorted(range(dmap.count), key=lambda k: keys[k])
         assert list(sweep_order(dual, dmap, in_job, spans=True)) == expected
+
+
+def test_dual_plane_example_counts_by_hand(example_fabric):
+    """examples/dual-plane-ethernet.yaml, default domains: 128 HGX H200 servers, 4 a rack
+    (32 racks of 32 GPUs), 4 racks a feed (8 feeds of 128), 8 racks a loop (4 loops of
+    256), its 2 planes (no GPU in either), one site (all 1,024). Every domain of a kind
+    holds as many, and together they hold every GPU once."""
+    import numpy as np
+
+    fabric = example_fabric("dual-plane-ethernet")
+    assert systems_per_rack(fabric) == 4
+    for kind, (per_domain, count) in {"rack": (32, 32), "power_feed": (128, 8),
+                                      "cooling_loop": (256, 4), "site": (1024, 1)}.items():
+        assert _stopped(fabric, kind) == (per_domain, count)
+        held = domain_map(fabric, kind).of_node[fabric.accelerators]
+        assert (np.bincount(held, minlength=count) == per_domain).all()
+    plane = domain_map(fabric, "plane")
+    assert plane.count == 2 and (plane.of_node[fabric.accelerators] == -1).all()
+    # each plane holds half the 24 scale-out switches (16 leaves, 8 spines)
+    assert [int((plane.of_node == p).sum()) for p in (0, 1)] == [12, 12]
