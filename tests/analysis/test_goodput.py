@@ -227,15 +227,37 @@ def test_bad_rates_are_one_line_errors(tmp_path, capsys, rate, message):
 def test_optic_what_if_rerates_modules_and_aocs():
     fabric = fabric_of("dgx-h100-superpod")
     lines = component_lines(fabric, 1016)
-    cpo = with_optic_form(lines, fabric.catalog, "cpo")
-    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-cpo")
-    for old, new in zip(lines, cpo, strict=True):
+    lpo = with_optic_form(lines, fabric.catalog, "lpo")
+    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-lpo")
+    for old, new in zip(lines, lpo, strict=True):
         if old.model == "aoc-800g":
             assert new.rate_per_s == pytest.approx(2 * rate.rate_per_s)
         elif old.component == "optic":
             assert new.rate_per_s == pytest.approx(rate.rate_per_s)
         else:
             assert new == old
+
+
+def test_cpo_what_if_fails_the_part_that_holds_each_end():
+    """DGX SuperPOD: a leaf link (1,016 AOCs) ends at a NIC and a single-homed leaf, a
+    spine link (2,048 modules) at a leaf and a spine; as CPO each end is its holder's
+    failure at the CPO's rate: NIC and leaf ends stop the job, spine ends degrade it as
+    a failed spine does (docs/cost.md, serviceability)."""
+    fabric = fabric_of("dgx-h100-superpod")
+    lines = component_lines(fabric, 1016)
+    cpo = with_optic_form(lines, fabric.catalog, "cpo")
+    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-cpo")
+    ends = [(ln.tier, ln.count, ln.on_failure, ln.representative)
+            for ln in cpo if ln.component == "optic"]
+    assert ends == [("system", 1016, "stops_job", "sys000/nic0"),
+                    ("leaf", 1016, "stops_job", "leaf00"),
+                    ("leaf", 1024, "stops_job", "leaf00"),
+                    ("spine", 1024, "degrades", "spine00")]
+    assert all(ln.rate_per_s == rate.rate_per_s for ln in cpo if ln.component == "optic")
+    assert [ln for ln in cpo if ln.component != "optic"] == [
+        ln for ln in lines if ln.component != "optic"]
+    # the leaf ends of the spine links now stop the job, but at a tenth of the rate
+    # of the pluggables the AOCs and modules had, so fewer interruptions overall
     assert interruptions_per_day(cpo) < interruptions_per_day(lines)
 
 
