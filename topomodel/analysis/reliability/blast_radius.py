@@ -31,6 +31,7 @@ from topomodel.analysis.reliability.lines import failure_rate
 from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.domains import DomainMap, domain_map, failed_domain_links
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.records import documented
 from topomodel.inputs.reliability import DOMAIN_KINDS
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -41,6 +42,14 @@ if TYPE_CHECKING:
 
 SECONDS_PER_DAY = 86_400.0
 """Seconds in a day (failures per day = failures per second x this)."""
+
+REVIEW_SWEPT_KINDS = documented(
+    "blast_radius.REVIEW_SWEPT_KINDS", ("rack", "power_feed"),
+    """The domain kinds whose every domain the design review fails, to add their worst
+    and median rows: the numerous ones, whose members differ where a design is uneven
+    (a last rack part full) or a job fills part of the fabric. Cooling loops and sites
+    are few and mostly whole-fabric at the defaults, and planes are alike; build's
+    --every-domain sweeps any kind.""")
 
 
 @dataclass(frozen=True)
