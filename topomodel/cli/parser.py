@@ -125,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--failure-domains", action="store_true",
                        help="add the blast-radius table: one rack, power feed, cooling"
                        " loop, scale-out plane and site failed each (docs/failure-domains.md)")
+    build.add_argument("--every-domain", action="append", metavar="KIND",
+                       choices=("rack", "power_feed", "cooling_loop", "plane", "site"),
+                       help="fail every domain of KIND in turn and add its worst and median"
+                       " rows to the blast-radius table (implies --failure-domains;"
+                       " repeatable)")
     add_catalog_args(build)
     format_arg(build)
     build.set_defaults(run=Verb("design_verbs.build"))
