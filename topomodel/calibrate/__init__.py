@@ -1,8 +1,10 @@
-"""Measured runs in, a calibrated model out: fit the physical figures the model reads
-(link efficiencies, latencies) to what a running cluster measured, and write them as a
-catalog overlay with provenance ``measured``.
+"""Calibration: what a running cluster measured, held against the model and turned into
+catalog overlays: nccl-tests runs fitted into link efficiencies and a launch latency
+(:mod:`topomodel.calibrate.nccl`, the overlay :mod:`topomodel.calibrate.overlay`), an
+NCCL topology dump turned into a system (:mod:`topomodel.calibrate.nccltopo`), profiler
+traces against the step and collective models (:mod:`topomodel.calibrate.trace`).
 
-Each kind of input is one entry of :data:`~topomodel.calibrate.inputs.INPUT_KINDS` (how
-to recognise a file, how to read it, how to fit from it): nccl-tests text logs and
-``-J`` JSON files now; profiler traces and NCCL topology dumps are added the same way.
+Each kind of file ``calibrate`` reads is one entry of
+:data:`~topomodel.calibrate.inputs.INPUT_KINDS` (how to recognise it, how to read it,
+which fit its records feed).
 """
