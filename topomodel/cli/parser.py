@@ -6,10 +6,16 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, STEP_OPTIONS
+from topomodel.analysis.options import (
+    COST_OPTIONS,
+    DECODE_OPTIONS,
+    SERVE_OPTIONS,
+    STEP_OPTIONS,
+)
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
+    SERVE_KEYS,
     add_goodput_options,
     add_step_options,
 )
@@ -399,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_nccl(verbs)
     _add_advise(verbs)
     _add_decode(verbs)
+    _add_serve(verbs)
 
     options = verbs.add_parser(
         "options", help="list the options of a job: sweep key, flag, default and meaning",
@@ -501,6 +508,25 @@ def _add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
     add_catalog_args(decode)
     _format_arg(decode)
     decode.set_defaults(run=Verb("job_verbs.decode"))
+
+
+def _add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    serve = verbs.add_parser(
+        "serve", help="disaggregated serving: TTFT, TPOT, tokens/s, the KV hand-off's links",
+        description="Model disaggregated serving of a model on the design: a prefill pool"
+        " and a decode pool placed on its accelerators, requests arriving at a rate (M/D/1"
+        " queueing per prefill replica), prefill timed from compute and its collectives,"
+        " each request's KV cache handed from prefill to decode ranks and routed on the"
+        " fabric with the other hand-offs in flight, decode at the batch the rate gives;"
+        " time to first token, time per output token, tokens/s per accelerator and"
+        " system, memory per rank, and the network's share of a request and the link"
+        " tier bounding it. See docs/serve.md.")
+    serve.add_argument("design", help="design file (YAML)")
+    add_step_options(serve, SERVE_OPTIONS + SERVE_KEYS + tuple(
+        k for k in DECODE_OPTIONS if k not in ("batch", "context")) + FABRIC_OPTIONS)
+    add_catalog_args(serve)
+    _format_arg(serve)
+    serve.set_defaults(run=Verb("job_verbs.serve"))
 
 
 def _fixed_pair(text: str) -> tuple[str, str]:

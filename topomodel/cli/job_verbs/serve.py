@@ -1,0 +1,29 @@
+"""``topomodel serve DESIGN --model M ...``: what time to first token, time per output
+token and tokens/s does disaggregated serving reach on this design, with the prefill and
+decode pools where they sit, the KV cache handed between them over the links, and how
+much of a request's time is the network's, on which link class?"""
+
+from __future__ import annotations
+
+import argparse
+
+from topomodel.report.output import Report
+
+
+def run(args: argparse.Namespace) -> Report:
+    from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS
+    from topomodel.analysis.serving.serve import serve
+    from topomodel.cli.options import FABRIC_OPTIONS, SERVE_KEYS, inputs_from_args
+    from topomodel.cli.shared import fabric_with_whatifs
+    from topomodel.inputs.parts import Model
+    from topomodel.report.serving.serve import serve_report
+
+    keys = SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS + tuple(
+        k for k in DECODE_OPTIONS if k not in ("batch", "context"))
+    inputs = inputs_from_args(args, keys)
+    fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
+    model = fabric.catalog.get(str(inputs.model), Model)
+    result = serve(fabric, model, serving=inputs.serve, decode=inputs.decode,
+                   assumptions=inputs.assumptions, routing=inputs.routing, seed=inputs.seed)
+    return serve_report(result, design=fabric.design.name or args.design)
