@@ -27,9 +27,10 @@ FABRIC_OPTIONS = ("routing", "seed", "fail", "fail_domain", "scaleout_factor", "
 DECODE_KEYS = ("model", "tp", "ep", "dp", "compute_efficiency", "hbm_efficiency")
 """Step options the decode verb shares with the step (same flags, readers and help),
 besides decode's own (:data:`~topomodel.analysis.options.DECODE_OPTIONS`)."""
-SERVE_KEYS = ("model", "compute_efficiency", "hbm_efficiency")
-"""Step options the serve verb shares with the step, besides serving's own
-(:data:`~topomodel.analysis.options.SERVE_OPTIONS`) and decode's data types and overlap."""
+SERVE_KEYS = ("model", "compute_efficiency", "hbm_efficiency", "dtype", "kv_dtype",
+              "activation_dtype", "comm_overlap")
+"""Options the serve verb shares with the step and with decode (its data types and
+overlap), besides serving's own (:data:`~topomodel.analysis.options.SERVE_OPTIONS`)."""
 _READING = Reading(Source("<command line>", ""))
 _ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}
 

@@ -6,12 +6,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import (
-    COST_OPTIONS,
-    DECODE_OPTIONS,
-    SERVE_OPTIONS,
-    STEP_OPTIONS,
-)
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, SERVE_OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
@@ -513,17 +508,14 @@ def _add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
 def _add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
     serve = verbs.add_parser(
         "serve", help="disaggregated serving: TTFT, TPOT, tokens/s, the KV hand-off's links",
-        description="Model disaggregated serving of a model on the design: a prefill pool"
-        " and a decode pool placed on its accelerators, requests arriving at a rate (M/D/1"
-        " queueing per prefill replica), prefill timed from compute and its collectives,"
-        " each request's KV cache handed from prefill to decode ranks and routed on the"
-        " fabric with the other hand-offs in flight, decode at the batch the rate gives;"
-        " time to first token, time per output token, tokens/s per accelerator and"
-        " system, memory per rank, and the network's share of a request and the link"
-        " tier bounding it. See docs/serve.md.")
+        description="Model disaggregated serving on the design: prefill and decode pools"
+        " placed on its accelerators, M/D/1 queueing per prefill replica, prefill from"
+        " compute and its collectives, each request's KV cache routed from prefill to"
+        " decode ranks with the other hand-offs in flight, decode at the batch the rate"
+        " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
+        " and the link tier bounding it. See docs/serve.md.")
     serve.add_argument("design", help="design file (YAML)")
-    add_step_options(serve, SERVE_OPTIONS + SERVE_KEYS + tuple(
-        k for k in DECODE_OPTIONS if k not in ("batch", "context")) + FABRIC_OPTIONS)
+    add_step_options(serve, SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS)
     add_catalog_args(serve)
     _format_arg(serve)
     serve.set_defaults(run=Verb("job_verbs.serve"))

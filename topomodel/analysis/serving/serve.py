@@ -385,14 +385,12 @@ def serve(fabric: Fabric, model: Model, *,
                              f" do not fit a decode rank's memory (at most {max_batch})")
         result = step(a.concurrency)
         rate = a.concurrency * dec.replicas / (decoding * result.step_time_s)
+        _check_load(rate, capacity, service, prefill, "--concurrency")
     else:
         rate = a.rate if a.rate is not None else a.prefill_load * capacity
+        _check_load(rate, capacity, service, prefill, "--rate")
         result = _batch_for_rate(step, rate * decoding / dec.replicas, max_batch)
     load = rate / capacity
-    if load >= 1:
-        raise UsageError(f"--rate: {rate:.3g} requests/s keeps the prefill pool busy beyond"
-                         f" its {capacity:.3g} requests/s (prefill {service * 1e3:.1f} ms on"
-                         f" {prefill.replicas} replicas); add prefill instances")
 
     concurrent = min(prefill.replicas, max(1, math.ceil(load * prefill.replicas)))
     kv, _ = kv_transfer(fabric, model, (prefill, dec), a.input_tokens, kvbytes, concurrent,
@@ -412,6 +410,14 @@ def serve(fabric: Fabric, model: Model, *,
         p_exposed, kv_dtype, kv_bytes_per_token(model, kvbytes), per_rank, kv, a.transfer,
         result, p_memory, held + result.batch * longest * per_rank[1], hbm,
         tuple(dict.fromkeys(warnings)))
+
+
+def _check_load(rate: float, capacity: float, service: float, prefill: Pool, flag: str
+                ) -> None:
+    if rate >= capacity:
+        raise UsageError(f"{flag}: {rate:.3g} requests/s keeps the prefill pool busy beyond"
+                         f" its {capacity:.3g} requests/s (prefill {service * 1e3:.1f} ms on"
+                         f" {prefill.replicas} replicas); add prefill instances")
 
 
 def _check_pool(model: Model, pool: Pool) -> None:

@@ -11,16 +11,14 @@ from topomodel.report.output import Report
 
 
 def run(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS
+    from topomodel.analysis.options import SERVE_OPTIONS
     from topomodel.analysis.serving.serve import serve
     from topomodel.cli.options import FABRIC_OPTIONS, SERVE_KEYS, inputs_from_args
     from topomodel.cli.shared import fabric_with_whatifs
     from topomodel.inputs.parts import Model
     from topomodel.report.serving.serve import serve_report
 
-    keys = SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS + tuple(
-        k for k in DECODE_OPTIONS if k not in ("batch", "context"))
-    inputs = inputs_from_args(args, keys)
+    inputs = inputs_from_args(args, SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
                                  catalog_dirs=args.catalog_dir)
     model = fabric.catalog.get(str(inputs.model), Model)
