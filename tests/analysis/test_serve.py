@@ -166,3 +166,36 @@ def test_cli_json_and_errors(capsys):
     status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--placement", "near"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1 and "--placement" in err
+
+
+def test_trace_gives_the_mix_rate_and_an_mg1_queue(superpod, tmp_path):
+    from topomodel.analysis.serving.serve import pk_wait_s
+    from topomodel.inputs.measured.requests import read_mooncake_trace
+
+    lines = [f'{{"timestamp": {i * 250}, "input_length": {n}, "output_length": {m}}}'
+             for i, (n, m) in enumerate([(500, 100), (1500, 300), (500, 200), (1500, 200)])]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    trace = read_mooncake_trace(path)
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, trace=trace)
+    assert r.rate_rps == pytest.approx(3 / 0.75) and r.trace_requests == 4
+    assert r.input_tokens == 1000 and r.output_tokens == 200
+    assert r.decode.context == round(1000 + 199 / 2)
+    # two prompt lengths: the queue is M/G/1 over their two prefill times
+    short = serve(superpod, llama, serving=ServeAssumptions(input_tokens=500, rate=4.0))
+    long = serve(superpod, llama, serving=ServeAssumptions(input_tokens=1500, rate=4.0))
+    mean = (short.prefill_s + long.prefill_s) / 2
+    second = (short.prefill_s ** 2 + long.prefill_s ** 2) / 2
+    assert r.prefill_s == pytest.approx(mean)
+    assert r.queue_s == pytest.approx(pk_wait_s(4.0, mean, second))
+    assert r.queue_s > pk_wait_s(4.0, mean, mean ** 2)  # variance waits longer
+
+
+def test_cli_trace_with_a_missing_field_is_one_line(capsys, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10}\n')
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--trace", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err.endswith("bad.jsonl:1: output_length: missing")
+    assert len(err.splitlines()) == 1

@@ -515,6 +515,8 @@ def _add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
         " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
         " and the link tier bounding it. See docs/serve.md.")
     serve.add_argument("design", help="design file (YAML)")
+    serve.add_argument("--trace", metavar="FILE", help="request trace, Mooncake JSONL"
+                       " (timestamp ms, input_length, output_length): lengths and rate")
     add_step_options(serve, SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS)
     add_catalog_args(serve)
     _format_arg(serve)

@@ -62,9 +62,15 @@ from topomodel.analysis.training.compute import Device, Gemm, device_model, laye
 from topomodel.analysis.training.model import BYTES
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.measured.requests import RequestTrace
 from topomodel.inputs.parts import Accelerator, Model, System
 from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic, phase
+
+PREFILL_POINTS = 8
+"""Prompt lengths of a trace at which the prefill is timed (quantiles, from the shortest
+to the longest; the others interpolated): each is a forward pass's GEMMs and a routing of
+its collectives."""
 
 MAX_BATCH_ITERATIONS = 40
 """Fixed-point steps that look for the decode batch a rate gives (each one decode step;
@@ -136,8 +142,8 @@ class ServeResult:
     accelerators_per_system: int
     prefill_pool: Pool
     decode_pool: Pool
-    input_tokens: int
-    output_tokens: int
+    input_tokens: float  # per request (a trace's mean)
+    output_tokens: float
     rate_rps: float
     prefill_load: float  # busy share of a prefill replica
     queue_s: float
@@ -154,6 +160,8 @@ class ServeResult:
     decode_memory_bytes: float  # per rank, at the longest context
     hbm_capacity_bytes: float
     warnings: tuple[str, ...]
+    trace: str = ""  # the request trace's file, if one gave the mix
+    trace_requests: int = 0
 
     @property
     def prefill_s(self) -> float:
@@ -313,16 +321,84 @@ def kv_transfer(fabric: Fabric, model: Model, pools: tuple[Pool, Pool],  # noqa:
                       tuple(loads), timed.unroutable_flows), timed
 
 
+@dataclass(frozen=True, eq=False)
+class _Job:
+    """What every timing of one serving job shares."""
+
+    fabric: Fabric
+    model: Model
+    device: Device
+    time_model: TimeModel
+    routing: str
+    seed: int
+    abytes: int
+    overlap: float
+
+
+@dataclass(frozen=True)
+class PrefillTimes:
+    """The prefill of the job's prompts: means over the requests, seconds."""
+
+    compute_s: float
+    comm_exposed_s: float
+    comm: tuple[DecodeComm, ...]  # at the prompt length nearest the mean
+    second_moment_s2: float  # E[S^2] of the service time, for the queue
+
+    @property
+    def service_s(self) -> float:
+        """Mean prefill time of a request (its service time)."""
+        return self.compute_s + self.comm_exposed_s
+
+
+def prefill_times(job: _Job, pool: Pool, inputs: np.ndarray) -> PrefillTimes:
+    """The prefill of prompts of ``inputs`` tokens (one per request): timed at each
+    distinct length, or at :data:`PREFILL_POINTS` quantiles of them and interpolated
+    linearly between (attention grows faster than linearly: a slight overestimate)."""
+    lengths = np.unique(inputs)
+    if len(lengths) > PREFILL_POINTS:
+        lengths = np.unique(np.quantile(inputs, np.linspace(0, 1, PREFILL_POINTS),
+                                        method="nearest"))
+    ranks = pool_ranks(job.fabric, pool)
+    computes, exposed, comms = [], [], []
+    for tokens in lengths.tolist():
+        comm = serving_collectives(job.fabric, job.model, pool.layout, ranks, tokens, 1,
+                                   job.abytes, job.time_model, job.routing, job.seed)
+        computes.append(prefill_compute_s(job.device, job.model, pool, tokens))
+        exposed.append(sum(c.time_s for c in comm) * (1 - job.overlap))
+        comms.append(tuple(comm))
+    compute = np.interp(inputs, lengths, computes)
+    comm_s = np.interp(inputs, lengths, exposed)
+    service = compute + comm_s
+    nearest = int(np.argmin(np.abs(lengths - inputs.mean())))
+    return PrefillTimes(float(compute.mean()), float(comm_s.mean()), comms[nearest],
+                        float((service ** 2).mean()))
+
+
+def pk_wait_s(rate_rps: float, mean_s: float, second_moment_s2: float) -> float:
+    """Mean wait of an M/G/1 queue (Pollaczek-Khinchine): ``rate x E[S^2] / (2 (1 -
+    rate x E[S]))``; with one service time it is M/D/1's :func:`mdl_wait_s`.
+
+    Examples
+    --------
+    >>> pk_wait_s(0.25, 2.0, 4.0) == mdl_wait_s(0.5, 2.0)
+    True
+    """
+    return rate_rps * second_moment_s2 / (2.0 * (1.0 - rate_rps * mean_s))
+
+
 def serve(fabric: Fabric, model: Model, *,
           serving: ServeAssumptions | None = None, decode: DecodeAssumptions | None = None,
-          assumptions: StepAssumptions | None = None, routing: str = "ecmp", seed: int = 0
-          ) -> ServeResult:
+          assumptions: StepAssumptions | None = None, trace: RequestTrace | None = None,
+          routing: str = "ecmp", seed: int = 0) -> ServeResult:
     """A serving job of ``model`` on ``fabric``: the module docstring's model.
 
     ``serving`` holds the pools, request mix, load and hand-off; ``decode`` the data
     types and the communication overlap (decode's options: ``batch`` and ``context``
     are set by the load and the mix); ``assumptions`` the step's compute and time
-    model (``compute_efficiency``, ``hbm_efficiency``, ``time``).
+    model (``compute_efficiency``, ``hbm_efficiency``, ``time``). A ``trace`` gives the
+    requests' lengths (instead of ``input_tokens`` and ``output_tokens``) and, unless
+    ``serving.rate`` is given, the rate: the queue is then M/G/1 over its prompts'
+    prefill times, and decode runs at the mean lengths.
 
     Raises
     ------
@@ -344,11 +420,14 @@ def serve(fabric: Fabric, model: Model, *,
                 kv_bytes_per_token_per_rank(model, dec.tp, kvbytes))
     _check_pool(model, prefill)
     _check_pool(model, dec)
+    inputs = trace.input_tokens if trace else np.array([a.input_tokens])
+    outputs = trace.output_tokens if trace else np.array([a.output_tokens])
+    mean_in, mean_out = float(inputs.mean()), float(outputs.mean())
     hbm = accelerator.hbm_bytes
     p_memory = weights_held_bytes(model, prefill.tp, prefill.ep, wbytes) + per_rank[0] * (
-        a.input_tokens)
+        float(inputs.max()))
     held = weights_held_bytes(model, dec.tp, dec.ep, wbytes)
-    longest = a.input_tokens + a.output_tokens
+    longest = mean_in + mean_out  # a sequence's context when it ends, on average
     _fits(p_memory, hbm, accelerator.id, "prefill", "--prefill-tp/--prefill-ep")
     max_batch = int((hbm - held) // (longest * per_rank[1])) if hbm > held else 0
     if max_batch < 1:
@@ -357,14 +436,11 @@ def serve(fabric: Fabric, model: Model, *,
 
     device = device_model(accelerator, d.dtype, override=s.compute_efficiency,
                           hbm_efficiency=s.hbm_efficiency)
-    compute = prefill_compute_s(device, model, prefill, a.input_tokens)
-    p_comm = serving_collectives(fabric, model, prefill.layout, pool_ranks(fabric, prefill),
-                                 a.input_tokens, 1, abytes, s.time, routing, seed)
-    p_exposed = sum(c.time_s for c in p_comm) * (1 - d.comm_overlap)
-    service = compute + p_exposed
-    capacity = prefill.replicas / service  # requests/s the prefill pool sustains
+    job = _Job(fabric, model, device, s.time, routing, seed, abytes, d.comm_overlap)
+    pre = prefill_times(job, prefill, inputs)
+    capacity = prefill.replicas / pre.service_s  # requests/s the prefill pool sustains
 
-    context = a.input_tokens + (a.output_tokens - 1) // 2
+    context = round(mean_in + (mean_out - 1) / 2)
     steps: dict[int, DecodeResult] = {}
 
     def step(batch: int) -> DecodeResult:
@@ -378,24 +454,28 @@ def serve(fabric: Fabric, model: Model, *,
                 ranks=pool_ranks(fabric, dec))
         return steps[batch]
 
-    decoding = max(1, a.output_tokens - 1)
+    decoding = max(1.0, mean_out - 1)
     if a.concurrency is not None:
         if a.concurrency > max_batch:
-            raise UsageError(f"--concurrency: {a.concurrency} sequences of {longest} tokens"
-                             f" do not fit a decode rank's memory (at most {max_batch})")
+            raise UsageError(f"--concurrency: {a.concurrency} sequences of {longest:,.0f}"
+                             f" tokens do not fit a decode rank's memory (at most"
+                             f" {max_batch})")
         result = step(a.concurrency)
         rate = a.concurrency * dec.replicas / (decoding * result.step_time_s)
-        _check_load(rate, capacity, service, prefill, "--concurrency")
+        _check_load(rate, capacity, pre.service_s, prefill, "--concurrency")
     else:
-        rate = a.rate if a.rate is not None else a.prefill_load * capacity
-        _check_load(rate, capacity, service, prefill, "--rate")
+        given = a.rate if a.rate is not None else trace.rate_rps if trace else None
+        rate = given if given is not None else a.prefill_load * capacity
+        _check_load(rate, capacity, pre.service_s, prefill,
+                    "--trace" if trace and a.rate is None else "--rate")
         result = _batch_for_rate(step, rate * decoding / dec.replicas, max_batch)
     load = rate / capacity
+    queue = pk_wait_s(rate / prefill.replicas, pre.service_s, pre.second_moment_s2)
 
     concurrent = min(prefill.replicas, max(1, math.ceil(load * prefill.replicas)))
-    kv, _ = kv_transfer(fabric, model, (prefill, dec), a.input_tokens, kvbytes, concurrent,
+    kv, _ = kv_transfer(fabric, model, (prefill, dec), round(mean_in), kvbytes, concurrent,
                         time_model=s.time, routing=routing, seed=seed)
-    layers = model.layers
+    layers, service = model.layers, pre.service_s
     exposed = kv.time_s if a.transfer == "after" else max(
         kv.time_s / layers, kv.time_s - service * (layers - 1) / layers)
     per_s = rate / concurrent  # snapshots per second each loaded link sees
@@ -405,11 +485,11 @@ def serve(fabric: Fabric, model: Model, *,
     if kv.unroutable_flows:
         warnings.append(f"{kv.unroutable_flows} KV hand-off flows have no path")
     return ServeResult(
-        model.id, accelerator.id, system.accelerators, prefill, dec, a.input_tokens,
-        a.output_tokens, rate, load, mdl_wait_s(load, service), compute, tuple(p_comm),
-        p_exposed, kv_dtype, kv_bytes_per_token(model, kvbytes), per_rank, kv, a.transfer,
-        result, p_memory, held + result.batch * longest * per_rank[1], hbm,
-        tuple(dict.fromkeys(warnings)))
+        model.id, accelerator.id, system.accelerators, prefill, dec, mean_in, mean_out,
+        rate, load, queue, pre.compute_s, pre.comm, pre.comm_exposed_s, kv_dtype,
+        kv_bytes_per_token(model, kvbytes), per_rank, kv, a.transfer, result, p_memory,
+        held + result.batch * longest * per_rank[1], hbm, tuple(dict.fromkeys(warnings)),
+        trace.file if trace else "", trace.requests if trace else 0)
 
 
 def _check_load(rate: float, capacity: float, service: float, prefill: Pool, flag: str

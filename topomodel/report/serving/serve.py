@@ -15,8 +15,9 @@ def serve_summary(r: ServeResult, *, design: str) -> str:
     """The result in one sentence."""
     part, tier = r.limiting
     return (f"{r.model} on {design} ({_pool_text(r.prefill_pool)} prefill,"
-            f" {_pool_text(r.decode_pool)} decode, {r.input_tokens} in / {r.output_tokens}"
-            f" out at {r.rate_rps:.3g} requests/s): TTFT {format_si(r.ttft_s, 's')}, TPOT"
+            f" {_pool_text(r.decode_pool)} decode, {r.input_tokens:,.0f} in /"
+            f" {r.output_tokens:,.0f} out{' on average' if r.trace else ''} at"
+            f" {r.rate_rps:.3g} requests/s): TTFT {format_si(r.ttft_s, 's')}, TPOT"
             f" {format_si(r.tpot_s, 's')}, {r.tokens_per_s_per_accelerator:,.0f} output"
             f" tokens/s per accelerator; the network is {r.network_share:.0%} of a"
             f" request's time, most of it {part}" + (f" on {tier} links" if tier else "")
@@ -37,13 +38,14 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
         return f"{t / request:.1%}" if request else ""
 
     decoding = (r.output_tokens - 1) * r.tpot_s
-    times = [("queue (M/D/1 per prefill replica)", "queue_s", r.queue_s),
+    queue = "M/G/1 over the trace's prompts" if r.trace else "M/D/1"
+    times = [(f"queue ({queue} per prefill replica)", "queue_s", r.queue_s),
              ("prefill: compute", "prefill_compute_s", r.prefill_compute_s),
              ("prefill: collectives, exposed", "prefill_comm_exposed_s",
               r.prefill_comm_exposed_s),
              ("KV hand-off, exposed", "kv_exposed_s", r.kv.exposed_s),
              ("time to first token", "ttft_s", r.ttft_s),
-             (f"decode: {r.output_tokens - 1} steps x TPOT", "decode_s", decoding),
+             (f"decode: {r.output_tokens - 1:,.0f} steps x TPOT", "decode_s", decoding),
              ("request", "request_s", request)]
     time_rows = [{"part": name, "time": format_si(t, "s"), "share": share(t)}
                  for name, _, t in times]
@@ -68,6 +70,8 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
         ("memory per decode rank (weights + KV at the batch, longest context)",
          f"{format_size(r.decode_memory_bytes)} of {format_size(r.hbm_capacity_bytes)}"),
     ]
+    if r.trace:
+        rates.insert(0, ("request trace", f"{r.trace} ({r.trace_requests:,} requests)"))
     rate_rows = [{"item": k, "value": v} for k, v in rates]
     network = [{"part": part, "time per request": format_si(t, "s"), "share": share(t),
                 "bounding tier": tier or "-"} for part, t, tier in r.network_parts()]
@@ -136,7 +140,8 @@ def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
         "rate_requests_per_s": r.rate_rps, "prefill_load": r.prefill_load,
         "decode_batch": r.decode.batch, "decode_context_tokens": r.decode.context,
-        "transfer": r.transfer, "kv_dtype": r.kv_dtype,
+        "transfer": r.transfer, "kv_dtype": r.kv_dtype, "trace": r.trace or None,
+        "trace_requests": r.trace_requests or None,
         "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "request_s": r.request_s,
         "queue_s": r.queue_s, "prefill_s": r.prefill_s, "kv_exposed_s": r.kv.exposed_s,
         "output_tokens_per_s": r.output_tokens_per_s,
