@@ -199,3 +199,16 @@ def test_cli_trace_with_a_missing_field_is_one_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert status == 2 and err.endswith("bad.jsonl:1: output_length: missing")
     assert len(err.splitlines()) == 1
+
+
+def test_compare_serve_runs_the_same_job_on_each_design(capsys):
+    status = main(["compare", NVL72, SUPERPOD, "--serve", "--model", "llama3-70b",
+                   "--concurrency", "16", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["schema"] == "topomodel.compare_serve"
+    first, second = out["designs"]
+    assert first["tokens_per_s_per_accelerator_vs_first"] == 1.0
+    assert second["tokens_per_s_per_accelerator_vs_first"] == pytest.approx(
+        second["tokens_per_s_per_accelerator"] / first["tokens_per_s_per_accelerator"])
+    assert first["decode_batch"] == second["decode_batch"] == 16
+    assert first["accelerator"] != second["accelerator"]

@@ -6,12 +6,13 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, SERVE_OPTIONS, STEP_OPTIONS
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
     SERVE_KEYS,
     add_goodput_options,
+    add_serve_options,
     add_step_options,
 )
 from topomodel.cli.shared import add_catalog_args
@@ -262,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="design files (two or more; the first is the baseline)")
     _step_args(compare)
     add_step_options(compare, COST_OPTIONS)
+    add_serve_options(compare, switch=True)
     _no_goodput_arg(compare)
     _workers_arg(compare, "the designs")
     _progress_arg(compare)
@@ -515,9 +517,8 @@ def _add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
         " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
         " and the link tier bounding it. See docs/serve.md.")
     serve.add_argument("design", help="design file (YAML)")
-    serve.add_argument("--trace", metavar="FILE", help="request trace, Mooncake JSONL"
-                       " (timestamp ms, input_length, output_length): lengths and rate")
-    add_step_options(serve, SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS)
+    add_serve_options(serve)
+    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS)
     add_catalog_args(serve)
     _format_arg(serve)
     serve.set_defaults(run=Verb("job_verbs.serve"))

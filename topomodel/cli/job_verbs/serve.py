@@ -11,20 +11,8 @@ from topomodel.report.output import Report
 
 
 def run(args: argparse.Namespace) -> Report:
-    from topomodel.analysis.options import SERVE_OPTIONS
-    from topomodel.analysis.serving.serve import serve
-    from topomodel.cli.options import FABRIC_OPTIONS, SERVE_KEYS, inputs_from_args
-    from topomodel.cli.shared import fabric_with_whatifs
-    from topomodel.inputs.measured.requests import read_mooncake_trace
-    from topomodel.inputs.parts import Model
+    from topomodel.cli.shared import serve_job
     from topomodel.report.serving.serve import serve_report
 
-    inputs = inputs_from_args(args, SERVE_OPTIONS + SERVE_KEYS + FABRIC_OPTIONS)
-    fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
-                                 catalog_dirs=args.catalog_dir)
-    model = fabric.catalog.get(str(inputs.model), Model)
-    trace = read_mooncake_trace(args.trace) if args.trace else None
-    result = serve(fabric, model, serving=inputs.serve, decode=inputs.decode,
-                   assumptions=inputs.assumptions, trace=trace, routing=inputs.routing,
-                   seed=inputs.seed)
-    return serve_report(result, design=fabric.design.name or args.design)
+    design, result = serve_job(args, args.design)
+    return serve_report(result, design=design)

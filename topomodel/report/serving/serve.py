@@ -158,3 +158,32 @@ def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
         "hbm_capacity_bytes": r.hbm_capacity_bytes,
         "decode_wall": r.decode.wall})
     return out
+
+
+def serve_compare_report(results: list[tuple[str, ServeResult]]) -> Report:
+    """The same serving job on two or more designs: one row each, with its change from
+    the first (``compare --serve``)."""
+    base = results[0][1]
+    rows, records = [], []
+    for design, r in results:
+        part, tier = r.limiting
+        ratio = r.tokens_per_s_per_accelerator / base.tokens_per_s_per_accelerator
+        rows.append({
+            "design": design, "TTFT": format_si(r.ttft_s, "s"),
+            "TPOT": format_si(r.tpot_s, "s"),
+            "tokens/s per accelerator": f"{r.tokens_per_s_per_accelerator:,.1f}",
+            "vs first": f"{ratio:.2f}x",
+            "network share": f"{r.network_share:.1%}",
+            "limited by": f"{part} ({tier or '-'})",
+            "KV hand-off": f"{format_si(r.kv.time_s, 's')} ({r.kv.bottleneck_tier or '-'})"})
+        record = serve_record(r, design=design)
+        record["tokens_per_s_per_accelerator_vs_first"] = ratio
+        record["ttft_s_vs_first"] = r.ttft_s / base.ttft_s
+        record["kv_transfer_s"] = r.kv.time_s
+        record["kv_bottleneck_tier"] = r.kv.bottleneck_tier or None
+        records.append(record)
+    title = (f"{base.model}: the same serving job on {len(results)} designs (the first is"
+             " the baseline)")
+    warnings = list(dict.fromkeys(w for _, r in results for w in r.warnings))
+    return Report("compare_serve", {"designs": records}, [Table(title, rows, records,
+                                                                name="designs")], warnings)
