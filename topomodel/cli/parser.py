@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " 64 MiB, 1 GiB; 1 GiB only above 2048 accelerators)")
     _step_args(review, model_required=False, tables_dir=False)
     _no_goodput_arg(review)
+    add_serve_options(review, switch=True)
     add_goodput_options(review)
     add_step_options(review, COST_OPTIONS)
     _workers_arg(review, "the goodput's degraded steps")

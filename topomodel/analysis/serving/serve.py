@@ -230,6 +230,21 @@ class ServeResult:
         return part, tier
 
 
+@dataclass(frozen=True, eq=False)
+class ServingJob:
+    """A serving job's own inputs, to run on a fabric later (the review's ``--serve``)."""
+
+    serving: ServeAssumptions
+    decode: DecodeAssumptions
+    trace: RequestTrace | None = None
+
+    def run(self, fabric: Fabric, model: Model, assumptions: StepAssumptions, *,
+            routing: str = "ecmp", seed: int = 0) -> ServeResult:
+        """:func:`serve` of this job on ``fabric``."""
+        return serve(fabric, model, serving=self.serving, decode=self.decode,
+                     assumptions=assumptions, trace=self.trace, routing=routing, seed=seed)
+
+
 def place_pools(fabric: Fabric, a: ServeAssumptions) -> tuple[Pool, Pool]:
     """The two pools on the fabric's accelerators, as ``a.placement`` says.
 
