@@ -212,3 +212,21 @@ def test_compare_serve_runs_the_same_job_on_each_design(capsys):
         second["tokens_per_s_per_accelerator"] / first["tokens_per_s_per_accelerator"])
     assert first["decode_batch"] == second["decode_batch"] == 16
     assert first["accelerator"] != second["accelerator"]
+
+
+def test_the_worked_example_in_docs_serve_md(nvl72):
+    """docs/serve.md's table: DeepSeek-V3, TP 1 EP 32 pools, 4,000 in / 1,000 out, the
+    hand-off after the prefill, inside rack 0 or across to rack 1."""
+    ds = _model(nvl72, "deepseek-v3")
+    kw = {"prefill_tp": 1, "prefill_ep": 32, "decode_tp": 1, "decode_ep": 32,
+          "input_tokens": 4000, "output_tokens": 1000, "transfer": "after"}
+    packed = serve(nvl72, ds, serving=ServeAssumptions(placement="packed", **kw))
+    apart = serve(nvl72, ds, serving=ServeAssumptions(**kw))
+    assert packed.kv_bytes_per_token == 70_272 and packed.kv.concurrent == 16
+    assert packed.kv.bytes_per_request == pytest.approx(281.1e6, rel=1e-3)
+    assert (packed.kv.bottleneck_tier, apart.kv.bottleneck_tier) == ("scaleup", "leaf")
+    assert packed.kv.time_s == pytest.approx(0.40e-3, rel=0.02)
+    assert apart.kv.time_s == pytest.approx(5.66e-3, rel=0.01)
+    assert apart.ttft_s - packed.ttft_s == pytest.approx(5.3e-3, rel=0.05)
+    assert packed.tpot_s == pytest.approx(18.97e-3, rel=0.01)
+    assert round(packed.network_share, 3) == 0.092
