@@ -52,6 +52,7 @@ from topomodel.analysis.serving.decode import (
 )
 from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
 from topomodel.analysis.serving.kvcache import (
+    check_tp,
     kv_bytes_per_token,
     kv_bytes_per_token_per_rank,
     kv_units,
@@ -431,10 +432,10 @@ def serve(fabric: Fabric, model: Model, *,
     prefill, dec = place_pools(fabric, a)
     kv_dtype = d.kv_dtype or d.dtype
     wbytes, kvbytes, abytes = BYTES[d.dtype], BYTES[kv_dtype], BYTES[d.activation_dtype]
-    per_rank = (kv_bytes_per_token_per_rank(model, prefill.tp, kvbytes),
-                kv_bytes_per_token_per_rank(model, dec.tp, kvbytes))
     _check_pool(model, prefill)
     _check_pool(model, dec)
+    per_rank = (kv_bytes_per_token_per_rank(model, prefill.tp, kvbytes),
+                kv_bytes_per_token_per_rank(model, dec.tp, kvbytes))
     inputs = trace.input_tokens if trace else np.array([a.input_tokens])
     outputs = trace.output_tokens if trace else np.array([a.output_tokens])
     mean_in, mean_out = float(inputs.mean()), float(outputs.mean())
@@ -525,6 +526,7 @@ def _check_pool(model: Model, pool: Pool) -> None:
     if model.is_moe and model.experts % pool.ep:
         raise UsageError(f"{flag}-ep: {pool.ep} must divide the {model.experts} experts of"
                          f" {model.id}")
+    check_tp(model, pool.tp, f"{pool.name}_tp")  # the KV heads split evenly
 
 
 def _fits(need: float, hbm: float, accelerator: str, pool: str, flags: str) -> None:
