@@ -179,3 +179,64 @@ def test_fail_domain_is_a_sweep_option():
     assert OPTIONS["fail_domain"].flag == "--fail-domain"
     inputs = step_inputs({"model": "llama3-8b", "fail_domain": ["power_feed:1"]})
     assert inputs.fail_domain == ("power_feed:1",)
+
+
+def test_every_domain_sweep_worst_and_median_by_hand():
+    """30 servers, 4 a rack: racks 0-6 hold 4 servers (32 GPUs), rack 7 two (16). A job
+    on the first 64 GPUs is in racks 0 and 1: the worst rack is 0 (stops the job), and
+    ranked from least harmful (rack 7, then 6, 5, 4 ...) the median (4th of 8) is rack 4,
+    which stops 32 GPUs and not the job."""
+    fabric = build_fabric(*load_design("d.yaml", text=DUAL_PLANE.replace(
+        "systems: 32", "systems: 30")))
+    rows = blast_radius(fabric, kinds=(), every=("rack",), layout=Layout(tp=8, dp=8))
+    assert [(r.pick, r.domain) for r in rows] == [("worst", 0), ("median", 4)]
+    worst_row, median = rows
+    assert worst_row.job_stopped and worst_row.accelerators_stopped == 32
+    assert not median.job_stopped and median.accelerators_stopped == 32
+    assert median.job_accelerators_stopped == 0
+
+
+def test_sweep_order_matches_each_domain_failed_alone(dual):
+    """The array ranking against each domain failed one at a time."""
+    import numpy as np
+
+    from topomodel.analysis.reliability.blast_radius import sweep_order
+    from topomodel.fabric.domains import with_domains_failed
+    from topomodel.vocabulary import FAT_TREE_TIERS
+
+    links = dual.links
+    out = links["tier"].astype(str).isin(FAT_TREE_TIERS).to_numpy()
+    capacity = links["capacity_Bps"].to_numpy()
+    in_job = np.zeros(len(dual.nodes), bool)
+    in_job[dual.accelerators[:64]] = True
+    for kind in ("rack", "power_feed", "plane"):
+        dmap = domain_map(dual, kind)
+        keys = []
+        for k in range(dmap.count):
+            failed = with_domains_failed(dual, [f"{kind}:{k}"]).links["failed"].to_numpy()
+            dead = dmap.of_node == k
+            keys.append((bool((dead & in_job).any()),
+                         int((dead[dual.accelerators]).sum()),
+                         capacity[out & failed].sum() / capacity[out].sum(), -k))
+        expected = sorted(range(dmap.count), key=lambda k: keys[k])
+        assert list(sweep_order(dual, dmap, in_job, spans=True)) == expected
+
+
+def test_dual_plane_example_counts_by_hand(example_fabric):
+    """examples/dual-plane-ethernet.yaml, default domains: 128 HGX H200 servers, 4 a rack
+    (32 racks of 32 GPUs), 4 racks a feed (8 feeds of 128), 8 racks a loop (4 loops of
+    256), its 2 planes (no GPU in either), one site (all 1,024). Every domain of a kind
+    holds as many, and together they hold every GPU once."""
+    import numpy as np
+
+    fabric = example_fabric("dual-plane-ethernet")
+    assert systems_per_rack(fabric) == 4
+    for kind, (per_domain, count) in {"rack": (32, 32), "power_feed": (128, 8),
+                                      "cooling_loop": (256, 4), "site": (1024, 1)}.items():
+        assert _stopped(fabric, kind) == (per_domain, count)
+        held = domain_map(fabric, kind).of_node[fabric.accelerators]
+        assert (np.bincount(held, minlength=count) == per_domain).all()
+    plane = domain_map(fabric, "plane")
+    assert plane.count == 2 and (plane.of_node[fabric.accelerators] == -1).all()
+    # each plane holds half the 24 scale-out switches (16 leaves, 8 spines)
+    assert [int((plane.of_node == p).sum()) for p in (0, 1)] == [12, 12]

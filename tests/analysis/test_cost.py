@@ -118,6 +118,11 @@ def test_review_has_a_cost_section_with_the_optics_what_if(tmp_path, capsys):
     assert swap["power_delta_W"] == pytest.approx(-8192)
     assert swap["capex_delta_USD"] == pytest.approx(-460_800)
     assert swap["USD_per_Mtok_after"] < swap["USD_per_Mtok_before"]
+    # serviceability: an LPO, like the pluggable, takes only its link when it fails
+    assert swap["links_per_failure_before"] == swap["links_per_failure_after"] == 1
+    assert swap["failures_per_year_after"] == pytest.approx(swap["failures_per_year_before"])
+    assert swap["links_down_before"] == pytest.approx(
+        swap["failures_per_year_before"] / (365.25 * 86400) * 4 * 3600)
     assert cost["network_capex_USD"] < cost["capex_USD"]
     assert "## Cost and energy per token" in (out / "report.md").read_text()
 

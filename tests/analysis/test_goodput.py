@@ -227,15 +227,37 @@ def test_bad_rates_are_one_line_errors(tmp_path, capsys, rate, message):
 def test_optic_what_if_rerates_modules_and_aocs():
     fabric = fabric_of("dgx-h100-superpod")
     lines = component_lines(fabric, 1016)
-    cpo = with_optic_form(lines, fabric.catalog, "cpo")
-    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-cpo")
-    for old, new in zip(lines, cpo, strict=True):
+    lpo = with_optic_form(lines, fabric.catalog, "lpo")
+    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-lpo")
+    for old, new in zip(lines, lpo, strict=True):
         if old.model == "aoc-800g":
             assert new.rate_per_s == pytest.approx(2 * rate.rate_per_s)
         elif old.component == "optic":
             assert new.rate_per_s == pytest.approx(rate.rate_per_s)
         else:
             assert new == old
+
+
+def test_cpo_what_if_fails_the_part_that_holds_each_end():
+    """DGX SuperPOD: a leaf link (1,016 AOCs) ends at a NIC and a single-homed leaf, a
+    spine link (2,048 modules) at a leaf and a spine; as CPO each end is its holder's
+    failure at the CPO's rate: NIC and leaf ends stop the job, spine ends degrade it as
+    a failed spine does (docs/cost.md, serviceability)."""
+    fabric = fabric_of("dgx-h100-superpod")
+    lines = component_lines(fabric, 1016)
+    cpo = with_optic_form(lines, fabric.catalog, "cpo")
+    rate = next(e for e in fabric.catalog.of_kind(FailureRate) if e.id == "optic-cpo")
+    ends = [(ln.tier, ln.count, ln.on_failure, ln.representative)
+            for ln in cpo if ln.component == "optic"]
+    assert ends == [("system", 1016, "stops_job", "sys000/nic0"),
+                    ("leaf", 1016, "stops_job", "leaf00"),
+                    ("leaf", 1024, "stops_job", "leaf00"),
+                    ("spine", 1024, "degrades", "spine00")]
+    assert all(ln.rate_per_s == rate.rate_per_s for ln in cpo if ln.component == "optic")
+    assert [ln for ln in cpo if ln.component != "optic"] == [
+        ln for ln in lines if ln.component != "optic"]
+    # the leaf ends of the spine links now stop the job, but at a tenth of the rate
+    # of the pluggables the AOCs and modules had, so fewer interruptions overall
     assert interruptions_per_day(cpo) < interruptions_per_day(lines)
 
 
@@ -273,19 +295,22 @@ def test_goodput_combines_the_parts():
     # One 8-GPU server, which the job takes: 2 % rounded up would be one spare system,
     # but the design has none free; as a library call without the design, one.
     assert g.spare_systems == 0 and g.idle_systems == 0 and g.accelerators_per_system == 8
-    alone = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+    # the spare pool of parts alone (the domains' downtimes: test_domain_goodput.py)
+    parts = [ln for ln in g.lines if not ln.is_domain]
+    alone = goodput(parts, tokens_per_s=g.tokens_per_s, accelerators=8,
                     accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
                     degraded_loss={}, assumptions=GoodputAssumptions())
     assert alone.spare_systems == 1 and alone.idle_systems is None
-    no_spares = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+    no_spares = goodput(parts, tokens_per_s=g.tokens_per_s, accelerators=8,
                         accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
                         degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=0))
     a = GoodputAssumptions()
-    assert no_spares.downtime_per_interruption_s == a.detection_s + a.restart_s + a.repair_s
-    three = goodput(g.lines, tokens_per_s=g.tokens_per_s, accelerators=8,
+    assert no_spares.downtime_per_interruption_s == pytest.approx(
+        a.detection_s + a.restart_s + a.repair_s)
+    three = goodput(parts, tokens_per_s=g.tokens_per_s, accelerators=8,
                     accelerators_per_system=8, parameters=g.checkpoint_bytes / 14,
                     degraded_loss={}, assumptions=GoodputAssumptions(spare_systems=3))
-    per_system = sum(ln.failures_per_s for ln in g.lines  # one system; software faults
+    per_system = sum(ln.failures_per_s for ln in parts  # one system; software faults
                      if ln.interrupts and ln.component != "software")  # need no repair
     wait = no_spare_probability(per_system * 4, a.repair_s, 3) * a.repair_s / 4
     assert three.downtime_per_interruption_s == pytest.approx(
@@ -444,7 +469,8 @@ def test_llama3_check_separates_the_reproduction_from_the_prediction():
     419 interruptions in 54 days (8.4 %, 0.65 per day)."""
     lines = [ln for ln in component_lines(fabric_of("llama3-24k-roce"), 16384) if ln.interrupts]
     derived = sum(ln.failures_per_s for ln in lines if ln.rate_entry.endswith("-llama3"))
-    independent = [ln for ln in lines if not ln.rate_entry.endswith("-llama3")]
+    independent = [ln for ln in lines  # the failure domains are counted apart
+                   if not ln.rate_entry.endswith("-llama3") and not ln.is_domain]
     assert derived * SECONDS_PER_DAY == pytest.approx((196 + 72 + 63 + 46 + 7) / 54, rel=1e-3)
     assert {ln.component for ln in independent} == {"switch", "optic", "scaleup_switch"}
     assert sum(ln.failures_per_s for ln in independent) * SECONDS_PER_DAY == pytest.approx(

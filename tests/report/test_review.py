@@ -591,12 +591,21 @@ def test_superpod_review_has_the_blast_radius_and_its_worst_row_in_the_summary(
 
     data = _json(superpod_report)
     fabric = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
-    expected = blast_radius_records(blast_radius(fabric))
+    expected = blast_radius_records(blast_radius(fabric, every=("rack", "power_feed")))
     assert len(data["failure_domains"]) == len(expected)
     for got, want in zip(data["failure_domains"], expected, strict=True):
         assert got == pytest.approx(want)  # row by row: approx takes no nested lists
-    assert [r["kind"] for r in data["failure_domains"]] == [
-        "rack", "power_feed", "cooling_loop", "plane", "site"]
+    assert [(r["kind"], r["pick"]) for r in data["failure_domains"]] == [
+        ("rack", ""), ("power_feed", ""), ("cooling_loop", ""), ("plane", ""), ("site", ""),
+        ("rack", "worst"), ("rack", "median"), ("power_feed", "worst"),
+        ("power_feed", "median")]
+    # 127 servers: the last of 32 racks holds 3, the last of 8 feeds 15; the job (no
+    # model: every GPU) is stopped by every one, the worst the first, the median the 16th
+    # of 32 ranked from the least (rack 31 holds fewest; then 30, 29, ... by number)
+    picks = {(r["kind"], r["pick"]): r for r in data["failure_domains"] if r["pick"]}
+    assert picks["rack", "worst"]["domain"] == 0
+    assert picks["rack", "median"]["domain"] == 16
+    assert picks["rack", "median"]["accelerators_stopped"] == 32
     # 127 DGX H100 in racks of 4 servers (the default): a rack stops 32 GPUs
     assert data["failure_domains"][0]["accelerators_stopped"] == 32
     summary = data["summary"]

@@ -14,7 +14,7 @@ from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.protocols import NcclShape, nccl_algorithm
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepshape import UNSHARED_ALGORITHMS
-from topomodel.cli.parser import ALGORITHM_HELP
+from topomodel.cli.flags import ALGORITHM_HELP
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model

@@ -34,7 +34,8 @@ from topomodel.inputs.transports import TRANSPORTS
 from topomodel.inputs.yamlsource import KeyPath
 from topomodel.vocabulary import CABLE_MEDIA, COLLECTIVES
 
-PROVENANCES = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
+PROVENANCES = ("datasheet", "paper", "secondary", "measured", "derived", "unverified",
+               "assumed")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 ENTRY_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _RELATIVE_TOLERANCE = 0.01  # published aggregates are rounded (51.2 Tb/s, 115.2 Tb/s)

@@ -164,7 +164,9 @@ def blast_radius_rows(rows: Sequence[BlastRadius]) -> list[dict[str, str]]:
         step = "" if r.step_s is None else format_si(r.step_s, "s") + (
             f" (x{r.step_ratio:.3g})" if r.step_ratio is not None else "")
         out.append({
-            "domain": r.kind.replace("_", " "), "domains": f"{r.domains:,}",
+            "domain": r.kind.replace("_", " ") + (f" ({r.pick}: #{r.domain})" if r.pick
+                                                  else ""),
+            "domains": f"{r.domains:,}",
             "systems": f"{r.systems:,}", "accelerators stopped": f"{r.accelerators_stopped:,}",
             "job": ("stopped" if r.job_stopped else "runs on")
             + (f" ({r.job_accelerators_stopped:,} of its)" if r.job_accelerators_stopped

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topomodel.errors import UsageError
 from topomodel.inputs.catalog import KIND_NAMES, Catalog
@@ -24,6 +24,9 @@ from topomodel.inputs.records import did_you_mean, yaml_keys
 from topomodel.inputs.reliability import FailureClass, FailureRate
 from topomodel.inputs.units import format_rate, format_si, format_size
 from topomodel.report.output import Report, Table
+
+if TYPE_CHECKING:
+    from topomodel.calibrate.nccltopo import TopologyImport
 
 
 def _gbps(rate_Bps: float) -> str:
@@ -209,3 +212,21 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_json_value(v) for v in value]
     return value
+
+
+def topology_import_report(result: TopologyImport, output: str) -> Report:
+    """What ``catalog import-nccl-topo`` found in a dump, what it could not identify,
+    and the catalog systems the new one matches."""
+    rows = [{"figure": what, "from the dump": how} for what, how in result.found]
+    rows += [{"figure": "not identified", "from the dump": what}
+             for what in result.not_identified]
+    same = ", ".join(result.matches) or "none"
+    summary = [{"item": "written", "value": output},
+               {"item": "system", "value": f"{result.system_id} (provenance measured)"},
+               {"item": "same accelerator, count, wiring and NICs as", "value": same}]
+    data = {"output": output, "system_id": result.system_id,
+            "found": [{"figure": w, "how": h} for w, h in result.found],
+            "not_identified": list(result.not_identified), "matches": list(result.matches),
+            "overlay": result.overlay}
+    return Report("catalog-import", data, [Table("Catalog overlay", summary),
+                                           Table("From the NCCL topology dump", rows)])

@@ -90,6 +90,7 @@ def goodput_json(result: GoodputResult, assumptions: GoodputAssumptions,
         "no_spare_probability": result.no_spare_probability,
         "downtime_per_interruption_s": result.downtime_per_interruption_s,
         "effective_time_fraction": result.effective_time_fraction,
+        "lost_by_cause": result.lost_by_cause,
         "degraded_loss_per_part": result.degraded_loss,
         "degraded_throughput_fraction": result.degraded_throughput_fraction,
         "degraded_routed": result.degraded_routed,
@@ -112,7 +113,25 @@ def effective_time_text(goodput: Mapping[str, Any]) -> str:
     and what they add to the bill of materials and power."""
     return (f"{goodput['effective_time_fraction']:.1%} ({goodput['spare_systems']:,} spare"
             f" systems, a failed system out {_hours(goodput['repair_s'])})"
-            + spares_hint(goodput))
+            + spares_hint(goodput) + cause_text(goodput))
+
+
+def cause_text(goodput: Mapping[str, Any]) -> str:
+    """``"; most lost to accelerator failures (1.2% of the time); of the failure domains
+    to rack (0.3%)"`` of a goodput JSON's ``lost_by_cause`` (first-order shares of wall
+    time), or ``""`` without it."""
+    from topomodel.inputs.reliability import DOMAIN_KINDS
+
+    lost = goodput.get("lost_by_cause") or {}
+    if not lost:
+        return ""
+    cause, share = next(iter(lost.items()))
+    text = f"; most lost to {cause.replace('_', ' ')} failures ({share:.2%} of the time)"
+    domains = [(k, v) for k, v in lost.items() if k in DOMAIN_KINDS]
+    if domains and domains[0][0] != cause:
+        kind, part = domains[0]
+        text += f"; of the failure domains to {kind.replace('_', ' ')} ({part:.2%})"
+    return text
 
 
 def spares_hint(goodput: Mapping[str, Any]) -> str:
@@ -137,6 +156,15 @@ def spares_hint(goodput: Mapping[str, Any]) -> str:
 def _spares_facts(r: GoodputResult) -> dict[str, Any]:
     n, reached = r.spares_for_target or (None, None)
     return {"spares_for_target": n, "spares_effective_time_fraction": reached}
+
+
+def _cause_facts(r: GoodputResult) -> dict[str, Any]:
+    """The cause that costs the most time and the failure-domain kind that does, with
+    their first-order shares of wall time (None: no such cause)."""
+    first = next(iter(r.lost_by_cause.items()), (None, None))
+    domain = r.dominant_domain or (None, None)
+    return {"lost_most_to": first[0], "lost_most_share": first[1],
+            "domain_lost_most_to": domain[0], "domain_lost_most_share": domain[1]}
 
 
 def _hours(seconds: float) -> str:
@@ -184,9 +212,11 @@ def goodput_tables(result: GoodputResult,
          f" accelerators out per system failure); none free {r.no_spare_probability:.1%}"
          " of the time" + _spares_beyond(r)},
         {"item": "downtime per interruption", "value": duration(r.downtime_per_interruption_s)
-         + f" (detection, restart, and a {_hours(r.repair_s)} repair when no spare is free)"},
+         + f" (mean: detection, restart, a {_hours(r.repair_s)} repair when no spare is free,"
+         " a failure domain's repair when too few spares stand in for it)"},
         {"item": "effective training time", "value": effective_time_text(
-            {"effective_time_fraction": r.effective_time_fraction, **summary_facts})},
+            {"effective_time_fraction": r.effective_time_fraction, **summary_facts,
+             "lost_by_cause": r.lost_by_cause})},
         {"item": "throughput kept while parts are down",
          "value": f"{r.degraded_throughput_fraction:.2%} ("
          + ("routed around one failed part per tier)" if r.degraded_routed
@@ -208,6 +238,7 @@ def goodput_tables(result: GoodputResult,
         "checkpoint_bytes": r.checkpoint_bytes, "checkpoint_write_s": r.checkpoint_write_s,
         "storage_Bps": r.storage_Bps, "storage_given": r.storage_given,
         "checkpoint_interval_s": r.checkpoint_interval_s, **summary_facts,
+        **_cause_facts(r),
         "no_spare_probability": r.no_spare_probability,
         "downtime_per_interruption_s": r.downtime_per_interruption_s,
         "effective_time_fraction": r.effective_time_fraction,

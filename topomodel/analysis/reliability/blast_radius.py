@@ -21,16 +21,17 @@ between the systems left; a plane's failure leaves the other planes whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from topomodel.analysis.bisection import closed_form
-from topomodel.analysis.reliability.goodput import failure_rate
+from topomodel.analysis.reliability.lines import failure_rate
 from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.domains import DomainMap, domain_map, failed_domain_links
 from topomodel.fabric.tables import Fabric
+from topomodel.inputs.records import documented
 from topomodel.inputs.reliability import DOMAIN_KINDS
 from topomodel.vocabulary import FAT_TREE_TIERS
 
@@ -41,6 +42,14 @@ if TYPE_CHECKING:
 
 SECONDS_PER_DAY = 86_400.0
 """Seconds in a day (failures per day = failures per second x this)."""
+
+REVIEW_SWEPT_KINDS = documented(
+    "blast_radius.REVIEW_SWEPT_KINDS", ("rack", "power_feed"),
+    """The domain kinds whose every domain the design review fails, to add their worst
+    and median rows: the numerous ones, whose members differ where a design is uneven
+    (a last rack part full) or a job fills part of the fabric. Cooling loops and sites
+    are few and mostly whole-fabric at the defaults, and planes are alike; build's
+    --every-domain sweeps any kind.""")
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,8 @@ class BlastRadius:
     failures_per_day: float = 0.0  # any domain of the kind
     repair_s: float = 0.0  # time to restore one
     rate_entry: str = ""  # the catalog's failure_rates entry
+    domain: int = 0  # which domain of the kind was failed (from 0)
+    pick: str = ""  # of a sweep over every domain of the kind: "worst" or "median"
 
     @property
     def bisection_removed_Bps(self) -> float | None:
@@ -101,13 +112,16 @@ def _spans_domains(fabric: Fabric, job: np.ndarray) -> bool:
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
-def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,
+def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,  # noqa: PLR0913
                  model: Model | None = None, layout: Layout | None = None,
                  assumptions: StepAssumptions | None = None,
                  healthy_step_s: float | None = None, routing: str = "ecmp",
-                 seed: int = 0) -> list[BlastRadius]:
+                 seed: int = 0, every: Sequence[str] = ()) -> list[BlastRadius]:
     """One :class:`BlastRadius` per domain kind of ``kinds`` the design has (a plane
-    only with a scale-out network), in that order.
+    only with a scale-out network), in that order; then for each kind of ``every``, the
+    sweep over all its domains as two rows, its worst and its median
+    (:func:`sweep_order`: every domain ranked with array arithmetic, the full row made
+    for those two only).
 
     The job is the first ``layout.world`` accelerators (all without a layout); with
     ``model`` and ``layout`` the step is routed again around each domain the job
@@ -139,7 +153,16 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,
         if dmap.count == 0:
             continue
         rows.append(_row(fabric, dmap, in_job, accelerator, healthy_tiers, healthy_cut,
-                         spans=_spans_domains(fabric, job)))
+                         spans=_spans_domains(fabric, job), which=0))
+    for kind in every:
+        dmap = domain_map(fabric, kind)
+        if dmap.count == 0:
+            continue
+        order = sweep_order(fabric, dmap, in_job, spans=_spans_domains(fabric, job))
+        for pick, which in (("worst", order[-1]), ("median", order[(len(order) - 1) // 2])):
+            row = _row(fabric, dmap, in_job, accelerator, healthy_tiers, healthy_cut,
+                       spans=_spans_domains(fabric, job), which=int(which))
+            rows.append(replace(row, pick=pick))
     if stepped:
         assert model is not None and layout is not None
         rows = [_stepped(fabric, r, model, layout, assumptions, healthy_step_s, routing,
@@ -148,11 +171,40 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,
 
 
 # PLR0913: the healthy figures every row compares with, computed once by the caller
+def sweep_order(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray, *,
+                spans: bool) -> np.ndarray:
+    """Every domain of ``dmap``, least harmful first, by :func:`worst`'s order: the job
+    stopped, then accelerators stopped, then the share of scale-out capacity removed
+    (of tied domains the lowest-numbered ranks last, so the worst is the first of
+    them). Array arithmetic over the node and link tables: a link is removed with a
+    domain that holds either end."""
+    count = dmap.count
+    accelerator = fabric.kind_mask("accelerator")
+    of_node = dmap.of_node
+    held = of_node >= 0
+    stopped = np.bincount(of_node[held & accelerator], minlength=count)
+    job_dead = np.bincount(of_node[held & in_job], minlength=count)
+    links = fabric.links
+    tier = links["tier"].astype(str).to_numpy()
+    live = np.isin(tier, FAT_TREE_TIERS) & ~links["failed"].to_numpy()
+    capacity = links["capacity_Bps"].to_numpy()
+    src, dst = of_node[links["src"].to_numpy()], of_node[links["dst"].to_numpy()]
+    take = live & (src >= 0)
+    removed = np.bincount(src[take], weights=capacity[take], minlength=count)
+    take = live & (dst >= 0) & (dst != src)  # a link inside one domain counts once
+    removed += np.bincount(dst[take], weights=capacity[take], minlength=count)
+    built = capacity[np.isin(tier, FAT_TREE_TIERS)].sum()
+    share = removed / built if built else removed
+    last_plane = dmap.kind == "plane" and count == 1 and spans
+    job_stopped = (job_dead > 0) | last_plane
+    return np.lexsort((-np.arange(count), share, stopped, job_stopped))
+
+
 def _row(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray,
          accelerator: np.ndarray, healthy_tiers: dict[str, tuple[float, float]],
-         healthy_cut: float | None, *, spans: bool) -> BlastRadius:
-    """Domain 0 of ``dmap`` failed: the row without the step."""
-    dead = dmap.of_node == 0
+         healthy_cut: float | None, *, spans: bool, which: int) -> BlastRadius:
+    """Domain ``which`` of ``dmap`` failed: the row without the step."""
+    dead = dmap.of_node == which
     failed = failed_domain_links(fabric, dead)
     tiers = _tier_capacity_Bps(fabric, failed)
     scaleout = [t for t in FAT_TREE_TIERS if t in tiers]
@@ -172,7 +224,7 @@ def _row(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray,
         tier_left={t: live / tiers[t][0] if tiers[t][0] else 0.0
                    for t, (_, live) in tiers.items()},
         failures_per_day=dmap.count * entry.rate_per_s * SECONDS_PER_DAY,
-        repair_s=float(entry.repair_s or 0.0), rate_entry=entry.id)
+        repair_s=float(entry.repair_s or 0.0), rate_entry=entry.id, domain=which)
 
 
 def _bisection_Bps(fabric: Fabric, failed: np.ndarray,
@@ -192,13 +244,11 @@ def _stepped(fabric: Fabric, row: BlastRadius, model: Model,
              layout: Layout, assumptions: StepAssumptions | None,
              healthy_step_s: float | None, routing: str, seed: int) -> BlastRadius:
     """``row`` with the step re-routed around its domain, where the job runs on."""
-    from dataclasses import replace
-
     from topomodel.analysis.training.step import step_time
 
     if row.job_stopped:
         return replace(row, healthy_step_s=healthy_step_s)
-    dead = domain_map(fabric, row.kind).of_node == 0
+    dead = domain_map(fabric, row.kind).of_node == row.domain
     failed = fabric.with_failed(failed_domain_links(fabric, dead))
     step_s = step_time(failed, model, layout, assumptions, routing=routing,
                        seed=seed).step_time_s
@@ -218,7 +268,8 @@ def blast_radius_records(rows: Sequence[BlastRadius]) -> list[dict[str, Any]]:
              **{f"{t}_capacity_left": share for t, share in r.tier_left.items()},
              "step_s": r.step_s, "healthy_step_s": r.healthy_step_s,
              "step_ratio": r.step_ratio, "failures_per_day": r.failures_per_day,
-             "repair_s": r.repair_s, "rate_entry": r.rate_entry} for r in rows]
+             "repair_s": r.repair_s, "rate_entry": r.rate_entry, "domain": r.domain,
+             "pick": r.pick} for r in rows]
 
 
 def worst(rows: Sequence[BlastRadius]) -> BlastRadius | None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,23 +48,28 @@ import numpy as np
 from topomodel.analysis.assumptions import SECONDS_PER_DAY as SECONDS_PER_DAY
 from topomodel.analysis.assumptions import GoodputAssumptions as GoodputAssumptions
 from topomodel.analysis.assumptions import job_storage_Bps
+from topomodel.analysis.reliability.domain_failures import (
+    domain_lines,
+    domain_systems_in_repair,
+    downtime_by_line,
+    lost_by_cause,
+)
 from topomodel.analysis.reliability.failure_classes import (
     SINGLE_POINT,
     failure_class,
-    first_applying,
     on_failure,
     scaleup_technology,
 )
+from topomodel.analysis.reliability.lines import ComponentLine as ComponentLine
+from topomodel.analysis.reliability.lines import failure_rate as failure_rate
+from topomodel.analysis.reliability.poisson import poisson_tail as poisson_tail
 from topomodel.analysis.training.footprint import MODULE_FORMS as MODULE_FORMS
 from topomodel.analysis.training.footprint import TIER_LEVEL as TIER_LEVEL
 from topomodel.analysis.training.footprint import network_parts
 from topomodel.arrays import distinct
-from topomodel.errors import UsageError
 from topomodel.fabric.columns import Coded, CodeLabels
-from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import System
 from topomodel.inputs.records import documented
-from topomodel.inputs.reliability import FailureRate
 from topomodel.vocabulary import SCALEUP_TIERS
 
 if TYPE_CHECKING:
@@ -85,35 +90,6 @@ DEGRADED_ROUTING_MAX_WORK = documented(
     routes around the failed part, at about this much work per tier (the 1,016-GPU DGX
     SuperPOD, 2.6e7, takes seconds; 2.5e8 would take minutes). Clos fabrics are routed
     at any size.""")
-
-
-@dataclass(frozen=True)
-class ComponentLine:
-    """One kind of part in the job's footprint and what its failures do."""
-
-    component: str  # a catalog failure-rate component: accelerator, host, optic, ...
-    model: str  # catalog id of the part
-    tier: str  # where it sits: system, or the link or switch tier
-    count: int  # parts (optic modules or cable assemblies for links)
-    rate_per_s: float  # failures per part per second
-    interrupts: bool  # False: the job runs on, degraded
-    rate_entry: str  # id of the failure-rate entry used
-    provenance: str
-    representative: str = ""  # a part to fail for the degradation run ("A -- B" links)
-    representative_cables: int = 1  # cables that failing the representative takes down
-    parallel: int = 1  # uplinks (cables or switches) sharing the load where it sits
-    on_failure: str = ""  # its class: stops_job, degrades, absorbed (default: interrupts)
-    class_entry: str = ""  # the failure-class entry, or "single point of failure"
-
-    def __post_init__(self) -> None:
-        if not self.on_failure:
-            object.__setattr__(self, "on_failure",
-                               "stops_job" if self.interrupts else "degrades")
-
-    @property
-    def failures_per_s(self) -> float:
-        """All parts of this line together, failures per second."""
-        return self.count * self.rate_per_s
 
 
 @dataclass(frozen=True)
@@ -157,6 +133,17 @@ class GoodputResult:
     spare_system_USD: float | None = None  # one spare system's price, if known
     storage_Bps: float = 0.0  # the checkpoint write rate used, bytes/s
     storage_given: bool = False  # True: storage_Bps was given, not the per-accelerator rule
+    # share of wall time each cause of interruption costs (first order), by component or
+    # domain kind, largest first
+    lost_by_cause: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dominant_domain(self) -> tuple[str, float] | None:
+        """The failure-domain kind that costs the most time, and its share, if any."""
+        from topomodel.inputs.reliability import DOMAIN_KINDS
+
+        kinds = [(k, v) for k, v in self.lost_by_cause.items() if k in DOMAIN_KINDS]
+        return kinds[0] if kinds else None
 
 
 TARGET_EFFECTIVE_TIME = 0.9
@@ -171,23 +158,10 @@ what as many spares as the job has systems give: each further spare buys less (t
 chance none is free falls as a Poisson tail), so the last percent costs the most."""
 
 
-def failure_rate(catalog: Catalog, component: str, *keys: str) -> FailureRate:
-    """The failure-rate entry for ``component``: the first that applies to one of
-    ``keys`` (catalog ids, optic forms, tried in order), else the component's default.
-
-    The last-loaded default wins, so a user catalog's default replaces the built-in.
-    """
-    entries = [e for e in catalog.entries.values()
-               if isinstance(e, FailureRate) and e.component == component]
-    entry = first_applying(entries, keys)
-    if entry is None:
-        raise UsageError(f"no failure rate for {component} parts in the catalog: add a"
-                         f" failure_rates entry with component: {component}")
-    return entry
-
-
 def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
-    """The parts of a job on the first ``world`` accelerators, with their failure rates."""
+    """The parts of a job on the first ``world`` accelerators, with their failure rates,
+    then its failure domains
+    (:func:`~topomodel.analysis.reliability.domain_failures.domain_lines`)."""
     catalog, nodes = fabric.catalog, fabric.nodes
     system = catalog.get(fabric.design.system, System)
     technology = scaleup_technology(fabric)
@@ -231,7 +205,7 @@ def component_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
         add(p.component, p.model, p.tier, p.quantity, p.single, *p.keys,
             representative=p.representative, cables=p.cables, parallel=p.parallel,
             scaleup=p.tier.split(" ")[0] in SCALEUP_TIERS)
-    return lines
+    return lines + domain_lines(fabric, world)
 
 
 def daly_interval_s(write_s: float, mtbi_s: float) -> float:
@@ -278,40 +252,6 @@ def no_spare_probability(systems_failures_per_s: float, repair_s: float, spares:
     return poisson_tail(spares, systems_failures_per_s * repair_s)
 
 
-def poisson_tail(count: int, mean: float) -> float:
-    """P(N >= ``count``) for N Poisson with ``mean``: scipy's ``pdtrc(count - 1, mean)``
-    (``scipy.stats.poisson.sf``) to 1e-13 relative up to a hundred spares (1e-12 at
-    thousands, 1e-10 at a mean of 100,000: each term's exponent rounds), without
-    importing ``scipy.special`` (0.2-0.4 s, on the serial path of the goodput and the
-    review). The side away from the mean is summed, outwards from
-    ``count`` (each term the one before times k / mean or mean / k, both below 1), until
-    the terms no longer count: the terms below ``count`` where it is at most the mean,
-    else those from ``count`` on. The work is a few dozen terms plus about the standard
-    deviation's worth near the mean, however large ``count`` is.
-
-    >>> round(poisson_tail(3, 2.0), 12)  # 1 - e^-2 (1 + 2 + 2)
-    0.323323583817
-    >>> poisson_tail(0, 5.0), poisson_tail(1, 0.0), poisson_tail(10**12, 3.0)
-    (1.0, 0.0, 0.0)
-    """
-    if count <= 0 or mean == math.inf:
-        return 1.0
-    if mean <= 0:
-        return 0.0
-    below = count <= mean  # sum k = count - 1, count - 2, ..., else count, count + 1, ...
-    k = count - 1 if below else count
-    terms = [math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))]
-    while terms[-1] > 1e-17 * terms[0] and (k > 0 if below else True):
-        if below:
-            terms.append(terms[-1] * k / mean)
-            k -= 1
-        else:
-            k += 1
-            terms.append(terms[-1] * mean / k)
-    tail = math.fsum(terms)
-    return 1.0 - tail if below else tail
-
-
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators: int,  # noqa: PLR0913
             accelerators_per_system: int, parameters: float,
@@ -339,12 +279,23 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
     per_system = sum(ln.failures_per_s for ln in lines if ln.interrupts and ln.tier == "system"
                      and ln.component in REPAIRED_COMPONENTS) / max(systems, 1)
     interval = daly_interval_s(write, mtbi)
+    in_domain_repair = domain_systems_in_repair(lines)
+    rates = [ln.failures_per_s for ln in lines if ln.interrupts]
 
-    def with_spares(k: int) -> tuple[float, float, float]:  # no spare free, downtime, share
-        none_free = no_spare_probability(per_system * (systems + k), a.repair_s, k)
+    def downtimes(k: int) -> tuple[float, list[float]]:  # no spare free; each line's
+        in_repair = per_system * (systems + k) * a.repair_s + in_domain_repair
+        none_free = poisson_tail(k, in_repair)
         # With no spare free, the job waits for the first of the systems in repair (the
         # spares and the one that just failed) to come back: exponential repair times.
         down = a.detection_s + a.restart_s + none_free * a.repair_s / (k + 1)
+        return none_free, downtime_by_line(lines, part_downtime_s=down, spares=k,
+                                           in_repair_mean=in_repair,
+                                           restart_s=a.detection_s + a.restart_s)
+
+    def with_spares(k: int) -> tuple[float, float, float]:  # no spare free, downtime, share
+        none_free, each = downtimes(k)  # the mean downtime weighs each line by its rate
+        down = (math.fsum(r * d for r, d in zip(rates, each, strict=True)) / rate
+                if rate > 0 else a.detection_s + a.restart_s)
         return none_free, down, effective_time_fraction(interval, write, down, mtbi)
 
     no_spare, downtime, fraction = with_spares(spares)
@@ -355,7 +306,10 @@ def goodput(lines: Sequence[ComponentLine], *, tokens_per_s: float, accelerators
         throughput, degraded_routed, tokens_per_s, tokens_per_s * throughput * fraction,
         tiers, idle_systems, a.repair_s,
         _fewest_spares(lambda k: with_spares(k)[2], systems) if spares == 0 else None,
-        storage_Bps=storage, storage_given=a.storage_Bps is not None)
+        storage_Bps=storage, storage_given=a.storage_Bps is not None,
+        lost_by_cause=lost_by_cause(lines, downtimes(spares)[1], interval + write,
+                                    effective_time_fraction(interval, write, 0.0, math.inf)
+                                    - fraction))
 
 
 def _fewest_spares(fraction_with: Callable[[int], float], systems: int
@@ -395,7 +349,8 @@ def degraded_throughput(lines: Sequence[ComponentLine], degraded_loss: dict[str,
     down: dict[str, float] = {}
     for ln in lines:
         if ln.on_failure == "degrades" and degraded_loss.get(ln.tier, 0.0) > 0:
-            down[ln.tier] = down.get(ln.tier, 0.0) + ln.failures_per_s * repair_s
+            down[ln.tier] = (down.get(ln.tier, 0.0)
+                             + ln.failures_per_s * (ln.repair_s or repair_s))
     kept, all_up, tiers = 0.0, 1.0, []
     for tier in sorted(down, key=lambda t: (-degraded_loss[t], t)):
         loss = min(1.0, degraded_loss[tier])
@@ -425,12 +380,17 @@ def degraded_lines(lines: Sequence[ComponentLine]) -> list[ComponentLine]:
 
 
 def with_part_failed(fabric: Fabric, part: str) -> Fabric:
-    """``fabric`` with ``part`` failed: a node by name, or an ``"a -- b"`` link (its
-    whole bundle), as a component line's representative names it; ``""``: ``fabric``."""
+    """``fabric`` with ``part`` failed: a node by name, an ``"a -- b"`` link (its
+    whole bundle), or a failure domain ``"KIND:N"`` (a plane's line), as a component
+    line's representative names it; ``""``: ``fabric``."""
+    from topomodel.fabric.domains import with_domains_failed
     from topomodel.fabric.failures import with_failures
+    from topomodel.inputs.reliability import DOMAIN_KINDS
 
     if not part:
         return fabric
+    if part.partition(":")[0] in DOMAIN_KINDS:
+        return with_domains_failed(fabric, [part])
     if " -- " in part:
         return with_failures(fabric, (), (part,))
     return with_failures(fabric, (part,), ())

@@ -16,23 +16,58 @@ from topomodel.analysis.reliability.goodput import (
     failure_rate,
     goodput,
 )
+from topomodel.analysis.reliability.serviceability import ON_PACKAGE
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import Optic
+from topomodel.inputs.reliability import FailureRate
+from topomodel.vocabulary import FAT_TREE_TIERS
 
 
 def with_optic_form(lines: Sequence[ComponentLine], catalog: Catalog,
                     form: str) -> list[ComponentLine]:
     """What-if: every optical link re-rated as modules of ``form`` (e.g. ``lpo``,
-    ``cpo``); an AOC counts as the two modules it holds; copper keeps its rate."""
+    ``cpo``); an AOC counts as the two modules it holds; copper keeps its rate. A
+    co-packaged form (:data:`~topomodel.analysis.reliability.serviceability.ON_PACKAGE`)
+    on a scale-out link fails as the part that holds it: each link end becomes a
+    failure of its switch (or NIC) at the CPO's rate, with that part's effect (a
+    single-homed leaf stops the job, a spine degrades it), as
+    :func:`on_package_lines` says."""
     entry = failure_rate(catalog, "optic", form)
-    out = []
+    out: list[ComponentLine] = []
     for ln in lines:
         built = catalog.get(ln.model, Optic).form if ln.component == "optic" else ""
-        if built in (*MODULE_FORMS, "aoc"):
-            ln = replace(ln, rate_per_s=entry.rate_per_s * (2 if built == "aoc" else 1),
-                         rate_entry=entry.id, provenance=entry.provenance)
-        out.append(ln)
+        if built not in (*MODULE_FORMS, "aoc"):
+            out.append(ln)
+            continue
+        ends = on_package_lines(ln, lines, entry, per_end=ln.count if built == "aoc"
+                                else ln.count // 2) if form in ON_PACKAGE else []
+        out += ends or [replace(ln, rate_per_s=entry.rate_per_s * (2 if built == "aoc" else 1),
+                                rate_entry=entry.id, provenance=entry.provenance)]
     return out
+
+
+def on_package_lines(line: ComponentLine, lines: Sequence[ComponentLine],
+                     entry: FailureRate, *, per_end: int) -> list[ComponentLine]:
+    """The two ends of a scale-out link line (``leaf link``: the NIC and the leaf;
+    ``spine link``: the leaf and the spine; ...) as failures of the parts that hold
+    them: each end ``per_end`` parts at ``entry``'s rate, with the tier, effect and
+    representative of that part's own line in ``lines``. Empty when the line is not a
+    scale-out link or a holder has no line (then it is only re-rated)."""
+    base = line.tier.removesuffix(" link")
+    if base == line.tier or base not in FAT_TREE_TIERS:
+        return []
+    index = FAT_TREE_TIERS.index(base)
+    holders = []
+    for end in ("nic" if index == 0 else FAT_TREE_TIERS[index - 1], base):
+        holder = next((ln for ln in lines if (ln.component, ln.tier) == (
+            ("nic", "system") if end == "nic" else ("switch", end))), None)
+        if holder is None:
+            return []
+        holders.append(holder)
+    return [replace(h, component="optic", count=per_end, rate_per_s=entry.rate_per_s,
+                    rate_entry=entry.id, provenance=entry.provenance,
+                    class_entry=f"{entry.id}: takes its {h.component} ({h.class_entry})")
+            for h in holders]
 
 
 def what_ifs(result: GoodputResult, catalog: Catalog,

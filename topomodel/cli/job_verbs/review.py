@@ -5,7 +5,7 @@ BOM, power, optics, assumptions, provenance) as HTML, Markdown and JSON with dia
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from topomodel.cli.options import goodput_from_args, inputs_from_args
 from topomodel.cli.shared import Stages, fabric_with_whatifs, job_from_args, usage
@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.report.review.render import write_review
 
     refuse_output_folder(args.output)  # before any work
+    sections = _sections(args)
     given = [size_option(text) for text in args.size]
     sizes = [size for size, _ in given]
     size_warnings = [warning for _, warning in given if warning]
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> Report:
             sizes_bytes=sizes or None, failed=(*inputs.fail, *inputs.fail_domain),
             goodput_assumptions=goodput_from_args(args) if job else None,
             goodput=not args.no_goodput, cost_assumptions=inputs.cost, serving=serving,
-            workers=args.workers)
+            workers=args.workers, sections=sections)
     # before anything is written: a report holding an infinity is an error, not a file
     refuse_nonfinite(Report("review", review.data, review.tables))
     try:
@@ -76,3 +77,18 @@ def _serving(args: argparse.Namespace) -> ServingJob:
     inputs = inputs_from_args(args, ("model", *SERVE_JOB))
     trace = read_mooncake_trace(args.trace) if args.trace else None
     return ServingJob(inputs.serve, inputs.decode, trace)
+
+
+def _sections(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The review's sections: every default one, with ``--scorecard`` the scorecard
+    before the assumptions."""
+    from topomodel.report.review import SECTIONS
+    from topomodel.report.review.scorecard_section import SCORECARD
+    from topomodel.report.review.sections import ASSUMPTIONS
+
+    if not args.scorecard:
+        return SECTIONS
+    if not args.model:
+        raise usage("--scorecard needs a model: give --model M")
+    at = SECTIONS.index(ASSUMPTIONS)
+    return (*SECTIONS[:at], SCORECARD, *SECTIONS[at:])

@@ -34,7 +34,7 @@ from topomodel.report.review.sections import (
     TOPOLOGY,
     WARNINGS,
 )
-from topomodel.report.review.serving import SERVING
+from topomodel.report.serving.section import SERVING
 
 if TYPE_CHECKING:
     from topomodel.analysis.assumptions import CostAssumptions

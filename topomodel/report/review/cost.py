@@ -35,9 +35,12 @@ def _swap_rows(c: ReviewContext, power: dict[str, Any], tokens_per_s: float | No
                share: float, assumptions: CostAssumptions
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The what-if's rows for people and its records (plain numbers, units in names)."""
+    from topomodel.analysis.assumptions import GoodputAssumptions
     from topomodel.analysis.bom import bill_of_materials
     from topomodel.analysis.cost import optics_swaps, token_cost
+    from topomodel.analysis.reliability.serviceability import optics_service
 
+    repair_s = (c.goodput_assumptions or GoodputAssumptions()).network_repair_s
     rows, records = [], []
     base = None if not tokens_per_s else token_cost(
         power["capex_USD"] or 0.0, power["total_W"], tokens_per_s, assumptions, share=share)
@@ -47,6 +50,23 @@ def _swap_rows(c: ReviewContext, power: dict[str, Any], tokens_per_s: float | No
             "modules": s.modules, "power change": format_si(s.power_delta_W, "W"),
             "capex change": "?" if s.capex_delta_USD is None else format_usd(s.capex_delta_USD)}
         record: dict[str, Any] = dataclasses.asdict(s)
+        service = optics_service(c.fabric, s, repair_s=repair_s)
+        takes = (f"its part ({service.after_links_per_failure:,.0f} links)"
+                 if service.after_links_per_failure != 1 else "its link")
+        row.update({
+            "failures/yr": f"{service.before_failures_per_year:.3g} ->"
+                           f" {service.after_failures_per_year:.3g}",
+            "a failure takes": f"its link -> {takes}",
+            "links down (mean)": f"{service.before_links_down:.3g} ->"
+                                 f" {service.after_links_down:.3g} of {service.links:,}"})
+        record.update(
+            tier_links=service.links, repair_s=service.repair_s,
+            failures_per_year_before=service.before_failures_per_year,
+            failures_per_year_after=service.after_failures_per_year,
+            links_per_failure_before=service.before_links_per_failure,
+            links_per_failure_after=service.after_links_per_failure,
+            links_down_before=service.before_links_down,
+            links_down_after=service.after_links_down)
         if base is not None and tokens_per_s:
             after = token_cost((power["capex_USD"] or 0.0) + (s.capex_delta_USD or 0.0),
                                power["total_W"] + s.power_delta_W, tokens_per_s,
@@ -101,7 +121,12 @@ def _part(c: ReviewContext, got: Results) -> Part:
     swap_table = Table("Optics what-if: LPO or CPO instead of pluggables", swaps,
                        swap_records, name="optics_whatif")
     blocks.append(TableBlock(swap_table, "Each tier's pluggable transceivers replaced by"
-                             " a catalog part of the same rate and at least the same reach")
+                             " a catalog part of the same rate and at least the same reach;"
+                             " a failed pluggable or LPO module takes its link out until"
+                             " swapped, a failed co-packaged optic its switch (or NIC) with"
+                             " every link it has until replaced, both restored in the"
+                             " goodput's network repair time (links down: the mean out of"
+                             " service at a random time)")
                   if swaps else Text("Optics what-if: the catalog has no LPO or CPO part of"
                                      " the rate and reach of this design's pluggable"
                                      " transceivers."))

@@ -53,7 +53,9 @@ def _section(rows: Sequence[BlastRadius], stepped: bool) -> Section:
              + (", the training step routed again around it where the job runs on" if
                 stepped else "")
              + ", and how often a domain of the kind fails (domains x the catalog's rate"
-             " per domain) with its repair time. Capacities are per direction."
+             " per domain) with its repair time. Capacities are per direction. Every"
+             " rack and every power feed is also failed in turn, and its worst and median"
+             " rows added (\"rack (worst: #N)\")."
              + (f" Worst: {worst_text(hit)}." if hit is not None else "")),
         TableBlock(failure_domains_table(rows))))
 

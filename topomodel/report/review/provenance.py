@@ -15,14 +15,15 @@ if TYPE_CHECKING:
     from topomodel.inputs.parts import Model
 
 
-PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "derived", "unverified", "assumed")
+PROVENANCE_ORDER = ("datasheet", "paper", "secondary", "measured", "derived", "unverified",
+                    "assumed")
 
 
 def review_provenance(fabric: Fabric, model: Model | None = None,
                       more: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every catalog entry the design uses (and the model, and the ``more`` ids such as
     the failure rates of the goodput section), with each figure's value and provenance
-    (datasheet, paper, secondary, derived, unverified, assumed)."""
+    (datasheet, paper, secondary, measured, derived, unverified, assumed)."""
     from topomodel.inputs.parts import Optic, System
     from topomodel.report.catalog import catalog_show
 

@@ -191,10 +191,11 @@ def goodput_work(context: ReviewContext) -> list[Work]:
 
 def failure_domains_work(context: ReviewContext) -> Work:
     """``failure domains``: the blast-radius rows, one per domain kind
-    (:func:`~topomodel.analysis.reliability.blast_radius.blast_radius`); with a model
+    (:func:`~topomodel.analysis.reliability.blast_radius.blast_radius`), then the worst
+    and median of every domain of each kind of ``REVIEW_SWEPT_KINDS``; with a model
     the step re-routed around each domain the job survives, against the healthy step
     (so it needs ``step``). Read by the failure-domains section and the summary."""
-    from topomodel.analysis.reliability.blast_radius import blast_radius
+    from topomodel.analysis.reliability.blast_radius import REVIEW_SWEPT_KINDS, blast_radius
 
     c = context
 
@@ -203,6 +204,6 @@ def failure_domains_work(context: ReviewContext) -> Work:
         return blast_radius(c.fabric, model=c.model, layout=c.layout,
                             assumptions=c.assumptions,
                             healthy_step_s=None if step is None else step.step_time_s,
-                            routing=c.routing, seed=c.seed)
+                            routing=c.routing, seed=c.seed, every=REVIEW_SWEPT_KINDS)
 
     return Work("failure domains", rows, ("step",) if c.has_model else ())

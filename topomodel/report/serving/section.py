@@ -1,6 +1,7 @@
-"""The review's serving section (``review --serve``): the serving job of ``topomodel
-serve`` on the reviewed design, with the model: a request's times, throughput and
-memory, the network's part, and where the KV hand-offs load the fabric (docs/serve.md)."""
+"""The review's serving section (``review --serve``), kept beside the serving reports
+(``report/review`` is full): the serving job of ``topomodel serve`` on the reviewed
+design, with the model: a request's times, throughput and memory, the network's part,
+and where the KV hand-offs load the fabric (docs/serve.md)."""
 
 from __future__ import annotations
 

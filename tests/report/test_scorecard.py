@@ -1,0 +1,169 @@
+"""The scorecard (report/review/scorecard.py): its figures are the step's, the planner's
+and the collectives' own numbers, each with an origin; two designs side by side; the
+verb's files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from topomodel.analysis.assumptions import StepAssumptions
+from topomodel.analysis.training.step import step_time
+from topomodel.cli import main
+from topomodel.inputs.parts import Model
+from topomodel.plan.space import PlanSpace
+from topomodel.report.review.claims import check_claim, parse_claim
+from topomodel.report.review.scorecard import (
+    COLLECTIVE_SIZES_BYTES,
+    IMBALANCE_SHARES,
+    ORIGINS,
+    TAIL_SEEDS,
+    ScorecardJob,
+    figure_rows,
+    scorecard,
+)
+from topomodel.traffic.layout import Layout
+
+SMALL = (1 << 20,)  # one collective size keeps the tests quick
+NARROW = PlanSpace(max_micro_batch=1, max_interleave=1,
+                   fixed={"zero": 1, "recompute": "none", "sequence_parallel": True})
+
+
+@pytest.fixture(scope="module")
+def server_card(example_fabric):
+    fabric = example_fabric("hgx-h100-server")
+    model = fabric.catalog.get("llama3-8b", Model)
+    job = ScorecardJob(model, StepAssumptions(), Layout(tp=2, dp=4),
+                       collective_sizes_bytes=SMALL)
+    return fabric, model, scorecard(fabric, job)
+
+
+def test_step_rows_are_the_step_models_and_the_split_adds_to_one(server_card):
+    fabric, model, card = server_card
+    step = step_time(fabric, model, Layout(tp=2, dp=4), StepAssumptions())
+    assert card.value("tokens_per_s") == step.tokens_per_s
+    assert card.value("mfu") == step.mfu
+    parts = ("compute_share", "bubble_share", "exposed_comm_share", "wait_share")
+    assert math.isclose(sum(card.value(k) for k in parts), 1.0, rel_tol=1e-12)
+    assert card.layout.startswith("TP 2 x PP 1 x DP 4")
+
+
+def test_every_figure_says_where_it_came_from(server_card):
+    card = server_card[2]
+    assert {f.origin for f in card.figures} <= set(ORIGINS)
+    assert all(f.basis for f in card.figures)
+    level = next(f for f in card.figures if f.key == "level_scale-up_Bps")
+    assert level.origin == "published" and level.basis.startswith("nvlink4: ")
+    assert level.value == 450e9  # NVLink 4: 18 links x 25 GB/s per direction
+
+
+def test_collectives_run_on_every_seed_and_the_tail_is_the_slowest(server_card):
+    card = server_card[2]
+    means = {f.key: f.value for f in card.figures if f.key.endswith("_busbw_Bps")}
+    tails = {f.key: f.value for f in card.figures if f.key.endswith("_busbw_tail_Bps")}
+    assert len(means) == 4 and len(tails) == 4  # four collectives, one size, one group
+    for key, mean in means.items():
+        assert tails[key.replace("_busbw_Bps", "_busbw_tail_Bps")] <= mean
+    assert TAIL_SEEDS >= 2 and len(COLLECTIVE_SIZES_BYTES) == 3
+
+
+def test_two_designs_side_by_side_have_their_ratio(server_card):
+    card = server_card[2]
+    rows = figure_rows([card, card])
+    heads = [f"{card.design} (1)", f"{card.design} (2)"]
+    assert all(h in rows[0] for h in heads)
+    for row in rows:
+        if row[heads[0]]:
+            assert row["ratio"] == pytest.approx(1.0)
+
+
+def test_scaling_runs_each_size_at_its_own_best_layout(example_fabric):
+    fabric = example_fabric("small-16x8-a100-100gbe-roce")
+    model = fabric.catalog.get("llama3-8b", Model)
+    job = ScorecardJob(model, StepAssumptions(compute_efficiency=0.5), Layout(tp=8, dp=16),
+                       scaling_sizes=(16,), collective_sizes_bytes=SMALL, space=NARROW)
+    card = scorecard(fabric, job)
+    small, full = (next(f for f in card.figures if f.key == k)
+                   for k in ("scaling_16", f"scaling_{fabric.accelerator_count}"))
+    assert small.value == 1.0 and small.note.startswith("TP ")
+    assert 0 < full.value <= 1.05
+    families = {f.key: f for f in card.figures if f.part == "strategies"}
+    assert set(families) == {"mfu_dp", "mfu_tp_pp"}  # a dense model: no EP family
+    # the TP + PP family's space holds every DP-only layout: it can only do better
+    dp_only = families["mfu_dp"].value
+    assert dp_only is None or families["mfu_tp_pp"].value >= dp_only
+
+
+def test_moe_models_get_the_imbalance_rows_and_mfu_falls_as_it_grows(example_fabric):
+    fabric = example_fabric("hgx-h100-server")
+    model = fabric.catalog.get("mixtral-8x7b", Model)
+    job = ScorecardJob(model, StepAssumptions(), Layout(tp=2, ep=4, dp=4),
+                       collective_sizes_bytes=SMALL)
+    card = scorecard(fabric, job)
+    mfus = [card.value(f"mfu_imbalance_{round(s * 100)}") for s in IMBALANCE_SHARES]
+    assert mfus == sorted(mfus, reverse=True) and mfus[0] > mfus[-1]
+    assert "mfu_tp_pp_ep" in {f.key for f in card.figures}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".html"])
+def test_the_verb_writes_every_format(capsys, tmp_path, suffix):
+    out = tmp_path / f"card{suffix}"
+    status = main(["scorecard", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                   "--tp", "2", "--dp", "4", "-o", str(out)])
+    assert status == 0
+    text = out.read_text()
+    if suffix == ".json":
+        figures = json.loads(text)["figures"]
+        assert {f["origin"] for f in figures} <= set(ORIGINS)
+    else:
+        assert "tokens per second" in text
+    assert "MFU" in capsys.readouterr().out
+
+
+def test_a_file_of_no_known_format_is_refused_in_one_line(capsys, tmp_path):
+    status = main(["scorecard", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                   "-o", str(tmp_path / "card.txt")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err and "extension" in err
+    assert not (tmp_path / "card.txt").exists()
+
+
+def test_a_claim_that_holds_is_said_to_and_searches_nothing(server_card):
+    fabric, _, card = server_card
+    check = check_claim([fabric], [_job(fabric)], [card], parse_claim("mfu >= 0.1"))
+    assert check.holds and check.knobs == ()
+    assert check.figure == card.value("mfu")
+
+
+def test_a_claim_that_fails_names_the_nearest_assumption_that_makes_it_hold(server_card):
+    fabric, _, card = server_card
+    claim = parse_claim(f"mfu <= {card.value('mfu') * 0.9:.4f}")
+    check = check_claim([fabric], [_job(fabric)], [card], claim)
+    assert not check.holds
+    knobs = {k.knob: k for k in check.knobs}
+    efficiency = knobs["compute efficiency"]
+    assert efficiency.holds_at is not None and efficiency.figure <= claim.value
+    for k in check.knobs:  # where a knob makes it hold, the figure there does
+        assert k.holds_at is None or k.figure <= claim.value
+
+
+def _job(fabric):
+    return ScorecardJob(fabric.catalog.get("llama3-8b", Model), StepAssumptions(),
+                        Layout(tp=2, dp=4), collective_sizes_bytes=SMALL)
+
+
+def test_the_review_shows_the_scorecard_when_asked(capsys, tmp_path):
+    status = main(["review", "examples/hgx-h100-server.yaml", "--model", "llama3-8b",
+                   "--tp", "2", "--dp", "4", "--scorecard", "--no-goodput",
+                   "-o", str(tmp_path / "r")])
+    assert status == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {f["key"] for f in data["scorecard"]} >= {"tokens_per_s", "mfu", "comm_share"}
+    assert "<h2>Scorecard</h2>" in (tmp_path / "r" / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["review", "examples/hgx-h100-server.yaml", "--scorecard",
+                 "-o", str(tmp_path / "s")]) == 2
+    assert "--scorecard needs a model" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

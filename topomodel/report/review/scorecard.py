@@ -1,0 +1,373 @@
+"""The communication scorecard: the fixed list of figures a cluster design should publish
+(throughput, scaling, the step's split, the four collectives with their tail, each level
+of the network, MFU per parallel strategy, expert imbalance, failures), each with where
+it came from.
+
+Every figure carries its ``origin``: ``modelled`` (the step and collective models, with
+the assumption set named in ``basis``), ``published`` (a catalog figure, ``basis`` its
+source) or ``measured`` (a catalog figure whose entry a calibration overlay supplied,
+``basis`` the file). Where no layout is given, each size and each strategy family runs at
+the planner's best layout for it (:func:`~topomodel.plan.search.plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from topomodel.plan.search import PlanJob, plan
+from topomodel.plan.space import PlanSpace
+
+if TYPE_CHECKING:
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions
+    from topomodel.analysis.training.step import StepAssumptions, StepResult
+    from topomodel.fabric.tables import Fabric
+    from topomodel.inputs.parts import Model
+    from topomodel.traffic.layout import Layout
+
+SCALING_SIZES = (128, 1024, 4096)
+"""Job sizes (accelerators) the scaling-efficiency rows run at, besides the design's full
+size: the sizes practitioners ask published scorecards for (issue #43), from one server
+pod through a large cluster."""
+
+COLLECTIVE_SIZES_BYTES = (1 << 20, 64 << 20, 1 << 30)
+"""Message sizes the collective rows run at, bytes: 1 MiB (latency-bound on every
+fabric), 64 MiB (the middle of nccl-tests' usual sweep, about a gradient bucket) and
+1 GiB (bandwidth-bound: nccl-tests' busbw plateau)."""
+
+TAIL_SEEDS = 4
+"""Hash-routing seeds each collective runs with: the mean is over them, the tail their
+slowest. Four draws of the ECMP hash show whether flows collide (a flow-level model has no
+other source of tail: queueing below a round trip is not modelled)."""
+
+IMBALANCE_SHARES = (0.0, 0.1, 0.25, 0.5)
+"""Hot-expert imbalance the MoE rows run at: the busiest expert's load above the mean
+(0.5: 1.5x), the step's ``hot_expert_factor`` minus one; 0-50 % as issue #43 asks."""
+
+ORIGINS = ("modelled", "measured", "published")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the scorecard: ``value`` in ``unit`` (None: does not apply or no layout
+    fits), its ``origin`` (:data:`ORIGINS`) and ``basis`` (the assumption set, the
+    source, or the measured file); ``key`` names it for ``--claim``."""
+
+    part: str
+    item: str
+    key: str
+    value: float | None
+    unit: str
+    origin: str
+    basis: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """The scorecard of one design and model."""
+
+    design: str
+    model: str
+    accelerators: int
+    layout: str  # the full-size layout the step rows ran at
+    assumptions: str  # the assumption set every modelled figure names
+    figures: tuple[Figure, ...]
+    step: StepResult | None = field(default=None, repr=False, compare=False)  # full size
+
+    def value(self, key: str) -> float | None:
+        """The value of the figure named ``key`` (KeyError if there is none)."""
+        for f in self.figures:
+            if f.key == key:
+                return f.value
+        raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class ScorecardJob:
+    """What the scorecard runs: the model, the layout (None: the planner's best at each
+    size), the step assumptions, routing and the goodput assumptions."""
+
+    model: Model
+    assumptions: StepAssumptions
+    layout: Layout | None = None
+    base: Layout | None = None  # the fields a plan does not search (batch, software)
+    space: PlanSpace = field(default_factory=PlanSpace)
+    routing: str = "ecmp"
+    seed: int = 0
+    goodput: GoodputAssumptions | None = None
+    scaling_sizes: tuple[int, ...] = SCALING_SIZES
+    collective_sizes_bytes: tuple[float, ...] = COLLECTIVE_SIZES_BYTES
+
+
+def _best(fabric: Fabric, job: ScorecardJob, *, accelerators: int = 0,
+          space: PlanSpace | None = None) -> StepResult | None:
+    """The planner's best step of ``job.model`` on ``accelerators`` (0: all) within
+    ``space``, or None where no layout is valid and fits."""
+    from topomodel.traffic.layout import Layout
+
+    found = plan(fabric, PlanJob(job.model, job.base or Layout(), space or job.space,
+                                 job.assumptions, top=1, routing=job.routing,
+                                 seed=job.seed, accelerators=accelerators))
+    return found.best[0] if found.best else None
+
+
+def _step(fabric: Fabric, job: ScorecardJob, layout: Layout,
+          assumptions: StepAssumptions | None = None) -> StepResult:
+    from topomodel.analysis.training.step import step_time
+
+    return step_time(fabric, job.model, layout, assumptions or job.assumptions,
+                     routing=job.routing, seed=job.seed)
+
+
+def _catalog_origin(fabric: Fabric, ident: str | None) -> tuple[str, str]:
+    """(origin, basis) of a catalog entry's figures: ``measured`` with its file where a
+    calibration overlay supplied it, else ``published`` with its source."""
+    if not ident or ident not in fabric.catalog.entries:
+        return "modelled", "the built fabric"
+    entry = fabric.catalog.entries[ident]
+    if entry.provenance == "measured":
+        return "measured", str(entry.file)
+    return "published", f"{ident}: {entry.source}"
+
+
+def scorecard(fabric: Fabric, job: ScorecardJob, *,
+              progress: Callable[[str], None] | None = None) -> Scorecard:
+    """The scorecard of ``job`` on ``fabric`` (module docstring)."""
+    say = progress or (lambda _: None)
+    say("the best layout at full size")
+    best = _best(fabric, job)
+    full = _step(fabric, job, job.layout) if job.layout is not None else best
+    if full is None:
+        from topomodel.errors import UsageError
+
+        raise UsageError(f"{job.model.id}: no layout of all {fabric.accelerator_count:,}"
+                         " accelerators is valid and fits: give a layout or a smaller"
+                         " model")
+    basis = assumption_set(full.layout, job.assumptions)
+    figures = _step_figures(full, basis, job.assumptions.compute_dtype)
+    say("scaling")
+    figures += _scaling_figures(fabric, job, best, basis)
+    say("collectives")
+    figures += _collective_figures(fabric, job, basis)
+    figures += _level_figures(fabric, job)
+    say("strategies")
+    figures += _strategy_figures(fabric, job, best, basis)
+    if job.model.is_moe:
+        say("expert imbalance")
+        figures += _imbalance_figures(fabric, job, full, basis)
+    say("failures")
+    figures += _reliability_figures(fabric, job, full)
+    return Scorecard(fabric.design.name or fabric.design.file, job.model.id,
+                     fabric.accelerator_count, _layout_text(full), basis,
+                     tuple(figures), full)
+
+
+def assumption_set(layout: Layout, assumptions: StepAssumptions) -> str:
+    """The short name of what modelled figures assumed: the software preset, then every
+    switch set apart from it and every step assumption away from its default.
+
+    Examples
+    --------
+    >>> from topomodel.analysis.assumptions import StepAssumptions
+    >>> from topomodel.traffic.layout import Layout
+    >>> assumption_set(Layout(zero=0), StepAssumptions(jitter_cv=0.02))
+    'mcore-2024; zero 0; jitter_cv 0.02'
+    """
+    from dataclasses import fields
+
+    from topomodel.analysis.options import OPTIONS, software_departures
+    from topomodel.inputs.software import resolved
+
+    apart = dict(software_departures(layout, assumptions))
+    preset = {OPTIONS[key].target for key in resolved(layout.software, {})}
+    default = type(assumptions)()
+    for f in fields(assumptions):
+        value = getattr(assumptions, f.name)
+        if f"assumptions.{f.name}" not in preset and value != getattr(default, f.name):
+            apart[f.name] = value
+    return "; ".join([layout.software, *(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                                         for k, v in apart.items())])
+
+
+def _layout_text(result: StepResult) -> str:
+    layout = result.layout
+    return (f"TP {layout.tp} x PP {layout.pp} x DP {layout.dp}"
+            + (f" x CP {layout.cp}" if layout.cp > 1 else "")
+            + (f", EP {layout.ep}" if layout.ep > 1 else "")
+            + f", global batch {result.global_batch:,}")
+
+
+def _step_figures(full: StepResult, basis: str, precision: str) -> list[Figure]:
+    step = full.step_time_s
+    row = [(f"tokens per second ({precision} matmuls)", "tokens_per_s", full.tokens_per_s,
+            "tokens/s"),
+           ("step time", "step_time_s", step, "s"),
+           ("MFU", "mfu", full.mfu, "share"),
+           ("compute share of the step", "compute_share",
+            (full.compute_s + full.imbalance_s) / step, "share"),
+           ("pipeline bubble share", "bubble_share", full.bubble_s / step, "share"),
+           ("exposed communication share", "exposed_comm_share", full.exposed_comm_s / step,
+            "share"),
+           ("wait share (jitter, stragglers)", "wait_share", full.wait_s / step, "share"),
+           ("communication and wait share", "comm_share", full.comm_share, "share")]
+    return [Figure("step", item, key, value, unit, "modelled", basis)
+            for item, key, value, unit in row]
+
+
+def _scaling_figures(fabric: Fabric, job: ScorecardJob, best: StepResult | None,
+                     basis: str) -> list[Figure]:
+    """Tokens/s per accelerator at each size, each at its own best layout (``best`` at
+    full size), as a share of the smallest size's that has one."""
+    world = fabric.accelerator_count
+    sizes = [n for n in job.scaling_sizes if n < world] + [world]
+    per_acc: dict[int, float | None] = {}
+    layouts: dict[int, str] = {}
+    for n in sizes:
+        result = best if n == world else _best(fabric, job, accelerators=n)
+        per_acc[n] = None if result is None else result.tokens_per_s / result.layout.world
+        layouts[n] = "" if result is None else _layout_text(result)
+    base = next((n for n in sizes if per_acc[n]), None)
+    out = []
+    for n in sizes:
+        rate = per_acc[n]
+        value = None if rate is None or base is None else rate / per_acc[base]  # type: ignore[operator]
+        out.append(Figure("scaling", f"scaling efficiency at {n:,} accelerators",
+                          f"scaling_{n}", value, "share", "modelled", basis,
+                          layouts[n] or "no layout fits"))
+    return out
+
+
+def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[Figure]:
+    """Busbw of the four collectives at three sizes on the design's natural groups: the
+    mean over :data:`TAIL_SEEDS` hash seeds and the slowest (the tail), and the latency
+    term."""
+    from topomodel.report.review.collect import measured_runs, plan_collectives
+    from topomodel.report.review.document import size_text
+
+    planned = plan_collectives(fabric, job.collective_sizes_bytes)
+    seeds = range(job.seed, job.seed + TAIL_SEEDS)
+    runs = [measured_runs(fabric, job.assumptions.time, job.routing, s, planned.runs)
+            for s in seeds]
+    out = []
+    for k, (spec, _, ranks, _, collective, _, size) in enumerate(planned.runs):
+        rows = [row for r in runs if (row := r[k]) is not None]
+        if not rows:
+            continue
+        where = f"{collective} {size_text(size)} on {spec} ({ranks} ranks)"
+        key = f"{collective}_{spec}_{int(size)}"
+        mean = sum(r["busbw_Bps"] for r in rows) / len(rows)
+        slowest = min(r["busbw_Bps"] for r in rows)
+        out += [Figure("collectives", where + ": busbw, mean", f"{key}_busbw_Bps", mean,
+                       "B/s", "modelled", basis, rows[0]["algorithm"]),
+                Figure("collectives", where + ": busbw, tail (slowest seed)",
+                       f"{key}_busbw_tail_Bps", slowest, "B/s", "modelled", basis),
+                Figure("collectives", where + ": latency term", f"{key}_latency_s",
+                       rows[0]["latency_s"], "s", "modelled", basis)]
+    return out
+
+
+def _level_figures(fabric: Fabric, job: ScorecardJob) -> list[Figure]:
+    """Bandwidth per accelerator and one crossing's latency at each level of the
+    network (:func:`~topomodel.analysis.levels.network_levels`)."""
+    from topomodel.analysis.levels import network_levels
+
+    s = fabric.structure
+    out = []
+    for level in network_levels(fabric, job.assumptions.time):
+        ident = s.scaleup.link if level.network == "scale-up" else s.scaleout.nic
+        origin, basis = _catalog_origin(fabric, ident)
+        reach = f"{level.name} (reach {level.reach:,})"
+        out += [Figure("levels", f"{reach}: bandwidth per accelerator",
+                       f"level_{level.name}_Bps", level.injection_Bps, "B/s", origin,
+                       basis, f"per direction; {level.oversubscription:g}:1 below"
+                       if level.oversubscription != 1 else "per direction"),
+                Figure("levels", f"{reach}: latency of one crossing",
+                       f"level_{level.name}_latency_s", level.latency_s, "s", "modelled",
+                       "switch latencies and propagation from the catalog")]
+    return out
+
+
+def _families(model: Model) -> list[tuple[str, str, PlanSpace | None]]:
+    """(name, key, space) of each parallel-strategy family the MFU rows compare; the
+    last family's space is the whole of the job's (None: its best is the plan's)."""
+    out: list[tuple[str, str, PlanSpace | None]] = [
+        ("data parallel (ZeRO) only", "dp", PlanSpace(max_tp=1, max_pp=1, max_cp=1,
+                                                      max_ep=1))]
+    if model.is_moe:
+        out += [("TP + PP, no EP", "tp_pp", PlanSpace(max_ep=1)),
+                ("TP + PP + EP", "tp_pp_ep", None)]
+    else:
+        out.append(("TP + PP", "tp_pp", None))
+    return out
+
+
+def _strategy_figures(fabric: Fabric, job: ScorecardJob, best_of_all: StepResult | None,
+                      basis: str) -> list[Figure]:
+    out = []
+    for name, key, family in _families(job.model):
+        best = best_of_all
+        if family is not None:
+            space = replace(family, fixed=job.space.fixed,
+                            max_micro_batch=job.space.max_micro_batch,
+                            max_interleave=job.space.max_interleave)
+            best = _best(fabric, job, space=space)
+        out.append(Figure("strategies", f"MFU, best {name} layout", f"mfu_{key}",
+                          None if best is None else best.mfu, "share", "modelled", basis,
+                          "no layout fits" if best is None else _layout_text(best)))
+    return out
+
+
+def _imbalance_figures(fabric: Fabric, job: ScorecardJob, full: StepResult, basis: str
+                       ) -> list[Figure]:
+    out = []
+    for share in IMBALANCE_SHARES:
+        assumptions = replace(job.assumptions, hot_expert_factor=1.0 + share)
+        result = _step(fabric, job, full.layout, assumptions)
+        out.append(Figure("expert imbalance", f"MFU with the hottest expert"
+                          f" {share:.0%} above the mean", f"mfu_imbalance_{round(share * 100)}",
+                          result.mfu, "share", "modelled", basis))
+    return out
+
+
+def _reliability_figures(fabric: Fabric, job: ScorecardJob, full: StepResult
+                         ) -> list[Figure]:
+    from topomodel.analysis.reliability.goodput import GoodputAssumptions, job_goodput
+
+    g = job_goodput(fabric, job.model, full.layout, job.assumptions, full,
+                    job.goodput or GoodputAssumptions(), routing=job.routing,
+                    seed=job.seed, workers=1)
+    basis = "catalog failure rates (reliability.yaml) and the goodput assumptions"
+    rows = [("interruptions per day", "interruptions_per_day", g.interruptions_per_day,
+             "per day"),
+            ("recovery time per interruption", "recovery_s", g.downtime_per_interruption_s,
+             "s"),
+            ("effective training time", "effective_time", g.effective_time_fraction,
+             "share"),
+            ("goodput tokens per second", "goodput_tokens_per_s", g.goodput_tokens_per_s,
+             "tokens/s")]
+    return [Figure("failures", item, key, value, unit, "modelled", basis)
+            for item, key, value, unit in rows]
+
+
+def figure_rows(cards: Sequence[Scorecard]) -> list[dict[str, Any]]:
+    """One row per figure (of any card, in order of first appearance), a value column per
+    card (headed by its design, numbered where two share a name) and, for two cards,
+    their ratio (second / first); the origin and basis of the first card that has it."""
+    heads = [c.design if [d.design for d in cards].count(c.design) == 1
+             else f"{c.design} ({k + 1})" for k, c in enumerate(cards)]
+    by_key = [{f.key: f for f in c.figures} for c in cards]
+    order = list(dict.fromkeys(f.key for c in cards for f in c.figures))
+    out = []
+    for key in order:
+        f = next(found[key] for found in by_key if key in found)
+        row: dict[str, Any] = {"part": f.part, "item": f.item, "key": key, "unit": f.unit}
+        values = [found[key].value if key in found else None for found in by_key]
+        row.update(zip(heads, values, strict=True))
+        if len(cards) == 2:
+            a, b = values
+            row["ratio"] = b / a if a and b is not None else None
+        row.update(origin=f.origin, basis=f.basis, note=f.note)
+        out.append(row)
+    return out
