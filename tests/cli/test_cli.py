@@ -420,20 +420,22 @@ def test_a_closed_pipe_is_not_an_error(tmp_path):
 def test_options_lists_the_one_table_and_the_sweep_docs_name_every_option(capsys):
     from pathlib import Path
 
-    from topomodel.analysis.options import DECODE_OPTIONS, OPTIONS
+    from topomodel.analysis.options import DECODE_OPTIONS, OPTIONS, SERVE_OPTIONS
 
     status, out, _ = run(capsys, "options", "--format", "json")
     listed = json.loads(out)["options"]
     assert status == 0 and [o["key"] for o in listed] == list(OPTIONS)
     verbs = build_parser()._subparsers._group_actions[0].choices
     for opt in OPTIONS.values():
-        help_text = verbs["decode" if opt.key in DECODE_OPTIONS else "step"].format_help()
+        verb = ("decode" if opt.key in DECODE_OPTIONS else
+                "serve" if opt.key in SERVE_OPTIONS else "step")
+        help_text = verbs[verb].format_help()
         assert opt.flag in help_text
         # the flag's help is the option's own text (one text for CLI, sweeps, review)
         assert " ".join(opt.doc.split()[:3]) in " ".join(help_text.split())
     sweeps = Path("docs/sweeps.md").read_text()
-    missing = [k for k, o in OPTIONS.items() if o.arg != "pairs" and k not in DECODE_OPTIONS
-               and f"`{k}`" not in sweeps]
+    missing = [k for k, o in OPTIONS.items() if o.arg != "pairs"
+               and k not in DECODE_OPTIONS + SERVE_OPTIONS and f"`{k}`" not in sweeps]
     assert not missing, f"docs/sweeps.md does not name {missing}"
 
 

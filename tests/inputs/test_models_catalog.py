@@ -14,8 +14,9 @@ B = 1e9
 
 # DeepSeek-V3's Multi-head Latent Attention, from arXiv 2412.19437 section 4.2: KV
 # compression d_c = 512, query compression d_c' = 1536, decoupled RoPE key d_h^R = 64 per
-# head, per-head dimension d_h = 128. The catalog cannot express MLA and approximates it
-# with full multi-head attention (kv_heads = heads); these figures undo that.
+# head, per-head dimension d_h = 128. The catalog holds MLA's cache widths
+# (kv_lora_rank, qk_rope_head_dim) but approximates its attention weights with full
+# multi-head attention (kv_heads = heads); these figures undo that.
 MLA_KV_RANK = 512
 MLA_Q_RANK = 1536
 MLA_ROPE_DIM = 64
@@ -151,6 +152,9 @@ def test_exact_shape_relations(catalog):
         assert model.heads * head_dim(model) == model.hidden, ident
     deepseek = catalog.get("deepseek-v3", Model)
     assert deepseek.head_dim == MLA_HEAD_DIM and deepseek.kv_heads == deepseek.heads
+    # what MLA caches per token and layer: the latent and the decoupled RoPE key
+    assert (deepseek.kv_lora_rank, deepseek.qk_rope_head_dim) == (MLA_KV_RANK, MLA_ROPE_DIM)
+    assert all(m.kv_lora_rank == 0 for m in catalog.of_kind(Model) if m.id != "deepseek-v3")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,9 @@ import dataclasses
 import pytest
 
 import topomodel.report.review as review_module
+from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
+from topomodel.analysis.serving.serve import ServingJob
+from topomodel.analysis.serving.serve_assumptions import ServeAssumptions
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
@@ -72,17 +75,22 @@ def _check(review, named, ran):
 
 def test_every_listed_section_is_rendered_with_a_model(four_dgx, monkeypatch):
     fabric, catalog = four_dgx
+    job = ServingJob(ServeAssumptions(decode_instances=2, concurrency=8),
+                     DecodeAssumptions())
     review, named, ran = _recorded_review(
-        fabric, monkeypatch, model=catalog.get("llama3-8b", Model), layout=Layout(tp=8))
+        fabric, monkeypatch, model=catalog.get("llama3-8b", Model), layout=Layout(tp=8),
+        serving=job)
     assert _check(review, named, ran) == [s.id for s in SECTIONS]
     assert {"build", "step", "featured", "collectives", "goodput", "warnings",
-            "single failures"} <= set(ran)
+            "single failures", "serving"} <= set(ran)
+    assert review.data["serving"]["decode_batch"] == 8
 
 
 def test_without_a_model_only_the_goodput_section_is_left_out(four_dgx, monkeypatch):
     fabric, _ = four_dgx
     review, named, ran = _recorded_review(fabric, monkeypatch)
-    assert _check(review, named, ran) == [s.id for s in SECTIONS if s.id != "goodput"]
+    assert _check(review, named, ran) == [s.id for s in SECTIONS
+                                          if s.id not in ("goodput", "serving")]
     assert named["goodput"] == set() and "step" not in ran
 
 

@@ -3,7 +3,8 @@
 :data:`OPTIONS` lists every option a step takes: the model, the parallel layout, the
 step and time-model assumptions, and the what-ifs (failed parts, faster scale-out,
 routing); then the goodput model's (:data:`GOODPUT_OPTIONS`), decode's
-(:data:`DECODE_OPTIONS`) and the running cost's (:data:`COST_OPTIONS`). Each option's
+(:data:`DECODE_OPTIONS`), serving's (:data:`SERVE_OPTIONS`) and the running cost's
+(:data:`COST_OPTIONS`). Each option's
 reader, default and text come from the field it sets
 (:class:`~topomodel.traffic.layout.Layout`, :class:`~topomodel.analysis.training.step.
 StepAssumptions`, :class:`~topomodel.analysis.collectives.timing.TimeModel`,
@@ -41,6 +42,7 @@ from topomodel.analysis.assumptions import (
     TimeModel,
 )
 from topomodel.analysis.serving.decode_assumptions import DTYPES, DecodeAssumptions
+from topomodel.analysis.serving.serve_assumptions import ServeAssumptions
 from topomodel.inputs.records import (
     Invalid,
     Reader,
@@ -67,7 +69,7 @@ class StepOption:
 
     ``target`` is ``layout.FIELD``, ``assumptions.FIELD``, ``time.FIELD``, ``model``,
     ``run.NAME`` (routing, seed, failures, the scale-out what-if), ``goodput.FIELD``,
-    ``decode.FIELD`` or ``cost.FIELD``; ``arg`` says how a
+    ``decode.FIELD``, ``serve.FIELD`` or ``cost.FIELD``; ``arg`` says how a
     command line writes it: ``int``, ``float``, ``text``, ``bool`` (a ``--x/--no-x``
     flag), ``list`` (repeatable) or ``pairs`` (repeatable ``NAME=F``).
     """
@@ -164,7 +166,7 @@ power_feed, cooling_loop, plane, site and N a whole number from 0
 
 
 _A, _T, _G, _D = StepAssumptions, TimeModel, GoodputAssumptions, DecodeAssumptions
-_C = CostAssumptions
+_C, _S = CostAssumptions, ServeAssumptions
 OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     StepOption("model", "model", None, text, "model id from the catalog (required)", "text",
                "ID"),
@@ -229,6 +231,19 @@ OPTIONS: dict[str, StepOption] = {o.key: o for o in (
     _from_field("activation_dtype", _D, "activation_dtype", "decode", "text",
                 metavar=DTYPES),
     _from_field("comm_overlap", _D, "comm_overlap", "decode", "float", metavar="F"),
+    _from_field("prefill_tp", _S, "prefill_tp", "serve", "int"),
+    _from_field("prefill_ep", _S, "prefill_ep", "serve", "int"),
+    _from_field("prefill_instances", _S, "prefill_instances", "serve", "int"),
+    _from_field("decode_tp", _S, "decode_tp", "serve", "int"),
+    _from_field("decode_ep", _S, "decode_ep", "serve", "int"),
+    _from_field("decode_instances", _S, "decode_instances", "serve", "int"),
+    _from_field("placement", _S, "placement", "serve", "text", metavar="separate|packed"),
+    _from_field("input_tokens", _S, "input_tokens", "serve", "int", metavar="T"),
+    _from_field("output_tokens", _S, "output_tokens", "serve", "int", metavar="T"),
+    _from_field("rate", _S, "rate", "serve", "float", metavar="REQ_PER_S"),
+    _from_field("prefill_load", _S, "prefill_load", "serve", "float", metavar="F"),
+    _from_field("concurrency", _S, "concurrency", "serve", "int", metavar="SEQS"),
+    _from_field("transfer", _S, "transfer", "serve", "text", metavar="layerwise|after"),
     _from_field("pue", _C, "pue", "cost", "float", metavar="F"),
     _from_field("electricity_price", _C, "electricity_USD_per_kWh", "cost", "float",
                 metavar="USD_PER_KWH"),
@@ -249,12 +264,17 @@ DECODE_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("dec
 """The decode model's own options (batch, context, data types, comm overlap): set by the
 ``decode`` verb only (sweeps, plans and the step run no decode)."""
 
+SERVE_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("serve."))
+"""The serving model's own options (pools, placement, request mix, load, hand-off): set
+by the ``serve`` verb only (sweeps, plans and the step run no serving job)."""
+
 COST_OPTIONS = tuple(k for k, o in OPTIONS.items() if o.target.startswith("cost."))
 """The running cost's options (PUE, electricity price, facility capex, amortisation,
 cost of capital): set by the verbs that report cost per token (step)."""
 
 STEP_OPTIONS = tuple(k for k in OPTIONS
-                     if k not in GOODPUT_OPTIONS + DECODE_OPTIONS + COST_OPTIONS)
+                     if k not in GOODPUT_OPTIONS + DECODE_OPTIONS + SERVE_OPTIONS
+                     + COST_OPTIONS)
 """The options every step-shaped verb takes (the model, layout, assumptions, what-ifs)."""
 
 
@@ -309,6 +329,7 @@ class StepInputs:
     fail_domain: tuple[str, ...] = ()  # KIND:N failure domains failed whole
     goodput: GoodputAssumptions = field(default_factory=GoodputAssumptions)
     decode: DecodeAssumptions = field(default_factory=DecodeAssumptions)
+    serve: ServeAssumptions = field(default_factory=ServeAssumptions)
     cost: CostAssumptions = field(default_factory=CostAssumptions)
 
 
@@ -331,6 +352,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
     run: dict[str, Any] = {}
     goodput: dict[str, Any] = {}
     decode: dict[str, Any] = {}
+    serve: dict[str, Any] = {}
     cost: dict[str, Any] = {}
     efficiency: dict[str, float] = {}
     model = None
@@ -354,7 +376,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
             model = value
         else:
             {"layout": layout, "assumptions": assumptions, "time": time,
-             "run": run, "goodput": goodput, "decode": decode,
+             "run": run, "goodput": goodput, "decode": decode, "serve": serve,
              "cost": cost}[where][name] = value
     if model is None and require_model:
         raise Invalid("missing the model id", "model")
@@ -370,7 +392,7 @@ def step_inputs(values: Mapping[str, Any], *, path: KeyPath = (),
         fail=tuple(run.get("fail", ())), scaleout_factor=run.get("scaleout_factor", 1.0),
         fail_domain=tuple(dict.fromkeys(run.get("fail_domain", ()))),
         goodput=GoodputAssumptions(**goodput), decode=DecodeAssumptions(**decode),
-        cost=CostAssumptions(**cost))
+        serve=ServeAssumptions(**serve), cost=CostAssumptions(**cost))
 
 
 def software_departures(layout: Layout, assumptions: StepAssumptions) -> dict[str, Any]:

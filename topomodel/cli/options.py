@@ -11,6 +11,7 @@ from typing import Any
 from topomodel.analysis.options import (
     GOODPUT_OPTIONS,
     OPTIONS,
+    SERVE_OPTIONS,
     STEP_OPTIONS,
     StepInputs,
     StepOption,
@@ -27,6 +28,12 @@ FABRIC_OPTIONS = ("routing", "seed", "fail", "fail_domain", "scaleout_factor", "
 DECODE_KEYS = ("model", "tp", "ep", "dp", "compute_efficiency", "hbm_efficiency")
 """Step options the decode verb shares with the step (same flags, readers and help),
 besides decode's own (:data:`~topomodel.analysis.options.DECODE_OPTIONS`)."""
+SERVE_JOB = (*SERVE_OPTIONS, "dtype", "kv_dtype", "activation_dtype", "comm_overlap")
+"""A serving job's options besides the step's: serving's own
+(:data:`~topomodel.analysis.options.SERVE_OPTIONS`) and decode's data types and overlap
+(``serve`` and ``compare --serve``)."""
+SERVE_KEYS = ("model", "compute_efficiency", "hbm_efficiency")
+"""Step options the serve verb shares with the step (same flags, readers and help)."""
 _READING = Reading(Source("<command line>", ""))
 _ARG_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "list": str}
 
@@ -109,6 +116,17 @@ def inputs_from_args(args: argparse.Namespace, keys: Sequence[str] | None = None
         key = str(exc.key) if exc.key is not None else ""
         flag = OPTIONS[key].flag if key in OPTIONS else key
         raise UsageError(f"{flag}: {exc.message}" if flag else exc.message) from None
+
+
+def add_serve_options(parser: argparse.ArgumentParser, *, switch: bool = False) -> None:
+    """Add a serving job's flags (:data:`SERVE_JOB` and ``--trace``); with ``switch``
+    also ``--serve``, which turns them on (``compare --serve``)."""
+    if switch:
+        parser.add_argument("--serve", action="store_true", help="compare a serving job"
+                            " (the serve flags below; docs/serve.md) instead of a step")
+    parser.add_argument("--trace", metavar="FILE", help="request trace, Mooncake JSONL"
+                        " (timestamp ms, input_length, output_length): lengths and rate")
+    add_step_options(parser, SERVE_JOB)
 
 
 def add_goodput_options(parser: argparse.ArgumentParser) -> None:

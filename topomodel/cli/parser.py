@@ -20,6 +20,7 @@ from topomodel.cli.flags import (
 from topomodel.cli.options import (
     FABRIC_OPTIONS,
     add_goodput_options,
+    add_serve_options,
     add_step_options,
 )
 from topomodel.cli.shared import add_catalog_args
@@ -31,6 +32,7 @@ from topomodel.cli.verb_parsers import (
     add_decode,
     add_plan,
     add_scorecard,
+    add_serve,
 )
 from topomodel.errors import short_words
 from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS
@@ -182,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                         " section; it plans each scaling size and strategy family, so it"
                         " takes longer than the rest of the review")
     no_goodput_arg(review)
+    add_serve_options(review, switch=True)
     add_goodput_options(review)
     add_step_options(review, COST_OPTIONS)
     workers_arg(review, "the goodput's degraded steps")
@@ -217,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="design files (two or more; the first is the baseline)")
     step_args(compare)
     add_step_options(compare, COST_OPTIONS)
+    add_serve_options(compare, switch=True)
     no_goodput_arg(compare)
     workers_arg(compare, "the designs")
     progress_arg(compare)
@@ -359,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_trace(verbs)
     add_advise(verbs)
     add_decode(verbs)
+    add_serve(verbs)
 
     options = verbs.add_parser(
         "options", help="list the options of a job: sweep key, flag, default and meaning",

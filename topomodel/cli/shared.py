@@ -298,3 +298,20 @@ def measured_figures(fabric: Any, time_model: Any) -> str:
         figures.append((f"launch latency {launch[0] * 1e6:.3g} us", launch[1]))
     return "; ".join(f"{what}, {why}" for what, why in figures
                      if why.startswith("as measured"))
+def serve_job(args: argparse.Namespace, design_file: str) -> tuple[str, Any]:
+    """(design name, :class:`~topomodel.analysis.serving.serve.ServeResult`) of the
+    serving job the flags describe on ``design_file`` (``serve``, ``compare --serve``)."""
+    from topomodel.analysis.serving.serve import serve
+    from topomodel.cli.options import FABRIC_OPTIONS, SERVE_JOB, SERVE_KEYS, inputs_from_args
+    from topomodel.inputs.measured.requests import read_mooncake_trace
+    from topomodel.inputs.parts import Model
+
+    inputs = inputs_from_args(args, SERVE_JOB + SERVE_KEYS + FABRIC_OPTIONS)
+    fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
+                                 catalog_dirs=args.catalog_dir)
+    model = fabric.catalog.get(str(inputs.model), Model)
+    trace = read_mooncake_trace(args.trace) if args.trace else None
+    return fabric.design.name or design_file, serve(
+        fabric, model, serving=inputs.serve, decode=inputs.decode,
+        assumptions=inputs.assumptions, trace=trace, routing=inputs.routing,
+        seed=inputs.seed)

@@ -18,7 +18,9 @@ from topomodel.cli.flags import (
 from topomodel.cli.options import (
     DECODE_KEYS,
     FABRIC_OPTIONS,
+    SERVE_KEYS,
     add_goodput_options,
+    add_serve_options,
     add_step_options,
 )
 from topomodel.cli.shared import add_catalog_args
@@ -151,6 +153,23 @@ def add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
     add_catalog_args(decode)
     format_arg(decode)
     decode.set_defaults(run=Verb("job_verbs.decode"))
+
+
+def add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
+    serve = verbs.add_parser(
+        "serve", help="disaggregated serving: TTFT, TPOT, tokens/s, the KV hand-off's links",
+        description="Model disaggregated serving on the design: prefill and decode pools"
+        " placed on its accelerators, M/D/1 queueing per prefill replica, prefill from"
+        " compute and its collectives, each request's KV cache routed from prefill to"
+        " decode ranks with the other hand-offs in flight, decode at the batch the rate"
+        " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
+        " and the link tier bounding it. See docs/serve.md.")
+    serve.add_argument("design", help="design file (YAML)")
+    add_serve_options(serve)
+    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS)
+    add_catalog_args(serve)
+    format_arg(serve)
+    serve.set_defaults(run=Verb("job_verbs.serve"))
 
 
 def fixed_pair(text: str) -> tuple[str, str]:

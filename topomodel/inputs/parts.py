@@ -577,6 +577,12 @@ class Model(Entry):
     expert_ffn_hidden: int = spec(integer(0), default=0)
     dense_layers: int = spec(integer(0), default=0,
                              doc="leading layers with a dense FFN in an MoE model")
+    kv_lora_rank: int = spec(integer(0), default=0,
+                             doc="latent attention (MLA): the compressed KV latent's width"
+                             " per token and layer, what the KV cache holds; 0: none")
+    qk_rope_head_dim: int = spec(integer(0), default=0,
+                                 doc="latent attention (MLA): the decoupled RoPE key's width"
+                                 " per token and layer, cached beside the latent")
 
     def __post_init__(self) -> None:
         super().__post_init__()

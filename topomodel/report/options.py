@@ -21,7 +21,7 @@ def feeds(option: StepOption) -> str:
     'cost'
     """
     where = option.target.partition(".")[0]
-    return where if where in ("goodput", "decode", "cost") else "step"
+    return where if where in ("goodput", "decode", "serve", "cost") else "step"
 
 
 def options_report() -> Report:

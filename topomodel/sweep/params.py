@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.options import DECODE_OPTIONS, StepOption
+from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS, StepOption
 from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
 from topomodel.analysis.options import option as step_option
 from topomodel.inputs.records import Invalid, Reader, Reading
@@ -57,7 +57,7 @@ def _sweep_option(opt: StepOption) -> Option:
 STEP_DEFAULTS = StepAssumptions()
 """The step model's default assumptions: the defaults of the options below."""
 OPTIONS: dict[str, Option] = {key: _sweep_option(opt) for key, opt in STEP_OPTIONS.items()
-                              if opt.arg != "pairs" and key not in DECODE_OPTIONS}
+                              if opt.arg != "pairs" and key not in DECODE_OPTIONS + SERVE_OPTIONS}
 """Step options by key: :data:`topomodel.analysis.options.OPTIONS`, the same readers,
 defaults and meaning as ``topomodel step``'s flags. ``efficiency.TIER`` (a link tier) is
 an option too; design fields are ``design.KEY.PATH``. Decode's options
@@ -79,7 +79,7 @@ def option(key: str) -> Option | None:
     if key in OPTIONS:
         return OPTIONS[key]
     opt = step_option(key)
-    return None if opt is None or opt.arg == "pairs" or key in DECODE_OPTIONS else (
+    return None if opt is None or opt.arg == "pairs" or key in DECODE_OPTIONS + SERVE_OPTIONS else (
         _sweep_option(opt))
 
 

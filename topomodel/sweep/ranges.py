@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.analysis.options import DECODE_OPTIONS
+from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS
 from topomodel.errors import UsageError
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import Model
@@ -104,9 +104,10 @@ def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
             source.problem(path, "catalogs cannot vary within a sweep; give them under"
                            " catalogs at the top of the sweep file")
         return parts is not None and parts[0] != "catalogs"
-    if key in DECODE_OPTIONS:
-        source.problem(path, f"{key} is an option of decode; a sweep point runs the"
-                       " training step and its goodput, not decode")
+    if key in DECODE_OPTIONS + SERVE_OPTIONS:
+        verb = "decode" if key in DECODE_OPTIONS else "serve"
+        source.problem(path, f"{key} is an option of {verb}; a sweep point runs the"
+                       f" training step and its goodput, not {verb}")
         return False
     if option(key) is None:
         source.problem(path, "unknown parameter: a step option (tp, pp, micro_batch, ...),"

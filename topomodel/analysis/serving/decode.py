@@ -14,7 +14,9 @@ accelerator and step::
   input embedding is a lookup of ``batch`` rows (left out, well under 0.1 %).
 - **HBM KV cache**: each sequence's keys and values of every layer, ``2 x kv_heads x
   head_dim`` elements per token; a rank holds ``ceil(kv_heads / tp)`` heads (vLLM and
-  TensorRT-LLM replicate key/value heads when ``tp`` exceeds them).
+  TensorRT-LLM replicate key/value heads when ``tp`` exceeds them). A latent-attention
+  (MLA) model caches its latent and RoPE key instead, whole on every TP rank
+  (:mod:`~topomodel.analysis.serving.kvcache`).
 - **Rate**: bytes over the accelerator's measured HBM bandwidth (``hbm_achieved``, as
   the training step's memory-bound ops; :func:`~topomodel.analysis.training.compute.device_model`).
 - **Compute** is a floor, not a model of kernels: the step's FLOPs (2 per parameter per
@@ -31,13 +33,13 @@ accelerator and step::
 
 The result is an upper bound on tokens/s: kernel launch gaps, attention kernels below
 the HBM rate, sampling and scheduling are not modelled (docs/decode.md compares it with
-published figures). DeepSeek-V3's latent attention (MLA) is held as full multi-head
-attention in the catalog, which overstates its KV cache.
+published figures). DeepSeek-V3's latent attention (MLA) weights are held as full
+multi-head attention in the catalog, which overstates its attention weights (its KV
+cache is MLA's).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +48,7 @@ from topomodel import limits
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.collective import fastest
 from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
+from topomodel.analysis.serving.kvcache import kv_bytes_per_token_per_rank
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
 from topomodel.analysis.training.model import BYTES
@@ -71,6 +74,7 @@ class DecodeComm:
     calls: int  # per decode step
     time_s: float  # all calls of one step
     spills: bool  # groups leave the scale-up domain
+    tier: str = ""  # tier of the link that bounds its slowest phase
 
 
 @dataclass(frozen=True)
@@ -180,8 +184,8 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
                 kv_dtype: str | None = None, compute_efficiency: float | None = None,
                 hbm_efficiency: float | None = None, comm_overlap: float = _DEFAULTS.comm_overlap,
                 activation_dtype: str = _DEFAULTS.activation_dtype,
-                time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0
-                ) -> DecodeResult:
+                time_model: TimeModel | None = None, routing: str = "ecmp", seed: int = 0,
+                ranks: np.ndarray | None = None) -> DecodeResult:
     """One decode step of ``model`` on ``fabric``: seconds by part and tokens/s.
 
     ``dp`` replicas of ``tp`` accelerators (default: as many as fill the fabric, a
@@ -192,6 +196,8 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
     efficiency, as the step's does, for accelerators without GEMM sweeps in the
     catalog; ``hbm_efficiency`` replaces the measured HBM rate. The defaults and their
     reasons are :class:`~topomodel.analysis.serving.decode_assumptions.DecodeAssumptions`'s.
+    ``ranks`` (accelerator node numbers, ``dp x tp`` of them) places the replicas on the
+    fabric (default: its first accelerators).
 
     Raises
     ------
@@ -229,6 +235,10 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
     if layout.world > n:
         raise UsageError(f"tp={tp} x dp={dp} needs {layout.world} accelerators; the fabric"
                          f" has {n}")
+    if ranks is None:
+        ranks = fabric.accelerators[:layout.world]
+    elif len(ranks) != layout.world:
+        raise UsageError(f"tp={tp} x dp={dp} is {layout.world} ranks; {len(ranks)} given")
     system = fabric.catalog.get(fabric.design.system, System)
     accelerator = fabric.catalog.get(system.accelerator, Accelerator)
     device = device_model(accelerator, dtype, override=compute_efficiency,
@@ -247,20 +257,16 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
     experts_read = moe_layers * rank_experts * touched * expert / tp
     weights_read = (dense_read + experts_read) * wbytes
     hd = model.head_dim or model.hidden // model.heads
-    kv_heads = math.ceil((model.kv_heads or model.heads) / tp)
-    kv_read = model.layers * 2 * kv_heads * hd * kvbytes * batch * context
-    held = (dense_read + model.vocab * model.hidden / tp
-            + moe_layers * rank_experts * expert / tp) * wbytes
-    if model.tied_embeddings:
-        held -= model.vocab * model.hidden / tp * wbytes  # one matrix for both ends
+    kv_read = kv_bytes_per_token_per_rank(model, tp, kvbytes) * batch * context
+    held = weights_held_bytes(model, tp, ep, wbytes)
 
     flops = 2 * batch * (dense_read + moe_layers * model.top_k * expert / tp)
     flops += 4 * batch * context * (model.heads / tp) * hd * model.layers
     best = float(np.max(device.curve_efficiency))
     compute = flops / (device.peak_flops * best)
 
-    comm = _comm(fabric, model, layout, batch, abytes, moe_layers,
-                 time_model or TimeModel(), routing, seed)
+    comm = serving_collectives(fabric, model, layout, ranks, batch, batch, abytes,
+                               time_model or TimeModel(), routing, seed)
     comm_s = sum(c.time_s for c in comm)
     exposed = comm_s * (1 - comm_overlap)
     hbm_w, hbm_kv = device.memory_s(weights_read), device.memory_s(kv_read)
@@ -273,13 +279,27 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
         warnings.append(f"weights and KV cache need {memory / 1e9:.1f} GB per accelerator;"
                         f" {accelerator.id} has {accelerator.hbm_bytes / 1e9:.0f} GB")
     if model.id == "deepseek-v3":
-        warnings.append("deepseek-v3's latent attention (MLA) is held as full multi-head"
-                        " attention: its KV cache and attention weights are overstated")
+        warnings.append("deepseek-v3's latent attention (MLA) weights are held as full"
+                        " multi-head attention: its attention weights are overstated")
     return DecodeResult(model.id, accelerator.id, tp, ep, dp, batch, context, dtype,
                         kv_dtype, weights_read, kv_read, device.hbm_Bps, hbm_w, hbm_kv,
                         compute, comm_s, exposed, step, system.accelerators, tuple(comm),
                         memory, accelerator.hbm_bytes, touched if model.is_moe else 0.0,
                         comm_overlap, tuple(warnings), best, compute_efficiency is not None)
+
+
+def weights_held_bytes(model: Model, tp: int, ep: int, dtype_bytes: int) -> float:
+    """Weight bytes each rank of a ``tp`` x ``ep`` replica group holds: the dense layers,
+    the embedding and the output layer split ``tp`` ways, each MoE layer's routed experts
+    split over ``ep`` ranks and ``tp`` ways (one matrix when the embeddings are tied)."""
+    attention, dense_mlp, moe_dense = layer_parameters(model)
+    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
+    dense_layers = model.layers - moe_layers
+    expert = moe_routed_parameters(model) / model.experts if model.is_moe else 0.0
+    ends = 1 if model.tied_embeddings else 2
+    dense = (model.layers * attention + dense_layers * dense_mlp + moe_layers * moe_dense
+             + ends * model.vocab * model.hidden) / tp
+    return (dense + moe_layers * model.experts / ep * expert / tp) * dtype_bytes
 
 
 def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:
@@ -295,13 +315,19 @@ def _check(model: Model, fabric: Fabric, tp: int, ep: int) -> None:
 
 
 # PLR0913: one computation's arrays and options passed on as they are
-def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,  # noqa: PLR0913
-          moe_layers: int, time_model: TimeModel, routing: str, seed: int
-          ) -> list[DecodeComm]:
-    """The collectives of one decode step, each timed per call with every group of its
-    kind at once (all replicas decode together)."""
-    ranks = fabric.accelerators[:layout.world]
+def serving_collectives(fabric: Fabric, model: Model, layout: Layout,  # noqa: PLR0913
+                        ranks: np.ndarray, tokens: float, logit_tokens: float, abytes: int,
+                        time_model: TimeModel, routing: str, seed: int
+                        ) -> list[DecodeComm]:
+    """The collectives of one forward pass of ``tokens`` tokens per replica (a decode
+    step: the batch; a prefill: the prompt) on replicas placed on ``ranks`` (``layout.
+    world`` accelerator node numbers), each timed per call with every group of its kind
+    at once (all replicas run together): per layer two TP all-reduces of the tokens'
+    activations, one all-gather of ``logit_tokens`` tokens' logits, and per MoE layer an
+    EP all-to-all dispatch and combine of ``top_k`` copies of each token."""
     domain = fabric.nodes["domain"].to_numpy()
+    tiers = fabric.links["tier"].to_numpy()
+    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
     out: list[DecodeComm] = []
 
     def add(kind: str, collective: str, groups: np.ndarray, size: float, calls: int) -> None:
@@ -317,15 +343,16 @@ def _comm(fabric: Fabric, model: Model, layout: Layout, batch: int, abytes: int,
                                     time_model=time_model)
         doms = domain[groups]
         spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
+        slowest = max(timing.phases, key=lambda p: p.steps * p.bandwidth_s, default=None)
+        tier = str(tiers[slowest.bottleneck]) if slowest and slowest.bottleneck >= 0 else ""
         out.append(DecodeComm(kind, collective, alg, size, calls, calls * timing.time_s,
-                              spills))
+                              spills, tier))
 
     if layout.tp > 1:
         groups = rank_groups(ranks, layout, "tp")
-        add("tp", "allreduce", groups, batch * model.hidden * abytes, 2 * model.layers)
-        add("logits", "allgather", groups, batch * model.vocab * abytes, 1)
+        add("tp", "allreduce", groups, tokens * model.hidden * abytes, 2 * model.layers)
+        add("logits", "allgather", groups, logit_tokens * model.vocab * abytes, 1)
     if layout.ep > 1 and moe_layers:
-        per_rank = batch * model.top_k * model.hidden * abytes
+        per_rank = tokens * model.top_k * model.hidden * abytes
         add("ep", "alltoall", rank_groups(ranks, layout, "ep"), per_rank, 2 * moe_layers)
     return out
-

@@ -36,7 +36,7 @@ DTYPES = "|".join(BYTES)
 """The data types a decode option may name, as its flag's metavar (``fp32|bf16|...``)."""
 
 
-def _or_none(read: Reader) -> Reader:
+def or_none(read: Reader) -> Reader:
     """``None`` (the rule the field's doc names applies) or a value ``read`` accepts."""
 
     def check(reading: Reading, path: KeyPath, value: Any) -> Any:
@@ -56,7 +56,7 @@ class DecodeAssumptions:
         " (every step reads all the weights for one token each), which published batch-1"
         " figures quote")
     context: int | None = spec(
-        _or_none(integer(1)), default=None,
+        or_none(integer(1)), default=None,
         doc="tokens already in each sequence's KV cache (default: the model's training"
         " sequence, the longest context it serves without extension)")
     dtype: str = spec(
@@ -64,7 +64,7 @@ class DecodeAssumptions:
         doc="weight data type; bf16 is the type the catalog's models are released in"
         " (Llama 3, Mixtral), fp8 the common quantised serving type")
     kv_dtype: str | None = spec(
-        _or_none(choice(*BYTES)), default=None,
+        or_none(choice(*BYTES)), default=None,
         doc="KV cache data type (default: the weights' dtype: deployments that quantise"
         " weights to fp8 usually quantise the KV cache too, TensorRT-LLM's"
         " --fp8_kv_cache)")

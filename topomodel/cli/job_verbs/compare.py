@@ -20,6 +20,11 @@ def run(args: argparse.Namespace) -> Report:
 
     if len(args.designs) < 2:
         raise usage("compare takes two or more design files")
+    if args.serve:  # the same serving job on each design, one after another
+        from topomodel.cli.shared import serve_job
+        from topomodel.report.serving.serve import serve_compare_report
+
+        return serve_compare_report([serve_job(args, path) for path in args.designs])
     # each design on its own worker (--workers, default every core): built, stepped and
     # its goodput modelled there, its degraded steps on workers of its own (nested: the
     # cores a faster design leaves go to the slower one's); the first design's error,

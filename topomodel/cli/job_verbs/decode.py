@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> Report:
     from topomodel.cli.options import DECODE_KEYS, FABRIC_OPTIONS, inputs_from_args
     from topomodel.cli.shared import fabric_with_whatifs
     from topomodel.inputs.parts import Model
-    from topomodel.report.decode import decode_report
+    from topomodel.report.serving.decode import decode_report
 
     inputs = inputs_from_args(args, DECODE_OPTIONS + DECODE_KEYS + FABRIC_OPTIONS)
     fabric = fabric_with_whatifs(args.design, args.catalog, inputs,

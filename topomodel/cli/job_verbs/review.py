@@ -5,11 +5,14 @@ BOM, power, optics, assumptions, provenance) as HTML, Markdown and JSON with dia
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topomodel.cli.options import goodput_from_args, inputs_from_args
 from topomodel.cli.shared import Stages, fabric_with_whatifs, job_from_args, usage
 from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinite
+
+if TYPE_CHECKING:
+    from topomodel.analysis.serving.serve import ServingJob
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -34,6 +37,7 @@ def run(args: argparse.Namespace) -> Report:
             inputs = inputs_from_args(args, require_model=False)
             fabric = fabric_with_whatifs(args.design, args.catalog, inputs,
                                          catalog_dirs=args.catalog_dir)
+    serving = _serving(args) if args.serve else None
     work = "collectives, failure what-ifs" + (
         "" if job is None else ", step" + ("" if args.no_goodput else
                                            ", goodput (a step with each kind of part failed)"))
@@ -44,7 +48,7 @@ def run(args: argparse.Namespace) -> Report:
             time_model=inputs.assumptions.time, routing=inputs.routing, seed=inputs.seed,
             sizes_bytes=sizes or None, failed=(*inputs.fail, *inputs.fail_domain),
             goodput_assumptions=goodput_from_args(args) if job else None,
-            goodput=not args.no_goodput, cost_assumptions=inputs.cost,
+            goodput=not args.no_goodput, cost_assumptions=inputs.cost, serving=serving,
             workers=args.workers, sections=sections)
     # before anything is written: a report holding an infinity is an error, not a file
     refuse_nonfinite(Report("review", review.data, review.tables))
@@ -60,6 +64,19 @@ def run(args: argparse.Namespace) -> Report:
     return Report("review", data, [Table(review.title, rows, [review.data["summary"]],
                                          name="summary"), *machine],
                   [*size_warnings, *review.warnings])
+
+
+def _serving(args: argparse.Namespace) -> ServingJob:
+    """The serving job of ``--serve`` (it needs ``--model``)."""
+    from topomodel.analysis.serving.serve import ServingJob
+    from topomodel.cli.options import SERVE_JOB
+    from topomodel.inputs.measured.requests import read_mooncake_trace
+
+    if not args.model:
+        raise usage("--serve needs --model")
+    inputs = inputs_from_args(args, ("model", *SERVE_JOB))
+    trace = read_mooncake_trace(args.trace) if args.trace else None
+    return ServingJob(inputs.serve, inputs.decode, trace)
 
 
 def _sections(args: argparse.Namespace) -> tuple[Any, ...]:

@@ -34,16 +34,18 @@ from topomodel.report.review.sections import (
     TOPOLOGY,
     WARNINGS,
 )
+from topomodel.report.serving.section import SERVING
 
 if TYPE_CHECKING:
     from topomodel.analysis.assumptions import CostAssumptions
     from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.analysis.serving.serve import ServingJob
     from topomodel.analysis.training.step import StepAssumptions
     from topomodel.inputs.parts import Model
     from topomodel.traffic.layout import Layout
 
 SECTIONS: tuple[ReviewSection, ...] = (
-    SUMMARY, WARNINGS, TOPOLOGY, BISECTION, COLLECTIVES, IN_NETWORK, STEP, GOODPUT,
+    SUMMARY, WARNINGS, TOPOLOGY, BISECTION, COLLECTIVES, IN_NETWORK, STEP, GOODPUT, SERVING,
     SINGLE_FAILURES, FAILURE_DOMAINS, MATERIALS, COST, ASSUMPTIONS, PROVENANCE)
 """The review's sections, in the order of the report."""
 
@@ -64,6 +66,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
                    goodput_assumptions: GoodputAssumptions | None = None,
                    cost_assumptions: CostAssumptions | None = None,
                    goodput: bool = True,
+                   serving: ServingJob | None = None,
                    workers: int | None = None,
                    sections: Sequence[ReviewSection] = SECTIONS) -> Review:
     """Everything the review shows, for ``fabric`` (and ``model`` with ``layout``).
@@ -76,7 +79,9 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
     failed that only it needs). The ``sections`` name their work; the union of it goes
     to ``workers`` processes (default every core; the same review with one), one pool
     for all of it; ``cost_assumptions`` those of the cost section (default:
-    :class:`~topomodel.analysis.assumptions.CostAssumptions`)
+    :class:`~topomodel.analysis.assumptions.CostAssumptions`); ``serving`` a serving
+    job (:class:`~topomodel.analysis.serving.serve.ServingJob`) the serving section runs
+    with the model
     (:func:`~topomodel.report.review.schedule.run_work`): first the step and the
     collective table's runs, then the build report, the levels and the steps with one
     part failed (each run once for the goodput section and the single-failure
@@ -133,7 +138,7 @@ def collect_review(fabric: Fabric, *, model: Model | None = None,  # noqa: PLR09
             failed, goodput_assumptions, workers, lines,
             what_if_parts=tuple(sorted(shown, key=lambda part: part != nic)),
             goodput_parts=tuple(goodput_parts), step_parts=tuple(parts), goodput=goodput,
-            cost_assumptions=cost_assumptions)
+            cost_assumptions=cost_assumptions, serving=serving)
         works = {section.id: list(section.work(context)) for section in sections}
 
     with beside(lambda: share_failure_views(fabric, parts or shown)):

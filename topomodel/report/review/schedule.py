@@ -67,6 +67,7 @@ class ReviewContext:
     step_parts: tuple[str, ...] = ()
     cost_assumptions: CostAssumptions | None = None  # the cost section's; None: defaults
     goodput: bool = True  # False: no goodput section, nor its failed-part steps
+    serving: Any = None  # a ServingJob (review --serve) for the serving section, or None
 
     @property
     def has_model(self) -> bool:

@@ -1,0 +1,232 @@
+"""Serving: KV bytes from the architecture by hand, the hand-off's time against bytes over
+its bottleneck link, decode against `decode`, the request's times, the CLI and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.collectives.timing import link_rates_of
+from topomodel.analysis.serving.decode import decode_step
+from topomodel.analysis.serving.kvcache import (
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_rank,
+    transfer_pairs,
+)
+from topomodel.analysis.serving.serve import (
+    kv_transfer,
+    mdl_wait_s,
+    place_pools,
+    serve,
+)
+from topomodel.analysis.serving.serve_assumptions import ServeAssumptions
+from topomodel.cli import main
+from topomodel.errors import ParameterError, UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+
+SUPERPOD = "examples/dgx-h100-superpod.yaml"
+NVL72 = "examples/gb200-nvl72-cluster.yaml"
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    design, catalog = load_design(SUPERPOD)
+    return build_fabric(design, catalog)
+
+
+@pytest.fixture(scope="module")
+def nvl72():
+    design, catalog = load_design(NVL72)
+    return build_fabric(design, catalog)
+
+
+def _model(fabric, ident):
+    return fabric.catalog.get(ident, Model)
+
+
+def test_kv_bytes_per_token_by_hand(superpod):
+    llama = _model(superpod, "llama3-70b")
+    assert kv_bytes_per_token(llama, 2) == 80 * 8 * 128 * 2 * 2 == 327_680
+    assert kv_bytes_per_token(llama, 1) == 163_840  # fp8
+    ds = _model(superpod, "deepseek-v3")  # MLA: latent 512 + RoPE key 64, one copy
+    assert kv_bytes_per_token(ds, 2) == 61 * (512 + 64) * 2 == 70_272
+    # TP splits GQA heads (8 over 8 ranks: one each; over 16: each head on two ranks)
+    assert kv_bytes_per_token_per_rank(llama, 8, 2) == 327_680 // 8
+    assert kv_bytes_per_token_per_rank(llama, 16, 2) == 327_680 // 8
+    # MLA's latent is whole on every TP rank (vLLM)
+    assert kv_bytes_per_token_per_rank(ds, 8, 2) == 70_272
+
+
+def test_transfer_pairs_cover_every_destination_unit(superpod):
+    llama = _model(superpod, "llama3-70b")
+    src, dst, units = transfer_pairs(llama, 4, 8)  # 2 heads a source rank, 1 a dest
+    assert dst.tolist() == list(range(8)) and src.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert units.sum() == 8
+    src, dst, units = transfer_pairs(llama, 16, 8)  # replicated sources share the sending
+    assert len(set(src.tolist())) == 8 and units.sum() == 8
+    ds = _model(superpod, "deepseek-v3")
+    src, dst, units = transfer_pairs(ds, 8, 4)  # each destination rank gets the latent
+    assert dst.tolist() == [0, 1, 2, 3] and src.tolist() == [0, 1, 2, 3]
+    assert units.tolist() == [1, 1, 1, 1]
+    with pytest.raises(ParameterError, match="decode_tp"):
+        transfer_pairs(llama, 8, 3)
+
+
+def test_handoff_time_is_bytes_over_the_bottleneck_link(superpod):
+    llama = _model(superpod, "llama3-70b")
+    prefill, decode = place_pools(superpod, ServeAssumptions())
+    assert decode.first == 8  # the next server: the hand-off leaves the NVLink domain
+    kv, timed = kv_transfer(superpod, llama, (prefill, decode), 1000, 2, 1,
+                            time_model=TimeModel(), routing="ecmp", seed=0)
+    pair_bytes = 1000 * 80 * 2 * 128 * 2  # one KV head per rank pair
+    assert kv.bytes_per_request == 8 * pair_bytes == 1000 * 327_680
+    loaded = timed.link_bytes > 0
+    # GPU i to GPU i of the next server: one rail, one leaf, each link carries one flow
+    assert np.allclose(timed.link_bytes[loaded], pair_bytes)
+    rates = link_rates_of(superpod, TimeModel()).link_Bps
+    assert kv.bandwidth_s == pytest.approx(pair_bytes / rates[loaded].min())
+    assert kv.bottleneck_tier in ("host", "leaf") and "scaleup" not in {
+        t.tier for t in kv.tiers}
+
+
+def test_packed_pools_keep_the_handoff_in_the_nvlink_domain(nvl72):
+    ds = _model(nvl72, "deepseek-v3")
+    kw = {"prefill_ep": 4, "decode_ep": 4, "concurrency": 32}
+    apart = serve(nvl72, ds, serving=ServeAssumptions(**kw))
+    packed = serve(nvl72, ds, serving=ServeAssumptions(placement="packed", **kw))
+    assert apart.decode_pool.first == 72 and packed.decode_pool.first == 32
+    assert {t.tier for t in packed.kv.tiers} == {"scaleup"}
+    assert "scaleup" not in {t.tier for t in apart.kv.tiers}
+    assert packed.kv.time_s < apart.kv.time_s
+    # layer by layer: only what the last layer cannot hide is exposed
+    layers = ds.layers
+    for r in (apart, packed):
+        assert r.kv.exposed_s == pytest.approx(max(
+            r.kv.time_s / layers, r.kv.time_s - r.prefill_s * (layers - 1) / layers))
+
+
+def test_decode_agrees_with_decode_verb_and_times_add_up(superpod):
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, serving=ServeAssumptions(
+        concurrency=64, input_tokens=2000, output_tokens=201, prefill_instances=4))
+    alone = decode_step(superpod, llama, tp=8, dp=1, batch=64, context=2100)
+    assert r.decode.batch == 64 and r.decode.context == 2100
+    assert r.tpot_s == pytest.approx(alone.step_time_s, rel=1e-9)
+    assert r.ttft_s == pytest.approx(r.queue_s + r.prefill_s + r.kv.exposed_s)
+    assert r.request_s == pytest.approx(r.ttft_s + 200 * r.tpot_s)
+    # Little's law: the concurrency sets the rate
+    assert r.rate_rps == pytest.approx(64 / (200 * r.tpot_s))
+    assert r.queue_s == pytest.approx(mdl_wait_s(r.prefill_load, r.prefill_s))
+    assert r.tokens_per_s_per_accelerator == pytest.approx(r.rate_rps * 201 / 40)
+    assert 0 < r.network_share < 1
+
+
+def test_rate_gives_the_batch_littles_law_needs(superpod):
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, serving=ServeAssumptions(rate=5.0))
+    needed = 5.0 * 999 * r.tpot_s  # sequences in decode, one replica
+    assert needed <= r.decode.batch < needed + 1
+    assert r.prefill_load == pytest.approx(5.0 * r.prefill_s)
+    assert r.decode_memory_bytes <= r.hbm_capacity_bytes
+
+
+def test_bad_input_is_one_clear_error(superpod):
+    llama = _model(superpod, "llama3-70b")
+    with pytest.raises(UsageError, match="the design has 1016"):
+        serve(superpod, llama, serving=ServeAssumptions(decode_instances=200))
+    with pytest.raises(UsageError, match="--prefill-tp/--prefill-ep: the prefill pool"):
+        serve(superpod, llama, serving=ServeAssumptions(prefill_tp=1))
+    with pytest.raises(UsageError, match=r"--rate: .* add prefill instances"):
+        serve(superpod, llama, serving=ServeAssumptions(rate=1000.0))
+    with pytest.raises(UsageError, match="--rate: the decode pool cannot keep up"):
+        serve(superpod, llama, serving=ServeAssumptions(rate=60.0, prefill_instances=8))
+    with pytest.raises(UsageError, match="--decode-ep"):
+        serve(superpod, llama, serving=ServeAssumptions(decode_ep=2))
+    with pytest.raises(UsageError, match="give one"):
+        serve(superpod, llama, serving=ServeAssumptions(rate=1.0, concurrency=4))
+
+
+def test_cli_json_and_errors(capsys):
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--concurrency", "32",
+                   "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["schema"] == "topomodel.serve"
+    assert out["kv_bytes_per_token"] == 327_680 and out["decode_batch"] == 32
+    assert out["ttft_s"] == pytest.approx(out["queue_s"] + out["prefill_s"]
+                                          + out["kv_exposed_s"])
+    assert {t["tier"] for t in out["kv_transfer"]["tiers"]} <= {"host", "leaf", "spine"}
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--prefill-tp", "1"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and "--prefill-tp" in err
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--placement", "near"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and "--placement" in err
+
+
+def test_trace_gives_the_mix_rate_and_an_mg1_queue(superpod, tmp_path):
+    from topomodel.analysis.serving.serve import pk_wait_s
+    from topomodel.inputs.measured.requests import read_mooncake_trace
+
+    lines = [f'{{"timestamp": {i * 250}, "input_length": {n}, "output_length": {m}}}'
+             for i, (n, m) in enumerate([(500, 100), (1500, 300), (500, 200), (1500, 200)])]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    trace = read_mooncake_trace(path)
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, trace=trace)
+    assert r.rate_rps == pytest.approx(3 / 0.75) and r.trace_requests == 4
+    assert r.input_tokens == 1000 and r.output_tokens == 200
+    assert r.decode.context == round(1000 + 199 / 2)
+    # two prompt lengths: the queue is M/G/1 over their two prefill times
+    short = serve(superpod, llama, serving=ServeAssumptions(input_tokens=500, rate=4.0))
+    long = serve(superpod, llama, serving=ServeAssumptions(input_tokens=1500, rate=4.0))
+    mean = (short.prefill_s + long.prefill_s) / 2
+    second = (short.prefill_s ** 2 + long.prefill_s ** 2) / 2
+    assert r.prefill_s == pytest.approx(mean)
+    assert r.queue_s == pytest.approx(pk_wait_s(4.0, mean, second))
+    assert r.queue_s > pk_wait_s(4.0, mean, mean ** 2)  # variance waits longer
+
+
+def test_cli_trace_with_a_missing_field_is_one_line(capsys, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10}\n')
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--trace", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err.endswith("bad.jsonl:1: output_length: missing")
+    assert len(err.splitlines()) == 1
+
+
+def test_compare_serve_runs_the_same_job_on_each_design(capsys):
+    status = main(["compare", NVL72, SUPERPOD, "--serve", "--model", "llama3-70b",
+                   "--concurrency", "16", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["schema"] == "topomodel.compare_serve"
+    first, second = out["designs"]
+    assert first["tokens_per_s_per_accelerator_vs_first"] == 1.0
+    assert second["tokens_per_s_per_accelerator_vs_first"] == pytest.approx(
+        second["tokens_per_s_per_accelerator"] / first["tokens_per_s_per_accelerator"])
+    assert first["decode_batch"] == second["decode_batch"] == 16
+    assert first["accelerator"] != second["accelerator"]
+
+
+def test_the_worked_example_in_docs_serve_md(nvl72):
+    """docs/serve.md's table: DeepSeek-V3, TP 1 EP 32 pools, 4,000 in / 1,000 out, the
+    hand-off after the prefill, inside rack 0 or across to rack 1."""
+    ds = _model(nvl72, "deepseek-v3")
+    kw = {"prefill_tp": 1, "prefill_ep": 32, "decode_tp": 1, "decode_ep": 32,
+          "input_tokens": 4000, "output_tokens": 1000, "transfer": "after"}
+    packed = serve(nvl72, ds, serving=ServeAssumptions(placement="packed", **kw))
+    apart = serve(nvl72, ds, serving=ServeAssumptions(**kw))
+    assert packed.kv_bytes_per_token == 70_272 and packed.kv.concurrent == 16
+    assert packed.kv.bytes_per_request == pytest.approx(281.1e6, rel=1e-3)
+    assert (packed.kv.bottleneck_tier, apart.kv.bottleneck_tier) == ("scaleup", "leaf")
+    assert packed.kv.time_s == pytest.approx(0.40e-3, rel=0.02)
+    assert apart.kv.time_s == pytest.approx(5.66e-3, rel=0.01)
+    assert apart.ttft_s - packed.ttft_s == pytest.approx(5.3e-3, rel=0.05)
+    assert packed.tpot_s == pytest.approx(18.97e-3, rel=0.01)
+    assert round(packed.network_share, 3) == 0.092
