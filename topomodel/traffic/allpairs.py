@@ -250,7 +250,9 @@ def _sums(cell: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _class_counts(cell: np.ndarray, cls: np.ndarray, classes: int) -> np.ndarray:
     """Per member (m, ``classes``), how many members of its cell (:func:`_cells`) are of
-    each class: the column sums of the members' one-hot classes, counted."""
+    each class: the column sums of the members' one-hot classes, counted (integers: a
+    product with the float weights is the same number either way, and a copy to floats
+    of m x ``classes`` cells is saved)."""
     cells = int(cell.max()) + 1 if len(cell) else 0
     counts = np.bincount(cell * classes + cls, minlength=cells * classes)
-    return counts.reshape(cells, classes)[cell].astype(float)
+    return counts.reshape(cells, classes)[cell]
