@@ -150,8 +150,14 @@ def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndar
     members, rail_to = np.nonzero(np.broadcast_to(able[:, None], (len(node), rails)))
     other = rail_to != rail[members]
     members, rail_to = members[other], rail_to[other]
-    want = (gid[members] * relays.systems + system[members]) * rails + rail_to
-    found, via = relays.find(want)
+    # the relay keys (group, system, rail) are looked up once per group and system, for
+    # every rail: the members of one server in one group share them
+    servers, server_of = np.unique((gid * relays.systems + system)[able], return_inverse=True)
+    found_at, via_at = relays.find((servers[:, None] * rails + np.arange(rails)).ravel())
+    at = np.zeros(len(node), np.int64)
+    at[able] = server_of.ravel() * rails
+    at = at[members] + rail_to
+    found, via = found_at[at], via_at[at]
     members, rail_to, via = members[found], rail_to[found], via[found]
     targets = (_class_counts(by_row, cls, classes)
                - _class_counts(by_domain, cls, classes))[members, rail_to]
