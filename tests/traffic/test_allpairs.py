@@ -226,3 +226,23 @@ def test_a_relay_s_member_is_found_alike_by_table_and_by_sorting():
     for args in ((node, row), (np.r_[node, node[:1]], np.r_[row, 9])):
         assert _members_at(*args, np.array([other]), node[picks[:1]]) is None
         assert _members_at(*args, np.array([0]), np.array([400])) is None
+
+
+@pytest.mark.parametrize("specs", [["block:127"], ["block:127", "rail"], ["stride:2"]])
+def test_pxn_counts_are_the_listed_flows_exactly(superpod, specs):
+    """Each member's weighted pairs across domains (what the router and the ideal time
+    read) are, as whole numbers, the listed flows under PXN that leave its domain from
+    it and that enter its domain to it, counted per group and node: the counts the
+    speed-ups of the relay look-up must keep exactly."""
+    phase = pxn(superpod, alltoall(superpod, specs)).phases[0]
+    counts = decompose(superpod, phase)
+    assert counts is not None and counts.moved > 0
+    domain = superpod.nodes["domain"].to_numpy()
+    src, dst, group = phase.src, phase.dst, phase.group.astype(np.int64)
+    cross = (domain[src] != domain[dst]) | (domain[src] < 0)
+    gid = np.concatenate([b.group for b in phase.blocks]).astype(np.int64)[counts.row]
+    span = int(max(src.max(), dst.max())) + 1
+    out = np.bincount(group[cross] * span + src[cross], minlength=(gid.max() + 1) * span)
+    into = np.bincount(group[cross] * span + dst[cross], minlength=(gid.max() + 1) * span)
+    assert np.array_equal(counts.out_pairs, out[gid * span + counts.node])
+    assert np.array_equal(counts.in_pairs, into[gid * span + counts.node])
