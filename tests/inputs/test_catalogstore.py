@@ -159,3 +159,13 @@ def test_route_reads_the_same_figures_from_the_store(tmp_path):
     assert _route(tmp_path) == parsed  # parsed and kept
     assert list(tmp_path.glob("catalog-*.pickle"))
     assert _route(tmp_path) == parsed  # read back
+
+
+def test_the_store_keeps_the_newest_catalogs_only(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(catalogstore, "KEPT_CATALOGS", 2)
+    for rate in ("100 Gb/s", "200 Gb/s", "400 Gb/s"):
+        load_catalog([_user_file(tmp_path, rate)])
+    assert len(list(store.glob("catalog-*.pickle"))) == 2
+    kept = catalogstore.key_of([*catalog_module.builtin_catalog_files(),
+                                _user_file(tmp_path, "400 Gb/s")])
+    assert (store / f"catalog-{kept}.pickle").exists()  # the newest stays

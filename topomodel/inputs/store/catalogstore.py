@@ -20,7 +20,8 @@ The key (:func:`key_of`) is a SHA-256 of
 A change to any of them reads another file, so a stale catalog is never returned. A file
 that is missing, truncated, corrupt or not a catalog is parsed afresh; a folder that
 cannot be written leaves the parse in this process only. Either way nothing is said:
-the store only ever saves time. Files are written whole (:func:`topomodel.files.atomic_bytes`).
+the store only ever saves time. Files are written whole (:func:`topomodel.files.atomic_bytes`),
+and only the newest :data:`KEPT_CATALOGS` are kept.
 """
 
 from __future__ import annotations
@@ -106,11 +107,21 @@ def load(key: str | None) -> Any:
         return None
 
 
+KEPT_CATALOGS = 16
+"""How many parsed catalogs the store keeps, the most recently written: each edit of a
+user's catalog file makes a new key (about 0.2 MB each with the built-in catalog), so
+older ones are removed; 16 covers a few designs with catalogs of their own, and a
+removed one is only parsed again."""
+
+
 def save(key: str | None, catalog: Any) -> None:
     """Keep ``catalog`` under ``key`` (nothing when the store is off or the folder cannot
-    be written)."""
+    be written), and remove all but the :data:`KEPT_CATALOGS` newest."""
     path = None if key is None else _path(key)
     if path is None:
         return
     with contextlib.suppress(OSError, TopomodelError):
         atomic_bytes(path, pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
+        kept = sorted(path.parent.glob("catalog-*.pickle"), key=lambda p: p.stat().st_mtime_ns)
+        for old in kept[:-KEPT_CATALOGS]:
+            old.unlink(missing_ok=True)
