@@ -16,15 +16,26 @@ default):
 
 Peak RSS only grows within a process: its figure after a workload covers the ones
 before it.
+
+Warm All-to-All against its floor (issue #42 item 5): the 64-rank All-to-All is then
+routed and timed ``--warm`` more times on the same fabric (its views built: what a step,
+a sweep or a what-if pays per collective), min and median CPU s, beside **the floor**:
+one numpy pass over its flows, ``np.bincount(src, weights=bytes)`` over the listed flows
+(8.3 M at 131,072 ranks; the bytes each node sends, the least any router that reads each
+flow once must do), its flow arrays listed before the clock starts, min of five passes.
+The ratio is the warm median over the floor.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -32,6 +43,7 @@ from bench_build import DESIGN
 
 from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import Fabric
 from topomodel.inputs.design import load_design
 from topomodel.limits import MAX_FLOWS
 from topomodel.traffic.collectives import collective_traffic
@@ -41,6 +53,8 @@ from topomodel.traffic.groups import parse_groups
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--accelerators", type=int, default=131072)
+    parser.add_argument("--warm", type=int, default=5,
+                        help="warm repeats of the 64-rank All-to-All (0: none)")
     args = parser.parse_args()
     n = args.accelerators
     design, catalog = load_design("bench.yaml", text=DESIGN.format(n=n, systems=n // 8))
@@ -63,6 +77,37 @@ def main() -> None:
         print(f"{label}: {flows:,} flows; traffic {t1 - t0:.2f} s ({c1 - c0:.2f} s CPU),"
               f" route + time {t2 - t1:.2f} s ({c2 - c1:.2f} s CPU); collective time"
               f" {timing.time_s * 1e3:.3f} ms; peak RSS {peak:.0f} MiB")
+    if args.warm:
+        warm_against_floor(fabric, args.warm)
+
+
+def all_to_all_cpu_s(fabric: Fabric) -> float:
+    """CPU s to make, route and time the direct All-to-All of 256 MiB in every 64-rank
+    group."""
+    c0 = time.process_time()
+    traffic = collective_traffic(fabric, "alltoall", parse_groups(fabric, "block:64"), 2**28,
+                                 algorithm="direct")
+    time_traffic(fabric, traffic)
+    return time.process_time() - c0
+
+
+def warm_against_floor(fabric: Fabric, repeats: int) -> None:
+    """Print the warm 64-rank All-to-All (min, median CPU s of ``repeats``), its floor
+    (one numpy pass over its listed flows, min of five) and their ratio."""
+    warm = [all_to_all_cpu_s(fabric) for _ in range(repeats)]
+    traffic = collective_traffic(fabric, "alltoall", parse_groups(fabric, "block:64"), 2**28,
+                                 algorithm="direct")
+    src = np.concatenate([p.src for p in traffic.phases])
+    nbytes = np.concatenate([p.bytes for p in traffic.phases])
+    floor = []
+    for _ in range(5):
+        c0 = time.process_time()
+        np.bincount(src, weights=nbytes, minlength=len(fabric.nodes))
+        floor.append(time.process_time() - c0)
+    median = statistics.median(warm)
+    print(f"warm All-to-All in every 64-rank group ({len(src):,} flows listed): CPU s min"
+          f" {min(warm):.3f} median {median:.3f}; floor (one pass) {min(floor):.3f};"
+          f" median / floor {median / min(floor):.1f}x")
 
 
 if __name__ == "__main__":

@@ -523,3 +523,31 @@ def test_goodput_and_scale_state_the_global_batch(capsys, verb):
     status, out, _ = run(capsys, verb, LAB, *LAB_FLAGS, "--tp", "2", "--dp", "2")
     assert status == 0
     assert "global batch" in "\n".join(out.splitlines()[:6])
+
+
+def test_the_program_leaves_its_objects_to_the_exit(capsys, monkeypatch, tmp_path):
+    """``main()`` as the program freezes the garbage collector's objects at its end (the
+    shutdown's walk over them found nothing to free); with ``argv`` given it does not,
+    and the program's figures are the in-process ones."""
+    import gc
+    import os
+    from pathlib import Path
+
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "dgx-h100-superpod.yaml")
+    argv = ["route", example, "--collective", "allreduce", "--size", "1 GiB", "--format",
+            "json"]
+    monkeypatch.setenv("TOPOMODEL_CACHE_DIR", str(tmp_path))
+    before = gc.get_freeze_count()
+    _, in_process, _ = run(capsys, *argv)
+    assert gc.get_freeze_count() == before
+    monkeypatch.setattr(sys, "argv", ["topomodel", *argv])
+    try:
+        assert main() == 0
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
+    assert capsys.readouterr().out == in_process
+    program = subprocess.run([sys.executable, "-m", "topomodel", *argv], capture_output=True,
+                             text=True, check=True,
+                             env={**os.environ, "TOPOMODEL_CACHE_DIR": str(tmp_path)})
+    assert program.stdout == in_process

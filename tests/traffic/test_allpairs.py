@@ -202,3 +202,47 @@ def test_run_collective_counts_the_pairs_of_every_rank(superpod):
     auto = run_collective(superpod, "alltoall", 2**30)  # the search's bound lists none
     assert "_listed" not in auto.traffic.phases[0].__dict__
     assert auto.time_s == run.time_s
+
+
+def test_a_relay_s_member_is_found_alike_by_table_and_by_sorting():
+    """PXN's relay look-up (row, node) -> member: the table from node to member (each
+    node in one row) and the sorted keys (nodes in several rows) give the same members,
+    so the weights and every figure after them are the same bit for bit."""
+    from topomodel.traffic.allpairs import _members_at
+
+    rng = np.random.default_rng(7)
+    node = rng.permutation(400)[:240]  # 240 members, each node once, 8 rows of 30
+    row = np.repeat(np.arange(8), 30)
+    picks = rng.integers(0, 240, 1000)
+    found = _members_at(node, row, row[picks], node[picks])
+    assert found is not None and (found == picks).all()  # the table
+    # the same members plus one node again in another row: the sorted keys
+    twice = _members_at(np.r_[node, node[:1]], np.r_[row, 9], row[picks], node[picks])
+    assert twice is not None and (twice == found).all()
+    assert _members_at(np.r_[node, node[:1]], np.r_[row, 9], np.array([9]), node[:1]
+                       ).tolist() == [240]
+    # a node that is not a member of the row asked: no answer either way
+    other = (row[picks[0]] + 1) % 8
+    for args in ((node, row), (np.r_[node, node[:1]], np.r_[row, 9])):
+        assert _members_at(*args, np.array([other]), node[picks[:1]]) is None
+        assert _members_at(*args, np.array([0]), np.array([400])) is None
+
+
+@pytest.mark.parametrize("specs", [["block:127"], ["block:127", "rail"], ["stride:2"]])
+def test_pxn_counts_are_the_listed_flows_exactly(superpod, specs):
+    """Each member's weighted pairs across domains (what the router and the ideal time
+    read) are, as whole numbers, the listed flows under PXN that leave its domain from
+    it and that enter its domain to it, counted per group and node: the counts the
+    speed-ups of the relay look-up must keep exactly."""
+    phase = pxn(superpod, alltoall(superpod, specs)).phases[0]
+    counts = decompose(superpod, phase)
+    assert counts is not None and counts.moved > 0
+    domain = superpod.nodes["domain"].to_numpy()
+    src, dst, group = phase.src, phase.dst, phase.group.astype(np.int64)
+    cross = (domain[src] != domain[dst]) | (domain[src] < 0)
+    gid = np.concatenate([b.group for b in phase.blocks]).astype(np.int64)[counts.row]
+    span = int(max(src.max(), dst.max())) + 1
+    out = np.bincount(group[cross] * span + src[cross], minlength=(gid.max() + 1) * span)
+    into = np.bincount(group[cross] * span + dst[cross], minlength=(gid.max() + 1) * span)
+    assert np.array_equal(counts.out_pairs, out[gid * span + counts.node])
+    assert np.array_equal(counts.in_pairs, into[gid * span + counts.node])

@@ -103,7 +103,6 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
                         catalog_dirs: Sequence[str] = ()) -> Fabric:
     """The fabric of a design with the what-ifs of ``inputs`` applied (failed parts,
     failed domains, a faster scale-out)."""
-    from topomodel.analysis.training.studies import scale_scaleout
     from topomodel.fabric.build import build_fabric
     from topomodel.fabric.failures import with_failures
     from topomodel.inputs.design import load_design
@@ -119,6 +118,8 @@ def fabric_with_whatifs(design_file: str, catalogs: Sequence[str], inputs: StepI
 
         fabric = with_domains_failed(fabric, inputs.fail_domain)
     if inputs.scaleout_factor != 1.0:
+        from topomodel.analysis.training.studies import scale_scaleout  # the step model
+
         fabric = scale_scaleout(fabric, inputs.scaleout_factor)
     return fabric
 

@@ -38,6 +38,7 @@ from topomodel.inputs.records import (
     read_record,
 )
 from topomodel.inputs.reliability import FailureClass, FailureRate
+from topomodel.inputs.store import catalogstore
 from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
 
 ENTRY_TYPES: dict[str, type[Entry]] = {
@@ -127,7 +128,10 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
     """Load the built-in catalogs (unless ``builtin=False``), then each of ``paths``.
 
     A later file's entry replaces an earlier one with the same id; replacements of a
-    built-in entry by a user file are listed in :attr:`Catalog.overrides`.
+    built-in entry by a user file are listed in :attr:`Catalog.overrides`. When the
+    command line has turned on the store of parsed catalogs
+    (:mod:`~topomodel.inputs.store.catalogstore`), a catalog read before from the same
+    files (same bytes, same parsing code and units) is read back from it instead.
 
     Raises
     ------
@@ -143,6 +147,18 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
     """
     builtin_files = builtin_catalog_files() if builtin else []
     files = [*builtin_files, *(Path(p) for p in paths)]
+    key = catalogstore.key_of(files)
+    kept = catalogstore.load(key)
+    if isinstance(kept, Catalog):
+        return kept
+    catalog = _parse(files, len(builtin_files))
+    catalogstore.save(key, catalog)
+    return catalog
+
+
+def _parse(files: Sequence[Path], builtins: int) -> Catalog:
+    """The catalog of ``files``, the first ``builtins`` of them built in (see
+    :func:`load_catalog`)."""
     problems: list[Problem] = []
     entries: dict[str, Entry] = {}
     overrides: list[Override] = []
@@ -159,7 +175,7 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
         for entry in _read_file(reading):
             previous = entries.get(entry.id)
             if previous is not None:
-                if index < len(builtin_files):
+                if index < builtins:
                     source.problem(_entry_path(entry),
                                    f"id already used by {previous.file}:{previous.line}")
                     continue
@@ -167,7 +183,7 @@ def load_catalog(paths: Sequence[str | Path] = (), *, builtin: bool = True) -> C
             entries[entry.id] = entry
         for price in read_prices(reading):
             earlier = prices.get(price.part)
-            if earlier is not None and index < len(builtin_files):
+            if earlier is not None and index < builtins:
                 source.problem((PRICE_SECTION, price.part),
                                f"part already priced in {earlier.file}:{earlier.line}")
                 continue

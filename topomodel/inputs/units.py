@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from topomodel.errors import UnitError
 from topomodel.inputs import unitcache
+from topomodel.inputs.store import catalogstore
 
 Direction = Literal["per_direction", "bidir"]
 
@@ -158,8 +159,10 @@ def _pint() -> Any:
 
 def keep_unit_answers() -> None:
     """From now on, keep what pint says about each unit on disk (:mod:`unitcache`), so a
-    later process that reads only units seen before does not import pint. The command
-    line calls this; a library caller asks pint every time."""
+    later process that reads only units seen before does not import pint, and keep each
+    parsed catalog there too (:mod:`~topomodel.inputs.store.catalogstore`, keyed by this
+    store's key among the rest). The command line calls this; a library caller asks pint
+    and parses every time."""
     import hashlib
     import os
     from importlib.util import find_spec
@@ -171,6 +174,7 @@ def keep_unit_answers() -> None:
     key = hashlib.sha256(definitions + repr(sorted(KINDS.items())).encode()
                          + installed.encode()).hexdigest()[:20]
     unitcache.enable(key)
+    catalogstore.enable(unitcache.cache_folder(), key)
 
 
 def _kept(name: str, ask: Any) -> Any:

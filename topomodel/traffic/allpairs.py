@@ -150,26 +150,53 @@ def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndar
     members, rail_to = np.nonzero(np.broadcast_to(able[:, None], (len(node), rails)))
     other = rail_to != rail[members]
     members, rail_to = members[other], rail_to[other]
-    want = (gid[members] * relays.systems + system[members]) * rails + rail_to
-    found, via = relays.find(want)
+    # the relay keys (group, system, rail) are looked up once per group and system, for
+    # every rail: the members of one server in one group share them
+    servers, server_of = np.unique((gid * relays.systems + system)[able], return_inverse=True)
+    found_at, via_at = relays.find((servers[:, None] * rails + np.arange(rails)).ravel())
+    at = np.zeros(len(node), np.int64)
+    at[able] = server_of.ravel() * rails
+    at = at[members] + rail_to
+    found, via = found_at[at], via_at[at]
     members, rail_to, via = members[found], rail_to[found], via[found]
     targets = (_class_counts(by_row, cls, classes)
                - _class_counts(by_domain, cls, classes))[members, rail_to]
     weight = np.ones((len(node), classes))
     weight[members, rail_to] = 0.0
     # each relay sends on for every member of its system that it relays for
-    key = np.stack([row[members], via])
-    relay_of = np.stack([row, node])
-    order = np.lexsort(relay_of[::-1])
-    sorted_keys = relay_of[:, order]
-    flat = sorted_keys[0] * (int(node.max()) + 1) + sorted_keys[1]
-    wanted = key[0] * (int(node.max()) + 1) + key[1]
-    pos = np.minimum(np.searchsorted(flat, wanted), len(flat) - 1)
-    if len(wanted) and not (flat[pos] == wanted).all():
+    relay = _members_at(node, row, row[members], via)
+    if relay is None:
         return None  # a relay outside its row: listing the pairs is exact, this is not
-    np.add.at(weight, (order[pos], rail_to), 1.0)
+    weight += np.bincount(relay * classes + rail_to, minlength=weight.size
+                          ).reshape(weight.shape)  # whole numbers: exact in any order
     moved = targets > 0
     return cls, weight, (members[moved], via[moved], targets[moved])
+
+
+def _members_at(node: np.ndarray, row: np.ndarray, rows: np.ndarray, nodes: np.ndarray
+                ) -> np.ndarray | None:
+    """The member of row ``rows[i]`` at node ``nodes[i]``, for each ``i``; ``None`` when
+    one is not a member of that row. A node in one row at most (groups that do not
+    share ranks, as a collective's) is found by a table from node to member, else by
+    sorting the (row, node) keys."""
+    if not len(nodes):
+        return np.zeros(0, np.int64)
+    members = np.arange(len(node))
+    span = max(int(node.max()), int(nodes.max())) + 1  # node numbers below it
+    at = np.full(span, -1, np.int64)
+    at[node] = members
+    if (at[node] == members).all():  # each node once
+        found = at[nodes]
+        if ((found >= 0) & (row[np.maximum(found, 0)] == rows)).all():
+            return found
+        return None
+    order = np.lexsort((node, row))
+    flat = row[order] * span + node[order]
+    wanted = rows * span + nodes
+    pos = np.minimum(np.searchsorted(flat, wanted), len(flat) - 1)
+    if not (flat[pos] == wanted).all():
+        return None
+    return order[pos]
 
 
 def _local_flows(phase: AllPairsPhase, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
@@ -229,7 +256,9 @@ def _sums(cell: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _class_counts(cell: np.ndarray, cls: np.ndarray, classes: int) -> np.ndarray:
     """Per member (m, ``classes``), how many members of its cell (:func:`_cells`) are of
-    each class: the column sums of the members' one-hot classes, counted."""
+    each class: the column sums of the members' one-hot classes, counted (integers: a
+    product with the float weights is the same number either way, and a copy to floats
+    of m x ``classes`` cells is saved)."""
     cells = int(cell.max()) + 1 if len(cell) else 0
     counts = np.bincount(cell * classes + cls, minlength=cells * classes)
-    return counts.reshape(cells, classes)[cell].astype(float)
+    return counts.reshape(cells, classes)[cell]
