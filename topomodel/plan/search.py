@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import heapq
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +48,7 @@ from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
     layout_memory,
+    shape_memory,
     step_time,
 )
 from topomodel.analysis.training.stepbound import (
@@ -55,6 +56,7 @@ from topomodel.analysis.training.stepbound import (
     StepBound,
     bound_with_calls,
     busy_bound,
+    busy_pipeline,
     comm_free_pipeline,
     order_calls,
     step_bound,
@@ -66,7 +68,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
-from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
+from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.traffic.layout import Layout
 
 
@@ -259,16 +261,25 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 @dataclass(frozen=True)
 class _Group:
     """The rank orders of one layout that fits: the best score its cheap bound allows
-    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), each order's place
-    (cell, layout) and fields, the layout's shape, and where its comm-free pipeline is
-    kept (made when the group is reached: :meth:`pipeline`)."""
+    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
+    layout) of its first order, its fields but the order, its orders, the layout's
+    shape, and where its comm-free pipeline is kept (made when the group is reached:
+    :meth:`pipeline`)."""
 
     bound: float
     place: tuple[int, int]
-    members: list[tuple[int, dict[str, Any]]]
+    family: dict[str, Any]
+    orders: list[str]
     shape: Shape
     layout: Layout
     pipelines: dict[Layout, CommFreePipeline]
+
+    @property
+    def members(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each order's place in its cell and fields, in the space's order."""
+        first = self.place[1]
+        for j, order in enumerate(self.orders):
+            yield first + j, {**self.family, "order": order}
 
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
         """The layout's comm-free pipeline (its timeline), made once per unordered
@@ -281,17 +292,46 @@ class _Group:
         return found
 
 
-def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[str, Any],
-           power_W: float, pipelines: dict[Layout, CommFreePipeline]) -> _Group:
-    """The group of the layout ``fields_`` with the best score its cheap bound lets any
-    of its rank orders reach (``pipelines``: the cell's comm-free pipelines, by
-    :func:`~topomodel.analysis.training.stepbound.unordered` layout, made later)."""
-    layout = replace(job.base, **fields_)
-    shape = shape_of(fabric, job.model, layout)
-    score = _score(busy_bound(job.model, layout, job.assumptions, shape), job, power_W)
+@dataclass
+class _Cell:
+    """What the families of one cell share while they are decided: the cell's rank
+    orders, and, by :func:`~topomodel.analysis.training.stepbound.unordered` layout,
+    the busy pipelines of the cheap bound and the comm-free pipelines (made later)."""
+
+    orders: list[str]
+    busy: dict[Layout, CommFreePipeline] = field(default_factory=dict)
+    pipelines: dict[Layout, CommFreePipeline] = field(default_factory=dict)
+
+
+def _decide(fabric: Fabric, job: PlanJob, family: dict[str, Any]
+            ) -> tuple[str, Layout | None, Shape | None]:
+    """Whether the layout ``family`` (set on the job's base layout, its base order) is
+    valid and fits, as :func:`check` decides it for any of its rank orders (the order
+    changes neither): ``("fits", layout, shape)``, ``("no_fit", ...)`` or the reason it
+    is invalid with no layout."""
+    try:
+        layout = replace(job.base, **family)
+        shape = shape_of(fabric, job.model, layout)
+        held = shape_memory(job.model, layout, job.assumptions, shape)
+    except UsageError as exc:
+        return str(exc), None, None
+    return ("fits" if held.fits(job.headroom) else "no_fit"), layout, shape
+
+
+def _group(job: PlanJob, place: tuple[int, int], family: dict[str, Any], layout: Layout,
+           shape: Shape, power_W: float, cell: _Cell) -> _Group:
+    """The group of the layout ``family`` with the best score its cheap bound lets any
+    of its rank orders reach (the busy pipeline shared by its ZeRO stages, kept in
+    ``cell``)."""
+    key = unordered(layout)
+    busy = cell.busy.get(key)
+    if busy is None:
+        busy = cell.busy[key] = busy_pipeline(job.model, layout, job.assumptions, shape)
+    score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                   power_W)
     # NaN (no power): never pruned
-    return _Group(score if score == score else float("inf"), place, [], shape, layout,
-                  pipelines)
+    return _Group(score if score == score else float("inf"), place, family, cell.orders,
+                  shape, layout, cell.pipelines)
 
 
 class _OrderBounds:
@@ -342,7 +382,6 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
     tally = Tally()
     heap: list[Ranked] = []  # the job.top best so far, worst on top
     pending = 0
-    memory: dict[tuple[Any, ...], Any] = {}
 
     def decided(n: int) -> None:
         nonlocal pending
@@ -364,31 +403,29 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
 
     groups: list[_Group] = []
     for ci in indices:
-        pipelines: dict[Layout, CommFreePipeline] = {}
-        last: tuple[Any, ...] | None = None
-        for k, fields_ in enumerate(cell_layouts(job.model, all_cells[ci], job.base,
+        cell = _Cell(cell_orders(all_cells[ci], job.space))
+        n = len(cell.orders)
+        for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            verdict = check(fabric, job, fields_, memory=memory)
-            tally.searched += 1
-            if verdict.status == "invalid":
-                tally.invalid += 1
-                tally.reasons[verdict.reason] = tally.reasons.get(verdict.reason, 0) + 1
-                decided(1)
-            elif verdict.status == "no_fit":
-                tally.no_fit += 1
-                decided(1)
+            status, layout, shape = _decide(fabric, job, family)
+            tally.searched += n
+            if layout is None or shape is None:
+                tally.invalid += n
+                tally.reasons[status] = tally.reasons.get(status, 0) + n
+                decided(n)
+            elif status == "no_fit":
+                tally.no_fit += n
+                decided(n)
             elif not prune:
-                evaluate((ci, k), replace(job.base, **fields_))
+                for j, order in enumerate(cell.orders):
+                    evaluate((ci, u * n + j), replace(layout, order=order))
             else:
-                same = tuple(v for f, v in fields_.items() if f != "order")
-                if same != last:  # orders of one layout are listed one after the other
-                    groups.append(_group(fabric, job, (ci, k), fields_, power_W, pipelines))
-                    last = same
-                groups[-1].members.append((k, fields_))
+                groups.append(_group(job, (ci, u * n), family, layout, shape, power_W,
+                                     cell))
     groups.sort(key=lambda g: (-g.bound, g.place))
     for gi, group in enumerate(groups):
         if len(heap) >= job.top and group.bound < heap[0].score:
-            rest = sum(len(g.members) for g in groups[gi:])
+            rest = sum(len(g.orders) for g in groups[gi:])
             tally.pruned += rest  # sorted: no later group can do better
             decided(rest)
             break
@@ -396,8 +433,8 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             score = _score(step_bound(job.model, group.layout, job.assumptions,
                                       group.shape, group.pipeline(job)), job, power_W)
             if score < heap[0].score:
-                tally.pruned += len(group.members)
-                decided(len(group.members))
+                tally.pruned += len(group.orders)
+                decided(len(group.orders))
                 continue
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)

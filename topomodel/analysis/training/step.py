@@ -163,10 +163,16 @@ def layout_memory(fabric: Fabric, model: Model, layout: Layout,
     UsageError
         Where :func:`step_time` raises it for the layout's sizes or schedule.
     """
-    a = assumptions or StepAssumptions()
-    shape = shape_of(fabric, model, layout)
-    return LayoutMemory(_stage_memory(model, layout, a, shape.seq, shape.schedule,
-                                      shape.sizes, shape.moe_sizes),
+    return shape_memory(model, layout, assumptions or StepAssumptions(),
+                        shape_of(fabric, model, layout))
+
+
+def shape_memory(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape
+                 ) -> LayoutMemory:
+    """:func:`layout_memory` of ``layout`` from its :func:`shape_of` (whose checks it
+    passed), bytes per accelerator: for a caller that needs the shape too."""
+    return LayoutMemory(_stage_memory(model, layout, assumptions, shape.seq,
+                                      shape.schedule, shape.sizes, shape.moe_sizes),
                         shape.accelerator.hbm_bytes)
 
 

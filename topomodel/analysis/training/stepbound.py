@@ -123,23 +123,35 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
 
 
 def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
-               shape: Shape) -> StepBound:
+               shape: Shape, busy: CommFreePipeline | None = None) -> StepBound:
     """A cheap bound of ``layout`` (any rank order), never above :func:`step_bound`:
     the busiest stage's busy time (its operations one after another, no collective
     taking time) and the wait, without the pipeline's excess over the busy time, so
     without running the schedule's timeline (about 60 ms for 2,048 microbatches; this
     about 1 ms). The planner ranks and prunes layouts with it before their timelines
-    run."""
+    run. ``busy``: :func:`busy_pipeline` of the layout (or of it with another ZeRO
+    stage or rank order, which change it not), made here if not given."""
+    pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
+                                                           shape)
+    frame = bound_frame(model, layout, assumptions, shape, pipeline)
+    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+
+
+def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
+                  shape: Shape) -> CommFreePipeline:
+    """What :func:`busy_bound` reads of ``layout``'s operations: every stage's busy
+    time (its operations one after another, every collective taking no time, so the
+    stage's end too) and compute, seconds. With no collective timed, the operations
+    are the same for every ZeRO stage and rank order (:func:`comm_free_pipeline`), so
+    a search makes it once per :func:`unordered` layout."""
     ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
     s, p = shape.schedule, layout.pp
     duration = np.asarray(ops.duration_s, dtype=float)
     per_op = duration if duration.ndim == 2 else duration[s.kind, np.arange(p)[:, None],
                                                           s.chunk]
     busy = per_op.sum(axis=1)
-    pipeline = CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
-                                layout.ep_overlap == "dualpipe")
-    frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+    return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
+                            layout.ep_overlap == "dualpipe")
 
 
 def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
