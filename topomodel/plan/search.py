@@ -260,11 +260,12 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 
 @dataclass(frozen=True)
 class _Group:
-    """The rank orders of one layout that fits: the best score its cheap bound allows
+    """The rank orders of one valid layout: the best score its cheap bound allows
     (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
-    layout) of its first order, its fields but the order, its orders, the layout's
-    shape, and where its comm-free pipeline is kept (made when the group is reached:
-    :meth:`pipeline`)."""
+    layout) of its first order, its fields but the order, its orders, the layout (its
+    base order) and shape, and where its comm-free pipeline is kept (made when the
+    group is reached: :meth:`pipeline`). Whether it fits is asked when it is reached
+    (:meth:`fits`)."""
 
     bound: float
     place: tuple[int, int]
@@ -281,6 +282,12 @@ class _Group:
         for j, order in enumerate(self.orders):
             yield first + j, {**self.family, "order": order}
 
+    def fits(self, job: PlanJob) -> bool:
+        """Whether the layout's memory (the same for all its orders) fits the HBM less
+        the job's headroom, as :func:`check` finds it."""
+        return shape_memory(job.model, self.layout, job.assumptions, self.shape
+                            ).fits(job.headroom)
+
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
         """The layout's comm-free pipeline (its timeline), made once per unordered
         layout of the cell."""
@@ -294,44 +301,42 @@ class _Group:
 
 @dataclass
 class _Cell:
-    """What the families of one cell share while they are decided: the cell's rank
-    orders, and, by :func:`~topomodel.analysis.training.stepbound.unordered` layout,
-    the busy pipelines of the cheap bound and the comm-free pipelines (made later)."""
+    """What the families of one cell share while they are bounded: the cell's rank
+    orders, the cheap bound's score by the family's fields but ZeRO (which does not
+    change it: :func:`~topomodel.analysis.training.stepbound.busy_bound`), and the
+    comm-free pipelines by :func:`~topomodel.analysis.training.stepbound.unordered`
+    layout (made later)."""
 
     orders: list[str]
-    busy: dict[Layout, CommFreePipeline] = field(default_factory=dict)
+    busy: dict[tuple[Any, ...], float] = field(default_factory=dict)
     pipelines: dict[Layout, CommFreePipeline] = field(default_factory=dict)
 
 
-def _decide(fabric: Fabric, job: PlanJob, family: dict[str, Any]
-            ) -> tuple[str, Layout | None, Shape | None]:
-    """Whether the layout ``family`` (set on the job's base layout, its base order) is
-    valid and fits, as :func:`check` decides it for any of its rank orders (the order
-    changes neither): ``("fits", layout, shape)``, ``("no_fit", ...)`` or the reason it
-    is invalid with no layout."""
+def _shape(fabric: Fabric, job: PlanJob, family: dict[str, Any]
+           ) -> tuple[str, Layout | None, Shape | None]:
+    """The layout ``family`` (set on the job's base layout, its base order) and its
+    shape, or why it is invalid (as :func:`check` finds it for any of its rank orders,
+    which change neither) with no layout."""
     try:
         layout = replace(job.base, **family)
-        shape = shape_of(fabric, job.model, layout)
-        held = shape_memory(job.model, layout, job.assumptions, shape)
+        return "", layout, shape_of(fabric, job.model, layout)
     except UsageError as exc:
         return str(exc), None, None
-    return ("fits" if held.fits(job.headroom) else "no_fit"), layout, shape
 
 
 def _group(job: PlanJob, place: tuple[int, int], family: dict[str, Any], layout: Layout,
            shape: Shape, power_W: float, cell: _Cell) -> _Group:
     """The group of the layout ``family`` with the best score its cheap bound lets any
-    of its rank orders reach (the busy pipeline shared by its ZeRO stages, kept in
-    ``cell``)."""
-    key = unordered(layout)
-    busy = cell.busy.get(key)
-    if busy is None:
-        busy = cell.busy[key] = busy_pipeline(job.model, layout, job.assumptions, shape)
-    score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                   power_W)
-    # NaN (no power): never pruned
-    return _Group(score if score == score else float("inf"), place, family, cell.orders,
-                  shape, layout, cell.pipelines)
+    of its rank orders reach (made once for its ZeRO stages, kept in ``cell``)."""
+    key = tuple(v for f, v in family.items() if f != "zero")
+    score = cell.busy.get(key)
+    if score is None:
+        busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+        score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                       power_W)
+        # NaN (no power): never pruned
+        score = cell.busy[key] = score if score == score else float("inf")
+    return _Group(score, place, family, cell.orders, shape, layout, cell.pipelines)
 
 
 class _OrderBounds:
@@ -383,7 +388,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
     heap: list[Ranked] = []  # the job.top best so far, worst on top
     pending = 0
 
-    def decided(n: int) -> None:
+    def searched(n: int) -> None:
         nonlocal pending
         pending += n
         if progress is not None and pending >= 64:
@@ -399,7 +404,6 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         tally.evaluated += 1
         # the negated place makes an earlier layout rank above a later one
         keep(Ranked(_score(result, job, power_W), (-place[0], -place[1]), result))
-        decided(1)
 
     groups: list[_Group] = []
     for ci in indices:
@@ -407,34 +411,35 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         n = len(cell.orders)
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            status, layout, shape = _decide(fabric, job, family)
+            reason, layout, shape = _shape(fabric, job, family)
             tally.searched += n
             if layout is None or shape is None:
                 tally.invalid += n
-                tally.reasons[status] = tally.reasons.get(status, 0) + n
-                decided(n)
-            elif status == "no_fit":
-                tally.no_fit += n
-                decided(n)
-            elif not prune:
-                for j, order in enumerate(cell.orders):
-                    evaluate((ci, u * n + j), replace(layout, order=order))
-            else:
+                tally.reasons[reason] = tally.reasons.get(reason, 0) + n
+            elif prune:
                 groups.append(_group(job, (ci, u * n), family, layout, shape, power_W,
                                      cell))
+            elif not shape_memory(job.model, layout, job.assumptions, shape).fits(
+                    job.headroom):
+                tally.no_fit += n
+            else:
+                for j, order in enumerate(cell.orders):
+                    evaluate((ci, u * n + j), replace(layout, order=order))
+            searched(n)
     groups.sort(key=lambda g: (-g.bound, g.place))
     for gi, group in enumerate(groups):
         if len(heap) >= job.top and group.bound < heap[0].score:
             rest = sum(len(g.orders) for g in groups[gi:])
             tally.pruned += rest  # sorted: no later group can do better
-            decided(rest)
             break
+        if not group.fits(job):  # asked only of the groups the bound cannot prune
+            tally.no_fit += len(group.orders)
+            continue
         if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
             score = _score(step_bound(job.model, group.layout, job.assumptions,
                                       group.shape, group.pipeline(job)), job, power_W)
             if score < heap[0].score:
                 tally.pruned += len(group.orders)
-                decided(len(group.orders))
                 continue
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)
@@ -443,7 +448,6 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
                                                           ) < heap[0].score:
                 tally.pruned += 1
-                decided(1)
                 continue
             evaluate((ci, k), layout)
     if progress is not None and pending:

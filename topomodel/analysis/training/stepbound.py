@@ -130,7 +130,14 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     without running the schedule's timeline (about 60 ms for 2,048 microbatches; this
     about 1 ms). The planner ranks and prunes layouts with it before their timelines
     run. ``busy``: :func:`busy_pipeline` of the layout (or of it with another ZeRO
-    stage or rank order, which change it not), made here if not given."""
+    stage or rank order, which change it not), made here if not given.
+
+    It is the same for every ZeRO stage of a layout (so a search bounds one of them for
+    all): of the :class:`BoundFrame`, ZeRO changes only the optimizer step and the share
+    of the pipeline excess, and this bound sets the share to 0, so the excess
+    (``max(0, ends - busy) x 0``, with the optimizer step in ``ends``) adds exactly 0
+    for any finite step; the busy time, the least compute, the wait per compute, the
+    tokens, the model FLOPs and the peak do not read ZeRO."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
     frame = bound_frame(model, layout, assumptions, shape, pipeline)
