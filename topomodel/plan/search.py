@@ -262,18 +262,26 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 class _Group:
     """The rank orders of one valid layout: the best score its cheap bound allows
     (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
-    layout) of its first order, its fields but the order, its orders, the layout (its
-    base order) and shape, and where its comm-free pipeline is kept (made when the
-    group is reached: :meth:`pipeline`). Whether it fits is asked when it is reached
-    (:meth:`fits`)."""
+    layout) of its first order, its fields but the order, its orders, its shape, the
+    layout it was bounded as (``stand_in``: itself or it at another ZeRO stage, see
+    :func:`_group`) and where its comm-free pipeline is kept (made when the group is
+    reached: :meth:`pipeline`). Its own layout and whether it fits are made when it is
+    reached (:attr:`layout`, :meth:`fits`)."""
 
     bound: float
     place: tuple[int, int]
     family: dict[str, Any]
     orders: list[str]
     shape: Shape
-    layout: Layout
+    stand_in: Layout
     pipelines: dict[Layout, CommFreePipeline]
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The layout at its own ZeRO stage (its base order)."""
+        zero = self.family.get("zero", self.stand_in.zero)
+        return self.stand_in if zero == self.stand_in.zero else replace(self.stand_in,
+                                                                        zero=zero)
 
     @property
     def members(self) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -302,41 +310,50 @@ class _Group:
 @dataclass
 class _Cell:
     """What the families of one cell share while they are bounded: the cell's rank
-    orders, the cheap bound's score by the family's fields but ZeRO (which does not
-    change it: :func:`~topomodel.analysis.training.stepbound.busy_bound`), and the
-    comm-free pipelines by :func:`~topomodel.analysis.training.stepbound.unordered`
-    layout (made later)."""
+    orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
+    score with the layout and shape it was found on (:func:`_group`); and the comm-free
+    pipelines by :func:`~topomodel.analysis.training.stepbound.unordered` layout (made
+    later)."""
 
     orders: list[str]
-    busy: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
+        default_factory=dict)
     pipelines: dict[Layout, CommFreePipeline] = field(default_factory=dict)
 
 
-def _shape(fabric: Fabric, job: PlanJob, family: dict[str, Any]
-           ) -> tuple[str, Layout | None, Shape | None]:
-    """The layout ``family`` (set on the job's base layout, its base order) and its
-    shape, or why it is invalid (as :func:`check` finds it for any of its rank orders,
-    which change neither) with no layout."""
-    try:
-        layout = replace(job.base, **family)
-        return "", layout, shape_of(fabric, job.model, layout)
-    except UsageError as exc:
-        return str(exc), None, None
+def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
+           power_W: float, cell: _Cell) -> tuple[str, _Group | None]:
+    """The group of the layout ``family`` (set on the job's base layout, its base order)
+    with the best score its cheap bound lets any of its rank orders reach, or why it is
+    invalid (as :func:`check` finds it for every one of its orders, which change
+    neither) and None.
 
-
-def _group(job: PlanJob, place: tuple[int, int], family: dict[str, Any], layout: Layout,
-           shape: Shape, power_W: float, cell: _Cell) -> _Group:
-    """The group of the layout ``family`` with the best score its cheap bound lets any
-    of its rank orders reach (made once for its ZeRO stages, kept in ``cell``)."""
+    Its ZeRO stages are decided together (the first listed stands in for the rest,
+    kept in ``cell``): ZeRO is read by neither the layout's own checks, but for its
+    range (0-3, the stages the space lists), nor :func:`~topomodel.analysis.training.
+    stepshape.shape_of`, so the stages of a layout are valid or invalid together, for
+    the same reason, with the same shape; and the cheap bound does not read it
+    (:func:`~topomodel.analysis.training.stepbound.busy_bound`). A group's own layout
+    is built, and checked, when the search reaches it."""
     key = tuple(v for f, v in family.items() if f != "zero")
-    score = cell.busy.get(key)
-    if score is None:
-        busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-        score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                       power_W)
-        # NaN (no power): never pruned
-        score = cell.busy[key] = score if score == score else float("inf")
-    return _Group(score, place, family, cell.orders, shape, layout, cell.pipelines)
+    found = cell.known.get(key)
+    if found is None:
+        try:
+            layout = replace(job.base, **family)
+            shape = shape_of(fabric, job.model, layout)
+        except UsageError as exc:
+            found = (str(exc), 0.0, None, None)
+        else:
+            busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+            score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                           power_W)
+            # NaN (no power): never pruned
+            found = ("", score if score == score else float("inf"), layout, shape)
+        cell.known[key] = found
+    reason, score, stand_in, shape = found
+    if stand_in is None or shape is None:
+        return reason, None
+    return "", _Group(score, place, family, cell.orders, shape, stand_in, cell.pipelines)
 
 
 class _OrderBounds:
@@ -411,20 +428,18 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         n = len(cell.orders)
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            reason, layout, shape = _shape(fabric, job, family)
+            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             tally.searched += n
-            if layout is None or shape is None:
+            if group is None:
                 tally.invalid += n
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + n
             elif prune:
-                groups.append(_group(job, (ci, u * n), family, layout, shape, power_W,
-                                     cell))
-            elif not shape_memory(job.model, layout, job.assumptions, shape).fits(
-                    job.headroom):
+                groups.append(group)
+            elif not group.fits(job):
                 tally.no_fit += n
             else:
-                for j, order in enumerate(cell.orders):
-                    evaluate((ci, u * n + j), replace(layout, order=order))
+                for k, fields_ in group.members:
+                    evaluate((ci, k), replace(job.base, **fields_))
             searched(n)
     groups.sort(key=lambda g: (-g.bound, g.place))
     for gi, group in enumerate(groups):

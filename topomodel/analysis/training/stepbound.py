@@ -53,7 +53,7 @@ import numpy as np
 from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
 from topomodel.analysis.collectives.commbound import collective_lower_bound_s
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
-from topomodel.analysis.training.compute import device_model, optimizer_bytes_per_param
+from topomodel.analysis.training.compute import optimizer_bytes_per_param, shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
@@ -168,8 +168,9 @@ def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
     ``calls``, and those calls (an MoE layout's All-to-All added: its imbalance term is
     there at any speed)."""
     a = assumptions
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     calls = dict(calls or {})
     if layout.ep > 1 and model.is_moe and "ep" not in calls:
         calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
@@ -230,8 +231,9 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
     sends on a path of ``pipeline``'s schedule."""
     a = assumptions
     p, world = layout.pp, layout.world
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     replicas = layout.dp * layout.cp
