@@ -405,7 +405,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
     heap: list[Ranked] = []  # the job.top best so far, worst on top
     pending = 0
 
-    def searched(n: int) -> None:
+    def decided(n: int) -> None:
         nonlocal pending
         pending += n
         if progress is not None and pending >= 64:
@@ -435,26 +435,30 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + n
             elif prune:
                 groups.append(group)
+                continue  # decided when reached
             elif not group.fits(job):
                 tally.no_fit += n
             else:
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_))
-            searched(n)
+            decided(n)
     groups.sort(key=lambda g: (-g.bound, g.place))
     for gi, group in enumerate(groups):
         if len(heap) >= job.top and group.bound < heap[0].score:
             rest = sum(len(g.orders) for g in groups[gi:])
             tally.pruned += rest  # sorted: no later group can do better
+            decided(rest)
             break
         if not group.fits(job):  # asked only of the groups the bound cannot prune
             tally.no_fit += len(group.orders)
+            decided(len(group.orders))
             continue
         if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
             score = _score(step_bound(job.model, group.layout, job.assumptions,
                                       group.shape, group.pipeline(job)), job, power_W)
             if score < heap[0].score:
                 tally.pruned += len(group.orders)
+                decided(len(group.orders))
                 continue
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)
@@ -463,8 +467,10 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
                                                           ) < heap[0].score:
                 tally.pruned += 1
+                decided(1)
                 continue
             evaluate((ci, k), layout)
+            decided(1)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
