@@ -350,10 +350,10 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
             # NaN (no power): never pruned
             found = ("", score if score == score else float("inf"), layout, shape)
         cell.known[key] = found
-    reason, score, stand_in, shape = found
-    if stand_in is None or shape is None:
+    reason, score, stand_in, held = found
+    if stand_in is None or held is None:
         return reason, None
-    return "", _Group(score, place, family, cell.orders, shape, stand_in, cell.pipelines)
+    return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
 
 
 class _OrderBounds:
