@@ -15,6 +15,7 @@ from topomodel.analysis.training.step import StepAssumptions, layout_memory, ste
 from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     busy_bound,
+    busy_pipeline,
     comm_free_pipeline,
     most_sends,
     order_bound,
@@ -247,3 +248,24 @@ def test_a_failed_link_leaves_no_collective_bound():
     broken = with_failures(fabric, [switch])
     groups = broken.accelerators.reshape(8, 2)
     assert collective_lower_bound_s(broken, "allgather", groups, 1e8, TimeModel()) == 0.0
+
+
+@pytest.mark.parametrize("case", ["dense", "blocking, no overlap, stragglers", "moe"])
+def test_the_cheap_bound_is_the_same_at_every_zero_stage(case):
+    """The planner bounds one ZeRO stage of a layout for all of them: the cheap bound
+    is bit for bit the same at every stage (and with or without its busy pipeline)."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        if layout.dp * layout.cp == 1:
+            continue
+        busy = busy_pipeline(model, layout, a, shape)
+        first = busy_bound(model, layout, a, shape)
+        for zero in range(4):
+            other = replace(layout, zero=zero)
+            assert busy_bound(model, other, a, shape) == first, other
+            assert busy_bound(model, other, a, shape, busy) == first, other
+            checked += 1
+    assert checked

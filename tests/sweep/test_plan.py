@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from conftest import EXAMPLES
 
 from topomodel.analysis.training.step import (
     StepAssumptions,
@@ -93,7 +94,12 @@ def test_the_best_layouts_are_the_brute_forces(setup, brute):
         assert mine.memory == theirs.memory
     assert found.tally.searched == len(brute)
     assert found.tally.invalid == sum(r is None for _, r in brute)
-    assert found.tally.evaluated + found.tally.pruned == len(fitting)
+    # memory is asked only of the layouts the bound cannot prune: the pruned ones may
+    # include some that do not fit, never one that fits and is left uncounted
+    valid = len(brute) - found.tally.invalid
+    assert found.tally.evaluated + found.tally.pruned + found.tally.no_fit == valid
+    assert found.tally.no_fit <= valid - len(fitting)
+    assert found.tally.evaluated + found.tally.pruned >= len(fitting)
     assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
     assert found.tally.pruned > 0  # the bound skipped layouts, and the top is the same
 
@@ -131,7 +137,9 @@ def test_pruning_keeps_the_unpruned_top(setup, every_fitting, objective, top):
     pruned = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power)
     assert [r.place for r in pruned.best] == [place for place, _ in ranked]
     assert [r.result for r in pruned.best] == [result for _, result in ranked]
-    assert pruned.tally.evaluated + pruned.tally.pruned == len(every_fitting)
+    t = pruned.tally
+    assert t.evaluated + t.pruned + t.no_fit == t.searched - t.invalid
+    assert len(every_fitting) <= t.evaluated + t.pruned <= t.searched - t.invalid
     assert pruned.tally.pruned > 0
 
 
@@ -141,7 +149,9 @@ def test_without_pruning_every_fitting_layout_is_modelled(setup):
     n = range(len(plan_cells(fabric, job)))
     pruned, whole = search_cells(fabric, job, n), search_cells(fabric, job, n, prune=False)
     assert whole.tally.pruned == 0 and pruned.tally.pruned > 0
-    assert whole.tally.evaluated == pruned.tally.evaluated + pruned.tally.pruned
+    assert (whole.tally.evaluated + whole.tally.no_fit
+            == pruned.tally.evaluated + pruned.tally.pruned + pruned.tally.no_fit)
+    assert whole.tally.no_fit >= pruned.tally.no_fit  # memory asked only of the unpruned
     assert [r.result for r in pruned.best] == [r.result for r in whole.best]
 
 
@@ -360,11 +370,11 @@ def test_local_pool_and_dask_give_the_in_process_plan(setup, tmp_path):
     pool = plan_spread(context, job, workers=2)
     assert [r.layout for r in pool.best] == [r.layout for r in alone.best]
     assert [r.step_time_s for r in pool.best] == [r.step_time_s for r in alone.best]
-    for count in ("searched", "invalid", "no_fit"):
+    for count in ("searched", "invalid"):
         assert getattr(pool.tally, count) == getattr(alone.tally, count)
     # each worker prunes against its own best, so the split of the rest may differ
-    assert (pool.tally.evaluated + pool.tally.pruned
-            == alone.tally.evaluated + alone.tally.pruned)
+    assert (pool.tally.evaluated + pool.tally.pruned + pool.tally.no_fit
+            == alone.tally.evaluated + alone.tally.pruned + alone.tally.no_fit)
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
@@ -392,7 +402,8 @@ def test_pruning_keeps_the_unpruned_top_on_128_gpus():
     assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
                                                           for r in whole.best]
     assert pruned.tally.pruned > whole.tally.evaluated // 2  # the bound does bite
-    assert pruned.tally.evaluated + pruned.tally.pruned == whole.tally.evaluated
+    assert (pruned.tally.evaluated + pruned.tally.pruned + pruned.tally.no_fit
+            == whole.tally.evaluated + whole.tally.no_fit)
 
 
 def test_the_top_holds_distinct_layouts_each_at_its_best_variant(setup):
@@ -450,3 +461,27 @@ def test_with_no_layout_of_every_accelerator_the_largest_job_is_planned(capsys, 
                    "1", "--max-pp", "1", "--fixed", "zero=0", "--no-progress"])
     text = capsys.readouterr().out
     assert "8 left idle" in text.splitlines()[0]
+
+
+def test_the_plan_on_a_superpod_is_the_exhaustive_searchs():
+    """256 GPUs of the DGX H100 SuperPOD example, every ZeRO stage and recomputation
+    searched (what the planner bounds together and decides lazily): the planned top 3
+    is the exhaustive search's (every layout that fits modelled), layout for layout
+    and bit for bit, and the bound pruned most of it."""
+    design, catalog = load_design(str(EXAMPLES / "dgx-h100-superpod.yaml"))
+    model = catalog.get("llama3-8b", Model)
+    space = PlanSpace(max_tp=8, max_cp=1, max_micro_batch=1, max_interleave=2,
+                      fixed={"sequence_parallel": True, "schedule": "1f1b"})
+    job = PlanJob(model, Layout(global_batch=256, seq=4096), space, top=3,
+                  accelerators=256)
+    fabric = build_fabric(design, catalog)
+    n = range(len(plan_cells(fabric, job)))
+    planned = search_cells(fabric, job, n)
+    exhaustive = search_cells(build_fabric(design, catalog), job, n, prune=False)
+    assert [(r.place, r.result) for r in planned.best] == [(r.place, r.result)
+                                                           for r in exhaustive.best]
+    assert exhaustive.tally.pruned == 0 and exhaustive.tally.evaluated > 100
+    assert planned.tally.pruned > exhaustive.tally.evaluated // 2
+    assert planned.tally.searched == exhaustive.tally.searched
+    assert planned.tally.invalid == exhaustive.tally.invalid
+    assert planned.tally.no_fit <= exhaustive.tally.no_fit  # asked of the unpruned only

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import heapq
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +48,7 @@ from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
     layout_memory,
+    shape_memory,
     step_time,
 )
 from topomodel.analysis.training.stepbound import (
@@ -55,6 +56,7 @@ from topomodel.analysis.training.stepbound import (
     StepBound,
     bound_with_calls,
     busy_bound,
+    busy_pipeline,
     comm_free_pipeline,
     order_calls,
     step_bound,
@@ -66,7 +68,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
-from topomodel.plan.space import Cell, PlanSpace, cell_layouts, cells
+from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.traffic.layout import Layout
 
 
@@ -258,17 +260,41 @@ def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> floa
 
 @dataclass(frozen=True)
 class _Group:
-    """The rank orders of one layout that fits: the best score its cheap bound allows
-    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), each order's place
-    (cell, layout) and fields, the layout's shape, and where its comm-free pipeline is
-    kept (made when the group is reached: :meth:`pipeline`)."""
+    """The rank orders of one valid layout: the best score its cheap bound allows
+    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
+    layout) of its first order, its fields but the order, its orders, its shape, the
+    layout it was bounded as (``stand_in``: itself or it at another ZeRO stage, see
+    :func:`_group`) and where its comm-free pipeline is kept (made when the group is
+    reached: :meth:`pipeline`). Its own layout and whether it fits are made when it is
+    reached (:attr:`layout`, :meth:`fits`)."""
 
     bound: float
     place: tuple[int, int]
-    members: list[tuple[int, dict[str, Any]]]
+    family: dict[str, Any]
+    orders: list[str]
     shape: Shape
-    layout: Layout
+    stand_in: Layout
     pipelines: dict[Layout, CommFreePipeline]
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The layout at its own ZeRO stage (its base order)."""
+        zero = self.family.get("zero", self.stand_in.zero)
+        return self.stand_in if zero == self.stand_in.zero else replace(self.stand_in,
+                                                                        zero=zero)
+
+    @property
+    def members(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each order's place in its cell and fields, in the space's order."""
+        first = self.place[1]
+        for j, order in enumerate(self.orders):
+            yield first + j, {**self.family, "order": order}
+
+    def fits(self, job: PlanJob) -> bool:
+        """Whether the layout's memory (the same for all its orders) fits the HBM less
+        the job's headroom, as :func:`check` finds it."""
+        return shape_memory(job.model, self.layout, job.assumptions, self.shape
+                            ).fits(job.headroom)
 
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
         """The layout's comm-free pipeline (its timeline), made once per unordered
@@ -281,17 +307,53 @@ class _Group:
         return found
 
 
-def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], fields_: dict[str, Any],
-           power_W: float, pipelines: dict[Layout, CommFreePipeline]) -> _Group:
-    """The group of the layout ``fields_`` with the best score its cheap bound lets any
-    of its rank orders reach (``pipelines``: the cell's comm-free pipelines, by
-    :func:`~topomodel.analysis.training.stepbound.unordered` layout, made later)."""
-    layout = replace(job.base, **fields_)
-    shape = shape_of(fabric, job.model, layout)
-    score = _score(busy_bound(job.model, layout, job.assumptions, shape), job, power_W)
-    # NaN (no power): never pruned
-    return _Group(score if score == score else float("inf"), place, [], shape, layout,
-                  pipelines)
+@dataclass
+class _Cell:
+    """What the families of one cell share while they are bounded: the cell's rank
+    orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
+    score with the layout and shape it was found on (:func:`_group`); and the comm-free
+    pipelines by :func:`~topomodel.analysis.training.stepbound.unordered` layout (made
+    later)."""
+
+    orders: list[str]
+    known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
+        default_factory=dict)
+    pipelines: dict[Layout, CommFreePipeline] = field(default_factory=dict)
+
+
+def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
+           power_W: float, cell: _Cell) -> tuple[str, _Group | None]:
+    """The group of the layout ``family`` (set on the job's base layout, its base order)
+    with the best score its cheap bound lets any of its rank orders reach, or why it is
+    invalid (as :func:`check` finds it for every one of its orders, which change
+    neither) and None.
+
+    Its ZeRO stages are decided together (the first listed stands in for the rest,
+    kept in ``cell``): ZeRO is read by neither the layout's own checks, but for its
+    range (0-3, the stages the space lists), nor :func:`~topomodel.analysis.training.
+    stepshape.shape_of`, so the stages of a layout are valid or invalid together, for
+    the same reason, with the same shape; and the cheap bound does not read it
+    (:func:`~topomodel.analysis.training.stepbound.busy_bound`). A group's own layout
+    is built, and checked, when the search reaches it."""
+    key = tuple(v for f, v in family.items() if f != "zero")
+    found = cell.known.get(key)
+    if found is None:
+        try:
+            layout = replace(job.base, **family)
+            shape = shape_of(fabric, job.model, layout)
+        except UsageError as exc:
+            found = (str(exc), 0.0, None, None)
+        else:
+            busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+            score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                           power_W)
+            # NaN (no power): never pruned
+            found = ("", score if score == score else float("inf"), layout, shape)
+        cell.known[key] = found
+    reason, score, stand_in, held = found
+    if stand_in is None or held is None:
+        return reason, None
+    return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
 
 
 class _OrderBounds:
@@ -342,7 +404,6 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
     tally = Tally()
     heap: list[Ranked] = []  # the job.top best so far, worst on top
     pending = 0
-    memory: dict[tuple[Any, ...], Any] = {}
 
     def decided(n: int) -> None:
         nonlocal pending
@@ -360,44 +421,44 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         tally.evaluated += 1
         # the negated place makes an earlier layout rank above a later one
         keep(Ranked(_score(result, job, power_W), (-place[0], -place[1]), result))
-        decided(1)
 
     groups: list[_Group] = []
     for ci in indices:
-        pipelines: dict[Layout, CommFreePipeline] = {}
-        last: tuple[Any, ...] | None = None
-        for k, fields_ in enumerate(cell_layouts(job.model, all_cells[ci], job.base,
+        cell = _Cell(cell_orders(all_cells[ci], job.space))
+        n = len(cell.orders)
+        for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            verdict = check(fabric, job, fields_, memory=memory)
-            tally.searched += 1
-            if verdict.status == "invalid":
-                tally.invalid += 1
-                tally.reasons[verdict.reason] = tally.reasons.get(verdict.reason, 0) + 1
-                decided(1)
-            elif verdict.status == "no_fit":
-                tally.no_fit += 1
-                decided(1)
-            elif not prune:
-                evaluate((ci, k), replace(job.base, **fields_))
+            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
+            tally.searched += n
+            if group is None:
+                tally.invalid += n
+                tally.reasons[reason] = tally.reasons.get(reason, 0) + n
+            elif prune:
+                groups.append(group)
+                continue  # decided when reached
+            elif not group.fits(job):
+                tally.no_fit += n
             else:
-                same = tuple(v for f, v in fields_.items() if f != "order")
-                if same != last:  # orders of one layout are listed one after the other
-                    groups.append(_group(fabric, job, (ci, k), fields_, power_W, pipelines))
-                    last = same
-                groups[-1].members.append((k, fields_))
+                for k, fields_ in group.members:
+                    evaluate((ci, k), replace(job.base, **fields_))
+            decided(n)
     groups.sort(key=lambda g: (-g.bound, g.place))
     for gi, group in enumerate(groups):
         if len(heap) >= job.top and group.bound < heap[0].score:
-            rest = sum(len(g.members) for g in groups[gi:])
+            rest = sum(len(g.orders) for g in groups[gi:])
             tally.pruned += rest  # sorted: no later group can do better
             decided(rest)
             break
+        if not group.fits(job):  # asked only of the groups the bound cannot prune
+            tally.no_fit += len(group.orders)
+            decided(len(group.orders))
+            continue
         if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
             score = _score(step_bound(job.model, group.layout, job.assumptions,
                                       group.shape, group.pipeline(job)), job, power_W)
             if score < heap[0].score:
-                tally.pruned += len(group.members)
-                decided(len(group.members))
+                tally.pruned += len(group.orders)
+                decided(len(group.orders))
                 continue
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)
@@ -409,6 +470,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
                 decided(1)
                 continue
             evaluate((ci, k), layout)
+            decided(1)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))

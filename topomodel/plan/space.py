@@ -162,12 +162,32 @@ def orders(cell: Cell) -> list[str]:
 
 def cell_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace
                  ) -> Iterator[dict[str, Any]]:
-    """The layouts of one cell, as the fields to set on ``base`` (the searched ones).
+    """The layouts of one cell, as the fields to set on ``base`` (the searched ones):
+    each of :func:`cell_families` in every one of :func:`cell_orders`, the order
+    innermost (a layout's place in its cell is ``family x orders + order``).
 
     Combinations that differ in nothing the step model reads are listed once: ZeRO
     stages without data-parallel replicas, sequence parallelism without TP, schedules
     and interleaving without a pipeline.
     """
+    layout_orders = cell_orders(cell, space)
+    for family in cell_families(model, cell, base, space):
+        for order in layout_orders:
+            yield {**family, "order": order}
+
+
+def cell_orders(cell: Cell, space: PlanSpace) -> list[str]:
+    """The rank orders the space lists for every layout of ``cell``: the fixed one, or
+    :func:`orders`."""
+    return [str(space.fixed["order"])] if "order" in space.fixed else orders(cell)
+
+
+def cell_families(model: Model, cell: Cell, base: Layout, space: PlanSpace
+                  ) -> Iterator[dict[str, Any]]:
+    """The layouts of one cell without their rank order (every searched field but
+    ``order``), in the order :func:`cell_layouts` lists them: the rank order changes
+    neither a layout's validity nor its memory, so a search decides those once for all
+    the orders of a family."""
     seq = base.seq or model.sequence
     if seq % cell.cp:
         return
@@ -192,15 +212,14 @@ def cell_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace
     sps = space.choices("sequence_parallel", [True, False] if cell.tp > 1
                         else [base.sequence_parallel])
     recomputes = space.choices("recompute", list(RECOMPUTE))
-    layout_orders = [str(space.fixed["order"])] if "order" in space.fixed else orders(cell)
-    for ep, mb, (sched, v), recompute, zero, sp, order in itertools.product(
-            eps, micro, pipes, recomputes, zeros, sps, layout_orders):
+    for ep, mb, (sched, v), recompute, zero, sp in itertools.product(
+            eps, micro, pipes, recomputes, zeros, sps):
         yield {"tp": cell.tp, "cp": cell.cp, "pp": cell.pp, "dp": cell.dp, "ep": ep,
                "micro_batch": mb, "interleave": v, "schedule": sched,
-               "recompute": recompute, "zero": zero, "sequence_parallel": sp,
-               "order": order}
+               "recompute": recompute, "zero": zero, "sequence_parallel": sp}
 
 
 def count_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace) -> int:
     """How many layouts :func:`cell_layouts` lists for ``cell``."""
-    return sum(1 for _ in cell_layouts(model, cell, base, space))
+    return (sum(1 for _ in cell_families(model, cell, base, space))
+            * len(cell_orders(cell, space)))

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -506,3 +507,51 @@ def edge_times(device: Device, model: Model, layout: Layout, seq: int, *,
 def optimizer_bytes_per_param() -> float:
     """HBM bytes per updated parameter of the optimizer step (:data:`ADAM_STEP_BYTES`)."""
     return ADAM_STEP_BYTES
+
+
+LAYER_TIME_FIELDS = ("tp", "cp", "ep", "micro_batch", "sequence_parallel", "dropout",
+                     "flash_attention", "grad_accumulation_fusion")
+"""The layout fields :func:`layer_times` and :func:`edge_times` read (a search's
+layouts that agree on them share those times)."""
+
+_KEPT_TIMES = 512
+_TIMES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_DEVICES: dict[tuple[Any, ...], tuple[Accelerator, Device]] = {}
+
+
+def shared_device_model(accelerator: Accelerator, dtype: str, *,
+                        override: float | None = None,
+                        hbm_efficiency: float | None = None) -> Device:
+    """:func:`device_model`, made once per accelerator entry and options in a process
+    (a search asks it of every layout; its curves are read, never written)."""
+    key = (id(accelerator), dtype, override, hbm_efficiency)
+    held = _DEVICES.get(key)
+    if held is None or held[0] is not accelerator:  # an id reused by another entry
+        if len(_DEVICES) >= _KEPT_TIMES:
+            _DEVICES.clear()
+        held = _DEVICES[key] = (accelerator, device_model(
+            accelerator, dtype, override=override, hbm_efficiency=hbm_efficiency))
+    return held[1]
+
+
+def shared_layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
+                       main_grad_bytes: float) -> tuple[LayerTimes, LayerTimes | None,
+                                                        EdgeTimes]:
+    """(:func:`layer_times` of a dense layer, of an MoE layer or None for a dense model,
+    :func:`edge_times`), kept by what they read (:data:`LAYER_TIME_FIELDS`, the device,
+    the model, the sequence and the gradient bytes): the layouts of one search that
+    differ only in their pipeline, DP, ZeRO or order share them."""
+    key = (id(device), id(model), seq, main_grad_bytes,
+           *(getattr(layout, f) for f in LAYER_TIME_FIELDS))
+    held = _TIMES.get(key)
+    if held is None or held[0] is not device or held[1] is not model:
+        if len(_TIMES) >= _KEPT_TIMES:
+            _TIMES.clear()
+        held = _TIMES[key] = (
+            device, model,
+            layer_times(device, model, layout, seq, moe=False,
+                        main_grad_bytes=main_grad_bytes),
+            layer_times(device, model, layout, seq, moe=True,
+                        main_grad_bytes=main_grad_bytes) if model.is_moe else None,
+            edge_times(device, model, layout, seq, main_grad_bytes=main_grad_bytes))
+    return held[2], held[3], held[4]

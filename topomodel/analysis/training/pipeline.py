@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -365,12 +366,28 @@ def in_flight(s: Schedule, chunk_layers: np.ndarray) -> np.ndarray:
     a zero-bubble schedule, whose weight gradients still need the layers' inputs);
     ``chunk_layers[stage, chunk]`` counts the layers of each chunk. For 1F1B the first
     stage holds p microbatches, L layers' worth in all (Korthikanti et al. 2022,
-    section 4.2.3).
+    section 4.2.3). Kept with the schedule (read-only): a search asks it of every
+    layout on the same pipeline.
     """
-    frees = W if s.name == "zb-h1" else B
-    layers = chunk_layers[np.arange(s.p)[:, None], s.chunk]
-    change = np.where(s.kind == F, layers, np.where(s.kind == frees, -layers, 0))
-    return np.cumsum(change, axis=1).max(axis=1)
+    key = (chunk_layers.shape, chunk_layers.dtype.str, chunk_layers.tobytes())
+    known = _IN_FLIGHT.setdefault(s, {})
+    found = known.get(key)
+    if found is None:
+        frees = W if s.name == "zb-h1" else B
+        layers = chunk_layers[np.arange(s.p)[:, None], s.chunk]
+        change = np.where(s.kind == F, layers, np.where(s.kind == frees, -layers, 0))
+        found = np.cumsum(change, axis=1).max(axis=1)
+        found.setflags(write=False)  # shared by every caller with the same chunks
+        if len(known) < _IN_FLIGHT_KEPT:
+            known[key] = found
+    return found
+
+
+_IN_FLIGHT: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
+    weakref.WeakKeyDictionary())
+_IN_FLIGHT_KEPT = 8
+"""Chunk layouts kept per schedule by :func:`in_flight`: a search asks for the same one
+or two (the layers, the microbatches) for every layout on a pipeline, so a few."""
 
 
 def chunk_layers(layers: int, p: int, v: int = 1) -> np.ndarray:

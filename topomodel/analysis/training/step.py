@@ -50,9 +50,8 @@ from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import (
     Device,
     device_model,
-    edge_times,
-    layer_times,
     optimizer_bytes_per_param,
+    shared_layer_times,
 )
 from topomodel.analysis.training.memory import StageMemory, stage_memory, stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
@@ -163,10 +162,16 @@ def layout_memory(fabric: Fabric, model: Model, layout: Layout,
     UsageError
         Where :func:`step_time` raises it for the layout's sizes or schedule.
     """
-    a = assumptions or StepAssumptions()
-    shape = shape_of(fabric, model, layout)
-    return LayoutMemory(_stage_memory(model, layout, a, shape.seq, shape.schedule,
-                                      shape.sizes, shape.moe_sizes),
+    return shape_memory(model, layout, assumptions or StepAssumptions(),
+                        shape_of(fabric, model, layout))
+
+
+def shape_memory(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape
+                 ) -> LayoutMemory:
+    """:func:`layout_memory` of ``layout`` from its :func:`shape_of` (whose checks it
+    passed), bytes per accelerator: for a caller that needs the shape too."""
+    return LayoutMemory(_stage_memory(model, layout, assumptions, shape.seq,
+                                      shape.schedule, shape.sizes, shape.moe_sizes),
                         shape.accelerator.hbm_bytes)
 
 
@@ -280,11 +285,8 @@ def step_works(device: Device, model: Model, layout: Layout, a: StepAssumptions,
                *, record: bool = False) -> list[list[list[Work]]]:
     """The F, B and W work of every model chunk (``works[kind][stage][chunk]``, see
     :func:`~topomodel.analysis.training.stagework.chunk_work`), seconds, with ``calls``."""
-    grads = BYTES[a.main_grad_dtype]
-    lt_dense = layer_times(device, model, layout, seq, moe=False, main_grad_bytes=grads)
-    lt_moe = layer_times(device, model, layout, seq, moe=True,
-                         main_grad_bytes=grads) if model.is_moe else None
-    edges = edge_times(device, model, layout, seq, main_grad_bytes=grads)
+    lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, seq,
+                                                 main_grad_bytes=BYTES[a.main_grad_dtype])
     return chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers, moe_layers,
                       hot=a.hot_expert_factor if model.is_moe else 1.0,
                       split_w=layout.schedule == "zb-h1", share=a.comm_sm_share,

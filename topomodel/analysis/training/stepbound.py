@@ -53,7 +53,7 @@ import numpy as np
 from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
 from topomodel.analysis.collectives.commbound import collective_lower_bound_s
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
-from topomodel.analysis.training.compute import device_model, optimizer_bytes_per_param
+from topomodel.analysis.training.compute import optimizer_bytes_per_param, shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
@@ -123,23 +123,42 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
 
 
 def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
-               shape: Shape) -> StepBound:
+               shape: Shape, busy: CommFreePipeline | None = None) -> StepBound:
     """A cheap bound of ``layout`` (any rank order), never above :func:`step_bound`:
     the busiest stage's busy time (its operations one after another, no collective
     taking time) and the wait, without the pipeline's excess over the busy time, so
     without running the schedule's timeline (about 60 ms for 2,048 microbatches; this
     about 1 ms). The planner ranks and prunes layouts with it before their timelines
-    run."""
+    run. ``busy``: :func:`busy_pipeline` of the layout (or of it with another ZeRO
+    stage or rank order, which change it not), made here if not given.
+
+    It is the same for every ZeRO stage of a layout (so a search bounds one of them for
+    all): of the :class:`BoundFrame`, ZeRO changes only the optimizer step and the share
+    of the pipeline excess, and this bound sets the share to 0, so the excess
+    (``max(0, ends - busy) x 0``, with the optimizer step in ``ends``) adds exactly 0
+    for any finite step; the busy time, the least compute, the wait per compute, the
+    tokens, the model FLOPs and the peak do not read ZeRO."""
+    pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
+                                                           shape)
+    frame = bound_frame(model, layout, assumptions, shape, pipeline)
+    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+
+
+def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
+                  shape: Shape) -> CommFreePipeline:
+    """What :func:`busy_bound` reads of ``layout``'s operations: every stage's busy
+    time (its operations one after another, every collective taking no time, so the
+    stage's end too) and compute, seconds. With no collective timed, the operations
+    are the same for every ZeRO stage and rank order (:func:`comm_free_pipeline`), so
+    a search makes it once per :func:`unordered` layout."""
     ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
     s, p = shape.schedule, layout.pp
     duration = np.asarray(ops.duration_s, dtype=float)
     per_op = duration if duration.ndim == 2 else duration[s.kind, np.arange(p)[:, None],
                                                           s.chunk]
     busy = per_op.sum(axis=1)
-    pipeline = CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
-                                layout.ep_overlap == "dualpipe")
-    frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+    return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
+                            layout.ep_overlap == "dualpipe")
 
 
 def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -149,8 +168,9 @@ def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
     ``calls``, and those calls (an MoE layout's All-to-All added: its imbalance term is
     there at any speed)."""
     a = assumptions
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     calls = dict(calls or {})
     if layout.ep > 1 and model.is_moe and "ep" not in calls:
         calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
@@ -211,8 +231,9 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
     sends on a path of ``pipeline``'s schedule."""
     a = assumptions
     p, world = layout.pp, layout.world
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     replicas = layout.dp * layout.cp
