@@ -82,18 +82,35 @@ def test_two_designs_side_by_side_have_their_ratio(server_card):
 def test_scaling_runs_each_size_at_its_own_best_layout(example_fabric):
     fabric = example_fabric("small-16x8-a100-100gbe-roce")
     model = fabric.catalog.get("llama3-8b", Model)
-    job = ScorecardJob(model, StepAssumptions(compute_efficiency=0.5), Layout(tp=8, dp=16),
+    job = ScorecardJob(model, StepAssumptions(compute_efficiency=0.5), None,
                        scaling_sizes=(16,), collective_sizes_bytes=SMALL, space=NARROW)
     card = scorecard(fabric, job)
     small, full = (next(f for f in card.figures if f.key == k)
                    for k in ("scaling_16", f"scaling_{fabric.accelerator_count}"))
     assert small.value == 1.0 and small.note.startswith("TP ")
     assert 0 < full.value <= 1.05
+    assert full.note == card.layout  # no layout given: the full size runs at the best
     families = {f.key: f for f in card.figures if f.part == "strategies"}
     assert set(families) == {"mfu_dp", "mfu_tp_pp"}  # a dense model: no EP family
     # the TP + PP family's space holds every DP-only layout: it can only do better
     dp_only = families["mfu_dp"].value
     assert dp_only is None or families["mfu_tp_pp"].value >= dp_only
+
+
+def test_a_given_layout_scales_by_its_data_parallel_degree(example_fabric):
+    fabric = example_fabric("small-16x8-a100-100gbe-roce")
+    model = fabric.catalog.get("llama3-8b", Model)
+    assumptions = StepAssumptions(compute_efficiency=0.5)
+    job = ScorecardJob(model, assumptions, Layout(tp=8, dp=16, global_batch=64),
+                       scaling_sizes=(16, 20), collective_sizes_bytes=SMALL, space=NARROW)
+    card = scorecard(fabric, job)
+    small = next(f for f in card.figures if f.key == "scaling_16")
+    assert small.note.startswith("TP 8 x PP 1 x DP 2, global batch 8")  # 4 per replica
+    at_16 = step_time(fabric, model, Layout(tp=8, dp=2, global_batch=8), assumptions)
+    full = card.step
+    assert card.value(f"scaling_{fabric.accelerator_count}") == pytest.approx(
+        (full.tokens_per_s / 128) / (at_16.tokens_per_s / 16), rel=1e-12)
+    assert card.value("scaling_20") is None  # 20 is not whole TP 8 replicas
 
 
 def test_moe_models_get_the_imbalance_rows_and_mfu_falls_as_it_grows(example_fabric):

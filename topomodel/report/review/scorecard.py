@@ -148,7 +148,7 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
     basis = assumption_set(full.layout, job.assumptions)
     figures = _step_figures(full, basis, job.assumptions.compute_dtype)
     say("scaling")
-    figures += _scaling_figures(fabric, job, best, basis)
+    figures += _scaling_figures(fabric, job, full, best, basis)
     say("collectives")
     figures += _collective_figures(fabric, job, basis)
     figures += _level_figures(fabric, job)
@@ -216,16 +216,23 @@ def _step_figures(full: StepResult, basis: str, precision: str) -> list[Figure]:
             for item, key, value, unit in row]
 
 
-def _scaling_figures(fabric: Fabric, job: ScorecardJob, best: StepResult | None,
-                     basis: str) -> list[Figure]:
-    """Tokens/s per accelerator at each size, each at its own best layout (``best`` at
-    full size), as a share of the smallest size's that has one."""
+def _scaling_figures(fabric: Fabric, job: ScorecardJob, full: StepResult,
+                     best: StepResult | None, basis: str) -> list[Figure]:
+    """Tokens/s per accelerator at each size, as a share of the smallest size's that has
+    a layout: with a given layout, its TP, PP, CP and EP at every size with DP (and the
+    batch per replica) scaled, as Megatron reports weak scaling; else each size at its own
+    best layout (``best`` at full size)."""
     world = fabric.accelerator_count
     sizes = [n for n in job.scaling_sizes if n < world] + [world]
     per_acc: dict[int, float | None] = {}
     layouts: dict[int, str] = {}
     for n in sizes:
-        result = best if n == world else _best(fabric, job, accelerators=n)
+        if n == world:
+            result = full if job.layout is not None else best
+        elif job.layout is not None:
+            result = _scaled_step(fabric, job, job.layout, n, full)
+        else:
+            result = _best(fabric, job, accelerators=n)
         per_acc[n] = None if result is None else result.tokens_per_s / result.layout.world
         layouts[n] = "" if result is None else _layout_text(result)
     base = next((n for n in sizes if per_acc[n]), None)
@@ -235,8 +242,27 @@ def _scaling_figures(fabric: Fabric, job: ScorecardJob, best: StepResult | None,
         value = None if rate is None or base is None else rate / per_acc[base]  # type: ignore[operator]
         out.append(Figure("scaling", f"scaling efficiency at {n:,} accelerators",
                           f"scaling_{n}", value, "share", "modelled", basis,
-                          layouts[n] or "no layout fits"))
+                          layouts[n] or "no layout of this size fits"))
     return out
+
+
+def _scaled_step(fabric: Fabric, job: ScorecardJob, layout: Layout, accelerators: int,
+                 full: StepResult) -> StepResult | None:
+    """The step of ``layout`` with DP scaled to ``accelerators`` and the same sequences
+    per DP replica as ``full``; None where the size is not whole replicas, EP does not
+    divide the DP, or the layout does not fit."""
+    from topomodel.errors import UsageError
+
+    replica = layout.tp * layout.pp * layout.cp
+    dp = accelerators // replica
+    if accelerators % replica or dp < 1 or dp % layout.ep:
+        return None
+    try:
+        result = _step(fabric, job, replace(
+            layout, dp=dp, global_batch=full.global_batch // full.layout.dp * dp))
+    except UsageError:
+        return None
+    return result if result.fits else None
 
 
 def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[Figure]:
