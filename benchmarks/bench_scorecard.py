@@ -1,0 +1,70 @@
+"""Benchmark: the scorecard of one design (`topomodel scorecard`), whole processes.
+
+Run: python benchmarks/bench_scorecard.py [--runs 3] [--case NAME ...]
+
+Each case is one `topomodel scorecard` process; the CPU seconds are the child's (user +
+system, from its rusage), beside wall (the machine is shared: read CPU). Cases:
+
+- ``superpod-given``: examples/dgx-h100-superpod.yaml (1,016 H100s), Llama 3 70B at TP 8
+  x PP 4, the README's job: the step rows at that layout, scaling by its DP, a plan per
+  strategy family.
+- ``superpod-best``: the same design with no layout: the planner's best at full size
+  and at 128 accelerators too.
+- ``supernodes-given``: examples/100k-4k-supernodes.yaml (98,304 NPUs), DeepSeek-V3 at
+  PP 16 x EP 64 with the worked example's assumptions (docs/worked-example.md).
+
+Prints one JSON line per run and the min and median per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "superpod-given": ["examples/dgx-h100-superpod.yaml", "--model", "llama3-70b",
+                       "--tp", "8", "--pp", "4"],
+    "superpod-best": ["examples/dgx-h100-superpod.yaml", "--model", "llama3-70b"],
+    "supernodes-given": ["examples/100k-4k-supernodes.yaml", "--model", "deepseek-v3",
+                         "--pp", "16", "--ep", "64", "--global-batch", "49152",
+                         "--compute-efficiency", "0.7", "--zero", "0"],
+}
+
+
+def run_once(args: list[str]) -> dict[str, float]:
+    """Wall and CPU seconds of one `topomodel scorecard` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "topomodel", "scorecard", *args,
+                    "--format", "json", "--no-progress"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "peak_rss_MiB": round(after.ru_maxrss / 1024)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--case", action="append", choices=list(CASES))
+    args = parser.parse_args()
+    for name in args.case or ["superpod-given", "superpod-best"]:
+        runs = [run_once(CASES[name]) for _ in range(args.runs)]
+        for r in runs:
+            print(json.dumps({"case": name, **r}))
+        cpu = [r["cpu_s"] for r in runs]
+        print(json.dumps({"case": name, "cpu_min_s": min(cpu),
+                          "cpu_median_s": statistics.median(cpu)}))
+
+
+if __name__ == "__main__":
+    main()
