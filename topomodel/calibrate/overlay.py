@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import yaml
 
-from topomodel.calibrate.nccl import Fitted
+from topomodel.calibrate.fit import Fitted
 from topomodel.errors import UsageError
 from topomodel.files import atomic_write
 from topomodel.inputs.catalog import Catalog
