@@ -36,12 +36,12 @@ def overlay_data(catalog: Catalog, fitted: Sequence[Fitted],
     """
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for made in systems:
-        for section, entries in made.overlay.items():
+        for name, entries in made.overlay.items():
             for ident, made_entry in entries.items():
-                if ident in out.get(section, {}):
-                    raise UsageError(f"two NCCL topology dumps make {section} entry"
+                if ident in out.get(name, {}):
+                    raise UsageError(f"two NCCL topology dumps make {name} entry"
                                      f" {ident!r}: name them apart (their file names)")
-                out.setdefault(section, {})[ident] = copy.deepcopy(made_entry)
+                out.setdefault(name, {})[ident] = copy.deepcopy(made_entry)
     for figure in fitted:
         entry = catalog.entries[figure.entry]
         section = out.setdefault(figure.section, {})
