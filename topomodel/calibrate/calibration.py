@@ -96,7 +96,8 @@ def calibrate_inputs(fabric: Fabric, groups: dict[str, list[Any]], *,  # noqa: P
     systems = tuple(system_from_dump(dump, fabric.catalog, accelerator=accelerator)
                     for dump in dumps)
     if not series and not systems:
-        raise UsageError("no measured collective and no topology dump among the inputs:"
-                         " nothing to calibrate from")
+        said = f" ({'; '.join(notes)})" if notes else ""
+        raise UsageError("no measured collective the model times and no topology dump"
+                         f" among the inputs: nothing to calibrate from{said}")
     fit = fit_series(fabric, series) if series else FitResult((), (), ())
     return Calibration(fit, systems, tuple(d.file for d in dumps), measure, tuple(notes))
