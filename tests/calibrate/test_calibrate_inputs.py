@@ -124,7 +124,7 @@ def test_a_dump_a_log_and_a_trace_make_one_overlay(tmp_path, capsys):
     assert status == 0
     data = json.loads(capsys.readouterr().out)
     assert [s["system"] for s in data["systems"]] == ["nccl-dgx-h100"]
-    assert [c["curve"] for c in data["curves"]][0].startswith("allreduce")
+    assert data["curves"][0]["curve"].startswith("allreduce")
     assert any("profiler trace" in c["curve"] for c in data["curves"])
     catalog = load_catalog([out])
     system = catalog.get("nccl-dgx-h100", System)
