@@ -56,6 +56,14 @@ FIT_SIZES_PER_FIGURE = documented(
     benchmarks/README.md).""")
 
 
+SLOPE_SIZES = documented(
+    "calibrate.SLOPE_SIZES", 3,
+    """The fewest rate-bound sizes of one curve on which the measured time is also read
+    as a line (fixed cost + size / rate) beside the model's, to say how much of a fitted
+    efficiency's change is a fixed cost the model leaves out: two sizes fix a line
+    exactly, a third checks it.""")
+
+
 @dataclass(frozen=True)
 class SizePoint:
     """One measured size over every run: median time (s), its spread (max - min over
@@ -193,18 +201,25 @@ def plan_sizes(fabric: Fabric, check: NcclCheck, measured: np.ndarray, *, offset
     under :data:`LATENCY_SHARE_LIMIT` of its time; the launch latency where its
     bandwidth part is, and the measured time is still at its floor (within that share of
     the curve's smallest measured time: a size whose time has risen moves data at a
-    rate not yet fitted). Positions are ``offset`` + the size's index in the curve."""
+    rate not yet fitted). Positions are ``offset`` + the size's index in the curve.
+
+    The catalog's launch latency is left out of the model's latency and time here: it
+    is a figure the fit sets, so the sizes it plans must not depend on it (else a second
+    calibration, from the overlay of the first, would plan other sizes: the healthy
+    Azure curve's 128 MiB is rate-bound at 25 of 504 us, not at 36 of 515)."""
+    launch_s = launch_latency_s(fabric)
     rates: dict[tuple[str, str], list[int]] = {}
     latency: list[int] = []
     kept: list[Kept] = []
     floor = float(measured.min()) * (1 + LATENCY_SHARE_LIMIT)
     for i, size in enumerate(check.sizes):
+        time_s = size.model_time_s - launch_s
         bandwidth_s = size.model_time_s - size.model_latency_s
         if size.bottleneck == "latency" and bandwidth_s < (
-                LATENCY_SHARE_LIMIT * size.model_time_s) and measured[i] <= floor:
+                LATENCY_SHARE_LIMIT * time_s) and measured[i] <= floor:
             latency.append(offset + i)
             continue
-        if size.model_latency_s >= LATENCY_SHARE_LIMIT * size.model_time_s:
+        if size.model_latency_s - launch_s >= LATENCY_SHARE_LIMIT * time_s:
             continue  # the knee: neither a rate nor a latency alone
         figure = figure_of(fabric, size.bottleneck)
         if figure is None:
@@ -362,21 +377,27 @@ def _figure_value(fabric: Fabric, key: tuple[str, str]) -> float:
     return float(tier_efficiency(fabric, TimeModel())[tiers[0]])
 
 
-def fit_series(fabric: Fabric, series: Sequence[Series]) -> FitResult:
-    """Fit the link efficiencies and the launch latency to every curve of ``series``
-    at once (a figure bounded in several curves is fitted on all of them together)."""
-    before = [s.model({}, None) for s in series]
+def _plan_all(fabric: Fabric, series: Sequence[Series], checks: Sequence[NcclCheck]
+              ) -> _Plan:
     plans, offset = [], 0
-    for s, check in zip(series, before, strict=True):
+    for s, check in zip(series, checks, strict=True):
         measured = np.array([p.time_s for p in s.points])
         ordered = replace(check, sizes=tuple(
             {c.size_bytes: c for c in check.sizes}[size] for size in s.sizes))
         plans.append(plan_sizes(fabric, ordered, measured, offset=offset))
         offset += len(s.points)
-    plan = _merged(plans)
-    fit = _Fit(fabric, series, plan, before)
+    return _merged(plans)
+
+
+def fit_series(fabric: Fabric, series: Sequence[Series]) -> FitResult:
+    """Fit the link efficiencies and the launch latency to every curve of ``series``
+    at once (a figure bounded in several curves is fitted on all of them together)."""
+    before = [s.model({}, None) for s in series]
+    planned = _plan_all(fabric, series, before)
+    fit = _Fit(fabric, series, planned, before)
     fitted, after = fit.run()
-    kept = [*plan.kept, *_latency_kept(fabric, plan, before, after, fit)]
+    kept = [*planned.kept, *_latency_kept(fabric, planned, before, after, fit),
+            *_fixed_costs(fit, fitted)]
     curves = tuple(SeriesFit(s, b, a) for s, b, a in zip(series, before, after, strict=True))
     return FitResult(curves, tuple(fitted), tuple(dict.fromkeys(kept)))
 
@@ -416,3 +437,40 @@ def _latency_kept(fabric: Fabric, plan: _Plan, before: Sequence[NcclCheck],
                          + (f" ({fit.series[int(fit.owner[worst])].label})"
                             if len(fit.series) > 1 else "")))
     return kept
+
+
+def _fixed_costs(fit: _Fit, fitted: Sequence[Fitted]) -> list[Kept]:
+    """Per curve and rate figure fitted on at least :data:`SLOPE_SIZES` of its sizes:
+    the measured time against size as a line (intercept: a fixed cost; slope: the rate)
+    beside the model's (before the fit). The efficiency is fitted to the times, so a
+    fixed cost the model leaves out is taken up by it; the efficiency the slope alone
+    gives is said beside (docs/calibrate.md, "On a healthy log")."""
+    out = []
+    for figure in fitted:
+        if figure.key != "efficiency":
+            continue
+        at = fit.plan.rates[(figure.section, figure.entry)]
+        before = fit.plain_times(fit.before)
+        for n, series in enumerate(fit.series):
+            mine = [i for i in at if fit.owner[i] == n]
+            if len(mine) < SLOPE_SIZES:
+                continue
+            sizes = np.array([fit.sizes[i] for i in mine], dtype=np.float64)
+            line = np.vstack([np.ones_like(sizes), sizes]).T
+            (cost_s, per_byte_s), *_ = np.linalg.lstsq(line, fit.measured[mine], rcond=None)
+            (model_cost_s, model_per_byte_s), *_ = np.linalg.lstsq(line, before[mine],
+                                                                    rcond=None)
+            if per_byte_s <= 0:
+                continue
+            slope = figure.before * model_per_byte_s / per_byte_s
+            out.append(Kept(
+                f"fixed cost at the rate-bound sizes ({series.label})",
+                f"{cost_s * 1e6:.3g} us measured, {model_cost_s * 1e6:.3g} us modelled",
+                f"time = fixed cost + size / rate over the {len(mine)} sizes"
+                f" {int(sizes[0]):,}-{int(sizes[-1]):,} B: the rate is"
+                f" {model_per_byte_s / per_byte_s:.1%} of the model's (efficiency"
+                f" {slope:.4g} from the slope alone) and the rest of the difference is a"
+                " fixed cost the model leaves out (NCCL's pipeline fill, which its tuner"
+                f" model, and so this one, does not count), which the fitted efficiency"
+                f" {figure.after:.4g} takes up: not a catalog figure, not fitted"))
+    return out
