@@ -174,3 +174,24 @@ def test_explain_before_and_after(tmp_path):
     assert data["comm_share"]["model_after"] > data["comm_share"]["model_before"]
     modelled = [k for k in data["kinds"] if k["model_before_s"] > 0]
     assert modelled and all(k["model_after_s"] > k["model_before_s"] for k in modelled)
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    ("traces/nccl-excerpt", "PyTorch profiler trace"),
+    ("traces/nccl-excerpt/rank0.json", "PyTorch profiler trace"),
+    ("traces/gloo-2rank/rank1.json.gz", "PyTorch profiler trace"),
+    ("nccl-topo/dgx-h100.xml", "NCCL topology dump"),
+    ("nccl/h100-8gpu-azure-allreduce.log", "nccl-tests text"),
+])
+def test_each_kind_is_recognised(path, kind):
+    assert input_kind(DATA / path).name == kind
+
+
+def test_a_truncated_dump_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "o.yaml"
+    status = main(["calibrate", str(DATA / "nccl" / "h100-8gpu-degraded-allreduce.log"),
+                   str(DATA / "nccl-topo" / "truncated.xml"), "--design", str(DESIGN),
+                   "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "truncated.xml" in err
+    assert not out.exists()
