@@ -1,6 +1,15 @@
-"""Benchmark: calibrate from a 1,000-row nccl-tests log.
+"""Benchmark: calibrate from a 1,000-row nccl-tests log, or from a 100 MB profiler trace.
 
 Run: python benchmarks/bench_calibrate.py [--rows 1000]
+     python benchmarks/bench_calibrate.py --trace-mb 100
+
+With ``--trace-mb``, a synthetic trace of one rank of a GPU job on the same 8 GPUs is
+written instead (Kineto's format, as benchmarks/bench_trace.py writes it: per step a
+ProfilerStep annotation, 2,000 GEMM kernels each with its CPU operator, and 64 NCCL
+all-reduce kernels), whose all-reduces are ring Simple of 128 MiB to 2 GiB timed as the
+degraded server runs them (150 GB/s busbw, 26 µs); it is read, measured and calibrated
+(:func:`topomodel.calibrate.calibration.calibrate_inputs`: read_inputs, measure_traces,
+a curve of 5 sizes, the fit), timed as a whole.
 
 The log is written here in nccl-tests' layout (all_reduce_perf on the 8 GPUs of
 examples/hgx-h100-server.yaml, ``-b 8 -e ... -i STEP``: sizes 8 B and then ``rows - 1``
@@ -13,14 +22,18 @@ the collective at every size). CPU seconds are printed beside wall seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from topomodel.calibrate.calibration import calibrate_inputs  # noqa: E402
+from topomodel.calibrate.inputs import read_inputs  # noqa: E402
 from topomodel.calibrate.nccl import calibrate_nccl  # noqa: E402
 from topomodel.fabric.build import build_fabric  # noqa: E402
 from topomodel.inputs.design import load_design  # noqa: E402
@@ -48,11 +61,72 @@ def write_log(path: Path, rows: int) -> None:
     path.write_text("".join(lines))
 
 
+TRACE_SIZES = [2 ** k for k in range(27, 32)]  # 128 MiB-2 GiB
+
+
+def _trace_step(number: int, t0: float) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    t = t0
+    for k in range(2000):
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7,
+                       "ts": round(t - 5.0, 3), "dur": 3.1, "args": {
+                           "External id": number * 10000 + k,
+                           "Input Dims": [[4096, 4096], [4096, 4096]],
+                           "Input type": ["c10::BFloat16", "c10::BFloat16"]}})
+        events.append({"ph": "X", "cat": "kernel",
+                       "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
+                       "pid": 0, "tid": 7, "ts": round(t, 3), "dur": 40.0, "args": {
+                           "External id": number * 10000 + k, "device": 0, "stream": 7,
+                           "correlation": number * 10000 + k}})
+        if k % 32 == 0:
+            size = TRACE_SIZES[(k // 32) % len(TRACE_SIZES)]
+            dur = 26.0 + size * 2 * 7 / 8 / 150e9 * 1e6
+            events.append({"ph": "X", "cat": "kernel", "name":
+                           "ncclDevKernel_AllReduce_Sum_bf16_RING_SIMPLE", "pid": 0,
+                           "tid": 20, "ts": round(t + 10, 3), "dur": round(dur, 3), "args": {
+                               "External id": number * 10000 + k, "device": 0, "stream": 20,
+                               "Collective name": "allreduce", "dtype": "BFloat16",
+                               "In msg nelems": size // 2, "Out msg nelems": size // 2,
+                               "Group size": 8, "Process Group Name": "0"}})
+        t += 42.0
+    events.append({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}",
+                   "pid": 0, "tid": 7, "ts": t0, "dur": round(t - t0, 3), "args": {}})
+    return events
+
+
+def write_trace(path: Path, megabytes: float) -> int:
+    """A synthetic trace of about ``megabytes`` MB; the number of events."""
+    one = json.dumps(_trace_step(0, 0.0))
+    steps = max(1, int(megabytes * 1e6 / len(one)))
+    events = [e for n in range(steps) for e in _trace_step(n, n * 2000 * 42.0 + 1e6)]
+    path.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {
+        "backend": "nccl", "rank": 0, "world_size": 8}, "traceEvents": events}))
+    return len(events)
+
+
+def trace_main(fabric: Any, megabytes: float) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rank0.json"
+        count = write_trace(path, megabytes)
+        size_mb = path.stat().st_size / 1e6
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = calibrate_inputs(fabric, read_inputs([path]))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    figures = ", ".join(f"{f.section}.{f.entry}.{f.key} {f.before:.4g} -> {f.after:.4g}"
+                        for f in result.fit.fitted)
+    print(f"trace {size_mb:.0f} MB, {count:,} events: read + measure + calibrate"
+          f" {wall:.2f} s wall, {cpu:.2f} s CPU; {figures}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--trace-mb", type=float, default=None)
     args = parser.parse_args()
     fabric = build_fabric(*load_design(ROOT / "examples" / "hgx-h100-server.yaml"))
+    if args.trace_mb is not None:
+        trace_main(fabric, args.trace_mb)
+        return
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "big.log"
         write_log(path, args.rows)

@@ -184,3 +184,35 @@ def test_the_review_shows_the_scorecard_when_asked(capsys, tmp_path):
                  "-o", str(tmp_path / "s")]) == 2
     assert "--scorecard needs a model" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_calibration_overlay_makes_the_level_rows_measured(tmp_path, server_card):
+    """The overlay ``calibrate`` writes from the degraded 8 x H100 log: the scale-up
+    level's effective bandwidth is the measured efficiency's, said ``measured`` with the
+    overlay's file and the log; the nominal rate stays the datasheet's."""
+    from conftest import EXAMPLES
+
+    from topomodel.calibrate.nccl import calibrate_nccl
+    from topomodel.calibrate.overlay import write_overlay
+    from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
+    from topomodel.inputs.measured.nccltests import read_nccl_tests
+
+    design = EXAMPLES / "hgx-h100-server.yaml"
+    log = EXAMPLES.parent / "tests" / "data" / "nccl" / "h100-8gpu-degraded-allreduce.log"
+    fabric = build_fabric(*load_design(design))
+    fitted = calibrate_nccl(fabric, [read_nccl_tests(log)]).fitted
+    overlay = write_overlay(tmp_path / "overlay.yaml", fabric.catalog, fitted)
+    calibrated = build_fabric(*load_design(design, extra_catalogs=[overlay]))
+    model = calibrated.catalog.get("llama3-8b", Model)
+    card = scorecard(calibrated, ScorecardJob(model, StepAssumptions(), Layout(tp=2, dp=4),
+                                              collective_sizes_bytes=SMALL))
+    rows = {f.key: f for f in card.figures if f.part == "levels"}
+    effective = rows["level_scale-up_effective_Bps"]
+    assert effective.origin == "measured"
+    assert effective.basis == f"{overlay} (efficiency measured in {log})"
+    assert effective.value == pytest.approx(450e9 * fitted[0].after, rel=1e-3)
+    assert rows["level_scale-up_Bps"].origin == "published"
+    before = {f.key: f for f in server_card[2].figures}["level_scale-up_effective_Bps"]
+    assert before.origin == "published" and before.basis.startswith("nvlink4: ")
+    assert effective.value < 0.5 * before.value

@@ -1,7 +1,9 @@
 """A calibration as a catalog overlay: each fitted figure's entry copied from the catalog
 file it came from, the figure replaced, ``figure_provenance`` ``measured`` and the source
-naming the input file, written atomically (:func:`topomodel.files.atomic_write`). Given
-with ``--catalog``, it overrides the built-in entries of the same id on every verb.
+naming the input file, and the systems made of NCCL topology dumps, written atomically
+(:func:`topomodel.files.atomic_write`). Given with ``--catalog``, it overrides the
+built-in entries of the same id on every verb. A figure fitted on a system the same
+call's dump made (a design already on that system) is set in the dump's new entry.
 """
 
 from __future__ import annotations
@@ -14,21 +16,32 @@ from typing import IO, Any
 
 import yaml
 
-from topomodel.calibrate.nccl import Fitted
+from topomodel.calibrate.fit import Fitted
+from topomodel.calibrate.nccltopo import TopologyImport
 from topomodel.errors import UsageError
 from topomodel.files import atomic_write
 from topomodel.inputs.catalog import Catalog
 
 
-def overlay_data(catalog: Catalog, fitted: Sequence[Fitted]) -> dict[str, Any]:
-    """The overlay's YAML data: one entry per fitted figure's entry.
+def overlay_data(catalog: Catalog, fitted: Sequence[Fitted],
+                 systems: Sequence[TopologyImport] = ()) -> dict[str, Any]:
+    """The overlay's YAML data: one entry per fitted figure's entry, and the entries of
+    each system made of an NCCL topology dump (:func:`.nccltopo.system_from_dump`).
 
     Raises
     ------
     UsageError
-        When an entry's catalog file cannot be read again.
+        When an entry's catalog file cannot be read again, or two inputs make entries
+        of the same id.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for made in systems:
+        for name, entries in made.overlay.items():
+            for ident, made_entry in entries.items():
+                if ident in out.get(name, {}):
+                    raise UsageError(f"two NCCL topology dumps make {name} entry"
+                                     f" {ident!r}: name them apart (their file names)")
+                out.setdefault(name, {})[ident] = copy.deepcopy(made_entry)
     for figure in fitted:
         entry = catalog.entries[figure.entry]
         section = out.setdefault(figure.section, {})
@@ -58,10 +71,19 @@ def overlay_data(catalog: Catalog, fitted: Sequence[Fitted]) -> dict[str, Any]:
     return out
 
 
-def write_overlay(path: str | Path, catalog: Catalog, fitted: Sequence[Fitted]) -> Path:
-    """Write the overlay of ``fitted`` to ``path`` atomically; returns the path."""
-    text = ("# Catalog overlay written by topomodel calibrate: give it with --catalog.\n"
-            + yaml.safe_dump(overlay_data(catalog, fitted), sort_keys=False, width=88))
+def overlay_text(catalog: Catalog, fitted: Sequence[Fitted],
+                 systems: Sequence[TopologyImport] = ()) -> str:
+    """The overlay as the text of a catalog file (see :func:`overlay_data`)."""
+    return ("# Catalog overlay written by topomodel calibrate: give it with --catalog.\n"
+            + yaml.safe_dump(overlay_data(catalog, fitted, systems), sort_keys=False,
+                             width=88))
+
+
+def write_overlay(path: str | Path, catalog: Catalog, fitted: Sequence[Fitted],
+                  systems: Sequence[TopologyImport] = ()) -> Path:
+    """Write the overlay of ``fitted`` (and ``systems``) to ``path`` atomically;
+    returns the path."""
+    text = overlay_text(catalog, fitted, systems)
 
     def write(stream: IO[bytes]) -> None:
         stream.write(text.encode("utf-8"))

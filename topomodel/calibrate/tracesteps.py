@@ -56,6 +56,8 @@ class CollectiveMeasure:
     time_s: float  # median duration
     transfer_s: float  # median over calls of the fastest rank's duration
     algorithms: str  # NCCL's algorithm/protocol from the kernel names ('' for gloo)
+    transfer_spread: float = 0.0  # the fastest-rank durations' (max - min) / median, 0-
+    sources: str = ""  # what ran it: 'nccl kernel', 'gloo' (comma-separated if both)
 
     @property
     def algbw_Bps(self) -> float | None:
@@ -198,20 +200,23 @@ def _fastest(traces: Sequence[RankTrace]) -> dict[tuple[int, int], float]:
 
 def _collectives(traces: Sequence[RankTrace], fastest: dict[tuple[int, int], float]
                  ) -> tuple[CollectiveMeasure, ...]:
-    groups: dict[tuple[str, float | None, int | None], list[tuple[float, float, str]]] = (
-        defaultdict(list))
+    groups: dict[tuple[str, float | None, int | None],
+                 list[tuple[float, float, str, str]]] = defaultdict(list)
     for t, trace in enumerate(traces):
         for i, c in enumerate(trace.collectives):
             how = "/".join(x for x in (c.algorithm, c.protocol) if x)
             groups[(c.kind, c.size_bytes, c.group_size)].append(
-                (c.duration_s, fastest[(t, i)], how))
+                (c.duration_s, fastest[(t, i)], how, c.source))
     rows = []
     for (kind, size, group), calls in groups.items():
-        durations = np.array([d for d, _, _ in calls])
+        durations = np.array([d for d, _, _, _ in calls])
+        transfers = np.array([f for _, f, _, _ in calls])
+        median = float(np.median(transfers))
         rows.append(CollectiveMeasure(
-            kind, size, group, len(calls), float(np.median(durations)),
-            float(np.median([f for _, f, _ in calls])),
-            ", ".join(sorted({h for _, _, h in calls if h}))))
+            kind, size, group, len(calls), float(np.median(durations)), median,
+            ", ".join(sorted({h for _, _, h, _ in calls if h})),
+            float(np.ptp(transfers) / median) if median > 0 else 0.0,
+            ", ".join(sorted({s for _, _, _, s in calls}))))
     return tuple(sorted(rows, key=lambda r: (r.kind, r.size_bytes or 0.0,
                                              r.group_size or 0)))
 

@@ -71,31 +71,43 @@ def add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
 def add_calibrate(verbs: Verbs[argparse.ArgumentParser]) -> None:
     cal = verbs.add_parser(
         "calibrate", help="fit the model's link figures to measured runs: a catalog overlay",
-        description="Read measured runs (nccl-tests text logs or -J JSON files; several"
-        " runs of one binary, or the cycles of -N, are taken at their median per size)"
-        " and fit the figures the model uses (the efficiency of the link class that"
-        " bounds the measured sizes, the system's launch latency) so that the model's own"
-        " time of the collective on the design reproduces them; write them as a catalog"
-        " overlay (provenance measured) that every verb takes with --catalog, and print"
-        " them before and after, the residuals, and what was left as it was and why."
-        " See docs/calibrate.md.")
+        description="Read measured runs and fit the figures the model uses (the"
+        " efficiency of the link class that bounds the measured sizes, the system's"
+        " launch latency) so that the model's own time of each measured collective on the"
+        " design reproduces them: nccl-tests text logs or -J JSON files (several runs of"
+        " one binary, or the cycles of -N, are taken at their median per size) and a"
+        " job's PyTorch profiler traces (files or folders; each NCCL collective kind and"
+        " group size a curve); every curve is fitted at once, so a figure two inputs"
+        " bound is fitted on both. NCCL topology dumps (NCCL_TOPO_DUMP_FILE) become"
+        " catalog systems in the same overlay. Write one catalog overlay (provenance"
+        " measured) that every verb takes with --catalog, and print the figures before and"
+        " after, the residuals, and what was left as it was and why. See docs/calibrate.md.")
     cal.add_argument("inputs", nargs="+", metavar="INPUT",
-                     help="measurement files: nccl-tests output (text) or its -J JSON")
+                     help="measurement files: nccl-tests output (text) or its -J JSON, a"
+                     " PyTorch profiler trace or a folder of one job's traces, an NCCL"
+                     " topology dump (XML); the kind is recognised from the file")
     cal.add_argument("--design", required=True, help="design file (YAML)")
     cal.add_argument("-o", "--output", required=True, metavar="FILE",
                      help="the catalog overlay to write (YAML)")
     cal.add_argument("--ranks", metavar="SPEC",
-                     help="the design's accelerators the runs' ranks ran on, as"
+                     help="the design's accelerators the nccl-tests runs' ranks ran on, as"
                      " check-nccl's --ranks (default: as check-nccl places them)")
     cal.add_argument("--collective",
-                     help="allreduce, allgather, reducescatter, alltoall or sendrecv"
-                     " (default: the test the runs name)")
+                     help="the nccl-tests runs' collective: allreduce, allgather,"
+                     " reducescatter, alltoall or sendrecv (default: the test the runs"
+                     " name)")
     cal.add_argument("--algorithm",
-                     help="the model's algorithm, as route's --algorithm (default: the"
-                     " NCCL_ALGO the runs set, else auto); " + ALGORITHM_HELP)
-    add_step_options(cal, FABRIC_OPTIONS)
-    add_catalog_args(cal)
-    format_arg(cal, tables_dir=False)  # its -o is the overlay
+                     help="the model's algorithm for the nccl-tests runs, as route's"
+                     " --algorithm (default: the NCCL_ALGO the runs set, else auto); "
+                     + ALGORITHM_HELP)
+    cal.add_argument("--accelerator", metavar="ID",
+                     help="the catalog accelerator of a topology dump's GPUs, as catalog"
+                     " import-nccl-topo's (default: identified from the dump)")
+    cal.add_argument("--explain", action="store_true",
+                     help="print the model against the measurements before and after the"
+                     " overlay: per measured curve, and with traces and --model (and the"
+                     " job's layout) per collective kind per step and per step part")
+    step_args(cal, model_required=False, tables_dir=False)  # its -o is the overlay
     cal.set_defaults(run=Verb("design_verbs.calibrate"))
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topomodel.analysis.assumptions import COLUMNS, DEFAULT_SHORTFALL
-from topomodel.analysis.collectives.collective import run_collective
+from topomodel.analysis.collectives.collective import CollectiveRun, run_collective
 from topomodel.analysis.collectives.loads import tier_loads
 from topomodel.analysis.collectives.protocols import PROTOCOLS
 from topomodel.analysis.collectives.timing import TimeModel
@@ -219,9 +219,18 @@ def _algorithm(fabric: Fabric, collective: str, log: NcclTestsLog, given: str | 
     value = log.launch.nccl.get("NCCL_ALGO")
     if value is None:
         return "auto", None, None
+    names, note = nccl_algorithm_candidates(fabric, collective, value)
+    return "auto", names, note
+
+
+def nccl_algorithm_candidates(fabric: Fabric, collective: str, value: str
+                              ) -> tuple[tuple[str, ...] | None, str | None]:
+    """The model's algorithms an ``NCCL_ALGO`` value (``Ring``, ``^NVLS``, ``Tree,Ring``)
+    allows for ``collective`` on ``fabric`` (None: any, the model's fastest), and a
+    warning when it cannot be followed."""
     if collective in ("alltoall", "sendrecv"):
-        return "auto", None, (f"NCCL_ALGO={value} is set but does not apply to"
-                              f" {collective} (NCCL runs it point-to-point)")
+        return None, (f"NCCL_ALGO={value} is set but does not apply to"
+                      f" {collective} (NCCL runs it point-to-point)")
     known = {n for a in REGISTRY.values() for n in (a.nccl_intra, a.nccl_inter)}
     allowed = _nccl_names(value, [*known, "collnet_chain", "pat"])
     allowed |= {"collnetdirect"} if "collnetchain" in allowed else set()
@@ -230,9 +239,9 @@ def _algorithm(fabric: Fabric, collective: str, log: NcclTestsLog, given: str | 
                   and {a.nccl_intra.replace("_", ""), a.nccl_inter.replace("_", "")}
                   & allowed)
     if not names:
-        return "auto", None, (f"NCCL_ALGO={value}: the model has no such algorithm for"
-                              f" {collective} on this design; its fastest is used")
-    return "auto", names, None
+        return None, (f"NCCL_ALGO={value}: the model has no such algorithm for"
+                      f" {collective} on this design; its fastest is used")
+    return names, None
 
 
 def _protocol(log: NcclTestsLog, given: str | None) -> tuple[str | None, str | None]:
@@ -280,6 +289,17 @@ def _measured(row: ResultRow, column: str) -> Timing:
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def bottleneck_of(fabric: Fabric, run: CollectiveRun) -> str:
+    """What limits a modelled collective: ``latency`` when at least
+    :data:`LATENCY_BOUND_SHARE` of its time is latency, else the link tier with the
+    largest share of the time."""
+    timing = run.timing
+    loads = [t for t in tier_loads(fabric, timing) if t.time_share > 0]
+    if timing.latency_s >= LATENCY_BOUND_SHARE * timing.time_s or not loads:
+        return "latency"
+    return max(loads, key=lambda t: t.time_share).name
+
+
 def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = None,  # noqa: PLR0913
                ranks: str | None = None, threshold: float = DEFAULT_SHORTFALL,
                column: str = "best", routing: str = "ecmp", seed: int = 0,
@@ -322,10 +342,7 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
                              seed=seed, time_model=model, algorithm=chosen,
                              candidates=candidates)
         timing = run.timing
-        loads = [t for t in tier_loads(fabric, timing) if t.time_share > 0]
-        latency_bound = timing.latency_s >= LATENCY_BOUND_SHARE * timing.time_s
-        bottleneck = ("latency" if latency_bound or not loads else
-                      max(loads, key=lambda t: t.time_share).name)
+        bottleneck = bottleneck_of(fabric, run)
         measured = _measured(row, column)
         below = measured.time_s * (1 - threshold) > run.time_s
         checks.append(SizeCheck(

@@ -121,12 +121,19 @@ def _step(fabric: Fabric, job: ScorecardJob, layout: Layout,
                      routing=job.routing, seed=job.seed)
 
 
-def _catalog_origin(fabric: Fabric, ident: str | None) -> tuple[str, str]:
-    """(origin, basis) of a catalog entry's figures: ``measured`` with its file where a
-    calibration overlay supplied it, else ``published`` with its source."""
+def _catalog_origin(fabric: Fabric, ident: str | None, key: str | None = None
+                    ) -> tuple[str, str]:
+    """(origin, basis) of a catalog entry's figures (of its figure ``key`` when given):
+    ``measured`` with its file where a measurement supplied it (a calibration overlay's
+    figure, ``KEY: measured (FILES)`` in the entry's source, with the overlay's file and
+    the measurement files; or a whole entry of provenance ``measured``, as a topology
+    dump's system and NIC), else ``published`` with its source."""
     if not ident or ident not in fabric.catalog.entries:
         return "modelled", "the built fabric"
     entry = fabric.catalog.entries[ident]
+    measured_in = entry.measured_from(key) if key else None
+    if measured_in is not None:
+        return "measured", f"{entry.file} ({key} measured in {measured_in})"
     if entry.provenance == "measured":
         return "measured", str(entry.file)
     return "published", f"{ident}: {entry.source}"
@@ -305,10 +312,20 @@ def _level_figures(fabric: Fabric, job: ScorecardJob) -> list[Figure]:
         ident = s.scaleup.link if level.network == "scale-up" else s.scaleout.nic
         origin, basis = _catalog_origin(fabric, ident)
         reach = f"{level.name} (reach {level.reach:,})"
+        below = (f"per direction; {level.oversubscription:g}:1 below"
+                 if level.oversubscription != 1 else "per direction")
+        rate_origin, rate_basis = _catalog_origin(fabric, ident, "efficiency")
+        if rate_origin == "published" and getattr(fabric.catalog.entries[ident],
+                                                  "efficiency", None) is None:
+            rate_origin, rate_basis = "modelled", "the network transport's packet efficiency"
         out += [Figure("levels", f"{reach}: bandwidth per accelerator",
                        f"level_{level.name}_Bps", level.injection_Bps, "B/s", origin,
-                       basis, f"per direction; {level.oversubscription:g}:1 below"
-                       if level.oversubscription != 1 else "per direction"),
+                       basis, below),
+                Figure("levels", f"{reach}: effective bandwidth per accelerator",
+                       f"level_{level.name}_effective_Bps",
+                       level.injection_Bps * level.efficiency, "B/s", rate_origin,
+                       rate_basis, f"{below}; at efficiency {level.efficiency:.3g} (the"
+                       " slowest tier crossed)"),
                 Figure("levels", f"{reach}: latency of one crossing",
                        f"level_{level.name}_latency_s", level.latency_s, "s", "modelled",
                        "switch latencies and propagation from the catalog")]
