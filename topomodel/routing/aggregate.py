@@ -7,8 +7,12 @@ each leaf sends up and receives down (its pairs whose other end is under another
 of that plane), what leaves each leaf for another pod and what enters each pod. For
 an all-pairs phase these totals are counts of group members per domain, leaf and pod
 (:mod:`topomodel.traffic.allpairs`), so the cost is linear in ranks, not in pairs. The
-flows inside scale-up domains (few: pairs of a group in one domain, PXN's first hops)
-are listed and go through :func:`~topomodel.routing.structured.route_structured`.
+flows inside switched scale-up domains (pairs of a group in one domain, PXN's first
+hops) load only their ends' arcs to the domain's switches, so the bytes each
+accelerator sends and receives inside its domain are spread over those arcs as
+:func:`~topomodel.routing.structured.route_structured` spreads them; in a full mesh (a
+direct link per pair) or a supernode (pairs between its systems climb its Clos) they
+are listed and go through it.
 
 :func:`route_all_pairs` returns ``None`` where the counts do not give the same loads
 as routing every pair, and the caller lists the pairs instead: routing other than
@@ -25,16 +29,20 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
-from topomodel.routing.clos.view import climb_even, clos_view
+from topomodel.routing.clos.view import ClosView, climb_even, clos_view, spread
 from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
-from topomodel.routing.structured import route_structured
+from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.allpairs import Decomposition, decompose
 from topomodel.traffic.phases import AllPairsPhase
 
 SAME_LEAF_HOPS, SAME_POD_HOPS, BETWEEN_PODS_HOPS = 4, 6, 8
 """Links on a path between domains: accelerator, NIC, leaf (, spine (, core, spine),
 leaf), NIC, accelerator: the lengths :func:`route_structured` gives."""
+
+SWITCHED_HOPS = 2
+"""Links on a path inside a switched domain: accelerator, in-system switch chip,
+accelerator (:func:`route_structured`'s length)."""
 
 
 def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
@@ -45,7 +53,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
     ``hops`` of the result is per path class (``inside`` set): the listed flows inside
     domains, then one class for every pair between domains (the longest such path).
     """
-    if routing != "ecmp" or fabric.links["failed"].any():
+    if routing != "ecmp" or fabric.links["failed"].any() or structured_supported(fabric):
         return None
     clos = clos_view(fabric)
     counts = decompose(fabric, phase)
@@ -65,10 +73,13 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
         climb = clos.fat_tree
         if climb.core in climb.up and (climb.pod[leaves] < 0).any():
             return None
-    local = route_structured(fabric, counts.local, routing="ecmp")
-    load = local.link_bytes
-    hops = [local.hops]
-    inside = [np.ones(len(local.hops), bool)]
+    if clos.mesh or clos.supernode.present or clos.scaleup_up is None:
+        local = route_structured(fabric, counts.local, routing="ecmp")
+        load, hops = local.link_bytes, [local.hops]
+    else:
+        load = _inside_switched_domains(clos, counts)
+        hops = [np.array([SWITCHED_HOPS] if counts.has_local else [], np.int64)]
+    inside = [np.ones(len(hops[0]), bool)]
     if across.any():
         extra, longest = _between_domains(fabric, counts, leaves)
         load = load + extra
@@ -76,6 +87,20 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
         inside.append(np.zeros(1, bool))
     return Routed(load, np.concatenate(hops), np.zeros(0, np.int64), "structured",
                   np.concatenate(inside))
+
+
+def _inside_switched_domains(clos: ClosView, counts: Decomposition) -> np.ndarray:
+    """Loads of the flows inside switched scale-up domains: what each accelerator sends
+    and receives there, over its arcs to and from the domain's switch chips, as
+    :func:`route_structured` spreads them under even ECMP."""
+    up, down = clos.scaleup_up, clos.scaleup_down
+    assert up is not None and down is not None
+    owners_up = np.flatnonzero(up.slot >= 0)
+    owners_down = np.flatnonzero(down.slot >= 0)
+    return link_bytes(clos.n_links, [
+        spread(up, owners_up, counts.local_sent[owners_up], up.weights[up.slot[owners_up]]),
+        spread(down, owners_down, counts.local_received[owners_down],
+               down.weights[down.slot[owners_down]])])
 
 
 def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray

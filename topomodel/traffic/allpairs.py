@@ -5,9 +5,12 @@ Every rank of a group sends the same bytes to every other rank, so the traffic b
 scale-up domains is fixed by counts: how many ranks of each group sit in each domain,
 under each leaf, in each pod. :func:`decompose` gives
 
-- the flows inside scale-up domains, listed (pairs of a group in one domain, and under
-  PXN each rank's first hop to the relay on a destination rail, one flow per rank and
-  rail carrying all that rank's bytes for that rail): few, at most ranks x domain size;
+- the flows inside scale-up domains (pairs of a group in one domain, and under PXN each
+  rank's first hop to the relay on a destination rail, one flow per rank and rail
+  carrying all that rank's bytes for that rail) as the bytes each node sends and
+  receives inside its domain (what even ECMP through a domain's switches reads), and
+  listed only when read (:attr:`Decomposition.local`: a full mesh or a supernode routes
+  each pair); at most ranks x domain size;
 - for the pairs between domains, each rank's *weight* towards each class of destination
   (the NIC rail of the destination under PXN, one class otherwise), and
   :meth:`Decomposition.pairs_within` to count weighted pairs whose ends share any key
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -40,7 +44,9 @@ class Decomposition:
     ``weight[i, q]``: how many copies of the pair bytes member ``i`` sends to each member
     of its row in another domain whose class is ``q`` (``cls``); ``out_pairs`` /
     ``in_pairs``: weighted pairs each member sends / receives across domains.
-    ``local``: the flows inside scale-up domains, listed.
+    ``local_sent`` / ``local_received``: per node (``fabric.nodes`` order), the bytes
+    per step of the flows inside scale-up domains it sends / receives; ``has_local``:
+    whether there is any such flow; :attr:`local`: those flows listed.
     """
 
     node: np.ndarray  # (m,) int64 node numbers
@@ -51,9 +57,22 @@ class Decomposition:
     weight: np.ndarray  # (m, classes) float64 whole numbers
     out_pairs: np.ndarray  # (m,) float64
     in_pairs: np.ndarray  # (m,) float64
-    local: Phase
+    local_sent: np.ndarray  # (nodes,) float64
+    local_received: np.ndarray  # (nodes,) float64
+    has_local: bool
     moved: int  # PXN: pairs sent through a relay
     moved_bytes: float  # their bytes per step
+    gid: np.ndarray  # (rows,) int64 group index of each row
+    first: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # PXN's first hops
+    shape: tuple[int, str, int, float]  # the phase's steps, label, messages, efficiency
+
+    @cached_property
+    def local(self) -> Phase:
+        """The flows inside scale-up domains, listed (made when first read): every pair
+        of a row in one domain, then the PXN first hops (one flow per member and relay,
+        all its pairs' bytes)."""
+        return _local_flows(self.shape, self.node, self.row, self.gid, self.pair_bytes,
+                            self.domain, self.first)
 
     @property
     def classes(self) -> int:
@@ -124,13 +143,45 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     out_pairs = (weight * across).sum(axis=1)
     weight_sums = _sums(by_row, weight) - _sums(by_domain, weight)
     in_pairs = weight_sums[np.arange(len(node)), cls]
-    local = _local_flows(phase, node, row, gid, pair_bytes, domain, raw_domain >= 0, first)
+    sent, received, has_local = _local_totals(len(fabric.nodes), node, pair_bytes,
+                                              by_domain, raw_domain >= 0, first)
     moved, moved_bytes = 0, 0.0
     if first is not None:
         moved = int(first[2].sum())
         moved_bytes = float((first[2] * pair_bytes[first[0]]).sum())
     return Decomposition(node, row, pair_bytes, domain, cls, weight, out_pairs, in_pairs,
-                         local, moved, moved_bytes)
+                         sent, received, has_local, moved, moved_bytes, gid, first,
+                         (phase.steps, phase.label, phase.messages_per_step,
+                          phase.efficiency))
+
+
+def _local_totals(nodes: int, node: np.ndarray, pair_bytes: np.ndarray,
+                  by_domain: np.ndarray, in_domain: np.ndarray,
+                  first: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per node (of ``nodes``), the bytes per step it sends and receives inside its
+    scale-up domain, and whether any flow stays inside one, without listing the flows.
+
+    A member with ``k`` others of its row in its domain sends each of them its row's pair
+    bytes and receives as much from each (one row, one size): ``k`` x the pair bytes
+    both ways. Under PXN a member also sends its first hops (``first``: member, relay,
+    pairs), which its relays receive. The listed flows add the same copies one at a
+    time: the sums are the same numbers, to the last bit where the pair bytes are whole
+    numbers below 2**53 / (domain size x ranks), within rounding otherwise.
+    """
+    size = np.bincount(by_domain)[by_domain]  # members of each member's (row, domain)
+    others = np.where(in_domain, size - 1, 0)
+    both = others * pair_bytes
+    src, dst, amount = node, node, both
+    has_local = bool(others.any())
+    if first is not None and len(first[0]):
+        member, via, count = first
+        hop = pair_bytes[member] * count
+        src, dst = np.concatenate([node, node[member]]), np.concatenate([node, via])
+        amount = np.concatenate([both, hop])
+        has_local = True
+    return (np.bincount(src, weights=amount, minlength=nodes),
+            np.bincount(dst, weights=amount, minlength=nodes), has_local)
 
 
 def _pxn_weights(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
@@ -199,11 +250,12 @@ def _members_at(node: np.ndarray, row: np.ndarray, rows: np.ndarray, nodes: np.n
     return order[pos]
 
 
-def _local_flows(phase: AllPairsPhase, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
-                 pair_bytes: np.ndarray, domain: np.ndarray, in_domain: np.ndarray,
+def _local_flows(shape: tuple[int, str, int, float], node: np.ndarray, row: np.ndarray,
+                 gid: np.ndarray, pair_bytes: np.ndarray, domain: np.ndarray,
                  first: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Phase:
     """The flows inside scale-up domains: every pair of a row in one domain, and the PXN
     first hops (one flow per member and relay, all its pairs' bytes)."""
+    in_domain = domain >= 0
     order = np.lexsort((domain, row))
     cell = np.r_[True, (row[order][1:] != row[order][:-1])
                  | (domain[order][1:] != domain[order][:-1])]
@@ -227,8 +279,7 @@ def _local_flows(phase: AllPairsPhase, node: np.ndarray, row: np.ndarray, gid: n
         dst = np.concatenate([dst, via])
         nbytes = np.concatenate([nbytes, pair_bytes[member] * count])
         group = np.concatenate([group, gid[row[member]]])
-    return Phase(src, dst, nbytes, group.astype(np.int32), phase.steps, phase.label,
-                 phase.messages_per_step, phase.efficiency)
+    return Phase(src, dst, nbytes, group.astype(np.int32), *shape)
 
 
 def _cells(keys: tuple[np.ndarray, ...], members: int,
