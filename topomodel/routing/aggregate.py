@@ -26,10 +26,12 @@ them. The tests hold both paths to the same loads link by link.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
-from topomodel.routing.clos.view import ClosView, climb_even, clos_view, spread
+from topomodel.routing.clos.view import ClosView, climb_even, clos_view
 from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import route_structured, structured_supported
@@ -81,8 +83,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
         hops = [np.array([SWITCHED_HOPS] if counts.has_local else [], np.int64)]
     inside = [np.ones(len(hops[0]), bool)]
     if across.any():
-        extra, longest = _between_domains(fabric, counts, leaves)
-        load = load + extra
+        longest = _between_domains(fabric, counts, leaves, load)
         hops.append(np.array([longest]))
         inside.append(np.zeros(1, bool))
     return Routed(load, np.concatenate(hops), np.zeros(0, np.int64), "structured",
@@ -92,36 +93,46 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
 def _inside_switched_domains(clos: ClosView, counts: Decomposition) -> np.ndarray:
     """Loads of the flows inside switched scale-up domains: what each accelerator sends
     and receives there, over its arcs to and from the domain's switch chips, as
-    :func:`route_structured` spreads them under even ECMP."""
-    up, down = clos.scaleup_up, clos.scaleup_down
-    assert up is not None and down is not None
-    owners_up = np.flatnonzero(up.slot >= 0)
-    owners_down = np.flatnonzero(down.slot >= 0)
-    return link_bytes(clos.n_links, [
-        spread(up, owners_up, counts.local_sent[owners_up], up.weights[up.slot[owners_up]]),
-        spread(down, owners_down, counts.local_received[owners_down],
-               down.weights[down.slot[owners_down]])])
+    :func:`route_structured` spreads them under even ECMP (the same products, each on
+    its own link row: the same bytes to the last bit)."""
+    load = np.zeros(clos.n_links)
+    for fanout, amount in ((clos.scaleup_up, counts.local_sent),
+                           (clos.scaleup_down, counts.local_received)):
+        assert fanout is not None
+        owners, share = fanout.shares
+        load[fanout.table[fanout.slot[owners]]] = share * amount[owners][:, None]
+    return load
 
 
-def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
-                     ) -> tuple[np.ndarray, int]:
-    """Loads of the pairs between domains (as ``route_structured`` spreads them) and
-    the longest of their paths."""
+def _put(load: np.ndarray, arcs: Callable[[np.ndarray], np.ndarray], owner: np.ndarray,
+         amount: np.ndarray, nodes: int) -> None:
+    """Add ``amount`` (per entry of ``owner``, a node) on each owner's link rows
+    ``arcs(owners)`` ((owners,) one row each, or (owners, width) rows each taking it
+    whole; rows of distinct owners distinct): each owner's sum in entry order, as one
+    bincount over the rows adds them."""
+    per = np.bincount(owner, weights=amount, minlength=nodes)
+    hit = np.flatnonzero(per)
+    rows = arcs(hit)
+    load[rows] += per[hit] if rows.ndim == 1 else per[hit][:, None]
+
+
+def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray,
+                     load: np.ndarray) -> int:
+    """Add the loads of the pairs between domains (as ``route_structured`` spreads them)
+    to ``load``, on rows it has not loaded; the longest of their paths."""
     clos = clos_view(fabric)
     climb = clos.fat_tree
     n_links, n_nodes = clos.n_links, len(clos.domain)
     sent = counts.out_pairs * counts.pair_bytes
     received = counts.in_pairs * counts.pair_bytes
     nic = clos.nic_of[counts.node]
-    load = np.bincount(clos.host_up[counts.node], weights=sent, minlength=n_links)
-    load += np.bincount(clos.host_down[counts.node], weights=received, minlength=n_links)
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     planes = leaves.shape[1]
-    load += np.bincount(access_up.arcs(nic).ravel(),
-                        weights=np.repeat(sent / planes, planes), minlength=n_links)
-    load += np.bincount(access_down.arcs(nic).ravel(),
-                        weights=np.repeat(received / planes, planes), minlength=n_links)
+    _put(load, clos.host_up.__getitem__, counts.node, sent, n_nodes)
+    _put(load, clos.host_down.__getitem__, counts.node, received, n_nodes)
+    _put(load, access_up.arcs, nic, sent / planes, n_nodes)
+    _put(load, access_down.arcs, nic, received / planes, n_nodes)
     up_leaf, down_leaf = np.zeros(n_nodes), np.zeros(n_nodes)
     leaving, entering = np.zeros(n_nodes), np.zeros(n_nodes)
     cores = climb.core in climb.up
@@ -150,4 +161,4 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
     if climb.present:  # one leaf per plane otherwise: nothing goes up
         load += link_bytes(n_links, climb_even(climb, up_leaf, down_leaf, leaving,
                                                 entering))
-    return load, longest
+    return longest

@@ -64,6 +64,8 @@ class Decomposition:
     moved_bytes: float  # their bytes per step
     gid: np.ndarray  # (rows,) int64 group index of each row
     relayed: Relayed | None  # PXN's relays and first hops
+    by_domain: np.ndarray  # (m,) each member's cell of its row and domain
+    domain_classes: np.ndarray  # (cells, classes) float64 members of each class per cell
     shape: tuple[int, str, int, float]  # the phase's steps, label, messages, efficiency
 
     @cached_property
@@ -83,10 +85,18 @@ class Decomposition:
         """Per member, the weighted pairs it sends to members of its row in another
         domain that share its ``key`` (one value per member: a leaf, a pod)."""
         members, classes = len(self.cls), self.classes
-        by_key = _cells((self.row, key), members)
-        same = (_class_counts(by_key, self.cls, classes)
-                - _class_counts(_cells((self.domain,), members, by_key), self.cls, classes))
-        return (self.weight * same).sum(axis=1)
+        by_key = _cells((key,), members, self.row)
+        same = _class_counts(by_key, self.cls, classes)
+        # where each row's domain lies within one key (a pod), its cells of row, key
+        # and domain are its cells of row and domain, counted already
+        at_domain = np.zeros(len(self.domain_classes), key.dtype)
+        at_domain[self.by_domain] = key
+        if (at_domain[self.by_domain] == key).all():
+            same -= np.take(self.domain_classes, self.by_domain, axis=0)
+        else:
+            same -= _class_counts(_cells((self.domain,), members, by_key), self.cls, classes)
+        # whole numbers: exact in any order of the sum
+        return np.einsum("ij,ij->i", self.weight, same)
 
 
 def decompose(fabric: Fabric, phase: AllPairsPhase, *,
@@ -126,14 +136,15 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     raw_domain = fabric.nodes["domain"].to_numpy().astype(np.int64)[node]
     domain = np.where(raw_domain >= 0, raw_domain, -1 - node)
     # the cells of a row, and of a row in one domain: found once, counted over twice
-    by_row = _cells((row,), len(node))
+    by_row = row  # rows are numbered in order: they are their own cells
     by_domain = _cells((domain,), len(node), by_row)
     cell_size = np.bincount(by_domain)[by_domain]  # members in a member's row and domain
     cls, classes = np.zeros(len(node), np.int64), 1
     if relays is not None:  # class ``rails``: a destination with no NIC
         rail = relays.rail[node]
         cls, classes = np.where(rail >= 0, rail, relays.rails), relays.rails + 1
-    across = _class_counts(by_row, cls, classes) - _class_counts(by_domain, cls, classes)
+    domain_classes = _class_table(by_domain, cls, classes)
+    across = _class_counts(by_row, cls, classes) - np.take(domain_classes, by_domain, axis=0)
     weight = np.ones((len(node), classes))
     relayed = None
     if relays is not None:
@@ -141,7 +152,7 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
         if relayed is None:
             return None  # a relay outside its row: listing the pairs is exact, this is not
         relayed.reweigh(weight)
-    out_pairs = (weight * across).sum(axis=1)
+    out_pairs = np.einsum("ij,ij->i", weight, across)  # whole numbers: exact in any order
     # a member receives every pair of its row from outside its domain once: PXN moves
     # which rank of the sender's server sends it, never out of the sender's row and domain
     in_pairs = (np.bincount(by_row)[by_row] - cell_size).astype(float)
@@ -151,7 +162,7 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     moved, moved_bytes = (0, 0.0) if relayed is None else relayed.moved(pair_bytes)
     return Decomposition(node, row, pair_bytes, domain, cls, weight, out_pairs, in_pairs,
                          sent, received, bool(others.any()) or moved > 0, moved,
-                         moved_bytes, gid, relayed,
+                         moved_bytes, gid, relayed, by_domain, domain_classes,
                          (phase.steps, phase.label, phase.messages_per_step,
                           phase.efficiency))
 
@@ -208,7 +219,7 @@ class Relayed:
         to a rail it relays to, a relay once more per member it relays for (whole
         numbers: exact in any order)."""
         rails = self.found.shape[1]
-        sends = self.found[self.server]
+        sends = np.take(self.found, self.server, axis=0)
         sends[np.arange(len(self.members)), self.rail] = False
         weight[self.members, :rails] = np.where(sends, 0.0, 1.0)
         cell, rail = np.nonzero(self.found)
@@ -240,7 +251,7 @@ class Relayed:
     def listed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The first hops as flows: (member, relay node, pairs), member by member, rail
         by rail."""
-        hops = (self.found & (self.targets > 0))[self.server]
+        hops = np.take(self.found & (self.targets > 0), self.server, axis=0)
         hops[np.arange(len(self.members)), self.rail] = False
         at, rail = np.nonzero(hops)
         cell = self.server[at]
@@ -274,7 +285,7 @@ def _relayed(relays: Relays, node: np.ndarray, row: np.ndarray, gid: np.ndarray,
     on_rail = np.bincount(server * rails + rail[members], minlength=cells * rails)
     relaying = np.bincount(server, minlength=cells)[:, None] - on_rail.reshape(cells, rails)
     return Relayed(members, rail[members], server, found, via, relay, member,
-                   across[member, :rails], relaying)
+                   across[member, :rails].astype(np.int64), relaying)
 
 
 def _members_at(node: np.ndarray, row: np.ndarray, rows: np.ndarray, nodes: np.ndarray
@@ -349,9 +360,14 @@ def _cells(keys: tuple[np.ndarray, ...], members: int,
 
 def _class_counts(cell: np.ndarray, cls: np.ndarray, classes: int) -> np.ndarray:
     """Per member (m, ``classes``), how many members of its cell (:func:`_cells`) are of
-    each class: the column sums of the members' one-hot classes, counted (integers: a
-    product with the float weights is the same number either way, and a copy to floats
-    of m x ``classes`` cells is saved)."""
+    each class: the column sums of the members' one-hot classes, counted, as floats
+    (whole numbers: products with the float weights and their sums are exact)."""
+    return np.take(_class_table(cell, cls, classes), cell, axis=0)
+
+
+def _class_table(cell: np.ndarray, cls: np.ndarray, classes: int) -> np.ndarray:
+    """Per cell (cells, ``classes``), how many of its members are of each class
+    (floats, whole numbers)."""
     cells = int(cell.max()) + 1 if len(cell) else 0
     counts = np.bincount(cell * classes + cls, minlength=cells * classes)
-    return counts.reshape(cells, classes)[cell]
+    return counts.reshape(cells, classes).astype(float)
