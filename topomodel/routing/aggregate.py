@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.view import ClosView, climb_even, clos_view
 from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
@@ -90,6 +90,22 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
                   np.concatenate(inside))
 
 
+@ignores_failures  # the wiring of NICs to leaves alone
+def _domains_apart(fabric: Fabric) -> np.ndarray:
+    """Per plane: whether every leaf reaches at most one accelerator of each scale-up
+    domain (rail-optimized: a server's NICs on as many leaves)."""
+    clos = clos_view(fabric)
+    acc = fabric.accelerators
+    domain, nic = clos.domain[acc], clos.nic_of[acc]
+    access_up = clos.access_up
+    inside = (domain >= 0) & (nic >= 0)
+    if access_up is None or not inside.any():
+        return np.ones(max(clos.planes, 1), bool)
+    leaves = clos.dst[access_up.arcs(nic[inside])]
+    keys = domain[inside].astype(np.int64)[:, None] * len(clos.domain) + leaves
+    return np.array([len(np.unique(keys[:, p])) == len(keys) for p in range(keys.shape[1])])
+
+
 def _inside_switched_domains(clos: ClosView, counts: Decomposition) -> np.ndarray:
     """Loads of the flows inside switched scale-up domains: what each accelerator sends
     and receives there, over its arcs to and from the domain's switch chips, as
@@ -110,10 +126,17 @@ def _put(load: np.ndarray, arcs: Callable[[np.ndarray], np.ndarray], owner: np.n
     ``arcs(owners)`` ((owners,) one row each, or (owners, width) rows each taking it
     whole; rows of distinct owners distinct): each owner's sum in entry order, as one
     bincount over the rows adds them."""
-    per = np.bincount(owner, weights=amount, minlength=nodes)
-    hit = np.flatnonzero(per)
+    entry = np.arange(len(owner))
+    seen = np.full(nodes, -1)
+    seen[owner] = entry
+    if (seen[owner] == entry).all():  # each owner once: its sum is its amount
+        per, hit = amount, owner
+    else:
+        sums = np.bincount(owner, weights=amount, minlength=nodes)
+        hit = np.flatnonzero(sums)
+        per = sums[hit]
     rows = arcs(hit)
-    load[rows] += per[hit] if rows.ndim == 1 else per[hit][:, None]
+    load[rows] += per if rows.ndim == 1 else per[:, None]
 
 
 def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray,
@@ -138,9 +161,10 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray,
     cores = climb.core in climb.up
     longest = SAME_LEAF_HOPS
     moving = counts.pair_bytes > 0
+    apart = fabric.derived(_domains_apart)
     for plane in range(planes):
         leaf = leaves[:, plane]
-        under_leaf = counts.pairs_within(leaf)
+        under_leaf = counts.pairs_within(leaf, apart=bool(apart[plane]))
         inner = under_leaf * counts.pair_bytes / planes  # both ends under this leaf
         up_leaf += np.bincount(leaf, weights=(counts.out_pairs - under_leaf)
                                * counts.pair_bytes / planes, minlength=n_nodes)

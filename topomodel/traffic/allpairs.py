@@ -81,12 +81,17 @@ class Decomposition:
         """Destination classes."""
         return int(self.weight.shape[1])
 
-    def pairs_within(self, key: np.ndarray) -> np.ndarray:
+    def pairs_within(self, key: np.ndarray, *, apart: bool = False) -> np.ndarray:
         """Per member, the weighted pairs it sends to members of its row in another
-        domain that share its ``key`` (one value per member: a leaf, a pod)."""
+        domain that share its ``key`` (one value per member: a leaf, a pod). ``apart``:
+        no two nodes of one domain share a key (a rail-optimized leaf), so of the
+        members sharing a member's key, only itself is in its domain."""
         members, classes = len(self.cls), self.classes
         by_key = _cells((key,), members, self.row)
         same = _class_counts(by_key, self.cls, classes)
+        if apart:  # whole numbers: exact in any order of the sum
+            return (np.einsum("ij,ij->i", self.weight, same)
+                    - self.weight[np.arange(members), self.cls])
         # where each row's domain lies within one key (a pod), its cells of row, key
         # and domain are its cells of row and domain, counted already
         at_domain = np.zeros(len(self.domain_classes), key.dtype)
@@ -221,7 +226,10 @@ class Relayed:
         rails = self.found.shape[1]
         sends = np.take(self.found, self.server, axis=0)
         sends[np.arange(len(self.members)), self.rail] = False
-        weight[self.members, :rails] = np.where(sends, 0.0, 1.0)
+        if len(self.members) == len(weight):  # every member relays: no rows to pick
+            weight[:, :rails] = ~sends
+        else:
+            weight[self.members, :rails] = ~sends
         cell, rail = np.nonzero(self.found)
         weight[self.relay[cell, rail], rail] += self.relaying[cell, rail]
 
