@@ -48,6 +48,37 @@ def test_no_option_lists_a_choice_twice():
     walk(build_parser(), "topomodel")
 
 
+def test_a_parser_for_one_verb_lists_every_verb_and_makes_that_verb_s_flags():
+    """``build_parser(only=VERB)`` (what one command line builds) lists every verb with
+    its help, and gives that verb the same flags, defaults and subcommands as the
+    parser of every verb; the other verbs get none."""
+
+    def flags(parser):
+        return {(a.dest, tuple(a.option_strings), repr(a.default), a.help)
+                for a in parser._actions}
+
+    full = dict(_subparsers(build_parser()))
+    for verb, whole in full.items():
+        mine = dict(_subparsers(build_parser(only=verb)))
+        assert mine.keys() == full.keys()
+        assert flags(mine[verb]) == flags(whole)
+        assert mine[verb]._defaults.keys() == whole._defaults.keys()
+        assert dict(_subparsers(mine[verb])).keys() == dict(_subparsers(whole)).keys()
+        other = next(v for v in full if v != verb)
+        assert [a.dest for a in mine[other]._actions] == ["help"]
+    assert build_parser(only="route").parse_args(
+        ["route", "x.yaml", "--collective", "allreduce", "--size", "1GiB"]).size == "1GiB"
+
+
+def test_a_mistyped_verb_is_named_with_every_verb(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["rout", "x.yaml"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'rout'" in err and all(
+        f"'{verb}'" in err for verb in ("route", "plan", "serve", "units"))
+
+
 def test_units_convert_prints_the_converted_value(capsys):
     status, out, _ = run(capsys, "units", "900 GB/s", "--to", "Gb/s")
     assert status == 0

@@ -246,3 +246,105 @@ def test_pxn_counts_are_the_listed_flows_exactly(superpod, specs):
     into = np.bincount(group[cross] * span + dst[cross], minlength=(gid.max() + 1) * span)
     assert np.array_equal(counts.out_pairs, out[gid * span + counts.node])
     assert np.array_equal(counts.in_pairs, into[gid * span + counts.node])
+
+
+MEDIUM = """
+name: 4,096 HGX B200 (the benchmarks' fabric)
+system: hgx-b200
+systems: 512
+scaleout:
+  kind: fat_tree
+  nic: connectx-8
+  switch: q3400
+"""
+
+
+@pytest.fixture(scope="module")
+def medium():
+    return build_fabric(*load_design("medium.yaml", text=MEDIUM))
+
+
+def counted_and_listed(fabric, specs, size, pxn_on):
+    """The phase as the router gets it (PXN applied or not), and the same flows listed."""
+    traffic = alltoall(fabric, specs, size)
+    if pxn_on:
+        traffic = pxn(fabric, traffic)
+    return traffic, listed(traffic)
+
+
+@pytest.mark.parametrize("pxn_on", [False, True])
+@pytest.mark.parametrize("design, specs, size", [
+    ("superpod", ["block:127"], 127 * 2.0**16),  # groups across nodes, 3 tiers
+    ("superpod", ["block:8", "rail"], 8 * 127 * 2.0**10),  # every rank in two groups
+    ("superpod", ["stride:2"], 508 * 2.0**10),  # relays missing on half the rails
+    ("medium", ["block:64"], 2.0**22),  # bench_route.py's All-to-All at 4,096 GPUs
+    ("medium", ["block:512", "stride:8"], 2.0**24),
+])
+def test_counted_loads_and_times_are_the_listed_ones_bit_for_bit(request, design, specs,
+                                                                 size, pxn_on):
+    """Whole-number pair bytes: every sum of the counted path is exact, so its link
+    bytes, time, ideal and latency are the listed pairs' routed by the structured
+    router, to the last bit (the flows inside servers counted per node, PXN's relays
+    per server cell)."""
+    fabric = request.getfixturevalue(design)
+    traffic, pairs = counted_and_listed(fabric, specs, size, pxn_on)
+    phase = traffic.phases[0]
+    counts = decompose(fabric, phase)
+    assert counts is not None and np.array_equal(counts.pair_bytes,
+                                                 np.round(counts.pair_bytes))
+    # PXN moves nothing where no pair crosses rails between servers (block:8 and rail)
+    assert counts.has_local and (counts.moved > 0) == (pxn_on and "rail" not in specs)
+    counted = route_all_pairs(fabric, phase)
+    assert counted is not None
+    one_by_one = route(fabric, pairs.phases[0], router="structured")
+    assert np.array_equal(counted.link_bytes, one_by_one.link_bytes)
+    assert "local" not in counts.__dict__  # inside switched servers: counted, not listed
+    model = TimeModel(pxn=pxn_on)
+    a = time_traffic(fabric, traffic, time_model=model)
+    b = time_traffic(fabric, pairs, time_model=model)
+    assert (a.time_s, a.latency_s) == (b.time_s, b.latency_s)
+    assert [p.ideal_s for p in a.phases] == [p.ideal_s for p in b.phases]
+    assert [p.bandwidth_s for p in a.phases] == [p.bandwidth_s for p in b.phases]
+
+
+@pytest.mark.parametrize("pxn_on", [False, True])
+def test_counted_loads_are_the_listed_ones_within_rounding(superpod, pxn_on):
+    """Pair bytes that are not whole numbers: a count times the bytes and the same
+    bytes added one by one may differ in the last bit, never by more than 1e-12 of a
+    link's bytes; against the general router (routing/general.py) too."""
+    traffic, pairs = counted_and_listed(superpod, ["block:127", "0-99"], 1e6 / 3, pxn_on)
+    phase = traffic.phases[0]
+    counted = route_all_pairs(superpod, phase)
+    assert counted is not None
+    for router in ("structured", "general"):
+        one_by_one = route(superpod, pairs.phases[0], router=router)
+        np.testing.assert_allclose(counted.link_bytes, one_by_one.link_bytes, rtol=1e-12,
+                                   atol=0)
+    model = TimeModel(pxn=pxn_on)
+    a = time_traffic(superpod, traffic, time_model=model)
+    b = time_traffic(superpod, pairs, time_model=model)
+    assert a.time_s == pytest.approx(b.time_s, rel=1e-12, abs=0)
+    assert a.latency_s == b.latency_s
+
+
+@pytest.mark.parametrize("specs", [["block:127"], ["block:8", "rail"], ["stride:2"]])
+def test_flows_inside_domains_counted_per_node_are_the_listed_ones(superpod, specs):
+    """What each node sends and receives inside its domain (counted: pairs per row and
+    domain, PXN's first hops per server cell) is what the listed flows inside domains
+    add up to, exactly; and :attr:`Decomposition.local`, listed when read, carries the
+    same bytes between the same ends."""
+    traffic, pairs = counted_and_listed(superpod, specs, 8 * 127 * 2.0**10, True)
+    counts = decompose(superpod, traffic.phases[0])
+    flows = pairs.phases[0]
+    domain = superpod.nodes["domain"].to_numpy()
+    inside = (domain[flows.src] == domain[flows.dst]) & (domain[flows.src] >= 0)
+    n = len(superpod.nodes)
+    src, dst, nbytes = flows.src[inside], flows.dst[inside], flows.bytes[inside]
+    assert np.array_equal(counts.local_sent, np.bincount(src, weights=nbytes, minlength=n))
+    assert np.array_equal(counts.local_received,
+                          np.bincount(dst, weights=nbytes, minlength=n))
+    local = counts.local
+    assert np.array_equal(np.bincount(local.src * n + local.dst, weights=local.bytes,
+                                      minlength=n * n),
+                          np.bincount(src * n + dst, weights=nbytes, minlength=n * n))
+    assert local.bytes.sum() == nbytes.sum()

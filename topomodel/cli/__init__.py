@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from topomodel.cli.parser import build_parser
+from topomodel.cli.parser import build_parser, named_verb
 from topomodel.cli.shared import flag_of
 from topomodel.errors import InputError, ParameterError, TopomodelError, short_words
 from topomodel.files import refuse_output_folder
@@ -71,7 +71,7 @@ def _exit_on_termination() -> dict[int, Any]:
 def _main(argv: Sequence[str] | None) -> int:
     pint_for_scalars_only()
     keep_unit_answers()
-    parser = build_parser()
+    parser = build_parser(only=named_verb(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run
     directory = tables_directory(args)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn, cast
 
 from topomodel.analysis.options import COST_OPTIONS, STEP_OPTIONS
 from topomodel.cli.flags import (
@@ -64,15 +65,50 @@ class _OneLineParser(argparse.ArgumentParser):
                   + "\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """What a verb's flags are added to while another verb runs: nothing is kept
+    (argparse spends tens of microseconds on each of the other verbs' 800-odd flags:
+    about 15 ms of every process, ``benchmarks/README.md``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._nothing
+
+    def _nothing(self, *args: object, **kwargs: object) -> _Unused:
+        return self
+
+
+class _VerbTable(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The verb table; with ``only`` set, every verb is listed (its name, help and
+    parser, for ``--help`` and for a mistyped verb's message) but only that one verb's
+    flags are made."""
+
+    only: str | None = None
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        if self.only is None or name == self.only:
+            return parser
+        return cast(argparse.ArgumentParser, _Unused())
+
+
+def named_verb(argv: Sequence[str]) -> str | None:
+    """The verb a command line names: its first word, unless that is an option
+    (``--help``, ``--version``), which then needs every verb's parser."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of every verb (each has help text; a test checks it); its
-    verbs' parsers are of its class."""
+    verbs' parsers are of its class. ``only``: a verb whose flags are the only ones
+    made (the others listed with their help), what one command line needs."""
     parser: argparse.ArgumentParser = _OneLineParser(
         prog="topomodel",
         description="Cluster-network topology and link-budget modeler for AI training"
         " clusters.")
     parser.add_argument("--version", action=_Version)
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs = cast(_VerbTable, parser.add_subparsers(dest="verb", metavar="VERB",
+                                                   required=True, action=_VerbTable))
+    verbs.only = only
 
     units = verbs.add_parser(
         "units", help="convert or compare quantities with explicit units",

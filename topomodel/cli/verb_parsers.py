@@ -195,7 +195,7 @@ def fixed_pair(text: str) -> tuple[str, str]:
 def add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
     """``plan``: the space, the search, and every step option the space does not
     search."""
-    from topomodel.plan.space import (
+    from topomodel.plan.defaults import (
         DEFAULT_MAX_CP,
         DEFAULT_MAX_INTERLEAVE,
         DEFAULT_MAX_MICRO_BATCH,

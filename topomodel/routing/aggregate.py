@@ -7,8 +7,12 @@ each leaf sends up and receives down (its pairs whose other end is under another
 of that plane), what leaves each leaf for another pod and what enters each pod. For
 an all-pairs phase these totals are counts of group members per domain, leaf and pod
 (:mod:`topomodel.traffic.allpairs`), so the cost is linear in ranks, not in pairs. The
-flows inside scale-up domains (few: pairs of a group in one domain, PXN's first hops)
-are listed and go through :func:`~topomodel.routing.structured.route_structured`.
+flows inside switched scale-up domains (pairs of a group in one domain, PXN's first
+hops) load only their ends' arcs to the domain's switches, so the bytes each
+accelerator sends and receives inside its domain are spread over those arcs as
+:func:`~topomodel.routing.structured.route_structured` spreads them; in a full mesh (a
+direct link per pair) or a supernode (pairs between its systems climb its Clos) they
+are listed and go through it.
 
 :func:`route_all_pairs` returns ``None`` where the counts do not give the same loads
 as routing every pair, and the caller lists the pairs instead: routing other than
@@ -22,19 +26,25 @@ them. The tests hold both paths to the same loads link by link.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
-from topomodel.routing.clos.view import climb_even, clos_view
+from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.routing.clos.view import ClosView, climb_even, clos_view
 from topomodel.routing.pieces import link_bytes
 from topomodel.routing.routed import Routed
-from topomodel.routing.structured import route_structured
+from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.allpairs import Decomposition, decompose
 from topomodel.traffic.phases import AllPairsPhase
 
 SAME_LEAF_HOPS, SAME_POD_HOPS, BETWEEN_PODS_HOPS = 4, 6, 8
 """Links on a path between domains: accelerator, NIC, leaf (, spine (, core, spine),
 leaf), NIC, accelerator: the lengths :func:`route_structured` gives."""
+
+SWITCHED_HOPS = 2
+"""Links on a path inside a switched domain: accelerator, in-system switch chip,
+accelerator (:func:`route_structured`'s length)."""
 
 
 def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
@@ -45,7 +55,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
     ``hops`` of the result is per path class (``inside`` set): the listed flows inside
     domains, then one class for every pair between domains (the longest such path).
     """
-    if routing != "ecmp" or fabric.links["failed"].any():
+    if routing != "ecmp" or fabric.links["failed"].any() or structured_supported(fabric):
         return None
     clos = clos_view(fabric)
     counts = decompose(fabric, phase)
@@ -65,46 +75,96 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
         climb = clos.fat_tree
         if climb.core in climb.up and (climb.pod[leaves] < 0).any():
             return None
-    local = route_structured(fabric, counts.local, routing="ecmp")
-    load = local.link_bytes
-    hops = [local.hops]
-    inside = [np.ones(len(local.hops), bool)]
+    if clos.mesh or clos.supernode.present or clos.scaleup_up is None:
+        local = route_structured(fabric, counts.local, routing="ecmp")
+        load, hops = local.link_bytes, [local.hops]
+    else:
+        load = _inside_switched_domains(clos, counts)
+        hops = [np.array([SWITCHED_HOPS] if counts.has_local else [], np.int64)]
+    inside = [np.ones(len(hops[0]), bool)]
     if across.any():
-        extra, longest = _between_domains(fabric, counts, leaves)
-        load = load + extra
+        longest = _between_domains(fabric, counts, leaves, load)
         hops.append(np.array([longest]))
         inside.append(np.zeros(1, bool))
     return Routed(load, np.concatenate(hops), np.zeros(0, np.int64), "structured",
                   np.concatenate(inside))
 
 
-def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
-                     ) -> tuple[np.ndarray, int]:
-    """Loads of the pairs between domains (as ``route_structured`` spreads them) and
-    the longest of their paths."""
+@ignores_failures  # the wiring of NICs to leaves alone
+def _domains_apart(fabric: Fabric) -> np.ndarray:
+    """Per plane: whether every leaf reaches at most one accelerator of each scale-up
+    domain (rail-optimized: a server's NICs on as many leaves)."""
+    clos = clos_view(fabric)
+    acc = fabric.accelerators
+    domain, nic = clos.domain[acc], clos.nic_of[acc]
+    access_up = clos.access_up
+    inside = (domain >= 0) & (nic >= 0)
+    if access_up is None or not inside.any():
+        return np.ones(max(clos.planes, 1), bool)
+    leaves = clos.dst[access_up.arcs(nic[inside])]
+    keys = domain[inside].astype(np.int64)[:, None] * len(clos.domain) + leaves
+    return np.array([len(np.unique(keys[:, p])) == len(keys) for p in range(keys.shape[1])])
+
+
+def _inside_switched_domains(clos: ClosView, counts: Decomposition) -> np.ndarray:
+    """Loads of the flows inside switched scale-up domains: what each accelerator sends
+    and receives there, over its arcs to and from the domain's switch chips, as
+    :func:`route_structured` spreads them under even ECMP (the same products, each on
+    its own link row: the same bytes to the last bit)."""
+    load = np.zeros(clos.n_links)
+    for fanout, amount in ((clos.scaleup_up, counts.local_sent),
+                           (clos.scaleup_down, counts.local_received)):
+        assert fanout is not None
+        owners, share = fanout.shares
+        load[fanout.table[fanout.slot[owners]]] = share * amount[owners][:, None]
+    return load
+
+
+def _put(load: np.ndarray, arcs: Callable[[np.ndarray], np.ndarray], owner: np.ndarray,
+         amount: np.ndarray, nodes: int) -> None:
+    """Add ``amount`` (per entry of ``owner``, a node) on each owner's link rows
+    ``arcs(owners)`` ((owners,) one row each, or (owners, width) rows each taking it
+    whole; rows of distinct owners distinct): each owner's sum in entry order, as one
+    bincount over the rows adds them."""
+    entry = np.arange(len(owner))
+    seen = np.full(nodes, -1)
+    seen[owner] = entry
+    if (seen[owner] == entry).all():  # each owner once: its sum is its amount
+        per, hit = amount, owner
+    else:
+        sums = np.bincount(owner, weights=amount, minlength=nodes)
+        hit = np.flatnonzero(sums)
+        per = sums[hit]
+    rows = arcs(hit)
+    load[rows] += per if rows.ndim == 1 else per[:, None]
+
+
+def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray,
+                     load: np.ndarray) -> int:
+    """Add the loads of the pairs between domains (as ``route_structured`` spreads them)
+    to ``load``, on rows it has not loaded; the longest of their paths."""
     clos = clos_view(fabric)
     climb = clos.fat_tree
     n_links, n_nodes = clos.n_links, len(clos.domain)
     sent = counts.out_pairs * counts.pair_bytes
     received = counts.in_pairs * counts.pair_bytes
     nic = clos.nic_of[counts.node]
-    load = np.bincount(clos.host_up[counts.node], weights=sent, minlength=n_links)
-    load += np.bincount(clos.host_down[counts.node], weights=received, minlength=n_links)
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     planes = leaves.shape[1]
-    load += np.bincount(access_up.arcs(nic).ravel(),
-                        weights=np.repeat(sent / planes, planes), minlength=n_links)
-    load += np.bincount(access_down.arcs(nic).ravel(),
-                        weights=np.repeat(received / planes, planes), minlength=n_links)
+    _put(load, clos.host_up.__getitem__, counts.node, sent, n_nodes)
+    _put(load, clos.host_down.__getitem__, counts.node, received, n_nodes)
+    _put(load, access_up.arcs, nic, sent / planes, n_nodes)
+    _put(load, access_down.arcs, nic, received / planes, n_nodes)
     up_leaf, down_leaf = np.zeros(n_nodes), np.zeros(n_nodes)
     leaving, entering = np.zeros(n_nodes), np.zeros(n_nodes)
     cores = climb.core in climb.up
     longest = SAME_LEAF_HOPS
     moving = counts.pair_bytes > 0
+    apart = fabric.derived(_domains_apart)
     for plane in range(planes):
         leaf = leaves[:, plane]
-        under_leaf = counts.pairs_within(leaf)
+        under_leaf = counts.pairs_within(leaf, apart=bool(apart[plane]))
         inner = under_leaf * counts.pair_bytes / planes  # both ends under this leaf
         up_leaf += np.bincount(leaf, weights=(counts.out_pairs - under_leaf)
                                * counts.pair_bytes / planes, minlength=n_nodes)
@@ -125,4 +185,4 @@ def _between_domains(fabric: Fabric, counts: Decomposition, leaves: np.ndarray
     if climb.present:  # one leaf per plane otherwise: nothing goes up
         load += link_bytes(n_links, climb_even(climb, up_leaf, down_leaf, leaving,
                                                 entering))
-    return load, longest
+    return longest

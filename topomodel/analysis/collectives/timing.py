@@ -543,9 +543,7 @@ def _measure_injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad,
     counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
     totals: list[tuple[np.ndarray, np.ndarray]]
     if counts is not None:  # the pairs' totals per node, without listing them
-        local = counts.local
-        sent_local = np.bincount(local.src, weights=local.bytes, minlength=n)
-        received_local = np.bincount(local.dst, weights=local.bytes, minlength=n)
+        sent_local, received_local = counts.local_sent, counts.local_received
         sent_out = np.bincount(counts.node, weights=counts.out_pairs * counts.pair_bytes,
                                minlength=n)
         received_out = np.bincount(counts.node, weights=counts.in_pairs * counts.pair_bytes,

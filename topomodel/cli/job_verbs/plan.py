@@ -15,7 +15,7 @@ from topomodel.report.output import Report
 
 
 def _searched() -> tuple[str, ...]:
-    from topomodel.plan.space import SEARCHED
+    from topomodel.plan.defaults import SEARCHED
 
     return SEARCHED
 

@@ -43,6 +43,15 @@ class Fanout:
         """(len(owner), width) arcs of each owner, sorted by the other end's node."""
         return self.table[self.slot[owner]]
 
+    @cached_property
+    def shares(self) -> tuple[np.ndarray, np.ndarray]:
+        """(owners, (owners, width) each arc's share of its owner's bytes by its cables):
+        the owners in node order, one per row of ``table``; made once, the split
+        :func:`spread` makes with these weights."""
+        owners = np.flatnonzero(self.slot >= 0)
+        weights = self.weights[self.slot[owners]]
+        return owners, weights / weights.sum(axis=1, keepdims=True)
+
 
 class Irregular(ValueError):
     """A fabric the structured router cannot aggregate exactly."""
