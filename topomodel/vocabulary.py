@@ -99,3 +99,8 @@ ROUTING_CHOICES = (AUTO_ROUTING, *ROUTINGS)
 
 ROUTERS = ("auto", "general", "structured")
 """Router implementations: the structured one where it applies (``auto``), or either."""
+
+SCORECARD_PARTS = ("step", "scaling", "collectives", "levels", "strategies", "imbalance",
+                   "failures")
+"""The scorecard's parts, in order (:mod:`topomodel.report.review.scorecard`; its
+``--only`` flag's choices)."""

@@ -12,6 +12,7 @@ import pytest
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.training.step import step_time
 from topomodel.cli import main
+from topomodel.errors import ParameterError
 from topomodel.inputs.parts import Model
 from topomodel.plan.space import PlanSpace
 from topomodel.report.review.claims import check_claim, parse_claim
@@ -216,3 +217,19 @@ def test_a_calibration_overlay_makes_the_level_rows_measured(tmp_path, server_ca
     before = {f.key: f for f in server_card[2].figures}["level_scale-up_effective_Bps"]
     assert before.origin == "published" and before.basis.startswith("nvlink4: ")
     assert effective.value < 0.5 * before.value
+
+
+def test_only_the_parts_asked_for_are_run(example_fabric, monkeypatch):
+    import topomodel.report.review.scorecard as module
+
+    fabric = example_fabric("hgx-h100-server")
+    planned = []
+    monkeypatch.setattr(module, "_best", lambda *a, **k: planned.append(k) or None)
+    job = ScorecardJob(fabric.catalog.get("llama3-8b", Model), StepAssumptions(),
+                       Layout(tp=2, dp=4), parts=("step", "levels"))
+    card = scorecard(fabric, job)
+    assert {f.part for f in card.figures} == {"step", "levels"}
+    assert planned == []  # a given layout and no strategies: the planner never runs
+    with pytest.raises(ParameterError, match="not a part"):
+        scorecard(fabric, ScorecardJob(job.model, job.assumptions, job.layout,
+                                       parts=("step", "bogus")))

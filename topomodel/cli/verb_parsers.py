@@ -25,6 +25,7 @@ from topomodel.cli.options import (
 )
 from topomodel.cli.shared import add_catalog_args
 from topomodel.report.output import FORMATS
+from topomodel.vocabulary import SCORECARD_PARTS
 
 
 def add_check_nccl(verbs: Verbs[argparse.ArgumentParser]) -> None:
@@ -272,6 +273,11 @@ def add_scorecard(verbs: Verbs[argparse.ArgumentParser]) -> None:
     card.add_argument("design", help="design file (YAML)")
     card.add_argument("--compare", metavar="DESIGN_B",
                       help="a second design: every figure for both, and their ratio")
+    card.add_argument("--only", action="append", choices=SCORECARD_PARTS[1:], metavar="PART",
+                      help="only these parts besides the step's (repeatable: "
+                      + ", ".join(SCORECARD_PARTS[1:]) + "; default all): scaling without a"
+                      " layout and strategies run the planner, most of a 100k scorecard's"
+                      " time")
     card.add_argument("--claim", action="append", metavar="'KEY OP NUMBER'",
                       help="check a claim on the scorecard, e.g. 'comm_share >= 0.40', or"
                       " 'mfu_ratio >= 2.75' (the second design's over the first's); where"

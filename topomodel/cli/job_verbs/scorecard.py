@@ -23,7 +23,7 @@ OUTPUT_FORMATS = {".json": "json", ".csv": "csv", ".md": "md", ".html": "html"}
 def run(args: argparse.Namespace) -> Report:
     from topomodel.analysis.training.studies import fill_dp
     from topomodel.inputs.parts import Model
-    from topomodel.report.review.scorecard import ScorecardJob, scorecard
+    from topomodel.report.review.scorecard import PARTS, ScorecardJob, scorecard
     from topomodel.report.review.scorecard_tables import scorecard_report
 
     suffix = Path(args.output).suffix.lower() if args.output else ""
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> Report:
         job = ScorecardJob(fabric.catalog.get(str(inputs.model), Model),
                            inputs.assumptions, layout if pinned else None,
                            base=inputs.layout, routing=inputs.routing, seed=inputs.seed,
-                           goodput=inputs.goodput)
+                           goodput=inputs.goodput,
+                           parts=("step", *args.only) if args.only else PARTS)
         say = None if args.no_progress or not sys.stderr.isatty() else (
             lambda what, p=path: print(f"scorecard {p}: {what}", file=sys.stderr))
         cards.append(scorecard(fabric, job, progress=say))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topomodel.plan.search import PlanJob, plan
 from topomodel.plan.space import PlanSpace
+from topomodel.vocabulary import SCORECARD_PARTS
 
 if TYPE_CHECKING:
     from topomodel.analysis.reliability.goodput import GoodputAssumptions
@@ -46,6 +47,11 @@ IMBALANCE_SHARES = (0.0, 0.1, 0.25, 0.5)
 (0.5: 1.5x), the step's ``hot_expert_factor`` minus one; 0-50 % as issue #43 asks."""
 
 ORIGINS = ("modelled", "measured", "published")
+
+PARTS = SCORECARD_PARTS
+"""The scorecard's parts, in order; the step's is always there (the others read it). The
+planner runs for ``strategies`` and, without a given layout, for ``scaling`` and the step:
+at 100k accelerators those are most of the time."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class ScorecardJob:
     goodput: GoodputAssumptions | None = None
     scaling_sizes: tuple[int, ...] = SCALING_SIZES
     collective_sizes_bytes: tuple[float, ...] = COLLECTIVE_SIZES_BYTES
+    parts: tuple[str, ...] = PARTS
 
 
 def _best(fabric: Fabric, job: ScorecardJob, *, accelerators: int = 0,
@@ -141,10 +148,19 @@ def _catalog_origin(fabric: Fabric, ident: str | None, key: str | None = None
 
 def scorecard(fabric: Fabric, job: ScorecardJob, *,
               progress: Callable[[str], None] | None = None) -> Scorecard:
-    """The scorecard of ``job`` on ``fabric`` (module docstring)."""
+    """The scorecard of ``job`` on ``fabric`` (module docstring): the parts of
+    :data:`PARTS` that ``job.parts`` names (the step's always)."""
     say = progress or (lambda _: None)
-    say("the best layout at full size")
-    best = _best(fabric, job)
+    unknown = sorted(set(job.parts) - set(PARTS))
+    if unknown:
+        from topomodel.errors import ParameterError
+
+        raise ParameterError("parts", f"{unknown[0]} is not a part; choose from"
+                                      f" {', '.join(PARTS)}")
+    planned = job.layout is None or "strategies" in job.parts
+    if planned:
+        say("the best layout at full size")
+    best = _best(fabric, job) if planned else None
     full = _step(fabric, job, job.layout) if job.layout is not None else best
     if full is None:
         from topomodel.errors import UsageError
@@ -154,18 +170,19 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
                          " model")
     basis = assumption_set(full.layout, job.assumptions)
     figures = _step_figures(full, basis, job.assumptions.compute_dtype)
-    say("scaling")
-    figures += _scaling_figures(fabric, job, full, best, basis)
-    say("collectives")
-    figures += _collective_figures(fabric, job, basis)
-    figures += _level_figures(fabric, job)
-    say("strategies")
-    figures += _strategy_figures(fabric, job, best, basis)
-    if job.model.is_moe:
-        say("expert imbalance")
-        figures += _imbalance_figures(fabric, job, full, basis)
-    say("failures")
-    figures += _reliability_figures(fabric, job, full)
+    runs: dict[str, Callable[[], list[Figure]]] = {
+        "scaling": lambda: _scaling_figures(fabric, job, full, best, basis),
+        "collectives": lambda: _collective_figures(fabric, job, basis),
+        "levels": lambda: _level_figures(fabric, job),
+        "strategies": lambda: _strategy_figures(fabric, job, best, basis),
+        "imbalance": lambda: _imbalance_figures(fabric, job, full, basis)
+        if job.model.is_moe else [],
+        "failures": lambda: _reliability_figures(fabric, job, full),
+    }
+    for part in PARTS[1:]:
+        if part in job.parts:
+            say(part)
+            figures += runs[part]()
     return Scorecard(fabric.design.name or fabric.design.file, job.model.id,
                      fabric.accelerator_count, _layout_text(full), basis,
                      tuple(figures), full)
