@@ -230,3 +230,43 @@ def test_the_worked_example_in_docs_serve_md(nvl72):
     assert apart.ttft_s - packed.ttft_s == pytest.approx(5.3e-3, rel=0.05)
     assert packed.tpot_s == pytest.approx(18.97e-3, rel=0.01)
     assert round(packed.network_share, 3) == 0.092
+
+
+def test_cost_per_output_token_is_the_pools_share_of_the_design(superpod):
+    """$/M output tokens: the pools' accelerators' share of the design's capex and power
+    over the job's output tokens/s, with the cost options."""
+    from topomodel.analysis.assumptions import CostAssumptions
+    from topomodel.analysis.cost import fabric_cost, token_cost
+
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, serving=ServeAssumptions(rate=5.0))
+    assert r.cost is not None and r.cost.share == pytest.approx(16 / 1016)
+    assert r.cost.tokens_per_s == pytest.approx(5.0 * 1000)
+    _, power = fabric_cost(superpod, 16, 1.0)
+    whole = token_cost(power.capex_USD, power.total_W, 5.0 * 1000)
+    # the share scales every hourly term; the tokens are the job's
+    assert r.cost.USD_per_h == pytest.approx(whole.USD_per_h * 16 / 1016)
+    assert r.cost.USD_per_Mtok == pytest.approx(
+        r.cost.USD_per_h / (r.output_tokens_per_s * 3600) * 1e6)
+    assert r.cost.J_per_token == pytest.approx(power.total_W * 1.3 * 16 / 1016 / 5000)
+    # twice the rate on the same pools: half the cost per token
+    fast = serve(superpod, llama, serving=ServeAssumptions(rate=10.0))
+    assert fast.cost.USD_per_Mtok == pytest.approx(r.cost.USD_per_Mtok / 2)
+    dear = serve(superpod, llama, serving=ServeAssumptions(rate=5.0),
+                 cost=CostAssumptions(electricity_USD_per_kWh=0.2))
+    assert dear.cost.energy_USD_per_h == pytest.approx(r.cost.energy_USD_per_h * 0.2 / 0.0806)
+
+
+def test_cli_serve_and_compare_report_the_cost(capsys):
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--rate", "5", "--pue", "1.5",
+                   "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["cost"]["assumptions"]["pue"] == 1.5
+    assert out["USD_per_M_output_tokens"] == out["cost"]["USD_per_Mtok"] > 0
+    assert out["J_per_output_token"] == pytest.approx(
+        out["cost"]["facility_power_W"] / out["output_tokens_per_s"])
+    assert "output tokens/s" in out["cost"]["text"]
+    status = main(["compare", NVL72, SUPERPOD, "--serve", "--model", "llama3-70b",
+                   "--rate", "5"])
+    text = capsys.readouterr().out
+    assert status == 0 and "USD/M output tokens" in text and "J/output token" in text

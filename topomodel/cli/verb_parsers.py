@@ -163,10 +163,11 @@ def add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
         " compute and its collectives, each request's KV cache routed from prefill to"
         " decode ranks with the other hand-offs in flight, decode at the batch the rate"
         " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
-        " and the link tier bounding it. See docs/serve.md.")
+        " and the link tier bounding it, cost per million output tokens and energy per"
+        " output token. See docs/serve.md.")
     serve.add_argument("design", help="design file (YAML)")
     add_serve_options(serve)
-    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS)
+    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS + COST_OPTIONS)
     add_catalog_args(serve)
     format_arg(serve)
     serve.set_defaults(run=Verb("job_verbs.serve"))

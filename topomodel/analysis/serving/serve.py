@@ -41,8 +41,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topomodel.analysis.assumptions import StepAssumptions, TimeModel
+from topomodel.analysis.assumptions import CostAssumptions, StepAssumptions, TimeModel
 from topomodel.analysis.collectives.timing import TrafficTime, time_traffic
+from topomodel.analysis.cost import TokenCost, cost_warnings, fabric_cost
 from topomodel.analysis.serving.decode import (
     DecodeComm,
     DecodeResult,
@@ -163,6 +164,8 @@ class ServeResult:
     warnings: tuple[str, ...]
     trace: str = ""  # the request trace's file, if one gave the mix
     trace_requests: int = 0
+    cost: TokenCost | None = None  # per output token: the pools' share of the design
+    unpriced: tuple[str, ...] = ()  # parts the cost's capex leaves out (no price)
 
     @property
     def prefill_s(self) -> float:
@@ -238,12 +241,14 @@ class ServingJob:
     serving: ServeAssumptions
     decode: DecodeAssumptions
     trace: RequestTrace | None = None
+    cost: CostAssumptions | None = None
 
     def run(self, fabric: Fabric, model: Model, assumptions: StepAssumptions, *,
             routing: str = "ecmp", seed: int = 0) -> ServeResult:
         """:func:`serve` of this job on ``fabric``."""
         return serve(fabric, model, serving=self.serving, decode=self.decode,
-                     assumptions=assumptions, trace=self.trace, routing=routing, seed=seed)
+                     assumptions=assumptions, trace=self.trace, cost=self.cost,
+                     routing=routing, seed=seed)
 
 
 def place_pools(fabric: Fabric, a: ServeAssumptions) -> tuple[Pool, Pool]:
@@ -402,10 +407,13 @@ def pk_wait_s(rate_rps: float, mean_s: float, second_moment_s2: float) -> float:
     return rate_rps * second_moment_s2 / (2.0 * (1.0 - rate_rps * mean_s))
 
 
-def serve(fabric: Fabric, model: Model, *,
+# PLR0913: the fabric, the model, the job's option groups (serving, decode, step, cost),
+# its trace, and the routing and its seed: each a keyword with a default
+def serve(fabric: Fabric, model: Model, *,  # noqa: PLR0913
           serving: ServeAssumptions | None = None, decode: DecodeAssumptions | None = None,
           assumptions: StepAssumptions | None = None, trace: RequestTrace | None = None,
-          routing: str = "ecmp", seed: int = 0) -> ServeResult:
+          cost: CostAssumptions | None = None, routing: str = "ecmp", seed: int = 0
+          ) -> ServeResult:
     """A serving job of ``model`` on ``fabric``: the module docstring's model.
 
     ``serving`` holds the pools, request mix, load and hand-off; ``decode`` the data
@@ -414,7 +422,9 @@ def serve(fabric: Fabric, model: Model, *,
     model (``compute_efficiency``, ``hbm_efficiency``, ``time``). A ``trace`` gives the
     requests' lengths (instead of ``input_tokens`` and ``output_tokens``) and, unless
     ``serving.rate`` is given, the rate: the queue is then M/G/1 over its prompts'
-    prefill times, and decode runs at the mean lengths.
+    prefill times, and decode runs at the mean lengths. ``cost`` prices the output
+    tokens (:func:`~topomodel.analysis.cost.fabric_cost`: the pools' accelerators' share
+    of the design's capex and power, always busy).
 
     Raises
     ------
@@ -500,12 +510,14 @@ def serve(fabric: Fabric, model: Model, *,
     warnings = list(result.warnings)
     if kv.unroutable_flows:
         warnings.append(f"{kv.unroutable_flows} KV hand-off flows have no path")
+    priced, power = fabric_cost(fabric, prefill.size + dec.size, rate * mean_out, cost)
+    warnings += cost_warnings(power)
     return ServeResult(
         model.id, accelerator.id, system.accelerators, prefill, dec, mean_in, mean_out,
         rate, load, queue, pre.compute_s, pre.comm, pre.comm_exposed_s, kv_dtype,
         kv_bytes_per_token(model, kvbytes), per_rank, kv, a.transfer, result, p_memory,
         held + result.batch * longest * per_rank[1], hbm, tuple(dict.fromkeys(warnings)),
-        trace.file if trace else "", trace.requests if trace else 0)
+        trace.file if trace else "", trace.requests if trace else 0, priced, power.unpriced)
 
 
 def _check_load(rate: float, capacity: float, service: float, prefill: Pool, flag: str

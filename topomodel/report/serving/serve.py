@@ -3,12 +3,14 @@ and where the KV hand-offs load the fabric."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from typing import Any
 
 from topomodel.analysis.serving.serve import Pool, ServeResult
 from topomodel.inputs.units import format_si, format_size
 from topomodel.report.output import Report, Table
+from topomodel.report.power import cost_rows
 
 
 def serve_summary(r: ServeResult, *, design: str) -> str:
@@ -70,6 +72,9 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
         ("memory per decode rank (weights + KV at the batch, longest context)",
          f"{format_size(r.decode_memory_bytes)} of {format_size(r.hbm_capacity_bytes)}"),
     ]
+    if r.cost is not None:
+        rates += [("cost per million output tokens", f"{r.cost.USD_per_Mtok:,.4g} USD"),
+                  ("energy per output token", f"{r.cost.J_per_token:,.4g} J")]
     if r.trace:
         rates.insert(0, ("request trace", f"{r.trace} ({r.trace_requests:,} requests)"))
     rate_rows = [{"item": k, "value": v} for k, v in rates]
@@ -112,6 +117,13 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
     if comm_rows:
         tables.append(Table("collectives (prefill: per prompt; decode: per step)", comm_rows,
                             comm_records, name="collectives"))
+    cost = cost_data(r)
+    if cost is not None:
+        tables.append(Table("cost per output token (the pools' share of the design)",
+                            cost_rows(cost, "output tokens"),
+                            [{k: v for k, v in cost.items()
+                              if not isinstance(v, dict | list)}],
+                            name="cost"))
     data: dict[str, Any] = {
         **record,
         "times": time_records, "network": network_records,
@@ -121,10 +133,19 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
                         "bandwidth_s": kv.bandwidth_s, "latency_s": kv.latency_s,
                         "exposed_s": kv.exposed_s, "bottleneck_tier": kv.bottleneck_tier,
                         "unroutable_flows": kv.unroutable_flows, "tiers": tier_records},
-        "collectives": comm_records,
+        "collectives": comm_records, "cost": cost,
         "summary": serve_summary(r, design=design),
     }
     return Report("serve", data, tables, list(r.warnings))
+
+
+def cost_data(r: ServeResult) -> dict[str, Any] | None:
+    """The JSON of a serving job's cost per output token (``None`` without one): the
+    :class:`~topomodel.analysis.cost.TokenCost` with what it assumed."""
+    if r.cost is None:
+        return None
+    return {**dataclasses.asdict(r.cost), "text": r.cost.describe("output tokens"),
+            "capex_complete": not r.unpriced, "unpriced": list(r.unpriced)}
 
 
 def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
@@ -157,6 +178,10 @@ def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
         "decode_memory_bytes": r.decode_memory_bytes,
         "hbm_capacity_bytes": r.hbm_capacity_bytes,
         "decode_wall": r.decode.wall})
+    if r.cost is not None:
+        out.update({"USD_per_M_output_tokens": r.cost.USD_per_Mtok,
+                    "J_per_output_token": r.cost.J_per_token, "USD_per_h": r.cost.USD_per_h,
+                    "cost_share_of_design": r.cost.share})
     return out
 
 
@@ -175,7 +200,9 @@ def serve_compare_report(results: list[tuple[str, ServeResult]]) -> Report:
             "vs first": f"{ratio:.2f}x",
             "network share": f"{r.network_share:.1%}",
             "limited by": f"{part} ({tier or '-'})",
-            "KV hand-off": f"{format_si(r.kv.time_s, 's')} ({r.kv.bottleneck_tier or '-'})"})
+            "KV hand-off": f"{format_si(r.kv.time_s, 's')} ({r.kv.bottleneck_tier or '-'})",
+            "USD/M output tokens": "-" if r.cost is None else f"{r.cost.USD_per_Mtok:,.4g}",
+            "J/output token": "-" if r.cost is None else f"{r.cost.J_per_token:,.4g}"})
         record = serve_record(r, design=design)
         record["tokens_per_s_per_accelerator_vs_first"] = ratio
         record["ttft_s_vs_first"] = r.ttft_s / base.ttft_s
