@@ -16,9 +16,9 @@ from topomodel.analysis.serving.kvcache import (
     kv_bytes_per_token_per_rank,
     transfer_pairs,
 )
+from topomodel.analysis.serving.scheduling import mdl_wait_s, mixed_step, pk_wait_s
 from topomodel.analysis.serving.serve import (
     kv_transfer,
-    mdl_wait_s,
     place_pools,
     serve,
 )
@@ -169,7 +169,6 @@ def test_cli_json_and_errors(capsys):
 
 
 def test_trace_gives_the_mix_rate_and_an_mg1_queue(superpod, tmp_path):
-    from topomodel.analysis.serving.serve import pk_wait_s
     from topomodel.inputs.measured.requests import read_mooncake_trace
 
     lines = [f'{{"timestamp": {i * 250}, "input_length": {n}, "output_length": {m}}}'
@@ -230,3 +229,99 @@ def test_the_worked_example_in_docs_serve_md(nvl72):
     assert apart.ttft_s - packed.ttft_s == pytest.approx(5.3e-3, rel=0.05)
     assert packed.tpot_s == pytest.approx(18.97e-3, rel=0.01)
     assert round(packed.network_share, 3) == 0.092
+
+
+def test_cost_per_output_token_is_the_pools_share_of_the_design(superpod):
+    """$/M output tokens: the pools' accelerators' share of the design's capex and power
+    over the job's output tokens/s, with the cost options."""
+    from topomodel.analysis.assumptions import CostAssumptions
+    from topomodel.analysis.cost import fabric_cost, token_cost
+
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, serving=ServeAssumptions(rate=5.0))
+    assert r.cost is not None and r.cost.share == pytest.approx(16 / 1016)
+    assert r.cost.tokens_per_s == pytest.approx(5.0 * 1000)
+    _, power = fabric_cost(superpod, 16, 1.0)
+    whole = token_cost(power.capex_USD, power.total_W, 5.0 * 1000)
+    # the share scales every hourly term; the tokens are the job's
+    assert r.cost.USD_per_h == pytest.approx(whole.USD_per_h * 16 / 1016)
+    assert r.cost.USD_per_Mtok == pytest.approx(
+        r.cost.USD_per_h / (r.output_tokens_per_s * 3600) * 1e6)
+    assert r.cost.J_per_token == pytest.approx(power.total_W * 1.3 * 16 / 1016 / 5000)
+    # twice the rate on the same pools: half the cost per token
+    fast = serve(superpod, llama, serving=ServeAssumptions(rate=10.0))
+    assert fast.cost.USD_per_Mtok == pytest.approx(r.cost.USD_per_Mtok / 2)
+    dear = serve(superpod, llama, serving=ServeAssumptions(rate=5.0),
+                 cost=CostAssumptions(electricity_USD_per_kWh=0.2))
+    assert dear.cost.energy_USD_per_h == pytest.approx(r.cost.energy_USD_per_h * 0.2 / 0.0806)
+
+
+def test_cli_serve_and_compare_report_the_cost(capsys):
+    status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--rate", "5", "--pue", "1.5",
+                   "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["cost"]["assumptions"]["pue"] == 1.5
+    assert out["USD_per_M_output_tokens"] == out["cost"]["USD_per_Mtok"] > 0
+    assert out["J_per_output_token"] == pytest.approx(
+        out["cost"]["facility_power_W"] / out["output_tokens_per_s"])
+    assert "output tokens/s" in out["cost"]["text"]
+    status = main(["compare", NVL72, SUPERPOD, "--serve", "--model", "llama3-70b",
+                   "--rate", "5"])
+    text = capsys.readouterr().out
+    assert status == 0 and "USD/M output tokens" in text and "J/output token" in text
+
+
+def test_aggregated_serving_interleaves_chunked_prefill_with_decode(superpod):
+    """--placement aggregated: one pool, no hand-off; its steps are decode-only or carry a
+    prompt's chunk, and TPOT, TTFT and the load follow scheduling.mixed_step."""
+    llama = _model(superpod, "llama3-70b")
+    r = serve(superpod, llama, serving=ServeAssumptions(placement="aggregated", rate=5.0))
+    assert r.aggregated and r.accelerators == 8 and r.kv.bytes_per_request == 0
+    assert r.prefill_pool is r.decode_pool and r.transfer == "none"
+    m = r.chunked
+    plain = decode_step(superpod, llama, tp=8, dp=1, batch=r.decode.batch,
+                        context=r.decode.context, ranks=np.asarray(superpod.accelerators[:8]))
+    assert m.decode_only_s == pytest.approx(plain.step_time_s)
+    by_hand = mixed_step(batch=r.decode.batch, hbm_s=plain.hbm_s,
+                         compute_s=plain.compute_s, comm_exposed_s=plain.comm_exposed_s,
+                         prompt_tokens=1000,
+                         prefill_compute_s=_prefill_compute(superpod, llama),
+                         prefill_comm_s=r.prefill_comm_exposed_s, rate_rps=5.0,
+                         budget_tokens=8192)
+    assert r.tpot_s == pytest.approx(by_hand.tpot_s) == pytest.approx(m.tpot_s)
+    assert plain.step_time_s < r.tpot_s < m.mixed_s  # prefill chunks slow decode down
+    assert m.chunk_tokens == 1000 and r.prefill_s == pytest.approx(m.mixed_s)
+    assert r.prefill_load == pytest.approx(5.0 * m.mixed_s)
+    assert r.queue_s == pytest.approx(mdl_wait_s(r.prefill_load, r.prefill_s))
+    assert r.ttft_s == pytest.approx(r.queue_s + r.prefill_s)
+    # Little's law on the one pool, and half the accelerators of 1P1D for the same rate
+    assert r.decode.batch == int(np.ceil(5.0 * 999 * r.tpot_s))
+    apart = serve(superpod, llama, serving=ServeAssumptions(rate=5.0))
+    assert r.tokens_per_s_per_accelerator == pytest.approx(
+        2 * apart.tokens_per_s_per_accelerator)
+    # a smaller budget splits the prompt: more mixed steps, each shorter
+    small = serve(superpod, llama, serving=ServeAssumptions(
+        placement="aggregated", rate=5.0, chunk_tokens=512))
+    assert small.chunked.chunk_tokens < 512 and small.chunked.mixed_s < m.mixed_s
+    assert small.prefill_s > r.prefill_s
+
+
+def _prefill_compute(fabric, model):
+    from topomodel.analysis.serving.serve import Pool, prefill_compute_s
+    from topomodel.analysis.training.compute import device_model
+    from topomodel.inputs.parts import Accelerator
+
+    acc = fabric.catalog.get("h100-sxm", Accelerator)
+    return prefill_compute_s(device_model(acc, "bf16"), model,
+                             Pool("decode", 8, 1, 1, 0), 1000)
+
+
+def test_aggregated_bad_input_is_one_line(capsys):
+    for flags, key in [(["--concurrency", "8"], "--concurrency"),
+                       (["--rate", "5", "--input-tokens", "10", "--chunk-tokens", "16"],
+                        "--chunk-tokens"),
+                       (["--rate", "5", "--chunk-tokens", "16"], "--rate")]:
+        status = main(["serve", SUPERPOD, "--model", "llama3-70b", "--placement",
+                       "aggregated", *flags])
+        err = capsys.readouterr().err.strip()
+        assert status == 2 and len(err.splitlines()) == 1 and key in err, err

@@ -162,7 +162,7 @@ def test_apply_overrides():
 
 def test_examples_load_and_count_as_their_comments_say():
     counts = {"b200-16k-fabric": (96, 96, 12), "dgx-h100-layouts": (100, 99, 1),
-              "llama3-24k-aggregation": (8, 8, 4)}
+              "llama3-24k-aggregation": (8, 8, 4), "nvl72-serving": (8, 8, 1)}
     for name, (expanded, points, designs) in counts.items():
         sweep = load_sweep(f"examples/sweeps/{name}.yaml")
         assert (sweep.expanded, len(sweep.points)) == (expanded, points), name
@@ -193,8 +193,18 @@ HEAD = "design: design.yaml\ncatalogs: [toy.yaml]\nfixed: {model: toy-dense}\n"
     ("parameters:\n  tp: [1, 2.5]\n",
      "sweep.yaml:5: parameters.tp[1]: expected a whole number, got a bare number (2.5)"),
     ("parameters:\n  batch: [1, 8]\n",
-     "sweep.yaml:5: parameters.batch: batch is an option of decode; a sweep point runs the"
-     " training step and its goodput, not decode"),
+     "sweep.yaml:5: parameters.batch: batch is an option of decode; a sweep runs the"
+     " training step or serve"),
+    ("parameters:\n  rate: [1.0, 2.0]\n",
+     "sweep.yaml:5: parameters.rate: rate is an option of serve; set job: serve to sweep"
+     " serving"),
+    ("job: serve\nparameters:\n  pp: [1, 2]\n",
+     "sweep.yaml:6: parameters.pp: pp is an option of the training step; a serve sweep sets"
+     " serve options (prefill_tp, decode_ep, rate, ...)"),
+    ("job: serve\nmetrics: [ttft_s, mfu]\n",
+     "sweep.yaml:5: metrics[1]: unknown metric 'mfu' of a serve sweep"),
+    ("job: training\n",
+     "sweep.yaml:4: job: expected one of step, serve, got a string ('training')"),
     ("parameters:\n  efficiency.leaf: [0.5, 1.5]\n",
      "sweep.yaml:5: parameters['efficiency.leaf'][1]: must be in (0, 1], got 1.5"),
     ("parameters:\n  fail: [node0/gpu0]\n",
@@ -924,3 +934,31 @@ def test_malformed_worker_results_are_one_clear_error(place, tmp_path, monkeypat
                      "--scheduler", cluster.scheduler_address]) == 2
     err = error_lines(capsys)
     assert len(err) == 1 and "a worker returned a malformed result" in err[0], err
+
+
+def test_a_serve_sweep_records_what_serve_reports(tmp_path):
+    """job: serve runs topomodel serve at each point: its metrics are serve's numbers."""
+    from topomodel.analysis.serving.serve import serve
+    from topomodel.analysis.serving.serve_assumptions import ServeAssumptions
+    from topomodel.sweep.params import JOB_METRICS
+
+    sweep = load_sweep("examples/sweeps/nvl72-serving.yaml")
+    assert sweep.job == "serve" and sweep.metrics == JOB_METRICS["serve"]
+    frame = run_sweep(sweep, tmp_path / "r.csv", workers=1, progress=False).frame
+    assert len(frame) == 8 and frame["error"].isna().all()
+    fabric = build_fabric(*load_design("examples/gb200-nvl72-cluster.yaml"))
+    r = serve(fabric, fabric.catalog.get("deepseek-v3", Model), serving=ServeAssumptions(
+        prefill_tp=1, prefill_ep=32, decode_tp=1, decode_ep=64, input_tokens=4000,
+        output_tokens=1000, placement="separate", transfer="after"))
+    row = frame[(frame["placement"] == "separate") & (frame["decode_ep"] == 64)
+                & (frame["transfer"] == "after")].iloc[0]
+    assert row["ttft_s"] == pytest.approx(r.ttft_s) and row["tpot_s"] == pytest.approx(
+        r.tpot_s)
+    assert row["network_share"] == pytest.approx(r.network_share)
+    assert row["USD_per_M_output_tokens"] == pytest.approx(r.cost.USD_per_Mtok)
+    assert row["tokens_per_s_per_accelerator"] == pytest.approx(
+        r.tokens_per_s_per_accelerator)
+    assert row["kv_bottleneck_tier"] == "leaf"
+    # packed, 32 + 32 GPUs fit rack 0: the hand-off stays on NVLink
+    packed = frame[(frame["placement"] == "packed") & (frame["decode_ep"] == 32)]
+    assert set(packed["kv_bottleneck_tier"]) == {"scaleup"}

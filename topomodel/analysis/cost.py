@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from topomodel.analysis.assumptions import CostAssumptions
-from topomodel.analysis.bom import BomLine, part_power_W
+from topomodel.analysis.bom import (
+    BomLine,
+    PowerSummary,
+    bill_of_materials,
+    part_power_W,
+    power_summary,
+)
+from topomodel.fabric.tables import Fabric
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import Optic
 
@@ -74,13 +81,17 @@ class TokenCost:
     @property
     def text(self) -> str:
         """The prices, power and utilisation it assumed, in one line."""
+        return self.describe()
+
+    def describe(self, tokens: str = "tokens") -> str:
+        """:attr:`text`, naming the tokens counted (``'output tokens'`` for serving)."""
         a = self.assumptions
         return (f"capex over {a.amortisation_years:g} y, facility"
                 f" {a.facility_USD_per_kW:,.0f} USD/kW over {a.facility_years:g} y, at"
                 f" {a.cost_of_capital:.0%}; {self.it_power_W / 1e3:,.1f} kW (BOM maximum)"
                 f" x PUE {a.pue:g} at {a.electricity_USD_per_kWh:g} USD/kWh;"
                 f" {self.share:.0%} of the cluster, always busy;"
-                f" {'goodput ' if self.goodput else ''}tokens/s")
+                f" {'goodput ' if self.goodput else ''}{tokens}/s")
 
 
 def token_cost(capex_USD: float, it_power_W: float, tokens_per_s: float,
@@ -120,6 +131,54 @@ def token_cost(capex_USD: float, it_power_W: float, tokens_per_s: float,
                      energy, total,
                      total / (rate * 3600.0) * 1e6 if rate else float("inf"),
                      facility_W / rate if rate else float("inf"), a)
+
+
+def fabric_cost(fabric: Fabric, accelerators: int, tokens_per_s: float,
+                assumptions: CostAssumptions | None = None, *, goodput: bool = False
+                ) -> tuple[TokenCost, PowerSummary]:
+    """:func:`token_cost` of a job on ``accelerators`` of ``fabric``, charged that share
+    of the whole design's capex and power from its bill of materials (the network and
+    the facility included: the rest of the cluster runs other jobs), and the bill's
+    power summary (:func:`cost_warnings` says what its sums leave out).
+
+    Examples
+    --------
+    A serving job on the 8 GPUs of one HGX H100 server (US$310,000, 10.2 kW) at 1,000
+    output tokens/s, by hand: capex 310,000 x CRF(8 %, 5 y) 0.25046 / 8,766 = 8.857
+    USD/h; facility 10.2 kW x 11,000 = 112,200 USD x CRF(8 %, 15 y) 0.11683 / 8,766 =
+    1.495 USD/h; energy 10.2 kW x PUE 1.3 x 0.0806 = 1.069 USD/h; 11.42 USD/h over 3.6 M
+    tokens an hour is 3.173 USD per million output tokens; 13.26 kW over 1,000 tokens/s
+    is 13.26 J per output token. Half the server pays half of each term.
+
+    >>> from topomodel.fabric.build import build_fabric
+    >>> from topomodel.inputs.design import load_design
+    >>> server = build_fabric(*load_design("examples/hgx-h100-server.yaml"))
+    >>> cost, power = fabric_cost(server, 8, 1000.0)
+    >>> power.capex_USD, power.total_W
+    (310000.0, 10200.0)
+    >>> round(cost.capex_USD_per_h, 3), round(cost.facility_USD_per_h, 3)
+    (8.857, 1.495)
+    >>> round(cost.energy_USD_per_h, 3), round(cost.USD_per_Mtok, 3), cost.J_per_token
+    (1.069, 3.173, 13.26)
+    >>> half, _ = fabric_cost(server, 4, 500.0)
+    >>> half.share, round(half.USD_per_Mtok, 3)
+    (0.5, 3.173)
+    """
+    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
+    share = accelerators / fabric.accelerator_count if fabric.accelerator_count else 1.0
+    return token_cost(power.capex_USD or 0.0, power.total_W, tokens_per_s, assumptions,
+                      share=share, goodput=goodput), power
+
+
+def cost_warnings(power: PowerSummary) -> list[str]:
+    """What a cost per token from ``power``'s sums leaves out: parts without a price or
+    without a power figure."""
+    warnings = [] if power.capex_complete else [
+        f"cost per token leaves out parts without a price: {', '.join(power.unpriced)}"]
+    if not power.complete:
+        warnings.append("cost per token uses a partial power sum: no power figure for"
+                        f" {', '.join(power.unknown)}")
+    return warnings
 
 
 SWAP_FORMS = ("lpo", "cpo")

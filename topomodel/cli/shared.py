@@ -186,7 +186,7 @@ def cost_part(job: Job, tokens_per_s: float, *, goodput: bool) -> tuple[Any, lis
     import dataclasses
 
     from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.analysis.cost import token_cost
+    from topomodel.analysis.cost import cost_warnings, token_cost
     from topomodel.report.output import Table
     from topomodel.report.power import cost_rows
 
@@ -197,11 +197,7 @@ def cost_part(job: Job, tokens_per_s: float, *, goodput: bool) -> tuple[Any, lis
                       job.inputs.cost, share=share, goodput=goodput)
     data = {**dataclasses.asdict(cost), "text": cost.text,
             "capex_complete": power.capex_complete, "unpriced": list(power.unpriced)}
-    warnings = [] if power.capex_complete else [
-        f"cost per token leaves out parts without a price: {', '.join(power.unpriced)}"]
-    if not power.complete:
-        warnings.append("cost per token uses a partial power sum: no power figure for"
-                        f" {', '.join(power.unknown)}")
+    warnings = cost_warnings(power)
     record = {k: v for k, v in data.items() if not isinstance(v, dict | list)}
     return (Table("Cost per token", cost_rows(data), [record], name="cost"), data), warnings
 
@@ -302,17 +298,18 @@ def measured_figures(fabric: Any, time_model: Any) -> str:
 def serve_job(args: argparse.Namespace, design_file: str) -> tuple[str, Any]:
     """(design name, :class:`~topomodel.analysis.serving.serve.ServeResult`) of the
     serving job the flags describe on ``design_file`` (``serve``, ``compare --serve``)."""
+    from topomodel.analysis.options import COST_OPTIONS
     from topomodel.analysis.serving.serve import serve
     from topomodel.cli.options import FABRIC_OPTIONS, SERVE_JOB, SERVE_KEYS, inputs_from_args
     from topomodel.inputs.measured.requests import read_mooncake_trace
     from topomodel.inputs.parts import Model
 
-    inputs = inputs_from_args(args, SERVE_JOB + SERVE_KEYS + FABRIC_OPTIONS)
+    inputs = inputs_from_args(args, SERVE_JOB + SERVE_KEYS + FABRIC_OPTIONS + COST_OPTIONS)
     fabric = fabric_with_whatifs(design_file, args.catalog, inputs,
                                  catalog_dirs=args.catalog_dir)
     model = fabric.catalog.get(str(inputs.model), Model)
     trace = read_mooncake_trace(args.trace) if args.trace else None
     return fabric.design.name or design_file, serve(
         fabric, model, serving=inputs.serve, decode=inputs.decode,
-        assumptions=inputs.assumptions, trace=trace, routing=inputs.routing,
-        seed=inputs.seed)
+        assumptions=inputs.assumptions, trace=trace, cost=inputs.cost,
+        routing=inputs.routing, seed=inputs.seed)

@@ -170,16 +170,19 @@ def add_decode(verbs: Verbs[argparse.ArgumentParser]) -> None:
 
 def add_serve(verbs: Verbs[argparse.ArgumentParser]) -> None:
     serve = verbs.add_parser(
-        "serve", help="disaggregated serving: TTFT, TPOT, tokens/s, the KV hand-off's links",
-        description="Model disaggregated serving on the design: prefill and decode pools"
+        "serve", help="serving (disaggregated or aggregated): TTFT, TPOT, tokens/s, $/Mtok,"
+        " the KV hand-off's links",
+        description="Model serving on the design: prefill and decode pools"
         " placed on its accelerators, M/D/1 queueing per prefill replica, prefill from"
         " compute and its collectives, each request's KV cache routed from prefill to"
         " decode ranks with the other hand-offs in flight, decode at the batch the rate"
         " gives; TTFT, TPOT, tokens/s, memory per rank, the network's share of a request"
-        " and the link tier bounding it. See docs/serve.md.")
+        " and the link tier bounding it, cost per million output tokens and energy per"
+        " output token; with --placement aggregated one pool prefills and decodes, chunked"
+        " prefill sharing its steps. See docs/serve.md.")
     serve.add_argument("design", help="design file (YAML)")
     add_serve_options(serve)
-    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS)
+    add_step_options(serve, SERVE_KEYS + FABRIC_OPTIONS + COST_OPTIONS)
     add_catalog_args(serve)
     format_arg(serve)
     serve.set_defaults(run=Verb("job_verbs.serve"))

@@ -165,12 +165,13 @@ def power_warnings(power: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def cost_rows(cost: Mapping[str, Any]) -> list[dict[str, str]]:
+def cost_rows(cost: Mapping[str, Any], tokens: str = "tokens") -> list[dict[str, str]]:
     """The cost-per-token table from the JSON form of a
     :class:`~topomodel.analysis.cost.TokenCost` (``dataclasses.asdict`` plus ``text``,
-    ``capex_complete`` and ``unpriced``): per hour by term, $ per million tokens, J per
-    token, and what it assumed."""
-    rate = "goodput tokens/s" if cost["goodput"] else "tokens/s"
+    ``capex_complete`` and ``unpriced``): per hour by term, $ per million ``tokens``, J
+    per token, and what it assumed."""
+    rate = f"goodput {tokens}/s" if cost["goodput"] else f"{tokens}/s"
+    one = tokens.removesuffix("s")
     return [
         {"item": "capex (the job's share)", "value": format_usd(cost["capex_USD"])
          + ("" if cost["capex_complete"] else
@@ -182,7 +183,7 @@ def cost_rows(cost: Mapping[str, Any]) -> list[dict[str, str]]:
         {"item": "energy per hour", "value": f"{cost['energy_USD_per_h']:,.2f} USD"},
         {"item": "total per hour", "value": f"{cost['USD_per_h']:,.2f} USD"},
         {"item": rate, "value": f"{cost['tokens_per_s']:,.0f}"},
-        {"item": "cost per million tokens", "value": f"{cost['USD_per_Mtok']:.4g} USD"},
-        {"item": "energy per token", "value": f"{cost['J_per_token']:.4g} J"},
+        {"item": f"cost per million {tokens}", "value": f"{cost['USD_per_Mtok']:.4g} USD"},
+        {"item": f"energy per {one}", "value": f"{cost['J_per_token']:.4g} J"},
         {"item": "assumed", "value": cost["text"]},
     ]

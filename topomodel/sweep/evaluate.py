@@ -46,6 +46,7 @@ class SweepContext:
     design_data: Any
     catalog: Catalog
     constraints: tuple[str, ...]
+    job: str = "step"  # what a point runs (topomodel.sweep.params.JOBS)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ _CACHE_LOCK = threading.Lock()
 
 
 def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Every metric of :data:`~topomodel.sweep.params.METRICS` for one point (a training
-    step on its design).
+    """Every metric of :data:`~topomodel.sweep.params.JOB_METRICS` of the context's job
+    for one point (a training step on its design, or a serving job:
+    :func:`serve_point`).
 
     Raises
     ------
@@ -77,16 +79,13 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         it as the point's error).
     """
     from topomodel.analysis.cost import token_cost
-    from topomodel.analysis.options import step_inputs
     from topomodel.analysis.reliability.goodput import job_goodput
     from topomodel.analysis.training.step import step_time
     from topomodel.analysis.training.studies import fill_dp
-    from topomodel.inputs.records import Invalid
 
-    try:
-        inputs = step_inputs(step_values(params))
-    except Invalid as exc:  # the sweep file was checked; values a point combines badly
-        raise UsageError(f"{exc.key}: {exc.message}" if exc.key else exc.message) from None
+    if context.job == "serve":
+        return serve_point(context, params)
+    inputs = _inputs(params)
     fabric, design_metrics = sweep_fabric(context, design_overrides(params), inputs.fail,
                                      inputs.scaleout_factor, inputs.fail_domain)
     model = context.catalog.get(str(inputs.model), Model)
@@ -126,6 +125,50 @@ def evaluate_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str
         "world": r.layout.world, "dp_used": r.layout.dp,
         "global_batch_used": round(r.tokens_per_s * r.step_time_s / seq),
         "microbatches_used": r.microbatches,
+        "warnings": "; ".join(r.warnings) or None,
+    }
+
+
+def _inputs(params: Mapping[str, Any]) -> Any:
+    """The point's :class:`~topomodel.analysis.options.StepInputs`."""
+    from topomodel.analysis.options import step_inputs
+    from topomodel.inputs.records import Invalid
+
+    try:
+        return step_inputs(step_values(params))
+    except Invalid as exc:  # the sweep file was checked; values a point combines badly
+        raise UsageError(f"{exc.key}: {exc.message}" if exc.key else exc.message) from None
+
+
+def serve_point(context: SweepContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of a serve sweep's point: ``topomodel serve``'s job on its design
+    (:func:`~topomodel.analysis.serving.serve.serve`), with the design's metrics."""
+    from topomodel.analysis.serving.serve import serve
+
+    inputs = _inputs(params)
+    fabric, design_metrics = sweep_fabric(context, design_overrides(params), inputs.fail,
+                                          inputs.scaleout_factor, inputs.fail_domain)
+    model = context.catalog.get(str(inputs.model), Model)
+    r = serve(fabric, model, serving=inputs.serve, decode=inputs.decode,
+              assumptions=inputs.assumptions, cost=inputs.cost, routing=inputs.routing,
+              seed=inputs.seed)
+    part, tier = r.limiting
+    cost = r.cost
+    return {
+        **design_metrics,
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "request_s": r.request_s,
+        "queue_s": r.queue_s, "prefill_s": r.prefill_s, "kv_exposed_s": r.kv.exposed_s,
+        "kv_transfer_s": r.kv.time_s, "kv_bottleneck_tier": r.kv.bottleneck_tier or None,
+        "rate_requests_per_s": r.rate_rps, "prefill_load": r.prefill_load,
+        "decode_batch": r.decode.batch, "output_tokens_per_s": r.output_tokens_per_s,
+        "tokens_per_s_per_accelerator": r.tokens_per_s_per_accelerator,
+        "pool_accelerators": r.accelerators, "network_share": r.network_share,
+        "network_limiting_part": part, "network_limiting_tier": tier or None,
+        "prefill_memory_bytes": r.prefill_memory_bytes,
+        "decode_memory_bytes": r.decode_memory_bytes,
+        "USD_per_h": math.nan if cost is None else cost.USD_per_h,
+        "USD_per_M_output_tokens": math.nan if cost is None else _finite(cost.USD_per_Mtok),
+        "J_per_output_token": math.nan if cost is None else _finite(cost.J_per_token),
         "warnings": "; ".join(r.warnings) or None,
     }
 

@@ -24,6 +24,7 @@ from topomodel.inputs.design import Design, catalog_path_problem, load_design, u
 from topomodel.inputs.records import (
     Invalid,
     Reading,
+    choice,
     describe_value,
     did_you_mean,
     list_of,
@@ -34,8 +35,11 @@ from topomodel.inputs.yamlsource import KeyPath, Source, format_path, load_yaml
 from topomodel.limits import BYTES_PER_SWEEP_POINT, DEFAULT_MAX_SWEEP_POINTS, too_many
 from topomodel.sweep.constraints import compile_constraint
 from topomodel.sweep.params import (
+    JOB_METRICS,
+    JOBS,
     METRIC_BY_NAME,
     OPTIONS,
+    SERVE_SWEEP_KEYS,
     apply_overrides,
     canonical,
     default_value,
@@ -71,6 +75,7 @@ class Sweep:
     pareto: tuple[Objective, Objective] | None
     scheduler: str | None
     duplicates: int = 0
+    job: str = "step"  # what a point runs: the training step, or serve
 
     @property
     def expanded(self) -> int:
@@ -83,8 +88,8 @@ class Sweep:
         return point[key] if key in point else default_value(key, self.design_data)
 
 
-TOP_KEYS = ("name", "description", "design", "catalogs", "fixed", "parameters", "metrics",
-             "constraints", "pareto", "dask")
+TOP_KEYS = ("name", "description", "job", "design", "catalogs", "fixed", "parameters",
+            "metrics", "constraints", "pareto", "dask")
 
 
 
@@ -156,17 +161,18 @@ def load_sweep(path: str | Path, *, text: str | None = None,  # noqa: C901
     own = [str(Path(design_file).parent / c) for c in design.catalogs]
     digest = file_digest([design_file, *extra_catalogs, *sweep_catalogs, *own])
 
-    fixed, where = read_fixed(source, data.get("fixed", {}), catalog)
+    job = read_range(source, ("job",), data.get("job", "step"), choice(*JOBS)) or "step"
+    fixed, where = read_fixed(source, data.get("fixed", {}), catalog, job=job)
     blocks = read_blocks(source, data.get("parameters"), fixed, catalog,
-                          max_points=max_points)
-    metrics = _read_metrics(source, data.get("metrics"))
+                          max_points=max_points, job=job)
+    metrics = _read_metrics(source, data.get("metrics"), job)
     varied = list(dict.fromkeys(k for b in blocks for a in b.axes for k in a.keys))
     if "model" not in fixed and not all(
             any("model" in a.keys for a in b.axes) for b in blocks):
         source.problem(("fixed",) if "fixed" in data else (),
                        "no model: set fixed.model (or vary model in every block)")
-    names = {n: m.kind for n, m in METRIC_BY_NAME.items()} | dict.fromkeys(
-        [*OPTIONS, *fixed, *varied])
+    names = {n: METRIC_BY_NAME[n].kind for n in JOB_METRICS[job]} | dict.fromkeys(
+        [*(SERVE_SWEEP_KEYS if job == "serve" else OPTIONS), *fixed, *varied])
     constraints = _read_constraints(source, data.get("constraints", []), names)
     pareto = _read_pareto(source, data.get("pareto"), metrics)
     scheduler = _read_dask(source, data.get("dask"))
@@ -197,7 +203,7 @@ def load_sweep(path: str | Path, *, text: str | None = None,  # noqa: C901
     return Sweep(str(path), str(name or Path(path).stem), design_file, base, catalog,
                  digest, fixed, tuple(blocks), kept, keys, columns, tuple(varied), types,
                  tuple(metrics), tuple(constraints), pareto, scheduler,
-                 len(points) - len(kept))
+                 len(points) - len(kept), job)
 
 
 def file_digest(files: Sequence[str | Path]) -> str:
@@ -254,8 +260,8 @@ def point_key(digest: str, point: Mapping[str, Any], base_design: Any) -> str:
 
 
 
-def _read_metrics(source: Source, data: Any) -> list[str]:
-    names = list(METRIC_BY_NAME)
+def _read_metrics(source: Source, data: Any, job: str) -> list[str]:
+    names = list(JOB_METRICS[job])
     if data is None:
         return names
     if not isinstance(data, list) or not data:
@@ -265,8 +271,9 @@ def _read_metrics(source: Source, data: Any) -> list[str]:
     for i, name in enumerate(data):
         if not isinstance(name, str):
             source.problem(("metrics", i), f"expected a metric name, got {describe_value(name)}")
-        elif name not in METRIC_BY_NAME:
+        elif name not in names:
             source.problem(("metrics", i), f"unknown metric {name!r}"
+                           + (f" of a {job} sweep" if name in METRIC_BY_NAME else "")
                            + did_you_mean(str(name), names))
         elif name not in out:
             out.append(name)

@@ -1,9 +1,9 @@
 """What a sweep point may set and what it records.
 
-A point sets step options (:data:`OPTIONS`, plus ``efficiency.TIER``) and
-``design.KEY.PATH`` overrides of the base design (:func:`design_path`,
-:func:`apply_overrides`); a setting it leaves out has its default
-(:func:`default_value`). It records :data:`METRICS`.
+A point sets step options (:data:`OPTIONS`, plus ``efficiency.TIER``), or in a serve
+sweep serve's (:data:`SERVE_SWEEP_KEYS`), and ``design.KEY.PATH`` overrides of the base
+design (:func:`design_path`, :func:`apply_overrides`); a setting it leaves out has its
+default (:func:`default_value`). It records :data:`JOB_METRICS` of its job.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS, StepOption
+from topomodel.analysis.options import COST_OPTIONS, DECODE_OPTIONS, SERVE_OPTIONS, StepOption
 from topomodel.analysis.options import OPTIONS as STEP_OPTIONS
 from topomodel.analysis.options import option as step_option
 from topomodel.inputs.records import Invalid, Reader, Reading
@@ -66,21 +66,72 @@ step and its goodput, not decode. The running cost's
 (:data:`~topomodel.analysis.options.COST_OPTIONS`) are: the cost metrics read them."""
 
 
+JOBS = ("step", "serve")
+"""What a sweep's points run (its ``job`` key): the training step and its goodput, or a
+serving job (:func:`~topomodel.analysis.serving.serve.serve`)."""
+
+SERVE_SWEEP_KEYS = (*SERVE_OPTIONS, "dtype", "kv_dtype", "activation_dtype", "comm_overlap",
+                    "model", "compute_efficiency", "hbm_efficiency", *COST_OPTIONS,
+                    "routing", "seed", "fail", "fail_domain", "scaleout_factor", "overhead",
+                    "protocol", "pxn", "measured_curves")
+"""The options a point of a serve sweep may set: ``topomodel serve``'s flags (the pools,
+the request mix and load, the hand-off, the data types, the compute and cost options,
+the fabric's what-ifs), plus ``efficiency.TIER``."""
+
+SERVE_OPTIONS_BY_KEY: dict[str, Option] = {key: _sweep_option(STEP_OPTIONS[key])
+                                           for key in SERVE_SWEEP_KEYS}
+"""Serve sweep options by key, as :data:`OPTIONS` for the step's."""
+
+
 def option(key: str) -> Option | None:
-    """The :class:`Option` for a step-option key, or ``None`` if it is not one.
+    """The :class:`Option` for a key a step or serve sweep may set, or ``None`` if it is
+    not one.
 
     Examples
     --------
-    >>> option("tp").default, option("tp_overlap").default
-    (1, 'gemm')
-    >>> option("design.systems") is None
-    True
+    >>> option("tp").default, option("tp_overlap").default, option("prefill_tp").default
+    (1, 'gemm', 8)
+    >>> option("design.systems") is None, option("batch") is None  # batch: decode's
+    (True, True)
     """
     if key in OPTIONS:
         return OPTIONS[key]
+    if key in SERVE_OPTIONS_BY_KEY:
+        return SERVE_OPTIONS_BY_KEY[key]
     opt = step_option(key)
-    return None if opt is None or opt.arg == "pairs" or key in DECODE_OPTIONS + SERVE_OPTIONS else (
+    return None if opt is None or opt.arg == "pairs" or key in DECODE_OPTIONS else (
         _sweep_option(opt))
+
+
+def job_refuses(key: str, job: str) -> str | None:
+    """Why a sweep of ``job`` cannot set option ``key`` (an option of the other job, or
+    of decode), or ``None`` when it can.
+
+    Examples
+    --------
+    >>> job_refuses("rate", "step")
+    'rate is an option of serve; set job: serve to sweep serving'
+    >>> job_refuses("prefill_tp", "serve") is None, job_refuses("efficiency.leaf", "serve")
+    (True, None)
+    >>> job_refuses("pp", "serve")
+    'pp is an option of the training step; a serve sweep sets serve options (prefill_tp, \
+decode_ep, rate, ...)'
+    """
+    if key.startswith(("efficiency.", DESIGN_PREFIX)):
+        return None
+    if job == "serve":
+        if key in SERVE_SWEEP_KEYS:
+            return None
+        if key in OPTIONS:
+            return (f"{key} is an option of the training step; a serve sweep sets serve"
+                    " options (prefill_tp, decode_ep, rate, ...)")
+    elif key in OPTIONS:
+        return None
+    elif key in SERVE_SWEEP_KEYS:
+        return f"{key} is an option of serve; set job: serve to sweep serving"
+    if key in DECODE_OPTIONS:
+        return f"{key} is an option of decode; a sweep runs the training step or serve"
+    return None
 
 
 def step_values(point: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,4 +357,58 @@ METRICS: tuple[Metric, ...] = (
 """Every metric a point records (cost is power, part counts and, where the catalog has
 prices, capex)."""
 
-METRIC_BY_NAME = {m.name: m for m in METRICS}
+SERVE_METRICS: tuple[Metric, ...] = (
+    Metric("ttft_s", "float", "min", "time", "time to first token: queue, prefill, exposed"
+           " KV hand-off, s"),
+    Metric("tpot_s", "float", "min", "time", "time per output token (one decode step), s"),
+    Metric("request_s", "float", "min", "time", "a request from arrival to its last token,"
+           " s"),
+    Metric("queue_s", "float", "min", "time", "mean wait for a prefill replica, s"),
+    Metric("prefill_s", "float", "min", "time", "one prompt's prefill (compute and exposed"
+           " collectives), s"),
+    Metric("kv_exposed_s", "float", "min", "time", "the KV hand-off's exposed part of TTFT,"
+           " s"),
+    Metric("kv_transfer_s", "float", "min", "time", "the hand-offs in flight, routed"
+           " together, s"),
+    Metric("kv_bottleneck_tier", "str", None, None, "the link tier bounding the hand-offs"),
+    Metric("rate_requests_per_s", "float", "max", None, "arrival rate, requests/s"),
+    Metric("prefill_load", "float", None, None, "busy share of a prefill replica, 0-1"),
+    Metric("decode_batch", "int", None, None, "sequences a decode replica decodes at once"),
+    Metric("output_tokens_per_s", "float", "max", None, "generated tokens/s of the job"),
+    Metric("tokens_per_s_per_accelerator", "float", "max", None, "generated tokens/s per"
+           " accelerator of the two pools"),
+    Metric("pool_accelerators", "int", None, None, "accelerators of the prefill and decode"
+           " pools"),
+    Metric("network_share", "float", "min", None, "the network's exposed share of a"
+           " request's time, 0-1"),
+    Metric("network_limiting_part", "str", None, None, "the network part that takes"
+           " longest (prefill collectives, KV hand-off, decode collectives)"),
+    Metric("network_limiting_tier", "str", None, None, "the link tier bounding it"),
+    Metric("prefill_memory_bytes", "float", "min", "size", "memory per prefill rank,"
+           " bytes"),
+    Metric("decode_memory_bytes", "float", "min", "size", "memory per decode rank at the"
+           " batch, bytes"),
+    Metric("USD_per_M_output_tokens", "float", "min", None, "the pools' share of the"
+           " design's cost per hour over output tokens/s, US dollars per million output"
+           " tokens (docs/cost.md)"),
+    Metric("J_per_output_token", "float", "min", None, "the pools' share of power_W x PUE"
+           " over output tokens/s, joules at the meter"),
+)
+"""What a point of a serve sweep records besides the design's metrics (power, parts,
+capex) and ``USD_per_h`` and ``warnings``."""
+
+DESIGN_METRICS = ("accelerators", "injection_Bps", "bisection_Bps", "power_W",
+                  "power_complete", "power_W_per_accelerator", "accelerator_power_W",
+                  "network_power_W", "switch_power_W", "nic_power_W", "optics_power_W",
+                  "network_W_per_accelerator", "capex_USD", "capex_low_USD",
+                  "capex_high_USD", "network_capex_USD", "capex_unpriced", "switches",
+                  "scaleup_switches", "nics", "cables", "optical_modules", "fibres",
+                  "power_unknown")
+"""The metrics of the built design, whatever the job."""
+
+METRIC_BY_NAME = {m.name: m for m in (*METRICS, *SERVE_METRICS)}
+
+JOB_METRICS: dict[str, tuple[str, ...]] = {
+    "step": tuple(m.name for m in METRICS),
+    "serve": (*(m.name for m in SERVE_METRICS), "USD_per_h", *DESIGN_METRICS, "warnings")}
+"""The metrics a point of each job records (a sweep's default ``metrics``)."""

@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topomodel.analysis.options import DECODE_OPTIONS, SERVE_OPTIONS
 from topomodel.errors import UsageError
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.parts import Model
@@ -26,8 +25,10 @@ from topomodel.limits import DEFAULT_MAX_SWEEP_POINTS, format_count
 from topomodel.sweep.params import (
     DESIGN_PREFIX,
     OPTIONS,
+    SERVE_SWEEP_KEYS,
     canonical,
     design_path,
+    job_refuses,
     option,
 )
 
@@ -91,7 +92,7 @@ def _read_value(source: Source, path: KeyPath, key: str, value: Any, catalog: Ca
     return _BAD if got is None else got
 
 
-def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
+def _check_key(source: Source, path: KeyPath, key: Any, job: str) -> bool:
     if not isinstance(key, str):
         source.problem(path, "a parameter is named by text")
         return False
@@ -104,21 +105,23 @@ def _check_key(source: Source, path: KeyPath, key: Any) -> bool:
             source.problem(path, "catalogs cannot vary within a sweep; give them under"
                            " catalogs at the top of the sweep file")
         return parts is not None and parts[0] != "catalogs"
-    if key in DECODE_OPTIONS + SERVE_OPTIONS:
-        verb = "decode" if key in DECODE_OPTIONS else "serve"
-        source.problem(path, f"{key} is an option of {verb}; a sweep point runs the"
-                       f" training step and its goodput, not {verb}")
+    if (why := job_refuses(key, job)) is not None:
+        source.problem(path, why)
         return False
     if option(key) is None:
-        source.problem(path, "unknown parameter: a step option (tp, pp, micro_batch, ...),"
-                       " efficiency.TIER or design.KEY.PATH" + did_you_mean(key, OPTIONS))
+        known = SERVE_SWEEP_KEYS if job == "serve" else OPTIONS
+        source.problem(path, f"unknown parameter: a {job} option ("
+                       + ("prefill_tp, decode_ep, rate, ..." if job == "serve"
+                          else "tp, pp, micro_batch, ...")
+                       + "), efficiency.TIER or design.KEY.PATH" + did_you_mean(key, known))
         return False
     return True
 
 
-def read_fixed(source: Source, data: Any, catalog: Catalog
+def read_fixed(source: Source, data: Any, catalog: Catalog, *, job: str = "step"
                 ) -> tuple[dict[str, Any], dict[tuple[str, str], KeyPath]]:
-    """The fixed settings, and the key path of each (key, canonical value)."""
+    """The fixed settings of a sweep of ``job``, and the key path of each (key,
+    canonical value)."""
     fixed: dict[str, Any] = {}
     where: dict[tuple[str, str], KeyPath] = {}
     if not isinstance(data, dict):
@@ -127,7 +130,7 @@ def read_fixed(source: Source, data: Any, catalog: Catalog
         return fixed, where
     for key, value in data.items():
         path = ("fixed", key)
-        if _check_key(source, path, key):
+        if _check_key(source, path, key, job):
             read = _read_value(source, path, key, value, catalog)
             if read is not _BAD:
                 fixed[key] = read
@@ -136,21 +139,23 @@ def read_fixed(source: Source, data: Any, catalog: Catalog
 
 
 def read_blocks(source: Source, data: Any, fixed: Mapping[str, Any], catalog: Catalog,
-                 *, max_points: int = DEFAULT_MAX_SWEEP_POINTS) -> list[Block]:
-    """The blocks of ``parameters``; a range longer than ``max_points`` is refused
-    before its values are made."""
+                 *, max_points: int = DEFAULT_MAX_SWEEP_POINTS, job: str = "step"
+                 ) -> list[Block]:
+    """The blocks of ``parameters`` of a sweep of ``job``; a range longer than
+    ``max_points`` is refused before its values are made."""
     if data is None:
         return [Block(())]  # one point: the fixed settings
     if isinstance(data, list):
         if not data:
             source.problem(("parameters",), "an empty list of blocks")
-        return [_read_block(source, ("parameters", i), b, fixed, catalog, max_points)
+        return [_read_block(source, ("parameters", i), b, fixed, catalog, max_points, job)
                 for i, b in enumerate(data)]
-    return [_read_block(source, ("parameters",), data, fixed, catalog, max_points)]
+    return [_read_block(source, ("parameters",), data, fixed, catalog, max_points, job)]
 
 
-def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, Any],
-                catalog: Catalog, max_points: int) -> Block:
+def _read_block(source: Source, path: KeyPath, data: Any,
+                fixed: Mapping[str, Any], catalog: Catalog, max_points: int, job: str
+                ) -> Block:
     if not isinstance(data, dict) or not data:
         source.problem(path, "expected a mapping from parameters to values (lists or"
                        " ranges), with optional zip groups")
@@ -158,12 +163,12 @@ def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, An
     axes: list[Axis | None] = []
     for key, spec in data.items():
         if key != "zip":
-            axes.append(_read_axis(source, path, {key: spec}, catalog, max_points))
+            axes.append(_read_axis(source, path, {key: spec}, catalog, max_points, job))
             continue
         for i, group in enumerate(spec if isinstance(spec, list) else [spec]):
             gpath = (*path, "zip", i) if isinstance(spec, list) else (*path, "zip")
             if isinstance(group, dict) and len(group) >= 2:
-                axes.append(_read_axis(source, gpath, group, catalog, max_points))
+                axes.append(_read_axis(source, gpath, group, catalog, max_points, job))
             else:
                 source.problem(gpath, "a zip group maps two or more parameters to lists"
                                " of equal length")
@@ -179,13 +184,13 @@ def _read_block(source: Source, path: KeyPath, data: Any, fixed: Mapping[str, An
 
 
 def _read_axis(source: Source, path: KeyPath, data: dict[Any, Any], catalog: Catalog,
-               max_points: int) -> Axis | None:
+               max_points: int, job: str) -> Axis | None:
     """Parameters whose values walk together (one, or a zip group) as one axis."""
     columns: dict[str, list[tuple[Any, KeyPath]]] = {}
     for key, spec in data.items():
         kpath = (*path, key)
         values = _read_values(source, kpath, key, spec, catalog, max_points) if _check_key(
-            source, kpath, key) else []
+            source, kpath, key, job) else []
         if not values:
             return None
         columns[key] = values

@@ -207,7 +207,7 @@ def _run_locked(sweep: Sweep, log: Journal, path: Path, fmt: str, client: Any, c
     resumed = len(stored)
     todo = [i for i in range(len(sweep.points)) if i not in stored]
     context = SweepContext(sweep.digest, sweep.design_file, sweep.design_data, sweep.catalog,
-                           sweep.constraints)
+                           sweep.constraints, sweep.job)
     bar = _progress(len(todo), sweep.name, progress)
     failed = 0
 

@@ -15,7 +15,13 @@ from typing import Any
 
 from topomodel.inputs.schema import DIALECT, reader_schema
 from topomodel.sweep.file import TOP_KEYS
-from topomodel.sweep.params import DESIGN_PREFIX, METRICS, OPTIONS
+from topomodel.sweep.params import (
+    DESIGN_PREFIX,
+    JOBS,
+    METRIC_BY_NAME,
+    OPTIONS,
+    SERVE_OPTIONS_BY_KEY,
+)
 from topomodel.sweep.ranges import RANGE_KEYS
 
 _OTHER_KEYS = r"^(design\.[A-Za-z_].*|efficiency\.[A-Za-z_][A-Za-z0-9_]*)$"
@@ -47,13 +53,14 @@ def sweep_schema() -> dict[str, Any]:
     >>> sorted(schema["$defs"]["Range"]["properties"])
     ['factor', 'format', 'num', 'start', 'step', 'stop']
     """
+    every = {**OPTIONS, **SERVE_OPTIONS_BY_KEY}  # a serve sweep's too (job: serve)
     options = {key: {"description": opt.doc, **_value(opt.read)}
-               for key, opt in OPTIONS.items()}
+               for key, opt in every.items()}
     varied = {key: {"description": opt.doc, "$ref": "#/$defs/Values"}
-              for key, opt in OPTIONS.items()}
+              for key, opt in every.items()}
     any_value = {"description": f"{DESIGN_PREFIX}KEY.PATH (a design field, items as [N])"
                                 " or efficiency.TIER"}
-    metric_names = [m.name for m in METRICS]
+    metric_names = list(METRIC_BY_NAME)
     objective = {"type": "string",
                  "pattern": "^[+]?(" + "|".join(metric_names) + ")(:(min|max))?$"}
     block = {"type": "object", "minProperties": 1,
@@ -87,6 +94,9 @@ def sweep_schema() -> dict[str, Any]:
     properties = {
         "name": {"type": "string", "description": "display name of the sweep"},
         "description": {"type": "string", "description": "free text about the sweep"},
+        "job": {"enum": list(JOBS), "description": "what each point runs: step (the"
+                " training step and its goodput, the default) or serve (a serving job;"
+                " docs/serve.md)"},
         "design": {"type": "string", "pattern": r"\S",
                    "description": "the base design file, relative to this file"},
         "catalogs": {"type": "array", "items": {"type": "string"},

@@ -36,13 +36,13 @@ three parts over that time.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topomodel.analysis.assumptions import StepAssumptions, TimeModel
+from topomodel.analysis.assumptions import CostAssumptions, StepAssumptions, TimeModel
 from topomodel.analysis.collectives.timing import TrafficTime, time_traffic
+from topomodel.analysis.cost import TokenCost, cost_warnings, fabric_cost
 from topomodel.analysis.serving.decode import (
     DecodeComm,
     DecodeResult,
@@ -58,6 +58,12 @@ from topomodel.analysis.serving.kvcache import (
     kv_units,
     transfer_pairs,
 )
+from topomodel.analysis.serving.scheduling import (
+    MixedStep,
+    batch_for_rate,
+    mixed_step,
+    pk_wait_s,
+)
 from topomodel.analysis.serving.serve_assumptions import ServeAssumptions
 from topomodel.analysis.training.compute import Device, Gemm, device_model, layer_times
 from topomodel.analysis.training.model import BYTES
@@ -72,10 +78,6 @@ PREFILL_POINTS = 8
 """Prompt lengths of a trace at which the prefill is timed (quantiles, from the shortest
 to the longest; the others interpolated): each is a forward pass's GEMMs and a routing of
 its collectives."""
-
-MAX_BATCH_ITERATIONS = 40
-"""Fixed-point steps that look for the decode batch a rate gives (each one decode step;
-the batch grows monotonically from 1, so it settles in a few)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,11 @@ class ServeResult:
     warnings: tuple[str, ...]
     trace: str = ""  # the request trace's file, if one gave the mix
     trace_requests: int = 0
+    cost: TokenCost | None = None  # per output token: the pools' share of the design
+    unpriced: tuple[str, ...] = ()  # parts the cost's capex leaves out (no price)
+    placement: str = "separate"  # aggregated: one pool (decode_pool) runs both
+    chunked: MixedStep | None = None  # aggregated: its steps with prefill chunks
+    chunk_tokens: int = 0  # aggregated: the token budget per step
 
     @property
     def prefill_s(self) -> float:
@@ -185,8 +192,15 @@ class ServeResult:
         return self.ttft_s + (self.output_tokens - 1) * self.tpot_s
 
     @property
+    def aggregated(self) -> bool:
+        """Prefill and decode on the same instances (no KV hand-off)."""
+        return self.placement == "aggregated"
+
+    @property
     def accelerators(self) -> int:
-        """Accelerators of both pools."""
+        """Accelerators of both pools (of the one pool, aggregated)."""
+        if self.aggregated:
+            return self.decode_pool.size
         return self.prefill_pool.size + self.decode_pool.size
 
     @property
@@ -238,12 +252,14 @@ class ServingJob:
     serving: ServeAssumptions
     decode: DecodeAssumptions
     trace: RequestTrace | None = None
+    cost: CostAssumptions | None = None
 
     def run(self, fabric: Fabric, model: Model, assumptions: StepAssumptions, *,
             routing: str = "ecmp", seed: int = 0) -> ServeResult:
         """:func:`serve` of this job on ``fabric``."""
         return serve(fabric, model, serving=self.serving, decode=self.decode,
-                     assumptions=assumptions, trace=self.trace, routing=routing, seed=seed)
+                     assumptions=assumptions, trace=self.trace, cost=self.cost,
+                     routing=routing, seed=seed)
 
 
 def place_pools(fabric: Fabric, a: ServeAssumptions) -> tuple[Pool, Pool]:
@@ -254,6 +270,12 @@ def place_pools(fabric: Fabric, a: ServeAssumptions) -> tuple[Pool, Pool]:
     UsageError
         When the pools need more accelerators than the design has.
     """
+    if a.placement == "aggregated":  # one pool, shaped by the decode options
+        pool = Pool("decode", a.decode_tp, a.decode_ep, a.decode_instances, 0)
+        if pool.size > fabric.accelerator_count:
+            raise UsageError(f"--decode-instances: the instances need {pool.size}"
+                             f" accelerators; the design has {fabric.accelerator_count}")
+        return pool, pool
     prefill = Pool("prefill", a.prefill_tp, a.prefill_ep, a.prefill_instances, 0)
     start = prefill.size
     n = fabric.accelerator_count
@@ -288,17 +310,6 @@ def prefill_compute_s(device: Device, model: Model, pool: Pool, tokens: int) -> 
     if moe_layers:
         total += moe_layers * layer_times(device, model, layout, tokens, moe=True).forward_s
     return total + device.gemm_s(Gemm(1, model.vocab / pool.tp, model.hidden))
-
-
-def mdl_wait_s(load: float, service_s: float) -> float:
-    """Mean wait of an M/D/1 queue at ``load`` (0-1) with service ``service_s``.
-
-    Examples
-    --------
-    >>> mdl_wait_s(0.5, 2.0)  # half busy: half a service time
-    1.0
-    """
-    return load * service_s / (2.0 * (1.0 - load))
 
 
 # PLR0913: the two pools' ranks and the job's figures, one computation's inputs
@@ -390,22 +401,13 @@ def prefill_times(job: _Job, pool: Pool, inputs: np.ndarray) -> PrefillTimes:
                         float((service ** 2).mean()))
 
 
-def pk_wait_s(rate_rps: float, mean_s: float, second_moment_s2: float) -> float:
-    """Mean wait of an M/G/1 queue (Pollaczek-Khinchine): ``rate x E[S^2] / (2 (1 -
-    rate x E[S]))``; with one service time it is M/D/1's :func:`mdl_wait_s`.
-
-    Examples
-    --------
-    >>> pk_wait_s(0.25, 2.0, 4.0) == mdl_wait_s(0.5, 2.0)
-    True
-    """
-    return rate_rps * second_moment_s2 / (2.0 * (1.0 - rate_rps * mean_s))
-
-
-def serve(fabric: Fabric, model: Model, *,
+# PLR0913: the fabric, the model, the job's option groups (serving, decode, step, cost),
+# its trace, and the routing and its seed: each a keyword with a default
+def serve(fabric: Fabric, model: Model, *,  # noqa: PLR0913
           serving: ServeAssumptions | None = None, decode: DecodeAssumptions | None = None,
           assumptions: StepAssumptions | None = None, trace: RequestTrace | None = None,
-          routing: str = "ecmp", seed: int = 0) -> ServeResult:
+          cost: CostAssumptions | None = None, routing: str = "ecmp", seed: int = 0
+          ) -> ServeResult:
     """A serving job of ``model`` on ``fabric``: the module docstring's model.
 
     ``serving`` holds the pools, request mix, load and hand-off; ``decode`` the data
@@ -414,7 +416,9 @@ def serve(fabric: Fabric, model: Model, *,
     model (``compute_efficiency``, ``hbm_efficiency``, ``time``). A ``trace`` gives the
     requests' lengths (instead of ``input_tokens`` and ``output_tokens``) and, unless
     ``serving.rate`` is given, the rate: the queue is then M/G/1 over its prompts'
-    prefill times, and decode runs at the mean lengths.
+    prefill times, and decode runs at the mean lengths. ``cost`` prices the output
+    tokens (:func:`~topomodel.analysis.cost.fabric_cost`: the pools' accelerators' share
+    of the design's capex and power, always busy).
 
     Raises
     ------
@@ -458,6 +462,9 @@ def serve(fabric: Fabric, model: Model, *,
 
     context = round(mean_in + (mean_out - 1) / 2)
     steps: dict[int, DecodeResult] = {}
+    mixed: dict[int, MixedStep] = {}  # aggregated: the steps with chunked prefill
+    aggregated = a.placement == "aggregated"
+    rate = 0.0  # set below, before a step is timed
 
     def step(batch: int) -> DecodeResult:
         if batch not in steps:
@@ -468,10 +475,21 @@ def serve(fabric: Fabric, model: Model, *,
                 comm_overlap=d.comm_overlap, activation_dtype=d.activation_dtype,
                 time_model=s.time, routing=routing, seed=seed,
                 ranks=pool_ranks(fabric, dec))
+            if aggregated:  # prefill chunks ride in the decode steps
+                r = steps[batch]
+                mixed[batch] = mixed_step(
+                    batch=batch, hbm_s=r.hbm_s, compute_s=r.compute_s,
+                    comm_exposed_s=r.comm_exposed_s, prompt_tokens=mean_in,
+                    prefill_compute_s=pre.compute_s, prefill_comm_s=pre.comm_exposed_s,
+                    rate_rps=rate / dec.replicas, budget_tokens=a.chunk_tokens)
+                steps[batch] = replace(r, step_time_s=mixed[batch].tpot_s)
         return steps[batch]
 
     decoding = max(1.0, mean_out - 1)
     if a.concurrency is not None:
+        if aggregated:
+            raise UsageError("--concurrency: not with --placement aggregated, whose steps"
+                             " depend on the rate; give --rate")
         if a.concurrency > max_batch:
             raise UsageError(f"--concurrency: {a.concurrency} sequences of {longest:,.0f}"
                              f" tokens do not fit a decode rank's memory (at most"
@@ -484,28 +502,53 @@ def serve(fabric: Fabric, model: Model, *,
         rate = given if given is not None else a.prefill_load * capacity
         _check_load(rate, capacity, pre.service_s, prefill,
                     "--trace" if trace and a.rate is None else "--rate")
-        result = _batch_for_rate(step, rate * decoding / dec.replicas, max_batch)
-    load = rate / capacity
-    queue = pk_wait_s(rate / prefill.replicas, pre.service_s, pre.second_moment_s2)
-
-    concurrent = min(prefill.replicas, max(1, math.ceil(load * prefill.replicas)))
-    kv, _ = kv_transfer(fabric, model, (prefill, dec), round(mean_in), kvbytes, concurrent,
-                        time_model=s.time, routing=routing, seed=seed)
-    layers, service = model.layers, pre.service_s
-    exposed = kv.time_s if a.transfer == "after" else max(
-        kv.time_s / layers, kv.time_s - service * (layers - 1) / layers)
-    per_s = rate / concurrent  # snapshots per second each loaded link sees
-    kv = replace(kv, exposed_s=exposed, tiers=tuple(
-        replace(t, utilization=t.busiest_s * per_s) for t in kv.tiers))
+        result = batch_for_rate(step, rate * decoding / dec.replicas, max_batch)
+    if aggregated:
+        m = mixed[result.batch]
+        load, service = m.load, m.prefill_s  # a prompt over its mixed steps
+        spread = pre.second_moment_s2 / pre.service_s ** 2  # E[S^2] / E[S]^2 of the trace
+        queue = pk_wait_s(rate / dec.replicas, service, service ** 2 * spread)
+        kv = KvTransfer(0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, "", (), 0)
+    else:
+        load, service = rate / capacity, pre.service_s
+        queue = pk_wait_s(rate / prefill.replicas, pre.service_s, pre.second_moment_s2)
+        kv = _handoff(fabric, model, (prefill, dec), a, load, rate, service,
+                      (round(mean_in), kvbytes), time_model=s.time, routing=routing,
+                      seed=seed)
     warnings = list(result.warnings)
     if kv.unroutable_flows:
         warnings.append(f"{kv.unroutable_flows} KV hand-off flows have no path")
+    used = dec.size if aggregated else prefill.size + dec.size
+    priced, power = fabric_cost(fabric, used, rate * mean_out, cost)
+    warnings += cost_warnings(power)
     return ServeResult(
         model.id, accelerator.id, system.accelerators, prefill, dec, mean_in, mean_out,
-        rate, load, queue, pre.compute_s, pre.comm, pre.comm_exposed_s, kv_dtype,
-        kv_bytes_per_token(model, kvbytes), per_rank, kv, a.transfer, result, p_memory,
+        rate, load, queue, service - pre.comm_exposed_s, pre.comm, pre.comm_exposed_s,
+        kv_dtype, kv_bytes_per_token(model, kvbytes), per_rank, kv,
+        "none" if aggregated else a.transfer, result, p_memory,
         held + result.batch * longest * per_rank[1], hbm, tuple(dict.fromkeys(warnings)),
-        trace.file if trace else "", trace.requests if trace else 0)
+        trace.file if trace else "", trace.requests if trace else 0, priced, power.unpriced,
+        a.placement, mixed.get(result.batch), a.chunk_tokens if aggregated else 0)
+
+
+# PLR0913: the pools, the job's options, its load, and the routing's settings
+def _handoff(fabric: Fabric, model: Model, pools: tuple[Pool, Pool],  # noqa: PLR0913
+             a: ServeAssumptions, load: float, rate: float, service_s: float,
+             cache: tuple[int, int], *, time_model: TimeModel, routing: str, seed: int
+             ) -> KvTransfer:
+    """The KV hand-offs in flight at ``load`` (one per busy prefill replica), routed
+    together, with the part of one request's TTFT they expose and each tier's busy
+    share at ``rate``; ``cache`` is (prompt tokens, KV dtype bytes)."""
+    prefill = pools[0]
+    concurrent = min(prefill.replicas, max(1, math.ceil(load * prefill.replicas)))
+    kv, _ = kv_transfer(fabric, model, pools, cache[0], cache[1], concurrent,
+                        time_model=time_model, routing=routing, seed=seed)
+    layers = model.layers
+    exposed = kv.time_s if a.transfer == "after" else max(
+        kv.time_s / layers, kv.time_s - service_s * (layers - 1) / layers)
+    per_s = rate / concurrent  # snapshots per second each loaded link sees
+    return replace(kv, exposed_s=exposed, tiers=tuple(
+        replace(t, utilization=t.busiest_s * per_s) for t in kv.tiers))
 
 
 def _check_load(rate: float, capacity: float, service: float, prefill: Pool, flag: str
@@ -534,28 +577,3 @@ def _fits(need: float, hbm: float, accelerator: str, pool: str, flags: str) -> N
         raise UsageError(f"{flags}: the {pool} pool needs {need / 1e9:.1f} GB per"
                          f" accelerator (weights and one request's KV cache); {accelerator}"
                          f" has {hbm / 1e9:.0f} GB")
-
-
-def _batch_for_rate(step: Callable[[int], DecodeResult], sequences_s: float, max_batch: int
-                    ) -> DecodeResult:
-    """The decode step at the batch per replica that ``sequences_s`` (rate x decode steps
-    per request / replicas) keeps in flight: the least fixed point of ``b = ceil(
-    sequences_s x TPOT(b))`` from 1 (TPOT grows with the batch).
-
-    Raises
-    ------
-    UsageError
-        When the batch outgrows the memory (the decode pool cannot keep up).
-    """
-    batch = 1
-    for _ in range(MAX_BATCH_ITERATIONS):
-        if batch > max_batch:
-            break
-        result = step(batch)
-        wanted = max(1, math.ceil(sequences_s * result.step_time_s))
-        if wanted <= batch:
-            return result
-        batch = wanted
-    raise UsageError(f"--rate: the decode pool cannot keep up; a replica would decode more"
-                     f" than {max_batch} sequences at once, what its memory holds"
-                     f" (add decode instances or lower the rate)")

@@ -13,7 +13,7 @@ Examples
 Traceback (most recent call last):
 ...
 topomodel.errors.UsageError: ServeAssumptions.placement: expected one of separate, packed, \
-got a string ('anywhere')
+aggregated, got a string ('anywhere')
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from topomodel.analysis.serving.decode_assumptions import or_none
 from topomodel.errors import UsageError
 from topomodel.inputs.records import check_fields, choice, integer, number, spec
 
-PLACEMENTS = ("separate", "packed")
+PLACEMENTS = ("separate", "packed", "aggregated")
 """Where the pools sit (:attr:`ServeAssumptions.placement`)."""
 
 TRANSFERS = ("layerwise", "after")
@@ -64,8 +64,11 @@ class ServeAssumptions:
         choice(*PLACEMENTS), default="separate",
         doc="where the pools sit: separate (the prefill pool from the first accelerator,"
         " the decode pool from the next scale-up domain after it, so hand-offs cross the"
-        " scale-out network, as pools of separate servers do) or packed (the decode pool"
-        " right after the prefill pool, sharing a scale-up domain where both fit)")
+        " scale-out network, as pools of separate servers do), packed (the decode pool"
+        " right after the prefill pool, sharing a scale-up domain where both fit) or"
+        " aggregated (no separate pools: the decode options' instances prefill and decode,"
+        " chunked prefill sharing each step with decode as vLLM V1 and SGLang schedule"
+        " it; no KV hand-off)")
     input_tokens: int = spec(
         integer(1), default=1000,
         doc="prompt tokens per request; 1,000 in and 1,000 out, a row every serving"
@@ -90,6 +93,13 @@ class ServeAssumptions:
         " computed, overlapped with the rest of the prefill, as Mooncake's layer-wise"
         " prefill and NVIDIA Dynamo's NIXL transfers do) or after (the whole cache once the"
         " prefill ends)")
+
+    chunk_tokens: int = spec(
+        integer(1), default=8192,
+        doc="aggregated: tokens one engine step processes, decode tokens first and a"
+        " prompt's chunk in the rest (vLLM's max_num_batched_tokens); 8,192, vLLM's"
+        " default for vllm serve on GPUs of 70 GiB or more (engine/arg_utils.py; 2,048 on"
+        " smaller ones)")
 
     def __post_init__(self) -> None:
         check_fields(self, UsageError)

@@ -68,15 +68,16 @@ def run(args: argparse.Namespace) -> Report:
 
 def _serving(args: argparse.Namespace) -> ServingJob:
     """The serving job of ``--serve`` (it needs ``--model``)."""
+    from topomodel.analysis.options import COST_OPTIONS
     from topomodel.analysis.serving.serve import ServingJob
     from topomodel.cli.options import SERVE_JOB
     from topomodel.inputs.measured.requests import read_mooncake_trace
 
     if not args.model:
         raise usage("--serve needs --model")
-    inputs = inputs_from_args(args, ("model", *SERVE_JOB))
+    inputs = inputs_from_args(args, ("model", *SERVE_JOB, *COST_OPTIONS))
     trace = read_mooncake_trace(args.trace) if args.trace else None
-    return ServingJob(inputs.serve, inputs.decode, trace)
+    return ServingJob(inputs.serve, inputs.decode, trace, inputs.cost)
 
 
 def _sections(args: argparse.Namespace) -> tuple[Any, ...]:

@@ -35,9 +35,13 @@ def _part(c: ReviewContext, got: Results) -> Part:
     headline = ({"item": "serving: TTFT, TPOT", "value":
                  f"{result.ttft_s * 1e3:.1f} ms, {result.tpot_s * 1e3:.2f} ms"},
                 {"item": "serving: network share of a request",
-                 "value": f"{result.network_share:.0%} ({part}, {tier or '-'})"})
+                 "value": f"{result.network_share:.0%} ({part}, {tier or '-'})"},
+                *(() if result.cost is None else (
+                    {"item": "serving: cost per million output tokens, energy per token",
+                     "value": f"{result.cost.USD_per_Mtok:,.3g} USD,"
+                              f" {result.cost.J_per_token:,.3g} J"},)))
     data = {**serve_record(result, design=c.name), "kv_transfer": report.data["kv_transfer"],
-            "network": report.data["network"]}
+            "network": report.data["network"], "cost": report.data["cost"]}
     # the accelerator's own notes (its GEMM and HBM figures) are the step's warnings too
     own = tuple(f"serving: {w}" for w in result.warnings
                 if not w.startswith(f"{result.accelerator}:"))

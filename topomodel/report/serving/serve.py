@@ -3,19 +3,22 @@ and where the KV hand-offs load the fabric."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from typing import Any
 
 from topomodel.analysis.serving.serve import Pool, ServeResult
 from topomodel.inputs.units import format_si, format_size
 from topomodel.report.output import Report, Table
+from topomodel.report.power import cost_rows
 
 
 def serve_summary(r: ServeResult, *, design: str) -> str:
     """The result in one sentence."""
     part, tier = r.limiting
-    return (f"{r.model} on {design} ({_pool_text(r.prefill_pool)} prefill,"
-            f" {_pool_text(r.decode_pool)} decode, {r.input_tokens:,.0f} in /"
+    pools = (f"{_pool_text(r.decode_pool)} aggregated, chunked prefill" if r.aggregated
+             else f"{_pool_text(r.prefill_pool)} prefill, {_pool_text(r.decode_pool)} decode")
+    return (f"{r.model} on {design} ({pools}, {r.input_tokens:,.0f} in /"
             f" {r.output_tokens:,.0f} out{' on average' if r.trace else ''} at"
             f" {r.rate_rps:.3g} requests/s): TTFT {format_si(r.ttft_s, 's')}, TPOT"
             f" {format_si(r.tpot_s, 's')}, {r.tokens_per_s_per_accelerator:,.0f} output"
@@ -39,8 +42,13 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
 
     decoding = (r.output_tokens - 1) * r.tpot_s
     queue = "M/G/1 over the trace's prompts" if r.trace else "M/D/1"
-    times = [(f"queue ({queue} per prefill replica)", "queue_s", r.queue_s),
-             ("prefill: compute", "prefill_compute_s", r.prefill_compute_s),
+    chunked = r.chunked
+    compute = "prefill: compute" if chunked is None else (
+        f"prefill: {r.input_tokens / chunked.chunk_tokens:.3g} mixed step(s) of"
+        f" {chunked.chunk_tokens:,.0f} prompt tokens (with the decode batch)")
+    times = [(f"queue ({queue} per {'replica' if chunked else 'prefill replica'})",
+              "queue_s", r.queue_s),
+             (compute, "prefill_compute_s", r.prefill_compute_s),
              ("prefill: collectives, exposed", "prefill_comm_exposed_s",
               r.prefill_comm_exposed_s),
              ("KV hand-off, exposed", "kv_exposed_s", r.kv.exposed_s),
@@ -53,7 +61,8 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
                      else None} for _, key, t in times]
     rates = [
         ("arrival rate, requests/s", f"{r.rate_rps:,.3g}"),
-        ("prefill replicas busy", f"{r.prefill_load:.0%}"),
+        ("replicas in mixed steps (prefill chunks)" if chunked else "prefill replicas busy",
+         f"{r.prefill_load:.0%}"),
         ("decode batch per replica (sequences)", f"{r.decode.batch}"),
         ("time per output token", format_si(r.tpot_s, "s")),
         ("output tokens/s, all", f"{r.output_tokens_per_s:,.0f}"),
@@ -70,6 +79,13 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
         ("memory per decode rank (weights + KV at the batch, longest context)",
          f"{format_size(r.decode_memory_bytes)} of {format_size(r.hbm_capacity_bytes)}"),
     ]
+    if chunked is not None:
+        rates[3:3] = [
+            (f"step: decode only / with a prefill chunk (budget {r.chunk_tokens:,} tokens)",
+             f"{format_si(chunked.decode_only_s, 's')} / {format_si(chunked.mixed_s, 's')}")]
+    if r.cost is not None:
+        rates += [("cost per million output tokens", f"{r.cost.USD_per_Mtok:,.4g} USD"),
+                  ("energy per output token", f"{r.cost.J_per_token:,.4g} J")]
     if r.trace:
         rates.insert(0, ("request trace", f"{r.trace} ({r.trace_requests:,} requests)"))
     rate_rows = [{"item": k, "value": v} for k, v in rates]
@@ -107,11 +123,19 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
                     name="request"),
               Table("throughput and memory", rate_rows, [record], name="serve"),
               Table("the network's part of a request", network, network_records,
-                    name="network"),
-              Table(kv_title, tier_rows, tier_records, name="kv_tiers")]
+                    name="network")]
+    if not r.aggregated:
+        tables.append(Table(kv_title, tier_rows, tier_records, name="kv_tiers"))
     if comm_rows:
         tables.append(Table("collectives (prefill: per prompt; decode: per step)", comm_rows,
                             comm_records, name="collectives"))
+    cost = cost_data(r)
+    if cost is not None:
+        tables.append(Table("cost per output token (the pools' share of the design)",
+                            cost_rows(cost, "output tokens"),
+                            [{k: v for k, v in cost.items()
+                              if not isinstance(v, dict | list)}],
+                            name="cost"))
     data: dict[str, Any] = {
         **record,
         "times": time_records, "network": network_records,
@@ -121,10 +145,19 @@ def serve_report(r: ServeResult, *, design: str) -> Report:
                         "bandwidth_s": kv.bandwidth_s, "latency_s": kv.latency_s,
                         "exposed_s": kv.exposed_s, "bottleneck_tier": kv.bottleneck_tier,
                         "unroutable_flows": kv.unroutable_flows, "tiers": tier_records},
-        "collectives": comm_records,
+        "collectives": comm_records, "cost": cost,
         "summary": serve_summary(r, design=design),
     }
     return Report("serve", data, tables, list(r.warnings))
+
+
+def cost_data(r: ServeResult) -> dict[str, Any] | None:
+    """The JSON of a serving job's cost per output token (``None`` without one): the
+    :class:`~topomodel.analysis.cost.TokenCost` with what it assumed."""
+    if r.cost is None:
+        return None
+    return {**dataclasses.asdict(r.cost), "text": r.cost.describe("output tokens"),
+            "capex_complete": not r.unpriced, "unpriced": list(r.unpriced)}
 
 
 def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
@@ -140,6 +173,9 @@ def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
         "rate_requests_per_s": r.rate_rps, "prefill_load": r.prefill_load,
         "decode_batch": r.decode.batch, "decode_context_tokens": r.decode.context,
+        "placement": r.placement, "chunk_tokens": r.chunk_tokens or None,
+        "mixed_step_s": r.chunked.mixed_s if r.chunked else None,
+        "decode_only_step_s": r.chunked.decode_only_s if r.chunked else None,
         "transfer": r.transfer, "kv_dtype": r.kv_dtype, "trace": r.trace or None,
         "trace_requests": r.trace_requests or None,
         "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "request_s": r.request_s,
@@ -157,6 +193,10 @@ def serve_record(r: ServeResult, *, design: str) -> dict[str, Any]:
         "decode_memory_bytes": r.decode_memory_bytes,
         "hbm_capacity_bytes": r.hbm_capacity_bytes,
         "decode_wall": r.decode.wall})
+    if r.cost is not None:
+        out.update({"USD_per_M_output_tokens": r.cost.USD_per_Mtok,
+                    "J_per_output_token": r.cost.J_per_token, "USD_per_h": r.cost.USD_per_h,
+                    "cost_share_of_design": r.cost.share})
     return out
 
 
@@ -175,7 +215,9 @@ def serve_compare_report(results: list[tuple[str, ServeResult]]) -> Report:
             "vs first": f"{ratio:.2f}x",
             "network share": f"{r.network_share:.1%}",
             "limited by": f"{part} ({tier or '-'})",
-            "KV hand-off": f"{format_si(r.kv.time_s, 's')} ({r.kv.bottleneck_tier or '-'})"})
+            "KV hand-off": f"{format_si(r.kv.time_s, 's')} ({r.kv.bottleneck_tier or '-'})",
+            "USD/M output tokens": "-" if r.cost is None else f"{r.cost.USD_per_Mtok:,.4g}",
+            "J/output token": "-" if r.cost is None else f"{r.cost.J_per_token:,.4g}"})
         record = serve_record(r, design=design)
         record["tokens_per_s_per_accelerator_vs_first"] = ratio
         record["ttft_s_vs_first"] = r.ttft_s / base.ttft_s
