@@ -155,10 +155,9 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
     if fmt in ("slurm", "slurm-block", "kueue"):
         return _scheduler(fabric, fmt, target, hostnames, label_prefix)
     if fmt == "infragraph":
-        from topomodel.export.infragraph import infragraph
+        from topomodel.export.infragraph import write_infragraph
 
-        text = json.dumps(infragraph(fabric), separators=(",", ":"))
-        atomic_bytes(target, text.encode())
+        atomic_write(target, lambda stream: write_infragraph(fabric, stream))
         return [target]
     if fmt in ("csv", "parquet"):
         return _tables(fabric, fmt, target)
