@@ -168,12 +168,15 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
         system = calculon_system(fabric, compute_efficiency=compute_efficiency)
         atomic_bytes(target, (json.dumps(system, indent=2) + "\n").encode())
         return [target]
+    if fmt == "graphml":
+        from topomodel.export.graphml import write_graphml
+
+        atomic_write(target, lambda stream: write_graphml(fabric, stream))
+        return [target]
     import networkx as nx
 
     graph = fabric.graph
-    if fmt == "graphml":
-        atomic_write(target, lambda s: nx.write_graphml(graph, s))
-    elif fmt == "json":
+    if fmt == "json":
         data = nx.node_link_data(graph, edges="links")
         atomic_write(target, lambda s: s.write(json.dumps(data, default=str).encode()))
     else:
