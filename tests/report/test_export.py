@@ -292,10 +292,10 @@ about 4 CPU s at this size (24 s for the 344k rows of llama3-24k-roce)."""
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
-def test_graphml_is_networkx_graphml_byte_for_byte(name, example_fabric):
+def test_graph_files_are_networkx_s_byte_for_byte(name, example_fabric):
     import io
 
-    from topomodel.export.graphml import write_graphml
+    from topomodel.export.graphtext import write_graphml, write_node_link
 
     if name.startswith("100k-"):
         pytest.skip("networkx needs 79 CPU s and 8 GB for the 100k examples")
@@ -306,10 +306,14 @@ def test_graphml_is_networkx_graphml_byte_for_byte(name, example_fabric):
     write_graphml(fabric, ours)
     nx.write_graphml(fabric.graph, theirs)
     assert ours.getvalue() == theirs.getvalue()
+    ours = io.BytesIO()
+    write_node_link(fabric, ours)
+    assert ours.getvalue() == json.dumps(nx.node_link_data(fabric.graph, edges="links"),
+                                         default=str).encode()
 
 
-def test_graphml_leaves_failed_links_out_as_networkx_does(example_fabric, tmp_path):
-    from topomodel.export.graphml import write_graphml
+def test_graph_files_leave_failed_links_out_as_networkx_does(example_fabric, tmp_path):
+    from topomodel.export.graphtext import write_graphml
 
     fabric = example_fabric("dgx-h100-superpod")
     failed = np.zeros(len(fabric.links), dtype=bool)
@@ -319,6 +323,9 @@ def test_graphml_leaves_failed_links_out_as_networkx_does(example_fabric, tmp_pa
     with open(tmp_path / "nx.graphml", "wb") as stream:
         nx.write_graphml(broken.graph, stream)
     assert (tmp_path / "f.graphml").read_bytes() == (tmp_path / "nx.graphml").read_bytes()
+    export_fabric(broken, "json", tmp_path / "f.json")
+    assert (tmp_path / "f.json").read_bytes() == json.dumps(
+        nx.node_link_data(broken.graph, edges="links"), default=str).encode()
     back = nx.read_graphml(tmp_path / "f.graphml")
     assert back.number_of_edges() == len(fabric.links) - 3
     with open(tmp_path / "g.graphml", "wb") as stream:

@@ -168,17 +168,11 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
         system = calculon_system(fabric, compute_efficiency=compute_efficiency)
         atomic_bytes(target, (json.dumps(system, indent=2) + "\n").encode())
         return [target]
-    if fmt == "graphml":
-        from topomodel.export.graphml import write_graphml
+    if fmt in ("graphml", "json"):
+        from topomodel.export.graphtext import write_graphml, write_node_link
 
-        atomic_write(target, lambda stream: write_graphml(fabric, stream))
-        return [target]
-    import networkx as nx
-
-    graph = fabric.graph
-    if fmt == "json":
-        data = nx.node_link_data(graph, edges="links")
-        atomic_write(target, lambda s: s.write(json.dumps(data, default=str).encode()))
+        write = write_graphml if fmt == "graphml" else write_node_link
+        atomic_write(target, lambda stream: write(fabric, stream))
     else:
         raise ValueError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
     return [target]
