@@ -1,8 +1,10 @@
 import json
 import math
 import sys
+from pathlib import Path
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -278,3 +280,54 @@ def test_calculon_single_node_export_runs_calculon_s_stock_executions(capsys, tm
     assert system["mem1"]["GiB"] == 80.0
     # host memory at the host link's rate (PCIe Gen5 x16), not the HBM's, with no NIC
     assert system["mem2"]["GBps"] == pytest.approx(63.0)
+
+
+# --- GraphML written from the tables ----------------------------------------------
+
+EXAMPLE_NAMES = sorted(p.stem for p in Path(__file__).resolve().parents[2].glob(
+    "examples/*.yaml"))
+GRAPHML_NX_ROWS = 60_000
+"""Largest example (link rows) held to networkx's own GraphML in a test: networkx takes
+about 4 CPU s at this size (24 s for the 344k rows of llama3-24k-roce)."""
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_graph_files_are_networkx_s_byte_for_byte(name, example_fabric):
+    import io
+
+    from topomodel.export.graphtext import write_graphml, write_node_link
+
+    if name.startswith("100k-"):
+        pytest.skip("networkx needs 79 CPU s and 8 GB for the 100k examples")
+    fabric = example_fabric(name)
+    if len(fabric.links) > GRAPHML_NX_ROWS:
+        pytest.skip(f"{len(fabric.links)} link rows: networkx is too slow for a test")
+    ours, theirs = io.BytesIO(), io.BytesIO()
+    write_graphml(fabric, ours)
+    nx.write_graphml(fabric.graph, theirs)
+    assert ours.getvalue() == theirs.getvalue()
+    ours = io.BytesIO()
+    write_node_link(fabric, ours)
+    assert ours.getvalue() == json.dumps(nx.node_link_data(fabric.graph, edges="links"),
+                                         default=str).encode()
+
+
+def test_graph_files_leave_failed_links_out_as_networkx_does(example_fabric, tmp_path):
+    from topomodel.export.graphtext import write_graphml
+
+    fabric = example_fabric("dgx-h100-superpod")
+    failed = np.zeros(len(fabric.links), dtype=bool)
+    failed[[5, 700, 9000]] = True
+    broken = fabric.with_failed(failed)
+    export_fabric(broken, "graphml", tmp_path / "f.graphml")
+    with open(tmp_path / "nx.graphml", "wb") as stream:
+        nx.write_graphml(broken.graph, stream)
+    assert (tmp_path / "f.graphml").read_bytes() == (tmp_path / "nx.graphml").read_bytes()
+    export_fabric(broken, "json", tmp_path / "f.json")
+    assert (tmp_path / "f.json").read_bytes() == json.dumps(
+        nx.node_link_data(broken.graph, edges="links"), default=str).encode()
+    back = nx.read_graphml(tmp_path / "f.graphml")
+    assert back.number_of_edges() == len(fabric.links) - 3
+    with open(tmp_path / "g.graphml", "wb") as stream:
+        write_graphml(fabric, stream)
+    assert nx.read_graphml(tmp_path / "g.graphml").number_of_edges() == len(fabric.links)

@@ -155,10 +155,9 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
     if fmt in ("slurm", "slurm-block", "kueue"):
         return _scheduler(fabric, fmt, target, hostnames, label_prefix)
     if fmt == "infragraph":
-        from topomodel.export.infragraph import infragraph
+        from topomodel.export.infragraph import write_infragraph
 
-        text = json.dumps(infragraph(fabric), separators=(",", ":"))
-        atomic_bytes(target, text.encode())
+        atomic_write(target, lambda stream: write_infragraph(fabric, stream))
         return [target]
     if fmt in ("csv", "parquet"):
         return _tables(fabric, fmt, target)
@@ -169,14 +168,11 @@ def export_fabric(fabric: Fabric, fmt: str, path: str | Path, *,
         system = calculon_system(fabric, compute_efficiency=compute_efficiency)
         atomic_bytes(target, (json.dumps(system, indent=2) + "\n").encode())
         return [target]
-    import networkx as nx
+    if fmt in ("graphml", "json"):
+        from topomodel.export.graphtext import write_graphml, write_node_link
 
-    graph = fabric.graph
-    if fmt == "graphml":
-        atomic_write(target, lambda s: nx.write_graphml(graph, s))
-    elif fmt == "json":
-        data = nx.node_link_data(graph, edges="links")
-        atomic_write(target, lambda s: s.write(json.dumps(data, default=str).encode()))
+        write = write_graphml if fmt == "graphml" else write_node_link
+        atomic_write(target, lambda stream: write(fabric, stream))
     else:
         raise ValueError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
     return [target]
