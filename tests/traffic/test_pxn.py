@@ -181,3 +181,82 @@ def test_the_time_model_sends_by_pxn_unless_told_not_to(superpod, alltoall):
     # the same bytes leave each GPU either way; PXN adds the NVLink hop to the relay
     scaleup = (superpod.links["tier"] == "scaleup").to_numpy()
     assert on.link_bytes[scaleup].sum() > off.link_bytes[scaleup].sum()
+
+
+SMALL_POD = """name: two rail-optimized units of DGX H100
+system: dgx-h100
+systems: 16
+scaleout:
+  kind: fat_tree
+  switch: qm9700
+  unit: 8
+  rail_optimized: true
+"""
+# a spine cuts no NIC off its rail (the relays stay the intact fabric's); a leaf and a
+# NIC do (the NICs on them relay nothing)
+DEGRADED_PARTS = [("spine0", True), ("leaf0", False), ("sys00/nic0", False)]
+
+
+@pytest.fixture
+def small_pod(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text(SMALL_POD)
+    return lambda: build_fabric(*load_design(path))
+
+
+def ep_alltoall(fabric):
+    """A direct All-to-All in 4 groups of 32 GPUs (4 nodes each): mostly cross-rail."""
+    groups = fabric.accelerators.reshape(4, 32)
+    return collective_traffic(fabric, "alltoall", list(groups), 32 * S, algorithm="direct")
+
+
+def test_copies_with_the_intact_relays_share_the_relayed_all_to_all(small_pod):
+    from topomodel.analysis.reliability.goodput import with_part_failed
+
+    fabric = small_pod()
+    intact = pxn(fabric, ep_alltoall(fabric)).phases[0]
+    for part, same_relays in DEGRADED_PARTS:
+        copy = with_part_failed(fabric, part)
+        shared = pxn(copy, ep_alltoall(copy)).phases[0]
+        assert (shared is intact) == same_relays, part
+        # bit for bit what a fresh fabric, with nothing shared, routes
+        fresh_fabric = small_pod()
+        fresh_copy = with_part_failed(fresh_fabric, part)
+        fresh = pxn(fresh_copy, ep_alltoall(fresh_copy)).phases[0]
+        assert fresh is not shared
+        ours, theirs = route(copy, shared), route(fresh_copy, fresh)
+        assert np.array_equal(ours.link_bytes, theirs.link_bytes), part
+        assert np.array_equal(ours.hops, theirs.hops), part
+        assert np.array_equal(ours.unroutable, theirs.unroutable), part
+
+
+def test_degraded_steps_that_reuse_the_relayed_all_to_all_equal_fresh_ones(
+        small_pod, monkeypatch):
+    import topomodel.routing.survivors as survivors
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.analysis.training.step import step_time
+    from topomodel.inputs.parts import Model
+    from topomodel.traffic.layout import Layout
+
+    routed = []
+    scaleup_paths = survivors.scaleup_paths
+    monkeypatch.setattr(survivors, "scaleup_paths",
+                        lambda *a, **k: routed.append(1) or scaleup_paths(*a, **k))
+    fabric = small_pod()
+    model = fabric.catalog.get("deepseek-v3", Model)
+    layout = Layout(dp=128, ep=32, global_batch=256, zero=1)
+    step_time(fabric, model, layout)
+    parts = [*DEGRADED_PARTS, ("spine1", True)]
+    counts, steps = [], []
+    for part, _ in parts:
+        before = len(routed)
+        steps.append(step_time(with_part_failed(fabric, part), model, layout))
+        counts.append(len(routed) - before)
+    # the second spine finds every in-system section the first kept: nothing routed
+    assert counts[-1] == 0 and counts[0] > 0
+    for (part, _), ours in zip(parts, steps, strict=True):
+        fresh_fabric = small_pod()
+        theirs = step_time(with_part_failed(fresh_fabric, part), model, layout)
+        assert ours.step_time_s == theirs.step_time_s, part
+        assert [(c.kind, c.algorithm, c.time_s) for c in ours.comm] == [
+            (c.kind, c.algorithm, c.time_s) for c in theirs.comm], part

@@ -16,11 +16,16 @@ the sender's system keeps its cross-rail path.
 
 An :class:`~topomodel.traffic.phases.AllPairsPhase` stays unlisted: it gets the
 :class:`Relays` as its rewrite (applied if its pairs are ever listed), and the pairs it
-moves are counted from the groups (:mod:`topomodel.traffic.allpairs`).
+moves are counted from the groups (:mod:`topomodel.traffic.allpairs`). The rewritten
+all-pairs phase is one object for every copy of a fabric (failed parts) whose relays
+for it are the same (:func:`relayed_phases`): a failure that cuts no NIC off its rail
+leaves them so, and the router's kept sections, keyed by the phase, are found again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +84,7 @@ def pxn(fabric: Fabric, traffic: Traffic) -> Traffic:
     moved = 0
     for p in traffic.phases:
         if isinstance(p, AllPairsPhase) and p.rewrite is None:
-            phases.append(_all_pairs(fabric, p, relays))
+            phases.append(_shared_all_pairs(fabric, p, relays))
             moved += phases[-1].flows - p.flows
             continue
         split, via = relays.split(p.src, p.dst, p.group)
@@ -161,6 +166,47 @@ def _relays(fabric: Fabric) -> np.ndarray:
     broken[links["src"].to_numpy()[failed]] = True
     broken[links["dst"].to_numpy()[failed]] = True
     return able & ~broken & ~broken[np.maximum(rails.nic, 0)]
+
+
+@ignores_failures
+def relayed_phases(fabric: Fabric) -> weakref.WeakValueDictionary[bytes, Phase]:
+    """The all-pairs phases :func:`pxn` rewrote, shared by the fabric's copies with
+    failed parts, weakly (an entry lives while a step, a kept route or a kept router
+    section holds its phase), keyed by the contents of the phase and of its
+    :class:`Relays` (:func:`_content_key`): all that the rewrite reads besides the
+    fabric's wiring (its rails, systems and domains, the same on every copy). A copy
+    whose relays are the intact fabric's, or another copy's, then routes the same
+    object, and a router section kept for it (keyed by the phase) is found again
+    instead of the pairs being listed, relayed and routed again."""
+    return weakref.WeakValueDictionary()
+
+
+def _shared_all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
+    """:func:`_all_pairs`, the same object for the same phase and relays on every copy
+    of ``fabric`` (:func:`relayed_phases`)."""
+    key = _content_key(phase, relays)
+    shared = fabric.derived(relayed_phases)
+    held = shared.get(key)
+    if held is None:
+        held = _all_pairs(fabric, phase, relays)
+        shared[key] = held
+    return held
+
+
+def _content_key(phase: AllPairsPhase, relays: Relays) -> bytes:
+    """A digest of everything :func:`_all_pairs` reads of ``phase`` and ``relays``: the
+    blocks' ranks, groups and bytes (with their shapes and types), the phase's steps,
+    label, messages and efficiency, and the relays' keys and nodes (their rail, system
+    and domain arrays are the fabric's, the same on its copies)."""
+    digest = hashlib.blake2b(digest_size=20)
+    head = (phase.steps, phase.label, phase.messages_per_step, phase.efficiency,
+            relays.systems, relays.rails, len(phase.blocks))
+    digest.update(repr(head).encode())
+    arrays = [a for b in phase.blocks for a in (b.ranks, b.group, b.bytes)]
+    for array in (*arrays, relays.keys, relays.nodes):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.digest()
 
 
 def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
