@@ -35,6 +35,7 @@ over processes.
 
 from __future__ import annotations
 
+import copy
 import functools
 import heapq
 import time
@@ -67,6 +68,7 @@ from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.traffic.layout import Layout
@@ -223,6 +225,18 @@ def _order_problem(order: str) -> str:
     except UsageError as exc:
         return str(exc)
     return ""
+
+
+def _in_order(layout: Layout, order: str) -> Layout:
+    """``layout`` in the rank order ``order``, as ``replace(layout, order=order)`` makes
+    it, without checking its other fields again (they passed when ``layout`` was made;
+    a search makes one copy per rank order of every layout it reaches)."""
+    problem = _order_problem(order)
+    if problem or order == layout.order:
+        return replace(layout, order=order)  # raises for a bad order
+    moved = copy.copy(layout)
+    object.__setattr__(moved, "order", order)
+    return moved
 
 
 def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
@@ -463,7 +477,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         ci = group.place[0]
         bounds = _OrderBounds(fabric, job, group, power_W)
         for k, fields_ in group.members:
-            layout = replace(job.base, **fields_)
+            layout = _in_order(group.layout, fields_["order"])
             if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
                                                           ) < heap[0].score:
                 tally.pruned += 1
@@ -541,24 +555,6 @@ class PlanResult:
     def value(self, result: StepResult) -> float:
         """The objective's value for one of the results."""
         return objective_value(result, self.job.objective, self.power_W, self.USD_per_h)
-
-
-def fabric_USD_per_h(fabric: Fabric, assumptions: CostAssumptions) -> float:
-    """The whole fabric's cost per hour, US dollars: capex and facility amortised plus
-    energy (:func:`~topomodel.analysis.cost.token_cost`); capex counts the parts with a
-    price."""
-    from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.analysis.cost import token_cost
-
-    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
-    return token_cost(power.capex_USD or 0.0, power.total_W, 1.0, assumptions).USD_per_h
-
-
-def fabric_power_W(fabric: Fabric) -> float:
-    """The fabric's known power (accelerators and network), watts."""
-    from topomodel.analysis.bom import bill_of_materials, power_summary
-
-    return float(power_summary(bill_of_materials(fabric), fabric.accelerator_count).total_W)
 
 
 def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
