@@ -18,7 +18,7 @@ from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     order_calls,
 )
-from topomodel.analysis.training.stepshape import Shape
+from topomodel.analysis.training.stepshape import Shape, collective_times
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
@@ -94,9 +94,12 @@ reads the sizes, the batch, sequence parallelism, the schedule and interleave (t
 pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
 
 TIMED_ORDERS = 65_536
-"""Rank orders whose collectives, all timed, a search keeps (by :data:`CALLS_FIELDS`'s
-fields and the order; a few kB each): the layouts of a cell that differ only in
-recomputation or in ZeRO 1 and 2 find them instead of asking the fabric's table again."""
+"""Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and the
+order; a few kB each): the layouts of a cell that differ only in recomputation or in
+ZeRO 1 and 2 find them instead of asking the fabric's tables again. An order with every
+collective timed keeps them for good (a time, once routed, never changes); one with
+some only bounded keeps them while the fabric's table of times has not grown (a step
+modelled since may have timed them: the time is then the tighter figure)."""
 
 
 class OrderBounds:
@@ -108,7 +111,7 @@ class OrderBounds:
     # PLR0913: the search's shared state, passed on as it is
     def __init__(self, fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
                  pipeline: Callable[[], CommFreePipeline], power_W: float,
-                 timed: dict[tuple[Any, ...], dict[str, Call]]) -> None:
+                 timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]]) -> None:
         self.fabric, self.job, self.shape, self.power_W = fabric, job, shape, power_W
         self.pipeline = pipeline
         self.screen: OrderScreen | None = None
@@ -119,7 +122,7 @@ class OrderBounds:
         self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
                           min(lay.zero, 1) if lay.zero < 3 else 3)
 
-    def bestscore(self, layout: Layout, worst_kept: float) -> float:
+    def best_score(self, layout: Layout, worst_kept: float) -> float:
         """The best score ``layout``'s own rank order can reach by its placement's
         bound, found before its step is modelled or anything of it routed: the screen
         on its collective times (with those not timed yet at what they cannot beat;
@@ -128,15 +131,16 @@ class OrderBounds:
         yet, the order's own bound (kept by the collective times)."""
         job, shape = self.job, self.shape
         key = (*self.calls_key, layout.order)
-        calls = self.timed.get(key)
-        missed = 0
-        if calls is None:
+        table = len(self.fabric.derived(collective_times))
+        kept = self.timed.get(key)
+        if kept is not None and (not kept[1] or kept[2] == table):
+            calls, missed = kept[0], kept[1]
+        else:
             calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                         shape, routing=job.routing, seed=job.seed)
-            if not missed:  # every time the fabric's for good: shared by every family
-                if len(self.timed) >= TIMED_ORDERS:
-                    self.timed.clear()
-                self.timed[key] = calls
+            if len(self.timed) >= TIMED_ORDERS:
+                self.timed.clear()
+            self.timed[key] = (calls, missed, table)
         if self.screen is None:
             self.screen = order_screen(job.model, layout, job.assumptions, shape,
                                        self.pipeline(), calls)

@@ -357,7 +357,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         keep(Ranked(rank_score(result, job, power_W), (-place[0], -place[1]), result))
 
     groups: list[_Group] = []
-    timed: dict[tuple[Any, ...], dict[str, Call]] = {}  # orders' calls, all timed
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = {}  # orders' calls
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
@@ -400,7 +400,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
                              functools.partial(group.pipeline, job), power_W, timed)
         for k, fields_ in group.members:
             layout = in_order(group.layout, fields_["order"])
-            if len(heap) >= job.top and bounds.bestscore(layout, heap[0].score
+            if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
                                                           ) < heap[0].score:
                 tally.pruned += 1
                 decided(1)
