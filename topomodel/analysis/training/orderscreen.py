@@ -14,13 +14,23 @@ are bounded from below (every start time of the timeline only grows with the
 operations' durations):
 
 - a stage's busy time: the sum of its operations' durations;
-- a stage's end: its busy time, its comm-free end, and for the stage where the
-  comm-free timeline ends, the durations along that timeline's critical path (a chain
-  of operations each waiting for the one before, whatever the times);
+- a stage's end: its comm-free end; its busy time plus the delay ZeRO 1-2's gathers of
+  the updated weights put on its start (the step starts a stage at
+  ``max(0, G - F1)``, its gathers ``G`` less its first forward ``F1``, or at ``G``
+  without ``dp_overlap``, so the stage's first operation ends at ``max(F1, G)`` and the
+  stage at least its busy time plus ``max(0, G - F1)``, each part at least its figure
+  here: :meth:`Gathers.delay_s`); and for the stage where the comm-free timeline ends,
+  the durations along that timeline's critical path (a chain of operations each
+  waiting for the one before, whatever the times);
 - a stage's gradient reduction: its buckets go out one after the other, none before it
-  is ready, and each is ready no earlier than on the comm-free timeline, so the
-  reduction ends no earlier than any bucket's comm-free ready time plus the time of
-  every bucket ready no earlier than it (after the stage's end without ``dp_overlap``).
+  is ready, and each is ready no earlier than on the comm-free timeline nor before its
+  pass has started (the stage's operations before it one after another, each at least
+  comm-free plus its exposure, after the gathers' delay) and run its share (at least
+  comm-free plus its exposure): :meth:`Passes.ready_s`. Ready times only grow along the
+  order a stage fills its buckets (the place of the pass, then the share of it), on any
+  timeline, so the reduction ends no earlier than any bucket's bound plus the time of
+  every bucket filled no earlier than it (after the stage's end without
+  ``dp_overlap``).
 
 :func:`~topomodel.analysis.training.stepbound.step_bound` only grows with all three, so on them
 it gives a bound no greater than

@@ -22,7 +22,10 @@ from the step's own formulas:
 
 Each deficit is at most a multiple of a collective's time, which also adds to the
 busy bound as soon as the deficit is there; the worst split of an unknown send and
-gather time between the two bounds leaves
+gather time between the two bounds leaves (for any figure of the pipeline bound that
+the step's last end cannot be below: the comm-free one, or one with collective times,
+each no more than the step's, that starts each stage after its ZeRO gathers as the step
+does, :func:`gather_ready_s`)
 
     bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
 
