@@ -2,7 +2,7 @@
 processes.
 
 Run: python benchmarks/bench_plan_scale.py [--runs 3] [--before TREE ...] [--cap 600]
-     [--only 8gpu-llama3-70b ...]
+     [--only 8gpu-llama3-70b superpod-llama3-70b-at-128 ...]
 
 Each case runs ``python -m topomodel plan EXAMPLE --model M --no-progress`` (every
 searched dimension at its default limits) as a child process of the package in this
@@ -12,7 +12,10 @@ run so load on the shared cores falls on both alike, and prints the child's CPU 
 found. A child is stopped at ``--cap`` CPU seconds (``RLIMIT_CPU``, so a loaded machine
 does not cut it short) and reported as "> cap". Cases: Llama 3 70B and DeepSeek-V3 on
 the 98k HGX B200 servers (``examples/100k-8gpu-3tier.yaml``) and on the 4K supernodes
-(``examples/100k-4k-supernodes.yaml``).
+(``examples/100k-4k-supernodes.yaml``); and jobs smaller than the design
+(``--accelerators N``, as the review's scorecard plans them): Llama 3 70B on 128 of the
+DGX H100 SuperPOD's GPUs (``examples/dgx-h100-superpod.yaml``) and on 1,024 and 4,096 of
+the 98k servers'.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {"8gpu": "examples/100k-8gpu-3tier.yaml",
             "supernodes": "examples/100k-4k-supernodes.yaml"}
 MODELS = ("llama3-70b", "deepseek-v3")
+JOBS = {"superpod-llama3-70b-at-128": ("examples/dgx-h100-superpod.yaml", "llama3-70b", 128),
+        "8gpu-llama3-70b-at-1024": (EXAMPLES["8gpu"], "llama3-70b", 1024),
+        "8gpu-llama3-70b-at-4096": (EXAMPLES["8gpu"], "llama3-70b", 4096)}
+"""Jobs on part of a design: (example, model, accelerators)."""
 
 
 def run(arguments: list[str], tree: Path, cap_s: float) -> tuple[float | None, str]:
@@ -66,27 +73,27 @@ def main() -> None:
     args = parser.parse_args()
     trees = [ROOT, *(Path(t).resolve() for t in args.before)]
     print(f"load average {os.getloadavg()[0]:.2f}")
-    for example, path in EXAMPLES.items():
-        for model in MODELS:
-            name = f"{example}-{model}"
-            if args.only and name not in args.only:
-                continue
-            arguments = ["plan", path, "--model", model, "--no-progress", "--format",
-                         "json"]
-            times: dict[Path, list[float | None]] = {tree: [] for tree in trees}
-            bests: dict[Path, set[str]] = {tree: set() for tree in trees}
-            for _ in range(args.runs):
-                for tree in trees:
-                    cpu, best = run(arguments, tree, args.cap)
-                    times[tree].append(cpu)
-                    if best:
-                        bests[tree].add(best)
+    cases = {f"{example}-{model}": (path, model, 0) for example, path in EXAMPLES.items()
+             for model in MODELS} | JOBS
+    for name, (path, model, accelerators) in cases.items():
+        if args.only and name not in args.only:
+            continue
+        arguments = ["plan", path, "--model", model, "--no-progress", "--format", "json",
+                     *(["--accelerators", str(accelerators)] if accelerators else [])]
+        times: dict[Path, list[float | None]] = {tree: [] for tree in trees}
+        bests: dict[Path, set[str]] = {tree: set() for tree in trees}
+        for _ in range(args.runs):
             for tree in trees:
-                done = [t for t in times[tree] if t is not None]
-                text = (f"> {args.cap:g} CPU s (stopped)" if len(done) < len(times[tree])
-                        else f"min {min(done):.1f}  median {statistics.median(done):.1f}")
-                print(f"{name:24} {tree.name:16} CPU s {text};"
-                      f" best {' | '.join(sorted(bests[tree])) or '-'}", flush=True)
+                cpu, best = run(arguments, tree, args.cap)
+                times[tree].append(cpu)
+                if best:
+                    bests[tree].add(best)
+        for tree in trees:
+            done = [t for t in times[tree] if t is not None]
+            text = (f"> {args.cap:g} CPU s (stopped)" if len(done) < len(times[tree])
+                    else f"min {min(done):.1f}  median {statistics.median(done):.1f}")
+            print(f"{name:28} {tree.name:16} CPU s {text};"
+                  f" best {' | '.join(sorted(bests[tree])) or '-'}", flush=True)
 
 
 if __name__ == "__main__":

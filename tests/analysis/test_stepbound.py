@@ -269,3 +269,38 @@ def test_the_cheap_bound_is_the_same_at_every_zero_stage(case):
             assert busy_bound(model, other, a, shape, busy) == first, other
             checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_zero_gathers_raise_the_screen_and_stay_under_the_step(fabric, overlap):
+    """ZeRO 1-2's gathers of the updated weights before the first forward: with them the
+    screen and the order's own bound are higher than without (on layouts where the gather
+    outlasts the first forward), and never above the step; under ZeRO 0 nothing
+    changes."""
+    from topomodel.analysis.training.orderscreen import Gathers
+
+    model = fabric.catalog.get("llama3-8b", Model)
+    a = StepAssumptions()
+    raised = 0
+    for zero in (0, 1, 2):
+        for pp, tp in ((1, 2), (2, 2), (1, 4)):
+            layout = Layout(tp=tp, pp=pp, dp=16 // (tp * pp), global_batch=16, seq=4096,
+                            zero=zero, dp_overlap=overlap)
+            shape = shape_of(fabric, model, layout)
+            step = step_time(fabric, model, layout, a)
+            calls, missed = step_calls(fabric, model, layout, a, shape=shape)
+            assert not missed
+            pipeline = comm_free_pipeline(model, layout, a, shape)
+            screen = order_screen(model, layout, a, shape, pipeline, calls)
+            gathers = screen.gathers
+            none = Gathers(gathers.call[:0], gathers.count[:0], gathers.first_unit,
+                           gathers.first_s)
+            without = replace(screen, gathers=none).bound(calls).step_time_s
+            with_gathers = screen.bound(calls).step_time_s
+            own = bound_with_calls(model, layout, a, shape, calls).step_time_s
+            assert with_gathers <= step.step_time_s and own <= step.step_time_s, layout
+            assert with_gathers >= without, layout
+            if zero == 0:
+                assert with_gathers == without, layout
+            raised += with_gathers > without
+    assert raised >= 3

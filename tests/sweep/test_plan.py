@@ -485,3 +485,27 @@ def test_the_plan_on_a_superpod_is_the_exhaustive_searchs():
     assert planned.tally.searched == exhaustive.tally.searched
     assert planned.tally.invalid == exhaustive.tally.invalid
     assert planned.tally.no_fit <= exhaustive.tally.no_fit  # asked of the unpruned only
+
+
+def test_orders_share_their_collectives_where_the_step_issues_the_same(setup):
+    """What lets a search keep an order's collectives for the layouts of its cell that
+    differ in recomputation or in ZeRO 1 and 2 (``plan.orderbounds.CALLS_FIELDS``): the
+    step issues the same collectives, bit for bit; a copy in another order is the
+    layout ``replace`` makes."""
+    from topomodel.analysis.training.step import step_calls
+    from topomodel.plan.orderbounds import in_order
+
+    fabric = _fabric(setup)
+    model = setup[1].get(MODEL, Model)
+    for order in ("tp,cp,dp,pp", "dp,cp,tp,pp", "pp,cp,dp,tp"):
+        first = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1, order=order)
+        calls, _ = step_calls(fabric, model, first)
+        for recompute in ("none", "selective", "full"):
+            for zero in (1, 2):
+                other = replace(first, recompute=recompute, zero=zero)
+                assert step_calls(fabric, model, other)[0] == calls, other
+        moved = in_order(first, "pp,tp,cp,dp")
+        assert moved == replace(first, order="pp,tp,cp,dp") and moved.zero == 1
+    assert step_calls(fabric, model, replace(first, zero=0))[0] != calls  # all-reduce
+    with pytest.raises(UsageError):
+        in_order(first, "tp,tp,dp,pp")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topomodel.analysis.assumptions import CostAssumptions
-from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
+from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
@@ -53,12 +53,9 @@ from topomodel.analysis.training.step import (
 )
 from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
-    StepBound,
-    bound_with_calls,
     busy_bound,
     busy_pipeline,
     comm_free_pipeline,
-    order_calls,
     step_bound,
     unordered,
 )
@@ -67,6 +64,9 @@ from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.orderbounds import OrderBounds, in_order, order_problem, rank_score
+from topomodel.plan.orderbounds import objective_value as objective_value
+from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.traffic.layout import Layout
@@ -205,7 +205,7 @@ def check(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
             memory.clear()
             memory[key] = checked
     elif "order" in layout_fields:  # the other fields made a layout: only the order is new
-        problem = _order_problem(str(layout_fields["order"]))
+        problem = order_problem(str(layout_fields["order"]))
         if problem:
             return Verdict("invalid", problem)
     if isinstance(checked, str):
@@ -213,16 +213,6 @@ def check(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
     if not checked.fits(job.headroom):
         return Verdict("no_fit")
     return Verdict("fits")
-
-
-@functools.lru_cache(maxsize=256)
-def _order_problem(order: str) -> str:
-    """Why ``order`` is not a rank order (as a layout refuses it), or ""."""
-    try:
-        Layout(order=order)
-    except UsageError as exc:
-        return str(exc)
-    return ""
 
 
 def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
@@ -235,27 +225,6 @@ def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
     result = step_time(fabric, job.model, replace(job.base, **layout_fields),
                        job.assumptions, routing=job.routing, seed=job.seed)
     return Verdict("evaluated", result=result)
-
-
-def objective_value(result: StepResult | StepBound, objective: str, power_W: float,
-                    USD_per_h: float = float("nan")) -> float:
-    """The value of ``objective`` for a step, or its best for a bound (tokens per joule
-    over ``power_W``; US dollars per million tokens at ``USD_per_h``)."""
-    if objective == "tokens_per_J":
-        return result.tokens_per_s / power_W if power_W > 0 else float("nan")
-    if objective == "cost_per_token":
-        rate = result.tokens_per_s * 3600.0
-        return USD_per_h / rate * 1e6 if rate > 0 else float("inf")
-    return float(getattr(result, objective))
-
-
-def _score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> float:
-    if job.objective == "cost_per_token":
-        # the fabric's cost per hour is the same for every layout on it: the cheapest
-        # token is the fastest (so the bounds on tokens/s prune for it too)
-        return float(result.tokens_per_s)
-    value = objective_value(result, job.objective, power_W)
-    return value if OBJECTIVES[job.objective][0] == "max" else -value
 
 
 @dataclass(frozen=True)
@@ -345,7 +314,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
             found = (str(exc), 0.0, None, None)
         else:
             busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-            score = _score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+            score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
                            power_W)
             # NaN (no power): never pruned
             found = ("", score if score == score else float("inf"), layout, shape)
@@ -354,41 +323,6 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     if stand_in is None or held is None:
         return reason, None
     return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
-
-
-class _OrderBounds:
-    """Proves rank orders of one group out of the top, cheapest first: the order screen
-    (:mod:`~topomodel.analysis.training.orderscreen`, made on first use), then the order's own
-    pipeline (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`), kept by the
-    collective times (orders with the same times have the same bound)."""
-
-    def __init__(self, fabric: Fabric, job: PlanJob, group: _Group, power_W: float) -> None:
-        self.fabric, self.job, self.group, self.power_W = fabric, job, group, power_W
-        self.screen: OrderScreen | None = None
-        self.known: dict[tuple[tuple[str, float], ...], float] = {}
-
-    def best_score(self, layout: Layout, worst_kept: float) -> float:
-        """The best score ``layout``'s own rank order can reach by its placement's
-        bound, found before its step is modelled or anything of it routed: the screen
-        on its collective times (with those not timed yet at what they cannot beat;
-        with all of them timed, the step's own times, a close bound far cheaper than
-        the step), and, when that is not below ``worst_kept`` and something is not timed
-        yet, the order's own bound (kept by the collective times)."""
-        job, shape = self.job, self.group.shape
-        calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions, shape,
-                                    routing=job.routing, seed=job.seed)
-        if self.screen is None:
-            self.screen = order_screen(job.model, layout, job.assumptions, shape,
-                                       self.group.pipeline(job), calls)
-        score = _score(self.screen.bound(calls), job, self.power_W)
-        if not missed or score < worst_kept:
-            return score
-        times = tuple((name, call.time_s) for name, call in calls.items())
-        known = self.known.get(times)
-        if known is None:
-            known = self.known[times] = _score(bound_with_calls(
-                job.model, layout, job.assumptions, shape, calls), job, self.power_W)
-        return known
 
 
 # C901: the planner's pruning loop; each branch is one documented bound
@@ -420,9 +354,10 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
                            seed=job.seed)
         tally.evaluated += 1
         # the negated place makes an earlier layout rank above a later one
-        keep(Ranked(_score(result, job, power_W), (-place[0], -place[1]), result))
+        keep(Ranked(rank_score(result, job, power_W), (-place[0], -place[1]), result))
 
     groups: list[_Group] = []
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = {}  # orders' calls
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
@@ -454,16 +389,17 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
             decided(len(group.orders))
             continue
         if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
-            score = _score(step_bound(job.model, group.layout, job.assumptions,
+            score = rank_score(step_bound(job.model, group.layout, job.assumptions,
                                       group.shape, group.pipeline(job)), job, power_W)
             if score < heap[0].score:
                 tally.pruned += len(group.orders)
                 decided(len(group.orders))
                 continue
         ci = group.place[0]
-        bounds = _OrderBounds(fabric, job, group, power_W)
+        bounds = OrderBounds(fabric, job, group.layout, group.shape,
+                             functools.partial(group.pipeline, job), power_W, timed)
         for k, fields_ in group.members:
-            layout = replace(job.base, **fields_)
+            layout = in_order(group.layout, fields_["order"])
             if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
                                                           ) < heap[0].score:
                 tally.pruned += 1
@@ -541,24 +477,6 @@ class PlanResult:
     def value(self, result: StepResult) -> float:
         """The objective's value for one of the results."""
         return objective_value(result, self.job.objective, self.power_W, self.USD_per_h)
-
-
-def fabric_USD_per_h(fabric: Fabric, assumptions: CostAssumptions) -> float:
-    """The whole fabric's cost per hour, US dollars: capex and facility amortised plus
-    energy (:func:`~topomodel.analysis.cost.token_cost`); capex counts the parts with a
-    price."""
-    from topomodel.analysis.bom import bill_of_materials, power_summary
-    from topomodel.analysis.cost import token_cost
-
-    power = power_summary(bill_of_materials(fabric), fabric.accelerator_count)
-    return token_cost(power.capex_USD or 0.0, power.total_W, 1.0, assumptions).USD_per_h
-
-
-def fabric_power_W(fabric: Fabric) -> float:
-    """The fabric's known power (accelerators and network), watts."""
-    from topomodel.analysis.bom import bill_of_materials, power_summary
-
-    return float(power_summary(bill_of_materials(fabric), fabric.accelerator_count).total_W)
 
 
 def plan(fabric: Fabric, job: PlanJob, *, design: str = "",

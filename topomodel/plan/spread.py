@@ -19,12 +19,11 @@ from typing import Any
 
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.search import (
     PlanJob,
     PlanPart,
     PlanResult,
-    fabric_power_W,
-    fabric_USD_per_h,
     merge,
     plan_cells,
     search_cells,

@@ -14,13 +14,23 @@ are bounded from below (every start time of the timeline only grows with the
 operations' durations):
 
 - a stage's busy time: the sum of its operations' durations;
-- a stage's end: its busy time, its comm-free end, and for the stage where the
-  comm-free timeline ends, the durations along that timeline's critical path (a chain
-  of operations each waiting for the one before, whatever the times);
+- a stage's end: its comm-free end; its busy time plus the delay ZeRO 1-2's gathers of
+  the updated weights put on its start (the step starts a stage at
+  ``max(0, G - F1)``, its gathers ``G`` less its first forward ``F1``, or at ``G``
+  without ``dp_overlap``, so the stage's first operation ends at ``max(F1, G)`` and the
+  stage at least its busy time plus ``max(0, G - F1)``, each part at least its figure
+  here: :meth:`Gathers.delay_s`); and for the stage where the comm-free timeline ends,
+  the durations along that timeline's critical path (a chain of operations each
+  waiting for the one before, whatever the times);
 - a stage's gradient reduction: its buckets go out one after the other, none before it
-  is ready, and each is ready no earlier than on the comm-free timeline, so the
-  reduction ends no earlier than any bucket's comm-free ready time plus the time of
-  every bucket ready no earlier than it (after the stage's end without ``dp_overlap``).
+  is ready, and each is ready no earlier than on the comm-free timeline nor before its
+  pass has started (the stage's operations before it one after another, each at least
+  comm-free plus its exposure, after the gathers' delay) and run its share (at least
+  comm-free plus its exposure): :meth:`Passes.ready_s`. Ready times only grow along the
+  order a stage fills its buckets (the place of the pass, then the share of it), on any
+  timeline, so the reduction ends no earlier than any bucket's bound plus the time of
+  every bucket filled no earlier than it (after the stage's end without
+  ``dp_overlap``).
 
 :func:`~topomodel.analysis.training.stepbound.step_bound` only grows with all three, so on them
 it gives a bound no greater than
@@ -40,7 +50,7 @@ from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.stagework import Call
-from topomodel.analysis.training.step import step_works
+from topomodel.analysis.training.step import param_gather_calls, step_works
 from topomodel.analysis.training.stepbound import (
     BoundFrame,
     CommFreePipeline,
@@ -80,6 +90,8 @@ class OrderScreen:
     dp_overlap: bool
     pipeline: CommFreePipeline
     frame: BoundFrame
+    gathers: Gathers
+    passes: Passes
 
     def bound(self, calls: dict[str, Call]) -> StepBound:
         """The bound of the order whose collectives are ``calls`` (the layout's names,
@@ -93,15 +105,17 @@ class OrderScreen:
                                                 self.term_share * issued)
         per_unit = np.bincount(self.term_unit, exposed, minlength=len(self.path_units))
         busy = pipe.busy_s + self.stage_units @ per_unit
-        end = np.maximum(pipe.timeline.stage_end_s, busy)
+        delay = self.gathers.delay_s(t, per_unit, self.dp_overlap)
+        end = np.maximum(pipe.timeline.stage_end_s, busy + delay)
         end[self.path_stage] = max(float(end[self.path_stage]),
                                    self.path_s + float(self.path_units @ per_unit))
         finish = end
         if len(self.bucket_stage):
             t_dp = calls["dp"].time_s if "dp" in calls else 0.0
             t_edp = calls["edp"].time_s if "edp" in calls else 0.0
-            tail = (self.bucket_dp_after * t_dp + self.bucket_edp_after * t_edp
-                    + (self.bucket_ready_s if self.dp_overlap else end[self.bucket_stage]))
+            ready = (self.passes.ready_s(self.bucket_ready_s, per_unit, delay)
+                     if self.dp_overlap else end[self.bucket_stage])
+            tail = self.bucket_dp_after * t_dp + self.bucket_edp_after * t_edp + ready
             reduced = np.full(len(end), -np.inf)
             np.maximum.at(reduced, self.bucket_stage, tail)
             finish = np.maximum(end, reduced)
@@ -142,12 +156,21 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     path_units, path_stage, path_s = _critical_path(pipeline, op_units, len(units))
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
-    buckets = _bucket_bounds(pipeline, stage_buckets(s, calls, layout, a, dense, experts,
-                                                     shape.sizes, shape.moe_sizes))
+    runs = stage_buckets(s, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes)
+    buckets, bucket_pass, passes = _bucket_bounds(pipeline, runs, op_units, len(units))
+    first = np.argmax(s.kind == 0, axis=1)
+    counts = param_gather_calls(calls, layout, a, dense, experts)
+    tl = pipeline.timeline
+    first_s = (np.zeros(p) if tl is None else
+               tl.end_s[np.arange(p), first] - tl.start_s[np.arange(p), first])
+    gathers = Gathers(np.array([names.index(k) for k in counts], dtype=np.int64),
+                      np.array(list(counts.values()), dtype=float).reshape(len(counts), p),
+                      op_units[np.arange(p), first], first_s)
     return OrderScreen(names, term[:, 0].astype(np.int64), term[:, 1], term[:, 2],
                        term[:, 3], term[:, 4], term[:, 5].astype(np.int64), stage_units,
                        path_units, path_stage, path_s, *buckets, layout.dp_overlap,
-                       pipeline, bound_frame(model, layout, a, shape, pipeline))
+                       pipeline, bound_frame(model, layout, a, shape, pipeline), gathers,
+                       Passes(*passes, first, bucket_pass[0], bucket_pass[1]))
 
 
 def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
@@ -178,28 +201,121 @@ def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
     return on_path, last, length
 
 
-def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int, int]]]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every gradient bucket, stage by stage: its stage, comm-free ready time (seconds)
-    and how many dp and edp buckets are ready no earlier than it (itself included)."""
-    stages, ready, after_dp, after_edp = [], [], [], []
+def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int, int]]],
+                   op_units: np.ndarray, count: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                              tuple[np.ndarray, np.ndarray],
+                              tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                    np.ndarray, np.ndarray]]:
+    """Every gradient bucket, stage by stage, in the order its stage fills them (by the
+    place of the pass and the share of it done): its stage, comm-free ready time
+    (seconds) and how many dp and edp buckets are filled no earlier than it (itself
+    and every tie included); each bucket's pass (an index into the passes) and share
+    of it; and the passes (:class:`Passes`' first six fields). Along that order the
+    ready times only grow, on the comm-free timeline and on any other (a stage runs
+    its operations one after another), so every bucket counted after one is ready no
+    earlier than it."""
+    stages, ready, after_dp, after_edp, of_pass, shares = [], [], [], [], [], []
+    places: dict[tuple[int, int], int] = {}
     tl = pipeline.timeline
     for st, runs in enumerate(buckets):
         if not runs or tl is None:
             continue
         r = np.concatenate([ready_times_s(tl, st, n, pos) for _, n, pos in runs])
         dp = np.concatenate([np.full(n, key == "dp") for key, n, _ in runs])
-        order = np.argsort(r, kind="stable")
-        r, dp = r[order], dp[order]
-        first = np.searchsorted(r, r, side="left")  # ties: every equal one counts
+        share = np.concatenate([(np.arange(n) + 1) / n for _, n, _ in runs])
+        at = np.concatenate([np.full(n, places.setdefault((st, pos), len(places)))
+                             for _, n, pos in runs])
+        filled = np.concatenate([np.full(n, float(pos)) for _, n, pos in runs]) + share
+        order = np.argsort(filled, kind="stable")
+        r, dp, share, at, filled = r[order], dp[order], share[order], at[order], filled[order]
+        first = np.searchsorted(filled, filled, side="left")  # ties: every equal one counts
         dp_suffix = np.cumsum(dp[::-1])[::-1]
         edp_suffix = np.cumsum(~dp[::-1])[::-1]
         stages.append(np.full(len(r), st))
         ready.append(r)
         after_dp.append(dp_suffix[first].astype(float))
         after_edp.append(edp_suffix[first].astype(float))
+        of_pass.append(at)
+        shares.append(share)
+    stage, pos = (np.array(list(places), dtype=np.int64).reshape(-1, 2).T if places
+                  else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+    before = np.zeros((len(stage), count))  # each unit's operations before the pass
+    prefix = np.zeros(len(stage))
+    length = np.zeros(len(stage))
+    if tl is not None and len(stage):
+        span = tl.end_s - tl.start_s
+        for i, (st, at_pos) in enumerate(zip(stage, pos, strict=True)):
+            np.add.at(before[i], op_units[st, :at_pos], 1.0)
+            prefix[i] = float(span[st, :at_pos].sum())
+        length = span[stage, pos]
+    passes = (stage, pos, prefix, length, op_units[stage, pos] if len(stage) else
+              np.zeros(0, dtype=np.int64), before)
     if not stages:
         empty = np.zeros(0)
-        return empty.astype(np.int64), empty, empty, empty
-    return (np.concatenate(stages), np.concatenate(ready), np.concatenate(after_dp),
-            np.concatenate(after_edp))
+        return ((empty.astype(np.int64), empty, empty, empty),
+                (empty.astype(np.int64), empty), passes)
+    return ((np.concatenate(stages), np.concatenate(ready), np.concatenate(after_dp),
+             np.concatenate(after_edp)), (np.concatenate(of_pass), np.concatenate(shares)),
+            passes)
+
+
+@dataclass(frozen=True, eq=False)
+class Gathers:
+    """A layout's ZeRO (stage 1-2) gathers of the updated weights before the next
+    forward: the calls they time (indices into the screen's names) and how many of
+    each per stage (calls, p); per stage the work unit of its first forward and that
+    forward's comm-free duration, seconds."""
+
+    call: np.ndarray
+    count: np.ndarray
+    first_unit: np.ndarray
+    first_s: np.ndarray
+
+    def delay_s(self, t: np.ndarray, per_unit: np.ndarray, overlap: bool) -> np.ndarray:
+        """Per stage, how much later than its busy time it can end at least, seconds,
+        for the calls' times ``t`` and each unit's exposed time ``per_unit``: the step
+        starts a stage at ``ready = max(0, G - F1)`` (``G`` without ``overlap``), ``G``
+        its gathers and ``F1`` its first forward, so the stage's first operation ends
+        at ``max(F1, G)`` and the stage no earlier than ``max(F1, G)`` plus its other
+        operations; each of ``G``, ``F1`` and the others is at least its figure here
+        (``F1``: comm-free plus its exposure), so the stage ends at least ``busy +
+        max(0, G - F1)`` after its first operation's start."""
+        if not len(self.call):
+            return np.zeros(len(self.first_s))
+        gather = t[self.call] @ self.count
+        if not overlap:
+            return np.asarray(gather)
+        return np.maximum(0.0, gather - (self.first_s + per_unit[self.first_unit]))
+
+
+@dataclass(frozen=True, eq=False)
+class Passes:
+    """The passes that fill gradient buckets: stage, place in the stage's order, the
+    comm-free durations of the stage's operations before it and its own (seconds), its
+    work unit, each unit's operations before it (passes, units); per stage the place of
+    its first forward; per bucket its pass and the share of it done when it is ready."""
+
+    stage: np.ndarray
+    pos: np.ndarray
+    prefix_s: np.ndarray
+    length_s: np.ndarray
+    unit: np.ndarray
+    before: np.ndarray
+    first_forward: np.ndarray
+    bucket_pass: np.ndarray
+    bucket_share: np.ndarray
+
+    def ready_s(self, comm_free_s: np.ndarray, per_unit: np.ndarray, delay_s: np.ndarray
+                ) -> np.ndarray:
+        """Per bucket, a time it cannot be ready before (with ``dp_overlap``), seconds:
+        its comm-free ready time, or its pass's start, at least the stage's operations
+        before it one after another (each comm-free plus its exposure ``per_unit``) and,
+        after the stage's first forward, the gather's ``delay_s`` (see
+        :meth:`Gathers.delay_s`), plus the pass's share done (the pass at least
+        comm-free plus its exposure)."""
+        start = self.prefix_s + self.before @ per_unit + np.where(
+            self.pos > self.first_forward[self.stage], delay_s[self.stage], 0.0)
+        length = self.length_s + per_unit[self.unit]
+        at = self.bucket_pass
+        return np.maximum(comm_free_s, start[at] + self.bucket_share * length[at])

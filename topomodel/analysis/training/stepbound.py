@@ -22,7 +22,10 @@ from the step's own formulas:
 
 Each deficit is at most a multiple of a collective's time, which also adds to the
 busy bound as soon as the deficit is there; the worst split of an unknown send and
-gather time between the two bounds leaves
+gather time between the two bounds leaves (for any figure of the pipeline bound that
+the step's last end cannot be below: the comm-free one, or one with collective times,
+each no more than the step's, that starts each stage after its ZeRO gathers as the step
+does, :func:`gather_ready_s`)
 
     bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
 
@@ -58,7 +61,7 @@ from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork
-from topomodel.analysis.training.step import step_calls, step_ops
+from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
@@ -108,18 +111,41 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     a = assumptions
     ops, calls = _comm_free_ops(model, layout, a, shape, calls)
     p = layout.pp
+    layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
+    dense, experts = stage_parameters(model, layout, layers, moe_layers)
     tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
+                  stage_ready_s=gather_ready_s(calls, layout, a, dense, experts, shape,
+                                               ops.duration_s),
                   blocking_sends=layout.pp_blocking)
     finish = tl.stage_end_s
     if "dp" in calls or "edp" in calls:  # the gradient buckets, as the step issues them
-        layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
-        dense, experts = stage_parameters(model, layout, layers, moe_layers)
         finish, _ = gradient_tail(tl, calls, layout, stage_buckets(
             shape.schedule, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes))
     return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), finish,
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
                             layout.ep_overlap == "dualpipe", tl)
+
+
+def gather_ready_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
+                   dense: np.ndarray, experts: np.ndarray, shape: Shape,
+                   duration_s: np.ndarray) -> np.ndarray | None:
+    """Per stage, when it can start: the step's ZeRO (stage 1-2) gather of the updated
+    weights, less the first forward it hides behind with ``dp_overlap``, seconds, for
+    the collectives ``calls`` and the operations' durations (p, n) (None: no gather).
+
+    With each time no more than the step's, the timeline it starts is no shorter than
+    the step's: a stage's first operation ends at ``max(F1, G)`` (its forward ``F1``
+    after ``ready = max(0, G - F1)``; without the overlap at ``G + F1``), which only
+    grows with the gather ``G`` and the forward, and nothing of the timeline reads
+    when that operation started, only when it ended."""
+    counts = param_gather_calls(calls, layout, a, dense, experts)
+    if not counts:
+        return None
+    p = layout.pp
+    gather = sum((count * calls[key].time_s for key, count in counts.items()), np.zeros(p))
+    first_f = duration_s[np.arange(p), np.argmax(shape.schedule.kind == 0, axis=1)]
+    return np.asarray(np.maximum(0.0, gather - (first_f if layout.dp_overlap else 0.0)))
 
 
 def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,

@@ -1,0 +1,155 @@
+"""How a plan proves a layout's rank orders out of its top before modelling their steps,
+and how it scores a step or a bound: see :mod:`topomodel.plan.search`, step 3."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
+from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.step import StepAssumptions, StepResult
+from topomodel.analysis.training.stepbound import (
+    CommFreePipeline,
+    StepBound,
+    bound_with_calls,
+    order_calls,
+)
+from topomodel.analysis.training.stepshape import Shape, collective_times
+from topomodel.errors import UsageError
+from topomodel.fabric.tables import Fabric
+from topomodel.inputs.parts import Model
+from topomodel.plan.space import OBJECTIVES
+from topomodel.traffic.layout import Layout
+
+
+class PlanJob(Protocol):
+    """What the bounds read of a plan's job (:class:`topomodel.plan.search.PlanJob`)."""
+
+    @property
+    def model(self) -> Model: ...
+    @property
+    def assumptions(self) -> StepAssumptions: ...
+    @property
+    def objective(self) -> str: ...
+    @property
+    def routing(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+
+
+@functools.lru_cache(maxsize=256)
+def order_problem(order: str) -> str:
+    """Why ``order`` is not a rank order (as a layout refuses it), or ""."""
+    try:
+        Layout(order=order)
+    except UsageError as exc:
+        return str(exc)
+    return ""
+
+
+def in_order(layout: Layout, order: str) -> Layout:
+    """``layout`` in the rank order ``order``, as ``replace(layout, order=order)`` makes
+    it, without checking its other fields again (they passed when ``layout`` was made;
+    a search makes one copy per rank order of every layout it reaches)."""
+    problem = order_problem(order)
+    if problem or order == layout.order:
+        return replace(layout, order=order)  # raises for a bad order
+    moved = copy.copy(layout)
+    object.__setattr__(moved, "order", order)
+    return moved
+
+
+def objective_value(result: StepResult | StepBound, objective: str, power_W: float,
+                    USD_per_h: float = float("nan")) -> float:
+    """The value of ``objective`` for a step, or its best for a bound (tokens per joule
+    over ``power_W``; US dollars per million tokens at ``USD_per_h``)."""
+    if objective == "tokens_per_J":
+        return result.tokens_per_s / power_W if power_W > 0 else float("nan")
+    if objective == "cost_per_token":
+        rate = result.tokens_per_s * 3600.0
+        return USD_per_h / rate * 1e6 if rate > 0 else float("inf")
+    return float(getattr(result, objective))
+
+
+def rank_score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> float:
+    """``result``'s (or a bound's best) value of the job's objective as the search
+    ranks it: larger is better."""
+    if job.objective == "cost_per_token":
+        # the fabric's cost per hour is the same for every layout on it: the cheapest
+        # token is the fastest (so the bounds on tokens/s prune for it too)
+        return float(result.tokens_per_s)
+    value = objective_value(result, job.objective, power_W)
+    return value if OBJECTIVES[job.objective][0] == "max" else -value
+
+
+CALLS_FIELDS = tuple(f for f in Layout.__dataclass_fields__
+                     if f not in ("recompute", "zero", "order"))
+"""The layout fields the step's collectives read (all but recomputation, ZeRO, read
+apart, and the order, keyed apart): :func:`~topomodel.analysis.training.step.step_calls`
+reads the sizes, the batch, sequence parallelism, the schedule and interleave (the
+pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
+
+TIMED_ORDERS = 65_536
+"""Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and the
+order; a few kB each): the layouts of a cell that differ only in recomputation or in
+ZeRO 1 and 2 find them instead of asking the fabric's tables again. An order with every
+collective timed keeps them for good (a time, once routed, never changes); one with
+some only bounded keeps them while the fabric's table of times has not grown (a step
+modelled since may have timed them: the time is then the tighter figure)."""
+
+
+class OrderBounds:
+    """Proves rank orders of one group out of the top, cheapest first: the order screen
+    (:mod:`~topomodel.analysis.training.orderscreen`, made on first use), then the order's own
+    pipeline (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`), kept by the
+    collective times (orders with the same times have the same bound)."""
+
+    # PLR0913: the search's shared state, passed on as it is
+    def __init__(self, fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
+                 pipeline: Callable[[], CommFreePipeline], power_W: float,
+                 timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]]) -> None:
+        self.fabric, self.job, self.shape, self.power_W = fabric, job, shape, power_W
+        self.pipeline = pipeline
+        self.screen: OrderScreen | None = None
+        self.known: dict[tuple[tuple[str, float], ...], float] = {}
+        self.timed = timed
+        lay = layout  # what the step's collectives read of it: not recompute, and
+        # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
+        self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
+                          min(lay.zero, 1) if lay.zero < 3 else 3)
+
+    def best_score(self, layout: Layout, worst_kept: float) -> float:
+        """The best score ``layout``'s own rank order can reach by its placement's
+        bound, found before its step is modelled or anything of it routed: the screen
+        on its collective times (with those not timed yet at what they cannot beat;
+        with all of them timed, the step's own times, a close bound far cheaper than
+        the step), and, when that is not below ``worst_kept`` and something is not timed
+        yet, the order's own bound (kept by the collective times)."""
+        job, shape = self.job, self.shape
+        key = (*self.calls_key, layout.order)
+        table = len(self.fabric.derived(collective_times))
+        kept = self.timed.get(key)
+        if kept is not None and (not kept[1] or kept[2] == table):
+            calls, missed = kept[0], kept[1]
+        else:
+            calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
+                                        shape, routing=job.routing, seed=job.seed)
+            if len(self.timed) >= TIMED_ORDERS:
+                self.timed.clear()
+            self.timed[key] = (calls, missed, table)
+        if self.screen is None:
+            self.screen = order_screen(job.model, layout, job.assumptions, shape,
+                                       self.pipeline(), calls)
+        score = rank_score(self.screen.bound(calls), job, self.power_W)
+        if not missed or score < worst_kept:
+            return score
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        known = self.known.get(times)
+        if known is None:
+            known = self.known[times] = rank_score(bound_with_calls(
+                job.model, layout, job.assumptions, shape, calls), job, self.power_W)
+        return known
