@@ -82,6 +82,8 @@ def test_documented_layout_fits_memory(where, design, flags):
 def test_sweep_layouts_fit_memory_or_say_why_not(sweep):
     text = sweep.read_text()
     data = yaml.safe_load(text)
+    if data.get("job") == "serve":  # serve refuses a pool that does not fit, itself
+        return
     blocks = data.get("parameters") or [{}]
     blocks = blocks if isinstance(blocks, list) else [blocks]
     varied = {k for b in blocks for k in b if k != "zip"} | {
