@@ -5,6 +5,7 @@ import json
 import math
 import resource
 import signal
+from contextlib import contextmanager
 from xml.etree import ElementTree
 
 import networkx as nx
@@ -96,11 +97,12 @@ def test_every_export_reads_back(name, fmt, example_fabric, tmp_path):
     assert not list(tmp_path.rglob(".*"))  # no temporary file left
 
 
-@pytest.fixture
+@contextmanager
 def small_disk():
     """A process file-size limit of 128 bytes, less than any export writes
     (RLIMIT_FSIZE; SIGXFSZ ignored, so a write past it fails with EFBIG as on a full
-    disk), lifted afterwards."""
+    disk), lifted afterwards. Held only around the export itself: pytest's own output
+    (a log file, its capture files) must not meet the limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (128, hard))
@@ -112,18 +114,20 @@ def small_disk():
 
 
 @pytest.mark.parametrize("fmt", [*EXPORT_FORMATS, "chakra"])
-def test_an_export_cut_short_leaves_nothing(fmt, example_fabric, tmp_path, small_disk):
+def test_an_export_cut_short_leaves_nothing(fmt, example_fabric, tmp_path):
     name = "gb200-nvl72-cluster" if fmt == "slurm-block" else "dgx-h100-superpod"
     fabric = example_fabric(name)
     target = tmp_path / "out" / "x"
-    with pytest.raises((OSError, UsageError)):
-        if fmt == "chakra":
-            from topomodel.export.chakra import chakra_trace, write_chakra
-            from topomodel.traffic.layout import Layout
+    if fmt == "chakra":
+        from topomodel.export.chakra import chakra_trace, write_chakra
+        from topomodel.traffic.layout import Layout
 
-            pytest.importorskip("google.protobuf")
-            model = fabric.catalog.get("llama3-8b", Model)
-            write_chakra(chakra_trace(fabric, model, Layout(tp=8, pp=4, dp=4)), target)
+        pytest.importorskip("google.protobuf")
+        model = fabric.catalog.get("llama3-8b", Model)
+        trace = chakra_trace(fabric, model, Layout(tp=8, pp=4, dp=4))
+    with pytest.raises((OSError, UsageError)), small_disk():
+        if fmt == "chakra":
+            write_chakra(trace, target)
         else:
             export_fabric(fabric, fmt, target, compute_efficiency=0.5)
     assert not list(tmp_path.rglob("*")), fmt  # no file, no folder, no temporary file
