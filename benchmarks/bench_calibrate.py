@@ -22,7 +22,6 @@ the collective at every size). CPU seconds are printed beside wall seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_trace import write_trace  # noqa: E402
 
 from topomodel.calibrate.calibration import calibrate_inputs  # noqa: E402
 from topomodel.calibrate.inputs import read_inputs  # noqa: E402
@@ -64,50 +65,23 @@ def write_log(path: Path, rows: int) -> None:
 TRACE_SIZES = [2 ** k for k in range(27, 32)]  # 128 MiB-2 GiB
 
 
-def _trace_step(number: int, t0: float) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    t = t0
-    for k in range(2000):
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7,
-                       "ts": round(t - 5.0, 3), "dur": 3.1, "args": {
-                           "External id": number * 10000 + k,
-                           "Input Dims": [[4096, 4096], [4096, 4096]],
-                           "Input type": ["c10::BFloat16", "c10::BFloat16"]}})
-        events.append({"ph": "X", "cat": "kernel",
-                       "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
-                       "pid": 0, "tid": 7, "ts": round(t, 3), "dur": 40.0, "args": {
-                           "External id": number * 10000 + k, "device": 0, "stream": 7,
-                           "correlation": number * 10000 + k}})
-        if k % 32 == 0:
-            size = TRACE_SIZES[(k // 32) % len(TRACE_SIZES)]
-            dur = 26.0 + size * 2 * 7 / 8 / 150e9 * 1e6
-            events.append({"ph": "X", "cat": "kernel", "name":
-                           "ncclDevKernel_AllReduce_Sum_bf16_RING_SIMPLE", "pid": 0,
-                           "tid": 20, "ts": round(t + 10, 3), "dur": round(dur, 3), "args": {
-                               "External id": number * 10000 + k, "device": 0, "stream": 20,
-                               "Collective name": "allreduce", "dtype": "BFloat16",
-                               "In msg nelems": size // 2, "Out msg nelems": size // 2,
-                               "Group size": 8, "Process Group Name": "0"}})
-        t += 42.0
-    events.append({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}",
-                   "pid": 0, "tid": 7, "ts": t0, "dur": round(t - t0, 3), "args": {}})
-    return events
-
-
-def write_trace(path: Path, megabytes: float) -> int:
-    """A synthetic trace of about ``megabytes`` MB; the number of events."""
-    one = json.dumps(_trace_step(0, 0.0))
-    steps = max(1, int(megabytes * 1e6 / len(one)))
-    events = [e for n in range(steps) for e in _trace_step(n, n * 2000 * 42.0 + 1e6)]
-    path.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {
-        "backend": "nccl", "rank": 0, "world_size": 8}, "traceEvents": events}))
-    return len(events)
+def _degraded_allreduce(number: int, k: int, t: float) -> dict[str, Any]:
+    """The NCCL kernel of a trace slot: ring Simple all-reduces cycling through
+    :data:`TRACE_SIZES`, timed as the degraded server runs them (150 GB/s busbw, 26 us)."""
+    size = TRACE_SIZES[k % len(TRACE_SIZES)]
+    dur = 26.0 + size * 2 * 7 / 8 / 150e9 * 1e6
+    return {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_SIMPLE",
+            "pid": 0, "tid": 20, "ts": round(t + 10, 3), "dur": round(dur, 3), "args": {
+                "External id": number * 10000 + k, "device": 0, "stream": 20,
+                "Collective name": "allreduce", "dtype": "BFloat16",
+                "In msg nelems": size // 2, "Out msg nelems": size // 2,
+                "Group size": 8, "Process Group Name": "0"}}
 
 
 def trace_main(fabric: Any, megabytes: float) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "rank0.json"
-        count = write_trace(path, megabytes)
+        count = write_trace(path, megabytes, _degraded_allreduce)
         size_mb = path.stat().st_size / 1e6
         wall, cpu = time.perf_counter(), time.process_time()
         result = calibrate_inputs(fabric, read_inputs([path]))

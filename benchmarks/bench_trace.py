@@ -19,6 +19,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,23 @@ OPS_PER_KERNEL = 1  # a CPU operator launching each
 COLLECTIVES_PER_STEP = 64  # data-parallel buckets and tensor-parallel collectives
 
 
-def _step(number: int, t0: float) -> list[dict[str, Any]]:
+def fixed_allreduce(number: int, k: int, t: float) -> dict[str, Any]:
+    """The NCCL kernel of the ``k``-th compute kernel's slot: a 40 MiB ring LL128
+    all-reduce of 55 us."""
+    return {"ph": "X", "cat": "kernel", "name":
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
+            "pid": 0, "tid": 20, "ts": round(t + 10, 3), "dur": 55.0, "args": {
+                "External id": number * 10000 + k, "device": 0, "stream": 20,
+                "Collective name": "allreduce", "dtype": "BFloat16",
+                "In msg nelems": 20971520, "Out msg nelems": 20971520,
+                "Group size": 8, "Process Group Name": "0",
+                "Process Group Description": "default_pg"}}
+
+
+Collective = Callable[[int, int, float], dict[str, Any]]
+
+
+def _step(number: int, t0: float, collective: Collective) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     t = t0
     for k in range(KERNELS_PER_STEP):
@@ -46,27 +63,22 @@ def _step(number: int, t0: float) -> list[dict[str, Any]]:
                            "correlation": number * 10000 + k, "grid": [132, 1, 1],
                            "block": [384, 1, 1]}})
         if k % (KERNELS_PER_STEP // COLLECTIVES_PER_STEP) == 0:
-            events.append({"ph": "X", "cat": "kernel", "name":
-                           "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
-                           "pid": 0, "tid": 20, "ts": round(t + 10, 3), "dur": 55.0, "args": {
-                               "External id": number * 10000 + k, "device": 0, "stream": 20,
-                               "Collective name": "allreduce", "dtype": "BFloat16",
-                               "In msg nelems": 20971520, "Out msg nelems": 20971520,
-                               "Group size": 8, "Process Group Name": "0",
-                               "Process Group Description": "default_pg"}})
+            events.append(collective(number, k, t))
         t += 42.0
     events.append({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}",
                    "pid": 0, "tid": 7, "ts": t0, "dur": round(t - t0, 3), "args": {}})
     return events
 
 
-def write_trace(path: Path, megabytes: float) -> int:
-    """Write a synthetic trace of about ``megabytes`` MB; the number of events."""
-    one = json.dumps(_step(0, 0.0))
+def write_trace(path: Path, megabytes: float,
+                collective: Collective = fixed_allreduce) -> int:
+    """Write a synthetic trace of about ``megabytes`` MB whose NCCL kernels
+    ``collective(step, k, t)`` makes; the number of events."""
+    one = json.dumps(_step(0, 0.0, collective))
     steps = max(1, int(megabytes * 1e6 / len(one)))
     events: list[dict[str, Any]] = []
     for n in range(steps):
-        events += _step(n, n * KERNELS_PER_STEP * 42.0 + 1e6)
+        events += _step(n, n * KERNELS_PER_STEP * 42.0 + 1e6, collective)
     data = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0,
                                                     "world_size": 8},
             "traceEvents": events}
