@@ -157,6 +157,40 @@ def toy_switch(k):
     """), "  ")
 
 
+DUAL_PLANE = """name: 32 HGX H100, two planes
+system: hgx-h100
+systems: 32
+scaleout:
+  kind: fat_tree
+  switch: qm9700
+  planes: 2
+domains:
+  racks_per_power_feed: 2
+  racks_per_cooling_loop: 4
+  sites: 2
+"""
+"""32 HGX H100 on a two-plane fat-tree, 2 racks per power feed, 4 per cooling loop, 2
+sites: the failure-domain tests' design."""
+
+
+def b200_rail_design(name, spine_cable):
+    """64 HGX B200 (512 NICs), rail-optimized: 8 leaves of 64 NIC links down and 64 up, 4
+    spines of 128 links; the spine tier cabled with ``spine_cable`` (the optics what-if
+    tests' design)."""
+    return f"""name: {name}
+system: hgx-b200
+systems: 64
+scaleout:
+  kind: fat_tree
+  switch: q3400
+  nic: connectx-8
+  rail_optimized: true
+  unit: 32
+layout:
+  cables: {{spine: {spine_cable}}}
+"""
+
+
 MESH_CATALOG = """
 accelerators:
   toy-acc6:

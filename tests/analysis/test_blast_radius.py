@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import DUAL_PLANE
 
 from topomodel.analysis.reliability.blast_radius import SECONDS_PER_DAY, blast_radius, worst
 from topomodel.errors import CatalogError, DesignError
@@ -15,18 +16,6 @@ from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
-DUAL_PLANE = """name: 32 HGX H100, two planes
-system: hgx-h100
-systems: 32
-scaleout:
-  kind: fat_tree
-  switch: qm9700
-  planes: 2
-domains:
-  racks_per_power_feed: 2
-  racks_per_cooling_loop: 4
-  sites: 2
-"""
 YEAR_S = 365.25 * 86400
 
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import b200_rail_design
 
 from topomodel.analysis.assumptions import CostAssumptions
 from topomodel.analysis.bom import bill_of_materials, power_summary
@@ -81,18 +82,7 @@ def test_step_reports_cost_per_token_and_its_options(capsys):
     assert "--cost-of-capital" in capsys.readouterr().err
 
 
-SWAP_DESIGN = """name: swap test
-system: hgx-b200
-systems: 64
-scaleout:
-  kind: fat_tree
-  switch: q3400
-  nic: connectx-8
-  rail_optimized: true
-  unit: 32
-layout:
-  cables: {spine: osfp-800g-dr8}
-"""
+SWAP_DESIGN = b200_rail_design("swap test", "osfp-800g-dr8")
 
 
 def test_optics_what_if_swaps_pluggables_of_the_same_rate_only(example_fabric):

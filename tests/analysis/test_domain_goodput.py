@@ -3,6 +3,7 @@ the cause that costs the most time (analysis/reliability/domain_failures.py)."""
 
 import numpy as np
 import pytest
+from conftest import DUAL_PLANE
 
 from topomodel.analysis.assumptions import GoodputAssumptions
 from topomodel.analysis.reliability.domain_failures import (
@@ -23,18 +24,6 @@ from topomodel.fabric.domains import with_domains_failed
 from topomodel.inputs.design import load_design
 from topomodel.report.goodput import cause_text, goodput_json
 
-DUAL_PLANE = """name: 32 HGX H100, two planes
-system: hgx-h100
-systems: 32
-scaleout:
-  kind: fat_tree
-  switch: qm9700
-  planes: 2
-domains:
-  racks_per_power_feed: 2
-  racks_per_cooling_loop: 4
-  sites: 2
-"""
 HOUR = 3600.0
 
 

@@ -1,6 +1,7 @@
 """Serviceability of optics: a failed CPO takes its switch out, a pluggable its link."""
 
 import pytest
+from conftest import b200_rail_design
 
 from topomodel.analysis.bom import bill_of_materials
 from topomodel.analysis.cost import optics_swaps
@@ -15,18 +16,7 @@ from topomodel.inputs.design import load_design
 # 64 HGX B200 (512 NICs), rail-optimized: 8 leaves of 64 NIC links down and 64 up, 4
 # spines of 128 links; the spine tier cabled with 1.6T pluggables, which the what-if
 # swaps for NVIDIA's 1.6T CPO
-CPO_DESIGN = """name: cpo test
-system: hgx-b200
-systems: 64
-scaleout:
-  kind: fat_tree
-  switch: q3400
-  nic: connectx-8
-  rail_optimized: true
-  unit: 32
-layout:
-  cables: {spine: pluggable-1.6t}
-"""
+CPO_DESIGN = b200_rail_design("cpo test", "pluggable-1.6t")
 
 
 @pytest.fixture(scope="module")
