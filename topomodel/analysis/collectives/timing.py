@@ -10,7 +10,10 @@ traffic with :attr:`~topomodel.traffic.phases.Traffic.shapes`) is then timed as 
 tuner times it (:mod:`topomodel.analysis.collectives.protocols`): for each protocol LL, LL128 and
 Simple, NCCL's latency for the algorithm plus the bandwidth time at that protocol's
 share of the bandwidth, and the fastest protocol is kept (``TimeModel.protocol`` forces
-one). A collective inside one system whose catalog entry has a measured nccl-tests
+one), and where the algorithm's kernel pipelines whole chunks through several stages
+(NVLS inside one node) the pipeline's fill and drain are added as a share of the
+bandwidth time (:mod:`topomodel.analysis.collectives.pipeline`: NCCL's tuner leaves them
+out). A collective inside one system whose catalog entry has a measured nccl-tests
 curve for it is timed from that curve instead (:mod:`topomodel.analysis.collectives.curves`;
 ``TimeModel.measured_curves``). Other traffic pays, per phase and step, its longest
 path (switches x switch latency + hops x propagation) plus a per-message overhead.
@@ -43,8 +46,10 @@ from topomodel.analysis.collectives.protocols import (
     NcclShape,
     latency_s,
     ll128_enabled,
+    nccl_algorithm,
     protocol_busbw_Bps,
 )
+from topomodel.analysis.collectives.pipeline import fill_share
 from topomodel.analysis.collectives.routes import (
     TIME_BLOCK_ROWS,
     PhaseRoute,
@@ -94,10 +99,14 @@ class TrafficTime:
     """All phases: total time and its split, plus per-link bytes and busy time.
 
     For a collective, ``protocol`` is the one timed, ``collective_latency_s`` its NCCL
-    latency and ``bandwidth_scale`` the protocol's wire bytes per data byte (1 for
-    Simple); the phases' own latencies are then zero. ``measured`` says which measured
-    curve timed it (empty: the model did); its time is then the curve's, the latency
-    the model's (at most the curve's time) and the bandwidth scale the rest.
+    latency, ``bandwidth_scale`` the protocol's wire bytes per data byte (1 for
+    Simple) and ``pipeline_fill`` the pipeline's fill and drain as a share of the
+    bandwidth time (:mod:`~topomodel.analysis.collectives.pipeline`; the links idle
+    then, so it is in the time and its bandwidth and topology parts, not in the links'
+    busy time); the phases' own latencies are then zero. ``measured`` says which
+    measured curve timed it (empty: the model did); its time is then the curve's, the
+    latency the model's (at most the curve's time), the bandwidth scale the rest and
+    the fill 0.
     """
 
     phases: tuple[PhaseTime, ...]
@@ -109,6 +118,7 @@ class TrafficTime:
     bandwidth_scale: float = 1.0
     measured: str = ""
     traffic_bytes: float = 0.0  # bytes of every flow timed (PXN's as rewritten), if any lost
+    pipeline_fill: float = 0.0  # share of the bandwidth time added by the pipeline's fill
 
     @property
     def delivered_share(self) -> float:
@@ -164,8 +174,8 @@ class TrafficTime:
     @property
     def time_s(self) -> float:
         """Total time, seconds."""
-        return (self.bandwidth_scale * sum(p.steps * p.bandwidth_s for p in self.phases)
-                + self.latency_s)
+        return (self.bandwidth_scale * (1.0 + self.pipeline_fill)
+                * sum(p.steps * p.bandwidth_s for p in self.phases) + self.latency_s)
 
     @property
     def latency_s(self) -> float:
@@ -175,8 +185,8 @@ class TrafficTime:
     @property
     def bandwidth_s(self) -> float:
         """Non-blocking bandwidth part, seconds."""
-        return self.bandwidth_scale * sum(p.steps * min(p.ideal_s, p.bandwidth_s)
-                                          for p in self.phases)
+        return self.bandwidth_scale * (1.0 + self.pipeline_fill) * sum(
+            p.steps * min(p.ideal_s, p.bandwidth_s) for p in self.phases)
 
     @property
     def topology_s(self) -> float:
@@ -225,18 +235,19 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     if not nccl:
         return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, traffic_bytes=total)
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
-    protocol, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
+    protocol, latency, scale, fill = _fastest_protocol(fabric, traffic.shapes, simple_s,
+                                                       time_model)
     curve = _measured(fabric, traffic.shapes, time_model) if not lost_flows else None
     note = ""
     if curve is not None:
         seconds, note = curve
-        latency = min(latency, seconds)
+        latency, fill = min(latency, seconds), 0.0
         if simple_s > 0:
             scale = (seconds - latency) / simple_s
         else:
             latency = seconds
     return TrafficTime(tuple(phases), links, lost_flows, lost_bytes, protocol, latency,
-                       scale, note, total)
+                       scale, note, total, fill)
 
 
 def _measured(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel
@@ -272,8 +283,8 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
-    _, latency, scale = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
-    return scale * simple_s + latency
+    _, latency, scale, fill = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
+    return scale * (1.0 + fill) * simple_s + latency
 
 
 def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | None = None
@@ -323,10 +334,12 @@ ICI, UB) are ``other``, timed with the Hopper row (an assumption, see
 
 
 def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,
-                      time_model: TimeModel) -> tuple[str, float, float]:
-    """(protocol, latency s, bandwidth scale) of the fastest protocol for a collective
-    whose Simple-protocol bandwidth time is ``simple_s``. Concurrent collectives (several
-    shapes) share the links; the slowest latency and the largest scale count. ``auto``
+                      time_model: TimeModel) -> tuple[str, float, float, float]:
+    """(protocol, latency s, bandwidth scale, pipeline fill) of the fastest protocol for
+    a collective whose Simple-protocol bandwidth time is ``simple_s``. Concurrent
+    collectives (several shapes) share the links; the slowest latency, the largest
+    scale and the largest fill share count (:func:`~topomodel.analysis.collectives.
+    pipeline.fill_share`). ``auto``
     tries LL128 only where NCCL's tuner would (:func:`~topomodel.analysis.collectives.
     protocols.ll128_enabled`); a forced protocol runs as ``NCCL_PROTO`` forces it."""
     from topomodel.traffic.collectives import busbw_factor
@@ -345,6 +358,10 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
              ("Simple",) if simple_only else
              tuple(p for p in PROTOCOLS if p != "LL128" or all(
                  ll128_enabled(shape, architecture) for shape in nccl_shapes)))
+    # the fill is the algorithm's, whatever the protocol (NVLS runs Simple alone)
+    fill = max(fill_share(nccl_algorithm(s.algorithm, shape), s.collective, s.size_bytes,
+                          ranks=s.ranks, nodes=s.nodes, architecture=architecture)
+               for s, shape in zip(shapes, nccl_shapes, strict=True))
     for protocol in tried:
         latency, scale = 0.0, 1.0
         for s, shape in zip(shapes, nccl_shapes, strict=True):
@@ -358,7 +375,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
             latency = max(latency, lat)
             if busbw > 0:
                 scale = max(scale, busbw / at if at > 0 else np.inf)
-        total = latency + scale * simple_s
+        total = latency + scale * (1.0 + fill) * simple_s
         if np.isfinite(total) and (best is None or total < best[0]):
             best = (total, protocol, latency, scale)
     if best is None and time_model.protocol != "auto":  # a forced protocol the algorithm
@@ -370,7 +387,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
         raise UsageError(f"a collective's time is not a finite number (its bandwidth time"
                          f" is {simple_s:.3g} s): the effective link rates are too small to"
                          " model; check --efficiency and the link rates")
-    return best[1], best[2], best[3]
+    return best[1], best[2], best[3], fill
 
 
 @dataclass(frozen=True, eq=False)
