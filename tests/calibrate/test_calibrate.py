@@ -64,7 +64,7 @@ def test_degraded_log_loop_closes(tmp_path):
     assert provenance[("nvlink4", "efficiency")]["measured_in"] == log.file
     assert provenance[("nvlink4", "link_rate")]["measured_in"] is None
     said = measured_figures(fabric, TimeModel())
-    assert "scaleup efficiency 0.24, as measured" in said
+    assert "scaleup efficiency 0.249, as measured" in said
     assert f"launch latency 10.6 us, as measured ({log.file})" in said
 
 
