@@ -84,18 +84,46 @@ def test_healthy_log_is_a_fixed_point(tmp_path):
         assert abs(after.model_time_s / before.model_time_s - 1) <= spread + 1e-4
 
 
-def test_healthy_h100_moves_less_than_the_models_validation():
+HEALTHY_SPREAD_MISS = (
+    "the Azure H100 log is one published run of one column (spread 0): no move passes;"
+    " with NVLS's pipeline fill modelled the efficiency moves -2.9 %, the measured NVLS"
+    " rate being 98 % of NCCL's (docs/calibrate.md, 'On a healthy log')")
+
+
+@pytest.mark.xfail(strict=True, reason=HEALTHY_SPREAD_MISS)
+def test_healthy_log_changes_the_model_less_than_its_spread():
+    """Issue #37 item 3 as worded: on a healthy log the overlay changes the model by
+    less than the log's own run-to-run spread (at every size it was fitted on)."""
     log = read_nccl_tests(DATA / "h100-8gpu-azure-allreduce.log")
-    fit = calibrate_nccl(_fabric(), [log]).fitted[0]
-    assert fit.key == "efficiency" and abs(fit.after / fit.before - 1) < 0.10
+    result = calibrate_nccl(_fabric(), [log])
+    spread = {p.size_bytes: p.spread for p in result.points}
+    fitted = {s for f in result.fitted for s in f.sizes}
+    for before, after in zip(result.before.sizes, result.after.sizes, strict=True):
+        if before.size_bytes in fitted:
+            move = abs(after.model_time_s / before.model_time_s - 1)
+            assert move <= spread[before.size_bytes], before.size_bytes
 
 
-def test_healthy_h100_move_is_a_fixed_cost_the_model_leaves_out():
+def test_healthy_h100_moves_the_efficiency_by_its_rate_alone():
+    """With NVLS's pipeline fill in the model, the healthy Azure curve moves the NVLink
+    efficiency by what its rate says (the slope over the rate-bound sizes: -1.8 %) to
+    within 1.5 %, and by under 3 % in all (0.824 -> 0.800); before the fill was
+    modelled the missing fixed cost took it to 0.772 (-6.3 %)."""
+    log = read_nccl_tests(DATA / "h100-8gpu-azure-allreduce.log")
+    result = calibrate_nccl(_fabric(), [log])
+    fit = result.fitted[0]
+    assert fit.key == "efficiency" and abs(fit.after / fit.before - 1) < 0.03
+    said = next(k for k in result.kept if k.what.startswith("fixed cost"))
+    slope = float(said.why.split("(efficiency ")[1].split(" from the slope")[0])
+    assert abs(fit.after / slope - 1) < 0.015
+
+
+def test_healthy_h100_fixed_cost_is_mostly_the_pipeline_fill():
     """On the healthy Azure curve the rate-bound sizes (128 MiB-8 GiB) are a line, time
-    = fixed cost + size / rate: the measured rate is within 2.5 % of the model's, the
-    fixed cost ~5x the model's (139 us against NCCL's 25 us NVLS latency). The fitted
-    efficiency takes the missing fixed cost up (0.824 -> 0.772, -6 %), where the slope
-    alone gives -2 %; the output says so."""
+    = fixed cost + size / rate: the measured rate is within 2.5 % of the model's, and the
+    model's fixed cost, NCCL's 25 us NVLS latency and its pipeline fill (60 us below
+    1 GiB, 120 us from 1 GiB up), is within 1.5x of the measured 139 us (it was 25 us
+    against 139 before the fill was modelled)."""
     log = read_nccl_tests(DATA / "h100-8gpu-azure-allreduce.log")
     result = calibrate_nccl(_fabric(), [log])
     fit = result.fitted[0]
@@ -108,10 +136,22 @@ def test_healthy_h100_move_is_a_fixed_cost_the_model_leaves_out():
                                                        rcond=None)
     slope_efficiency = fit.before * model_per_byte / per_byte
     assert abs(slope_efficiency / fit.before - 1) < 0.025  # the rate: as modelled
-    assert cost > 4 * model_cost  # the fixed cost: not
-    assert fit.after < slope_efficiency  # the fitted efficiency absorbs it
+    assert model_cost < cost < 1.5 * model_cost  # the fixed cost: mostly modelled now
     said = next(k for k in result.kept if k.what.startswith("fixed cost"))
     assert f"efficiency {slope_efficiency:.4g} from the slope alone" in said.why
+
+
+def test_a_second_calibration_on_the_degraded_log_moves_the_model_little(tmp_path):
+    """A large move does not quite settle in one pass (docs/calibrate.md, "A limit"):
+    from the degraded log's overlay the slower model takes 32 and 64 MiB in among the
+    rate-bound sizes; with the pipeline fill that moves the model 0.4 % (1.7 % before)."""
+    log = read_nccl_tests(DATA / "h100-8gpu-degraded-allreduce.log")
+    first = calibrate_nccl(_fabric(), [log])
+    overlay = write_overlay(tmp_path / "o.yaml", _fabric().catalog, first.fitted)
+    again = calibrate_nccl(_fabric(overlay), [log])
+    assert set(again.fitted[0].sizes) > set(first.fitted[0].sizes)
+    for before, after in zip(again.before.sizes, again.after.sizes, strict=True):
+        assert abs(after.model_time_s / before.model_time_s - 1) < 0.01
 
 
 def test_a_second_calibration_changes_nothing(tmp_path):

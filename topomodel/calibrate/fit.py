@@ -470,7 +470,7 @@ def _fixed_costs(fit: _Fit, fitted: Sequence[Fitted]) -> list[Kept]:
                 f" {int(sizes[0]):,}-{int(sizes[-1]):,} B: the rate is"
                 f" {model_per_byte_s / per_byte_s:.1%} of the model's (efficiency"
                 f" {slope:.4g} from the slope alone) and the rest of the difference is a"
-                " fixed cost the model leaves out (NCCL's pipeline fill, which its tuner"
-                f" model, and so this one, does not count), which the fitted efficiency"
+                " fixed cost beyond the model's (NCCL's latency, and for NVLS inside a"
+                " node its pipeline fill), which the fitted efficiency"
                 f" {figure.after:.4g} takes up: not a catalog figure, not fitted"))
     return out
