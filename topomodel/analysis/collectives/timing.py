@@ -40,6 +40,7 @@ from topomodel.analysis.collectives.linkrates import (
     network_transport,
     tier_efficiency,
 )
+from topomodel.analysis.collectives.pipeline import fill_share
 from topomodel.analysis.collectives.protocols import (
     PROTOCOLS,
     RING_PLATEAU_FACTOR,
@@ -49,7 +50,6 @@ from topomodel.analysis.collectives.protocols import (
     nccl_algorithm,
     protocol_busbw_Bps,
 )
-from topomodel.analysis.collectives.pipeline import fill_share
 from topomodel.analysis.collectives.routes import (
     TIME_BLOCK_ROWS,
     PhaseRoute,
