@@ -26,6 +26,8 @@ transcribed with its provenance in shared/reference/collectives-compute-power.md
   modelled); inside one node NCCL's NVLink channel count is not modelled and the caps,
   which do not bind at 16 channels or more, are left out;
 - the tree correction table (``treeCorrectionFactor``) is left out;
+- NVLS inside one node also pays its kernel's pipeline fill, which the tuner leaves out
+  (:mod:`topomodel.analysis.collectives.pipeline`, added by the collective's timing);
 - architectures other than NVIDIA's (RCCL, HCCL, TPU ICI) use the Hopper constants: RCCL
   is a fork of NCCL with the same tuner structure; the others publish none (assumed).
 """
