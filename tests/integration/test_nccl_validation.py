@@ -105,3 +105,50 @@ def test_nvls_mid_and_large_sizes_with_the_pipeline_fill(fabrics):
                              time_model=TimeModel(measured_curves=False))
         assert run.time_s == pytest.approx(measured_s, rel=0.07), (
             f"{size:,} B: model {run.time_s * 1e6:.1f} us vs {measured_s * 1e6:.1f} us")
+
+
+def _times_s(sizes, busbw_GBps, ranks):
+    return [s * 2 * (ranks - 1) / ranks / (b * 1e9) for s, b in zip(sizes, busbw_GBps,
+                                                                     strict=True)]
+
+
+_FROM_64M = [2**k for k in range(26, 34)]
+_FROM_64M_16G = [2**k for k in range(26, 35)]
+_GB200 = [2**k for k in range(29, 34)]
+# one-node NVLS all_reduce curves of shared/reference/collectives-compute-power.md (part
+# 1), from 64 MiB: (design, group, ranks, sizes, measured seconds, source)
+NVLS_CURVES = [
+    ("hgx-h100-server", "all", 8, _FROM_64M, _times_s(_FROM_64M, [
+        361.78, 400.61, 423.38, 438.46, 466.35, 472.36, 475.54, 478.87], 8),
+     "R30 Azure ND H100 v5"),
+    ("hgx-h100-server", "all", 8, _FROM_64M, _times_s(_FROM_64M, [
+        368.11, 412.45, 432.24, 442.72, 467.58, 472.57, 477.41, 479.98], 8),
+     "R30 Azure ND H200 v5 (the same NVLink 4)"),
+    ("hgx-h100-server", "all", 8, _FROM_64M_16G, [s / (a * 1e9) for s, a in zip(
+        _FROM_64M_16G, [198.01, 229.67, 249.23, 257.31, 264.90, 268.10, 270.34, 272.83,
+                        275.58], strict=True)], "R20 8 x H200 torch all_reduce_bench (algbw)"),
+    ("gb200-nvl72-cluster", "0-71", 72, _GB200, _times_s(_GB200, [
+        586.06, 681.17, 757.78, 839.16, 834.57], 72), "R31 CoreWeave GB200 NVL72, OOP"),
+]
+
+
+@pytest.mark.parametrize(("example", "group", "ranks", "sizes", "measured", "source"),
+                         NVLS_CURVES, ids=[c[-1] for c in NVLS_CURVES])
+def test_the_pipeline_fill_brings_every_one_node_nvls_curve_closer(
+        fabrics, monkeypatch, example, group, ranks, sizes, measured, source):
+    """NCCL's NVLS pipeline fill, a term from NCCL's source and not from these curves,
+    lowers the rms miss of every one-node NVLS curve of the reference from 64 MiB
+    (docs/validation.md, "NCCL's NVLS pipeline fill", has the table)."""
+    from topomodel.analysis.collectives import timing
+
+    def rms(fill):
+        if not fill:
+            monkeypatch.setattr(timing, "fill_share", lambda *a, **k: 0.0)
+        misses = [run_collective(fabrics(example), "allreduce", size, [group],
+                                 time_model=TimeModel(measured_curves=False)).time_s / m - 1
+                  for size, m in zip(sizes, measured, strict=True)]
+        monkeypatch.undo()
+        return (sum(x * x for x in misses) / len(misses)) ** 0.5
+
+    after, before = rms(True), rms(False)
+    assert after < before, f"{source}: rms {before:.1%} -> {after:.1%}"
