@@ -72,3 +72,23 @@ def test_ring_is_unchanged(hgx, monkeypatch):
     ring = run_collective(hgx, "allreduce", GIB, algorithm="ring").time_s
     monkeypatch.setattr(timing, "fill_share", lambda *a, **k: 0.0)
     assert run_collective(hgx, "allreduce", GIB, algorithm="ring").time_s == ring
+
+
+@pytest.mark.parametrize("size", [2 * MIB, 8 * MIB])
+def test_auto_chooses_as_nccls_tuner_does_and_times_with_the_fill(hgx, monkeypatch, size):
+    """At 2 and 8 MiB the fill makes NVLS slower than the ring's LL/LL128, but NCCL's
+    tuner does not see it and runs NVLS (R20's NCCL_DEBUG on 8 x H200): ``auto`` keeps
+    the tuner's choice (the one it makes without the fill) and reports its time with it."""
+    chosen = run_collective(hgx, "allreduce", size)
+    ring = run_collective(hgx, "allreduce", size, algorithm="ring")
+    assert ring.time_s < chosen.time_s  # the fill's fastest would be the ring
+    assert chosen.timing.pipeline_fill > 0
+    assert chosen.timing.tuner_time_s == pytest.approx(
+        chosen.time_s - chosen.timing.pipeline_fill * (chosen.time_s
+                                                        - chosen.timing.latency_s)
+        / (1 + chosen.timing.pipeline_fill), rel=1e-12)
+    monkeypatch.setattr(timing, "fill_share", lambda *a, **k: 0.0)
+    tuner = run_collective(hgx, "allreduce", size)
+    assert tuner.algorithm == chosen.algorithm == "innetwork"
+    assert tuner.timing.protocol == chosen.timing.protocol
+    assert tuner.time_s == pytest.approx(chosen.timing.tuner_time_s, rel=1e-12)

@@ -109,7 +109,9 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
             routing: str = "ecmp", seed: int = 0, router: str = "auto",
             time_model: TimeModel | None = None, floor: Callable[[str], float] | None = None
             ) -> tuple[str, Traffic, TrafficTime, dict[str, float]]:
-    """The fastest of ``candidates``: each algorithm's traffic (``build(algorithm)``,
+    """The fastest of ``candidates`` as NCCL's tuner times them (by
+    :attr:`~topomodel.analysis.collectives.timing.TrafficTime.tuner_time_s`, without the
+    pipeline fill the tuner leaves out): each algorithm's traffic (``build(algorithm)``,
     which raises :class:`~topomodel.traffic.communicators.NotApplicable` where an
     algorithm does not apply) routed and timed. A candidate is skipped only where it
     does not apply or its traffic is beyond the router's limit
@@ -118,7 +120,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     The one algorithm search of the package: ``run_collective``'s ``auto``, the step's
     collectives and the review's all use it. Candidates are routed in the order of a
     bound they cannot beat (:func:`~topomodel.analysis.collectives.timing.lower_bound_s`), and one
-    whose bound is no better than the best time so far is not routed at all.
+    whose bound is no better than the best tuner time so far is not routed at all.
     ``floor(algorithm)``, where given, is a time in seconds no higher than that bound,
     known before the traffic is built (:func:`~topomodel.analysis.collectives.timing.floor_s` of
     its shapes; ``NotApplicable`` counts as 0): a candidate whose floor already loses is
@@ -149,7 +151,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
     heapq.heapify(queue)
     while queue:
         seconds, is_bound, index = heapq.heappop(queue)
-        if best is not None and seconds >= best[2].time_s:
+        if best is not None and seconds >= best[2].tuner_time_s:
             break  # neither this nor any later one can win: not built or routed
         algorithm = candidates[index]
         if not is_bound:
@@ -167,7 +169,7 @@ def fastest(fabric: Fabric, build: Callable[[str], Traffic], candidates: Sequenc
             not_routed.append(f"{algorithm}: {exc}")
             continue
         times[algorithm] = timing.time_s
-        if best is None or timing.time_s < best[2].time_s:
+        if best is None or timing.tuner_time_s < best[2].tuner_time_s:
             best = (algorithm, built[index], timing)
     if best is None:
         refusals = [not_built[i] for i in sorted(not_built)] + not_routed

@@ -131,6 +131,18 @@ class NcclShape:
         return max(1, self.ranks // max(1, self.nodes))
 
 
+_ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
+                         "nvlink5": "blackwell"}
+
+
+def nccl_architecture(scaleup_link: str) -> str:
+    """NCCL's architecture row for a scale-up link kind: by NVLink generation; other
+    scale-up links (Infinity Fabric, ICI, UB) are ``other``, timed with the Hopper row
+    (an assumption, see above), and systems without scale-up links (PCIe servers, an
+    empty link) Hopper's too, their protocol rules following their PCIe paths."""
+    return _ARCHITECTURE_OF_LINK.get(scaleup_link, "other" if scaleup_link else "hopper")
+
+
 def ll128_enabled(shape: NcclShape, architecture: str) -> bool:
     """Whether NCCL's tuner may pick LL128 for a collective of ``shape`` (``NCCL_PROTO``
     forcing it overrides this, as in NCCL): NCCL 2.30's

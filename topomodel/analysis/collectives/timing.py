@@ -7,14 +7,14 @@ For each phase (repeated ``steps`` times) the bandwidth time is::
 at each link tier's effective rate (:func:`tier_efficiency`: NVLink and PCIe at NCCL's
 achievable per-link figures, the network at its packet efficiency). A collective (a
 traffic with :attr:`~topomodel.traffic.phases.Traffic.shapes`) is then timed as NCCL's
-tuner times it (:mod:`topomodel.analysis.collectives.protocols`): for each protocol LL, LL128 and
-Simple, NCCL's latency for the algorithm plus the bandwidth time at that protocol's
-share of the bandwidth, and the fastest protocol is kept (``TimeModel.protocol`` forces
-one), and where the algorithm's kernel pipelines whole chunks through several stages
-(NVLS inside one node) the pipeline's fill and drain are added as a share of the
-bandwidth time (:mod:`topomodel.analysis.collectives.pipeline`: NCCL's tuner leaves them
-out). A collective inside one system whose catalog entry has a measured nccl-tests
-curve for it is timed from that curve instead (:mod:`topomodel.analysis.collectives.curves`;
+tuner times it (:mod:`topomodel.analysis.collectives.protocols`): for each protocol LL,
+LL128 and Simple, NCCL's latency for the algorithm plus the bandwidth time at that
+protocol's share of the bandwidth, and the fastest protocol is kept
+(``TimeModel.protocol`` forces one). Where the kernel pipelines whole chunks through
+several stages (NVLS inside one node) the fill and drain the tuner leaves out are
+added (:mod:`topomodel.analysis.collectives.pipeline`; the choice stays the tuner's).
+A collective inside one system whose catalog entry has a measured nccl-tests curve for
+it is timed from that curve instead (:mod:`topomodel.analysis.collectives.curves`;
 ``TimeModel.measured_curves``). Other traffic pays, per phase and step, its longest
 path (switches x switch latency + hops x propagation) plus a per-message overhead.
 
@@ -48,6 +48,7 @@ from topomodel.analysis.collectives.protocols import (
     latency_s,
     ll128_enabled,
     nccl_algorithm,
+    nccl_architecture,
     protocol_busbw_Bps,
 )
 from topomodel.analysis.collectives.routes import (
@@ -178,6 +179,12 @@ class TrafficTime:
                 * sum(p.steps * p.bandwidth_s for p in self.phases) + self.latency_s)
 
     @property
+    def tuner_time_s(self) -> float:
+        """:attr:`time_s` without the fill, as NCCL's tuner (and ``auto``) sees it, s."""
+        return self.time_s - self.pipeline_fill * self.bandwidth_scale * sum(
+            p.steps * p.bandwidth_s for p in self.phases)
+
+    @property
     def latency_s(self) -> float:
         """Latency part, seconds."""
         return self.collective_latency_s + sum(p.steps * p.latency_s for p in self.phases)
@@ -268,8 +275,9 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
     least as long as the busiest switch needs to send (or take in) the bytes of the flows
     that start (end) at it over all its links (in-network reduction: a SHARP root); a
     collective adds the fastest protocol's latency and wire bytes at that bandwidth time
-    (each protocol's time only grows with it). Lets the algorithm search skip candidates
-    that cannot win.
+    (each protocol's time only grows with it), without the pipeline fill: a bound of
+    the tuner's time (:attr:`TrafficTime.tuner_time_s`), by which ``auto`` selects, and
+    so of the time. Lets the algorithm search skip candidates that cannot win.
 
     The switch bound assumes every flow is routed: on a fabric with failed parts it is
     left out (:class:`_Rates`), since a flow that cannot be routed loads no link.
@@ -283,8 +291,8 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
                    / ph.efficiency for ph in traffic.phases)
     if not traffic.shapes:
         return simple_s
-    _, latency, scale, fill = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
-    return scale * (1.0 + fill) * simple_s + latency
+    _, latency, scale, _ = _fastest_protocol(fabric, traffic.shapes, simple_s, time_model)
+    return scale * simple_s + latency  # the tuner's time: no fill (what auto selects by)
 
 
 def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | None = None
@@ -325,14 +333,6 @@ def _switch_s(ph: Phase, rates: _Rates) -> float:
     return worst
 
 
-_ARCHITECTURE_OF_LINK = {"nvlink2": "volta", "nvlink3": "ampere", "nvlink4": "hopper",
-                         "nvlink5": "blackwell"}
-"""NCCL's architecture rows by NVLink generation; other scale-up links (Infinity Fabric,
-ICI, UB) are ``other``, timed with the Hopper row (an assumption, see
-:mod:`topomodel.analysis.collectives.protocols`), and systems without scale-up links
-(PCIe servers) Hopper's too, their protocol rules following their PCIe paths."""
-
-
 def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float,
                       time_model: TimeModel) -> tuple[str, float, float, float]:
     """(protocol, latency s, bandwidth scale, pipeline fill) of the fastest protocol for
@@ -344,8 +344,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
     protocols.ll128_enabled`); a forced protocol runs as ``NCCL_PROTO`` forces it."""
     from topomodel.traffic.collectives import busbw_factor
 
-    link = fabric.structure.scaleup.link
-    architecture = _ARCHITECTURE_OF_LINK.get(link, "other" if link else "hopper")
+    architecture = nccl_architecture(fabric.structure.scaleup.link)
     intra = scaleup_kind(fabric.structure).nccl_intra
     best: tuple[float, str, float, float] | None = None
     transport = fabric.derived(network_transport)
@@ -375,7 +374,7 @@ def _fastest_protocol(fabric: Fabric, shapes: tuple[Shape, ...], simple_s: float
             latency = max(latency, lat)
             if busbw > 0:
                 scale = max(scale, busbw / at if at > 0 else np.inf)
-        total = latency + scale * (1.0 + fill) * simple_s
+        total = latency + scale * simple_s  # NCCL's tuner picks without the fill
         if np.isfinite(total) and (best is None or total < best[0]):
             best = (total, protocol, latency, scale)
     if best is None and time_model.protocol != "auto":  # a forced protocol the algorithm
