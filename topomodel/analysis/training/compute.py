@@ -56,6 +56,12 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.training.model import BYTES, attention_flops_per_token
+from topomodel.analysis.training.passes import (
+    CROSS_ENTROPY_BACKWARD_BYTES,
+    CROSS_ENTROPY_FORWARD_BYTES,
+    attention_input_bytes,
+    embedding_grad_bytes,
+)
 from topomodel.errors import UsageError
 from topomodel.inputs.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
@@ -390,7 +396,9 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     dropout 5 per score; expert permute 4 and unpermute-and-combine 2 top_k + 2 per
     token and hidden unit. Backward: norm 6, residual 6 (+1), activation 6 or 10,
     softmax 6 and dropout 5 per score, permutes as forward. Norms and residuals act on
-    the rank's 1/tp of the tokens under sequence parallelism.
+    the rank's 1/tp of the tokens under sequence parallelism. Between the QKV GEMM and
+    attention: the query's copy, rotary embeddings and the gradients' concatenation
+    (:func:`~topomodel.analysis.training.passes.attention_input_bytes`).
 
     Weight gradients accumulate into main gradients of ``main_grad_bytes`` (fp32: 4):
     fused into the GEMM, which then reads and writes them (Megatron-LM's gradient
@@ -434,6 +442,9 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     else:
         mem_f += act_f * tokens * model.ffn_hidden / tp
         mem_b += act_b * tokens * model.ffn_hidden / tp
+    qkv_f, qkv_b = attention_input_bytes(model, layout, seq)
+    mem_f += qkv_f
+    mem_b += qkv_b
     core_f, core_b = _attention_times(device, model, layout, seq)
     return LayerTimes(fwd, dgrad, wgrad, core_f, core_b, device.memory_s(mem_f),
                       device.memory_s(mem_b), experts_f, experts_b, accumulate)
@@ -480,21 +491,25 @@ def edge_times(device: Device, model: Model, layout: Layout, seq: int, *,
                main_grad_bytes: float = 4.0) -> EdgeTimes:
     """Embedding lookup and its gradient scatter-add (memory-bound), and the output
     layer: final norm, logits GEMM (vocabulary split by TP), and the vocabulary-parallel
-    cross-entropy on fp32 logits (Korthikanti et al. 2022, section 4.3). Cross-entropy
-    bytes per logit: forward 14 (read 16-bit, write fp32, a max pass and an exp-sum
-    pass), backward 6 (read fp32, write the 16-bit gradient)."""
+    cross-entropy on fp32 logits (Korthikanti et al. 2022, section 4.3), its bytes per
+    logit counted from Megatron-Core's fused kernels
+    (:data:`~topomodel.analysis.training.passes.CROSS_ENTROPY_FORWARD_BYTES`, 26, and
+    ``CROSS_ENTROPY_BACKWARD_BYTES``, 14). The embedding's backward also writes a dense
+    gradient of the rank's vocabulary slice and adds it to the main gradient, every
+    microbatch (:func:`~topomodel.analysis.training.passes.embedding_grad_bytes`)."""
     d, tp = model.hidden, layout.tp
     sp = tp if layout.sequence_parallel else 1
     tokens = layout.micro_batch * seq / layout.cp
     drop = 5.0 if layout.dropout else 0.0
     embed_f = device.memory_s(2 * tokens * d + (2 + drop) * tokens * d / sp)
-    embed_b = device.memory_s(2 * tokens * d + 8 * tokens * d)  # fp32 rows read, written
+    embed_b = device.memory_s(2 * tokens * d + 8 * tokens * d + embedding_grad_bytes(
+        model, layout, dtype_bytes=2.0, main_grad_bytes=main_grad_bytes))  # 16-bit weights
     logits = Gemm(tokens, model.vocab / tp, d)
     elements = tokens * model.vocab / tp
     head_f = (device.memory_s(4 * tokens * d / sp) + device.gemm_s(logits)
-              + device.memory_s(14 * elements))
+              + device.memory_s(CROSS_ENTROPY_FORWARD_BYTES * elements))
     head_b = (device.memory_s(6 * tokens * d / sp) + device.gemm_s(logits.dgrad())
-              + device.memory_s(6 * elements))
+              + device.memory_s(CROSS_ENTROPY_BACKWARD_BYTES * elements))
     fused = layout.grad_accumulation_fusion
     head_w = device.gemm_s(logits.wgrad(), out_bytes_per_element=(
         2 * main_grad_bytes if fused else None))
