@@ -98,7 +98,6 @@ the gradient again (4) and the next step's accumulation starts from a zeroed gra
 and master weights), counted, not measured."""
 
 
-
 @dataclass(frozen=True)
 class Gemm:
     """``count`` products of an M x K by a K x N matrix in one call."""
@@ -137,6 +136,8 @@ class Device:
     notes: tuple[str, ...] = ()
     attention_backward_efficiency: float | None = None  # backward; None: the forward's
     attention_kernel: str = ""  # the catalog kernel the attention rates are of
+    # (sequence, forward, backward efficiency) by measured length; () or one: no curve
+    attention_by_seq: tuple[tuple[float, float, float], ...] = ()
 
     def efficiency(self, flops: float | np.ndarray) -> float | np.ndarray:
         """Achieved / peak of a GEMM call of ``flops`` FLOPs (the size curve)."""
@@ -176,11 +177,13 @@ class Device:
         """Seconds to move ``nbytes`` through HBM at the achieved rate."""
         return nbytes / self.hbm_Bps
 
-    def attention_s(self, flops: float, *, backward: bool = False) -> float:
+    def attention_s(self, flops: float, *, backward: bool = False,
+                    seq: float | None = None) -> float:
         """Seconds of fused attention doing ``flops`` FLOPs in its forward (or
-        ``backward``) pass: at the measured rate of that pass, else at the GEMM size
-        curve (optimistic: fused attention runs below large GEMMs where both are
-        measured)."""
+        ``backward``) pass over sequences of ``seq`` tokens: at the measured rate of that
+        pass (interpolated in log sequence length between the lengths measured, held
+        flat beyond them), else at the GEMM size curve (optimistic: fused attention runs
+        below large GEMMs where both are measured)."""
         if flops <= 0:
             return 0.0
         if self.override is not None:
@@ -188,6 +191,11 @@ class Device:
         eff = self.attention_efficiency
         if backward and self.attention_backward_efficiency is not None:
             eff = self.attention_backward_efficiency
+        if seq is not None and len(self.attention_by_seq) > 1:
+            lengths, forward, back = (np.log([p[0] for p in self.attention_by_seq]),
+                                      [p[1] for p in self.attention_by_seq],
+                                      [p[2] for p in self.attention_by_seq])
+            eff = float(np.interp(math.log(seq), lengths, back if backward else forward))
         eff = eff or float(self.efficiency(flops))
         return flops / (self.peak_flops * eff)
 
@@ -196,10 +204,11 @@ def _tiles(x: float) -> float:
     return math.ceil(x / TILE) * TILE
 
 
-def attention_rates(accelerator: Accelerator, dtype: str
+def attention_rates(accelerator: Accelerator, dtype: str, seq: int | None = None
                     ) -> tuple[str, float | None, float | None]:
     """The fused-attention kernel a step runs on ``accelerator`` and its forward and
-    backward rates in ``dtype``, FLOP/s (``None``: not measured).
+    backward rates in ``dtype``, FLOP/s (``None``: not measured), measured at ``seq``
+    tokens (``None``: the first rate the catalog lists for the pass).
 
     The kernel is the one Transformer Engine (Megatron-Core's attention) picks:
     cuDNN's fused attention where the catalog has a cuDNN rate (TE prefers it on Hopper
@@ -221,10 +230,25 @@ def attention_rates(accelerator: Accelerator, dtype: str
                   key=lambda p: p.causal is not True)
 
     def rate(pass_name: str) -> float | None:
-        return next((p.rate_flops for p in mine if p.pass_name == pass_name), next(
-            (p.rate_flops for p in mine if p.pass_name == "forward+backward"), None))
+        at = [p for p in mine if seq is None or p.seq == seq]
+        return next((p.rate_flops for p in at if p.pass_name == pass_name), next(
+            (p.rate_flops for p in at if p.pass_name == "forward+backward"), None))
 
     return kernel, rate("forward"), rate("backward")
+
+
+def _attention_by_seq(accelerator: Accelerator, dtype: str, kernel: str, peak: float
+                      ) -> tuple[tuple[float, float, float], ...]:
+    """(sequence, forward, backward efficiency) at each length both passes of the
+    kernel were measured at, shortest first."""
+    lengths = sorted({p.seq for p in accelerator.flash_attention
+                      if p.kernel == kernel and p.dtype == dtype})
+    out = []
+    for seq in lengths:
+        _, forward, backward = attention_rates(accelerator, dtype, seq)
+        if forward is not None and backward is not None:
+            out.append((float(seq), forward / peak, backward / peak))
+    return tuple(out)
 
 
 def device_model(accelerator: Accelerator, dtype: str, *, override: float | None = None,
@@ -263,10 +287,12 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
     kernel, forward_rate, backward_rate = attention_rates(accelerator, dtype)
     attention = None if forward_rate is None else forward_rate / peak
     attention_b = None if backward_rate is None else backward_rate / peak
+    by_seq = _attention_by_seq(accelerator, dtype, kernel, peak)
     nbytes = BYTES.get(dtype, 2)
     if override is not None:
         return Device(accelerator.id, peak, np.zeros(1), np.full(1, override), hbm,
-                      attention, nbytes, override, tuple(notes), attention_b, kernel)
+                      attention, nbytes, override, tuple(notes), attention_b, kernel,
+                      by_seq)
     candidates = [s for s in accelerator.gemm if s.dtype == dtype] or [
         s for s in accelerator.gemm
         if BYTES.get(s.dtype) == nbytes and (s.peak_flops or accelerator.peak_flops.get(
@@ -291,7 +317,7 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
         notes.append(f"{accelerator.id}: one measured {sweep.dtype} GEMM shape; its"
                      f" {eff[0]:.0%} of peak holds at every size")
     return Device(accelerator.id, peak, log_f, eff, hbm, attention, nbytes, None,
-                  tuple(notes), attention_b, kernel)
+                  tuple(notes), attention_b, kernel, by_seq)
 
 
 @dataclass(frozen=True)
@@ -464,10 +490,12 @@ def _attention_times(device: Device, model: Model, layout: Layout, seq: int
     """
     if layout.flash_attention:
         forward, backward = attention_flops_per_token(model, seq, flash_attention=True)
-        # the rank's tokens, through its 1/tp of the heads
+        # the rank's tokens through its 1/tp of the heads; a kernel call sees seq / cp
+        # queries (and as many keys per step of the context-parallel ring)
         tokens = layout.micro_batch * seq / layout.cp / layout.tp
-        return (device.attention_s(forward * tokens),
-                device.attention_s(backward * tokens, backward=True))
+        length = seq / layout.cp
+        return (device.attention_s(forward * tokens, seq=length),
+                device.attention_s(backward * tokens, backward=True, seq=length))
     fwd, bwd, scores = attention_core(model, layout, seq)
     drop = 5.0 if layout.dropout else 0.0
     f = sum(device.gemm_s(g) for g in fwd) + device.memory_s((4 + drop) * scores)
