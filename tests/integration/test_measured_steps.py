@@ -85,7 +85,7 @@ def test_every_row_fits_80_gb_as_it_ran(modelled, name):
 
 REMAINING_MISS = (
     "modelled fast beyond 5 %: with the memory-bound passes counted and attention at its"
-    " sequence length, GEMMs are 80-90 % of each row's compute, timed at MAMF's burst"
+    " sequence length, GEMMs are 85-96 % of a layer's compute, timed at MAMF's burst"
     " best shape x SUSTAINED_VS_BURST (a chart read-off, 0.83-0.88); Transformer Engine's"
     " chunked comm-GEMM overlap (+0.3 to +0.8 % as a what-if), kernel-launch gaps (no"
     " sourced per-kernel figure), the data loader and logging are not modelled"
