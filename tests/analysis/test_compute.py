@@ -214,6 +214,26 @@ def test_attention_runs_the_kernel_transformer_engine_picks_at_each_pass_rate():
     assert (kernel, forward, backward) == ("flash-attention-2", 179.5e12, 179.5e12)
 
 
+@pytest.mark.parametrize(("seq", "cp", "forward", "backward"), [
+    (2048, 1, 484e12, 364.8e12), (8192, 2, 518e12, 424.4e12), (32768, 1, 539e12, 467.4e12)])
+def test_attention_runs_at_the_rate_measured_at_its_kernels_sequence_length(
+        seq, cp, forward, backward):
+    """cuDNN's causal rates on H100 fall with the sequence a kernel call sees (seq / cp
+    queries): 484 / 364.8 TFLOP/s at 2k against 529 / 456.7 at 8k, held flat beyond the
+    longest length measured (16k); between two lengths, log-linear."""
+    from topomodel.analysis.training.model import attention_flops_per_token
+
+    h100 = device_model(CATALOG.get("h100-sxm", Accelerator), "bf16")
+    llama = CATALOG.get("llama3-70b", Model)
+    lt = layer_times(h100, llama, Layout(tp=8, cp=cp), seq, moe=False)
+    fwd, bwd = attention_flops_per_token(llama, seq)
+    tokens = seq / cp / 8
+    assert lt.core_fwd == pytest.approx(fwd * tokens / forward, rel=1e-3)
+    assert lt.core_bwd == pytest.approx(bwd * tokens / backward, rel=1e-3)
+    between = h100.attention_s(1e12, seq=3000)
+    assert 1e12 / 484e12 > between > 1e12 / 518e12
+
+
 def test_an_attention_rate_names_its_kernel_and_pass(tmp_path):
     from topomodel.errors import CatalogError
 

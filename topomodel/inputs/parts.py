@@ -571,12 +571,13 @@ class Model(Entry):
     sequence: int = spec(integer(1), doc="training sequence length, tokens")
     gated_ffn: bool = spec(boolean, default=True, doc="SwiGLU-style: 3 FFN matrices")
     tied_embeddings: bool = spec(boolean, default=False)
+    rotary: bool = spec(boolean, default=True, doc="RoPE on every layer's queries and"
+                        " keys; false: learned absolute positions (GPT-2, GPT-3)")
     experts: int = spec(integer(0), default=0, doc="routed experts per MoE layer")
     top_k: int = spec(integer(0), default=0, doc="routed experts per token")
     shared_experts: int = spec(integer(0), default=0)
     expert_ffn_hidden: int = spec(integer(0), default=0)
-    dense_layers: int = spec(integer(0), default=0,
-                             doc="leading layers with a dense FFN in an MoE model")
+    dense_layers: int = spec(integer(0), default=0, doc="leading dense-FFN layers (MoE)")
     kv_lora_rank: int = spec(integer(0), default=0,
                              doc="latent attention (MLA): the compressed KV latent's width"
                              " per token and layer, what the KV cache holds; 0: none")

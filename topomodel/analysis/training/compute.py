@@ -56,6 +56,12 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.training.model import BYTES, attention_flops_per_token
+from topomodel.analysis.training.passes import (
+    CROSS_ENTROPY_BACKWARD_BYTES,
+    CROSS_ENTROPY_FORWARD_BYTES,
+    attention_input_bytes,
+    embedding_grad_bytes,
+)
 from topomodel.errors import UsageError
 from topomodel.inputs.parts import Accelerator, Model
 from topomodel.traffic.layout import Layout
@@ -90,7 +96,6 @@ moments (12) and the 16-bit model weight (2); the gradient-norm pass for clippin
 the gradient again (4) and the next step's accumulation starts from a zeroed gradient
 (4). Kingma and Ba's update with Megatron-LM's mixed-precision layout (fp32 main grads
 and master weights), counted, not measured."""
-
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,8 @@ class Device:
     notes: tuple[str, ...] = ()
     attention_backward_efficiency: float | None = None  # backward; None: the forward's
     attention_kernel: str = ""  # the catalog kernel the attention rates are of
+    # (sequence, forward, backward efficiency) by measured length; () or one: no curve
+    attention_by_seq: tuple[tuple[float, float, float], ...] = ()
 
     def efficiency(self, flops: float | np.ndarray) -> float | np.ndarray:
         """Achieved / peak of a GEMM call of ``flops`` FLOPs (the size curve)."""
@@ -170,11 +177,13 @@ class Device:
         """Seconds to move ``nbytes`` through HBM at the achieved rate."""
         return nbytes / self.hbm_Bps
 
-    def attention_s(self, flops: float, *, backward: bool = False) -> float:
+    def attention_s(self, flops: float, *, backward: bool = False,
+                    seq: float | None = None) -> float:
         """Seconds of fused attention doing ``flops`` FLOPs in its forward (or
-        ``backward``) pass: at the measured rate of that pass, else at the GEMM size
-        curve (optimistic: fused attention runs below large GEMMs where both are
-        measured)."""
+        ``backward``) pass over sequences of ``seq`` tokens: at the measured rate of that
+        pass (interpolated in log sequence length between the lengths measured, held
+        flat beyond them), else at the GEMM size curve (optimistic: fused attention runs
+        below large GEMMs where both are measured)."""
         if flops <= 0:
             return 0.0
         if self.override is not None:
@@ -182,6 +191,11 @@ class Device:
         eff = self.attention_efficiency
         if backward and self.attention_backward_efficiency is not None:
             eff = self.attention_backward_efficiency
+        if seq is not None and len(self.attention_by_seq) > 1:
+            lengths, forward, back = (np.log([p[0] for p in self.attention_by_seq]),
+                                      [p[1] for p in self.attention_by_seq],
+                                      [p[2] for p in self.attention_by_seq])
+            eff = float(np.interp(math.log(seq), lengths, back if backward else forward))
         eff = eff or float(self.efficiency(flops))
         return flops / (self.peak_flops * eff)
 
@@ -190,10 +204,11 @@ def _tiles(x: float) -> float:
     return math.ceil(x / TILE) * TILE
 
 
-def attention_rates(accelerator: Accelerator, dtype: str
+def attention_rates(accelerator: Accelerator, dtype: str, seq: int | None = None
                     ) -> tuple[str, float | None, float | None]:
     """The fused-attention kernel a step runs on ``accelerator`` and its forward and
-    backward rates in ``dtype``, FLOP/s (``None``: not measured).
+    backward rates in ``dtype``, FLOP/s (``None``: not measured), measured at ``seq``
+    tokens (``None``: the first rate the catalog lists for the pass).
 
     The kernel is the one Transformer Engine (Megatron-Core's attention) picks:
     cuDNN's fused attention where the catalog has a cuDNN rate (TE prefers it on Hopper
@@ -215,10 +230,25 @@ def attention_rates(accelerator: Accelerator, dtype: str
                   key=lambda p: p.causal is not True)
 
     def rate(pass_name: str) -> float | None:
-        return next((p.rate_flops for p in mine if p.pass_name == pass_name), next(
-            (p.rate_flops for p in mine if p.pass_name == "forward+backward"), None))
+        at = [p for p in mine if seq is None or p.seq == seq]
+        return next((p.rate_flops for p in at if p.pass_name == pass_name), next(
+            (p.rate_flops for p in at if p.pass_name == "forward+backward"), None))
 
     return kernel, rate("forward"), rate("backward")
+
+
+def _attention_by_seq(accelerator: Accelerator, dtype: str, kernel: str, peak: float
+                      ) -> tuple[tuple[float, float, float], ...]:
+    """(sequence, forward, backward efficiency) at each length both passes of the
+    kernel were measured at, shortest first."""
+    lengths = sorted({p.seq for p in accelerator.flash_attention
+                      if p.kernel == kernel and p.dtype == dtype})
+    out = []
+    for seq in lengths:
+        _, forward, backward = attention_rates(accelerator, dtype, seq)
+        if forward is not None and backward is not None:
+            out.append((float(seq), forward / peak, backward / peak))
+    return tuple(out)
 
 
 def device_model(accelerator: Accelerator, dtype: str, *, override: float | None = None,
@@ -257,10 +287,12 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
     kernel, forward_rate, backward_rate = attention_rates(accelerator, dtype)
     attention = None if forward_rate is None else forward_rate / peak
     attention_b = None if backward_rate is None else backward_rate / peak
+    by_seq = _attention_by_seq(accelerator, dtype, kernel, peak)
     nbytes = BYTES.get(dtype, 2)
     if override is not None:
         return Device(accelerator.id, peak, np.zeros(1), np.full(1, override), hbm,
-                      attention, nbytes, override, tuple(notes), attention_b, kernel)
+                      attention, nbytes, override, tuple(notes), attention_b, kernel,
+                      by_seq)
     candidates = [s for s in accelerator.gemm if s.dtype == dtype] or [
         s for s in accelerator.gemm
         if BYTES.get(s.dtype) == nbytes and (s.peak_flops or accelerator.peak_flops.get(
@@ -285,7 +317,7 @@ def device_model(accelerator: Accelerator, dtype: str, *, override: float | None
         notes.append(f"{accelerator.id}: one measured {sweep.dtype} GEMM shape; its"
                      f" {eff[0]:.0%} of peak holds at every size")
     return Device(accelerator.id, peak, log_f, eff, hbm, attention, nbytes, None,
-                  tuple(notes), attention_b, kernel)
+                  tuple(notes), attention_b, kernel, by_seq)
 
 
 @dataclass(frozen=True)
@@ -390,7 +422,9 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     dropout 5 per score; expert permute 4 and unpermute-and-combine 2 top_k + 2 per
     token and hidden unit. Backward: norm 6, residual 6 (+1), activation 6 or 10,
     softmax 6 and dropout 5 per score, permutes as forward. Norms and residuals act on
-    the rank's 1/tp of the tokens under sequence parallelism.
+    the rank's 1/tp of the tokens under sequence parallelism. Between the QKV GEMM and
+    attention: the query's copy, rotary embeddings and the gradients' concatenation
+    (:func:`~topomodel.analysis.training.passes.attention_input_bytes`).
 
     Weight gradients accumulate into main gradients of ``main_grad_bytes`` (fp32: 4):
     fused into the GEMM, which then reads and writes them (Megatron-LM's gradient
@@ -434,6 +468,9 @@ def layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
     else:
         mem_f += act_f * tokens * model.ffn_hidden / tp
         mem_b += act_b * tokens * model.ffn_hidden / tp
+    qkv_f, qkv_b = attention_input_bytes(model, layout, seq)
+    mem_f += qkv_f
+    mem_b += qkv_b
     core_f, core_b = _attention_times(device, model, layout, seq)
     return LayerTimes(fwd, dgrad, wgrad, core_f, core_b, device.memory_s(mem_f),
                       device.memory_s(mem_b), experts_f, experts_b, accumulate)
@@ -453,10 +490,12 @@ def _attention_times(device: Device, model: Model, layout: Layout, seq: int
     """
     if layout.flash_attention:
         forward, backward = attention_flops_per_token(model, seq, flash_attention=True)
-        # the rank's tokens, through its 1/tp of the heads
+        # the rank's tokens through its 1/tp of the heads; a kernel call sees seq / cp
+        # queries (and as many keys per step of the context-parallel ring)
         tokens = layout.micro_batch * seq / layout.cp / layout.tp
-        return (device.attention_s(forward * tokens),
-                device.attention_s(backward * tokens, backward=True))
+        length = seq / layout.cp
+        return (device.attention_s(forward * tokens, seq=length),
+                device.attention_s(backward * tokens, backward=True, seq=length))
     fwd, bwd, scores = attention_core(model, layout, seq)
     drop = 5.0 if layout.dropout else 0.0
     f = sum(device.gemm_s(g) for g in fwd) + device.memory_s((4 + drop) * scores)
@@ -480,21 +519,25 @@ def edge_times(device: Device, model: Model, layout: Layout, seq: int, *,
                main_grad_bytes: float = 4.0) -> EdgeTimes:
     """Embedding lookup and its gradient scatter-add (memory-bound), and the output
     layer: final norm, logits GEMM (vocabulary split by TP), and the vocabulary-parallel
-    cross-entropy on fp32 logits (Korthikanti et al. 2022, section 4.3). Cross-entropy
-    bytes per logit: forward 14 (read 16-bit, write fp32, a max pass and an exp-sum
-    pass), backward 6 (read fp32, write the 16-bit gradient)."""
+    cross-entropy on fp32 logits (Korthikanti et al. 2022, section 4.3), its bytes per
+    logit counted from Megatron-Core's fused kernels
+    (:data:`~topomodel.analysis.training.passes.CROSS_ENTROPY_FORWARD_BYTES`, 26, and
+    ``CROSS_ENTROPY_BACKWARD_BYTES``, 14). The embedding's backward also writes a dense
+    gradient of the rank's vocabulary slice and adds it to the main gradient, every
+    microbatch (:func:`~topomodel.analysis.training.passes.embedding_grad_bytes`)."""
     d, tp = model.hidden, layout.tp
     sp = tp if layout.sequence_parallel else 1
     tokens = layout.micro_batch * seq / layout.cp
     drop = 5.0 if layout.dropout else 0.0
     embed_f = device.memory_s(2 * tokens * d + (2 + drop) * tokens * d / sp)
-    embed_b = device.memory_s(2 * tokens * d + 8 * tokens * d)  # fp32 rows read, written
+    embed_b = device.memory_s(2 * tokens * d + 8 * tokens * d + embedding_grad_bytes(
+        model, layout, dtype_bytes=2.0, main_grad_bytes=main_grad_bytes))  # 16-bit weights
     logits = Gemm(tokens, model.vocab / tp, d)
     elements = tokens * model.vocab / tp
     head_f = (device.memory_s(4 * tokens * d / sp) + device.gemm_s(logits)
-              + device.memory_s(14 * elements))
+              + device.memory_s(CROSS_ENTROPY_FORWARD_BYTES * elements))
     head_b = (device.memory_s(6 * tokens * d / sp) + device.gemm_s(logits.dgrad())
-              + device.memory_s(6 * elements))
+              + device.memory_s(CROSS_ENTROPY_BACKWARD_BYTES * elements))
     fused = layout.grad_accumulation_fusion
     head_w = device.gemm_s(logits.wgrad(), out_bytes_per_element=(
         2 * main_grad_bytes if fused else None))
