@@ -37,7 +37,7 @@ from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.training.memory import StageMemory
 from topomodel.analysis.training.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.fabric.tables import Fabric, ignores_capacities, ignores_failures
 from topomodel.inputs.parts import Accelerator, Model, System
 from topomodel.inputs.records import documented
 from topomodel.traffic.algorithms import REGISTRY
@@ -191,6 +191,7 @@ bound first across some 400 cells x up to 24 rank orders x 4-5 kinds of communic
 grid built and hashed (a quarter of that plan's CPU time, sampled)."""
 
 
+@ignores_capacities
 @ignores_failures
 def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
     """The communicator keys found on ``fabric`` (:func:`grid_key`), kept with it."""
@@ -227,6 +228,7 @@ def ranks_of(fabric: Fabric) -> np.ndarray:
     return fabric.derived(_accelerator_ranks)
 
 
+@ignores_capacities
 @ignores_failures
 def node_domains(fabric: Fabric) -> np.ndarray:
     """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
@@ -236,6 +238,7 @@ def node_domains(fabric: Fabric) -> np.ndarray:
     return domains
 
 
+@ignores_capacities
 @ignores_failures
 def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
     ranks = fabric.accelerators
@@ -294,6 +297,7 @@ failed switches and links; ``Algorithm.reads_switch_state``): never shared betwe
 fabric and its failed copies."""
 
 
+@ignores_capacities
 @ignores_failures
 def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     """The traffic :func:`shared_traffic` keeps, shared by the fabric's copies with
@@ -301,6 +305,7 @@ def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     return OrderedDict()
 
 
+@ignores_capacities
 def own_step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     """The traffic :func:`shared_traffic` keeps for this fabric alone: the
     :data:`UNSHARED_ALGORITHMS`, whose flows depend on its failed parts."""
@@ -405,6 +410,7 @@ def _each_in_one(places: np.ndarray) -> bool:
     return bool(((places == places[:, :1]) & (places >= 0)).all())
 
 
+@ignores_capacities
 @ignores_failures
 def node_systems(fabric: Fabric) -> np.ndarray:
     """Every node's system (-1: none), read-only, found once per fabric."""

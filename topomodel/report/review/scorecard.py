@@ -40,7 +40,9 @@ fabric), 64 MiB (the middle of nccl-tests' usual sweep, about a gradient bucket)
 TAIL_SEEDS = 4
 """Hash-routing seeds each collective runs with: the mean is over them, the tail their
 slowest. Four draws of the ECMP hash show whether flows collide (a flow-level model has no
-other source of tail: queueing below a round trip is not modelled)."""
+other source of tail: queueing below a round trip is not modelled). Where the routing
+reads no seed (the even split, d-mod-k: :func:`~topomodel.routing.policy.seed_matters`)
+one seed runs: every seed gives the same figures, so mean and tail are equal."""
 
 IMBALANCE_SHARES = (0.0, 0.1, 0.25, 0.5)
 """Hot-expert imbalance the MoE rows run at: the busiest expert's load above the mean
@@ -296,8 +298,11 @@ def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[F
     from topomodel.report.review.collect import measured_runs, plan_collectives
     from topomodel.report.review.document import size_text
 
+    from topomodel.routing.policy import seed_matters
+
     planned = plan_collectives(fabric, job.collective_sizes_bytes)
-    seeds = range(job.seed, job.seed + TAIL_SEEDS)
+    seeds = range(job.seed, job.seed + (TAIL_SEEDS if seed_matters(fabric, job.routing)
+                                        else 1))
     runs = [measured_runs(fabric, job.assumptions.time, job.routing, s, planned.runs)
             for s in seeds]
     out = []
