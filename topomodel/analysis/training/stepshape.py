@@ -312,24 +312,49 @@ def own_step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     return OrderedDict()
 
 
+ALL_PAIRS_TRAFFICS = 2
+"""All-pairs traffics (a direct All-to-All: the EP dispatch) each fabric keeps for
+:func:`shared_traffic`, least recently used dropped: one holds its listed pairs once
+routed pair by pair (28 bytes a flow: 170 MB for the 6.2 M flows of EP 64 at 98,304
+NPUs) and, through them, its routes, so few are kept; two hold the full-size step's and
+one more, which is what a claim search's steps share (one layout, other rates)."""
+
+
+@ignores_capacities
+@ignores_failures
+def all_pairs_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
+    """The all-pairs traffics :func:`shared_traffic` keeps (:data:`ALL_PAIRS_TRAFFICS`),
+    shared by the fabric's copies with other failed parts or rates: the pairs are the
+    groups', whatever failed and whatever the links carry."""
+    return OrderedDict()
+
+
 def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
                    build: Callable[[], Traffic]) -> Traffic:
     """``build()``, the traffic of ``algorithm`` that ``key`` names (the collective, its
     size and communicators), built once per fabric, its copies with other failed parts
     and every time model: routing and timing only read a traffic, and the algorithms
     kept read nothing a failure changes (:data:`UNSHARED_ALGORITHMS` are kept with this
-    fabric alone, shared by its time models, not by its copies; all-pairs phases are
-    built every time, their pairs listed where they are routed pair by pair). Kept up
-    to :data:`SHARED_TRAFFIC_FLOWS` in each of the two stores."""
+    fabric alone, shared by its time models, not by its copies). Kept up to
+    :data:`SHARED_TRAFFIC_FLOWS` in each of the two stores; a traffic of all-pairs
+    phases (counted, not listed, until routed pair by pair) in a store of its own, the
+    last :data:`ALL_PAIRS_TRAFFICS` of them (:func:`all_pairs_traffic`), shared with
+    the copies with other rates too."""
     kept = fabric.derived(own_step_traffic if algorithm in UNSHARED_ALGORITHMS
                           else step_traffic)
     full = (algorithm, *key)
-    hit = kept.get(full)
-    if hit is not None:
-        kept.move_to_end(full)
-        return hit
+    pairs = fabric.derived(all_pairs_traffic)
+    for store in (kept, pairs):
+        hit = store.get(full)
+        if hit is not None:
+            store.move_to_end(full)
+            return hit
     traffic = build()
     if any(isinstance(ph, AllPairsPhase) for ph in traffic.phases):
+        if algorithm not in UNSHARED_ALGORITHMS:
+            pairs[full] = traffic
+            while len(pairs) > ALL_PAIRS_TRAFFICS:
+                pairs.popitem(last=False)
         return traffic
     kept[full] = traffic
     total = sum(ph.flows for t in kept.values() for ph in t.phases)
