@@ -5,8 +5,8 @@ Run: python benchmarks/bench_claim_search.py [--systems 384] [--per-domain 128]
 The worked example's two designs (examples/100k-8npu-servers.yaml and
 examples/100k-4k-supernodes.yaml) cut to ``--systems`` 8-NPU systems (supernodes of
 ``--per-domain`` systems), DeepSeek-V3 at PP 16 x EP 64 with the worked example's
-assumptions (compute efficiency 0.7, ZeRO 0, global batch 4 sequences per NPU... the
-example's 49,152 at 98,304 NPUs, scaled with the NPUs), and the two claims of
+assumptions (compute efficiency 0.7, ZeRO 0, a global batch of half a sequence per NPU:
+the example's 49,152 at 98,304 NPUs), and the two claims of
 docs/scorecard.md: ``comm_share >= 0.40`` on the servers and ``mfu_ratio >= 2.75``.
 The two scorecards (step part only) are made first, untimed; then the CPU seconds of
 each claim's search (``time.process_time``: this process, user + system) and the
@@ -21,11 +21,15 @@ import json
 import resource
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from topomodel.fabric.tables import Fabric
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def fabric_of(name: str, systems: int, per_domain: int):  # noqa: ANN201
+def fabric_of(name: str, systems: int, per_domain: int) -> Fabric:
     from topomodel.fabric.build import build_fabric
     from topomodel.inputs.design import load_design
 
