@@ -17,8 +17,8 @@ from topomodel.analysis.training.step import (
 )
 from topomodel.cli import main
 from topomodel.errors import ParameterError, UsageError
-from topomodel.fabric.tables import VIEW_HOMES
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import VIEW_HOMES
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.plan.explain import why_better
