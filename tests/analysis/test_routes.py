@@ -72,9 +72,10 @@ def job(request: pytest.FixtureRequest) -> tuple[Fabric, Model, Layout, StepAssu
 
 
 def count_routes(monkeypatch: pytest.MonkeyPatch) -> list[Phase]:
-    """A list of every phase routed from now on, except a direct All-to-All's: its
-    traffic is built anew for every step (the step keeps no all-pairs traffic,
-    :func:`~topomodel.analysis.training.stepshape.shared_traffic`), so it is routed anew."""
+    """A list of every phase routed from now on, except a direct All-to-All's: the step
+    keeps only the last few all-pairs traffics
+    (:data:`~topomodel.analysis.training.stepshape.ALL_PAIRS_TRAFFICS`), so one may be
+    built and routed anew."""
     routed: list[Phase] = []
     real = routes.route
 

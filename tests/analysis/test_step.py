@@ -532,8 +532,13 @@ def test_failed_copies_and_other_time_models_route_the_steps_traffic_unbuilt(toy
     assert built == once
 
 
-def test_in_network_traffic_and_all_pairs_are_never_kept(toy):
-    from topomodel.analysis.training.stepshape import shared_traffic, step_traffic
+def test_in_network_traffic_is_never_kept_and_all_pairs_apart(toy):
+    from topomodel.analysis.training.stepshape import (
+        ALL_PAIRS_TRAFFICS,
+        all_pairs_traffic,
+        shared_traffic,
+        step_traffic,
+    )
     from topomodel.traffic.collectives import collective_traffic
 
     fabric, _, _ = _toy_job(toy)
@@ -552,8 +557,13 @@ def test_in_network_traffic_and_all_pairs_are_never_kept(toy):
         for algorithm in ("innetwork", "direct", "ring"):
             with contextlib.suppress(ValueError):  # no switch here reduces in-network
                 shared_traffic(fabric, ("x",), algorithm, make(algorithm))
-    assert calls == ["innetwork", "direct", "ring", "innetwork", "direct"]
+    assert calls == ["innetwork", "direct", "ring", "innetwork"]
     assert list(fabric.derived(step_traffic)) == [("ring", "x")]
+    assert list(fabric.derived(all_pairs_traffic)) == [("direct", "x")]
+    for key in range(ALL_PAIRS_TRAFFICS + 1):  # the last ones alone
+        shared_traffic(fabric, (key,), "direct", make("direct"))
+    assert list(fabric.derived(all_pairs_traffic)) == [
+        ("direct", key) for key in range(1, ALL_PAIRS_TRAFFICS + 1)]
 
 
 def test_kept_traffic_is_bounded_by_its_flows(toy, monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -233,3 +234,55 @@ def test_only_the_parts_asked_for_are_run(example_fabric, monkeypatch):
     with pytest.raises(ParameterError, match="not a part"):
         scorecard(fabric, ScorecardJob(job.model, job.assumptions, job.layout,
                                        parts=("step", "bogus")))
+
+
+def test_the_layout_is_searched_among_the_families_best_layouts(server_card):
+    from topomodel.report.review.claims import layout_distance
+
+    fabric, model, card = server_card
+    stated = card.step.layout
+    bests = {r.layout.tp: r for r in card.strategy_steps}
+    best = max(card.strategy_steps, key=lambda r: r.mfu)
+    assert best.mfu > card.value("mfu")  # the planner's best beats TP 2 x DP 4 here
+    claim = parse_claim(f"mfu >= {best.mfu - 1e-9:.12f}")
+    check = check_claim([fabric], [_job(fabric)], [card], claim)
+    layout = {k.knob: k for k in check.knobs}["layout"]
+    assert layout.holds_at.startswith(f"TP {best.layout.tp} x PP {best.layout.pp}")
+    assert f"({layout_distance(stated, best.layout):.3g} doublings" in layout.holds_at
+    # the figure there is the step of that layout with the planner's batch
+    again = step_time(fabric, model, replace(best.layout, global_batch=best.global_batch),
+                      StepAssumptions())
+    assert layout.figure == again.mfu
+    assert bests  # every family's best is kept for the search
+
+
+def test_without_the_strategies_part_the_layout_is_not_searched(example_fabric):
+    fabric = example_fabric("hgx-h100-server")
+    job = ScorecardJob(fabric.catalog.get("llama3-8b", Model), StepAssumptions(),
+                       Layout(tp=2, dp=4), parts=("step",))
+    card = scorecard(fabric, job)
+    check = check_claim([fabric], [job], [card], parse_claim("mfu >= 0.99"))
+    layout = {k.knob: k for k in check.knobs}["layout"]
+    assert layout.holds_at is None and "did not run" in layout.note
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "dmodk", "hash"])
+def test_one_seed_runs_where_the_routing_reads_none(example_fabric, monkeypatch, routing):
+    import topomodel.report.review.collect as collect
+    import topomodel.routing.policy as policy
+
+    fabric = example_fabric("small-16x8-a100-100gbe-roce")
+    job = ScorecardJob(fabric.catalog.get("llama3-8b", Model),
+                       StepAssumptions(compute_efficiency=0.5), Layout(tp=8, dp=16),
+                       routing=routing, collective_sizes_bytes=SMALL,
+                       parts=("step", "collectives"))
+    seeds = []
+    real = collect.measured_runs
+    monkeypatch.setattr(collect, "measured_runs",
+                        lambda f, t, r, seed, runs: seeds.append(seed) or real(f, t, r, seed, runs))
+    card = scorecard(fabric, job)
+    assert len(seeds) == (TAIL_SEEDS if routing == "hash" else 1)
+    monkeypatch.setattr(policy, "seed_matters", lambda *_: True)  # every seed, as before
+    every = scorecard(fabric, job)
+    assert len(seeds) == TAIL_SEEDS + (TAIL_SEEDS if routing == "hash" else 1)
+    assert card.figures == every.figures  # the same figures, bit for bit

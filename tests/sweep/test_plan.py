@@ -18,6 +18,7 @@ from topomodel.analysis.training.step import (
 from topomodel.cli import main
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import VIEW_HOMES
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.plan.explain import why_better
@@ -72,7 +73,7 @@ def brute(setup):
     job = _job(setup)
     out = []
     for fields in _space_layouts(fabric, job):
-        for views in ("_derived", "_failure_free"):  # nothing shared between layouts
+        for views in VIEW_HOMES.values():  # nothing shared between layouts
             fabric.__dict__.pop(views, None)
         try:
             layout = replace(job.base, **fields)

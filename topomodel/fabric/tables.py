@@ -336,8 +336,12 @@ class Fabric:
         routers' views, link rates under one time model): a derived view lives and dies
         with its fabric. A view whose ``make`` is marked :func:`ignores_failures` is
         kept with every copy of this fabric that differs from it only by failed parts
-        (:meth:`with_failed`), so a degraded copy does not build it again."""
-        home = "_failure_free" if getattr(make, _IGNORES_FAILURES, False) else "_derived"
+        (:meth:`with_failed`), so a degraded copy does not build it again; one marked
+        :func:`ignores_capacities`, with every copy that differs from it only by link
+        rates (:meth:`with_capacities`): the routes of a traffic, routed once, are
+        timed again at the new rates."""
+        home = VIEW_HOMES[(getattr(make, _IGNORES_FAILURES, False),
+                           getattr(make, _IGNORES_CAPACITIES, False))]
         views: dict[object, Any] = self.__dict__.setdefault(home, {})
         if (make, key) not in views:
             views[make, key] = make(self, *key)
@@ -352,7 +356,26 @@ class Fabric:
         links = self.links.copy(deep=False)
         links["failed"] = failed
         copy = replace(self, links=links)
-        copy.__dict__["_failure_free"] = self.__dict__.setdefault("_failure_free", {})
+        for home in ("_failure_free", "_structural"):
+            copy.__dict__[home] = self.__dict__.setdefault(home, {})
+        return copy
+
+    def with_capacities(self, rows: np.ndarray, factor: float) -> Fabric:
+        """A copy of this fabric whose link ``rows`` (a boolean mask) carry ``factor``
+        times their rate and capacity, its injection measured again. Nothing else
+        differs: not the nodes, the wiring, the failed parts nor the cables (a what-if of
+        bandwidth alone, as a claim search asks it). It shares the views of makers marked
+        :func:`ignores_capacities` (routes, traffic, communicator keys) both ways."""
+        from topomodel.fabric.structure import measure_injection
+
+        links = self.links.copy(deep=False)  # the other columns shared, as with_failed's
+        for column in ("capacity_Bps", "rate_Bps"):
+            values = links[column].to_numpy()
+            links[column] = np.where(rows, values * factor, values)
+        copy = replace(self, links=links, injection=measure_injection(
+            self.nodes, links, self.structure, self.reverse_rows))
+        for home in ("_capacity_free", "_structural"):
+            copy.__dict__[home] = self.__dict__.setdefault(home, {})
         return copy
 
     @cached_property
@@ -382,6 +405,26 @@ class Fabric:
 
 
 _IGNORES_FAILURES = "_topomodel_ignores_failures"
+
+
+_IGNORES_CAPACITIES = "_topomodel_ignores_capacities"
+
+VIEW_HOMES = {(False, False): "_derived", (True, False): "_failure_free",
+              (False, True): "_capacity_free", (True, True): "_structural"}
+"""Where :meth:`Fabric.derived` keeps a view, by whether its maker ignores failures and
+whether it ignores capacities: each copy shares the homes its kind of difference leaves
+valid (:meth:`Fabric.with_failed` the first two marked ``True``, :meth:`Fabric.with_capacities`
+the last two)."""
+
+
+def ignores_capacities(make: F) -> F:
+    """Mark ``make``, a maker of a :meth:`Fabric.derived` view, as reading no link rate or
+    capacity and nothing made from them (not the injection's bandwidths either; which
+    NIC serves an accelerator it may read): its view is then shared by a fabric and its
+    copies with other rates (:meth:`Fabric.with_capacities`). Routing reads the wiring,
+    the cables and the failed parts, never a rate, so routes qualify. Returns ``make``."""
+    setattr(make, _IGNORES_CAPACITIES, True)
+    return make
 
 
 def ignores_failures(make: F) -> F:

@@ -51,6 +51,20 @@ def resolve_routing(fabric: Fabric, routing: str) -> RoutingChoice:
     return RoutingChoice(routing, f"given (--routing {routing})")
 
 
+def seed_matters(fabric: Fabric, routing: str) -> bool:
+    """Whether the hash seed can move a flow on ``fabric`` under ``routing`` (``auto``
+    resolved): only ``hash`` reads it (a ticket per queue pair and node); the even split
+    and d-mod-k pick by cables and destination alone, so every seed routes alike
+    (tests/routing/test_seed_free.py holds every router to it, bit for bit).
+
+    Examples
+    --------
+    >>> seed_matters(None, "dmodk"), seed_matters(None, "hash")  # type: ignore[arg-type]
+    (False, True)
+    """
+    return resolve_routing(fabric, routing).routing == "hash"
+
+
 def _fabric_routing(fabric: Fabric) -> RoutingChoice:
     models = sorted({str(m) for m in fabric.nodes.loc[fabric.kind_mask("switch"), "model"]})
     if not models:

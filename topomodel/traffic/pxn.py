@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.arrays import distinct
-from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.fabric.tables import Fabric, ignores_capacities, ignores_failures
 from topomodel.traffic.allpairs import decompose
 from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 from topomodel.traffic.relaying import Relays, apply_relays, crosses
@@ -138,6 +138,7 @@ class _Rails:
     able: np.ndarray
 
 
+@ignores_capacities
 @ignores_failures
 def _rails(fabric: Fabric) -> _Rails:
     nodes = fabric.nodes
@@ -153,6 +154,7 @@ def _rails(fabric: Fabric) -> _Rails:
                   able)
 
 
+@ignores_capacities
 def _relays(fabric: Fabric) -> np.ndarray:
     """Per node: whether it can relay on this fabric, failed parts included (a node
     with a failed link, or whose NIC has one, relays nothing)."""
@@ -168,6 +170,7 @@ def _relays(fabric: Fabric) -> np.ndarray:
     return able & ~broken & ~broken[np.maximum(rails.nic, 0)]
 
 
+@ignores_capacities
 @ignores_failures
 def relayed_phases(fabric: Fabric) -> weakref.WeakValueDictionary[bytes, Phase]:
     """The all-pairs phases :func:`pxn` rewrote, shared by the fabric's copies with

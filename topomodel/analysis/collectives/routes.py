@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_capacities
 from topomodel.routing import route
 from topomodel.routing.general import check_general_work
 from topomodel.routing.routed import Routed
@@ -190,6 +190,7 @@ def route_key(*, routing: str, seed: int, router: str, qps: int) -> RouteKey:
     return (routing, seed, router, qps)
 
 
+@ignores_capacities  # routing reads no rate (module docstring)
 def kept_routes(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, dict[RouteKey, Any]]:
     """The routes :func:`phase_routes` keeps on a fabric (with
     :meth:`~topomodel.fabric.tables.Fabric.derived`): per traffic, weakly, per
@@ -198,6 +199,7 @@ def kept_routes(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, dict[RouteKey, 
     return weakref.WeakKeyDictionary()
 
 
+@ignores_capacities
 def _pxn_memo(_: Fabric) -> weakref.WeakKeyDictionary[Traffic, Traffic | None]:
     return weakref.WeakKeyDictionary()
 

@@ -37,7 +37,7 @@ from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.training.memory import StageMemory
 from topomodel.analysis.training.pipeline import Schedule, chunk_first_layer, chunk_layers, schedule
 from topomodel.errors import UsageError
-from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.fabric.tables import Fabric, ignores_capacities, ignores_failures
 from topomodel.inputs.parts import Accelerator, Model, System
 from topomodel.inputs.records import documented
 from topomodel.traffic.algorithms import REGISTRY
@@ -191,6 +191,7 @@ bound first across some 400 cells x up to 24 rank orders x 4-5 kinds of communic
 grid built and hashed (a quarter of that plan's CPU time, sampled)."""
 
 
+@ignores_capacities
 @ignores_failures
 def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
     """The communicator keys found on ``fabric`` (:func:`grid_key`), kept with it."""
@@ -227,6 +228,7 @@ def ranks_of(fabric: Fabric) -> np.ndarray:
     return fabric.derived(_accelerator_ranks)
 
 
+@ignores_capacities
 @ignores_failures
 def node_domains(fabric: Fabric) -> np.ndarray:
     """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
@@ -236,6 +238,7 @@ def node_domains(fabric: Fabric) -> np.ndarray:
     return domains
 
 
+@ignores_capacities
 @ignores_failures
 def _accelerator_ranks(fabric: Fabric) -> np.ndarray:
     ranks = fabric.accelerators
@@ -294,6 +297,7 @@ failed switches and links; ``Algorithm.reads_switch_state``): never shared betwe
 fabric and its failed copies."""
 
 
+@ignores_capacities
 @ignores_failures
 def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     """The traffic :func:`shared_traffic` keeps, shared by the fabric's copies with
@@ -301,9 +305,27 @@ def step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     return OrderedDict()
 
 
+@ignores_capacities
 def own_step_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
     """The traffic :func:`shared_traffic` keeps for this fabric alone: the
     :data:`UNSHARED_ALGORITHMS`, whose flows depend on its failed parts."""
+    return OrderedDict()
+
+
+ALL_PAIRS_TRAFFICS = 2
+"""All-pairs traffics (a direct All-to-All: the EP dispatch) each fabric keeps for
+:func:`shared_traffic`, least recently used dropped: one holds its listed pairs once
+routed pair by pair (28 bytes a flow: 170 MB for the 6.2 M flows of EP 64 at 98,304
+NPUs) and, through them, its routes, so few are kept; two hold the full-size step's and
+one more, which is what a claim search's steps share (one layout, other rates)."""
+
+
+@ignores_capacities
+@ignores_failures
+def all_pairs_traffic(fabric: Fabric) -> OrderedDict[tuple[Any, ...], Traffic]:
+    """The all-pairs traffics :func:`shared_traffic` keeps (:data:`ALL_PAIRS_TRAFFICS`),
+    shared by the fabric's copies with other failed parts or rates: the pairs are the
+    groups', whatever failed and whatever the links carry."""
     return OrderedDict()
 
 
@@ -313,18 +335,26 @@ def shared_traffic(fabric: Fabric, key: tuple[Any, ...], algorithm: str,
     size and communicators), built once per fabric, its copies with other failed parts
     and every time model: routing and timing only read a traffic, and the algorithms
     kept read nothing a failure changes (:data:`UNSHARED_ALGORITHMS` are kept with this
-    fabric alone, shared by its time models, not by its copies; all-pairs phases are
-    built every time, their pairs listed where they are routed pair by pair). Kept up
-    to :data:`SHARED_TRAFFIC_FLOWS` in each of the two stores."""
+    fabric alone, shared by its time models, not by its copies). Kept up to
+    :data:`SHARED_TRAFFIC_FLOWS` in each of the two stores; a traffic of all-pairs
+    phases (counted, not listed, until routed pair by pair) in a store of its own, the
+    last :data:`ALL_PAIRS_TRAFFICS` of them (:func:`all_pairs_traffic`), shared with
+    the copies with other rates too."""
     kept = fabric.derived(own_step_traffic if algorithm in UNSHARED_ALGORITHMS
                           else step_traffic)
     full = (algorithm, *key)
-    hit = kept.get(full)
-    if hit is not None:
-        kept.move_to_end(full)
-        return hit
+    pairs = fabric.derived(all_pairs_traffic)
+    for store in (kept, pairs):
+        hit = store.get(full)
+        if hit is not None:
+            store.move_to_end(full)
+            return hit
     traffic = build()
     if any(isinstance(ph, AllPairsPhase) for ph in traffic.phases):
+        if algorithm not in UNSHARED_ALGORITHMS:
+            pairs[full] = traffic
+            while len(pairs) > ALL_PAIRS_TRAFFICS:
+                pairs.popitem(last=False)
         return traffic
     kept[full] = traffic
     total = sum(ph.flows for t in kept.values() for ph in t.phases)
@@ -405,6 +435,7 @@ def _each_in_one(places: np.ndarray) -> bool:
     return bool(((places == places[:, :1]) & (places >= 0)).all())
 
 
+@ignores_capacities
 @ignores_failures
 def node_systems(fabric: Fabric) -> np.ndarray:
     """Every node's system (-1: none), read-only, found once per fabric."""

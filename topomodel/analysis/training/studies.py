@@ -148,13 +148,14 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
     """
     from topomodel.fabric.cabling import assign_cables
 
+    out = fabric.links["tier"].isin(SCALE_OUT_TIERS).to_numpy()
+    if not recable:  # rates alone: the copy shares the routes (Fabric.with_capacities)
+        return fabric.with_capacities(out, factor)
     links = fabric.links.copy()
-    out = links["tier"].isin(SCALE_OUT_TIERS)
     links.loc[out, "capacity_Bps"] *= factor
     links.loc[out, "rate_Bps"] *= factor
-    if recable:
-        assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
-                      whatif=f"--scaleout-factor {factor:g}")
+    assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
+                  whatif=f"--scaleout-factor {factor:g}")
     return replace(fabric, links=links,
                    injection=measure_injection(fabric.nodes, links, fabric.structure,
                                                fabric.reverse_rows))

@@ -3,14 +3,23 @@
 figure over the first's), and if not, what would have to be true for it to hold?
 
 The search changes one assumption at a time, away from the stated one, over a range
-(:data:`KNOBS`) and reports the value nearest the stated one at which the claim holds:
-how far the claim is from the stated assumptions, knob by knob. Only figures of the
-full-size step are searched (they re-run in milliseconds per point); a claim on any
-other figure is checked at the stated assumptions alone.
+(:data:`SCALEOUT_FACTORS`, :data:`BATCH_FACTORS`, :data:`COMPUTE_EFFICIENCIES`, the EP
+overlap, and the layout: the strategy families' best layouts, :func:`layout_distance`)
+and reports the value nearest the stated one at which the claim holds: how far the claim
+is from the stated assumptions, knob by knob. Only figures of the full-size step are
+searched; a claim on any other figure is checked at the stated assumptions alone.
+
+The steps of a search share what their assumption leaves alone, each reuse exact
+(tests/analysis/test_capacity_copies.py): a batch or a compute efficiency changes no
+collective (the messages are per microbatch and per bucket), so every collective time is
+the stated step's (:func:`~topomodel.analysis.training.stepshape.collective_times`); a
+scale-out bandwidth changes the link rates alone, so its fabric is a copy that times the
+routes of the stated step again (:meth:`~topomodel.fabric.tables.Fabric.with_capacities`).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -93,12 +102,38 @@ def parse_claim(text: str) -> Claim:
 @dataclass(frozen=True)
 class KnobResult:
     """One assumption searched: the value nearest the stated one where the claim holds
-    (None: not within the range) and the figure there."""
+    (None: not within the range) and the figure there; ``note``: why it was not searched."""
 
     knob: str
     stated: str
     holds_at: str | None
     figure: float | None
+    note: str = ""
+
+
+LAYOUT_DEGREES = ("tp", "pp", "dp", "cp", "ep")
+
+
+def layout_distance(stated: Layout, other: Layout) -> float:
+    """How far ``other`` is from ``stated``: the doublings and halvings of TP, PP, DP, CP
+    and EP that turn one into the other, summed (the planner's layouts differ by powers
+    of two, mostly; a factor of three counts log2 3).
+
+    Examples
+    --------
+    >>> from topomodel.traffic.layout import Layout
+    >>> layout_distance(Layout(tp=8, pp=4, dp=32), Layout(tp=8, pp=1, dp=128))
+    4.0
+    """
+    return float(sum(abs(math.log2(getattr(other, f) / getattr(stated, f)))
+                     for f in LAYOUT_DEGREES))
+
+
+def layout_words(layout: Layout) -> str:
+    """A layout's degrees in words (``TP 8 x PP 1 x DP 128``, CP and EP where above 1)."""
+    return (f"TP {layout.tp} x PP {layout.pp} x DP {layout.dp}"
+            + (f" x CP {layout.cp}" if layout.cp > 1 else "")
+            + (f", EP {layout.ep}" if layout.ep > 1 else ""))
 
 
 @dataclass(frozen=True)
@@ -165,11 +200,33 @@ def _knobs(job: ScorecardJob) -> list[Knob]:
     ]
 
 
+def _layout_knob(stated: Layout, cards: Sequence[Scorecard]) -> Knob:
+    """The layout as an assumption: the best layout of each strategy family the first
+    card's strategies part found (the planner's best among them), nearest the stated
+    layout first (:func:`layout_distance`), each with the planner's batch, on every
+    design."""
+    candidates: list[Layout] = []
+    for result in cards[0].strategy_steps:
+        layout = replace(result.layout, global_batch=result.global_batch)
+        if layout != stated and layout not in candidates:
+            candidates.append(layout)
+    candidates.sort(key=lambda layout: layout_distance(stated, layout))
+
+    def words(layout: Layout) -> str:
+        return (f"{layout_words(layout)} ({layout_distance(stated, layout):.3g} doublings"
+                " from the stated)")
+
+    return ("layout", layout_words(stated), candidates,
+            lambda fab, j, layout: (fab, replace(j, layout=layout)), words)
+
+
 def check_claim(fabrics: Sequence[Fabric], jobs: Sequence[ScorecardJob],
                 cards: Sequence[Scorecard], claim: Claim) -> ClaimCheck:
     """Whether ``claim`` holds on the scorecards ``cards`` (of ``jobs`` on ``fabrics``)
     and, where it does not, the nearest value of each assumption at which it would, each
-    at the full-size layout its card ran at."""
+    at the full-size layout its card ran at; the layout itself is searched among the
+    strategy families' best layouts (:func:`_layout_knob`) where the strategies part
+    ran."""
     from topomodel.analysis.training.step import step_time
 
     figure = _figure(cards, claim)
@@ -189,7 +246,10 @@ def check_claim(fabrics: Sequence[Fabric], jobs: Sequence[ScorecardJob],
         return got[1] / got[0] if claim.ratio else got[0]
 
     knobs = []
-    for name, stated, values, variant, words in _knobs(jobs[0]):
+    searched = _knobs(jobs[0])
+    if cards[0].strategy_steps:
+        searched.append(_layout_knob(_layout(jobs[0]), cards))
+    for name, stated, values, variant, words in searched:
         holds_at, there = None, None
         for v in values:
             try:
@@ -200,6 +260,10 @@ def check_claim(fabrics: Sequence[Fabric], jobs: Sequence[ScorecardJob],
                 holds_at, there = words(v), at
                 break
         knobs.append(KnobResult(name, stated, holds_at, there))
+    if not cards[0].strategy_steps:
+        knobs.append(KnobResult("layout", layout_words(_layout(jobs[0])), None, None,
+                                "not searched: the strategies part, whose best layouts"
+                                " it tries, did not run"))
     return ClaimCheck(claim, figure, False, tuple(knobs))
 
 
@@ -210,6 +274,10 @@ def claim_rows(check: ClaimCheck) -> list[dict[str, Any]]:
     rows = [{"claim": check.claim.text, "assumption": "stated",
              "value": "all as stated", "figure": f"{check.figure:.4g}", "verdict": verdict}]
     for k in check.knobs:
+        if k.note:
+            rows.append({"claim": check.claim.text, "assumption": k.knob, "value": k.note,
+                         "figure": "-", "verdict": f"not searched (stated: {k.stated})"})
+            continue
         rows.append({"claim": check.claim.text, "assumption": k.knob,
                      "value": k.holds_at or f"not within the range searched (stated:"
                                             f" {k.stated})",

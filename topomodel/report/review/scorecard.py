@@ -40,7 +40,9 @@ fabric), 64 MiB (the middle of nccl-tests' usual sweep, about a gradient bucket)
 TAIL_SEEDS = 4
 """Hash-routing seeds each collective runs with: the mean is over them, the tail their
 slowest. Four draws of the ECMP hash show whether flows collide (a flow-level model has no
-other source of tail: queueing below a round trip is not modelled)."""
+other source of tail: queueing below a round trip is not modelled). Where the routing
+reads no seed (the even split, d-mod-k: :func:`~topomodel.routing.policy.seed_matters`)
+one seed runs: every seed gives the same figures, so mean and tail are equal."""
 
 IMBALANCE_SHARES = (0.0, 0.1, 0.25, 0.5)
 """Hot-expert imbalance the MoE rows run at: the busiest expert's load above the mean
@@ -81,6 +83,8 @@ class Scorecard:
     assumptions: str  # the assumption set every modelled figure names
     figures: tuple[Figure, ...]
     step: StepResult | None = field(default=None, repr=False, compare=False)  # full size
+    # the best step of each strategy family (the strategies part), for the claim search
+    strategy_steps: tuple[StepResult, ...] = field(default=(), repr=False, compare=False)
 
     def value(self, key: str) -> float | None:
         """The value of the figure named ``key`` (KeyError if there is none)."""
@@ -170,11 +174,12 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
                          " model")
     basis = assumption_set(full.layout, job.assumptions)
     figures = _step_figures(full, basis, job.assumptions.compute_dtype)
+    strategy_steps: list[StepResult] = []
     runs: dict[str, Callable[[], list[Figure]]] = {
         "scaling": lambda: _scaling_figures(fabric, job, full, best, basis),
         "collectives": lambda: _collective_figures(fabric, job, basis),
         "levels": lambda: _level_figures(fabric, job),
-        "strategies": lambda: _strategy_figures(fabric, job, best, basis),
+        "strategies": lambda: _strategy_figures(fabric, job, best, basis, strategy_steps),
         "imbalance": lambda: _imbalance_figures(fabric, job, full, basis)
         if job.model.is_moe else [],
         "failures": lambda: _reliability_figures(fabric, job, full),
@@ -184,8 +189,8 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
             say(part)
             figures += runs[part]()
     return Scorecard(fabric.design.name or fabric.design.file, job.model.id,
-                     fabric.accelerator_count, _layout_text(full), basis,
-                     tuple(figures), full)
+                     fabric.accelerator_count, layout_text(full), basis,
+                     tuple(figures), full, tuple(strategy_steps))
 
 
 def assumption_set(layout: Layout, assumptions: StepAssumptions) -> str:
@@ -215,7 +220,8 @@ def assumption_set(layout: Layout, assumptions: StepAssumptions) -> str:
                                          for k, v in apart.items())])
 
 
-def _layout_text(result: StepResult) -> str:
+def layout_text(result: StepResult) -> str:
+    """A step's layout in words: its degrees and global batch."""
     layout = result.layout
     return (f"TP {layout.tp} x PP {layout.pp} x DP {layout.dp}"
             + (f" x CP {layout.cp}" if layout.cp > 1 else "")
@@ -258,7 +264,7 @@ def _scaling_figures(fabric: Fabric, job: ScorecardJob, full: StepResult,
         else:
             result = _best(fabric, job, accelerators=n)
         per_acc[n] = None if result is None else result.tokens_per_s / result.layout.world
-        layouts[n] = "" if result is None else _layout_text(result)
+        layouts[n] = "" if result is None else layout_text(result)
     base = next((n for n in sizes if per_acc[n]), None)
     out = []
     for n in sizes:
@@ -295,9 +301,11 @@ def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[F
     term."""
     from topomodel.report.review.collect import measured_runs, plan_collectives
     from topomodel.report.review.document import size_text
+    from topomodel.routing.policy import seed_matters
 
     planned = plan_collectives(fabric, job.collective_sizes_bytes)
-    seeds = range(job.seed, job.seed + TAIL_SEEDS)
+    seeds = range(job.seed, job.seed + (TAIL_SEEDS if seed_matters(fabric, job.routing)
+                                        else 1))
     runs = [measured_runs(fabric, job.assumptions.time, job.routing, s, planned.runs)
             for s in seeds]
     out = []
@@ -364,7 +372,8 @@ def _families(model: Model) -> list[tuple[str, str, PlanSpace | None]]:
 
 
 def _strategy_figures(fabric: Fabric, job: ScorecardJob, best_of_all: StepResult | None,
-                      basis: str) -> list[Figure]:
+                      basis: str, steps: list[StepResult]) -> list[Figure]:
+    """MFU of each family's best layout; the bests go to ``steps`` too."""
     out = []
     for name, key, family in _families(job.model):
         best = best_of_all
@@ -373,9 +382,11 @@ def _strategy_figures(fabric: Fabric, job: ScorecardJob, best_of_all: StepResult
                             max_micro_batch=job.space.max_micro_batch,
                             max_interleave=job.space.max_interleave)
             best = _best(fabric, job, space=space)
+        if best is not None:
+            steps.append(best)
         out.append(Figure("strategies", f"MFU, best {name} layout", f"mfu_{key}",
                           None if best is None else best.mfu, "share", "modelled", basis,
-                          "no layout fits" if best is None else _layout_text(best)))
+                          "no layout fits" if best is None else layout_text(best)))
     return out
 
 

@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.fabric.arcs import ArcIndex
-from topomodel.fabric.tables import Coded, Fabric, ignores_failures
+from topomodel.fabric.tables import Coded, Fabric, ignores_capacities, ignores_failures
 from topomodel.routing.pieces import Piece, Rows
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
@@ -57,6 +57,7 @@ class Irregular(ValueError):
     """A fabric the structured router cannot aggregate exactly."""
 
 
+@ignores_capacities
 @ignores_failures
 class ClosView:
     """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
