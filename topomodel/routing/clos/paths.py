@@ -136,7 +136,7 @@ def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: st
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
     pieces, extra, lost, _ = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.full(ups.shape, access_up.cables),
+        np.broadcast_to(np.int64(access_up.cables), ups.shape),  # read, never written
         ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
         routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
