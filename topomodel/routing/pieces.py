@@ -71,9 +71,13 @@ class Rows:
         width = table.shape[1]
         if self.column is not None:
             key = self.index * width + self.column
-        else:
-            key = (self.index[:, None] * width + np.arange(width)).ravel()
-        sums = np.bincount(key, self.weights.ravel(), table.size)
+            sums = np.bincount(key, self.weights.ravel(), table.size)
+        else:  # column by column: each entry's bytes added in the same (index) order,
+            # without a (len(index), width) array of keys
+            per = np.empty(table.shape)
+            for k in range(width):
+                per[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
+            sums = per.ravel()
         hit = np.flatnonzero(sums)
         return table.ravel()[hit], sums[hit]
 
