@@ -24,3 +24,4 @@ def test_rows_summed_column_by_column_are_the_bincount_over_every_entry(column):
     assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
     rows, sums = piece.sums()
     assert np.array_equal(np.sort(rows), np.flatnonzero(want))
+    assert np.array_equal(sums, want[rows])

@@ -74,10 +74,10 @@ class Rows:
             sums = np.bincount(key, self.weights.ravel(), table.size)
         else:  # column by column: each entry's bytes added in the same (index) order,
             # without a (len(index), width) array of keys
-            per = np.empty(table.shape)
+            columns = np.empty(table.shape)
             for k in range(width):
-                per[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
-            sums = per.ravel()
+                columns[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
+            sums = columns.ravel()
         hit = np.flatnonzero(sums)
         return table.ravel()[hit], sums[hit]
 
