@@ -69,6 +69,7 @@ class Rows:
                 return table[hit], per[hit]
             return table[hit].ravel(), np.repeat(per[hit], table.shape[1])
         width = table.shape[1]
+        sums: np.ndarray
         if self.column is not None:
             key = self.index * width + self.column
             sums = np.bincount(key, self.weights.ravel(), table.size)
