@@ -315,3 +315,25 @@ def test_sorted_distinct_is_unique_with_its_inverse(space, order):
     expected, expected_inverse = np.unique(keys, return_inverse=True)
     assert values.dtype == keys.dtype and inverse.dtype == np.int64
     assert np.array_equal(values, expected) and np.array_equal(inverse, expected_inverse)
+
+
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_choose_column_by_column_is_the_first_running_sum_past_the_ticket(routing):
+    """The hash pick, made a column at a time, is the argmax over the (flows,
+    candidates) running sums it replaced: zero cables (absent candidates) and rows with
+    none included."""
+    from topomodel.routing.hashing import mix
+
+    rng = np.random.default_rng(3)
+    weights = rng.integers(0, 4, (5000, 5)) * (rng.random((5000, 5)) < 0.7)
+    weights[:50] = 0  # no candidate at all
+    flow, node, dst = (rng.integers(0, 10**6, 5000) for _ in range(3))
+    with np.errstate(divide="ignore"):
+        got = choose(routing, 9, flow, node, dst, np.ones(5000, np.int64), weights)
+        if routing == "hash":
+            ticket = (mix(9, flow, node) % weights.sum(axis=1).astype(np.uint64)
+                      ).astype(np.int64)
+            want = np.argmax(np.cumsum(weights, axis=1) > ticket[:, None], axis=1)
+            assert np.array_equal(got, want)
+    assert got.dtype == np.int64 and ((weights[np.arange(5000), got] > 0)
+                                     | (weights.sum(axis=1) == 0)).all()

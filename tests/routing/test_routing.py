@@ -405,3 +405,21 @@ def test_switch_endpoint_flows_take_the_general_routers_paths(example):
         exact = route_general(fabric, ph)
         assert np.allclose(fast.link_bytes, exact.link_bytes, rtol=1e-9, atol=1e-3)
         assert (fast.hops == exact.hops).all() and not len(fast.unroutable)
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-superpod", "b200-superpod", "dual-plane-ethernet"])
+def test_a_downlinks_column_is_the_first_arc_from_its_spine(name):
+    """``Climb.down_column`` (a search in sorted keys) is the argmax over each leaf's
+    downlinks compared with the spine it replaced, for every (leaf, node) pair: spines
+    of the leaf's pod, and other nodes (no arc: column 0)."""
+    from topomodel.routing.clos.view import clos_view
+
+    climb = clos_view(fabric_of(name)).fat_tree
+    down = climb.down[climb.spine]
+    rng = np.random.default_rng(1)
+    slot = rng.integers(0, len(down.table), 20000)
+    spine = np.where(rng.random(20000) < 0.8,
+                     climb.src_of(down.table[slot, rng.integers(0, down.width, 20000)]),
+                     rng.integers(0, climb.n, 20000))
+    want = np.argmax(climb.src_of(down.table[slot]) == spine[:, None], axis=1)
+    assert np.array_equal(climb.down_column(slot, spine), want)

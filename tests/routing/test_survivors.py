@@ -229,3 +229,38 @@ def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
     rewired = dataclasses.replace(fabric, links=links)  # no views of the old wiring
     with pytest.raises(Irregular, match="different indices"):
         live.ClimbShape(clos_view(rewired).fat_tree, live.SurvivorShape(rewired).lookup)
+
+
+def scaleup_by_entries(view, ph, flows):
+    """The in-system ECMP split as one bincount over every (flow, chip) entry: the
+    oracle :func:`scaleup_paths` must equal bit for bit (it sums chip by chip)."""
+    from topomodel.routing.clos.live import chips_of
+    from topomodel.routing.pieces import link_bytes
+
+    up = view.clos.scaleup_up
+    into, out, ok = chips_of(view, ph.src[flows], ph.dst[flows])
+    weights = np.where(ok, up.weights[up.slot[ph.src[flows]]], 0)
+    share = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1) * ph.bytes[flows][:, None]
+    return link_bytes(view.clos.n_links, [(into, share), (out, share)]), flows[~ok.any(axis=1)]
+
+
+@pytest.mark.parametrize("name", ["hgx-h100-server", "dgx-h100-superpod", "cloudmatrix384"])
+@pytest.mark.parametrize("seed", [None, 0, 1, 2])
+def test_in_system_ecmp_sums_chip_by_chip_as_over_every_entry(name, seed):
+    from topomodel.routing.clos.live import survivors_view
+    from topomodel.routing.clos.paths import scaleup_paths
+
+    fabric = fabric_of(name)
+    if seed is not None:  # failed chips, accelerator - chip cables among them
+        fabric = random_failures(fabric, seed, per_tier=4)
+    view = survivors_view(fabric)
+    ph = random_phase(fabric, 3000, seed=seed or 0)
+    same = view.clos.system[ph.src] == view.clos.system[ph.dst]
+    flows = np.flatnonzero(same & (view.clos.domain[ph.src] >= 0))
+    assert len(flows)
+    load, cut = scaleup_paths(view, ph, flows, "ecmp", 0, 1)
+    want_load, want_cut = scaleup_by_entries(view, ph, flows)
+    assert np.array_equal(load, want_load) and (load.any() or seed is not None)
+    assert np.array_equal(cut, want_cut)
+    if seed is not None and name != "cloudmatrix384":
+        assert not view.alive[view.clos.scaleup_up.table].all()  # the general split ran

@@ -65,8 +65,16 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     total = weights.sum(axis=1)
     if routing == "hash":
         ticket = (mix(seed, flow, node) % total.astype(np.uint64)).astype(np.int64)
-        picked: np.ndarray = np.argmax(np.cumsum(weights, axis=1) > ticket[:, None], axis=1)
-        return picked
+        # the first candidate whose running cables pass the ticket: as many as stay at
+        # or under it (the running sum never falls), 0 where none passes (no cables),
+        # one column at a time (a handful of candidates, millions of flows)
+        passed = np.zeros(len(ticket), np.int64)
+        running = np.zeros(len(ticket), weights.dtype)
+        for column in weights.T:
+            running += column
+            passed += running <= ticket
+        passed[passed == weights.shape[1]] = 0
+        return passed
     count = (weights > 0).sum(axis=1)
     rank = (dst // stride) % count  # the rank-th present candidate
     present = np.cumsum(weights > 0, axis=1) - 1

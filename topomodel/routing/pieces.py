@@ -69,11 +69,16 @@ class Rows:
                 return table[hit], per[hit]
             return table[hit].ravel(), np.repeat(per[hit], table.shape[1])
         width = table.shape[1]
+        sums: np.ndarray
         if self.column is not None:
             key = self.index * width + self.column
-        else:
-            key = (self.index[:, None] * width + np.arange(width)).ravel()
-        sums = np.bincount(key, self.weights.ravel(), table.size)
+            sums = np.bincount(key, self.weights.ravel(), table.size)
+        else:  # column by column: each entry's bytes added in the same (index) order,
+            # without a (len(index), width) array of keys
+            columns = np.empty(table.shape)
+            for k in range(width):
+                columns[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
+            sums = columns.ravel()
         hit = np.flatnonzero(sums)
         return table.ravel()[hit], sums[hit]
 

@@ -79,9 +79,12 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     part = volume[row] / split
     pieces = [Rows(enter[0], enter[1][row], part, pick),
               Rows(leave[0], leave[1][row], part, pick)]
-    pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
-    np.put(pair_of, np.arange(ok.size) if flat is None else flat, inverse)
-    pair = pair_of[row, pick]
+    if flat is None:  # every entry crosses: its leaf pair is read off its flat index
+        pair = inverse[row * ok.shape[1] + pick]
+    else:
+        pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
+        np.put(pair_of, flat, inverse)
+        pair = pair_of[row, pick]
     go = pair >= 0
     if go.any():
         stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(

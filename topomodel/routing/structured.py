@@ -224,7 +224,7 @@ def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.nd
                                               stride[b] * up.width, routing, seed)
         pieces += core_pieces
     slot_down = down.slot[leaf_d]
-    column = np.argmax(climb.src_of(down.table[slot_down]) == spine_d[:, None], axis=1)
+    column = climb.down_column(slot_down, spine_d)
     return [*pieces, Rows(down.table, slot_down, volume, column)]
 
 

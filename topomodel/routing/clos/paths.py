@@ -26,6 +26,8 @@ def scaleup_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str
     up = view.clos.scaleup_up
     assert up is not None
     n = view.clos.n_links
+    if routing == "ecmp" and _apart(view):
+        return _even_scaleup(view, phase, flows)
     into, out, ok = chips_of(view, phase.src[flows], phase.dst[flows])
     weights = np.where(ok, up.weights[up.slot[phase.src[flows]]], 0)
     cut = ~ok.any(axis=1)
@@ -40,6 +42,59 @@ def scaleup_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str
                    np.ones(len(row), np.int64), weights[row])
     part = volume[row] / split
     return link_bytes(n, [(into[row, pick], part), (out[row, pick], part)]), flows[cut]
+
+
+def _even_scaleup(view: Survivors, phase: Phase, flows: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`scaleup_paths` under ECMP: each flow's bytes split over the live chips
+    joining its ends by their cables, one chip (column of the fan-out tables) at a time.
+
+    A chip's arc from an accelerator (to one) is one entry of the fan-out table, and a
+    distinct link row, so its bytes are a bincount over the flows' table rows, added in
+    flow order: bit for bit the bincount over every (flow, chip) entry, without the
+    (flows, chips) arrays (at 98k NPUs, 5 M relayed All-to-All flows over 7 chips: each
+    such array 280 MB, several of them at once)."""
+    up, down = view.clos.scaleup_up, view.clos.scaleup_down
+    assert up is not None and down is not None
+    row_s, row_d = up.slot[phase.src[flows]], down.slot[phase.dst[flows]]
+    volume = phase.bytes[flows]
+    live_up, live_down = view.alive[up.table], view.alive[down.table]
+    load = np.zeros(view.clos.n_links)
+    if live_up.all() and live_down.all():  # every chip joins every pair: split per owner
+        split = up.weights / np.maximum(up.weights.sum(axis=1, keepdims=True), 1)
+        for k in range(up.width):
+            share = split[:, k][row_s] * volume
+            load[up.table[:, k]] = np.bincount(row_s, share, len(up.table))
+            load[down.table[:, k]] = np.bincount(row_d, share, len(down.table))
+        return load, flows[:0]
+
+    def cables(k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Whether chip ``k`` joins each flow's ends, and its cables there (else 0)."""
+        ok = live_up[:, k][row_s] & live_down[:, k][row_d]
+        return ok, np.where(ok, up.weights[:, k][row_s], 0)
+
+    total = np.zeros(len(flows), up.weights.dtype)
+    joined = np.zeros(len(flows), bool)
+    for k in range(up.width):
+        ok, weight = cables(k)
+        total += weight
+        joined |= ok
+    for k in range(up.width):
+        share = cables(k)[1] / np.maximum(total, 1) * volume
+        load[up.table[:, k]] = np.bincount(row_s, share, len(up.table))
+        load[down.table[:, k]] = np.bincount(row_d, share, len(down.table))
+    return load, flows[~joined]
+
+
+def _apart(view: Survivors) -> bool:
+    """Whether the scale-up fan-out tables up and down share no link row (an
+    accelerator - accelerator arc would be in both; :func:`_even_scaleup` writes each
+    table's sums on its own rows)."""
+    up, down = view.clos.scaleup_up, view.clos.scaleup_down
+    assert up is not None and down is not None
+    seen = np.zeros(view.clos.n_links, bool)
+    seen[up.table] = True
+    return not seen[down.table].any()
 
 
 def supernode_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
@@ -81,7 +136,7 @@ def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: st
     ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
     pieces, extra, lost, _ = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.full(ups.shape, access_up.cables),
+        np.broadcast_to(np.int64(access_up.cables), ups.shape),  # read, never written
         ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
         routing, seed, qps)
     carried = np.where(lost, 0.0, volume)

@@ -157,6 +157,27 @@ class Climb:
         """Upper ends of arcs."""
         return self._dst[arcs]
 
+    def down_column(self, slot: np.ndarray, spine: np.ndarray) -> np.ndarray:
+        """For rows ``slot`` of the spine -> leaf table, the column of each row's first
+        arc from ``spine`` (0 where none): the argmax over each row's spines compared
+        with ``spine``, by one search in the table's sorted (row, spine) keys instead of
+        a (flows, spines) comparison (gigabytes at 98k accelerators with many spines)."""
+        keys, column = self._down_keys
+        want = slot.astype(np.int64) * self.n + spine
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        found: np.ndarray = np.where(keys[at] == want, column[at], 0)
+        return found
+
+    @cached_property
+    def _down_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """The spine -> leaf table's entries as sorted keys (row, spine), and the column
+        of each (the lowest first where a row has two arcs from one spine)."""
+        down = self.down[self.spine]
+        keys = (np.arange(len(down.table), dtype=np.int64)[:, None] * self.n
+                + self._src[down.table]).ravel()
+        order = np.argsort(keys, kind="stable")
+        return keys[order], order % max(down.width, 1)
+
 
 def clos_view(fabric: Fabric) -> ClosView:
     return fabric.derived(ClosView)
