@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import pandas as pd
 
 from topomodel.errors import UsageError
 from topomodel.fabric.columns import group_totals
@@ -37,6 +36,9 @@ from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.design import Design
 from topomodel.inputs.parts import Fibre, Optic
 from topomodel.inputs.records import documented
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OCS_INSERTION_LOSS_DB = documented(
     "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
@@ -166,9 +168,9 @@ def cable_classes(fabric: Fabric) -> dict[tuple[str, str, float, str], int]:
     :meth:`~topomodel.fabric.tables.Fabric.derived`: one pass over the rows per fabric,
     for the link budgets and the bill of materials alike (shared: read it, never change
     it)."""
-    links = fabric.links
+    links = fabric.link_arrays
     classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
-                           links["cables"].to_numpy(), None)
+                           links["cables"], None)
     return cast(dict[tuple[str, str, float, str], int], classes)
 
 
@@ -188,6 +190,8 @@ def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                   tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
     """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place
     (:func:`cable_links` on the table's columns; it raises what that raises)."""
+    import pandas as pd
+
     rate_codes, rates = pd.factorize(links["rate_Bps"].to_numpy(), sort=True)  # hashed
     tier_names = [str(t) for t in links["tier"].cat.categories]
     groups = cable_group(links["tier"].cat.codes.to_numpy(), rate_codes, len(rates),

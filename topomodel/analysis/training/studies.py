@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.columns import Columns
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.catalog import Catalog
@@ -155,8 +156,9 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
     if recable:
         assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
                       whatif=f"--scaleout-factor {factor:g}")
-    return replace(fabric, links=links,
-                   injection=measure_injection(fabric.nodes, links, fabric.structure,
+    columns = Columns.of_frame(links)
+    return replace(fabric, link_arrays=columns,
+                   injection=measure_injection(fabric.node_arrays, columns, fabric.structure,
                                                fabric.reverse_rows))
 
 
