@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from topomodel.fabric.cabling import cable_links
-from topomodel.fabric.columns import Category, Columns
 from topomodel.fabric.clos import DEFAULT_SWITCH_LATENCY_S as DEFAULT_SWITCH_LATENCY_S
+from topomodel.fabric.columns import Category, Columns
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import build_scaleup, scaleup_kind

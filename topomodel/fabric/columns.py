@@ -8,7 +8,7 @@ categorical column alike."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,12 +26,14 @@ class Category:
     >>> tier = Category(np.array([1, 0, 1], np.int8), ("leaf", "spine"))
     >>> len(tier), tier.tolist(), tier.take(np.array([0])).tolist()
     (3, ['spine', 'leaf', 'spine'], ['spine'])
+    >>> tier.isin(["leaf", "core"]).tolist()
+    [False, True, False]
     """
 
     __slots__ = ("categories", "codes")
 
     def __init__(self, codes: np.ndarray, categories: Sequence[str]) -> None:
-        self.codes: np.ndarray = np.asarray(codes)
+        self.codes: np.ndarray = read_only(codes)
         self.categories: tuple[str, ...] = tuple(str(c) for c in categories)
 
     def __len__(self) -> int:
@@ -39,7 +41,7 @@ class Category:
 
     def labels(self) -> np.ndarray:
         """The rows' labels, a numpy object array (one look-up per code)."""
-        return np.asarray(self.categories + (None,), dtype=object)[self.codes]
+        return np.asarray((*self.categories, None), dtype=object)[self.codes]
 
     def tolist(self) -> list[Any]:
         """The rows' labels as a list."""
@@ -51,6 +53,12 @@ class Category:
         return Category(self.codes[rows], self.categories)
 
     __getitem__ = take
+
+    def isin(self, values: Collection[str]) -> np.ndarray:
+        """Per row: whether its label is one of ``values`` (one look-up per code)."""
+        inside = np.array([c in values for c in self.categories] + [False])
+        mask: np.ndarray = inside[self.codes]
+        return mask
 
 
 Column = Any  # a numpy array or a Category: what Columns holds per name
@@ -71,6 +79,8 @@ class Columns:
     (2, ('src', 'tier'), [0, 1], ['leaf', 'host'])
     >>> table.replaced(src=np.array([5, 6]))["src"].tolist(), table["src"].tolist()
     ([5, 6], [0, 1])
+    >>> table.take(np.array([False, True]))["tier"].tolist()
+    ['host']
     >>> table.frame().dtypes.astype(str).tolist()
     ['int64', 'category']
     """
@@ -81,7 +91,8 @@ class Columns:
         lengths = {len(column) for column in columns.values()}
         if len(lengths) > 1:
             raise ValueError(f"Columns: columns of different lengths {sorted(lengths)}")
-        self._columns = dict(columns)
+        self._columns = {name: column if isinstance(column, Category) else read_only(column)
+                         for name, column in columns.items()}
         self._rows = lengths.pop() if lengths else 0
 
     def __getitem__(self, name: str) -> Column:
@@ -97,6 +108,10 @@ class Columns:
     def names(self) -> tuple[str, ...]:
         """The column names, in order."""
         return tuple(self._columns)
+
+    def take(self, rows: Any) -> Columns:
+        """The table of ``rows`` (indices or a mask), every column taken."""
+        return Columns({name: column[rows] for name, column in self._columns.items()})
 
     def replaced(self, **columns: Column) -> Columns:
         """A table with ``columns`` in place of (or after) its own, sharing the rest."""
@@ -120,6 +135,15 @@ class Columns:
                                         [str(c) for c in frame[name].cat.categories])
                     if frame[name].dtype.name == "category" else frame[name].to_numpy()
                     for name in frame.columns})
+
+
+def read_only(values: Any) -> np.ndarray:
+    """A read-only view of ``values`` (an array): a table's columns are shared by the
+    fabric's copies and views, so writing into one raises instead of changing them all
+    (as pandas' copy-on-write columns did)."""
+    view = np.asarray(values).view()
+    view.flags.writeable = False
+    return view
 
 
 def codes_of(column: Any) -> np.ndarray:

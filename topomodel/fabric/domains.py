@@ -116,7 +116,7 @@ def with_domains_failed(fabric: Fabric, specs: Sequence[str], *,
     """
     from topomodel.errors import UsageError
 
-    dead = np.zeros(len(fabric.nodes), bool)
+    dead = np.zeros(len(fabric.node_arrays), bool)
     for spec in specs:
         kind, _, number = spec.partition(":")
         if kind not in DOMAIN_KINDS or not number.isdigit():

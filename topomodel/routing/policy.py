@@ -52,7 +52,7 @@ def resolve_routing(fabric: Fabric, routing: str) -> RoutingChoice:
 
 
 def _fabric_routing(fabric: Fabric) -> RoutingChoice:
-    models = sorted({str(m) for m in fabric.nodes.loc[fabric.kind_mask("switch"), "model"]})
+    models = sorted(set(fabric.node_arrays["model"][fabric.kind_mask("switch")].tolist()))
     if not models:
         return RoutingChoice("ecmp", "no scale-out network")
     said = fabric.design.scaleout.adaptive_routing
