@@ -127,7 +127,8 @@ def torus_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
     top = 1 - MARGIN_IN[2] / height_in
     if link_utilization is not None:
         load = np.asarray(link_utilization, dtype=float)
-        pair = np.where(src < dst, src, dst) * len(fabric.node_arrays) + np.where(src < dst, dst, src)
+        pair = (np.where(src < dst, src, dst) * len(fabric.node_arrays)
+                + np.where(src < dst, dst, src))
         keys, inverse = np.unique(pair, return_inverse=True)
         peak = np.zeros(len(keys))
         np.maximum.at(peak, inverse, np.nan_to_num(np.clip(load, 0, None)))

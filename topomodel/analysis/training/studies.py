@@ -13,10 +13,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
-from topomodel.fabric.columns import Columns
 from topomodel.fabric.structure import measure_injection
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.catalog import Catalog
@@ -147,18 +148,18 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
     UsageError
         When no catalog part carries a tier's faster links over its length.
     """
-    from topomodel.fabric.cabling import assign_cables
+    from topomodel.fabric.cabling import recabled
 
-    links = fabric.links.copy()
+    links = fabric.link_arrays
     out = links["tier"].isin(SCALE_OUT_TIERS)
-    links.loc[out, "capacity_Bps"] *= factor
-    links.loc[out, "rate_Bps"] *= factor
+    links = links.replaced(
+        capacity_Bps=np.where(out, links["capacity_Bps"] * factor, links["capacity_Bps"]),
+        rate_Bps=np.where(out, links["rate_Bps"] * factor, links["rate_Bps"]))
     if recable:
-        assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
-                      whatif=f"--scaleout-factor {factor:g}")
-    columns = Columns.of_frame(links)
-    return replace(fabric, link_arrays=columns,
-                   injection=measure_injection(fabric.node_arrays, columns, fabric.structure,
+        links = recabled(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
+                         whatif=f"--scaleout-factor {factor:g}")
+    return replace(fabric, link_arrays=links,
+                   injection=measure_injection(fabric.node_arrays, links, fabric.structure,
                                                fabric.reverse_rows))
 
 
