@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.fabric.columns import CodeLabels
+from topomodel.arrays import distinct
+from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
@@ -295,14 +296,14 @@ def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]
 def _pod_of_unit(fabric: Fabric) -> np.ndarray | None:
     """The pod of each scalable unit in a 3-tier fat-tree (``None`` otherwise)."""
     nodes = fabric.node_arrays
-    leaves = nodes[(nodes["tier"] == "leaf") & (nodes["pod"] >= 0)]
-    if leaves.empty:
+    leaves = Coded(nodes["tier"]).equals("leaf") & (nodes["pod"] >= 0)
+    if not leaves.any():
         return None
-    pairs = leaves[["unit", "pod"]].drop_duplicates()
-    if pairs["unit"].duplicated().any():
+    pairs = np.unique(np.stack([nodes["unit"][leaves], nodes["pod"][leaves]], axis=1), axis=0)
+    if len(distinct(pairs[:, 0])) < len(pairs):
         return None  # a unit across pods: no pod blocks
-    out = np.full(int(pairs["unit"].max()) + 1, -1, np.int64)
-    out[pairs["unit"].to_numpy()] = pairs["pod"].to_numpy()
+    out = np.full(int(pairs[:, 0].max()) + 1, -1, np.int64)
+    out[pairs[:, 0]] = pairs[:, 1]
     return out
 
 

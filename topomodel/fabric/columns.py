@@ -54,6 +54,14 @@ class Category:
 
     __getitem__ = take
 
+    def __eq__(self, label: object) -> np.ndarray:  # type: ignore[override]
+        """Per row: whether it holds ``label`` (elementwise, as a pandas column)."""
+        codes = [c for c, text in enumerate(self.categories) if text == label]
+        mask: np.ndarray = self.codes == (codes[0] if codes else -2)
+        return mask
+
+    __hash__ = None  # type: ignore[assignment]
+
     def isin(self, values: Collection[str]) -> np.ndarray:
         """Per row: whether its label is one of ``values`` (one look-up per code)."""
         inside = np.array([c in values for c in self.categories] + [False])
