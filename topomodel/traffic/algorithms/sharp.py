@@ -81,26 +81,20 @@ def runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, np.flatnonzero(new), run
 
 
-def ordered_sums(values: np.ndarray, run: np.ndarray, count: int) -> np.ndarray:
-    """Per run (``run``: each value's run number, below ``count``, in ascending order),
-    the sum of its ``values`` in their order, compensated (Kahan) as pandas' group-by
-    sum adds them, so the totals are that sum's to the bit.
+def run_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The sum of each run of ``values`` (runs starting at ``starts``, ascending, the
+    first at 0), added as pandas' group-by sum adds a sorted group's values (the
+    stream's shares were that sum's: the same to the bit).
 
     Examples
     --------
-    >>> ordered_sums(np.array([0.1, 0.2, 0.3, 1.0]), np.array([0, 0, 0, 1]), 2).tolist()
-    [0.6, 1.0]
+    >>> run_sums(np.array([0.5, 0.25, 1.0]), np.array([0, 2])).tolist()
+    [0.75, 1.0]
     """
-    total, carry = np.zeros(count), np.zeros(count)
-    rank = np.arange(len(run)) - np.searchsorted(run, run)  # each value's place in its run
-    for k in range(int(rank.max(initial=-1)) + 1):
-        at = rank == k
-        r = run[at]
-        y = values[at] - carry[r]
-        t = total[r] + y
-        carry[r] = (t - total[r]) - y
-        total[r] = t
-    return total
+    if not len(starts):
+        return np.zeros(0)
+    sums: np.ndarray = np.add.reduceat(values, starts)
+    return sums
 
 
 def sharp_plan(fabric: Fabric, arcs: SharpArcs, ranks: np.ndarray, rank_group: np.ndarray,
@@ -179,8 +173,8 @@ def sharp_plan(fabric: Fabric, arcs: SharpArcs, ranks: np.ndarray, rank_group: n
     by_portion, portion_starts, _ = runs(group, leaf, portion)
     most = np.maximum.reduceat(fraction[by_portion], portion_starts)
     heads = by_portion[portion_starts]  # a leg of each (group, leaf, portion)
-    _, stream_starts, stream_of = runs(group[heads], leaf[heads])
-    share = ordered_sums(most, stream_of, len(stream_starts))
+    _, stream_starts, _ = runs(group[heads], leaf[heads])
+    share = run_sums(most, stream_starts)
     stream = heads[stream_starts]  # a leg of each (group, leaf), in that order
     stream_root = root[plane_of[stream]]
     keep = leaf[stream] != stream_root
