@@ -125,12 +125,14 @@ def category_codes(column: Any, values: Sequence[str]) -> np.ndarray:
     >>> category_codes(["nic", "switch", "gpu"], ("accelerator", "nic", "switch")).tolist()
     [1, 2, -1]
     """
+    categories: Sequence[Any]
     if hasattr(column, "cat"):  # a pandas categorical column
         codes, categories = column.cat.codes.to_numpy(), list(column.cat.categories)
     elif hasattr(column, "categories"):
         codes, categories = column.codes, list(column.categories)
     else:
-        categories, codes = np.unique(np.asarray(column, dtype=str), return_inverse=True)
+        present, codes = np.unique(np.asarray(column, dtype=str), return_inverse=True)
+        categories = present.tolist()
     lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
                        for c in map(str, categories)] + [-1], dtype=np.int8)
     out: np.ndarray = lookup[np.asarray(codes).ravel()]
