@@ -17,9 +17,9 @@ give, finds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -115,17 +115,25 @@ def expand_matches(keys: np.ndarray, sorted_keys: np.ndarray) -> tuple[np.ndarra
     return which, np.repeat(lo, count) + within
 
 
-def category_codes(column: pd.Series, values: Sequence[str]) -> np.ndarray:
-    """Each row's index in ``values`` (-1 where absent), int8, through categorical codes.
+def category_codes(column: Any, values: Sequence[str]) -> np.ndarray:
+    """Each row's index in ``values`` (-1 where absent), int8: ``column`` is a
+    categorical column (codes into categories: the fabric's
+    :class:`~topomodel.fabric.columns.Category` or a pandas one) or strings.
 
     Examples
     --------
-    >>> category_codes(pd.Series(["nic", "switch", "gpu"]), ("accelerator", "nic", "switch")
-    ...                ).tolist()
+    >>> category_codes(["nic", "switch", "gpu"], ("accelerator", "nic", "switch")).tolist()
     [1, 2, -1]
     """
-    categorical = pd.Categorical(column)
+    categories: Sequence[Any]
+    if hasattr(column, "cat"):  # a pandas categorical column
+        codes, categories = column.cat.codes.to_numpy(), list(column.cat.categories)
+    elif hasattr(column, "categories"):
+        codes, categories = column.codes, list(column.categories)
+    else:
+        present, codes = np.unique(np.asarray(column, dtype=str), return_inverse=True)
+        categories = present.tolist()
     lookup = np.array([values.index(c) if c in values else -1  # int8: cheap to gather
-                       for c in map(str, categorical.categories)] + [-1], dtype=np.int8)
-    codes: np.ndarray = lookup[categorical.codes]
-    return codes
+                       for c in map(str, categories)] + [-1], dtype=np.int8)
+    out: np.ndarray = lookup[np.asarray(codes).ravel()]
+    return out

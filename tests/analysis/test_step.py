@@ -25,8 +25,8 @@ QUIET = StepAssumptions(jitter_cv=0.0, hot_expert_factor=1.0, grad_dtype="bf16",
 
 
 def zero_latency(fabric):
-    return replace(fabric, nodes=fabric.nodes.assign(latency_s=0.0),
-                   links=fabric.links.assign(latency_s=0.0))
+    return fabric.with_frames(nodes=fabric.nodes.assign(latency_s=0.0),
+                              links=fabric.links.assign(latency_s=0.0))
 
 
 def test_parameter_count_by_hand(toy):

@@ -328,7 +328,7 @@ def test_a_link_table_missing_directions_matches_the_oracle(name):
     keep = ~(upward & (tier == tier[-1])) & (rng.random(len(links)) > 0.2)
     links = links[keep].reset_index(drop=True)
     links["failed"] = rng.random(len(links)) < 0.05
-    odd = dataclasses.replace(fabric, links=links)
+    odd = fabric.with_frames(links=links)
     for detail in details(odd):
         load = hostile_load(odd)
         assert_same(topology_layout(odd, link_utilization=load, detail=detail),

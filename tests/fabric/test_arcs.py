@@ -34,9 +34,9 @@ def with_parallel_arcs(fabric, bundles):
     copies, back_copies = n + np.arange(k), n + k + np.arange(k)
     reverse = np.concatenate([reverse, back, bundles])
     reverse[bundles], reverse[back] = back_copies, copies
-    return dataclasses.replace(
-        fabric, links=pd.concat([links, links.iloc[np.concatenate([bundles, back])]],
-                                ignore_index=True), reverse_rows=reverse)
+    return dataclasses.replace(fabric.with_frames(
+        links=pd.concat([links, links.iloc[np.concatenate([bundles, back])]],
+                        ignore_index=True)), reverse_rows=reverse)
 
 
 @pytest.fixture

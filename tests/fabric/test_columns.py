@@ -44,3 +44,28 @@ def test_group_totals_refuses_a_missing_key():
     tiers.iloc[2] = np.nan
     with pytest.raises(ValueError, match="missing values"):
         group_totals([tiers], table["cables"].to_numpy(), None)
+
+
+def test_fabric_tables_as_frames_are_the_columns(example_fabric):
+    """``Fabric.nodes``/``links`` are the numpy columns as pandas DataFrames (categorical
+    columns as pandas categoricals), and back again unchanged."""
+    from topomodel.fabric.columns import Category, Columns
+    from topomodel.fabric.tables import LINK_COLUMNS, NODE_COLUMNS
+
+    fabric = example_fabric("dgx-h100-superpod")
+    for arrays, frame, names in ((fabric.node_arrays, fabric.nodes, NODE_COLUMNS),
+                                 (fabric.link_arrays, fabric.links, LINK_COLUMNS)):
+        assert tuple(frame.columns) == arrays.names == names
+        back = Columns.of_frame(frame)
+        for name in names:
+            column = arrays[name]
+            if isinstance(column, Category):
+                assert frame[name].dtype.name == "category"
+                assert frame[name].tolist() == column.tolist() == back[name].tolist()
+                assert (column == column.categories[0]).tolist() == (
+                    frame[name] == column.categories[0]).tolist()
+            else:
+                assert np.array_equal(frame[name].to_numpy(), column)
+                assert np.array_equal(back[name], column)
+    with pytest.raises(ValueError, match="read-only"):
+        fabric.link_arrays["capacity_Bps"][0] = 1.0  # shared by copies: never written

@@ -22,7 +22,7 @@ from topomodel.analysis.training.studies import scale_scaleout
 from topomodel.errors import UsageError
 from topomodel.fabric import cabling
 from topomodel.fabric.build import build_fabric, build_scaleout, check_size, structure_dict
-from topomodel.fabric.columns import Coded
+from topomodel.fabric.columns import Coded, Columns
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleup import build_scaleup
 from topomodel.fabric.structure import Injection, Structure, serving_nics
@@ -239,9 +239,11 @@ def oracle_build(design: Design, catalog: Any) -> Fabric:
         if rate:
             rows = leaf & is_nic[links[end].to_numpy()]
             links.loc[rows, "capacity_Bps"] = links["cables"].to_numpy()[rows] * rate
-    mark_failures(nodes, links, design)
+    node_arrays = Columns.of_frame(nodes)
+    link_arrays = mark_failures(node_arrays, Columns.of_frame(links), design)
+    links = link_arrays.frame()
     structure = Structure(n_systems, per_system, scaleup, scaleout)
-    return Fabric(design, catalog, nodes, links, structure,
+    return Fabric(design, catalog, node_arrays, link_arrays, structure,
                   oracle_injection(nodes, links, structure, reverse_rows), reverse_rows,
                   tuple(clos))
 

@@ -126,3 +126,23 @@ def test_unknown_attribute_raises_attribute_error():
     with pytest.raises(AttributeError, match=r"module 'topomodel' has no attribute 'no_such"):
         topomodel.no_such_name  # noqa: B018
     assert not hasattr(topomodel, "build")
+
+
+ROUTE_DESIGN = ("name: 512 B200\nsystem: hgx-b200\nsystems: 64\nscaleout:\n"
+                "  kind: fat_tree\n  nic: connectx-8\n  switch: q3400\n")
+
+
+@pytest.mark.parametrize("options", [
+    [],  # auto: NVLS, NVLS-Tree, SHARP's plan and the ring and tree tried
+    ["--algorithm", "innetwork", "--group", "rail", "--format", "table"],
+    ["--fail", "spine0", "--scaleout-factor", "2", "--routing", "hash"],
+])
+def test_route_loads_no_pandas_scipy_or_matplotlib(tmp_path, options):
+    """`route` reads the fabric's numpy columns (#42 item 1): its process imports no
+    pandas (nor pyarrow), no scipy and no matplotlib where the structured router routes
+    (flows it sends to the general router, around a failed domain, load scipy's graph
+    search)."""
+    design = tmp_path / "b512.yaml"
+    design.write_text(ROUTE_DESIGN.replace("  kind:", "  in_network_reduction: true\n  kind:"))
+    argv = ["route", str(design), "--collective", "allreduce", "--size", "1GiB", *options]
+    assert _loaded_after(argv, ("pandas", "pyarrow", "scipy", "matplotlib")) == []

@@ -1,6 +1,5 @@
 """Routing oracles: conservation, capacity, general == structured, hash, failures."""
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +106,8 @@ def test_ring_on_one_nonblocking_switch_reaches_link_rate(toy):
     fabric = toy("system: toy-host\nsystems: 8\nscaleout:\n  switch: toy-switch-8\n")
     no_latency = TimeModel(per_message_overhead_s=0.0, hop_latency_s=0.0,
                            efficiency={"leaf": 0.9})
-    fabric = replace(fabric, nodes=fabric.nodes.assign(latency_s=0.0),
-                     links=fabric.links.assign(latency_s=0.0))
+    fabric = fabric.with_frames(nodes=fabric.nodes.assign(latency_s=0.0),
+                                links=fabric.links.assign(latency_s=0.0))
     value, _ = busbw(fabric, 1e9, time_model=no_latency)
     assert value == pytest.approx(12.5e9 * 0.9, rel=1e-9)  # 100 Gb/s x efficiency
 

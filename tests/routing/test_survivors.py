@@ -207,7 +207,6 @@ def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
     """Cores join spines of one index only; rewire one spine's uplink to a core of
     another index and the failure view's shape refuses the wiring (it would send a
     detour through the wrong spine)."""
-    import dataclasses
 
     from test_build import fat_tree
 
@@ -226,7 +225,7 @@ def test_a_core_joining_spines_of_different_indices_is_irregular(toy):
     back = np.flatnonzero((src == dst[first]) & (dst == src[first]))[0]
     dst[first], src[back] = dst[other], dst[other]  # the cable moved, both directions
     links["src"], links["dst"] = src, dst
-    rewired = dataclasses.replace(fabric, links=links)  # no views of the old wiring
+    rewired = fabric.with_frames(links=links)  # no views of the old wiring
     with pytest.raises(Irregular, match="different indices"):
         live.ClimbShape(clos_view(rewired).fat_tree, live.SurvivorShape(rewired).lookup)
 

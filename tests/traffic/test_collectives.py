@@ -11,6 +11,7 @@ from conftest import with_sharp
 from topomodel.analysis.collectives.collective import run_collective
 from topomodel.analysis.collectives.timing import TimeModel, floor_s
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.columns import Columns
 from topomodel.inputs.design import load_design
 from topomodel.traffic.algorithms.alltoall import direct_rounds
 from topomodel.traffic.algorithms.innetwork import in_network_capable
@@ -1005,13 +1006,12 @@ def test_parse_groups_gives_a_2d_array_a_row_per_group():
 
 
 def test_parse_groups_refuses_groups_of_different_sizes():
-    import pandas as pd
 
     from topomodel.errors import UsageError
 
     class Uneven:  # domains of 4 and 2 ranks (the builders make equal ones)
         accelerators = np.arange(6)
-        nodes = pd.DataFrame({"domain": [0, 0, 0, 0, 1, 1]})
+        node_arrays = Columns({"domain": np.array([0, 0, 0, 0, 1, 1])})
 
     with pytest.raises(UsageError, match=r"'domain': its groups differ in size \(2 to 4"):
         parse_groups(Uneven(), "domain")

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.fabric.columns import CodeLabels
+from topomodel.arrays import distinct
+from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric, link_weaker_Bps
@@ -80,7 +81,7 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     across its longest dimension), else in rank order.
     """
     acc = fabric.accelerators
-    domain = fabric.nodes["domain"].to_numpy()[acc]
+    domain = fabric.node_arrays["domain"][acc]
     domains = np.unique(domain[domain >= 0])
     if len(domains) >= 2:
         side_a = np.isin(domain, domains[: len(domains) // 2])
@@ -93,13 +94,13 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
 def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
     """Capacity per tier, bytes/s per direction: each link at its weaker direction (its
     own where the reverse row is failed), of the live links only if ``unfailed``."""
-    links = fabric.links
+    links = fabric.link_arrays
     weaker = fabric.derived(link_weaker_Bps)
     tier = CodeLabels(links["tier"])
     codes = tier.codes.astype(np.intp)  # once for both counts
-    failed = links["failed"].to_numpy()
+    failed = links["failed"]
     if unfailed and failed.any():
-        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"].to_numpy(),
+        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"],
                           weaker)[~failed]
         codes = codes[~failed]
     sums = np.bincount(codes, weights=weaker, minlength=len(tier.labels))
@@ -114,7 +115,7 @@ def closed_form(fabric: Fabric) -> tuple[float | None, str]:
     side_a, side_b = halves(fabric)
     n = len(side_a) + len(side_b)
     smaller = min(len(side_a), len(side_b))
-    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    domain = fabric.node_arrays["domain"][fabric.accelerators]
     domains = len(np.unique(domain[domain >= 0]))
     value, how = 0.0, ""
     if domains < 2 and scaleup_kind(s).has_links:
@@ -182,10 +183,10 @@ def _scaleup_components(fabric: Fabric) -> np.ndarray:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    links = fabric.links
-    n = len(fabric.nodes)
-    inside = np.isin(links["tier"].astype(str).to_numpy(), SCALEUP_TIERS)
-    src, dst = links["src"].to_numpy()[inside], links["dst"].to_numpy()[inside]
+    links = fabric.link_arrays
+    n = len(fabric.node_arrays)
+    inside = links["tier"].isin(SCALEUP_TIERS)
+    src, dst = links["src"][inside], links["dst"][inside]
     matrix = coo_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
     _, label = connected_components(matrix, directed=False)
     member = np.zeros(n, bool)
@@ -220,13 +221,13 @@ def _flow_graph(fabric: Fabric, component: np.ndarray | None) -> Any:
     ``component``, each scale-up domain contracted to one node (see :func:`_mapped`)."""
     import networkx as nx
 
-    links = fabric.links[~fabric.links["failed"]]
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    links = fabric.link_arrays.take(~fabric.link_arrays["failed"])
+    src, dst = links["src"], links["dst"]
     if component is not None:
         src, dst = _mapped_each(component, src), _mapped_each(component, dst)
     keep = src != dst
     # integer capacities (float max-flow drifts) in kB/s: fine enough for Mb/s links
-    kbps = np.floor(links["capacity_Bps"].to_numpy()[keep] / 1e3).astype(np.int64)
+    kbps = np.floor(links["capacity_Bps"][keep] / 1e3).astype(np.int64)
     graph = nx.DiGraph()
     for u, v, c in zip(src[keep], dst[keep], kbps, strict=True):
         if graph.has_edge(u, v):
@@ -262,9 +263,9 @@ def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]
     acc = fabric.accelerators
     n = len(acc)
     out = [("whole scale-up domains in rank order", *halves(fabric))]
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     so = fabric.structure.scaleout
-    system = nodes["system"].to_numpy()[acc]
+    system = nodes["system"][acc]
     blocks: list[tuple[str, np.ndarray]] = []
     if so.unit_systems:  # a scale-out network of scalable units
         blocks.append(("whole scalable units", system // so.unit_systems))
@@ -277,10 +278,10 @@ def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]
             out.append((how, acc[side], acc[~side]))
     per_system = fabric.structure.accelerators_per_system
     if per_system >= 2 and per_system % 2 == 0 and fabric.structure.systems >= 1:
-        local = nodes["local"].to_numpy()[acc]
+        local = nodes["local"][acc]
         side = local < per_system // 2
         out.append(("the lower and upper halves of every system", acc[side], acc[~side]))
-    domain = nodes["domain"].to_numpy()[acc]
+    domain = nodes["domain"][acc]
     slack = int(np.bincount(domain[domain >= 0]).max(initial=1))  # one domain's accelerators
     seen: set[bytes] = set()
     unique = []
@@ -294,15 +295,15 @@ def candidate_halves(fabric: Fabric) -> list[tuple[str, np.ndarray, np.ndarray]]
 
 def _pod_of_unit(fabric: Fabric) -> np.ndarray | None:
     """The pod of each scalable unit in a 3-tier fat-tree (``None`` otherwise)."""
-    nodes = fabric.nodes
-    leaves = nodes[(nodes["tier"] == "leaf") & (nodes["pod"] >= 0)]
-    if leaves.empty:
+    nodes = fabric.node_arrays
+    leaves = Coded(nodes["tier"]).equals("leaf") & (nodes["pod"] >= 0)
+    if not leaves.any():
         return None
-    pairs = leaves[["unit", "pod"]].drop_duplicates()
-    if pairs["unit"].duplicated().any():
+    pairs = np.unique(np.stack([nodes["unit"][leaves], nodes["pod"][leaves]], axis=1), axis=0)
+    if len(distinct(pairs[:, 0])) < len(pairs):
         return None  # a unit across pods: no pod blocks
-    out = np.full(int(pairs["unit"].max()) + 1, -1, np.int64)
-    out[pairs["unit"].to_numpy()] = pairs["pod"].to_numpy()
+    out = np.full(int(pairs[:, 0].max()) + 1, -1, np.int64)
+    out[pairs[:, 0]] = pairs[:, 1]
     return out
 
 
@@ -349,7 +350,7 @@ def brute_force_bisection(fabric: Fabric, *, limit: int = 16) -> float:
         side = np.zeros(len(acc), bool)
         side[[0, *chosen]] = True
         best = min(best, _cut_Bps(graph, acc[side], acc[~side]))
-    domain = fabric.nodes["domain"].to_numpy()[acc]
+    domain = fabric.node_arrays["domain"][acc]
     labels, sizes = np.unique(domain[domain >= 0], return_counts=True)
     for count in range(1, len(labels)):
         for chosen in combinations(range(len(labels)), count):
@@ -383,7 +384,7 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
     """
     closed, how = closed_form(fabric)
     exact, half = None, max(1, fabric.accelerator_count // 2)
-    if len(fabric.nodes) <= max_flow_node_limit and fabric.accelerator_count >= 2:
+    if len(fabric.node_arrays) <= max_flow_node_limit and fabric.accelerator_count >= 2:
         exact, half = _worst_cut(fabric)
     if exact is not None:
         value, method = exact, ("exact: minimum max-flow cut over the balanced partitions"
@@ -392,7 +393,7 @@ def bisection(fabric: Fabric, *, max_flow_node_limit: int = MAX_FLOW_NODE_LIMIT)
         value, method = closed, f"closed form: {how}"
     else:
         value, method = None, ("not computed: no closed form for this structure, and the"
-                               f" fabric's {len(fabric.nodes):,} nodes are more than the"
+                               f" fabric's {len(fabric.node_arrays):,} nodes are more than the"
                                f" max-flow limit of {max_flow_node_limit:,}"
                                " (--max-flow-nodes)")
     note = ""

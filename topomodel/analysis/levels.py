@@ -95,7 +95,7 @@ def _switch_latency(fabric: Fabric, tiers: Sequence[str], time_model: TimeModel)
 
 
 def _domain_size(fabric: Fabric) -> int:
-    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    domain = fabric.node_arrays["domain"][fabric.accelerators]
     if (domain < 0).any():
         return 1
     sizes = np.bincount(domain)
@@ -170,7 +170,7 @@ def _scaleout_levels(fabric: Fabric, time_model: TimeModel, efficiency: dict[str
 
 def _domain_of_accelerators(fabric: Fabric) -> np.ndarray:
     """Each accelerator's scale-up domain, numbered 0.. (its own when it has none)."""
-    domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+    domain = fabric.node_arrays["domain"][fabric.accelerators]
     if (domain < 0).any():
         return np.arange(len(domain))
     _, numbered = np.unique(domain, return_inverse=True)

@@ -36,14 +36,14 @@ def tier_summaries(fabric: Fabric) -> list[TierSummary]:
     (breakout ports where that rate asks for them): a cable at twice that rate takes two
     such ports, so with mixed rates (400G down, 800G up) used + free is not the radix.
     """
-    nodes, links = fabric.nodes, fabric.links
-    tier_codes = links["tier"].cat.codes.to_numpy()
-    tier_names = list(links["tier"].cat.categories)
-    src = links["src"].to_numpy()
-    cables = links["cables"].to_numpy()
+    nodes, links = fabric.node_arrays, fabric.link_arrays
+    tier_codes = links["tier"].codes
+    tier_names = list(links["tier"].categories)
+    src = links["src"]
+    cables = links["cables"]
     capacity = fabric.derived(link_weaker_Bps)  # per direction: the weaker one where they
     # differ
-    rate = links["rate_Bps"].to_numpy()
+    rate = links["rate_Bps"]
     node_tier = Coded(nodes["tier"])
     node_model = CodeLabels(nodes["model"])
     kind = Coded(nodes["kind"])

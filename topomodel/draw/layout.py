@@ -160,7 +160,7 @@ def resolve_detail(fabric: Fabric, detail: str = "auto") -> str:
     """
     if detail not in DETAILS:
         raise UsageError(f"unknown detail {detail!r}; choose from {', '.join(DETAILS)}")
-    count = len(fabric.nodes)
+    count = len(fabric.node_arrays)
     if detail == "auto":
         return "full" if count <= AUTO_FULL_MAX_NODES else "aggregate"
     if detail == "full" and count > FULL_MAX_NODES:
@@ -174,9 +174,9 @@ def _utilization(fabric: Fabric, link_utilization: np.ndarray | None) -> np.ndar
     if link_utilization is None:
         return None
     values = np.asarray(link_utilization, dtype=float)
-    if values.shape != (len(fabric.links),):
+    if values.shape != (len(fabric.link_arrays),):
         raise ValueError(f"link_utilization has shape {values.shape}; expected one value per"
-                         f" link row ({len(fabric.links)},)")
+                         f" link row ({len(fabric.link_arrays)},)")
     clipped = np.clip(values, 0.0, None)  # NaN stays NaN, -inf becomes 0
     if len(clipped) and not math.isfinite(float(clipped.max())):  # rare: one more pass
         clipped = np.nan_to_num(clipped, nan=0.0)
@@ -300,7 +300,7 @@ def _full_view(fabric: Fabric) -> _View:
     """One box per node; a row's nodes sorted by the mean position of their lower
     neighbours, so links run as straight up as the wiring allows."""
     rows = _node_rows(fabric)
-    count = len(fabric.nodes)
+    count = len(fabric.node_arrays)
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     present = [r for r in range(len(DRAWING_ROWS)) if (rows == r).any()]
@@ -321,7 +321,7 @@ def _full_view(fabric: Fabric) -> _View:
     _clear_passing_links(width, x, rows, src, dst)
     names = fabric.nodes["name"].astype(str).to_numpy()
     models = fabric.nodes["model"].astype(str).to_numpy()
-    planes = fabric.nodes["plane"].to_numpy()
+    planes = fabric.node_arrays["plane"]
     boxes = tuple(Box(row=int(rows[i]), x=float(x[i]), width=float(width[i]), nodes=1,
                       models=(str(models[i]),), planes=int(planes[i] >= 0),
                       label=str(names[i])) for i in range(count))

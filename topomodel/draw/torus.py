@@ -75,11 +75,11 @@ def torus_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
     columns = min(shown, 4)
     rows = math.ceil(shown / columns)
     acc = fabric.accelerators
-    domain = fabric.nodes["domain"].to_numpy()[acc]
+    domain = fabric.node_arrays["domain"][acc]
     first = domain == domain.min()
     coords = np.zeros((len(acc), 3), np.int64)
     coords[:, :len(torus.shape)] = torus.coords
-    where = np.full((len(fabric.nodes), 3), -1, np.int64)
+    where = np.full((len(fabric.node_arrays), 3), -1, np.int64)
     where[acc[first]] = coords[first]
     links = fabric.links
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
@@ -127,7 +127,8 @@ def torus_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
     top = 1 - MARGIN_IN[2] / height_in
     if link_utilization is not None:
         load = np.asarray(link_utilization, dtype=float)
-        pair = np.where(src < dst, src, dst) * len(fabric.nodes) + np.where(src < dst, dst, src)
+        pair = (np.where(src < dst, src, dst) * len(fabric.node_arrays)
+                + np.where(src < dst, dst, src))
         keys, inverse = np.unique(pair, return_inverse=True)
         peak = np.zeros(len(keys))
         np.maximum.at(peak, inverse, np.nan_to_num(np.clip(load, 0, None)))
@@ -176,7 +177,7 @@ def torus_figure(fabric: Fabric, *, link_utilization: np.ndarray | None = None,
 
 def _subtitle(fabric: Fabric) -> str:
     torus = fabric.structure.scaleup.torus
-    domains = len(np.unique(fabric.nodes["domain"].to_numpy()[fabric.accelerators]))
+    domains = len(np.unique(fabric.node_arrays["domain"][fabric.accelerators]))
     kind = "torus" if torus.wraparound else "mesh"
     dims = " x ".join(map(str, torus.shape))
     text = (f"{fabric.accelerator_count:,} accelerators · a {dims} {kind}"

@@ -111,8 +111,8 @@ def arc_index(fabric: Fabric) -> ArcIndex:
     """The :class:`ArcIndex` of ``fabric``'s link rows, failed or not: read it with
     :meth:`~topomodel.fabric.tables.Fabric.derived` (``fabric.derived(arc_index)``), so
     that it is sorted once per fabric and shared by the copies with failed parts."""
-    links = fabric.links
-    return ArcIndex.of(links["src"].to_numpy(), links["dst"].to_numpy(), len(fabric.nodes))
+    links = fabric.link_arrays
+    return ArcIndex.of(links["src"], links["dst"], len(fabric.node_arrays))
 
 
 @ignores_failures
@@ -120,9 +120,9 @@ def arcs_by_destination(fabric: Fabric) -> ArcIndex:
     """The :func:`reversed_index` of ``fabric``'s :func:`arc_index`: its arcs in a
     stable order by (dst, src). Read it with
     :meth:`~topomodel.fabric.tables.Fabric.derived`, as :func:`arc_index`."""
-    links = fabric.links
-    return reversed_index(fabric.derived(arc_index), links["src"].to_numpy(),
-                          links["dst"].to_numpy(), fabric.reverse_rows)
+    links = fabric.link_arrays
+    return reversed_index(fabric.derived(arc_index), links["src"],
+                          links["dst"], fabric.reverse_rows)
 
 
 def reversed_index(index: ArcIndex, src: np.ndarray, dst: np.ndarray,

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from topomodel.fabric.cabling import cable_links
 from topomodel.fabric.clos import DEFAULT_SWITCH_LATENCY_S as DEFAULT_SWITCH_LATENCY_S
+from topomodel.fabric.columns import Category, Columns
 from topomodel.fabric.failures import mark_failures
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import build_scaleup, scaleup_kind
@@ -76,10 +76,10 @@ def build_fabric(design: Design, catalog: Catalog) -> Fabric:
     groups, rates = builder.cable_groups()
     cabling = cable_links(groups, LINK_TIERS, rates, design, catalog)  # at the line rates
     _set_port_directions(is_nic, link_columns, design)
-    nodes = pd.DataFrame(node_columns, copy=False)  # fresh arrays, each its own column
+    nodes = Columns(node_columns)  # fresh arrays, each its own column
     links = link_table({**link_columns, "medium": cabling.medium}, length_m=cabling.length_m,
                        optic_codes=cabling.optic_codes, optic_ids=cabling.optic_ids)
-    mark_failures(nodes, links, design)
+    links = mark_failures(nodes, links, design)
     structure = Structure(n_systems, per_system, scaleup, scaleout)
     reverse_rows = builder.reverse_rows()
     return Fabric(design, catalog, nodes, links, structure,
@@ -105,7 +105,7 @@ def structure_dict(structure: Structure) -> dict[str, Any]:
             **structure.scaleout.as_dict()}
 
 
-def _code(column: pd.Categorical, label: str) -> int:
+def _code(column: Category, label: str) -> int:
     """The code of ``label`` in a categorical (-1, matching no row, if it has none)."""
     categories = list(column.categories)
     return categories.index(label) if label in categories else -1

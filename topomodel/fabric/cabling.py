@@ -17,26 +17,27 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import pandas as pd
 
 from topomodel.errors import UsageError
-from topomodel.fabric.columns import group_totals
+from topomodel.fabric.columns import Category, Columns, group_totals
 from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import (
     MEDIA,
     PROPAGATION_S_PER_M,
     Fabric,
     cable_group,
-    categorical,
     ignores_failures,
 )
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.design import Design
 from topomodel.inputs.parts import Fibre, Optic
 from topomodel.inputs.records import documented
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OCS_INSERTION_LOSS_DB = documented(
     "linkbudget.OCS_INSERTION_LOSS_DB", 2.0,
@@ -166,9 +167,9 @@ def cable_classes(fabric: Fabric) -> dict[tuple[str, str, float, str], int]:
     :meth:`~topomodel.fabric.tables.Fabric.derived`: one pass over the rows per fabric,
     for the link budgets and the bill of materials alike (shared: read it, never change
     it)."""
-    links = fabric.links
+    links = fabric.link_arrays
     classes = group_totals([links[k] for k in ("tier", "optic", "length_m", "medium")],
-                           links["cables"].to_numpy(), None)
+                           links["cables"], None)
     return cast(dict[tuple[str, str, float, str], int], classes)
 
 
@@ -186,21 +187,28 @@ class Cabling:
 
 def assign_cables(links: pd.DataFrame, design: Design, catalog: Catalog, *,
                   tiers: Collection[str] | None = None, whatif: str | None = None) -> None:
-    """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links in place
-    (:func:`cable_links` on the table's columns; it raises what that raises)."""
-    rate_codes, rates = pd.factorize(links["rate_Bps"].to_numpy(), sort=True)  # hashed
-    tier_names = [str(t) for t in links["tier"].cat.categories]
-    groups = cable_group(links["tier"].cat.codes.to_numpy(), rate_codes, len(rates),
-                         links["medium"].cat.codes.to_numpy())
-    cabling = cable_links(groups, tier_names, np.asarray(rates, float), design, catalog,
-                          tiers=tiers, whatif=whatif, length_m=links["length_m"].to_numpy(),
-                          optic=((links["optic"].cat.codes.to_numpy(),
-                                  [str(o) for o in links["optic"].cat.categories])
-                                 if whatif else None))
-    links["length_m"] = cabling.length_m
-    links["medium"] = categorical(cabling.medium, MEDIA)
-    links["optic"] = categorical(cabling.optic_codes, cabling.optic_ids)
-    links["latency_s"] = cabling.length_m * PROPAGATION_S_PER_M
+    """Set ``length_m``, ``medium``, ``optic`` and ``latency_s`` of cabled links of a
+    pandas link table in place (:func:`recabled`; it raises what that raises)."""
+    cabled = recabled(Columns.of_frame(links), design, catalog, tiers=tiers, whatif=whatif)
+    frame = cabled.frame()
+    for column in ("length_m", "medium", "optic", "latency_s"):
+        links[column] = frame[column]
+
+
+def recabled(links: Columns, design: Design, catalog: Catalog, *,
+             tiers: Collection[str] | None = None, whatif: str | None = None) -> Columns:
+    """``links`` with the ``length_m``, ``medium``, ``optic`` and ``latency_s`` of
+    :func:`cable_links` on its columns (it raises what that raises); the other columns
+    shared."""
+    rates, rate_codes = np.unique(links["rate_Bps"], return_inverse=True)
+    tier, optic = links["tier"], links["optic"]
+    groups = cable_group(tier.codes, rate_codes.ravel(), len(rates), links["medium"].codes)
+    cabling = cable_links(groups, tier.categories, np.asarray(rates, float), design, catalog,
+                          tiers=tiers, whatif=whatif, length_m=links["length_m"],
+                          optic=(optic.codes, optic.categories) if whatif else None)
+    return links.replaced(length_m=cabling.length_m, medium=Category(cabling.medium, MEDIA),
+                          optic=Category(cabling.optic_codes, cabling.optic_ids),
+                          latency_s=cabling.length_m * PROPAGATION_S_PER_M)
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them

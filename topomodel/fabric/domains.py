@@ -67,12 +67,12 @@ def system_domains(fabric: Fabric, kind: str) -> tuple[np.ndarray, int]:
 def domain_map(fabric: Fabric, kind: str) -> DomainMap:
     """The :class:`DomainMap` of ``kind`` (one of
     :data:`~topomodel.inputs.reliability.DOMAIN_KINDS`) on ``fabric``."""
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     if kind == "plane":
         so = scaleout_kind(fabric.structure)
         planes = fabric.structure.scaleout.planes if so.has_network else 0
-        node_kind = nodes["kind"].to_numpy()
-        plane = nodes["plane"].to_numpy()
+        node_kind = nodes["kind"].labels()
+        plane = nodes["plane"]
         of_node = np.full(len(nodes), -1, np.int64)
         for which in range(planes):
             of_node[so.plane_members(node_kind, plane, which)] = which
@@ -82,7 +82,7 @@ def domain_map(fabric: Fabric, kind: str) -> DomainMap:
     per_system, largest = system_domains(fabric, kind)
     if kind == "site" and int(per_system.max()) == 0:  # one site: it holds everything
         return DomainMap(kind, np.zeros(len(nodes), np.int64), 1, largest)
-    system = nodes["system"].to_numpy()
+    system = nodes["system"]
     inside = system >= 0
     of_node = np.full(len(nodes), -1, np.int64)
     of_node[inside] = per_system[system[inside]]
@@ -97,9 +97,8 @@ def domain_nodes(dmap: DomainMap, which: int) -> np.ndarray:
 def failed_domain_links(fabric: Fabric, dead: np.ndarray) -> np.ndarray:
     """The link mask with every link of the ``dead`` nodes failed (and the links
     already failed)."""
-    links = fabric.links
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-    return links["failed"].to_numpy() | dead[src] | dead[dst]
+    links = fabric.link_arrays
+    return links["failed"] | dead[links["src"]] | dead[links["dst"]]
 
 
 def with_domains_failed(fabric: Fabric, specs: Sequence[str], *,
@@ -116,7 +115,7 @@ def with_domains_failed(fabric: Fabric, specs: Sequence[str], *,
     """
     from topomodel.errors import UsageError
 
-    dead = np.zeros(len(fabric.nodes), bool)
+    dead = np.zeros(len(fabric.node_arrays), bool)
     for spec in specs:
         kind, _, number = spec.partition(":")
         if kind not in DOMAIN_KINDS or not number.isdigit():

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from topomodel.errors import DesignError, UsageError
 from topomodel.fabric.arcs import ArcIndex, arc_index, arcs_by_destination, positions
+from topomodel.fabric.columns import Columns
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.inputs.design import Design
 
 
-def mark_failures(nodes: Any, links: Any, design: Design) -> None:
-    """Mark the design's failed nodes' links and failed links as failed.
+def mark_failures(nodes: Columns, links: Columns, design: Design) -> Columns:
+    """``links`` with the design's failed nodes' links and failed links marked failed.
 
     Raises
     ------
@@ -26,12 +26,12 @@ def mark_failures(nodes: Any, links: Any, design: Design) -> None:
     """
     failures = design.failures
     if not failures.nodes and not failures.links:
-        return
+        return links
     mask, problems = failed_links(nodes, links, failures.nodes, failures.links)
     if problems:
         raise DesignError([design.locate(("failures", kind, index), message)
                            for kind, index, message in problems])
-    links["failed"] = mask
+    return links.replaced(failed=mask)
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,14 +40,14 @@ class PartIndex:
     link rows by their ends (:func:`~topomodel.fabric.arcs.arc_index`) and by their
     other ends (:func:`~topomodel.fabric.arcs.arcs_by_destination`)."""
 
-    number: pd.Series
+    number: dict[str, int]
     by_src: ArcIndex
     by_dst: ArcIndex
 
 
-def node_numbers(nodes: Any) -> pd.Series:
-    """Node numbers by name, from a node table."""
-    return pd.Series(np.arange(len(nodes)), index=nodes["name"].to_numpy())
+def node_numbers(nodes: Any) -> dict[str, int]:
+    """Node numbers by name, from a node table (columns or a DataFrame)."""
+    return {name: number for number, name in enumerate(np.asarray(nodes["name"]).tolist())}
 
 
 @ignores_failures
@@ -55,7 +55,7 @@ def part_index(fabric: Fabric) -> PartIndex:
     """The :class:`PartIndex` of ``fabric`` (read it with
     :meth:`~topomodel.fabric.tables.Fabric.derived`: made once per fabric, shared by
     its copies with failed parts)."""
-    return PartIndex(node_numbers(fabric.nodes), fabric.derived(arc_index),
+    return PartIndex(node_numbers(fabric.node_arrays), fabric.derived(arc_index),
                      fabric.derived(arcs_by_destination))
 
 
@@ -71,8 +71,8 @@ def failed_links(nodes: Any, links: Any, node_names: Sequence[str],
     of the spine links of a 131,072-GPU fabric are 1,300 names, looked up at once).
     """
     number = node_numbers(nodes) if index is None else index.number
-    failed = links["failed"].to_numpy().copy()
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    failed = np.array(links["failed"], bool)  # a copy
+    src, dst = np.asarray(links["src"]), np.asarray(links["dst"])
     problems = []
     dead = np.zeros(len(nodes), bool)
     for k, name in enumerate(node_names):
@@ -117,8 +117,7 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
                   labels: tuple[str, str] = ("", "")) -> Fabric:
     """A copy of ``fabric`` with more failed parts (nodes by name, ``"a -- b"`` links).
 
-    The copy shares every column but ``failed`` with ``fabric`` (pandas copy-on-write:
-    changing one changes neither) and the views that ignore failures
+    The copy shares every column but ``failed`` with ``fabric`` and the views that ignore failures
     (:meth:`~topomodel.fabric.tables.Fabric.with_failed`), and the look-up of the names
     is made once per fabric, so the goodput's degraded fabrics cost little more than
     their masks and the views their failures change.
@@ -130,7 +129,8 @@ def with_failures(fabric: Fabric, node_names: Sequence[str] = (),
         (for the nodes and the links: where the names came from, such as the command
         line's ``--fail`` and ``--fail-link``).
     """
-    mask, problems = failed_links(fabric.nodes, fabric.links, node_names, link_names,
+    mask, problems = failed_links(fabric.node_arrays, fabric.link_arrays, node_names,
+                                  link_names,
                                   index=fabric.derived(part_index))
     if problems:
         label = dict(zip(("nodes", "links"), labels, strict=True))

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from topomodel.arrays import distinct
 from topomodel.fabric.columns import Coded
@@ -220,21 +219,22 @@ def serving_nics(acc_system: np.ndarray, acc_local: np.ndarray, nic_nodes: np.nd
     return table[acc_system, serving_rails(per_system, nics_per_system)[acc_local]]
 
 
-def nic_owner_nodes(nodes: pd.DataFrame, structure: Structure) -> np.ndarray:
+def nic_owner_nodes(nodes: Any, structure: Structure) -> np.ndarray:
     """Per node: the accelerator that holds the host link of each NIC (:func:`nic_owners`,
     node numbers), -1 for every other node.
 
     Examples
     --------
-    >>> nodes = pd.DataFrame({"kind": pd.Categorical(["accelerator"] * 4 + ["nic"]),
-    ...                       "system": [0, 0, 1, 1, 1], "local": [0, 1, 0, 1, 0]})
+    >>> from topomodel.fabric.columns import Category, Columns
+    >>> nodes = Columns({"kind": Category(np.array([0] * 4 + [1]), ("accelerator", "nic")),
+    ...                  "system": np.array([0, 0, 1, 1, 1]), "local": np.array([0, 1, 0, 1, 0])})
     >>> s = Structure(2, 2, ScaleupStructure("none"), ScaleoutStructure("fat_tree",
     ...               nics_per_system=1))
     >>> nic_owner_nodes(nodes, s).tolist()
     [-1, -1, -1, -1, 2]
     """
     kind = Coded(nodes["kind"])
-    system, local = nodes["system"].to_numpy(), nodes["local"].to_numpy()
+    system, local = np.asarray(nodes["system"]), np.asarray(nodes["local"])
     acc, nic = np.flatnonzero(kind.equals("accelerator")), np.flatnonzero(kind.equals("nic"))
     out = np.full(len(nodes), -1)
     if not len(nic) or not len(acc):
@@ -246,7 +246,7 @@ def nic_owner_nodes(nodes: pd.DataFrame, structure: Structure) -> np.ndarray:
     return out
 
 
-def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Structure,
+def measure_injection(nodes: Any, links: Any, structure: Structure,
                       reverse_rows: np.ndarray) -> Injection:
     """Every accelerator's injection bandwidth from the link table, bytes/s per direction
     (``reverse_rows``: each link row's reverse row, see :class:`~topomodel.fabric.tables.Fabric`).
@@ -260,9 +260,9 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     n = len(nodes)
     is_accelerator = Coded(nodes["kind"]).equals("accelerator")
     acc = np.flatnonzero(is_accelerator)
-    src = links["src"].to_numpy()
+    src = np.asarray(links["src"])
     tier = Coded(links["tier"])
-    cap = links["capacity_Bps"].to_numpy()
+    cap = np.asarray(links["capacity_Bps"])
 
     def per_source(rows: np.ndarray) -> np.ndarray:
         """Capacity of ``rows`` per source node: summed over those rows only, in row
@@ -274,7 +274,7 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     scaleup_rows = np.flatnonzero(is_acc & tier.equals("scaleup"))
     up = per_source(scaleup_rows)
     host_rows = np.flatnonzero(is_acc & tier.equals("host"))
-    nic = links["dst"].to_numpy()[host_rows]
+    nic = np.asarray(links["dst"])[host_rows]
     leaf_rows = np.flatnonzero(tier.equals("leaf"))
     port = per_source(leaf_rows)
     owner = src[host_rows]
@@ -282,8 +282,8 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
     host = np.bincount(owner, weights=cap[host_rows], minlength=n)
     ports = np.bincount(owner, weights=port[nic], minlength=n)
     nic_nodes = np.flatnonzero(Coded(nodes["kind"]).equals("nic"))
-    local = nodes["local"].to_numpy()
-    system = nodes["system"].to_numpy()
+    local = np.asarray(nodes["local"])
+    system = np.asarray(nodes["system"])
     serving = serving_nics(system[acc], local[acc], nic_nodes, system[nic_nodes],
                            local[nic_nodes], per_system=structure.accelerators_per_system,
                            nics_per_system=structure.scaleout.nics_per_system)
@@ -293,7 +293,7 @@ def measure_injection(nodes: pd.DataFrame, links: pd.DataFrame, structure: Struc
 
     scaleout = (min(weaker_sum(np.flatnonzero(tier.equals("host"))), weaker_sum(leaf_rows)) / 2
                 if structure.scaleout.kind != "none" else 0.0)
-    domain = nodes["domain"].to_numpy()[acc]
+    domain = np.asarray(nodes["domain"])[acc]
     count = max(1, len(acc))
     if len(distinct(domain[domain >= 0])) >= 2:
         bisection = float(scaleout / count)

@@ -2,7 +2,13 @@
 
 Kinds, tiers and media are the words of :mod:`topomodel.vocabulary`.
 
-Node attributes (columns of :attr:`Fabric.nodes`, row index = node number):
+The tables are numpy columns (:class:`~topomodel.fabric.columns.Columns`:
+:attr:`Fabric.node_arrays`, :attr:`Fabric.link_arrays`; categorical columns as
+:class:`~topomodel.fabric.columns.Category`), so building and routing a fabric imports
+no pandas; :attr:`Fabric.nodes` and :attr:`Fabric.links` are the same tables as pandas
+DataFrames, made on first use for the verbs that need pandas.
+
+Node attributes (columns of :attr:`Fabric.node_arrays`, row index = node number):
 
 ============ ======================================================================
 ``name``     readable, sortable id (``sys0012/acc5``, ``p0/pod3/spine7``)
@@ -21,7 +27,7 @@ Node attributes (columns of :attr:`Fabric.nodes`, row index = node number):
 ``latency_s`` switching latency of the node, seconds (0 for endpoints)
 ============ ======================================================================
 
-Link attributes (:attr:`Fabric.links`): one row per direction.
+Link attributes (:attr:`Fabric.link_arrays`): one row per direction.
 
 ================= =================================================================
 ``src``, ``dst``  node numbers
@@ -48,8 +54,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import pandas as pd
 
+from topomodel.fabric.columns import Category, Columns
 from topomodel.fabric.columns import Coded as Coded
 from topomodel.fabric.columns import labels as labels
 from topomodel.fabric.columns import present_labels as present_labels
@@ -62,6 +68,7 @@ from topomodel.vocabulary import SWITCH_TIERS as SWITCH_TIERS
 
 if TYPE_CHECKING:
     import networkx as nx
+    import pandas as pd
 
     from topomodel.fabric.structure import Injection, Structure
     from topomodel.inputs.catalog import Catalog
@@ -117,7 +124,7 @@ class FabricBuilder:
         if isinstance(medium, str):
             medium_codes: np.ndarray = np.asarray(MEDIA.index(medium), np.int8)
         else:
-            medium_codes = pd.Categorical(medium, categories=MEDIA).codes.astype(np.int8)
+            medium_codes = label_codes(medium, MEDIA)
         for a, b in ((src, dst), (dst, src)):
             self.link_blocks.append({
                 "src": a, "dst": b, "tier": LINK_TIERS.index(tier), "cables": cables_arr,
@@ -133,7 +140,7 @@ class FabricBuilder:
             present = sorted({b[column] for b in blocks})
             codes = np.repeat(np.array([present.index(b[column]) for b in blocks], np.int64),
                               counts)
-            columns[column] = categorical(codes, present)
+            columns[column] = Category(codes, present)
         for column in _ADDRESS_COLUMNS:
             columns[column] = _joined(blocks, column, np.int64)
         columns["latency_s"] = np.repeat(
@@ -231,7 +238,7 @@ def _joined(blocks: list[dict[str, Any]], key: str, dtype: Any) -> np.ndarray:
 
 def link_table(columns: dict[str, Any], *, length_m: np.ndarray | None = None,
                optic_codes: np.ndarray | None = None, optic_ids: Sequence[str] = ("",),
-               failed: np.ndarray | None = None) -> pd.DataFrame:
+               failed: np.ndarray | None = None) -> Columns:
     """The link table (:data:`LINK_COLUMNS`) from :meth:`FabricBuilder.link_columns`'s
     arrays and the cabling: ``length_m`` (metres; 0 where not given), the optics'
     ``optic_codes`` into ``optic_ids`` ('' where not given) and ``failed`` (none where
@@ -239,21 +246,39 @@ def link_table(columns: dict[str, Any], *, length_m: np.ndarray | None = None,
     table's columns as they are, not copied: the caller hands them over."""
     count = len(columns["src"])
     length = np.zeros(count) if length_m is None else length_m
-    return pd.DataFrame({
+    return Columns({
         "src": columns["src"], "dst": columns["dst"],
-        "tier": categorical(columns["tier"], LINK_TIERS), "cables": columns["cables"],
+        "tier": Category(columns["tier"], LINK_TIERS), "cables": columns["cables"],
         "rate_Bps": columns["rate_Bps"], "capacity_Bps": columns["capacity_Bps"],
         "length_m": length, "latency_s": length * PROPAGATION_S_PER_M,
-        "medium": categorical(columns["medium"], MEDIA),
-        "optic": categorical(np.zeros(count, np.int8) if optic_codes is None
-                             else optic_codes, optic_ids),
+        "medium": Category(columns["medium"], MEDIA),
+        "optic": Category(np.zeros(count, np.int8) if optic_codes is None
+                          else optic_codes, optic_ids),
         "failed": np.zeros(count, bool) if failed is None else failed,
-    }, copy=False)
+    })
 
 
 def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
-    """A categorical column from integer codes into ``categories``."""
+    """A pandas categorical column from integer codes into ``categories``."""
+    import pandas as pd
+
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
+
+
+def label_codes(values: Any, categories: Sequence[str]) -> np.ndarray:
+    """Each of ``values`` (strings) as its index in ``categories`` (-1 where absent),
+    int8: the codes a categorical of those categories would hold.
+
+    Examples
+    --------
+    >>> label_codes(["smf", "copper", "smf", "air"], ("copper", "smf")).tolist()
+    [1, 0, 1, -1]
+    """
+    present, inverse = np.unique(np.asarray(values, dtype=str), return_inverse=True)
+    lookup = np.array([categories.index(v) if v in categories else -1
+                       for v in present.tolist()] + [-1], np.int8)
+    codes: np.ndarray = lookup[inverse.ravel()] if len(present) else np.empty(0, np.int8)
+    return codes
 
 
 def node_names(prefixes: np.ndarray | list[str], suffixes: np.ndarray | list[str]) -> np.ndarray:
@@ -296,6 +321,10 @@ class ClosTier:
 class Fabric:
     """A built fabric: node and link tables plus how it was built.
 
+    ``node_arrays`` and ``link_arrays`` are the tables as numpy columns;
+    :attr:`nodes` and :attr:`links` the same as pandas DataFrames (made on first use:
+    only the verbs that need pandas import it).
+
     ``structure`` records the builder's parameters (scale-up kind, torus shape, NICs,
     fat-tree tiers) so analyses can use closed forms and routing can use addresses;
     ``injection`` each accelerator's serving NIC and bandwidth into the network, decided
@@ -306,26 +335,37 @@ class Fabric:
 
     design: Design
     catalog: Catalog
-    nodes: pd.DataFrame
-    links: pd.DataFrame
+    node_arrays: Columns
+    link_arrays: Columns
     structure: Structure
     injection: Injection
     reverse_rows: np.ndarray
     clos_tiers: tuple[ClosTier, ...] = ()
 
+    @cached_property
+    def nodes(self) -> pd.DataFrame:
+        """The node table as a pandas DataFrame (:meth:`Columns.frame
+        <topomodel.fabric.columns.Columns.frame>` of :attr:`node_arrays`, made once)."""
+        return self.node_arrays.frame()
+
+    @cached_property
+    def links(self) -> pd.DataFrame:
+        """The link table as a pandas DataFrame (of :attr:`link_arrays`, made once)."""
+        return self.link_arrays.frame()
+
     @property
     def accelerators(self) -> np.ndarray:
         """Node numbers of the accelerators, in rank order."""
-        return np.flatnonzero((self.nodes["kind"] == "accelerator").to_numpy())
+        return np.flatnonzero(self.kind_mask("accelerator"))
 
     @property
     def accelerator_count(self) -> int:
         """How many accelerators."""
-        return int((self.nodes["kind"] == "accelerator").sum())
+        return int(np.count_nonzero(self.kind_mask("accelerator")))
 
     def kind_mask(self, kind: str) -> np.ndarray:
         """Per node: whether its kind is ``kind`` (from the categorical codes, fast)."""
-        return Coded(self.nodes["kind"]).equals(kind)
+        return Coded(self.node_arrays["kind"]).equals(kind)
 
     def node_number(self, name: str) -> int:
         """Node number of ``name``; ``KeyError`` if there is none."""
@@ -350,12 +390,10 @@ class Fabric:
 
     def with_failed(self, failed: np.ndarray) -> Fabric:
         """A copy of this fabric whose links' ``failed`` column is ``failed`` (one bool
-        per link row). It shares every other column (pandas copy-on-write) and the views
-        of makers marked :func:`ignores_failures`, both ways: one built on either is
-        there for the other."""
-        links = self.links.copy(deep=False)
-        links["failed"] = failed
-        copy = replace(self, links=links)
+        per link row). It shares every other column and the views of makers marked
+        :func:`ignores_failures`, both ways: one built on either is there for the
+        other."""
+        copy = replace(self, link_arrays=self.link_arrays.replaced(failed=failed))
         for home in ("_failure_free", "_structural"):
             copy.__dict__[home] = self.__dict__.setdefault(home, {})
         return copy
@@ -368,19 +406,27 @@ class Fabric:
         :func:`ignores_capacities` (routes, traffic, communicator keys) both ways."""
         from topomodel.fabric.structure import measure_injection
 
-        links = self.links.copy(deep=False)  # the other columns shared, as with_failed's
-        for column in ("capacity_Bps", "rate_Bps"):
-            values = links[column].to_numpy()
-            links[column] = np.where(rows, values * factor, values)
-        copy = replace(self, links=links, injection=measure_injection(
-            self.nodes, links, self.structure, self.reverse_rows))
+        links = self.link_arrays
+        links = links.replaced(**{column: np.where(rows, links[column] * factor, links[column])
+                                  for column in ("capacity_Bps", "rate_Bps")})
+        copy = replace(self, link_arrays=links, injection=measure_injection(
+            self.node_arrays, links, self.structure, self.reverse_rows))
         for home in ("_capacity_free", "_structural"):
             copy.__dict__[home] = self.__dict__.setdefault(home, {})
         return copy
 
+    def with_frames(self, *, nodes: pd.DataFrame | None = None,
+                    links: pd.DataFrame | None = None) -> Fabric:
+        """A copy of this fabric with other node or link tables given as pandas
+        DataFrames (the same columns; a what-if that changes a column with pandas).
+        Views derived from this fabric are not carried over."""
+        return replace(
+            self, node_arrays=self.node_arrays if nodes is None else Columns.of_frame(nodes),
+            link_arrays=self.link_arrays if links is None else Columns.of_frame(links))
+
     @cached_property
-    def _index_by_name(self) -> pd.Series:
-        return pd.Series(np.arange(len(self.nodes)), index=self.nodes["name"].to_numpy())
+    def _index_by_name(self) -> dict[str, int]:
+        return {name: number for number, name in enumerate(self.node_arrays["name"].tolist())}
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -391,15 +437,17 @@ class Fabric:
         import networkx as nx
 
         graph = nx.DiGraph()
-        names = self.nodes["name"].to_numpy()
-        node_attrs = {k: self.nodes[k].tolist() for k in NODE_COLUMNS if k != "name"}
+        nodes, links = self.node_arrays, self.link_arrays
+        names = nodes["name"]
+        node_attrs = {k: nodes[k].tolist() for k in NODE_COLUMNS if k != "name"}
         graph.add_nodes_from(
             (name, {k: v[i] for k, v in node_attrs.items()}) for i, name in enumerate(names))
-        live = self.links[~self.links["failed"]]
-        link_attrs = {k: live[k].tolist() for k in LINK_COLUMNS if k not in ("src", "dst")}
+        live = np.flatnonzero(~links["failed"])
+        link_attrs = {k: links[k][live].tolist() for k in LINK_COLUMNS
+                      if k not in ("src", "dst")}
         graph.add_edges_from(
             (names[u], names[v], {k: values[i] for k, values in link_attrs.items()})
-            for i, (u, v) in enumerate(zip(live["src"].to_numpy(), live["dst"].to_numpy(),
+            for i, (u, v) in enumerate(zip(links["src"][live], links["dst"][live],
                                            strict=True)))
         return graph
 
@@ -441,12 +489,12 @@ def link_weaker_Bps(fabric: Fabric) -> np.ndarray:
     """:func:`weaker_direction_Bps` of every link row of ``fabric`` (failed ones too),
     bytes/s, read-only: found once per fabric with :meth:`Fabric.derived` (the tier
     table, the levels and every route report read it)."""
-    weaker = weaker_direction_Bps(fabric.links, fabric.reverse_rows)
+    weaker = weaker_direction_Bps(fabric.link_arrays, fabric.reverse_rows)
     weaker.setflags(write=False)
     return weaker
 
 
-def weaker_direction_Bps(links: pd.DataFrame, reverse_rows: np.ndarray) -> np.ndarray:
+def weaker_direction_Bps(links: Any, reverse_rows: np.ndarray) -> np.ndarray:
     """Per link row, bytes/s: the smaller of its capacity and its reverse row's
     (``reverse_rows``, the same cables the other way). Links are one row per direction,
     and a design may give the two directions different rates
@@ -455,9 +503,9 @@ def weaker_direction_Bps(links: pd.DataFrame, reverse_rows: np.ndarray) -> np.nd
 
     Examples
     --------
-    >>> rows = pd.DataFrame({"capacity_Bps": [5.0, 100.0, 7.0, 7.0]})
+    >>> rows = Columns({"capacity_Bps": np.array([5.0, 100.0, 7.0, 7.0])})
     >>> weaker_direction_Bps(rows, np.array([1, 0, 3, 2])).tolist()
     [5.0, 5.0, 7.0, 7.0]
     """
-    cap = links["capacity_Bps"].to_numpy(dtype=float)
+    cap = np.asarray(links["capacity_Bps"], dtype=float)
     return np.minimum(cap, cap[reverse_rows])

@@ -60,7 +60,7 @@ def route_report(fabric: Fabric, run: CollectiveRun, *, routing: str, top: int =
     """The report of one collective run."""
     time_model = time_model or TimeModel()
     timing = run.timing
-    links = fabric.links
+    links = fabric.link_arrays
     applied = resolve_routing(fabric, routing)
     total = timing.time_s
     tiers = [dataclasses.asdict(t) for t in tier_loads(fabric, timing)]

@@ -103,7 +103,7 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
     if pairs.all():
         return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
                                 hash_scaleup=hash_scaleup)
-    load = np.zeros(len(fabric.links))
+    load = np.zeros(len(fabric.link_arrays))
     hops = np.zeros(phase.flows, dtype=np.int64)
     lost: list[np.ndarray] = []
     others = np.flatnonzero(~pairs)
@@ -150,7 +150,7 @@ def _arcs(fabric: Fabric) -> _Arcs:
     failed copies) without the failed rows: the stable order of the live rows' keys,
     as sorting them alone gives it, with no sort here."""
     index = fabric.derived(arc_index)
-    live = ~fabric.links["failed"].to_numpy()[index.order]
+    live = ~fabric.link_arrays["failed"][index.order]
     if live.all():
         return _Arcs(index.nodes, index.keys, index.order)
     return _Arcs(index.nodes, index.keys[live], index.order[live])
@@ -168,9 +168,9 @@ class _Middles:
 
 
 def _middles(fabric: Fabric) -> _Middles:
-    links = fabric.links
-    live = np.flatnonzero(~links["failed"].to_numpy())
-    src, dst = links["src"].to_numpy()[live], links["dst"].to_numpy()[live]
+    links = fabric.link_arrays
+    live = np.flatnonzero(~links["failed"])
+    src, dst = links["src"][live], links["dst"][live]
     middle = fabric.kind_mask("nic") | fabric.kind_mask("switch")
     into = np.flatnonzero(middle[dst])
     by_src = into[np.argsort(src[into], kind="stable")]
@@ -201,23 +201,23 @@ def _two_hop_paths(fabric: Fabric, src: np.ndarray, dst: np.ndarray
     Each pair's candidate middles are listed from whichever end has fewer arcs to one
     (a switch sending to an accelerator lists the accelerator's one NIC, not the
     switch's hundred ports), so the work is the smaller degree per pair."""
-    links = fabric.links
+    links = fabric.link_arrays
     arcs = fabric.derived(_middles)
     out_lo, out_count = _spans(arcs.src_sorted, src)
     in_lo, in_count = _spans(arcs.dst_sorted, dst)
     forward = out_count <= in_count
     pair_f, first_f = _expand(out_lo[forward], out_count[forward], arcs.rows_by_src)
     pair_f = np.flatnonzero(forward)[pair_f]
-    second_f = _direct_links(fabric, links["dst"].to_numpy()[first_f], dst[pair_f])
+    second_f = _direct_links(fabric, links["dst"][first_f], dst[pair_f])
     pair_b, second_b = _expand(in_lo[~forward], in_count[~forward], arcs.rows_by_dst)
     pair_b = np.flatnonzero(~forward)[pair_b]
-    first_b = _direct_links(fabric, src[pair_b], links["src"].to_numpy()[second_b])
+    first_b = _direct_links(fabric, src[pair_b], links["src"][second_b])
     pair = np.concatenate([pair_f, pair_b])
     first = np.concatenate([first_f, first_b])
     second = np.concatenate([second_f, second_b])
     found = (first >= 0) & (second >= 0)
     pair, first, second = pair[found], first[found], second[found]
-    weight = links["cables"].to_numpy()[first].astype(float)
+    weight = links["cables"][first].astype(float)
     total = np.bincount(pair, weights=weight, minlength=len(src))
     return pair, first, second, weight / total[pair] if len(pair) else weight
 

@@ -55,7 +55,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
     ``hops`` of the result is per path class (``inside`` set): the listed flows inside
     domains, then one class for every pair between domains (the longest such path).
     """
-    if routing != "ecmp" or fabric.links["failed"].any() or structured_supported(fabric):
+    if routing != "ecmp" or fabric.link_arrays["failed"].any() or structured_supported(fabric):
         return None
     clos = clos_view(fabric)
     counts = decompose(fabric, phase)

@@ -171,9 +171,9 @@ class _Wiring:
     arcs (:class:`_Graph`, finding them with :meth:`arcs_of`)."""
 
     def __init__(self, fabric: Fabric) -> None:
-        links = fabric.links
-        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-        n = self.n = len(fabric.nodes)
+        links = fabric.link_arrays
+        src, dst = links["src"], links["dst"]
+        n = self.n = len(fabric.node_arrays)
         self.is_acc = fabric.kind_mask("accelerator")
         tier = Coded(links["tier"])
         # whole hops, as floats (exact: small whole numbers): a failed arc's cost is
@@ -186,7 +186,7 @@ class _Wiring:
         self.rows = arcs.order  # link row of each arc
         self.parallel_arcs = arcs.parallel
         self.src, self.dst, self.weight = src[self.rows], dst[self.rows], weight[self.rows]
-        self.cables = links["cables"].to_numpy()[self.rows]
+        self.cables = links["cables"][self.rows]
         scaleup = np.zeros(len(src), bool)
         for name in SCALEUP_TIERS:
             scaleup |= tier.equals(name)
@@ -252,7 +252,7 @@ class _Graph:
 
     def __init__(self, fabric: Fabric) -> None:
         wiring = fabric.derived(_Wiring)
-        failed = np.flatnonzero(fabric.links["failed"].to_numpy())
+        failed = np.flatnonzero(fabric.link_arrays["failed"])
         self.rows, self.src, self.dst = wiring.rows, wiring.src, wiring.dst
         self.cables, self.scaleup, self.indptr = wiring.cables, wiring.scaleup, wiring.indptr
         self.n, self.is_acc = wiring.n, wiring.is_acc
@@ -464,7 +464,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
         When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
     """
     graph = _graph(fabric)
-    link_bytes = np.zeros(len(fabric.links))
+    link_bytes = np.zeros(len(fabric.link_arrays))
     hops = np.zeros(phase.flows, dtype=np.int64)
     unroutable: list[np.ndarray] = []
     targets, flow_target = np.unique(phase.dst, return_inverse=True)

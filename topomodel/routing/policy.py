@@ -66,7 +66,7 @@ def seed_matters(fabric: Fabric, routing: str) -> bool:
 
 
 def _fabric_routing(fabric: Fabric) -> RoutingChoice:
-    models = sorted({str(m) for m in fabric.nodes.loc[fabric.kind_mask("switch"), "model"]})
+    models = sorted(set(fabric.node_arrays["model"][fabric.kind_mask("switch")].tolist()))
     if not models:
         return RoutingChoice("ecmp", "no scale-out network")
     said = fabric.design.scaleout.adaptive_routing

@@ -50,7 +50,7 @@ class _Ends:
                 & alive[clos.access_up.arcs(nic)].any(axis=1)
                 & alive[clos.access_down.arcs(nic)].any(axis=1))
         self.alone = self._alone(view)
-        between = fabric.links["tier"].isin(FAT_TREE_TIERS[1:] + SCALEUP_TIERS[1:]).to_numpy()
+        between = fabric.link_arrays["tier"].isin(FAT_TREE_TIERS[1:] + SCALEUP_TIERS[1:])
         dead = np.bincount(clos.src, alive, len(clos.domain)) == 0
         between = between & ~dead[clos.src] & ~dead[clos.dst]
         self.switches_intact = bool(alive[between].all())

@@ -102,18 +102,18 @@ def failed_tiers(fabric: Fabric) -> frozenset[str]:
 
 
 def _failed_tiers(fabric: Fabric) -> frozenset[str]:
-    tier = fabric.links["tier"]
-    codes = tier.cat.codes.to_numpy()[fabric.links["failed"].to_numpy()]
-    return frozenset(str(t) for t in np.asarray(tier.cat.categories)[np.unique(codes)])
+    tier = fabric.link_arrays["tier"]
+    codes = tier.codes[fabric.link_arrays["failed"]]
+    return frozenset(str(t) for t in np.asarray(tier.categories)[np.unique(codes)])
 
 
 @ignores_failures
 def _tier_spans(fabric: Fabric) -> dict[str, tuple[int, int]]:
     """Per section, the span of link rows ``(lo, hi)`` of its tiers
     (:data:`SECTION_TIERS`), the only rows it puts bytes on; ``(0, 0)`` for none."""
-    tier = fabric.links["tier"]
-    codes = tier.cat.codes.to_numpy()
-    names = [str(t) for t in tier.cat.categories]
+    tier = fabric.link_arrays["tier"]
+    codes = tier.codes
+    names = [str(t) for t in tier.categories]
     out = {}
     for section, tiers in SECTION_TIERS.items():
         rows = np.flatnonzero(np.isin(codes, [names.index(t) for t in tiers if t in names]))

@@ -29,7 +29,7 @@ def structured_supported(fabric: Fabric) -> str | None:
         return "accelerators without a NIC of their own"
     try:
         clos_view(fabric)
-        if fabric.links["failed"].any():
+        if fabric.link_arrays["failed"].any():
             check_survivors(fabric)
     except Irregular as exc:
         return str(exc)
@@ -56,7 +56,7 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     if reason:
         raise RoutingError(f"the structured router does not handle {reason}; the general"
                            " router does (router 'auto' or 'general')")
-    if fabric.links["failed"].any():
+    if fabric.link_arrays["failed"].any():
         return route_around_failures(fabric, phase, routing=routing, seed=seed, qps=qps,
                                      hash_scaleup=hash_scaleup)
     clos = clos_view(fabric)

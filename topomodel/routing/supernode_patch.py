@@ -111,10 +111,10 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     flows), bit for bit what routing it whole gives; None where it must be routed
     whole (no failed arc in the supernode's tiers, one outside every component, too many
     components failed, or a flow's planes changed)."""
-    links = fabric.links
+    links = fabric.link_arrays
     failed = np.flatnonzero(~view.alive)
     tier = links["tier"]
-    names = np.asarray(tier.cat.categories)[tier.cat.codes.to_numpy()[failed]]
+    names = np.asarray(tier.categories)[tier.codes[failed]]
     failed = failed[np.isin(names, SCALEUP_TIERS)]
     comps = fabric.derived(_components) if len(failed) else None
     if comps is None or (comps.row[failed] < 0).any():

@@ -138,7 +138,7 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     if len(np.unique(gid)) != len(gid):
         return None
     pair_bytes = np.repeat(np.concatenate([b.bytes for b in blocks]).astype(float), sizes)
-    raw_domain = fabric.nodes["domain"].to_numpy().astype(np.int64)[node]
+    raw_domain = fabric.node_arrays["domain"].astype(np.int64)[node]
     domain = np.where(raw_domain >= 0, raw_domain, -1 - node)
     # the cells of a row, and of a row in one domain: found once, counted over twice
     by_row = row  # rows are numbered in order: they are their own cells
@@ -162,7 +162,7 @@ def _decompose(fabric: Fabric, phase: AllPairsPhase) -> Decomposition | None:
     # which rank of the sender's server sends it, never out of the sender's row and domain
     in_pairs = (np.bincount(by_row)[by_row] - cell_size).astype(float)
     others = np.where(raw_domain >= 0, cell_size - 1, 0)
-    sent, received = _local_totals(len(fabric.nodes), node, others * pair_bytes, relayed,
+    sent, received = _local_totals(len(fabric.node_arrays), node, others * pair_bytes, relayed,
                                    pair_bytes)
     moved, moved_bytes = (0, 0.0) if relayed is None else relayed.moved(pair_bytes)
     return Decomposition(node, row, pair_bytes, domain, cls, weight, out_pairs, in_pairs,

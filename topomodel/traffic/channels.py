@@ -83,7 +83,7 @@ def domain_parts(fabric: Fabric, ranks: np.ndarray) -> PartLayout:
     ([[8, 9, 10, 0, 1]], [[0, 0, 0, 1, 1]], [[3, 3, 3, 2, 2]])
     """
     count, n = ranks.shape
-    domain = fabric.nodes["domain"].to_numpy()[ranks]
+    domain = fabric.node_arrays["domain"][ranks]
     key = np.where(domain >= 0, domain, -1 - ranks)  # a rank outside a domain: alone
     order = np.argsort(key, axis=1, kind="stable")
     sorted_key = np.take_along_axis(key, order, 1)
@@ -135,12 +135,12 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
     (8, [8, 9, 10, 11, 12, 13, 14, 15])
     """
     count, n = layout.ranks.shape
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     serving = np.full(len(nodes), -1, np.int64)
     serving[fabric.accelerators] = fabric.injection.nic
     node = layout.ranks.ravel()
     nic = serving[node]
-    rails = nodes["rail"].to_numpy()
+    rails = nodes["rail"]
     rail = np.where(nic >= 0, rails[np.maximum(nic, 0)], np.iinfo(np.int64).max)
     nic_key = np.where(nic >= 0, nic, -1 - node)  # a rank without a NIC: its own, last
     row = np.repeat(np.arange(count), n)

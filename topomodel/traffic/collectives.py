@@ -314,7 +314,7 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
 def _shape(collective: str, algorithm: str, g: GroupView, size: float) -> Shape:
     fabric, ranks = g.fabric, g.ranks
     n = g.n
-    domain = np.sort(fabric.nodes["domain"].to_numpy()[ranks], axis=1)
+    domain = np.sort(fabric.node_arrays["domain"][ranks], axis=1)
     alone = (domain < 0).sum(axis=1)
     distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
     nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())

@@ -51,7 +51,7 @@ def parse_groups(fabric: Fabric, spec: str) -> np.ndarray:
         return acc.reshape(1, -1)
     if text in ("domain", "system", "rail"):
         column = {"domain": "domain", "system": "system", "rail": "local"}[text]
-        keys = fabric.nodes[column].to_numpy()[acc]
+        keys = fabric.node_arrays[column][acc]
         if text == "domain" and (keys < 0).any():
             raise UsageError("this fabric has no scale-up domains; use 'system' or 'block:N'")
         order = np.argsort(keys, kind="stable")

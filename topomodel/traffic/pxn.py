@@ -141,12 +141,12 @@ class _Rails:
 @ignores_capacities
 @ignores_failures
 def _rails(fabric: Fabric) -> _Rails:
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     nic = np.full(len(nodes), -1, np.int64)
     nic[fabric.accelerators] = fabric.injection.nic
-    rail = np.where(nic >= 0, nodes["rail"].to_numpy()[np.maximum(nic, 0)], -1)
-    system = nodes["system"].to_numpy().astype(np.int64)
-    domain = nodes["domain"].to_numpy().copy()
+    rail = np.where(nic >= 0, nodes["rail"][np.maximum(nic, 0)], -1)
+    system = nodes["system"].astype(np.int64)
+    domain = nodes["domain"].copy()
     able = (rail >= 0) & (domain >= 0)
     for array in (nic, rail, system, domain, able):
         array.setflags(write=False)  # shared by every copy of the fabric
@@ -160,13 +160,13 @@ def _relays(fabric: Fabric) -> np.ndarray:
     with a failed link, or whose NIC has one, relays nothing)."""
     rails = fabric.derived(_rails)
     able = rails.able
-    links = fabric.links
-    failed = links["failed"].to_numpy()
+    links = fabric.link_arrays
+    failed = links["failed"]
     if not failed.any():
         return able
     broken = np.zeros(len(able), bool)
-    broken[links["src"].to_numpy()[failed]] = True
-    broken[links["dst"].to_numpy()[failed]] = True
+    broken[links["src"][failed]] = True
+    broken[links["dst"][failed]] = True
     return able & ~broken & ~broken[np.maximum(rails.nic, 0)]
 
 

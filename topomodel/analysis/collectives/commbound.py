@@ -56,7 +56,7 @@ def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...
         fabric, TimeModel(efficiency=dict(efficiency_items))))
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     domains = _switch_domains(fabric, src, dst)
-    node = np.bincount(dst, weights=rate, minlength=len(fabric.nodes))
+    node = np.bincount(dst, weights=rate, minlength=len(fabric.node_arrays))
     into = (domains[dst] >= 0) & (domains[src] != domains[dst])
     count = int(domains.max()) + 1 if len(domains) else 0
     domain = np.bincount(domains[dst[into]], weights=rate[into], minlength=count)

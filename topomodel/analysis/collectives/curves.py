@@ -90,9 +90,10 @@ def _curves(fabric: Fabric) -> dict[tuple[str, int], Curve]:
     if (wiring.systems_per_domain != 1 or asked.kind not in (None, system.scaleup.kind)
             or asked.link not in (None, link)):
         return {}
-    links = fabric.links
-    scaleup = links["tier"].astype(str).str.startswith("scaleup").to_numpy()
-    if bool((links["failed"].to_numpy() & scaleup).any()):
+    links = fabric.link_arrays
+    tier = links["tier"]
+    scaleup = tier.isin([t for t in tier.categories if t.startswith("scaleup")])
+    if bool((links["failed"] & scaleup).any()):
         return {}
     out = {(c.collective, c.ranks): curve_from(system.id, c)
            for c in system.measured_collectives}

@@ -56,11 +56,11 @@ def effective_link_Bps(fabric: Fabric, time_model: TimeModel) -> np.ndarray:
     """Every link's effective rate under ``model``, bytes/s per direction: its nominal
     capacity times its tier's efficiency (:func:`tier_efficiency`), failed or not (the
     one place a link's rate meets a time model)."""
-    links = fabric.links
+    links = fabric.link_arrays
     efficiency = tier_efficiency(fabric, time_model)
     tiers = links["tier"]
-    eff = np.array([efficiency[t] for t in tiers.cat.categories])[tiers.cat.codes.to_numpy()]
-    rate: np.ndarray = links["capacity_Bps"].to_numpy() * eff
+    eff = np.array([efficiency[t] for t in tiers.categories])[tiers.codes]
+    rate: np.ndarray = links["capacity_Bps"] * eff
     return rate
 
 
@@ -85,7 +85,7 @@ def efficiency_sources(fabric: Fabric, time_model: TimeModel) -> dict[str, tuple
     socket_id = structure.scaleup.socket_link
     between = _catalog_figure(catalog.get(socket_id, ScaleupLink)) if socket_id else up
     out: dict[str, tuple[float, str]] = {}
-    for tier in fabric.links["tier"].cat.categories:
+    for tier in fabric.link_arrays["tier"].categories:
         value = (between if tier == "scaleup_l3" else up if tier.startswith("scaleup")
                  else host if tier == "host" else net)
         out[tier] = ((time_model.efficiency[tier], "given (--efficiency)")

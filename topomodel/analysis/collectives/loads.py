@@ -56,9 +56,9 @@ def link_utilization(timing: TrafficTime) -> np.ndarray:
 
 def tier_loads(fabric: Fabric, timing: TrafficTime) -> list[TierLoad]:
     """The load of every link tier present, in tier order."""
-    links = fabric.links
-    codes = links["tier"].cat.codes.to_numpy()
-    names = list(links["tier"].cat.categories)
+    links = fabric.link_arrays
+    codes = links["tier"].codes
+    names = list(links["tier"].categories)
     bottleneck_time: dict[str, float] = {}
     for p in timing.phases:
         if p.bottleneck >= 0 and p.bandwidth_s > 0:
@@ -94,9 +94,9 @@ class _RowsByTier:
 
 @ignores_failures
 def rows_by_tier(fabric: Fabric) -> _RowsByTier:
-    tier = fabric.links["tier"]
-    codes = tier.cat.codes.to_numpy()
-    counts = np.bincount(codes, minlength=len(tier.cat.categories))
+    tier = fabric.link_arrays["tier"]
+    codes = tier.codes
+    counts = np.bincount(codes, minlength=len(tier.categories))
     order = np.argsort(codes, kind="stable")
     return _RowsByTier(order, np.concatenate([[0], np.cumsum(counts)]),
                        np.flatnonzero(counts), fabric.derived(link_weaker_Bps)[order])
@@ -110,11 +110,11 @@ def hotspots(fabric: Fabric, run: CollectiveRun, top: int) -> list[Hotspot]:
     if not count:
         return []
     rows = busiest_rows(util, count)
-    names = fabric.nodes["name"].to_numpy()
-    links = fabric.links
-    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    names = fabric.node_arrays["name"]
+    links = fabric.link_arrays
+    src, dst = links["src"], links["dst"]
     tier = links["tier"]
-    codes, categories = tier.cat.codes.to_numpy(), tier.cat.categories
+    codes, categories = tier.codes, tier.categories
     return [Hotspot(f"{names[src[r]]} -> {names[dst[r]]}", str(categories[codes[r]]),
                     float(run.timing.link_bytes[r]), float(util[r]),
                     tuple(name for name, per in zip(run.group_sets, run.set_link_bytes,
@@ -149,12 +149,12 @@ def node_sides(fabric: Fabric) -> np.ndarray:
     split by the cut). An in-network reduction's flows between an accelerator and its
     own switch chip or NIC then stay on one side, and those to a scale-out switch
     cross no side."""
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     side_a, side_b = halves(fabric)
     side = np.full(len(nodes), -1)
     side[side_a], side[side_b] = 0, 1
     for column in ("system", "domain"):
-        owner = nodes[column].to_numpy()
+        owner = nodes[column]
         acc = fabric.accelerators
         acc = acc[owner[acc] >= 0]
         width = int(owner.max(initial=-1)) + 1

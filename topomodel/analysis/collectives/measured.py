@@ -352,7 +352,7 @@ def check_nccl(fabric: Fabric, log: NcclTestsLog, *, collective: str | None = No
             run.algorithm, timing.protocol, bottleneck, below, timing.latency_s))
     if not checks:
         raise UsageError(f"{log.file}: no size of the log to compare")
-    names = fabric.nodes["name"].to_numpy()[nodes]
+    names = fabric.node_arrays["name"][nodes]
     value = log.launch.nccl.get("NCCL_ALGO")
     algo_text = (chosen if algorithm is not None or candidates is None
                  else f"{', '.join(candidates)} (NCCL_ALGO={value} in the log)")

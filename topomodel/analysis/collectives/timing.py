@@ -213,7 +213,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     time_model = time_model or TimeModel()
     if time_model.pxn:
         traffic = pxn_traffic(fabric, traffic)
-    links = len(fabric.links)
+    links = len(fabric.link_arrays)
     rates = link_rates_of(fabric, time_model)
     injection = rates.injection
     switch_latency, propagation = rates.switch_latency_s, rates.propagation_s
@@ -432,12 +432,12 @@ def link_rates_of(fabric: Fabric, time_model: TimeModel) -> _Rates:
 
 def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
                 hop_latency_s: float) -> _Rates:
-    links = fabric.links
+    links = fabric.link_arrays
     shared = fabric.derived(_unfailed_rates, efficiency_items, hop_latency_s)
-    failed = links["failed"].to_numpy()
+    failed = links["failed"]
     if not failed.any():
         return shared
-    switch = np.zeros(len(fabric.nodes), bool)  # no switch bound with failed parts
+    switch = np.zeros(len(fabric.node_arrays), bool)  # no switch bound with failed parts
     return replace(shared, link_Bps=np.where(failed, 0.0, shared.link_Bps),
                    switch_node=switch)
 
@@ -450,7 +450,7 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
     and the hop latencies (each copy with failed links zeroes theirs and has no switch
     capacities)."""
     model = TimeModel(efficiency=dict(efficiency_items), hop_latency_s=hop_latency_s)
-    links = fabric.links
+    links = fabric.link_arrays
     efficiency = tier_efficiency(fabric, model)
     rate = effective_link_Bps(fabric, model)
     rate.setflags(write=False)
@@ -458,7 +458,7 @@ def _unfailed_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], .
     switch = fabric.kind_mask("switch") | fabric.kind_mask("scaleup_switch")
     return _Rates(rate, _injection(fabric, efficiency), slowest or model.hop_latency_s,
                   propagation, switch,
-                  (links["src"].to_numpy(), links["dst"].to_numpy()))
+                  (links["src"], links["dst"]))
 
 
 @ignores_failures
@@ -466,10 +466,10 @@ def _slowest_hops(fabric: Fabric) -> tuple[float, float]:
     """The slowest switch's latency (0 without switches) and the longest cable's
     propagation, seconds, found once per fabric: the time model only stands in for a
     switch latency of 0 (:func:`_unfailed_rates`)."""
-    switch = fabric.nodes.loc[fabric.nodes["kind"].isin(["switch", "scaleup_switch"]),
-                              "latency_s"]
+    nodes, links = fabric.node_arrays, fabric.link_arrays
+    switch = nodes["latency_s"][nodes["kind"].isin(["switch", "scaleup_switch"])]
     slowest = float(switch.max()) if len(switch) else 0.0
-    propagation = float(fabric.links["latency_s"].max()) if len(fabric.links) else 0.0
+    propagation = float(links["latency_s"].max()) if len(links) else 0.0
     return slowest, propagation
 
 
@@ -496,7 +496,7 @@ def _injection(fabric: Fabric, efficiency: dict[str, float]) -> tuple[np.ndarray
     builder's figures (:attr:`Fabric.injection`) at each tier's efficiency."""
     injection = fabric.injection
     acc = fabric.accelerators
-    up, out = np.zeros(len(fabric.nodes)), np.zeros(len(fabric.nodes))
+    up, out = np.zeros(len(fabric.node_arrays)), np.zeros(len(fabric.node_arrays))
     up[acc] = injection.scaleup_Bps * efficiency.get("scaleup", 1.0)
     # each NIC of an accelerator: its host link or its ports, whichever is slower
     out[acc] = np.minimum(injection.host_Bps * efficiency.get("host", 1.0),
@@ -555,7 +555,7 @@ def _injection_load_memo(_: Fabric) -> weakref.WeakKeyDictionary[
 def _measure_injection_loads(fabric: Fabric, ph: Phase) -> tuple[InjectionLoad,
                                                                   InjectionLoad]:
     nodes = fabric.derived(_node_roles)
-    n = len(fabric.nodes)
+    n = len(fabric.node_arrays)
     counts = decompose(fabric, ph) if isinstance(ph, AllPairsPhase) else None
     totals: list[tuple[np.ndarray, np.ndarray]]
     if counts is not None:  # the pairs' totals per node, without listing them
@@ -594,5 +594,5 @@ class _NodeRoles:
 
 @ignores_failures
 def _node_roles(fabric: Fabric) -> _NodeRoles:
-    return _NodeRoles(fabric.nodes["domain"].to_numpy(), fabric.kind_mask("scaleup_switch"),
+    return _NodeRoles(fabric.node_arrays["domain"], fabric.kind_mask("scaleup_switch"),
                       fabric.kind_mask("accelerator"))

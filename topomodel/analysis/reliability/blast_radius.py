@@ -107,7 +107,7 @@ def _tier_capacity_Bps(fabric: Fabric, failed: np.ndarray) -> dict[str, tuple[fl
 
 def _spans_domains(fabric: Fabric, job: np.ndarray) -> bool:
     """Whether the job's accelerators are in more than one scale-up domain."""
-    domain = fabric.nodes["domain"].to_numpy()[job]
+    domain = fabric.node_arrays["domain"][job]
     return len(np.unique(domain)) > 1
 
 
@@ -136,14 +136,14 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,  # noqa
 
     world = layout.world if layout is not None else fabric.accelerator_count
     job = fabric.accelerators[:world]
-    in_job = np.zeros(len(fabric.nodes), bool)
+    in_job = np.zeros(len(fabric.node_arrays), bool)
     in_job[job] = True
     stepped = model is not None and layout is not None
     if stepped and healthy_step_s is None:
         assert model is not None and layout is not None  # for mypy: stepped says so
         healthy_step_s = step_time(fabric, model, layout, assumptions, routing=routing,
                                    seed=seed).step_time_s
-    before = fabric.links["failed"].to_numpy()
+    before = fabric.link_arrays["failed"]
     healthy_tiers = _tier_capacity_Bps(fabric, before)
     healthy_cut = closed_form(fabric)[0]
     accelerator = fabric.kind_mask("accelerator")

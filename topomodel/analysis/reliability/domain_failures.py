@@ -57,8 +57,8 @@ def domain_lines(fabric: Fabric, world: int) -> list[ComponentLine]:
     rate per domain and repair time: ``count`` the domains of the kind the job touches
     (planes: the design's), ``systems`` the most of the job's systems one holds."""
     job = fabric.accelerators[:world]
-    node_system = fabric.nodes["system"].to_numpy()
-    spans = len(np.unique(fabric.nodes["domain"].to_numpy()[job])) > 1
+    node_system = fabric.node_arrays["system"]
+    spans = len(np.unique(fabric.node_arrays["domain"][job])) > 1
     lines = []
     for kind in DOMAIN_KINDS:
         dmap = domain_map(fabric, kind)

@@ -444,7 +444,7 @@ def degradation_routed(fabric: Fabric, layout: Any, *, route_degradation: bool =
 
     return route_degradation and (
         structured_supported(fabric) is None
-        or layout.world * len(fabric.links) <= DEGRADED_ROUTING_MAX_WORK)
+        or layout.world * len(fabric.link_arrays) <= DEGRADED_ROUTING_MAX_WORK)
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them

@@ -70,7 +70,7 @@ def links_per_part_failure(fabric: Fabric, tier: str) -> float:
     cabled = optic.notna().to_numpy() & (optic.astype(str).to_numpy() != "")
     # a part's cabled links (its board and in-system links are not network links),
     # one row a way
-    ports = np.bincount(src[cabled], weights=cables[cabled], minlength=len(fabric.nodes))
+    ports = np.bincount(src[cabled], weights=cables[cabled], minlength=len(fabric.node_arrays))
     at = links["tier"].astype(str).to_numpy() == tier
     if not at.any():
         return 0.0

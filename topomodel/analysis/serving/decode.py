@@ -325,7 +325,7 @@ def serving_collectives(fabric: Fabric, model: Model, layout: Layout,  # noqa: P
     at once (all replicas run together): per layer two TP all-reduces of the tokens'
     activations, one all-gather of ``logit_tokens`` tokens' logits, and per MoE layer an
     EP all-to-all dispatch and combine of ``top_k`` copies of each token."""
-    domain = fabric.nodes["domain"].to_numpy()
+    domain = fabric.node_arrays["domain"]
     tiers = fabric.links["tier"].to_numpy()
     moe_layers = model.layers - model.dense_layers if model.is_moe else 0
     out: list[DecodeComm] = []

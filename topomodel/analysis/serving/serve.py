@@ -280,7 +280,7 @@ def place_pools(fabric: Fabric, a: ServeAssumptions) -> tuple[Pool, Pool]:
     start = prefill.size
     n = fabric.accelerator_count
     if a.placement == "separate" and start < n:
-        domain = fabric.nodes["domain"].to_numpy()[fabric.accelerators]
+        domain = fabric.node_arrays["domain"][fabric.accelerators]
         if domain[start] >= 0 and domain[start] == domain[start - 1]:
             later = np.flatnonzero(domain[start:] != domain[start - 1])
             start = start + int(later[0]) if len(later) else n

@@ -78,7 +78,7 @@ class _Upward:
 
     def __init__(self, fabric: Fabric, level: np.ndarray) -> None:
         links = fabric.links
-        self.node_count = len(fabric.nodes)
+        self.node_count = len(fabric.node_arrays)
         src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
         cables = links["cables"].to_numpy()
         failed = links["failed"].to_numpy()

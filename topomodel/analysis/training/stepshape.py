@@ -233,7 +233,7 @@ def ranks_of(fabric: Fabric) -> np.ndarray:
 def node_domains(fabric: Fabric) -> np.ndarray:
     """Every node's scale-up domain (-1: none), read-only, found once per fabric (with
     :meth:`~topomodel.fabric.tables.Fabric.derived`)."""
-    domains = fabric.nodes["domain"].to_numpy().copy()
+    domains = fabric.node_arrays["domain"].copy()
     domains.setflags(write=False)
     return domains
 
@@ -439,7 +439,7 @@ def _each_in_one(places: np.ndarray) -> bool:
 @ignores_failures
 def node_systems(fabric: Fabric) -> np.ndarray:
     """Every node's system (-1: none), read-only, found once per fabric."""
-    systems = fabric.nodes["system"].to_numpy().copy()
+    systems = fabric.node_arrays["system"].copy()
     systems.setflags(write=False)
     return systems
 
@@ -456,4 +456,4 @@ def _failed_tiers(fabric: Fabric) -> frozenset[str] | None:
 
 
 def _any_failed(fabric: Fabric) -> bool:
-    return bool(fabric.links["failed"].to_numpy().any())
+    return bool(fabric.link_arrays["failed"].any())

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
@@ -146,18 +148,19 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
     UsageError
         When no catalog part carries a tier's faster links over its length.
     """
-    from topomodel.fabric.cabling import assign_cables
+    from topomodel.fabric.cabling import recabled
 
-    out = fabric.links["tier"].isin(SCALE_OUT_TIERS).to_numpy()
+    links = fabric.link_arrays
+    out = links["tier"].isin(SCALE_OUT_TIERS)
     if not recable:  # rates alone: the copy shares the routes (Fabric.with_capacities)
         return fabric.with_capacities(out, factor)
-    links = fabric.links.copy()
-    links.loc[out, "capacity_Bps"] *= factor
-    links.loc[out, "rate_Bps"] *= factor
-    assign_cables(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
-                  whatif=f"--scaleout-factor {factor:g}")
-    return replace(fabric, links=links,
-                   injection=measure_injection(fabric.nodes, links, fabric.structure,
+    links = links.replaced(
+        capacity_Bps=np.where(out, links["capacity_Bps"] * factor, links["capacity_Bps"]),
+        rate_Bps=np.where(out, links["rate_Bps"] * factor, links["rate_Bps"]))
+    links = recabled(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
+                     whatif=f"--scaleout-factor {factor:g}")
+    return replace(fabric, link_arrays=links,
+                   injection=measure_injection(fabric.node_arrays, links, fabric.structure,
                                                fabric.reverse_rows))
 
 

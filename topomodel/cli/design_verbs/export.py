@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> Report:
         raise usage(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     names = [str(f) for f in files]
     return Report("export", {"format": args.to, "files": names,
-                             "nodes": len(fabric.nodes), "links": len(fabric.links)},
+                             "nodes": len(fabric.node_arrays), "links": len(fabric.link_arrays)},
                   text="\n".join(f"wrote {n}" for n in names))
 
 

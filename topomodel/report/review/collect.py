@@ -135,7 +135,7 @@ def natural_groups(fabric: Fabric) -> list[tuple[str, str]]:
     over the scale-out network, each where its groups have 2 or more ranks and differ
     from the ones before. A fabric that is one scale-up domain has only ``domain``."""
     acc = fabric.accelerators
-    domain = fabric.nodes["domain"].to_numpy()[acc]
+    domain = fabric.node_arrays["domain"][acc]
     domains = len(distinct(domain)) if len(acc) and (domain >= 0).all() else 0
     out: list[tuple[str, str]] = []
     if domains and len(acc) // domains >= 2:
@@ -380,7 +380,7 @@ def oversubscribed_crossings(fabric: Fabric, step: StepResult,
     if not over or not step.comm:
         return []
     leaf, pod = _scaleout_address(fabric)
-    domain = fabric.nodes["domain"].to_numpy()
+    domain = fabric.node_arrays["domain"]
     ranks = fabric.accelerators[:layout.world]
     grouping = {"dp": "grad", "edp": "expert_grad"}
     out = []

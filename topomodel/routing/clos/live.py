@@ -290,7 +290,7 @@ class Survivors:
         clos = clos_view(fabric)
         shape = fabric.derived(SurvivorShape)
         self.clos = clos
-        self.alive = ~fabric.links["failed"].to_numpy() if alive is None else alive
+        self.alive = ~fabric.link_arrays["failed"] if alive is None else alive
         self.lookup = shape.lookup
         self.fat_tree = LiveClimb(shape.fat_tree, self.alive)
         self.supernode = LiveClimb(shape.supernode, self.alive)
@@ -304,7 +304,7 @@ def survivors_view(fabric: Fabric) -> Survivors:
 def intact_view(fabric: Fabric) -> Survivors:
     """The failure view with every arc live: what a copy gives on a section whose tiers
     it leaves intact (:mod:`topomodel.routing.sections`), shared by every copy."""
-    return Survivors(fabric, np.ones(len(fabric.links), bool))
+    return Survivors(fabric, np.ones(len(fabric.link_arrays), bool))
 
 
 def chips_of(view: Survivors, src: np.ndarray, dst: np.ndarray

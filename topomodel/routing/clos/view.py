@@ -63,15 +63,15 @@ class ClosView:
     """Addresses of a fabric with switched (or mesh) scale-up and a fat-tree."""
 
     def __init__(self, fabric: Fabric) -> None:
-        nodes, links = fabric.nodes, fabric.links
-        src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
-        cables = links["cables"].to_numpy()
+        nodes, links = fabric.node_arrays, fabric.link_arrays
+        src, dst = links["src"], links["dst"]
+        cables = links["cables"]
         tier, node_tier, kind = Coded(links["tier"]), Coded(nodes["tier"]), Coded(nodes["kind"])
         n = len(nodes)
         self.n_links = len(links)
         self.src, self.dst, self.cables = src, dst, cables
-        self.pod = nodes["pod"].to_numpy()
-        self.domain = nodes["domain"].to_numpy()
+        self.pod = nodes["pod"]
+        self.domain = nodes["domain"]
         self.mesh = fabric.structure.scaleup.kind == "full_mesh"
         # each node column at each link's ends gathered once, compared many times
         kind_src, kind_dst = kind.at(src), kind.at(dst)
@@ -101,7 +101,7 @@ class ClosView:
         if len(su) and not self.mesh:
             self.scaleup_up = Fanout(src[su], su, n, cables, uniform=False)
             self.scaleup_down = Fanout(dst[sd], sd, n, cables, uniform=False)
-        self.system = nodes["system"].to_numpy()
+        self.system = nodes["system"]
 
     @cached_property
     def arcs(self) -> ArcIndex:

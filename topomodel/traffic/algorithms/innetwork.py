@@ -30,16 +30,15 @@ the network links of NVLS + SHARP and NVLS-Tree too, which NCCL does not (it app
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from topomodel.arrays import category_codes, distinct, expand_matches
 from topomodel.fabric.tables import Fabric, ignores_failures, labels
 from topomodel.inputs.parts import ScaleupSwitch
 from topomodel.traffic.algorithms.record import Algorithm
+from topomodel.traffic.algorithms.sharp import SharpArcs, sharp_arcs, sharp_plan
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
 from topomodel.traffic.communicators import (
     GroupBlocks,
@@ -49,7 +48,7 @@ from topomodel.traffic.communicators import (
     group_names_of,
 )
 from topomodel.traffic.phases import Phase
-from topomodel.vocabulary import FAT_TREE_TIERS, NODE_KINDS
+from topomodel.vocabulary import NODE_KINDS
 
 
 def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
@@ -108,8 +107,8 @@ class _Chips:
 
 def _chips(fabric: Fabric, capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarray,
            kind_src: np.ndarray, kind_dst: np.ndarray, lcables: np.ndarray) -> _Chips:
-    system = fabric.nodes["system"].to_numpy()
-    n_nodes = len(fabric.nodes)
+    system = fabric.node_arrays["system"]
+    n_nodes = len(fabric.node_arrays)
     to_chip = np.flatnonzero((kind_src == _ACC) & (kind_dst == _CHIP))
     to_chip = to_chip[system[lsrc[to_chip]] == system[ldst[to_chip]]]  # in-system chips
     order = np.argsort(lsrc[to_chip], kind="stable")
@@ -117,13 +116,13 @@ def _chips(fabric: Fabric, capable: np.ndarray, lsrc: np.ndarray, ldst: np.ndarr
     src, dst, cables = lsrc[rows], ldst[rows], lcables[rows].astype(float)
     total = np.bincount(src, weights=cables, minlength=n_nodes)
     reducing = np.bincount(src, weights=cables * capable[dst], minlength=n_nodes)
-    model = fabric.nodes["model"].astype("category").cat
+    model = fabric.node_arrays["model"]
     per_model = []
     for m in model.categories:
         entry = fabric.catalog.entries.get(str(m))
         value = entry.nvls_efficiency if isinstance(entry, ScaleupSwitch) else None
         per_model.append(1.0 if value is None else value)
-    efficiency = np.append(per_model, 1.0)[model.codes.to_numpy()]
+    efficiency = np.append(per_model, 1.0)[model.codes]
     return _Chips(src, dst, cables, total, (total > 0) & (reducing == total), efficiency,
                   system)
 
@@ -145,17 +144,17 @@ class _View:
 
 
 def in_network_view(fabric: Fabric) -> _View:
-    nodes, links = fabric.nodes, fabric.links
+    nodes, links = fabric.node_arrays, fabric.link_arrays
     kind = category_codes(nodes["kind"], NODE_KINDS)
-    model = nodes["model"].astype("category").cat
+    model = nodes["model"]
     capable = np.append([bool(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction",
                                       False)) for m in model.categories], False)[
-        model.codes.to_numpy()] & reduction_enabled(fabric, kind)
-    live = ~links["failed"].to_numpy()
+        model.codes] & reduction_enabled(fabric, kind)
+    live = ~links["failed"]
     every = live.all()  # no copies of the columns where nothing failed
 
     def alive(column: str) -> np.ndarray:
-        values = links[column].to_numpy()
+        values: np.ndarray = links[column]
         return values if every else values[live]
 
     lsrc, ldst = alive("src"), alive("dst")
@@ -166,7 +165,7 @@ def in_network_view(fabric: Fabric) -> _View:
 
 def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...], *,
                      algorithm: str = "innetwork") -> _InNetworkPlan:
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     view = fabric.derived(in_network_view)
     capable, system, chips = view.capable, view.system, view.chips
 
@@ -179,13 +178,13 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
     offsets = np.concatenate([[0], np.cumsum(sizes[active])[:-1]])
     rank_sys = system[ranks]
     one_system = (np.minimum.reduceat(rank_sys, offsets) == np.maximum.reduceat(rank_sys, offsets)
-                  ) & (np.minimum.reduceat(nodes["domain"].to_numpy()[ranks], offsets) >= 0)
+                  ) & (np.minimum.reduceat(nodes["domain"][ranks], offsets) >= 0)
     case_a = one_system & np.minimum.reduceat(chips.reducing[ranks], offsets)
 
     def why_not_nvls(first: int) -> str:
         members = groups.members(np.array([first]))
         used = distinct(chips.dst[np.isin(chips.src, members)])
-        models = ", ".join(sorted(set(nodes["model"].to_numpy()[used].astype(str))))
+        models = ", ".join(sorted(set(nodes["model"][used].tolist())))
         return ("its ranks are not all in one scale-up system"
                 if not one_system[np.searchsorted(active, first)]
                 else "its ranks reach no scale-up switch chip"
@@ -209,7 +208,7 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
     messages = 1
     if not case_a.all():
         b_groups = active[~case_a]
-        domain = nodes["domain"].to_numpy()[ranks]
+        domain = nodes["domain"][ranks]
         one_domain = (np.minimum.reduceat(domain, offsets) == np.maximum.reduceat(
             domain, offsets)) & (np.minimum.reduceat(domain, offsets) >= 0)
         inside = active[~case_a & one_domain]
@@ -232,7 +231,8 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
                             2 * (slices.m[ring] - 1) / slices.m[ring], slices.group[ring]))
             messages = 1 + 2 * (int(slices.m[ring].max()) - 1)
         virtual = slices.group.astype(np.int64) * slices.width + slices.slice
-        problem, flows, roots = _sharp_plan(fabric, slices.node, virtual, capable)
+        problem, flows, roots = sharp_plan(fabric, fabric.derived(_sharp_arcs), slices.node,
+                                           virtual, capable)
         if problem is not None:
             first, reason = int(problem[0] // slices.width), problem[1]
             raise NotApplicable(f"in-network reduction does not apply to group"
@@ -342,157 +342,9 @@ def _parts_reduce(slices: _Slices, chips: _Chips) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class _SharpArcs:
-    """The arcs every CollNet/SHARP plan on a fabric reads, made once per fabric: host
-    links (accelerator -> NIC) and NIC uplinks (NIC -> switch) sorted by their source,
-    the switch-to-switch arcs one tier up, each switch's lowest upper neighbour, and the
-    sorted (src, dst) keys of the upward arcs."""
-
-    host_src: np.ndarray
-    host_dst: np.ndarray
-    up_src: np.ndarray
-    up_dst: np.ndarray
-    upward_src: np.ndarray
-    upward_dst: np.ndarray
-    first_up: np.ndarray
-    adjacency: np.ndarray
-
-
-def _sharp_arcs(fabric: Fabric) -> _SharpArcs:
+def _sharp_arcs(fabric: Fabric) -> SharpArcs:
     view = fabric.derived(in_network_view)
-    lsrc, ldst, n = view.lsrc, view.ldst, len(fabric.nodes)
-    def arcs_from(source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.flatnonzero((view.kind_src == source) & (view.kind_dst == target))
-        rows = rows[np.argsort(lsrc[rows], kind="stable")]
-        return lsrc[rows], ldst[rows]
-
-    level = category_codes(fabric.nodes["tier"], FAT_TREE_TIERS)
-    below = level[lsrc]
-    upward = (below >= 0) & (level[ldst] == below + 1)
-    first_up = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(first_up, lsrc[upward], ldst[upward])
-    first_up[first_up == np.iinfo(np.int64).max] = -1
-    adjacency = np.sort(lsrc[upward] * n + ldst[upward])
-    return _SharpArcs(*arcs_from(_ACC, _NIC), *arcs_from(_NIC, _SWITCH), lsrc[upward],
-                      ldst[upward], first_up, adjacency)
-
-
-def _sharp_plan(fabric: Fabric, ranks: np.ndarray, rank_group: np.ndarray,
-                capable: np.ndarray) -> tuple[tuple[int, str] | None, _Flows, np.ndarray]:
-    """Case B flows (rank -> leaf, leaf -> root), or the first group that cannot, and why."""
-    nodes = fabric.nodes
-    failed: tuple[int, str] | None = None
-    empty: _Flows = (np.empty(0, np.int64),) * 2 + (np.empty(0), np.empty(0, np.int32))
-    # rank -> NIC: its host links, else the NIC serving it (serving_rails: the nearest
-    # holder's before it in its system, the rule the host links were wired by)
-    arcs = fabric.derived(_sharp_arcs)
-    host_src, host_dst = arcs.host_src, arcs.host_dst
-    which, idx = expand_matches(ranks, host_src)
-    rank_pos, nic = which, host_dst[idx]
-    has_host = np.zeros(len(ranks), bool)
-    has_host[which] = True
-    orphan = np.flatnonzero(~has_host)
-    if len(orphan):
-        serving = np.full(len(nodes), -1)
-        serving[fabric.accelerators] = fabric.injection.nic
-        extra = serving[ranks[orphan]]
-        rank_pos = np.concatenate([rank_pos, orphan[extra >= 0]])
-        nic = np.concatenate([nic, extra[extra >= 0]])
-    # NIC -> leaf (one leg per plane)
-    up_src, up_dst = arcs.up_src, arcs.up_dst
-    which, idx = expand_matches(nic, up_src)
-    legs = pd.DataFrame({"pos": rank_pos[which], "leaf": up_dst[idx]})
-    legs = legs.sort_values(["pos", "leaf"], kind="stable", ignore_index=True)
-    legs["group"] = rank_group[legs["pos"].to_numpy()]
-    legs_per_rank = np.bincount(legs["pos"], minlength=len(ranks))
-    if (legs_per_rank == 0).any():
-        first = int(rank_group[np.argmin(legs_per_rank)])
-        failed = (first, f"rank node {int(ranks[np.argmin(legs_per_rank)])} has no scale-out"
-                         " NIC link")
-    leaves = legs["leaf"].to_numpy()
-    if failed is None and not capable[leaves].all():  # refused before the roots are sought
-        bad = int(leaves[np.argmin(capable[leaves])])
-        return ((int(legs["group"].to_numpy()[np.argmin(capable[leaves])]),
-                 _no_reduction(fabric, bad)), empty, np.empty(0, np.int64))
-    legs["fraction"] = 1.0 / legs_per_rank[legs["pos"].to_numpy()]
-    legs["plane"] = nodes["plane"].to_numpy()[legs["leaf"].to_numpy()]
-    legs["portion"] = legs.groupby(["pos", "plane"]).cumcount()
-    # aggregation root per (group, plane)
-    first_up, adjacency = arcs.first_up, arcs.adjacency
-
-    def linked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if not len(adjacency):
-            return np.zeros(len(a), bool)
-        keys = a * len(nodes) + b
-        where = np.minimum(np.searchsorted(adjacency, keys), len(adjacency) - 1)
-        found: np.ndarray = (b >= 0) & (adjacency[where] == keys)
-        return found
-
-    per_plane = legs.groupby(["group", "plane"], sort=True)
-    planes = per_plane["leaf"].agg(["first", "nunique"]).reset_index()
-    spine = first_up[planes["first"].to_numpy()]
-    core = np.where(spine >= 0, first_up[np.maximum(spine, 0)], -1)
-    leaf_root = legs[["group", "plane", "leaf"]].drop_duplicates()
-    leaf_root = leaf_root.merge(planes.assign(spine=spine, core=core), on=["group", "plane"])
-    leaf = leaf_root["leaf"].to_numpy()
-    leaf_root["via_spine"] = linked(leaf, leaf_root["spine"].to_numpy())
-    leaf_root["via_core"] = _reaches(leaf, leaf_root["core"].to_numpy(), arcs.upward_src,
-                                     arcs.upward_dst, linked)
-    reach = leaf_root.groupby(["group", "plane"], sort=True)[["via_spine", "via_core"]].all()
-    root = np.where(planes["nunique"].to_numpy() == 1, planes["first"].to_numpy(),
-                    np.where(reach["via_spine"].to_numpy(), spine,
-                             np.where(reach["via_core"].to_numpy(), core, -1)))
-    planes["root"] = root
-    if failed is None and (root < 0).any():
-        failed = (int(planes["group"].to_numpy()[np.argmax(root < 0)]),
-                  "no single scale-out switch above all its leaves (aggregation root) was found")
-    if failed is None:
-        touched = np.concatenate([legs["leaf"].to_numpy(), root])
-        unable = touched[~capable[touched]]
-        if len(unable):
-            bad = int(unable[0])
-            groups = np.concatenate([legs["group"].to_numpy(), planes["group"].to_numpy()])
-            failed = (int(groups[np.argmax(touched == bad)]), _no_reduction(fabric, bad))
-    if failed is not None:
-        return failed, empty, np.empty(0, np.int64)
-    # the leaf's reduced stream: one copy of each portion it receives
-    portions = legs.groupby(["group", "leaf", "portion"], sort=True)["fraction"].max()
-    stream = portions.groupby(level=["group", "leaf"]).sum().reset_index()
-    stream["plane"] = nodes["plane"].to_numpy()[stream["leaf"].to_numpy()]
-    stream = stream.merge(planes[["group", "plane", "root"]], on=["group", "plane"])
-    stream = stream[stream["leaf"] != stream["root"]]
-    flows = (
-        np.concatenate([ranks[legs["pos"].to_numpy()], stream["leaf"].to_numpy()]),
-        np.concatenate([legs["leaf"].to_numpy(), stream["root"].to_numpy()]),
-        np.concatenate([legs["fraction"].to_numpy(), stream["fraction"].to_numpy()]),
-        np.concatenate([legs["group"].to_numpy(), stream["group"].to_numpy()]).astype(np.int32),
-    )
-    return None, flows, root
-
-
-def _no_reduction(fabric: Fabric, switch: int) -> str:
-    nodes = fabric.nodes
-    name, model = nodes["name"].iloc[switch], nodes["model"].iloc[switch]
-    if getattr(fabric.catalog.entries.get(str(model)), "in_network_reduction", False):
-        return (f"scale-out switch {name} ({model}) could reduce, but the design does not"
-                " enable it (scaleout.in_network_reduction: true)")
-    return f"scale-out switch {name} ({model}) has no in-network reduction"
-
-
-def _reaches(leaf: np.ndarray, core: np.ndarray, up_src: np.ndarray, up_dst: np.ndarray,
-             linked: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Whether each leaf reaches its core through one of the spines it links up to (each
-    distinct pair looked up once: the slices of a group share their leaves and core)."""
-    width = int(max(leaf.max(initial=0), core.max(initial=0))) + 2
-    pairs, back = np.unique(leaf.astype(np.int64) * width + (core + 1), return_inverse=True)
-    leaf, core = pairs // width, pairs % width - 1
-    order = np.argsort(up_src, kind="stable")
-    sorted_src, sorted_dst = up_src[order], up_dst[order]
-    which, idx = expand_matches(leaf, sorted_src)
-    ok = linked(sorted_dst[idx], core[which])
-    reached: np.ndarray = np.bincount(which, weights=ok, minlength=len(leaf)) > 0
-    return reached[back.ravel()]
+    return sharp_arcs(fabric, view.lsrc, view.ldst, view.kind_src, view.kind_dst)
 
 
 def _in_network_phases(plan: _InNetworkPlan, size: float) -> tuple[Phase, ...]:
@@ -576,11 +428,12 @@ def reduction_enabled(fabric: Fabric, kind: np.ndarray) -> np.ndarray:
 def switches_reduce(fabric: Fabric) -> bool:
     """Whether any switch of the fabric reduces in the network, failed or not: its
     catalog entry's ``in_network_reduction``, and for a scale-out switch the design's."""
-    nodes = fabric.nodes
+    nodes = fabric.node_arrays
     kind = category_codes(nodes["kind"], NODE_KINDS)
-    models = nodes.loc[reduction_enabled(fabric, kind), "model"]
-    return any(getattr(fabric.catalog.entries.get(str(m)), "in_network_reduction", False)
-               for m in models.unique())
+    model = nodes["model"]
+    codes = distinct(model.codes[reduction_enabled(fabric, kind)])
+    return any(getattr(fabric.catalog.entries.get(model.categories[c]), "in_network_reduction",
+                       False) for c in codes.tolist() if c >= 0)
 
 
 INNETWORK = Algorithm(

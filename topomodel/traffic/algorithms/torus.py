@@ -65,7 +65,7 @@ def torus_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]
         raise NotApplicable(f"torus needs a torus scale-up domain; this fabric's scale-up"
                               f" is {up.kind}")
     shape = tuple(int(s) for s in up.torus.shape)
-    domain = fabric.nodes["domain"].to_numpy()[g.ranks]  # (groups, n)
+    domain = fabric.node_arrays["domain"][g.ranks]  # (groups, n)
     split = np.flatnonzero((domain != domain[:, :1]).any(axis=1))
     if len(split) or g.n != int(np.prod(shape)):
         i = int(split[0]) if len(split) else 0
@@ -73,7 +73,7 @@ def torus_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]
             f"torus needs groups that are whole torus domains of {int(np.prod(shape))}"
             f" accelerators ({'x'.join(map(str, shape))}); group {g.names[int(g.gid[i])]!r}"
             + (" spans several domains" if len(split) else f" has {g.n} ranks"))
-    index = np.full(len(fabric.nodes), -1, np.int64)
+    index = np.full(len(fabric.node_arrays), -1, np.int64)
     index[fabric.accelerators] = np.arange(fabric.accelerator_count)
     coords = up.torus.coords[index[g.ranks]]  # (groups, n, dims)
     size_of_domain = int(np.prod(shape))
