@@ -45,8 +45,9 @@ def scaled_without_sharing(fabric, factor):
     out = links["tier"].isin(SCALE_OUT_TIERS)
     links.loc[out, "capacity_Bps"] *= factor
     links.loc[out, "rate_Bps"] *= factor
-    return replace(fabric, links=links, injection=measure_injection(
-        fabric.nodes, links, fabric.structure, fabric.reverse_rows))
+    copy = fabric.with_frames(links=links)
+    return replace(copy, injection=measure_injection(
+        copy.node_arrays, copy.link_arrays, fabric.structure, fabric.reverse_rows))
 
 
 @pytest.fixture(scope="module")
