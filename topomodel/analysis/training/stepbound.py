@@ -104,16 +104,24 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
                        shape: Shape, calls: dict[str, Call] | None = None
                        ) -> CommFreePipeline:
     """The step of ``layout`` with every collective taking no time (or the time in
-    ``calls``, each no more than the step's, for the collectives there): each
-    operation's duration and the timeline, seconds, with no pipeline send and no
-    weight gather holding a stage up. Without ``calls``, the ZeRO stage and the rank
-    order change neither."""
+    ``calls``, each no more than the step's, for the collectives there, the pipeline
+    sends and ZeRO's weight gathers included): each operation's duration and the
+    timeline, seconds. Without ``calls``, no send and no gather holds a stage up, and
+    the ZeRO stage and the rank order change nothing.
+
+    With the sends timed the bound stays under the step: every start of the timeline
+    only grows with a send's time (an operation starts at the later of its stage's
+    previous end and its input's end plus the send), so its last end and every
+    bucket's ready time are no later than the step's with its own sends; and the
+    bound's pipeline term, ``busy + (end - busy) x share`` with ``share <= 1``, only
+    grows with that end (see the module: the share already allows for the sends the
+    step counts as bubble rather than exposed)."""
     a = assumptions
     ops, calls = _comm_free_ops(model, layout, a, shape, calls)
     p = layout.pp
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
-    tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
+    tl = timeline(shape.schedule, ops.duration_s, np.full((p, 2), per_send_s(calls)),
                   stage_ready_s=gather_ready_s(calls, layout, a, dense, experts, shape,
                                                ops.duration_s),
                   blocking_sends=layout.pp_blocking)
@@ -125,6 +133,15 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
                             layout.ep_overlap == "dualpipe", tl)
+
+
+def per_send_s(calls: dict[str, Call] | None) -> float:
+    """The time of one pipeline send in ``calls`` as the step's timeline takes it (the
+    activations' send and, with sequence parallelism, the gather after it), seconds;
+    0 when there is none."""
+    if not calls:
+        return 0.0
+    return sum(calls[k].time_s for k in ("pp", "pp_sg") if k in calls)
 
 
 def gather_ready_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
