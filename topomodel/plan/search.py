@@ -431,6 +431,10 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, timed)
+            if len(heap) >= job.top and bounds.unplaced_score(item.layout) < worst:
+                tally.pruned += len(item.orders)  # no order can reach the top
+                decided(len(item.orders))
+                continue
             for k, fields_ in item.members:
                 layout = in_order(item.layout, fields_["order"])
                 if len(heap) >= job.top and bounds.best_score(layout, heap[0].score

@@ -71,8 +71,9 @@ class OrderScreen:
     exposure term (``term_*``: the call it times, count, compute behind it in seconds,
     SM share, weight, the work unit it belongs to); per stage the operations of each
     unit; the units on the comm-free critical path, the stage it ends on, its
-    comm-free length in seconds and the pipeline sends it crosses; the gradient buckets (flat, stage by stage: stage,
-    comm-free ready time in seconds, the dp and edp buckets ready no earlier)."""
+    comm-free length in seconds and the pipeline sends it crosses; the gradient
+    buckets (flat, stage by stage: stage, comm-free ready time in seconds, the dp and
+    edp buckets ready no earlier)."""
 
     names: tuple[str, ...]
     term_call: np.ndarray

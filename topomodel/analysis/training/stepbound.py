@@ -54,7 +54,10 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
-from topomodel.analysis.collectives.commbound import collective_lower_bound_s
+from topomodel.analysis.collectives.commbound import (
+    collective_lower_bound_s,
+    unplaced_lower_bound_s,
+)
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import optimizer_bytes_per_param, shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
@@ -354,6 +357,32 @@ def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
     gradient tail, as :func:`comm_free_pipeline` finds them."""
     pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
     return step_bound(model, layout, assumptions, shape, pipeline)
+
+
+def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
+                   calls: dict[str, Call]) -> dict[str, Call]:
+    """``calls`` (the collectives of any rank order of ``layout``: every order issues
+    the same, with the same sizes) each at a time no rank order of it can beat
+    (:func:`~topomodel.analysis.collectives.commbound.unplaced_lower_bound_s` over its
+    communicators' size), so one bound, with them, for all of its orders."""
+    sizes = {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "pp": 2,
+             "grad": layout.dp * layout.cp,
+             "expert_grad": layout.dp * layout.cp // max(1, layout.ep)}
+    out = {}
+    for name, call in calls.items():
+        t = sizes[CALL_GROUPS.get(name, call.kind)]
+        floor = unplaced_lower_bound_s(fabric, call.collective, t, layout.world,
+                                       call.size_bytes, assumptions.time)
+        out[name] = replace(call, time_s=floor, latency_s=0.0, bandwidth_s=floor,
+                            topology_s=0.0)
+    return out
+
+
+CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
+               "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}
+"""The communicators of the step's collectives (:func:`~topomodel.analysis.training.
+step.step_calls`) whose kind does not name them: the pipeline's gather over TP, ZeRO's
+and the gradients' over DP x CP (the experts' over their replicas)."""
 
 
 def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
