@@ -25,7 +25,8 @@ busy bound as soon as the deficit is there; the worst split of an unknown send a
 gather time between the two bounds leaves (for any figure of the pipeline bound that
 the step's last end cannot be below: the comm-free one, or one with collective times,
 each no more than the step's, that starts each stage after its ZeRO gathers as the step
-does, :func:`gather_ready_s`)
+does, :func:`gather_ready_s`, and each operation after its input's pipeline send,
+:func:`per_send_s`)
 
     bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
 
