@@ -431,7 +431,8 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, timed)
-            if len(heap) >= job.top and bounds.unplaced_score(item.layout) < worst:
+            first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
+            if len(heap) >= job.top and bounds.unplaced_score(first) < worst:
                 tally.pruned += len(item.orders)  # no order can reach the top
                 decided(len(item.orders))
                 continue
