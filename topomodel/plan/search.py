@@ -14,6 +14,9 @@ Each layout costs, in order, what it takes to decide it:
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
+   A layout's bound is tightened when it comes first (its timeline's, with the
+   pipeline's bubble, then every order's at once with each collective at what no
+   placement beats: :func:`_best_first`), and it goes back in its place.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
    (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
