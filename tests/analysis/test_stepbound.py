@@ -22,6 +22,7 @@ from topomodel.analysis.training.stepbound import (
     order_calls,
     step_bound,
     unordered,
+    unplaced_calls,
 )
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.errors import UsageError
@@ -117,7 +118,7 @@ def test_the_order_screen_is_below_the_orders_bound_and_its_step(case):
     name, _, _, a = CASES[case]
     model = fabric.catalog.get(name, Model)
     screens, ratios = {}, []
-    screened = 0
+    screened = floored = 0
     for fields, layout, shape, pipeline in _fitting_layouts(fabric, case):
         calls, missed = order_calls(fabric, model, layout, a, shape)
         group = replace(layout, order=Layout().order)
@@ -133,12 +134,21 @@ def test_the_order_screen_is_below_the_orders_bound_and_its_step(case):
         step = step_time(fabric, model, layout, a)
         timed, missed = step_calls(fabric, model, layout, a, shape=shape)
         assert not missed
+        # every order's at once: each collective no slower than on this placement
+        floor = unplaced_calls(fabric, layout, a, calls)
+        for n, call in floor.items():
+            assert call.time_s <= min(calls[n].time_s, timed[n].time_s) * (1 + 1e-12), n
+        unplaced = screen.bound(floor).step_time_s
+        assert unplaced <= before * (1 + 1e-12), fields
+        floored += unplaced > screen.bound(
+            {n: replace(c, time_s=0.0) for n, c in calls.items()}).step_time_s
         after = screen.bound(timed)
         assert before <= step.step_time_s and after.step_time_s <= step.step_time_s, (
             fields)
         assert after.tokens_per_s >= step.tokens_per_s and after.mfu >= step.mfu
         ratios.append(after.step_time_s / step.step_time_s)
-    assert screened > 5
+    # the collectives' floor raises the screen (under DualPipe it reads none)
+    assert screened > 5 and (floored > 5 or "dualpipe" in case)
     # scaled up by 1 %, the screen would exceed some step (under DualPipe it is the
     # least compute of a stage plus the wait, by 25 %)
     assert max(ratios) * (1.25 if "dualpipe" in case else 1.01) > 1
@@ -188,6 +198,56 @@ def test_most_sends_on_a_path():
     assert most_sends("1f1b", 4, 8, 1, True) > most_sends("1f1b", 4, 8, 1, False)
     # interleaving: a microbatch goes down and back up every chunk, with the wrap
     assert most_sends("1f1b", 4, 4, 2, False) >= 2 * (2 * 4 - 1)
+
+
+def test_the_screen_counts_the_sends_on_its_critical_path(fabric):
+    """A pipeline's screen and its order's own bound take the sends' time: the
+    critical path crosses sends (the wrap of interleaving and zero bubble's included),
+    each adds its time, and both stay under the step."""
+    model = fabric.catalog.get("llama3-8b", Model)
+    a = StepAssumptions()
+    for layout in (Layout(tp=2, pp=4, dp=2, global_batch=16, seq=4096, interleave=2),
+                   Layout(tp=4, pp=2, dp=2, global_batch=16, seq=4096, zero=1,
+                          schedule="zb-h1", dp_overlap=False),
+                   Layout(tp=1, pp=4, dp=4, global_batch=32, seq=4096, pp_blocking=True)):
+        shape = shape_of(fabric, model, layout)
+        pipeline = comm_free_pipeline(model, layout, a, shape)
+        step = step_time(fabric, model, layout, a)
+        timed, _ = step_calls(fabric, model, layout, a, shape=shape)
+        screen = order_screen(model, layout, a, shape, pipeline, timed)
+        assert 0 < screen.path_sends <= pipeline.most_sends
+        silent = {**timed, "pp": replace(timed["pp"], time_s=0.0)}
+        assert timed["pp"].time_s > 0
+        # the sends on the path raise the screen's end of that stage by their time
+        free, sent = screen.bound(silent), screen.bound(timed)
+        assert free.step_time_s <= sent.step_time_s <= step.step_time_s
+        own = bound_with_calls(model, layout, a, shape, timed).step_time_s
+        assert bound_with_calls(model, layout, a, shape, silent).step_time_s < own
+        assert own <= step.step_time_s * (1 + 1e-12)
+
+
+def test_the_unplaced_bound_is_each_placements_least():
+    """Groups of a domain's size may sit inside one: the bound of every order is the
+    rank's alone, and a placement across the domains is slower; groups larger than a
+    domain cross it in every order, and the bound is the placement's."""
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.analysis.collectives.commbound import unplaced_lower_bound_s
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    ranks = fabric.accelerators
+    inside, across = ranks.reshape(2, 8), ranks.reshape(8, 2).T.reshape(2, 8)
+    size, tm = 2**28, TimeModel()
+    for collective in ("allgather", "reducescatter", "allreduce", "alltoall"):
+        eight = unplaced_lower_bound_s(fabric, collective, 8, 16, size, tm)
+        assert 0 < eight <= collective_lower_bound_s(fabric, collective, inside, size, tm)
+        assert eight < collective_lower_bound_s(fabric, collective, across, size, tm)
+        whole = unplaced_lower_bound_s(fabric, collective, 16, 16, size, tm)
+        assert whole == pytest.approx(collective_lower_bound_s(
+            fabric, collective, ranks.reshape(1, 16), size, tm), rel=1e-12)
+        assert whole > unplaced_lower_bound_s(fabric, collective, 16, 16, size / 2, tm)
+    pairs = ranks[[[0, 1], [8, 9]]]
+    send = unplaced_lower_bound_s(fabric, "sendrecv", 2, 16, size, tm)
+    assert 0 < send <= collective_lower_bound_s(fabric, "sendrecv", pairs, size, tm)
 
 
 FOUR = DESIGN.replace("systems: 2", "systems: 4").replace("two hgx", "four hgx")

@@ -407,6 +407,36 @@ def test_pruning_keeps_the_unpruned_top_on_128_gpus():
             == whole.tally.evaluated + whole.tally.no_fit)
 
 
+def test_a_layouts_orders_are_pruned_together_before_any_is_bounded(monkeypatch):
+    """On the 128 GPUs, with a pipeline's bubble and sends in its bounds: some layouts
+    are pruned with all their rank orders at once (each collective at what no placement
+    beats), before any order's collectives are looked up, and the top is still the
+    unpruned search's, bit for bit."""
+    from topomodel.plan import orderbounds
+
+    design, catalog = load_design("mid.yaml", text=MID)
+    model = catalog.get("llama3-70b", Model)
+    space = PlanSpace(max_tp=8, max_cp=1, max_micro_batch=1, max_interleave=2,
+                      fixed={"sequence_parallel": True, "recompute": "none", "zero": 1})
+    job = PlanJob(model, Layout(global_batch=512, seq=4096), space, top=2)
+    fabric = build_fabric(design, catalog)
+    n = range(len(plan_cells(fabric, job)))
+    whole = search_cells(build_fabric(design, catalog), job, n, prune=False)
+    seen: dict[int, list[str]] = {}
+    unplaced, best = orderbounds.OrderBounds.unplaced_score, orderbounds.OrderBounds.best_score
+    monkeypatch.setattr(orderbounds.OrderBounds, "unplaced_score", lambda self, lay: (
+        seen.setdefault(id(self), []).append("all") or unplaced(self, lay)))
+    monkeypatch.setattr(orderbounds.OrderBounds, "best_score", lambda self, lay, worst: (
+        seen.setdefault(id(self), []).append("one") or best(self, lay, worst)))
+    pruned = search_cells(fabric, job, n)
+    assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
+                                                          for r in whole.best]
+    together = sum(calls == ["all"] for calls in seen.values())
+    assert together > 0 and any("one" in calls for calls in seen.values())
+    assert (pruned.tally.evaluated + pruned.tally.pruned + pruned.tally.no_fit
+            == whole.tally.evaluated + whole.tally.no_fit)
+
+
 def test_the_top_holds_distinct_layouts_each_at_its_best_variant(setup):
     """The top is distinct layouts (not one layout at interleave 1 and 2, or in two
     rank orders); each is the best of its interleave depths and orders, which the

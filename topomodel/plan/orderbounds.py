@@ -17,6 +17,7 @@ from topomodel.analysis.training.stepbound import (
     StepBound,
     bound_with_calls,
     order_calls,
+    unplaced_calls,
 )
 from topomodel.analysis.training.stepshape import Shape, collective_times
 from topomodel.errors import UsageError
@@ -130,21 +131,8 @@ class OrderBounds:
         the step), and, when that is not below ``worst_kept`` and something is not timed
         yet, the order's own bound (kept by the collective times)."""
         job, shape = self.job, self.shape
-        key = (*self.calls_key, layout.order)
-        table = len(self.fabric.derived(collective_times))
-        kept = self.timed.get(key)
-        if kept is not None and (not kept[1] or kept[2] == table):
-            calls, missed = kept[0], kept[1]
-        else:
-            calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
-                                        shape, routing=job.routing, seed=job.seed)
-            if len(self.timed) >= TIMED_ORDERS:
-                self.timed.clear()
-            self.timed[key] = (calls, missed, table)
-        if self.screen is None:
-            self.screen = order_screen(job.model, layout, job.assumptions, shape,
-                                       self.pipeline(), calls)
-        score = rank_score(self.screen.bound(calls), job, self.power_W)
+        calls, missed = self._calls(layout)
+        score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
         if not missed or score < worst_kept:
             return score
         times = tuple((name, call.time_s) for name, call in calls.items())
@@ -153,3 +141,36 @@ class OrderBounds:
             known = self.known[times] = rank_score(bound_with_calls(
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
         return known
+
+    def unplaced_score(self, layout: Layout) -> float:
+        """The best score any rank order of the group can reach: the screen with each
+        collective at a time no order can beat
+        (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found from
+        the collectives of ``layout`` (any of its orders: they issue the same)."""
+        calls, _ = self._calls(layout)
+        floor = unplaced_calls(self.fabric, layout, self.job.assumptions, calls)
+        return rank_score(self._screen(layout, calls).bound(floor), self.job, self.power_W)
+
+    def _calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
+        """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
+        order_calls`) and how many are not timed yet, kept while they hold (see
+        :data:`TIMED_ORDERS`)."""
+        job = self.job
+        key = (*self.calls_key, layout.order)
+        table = len(self.fabric.derived(collective_times))
+        kept = self.timed.get(key)
+        if kept is not None and (not kept[1] or kept[2] == table):
+            return kept[0], kept[1]
+        calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
+                                    self.shape, routing=job.routing, seed=job.seed)
+        if len(self.timed) >= TIMED_ORDERS:
+            self.timed.clear()
+        self.timed[key] = (calls, missed, table)
+        return calls, missed
+
+    def _screen(self, layout: Layout, calls: dict[str, Call]) -> OrderScreen:
+        """The group's order screen, made on first use from ``layout``'s ``calls``."""
+        if self.screen is None:
+            self.screen = order_screen(self.job.model, layout, self.job.assumptions,
+                                       self.shape, self.pipeline(), calls)
+        return self.screen

@@ -14,6 +14,9 @@ Each layout costs, in order, what it takes to decide it:
    layouts that fit are taken best bound first; once the job's ``top`` layouts are
    found and a layout's bound is worse than the last of them, it and every layout
    after it are pruned: none could enter the top, so the top is the unpruned search's.
+   A layout's bound is tightened when it comes first (its timeline's, with the
+   pipeline's bubble, then every order's at once with each collective at what no
+   placement beats: :func:`_best_first`), and it goes back in its place.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
    (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
@@ -325,8 +328,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
 
 
-# C901: the planner's pruning loop; each branch is one documented bound
-def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noqa: C901
+def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
                  prune: bool = True) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
@@ -357,7 +359,6 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
         keep(Ranked(rank_score(result, job, power_W), (-place[0], -place[1]), result))
 
     groups: list[_Group] = []
-    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = {}  # orders' calls
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
@@ -377,39 +378,75 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,  # noq
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_))
             decided(n)
-    groups.sort(key=lambda g: (-g.bound, g.place))
-    for gi, group in enumerate(groups):
-        if len(heap) >= job.top and group.bound < heap[0].score:
-            rest = sum(len(g.orders) for g in groups[gi:])
-            tally.pruned += rest  # sorted: no later group can do better
-            decided(rest)
-            break
-        if not group.fits(job):  # asked only of the groups the bound cannot prune
-            tally.no_fit += len(group.orders)
-            decided(len(group.orders))
-            continue
-        if len(heap) >= job.top:  # the timeline's bound, tighter, before any order
-            score = rank_score(step_bound(job.model, group.layout, job.assumptions,
-                                      group.shape, group.pipeline(job)), job, power_W)
-            if score < heap[0].score:
-                tally.pruned += len(group.orders)
-                decided(len(group.orders))
-                continue
-        ci = group.place[0]
-        bounds = OrderBounds(fabric, job, group.layout, group.shape,
-                             functools.partial(group.pipeline, job), power_W, timed)
-        for k, fields_ in group.members:
-            layout = in_order(group.layout, fields_["order"])
-            if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
-                                                          ) < heap[0].score:
-                tally.pruned += 1
-                decided(1)
-                continue
-            evaluate((ci, k), layout)
-            decided(1)
+    _best_first(fabric, job, groups, power_W, heap, tally, decided, evaluate)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
+
+
+GROUP, ORDERS = range(2)
+"""A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
+timeline's bound (its orders bounded and modelled when it comes first)."""
+
+
+def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
+                power_W: float, heap: list[Ranked], tally: Tally,
+                decided: Callable[[int], None],
+                evaluate: Callable[[tuple[int, int], Layout], None]) -> None:
+    """Decide ``groups`` best bound first, tightening a bound only when it comes first:
+    a frontier (a max-heap by the best score an entry's bound allows, ties by place)
+    holds each group at its cheap bound; popped, a group that fits is pushed back at
+    its timeline's bound (the pipeline's bubble included), which is never above the
+    cheap one; popped again, each of its rank orders is bounded against the top (when
+    full) and modelled unless pruned. Once the top is full and the first entry's bound
+    is below the last of the top, every entry's is, and all are pruned: the same top as
+    deciding them all (ties rank by place, not by when they were modelled). The
+    groups are modelled in the order of the tighter bound, so a pipeline whose cheap
+    bound (its busiest stage, no bubble) is high but whose timeline is not fills the
+    top only after the layouts that can beat it."""
+    frontier: list[tuple[float, tuple[int, int], int, int, _Group]] = []
+    tie = 0
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = {}  # orders' calls
+
+    def push(score: float, place: tuple[int, int], stage: int, item: _Group) -> None:
+        nonlocal tie
+        tie += 1
+        heapq.heappush(frontier, (-score, place, tie, stage, item))
+
+    for group in groups:
+        push(group.bound, group.place, GROUP, group)
+    while frontier:
+        neg, place, _, stage, item = heapq.heappop(frontier)
+        worst = heap[0].score if len(heap) >= job.top else -float("inf")
+        if -neg < worst:
+            rest = len(item.orders) + sum(len(e[4].orders) for e in frontier)
+            tally.pruned += rest  # the first has the best bound: none can do better
+            decided(rest)
+            return
+        if stage == GROUP:
+            if not item.fits(job):  # asked only of the groups the bound cannot prune
+                tally.no_fit += len(item.orders)
+                decided(len(item.orders))
+                continue
+            tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
+                                          item.shape, item.pipeline(job)), job, power_W)
+            push(min(-neg, tight), place, ORDERS, item)
+        else:
+            bounds = OrderBounds(fabric, job, item.layout, item.shape,
+                                 functools.partial(item.pipeline, job), power_W, timed)
+            first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
+            if len(heap) >= job.top and bounds.unplaced_score(first) < worst:
+                tally.pruned += len(item.orders)  # no order can reach the top
+                decided(len(item.orders))
+                continue
+            for k, fields_ in item.members:
+                layout = in_order(item.layout, fields_["order"])
+                if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
+                                                              ) < heap[0].score:
+                    tally.pruned += 1
+                else:
+                    evaluate((place[0], k), layout)
+                decided(1)
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:

@@ -31,7 +31,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.linkrates import effective_link_Bps
-from topomodel.analysis.training.stepshape import node_domains
+from topomodel.analysis.training.stepshape import node_domains, ranks_of
 from topomodel.fabric.tables import Fabric
 
 
@@ -121,4 +121,76 @@ def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray
                            ) * size_bytes
     with np.errstate(divide="ignore", invalid="ignore"):
         domain_s = np.where((into > 0) & (rates.domain_Bps > 0), into / rates.domain_Bps, 0.0)
+    return max(rank_s, float(domain_s.max()))
+
+
+@dataclass(frozen=True, eq=False)
+class JobRates:
+    """What :func:`unplaced_lower_bound_s` reads of the first ``world`` accelerators (a
+    job's, whatever its rank order): the least and the most effective rate into one of
+    them, and per scale-up domain holding any, how many and the rate into the domain
+    from outside, bytes per second (``domain_ranks`` empty when one has no domain);
+    ``intact``: no failed link."""
+
+    least_Bps: float
+    most_Bps: float
+    domain_ranks: np.ndarray
+    domain_Bps: np.ndarray
+    intact: bool
+
+
+def job_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...], world: int
+              ) -> JobRates:
+    """:class:`JobRates` of the fabric's first ``world`` accelerators under the tier
+    efficiencies ``efficiency_items``, for :meth:`~topomodel.fabric.tables.Fabric.derived`."""
+    rates = fabric.derived(ingress_rates, efficiency_items)
+    ranks = ranks_of(fabric)[:world]
+    node = rates.node_Bps[ranks]
+    positive = node[node > 0]
+    domains = fabric.derived(node_domains)[ranks]
+    if (domains < 0).any() or not len(rates.domain_Bps):
+        held, into = np.zeros(0), np.zeros(0)
+    else:
+        count = np.bincount(domains, minlength=len(rates.domain_Bps))
+        used = np.flatnonzero(count)
+        held, into = count[used].astype(float), rates.domain_Bps[used]
+    return JobRates(float(positive.min()) if len(positive) else 0.0,
+                    float(positive.max()) if len(positive) else 0.0, held, into,
+                    rates.intact)
+
+
+def unplaced_lower_bound_s(fabric: Fabric, collective: str, ranks_per_group: int,
+                           world: int, size_bytes: float, time_model: TimeModel) -> float:
+    """Seconds a collective over groups of ``ranks_per_group`` of the first ``world``
+    accelerators (every one in a group, as a layout's communicators of one kind hold
+    them) cannot beat in any rank order: never above :func:`collective_lower_bound_s`
+    for any placement of the groups on those accelerators (``sendrecv``: pairs, some
+    pair at least). 0 on a fabric with a failed link.
+
+    Each rank receives the table's bytes whatever the order, so the slowest rank takes
+    at least its bytes over the least rate into one (a pair's receiver, for
+    ``sendrecv``, at least its bytes over the most). A domain holding ``r`` of the
+    ranks, fewer than a group's ``t``, holds no whole group, so the groups in it
+    number ``k >= 1`` with ``t_in`` each (``sum t_in = r``, each ``t_in <= r``); the
+    module's table, summed over them, is at least: all-reduce ``k S >= S``; all-gather
+    ``(k - r / t) S >= (1 - r / t) S``; reduce-scatter ``r S / t``; all-to-all
+    ``sum t_in (t - t_in) / t S >= r (t - r) / t S``. A domain holding ``t`` or more
+    may hold whole groups: nothing. Send/receive: nothing (a pair may stay inside)."""
+    rates = fabric.derived(job_rates, tuple(sorted(time_model.efficiency.items())), world)
+    t = ranks_per_group
+    if not rates.intact or size_bytes <= 0 or t < 2:
+        return 0.0
+    if collective == "sendrecv":
+        return size_bytes / rates.most_Bps if rates.most_Bps > 0 else 0.0
+    share = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
+             "alltoall": (t - 1) / t}[collective]
+    rank_s = share * size_bytes / rates.least_Bps if rates.least_Bps > 0 else 0.0
+    r = rates.domain_ranks
+    if not len(r):
+        return rank_s
+    need = {"allgather": 1 - r / t, "reducescatter": r / t, "allreduce": np.ones(len(r)),
+            "alltoall": r * (t - r) / t}[collective] * (r < t) * size_bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        domain_s = np.where((need > 0) & (rates.domain_Bps > 0), need / rates.domain_Bps,
+                            0.0)
     return max(rank_s, float(domain_s.max()))

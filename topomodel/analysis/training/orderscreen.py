@@ -21,7 +21,8 @@ operations' durations):
   stage at least its busy time plus ``max(0, G - F1)``, each part at least its figure
   here: :meth:`Gathers.delay_s`); and for the stage where the comm-free timeline ends,
   the durations along that timeline's critical path (a chain of operations each
-  waiting for the one before, whatever the times);
+  waiting for the one before, whatever the times) plus, for every pipeline send the
+  chain crosses, the send's time (the input arrives its send after it ended);
 - a stage's gradient reduction: its buckets go out one after the other, none before it
   is ready, and each is ready no earlier than on the comm-free timeline nor before its
   pass has started (the stage's operations before it one after another, each at least
@@ -56,6 +57,7 @@ from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_frame,
+    per_send_s,
 )
 from topomodel.analysis.training.stepshape import Shape
 from topomodel.inputs.parts import Model
@@ -68,9 +70,10 @@ class OrderScreen:
     (see the module): the comm-free ``pipeline`` and ``frame``; every recorded
     exposure term (``term_*``: the call it times, count, compute behind it in seconds,
     SM share, weight, the work unit it belongs to); per stage the operations of each
-    unit; the units on the comm-free critical path, the stage it ends on and its
-    comm-free length in seconds; the gradient buckets (flat, stage by stage: stage,
-    comm-free ready time in seconds, the dp and edp buckets ready no earlier)."""
+    unit; the units on the comm-free critical path, the stage it ends on, its
+    comm-free length in seconds and the pipeline sends it crosses; the gradient
+    buckets (flat, stage by stage: stage, comm-free ready time in seconds, the dp and
+    edp buckets ready no earlier)."""
 
     names: tuple[str, ...]
     term_call: np.ndarray
@@ -83,6 +86,7 @@ class OrderScreen:
     path_units: np.ndarray  # (units,)
     path_stage: int
     path_s: float
+    path_sends: int
     bucket_stage: np.ndarray
     bucket_ready_s: np.ndarray
     bucket_dp_after: np.ndarray
@@ -108,7 +112,8 @@ class OrderScreen:
         delay = self.gathers.delay_s(t, per_unit, self.dp_overlap)
         end = np.maximum(pipe.timeline.stage_end_s, busy + delay)
         end[self.path_stage] = max(float(end[self.path_stage]),
-                                   self.path_s + float(self.path_units @ per_unit))
+                                   self.path_s + float(self.path_units @ per_unit)
+                                   + self.path_sends * per_send_s(calls))
         finish = end
         if len(self.bucket_stage):
             t_dp = calls["dp"].time_s if "dp" in calls else 0.0
@@ -153,7 +158,8 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     op_units = unit_of[s.kind, np.arange(p)[:, None], s.chunk]  # (p, n)
     stage_units = np.zeros((p, len(units)))
     np.add.at(stage_units, (np.repeat(np.arange(p), s.ops), op_units.ravel()), 1.0)
-    path_units, path_stage, path_s = _critical_path(pipeline, op_units, len(units))
+    path_units, path_stage, path_s, path_sends = _critical_path(pipeline, op_units,
+                                                                len(units))
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     runs = stage_buckets(s, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes)
@@ -168,23 +174,27 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
                       op_units[np.arange(p), first], first_s)
     return OrderScreen(names, term[:, 0].astype(np.int64), term[:, 1], term[:, 2],
                        term[:, 3], term[:, 4], term[:, 5].astype(np.int64), stage_units,
-                       path_units, path_stage, path_s, *buckets, layout.dp_overlap,
+                       path_units, path_stage, path_s, path_sends, *buckets, layout.dp_overlap,
                        pipeline, bound_frame(model, layout, a, shape, pipeline), gathers,
                        Passes(*passes, first, bucket_pass[0], bucket_pass[1]))
 
 
 def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
-                   ) -> tuple[np.ndarray, int, float]:
+                   ) -> tuple[np.ndarray, int, float, int]:
     """The comm-free timeline's critical path, walked back from the last operation to
     end: the operations of each unit on it, the stage it ends on, its length in
-    seconds. Each step goes to the operation's input when that ended later than the
-    stage's previous operation, else to the previous operation: a chain of operations
-    each starting after the one before, whatever their durations."""
+    seconds and the pipeline sends it crosses. Each step goes to the operation's input
+    when that ended later than the stage's previous operation, else to the previous
+    operation: a chain of operations each starting after the one before, whatever
+    their durations, and, where it goes to an input across a stage boundary, no
+    earlier than that input's end plus the send (the timeline's own rule), so on any
+    timeline it is at least its operations' durations plus its sends' times."""
     tl = pipeline.timeline
     on_path = np.zeros(count)
     if tl is None:
-        return on_path, 0, 0.0
-    dep_stage, dep_pos, _ = cached_dependencies(tl.schedule)
+        return on_path, 0, 0.0, 0
+    dep_stage, dep_pos, boundary = cached_dependencies(tl.schedule)
+    sends = 0
     end, start = tl.end_s, tl.start_s
     stage = last = int(np.argmax(tl.stage_end_s))
     j = tl.schedule.ops - 1
@@ -195,10 +205,11 @@ def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
         ds, dp = int(dep_stage[stage, j]), int(dep_pos[stage, j])
         before = float(end[stage, j - 1]) if j > 0 else 0.0
         if dp >= 0 and float(end[ds, dp]) > before:
+            sends += int(boundary[stage, j] >= 0)
             stage, j = ds, dp
         else:
             j -= 1
-    return on_path, last, length
+    return on_path, last, length, sends
 
 
 def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int, int]]],

@@ -25,7 +25,8 @@ busy bound as soon as the deficit is there; the worst split of an unknown send a
 gather time between the two bounds leaves (for any figure of the pipeline bound that
 the step's last end cannot be below: the comm-free one, or one with collective times,
 each no more than the step's, that starts each stage after its ZeRO gathers as the step
-does, :func:`gather_ready_s`)
+does, :func:`gather_ready_s`, and each operation after its input's pipeline send,
+:func:`per_send_s`)
 
     bound = busy + max(0, pipeline - busy) x min(1, 2 m v / K, n_min / n_max) + wait
 
@@ -54,7 +55,10 @@ from typing import Any
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
-from topomodel.analysis.collectives.commbound import collective_lower_bound_s
+from topomodel.analysis.collectives.commbound import (
+    collective_lower_bound_s,
+    unplaced_lower_bound_s,
+)
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import optimizer_bytes_per_param, shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
@@ -104,16 +108,24 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
                        shape: Shape, calls: dict[str, Call] | None = None
                        ) -> CommFreePipeline:
     """The step of ``layout`` with every collective taking no time (or the time in
-    ``calls``, each no more than the step's, for the collectives there): each
-    operation's duration and the timeline, seconds, with no pipeline send and no
-    weight gather holding a stage up. Without ``calls``, the ZeRO stage and the rank
-    order change neither."""
+    ``calls``, each no more than the step's, for the collectives there, the pipeline
+    sends and ZeRO's weight gathers included): each operation's duration and the
+    timeline, seconds. Without ``calls``, no send and no gather holds a stage up, and
+    the ZeRO stage and the rank order change nothing.
+
+    With the sends timed the bound stays under the step: every start of the timeline
+    only grows with a send's time (an operation starts at the later of its stage's
+    previous end and its input's end plus the send), so its last end and every
+    bucket's ready time are no later than the step's with its own sends; and the
+    bound's pipeline term, ``busy + (end - busy) x share`` with ``share <= 1``, only
+    grows with that end (see the module: the share already allows for the sends the
+    step counts as bubble rather than exposed)."""
     a = assumptions
     ops, calls = _comm_free_ops(model, layout, a, shape, calls)
     p = layout.pp
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
-    tl = timeline(shape.schedule, ops.duration_s, np.zeros((p, 2)),
+    tl = timeline(shape.schedule, ops.duration_s, np.full((p, 2), per_send_s(calls)),
                   stage_ready_s=gather_ready_s(calls, layout, a, dense, experts, shape,
                                                ops.duration_s),
                   blocking_sends=layout.pp_blocking)
@@ -125,6 +137,15 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
                             layout.ep_overlap == "dualpipe", tl)
+
+
+def per_send_s(calls: dict[str, Call] | None) -> float:
+    """The time of one pipeline send in ``calls`` as the step's timeline takes it (the
+    activations' send and, with sequence parallelism, the gather after it), seconds;
+    0 when there is none."""
+    if not calls:
+        return 0.0
+    return sum(calls[k].time_s for k in ("pp", "pp_sg") if k in calls)
 
 
 def gather_ready_s(calls: dict[str, Call], layout: Layout, a: StepAssumptions,
@@ -337,6 +358,32 @@ def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
     gradient tail, as :func:`comm_free_pipeline` finds them."""
     pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
     return step_bound(model, layout, assumptions, shape, pipeline)
+
+
+def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
+                   calls: dict[str, Call]) -> dict[str, Call]:
+    """``calls`` (the collectives of any rank order of ``layout``: every order issues
+    the same, with the same sizes) each at a time no rank order of it can beat
+    (:func:`~topomodel.analysis.collectives.commbound.unplaced_lower_bound_s` over its
+    communicators' size), so one bound, with them, for all of its orders."""
+    sizes = {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "pp": 2,
+             "grad": layout.dp * layout.cp,
+             "expert_grad": layout.dp * layout.cp // max(1, layout.ep)}
+    out = {}
+    for name, call in calls.items():
+        t = sizes[CALL_GROUPS.get(name, call.kind)]
+        floor = unplaced_lower_bound_s(fabric, call.collective, t, layout.world,
+                                       call.size_bytes, assumptions.time)
+        out[name] = replace(call, time_s=floor, latency_s=0.0, bandwidth_s=floor,
+                            topology_s=0.0)
+    return out
+
+
+CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
+               "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}
+"""The communicators of the step's collectives (:func:`~topomodel.analysis.training.
+step.step_calls`) whose kind does not name them: the pipeline's gather over TP, ZeRO's
+and the gradients' over DP x CP (the experts' over their replicas)."""
 
 
 def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
