@@ -163,10 +163,12 @@ def test_mixtral_mfu_is_below_one_at_peak_efficiency(example_fabric):
     recomputed core, where the step times causal FlashAttention (7 L H Q T, and 2 for the
     recomputed forward). Then MFU 0.817 and 0.764, HFU 0.851 and 0.861; with the
     mcore-2024 preset's distributed optimizer (the optimizer step sharded) 0.837 and
-    0.782, HFU 0.872 and 0.881."""
+    0.782, HFU 0.872 and 0.881; with the memory-bound passes counted as NeMo 2 runs them
+    (the fused cross-entropy's bytes, the embedding's dense gradient, rotary and the QKV
+    split: analysis/training/passes.py) 0.827 and 0.773, HFU 0.861 and 0.87."""
     fabric = example_fabric("gb200-nvl72-cluster")
     model = fabric.catalog.get("mixtral-8x7b", Model)
-    for recompute, mfu, hfu in (("none", 0.835, 0.87), ("selective", 0.78, 0.879)):
+    for recompute, mfu, hfu in (("none", 0.827, 0.861), ("selective", 0.773, 0.87)):
         result = step_time(fabric, model, Layout(tp=1, dp=576, ep=8,
                                                     recompute=recompute), FLAT)
         assert (round(result.mfu, 3), round(result.hfu, 3)) == (mfu, hfu), recompute
