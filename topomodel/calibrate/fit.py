@@ -117,6 +117,20 @@ class Fitted:
     residual_after: tuple[float, ...]
     provenance: str = "measured"
     curves: tuple[str, ...] = ()  # the labels of the curves it was fitted on
+    spreads: tuple[float, ...] = ()  # the run-to-run spread at each of ``sizes`` (0-1)
+
+    @property
+    def moves(self) -> tuple[float, ...]:
+        """The overlay's move of the model at each fitted size: model after / model
+        before - 1 (every figure fitted together), from the two residuals."""
+        return tuple((1 + new) / (1 + old) - 1 for old, new in
+                     zip(self.residual_before, self.residual_after, strict=True))
+
+    @property
+    def within_spread(self) -> int:
+        """How many fitted sizes the overlay moves the model by no more than the log's
+        own run-to-run spread there (issue #37: all of them, on a healthy log)."""
+        return sum(abs(m) <= s for m, s in zip(self.moves, self.spreads, strict=True))
 
     @property
     def rms_after(self) -> float:
@@ -267,6 +281,7 @@ class _Fit:
         self.owner = np.array([n for n, s in enumerate(series) for _ in s.points])
         self.sizes = [size for s in series for size in s.sizes]
         self.measured = np.array([p.time_s for s in series for p in s.points])
+        self.spreads = np.array([p.spread for s in series for p in s.points])
         self.keys = list(plan.rates)
         self.tiers = {k: tiers_of(fabric, *k) for k in self.keys}
         self.launch_s = launch_latency_s(fabric)
@@ -356,7 +371,8 @@ class _Fit:
         return Fitted(section, entry, key, tiers, before, after, files,
                       tuple(self.sizes[i] for i in at), tuple(float(old[i]) for i in at),
                       tuple(float(new[i]) for i in at),
-                      curves=tuple(self.series[n].label for n in owners))
+                      curves=tuple(self.series[n].label for n in owners),
+                      spreads=tuple(float(self.spreads[i]) for i in at))
 
 
 def _shifted(check: NcclCheck, shift_s: float) -> NcclCheck:

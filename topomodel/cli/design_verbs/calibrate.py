@@ -27,14 +27,30 @@ def _fitted_rows(fitted: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
                      "fitted on": f"{len(f.sizes)} sizes, {min(f.sizes):,}-{max(f.sizes):,}"
                                   f" B{both}",
                      "residual before": f"{f.rms_before:.1%}",
-                     "residual after": f"{f.rms_after:.1%}"})
+                     "residual after": f"{f.rms_after:.1%}",
+                     "spread, move": _spread_and_move(f)})
         records.append({"section": f.section, "entry": f.entry, "key": f.key,
                         "tiers": list(f.tiers), "before": f.before, "after": f.after,
                         "provenance": f.provenance, "files": list(f.files),
                         "curves": list(f.curves), "sizes_bytes": list(f.sizes),
                         "residual_before": list(f.residual_before),
-                        "residual_after": list(f.residual_after)})
+                        "residual_after": list(f.residual_after),
+                        "spread": list(f.spreads), "move": list(f.moves),
+                        "within_spread": f.within_spread})
     return rows, records
+
+
+def _span(values: Any) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.1%}" if f"{low:.1%}" == f"{high:.1%}" else f"{low:.1%}-{high:.1%}"
+
+
+def _spread_and_move(f: Any) -> str:
+    """The log's run-to-run spread and the overlay's move of the model over the sizes
+    the figure was fitted on (docs/calibrate.md, "On a healthy log")."""
+    return (f"run-to-run spread {_span(f.spreads)}, the move"
+            f" {_span([abs(m) for m in f.moves])} (within the spread at"
+            f" {f.within_spread} of {len(f.moves)} sizes)")
 
 
 def _size_rows(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
