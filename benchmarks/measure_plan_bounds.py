@@ -43,8 +43,8 @@ from topomodel.analysis.training.stepshape import collective_times, shape_of
 from topomodel.cli import main as cli_main
 from topomodel.plan import orderbounds
 
-RECORD: dict[str, Any] = {"steps": [], "cpu": [], "missed": {}, "cheap": {}, "timeline": {}, "order": {},
-                          "unplaced": {}}
+RECORD: dict[str, Any] = {"steps": [], "cpu": [], "missed": {}, "cheap": {}, "timeline": {},
+                          "order": {}, "unplaced": {}}
 
 
 def _family(layout: Any) -> tuple[Any, ...]:
@@ -110,8 +110,8 @@ def _exact(fabric: Any, job: Any, layout: Any) -> tuple[float, float, float]:
     """The screen, the order's own bound and that bound at share 1 with the step's own
     collective times (every one routed by now), seconds."""
     shape = shape_of(fabric, job.model, layout)
-    calls, missed = stepbound.order_calls(fabric, job.model, layout, job.assumptions, shape,
-                                          routing=job.routing, seed=job.seed)
+    calls, _ = stepbound.order_calls(fabric, job.model, layout, job.assumptions, shape,
+                                     routing=job.routing, seed=job.seed)
     base = stepbound.comm_free_pipeline(job.model, layout, job.assumptions, shape)
     screen = order_screen(job.model, layout, job.assumptions, shape, base, calls)
     own_pipe = stepbound.comm_free_pipeline(job.model, layout, job.assumptions, shape, calls)
