@@ -157,7 +157,7 @@ def report() -> None:
     kept = sorted(best.values(), reverse=True)
     worst = kept[min(job.top, len(kept)) - 1]
     worst_s = min(r.step_time_s for r in steps if r.tokens_per_s == worst)
-    print(f"steps modelled {len(steps)}; top's last {worst_s:.6f} s")
+    print(f"steps modelled {len(steps)}; top's last {worst_s:.6f} s, {worst:.6g} tokens/s")
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     per_call: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r, tps, cpu in zip(steps, tokens, RECORD["cpu"], strict=True):
@@ -174,7 +174,7 @@ def report() -> None:
             row[name] = (tokens_step / score / r.step_time_s if score else float("nan"))
         screen, own, own1 = _exact(fabric, job, lay)
         row |= {"screen*": screen / r.step_time_s, "own*": own / r.step_time_s,
-                "own1*": own1 / r.step_time_s, "miss": worst_s / r.step_time_s,
+                "own1*": own1 / r.step_time_s, "miss": tps / worst,
                 "cpu": cpu, "routed": float(RECORD["missed"].get(
                     (fam, lay.zero, lay.order), 1) > 0)}
         rows[_label(lay)].append(row)
@@ -182,8 +182,8 @@ def report() -> None:
             for n, pair in _call_ratios(fabric, job, lay).items():
                 per_call[n].append(pair)
     names = ("cheap", "timeline", "unplaced", "order", "screen*", "own*", "own1*")
-    print("family | modelled | unneeded (of them routing) | their CPU s | top/step of"
-          " unneeded (median) | "
+    print("family | modelled | unneeded (of them routing) | their CPU s | tokens/s over"
+          " the top's last, unneeded (median) | "
           + " | ".join(f"{n} median (min-max)" for n in names))
     for label, group in sorted(rows.items()):
         unneeded = [g for g in group if not g["needed"]]
