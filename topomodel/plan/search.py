@@ -23,7 +23,8 @@ Each layout costs, in order, what it takes to decide it:
    the layout's comm-free pipeline (:mod:`~topomodel.analysis.training.orderscreen`), then, if
    that cannot drop it and something is not timed yet, its own timeline
    (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`); it is pruned, neither
-   routed nor modelled, when its bound cannot reach the top either.
+   routed nor modelled, when its bound cannot reach the top either, nor beat the
+   variant of its layout the top already holds (:func:`entry_bar`).
 4. **how fast?** :func:`~topomodel.analysis.training.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.training.step.collective_times`), keyed by the communicators,
