@@ -41,8 +41,8 @@ JOBS = {"superpod-llama3-70b-at-128": ("examples/dgx-h100-superpod.yaml", "llama
 
 
 def run(arguments: list[str], tree: Path, cap_s: float) -> tuple[float | None, str]:
-    """(CPU s of one child process or None when stopped at ``cap_s`` CPU seconds, its
-    best layout)."""
+    """(CPU s of one child process or None when stopped at ``cap_s`` CPU seconds, how
+    many steps it modelled and its best layout)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
 
     def limit() -> None:
@@ -57,8 +57,10 @@ def run(arguments: list[str], tree: Path, cap_s: float) -> tuple[float | None, s
         if os.waitstatus_to_exitcode(status):
             return None, ""
         out.seek(0)
-        best = json.load(out)["layouts"][0]
-    return cpu, (f"TP {best['tp']} PP {best['pp']} DP {best['dp']} CP {best['cp']} EP"
+        found = json.load(out)
+        best = found["layouts"][0]
+    return cpu, (f"{found['search']['evaluated']:,} steps modelled; TP {best['tp']}"
+                 f" PP {best['pp']} DP {best['dp']} CP {best['cp']} EP"
                  f" {best['ep']} mb {best['micro_batch']} v {best['interleave']}"
                  f" {best['schedule']} {best['recompute']} ZeRO {best['zero']} SP"
                  f" {best['sequence_parallel']} {best['order']}: {best['step_time_s']!r} s")

@@ -364,3 +364,35 @@ def test_the_zero_gathers_raise_the_screen_and_stay_under_the_step(fabric, overl
                 assert with_gathers == without, layout
             raised += with_gathers > without
     assert raised >= 3
+
+
+def test_a_reduce_scatter_sends_what_an_all_gather_receives():
+    """What must leave a rank or a domain in a reduce-scatter is what must enter it in
+    an all-gather (each other rank's reduced share depends on this rank's part of it),
+    and the other way round: on a fabric whose links run as fast each way the two
+    bounds are equal, the reduce-scatter's t - 1 times its bound into the ranks alone
+    (S / t into a rank, (t - 1) / t S out of it)."""
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.analysis.collectives.commbound import (
+        DUAL,
+        ingress_rates,
+        unplaced_lower_bound_s,
+    )
+
+    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
+    ranks, tm = fabric.accelerators, TimeModel()
+    rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    assert np.array_equal(rates.node_Bps, rates.node_out_Bps)
+    assert np.array_equal(rates.domain_Bps, rates.domain_out_Bps)
+    size = 64e6
+    for groups in (ranks.reshape(-1, 8), ranks.reshape(4, 8).T):
+        t = groups.shape[1]
+        gather = collective_lower_bound_s(fabric, "allgather", groups, size, tm)
+        scatter = collective_lower_bound_s(fabric, "reducescatter", groups, size, tm)
+        assert scatter == gather > 0
+        node_Bps = rates.node_Bps[groups].min()
+        assert scatter >= (t - 1) / t * size / node_Bps * (1 - 1e-12)
+    for t in (4, 8, 32):
+        assert unplaced_lower_bound_s(fabric, "reducescatter", t, 32, size, tm) == (
+            unplaced_lower_bound_s(fabric, "allgather", t, 32, size, tm))
+    assert all(DUAL[DUAL[c]] == c for c in DUAL)

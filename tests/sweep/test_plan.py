@@ -540,3 +540,32 @@ def test_orders_share_their_collectives_where_the_step_issues_the_same(setup):
     assert step_calls(fabric, model, replace(first, zero=0))[0] != calls  # all-reduce
     with pytest.raises(UsageError):
         in_order(first, "tp,tp,dp,pp")
+
+
+def test_a_layout_must_beat_its_held_variant_to_change_the_top():
+    """The bar an order is pruned against: the last of a full top, or the score of a
+    variant of the same layout (another order or interleave depth) held in the top if
+    higher, full or not, since the top keeps one variant per layout, the better."""
+    from types import SimpleNamespace
+
+    from topomodel.plan.search import Ranked, distinct_key, entry_bar, keep_distinct
+
+    def ranked(score, **fields):
+        layout = replace(Layout(), **fields)
+        return Ranked(score, (0, -int(score)), SimpleNamespace(layout=layout))
+
+    heap = []
+    a, b = Layout(tp=2), Layout(tp=4)
+    assert entry_bar(heap, 3, distinct_key(a)) == -float("inf")
+    keep_distinct(heap, ranked(10.0, tp=2), 3)
+    assert entry_bar(heap, 3, distinct_key(a)) == 10.0  # not full: its variant's
+    assert entry_bar(heap, 3, distinct_key(replace(a, interleave=2))) == 10.0
+    assert entry_bar(heap, 3, distinct_key(b)) == -float("inf")
+    for score, tp in ((12.0, 4), (11.0, 8)):
+        keep_distinct(heap, ranked(score, tp=tp), 3)
+    assert entry_bar(heap, 3, distinct_key(b)) == 12.0
+    assert entry_bar(heap, 3, distinct_key(Layout(tp=1))) == 10.0  # full: the last
+    # a variant below its held one changes nothing
+    before = list(heap)
+    keep_distinct(heap, ranked(9.5, tp=2, order="dp,tp,cp,pp"), 3)
+    assert heap == before

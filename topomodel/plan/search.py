@@ -23,7 +23,8 @@ Each layout costs, in order, what it takes to decide it:
    the layout's comm-free pipeline (:mod:`~topomodel.analysis.training.orderscreen`), then, if
    that cannot drop it and something is not timed yet, its own timeline
    (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`); it is pruned, neither
-   routed nor modelled, when its bound cannot reach the top either.
+   routed nor modelled, when its bound cannot reach the top either, nor beat the
+   variant of its layout the top already holds (:func:`entry_bar`).
 4. **how fast?** :func:`~topomodel.analysis.training.step.step_time` models its step. Its
    collective times are kept with the fabric
    (:func:`~topomodel.analysis.training.step.collective_times`), keyed by the communicators,
@@ -435,18 +436,36 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, timed)
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
-            if len(heap) >= job.top and bounds.unplaced_score(first) < worst:
-                tally.pruned += len(item.orders)  # no order can reach the top
+            key = distinct_key(item.layout)  # the same for all its orders
+            bar = entry_bar(heap, job.top, key)
+            if bar > -float("inf") and bounds.unplaced_score(first) < bar:
+                tally.pruned += len(item.orders)  # no order can enter the top
                 decided(len(item.orders))
                 continue
             for k, fields_ in item.members:
                 layout = in_order(item.layout, fields_["order"])
-                if len(heap) >= job.top and bounds.best_score(layout, heap[0].score
-                                                              ) < heap[0].score:
+                bar = entry_bar(heap, job.top, key)
+                if bar > -float("inf") and bounds.best_score(layout, bar) < bar:
                     tally.pruned += 1
                 else:
                     evaluate((place[0], k), layout)
                 decided(1)
+
+
+def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
+    """The score a layout of :func:`distinct_key` ``key`` must reach to change ``heap``
+    (:func:`keep_distinct`'s, at most ``top`` entries), -inf when any would: the last
+    of a full heap, or, where a variant of the same layout is held, its score if
+    higher, since :func:`keep_distinct` keeps the better of two variants. A layout
+    below it never enters the top, then or later: a held variant leaves the heap only
+    for a better layout when it is the last, so every entry after is above it. So the
+    orders of a layout, and its other interleave depths, are pruned against its best
+    step found so far even while the top is not full."""
+    bar = heap[0].score if len(heap) >= top else -float("inf")
+    for held in heap:
+        if held.score > bar and distinct_key(held.result.layout) == key:
+            bar = held.score
+    return bar
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:

@@ -1,6 +1,6 @@
 """A time a collective of the step cannot beat on a fabric, seconds, without building or
-routing its traffic: the bytes that must reach each accelerator and each scale-up
-domain, over the effective rate of the links into it.
+routing its traffic: the bytes that must reach, and leave, each accelerator and each
+scale-up domain, over the effective rate of the links into (out of) it.
 
 Whatever algorithm runs it (ring, tree, hierarchical, in-network reduction, PXN
 relays), a collective over groups of ``t`` ranks of ``S`` bytes (nccl-tests sizes) must
@@ -15,12 +15,34 @@ deliver at least, to each rank and, from outside it, to each scale-up domain hol
 | all-to-all | (t - 1) / t S | t_in (t - t_in) / t S (distinct data, nothing merges) |
 | send/receive | S | S (each pair that crosses) |
 
+and must send at least, out of each rank and each such domain, what its *dual* must
+deliver into it (all-gather and reduce-scatter are each other's dual; all-reduce,
+all-to-all and send/receive their own, a pair's sender in the receiver's place):
+
+- all-gather: a rank's own share reaches the others, S / t out of it; the ``t_in``
+  shares held in a domain reach the ranks outside, t_in S / t;
+- reduce-scatter: every other rank's reduced share depends on each element of this
+  rank's contribution to it (for fixed other inputs the sum is a one-to-one function
+  of it), so at least that share's S / t bytes leave the rank for each of the t - 1
+  others, (t - 1) / t S, whatever is summed on the way (in a switch or a relay); out
+  of a domain, the same for each of the t - t_in shares held outside, (t - t_in) / t S;
+- all-reduce: every element's result outside depends on the rank's (the domain's)
+  contribution: S;
+- all-to-all: the rank's data for every other rank, (t - 1) / t S; out of a domain,
+  what its t_in ranks send to the t - t_in outside, t_in (t - t_in) / t S;
+- send/receive: S out of each sender and out of the sender's domain, per crossing pair.
+
 Every group of a kind runs at once, so a domain's bytes add up over its groups. The
 time model takes, per phase, the slowest link's bytes over its effective rate (and
 more, with latency and a protocol's wire bytes), so a collective takes at least the
-bytes into a rank or a domain over the sum of the effective rates of the links into
-it. On a fabric with failed links a flow may find no route and move no bytes: there
-the bound is 0 (see :func:`collective_lower_bound_s`).
+bytes into (out of) a rank or a domain over the sum of the effective rates of the links
+into (out of) it: a phase's bytes over a sum of rates is a weighted mean of its links'
+times, at most the slowest. Measured on the step's own collectives at 128 GPUs of the
+SuperPOD, the bound into ranks and domains alone sat at 6-28 % of a reduce-scatter's
+routed time (median 12 % for the gradients' over DP), since a rank receives only its
+own reduced share; out of them it is the rank's whole contribution. On a fabric with
+failed links a flow may find no route and move no bytes: there the bound is 0 (see
+:func:`collective_lower_bound_s`).
 """
 
 from __future__ import annotations
@@ -34,15 +56,24 @@ from topomodel.analysis.collectives.linkrates import effective_link_Bps
 from topomodel.analysis.training.stepshape import node_domains, ranks_of
 from topomodel.fabric.tables import Fabric
 
+DUAL = {"allgather": "reducescatter", "reducescatter": "allgather", "allreduce": "allreduce",
+        "alltoall": "alltoall", "sendrecv": "sendrecv"}
+"""Each collective's dual: what must leave a rank or a domain in the collective is what
+must enter it in its dual (see the module), a send/receive pair's sender in the
+receiver's place."""
+
 
 @dataclass(frozen=True, eq=False)
 class IngressRates:
     """Per node, the effective rate of the links into it, and per scale-up domain that
-    of the links into it from outside, bytes per second; ``intact``: no failed link."""
+    of the links into it from outside, bytes per second (``*_out_Bps``: of the links out
+    of it, to outside); ``intact``: no failed link."""
 
     node_Bps: np.ndarray
     domain_Bps: np.ndarray
     intact: bool
+    node_out_Bps: np.ndarray
+    domain_out_Bps: np.ndarray
 
 
 def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...]
@@ -56,11 +87,18 @@ def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...
         fabric, TimeModel(efficiency=dict(efficiency_items))))
     src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
     domains = _switch_domains(fabric, src, dst)
-    node = np.bincount(dst, weights=rate, minlength=len(fabric.node_arrays))
-    into = (domains[dst] >= 0) & (domains[src] != domains[dst])
+    nodes = len(fabric.node_arrays)
     count = int(domains.max()) + 1 if len(domains) else 0
-    domain = np.bincount(domains[dst[into]], weights=rate[into], minlength=count)
-    return IngressRates(node, domain, not bool(failed.any()))
+    across = domains[src] != domains[dst]
+
+    def rates(to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        crossing = (domains[to] >= 0) & across
+        return (np.bincount(to, weights=rate, minlength=nodes),
+                np.bincount(domains[to[crossing]], weights=rate[crossing], minlength=count))
+
+    node, domain = rates(dst)
+    node_out, domain_out = rates(src)
+    return IngressRates(node, domain, not bool(failed.any()), node_out, domain_out)
 
 
 def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -86,51 +124,65 @@ def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray
                              size_bytes: float, time_model: TimeModel) -> float:
     """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
     for ``sendrecv``: each row a sender and a receiver), under the time model's tier
-    efficiencies; 0 on a fabric with a failed link."""
+    efficiencies: the bytes into each rank and domain over the rate into it, and those
+    out of it (its :data:`DUAL`'s into it) over the rate out; 0 on a fabric with a
+    failed link."""
     rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
+    domains = fabric.derived(node_domains)
+    into = _delivered_s(collective, groups, size_bytes, rates.node_Bps, rates.domain_Bps,
+                        domains)
+    sent = groups[:, ::-1] if collective == "sendrecv" else groups
+    out = _delivered_s(DUAL[collective], sent, size_bytes, rates.node_out_Bps,
+                       rates.domain_out_Bps, domains)
+    return max(into, out)
+
+
+def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
+                 node_Bps: np.ndarray, domain_Bps: np.ndarray, node_domain: np.ndarray
+                 ) -> float:
+    """Seconds to deliver what ``collective`` must deliver into each rank and each
+    domain (the module's table) over ``node_Bps`` and ``domain_Bps``."""
     t = groups.shape[1]
     per_rank = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
                 "alltoall": (t - 1) / t, "sendrecv": 1.0}[collective] * size_bytes
     if collective == "sendrecv":  # a rank may receive from several pairs at once
-        got = np.bincount(groups[:, 1], minlength=len(rates.node_Bps)) * per_rank
+        got = np.bincount(groups[:, 1], minlength=len(node_Bps)) * per_rank
     else:  # the rows of a kind hold each rank once
-        got = np.zeros(len(rates.node_Bps))
+        got = np.zeros(len(node_Bps))
         got[groups.ravel()] = per_rank
     with np.errstate(divide="ignore", invalid="ignore"):
-        rank_s = float(np.where((got > 0) & (rates.node_Bps > 0), got / rates.node_Bps,
-                                 0.0).max())
-    domains = fabric.derived(node_domains)[groups]
-    if (domains < 0).any() or not len(rates.domain_Bps):
+        rank_s = float(np.where((got > 0) & (node_Bps > 0), got / node_Bps, 0.0).max())
+    domains = node_domain[groups]
+    if (domains < 0).any() or not len(domain_Bps):
         return rank_s
     if collective == "sendrecv":
         crossing = domains[:, 0] != domains[:, 1]
-        into = np.bincount(domains[crossing, 1], minlength=len(rates.domain_Bps)) * size_bytes
+        into = np.bincount(domains[crossing, 1], minlength=len(domain_Bps)) * size_bytes
     else:
         # ranks of each group in each domain: (group, domain) pairs counted
-        pair = np.sort(np.arange(len(groups))[:, None] * len(rates.domain_Bps) + domains,
+        pair = np.sort(np.arange(len(groups))[:, None] * len(domain_Bps) + domains,
                        axis=None)
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         inside = np.diff(np.r_[starts, len(pair)])
-        domain_of = pair[starts] % len(rates.domain_Bps)
+        domain_of = pair[starts] % len(domain_Bps)
         need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
                 "allreduce": np.ones(len(inside)),
                 "alltoall": inside * (t - inside) / t}[collective] * (inside < t)
-        into = np.bincount(domain_of, weights=need, minlength=len(rates.domain_Bps)
-                           ) * size_bytes
+        into = np.bincount(domain_of, weights=need, minlength=len(domain_Bps)) * size_bytes
     with np.errstate(divide="ignore", invalid="ignore"):
-        domain_s = np.where((into > 0) & (rates.domain_Bps > 0), into / rates.domain_Bps, 0.0)
+        domain_s = np.where((into > 0) & (domain_Bps > 0), into / domain_Bps, 0.0)
     return max(rank_s, float(domain_s.max()))
 
 
 @dataclass(frozen=True, eq=False)
 class JobRates:
     """What :func:`unplaced_lower_bound_s` reads of the first ``world`` accelerators (a
-    job's, whatever its rank order): the least and the most effective rate into one of
-    them, and per scale-up domain holding any, how many and the rate into the domain
-    from outside, bytes per second (``domain_ranks`` empty when one has no domain);
-    ``intact``: no failed link."""
+    job's, whatever its rank order), one way (into them, or out of them): the least and
+    the most effective rate of one of them, and per scale-up domain holding any, how
+    many and the rate of the domain from (to) outside, bytes per second
+    (``domain_ranks`` empty when one has no domain); ``intact``: no failed link."""
 
     least_Bps: float
     most_Bps: float
@@ -139,21 +191,24 @@ class JobRates:
     intact: bool
 
 
-def job_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...], world: int
-              ) -> JobRates:
+def job_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...], world: int,
+              out: bool = False) -> JobRates:
     """:class:`JobRates` of the fabric's first ``world`` accelerators under the tier
-    efficiencies ``efficiency_items``, for :meth:`~topomodel.fabric.tables.Fabric.derived`."""
+    efficiencies ``efficiency_items``, into them (``out``: out of them), for
+    :meth:`~topomodel.fabric.tables.Fabric.derived`."""
     rates = fabric.derived(ingress_rates, efficiency_items)
+    node_Bps, domain_Bps = ((rates.node_out_Bps, rates.domain_out_Bps) if out
+                            else (rates.node_Bps, rates.domain_Bps))
     ranks = ranks_of(fabric)[:world]
-    node = rates.node_Bps[ranks]
+    node = node_Bps[ranks]
     positive = node[node > 0]
     domains = fabric.derived(node_domains)[ranks]
-    if (domains < 0).any() or not len(rates.domain_Bps):
+    if (domains < 0).any() or not len(domain_Bps):
         held, into = np.zeros(0), np.zeros(0)
     else:
-        count = np.bincount(domains, minlength=len(rates.domain_Bps))
+        count = np.bincount(domains, minlength=len(domain_Bps))
         used = np.flatnonzero(count)
-        held, into = count[used].astype(float), rates.domain_Bps[used]
+        held, into = count[used].astype(float), domain_Bps[used]
     return JobRates(float(positive.min()) if len(positive) else 0.0,
                     float(positive.max()) if len(positive) else 0.0, held, into,
                     rates.intact)
@@ -175,11 +230,24 @@ def unplaced_lower_bound_s(fabric: Fabric, collective: str, ranks_per_group: int
     module's table, summed over them, is at least: all-reduce ``k S >= S``; all-gather
     ``(k - r / t) S >= (1 - r / t) S``; reduce-scatter ``r S / t``; all-to-all
     ``sum t_in (t - t_in) / t S >= r (t - r) / t S``. A domain holding ``t`` or more
-    may hold whole groups: nothing. Send/receive: nothing (a pair may stay inside)."""
-    rates = fabric.derived(job_rates, tuple(sorted(time_model.efficiency.items())), world)
+    may hold whole groups: nothing. Send/receive: nothing (a pair may stay inside).
+    The same holds out of the ranks and domains for the collective's :data:`DUAL`
+    over the rates out of them (a pair's sender in its receiver's place)."""
+    items = tuple(sorted(time_model.efficiency.items()))
     t = ranks_per_group
-    if not rates.intact or size_bytes <= 0 or t < 2:
+    if size_bytes <= 0 or t < 2:
         return 0.0
+    into = fabric.derived(job_rates, items, world)
+    if not into.intact:
+        return 0.0
+    out = fabric.derived(job_rates, items, world, True)
+    return max(_unplaced_s(collective, t, size_bytes, into),
+               _unplaced_s(DUAL[collective], t, size_bytes, out))
+
+
+def _unplaced_s(collective: str, t: int, size_bytes: float, rates: JobRates) -> float:
+    """Seconds to deliver what :func:`unplaced_lower_bound_s` finds ``collective`` must
+    deliver into some rank and domain whatever the order, over ``rates``."""
     if collective == "sendrecv":
         return size_bytes / rates.most_Bps if rates.most_Bps > 0 else 0.0
     share = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
