@@ -126,10 +126,12 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     up, down = clos.scaleup_up, clos.scaleup_down
     assert up is not None and down is not None
     src, dst = phase.src[far], phase.dst[far]
-    ends_s = clos.dst[up.table[up.slot[src]]]  # each flow's entry chip on every plane
-    ends_d = clos.src[down.table[down.slot[dst]]]
-    touched = (np.isin(comps.node[ends_s], hit).any(axis=1)
-               | np.isin(comps.node[ends_d], hit).any(axis=1))
+    # whether a flow's entry (exit) chip on some plane is in a failed component, per
+    # row of the fan-out table (a system's accelerators share its chips), then per flow:
+    # the same as over each flow's (flows, planes) chips, without those arrays
+    entry = np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1)
+    leave = np.isin(comps.node[clos.src[down.table]], hit).any(axis=1)
+    touched = entry[up.slot[src]] | leave[down.slot[dst]]
     flows = far[touched]
     load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
     intact = fabric.derived(intact_view)
