@@ -108,9 +108,9 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The supernode section of ``far`` (flows between systems of a supernode) on the
     copy ``view``, as the module docstring builds it: (bytes per link row, hops, lost
-    flows, planes used), bit for bit what :func:`whole_supernode` gives; None where it must be routed
-    whole (no failed arc in the supernode's tiers, one outside every component, too many
-    components failed, or a flow's planes changed)."""
+    flows, planes used), bit for bit what :func:`whole_supernode` gives; None where it
+    must be routed whole (no failed arc in the supernode's tiers, one outside every
+    component, too many components failed, or a flow's planes changed)."""
     links = fabric.link_arrays
     failed = np.flatnonzero(~view.alive)
     tier = links["tier"]
@@ -129,8 +129,8 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     # whether a flow's entry (exit) chip on some plane is in a failed component, per
     # row of the fan-out table (a system's accelerators share its chips), then per flow:
     # the same as over each flow's (flows, planes) chips, without those arrays
-    entry = np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1)
-    leave = np.isin(comps.node[clos.src[down.table]], hit).any(axis=1)
+    entry: np.ndarray = np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1)
+    leave: np.ndarray = np.isin(comps.node[clos.src[down.table]], hit).any(axis=1)
     touched = entry[up.slot[src]] | leave[down.slot[dst]]
     flows = far[touched]
     load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
