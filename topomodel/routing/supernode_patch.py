@@ -129,8 +129,8 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     # whether a flow's entry (exit) chip on some plane is in a failed component, per
     # row of the fan-out table (a system's accelerators share its chips), then per flow:
     # the same as over each flow's (flows, planes) chips, without those arrays
-    entry: np.ndarray = np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1)
-    leave: np.ndarray = np.isin(comps.node[clos.src[down.table]], hit).any(axis=1)
+    entry = np.asarray(np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1))
+    leave = np.asarray(np.isin(comps.node[clos.src[down.table]], hit).any(axis=1))
     touched = entry[up.slot[src]] | leave[down.slot[dst]]
     flows = far[touched]
     load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
