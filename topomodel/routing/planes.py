@@ -81,6 +81,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
         weights[row])
     pick = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)), candidates)
+    del candidates  # not held through the climb below (a (queue pairs, planes) array)
     part = volume[row] / split
     pieces = [Rows(enter[0], enter[1][row], part, pick),
               Rows(leave[0], leave[1][row], part, pick)]
@@ -92,7 +93,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         pair = pair_of[row, pick]
     go = pair >= 0
     if go.any():
-        stride = (candidates[go] > 0).sum(axis=1) if routing == "dmodk" else _ones(
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(
             int(go.sum()))
         pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
                                dst[row[go]], part[go], stride, routing, seed)
