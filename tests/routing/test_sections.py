@@ -58,7 +58,7 @@ def counted(monkeypatch):
     counts = {"scaleup": 0, "supernode": 0, "scaleout": 0}
     for module, name, fn in ((survivors, "scaleup", "scaleup_paths"),
                              (survivors, "scaleup", "mesh_paths"),
-                             (supernode_patch, "supernode", "supernode_paths"),
+                             (supernode_patch, "supernode", "whole_supernode"),
                              (survivors, "scaleout", "scaleout_paths")):
         original = getattr(module, fn)
 

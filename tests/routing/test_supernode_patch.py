@@ -132,3 +132,27 @@ def test_too_many_failed_components_route_whole(fabrics, monkeypatch):
     patched, whole, applied = patched_and_whole(fabric, [(one_per_plane, [])], phase, "ecmp",
                                                 monkeypatch)
     assert applied == 0 and same(patched[0], whole[0])
+
+
+def test_a_patch_routes_its_flows_intact_only_once(fabrics, monkeypatch):
+    """The intact section keeps each flow's planes: a patched copy compares its touched
+    flows' planes with them, so across every copy the section is routed with every arc
+    live once (the kept section), not again for each copy's touched flows."""
+    fabric = fabrics["two-supernodes"]
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 3000, seed=4)
+    intact_routes = []
+    original = patch.supernode_plane_paths
+
+    def counted(view, *args, **kwargs):
+        intact_routes.extend([True] if view.alive.all() else [])
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", counted)
+    failures = supernode_failures(fabric)
+    patched, whole, applied = patched_and_whole(fabric, failures, phase, "ecmp", monkeypatch)
+    assert applied >= len(failures) - 2
+    assert all(same(a, b) for a, b in zip(patched, whole, strict=True))
+    # the patched copies: one intact route; the copies routed whole after it (the
+    # kept sections cleared before each) route none intact
+    assert len(intact_routes) == 1

@@ -74,8 +74,14 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     keep = np.flatnonzero(~lost)
     take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
     row = keep[take]
-    pick = choose(routing, seed, qp_ids, node[row], dst[row], np.ones(len(row), np.int64),
-                   weights[row])
+    # a read-only broadcast where every flow has the same cables (the scale-out NIC
+    # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
+    # planes) array; likewise the unit strides
+    same = not any(weights.strides) and len(weights)
+    candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
+        weights[row])
+    pick = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)), candidates)
+    del candidates  # not held through the climb below (a (queue pairs, planes) array)
     part = volume[row] / split
     pieces = [Rows(enter[0], enter[1][row], part, pick),
               Rows(leave[0], leave[1][row], part, pick)]
@@ -87,11 +93,16 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         pair = pair_of[row, pick]
     go = pair >= 0
     if go.any():
-        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else np.ones(
-            int(go.sum()), np.int64)
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(
+            int(go.sum()))
         pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
                                dst[row[go]], part[go], stride, routing, seed)
     return pieces, extra, lost, usable
+
+
+def _ones(n: int) -> np.ndarray:
+    """``n`` int64 ones as a read-only broadcast of one (read, never written)."""
+    return np.broadcast_to(np.int64(1), (n,))
 
 
 def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.live import Survivors, SurvivorShape, intact_view
-from topomodel.routing.clos.paths import supernode_paths, supernode_plane_paths
+from topomodel.routing.clos.paths import supernode_plane_paths
 from topomodel.routing.sections import intact_section
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALEUP_TIERS
@@ -105,12 +105,12 @@ def _joined(pod: np.ndarray, core: np.ndarray, pods: int, cores: int
 
 def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.ndarray,
                       routing: str, seed: int, qps: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The supernode section of ``far`` (flows between systems of a supernode) on the
     copy ``view``, as the module docstring builds it: (bytes per link row, hops, lost
-    flows), bit for bit what routing it whole gives; None where it must be routed
-    whole (no failed arc in the supernode's tiers, one outside every component, too many
-    components failed, or a flow's planes changed)."""
+    flows, planes used), bit for bit what :func:`whole_supernode` gives; None where it
+    must be routed whole (no failed arc in the supernode's tiers, one outside every
+    component, too many components failed, or a flow's planes changed)."""
     links = fabric.link_arrays
     failed = np.flatnonzero(~view.alive)
     tier = links["tier"]
@@ -126,24 +126,27 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     up, down = clos.scaleup_up, clos.scaleup_down
     assert up is not None and down is not None
     src, dst = phase.src[far], phase.dst[far]
-    ends_s = clos.dst[up.table[up.slot[src]]]  # each flow's entry chip on every plane
-    ends_d = clos.src[down.table[down.slot[dst]]]
-    touched = (np.isin(comps.node[ends_s], hit).any(axis=1)
-               | np.isin(comps.node[ends_d], hit).any(axis=1))
+    # whether a flow's entry (exit) chip on some plane is in a failed component, per
+    # row of the fan-out table (a system's accelerators share its chips), then per flow:
+    # the same as over each flow's (flows, planes) chips, without those arrays
+    entry = np.asarray(np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1))
+    leave = np.asarray(np.isin(comps.node[clos.src[down.table]], hit).any(axis=1))
+    touched = entry[up.slot[src]] | leave[down.slot[dst]]
     flows = far[touched]
     load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
     intact = fabric.derived(intact_view)
-    if not _same_planes(usable, supernode_plane_paths(intact, phase, flows, routing, seed,
-                                                  qps)[3]):
-        return None
+    # the intact section, kept with each flow's planes (a flow's planes depend on its own
+    # ends alone, so the touched flows' rows are theirs routed apart)
     kept = intact_section(fabric, "supernode", phase, far, (routing, seed, qps),
-                          lambda: supernode_paths(intact, phase, far, routing, seed, qps))
+                          lambda: whole_supernode(intact, phase, far, routing, seed, qps))
+    if not _same_planes(usable, kept.rest[2][touched]):
+        return None
     out = kept.added_to(None, clos.n_links)
     rows = np.flatnonzero(np.isin(comps.row, hit))
     out[rows] = load[rows]
     all_hops, all_lost = kept.rest[0].copy(), kept.rest[1].copy()
     all_hops[touched], all_lost[touched] = hops, lost
-    return out, all_hops, all_lost
+    return out, all_hops, all_lost, kept.rest[2]
 
 
 def _same_planes(copy: np.ndarray, intact: np.ndarray) -> bool:
@@ -152,11 +155,21 @@ def _same_planes(copy: np.ndarray, intact: np.ndarray) -> bool:
     return bool(np.array_equal(copy, intact))
 
 
+def whole_supernode(view: Survivors, phase: Phase, far: np.ndarray, routing: str, seed: int,
+                    qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The supernode section of ``far`` routed whole on ``view``: (bytes per link row,
+    hops, lost flows, (flows, planes) whether a plane carries some of each flow), as
+    :func:`~topomodel.routing.clos.paths.supernode_plane_paths` routes it. The planes
+    are kept with the intact section so that a patch compares a copy's planes with
+    them without routing the touched flows a second time, intact."""
+    return supernode_plane_paths(view, phase, far, routing, seed, qps)
+
+
 def supernode_on_copy(fabric: Fabric, view: Survivors, phase: Phase, far: np.ndarray,
                       routing: str, seed: int, qps: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The supernode section of ``far`` on the copy ``view``: :func:`patched_supernode`
-    where the failures allow, else routed whole."""
+    where the failures allow, else routed whole (:func:`whole_supernode`)."""
     patched = patched_supernode(fabric, view, phase, far, routing, seed, qps)
-    return patched if patched is not None else supernode_paths(view, phase, far, routing, seed,
-                                                          qps)
+    return patched if patched is not None else whole_supernode(view, phase, far, routing,
+                                                               seed, qps)

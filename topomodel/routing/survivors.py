@@ -90,7 +90,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
             detour[cut] = True
         far = inside[across] if not clos.mesh else inside[:0]
         if len(far):
-            hops[far], lost = section("supernode", far, up_routing, lambda: (
+            hops[far], lost, _ = section("supernode", far, up_routing, lambda: (
                 supernode_on_copy(fabric, view, phase, far, up_routing, seed, qps)))
             detour[far[lost]] = True
     outside = np.flatnonzero(network)

@@ -97,12 +97,6 @@ def _apart(view: Survivors) -> bool:
     return not seen[down.table].any()
 
 
-def supernode_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
-               qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`supernode_plane_paths` without the planes each flow takes."""
-    return supernode_plane_paths(view, phase, flows, routing, seed, qps)[:3]
-
-
 def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str,
                       seed: int, qps: int
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
