@@ -265,6 +265,13 @@ def categorical(codes: np.ndarray, categories: Sequence[str]) -> Any:
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
 
 
+def scaled_rates(links: Columns, rows: np.ndarray, factor: float) -> Columns:
+    """The link table with the ``rows`` (a boolean mask) at ``factor`` times their rate
+    and capacity, the other columns shared."""
+    return links.replaced(**{column: np.where(rows, links[column] * factor, links[column])
+                             for column in ("capacity_Bps", "rate_Bps")})
+
+
 def label_codes(values: Any, categories: Sequence[str]) -> np.ndarray:
     """Each of ``values`` (strings) as its index in ``categories`` (-1 where absent),
     int8: the codes a categorical of those categories would hold.
@@ -406,9 +413,7 @@ class Fabric:
         :func:`ignores_capacities` (routes, traffic, communicator keys) both ways."""
         from topomodel.fabric.structure import measure_injection
 
-        links = self.link_arrays
-        links = links.replaced(**{column: np.where(rows, links[column] * factor, links[column])
-                                  for column in ("capacity_Bps", "rate_Bps")})
+        links = scaled_rates(self.link_arrays, rows, factor)
         copy = replace(self, link_arrays=links, injection=measure_injection(
             self.node_arrays, links, self.structure, self.reverse_rows))
         for home in ("_capacity_free", "_structural"):

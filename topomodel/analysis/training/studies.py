@@ -13,13 +13,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_time
 from topomodel.errors import InputError, ParameterError, UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.structure import measure_injection
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, scaled_rates
 from topomodel.inputs.catalog import Catalog
 from topomodel.inputs.design import Design
 from topomodel.inputs.parts import Model
@@ -154,11 +152,8 @@ def scale_scaleout(fabric: Fabric, factor: float, *, recable: bool = True) -> Fa
     out = links["tier"].isin(SCALE_OUT_TIERS)
     if not recable:  # rates alone: the copy shares the routes (Fabric.with_capacities)
         return fabric.with_capacities(out, factor)
-    links = links.replaced(
-        capacity_Bps=np.where(out, links["capacity_Bps"] * factor, links["capacity_Bps"]),
-        rate_Bps=np.where(out, links["rate_Bps"] * factor, links["rate_Bps"]))
-    links = recabled(links, fabric.design, fabric.catalog, tiers=SCALE_OUT_TIERS,
-                     whatif=f"--scaleout-factor {factor:g}")
+    links = recabled(scaled_rates(links, out, factor), fabric.design, fabric.catalog,
+                     tiers=SCALE_OUT_TIERS, whatif=f"--scaleout-factor {factor:g}")
     return replace(fabric, link_arrays=links,
                    injection=measure_injection(fabric.node_arrays, links, fabric.structure,
                                                fabric.reverse_rows))
