@@ -51,7 +51,7 @@ from topomodel.analysis.serving.decode_assumptions import DecodeAssumptions
 from topomodel.analysis.serving.kvcache import kv_bytes_per_token_per_rank
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import layer_parameters, moe_routed_parameters
-from topomodel.analysis.training.model import BYTES
+from topomodel.analysis.training.model import BYTES, attention_dims
 from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Accelerator, Model, System
@@ -256,7 +256,7 @@ def decode_step(fabric: Fabric, model: Model, *, tp: int = 1, ep: int = 1,  # no
                   + moe_layers * moe_dense + output) / tp
     experts_read = moe_layers * rank_experts * touched * expert / tp
     weights_read = (dense_read + experts_read) * wbytes
-    hd = model.head_dim or model.hidden // model.heads
+    hd, _ = attention_dims(model)
     kv_read = kv_bytes_per_token_per_rank(model, tp, kvbytes) * batch * context
     held = weights_held_bytes(model, tp, ep, wbytes)
 

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from topomodel.analysis.training.model import attention_dims
 from topomodel.errors import ParameterError
 from topomodel.inputs.parts import Model
 
@@ -51,8 +52,8 @@ def kv_units(model: Model) -> tuple[int, int]:
     """
     if is_mla(model):
         return 1, model.layers * (model.kv_lora_rank + model.qk_rope_head_dim)
-    hd = model.head_dim or model.hidden // model.heads
-    return (model.kv_heads or model.heads), model.layers * 2 * hd
+    hd, kv = attention_dims(model)
+    return kv, model.layers * 2 * hd
 
 
 def kv_bytes_per_token(model: Model, dtype_bytes: int) -> int:

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from topomodel.analysis.training.model import BYTES, attention_flops_per_token
+from topomodel.analysis.training.model import BYTES, attention_dims, attention_flops_per_token
 from topomodel.analysis.training.passes import (
     CROSS_ENTROPY_BACKWARD_BYTES,
     CROSS_ENTROPY_FORWARD_BYTES,
@@ -374,8 +374,7 @@ def layer_gemms(model: Model, layout: Layout, seq: int, *, moe: bool) -> dict[st
     without it the experts are split by TP like the dense MLP.
     """
     d, tp = model.hidden, layout.tp
-    hd = model.head_dim or d // model.heads
-    kv = model.kv_heads or model.heads
+    hd, kv = attention_dims(model)
     tokens = layout.micro_batch * seq / layout.cp
     gated = 2 if model.gated_ffn else 1
     out = {"qkv": Gemm(tokens, (model.heads + 2 * kv) * hd / tp, d),
@@ -402,7 +401,7 @@ def attention_core(model: Model, layout: Layout, seq: int) -> tuple[list[Gemm], 
                                                                      float]:
     """Scores and values of one layer on one rank: forward GEMMs, backward GEMMs and the
     score elements (micro_batch x local heads x seq / cp queries x seq keys)."""
-    hd = model.head_dim or model.hidden // model.heads
+    hd, _ = attention_dims(model)
     heads = model.heads / layout.tp
     q, k = seq / layout.cp, seq
     count = layout.micro_batch * heads

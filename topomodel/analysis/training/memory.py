@@ -54,6 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.analysis.training.model import attention_dims
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
@@ -105,8 +106,7 @@ class StageMemory:
 def layer_parameters(model: Model) -> tuple[float, float, float]:
     """Parameters of one layer: (attention, dense-layer MLP, MoE-layer dense part),
     and the routed experts of one MoE layer are ``moe_routed_parameters``."""
-    d, hd = model.hidden, model.head_dim or model.hidden // model.heads
-    kv = model.kv_heads or model.heads
+    d, (hd, kv) = model.hidden, attention_dims(model)
     attention = d * model.heads * hd * 2 + 2 * d * kv * hd
     mats = 3 if model.gated_ffn else 2
     dense = mats * d * model.ffn_hidden
@@ -146,8 +146,7 @@ def layer_activations(model: Model, layout: Layout, seq: int, *, moe: bool,
     tokens = layout.micro_batch * seq / layout.cp
     if recompute == "full":
         return 2 * tokens * d / sp, 0.0
-    hd = model.head_dim or d // model.heads
-    kv = model.kv_heads or model.heads
+    hd, kv = attention_dims(model)
     mask = 1.0 if layout.dropout else 0.0
     gates = 2 if model.gated_ffn else 1
     act = (4 * tokens * d / sp + 2 * tokens * (2 * model.heads + 2 * kv) * hd / t

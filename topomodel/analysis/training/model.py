@@ -12,6 +12,13 @@ BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 """Bytes per element of each data type."""
 
 
+def attention_dims(model: Model) -> tuple[int, int]:
+    """(head dimension, key/value heads) of ``model``: its catalog figures, or where it
+    leaves them out hidden / heads and one key/value head per head (no grouped-query
+    attention)."""
+    return model.head_dim or model.hidden // model.heads, model.kv_heads or model.heads
+
+
 def parameter_counts(model: Model) -> dict[str, float]:
     """Parameters: ``total``, ``active``, ``embedding``, ``experts`` (routed), and the
     number of ``moe_layers``.
@@ -20,8 +27,7 @@ def parameter_counts(model: Model) -> dict[str, float]:
     scale with): the input embedding, a lookup, is left out; the output layer is in.
     Norms and biases are ignored (well under 0.1 % of a large model).
     """
-    d, hd = model.hidden, model.head_dim or model.hidden // model.heads
-    kv = model.kv_heads or model.heads
+    d, (hd, kv) = model.hidden, attention_dims(model)
     attention = d * model.heads * hd * 2 + 2 * d * kv * hd
     mats = 3 if model.gated_ffn else 2
     dense_ffn = mats * d * model.ffn_hidden
@@ -69,7 +75,7 @@ def attention_flops_per_token(model: Model, seq: int, *, flash_attention: bool =
     >>> attention_flops_per_token(llama, 8192, flash_attention=False) == (2 * fwd, 4 * fwd)
     True
     """
-    hd = model.head_dim or model.hidden // model.heads
+    hd, _ = attention_dims(model)
     full = 4.0 * seq * model.heads * hd
     if flash_attention:
         forward = CAUSAL_SHARE * full

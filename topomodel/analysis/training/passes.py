@@ -34,6 +34,7 @@ Examples
 
 from __future__ import annotations
 
+from topomodel.analysis.training.model import attention_dims
 from topomodel.inputs.parts import Model
 from topomodel.traffic.layout import Layout
 
@@ -74,8 +75,7 @@ def attention_input_bytes(model: Model, layout: Layout, seq: int) -> tuple[float
     passes between the QKV GEMM and fused attention (module docstring): the query's copy
     under grouped-query attention, rotary embeddings, and the backward's concatenation
     of separate query, key and value gradients."""
-    hd = model.head_dim or model.hidden // model.heads
-    kv_heads = model.kv_heads or model.heads
+    hd, kv_heads = attention_dims(model)
     tokens = layout.micro_batch * seq / layout.cp
     q = tokens * model.heads / layout.tp * hd
     kv = tokens * kv_heads / layout.tp * hd

@@ -54,7 +54,7 @@ from topomodel.analysis.training.compute import (
     shared_layer_times,
 )
 from topomodel.analysis.training.memory import StageMemory, stage_memory, stage_parameters
-from topomodel.analysis.training.model import BYTES, flops_per_token
+from topomodel.analysis.training.model import BYTES, attention_dims, flops_per_token
 from topomodel.analysis.training.pipeline import (
     Schedule,
     in_flight,
@@ -484,8 +484,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
                 # the receiver of a scattered pipeline send gathers it over the TP group
                 add("pp_sg", "pp", "allgather", "tp", hidden_bytes)
     if layout.cp > 1:
-        hd = model.head_dim or model.hidden // model.heads
-        kv = model.kv_heads or model.heads
+        hd, kv = attention_dims(model)
         kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
         add("cp_ag", "cp", "allgather", "cp", kv_bytes)
         add("cp_rs", "cp", "reducescatter", "cp", kv_bytes)
