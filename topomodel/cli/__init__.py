@@ -25,7 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep workers stopped and finished points kept, as on Ctrl-C. Called as the program
     (``argv`` None: ``python -m topomodel`` and the ``topomodel`` script, whose process
     ends when this returns), it leaves its objects to the process's end
-    (:func:`_leave_objects_to_exit`)."""
+    (:func:`_leave_objects_to_exit`) and keeps the memory it frees for reuse
+    (:func:`~topomodel.heap.keep_freed_memory`)."""
+    if argv is None:
+        from topomodel.heap import keep_freed_memory
+
+        keep_freed_memory()
     previous = _exit_on_termination()
     try:
         return _main(argv)
