@@ -15,6 +15,8 @@ from topomodel.report.review.collect import (
     CollectiveTable,
     collect_rows,
     featured_run,
+    held_featured,
+    may_feature,
     measured_runs,
     plan_collectives,
     review_figures,
@@ -67,7 +69,8 @@ def collectives_work(context: ReviewContext) -> list[Work]:
     def measured(piece: tuple[int, ...]) -> Work:
         items = [plan.runs[k] for k in piece]
         return Work(f"collectives run {piece[0]}", lambda _: measured_runs(
-            c.fabric, c.timing, c.routing, c.seed, items))
+            c.fabric, c.timing, c.routing, c.seed, items,
+            may_feature=lambda item: may_feature(plan, item)))
 
     def table(ran: Results) -> CollectiveTable:
         rows: list[Any] = [None] * len(plan.runs)
@@ -103,7 +106,9 @@ def _featured_part(fabric: Fabric, collectives: CollectiveTable, step: StepResul
     item = collectives.featured_item
     if item is None:
         return None, review_figures(fabric, collectives, None, step)
-    run = featured_run(fabric, timing, routing, seed, item)
+    # held where this process ran it among the table's runs, else routed again
+    run = held_featured(fabric, timing, routing, seed, item) or featured_run(
+        fabric, timing, routing, seed, item)
     report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
     return report, review_figures(fabric, dataclasses.replace(collectives, featured=run), report,
                             step)
