@@ -93,10 +93,10 @@ class BlastRadius:
 
 def _tier_capacity_Bps(fabric: Fabric, failed: np.ndarray) -> dict[str, tuple[float, float]]:
     """Per link tier: (capacity built, capacity live), bytes/s, both directions added."""
-    links = fabric.links
+    links = fabric.link_arrays
     tier = CodeLabels(links["tier"])
     codes = tier.codes.astype(np.intp)
-    capacity = links["capacity_Bps"].to_numpy()
+    capacity = links["capacity_Bps"]
     size = len(tier.labels)
     built = np.bincount(codes, weights=capacity, minlength=size)
     live = np.bincount(codes, weights=np.where(failed, 0.0, capacity), minlength=size)
@@ -184,16 +184,16 @@ def sweep_order(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray, *,
     held = of_node >= 0
     stopped = np.bincount(of_node[held & accelerator], minlength=count)
     job_dead = np.bincount(of_node[held & in_job], minlength=count)
-    links = fabric.links
-    tier = links["tier"].astype(str).to_numpy()
-    live = np.isin(tier, FAT_TREE_TIERS) & ~links["failed"].to_numpy()
-    capacity = links["capacity_Bps"].to_numpy()
-    src, dst = of_node[links["src"].to_numpy()], of_node[links["dst"].to_numpy()]
+    links = fabric.link_arrays  # numpy columns: no string per link row
+    fat_tree = links["tier"].isin(FAT_TREE_TIERS)
+    live = fat_tree & ~links["failed"]
+    capacity = links["capacity_Bps"]
+    src, dst = of_node[links["src"]], of_node[links["dst"]]
     take = live & (src >= 0)
     removed = np.bincount(src[take], weights=capacity[take], minlength=count)
     take = live & (dst >= 0) & (dst != src)  # a link inside one domain counts once
     removed += np.bincount(dst[take], weights=capacity[take], minlength=count)
-    built = capacity[np.isin(tier, FAT_TREE_TIERS)].sum()
+    built = capacity[fat_tree].sum()
     share = removed / built if built else removed
     last_plane = dmap.kind == "plane" and count == 1 and spans
     job_stopped = (job_dead > 0) | last_plane
