@@ -450,8 +450,7 @@ def _reached(graph: _Graph, dist: np.ndarray, seeds: np.ndarray
     return np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64), reach
 
 
-# PLR0913: the router's options as route()'s, and the flows' numbers for the hash
-def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",  # noqa: PLR0913
+def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
                   seed: int = 0, qps: int = QPS, hash_scaleup: bool = False,
                   numbers: np.ndarray | None = None) -> Routed:
     """Route on any fabric: exact shortest-path routing per destination.

@@ -288,8 +288,7 @@ def held_featured(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
     return run
 
 
-# PLR0913: the five of featured_run, and which runs may be featured
-def measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,  # noqa: PLR0913
+def measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                   items: Sequence[_PlannedRun], *,
                   may_feature: Callable[[_PlannedRun], bool] | None = None,
                   ) -> list[dict[str, Any] | None]:
