@@ -4,7 +4,7 @@ place (every value, broadcast shapes and dtypes), and the choice it feeds."""
 import numpy as np
 import pytest
 
-from topomodel.routing.hashing import choose, mix
+from topomodel.routing.hashing import choose, mix, subflows
 
 
 def _plain_mix(seed, flow, node):
@@ -52,3 +52,15 @@ def test_hash_choice_is_the_plain_ticket():
     want[want == candidates] = 0
     assert np.array_equal(got, want)
     assert (got[:7] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint64])
+@pytest.mark.parametrize("qps", [1, 2, 3])
+def test_subflows_in_place_are_the_plain_ids(dtype, qps):
+    flows = np.random.default_rng(qps).integers(0, 2**31, 999).astype(dtype)
+    take, ids = subflows(flows, qps)
+    assert ids.dtype == np.int64
+    assert np.array_equal(ids, (flows.astype(np.int64)[:, None] * qps
+                                + np.arange(qps)).ravel())
+    assert np.array_equal(take, np.repeat(np.arange(999), qps))
+    assert subflows(flows[:0], qps)[1].shape == (0,)

@@ -106,8 +106,10 @@ def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
     [[0, 1], [3, 5]]
     """
     take = np.repeat(np.arange(len(flows)), qps)
-    ids = (flows.astype(np.int64)[:, None] * qps + np.arange(qps)).ravel()
-    return take, ids
+    ids = np.empty((len(flows), qps), np.int64)  # one array, filled in place
+    np.multiply(np.reshape(flows, (-1, 1)), qps, out=ids, dtype=np.int64, casting="unsafe")
+    ids += np.arange(qps)
+    return take, ids.ravel()
 
 
 def check_qps(qps: int) -> None:
