@@ -64,3 +64,18 @@ def test_subflows_in_place_are_the_plain_ids(dtype, qps):
                                 + np.arange(qps)).ravel())
     assert np.array_equal(take, np.repeat(np.arange(999), qps))
     assert subflows(flows[:0], qps)[1].shape == (0,)
+
+
+@pytest.mark.parametrize(("width", "cables"), [(2, 1), (8, 1), (16, 2), (7, 3)])
+def test_structured_pick_in_place_is_the_plain_ticket(width, cables):
+    """The structured router's candidate pick, in the hash's own array, against the
+    plain expression (a new array per step)."""
+    from topomodel.routing import structured
+
+    rng = np.random.default_rng(width)
+    flows, node = rng.integers(0, 2**40, 3000), rng.integers(0, 10**6, 3000)
+    got = structured._pick("hash", 9, flows, node, node, np.ones(3000, np.int64), width,
+                           cables)
+    plain = ((_plain_mix(9, flows, node) % np.uint64(width * cables))
+             // np.uint64(cables)).astype(np.int64)
+    assert got.dtype == np.int64 and np.array_equal(got, plain)
