@@ -79,9 +79,10 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
         # one column at a time (a handful of candidates, millions of flows)
         passed = np.zeros(len(ticket), np.int64)
         running = np.zeros(len(ticket), weights.dtype)
+        under = np.empty(len(ticket), bool)  # reused by every column
         for column in weights.T:
             running += column
-            passed += running <= ticket
+            passed += np.less_equal(running, ticket, out=under)
         passed[passed == weights.shape[1]] = 0
         return passed
     count = (weights > 0).sum(axis=1)
