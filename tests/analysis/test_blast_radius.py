@@ -83,6 +83,35 @@ def test_plane_step_rerouted(dual):
     assert rows["rack"].step_s is None  # stopped: no step to re-route
 
 
+def test_a_known_step_of_the_same_failed_links_is_taken(dual, monkeypatch):
+    """A step already run with the plane failed (the goodput's degraded step) is the
+    plane row's: not run again; a step of other failed links is not taken."""
+    import topomodel.analysis.training.step as step_module
+    from topomodel.analysis.reliability.goodput import with_part_failed
+
+    layout = Layout(tp=8, dp=32)
+    model = dual.catalog.get("llama3-8b", Model)
+    (routed,) = blast_radius(dual, kinds=("plane",), model=model, layout=layout)
+    plane = with_part_failed(dual, "plane:0").link_arrays["failed"]
+    spine = with_part_failed(dual, "p0/spine0").link_arrays["failed"]
+    ran = []
+    real = step_module.step_time
+
+    def step_time(fabric, *args, **kwargs):
+        ran.append(fabric)
+        return real(fabric, *args, **kwargs)
+
+    monkeypatch.setattr(step_module, "step_time", step_time)
+    (taken,) = blast_radius(dual, kinds=("plane",), model=model, layout=layout,
+                            healthy_step_s=routed.healthy_step_s,
+                            known_steps=[(spine, 1.0), (plane, routed.step_s)])
+    assert taken == routed and not ran
+    (again,) = blast_radius(dual, kinds=("plane",), model=model, layout=layout,
+                            healthy_step_s=routed.healthy_step_s,
+                            known_steps=[(spine, 1.0)])
+    assert again == routed and len(ran) == 1
+
+
 def test_single_plane_failure_stops_job(example_fabric):
     rows = {r.kind: r for r in blast_radius(example_fabric("gb200-nvl72-cluster"))}
     assert rows["plane"].job_stopped and rows["plane"].bisection_Bps == 0.0

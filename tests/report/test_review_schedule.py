@@ -123,3 +123,31 @@ def test_run_work_refuses_what_is_not_scheduled():
                   Work("z", lambda got: 3, ("y",))], workers=1)
     with pytest.raises(ValueError, match="named twice with different needs"):
         run_work([Work("x", lambda got: 1), Work("x", lambda got: 1, ("y",))], workers=1)
+
+
+def test_the_featured_run_is_the_one_the_table_held(four_dgx, monkeypatch):
+    """The featured collective is not routed again where the process that ran it draws
+    it: the run held is the most loaded that may be featured, the table's featured one,
+    the same as routing it again; taken once, and never another run's."""
+    import numpy as np
+
+    from topomodel.analysis.collectives.timing import TimeModel
+    from topomodel.report.review import collect
+
+    fabric, _ = four_dgx
+    timing = TimeModel()
+    plan = collect.plan_collectives(fabric, [2**20, 2**24])
+    rows = collect.measured_runs(fabric, timing, "ecmp", 0, plan.runs,
+                                 may_feature=lambda item: collect.may_feature(plan, item))
+    table = collect.collect_rows(plan, rows)
+    item = table.featured_item
+    assert item is not None and collect.may_feature(plan, item)
+    others = [r for r in plan.runs if r != item]
+    assert collect.held_featured(fabric, timing, "ecmp", 1, item) is None  # another seed
+    assert all(collect.held_featured(fabric, timing, "ecmp", 0, r) is None for r in others)
+    held = collect.held_featured(fabric, timing, "ecmp", 0, item)
+    again = collect.featured_run(fabric, timing, "ecmp", 0, item)
+    assert held is not None and held is not again
+    assert (held.time_s, held.algorithm) == (again.time_s, again.algorithm)
+    assert np.array_equal(held.timing.link_busy_s, again.timing.link_busy_s)
+    assert collect.held_featured(fabric, timing, "ecmp", 0, item) is None  # taken once

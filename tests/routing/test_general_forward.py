@@ -17,7 +17,7 @@ from topomodel.inputs.parts import Model
 from topomodel.routing import general
 from topomodel.routing.forward import on_paths, pair_cover
 from topomodel.traffic.layout import Layout
-from topomodel.traffic.phases import phase
+from topomodel.traffic.phases import Phase, phase
 
 SCALEOUT = """scaleout:
   kind: fat_tree
@@ -250,3 +250,45 @@ def test_rows_are_found_among_the_arcs_by_their_keys(fabrics, name):
     assert not wiring.parallel_arcs
     assert np.array_equal(wiring.rows[wiring.arcs_of(rows)], rows)
     assert np.array_equal(wiring.reverse_rows[wiring.reverse_entries_of(rows)], rows)
+
+
+def _parked_detours(fabric, ph, detour, *, routing, seed, qps):
+    """The hash-routed detours as routed before ``numbers``: the phase at full length,
+    every other flow made empty and parked on the first detour's destination."""
+    keep = np.zeros(ph.flows, bool)
+    keep[detour] = True
+    parked = ph.dst[detour[0]]
+    whole = Phase(np.where(keep, ph.src, parked), np.where(keep, ph.dst, parked),
+                  np.where(keep, ph.bytes, 0.0), ph.group, ph.steps, ph.label,
+                  ph.messages_per_step)
+    routed = general.route_general(fabric, whole, routing=routing, seed=seed, qps=qps)
+    return routed.link_bytes, routed.hops[detour], routed.unroutable
+
+
+@pytest.mark.parametrize("name", ["8-npu-servers", "supernodes"])
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_detours_routed_alone_are_the_parked_phase_bit_for_bit(fabrics, name, routing):
+    """``survivors._route_detours`` routes the detour flows alone, each hashed as its
+    number in the phase: the same loads, hops and lost flows as the whole phase with
+    the other flows parked (a failed NIC's flows, and a random subset with a failed
+    accelerator's among them, whose flows have no path)."""
+    base = fabrics[name]
+    acc = base.accelerators
+    src, dst = np.meshgrid(acc, acc, indexing="ij")
+    off = src != dst
+    rng = np.random.default_rng(7)
+    ph = phase(src[off], dst[off], rng.uniform(1e3, 1e6, int(off.sum())))
+    failed = with_part_failed(base, _nic(base))
+    lost = str(base.nodes["name"].to_numpy()[acc[5]])
+    failed = failed.with_failed(failed.links["failed"].to_numpy()
+                                | with_part_failed(base, lost).links["failed"].to_numpy())
+    served = np.flatnonzero(np.isin(ph.src, acc[:8]) | np.isin(ph.dst, acc[:8]))
+    some = np.sort(rng.choice(ph.flows, 500, replace=False))
+    for detour in (served, some):
+        alone = survivors._route_detours(failed, ph, detour, routing=routing, seed=3,
+                                         qps=3, hash_scaleup=False)
+        parked = _parked_detours(failed, ph, detour, routing=routing, seed=3, qps=3)
+        for a, b in zip(alone, parked, strict=True):
+            assert np.array_equal(a, b)
+        assert alone[0].any()
+    assert len(alone[2])  # the failed accelerator's flows among them

@@ -451,12 +451,15 @@ def _reached(graph: _Graph, dist: np.ndarray, seeds: np.ndarray
 
 
 def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
-                  seed: int = 0, qps: int = QPS, hash_scaleup: bool = False) -> Routed:
+                  seed: int = 0, qps: int = QPS, hash_scaleup: bool = False,
+                  numbers: np.ndarray | None = None) -> Routed:
     """Route on any fabric: exact shortest-path routing per destination.
 
     Under hash routing each flow is ``qps`` queue pairs hashed on their own; a choice
     among scale-up links only (in-system switch chips, supernode levels, a torus) is
-    split evenly by cables, as ECMP does, unless ``hash_scaleup``.
+    split evenly by cables, as ECMP does, unless ``hash_scaleup``. A flow hashes as its
+    number: its index in ``phase``, or its entry of ``numbers`` (the flows of a larger
+    phase, routed as they would be there).
 
     Raises
     ------
@@ -500,7 +503,8 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             flows = np.concatenate(walkers)
             distances = np.stack([dag.dist for dag in dags])
             _walk(graph, distances, flow_target[flows] - first, flows, phase, routing, seed,
-                  link_bytes, qps=qps if routing == "hash" else 1,
+                  link_bytes, numbers=flows if numbers is None else numbers[flows],
+                  qps=qps if routing == "hash" else 1,
                   even_scaleup=routing == "hash" and not hash_scaleup)
     lost_flows = np.concatenate(unroutable) if unroutable else np.zeros(0, np.int64)
     return Routed(link_bytes, hops, np.sort(lost_flows), "general")
@@ -519,13 +523,13 @@ def _push(graph: _Graph, dag: _Dag, sources: np.ndarray, volumes: np.ndarray,
 
 # PLR0913: one computation's arrays and options passed on as they are
 def _walk(graph: _Graph, distances: np.ndarray, target_index: np.ndarray, flows: np.ndarray,  # noqa: PLR0913
-          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray, *, qps: int,
-          even_scaleup: bool) -> None:
-    """Walk every queue pair at once (``qps`` per flow, hashed as :func:`subflows` says):
-    at each node pick a shortest-path arc by hash or d-mod-k, or, with
-    ``even_scaleup``, split over the arcs by cables where they are all scale-up links.
-    ``distances`` is (targets, nodes); ``target_index`` per flow."""
-    take, ids = subflows(flows, qps)
+          phase: Phase, routing: str, seed: int, link_bytes: np.ndarray, *,
+          numbers: np.ndarray, qps: int, even_scaleup: bool) -> None:
+    """Walk every queue pair at once (``qps`` per flow, hashed as :func:`subflows` says
+    on the flows' ``numbers``): at each node pick a shortest-path arc by hash or
+    d-mod-k, or, with ``even_scaleup``, split over the arcs by cables where they are all
+    scale-up links. ``distances`` is (targets, nodes); ``target_index`` per flow."""
+    take, ids = subflows(numbers, qps)
     at = phase.src[flows][take]
     dst = phase.dst[flows][take]
     target = target_index[take]

@@ -45,15 +45,22 @@ def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
     >>> bool((h != mix(1, flows, np.full((2, 3), 8))).all())
     True
     """
+    # two arrays of the result's shape, every step in place (fresh arrays cost their
+    # pages: millions of queue pairs per call)
+    shape = np.broadcast_shapes(np.shape(flow), np.shape(node))
+    x = np.empty(shape, np.uint64)
+    scratch = np.empty(shape, np.uint64)
     with np.errstate(over="ignore"):
-        x = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-             ^ flow.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-             ^ node.astype(np.uint64) * np.uint64(0x94D049BB133111EB))
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
+        np.multiply(flow, np.uint64(0xBF58476D1CE4E5B9), out=x, dtype=np.uint64,
+                    casting="unsafe")
+        np.multiply(node, np.uint64(0x94D049BB133111EB), out=scratch, dtype=np.uint64,
+                    casting="unsafe")
+        x ^= scratch
+        x ^= np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            x ^= np.right_shift(x, np.uint64(shift), out=scratch)
+            x *= np.uint64(factor)
+        x ^= np.right_shift(x, np.uint64(31), out=scratch)
     return x
 
 
@@ -64,15 +71,18 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     node number)."""
     total = weights.sum(axis=1)
     if routing == "hash":
-        ticket = (mix(seed, flow, node) % total.astype(np.uint64)).astype(np.int64)
+        # the hash modulo the cables, in its own array (below 2**63: read as int64)
+        hashed = mix(seed, flow, node)
+        ticket = np.remainder(hashed, total.astype(np.uint64), out=hashed).view(np.int64)
         # the first candidate whose running cables pass the ticket: as many as stay at
         # or under it (the running sum never falls), 0 where none passes (no cables),
         # one column at a time (a handful of candidates, millions of flows)
         passed = np.zeros(len(ticket), np.int64)
         running = np.zeros(len(ticket), weights.dtype)
+        under = np.empty(len(ticket), bool)  # reused by every column
         for column in weights.T:
             running += column
-            passed += running <= ticket
+            passed += np.less_equal(running, ticket, out=under)
         passed[passed == weights.shape[1]] = 0
         return passed
     count = (weights > 0).sum(axis=1)
@@ -97,8 +107,10 @@ def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
     [[0, 1], [3, 5]]
     """
     take = np.repeat(np.arange(len(flows)), qps)
-    ids = (flows.astype(np.int64)[:, None] * qps + np.arange(qps)).ravel()
-    return take, ids
+    ids = np.empty((len(flows), qps), np.int64)  # one array, filled in place
+    np.multiply(np.reshape(flows, (-1, 1)), qps, out=ids, dtype=np.int64, casting="unsafe")
+    ids += np.arange(qps)
+    return take, ids.ravel()
 
 
 def check_qps(qps: int) -> None:

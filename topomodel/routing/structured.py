@@ -90,9 +90,10 @@ def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.
           stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
     """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
     the same choice :func:`choose` makes."""
-    if routing == "hash":
-        ticket = mix(seed, flows, node) % np.uint64(width * cables)
-        return (ticket // np.uint64(cables)).astype(np.int64)
+    if routing == "hash":  # in the hash's own array (below 2**63: read as int64)
+        ticket = mix(seed, flows, node)
+        np.remainder(ticket, np.uint64(width * cables), out=ticket)
+        return np.floor_divide(ticket, np.uint64(cables), out=ticket).view(np.int64)
     return (dst // stride) % width
 
 
@@ -168,11 +169,11 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
     assert access_up is not None and access_down is not None
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     planes = access_up.width
-    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
     if routing == "ecmp":
         part = volume / planes
         pieces += [Rows(access_up.table, access_up.slot[nic_s], part),
                    Rows(access_down.table, access_down.slot[nic_d], part)]
+        ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)  # (flows, planes)
         leaf_s, leaf_d = clos.dst[ups], clos.src[downs]
         row, col = np.nonzero((leaf_s != leaf_d) & (part > 0)[:, None])
         ids, amount = flows[row], part[row]
@@ -182,9 +183,12 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
         col = _pick(routing, seed, ids, nic_s[row], dst[row], np.ones(len(ids), np.int64),
                     planes, access_up.cables)
         amount = volume[row] / split
-        pieces += [Rows(access_up.table, access_up.slot[nic_s[row]], amount, col),
-                   Rows(access_down.table, access_down.slot[nic_d[row]], amount, col)]
-        leaf_s, leaf_d = clos.dst[ups[row, col]], clos.src[downs[row, col]]
+        slot_up, slot_down = access_up.slot[nic_s[row]], access_down.slot[nic_d[row]]
+        pieces += [Rows(access_up.table, slot_up, amount, col),
+                   Rows(access_down.table, slot_down, amount, col)]
+        # each queue pair's own arcs: no (flows, planes) table of every plane's
+        leaf_s = clos.dst[access_up.table[slot_up, col]]
+        leaf_d = clos.src[access_down.table[slot_down, col]]
         cross = (leaf_s != leaf_d) & (amount > 0)
         row, ids, amount = row[cross], ids[cross], amount[cross]
         leaf_s, leaf_d = leaf_s[cross], leaf_d[cross]

@@ -128,22 +128,12 @@ def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing:
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The general router on the flows ``detour`` alone: (link loads, their hops, those
     of them with no path, as indices into the phase). Under hash routing a flow's paths
-    depend on its index, so the phase keeps its length, the other flows made empty and
-    pointed at a node that is already a destination (no more shortest-path trees)."""
-    if routing != "hash":
-        part = Phase(phase.src[detour], phase.dst[detour], phase.bytes[detour],
-                     phase.group[detour], phase.steps, phase.label, phase.messages_per_step)
-        routed = route_general(fabric, part, routing=routing, seed=seed, qps=qps,
-                               hash_scaleup=hash_scaleup)
-        return routed.link_bytes, routed.hops, detour[routed.unroutable]
-    keep = np.zeros(phase.flows, bool)
-    keep[detour] = True
-    parked = phase.dst[detour[0]]
-    part = Phase(np.where(keep, phase.src, parked), np.where(keep, phase.dst, parked),
-                 np.where(keep, phase.bytes, 0.0), phase.group, phase.steps, phase.label,
-                 phase.messages_per_step)
+    depend on its index, so each hashes as its index in the phase (``numbers``)."""
+    part = Phase(phase.src[detour], phase.dst[detour], phase.bytes[detour],
+                 phase.group[detour], phase.steps, phase.label, phase.messages_per_step)
     routed = route_general(fabric, part, routing=routing, seed=seed, qps=qps,
-                           hash_scaleup=hash_scaleup)
-    return routed.link_bytes, routed.hops[detour], routed.unroutable
+                           hash_scaleup=hash_scaleup,
+                           numbers=detour if routing == "hash" else None)
+    return routed.link_bytes, routed.hops, detour[routed.unroutable]
 
 

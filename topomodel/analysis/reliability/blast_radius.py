@@ -93,10 +93,10 @@ class BlastRadius:
 
 def _tier_capacity_Bps(fabric: Fabric, failed: np.ndarray) -> dict[str, tuple[float, float]]:
     """Per link tier: (capacity built, capacity live), bytes/s, both directions added."""
-    links = fabric.links
+    links = fabric.link_arrays
     tier = CodeLabels(links["tier"])
     codes = tier.codes.astype(np.intp)
-    capacity = links["capacity_Bps"].to_numpy()
+    capacity = links["capacity_Bps"]
     size = len(tier.labels)
     built = np.bincount(codes, weights=capacity, minlength=size)
     live = np.bincount(codes, weights=np.where(failed, 0.0, capacity), minlength=size)
@@ -116,7 +116,8 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,  # noqa
                  model: Model | None = None, layout: Layout | None = None,
                  assumptions: StepAssumptions | None = None,
                  healthy_step_s: float | None = None, routing: str = "ecmp",
-                 seed: int = 0, every: Sequence[str] = ()) -> list[BlastRadius]:
+                 seed: int = 0, every: Sequence[str] = (),
+                 known_steps: Sequence[tuple[np.ndarray, float]] = ()) -> list[BlastRadius]:
     """One :class:`BlastRadius` per domain kind of ``kinds`` the design has (a plane
     only with a scale-out network), in that order; then for each kind of ``every``, the
     sweep over all its domains as two rows, its worst and its median
@@ -125,7 +126,10 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,  # noqa
 
     The job is the first ``layout.world`` accelerators (all without a layout); with
     ``model`` and ``layout`` the step is routed again around each domain the job
-    survives (``healthy_step_s``: the healthy step, run here if not given).
+    survives (``healthy_step_s``: the healthy step, run here if not given), unless
+    ``known_steps`` holds it: (failed link mask, step seconds) of steps already run on
+    copies of ``fabric`` (a goodput's degraded step with a plane failed is this sweep's
+    plane row), whose step is the one of the same mask.
 
     Raises
     ------
@@ -166,7 +170,7 @@ def blast_radius(fabric: Fabric, *, kinds: Sequence[str] = DOMAIN_KINDS,  # noqa
     if stepped:
         assert model is not None and layout is not None
         rows = [_stepped(fabric, r, model, layout, assumptions, healthy_step_s, routing,
-                         seed) for r in rows]
+                         seed, known_steps) for r in rows]
     return rows
 
 
@@ -184,16 +188,16 @@ def sweep_order(fabric: Fabric, dmap: DomainMap, in_job: np.ndarray, *,
     held = of_node >= 0
     stopped = np.bincount(of_node[held & accelerator], minlength=count)
     job_dead = np.bincount(of_node[held & in_job], minlength=count)
-    links = fabric.links
-    tier = links["tier"].astype(str).to_numpy()
-    live = np.isin(tier, FAT_TREE_TIERS) & ~links["failed"].to_numpy()
-    capacity = links["capacity_Bps"].to_numpy()
-    src, dst = of_node[links["src"].to_numpy()], of_node[links["dst"].to_numpy()]
+    links = fabric.link_arrays  # numpy columns: no string per link row
+    fat_tree = links["tier"].isin(FAT_TREE_TIERS)
+    live = fat_tree & ~links["failed"]
+    capacity = links["capacity_Bps"]
+    src, dst = of_node[links["src"]], of_node[links["dst"]]
     take = live & (src >= 0)
     removed = np.bincount(src[take], weights=capacity[take], minlength=count)
     take = live & (dst >= 0) & (dst != src)  # a link inside one domain counts once
     removed += np.bincount(dst[take], weights=capacity[take], minlength=count)
-    built = capacity[np.isin(tier, FAT_TREE_TIERS)].sum()
+    built = capacity[fat_tree].sum()
     share = removed / built if built else removed
     last_plane = dmap.kind == "plane" and count == 1 and spans
     job_stopped = (job_dead > 0) | last_plane
@@ -239,19 +243,23 @@ def _bisection_Bps(fabric: Fabric, failed: np.ndarray,
     return closed_form(fabric.with_failed(failed))[0]
 
 
-# PLR0913: the row and the step's own inputs
-def _stepped(fabric: Fabric, row: BlastRadius, model: Model,
+# PLR0913: the row, the step's own inputs and the steps already run
+def _stepped(fabric: Fabric, row: BlastRadius, model: Model,  # noqa: PLR0913
              layout: Layout, assumptions: StepAssumptions | None,
-             healthy_step_s: float | None, routing: str, seed: int) -> BlastRadius:
-    """``row`` with the step re-routed around its domain, where the job runs on."""
+             healthy_step_s: float | None, routing: str, seed: int,
+             known_steps: Sequence[tuple[np.ndarray, float]]) -> BlastRadius:
+    """``row`` with the step re-routed around its domain, where the job runs on (the
+    known step of the same failed links where there is one)."""
     from topomodel.analysis.training.step import step_time
 
     if row.job_stopped:
         return replace(row, healthy_step_s=healthy_step_s)
     dead = domain_map(fabric, row.kind).of_node == row.domain
-    failed = fabric.with_failed(failed_domain_links(fabric, dead))
-    step_s = step_time(failed, model, layout, assumptions, routing=routing,
-                       seed=seed).step_time_s
+    failed = failed_domain_links(fabric, dead)
+    known = [s for mask, s in known_steps if np.array_equal(mask, failed)]
+    step_s = known[0] if known else step_time(
+        fabric.with_failed(failed), model, layout, assumptions, routing=routing,
+        seed=seed).step_time_s
     return replace(row, step_s=step_s, healthy_step_s=healthy_step_s)
 
 

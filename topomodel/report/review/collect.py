@@ -38,7 +38,7 @@ JSON (``schema: topomodel.review``, ``version: 1``) keys:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +122,7 @@ class CollectiveTable:
     sizes: tuple[float, ...]
     skipped: list[str]
     notes: list[str]
-    featured: CollectiveRun | None  # routed again where the figures are drawn
+    featured: CollectiveRun | None  # set where the figures are drawn (held_featured)
     featured_group: str
     warnings: list[str] = field(default_factory=list)
     featured_item: _PlannedRun | None = None  # what runs the featured collective
@@ -261,14 +261,46 @@ def featured_run(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
                           routing=routing, seed=seed, time_model=timing)
 
 
+def _most_loaded(fabric: Fabric) -> dict[str, Any]:
+    """This process's most loaded run that may be featured (:func:`measured_runs`):
+    ``key`` (timing, routing, seed, planned run), ``load`` and ``run``, empty before
+    one; kept with the fabric, so each worker process has its own."""
+    return {}
+
+
+def may_feature(plan: _CollectivePlan, item: _PlannedRun) -> bool:
+    """Whether ``item`` can be the featured run (:func:`collect_rows`): at the largest
+    size, on a scale-out group where there are any."""
+    return item[6] == plan.sizes[-1] and (item[1] == "scale-out" or not plan.scale_out)
+
+
+def held_featured(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
+                  item: _PlannedRun) -> CollectiveRun | None:
+    """The featured run as :func:`measured_runs` held it in this process (None where
+    another process ran it, or a more loaded run here took its place), released: the
+    featured collective is then not routed a second time (it is deterministic: the same
+    run as :func:`featured_run` gives)."""
+    held = fabric.derived(_most_loaded)
+    if held.get("key") != (timing, routing, seed, item):
+        return None
+    run: CollectiveRun = held["run"]
+    held.clear()
+    return run
+
+
 def measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
-                   items: Sequence[_PlannedRun]) -> list[dict[str, Any] | None]:
+                  items: Sequence[_PlannedRun], *,
+                  may_feature: Callable[[_PlannedRun], bool] | None = None,
+                  ) -> list[dict[str, Any] | None]:
     """The table rows of planned runs (None where no algorithm applies), run in turn
     and each held until the last is in: a ring all-gather and the reduce-scatter of the
     same groups and size send the same flows, so the second is timed from the first's
-    routes (:func:`~topomodel.analysis.collectives.routes.same_flows`)."""
+    routes (:func:`~topomodel.analysis.collectives.routes.same_flows`). The most loaded
+    run for which ``may_feature`` holds (as :func:`collect_rows` ranks them) stays with
+    the fabric in this process for :func:`held_featured`, one at a time."""
     held: list[CollectiveRun] = []
     rows: list[dict[str, Any] | None] = []
+    most = fabric.derived(_most_loaded)
     for item in items:
         try:
             best = featured_run(fabric, timing, routing, seed, item)
@@ -277,6 +309,10 @@ def measured_runs(fabric: Fabric, timing: TimeModel, routing: str, seed: int,
             continue
         held.append(best)
         peak = best.timing.peak_busy_s / best.time_s if best.time_s else 0.0
+        load = (peak, best.time_s)
+        if may_feature is not None and may_feature(item) and (
+                "load" not in most or load > most["load"]):
+            most.update(key=(timing, routing, seed, item), load=load, run=best)
         rows.append({"algorithm": best.algorithm, "time_s": best.time_s,
                      "algbw_Bps": best.algbw_Bps, "busbw_Bps": best.busbw_Bps,
                      "latency_s": best.timing.latency_s,
@@ -306,8 +342,9 @@ def collect_rows(plan: _CollectivePlan, results: Sequence[dict[str, Any] | None]
     """The table from the rows of :func:`measured_runs` (one per planned run, in plan
     order). The featured run, the one the topology diagram shows, is the most loaded at
     the largest size (the highest link utilization; on scale-out groups where there are
-    any): named here, routed again where its link loads are drawn (sending every
-    candidate's link loads back from the workers would cost more than that one run)."""
+    any): named here, and drawn from the run :func:`measured_runs` held where it ran in
+    the process that draws it, else routed again (sending every candidate's link loads
+    back from the workers would cost more than that one run)."""
     sizes, skipped = plan.sizes, list(plan.skipped)
     rows: list[dict[str, Any]] = []
     featured_item: _PlannedRun | None = None

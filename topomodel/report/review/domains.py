@@ -61,7 +61,7 @@ def _section(rows: Sequence[BlastRadius], stepped: bool) -> Section:
 
 
 def _work(c: ReviewContext) -> list[Work]:
-    return [failure_domains_work(c)]
+    return failure_domains_work(c)
 
 
 def _part(c: ReviewContext, got: Results) -> Part:

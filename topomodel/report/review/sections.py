@@ -339,7 +339,7 @@ def _prefixed(prefix: str, tables: Sequence[Table]) -> tuple[Table, ...]:
 
 def _summary_work(c: ReviewContext) -> list[Work]:
     return [build_work(c), *step_work(c), *goodput_work(c), warnings_work(c),
-            failure_domains_work(c)]
+            *failure_domains_work(c)]
 
 
 def _summary_part(c: ReviewContext, got: Results) -> Part:

@@ -15,6 +15,8 @@ from topomodel.report.review.collect import (
     CollectiveTable,
     collect_rows,
     featured_run,
+    held_featured,
+    may_feature,
     measured_runs,
     plan_collectives,
     review_figures,
@@ -67,7 +69,8 @@ def collectives_work(context: ReviewContext) -> list[Work]:
     def measured(piece: tuple[int, ...]) -> Work:
         items = [plan.runs[k] for k in piece]
         return Work(f"collectives run {piece[0]}", lambda _: measured_runs(
-            c.fabric, c.timing, c.routing, c.seed, items))
+            c.fabric, c.timing, c.routing, c.seed, items,
+            may_feature=lambda item: may_feature(plan, item)))
 
     def table(ran: Results) -> CollectiveTable:
         rows: list[Any] = [None] * len(plan.runs)
@@ -103,7 +106,9 @@ def _featured_part(fabric: Fabric, collectives: CollectiveTable, step: StepResul
     item = collectives.featured_item
     if item is None:
         return None, review_figures(fabric, collectives, None, step)
-    run = featured_run(fabric, timing, routing, seed, item)
+    # held where this process ran it among the table's runs, else routed again
+    run = held_featured(fabric, timing, routing, seed, item) or featured_run(
+        fabric, timing, routing, seed, item)
     report = route_report(fabric, run, routing=routing, top=HOTSPOT_COUNT, time_model=timing)
     return report, review_figures(fabric, dataclasses.replace(collectives, featured=run), report,
                             step)
@@ -189,21 +194,31 @@ def goodput_work(context: ReviewContext) -> list[Work]:
             Work("goodput", goodput, ("step", *failed), here=True)]
 
 
-def failure_domains_work(context: ReviewContext) -> Work:
+def failure_domains_work(context: ReviewContext) -> list[Work]:
     """``failure domains``: the blast-radius rows, one per domain kind
     (:func:`~topomodel.analysis.reliability.blast_radius.blast_radius`), then the worst
     and median of every domain of each kind of ``REVIEW_SWEPT_KINDS``; with a model
     the step re-routed around each domain the job survives, against the healthy step
-    (so it needs ``step``). Read by the failure-domains section and the summary."""
+    (so it needs ``step``), and the steps with a part failed that the what-ifs do not
+    plan (a goodput's degraded step with a plane failed is the plane row's step: taken,
+    not run again). Read by the failure-domains section and the summary."""
     from topomodel.analysis.reliability.blast_radius import REVIEW_SWEPT_KINDS, blast_radius
+    from topomodel.analysis.reliability.goodput import with_part_failed
 
     c = context
+    # planned work needs only work with no needs: the parts failed on their own
+    parts = [p for p in c.step_parts if p not in c.what_if_parts] if c.has_model else []
 
     def rows(got: Results) -> list[Any]:
         step = got.get("step")
+        known = [(with_part_failed(c.fabric, p).link_arrays["failed"],
+                  got[f"failed {p}"].step.step_time_s) for p in parts]
         return blast_radius(c.fabric, model=c.model, layout=c.layout,
                             assumptions=c.assumptions,
                             healthy_step_s=None if step is None else step.step_time_s,
-                            routing=c.routing, seed=c.seed, every=REVIEW_SWEPT_KINDS)
+                            routing=c.routing, seed=c.seed, every=REVIEW_SWEPT_KINDS,
+                            known_steps=known)
 
-    return Work("failure domains", rows, ("step",) if c.has_model else ())
+    return [*(failed_part_work(c, p) for p in parts),
+            Work("failure domains", rows, ("step", *(f"failed {p}" for p in parts))
+                 if c.has_model else ())]

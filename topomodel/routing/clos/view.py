@@ -163,9 +163,13 @@ class Climb:
         with ``spine``, by one search in the table's sorted (row, spine) keys instead of
         a (flows, spines) comparison (gigabytes at 98k accelerators with many spines)."""
         keys, column = self._down_keys
-        want = slot.astype(np.int64) * self.n + spine
-        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-        found: np.ndarray = np.where(keys[at] == want, column[at], 0)
+        want = slot.astype(np.int64)  # a copy, then in place
+        want *= self.n
+        want += spine
+        at = np.searchsorted(keys, want)
+        np.minimum(at, len(keys) - 1, out=at)
+        found: np.ndarray = column[at]
+        found[keys[at] != want] = 0
         return found
 
     @cached_property

@@ -1,0 +1,81 @@
+"""The hash of routing.hashing against the plain splitmix64 expression it computes in
+place (every value, broadcast shapes and dtypes), and the choice it feeds."""
+
+import numpy as np
+import pytest
+
+from topomodel.routing.hashing import choose, mix, subflows
+
+
+def _plain_mix(seed, flow, node):
+    """splitmix64 of (seed, flow, node) as one expression, a new array per step."""
+    with np.errstate(over="ignore"):
+        x = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+             ^ flow.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+             ^ node.astype(np.uint64) * np.uint64(0x94D049BB133111EB))
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**40 + 3])
+def test_mix_in_place_is_the_plain_expression(seed):
+    rng = np.random.default_rng(seed % 97)
+    flow = rng.integers(0, 2**40, 5000)
+    node = rng.integers(0, 2**31, 5000).astype(np.int32)
+    assert np.array_equal(mix(seed, flow, node), _plain_mix(seed, flow, node))
+    column, grid = rng.integers(0, 2**40, (60, 1)), rng.integers(0, 10**6, (60, 7))
+    for a, b in ((column, grid), (grid, column)):
+        got = mix(seed, a, b)
+        assert got.shape == (60, 7) and got.dtype == np.uint64
+        assert np.array_equal(got, _plain_mix(seed, a, b))
+
+
+def test_hash_choice_is_the_plain_ticket():
+    """Each flow's pick is the first candidate whose running cables pass its ticket,
+    the plain hash modulo its cables (0 where it has none)."""
+    rng = np.random.default_rng(3)
+    flows, candidates = 4000, 5
+    weights = rng.integers(0, 4, (flows, candidates))
+    weights[:7] = 0
+    flow, node = np.arange(flows), rng.integers(0, 10**5, flows)
+    dst, stride = rng.integers(0, 10**5, flows), np.ones(flows, np.int64)
+    total = weights.sum(axis=1)
+    with np.errstate(divide="ignore"):  # no cables: a ticket of 0, as numpy gives it
+        got = choose("hash", 5, flow, node, dst, stride, weights)
+        ticket = (_plain_mix(5, flow, node) % total.astype(np.uint64)).astype(np.int64)
+    running = np.cumsum(weights, axis=1)
+    want = (running <= ticket[:, None]).sum(axis=1)
+    want[want == candidates] = 0
+    assert np.array_equal(got, want)
+    assert (got[:7] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint64])
+@pytest.mark.parametrize("qps", [1, 2, 3])
+def test_subflows_in_place_are_the_plain_ids(dtype, qps):
+    flows = np.random.default_rng(qps).integers(0, 2**31, 999).astype(dtype)
+    take, ids = subflows(flows, qps)
+    assert ids.dtype == np.int64
+    assert np.array_equal(ids, (flows.astype(np.int64)[:, None] * qps
+                                + np.arange(qps)).ravel())
+    assert np.array_equal(take, np.repeat(np.arange(999), qps))
+    assert subflows(flows[:0], qps)[1].shape == (0,)
+
+
+@pytest.mark.parametrize(("width", "cables"), [(2, 1), (8, 1), (16, 2), (7, 3)])
+def test_structured_pick_in_place_is_the_plain_ticket(width, cables):
+    """The structured router's candidate pick, in the hash's own array, against the
+    plain expression (a new array per step)."""
+    from topomodel.routing import structured
+
+    rng = np.random.default_rng(width)
+    flows, node = rng.integers(0, 2**40, 3000), rng.integers(0, 10**6, 3000)
+    got = structured._pick("hash", 9, flows, node, node, np.ones(3000, np.int64), width,
+                           cables)
+    plain = ((_plain_mix(9, flows, node) % np.uint64(width * cables))
+             // np.uint64(cables)).astype(np.int64)
+    assert got.dtype == np.int64 and np.array_equal(got, plain)
