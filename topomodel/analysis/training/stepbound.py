@@ -325,13 +325,19 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
     placement (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`, kept in
     :func:`collective_bounds`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
+    per_byte = fabric.derived(collective_bounds_per_byte)
 
     def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
                  key: tuple[Any, ...]) -> float:
-        if key not in known:
-            known[key] = collective_lower_bound_s(fabric, collective, groups(), size,
-                                                  assumptions.time)
-        return known[key]
+        found = known.get(key)
+        if found is None:
+            placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            rate = per_byte.get(placed)
+            if rate is None:
+                rate = per_byte[placed] = collective_lower_bound_s(
+                    fabric, collective, groups(), 1.0, assumptions.time)
+            found = known[key] = size * rate
+        return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
                       unrouted=unrouted, shape=shape)
@@ -391,6 +397,26 @@ def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
     collective's time would have in its table (the time model's efficiencies are part
     of it), kept with the fabric
     (:meth:`~topomodel.fabric.tables.Fabric.derived`) as the times are."""
+    return {}
+
+
+SIZE_AT = 2
+"""Where a collective's size sits in its key in the fabric's table of times
+(:func:`~topomodel.analysis.training.step.step_calls`' ``(collective, candidates, size,
+communicators, routing, seed, time model)``): :func:`order_calls` keys its bounds per
+byte by the rest."""
+
+
+def collective_bounds_per_byte(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The bounds :func:`order_calls` found on ``fabric`` for one byte, seconds, by the
+    key of the collective's time with its size left out (:data:`SIZE_AT`): every term
+    of :func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s` is
+    bytes proportional to the size over a rate (its table's shares of ``S``), and a
+    maximum of such terms is the size times their maximum for one byte, so the
+    collectives of one placement (the gradients' buckets and the activations at every
+    micro-batch, say) share one bound, scaled. Floating point rounds the product and
+    the quotient apart by a few units in the last place, far below
+    :data:`ROUNDING_MARGIN`."""
     return {}
 
 
