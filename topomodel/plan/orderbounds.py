@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
 from topomodel.analysis.training.stagework import Call
-from topomodel.analysis.training.step import StepAssumptions, StepResult
+from topomodel.analysis.training.step import StepAssumptions, StepResult, step_calls
 from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
@@ -103,6 +103,25 @@ some only bounded keeps them while the fabric's table of times has not grown (a 
 modelled since may have timed them: the time is then the tighter figure)."""
 
 
+SCREENS = 4_096
+"""Order screens a search keeps (by :data:`CALLS_FIELDS`' fields, the ZeRO stage's
+kind and recomputation; tens of kB each): the layouts of a family that differ only in
+ZeRO 1 and 2 share one (see :meth:`OrderBounds.unplaced_score`)."""
+
+
+@dataclass
+class OrderMemo:
+    """What the bounds of a search's layouts share: every rank order's collectives
+    (``timed``: the calls, how many are not timed yet, the fabric's table size when
+    found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
+    time looked up (``issued``) and its order screen (``screens``)."""
+
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
+        default_factory=dict)
+    issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
+
+
 class OrderBounds:
     """Proves rank orders of one group out of the top, cheapest first: the order screen
     (:mod:`~topomodel.analysis.training.orderscreen`, made on first use), then the order's own
@@ -112,12 +131,12 @@ class OrderBounds:
     # PLR0913: the search's shared state, passed on as it is
     def __init__(self, fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
                  pipeline: Callable[[], CommFreePipeline], power_W: float,
-                 timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]]) -> None:
+                 memo: OrderMemo) -> None:
         self.fabric, self.job, self.shape, self.power_W = fabric, job, shape, power_W
         self.pipeline = pipeline
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
-        self.timed = timed
+        self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
         self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
@@ -147,9 +166,27 @@ class OrderBounds:
         collective at a time no order can beat
         (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found from
         the collectives of ``layout`` (any of its orders: they issue the same)."""
-        calls, _ = self._calls(layout)
+        calls = self._issued(layout)
         floor = unplaced_calls(self.fabric, layout, self.job.assumptions, calls)
         return rank_score(self._screen(layout, calls).bound(floor), self.job, self.power_W)
+
+    def _issued(self, layout: Layout) -> dict[str, Call]:
+        """``layout``'s collectives in its own rank order with their names, kinds and
+        sizes (every order issues the same), kept by :data:`CALLS_FIELDS`' fields and
+        the ZeRO stage's kind (what they read); the times are the fabric's table's where
+        it has them, else 0, and neither the screen nor the unplaced bound reads them,
+        so none is bounded here (a layout pruned for all its orders costs no
+        placement's bound)."""
+        found = self.memo.issued.get(self.calls_key)
+        if found is None:
+            job = self.job
+            if len(self.memo.issued) >= TIMED_ORDERS:
+                self.memo.issued.clear()
+            found, _ = step_calls(self.fabric, job.model, layout, job.assumptions,
+                                  routing=job.routing, seed=job.seed,
+                                  unrouted=lambda *_: 0.0, shape=self.shape)
+            self.memo.issued[self.calls_key] = found
+        return found
 
     def _calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
@@ -169,8 +206,20 @@ class OrderBounds:
         return calls, missed
 
     def _screen(self, layout: Layout, calls: dict[str, Call]) -> OrderScreen:
-        """The group's order screen, made on first use from ``layout``'s ``calls``."""
+        """The group's order screen, made on first use from ``layout``'s ``calls``, or
+        found in the search's: it reads the layout's collectives' names and sizes, its
+        comm-free pipeline (the same for every ZeRO stage) and the layout, which it
+        reads but for the order and, of ZeRO, whether it is 0, 1-2 or 3 (the step's
+        operations and buckets, the gathers and the optimizer's sharding), so the
+        layouts with ZeRO 1 and 2 and the same other fields share one."""
         if self.screen is None:
-            self.screen = order_screen(self.job.model, layout, self.job.assumptions,
-                                       self.shape, self.pipeline(), calls)
+            key = (*self.calls_key, layout.recompute)
+            screens = self.memo.screens
+            self.screen = screens.get(key)
+            if self.screen is None:
+                if len(screens) >= SCREENS:
+                    screens.clear()
+                self.screen = screens[key] = order_screen(
+                    self.job.model, layout, self.job.assumptions, self.shape,
+                    self.pipeline(), calls)
         return self.screen
