@@ -47,7 +47,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
-from topomodel.analysis.training.compute import device_model
+from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.stagework import Call
@@ -137,8 +137,9 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     names = tuple(calls)
     index = {(c.kind, c.collective): i for i, c in enumerate(calls.values())}
     idle = {n: replace(c, time_s=0.0) for n, c in calls.items()}
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     works = step_works(device, model, layout, a, shape.seq, idle,
                        shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
     units: dict[int, int] = {}
@@ -256,9 +257,9 @@ def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int
     length = np.zeros(len(stage))
     if tl is not None and len(stage):
         span = tl.end_s - tl.start_s
-        for i, (st, at_pos) in enumerate(zip(stage, pos, strict=True)):
-            np.add.at(before[i], op_units[st, :at_pos], 1.0)
-            prefix[i] = float(span[st, :at_pos].sum())
+        rows, cols = np.nonzero(np.arange(span.shape[1]) < pos[:, None])
+        np.add.at(before, (rows, op_units[stage[rows], cols]), 1.0)
+        prefix = np.bincount(rows, span[stage[rows], cols], minlength=len(stage))
         length = span[stage, pos]
     passes = (stage, pos, prefix, length, op_units[stage, pos] if len(stage) else
               np.zeros(0, dtype=np.int64), before)

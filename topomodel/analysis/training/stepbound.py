@@ -46,6 +46,7 @@ bound is then the least compute of a stage plus the wait.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -421,5 +422,17 @@ def collective_bounds_per_byte(fabric: Fabric) -> dict[tuple[Any, ...], float]:
 
 
 def unordered(layout: Layout) -> Layout:
-    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
-    return replace(layout, zero=0, order=Layout().order)
+    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order,
+    as ``replace(layout, zero=0, order=...)`` makes it, without checking its other
+    fields again (they passed when ``layout`` was made, and neither of these two takes
+    part in a check across fields; a search asks this of every layout it bounds)."""
+    if layout.zero == 0 and layout.order == DEFAULT_ORDER:
+        return layout
+    found = copy.copy(layout)
+    object.__setattr__(found, "zero", 0)
+    object.__setattr__(found, "order", DEFAULT_ORDER)
+    return found
+
+
+DEFAULT_ORDER = Layout().order
+"""The rank order a layout has unless told (:func:`unordered`'s)."""
