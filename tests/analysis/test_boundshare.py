@@ -17,7 +17,7 @@ from topomodel.analysis.collectives.commbound import (
     collective_lower_bound_s,
     unplaced_lower_bound_s,
 )
-from topomodel.analysis.training.orderscreen import order_screen
+from topomodel.analysis.training.orderscreen import order_screen, screen_works
 from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
@@ -83,7 +83,8 @@ def _fields(screen):
 @pytest.mark.parametrize("case", ["dense", "moe"])
 def test_zero_1_and_2_share_one_screen(fabric, case):
     """The screen of a layout at ZeRO 1 and at ZeRO 2 is the same, array for array, and
-    bounds every order alike (what lets a search keep one for both)."""
+    bounds every order alike (what lets a search keep one for both); its operations'
+    part is ZeRO 0's."""
     name, _, _, a = CASES[case]
     model = fabric.catalog.get(name, Model)
     compared = 0
@@ -102,6 +103,13 @@ def test_zero_1_and_2_share_one_screen(fabric, case):
             assert np.array_equal(v, _fields(two)[k]) if isinstance(v, np.ndarray) \
                 else v == _fields(two)[k], k
         assert one.bound(calls) == two.bound(calls)
+        # the operations' part found at ZeRO 0 (an all-reduce, no gathers) serves too
+        zero = replace(layout, zero=0)
+        plain, _ = order_calls(fabric, model, zero, a, shape)
+        shared = order_screen(model, other, a, shape, pipeline, calls,
+                              screen_works(model, zero, a, shape, pipeline, plain))
+        assert shared.bound(calls) == one.bound(calls)
+        assert np.array_equal(shared.term_call, one.term_call)
         compared += 1
     assert compared >= 3
 

@@ -9,7 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
+from topomodel.analysis.training.orderscreen import (
+    OrderScreen,
+    ScreenWorks,
+    order_screen,
+    screen_works,
+)
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_calls
 from topomodel.analysis.training.stepbound import (
@@ -114,12 +119,14 @@ class OrderMemo:
     """What the bounds of a search's layouts share: every rank order's collectives
     (``timed``: the calls, how many are not timed yet, the fabric's table size when
     found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
-    time looked up (``issued``) and its order screen (``screens``)."""
+    time looked up (``issued``), its order screen (``screens``) and the part of that
+    its operations give (``works``, shared by ZeRO 0, 1 and 2)."""
 
     timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
+    works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
 
 
 class OrderBounds:
@@ -219,7 +226,15 @@ class OrderBounds:
             if self.screen is None:
                 if len(screens) >= SCREENS:
                     screens.clear()
+                job, pipeline = self.job, self.pipeline()
+                # ZeRO 0, 1 and 2 share the operations' part (ZeRO 3 issues in them)
+                of = (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute)
+                works = self.memo.works.get(of)
+                if works is None:
+                    if len(self.memo.works) >= SCREENS:
+                        self.memo.works.clear()
+                    works = self.memo.works[of] = screen_works(
+                        job.model, layout, job.assumptions, self.shape, pipeline, calls)
                 self.screen = screens[key] = order_screen(
-                    self.job.model, layout, self.job.assumptions, self.shape,
-                    self.pipeline(), calls)
+                    job.model, layout, job.assumptions, self.shape, pipeline, calls, works)
         return self.screen
