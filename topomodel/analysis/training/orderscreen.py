@@ -293,7 +293,8 @@ def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int
         span = tl.end_s - tl.start_s
         rows, cols = np.nonzero(np.arange(span.shape[1]) < pos[:, None])
         np.add.at(before, (rows, op_units[stage[rows], cols]), 1.0)
-        prefix = np.bincount(rows, span[stage[rows], cols], minlength=len(stage))
+        prefix = np.bincount(rows, span[stage[rows], cols], minlength=len(stage)
+                             ).astype(float)
         length = span[stage, pos]
     passes = (stage, pos, prefix, length, op_units[stage, pos] if len(stage) else
               np.zeros(0, dtype=np.int64), before)
