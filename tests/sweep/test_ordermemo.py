@@ -54,3 +54,28 @@ def test_shared_bounds_stay_under_every_orders_step():
     assert len(memo.works) == 3 * 2 * 2  # and ZeRO 0 the operations' part
     assert len(memo.issued) == 3 * 3  # and recomputation its calls
     assert replace(layout, order=ORDERS[0]) == in_order(layout, ORDERS[0])
+
+
+def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
+    """An order's collectives kept from before a step timed some of them give a screen
+    no lower than today's: below the bar they drop the order as today's would, and
+    otherwise they are found again (the order's bound then is today's)."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))  # nothing timed
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1)
+    shape = shape_of(fabric, model, layout)
+    pipeline = comm_free_pipeline(model, layout, a, shape)
+    bounds = OrderBounds(fabric, job, layout, shape, lambda: pipeline, 0.0, OrderMemo())
+    placed = [in_order(layout, order) for order in ORDERS]
+    before = [bounds.best_score(lay, float("inf")) for lay in placed]  # screens alone
+    steps = [rank_score(step_time(fabric, model, lay, a), job, 0.0) for lay in placed]
+    assert all(bounds._calls(lay)[2] for lay in placed)  # kept, the table grew since
+    kept = [bounds.best_score(lay, float("inf")) for lay in placed]
+    assert kept == before  # below the bar: the kept collectives decide
+    today = [bounds.best_score(lay, -float("inf")) for lay in placed]
+    assert not any(bounds._calls(lay)[2] for lay in placed)  # found again
+    for old, new, step in zip(before, today, steps, strict=True):
+        assert step <= new <= old * (1 + 1e-12)
+    assert any(new < old for old, new in zip(before, today, strict=True))
