@@ -104,14 +104,19 @@ TIMED_ORDERS = 65_536
 order; a few kB each): the layouts of a cell that differ only in recomputation or in
 ZeRO 1 and 2 find them instead of asking the fabric's tables again. An order with every
 collective timed keeps them for good (a time, once routed, never changes); one with
-some only bounded keeps them while the fabric's table of times has not grown (a step
-modelled since may have timed them: the time is then the tighter figure)."""
+some only bounded keeps them as they are while the fabric's table of times has not
+grown, and after, only to screen with (a step modelled since may have timed them: the
+time is then the tighter figure, found again when the kept ones do not drop the
+order: :meth:`OrderBounds.best_score`)."""
 
 
-SCREENS = 4_096
-"""Order screens a search keeps (by :data:`CALLS_FIELDS`' fields, the ZeRO stage's
-kind and recomputation; tens of kB each): the layouts of a family that differ only in
-ZeRO 1 and 2 share one (see :meth:`OrderBounds.unplaced_score`)."""
+SCREENS = 1_024
+"""Order screens (and their operations' parts) a search keeps, by :data:`CALLS_FIELDS`'
+fields, the ZeRO stage's kind and recomputation (tens of kB each, so tens of MB at
+most): the layouts of a family that differ only in ZeRO 0, 1
+and 2 share them (see :meth:`OrderBounds._screen`), and the search reaches those
+close together (their bounds differ only in the optimizer step and the gathers), so a
+thousand is plenty."""
 
 
 @dataclass
