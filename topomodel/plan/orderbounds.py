@@ -6,12 +6,17 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from topomodel.analysis.training.orderscreen import OrderScreen, order_screen
+from topomodel.analysis.training.orderscreen import (
+    OrderScreen,
+    ScreenWorks,
+    order_screen,
+    screen_works,
+)
 from topomodel.analysis.training.stagework import Call
-from topomodel.analysis.training.step import StepAssumptions, StepResult
+from topomodel.analysis.training.step import StepAssumptions, StepResult, step_calls
 from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
@@ -99,8 +104,34 @@ TIMED_ORDERS = 65_536
 order; a few kB each): the layouts of a cell that differ only in recomputation or in
 ZeRO 1 and 2 find them instead of asking the fabric's tables again. An order with every
 collective timed keeps them for good (a time, once routed, never changes); one with
-some only bounded keeps them while the fabric's table of times has not grown (a step
-modelled since may have timed them: the time is then the tighter figure)."""
+some only bounded keeps them as they are while the fabric's table of times has not
+grown, and after, only to screen with (a step modelled since may have timed them: the
+time is then the tighter figure, found again when the kept ones do not drop the
+order: :meth:`OrderBounds.best_score`)."""
+
+
+SCREENS = 1_024
+"""Order screens (and their operations' parts) a search keeps, by :data:`CALLS_FIELDS`'
+fields, the ZeRO stage's kind and recomputation (tens of kB each, so tens of MB at
+most): the layouts of a family that differ only in ZeRO 0, 1
+and 2 share them (see :meth:`OrderBounds._screen`), and the search reaches those
+close together (their bounds differ only in the optimizer step and the gathers), so a
+thousand is plenty."""
+
+
+@dataclass
+class OrderMemo:
+    """What the bounds of a search's layouts share: every rank order's collectives
+    (``timed``: the calls, how many are not timed yet, the fabric's table size when
+    found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
+    time looked up (``issued``), its order screen (``screens``) and the part of that
+    its operations give (``works``, shared by ZeRO 0, 1 and 2)."""
+
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
+        default_factory=dict)
+    issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
+    works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
 
 
 class OrderBounds:
@@ -112,12 +143,12 @@ class OrderBounds:
     # PLR0913: the search's shared state, passed on as it is
     def __init__(self, fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
                  pipeline: Callable[[], CommFreePipeline], power_W: float,
-                 timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]]) -> None:
+                 memo: OrderMemo) -> None:
         self.fabric, self.job, self.shape, self.power_W = fabric, job, shape, power_W
         self.pipeline = pipeline
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
-        self.timed = timed
+        self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
         self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
@@ -129,10 +160,20 @@ class OrderBounds:
         on its collective times (with those not timed yet at what they cannot beat;
         with all of them timed, the step's own times, a close bound far cheaper than
         the step), and, when that is not below ``worst_kept`` and something is not timed
-        yet, the order's own bound (kept by the collective times)."""
+        yet, the order's own bound (kept by the collective times).
+
+        Collectives kept from before the fabric's table grew (:data:`TIMED_ORDERS`)
+        are tried first: each of their times is the table's (which never changes) or
+        a bound the table's time, once routed, is no less than, so the screen on them
+        is no lower than on the table's current times (it only grows with each time),
+        and an order it puts below ``worst_kept`` the current times would too; only
+        an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
-        calls, missed = self._calls(layout)
+        calls, missed, stale = self._calls(layout)
         score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
+        if stale and score >= worst_kept:
+            calls, missed = self._order_calls(layout)
+            score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
         if not missed or score < worst_kept:
             return score
         times = tuple((name, call.time_s) for name, call in calls.items())
@@ -147,20 +188,43 @@ class OrderBounds:
         collective at a time no order can beat
         (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found from
         the collectives of ``layout`` (any of its orders: they issue the same)."""
-        calls, _ = self._calls(layout)
+        calls = self._issued(layout)
         floor = unplaced_calls(self.fabric, layout, self.job.assumptions, calls)
         return rank_score(self._screen(layout, calls).bound(floor), self.job, self.power_W)
 
-    def _calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
+    def _issued(self, layout: Layout) -> dict[str, Call]:
+        """``layout``'s collectives in its own rank order with their names, kinds and
+        sizes (every order issues the same), kept by :data:`CALLS_FIELDS`' fields and
+        the ZeRO stage's kind (what they read); the times are the fabric's table's where
+        it has them, else 0, and neither the screen nor the unplaced bound reads them,
+        so none is bounded here (a layout pruned for all its orders costs no
+        placement's bound)."""
+        found = self.memo.issued.get(self.calls_key)
+        if found is None:
+            job = self.job
+            if len(self.memo.issued) >= TIMED_ORDERS:
+                self.memo.issued.clear()
+            found, _ = step_calls(self.fabric, job.model, layout, job.assumptions,
+                                  routing=job.routing, seed=job.seed,
+                                  unrouted=lambda *_: 0.0, shape=self.shape)
+            self.memo.issued[self.calls_key] = found
+        return found
+
+    def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
-        order_calls`) and how many are not timed yet, kept while they hold (see
-        :data:`TIMED_ORDERS`)."""
+        order_calls`), how many are not timed yet and whether they were kept from
+        before the fabric's table grew (see :data:`TIMED_ORDERS`)."""
+        kept = self.timed.get((*self.calls_key, layout.order))
+        if kept is not None:
+            table = len(self.fabric.derived(collective_times))
+            return kept[0], kept[1], bool(kept[1]) and kept[2] != table
+        return (*self._order_calls(layout), False)
+
+    def _order_calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
+        """``layout``'s collectives found again and kept (:meth:`_calls`)."""
         job = self.job
         key = (*self.calls_key, layout.order)
         table = len(self.fabric.derived(collective_times))
-        kept = self.timed.get(key)
-        if kept is not None and (not kept[1] or kept[2] == table):
-            return kept[0], kept[1]
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                     self.shape, routing=job.routing, seed=job.seed)
         if len(self.timed) >= TIMED_ORDERS:
@@ -169,8 +233,28 @@ class OrderBounds:
         return calls, missed
 
     def _screen(self, layout: Layout, calls: dict[str, Call]) -> OrderScreen:
-        """The group's order screen, made on first use from ``layout``'s ``calls``."""
+        """The group's order screen, made on first use from ``layout``'s ``calls``, or
+        found in the search's: it reads the layout's collectives' names and sizes, its
+        comm-free pipeline (the same for every ZeRO stage) and the layout, which it
+        reads but for the order and, of ZeRO, whether it is 0, 1-2 or 3 (the step's
+        operations and buckets, the gathers and the optimizer's sharding), so the
+        layouts with ZeRO 1 and 2 and the same other fields share one."""
         if self.screen is None:
-            self.screen = order_screen(self.job.model, layout, self.job.assumptions,
-                                       self.shape, self.pipeline(), calls)
+            key = (*self.calls_key, layout.recompute)
+            screens = self.memo.screens
+            self.screen = screens.get(key)
+            if self.screen is None:
+                if len(screens) >= SCREENS:
+                    screens.clear()
+                job, pipeline = self.job, self.pipeline()
+                # ZeRO 0, 1 and 2 share the operations' part (ZeRO 3 issues in them)
+                of = (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute)
+                works = self.memo.works.get(of)
+                if works is None:
+                    if len(self.memo.works) >= SCREENS:
+                        self.memo.works.clear()
+                    works = self.memo.works[of] = screen_works(
+                        job.model, layout, job.assumptions, self.shape, pipeline, calls)
+                self.screen = screens[key] = order_screen(
+                    job.model, layout, job.assumptions, self.shape, pipeline, calls, works)
         return self.screen

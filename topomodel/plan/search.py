@@ -47,7 +47,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topomodel.analysis.assumptions import CostAssumptions
-from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
@@ -68,7 +67,13 @@ from topomodel.errors import ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
-from topomodel.plan.orderbounds import OrderBounds, in_order, order_problem, rank_score
+from topomodel.plan.orderbounds import (
+    OrderBounds,
+    OrderMemo,
+    in_order,
+    order_problem,
+    rank_score,
+)
 from topomodel.plan.orderbounds import objective_value as objective_value
 from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
@@ -407,7 +412,7 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
     top only after the layouts that can beat it."""
     frontier: list[tuple[float, tuple[int, int], int, int, _Group]] = []
     tie = 0
-    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = {}  # orders' calls
+    memo = OrderMemo()  # the bounds' shared collectives and screens
 
     def push(score: float, place: tuple[int, int], stage: int, item: _Group) -> None:
         nonlocal tie
@@ -434,7 +439,7 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
             push(min(-neg, tight), place, ORDERS, item)
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
-                                 functools.partial(item.pipeline, job), power_W, timed)
+                                 functools.partial(item.pipeline, job), power_W, memo)
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
             key = distinct_key(item.layout)  # the same for all its orders
             bar = entry_bar(heap, job.top, key)

@@ -48,6 +48,7 @@ failed links a flow may find no route and move no bytes: there the bound is 0 (s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -237,12 +238,27 @@ def unplaced_lower_bound_s(fabric: Fabric, collective: str, ranks_per_group: int
     t = ranks_per_group
     if size_bytes <= 0 or t < 2:
         return 0.0
-    into = fabric.derived(job_rates, items, world)
-    if not into.intact:
-        return 0.0
-    out = fabric.derived(job_rates, items, world, True)
-    return max(_unplaced_s(collective, t, size_bytes, into),
-               _unplaced_s(DUAL[collective], t, size_bytes, out))
+    known = fabric.derived(unplaced_bounds)
+    key = (collective, t, world, size_bytes, items)
+    found = known.get(key)
+    if found is None:
+        into = fabric.derived(job_rates, items, world)
+        found = 0.0
+        if into.intact:
+            out = fabric.derived(job_rates, items, world, True)
+            found = max(_unplaced_s(collective, t, size_bytes, into),
+                        _unplaced_s(DUAL[collective], t, size_bytes, out))
+        known[key] = found
+    return found
+
+
+def unplaced_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The bounds :func:`unplaced_lower_bound_s` found on ``fabric``, by everything
+    they read besides it (the collective, the group's ranks, the job's accelerators,
+    the size and the tier efficiencies), kept with the fabric
+    (:meth:`~topomodel.fabric.tables.Fabric.derived`): a search asks the same few of
+    every layout whose rank orders it bounds."""
+    return {}
 
 
 def _unplaced_s(collective: str, t: int, size_bytes: float, rates: JobRates) -> float:

@@ -47,7 +47,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
-from topomodel.analysis.training.compute import device_model
+from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.stagework import Call
@@ -128,21 +128,37 @@ class OrderScreen:
                                                  pipe.most_sends, pipe.dualpipe))
 
 
-def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
-                 pipeline: CommFreePipeline, calls: dict[str, Call]) -> OrderScreen:
-    """The :class:`OrderScreen` of ``layout``'s rank orders, from its comm-free
-    ``pipeline`` (:func:`~topomodel.analysis.training.stepbound.comm_free_pipeline`, no calls)
-    and the collectives ``calls`` of any one of its orders (their names and sizes)."""
+@dataclass(frozen=True, eq=False)
+class ScreenWorks:
+    """What an :class:`OrderScreen` takes from the step's operations, which read of a
+    layout's collectives only those inside them (TP, CP, EP and ZeRO-3's; never the
+    gradients' nor ZeRO 1-2's gathers): each exposure term's call (kind, collective)
+    and its count, compute behind it, SM share, weight and unit; the units of every
+    operation (p, n) and per stage; the comm-free critical path (its units, the stage
+    it ends on, its length in seconds and its sends). So the layouts with ZeRO 0, 1
+    and 2 and the same other fields share one (:func:`screen_works`)."""
+
+    term_keys: tuple[tuple[str, str], ...]
+    term: np.ndarray  # (terms, 5)
+    op_units: np.ndarray
+    stage_units: np.ndarray
+    path: tuple[np.ndarray, int, float, int]
+
+
+def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+                 pipeline: CommFreePipeline, calls: dict[str, Call]) -> ScreenWorks:
+    """The :class:`ScreenWorks` of ``layout`` (any rank order) with the collectives
+    ``calls`` (their names and sizes)."""
     a = assumptions
-    names = tuple(calls)
-    index = {(c.kind, c.collective): i for i, c in enumerate(calls.values())}
     idle = {n: replace(c, time_s=0.0) for n, c in calls.items()}
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     works = step_works(device, model, layout, a, shape.seq, idle,
                        shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
     units: dict[int, int] = {}
-    terms: list[tuple[int, float, float, float, float, int]] = []
+    keys: list[tuple[str, str]] = []
+    terms: list[tuple[float, float, float, float, int]] = []
     s = shape.schedule
     p, v = s.p, s.v
     unit_of = np.zeros((3, p, v), dtype=np.int64)
@@ -151,19 +167,37 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
             for c, work in enumerate(row):
                 if id(work) not in units:
                     units[id(work)] = u = len(units)
-                    terms += [(index[key], count, max(0.0, behind), share, weight, u)
-                              for key, count, behind, share, weight in work.terms or ()]
+                    for key, count, behind, share, weight in work.terms or ():
+                        keys.append(key)
+                        terms.append((count, max(0.0, behind), share, weight, u))
                 unit_of[kind, st, c] = units[id(work)]
-    term = np.array(terms, dtype=float).reshape(-1, 6)
     op_units = unit_of[s.kind, np.arange(p)[:, None], s.chunk]  # (p, n)
     stage_units = np.zeros((p, len(units)))
     np.add.at(stage_units, (np.repeat(np.arange(p), s.ops), op_units.ravel()), 1.0)
-    path_units, path_stage, path_s, path_sends = _critical_path(pipeline, op_units,
-                                                                len(units))
+    return ScreenWorks(tuple(keys), np.array(terms, dtype=float).reshape(-1, 5), op_units,
+                       stage_units, _critical_path(pipeline, op_units, len(units)))
+
+
+def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions,
+                 shape: Shape, pipeline: CommFreePipeline, calls: dict[str, Call],
+                 works: ScreenWorks | None = None) -> OrderScreen:
+    """The :class:`OrderScreen` of ``layout``'s rank orders, from its comm-free
+    ``pipeline`` (:func:`~topomodel.analysis.training.stepbound.comm_free_pipeline`, no calls)
+    and the collectives ``calls`` of any one of its orders (their names and sizes);
+    ``works``: its :func:`screen_works`, if found (for it at another ZeRO stage of 0-2)."""
+    a = assumptions
+    names = tuple(calls)
+    index = {(c.kind, c.collective): i for i, c in enumerate(calls.values())}
+    if works is None:
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+    term, op_units, stage_units = works.term, works.op_units, works.stage_units
+    count = stage_units.shape[1]
+    s = shape.schedule
+    p = s.p
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
     runs = stage_buckets(s, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes)
-    buckets, bucket_pass, passes = _bucket_bounds(pipeline, runs, op_units, len(units))
+    buckets, bucket_pass, passes = _bucket_bounds(pipeline, runs, op_units, count)
     first = np.argmax(s.kind == 0, axis=1)
     counts = param_gather_calls(calls, layout, a, dense, experts)
     tl = pipeline.timeline
@@ -172,10 +206,11 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     gathers = Gathers(np.array([names.index(k) for k in counts], dtype=np.int64),
                       np.array(list(counts.values()), dtype=float).reshape(len(counts), p),
                       op_units[np.arange(p), first], first_s)
-    return OrderScreen(names, term[:, 0].astype(np.int64), term[:, 1], term[:, 2],
-                       term[:, 3], term[:, 4], term[:, 5].astype(np.int64), stage_units,
-                       path_units, path_stage, path_s, path_sends, *buckets, layout.dp_overlap,
-                       pipeline, bound_frame(model, layout, a, shape, pipeline), gathers,
+    return OrderScreen(names, np.array([index[k] for k in works.term_keys], dtype=np.int64),
+                       term[:, 0], term[:, 1], term[:, 2], term[:, 3],
+                       term[:, 4].astype(np.int64), stage_units, *works.path,
+                       *buckets, layout.dp_overlap, pipeline,
+                       bound_frame(model, layout, a, shape, pipeline), gathers,
                        Passes(*passes, first, bucket_pass[0], bucket_pass[1]))
 
 
@@ -256,9 +291,10 @@ def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int
     length = np.zeros(len(stage))
     if tl is not None and len(stage):
         span = tl.end_s - tl.start_s
-        for i, (st, at_pos) in enumerate(zip(stage, pos, strict=True)):
-            np.add.at(before[i], op_units[st, :at_pos], 1.0)
-            prefix[i] = float(span[st, :at_pos].sum())
+        rows, cols = np.nonzero(np.arange(span.shape[1]) < pos[:, None])
+        np.add.at(before, (rows, op_units[stage[rows], cols]), 1.0)
+        prefix = np.bincount(rows, span[stage[rows], cols], minlength=len(stage)
+                             ).astype(float)
         length = span[stage, pos]
     passes = (stage, pos, prefix, length, op_units[stage, pos] if len(stage) else
               np.zeros(0, dtype=np.int64), before)

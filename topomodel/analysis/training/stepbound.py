@@ -46,6 +46,7 @@ bound is then the least compute of a stage plus the wait.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -325,13 +326,19 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
     placement (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`, kept in
     :func:`collective_bounds`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
+    per_byte = fabric.derived(collective_bounds_per_byte)
 
     def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
                  key: tuple[Any, ...]) -> float:
-        if key not in known:
-            known[key] = collective_lower_bound_s(fabric, collective, groups(), size,
-                                                  assumptions.time)
-        return known[key]
+        found = known.get(key)
+        if found is None:
+            placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            rate = per_byte.get(placed)
+            if rate is None:
+                rate = per_byte[placed] = collective_lower_bound_s(
+                    fabric, collective, groups(), 1.0, assumptions.time)
+            found = known[key] = size * rate
+        return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
                       unrouted=unrouted, shape=shape)
@@ -394,6 +401,38 @@ def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
     return {}
 
 
+SIZE_AT = 2
+"""Where a collective's size sits in its key in the fabric's table of times
+(:func:`~topomodel.analysis.training.step.step_calls`' ``(collective, candidates, size,
+communicators, routing, seed, time model)``): :func:`order_calls` keys its bounds per
+byte by the rest."""
+
+
+def collective_bounds_per_byte(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The bounds :func:`order_calls` found on ``fabric`` for one byte, seconds, by the
+    key of the collective's time with its size left out (:data:`SIZE_AT`): every term
+    of :func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s` is
+    bytes proportional to the size over a rate (its table's shares of ``S``), and a
+    maximum of such terms is the size times their maximum for one byte, so the
+    collectives of one placement (the gradients' buckets and the activations at every
+    micro-batch, say) share one bound, scaled. Floating point rounds the product and
+    the quotient apart by a few units in the last place, far below
+    :data:`ROUNDING_MARGIN`."""
+    return {}
+
+
 def unordered(layout: Layout) -> Layout:
-    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
-    return replace(layout, zero=0, order=Layout().order)
+    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order,
+    as ``replace(layout, zero=0, order=...)`` makes it, without checking its other
+    fields again (they passed when ``layout`` was made, and neither of these two takes
+    part in a check across fields; a search asks this of every layout it bounds)."""
+    if layout.zero == 0 and layout.order == DEFAULT_ORDER:
+        return layout
+    found = copy.copy(layout)
+    object.__setattr__(found, "zero", 0)
+    object.__setattr__(found, "order", DEFAULT_ORDER)
+    return found
+
+
+DEFAULT_ORDER = Layout().order
+"""The rank order a layout has unless told (:func:`unordered`'s)."""

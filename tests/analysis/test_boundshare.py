@@ -1,0 +1,149 @@
+"""The bounds a search shares between rank orders and layouts: a placement's bound per
+byte scaled by the size, the order screen of ZeRO 1 and 2, the passes' bounds in one
+pass over every pass, and the unordered layout made without checks, each against what
+it stands for."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_plan import DESIGN  # the same two HGX servers
+from test_stepbound import CASES, _fitting_layouts
+
+from topomodel.analysis.assumptions import TimeModel
+from topomodel.analysis.collectives.commbound import (
+    collective_lower_bound_s,
+    unplaced_lower_bound_s,
+)
+from topomodel.analysis.training.orderscreen import order_screen, screen_works
+from topomodel.analysis.training.step import StepAssumptions, step_calls
+from topomodel.analysis.training.stepbound import (
+    SIZE_AT,
+    collective_bounds,
+    order_calls,
+    unordered,
+)
+from topomodel.analysis.training.stepshape import shape_of
+from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.traffic.layout import Layout
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return build_fabric(*load_design("two.yaml", text=DESIGN))
+
+
+def test_a_placements_bound_scales_with_the_size(fabric):
+    """The bound order_calls keeps per byte is the placement's bound at the call's own
+    size (but for the last bits), and the size sits where SIZE_AT says in the key."""
+    model = fabric.catalog.get("llama3-8b", Model)
+    fresh = build_fabric(*load_design("two.yaml", text=DESIGN))  # nothing timed
+    layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, order="dp,tp,cp,pp")
+    shape = shape_of(fresh, model, layout)
+    seen = {}
+
+    def unrouted(collective, groups, size, key):
+        assert key[SIZE_AT] == size
+        seen[key] = collective_lower_bound_s(fresh, collective, groups(), size,
+                                             TimeModel())
+        return 0.0
+
+    step_calls(fresh, model, layout, unrouted=unrouted, shape=shape)
+    _, missed = order_calls(fresh, model, layout, StepAssumptions(), shape)
+    assert missed == len(seen) > 3
+    known = fresh.derived(collective_bounds)
+    for key, exact in seen.items():
+        assert exact > 0
+        assert known[key] == pytest.approx(exact, rel=1e-14), key
+    sizes = {key[SIZE_AT] for key in seen}
+    assert len(sizes) > 1  # several sizes, some over one placement
+
+
+def test_the_unplaced_bound_is_kept_as_found():
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    tm = TimeModel()
+    first = [unplaced_lower_bound_s(fabric, c, 8, 16, 2**28, tm)
+             for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
+    again = build_fabric(*load_design("two.yaml", text=DESIGN))
+    assert first == [unplaced_lower_bound_s(again, c, 8, 16, 2**28, tm)
+                     for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
+    assert first == [unplaced_lower_bound_s(fabric, c, 8, 16, 2**28, tm)
+                     for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
+
+
+def _fields(screen):
+    return {k: v for k, v in vars(screen).items() if k not in ("frame", "gathers", "passes",
+                                                              "pipeline")}
+
+
+@pytest.mark.parametrize("case", ["dense", "moe"])
+def test_zero_1_and_2_share_one_screen(fabric, case):
+    """The screen of a layout at ZeRO 1 and at ZeRO 2 is the same, array for array, and
+    bounds every order alike (what lets a search keep one for both); its operations'
+    part is ZeRO 0's."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    compared = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        if layout.zero != 1 or compared >= 6:
+            continue
+        other = replace(layout, zero=2)
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        assert order_calls(fabric, model, other, a, shape)[0] == calls
+        one = order_screen(model, layout, a, shape, pipeline, calls)
+        two = order_screen(model, other, a, shape, pipeline, calls)
+        for part in ("frame", "gathers", "passes"):
+            for k, v in vars(getattr(one, part)).items():
+                assert np.array_equal(v, vars(getattr(two, part))[k]), (part, k)
+        for k, v in _fields(one).items():
+            assert np.array_equal(v, _fields(two)[k]) if isinstance(v, np.ndarray) \
+                else v == _fields(two)[k], k
+        assert one.bound(calls) == two.bound(calls)
+        # the operations' part found at ZeRO 0 (an all-reduce, no gathers) serves too
+        zero = replace(layout, zero=0)
+        plain, _ = order_calls(fabric, model, zero, a, shape)
+        shared = order_screen(model, other, a, shape, pipeline, calls,
+                              screen_works(model, zero, a, shape, pipeline, plain))
+        assert shared.bound(calls) == one.bound(calls)
+        assert np.array_equal(shared.term_call, one.term_call)
+        compared += 1
+    assert compared >= 3
+
+
+def test_the_passes_bounds_are_the_per_pass_sums(fabric):
+    """The passes' operations before them and comm-free start, found for every pass at
+    once, are what a loop over the passes finds."""
+    name, _, _, a = CASES["dense"]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, "dense"):
+        if pipeline.timeline is None or layout.pp < 2:
+            continue
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        p = screen.passes
+        if not len(p.stage):
+            continue
+        tl = pipeline.timeline
+        span = tl.end_s - tl.start_s
+        units = screen.stage_units.shape[1]
+        for i, (st, pos) in enumerate(zip(p.stage, p.pos, strict=True)):
+            assert p.prefix_s[i] == pytest.approx(float(span[st, :pos].sum()), rel=1e-12)
+            assert p.before[i].sum() == pos and p.before.shape[1] == units
+        checked += 1
+    assert checked > 3
+
+
+def test_the_unordered_layout_is_the_replaced_one():
+    for layout in (Layout(tp=2, dp=4, zero=2, order="dp,tp,cp,pp"),
+                   Layout(tp=2, pp=2, dp=2, zero=3, recompute="full"), Layout(zero=0)):
+        found = unordered(layout)
+        made = replace(layout, zero=0, order=Layout().order)
+        assert found == made and hash(found) == hash(made)
+    held = Layout(tp=2, zero=2, order="dp,tp,cp,pp")
+    unordered(held)
+    assert held.zero == 2 and held.order == "dp,tp,cp,pp"

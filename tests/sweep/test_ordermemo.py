@@ -1,0 +1,81 @@
+"""The bounds of rank orders with what a search's layouts share (:class:`~topomodel.plan.
+orderbounds.OrderMemo`: collectives, issued calls, screens): for every order of a sample
+of layouts, neither the bound of all its layout's orders nor its own is above its step,
+whichever layout of its family came first."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from test_plan import DESIGN, MODEL
+
+from topomodel.analysis.training.step import StepAssumptions, step_time
+from topomodel.analysis.training.stepbound import comm_free_pipeline, unordered
+from topomodel.analysis.training.stepshape import shape_of
+from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.plan.orderbounds import OrderBounds, OrderMemo, in_order, rank_score
+from topomodel.plan.search import PlanJob
+from topomodel.plan.space import PlanSpace
+from topomodel.traffic.layout import Layout
+
+ORDERS = ("tp,cp,dp,pp", "dp,tp,cp,pp", "pp,dp,tp,cp", "tp,pp,dp,cp")
+
+
+def test_shared_bounds_stay_under_every_orders_step():
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    memo, pipelines = OrderMemo(), {}
+    checked = 0
+    for tp, pp, dp in ((2, 2, 4), (4, 2, 2), (2, 4, 2)):
+        for recompute in ("none", "full"):
+            for zero in (2, 1, 0, 3):  # ZeRO 2 first: ZeRO 1 finds its screen
+                layout = Layout(tp=tp, pp=pp, dp=dp, global_batch=16, seq=4096,
+                                zero=zero, recompute=recompute)
+                shape = shape_of(fabric, model, layout)
+                key = unordered(layout)
+                if key not in pipelines:
+                    pipelines[key] = comm_free_pipeline(model, layout, a, shape)
+                bounds = OrderBounds(fabric, job, layout, shape,
+                                     functools.partial(pipelines.get, key), 0.0, memo)
+                everyone = bounds.unplaced_score(in_order(layout, ORDERS[1]))
+                for order in ORDERS:
+                    placed = in_order(layout, order)
+                    own = bounds.best_score(placed, -float("inf"))
+                    step = rank_score(step_time(fabric, model, placed, a), job, 0.0)
+                    assert step <= own <= everyone * (1 + 1e-12), placed
+                    checked += 1
+    assert checked == 3 * 2 * 4 * len(ORDERS)
+    assert len(memo.screens) == 3 * 2 * 3  # ZeRO 1 and 2 share theirs
+    assert len(memo.works) == 3 * 2 * 2  # and ZeRO 0 the operations' part
+    assert len(memo.issued) == 3 * 3  # and recomputation its calls
+    assert replace(layout, order=ORDERS[0]) == in_order(layout, ORDERS[0])
+
+
+def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
+    """An order's collectives kept from before a step timed some of them give a screen
+    no lower than today's: below the bar they drop the order as today's would, and
+    otherwise they are found again (the order's bound then is today's)."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))  # nothing timed
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1)
+    shape = shape_of(fabric, model, layout)
+    pipeline = comm_free_pipeline(model, layout, a, shape)
+    bounds = OrderBounds(fabric, job, layout, shape, lambda: pipeline, 0.0, OrderMemo())
+    placed = [in_order(layout, order) for order in ORDERS]
+    before = [bounds.best_score(lay, float("inf")) for lay in placed]  # screens alone
+    steps = [rank_score(step_time(fabric, model, lay, a), job, 0.0) for lay in placed]
+    assert all(bounds._calls(lay)[2] for lay in placed)  # kept, the table grew since
+    kept = [bounds.best_score(lay, float("inf")) for lay in placed]
+    assert kept == before  # below the bar: the kept collectives decide
+    today = [bounds.best_score(lay, -float("inf")) for lay in placed]
+    assert not any(bounds._calls(lay)[2] for lay in placed)  # found again
+    for old, new, step in zip(before, today, steps, strict=True):
+        assert step <= new <= old * (1 + 1e-12)
+    assert any(new < old for old, new in zip(before, today, strict=True))
