@@ -11,6 +11,8 @@ entry crosses (the usual all-live case) no entry is picked out or masked.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from topomodel.arrays import sorted_distinct
@@ -19,13 +21,25 @@ from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Piece, Rows
 
 
+@dataclass(frozen=True, eq=False)
+class Chosen:
+    """What hash routing chose over the planes: each queue pair's plane (its column of
+    the entry arcs, in queue-pair order: the flows not lost, ``qps`` each, as
+    :func:`~topomodel.routing.hashing.queue_pairs` lists them) and the distinct (entry,
+    exit) leaf pairs of the (flow, plane) entries that cross, in node order."""
+
+    pick: np.ndarray
+    pair_s: np.ndarray
+    pair_d: np.ndarray
+
+
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.ndarray,  # noqa: PLR0913
                  node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
                  lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                  routing: str, seed: int, qps: int
-                 ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
+                 ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray, Chosen | None]:
     """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
     ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
     ``arcs`` the arcs into the entry and out of the exit (each a table and the flows'
@@ -35,7 +49,8 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     Returns the load (pieces for :func:`~topomodel.routing.pieces.link_bytes`), the
     extra hops inside the Clos per flow, the flows with no plane still joined (detours)
     and (flows, planes) whether the plane carries some of the flow (what its share of
-    the flow depends on)."""
+    the flow depends on), and under hash routing the choices a plane patch reads
+    (:class:`Chosen`; None under ECMP and d-mod-k)."""
     cross = ok & (lower_s != lower_d)
     # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
     flat = None if cross.all() else np.flatnonzero(cross)
@@ -43,7 +58,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     def crossing(a: np.ndarray) -> np.ndarray:
         return a.ravel() if flat is None else np.take(a, flat)
 
-    pair_s, pair_d, inverse = _leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
+    pair_s, pair_d, inverse = leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
                                           len(view.clos.domain))
     paths = climb.paths(pair_s, pair_d)
     joined = np.asarray(paths.ok.any(axis=1))
@@ -70,7 +85,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         amount = np.bincount(inverse, crossing(part), len(pair_s))
         if len(pair_s):
             pieces += climb.even(pair_s, pair_d, amount, paths)
-        return pieces, extra, lost, usable
+        return pieces, extra, lost, usable, None
     keep = np.flatnonzero(~lost)
     take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
     row = keep[take]
@@ -97,7 +112,10 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
             int(go.sum()))
         pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
                                dst[row[go]], part[go], stride, routing, seed)
-    return pieces, extra, lost, usable
+    # a plane's column in a byte or two (a handful of planes), not int64 per queue pair
+    small = np.int8 if ok.shape[1] <= np.iinfo(np.int8).max else np.int32
+    chosen = Chosen(pick.astype(small), pair_s, pair_d) if routing == "hash" else None
+    return pieces, extra, lost, usable, chosen
 
 
 def _ones(n: int) -> np.ndarray:
@@ -115,7 +133,7 @@ def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.
     return out
 
 
-def _leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
+def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (entry, exit) node pairs of flat ``lower_s``, ``lower_d`` in node
     order (``nodes`` of them in the fabric) and each entry's pair: keyed by the leaves'
