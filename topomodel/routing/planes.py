@@ -87,16 +87,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
             pieces += climb.even(pair_s, pair_d, amount, paths)
         return pieces, extra, lost, usable, None
     keep = np.flatnonzero(~lost)
-    take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
-    row = keep[take]
-    # a read-only broadcast where every flow has the same cables (the scale-out NIC
-    # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
-    # planes) array; likewise the unit strides
-    same = not any(weights.strides) and len(weights)
-    candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
-        weights[row])
-    pick = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)), candidates)
-    del candidates  # not held through the climb below (a (queue pairs, planes) array)
+    split = queue_pairs(routing, ids[:0], qps)[2]
+    row = np.repeat(keep, split) if split > 1 else keep  # each queue pair's flow
+    pick = _picks(routing, seed, ids, node, dst, weights, keep, split)
     part = volume[row] / split
     pieces = [Rows(enter[0], enter[1][row], part, pick),
               Rows(leave[0], leave[1][row], part, pick)]
@@ -106,16 +99,46 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
         np.put(pair_of, flat, inverse)
         pair = pair_of[row, pick]
-    go = pair >= 0
-    if go.any():
-        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(
-            int(go.sum()))
-        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
+    go = np.flatnonzero(pair >= 0)
+    if len(go):
+        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(len(go))
+        # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
+        qp_ids = ids[row[go]].astype(np.int64) * split + go % split
+        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids,
                                dst[row[go]], part[go], stride, routing, seed)
-    # a plane's column in a byte or two (a handful of planes), not int64 per queue pair
-    small = np.int8 if ok.shape[1] <= np.iinfo(np.int8).max else np.int32
-    chosen = Chosen(pick.astype(small), pair_s, pair_d) if routing == "hash" else None
+    chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
     return pieces, extra, lost, usable, chosen
+
+
+PICK_BLOCK = 1 << 20
+"""Flows whose queue pairs' planes are picked at once: the hash's temporaries (some ten
+arrays of 8 bytes per queue pair) stay a few tens of MB, reused block after block,
+instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-All (their
+first touch, the kernel zeroing new pages, was much of its system time)."""
+
+
+def _picks(routing: str, seed: int, ids: np.ndarray, node: np.ndarray,
+           dst: np.ndarray, weights: np.ndarray, keep: np.ndarray, split: int) -> np.ndarray:
+    """The plane column each queue pair of the flows ``keep`` picks (``split`` each, in
+    :func:`~topomodel.routing.hashing.queue_pairs`' order), by
+    :func:`~topomodel.routing.hashing.choose` over blocks of :data:`PICK_BLOCK` flows
+    (a queue pair's pick reads its own row alone, so the same picks), in a byte or two
+    each (a handful of planes) rather than int64."""
+    small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
+    pick = np.empty(len(keep) * split, small)
+    # a read-only broadcast where every flow has the same cables (the scale-out NIC
+    # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
+    # planes) array; likewise the unit strides
+    same = not any(weights.strides) and len(weights)
+    for lo in range(0, len(keep), PICK_BLOCK):
+        flows = keep[lo:lo + PICK_BLOCK]
+        take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+        row = flows[take]
+        candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
+            weights[row])
+        pick[lo * split:lo * split + len(row)] = choose(routing, seed, qp_ids, node[row],
+                                                        dst[row], _ones(len(row)), candidates)
+    return pick
 
 
 def _ones(n: int) -> np.ndarray:
