@@ -45,15 +45,24 @@ def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
     >>> bool((h != mix(1, flows, np.full((2, 3), 8))).all())
     True
     """
+    # in place on two arrays (the state and a shifted copy), not a fresh array per
+    # operation: the same bits (xor, wrapping multiplies and shifts are exact)
+    shape = np.broadcast_shapes(np.shape(flow), np.shape(node))
     with np.errstate(over="ignore"):
-        x = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-             ^ flow.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-             ^ node.astype(np.uint64) * np.uint64(0x94D049BB133111EB))
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
+        x = np.empty(shape, np.uint64)
+        np.multiply(np.asarray(flow).astype(np.uint64, copy=False),
+                    np.uint64(0xBF58476D1CE4E5B9), out=x)
+        shifted = np.empty(shape, np.uint64)
+        np.multiply(np.asarray(node).astype(np.uint64, copy=False),
+                    np.uint64(0x94D049BB133111EB), out=shifted)
+        x ^= shifted
+        x ^= np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            np.right_shift(x, np.uint64(shift), out=shifted)
+            x ^= shifted
+            x *= np.uint64(factor)
+        np.right_shift(x, np.uint64(31), out=shifted)
+        x ^= shifted
     return x
 
 

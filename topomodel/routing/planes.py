@@ -93,6 +93,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     part = volume[row] / split
     pieces = [Rows(enter[0], enter[1][row], part, pick),
               Rows(leave[0], leave[1][row], part, pick)]
+    if flat is not None and not len(flat):  # no entry crosses: no queue pair climbs
+        return pieces, extra, lost, usable, (Chosen(pick, pair_s, pair_d)
+                                             if routing == "hash" else None)
     if flat is None:  # every entry crosses: its leaf pair is read off its flat index
         pair = inverse[row * ok.shape[1] + pick]
     else:

@@ -131,16 +131,24 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
-    host_up, host_down = clos.host_up[src], clos.host_down[dst]
-    hosted = view.alive[host_up] & view.alive[host_down]
+    hosted = view.alive[clos.host_up[src]]
+    hosted &= view.alive[clos.host_down[dst]]
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
-    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
-    ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
+    slot_s, slot_d = access_up.slot[nic_s], access_down.slot[nic_d]
+    ups = access_up.table[slot_s]
+    ok = view.alive[ups]
+    ok &= hosted[:, None]
+    del hosted
+    lower_s = clos.dst[ups]
+    del ups  # each (flows, planes) array dropped once read: not held through the climb
+    downs = access_down.table[slot_d]
+    ok &= view.alive[downs]
+    lower_d = clos.src[downs]
+    del downs
     pieces, extra, lost, _, chosen = route_planes(
-        view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.broadcast_to(np.int64(access_up.cables), ups.shape),  # read, never written
-        ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
-        routing, seed, qps)
+        view, view.fat_tree, flows, dst, nic_s, volume, lower_s, lower_d, ok,
+        np.broadcast_to(np.int64(access_up.cables), ok.shape),  # read, never written
+        ((access_up.table, slot_s), (access_down.table, slot_d)), routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
     pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
     return link_bytes(clos.n_links, pieces), 4 + extra, lost, chosen
