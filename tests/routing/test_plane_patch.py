@@ -160,3 +160,19 @@ def test_a_patch_routes_the_section_intact_once(fabric, monkeypatch):
     assert len(intact_routes) == 1 and len(again) == len(IN_PLANE)
     queue_pairs = 2 * phase.flows
     assert all(0.3 * queue_pairs < n < 0.7 * queue_pairs for n in again)
+
+
+@pytest.mark.parametrize(("nodes", "edges"), [(50, 30), (1000, 800), (1000, 3000), (5, 0)])
+def test_components_are_scipys(nodes, edges):
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(nodes + edges)
+    src, dst = rng.integers(0, nodes, edges), rng.integers(0, nodes, edges)
+    label = patch._connected(src, dst, nodes)
+    _, theirs = connected_components(sp.coo_array((np.ones(edges), (src, dst)),
+                                                  shape=(nodes, nodes)), directed=False)
+    # the same partition: each of our labels is one of theirs and the other way round
+    assert len(set(zip(label.tolist(), theirs.tolist(), strict=True))) == len(set(label)) == (
+        len(set(theirs)))
+    assert (label <= np.arange(nodes)).all()  # each labelled by its lowest node

@@ -22,8 +22,6 @@ bytes move to other planes): such copies are routed whole, as are ECMP and d-mod
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.live import LiveClimb, Survivors, intact_view
@@ -69,10 +67,8 @@ def _plane_components(fabric: Fabric) -> _Planes | None:
     names = [str(t) for t in tier.categories]
     rows = np.flatnonzero(np.isin(tier.codes, [names.index(t) for t in PLANE_TIERS
                                                if t in names]))
-    n = len(clos.domain)
     src, dst = clos.src[rows], clos.dst[rows]
-    graph = sp.coo_array((np.ones(len(rows), np.int8), (src, dst)), shape=(n, n))
-    _, label = connected_components(graph, directed=False)
+    label = _connected(src, dst, len(clos.domain))
     fat = np.unique(label[src])  # the components with a switch link
     relabel = np.full(int(label.max(initial=-1)) + 1, -1)
     relabel[fat] = np.arange(len(fat))
@@ -82,6 +78,23 @@ def _plane_components(fabric: Fabric) -> _Planes | None:
     scaleout = np.flatnonzero(np.isin(tier.codes, [names.index(t) for t in SCALE_OUT_TIERS
                                                    if t in names]))
     return _Planes(node, row, node[clos.dst[up.table]], len(fat), scaleout)
+
+
+def _connected(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Each of ``n`` nodes' connected component under the edges ``src[i] -- dst[i]``,
+    labelled by its lowest node: each edge's ends take the lower of their labels, then
+    every label its own label's (pointer jumping), until none changes (a few rounds on a
+    fat-tree, whose diameter is a handful of hops; scipy's ``connected_components``
+    gives the same partition but its import alone costs about 0.4 s)."""
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[src], label[dst])
+        before = label.copy()
+        np.minimum.at(label, src, low)
+        np.minimum.at(label, dst, low)
+        label = label[label]
+        if np.array_equal(label, before):
+            return label
 
 
 def _joined(climb: LiveClimb, leaf_s: np.ndarray, leaf_d: np.ndarray) -> np.ndarray:
