@@ -11,6 +11,7 @@ entry crosses (the usual all-live case) no entry is picked out or masked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,47 +89,58 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         return pieces, extra, lost, usable, None
     keep = np.flatnonzero(~lost)
     split = queue_pairs(routing, ids[:0], qps)[2]
-    row = np.repeat(keep, split) if split > 1 else keep  # each queue pair's flow
-    pick = _picks(routing, seed, ids, node, dst, weights, keep, split)
-    part = volume[row] / split
-    pieces = [Rows(enter[0], enter[1][row], part, pick),
-              Rows(leave[0], leave[1][row], part, pick)]
-    if flat is not None and not len(flat):  # no entry crosses: no queue pair climbs
-        return pieces, extra, lost, usable, (Chosen(pick, pair_s, pair_d)
-                                             if routing == "hash" else None)
+    pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     if flat is None:  # every entry crosses: its leaf pair is read off its flat index
-        pair = inverse[row * ok.shape[1] + pick]
-    else:
+        width = ok.shape[1]
+        pair_at = lambda row, pick: inverse[row * width + pick]  # noqa: E731
+    elif len(flat):  # some entries cross
         pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
         np.put(pair_of, flat, inverse)
-        pair = pair_of[row, pick]
-    go = np.flatnonzero(pair >= 0)
+        pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
+    pick, pieces, go, pair = _by_blocks(routing, seed, (ids, node, dst, volume, weights),
+                                        keep, split, arcs, pair_at)
     if len(go):
-        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(len(go))
+        row = keep[go // split]
+        stride = (weights[row] > 0).sum(axis=1) if routing == "dmodk" else _ones(len(go))
         # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
-        qp_ids = ids[row[go]].astype(np.int64) * split + go % split
-        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids,
-                               dst[row[go]], part[go], stride, routing, seed)
+        qp_ids = ids[row].astype(np.int64) * split + go % split
+        pieces += climb.picked(pair, pair_s, pair_d, paths, qp_ids, dst[row],
+                               volume[row] / split, stride, routing, seed)
     chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
     return pieces, extra, lost, usable, chosen
 
 
 PICK_BLOCK = 1 << 20
-"""Flows whose queue pairs' planes are picked at once: the hash's temporaries (some ten
+"""Flows whose queue pairs are picked and summed at once: the hash's temporaries (some ten
 arrays of 8 bytes per queue pair) stay a few tens of MB, reused block after block,
 instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-All (their
 first touch, the kernel zeroing new pages, was much of its system time)."""
 
 
-def _picks(routing: str, seed: int, ids: np.ndarray, node: np.ndarray,
-           dst: np.ndarray, weights: np.ndarray, keep: np.ndarray, split: int) -> np.ndarray:
-    """The plane column each queue pair of the flows ``keep`` picks (``split`` each, in
-    :func:`~topomodel.routing.hashing.queue_pairs`' order), by
-    :func:`~topomodel.routing.hashing.choose` over blocks of :data:`PICK_BLOCK` flows
-    (a queue pair's pick reads its own row alone, so the same picks), in a byte or two
-    each (a handful of planes) rather than int64."""
+def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.ndarray,
+               split: int,
+               arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+               pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
+               ) -> tuple[np.ndarray, list[Piece], np.ndarray, np.ndarray]:
+    """The queue pairs of the flows ``keep`` (``split`` each, in
+    :func:`~topomodel.routing.hashing.queue_pairs`' order; ``flow`` their ids, nodes
+    where the plane is chosen, destinations, bytes and (flows, planes) cables), over
+    blocks of :data:`PICK_BLOCK` flows: each one's plane by
+    :func:`~topomodel.routing.hashing.choose` (a byte or two each), the bytes on the
+    entry and exit arcs (``arcs``) as pieces, and the queue pairs that climb (indices)
+    with their leaf pairs (``pair_at(flow row, plane)``, -1 for none; None: none climbs).
+
+    A queue pair's pick reads its own row alone, so the picks are those of one call
+    over every queue pair; each arc's bytes are added queue pair by queue pair in
+    order (``np.add.at``, as one bincount over every queue pair adds them), so the
+    sums are bit for bit those of a :class:`~topomodel.routing.pieces.Rows` piece over
+    them all."""
+    ids, node, dst, volume, weights = flow
     small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
     pick = np.empty(len(keep) * split, small)
+    sums = [np.zeros(table.size) for table, _ in arcs]
+    climbing: list[np.ndarray] = [np.zeros(0, np.int64)]
+    pairs: list[np.ndarray] = [np.zeros(0, np.int64)]
     # a read-only broadcast where every flow has the same cables (the scale-out NIC
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
@@ -139,9 +151,23 @@ def _picks(routing: str, seed: int, ids: np.ndarray, node: np.ndarray,
         row = flows[take]
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
-        pick[lo * split:lo * split + len(row)] = choose(routing, seed, qp_ids, node[row],
-                                                        dst[row], _ones(len(row)), candidates)
-    return pick
+        chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
+                        candidates)
+        del candidates, qp_ids
+        pick[lo * split:lo * split + len(row)] = chosen
+        part = volume[row] / split
+        for total, (table, index) in zip(sums, arcs, strict=True):
+            np.add.at(total, index[row] * table.shape[1] + chosen, part)
+        if pair_at is not None:
+            pair = pair_at(row, chosen)
+            go = np.flatnonzero(pair >= 0)
+            climbing.append(go + lo * split)
+            pairs.append(pair[go])
+    pieces: list[Piece] = []
+    for total, (table, _) in zip(sums, arcs, strict=True):
+        hit = np.flatnonzero(total)
+        pieces.append((table.ravel()[hit], total[hit]))
+    return pick, pieces, np.concatenate(climbing), np.concatenate(pairs)
 
 
 def _ones(n: int) -> np.ndarray:
