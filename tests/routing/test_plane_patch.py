@@ -176,3 +176,24 @@ def test_components_are_scipys(nodes, edges):
     assert len(set(zip(label.tolist(), theirs.tolist(), strict=True))) == len(set(label)) == (
         len(set(theirs)))
     assert (label <= np.arange(nodes)).all()  # each labelled by its lowest node
+
+
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_queue_pairs_in_blocks_are_one_pass_bit_for_bit(fabric, monkeypatch, routing):
+    """route_planes picks and sums its queue pairs in blocks of flows: blocks of 97
+    flows give every copy the bytes, hops and lost flows of one block over them all."""
+    import topomodel.routing.planes as planes
+
+    phase = random_phase(fabric, 3000, seed=8)
+    parts = ["", *IN_PLANE, *OTHERS]
+
+    def routed():
+        fabric.derived(sections.kept_sections).clear()
+        return [route(failed(fabric, p), phase, routing=routing, seed=5) for p in parts]
+
+    one = routed()
+    monkeypatch.setattr(planes, "PICK_BLOCK", 97)
+    blocks = routed()
+    assert phase.flows > 10 * 97
+    for part, a, b in zip(parts, one, blocks, strict=True):
+        assert same(a, b), part
