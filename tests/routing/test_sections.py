@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from test_routing import fabric_of, random_phase
 
+import topomodel.routing.plane_patch as plane_patch
 import topomodel.routing.sections as sections
 import topomodel.routing.supernode_patch as supernode_patch
 import topomodel.routing.survivors as survivors
@@ -59,7 +60,7 @@ def counted(monkeypatch):
     for module, name, fn in ((survivors, "scaleup", "scaleup_paths"),
                              (survivors, "scaleup", "mesh_paths"),
                              (supernode_patch, "supernode", "whole_supernode"),
-                             (survivors, "scaleout", "scaleout_paths")):
+                             (plane_patch, "scaleout", "whole_scaleout")):
         original = getattr(module, fn)
 
         def wrapped(*args, _original=original, _name=name, **kwargs):

@@ -11,6 +11,9 @@ entry crosses (the usual all-live case) no entry is picked out or masked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from topomodel.arrays import sorted_distinct
@@ -19,13 +22,25 @@ from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Piece, Rows
 
 
+@dataclass(frozen=True, eq=False)
+class Chosen:
+    """What hash routing chose over the planes: each queue pair's plane (its column of
+    the entry arcs, in queue-pair order: the flows not lost, ``qps`` each, as
+    :func:`~topomodel.routing.hashing.queue_pairs` lists them) and the distinct (entry,
+    exit) leaf pairs of the (flow, plane) entries that cross, in node order."""
+
+    pick: np.ndarray
+    pair_s: np.ndarray
+    pair_d: np.ndarray
+
+
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.ndarray,  # noqa: PLR0913
                  node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
                  lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                  routing: str, seed: int, qps: int
-                 ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
+                 ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray, Chosen | None]:
     """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
     ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
     ``arcs`` the arcs into the entry and out of the exit (each a table and the flows'
@@ -35,7 +50,8 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     Returns the load (pieces for :func:`~topomodel.routing.pieces.link_bytes`), the
     extra hops inside the Clos per flow, the flows with no plane still joined (detours)
     and (flows, planes) whether the plane carries some of the flow (what its share of
-    the flow depends on)."""
+    the flow depends on), and under hash routing the choices a plane patch reads
+    (:class:`Chosen`; None under ECMP and d-mod-k)."""
     cross = ok & (lower_s != lower_d)
     # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
     flat = None if cross.all() else np.flatnonzero(cross)
@@ -43,7 +59,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     def crossing(a: np.ndarray) -> np.ndarray:
         return a.ravel() if flat is None else np.take(a, flat)
 
-    pair_s, pair_d, inverse = _leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
+    pair_s, pair_d, inverse = leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
                                           len(view.clos.domain))
     paths = climb.paths(pair_s, pair_d)
     joined = np.asarray(paths.ok.any(axis=1))
@@ -70,34 +86,88 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         amount = np.bincount(inverse, crossing(part), len(pair_s))
         if len(pair_s):
             pieces += climb.even(pair_s, pair_d, amount, paths)
-        return pieces, extra, lost, usable
+        return pieces, extra, lost, usable, None
     keep = np.flatnonzero(~lost)
-    take, qp_ids, split = queue_pairs(routing, ids[keep], qps)
-    row = keep[take]
+    split = queue_pairs(routing, ids[:0], qps)[2]
+    pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    if flat is None:  # every entry crosses: its leaf pair is read off its flat index
+        width = ok.shape[1]
+        pair_at = lambda row, pick: inverse[row * width + pick]  # noqa: E731
+    elif len(flat):  # some entries cross
+        pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
+        np.put(pair_of, flat, inverse)
+        pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
+    pick, pieces, go, pair = _by_blocks(routing, seed, (ids, node, dst, volume, weights),
+                                        keep, split, arcs, pair_at)
+    if len(go):
+        row = keep[go // split]
+        stride = (weights[row] > 0).sum(axis=1) if routing == "dmodk" else _ones(len(go))
+        # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
+        qp_ids = ids[row].astype(np.int64) * split + go % split
+        pieces += climb.picked(pair, pair_s, pair_d, paths, qp_ids, dst[row],
+                               volume[row] / split, stride, routing, seed)
+    chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
+    return pieces, extra, lost, usable, chosen
+
+
+PICK_BLOCK = 1 << 20
+"""Flows whose queue pairs are picked and summed at once: the hash's temporaries (some ten
+arrays of 8 bytes per queue pair) stay a few tens of MB, reused block after block,
+instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-All (their
+first touch, the kernel zeroing new pages, was much of its system time)."""
+
+
+def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.ndarray,
+               split: int,
+               arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+               pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
+               ) -> tuple[np.ndarray, list[Piece], np.ndarray, np.ndarray]:
+    """The queue pairs of the flows ``keep`` (``split`` each, in
+    :func:`~topomodel.routing.hashing.queue_pairs`' order; ``flow`` their ids, nodes
+    where the plane is chosen, destinations, bytes and (flows, planes) cables), over
+    blocks of :data:`PICK_BLOCK` flows: each one's plane by
+    :func:`~topomodel.routing.hashing.choose` (a byte or two each), the bytes on the
+    entry and exit arcs (``arcs``) as pieces, and the queue pairs that climb (indices)
+    with their leaf pairs (``pair_at(flow row, plane)``, -1 for none; None: none climbs).
+
+    A queue pair's pick reads its own row alone, so the picks are those of one call
+    over every queue pair; each arc's bytes are added queue pair by queue pair in
+    order (``np.add.at``, as one bincount over every queue pair adds them), so the
+    sums are bit for bit those of a :class:`~topomodel.routing.pieces.Rows` piece over
+    them all."""
+    ids, node, dst, volume, weights = flow
+    small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
+    pick = np.empty(len(keep) * split, small)
+    sums = [np.zeros(table.size) for table, _ in arcs]
+    climbing: list[np.ndarray] = [np.zeros(0, np.int64)]
+    pairs: list[np.ndarray] = [np.zeros(0, np.int64)]
     # a read-only broadcast where every flow has the same cables (the scale-out NIC
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
     same = not any(weights.strides) and len(weights)
-    candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
-        weights[row])
-    pick = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)), candidates)
-    del candidates  # not held through the climb below (a (queue pairs, planes) array)
-    part = volume[row] / split
-    pieces = [Rows(enter[0], enter[1][row], part, pick),
-              Rows(leave[0], leave[1][row], part, pick)]
-    if flat is None:  # every entry crosses: its leaf pair is read off its flat index
-        pair = inverse[row * ok.shape[1] + pick]
-    else:
-        pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
-        np.put(pair_of, flat, inverse)
-        pair = pair_of[row, pick]
-    go = pair >= 0
-    if go.any():
-        stride = (weights[row[go]] > 0).sum(axis=1) if routing == "dmodk" else _ones(
-            int(go.sum()))
-        pieces += climb.picked(pair[go], pair_s, pair_d, paths, qp_ids[go],
-                               dst[row[go]], part[go], stride, routing, seed)
-    return pieces, extra, lost, usable
+    for lo in range(0, len(keep), PICK_BLOCK):
+        flows = keep[lo:lo + PICK_BLOCK]
+        take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+        row = flows[take]
+        candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
+            weights[row])
+        chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
+                        candidates)
+        del candidates, qp_ids
+        pick[lo * split:lo * split + len(row)] = chosen
+        part = volume[row] / split
+        for total, (table, index) in zip(sums, arcs, strict=True):
+            np.add.at(total, index[row] * table.shape[1] + chosen, part)
+        if pair_at is not None:
+            pair = pair_at(row, chosen)
+            go = np.flatnonzero(pair >= 0)
+            climbing.append(go + lo * split)
+            pairs.append(pair[go])
+    pieces: list[Piece] = []
+    for total, (table, _) in zip(sums, arcs, strict=True):
+        hit = np.flatnonzero(total)
+        pieces.append((table.ravel()[hit], total[hit]))
+    return pick, pieces, np.concatenate(climbing), np.concatenate(pairs)
 
 
 def _ones(n: int) -> np.ndarray:
@@ -115,7 +185,7 @@ def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.
     return out
 
 
-def _leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
+def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (entry, exit) node pairs of flat ``lower_s``, ``lower_d`` in node
     order (``nodes`` of them in the fabric) and each entry's pair: keyed by the leaves'

@@ -35,9 +35,10 @@ import numpy as np
 
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.live import survivors_view
-from topomodel.routing.clos.paths import mesh_paths, scaleout_paths, scaleup_paths
+from topomodel.routing.clos.paths import mesh_paths, scaleup_paths
 from topomodel.routing.general import route_general
 from topomodel.routing.pieces import union_span
+from topomodel.routing.plane_patch import scaleout_on_copy
 from topomodel.routing.relays import relayed
 from topomodel.routing.routed import Routed
 from topomodel.routing.sections import kept_section
@@ -98,8 +99,8 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
         if not clos.planes:
             unroutable = outside
         else:
-            hops[outside], lost = section("scaleout", outside, routing, lambda: scaleout_paths(
-                view, phase, outside, routing, seed, qps))
+            hops[outside], lost, *_ = section("scaleout", outside, routing, lambda: (
+                scaleout_on_copy(fabric, view, phase, outside, routing, seed, qps)))
             detour[outside[lost]] = True
     if load is None:
         load = np.zeros(clos.n_links)

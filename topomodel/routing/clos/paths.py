@@ -8,7 +8,7 @@ import numpy as np
 from topomodel.routing.clos.live import Survivors, chips_of
 from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Rows, link_bytes
-from topomodel.routing.planes import route_planes
+from topomodel.routing.planes import Chosen, route_planes
 from topomodel.traffic.phases import Phase
 
 
@@ -108,7 +108,7 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
     into, out, ok = chips_of(view, src, dst)
     down = view.clos.scaleup_down
     assert down is not None
-    pieces, extra, lost, usable = route_planes(
+    pieces, extra, lost, usable, _ = route_planes(
         view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
         view.clos.src[out], ok, up.weights[up.slot[src]],
         ((up.table, up.slot[src]), (down.table, down.slot[dst])), routing, seed, qps)
@@ -119,20 +119,36 @@ def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: st
               qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Accelerator -> NIC -> a plane's fat-tree -> NIC -> accelerator over the planes
     still joining the two NICs; flows whose host link failed are detours."""
+    load, hops, lost, _ = scaleout_chosen(view, phase, flows, routing, seed, qps)
+    return load, hops, lost
+
+
+def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
+                    qps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Chosen | None]:
+    """:func:`scaleout_paths` and, under hash routing, what it chose over the planes
+    (:class:`~topomodel.routing.planes.Chosen`, else None)."""
     clos = view.clos
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
-    host_up, host_down = clos.host_up[src], clos.host_down[dst]
-    hosted = view.alive[host_up] & view.alive[host_down]
+    hosted = view.alive[clos.host_up[src]]
+    hosted &= view.alive[clos.host_down[dst]]
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
-    ups, downs = access_up.arcs(nic_s), access_down.arcs(nic_d)
-    ok = view.alive[ups] & view.alive[downs] & hosted[:, None]
-    pieces, extra, lost, _ = route_planes(
-        view, view.fat_tree, flows, dst, nic_s, volume, clos.dst[ups], clos.src[downs], ok,
-        np.broadcast_to(np.int64(access_up.cables), ups.shape),  # read, never written
-        ((access_up.table, access_up.slot[nic_s]), (access_down.table, access_down.slot[nic_d])),
-        routing, seed, qps)
+    slot_s, slot_d = access_up.slot[nic_s], access_down.slot[nic_d]
+    ups = access_up.table[slot_s]
+    ok = view.alive[ups]
+    ok &= hosted[:, None]
+    del hosted
+    lower_s = clos.dst[ups]
+    del ups  # each (flows, planes) array dropped once read: not held through the climb
+    downs = access_down.table[slot_d]
+    ok &= view.alive[downs]
+    lower_d = clos.src[downs]
+    del downs
+    pieces, extra, lost, _, chosen = route_planes(
+        view, view.fat_tree, flows, dst, nic_s, volume, lower_s, lower_d, ok,
+        np.broadcast_to(np.int64(access_up.cables), ok.shape),  # read, never written
+        ((access_up.table, slot_s), (access_down.table, slot_d)), routing, seed, qps)
     carried = np.where(lost, 0.0, volume)
     pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
-    return link_bytes(clos.n_links, pieces), 4 + extra, lost
+    return link_bytes(clos.n_links, pieces), 4 + extra, lost, chosen
