@@ -304,7 +304,8 @@ def flows_scale(a: Traffic, b: Traffic) -> tuple[float, ...] | None:
     >>> from topomodel.traffic.phases import phase
     >>> a = Traffic((phase([0, 1], [1, 0], [3.0, 0.5]),))
     >>> b = Traffic((phase([0, 1], [1, 0], [192.0, 32.0]),))
-    >>> flows_scale(a, b), flows_scale(b, a), flows_scale(a, Traffic((phase([0, 1], [1, 0], [6.0, 1.5]),)))
+    >>> c = Traffic((phase([0, 1], [1, 0], [6.0, 1.5]),))
+    >>> flows_scale(a, b), flows_scale(b, a), flows_scale(a, c)
     ((64.0,), (0.015625,), None)
     """
     if len(a.phases) != len(b.phases):
