@@ -45,16 +45,45 @@ def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
     >>> bool((h != mix(1, flows, np.full((2, 3), 8))).all())
     True
     """
+    shape = np.broadcast_shapes(np.shape(flow), np.shape(node))
+    # in place, with one scratch array: each step of the expression would otherwise be
+    # a fresh array of the flows' size (fresh memory is what the kernel zeroes: the
+    # system time of hash routing at 100k accelerators); the same values bit for bit
+    x = np.empty(shape, np.uint64)
+    scratch = np.empty(shape, np.uint64)
+    np.copyto(x, flow, casting="unsafe")  # as astype(np.uint64): two's complement
+    np.copyto(scratch, node, casting="unsafe")
     with np.errstate(over="ignore"):
-        x = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-             ^ flow.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-             ^ node.astype(np.uint64) * np.uint64(0x94D049BB133111EB))
-        x ^= x >> np.uint64(30)
         x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
+        scratch *= np.uint64(0x94D049BB133111EB)
+        x ^= scratch
+        x ^= np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
+                              (31, None)):
+            np.right_shift(x, np.uint64(shift), out=scratch)
+            x ^= scratch
+            if factor is not None:
+                x *= np.uint64(factor)
     return x
+
+
+def ticket(seed: int, flow: np.ndarray, node: np.ndarray, modulus: np.ndarray | int,
+           cables: int = 1) -> np.ndarray:
+    """``mix(seed, flow, node) % modulus // cables`` as int64 (``modulus`` positive, per
+    flow or one for all), computed in the hash's own array.
+
+    Examples
+    --------
+    >>> flows, nodes = np.arange(5), np.full(5, 7)
+    >>> expected = (mix(3, flows, nodes) % np.uint64(12) // np.uint64(4)).astype(np.int64)
+    >>> bool((ticket(3, flows, nodes, 12, 4) == expected).all())
+    True
+    """
+    x = mix(seed, flow, node)
+    np.remainder(x, np.asarray(modulus).astype(np.uint64), out=x)
+    if cables != 1:
+        np.floor_divide(x, np.uint64(cables), out=x)
+    return x.view(np.int64)  # below the modulus: the same values as astype(np.int64)
 
 
 def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.ndarray,
@@ -64,15 +93,16 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     node number)."""
     total = weights.sum(axis=1)
     if routing == "hash":
-        ticket = (mix(seed, flow, node) % total.astype(np.uint64)).astype(np.int64)
+        drawn = ticket(seed, flow, node, total)
         # the first candidate whose running cables pass the ticket: as many as stay at
         # or under it (the running sum never falls), 0 where none passes (no cables),
         # one column at a time (a handful of candidates, millions of flows)
-        passed = np.zeros(len(ticket), np.int64)
-        running = np.zeros(len(ticket), weights.dtype)
+        passed = np.zeros(len(drawn), np.int64)
+        running = np.zeros(len(drawn), weights.dtype)
+        under = np.empty(len(drawn), bool)
         for column in weights.T:
             running += column
-            passed += running <= ticket
+            passed += np.less_equal(running, drawn, out=under)
         passed[passed == weights.shape[1]] = 0
         return passed
     count = (weights > 0).sum(axis=1)
@@ -97,8 +127,11 @@ def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
     [[0, 1], [3, 5]]
     """
     take = np.repeat(np.arange(len(flows)), qps)
-    ids = (flows.astype(np.int64)[:, None] * qps + np.arange(qps)).ravel()
-    return take, ids
+    ids = np.empty((len(flows), qps), np.int64)
+    np.copyto(ids, flows[:, None], casting="unsafe")  # as astype(np.int64)
+    ids *= qps
+    ids += np.arange(qps)
+    return take, ids.ravel()
 
 
 def check_qps(qps: int) -> None:
