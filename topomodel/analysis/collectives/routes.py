@@ -272,7 +272,7 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
                 twin = tuple(r if f == 1.0 else r.scaled(f)
                              for r, f in zip(twin, scales, strict=True))
             memo.setdefault(traffic, {})[key] = twin
-            return twin  # type: ignore[no-any-return]
+            return twin
     if router == "general" or (router == "auto" and structured_supported(fabric)):
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
