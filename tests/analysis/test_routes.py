@@ -391,13 +391,19 @@ def test_flows_that_differ_anywhere_are_routed_on_their_own(superpod, monkeypatc
 @pytest.mark.parametrize(("collective", "algorithm"), [
     ("allreduce", "ring"), ("allreduce", "tree"), ("alltoall", "direct")])
 @pytest.mark.parametrize("routing", ["ecmp", "hash"])
+@pytest.mark.parametrize("across", ["rails", "systems"])
 def test_a_collective_at_a_power_of_two_size_takes_the_kept_routes_scaled(
-        superpod, monkeypatch, collective, algorithm, routing):
+        superpod, monkeypatch, collective, algorithm, routing, across):
     """The same collective at 64x and 1024x the size (the scorecard's 1 MiB, 64 MiB and
     1 GiB) is timed from the first size's routes with their bytes scaled, bit for bit
-    what routing it gives; 3x the size (not a power of two) is routed on its own."""
+    what routing it gives; 3x the size (not a power of two) is routed on its own. Groups
+    along rails, or of two whole systems (whose cross-rail pairs PXN moves)."""
     fabric = fresh(superpod)
-    groups = fabric.accelerators[:64].reshape(8, 8).T  # rails across 8 systems
+    groups = (fabric.accelerators[:64].reshape(8, 8).T if across == "rails"
+              else fabric.accelerators[:64].reshape(4, 16))
+    if across == "systems" and collective == "alltoall":
+        assert pxn_traffic(fabric, collective_traffic(
+            fabric, collective, groups, 2.0**20, algorithm=algorithm)).phases[0].rewrite
     small, mid, large, odd = (
         collective_traffic(fabric, collective, groups, size, algorithm=algorithm)
         for size in (2.0**20, 2.0**26, 2.0**30, 3 * 2.0**20))
@@ -405,8 +411,14 @@ def test_a_collective_at_a_power_of_two_size_takes_the_kept_routes_scaled(
     assert routes.flows_scale(odd, small) is None
     time_traffic(fabric, small, routing=routing)
     routed = count_routes(monkeypatch)
+    scaled: list[float] = []
+    real = PhaseRoute.scaled
+    monkeypatch.setattr(PhaseRoute, "scaled",
+                        lambda self, f: scaled.append(f) or real(self, f))
     kept = [time_traffic(fabric, t, routing=routing) for t in (mid, large)]
     assert not routed
+    if routing == "hash":  # PXN's rewritten all-to-all too: listed, so compared listed
+        assert {64.0, 1024.0} <= set(scaled)
     time_traffic(fabric, odd, routing=routing)
     assert routed or collective == "alltoall"  # (count_routes leaves all-pairs out)
     for traffic, timed in zip((mid, large), kept, strict=True):

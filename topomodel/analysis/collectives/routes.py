@@ -296,8 +296,9 @@ def flows_scale(a: Traffic, b: Traffic) -> tuple[float, ...] | None:
     """Per phase, the power of two by which ``b``'s phase has the bytes of ``a``'s on
     the same flows (ends in order; every flow's bytes that factor times ``a``'s, bit for
     bit: 1.0 where equal), or None where a phase's flows differ otherwise. All-pairs
-    phases compare their groups and bytes per pair without listing them (none rewritten
-    by PXN: those match only themselves).
+    phases of the same groups compare their bytes per pair without listing them; those
+    PXN rewrote compare their listed flows, where ``a``'s are listed (it was routed
+    pair by pair), and match only themselves otherwise.
 
     Examples
     --------
@@ -323,14 +324,17 @@ def _phase_scale(p: Phase, q: Phase) -> float | None:
     """:func:`flows_scale` of one phase of each."""
     if isinstance(p, AllPairsPhase) or isinstance(q, AllPairsPhase):
         if not (isinstance(p, AllPairsPhase) and isinstance(q, AllPairsPhase)) or (
-                p.rewrite is not None or q.rewrite is not None or p.moved or q.moved
+                (p.rewrite is None) != (q.rewrite is None) or p.flows != q.flows
                 or len(p.blocks) != len(q.blocks)):
             return None
         if not all(np.array_equal(x.ranks, y.ranks)
                    for x, y in zip(p.blocks, q.blocks, strict=True)):
             return None
-        return _bytes_scale(np.concatenate([x.bytes.astype(float) for x in p.blocks]),
-                            np.concatenate([y.bytes.astype(float) for y in q.blocks]))
+        if p.rewrite is None and not p.moved and not q.moved:  # the pairs' bytes say all
+            return _bytes_scale(np.concatenate([x.bytes.astype(float) for x in p.blocks]),
+                                np.concatenate([y.bytes.astype(float) for y in q.blocks]))
+        if not p.is_listed:  # PXN's rewritten pairs: compared as listed, where the kept
+            return None      # phase was routed pair by pair (listed: hash routing)
     if p.flows != q.flows or not (np.array_equal(p.src, q.src)
                                   and np.array_equal(p.dst, q.dst)):
         return None
