@@ -10,6 +10,9 @@ system, from its rusage), beside wall (the machine is shared: read CPU). Cases:
   strategy family.
 - ``superpod-best``: the same design with no layout: the planner's best at full size
   and at 128 accelerators too.
+- ``dual-plane-given``: examples/dual-plane-ethernet.yaml (1,024 H200s over two
+  RoCE planes: hash routing, so the collectives run 4 seeds, and PXN moves the
+  All-to-All's cross-rail pairs), Llama 3 70B at TP 8 x PP 4.
 - ``supernodes-given``: examples/100k-4k-supernodes.yaml (98,304 NPUs), DeepSeek-V3 at
   PP 16 x EP 64 with the worked example's assumptions (docs/worked-example.md).
 
@@ -32,6 +35,8 @@ CASES = {
     "superpod-given": ["examples/dgx-h100-superpod.yaml", "--model", "llama3-70b",
                        "--tp", "8", "--pp", "4"],
     "superpod-best": ["examples/dgx-h100-superpod.yaml", "--model", "llama3-70b"],
+    "dual-plane-given": ["examples/dual-plane-ethernet.yaml", "--model", "llama3-70b",
+                         "--tp", "8", "--pp", "4"],
     "supernodes-given": ["examples/100k-4k-supernodes.yaml", "--model", "deepseek-v3",
                          "--pp", "16", "--ep", "64", "--global-batch", "49152",
                          "--compute-efficiency", "0.7", "--zero", "0"],

@@ -24,7 +24,7 @@ from topomodel.inputs.parts import Model
 from topomodel.routing.routed import Routed
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.layout import Layout
-from topomodel.traffic.phases import AllPairsPhase, Phase
+from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -386,3 +386,59 @@ def test_flows_that_differ_anywhere_are_routed_on_their_own(superpod, monkeypatc
     routed = count_routes(monkeypatch)
     time_traffic(fabric, other)
     assert routed  # routed on its own
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), [
+    ("allreduce", "ring"), ("allreduce", "tree"), ("alltoall", "direct")])
+@pytest.mark.parametrize("routing", ["ecmp", "hash"])
+@pytest.mark.parametrize("across", ["rails", "systems"])
+def test_a_collective_at_a_power_of_two_size_takes_the_kept_routes_scaled(
+        superpod, monkeypatch, collective, algorithm, routing, across):
+    """The same collective at 64x and 1024x the size (the scorecard's 1 MiB, 64 MiB and
+    1 GiB) is timed from the first size's routes with their bytes scaled, bit for bit
+    what routing it gives; 3x the size (not a power of two) is routed on its own. Groups
+    along rails, or of two whole systems (whose cross-rail pairs PXN moves)."""
+    fabric = fresh(superpod)
+    groups = (fabric.accelerators[:64].reshape(8, 8).T if across == "rails"
+              else fabric.accelerators[:64].reshape(4, 16))
+    if across == "systems" and collective == "alltoall":
+        assert pxn_traffic(fabric, collective_traffic(
+            fabric, collective, groups, 2.0**20, algorithm=algorithm)).phases[0].rewrite
+    small, mid, large, odd = (
+        collective_traffic(fabric, collective, groups, size, algorithm=algorithm)
+        for size in (2.0**20, 2.0**26, 2.0**30, 3 * 2.0**20))
+    assert routes.flows_scale(small, mid) == (64.0,) * len(small.phases)
+    assert routes.flows_scale(odd, small) is None
+    time_traffic(fabric, small, routing=routing)
+    routed = count_routes(monkeypatch)
+    scaled: list[float] = []
+    real = PhaseRoute.scaled
+    monkeypatch.setattr(PhaseRoute, "scaled",
+                        lambda self, f: scaled.append(f) or real(self, f))
+    kept = [time_traffic(fabric, t, routing=routing) for t in (mid, large)]
+    assert not routed
+    if routing == "hash":  # PXN's rewritten all-to-all too: listed, so compared listed
+        assert {64.0, 1024.0} <= set(scaled)
+    time_traffic(fabric, odd, routing=routing)
+    assert routed or collective == "alltoall"  # (count_routes leaves all-pairs out)
+    for traffic, timed in zip((mid, large), kept, strict=True):
+        alone = time_traffic(fresh(superpod), traffic, routing=routing)
+        assert bits((timed.link_bytes, timed.time_s, [p.routed for p in timed.phases])) == (
+            bits((alone.link_bytes, alone.time_s, [p.routed for p in alone.phases])))
+
+
+def test_bytes_are_scaled_only_by_a_power_of_two_in_range():
+    def scale(a, b):
+        one = Traffic((Phase(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]), np.array(a),
+                             np.zeros(4, np.int32)),))
+        other = Traffic((dataclasses.replace(one.phases[0], bytes=np.array(b)),))
+        found = routes.flows_scale(one, other)
+        return None if found is None else found[0]
+
+    a = np.array([1.0, 0.0, 3.5, -0.0])
+    assert scale(a, a * 4) == 4.0
+    assert scale(a, a * 0.25) == 0.25
+    assert scale(a, a * 3) is None
+    assert scale(a, [4.0, -0.0, 14.0, -0.0]) is None  # a zero's sign
+    assert scale(a * 2.0**-600, a) is None  # out of the range where scaling is exact
+    assert scale(np.zeros(4), np.zeros(4)) == 1.0

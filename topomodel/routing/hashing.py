@@ -16,6 +16,13 @@ QPS = documented(
     graph/paths.cc), so a pair's bytes go over 1 x 2 = 2 independently hashed QPs.""")
 
 
+HASH_BLOCK = 1 << 16
+"""Flows whose hash (and choice) is computed at once: 512 KiB per uint64 array, so the
+scratch arrays stay in a core's cache and are reused from the heap, where arrays of
+every flow (millions of queue pairs at 100k accelerators) would be fresh memory the
+kernel zeroes each time. Each flow's hash is its own, so the block changes no value."""
+
+
 def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
     """A 64-bit hash of (seed, flow, node) (splitmix64 finaliser), vectorised.
 
@@ -45,23 +52,59 @@ def mix(seed: int, flow: np.ndarray, node: np.ndarray) -> np.ndarray:
     >>> bool((h != mix(1, flows, np.full((2, 3), 8))).all())
     True
     """
-    # two arrays of the result's shape, every step in place (fresh arrays cost their
-    # pages: millions of queue pairs per call)
-    shape = np.broadcast_shapes(np.shape(flow), np.shape(node))
+    flow, node = np.asarray(flow), np.asarray(node)
+    shape = np.broadcast_shapes(flow.shape, node.shape)
     x = np.empty(shape, np.uint64)
-    scratch = np.empty(shape, np.uint64)
+    if not (flow.ndim == 1 and flow.shape == node.shape):
+        _mix_into(seed, np.broadcast_to(flow, shape), np.broadcast_to(node, shape), x,
+                  np.empty(shape, np.uint64))
+        return x
+    scratch = np.empty(min(len(x), HASH_BLOCK), np.uint64)
+    for start in range(0, len(x), HASH_BLOCK):
+        stop = min(start + HASH_BLOCK, len(x))
+        _mix_into(seed, flow[start:stop], node[start:stop], x[start:stop],
+                  scratch[:stop - start])
+    return x
+
+
+def _mix_into(seed: int, flow: np.ndarray, node: np.ndarray, x: np.ndarray,
+              scratch: np.ndarray) -> None:
+    """:func:`mix` written into ``x``, with ``scratch`` (the same shape) for the rest:
+    in place, where each step of the expression would be a fresh array of the flows'
+    size (fresh memory is what the kernel zeroes: the system time of hash routing at
+    100k accelerators); the same values, bit for bit."""
+    np.copyto(x, flow, casting="unsafe")  # as astype(np.uint64): two's complement
+    np.copyto(scratch, node, casting="unsafe")
     with np.errstate(over="ignore"):
-        np.multiply(flow, np.uint64(0xBF58476D1CE4E5B9), out=x, dtype=np.uint64,
-                    casting="unsafe")
-        np.multiply(node, np.uint64(0x94D049BB133111EB), out=scratch, dtype=np.uint64,
-                    casting="unsafe")
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        scratch *= np.uint64(0x94D049BB133111EB)
         x ^= scratch
         x ^= np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-            x ^= np.right_shift(x, np.uint64(shift), out=scratch)
-            x *= np.uint64(factor)
-        x ^= np.right_shift(x, np.uint64(31), out=scratch)
-    return x
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
+                              (31, None)):
+            np.right_shift(x, np.uint64(shift), out=scratch)
+            x ^= scratch
+            if factor is not None:
+                x *= np.uint64(factor)
+
+
+def ticket(seed: int, flow: np.ndarray, node: np.ndarray, modulus: np.ndarray | int,
+           cables: int = 1) -> np.ndarray:
+    """``mix(seed, flow, node) % modulus // cables`` as int64 (``modulus`` positive, per
+    flow or one for all), computed in the hash's own array.
+
+    Examples
+    --------
+    >>> flows, nodes = np.arange(5), np.full(5, 7)
+    >>> expected = (mix(3, flows, nodes) % np.uint64(12) // np.uint64(4)).astype(np.int64)
+    >>> bool((ticket(3, flows, nodes, 12, 4) == expected).all())
+    True
+    """
+    x = mix(seed, flow, node)
+    np.remainder(x, np.asarray(modulus).astype(np.uint64), out=x)
+    if cables != 1:
+        np.floor_divide(x, np.uint64(cables), out=x)
+    return x.view(np.int64)  # below the modulus: the same values as astype(np.int64)
 
 
 def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.ndarray,
@@ -69,27 +112,37 @@ def choose(routing: str, seed: int, flow: np.ndarray, node: np.ndarray, dst: np.
     """Index of the chosen candidate for each flow (hash or dmodk); ``weights`` is
     (flows, candidates) cables, zero for absent candidates (candidates are sorted by
     node number)."""
-    total = weights.sum(axis=1)
     if routing == "hash":
-        # the hash modulo the cables, in its own array (below 2**63: read as int64)
-        hashed = mix(seed, flow, node)
-        ticket = np.remainder(hashed, total.astype(np.uint64), out=hashed).view(np.int64)
-        # the first candidate whose running cables pass the ticket: as many as stay at
-        # or under it (the running sum never falls), 0 where none passes (no cables),
-        # one column at a time (a handful of candidates, millions of flows)
-        passed = np.zeros(len(ticket), np.int64)
-        running = np.zeros(len(ticket), weights.dtype)
-        under = np.empty(len(ticket), bool)  # reused by every column
-        for column in weights.T:
-            running += column
-            passed += np.less_equal(running, ticket, out=under)
-        passed[passed == weights.shape[1]] = 0
+        if np.ndim(flow) != 1 or np.ndim(node) != 1:
+            return _first_passing(ticket(seed, flow, node, weights.sum(axis=1)), weights)
+        # each flow's choice is its own: HASH_BLOCK flows at a time, so the tickets and
+        # running sums are a block's, not fresh arrays of every flow
+        passed = np.empty(len(weights), np.int64)
+        for start in range(0, len(weights), HASH_BLOCK):
+            block = slice(start, start + HASH_BLOCK)
+            w = weights[block]
+            passed[block] = _first_passing(ticket(seed, flow[block], node[block],
+                                                  w.sum(axis=1)), w)
         return passed
     count = (weights > 0).sum(axis=1)
     rank = (dst // stride) % count  # the rank-th present candidate
     present = np.cumsum(weights > 0, axis=1) - 1
     chosen: np.ndarray = np.argmax((present == rank[:, None]) & (weights > 0), axis=1)
     return chosen
+
+
+def _first_passing(drawn: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per flow, the first candidate whose running cables pass its ticket ``drawn``: as
+    many as stay at or under it (the running sum never falls), 0 where none passes (no
+    cables), one column at a time (a handful of candidates, millions of flows)."""
+    passed = np.zeros(len(drawn), np.int64)
+    running = np.zeros(len(drawn), weights.dtype)
+    under = np.empty(len(drawn), bool)
+    for column in weights.T:
+        running += column
+        passed += np.less_equal(running, drawn, out=under)
+    passed[passed == weights.shape[1]] = 0
+    return passed
 
 
 def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -107,8 +160,9 @@ def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
     [[0, 1], [3, 5]]
     """
     take = np.repeat(np.arange(len(flows)), qps)
-    ids = np.empty((len(flows), qps), np.int64)  # one array, filled in place
-    np.multiply(np.reshape(flows, (-1, 1)), qps, out=ids, dtype=np.int64, casting="unsafe")
+    ids = np.empty((len(flows), qps), np.int64)
+    np.copyto(ids, flows[:, None], casting="unsafe")  # as astype(np.int64)
+    ids *= qps
     ids += np.arange(qps)
     return take, ids.ravel()
 

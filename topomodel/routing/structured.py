@@ -10,7 +10,7 @@ from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, clos_view, spread
-from topomodel.routing.hashing import QPS, choose, mix, queue_pairs
+from topomodel.routing.hashing import QPS, choose, queue_pairs, ticket
 from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
 from topomodel.routing.routed import Routed
 from topomodel.routing.survivors import check_survivors, route_around_failures
@@ -90,10 +90,8 @@ def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.
           stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
     """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
     the same choice :func:`choose` makes."""
-    if routing == "hash":  # in the hash's own array (below 2**63: read as int64)
-        ticket = mix(seed, flows, node)
-        np.remainder(ticket, np.uint64(width * cables), out=ticket)
-        return np.floor_divide(ticket, np.uint64(cables), out=ticket).view(np.int64)
+    if routing == "hash":
+        return ticket(seed, flows, node, width * cables, cables)
     return (dst // stride) % width
 
 

@@ -167,6 +167,12 @@ class AllPairsPhase(Phase):
         return self.rewrite(*flows) if self.rewrite is not None else flows
 
     @property
+    def is_listed(self) -> bool:
+        """Whether the pairs are listed yet (``src``, ``dst``, ``bytes`` or ``group``
+        read)."""
+        return "_listed" in self.__dict__
+
+    @property
     def src(self) -> np.ndarray:
         """Source node of every flow (listed on first use)."""
         return self._listed[0]

@@ -16,11 +16,19 @@ the traffic object: an entry lives as long as its traffic, which the step keeps
 flows, sizes, groups and algorithm, is the rest of the key. Traffics are read-only once
 built (routing and timing only read them), which is what makes the identity a key. A
 traffic of other phases with the same flows (a ring all-gather and the reduce-scatter
-of its groups) takes the routes kept for the first: routing reads nothing else.
+of its groups) takes the routes kept for the first: routing reads nothing else. One
+whose flows are the same with every flow's bytes a power of two times the kept
+traffic's (a collective at 1 MiB, 64 MiB and 1 GiB) takes the kept routes with their
+bytes scaled (:func:`flows_scale`, :meth:`PhaseRoute.scaled`): every router is oblivious
+(no policy reads a load), so a link's bytes are sums of flows' bytes times shares of
+paths, and multiplying every operand of a sum or product by a power of two multiplies
+the rounded result by it exactly (IEEE 754 rounds relative to the exponent), while the
+values stay in the normal range, as bytes do (from 2^-1022 to 2^1024).
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +40,7 @@ from topomodel.routing import route
 from topomodel.routing.general import check_general_work
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
-from topomodel.traffic.phases import AllPairsPhase, Traffic
+from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 from topomodel.traffic.pxn import pxn
 
 Rows = np.ndarray | slice
@@ -164,6 +172,18 @@ class PhaseRoute:
                 best_k, best = start + k, float(times[k])
         return best_k, best
 
+    def scaled(self, factor: float) -> PhaseRoute:
+        """The same routes with every row's bytes times ``factor`` (a power of two: bit
+        for bit what routing the flows with their bytes times ``factor`` gives, module
+        docstring); the same rows, hops and router."""
+        row_bytes = self.row_bytes * factor
+        loaded_bytes = row_bytes if self.loaded_bytes is self.row_bytes else (
+            self.loaded_bytes * factor)
+        for array in (row_bytes, loaded_bytes):
+            array.setflags(write=False)
+        return PhaseRoute(self.links, self.rows, row_bytes, self.loaded, loaded_bytes,
+                          self.hops, self.unroutable, self.router, self.inside)
+
     def link_bytes(self) -> np.ndarray:
         """Bytes per step on every link row, as the router gave them (a new array)."""
         dense = np.zeros(self.links, dtype=self.row_bytes.dtype)
@@ -175,6 +195,14 @@ class PhaseRoute:
         for bit; a new dense ``link_bytes``)."""
         return Routed(self.link_bytes(), self.hops, self.unroutable, self.router,
                       self.inside)
+
+
+SCALED_BYTES_RANGE = (2.0**-500, 2.0**500)
+"""Flow bytes (the smallest and largest not zero, of both traffics) within which routes
+are scaled by a power of two rather than routed again (:func:`flows_scale`): a router
+multiplies bytes by path shares and sums up to millions of them, so with bytes in this
+range every product and sum stays in float64's normal range (2^-1022 to 2^1024), where
+scaling by a power of two is exact; real bytes (1 to 2^40) are far inside."""
 
 
 RouteKey = tuple[Any, ...]
@@ -236,11 +264,15 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
     if kept is not None and key in kept:
         routes: tuple[PhaseRoute, ...] = kept[key]
         return routes
-    twin = next((held[key] for other, held in list(memo.items())
-                 if key in held and same_flows(other, traffic)), None)
-    if twin is not None:  # a ring all-gather's routes are its reduce-scatter's
-        memo.setdefault(traffic, {})[key] = twin
-        return twin
+    for other, held in list(memo.items()):
+        scales = flows_scale(other, traffic) if key in held else None
+        if scales is not None:  # a ring all-gather's routes are its reduce-scatter's
+            twin = held[key]
+            if any(f != 1.0 for f in scales):  # the same collective at another size
+                twin = tuple(r if f == 1.0 else r.scaled(f)
+                             for r, f in zip(twin, scales, strict=True))
+            memo.setdefault(traffic, {})[key] = twin
+            return twin
     if router == "general" or (router == "auto" and structured_supported(fabric)):
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
@@ -255,19 +287,81 @@ def same_flows(a: Traffic, b: Traffic) -> bool:
     in order): all that routing reads of a traffic, so the two are routed alike (a ring
     all-gather and the reduce-scatter on its groups, as a step's tensor parallelism
     runs them). All-pairs phases, whose pairs are listed only where routed, match only
-    themselves."""
+    themselves and phases of the same groups (:func:`flows_scale`)."""
+    scales = flows_scale(a, b)
+    return scales is not None and all(f == 1.0 for f in scales)
+
+
+def flows_scale(a: Traffic, b: Traffic) -> tuple[float, ...] | None:
+    """Per phase, the power of two by which ``b``'s phase has the bytes of ``a``'s on
+    the same flows (ends in order; every flow's bytes that factor times ``a``'s, bit for
+    bit: 1.0 where equal), or None where a phase's flows differ otherwise. All-pairs
+    phases of the same groups compare their bytes per pair without listing them; those
+    PXN rewrote compare their listed flows, where ``a``'s are listed (it was routed
+    pair by pair), and match only themselves otherwise.
+
+    Examples
+    --------
+    >>> from topomodel.traffic.phases import phase
+    >>> a = Traffic((phase([0, 1], [1, 0], [3.0, 0.5]),))
+    >>> b = Traffic((phase([0, 1], [1, 0], [192.0, 32.0]),))
+    >>> c = Traffic((phase([0, 1], [1, 0], [6.0, 1.5]),))
+    >>> flows_scale(a, b), flows_scale(b, a), flows_scale(a, c)
+    ((64.0,), (0.015625,), None)
+    """
     if len(a.phases) != len(b.phases):
-        return False
+        return None
+    out = []
     for p, q in zip(a.phases, b.phases, strict=True):
-        if p is q:
-            continue
-        if isinstance(p, AllPairsPhase) or isinstance(q, AllPairsPhase) or (
-                p.flows != q.flows):
-            return False
-        if not (np.array_equal(p.src, q.src) and np.array_equal(p.dst, q.dst)
-                and _bits(p.bytes) == _bits(q.bytes)):
-            return False
-    return True
+        factor = 1.0 if p is q else _phase_scale(p, q)
+        if factor is None:
+            return None
+        out.append(factor)
+    return tuple(out)
+
+
+def _phase_scale(p: Phase, q: Phase) -> float | None:
+    """:func:`flows_scale` of one phase of each."""
+    if isinstance(p, AllPairsPhase) or isinstance(q, AllPairsPhase):
+        if not (isinstance(p, AllPairsPhase) and isinstance(q, AllPairsPhase)) or (
+                (p.rewrite is None) != (q.rewrite is None) or p.flows != q.flows
+                or len(p.blocks) != len(q.blocks)):
+            return None
+        if not all(np.array_equal(x.ranks, y.ranks)
+                   for x, y in zip(p.blocks, q.blocks, strict=True)):
+            return None
+        if p.rewrite is None and not p.moved and not q.moved:  # the pairs' bytes say all
+            return _bytes_scale(np.concatenate([x.bytes.astype(float) for x in p.blocks]),
+                                np.concatenate([y.bytes.astype(float) for y in q.blocks]))
+        if not p.is_listed:  # PXN's rewritten pairs: compared as listed, where the kept
+            return None      # phase was routed pair by pair (listed: hash routing)
+    if p.flows != q.flows or not (np.array_equal(p.src, q.src)
+                                  and np.array_equal(p.dst, q.dst)):
+        return None
+    return _bytes_scale(p.bytes, q.bytes)
+
+
+def _bytes_scale(a: np.ndarray, b: np.ndarray) -> float | None:
+    """The power of two ``f`` with ``b`` equal to ``a * f`` bit for bit (1.0 where they
+    are equal), or None: found from the first entry of ``a`` that is finite and not
+    zero, then checked on every entry."""
+    if len(a) != len(b):
+        return None
+    if _bits(a) == _bits(b):
+        return 1.0
+    normal = np.flatnonzero(np.isfinite(a) & (a != 0))
+    if not len(normal):
+        return None
+    k = int(normal[0])
+    factor = float(b[k]) / float(a[k])
+    mantissa, _ = math.frexp(factor) if math.isfinite(factor) else (0.0, 0)
+    if mantissa != 0.5:  # not a power of two
+        return None
+    if _bits(a * factor) != _bits(b):
+        return None
+    sizes = np.abs(a[normal])
+    low, high = float(sizes.min()) * min(1.0, factor), float(sizes.max()) * max(1.0, factor)
+    return factor if low >= SCALED_BYTES_RANGE[0] and high <= SCALED_BYTES_RANGE[1] else None
 
 
 def _bits(values: np.ndarray) -> bytes:

@@ -12,7 +12,7 @@ from topomodel.arrays import sorted_distinct
 from topomodel.fabric.arcs import ArcIndex, arc_index
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.view import Climb, Irregular, clos_view
-from topomodel.routing.hashing import mix
+from topomodel.routing.hashing import ticket
 from topomodel.routing.pieces import Piece, Rows
 
 ALL_CORE_CHOICES = 4_000_000
@@ -264,8 +264,7 @@ def rank_of(routing: str, seed: int, ids: np.ndarray, node: np.ndarray, dst: np.
     """Which of ``count`` usable candidates of ``cables`` each a queue pair takes, as
     :func:`~topomodel.routing.hashing.choose` picks it."""
     if routing == "hash":
-        ticket = mix(seed, ids, node) % (count * cables).astype(np.uint64)
-        return (ticket // np.uint64(cables)).astype(np.int64)
+        return ticket(seed, ids, node, count * cables, cables)
     return (dst // stride) % count
 
 
