@@ -70,7 +70,7 @@ from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.traffic.layout import Layout
+from topomodel.traffic.layout import Layout, evolve
 
 ROUNDING_MARGIN = 1e-9
 """Share taken off every bound before it is compared: the bound and the step add the
@@ -396,4 +396,7 @@ def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
 
 def unordered(layout: Layout) -> Layout:
     """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
-    return replace(layout, zero=0, order=Layout().order)
+    return evolve(layout, zero=0, order=_DEFAULT_ORDER)
+
+
+_DEFAULT_ORDER = Layout().order
