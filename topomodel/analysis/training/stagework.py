@@ -358,6 +358,28 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
+KEPT_CHUNK_WORKS = 4096
+"""Sets of chunk works :func:`chunk_work` keeps (all dropped when full), by what they
+read: the layer and edge times, the collectives' times, the layout's overlap, sequence
+parallelism and recomputation, and the options. A plan asks for the chunk works of
+every layout it bounds (the same layer times and calls for every pipeline depth and
+ZeRO stage, the same idle calls for every rank order); each set is a few kB."""
+
+
+@dataclass
+class _Chunks:
+    """What :func:`chunk_work` keeps for one key: the times it was made from (held, so
+    their ids in the key stay theirs), the F, B and W work of one layer (dense; MoE or
+    None), and every chunk made so far by (dense layers, MoE layers, first, last)."""
+
+    times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
+    per: dict[bool, tuple[Work, Work, Work]]
+    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]]
+
+
+_CHUNKS: dict[tuple[object, ...], _Chunks] = {}
+
+
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
                calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
@@ -366,31 +388,54 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
     dense and MoE layers plus the embedding or output layer where it holds them
     (chunks alike share one :class:`Work`: read it, do not add to it; ``record``: see
-    :class:`Work`)."""
+    :class:`Work`). The works are kept by what they read (:data:`KEPT_CHUNK_WORKS`): a
+    later call with the same times, calls and options gets the same objects."""
+    key = (id(lt_dense), id(lt_moe), id(edges),
+           tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
+           layout.sequence_parallel, layout.tp_overlap, layout.recompute,
+           layout.dp_overlap, hot, split_w, share, record)
+    kept = _CHUNKS.get(key)
+    if kept is None or kept.times[0] is not lt_dense or kept.times[1] is not lt_moe \
+            or kept.times[2] is not edges:
+        if len(_CHUNKS) >= KEPT_CHUNK_WORKS:
+            _CHUNKS.clear()
+        per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
+                                 split_w=split_w, share=share, record=record)}
+        if lt_moe is not None:
+            per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
+                                   split_w=split_w, share=share, record=record)
+        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
     p, v = dense_layers.shape
-    per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
-                             share=share, record=record)}
-    if lt_moe is not None:
-        per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
-                               share=share, record=record)
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
-    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
+    made = kept.made
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
     for st in range(p):
         for c in range(v):
-            first, last = st == 0 and c == 0, st == p - 1 and c == v - 1
-            what = (int(dense_layers[st, c]), int(moe_layers[st, c]), first, last)
-            if what not in made:
-                chunk = (Work(record=record), Work(record=record), Work(record=record))
-                for moe, count in ((False, what[0]), (True, what[1])):
-                    if count:
-                        for wk, layer in zip(chunk, per[moe], strict=True):
-                            wk.add(layer, float(count))
-                edge = edge_work(edges, calls, layout, first=first, last=last,
-                                 split_w=split_w, record=record)
-                for wk, part in zip(chunk, edge, strict=True):
-                    wk.add(part)
-                made[what] = chunk
+            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            chunk = made.get(what)
+            if chunk is None:
+                chunk = made[what] = _chunk(kept.per, edges, calls, layout, what,
+                                            split_w=split_w, record=record)
             for kind in (F, B, W):
-                works[kind][st].append(made[what][kind])
+                works[kind][st].append(chunk[kind])
     return works
+
+
+# PLR0913: one chunk's parts passed on as chunk_work has them
+def _chunk(per: dict[bool, tuple[Work, Work, Work]], edges: EdgeTimes,  # noqa: PLR0913
+           calls: dict[str, Call], layout: Layout, what: tuple[int, int, bool, bool], *,
+           split_w: bool, record: bool) -> tuple[Work, Work, Work]:
+    """The F, B and W work of one chunk of ``what`` (dense layers, MoE layers, whether
+    it holds the embedding, the output layer), from one layer's ``per`` kind."""
+    chunk = (Work(record=record), Work(record=record), Work(record=record))
+    for moe, count in ((False, what[0]), (True, what[1])):
+        if count:
+            for wk, layer in zip(chunk, per[moe], strict=True):
+                wk.add(layer, float(count))
+    edge = edge_work(edges, calls, layout, first=what[2], last=what[3], split_w=split_w,
+                     record=record)
+    for wk, part in zip(chunk, edge, strict=True):
+        wk.add(part)
+    return chunk
