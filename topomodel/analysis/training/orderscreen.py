@@ -47,7 +47,7 @@ import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
-from topomodel.analysis.training.compute import device_model
+from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.stagework import Call
@@ -137,8 +137,9 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     names = tuple(calls)
     index = {(c.kind, c.collective): i for i, c in enumerate(calls.values())}
     idle = {n: replace(c, time_s=0.0) for n, c in calls.items()}
-    device = device_model(shape.accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     works = step_works(device, model, layout, a, shape.seq, idle,
                        shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
     units: dict[int, int] = {}
