@@ -375,9 +375,16 @@ class _Chunks:
     times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
     per: dict[bool, tuple[Work, Work, Work]]
     made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]]
+    edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]  # by (first, last)
 
 
 _CHUNKS: dict[tuple[object, ...], _Chunks] = {}
+
+
+def forget_chunk_works() -> None:
+    """Drop every chunk work :func:`chunk_work` keeps (the next call makes its works
+    afresh)."""
+    _CHUNKS.clear()
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
@@ -404,7 +411,7 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
         if lt_moe is not None:
             per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
                                    split_w=split_w, share=share, record=record)
-        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
+        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {}, {})
     p, v = dense_layers.shape
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
@@ -416,26 +423,27 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
                     st == p - 1 and c == v - 1)
             chunk = made.get(what)
             if chunk is None:
-                chunk = made[what] = _chunk(kept.per, edges, calls, layout, what,
-                                            split_w=split_w, record=record)
+                ends = kept.edges.get(what[2:])
+                if ends is None:
+                    ends = kept.edges[what[2:]] = edge_work(
+                        edges, calls, layout, first=what[2], last=what[3], split_w=split_w,
+                        record=record)
+                chunk = made[what] = _chunk(kept.per, ends, what, record=record)
             for kind in (F, B, W):
                 works[kind][st].append(chunk[kind])
     return works
 
 
-# PLR0913: one chunk's parts passed on as chunk_work has them
-def _chunk(per: dict[bool, tuple[Work, Work, Work]], edges: EdgeTimes,  # noqa: PLR0913
-           calls: dict[str, Call], layout: Layout, what: tuple[int, int, bool, bool], *,
-           split_w: bool, record: bool) -> tuple[Work, Work, Work]:
+def _chunk(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
+           what: tuple[int, int, bool, bool], *, record: bool) -> tuple[Work, Work, Work]:
     """The F, B and W work of one chunk of ``what`` (dense layers, MoE layers, whether
-    it holds the embedding, the output layer), from one layer's ``per`` kind."""
+    it holds the embedding, the output layer), from one layer's ``per`` kind and the
+    chunk's ``edge`` work (:func:`edge_work`)."""
     chunk = (Work(record=record), Work(record=record), Work(record=record))
     for moe, count in ((False, what[0]), (True, what[1])):
         if count:
             for wk, layer in zip(chunk, per[moe], strict=True):
                 wk.add(layer, float(count))
-    edge = edge_work(edges, calls, layout, first=what[2], last=what[3], split_w=split_w,
-                     record=record)
     for wk, part in zip(chunk, edge, strict=True):
         wk.add(part)
     return chunk
