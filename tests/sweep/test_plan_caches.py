@@ -78,7 +78,7 @@ def _works_as_numbers(works):
 def test_kept_chunk_works_are_the_ones_made_afresh(catalog, record):
     """Chunk works found again (same times, calls and options) read as ones made with
     nothing kept, for dense and MoE models, timed and idle calls, any pipeline."""
-    design, cat = catalog
+    _, cat = catalog
     a = StepAssumptions()
     device = shared_device_model(cat.get("h100-sxm", Accelerator), a.compute_dtype)
     tp_call = Call("tp", "allgather", "ring", 1e6, 2e-4, 1e-5, 1.5e-4, 4e-5, False)
@@ -95,9 +95,11 @@ def test_kept_chunk_works_are_the_ones_made_afresh(catalog, record):
         timed = {"tp_ag": tp_call, "tp_rs": rs_call, "ep": ep_call}
         slower = {n: dataclasses.replace(c, time_s=2 * c.time_s) for n, c in timed.items()}
         for calls in ({}, timed, slower):  # the last: the same names, other times
-            def works(dense_layers):
-                return chunk_work(lt_dense, lt_moe, edges, calls, layout, dense_layers,
-                                  moe, hot=1.3, split_w=False, share=0.1, record=record)
+            times = (lt_dense, lt_moe, edges)
+
+            def works(dense_layers, times=times, calls=calls, layout=layout, moe=moe):
+                return chunk_work(*times, calls, layout, dense_layers, moe, hot=1.3,
+                                  split_w=False, share=0.1, record=record)
             first = works(dense)
             again = works(dense)
             assert again[0][0][0] is first[0][0][0]  # kept
