@@ -11,12 +11,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+from topomodel.analysis.training import memory as memory_module
+from topomodel.analysis.training import orderscreen as orderscreen_module
 from topomodel.analysis.training import step as step_module
 from topomodel.analysis.training import stepbound as stepbound_module
 from topomodel.analysis.training.compute import shared_device_model, shared_layer_times
+from topomodel.analysis.training.memory import forget_stage_parameters
 from topomodel.analysis.training.model import BYTES
 from topomodel.analysis.training.stagework import Call, chunk_work, forget_chunk_works
 from topomodel.analysis.training.step import StepAssumptions
+from topomodel.analysis.training.stepbound import forget_frames
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
@@ -113,8 +117,8 @@ def test_kept_chunk_works_are_the_ones_made_afresh(catalog, record):
 def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
     """A search with the per-layout caches and fast paths gives the top (layouts, places
     and steps, bit for bit) and the counts of one without them: layouts made with
-    ``dataclasses.replace``, nothing kept between chunk works, each group's pipeline
-    looked up again."""
+    ``dataclasses.replace``, nothing kept between chunk works, stage parameters or
+    bound frames."""
     design, cat = catalog
     model = cat.get("llama3-70b", Model)
     space = PlanSpace(max_tp=8, max_cp=1, max_micro_batch=2, max_interleave=2,
@@ -127,11 +131,19 @@ def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
 
     fast = run()
 
-    def afresh(*args, **kwargs):
-        forget_chunk_works()
-        return chunk_work(*args, **kwargs)
+    def afresh(make, forget):
+        def made(*args, **kwargs):
+            forget()
+            return make(*args, **kwargs)
+        return made
 
-    monkeypatch.setattr(step_module, "chunk_work", afresh)
+    monkeypatch.setattr(step_module, "chunk_work", afresh(chunk_work, forget_chunk_works))
+    for module in (memory_module, step_module, stepbound_module, orderscreen_module):
+        monkeypatch.setattr(module, "stage_parameters", afresh(
+            memory_module.stage_parameters, forget_stage_parameters))
+    for module in (stepbound_module, orderscreen_module):
+        monkeypatch.setattr(module, "bound_frame", afresh(stepbound_module.bound_frame,
+                                                          forget_frames))
     monkeypatch.setattr(search_module, "evolve", dataclasses.replace)
     monkeypatch.setattr(stepbound_module, "evolve", dataclasses.replace)
     slow = run()

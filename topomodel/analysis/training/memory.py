@@ -146,6 +146,11 @@ KEPT_PARAMETERS = 4096
 _PARAMETERS: dict[tuple[object, ...], tuple[Model, np.ndarray, np.ndarray]] = {}
 
 
+def forget_stage_parameters() -> None:
+    """Drop every parameter set :func:`stage_parameters` keeps."""
+    _PARAMETERS.clear()
+
+
 def _stage_parameters(model: Model, layout: Layout, layers: np.ndarray,
                       moe_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`stage_parameters`, found."""

@@ -275,7 +275,37 @@ class BoundFrame:
 def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                 pipeline: CommFreePipeline) -> BoundFrame:
     """The :class:`BoundFrame` of ``layout`` (its ZeRO stage included), with the most
-    sends on a path of ``pipeline``'s schedule."""
+    sends on a path of ``pipeline``'s schedule; kept by what it reads (the model, the
+    assumptions, the shape, every layout field but the rank order, the most sends), as
+    a search bounds every order of a layout with the same frame."""
+    key = (id(model), id(assumptions), id(shape), pipeline.most_sends,
+           *(getattr(layout, f) for f in _FRAME_FIELDS))
+    held = _FRAMES.get(key)
+    if held is None or held[0] is not model or held[1] is not assumptions \
+            or held[2] is not shape:
+        if len(_FRAMES) >= KEPT_FRAMES:
+            _FRAMES.clear()
+        held = _FRAMES[key] = (model, assumptions, shape,
+                               _bound_frame(model, layout, assumptions, shape, pipeline))
+    return held[3]
+
+
+KEPT_FRAMES = 4096
+"""Bound frames :func:`bound_frame` keeps (all dropped when full)."""
+
+_FRAMES: dict[tuple[Any, ...], tuple[Model, StepAssumptions, Shape, BoundFrame]] = {}
+_FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
+
+
+def forget_frames() -> None:
+    """Drop every frame :func:`bound_frame` keeps (the next call finds its frame
+    afresh)."""
+    _FRAMES.clear()
+
+
+def _bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+                 pipeline: CommFreePipeline) -> BoundFrame:
+    """:func:`bound_frame`, found."""
     a = assumptions
     p, world = layout.pp, layout.world
     device = shared_device_model(shape.accelerator, a.compute_dtype,
