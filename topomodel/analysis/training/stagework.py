@@ -358,12 +358,13 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
-KEPT_CHUNK_WORKS = 4096
+KEPT_CHUNK_WORKS = 512
 """Sets of chunk works :func:`chunk_work` keeps (all dropped when full), by what they
 read: the layer and edge times, the collectives' times, the layout's overlap, sequence
 parallelism and recomputation, and the options. A plan asks for the chunk works of
 every layout it bounds (the same layer times and calls for every pipeline depth and
-ZeRO stage, the same idle calls for every rank order); each set is a few kB."""
+ZeRO stage, the same idle calls for every rank order); each set is some 30 works of
+a few hundred bytes each, ~10 kB, so ~5 MB when full."""
 
 
 @dataclass
