@@ -359,24 +359,25 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
 
 
 KEPT_CHUNK_WORKS = 512
-"""Sets of chunk works :func:`chunk_work` keeps (all dropped when full), by what they
-read: the layer and edge times, the collectives' times, the layout's overlap, sequence
-parallelism and recomputation, and the options. A plan asks for the chunk works of
-every layout it bounds (the same layer times and calls for every pipeline depth and
-ZeRO stage, the same idle calls for every rank order); each set is some 30 works of
-a few hundred bytes each, ~10 kB, so ~5 MB when full."""
+"""Sets of layer and edge works :func:`chunk_work` keeps (all dropped when full), by
+what they read: the layer and edge times, the collectives' times, the layout's overlap,
+sequence parallelism and recomputation, and the options. A plan asks for the chunk
+works of every layout it bounds (the same layer times and calls for every pipeline
+depth and ZeRO stage, the same idle calls for every rank order); each set is at most
+18 works of a few hundred bytes each, so a few MB when full."""
 
 
 @dataclass
 class _Chunks:
     """What :func:`chunk_work` keeps for one key: the times it was made from (held, so
     their ids in the key stay theirs), the F, B and W work of one layer (dense; MoE or
-    None), and every chunk made so far by (dense layers, MoE layers, first, last)."""
+    None) and of the embedding and output layer by (first, last). The chunks made of
+    them are not kept: there are many, each used by few layouts, and kept they cost
+    the garbage collector more than they save."""
 
     times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
     per: dict[bool, tuple[Work, Work, Work]]
-    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]]
-    edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]  # by (first, last)
+    edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
 
 
 _CHUNKS: dict[tuple[object, ...], _Chunks] = {}
@@ -396,8 +397,9 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
     dense and MoE layers plus the embedding or output layer where it holds them
     (chunks alike share one :class:`Work`: read it, do not add to it; ``record``: see
-    :class:`Work`). The works are kept by what they read (:data:`KEPT_CHUNK_WORKS`): a
-    later call with the same times, calls and options gets the same objects."""
+    :class:`Work`). The works of one layer and of the ends are kept by what they read
+    (:data:`KEPT_CHUNK_WORKS`): a later call with the same times, calls and options
+    builds its chunks from the same objects."""
     key = (id(lt_dense), id(lt_moe), id(edges),
            tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
            layout.sequence_parallel, layout.tp_overlap, layout.recompute,
@@ -412,11 +414,11 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
         if lt_moe is not None:
             per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
                                    split_w=split_w, share=share, record=record)
-        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {}, {})
+        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
     p, v = dense_layers.shape
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
-    made = kept.made
+    made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
     dense, moe = dense_layers.tolist(), moe_layers.tolist()
     for st in range(p):
         for c in range(v):
