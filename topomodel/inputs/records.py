@@ -132,6 +132,40 @@ def check_fields(record: Any, error: Callable[[str], Exception]) -> None:
             raise error(f"{type(record).__name__}.{sub}: {exc.message}") from None
 
 
+def check_values(cls: type, values: dict[str, Any], error: Callable[[str], Exception]
+                 ) -> None:
+    """Check ``values`` (some fields of the frozen record class ``cls`` by name) as
+    :func:`check_fields` checks them on a record, in field order, with its messages:
+    for a copy of a checked record that changes only those fields.
+
+    Examples
+    --------
+    >>> @dataclass(frozen=True)
+    ... class Pair:
+    ...     n: int = spec(integer(1), default=1)
+    >>> check_values(Pair, {"n": 0}, ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: Pair.n: must be at least 1, got 0
+    """
+    checks = _FIELD_CHECKS.get(cls)
+    if checks is None:
+        checks = _FIELD_CHECKS[cls] = tuple(
+            (f.name, f.metadata["check"]) for f in dataclasses.fields(cls)
+            if f.metadata.get("check") is not None)
+    for name, check in checks:
+        if name not in values:
+            continue
+        try:
+            check(_NO_READING, (name,), values[name])
+        except Invalid as exc:
+            sub = f"{name}.{exc.key}" if exc.key is not None else name
+            raise error(f"{cls.__name__}.{sub}: {exc.message}") from None
+
+
+_FIELD_CHECKS: dict[type, tuple[tuple[str, Callable[..., Any]], ...]] = {}
+
+
 def did_you_mean(word: str, options: Iterable[str]) -> str:
     """A ``; did you mean 'x'?`` suffix, or an empty string.
 

@@ -78,7 +78,7 @@ from topomodel.plan.orderbounds import objective_value as objective_value
 from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
-from topomodel.traffic.layout import Layout
+from topomodel.traffic.layout import Layout, evolve
 
 
 @dataclass(frozen=True)
@@ -129,9 +129,9 @@ def keep_distinct(heap: list[Ranked], ranked: Ranked, top: int) -> None:
     unless a better variant of the same layout (:func:`distinct_key`) is there: one
     entry per distinct layout, the ``top`` best. A layout below ``heap[0]`` cannot enter
     it, so the search's pruning against ``heap[0]`` still holds."""
-    key = distinct_key(ranked.result.layout)
+    key = ranked.key
     for i, held in enumerate(heap):
-        if distinct_key(held.result.layout) == key:
+        if held.key == key:
             if held < ranked:
                 heap[i] = ranked
                 heapq.heapify(heap)
@@ -172,6 +172,12 @@ class Ranked:
     score: float
     place: tuple[int, int]
     result: StepResult = field(compare=False)
+
+    @functools.cached_property
+    def key(self) -> tuple[Any, ...]:
+        """Its layout's :func:`distinct_key` (found once: every layout a search
+        reaches is compared with every entry of its top)."""
+        return distinct_key(self.result.layout)
 
 
 @dataclass(frozen=True)
@@ -258,8 +264,8 @@ class _Group:
     def layout(self) -> Layout:
         """The layout at its own ZeRO stage (its base order)."""
         zero = self.family.get("zero", self.stand_in.zero)
-        return self.stand_in if zero == self.stand_in.zero else replace(self.stand_in,
-                                                                        zero=zero)
+        return self.stand_in if zero == self.stand_in.zero else evolve(self.stand_in,
+                                                                       zero=zero)
 
     @property
     def members(self) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -276,12 +282,16 @@ class _Group:
 
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
         """The layout's comm-free pipeline (its timeline), made once per unordered
-        layout of the cell."""
-        key = unordered(self.layout)
-        found = self.pipelines.get(key)
+        layout of the cell (and, once found, kept with the group: the search asks it of
+        every order)."""
+        found: CommFreePipeline | None = self.__dict__.get("_pipeline")
         if found is None:
-            found = self.pipelines[key] = comm_free_pipeline(
-                job.model, self.layout, job.assumptions, self.shape)
+            key = unordered(self.layout)
+            found = self.pipelines.get(key)
+            if found is None:
+                found = self.pipelines[key] = comm_free_pipeline(
+                    job.model, self.layout, job.assumptions, self.shape)
+            object.__setattr__(self, "_pipeline", found)  # a cache, not a field
         return found
 
 
@@ -317,7 +327,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     found = cell.known.get(key)
     if found is None:
         try:
-            layout = replace(job.base, **family)
+            layout = evolve(job.base, **family)
             shape = shape_of(fabric, job.model, layout)
         except UsageError as exc:
             found = (str(exc), 0.0, None, None)
@@ -468,7 +478,7 @@ def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
     step found so far even while the top is not full."""
     bar = heap[0].score if len(heap) >= top else -float("inf")
     for held in heap:
-        if held.score > bar and distinct_key(held.result.layout) == key:
+        if held.score > bar and held.key == key:
             bar = held.score
     return bar
 

@@ -123,8 +123,37 @@ def moe_routed_parameters(model: Model) -> float:
 
 def stage_parameters(model: Model, layout: Layout, layers: np.ndarray,
                      moe_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per stage, the parameters one rank holds: (dense, routed experts). ``layers``
-    and ``moe_layers`` count each stage's layers and MoE layers."""
+    """Per stage, the parameters one rank holds: (dense, routed experts), read-only.
+    ``layers`` and ``moe_layers`` count each stage's layers and MoE layers. Kept by what
+    they read (the model, TP, PP, EP and the counts): a search asks them of every
+    layout and rank order it bounds, for a few pipelines."""
+    key = (id(model), layout.tp, layout.pp, layout.ep, layers.dtype.str, layers.tobytes(),
+           moe_layers.dtype.str, moe_layers.tobytes())
+    held = _PARAMETERS.get(key)
+    if held is None or held[0] is not model:
+        if len(_PARAMETERS) >= KEPT_PARAMETERS:
+            _PARAMETERS.clear()
+        dense, experts = _stage_parameters(model, layout, layers, moe_layers)
+        dense.setflags(write=False)
+        experts.setflags(write=False)
+        held = _PARAMETERS[key] = (model, dense, experts)
+    return held[1], held[2]
+
+
+KEPT_PARAMETERS = 4096
+"""Stage parameter sets :func:`stage_parameters` keeps (all dropped when full)."""
+
+_PARAMETERS: dict[tuple[object, ...], tuple[Model, np.ndarray, np.ndarray]] = {}
+
+
+def forget_stage_parameters() -> None:
+    """Drop every parameter set :func:`stage_parameters` keeps."""
+    _PARAMETERS.clear()
+
+
+def _stage_parameters(model: Model, layout: Layout, layers: np.ndarray,
+                      moe_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`stage_parameters`, found."""
     attention, dense_mlp, moe_dense = layer_parameters(model)
     dense_layers = layers - moe_layers
     dense = (layers * attention + dense_layers * dense_mlp + moe_layers * moe_dense) / layout.tp

@@ -358,6 +358,37 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
+KEPT_CHUNK_WORKS = 512
+"""Sets of layer and edge works :func:`chunk_work` keeps (all dropped when full), by
+what they read: the layer and edge times, the collectives' times, the layout's overlap,
+sequence parallelism and recomputation, and the options. A plan asks for the chunk
+works of every layout it bounds (the same layer times and calls for every pipeline
+depth and ZeRO stage, the same idle calls for every rank order); each set is at most
+18 works of a few hundred bytes each, so a few MB when full."""
+
+
+@dataclass
+class _Chunks:
+    """What :func:`chunk_work` keeps for one key: the times it was made from (held, so
+    their ids in the key stay theirs), the F, B and W work of one layer (dense; MoE or
+    None) and of the embedding and output layer by (first, last). The chunks made of
+    them are not kept: there are many, each used by few layouts, and kept they cost
+    the garbage collector more than they save."""
+
+    times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
+    per: dict[bool, tuple[Work, Work, Work]]
+    edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
+
+
+_CHUNKS: dict[tuple[object, ...], _Chunks] = {}
+
+
+def forget_chunk_works() -> None:
+    """Drop every chunk work :func:`chunk_work` keeps (the next call makes its works
+    afresh)."""
+    _CHUNKS.clear()
+
+
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
 def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
                calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
@@ -366,31 +397,56 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     """``works[kind][stage][chunk]``: the F, B and W work of every model chunk, its
     dense and MoE layers plus the embedding or output layer where it holds them
     (chunks alike share one :class:`Work`: read it, do not add to it; ``record``: see
-    :class:`Work`)."""
+    :class:`Work`). The works of one layer and of the ends are kept by what they read
+    (:data:`KEPT_CHUNK_WORKS`): a later call with the same times, calls and options
+    builds its chunks from the same objects."""
+    key = (id(lt_dense), id(lt_moe), id(edges),
+           tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
+           layout.sequence_parallel, layout.tp_overlap, layout.recompute,
+           layout.dp_overlap, hot, split_w, share, record)
+    kept = _CHUNKS.get(key)
+    if kept is None or kept.times[0] is not lt_dense or kept.times[1] is not lt_moe \
+            or kept.times[2] is not edges:
+        if len(_CHUNKS) >= KEPT_CHUNK_WORKS:
+            _CHUNKS.clear()
+        per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
+                                 split_w=split_w, share=share, record=record)}
+        if lt_moe is not None:
+            per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
+                                   split_w=split_w, share=share, record=record)
+        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
     p, v = dense_layers.shape
-    per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot, split_w=split_w,
-                             share=share, record=record)}
-    if lt_moe is not None:
-        per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot, split_w=split_w,
-                               share=share, record=record)
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
     made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
     for st in range(p):
         for c in range(v):
-            first, last = st == 0 and c == 0, st == p - 1 and c == v - 1
-            what = (int(dense_layers[st, c]), int(moe_layers[st, c]), first, last)
-            if what not in made:
-                chunk = (Work(record=record), Work(record=record), Work(record=record))
-                for moe, count in ((False, what[0]), (True, what[1])):
-                    if count:
-                        for wk, layer in zip(chunk, per[moe], strict=True):
-                            wk.add(layer, float(count))
-                edge = edge_work(edges, calls, layout, first=first, last=last,
-                                 split_w=split_w, record=record)
-                for wk, part in zip(chunk, edge, strict=True):
-                    wk.add(part)
-                made[what] = chunk
+            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            chunk = made.get(what)
+            if chunk is None:
+                ends = kept.edges.get(what[2:])
+                if ends is None:
+                    ends = kept.edges[what[2:]] = edge_work(
+                        edges, calls, layout, first=what[2], last=what[3], split_w=split_w,
+                        record=record)
+                chunk = made[what] = _chunk(kept.per, ends, what, record=record)
             for kind in (F, B, W):
-                works[kind][st].append(made[what][kind])
+                works[kind][st].append(chunk[kind])
     return works
+
+
+def _chunk(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
+           what: tuple[int, int, bool, bool], *, record: bool) -> tuple[Work, Work, Work]:
+    """The F, B and W work of one chunk of ``what`` (dense layers, MoE layers, whether
+    it holds the embedding, the output layer), from one layer's ``per`` kind and the
+    chunk's ``edge`` work (:func:`edge_work`)."""
+    chunk = (Work(record=record), Work(record=record), Work(record=record))
+    for moe, count in ((False, what[0]), (True, what[1])):
+        if count:
+            for wk, layer in zip(chunk, per[moe], strict=True):
+                wk.add(layer, float(count))
+    for wk, part in zip(chunk, edge, strict=True):
+        wk.add(part)
+    return chunk

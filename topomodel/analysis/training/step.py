@@ -49,8 +49,8 @@ from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import (
     Device,
-    device_model,
     optimizer_bytes_per_param,
+    shared_device_model,
     shared_layer_times,
 )
 from topomodel.analysis.training.memory import StageMemory, stage_memory, stage_parameters
@@ -192,8 +192,9 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                                          shape.microbatches)
     sched, sizes, moe_sizes = shape.schedule, shape.sizes, shape.moe_sizes
     tokens = global_batch * seq
-    device = device_model(accelerator, a.compute_dtype, override=a.compute_efficiency,
-                          hbm_efficiency=a.hbm_efficiency)
+    device = shared_device_model(accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
     p = layout.pp
     ranks = ranks_of(fabric)[:layout.world]
     calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
@@ -429,6 +430,10 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
     out: dict[str, Call] = {}
     cache = fabric.derived(collective_times)
     timing = time_key(a.time)
+    ranks_of_grid = {"tp": tp, "cp": layout.cp, "ep": layout.ep,
+                     "grad": layout.dp * layout.cp,
+                     "expert_grad": layout.dp * layout.cp // layout.ep}
+    grid_keys: dict[str, tuple[Any, ...]] = {}  # by grid: several calls share one
 
     def spills_of(groups: np.ndarray) -> bool:
         doms = domain[groups]
@@ -436,9 +441,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
 
     def add(name: str, kind: str, collective: str, grid: str, size: float,
             algorithm: str = "auto") -> None:
-        ranks_per_group = {"tp": tp, "cp": layout.cp, "ep": layout.ep,
-                           "grad": layout.dp * layout.cp,
-                           "expert_grad": layout.dp * layout.cp // layout.ep}[grid]
+        ranks_per_group = ranks_of_grid[grid]
         if size <= 0 or ranks_per_group < 2:
             return
 
@@ -446,8 +449,10 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
             return rank_groups(ranks, layout, grid)
 
         candidates = _candidates(fabric, collective, algorithm, ranks_per_group)
-        key = (collective, candidates, size, grid_key(fabric, layout, grid, groups),
-               routing, seed, timing)
+        placed = grid_keys.get(grid)
+        if placed is None:
+            placed = grid_keys[grid] = grid_key(fabric, layout, grid, groups)
+        key = (collective, candidates, size, placed, routing, seed, timing)
         hit = cache.get(key)
         if hit is None and unrouted is not None:
             if missed is not None:
@@ -588,5 +593,8 @@ def _both_ways(fabric: Fabric, pairs: np.ndarray, size: float) -> Traffic:
 def _candidates(fabric: Fabric, collective: str, requested: str, ranks: int
                 ) -> tuple[str, ...]:
     """Algorithms to try for a collective of the step (the fastest is kept): ``auto``'s,
-    as route's (:func:`~topomodel.traffic.algorithms.auto_candidates`)."""
-    return (requested,) if requested != "auto" else auto_candidates(fabric, collective, ranks)
+    as route's (:func:`~topomodel.traffic.algorithms.auto_candidates`), found once per
+    fabric, collective and group size."""
+    if requested != "auto":
+        return (requested,)
+    return fabric.derived(auto_candidates, collective, ranks)

@@ -46,7 +46,6 @@ bound is then the least compute of a stage plus the wait.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -71,7 +70,7 @@ from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.traffic.layout import Layout
+from topomodel.traffic.layout import Layout, evolve
 
 ROUNDING_MARGIN = 1e-9
 """Share taken off every bound before it is compared: the bound and the step add the
@@ -276,7 +275,37 @@ class BoundFrame:
 def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                 pipeline: CommFreePipeline) -> BoundFrame:
     """The :class:`BoundFrame` of ``layout`` (its ZeRO stage included), with the most
-    sends on a path of ``pipeline``'s schedule."""
+    sends on a path of ``pipeline``'s schedule; kept by what it reads (the model, the
+    assumptions, the shape, every layout field but the rank order, the most sends), as
+    a search bounds every order of a layout with the same frame."""
+    key = (id(model), id(assumptions), id(shape), pipeline.most_sends,
+           *(getattr(layout, f) for f in _FRAME_FIELDS))
+    held = _FRAMES.get(key)
+    if held is None or held[0] is not model or held[1] is not assumptions \
+            or held[2] is not shape:
+        if len(_FRAMES) >= KEPT_FRAMES:
+            _FRAMES.clear()
+        held = _FRAMES[key] = (model, assumptions, shape,
+                               _bound_frame(model, layout, assumptions, shape, pipeline))
+    return held[3]
+
+
+KEPT_FRAMES = 4096
+"""Bound frames :func:`bound_frame` keeps (all dropped when full)."""
+
+_FRAMES: dict[tuple[Any, ...], tuple[Model, StepAssumptions, Shape, BoundFrame]] = {}
+_FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
+
+
+def forget_frames() -> None:
+    """Drop every frame :func:`bound_frame` keeps (the next call finds its frame
+    afresh)."""
+    _FRAMES.clear()
+
+
+def _bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
+                 pipeline: CommFreePipeline) -> BoundFrame:
+    """:func:`bound_frame`, found."""
     a = assumptions
     p, world = layout.pp, layout.world
     device = shared_device_model(shape.accelerator, a.compute_dtype,
@@ -422,17 +451,8 @@ def collective_bounds_per_byte(fabric: Fabric) -> dict[tuple[Any, ...], float]:
 
 
 def unordered(layout: Layout) -> Layout:
-    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order,
-    as ``replace(layout, zero=0, order=...)`` makes it, without checking its other
-    fields again (they passed when ``layout`` was made, and neither of these two takes
-    part in a check across fields; a search asks this of every layout it bounds)."""
-    if layout.zero == 0 and layout.order == DEFAULT_ORDER:
-        return layout
-    found = copy.copy(layout)
-    object.__setattr__(found, "zero", 0)
-    object.__setattr__(found, "order", DEFAULT_ORDER)
-    return found
+    """The layout whose comm-free pipeline ``layout`` shares: ZeRO 0, default order."""
+    return evolve(layout, zero=0, order=_DEFAULT_ORDER)
 
 
-DEFAULT_ORDER = Layout().order
-"""The rank order a layout has unless told (:func:`unordered`'s)."""
+_DEFAULT_ORDER = Layout().order

@@ -218,7 +218,21 @@ def grid_key(fabric: Fabric, layout: Layout, kind: str, grid: Callable[[], np.nd
 
 
 def time_key(time_model: TimeModel) -> tuple[Any, ...]:
-    """The time model as a hashable key (its tier efficiencies are a mapping)."""
+    """The time model as a hashable key (its tier efficiencies are a mapping), found
+    once per time model object (a search asks it of every order it bounds)."""
+    held = _TIME_KEYS.get(id(time_model))
+    if held is None or held[0] is not time_model:
+        if len(_TIME_KEYS) >= 64:
+            _TIME_KEYS.clear()
+        held = _TIME_KEYS[id(time_model)] = (time_model, _time_key(time_model))
+    return held[1]
+
+
+_TIME_KEYS: dict[int, tuple[TimeModel, tuple[Any, ...]]] = {}
+
+
+def _time_key(time_model: TimeModel) -> tuple[Any, ...]:
+    """:func:`time_key`, made."""
     return tuple(tuple(sorted(time_model.efficiency.items())) if f.name == "efficiency"
                  else getattr(time_model, f.name) for f in dataclasses.fields(time_model))
 
