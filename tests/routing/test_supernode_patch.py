@@ -104,11 +104,13 @@ def test_patched_supernode_section_is_the_whole_one_bit_for_bit(
 def test_a_flow_whose_planes_change_is_routed_whole(fabrics, monkeypatch):
     """Cut one chip off its level-2 switches: flows from its system lose that plane and
     move their share onto the others. The patch refuses it; forced to accept (the plane
-    check dropped), it gives other loads than routing the section whole."""
-    fabric = fabrics["cloudmatrix384"]
+    check dropped), it gives other loads than routing the section whole. (Two
+    supernodes: in one, every flow would touch the failed component, and its route on
+    the copy would be the whole section's.)"""
+    fabric = fabrics["two-supernodes"]
     names = fabric.nodes["name"].to_numpy()
     links = fabric.links
-    chip = fabric.node_number("sys00/sw0")
+    chip = fabric.node_number(str(names[0]).split("/")[0] + "/sw0")
     up = np.flatnonzero((links["src"].to_numpy() == chip)
                         & (links["tier"] == "scaleup_l2").to_numpy())
     cut = ([], [f"{names[chip]} -- {names[links['dst'].iat[r]]}" for r in up])
@@ -156,3 +158,28 @@ def test_a_patch_routes_its_flows_intact_only_once(fabrics, monkeypatch):
     # the patched copies: one intact route; the copies routed whole after it (the
     # kept sections cleared before each) route none intact
     assert len(intact_routes) == 1
+
+
+def test_a_patch_touching_every_flow_routes_the_copy_once(fabrics, monkeypatch):
+    """Every level-3 switch of plane 0 failed in both supernodes: every flow between
+    systems has a chip in plane 0, so the patch's flows are the whole section's; its
+    route is returned (the flows crossing pods lose plane 0, which refused the patch
+    and routed the copy a second time before), the same as routed whole."""
+    fabric = fabrics["two-supernodes"]
+    names = fabric.nodes["name"].to_numpy()
+    failed = [str(n) for n in names if "/plane0/scaleup_l3_" in str(n)]
+    phase = random_phase(fabric, 3000, seed=4)
+    copy_routes = []
+    original = patch.supernode_plane_paths
+
+    def counted(view, *args, **kwargs):
+        copy_routes.extend([] if view.alive.all() else [True])
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", counted)
+    fabric.derived(sections.kept_sections).clear()
+    patched, whole, applied = patched_and_whole(fabric, [(failed, [])], phase, "ecmp",
+                                                monkeypatch)
+    assert applied == 1 and same(patched[0], whole[0])
+    assert len(copy_routes) == 2  # once patched (all flows), once whole
+    assert patched[0].hops.max() > 0
