@@ -24,27 +24,41 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
                  node: np.ndarray, volume: np.ndarray, lower_s: np.ndarray,
                  lower_d: np.ndarray, ok: np.ndarray, weights: np.ndarray,
                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-                 routing: str, seed: int, qps: int
+                 routing: str, seed: int, qps: int,
+                 groups: tuple[np.ndarray, np.ndarray] | None = None
                  ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray]:
     """Flows that enter a Clos at one of several planes (a NIC's ports, a system's chips):
     ``lower_s``/``lower_d`` (flows, planes) are the plane's entry and exit nodes,
     ``arcs`` the arcs into the entry and out of the exit (each a table and the flows'
     rows in it: ``table[index]`` (flows, planes)), ``ok`` whether those are live,
-    ``weights`` their cables, ``node`` where the plane is chosen.
+    ``weights`` their cables, ``node`` where the plane is chosen. ``groups``: (each
+    flow's group, one flow of each group) where flows of a group have the same rows of
+    ``ok``, ``lower_s`` and ``lower_d``; then ``lower_s``/``lower_d`` are given per group
+    (groups, planes) and the leaf pairs are found among the groups' entries
+    (:func:`_grouped_pairs`).
 
     Returns the load (pieces for :func:`~topomodel.routing.pieces.link_bytes`), the
     extra hops inside the Clos per flow, the flows with no plane still joined (detours)
     and (flows, planes) whether the plane carries some of the flow (what its share of
     the flow depends on)."""
-    cross = ok & (lower_s != lower_d)
+    if groups is None:
+        cross = ok & (lower_s != lower_d)
+    else:
+        cross_of = ok[groups[1]] & (lower_s != lower_d)  # per group
+        cross = cross_of[groups[0]]
     # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
     flat = None if cross.all() else np.flatnonzero(cross)
+    del cross
 
     def crossing(a: np.ndarray) -> np.ndarray:
         return a.ravel() if flat is None else np.take(a, flat)
 
-    pair_s, pair_d, inverse = _leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
-                                          len(view.clos.domain))
+    if groups is None:
+        pair_s, pair_d, inverse = _leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
+                                              len(view.clos.domain))
+    else:
+        pair_s, pair_d, inverse = _grouped_pairs(climb, lower_s, lower_d, cross_of,
+                                                 groups[0], flat, len(view.clos.domain))
     paths = climb.paths(pair_s, pair_d)
     joined = np.asarray(paths.ok.any(axis=1))
     # hops above the entry: 0 (same leaf, or no path), 2 (spine), 4 (core)
@@ -113,6 +127,25 @@ def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.
     for column in per_plane.T:
         ufunc(out, column, out=out)
     return out
+
+
+# PLR0913: the arrays of one computation, passed on as they are
+def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,  # noqa: PLR0913
+                   cross_of: np.ndarray, group: np.ndarray, flat: np.ndarray | None,
+                   nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_leaf_pairs` of the crossing (flow, plane) entries (``flat``, as in
+    :func:`route_planes`; None: all of them) where each flow's entries are its group's
+    (``lower_s``/``lower_d``/``cross_of`` (groups, planes), ``group`` per flow): the
+    distinct pairs are those of the groups' crossing entries, the same set and so the
+    same sorted pairs, found by sorting a group's entries once instead of every flow's
+    (at 98k NPUs in 4K supernodes, 86 k system pairs of the EP All-to-All's 5.5 M flows
+    over 7 planes: 0.6 M keys instead of 38 M); each entry's pair is its group's."""
+    pair_s, pair_d, inverse = _leaf_pairs(climb, lower_s[cross_of], lower_d[cross_of],
+                                          nodes)
+    at = np.full(cross_of.shape, -1, inverse.dtype)
+    at[cross_of] = inverse
+    per_flow = at[group]
+    return pair_s, pair_d, per_flow.ravel() if flat is None else np.take(per_flow, flat)
 
 
 def _leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
