@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from test_routing import fabric_of, random_phase
 
+import topomodel.routing.clos.paths as paths
 import topomodel.routing.sections as sections
 import topomodel.routing.supernode_patch as patch
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.inputs.design import load_design
 from topomodel.routing import route
+from topomodel.routing.clos.live import survivors_view
 
 # two 96-system supernodes with three switch levels (14 Clos components: 7 planes
 # each), joined by a two-plane fat-tree
@@ -183,3 +185,40 @@ def test_a_patch_touching_every_flow_routes_the_copy_once(fabrics, monkeypatch):
     assert applied == 1 and same(patched[0], whole[0])
     assert len(copy_routes) == 2  # once patched (all flows), once whole
     assert patched[0].hops.max() > 0
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
+        fabrics, routing, monkeypatch):
+    """The supernode section with its leaf pairs found per pair of systems (every arc to
+    a chip live) is, bit for bit, the section found over every (flow, plane) entry (the
+    general path, forced by finding no systems); intact, with each supernode tier's part
+    failed, and with an accelerator - chip link failed (the general path itself)."""
+    fabric = fabrics["two-supernodes"]
+    phase = random_phase(fabric, 3000, seed=4)
+    grouped = []
+    original = paths.route_planes
+
+    def recorded(*args, **kwargs):
+        grouped.append(kwargs.get("groups") is not None)
+        return original(*args, **kwargs)
+
+    for failure in [([], []), *supernode_failures(fabric)]:
+        view = survivors_view(with_failures(fabric, *failure))
+        clos = view.clos
+        far = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
+                             & (clos.domain[phase.src] >= 0)
+                             & (clos.system[phase.src] != clos.system[phase.dst]))
+        with monkeypatch.context() as m:
+            m.setattr(paths, "route_planes", recorded)
+            new = paths.supernode_plane_paths(view, phase, far, routing, 5, 2)
+        with monkeypatch.context() as m:
+            m.setattr(paths, "_systems", lambda *args: None)
+            general = paths.supernode_plane_paths(view, phase, far, routing, 5, 2)
+        for a, b in zip(new, general, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert np.array_equal(a.view(f"u{a.dtype.itemsize}"),
+                                  b.view(f"u{b.dtype.itemsize}")), failure
+    # per system pair intact and on the level-2/3 failures; an accelerator's link to
+    # a chip failed takes the general path
+    assert grouped[0] and sum(grouped) == len(grouped) - 1
