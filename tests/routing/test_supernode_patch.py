@@ -196,12 +196,17 @@ def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
     failed, and with an accelerator - chip link failed (the general path itself)."""
     fabric = fabrics["two-supernodes"]
     phase = random_phase(fabric, 3000, seed=4)
-    grouped = []
-    original = paths.route_planes
+    grouped = []  # per section: whether routed per system pair
+    original, original_even = paths.route_planes, paths.even_by_group
 
     def recorded(*args, **kwargs):
         grouped.append(kwargs.get("groups") is not None)
         return original(*args, **kwargs)
+
+    def recorded_even(*args, **kwargs):  # ECMP: the planes' bytes a column at a time
+        out = original_even(*args, **kwargs)
+        grouped.extend([True] if out is not None else [])
+        return out
 
     for failure in [([], []), *supernode_failures(fabric)]:
         view = survivors_view(with_failures(fabric, *failure))
@@ -211,6 +216,7 @@ def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
                              & (clos.system[phase.src] != clos.system[phase.dst]))
         with monkeypatch.context() as m:
             m.setattr(paths, "route_planes", recorded)
+            m.setattr(paths, "even_by_group", recorded_even)
             new = paths.supernode_plane_paths(view, phase, far, routing, 5, 2)
         with monkeypatch.context() as m:
             m.setattr(paths, "_systems", lambda *args: None)
@@ -221,4 +227,5 @@ def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
                                   b.view(f"u{b.dtype.itemsize}")), failure
     # per system pair intact and on the level-2/3 failures; an accelerator's link to
     # a chip failed takes the general path
+    assert len(grouped) == 1 + len(supernode_failures(fabric))
     assert grouped[0] and sum(grouped) == len(grouped) - 1

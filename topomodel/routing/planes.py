@@ -129,8 +129,64 @@ def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.
     return out
 
 
-# PLR0913: the arrays of one computation, passed on as they are
-def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,  # noqa: PLR0913
+def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
+                  lower_s: np.ndarray, lower_d: np.ndarray, weights: np.ndarray,
+                  arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                  groups: tuple[np.ndarray, np.ndarray]
+                  ) -> tuple[list[Piece], np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`route_planes` under ECMP, bit for bit, where every flow's arcs to its
+    entries and exits are live and a group's flows share their rows of ``lower_s``,
+    ``lower_d`` and ``weights`` (each given per group, (groups, planes)): the planes, hops
+    and leaf pairs are worked out per group, and the bytes a column (plane) at a time,
+    without (flows, planes) arrays but the planes used. None where two of the groups'
+    (group, plane) entries share a leaf pair (then each pair's bytes are not one
+    group's sum in flow order).
+
+    A leaf pair's bytes over every (flow, plane) entry are added in flow order; where
+    its entries are one group's on one plane, that is the group's bincount of the
+    plane's column, in the same order. An arc into an entry (out of an exit) is one
+    entry of its table, its bytes each flow's in flow order: the column's bincount over
+    the table's rows, as :meth:`~topomodel.routing.pieces.Rows.sums` adds them."""
+    group, one = groups
+    cross_of = lower_s != lower_d
+    pair_s, pair_d, inverse = _leaf_pairs(climb, lower_s[cross_of], lower_d[cross_of],
+                                          len(view.clos.domain))
+    if len(pair_s) != len(inverse):
+        return None
+    paths = climb.paths(pair_s, pair_d)
+    joined = np.asarray(paths.ok.any(axis=1))
+    usable_of = np.ones(cross_of.shape, bool)
+    usable_of[cross_of] = joined[inverse]
+    hops_of = np.zeros(cross_of.shape, np.int8)
+    hops_of[cross_of] = np.where(joined, np.where(paths.cross, 4, 2), 0)[inverse]
+    extra = _over_planes(np.maximum, hops_of, np.zeros(len(one), np.int64))[group]
+    lost = ~_over_planes(np.logical_or, usable_of, np.zeros(len(one), bool))[group]
+    if not usable_of.all():
+        weights = np.where(usable_of, weights, 0)
+    cables = _over_planes(np.add, weights, np.zeros(len(one), weights.dtype))
+    split = weights / np.maximum(cables, 1)[:, None]
+    at = np.full(cross_of.shape, -1)
+    at[cross_of] = inverse
+    amount = np.zeros(len(pair_s))
+    sums = [np.zeros(table.shape) for table, _ in arcs]
+    part = np.empty(len(group))
+    for k in range(split.shape[1]):
+        np.take(np.ascontiguousarray(split[:, k]), group, out=part)
+        part *= volume
+        for (_, index), total in zip(arcs, sums, strict=True):
+            total[:, k] = np.bincount(index, part, len(total))
+        crossing = at[:, k] >= 0
+        amount[at[crossing, k]] = np.bincount(group, part, len(one))[crossing]
+    pieces: list[Piece] = []
+    for (table, _), total in zip(arcs, sums, strict=True):
+        hit = np.flatnonzero(total)
+        pieces.append((table.ravel()[hit], total.ravel()[hit]))
+    if len(pair_s):
+        pieces += climb.even(pair_s, pair_d, amount, paths)
+    return pieces, extra, lost, usable_of[group]
+
+
+def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
                    cross_of: np.ndarray, group: np.ndarray, flat: np.ndarray | None,
                    nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_leaf_pairs` of the crossing (flow, plane) entries (``flat``, as in

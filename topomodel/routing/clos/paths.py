@@ -9,7 +9,7 @@ from topomodel.arrays import sorted_distinct
 from topomodel.routing.clos.live import Survivors, chips_of
 from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Rows, link_bytes
-from topomodel.routing.planes import route_planes
+from topomodel.routing.planes import even_by_group, route_planes
 from topomodel.traffic.phases import Phase
 
 
@@ -126,6 +126,13 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
         one[group] = np.arange(len(group))
         groups = (group, one)
         lower_s, lower_d = lower_s[row_s[one]], lower_d[row_d[one]]
+        if routing == "ecmp" and _by_system(up.weights, sys_s):
+            routed = even_by_group(view, view.supernode, phase.bytes[flows], lower_s,
+                                   lower_d, up.weights[row_s[one]],
+                                   ((up.table, row_s), (down.table, row_d)), groups)
+            if routed is not None:
+                pieces, extra, lost, usable = routed
+                return link_bytes(clos.n_links, pieces), 2 + extra, lost, usable
     else:
         ok = view.alive[up.table[row_s]] & view.alive[down.table[row_d]]
         lower_s, lower_d = lower_s[row_s], lower_d[row_d]
@@ -150,6 +157,14 @@ def _systems(chips_up: np.ndarray, chips_down: np.ndarray
     if not np.array_equal(both, both[one[system]]):
         return None
     return system[:len(chips_up)], system[len(chips_up):], len(first)
+
+
+def _by_system(per_row: np.ndarray, system: np.ndarray) -> bool:
+    """Whether the rows of ``per_row`` (a fan-out table's) are equal within each
+    ``system`` (per row)."""
+    first = np.empty(int(system.max(initial=-1)) + 1, np.int64)
+    first[system] = np.arange(len(system))
+    return bool(np.array_equal(per_row, per_row[first[system]]))
 
 
 def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
