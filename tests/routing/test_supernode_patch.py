@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from test_routing import fabric_of, random_phase
 
+import topomodel.routing.clos.paths as paths
 import topomodel.routing.sections as sections
 import topomodel.routing.supernode_patch as patch
 from topomodel.fabric.build import build_fabric
 from topomodel.fabric.failures import with_failures
 from topomodel.inputs.design import load_design
 from topomodel.routing import route
+from topomodel.routing.clos.live import survivors_view
 
 # two 96-system supernodes with three switch levels (14 Clos components: 7 planes
 # each), joined by a two-plane fat-tree
@@ -104,11 +106,13 @@ def test_patched_supernode_section_is_the_whole_one_bit_for_bit(
 def test_a_flow_whose_planes_change_is_routed_whole(fabrics, monkeypatch):
     """Cut one chip off its level-2 switches: flows from its system lose that plane and
     move their share onto the others. The patch refuses it; forced to accept (the plane
-    check dropped), it gives other loads than routing the section whole."""
-    fabric = fabrics["cloudmatrix384"]
+    check dropped), it gives other loads than routing the section whole. (Two
+    supernodes: in one, every flow would touch the failed component, and its route on
+    the copy would be the whole section's.)"""
+    fabric = fabrics["two-supernodes"]
     names = fabric.nodes["name"].to_numpy()
     links = fabric.links
-    chip = fabric.node_number("sys00/sw0")
+    chip = fabric.node_number(str(names[0]).split("/")[0] + "/sw0")
     up = np.flatnonzero((links["src"].to_numpy() == chip)
                         & (links["tier"] == "scaleup_l2").to_numpy())
     cut = ([], [f"{names[chip]} -- {names[links['dst'].iat[r]]}" for r in up])
@@ -156,3 +160,72 @@ def test_a_patch_routes_its_flows_intact_only_once(fabrics, monkeypatch):
     # the patched copies: one intact route; the copies routed whole after it (the
     # kept sections cleared before each) route none intact
     assert len(intact_routes) == 1
+
+
+def test_a_patch_touching_every_flow_routes_the_copy_once(fabrics, monkeypatch):
+    """Every level-3 switch of plane 0 failed in both supernodes: every flow between
+    systems has a chip in plane 0, so the patch's flows are the whole section's; its
+    route is returned (the flows crossing pods lose plane 0, which refused the patch
+    and routed the copy a second time before), the same as routed whole."""
+    fabric = fabrics["two-supernodes"]
+    names = fabric.nodes["name"].to_numpy()
+    failed = [str(n) for n in names if "/plane0/scaleup_l3_" in str(n)]
+    phase = random_phase(fabric, 3000, seed=4)
+    copy_routes = []
+    original = patch.supernode_plane_paths
+
+    def counted(view, *args, **kwargs):
+        copy_routes.extend([] if view.alive.all() else [True])
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", counted)
+    fabric.derived(sections.kept_sections).clear()
+    patched, whole, applied = patched_and_whole(fabric, [(failed, [])], phase, "ecmp",
+                                                monkeypatch)
+    assert applied == 1 and same(patched[0], whole[0])
+    assert len(copy_routes) == 2  # once patched (all flows), once whole
+    assert patched[0].hops.max() > 0
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
+        fabrics, routing, monkeypatch):
+    """The supernode section with its leaf pairs found per pair of systems (every arc to
+    a chip live) is, bit for bit, the section found over every (flow, plane) entry (the
+    general path, forced by finding no systems); intact, with each supernode tier's part
+    failed, and with an accelerator - chip link failed (the general path itself)."""
+    fabric = fabrics["two-supernodes"]
+    phase = random_phase(fabric, 3000, seed=4)
+    grouped = []  # per section: whether routed per system pair
+    original, original_even = paths.route_planes, paths.even_by_group
+
+    def recorded(*args, **kwargs):
+        grouped.append(kwargs.get("groups") is not None)
+        return original(*args, **kwargs)
+
+    def recorded_even(*args, **kwargs):  # ECMP: the planes' bytes a column at a time
+        out = original_even(*args, **kwargs)
+        grouped.extend([True] if out is not None else [])
+        return out
+
+    for failure in [([], []), *supernode_failures(fabric)]:
+        view = survivors_view(with_failures(fabric, *failure))
+        clos = view.clos
+        far = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
+                             & (clos.domain[phase.src] >= 0)
+                             & (clos.system[phase.src] != clos.system[phase.dst]))
+        with monkeypatch.context() as m:
+            m.setattr(paths, "route_planes", recorded)
+            m.setattr(paths, "even_by_group", recorded_even)
+            new = paths.supernode_plane_paths(view, phase, far, routing, 5, 2)
+        with monkeypatch.context() as m:
+            m.setattr(paths, "_systems", lambda *args: None)
+            general = paths.supernode_plane_paths(view, phase, far, routing, 5, 2)
+        for a, b in zip(new, general, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert np.array_equal(a.view(f"u{a.dtype.itemsize}"),
+                                  b.view(f"u{b.dtype.itemsize}")), failure
+    # per system pair intact and on the level-2/3 failures; an accelerator's link to
+    # a chip failed takes the general path
+    assert len(grouped) == 1 + len(supernode_failures(fabric))
+    assert grouped[0] and sum(grouped) == len(grouped) - 1

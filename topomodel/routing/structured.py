@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from topomodel.arrays import distinct
 from topomodel.errors import RoutingError
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import scaleup_kind
@@ -131,11 +132,16 @@ def _route_supernode(clos: ClosView, phase: Phase, flows: np.ndarray, routing: s
     up = clos.scaleup_up
     assert up is not None
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
+    chips = clos.dst[up.table]  # per table row, chip k of its system
+    pod_s, pod_d = climb.pod[chips[up.slot[src], 0]], climb.pod[chips[up.slot[dst], 0]]
+    between_pods = pod_s != pod_d
+    hops = np.where(between_pods & (pod_s >= 0), 6, 4)
+    if routing == "ecmp" and _columns_apart(chips) and _columns_apart(climb.pod[chips]):
+        return _even_supernode(climb, up.weights, chips, up.slot[src], up.slot[dst], volume,
+                               between_pods), hops
     chips_s = clos.dst[up.table[up.slot[src]]]  # (flows, k) chips of the source system
     chips_d = clos.dst[up.table[up.slot[dst]]]  # chip k of the destination system
     weights = up.weights[up.slot[src]].astype(float)
-    between_pods = climb.pod[chips_s[:, 0]] != climb.pod[chips_d[:, 0]]
-    hops = np.where(between_pods & (climb.pod[chips_s[:, 0]] >= 0), 6, 4)
     if routing == "ecmp":
         share = weights / weights.sum(axis=1, keepdims=True) * volume[:, None]
         b = between_pods
@@ -154,6 +160,41 @@ def _route_supernode(clos: ClosView, phase: Phase, flows: np.ndarray, routing: s
     stride = np.full(len(flows), chips_s.shape[1] if routing == "dmodk" else 1, np.int64)
     return _climb(climb, flows, chips_s[take, pick], chips_d[take, pick], dst, volume,
                   stride, routing, seed), hops
+
+
+def _even_supernode(climb: Climb, weights: np.ndarray, chips: np.ndarray,
+                    row_s: np.ndarray, row_d: np.ndarray, volume: np.ndarray,
+                    between: np.ndarray) -> list[Piece]:
+    """:func:`_route_supernode` under ECMP a plane (column of the fan-out table: its
+    ``weights`` and ``chips`` per row; the flows' rows ``row_s``, ``row_d``) at a time,
+    where no chip and no pod is in two columns: each chip's (pod's) bytes are then one
+    column's, added in flow order as the bincount over every (flow, plane) entry adds
+    them, and the other columns add +0 to it (the bytes are not negative). No (flows,
+    planes) array: at 98k NPUs, 5 M flows over 7 planes, 280 MB each."""
+    n = climb.n
+    cables = weights.astype(float)
+    total = cables.sum(axis=1)
+    sent, received, leaving, entering = (np.zeros(n) for _ in range(4))
+    share = np.empty(len(row_s))
+    for k in range(chips.shape[1]):
+        np.take(cables[:, k], row_s, out=share)
+        share /= total[row_s]
+        share *= volume
+        chip_s, chip_d = chips[:, k][row_s], chips[:, k][row_d]
+        sent += np.bincount(chip_s, share, n)
+        received += np.bincount(chip_d, share, n)
+        leaving += np.bincount(chip_s[between], share[between], n)
+        entering += np.bincount(climb.pod[chip_d[between]], share[between], n)
+    return climb_even(climb, sent, received, leaving, entering)
+
+
+def _columns_apart(values: np.ndarray) -> bool:
+    """Whether no value of the 2-D ``values`` (below -1: none) is in two of its columns."""
+    width = values.shape[1]
+    keyed = distinct(values.astype(np.int64).ravel() * width
+                     + np.tile(np.arange(width), len(values)))
+    held = keyed[keyed >= 0] // width
+    return len(held) == len(distinct(held))
 
 
 def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: str,

@@ -110,7 +110,9 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     copy ``view``, as the module docstring builds it: (bytes per link row, hops, lost
     flows, planes used), bit for bit what :func:`whole_supernode` gives; None where it
     must be routed whole (no failed arc in the supernode's tiers, one outside every
-    component, too many components failed, or a flow's planes changed)."""
+    component, too many components failed, or a flow's planes changed). Where every
+    flow touches a failed component (a plane failed in every supernode), the flows
+    routed on the copy are the section's: that route is returned, routed once."""
     links = fabric.link_arrays
     failed = np.flatnonzero(~view.alive)
     tier = links["tier"]
@@ -132,6 +134,8 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     entry = np.asarray(np.isin(comps.node[clos.dst[up.table]], hit).any(axis=1))
     leave = np.asarray(np.isin(comps.node[clos.src[down.table]], hit).any(axis=1))
     touched = entry[up.slot[src]] | leave[down.slot[dst]]
+    if touched.all():  # every flow routed on the copy: that is the whole section
+        return whole_supernode(view, phase, far, routing, seed, qps)
     flows = far[touched]
     load, hops, lost, usable = supernode_plane_paths(view, phase, flows, routing, seed, qps)
     intact = fabric.derived(intact_view)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from topomodel.arrays import sorted_distinct
 from topomodel.routing.clos.live import Survivors, chips_of
 from topomodel.routing.hashing import choose, queue_pairs
 from topomodel.routing.pieces import Rows, link_bytes
-from topomodel.routing.planes import Chosen, route_planes
+from topomodel.routing.planes import Chosen, even_by_group, route_planes
 from topomodel.traffic.phases import Phase
 
 
@@ -105,14 +106,65 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
     up = view.clos.scaleup_up
     assert up is not None
     src, dst = phase.src[flows], phase.dst[flows]
-    into, out, ok = chips_of(view, src, dst)
     down = view.clos.scaleup_down
     assert down is not None
+    clos = view.clos
+    row_s, row_d = up.slot[src], down.slot[dst]
+    lower_s, lower_d = clos.dst[up.table], clos.src[down.table]  # chips per table row
+    systems = _systems(lower_s, lower_d)
+    live_s, live_d = view.alive[up.table].all(axis=1), view.alive[down.table].all(axis=1)
+    groups = None
+    if systems is not None and live_s[row_s].all() and live_d[row_d].all():
+        # every flow's arcs to its chips are live (a read-only broadcast: no (flows,
+        # planes) array), and its chips are its two systems': its leaf pairs are found
+        # per pair of systems (:func:`route_planes`'s ``groups``)
+        ok = np.broadcast_to(np.bool_(True), (len(flows), up.table.shape[1]))
+        sys_s, sys_d, count = systems
+        pairs, group = sorted_distinct(sys_s[row_s].astype(np.int64) * count + sys_d[row_d],
+                                       count * count)
+        one = np.empty(len(pairs), np.int64)
+        one[group] = np.arange(len(group))
+        groups = (group, one)
+        lower_s, lower_d = lower_s[row_s[one]], lower_d[row_d[one]]
+        if routing == "ecmp" and _by_system(up.weights, sys_s):
+            routed = even_by_group(view, view.supernode, phase.bytes[flows], lower_s,
+                                   lower_d, up.weights[row_s[one]],
+                                   ((up.table, row_s), (down.table, row_d)), groups)
+            if routed is not None:
+                pieces, extra, lost, usable = routed
+                return link_bytes(clos.n_links, pieces), 2 + extra, lost, usable
+    else:
+        ok = view.alive[up.table[row_s]] & view.alive[down.table[row_d]]
+        lower_s, lower_d = lower_s[row_s], lower_d[row_d]
     pieces, extra, lost, usable, _ = route_planes(
-        view, view.supernode, flows, dst, src, phase.bytes[flows], view.clos.dst[into],
-        view.clos.src[out], ok, up.weights[up.slot[src]],
-        ((up.table, up.slot[src]), (down.table, down.slot[dst])), routing, seed, qps)
+        view, view.supernode, flows, dst, src, phase.bytes[flows], lower_s, lower_d, ok,
+        up.weights[row_s], ((up.table, row_s), (down.table, row_d)), routing, seed, qps,
+        groups=groups)
     return link_bytes(view.clos.n_links, pieces), 2 + extra, lost, usable
+
+
+def _systems(chips_up: np.ndarray, chips_down: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Per row of the fan-out tables up and down (``chips_up``/``chips_down``: its chips),
+    the system it belongs to (numbered by its first chip) and how many systems, where a
+    row's chips are its system's (the same as every other row with its first chip, up
+    and down); None where they are not."""
+    first, system = np.unique(np.concatenate([chips_up[:, 0], chips_down[:, 0]]),
+                              return_inverse=True)
+    one = np.empty(len(first), np.int64)
+    one[system] = np.arange(len(system))
+    both = np.concatenate([chips_up, chips_down])
+    if not np.array_equal(both, both[one[system]]):
+        return None
+    return system[:len(chips_up)], system[len(chips_up):], len(first)
+
+
+def _by_system(per_row: np.ndarray, system: np.ndarray) -> bool:
+    """Whether the rows of ``per_row`` (a fan-out table's) are equal within each
+    ``system`` (per row)."""
+    first = np.empty(int(system.max(initial=-1)) + 1, np.int64)
+    first[system] = np.arange(len(system))
+    return bool(np.array_equal(per_row, per_row[first[system]]))
 
 
 def scaleout_paths(view: Survivors, phase: Phase, flows: np.ndarray, routing: str, seed: int,
