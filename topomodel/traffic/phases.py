@@ -68,10 +68,13 @@ FlowArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class Rewrite(Protocol):
-    """Flows rewritten after they are listed (PXN's split, :mod:`topomodel.traffic.pxn`)."""
+    """Flows rewritten after they are listed (PXN's split, :mod:`topomodel.traffic.pxn`).
+    ``memo``: a dict that lives with the listed flows, where a rewrite may keep what it
+    works out from them alone (the same for every rewrite of one listing), or None."""
 
     def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                 group: np.ndarray) -> FlowArrays: ...
+                 group: np.ndarray, memo: dict[object, object] | None = None
+                 ) -> FlowArrays: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +118,11 @@ class AllPairsPhase(Phase):
     ``group`` is read.
 
     ``rewrite`` (PXN, set by :func:`topomodel.traffic.pxn.pxn`) is applied to the listed
-    pairs; it adds ``moved`` flows of ``moved_bytes`` bytes per step in all.
+    pairs; it adds ``moved`` flows of ``moved_bytes`` bytes per step in all. ``listing``:
+    the phase of the same blocks, not rewritten, whose listed pairs (and the rewrite's
+    memo of them) this one reads instead of listing its own: the rewrites of one phase
+    for several copies of a fabric (PXN's relays differ where a failure breaks a relay)
+    list the pairs once, the same arrays bit for bit.
 
     Examples
     --------
@@ -129,14 +136,20 @@ class AllPairsPhase(Phase):
     rewrite: Rewrite | None
     moved: int
     moved_bytes: float
+    listing: AllPairsPhase | None
 
-    def __init__(self, blocks: Sequence[AllPairs], steps: int = 1, label: str = "",
+    # PLR0913: a phase's fields, as the dataclass it extends takes them
+    def __init__(self, blocks: Sequence[AllPairs], steps: int = 1, label: str = "",  # noqa: PLR0913
                  messages_per_step: int = 1, efficiency: float = 1.0, *,
                  rewrite: Rewrite | None = None, moved: int = 0,
-                 moved_bytes: float = 0.0) -> None:
+                 moved_bytes: float = 0.0, listing: AllPairsPhase | None = None) -> None:
+        if listing is not None and (listing.rewrite is not None
+                                    or listing.blocks != tuple(blocks)):
+            raise ValueError("a phase's listing is of the same blocks, not rewritten")
         values = {"blocks": tuple(blocks), "steps": steps, "label": label,
                   "messages_per_step": messages_per_step, "efficiency": efficiency,
-                  "rewrite": rewrite, "moved": moved, "moved_bytes": moved_bytes}
+                  "rewrite": rewrite, "moved": moved, "moved_bytes": moved_bytes,
+                  "listing": listing}
         for name, value in values.items():
             object.__setattr__(self, name, value)
         if steps < 1:
@@ -157,6 +170,8 @@ class AllPairsPhase(Phase):
         if refusal:
             raise RoutingError(refusal + ": its pairs are counted, not listed, only under"
                                " even ECMP on a fabric without failures")
+        if self.listing is not None and self.rewrite is not None:
+            return self.rewrite(*self.listing._listed, memo=self.listing._memo)
         parts = [b.flows() for b in self.blocks]
         if not parts:
             empty = np.zeros(0, np.int64)
@@ -165,6 +180,11 @@ class AllPairsPhase(Phase):
             flows = tuple(np.concatenate([p[k] for p in parts])  # type: ignore[assignment]
                           for k in range(4))
         return self.rewrite(*flows) if self.rewrite is not None else flows
+
+    @cached_property
+    def _memo(self) -> dict[object, object]:
+        """What rewrites of this phase's listed pairs keep of them (:class:`Rewrite`)."""
+        return {}
 
     @property
     def is_listed(self) -> bool:

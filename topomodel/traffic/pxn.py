@@ -213,9 +213,12 @@ def _content_key(phase: AllPairsPhase, relays: Relays) -> bytes:
 
 
 def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
-    """An all-pairs phase under PXN, still unlisted: the pairs it moves counted."""
+    """An all-pairs phase under PXN, still unlisted: the pairs it moves counted. Its
+    pairs, when listed, are ``phase``'s (``listing``): the phases of every copy of the
+    fabric list them once, and the relays' work on them that reads the wiring alone
+    (:meth:`~topomodel.traffic.relaying.Relays.wanted`) is done once too."""
     moved = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
-                          phase.efficiency, rewrite=relays)
+                          phase.efficiency, rewrite=relays, listing=phase)
     counts = decompose(fabric, moved)
     if counts is None:  # not countable: list the pairs and split them
         split, via = relays.split(phase.src, phase.dst, phase.group)
@@ -229,7 +232,7 @@ def _all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
         return phase
     counted = AllPairsPhase(phase.blocks, phase.steps, phase.label, phase.messages_per_step,
                             phase.efficiency, rewrite=relays, moved=counts.moved,
-                            moved_bytes=counts.moved_bytes)
+                            moved_bytes=counts.moved_bytes, listing=phase)
     decompose(fabric, counted, like=moved)  # the same counts: not made twice
     return counted
 

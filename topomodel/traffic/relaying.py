@@ -6,6 +6,7 @@ the table; an :class:`~topomodel.traffic.phases.AllPairsPhase` applies it to its
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -38,19 +39,48 @@ class Relays:
         pos = np.minimum(search_sorted(self.keys, want), len(self.keys) - 1)
         return self.keys[pos] == want, self.nodes[pos]
 
-    def split(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-        """The flows (indices) PXN sends through a relay, and the relay of each."""
+    def split(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray,
+              memo: dict[object, object] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The flows (indices) PXN sends through a relay, and the relay of each.
+        ``memo`` (kept with the flows, :class:`~topomodel.traffic.phases.Rewrite`): the
+        flows that cross rails and the key each wants (:meth:`wanted`) kept there for
+        every :class:`Relays` of the same wiring, which only looks its keys up."""
+        if memo is None:
+            cross, want = self.wanted(src, dst, group)
+        else:
+            cross, want = self._wanted_kept(src, dst, group, memo)
+        found, via = self.find(want)
+        return cross[found], via[found]
+
+    def wanted(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The flows (indices) that cross rails between scale-up domains and the key
+        (group, system of the source, rail of the destination) each would be relayed by:
+        read off the wiring alone (rails, systems, domains), the same on every copy of a
+        fabric, whichever ranks can relay."""
         cross = np.flatnonzero(crosses(src, dst, self.rail, self.domain))
         want = (group[cross].astype(np.int64) * self.systems
                 + self.system[src[cross]]) * self.rails
         want += self.rail[dst[cross]]
-        found, via = self.find(want)
-        return cross[found], via[found]
+        return cross, want
+
+    def _wanted_kept(self, src: np.ndarray, dst: np.ndarray, group: np.ndarray,
+                     memo: dict[object, object]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`wanted`, kept in ``memo`` by the wiring it reads: the very arrays
+        (held in the entry, so their ids stay theirs; a fabric's copies share them) and
+        the counts."""
+        wiring = (self.rail, self.system, self.domain)
+        key = ("pxn-wanted", *map(id, wiring), self.systems, self.rails)
+        held = cast("tuple[object, tuple[np.ndarray, np.ndarray]] | None", memo.get(key))
+        if held is None:
+            held = (wiring, self.wanted(src, dst, group))
+            memo[key] = held
+        return held[1]
 
     def __call__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                 group: np.ndarray) -> FlowArrays:
-        split, via = self.split(src, dst, group)
+                 group: np.ndarray, memo: dict[object, object] | None = None
+                 ) -> FlowArrays:
+        split, via = self.split(src, dst, group, memo)
         return apply_relays(src, dst, nbytes, group, split, via)
 
 
