@@ -260,3 +260,49 @@ def test_degraded_steps_that_reuse_the_relayed_all_to_all_equal_fresh_ones(
         assert ours.step_time_s == theirs.step_time_s, part
         assert [(c.kind, c.algorithm, c.time_s) for c in ours.comm] == [
             (c.kind, c.algorithm, c.time_s) for c in theirs.comm], part
+
+
+def test_copies_list_the_all_to_all_once_and_relay_it_as_listing_afresh(small_pod,
+                                                                      monkeypatch):
+    """The relayed All-to-All of every copy reads the one listing of its unrelayed
+    phase (and the relays' keys of it, kept with it), and lists, bit for bit, what
+    relaying pairs listed afresh gives."""
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.traffic.phases import AllPairs, AllPairsPhase
+
+    fabric = small_pod()
+    traffic = ep_alltoall(fabric)
+    (base,) = traffic.phases
+    listed = []
+    flows = AllPairs.flows
+    monkeypatch.setattr(AllPairs, "flows", lambda self: listed.append(1) or flows(self))
+    wanted = []
+    relays_type = type(pxn(fabric, traffic).phases[0].rewrite)
+    want = relays_type.wanted
+    monkeypatch.setattr(relays_type, "wanted",
+                        lambda self, *a: wanted.append(1) or want(self, *a))
+    for part in ["", *(p for p, _ in DEGRADED_PARTS)]:
+        copy = with_part_failed(fabric, part)
+        (relayed,) = pxn(copy, traffic).phases
+        assert isinstance(relayed, AllPairsPhase) and relayed.listing is base, part
+        alone = AllPairsPhase(base.blocks, base.steps, base.label, base.messages_per_step,
+                              base.efficiency, rewrite=relayed.rewrite)
+        for ours, theirs in zip((relayed.src, relayed.dst, relayed.bytes, relayed.group),
+                                (alone.src, alone.dst, alone.bytes, alone.group),
+                                strict=True):
+            assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), part
+    # the shared listing once, then one afresh per copy (the oracle); likewise the keys
+    copies = 1 + len(DEGRADED_PARTS)
+    assert len(listed) == 1 + copies and len(wanted) == 1 + copies
+
+
+def test_a_listing_is_of_the_same_blocks_unrewritten(superpod, alltoall):
+    from topomodel.traffic.phases import AllPairsPhase
+
+    (relayed,) = pxn(superpod, alltoall).phases
+    (base,) = alltoall.phases
+    with pytest.raises(ValueError, match="listing"):
+        AllPairsPhase(base.blocks, rewrite=relayed.rewrite, listing=relayed)
+    other = AllPairsPhase(base.blocks)
+    with pytest.raises(ValueError, match="listing"):
+        AllPairsPhase(base.blocks[:0], rewrite=relayed.rewrite, listing=other)
