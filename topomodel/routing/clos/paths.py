@@ -187,16 +187,15 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     hosted &= view.alive[clos.host_down[dst]]
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
     slot_s, slot_d = access_up.slot[nic_s], access_down.slot[nic_d]
-    ups = access_up.table[slot_s]
-    ok = view.alive[ups]
+    # each NIC's row of the arcs' liveness and far ends (NICs x planes, small), then
+    # the flows' rows of those: the same values as looking each (flow, plane) arc up,
+    # without (flows, planes) arrays of the arcs themselves
+    ok = view.alive[access_up.table][slot_s]
     ok &= hosted[:, None]
     del hosted
-    lower_s = clos.dst[ups]
-    del ups  # each (flows, planes) array dropped once read: not held through the climb
-    downs = access_down.table[slot_d]
-    ok &= view.alive[downs]
-    lower_d = clos.src[downs]
-    del downs
+    lower_s = clos.dst[access_up.table][slot_s]
+    ok &= view.alive[access_down.table][slot_d]
+    lower_d = clos.src[access_down.table][slot_d]
     pieces, extra, lost, _, chosen = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, lower_s, lower_d, ok,
         np.broadcast_to(np.int64(access_up.cables), ok.shape),  # read, never written
