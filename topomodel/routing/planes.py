@@ -89,10 +89,13 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         np.put(hops, flat, climbed[inverse])
     extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
     lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
-    if not usable.all():
-        weights = np.where(usable, weights, 0)
+    # the planes not usable carry nothing (zero cables); under hash and d-mod-k masked
+    # a block of queue pairs at a time (:func:`_by_blocks`), not a (flows, planes) copy
+    masked = None if usable.all() else usable
     enter, leave = arcs
     if routing == "ecmp":
+        if masked is not None:
+            weights = np.where(usable, weights, 0)
         cables = _over_planes(np.add, weights, np.zeros(len(ok), weights.dtype))
         part = weights / np.maximum(cables, 1)[:, None]
         part *= volume[:, None]
@@ -108,14 +111,17 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         width = ok.shape[1]
         pair_at = lambda row, pick: inverse[row * width + pick]  # noqa: E731
     elif len(flat):  # some entries cross
-        pair_of = np.full(ok.shape, -1)  # each entry's leaf pair
+        # each entry's leaf pair (int32 where the pairs fit: the same values)
+        pair_of = np.full(ok.shape, -1, np.int32 if len(pair_s) < 1 << 31 else np.int64)
         np.put(pair_of, flat, inverse)
         pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
-    pick, pieces, go, pair = _by_blocks(routing, seed, (ids, node, dst, volume, weights),
+    pick, pieces, go, pair = _by_blocks(routing, seed,
+                                        (ids, node, dst, volume, weights, masked),
                                         keep, split, arcs, pair_at)
     if len(go):
         row = keep[go // split]
-        stride = (weights[row] > 0).sum(axis=1) if routing == "dmodk" else _ones(len(go))
+        stride = ((_cables(weights, masked, row) > 0).sum(axis=1) if routing == "dmodk"
+                  else _ones(len(go)))
         # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
         qp_ids = ids[row].astype(np.int64) * split + go % split
         pieces += climb.picked(pair, pair_s, pair_d, paths, qp_ids, dst[row],
@@ -124,6 +130,10 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     return pieces, extra, lost, usable, chosen
 
 
+_Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+"""What :func:`_by_blocks` reads per flow: ids, nodes, destinations, bytes, cables,
+usable planes (None: all)."""
+
 PICK_BLOCK = 1 << 20
 """Flows whose queue pairs are picked and summed at once: the hash's temporaries (some ten
 arrays of 8 bytes per queue pair) stay a few tens of MB, reused block after block,
@@ -131,14 +141,15 @@ instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-Al
 first touch, the kernel zeroing new pages, was much of its system time)."""
 
 
-def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.ndarray,
+def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
                split: int,
                arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
                ) -> tuple[np.ndarray, list[Piece], np.ndarray, np.ndarray]:
     """The queue pairs of the flows ``keep`` (``split`` each, in
     :func:`~topomodel.routing.hashing.queue_pairs`' order; ``flow`` their ids, nodes
-    where the plane is chosen, destinations, bytes and (flows, planes) cables), over
+    where the plane is chosen, destinations, bytes, (flows, planes) cables and which
+    planes are usable (None: all; the others' cables read as 0)), over
     blocks of :data:`PICK_BLOCK` flows: each one's plane by
     :func:`~topomodel.routing.hashing.choose` (a byte or two each), the bytes on the
     entry and exit arcs (``arcs``) as pieces, and the queue pairs that climb (indices)
@@ -149,7 +160,7 @@ def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.n
     order (``np.add.at``, as one bincount over every queue pair adds them), so the
     sums are bit for bit those of a :class:`~topomodel.routing.pieces.Rows` piece over
     them all."""
-    ids, node, dst, volume, weights = flow
+    ids, node, dst, volume, weights, usable = flow
     small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
     pick = np.empty(len(keep) * split, small)
     sums = [np.zeros(table.size) for table, _ in arcs]
@@ -165,6 +176,8 @@ def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.n
         row = flows[take]
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
+        if usable is not None:
+            candidates = _cables(candidates, usable, row, taken=True)
         chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
                         candidates)
         del candidates, qp_ids
@@ -182,6 +195,15 @@ def _by_blocks(routing: str, seed: int, flow: tuple[np.ndarray, ...], keep: np.n
         hit = np.flatnonzero(total)
         pieces.append((table.ravel()[hit], total[hit]))
     return pick, pieces, np.concatenate(climbing), np.concatenate(pairs)
+
+
+def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,
+            taken: bool = False) -> np.ndarray:
+    """The rows ``row`` of ``weights`` (already taken where ``taken``) with the planes not
+    ``usable`` (None: all usable) at 0 cables: ``np.where(usable, weights, 0)[row]``,
+    the same values and type, without masking every flow's row."""
+    rows = weights if taken else weights[row]
+    return rows if usable is None else np.where(usable[row], rows, 0)
 
 
 def _ones(n: int) -> np.ndarray:
