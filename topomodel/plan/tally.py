@@ -100,8 +100,10 @@ def over_limit_text(tally: Tally) -> str:
 
     Examples
     --------
-    >>> over_limit_text(Tally(searched=9, evaluated=7, over_limit=2))
-    "2 layouts above the router's limit of 16,777,216 listed All-to-All flows (limits.py MAX_FLOWS), skipped: the best is the best of the layouts below it"
+    >>> print(over_limit_text(Tally(searched=9, evaluated=7, over_limit=2)))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    2 layouts above the router's limit of 16,777,216 listed All-to-All flows
+    (limits.py MAX_FLOWS), skipped: the best is the best of the layouts below it
     """
     if not tally.over_limit:
         return ""
