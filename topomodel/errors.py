@@ -117,6 +117,13 @@ class RouterLimit(RoutingError):
     that candidate (another algorithm's phases may fit)."""
 
 
+class FlowLimit(RoutingError):
+    """Flows a router would have to list beyond ``topomodel.limits.MAX_FLOWS`` (a direct
+    All-to-All whose pairs cannot be counted): refused before they are listed. The
+    planner skips and counts a layout refused so (:mod:`topomodel.plan.tally`); anything
+    else reports it."""
+
+
 class CollectiveError(TopomodelError, ValueError):
     """A collective that cannot be generated as asked (bad group, algorithm or size)."""
 

@@ -6,6 +6,11 @@ Each layout costs, in order, what it takes to decide it:
 1. **valid?** The layout is built and checked as the step model checks it
    (:func:`~topomodel.analysis.training.step.layout_memory`: sizes that divide, a schedule that
    runs); a ``UsageError`` discards it as invalid.
+   **can it be timed?** A layout whose traffic is above one of the router's limits
+   (a direct All-to-All the router would list beyond ``limits.MAX_FLOWS``) is skipped
+   and counted, from counts, before anything of it is built
+   (:func:`~topomodel.plan.tally.over_limit`; why skipping and not failing, there):
+   the best of a plan is the best the model can time.
 2. **fits?** The same call gives every pipeline stage's memory; a layout that needs
    more than the accelerator's HBM, less the headroom, is discarded without timing.
 3. **can it win?** Every rank order of a layout shares a bound
@@ -63,7 +68,7 @@ from topomodel.analysis.training.stepbound import (
     unordered,
 )
 from topomodel.analysis.training.stepshape import Shape, shape_of
-from topomodel.errors import ParameterError, UsageError
+from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
@@ -78,6 +83,8 @@ from topomodel.plan.orderbounds import objective_value as objective_value
 from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
+from topomodel.plan.tally import Tally as Tally
+from topomodel.plan.tally import over_limit
 from topomodel.traffic.layout import Layout, evolve
 
 
@@ -140,28 +147,6 @@ def keep_distinct(heap: list[Ranked], ranked: Ranked, top: int) -> None:
         heapq.heappush(heap, ranked)
     elif heap[0] < ranked:
         heapq.heapreplace(heap, ranked)
-
-
-@dataclass
-class Tally:
-    """How the searched layouts were decided."""
-
-    searched: int = 0
-    invalid: int = 0  # refused by the step model's checks
-    no_fit: int = 0  # valid, but over the memory
-    pruned: int = 0  # fits, but its bound cannot reach the top
-    evaluated: int = 0  # step modelled
-    reasons: dict[str, int] = field(default_factory=dict)  # why invalid, by message
-
-    def add(self, other: Tally) -> None:
-        """Add another part's counts to these."""
-        self.searched += other.searched
-        self.invalid += other.invalid
-        self.no_fit += other.no_fit
-        self.pruned += other.pruned
-        self.evaluated += other.evaluated
-        for reason, count in other.reasons.items():
-            self.reasons[reason] = self.reasons.get(reason, 0) + count
 
 
 @dataclass(frozen=True, order=True)
@@ -368,8 +353,12 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         keep_distinct(heap, ranked, job.top)
 
     def evaluate(place: tuple[int, int], layout: Layout) -> None:
-        result = step_time(fabric, job.model, layout, job.assumptions, routing=job.routing,
-                           seed=job.seed)
+        try:
+            result = step_time(fabric, job.model, layout, job.assumptions,
+                               routing=job.routing, seed=job.seed)
+        except FlowLimit:  # refused before listing: skipped and counted (plan.tally)
+            tally.over_limit += 1
+            return
         tally.evaluated += 1
         # the negated place makes an earlier layout rank above a later one
         keep(Ranked(rank_score(result, job, power_W), (-place[0], -place[1]), result))
@@ -385,6 +374,8 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             if group is None:
                 tally.invalid += n
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + n
+            elif over_limit(fabric, job.model, group.layout, job.routing):
+                tally.over_limit += n  # the same traffic for all its orders: none built
             elif prune:
                 groups.append(group)
                 continue  # decided when reached
@@ -566,7 +557,7 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
     ...               top=1)
     >>> found = plan(build_fabric(d, cat), job)
     >>> t = found.tally
-    >>> t.searched == t.invalid + t.no_fit + t.pruned + t.evaluated
+    >>> t.searched == t.invalid + t.no_fit + t.pruned + t.evaluated + t.over_limit
     True
     """
     start = time.perf_counter()

@@ -13,6 +13,7 @@ from typing import Any
 from topomodel.analysis.options import software_text
 from topomodel.plan.explain import why_better
 from topomodel.plan.search import OBJECTIVES, PlanResult
+from topomodel.plan.tally import limit_text, over_limit_text
 from topomodel.report.output import Report, Table
 from topomodel.report.step import step_json
 from topomodel.traffic.layout import BATCH_RULE
@@ -57,7 +58,8 @@ def _nothing(found: PlanResult) -> str:
     common = max(t.reasons.items(), key=lambda kv: kv[1])[0] if t.reasons else ""
     return (f"{t.searched:,} layouts searched, {t.invalid:,} invalid"
             + (f" (most often: {common})" if common else "")
-            + f", {t.no_fit:,} over the memory.")
+            + f", {t.no_fit:,} over the memory"
+            + (f", {over_limit_text(t)}" if t.over_limit else "") + ".")
 
 
 def job_text(found: PlanResult) -> str:
@@ -91,6 +93,8 @@ def _search_rows(found: PlanResult) -> list[dict[str, Any]]:
             {"item": "invalid (step model's checks)", "value": f"{t.invalid:,}"},
             {"item": "over the memory", "value": f"{t.no_fit:,}"
              + (f" (headroom {found.job.headroom:.0%})" if found.job.headroom else "")},
+            *([{"item": "above the router's limit (not timed)",
+                "value": f"{t.over_limit:,} ({limit_text()})"}] if t.over_limit else []),
             {"item": "pruned (bound below the top)", "value": f"{t.pruned:,}"},
             {"item": "step modelled", "value": f"{t.evaluated:,}"},
             {"item": "wall time", "value": f"{found.elapsed_s:.1f} s"
@@ -129,6 +133,8 @@ def plan_json(found: PlanResult) -> dict[str, Any]:
             "idle_accelerators": found.idle, "global_batch_rule": batch_rule_text(found),
             "search": {"searched": t.searched, "invalid": t.invalid, "no_fit": t.no_fit,
                        "pruned": t.pruned, "evaluated": t.evaluated,
+                       "over_limit": t.over_limit,
+                       "over_limit_text": over_limit_text(t) or None,
                        "elapsed_s": found.elapsed_s,
                        "layouts_per_s": found.layouts_per_s,
                        "memory_headroom": found.job.headroom,
@@ -145,6 +151,8 @@ def plan_json(found: PlanResult) -> dict[str, Any]:
 def plan_report(found: PlanResult, fmt: str) -> Report:
     """The report of one plan (``fmt``: csv prints the ranked rows alone)."""
     warnings = list(dict.fromkeys(w for r in found.best[:1] for w in r.warnings))
+    if found.tally.over_limit:
+        warnings.append(over_limit_text(found.tally))
     if fmt == "csv":
         return Report("plan", plan_json(found), [Table("Best layouts", plan_rows(found))])
     title = (f"Best distinct layouts on {job_text(found)}; global batch: "
@@ -198,7 +206,9 @@ def compare_report(a: PlanResult, b: PlanResult, fmt: str) -> Report:
         return Report("plan_compare", data, [Table("Best layout of each design", both)])
     return Report("plan_compare", data, [Table("Best layout of each design", rows)],
                   [f"{f.design}: {w}" for f in (a, b) for r in f.best[:1]
-                   for w in r.warnings])
+                   for w in r.warnings]
+                  + [f"{f.design}: {over_limit_text(f.tally)}" for f in (a, b)
+                     if f.tally.over_limit])
 
 
 def results_frame(found: PlanResult | list[PlanResult]) -> Any:

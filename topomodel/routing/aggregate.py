@@ -33,10 +33,12 @@ import numpy as np
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.view import ClosView, climb_even, clos_view
 from topomodel.routing.pieces import link_bytes
+from topomodel.routing.policy import fabric_routing
 from topomodel.routing.routed import Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.allpairs import Decomposition, decompose
 from topomodel.traffic.phases import AllPairsPhase
+from topomodel.vocabulary import AUTO_ROUTING
 
 SAME_LEAF_HOPS, SAME_POD_HOPS, BETWEEN_PODS_HOPS = 4, 6, 8
 """Links on a path between domains: accelerator, NIC, leaf (, spine (, core, spine),
@@ -47,6 +49,20 @@ SWITCHED_HOPS = 2
 accelerator (:func:`route_structured`'s length)."""
 
 
+def lists_all_pairs(fabric: Fabric, routing: str) -> bool:
+    """Whether every all-pairs phase on ``fabric`` under ``routing`` (``auto``
+    resolved) has its pairs listed, whatever its groups: routing other than the even
+    split, a failed link, or a fabric the structured router does not cover (the general
+    router lists every flow). Where it is False a phase may still be listed (the
+    phase-dependent cases of the module docstring), never the other way round: what a
+    caller needs to refuse a phase above :data:`~topomodel.limits.MAX_FLOWS` before
+    building it."""
+    if routing == AUTO_ROUTING:
+        routing = fabric_routing(fabric).routing
+    return (routing != "ecmp" or bool(fabric.link_arrays["failed"].any())
+            or structured_supported(fabric) is not None)
+
+
 def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
                     routing: str = "ecmp") -> Routed | None:
     """Bytes per link of one step of ``phase`` under even ECMP, from counts; ``None``
@@ -55,7 +71,7 @@ def route_all_pairs(fabric: Fabric, phase: AllPairsPhase, *,
     ``hops`` of the result is per path class (``inside`` set): the listed flows inside
     domains, then one class for every pair between domains (the longest such path).
     """
-    if routing != "ecmp" or fabric.link_arrays["failed"].any() or structured_supported(fabric):
+    if lists_all_pairs(fabric, routing):
         return None
     clos = clos_view(fabric)
     counts = decompose(fabric, phase)

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from topomodel.errors import RoutingError
+from topomodel.errors import FlowLimit
 from topomodel.limits import BYTES_PER_FLOW, above
 
 
@@ -168,7 +168,7 @@ class AllPairsPhase(Phase):
         refusal = above(self.flows, "MAX_FLOWS", "All-to-All flows", BYTES_PER_FLOW,
                         doing="to list")
         if refusal:
-            raise RoutingError(refusal + ": its pairs are counted, not listed, only under"
+            raise FlowLimit(refusal + ": its pairs are counted, not listed, only under"
                                " even ECMP on a fabric without failures")
         if self.listing is not None and self.rewrite is not None:
             return self.rewrite(*self.listing._listed, memo=self.listing._memo)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topomodel.plan.search import PlanJob, plan
 from topomodel.plan.space import PlanSpace
+from topomodel.plan.tally import over_limit_text
 from topomodel.vocabulary import SCORECARD_PARTS
 
 if TYPE_CHECKING:
@@ -113,15 +114,22 @@ class ScorecardJob:
 
 
 def _best(fabric: Fabric, job: ScorecardJob, *, accelerators: int = 0,
-          space: PlanSpace | None = None) -> StepResult | None:
+          space: PlanSpace | None = None) -> tuple[StepResult | None, str]:
     """The planner's best step of ``job.model`` on ``accelerators`` (0: all) within
-    ``space``, or None where no layout is valid and fits."""
+    ``space``, or None where no layout is valid and fits; and the plan's sentence on
+    the layouts it skipped above the router's limit (empty when none: the best is the
+    best below it, :mod:`topomodel.plan.tally`)."""
     from topomodel.traffic.layout import Layout
 
     found = plan(fabric, PlanJob(job.model, job.base or Layout(), space or job.space,
                                  job.assumptions, top=1, routing=job.routing,
                                  seed=job.seed, accelerators=accelerators))
-    return found.best[0] if found.best else None
+    return (found.best[0] if found.best else None), over_limit_text(found.tally)
+
+
+def _noted(text: str, skipped: str) -> str:
+    """A figure's note with the plan's skipped layouts, when there were any."""
+    return f"{text}; {skipped}" if skipped else text
 
 
 def _step(fabric: Fabric, job: ScorecardJob, layout: Layout,
@@ -164,22 +172,24 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
     planned = job.layout is None or "strategies" in job.parts
     if planned:
         say("the best layout at full size")
-    best = _best(fabric, job) if planned else None
+    best, skipped = _best(fabric, job) if planned else (None, "")
     full = _step(fabric, job, job.layout) if job.layout is not None else best
     if full is None:
         from topomodel.errors import UsageError
 
         raise UsageError(f"{job.model.id}: no layout of all {fabric.accelerator_count:,}"
-                         " accelerators is valid and fits: give a layout or a smaller"
-                         " model")
+                         " accelerators is valid and fits" + (f" ({skipped})" if skipped
+                                                             else "")
+                         + ": give a layout or a smaller model")
     basis = assumption_set(full.layout, job.assumptions)
     figures = _step_figures(full, basis, job.assumptions.compute_dtype)
     strategy_steps: list[StepResult] = []
     runs: dict[str, Callable[[], list[Figure]]] = {
-        "scaling": lambda: _scaling_figures(fabric, job, full, best, basis),
+        "scaling": lambda: _scaling_figures(fabric, job, full, (best, skipped), basis),
         "collectives": lambda: _collective_figures(fabric, job, basis),
         "levels": lambda: _level_figures(fabric, job),
-        "strategies": lambda: _strategy_figures(fabric, job, best, basis, strategy_steps),
+        "strategies": lambda: _strategy_figures(fabric, job, (best, skipped), basis,
+                                                strategy_steps),
         "imbalance": lambda: _imbalance_figures(fabric, job, full, basis)
         if job.model.is_moe else [],
         "failures": lambda: _reliability_figures(fabric, job, full),
@@ -247,7 +257,7 @@ def _step_figures(full: StepResult, basis: str, precision: str) -> list[Figure]:
 
 
 def _scaling_figures(fabric: Fabric, job: ScorecardJob, full: StepResult,
-                     best: StepResult | None, basis: str) -> list[Figure]:
+                     best: tuple[StepResult | None, str], basis: str) -> list[Figure]:
     """Tokens/s per accelerator at each size, as a share of the smallest size's that has
     a layout: with a given layout, its TP, PP, CP and EP at every size with DP (and the
     batch per replica) scaled, as Megatron reports weak scaling; else each size at its own
@@ -257,22 +267,23 @@ def _scaling_figures(fabric: Fabric, job: ScorecardJob, full: StepResult,
     per_acc: dict[int, float | None] = {}
     layouts: dict[int, str] = {}
     for n in sizes:
+        skipped = ""
         if n == world:
-            result = full if job.layout is not None else best
+            result, skipped = (full, "") if job.layout is not None else best
         elif job.layout is not None:
             result = _scaled_step(fabric, job, job.layout, n, full)
         else:
-            result = _best(fabric, job, accelerators=n)
+            result, skipped = _best(fabric, job, accelerators=n)
         per_acc[n] = None if result is None else result.tokens_per_s / result.layout.world
-        layouts[n] = "" if result is None else layout_text(result)
+        layouts[n] = _noted("no layout of this size fits" if result is None
+                            else layout_text(result), skipped)
     base = next((n for n in sizes if per_acc[n]), None)
     out = []
     for n in sizes:
         rate = per_acc[n]
         value = None if rate is None or base is None else rate / per_acc[base]  # type: ignore[operator]
         out.append(Figure("scaling", f"scaling efficiency at {n:,} accelerators",
-                          f"scaling_{n}", value, "share", "modelled", basis,
-                          layouts[n] or "no layout of this size fits"))
+                          f"scaling_{n}", value, "share", "modelled", basis, layouts[n]))
     return out
 
 
@@ -371,22 +382,25 @@ def _families(model: Model) -> list[tuple[str, str, PlanSpace | None]]:
     return out
 
 
-def _strategy_figures(fabric: Fabric, job: ScorecardJob, best_of_all: StepResult | None,
-                      basis: str, steps: list[StepResult]) -> list[Figure]:
-    """MFU of each family's best layout; the bests go to ``steps`` too."""
+def _strategy_figures(fabric: Fabric, job: ScorecardJob,
+                      best_of_all: tuple[StepResult | None, str], basis: str,
+                      steps: list[StepResult]) -> list[Figure]:
+    """MFU of each family's best layout (``best_of_all``: the whole space's, from
+    :func:`_best`); the bests go to ``steps`` too."""
     out = []
     for name, key, family in _families(job.model):
-        best = best_of_all
+        best, skipped = best_of_all
         if family is not None:
             space = replace(family, fixed=job.space.fixed,
                             max_micro_batch=job.space.max_micro_batch,
                             max_interleave=job.space.max_interleave)
-            best = _best(fabric, job, space=space)
+            best, skipped = _best(fabric, job, space=space)
         if best is not None:
             steps.append(best)
         out.append(Figure("strategies", f"MFU, best {name} layout", f"mfu_{key}",
                           None if best is None else best.mfu, "share", "modelled", basis,
-                          "no layout fits" if best is None else layout_text(best)))
+                          _noted("no layout fits" if best is None else layout_text(best),
+                                 skipped)))
     return out
 
 
