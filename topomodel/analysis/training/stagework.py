@@ -50,6 +50,7 @@ collectives, a selective one the attention core (and its K/V gathers).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -378,6 +379,8 @@ class _Chunks:
     times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
+    figures: dict[tuple[int, int, bool, bool], tuple[list[float], list[float]]] = \
+        dataclasses.field(default_factory=dict)  # chunk_durations' per chunk
 
 
 _CHUNKS: dict[tuple[object, ...], _Chunks] = {}
@@ -460,8 +463,8 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
     kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                         share=share, record=False)
     p, v = dense_layers.shape
-    duration, compute = np.zeros((3, p, v)), np.zeros((3, p, v))
-    made: dict[tuple[int, int, bool, bool], tuple[list[float], list[float]]] = {}
+    made = kept.figures  # a chunk's figures, kept with its layer works
+    rows = []
     dense, moe = dense_layers.tolist(), moe_layers.tolist()
     for st in range(p):
         for c in range(v):
@@ -474,8 +477,9 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
                     ends = kept.edges[what[2:]] = edge_work(
                         edges, calls, layout, first=what[2], last=what[3], split_w=split_w)
                 figures = made[what] = _chunk_figures(kept.per, ends, what)
-            duration[:, st, c], compute[:, st, c] = figures
-    return duration, compute
+            rows.append(figures)
+    table = np.array(rows, dtype=float).reshape(p, v, 2, 3).transpose(2, 3, 0, 1)
+    return table[0], table[1]
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
