@@ -450,3 +450,13 @@ def test_the_busy_pipeline_is_the_operations_sums(case):
             checked += 1
     assert checked > 20
     assert exposed or case == "moe, dualpipe"
+
+
+def test_a_call_timed_again_is_what_replace_makes():
+    from topomodel.analysis.training.stagework import Call
+
+    call = Call("tp", "allgather", "ring", 1e6, 2e-3, 1e-5, 1.5e-3, 4.9e-4, True, "curve")
+    again = call.timed(1e-3, 0.0, 1e-3, 0.0)
+    assert again == replace(call, time_s=1e-3, latency_s=0.0, bandwidth_s=1e-3,
+                            topology_s=0.0)
+    assert call.timed(call.time_s, call.latency_s, call.bandwidth_s, call.topology_s) == call

@@ -99,6 +99,14 @@ class Call:
     spills: bool
     measured: str = ""
 
+    def timed(self, time_s: float, latency_s: float, bandwidth_s: float,
+              topology_s: float) -> Call:
+        """This call with other times, seconds: what ``dataclasses.replace`` of those
+        four fields gives (a bound makes one per collective of every layout it
+        screens), made directly."""
+        return Call(self.kind, self.collective, self.algorithm, self.size_bytes, time_s,
+                    latency_s, bandwidth_s, topology_s, self.spills, self.measured)
+
 
 Term = tuple[tuple[str, str], float, float, float, float]
 """How one operation's time grows with a collective's: ``(key, count, behind_s, share,

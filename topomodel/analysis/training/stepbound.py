@@ -46,10 +46,9 @@ bound is then the least compute of a stage plus the wait.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -192,7 +191,8 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
     frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+    return BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
+                      frame.model_flops, frame.peak_flops).bound(pipeline)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -435,8 +435,7 @@ def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
         t = sizes[CALL_GROUPS.get(name, call.kind)]
         floor = unplaced_lower_bound_s(fabric, call.collective, t, layout.world,
                                        call.size_bytes, assumptions.time)
-        out[name] = replace(call, time_s=floor, latency_s=0.0, bandwidth_s=floor,
-                            topology_s=0.0)
+        out[name] = call.timed(floor, 0.0, floor, 0.0)
     return out
 
 
