@@ -17,9 +17,18 @@ anyway. It is set for the program only (``topomodel`` or ``python -m topomodel``
 when the package is imported as a library, where the host process owns its allocator;
 forked workers inherit it. Where the C library has no ``mallopt`` (macOS, Windows) it
 does nothing.
+
+:func:`quiet_collector` keeps Python's cycle collector from scanning, again and again,
+the objects a long search keeps (its caches of layer works, bounds and frames): it
+freezes what exists when the search starts (never collected while frozen) and lets
+more objects be made between its youngest passes, restoring both after.
 """
 
 from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 M_TRIM_THRESHOLD = -1
 """glibc ``mallopt`` parameter (malloc.h): free memory at the heap's top kept up to
@@ -45,3 +54,34 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, KEPT_FREE_BYTES))
+
+
+YOUNG_OBJECTS = 50_000
+"""Objects made (less those freed) between two passes of the cycle collector over the
+youngest ones during a search, against CPython's 700. Each pass over young objects
+that survive moves them older, and every so many of those passes a full pass scans
+every object alive: a plan's caches hold millions, and 15 full passes took 3.0 of the
+3.7 CPU s the collector took on the 16k cut of the 98k example (22 CPU s in all;
+``benchmarks/README.md``). At 50,000 the same plan made 1 full pass and 194 young
+ones, 0.7 CPU s in all, at the same peak memory: what the search frees is mostly
+freed by reference counting, not by the collector, so only cyclic garbage waits
+longer (at most what 50,000 young objects hold, a few MB)."""
+
+
+@contextmanager
+def quiet_collector(young_objects: int = YOUNG_OBJECTS) -> Iterator[None]:
+    """Within the block, the objects alive before it frozen (``gc.freeze``: the
+    collector skips them) and the youngest generation's threshold at least
+    ``young_objects``; both restored after (frozen here only when nothing else froze
+    objects, so an outer freeze stays as it was). Also a decorator."""
+    old = gc.get_threshold()
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(max(old[0], young_objects), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        if freeze:
+            gc.unfreeze()

@@ -396,3 +396,67 @@ def test_a_reduce_scatter_sends_what_an_all_gather_receives():
         assert unplaced_lower_bound_s(fabric, "reducescatter", t, 32, size, tm) == (
             unplaced_lower_bound_s(fabric, "allgather", t, 32, size, tm))
     assert all(DUAL[DUAL[c]] == c for c in DUAL)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_busy_pipeline_is_the_operations_sums(case):
+    """:func:`busy_pipeline` reads the chunks' figures without making their works: every
+    stage's busy time and compute bit for bit the sums of the operations
+    :func:`step_ops` makes (no collective timed; an MoE layout's All-to-All idle),
+    across recomputation, interleaving, sequence parallelism and zero-bubble's W."""
+    from topomodel.analysis.training.compute import shared_device_model, shared_layer_times
+    from topomodel.analysis.training.model import BYTES
+    from topomodel.analysis.training.stagework import Call, chunk_durations
+    from topomodel.analysis.training.step import step_ops
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = exposed = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        for schedule in {layout.schedule, "zb-h1"} if layout.interleave == 1 \
+                else {layout.schedule}:
+            lay = replace(layout, schedule=schedule)
+            sh = shape if schedule == layout.schedule else shape_of(fabric, model, lay)
+            device = shared_device_model(sh.accelerator, a.compute_dtype,
+                                         override=a.compute_efficiency,
+                                         hbm_efficiency=a.hbm_efficiency)
+            calls = {}
+            if lay.ep > 1 and model.is_moe:
+                calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0,
+                                   False)
+            ops = step_ops(device, model, lay, a, sh.seq, sh.schedule, calls,
+                           sh.sizes - sh.moe_sizes, sh.moe_sizes)
+            busy = busy_pipeline(model, lay, a, sh)
+            assert np.array_equal(busy.busy_s, ops.duration_s.sum(axis=1)), lay
+            assert np.array_equal(busy.finish_s, busy.busy_s)
+            assert np.array_equal(busy.compute_s, ops.compute_s.sum(axis=1)), lay
+            assert busy.dualpipe == (lay.ep_overlap == "dualpipe")
+            if lay.ep_overlap != "dualpipe":  # with the step's collectives timed too
+                timed, _ = step_calls(fabric, model, lay, a, shape=sh)
+                ops = step_ops(device, model, lay, a, sh.seq, sh.schedule, timed,
+                               sh.sizes - sh.moe_sizes, sh.moe_sizes)
+                lt_dense, lt_moe, edges = shared_layer_times(
+                    device, model, lay, sh.seq, main_grad_bytes=BYTES[a.main_grad_dtype])
+                duration, compute = chunk_durations(
+                    lt_dense, lt_moe, edges, timed, lay, sh.sizes - sh.moe_sizes,
+                    sh.moe_sizes, hot=a.hot_expert_factor if model.is_moe else 1.0,
+                    split_w=schedule == "zb-h1", share=a.comm_sm_share)
+                rows = np.arange(lay.pp)[:, None]
+                s = sh.schedule
+                assert np.array_equal(duration[s.kind, rows, s.chunk], ops.duration_s), lay
+                assert np.array_equal(compute[s.kind, rows, s.chunk], ops.compute_s), lay
+                exposed += bool(sum(float(e.sum()) for e in ops.exposed_s.values()))
+            checked += 1
+    assert checked > 20
+    assert exposed or case == "moe, dualpipe"
+
+
+def test_a_call_timed_again_is_what_replace_makes():
+    from topomodel.analysis.training.stagework import Call
+
+    call = Call("tp", "allgather", "ring", 1e6, 2e-3, 1e-5, 1.5e-3, 4.9e-4, True, "curve")
+    again = call.timed(1e-3, 0.0, 1e-3, 0.0)
+    assert again == replace(call, time_s=1e-3, latency_s=0.0, bandwidth_s=1e-3,
+                            topology_s=0.0)
+    assert call.timed(call.time_s, call.latency_s, call.bandwidth_s, call.topology_s) == call

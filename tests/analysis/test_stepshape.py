@@ -192,3 +192,23 @@ def test_a_collective_across_systems_is_not_shared_on_upper_level_failures():
     traffic = collective_traffic(fabric, "allreduce", spilled, 2**24, algorithm="ring")
     loads = [route(copy, traffic.phases[0]).link_bytes for copy in (upper, out)]
     assert not np.array_equal(*loads)
+
+
+def test_the_groups_key_tells_placements_apart():
+    """Equal communicators (however laid out in memory) share a key; another order of
+    the ranks, another shape of the same ranks, or a rank beyond 32 bits that a 32-bit
+    copy would wrap onto another get another key."""
+    import numpy as np
+
+    from topomodel.analysis.training.stepshape import groups_key
+
+    ranks = np.arange(64, dtype=np.int64).reshape(8, 8)
+    assert groups_key(ranks) == groups_key(np.asfortranarray(ranks))
+    assert groups_key(ranks) == groups_key(ranks.T.copy().T)
+    assert groups_key(ranks) != groups_key(ranks.T)
+    assert groups_key(ranks) != groups_key(ranks.reshape(4, 16))
+    assert groups_key(ranks) != groups_key(ranks.astype(np.int32))  # dtype in the key
+    wide = ranks.copy()
+    wide[0, 0] += 1 << 32  # wraps to 0 in 32 bits
+    assert groups_key(wide) != groups_key(ranks)
+    assert groups_key(np.zeros((0, 4), dtype=np.int64))[0] == (0, 4)

@@ -22,3 +22,35 @@ def test_the_program_keeps_freed_memory_and_the_library_does_not(monkeypatch):
     monkeypatch.setattr("sys.argv", ["topomodel", "units", "1 GB/s"])
     assert cli.main() == 0
     assert calls == [1]
+
+
+def test_the_quiet_collector_is_restored_after_its_block():
+    """Within the block the youngest threshold is raised and what existed is frozen;
+    after it (also after an error) both are as they were, and an outer freeze stays."""
+    import gc
+
+    from topomodel.heap import quiet_collector
+
+    before = gc.get_threshold()
+    gc.unfreeze()  # the program's run above leaves its objects frozen
+    with quiet_collector(before[0] + 1000):
+        assert gc.get_threshold() == (before[0] + 1000, *before[1:])
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+    @quiet_collector(before[0] + 5)
+    def fails():
+        assert gc.get_threshold()[0] == before[0] + 5
+        raise ValueError("inside")
+
+    with pytest.raises(ValueError, match="inside"):
+        fails()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with quiet_collector():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

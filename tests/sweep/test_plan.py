@@ -537,6 +537,7 @@ def test_orders_share_their_collectives_where_the_step_issues_the_same(setup):
                 assert step_calls(fabric, model, other)[0] == calls, other
         moved = in_order(first, "pp,tp,cp,dp")
         assert moved == replace(first, order="pp,tp,cp,dp") and moved.zero == 1
+        assert in_order(first, order) is first  # its own order: no copy
     assert step_calls(fabric, model, replace(first, zero=0))[0] != calls  # all-reduce
     with pytest.raises(UsageError):
         in_order(first, "tp,tp,dp,pp")

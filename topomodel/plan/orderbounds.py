@@ -61,8 +61,9 @@ def in_order(layout: Layout, order: str) -> Layout:
     """``layout`` in the rank order ``order``, as ``replace(layout, order=order)`` makes
     it, without checking its other fields again (they passed when ``layout`` was made;
     a search makes one copy per rank order of every layout it reaches)."""
-    problem = order_problem(order)
-    if problem or order == layout.order:
+    if order == layout.order:
+        return layout  # frozen: the copy would be equal in every field
+    if order_problem(order):
         return replace(layout, order=order)  # raises for a bad order
     moved = copy.copy(layout)
     object.__setattr__(moved, "order", order)

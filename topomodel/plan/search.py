@@ -70,6 +70,7 @@ from topomodel.analysis.training.stepbound import (
 from topomodel.analysis.training.stepshape import Shape, shape_of
 from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
+from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
 from topomodel.plan.orderbounds import (
@@ -329,6 +330,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
 
 
+@quiet_collector()  # its caches scanned by fewer full passes of the collector
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
                  prune: bool = True) -> PlanPart:

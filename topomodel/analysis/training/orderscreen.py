@@ -41,7 +41,7 @@ that drops most orders which cannot win without a timeline of their own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -150,7 +150,8 @@ def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     """The :class:`ScreenWorks` of ``layout`` (any rank order) with the collectives
     ``calls`` (their names and sizes)."""
     a = assumptions
-    idle = {n: replace(c, time_s=0.0) for n, c in calls.items()}
+    idle = {n: c.timed(0.0, c.latency_s, c.bandwidth_s, c.topology_s)
+            for n, c in calls.items()}
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)

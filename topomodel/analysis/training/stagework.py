@@ -50,6 +50,7 @@ collectives, a selective one the attention core (and its K/V gathers).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -97,6 +98,14 @@ class Call:
     topology_s: float
     spills: bool
     measured: str = ""
+
+    def timed(self, time_s: float, latency_s: float, bandwidth_s: float,
+              topology_s: float) -> Call:
+        """This call with other times, seconds: what ``dataclasses.replace`` of those
+        four fields gives (a bound makes one per collective of every layout it
+        screens), made directly."""
+        return Call(self.kind, self.collective, self.algorithm, self.size_bytes, time_s,
+                    latency_s, bandwidth_s, topology_s, self.spills, self.measured)
 
 
 Term = tuple[tuple[str, str], float, float, float, float]
@@ -378,6 +387,8 @@ class _Chunks:
     times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
+    figures: dict[tuple[int, int, bool, bool], tuple[list[float], list[float]]] = \
+        dataclasses.field(default_factory=dict)  # chunk_durations' per chunk
 
 
 _CHUNKS: dict[tuple[object, ...], _Chunks] = {}
@@ -400,21 +411,8 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     :class:`Work`). The works of one layer and of the ends are kept by what they read
     (:data:`KEPT_CHUNK_WORKS`): a later call with the same times, calls and options
     builds its chunks from the same objects."""
-    key = (id(lt_dense), id(lt_moe), id(edges),
-           tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
-           layout.sequence_parallel, layout.tp_overlap, layout.recompute,
-           layout.dp_overlap, hot, split_w, share, record)
-    kept = _CHUNKS.get(key)
-    if kept is None or kept.times[0] is not lt_dense or kept.times[1] is not lt_moe \
-            or kept.times[2] is not edges:
-        if len(_CHUNKS) >= KEPT_CHUNK_WORKS:
-            _CHUNKS.clear()
-        per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
-                                 split_w=split_w, share=share, record=record)}
-        if lt_moe is not None:
-            per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
-                                   split_w=split_w, share=share, record=record)
-        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
+    kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
+                        share=share, record=record)
     p, v = dense_layers.shape
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
@@ -435,6 +433,90 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
             for kind in (F, B, W):
                 works[kind][st].append(chunk[kind])
     return works
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def _kept_chunks(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+                 calls: dict[str, Call], layout: Layout, *, hot: float, split_w: bool,
+                 share: float, record: bool) -> _Chunks:
+    """The layer works :func:`chunk_work` keeps for its arguments, made if not kept."""
+    key = (id(lt_dense), id(lt_moe), id(edges),
+           tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
+           layout.sequence_parallel, layout.tp_overlap, layout.recompute,
+           layout.dp_overlap, hot, split_w, share, record)
+    kept = _CHUNKS.get(key)
+    if kept is None or kept.times[0] is not lt_dense or kept.times[1] is not lt_moe \
+            or kept.times[2] is not edges:
+        if len(_CHUNKS) >= KEPT_CHUNK_WORKS:
+            _CHUNKS.clear()
+        per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
+                                 split_w=split_w, share=share, record=record)}
+        if lt_moe is not None:
+            per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
+                                   split_w=split_w, share=share, record=record)
+        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
+    return kept
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+                    calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+                    moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per kind, stage and chunk (arrays (3, p, v)): the duration and the compute of
+    the work :func:`chunk_work` gives with the same arguments, each the same float
+    :func:`op_work` reads from it (the same sums in the same order), without making
+    the chunks' :class:`Work`. What a bound with few collectives timed reads of a
+    layout; not for ``ep_overlap="dualpipe"``, whose pairs :func:`op_work` changes."""
+    kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
+                        share=share, record=False)
+    p, v = dense_layers.shape
+    made = kept.figures  # a chunk's figures, kept with its layer works
+    rows = []
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
+    for st in range(p):
+        for c in range(v):
+            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            figures = made.get(what)
+            if figures is None:
+                ends = kept.edges.get(what[2:])
+                if ends is None:
+                    ends = kept.edges[what[2:]] = edge_work(
+                        edges, calls, layout, first=what[2], last=what[3], split_w=split_w)
+                figures = made[what] = _chunk_figures(kept.per, ends, what)
+            rows.append(figures)
+    table = np.array(rows, dtype=float).reshape(p, v, 2, 3).transpose(2, 3, 0, 1)
+    return table[0], table[1]
+
+
+def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
+                   what: tuple[int, int, bool, bool]) -> tuple[list[float], list[float]]:
+    """Per kind, the duration and compute of :func:`_chunk`'s works for ``what``, as
+    :func:`op_work` adds them up: each part the chunk's layers then its ends (the
+    order of :meth:`Work.add`), the exposed parts in sorted order."""
+    durations, computes = [], []
+    for kind in (F, B, W):
+        parts = [(per[False][kind], float(what[0])), (per[True][kind], float(what[1]))
+                 if what[1] else (None, 0.0), (edge[kind], 1.0)]
+        used = [(wk, times) for wk, times in parts if wk is not None and times]
+        figure = {}
+        for name in (COMPUTE, IMBALANCE):
+            total = 0.0
+            for wk, times in used:
+                if name in wk.parts:
+                    total += wk.parts[name] * times
+            figure[name] = total
+        exposed = 0.0
+        for key in sorted({k for wk, _ in used for k in wk.exposed}):
+            part = 0.0
+            for wk, times in used:
+                if key in wk.exposed:
+                    part += wk.exposed[key] * times
+            exposed += part
+        durations.append(figure[COMPUTE] + figure[IMBALANCE] + exposed)
+        computes.append(figure[COMPUTE])
+    return durations, computes
 
 
 def _chunk(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],

@@ -46,10 +46,9 @@ bound is then the least compute of a stage plus the wait.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,11 +59,15 @@ from topomodel.analysis.collectives.commbound import (
     unplaced_lower_bound_s,
 )
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
-from topomodel.analysis.training.compute import optimizer_bytes_per_param, shared_device_model
+from topomodel.analysis.training.compute import (
+    optimizer_bytes_per_param,
+    shared_device_model,
+    shared_layer_times,
+)
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call, OpWork
+from topomodel.analysis.training.stagework import Call, OpWork, chunk_durations
 from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
@@ -188,7 +191,8 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
     frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return dataclasses.replace(frame, share=0.0).bound(pipeline)
+    return BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
+                      frame.model_flops, frame.peak_flops).bound(pipeline)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -198,14 +202,37 @@ def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
     stage's end too) and compute, seconds. With no collective timed, the operations
     are the same for every ZeRO stage and rank order (:func:`comm_free_pipeline`), so
     a search makes it once per :func:`unordered` layout."""
-    ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
     s, p = shape.schedule, layout.pp
-    duration = np.asarray(ops.duration_s, dtype=float)
-    per_op = duration if duration.ndim == 2 else duration[s.kind, np.arange(p)[:, None],
-                                                          s.chunk]
-    busy = per_op.sum(axis=1)
-    return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0,
-                            layout.ep_overlap == "dualpipe")
+    if layout.ep_overlap == "dualpipe":  # its pairs change the operations' durations
+        ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
+        busy = np.asarray(ops.duration_s, dtype=float).sum(axis=1)
+        return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0, True)
+    # the same floats op_work gives every operation, without making the chunks' works
+    a = assumptions
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
+    lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
+                                                 main_grad_bytes=BYTES[a.main_grad_dtype])
+    duration, compute = chunk_durations(
+        lt_dense, lt_moe, edges, _idle_calls(model, layout, None), layout,
+        shape.sizes - shape.moe_sizes, shape.moe_sizes,
+        hot=a.hot_expert_factor if model.is_moe else 1.0,
+        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
+    rows = np.arange(p)[:, None]
+    busy = duration[s.kind, rows, s.chunk].sum(axis=1)
+    return CommFreePipeline(busy, compute[s.kind, rows, s.chunk].sum(axis=1), busy, 0,
+                            False)
+
+
+def _idle_calls(model: Model, layout: Layout, calls: dict[str, Call] | None
+                ) -> dict[str, Call]:
+    """``calls`` with an MoE layout's All-to-All added, taking no time (its imbalance
+    term is there at any speed)."""
+    calls = dict(calls or {})
+    if layout.ep > 1 and model.is_moe and "ep" not in calls:
+        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    return calls
 
 
 def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -218,9 +245,7 @@ def _comm_free_ops(model: Model, layout: Layout, assumptions: StepAssumptions,
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
-    calls = dict(calls or {})
-    if layout.ep > 1 and model.is_moe and "ep" not in calls:
-        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    calls = _idle_calls(model, layout, calls)
     return step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
                     shape.sizes - shape.moe_sizes, shape.moe_sizes), calls
 
@@ -410,8 +435,7 @@ def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
         t = sizes[CALL_GROUPS.get(name, call.kind)]
         floor = unplaced_lower_bound_s(fabric, call.collective, t, layout.world,
                                        call.size_bytes, assumptions.time)
-        out[name] = replace(call, time_s=floor, latency_s=0.0, bandwidth_s=floor,
-                            topology_s=0.0)
+        out[name] = call.timed(floor, 0.0, floor, 0.0)
     return out
 
 

@@ -174,12 +174,22 @@ def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
 
 def groups_key(groups: np.ndarray) -> tuple[Any, ...]:
     """The communicators' shape and placement (which ranks, in which order) as a short
-    key: the array's shape, dtype and a 128-bit digest of its bytes."""
+    key: the array's shape, dtype and a 160-bit digest (SHA-1, not for security) of its
+    bytes, of its 32-bit copy where every rank fits in 32 bits (the same ranks, half
+    the bytes: at 98k ranks 0.2 ms against blake2b's 0.6 ms on the 64-bit array; a plan
+    there hashes some 7,600 grids)."""
     import hashlib
 
     rows = np.ascontiguousarray(groups)
-    return (rows.shape, rows.dtype.str, hashlib.blake2b(rows.tobytes(),
-                                                        digest_size=16).digest())
+    data = rows
+    if rows.dtype.kind in "iu" and rows.itemsize > 4 and rows.size \
+            and int(rows.min()) >= _INT32.min and int(rows.max()) <= _INT32.max:
+        data = rows.astype(np.int32)
+    return (rows.shape, rows.dtype.str,
+            hashlib.sha1(data.tobytes(), usedforsecurity=False).digest())
+
+
+_INT32 = np.iinfo(np.int32)
 
 
 GRID_KEYS = 65_536
