@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -413,26 +414,42 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     builds its chunks from the same objects."""
     kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                         share=share, record=record)
-    p, v = dense_layers.shape
+    p = dense_layers.shape[0]
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
     made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
+    for st, what in _chunks_of(dense_layers, moe_layers):
+        chunk = made.get(what)
+        if chunk is None:
+            ends = _ends(kept, what, edges, calls, layout, split_w=split_w, record=record)
+            chunk = made[what] = _chunk(kept.per, ends, what, record=record)
+        for kind in (F, B, W):
+            works[kind][st].append(chunk[kind])
+    return works
+
+
+def _chunks_of(dense_layers: np.ndarray, moe_layers: np.ndarray
+               ) -> Iterator[tuple[int, tuple[int, int, bool, bool]]]:
+    """Each chunk's stage and what its work reads, stage by stage, chunk by chunk:
+    (dense layers, MoE layers, holds the first layer's input, holds the output)."""
+    p, v = dense_layers.shape
     dense, moe = dense_layers.tolist(), moe_layers.tolist()
     for st in range(p):
         for c in range(v):
-            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
-                    st == p - 1 and c == v - 1)
-            chunk = made.get(what)
-            if chunk is None:
-                ends = kept.edges.get(what[2:])
-                if ends is None:
-                    ends = kept.edges[what[2:]] = edge_work(
-                        edges, calls, layout, first=what[2], last=what[3], split_w=split_w,
-                        record=record)
-                chunk = made[what] = _chunk(kept.per, ends, what, record=record)
-            for kind in (F, B, W):
-                works[kind][st].append(chunk[kind])
-    return works
+            yield st, (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                       st == p - 1 and c == v - 1)
+
+
+def _ends(kept: _Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
+          calls: dict[str, Call], layout: Layout, *, split_w: bool, record: bool
+          ) -> tuple[Work, Work, Work]:
+    """The work of a chunk's ends (the embedding's input, the output), kept in ``kept``
+    by which of them it holds."""
+    ends = kept.edges.get(what[2:])
+    if ends is None:
+        ends = kept.edges[what[2:]] = edge_work(edges, calls, layout, first=what[2],
+                                                last=what[3], split_w=split_w, record=record)
+    return ends
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -473,19 +490,12 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
     p, v = dense_layers.shape
     made = kept.figures  # a chunk's figures, kept with its layer works
     rows = []
-    dense, moe = dense_layers.tolist(), moe_layers.tolist()
-    for st in range(p):
-        for c in range(v):
-            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
-                    st == p - 1 and c == v - 1)
-            figures = made.get(what)
-            if figures is None:
-                ends = kept.edges.get(what[2:])
-                if ends is None:
-                    ends = kept.edges[what[2:]] = edge_work(
-                        edges, calls, layout, first=what[2], last=what[3], split_w=split_w)
-                figures = made[what] = _chunk_figures(kept.per, ends, what)
-            rows.append(figures)
+    for _, what in _chunks_of(dense_layers, moe_layers):
+        figures = made.get(what)
+        if figures is None:
+            ends = _ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
+            figures = made[what] = _chunk_figures(kept.per, ends, what)
+        rows.append(figures)
     table = np.array(rows, dtype=float).reshape(p, v, 2, 3).transpose(2, 3, 0, 1)
     return table[0], table[1]
 
