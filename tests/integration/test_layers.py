@@ -23,7 +23,8 @@ import pytest
 #: reference anything (see :data:`EXEMPT`), and any module may import the root's own
 #: names (``from topomodel import __version__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("edge", ("errors", "arrays", "limits", "files", "parallel", "heap", "vocabulary", "inputs")),
+    ("edge", ("errors", "arrays", "limits", "files", "parallel", "heap", "kept", "vocabulary",
+              "inputs")),
     ("fabric", ("fabric",)),
     ("traffic", ("traffic",)),
     ("routing", ("routing",)),

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -64,6 +63,7 @@ from topomodel.analysis.training.passes import (
 )
 from topomodel.errors import UsageError
 from topomodel.inputs.parts import Accelerator, Model
+from topomodel.kept import Kept
 from topomodel.traffic.layout import Layout
 
 TILE = 128
@@ -557,8 +557,8 @@ LAYER_TIME_FIELDS = ("tp", "cp", "ep", "micro_batch", "sequence_parallel", "drop
 layouts that agree on them share those times)."""
 
 _KEPT_TIMES = 512
-_TIMES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-_DEVICES: dict[tuple[Any, ...], tuple[Accelerator, Device]] = {}
+_TIMES: Kept[tuple[LayerTimes, LayerTimes | None, EdgeTimes]] = Kept(_KEPT_TIMES)
+_DEVICES: Kept[Device] = Kept(_KEPT_TIMES)
 
 
 def shared_device_model(accelerator: Accelerator, dtype: str, *,
@@ -567,13 +567,8 @@ def shared_device_model(accelerator: Accelerator, dtype: str, *,
     """:func:`device_model`, made once per accelerator entry and options in a process
     (a search asks it of every layout; its curves are read, never written)."""
     key = (id(accelerator), dtype, override, hbm_efficiency)
-    held = _DEVICES.get(key)
-    if held is None or held[0] is not accelerator:  # an id reused by another entry
-        if len(_DEVICES) >= _KEPT_TIMES:
-            _DEVICES.clear()
-        held = _DEVICES[key] = (accelerator, device_model(
-            accelerator, dtype, override=override, hbm_efficiency=hbm_efficiency))
-    return held[1]
+    return _DEVICES.get(key, (accelerator,), lambda: device_model(
+        accelerator, dtype, override=override, hbm_efficiency=hbm_efficiency))
 
 
 def shared_layer_times(device: Device, model: Model, layout: Layout, seq: int, *,
@@ -585,15 +580,8 @@ def shared_layer_times(device: Device, model: Model, layout: Layout, seq: int, *
     differ only in their pipeline, DP, ZeRO or order share them."""
     key = (id(device), id(model), seq, main_grad_bytes,
            *(getattr(layout, f) for f in LAYER_TIME_FIELDS))
-    held = _TIMES.get(key)
-    if held is None or held[0] is not device or held[1] is not model:
-        if len(_TIMES) >= _KEPT_TIMES:
-            _TIMES.clear()
-        held = _TIMES[key] = (
-            device, model,
-            layer_times(device, model, layout, seq, moe=False,
-                        main_grad_bytes=main_grad_bytes),
-            layer_times(device, model, layout, seq, moe=True,
-                        main_grad_bytes=main_grad_bytes) if model.is_moe else None,
-            edge_times(device, model, layout, seq, main_grad_bytes=main_grad_bytes))
-    return held[2], held[3], held[4]
+    return _TIMES.get(key, (device, model), lambda: (
+        layer_times(device, model, layout, seq, moe=False, main_grad_bytes=main_grad_bytes),
+        layer_times(device, model, layout, seq, moe=True,
+                    main_grad_bytes=main_grad_bytes) if model.is_moe else None,
+        edge_times(device, model, layout, seq, main_grad_bytes=main_grad_bytes)))

@@ -56,6 +56,7 @@ import numpy as np
 
 from topomodel.analysis.training.model import attention_dims
 from topomodel.inputs.parts import Model
+from topomodel.kept import Kept
 from topomodel.traffic.layout import Layout
 
 FP32_GRAD_COPY_BYTES = 4.0
@@ -129,21 +130,21 @@ def stage_parameters(model: Model, layout: Layout, layers: np.ndarray,
     layout and rank order it bounds, for a few pipelines."""
     key = (id(model), layout.tp, layout.pp, layout.ep, layers.dtype.str, layers.tobytes(),
            moe_layers.dtype.str, moe_layers.tobytes())
-    held = _PARAMETERS.get(key)
-    if held is None or held[0] is not model:
-        if len(_PARAMETERS) >= KEPT_PARAMETERS:
-            _PARAMETERS.clear()
-        dense, experts = _stage_parameters(model, layout, layers, moe_layers)
-        dense.setflags(write=False)
-        experts.setflags(write=False)
-        held = _PARAMETERS[key] = (model, dense, experts)
-    return held[1], held[2]
+    return _PARAMETERS.get(key, (model,), lambda: _read_only(
+        _stage_parameters(model, layout, layers, moe_layers)))
+
+
+def _read_only(arrays: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``arrays``, made read-only (they are kept and shared)."""
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
 
 
 KEPT_PARAMETERS = 4096
 """Stage parameter sets :func:`stage_parameters` keeps (all dropped when full)."""
 
-_PARAMETERS: dict[tuple[object, ...], tuple[Model, np.ndarray, np.ndarray]] = {}
+_PARAMETERS: Kept[tuple[np.ndarray, np.ndarray]] = Kept(KEPT_PARAMETERS)
 
 
 def forget_stage_parameters() -> None:

@@ -59,6 +59,7 @@ import numpy as np
 
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
+from topomodel.kept import Kept
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -379,20 +380,19 @@ depth and ZeRO stage, the same idle calls for every rank order); each set is at 
 
 @dataclass
 class _Chunks:
-    """What :func:`chunk_work` keeps for one key: the times it was made from (held, so
-    their ids in the key stay theirs), the F, B and W work of one layer (dense; MoE or
-    None) and of the embedding and output layer by (first, last). The chunks made of
+    """What :func:`chunk_work` keeps for one key (in a :class:`~topomodel.kept.Kept`,
+    which holds the times it was made from): the F, B and W work of one layer (dense;
+    MoE or None) and of the embedding and output layer by (first, last). The chunks made of
     them are not kept: there are many, each used by few layouts, and kept they cost
     the garbage collector more than they save."""
 
-    times: tuple[LayerTimes, LayerTimes | None, EdgeTimes]
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
     figures: dict[tuple[int, int, bool, bool], tuple[list[float], list[float]]] = \
         dataclasses.field(default_factory=dict)  # chunk_durations' per chunk
 
 
-_CHUNKS: dict[tuple[object, ...], _Chunks] = {}
+_CHUNKS: Kept[_Chunks] = Kept(KEPT_CHUNK_WORKS)
 
 
 def forget_chunk_works() -> None:
@@ -461,18 +461,16 @@ def _kept_chunks(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
            tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
            layout.sequence_parallel, layout.tp_overlap, layout.recompute,
            layout.dp_overlap, hot, split_w, share, record)
-    kept = _CHUNKS.get(key)
-    if kept is None or kept.times[0] is not lt_dense or kept.times[1] is not lt_moe \
-            or kept.times[2] is not edges:
-        if len(_CHUNKS) >= KEPT_CHUNK_WORKS:
-            _CHUNKS.clear()
+
+    def make() -> _Chunks:
         per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
                                  split_w=split_w, share=share, record=record)}
         if lt_moe is not None:
             per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
                                    split_w=split_w, share=share, record=record)
-        kept = _CHUNKS[key] = _Chunks((lt_dense, lt_moe, edges), per, {})
-    return kept
+        return _Chunks(per, {})
+
+    return _CHUNKS.get(key, (lt_dense, lt_moe, edges), make)
 
 
 # PLR0913: chunk_work's arguments, passed on as they are

@@ -73,6 +73,7 @@ from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
+from topomodel.kept import Kept
 from topomodel.traffic.layout import Layout, evolve
 
 ROUNDING_MARGIN = 1e-9
@@ -305,20 +306,14 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
     a search bounds every order of a layout with the same frame."""
     key = (id(model), id(assumptions), id(shape), pipeline.most_sends,
            *(getattr(layout, f) for f in _FRAME_FIELDS))
-    held = _FRAMES.get(key)
-    if held is None or held[0] is not model or held[1] is not assumptions \
-            or held[2] is not shape:
-        if len(_FRAMES) >= KEPT_FRAMES:
-            _FRAMES.clear()
-        held = _FRAMES[key] = (model, assumptions, shape,
-                               _bound_frame(model, layout, assumptions, shape, pipeline))
-    return held[3]
+    return _FRAMES.get(key, (model, assumptions, shape),
+                       lambda: _bound_frame(model, layout, assumptions, shape, pipeline))
 
 
 KEPT_FRAMES = 4096
 """Bound frames :func:`bound_frame` keeps (all dropped when full)."""
 
-_FRAMES: dict[tuple[Any, ...], tuple[Model, StepAssumptions, Shape, BoundFrame]] = {}
+_FRAMES: Kept[BoundFrame] = Kept(KEPT_FRAMES)
 _FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
 
 

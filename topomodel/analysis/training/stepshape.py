@@ -40,6 +40,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric, ignores_capacities, ignores_failures
 from topomodel.inputs.parts import Accelerator, Model, System
 from topomodel.inputs.records import documented
+from topomodel.kept import Kept
 from topomodel.traffic.algorithms import REGISTRY
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import AllPairsPhase, Traffic
@@ -230,15 +231,10 @@ def grid_key(fabric: Fabric, layout: Layout, kind: str, grid: Callable[[], np.nd
 def time_key(time_model: TimeModel) -> tuple[Any, ...]:
     """The time model as a hashable key (its tier efficiencies are a mapping), found
     once per time model object (a search asks it of every order it bounds)."""
-    held = _TIME_KEYS.get(id(time_model))
-    if held is None or held[0] is not time_model:
-        if len(_TIME_KEYS) >= 64:
-            _TIME_KEYS.clear()
-        held = _TIME_KEYS[id(time_model)] = (time_model, _time_key(time_model))
-    return held[1]
+    return _TIME_KEYS.get(id(time_model), (time_model,), lambda: _time_key(time_model))
 
 
-_TIME_KEYS: dict[int, tuple[TimeModel, tuple[Any, ...]]] = {}
+_TIME_KEYS: Kept[tuple[Any, ...]] = Kept(64)
 
 
 def _time_key(time_model: TimeModel) -> tuple[Any, ...]:
