@@ -326,6 +326,28 @@ def test_plan_table_csv_and_parquet(capsys, design_file, tmp_path):
     assert status == 0 and (pd.read_parquet(target)["pp"] == 2).all()
 
 
+def test_plan_output_file_holds_what_its_suffix_says(capsys, design_file, tmp_path):
+    """``-o x.json`` writes the document ``--format json`` prints (it once wrote CSV
+    rows under a .json name); ``-o x.csv`` the ranked rows; a .json file cannot hold
+    Parquet, refused before the search."""
+    flags = (design_file, *PLAN_FLAGS, "--fixed", "pp=2")
+    status, printed, _ = run(capsys, "plan", *flags, "--format", "json")
+    assert status == 0
+    target = tmp_path / "plan.json"
+    status, _, _ = run(capsys, "plan", *flags, "-o", str(target))
+    written, shown = json.loads(target.read_text()), json.loads(printed)
+    for doc in (written, shown):  # the search's own clock and counts differ run to run
+        doc.pop("search")
+    assert status == 0 and written == shown
+    rows = tmp_path / "plan.csv"
+    status, _, _ = run(capsys, "plan", *flags, "-o", str(rows))
+    assert status == 0 and rows.read_text().startswith("design,rank,tp,pp,dp")
+    status, _, err = run(capsys, "plan", *flags, "--format", "parquet", "-o",
+                         str(tmp_path / "x.json"))
+    assert status == 2 and "cannot hold --format parquet" in err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_plan_compare_puts_the_best_of_each_side_by_side(capsys, design_file, tmp_path):
     other = tmp_path / "four.yaml"
     other.write_text(DESIGN.replace("systems: 2", "systems: 4").replace("two hgx",

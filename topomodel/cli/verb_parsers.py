@@ -254,7 +254,9 @@ def add_plan(verbs: Verbs[argparse.ArgumentParser]) -> None:
     plan.add_argument("--no-progress", action="store_true",
                       help="no progress bar (shown only when stderr is a terminal)")
     plan.add_argument("-o", "--output", metavar="FILE",
-                      help="write the ranked layouts to FILE (needed by --format parquet)")
+                      help="write the ranked layouts to FILE: CSV, Parquet (.parquet or"
+                      " --format parquet) or, for a .json file, the document --format"
+                      " json prints")
     add_step_options(plan, [*(k for k in STEP_OPTIONS if k not in SEARCHED), *COST_OPTIONS])
     add_catalog_args(plan)
     plan.add_argument("--format", choices=FORMATS, default="table",

@@ -11,7 +11,7 @@ from typing import Any
 from topomodel.analysis.options import COST_OPTIONS, OPTIONS, STEP_OPTIONS
 from topomodel.cli.options import inputs_from_args
 from topomodel.cli.shared import usage, writable
-from topomodel.report.output import Report
+from topomodel.report.output import Report, render
 
 
 def _searched() -> tuple[str, ...]:
@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> Report:
         raise usage("--workers must be at least 1")
     if args.output:
         writable(args.output)
+        written = output_format(args.output, args.format)  # refused before the search
     inputs = inputs_from_args(args, [*(k for k in STEP_OPTIONS if k not in _searched()),
                                      *COST_OPTIONS])
     space = PlanSpace(max_tp=args.max_tp, max_pp=args.max_pp, max_cp=args.max_cp,
@@ -100,8 +101,12 @@ def run(args: argparse.Namespace) -> Report:
     if args.output:
         from topomodel.files import atomic_write
 
+        if written == "json":  # the document --format json prints
+            text = render(report, "json") + "\n"
+            atomic_write(args.output, lambda stream: stream.write(text.encode()))
+            return report
         frame = results_frame(found)
-        if args.format == "parquet" or args.output.endswith(".parquet"):
+        if written == "parquet":
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
@@ -113,6 +118,24 @@ def run(args: argparse.Namespace) -> Report:
     if args.format == "parquet":
         args.format = "table"  # what is printed beside the file
     return report
+
+
+def output_format(path: str, fmt: str) -> str:
+    """What ``-o FILE`` holds: ``json`` (the document ``--format json`` prints) for a
+    ``.json`` file, ``parquet`` for ``.parquet`` or ``--format parquet``, else the ranked
+    rows as ``csv``.
+
+    Examples
+    --------
+    >>> [output_format(p, "table") for p in ("plan.json", "rows.csv", "r.parquet", "r")]
+    ['json', 'csv', 'parquet', 'csv']
+    """
+    suffix = path.lower().rsplit(".", 1)[-1] if "." in path else ""
+    if suffix == "json":
+        if fmt == "parquet":
+            raise usage(f"{path}: a .json file cannot hold --format parquet's rows")
+        return "json"
+    return "parquet" if fmt == "parquet" or suffix == "parquet" else "csv"
 
 
 def _bar(name: str, show: bool) -> Any:
