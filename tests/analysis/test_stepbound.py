@@ -470,9 +470,10 @@ def test_no_candidate_beats_the_latency_floor(collective):
     the tighter of the two bounds (latency, not bytes, is most of the time)."""
     from topomodel.analysis.assumptions import TimeModel
     from topomodel.analysis.collectives.collective import fastest
+    from topomodel.analysis.collectives.timing import floor_s
     from topomodel.analysis.training.stepbound import latency_floor_s
     from topomodel.traffic.algorithms import auto_candidates
-    from topomodel.traffic.collectives import collective_traffic
+    from topomodel.traffic.collectives import collective_shapes, collective_traffic
     from topomodel.traffic.communicators import group_blocks
 
     fabric = build_fabric(*load_design("four.yaml", text=FOUR))
@@ -492,6 +493,10 @@ def test_no_candidate_beats_the_latency_floor(collective):
                                                                s, algorithm=alg),
                 candidates, time_model=model)
             assert 0 < floor <= timed.time_s, (name, size)
+            # found without the channels, the same as from the traffic's own shapes
+            assert floor == min(floor_s(fabric, collective_shapes(
+                fabric, collective, blocks, size, algorithm=alg), model)
+                for alg in candidates), (name, size)
             if size == 1e3:
                 assert floor > collective_lower_bound_s(fabric, collective, groups, size,
                                                         model), name

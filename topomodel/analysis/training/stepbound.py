@@ -422,7 +422,9 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     ``groups()`` cannot beat whichever of ``candidates`` it runs: the least, over the
     candidates, of :func:`~topomodel.analysis.collectives.timing.floor_s` of the
     shapes the candidate's traffic would have (its protocol latency, or the measured
-    curve's time), found without building any flow. The step keeps the candidate
+    curve's time), found without building any flow (nor the channels: with no
+    bandwidth time the floor reads no channel count, only the protocols' bandwidth
+    caps do). The step keeps the candidate
     with the least tuner time (:func:`~topomodel.analysis.collectives.collective.
     fastest`), which is no less than that candidate's floor, and its time no less
     than its tuner time; a candidate that does not apply (``NotApplicable``) is never
@@ -457,7 +459,7 @@ def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ..
     for algorithm in candidates:
         try:
             out.append(collective_shapes(fabric, collective, blocks, 1.0,
-                                         algorithm=algorithm))
+                                         algorithm=algorithm, channels=False))
         except NotApplicable:  # never the step's choice
             continue
         except CollectiveError:
