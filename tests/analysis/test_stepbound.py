@@ -489,8 +489,8 @@ def test_no_candidate_beats_the_latency_floor(collective):
             floor = latency_floor_s(fabric, collective, candidates, lambda g=groups: g,
                                     size, model, (collective, candidates, name))
             _, _, timed, _ = fastest(
-                fabric, lambda alg, s=size: collective_traffic(fabric, collective, blocks,
-                                                               s, algorithm=alg),
+                fabric, lambda alg, s=size, b=blocks: collective_traffic(
+                    fabric, collective, b, s, algorithm=alg),
                 candidates, time_model=model)
             assert 0 < floor <= timed.time_s, (name, size)
             # found without the channels, the same as from the traffic's own shapes
