@@ -389,12 +389,19 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
         found = known.get(key)
         if found is None:
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            made: list[np.ndarray] = []  # the groups, made once for both bounds
+
+            def grid() -> np.ndarray:
+                if not made:
+                    made.append(groups())
+                return made[0]
+
             rate = per_byte.get(placed)
             if rate is None:
                 rate = per_byte[placed] = collective_lower_bound_s(
-                    fabric, collective, groups(), 1.0, assumptions.time)
+                    fabric, collective, grid(), 1.0, assumptions.time)
             found = known[key] = max(size * rate, latency_floor_s(
-                fabric, collective, key[1], groups, size, assumptions.time, placed))
+                fabric, collective, key[1], grid, size, assumptions.time, placed))
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
