@@ -460,3 +460,43 @@ def test_a_call_timed_again_is_what_replace_makes():
     assert again == replace(call, time_s=1e-3, latency_s=0.0, bandwidth_s=1e-3,
                             topology_s=0.0)
     assert call.timed(call.time_s, call.latency_s, call.bandwidth_s, call.topology_s) == call
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reducescatter", "allreduce",
+                                        "alltoall"])
+def test_no_candidate_beats_the_latency_floor(collective):
+    """The step keeps the fastest of ``auto``'s candidates: its time is never below the
+    latency floor an unrouted collective is bounded by, and for small sizes the floor is
+    the tighter of the two bounds (latency, not bytes, is most of the time)."""
+    from topomodel.analysis.assumptions import TimeModel
+    from topomodel.analysis.collectives.collective import fastest
+    from topomodel.analysis.collectives.timing import floor_s
+    from topomodel.analysis.training.stepbound import latency_floor_s
+    from topomodel.traffic.algorithms import auto_candidates
+    from topomodel.traffic.collectives import collective_shapes, collective_traffic
+    from topomodel.traffic.communicators import group_blocks
+
+    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
+    ranks = fabric.accelerators
+    model = TimeModel()
+    placements = {"inside a server": ranks.reshape(-1, 8),
+                  "across servers": ranks.reshape(4, 8).T,
+                  "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
+    for name, groups in placements.items():
+        candidates = tuple(auto_candidates(fabric, collective, groups.shape[1]))
+        blocks = group_blocks(fabric, groups)
+        for size in (1e3, 64e6):
+            floor = latency_floor_s(fabric, collective, candidates, lambda g=groups: g,
+                                    size, model, (collective, candidates, name))
+            _, _, timed, _ = fastest(
+                fabric, lambda alg, s=size, b=blocks: collective_traffic(
+                    fabric, collective, b, s, algorithm=alg),
+                candidates, time_model=model)
+            assert 0 < floor <= timed.time_s, (name, size)
+            # found without the channels, the same as from the traffic's own shapes
+            assert floor == min(floor_s(fabric, collective_shapes(
+                fabric, collective, blocks, size, algorithm=alg), model)
+                for alg in candidates), (name, size)
+            if size == 1e3:
+                assert floor > collective_lower_bound_s(fabric, collective, groups, size,
+                                                        model), name

@@ -255,10 +255,13 @@ def collective_traffic(fabric: Fabric, collective: str, groups: GroupsLike | Gro
 
 
 def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | GroupBlocks,
-                      size_bytes: float, *, algorithm: str) -> tuple[Shape, ...]:
+                      size_bytes: float, *, algorithm: str, channels: bool = True
+                      ) -> tuple[Shape, ...]:
     """The :attr:`~topomodel.traffic.phases.Traffic.shapes` that
     :func:`collective_traffic` gives the same arguments, without making any flow (what
-    a bound on a candidate's time needs before its traffic is built).
+    a bound on a candidate's time needs before its traffic is built); without
+    ``channels``, with the channel count 0 (not found: over 98k ranks, a few ms a
+    placement), for a latency that reads none.
 
     Raises
     ------
@@ -267,7 +270,7 @@ def collective_shapes(fabric: Fabric, collective: str, groups: GroupsLike | Grou
         groups (not for what only building the flows finds).
     """
     blocks, size = _checked(fabric, collective, algorithm, groups, size_bytes)
-    return tuple(dict.fromkeys(_shape(collective, algorithm, g, size)
+    return tuple(dict.fromkeys(_shape(collective, algorithm, g, size, channels)
                                for g in _per_size(blocks, group_names_of(None, blocks.count))
                                if g.n > 1))
 
@@ -311,7 +314,8 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
     return _shape(collective, algorithm, GroupView(ranks, gid, (), fabric), float(size_bytes))
 
 
-def _shape(collective: str, algorithm: str, g: GroupView, size: float) -> Shape:
+def _shape(collective: str, algorithm: str, g: GroupView, size: float,
+           channels: bool = True) -> Shape:
     fabric, ranks = g.fabric, g.ranks
     n = g.n
     domain = np.sort(fabric.node_arrays["domain"][ranks], axis=1)
@@ -321,7 +325,7 @@ def _shape(collective: str, algorithm: str, g: GroupView, size: float) -> Shape:
     record = REGISTRY[algorithm]
     rounds = record.rounds(collective, n, nodes,
                            tuple(int(d) for d in fabric.structure.scaleup.torus.shape))
-    count = int(g.channels.count.min()) if nodes > 1 and record.channels else 0
+    count = int(g.channels.count.min()) if channels and nodes > 1 and record.channels else 0
     return Shape(collective, algorithm, n, nodes, size, rounds, count)
 
 

@@ -48,16 +48,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
+from topomodel.analysis.assumptions import StepAssumptions, TimeModel, gradient_bucket_bytes
 from topomodel.analysis.collectives.commbound import (
     collective_lower_bound_s,
+    ingress_rates,
     unplaced_lower_bound_s,
 )
+from topomodel.analysis.collectives.timing import floor_s
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import (
     optimizer_bytes_per_param,
@@ -71,10 +73,14 @@ from topomodel.analysis.training.stagework import Call, OpWork, chunk_durations
 from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
+from topomodel.errors import CollectiveError, NotApplicable
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.kept import Kept
+from topomodel.traffic.collectives import collective_shapes
+from topomodel.traffic.communicators import group_blocks
 from topomodel.traffic.layout import Layout, evolve
+from topomodel.traffic.phases import Shape as TrafficShape
 
 ROUNDING_MARGIN = 1e-9
 """Share taken off every bound before it is compared: the bound and the step add the
@@ -372,8 +378,9 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
                 ) -> tuple[dict[str, Call], int]:
     """The collectives of ``layout``'s step in its own rank order: those the fabric's
     table holds with their times, the others with what they cannot beat on their
-    placement (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`, kept in
-    :func:`collective_bounds`); and how many were not in the table."""
+    placement, kept in :func:`collective_bounds`: the larger of the bytes' bound
+    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) and the
+    latency's (:func:`latency_floor_s`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
     per_byte = fabric.derived(collective_bounds_per_byte)
 
@@ -382,11 +389,19 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
         found = known.get(key)
         if found is None:
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            made: list[np.ndarray] = []  # the groups, made once for both bounds
+
+            def grid() -> np.ndarray:
+                if not made:
+                    made.append(groups())
+                return made[0]
+
             rate = per_byte.get(placed)
             if rate is None:
                 rate = per_byte[placed] = collective_lower_bound_s(
-                    fabric, collective, groups(), 1.0, assumptions.time)
-            found = known[key] = size * rate
+                    fabric, collective, grid(), 1.0, assumptions.time)
+            found = known[key] = max(size * rate, latency_floor_s(
+                fabric, collective, key[1], grid, size, assumptions.time, placed))
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
@@ -405,6 +420,65 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
     if not missed:
         return None
     return bound_with_calls(model, layout, assumptions, shape, calls)
+
+
+def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
+                    groups: Callable[[], np.ndarray], size_bytes: float,
+                    time_model: TimeModel, placed: tuple[Any, ...]) -> float:
+    """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
+    ``groups()`` cannot beat whichever of ``candidates`` it runs: the least, over the
+    candidates, of :func:`~topomodel.analysis.collectives.timing.floor_s` of the
+    shapes the candidate's traffic would have (its protocol latency, or the measured
+    curve's time), found without building any flow (nor the channels: with no
+    bandwidth time the floor reads no channel count, only the protocols' bandwidth
+    caps do). The step keeps the candidate
+    with the least tuner time (:func:`~topomodel.analysis.collectives.collective.
+    fastest`), which is no less than that candidate's floor, and its time no less
+    than its tuner time; a candidate that does not apply (``NotApplicable``) is never
+    kept, so it is left out. 0 on a fabric with a failed link (as the bytes' bound:
+    a lost flow changes what is timed) or when a candidate's shapes cannot be found.
+    The shapes are kept per placement (``placed``: the collective's key in the
+    fabric's table without its size, :data:`SIZE_AT`), found at one byte: only their
+    size depends on it.
+
+    Over thousands of ranks a ring's ``t - 1`` steps make most of a collective's time
+    latency (60-70 % of ZeRO 3's per-layer gathers over DP at 16k GPUs), which no
+    bound on bytes sees."""
+    if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
+        return 0.0
+    kept = fabric.derived(collective_latency_shapes)
+    per = kept.get(placed)
+    if per is None:
+        per = kept[placed] = _candidate_shapes(fabric, collective, candidates, groups())
+    if not per:
+        return 0.0
+    return min(floor_s(fabric, tuple(replace(s, size_bytes=size_bytes) for s in shapes),
+                       time_model) for shapes in per)
+
+
+def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ...],
+                      groups: np.ndarray) -> tuple[tuple[TrafficShape, ...], ...]:
+    """Per candidate that applies, the shapes of its traffic over ``groups`` at one
+    byte; () when one of them cannot be found but by building its flows (the floor
+    is then 0)."""
+    blocks = group_blocks(fabric, groups)
+    out = []
+    for algorithm in candidates:
+        try:
+            out.append(collective_shapes(fabric, collective, blocks, 1.0,
+                                         algorithm=algorithm, channels=False))
+        except NotApplicable:  # never the step's choice
+            continue
+        except CollectiveError:
+            return ()
+    return tuple(out)
+
+
+def collective_latency_shapes(fabric: Fabric
+                              ) -> dict[tuple[Any, ...], tuple[tuple[TrafficShape, ...], ...]]:
+    """The candidates' shapes :func:`latency_floor_s` found on ``fabric``, by
+    placement, kept with the fabric as the bounds are."""
+    return {}
 
 
 def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
