@@ -59,9 +59,14 @@ on a structured fabric without failures is routed from counts without listing it
 example), so it is refused only where its pairs would be listed: hash or d-mod-k
 routing, failures and the general router (about 10 s and 4 GiB at this limit)."""
 
-BYTES_PER_FLOW = 300
-"""Peak memory per routed flow, bytes: 280 B measured for a 1,016-rank All-to-All,
-140 B for 4,096 ranks."""
+BYTES_PER_FLOW = 400
+"""Peak memory per routed flow, bytes: 280 B measured for a 1,016-rank All-to-All
+under ECMP, 140 B for 4,096 ranks; under hash routing over two RoCE planes, where
+every queue pair is hashed and the planes picked pair by pair, 335 B (a direct
+All-to-All on an 8,192-NPU cut of the 98k NPU servers, from 0.5 to 2.1 M flows: the
+peak's slope) and 390 B (all 1,024 GPUs of dual-plane-ethernet.yaml without PXN,
+1.05 M flows, above a run of the same fabric with 8-rank groups): the largest,
+rounded up (benchmarks/README.md, card43)."""
 
 DEFAULT_MAX_SWEEP_POINTS = 100_000
 """Most points a sweep runs unless ``--max-points`` raises it: at about 2 points/s per

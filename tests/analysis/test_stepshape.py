@@ -212,3 +212,42 @@ def test_the_groups_key_tells_placements_apart():
     wide[0, 0] += 1 << 32  # wraps to 0 in 32 bits
     assert groups_key(wide) != groups_key(ranks)
     assert groups_key(np.zeros((0, 4), dtype=np.int64))[0] == (0, 4)
+
+
+def test_a_shape_fetches_its_schedule_and_one_copy_is_alive():
+    """A shape names its schedule and fetches it (a planner keeps every shape it
+    bounds: held, schedules of thousands of microbatches were most of its memory); the
+    schedule it gets is :func:`pipeline.schedule`'s, bit for bit, and one still held
+    elsewhere is given again even after the recent ones dropped it (no second copy)."""
+    import gc
+    import weakref
+
+    from topomodel.analysis.training.pipeline import schedule
+    from topomodel.analysis.training.stepshape import RECENT_SCHEDULES, cached_schedule, shape_of
+    from topomodel.inputs.catalog import load_catalog
+
+    fabric = _fabric("examples/dgx-h100-superpod.yaml")
+    model = load_catalog().get("llama3-70b", Model)
+    layout = Layout(tp=8, pp=4, dp=31, micro_batch=1, global_batch=31 * 64, interleave=2)
+    shape = shape_of(fabric, model, layout)
+    assert "schedule" not in vars(shape)  # a name, not the arrays
+    want = schedule(layout.schedule, 4, shape.microbatches, 2)
+    got = shape.schedule
+    for field in ("kind", "micro", "chunk", "paired"):
+        assert np.array_equal(getattr(got, field), getattr(want, field))
+        assert getattr(got, field).dtype == getattr(want, field).dtype
+        assert not getattr(got, field).flags.writeable
+
+    def crowd_out():  # ask as many other schedules as the recent ones hold
+        for m in range(1, RECENT_SCHEDULES + 1):
+            cached_schedule("1f1b", 1, m, 1)
+
+    crowd_out()
+    assert shape.schedule is got  # still held here: the same object, not a copy
+    seen = weakref.ref(got)
+    del got
+    crowd_out()
+    gc.collect()
+    assert seen() is None  # the shape does not keep it alive
+    again = shape.schedule  # built again: the same arrays
+    assert np.array_equal(again.kind, want.kind) and np.array_equal(again.micro, want.micro)

@@ -324,7 +324,7 @@ def test_an_all_rank_all_to_all_is_refused_with_its_memory_where_it_is_listed(ca
     routed = json.loads(capsys.readouterr().out)
     assert routed["ranks"] == 24576 and routed["router"] == "structured"
     line = one_error(capsys, *args, "--routing", "hash")
-    assert "603,955,200 All-to-All flows (about 169 GiB to list) is more than the" \
+    assert "603,955,200 All-to-All flows (about 225 GiB to list) is more than the" \
            " limit of 16,777,216" in line
 
 

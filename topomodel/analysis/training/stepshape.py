@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,9 +70,19 @@ class Shape:
     seq: int
     global_batch: int
     microbatches: int  # per pipeline
-    schedule: Schedule
+    schedule_name: str  # the schedule's name (the layout's); see :attr:`schedule`
     sizes: np.ndarray  # layers per (stage, chunk)
     moe_sizes: np.ndarray  # MoE layers per (stage, chunk)
+
+    @property
+    def schedule(self) -> Schedule:
+        """The pipeline schedule (:func:`cached_schedule`), not held by the shape: a
+        planner keeps the shapes of every layout it bounds until its search ends, and
+        schedules of thousands of microbatches are MBs each (held, they were 2.1 of 3.9
+        GB after 130 CPU s of a plan on an 8k cut of the 98k NPU servers); one dropped is
+        built again, the same arrays."""
+        p, v = self.sizes.shape
+        return cached_schedule(self.schedule_name, p, self.microbatches, v)
 
 
 def shape_of(fabric: Fabric, model: Model, layout: Layout) -> Shape:
@@ -91,19 +102,40 @@ def shape_of(fabric: Fabric, model: Model, layout: Layout) -> Shape:
     # the sequences that run: whole microbatches on every DP rank, as the CLI requires
     global_batch = m * layout.dp * layout.micro_batch
     p, v = layout.pp, layout.interleave
-    sched = cached_schedule(layout.schedule, p, m, v)
+    cached_schedule(layout.schedule, p, m, v)  # a schedule that cannot run them refused here
     sizes = chunk_layers(model.layers, p, v)
     first = chunk_first_layer(model.layers, p, v)
     leading = model.dense_layers if model.is_moe else model.layers
     moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
-    return Shape(accelerator, seq, global_batch, m, sched, sizes, moe_sizes)
+    return Shape(accelerator, seq, global_batch, m, layout.schedule, sizes, moe_sizes)
 
 
-@functools.lru_cache(maxsize=256)
 def cached_schedule(name: str, p: int, m: int, v: int) -> Schedule:
     """:func:`~topomodel.analysis.training.pipeline.schedule`, built once per process for each
     (name, stages, microbatches, chunks): its arrays are read-only, so layouts that
-    share a pipeline share it."""
+    share a pipeline share it. One still held anywhere (a planner's shapes hold theirs
+    until the search ends) is given again even after the last :data:`RECENT_SCHEDULES`
+    dropped it, so no two copies of one schedule are alive: on an 8k cut of the 98k
+    NPU servers (DeepSeek-V3) the planner's shapes held 1,777 schedules of 630 kinds,
+    0.95 GB, after 60 CPU s (benchmarks/README.md, card43)."""
+    key = (name, p, m, v)
+    sched = _LIVE_SCHEDULES.get(key)
+    if sched is None:
+        sched = _LIVE_SCHEDULES[key] = _recent_schedule(name, p, m, v)
+    return sched
+
+
+RECENT_SCHEDULES = 256
+"""Schedules kept alive for :func:`cached_schedule` when nothing else holds them (least
+recently used dropped): a planner's cell asks the same few again and again."""
+
+_LIVE_SCHEDULES: weakref.WeakValueDictionary[tuple[str, int, int, int], Schedule] = (
+    weakref.WeakValueDictionary())
+
+
+@functools.lru_cache(maxsize=RECENT_SCHEDULES)
+def _recent_schedule(name: str, p: int, m: int, v: int) -> Schedule:
+    """A new read-only :func:`~topomodel.analysis.training.pipeline.schedule`."""
     sched = schedule(name, p, m, v)
     for rows in (sched.kind, sched.micro, sched.chunk, sched.paired):
         rows.setflags(write=False)
