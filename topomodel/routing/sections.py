@@ -161,7 +161,7 @@ def flows_digest(flows: np.ndarray, phase_flows: int) -> bytes:
     """
     flows = np.ascontiguousarray(flows)
     digest = hashlib.blake2b(digest_size=16)
-    if len(flows) >= MARKED_FLOWS and 0 <= flows[0] and flows[-1] < phase_flows and bool(
+    if len(flows) >= MARKED_FLOWS and flows[0] >= 0 and flows[-1] < phase_flows and bool(
             (flows[1:] > flows[:-1]).all()):
         marks = np.zeros(phase_flows, bool)
         marks[flows] = True
