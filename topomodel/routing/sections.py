@@ -166,10 +166,10 @@ def flows_digest(flows: np.ndarray, phase_flows: int) -> bytes:
         marks = np.zeros(phase_flows, bool)
         marks[flows] = True
         digest.update(b"marks")
-        digest.update(np.packbits(marks))
+        digest.update(np.packbits(marks).tobytes())
     else:
         digest.update(b"values")
-        digest.update(flows)
+        digest.update(flows.data)
     return digest.digest()
 
 
