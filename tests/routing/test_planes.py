@@ -337,3 +337,30 @@ def test_choose_column_by_column_is_the_first_running_sum_past_the_ticket(routin
             assert np.array_equal(got, want)
     assert got.dtype == np.int64 and ((weights[np.arange(5000), got] > 0)
                                      | (weights.sum(axis=1) == 0)).all()
+
+
+def test_system_pair_keys_sort_as_the_pairs_themselves(tmp_path_factory, example_fabric):
+    """The domain-local keys of (source, destination) system pairs of one domain order
+    and group them as ``source x systems + destination`` does, in a smaller space."""
+    from topomodel.routing.clos.paths import _pair_keys, _systems
+
+    fabric = example("two-supernodes", tmp_path_factory.getbasetemp(), example_fabric)
+    clos = survivors_view(fabric).clos
+    up, down = clos.scaleup_up, clos.scaleup_down
+    systems = _systems(clos.dst[up.table], clos.src[down.table])
+    assert systems is not None
+    sys_s, sys_d, count = systems
+    key_s, key_d, space = _pair_keys(clos, up.slot, down.slot, systems)
+    assert space < count * count
+    rows_s, rows_d = np.meshgrid(np.arange(len(sys_s)), np.arange(len(sys_d)))
+    rows_s, rows_d = rows_s.ravel(), rows_d.ravel()
+    owner_s = np.flatnonzero(up.slot >= 0)[rows_s]
+    owner_d = np.flatnonzero(down.slot >= 0)[rows_d]
+    one = clos.domain[owner_s] == clos.domain[owner_d]
+    rows_s, rows_d = rows_s[one], rows_d[one]
+    keys = key_s[rows_s] + key_d[rows_d]
+    plain = sys_s[rows_s].astype(np.int64) * count + sys_d[rows_d]
+    assert keys.max() < space
+    for new, old in zip(sorted_distinct(keys, space), sorted_distinct(plain), strict=True):
+        assert len(new) == len(old)
+    assert np.array_equal(sorted_distinct(keys, space)[1], sorted_distinct(plain)[1])

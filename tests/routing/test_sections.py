@@ -11,6 +11,7 @@ import topomodel.routing.supernode_patch as supernode_patch
 import topomodel.routing.survivors as survivors
 from topomodel.fabric.failures import with_failures
 from topomodel.routing import route
+from topomodel.routing.sections import MARKED_FLOWS, flows_digest
 from topomodel.vocabulary import FAT_TREE_TIERS, LINK_TIERS, SCALEUP_TIERS
 
 # an NVSwitch server pod, a full mesh (MI300X), NVL72 racks and a 384-NPU supernode
@@ -142,3 +143,17 @@ def test_a_collective_on_copies_shares_its_phases_and_gives_each_its_own_time(na
     assert all(np.array_equal(s.timing.link_bytes, o.timing.link_bytes)
                for s, o in zip(shared, alone, strict=True))
     assert sum(counted.values()) - routed_shared > routed_shared
+
+
+def test_flows_digest_names_the_flows_and_their_order():
+    rng = np.random.default_rng(3)
+    n = 3 * MARKED_FLOWS
+    some = np.sort(rng.choice(n, MARKED_FLOWS + 5, replace=False))
+    other = some.copy()
+    other[7] = next(i for i in range(n) if i not in set(some.tolist()))
+    other.sort()
+    assert flows_digest(some, n) == flows_digest(some.copy(), n)
+    assert flows_digest(some, n) != flows_digest(other, n)
+    assert flows_digest(some, n) != flows_digest(some[::-1], n)  # the order counts
+    assert flows_digest(some[:10], n) != flows_digest(some[:11], n)  # short: by value
+    assert flows_digest(some, n) == flows_digest(some.astype(np.int32), n)

@@ -262,13 +262,19 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     amount = np.zeros(len(pair_s))
     sums = [np.zeros(table.shape) for table, _ in arcs]
     part = np.empty(len(group))
+    summed: tuple[list[np.ndarray], np.ndarray] | None = None
     for k in range(split.shape[1]):
-        np.take(np.ascontiguousarray(split[:, k]), group, out=part)
-        part *= volume
-        for (_, index), total in zip(arcs, sums, strict=True):
-            total[:, k] = np.bincount(index, part, len(total))
+        # a plane whose shares are the last summed plane's (equal cables, no plane cut:
+        # the usual case) has its bytes, and so its sums, bit for bit
+        if summed is None or not _same_bits(split[:, k], split[:, k - 1]):
+            np.take(np.ascontiguousarray(split[:, k]), group, out=part)
+            part *= volume
+            summed = ([np.bincount(index, part, len(table)) for table, index in arcs],
+                      np.bincount(group, part, len(one)))
+        for total, column in zip(sums, summed[0], strict=True):
+            total[:, k] = column
         crossing = at[:, k] >= 0
-        amount[at[crossing, k]] = np.bincount(group, part, len(one))[crossing]
+        amount[at[crossing, k]] = summed[1][crossing]
     pieces: list[Piece] = []
     for (table, _), total in zip(arcs, sums, strict=True):
         hit = np.flatnonzero(total)
@@ -276,6 +282,12 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     if len(pair_s):
         pieces += climb.even(pair_s, pair_d, amount, paths)
     return pieces, extra, lost, usable_of[group]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two float arrays of one shape hold the same bits (``-0.0`` is not ``0.0``)."""
+    unsigned = f"u{a.dtype.itemsize}"
+    return bool(np.array_equal(a.view(unsigned), b.view(unsigned)))
 
 
 def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,

@@ -141,14 +141,45 @@ def kept_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
     return intact_section(fabric, section, phase, flows, options, route)
 
 
+MARKED_FLOWS = 4096
+"""From this many flows on, a rising list of flows is hashed as a bit per flow of the
+phase (:func:`flows_digest`): at 5.5 M of a phase's 6.2 M flows, 0.8 MB to hash instead
+of 44 MB, 0.011 s against 0.053 s on this project's machine."""
+
+
+def flows_digest(flows: np.ndarray, phase_flows: int) -> bytes:
+    """A digest of the indices ``flows`` (each below ``phase_flows``) naming the set and
+    order they hold: a strictly rising list (as selections of a phase's flows are) by
+    its marks, a bit per flow of the phase, else by its values.
+
+    Examples
+    --------
+    >>> flows_digest(np.arange(5000), 6000) == flows_digest(np.arange(5000), 6000)
+    True
+    >>> flows_digest(np.arange(5000), 6000) == flows_digest(np.arange(5000)[::-1], 6000)
+    False
+    """
+    flows = np.ascontiguousarray(flows)
+    digest = hashlib.blake2b(digest_size=16)
+    if len(flows) >= MARKED_FLOWS and flows[0] >= 0 and flows[-1] < phase_flows and bool(
+            (flows[1:] > flows[:-1]).all()):
+        marks = np.zeros(phase_flows, bool)
+        marks[flows] = True
+        digest.update(b"marks")
+        digest.update(np.packbits(marks).tobytes())
+    else:
+        digest.update(b"values")
+        digest.update(flows.data)
+    return digest.digest()
+
+
 def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
                    options: tuple[Any, ...],
                    route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
     """The section as every copy that leaves its tiers intact routes it: the kept one,
     else ``route()``, which must route it so (on such a copy, or with every arc live),
     kept. Up to :data:`KEPT_SECTION_BYTES`."""
-    digest = hashlib.blake2b(np.ascontiguousarray(flows).tobytes(), digest_size=16).digest()
-    key = (section, id(phase), len(flows), digest, options)
+    key = (section, id(phase), len(flows), flows_digest(flows, phase.flows), options)
     kept = fabric.derived(kept_sections)
     hit = kept.get(key)
     if hit is not None and hit.phase is phase:
