@@ -11,6 +11,7 @@ from topomodel.analysis.bisection import (
     closed_form,
 )
 from topomodel.fabric.build import build_fabric
+from topomodel.fabric.tables import link_weaker_Bps
 from topomodel.inputs.design import load_design
 
 
@@ -184,3 +185,48 @@ def test_an_in_network_allreduce_says_why_no_bytes_cross(capsys):
         capsys.readouterr().out)
     assert _main([*argv, "--algorithm", "ring"]) == 0  # bytes cross: nothing to explain
     assert "in-network reduction" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("design", ["examples/dual-plane-ethernet.yaml",
+                                    "examples/asymmetric-sites.yaml"])
+def test_failed_copies_subtract_their_failed_rows_bit_for_bit(monkeypatch, design):
+    """Where every sum of the capacities is exact, a copy with failed rows takes its
+    tier totals as the sums over every row less the failed rows' (and adds back the live
+    rows whose reverse row failed, at their own capacity): the same figures, to the bit,
+    as adding the live rows afresh, for rows failed one way or both ways."""
+    import numpy as np
+
+    from topomodel.analysis import bisection as module
+
+    def totals(exact):
+        monkeypatch.setattr(module, "exact_sums", lambda values: exact)
+        fabric = build_fabric(*load_design(design))
+        assert fabric.derived(module.tier_sums).exact is exact
+        rng = np.random.default_rng(7)
+        out = []
+        for share in (0.001, 0.05, 0.5):
+            failed = rng.random(len(fabric.links)) < share  # often one direction alone
+            cut = fabric.with_failed(failed)
+            out.append((module._tier_totals(cut, unfailed=True), closed_form(cut)))
+        whole = np.zeros(len(fabric.links), bool)
+        whole[:40] = True
+        whole[fabric.reverse_rows[:40]] = True  # both directions
+        out.append((module._tier_totals(fabric.with_failed(whole), unfailed=True), None))
+        return out
+
+    assert totals(True) == totals(False)
+    if "asymmetric" in design:  # rows whose reverse failed count at their own rate
+        fabric = build_fabric(*load_design(design))
+        assert (fabric.link_arrays["capacity_Bps"] != fabric.derived(link_weaker_Bps)).any()
+
+
+def test_exact_sums_needs_whole_multiples_of_the_top_spacing():
+    import numpy as np
+
+    from topomodel.analysis.bisection import exact_sums
+
+    assert exact_sums(np.array([50e9, 25e9, 800e9] * 1000))
+    assert not exact_sums(np.array([50e9, 0.1]))
+    assert not exact_sums(np.array([50e9, -25e9]))
+    assert not exact_sums(np.array([50e9, np.inf]))
+    assert exact_sums(np.zeros(3)) and exact_sums(np.zeros(0))

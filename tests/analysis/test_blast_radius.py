@@ -258,3 +258,17 @@ def test_dual_plane_example_counts_by_hand(example_fabric):
     assert plane.count == 2 and (plane.of_node[fabric.accelerators] == -1).all()
     # each plane holds half the 24 scale-out switches (16 leaves, 8 spines)
     assert [int((plane.of_node == p).sum()) for p in (0, 1)] == [12, 12]
+
+
+def test_rows_are_the_same_with_the_sums_subtracted_or_added_afresh(monkeypatch):
+    """The tier shares and bisections of each row, from the sums over every row less
+    the failed rows' (capacities whose sums are exact), equal to the bit those added
+    over the live rows afresh."""
+    from topomodel.analysis import bisection
+
+    def rows(exact):
+        monkeypatch.setattr(bisection, "exact_sums", lambda values: exact)
+        fabric = build_fabric(*load_design("dual.yaml", text=DUAL_PLANE))
+        return blast_radius(fabric, every=("rack", "power_feed"))
+
+    assert rows(True) == rows(False)

@@ -42,7 +42,7 @@ from topomodel.arrays import distinct
 from topomodel.fabric.columns import Coded, CodeLabels
 from topomodel.fabric.scaleout import scaleout_kind
 from topomodel.fabric.scaleup import scaleup_kind
-from topomodel.fabric.tables import Fabric, link_weaker_Bps
+from topomodel.fabric.tables import Fabric, ignores_failures, link_weaker_Bps
 from topomodel.inputs.records import documented
 from topomodel.inputs.units import format_rate
 from topomodel.vocabulary import SCALEUP_TIERS
@@ -93,19 +93,92 @@ def halves(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
 
 def _tier_totals(fabric: Fabric, *, unfailed: bool) -> dict[str, float]:
     """Capacity per tier, bytes/s per direction: each link at its weaker direction (its
-    own where the reverse row is failed), of the live links only if ``unfailed``."""
+    own where the reverse row is failed), of the live links only if ``unfailed``. Where
+    :func:`tier_sums` finds the sums exact, a copy with failed parts subtracts its
+    failed rows from the sums over every row (the same figures: every sum is exact)."""
     links = fabric.link_arrays
-    weaker = fabric.derived(link_weaker_Bps)
-    tier = CodeLabels(links["tier"])
-    codes = tier.codes.astype(np.intp)  # once for both counts
+    sums = fabric.derived(tier_sums)
     failed = links["failed"]
+    weaker_sums, count = sums.weaker_Bps, sums.count
     if unfailed and failed.any():
-        weaker = np.where(failed[fabric.reverse_rows], links["capacity_Bps"],
-                          weaker)[~failed]
-        codes = codes[~failed]
-    sums = np.bincount(codes, weights=weaker, minlength=len(tier.labels))
-    present = np.bincount(codes, minlength=len(tier.labels)) > 0
-    return {tier.label(int(c)): float(sums[c]) / 2 for c in np.flatnonzero(present)}
+        weaker = fabric.derived(link_weaker_Bps)
+        size = len(sums.labels)
+        if sums.exact:
+            dead = np.flatnonzero(failed)
+            alone = fabric.reverse_rows[dead]  # live rows whose reverse row failed
+            alone = alone[~failed[alone]]
+            cap = links["capacity_Bps"]
+            codes = sums.codes
+            weaker_sums = (weaker_sums - np.bincount(codes[dead], weights=weaker[dead],
+                                                     minlength=size)
+                           + np.bincount(codes[alone], weights=cap[alone] - weaker[alone],
+                                         minlength=size))
+            count = count - np.bincount(codes[dead], minlength=size)
+        else:
+            live = np.where(failed[fabric.reverse_rows], links["capacity_Bps"],
+                            weaker)[~failed]
+            codes = sums.codes[~failed]
+            weaker_sums = np.bincount(codes, weights=live, minlength=size)
+            count = np.bincount(codes, minlength=size)
+    return {sums.labels[c]: float(weaker_sums[c]) / 2 for c in np.flatnonzero(count > 0)}
+
+
+@dataclass(frozen=True)
+class TierSums:
+    """Per link tier of a fabric, over every link row (failed ones too): its rows'
+    capacity and weaker direction (:func:`~topomodel.fabric.tables.link_weaker_Bps`)
+    added, bytes/s, and its rows counted; ``codes`` each row's tier (an index into
+    ``labels``). ``exact``: every sum of some of the rows' capacities is exact in
+    float64, in any order (:func:`exact_sums`), so a sum over the live rows is the sum
+    over every row less the failed rows', bit for bit."""
+
+    labels: list[str]
+    codes: np.ndarray
+    capacity_Bps: np.ndarray
+    weaker_Bps: np.ndarray
+    count: np.ndarray
+    exact: bool
+
+
+@ignores_failures
+def tier_sums(fabric: Fabric) -> TierSums:
+    """:class:`TierSums` of ``fabric``, shared by its copies with failed parts."""
+    links = fabric.link_arrays
+    tier = CodeLabels(links["tier"])
+    codes = tier.codes.astype(np.intp)
+    size = len(tier.labels)
+    cap = links["capacity_Bps"]
+    reverse = fabric.reverse_rows
+    involution = bool(np.array_equal(reverse[reverse], np.arange(len(reverse))))
+    return TierSums([str(label) for label in tier.labels], codes,
+                    np.bincount(codes, weights=cap, minlength=size),
+                    np.bincount(codes, weights=fabric.derived(link_weaker_Bps),
+                                minlength=size),
+                    np.bincount(codes, minlength=size), involution and exact_sums(cap))
+
+
+def exact_sums(values: np.ndarray) -> bool:
+    """Whether every sum of some of ``values`` (each finite and at least 0), added in
+    any order, and every difference of two such sums that is not negative, is exact in
+    float64: each value a multiple of the spacing of floats at twice their sum (every
+    such sum lies below it, and every multiple of that spacing below it is a float).
+    Capacities in bytes/s are whole numbers with trailing zero bits (``50e9`` is a
+    multiple of 2^10), so a fabric's are, up to some 10^18 bytes/s in all.
+
+    Examples
+    --------
+    >>> exact_sums(np.array([50e9, 25e9, 800e9])), exact_sums(np.array([0.1, 0.2]))
+    (True, False)
+    """
+    if not len(values):
+        return True
+    if not (np.isfinite(values).all() and (values >= 0).all()):
+        return False
+    upper = 2.0 * float(values.sum())  # above the true sum, however it was rounded
+    if upper == 0.0:
+        return True
+    unit = float(np.spacing(upper))
+    return bool(np.isfinite(unit) and (np.fmod(values, unit) == 0).all())
 
 
 def closed_form(fabric: Fabric) -> tuple[float | None, str]:

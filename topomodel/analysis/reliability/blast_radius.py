@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from topomodel.analysis.bisection import closed_form
+from topomodel.analysis.bisection import closed_form, tier_sums
 from topomodel.analysis.reliability.lines import failure_rate
-from topomodel.fabric.columns import CodeLabels
 from topomodel.fabric.domains import DomainMap, domain_map, failed_domain_links
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.records import documented
@@ -92,17 +91,21 @@ class BlastRadius:
 
 
 def _tier_capacity_Bps(fabric: Fabric, failed: np.ndarray) -> dict[str, tuple[float, float]]:
-    """Per link tier: (capacity built, capacity live), bytes/s, both directions added."""
-    links = fabric.link_arrays
-    tier = CodeLabels(links["tier"])
-    codes = tier.codes.astype(np.intp)
-    capacity = links["capacity_Bps"]
-    size = len(tier.labels)
-    built = np.bincount(codes, weights=capacity, minlength=size)
-    live = np.bincount(codes, weights=np.where(failed, 0.0, capacity), minlength=size)
-    present = np.bincount(codes, minlength=size) > 0
-    return {tier.label(int(c)): (float(built[c]), float(live[c]))
-            for c in np.flatnonzero(present)}
+    """Per link tier: (capacity built, capacity live), bytes/s, both directions added.
+    Where :func:`~topomodel.analysis.bisection.tier_sums` finds the sums exact, the live
+    capacity is the built one less the failed rows' (the same figures, bit for bit)."""
+    sums = fabric.derived(tier_sums)
+    capacity = fabric.link_arrays["capacity_Bps"]
+    size = len(sums.labels)
+    built = sums.capacity_Bps
+    if sums.exact:
+        dead = np.flatnonzero(failed)
+        live = built - np.bincount(sums.codes[dead], weights=capacity[dead], minlength=size)
+    else:
+        live = np.bincount(sums.codes, weights=np.where(failed, 0.0, capacity),
+                           minlength=size)
+    return {sums.labels[c]: (float(built[c]), float(live[c]))
+            for c in np.flatnonzero(sums.count > 0)}
 
 
 def _spans_domains(fabric: Fabric, job: np.ndarray) -> bool:
