@@ -197,3 +197,40 @@ def test_queue_pairs_in_blocks_are_one_pass_bit_for_bit(fabric, monkeypatch, rou
     assert phase.flows > 10 * 97
     for part, a, b in zip(parts, one, blocks, strict=True):
         assert same(a, b), part
+
+
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_climb_in_blocks_is_one_pick_bit_for_bit(fabric, routing):
+    """route_planes sends each block's queue pairs up their spines and cores on its own
+    (the per-pair tables kept on the paths, the bytes added by ``np.add.at`` in
+    queue-pair order): the same bytes on every link as one ``picked`` over every queue
+    pair summed by ``link_bytes``, with a spine failed (pairs with fewer spines)."""
+    from topomodel.routing.clos.live import survivors_view
+    from topomodel.routing.pieces import Rows, link_bytes
+    from topomodel.routing.planes import leaf_pairs
+
+    copy = failed(fabric, "p0/pod0/spine00")
+    view = survivors_view(copy)
+    climb = view.fat_tree
+    plane = patch._plane_components(copy).node
+    rng = np.random.default_rng(3)
+    leaves = np.flatnonzero(climb.slot >= 0)
+    s, d = rng.choice(leaves, 4000), rng.choice(leaves, 4000)
+    keep = (s != d) & (plane[s] == plane[d])
+    pair_s, pair_d, pair = leaf_pairs(climb, s[keep], d[keep], len(view.clos.domain))
+    paths = climb.paths(pair_s, pair_d)
+    assert not paths.ok.all() and paths.cross.any() and len(pair) > 1000
+    ids = rng.permutation(len(pair)).astype(np.int64) * 3
+    dst = rng.integers(0, len(view.clos.domain), len(pair))
+    volume = rng.random(len(pair)) * 1e6
+    stride = np.full(len(pair), 2, np.int64)
+    whole = link_bytes(view.clos.n_links, climb.picked(pair, pair_s, pair_d, paths, ids,
+                                                       dst, volume, stride, routing, 5))
+    blocked = np.zeros(view.clos.n_links)
+    for lo in range(0, len(pair), 97):
+        part = slice(lo, lo + 97)
+        for piece in climb.picked(pair[part], pair_s, pair_d, paths, ids[part], dst[part],
+                                  volume[part], stride[part], routing, 5):
+            rows, amount = piece.plain() if isinstance(piece, Rows) else piece
+            np.add.at(blocked, rows, amount)
+    assert whole.tobytes() == blocked.tobytes()

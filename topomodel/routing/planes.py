@@ -115,17 +115,33 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         pair_of = np.full(ok.shape, -1, np.int32 if len(pair_s) < 1 << 31 else np.int64)
         np.put(pair_of, flat, inverse)
         pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
-    pick, pieces, go, pair = _by_blocks(routing, seed,
-                                        (ids, node, dst, volume, weights, masked),
-                                        keep, split, arcs, pair_at)
-    if len(go):
-        row = keep[go // split]
-        stride = ((_cables(weights, masked, row) > 0).sum(axis=1) if routing == "dmodk"
+    climbed_load = np.zeros(view.clos.n_links if pair_at is not None else 0)
+
+    def climb_block(row: np.ndarray, chosen: np.ndarray, part: np.ndarray) -> None:
+        """The block's queue pairs (flow ``row``, plane ``chosen``, bytes ``part`` each,
+        in queue-pair order) that cross to another leaf, each up a spine (and core) of
+        its leaf pair, added to ``climbed_load`` queue pair by queue pair in order."""
+        assert pair_at is not None
+        pair = pair_at(row, chosen)
+        go = np.flatnonzero(pair >= 0)
+        if not len(go):
+            return
+        up = row[go]
+        stride = ((_cables(weights, masked, up) > 0).sum(axis=1) if routing == "dmodk"
                   else _ones(len(go)))
         # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
-        qp_ids = ids[row].astype(np.int64) * split + go % split
-        pieces += climb.picked(pair, pair_s, pair_d, paths, qp_ids, dst[row],
-                               volume[row] / split, stride, routing, seed)
+        # (a block starts at a flow, so a queue pair's index is its position mod split)
+        qp_ids = ids[up].astype(np.int64) * split + go % split
+        for piece in climb.picked(pair[go], pair_s, pair_d, paths, qp_ids, dst[up],
+                                  part[go], stride, routing, seed):
+            rows, amount = piece.plain() if isinstance(piece, Rows) else piece
+            np.add.at(climbed_load, rows, amount)
+
+    pick, pieces = _by_blocks(routing, seed, (ids, node, dst, volume, weights, masked),
+                              keep, split, arcs,
+                              climb_block if pair_at is not None and len(pair_s) else None)
+    hit = np.flatnonzero(climbed_load)
+    pieces.append((hit, climbed_load[hit]))
     chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
     return pieces, extra, lost, usable, chosen
 
@@ -144,16 +160,16 @@ first touch, the kernel zeroing new pages, was much of its system time)."""
 def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
                split: int,
                arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-               pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
-               ) -> tuple[np.ndarray, list[Piece], np.ndarray, np.ndarray]:
+               climb: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None
+               ) -> tuple[np.ndarray, list[Piece]]:
     """The queue pairs of the flows ``keep`` (``split`` each, in
     :func:`~topomodel.routing.hashing.queue_pairs`' order; ``flow`` their ids, nodes
     where the plane is chosen, destinations, bytes, (flows, planes) cables and which
     planes are usable (None: all; the others' cables read as 0)), over
     blocks of :data:`PICK_BLOCK` flows: each one's plane by
-    :func:`~topomodel.routing.hashing.choose` (a byte or two each), the bytes on the
-    entry and exit arcs (``arcs``) as pieces, and the queue pairs that climb (indices)
-    with their leaf pairs (``pair_at(flow row, plane)``, -1 for none; None: none climbs).
+    :func:`~topomodel.routing.hashing.choose` (a byte or two each) and the bytes on the
+    entry and exit arcs (``arcs``) as pieces; ``climb(flow rows, planes, bytes)`` is
+    handed each block's queue pairs in order (None: none climbs).
 
     A queue pair's pick reads its own row alone, so the picks are those of one call
     over every queue pair; each arc's bytes are added queue pair by queue pair in
@@ -164,8 +180,6 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
     small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
     pick = np.empty(len(keep) * split, small)
     sums = [np.zeros(table.size) for table, _ in arcs]
-    climbing: list[np.ndarray] = [np.zeros(0, np.int64)]
-    pairs: list[np.ndarray] = [np.zeros(0, np.int64)]
     # a read-only broadcast where every flow has the same cables (the scale-out NIC
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
@@ -185,16 +199,13 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
         part = volume[row] / split
         for total, (table, index) in zip(sums, arcs, strict=True):
             np.add.at(total, index[row] * table.shape[1] + chosen, part)
-        if pair_at is not None:
-            pair = pair_at(row, chosen)
-            go = np.flatnonzero(pair >= 0)
-            climbing.append(go + lo * split)
-            pairs.append(pair[go])
+        if climb is not None:
+            climb(row, chosen, part)
     pieces: list[Piece] = []
     for total, (table, _) in zip(sums, arcs, strict=True):
         hit = np.flatnonzero(total)
         pieces.append((table.ravel()[hit], total[hit]))
-    return pick, pieces, np.concatenate(climbing), np.concatenate(pairs)
+    return pick, pieces
 
 
 def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,

@@ -5,6 +5,7 @@ copies where failures do not reach it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -50,6 +51,21 @@ class Paths:
     rank: np.ndarray
     core_up: np.ndarray
     core_down: np.ndarray
+
+    @cached_property
+    def usable(self) -> np.ndarray:
+        """Per pair, how many spines start a live path (``ok``'s row sums)."""
+        return np.asarray(self.ok.sum(axis=1))
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """Per pair, its usable spines first (:func:`ranked` of ``ok``)."""
+        return ranked(self.ok)
+
+    @cached_property
+    def crossing_row(self) -> np.ndarray:
+        """Per pair, its row in ``at`` (meaningful where it crosses pods)."""
+        return np.cumsum(self.cross) - 1
 
 
 class ClimbShape:
@@ -237,19 +253,21 @@ class LiveClimb(ClimbShape):
                stride: np.ndarray, routing: str, seed: int) -> list[Piece]:
         """One spine (and core) per queue pair, by hash or d-mod-k, among the usable
         ones of its leaf pair ``pair`` (an index into ``leaf_s``, ``leaf_d``, ``paths``),
-        as pieces for :func:`~topomodel.routing.pieces.link_bytes`."""
-        count = paths.ok.sum(axis=1)[pair]
+        as pieces for :func:`~topomodel.routing.pieces.link_bytes`. The per-pair tables
+        (:attr:`Paths.usable`, :attr:`Paths.order`, :attr:`Paths.crossing_row`) are made
+        once per ``paths``, so calls on blocks of queue pairs choose as one call over
+        all of them."""
+        count = paths.usable[pair]
         at = leaf_s[pair]
         rank = rank_of(routing, seed, ids, at, dst, stride, count, self.cables)
-        col = ranked(paths.ok)[pair, rank]
+        col = paths.order[pair, rank]
         i, k = self.slot[at], self.slot[leaf_d[pair]]
         pieces: list[Piece] = [Rows(self.up_arcs, i, volume, col),
                                Rows(self.down_arcs, k, volume, col)]
         far = np.flatnonzero(paths.cross[pair])
         if len(far):
             spine = self.spines[i[far], col[far]]
-            crossing = np.cumsum(paths.cross) - 1  # each pair's row in ``paths.at``
-            row = paths.at[crossing[pair[far]], col[far]]
+            row = paths.at[paths.crossing_row[pair[far]], col[far]]
             cores = paths.count[row]
             rank = rank_of(routing, seed, ids[far], spine, dst[far], stride[far] * count[far],
                          cores, self.core_cables)
