@@ -52,6 +52,12 @@ _BESIDE_SIBLINGS = False
 """True in a worker process of a ``nested`` :func:`parallel_map`: the pool's other
 pieces keep the other cores busy."""
 
+_SIBLINGS: tuple[Any, int] | None = None
+"""In a worker of a ``nested`` :func:`parallel_map` (inherited from its caller): the
+count, shared by the pool's processes, of its pieces not finished yet, and how many
+workers the pool has. A piece's own pool takes its share of the cores the pieces still
+running leave (:func:`_share`)."""
+
 
 def default_workers() -> int:
     """Worker processes when none are asked for: every core this process may use (its
@@ -157,20 +163,24 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     [9, 1, 4]
     """
     count = min(check_workers(workers), len(items))
-    if count <= 1 or _IN_WORKER or not can_fork():
-        return [work(item) for item in items]
-    if warm_first and _BESIDE_SIBLINGS:
+    if warm_first and _BESIDE_SIBLINGS and count > 1 and can_fork():
         first = work(items[0])
         return [first, *parallel_map(work, items[1:], workers=workers, nested=nested)]
-    import multiprocessing
+    if _BESIDE_SIBLINGS:
+        count = min(_share(check_workers(workers)), count)
+    if count <= 1 or _IN_WORKER or not can_fork():
+        return [work(item) for item in items]
+    global _SIBLINGS
+    outer = _SIBLINGS
+    if nested:  # inherited by the workers: how many of their pieces are still running
+        import multiprocessing
 
-    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
-        if stream is not None:
-            stream.flush()
+        _SIBLINGS = (multiprocessing.get_context("fork").Value("i", len(items)), count)
     _PENDING.append((work, items, None))
-    # the workers are forked here, before the pool starts its threads
-    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(nested, os.getpid()))
+    try:
+        pool = _forked_pool(count, nested)
+    finally:
+        _SIBLINGS = outer
     try:
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
@@ -220,12 +230,8 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
         first = [work(item) for item in items[:ready]]
         planned = [then(more) for more in plan(first)]
         return first + [work(item) for item in items[ready:]], planned
-    import multiprocessing
     import queue
 
-    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
-        if stream is not None:
-            stream.flush()
     _PENDING.append((work, items, then))
     # A piece's place in the serial loop's order: (0, i) the first ready items, (1, j)
     # the planned ones, (2, i) the others; pieces start in that order (the planned ones
@@ -238,8 +244,7 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     errors: dict[Key, BaseException] = {}
     running: set[Key] = set()
     planned_items: Sequence[S] = ()
-    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(False, os.getpid()))
+    pool = _forked_pool(count, False)
 
     def plan_now() -> None:
         nonlocal planned_items
@@ -282,6 +287,33 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     return ([results[0, i] for i in range(ready)]
             + [results[2, i] for i in range(ready, len(items))],
             [results[1, j] for j in range(len(planned_items))])
+
+
+def _forked_pool(count: int, nested: bool) -> Any:
+    """A pool of ``count`` workers forked from this process now (before the pool starts
+    its threads), sharing as few pages as they would write: the memory this process
+    freed and kept is given back first (:func:`~topomodel.heap.release_freed_memory`),
+    and the objects alive are frozen for the fork (``gc.freeze``, as the :mod:`gc`
+    documentation advises before a fork), so that a worker's collector never writes to
+    the pages holding them (each write would copy a page shared with this process)."""
+    import gc
+    import multiprocessing
+
+    from topomodel.heap import release_freed_memory
+
+    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
+        if stream is not None:
+            stream.flush()
+    release_freed_memory()
+    freeze = gc.get_freeze_count() == 0  # else frozen already (heap.quiet_collector)
+    if freeze:
+        gc.freeze()
+    try:
+        return multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
+                                                        initargs=(nested, os.getpid()))
+    finally:
+        if freeze:  # this process collects them as before; the workers never do
+            gc.unfreeze()
 
 
 TERMINATE_GRACE_S = 10.0
@@ -403,9 +435,29 @@ def _exit_on_terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def _share(workers: int) -> int:
+    """Workers a piece of a ``nested`` pool may fork for its own pieces: ``workers``
+    shared out among the pool's pieces still running (this one among them), at least
+    one. Every piece taking every core instead made twice the processes there are cores
+    while they all ran, each backing its own peak of fresh memory: on 2 cores the 98k
+    ``compare`` took 41-53 CPU s on 6 processes and 27 in one (``benchmarks/README.md``),
+    the same output. A piece left alone gets them all."""
+    if _SIBLINGS is None:
+        return workers
+    remaining, pool = _SIBLINGS
+    running = max(1, min(pool, remaining.value))
+    return max(1, workers // running)
+
+
 def _run_piece(index: int) -> Any:
     work, items, _ = _PENDING[-1]  # this pool's: forked after its caller added it
-    return work(items[index])
+    try:
+        return work(items[index])
+    finally:
+        if _BESIDE_SIBLINGS and _SIBLINGS is not None:  # a nested pool's piece is done
+            remaining = _SIBLINGS[0]
+            with remaining.get_lock():
+                remaining.value -= 1
 
 
 def _run_planned(item: Any) -> Any:
