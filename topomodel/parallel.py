@@ -52,13 +52,6 @@ _BESIDE_SIBLINGS = False
 """True in a worker process of a ``nested`` :func:`parallel_map`: the pool's other
 pieces keep the other cores busy."""
 
-_SIBLINGS: tuple[Any, int] | None = None
-"""In a worker of a ``nested`` :func:`parallel_map` (inherited from its caller): the
-count, shared by the pool's processes, of its pieces not finished yet, and how many
-workers the pool has. A piece's own pool takes its share of the cores the pieces still
-running leave (:func:`_share`)."""
-
-
 def default_workers() -> int:
     """Worker processes when none are asked for: every core this process may use (its
     CPU affinity where the platform has one, else ``os.cpu_count()``), as a sweep."""
@@ -163,24 +156,13 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     [9, 1, 4]
     """
     count = min(check_workers(workers), len(items))
-    if warm_first and _BESIDE_SIBLINGS and count > 1 and can_fork():
-        first = work(items[0])
-        return [first, *parallel_map(work, items[1:], workers=workers, nested=nested)]
-    if _BESIDE_SIBLINGS:
-        count = min(_share(check_workers(workers)), count)
     if count <= 1 or _IN_WORKER or not can_fork():
         return [work(item) for item in items]
-    global _SIBLINGS
-    outer = _SIBLINGS
-    if nested:  # inherited by the workers: how many of their pieces are still running
-        import multiprocessing
-
-        _SIBLINGS = (multiprocessing.get_context("fork").Value("i", len(items)), count)
+    if warm_first and _BESIDE_SIBLINGS:
+        first = work(items[0])
+        return [first, *parallel_map(work, items[1:], workers=workers, nested=nested)]
     _PENDING.append((work, items, None))
-    try:
-        pool = _forked_pool(count, nested)
-    finally:
-        _SIBLINGS = outer
+    pool = _forked_pool(count, nested)
     try:
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
@@ -435,29 +417,9 @@ def _exit_on_terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _share(workers: int) -> int:
-    """Workers a piece of a ``nested`` pool may fork for its own pieces: ``workers``
-    shared out among the pool's pieces still running (this one among them), at least
-    one. Every piece taking every core instead made twice the processes there are cores
-    while they all ran, each backing its own peak of fresh memory: on 2 cores the 98k
-    ``compare`` took 41-53 CPU s on 6 processes and 27 in one (``benchmarks/README.md``),
-    the same output. A piece left alone gets them all."""
-    if _SIBLINGS is None:
-        return workers
-    remaining, pool = _SIBLINGS
-    running = max(1, min(pool, remaining.value))
-    return max(1, workers // running)
-
-
 def _run_piece(index: int) -> Any:
     work, items, _ = _PENDING[-1]  # this pool's: forked after its caller added it
-    try:
-        return work(items[index])
-    finally:
-        if _BESIDE_SIBLINGS and _SIBLINGS is not None:  # a nested pool's piece is done
-            remaining = _SIBLINGS[0]
-            with remaining.get_lock():
-                remaining.value -= 1
+    return work(items[index])
 
 
 def _run_planned(item: Any) -> Any:
