@@ -56,6 +56,26 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, KEPT_FREE_BYTES))
 
 
+def release_freed_memory() -> bool:
+    """Give the pages of every freed block back to the system (glibc ``malloc_trim``;
+    the blocks stay the allocator's, backed afresh when used again); return whether the
+    C library has it. Called before forking workers (:mod:`topomodel.parallel`): the
+    memory this process kept (:func:`keep_freed_memory`) would be shared with them, and
+    each worker's first write to every 4 KiB of it that it reuses would copy the page
+    (a fault per 4 KiB), where a page given back is backed afresh, a huge page at a
+    time. At 98k accelerators ``compare``'s workers copied that way 14 % of all the
+    CPU samples (``benchmarks/README.md``)."""
+    import ctypes
+
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):  # not glibc
+        return False
+    malloc_trim.argtypes = (ctypes.c_size_t,)
+    malloc_trim(0)
+    return True
+
+
 YOUNG_OBJECTS = 50_000
 """Objects made (less those freed) between two passes of the cycle collector over the
 youngest ones during a search, against CPython's 700. Each pass over young objects

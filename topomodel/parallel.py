@@ -52,7 +52,6 @@ _BESIDE_SIBLINGS = False
 """True in a worker process of a ``nested`` :func:`parallel_map`: the pool's other
 pieces keep the other cores busy."""
 
-
 def default_workers() -> int:
     """Worker processes when none are asked for: every core this process may use (its
     CPU affinity where the platform has one, else ``os.cpu_count()``), as a sweep."""
@@ -162,15 +161,8 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     if warm_first and _BESIDE_SIBLINGS:
         first = work(items[0])
         return [first, *parallel_map(work, items[1:], workers=workers, nested=nested)]
-    import multiprocessing
-
-    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
-        if stream is not None:
-            stream.flush()
     _PENDING.append((work, items, None))
-    # the workers are forked here, before the pool starts its threads
-    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(nested, os.getpid()))
+    pool = _forked_pool(count, nested)
     try:
         results = list(pool.imap(_run_piece, range(len(items))))  # in item order
         pool.close()
@@ -220,12 +212,8 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
         first = [work(item) for item in items[:ready]]
         planned = [then(more) for more in plan(first)]
         return first + [work(item) for item in items[ready:]], planned
-    import multiprocessing
     import queue
 
-    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
-        if stream is not None:
-            stream.flush()
     _PENDING.append((work, items, then))
     # A piece's place in the serial loop's order: (0, i) the first ready items, (1, j)
     # the planned ones, (2, i) the others; pieces start in that order (the planned ones
@@ -238,8 +226,7 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     errors: dict[Key, BaseException] = {}
     running: set[Key] = set()
     planned_items: Sequence[S] = ()
-    pool = multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
-                                                    initargs=(False, os.getpid()))
+    pool = _forked_pool(count, False)
 
     def plan_now() -> None:
         nonlocal planned_items
@@ -282,6 +269,33 @@ def parallel_map_then(work: Callable[[T], R], items: Sequence[T],
     return ([results[0, i] for i in range(ready)]
             + [results[2, i] for i in range(ready, len(items))],
             [results[1, j] for j in range(len(planned_items))])
+
+
+def _forked_pool(count: int, nested: bool) -> Any:
+    """A pool of ``count`` workers forked from this process now (before the pool starts
+    its threads), sharing as few pages as they would write: the memory this process
+    freed and kept is given back first (:func:`~topomodel.heap.release_freed_memory`),
+    and the objects alive are frozen for the fork (``gc.freeze``, as the :mod:`gc`
+    documentation advises before a fork), so that a worker's collector never writes to
+    the pages holding them (each write would copy a page shared with this process)."""
+    import gc
+    import multiprocessing
+
+    from topomodel.heap import release_freed_memory
+
+    for stream in (sys.stdout, sys.stderr):  # a forked copy must not write them again
+        if stream is not None:
+            stream.flush()
+    release_freed_memory()
+    freeze = gc.get_freeze_count() == 0  # else frozen already (heap.quiet_collector)
+    if freeze:
+        gc.freeze()
+    try:
+        return multiprocessing.get_context("fork").Pool(count, initializer=_start_worker,
+                                                        initargs=(nested, os.getpid()))
+    finally:
+        if freeze:  # this process collects them as before; the workers never do
+            gc.unfreeze()
 
 
 TERMINATE_GRACE_S = 10.0

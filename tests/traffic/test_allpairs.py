@@ -348,3 +348,29 @@ def test_flows_inside_domains_counted_per_node_are_the_listed_ones(superpod, spe
                                       minlength=n * n),
                           np.bincount(src * n + dst, weights=nbytes, minlength=n * n))
     assert local.bytes.sum() == nbytes.sum()
+
+
+def test_blocks_list_in_place_as_joined_per_pair_lists():
+    """Blocks of different sizes, groups and bytes are listed straight into one set of
+    arrays: the pairs, dtypes and order of every block's pairs listed one by one and
+    joined."""
+    blocks = [AllPairs(np.array([[4, 5, 6], [9, 8, 7]]), np.array([0, 3], np.int32),
+                       np.array([2.0, 0.5])),
+              AllPairs(np.array([[1, 2]], np.int32), np.array([5], np.int64),
+                       np.array([7]))]
+    expected: list[list] = [[], [], [], []]
+    for b in blocks:
+        for row, ranks in enumerate(b.ranks):
+            for i, a in enumerate(ranks):
+                for j, c in enumerate(ranks):
+                    if i != j:
+                        for k, v in enumerate((a, c, float(b.bytes[row]), b.group[row])):
+                            expected[k].append(v)
+    phase = AllPairsPhase(blocks)
+    got = (phase.src, phase.dst, phase.bytes, phase.group)
+    assert [a.dtype for a in got] == [np.int64, np.int64, np.float64, np.int32]
+    assert [a.tolist() for a in got] == expected
+    assert [a.tolist() for a in blocks[1].flows()] == [[1, 2], [2, 1], [7.0, 7.0], [5, 5]]
+    empty = AllPairsPhase([])
+    assert [a.dtype for a in (empty.src, empty.bytes, empty.group)] == [
+        np.int64, np.float64, np.int32] and empty.src.size == 0

@@ -274,8 +274,9 @@ def test_copies_list_the_all_to_all_once_and_relay_it_as_listing_afresh(small_po
     traffic = ep_alltoall(fabric)
     (base,) = traffic.phases
     listed = []
-    flows = AllPairs.flows
-    monkeypatch.setattr(AllPairs, "flows", lambda self: listed.append(1) or flows(self))
+    flows_into = AllPairs.flows_into
+    monkeypatch.setattr(AllPairs, "flows_into",
+                        lambda self, *a: listed.append(1) or flows_into(self, *a))
     wanted = []
     relays_type = type(pxn(fabric, traffic).phases[0].rewrite)
     want = relays_type.wanted
@@ -306,3 +307,25 @@ def test_a_listing_is_of_the_same_blocks_unrewritten(superpod, alltoall):
     other = AllPairsPhase(base.blocks)
     with pytest.raises(ValueError, match="listing"):
         AllPairsPhase(base.blocks[:0], rewrite=relayed.rewrite, listing=other)
+
+
+def test_relaying_through_the_listing_s_memo_splits_as_afresh(small_pod):
+    """Relaying through the listing's memo looks each distinct key up once and maps it
+    back to the flows: the flows split and their relays are the general path's, on
+    copies whose relays all exist (a spine) and on copies missing some (a leaf, a
+    NIC)."""
+    from topomodel.analysis.reliability.goodput import with_part_failed
+
+    fabric = small_pod()
+    traffic = ep_alltoall(fabric)  # one traffic on every copy, as a step's
+    (base,) = traffic.phases
+    splits = {}
+    for part in ["", "spine0", "leaf0", "sys00/nic0"]:
+        copy = with_part_failed(fabric, part)
+        relays = pxn(copy, traffic).phases[0].rewrite
+        kept = relays.split(base.src, base.dst, base.group, base._memo)
+        fresh = relays.split(base.src, base.dst, base.group)
+        for ours, theirs in zip(kept, fresh, strict=True):
+            assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), part
+        splits[part] = len(kept[0])
+    assert splits["spine0"] == splits[""] > splits["leaf0"] and splits["sys00/nic0"] < splits[""]

@@ -59,10 +59,11 @@ def no_goodput_arg(parser: argparse.ArgumentParser) -> None:
                         " time")
 
 
-def workers_arg(parser: argparse.ArgumentParser, what: str) -> None:
+def workers_arg(parser: argparse.ArgumentParser, what: str,
+                default: str = "every core; 1 runs everything in this process") -> None:
     parser.add_argument("--workers", type=positive, metavar="N",
-                        help=f"worker processes for {what} (default: every core; 1 runs"
-                        " everything in this process; the results are the same)")
+                        help=f"worker processes for {what} (default: {default}; the"
+                        " results are the same)")
 
 
 def format_arg(parser: argparse.ArgumentParser, *, tables_dir: bool = True) -> None:

@@ -258,7 +258,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add_step_options(compare, COST_OPTIONS)
     add_serve_options(compare, switch=True)
     no_goodput_arg(compare)
-    workers_arg(compare, "the designs")
+    workers_arg(compare, "each design's degraded steps, the designs one after another",
+                "1, everything in this process: the fewest fresh pages")
     progress_arg(compare)
     compare.set_defaults(run=Verb("job_verbs.compare"))
 

@@ -101,15 +101,30 @@ class AllPairs:
     def flows(self) -> FlowArrays:
         """The pairs as flow arrays: row by row, then source rank, then destination rank
         (the order a direct All-to-All lists them in)."""
-        n = self.ranks.shape[1]
-        a = np.repeat(np.arange(n), n)
-        b = np.tile(np.arange(n), n)
-        keep = a != b
-        a, b = a[keep], b[keep]
+        flows = empty_flows(self.pairs, self.ranks.dtype)
+        self.flows_into(flows, 0)
+        return flows
+
+    def flows_into(self, flows: FlowArrays, start: int) -> None:
+        """Write :meth:`flows` into ``flows[k][start:start + pairs]``: the blocks of a
+        phase listed straight into its arrays, with no array per block to join."""
+        rows, n = self.ranks.shape
+        a, b = np.divmod(np.flatnonzero(~np.eye(n, dtype=bool)), n)  # (i, j), i != j
         per_row = len(a)
-        return (self.ranks.take(a, axis=1).ravel(), self.ranks.take(b, axis=1).ravel(),
-                np.repeat(self.bytes.astype(float), per_row),
-                np.repeat(self.group.astype(np.int32), per_row))
+        src, dst, nbytes, group = (f[start:start + rows * per_row].reshape(rows, per_row)
+                                   for f in flows)
+        ranks = self.ranks.astype(src.dtype, copy=False)  # (rows, n): small
+        np.take(ranks, a, axis=1, out=src)
+        np.take(ranks, b, axis=1, out=dst)
+        nbytes[:] = self.bytes.astype(float)[:, None]
+        group[:] = self.group.astype(np.int32)[:, None]
+
+
+def empty_flows(count: int, node_dtype: np.dtype | type = np.int64) -> FlowArrays:
+    """Flow arrays of ``count`` flows, to be filled: nodes of ``node_dtype``, bytes as
+    float64, groups as int32."""
+    return (np.empty(count, node_dtype), np.empty(count, node_dtype), np.empty(count),
+            np.empty(count, np.int32))
 
 
 class AllPairsPhase(Phase):
@@ -172,13 +187,13 @@ class AllPairsPhase(Phase):
                                " even ECMP on a fabric without failures")
         if self.listing is not None and self.rewrite is not None:
             return self.rewrite(*self.listing._listed, memo=self.listing._memo)
-        parts = [b.flows() for b in self.blocks]
-        if not parts:
-            empty = np.zeros(0, np.int64)
-            flows: FlowArrays = (empty, empty, np.zeros(0), np.zeros(0, np.int32))
-        else:
-            flows = tuple(np.concatenate([p[k] for p in parts])  # type: ignore[assignment]
-                          for k in range(4))
+        node_dtype = (np.result_type(*(b.ranks for b in self.blocks)) if self.blocks
+                      else np.int64)  # as joining the blocks' flows would give
+        flows = empty_flows(sum(b.pairs for b in self.blocks), node_dtype)
+        start = 0
+        for b in self.blocks:  # each block's pairs written in place: nothing to join
+            b.flows_into(flows, start)
+            start += b.pairs
         return self.rewrite(*flows) if self.rewrite is not None else flows
 
     @cached_property

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from topomodel.parallel import parallel_map
     from topomodel.report.compare import compare_report
 
     if len(args.designs) < 2:
@@ -25,12 +24,13 @@ def run(args: argparse.Namespace) -> Report:
         from topomodel.report.serving.serve import serve_compare_report
 
         return serve_compare_report([serve_job(args, path) for path in args.designs])
-    # each design on its own worker (--workers, default every core): built, stepped and
-    # its goodput modelled there, its degraded steps on workers of its own (nested: the
-    # cores a faster design leaves go to the slower one's); the first design's error,
-    # if any, is the one raised
-    return compare_report(parallel_map(lambda path: _compared(args, path), args.designs,
-                                       workers=args.workers, nested=True))
+    # the designs one after another in this process, their degraded steps too unless
+    # --workers N asks for N processes (forked once a design's step is built): one
+    # design's peak of memory at a time, its freed memory reused by the next. A worker
+    # per design, with workers of their own, backed each peak afresh in each process,
+    # at once: at 98k on 2 cores 41-53 CPU s against 27 here, the same output
+    # (benchmarks/README.md, "traffic98k")
+    return compare_report([_compared(args, path) for path in args.designs])
 
 
 def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
@@ -52,7 +52,9 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     goodput = None
     if not args.no_goodput:
         with stages(f"{path}: goodput (a step with each kind of part failed)"):
-            result, _, goodput = goodput_part(args, job, result)
+            # its degraded steps here unless --workers asks for more (see run)
+            serial = argparse.Namespace(**{**vars(args), "workers": args.workers or 1})
+            result, _, goodput = goodput_part(serial, job, result)
     bom = bill_of_materials(job.fabric)
     power = power_summary(bom, job.fabric.accelerator_count)
     tokens = goodput["goodput_tokens_per_s"] if goodput else result.tokens_per_s
