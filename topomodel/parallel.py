@@ -52,6 +52,7 @@ _BESIDE_SIBLINGS = False
 """True in a worker process of a ``nested`` :func:`parallel_map`: the pool's other
 pieces keep the other cores busy."""
 
+
 def default_workers() -> int:
     """Worker processes when none are asked for: every core this process may use (its
     CPU affinity where the platform has one, else ``os.cpu_count()``), as a sweep."""
