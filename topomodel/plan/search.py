@@ -396,7 +396,8 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
 GROUP, ORDERS, PLACED, ORDER = range(4)
 """A frontier entry of :func:`_best_first`: a group at its cheap bound, its timeline's,
 or what no placement of it beats (its orders bounded when it comes first), or one rank
-order at its own bound (its place in the cell and layout; modelled when it comes first)."""
+order at its own bound (its place, layout, bounds and the bar they were found against;
+modelled when it comes first)."""
 
 
 def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group], power_W: float,
@@ -435,9 +436,14 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group], power_W: flo
             decided(rest)
             return
         if stage == ORDER:
-            k, layout = item
-            if -neg < entry_bar(heap, job.top, distinct_key(layout)):
-                tally.pruned += 1  # a better variant of its layout came in since
+            k, layout, bounds, was = item
+            bar = entry_bar(heap, job.top, distinct_key(layout))
+            score = bounds.best_score(layout, bar) if bar > was else -neg
+            if min(-neg, score) < bar:
+                tally.pruned += 1  # a better layout, or variant of its own, came in since
+            elif score < -neg:  # bounded against a higher bar: back in its place
+                push(score, place, ORDER, (k, layout, bounds, bar), 1)
+                continue
             else:
                 evaluate((place[0], k), layout)
             decided(1)
@@ -471,7 +477,7 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group], power_W: flo
                     tally.pruned += 1
                     decided(1)
                 else:
-                    push(min(-neg, score), (place[0], k), ORDER, (k, layout), 1)
+                    push(min(-neg, score), (place[0], k), ORDER, (k, layout, bounds, bar), 1)
 
 
 def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
