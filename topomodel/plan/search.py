@@ -21,7 +21,7 @@ Each layout costs, in order, what it takes to decide it:
    after it are pruned: none could enter the top, so the top is the unpruned search's.
    A layout's bound is tightened when it comes first (its timeline's, with the
    pipeline's bubble, then every order's at once with each collective at what no
-   placement beats: :func:`_best_first`), and it goes back in its place.
+   placement beats: :func:`_best_first`), and it goes back in its place, as each order.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
    (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
