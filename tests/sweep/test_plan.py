@@ -101,8 +101,7 @@ def test_the_best_layouts_are_the_brute_forces(setup, brute):
     assert found.tally.evaluated + found.tally.pruned + found.tally.no_fit == valid
     assert found.tally.no_fit <= valid - len(fitting)
     assert found.tally.evaluated + found.tally.pruned >= len(fitting)
-    # more modelled than the top holds: some lost to it (the bounds did not prune all)
-    assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 3
+    assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
     assert found.tally.pruned > 0  # the bound skipped layouts, and the top is the same
 
 

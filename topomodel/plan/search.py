@@ -21,7 +21,7 @@ Each layout costs, in order, what it takes to decide it:
    after it are pruned: none could enter the top, so the top is the unpruned search's.
    A layout's bound is tightened when it comes first (its timeline's, with the
    pipeline's bubble, then every order's at once with each collective at what no
-   placement beats: :func:`_best_first`), and it goes back in its place, as each order.
+   placement beats: :func:`_best_first`), and it goes back in its place.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
    (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
@@ -376,8 +376,10 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             if group is None:
                 tally.invalid += n
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + n
-            elif over_limit(fabric, job.model, group.layout, job.routing):
-                tally.over_limit += n  # the same traffic for all its orders: none built
+            elif over_limit(fabric, job.model, group.stand_in, job.routing):
+                # the same traffic for all its orders and ZeRO stages (the limit reads
+                # world and EP): none built, and no layout of its own made and kept
+                tally.over_limit += n
             elif prune:
                 groups.append(group)
                 continue  # decided when reached
@@ -393,91 +395,71 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
     return PlanPart(tally, tuple(sorted(heap, reverse=True)))
 
 
-GROUP, ORDERS, PLACED, ORDER = range(4)
-"""A frontier entry of :func:`_best_first`: a group at its cheap bound, its timeline's,
-or what no placement of it beats (its orders bounded when it comes first), or one rank
-order at its own bound (its place, layout, bounds and the bar they were found against;
-modelled when it comes first)."""
+GROUP, ORDERS = range(2)
+"""A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
+timeline's bound (its orders bounded and modelled when it comes first)."""
 
 
-def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group], power_W: float,
-                heap: list[Ranked], tally: Tally, decided: Callable[[int], None],
+def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
+                power_W: float, heap: list[Ranked], tally: Tally,
+                decided: Callable[[int], None],
                 evaluate: Callable[[tuple[int, int], Layout], None]) -> None:
     """Decide ``groups`` best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
     holds each group at its cheap bound; popped, a group that fits is pushed back at
     its timeline's bound (the pipeline's bubble included), which is never above the
-    cheap one; popped again, at the bound no placement of it beats (each collective at
-    its unplaced floor) when that is lower; popped again, each of its rank orders is
-    bounded against the top (when full) and, unless pruned, pushed back at its own
-    bound; an order is modelled when it comes first. Once the top is full and the
-    first entry's bound is below the last of the top, every entry's is, and all are
-    pruned: the same top as deciding them all (ties rank by place, not by when they
-    were modelled). So a pipeline whose cheap bound (its busiest stage, no bubble) is
-    high but whose timeline is not, or an order whose placement is slow, waits behind
-    the entries that can beat it and is pruned once they fill the top."""
-    frontier: list[tuple[float, tuple[int, int], int, int, int, Any]] = []
+    cheap one; popped again, each of its rank orders is bounded against the top (when
+    full) and modelled unless pruned. Once the top is full and the first entry's bound
+    is below the last of the top, every entry's is, and all are pruned: the same top as
+    deciding them all (ties rank by place, not by when they were modelled). The
+    groups are modelled in the order of the tighter bound, so a pipeline whose cheap
+    bound (its busiest stage, no bubble) is high but whose timeline is not fills the
+    top only after the layouts that can beat it."""
+    frontier: list[tuple[float, tuple[int, int], int, int, _Group]] = []
     tie = 0
     memo = OrderMemo()  # the bounds' shared collectives and screens
 
-    def push(score: float, place: tuple[int, int], stage: int, item: Any, n: int) -> None:
+    def push(score: float, place: tuple[int, int], stage: int, item: _Group) -> None:
         nonlocal tie
         tie += 1
-        heapq.heappush(frontier, (-score, place, tie, stage, n, item))
+        heapq.heappush(frontier, (-score, place, tie, stage, item))
 
     for group in groups:
-        push(group.bound, group.place, GROUP, group, len(group.orders))
+        push(group.bound, group.place, GROUP, group)
     while frontier:
-        neg, place, _, stage, n, item = heapq.heappop(frontier)
+        neg, place, _, stage, item = heapq.heappop(frontier)
         worst = heap[0].score if len(heap) >= job.top else -float("inf")
         if -neg < worst:
-            rest = n + sum(e[4] for e in frontier)
+            rest = len(item.orders) + sum(len(e[4].orders) for e in frontier)
             tally.pruned += rest  # the first has the best bound: none can do better
             decided(rest)
             return
-        if stage == ORDER:
-            k, layout, bounds, was = item
-            bar = entry_bar(heap, job.top, distinct_key(layout))
-            score = bounds.best_score(layout, bar) if bar > was else -neg
-            if min(-neg, score) < bar:
-                tally.pruned += 1  # a better layout, or variant of its own, came in since
-            elif score < -neg:  # bounded against a higher bar: back in its place
-                push(score, place, ORDER, (k, layout, bounds, bar), 1)
-                continue
-            else:
-                evaluate((place[0], k), layout)
-            decided(1)
-        elif stage == GROUP:
+        if stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
-                tally.no_fit += n
-                decided(n)
+                tally.no_fit += len(item.orders)
+                decided(len(item.orders))
                 continue
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
                                           item.shape, item.pipeline(job)), job, power_W)
-            push(min(-neg, tight), place, ORDERS, item, n)
+            push(min(-neg, tight), place, ORDERS, item)
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, memo)
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
             key = distinct_key(item.layout)  # the same for all its orders
-            if stage == ORDERS:
-                unplaced = bounds.unplaced_score(first)
-                if unplaced < entry_bar(heap, job.top, key):
-                    tally.pruned += n  # no order can enter the top
-                    decided(n)
-                    continue
-                if unplaced < -neg:  # back in its place: others may fill the top first
-                    push(unplaced, place, PLACED, item, n)
-                    continue
+            bar = entry_bar(heap, job.top, key)
+            if bar > -float("inf") and bounds.unplaced_score(first) < bar:
+                tally.pruned += len(item.orders)  # no order can enter the top
+                decided(len(item.orders))
+                continue
             for k, fields_ in item.members:
                 layout = in_order(item.layout, fields_["order"])
                 bar = entry_bar(heap, job.top, key)
-                score = bounds.best_score(layout, bar) if bar > -float("inf") else -neg
-                if score < bar:
+                if bar > -float("inf") and bounds.best_score(layout, bar) < bar:
                     tally.pruned += 1
-                    decided(1)
                 else:
-                    push(min(-neg, score), (place[0], k), ORDER, (k, layout, bounds, bar), 1)
+                    evaluate((place[0], k), layout)
+                decided(1)
 
 
 def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
