@@ -376,10 +376,8 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             if group is None:
                 tally.invalid += n
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + n
-            elif over_limit(fabric, job.model, group.stand_in, job.routing):
-                # the same traffic for all its orders and ZeRO stages (the limit reads
-                # world and EP): none built, and no layout of its own made and kept
-                tally.over_limit += n
+            elif over_limit(fabric, job.model, group.layout, job.routing):
+                tally.over_limit += n  # the same traffic for all its orders: none built
             elif prune:
                 groups.append(group)
                 continue  # decided when reached
