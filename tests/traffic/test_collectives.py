@@ -1157,3 +1157,22 @@ def test_a_phase_without_a_library_model_pays_its_latency_every_step(superpod):
     (phase,) = three.phases
     assert phase.time_s == pytest.approx(3 * one.phases[0].time_s)
     assert phase.time_s == pytest.approx(three.time_s)
+
+
+def test_a_blocks_domains_spanned_are_kept_and_counted_per_group():
+    """GroupView.nodes: the most scale-up domains one group spans, counted group by
+    group (a rank outside any domain its own), made once per block and read by every
+    candidate's shape."""
+    pod = example("dgx-h100-superpod.yaml")
+    ranks = pod.accelerators[:64]
+    rows = np.stack([ranks[:16], ranks[8:24][::-1], ranks[::4][:16], ranks[48:64]])
+    blocks = group_blocks(pod, rows)
+    view = blocks.block(0)
+    domain = pod.node_arrays["domain"]
+    want = max(len({int(d) for d in domain[r] if d >= 0}) + int((domain[r] < 0).sum())
+               for r in rows)
+    assert view.nodes == want == 8  # every 4th rank of 64: two on each of 8 servers
+    assert blocks.block(0).cache["nodes"] == want  # kept with the block
+    for algorithm in ("ring", "tree"):
+        (shape,) = collective_shapes(pod, "allreduce", blocks, S, algorithm=algorithm)
+        assert shape.nodes == want

@@ -316,12 +316,9 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
 
 def _shape(collective: str, algorithm: str, g: GroupView, size: float,
            channels: bool = True) -> Shape:
-    fabric, ranks = g.fabric, g.ranks
+    fabric = g.fabric
     n = g.n
-    domain = np.sort(fabric.node_arrays["domain"][ranks], axis=1)
-    alone = (domain < 0).sum(axis=1)
-    distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
-    nodes = int(np.where(alone > 0, alone + distinct - 1, distinct).max())
+    nodes = g.nodes  # kept with the block: every candidate reads it
     record = REGISTRY[algorithm]
     rounds = record.rounds(collective, n, nodes,
                            tuple(int(d) for d in fabric.structure.scaleup.torus.shape))

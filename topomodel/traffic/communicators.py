@@ -114,6 +114,14 @@ class GroupView:
         return layout
 
     @property
+    def nodes(self) -> int:
+        """The most scale-up domains one group spans (a rank outside any domain counts
+        as its own), made once: every candidate algorithm's shape reads it, and over
+        98k-rank groups the sort is most of a shape's cost."""
+        made: int = self._kept("nodes", lambda: most_domains(self.fabric, self.ranks))
+        return made
+
+    @property
     def channels(self) -> Channels:
         """The groups' NCCL channels (:func:`~topomodel.traffic.channels.channels`),
         made once."""
@@ -132,6 +140,15 @@ class GroupView:
             nbytes = np.tile(np.asarray(bytes_per_flow, dtype=float), count)
         group = np.repeat(self.gid, flows)
         return Phase(src, dst, nbytes, group, steps, label, messages)
+
+
+def most_domains(fabric: Fabric, ranks: np.ndarray) -> int:
+    """The most scale-up domains one row of ``ranks`` spans (a rank outside any domain
+    counts as its own)."""
+    domain = np.sort(fabric.node_arrays["domain"][ranks], axis=1)
+    alone = (domain < 0).sum(axis=1)
+    distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
+    return int(np.where(alone > 0, alone + distinct - 1, distinct).max())
 
 
 def _within(counts: np.ndarray) -> np.ndarray:
