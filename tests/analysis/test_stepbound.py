@@ -253,6 +253,16 @@ def test_the_unplaced_bound_is_each_placements_least():
 FOUR = DESIGN.replace("systems: 2", "systems: 4").replace("two hgx", "four hgx")
 
 
+def _four_placements():
+    """The four-server design and three placements of its ranks: groups inside a
+    server, across servers, and half in each of two servers."""
+    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
+    ranks = fabric.accelerators
+    return fabric, {"inside a server": ranks.reshape(-1, 8),
+                    "across servers": ranks.reshape(4, 8).T,
+                    "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
+
+
 @pytest.mark.parametrize("collective", ["allgather", "reducescatter", "allreduce",
                                         "alltoall"])
 def test_no_algorithm_beats_the_placement_bound(collective):
@@ -260,12 +270,8 @@ def test_no_algorithm_beats_the_placement_bound(collective):
     from topomodel.analysis.collectives.timing import time_traffic
     from topomodel.traffic.collectives import ALGORITHMS, collective_traffic
 
-    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
-    ranks = fabric.accelerators
+    fabric, placements = _four_placements()
     model = TimeModel()
-    placements = {"inside a server": ranks.reshape(-1, 8),
-                  "across servers": ranks.reshape(4, 8).T,
-                  "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
     timed = 0
     for name, groups in placements.items():
         for size in (1e3, 64e6):
@@ -476,12 +482,8 @@ def test_no_candidate_beats_the_latency_floor(collective):
     from topomodel.traffic.collectives import collective_shapes, collective_traffic
     from topomodel.traffic.communicators import group_blocks
 
-    fabric = build_fabric(*load_design("four.yaml", text=FOUR))
-    ranks = fabric.accelerators
+    fabric, placements = _four_placements()
     model = TimeModel()
-    placements = {"inside a server": ranks.reshape(-1, 8),
-                  "across servers": ranks.reshape(4, 8).T,
-                  "half and half": ranks.reshape(2, 2, 8).transpose(0, 2, 1).reshape(-1, 4)}
     for name, groups in placements.items():
         candidates = tuple(auto_candidates(fabric, collective, groups.shape[1]))
         blocks = group_blocks(fabric, groups)
