@@ -327,11 +327,18 @@ def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes
     the same, and the key space small enough for a table on a fat-tree), else by node."""
     slot = climb.slot if climb.present else None
     if slot is not None and len(lower_s):
-        row_s, row_d = slot[lower_s], slot[lower_d]
+        leaves = np.flatnonzero(slot >= 0)
+        width = len(leaves)
+        # the rows (and keys) in int32 where the keys fit: the same values in half the
+        # bytes over the millions of entries of a 100k-accelerator All-to-All
+        small = width * width <= np.iinfo(np.int32).max
+        rows = slot.astype(np.int32) if small else slot
+        row_s, row_d = rows[lower_s], rows[lower_d]
         if min(row_s.min(), row_d.min()) >= 0:
-            leaves = np.flatnonzero(slot >= 0)
-            width = len(leaves)
-            pairs, inverse = sorted_distinct(row_s * width + row_d, width * width)
+            row_s *= width
+            row_s += row_d
+            del row_d
+            pairs, inverse = sorted_distinct(row_s, width * width)
             return leaves[pairs // width], leaves[pairs % width], inverse
     pairs, inverse = sorted_distinct(lower_s.astype(np.int64) * nodes + lower_d)
     return pairs // nodes, pairs % nodes, inverse
