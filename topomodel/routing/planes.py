@@ -62,12 +62,14 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     else:
         cross_of = ok[groups[1]] & (lower_s != lower_d)  # per group
         cross = cross_of[groups[0]]
-    # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
-    flat = None if cross.all() else np.flatnonzero(cross)
+    # the (flow, plane) entries whose ends differ, as a (flows, planes) mask (None: all
+    # of them): read and written through it in C order, as their flat indices would
+    # list them, without those indices (8 bytes per entry where the mask is one)
+    flat = None if cross.all() else cross
     del cross
 
     def crossing(a: np.ndarray) -> np.ndarray:
-        return a.ravel() if flat is None else np.take(a, flat)
+        return a.ravel() if flat is None else a[flat]
 
     if groups is None:
         pair_s, pair_d, inverse = leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
@@ -84,9 +86,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         hops = climbed[inverse].reshape(ok.shape)
     else:
         usable = ok.copy()
-        np.put(usable, flat, joined[inverse])
+        usable[flat] = joined[inverse]
         hops = np.zeros(ok.shape, np.int8)
-        np.put(hops, flat, climbed[inverse])
+        hops[flat] = climbed[inverse]
     extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
     lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
     # the planes not usable carry nothing (zero cables); under hash and d-mod-k masked
@@ -110,10 +112,11 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     if flat is None:  # every entry crosses: its leaf pair is read off its flat index
         width = ok.shape[1]
         pair_at = lambda row, pick: inverse[row * width + pick]  # noqa: E731
-    elif len(flat):  # some entries cross
+    elif len(pair_s):  # some entries cross
         # each entry's leaf pair (int32 where the pairs fit: the same values)
         pair_of = np.full(ok.shape, -1, np.int32 if len(pair_s) < 1 << 31 else np.int64)
-        np.put(pair_of, flat, inverse)
+        pair_of[flat] = inverse
+        del inverse  # read through pair_of from here on
         pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
     climbed_load = np.zeros(view.clos.n_links if pair_at is not None else 0)
 
@@ -304,8 +307,8 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
                    cross_of: np.ndarray, group: np.ndarray, flat: np.ndarray | None,
                    nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`leaf_pairs` of the crossing (flow, plane) entries (``flat``, as in
-    :func:`route_planes`; None: all of them) where each flow's entries are its group's
+    """:func:`leaf_pairs` of the crossing (flow, plane) entries (``flat``, a (flows,
+    planes) mask as in :func:`route_planes`; None: all of them) where each flow's entries are its group's
     (``lower_s``/``lower_d``/``cross_of`` (groups, planes), ``group`` per flow): the
     distinct pairs are those of the groups' crossing entries, the same set and so the
     same sorted pairs, found by sorting a group's entries once instead of every flow's
@@ -316,7 +319,7 @@ def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
     at = np.full(cross_of.shape, -1, inverse.dtype)
     at[cross_of] = inverse
     per_flow = at[group]
-    return pair_s, pair_d, per_flow.ravel() if flat is None else np.take(per_flow, flat)
+    return pair_s, pair_d, per_flow.ravel() if flat is None else per_flow[flat]
 
 
 def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
