@@ -187,6 +187,7 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
     same = not any(weights.strides) and len(weights)
+    spare: list[np.ndarray] = []  # a block's masked planes and cables, reused
     for lo in range(0, len(keep), PICK_BLOCK):
         flows = keep[lo:lo + PICK_BLOCK]
         take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
@@ -194,7 +195,7 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
         if usable is not None:
-            candidates = _cables(candidates, usable, row, taken=True)
+            candidates = _masked(candidates, usable, row, spare)
         chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
                         candidates)
         del candidates, qp_ids
@@ -218,6 +219,23 @@ def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,
     the same values and type, without masking every flow's row."""
     rows = weights if taken else weights[row]
     return rows if usable is None else np.where(usable[row], rows, 0)
+
+
+def _masked(rows: np.ndarray, usable: np.ndarray, row: np.ndarray,
+            spare: list[np.ndarray]) -> np.ndarray:
+    """:func:`_cables` of rows already taken (``rows``, (len(row), planes)), written into
+    ``spare`` (a mask and cables arrays, made at the first, largest block and reused by
+    the next ones, else a fresh (queue pairs, planes) pair of arrays each block): the
+    same values and type, 0 where the plane is not usable, else the row's cables."""
+    n = len(row)
+    if not spare or len(spare[0]) < n:
+        spare[:] = [np.empty((n, usable.shape[1]), bool),
+                    np.empty((n, rows.shape[1]), rows.dtype)]
+    mask, out = spare[0][:n], spare[1][:n]
+    np.take(usable, row, axis=0, out=mask)
+    out.fill(0)
+    np.copyto(out, rows, where=mask)
+    return out
 
 
 def _ones(n: int) -> np.ndarray:
