@@ -116,16 +116,13 @@ def whole_scaleout(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndar
     if chosen is None or planes is None or not view.alive[planes.scaleout].all():
         none = np.zeros(0, np.int32)
         return load, hops, lost, np.zeros(0, np.int8), none, none
-    up = view.clos.access_up
-    assert up is not None
     small = np.int8 if planes.count <= np.iinfo(np.int8).max else np.int32
     entry = planes.entry.astype(small)
     comp = np.empty(len(chosen.pick), small)
-    keep = np.flatnonzero(~lost)
-    for lo in range(0, len(comp), BLOCK):  # each queue pair's flow: keep[qp // qps]
+    nic_row = chosen.entry[~lost]  # each routed flow's NIC row, as the router read it
+    for lo in range(0, len(comp), BLOCK):  # each queue pair's flow: qp // qps of them
         hi = min(lo + BLOCK, len(comp))
-        src = phase.src[flows[keep[np.arange(lo, hi) // qps]]]
-        comp[lo:hi] = entry[up.slot[view.clos.nic_of[src]], chosen.pick[lo:hi]]
+        comp[lo:hi] = entry[nic_row[np.arange(lo, hi) // qps], chosen.pick[lo:hi]]
     return (load, hops, lost, comp, chosen.pair_s.astype(np.int32),
             chosen.pair_d.astype(np.int32))
 

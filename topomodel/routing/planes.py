@@ -26,12 +26,15 @@ from topomodel.routing.pieces import Piece, Rows
 class Chosen:
     """What hash routing chose over the planes: each queue pair's plane (its column of
     the entry arcs, in queue-pair order: the flows not lost, ``qps`` each, as
-    :func:`~topomodel.routing.hashing.queue_pairs` lists them) and the distinct (entry,
-    exit) leaf pairs of the (flow, plane) entries that cross, in node order."""
+    :func:`~topomodel.routing.hashing.queue_pairs` lists them), the distinct (entry,
+    exit) leaf pairs of the (flow, plane) entries that cross, in node order, and each
+    flow's row in the table of arcs into the entries (a queue pair's arc is that
+    table's ``[entry[flow], pick]``)."""
 
     pick: np.ndarray
     pair_s: np.ndarray
     pair_d: np.ndarray
+    entry: np.ndarray
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
@@ -145,7 +148,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
                               climb_block if pair_at is not None and len(pair_s) else None)
     hit = np.flatnonzero(climbed_load)
     pieces.append((hit, climbed_load[hit]))
-    chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
+    chosen = Chosen(pick, pair_s, pair_d, enter[1]) if routing == "hash" else None
     return pieces, extra, lost, usable, chosen
 
 
@@ -326,12 +329,13 @@ def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
                    cross_of: np.ndarray, group: np.ndarray, flat: np.ndarray | None,
                    nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`leaf_pairs` of the crossing (flow, plane) entries (``flat``, a (flows,
-    planes) mask as in :func:`route_planes`; None: all of them) where each flow's entries are its group's
-    (``lower_s``/``lower_d``/``cross_of`` (groups, planes), ``group`` per flow): the
-    distinct pairs are those of the groups' crossing entries, the same set and so the
-    same sorted pairs, found by sorting a group's entries once instead of every flow's
-    (at 98k NPUs in 4K supernodes, 86 k system pairs of the EP All-to-All's 5.5 M flows
-    over 7 planes: 0.6 M keys instead of 38 M); each entry's pair is its group's."""
+    planes) mask as in :func:`route_planes`; None: all of them) where each flow's
+    entries are its group's (``lower_s``/``lower_d``/``cross_of`` (groups, planes),
+    ``group`` per flow): the distinct pairs are those of the groups' crossing entries,
+    the same set and so the same sorted pairs, found by sorting a group's entries once
+    instead of every flow's (at 98k NPUs in 4K supernodes, 86 k system pairs of the EP
+    All-to-All's 5.5 M flows over 7 planes: 0.6 M keys instead of 38 M); each entry's
+    pair is its group's."""
     pair_s, pair_d, inverse = leaf_pairs(climb, lower_s[cross_of], lower_d[cross_of],
                                           nodes)
     at = np.full(cross_of.shape, -1, inverse.dtype)

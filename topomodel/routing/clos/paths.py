@@ -225,8 +225,7 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     # flows' entries of those: the same values as looking each up per flow (and each
     # (flow, plane) arc), in int32 per-flow arrays and no (flows, planes) gathers of
     # the arcs themselves
-    nic_of = _narrow(clos.nic_of)
-    nic_s, nic_d = nic_of[src], nic_of[dst]
+    nic_s = _narrow(clos.nic_of)[src]
     slot_s = _narrow(access_up.slot[clos.nic_of])[src]
     slot_d = _narrow(access_down.slot[clos.nic_of])[dst]
     ok = view.alive[access_up.table][slot_s]
