@@ -103,6 +103,20 @@ def test_patched_plane_section_is_the_whole_one_bit_for_bit(fabric, monkeypatch)
     assert np.array_equal(intact.hops, whole[0].hops)
 
 
+def test_patched_queue_pairs_in_blocks_are_the_whole_section_bit_for_bit(fabric,
+                                                                         monkeypatch):
+    """The patch routes the failed planes' queue pairs again in blocks (each block's
+    bytes added in queue-pair order, its pairs looked up among the section's): with
+    blocks of 97 queue pairs, every in-plane failure's copy is still the section routed
+    whole, bit for bit."""
+    phase = random_phase(fabric, 4000, seed=6)
+    monkeypatch.setattr(patch, "BLOCK", 97)
+    patched, whole, applied = patched_and_whole(fabric, IN_PLANE, phase, monkeypatch)
+    assert applied == [True] * len(IN_PLANE) and phase.flows > 10 * 97
+    for part, a, b in zip(IN_PLANE, patched, whole, strict=True):
+        assert same(a, b), part
+
+
 def test_ecmp_and_dmodk_route_whole(fabric, monkeypatch):
     phase = random_phase(fabric, 1000, seed=7)
     for routing in ("ecmp", "dmodk"):

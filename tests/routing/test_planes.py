@@ -364,3 +364,42 @@ def test_system_pair_keys_sort_as_the_pairs_themselves(tmp_path_factory, example
     for new, old in zip(sorted_distinct(keys, space), sorted_distinct(plain), strict=True):
         assert len(new) == len(old)
     assert np.array_equal(sorted_distinct(keys, space)[1], sorted_distinct(plain)[1])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.float64])
+def test_masked_cables_in_reused_blocks_are_np_where(dtype):
+    """route_planes' blocks mask their queue pairs' cables into arrays kept from the
+    first (largest) block: each block's values and type are ``np.where(usable[row],
+    rows, 0)``'s, the mask it replaced, also where the rows are a read-only broadcast."""
+    import topomodel.routing.planes as planes
+
+    rng = np.random.default_rng(4)
+    usable = rng.random((500, 3)) < 0.6
+    weights = rng.integers(1, 5, (500, 3)).astype(dtype)
+    spare = []
+    for n in (400, 400, 123, 7):
+        row = rng.integers(0, 500, n)
+        for rows in (weights[row], np.broadcast_to(weights[:1], (n, 3))):
+            got = planes._masked(rows, usable, row, spare)
+            want = np.where(usable[row], rows, 0)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert len(spare[0]) == 400
+
+
+def test_leaf_pairs_of_int32_entries_are_those_keyed_by_node(example_fabric):
+    """leaf_pairs keys the leaves' rows in int32 (the entries int32 too, as the scale-out
+    section gives them): the same pairs, in the same order, and inverse as keying the
+    int64 node numbers of every entry."""
+    from topomodel.routing.planes import leaf_pairs
+
+    view = survivors_view(example_fabric("dgx-h100-superpod"))
+    climb = view.fat_tree
+    nodes = len(view.clos.domain)
+    leaves = np.flatnonzero(climb.slot >= 0)
+    rng = np.random.default_rng(6)
+    s, d = rng.choice(leaves, 5000), rng.choice(leaves, 5000)
+    keys = s.astype(np.int64) * nodes + d
+    pairs, inverse = np.unique(keys, return_inverse=True)
+    for a, b in ((s, d), (s.astype(np.int32), d.astype(np.int32))):
+        pair_s, pair_d, got = leaf_pairs(climb, a, b, nodes)
+        assert same_bits((pair_s, pair_d, got), (pairs // nodes, pairs % nodes, inverse))

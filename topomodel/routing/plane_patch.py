@@ -24,10 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from topomodel.fabric.tables import Fabric, ignores_failures
-from topomodel.routing.clos.live import LiveClimb, Survivors, intact_view
+from topomodel.routing.clos.live import LiveClimb, Paths, Survivors, intact_view
 from topomodel.routing.clos.paths import scaleout_chosen
-from topomodel.routing.pieces import link_bytes
-from topomodel.routing.planes import leaf_pairs
+from topomodel.routing.pieces import Rows
 from topomodel.routing.sections import intact_section
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS
@@ -116,16 +115,13 @@ def whole_scaleout(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndar
     if chosen is None or planes is None or not view.alive[planes.scaleout].all():
         none = np.zeros(0, np.int32)
         return load, hops, lost, np.zeros(0, np.int8), none, none
-    up = view.clos.access_up
-    assert up is not None
     small = np.int8 if planes.count <= np.iinfo(np.int8).max else np.int32
     entry = planes.entry.astype(small)
     comp = np.empty(len(chosen.pick), small)
-    keep = np.flatnonzero(~lost)
-    for lo in range(0, len(comp), BLOCK):  # each queue pair's flow: keep[qp // qps]
+    nic_row = chosen.entry[~lost]  # each routed flow's NIC row, as the router read it
+    for lo in range(0, len(comp), BLOCK):  # each queue pair's flow: qp // qps of them
         hi = min(lo + BLOCK, len(comp))
-        src = phase.src[flows[keep[np.arange(lo, hi) // qps]]]
-        comp[lo:hi] = entry[up.slot[view.clos.nic_of[src]], chosen.pick[lo:hi]]
+        comp[lo:hi] = entry[nic_row[np.arange(lo, hi) // qps], chosen.pick[lo:hi]]
     return (load, hops, lost, comp, chosen.pair_s.astype(np.int32),
             chosen.pair_d.astype(np.int32))
 
@@ -158,40 +154,59 @@ def patched_scaleout(fabric: Fabric, view: Survivors, phase: Phase,
     if not np.array_equal(_joined(view.fat_tree, leaf_s, leaf_d),
                           _joined(intact.fat_tree, leaf_s, leaf_d)):
         return None
+    paths = view.fat_tree.paths(leaf_s, leaf_d)
     out = kept.added_to(None, view.clos.n_links)
     rows = np.flatnonzero(np.isin(planes.row, hit))
     out[rows] = _picked_again(view, phase, flows, np.flatnonzero(np.isin(comp, hit)),
-                              (lost, comp, planes), seed, qps)[rows]
+                              (lost, comp, planes), (leaf_s, leaf_d, paths), seed,
+                              qps)[rows]
     return out, hops, lost, comp, pair_s, pair_d
 
 
 def _picked_again(view: Survivors, phase: Phase, flows: np.ndarray,
                   qp: np.ndarray, chose: tuple[np.ndarray, np.ndarray, _Planes],
-                  seed: int, qps: int) -> np.ndarray:
+                  pairs: tuple[np.ndarray, np.ndarray, Paths], seed: int, qps: int
+                  ) -> np.ndarray:
     """Bytes per link row of the fat-tree's switch links (leaf - spine, spine - core)
     of the queue pairs ``qp`` (indices in the intact section's queue-pair order, each
     on the plane it picked there: ``chose`` is the intact section's lost flows, each
     queue pair's plane component, and the components), routed on ``view`` under hash
-    routing as :func:`~topomodel.routing.planes.route_planes` routes them."""
+    routing as :func:`~topomodel.routing.planes.route_planes` routes them.
+
+    ``pairs``: the distinct leaf pairs of the section's crossing entries on the failed
+    planes, in node order, and their live paths on ``view``: every crossing queue pair
+    of ``qp`` is on one of them. The queue pairs go :data:`BLOCK` at a time, each
+    block's bytes added queue pair by queue pair in order (``np.add.at``; each link
+    row's bytes come from one kind of piece, so bit for bit one bincount over them all,
+    as :func:`~topomodel.routing.pieces.link_bytes` adds them)."""
     lost, comp, planes = chose
+    leaf_s, leaf_d, paths = pairs
     clos = view.clos
     up, down = clos.access_up, clos.access_down
     assert up is not None and down is not None
-    row = np.flatnonzero(~lost)[qp // qps]
-    ids = flows[row].astype(np.int64) * qps + qp % qps  # as hashing.subflows numbers them
-    src, dst = phase.src[flows[row]], phase.dst[flows[row]]
-    slot_s = up.slot[clos.nic_of[src]]
-    pick = np.argmax(planes.entry[slot_s] == comp[qp][:, None], axis=1)
-    lower_s = clos.dst[up.table[slot_s, pick]]
-    lower_d = clos.src[down.table[down.slot[clos.nic_of[dst]], pick]]
-    go = np.flatnonzero(lower_s != lower_d)
+    nodes = len(clos.domain)
+    keys = leaf_s.astype(np.int64) * nodes + leaf_d  # ascending: the pairs' node order
+    slot_up, slot_down = up.slot[clos.nic_of], down.slot[clos.nic_of]  # per node
+    routed = np.flatnonzero(~lost)
     climb = view.fat_tree
-    pair_s, pair_d, inverse = leaf_pairs(climb, lower_s[go], lower_d[go], len(clos.domain))
-    paths = climb.paths(pair_s, pair_d)
-    part = phase.bytes[flows[row[go]]] / qps
-    pieces = climb.picked(inverse, pair_s, pair_d, paths, ids[go], dst[go], part,
-                          np.broadcast_to(np.int64(1), (len(go),)), "hash", seed)
-    return link_bytes(clos.n_links, pieces)
+    load = np.zeros(clos.n_links)
+    for lo in range(0, len(qp), BLOCK):
+        block = qp[lo:lo + BLOCK]
+        row = flows[routed[block // qps]]
+        ids = row.astype(np.int64) * qps + block % qps  # as hashing.subflows numbers them
+        src, dst = phase.src[row], phase.dst[row]
+        slot_s = slot_up[src]
+        pick = np.argmax(planes.entry[slot_s] == comp[block][:, None], axis=1)
+        lower_s = clos.dst[up.table[slot_s, pick]]
+        lower_d = clos.src[down.table[slot_down[dst], pick]]
+        go = np.flatnonzero(lower_s != lower_d)
+        pair = np.searchsorted(keys, lower_s[go].astype(np.int64) * nodes + lower_d[go])
+        part = phase.bytes[row[go]] / qps
+        for piece in climb.picked(pair, leaf_s, leaf_d, paths, ids[go], dst[go], part,
+                                  np.broadcast_to(np.int64(1), (len(go),)), "hash", seed):
+            rows, amount = piece.plain() if isinstance(piece, Rows) else piece
+            np.add.at(load, rows, amount)
+    return load
 
 
 def scaleout_on_copy(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray,

@@ -26,12 +26,15 @@ from topomodel.routing.pieces import Piece, Rows
 class Chosen:
     """What hash routing chose over the planes: each queue pair's plane (its column of
     the entry arcs, in queue-pair order: the flows not lost, ``qps`` each, as
-    :func:`~topomodel.routing.hashing.queue_pairs` lists them) and the distinct (entry,
-    exit) leaf pairs of the (flow, plane) entries that cross, in node order."""
+    :func:`~topomodel.routing.hashing.queue_pairs` lists them), the distinct (entry,
+    exit) leaf pairs of the (flow, plane) entries that cross, in node order, and each
+    flow's row in the table of arcs into the entries (a queue pair's arc is that
+    table's ``[entry[flow], pick]``)."""
 
     pick: np.ndarray
     pair_s: np.ndarray
     pair_d: np.ndarray
+    entry: np.ndarray
 
 
 # PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
@@ -62,12 +65,14 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     else:
         cross_of = ok[groups[1]] & (lower_s != lower_d)  # per group
         cross = cross_of[groups[0]]
-    # the (flow, plane) entries whose ends differ, as flat indices (None: all of them)
-    flat = None if cross.all() else np.flatnonzero(cross)
+    # the (flow, plane) entries whose ends differ, as a (flows, planes) mask (None: all
+    # of them): read and written through it in C order, as their flat indices would
+    # list them, without those indices (8 bytes per entry where the mask is one)
+    flat = None if cross.all() else cross
     del cross
 
     def crossing(a: np.ndarray) -> np.ndarray:
-        return a.ravel() if flat is None else np.take(a, flat)
+        return a.ravel() if flat is None else a[flat]
 
     if groups is None:
         pair_s, pair_d, inverse = leaf_pairs(climb, crossing(lower_s), crossing(lower_d),
@@ -84,9 +89,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         hops = climbed[inverse].reshape(ok.shape)
     else:
         usable = ok.copy()
-        np.put(usable, flat, joined[inverse])
+        usable[flat] = joined[inverse]
         hops = np.zeros(ok.shape, np.int8)
-        np.put(hops, flat, climbed[inverse])
+        hops[flat] = climbed[inverse]
     extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
     lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
     # the planes not usable carry nothing (zero cables); under hash and d-mod-k masked
@@ -110,10 +115,11 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     if flat is None:  # every entry crosses: its leaf pair is read off its flat index
         width = ok.shape[1]
         pair_at = lambda row, pick: inverse[row * width + pick]  # noqa: E731
-    elif len(flat):  # some entries cross
+    elif len(pair_s):  # some entries cross
         # each entry's leaf pair (int32 where the pairs fit: the same values)
         pair_of = np.full(ok.shape, -1, np.int32 if len(pair_s) < 1 << 31 else np.int64)
-        np.put(pair_of, flat, inverse)
+        pair_of[flat] = inverse
+        del inverse  # read through pair_of from here on
         pair_at = lambda row, pick: pair_of[row, pick]  # noqa: E731
     climbed_load = np.zeros(view.clos.n_links if pair_at is not None else 0)
 
@@ -142,7 +148,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
                               climb_block if pair_at is not None and len(pair_s) else None)
     hit = np.flatnonzero(climbed_load)
     pieces.append((hit, climbed_load[hit]))
-    chosen = Chosen(pick, pair_s, pair_d) if routing == "hash" else None
+    chosen = Chosen(pick, pair_s, pair_d, enter[1]) if routing == "hash" else None
     return pieces, extra, lost, usable, chosen
 
 
@@ -184,6 +190,7 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
     same = not any(weights.strides) and len(weights)
+    spare: list[np.ndarray] = []  # a block's masked planes and cables, reused
     for lo in range(0, len(keep), PICK_BLOCK):
         flows = keep[lo:lo + PICK_BLOCK]
         take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
@@ -191,7 +198,7 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
         if usable is not None:
-            candidates = _cables(candidates, usable, row, taken=True)
+            candidates = _masked(candidates, usable, row, spare)
         chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
                         candidates)
         del candidates, qp_ids
@@ -215,6 +222,23 @@ def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,
     the same values and type, without masking every flow's row."""
     rows = weights if taken else weights[row]
     return rows if usable is None else np.where(usable[row], rows, 0)
+
+
+def _masked(rows: np.ndarray, usable: np.ndarray, row: np.ndarray,
+            spare: list[np.ndarray]) -> np.ndarray:
+    """:func:`_cables` of rows already taken (``rows``, (len(row), planes)), written into
+    ``spare`` (a mask and cables arrays, made at the first, largest block and reused by
+    the next ones, else a fresh (queue pairs, planes) pair of arrays each block): the
+    same values and type, 0 where the plane is not usable, else the row's cables."""
+    n = len(row)
+    if not spare or len(spare[0]) < n:
+        spare[:] = [np.empty((n, usable.shape[1]), bool),
+                    np.empty((n, rows.shape[1]), rows.dtype)]
+    mask, out = spare[0][:n], spare[1][:n]
+    np.take(usable, row, axis=0, out=mask)
+    out.fill(0)
+    np.copyto(out, rows, where=mask)
+    return out
 
 
 def _ones(n: int) -> np.ndarray:
@@ -304,19 +328,20 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
                    cross_of: np.ndarray, group: np.ndarray, flat: np.ndarray | None,
                    nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`leaf_pairs` of the crossing (flow, plane) entries (``flat``, as in
-    :func:`route_planes`; None: all of them) where each flow's entries are its group's
-    (``lower_s``/``lower_d``/``cross_of`` (groups, planes), ``group`` per flow): the
-    distinct pairs are those of the groups' crossing entries, the same set and so the
-    same sorted pairs, found by sorting a group's entries once instead of every flow's
-    (at 98k NPUs in 4K supernodes, 86 k system pairs of the EP All-to-All's 5.5 M flows
-    over 7 planes: 0.6 M keys instead of 38 M); each entry's pair is its group's."""
+    """:func:`leaf_pairs` of the crossing (flow, plane) entries (``flat``, a (flows,
+    planes) mask as in :func:`route_planes`; None: all of them) where each flow's
+    entries are its group's (``lower_s``/``lower_d``/``cross_of`` (groups, planes),
+    ``group`` per flow): the distinct pairs are those of the groups' crossing entries,
+    the same set and so the same sorted pairs, found by sorting a group's entries once
+    instead of every flow's (at 98k NPUs in 4K supernodes, 86 k system pairs of the EP
+    All-to-All's 5.5 M flows over 7 planes: 0.6 M keys instead of 38 M); each entry's
+    pair is its group's."""
     pair_s, pair_d, inverse = leaf_pairs(climb, lower_s[cross_of], lower_d[cross_of],
                                           nodes)
     at = np.full(cross_of.shape, -1, inverse.dtype)
     at[cross_of] = inverse
     per_flow = at[group]
-    return pair_s, pair_d, per_flow.ravel() if flat is None else np.take(per_flow, flat)
+    return pair_s, pair_d, per_flow.ravel() if flat is None else per_flow[flat]
 
 
 def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes: int
@@ -327,11 +352,18 @@ def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes
     the same, and the key space small enough for a table on a fat-tree), else by node."""
     slot = climb.slot if climb.present else None
     if slot is not None and len(lower_s):
-        row_s, row_d = slot[lower_s], slot[lower_d]
+        leaves = np.flatnonzero(slot >= 0)
+        width = len(leaves)
+        # the rows (and keys) in int32 where the keys fit: the same values in half the
+        # bytes over the millions of entries of a 100k-accelerator All-to-All
+        small = width * width <= np.iinfo(np.int32).max
+        rows = slot.astype(np.int32) if small else slot
+        row_s, row_d = rows[lower_s], rows[lower_d]
         if min(row_s.min(), row_d.min()) >= 0:
-            leaves = np.flatnonzero(slot >= 0)
-            width = len(leaves)
-            pairs, inverse = sorted_distinct(row_s * width + row_d, width * width)
+            row_s *= width
+            row_s += row_d
+            del row_d
+            pairs, inverse = sorted_distinct(row_s, width * width)
             return leaves[pairs // width], leaves[pairs % width], inverse
     pairs, inverse = sorted_distinct(lower_s.astype(np.int64) * nodes + lower_d)
     return pairs // nodes, pairs % nodes, inverse

@@ -220,17 +220,20 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
     hosted = view.alive[clos.host_up[src]]
     hosted &= view.alive[clos.host_down[dst]]
-    nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
-    slot_s, slot_d = access_up.slot[nic_s], access_down.slot[nic_d]
-    # each NIC's row of the arcs' liveness and far ends (NICs x planes, small), then
-    # the flows' rows of those: the same values as looking each (flow, plane) arc up,
-    # without (flows, planes) arrays of the arcs themselves
+    # per node its NIC and that NIC's rows of the fan-out tables, and per row its
+    # planes' entry and exit nodes (small tables, int32 where they fit), then the
+    # flows' entries of those: the same values as looking each up per flow (and each
+    # (flow, plane) arc), in int32 per-flow arrays and no (flows, planes) gathers of
+    # the arcs themselves
+    nic_s = _narrow(clos.nic_of)[src]
+    slot_s = _narrow(access_up.slot[clos.nic_of])[src]
+    slot_d = _narrow(access_down.slot[clos.nic_of])[dst]
     ok = view.alive[access_up.table][slot_s]
     ok &= hosted[:, None]
     del hosted
-    lower_s = clos.dst[access_up.table][slot_s]
+    lower_s = _narrow(clos.dst[access_up.table])[slot_s]
     ok &= view.alive[access_down.table][slot_d]
-    lower_d = clos.src[access_down.table][slot_d]
+    lower_d = _narrow(clos.src[access_down.table])[slot_d]
     pieces, extra, lost, _, chosen = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, lower_s, lower_d, ok,
         np.broadcast_to(np.int64(access_up.cables), ok.shape),  # read, never written
@@ -238,3 +241,13 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     carried = np.where(lost, 0.0, volume)
     pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
     return link_bytes(clos.n_links, pieces), 4 + extra, lost, chosen
+
+
+def _narrow(table: np.ndarray) -> np.ndarray:
+    """``table`` (of node numbers, rows, or -1) as int32 where its values and the rows of
+    a table indexed by them fit (every such value does below 2**31 - 1): the same
+    values in half the bytes once gathered per flow or (flow, plane) entry."""
+    small = np.iinfo(np.int32)
+    if len(table) and (table.min() < small.min or table.max() >= small.max):
+        return table
+    return table.astype(np.int32)
