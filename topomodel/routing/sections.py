@@ -173,30 +173,18 @@ def flows_digest(flows: np.ndarray, phase_flows: int) -> bytes:
     return digest.digest()
 
 
-def held_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
-                 options: tuple[Any, ...]) -> KeptSection | None:
-    """The section :func:`intact_section` keeps for these arguments, if it holds one
-    (None: it would route it)."""
-    key = (section, id(phase), len(flows), flows_digest(flows, phase.flows), options)
-    kept = fabric.derived(kept_sections)
-    hit = kept.get(key)
-    if hit is None or hit.phase is not phase:
-        return None
-    kept.move_to_end(key)
-    return hit
-
-
 def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
                    options: tuple[Any, ...],
                    route: Callable[[], tuple[np.ndarray, ...]]) -> KeptSection:
     """The section as every copy that leaves its tiers intact routes it: the kept one,
     else ``route()``, which must route it so (on such a copy, or with every arc live),
     kept. Up to :data:`KEPT_SECTION_BYTES`."""
-    hit = held_section(fabric, section, phase, flows, options)
-    if hit is not None:
-        return hit
     key = (section, id(phase), len(flows), flows_digest(flows, phase.flows), options)
     kept = fabric.derived(kept_sections)
+    hit = kept.get(key)
+    if hit is not None and hit.phase is phase:
+        kept.move_to_end(key)
+        return hit
     load, *rest = route()
     rows = np.flatnonzero(load != 0)  # the same rows: through a mask is faster
     sparse = rows.nbytes + 8 * len(rows) < load.nbytes

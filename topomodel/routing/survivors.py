@@ -41,7 +41,7 @@ from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
 from topomodel.routing.relays import relayed
 from topomodel.routing.routed import Routed
-from topomodel.routing.sections import held_section, kept_section
+from topomodel.routing.sections import intact_section, kept_section
 from topomodel.routing.supernode_patch import supernode_on_copy
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS
@@ -150,13 +150,10 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
                 routing: str, seed: int, qps: int) -> tuple[np.ndarray, ...] | None:
     """The scale-out section of ``flows`` on the copy ``view`` whose failed scale-out
     rows are all a NIC's own (its host links, its arcs to and from the leaves: a failed
-    NIC or NIC - leaf link), from the intact section where another copy's route kept it
-    (:func:`~topomodel.routing.sections.held_section`: a plane patch's, or a copy
-    that left the scale-out intact): bit for bit what
+    NIC or NIC - leaf link), from the intact section (kept and shared:
+    :func:`~topomodel.routing.sections.intact_section`): bit for bit what
     :func:`~topomodel.routing.plane_patch.whole_scaleout` gives on the copy, or None
-    where it does not apply or no intact section is kept (a phase of this copy's own,
-    as PXN's relayed All-to-All with a NIC link failed: routing it intact as well would
-    cost more than routing it whole).
+    where it does not apply.
 
     A flow neither of whose NICs has a failed row reads only live rows, the same as with
     every arc live (its planes, leaf pairs and spines are chosen from rows that did not
@@ -189,10 +186,10 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     hit = dead[up.table].any(axis=1)[up.slot[clos.nic_of[src]]]
     hit |= dead[down.table].any(axis=1)[down.slot[clos.nic_of[dst]]]
     hit |= dead[clos.host_up[src]] | dead[clos.host_down[dst]]
-    kept = held_section(fabric, "scaleout", phase, flows, (routing, seed, qps))
-    if kept is None:  # not worth routing intact for this copy alone (a phase of its own)
-        return None
     intact = fabric.derived(intact_view)
+    kept = intact_section(fabric, "scaleout", phase, flows, (routing, seed, qps),
+                          lambda: whole_scaleout(fabric, intact, phase, flows, routing,
+                                                 seed, qps))
     again = flows[hit]
     gone = whole_scaleout(fabric, intact, phase, again, routing, seed, qps)[0]
     came, hops_hit, lost_hit = whole_scaleout(fabric, view, phase, again, routing, seed,
