@@ -34,16 +34,21 @@ from typing import cast
 import numpy as np
 
 from topomodel.fabric.tables import Fabric
-from topomodel.routing.clos.live import survivors_view
+from topomodel.routing.clos.live import Survivors, intact_view, survivors_view
 from topomodel.routing.clos.paths import mesh_paths, scaleup_paths
 from topomodel.routing.general import route_general
 from topomodel.routing.pieces import union_span
-from topomodel.routing.plane_patch import scaleout_on_copy
+from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
 from topomodel.routing.relays import relayed
 from topomodel.routing.routed import Routed
-from topomodel.routing.sections import kept_section
+from topomodel.routing.sections import intact_section, kept_section
 from topomodel.routing.supernode_patch import supernode_on_copy
 from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import SCALE_OUT_TIERS
+
+EXACT_SUM_BYTES = float(2**53)
+"""Below this every integer is a float64, so sums and differences of whole numbers of
+bytes under it are exact in any order (:func:`nic_patched`)."""
 
 
 def check_survivors(fabric: Fabric) -> None:
@@ -100,7 +105,8 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
             unroutable = outside
         else:
             hops[outside], lost, *_ = section("scaleout", outside, routing, lambda: (
-                scaleout_on_copy(fabric, view, phase, outside, routing, seed, qps)))
+                nic_patched(fabric, view, phase, outside, routing, seed, qps)
+                or scaleout_on_copy(fabric, view, phase, outside, routing, seed, qps)))
             detour[outside[lost]] = True
     if load is None:
         load = np.zeros(clos.n_links)
@@ -138,3 +144,62 @@ def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing:
     return routed.link_bytes, routed.hops, detour[routed.unroutable]
 
 
+
+
+def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray,
+                routing: str, seed: int, qps: int) -> tuple[np.ndarray, ...] | None:
+    """The scale-out section of ``flows`` on the copy ``view`` whose failed scale-out
+    rows are all a NIC's own (its host links, its arcs to and from the leaves: a failed
+    NIC or NIC - leaf link), from the intact section (kept and shared:
+    :func:`~topomodel.routing.sections.intact_section`): bit for bit what
+    :func:`~topomodel.routing.plane_patch.whole_scaleout` gives on the copy, or None
+    where it does not apply.
+
+    A flow neither of whose NICs has a failed row reads only live rows, the same as with
+    every arc live (its planes, leaf pairs and spines are chosen from rows that did not
+    fail), so it takes the same paths with the same bytes; only the flows of the hit
+    NICs (a few in millions) are routed again: their bytes on the intact fabric taken
+    off, their bytes on the copy added. Under hash routing every amount a flow puts on a
+    row is its bytes or its bytes per queue pair, whole on one path; where those are
+    whole numbers and every row's sum stays below :data:`EXACT_SUM_BYTES`, every sum
+    and difference is exact, so the loads are the ones routing every flow on the copy
+    adds up. Elsewhere (ECMP's fractions, bytes not whole, a failed switch link) None."""
+    clos = view.clos
+    up, down = clos.access_up, clos.access_down
+    if routing != "hash" or up is None or down is None or not len(flows):
+        return None
+    dead = ~view.alive
+    tier = fabric.link_arrays["tier"]
+    out_codes = np.flatnonzero(np.isin(np.asarray(tier.categories), SCALE_OUT_TIERS))
+    failed = np.flatnonzero(dead & np.isin(tier.codes, out_codes))
+    own = np.zeros(len(dead), bool)  # every NIC's own rows
+    for rows in (up.table, down.table, clos.host_up, clos.host_down):
+        own[rows[rows >= 0]] = True
+    if not len(failed) or not own[failed].all():
+        return None
+    src, dst = phase.src[flows], phase.dst[flows]
+    volume = phase.bytes[flows]
+    if not (np.isfinite(volume).all() and (volume >= 0).all()
+            and (volume == np.floor(volume)).all()
+            and (volume / qps == np.floor(volume / qps)).all()):
+        return None
+    hit = dead[up.table].any(axis=1)[up.slot[clos.nic_of[src]]]
+    hit |= dead[down.table].any(axis=1)[down.slot[clos.nic_of[dst]]]
+    hit |= dead[clos.host_up[src]] | dead[clos.host_down[dst]]
+    intact = fabric.derived(intact_view)
+    kept = intact_section(fabric, "scaleout", phase, flows, (routing, seed, qps),
+                          lambda: whole_scaleout(fabric, intact, phase, flows, routing,
+                                                 seed, qps))
+    again = flows[hit]
+    gone = whole_scaleout(fabric, intact, phase, again, routing, seed, qps)[0]
+    came, hops_hit, lost_hit = whole_scaleout(fabric, view, phase, again, routing, seed,
+                                              qps)[:3]
+    load = kept.added_to(None, clos.n_links)
+    if not (load.max(initial=0.0) + came.max(initial=0.0) < EXACT_SUM_BYTES):
+        return None
+    load -= gone
+    load += came
+    hops, lost = kept.rest[0].copy(), kept.rest[1].copy()
+    hops[hit], lost[hit] = hops_hit, lost_hit
+    none = np.zeros(0, np.int32)
+    return load, hops, lost, np.zeros(0, np.int8), none, none
