@@ -280,3 +280,30 @@ def example_fabric():
         return built[name]
 
     return get
+
+
+def patched_and_whole_routes(monkeypatch, module, name, fabric, copies, route_copy):
+    """Each of ``copies`` routed (``route_copy(copy)``) with the patch ``module.name``
+    (a function that returns None where it declines) counted, then with it declining
+    everywhere and ``fabric``'s kept sections cleared before each copy, so that every
+    section is routed whole: (patched routes, whole routes, whether each call patched)."""
+    from topomodel.routing import sections
+
+    applied = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        out = original(*args, **kwargs)
+        applied.append(out is not None)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(module, name, counted)
+        patched = [route_copy(copy) for copy in copies]
+    whole = []
+    with monkeypatch.context() as m:
+        m.setattr(module, name, lambda *args, **kwargs: None)
+        for copy in copies:
+            fabric.derived(sections.kept_sections).clear()
+            whole.append(route_copy(copy))
+    return patched, whole, applied

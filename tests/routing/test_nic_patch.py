@@ -4,6 +4,7 @@ whole on the copy; the patch declines what it cannot do exactly."""
 
 import numpy as np
 import pytest
+from conftest import patched_and_whole_routes
 from test_plane_patch import IN_PLANE, failed, same, two_planes
 from test_routing import phase as make_phase
 
@@ -40,25 +41,9 @@ def whole_bytes_phase(fabric, flows, seed, qps=8):
 def patched_and_whole(fabric, parts, phase, monkeypatch, qps=8):
     """Each copy's routed phase with the NIC patch, then without it (every section
     cleared before each); and which copies it patched."""
-    applied = []
-    original = survivors.nic_patched
-
-    def counted(*args, **kwargs):
-        out = original(*args, **kwargs)
-        applied.append(out is not None)
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(survivors, "nic_patched", counted)
-        patched = [route(failed(fabric, p), phase, routing="hash", seed=3, qps=qps)
-                   for p in parts]
-    whole = []
-    with monkeypatch.context() as m:
-        m.setattr(survivors, "nic_patched", lambda *args, **kwargs: None)
-        for p in parts:
-            fabric.derived(sections.kept_sections).clear()
-            whole.append(route(failed(fabric, p), phase, routing="hash", seed=3, qps=qps))
-    return patched, whole, applied
+    return patched_and_whole_routes(
+        monkeypatch, survivors, "nic_patched", fabric, parts,
+        lambda p: route(failed(fabric, p), phase, routing="hash", seed=3, qps=qps))
 
 
 def test_the_parts_are_the_fabrics(fabric):

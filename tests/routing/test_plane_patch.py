@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import patched_and_whole_routes
 from test_routing import random_phase
 
 import topomodel.routing.plane_patch as patch
@@ -50,24 +51,9 @@ def fabric(tmp_path_factory):
 def patched_and_whole(fabric, parts, phase, monkeypatch, routing="hash"):
     """Each copy's routed phase with the patch, then with every section routed whole
     (the kept sections cleared before each); and which copies were patched."""
-    applied = []
-    original = patch.patched_scaleout
-
-    def counted(*args, **kwargs):
-        out = original(*args, **kwargs)
-        applied.append(out is not None)
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(patch, "patched_scaleout", counted)
-        patched = [route(failed(fabric, p), phase, routing=routing, seed=3) for p in parts]
-    with monkeypatch.context() as m:
-        m.setattr(patch, "patched_scaleout", lambda *args, **kwargs: None)
-        whole = []
-        for p in parts:
-            fabric.derived(sections.kept_sections).clear()
-            whole.append(route(failed(fabric, p), phase, routing=routing, seed=3))
-    return patched, whole, applied
+    return patched_and_whole_routes(
+        monkeypatch, patch, "patched_scaleout", fabric, parts,
+        lambda p: route(failed(fabric, p), phase, routing=routing, seed=3))
 
 
 def failed(fabric, part):

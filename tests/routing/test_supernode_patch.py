@@ -5,6 +5,7 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import patched_and_whole_routes
 from test_routing import fabric_of, random_phase
 
 import topomodel.routing.clos.paths as paths
@@ -59,25 +60,9 @@ def supernode_failures(fabric):
 def patched_and_whole(fabric, failures, phase, routing, monkeypatch, **options):
     """Each copy's routed phase with the patch, then with every section routed whole;
     and how many supernode sections were patched."""
-    applied = []
-    original = patch.patched_supernode
-
-    def counted(*args, **kwargs):
-        out = original(*args, **kwargs)
-        applied.append(out is not None)
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(patch, "patched_supernode", counted)
-        patched = [route(with_failures(fabric, *f), phase, routing=routing, seed=2, **options)
-                   for f in failures]
-    with monkeypatch.context() as m:
-        m.setattr(patch, "patched_supernode", lambda *args, **kwargs: None)
-        whole = []
-        for f in failures:
-            fabric.derived(sections.kept_sections).clear()
-            whole.append(route(with_failures(fabric, *f), phase, routing=routing, seed=2,
-                               **options))
+    patched, whole, applied = patched_and_whole_routes(
+        monkeypatch, patch, "patched_supernode", fabric, failures,
+        lambda f: route(with_failures(fabric, *f), phase, routing=routing, seed=2, **options))
     return patched, whole, sum(applied)
 
 
