@@ -10,7 +10,7 @@ from typing import cast
 
 import numpy as np
 
-from topomodel.arrays import search_sorted
+from topomodel.arrays import search_sorted, sorted_distinct
 from topomodel.traffic.phases import FlowArrays
 
 
@@ -115,16 +115,10 @@ def apply_relays(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group: np
 
 def _distinct(want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of ``want``, sorted, and each entry's index among them
-    (int32 where they fit: the index is kept with the flows)."""
-    order = np.argsort(want)  # any order of equal keys gives the same result
-    ordered = want[order]
-    first = np.empty(len(want), bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    index = np.cumsum(first, dtype=np.int64) - 1
-    inverse = np.empty(len(want), np.int32 if len(want) < 2**31 else np.int64)
-    inverse[order] = index
-    distinct = ordered[first]
+    (:func:`~topomodel.arrays.sorted_distinct`; the index int32 where it fits, as it is
+    kept with the flows), both read-only."""
+    distinct, inverse = sorted_distinct(want)
+    inverse = inverse.astype(np.int32 if len(want) < 2**31 else np.int64, copy=False)
     for array in (distinct, inverse):
         array.setflags(write=False)
     return distinct, inverse
