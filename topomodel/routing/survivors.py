@@ -144,8 +144,6 @@ def _route_detours(fabric: Fabric, phase: Phase, detour: np.ndarray, *, routing:
     return routed.link_bytes, routed.hops, detour[routed.unroutable]
 
 
-
-
 def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray,
                 routing: str, seed: int, qps: int) -> tuple[np.ndarray, ...] | None:
     """The scale-out section of ``flows`` on the copy ``view`` whose failed scale-out
