@@ -389,13 +389,7 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
         found = known.get(key)
         if found is None:
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
-            made: list[np.ndarray] = []  # the groups, made once for both bounds
-
-            def grid() -> np.ndarray:
-                if not made:
-                    made.append(groups())
-                return made[0]
-
+            grid = functools.cache(groups)  # the groups, made once for both bounds
             rate = per_byte.get(placed)
             if rate is None:
                 rate = per_byte[placed] = collective_lower_bound_s(
