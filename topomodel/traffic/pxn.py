@@ -184,6 +184,23 @@ def relayed_phases(fabric: Fabric) -> weakref.WeakValueDictionary[bytes, Phase]:
     return weakref.WeakValueDictionary()
 
 
+def release_listings(fabric: Fabric) -> int:
+    """Drop the listed flows of every relayed phase alive for ``fabric`` and its copies
+    (:func:`relayed_phases`) and of the phases whose pairs they relay
+    (:meth:`~topomodel.traffic.phases.AllPairsPhase.forget_listed`): the kept router
+    sections and the intact fabric's PXN traffics hold these phases for their identity,
+    and the next step that routes one lists its pairs again, the same arrays bit for
+    bit. For the steps of one job on copies of a fabric, run one after another (a
+    goodput's degraded steps): between two of them no router reads the pairs, and each
+    step's relayed All-to-All stayed listed while something held its phase, 154 MB a
+    copy (5.5 M flows) on the 98,304-NPU 8-NPU-server example with DeepSeek-V3 at EP 64,
+    six of them at the peak of ``compare`` (``benchmarks/README.md``, "mem"). Returns
+    the bytes dropped (some may be held elsewhere too)."""
+    phases = {id(p): p for p in list(fabric.derived(relayed_phases).values())
+              if isinstance(p, AllPairsPhase)}
+    return sum(p.forget_listed() for p in phases.values())
+
+
 def _shared_all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> Phase:
     """:func:`_all_pairs`, the same object for the same phase and relays on every copy
     of ``fabric`` (:func:`relayed_phases`)."""

@@ -482,6 +482,7 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     from topomodel.analysis.training.model import parameter_counts
     from topomodel.analysis.training.step import step_time
     from topomodel.parallel import beside, parallel_map
+    from topomodel.traffic.pxn import release_listings
 
     a = assumptions or GoodputAssumptions()
     # what every worker reads, built once before they fork, on both cores: the arc
@@ -498,8 +499,10 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     wanted = ([""] if step_result is None else []) + parts  # "": the intact step
 
     def step_of(part: str) -> Any:
-        return step_time(with_part_failed(fabric, part), model, layout, step_assumptions,
-                         routing=routing, seed=seed)
+        stepped = step_time(with_part_failed(fabric, part), model, layout,
+                            step_assumptions, routing=routing, seed=seed)
+        release_listings(fabric)  # the next step lists again what it finds kept
+        return stepped
 
     stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers,
                                             warm_first=True), strict=True))

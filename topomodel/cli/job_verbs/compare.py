@@ -41,6 +41,7 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     from topomodel.analysis.bom import bill_of_materials, power_summary
     from topomodel.analysis.cost import token_cost
     from topomodel.report.compare import ComparedDesign, busiest_link
+    from topomodel.traffic.pxn import release_listings
 
     stages = Stages.of(args, "compare")
     with stages(f"{path}: build"):
@@ -49,6 +50,9 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     # starts from what the step built
     with stages(f"{path}: step"):
         result = job.step()
+    # what the step's PXN traffics and kept router sections hold listed, dropped before
+    # the degraded steps (traffic.pxn.release_listings)
+    release_listings(job.fabric)
     goodput = None
     if not args.no_goodput:
         with stages(f"{path}: goodput (a step with each kind of part failed)"):
