@@ -329,3 +329,52 @@ def test_relaying_through_the_listing_s_memo_splits_as_afresh(small_pod):
             assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), part
         splits[part] = len(kept[0])
     assert splits["spine0"] == splits[""] > splits["leaf0"] and splits["sys00/nic0"] < splits[""]
+
+
+def test_released_listings_are_listed_again_bit_for_bit(small_pod):
+    """:func:`release_listings` drops the listed pairs of every relayed phase alive
+    (and of the phase they relay); reading them again lists the same arrays."""
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.traffic.pxn import release_listings
+
+    fabric = small_pod()
+    traffic = ep_alltoall(fabric)
+    (base,) = traffic.phases
+    relayed = [pxn(copy, traffic).phases[0] for copy in
+               (with_part_failed(fabric, part) for part in ["", "leaf0"])]
+    before = [(p.src.copy(), p.dst.copy(), p.bytes.copy(), p.group.copy())
+              for p in relayed]
+    assert base.is_listed and all(p.is_listed for p in relayed)
+    assert release_listings(fabric) > 0
+    assert not base.is_listed and not any(p.is_listed for p in relayed)
+    assert release_listings(fabric) == 0  # nothing listed is left
+    for p, arrays in zip(relayed, before, strict=True):
+        for ours, theirs in zip((p.src, p.dst, p.bytes, p.group), arrays, strict=True):
+            assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+
+
+def test_degraded_steps_with_listings_released_between_equal_fresh_ones(small_pod):
+    """A goodput's serial degraded steps release the listings between steps: each step
+    (its relayed All-to-All listed again where its kept section is found) equals a
+    step on a fresh fabric."""
+    from topomodel.analysis.reliability.goodput import with_part_failed
+    from topomodel.analysis.training.step import step_time
+    from topomodel.inputs.parts import Model
+    from topomodel.traffic.layout import Layout
+    from topomodel.traffic.pxn import release_listings
+
+    fabric = small_pod()
+    model = fabric.catalog.get("deepseek-v3", Model)
+    layout = Layout(dp=128, ep=32, global_batch=256, zero=1)
+    step_time(fabric, model, layout)
+    released = []
+    for part in [p for p, _ in DEGRADED_PARTS] + ["spine1"]:
+        released.append(release_listings(fabric))
+        ours = step_time(with_part_failed(fabric, part), model, layout)
+        theirs = step_time(with_part_failed(small_pod(), part), model, layout)
+        assert ours.step_time_s == theirs.step_time_s, part
+        assert [(c.kind, c.algorithm, c.time_s) for c in ours.comm] == [
+            (c.kind, c.algorithm, c.time_s) for c in theirs.comm], part
+    # each degraded step left its relayed All-to-All listed (the intact step routes it
+    # from its groups here, unlisted)
+    assert all(released[1:]), released
