@@ -14,7 +14,9 @@ from test_stepbound import CASES, _fitting_layouts
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.commbound import (
+    DUAL,
     collective_lower_bound_s,
+    ingress_rates,
     unplaced_lower_bound_s,
 )
 from topomodel.analysis.training.orderscreen import order_screen, screen_works
@@ -25,7 +27,7 @@ from topomodel.analysis.training.stepbound import (
     order_calls,
     unordered,
 )
-from topomodel.analysis.training.stepshape import shape_of
+from topomodel.analysis.training.stepshape import node_domains, ranks_of, shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
@@ -73,6 +75,48 @@ def test_the_unplaced_bound_is_kept_as_found():
                      for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
     assert first == [unplaced_lower_bound_s(fabric, c, 8, 16, 2**28, tm)
                      for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
+
+
+def _delivered_by_loop(collective, groups, size, node_Bps, domain_Bps, domains):
+    """The bytes' bound of commbound's table, found row by row and domain by domain in
+    ascending order (the order its domain sums are added in)."""
+    t = groups.shape[1]
+    share = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
+             "alltoall": (t - 1) / t}[collective]
+    rank_s = max(share * size / node_Bps[r] for r in groups.ravel())
+    need = {"allgather": lambda k: (t - k) / t, "reducescatter": lambda k: k / t,
+            "allreduce": lambda k: 1.0, "alltoall": lambda k: k * (t - k) / t}[collective]
+    into = np.zeros(len(domain_Bps))
+    for row in groups:
+        held = domains[row]
+        for d in sorted(set(held.tolist())):
+            k = int((held == d).sum())
+            into[d] += need(k) * (k < t)
+    return max(rank_s, float((into * size / domain_Bps).max()))
+
+
+@pytest.mark.parametrize("t", [2, 3, 4, 8])
+def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
+    """The bytes' bound, its ranks per group and domain counted with each row sorted,
+    is bit for bit what counting them row by row and domain by domain finds, for
+    groups scattered over both servers' domains in any order."""
+    rng = np.random.default_rng(t)
+    tm = TimeModel()
+    rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    domains = fabric.derived(node_domains)
+    ranks = ranks_of(fabric)
+    for _ in range(4):
+        groups = rng.permutation(ranks)[:16 // t * t].reshape(-1, t)
+        assert len(set(domains[groups].ravel().tolist())) == 2
+        for collective in ("allgather", "reducescatter", "allreduce", "alltoall"):
+            size = float(rng.integers(1, 2**30))
+            expected = max(
+                _delivered_by_loop(collective, groups, size, rates.node_Bps,
+                                   rates.domain_Bps, domains),
+                _delivered_by_loop(DUAL[collective], groups, size, rates.node_out_Bps,
+                                   rates.domain_out_Bps, domains))
+            assert collective_lower_bound_s(fabric, collective, groups, size, tm) \
+                == expected, (collective, groups.tolist())
 
 
 def _fields(screen):

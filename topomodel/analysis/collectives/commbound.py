@@ -162,12 +162,14 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
         crossing = domains[:, 0] != domains[:, 1]
         into = np.bincount(domains[crossing, 1], minlength=len(domain_Bps)) * size_bytes
     else:
-        # ranks of each group in each domain: (group, domain) pairs counted
-        pair = np.sort(np.arange(len(groups))[:, None] * len(domain_Bps) + domains,
-                       axis=None)
-        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        # ranks of each group in each domain: (group, domain) pairs counted, group by
+        # group in the order of the domains (each row sorted: no sort of every pair)
+        pair = _rows_sorted(domains).ravel()
+        apart = pair[1:] != pair[:-1]
+        apart[t - 1::t] = True  # a row's first rank starts its group's first domain
+        starts = np.flatnonzero(np.r_[True, apart])
         inside = np.diff(np.r_[starts, len(pair)])
-        domain_of = pair[starts] % len(domain_Bps)
+        domain_of = pair[starts]
         need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
                 "allreduce": np.ones(len(inside)),
                 "alltoall": inside * (t - inside) / t}[collective] * (inside < t)
@@ -175,6 +177,15 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
     with np.errstate(divide="ignore", invalid="ignore"):
         domain_s = np.where((into > 0) & (domain_Bps > 0), into / domain_Bps, 0.0)
     return max(rank_s, float(domain_s.max()))
+
+
+def _rows_sorted(values: np.ndarray) -> np.ndarray:
+    """Each row of ``values`` (2-d) in ascending order: a pair's by its least and most,
+    a wider row's by :func:`numpy.sort` along it (as sorting ``row * span + value``
+    over the whole array puts them, far cheaper)."""
+    if values.shape[1] == 2:
+        return np.stack([values.min(axis=1), values.max(axis=1)], axis=1)
+    return np.sort(values, axis=1)
 
 
 @dataclass(frozen=True, eq=False)
