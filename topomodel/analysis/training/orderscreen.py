@@ -104,10 +104,9 @@ class OrderScreen:
         if pipe.dualpipe or pipe.timeline is None:
             return self.frame.bound(pipe)
         t = np.array([calls[n].time_s for n in self.names])
-        issued = t[self.term_call] * self.term_count
-        exposed = self.term_weight * np.maximum(issued - self.term_behind_s,
-                                                self.term_share * issued)
-        per_unit = np.bincount(self.term_unit, exposed, minlength=len(self.path_units))
+        per_unit = _per_unit(t[self.term_call], self.term_count, self.term_behind_s,
+                             self.term_share, self.term_weight, self.term_unit,
+                             len(self.path_units))
         busy = pipe.busy_s + self.stage_units @ per_unit
         delay = self.gathers.delay_s(t, per_unit, self.dp_overlap)
         end = np.maximum(pipe.timeline.stage_end_s, busy + delay)
@@ -143,6 +142,42 @@ class ScreenWorks:
     op_units: np.ndarray
     stage_units: np.ndarray
     path: tuple[np.ndarray, int, float, int]
+
+
+def works_bound(works: ScreenWorks, pipeline: CommFreePipeline, frame: BoundFrame,
+                calls: dict[str, Call]) -> StepBound:
+    """The bound of the order whose collectives are ``calls`` from the operations' part
+    of its screen alone (``works``, with the layout's comm-free ``pipeline`` and bound
+    ``frame``): :meth:`OrderScreen.bound` with no gathers' delay and no gradient tail,
+    each of which only adds to a stage's end, so never above it (the same figure where
+    the screen has neither), and found without the buckets, the gathers and the
+    passes :func:`order_screen` adds to the works: a search drops most groups on it."""
+    pipe = pipeline
+    if pipe.dualpipe or pipe.timeline is None:
+        return frame.bound(pipe)
+    times = {(c.kind, c.collective): c.time_s for c in calls.values()}
+    term = works.term
+    units = works.stage_units.shape[1]
+    per_unit = _per_unit(np.array([times[k] for k in works.term_keys], dtype=float),
+                         term[:, 0], term[:, 1], term[:, 2], term[:, 3],
+                         term[:, 4].astype(np.int64), units)
+    busy = pipe.busy_s + works.stage_units @ per_unit
+    end = np.maximum(pipe.timeline.stage_end_s, busy)
+    path_units, path_stage, path_s, path_sends = works.path
+    end[path_stage] = max(float(end[path_stage]), path_s + float(path_units @ per_unit)
+                          + path_sends * per_send_s(calls))
+    return frame.bound(CommFreePipeline(busy, pipe.compute_s, end, pipe.most_sends,
+                                        pipe.dualpipe))
+
+
+def _per_unit(t: np.ndarray, count: np.ndarray, behind_s: np.ndarray,
+              share: np.ndarray, weight: np.ndarray, unit: np.ndarray, units: int
+              ) -> np.ndarray:
+    """Each work unit's exposed seconds, its terms' (see the module) summed, for each
+    term's call taking ``t`` seconds."""
+    issued = t * count
+    exposed = weight * np.maximum(issued - behind_s, share * issued)
+    return np.bincount(unit, exposed, minlength=units)
 
 
 def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
