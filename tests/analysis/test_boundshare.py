@@ -19,13 +19,15 @@ from topomodel.analysis.collectives.commbound import (
     ingress_rates,
     unplaced_lower_bound_s,
 )
-from topomodel.analysis.training.orderscreen import order_screen, screen_works
+from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
 from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
+    bound_frame,
     collective_bounds,
     order_calls,
     unordered,
+    unplaced_calls,
 )
 from topomodel.analysis.training.stepshape import node_domains, ranks_of, shape_of
 from topomodel.fabric.build import build_fabric
@@ -191,3 +193,29 @@ def test_the_unordered_layout_is_the_replaced_one():
     held = Layout(tp=2, zero=2, order="dp,tp,cp,pp")
     unordered(held)
     assert held.zero == 2 and held.order == "dp,tp,cp,pp"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_works_bound_is_below_the_screens(fabric, case):
+    """The bound from the screen's operations' part alone is never above the screen's
+    own, with the orders' own times and with the unplaced floors, and is the same
+    figure where the screen has neither ZeRO gathers nor gradient buckets."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = same = below = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+        frame = bound_frame(model, layout, a, shape, pipeline)
+        for timed in (calls, unplaced_calls(fabric, layout, a, calls)):
+            part = works_bound(works, pipeline, frame, timed).step_time_s
+            whole = screen.bound(timed).step_time_s
+            assert part <= whole, layout
+            if not len(screen.bucket_stage) and not len(screen.gathers.call):
+                assert part == whole, layout
+                same += 1
+            below += part < whole
+            checked += 1
+    assert checked > 6 and (below > 0 or "dual" in case)
+    assert same > 0 or case == "dense"  # ZeRO 1 throughout: every layout gathers
