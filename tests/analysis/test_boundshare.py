@@ -81,8 +81,17 @@ def test_the_unplaced_bound_is_kept_as_found():
 
 def _delivered_by_loop(collective, groups, size, node_Bps, domain_Bps, domains):
     """The bytes' bound of commbound's table, found row by row and domain by domain in
-    ascending order (the order its domain sums are added in)."""
+    ascending order (the order its domain sums are added in); ``sendrecv``: pair by
+    pair."""
     t = groups.shape[1]
+    if collective == "sendrecv":  # each row a sender and a receiver
+        got, into = {}, np.zeros(len(domain_Bps))
+        for src, dst in groups.tolist():
+            got[dst] = got.get(dst, 0) + 1
+            if domains[src] != domains[dst]:
+                into[domains[dst]] += 1
+        rank_s = max(n * size / node_Bps[r] for r, n in got.items())
+        return max(rank_s, float((into * size / domain_Bps).max()))
     share = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
              "alltoall": (t - 1) / t}[collective]
     rank_s = max(share * size / node_Bps[r] for r in groups.ravel())
@@ -101,7 +110,8 @@ def _delivered_by_loop(collective, groups, size, node_Bps, domain_Bps, domains):
 def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
     """The bytes' bound, its ranks per group and domain counted with each row sorted,
     is bit for bit what counting them row by row and domain by domain finds, for
-    groups scattered over both servers' domains in any order."""
+    groups scattered over both servers' domains in any order (and for pairs, the rate
+    into each receiver read at the receivers only)."""
     rng = np.random.default_rng(t)
     tm = TimeModel()
     rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
@@ -119,6 +129,16 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
                                    rates.domain_out_Bps, domains))
             assert collective_lower_bound_s(fabric, collective, groups, size, tm) \
                 == expected, (collective, groups.tolist())
+        # pairs: some ranks receive from several senders, some pairs stay in a domain
+        pairs = rng.choice(ranks, size=(3 * t, 2))
+        pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+        size = float(rng.integers(1, 2**30))
+        expected = max(
+            _delivered_by_loop("sendrecv", pairs, size, rates.node_Bps,
+                               rates.domain_Bps, domains),
+            _delivered_by_loop("sendrecv", pairs[:, ::-1], size, rates.node_out_Bps,
+                               rates.domain_out_Bps, domains))
+        assert collective_lower_bound_s(fabric, "sendrecv", pairs, size, tm) == expected
 
 
 def _fields(screen):

@@ -148,13 +148,18 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
     t = groups.shape[1]
     per_rank = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
                 "alltoall": (t - 1) / t, "sendrecv": 1.0}[collective] * size_bytes
+    # over the ranks that receive only (the others get nothing: 0 s)
     if collective == "sendrecv":  # a rank may receive from several pairs at once
-        got = np.bincount(groups[:, 1], minlength=len(node_Bps)) * per_rank
-    else:  # the rows of a kind hold each rank once
-        got = np.zeros(len(node_Bps))
-        got[groups.ravel()] = per_rank
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rank_s = float(np.where((got > 0) & (node_Bps > 0), got / node_Bps, 0.0).max())
+        receivers = groups[:, 1]
+        got = np.bincount(receivers)[receivers] * per_rank
+        rate = node_Bps[receivers]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rank_s = float(np.where((got > 0) & (rate > 0), got / rate, 0.0).max())
+    else:  # the rows of a kind hold each rank once, each getting per_rank: the
+        # slowest is the one with the least rate (a quotient only falls as it grows)
+        rate = node_Bps[groups.ravel()]
+        rate = rate[rate > 0]
+        rank_s = per_rank / float(rate.min()) if per_rank > 0 and len(rate) else 0.0
     domains = node_domain[groups]
     if (domains < 0).any() or not len(domain_Bps):
         return rank_s
