@@ -25,6 +25,8 @@ from topomodel.analysis.training.stepbound import (
     SIZE_AT,
     bound_frame,
     collective_bounds,
+    collective_latency_shapes,
+    latency_floor_s,
     order_calls,
     unordered,
     unplaced_calls,
@@ -239,3 +241,38 @@ def test_the_works_bound_is_below_the_screens(fabric, case):
             checked += 1
     assert checked > 6 and (below > 0 or "dual" in case)
     assert same > 0 or case == "dense"  # ZeRO 1 throughout: every layout gathers
+
+
+def test_an_orders_bounds_check_each_communicator_once_alike():
+    """order_calls checks the communicators once for every collective over them (the
+    pipeline's exchanges apart): each bound it keeps is the one found with the
+    communicators given afresh to each collective."""
+    fresh = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fresh.catalog.get("llama3-8b", Model)
+    tm = TimeModel()
+    for layout in (Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1,
+                          sequence_parallel=True, order="dp,tp,cp,pp"),
+                   Layout(tp=2, pp=4, dp=2, global_batch=16, seq=4096, zero=2,
+                          schedule="zb-h1")):
+        shape = shape_of(fresh, model, layout)
+        _, missed = order_calls(fresh, model, layout, StepAssumptions(), shape)
+        known = fresh.derived(collective_bounds)
+        alone = build_fabric(*load_design("two.yaml", text=DESIGN))
+        seen = {}
+
+        def unrouted(collective, groups, size, key):
+            placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            seen[key] = max(size * collective_lower_bound_s(alone, collective, groups(),
+                                                            1.0, tm),
+                            latency_floor_s(alone, collective, key[1], groups, size, tm,
+                                            placed))
+            return 0.0
+
+        step_calls(alone, model, layout, unrouted=unrouted, shape=shape)
+        assert missed >= 4 and len(seen) >= missed
+        assert {k: known[k] for k in seen} == seen
+        # the candidates' shapes behind the latency floors, placement by placement
+        shapes = alone.derived(collective_latency_shapes)
+        assert len({s for per in shapes.values() for c in per for s in c}) >= 3
+        kept = fresh.derived(collective_latency_shapes)
+        assert {k: kept[k] for k in shapes} == shapes
