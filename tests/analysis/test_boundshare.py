@@ -260,7 +260,7 @@ def test_an_orders_bounds_check_each_communicator_once_alike():
         alone = build_fabric(*load_design("two.yaml", text=DESIGN))
         seen = {}
 
-        def unrouted(collective, groups, size, key):
+        def unrouted(collective, groups, size, key, alone=alone, seen=seen):
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
             seen[key] = max(size * collective_lower_bound_s(alone, collective, groups(),
                                                             1.0, tm),

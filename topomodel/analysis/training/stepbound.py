@@ -433,9 +433,9 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
                     groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
                     time_model: TimeModel, placed: tuple[Any, ...]) -> float:
     """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
-    ``groups()`` (an array, or blocks already checked) cannot beat whichever of ``candidates`` it runs: the least, over the
-    candidates, of :func:`~topomodel.analysis.collectives.timing.floor_s` of the
-    shapes the candidate's traffic would have (its protocol latency, or the measured
+    ``groups()`` (an array, or blocks already checked) cannot beat whichever of
+    ``candidates`` it runs: the least, over the candidates, of
+    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the candidate's traffic would have (its protocol latency, or the measured
     curve's time), found without building any flow (nor the channels: with no
     bandwidth time the floor reads no channel count, only the protocols' bandwidth
     caps do). The step keeps the candidate
