@@ -435,11 +435,11 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
     ``groups()`` (an array, or blocks already checked) cannot beat whichever of
     ``candidates`` it runs: the least, over the candidates, of
-    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the candidate's traffic would have (its protocol latency, or the measured
-    curve's time), found without building any flow (nor the channels: with no
-    bandwidth time the floor reads no channel count, only the protocols' bandwidth
-    caps do). The step keeps the candidate
-    with the least tuner time (:func:`~topomodel.analysis.collectives.collective.
+    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the
+    candidate's traffic would have (its protocol latency, or the measured curve's
+    time), found without building any flow (nor the channels: with no bandwidth time
+    the floor reads no channel count, only the protocols' bandwidth caps do). The step
+    keeps the candidate with the least tuner time (:func:`~topomodel.analysis.collectives.collective.
     fastest`), which is no less than that candidate's floor, and its time no less
     than its tuner time; a candidate that does not apply (``NotApplicable``) is never
     kept, so it is left out. 0 on a fabric with a failed link (as the bytes' bound:
