@@ -440,9 +440,10 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     time), found without building any flow (nor the channels: with no bandwidth time
     the floor reads no channel count, only the protocols' bandwidth caps do). The step
     keeps the candidate with the least tuner time
-    (:func:`~topomodel.analysis.collectives.collective.fastest`), which is no less than that candidate's floor, and its time no less
-    than its tuner time; a candidate that does not apply (``NotApplicable``) is never
-    kept, so it is left out. 0 on a fabric with a failed link (as the bytes' bound:
+    (:func:`~topomodel.analysis.collectives.collective.fastest`), which is no less
+    than that candidate's floor, and its time no less than its tuner time; a
+    candidate that does not apply (``NotApplicable``) is never kept, so it is left
+    out. 0 on a fabric with a failed link (as the bytes' bound:
     a lost flow changes what is timed) or when a candidate's shapes cannot be found.
     The shapes are kept per placement (``placed``: the collective's key in the
     fabric's table without its size, :data:`SIZE_AT`), found at one byte: only their
