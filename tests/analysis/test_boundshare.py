@@ -20,6 +20,7 @@ from topomodel.analysis.collectives.commbound import (
     unplaced_lower_bound_s,
 )
 from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
+from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
@@ -276,3 +277,43 @@ def test_an_orders_bounds_check_each_communicator_once_alike():
         assert len({s for per in shapes.values() for c in per for s in c}) >= 3
         kept = fresh.derived(collective_latency_shapes)
         assert {k: kept[k] for k in shapes} == shapes
+
+
+def _path_by_arrays(pipeline, op_units, count):
+    """The comm-free critical path walked back on the timeline's arrays themselves."""
+    tl = pipeline.timeline
+    dep_stage, dep_pos, boundary = cached_dependencies(tl.schedule)
+    on_path, sends, length = np.zeros(count), 0, 0.0
+    stage = last = int(np.argmax(tl.stage_end_s))
+    j = tl.schedule.ops - 1
+    while j >= 0:
+        on_path[op_units[stage, j]] += 1
+        length += float(tl.end_s[stage, j] - tl.start_s[stage, j])
+        ds, dp = int(dep_stage[stage, j]), int(dep_pos[stage, j])
+        before = float(tl.end_s[stage, j - 1]) if j > 0 else 0.0
+        if dp >= 0 and float(tl.end_s[ds, dp]) > before:
+            sends += int(boundary[stage, j] >= 0)
+            stage, j = ds, dp
+        else:
+            j -= 1
+    return on_path, last, length, sends
+
+
+@pytest.mark.parametrize("case", ["dense", "blocking, no overlap, stragglers", "moe"])
+def test_the_critical_path_is_the_one_walked_on_the_arrays(fabric, case):
+    """The screen's critical path, walked on lists, is bit for bit the one walked on
+    the timeline's arrays: its units, stage, length and sends."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    walked = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        if pipeline.timeline is None:
+            continue
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+        units, stage, length, sends = works.path
+        ref = _path_by_arrays(pipeline, works.op_units, works.stage_units.shape[1])
+        assert np.array_equal(units, ref[0]) and units.dtype == ref[0].dtype
+        assert (stage, length, sends) == ref[1:]
+        walked += sends > 0
+    assert walked > 3

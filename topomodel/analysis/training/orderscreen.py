@@ -261,26 +261,28 @@ def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
     earlier than that input's end plus the send (the timeline's own rule), so on any
     timeline it is at least its operations' durations plus its sends' times."""
     tl = pipeline.timeline
-    on_path = np.zeros(count)
     if tl is None:
-        return on_path, 0, 0.0, 0
-    dep_stage, dep_pos, boundary = cached_dependencies(tl.schedule)
+        return np.zeros(count), 0, 0.0, 0
+    # walked on lists: a step reads a few scalars, each far cheaper from a list
+    dep_stage, dep_pos, boundary = (a.tolist() for a in cached_dependencies(tl.schedule))
+    end, start, units = tl.end_s.tolist(), tl.start_s.tolist(), op_units.tolist()
+    on_path = [0] * count
     sends = 0
-    end, start = tl.end_s, tl.start_s
     stage = last = int(np.argmax(tl.stage_end_s))
     j = tl.schedule.ops - 1
     length = 0.0
     while j >= 0:
-        on_path[op_units[stage, j]] += 1
-        length += float(end[stage, j] - start[stage, j])
-        ds, dp = int(dep_stage[stage, j]), int(dep_pos[stage, j])
-        before = float(end[stage, j - 1]) if j > 0 else 0.0
-        if dp >= 0 and float(end[ds, dp]) > before:
-            sends += int(boundary[stage, j] >= 0)
+        ends = end[stage]
+        on_path[units[stage][j]] += 1
+        length += ends[j] - start[stage][j]
+        ds, dp = dep_stage[stage][j], dep_pos[stage][j]
+        before = ends[j - 1] if j > 0 else 0.0
+        if dp >= 0 and end[ds][dp] > before:
+            sends += boundary[stage][j] >= 0
             stage, j = ds, dp
         else:
             j -= 1
-    return on_path, last, length, sends
+    return np.array(on_path, dtype=float), last, length, sends
 
 
 def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int, int]]],
