@@ -317,3 +317,20 @@ def test_the_critical_path_is_the_one_walked_on_the_arrays(fabric, case):
         assert (stage, length, sends) == ref[1:]
         walked += sends > 0
     assert walked > 3
+
+
+def test_the_buckets_runs_are_their_stages(fabric):
+    """The screen's bucket runs (the stages with buckets and where each starts) cover
+    the flat buckets stage by stage, so the per-run maximum is the per-stage one."""
+    name, _, _, a = CASES["dense"]
+    model = fabric.catalog.get(name, Model)
+    seen = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, "dense"):
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        stage, stages, starts = screen.bucket_stage, screen.bucket_stages, screen.bucket_starts
+        lengths = np.diff(np.r_[starts, len(stage)])
+        assert np.array_equal(np.repeat(stages, lengths), stage)
+        assert len(np.unique(stages)) == len(stages) and (lengths > 0).all()
+        seen += len(stages) > 1
+    assert seen > 3

@@ -73,7 +73,8 @@ class OrderScreen:
     unit; the units on the comm-free critical path, the stage it ends on, its
     comm-free length in seconds and the pipeline sends it crosses; the gradient
     buckets (flat, stage by stage: stage, comm-free ready time in seconds, the dp and
-    edp buckets ready no earlier)."""
+    edp buckets ready no earlier); the stages with buckets and where each one's start
+    in the flat buckets."""
 
     names: tuple[str, ...]
     term_call: np.ndarray
@@ -96,6 +97,8 @@ class OrderScreen:
     frame: BoundFrame
     gathers: Gathers
     passes: Passes
+    bucket_stages: np.ndarray
+    bucket_starts: np.ndarray
 
     def bound(self, calls: dict[str, Call]) -> StepBound:
         """The bound of the order whose collectives are ``calls`` (the layout's names,
@@ -120,9 +123,10 @@ class OrderScreen:
             ready = (self.passes.ready_s(self.bucket_ready_s, per_unit, delay)
                      if self.dp_overlap else end[self.bucket_stage])
             tail = self.bucket_dp_after * t_dp + self.bucket_edp_after * t_edp + ready
-            reduced = np.full(len(end), -np.inf)
-            np.maximum.at(reduced, self.bucket_stage, tail)
-            finish = np.maximum(end, reduced)
+            finish = end.copy()  # each stage's last bucket, at least its end
+            stages = self.bucket_stages
+            finish[stages] = np.maximum(end[stages],
+                                        np.maximum.reduceat(tail, self.bucket_starts))
         return self.frame.bound(CommFreePipeline(busy, pipe.compute_s, finish,
                                                  pipe.most_sends, pipe.dualpipe))
 
@@ -247,7 +251,16 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions,
                        term[:, 4].astype(np.int64), stage_units, *works.path,
                        *buckets, layout.dp_overlap, pipeline,
                        bound_frame(model, layout, a, shape, pipeline), gathers,
-                       Passes(*passes, first, bucket_pass[0], bucket_pass[1]))
+                       Passes(*passes, first, bucket_pass[0], bucket_pass[1]),
+                       *_runs(buckets[0]))
+
+
+def _runs(stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``stage`` (grouped: equal values next to each other) and
+    where each one's run starts."""
+    starts = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]) if len(stage) \
+        else np.zeros(0, dtype=np.int64)
+    return stage[starts], starts
 
 
 def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
