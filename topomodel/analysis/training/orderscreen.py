@@ -50,7 +50,7 @@ from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
-from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.stagework import Call, Work
 from topomodel.analysis.training.step import param_gather_calls, step_works
 from topomodel.analysis.training.stepbound import (
     BoundFrame,
@@ -197,20 +197,26 @@ def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     works = step_works(device, model, layout, a, shape.seq, idle,
                        shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
     units: dict[int, int] = {}
-    keys: list[tuple[str, str]] = []
-    terms: list[tuple[float, float, float, float, int]] = []
-    s = shape.schedule
-    p, v = s.p, s.v
-    unit_of = np.zeros((3, p, v), dtype=np.int64)
+    unique: list[Work] = []
+    places: list[tuple[int, int, int]] = []
+    of: list[int] = []
     for kind, rows in enumerate(works):
         for st, row in enumerate(rows):
             for c, work in enumerate(row):
-                if id(work) not in units:
-                    units[id(work)] = u = len(units)
-                    for key, count, behind, share, weight in work.terms or ():
-                        keys.append(key)
-                        terms.append((count, max(0.0, behind), share, weight, u))
-                unit_of[kind, st, c] = units[id(work)]
+                u = units.get(id(work))
+                if u is None:
+                    u = units[id(work)] = len(unique)
+                    unique.append(work)
+                places.append((kind, st, c))
+                of.append(u)
+    keys = [term[0] for work in unique for term in work.terms or ()]
+    terms = [(count, max(0.0, behind), share, weight, u) for u, work in enumerate(unique)
+             for _, count, behind, share, weight in work.terms or ()]
+    s = shape.schedule
+    p, v = s.p, s.v
+    unit_of = np.zeros((3, p, v), dtype=np.int64)
+    if places:
+        unit_of[tuple(np.array(places).T)] = of
     op_units = unit_of[s.kind, np.arange(p)[:, None], s.chunk]  # (p, n)
     stage_units = np.zeros((p, len(units)))
     np.add.at(stage_units, (np.repeat(np.arange(p), s.ops), op_units.ravel()), 1.0)
