@@ -127,12 +127,14 @@ class OrderMemo:
     """What the bounds of a search's layouts share: every rank order's collectives
     (``timed``: the calls, how many are not timed yet, the fabric's table size when
     found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
-    time looked up (``issued``), its order screen (``screens``) and the part of that
-    its operations give (``works``, shared by ZeRO 0, 1 and 2)."""
+    time looked up (``issued``) and at what no order can beat (``floors``), its order
+    screen (``screens``) and the part of that its operations give (``works``, shared
+    by ZeRO 0, 1 and 2)."""
 
     timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
 
@@ -196,8 +198,13 @@ class OrderBounds:
         than the screen's): when that is below ``worst_kept`` it is returned (the
         screen's would be too), and the screen, not needed, is not made."""
         calls = self._issued(layout)
-        job = self.job
-        floor = unplaced_calls(self.fabric, layout, job.assumptions, calls)
+        job, floors = self.job, self.memo.floors
+        floor = floors.get(self.calls_key)  # what it reads of the layout is in the key
+        if floor is None:
+            if len(floors) >= TIMED_ORDERS:
+                floors.clear()
+            floor = floors[self.calls_key] = unplaced_calls(self.fabric, layout,
+                                                            job.assumptions, calls)
         if self.screen is None and worst_kept > -float("inf"):
             pipeline = self.pipeline()
             frame = bound_frame(job.model, layout, job.assumptions, self.shape, pipeline)
