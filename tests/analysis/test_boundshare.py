@@ -14,18 +14,26 @@ from test_stepbound import CASES, _fitting_layouts
 
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.commbound import (
+    DUAL,
     collective_lower_bound_s,
+    ingress_rates,
     unplaced_lower_bound_s,
 )
-from topomodel.analysis.training.orderscreen import order_screen, screen_works
-from topomodel.analysis.training.step import StepAssumptions, step_calls
+from topomodel.analysis.training.compute import shared_device_model
+from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
+from topomodel.analysis.training.pipeline import cached_dependencies
+from topomodel.analysis.training.step import StepAssumptions, step_calls, step_works
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
+    bound_frame,
     collective_bounds,
+    collective_latency_shapes,
+    latency_floor_s,
     order_calls,
     unordered,
+    unplaced_calls,
 )
-from topomodel.analysis.training.stepshape import shape_of
+from topomodel.analysis.training.stepshape import node_domains, ranks_of, shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
@@ -73,6 +81,68 @@ def test_the_unplaced_bound_is_kept_as_found():
                      for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
     assert first == [unplaced_lower_bound_s(fabric, c, 8, 16, 2**28, tm)
                      for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
+
+
+def _delivered_by_loop(collective, groups, size, node_Bps, domain_Bps, domains):
+    """The bytes' bound of commbound's table, found row by row and domain by domain in
+    ascending order (the order its domain sums are added in); ``sendrecv``: pair by
+    pair."""
+    t = groups.shape[1]
+    if collective == "sendrecv":  # each row a sender and a receiver
+        got, into = {}, np.zeros(len(domain_Bps))
+        for src, dst in groups.tolist():
+            got[dst] = got.get(dst, 0) + 1
+            if domains[src] != domains[dst]:
+                into[domains[dst]] += 1
+        rank_s = max(n * size / node_Bps[r] for r, n in got.items())
+        return max(rank_s, float((into * size / domain_Bps).max()))
+    share = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
+             "alltoall": (t - 1) / t}[collective]
+    rank_s = max(share * size / node_Bps[r] for r in groups.ravel())
+    need = {"allgather": lambda k: (t - k) / t, "reducescatter": lambda k: k / t,
+            "allreduce": lambda k: 1.0, "alltoall": lambda k: k * (t - k) / t}[collective]
+    into = np.zeros(len(domain_Bps))
+    for row in groups:
+        held = domains[row]
+        for d in sorted(set(held.tolist())):
+            k = int((held == d).sum())
+            into[d] += need(k) * (k < t)
+    return max(rank_s, float((into * size / domain_Bps).max()))
+
+
+@pytest.mark.parametrize("t", [2, 3, 4, 8])
+def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
+    """The bytes' bound, its ranks per group and domain counted with each row sorted,
+    is bit for bit what counting them row by row and domain by domain finds, for
+    groups scattered over both servers' domains in any order (and for pairs, the rate
+    into each receiver read at the receivers only)."""
+    rng = np.random.default_rng(t)
+    tm = TimeModel()
+    rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    domains = fabric.derived(node_domains)
+    ranks = ranks_of(fabric)
+    for _ in range(4):
+        groups = rng.permutation(ranks)[:16 // t * t].reshape(-1, t)
+        assert len(set(domains[groups].ravel().tolist())) == 2
+        for collective in ("allgather", "reducescatter", "allreduce", "alltoall"):
+            size = float(rng.integers(1, 2**30))
+            expected = max(
+                _delivered_by_loop(collective, groups, size, rates.node_Bps,
+                                   rates.domain_Bps, domains),
+                _delivered_by_loop(DUAL[collective], groups, size, rates.node_out_Bps,
+                                   rates.domain_out_Bps, domains))
+            assert collective_lower_bound_s(fabric, collective, groups, size, tm) \
+                == expected, (collective, groups.tolist())
+        # pairs: some ranks receive from several senders, some pairs stay in a domain
+        pairs = rng.choice(ranks, size=(3 * t, 2))
+        pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+        size = float(rng.integers(1, 2**30))
+        expected = max(
+            _delivered_by_loop("sendrecv", pairs, size, rates.node_Bps,
+                               rates.domain_Bps, domains),
+            _delivered_by_loop("sendrecv", pairs[:, ::-1], size, rates.node_out_Bps,
+                               rates.domain_out_Bps, domains))
+        assert collective_lower_bound_s(fabric, "sendrecv", pairs, size, tm) == expected
 
 
 def _fields(screen):
@@ -147,3 +217,164 @@ def test_the_unordered_layout_is_the_replaced_one():
     held = Layout(tp=2, zero=2, order="dp,tp,cp,pp")
     unordered(held)
     assert held.zero == 2 and held.order == "dp,tp,cp,pp"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_works_bound_is_below_the_screens(fabric, case):
+    """The bound from the screen's operations' part alone is never above the screen's
+    own, with the orders' own times and with the unplaced floors, and is the same
+    figure where the screen has neither ZeRO gathers nor gradient buckets."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = same = below = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+        frame = bound_frame(model, layout, a, shape, pipeline)
+        for timed in (calls, unplaced_calls(fabric, layout, a, calls)):
+            part = works_bound(works, pipeline, frame, timed).step_time_s
+            whole = screen.bound(timed).step_time_s
+            assert part <= whole, layout
+            if not len(screen.bucket_stage) and not len(screen.gathers.call):
+                assert part == whole, layout
+                same += 1
+            below += part < whole
+            checked += 1
+    assert checked > 6 and (below > 0 or "dual" in case)
+    assert same > 0 or case == "dense"  # ZeRO 1 throughout: every layout gathers
+
+
+def test_an_orders_bounds_check_each_communicator_once_alike():
+    """order_calls checks the communicators once for every collective over them (the
+    pipeline's exchanges apart): each bound it keeps is the one found with the
+    communicators given afresh to each collective."""
+    fresh = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fresh.catalog.get("llama3-8b", Model)
+    tm = TimeModel()
+    for layout in (Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1,
+                          sequence_parallel=True, order="dp,tp,cp,pp"),
+                   Layout(tp=2, pp=4, dp=2, global_batch=16, seq=4096, zero=2,
+                          schedule="zb-h1")):
+        shape = shape_of(fresh, model, layout)
+        _, missed = order_calls(fresh, model, layout, StepAssumptions(), shape)
+        known = fresh.derived(collective_bounds)
+        alone = build_fabric(*load_design("two.yaml", text=DESIGN))
+        seen = {}
+
+        def unrouted(collective, groups, size, key, alone=alone, seen=seen):
+            placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+            seen[key] = max(size * collective_lower_bound_s(alone, collective, groups(),
+                                                            1.0, tm),
+                            latency_floor_s(alone, collective, key[1], groups, size, tm,
+                                            placed))
+            return 0.0
+
+        step_calls(alone, model, layout, unrouted=unrouted, shape=shape)
+        assert missed >= 4 and len(seen) >= missed
+        assert {k: known[k] for k in seen} == seen
+        # the candidates' shapes behind the latency floors, placement by placement
+        shapes = alone.derived(collective_latency_shapes)
+        assert len({s for per in shapes.values() for c in per for s in c}) >= 3
+        kept = fresh.derived(collective_latency_shapes)
+        assert {k: kept[k] for k in shapes} == shapes
+
+
+def _path_by_arrays(pipeline, op_units, count):
+    """The comm-free critical path walked back on the timeline's arrays themselves."""
+    tl = pipeline.timeline
+    dep_stage, dep_pos, boundary = cached_dependencies(tl.schedule)
+    on_path, sends, length = np.zeros(count), 0, 0.0
+    stage = last = int(np.argmax(tl.stage_end_s))
+    j = tl.schedule.ops - 1
+    while j >= 0:
+        on_path[op_units[stage, j]] += 1
+        length += float(tl.end_s[stage, j] - tl.start_s[stage, j])
+        ds, dp = int(dep_stage[stage, j]), int(dep_pos[stage, j])
+        before = float(tl.end_s[stage, j - 1]) if j > 0 else 0.0
+        if dp >= 0 and float(tl.end_s[ds, dp]) > before:
+            sends += int(boundary[stage, j] >= 0)
+            stage, j = ds, dp
+        else:
+            j -= 1
+    return on_path, last, length, sends
+
+
+@pytest.mark.parametrize("case", ["dense", "blocking, no overlap, stragglers", "moe"])
+def test_the_critical_path_is_the_one_walked_on_the_arrays(fabric, case):
+    """The screen's critical path, walked on lists, is bit for bit the one walked on
+    the timeline's arrays: its units, stage, length and sends."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    walked = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        if pipeline.timeline is None:
+            continue
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+        units, stage, length, sends = works.path
+        ref = _path_by_arrays(pipeline, works.op_units, works.stage_units.shape[1])
+        assert np.array_equal(units, ref[0]) and units.dtype == ref[0].dtype
+        assert (stage, length, sends) == ref[1:]
+        walked += sends > 0
+    assert walked > 3
+
+
+def test_the_buckets_runs_are_their_stages(fabric):
+    """The screen's bucket runs (the stages with buckets and where each starts) cover
+    the flat buckets stage by stage, so the per-run maximum is the per-stage one."""
+    name, _, _, a = CASES["dense"]
+    model = fabric.catalog.get(name, Model)
+    seen = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, "dense"):
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        screen = order_screen(model, layout, a, shape, pipeline, calls)
+        stage, stages, starts = screen.bucket_stage, screen.bucket_stages, screen.bucket_starts
+        lengths = np.diff(np.r_[starts, len(stage)])
+        assert np.array_equal(np.repeat(stages, lengths), stage)
+        assert len(np.unique(stages)) == len(stages) and (lengths > 0).all()
+        seen += len(stages) > 1
+    assert seen > 3
+
+
+def _works_by_loop(model, layout, a, shape, calls):
+    """Each distinct work's terms and every operation's unit, found op by op."""
+    idle = {n: c.timed(0.0, c.latency_s, c.bandwidth_s, c.topology_s)
+            for n, c in calls.items()}
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
+    works = step_works(device, model, layout, a, shape.seq, idle,
+                       shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
+    units, keys, terms = {}, [], []
+    s = shape.schedule
+    unit_of = np.zeros((3, s.p, s.v), dtype=np.int64)
+    for kind, rows in enumerate(works):
+        for st, row in enumerate(rows):
+            for c, work in enumerate(row):
+                if id(work) not in units:
+                    units[id(work)] = u = len(units)
+                    for key, count, behind, share, weight in work.terms or ():
+                        keys.append(key)
+                        terms.append((count, max(0.0, behind), share, weight, u))
+                unit_of[kind, st, c] = units[id(work)]
+    return (tuple(keys), np.array(terms, dtype=float).reshape(-1, 5),
+            unit_of[s.kind, np.arange(s.p)[:, None], s.chunk])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_screens_works_are_the_op_by_op_ones(fabric, case):
+    """screen_works' terms and units are, bit for bit, those found op by op."""
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
+        if checked >= 40:
+            break
+        calls, _ = order_calls(fabric, model, layout, a, shape)
+        works = screen_works(model, layout, a, shape, pipeline, calls)
+        keys, term, op_units = _works_by_loop(model, layout, a, shape, calls)
+        assert works.term_keys == keys and np.array_equal(works.term, term)
+        assert np.array_equal(works.op_units, op_units)
+        checked += len(keys) > 0
+    assert checked > 3

@@ -11,7 +11,11 @@ from dataclasses import replace
 from test_plan import DESIGN, MODEL
 
 from topomodel.analysis.training.step import StepAssumptions, step_time
-from topomodel.analysis.training.stepbound import comm_free_pipeline, unordered
+from topomodel.analysis.training.stepbound import (
+    comm_free_pipeline,
+    unordered,
+    unplaced_calls,
+)
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
@@ -53,6 +57,9 @@ def test_shared_bounds_stay_under_every_orders_step():
     assert len(memo.screens) == 3 * 2 * 3  # ZeRO 1 and 2 share theirs
     assert len(memo.works) == 3 * 2 * 2  # and ZeRO 0 the operations' part
     assert len(memo.issued) == 3 * 3  # and recomputation its calls
+    assert len(memo.floors) == len(memo.issued)  # and their floors, as found afresh
+    assert memo.floors[bounds.calls_key] == unplaced_calls(
+        fabric, layout, a, memo.issued[bounds.calls_key])
     assert replace(layout, order=ORDERS[0]) == in_order(layout, ORDERS[0])
 
 

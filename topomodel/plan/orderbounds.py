@@ -14,12 +14,14 @@ from topomodel.analysis.training.orderscreen import (
     ScreenWorks,
     order_screen,
     screen_works,
+    works_bound,
 )
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import StepAssumptions, StepResult, step_calls
 from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
+    bound_frame,
     bound_with_calls,
     order_calls,
     unplaced_calls,
@@ -125,12 +127,14 @@ class OrderMemo:
     """What the bounds of a search's layouts share: every rank order's collectives
     (``timed``: the calls, how many are not timed yet, the fabric's table size when
     found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
-    time looked up (``issued``), its order screen (``screens``) and the part of that
-    its operations give (``works``, shared by ZeRO 0, 1 and 2)."""
+    time looked up (``issued``) and at what no order can beat (``floors``), its order
+    screen (``screens``) and the part of that its operations give (``works``, shared
+    by ZeRO 0, 1 and 2)."""
 
     timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
 
@@ -184,14 +188,31 @@ class OrderBounds:
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
         return known
 
-    def unplaced_score(self, layout: Layout) -> float:
+    def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf")) -> float:
         """The best score any rank order of the group can reach: the screen with each
         collective at a time no order can beat
         (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found from
-        the collectives of ``layout`` (any of its orders: they issue the same)."""
+        the collectives of ``layout`` (any of its orders: they issue the same). Before
+        the screen is made, its operations' part alone is tried
+        (:func:`~topomodel.analysis.training.orderscreen.works_bound`, a score no lower
+        than the screen's): when that is below ``worst_kept`` it is returned (the
+        screen's would be too), and the screen, not needed, is not made."""
         calls = self._issued(layout)
-        floor = unplaced_calls(self.fabric, layout, self.job.assumptions, calls)
-        return rank_score(self._screen(layout, calls).bound(floor), self.job, self.power_W)
+        job, floors = self.job, self.memo.floors
+        floor = floors.get(self.calls_key)  # what it reads of the layout is in the key
+        if floor is None:
+            if len(floors) >= TIMED_ORDERS:
+                floors.clear()
+            floor = floors[self.calls_key] = unplaced_calls(self.fabric, layout,
+                                                            job.assumptions, calls)
+        if self.screen is None and worst_kept > -float("inf"):
+            pipeline = self.pipeline()
+            frame = bound_frame(job.model, layout, job.assumptions, self.shape, pipeline)
+            score = rank_score(works_bound(self._works(layout, calls), pipeline, frame,
+                                           floor), job, self.power_W)
+            if score < worst_kept:
+                return score
+        return rank_score(self._screen(layout, calls).bound(floor), job, self.power_W)
 
     def _issued(self, layout: Layout) -> dict[str, Call]:
         """``layout``'s collectives in its own rank order with their names, kinds and
@@ -248,14 +269,22 @@ class OrderBounds:
                 if len(screens) >= SCREENS:
                     screens.clear()
                 job, pipeline = self.job, self.pipeline()
-                # ZeRO 0, 1 and 2 share the operations' part (ZeRO 3 issues in them)
-                of = (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute)
-                works = self.memo.works.get(of)
-                if works is None:
-                    if len(self.memo.works) >= SCREENS:
-                        self.memo.works.clear()
-                    works = self.memo.works[of] = screen_works(
-                        job.model, layout, job.assumptions, self.shape, pipeline, calls)
                 self.screen = screens[key] = order_screen(
-                    job.model, layout, job.assumptions, self.shape, pipeline, calls, works)
+                    job.model, layout, job.assumptions, self.shape, pipeline, calls,
+                    self._works(layout, calls))
         return self.screen
+
+    def _works(self, layout: Layout, calls: dict[str, Call]) -> ScreenWorks:
+        """The operations' part of the group's screen (:func:`~topomodel.analysis.
+        training.orderscreen.screen_works`), found in the search's or made from
+        ``layout``'s ``calls`` (their names and sizes): ZeRO 0, 1 and 2 share it
+        (ZeRO 3 issues in the operations)."""
+        of = (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute)
+        works = self.memo.works.get(of)
+        if works is None:
+            if len(self.memo.works) >= SCREENS:
+                self.memo.works.clear()
+            job = self.job
+            works = self.memo.works[of] = screen_works(
+                job.model, layout, job.assumptions, self.shape, self.pipeline(), calls)
+        return works

@@ -448,7 +448,7 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
             key = distinct_key(item.layout)  # the same for all its orders
             bar = entry_bar(heap, job.top, key)
-            if bar > -float("inf") and bounds.unplaced_score(first) < bar:
+            if bar > -float("inf") and bounds.unplaced_score(first, bar) < bar:
                 tally.pruned += len(item.orders)  # no order can enter the top
                 decided(len(item.orders))
                 continue

@@ -148,13 +148,18 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
     t = groups.shape[1]
     per_rank = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
                 "alltoall": (t - 1) / t, "sendrecv": 1.0}[collective] * size_bytes
+    # over the ranks that receive only (the others get nothing: 0 s)
     if collective == "sendrecv":  # a rank may receive from several pairs at once
-        got = np.bincount(groups[:, 1], minlength=len(node_Bps)) * per_rank
-    else:  # the rows of a kind hold each rank once
-        got = np.zeros(len(node_Bps))
-        got[groups.ravel()] = per_rank
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rank_s = float(np.where((got > 0) & (node_Bps > 0), got / node_Bps, 0.0).max())
+        receivers = groups[:, 1]
+        got = np.bincount(receivers)[receivers] * per_rank
+        rate = node_Bps[receivers]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rank_s = float(np.where((got > 0) & (rate > 0), got / rate, 0.0).max())
+    else:  # the rows of a kind hold each rank once, each getting per_rank: the
+        # slowest is the one with the least rate (a quotient only falls as it grows)
+        rate = node_Bps[groups.ravel()]
+        rate = rate[rate > 0]
+        rank_s = per_rank / float(rate.min()) if per_rank > 0 and len(rate) else 0.0
     domains = node_domain[groups]
     if (domains < 0).any() or not len(domain_Bps):
         return rank_s
@@ -162,12 +167,14 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
         crossing = domains[:, 0] != domains[:, 1]
         into = np.bincount(domains[crossing, 1], minlength=len(domain_Bps)) * size_bytes
     else:
-        # ranks of each group in each domain: (group, domain) pairs counted
-        pair = np.sort(np.arange(len(groups))[:, None] * len(domain_Bps) + domains,
-                       axis=None)
-        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        # ranks of each group in each domain: (group, domain) pairs counted, group by
+        # group in the order of the domains (each row sorted: no sort of every pair)
+        pair = _rows_sorted(domains).ravel()
+        apart = pair[1:] != pair[:-1]
+        apart[t - 1::t] = True  # a row's first rank starts its group's first domain
+        starts = np.flatnonzero(np.r_[True, apart])
         inside = np.diff(np.r_[starts, len(pair)])
-        domain_of = pair[starts] % len(domain_Bps)
+        domain_of = pair[starts]
         need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
                 "allreduce": np.ones(len(inside)),
                 "alltoall": inside * (t - inside) / t}[collective] * (inside < t)
@@ -175,6 +182,15 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
     with np.errstate(divide="ignore", invalid="ignore"):
         domain_s = np.where((into > 0) & (domain_Bps > 0), into / domain_Bps, 0.0)
     return max(rank_s, float(domain_s.max()))
+
+
+def _rows_sorted(values: np.ndarray) -> np.ndarray:
+    """Each row of ``values`` (2-d) in ascending order: a pair's by its least and most,
+    a wider row's by :func:`numpy.sort` along it (as sorting ``row * span + value``
+    over the whole array puts them, far cheaper)."""
+    if values.shape[1] == 2:
+        return np.stack([values.min(axis=1), values.max(axis=1)], axis=1)
+    return np.sort(values, axis=1)
 
 
 @dataclass(frozen=True, eq=False)

@@ -50,7 +50,7 @@ from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import cached_dependencies
-from topomodel.analysis.training.stagework import Call
+from topomodel.analysis.training.stagework import Call, Work
 from topomodel.analysis.training.step import param_gather_calls, step_works
 from topomodel.analysis.training.stepbound import (
     BoundFrame,
@@ -73,7 +73,8 @@ class OrderScreen:
     unit; the units on the comm-free critical path, the stage it ends on, its
     comm-free length in seconds and the pipeline sends it crosses; the gradient
     buckets (flat, stage by stage: stage, comm-free ready time in seconds, the dp and
-    edp buckets ready no earlier)."""
+    edp buckets ready no earlier); the stages with buckets and where each one's start
+    in the flat buckets."""
 
     names: tuple[str, ...]
     term_call: np.ndarray
@@ -96,6 +97,8 @@ class OrderScreen:
     frame: BoundFrame
     gathers: Gathers
     passes: Passes
+    bucket_stages: np.ndarray
+    bucket_starts: np.ndarray
 
     def bound(self, calls: dict[str, Call]) -> StepBound:
         """The bound of the order whose collectives are ``calls`` (the layout's names,
@@ -104,10 +107,9 @@ class OrderScreen:
         if pipe.dualpipe or pipe.timeline is None:
             return self.frame.bound(pipe)
         t = np.array([calls[n].time_s for n in self.names])
-        issued = t[self.term_call] * self.term_count
-        exposed = self.term_weight * np.maximum(issued - self.term_behind_s,
-                                                self.term_share * issued)
-        per_unit = np.bincount(self.term_unit, exposed, minlength=len(self.path_units))
+        per_unit = _per_unit(t[self.term_call], self.term_count, self.term_behind_s,
+                             self.term_share, self.term_weight, self.term_unit,
+                             len(self.path_units))
         busy = pipe.busy_s + self.stage_units @ per_unit
         delay = self.gathers.delay_s(t, per_unit, self.dp_overlap)
         end = np.maximum(pipe.timeline.stage_end_s, busy + delay)
@@ -121,9 +123,10 @@ class OrderScreen:
             ready = (self.passes.ready_s(self.bucket_ready_s, per_unit, delay)
                      if self.dp_overlap else end[self.bucket_stage])
             tail = self.bucket_dp_after * t_dp + self.bucket_edp_after * t_edp + ready
-            reduced = np.full(len(end), -np.inf)
-            np.maximum.at(reduced, self.bucket_stage, tail)
-            finish = np.maximum(end, reduced)
+            finish = end.copy()  # each stage's last bucket, at least its end
+            stages = self.bucket_stages
+            finish[stages] = np.maximum(end[stages],
+                                        np.maximum.reduceat(tail, self.bucket_starts))
         return self.frame.bound(CommFreePipeline(busy, pipe.compute_s, finish,
                                                  pipe.most_sends, pipe.dualpipe))
 
@@ -145,6 +148,42 @@ class ScreenWorks:
     path: tuple[np.ndarray, int, float, int]
 
 
+def works_bound(works: ScreenWorks, pipeline: CommFreePipeline, frame: BoundFrame,
+                calls: dict[str, Call]) -> StepBound:
+    """The bound of the order whose collectives are ``calls`` from the operations' part
+    of its screen alone (``works``, with the layout's comm-free ``pipeline`` and bound
+    ``frame``): :meth:`OrderScreen.bound` with no gathers' delay and no gradient tail,
+    each of which only adds to a stage's end, so never above it (the same figure where
+    the screen has neither), and found without the buckets, the gathers and the
+    passes :func:`order_screen` adds to the works: a search drops most groups on it."""
+    pipe = pipeline
+    if pipe.dualpipe or pipe.timeline is None:
+        return frame.bound(pipe)
+    times = {(c.kind, c.collective): c.time_s for c in calls.values()}
+    term = works.term
+    units = works.stage_units.shape[1]
+    per_unit = _per_unit(np.array([times[k] for k in works.term_keys], dtype=float),
+                         term[:, 0], term[:, 1], term[:, 2], term[:, 3],
+                         term[:, 4].astype(np.int64), units)
+    busy = pipe.busy_s + works.stage_units @ per_unit
+    end = np.maximum(pipe.timeline.stage_end_s, busy)
+    path_units, path_stage, path_s, path_sends = works.path
+    end[path_stage] = max(float(end[path_stage]), path_s + float(path_units @ per_unit)
+                          + path_sends * per_send_s(calls))
+    return frame.bound(CommFreePipeline(busy, pipe.compute_s, end, pipe.most_sends,
+                                        pipe.dualpipe))
+
+
+def _per_unit(t: np.ndarray, count: np.ndarray, behind_s: np.ndarray,
+              share: np.ndarray, weight: np.ndarray, unit: np.ndarray, units: int
+              ) -> np.ndarray:
+    """Each work unit's exposed seconds, its terms' (see the module) summed, for each
+    term's call taking ``t`` seconds."""
+    issued = t * count
+    exposed = weight * np.maximum(issued - behind_s, share * issued)
+    return np.bincount(unit, exposed, minlength=units)
+
+
 def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                  pipeline: CommFreePipeline, calls: dict[str, Call]) -> ScreenWorks:
     """The :class:`ScreenWorks` of ``layout`` (any rank order) with the collectives
@@ -158,20 +197,26 @@ def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     works = step_works(device, model, layout, a, shape.seq, idle,
                        shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
     units: dict[int, int] = {}
-    keys: list[tuple[str, str]] = []
-    terms: list[tuple[float, float, float, float, int]] = []
-    s = shape.schedule
-    p, v = s.p, s.v
-    unit_of = np.zeros((3, p, v), dtype=np.int64)
+    unique: list[Work] = []
+    places: list[tuple[int, int, int]] = []
+    of: list[int] = []
     for kind, rows in enumerate(works):
         for st, row in enumerate(rows):
             for c, work in enumerate(row):
-                if id(work) not in units:
-                    units[id(work)] = u = len(units)
-                    for key, count, behind, share, weight in work.terms or ():
-                        keys.append(key)
-                        terms.append((count, max(0.0, behind), share, weight, u))
-                unit_of[kind, st, c] = units[id(work)]
+                u = units.get(id(work))
+                if u is None:
+                    u = units[id(work)] = len(unique)
+                    unique.append(work)
+                places.append((kind, st, c))
+                of.append(u)
+    keys = [term[0] for work in unique for term in work.terms or ()]
+    terms = [(count, max(0.0, behind), share, weight, u) for u, work in enumerate(unique)
+             for _, count, behind, share, weight in work.terms or ()]
+    s = shape.schedule
+    p, v = s.p, s.v
+    unit_of = np.zeros((3, p, v), dtype=np.int64)
+    if places:
+        unit_of[tuple(np.array(places).T)] = of
     op_units = unit_of[s.kind, np.arange(p)[:, None], s.chunk]  # (p, n)
     stage_units = np.zeros((p, len(units)))
     np.add.at(stage_units, (np.repeat(np.arange(p), s.ops), op_units.ravel()), 1.0)
@@ -212,7 +257,16 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions,
                        term[:, 4].astype(np.int64), stage_units, *works.path,
                        *buckets, layout.dp_overlap, pipeline,
                        bound_frame(model, layout, a, shape, pipeline), gathers,
-                       Passes(*passes, first, bucket_pass[0], bucket_pass[1]))
+                       Passes(*passes, first, bucket_pass[0], bucket_pass[1]),
+                       *_runs(buckets[0]))
+
+
+def _runs(stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``stage`` (grouped: equal values next to each other) and
+    where each one's run starts."""
+    starts = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]) if len(stage) \
+        else np.zeros(0, dtype=np.int64)
+    return stage[starts], starts
 
 
 def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
@@ -226,26 +280,28 @@ def _critical_path(pipeline: CommFreePipeline, op_units: np.ndarray, count: int
     earlier than that input's end plus the send (the timeline's own rule), so on any
     timeline it is at least its operations' durations plus its sends' times."""
     tl = pipeline.timeline
-    on_path = np.zeros(count)
     if tl is None:
-        return on_path, 0, 0.0, 0
-    dep_stage, dep_pos, boundary = cached_dependencies(tl.schedule)
+        return np.zeros(count), 0, 0.0, 0
+    # walked on lists: a step reads a few scalars, each far cheaper from a list
+    dep_stage, dep_pos, boundary = (a.tolist() for a in cached_dependencies(tl.schedule))
+    end, start, units = tl.end_s.tolist(), tl.start_s.tolist(), op_units.tolist()
+    on_path = [0] * count
     sends = 0
-    end, start = tl.end_s, tl.start_s
     stage = last = int(np.argmax(tl.stage_end_s))
     j = tl.schedule.ops - 1
     length = 0.0
     while j >= 0:
-        on_path[op_units[stage, j]] += 1
-        length += float(end[stage, j] - start[stage, j])
-        ds, dp = int(dep_stage[stage, j]), int(dep_pos[stage, j])
-        before = float(end[stage, j - 1]) if j > 0 else 0.0
-        if dp >= 0 and float(end[ds, dp]) > before:
-            sends += int(boundary[stage, j] >= 0)
+        ends = end[stage]
+        on_path[units[stage][j]] += 1
+        length += ends[j] - start[stage][j]
+        ds, dp = dep_stage[stage][j], dep_pos[stage][j]
+        before = ends[j - 1] if j > 0 else 0.0
+        if dp >= 0 and end[ds][dp] > before:
+            sends += boundary[stage][j] >= 0
             stage, j = ds, dp
         else:
             j -= 1
-    return on_path, last, length, sends
+    return np.array(on_path, dtype=float), last, length, sends
 
 
 def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int, int]]],

@@ -78,7 +78,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.kept import Kept
 from topomodel.traffic.collectives import collective_shapes
-from topomodel.traffic.communicators import group_blocks
+from topomodel.traffic.communicators import GroupBlocks, group_blocks
 from topomodel.traffic.layout import Layout, evolve
 from topomodel.traffic.phases import Shape as TrafficShape
 
@@ -383,6 +383,11 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
     latency's (:func:`latency_floor_s`); and how many were not in the table."""
     known = fabric.derived(collective_bounds)
     per_byte = fabric.derived(collective_bounds_per_byte)
+    # the communicators checked (and their domains spanned found) once for every
+    # collective over them in this order, by what names them (:data:`SIZE_AT`): the
+    # key's fields after the size, and for the pipeline's sends, its first field
+    # (which exchange: the pairs differ, the pipeline pairs' key does not)
+    checked: dict[tuple[Any, ...], GroupBlocks] = {}
 
     def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
                  key: tuple[Any, ...]) -> float:
@@ -394,8 +399,16 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
             if rate is None:
                 rate = per_byte[placed] = collective_lower_bound_s(
                     fabric, collective, grid(), 1.0, assumptions.time)
+            of = (key[0] if collective == "sendrecv" else "", *key[SIZE_AT + 1:])
+
+            def blocks() -> GroupBlocks:
+                held = checked.get(of)
+                if held is None:
+                    held = checked[of] = group_blocks(fabric, grid())
+                return held
+
             found = known[key] = max(size * rate, latency_floor_s(
-                fabric, collective, key[1], grid, size, assumptions.time, placed))
+                fabric, collective, key[1], blocks, size, assumptions.time, placed))
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
@@ -417,19 +430,20 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
 
 
 def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
-                    groups: Callable[[], np.ndarray], size_bytes: float,
+                    groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
                     time_model: TimeModel, placed: tuple[Any, ...]) -> float:
     """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
-    ``groups()`` cannot beat whichever of ``candidates`` it runs: the least, over the
-    candidates, of :func:`~topomodel.analysis.collectives.timing.floor_s` of the
-    shapes the candidate's traffic would have (its protocol latency, or the measured
-    curve's time), found without building any flow (nor the channels: with no
-    bandwidth time the floor reads no channel count, only the protocols' bandwidth
-    caps do). The step keeps the candidate
-    with the least tuner time (:func:`~topomodel.analysis.collectives.collective.
-    fastest`), which is no less than that candidate's floor, and its time no less
-    than its tuner time; a candidate that does not apply (``NotApplicable``) is never
-    kept, so it is left out. 0 on a fabric with a failed link (as the bytes' bound:
+    ``groups()`` (an array, or blocks already checked) cannot beat whichever of
+    ``candidates`` it runs: the least, over the candidates, of
+    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the
+    candidate's traffic would have (its protocol latency, or the measured curve's
+    time), found without building any flow (nor the channels: with no bandwidth time
+    the floor reads no channel count, only the protocols' bandwidth caps do). The step
+    keeps the candidate with the least tuner time
+    (:func:`~topomodel.analysis.collectives.collective.fastest`), which is no less
+    than that candidate's floor, and its time no less than its tuner time; a
+    candidate that does not apply (``NotApplicable``) is never kept, so it is left
+    out. 0 on a fabric with a failed link (as the bytes' bound:
     a lost flow changes what is timed) or when a candidate's shapes cannot be found.
     The shapes are kept per placement (``placed``: the collective's key in the
     fabric's table without its size, :data:`SIZE_AT`), found at one byte: only their
@@ -451,7 +465,8 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
 
 
 def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ...],
-                      groups: np.ndarray) -> tuple[tuple[TrafficShape, ...], ...]:
+                      groups: np.ndarray | GroupBlocks
+                      ) -> tuple[tuple[TrafficShape, ...], ...]:
     """Per candidate that applies, the shapes of its traffic over ``groups`` at one
     byte; () when one of them cannot be found but by building its flows (the floor
     is then 0)."""
