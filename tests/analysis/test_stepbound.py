@@ -502,3 +502,50 @@ def test_no_candidate_beats_the_latency_floor(collective):
             if size == 1e3:
                 assert floor > collective_lower_bound_s(fabric, collective, groups, size,
                                                         model), name
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_comm_free_pipeline_is_the_step_operations_timeline(case):
+    """:func:`comm_free_pipeline` reads the operations' durations from the chunks'
+    figures (dualpipe aside): its timeline, compute and finish bit for bit those of the
+    operations :func:`step_ops` makes, with no collective timed and with the step's
+    collectives (sends, gathers and gradient buckets timed)."""
+    from topomodel.analysis.training.compute import shared_device_model
+    from topomodel.analysis.training.memory import stage_parameters
+    from topomodel.analysis.training.pipeline import timeline
+    from topomodel.analysis.training.stagework import Call
+    from topomodel.analysis.training.step import step_ops
+    from topomodel.analysis.training.stepbound import gather_ready_s, per_send_s
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, lay, sh, _ in _fitting_layouts(fabric, case):
+        device = shared_device_model(sh.accelerator, a.compute_dtype,
+                                     override=a.compute_efficiency,
+                                     hbm_efficiency=a.hbm_efficiency)
+        timed, _ = step_calls(fabric, model, lay, a, shape=sh)
+        for given in (None, timed):
+            calls = dict(given or {})
+            if lay.ep > 1 and model.is_moe and "ep" not in calls:
+                calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0,
+                                   False)
+            ops = step_ops(device, model, lay, a, sh.seq, sh.schedule, calls,
+                           sh.sizes - sh.moe_sizes, sh.moe_sizes)
+            dense, experts = stage_parameters(model, lay, sh.sizes.sum(axis=1),
+                                              sh.moe_sizes.sum(axis=1))
+            tl = timeline(sh.schedule, ops.duration_s,
+                          np.full((lay.pp, 2), per_send_s(calls)),
+                          stage_ready_s=gather_ready_s(calls, lay, a, dense, experts, sh,
+                                                       ops.duration_s),
+                          blocking_sends=lay.pp_blocking)
+            pipe = comm_free_pipeline(model, lay, a, sh, given)
+            assert np.array_equal(pipe.timeline.start_s, tl.start_s), lay
+            assert np.array_equal(pipe.timeline.end_s, tl.end_s), lay
+            assert np.array_equal(pipe.busy_s, tl.busy_s), lay
+            assert np.array_equal(pipe.compute_s, ops.compute_s.sum(axis=1)), lay
+            if given is None or not ({"dp", "edp"} & set(calls)):
+                assert np.array_equal(pipe.finish_s, tl.stage_end_s), lay
+            checked += 1
+    assert checked > 20
