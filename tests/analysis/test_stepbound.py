@@ -549,3 +549,24 @@ def test_the_comm_free_pipeline_is_the_step_operations_timeline(case):
                 assert np.array_equal(pipe.finish_s, tl.stage_end_s), lay
             checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_busy_bound_is_its_frame_without_the_excess(case):
+    """:func:`busy_bound` makes its own frame (no optimizer step, no share): bit for
+    bit the bound of the layout's full :func:`bound_frame` with the share set to 0."""
+    from topomodel.analysis.training.stepbound import BoundFrame, bound_frame
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        busy = busy_pipeline(model, layout, a, shape)
+        frame = bound_frame(model, layout, a, shape, busy)
+        full = BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
+                          frame.model_flops, frame.peak_flops).bound(busy)
+        assert frame.optimizer_s.max() > 0
+        assert busy_bound(model, layout, a, shape, busy) == full, layout
+        checked += 1
+    assert checked > 20

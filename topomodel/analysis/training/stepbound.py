@@ -199,12 +199,21 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     of the pipeline excess, and this bound sets the share to 0, so the excess
     (``max(0, ends - busy) x 0``, with the optimizer step in ``ends``) adds exactly 0
     for any finite step; the busy time, the least compute, the wait per compute, the
-    tokens, the model FLOPs and the peak do not read ZeRO."""
+    tokens, the model FLOPs and the peak do not read ZeRO. So its frame is made
+    without the optimizer step (zeros in its place: the excess times 0 is 0 either
+    way, the optimizer step being finite on an HBM of any bandwidth) nor the share,
+    and not kept: a search bounds every layout of its space this way, once each."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
-    frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
-                      frame.model_flops, frame.peak_flops).bound(pipeline)
+    a = assumptions
+    world = layout.world
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
+    model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
+    return BoundFrame(np.zeros(layout.pp), sync_wait(a, world).share, 0.0,
+                      shape.global_batch * shape.seq, model_flops,
+                      world * device.peak_flops).bound(pipeline)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
