@@ -408,11 +408,12 @@ def test_a_reduce_scatter_sends_what_an_all_gather_receives():
 def test_the_busy_pipeline_is_the_operations_sums(case):
     """:func:`busy_pipeline` reads the chunks' figures without making their works: every
     stage's busy time and compute bit for bit the sums of the operations
-    :func:`step_ops` makes (no collective timed; an MoE layout's All-to-All idle),
-    across recomputation, interleaving, sequence parallelism and zero-bubble's W."""
+    :func:`step_ops` makes (no collective timed; an MoE layout's All-to-All idle;
+    timed, every operation's figures as :func:`chunk_durations` and :func:`op_durations`
+    read them), across recomputation, interleaving, sequence parallelism and zero-bubble's W."""
     from topomodel.analysis.training.compute import shared_device_model, shared_layer_times
     from topomodel.analysis.training.model import BYTES
-    from topomodel.analysis.training.stagework import Call, chunk_durations
+    from topomodel.analysis.training.stagework import Call, chunk_durations, op_durations
     from topomodel.analysis.training.step import step_ops
 
     fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
@@ -452,6 +453,12 @@ def test_the_busy_pipeline_is_the_operations_sums(case):
                 s = sh.schedule
                 assert np.array_equal(duration[s.kind, rows, s.chunk], ops.duration_s), lay
                 assert np.array_equal(compute[s.kind, rows, s.chunk], ops.compute_s), lay
+                per_op = op_durations(
+                    lt_dense, lt_moe, edges, timed, lay, sh.sizes - sh.moe_sizes,
+                    sh.moe_sizes, s, hot=a.hot_expert_factor if model.is_moe else 1.0,
+                    split_w=schedule == "zb-h1", share=a.comm_sm_share)
+                assert np.array_equal(per_op[0], ops.duration_s), lay
+                assert np.array_equal(per_op[1], ops.compute_s), lay
                 exposed += bool(sum(float(e.sum()) for e in ops.exposed_s.values()))
             checked += 1
     assert checked > 20

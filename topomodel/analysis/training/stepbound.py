@@ -69,7 +69,7 @@ from topomodel.analysis.training.compute import (
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call, OpWork, chunk_durations
+from topomodel.analysis.training.stagework import Call, OpWork, op_durations
 from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
@@ -237,20 +237,17 @@ def _op_figures(model: Model, layout: Layout, a: StepAssumptions, shape: Shape,
                 calls: dict[str, Call]) -> tuple[np.ndarray, np.ndarray]:
     """Every operation's duration and compute (p, n), seconds, with the collectives
     ``calls``: the same floats :func:`~topomodel.analysis.training.step.step_ops` gives
-    (:func:`~topomodel.analysis.training.stagework.chunk_durations` reads the chunks'
+    (:func:`~topomodel.analysis.training.stagework.op_durations` reads the chunks'
     figures without making their works; not for ``ep_overlap="dualpipe"``)."""
-    s = shape.schedule
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
                                                  main_grad_bytes=BYTES[a.main_grad_dtype])
-    duration, compute = chunk_durations(
-        lt_dense, lt_moe, edges, calls, layout, shape.sizes - shape.moe_sizes,
-        shape.moe_sizes, hot=a.hot_expert_factor if model.is_moe else 1.0,
-        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
-    rows = np.arange(layout.pp)[:, None]
-    return duration[s.kind, rows, s.chunk], compute[s.kind, rows, s.chunk]
+    return op_durations(lt_dense, lt_moe, edges, calls, layout,
+                        shape.sizes - shape.moe_sizes, shape.moe_sizes, shape.schedule,
+                        hot=a.hot_expert_factor if model.is_moe else 1.0,
+                        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
 
 
 def _idle_calls(model: Model, layout: Layout, calls: dict[str, Call] | None
