@@ -237,14 +237,13 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
     if per_op_extra_s is not None:
         dur = dur + per_op_extra_s
     places = _send_places(s)
-    send = np.zeros(p * n)
-    send[places.crossing] = send_s[places.boundary, places.direction]
-    send = send.reshape(p, n)
-    outgoing = np.zeros(p * n)  # what each operation sends on, when the sender waits
+    send = np.zeros((p, n))
+    send.ravel()[places.crossing] = send_s[places.boundary, places.direction]
+    outgoing = np.zeros((p, n))  # what each operation sends on, when the sender waits
     if blocking_sends:
-        outgoing[places.sends_f] = send_s[places.out_boundary, 0]
-        outgoing[places.sends_b] = send_s[places.in_boundary, 1]
-    outgoing = outgoing.reshape(p, n)
+        flat = outgoing.ravel()  # a view: the array is contiguous
+        flat[places.sends_f] = send_s[places.out_boundary, 0]
+        flat[places.sends_b] = send_s[places.in_boundary, 1]
     free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
     if p <= SCALAR_STAGES and not (np.isnan(dur).any() or np.isnan(send).any()
                                    or np.isnan(outgoing).any() or np.isnan(free).any()):
