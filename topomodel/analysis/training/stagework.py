@@ -519,15 +519,22 @@ def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
                         share=share, record=False)
     known = kept.codes
     codes = []
-    for _, what in _chunks_of(dense_layers, moe_layers):
-        code = known.get(what)
-        if code is None:
-            ends = _ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
-            durations, computes = _chunk_figures(kept.per, ends, what)
-            code = known[what] = len(kept.rows)
-            kept.rows.append(durations + computes)
-            kept.table = None
-        codes.append(code)
+    p, v = dense_layers.shape
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
+    for st in range(p):  # _chunks_of's order and keys, without its generator
+        dense_row, moe_row = dense[st], moe[st]
+        for c in range(v):
+            what = (int(dense_row[c]), int(moe_row[c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            code = known.get(what)
+            if code is None:
+                ends = _ends(kept, what, edges, calls, layout, split_w=split_w,
+                             record=False)
+                durations, computes = _chunk_figures(kept.per, ends, what)
+                code = known[what] = len(kept.rows)
+                kept.rows.append(durations + computes)
+                kept.table = None
+            codes.append(code)
     if kept.table is None:
         kept.table = np.array(kept.rows, dtype=float)
     return kept.table, np.array(codes)
