@@ -169,3 +169,39 @@ def test_the_fp32_gradient_copy_is_not_held_beside_the_activations():
 def _stage_layers(model, pp):
     sizes = chunk_layers(model.layers, pp, 1).sum(axis=1)
     return sizes, np.zeros_like(sizes)
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "mixtral-8x7b"])
+def test_the_memory_kept_across_zero_stages_is_the_memory_found_afresh(name):
+    """:func:`stage_memory` keeps what a layout holds whatever its ZeRO stage: every
+    part of every stage, for every ZeRO stage, recomputation and dropout, bit for bit
+    what it finds with nothing kept; what it returned before is not written."""
+    from dataclasses import asdict, replace
+
+    from topomodel.analysis.training.memory import forget_held
+    from topomodel.inputs.catalog import load_catalog
+
+    model = load_catalog().get(name, Model)
+    sched = schedule("1f1b", 4, 8, 2)
+    sizes = chunk_layers(model.layers, 4, 2)
+    moe = sizes.copy() if model.is_moe else 0 * sizes
+    args = {"layers": sizes.sum(axis=1), "moe_layers": moe.sum(axis=1),
+            "in_flight": in_flight(sched, sizes).astype(float),
+            "in_flight_micro": in_flight(sched, np.ones_like(sizes)).astype(float),
+            "weight_bytes": 2.0, "optimizer_bytes_per_param": 12.0,
+            "main_grad_bytes": 2.0, "hot_expert_factor": 1.2}
+    base = Layout(tp=2, pp=4, dp=8, ep=2 if model.is_moe else 1, micro_batch=2)
+    for recompute in ("none", "selective", "full"):
+        for dropout in (False, True):
+            kept = []
+            for zero in range(4):
+                layout = replace(base, zero=zero, recompute=recompute, dropout=dropout)
+                kept.append(stage_memory(model, layout, 4096, **args))
+                kept[-1].activations[0] += 1.0  # a caller's write stays its own
+            for zero in range(4):
+                layout = replace(base, zero=zero, recompute=recompute, dropout=dropout)
+                forget_held()
+                fresh = asdict(stage_memory(model, layout, 4096, **args))
+                fresh["activations"][0] += 1.0
+                for part, value in asdict(kept[zero]).items():
+                    assert np.array_equal(value, fresh[part]), (zero, recompute, part)

@@ -408,11 +408,12 @@ def test_a_reduce_scatter_sends_what_an_all_gather_receives():
 def test_the_busy_pipeline_is_the_operations_sums(case):
     """:func:`busy_pipeline` reads the chunks' figures without making their works: every
     stage's busy time and compute bit for bit the sums of the operations
-    :func:`step_ops` makes (no collective timed; an MoE layout's All-to-All idle),
-    across recomputation, interleaving, sequence parallelism and zero-bubble's W."""
+    :func:`step_ops` makes (no collective timed; an MoE layout's All-to-All idle;
+    timed, every operation's figures as :func:`chunk_durations` and :func:`op_durations`
+    read them), across recomputation, interleaving, sequence parallelism and zero-bubble's W."""
     from topomodel.analysis.training.compute import shared_device_model, shared_layer_times
     from topomodel.analysis.training.model import BYTES
-    from topomodel.analysis.training.stagework import Call, chunk_durations
+    from topomodel.analysis.training.stagework import Call, chunk_durations, op_durations
     from topomodel.analysis.training.step import step_ops
 
     fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
@@ -452,6 +453,12 @@ def test_the_busy_pipeline_is_the_operations_sums(case):
                 s = sh.schedule
                 assert np.array_equal(duration[s.kind, rows, s.chunk], ops.duration_s), lay
                 assert np.array_equal(compute[s.kind, rows, s.chunk], ops.compute_s), lay
+                per_op = op_durations(
+                    lt_dense, lt_moe, edges, timed, lay, sh.sizes - sh.moe_sizes,
+                    sh.moe_sizes, s, hot=a.hot_expert_factor if model.is_moe else 1.0,
+                    split_w=schedule == "zb-h1", share=a.comm_sm_share)
+                assert np.array_equal(per_op[0], ops.duration_s), lay
+                assert np.array_equal(per_op[1], ops.compute_s), lay
                 exposed += bool(sum(float(e.sum()) for e in ops.exposed_s.values()))
             checked += 1
     assert checked > 20
@@ -502,3 +509,71 @@ def test_no_candidate_beats_the_latency_floor(collective):
             if size == 1e3:
                 assert floor > collective_lower_bound_s(fabric, collective, groups, size,
                                                         model), name
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_comm_free_pipeline_is_the_step_operations_timeline(case):
+    """:func:`comm_free_pipeline` reads the operations' durations from the chunks'
+    figures (dualpipe aside): its timeline, compute and finish bit for bit those of the
+    operations :func:`step_ops` makes, with no collective timed and with the step's
+    collectives (sends, gathers and gradient buckets timed)."""
+    from topomodel.analysis.training.compute import shared_device_model
+    from topomodel.analysis.training.memory import stage_parameters
+    from topomodel.analysis.training.pipeline import timeline
+    from topomodel.analysis.training.stagework import Call
+    from topomodel.analysis.training.step import step_ops
+    from topomodel.analysis.training.stepbound import gather_ready_s, per_send_s
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, lay, sh, _ in _fitting_layouts(fabric, case):
+        device = shared_device_model(sh.accelerator, a.compute_dtype,
+                                     override=a.compute_efficiency,
+                                     hbm_efficiency=a.hbm_efficiency)
+        timed, _ = step_calls(fabric, model, lay, a, shape=sh)
+        for given in (None, timed):
+            calls = dict(given or {})
+            if lay.ep > 1 and model.is_moe and "ep" not in calls:
+                calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0,
+                                   False)
+            ops = step_ops(device, model, lay, a, sh.seq, sh.schedule, calls,
+                           sh.sizes - sh.moe_sizes, sh.moe_sizes)
+            dense, experts = stage_parameters(model, lay, sh.sizes.sum(axis=1),
+                                              sh.moe_sizes.sum(axis=1))
+            tl = timeline(sh.schedule, ops.duration_s,
+                          np.full((lay.pp, 2), per_send_s(calls)),
+                          stage_ready_s=gather_ready_s(calls, lay, a, dense, experts, sh,
+                                                       ops.duration_s),
+                          blocking_sends=lay.pp_blocking)
+            pipe = comm_free_pipeline(model, lay, a, sh, given)
+            assert np.array_equal(pipe.timeline.start_s, tl.start_s), lay
+            assert np.array_equal(pipe.timeline.end_s, tl.end_s), lay
+            assert np.array_equal(pipe.busy_s, tl.busy_s), lay
+            assert np.array_equal(pipe.compute_s, ops.compute_s.sum(axis=1)), lay
+            if given is None or not ({"dp", "edp"} & set(calls)):
+                assert np.array_equal(pipe.finish_s, tl.stage_end_s), lay
+            checked += 1
+    assert checked > 20
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_busy_bound_is_its_frame_without_the_excess(case):
+    """:func:`busy_bound` makes its own frame (no optimizer step, no share): bit for
+    bit the bound of the layout's full :func:`bound_frame` with the share set to 0."""
+    from topomodel.analysis.training.stepbound import BoundFrame, bound_frame
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    checked = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        busy = busy_pipeline(model, layout, a, shape)
+        frame = bound_frame(model, layout, a, shape, busy)
+        full = BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
+                          frame.model_flops, frame.peak_flops).bound(busy)
+        assert frame.optimizer_s.max() > 0
+        assert busy_bound(model, layout, a, shape, busy) == full, layout
+        checked += 1
+    assert checked > 20

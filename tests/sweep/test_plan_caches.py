@@ -16,9 +16,14 @@ from topomodel.analysis.training import orderscreen as orderscreen_module
 from topomodel.analysis.training import step as step_module
 from topomodel.analysis.training import stepbound as stepbound_module
 from topomodel.analysis.training.compute import shared_device_model, shared_layer_times
-from topomodel.analysis.training.memory import forget_stage_parameters
+from topomodel.analysis.training.memory import forget_held, forget_stage_parameters
 from topomodel.analysis.training.model import BYTES
-from topomodel.analysis.training.stagework import Call, chunk_work, forget_chunk_works
+from topomodel.analysis.training.stagework import (
+    Call,
+    chunk_work,
+    forget_chunk_works,
+    op_durations,
+)
 from topomodel.analysis.training.step import StepAssumptions
 from topomodel.analysis.training.stepbound import forget_frames
 from topomodel.errors import UsageError
@@ -117,7 +122,8 @@ def test_kept_chunk_works_are_the_ones_made_afresh(catalog, record):
 def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
     """A search with the per-layout caches and fast paths gives the top (layouts, places
     and steps, bit for bit) and the counts of one without them: layouts made with
-    ``dataclasses.replace``, nothing kept between chunk works, stage parameters or
+    ``dataclasses.replace``, nothing kept between chunk works (nor the bounds' chunk
+    figures), stage parameters, the memory a layout holds whatever its ZeRO stage, or
     bound frames."""
     design, cat = catalog
     model = cat.get("llama3-70b", Model)
@@ -138,6 +144,10 @@ def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
         return made
 
     monkeypatch.setattr(step_module, "chunk_work", afresh(chunk_work, forget_chunk_works))
+    monkeypatch.setattr(stepbound_module, "op_durations", afresh(op_durations,
+                                                                 forget_chunk_works))
+    monkeypatch.setattr(step_module, "stage_memory", afresh(memory_module.stage_memory,
+                                                            forget_held))
     for module in (memory_module, step_module, stepbound_module, orderscreen_module):
         monkeypatch.setattr(module, "stage_parameters", afresh(
             memory_module.stage_parameters, forget_stage_parameters))

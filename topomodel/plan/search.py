@@ -65,7 +65,6 @@ from topomodel.analysis.training.stepbound import (
     busy_pipeline,
     comm_free_pipeline,
     step_bound,
-    unordered,
 )
 from topomodel.analysis.training.stepshape import Shape, shape_of
 from topomodel.errors import FlowLimit, ParameterError, UsageError
@@ -234,8 +233,9 @@ class _Group:
     (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
     layout) of its first order, its fields but the order, its orders, its shape, the
     layout it was bounded as (``stand_in``: itself or it at another ZeRO stage, see
-    :func:`_group`) and where its comm-free pipeline is kept (made when the group is
-    reached: :meth:`pipeline`). Its own layout and whether it fits are made when it is
+    :func:`_group`), where its comm-free pipeline is kept (made when the group is
+    reached: :meth:`pipeline`) and its key there (``unordered``: its fields but ZeRO;
+    the order is not one of them). Its own layout and whether it fits are made when it is
     reached (:attr:`layout`, :meth:`fits`)."""
 
     bound: float
@@ -244,7 +244,8 @@ class _Group:
     orders: list[str]
     shape: Shape
     stand_in: Layout
-    pipelines: dict[Layout, CommFreePipeline]
+    pipelines: dict[tuple[Any, ...], CommFreePipeline]
+    unordered: tuple[Any, ...]
 
     @functools.cached_property
     def layout(self) -> Layout:
@@ -267,12 +268,13 @@ class _Group:
                             ).fits(job.headroom)
 
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
-        """The layout's comm-free pipeline (its timeline), made once per unordered
-        layout of the cell (and, once found, kept with the group: the search asks it of
-        every order)."""
+        """The layout's comm-free pipeline (its timeline), made once per
+        :func:`~topomodel.analysis.training.stepbound.unordered` layout of the cell (its
+        fields but ZeRO and the order decide it, within a cell, as that layout does;
+        and, once found, kept with the group: the search asks it of every order)."""
         found: CommFreePipeline | None = self.__dict__.get("_pipeline")
         if found is None:
-            key = unordered(self.layout)
+            key = self.unordered
             found = self.pipelines.get(key)
             if found is None:
                 found = self.pipelines[key] = comm_free_pipeline(
@@ -286,13 +288,12 @@ class _Cell:
     """What the families of one cell share while they are bounded: the cell's rank
     orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
     score with the layout and shape it was found on (:func:`_group`); and the comm-free
-    pipelines by :func:`~topomodel.analysis.training.stepbound.unordered` layout (made
-    later)."""
+    pipelines by the family's fields but ZeRO (:attr:`_Group.unordered`, made later)."""
 
     orders: list[str]
     known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
         default_factory=dict)
-    pipelines: dict[Layout, CommFreePipeline] = field(default_factory=dict)
+    pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
 
 
 def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
@@ -327,7 +328,8 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     reason, score, stand_in, held = found
     if stand_in is None or held is None:
         return reason, None
-    return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines)
+    return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines,
+                      key)
 
 
 @quiet_collector()  # its caches scanned by fewer full passes of the collector

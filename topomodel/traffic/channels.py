@@ -135,13 +135,10 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
     (8, [8, 9, 10, 11, 12, 13, 14, 15])
     """
     count, n = layout.ranks.shape
-    nodes = fabric.node_arrays
-    serving = np.full(len(nodes), -1, np.int64)
-    serving[fabric.accelerators] = fabric.injection.nic
+    serving, node_rail = fabric.derived(node_nics)
     node = layout.ranks.ravel()
     nic = serving[node]
-    rails = nodes["rail"]
-    rail = np.where(nic >= 0, rails[np.maximum(nic, 0)], np.iinfo(np.int64).max)
+    rail = node_rail[node]
     nic_key = np.where(nic >= 0, nic, -1 - node)  # a rank without a NIC: its own, last
     row = np.repeat(np.arange(count), n)
     flat_part = row * n + layout.part.ravel()
@@ -183,6 +180,20 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
         heads[mask] = single_rows * n  # rows are in order, one head each
     head_start = np.concatenate([[0], np.cumsum(layout.parts * channel_count)[:-1]])
     return Channels(layout, channel_count, heads, head_start)
+
+
+def node_nics(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """Per node of ``fabric``: the NIC serving it (-1: none, as for every node but an
+    accelerator) and that NIC's rail (the largest int64 where there is none: last),
+    read-only, kept with the fabric (:meth:`~topomodel.fabric.tables.Fabric.derived`):
+    :func:`channels` reads them for every communicator it is asked of."""
+    rails = fabric.node_arrays["rail"]
+    serving = np.full(len(rails), -1, np.int64)
+    serving[fabric.accelerators] = fabric.injection.nic
+    rail = np.where(serving >= 0, rails[np.maximum(serving, 0)], np.iinfo(np.int64).max)
+    serving.setflags(write=False)
+    rail.setflags(write=False)
+    return serving, rail
 
 
 def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -225,6 +225,46 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray, 
     optimizer = (dense * oshard + experts * eoshard) * optimizer_bytes_per_param
     grad_copy = (dense * oshard + experts * eoshard) * (
         FP32_GRAD_COPY_BYTES if main_grad_bytes < 4 else 0.0)
+    key = (id(model), seq, hot_expert_factor,
+           *(getattr(layout, f) for f in _HELD_FIELDS),
+           *(x.dtype.str for x in (layers, moe_layers, in_flight, in_flight_micro)),
+           layers.tobytes(), moe_layers.tobytes(), in_flight.tobytes(),
+           in_flight_micro.tobytes())
+    activations, logits, moe_buffers, working = _HELD.get(key, (model,), lambda: _held(
+        model, layout, seq, layers=layers, moe_layers=moe_layers, in_flight=in_flight,
+        in_flight_micro=in_flight_micro, hot_expert_factor=hot_expert_factor))
+    if layout.zero >= 3:
+        per_layer_params = (dense + experts) / np.maximum(layers, 1)
+        working = working + 2 * per_layer_params * weight_bytes
+    working = np.maximum(working, 0.0)
+    held_in_step = activations + logits + moe_buffers + working
+    working += np.maximum(grad_copy - held_in_step, 0.0)  # the peak is the larger of the two
+    return StageMemory(weights, gradients, optimizer, activations.copy(), logits.copy(),
+                       moe_buffers.copy(), working)
+
+
+KEPT_HELD = 64
+"""Sets of a layout's activations, logits, MoE buffers and recomputation memory
+:func:`stage_memory` keeps (all dropped when full), by what they read: every layout
+field but ZeRO and the rank order, the sequence, the hot-expert factor and the
+stages' layers and in-flight microbatches. A search checks the memory of a layout's
+ZeRO stages one after the other; they differ only in the weights, gradients and
+optimizer states and ZeRO 3's gathered layers."""
+
+_HELD: Kept[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = Kept(KEPT_HELD)
+_HELD_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f not in ("zero", "order"))
+
+
+def forget_held() -> None:
+    """Drop every set :func:`stage_memory` keeps (the next call finds its set afresh)."""
+    _HELD.clear()
+
+
+def _held(model: Model, layout: Layout, seq: int, *, layers: np.ndarray,
+          moe_layers: np.ndarray, in_flight: np.ndarray, in_flight_micro: np.ndarray,
+          hot_expert_factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`stage_memory` holds per stage whatever the ZeRO stage (read-only):
+    activations, logits, MoE buffers and the recomputed layer's working memory."""
     recompute = layout.recompute
     dense_act, _ = layer_activations(model, layout, seq, moe=False, recompute=recompute)
     moe_act, moe_buf = layer_activations(model, layout, seq, moe=True, recompute=recompute,
@@ -248,11 +288,8 @@ def stage_memory(model: Model, layout: Layout, seq: int, *, layers: np.ndarray, 
                                                hot_expert_factor=hot_expert_factor)
         working += np.where(moe_layers > 0, full_moe + full_buf, full_dense) - np.where(
             moe_layers > 0, moe_act + moe_buf, dense_act)
-    if layout.zero >= 3:
-        per_layer_params = (dense + experts) / np.maximum(layers, 1)
-        working += 2 * per_layer_params * weight_bytes
-    working = np.maximum(working, 0.0)
-    held_in_step = activations + logits + moe_buffers + working
-    working += np.maximum(grad_copy - held_in_step, 0.0)  # the peak is the larger of the two
-    return StageMemory(weights, gradients, optimizer, activations, logits, moe_buffers,
-                       working)
+    out = (activations, logits, moe_buffers, working)
+    for x in out:
+        x.setflags(write=False)
+    return out
+

@@ -40,7 +40,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -231,26 +230,20 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
         If the schedule deadlocks (an operation waits for one that never runs).
     """
     p, n = s.p, s.ops
-    (dep_stage, dep_pos, boundary), rounds = _structure(s)
+    (dep_stage, dep_pos, _), rounds = _structure(s)
     duration_s = np.asarray(duration_s, dtype=float)
     dur = (duration_s.copy() if duration_s.ndim == 2
            else duration_s[s.kind, np.arange(p)[:, None], s.chunk])
     if per_op_extra_s is not None:
         dur = dur + per_op_extra_s
+    places = _send_places(s)
     send = np.zeros((p, n))
-    crossing = boundary >= 0
-    direction = np.where(s.kind == F, 0, 1)
-    send[crossing] = send_s[boundary[crossing], direction[crossing]]
+    send.ravel()[places.crossing] = send_s[places.boundary, places.direction]
     outgoing = np.zeros((p, n))  # what each operation sends on, when the sender waits
     if blocking_sends:
-        stages = np.broadcast_to(np.arange(p)[:, None], (p, n))
-        v = s.v
-        sends_f = (s.kind == F) & ((stages < p - 1) | (s.chunk < v - 1))
-        sends_b = (s.kind == B) & ((stages > 0) | (s.chunk > 0))
-        out_boundary = np.where(stages < p - 1, stages, p - 1)  # F: to s + 1 (or wrap)
-        in_boundary = np.where(stages > 0, stages - 1, p - 1)  # B: to s - 1 (or wrap)
-        outgoing[sends_f] = send_s[out_boundary[sends_f], 0]
-        outgoing[sends_b] = send_s[in_boundary[sends_b], 1]
+        flat = outgoing.ravel()  # a view: the array is contiguous
+        flat[places.sends_f] = send_s[places.out_boundary, 0]
+        flat[places.sends_b] = send_s[places.in_boundary, 1]
     free = np.zeros(p) if stage_ready_s is None else np.asarray(stage_ready_s, float).copy()
     if p <= SCALAR_STAGES and not (np.isnan(dur).any() or np.isnan(send).any()
                                    or np.isnan(outgoing).any() or np.isnan(free).any()):
@@ -261,6 +254,45 @@ def timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray, *,
     critical, on_path = _critical_send(s, end, waited, send, outgoing, dep_stage, dep_pos)
     return Timeline(s, start, end, dur.sum(axis=1), stage_end, float(stage_end.max()),
                     critical, on_path)
+
+
+@dataclass(frozen=True, eq=False)
+class _SendPlaces:
+    """Where a schedule's pipeline sends fall, flat (stage x n + position), found once
+    per schedule: the operations whose input crosses a boundary, that boundary and its
+    direction (0 forward, 1 backward); the forwards and backwards that send on (read
+    with blocking sends) and the boundary each sends across."""
+
+    crossing: np.ndarray
+    boundary: np.ndarray
+    direction: np.ndarray
+    sends_f: np.ndarray
+    out_boundary: np.ndarray
+    sends_b: np.ndarray
+    in_boundary: np.ndarray
+
+
+def _send_places(s: Schedule) -> _SendPlaces:
+    """:class:`_SendPlaces` of ``s`` (kept while the schedule lives)."""
+    known = _SEND_PLACES.get(s)
+    if known is not None:
+        return known
+    p, n, v = s.p, s.ops, s.v
+    boundary = _structure(s)[0][2].ravel()
+    crossing = np.flatnonzero(boundary >= 0)
+    direction = np.where(s.kind == F, 0, 1).ravel()
+    stages = np.broadcast_to(np.arange(p)[:, None], (p, n))
+    sends_f = np.flatnonzero((s.kind == F) & ((stages < p - 1) | (s.chunk < v - 1)))
+    sends_b = np.flatnonzero((s.kind == B) & ((stages > 0) | (s.chunk > 0)))
+    out_boundary = np.where(stages < p - 1, stages, p - 1).ravel()  # F: to s + 1 (or wrap)
+    in_boundary = np.where(stages > 0, stages - 1, p - 1).ravel()  # B: to s - 1 (or wrap)
+    known = _SEND_PLACES[s] = _SendPlaces(crossing, boundary[crossing], direction[crossing],
+                                          sends_f, out_boundary[sends_f], sends_b,
+                                          in_boundary[sends_b])
+    return known
+
+
+_SEND_PLACES: weakref.WeakKeyDictionary[Schedule, _SendPlaces] = weakref.WeakKeyDictionary()
 
 
 SCALAR_STAGES = 16
@@ -302,22 +334,40 @@ def _run_scalar(s: Schedule, rounds: list[tuple[np.ndarray, ...]], dur: np.ndarr
     """:func:`_run_rounds`' result, one operation at a time in the rounds' order (the
     operations of a round are on distinct stages and read only earlier rounds' ends,
     so running them one after another changes nothing); no time may be NaN (a
-    maximum of floats would drop it where the arrays' keeps it)."""
+    maximum of floats would drop it where the arrays' keeps it). With no send taking
+    time (a comm-free timeline) the loop leaves out adding the zeros (``x + 0.0`` is
+    ``x``, but for the sign of a zero, which no comparison nor sum after reads)."""
     p, n = dur.shape
     ops = _flat_rounds(s, rounds)
     ready = free.tolist()
     start, end = [0.0] * (p * n), [0.0] * (p * n)
     waited = [False] * (p * n)
-    took, sent, out = dur.ravel().tolist(), send.ravel().tolist(), outgoing.ravel().tolist()
-    for go, at, dep in ops:
-        arrive = end[dep] + sent[at] if dep >= 0 else -math.inf
-        was = ready[go]
-        begin = arrive if arrive > was else was
-        start[at] = begin
-        done = begin + took[at]
-        end[at] = done
-        waited[at] = arrive > was
-        ready[go] = done + out[at]
+    took = dur.ravel().tolist()
+    if send.any() or outgoing.any():
+        sent, out = send.ravel().tolist(), outgoing.ravel().tolist()
+        for go, at, dep in ops:
+            was = ready[go]
+            if dep >= 0:
+                arrive = end[dep] + sent[at]
+                if arrive > was:
+                    waited[at] = True
+                    was = arrive
+            start[at] = was
+            was += took[at]
+            end[at] = was
+            ready[go] = was + out[at]
+    else:
+        for go, at, dep in ops:
+            was = ready[go]
+            if dep >= 0:
+                arrive = end[dep]
+                if arrive > was:
+                    waited[at] = True
+                    was = arrive
+            start[at] = was
+            was += took[at]
+            end[at] = was
+            ready[go] = was
     free[:] = ready
     return (np.array(start).reshape(p, n), np.array(end).reshape(p, n),
             np.array(waited, dtype=bool).reshape(p, n))
@@ -395,22 +445,47 @@ def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.nd
                    ) -> tuple[float, np.ndarray]:
     """Walk the critical path back from the last operation to end: through the input
     where the operation waited for it, else to the stage's previous operation (and the
-    send that operation waited on); sum the sends it crosses."""
+    send that operation waited on); sum the sends it crosses (in Python floats, read
+    from flat lists: the walk visits single operations)."""
+    n = s.ops
     stage = int(np.argmax(end[:, -1]))
-    j = s.ops - 1
+    j = n - 1
     total = 0.0
     visited = [stage]
+    waits = waited.ravel().tolist()
+    deps = _flat_deps(s, dep_stage, dep_pos)
+    sent = outgoing_at = None
     while j >= 0:
-        if waited[stage, j]:
-            total += float(send[stage, j])
-            stage, j = int(dep_stage[stage, j]), int(dep_pos[stage, j])
+        at = stage * n + j
+        if waits[at]:
+            if sent is None:
+                sent = send.ravel().tolist()
+            total += sent[at]
+            stage, j = deps[at]
             if stage != visited[-1]:
                 visited.append(stage)
         else:
             j -= 1
             if j >= 0:
-                total += float(outgoing[stage, j])
+                if outgoing_at is None:
+                    outgoing_at = outgoing.ravel().tolist()
+                total += outgoing_at[at - 1]
     return total, np.array(visited[::-1])
+
+
+def _flat_deps(s: Schedule, dep_stage: np.ndarray, dep_pos: np.ndarray
+               ) -> list[tuple[int, int]]:
+    """Per flat operation (stage x n + position), its input's stage and position
+    (:func:`dependencies`), found once per schedule."""
+    known = _FLAT_DEPS.get(s)
+    if known is None:
+        known = _FLAT_DEPS[s] = list(zip(dep_stage.ravel().tolist(),
+                                         dep_pos.ravel().tolist(), strict=True))
+    return known
+
+
+_FLAT_DEPS: weakref.WeakKeyDictionary[Schedule, list[tuple[int, int]]] = (
+    weakref.WeakKeyDictionary())
 
 
 def last_passes(s: Schedule, kind: int) -> list[list[int]]:

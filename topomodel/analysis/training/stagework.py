@@ -51,6 +51,7 @@ collectives, a selective one the attention core (and its K/V gathers).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -388,8 +389,10 @@ class _Chunks:
 
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
-    figures: dict[tuple[int, int, bool, bool], tuple[list[float], list[float]]] = \
-        dataclasses.field(default_factory=dict)  # chunk_durations' per chunk
+    # chunk_durations' per chunk: its row in ``rows`` (F, B, W durations, then computes)
+    codes: dict[tuple[int, int, bool, bool], int] = dataclasses.field(default_factory=dict)
+    rows: list[list[float]] = dataclasses.field(default_factory=list)
+    table: np.ndarray | None = None  # ``rows`` as an array (None: not made since grown)
 
 
 _CHUNKS: Kept[_Chunks] = Kept(KEPT_CHUNK_WORKS)
@@ -483,19 +486,72 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
     :func:`op_work` reads from it (the same sums in the same order), without making
     the chunks' :class:`Work`. What a bound with few collectives timed reads of a
     layout; not for ``ep_overlap="dualpipe"``, whose pairs :func:`op_work` changes."""
+    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
+                                moe_layers, hot=hot, split_w=split_w, share=share)
+    p, v = dense_layers.shape
+    figures = table[codes].reshape(p, v, 6).transpose(2, 0, 1)
+    return figures[:3], figures[3:]
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+                 calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+                 moe_layers: np.ndarray, sched: Schedule, *, hot: float, split_w: bool,
+                 share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every operation of ``sched`` (arrays (p, n)): :func:`chunk_durations`' duration
+    and compute at its kind, stage and chunk, read from the chunks' figures in one step
+    (the same floats :func:`op_work` gives it)."""
+    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
+                                moe_layers, hot=hot, split_w=split_w, share=share)
+    at = codes[_op_chunks(sched)]
+    return table[at, sched.kind], table[at, sched.kind + 3]
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+                 calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+                 moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The figures of the chunks :func:`chunk_work` would make, kept with its layer
+    works: a table (k, 6) of distinct chunks' F, B and W durations then computes
+    (:func:`_chunk_figures`), and each chunk's row in it, stage by stage (p x v,)."""
     kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                         share=share, record=False)
+    known = kept.codes
+    codes = []
     p, v = dense_layers.shape
-    made = kept.figures  # a chunk's figures, kept with its layer works
-    rows = []
-    for _, what in _chunks_of(dense_layers, moe_layers):
-        figures = made.get(what)
-        if figures is None:
-            ends = _ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
-            figures = made[what] = _chunk_figures(kept.per, ends, what)
-        rows.append(figures)
-    table = np.array(rows, dtype=float).reshape(p, v, 2, 3).transpose(2, 3, 0, 1)
-    return table[0], table[1]
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
+    for st in range(p):  # _chunks_of's order and keys, without its generator
+        dense_row, moe_row = dense[st], moe[st]
+        for c in range(v):
+            what = (int(dense_row[c]), int(moe_row[c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            code = known.get(what)
+            if code is None:
+                ends = _ends(kept, what, edges, calls, layout, split_w=split_w,
+                             record=False)
+                durations, computes = _chunk_figures(kept.per, ends, what)
+                code = known[what] = len(kept.rows)
+                kept.rows.append(durations + computes)
+                kept.table = None
+            codes.append(code)
+    if kept.table is None:
+        kept.table = np.array(kept.rows, dtype=float)
+    return kept.table, np.array(codes)
+
+
+def _op_chunks(sched: Schedule) -> np.ndarray:
+    """Per operation of ``sched`` (p, n), its chunk's place stage by stage (stage x v +
+    chunk), found once per schedule (kept while it lives; read-only)."""
+    known = _OP_CHUNKS.get(sched)
+    if known is None:
+        known = np.arange(sched.p)[:, None] * sched.v + sched.chunk
+        known.setflags(write=False)
+        _OP_CHUNKS[sched] = known
+    return known
+
+
+_OP_CHUNKS: weakref.WeakKeyDictionary[Schedule, np.ndarray] = weakref.WeakKeyDictionary()
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],

@@ -69,7 +69,7 @@ from topomodel.analysis.training.compute import (
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call, OpWork, chunk_durations
+from topomodel.analysis.training.stagework import Call, OpWork, op_durations
 from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
@@ -131,19 +131,24 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     grows with that end (see the module: the share already allows for the sends the
     step counts as bubble rather than exposed)."""
     a = assumptions
-    ops, calls = _comm_free_ops(model, layout, a, shape, calls)
+    if layout.ep_overlap == "dualpipe":  # its pairs change the operations' durations
+        ops, calls = _comm_free_ops(model, layout, a, shape, calls)
+        duration, compute = ops.duration_s, ops.compute_s
+    else:  # the same floats, without making the chunks' works
+        calls = _idle_calls(model, layout, calls)
+        duration, compute = _op_figures(model, layout, a, shape, calls)
     p = layout.pp
     layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
     dense, experts = stage_parameters(model, layout, layers, moe_layers)
-    tl = timeline(shape.schedule, ops.duration_s, np.full((p, 2), per_send_s(calls)),
+    tl = timeline(shape.schedule, duration, np.full((p, 2), per_send_s(calls)),
                   stage_ready_s=gather_ready_s(calls, layout, a, dense, experts, shape,
-                                               ops.duration_s),
+                                               duration),
                   blocking_sends=layout.pp_blocking)
     finish = tl.stage_end_s
     if "dp" in calls or "edp" in calls:  # the gradient buckets, as the step issues them
         finish, _ = gradient_tail(tl, calls, layout, stage_buckets(
             shape.schedule, calls, layout, a, dense, experts, shape.sizes, shape.moe_sizes))
-    return CommFreePipeline(tl.busy_s, ops.compute_s.sum(axis=1), finish,
+    return CommFreePipeline(tl.busy_s, compute.sum(axis=1), finish,
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
                             layout.ep_overlap == "dualpipe", tl)
@@ -194,12 +199,21 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     of the pipeline excess, and this bound sets the share to 0, so the excess
     (``max(0, ends - busy) x 0``, with the optimizer step in ``ends``) adds exactly 0
     for any finite step; the busy time, the least compute, the wait per compute, the
-    tokens, the model FLOPs and the peak do not read ZeRO."""
+    tokens, the model FLOPs and the peak do not read ZeRO. So its frame is made
+    without the optimizer step (zeros in its place: the excess times 0 is 0 either
+    way, the optimizer step being finite on an HBM of any bandwidth) nor the share,
+    and not kept: a search bounds every layout of its space this way, once each."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
-    frame = bound_frame(model, layout, assumptions, shape, pipeline)
-    return BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
-                      frame.model_flops, frame.peak_flops).bound(pipeline)
+    a = assumptions
+    world = layout.world
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
+    model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
+    return BoundFrame(np.zeros(layout.pp), sync_wait(a, world).share, 0.0,
+                      shape.global_batch * shape.seq, model_flops,
+                      world * device.peak_flops).bound(pipeline)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -209,27 +223,31 @@ def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
     stage's end too) and compute, seconds. With no collective timed, the operations
     are the same for every ZeRO stage and rank order (:func:`comm_free_pipeline`), so
     a search makes it once per :func:`unordered` layout."""
-    s, p = shape.schedule, layout.pp
     if layout.ep_overlap == "dualpipe":  # its pairs change the operations' durations
         ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
         busy = np.asarray(ops.duration_s, dtype=float).sum(axis=1)
         return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0, True)
-    # the same floats op_work gives every operation, without making the chunks' works
-    a = assumptions
+    duration, compute = _op_figures(model, layout, assumptions, shape,
+                                    _idle_calls(model, layout, None))
+    busy = duration.sum(axis=1)
+    return CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False)
+
+
+def _op_figures(model: Model, layout: Layout, a: StepAssumptions, shape: Shape,
+                calls: dict[str, Call]) -> tuple[np.ndarray, np.ndarray]:
+    """Every operation's duration and compute (p, n), seconds, with the collectives
+    ``calls``: the same floats :func:`~topomodel.analysis.training.step.step_ops` gives
+    (:func:`~topomodel.analysis.training.stagework.op_durations` reads the chunks'
+    figures without making their works; not for ``ep_overlap="dualpipe"``)."""
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
                                                  main_grad_bytes=BYTES[a.main_grad_dtype])
-    duration, compute = chunk_durations(
-        lt_dense, lt_moe, edges, _idle_calls(model, layout, None), layout,
-        shape.sizes - shape.moe_sizes, shape.moe_sizes,
-        hot=a.hot_expert_factor if model.is_moe else 1.0,
-        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
-    rows = np.arange(p)[:, None]
-    busy = duration[s.kind, rows, s.chunk].sum(axis=1)
-    return CommFreePipeline(busy, compute[s.kind, rows, s.chunk].sum(axis=1), busy, 0,
-                            False)
+    return op_durations(lt_dense, lt_moe, edges, calls, layout,
+                        shape.sizes - shape.moe_sizes, shape.moe_sizes, shape.schedule,
+                        hot=a.hot_expert_factor if model.is_moe else 1.0,
+                        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
 
 
 def _idle_calls(model: Model, layout: Layout, calls: dict[str, Call] | None
