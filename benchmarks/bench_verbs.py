@@ -4,7 +4,7 @@ Run: python benchmarks/bench_verbs.py [--only step-sensitivity compare] [--examp
      [--before TREE]   # also the package of another checkout, verb by verb
      [--no-goodput]    # step and step --sensitivity without the goodput section
      [--worked-example]  # docs/worked-example.md's job (DeepSeek-V3) instead of Llama's
-     [--runs N]          # N processes per verb and tree, alternating trees
+     [--runs N]        # each verb N times (with --before: alternating the trees)
 
 Each line runs ``topomodel VERB ...`` as a child process (interpreter start-up, imports,
 loading the design, building the fabric and the verb's own work included) and prints
@@ -100,8 +100,8 @@ def main() -> None:
                         " commit before a change), each verb right before this tree's")
     parser.add_argument("--worked-example", action="store_true",
                         help="docs/worked-example.md's DeepSeek-V3 job for every verb")
-    parser.add_argument("--runs", type=int, default=1,
-                        help="processes per verb and tree, the trees alternating")
+    parser.add_argument("--runs", type=int, default=1, metavar="N",
+                        help="run each verb N times (with --before, alternating the trees)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     trees = [(args.before, "before "), (None, "")] if args.before else [(None, "")]
@@ -115,7 +115,7 @@ def main() -> None:
                                          worked=args.worked_example).items():
                 if args.only and verb not in args.only:
                     continue
-                for tree, label in [t for _ in range(args.runs) for t in trees]:
+                for tree, label in [pair for _ in range(args.runs) for pair in trees]:
                     wall, (user, system), rss, status = run(arguments, tree)
                     failed = f" (exit {status})" if status else ""
                     cpu = f"{user + system:.1f} ({user:.1f} + {system:.1f})"

@@ -223,7 +223,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add_serve_options(review, switch=True)
     add_goodput_options(review)
     add_step_options(review, COST_OPTIONS)
-    workers_arg(review, "the goodput's degraded steps")
+    workers_arg(review, "the review's pieces (the step, the collective table, the steps"
+                " with a part failed, the what-ifs)",
+                "1, everything in this process: the fewest fresh pages")
     progress_arg(review)
     review.set_defaults(run=Verb("job_verbs.review"), tables_under_output=True)
 

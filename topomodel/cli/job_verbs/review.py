@@ -14,6 +14,11 @@ from topomodel.report.output import FILE_FORMATS, Report, Table, refuse_nonfinit
 if TYPE_CHECKING:
     from topomodel.analysis.serving.serve import ServingJob
 
+REVIEW_WORKERS = 1
+"""Worker processes of ``review`` without ``--workers``: one, every piece in the CLI's
+process, where the pieces share the views, kept routes and freed memory the step and
+the earlier pieces left (the fewest fresh pages, as ``compare``'s default)."""
+
 
 def run(args: argparse.Namespace) -> Report:
     from topomodel.cli.shared import size_option
@@ -41,6 +46,12 @@ def run(args: argparse.Namespace) -> Report:
     work = "collectives, failure what-ifs" + (
         "" if job is None else ", step" + ("" if args.no_goodput else
                                            ", goodput (a step with each kind of part failed)"))
+    # every piece here, in turn, unless --workers N asks for N processes: a pool's
+    # workers, forked once the step is live, each build their own failed copies' views
+    # and back their own peaks afresh; on the 98k examples with 2 cores that cost 2-3 s
+    # more user time and twice the system time for the same report
+    # (benchmarks/README.md, "review")
+    workers = args.workers or REVIEW_WORKERS
     with stages(f"{args.design}: {work}"):
         review = collect_review(
             fabric, model=job.model if job else None, layout=job.layout if job else None,
@@ -49,7 +60,7 @@ def run(args: argparse.Namespace) -> Report:
             sizes_bytes=sizes or None, failed=(*inputs.fail, *inputs.fail_domain),
             goodput_assumptions=goodput_from_args(args) if job else None,
             goodput=not args.no_goodput, cost_assumptions=inputs.cost, serving=serving,
-            workers=args.workers, sections=sections)
+            workers=workers, sections=sections)
     # before anything is written: a report holding an infinity is an error, not a file
     refuse_nonfinite(Report("review", review.data, review.tables))
     try:
