@@ -220,6 +220,7 @@ def test_a_shape_fetches_its_schedule_and_one_copy_is_alive():
     schedule it gets is :func:`pipeline.schedule`'s, bit for bit, and one still held
     elsewhere is given again even after the recent ones dropped it (no second copy)."""
     import gc
+    import itertools
     import weakref
 
     from topomodel.analysis.training.pipeline import schedule
@@ -238,8 +239,12 @@ def test_a_shape_fetches_its_schedule_and_one_copy_is_alive():
         assert getattr(got, field).dtype == getattr(want, field).dtype
         assert not getattr(got, field).flags.writeable
 
-    def crowd_out():  # ask as many other schedules as the recent ones hold
-        for m in range(1, RECENT_SCHEDULES + 1):
+    def crowd_out():  # ask as many other schedules as the recent ones hold, each one
+        # not alive yet (one alive, as other tests leave some, would not be made again
+        # and so would not push an older one out of the recent ones)
+        from topomodel.analysis.training.stepshape import _LIVE_SCHEDULES
+        fresh = (m for m in itertools.count(1) if ("1f1b", 1, m, 1) not in _LIVE_SCHEDULES)
+        for m in itertools.islice(fresh, RECENT_SCHEDULES):
             cached_schedule("1f1b", 1, m, 1)
 
     crowd_out()
