@@ -156,14 +156,14 @@ def row_sums(weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def _one_row(weights: np.ndarray) -> np.integer | None:
+def _one_row(weights: np.ndarray) -> int | None:
     """The sum of every row of ``weights`` where they are one row broadcast (a zero
     row stride) of integer cables, with a row; else None."""
     if (weights.ndim != 2 or weights.strides[0] != 0 or not len(weights)
             or weights.dtype.kind not in "biu"):
         return None
     total = row_sums(weights[:1])
-    return total[0] if total.dtype.kind in "iu" else None
+    return int(total[0]) if total.dtype.kind in "iu" else None
 
 
 def _first_passing(drawn: np.ndarray, weights: np.ndarray) -> np.ndarray:
