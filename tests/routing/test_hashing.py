@@ -142,3 +142,37 @@ def test_queue_pairs_hash_as_flows_times_qps_plus_their_index():
     assert take.tolist() == [0, 0, 0, 1, 1, 1] and ids.dtype == np.int64
     assert ids.tolist() == [9, 10, 11, 15, 16, 17]
     assert subflows(flows, 2)[1].tolist() == [6, 7, 10, 11, 2**41, 2**41 + 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint32, np.int64, np.uint64, bool,
+                                   np.float64])
+def test_row_sums_column_by_column_are_numpys_row_sums(dtype):
+    """The hash's moduli, summed a column at a time, are ``sum(axis=1)``'s: the same
+    values and type (integers exact in any order; other types left to ``sum``)."""
+    from topomodel.routing.hashing import row_sums
+
+    weights = np.random.default_rng(8).integers(0, 4, (777, 5)).astype(dtype)
+    for rows in (weights, weights[:, :1], weights[:0], np.broadcast_to(weights[:1], (50, 5))):
+        got, want = row_sums(rows), rows.sum(axis=1)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+def test_a_choice_over_one_broadcast_row_is_the_choice_over_its_copies(dtype):
+    """Where every flow has the same cables (a read-only broadcast of one row: one
+    modulus for all), each pick is the one over the rows written out, and the plain
+    ticket's, in blocks and across them."""
+    rng = np.random.default_rng(9)
+    n = HASH_BLOCK + 321
+    flow, node = rng.integers(0, 2**40, n), rng.integers(0, 2**20, n)
+    for row in ([1, 1], [2, 0, 3], [0, 0]):
+        one = np.array([row], dtype)
+        shared = np.broadcast_to(one, (n, len(row)))
+        with np.errstate(divide="ignore"):  # no cables: a ticket of 0, as numpy gives it
+            got = choose("hash", 4, flow, node, node, np.ones(n, np.int64), shared)
+            want = choose("hash", 4, flow, node, node, np.ones(n, np.int64), shared.copy())
+            drawn = (_plain_mix(4, flow, node) % np.uint64(sum(row))).astype(np.int64)
+        assert np.array_equal(got, want)
+        first = (np.cumsum(shared, axis=1) <= drawn[:, None]).sum(axis=1)
+        first[first == len(row)] = 0
+        assert np.array_equal(got, first)

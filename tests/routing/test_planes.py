@@ -403,3 +403,37 @@ def test_leaf_pairs_of_int32_entries_are_those_keyed_by_node(example_fabric):
     for a, b in ((s, d), (s.astype(np.int32), d.astype(np.int32))):
         pair_s, pair_d, got = leaf_pairs(climb, a, b, nodes)
         assert same_bits((pair_s, pair_d, got), (pairs // nodes, pairs % nodes, inverse))
+
+
+@pytest.mark.parametrize("usable", [False, True])
+def test_blocks_of_every_flow_are_those_of_the_listed_flows(usable, monkeypatch):
+    """route_planes hands _by_blocks no list of kept flows where none is lost: the picks,
+    the arcs' bytes and what each block climbs are those of the list of every flow,
+    block by block (blocks made small here, so that there are several)."""
+    import topomodel.routing.planes as planes
+
+    monkeypatch.setattr(planes, "PICK_BLOCK", 97)
+    rng = np.random.default_rng(10)
+    n, width = 1000, 3
+    ids, node, dst = rng.permutation(5000)[:n], rng.integers(0, 50, n), rng.integers(0, 50, n)
+    volume = rng.integers(1, 10**6, n).astype(float)
+    weights = rng.integers(1, 3, (n, width))
+    mask = rng.random((n, width)) < 0.7 if usable else None
+    if mask is not None:  # a kept flow has a usable plane (the others are lost)
+        mask[:, 0] |= ~mask.any(axis=1)
+    arcs = tuple((rng.integers(0, 10**4, (40, width)), rng.integers(0, 40, n))
+                 for _ in range(2))
+    runs = []
+    for keep in (None, np.arange(n)):
+        climbed = []
+        pick, pieces = planes._by_blocks(
+            "hash", 3, (ids, node, dst, volume, weights, mask), keep, 2, arcs,
+            lambda row, chosen, part, out=climbed: out.append((row, chosen.copy(), part)))
+        runs.append((pick, pieces, climbed))
+    (pick, pieces, climbed), (pick2, pieces2, climbed2) = runs
+    assert pick.tobytes() == pick2.tobytes()
+    for (rows, amount), (rows2, amount2) in zip(pieces, pieces2, strict=True):
+        assert rows.tobytes() == rows2.tobytes() and amount.tobytes() == amount2.tobytes()
+    assert len(climbed) == len(climbed2) == -(-n // 97)
+    for block, block2 in zip(climbed, climbed2, strict=True):
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(block, block2, strict=True))

@@ -109,7 +109,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         if len(pair_s):
             pieces += climb.even(pair_s, pair_d, amount, paths)
         return pieces, extra, lost, usable, None
-    keep = np.flatnonzero(~lost)
+    # the flows routed (None: every one, the usual case, numbered block by block
+    # instead of a list of them all)
+    keep = np.flatnonzero(~lost) if lost.any() else None
     split = queue_pairs(routing, ids[:0], qps)[2]
     pair_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     if flat is None:  # every entry crosses: its leaf pair is read off its flat index
@@ -163,13 +165,14 @@ instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-Al
 first touch, the kernel zeroing new pages, was much of its system time)."""
 
 
-def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
+def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
                split: int,
                arcs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                climb: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None
                ) -> tuple[np.ndarray, list[Piece]]:
     """The queue pairs of the flows ``keep`` (``split`` each, in
-    :func:`~topomodel.routing.hashing.queue_pairs`' order; ``flow`` their ids, nodes
+    :func:`~topomodel.routing.hashing.queue_pairs`' order; None: every flow, in
+    order; ``flow`` their ids, nodes
     where the plane is chosen, destinations, bytes, (flows, planes) cables and which
     planes are usable (None: all; the others' cables read as 0)), over
     blocks of :data:`PICK_BLOCK` flows: each one's plane by
@@ -184,15 +187,17 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray,
     them all."""
     ids, node, dst, volume, weights, usable = flow
     small = np.int8 if weights.shape[1] <= np.iinfo(np.int8).max else np.int32
-    pick = np.empty(len(keep) * split, small)
+    count = len(ids) if keep is None else len(keep)
+    pick = np.empty(count * split, small)
     sums = [np.zeros(table.size) for table, _ in arcs]
     # a read-only broadcast where every flow has the same cables (the scale-out NIC
     # arcs, all live): the same values as ``weights[row]`` without a (queue pairs,
     # planes) array; likewise the unit strides
     same = not any(weights.strides) and len(weights)
     spare: list[np.ndarray] = []  # a block's masked planes and cables, reused
-    for lo in range(0, len(keep), PICK_BLOCK):
-        flows = keep[lo:lo + PICK_BLOCK]
+    for lo in range(0, count, PICK_BLOCK):
+        flows = (np.arange(lo, min(lo + PICK_BLOCK, count)) if keep is None
+                 else keep[lo:lo + PICK_BLOCK])
         take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
         row = flows[take]
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
