@@ -62,7 +62,14 @@ class Marks:
 
 
 def main() -> None:
+    args = sys.argv[1:]
+    library_heap = "--library-heap" in args
+    args = [a for a in args if a != "--library-heap"]
     marks = Marks()
+    if not library_heap:
+        from topomodel.heap import keep_freed_memory
+
+        keep_freed_memory()
     from topomodel.cli import main as cli_main
     from topomodel.report.review import scorecard as module
 
@@ -76,7 +83,7 @@ def main() -> None:
     with open(os.devnull, "w") as null:
         stdout, sys.stdout = sys.stdout, null
         try:
-            status = cli_main(["scorecard", *sys.argv[1:], "--format", "json",
+            status = cli_main(["scorecard", *args, "--format", "json",
                                "--no-progress"])
         finally:
             sys.stdout = stdout

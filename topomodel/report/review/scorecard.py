@@ -310,14 +310,19 @@ def _collective_figures(fabric: Fabric, job: ScorecardJob, basis: str) -> list[F
     """Busbw of the four collectives at three sizes on the design's natural groups: the
     mean over :data:`TAIL_SEEDS` hash seeds and the slowest (the tail), and the latency
     term."""
-    from topomodel.report.review.collect import measured_runs, plan_collectives
+    from topomodel.report.review.collect import (
+        group_pieces,
+        measured_runs,
+        plan_collectives,
+    )
     from topomodel.report.review.document import size_text
     from topomodel.routing.policy import seed_matters
 
     planned = plan_collectives(fabric, job.collective_sizes_bytes)
     seeds = range(job.seed, job.seed + (TAIL_SEEDS if seed_matters(fabric, job.routing)
                                         else 1))
-    runs = [measured_runs(fabric, job.assumptions.time, job.routing, s, planned.runs)
+    runs = [[row for piece in group_pieces(planned.runs)
+             for row in measured_runs(fabric, job.assumptions.time, job.routing, s, piece)]
             for s in seeds]
     out = []
     for k, (spec, _, ranks, _, collective, _, size) in enumerate(planned.runs):
