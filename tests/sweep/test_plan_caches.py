@@ -22,6 +22,7 @@ from topomodel.analysis.training.stagework import (
     Call,
     chunk_work,
     forget_chunk_works,
+    kept_chunks,
     op_durations,
 )
 from topomodel.analysis.training.step import StepAssumptions
@@ -32,7 +33,7 @@ from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Accelerator, Model
 from topomodel.plan import search as search_module
 from topomodel.plan.search import PlanJob, plan_cells, search_cells
-from topomodel.plan.space import PlanSpace
+from topomodel.plan.space import PlanSpace, cell_families, cell_orders
 from topomodel.traffic.layout import Layout, evolve
 
 DESIGN = """
@@ -146,6 +147,8 @@ def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
     monkeypatch.setattr(step_module, "chunk_work", afresh(chunk_work, forget_chunk_works))
     monkeypatch.setattr(stepbound_module, "op_durations", afresh(op_durations,
                                                                  forget_chunk_works))
+    monkeypatch.setattr(orderscreen_module, "kept_chunks", afresh(kept_chunks,
+                                                                  forget_chunk_works))
     monkeypatch.setattr(step_module, "stage_memory", afresh(memory_module.stage_memory,
                                                             forget_held))
     for module in (memory_module, step_module, stepbound_module, orderscreen_module):
@@ -161,3 +164,32 @@ def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
         (r.place, r.score, r.result) for r in slow.best]
     assert fast.tally == slow.tally
     assert fast.tally.evaluated > 5
+
+
+@pytest.mark.parametrize("zeros", [(0, 1, 2, 3), (3, 2, 1, 0), (1, 0, 3, 2), (2, 0, 1, 3)])
+def test_a_groups_fit_read_from_its_other_zero_stages_is_its_memorys(catalog, zeros):
+    """Whether a group fits, read from its other ZeRO stages of 0-2 where they decide
+    it, is its own memory's verdict, in whatever order the stages are asked (a space
+    where some ZeRO stages of a layout fit and others do not)."""
+    design, cat = catalog
+    model = cat.get("llama3-70b", Model)
+    space = PlanSpace(max_tp=8, max_cp=1, max_micro_batch=2, max_interleave=2,
+                      fixed={"sequence_parallel": True})
+    job = PlanJob(model, Layout(global_batch=128, seq=4096), space, top=5)
+    fabric = build_fabric(design, cat)
+    verdicts: set[tuple[bool, ...]] = set()
+    for ci, cell in enumerate(plan_cells(fabric, job)):
+        shared = search_module._Cell(cell_orders(cell, space))
+        by_key: dict[tuple, dict[int, search_module._Group]] = {}
+        for u, family in enumerate(cell_families(model, cell, job.base, space)):
+            _, group = search_module._group(fabric, job, (ci, u), family, 0.0, shared)
+            if group is not None:
+                by_key.setdefault(group.unordered, {})[group.layout.zero] = group
+        for groups in by_key.values():
+            asked = [groups[z] for z in zeros if z in groups]
+            got = [g.fits(job) for g in asked]
+            assert got == [step_module.shape_memory(model, g.layout, job.assumptions,
+                                                    g.shape).fits(job.headroom)
+                           for g in asked]
+            verdicts.add(tuple(got))
+    assert any(len(set(v)) > 1 for v in verdicts)  # some layouts fit at some stages only

@@ -246,6 +246,7 @@ class _Group:
     stand_in: Layout
     pipelines: dict[tuple[Any, ...], CommFreePipeline]
     unordered: tuple[Any, ...]
+    fitting: dict[tuple[Any, ...], tuple[int, int]]
 
     @functools.cached_property
     def layout(self) -> Layout:
@@ -263,9 +264,22 @@ class _Group:
 
     def fits(self, job: PlanJob) -> bool:
         """Whether the layout's memory (the same for all its orders) fits the HBM less
-        the job's headroom, as :func:`check` finds it."""
-        return shape_memory(job.model, self.layout, job.assumptions, self.shape
-                            ).fits(job.headroom)
+        the job's headroom, as :func:`check` finds it. At ZeRO 0-2, read from those
+        stages of it found before where they decide it (``fitting``: the lowest that
+        fits, the highest that does not): from 0 to 2 only the gradients, optimizer
+        states and gradient copy change, each non-negative parameters times a share 1
+        or ``1/replicas`` <= 1, and a float sum or product only grows with its
+        non-negative terms, so no stage's total is greater at a higher ZeRO of 0-2."""
+        zero = self.layout.zero
+        lowest, highest = self.fitting.get(self.unordered, (3, -1))
+        if zero <= 2 and (zero >= lowest or zero <= highest):
+            return zero >= lowest
+        found = shape_memory(job.model, self.layout, job.assumptions, self.shape
+                             ).fits(job.headroom)
+        if zero <= 2:
+            self.fitting[self.unordered] = ((min(lowest, zero), highest) if found
+                                            else (lowest, max(highest, zero)))
+        return found
 
     def pipeline(self, job: PlanJob) -> CommFreePipeline:
         """The layout's comm-free pipeline (its timeline), made once per
@@ -287,13 +301,15 @@ class _Group:
 class _Cell:
     """What the families of one cell share while they are bounded: the cell's rank
     orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
-    score with the layout and shape it was found on (:func:`_group`); and the comm-free
-    pipelines by the family's fields but ZeRO (:attr:`_Group.unordered`, made later)."""
+    score with the layout and shape it was found on (:func:`_group`); and by the family's
+    fields but ZeRO (:attr:`_Group.unordered`, made later) the comm-free pipelines and
+    which ZeRO stages fit (:meth:`_Group.fits`)."""
 
     orders: list[str]
     known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
         default_factory=dict)
     pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
+    fitting: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
 
 
 def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
@@ -329,7 +345,7 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     if stand_in is None or held is None:
         return reason, None
     return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines,
-                      key)
+                      key, cell.fitting)
 
 
 @quiet_collector()  # its caches scanned by fewer full passes of the collector

@@ -47,11 +47,16 @@ import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
 from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
-from topomodel.analysis.training.compute import shared_device_model
+from topomodel.analysis.training.compute import (
+    EdgeTimes,
+    shared_device_model,
+    shared_layer_times,
+)
 from topomodel.analysis.training.memory import stage_parameters
+from topomodel.analysis.training.model import BYTES
 from topomodel.analysis.training.pipeline import cached_dependencies
-from topomodel.analysis.training.stagework import Call, Work
-from topomodel.analysis.training.step import param_gather_calls, step_works
+from topomodel.analysis.training.stagework import Call, Chunks, Term, chunk_ends, kept_chunks
+from topomodel.analysis.training.step import param_gather_calls
 from topomodel.analysis.training.stepbound import (
     BoundFrame,
     CommFreePipeline,
@@ -187,41 +192,70 @@ def _per_unit(t: np.ndarray, count: np.ndarray, behind_s: np.ndarray,
 def screen_works(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                  pipeline: CommFreePipeline, calls: dict[str, Call]) -> ScreenWorks:
     """The :class:`ScreenWorks` of ``layout`` (any rank order) with the collectives
-    ``calls`` (their names and sizes)."""
+    ``calls`` (their names and sizes): the terms :func:`~topomodel.analysis.training.
+    step.step_works` records with every call taking no time, read from the layers'
+    and ends' recorded works without adding up the chunks' (:func:`_chunk_terms`).
+    A unit is a distinct chunk's F, B or W work, numbered as the step's works list
+    them (kind, then stage, then chunk, each work at its first place)."""
     a = assumptions
     idle = {n: c.timed(0.0, c.latency_s, c.bandwidth_s, c.topology_s)
             for n, c in calls.items()}
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
-    works = step_works(device, model, layout, a, shape.seq, idle,
-                       shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
-    units: dict[int, int] = {}
-    unique: list[Work] = []
-    places: list[tuple[int, int, int]] = []
-    of: list[int] = []
-    for kind, rows in enumerate(works):
-        for st, row in enumerate(rows):
-            for c, work in enumerate(row):
-                u = units.get(id(work))
-                if u is None:
-                    u = units[id(work)] = len(unique)
-                    unique.append(work)
-                places.append((kind, st, c))
-                of.append(u)
-    keys = [term[0] for work in unique for term in work.terms or ()]
-    terms = [(count, max(0.0, behind), share, weight, u) for u, work in enumerate(unique)
-             for _, count, behind, share, weight in work.terms or ()]
+    lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
+                                                 main_grad_bytes=BYTES[a.main_grad_dtype])
+    kept = kept_chunks(lt_dense, lt_moe, edges, idle, layout,
+                       hot=a.hot_expert_factor if model.is_moe else 1.0,
+                       split_w=layout.schedule == "zb-h1", share=a.comm_sm_share,
+                       record=True)
+    codes, chunks = _chunk_terms(kept, edges, idle, layout, shape.sizes - shape.moe_sizes,
+                                 shape.moe_sizes)
+    count = len(chunks)  # unit of (kind, chunk): kind x count + the chunk's code
+    keys = [term[0] for kind in range(3) for chunk in chunks for term in chunk[kind]]
+    terms = [(c, max(0.0, behind), share, weight, kind * count + code)
+             for kind in range(3) for code, chunk in enumerate(chunks)
+             for _, c, behind, share, weight in chunk[kind]]
     s = shape.schedule
-    p, v = s.p, s.v
-    unit_of = np.zeros((3, p, v), dtype=np.int64)
-    if places:
-        unit_of[tuple(np.array(places).T)] = of
-    op_units = unit_of[s.kind, np.arange(p)[:, None], s.chunk]  # (p, n)
-    stage_units = np.zeros((p, len(units)))
+    p = s.p
+    op_units = s.kind * count + codes[np.arange(p)[:, None], s.chunk]  # (p, n)
+    stage_units = np.zeros((p, 3 * count))
     np.add.at(stage_units, (np.repeat(np.arange(p), s.ops), op_units.ravel()), 1.0)
     return ScreenWorks(tuple(keys), np.array(terms, dtype=float).reshape(-1, 5), op_units,
-                       stage_units, _critical_path(pipeline, op_units, len(units)))
+                       stage_units, _critical_path(pipeline, op_units, 3 * count))
+
+
+def _chunk_terms(kept: Chunks, edges: EdgeTimes, calls: dict[str, Call], layout: Layout,
+                 dense_layers: np.ndarray, moe_layers: np.ndarray
+                 ) -> tuple[np.ndarray, list[tuple[list[Term], ...]]]:
+    """Each chunk's code (p, v; int64), numbered in the order they first appear stage
+    by stage, chunk by chunk, and per code the F, B and W terms
+    :func:`~topomodel.analysis.training.stagework.chunk_work` records in that chunk's
+    works (``kept``: its layers' works, recorded): the layers' terms weighted by their
+    count, then the ends', in the order and with the floats its :meth:`Work.add` gives
+    them."""
+    p, v = dense_layers.shape
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
+    known: dict[tuple[int, int, bool, bool], int] = {}
+    chunks: list[tuple[list[Term], ...]] = []
+    codes = np.empty((p, v), dtype=np.int64)
+    for st in range(p):
+        for c in range(v):
+            what = (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                    st == p - 1 and c == v - 1)
+            code = known.get(what)
+            if code is None:
+                code = known[what] = len(chunks)
+                ends = chunk_ends(kept, what, edges, calls, layout,
+                                  split_w=layout.schedule == "zb-h1", record=True)
+                parts = [(kept.per[False], float(what[0])), (kept.per[True], float(what[1]))
+                         if what[1] else (None, 0.0), (ends, 1.0)]
+                chunks.append(tuple(
+                    [(k, n, b, sh, w * times) for works, times in parts
+                     if works is not None and times for k, n, b, sh, w in
+                     works[kind].terms or ()] for kind in range(3)))
+            codes[st, c] = code
+    return codes, chunks
 
 
 def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions,

@@ -380,7 +380,7 @@ depth and ZeRO stage, the same idle calls for every rank order); each set is at 
 
 
 @dataclass
-class _Chunks:
+class Chunks:
     """What :func:`chunk_work` keeps for one key (in a :class:`~topomodel.kept.Kept`,
     which holds the times it was made from): the F, B and W work of one layer (dense;
     MoE or None) and of the embedding and output layer by (first, last). The chunks made of
@@ -395,7 +395,7 @@ class _Chunks:
     table: np.ndarray | None = None  # ``rows`` as an array (None: not made since grown)
 
 
-_CHUNKS: Kept[_Chunks] = Kept(KEPT_CHUNK_WORKS)
+_CHUNKS: Kept[Chunks] = Kept(KEPT_CHUNK_WORKS)
 
 
 def forget_chunk_works() -> None:
@@ -415,8 +415,8 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     :class:`Work`). The works of one layer and of the ends are kept by what they read
     (:data:`KEPT_CHUNK_WORKS`): a later call with the same times, calls and options
     builds its chunks from the same objects."""
-    kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
-                        share=share, record=record)
+    kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
+                       share=share, record=record)
     p = dense_layers.shape[0]
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
@@ -424,7 +424,8 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     for st, what in _chunks_of(dense_layers, moe_layers):
         chunk = made.get(what)
         if chunk is None:
-            ends = _ends(kept, what, edges, calls, layout, split_w=split_w, record=record)
+            ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w,
+                              record=record)
             chunk = made[what] = _chunk(kept.per, ends, what, record=record)
         for kind in (F, B, W):
             works[kind][st].append(chunk[kind])
@@ -443,9 +444,9 @@ def _chunks_of(dense_layers: np.ndarray, moe_layers: np.ndarray
                        st == p - 1 and c == v - 1)
 
 
-def _ends(kept: _Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
-          calls: dict[str, Call], layout: Layout, *, split_w: bool, record: bool
-          ) -> tuple[Work, Work, Work]:
+def chunk_ends(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
+               calls: dict[str, Call], layout: Layout, *, split_w: bool, record: bool
+               ) -> tuple[Work, Work, Work]:
     """The work of a chunk's ends (the embedding's input, the output), kept in ``kept``
     by which of them it holds."""
     ends = kept.edges.get(what[2:])
@@ -456,22 +457,22 @@ def _ends(kept: _Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
-def _kept_chunks(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
-                 calls: dict[str, Call], layout: Layout, *, hot: float, split_w: bool,
-                 share: float, record: bool) -> _Chunks:
+def kept_chunks(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+                calls: dict[str, Call], layout: Layout, *, hot: float, split_w: bool,
+                share: float, record: bool) -> Chunks:
     """The layer works :func:`chunk_work` keeps for its arguments, made if not kept."""
     key = (id(lt_dense), id(lt_moe), id(edges),
            tuple((n, c.kind, c.collective, c.time_s) for n, c in calls.items()),
            layout.sequence_parallel, layout.tp_overlap, layout.recompute,
            layout.dp_overlap, hot, split_w, share, record)
 
-    def make() -> _Chunks:
+    def make() -> Chunks:
         per = {False: layer_work(lt_dense, calls, layout, moe=False, hot=hot,
                                  split_w=split_w, share=share, record=record)}
         if lt_moe is not None:
             per[True] = layer_work(lt_moe, calls, layout, moe=True, hot=hot,
                                    split_w=split_w, share=share, record=record)
-        return _Chunks(per, {})
+        return Chunks(per, {})
 
     return _CHUNKS.get(key, (lt_dense, lt_moe, edges), make)
 
@@ -515,8 +516,8 @@ def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     """The figures of the chunks :func:`chunk_work` would make, kept with its layer
     works: a table (k, 6) of distinct chunks' F, B and W durations then computes
     (:func:`_chunk_figures`), and each chunk's row in it, stage by stage (p x v,)."""
-    kept = _kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
-                        share=share, record=False)
+    kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
+                       share=share, record=False)
     known = kept.codes
     codes = []
     p, v = dense_layers.shape
@@ -528,8 +529,8 @@ def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
                     st == p - 1 and c == v - 1)
             code = known.get(what)
             if code is None:
-                ends = _ends(kept, what, edges, calls, layout, split_w=split_w,
-                             record=False)
+                ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w,
+                                  record=False)
                 durations, computes = _chunk_figures(kept.per, ends, what)
                 code = known[what] = len(kept.rows)
                 kept.rows.append(durations + computes)
