@@ -451,7 +451,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
         candidates = _candidates(fabric, collective, algorithm, ranks_per_group)
         placed = grid_keys.get(grid)
         if placed is None:
-            placed = grid_keys[grid] = grid_key(fabric, layout, grid, groups)
+            placed = grid_keys[grid] = grid_key(fabric, layout, grid)
         key = (collective, candidates, size, placed, routing, seed, timing)
         hit = cache.get(key)
         if hit is None and unrouted is not None:
@@ -526,7 +526,7 @@ def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # 
                     if adjacent.shape[1] > parity]
 
         key = ("pp-exchange" if one_neighbour else "pp-sendrecv", ("p2p",), size,
-               grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
+               grid_key(fabric, layout, "pp-pairs"), routing, seed, timing)
         hit = cache.get(key)
         if hit is None and unrouted is not None:
             if missed is not None:
