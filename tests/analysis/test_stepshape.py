@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-import topomodel.analysis.training.step as step_module
+import topomodel.analysis.training.stepcalls as step_module
 from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepshape import (
     UNSHARED_ALGORITHMS,

@@ -241,7 +241,9 @@ def grid_keys(fabric: Fabric) -> OrderedDict[tuple[Any, ...], tuple[Any, ...]]:
     return OrderedDict()
 
 
-def grid_key(fabric: Fabric, layout: Layout, kind: str) -> tuple[Any, ...]:
+def grid_key(fabric: Fabric, layout: Layout, kind: str,
+             keys: OrderedDict[tuple[Any, ...], tuple[Any, ...]] | None = None
+             ) -> tuple[Any, ...]:
     """A key of the communicators of ``kind`` of ``layout`` (a row
     per group of :func:`~topomodel.traffic.layout.rank_groups`, or ``pp-pairs``: the
     pipeline's adjacent stages, a row per pair), remembered by what decides them (the
@@ -249,8 +251,10 @@ def grid_key(fabric: Fabric, layout: Layout, kind: str) -> tuple[Any, ...]:
     the first), so a layout that shares its communicators with an earlier one finds
     its key at once. The key is :func:`strided_key`'s, made from the layout without
     building or hashing the grid (at 98k ranks, 0.3 ms each, some 7,600 in a plan): it
-    names the grid exactly, and equal grids share it."""
-    keys = fabric.derived(grid_keys)
+    names the grid exactly, and equal grids share it (``keys``: the fabric's
+    :func:`grid_keys`, when at hand)."""
+    if keys is None:
+        keys = fabric.derived(grid_keys)
     wraps = kind == "pp-pairs" and layout.interleave > 1
     of = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.order, kind, wraps)
     key = keys.get(of)
