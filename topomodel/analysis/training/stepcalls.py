@@ -29,6 +29,8 @@ from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, attention_dims
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.stepshape import (
+    CollectiveKey,
+    CollectiveTime,
     Shape,
     collective_times,
     failure_times,
@@ -205,8 +207,8 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
             placed = placements[grid] = grid_key(fabric, layout, grid, keys)
         key = (call.keyed, candidates, size, placed, routing, seed, timing)
         if grid == "pp-pairs":
-            hit = _pipeline_time(fabric, layout, a, ranks, key, unrouted, missed, cache)
-            out[name] = Call(call.kind, collective, hit[0], size, *hit[1:])
+            sent = _pipeline_time(fabric, layout, a, ranks, key, unrouted, missed, cache)
+            out[name] = Call(call.kind, collective, sent[0], size, *sent[1:])
             continue
 
         def groups(grid: str = grid) -> np.ndarray:
@@ -242,8 +244,9 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
 
 
 def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
-                   ranks: np.ndarray, key: tuple[Any, ...], unrouted: Unrouted | None,
-                   missed: list[str] | None, cache: dict[Any, Any]) -> tuple[Any, ...]:
+                   ranks: np.ndarray, key: CollectiveKey, unrouted: Unrouted | None,
+                   missed: list[str] | None, cache: dict[CollectiveKey, CollectiveTime]
+                   ) -> CollectiveTime:
     """The pipeline's exchange in ``layout``'s rank order, as :data:`~topomodel.
     analysis.training.stepshape.CollectiveTime` (``key``: its key in the fabric's
     table, ``cache``)."""
