@@ -232,9 +232,25 @@ class OrderBounds:
                 self.memo.issued.clear()
             found, _ = step_calls(self.fabric, job.model, layout, job.assumptions,
                                   routing=job.routing, seed=job.seed,
-                                  unrouted=lambda *_: 0.0, shape=self.shape)
+                                  unrouted=lambda *_: 0.0, shape=self.shape,
+                                  issued=self._issues(layout))
             self.memo.issued[self.calls_key] = found
         return found
+
+    def _issues(self, layout: Layout) -> tuple[Issued, ...]:
+        """What every rank order of ``layout`` issues before it is placed
+        (:func:`~topomodel.analysis.training.stepcalls.issued_calls`), kept by
+        :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind (what it reads)."""
+        issues = self.memo.issues
+        issued = issues.get(self.calls_key)
+        if issued is None:
+            if len(issues) >= TIMED_ORDERS:
+                issues.clear()
+            job = self.job
+            issued = issues[self.calls_key] = issued_calls(
+                self.fabric, job.model, layout, job.assumptions, self.shape.seq,
+                self.shape.sizes, self.shape.moe_sizes)
+        return issued
 
     def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
@@ -251,17 +267,9 @@ class OrderBounds:
         job = self.job
         key = (*self.calls_key, layout.order)
         table = len(self.fabric.derived(collective_times))
-        issues = self.memo.issues
-        issued = issues.get(self.calls_key)
-        if issued is None:
-            if len(issues) >= TIMED_ORDERS:
-                issues.clear()
-            issued = issues[self.calls_key] = issued_calls(
-                self.fabric, job.model, layout, job.assumptions, self.shape.seq,
-                self.shape.sizes, self.shape.moe_sizes)
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                     self.shape, routing=job.routing, seed=job.seed,
-                                    issued=issued)
+                                    issued=self._issues(layout))
         if len(self.timed) >= TIMED_ORDERS:
             self.timed.clear()
         self.timed[key] = (calls, missed, table)
