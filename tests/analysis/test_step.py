@@ -494,7 +494,7 @@ def _toy_job(toy):
 
 
 def _counted(monkeypatch):
-    import topomodel.analysis.training.step as step_module
+    import topomodel.analysis.training.stepcalls as step_module
 
     built = []
     original = step_module.collective_traffic

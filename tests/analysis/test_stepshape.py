@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-import topomodel.analysis.training.step as step_module
+import topomodel.analysis.training.stepcalls as step_module
 from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepshape import (
     UNSHARED_ALGORITHMS,
@@ -256,3 +256,49 @@ def test_a_shape_fetches_its_schedule_and_one_copy_is_alive():
     assert seen() is None  # the shape does not keep it alive
     again = shape.schedule  # built again: the same arrays
     assert np.array_equal(again.kind, want.kind) and np.array_equal(again.micro, want.micro)
+
+
+def test_the_strided_key_names_each_grid_as_its_digest_does():
+    """Over every layout of a 96-rank space (sizes, EP, all 24 rank orders) and every
+    kind of communicator, and the pipeline pairs (with and without the wrap) of every
+    pipeline: two grids
+    share a strided key exactly when they are equal (their digests, groups_key, agree),
+    and the key's shape is the grid's."""
+    import itertools
+    from dataclasses import replace
+
+    import numpy as np
+
+    from topomodel.analysis.training.stepshape import groups_key, pairs_key, strided_key
+    from topomodel.traffic.layout import rank_groups
+
+    world = 96
+    ranks = np.random.default_rng(0).permutation(1000)[:world].astype(np.int64)
+    by_key: dict = {}
+    by_digest: dict = {}
+    orders = [",".join(o) for o in itertools.permutations(["tp", "cp", "dp", "pp"])]
+    for tp, cp, pp in itertools.product((1, 2, 4), (1, 2, 3), (1, 2, 4)):
+        dp = world // (tp * cp * pp)
+        for ep in [e for e in (1, 2, 4) if dp % e == 0]:
+            base = Layout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, global_batch=dp)
+            for order in orders:
+                layout = replace(base, order=order)
+                for kind in ("tp", "cp", "ep", "pp", "dp", "edp", "grad", "expert_grad"):
+                    grid = rank_groups(ranks, layout, kind)
+                    key = strided_key(layout, kind)
+                    assert key[1] == grid.shape, (layout, kind)
+                    by_key.setdefault(key, set()).add(groups_key(grid))
+                    by_digest.setdefault(groups_key(grid), set()).add(key)
+                if pp == 1:
+                    continue  # no pipeline, no pairs (the step makes none)
+                stages = rank_groups(ranks, layout, "pp")
+                pairs = np.stack([stages[:, :-1], stages[:, 1:]], axis=2).reshape(-1, 2)
+                for wraps in (False, True):
+                    if wraps:
+                        pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
+                    key = pairs_key(layout, wraps)
+                    by_key.setdefault(key, set()).add(groups_key(pairs))
+                    by_digest.setdefault(groups_key(pairs), set()).add(key)
+    assert all(len(v) == 1 for v in by_key.values())
+    assert [v for v in by_digest.values() if len(v) > 1] == []
+    assert 150 < len(by_key) < len(orders) * 50  # many grids, many shared by layouts

@@ -565,6 +565,45 @@ def test_orders_share_their_collectives_where_the_step_issues_the_same(setup):
         in_order(first, "tp,tp,dp,pp")
 
 
+def test_the_issued_collectives_of_a_family_place_as_each_layouts_own(setup):
+    """What a search keeps per family of layouts (``OrderMemo.issues``: the same
+    ``CALLS_FIELDS`` and ZeRO kind) and places in each rank order: the collectives,
+    their times and bounds, how many are not timed yet, and the bounds' table are
+    each layout's own (``order_calls`` without them, on a fresh fabric), bit for bit,
+    for pipelines with one neighbour and interleaved, TP with and without sequence
+    parallelism, CP, and every ZeRO stage, in every rank order."""
+    import itertools
+
+    from topomodel.analysis.training.step import StepAssumptions
+    from topomodel.analysis.training.stepbound import collective_bounds, order_calls
+    from topomodel.analysis.training.stepcalls import issued_calls
+    from topomodel.analysis.training.stepshape import shape_of
+
+    model = setup[1].get(MODEL, Model)
+    a = StepAssumptions()
+    shared, own = _fabric(setup), _fabric(setup)
+    orders = [",".join(o) for o in itertools.permutations(["tp", "cp", "dp", "pp"])]
+    families = [Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1),
+                Layout(tp=2, pp=4, dp=2, global_batch=16, seq=4096, interleave=2,
+                       sequence_parallel=True),
+                Layout(cp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=3),
+                Layout(tp=4, dp=4, global_batch=16, seq=4096, zero=2)]
+    placed = 0
+    for first in families:
+        shape = shape_of(shared, model, first)
+        issued = issued_calls(shared, model, first, a, shape.seq, shape.sizes,
+                              shape.moe_sizes)
+        for order, recompute in itertools.product(orders, ("none", "full")):
+            zero = 2 if first.zero == 1 else first.zero  # ZeRO 1 and 2 share theirs
+            layout = replace(first, order=order, recompute=recompute, zero=zero)
+            found = order_calls(shared, model, layout, a, shape, issued=issued)
+            assert found == order_calls(own, model, layout, a, shape_of(own, model, layout)
+                                        ), layout
+            placed += found[1]
+    assert placed > 100  # most not timed: bounded, from the same keys
+    assert shared.derived(collective_bounds) == own.derived(collective_bounds)
+
+
 def test_a_layout_must_beat_its_held_variant_to_change_the_top():
     """The bar an order is pruned against: the last of a full top, or the score of a
     variant of the same layout (another order or interleave depth) held in the top if

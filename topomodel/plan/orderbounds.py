@@ -26,6 +26,7 @@ from topomodel.analysis.training.stepbound import (
     order_calls,
     unplaced_calls,
 )
+from topomodel.analysis.training.stepcalls import Issued, issued_calls
 from topomodel.analysis.training.stepshape import Shape, collective_times
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -129,11 +130,14 @@ class OrderMemo:
     found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
     time looked up (``issued``) and at what no order can beat (``floors``), its order
     screen (``screens``) and the part of that its operations give (``works``, shared
-    by ZeRO 0, 1 and 2)."""
+    by ZeRO 0, 1 and 2); and what every order of a layout issues before it is placed
+    (``issues``: :func:`~topomodel.analysis.training.stepcalls.issued_calls`, kept by
+    :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind, what they read)."""
 
     timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    issues: dict[tuple[Any, ...], tuple[Issued, ...]] = field(default_factory=dict)
     floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
@@ -228,9 +232,25 @@ class OrderBounds:
                 self.memo.issued.clear()
             found, _ = step_calls(self.fabric, job.model, layout, job.assumptions,
                                   routing=job.routing, seed=job.seed,
-                                  unrouted=lambda *_: 0.0, shape=self.shape)
+                                  unrouted=lambda *_: 0.0, shape=self.shape,
+                                  issued=self._issues(layout))
             self.memo.issued[self.calls_key] = found
         return found
+
+    def _issues(self, layout: Layout) -> tuple[Issued, ...]:
+        """What every rank order of ``layout`` issues before it is placed
+        (:func:`~topomodel.analysis.training.stepcalls.issued_calls`), kept by
+        :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind (what it reads)."""
+        issues = self.memo.issues
+        issued = issues.get(self.calls_key)
+        if issued is None:
+            if len(issues) >= TIMED_ORDERS:
+                issues.clear()
+            job = self.job
+            issued = issues[self.calls_key] = issued_calls(
+                self.fabric, job.model, layout, job.assumptions, self.shape.seq,
+                self.shape.sizes, self.shape.moe_sizes)
+        return issued
 
     def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
@@ -248,7 +268,8 @@ class OrderBounds:
         key = (*self.calls_key, layout.order)
         table = len(self.fabric.derived(collective_times))
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
-                                    self.shape, routing=job.routing, seed=job.seed)
+                                    self.shape, routing=job.routing, seed=job.seed,
+                                    issued=self._issues(layout))
         if len(self.timed) >= TIMED_ORDERS:
             self.timed.clear()
         self.timed[key] = (calls, missed, table)

@@ -35,17 +35,12 @@ attention counted as causal), so neither passes 1 at a compute efficiency of 1.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions as StepAssumptions
-from topomodel.analysis.assumptions import gradient_bucket_bytes
-from topomodel.analysis.collectives.collective import fastest
-from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import (
     Device,
@@ -54,36 +49,31 @@ from topomodel.analysis.training.compute import (
     shared_layer_times,
 )
 from topomodel.analysis.training.memory import StageMemory, stage_memory, stage_parameters
-from topomodel.analysis.training.model import BYTES, attention_dims, flops_per_token
+from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import (
     Schedule,
     in_flight,
     timeline,
 )
 from topomodel.analysis.training.stagework import Call, OpWork, Work, chunk_work, op_work
+from topomodel.analysis.training.stepcalls import Issued as Issued
+from topomodel.analysis.training.stepcalls import Unrouted as Unrouted
+from topomodel.analysis.training.stepcalls import issued_calls, placed_calls
+from topomodel.analysis.training.stepcalls import step_calls as step_calls
 from topomodel.analysis.training.stepshape import (
     UNORDERED,
     LayoutMemory,
     Shape,
-    collective_times,
-    failure_times,
-    grid_key,
-    node_domains,
     ranks_of,
     recall_step,
     remember_step,
     shape_of,
-    shared_traffic,
-    time_key,
 )
+from topomodel.analysis.training.stepshape import collective_times as collective_times
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.traffic.algorithms import auto_candidates
-from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.communicators import group_blocks
-from topomodel.traffic.layout import Layout, rank_groups
-from topomodel.traffic.phases import Traffic, concurrent
+from topomodel.traffic.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -197,7 +187,8 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
                                  hbm_efficiency=a.hbm_efficiency)
     p = layout.pp
     ranks = ranks_of(fabric)[:layout.world]
-    calls = _calls(fabric, model, layout, a, ranks, seq, sizes, moe_sizes, routing, seed)
+    calls = placed_calls(fabric, layout, a, ranks, issued_calls(
+        fabric, model, layout, a, seq, sizes, moe_sizes), routing=routing, seed=seed)
     # the rank order reaches the step only through the collectives: same times, same step
     same = (*(getattr(layout, f) for f in UNORDERED), tuple(sorted(calls.items())))
     hit = recall_step(fabric, model, a, same)
@@ -388,213 +379,3 @@ def _stage_memory(model: Model, layout: Layout, a: StepAssumptions, seq: int,
                         optimizer_bytes_per_param=a.optimizer_bytes_per_param,
                         main_grad_bytes=BYTES[a.main_grad_dtype],
                         hot_expert_factor=a.hot_expert_factor)
-
-
-Unrouted = Callable[[str, Callable[[], np.ndarray], float, tuple[Any, ...]], float]
-"""What stands in for a collective not timed yet: (collective, a function giving its
-groups, size in bytes, its key in :func:`collective_times`) -> seconds (``sendrecv``:
-a row per sender and receiver, both directions)."""
-
-
-def step_calls(fabric: Fabric, model: Model, layout: Layout,
-               assumptions: StepAssumptions | None = None, *, routing: str = "ecmp",
-               seed: int = 0, unrouted: Unrouted | None = None, shape: Shape | None = None
-               ) -> tuple[dict[str, Call], int]:
-    """The collectives :func:`step_time` issues for ``layout``, each timed as the step
-    times it when the fabric's table (:func:`collective_times`) has it; with
-    ``unrouted``, the others are not routed but given ``unrouted``'s seconds (a bound,
-    say) and left out of the table. Returns the calls and how many were not in it
-    (``shape``: the layout's :func:`shape_of`, when known)."""
-    a = assumptions or StepAssumptions()
-    shape = shape or shape_of(fabric, model, layout)
-    missed: list[str] = []
-    calls = _calls(fabric, model, layout, a, ranks_of(fabric)[:layout.world], shape.seq,
-                   shape.sizes, shape.moe_sizes, routing, seed, unrouted, missed)
-    return calls, len(missed)
-
-
-# C901: one branch per parallel dimension's collectives, in the order the step runs them;
-# PLR0913: one computation's arrays and options passed on as they are
-def _calls(fabric: Fabric, model: Model, layout: Layout, a: StepAssumptions,  # noqa: C901, PLR0913
-           ranks: np.ndarray, seq: int, sizes: np.ndarray, moe_sizes: np.ndarray,
-           routing: str, seed: int, unrouted: Unrouted | None = None,
-           missed: list[str] | None = None) -> dict[str, Call]:
-    """Every collective of the step, timed per call with all groups of its kind at once
-    (see :func:`step_calls` for ``unrouted``; the names it stood in for go to
-    ``missed``)."""
-    act = BYTES[a.activation_dtype]
-    tp = layout.tp
-    tokens_mb = layout.micro_batch * seq // layout.cp  # tokens per microbatch per CP rank
-    hidden_bytes = tokens_mb * model.hidden * act  # one activation tensor of a TP group
-    domain = fabric.derived(node_domains)
-    out: dict[str, Call] = {}
-    cache = fabric.derived(collective_times)
-    timing = time_key(a.time)
-    ranks_of_grid = {"tp": tp, "cp": layout.cp, "ep": layout.ep,
-                     "grad": layout.dp * layout.cp,
-                     "expert_grad": layout.dp * layout.cp // layout.ep}
-    grid_keys: dict[str, tuple[Any, ...]] = {}  # by grid: several calls share one
-
-    def spills_of(groups: np.ndarray) -> bool:
-        doms = domain[groups]
-        return bool(((doms != doms[:, :1]) | (doms < 0)).any())
-
-    def add(name: str, kind: str, collective: str, grid: str, size: float,
-            algorithm: str = "auto") -> None:
-        ranks_per_group = ranks_of_grid[grid]
-        if size <= 0 or ranks_per_group < 2:
-            return
-
-        def groups() -> np.ndarray:
-            return rank_groups(ranks, layout, grid)
-
-        candidates = _candidates(fabric, collective, algorithm, ranks_per_group)
-        placed = grid_keys.get(grid)
-        if placed is None:
-            placed = grid_keys[grid] = grid_key(fabric, layout, grid, groups)
-        key = (collective, candidates, size, placed, routing, seed, timing)
-        hit = cache.get(key)
-        if hit is None and unrouted is not None:
-            if missed is not None:
-                missed.append(name)
-            t_s = unrouted(collective, groups, size, key)
-            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
-        elif hit is None:
-            grid_rows = groups()
-            # a copy whose failures cannot reach this collective shares its time with
-            # the copies that another failure of the same kind left it untouched on
-            shared = failure_times(fabric, candidates, grid_rows)
-            hit = shared.get(key)
-            if hit is None:
-                rows = group_blocks(fabric, grid_rows)  # checked once, for the candidates
-
-                def build(alg: str) -> Traffic:
-                    return shared_traffic(fabric, (collective, size, key[3]), alg, lambda: (
-                        collective_traffic(fabric, collective, rows, size, algorithm=alg)))
-
-                alg, _, t, _ = fastest(fabric, build, candidates, routing=routing,
-                                       seed=seed, time_model=a.time)
-                hit = shared[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s,
-                                     t.topology_s, spills_of(grid_rows), t.measured)
-            cache[key] = hit
-        out[name] = Call(kind, collective, hit[0], size, *hit[1:])
-
-    if tp > 1:
-        if layout.sequence_parallel:
-            add("tp_ag", "tp", "allgather", "tp", hidden_bytes)
-            add("tp_rs", "tp", "reducescatter", "tp", hidden_bytes)
-        else:
-            add("tp_ar", "tp", "allreduce", "tp", hidden_bytes)
-            if layout.pp > 1 and layout.pp_scatter_gather:
-                # the receiver of a scattered pipeline send gathers it over the TP group
-                add("pp_sg", "pp", "allgather", "tp", hidden_bytes)
-    if layout.cp > 1:
-        hd, kv = attention_dims(model)
-        kv_bytes = layout.micro_batch * seq * 2 * kv * hd * act // tp  # K and V, all ranks
-        add("cp_ag", "cp", "allgather", "cp", kv_bytes)
-        add("cp_rs", "cp", "reducescatter", "cp", kv_bytes)
-    if layout.ep > 1 and model.is_moe:
-        sp = tp if layout.sequence_parallel else 1
-        per_rank = tokens_mb // sp * model.top_k * model.hidden * act
-        add("ep", "ep", "alltoall", "ep", per_rank, "direct")
-    if layout.pp > 1:
-        def adjacent_stages() -> np.ndarray:  # (groups, p - 1, 2)
-            stages = rank_groups(ranks, layout, "pp")
-            return np.stack([stages[:, :-1], stages[:, 1:]], axis=2)
-
-        def pipeline_pairs() -> np.ndarray:
-            pairs = adjacent_stages().reshape(-1, 2)
-            if layout.interleave > 1:  # the last stage hands the next chunk to the first
-                stages = rank_groups(ranks, layout, "pp")
-                pairs = np.concatenate([pairs, stages[:, [-1, 0]]])
-            return pairs
-
-        scattered = layout.sequence_parallel or layout.pp_scatter_gather
-        size = hidden_bytes / tp if scattered else hidden_bytes
-        # Megatron-LM's 1F1B exchanges with one neighbour per call (its steady phase
-        # alternates send_forward_recv_backward and send_backward_recv_forward), so an
-        # exchange is one pair in both directions, and two boundaries that share a stage
-        # never exchange at once; the interleaved schedule (send_forward_backward_recv_
-        # forward_backward) and ZB-H1 send to both neighbours at once.
-        one_neighbour = layout.interleave == 1 and layout.schedule == "1f1b"
-
-        def exchanges() -> list[np.ndarray]:
-            if not one_neighbour:
-                return [pipeline_pairs()]
-            adjacent = adjacent_stages()
-            return [adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
-                    if adjacent.shape[1] > parity]
-
-        key = ("pp-exchange" if one_neighbour else "pp-sendrecv", ("p2p",), size,
-               grid_key(fabric, layout, "pp-pairs", pipeline_pairs), routing, seed, timing)
-        hit = cache.get(key)
-        if hit is None and unrouted is not None:
-            if missed is not None:
-                missed.append("pp")
-            # the slowest exchange, each one both ways at once, as the step times them;
-            # the pairs are made only for a bound not found yet
-            def both_ways(i: int) -> np.ndarray:
-                x = exchanges()[i]
-                return np.concatenate([x, x[:, ::-1]])
-
-            count = 2 if one_neighbour and layout.pp > 2 else 1
-            t_s = max(unrouted("sendrecv", functools.partial(both_ways, i), size, (*key, i))
-                      for i in range(count))
-            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
-        elif hit is None:
-            pairs = pipeline_pairs()
-            shared = failure_times(fabric, ("p2p",), pairs)
-            hit = shared.get(key)
-            if hit is None:
-                times = [time_traffic(fabric, shared_traffic(
-                    fabric, (*key[:4], i), "p2p", functools.partial(
-                        _both_ways, fabric, x, size)), routing=routing, seed=seed,
-                    time_model=a.time) for i, x in enumerate(exchanges())]
-                t = max(times, key=lambda r: r.time_s)
-                doms = domain[pairs]
-                hit = shared[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s,
-                                     t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()),
-                                     t.measured)
-            cache[key] = hit
-        out["pp"] = Call("pp", "sendrecv", hit[0], size, *hit[1:])
-    layers, moe_layers = sizes.sum(axis=1), moe_sizes.sum(axis=1)
-    dense, experts = stage_parameters(model, layout, layers, moe_layers)
-    grad = BYTES[a.grad_dtype]
-    if layout.dp * layout.cp > 1:
-        if layout.zero >= 3:
-            per_layer = float(((dense + experts) / np.maximum(layers, 1)).max())
-            add("zero3_ag", "zero3", "allgather", "grad", per_layer * BYTES[a.compute_dtype])
-            add("zero3_rs", "zero3", "reducescatter", "grad", per_layer * grad)
-        else:
-            bucket = min(gradient_bucket_bytes(a, layout.dp * layout.cp, grad,
-                                               overlapped=layout.dp_overlap),
-                         float(dense.max()) * grad)
-            add("dp", "dp", "reducescatter" if layout.zero else "allreduce", "grad", bucket)
-            if layout.zero:
-                add("dp_ag", "dp", "allgather", "grad", bucket)
-    if layout.dp * layout.cp // layout.ep > 1 and model.is_moe and layout.zero < 3:
-        # each expert's gradients are reduced over the ranks holding the same experts
-        bucket = min(gradient_bucket_bytes(a, layout.dp * layout.cp // layout.ep, grad,
-                                           overlapped=layout.dp_overlap),
-                     float(experts.max()) * grad)
-        add("edp", "edp", "reducescatter" if layout.zero else "allreduce", "expert_grad",
-            bucket)
-        if layout.zero:
-            add("edp_ag", "edp", "allgather", "expert_grad", bucket)
-    return out
-
-
-def _both_ways(fabric: Fabric, pairs: np.ndarray, size: float) -> Traffic:
-    """One pipeline exchange: ``size`` bytes each way between every pair at once."""
-    return concurrent([collective_traffic(fabric, "sendrecv", x, size, algorithm="p2p")
-                       for x in (pairs, pairs[:, ::-1])])
-
-
-def _candidates(fabric: Fabric, collective: str, requested: str, ranks: int
-                ) -> tuple[str, ...]:
-    """Algorithms to try for a collective of the step (the fastest is kept): ``auto``'s,
-    as route's (:func:`~topomodel.traffic.algorithms.auto_candidates`), found once per
-    fabric, collective and group size."""
-    if requested != "auto":
-        return (requested,)
-    return fabric.derived(auto_candidates, collective, ranks)

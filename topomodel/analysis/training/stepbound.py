@@ -71,6 +71,7 @@ from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork, op_durations
 from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
+from topomodel.analysis.training.stepcalls import Issued
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.errors import CollectiveError, NotApplicable
@@ -391,14 +392,18 @@ def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
     return share
 
 
-def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepAssumptions,
-                shape: Shape, *, routing: str = "ecmp", seed: int = 0
+# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
+def order_calls(fabric: Fabric, model: Model, layout: Layout,
+                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
+                seed: int = 0, issued: tuple[Issued, ...] | None = None
                 ) -> tuple[dict[str, Call], int]:
     """The collectives of ``layout``'s step in its own rank order: those the fabric's
     table holds with their times, the others with what they cannot beat on their
     placement, kept in :func:`collective_bounds`: the larger of the bytes' bound
     (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) and the
-    latency's (:func:`latency_floor_s`); and how many were not in the table."""
+    latency's (:func:`latency_floor_s`); and how many were not in the table
+    (``issued``: the layout's :func:`~topomodel.analysis.training.stepcalls.issued_calls`,
+    the same in every rank order, when known)."""
     known = fabric.derived(collective_bounds)
     per_byte = fabric.derived(collective_bounds_per_byte)
     # the communicators checked (and their domains spanned found) once for every
@@ -430,7 +435,7 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout, assumptions: StepA
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
-                      unrouted=unrouted, shape=shape)
+                      unrouted=unrouted, shape=shape, issued=issued)
 
 
 def order_bound(fabric: Fabric, model: Model, layout: Layout,
