@@ -14,7 +14,7 @@ from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, 
 from topomodel.routing.hashing import QPS, choose, queue_pairs, ticket
 from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
 from topomodel.routing.routed import Routed
-from topomodel.routing.survivors import check_survivors, route_around_failures
+from topomodel.routing.survivors import HOPS_DTYPE, check_survivors, route_around_failures
 from topomodel.traffic.phases import Phase
 
 
@@ -62,7 +62,7 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
                                      hash_scaleup=hash_scaleup)
     clos = clos_view(fabric)
     pieces: list[Piece] = []  # each kind of arc on its own link rows
-    hops = np.zeros(phase.flows, dtype=np.int64)
+    hops = np.zeros(phase.flows, dtype=HOPS_DTYPE)
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     inside = np.flatnonzero(same)
     up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
@@ -74,7 +74,10 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             extra, hops[across] = _route_supernode(clos, phase, across, up_routing, seed,
                                                    qps)
             pieces += extra
+        del across
+    del inside
     outside = np.flatnonzero(~same)
+    del same  # freed before the scale-out section's temporaries
     unroutable = np.zeros(0, np.int64)
     if len(outside):
         if not clos.planes:
@@ -203,7 +206,7 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
     accelerator."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
     pieces: list[Piece] = [Rows(clos.host_up, src, volume), Rows(clos.host_down, dst, volume)]
-    hops = np.full(len(flows), 4, dtype=np.int64)
+    hops = np.full(len(flows), 4, dtype=HOPS_DTYPE)
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
