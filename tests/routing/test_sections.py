@@ -157,3 +157,30 @@ def test_flows_digest_names_the_flows_and_their_order():
     assert flows_digest(some, n) != flows_digest(some[::-1], n)  # the order counts
     assert flows_digest(some[:10], n) != flows_digest(some[:11], n)  # short: by value
     assert flows_digest(some, n) == flows_digest(some.astype(np.int32), n)
+
+
+def _outputs(flows, cut):
+    """A section's route: a load, then views of ``flows`` and an array of its own."""
+    return lambda: (np.ones(4), flows[:0], flows[2:4], cut)
+
+
+def test_a_kept_section_holds_no_view_of_its_flows():
+    """A router's ``flows[:0]`` (no flow cut) kept as it is would hold the section's
+    whole list of flows (its base), uncounted in its size: it is kept as its own copy,
+    with the same values."""
+    import gc
+    import weakref
+
+    fabric = fabric_of("dgx-h100-superpod")
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 200, seed=1)
+    flows = np.arange(150)
+    held = weakref.ref(flows)
+    cut = np.array([3, 7])
+    entry = sections.intact_section(fabric, "scaleup", phase, flows, ("ecmp", 0, 1),
+                                    _outputs(flows, cut))
+    assert [r.tolist() for r in entry.rest] == [[], [2, 3], [3, 7]]
+    assert entry.rest[2] is cut  # an array of its own is kept as it is
+    del flows
+    gc.collect()
+    assert held() is None

@@ -17,6 +17,13 @@ from topomodel.routing.routed import Routed
 from topomodel.routing.survivors import check_survivors, route_around_failures
 from topomodel.traffic.phases import Phase
 
+HOPS_DTYPE = np.int8
+"""Hops per flow with every arc live, as int8: a path here has at most 8 links (NIC,
+leaf, spine, core, spine, leaf, NIC and the host links; 6 across a supernode's switch
+levels, 2 inside a system), and every reader takes the same values (latency multiplies
+them by float seconds). Each healthy phase's route keeps them: 12.5 M flows at 98k,
+12.5 MB instead of 100 MB as int64."""
+
 
 def structured_supported(fabric: Fabric) -> str | None:
     """Why the structured router cannot route this fabric, or ``None`` if it can."""
@@ -62,7 +69,7 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
                                      hash_scaleup=hash_scaleup)
     clos = clos_view(fabric)
     pieces: list[Piece] = []  # each kind of arc on its own link rows
-    hops = np.zeros(phase.flows, dtype=np.int64)
+    hops = np.zeros(phase.flows, dtype=HOPS_DTYPE)
     same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
     inside = np.flatnonzero(same)
     up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
@@ -74,7 +81,10 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             extra, hops[across] = _route_supernode(clos, phase, across, up_routing, seed,
                                                    qps)
             pieces += extra
+        del across
+    del inside
     outside = np.flatnonzero(~same)
+    del same  # freed before the scale-out section's temporaries
     unroutable = np.zeros(0, np.int64)
     if len(outside):
         if not clos.planes:
@@ -203,7 +213,7 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
     accelerator."""
     src, dst, volume = phase.src[flows], phase.dst[flows], phase.bytes[flows]
     pieces: list[Piece] = [Rows(clos.host_up, src, volume), Rows(clos.host_down, dst, volume)]
-    hops = np.full(len(flows), 4, dtype=np.int64)
+    hops = np.full(len(flows), 4, dtype=HOPS_DTYPE)
     access_up, access_down = clos.access_up, clos.access_down
     assert access_up is not None and access_down is not None
     nic_s, nic_d = clos.nic_of[src], clos.nic_of[dst]
