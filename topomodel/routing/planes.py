@@ -140,8 +140,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
         # (a block starts at a flow, so a queue pair's index is its position mod split)
         qp_ids = ids[up].astype(np.int64) * split + go % split
-        for piece in climb.picked(pair[go], pair_s, pair_d, paths, qp_ids, dst[up],
-                                  part[go], stride, routing, seed):
+        for piece in climb.picked(pair[go], pair_s, pair_d, paths, qp_ids,
+                                  _destinations(routing, dst, up), part[go], stride,
+                                  routing, seed):
             rows, amount = piece.plain() if isinstance(piece, Rows) else piece
             np.add.at(climbed_load, rows, amount)
 
@@ -204,8 +205,8 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
             weights[row])
         if usable is not None:
             candidates = _masked(candidates, usable, row, spare)
-        chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
-                        candidates)
+        chosen = choose(routing, seed, qp_ids, node[row], _destinations(routing, dst, row),
+                        _ones(len(row)), candidates)
         del candidates, qp_ids
         pick[lo * split:lo * split + len(row)] = chosen
         part = volume[row] / split
@@ -244,6 +245,17 @@ def _masked(rows: np.ndarray, usable: np.ndarray, row: np.ndarray,
     out.fill(0)
     np.copyto(out, rows, where=mask)
     return out
+
+
+def _destinations(routing: str, dst: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """``dst[row]``, the queue pairs' destinations, where the choice reads them (d-mod-k);
+    under hash routing, which hashes the queue pair and the node alone
+    (:func:`~topomodel.routing.hashing.choose`, :func:`~topomodel.routing.clos.live.rank_of`),
+    a read-only broadcast of 0 in their place: no gather of a destination per queue pair
+    (22 M of them, 8 bytes each, for the 98k NPU servers' relayed All-to-All)."""
+    if routing == "hash":
+        return np.broadcast_to(np.int64(0), (len(row),))
+    return dst[row]
 
 
 def _ones(n: int) -> np.ndarray:
