@@ -468,3 +468,17 @@ def test_live_entries_of_an_all_live_view_are_the_gathered_ones(tmp_path_factory
         broadcast.append(not any(ok.strides))
         assert gathered.all() == (row is None)
     assert broadcast == [True, False, False]
+
+
+@pytest.mark.parametrize("planes", [0, 1, 2, 7])
+def test_most_per_row_is_the_maximum_over_planes_of_the_gathered_hops(planes):
+    """route_planes takes each flow's extra hops a plane's column of leaf-pair indices at
+    a time: the maximum over the gathered (flows, planes) hops it replaced, as int64."""
+    from topomodel.routing import planes as module
+
+    rng = np.random.default_rng(planes)
+    climbed = rng.choice(np.array([0, 2, 4], np.int8), 50)
+    at = rng.integers(0, 50, (4000, planes))
+    old = module._over_planes(np.maximum, climbed[at], np.zeros(4000, np.int64))
+    new = module._most_per_row(climbed, at)
+    assert new.dtype == old.dtype and np.array_equal(new, old)

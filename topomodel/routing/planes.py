@@ -86,14 +86,17 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     climbed = np.where(joined, np.where(paths.cross, 4, 2), 0).astype(np.int8)
     if flat is None:
         usable = joined[inverse].reshape(ok.shape)
-        hops = climbed[inverse].reshape(ok.shape)
+        extra = _most_per_row(climbed, inverse.reshape(ok.shape))
     else:
         usable = ok.copy()
         usable[flat] = joined[inverse]
         hops = np.zeros(ok.shape, np.int8)
         hops[flat] = climbed[inverse]
-    extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
-    lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
+        extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
+        del hops
+    lost: np.ndarray = (np.zeros(len(ok), bool) if flat is None and joined.all()
+                        and ok.shape[1] else
+                        ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool)))
     # the planes not usable carry nothing (zero cables); under hash and d-mod-k masked
     # a block of queue pairs at a time (:func:`_by_blocks`), not a (flows, planes) copy
     masked = None if usable.all() else usable
@@ -261,6 +264,20 @@ def _destinations(routing: str, dst: np.ndarray, row: np.ndarray) -> np.ndarray:
 def _ones(n: int) -> np.ndarray:
     """``n`` int64 ones as a read-only broadcast of one (read, never written)."""
     return np.broadcast_to(np.int64(1), (n,))
+
+
+def _most_per_row(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per row of ``at`` (flows, planes) of indices into ``values`` (small non-negative
+    integers, int8), the largest value it reaches as int64, 0 for no planes:
+    ``_over_planes(np.maximum, values[at], zeros)``, the same values, a plane's column
+    of indices at a time in ``values``' type (no (flows, planes) array of them, no
+    cast per element and plane) and cast once at the end."""
+    if not at.shape[1]:
+        return np.zeros(len(at), np.int64)
+    most = values[at[:, 0]]
+    for column in at.T[1:]:
+        np.maximum(most, values[column], out=most)
+    return np.maximum(most, 0).astype(np.int64)
 
 
 def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.ndarray:
