@@ -482,3 +482,19 @@ def test_most_per_row_is_the_maximum_over_planes_of_the_gathered_hops(planes):
     old = module._over_planes(np.maximum, climbed[at], np.zeros(4000, np.int64))
     new = module._most_per_row(climbed, at)
     assert new.dtype == old.dtype and np.array_equal(new, old)
+
+
+@pytest.mark.parametrize(("routing", "split"), [("hash", 1), ("hash", 3), ("dmodk", 1),
+                                                ("ecmp", 1)])
+def test_block_queue_pairs_are_queue_pairs_gathered(routing, split):
+    """A block's queue pairs' flows and hash ids, the rows repeated per flow: those of
+    queue_pairs and a gather through its index, values and types."""
+    from topomodel.routing import planes as module
+
+    rng = np.random.default_rng(split)
+    ids = rng.integers(0, 1 << 40, 500)
+    flows = np.sort(rng.choice(500, 200, replace=False))
+    take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+    row, got = module._block_queue_pairs(routing, ids, flows, split)
+    for new, old in ((row, flows[take]), (got, qp_ids)):
+        assert new.dtype == old.dtype and np.array_equal(new, old)

@@ -66,9 +66,9 @@ def first_columns(entry: np.ndarray, count: int) -> np.ndarray:
     --------
     >>> entry = np.array([[1, 0, 1], [-1, 2, 2]])
     >>> first_columns(entry, 3).tolist()
-    [[1, 0, 0], [0, 1, 0]]
+    [[1, 0, 0], [0, 0, 1]]
     >>> [[int(np.argmax(e == c)) for c in range(3)] for e in entry]
-    [[1, 0, 0], [0, 1, 0]]
+    [[1, 0, 0], [0, 0, 1]]
     """
     small = np.int8 if entry.shape[1] <= np.iinfo(np.int8).max else np.int32
     column = np.zeros((len(entry), count), small)

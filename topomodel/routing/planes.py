@@ -18,7 +18,7 @@ import numpy as np
 
 from topomodel.arrays import sorted_distinct
 from topomodel.routing.clos.live import LiveClimb, Survivors
-from topomodel.routing.hashing import choose, queue_pairs
+from topomodel.routing.hashing import choose, queue_pairs, subflow_ids
 from topomodel.routing.pieces import Piece, Rows
 
 
@@ -202,8 +202,7 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
     for lo in range(0, count, PICK_BLOCK):
         flows = (np.arange(lo, min(lo + PICK_BLOCK, count)) if keep is None
                  else keep[lo:lo + PICK_BLOCK])
-        take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
-        row = flows[take]
+        row, qp_ids = _block_queue_pairs(routing, ids, flows, split)
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
         if usable is not None:
@@ -222,6 +221,19 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
         hit = np.flatnonzero(total)
         pieces.append((table.ravel()[hit], total[hit]))
     return pick, pieces
+
+
+def _block_queue_pairs(routing: str, ids: np.ndarray, flows: np.ndarray, split: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Each queue pair's flow (a row of ``ids``) and hash id, for the flows ``flows``:
+    ``flows[take]`` and the ids of :func:`~topomodel.routing.hashing.queue_pairs` (``take``
+    its first value), the same values; under hash routing (``split`` queue pairs per
+    flow, :func:`~topomodel.routing.hashing.subflows`) the rows repeated at once instead
+    of a repeated index and a gather through it."""
+    if routing == "hash":
+        return np.repeat(flows, split), subflow_ids(ids[flows], split)
+    take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+    return flows[take], qp_ids
 
 
 def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,
