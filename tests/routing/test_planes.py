@@ -482,6 +482,10 @@ def test_most_per_row_is_the_maximum_over_planes_of_the_gathered_hops(planes):
     old = module._over_planes(np.maximum, climbed[at], np.zeros(4000, np.int64))
     new = module._most_per_row(climbed, at)
     assert new.dtype == old.dtype and np.array_equal(new, old)
+    hops = np.where(rng.random(at.shape) < 0.3, 0, climbed[at]).astype(np.int8)
+    old = module._over_planes(np.maximum, hops, np.zeros(4000, np.int64))
+    new = module._most_per_row(hops, None)
+    assert new.dtype == old.dtype and np.array_equal(new, old)
 
 
 @pytest.mark.parametrize(("routing", "split"), [("hash", 1), ("hash", 3), ("dmodk", 1),

@@ -92,7 +92,7 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         usable[flat] = joined[inverse]
         hops = np.zeros(ok.shape, np.int8)
         hops[flat] = climbed[inverse]
-        extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
+        extra = _most_per_row(hops, None)
         del hops
     lost: np.ndarray = (np.zeros(len(ok), bool) if flat is None and joined.all()
                         and ok.shape[1] else
@@ -278,17 +278,19 @@ def _ones(n: int) -> np.ndarray:
     return np.broadcast_to(np.int64(1), (n,))
 
 
-def _most_per_row(values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Per row of ``at`` (flows, planes) of indices into ``values`` (small non-negative
-    integers, int8), the largest value it reaches as int64, 0 for no planes:
+def _most_per_row(values: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """Per row of ``at`` (flows, planes) of indices into ``values`` (small integers,
+    int8), the largest value it reaches (at least 0) as int64, 0 for no planes:
     ``_over_planes(np.maximum, values[at], zeros)``, the same values, a plane's column
     of indices at a time in ``values``' type (no (flows, planes) array of them, no
-    cast per element and plane) and cast once at the end."""
-    if not at.shape[1]:
-        return np.zeros(len(at), np.int64)
-    most = values[at[:, 0]]
-    for column in at.T[1:]:
-        np.maximum(most, values[column], out=most)
+    cast per element and plane) and cast once at the end. ``at`` None: ``values`` is
+    itself (flows, planes), each row's own."""
+    rows = values if at is None else at
+    if not rows.shape[1]:
+        return np.zeros(len(rows), np.int64)
+    most = values[:, 0].copy() if at is None else values[at[:, 0]]
+    for k in range(1, rows.shape[1]):
+        np.maximum(most, values[:, k] if at is None else values[at[:, k]], out=most)
     return np.maximum(most, 0).astype(np.int64)
 
 
