@@ -234,3 +234,15 @@ def test_climb_in_blocks_is_one_pick_bit_for_bit(fabric, routing):
             rows, amount = piece.plain() if isinstance(piece, Rows) else piece
             np.add.at(blocked, rows, amount)
     assert whole.tobytes() == blocked.tobytes()
+
+
+@pytest.mark.parametrize("columns", [1, 2, 5])
+def test_first_columns_are_the_arg_max_of_each_queue_pairs_comparison(columns):
+    """The patch looks up a queue pair's column of its component in a (rows,
+    components) table: the same column as the arg-max over the row's entries it
+    replaced, with components repeated, missing (-1) and absent from a row."""
+    rng = np.random.default_rng(columns)
+    entry = rng.integers(-1, 4, (300, columns))
+    table = patch.first_columns(entry, 4)
+    row, comp = rng.integers(0, 300, 5000), rng.integers(0, 4, 5000)
+    assert np.array_equal(table[row, comp], np.argmax(entry[row] == comp[:, None], axis=1))

@@ -437,3 +437,68 @@ def test_blocks_of_every_flow_are_those_of_the_listed_flows(usable, monkeypatch)
     assert len(climbed) == len(climbed2) == -(-n // 97)
     for block, block2 in zip(climbed, climbed2, strict=True):
         assert all(a.tobytes() == b.tobytes() for a, b in zip(block, block2, strict=True))
+
+
+def test_live_entries_of_an_all_live_view_are_the_gathered_ones(tmp_path_factory,
+                                                                example_fabric):
+    """The scale-out router reads a broadcast True for the flows' live (flow, plane)
+    entries where every host link and NIC arc is live (the intact view), else gathers
+    them per flow: the same values either way, with every arc live and with a NIC arc
+    and a host link failed."""
+    import topomodel.routing.clos.paths as clos_paths
+    from topomodel.routing.clos.live import Survivors
+
+    fabric = example("two-supernodes", tmp_path_factory.getbasetemp(), example_fabric)
+    clos = survivors_view(fabric).clos
+    ph = random_phase(fabric, 3000, seed=4)
+    src, dst = ph.src, ph.dst
+    slot_s = clos.access_up.slot[clos.nic_of][src]
+    slot_d = clos.access_down.slot[clos.nic_of][dst]
+    broadcast = []
+    for row in [None, clos.access_up.table[slot_s[0], 0], clos.host_down[dst[1]]]:
+        alive = np.ones(clos.n_links, bool)
+        if row is not None:
+            alive[row] = False
+        view = Survivors(fabric, alive)
+        ok = clos_paths._live_entries(view, src, dst, slot_s, slot_d)
+        hosted = alive[clos.host_up[src]] & alive[clos.host_down[dst]]
+        gathered = (alive[clos.access_up.table][slot_s] & hosted[:, None]
+                    & alive[clos.access_down.table][slot_d])
+        assert ok.shape == gathered.shape and np.array_equal(ok, gathered)
+        broadcast.append(not any(ok.strides))
+        assert gathered.all() == (row is None)
+    assert broadcast == [True, False, False]
+
+
+@pytest.mark.parametrize("planes", [0, 1, 2, 7])
+def test_most_per_row_is_the_maximum_over_planes_of_the_gathered_hops(planes):
+    """route_planes takes each flow's extra hops a plane's column of leaf-pair indices at
+    a time: the maximum over the gathered (flows, planes) hops it replaced, as int64."""
+    from topomodel.routing import planes as module
+
+    rng = np.random.default_rng(planes)
+    climbed = rng.choice(np.array([0, 2, 4], np.int8), 50)
+    at = rng.integers(0, 50, (4000, planes))
+    old = module._over_planes(np.maximum, climbed[at], np.zeros(4000, np.int64))
+    new = module._most_per_row(climbed, at)
+    assert new.dtype == old.dtype and np.array_equal(new, old)
+    hops = np.where(rng.random(at.shape) < 0.3, 0, climbed[at]).astype(np.int8)
+    old = module._over_planes(np.maximum, hops, np.zeros(4000, np.int64))
+    new = module._most_per_row(hops, None)
+    assert new.dtype == old.dtype and np.array_equal(new, old)
+
+
+@pytest.mark.parametrize(("routing", "split"), [("hash", 1), ("hash", 3), ("dmodk", 1),
+                                                ("ecmp", 1)])
+def test_block_queue_pairs_are_queue_pairs_gathered(routing, split):
+    """A block's queue pairs' flows and hash ids, the rows repeated per flow: those of
+    queue_pairs and a gather through its index, values and types."""
+    from topomodel.routing import planes as module
+
+    rng = np.random.default_rng(split)
+    ids = rng.integers(0, 1 << 40, 500)
+    flows = np.sort(rng.choice(500, 200, replace=False))
+    take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+    row, got = module._block_queue_pairs(routing, ids, flows, split)
+    for new, old in ((row, flows[take]), (got, qp_ids)):
+        assert new.dtype == old.dtype and np.array_equal(new, old)

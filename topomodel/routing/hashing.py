@@ -194,12 +194,22 @@ def subflows(flows: np.ndarray, qps: int) -> tuple[np.ndarray, np.ndarray]:
     >>> [a.tolist() for a in subflows(np.array([3, 5]), 1)]
     [[0, 1], [3, 5]]
     """
-    take = np.repeat(np.arange(len(flows)), qps)
+    return np.repeat(np.arange(len(flows)), qps), subflow_ids(flows, qps)
+
+
+def subflow_ids(flows: np.ndarray, qps: int) -> np.ndarray:
+    """:func:`subflows`' hash ids alone (``flow * qps + j`` for QP ``j``), as int64.
+
+    Examples
+    --------
+    >>> subflow_ids(np.array([3, 5], np.int32), 2).tolist()
+    [6, 7, 10, 11]
+    """
     ids = np.empty((len(flows), qps), np.int64)
     np.copyto(ids, flows[:, None], casting="unsafe")  # as astype(np.int64)
     ids *= qps
     ids += np.arange(qps)
-    return take, ids.ravel()
+    return ids.ravel()
 
 
 def check_qps(qps: int) -> None:

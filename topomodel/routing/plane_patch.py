@@ -44,13 +44,39 @@ temporaries (a million: some 8 MB per int64 array, reused, instead of arrays ove
 class _Planes:
     """The fat-tree's Clos components: ``node`` per node (-1: in none), ``row`` per link
     row of :data:`PLANE_TIERS` (-1 for others), ``entry`` per row and column of the
-    NICs' uplink table (the component of the leaf that arc reaches), ``count``; and
-    ``scaleout`` the link rows of every scale-out tier."""
+    NICs' uplink table (the component of the leaf that arc reaches), ``count``;
+    ``scaleout`` the link rows of every scale-out tier; and ``column`` per row of that
+    table and component, the first column whose arc reaches it (0 where none does)."""
 
     def __init__(self, node: np.ndarray, row: np.ndarray, entry: np.ndarray,
                  count: int, scaleout: np.ndarray) -> None:
         self.node, self.row, self.entry, self.count = node, row, entry, count
         self.scaleout = scaleout
+        self.column = first_columns(entry, count)
+
+
+def first_columns(entry: np.ndarray, count: int) -> np.ndarray:
+    """Per row of ``entry`` (rows, columns) of components (-1: none) and per component
+    of ``count``, the first column holding it, 0 where none does: for a row ``r`` and
+    component ``c``, ``np.argmax(entry[r] == c)``, the same values, looked up in a
+    (rows, components) table instead of a (queue pairs, columns) comparison and its
+    arg-max per queue pair (int8 where the columns fit, as the picks are).
+
+    Examples
+    --------
+    >>> entry = np.array([[1, 0, 1], [-1, 2, 2]])
+    >>> first_columns(entry, 3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    >>> [[int(np.argmax(e == c)) for c in range(3)] for e in entry]
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    small = np.int8 if entry.shape[1] <= np.iinfo(np.int8).max else np.int32
+    column = np.zeros((len(entry), count), small)
+    rows = np.arange(len(entry))
+    for k in range(entry.shape[1] - 1, -1, -1):  # the first column written last
+        held = entry[:, k] >= 0
+        column[rows[held], entry[held, k]] = k
+    return column
 
 
 @ignores_failures
@@ -196,7 +222,7 @@ def _picked_again(view: Survivors, phase: Phase, flows: np.ndarray,
         ids = row.astype(np.int64) * qps + block % qps  # as hashing.subflows numbers them
         src, dst = phase.src[row], phase.dst[row]
         slot_s = slot_up[src]
-        pick = np.argmax(planes.entry[slot_s] == comp[block][:, None], axis=1)
+        pick = planes.column[slot_s, comp[block]]  # np.argmax(entry[slot_s] == comp)
         lower_s = clos.dst[up.table[slot_s, pick]]
         lower_d = clos.src[down.table[slot_down[dst], pick]]
         go = np.flatnonzero(lower_s != lower_d)

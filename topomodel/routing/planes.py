@@ -18,7 +18,7 @@ import numpy as np
 
 from topomodel.arrays import sorted_distinct
 from topomodel.routing.clos.live import LiveClimb, Survivors
-from topomodel.routing.hashing import choose, queue_pairs
+from topomodel.routing.hashing import choose, queue_pairs, subflow_ids
 from topomodel.routing.pieces import Piece, Rows
 
 
@@ -86,14 +86,17 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
     climbed = np.where(joined, np.where(paths.cross, 4, 2), 0).astype(np.int8)
     if flat is None:
         usable = joined[inverse].reshape(ok.shape)
-        hops = climbed[inverse].reshape(ok.shape)
+        extra = _most_per_row(climbed, inverse.reshape(ok.shape))
     else:
         usable = ok.copy()
         usable[flat] = joined[inverse]
         hops = np.zeros(ok.shape, np.int8)
         hops[flat] = climbed[inverse]
-    extra = _over_planes(np.maximum, hops, np.zeros(len(ok), np.int64))
-    lost: np.ndarray = ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool))
+        extra = _most_per_row(hops, None)
+        del hops
+    lost: np.ndarray = (np.zeros(len(ok), bool) if flat is None and joined.all()
+                        and ok.shape[1] else
+                        ~_over_planes(np.logical_or, usable, np.zeros(len(ok), bool)))
     # the planes not usable carry nothing (zero cables); under hash and d-mod-k masked
     # a block of queue pairs at a time (:func:`_by_blocks`), not a (flows, planes) copy
     masked = None if usable.all() else usable
@@ -140,8 +143,9 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         # the queue pairs' hash ids, as queue_pairs numbers them: flow id x split + index
         # (a block starts at a flow, so a queue pair's index is its position mod split)
         qp_ids = ids[up].astype(np.int64) * split + go % split
-        for piece in climb.picked(pair[go], pair_s, pair_d, paths, qp_ids, dst[up],
-                                  part[go], stride, routing, seed):
+        for piece in climb.picked(pair[go], pair_s, pair_d, paths, qp_ids,
+                                  _destinations(routing, dst, up), part[go], stride,
+                                  routing, seed):
             rows, amount = piece.plain() if isinstance(piece, Rows) else piece
             np.add.at(climbed_load, rows, amount)
 
@@ -198,14 +202,13 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
     for lo in range(0, count, PICK_BLOCK):
         flows = (np.arange(lo, min(lo + PICK_BLOCK, count)) if keep is None
                  else keep[lo:lo + PICK_BLOCK])
-        take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
-        row = flows[take]
+        row, qp_ids = _block_queue_pairs(routing, ids, flows, split)
         candidates = np.broadcast_to(weights[:1], (len(row), weights.shape[1])) if same else (
             weights[row])
         if usable is not None:
             candidates = _masked(candidates, usable, row, spare)
-        chosen = choose(routing, seed, qp_ids, node[row], dst[row], _ones(len(row)),
-                        candidates)
+        chosen = choose(routing, seed, qp_ids, node[row], _destinations(routing, dst, row),
+                        _ones(len(row)), candidates)
         del candidates, qp_ids
         pick[lo * split:lo * split + len(row)] = chosen
         part = volume[row] / split
@@ -218,6 +221,19 @@ def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,
         hit = np.flatnonzero(total)
         pieces.append((table.ravel()[hit], total[hit]))
     return pick, pieces
+
+
+def _block_queue_pairs(routing: str, ids: np.ndarray, flows: np.ndarray, split: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Each queue pair's flow (a row of ``ids``) and hash id, for the flows ``flows``:
+    ``flows[take]`` and the ids of :func:`~topomodel.routing.hashing.queue_pairs` (``take``
+    its first value), the same values; under hash routing (``split`` queue pairs per
+    flow, :func:`~topomodel.routing.hashing.subflows`) the rows repeated at once instead
+    of a repeated index and a gather through it."""
+    if routing == "hash":
+        return np.repeat(flows, split), subflow_ids(ids[flows], split)
+    take, qp_ids, _ = queue_pairs(routing, ids[flows], split)
+    return flows[take], qp_ids
 
 
 def _cables(weights: np.ndarray, usable: np.ndarray | None, row: np.ndarray,
@@ -246,9 +262,36 @@ def _masked(rows: np.ndarray, usable: np.ndarray, row: np.ndarray,
     return out
 
 
+def _destinations(routing: str, dst: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """``dst[row]``, the queue pairs' destinations, where the choice reads them (d-mod-k);
+    under hash routing, which hashes the queue pair and the node alone
+    (:func:`~topomodel.routing.hashing.choose`, :func:`~topomodel.routing.clos.live.rank_of`),
+    a read-only broadcast of 0 in their place: no gather of a destination per queue pair
+    (22 M of them, 8 bytes each, for the 98k NPU servers' relayed All-to-All)."""
+    if routing == "hash":
+        return np.broadcast_to(np.int64(0), (len(row),))
+    return dst[row]
+
+
 def _ones(n: int) -> np.ndarray:
     """``n`` int64 ones as a read-only broadcast of one (read, never written)."""
     return np.broadcast_to(np.int64(1), (n,))
+
+
+def _most_per_row(values: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """Per row of ``at`` (flows, planes) of indices into ``values`` (small integers,
+    int8), the largest value it reaches (at least 0) as int64, 0 for no planes:
+    ``_over_planes(np.maximum, values[at], zeros)``, the same values, a plane's column
+    of indices at a time in ``values``' type (no (flows, planes) array of them, no
+    cast per element and plane) and cast once at the end. ``at`` None: ``values`` is
+    itself (flows, planes), each row's own."""
+    rows = values if at is None else at
+    if not rows.shape[1]:
+        return np.zeros(len(rows), np.int64)
+    most = values[:, 0].copy() if at is None else values[at[:, 0]]
+    for k in range(1, rows.shape[1]):
+        np.maximum(most, values[:, k] if at is None else values[at[:, k]], out=most)
+    return np.maximum(most, 0).astype(np.int64)
 
 
 def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.ndarray:
