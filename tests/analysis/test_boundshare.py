@@ -19,10 +19,9 @@ from topomodel.analysis.collectives.commbound import (
     ingress_rates,
     unplaced_lower_bound_s,
 )
-from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
 from topomodel.analysis.training.pipeline import cached_dependencies
-from topomodel.analysis.training.step import StepAssumptions, step_calls, step_works
+from topomodel.analysis.training.step import StepAssumptions, step_calls
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
     bound_frame,
@@ -335,46 +334,3 @@ def test_the_buckets_runs_are_their_stages(fabric):
         assert len(np.unique(stages)) == len(stages) and (lengths > 0).all()
         seen += len(stages) > 1
     assert seen > 3
-
-
-def _works_by_loop(model, layout, a, shape, calls):
-    """Each distinct work's terms and every operation's unit, found op by op."""
-    idle = {n: c.timed(0.0, c.latency_s, c.bandwidth_s, c.topology_s)
-            for n, c in calls.items()}
-    device = shared_device_model(shape.accelerator, a.compute_dtype,
-                                 override=a.compute_efficiency,
-                                 hbm_efficiency=a.hbm_efficiency)
-    works = step_works(device, model, layout, a, shape.seq, idle,
-                       shape.sizes - shape.moe_sizes, shape.moe_sizes, record=True)
-    units, keys, terms = {}, [], []
-    s = shape.schedule
-    unit_of = np.zeros((3, s.p, s.v), dtype=np.int64)
-    for kind, rows in enumerate(works):
-        for st, row in enumerate(rows):
-            for c, work in enumerate(row):
-                if id(work) not in units:
-                    units[id(work)] = u = len(units)
-                    for key, count, behind, share, weight in work.terms or ():
-                        keys.append(key)
-                        terms.append((count, max(0.0, behind), share, weight, u))
-                unit_of[kind, st, c] = units[id(work)]
-    return (tuple(keys), np.array(terms, dtype=float).reshape(-1, 5),
-            unit_of[s.kind, np.arange(s.p)[:, None], s.chunk])
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_screens_works_are_the_op_by_op_ones(fabric, case):
-    """screen_works' terms and units are, bit for bit, those found op by op."""
-    name, _, _, a = CASES[case]
-    model = fabric.catalog.get(name, Model)
-    checked = 0
-    for _, layout, shape, pipeline in _fitting_layouts(fabric, case):
-        if checked >= 40:
-            break
-        calls, _ = order_calls(fabric, model, layout, a, shape)
-        works = screen_works(model, layout, a, shape, pipeline, calls)
-        keys, term, op_units = _works_by_loop(model, layout, a, shape, calls)
-        assert works.term_keys == keys and np.array_equal(works.term, term)
-        assert np.array_equal(works.op_units, op_units)
-        checked += len(keys) > 0
-    assert checked > 3
