@@ -35,8 +35,8 @@ import numpy as np
 
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.live import Survivors, intact_view, survivors_view
-from topomodel.routing.clos.view import ClosView
 from topomodel.routing.clos.paths import mesh_paths, scaleup_paths
+from topomodel.routing.clos.view import ClosView
 from topomodel.routing.general import route_general
 from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
