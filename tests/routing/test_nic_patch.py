@@ -20,8 +20,10 @@ LEAF_TOO = ["p0/leaf03", "p1/leaf00",
             ["sys00/nic0 -- p0/leaf00", "p0/leaf00 -- p0/pod0/spine00"]]
 """Failures of leaf - spine arcs with a NIC's own rows (two leaves, a NIC's link with a
 leaf - spine link): patched with every NIC of the leaf hit."""
-OTHERS = [IN_PLANE[0]]
-"""Failures inside the planes alone (a spine): the plane patch's, or routed whole."""
+OTHERS = [IN_PLANE[0], "plane:1"]
+"""Failures inside the planes alone (a spine): the plane patch's, or routed whole; a
+plane (every NIC's arcs to it and its leaves' to the spines: every flow hit, more than
+``PATCHED_HIT_SHARE``): routed whole."""
 
 
 @pytest.fixture

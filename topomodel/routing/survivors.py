@@ -58,6 +58,13 @@ EXACT_SUM_BYTES = float(2**53)
 bytes under it are exact in any order (:func:`nic_patched`)."""
 
 
+PATCHED_HIT_SHARE = 0.5
+"""The largest share of a section's flows :func:`nic_patched` routes again: it routes
+each hit flow twice (off the intact fabric, onto the copy) besides the intact section,
+so above half of them (a failed plane hits every NIC's flows) routing the section
+whole on the copy is less work. Either gives the same loads bit for bit."""
+
+
 def check_survivors(fabric: Fabric) -> None:
     """Build the failure view; raises :class:`Irregular` where it cannot be built."""
     survivors_view(fabric)
@@ -181,7 +188,8 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     leave the fat-tree at its leaf (a path climbs from its entry leaf and comes down to
     its exit leaf, through no other leaf), so only by flows of a NIC with an arc to that
     leaf, which are routed again. Elsewhere (ECMP's fractions, bytes not whole, no
-    failed NIC row, a failed spine - core arc) None: a failure inside the planes alone
+    failed NIC row, a failed spine - core arc, more than :data:`PATCHED_HIT_SHARE` of
+    the flows hit) None: a failure inside the planes alone
     is the plane patch's (:mod:`topomodel.routing.plane_patch`)."""
     clos = view.clos
     up, down = clos.access_up, clos.access_down
@@ -200,6 +208,8 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     if touched is None or not _whole_bytes(phase.bytes[flows], qps):
         return None
     hit = _hit_flows(view, dead, touched, phase.src[flows], phase.dst[flows])
+    if np.count_nonzero(hit) > PATCHED_HIT_SHARE * len(flows):
+        return None
     intact = fabric.derived(intact_view)
     kept = intact_section(fabric, "scaleout", phase, flows, (routing, seed, qps),
                           lambda: whole_scaleout(fabric, intact, phase, flows, routing,
