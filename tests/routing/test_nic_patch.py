@@ -16,10 +16,14 @@ NIC_OWN = ["sys00/nic0", "sys05/nic3 -- p1/leaf02", "sys01/acc2 -- sys01/nic2",
            ["sys02/nic1 -- p0/leaf01", "sys07/acc6 -- sys07/nic6"]]
 """Failures of a NIC's own rows: a NIC, a NIC - leaf link, a host link, a NIC - leaf
 and a host link of two NICs at once (each patched)."""
-OTHERS = ["p0/leaf03", IN_PLANE[0],
-          ["sys00/nic0 -- p0/leaf00", "p0/leaf00 -- p0/pod0/spine00"]]
-"""Failures of switch links too (a leaf, a spine, a NIC's link with a switch link):
-routed by the plane patch or whole."""
+LEAF_TOO = ["p0/leaf03", "p1/leaf00",
+            ["sys00/nic0 -- p0/leaf00", "p0/leaf00 -- p0/pod0/spine00"]]
+"""Failures of leaf - spine arcs with a NIC's own rows (two leaves, a NIC's link with a
+leaf - spine link): patched with every NIC of the leaf hit."""
+OTHERS = [IN_PLANE[0], "plane:1"]
+"""Failures inside the planes alone (a spine): the plane patch's, or routed whole; a
+plane (every NIC's arcs to it and its leaves' to the spines: every flow hit, more than
+``PATCHED_HIT_SHARE``): routed whole."""
 
 
 @pytest.fixture
@@ -47,18 +51,18 @@ def patched_and_whole(fabric, parts, phase, monkeypatch, qps=8):
 
 
 def test_the_parts_are_the_fabrics(fabric):
-    for part in NIC_OWN + OTHERS:
+    for part in NIC_OWN + LEAF_TOO + OTHERS:
         assert failed(fabric, part).link_arrays["failed"].any(), part
 
 
 @pytest.mark.parametrize("qps", [1, 8])
 def test_a_nics_failure_patched_is_the_whole_section_bit_for_bit(fabric, monkeypatch, qps):
     phase = whole_bytes_phase(fabric, 4000, seed=5, qps=qps)
-    patched, whole, applied = patched_and_whole(fabric, NIC_OWN + OTHERS, phase,
-                                                monkeypatch, qps)
-    for part, a, b in zip(NIC_OWN + OTHERS, patched, whole, strict=True):
+    parts = NIC_OWN + LEAF_TOO + OTHERS
+    patched, whole, applied = patched_and_whole(fabric, parts, phase, monkeypatch, qps)
+    for part, a, b in zip(parts, patched, whole, strict=True):
         assert same(a, b), part
-    assert applied == [True] * len(NIC_OWN) + [False] * len(OTHERS)
+    assert applied == [True] * len(NIC_OWN + LEAF_TOO) + [False] * len(OTHERS)
     # some flows lost their NIC, and were routed (relayed) around it
     assert not np.array_equal(patched[0].link_bytes, route(
         fabric, phase, routing="hash", seed=3, qps=qps).link_bytes)

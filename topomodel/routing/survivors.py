@@ -36,6 +36,7 @@ import numpy as np
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.live import Survivors, intact_view, survivors_view
 from topomodel.routing.clos.paths import mesh_paths, scaleup_paths
+from topomodel.routing.clos.view import ClosView
 from topomodel.routing.general import route_general
 from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
@@ -55,6 +56,13 @@ instead of 88 MB at the degraded steps' peak."""
 EXACT_SUM_BYTES = float(2**53)
 """Below this every integer is a float64, so sums and differences of whole numbers of
 bytes under it are exact in any order (:func:`nic_patched`)."""
+
+
+PATCHED_HIT_SHARE = 0.5
+"""The largest share of a section's flows :func:`nic_patched` routes again: it routes
+each hit flow twice (off the intact fabric, onto the copy) besides the intact section,
+so above half of them (a failed plane hits every NIC's flows) routing the section
+whole on the copy is less work. Either gives the same loads bit for bit."""
 
 
 def check_survivors(fabric: Fabric) -> None:
@@ -172,7 +180,17 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     row is its bytes or its bytes per queue pair, whole on one path; where those are
     whole numbers and every row's sum stays below :data:`EXACT_SUM_BYTES`, every sum
     and difference is exact, so the loads are the ones routing every flow on the copy
-    adds up. Elsewhere (ECMP's fractions, bytes not whole, a failed switch link) None."""
+    adds up.
+
+    A failed leaf (its NIC arcs and its arcs to the spines), or a NIC's row with a
+    failed leaf - spine arc, is patched the same way with more NICs hit
+    (:func:`_touched_leaves`): a leaf - spine arc is read only by flows that enter or
+    leave the fat-tree at its leaf (a path climbs from its entry leaf and comes down to
+    its exit leaf, through no other leaf), so only by flows of a NIC with an arc to that
+    leaf, which are routed again. Elsewhere (ECMP's fractions, bytes not whole, no
+    failed NIC row, a failed spine - core arc, more than :data:`PATCHED_HIT_SHARE` of
+    the flows hit) None: a failure inside the planes alone
+    is the plane patch's (:mod:`topomodel.routing.plane_patch`)."""
     clos = view.clos
     up, down = clos.access_up, clos.access_down
     if routing != "hash" or up is None or down is None or not len(flows):
@@ -184,11 +202,14 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     own = np.zeros(len(dead), bool)  # every NIC's own rows
     for rows in (up.table, down.table, clos.host_up, clos.host_down):
         own[rows[rows >= 0]] = True
-    if not len(failed) or not own[failed].all():
+    if not len(failed) or not own[failed].any():
         return None
-    if not _whole_bytes(phase.bytes[flows], qps):
+    touched = _touched_leaves(fabric, clos, failed[~own[failed]])
+    if touched is None or not _whole_bytes(phase.bytes[flows], qps):
         return None
-    hit = _hit_flows(view, dead, phase.src[flows], phase.dst[flows])
+    hit = _hit_flows(view, dead, touched, phase.src[flows], phase.dst[flows])
+    if np.count_nonzero(hit) > PATCHED_HIT_SHARE * len(flows):
+        return None
     intact = fabric.derived(intact_view)
     kept = intact_section(fabric, "scaleout", phase, flows, (routing, seed, qps),
                           lambda: whole_scaleout(fabric, intact, phase, flows, routing,
@@ -217,14 +238,40 @@ def _whole_bytes(volume: np.ndarray, qps: int) -> bool:
                 and (volume / qps == np.floor(volume / qps)).all())
 
 
-def _hit_flows(view: Survivors, dead: np.ndarray, src: np.ndarray,
+def _touched_leaves(fabric: Fabric, clos: ClosView, rows: np.ndarray) -> np.ndarray | None:
+    """Per node, whether it is the leaf end of one of the failed switch link ``rows``
+    (all False where there are none); None where one of them is not a leaf - spine arc
+    (link tier ``spine``) with a leaf at one end (a NIC's arcs reach it)."""
+    touched = np.zeros(len(clos.domain), bool)
+    if not len(rows):
+        return touched
+    tier = fabric.link_arrays["tier"]
+    names = np.asarray(tier.categories)[tier.codes[rows]]
+    up = clos.access_up
+    assert up is not None
+    leaf = np.zeros(len(clos.domain), bool)
+    leaf[clos.dst[up.table[up.table >= 0]]] = True
+    ends = np.concatenate([clos.src[rows], clos.dst[rows]])
+    if not (names == "spine").all() or not (leaf[clos.src[rows]] | leaf[clos.dst[rows]]).all():
+        return None
+    touched[ends[leaf[ends]]] = True
+    return touched
+
+
+def _hit_flows(view: Survivors, dead: np.ndarray, touched: np.ndarray, src: np.ndarray,
                dst: np.ndarray) -> np.ndarray:
     """Per flow (``src`` -> ``dst``), whether a failed row is its source NIC's (host
-    link, arcs to the leaves) or its destination NIC's (gathered ends freed on return)."""
+    link, arcs to the leaves) or its destination NIC's, or one of those NICs has an arc
+    to a ``touched`` leaf (gathered ends freed on return)."""
     clos = view.clos
     up, down = clos.access_up, clos.access_down
     assert up is not None and down is not None
-    hit = dead[up.table].any(axis=1)[up.slot[clos.nic_of[src]]]
-    hit |= dead[down.table].any(axis=1)[down.slot[clos.nic_of[dst]]]
+    up_hit = dead[up.table].any(axis=1)
+    down_hit = dead[down.table].any(axis=1)
+    if touched.any():
+        up_hit |= ((up.table >= 0) & touched[clos.dst[up.table]]).any(axis=1)
+        down_hit |= ((down.table >= 0) & touched[clos.src[down.table]]).any(axis=1)
+    hit = up_hit[up.slot[clos.nic_of[src]]]
+    hit |= down_hit[down.slot[clos.nic_of[dst]]]
     hit |= dead[clos.host_up[src]] | dead[clos.host_down[dst]]
     return hit
