@@ -214,3 +214,24 @@ def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
     # a chip failed takes the general path
     assert len(grouped) == 1 + len(supernode_failures(fabric))
     assert grouped[0] and sum(grouped) == len(grouped) - 1
+
+
+def test_a_patch_routes_the_intact_section_before_the_copy(fabrics, monkeypatch):
+    """Where the intact section is not kept yet, it is routed before the copy's touched
+    flows, so that its route does not hold theirs too (a goodput's peak memory)."""
+    fabric = fabrics["two-supernodes"]
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 3000, seed=4)
+    order = []
+    original = patch.supernode_plane_paths
+
+    def noted(view, *args, **kwargs):
+        order.append("intact" if view.alive.all() else "copy")
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", noted)
+    patched, whole, applied = patched_and_whole(fabric, supernode_failures(fabric)[:1],
+                                                phase, "ecmp", monkeypatch)
+    assert applied == 1
+    assert all(same(a, b) for a, b in zip(patched, whole, strict=True))
+    assert order[:2] == ["intact", "copy"]
