@@ -38,18 +38,18 @@ levels; the host links, NIC - leaf, leaf - spine and spine - core arcs."""
 KEPT_SECTION_BYTES = documented(
     "sections.KEPT_SECTION_BYTES", 320 * 2**20,
     """Memory each fabric may hold in kept router sections (least recently used dropped
-    first). A section is kept dense (8 bytes per link row of the span its loaded rows lie
-    in) or as its loaded rows alone (16 bytes each), whichever is smaller: Llama 3 70B at
-    TP 8 x PP 4 on the 98,304-NPU 4K-supernode example keeps about 127 MB (the
-    data-parallel all-reduce's supernode section, 54 MB; the TP collectives' in-system sections, 22 MB each; the scale-out
-    sections of the all-reduce and the pipeline sends, 3-17 MB), so its ten degraded
-    steps find all of it. A supernode section also holds each flow's planes (a byte per
-    flow and plane: about 35 MB for some 5 M relayed All-to-All flows over 7 planes of
-    DeepSeek-V3 at EP 64 on that example), which its patched copies compare with; a
-    scale-out section under hash routing each queue pair's plane (a byte each: about
-    10 MB for the 10 M queue pairs of that All-to-All on the 98,304-NPU 8-NPU-server
-    example) and its leaf pairs, which its patched copies read
-    (:mod:`topomodel.routing.plane_patch`).""")
+    first). A section is kept dense (8 bytes per link row of the span its loaded rows
+    lie in) or as its loaded rows alone (16 bytes each), whichever is smaller: Llama 3
+    70B at TP 8 x PP 4 on the 98,304-NPU 4K-supernode example keeps about 127 MB (the
+    data-parallel all-reduce's supernode section, 54 MB; the TP collectives' in-system
+    sections, 22 MB each; the scale-out sections of the all-reduce and the pipeline
+    sends, 3-17 MB), so its ten degraded steps find all of it. A supernode section also
+    holds each flow's planes (a byte per flow and plane: about 35 MB for some 5 M
+    relayed All-to-All flows over 7 planes of DeepSeek-V3 at EP 64 on that example),
+    which its patched copies compare with; a scale-out section under hash routing each
+    queue pair's plane (a byte each: about 10 MB for the 10 M queue pairs of that
+    All-to-All on the 98,304-NPU 8-NPU-server example) and its leaf pairs, which its
+    patched copies read (:mod:`topomodel.routing.plane_patch`).""")
 
 
 @dataclass(frozen=True, eq=False)
