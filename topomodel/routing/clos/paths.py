@@ -109,10 +109,12 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
     down = view.clos.scaleup_down
     assert down is not None
     clos = view.clos
-    # the flows' ends are not held beside their table rows (two arrays per flow fewer
-    # while the planes are routed: the peak of a goodput on the 4K supernodes); the
-    # general route below gathers them again
-    row_s, row_d = up.slot[phase.src[flows]], down.slot[phase.dst[flows]]
+    # the flows' table rows in int32 where they fit (:func:`_narrow`: the same values,
+    # gathered and counted alike, in half the bytes), and not held beside the flows'
+    # ends (two arrays per flow fewer while the planes are routed: the peak of a
+    # goodput on the 4K supernodes); the general route below gathers the ends again
+    row_s = _narrow(up.slot)[phase.src[flows]]
+    row_d = _narrow(down.slot)[phase.dst[flows]]
     lower_s, lower_d = clos.dst[up.table], clos.src[down.table]  # chips per table row
     systems = _systems(lower_s, lower_d)
     live_s, live_d = view.alive[up.table].all(axis=1), view.alive[down.table].all(axis=1)
