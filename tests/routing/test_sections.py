@@ -184,3 +184,27 @@ def test_a_kept_section_holds_no_view_of_its_flows():
     del flows
     gc.collect()
     assert held() is None
+
+
+def test_a_dense_kept_section_holds_its_span_alone_and_adds_the_same_bits():
+    """A section kept dense keeps the rows of its span alone (every other row is +0.0)
+    and adds, onto nothing and onto a load, what its whole array adds."""
+    fabric = fabric_of("cloudmatrix384")
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 50, seed=1)
+    n = 1000
+    rng = np.random.default_rng(7)
+    whole = np.zeros(n)
+    whole[300:700] = rng.random(400) * 1e9  # dense within its span
+    whole[450] = 0.0
+    kept = sections.intact_section(fabric, "supernode", phase, np.arange(5), ("ecmp", 0, 1),
+                                   lambda: (whole.copy(), np.zeros(5)))
+    assert kept.rows is None and kept.span == (300, 700)
+    assert kept.first == 300 and len(kept.values) == 400
+    assert np.array_equal(kept.added_to(None, n), whole)
+    base = rng.random(n) * 1e9
+    assert np.array_equal(kept.added_to(base.copy(), n), base + whole)
+    # taken from the kept sections: the same entry
+    again = sections.intact_section(fabric, "supernode", phase, np.arange(5), ("ecmp", 0, 1),
+                                    lambda: pytest.fail("routed again"))
+    assert again is kept

@@ -214,3 +214,46 @@ def test_leaf_pairs_per_system_pair_are_those_of_every_flow_bit_for_bit(
     # a chip failed takes the general path
     assert len(grouped) == 1 + len(supernode_failures(fabric))
     assert grouped[0] and sum(grouped) == len(grouped) - 1
+
+
+def test_a_patch_routes_the_intact_section_before_the_copy(fabrics, monkeypatch):
+    """Where the intact section is not kept yet, it is routed before the copy's touched
+    flows, so that its route does not hold theirs too (a goodput's peak memory)."""
+    fabric = fabrics["two-supernodes"]
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 3000, seed=4)
+    order = []
+    original = patch.supernode_plane_paths
+
+    def noted(view, *args, **kwargs):
+        order.append("intact" if view.alive.all() else "copy")
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", noted)
+    patched, whole, applied = patched_and_whole(fabric, supernode_failures(fabric)[:1],
+                                                phase, "ecmp", monkeypatch)
+    assert applied == 1
+    assert all(same(a, b) for a, b in zip(patched, whole, strict=True))
+    assert order[:2] == ["intact", "copy"]
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "hash"])
+@pytest.mark.parametrize("failed", [False, True])
+def test_supernode_paths_with_int32_rows_are_those_with_int64_bit_for_bit(
+        fabrics, monkeypatch, routing, failed):
+    """The flows' fan-out table rows gathered in int32 (the even route by system pairs,
+    and the general route where an arc is cut) give what int64 rows give."""
+    fabric = fabrics["two-supernodes"]
+    if failed:
+        fabric = with_failures(fabric, *supernode_failures(fabric)[-1])
+    view = survivors_view(fabric)
+    phase = random_phase(fabric, 3000, seed=5)
+    clos = view.clos
+    far = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
+                         & (clos.system[phase.src] != clos.system[phase.dst]))
+    assert len(far)
+    narrow = paths.supernode_plane_paths(view, phase, far, routing, 1, 2)
+    monkeypatch.setattr(paths, "_narrow", lambda table: table)
+    wide = paths.supernode_plane_paths(view, phase, far, routing, 1, 2)
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype
+               for a, b in zip(narrow, wide, strict=True))

@@ -38,24 +38,25 @@ levels; the host links, NIC - leaf, leaf - spine and spine - core arcs."""
 KEPT_SECTION_BYTES = documented(
     "sections.KEPT_SECTION_BYTES", 320 * 2**20,
     """Memory each fabric may hold in kept router sections (least recently used dropped
-    first). A section is kept dense (8 bytes per link row) or as its loaded rows alone
-    (16 bytes each), whichever is smaller: Llama 3 70B at TP 8 x PP 4 on the 98,304-NPU
-    4K-supernode example keeps about 127 MB (the data-parallel all-reduce's supernode
-    section, 54 MB; the TP collectives' in-system sections, 22 MB each; the scale-out
-    sections of the all-reduce and the pipeline sends, 3-17 MB), so its ten degraded
-    steps find all of it. A supernode section also holds each flow's planes (a byte per
-    flow and plane: about 35 MB for some 5 M relayed All-to-All flows over 7 planes of
-    DeepSeek-V3 at EP 64 on that example), which its patched copies compare with; a
-    scale-out section under hash routing each queue pair's plane (a byte each: about
-    10 MB for the 10 M queue pairs of that All-to-All on the 98,304-NPU 8-NPU-server
-    example) and its leaf pairs, which its patched copies read
-    (:mod:`topomodel.routing.plane_patch`).""")
+    first). A section is kept dense (8 bytes per link row of the span its loaded rows
+    lie in) or as its loaded rows alone (16 bytes each), whichever is smaller: Llama 3
+    70B at TP 8 x PP 4 on the 98,304-NPU 4K-supernode example keeps about 127 MB (the
+    data-parallel all-reduce's supernode section, 54 MB; the TP collectives' in-system
+    sections, 22 MB each; the scale-out sections of the all-reduce and the pipeline
+    sends, 3-17 MB), so its ten degraded steps find all of it. A supernode section also
+    holds each flow's planes (a byte per flow and plane: about 35 MB for some 5 M
+    relayed All-to-All flows over 7 planes of DeepSeek-V3 at EP 64 on that example),
+    which its patched copies compare with; a scale-out section under hash routing each
+    queue pair's plane (a byte each: about 10 MB for the 10 M queue pairs of that
+    All-to-All on the 98,304-NPU 8-NPU-server example) and its leaf pairs, which its
+    patched copies read (:mod:`topomodel.routing.plane_patch`).""")
 
 
 @dataclass(frozen=True, eq=False)
 class KeptSection:
-    """One section's result: its bytes per link row (``values`` over all rows when
-    ``rows`` is None, else on ``rows`` alone) and its other outputs (hops, flows
+    """One section's result: its bytes per link row (``values`` on the rows from
+    ``first`` on when ``rows`` is None: every row, or a kept section's span, outside
+    which every row is +0.0; else on ``rows`` alone) and its other outputs (hops, flows
     handed on), read-only. ``phase`` is held so that its ``id`` in the key stays its
     own."""
 
@@ -65,6 +66,7 @@ class KeptSection:
     rest: tuple[np.ndarray, ...]
     kept: bool = True  # False: routed for this call alone, ``values`` free to take over
     span: tuple[int, int] | None = None  # the rows with bytes lie in it (None: unknown)
+    first: int = 0  # the link row of ``values[0]`` where ``rows`` is None
 
     @property
     def size_bytes(self) -> int:
@@ -78,13 +80,14 @@ class KeptSection:
         gives the same sums (the others add 0)."""
         if self.rows is None:  # outside the span the values are +0.0: nothing to add
             lo, hi = self.span or (0, n_links)
+            values = self.values[lo - self.first:hi - self.first]
             if load is None:
                 if not self.kept:
                     return self.values
                 load = np.zeros(n_links)
-                load[lo:hi] = self.values[lo:hi]
+                load[lo:hi] = values
                 return load
-            np.add(load[lo:hi], self.values[lo:hi], out=load[lo:hi])
+            np.add(load[lo:hi], values, out=load[lo:hi])
             return load
         if load is None:
             load = np.zeros(n_links)
@@ -188,10 +191,13 @@ def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray
     load, *outputs = route()
     rest = [_owned(array) for array in outputs]
     rows = np.flatnonzero(load != 0)  # the same rows: through a mask is faster
-    sparse = rows.nbytes + 8 * len(rows) < load.nbytes
     span = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
-    entry = KeptSection(phase, rows if sparse else None, load[rows] if sparse else load,
-                        tuple(rest), span=span)
+    sparse = rows.nbytes + 8 * len(rows) < 8 * (span[1] - span[0])
+    # dense: the span's rows alone (a supernode section's lie in its tiers' rows)
+    values = load[rows] if sparse else load[span[0]:span[1]].copy()
+    del load
+    entry = KeptSection(phase, rows if sparse else None, values, tuple(rest), span=span,
+                        first=span[0])
     for array in (entry.values, *entry.rest, *((rows,) if sparse else ())):
         array.setflags(write=False)
     kept[key] = entry
