@@ -123,6 +123,20 @@ def test_too_many_failed_components_route_whole(fabrics, monkeypatch):
     assert applied == 0 and same(patched[0], whole[0])
 
 
+def _views_routed(monkeypatch):
+    """A list that notes, for each route of a supernode section from now on, whether it
+    ran on the intact view ("intact") or on a copy with parts failed ("copy")."""
+    routed = []
+    original = patch.supernode_plane_paths
+
+    def noted(view, *args, **kwargs):
+        routed.append("intact" if view.alive.all() else "copy")
+        return original(view, *args, **kwargs)
+
+    monkeypatch.setattr(patch, "supernode_plane_paths", noted)
+    return routed
+
+
 def test_a_patch_routes_its_flows_intact_only_once(fabrics, monkeypatch):
     """The intact section keeps each flow's planes: a patched copy compares its touched
     flows' planes with them, so across every copy the section is routed with every arc
@@ -130,21 +144,14 @@ def test_a_patch_routes_its_flows_intact_only_once(fabrics, monkeypatch):
     fabric = fabrics["two-supernodes"]
     fabric.derived(sections.kept_sections).clear()
     phase = random_phase(fabric, 3000, seed=4)
-    intact_routes = []
-    original = patch.supernode_plane_paths
-
-    def counted(view, *args, **kwargs):
-        intact_routes.extend([True] if view.alive.all() else [])
-        return original(view, *args, **kwargs)
-
-    monkeypatch.setattr(patch, "supernode_plane_paths", counted)
+    routed = _views_routed(monkeypatch)
     failures = supernode_failures(fabric)
     patched, whole, applied = patched_and_whole(fabric, failures, phase, "ecmp", monkeypatch)
     assert applied >= len(failures) - 2
     assert all(same(a, b) for a, b in zip(patched, whole, strict=True))
     # the patched copies: one intact route; the copies routed whole after it (the
     # kept sections cleared before each) route none intact
-    assert len(intact_routes) == 1
+    assert routed.count("intact") == 1
 
 
 def test_a_patch_touching_every_flow_routes_the_copy_once(fabrics, monkeypatch):
@@ -222,14 +229,7 @@ def test_a_patch_routes_the_intact_section_before_the_copy(fabrics, monkeypatch)
     fabric = fabrics["two-supernodes"]
     fabric.derived(sections.kept_sections).clear()
     phase = random_phase(fabric, 3000, seed=4)
-    order = []
-    original = patch.supernode_plane_paths
-
-    def noted(view, *args, **kwargs):
-        order.append("intact" if view.alive.all() else "copy")
-        return original(view, *args, **kwargs)
-
-    monkeypatch.setattr(patch, "supernode_plane_paths", noted)
+    order = _views_routed(monkeypatch)
     patched, whole, applied = patched_and_whole(fabric, supernode_failures(fabric)[:1],
                                                 phase, "ecmp", monkeypatch)
     assert applied == 1
