@@ -17,7 +17,7 @@ from topomodel.analysis.training.pipeline import schedule, timeline
 @pytest.mark.parametrize("comm_free", [False, True])
 def test_scalar_and_array_runs_agree_bit_for_bit(monkeypatch, name, p, m, v, blocking,
                                                  comm_free):
-    """Also with no send taking time, where the scalar run leaves the zeros out."""
+    """Also with no send taking time (a comm-free timeline, as the planner's bounds run)."""
     s = schedule(name, p, m, v)
     rng = np.random.default_rng(p * 100 + m + v)
     duration = rng.uniform(0.5, 2.0, (p, s.ops))

@@ -334,40 +334,25 @@ def _run_scalar(s: Schedule, rounds: list[tuple[np.ndarray, ...]], dur: np.ndarr
     """:func:`_run_rounds`' result, one operation at a time in the rounds' order (the
     operations of a round are on distinct stages and read only earlier rounds' ends,
     so running them one after another changes nothing); no time may be NaN (a
-    maximum of floats would drop it where the arrays' keeps it). With no send taking
-    time (a comm-free timeline) the loop leaves out adding the zeros (``x + 0.0`` is
-    ``x``, but for the sign of a zero, which no comparison nor sum after reads)."""
+    maximum of floats would drop it where the arrays' keeps it)."""
     p, n = dur.shape
     ops = _flat_rounds(s, rounds)
     ready = free.tolist()
     start, end = [0.0] * (p * n), [0.0] * (p * n)
     waited = [False] * (p * n)
     took = dur.ravel().tolist()
-    if send.any() or outgoing.any():
-        sent, out = send.ravel().tolist(), outgoing.ravel().tolist()
-        for go, at, dep in ops:
-            was = ready[go]
-            if dep >= 0:
-                arrive = end[dep] + sent[at]
-                if arrive > was:
-                    waited[at] = True
-                    was = arrive
-            start[at] = was
-            was += took[at]
-            end[at] = was
-            ready[go] = was + out[at]
-    else:
-        for go, at, dep in ops:
-            was = ready[go]
-            if dep >= 0:
-                arrive = end[dep]
-                if arrive > was:
-                    waited[at] = True
-                    was = arrive
-            start[at] = was
-            was += took[at]
-            end[at] = was
-            ready[go] = was
+    sent, out = send.ravel().tolist(), outgoing.ravel().tolist()
+    for go, at, dep in ops:
+        was = ready[go]
+        if dep >= 0:
+            arrive = end[dep] + sent[at]
+            if arrive > was:
+                waited[at] = True
+                was = arrive
+        start[at] = was
+        was += took[at]
+        end[at] = was
+        ready[go] = was + out[at]
     free[:] = ready
     return (np.array(start).reshape(p, n), np.array(end).reshape(p, n),
             np.array(waited, dtype=bool).reshape(p, n))
