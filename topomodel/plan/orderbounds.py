@@ -123,6 +123,18 @@ close together (their bounds differ only in the optimizer step and the gathers),
 thousand is plenty."""
 
 
+def kept_in(table: dict[Any, Any], key: Any, most: int, make: Callable[[], Any]) -> Any:
+    """``table[key]``, made by ``make()`` and kept when missing; a table at ``most``
+    entries is emptied first (the search's memos: what it asks again comes close
+    together, so dropping all at once costs little and needs no order kept)."""
+    found = table.get(key)
+    if found is None:
+        if len(table) >= most:
+            table.clear()
+        found = table[key] = make()
+    return found
+
+
 @dataclass
 class OrderMemo:
     """What the bounds of a search's layouts share: every rank order's collectives
@@ -202,13 +214,9 @@ class OrderBounds:
         than the screen's): when that is below ``worst_kept`` it is returned (the
         screen's would be too), and the screen, not needed, is not made."""
         calls = self._issued(layout)
-        job, floors = self.job, self.memo.floors
-        floor = floors.get(self.calls_key)  # what it reads of the layout is in the key
-        if floor is None:
-            if len(floors) >= TIMED_ORDERS:
-                floors.clear()
-            floor = floors[self.calls_key] = unplaced_calls(self.fabric, layout,
-                                                            job.assumptions, calls)
+        job = self.job
+        floor = kept_in(self.memo.floors, self.calls_key, TIMED_ORDERS,  # all it reads
+                        lambda: unplaced_calls(self.fabric, layout, job.assumptions, calls))
         if self.screen is None and worst_kept > -float("inf"):
             pipeline = self.pipeline()
             frame = bound_frame(job.model, layout, job.assumptions, self.shape, pipeline)
@@ -225,32 +233,20 @@ class OrderBounds:
         it has them, else 0, and neither the screen nor the unplaced bound reads them,
         so none is bounded here (a layout pruned for all its orders costs no
         placement's bound)."""
-        found = self.memo.issued.get(self.calls_key)
-        if found is None:
-            job = self.job
-            if len(self.memo.issued) >= TIMED_ORDERS:
-                self.memo.issued.clear()
-            found, _ = step_calls(self.fabric, job.model, layout, job.assumptions,
-                                  routing=job.routing, seed=job.seed,
-                                  unrouted=lambda *_: 0.0, shape=self.shape,
-                                  issued=self._issues(layout))
-            self.memo.issued[self.calls_key] = found
-        return found
+        job = self.job
+        return kept_in(self.memo.issued, self.calls_key, TIMED_ORDERS, lambda: step_calls(
+            self.fabric, job.model, layout, job.assumptions, routing=job.routing,
+            seed=job.seed, unrouted=lambda *_: 0.0, shape=self.shape,
+            issued=self._issues(layout))[0])
 
     def _issues(self, layout: Layout) -> tuple[Issued, ...]:
         """What every rank order of ``layout`` issues before it is placed
         (:func:`~topomodel.analysis.training.stepcalls.issued_calls`), kept by
         :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind (what it reads)."""
-        issues = self.memo.issues
-        issued = issues.get(self.calls_key)
-        if issued is None:
-            if len(issues) >= TIMED_ORDERS:
-                issues.clear()
-            job = self.job
-            issued = issues[self.calls_key] = issued_calls(
-                self.fabric, job.model, layout, job.assumptions, self.shape.seq,
-                self.shape.sizes, self.shape.moe_sizes)
-        return issued
+        job, shape = self.job, self.shape
+        return kept_in(self.memo.issues, self.calls_key, TIMED_ORDERS, lambda: issued_calls(
+            self.fabric, job.model, layout, job.assumptions, shape.seq, shape.sizes,
+            shape.moe_sizes))
 
     def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
@@ -283,16 +279,11 @@ class OrderBounds:
         operations and buckets, the gathers and the optimizer's sharding), so the
         layouts with ZeRO 1 and 2 and the same other fields share one."""
         if self.screen is None:
-            key = (*self.calls_key, layout.recompute)
-            screens = self.memo.screens
-            self.screen = screens.get(key)
-            if self.screen is None:
-                if len(screens) >= SCREENS:
-                    screens.clear()
-                job, pipeline = self.job, self.pipeline()
-                self.screen = screens[key] = order_screen(
-                    job.model, layout, job.assumptions, self.shape, pipeline, calls,
-                    self._works(layout, calls))
+            job = self.job
+            self.screen = kept_in(
+                self.memo.screens, (*self.calls_key, layout.recompute), SCREENS,
+                lambda: order_screen(job.model, layout, job.assumptions, self.shape,
+                                     self.pipeline(), calls, self._works(layout, calls)))
         return self.screen
 
     def _works(self, layout: Layout, calls: dict[str, Call]) -> ScreenWorks:
@@ -300,12 +291,8 @@ class OrderBounds:
         training.orderscreen.screen_works`), found in the search's or made from
         ``layout``'s ``calls`` (their names and sizes): ZeRO 0, 1 and 2 share it
         (ZeRO 3 issues in the operations)."""
-        of = (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute)
-        works = self.memo.works.get(of)
-        if works is None:
-            if len(self.memo.works) >= SCREENS:
-                self.memo.works.clear()
-            job = self.job
-            works = self.memo.works[of] = screen_works(
-                job.model, layout, job.assumptions, self.shape, self.pipeline(), calls)
-        return works
+        job = self.job
+        return kept_in(self.memo.works,
+                       (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute),
+                       SCREENS, lambda: screen_works(job.model, layout, job.assumptions,
+                                                     self.shape, self.pipeline(), calls))
