@@ -205,26 +205,6 @@ def collective_times(fabric: Fabric) -> dict[CollectiveKey, CollectiveTime]:
     return {}
 
 
-def groups_key(groups: np.ndarray) -> tuple[Any, ...]:
-    """The communicators' shape and placement (which ranks, in which order) as a short
-    key: the array's shape, dtype and a 160-bit digest (SHA-1, not for security) of its
-    bytes, of its 32-bit copy where every rank fits in 32 bits (the same ranks, half
-    the bytes: at 98k ranks 0.2 ms against blake2b's 0.6 ms on the 64-bit array; a plan
-    there hashes some 7,600 grids)."""
-    import hashlib
-
-    rows = np.ascontiguousarray(groups)
-    data = rows
-    if rows.dtype.kind in "iu" and rows.itemsize > 4 and rows.size \
-            and int(rows.min()) >= _INT32.min and int(rows.max()) <= _INT32.max:
-        data = rows.astype(np.int32)
-    return (rows.shape, rows.dtype.str,
-            hashlib.sha1(data.tobytes(), usedforsecurity=False).digest())
-
-
-_INT32 = np.iinfo(np.int32)
-
-
 GRID_KEYS = 65_536
 """Communicator keys each fabric remembers for :func:`grid_key` (least recently used
 dropped): a key is a few hundred bytes with what it is found by (about 20 MB when
@@ -288,7 +268,7 @@ def strided_key(layout: Layout, kind: str) -> tuple[Any, ...]:
     the loops and the shape determine the grid (over the fabric's ranks, the same in
     its copies). Loops of one step are dropped and a loop that continues the one inside
     it (``stride == count * stride`` of the inner) is merged into it, so every grid has
-    one description: equal grids share a key as their digests did."""
+    one description: equal grids share one key."""
     order = [d.strip() for d in layout.order.split(",")]
     sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
     axes: list[tuple[str, int]] = []  # outermost first, as rank_groups splits dp
