@@ -21,7 +21,7 @@ from topomodel.analysis.collectives.commbound import (
 )
 from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
 from topomodel.analysis.training.pipeline import cached_dependencies
-from topomodel.analysis.training.step import StepAssumptions, step_calls
+from topomodel.analysis.training.step import StepAssumptions
 from topomodel.analysis.training.stepbound import (
     SIZE_AT,
     bound_frame,
@@ -32,6 +32,7 @@ from topomodel.analysis.training.stepbound import (
     unordered,
     unplaced_calls,
 )
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import node_domains, ranks_of, shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design

@@ -11,7 +11,7 @@ from test_plan import DESIGN  # the same two HGX servers
 
 from topomodel.analysis.collectives.commbound import collective_lower_bound_s
 from topomodel.analysis.training.orderscreen import order_screen
-from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_calls, step_time
+from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_time
 from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     busy_bound,
@@ -24,6 +24,7 @@ from topomodel.analysis.training.stepbound import (
     unordered,
     unplaced_calls,
 )
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import topomodel.analysis.training.stepcalls as step_module
-from topomodel.analysis.training.step import StepAssumptions, step_calls
+from topomodel.analysis.training.step import StepAssumptions
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import (
     UNSHARED_ALGORITHMS,
     in_system_failure_times,

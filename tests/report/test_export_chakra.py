@@ -17,7 +17,8 @@ from topomodel.analysis.training.buckets import stage_buckets
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES
-from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops, step_time
+from topomodel.analysis.training.step import param_gather_calls, step_ops, step_time
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.cli import main
 from topomodel.errors import UsageError

@@ -545,7 +545,7 @@ def test_orders_share_their_collectives_where_the_step_issues_the_same(setup):
     differ in recomputation or in ZeRO 1 and 2 (``plan.orderbounds.CALLS_FIELDS``): the
     step issues the same collectives, bit for bit; a copy in another order is the
     layout ``replace`` makes."""
-    from topomodel.analysis.training.step import step_calls
+    from topomodel.analysis.training.stepcalls import step_calls
     from topomodel.plan.orderbounds import in_order
 
     fabric = _fabric(setup)

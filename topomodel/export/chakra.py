@@ -51,7 +51,8 @@ from topomodel.analysis.training.buckets import stage_buckets
 from topomodel.analysis.training.compute import device_model
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.pipeline import dependencies
-from topomodel.analysis.training.step import optimizer_s, param_gather_calls, step_calls, step_ops
+from topomodel.analysis.training.step import optimizer_s, param_gather_calls, step_ops
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import ranks_of, shape_of
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -72,7 +73,7 @@ GRID_OF_CALL = {"tp_ag": "tp", "tp_rs": "tp", "tp_ar": "tp", "pp_sg": "tp", "cp_
                 "edp_ag": "expert_grad"}
 """The communicator (:func:`~topomodel.traffic.layout.rank_groups` kind) of each
 collective the step issues, by its name in
-:func:`~topomodel.analysis.training.step.step_calls`."""
+:func:`~topomodel.analysis.training.stepcalls.step_calls`."""
 
 COMM_TYPES = {"allreduce": "ALL_REDUCE", "allgather": "ALL_GATHER",
               "reducescatter": "REDUCE_SCATTER", "alltoall": "ALL_TO_ALL"}

@@ -17,7 +17,7 @@ from topomodel.analysis.training.orderscreen import (
     works_bound,
 )
 from topomodel.analysis.training.stagework import Call
-from topomodel.analysis.training.step import StepAssumptions, StepResult, step_calls
+from topomodel.analysis.training.step import StepAssumptions, StepResult
 from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
@@ -26,7 +26,7 @@ from topomodel.analysis.training.stepbound import (
     order_calls,
     unplaced_calls,
 )
-from topomodel.analysis.training.stepcalls import Issued, issued_calls
+from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape, collective_times
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
@@ -99,7 +99,7 @@ def rank_score(result: StepResult | StepBound, job: PlanJob, power_W: float) -> 
 CALLS_FIELDS = tuple(f for f in Layout.__dataclass_fields__
                      if f not in ("recompute", "zero", "order"))
 """The layout fields the step's collectives read (all but recomputation, ZeRO, read
-apart, and the order, keyed apart): :func:`~topomodel.analysis.training.step.step_calls`
+apart, and the order, keyed apart): :func:`~topomodel.analysis.training.stepcalls.step_calls`
 reads the sizes, the batch, sequence parallelism, the schedule and interleave (the
 pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
 

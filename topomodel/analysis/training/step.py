@@ -56,10 +56,7 @@ from topomodel.analysis.training.pipeline import (
     timeline,
 )
 from topomodel.analysis.training.stagework import Call, OpWork, Work, chunk_work, op_work
-from topomodel.analysis.training.stepcalls import Issued as Issued
-from topomodel.analysis.training.stepcalls import Unrouted as Unrouted
 from topomodel.analysis.training.stepcalls import issued_calls, placed_calls
-from topomodel.analysis.training.stepcalls import step_calls as step_calls
 from topomodel.analysis.training.stepshape import (
     UNORDERED,
     LayoutMemory,

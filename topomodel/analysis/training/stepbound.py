@@ -70,8 +70,8 @@ from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork, op_durations
-from topomodel.analysis.training.step import param_gather_calls, step_calls, step_ops
-from topomodel.analysis.training.stepcalls import Issued
+from topomodel.analysis.training.step import param_gather_calls, step_ops
+from topomodel.analysis.training.stepcalls import Issued, step_calls
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.errors import CollectiveError, NotApplicable
@@ -543,7 +543,7 @@ def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
 CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
                "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}
 """The communicators of the step's collectives (:func:`~topomodel.analysis.training.
-step.step_calls`) whose kind does not name them: the pipeline's gather over TP, ZeRO's
+stepcalls.step_calls`) whose kind does not name them: the pipeline's gather over TP, ZeRO's
 and the gradients' over DP x CP (the experts' over their replicas)."""
 
 
@@ -557,7 +557,7 @@ def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
 
 SIZE_AT = 2
 """Where a collective's size sits in its key in the fabric's table of times
-(:func:`~topomodel.analysis.training.step.step_calls`' ``(collective, candidates, size,
+(:func:`~topomodel.analysis.training.stepcalls.step_calls`' ``(collective, candidates, size,
 communicators, routing, seed, time model)``): :func:`order_calls` keys its bounds per
 byte by the rest."""
 
