@@ -85,6 +85,10 @@ from topomodel.plan.space import OBJECTIVES as OBJECTIVES
 from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.plan.tally import Tally as Tally
 from topomodel.plan.tally import over_limit
+from topomodel.plan.tops import VARIANTS as VARIANTS
+from topomodel.plan.tops import Family, FamilyTop, Ranked, Tops, keep_distinct
+from topomodel.plan.tops import distinct_key as distinct_key
+from topomodel.plan.tops import entry_bar as entry_bar
 from topomodel.traffic.layout import Layout, evolve
 
 
@@ -116,61 +120,13 @@ class PlanJob:
             raise ParameterError("accelerators", f"at least 1, got {self.accelerators}")
 
 
-VARIANTS = ("interleave", "order")
-"""Searched fields that tune one layout rather than make another: the top of a plan
-holds distinct layouts (differing in a degree, the micro-batch, the schedule,
-recomputation, ZeRO or sequence parallelism), each at its best interleave depth and rank
-order, so its rows are alternatives to choose between and not one layout at interleave
-5, 6, 7 and 8."""
-
-
-def distinct_key(layout: Layout) -> tuple[Any, ...]:
-    """What makes ``layout`` a distinct layout in a plan's top: every field but the
-    :data:`VARIANTS`."""
-    return tuple(getattr(layout, f) for f in Layout.__dataclass_fields__
-                 if f not in VARIANTS)
-
-
-def keep_distinct(heap: list[Ranked], ranked: Ranked, top: int) -> None:
-    """Put ``ranked`` into ``heap`` (a min-heap of at most ``top`` entries, worst on top)
-    unless a better variant of the same layout (:func:`distinct_key`) is there: one
-    entry per distinct layout, the ``top`` best. A layout below ``heap[0]`` cannot enter
-    it, so the search's pruning against ``heap[0]`` still holds."""
-    key = ranked.key
-    for i, held in enumerate(heap):
-        if held.key == key:
-            if held < ranked:
-                heap[i] = ranked
-                heapq.heapify(heap)
-            return
-    if len(heap) < top:
-        heapq.heappush(heap, ranked)
-    elif heap[0] < ranked:
-        heapq.heapreplace(heap, ranked)
-
-
-@dataclass(frozen=True, order=True)
-class Ranked:
-    """An evaluated layout: its score (larger is better), its place in the search
-    (cell, layout; earlier wins a tie) and its step."""
-
-    score: float
-    place: tuple[int, int]
-    result: StepResult = field(compare=False)
-
-    @functools.cached_property
-    def key(self) -> tuple[Any, ...]:
-        """Its layout's :func:`distinct_key` (found once: every layout a search
-        reaches is compared with every entry of its top)."""
-        return distinct_key(self.result.layout)
-
-
 @dataclass(frozen=True)
 class PlanPart:
     """The outcome of searching some cells: the counts and the best layouts."""
 
     tally: Tally
     best: tuple[Ranked, ...]  # best first
+    families: tuple[PlanPart, ...] = ()  # each asked family's (search_cells), in order
 
 
 @dataclass(frozen=True)
@@ -351,15 +307,16 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
 @quiet_collector()  # its caches scanned by fewer full passes of the collector
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
-                 prune: bool = True) -> PlanPart:
+                 prune: bool = True, families: Sequence[Family] = ()) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
     ``progress(n)`` is told of every n layouts decided. With ``prune`` (default), the
     layouts that fit are modelled best bound first and those whose bound cannot reach
     the top are skipped; without it, every layout that fits is modelled (the same top,
-    slower)."""
+    slower). ``families`` (:class:`~topomodel.plan.tops.Family`, parts of the job's
+    space) each get a top and counts of their own in the same pass
+    (:mod:`~topomodel.plan.tops`), in the part's ``families``."""
     all_cells = plan_cells(fabric, job)
-    tally = Tally()
-    heap: list[Ranked] = []  # the job.top best so far, worst on top
+    tops = Tops(job.top, families)
     pending = 0
 
     def decided(n: int) -> None:
@@ -369,48 +326,48 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             progress(pending)
             pending = 0
 
-    def keep(ranked: Ranked) -> None:
-        keep_distinct(heap, ranked, job.top)
-
-    def evaluate(place: tuple[int, int], layout: Layout) -> None:
+    def evaluate(place: tuple[int, int], layout: Layout, holders: tuple[int, ...]) -> None:
         try:
             result = step_time(fabric, job.model, layout, job.assumptions,
                                routing=job.routing, seed=job.seed)
         except FlowLimit:  # refused before listing: skipped and counted (plan.tally)
-            tally.over_limit += 1
+            tops.count(holders, "over_limit", 1)
             return
-        tally.evaluated += 1
+        tops.count(holders, "evaluated", 1)
         # the negated place makes an earlier layout rank above a later one
-        keep(Ranked(rank_score(result, job, power_W), (-place[0], -place[1]), result))
+        tops.keep(holders, Ranked(rank_score(result, job, power_W), (-place[0], -place[1]),
+                                  result))
 
-    groups: list[_Group] = []
+    groups: list[tuple[_Group, tuple[int, ...]]] = []
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
             reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
-            tally.searched += n
+            holders = tops.holders(family)
+            tops.count(holders, "searched", n)
             if group is None:
-                tally.invalid += n
-                tally.reasons[reason] = tally.reasons.get(reason, 0) + n
+                tops.count(holders, "invalid", n, reason)
             elif over_limit(fabric, job.model, group.stand_in, job.routing):
                 # the same traffic for all its orders and ZeRO stages (the limit reads
                 # world and EP): none built, and no layout of its own made and kept
-                tally.over_limit += n
+                tops.count(holders, "over_limit", n)
             elif prune:
-                groups.append(group)
+                groups.append((group, holders))
                 continue  # decided when reached
             elif not group.fits(job):
-                tally.no_fit += n
+                tops.count(holders, "no_fit", n)
             else:
                 for k, fields_ in group.members:
-                    evaluate((ci, k), replace(job.base, **fields_))
+                    evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-    _best_first(fabric, job, groups, power_W, heap, tally, decided, evaluate)
+    _best_first(fabric, job, groups, power_W, tops, decided, evaluate)
     if progress is not None and pending:
         progress(pending)
-    return PlanPart(tally, tuple(sorted(heap, reverse=True)))
+    return PlanPart(tops.tallies[0], tops.best(0),
+                    tuple(PlanPart(tops.tallies[h], tops.best(h))
+                          for h in range(1, len(tops.heaps))))
 
 
 GROUP, ORDERS = range(2)
@@ -418,82 +375,79 @@ GROUP, ORDERS = range(2)
 timeline's bound (its orders bounded and modelled when it comes first)."""
 
 
-def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
-                power_W: float, heap: list[Ranked], tally: Tally,
-                decided: Callable[[int], None],
-                evaluate: Callable[[tuple[int, int], Layout], None]) -> None:
-    """Decide ``groups`` best bound first, tightening a bound only when it comes first:
+def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[int, ...]]],
+                power_W: float, tops: Tops, decided: Callable[[int], None],
+                evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None]
+                ) -> None:
+    """Decide ``groups`` (each with the tops that hold it, :class:`~topomodel.plan.
+    tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
     holds each group at its cheap bound; popped, a group that fits is pushed back at
     its timeline's bound (the pipeline's bubble included), which is never above the
-    cheap one; popped again, each of its rank orders is bounded against the top (when
-    full) and modelled unless pruned. Once the top is full and the first entry's bound
-    is below the last of the top, every entry's is, and all are pruned: the same top as
-    deciding them all (ties rank by place, not by when they were modelled). The
-    groups are modelled in the order of the tighter bound, so a pipeline whose cheap
-    bound (its busiest stage, no bubble) is high but whose timeline is not fills the
-    top only after the layouts that can beat it."""
-    frontier: list[tuple[float, tuple[int, int], int, int, _Group]] = []
+    cheap one; popped again, each of its rank orders is bounded against its tops (when
+    full) and modelled unless pruned. A popped entry whose bound is below the last of
+    every top that holds it is pruned; once the first entry's bound is below the last
+    of every top with entries left (:meth:`~topomodel.plan.tops.Tops.floor`), every
+    entry's is, and all are pruned: the same tops as deciding them all (ties rank by
+    place, not by when they were modelled). The groups are modelled in the order of
+    the tighter bound, so a pipeline whose cheap bound (its busiest stage, no bubble)
+    is high but whose timeline is not fills the top only after the layouts that can
+    beat it."""
+    frontier: list[tuple[float, tuple[int, int], int, int, _Group, tuple[int, ...]]] = []
     tie = 0
     memo = OrderMemo()  # the bounds' shared collectives and screens
+    waiting = tops.waiting
 
-    def push(score: float, place: tuple[int, int], stage: int, item: _Group) -> None:
+    def push(score: float, place: tuple[int, int], stage: int, item: _Group,
+             holders: tuple[int, ...]) -> None:
         nonlocal tie
         tie += 1
-        heapq.heappush(frontier, (-score, place, tie, stage, item))
+        heapq.heappush(frontier, (-score, place, tie, stage, item, holders))
+        for h in holders:
+            waiting[h] += 1
 
-    for group in groups:
-        push(group.bound, group.place, GROUP, group)
+    def pruned(item: _Group, holders: tuple[int, ...]) -> None:
+        tops.count(holders, "pruned", len(item.orders))
+        decided(len(item.orders))
+
+    for group, holders in groups:
+        push(group.bound, group.place, GROUP, group, holders)
     while frontier:
-        neg, place, _, stage, item = heapq.heappop(frontier)
-        worst = heap[0].score if len(heap) >= job.top else -float("inf")
-        if -neg < worst:
-            rest = len(item.orders) + sum(len(e[4].orders) for e in frontier)
-            tally.pruned += rest  # the first has the best bound: none can do better
-            decided(rest)
+        neg, place, _, stage, item, holders = heapq.heappop(frontier)
+        if -neg < tops.floor():  # the first has the best bound: none can do better
+            decided(tops.prune_all([(holders, len(item.orders)),
+                                    *((e[5], len(e[4].orders)) for e in frontier)]))
             return
+        for h in holders:
+            waiting[h] -= 1
+        if -neg < tops.bar(holders):  # below the last of every top that holds it
+            pruned(item, holders)
+            continue
         if stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
-                tally.no_fit += len(item.orders)
+                tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
                 continue
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
                                           item.shape, item.pipeline(job)), job, power_W)
-            push(min(-neg, tight), place, ORDERS, item)
+            push(min(-neg, tight), place, ORDERS, item, holders)
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, memo)
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
             key = distinct_key(item.layout)  # the same for all its orders
-            bar = entry_bar(heap, job.top, key)
+            bar = tops.entry_bar(holders, key)
             if bar > -float("inf") and bounds.unplaced_score(first, bar) < bar:
-                tally.pruned += len(item.orders)  # no order can enter the top
-                decided(len(item.orders))
+                pruned(item, holders)  # no order can enter a top
                 continue
             for k, fields_ in item.members:
                 layout = in_order(item.layout, fields_["order"])
-                bar = entry_bar(heap, job.top, key)
+                bar = tops.entry_bar(holders, key)
                 if bar > -float("inf") and bounds.best_score(layout, bar) < bar:
-                    tally.pruned += 1
+                    tops.count(holders, "pruned", 1)
                 else:
-                    evaluate((place[0], k), layout)
+                    evaluate((place[0], k), layout, holders)
                 decided(1)
-
-
-def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
-    """The score a layout of :func:`distinct_key` ``key`` must reach to change ``heap``
-    (:func:`keep_distinct`'s, at most ``top`` entries), -inf when any would: the last
-    of a full heap, or, where a variant of the same layout is held, its score if
-    higher, since :func:`keep_distinct` keeps the better of two variants. A layout
-    below it never enters the top, then or later: a held variant leaves the heap only
-    for a better layout when it is the last, so every entry after is above it. So the
-    orders of a layout, and its other interleave depths, are pruned against its best
-    step found so far even while the top is not full."""
-    bar = heap[0].score if len(heap) >= top else -float("inf")
-    for held in heap:
-        if held.score > bar and held.key == key:
-            bar = held.score
-    return bar
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
@@ -504,7 +458,9 @@ def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
     heap: list[Ranked] = []
     for ranked in sorted((r for part in parts for r in part.best), reverse=True):
         keep_distinct(heap, ranked, top)
-    return PlanPart(tally, tuple(sorted(heap, reverse=True)))
+    families = tuple(merge([part.families[h] for part in parts], top)
+                     for h in range(len(parts[0].families) if parts else 0))
+    return PlanPart(tally, tuple(sorted(heap, reverse=True)), families)
 
 
 def plan_cells(fabric: Fabric, job: PlanJob) -> list[Cell]:
@@ -542,6 +498,7 @@ class PlanResult:
     design_accelerators: int = 0  # the fabric's; ``idle`` the job leaves of them
     idle_reason: str = ""  # why the job leaves accelerators idle, when not asked to
     USD_per_h: float = float("nan")  # the whole fabric's cost per hour (docs/cost.md)
+    families: tuple[FamilyTop, ...] = ()  # each asked family's top and counts (plan())
 
     @property
     def accelerators(self) -> int:
@@ -564,8 +521,11 @@ class PlanResult:
 
 
 def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
-         progress: Callable[[int], None] | None = None) -> PlanResult:
-    """Search every layout of ``job.space`` on ``fabric`` in this process.
+         progress: Callable[[int], None] | None = None,
+         families: Sequence[Family] = ()) -> PlanResult:
+    """Search every layout of ``job.space`` on ``fabric`` in this process, keeping the
+    best of each of ``families`` (parts of the space, :mod:`~topomodel.plan.tops`) in
+    the same pass.
 
     Examples
     --------
@@ -585,11 +545,14 @@ def plan(fabric: Fabric, job: PlanJob, *, design: str = "",
     start = time.perf_counter()
     power = fabric_power_W(fabric)
     part = search_cells(fabric, job, range(len(plan_cells(fabric, job))), power_W=power,
-                        progress=progress)
+                        progress=progress, families=families)
     return PlanResult(design, job, part.tally, tuple(r.result for r in part.best),
                       time.perf_counter() - start, power,
                       design_accelerators=fabric.accelerator_count,
-                      USD_per_h=fabric_USD_per_h(fabric, job.cost))
+                      USD_per_h=fabric_USD_per_h(fabric, job.cost),
+                      families=tuple(FamilyTop(f.name, p.tally,
+                                               tuple(r.result for r in p.best))
+                                     for f, p in zip(families, part.families, strict=True)))
 
 
 def total_layouts(fabric: Fabric, job: PlanJob) -> list[int]:

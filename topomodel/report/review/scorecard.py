@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topomodel.plan.search import PlanJob, plan
 from topomodel.plan.space import PlanSpace
-from topomodel.plan.tally import over_limit_text
+from topomodel.plan.tally import Tally, over_limit_text
 from topomodel.vocabulary import SCORECARD_PARTS
 
 if TYPE_CHECKING:
@@ -113,18 +113,45 @@ class ScorecardJob:
     parts: tuple[str, ...] = PARTS
 
 
+def _plan_job(job: ScorecardJob, accelerators: int = 0, space: PlanSpace | None = None
+              ) -> PlanJob:
+    """The plan the scorecard runs for ``job.model`` on ``accelerators`` (0: all) within
+    ``space`` (None: the job's): the best layout alone."""
+    from topomodel.traffic.layout import Layout
+
+    return PlanJob(job.model, job.base or Layout(), space or job.space, job.assumptions,
+                   top=1, routing=job.routing, seed=job.seed, accelerators=accelerators)
+
+
+def _outcome(best: Sequence[StepResult], tally: Tally) -> tuple[StepResult | None, str]:
+    """A plan's best step (None where no layout is valid and fits) and its sentence on
+    the layouts it skipped above the router's limit (empty when none: the best is the
+    best below it, :mod:`topomodel.plan.tally`)."""
+    return (best[0] if best else None), over_limit_text(tally)
+
+
 def _best(fabric: Fabric, job: ScorecardJob, *, accelerators: int = 0,
           space: PlanSpace | None = None) -> tuple[StepResult | None, str]:
     """The planner's best step of ``job.model`` on ``accelerators`` (0: all) within
     ``space``, or None where no layout is valid and fits; and the plan's sentence on
-    the layouts it skipped above the router's limit (empty when none: the best is the
-    best below it, :mod:`topomodel.plan.tally`)."""
-    from topomodel.traffic.layout import Layout
+    the layouts it skipped (:func:`_outcome`)."""
+    found = plan(fabric, _plan_job(job, accelerators, space))
+    return _outcome(found.best, found.tally)
 
-    found = plan(fabric, PlanJob(job.model, job.base or Layout(), space or job.space,
-                                 job.assumptions, top=1, routing=job.routing,
-                                 seed=job.seed, accelerators=accelerators))
-    return (found.best[0] if found.best else None), over_limit_text(found.tally)
+
+def _bests(fabric: Fabric, job: ScorecardJob, spaces: dict[str, PlanSpace]
+           ) -> tuple[tuple[StepResult | None, str], dict[str, tuple[StepResult | None, str]]]:
+    """The full-size best (as :func:`_best`) and, from the same search, that of each of
+    ``spaces`` (by key) inside the job's space (:func:`~topomodel.plan.tops.
+    space_family`: a family's own plan finds the same best, ties and all); a space not
+    inside it is left out (its own plan is needed)."""
+    from topomodel.plan.tops import space_family
+
+    families = [f for key, space in spaces.items()
+                if (f := space_family(key, space, job.space)) is not None]
+    found = plan(fabric, _plan_job(job), families=families)
+    return (_outcome(found.best, found.tally),
+            {f.name: _outcome(f.best, f.tally) for f in found.families})
 
 
 def _noted(text: str, skipped: str) -> str:
@@ -170,9 +197,12 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
         raise ParameterError("parts", f"{unknown[0]} is not a part; choose from"
                                       f" {', '.join(PARTS)}")
     planned = job.layout is None or "strategies" in job.parts
+    family_bests: dict[str, tuple[StepResult | None, str]] = {}
+    best, skipped = None, ""
     if planned:
         say("the best layout at full size")
-    best, skipped = _best(fabric, job) if planned else (None, "")
+        (best, skipped), family_bests = _bests(
+            fabric, job, _strategy_spaces(job) if "strategies" in job.parts else {})
     full = _step(fabric, job, job.layout) if job.layout is not None else best
     if full is None:
         from topomodel.errors import UsageError
@@ -188,8 +218,8 @@ def scorecard(fabric: Fabric, job: ScorecardJob, *,
         "scaling": lambda: _scaling_figures(fabric, job, full, (best, skipped), basis),
         "collectives": lambda: _collective_figures(fabric, job, basis),
         "levels": lambda: _level_figures(fabric, job),
-        "strategies": lambda: _strategy_figures(fabric, job, (best, skipped), basis,
-                                                strategy_steps),
+        "strategies": lambda: _strategy_figures(fabric, job, (best, skipped),
+                                                family_bests, basis, strategy_steps),
         "imbalance": lambda: _imbalance_figures(fabric, job, full, basis)
         if job.model.is_moe else [],
         "failures": lambda: _reliability_figures(fabric, job, full),
@@ -387,19 +417,29 @@ def _families(model: Model) -> list[tuple[str, str, PlanSpace | None]]:
     return out
 
 
+def _strategy_spaces(job: ScorecardJob) -> dict[str, PlanSpace]:
+    """The space of each strategy family but the whole (by key): the family's limits
+    on the degrees, the job's fixed fields, micro-batch and interleave limits."""
+    return {key: replace(family, fixed=job.space.fixed,
+                         max_micro_batch=job.space.max_micro_batch,
+                         max_interleave=job.space.max_interleave)
+            for _, key, family in _families(job.model) if family is not None}
+
+
 def _strategy_figures(fabric: Fabric, job: ScorecardJob,
-                      best_of_all: tuple[StepResult | None, str], basis: str,
+                      best_of_all: tuple[StepResult | None, str],
+                      family_bests: dict[str, tuple[StepResult | None, str]], basis: str,
                       steps: list[StepResult]) -> list[Figure]:
-    """MFU of each family's best layout (``best_of_all``: the whole space's, from
-    :func:`_best`); the bests go to ``steps`` too."""
+    """MFU of each family's best layout (``best_of_all``: the whole space's, and
+    ``family_bests`` those found in the same search, from :func:`_bests`; a family not
+    among them gets its own plan); the bests go to ``steps`` too."""
     out = []
+    spaces = _strategy_spaces(job)
     for name, key, family in _families(job.model):
         best, skipped = best_of_all
         if family is not None:
-            space = replace(family, fixed=job.space.fixed,
-                            max_micro_batch=job.space.max_micro_batch,
-                            max_interleave=job.space.max_interleave)
-            best, skipped = _best(fabric, job, space=space)
+            best, skipped = (family_bests[key] if key in family_bests
+                             else _best(fabric, job, space=spaces[key]))
         if best is not None:
             steps.append(best)
         out.append(Figure("strategies", f"MFU, best {name} layout", f"mfu_{key}",
