@@ -310,3 +310,44 @@ def test_the_collectives_run_group_by_group_as_all_at_once():
     whole = measured_runs(fabric, timing, "hash", 1, planned.runs)
     by_group = [row for p in pieces for row in measured_runs(fresh(), timing, "hash", 1, p)]
     assert by_group == whole and any(row is not None for row in whole)
+
+
+@pytest.mark.parametrize("model_id, layout", [("mixtral-8x7b", Layout(tp=2, ep=4, dp=8)),
+                                              ("llama3-8b", Layout(tp=2, dp=8))])
+def test_the_strategy_rows_from_one_pass_are_a_plan_per_familys(monkeypatch, model_id,
+                                                                  layout):
+    """The full-size plan keeps each strategy family's best too (plan.tops); forcing a
+    plan per family instead (no family taken as inside the job's space) gives the same
+    rows and the same best steps, bit for bit. Two 8-GPU A100 servers (Mixtral fits)."""
+    import topomodel.plan.tops as tops
+    from topomodel.fabric.build import build_fabric
+    from topomodel.inputs.design import load_design
+    from topomodel.plan.search import plan as search_plan
+    from topomodel.report.review import scorecard as module
+
+    text = (EXAMPLES / "small-16x8-a100-100gbe-roce.yaml").read_text().replace(
+        "systems: 16", "systems: 2")
+
+    def card(fresh_plans):
+        fabric = build_fabric(*load_design("two.yaml", text=text))
+        job = ScorecardJob(fabric.catalog.get(model_id, Model),
+                           StepAssumptions(compute_efficiency=0.5), layout,
+                           space=replace(NARROW, fixed={**NARROW.fixed,
+                                                        "recompute": "full"}),
+                           parts=("step", "strategies"))
+        plans = []
+        with monkeypatch.context() as mp:
+            mp.setattr(module, "plan", lambda *a, **k: plans.append(k) or
+                       search_plan(*a, **k))
+            if fresh_plans:
+                mp.setattr(tops, "space_family", lambda *a: None)
+            return scorecard(fabric, job), plans
+
+    one, one_plans = card(False)
+    separate, separate_plans = card(True)
+    rows = [f for f in one.figures if f.part == "strategies"]
+    assert len(rows) == len(separate_plans)
+    assert all(f.value is not None for f in rows[1:])  # DP alone: Mixtral does not fit
+    assert one.figures == separate.figures
+    assert one.strategy_steps == separate.strategy_steps
+    assert len(one_plans) == 1 and len(one_plans[0]["families"]) == len(rows) - 1
