@@ -191,13 +191,13 @@ class Tops:
         return (0, *(i for i, f in enumerate(self.families, 1) if f.holds(fields)))
 
     def count(self, holders: Iterable[int], what: str, layouts: int,
-              reason: str = "") -> None:
+              reason: str | None = None) -> None:
         """Add ``layouts`` to the count ``what`` (a :class:`~topomodel.plan.tally.
         Tally` field) of each top in ``holders`` (and to ``reason``'s, when given)."""
         for h in holders:
             tally = self.tallies[h]
             setattr(tally, what, getattr(tally, what) + layouts)
-            if reason:
+            if reason is not None:
                 tally.reasons[reason] = tally.reasons.get(reason, 0) + layouts
 
     def prune_all(self, left: Iterable[tuple[tuple[int, ...], int]]) -> int:
