@@ -40,6 +40,10 @@ Each layout costs, in order, what it takes to decide it:
 Ties keep the layout listed first (the place in the listing, not the order of
 evaluation, breaks them), so the result does not depend on how the search was split
 over processes.
+
+A search can keep, beside the whole space's top, the top of named families within it
+(the scorecard's strategy families: :mod:`~topomodel.plan.tops`): one pass, each
+layout pruned only where it can enter none of the tops that hold it.
 """
 
 from __future__ import annotations
