@@ -642,3 +642,26 @@ def test_job_goodput_prices_the_spares_it_suggests():
     assert g.spare_systems == 0 and g.spares_for_target is not None
     assert g.spares_for_target[0] == 1
     assert g.spare_system_W == per_system_cost(fabric)[0] and g.spare_system_W > 0
+
+
+@pytest.mark.parametrize("given_step", [True, False])
+def test_degraded_steps_without_the_steps_routes_give_the_same_goodput(given_step):
+    """``keep_routes=False`` drops the routes the step kept on the fabric before the
+    degraded steps (each routes on its own copy): the same step and goodput as with
+    them kept, and nothing left in the fabric's kept routes."""
+    from topomodel.analysis.collectives.routes import kept_routes
+    from topomodel.analysis.reliability.goodput import step_and_goodput
+
+    model_name, layout = "llama3-8b", Layout(tp=8, dp=128)
+    runs = []
+    for keep in (True, False):
+        fabric = fabric_of("dual-plane-ethernet")
+        model = fabric.catalog.get(model_name, Model)
+        given = step_time(fabric, model, layout, QUIET) if given_step else None
+        step, good = step_and_goodput(fabric, model, layout, QUIET, step_result=given,
+                                      workers=1, keep_routes=keep)
+        assert (len(fabric.derived(kept_routes)) == 0) is not keep
+        runs.append((step, good))
+    (step_kept, good_kept), (step_dropped, good_dropped) = runs
+    assert step_dropped == step_kept
+    assert good_dropped == good_kept

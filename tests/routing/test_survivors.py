@@ -263,3 +263,45 @@ def test_in_system_ecmp_sums_chip_by_chip_as_over_every_entry(name, seed):
     assert np.array_equal(cut, want_cut)
     if seed is not None and name != "cloudmatrix384":
         assert not view.alive[view.clos.scaleup_up.table].all()  # the general split ran
+
+
+def test_kept_sections_are_added_in_order_after_the_copys_own_section(tmp_path, monkeypatch):
+    """A section kept and shared is added to the load only once a section routed for
+    the copy alone comes (or at the end): the supernode section of a copy with a
+    failed upper-level link routes before the kept in-system section is added, and the
+    sections are still added in the order they are routed (the sums of the code that
+    added each at once), with the general router's loads."""
+    from topomodel.routing.sections import KeptSection
+
+    path = tmp_path / "sn.yaml"
+    path.write_text("system: cloudmatrix384-node\nsystems: 96\nscaleup:\n  kind: supernode\n"
+                    "  switch: ub-l2\n  uplinks: 16\n")
+    design, catalog = load_design(path)
+    base = build_fabric(design, catalog)
+    links, names = base.links, base.nodes["name"].to_numpy()
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    upper = np.flatnonzero((links["tier"].astype(str).to_numpy() == "scaleup_l2")
+                           & (src < dst))[0]
+    fabric = with_failures(base, (), (f"{names[src[upper]]} -- {names[dst[upper]]}",))
+    events, sections = [], {}
+    kept_section, added_to = survivors.kept_section, KeptSection.added_to
+
+    def recorded(fabric, name, *args):
+        kept = kept_section(fabric, name, *args)
+        sections[id(kept)] = name
+        events.append(("routed", name, kept.kept))
+        return kept
+
+    def adding(self, load, n_links):
+        events.append(("added", sections[id(self)], self.kept))
+        return added_to(self, load, n_links)
+
+    monkeypatch.setattr(survivors, "kept_section", recorded)
+    monkeypatch.setattr(KeptSection, "added_to", adding)
+    ph = random_phase(fabric, 800, seed=3)
+    assert_same_routes(fabric, ph, "ecmp")
+    routed = [name for kind, name, _ in events if kind == "routed"]
+    assert [name for kind, name, _ in events if kind == "added"] == routed
+    assert routed[:2] == ["scaleup", "supernode"]
+    assert events[:3] == [("routed", "scaleup", True), ("routed", "supernode", False),
+                          ("added", "scaleup", True)]

@@ -165,17 +165,20 @@ def check_global_batch(layout: Layout) -> None:
                      f" (e.g. {near})")
 
 
-def goodput_part(args: argparse.Namespace, job: Job, result: StepResult | None
-             ) -> tuple[StepResult, list[Any], dict[str, Any]]:
+def goodput_part(args: argparse.Namespace, job: Job, result: StepResult | None, *,
+                 keep_routes: bool = True) -> tuple[StepResult, list[Any], dict[str, Any]]:
     """The step (``result``, or run beside the degraded steps where None) and its
     goodput tables and JSON, from the goodput options: the one path of step, goodput,
     compare and review (:func:`~topomodel.report.goodput.goodput_section`), so the four
-    print the same numbers for one job."""
+    print the same numbers for one job. ``keep_routes`` False: a verb that times
+    nothing more of the step's traffic on the job's fabric lets the degraded steps run
+    without the step's routes (less memory; the same figures)."""
     from topomodel.report.goodput import goodput_section
 
     return goodput_section(job.fabric, job.model, job.layout, job.assumptions, result,
                            goodput_from_args(args), routing=job.inputs.routing,
-                           seed=job.inputs.seed, workers=getattr(args, "workers", None))
+                           seed=job.inputs.seed, workers=getattr(args, "workers", None),
+                           keep_routes=keep_routes)
 
 
 def cost_part(job: Job, tokens_per_s: float, *, goodput: bool) -> tuple[Any, list[str]]:

@@ -30,19 +30,21 @@ def goodput_section(fabric: Fabric, model: Any, layout: Any, step_assumptions: A
                     step_result: Any, assumptions: GoodputAssumptions, *,
                     routing: str = "ecmp", seed: int = 0, workers: int | None = None,
                     lines: Sequence[ComponentLine] | None = None,
-                    known_tokens_per_s: Mapping[str, float] | None = None
-                    ) -> tuple[Any, list[Any], dict[str, Any]]:
+                    known_tokens_per_s: Mapping[str, float] | None = None,
+                    keep_routes: bool = True) -> tuple[Any, list[Any], dict[str, Any]]:
     """The step, and the goodput tables and JSON of it with the what-ifs: the one goodput
     path of step, goodput, compare and review. The degradation is routed wherever
     :func:`~topomodel.analysis.reliability.goodput.job_goodput` can afford it, by the same rule for
     every verb (its degraded steps on ``workers`` processes, default every core; those
     in ``known_tokens_per_s``, by part, already run; ``lines``: the job's component
     lines, if known); ``step_result`` None: the step runs beside them
-    (:func:`~topomodel.analysis.reliability.goodput.step_and_goodput`)."""
+    (:func:`~topomodel.analysis.reliability.goodput.step_and_goodput`, which with
+    ``keep_routes`` False drops the routes the step kept on ``fabric``)."""
     step, result = step_and_goodput(fabric, model, layout, step_assumptions, assumptions,
                                     step_result=step_result, routing=routing, seed=seed,
                                     workers=workers, lines=lines,
-                                    known_tokens_per_s=known_tokens_per_s)
+                                    known_tokens_per_s=known_tokens_per_s,
+                                    keep_routes=keep_routes)
     whatifs = what_ifs(result, fabric.catalog, assumptions)
     return step, goodput_tables(result, whatifs), goodput_json(result, assumptions, whatifs)
 

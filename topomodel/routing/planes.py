@@ -358,6 +358,7 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
             total[:, k] = column
         crossing = at[:, k] >= 0
         amount[at[crossing, k]] = summed[1][crossing]
+    del part, summed  # a float per flow, freed before the climb's pieces are made (peak)
     pieces: list[Piece] = []
     for (table, _), total in zip(arcs, sums, strict=True):
         hit = np.flatnonzero(total)

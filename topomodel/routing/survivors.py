@@ -29,6 +29,7 @@ router on the whole phase, link by link.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -42,7 +43,7 @@ from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
 from topomodel.routing.relays import relayed
 from topomodel.routing.routed import Routed
-from topomodel.routing.sections import intact_section, kept_section
+from topomodel.routing.sections import KeptSection, intact_section, kept_section
 from topomodel.routing.supernode_patch import supernode_on_copy
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS
@@ -88,15 +89,28 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
     inside = np.flatnonzero(same)
 
     spans: list[tuple[int, int] | None] = []  # where each addition to the load lies
+    # sections kept and shared (held anyway) are added to the load only when a section
+    # routed for this copy alone comes, or at the end: no dense load beside the next
+    # section's temporaries (the peak of a goodput on the 4K supernodes); the same
+    # additions in the same order
+    pending: list[KeptSection] = []
+
+    def add_pending() -> None:
+        nonlocal load
+        for kept in pending:
+            load = kept.added_to(load, clos.n_links)
+        pending.clear()
 
     def section(name: str, which: np.ndarray, how: str,
                 route: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-        nonlocal load
         kept = kept_section(fabric, name, phase, which, (how, seed, qps), route)
-        load = kept.added_to(load, clos.n_links)
+        pending.append(kept)
+        if not kept.kept:  # this copy's own bytes per link row: taken over now
+            add_pending()
         spans.append(kept.span)
         return kept.rest
 
+    far = np.zeros(0, np.int64)  # flows between systems of a supernode
     if len(inside):
         across = clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]
         within = inside if clos.mesh else inside[~across]
@@ -109,14 +123,15 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
         else:  # no network: only a transit through another accelerator can join them
             detour[cut] = True
         del within, cut  # freed before the scale-out section's temporaries (peak)
-        far = inside[across] if not clos.mesh else inside[:0]
+        if not clos.mesh:
+            far = inside[across]
         del across
-        if len(far):
-            hops[far], lost, _ = section("supernode", far, up_routing, lambda: (
-                supernode_on_copy(fabric, view, phase, far, up_routing, seed, qps)))
-            detour[far[lost]] = True
-        del far
-    del inside, same
+    del inside, same  # freed before the supernode section's temporaries (peak)
+    if len(far):
+        hops[far], lost, _ = section("supernode", far, up_routing, partial(
+            supernode_on_copy, fabric, view, phase, far, up_routing, seed, qps))
+        detour[far[lost]] = True
+    del far
     outside = np.flatnonzero(network)
     del network
     if len(outside):
@@ -127,6 +142,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
                 nic_patched(fabric, view, phase, outside, routing, seed, qps)
                 or scaleout_on_copy(fabric, view, phase, outside, routing, seed, qps)))
             detour[outside[lost]] = True
+    add_pending()
     if load is None:
         load = np.zeros(clos.n_links)
     if detour.any() and routing == "ecmp" and clos.planes and not clos.mesh and (

@@ -473,11 +473,18 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
                      step_result: Any = None, routing: str = "ecmp", seed: int = 0,
                      route_degradation: bool = True, workers: int | None = None,
                      lines: Sequence[ComponentLine] | None = None,
-                     known_tokens_per_s: Mapping[str, float] | None = None
-                     ) -> tuple[Any, GoodputResult]:
+                     known_tokens_per_s: Mapping[str, float] | None = None,
+                     keep_routes: bool = True) -> tuple[Any, GoodputResult]:
     """The job's step and its :func:`job_goodput`: without ``step_result``, the step
     runs as one more piece of the degraded steps' pool (neither needs the other), beside
-    them instead of before the workers fork. The results of the step, then the goodput."""
+    them instead of before the workers fork. With ``keep_routes`` False, the routes the
+    step kept on ``fabric`` (:func:`~topomodel.analysis.collectives.routes.kept_routes`)
+    are dropped before the degraded steps, for a caller that times nothing more of the
+    step's traffic on ``fabric``: each degraded step routes on its own copy and reads
+    none of them (DeepSeek-V3 at EP 64 on the 98,304-NPU 4K-supernode example: some
+    200 MB held through every degraded step, ``benchmarks/README.md``, "verbs"). The
+    results of the step, then the goodput."""
+    from topomodel.analysis.collectives.routes import kept_routes
     from topomodel.analysis.collectives.timing import link_rates_of
     from topomodel.analysis.training.model import parameter_counts
     from topomodel.analysis.training.step import step_time
@@ -498,11 +505,18 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
         link_rates_of(fabric, step_assumptions.time)
     wanted = ([""] if step_result is None else []) + parts  # "": the intact step
 
+    def release_routes() -> None:
+        if not keep_routes:
+            fabric.derived(kept_routes).clear()
+
     def step_of(part: str) -> Any:
         stepped = step_time(with_part_failed(fabric, part), model, layout,
                             step_assumptions, routing=routing, seed=seed)
         release_listings(fabric)  # the next step lists again what it finds kept
+        release_routes()  # the intact step's, read by no copy
         return stepped
+
+    release_routes()  # those of ``step_result``, where it was run before
 
     stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers,
                                             warm_first=True), strict=True))

@@ -58,7 +58,9 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
         with stages(f"{path}: goodput (a step with each kind of part failed)"):
             # its degraded steps here unless --workers asks for more (see run)
             serial = argparse.Namespace(**{**vars(args), "workers": args.workers or 1})
-            result, _, goodput = goodput_part(serial, job, result)
+            # busiest_link times a collective of its own (all ranks), not the
+            # step's traffic: the step's routes are dropped before the degraded steps
+            result, _, goodput = goodput_part(serial, job, result, keep_routes=False)
     bom = bill_of_materials(job.fabric)
     power = power_summary(bom, job.fabric.accelerator_count)
     tokens = goodput["goodput_tokens_per_s"] if goodput else result.tokens_per_s

@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> Report:
     with stages(f"{args.design}: build"):
         job = job_from_args(args, args.design)
     with stages("step, and a step with each kind of part failed"):
-        result, tables, data = goodput_part(args, job, None)
+        result, tables, data = goodput_part(args, job, None, keep_routes=False)
     lay, name = result.layout, job.fabric.design.name or job.fabric.design.file
     summary = Table("Job", [
         {"item": "design / model", "value": f"{name} / {result.model}"},
