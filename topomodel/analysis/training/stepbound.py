@@ -71,7 +71,7 @@ from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork, op_durations
 from topomodel.analysis.training.step import param_gather_calls, step_ops
-from topomodel.analysis.training.stepcalls import Issued, step_calls
+from topomodel.analysis.training.stepcalls import Issued, checked_groups, step_calls
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.errors import CollectiveError, NotApplicable
@@ -406,11 +406,8 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
     the same in every rank order, when known)."""
     known = fabric.derived(collective_bounds)
     per_byte = fabric.derived(collective_bounds_per_byte)
-    # the communicators checked (and their domains spanned found) once for every
-    # collective over them in this order, by what names them (:data:`SIZE_AT`): the
-    # key's fields after the size, and for the pipeline's sends, its first field
-    # (which exchange: the pairs differ, the pipeline pairs' key does not)
-    checked: dict[tuple[Any, ...], GroupBlocks] = {}
+    # the communicators checked (and their domains spanned, their channels found) once
+    # per fabric for every collective over them (stepcalls.checked_groups)
 
     def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
                  key: tuple[Any, ...]) -> float:
@@ -422,13 +419,12 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
             if rate is None:
                 rate = per_byte[placed] = collective_lower_bound_s(
                     fabric, collective, grid(), 1.0, assumptions.time)
-            of = (key[0] if collective == "sendrecv" else "", *key[SIZE_AT + 1:])
+            # the grid's key, or for the pipeline's sends, which exchange of its pairs
+            of = (("pairs", key[0], key[SIZE_AT + 1], key[-1]) if collective == "sendrecv"
+                  else ("grid", key[SIZE_AT + 1]))
 
             def blocks() -> GroupBlocks:
-                held = checked.get(of)
-                if held is None:
-                    held = checked[of] = group_blocks(fabric, grid())
-                return held
+                return checked_groups(fabric, of, grid)
 
             found = known[key] = max(size * rate, latency_floor_s(
                 fabric, collective, key[1], blocks, size, assumptions.time, placed))
