@@ -169,6 +169,8 @@ class OrderBounds:
         self.pipeline = pipeline
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
+        # the screen's scores by the calls' names and times (its screen is the group's)
+        self.screened: dict[tuple[tuple[str, float], ...], float] = {}
         self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
@@ -191,18 +193,33 @@ class OrderBounds:
         an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
         calls, missed, stale = self._calls(layout)
-        score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        score = self._screen_score(layout, calls, times)
         if stale and score >= worst_kept:
             calls, missed = self._order_calls(layout)
-            score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
+            times = tuple((name, call.time_s) for name, call in calls.items())
+            score = self._screen_score(layout, calls, times)
         if not missed or score < worst_kept:
             return score
-        times = tuple((name, call.time_s) for name, call in calls.items())
         known = self.known.get(times)
         if known is None:
             known = self.known[times] = rank_score(bound_with_calls(
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
         return known
+
+    def _screen_score(self, layout: Layout, calls: dict[str, Call],
+                      times: tuple[tuple[str, float], ...]) -> float:
+        """The score of the group's screen (:meth:`_screen`) on ``calls``, whose names
+        and times are ``times``: all the screen reads of them (its
+        :meth:`~topomodel.analysis.training.orderscreen.OrderScreen.bound` takes each
+        call's time alone), so the rank orders of a group with the same times (those
+        that differ only in where a dimension of one rank goes, or that place every
+        communicator alike) share one, kept per group (:attr:`screened`)."""
+        found = self.screened.get(times)
+        if found is None:
+            found = self.screened[times] = rank_score(
+                self._screen(layout, calls).bound(calls), self.job, self.power_W)
+        return found
 
     def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf")) -> float:
         """The best score any rank order of the group can reach: the screen with each
