@@ -16,6 +16,7 @@ from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.commbound import (
     DUAL,
     collective_lower_bound_s,
+    domain_runs,
     ingress_rates,
     unplaced_lower_bound_s,
 )
@@ -133,6 +134,10 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
                                    rates.domain_out_Bps, domains))
             assert collective_lower_bound_s(fabric, collective, groups, size, tm) \
                 == expected, (collective, groups.tolist())
+            # with the groups' runs given (as order_calls keeps them per grid)
+            assert collective_lower_bound_s(
+                fabric, collective, groups, size, tm,
+                runs=lambda groups=groups: domain_runs(fabric, groups)) == expected
         # pairs: some ranks receive from several senders, some pairs stay in a domain
         pairs = rng.choice(ranks, size=(3 * t, 2))
         pairs = pairs[pairs[:, 0] != pairs[:, 1]]

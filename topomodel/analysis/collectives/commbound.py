@@ -47,6 +47,7 @@ failed links a flow may find no route and move no bytes: there the bound is 0 (s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,24 +123,27 @@ def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndar
 
 
 def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
-                             size_bytes: float, time_model: TimeModel) -> float:
+                             size_bytes: float, time_model: TimeModel, *,
+                             runs: Callable[[], DomainRuns] | None = None) -> float:
     """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
     for ``sendrecv``: each row a sender and a receiver), under the time model's tier
     efficiencies: the bytes into each rank and domain over the rate into it, and those
     out of it (its :data:`DUAL`'s into it) over the rate out; 0 on a fabric with a
-    failed link."""
+    failed link. ``runs``, where given, gives the groups' :func:`domain_runs` (kept by
+    a caller that bounds several collectives over the same groups)."""
     rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
     domains = fabric.derived(node_domains)
     # the groups' runs of ranks per domain, found once for both ways (a send/receive's
     # pairs read none: they are read pair by pair)
-    runs = None if collective == "sendrecv" else _domain_runs(domains[groups])
+    found = None if collective == "sendrecv" else (
+        runs() if runs is not None else domain_runs(fabric, groups))
     into = _delivered_s(collective, groups, size_bytes, rates.node_Bps, rates.domain_Bps,
-                        domains, runs)
+                        domains, found)
     sent = groups[:, ::-1] if collective == "sendrecv" else groups
     out = _delivered_s(DUAL[collective], sent, size_bytes, rates.node_out_Bps,
-                       rates.domain_out_Bps, domains, runs)
+                       rates.domain_out_Bps, domains, found)
     return max(into, out)
 
 
@@ -149,10 +153,12 @@ of the domains: the domain and how many of the group's ranks it holds; None wher
 rank has no domain (then only the ranks' bound counts)."""
 
 
-def _domain_runs(domains: np.ndarray) -> DomainRuns:
-    """:data:`DomainRuns` of groups whose ranks are in the domains ``domains`` (a row per
-    group): each row sorted (no sort of every pair), then cut where the domain changes
-    or a row starts."""
+def domain_runs(fabric: Fabric, groups: np.ndarray) -> DomainRuns:
+    """:data:`DomainRuns` of ``groups`` (a row per group of at least two ranks): each
+    row's domains sorted (no sort of every pair), then cut where the domain changes or
+    a row starts. What :func:`collective_lower_bound_s` reads of the groups' domains,
+    the same for every collective over them."""
+    domains = fabric.derived(node_domains)[groups]
     if (domains < 0).any():
         return None
     t = domains.shape[1]

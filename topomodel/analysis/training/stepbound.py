@@ -55,7 +55,9 @@ import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions, TimeModel, gradient_bucket_bytes
 from topomodel.analysis.collectives.commbound import (
+    DomainRuns,
     collective_lower_bound_s,
+    domain_runs,
     ingress_rates,
     unplaced_lower_bound_s,
 )
@@ -415,13 +417,14 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
         if found is None:
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
             grid = functools.cache(groups)  # the groups, made once for both bounds
-            rate = per_byte.get(placed)
-            if rate is None:
-                rate = per_byte[placed] = collective_lower_bound_s(
-                    fabric, collective, grid(), 1.0, assumptions.time)
             # the grid's key, or for the pipeline's sends, which exchange of its pairs
             of = (("pairs", key[0], key[SIZE_AT + 1], key[-1]) if collective == "sendrecv"
                   else ("grid", key[SIZE_AT + 1]))
+            rate = per_byte.get(placed)
+            if rate is None:
+                rate = per_byte[placed] = collective_lower_bound_s(
+                    fabric, collective, grid(), 1.0, assumptions.time,
+                    runs=lambda: _grid_runs(fabric, of, grid))
 
             def blocks() -> GroupBlocks:
                 return checked_groups(fabric, of, grid)
@@ -432,6 +435,31 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
                       unrouted=unrouted, shape=shape, issued=issued)
+
+
+GRID_RUNS = 16
+"""Communicators whose :func:`~topomodel.analysis.collectives.commbound.domain_runs`
+:func:`order_calls` keeps on a fabric (all dropped when full; up to 1.6 MB each at 98k
+ranks): the all-gather and reduce-scatter over one grid (sequence parallelism's, the
+gradients' at ZeRO 1-2), bounded one after the other, read the same."""
+
+
+def grid_domain_runs(fabric: Fabric) -> dict[tuple[Any, ...], DomainRuns]:
+    """The :func:`~topomodel.analysis.collectives.commbound.domain_runs` of the grids
+    :func:`order_calls` bounded on ``fabric``, by the grid's name there."""
+    return {}
+
+
+def _grid_runs(fabric: Fabric, named: tuple[Any, ...], groups: Callable[[], np.ndarray]
+               ) -> DomainRuns:
+    """:func:`~topomodel.analysis.collectives.commbound.domain_runs` of ``groups()``,
+    which ``named`` names, kept in :func:`grid_domain_runs` (:data:`GRID_RUNS`)."""
+    kept = fabric.derived(grid_domain_runs)
+    if named not in kept:
+        if len(kept) >= GRID_RUNS:
+            kept.clear()
+        kept[named] = domain_runs(fabric, groups())
+    return kept[named]
 
 
 def order_bound(fabric: Fabric, model: Model, layout: Layout,
