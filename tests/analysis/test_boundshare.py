@@ -16,6 +16,7 @@ from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.commbound import (
     DUAL,
     collective_lower_bound_s,
+    domain_runs,
     ingress_rates,
     unplaced_lower_bound_s,
 )
@@ -133,6 +134,10 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
                                    rates.domain_out_Bps, domains))
             assert collective_lower_bound_s(fabric, collective, groups, size, tm) \
                 == expected, (collective, groups.tolist())
+            # with the groups' runs given (as order_calls keeps them per grid)
+            assert collective_lower_bound_s(
+                fabric, collective, groups, size, tm,
+                runs=lambda groups=groups: domain_runs(fabric, groups)) == expected
         # pairs: some ranks receive from several senders, some pairs stay in a domain
         pairs = rng.choice(ranks, size=(3 * t, 2))
         pairs = pairs[pairs[:, 0] != pairs[:, 1]]
@@ -335,3 +340,33 @@ def test_the_buckets_runs_are_their_stages(fabric):
         assert len(np.unique(stages)) == len(stages) and (lengths > 0).all()
         seen += len(stages) > 1
     assert seen > 3
+
+
+def test_a_grids_checked_communicators_are_kept_for_every_collective_over_it(monkeypatch):
+    """The steps of layouts that share communicators, on one fabric (each grid's
+    checked blocks, domain parts and channels found once: checked_groups), equal the
+    same steps each on a fabric of its own, field for field; a grid is checked once,
+    and the kept blocks stay within CHECKED_RANKS."""
+    from topomodel.analysis.training import stepcalls
+    from topomodel.analysis.training.step import step_time
+
+    shared = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = shared.catalog.get("llama3-8b", Model)
+    layouts = [Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, micro_batch=mb,
+                      zero=zero, sequence_parallel=sp, order=order)
+               for mb, zero, sp, order in ((1, 1, True, "tp,cp,dp,pp"),
+                                           (2, 2, True, "tp,cp,dp,pp"),
+                                           (1, 0, False, "tp,dp,cp,pp"),
+                                           (2, 1, False, "dp,tp,cp,pp"))]
+    for layout in layouts:
+        alone = build_fabric(*load_design("two.yaml", text=DESIGN))
+        assert step_time(shared, model, layout) == step_time(alone, model, layout)
+    kept = shared.derived(stepcalls.kept_groups)
+    assert kept and all(name[0] == "grid" for name in kept)
+    rows = next(iter(kept.values())).blocks[0]
+    first = stepcalls.checked_groups(shared, ("test", 1), rows)
+    assert stepcalls.checked_groups(shared, ("test", 1), lambda: 1 / 0) is first
+    assert np.array_equal(first.blocks[0], rows)
+    monkeypatch.setattr(stepcalls, "CHECKED_RANKS", rows.size)
+    stepcalls.checked_groups(shared, ("test", 2), rows)  # the others dropped
+    assert list(kept) == [("test", 2)]

@@ -149,3 +149,36 @@ def test_blocking_sends_hold_the_sender_too():
     none = timeline(schedule("1f1b", p, m), durations(p), np.zeros((p, 2)),
                     blocking_sends=True)
     assert none.makespan_s == pytest.approx((m + p - 1) * 3.0)
+
+
+def test_a_timeline_kept_is_the_one_run_afresh():
+    """A timeline asked again with the same schedule and times is the kept one (its
+    arrays read-only), equal field for field to one run afresh; other times, sends,
+    ready times or blocking make a new one."""
+    import dataclasses
+
+    from topomodel.analysis.training import pipeline
+
+    rng = np.random.default_rng(7)
+    s = pipeline.schedule("1f1b", 4, 8, 2)
+    dur = rng.random((3, 4, 2)) + 0.5
+    send = np.full((4, 2), 0.01)
+    ready = np.array([0.0, 0.1, 0.0, 0.2])
+    first = pipeline.timeline(s, dur, send, stage_ready_s=ready, blocking_sends=True)
+    again = pipeline.timeline(s, dur.copy(), send.copy(), stage_ready_s=ready.copy(),
+                              blocking_sends=True)
+    assert again is first
+    with pytest.raises(ValueError, match="read-only"):
+        first.end_s[0, 0] = 1.0
+    pipeline._TIMELINES.clear()
+    fresh = pipeline.timeline(s, dur, send, stage_ready_s=ready, blocking_sends=True)
+    assert fresh is not first
+    for field in dataclasses.fields(fresh):
+        a, b = getattr(fresh, field.name), getattr(first, field.name)
+        assert (a is b) if field.name == "schedule" else np.array_equal(a, b), field.name
+    others = [pipeline.timeline(s, dur * 2, send, stage_ready_s=ready, blocking_sends=True),
+              pipeline.timeline(s, dur, send * 0, stage_ready_s=ready, blocking_sends=True),
+              pipeline.timeline(s, dur, send, blocking_sends=True),
+              pipeline.timeline(s, dur, send, stage_ready_s=ready)]
+    assert all(other is not fresh for other in others)
+    assert others[3].makespan_s <= fresh.makespan_s

@@ -13,6 +13,7 @@ from test_plan import DESIGN, MODEL
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepbound import (
     comm_free_pipeline,
+    order_calls,
     unordered,
     unplaced_calls,
 )
@@ -86,3 +87,30 @@ def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
     for old, new, step in zip(before, today, steps, strict=True):
         assert step <= new <= old * (1 + 1e-12)
     assert any(new < old for old, new in zip(before, today, strict=True))
+
+
+def test_orders_with_the_same_times_share_one_screen_score():
+    """The collectives kept by where an order places the communicators are that order's
+    own, and the screen's score kept per group by the calls' times is the screen's own
+    bound on them, for every rank order (those that place a dimension of one rank
+    elsewhere, here CP, find the collectives and score of an order before them)."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1)
+    shape = shape_of(fabric, model, layout)
+    pipeline = comm_free_pipeline(model, layout, a, shape)
+    bounds = OrderBounds(fabric, job, layout, shape, lambda: pipeline, 0.0, OrderMemo())
+    orders = (*ORDERS, "cp,tp,dp,pp", "tp,dp,cp,pp", "dp,cp,tp,pp", "cp,dp,tp,pp")
+    for order in orders:
+        placed = in_order(layout, order)
+        bounds.best_score(placed, float("inf"))  # the screen alone decides
+        calls = bounds._calls(placed)[0]
+        # kept by where the order puts the communicators: its own listing's calls
+        assert calls == order_calls(fabric, model, placed, a, shape)[0], order
+        fresh = rank_score(bounds._screen(placed, calls).bound(calls), job, 0.0)
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        assert bounds.screened[times] == fresh, order
+    assert len(bounds.screened) < len(orders)  # some orders found another's
+    assert len(bounds.timed) < len(orders)  # and their collectives

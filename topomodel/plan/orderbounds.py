@@ -27,7 +27,7 @@ from topomodel.analysis.training.stepbound import (
     unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
-from topomodel.analysis.training.stepshape import Shape, collective_times
+from topomodel.analysis.training.stepshape import Shape, collective_times, grid_key, grid_keys
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
@@ -104,9 +104,11 @@ reads the sizes, the batch, sequence parallelism, the schedule and interleave (t
 pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
 
 TIMED_ORDERS = 65_536
-"""Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and the
-order; a few kB each): the layouts of a cell that differ only in recomputation or in
-ZeRO 1 and 2 find them instead of asking the fabric's tables again. An order with every
+"""Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and
+where the order places the communicators, :meth:`OrderBounds._placement`; a few kB
+each): the layouts of a cell that differ only in recomputation or in ZeRO 1 and 2, and
+the orders that place every communicator alike, find them instead of asking the
+fabric's tables again. An order with every
 collective timed keeps them for good (a time, once routed, never changes); one with
 some only bounded keeps them as they are while the fabric's table of times has not
 grown, and after, only to screen with (a step modelled since may have timed them: the
@@ -169,6 +171,9 @@ class OrderBounds:
         self.pipeline = pipeline
         self.screen: OrderScreen | None = None
         self.known: dict[tuple[tuple[str, float], ...], float] = {}
+        # the screen's scores by the calls' names and times (its screen is the group's)
+        self.screened: dict[tuple[tuple[str, float], ...], float] = {}
+        self.grids: tuple[str, ...] | None = None  # the communicators' kinds, in order
         self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
@@ -191,18 +196,33 @@ class OrderBounds:
         an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
         calls, missed, stale = self._calls(layout)
-        score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        score = self._screen_score(layout, calls, times)
         if stale and score >= worst_kept:
             calls, missed = self._order_calls(layout)
-            score = rank_score(self._screen(layout, calls).bound(calls), job, self.power_W)
+            times = tuple((name, call.time_s) for name, call in calls.items())
+            score = self._screen_score(layout, calls, times)
         if not missed or score < worst_kept:
             return score
-        times = tuple((name, call.time_s) for name, call in calls.items())
         known = self.known.get(times)
         if known is None:
             known = self.known[times] = rank_score(bound_with_calls(
                 job.model, layout, job.assumptions, shape, calls), job, self.power_W)
         return known
+
+    def _screen_score(self, layout: Layout, calls: dict[str, Call],
+                      times: tuple[tuple[str, float], ...]) -> float:
+        """The score of the group's screen (:meth:`_screen`) on ``calls``, whose names
+        and times are ``times``: all the screen reads of them (its
+        :meth:`~topomodel.analysis.training.orderscreen.OrderScreen.bound` takes each
+        call's time alone), so the rank orders of a group with the same times (those
+        that differ only in where a dimension of one rank goes, or that place every
+        communicator alike) share one, kept per group (:attr:`screened`)."""
+        found = self.screened.get(times)
+        if found is None:
+            found = self.screened[times] = rank_score(
+                self._screen(layout, calls).bound(calls), self.job, self.power_W)
+        return found
 
     def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf")) -> float:
         """The best score any rank order of the group can reach: the screen with each
@@ -252,16 +272,30 @@ class OrderBounds:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
         order_calls`), how many are not timed yet and whether they were kept from
         before the fabric's table grew (see :data:`TIMED_ORDERS`)."""
-        kept = self.timed.get((*self.calls_key, layout.order))
+        kept = self.timed.get((*self.calls_key, self._placement(layout)))
         if kept is not None:
             table = len(self.fabric.derived(collective_times))
             return kept[0], kept[1], bool(kept[1]) and kept[2] != table
         return (*self._order_calls(layout), False)
 
+    def _placement(self, layout: Layout) -> tuple[Any, ...]:
+        """Where ``layout``'s rank order puts the communicators its collectives run on:
+        each one's :func:`~topomodel.analysis.training.stepshape.grid_key`, by which
+        :func:`~topomodel.analysis.training.stepcalls.placed_calls` keys (and, not
+        found, bounds or times) them, so the orders with the same keys have the same
+        collectives, found once (with :data:`CALLS_FIELDS`' fields: every order that
+        moves a dimension of one rank alone, three in four of a layout's 24 when CP
+        and EP are 1)."""
+        grids = self.grids
+        if grids is None:
+            grids = self.grids = tuple(dict.fromkeys(c.grid for c in self._issues(layout)))
+        keys = self.fabric.derived(grid_keys)
+        return tuple(grid_key(self.fabric, layout, grid, keys) for grid in grids)
+
     def _order_calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
         """``layout``'s collectives found again and kept (:meth:`_calls`)."""
         job = self.job
-        key = (*self.calls_key, layout.order)
+        key = (*self.calls_key, self._placement(layout))
         table = len(self.fabric.derived(collective_times))
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                     self.shape, routing=job.routing, seed=job.seed,

@@ -47,6 +47,7 @@ failed links a flow may find no route and move no bytes: there the bound is 0 (s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,29 +123,58 @@ def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndar
 
 
 def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
-                             size_bytes: float, time_model: TimeModel) -> float:
+                             size_bytes: float, time_model: TimeModel, *,
+                             runs: Callable[[], DomainRuns] | None = None) -> float:
     """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
     for ``sendrecv``: each row a sender and a receiver), under the time model's tier
     efficiencies: the bytes into each rank and domain over the rate into it, and those
     out of it (its :data:`DUAL`'s into it) over the rate out; 0 on a fabric with a
-    failed link."""
+    failed link. ``runs``, where given, gives the groups' :func:`domain_runs` (kept by
+    a caller that bounds several collectives over the same groups)."""
     rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
     domains = fabric.derived(node_domains)
+    # the groups' runs of ranks per domain, found once for both ways (a send/receive's
+    # pairs read none: they are read pair by pair)
+    found = None if collective == "sendrecv" else (
+        runs() if runs is not None else domain_runs(fabric, groups))
     into = _delivered_s(collective, groups, size_bytes, rates.node_Bps, rates.domain_Bps,
-                        domains)
+                        domains, found)
     sent = groups[:, ::-1] if collective == "sendrecv" else groups
     out = _delivered_s(DUAL[collective], sent, size_bytes, rates.node_out_Bps,
-                       rates.domain_out_Bps, domains)
+                       rates.domain_out_Bps, domains, found)
     return max(into, out)
 
 
+DomainRuns = tuple[np.ndarray, np.ndarray] | None
+"""Per (group, domain) pair holding any of a group's ranks, group by group in the order
+of the domains: the domain and how many of the group's ranks it holds; None where a
+rank has no domain (then only the ranks' bound counts)."""
+
+
+def domain_runs(fabric: Fabric, groups: np.ndarray) -> DomainRuns:
+    """:data:`DomainRuns` of ``groups`` (a row per group of at least two ranks): each
+    row's domains sorted (no sort of every pair), then cut where the domain changes or
+    a row starts. What :func:`collective_lower_bound_s` reads of the groups' domains,
+    the same for every collective over them."""
+    domains = fabric.derived(node_domains)[groups]
+    if (domains < 0).any():
+        return None
+    t = domains.shape[1]
+    pair = _rows_sorted(domains).ravel()
+    apart = pair[1:] != pair[:-1]
+    apart[t - 1::t] = True  # a row's first rank starts its group's first domain
+    starts = np.flatnonzero(np.r_[True, apart])
+    return pair[starts], np.diff(np.r_[starts, len(pair)])
+
+
 def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
-                 node_Bps: np.ndarray, domain_Bps: np.ndarray, node_domain: np.ndarray
-                 ) -> float:
+                 node_Bps: np.ndarray, domain_Bps: np.ndarray, node_domain: np.ndarray,
+                 runs: DomainRuns) -> float:
     """Seconds to deliver what ``collective`` must deliver into each rank and each
-    domain (the module's table) over ``node_Bps`` and ``domain_Bps``."""
+    domain (the module's table) over ``node_Bps`` and ``domain_Bps`` (``runs``: the
+    groups' :func:`_domain_runs`, unread for ``sendrecv``)."""
     t = groups.shape[1]
     per_rank = {"allgather": (t - 1) / t, "reducescatter": 1 / t, "allreduce": 1.0,
                 "alltoall": (t - 1) / t, "sendrecv": 1.0}[collective] * size_bytes
@@ -160,21 +190,19 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
         rate = node_Bps[groups.ravel()]
         rate = rate[rate > 0]
         rank_s = per_rank / float(rate.min()) if per_rank > 0 and len(rate) else 0.0
-    domains = node_domain[groups]
-    if (domains < 0).any() or not len(domain_Bps):
+    if not len(domain_Bps):
         return rank_s
     if collective == "sendrecv":
+        domains = node_domain[groups]
+        if (domains < 0).any():
+            return rank_s
         crossing = domains[:, 0] != domains[:, 1]
         into = np.bincount(domains[crossing, 1], minlength=len(domain_Bps)) * size_bytes
     else:
-        # ranks of each group in each domain: (group, domain) pairs counted, group by
-        # group in the order of the domains (each row sorted: no sort of every pair)
-        pair = _rows_sorted(domains).ravel()
-        apart = pair[1:] != pair[:-1]
-        apart[t - 1::t] = True  # a row's first rank starts its group's first domain
-        starts = np.flatnonzero(np.r_[True, apart])
-        inside = np.diff(np.r_[starts, len(pair)])
-        domain_of = pair[starts]
+        if runs is None:
+            return rank_s
+        # ranks of each group in each domain: (group, domain) pairs counted
+        domain_of, inside = runs
         need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
                 "allreduce": np.ones(len(inside)),
                 "alltoall": inside * (t - inside) / t}[collective] * (inside < t)

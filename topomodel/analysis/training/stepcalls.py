@@ -16,6 +16,7 @@ layout makes the first half once (:mod:`topomodel.plan.orderbounds`).
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.communicators import group_blocks
+from topomodel.traffic.communicators import GroupBlocks, group_blocks
 from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
@@ -227,7 +228,8 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
             shared = failure_times(fabric, candidates, grid_rows)
             hit = shared.get(key)
             if hit is None:
-                rows = group_blocks(fabric, grid_rows)  # checked once, for the candidates
+                # checked once per grid, for every collective and size over it
+                rows = checked_groups(fabric, ("grid", placed), grid_rows)
 
                 def build(alg: str, collective: str = collective, size: float = size,
                           rows: Any = rows, placed: tuple[Any, ...] = placed) -> Traffic:
@@ -241,6 +243,44 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
             cache[key] = hit
         out[name] = Call(call.kind, collective, hit[0], size, *hit[1:])
     return out
+
+
+CHECKED_RANKS = 1 << 20
+"""Ranks of the communicators :func:`checked_groups` keeps on a fabric (least recently
+used dropped first): with their domain parts and channels some 50-80 bytes a rank, so
+about 64 MB, a dozen grids of 98k ranks. A plan comes back to a grid for each
+collective, size and ZeRO stage over it, close together (the layouts of one cell)."""
+
+
+def kept_groups(_: Fabric) -> OrderedDict[tuple[Any, ...], GroupBlocks]:
+    """The communicators :func:`checked_groups` keeps on a fabric, by what names them:
+    the fabric's own (not its copies': the blocks hold the fabric they were checked
+    on, and their channels read its NICs)."""
+    return OrderedDict()
+
+
+def checked_groups(fabric: Fabric, named: tuple[Any, ...],
+                   rows: np.ndarray | Callable[[], np.ndarray]) -> GroupBlocks:
+    """:func:`~topomodel.traffic.communicators.group_blocks` of the communicators
+    ``rows`` (a row per group, or a function giving them), which ``named`` names
+    exactly (a :func:`~topomodel.analysis.training.stepshape.grid_key`, tagged),
+    checked once per fabric and kept (:data:`CHECKED_RANKS`) with what their blocks
+    derive, none of which reads a size or a collective: their domain parts, the
+    domains a group spans and their NCCL channels, found once for every collective,
+    size and candidate over them (at 98k ranks, 20-30 ms a grid), for the step's
+    routing and the bounds' latency floors alike."""
+    kept = fabric.derived(kept_groups)
+    found = kept.get(named)
+    if found is not None:
+        kept.move_to_end(named)
+        return found
+    found = kept[named] = group_blocks(fabric, rows if isinstance(rows, np.ndarray)
+                                       else rows())
+    held = sum(int(block.size) for blocks in kept.values() for block in blocks.blocks)
+    while held > CHECKED_RANKS and len(kept) > 1:
+        _, dropped = kept.popitem(last=False)
+        held -= sum(int(block.size) for block in dropped.blocks)
+    return found
 
 
 def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
