@@ -72,6 +72,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import (
     OrderBounds,
     OrderMemo,
@@ -455,6 +456,12 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[_Group],
         if stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
                 tally.no_fit += len(item.orders)
+                decided(len(item.orders))
+                continue
+            bar = entry_bar(heap, job.top, distinct_key(item.layout))
+            if bar > -float("inf") and group_score(fabric, job, item.layout, item.shape, memo,
+                                                    power_W) < bar:
+                tally.pruned += len(item.orders)  # no order can enter it: no timeline
                 decided(len(item.orders))
                 continue
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
