@@ -40,6 +40,14 @@ no later than that timeline's, so it is no more than that bound:
   each ready time and each cost. So on the packed timeline it is no later than on the
   bound's.
 
+With more than one pipeline stage the frame's share of the excess reads the most sends
+on any path of the schedule, found by a run of it (:func:`~topomodel.analysis.training.
+stepbound.most_sends`, tens of ms at thousands of micro-batches, what this floor saves):
+there the floor takes the share at 0 (``busy + wait``, the busy part of the same bound,
+as :func:`~topomodel.analysis.training.stepbound.busy_bound` does with no collective
+time), no more than the bound at any share. With one stage there is no send: its frame
+is the timeline's (no send on a path), read with the packed finish.
+
 With ``ep_overlap="dualpipe"`` the bound is the least compute of a stage plus the wait
 (the step clips an all-to-all's exposed time, see :mod:`~topomodel.analysis.training.
 stepbound`), which the group's cheap bound already is: no floor is made there.
@@ -58,8 +66,8 @@ from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_frame,
+    busy_bound,
     calls_busy_figures,
-    most_sends,
     unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import issued_calls, step_calls
@@ -124,12 +132,16 @@ def unplaced_floor_calls(fabric: Fabric, job: PlanJob, layout: Layout, shape: Sh
 def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
                  calls: dict[str, Call]) -> StepBound:
     """The bound of ``layout`` with the collectives ``calls`` (each no more than in the
-    step of any rank order considered) on its packed timeline: every stage's operations
-    back to back from 0, its gradient buckets ready at their share of their pass there
-    (see the module); not for ``ep_overlap="dualpipe"``."""
+    step of any rank order considered), seconds: with one pipeline stage, on its packed
+    timeline (its operations back to back from 0, its gradient buckets ready at their
+    share of their pass there); with more, its busiest stage and the wait (see the
+    module); not for ``ep_overlap="dualpipe"``."""
     a = assumptions
     duration, compute = calls_busy_figures(model, layout, a, shape, calls)
     busy = duration.sum(axis=1)
+    if layout.pp > 1:  # the share reads the schedule's most sends on a path (a run)
+        return busy_bound(model, layout, a, shape,
+                          CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False))
     finish = busy
     if "dp" in calls or "edp" in calls:
         end = np.cumsum(duration, axis=1)
@@ -140,9 +152,8 @@ def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, sha
         finish, _ = gradient_tail(packed, calls, layout, stage_buckets(
             shape.schedule, calls, layout, a, dense, experts, shape.sizes,
             shape.moe_sizes))
-    sends = most_sends(shape.schedule.name, layout.pp, shape.microbatches,
-                       layout.interleave, layout.pp_blocking)
-    pipeline = CommFreePipeline(busy, compute.sum(axis=1), finish, sends, False)
+    # one stage: no send on any path (:func:`most_sends` is 0), as the timeline's frame
+    pipeline = CommFreePipeline(busy, compute.sum(axis=1), finish, 0, False)
     return bound_frame(model, layout, a, shape, pipeline).bound(pipeline)
 
 
