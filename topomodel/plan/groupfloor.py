@@ -72,6 +72,7 @@ from topomodel.analysis.training.stepbound import (
 )
 from topomodel.analysis.training.stepcalls import issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape
+from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.plan.orderbounds import (
@@ -149,9 +150,12 @@ def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, sha
                           float(busy.max()), 0.0, np.zeros(0, dtype=np.int64))
         layers, moe_layers = shape.sizes.sum(axis=1), shape.moe_sizes.sum(axis=1)
         dense, experts = stage_parameters(model, layout, layers, moe_layers)
-        finish, _ = gradient_tail(packed, calls, layout, stage_buckets(
-            shape.schedule, calls, layout, a, dense, experts, shape.sizes,
-            shape.moe_sizes))
+        try:
+            buckets = stage_buckets(shape.schedule, calls, layout, a, dense, experts,
+                                    shape.sizes, shape.moe_sizes)
+        except UsageError:  # more buckets than the step times: no tail (a lower floor)
+            buckets = []
+        finish, _ = gradient_tail(packed, calls, layout, buckets)
     # one stage: no send on any path (:func:`most_sends` is 0), as the timeline's frame
     pipeline = CommFreePipeline(busy, compute.sum(axis=1), finish, 0, False)
     return bound_frame(model, layout, a, shape, pipeline).bound(pipeline)
