@@ -76,6 +76,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import (
     OrderBounds,
     OrderMemo,
@@ -431,6 +432,11 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[i
             if not item.fits(job):  # asked only of the groups the bound cannot prune
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
+                continue
+            bar = tops.entry_bar(holders, distinct_key(item.layout))
+            if bar > -float("inf") and group_score(fabric, job, item.layout, item.shape, memo,
+                                                    power_W) < bar:
+                pruned(item, holders)  # no order can enter a top: no timeline
                 continue
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
                                           item.shape, item.pipeline(job)), job, power_W)

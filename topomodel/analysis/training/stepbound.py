@@ -605,3 +605,12 @@ def unordered(layout: Layout) -> Layout:
 
 
 _DEFAULT_ORDER = Layout().order
+
+
+def calls_busy_figures(model: Model, layout: Layout, assumptions: StepAssumptions,
+                       shape: Shape, calls: dict[str, Call]) -> tuple[np.ndarray, np.ndarray]:
+    """Every operation's duration and compute (p, n), seconds, with the collectives
+    ``calls`` (an MoE layout's All-to-All added, taking no time, where missing), as
+    :func:`comm_free_pipeline` takes them before its timeline runs (not for
+    ``ep_overlap="dualpipe"``)."""
+    return _op_figures(model, layout, assumptions, shape, _idle_calls(model, layout, calls))
