@@ -272,7 +272,7 @@ def test_int8_supernode_hops_are_the_routed_hops(fabrics):
         clos = view.clos
         far = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
                              & (clos.system[phase.src] != clos.system[phase.dst]))
-        load, hops, lost, _ = paths.supernode_plane_paths(view, phase, far, "ecmp", 2, 1)
+        _, hops, lost, _ = paths.supernode_plane_paths(view, phase, far, "ecmp", 2, 1)
         assert len(far) and hops.dtype == paths.SUPERNODE_HOPS_DTYPE
         routed = route(copy, phase, routing="hash", seed=2)
         assert np.array_equal(routed.hops[far[~lost]], hops[~lost]), failures
