@@ -257,3 +257,22 @@ def test_supernode_paths_with_int32_rows_are_those_with_int64_bit_for_bit(
     wide = paths.supernode_plane_paths(view, phase, far, routing, 1, 2)
     assert all(np.array_equal(a, b) and a.dtype == b.dtype
                for a, b in zip(narrow, wide, strict=True))
+
+
+def test_int8_supernode_hops_are_the_routed_hops(fabrics):
+    """The supernode section's hops, kept as int8 (``SUPERNODE_HOPS_DTYPE``; compared
+    with the replaced int64 code in ``test_planes``), are the hops the router around
+    failures gives those flows on every supernode failure, the section kept or not."""
+    fabric = fabrics["two-supernodes"]
+    fabric.derived(sections.kept_sections).clear()
+    phase = random_phase(fabric, 3000, seed=6)
+    for failures in supernode_failures(fabric):
+        copy = with_failures(fabric, *failures)
+        view = survivors_view(copy)
+        clos = view.clos
+        far = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
+                             & (clos.system[phase.src] != clos.system[phase.dst]))
+        _, hops, lost, _ = paths.supernode_plane_paths(view, phase, far, "ecmp", 2, 1)
+        assert len(far) and hops.dtype == paths.SUPERNODE_HOPS_DTYPE
+        routed = route(copy, phase, routing="hash", seed=2)
+        assert np.array_equal(routed.hops[far[~lost]], hops[~lost]), failures

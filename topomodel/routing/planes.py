@@ -313,7 +313,8 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     entries and exits are live and a group's flows share their rows of ``lower_s``,
     ``lower_d`` and ``weights`` (each given per group, (groups, planes)): the planes, hops
     and leaf pairs are worked out per group, and the bytes a column (plane) at a time,
-    without (flows, planes) arrays but the planes used. None where two of the groups'
+    without (flows, planes) arrays but the planes used; the extra hops as int8 (the
+    same values as :func:`route_planes`' int64: 0, 2 or 4). None where two of the groups'
     (group, plane) entries share a leaf pair (then each pair's bytes are not one
     group's sum in flow order).
 
@@ -334,7 +335,8 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     usable_of[cross_of] = joined[inverse]
     hops_of = np.zeros(cross_of.shape, np.int8)
     hops_of[cross_of] = np.where(joined, np.where(paths.cross, 4, 2), 0)[inverse]
-    extra = _over_planes(np.maximum, hops_of, np.zeros(len(one), np.int64))[group]
+    # int8 per flow (the hops above the entry: 0, 2 or 4), as the section keeps them
+    extra = _over_planes(np.maximum, hops_of, np.zeros(len(one), np.int8))[group]
     lost = ~_over_planes(np.logical_or, usable_of, np.zeros(len(one), bool))[group]
     if not usable_of.all():
         weights = np.where(usable_of, weights, 0)
