@@ -55,6 +55,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -393,6 +394,8 @@ class Chunks:
     codes: dict[tuple[int, int, bool, bool], int] = dataclasses.field(default_factory=dict)
     rows: list[list[float]] = dataclasses.field(default_factory=list)
     table: np.ndarray | None = None  # ``rows`` as an array (None: not made since grown)
+    # op_durations' per partition (ChunkMap.key): its distinct chunks' rows, flattened
+    figures: dict[tuple[Any, ...], np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 _CHUNKS: Kept[Chunks] = Kept(KEPT_CHUNK_WORKS)
@@ -501,11 +504,101 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
                  share: float) -> tuple[np.ndarray, np.ndarray]:
     """Every operation of ``sched`` (arrays (p, n)): :func:`chunk_durations`' duration
     and compute at its kind, stage and chunk, read from the chunks' figures in one step
-    (the same floats :func:`op_work` gives it)."""
-    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
-                                moe_layers, hot=hot, split_w=split_w, share=share)
-    at = codes[_op_chunks(sched)]
-    return table[at, sched.kind], table[at, sched.kind + 3]
+    (the same floats :func:`op_work` gives it). The distinct chunks of the partition
+    (:func:`chunk_map`) and where each operation reads its figures among theirs
+    (:func:`_op_index`) are found once, so a layout costs its distinct chunks' figures
+    (kept with the layer works) and one gather."""
+    kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
+                       share=share, record=False)
+    chunks = chunk_map(dense_layers, moe_layers)
+    figures = kept.figures.get(chunks.key)
+    if figures is None:
+        rows = [_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
+                for what in chunks.whats]
+        figures = kept.figures[chunks.key] = np.array([kept.rows[r] for r in rows],
+                                                      dtype=float).ravel()
+    both = figures.take(_op_index(sched, chunks))
+    return both[0], both[1]
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkMap:
+    """The distinct chunks of a partition into stages and chunks: what each reads
+    (dense layers, MoE layers, holds the first layer's input, holds the output;
+    :func:`_chunks_of`' keys), in the order they first come stage by stage, chunk by
+    chunk; and each chunk's place among them (p x v,), read-only. ``key`` names the
+    partition."""
+
+    key: tuple[Any, ...]
+    whats: tuple[tuple[int, int, bool, bool], ...]
+    inverse: np.ndarray
+
+
+def chunk_map(dense_layers: np.ndarray, moe_layers: np.ndarray) -> ChunkMap:
+    """The :class:`ChunkMap` of a partition (dense and MoE layers per stage and chunk,
+    (p, v)), found once per partition (:data:`KEPT_CHUNK_MAPS`): a search asks it of
+    every layout on the pipeline."""
+    key = (dense_layers.shape, dense_layers.tobytes(), moe_layers.tobytes())
+    return _CHUNK_MAPS.get(key, (), lambda: _chunk_map(key, dense_layers, moe_layers))
+
+
+def _chunk_map(key: tuple[Any, ...], dense_layers: np.ndarray, moe_layers: np.ndarray
+               ) -> ChunkMap:
+    """:func:`chunk_map`, found."""
+    places: dict[tuple[int, int, bool, bool], int] = {}
+    inverse = [places.setdefault(what, len(places))
+               for _, what in _chunks_of(dense_layers, moe_layers)]
+    found = np.array(inverse, dtype=np.intp)
+    found.setflags(write=False)
+    return ChunkMap(key, tuple(places), found)
+
+
+KEPT_CHUNK_MAPS = 4096
+"""Partitions :func:`chunk_map` keeps (all dropped when full): one per pipeline depth,
+interleave and model of a search, each a few hundred bytes."""
+
+_CHUNK_MAPS: Kept[ChunkMap] = Kept(KEPT_CHUNK_MAPS)
+
+
+def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
+               calls: dict[str, Call], layout: Layout, *, split_w: bool) -> int:
+    """The row of ``kept.rows`` holding the figures (F, B and W durations, then
+    computes; :func:`_chunk_figures`) of the chunk ``what``, made if not there."""
+    code = kept.codes.get(what)
+    if code is None:
+        ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
+        durations, computes = _chunk_figures(kept.per, ends, what)
+        code = kept.codes[what] = len(kept.rows)
+        kept.rows.append(durations + computes)
+        kept.table = None
+    return code
+
+
+def _op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
+    """Per operation of ``sched``, where its duration (``[0]``, (p, n)) and its compute
+    (``[1]``) sit in the distinct chunks' figures of ``chunks`` laid out row by row
+    (6 per chunk: F, B, W durations, then computes), found once per schedule and
+    partition (kept while the schedule lives; read-only)."""
+    per = _OP_INDEX.get(sched)
+    if per is None:
+        per = _OP_INDEX[sched] = {}
+    index = per.get(chunks.key)
+    if index is None:
+        at = chunks.inverse[_op_chunks(sched)] * 6 + sched.kind
+        index = np.stack([at, at + 3])
+        index.setflags(write=False)
+        if len(per) >= KEPT_OP_INDICES:
+            per.clear()
+        per[chunks.key] = index
+    return index
+
+
+KEPT_OP_INDICES = 8
+"""Partitions :func:`_op_index` keeps per schedule (all dropped when full): a search
+runs a schedule on one or two partitions (one per model)."""
+
+_OP_INDEX: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
+    weakref.WeakKeyDictionary())
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -518,27 +611,12 @@ def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     (:func:`_chunk_figures`), and each chunk's row in it, stage by stage (p x v,)."""
     kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                        share=share, record=False)
-    known = kept.codes
-    codes = []
-    p, v = dense_layers.shape
-    dense, moe = dense_layers.tolist(), moe_layers.tolist()
-    for st in range(p):  # _chunks_of's order and keys, without its generator
-        dense_row, moe_row = dense[st], moe[st]
-        for c in range(v):
-            what = (int(dense_row[c]), int(moe_row[c]), st == 0 and c == 0,
-                    st == p - 1 and c == v - 1)
-            code = known.get(what)
-            if code is None:
-                ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w,
-                                  record=False)
-                durations, computes = _chunk_figures(kept.per, ends, what)
-                code = known[what] = len(kept.rows)
-                kept.rows.append(durations + computes)
-                kept.table = None
-            codes.append(code)
+    chunks = chunk_map(dense_layers, moe_layers)
+    rows = np.array([_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
+                     for what in chunks.whats])
     if kept.table is None:
         kept.table = np.array(kept.rows, dtype=float)
-    return kept.table, np.array(codes)
+    return kept.table, rows[chunks.inverse]
 
 
 def _op_chunks(sched: Schedule) -> np.ndarray:

@@ -203,18 +203,34 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     tokens, the model FLOPs and the peak do not read ZeRO. So its frame is made
     without the optimizer step (zeros in its place: the excess times 0 is 0 either
     way, the optimizer step being finite on an HBM of any bandwidth) nor the share,
-    and not kept: a search bounds every layout of its space this way, once each."""
+    and kept by what it reads (:func:`_busy_frame`): a search bounds every layout of
+    its space this way, and the layouts of a cell differing in their micro-batch,
+    schedule, EP or sequence parallelism share it."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
     a = assumptions
+    key = (id(model), id(a), id(shape.accelerator), shape.seq, shape.global_batch,
+           layout.recompute, layout.world, layout.pp)
+    return _BUSY_FRAMES.get(key, (model, a, shape.accelerator), lambda: _busy_frame(
+        model, layout, a, shape)).bound(pipeline)
+
+
+def _busy_frame(model: Model, layout: Layout, a: StepAssumptions, shape: Shape
+                ) -> BoundFrame:
+    """:func:`busy_bound`'s frame, kept by what it reads (the model, the assumptions,
+    the accelerator, the tokens, recomputation, the world and the stages)."""
     world = layout.world
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
-    return BoundFrame(np.zeros(layout.pp), sync_wait(a, world).share, 0.0,
-                      shape.global_batch * shape.seq, model_flops,
-                      world * device.peak_flops).bound(pipeline)
+    no_optimizer = np.zeros(layout.pp)
+    no_optimizer.setflags(write=False)
+    return BoundFrame(no_optimizer, sync_wait(a, world).share, 0.0,
+                      shape.global_batch * shape.seq, model_flops, world * device.peak_flops)
+
+
+_BUSY_FRAMES: Kept[BoundFrame] = Kept(4096)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -343,9 +359,10 @@ _FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
 
 
 def forget_frames() -> None:
-    """Drop every frame :func:`bound_frame` keeps (the next call finds its frame
-    afresh)."""
+    """Drop every frame :func:`bound_frame` and :func:`busy_bound` keep (the next call
+    finds its frame afresh)."""
     _FRAMES.clear()
+    _BUSY_FRAMES.clear()
 
 
 def _bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
