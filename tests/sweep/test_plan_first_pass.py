@@ -7,15 +7,17 @@ and the same score, bit for bit, for every valid one."""
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import numpy as np
 import pytest
 
+from topomodel.analysis.training import stagework
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.model import flops_per_token
 from topomodel.analysis.training.stagework import Call, chunk_map
 from topomodel.analysis.training.step import StepAssumptions, step_ops
-from topomodel.analysis.training.stepbound import BoundFrame, CommFreePipeline
+from topomodel.analysis.training.stepbound import BoundFrame, CommFreePipeline, busy_pipeline
 from topomodel.analysis.training.stepshape import partition, shape_of
 from topomodel.analysis.training.syncwait import sync_wait
 from topomodel.errors import UsageError
@@ -25,6 +27,7 @@ from topomodel.inputs.parts import Model
 from topomodel.plan.orderbounds import rank_score
 from topomodel.plan.search import PlanJob, _Cell, _group, plan_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
+from topomodel.rowsums import row_sums
 from topomodel.traffic.layout import Layout
 
 DESIGN = """
@@ -152,3 +155,59 @@ def test_a_partition_and_its_chunk_map_are_shared_and_read_only():
     p, v = sizes.shape
     assert whats == [(int(sizes[s, c] - moe[s, c]), int(moe[s, c]), s == 0 and c == 0,
                       s == p - 1 and c == v - 1) for s in range(p) for c in range(v)]
+
+
+@pytest.fixture(params=["as set", "always"])
+def row_sums_everywhere(request, monkeypatch):
+    """The busy pipeline's sums through distinct blocks where they gain (as set), or on
+    every schedule (always)."""
+    made = []
+    if request.param == "always":
+        monkeypatch.setattr(stagework, "ROW_SUMS_FROM", 0)
+        monkeypatch.setattr(stagework, "ROW_SUMS_GAIN", 0)
+        monkeypatch.setattr(stagework, "_OP_SUMS", weakref.WeakKeyDictionary())
+
+        def counted(symbols):
+            made.append(symbols.shape)
+            return row_sums(symbols)
+
+        monkeypatch.setattr(stagework, "row_sums", counted)
+    return made
+
+
+@pytest.mark.parametrize("case", ["dense", "moe"])
+def test_the_first_pass_with_row_sums_on_every_schedule(case, row_sums_everywhere):
+    """The first pass with every schedule's rows summed through their distinct blocks
+    is the general path's too (``always``: every schedule's rows through them)."""
+    test_the_first_pass_is_the_general_path(case)
+    assert len(row_sums_everywhere) > 10 or not row_sums_everywhere
+
+
+@pytest.mark.parametrize(("name", "fields"), [
+    ("llama3-8b", {"tp": 8, "pp": 4, "dp": 1}),
+    ("llama3-8b", {"tp": 4, "pp": 8, "dp": 1, "interleave": 2, "recompute": "full"}),
+    ("llama3-8b", {"tp": 8, "pp": 2, "dp": 2, "schedule": "zb-h1",
+                   "sequence_parallel": False}),
+    ("mixtral-8x7b", {"tp": 2, "pp": 4, "dp": 4, "ep": 4, "recompute": "selective"}),
+    ("mixtral-8x7b", {"tp": 4, "pp": 8, "dp": 1, "schedule": "zb-h1"})])
+def test_a_long_schedules_busy_pipeline_is_its_operations_sums(name, fields):
+    """On schedules of thousands of microbatches (summed through their distinct
+    blocks), every stage's busy time and compute are the sums of the operations
+    :func:`step_ops` makes, bit for bit."""
+    fabric = build_fabric(*load_design("four.yaml", text=DESIGN))
+    model = fabric.catalog.get(name, Model)
+    a = StepAssumptions(hot_expert_factor=1.2)
+    layout = Layout(global_batch=8192, seq=2048, **fields)
+    shape = shape_of(fabric, model, layout)
+    assert layout.pp * shape.schedule.ops >= stagework.ROW_SUMS_FROM
+    device = shared_device_model(shape.accelerator, a.compute_dtype,
+                                 override=a.compute_efficiency,
+                                 hbm_efficiency=a.hbm_efficiency)
+    calls = {}
+    if layout.ep > 1:
+        calls["ep"] = Call("ep", "alltoall", "direct", 1.0, 0.0, 0.0, 0.0, 0.0, False)
+    ops = step_ops(device, model, layout, a, shape.seq, shape.schedule, calls,
+                   shape.sizes - shape.moe_sizes, shape.moe_sizes)
+    busy = busy_pipeline(model, layout, a, shape)
+    assert np.array_equal(busy.busy_s, np.asarray(ops.duration_s).sum(axis=1))
+    assert np.array_equal(busy.compute_s, ops.compute_s.sum(axis=1))

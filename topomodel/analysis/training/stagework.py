@@ -62,6 +62,7 @@ import numpy as np
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.kept import Kept
+from topomodel.rowsums import RowSums, row_sums
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -508,6 +509,44 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     (:func:`chunk_map`) and where each operation reads its figures among theirs
     (:func:`_op_index`) are found once, so a layout costs its distinct chunks' figures
     (kept with the layer works) and one gather."""
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
+    both = figures.take(_op_index(sched, chunks))
+    return both[0], both[1]
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+            calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+            moe_layers: np.ndarray, sched: Schedule, *, hot: float, split_w: bool,
+            share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage (p,), the sums of :func:`op_durations`' duration and compute, bit for
+    bit their ``sum(axis=1)``: on a long schedule through the distinct blocks numpy
+    sums a row in (:mod:`topomodel.rowsums`, found once per schedule and partition),
+    without the (p, n) operations."""
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
+    index = _op_index(sched, chunks)
+    sums = _op_row_sums(sched, chunks, index)
+    if sums is None:
+        both = figures.take(index)
+        return both[0].sum(axis=1), both[1].sum(axis=1)
+    values = np.zeros((2, len(figures)))  # a duration's place reads its compute 3 on
+    values[0] = figures
+    values[1, :-3] = figures[3:]
+    found = sums.of(values)
+    return found[0], found[1]
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def _distinct_figures(lt_dense: LayerTimes, lt_moe: LayerTimes | None,  # noqa: PLR0913
+                      edges: EdgeTimes, calls: dict[str, Call], layout: Layout,
+                      dense_layers: np.ndarray, moe_layers: np.ndarray, *, hot: float,
+                      split_w: bool, share: float) -> tuple[ChunkMap, np.ndarray]:
+    """The partition's :class:`ChunkMap` and its distinct chunks' figures, row by row
+    (F, B, W durations, then computes; flattened), kept with the layer works."""
     kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                        share=share, record=False)
     chunks = chunk_map(dense_layers, moe_layers)
@@ -517,8 +556,39 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
                 for what in chunks.whats]
         figures = kept.figures[chunks.key] = np.array([kept.rows[r] for r in rows],
                                                       dtype=float).ravel()
-    both = figures.take(_op_index(sched, chunks))
-    return both[0], both[1]
+    return chunks, figures
+
+
+ROW_SUMS_FROM = 16_384
+"""Operations of a schedule (p x n) from which :func:`op_sums` sums its rows through
+their distinct blocks: below, gathering and summing them costs less."""
+
+ROW_SUMS_GAIN = 4
+"""How many times fewer the elements of a schedule's distinct blocks must be than its
+operations for :func:`op_sums` to sum through them."""
+
+_OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
+    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index[0]``
+    (kept per schedule and partition while the schedule lives); None where the
+    schedule is short or its blocks too many to gain."""
+    per = _OP_SUMS.get(sched)
+    if per is None:
+        per = _OP_SUMS[sched] = {}
+    if chunks.key in per:
+        return per[chunks.key]
+    found = None
+    if index[0].size >= ROW_SUMS_FROM:
+        found = row_sums(index[0])
+        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index[0].size:
+            found = None
+    if len(per) >= KEPT_OP_INDICES:
+        per.clear()
+    per[chunks.key] = found
+    return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -639,26 +709,29 @@ def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, W
     :func:`op_work` adds them up: each part the chunk's layers then its ends (the
     order of :meth:`Work.add`), the exposed parts in sorted order."""
     durations, computes = [], []
+    dense, moe = float(what[0]), float(what[1])
     for kind in (F, B, W):
-        parts = [(per[False][kind], float(what[0])), (per[True][kind], float(what[1]))
-                 if what[1] else (None, 0.0), (edge[kind], 1.0)]
-        used = [(wk, times) for wk, times in parts if wk is not None and times]
-        figure = {}
-        for name in (COMPUTE, IMBALANCE):
-            total = 0.0
-            for wk, times in used:
-                if name in wk.parts:
-                    total += wk.parts[name] * times
-            figure[name] = total
+        used = [(per[False][kind], dense)] if dense else []
+        if moe:
+            used.append((per[True][kind], moe))
+        used.append((edge[kind], 1.0))
+        compute = imbalance = 0.0  # each part summed over the works in their order
+        for wk, times in used:
+            parts = wk.parts
+            if COMPUTE in parts:
+                compute += parts[COMPUTE] * times
+            if IMBALANCE in parts:
+                imbalance += parts[IMBALANCE] * times
         exposed = 0.0
-        for key in sorted({k for wk, _ in used for k in wk.exposed}):
-            part = 0.0
-            for wk, times in used:
-                if key in wk.exposed:
-                    part += wk.exposed[key] * times
-            exposed += part
-        durations.append(figure[COMPUTE] + figure[IMBALANCE] + exposed)
-        computes.append(figure[COMPUTE])
+        if any(wk.exposed for wk, _ in used):
+            for key in sorted({k for wk, _ in used for k in wk.exposed}):
+                part = 0.0
+                for wk, times in used:
+                    if key in wk.exposed:
+                        part += wk.exposed[key] * times
+                exposed += part
+        durations.append(compute + imbalance + exposed)
+        computes.append(compute)
     return durations, computes
 
 

@@ -69,7 +69,7 @@ from topomodel.analysis.training.compute import (
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call, OpWork, op_durations
+from topomodel.analysis.training.stagework import Call, OpWork, op_durations, op_sums
 from topomodel.analysis.training.step import param_gather_calls, step_ops
 from topomodel.analysis.training.stepcalls import Issued, step_calls
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
@@ -244,27 +244,29 @@ def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
         ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
         busy = np.asarray(ops.duration_s, dtype=float).sum(axis=1)
         return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0, True)
-    duration, compute = _op_figures(model, layout, assumptions, shape,
-                                    _idle_calls(model, layout, None))
-    busy = duration.sum(axis=1)
-    return CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False)
+    busy, compute = _op_figures(model, layout, assumptions, shape,
+                                _idle_calls(model, layout, None), summed=True)
+    return CommFreePipeline(busy, compute, busy, 0, False)
 
 
 def _op_figures(model: Model, layout: Layout, a: StepAssumptions, shape: Shape,
-                calls: dict[str, Call]) -> tuple[np.ndarray, np.ndarray]:
+                calls: dict[str, Call], *, summed: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Every operation's duration and compute (p, n), seconds, with the collectives
     ``calls``: the same floats :func:`~topomodel.analysis.training.step.step_ops` gives
     (:func:`~topomodel.analysis.training.stagework.op_durations` reads the chunks'
-    figures without making their works; not for ``ep_overlap="dualpipe"``)."""
+    figures without making their works; not for ``ep_overlap="dualpipe"``). With
+    ``summed``, their sums per stage (p,), bit for bit
+    (:func:`~topomodel.analysis.training.stagework.op_sums`)."""
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
                                                  main_grad_bytes=BYTES[a.main_grad_dtype])
-    return op_durations(lt_dense, lt_moe, edges, calls, layout,
-                        shape.sizes - shape.moe_sizes, shape.moe_sizes, shape.schedule,
-                        hot=a.hot_expert_factor if model.is_moe else 1.0,
-                        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
+    return (op_sums if summed else op_durations)(
+        lt_dense, lt_moe, edges, calls, layout, shape.sizes - shape.moe_sizes,
+        shape.moe_sizes, shape.schedule, hot=a.hot_expert_factor if model.is_moe else 1.0,
+        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
 
 
 def _idle_calls(model: Model, layout: Layout, calls: dict[str, Call] | None
