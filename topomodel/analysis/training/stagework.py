@@ -512,8 +512,8 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,
                                         split_w=split_w, share=share)
-    both = figures.take(_op_index(sched, chunks))
-    return both[0], both[1]
+    index = _op_index(sched, chunks)
+    return figures.take(index), figures[3:].take(index)
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -531,8 +531,7 @@ def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  
     index = _op_index(sched, chunks)
     sums = _op_row_sums(sched, chunks, index)
     if sums is None:
-        both = figures.take(index)
-        return both[0].sum(axis=1), both[1].sum(axis=1)
+        return figures.take(index).sum(axis=1), figures[3:].take(index).sum(axis=1)
     values = np.zeros((2, len(figures)))  # a duration's place reads its compute 3 on
     values[0] = figures
     values[1, :-3] = figures[3:]
@@ -572,7 +571,7 @@ _OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | No
 
 
 def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
-    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index[0]``
+    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index``
     (kept per schedule and partition while the schedule lives); None where the
     schedule is short or its blocks too many to gain."""
     per = _OP_SUMS.get(sched)
@@ -581,9 +580,9 @@ def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSum
     if chunks.key in per:
         return per[chunks.key]
     found = None
-    if index[0].size >= ROW_SUMS_FROM:
-        found = row_sums(index[0])
-        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index[0].size:
+    if index.size >= ROW_SUMS_FROM:
+        found = row_sums(index)
+        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index.size:
             found = None
     if len(per) >= KEPT_OP_INDICES:
         per.clear()
@@ -645,17 +644,17 @@ def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes
 
 
 def _op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
-    """Per operation of ``sched``, where its duration (``[0]``, (p, n)) and its compute
-    (``[1]``) sit in the distinct chunks' figures of ``chunks`` laid out row by row
-    (6 per chunk: F, B, W durations, then computes), found once per schedule and
-    partition (kept while the schedule lives; read-only)."""
+    """Per operation of ``sched`` (p, n), where its duration sits in the distinct
+    chunks' figures of ``chunks`` laid out row by row (6 per chunk: F, B, W durations,
+    then computes; its compute 3 places on), found once per schedule and partition
+    (kept while the schedule lives; read-only)."""
     per = _OP_INDEX.get(sched)
     if per is None:
         per = _OP_INDEX[sched] = {}
     index = per.get(chunks.key)
     if index is None:
-        at = chunks.inverse[_op_chunks(sched)] * 6 + sched.kind
-        index = np.stack([at, at + 3])
+        stage_chunk = np.arange(sched.p)[:, None] * sched.v + sched.chunk
+        index = chunks.inverse[stage_chunk] * 6 + sched.kind
         index.setflags(write=False)
         if len(per) >= KEPT_OP_INDICES:
             per.clear()
@@ -687,20 +686,6 @@ def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     if kept.table is None:
         kept.table = np.array(kept.rows, dtype=float)
     return kept.table, rows[chunks.inverse]
-
-
-def _op_chunks(sched: Schedule) -> np.ndarray:
-    """Per operation of ``sched`` (p, n), its chunk's place stage by stage (stage x v +
-    chunk), found once per schedule (kept while it lives; read-only)."""
-    known = _OP_CHUNKS.get(sched)
-    if known is None:
-        known = np.arange(sched.p)[:, None] * sched.v + sched.chunk
-        known.setflags(write=False)
-        _OP_CHUNKS[sched] = known
-    return known
-
-
-_OP_CHUNKS: weakref.WeakKeyDictionary[Schedule, np.ndarray] = weakref.WeakKeyDictionary()
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
