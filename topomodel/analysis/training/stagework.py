@@ -391,11 +391,10 @@ class Chunks:
 
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
-    # chunk_durations' per chunk: its row in ``rows`` (F, B, W durations, then computes)
-    codes: dict[tuple[int, int, bool, bool], int] = dataclasses.field(default_factory=dict)
-    rows: list[list[float]] = dataclasses.field(default_factory=list)
-    table: np.ndarray | None = None  # ``rows`` as an array (None: not made since grown)
-    # op_durations' per partition (ChunkMap.key): its distinct chunks' rows, flattened
+    # per chunk (_chunks_of' key): its F, B, W durations, then computes
+    rows: dict[tuple[int, int, bool, bool], list[float]] = dataclasses.field(
+        default_factory=dict)
+    # per partition (ChunkMap.key): its distinct chunks' rows, flattened
     figures: dict[tuple[Any, ...], np.ndarray] = dataclasses.field(default_factory=dict)
 
 
@@ -491,11 +490,12 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
     :func:`op_work` reads from it (the same sums in the same order), without making
     the chunks' :class:`Work`. What a bound with few collectives timed reads of a
     layout; not for ``ep_overlap="dualpipe"``, whose pairs :func:`op_work` changes."""
-    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
-                                moe_layers, hot=hot, split_w=split_w, share=share)
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
     p, v = dense_layers.shape
-    figures = table[codes].reshape(p, v, 6).transpose(2, 0, 1)
-    return figures[:3], figures[3:]
+    per_chunk = figures.reshape(-1, 6)[chunks.inverse].reshape(p, v, 6).transpose(2, 0, 1)
+    return per_chunk[:3], per_chunk[3:]
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -551,10 +551,9 @@ def _distinct_figures(lt_dense: LayerTimes, lt_moe: LayerTimes | None,  # noqa: 
     chunks = chunk_map(dense_layers, moe_layers)
     figures = kept.figures.get(chunks.key)
     if figures is None:
-        rows = [_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
-                for what in chunks.whats]
-        figures = kept.figures[chunks.key] = np.array([kept.rows[r] for r in rows],
-                                                      dtype=float).ravel()
+        figures = kept.figures[chunks.key] = np.array(
+            [_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
+             for what in chunks.whats], dtype=float).ravel()
     return chunks, figures
 
 
@@ -630,17 +629,15 @@ _CHUNK_MAPS: Kept[ChunkMap] = Kept(KEPT_CHUNK_MAPS)
 
 
 def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
-               calls: dict[str, Call], layout: Layout, *, split_w: bool) -> int:
-    """The row of ``kept.rows`` holding the figures (F, B and W durations, then
-    computes; :func:`_chunk_figures`) of the chunk ``what``, made if not there."""
-    code = kept.codes.get(what)
-    if code is None:
+               calls: dict[str, Call], layout: Layout, *, split_w: bool) -> list[float]:
+    """The figures (F, B and W durations, then computes; :func:`_chunk_figures`) of the
+    chunk ``what``, kept in ``kept.rows``."""
+    row = kept.rows.get(what)
+    if row is None:
         ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
         durations, computes = _chunk_figures(kept.per, ends, what)
-        code = kept.codes[what] = len(kept.rows)
-        kept.rows.append(durations + computes)
-        kept.table = None
-    return code
+        row = kept.rows[what] = durations + computes
+    return row
 
 
 def _op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
@@ -668,24 +665,6 @@ runs a schedule on one or two partitions (one per model)."""
 
 _OP_INDEX: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
     weakref.WeakKeyDictionary())
-
-
-# PLR0913: chunk_work's arguments, passed on as they are
-def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
-                 calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
-                 moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The figures of the chunks :func:`chunk_work` would make, kept with its layer
-    works: a table (k, 6) of distinct chunks' F, B and W durations then computes
-    (:func:`_chunk_figures`), and each chunk's row in it, stage by stage (p x v,)."""
-    kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
-                       share=share, record=False)
-    chunks = chunk_map(dense_layers, moe_layers)
-    rows = np.array([_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
-                     for what in chunks.whats])
-    if kept.table is None:
-        kept.table = np.array(kept.rows, dtype=float)
-    return kept.table, rows[chunks.inverse]
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
