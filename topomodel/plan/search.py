@@ -302,10 +302,9 @@ class _Cell:
     """What the families of one cell share while they are bounded: the cell's rank
     orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
     score with the layout and shape it was found on (:func:`_group`); by its fields but
-    those :func:`~topomodel.analysis.training.stepshape.shape_of` does not read
-    (:data:`UNSHAPED`), the layout they make on the job's base and the shape, or why
-    either is invalid; and by the family's fields but ZeRO (:attr:`_Group.unordered`,
-    made later) the comm-free pipelines and which ZeRO stages fit
+    the :data:`UNSHAPED`, the layout they make on the job's base and its shape, or why
+    either is refused (:func:`_shaped`); and by the family's fields but ZeRO
+    (:attr:`_Group.unordered`) the comm-free pipelines and which ZeRO stages fit
     (:meth:`_Group.fits`)."""
 
     orders: list[str]
@@ -319,9 +318,7 @@ class _Cell:
 
 UNSHAPED = frozenset({"recompute", "sequence_parallel", "zero"})
 """The searched fields :func:`~topomodel.analysis.training.stepshape.shape_of` does not
-read (its checks, batch, schedule and partition read the degrees, the micro-batch, the
-interleave depth and the schedule): the families of a cell that differ only in them
-share one shape, and its verdict."""
+read: a cell's families that differ only in them share one shape, or refusal."""
 
 
 def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
@@ -352,16 +349,12 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
 def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: float,
              cell: _Cell) -> tuple[str, float, Layout | None, Shape | None]:
     """Why the layout ``family`` is invalid, or its cheap bound's score with the layout
-    and shape it was found on: :func:`_group`'s, with what its cell's families share
-    found once (``cell.shaped``).
-
-    The layout is ``evolve(job.base, **family)``, made in two steps (the fields
-    :func:`~topomodel.analysis.training.stepshape.shape_of` reads, once for the
-    families that share them; then the :data:`UNSHAPED`): equal fields, each field
-    checked once and the rules across fields on the whole, so valid exactly when the
-    one step is; where a step refuses it, the one step gives the reason, as it would
-    have. Its shape is the first of those families' (it reads none of the
-    :data:`UNSHAPED`: the same checks, refusal and figures)."""
+    and shape it was found on, as :func:`_group` gives it. The layout is
+    ``evolve(job.base, **family)`` in two steps (the fields but the :data:`UNSHAPED`,
+    once for the cell's families that share them, then those): each field is checked
+    once and the rules across fields on the whole, so it is valid exactly when one step
+    makes it, and where a step refuses it, the one step gives the reason. Its shape is
+    the first of those families' (the same checks, refusal and figures)."""
     shaped_key = tuple(v for f, v in family.items() if f not in UNSHAPED)
     shaped = cell.shaped.get(shaped_key)
     if shaped is None:
