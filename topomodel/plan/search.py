@@ -262,15 +262,24 @@ class _Group:
 class _Cell:
     """What the families of one cell share while they are bounded: the cell's rank
     orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
-    score with the layout and shape it was found on (:func:`_group`); and by the family's
-    fields but ZeRO (:attr:`_Group.unordered`, made later) the comm-free pipelines and
-    which ZeRO stages fit (:meth:`_Group.fits`)."""
+    score with the layout and shape it was found on (:func:`_group`); by its fields but
+    the :data:`UNSHAPED`, the layout they make on the job's base and its shape, or why
+    either is refused (:func:`_shaped`); and by the family's fields but ZeRO
+    (:attr:`_Group.unordered`) the comm-free pipelines and which ZeRO stages fit
+    (:meth:`_Group.fits`)."""
 
     orders: list[str]
     known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
         default_factory=dict)
+    shaped: dict[tuple[Any, ...], tuple[Layout | None, Shape | None, str]] = field(
+        default_factory=dict)
     pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
     fitting: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+
+
+UNSHAPED = frozenset({"recompute", "sequence_parallel", "zero"})
+"""The searched fields :func:`~topomodel.analysis.training.stepshape.shape_of` does not
+read: a cell's families that differ only in them share one shape, or refusal."""
 
 
 def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
@@ -290,23 +299,59 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
     key = tuple(v for f, v in family.items() if f != "zero")
     found = cell.known.get(key)
     if found is None:
-        try:
-            layout = evolve(job.base, **family)
-            shape = shape_of(fabric, job.model, layout)
-        except UsageError as exc:
-            found = (str(exc), 0.0, None, None)
-        else:
-            busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-            score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                           power_W)
-            # NaN (no power): never pruned
-            found = ("", score if score == score else float("inf"), layout, shape)
-        cell.known[key] = found
+        found = cell.known[key] = _bounded(fabric, job, family, power_W, cell)
     reason, score, stand_in, held = found
     if stand_in is None or held is None:
         return reason, None
     return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines,
                       key, cell.fitting)
+
+
+def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: float,
+             cell: _Cell) -> tuple[str, float, Layout | None, Shape | None]:
+    """Why the layout ``family`` is invalid, or its cheap bound's score with the layout
+    and shape it was found on, as :func:`_group` gives it. The layout is
+    ``evolve(job.base, **family)`` in two steps (the fields but the :data:`UNSHAPED`,
+    once for the cell's families that share them, then those): each field is checked
+    once and the rules across fields on the whole, so it is valid exactly when one step
+    makes it, and where a step refuses it, the one step gives the reason. Its shape is
+    the first of those families' (the same checks, refusal and figures)."""
+    shaped_key = tuple(v for f, v in family.items() if f not in UNSHAPED)
+    shaped = cell.shaped.get(shaped_key)
+    if shaped is None:
+        shaped = cell.shaped[shaped_key] = _shaped(fabric, job, family)
+    stem, shape, refusal = shaped
+    try:
+        if stem is None:
+            raise UsageError(refusal)
+        layout = evolve(stem, **{f: v for f, v in family.items() if f in UNSHAPED})
+    except UsageError:
+        try:  # the reason the one step gives (its field order decides which refusal)
+            layout = evolve(job.base, **family)
+            shape = shape_of(fabric, job.model, layout)  # not reached: a step refused
+        except UsageError as exc:
+            return (str(exc), 0.0, None, None)
+    if shape is None:
+        return (refusal, 0.0, None, None)
+    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                       power_W)
+    # NaN (no power): never pruned
+    return ("", score if score == score else float("inf"), layout, shape)
+
+
+def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
+            ) -> tuple[Layout | None, Shape | None, str]:
+    """The fields of ``family`` but the :data:`UNSHAPED` set on the job's base layout
+    (None where refused), their shape (None where refused) and the refusal."""
+    try:
+        stem = evolve(job.base, **{f: v for f, v in family.items() if f not in UNSHAPED})
+    except UsageError as exc:
+        return None, None, str(exc)
+    try:
+        return stem, shape_of(fabric, job.model, stem), ""
+    except UsageError as exc:
+        return stem, None, str(exc)
 
 
 @quiet_collector()  # its caches scanned by fewer full passes of the collector

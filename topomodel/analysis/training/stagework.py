@@ -55,12 +55,14 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.kept import Kept
+from topomodel.rowsums import RowSums, row_sums
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -389,10 +391,11 @@ class Chunks:
 
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
-    # chunk_durations' per chunk: its row in ``rows`` (F, B, W durations, then computes)
-    codes: dict[tuple[int, int, bool, bool], int] = dataclasses.field(default_factory=dict)
-    rows: list[list[float]] = dataclasses.field(default_factory=list)
-    table: np.ndarray | None = None  # ``rows`` as an array (None: not made since grown)
+    # per chunk (_chunks_of' key): its F, B, W durations, then computes
+    rows: dict[tuple[int, int, bool, bool], list[float]] = dataclasses.field(
+        default_factory=dict)
+    # per partition (ChunkMap.key): its distinct chunks' rows, flattened
+    figures: dict[tuple[Any, ...], np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 _CHUNKS: Kept[Chunks] = Kept(KEPT_CHUNK_WORKS)
@@ -487,11 +490,12 @@ def chunk_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: Edge
     :func:`op_work` reads from it (the same sums in the same order), without making
     the chunks' :class:`Work`. What a bound with few collectives timed reads of a
     layout; not for ``ep_overlap="dualpipe"``, whose pairs :func:`op_work` changes."""
-    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
-                                moe_layers, hot=hot, split_w=split_w, share=share)
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
     p, v = dense_layers.shape
-    figures = table[codes].reshape(p, v, 6).transpose(2, 0, 1)
-    return figures[:3], figures[3:]
+    per_chunk = figures.reshape(-1, 6)[chunks.inverse].reshape(p, v, 6).transpose(2, 0, 1)
+    return per_chunk[:3], per_chunk[3:]
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -501,58 +505,166 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
                  share: float) -> tuple[np.ndarray, np.ndarray]:
     """Every operation of ``sched`` (arrays (p, n)): :func:`chunk_durations`' duration
     and compute at its kind, stage and chunk, read from the chunks' figures in one step
-    (the same floats :func:`op_work` gives it)."""
-    table, codes = _chunk_codes(lt_dense, lt_moe, edges, calls, layout, dense_layers,
-                                moe_layers, hot=hot, split_w=split_w, share=share)
-    at = codes[_op_chunks(sched)]
-    return table[at, sched.kind], table[at, sched.kind + 3]
+    (the same floats :func:`op_work` gives it). The distinct chunks of the partition
+    (:func:`chunk_map`) and where each operation reads its figures among theirs
+    (:func:`_op_index`) are found once, so a layout costs its distinct chunks' figures
+    (kept with the layer works) and one gather."""
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
+    index = _op_index(sched, chunks)
+    return figures.take(index), figures[3:].take(index)
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
-def _chunk_codes(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
-                 calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
-                 moe_layers: np.ndarray, *, hot: float, split_w: bool, share: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The figures of the chunks :func:`chunk_work` would make, kept with its layer
-    works: a table (k, 6) of distinct chunks' F, B and W durations then computes
-    (:func:`_chunk_figures`), and each chunk's row in it, stage by stage (p x v,)."""
+def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  # noqa: PLR0913
+            calls: dict[str, Call], layout: Layout, dense_layers: np.ndarray,
+            moe_layers: np.ndarray, sched: Schedule, *, hot: float, split_w: bool,
+            share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage (p,), the sums of :func:`op_durations`' duration and compute, bit for
+    bit their ``sum(axis=1)``: on a long schedule through the distinct blocks numpy
+    sums a row in (:mod:`topomodel.rowsums`, found once per schedule and partition),
+    without the (p, n) operations."""
+    chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
+                                        dense_layers, moe_layers, hot=hot,
+                                        split_w=split_w, share=share)
+    index = _op_index(sched, chunks)
+    sums = _op_row_sums(sched, chunks, index)
+    if sums is None:
+        return figures.take(index).sum(axis=1), figures[3:].take(index).sum(axis=1)
+    values = np.zeros((2, len(figures)))  # a duration's place reads its compute 3 on
+    values[0] = figures
+    values[1, :-3] = figures[3:]
+    found = sums.of(values)
+    return found[0], found[1]
+
+
+# PLR0913: chunk_work's arguments, passed on as they are
+def _distinct_figures(lt_dense: LayerTimes, lt_moe: LayerTimes | None,  # noqa: PLR0913
+                      edges: EdgeTimes, calls: dict[str, Call], layout: Layout,
+                      dense_layers: np.ndarray, moe_layers: np.ndarray, *, hot: float,
+                      split_w: bool, share: float) -> tuple[ChunkMap, np.ndarray]:
+    """The partition's :class:`ChunkMap` and its distinct chunks' figures, row by row
+    (F, B, W durations, then computes; flattened), kept with the layer works."""
     kept = kept_chunks(lt_dense, lt_moe, edges, calls, layout, hot=hot, split_w=split_w,
                        share=share, record=False)
-    known = kept.codes
-    codes = []
-    p, v = dense_layers.shape
-    dense, moe = dense_layers.tolist(), moe_layers.tolist()
-    for st in range(p):  # _chunks_of's order and keys, without its generator
-        dense_row, moe_row = dense[st], moe[st]
-        for c in range(v):
-            what = (int(dense_row[c]), int(moe_row[c]), st == 0 and c == 0,
-                    st == p - 1 and c == v - 1)
-            code = known.get(what)
-            if code is None:
-                ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w,
-                                  record=False)
-                durations, computes = _chunk_figures(kept.per, ends, what)
-                code = known[what] = len(kept.rows)
-                kept.rows.append(durations + computes)
-                kept.table = None
-            codes.append(code)
-    if kept.table is None:
-        kept.table = np.array(kept.rows, dtype=float)
-    return kept.table, np.array(codes)
+    chunks = chunk_map(dense_layers, moe_layers)
+    figures = kept.figures.get(chunks.key)
+    if figures is None:
+        figures = kept.figures[chunks.key] = np.array(
+            [_chunk_row(kept, what, edges, calls, layout, split_w=split_w)
+             for what in chunks.whats], dtype=float).ravel()
+    return chunks, figures
 
 
-def _op_chunks(sched: Schedule) -> np.ndarray:
-    """Per operation of ``sched`` (p, n), its chunk's place stage by stage (stage x v +
-    chunk), found once per schedule (kept while it lives; read-only)."""
-    known = _OP_CHUNKS.get(sched)
-    if known is None:
-        known = np.arange(sched.p)[:, None] * sched.v + sched.chunk
-        known.setflags(write=False)
-        _OP_CHUNKS[sched] = known
-    return known
+ROW_SUMS_FROM = 16_384
+"""Operations of a schedule (p x n) from which :func:`op_sums` sums its rows through
+their distinct blocks: below, gathering and summing them costs less."""
+
+ROW_SUMS_GAIN = 4
+"""How many times fewer the elements of a schedule's distinct blocks must be than its
+operations for :func:`op_sums` to sum through them."""
+
+_OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | None]] = (
+    weakref.WeakKeyDictionary())
 
 
-_OP_CHUNKS: weakref.WeakKeyDictionary[Schedule, np.ndarray] = weakref.WeakKeyDictionary()
+def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
+    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index``
+    (kept per schedule and partition while the schedule lives); None where the
+    schedule is short or its blocks too many to gain."""
+    per = _OP_SUMS.get(sched)
+    if per is None:
+        per = _OP_SUMS[sched] = {}
+    if chunks.key in per:
+        return per[chunks.key]
+    found = None
+    if index.size >= ROW_SUMS_FROM:
+        found = row_sums(index)
+        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index.size:
+            found = None
+    if len(per) >= KEPT_OP_INDICES:
+        per.clear()
+    per[chunks.key] = found
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkMap:
+    """The distinct chunks of a partition into stages and chunks: what each reads
+    (dense layers, MoE layers, holds the first layer's input, holds the output;
+    :func:`_chunks_of`' keys), in the order they first come stage by stage, chunk by
+    chunk; and each chunk's place among them (p x v,), read-only. ``key`` names the
+    partition."""
+
+    key: tuple[Any, ...]
+    whats: tuple[tuple[int, int, bool, bool], ...]
+    inverse: np.ndarray
+
+
+def chunk_map(dense_layers: np.ndarray, moe_layers: np.ndarray) -> ChunkMap:
+    """The :class:`ChunkMap` of a partition (dense and MoE layers per stage and chunk,
+    (p, v)), found once per partition (:data:`KEPT_CHUNK_MAPS`): a search asks it of
+    every layout on the pipeline."""
+    key = (dense_layers.shape, dense_layers.tobytes(), moe_layers.tobytes())
+    return _CHUNK_MAPS.get(key, (), lambda: _chunk_map(key, dense_layers, moe_layers))
+
+
+def _chunk_map(key: tuple[Any, ...], dense_layers: np.ndarray, moe_layers: np.ndarray
+               ) -> ChunkMap:
+    """:func:`chunk_map`, found."""
+    places: dict[tuple[int, int, bool, bool], int] = {}
+    inverse = [places.setdefault(what, len(places))
+               for _, what in _chunks_of(dense_layers, moe_layers)]
+    found = np.array(inverse, dtype=np.intp)
+    found.setflags(write=False)
+    return ChunkMap(key, tuple(places), found)
+
+
+KEPT_CHUNK_MAPS = 4096
+"""Partitions :func:`chunk_map` keeps (all dropped when full): one per pipeline depth,
+interleave and model of a search, each a few hundred bytes."""
+
+_CHUNK_MAPS: Kept[ChunkMap] = Kept(KEPT_CHUNK_MAPS)
+
+
+def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
+               calls: dict[str, Call], layout: Layout, *, split_w: bool) -> list[float]:
+    """The figures (F, B and W durations, then computes; :func:`_chunk_figures`) of the
+    chunk ``what``, kept in ``kept.rows``."""
+    row = kept.rows.get(what)
+    if row is None:
+        ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w, record=False)
+        durations, computes = _chunk_figures(kept.per, ends, what)
+        row = kept.rows[what] = durations + computes
+    return row
+
+
+def _op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
+    """Per operation of ``sched`` (p, n), where its duration sits in the distinct
+    chunks' figures of ``chunks`` laid out row by row (6 per chunk: F, B, W durations,
+    then computes; its compute 3 places on), found once per schedule and partition
+    (kept while the schedule lives; read-only)."""
+    per = _OP_INDEX.get(sched)
+    if per is None:
+        per = _OP_INDEX[sched] = {}
+    index = per.get(chunks.key)
+    if index is None:
+        stage_chunk = np.arange(sched.p)[:, None] * sched.v + sched.chunk
+        index = chunks.inverse[stage_chunk] * 6 + sched.kind
+        index.setflags(write=False)
+        if len(per) >= KEPT_OP_INDICES:
+            per.clear()
+        per[chunks.key] = index
+    return index
+
+
+KEPT_OP_INDICES = 8
+"""Partitions :func:`_op_index` keeps per schedule (all dropped when full): a search
+runs a schedule on one or two partitions (one per model)."""
+
+_OP_INDEX: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
@@ -561,26 +673,29 @@ def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, W
     :func:`op_work` adds them up: each part the chunk's layers then its ends (the
     order of :meth:`Work.add`), the exposed parts in sorted order."""
     durations, computes = [], []
+    dense, moe = float(what[0]), float(what[1])
     for kind in (F, B, W):
-        parts = [(per[False][kind], float(what[0])), (per[True][kind], float(what[1]))
-                 if what[1] else (None, 0.0), (edge[kind], 1.0)]
-        used = [(wk, times) for wk, times in parts if wk is not None and times]
-        figure = {}
-        for name in (COMPUTE, IMBALANCE):
-            total = 0.0
-            for wk, times in used:
-                if name in wk.parts:
-                    total += wk.parts[name] * times
-            figure[name] = total
+        used = [(per[False][kind], dense)] if dense else []
+        if moe:
+            used.append((per[True][kind], moe))
+        used.append((edge[kind], 1.0))
+        compute = imbalance = 0.0  # each part summed over the works in their order
+        for wk, times in used:
+            parts = wk.parts
+            if COMPUTE in parts:
+                compute += parts[COMPUTE] * times
+            if IMBALANCE in parts:
+                imbalance += parts[IMBALANCE] * times
         exposed = 0.0
-        for key in sorted({k for wk, _ in used for k in wk.exposed}):
-            part = 0.0
-            for wk, times in used:
-                if key in wk.exposed:
-                    part += wk.exposed[key] * times
-            exposed += part
-        durations.append(figure[COMPUTE] + figure[IMBALANCE] + exposed)
-        computes.append(figure[COMPUTE])
+        if any(wk.exposed for wk, _ in used):
+            for key in sorted({k for wk, _ in used for k in wk.exposed}):
+                part = 0.0
+                for wk, times in used:
+                    if key in wk.exposed:
+                        part += wk.exposed[key] * times
+                exposed += part
+        durations.append(compute + imbalance + exposed)
+        computes.append(compute)
     return durations, computes
 
 

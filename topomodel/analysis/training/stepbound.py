@@ -71,7 +71,7 @@ from topomodel.analysis.training.compute import (
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
-from topomodel.analysis.training.stagework import Call, OpWork, op_durations
+from topomodel.analysis.training.stagework import Call, OpWork, op_durations, op_sums
 from topomodel.analysis.training.step import param_gather_calls, step_ops
 from topomodel.analysis.training.stepcalls import Issued, checked_groups, step_calls
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
@@ -205,18 +205,34 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     tokens, the model FLOPs and the peak do not read ZeRO. So its frame is made
     without the optimizer step (zeros in its place: the excess times 0 is 0 either
     way, the optimizer step being finite on an HBM of any bandwidth) nor the share,
-    and not kept: a search bounds every layout of its space this way, once each."""
+    and kept by what it reads (:func:`_busy_frame`): a search bounds every layout of
+    its space this way, and the layouts of a cell differing in their micro-batch,
+    schedule, EP or sequence parallelism share it."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
                                                            shape)
     a = assumptions
+    key = (id(model), id(a), id(shape.accelerator), shape.seq, shape.global_batch,
+           layout.recompute, layout.world, layout.pp)
+    return _BUSY_FRAMES.get(key, (model, a, shape.accelerator), lambda: _busy_frame(
+        model, layout, a, shape)).bound(pipeline)
+
+
+def _busy_frame(model: Model, layout: Layout, a: StepAssumptions, shape: Shape
+                ) -> BoundFrame:
+    """:func:`busy_bound`'s frame, kept by what it reads (the model, the assumptions,
+    the accelerator, the tokens, recomputation, the world and the stages)."""
     world = layout.world
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
-    return BoundFrame(np.zeros(layout.pp), sync_wait(a, world).share, 0.0,
-                      shape.global_batch * shape.seq, model_flops,
-                      world * device.peak_flops).bound(pipeline)
+    no_optimizer = np.zeros(layout.pp)
+    no_optimizer.setflags(write=False)
+    return BoundFrame(no_optimizer, sync_wait(a, world).share, 0.0,
+                      shape.global_batch * shape.seq, model_flops, world * device.peak_flops)
+
+
+_BUSY_FRAMES: Kept[BoundFrame] = Kept(4096)
 
 
 def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -230,27 +246,29 @@ def busy_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
         ops, _ = _comm_free_ops(model, layout, assumptions, shape, None)
         busy = np.asarray(ops.duration_s, dtype=float).sum(axis=1)
         return CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0, True)
-    duration, compute = _op_figures(model, layout, assumptions, shape,
-                                    _idle_calls(model, layout, None))
-    busy = duration.sum(axis=1)
-    return CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False)
+    busy, compute = _op_figures(model, layout, assumptions, shape,
+                                _idle_calls(model, layout, None), summed=True)
+    return CommFreePipeline(busy, compute, busy, 0, False)
 
 
 def _op_figures(model: Model, layout: Layout, a: StepAssumptions, shape: Shape,
-                calls: dict[str, Call]) -> tuple[np.ndarray, np.ndarray]:
+                calls: dict[str, Call], *, summed: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Every operation's duration and compute (p, n), seconds, with the collectives
     ``calls``: the same floats :func:`~topomodel.analysis.training.step.step_ops` gives
     (:func:`~topomodel.analysis.training.stagework.op_durations` reads the chunks'
-    figures without making their works; not for ``ep_overlap="dualpipe"``)."""
+    figures without making their works; not for ``ep_overlap="dualpipe"``). With
+    ``summed``, their sums per stage (p,), bit for bit
+    (:func:`~topomodel.analysis.training.stagework.op_sums`)."""
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)
     lt_dense, lt_moe, edges = shared_layer_times(device, model, layout, shape.seq,
                                                  main_grad_bytes=BYTES[a.main_grad_dtype])
-    return op_durations(lt_dense, lt_moe, edges, calls, layout,
-                        shape.sizes - shape.moe_sizes, shape.moe_sizes, shape.schedule,
-                        hot=a.hot_expert_factor if model.is_moe else 1.0,
-                        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
+    return (op_sums if summed else op_durations)(
+        lt_dense, lt_moe, edges, calls, layout, shape.sizes - shape.moe_sizes,
+        shape.moe_sizes, shape.schedule, hot=a.hot_expert_factor if model.is_moe else 1.0,
+        split_w=layout.schedule == "zb-h1", share=a.comm_sm_share)
 
 
 def _idle_calls(model: Model, layout: Layout, calls: dict[str, Call] | None
@@ -345,9 +363,10 @@ _FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
 
 
 def forget_frames() -> None:
-    """Drop every frame :func:`bound_frame` keeps (the next call finds its frame
-    afresh)."""
+    """Drop every frame :func:`bound_frame` and :func:`busy_bound` keep (the next call
+    finds its frame afresh)."""
     _FRAMES.clear()
+    _BUSY_FRAMES.clear()
 
 
 def _bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,

@@ -103,11 +103,30 @@ def shape_of(fabric: Fabric, model: Model, layout: Layout) -> Shape:
     global_batch = m * layout.dp * layout.micro_batch
     p, v = layout.pp, layout.interleave
     cached_schedule(layout.schedule, p, m, v)  # a schedule that cannot run them refused here
-    sizes = chunk_layers(model.layers, p, v)
-    first = chunk_first_layer(model.layers, p, v)
-    leading = model.dense_layers if model.is_moe else model.layers
-    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
+    sizes, moe_sizes = partition(model, p, v)
     return Shape(accelerator, seq, global_batch, m, layout.schedule, sizes, moe_sizes)
+
+
+def partition(model: Model, p: int, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """The layers and the MoE layers of every model chunk (p, v) of ``model`` on ``p``
+    stages of ``v`` chunks each, read-only, found once per (layers, leading dense
+    layers, p, v): a search's layouts on one pipeline share them."""
+    leading = model.dense_layers if model.is_moe else model.layers
+    return _PARTITIONS.get((model.layers, leading, p, v), (),
+                           lambda: _partition(model.layers, leading, p, v))
+
+
+def _partition(layers: int, leading: int, p: int, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`partition`, found (``leading``: the layers before the first MoE one)."""
+    sizes = chunk_layers(layers, p, v)
+    first = chunk_first_layer(layers, p, v)
+    moe_sizes = np.clip(first + sizes - np.maximum(first, leading), 0, None)
+    for found in (sizes, moe_sizes):
+        found.setflags(write=False)
+    return sizes, moe_sizes
+
+
+_PARTITIONS: Kept[tuple[np.ndarray, np.ndarray]] = Kept(4096)
 
 
 def cached_schedule(name: str, p: int, m: int, v: int) -> Schedule:
