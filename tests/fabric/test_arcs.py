@@ -161,7 +161,8 @@ def check_reversed_csr(fabric):
     weight[wiring.rows] = wiring.weight
     is_acc = fabric.kind_mask("accelerator")  # the hop costs, as they were summed
     assert np.array_equal(weight, (general.HOP_COST
-                                   + (links["tier"] == "host").to_numpy().astype(np.int64)
+                                   + general.HOST_LINK_COST
+                                   * (links["tier"] == "host").to_numpy().astype(np.int64)
                                    + general.TRANSIT_PENALTY_HOPS
                                    * is_acc[dst].astype(np.int64)).astype(float))
     assert np.array_equal(wiring.reverse_data, weight[by_dst])

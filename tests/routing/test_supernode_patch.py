@@ -16,6 +16,9 @@ from topomodel.fabric.failures import with_failures
 from topomodel.inputs.design import load_design
 from topomodel.routing import route
 from topomodel.routing.clos.live import survivors_view
+from topomodel.routing.general import route_general
+from topomodel.traffic.phases import Phase
+from topomodel.vocabulary import SCALE_OUT_TIERS
 
 # two 96-system supernodes with three switch levels (14 Clos components: 7 planes
 # each), joined by a two-plane fat-tree
@@ -276,3 +279,52 @@ def test_int8_supernode_hops_are_the_routed_hops(fabrics):
         assert len(far) and hops.dtype == paths.SUPERNODE_HOPS_DTYPE
         routed = route(copy, phase, routing="hash", seed=2)
         assert np.array_equal(routed.hops[far[~lost]], hops[~lost]), failures
+
+
+@pytest.mark.parametrize(("routing", "options"), [("ecmp", {}), ("hash", {}), ("dmodk", {}),
+                                                  ("hash", {"hash_scaleup": True})])
+def test_the_router_around_failures_is_the_general_router_on_every_supernode_failure(
+        fabrics, routing, options):
+    """On the two three-level supernodes, intact and with each supernode failure (switch
+    and link kinds), the router around failures gives the general router's loads, hops
+    and unroutable flows. Among the flows are some between systems of one supernode
+    whose NICs share a leaf: 4 hops through the leaf against 6 across the supernode's
+    levels; both routers keep them on the supernode (the general router did not before
+    a host link cost ``HOST_LINK_COST`` more: those flows took the leaf)."""
+    from test_survivors import assert_same_routes
+
+    fabric = fabrics["two-supernodes"]
+    phase = random_phase(fabric, 600, seed=4)
+    clos = survivors_view(fabric).clos
+    across = np.flatnonzero((clos.domain[phase.src] == clos.domain[phase.dst])
+                            & (clos.system[phase.src] != clos.system[phase.dst]))
+    leaf_of = _leaves_of_accelerators(fabric)
+    shared = across[(leaf_of[phase.src[across]] & leaf_of[phase.dst[across]]).any(axis=1)]
+    on_leaf = Phase(phase.src[shared], phase.dst[shared], phase.bytes[shared],
+                    phase.group[shared], phase.steps, phase.label, phase.messages_per_step)
+    scale_out = fabric.links["tier"].isin(SCALE_OUT_TIERS).to_numpy()
+    for failures in [([], []), *supernode_failures(fabric)]:
+        copy = with_failures(fabric, *failures)
+        routed = assert_same_routes(copy, phase, routing, **options)
+        assert np.count_nonzero(routed.hops[shared] == 6) >= 10, failures
+        alone = route_general(copy, on_leaf, routing=routing, seed=5, **options)
+        assert not alone.link_bytes[scale_out].any() and not len(alone.unroutable)
+
+
+def _leaves_of_accelerators(fabric):
+    """(accelerators' nodes, leaves) whether an accelerator's NIC has an arc to a leaf."""
+    links, nodes = fabric.links, fabric.nodes
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    tier = links["tier"].astype(str).to_numpy()
+    leaves = np.flatnonzero((nodes["tier"] == "leaf").to_numpy())
+    column = np.full(len(nodes), -1)
+    column[leaves] = np.arange(len(leaves))
+    nic_leaf = np.zeros((len(nodes), len(leaves)), bool)
+    up = np.flatnonzero(tier == "leaf")
+    up = up[column[dst[up]] >= 0]
+    nic_leaf[src[up], column[dst[up]]] = True
+    host = np.flatnonzero(tier == "host")
+    host = host[fabric.kind_mask("accelerator")[src[host]]]
+    out = np.zeros_like(nic_leaf)
+    out[src[host]] = nic_leaf[dst[host]]
+    return out

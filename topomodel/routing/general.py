@@ -26,8 +26,22 @@ TRANSIT_PENALTY_HOPS = documented(
 
 HOP_COST = documented(
     "routing.HOP_COST", 4,
-    """Cost of one hop. A host link (accelerator to NIC) costs one more, so between
-    accelerators of one scale-up domain the scale-up path wins a tie with the NICs.""")
+    """Cost of one hop. A host link (accelerator to NIC) costs HOST_LINK_COST more, so
+    between accelerators of one scale-up domain the scale-up path wins over the NICs
+    even with more hops (a three-level supernode's 6 against a shared leaf's 4).""")
+
+
+HOST_LINK_COST = 10_000
+"""Extra cost of a host link (accelerator to NIC or back) above :data:`HOP_COST`: more
+than half of any scale-up path's cost (a path of under 5,000 hops), so traffic between
+accelerators of one scale-up domain stays on it while it has a path there (the
+structured router's rule: a three-level supernode's 6 hops against 4 through a leaf
+both systems' NICs share), as the module docstring of :mod:`topomodel.routing` says. A
+path between accelerators through the network has two host links (one at each end,
+transits included), so the order of those paths is that of their hops. Distances stay
+whole numbers (exact as floats), and a flow's hops are read off its distance: a path
+has fewer than ``HOST_LINK_COST // HOP_COST`` (2,500) hops and fewer than
+``TRANSIT_PENALTY_HOPS // HOST_LINK_COST`` (100) host links."""
 
 
 _DEST_BATCH = 256
@@ -180,7 +194,7 @@ class _Wiring:
         # made infinite on a copy
         weight = np.where(self.is_acc[dst], float(HOP_COST + TRANSIT_PENALTY_HOPS),
                           float(HOP_COST))
-        weight += tier.equals("host")
+        weight += HOST_LINK_COST * tier.equals("host")
         # the fabric's one stable sort: ties (parallel arcs) stay in link-row order
         arcs = fabric.derived(arc_index)
         self.rows = arcs.order  # link row of each arc
@@ -493,8 +507,8 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             flows = flows[~lost]
             if not len(flows):
                 continue
-            hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS // HOP_COST).astype(
-                np.int64)
+            hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS % HOST_LINK_COST
+                           // HOP_COST).astype(np.int64)
             if routing == "ecmp":
                 _push(graph, dag, phase.src[flows], phase.bytes[flows], link_bytes)
             else:
