@@ -27,7 +27,7 @@ from topomodel.inputs.parts import Model
 from topomodel.plan.orderbounds import rank_score
 from topomodel.plan.search import PlanJob, _Cell, _group, plan_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
-from topomodel.rowsums import row_sums
+from topomodel.opsums import row_sums
 from topomodel.traffic.layout import Layout
 
 DESIGN = """

@@ -62,7 +62,7 @@ import numpy as np
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.kept import Kept
-from topomodel.rowsums import RowSums, row_sums
+from topomodel.opsums import RowSums, row_sums
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -523,7 +523,7 @@ def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  
             share: float) -> tuple[np.ndarray, np.ndarray]:
     """Per stage (p,), the sums of :func:`op_durations`' duration and compute, bit for
     bit their ``sum(axis=1)``: on a long schedule through the distinct blocks numpy
-    sums a row in (:mod:`topomodel.rowsums`, found once per schedule and partition),
+    sums a row in (:mod:`topomodel.opsums`, found once per schedule and partition),
     without the (p, n) operations."""
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,
@@ -570,7 +570,7 @@ _OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | No
 
 
 def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
-    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index``
+    """The :class:`~topomodel.opsums.RowSums` of the durations' places ``index``
     (kept per schedule and partition while the schedule lives); None where the
     schedule is short or its blocks too many to gain."""
     per = _OP_SUMS.get(sched)
