@@ -1,6 +1,14 @@
-"""Row sums of values read through symbols, bit for bit what numpy gives for
-``values[symbols].sum(axis=1)``, in time that grows with the rows' distinct blocks
-rather than their length.
+"""Where each operation of a pipeline schedule reads its figures, and each stage's sum
+of them, bit for bit what numpy gives, in time that grows with a stage's distinct
+blocks of operations rather than their number.
+
+A partition of a model into stages and chunks has few distinct chunks (their dense and
+MoE layers, whether they hold the first layer's input or the output):
+:func:`chunk_map` finds them once per partition (:class:`ChunkMap`). Every operation of
+a schedule (the F, B or W pass of one microbatch through one chunk) then reads its
+duration and compute among those chunks' figures, laid out 6 a chunk (F, B, W
+durations, then computes): :func:`op_index` finds those places once per schedule and
+partition, and :func:`stage_sums` sums each stage's row of them.
 
 numpy sums a contiguous row of float64 pairwise (``pairwise_sum`` in its
 ``loops_utils.h``): a row of more than :data:`PAIRWISE_BLOCK` elements is split at half
@@ -34,9 +42,17 @@ True
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from topomodel.kept import Kept
+
+if TYPE_CHECKING:
+    from topomodel.analysis.training.pipeline import Schedule
 
 PAIRWISE_BLOCK = 128
 """The longest block numpy sums without splitting it (``PW_BLOCKSIZE``)."""
@@ -128,3 +144,132 @@ def row_sums(symbols: np.ndarray) -> RowSums:
                        renumbered[[right for _, _, right in made_here]]))
         at += len(made_here)
     return RowSums(tuple(leaves), tuple(levels), renumbered[roots], at)
+
+
+def chunks_of(dense_layers: np.ndarray, moe_layers: np.ndarray
+              ) -> Iterator[tuple[int, tuple[int, int, bool, bool]]]:
+    """Each chunk's stage and what its work reads, stage by stage, chunk by chunk:
+    (dense layers, MoE layers, holds the first layer's input, holds the output)."""
+    p, v = dense_layers.shape
+    dense, moe = dense_layers.tolist(), moe_layers.tolist()
+    for st in range(p):
+        for c in range(v):
+            yield st, (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
+                       st == p - 1 and c == v - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkMap:
+    """The distinct chunks of a partition into stages and chunks: what each reads
+    (dense layers, MoE layers, holds the first layer's input, holds the output;
+    :func:`chunks_of`' keys), in the order they first come stage by stage, chunk by
+    chunk; and each chunk's place among them (p x v,), read-only. ``key`` names the
+    partition."""
+
+    key: tuple[Any, ...]
+    whats: tuple[tuple[int, int, bool, bool], ...]
+    inverse: np.ndarray
+
+
+def chunk_map(dense_layers: np.ndarray, moe_layers: np.ndarray) -> ChunkMap:
+    """The :class:`ChunkMap` of a partition (dense and MoE layers per stage and chunk,
+    (p, v)), found once per partition (:data:`KEPT_CHUNK_MAPS`): a search asks it of
+    every layout on the pipeline."""
+    key = (dense_layers.shape, dense_layers.tobytes(), moe_layers.tobytes())
+    return _CHUNK_MAPS.get(key, (), lambda: _chunk_map(key, dense_layers, moe_layers))
+
+
+def _chunk_map(key: tuple[Any, ...], dense_layers: np.ndarray, moe_layers: np.ndarray
+               ) -> ChunkMap:
+    """:func:`chunk_map`, found."""
+    places: dict[tuple[int, int, bool, bool], int] = {}
+    inverse = [places.setdefault(what, len(places))
+               for _, what in chunks_of(dense_layers, moe_layers)]
+    found = np.array(inverse, dtype=np.intp)
+    found.setflags(write=False)
+    return ChunkMap(key, tuple(places), found)
+
+
+KEPT_CHUNK_MAPS = 4096
+"""Partitions :func:`chunk_map` keeps (all dropped when full): one per pipeline depth,
+interleave and model of a search, each a few hundred bytes."""
+
+_CHUNK_MAPS: Kept[ChunkMap] = Kept(KEPT_CHUNK_MAPS)
+
+
+def op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
+    """Per operation of ``sched`` (p, n), where its duration sits in the distinct
+    chunks' figures of ``chunks`` laid out row by row (6 per chunk: F, B, W durations,
+    then computes; its compute 3 places on), found once per schedule and partition
+    (kept while the schedule lives; read-only)."""
+    per = _OP_INDEX.get(sched)
+    if per is None:
+        per = _OP_INDEX[sched] = {}
+    index = per.get(chunks.key)
+    if index is None:
+        stage_chunk = np.arange(sched.p)[:, None] * sched.v + sched.chunk
+        index = chunks.inverse[stage_chunk] * 6 + sched.kind
+        index.setflags(write=False)
+        if len(per) >= KEPT_OP_INDICES:
+            per.clear()
+        per[chunks.key] = index
+    return index
+
+
+KEPT_OP_INDICES = 8
+"""Partitions :func:`op_index` keeps per schedule (all dropped when full): a search
+runs a schedule on one or two partitions (one per model)."""
+
+_OP_INDEX: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
+    weakref.WeakKeyDictionary())
+
+
+def stage_sums(sched: Schedule, chunks: ChunkMap, figures: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage (p,), the sums of the durations and computes, seconds, every operation
+    of ``sched`` reads in ``figures`` (those of ``chunks``' distinct chunks, 6 a chunk:
+    F, B, W durations, then computes), bit for bit ``figures.take(index).sum(axis=1)``
+    at their places ``index`` (:func:`op_index`): on a long schedule through the distinct blocks
+    numpy sums a row in (:func:`row_sums`, found once per schedule and partition),
+    without the (p, n) operations."""
+    index = op_index(sched, chunks)
+    sums = _op_row_sums(sched, chunks, index)
+    if sums is None:
+        return figures.take(index).sum(axis=1), figures[3:].take(index).sum(axis=1)
+    values = np.zeros((2, len(figures)))  # a duration's place reads its compute 3 on
+    values[0] = figures
+    values[1, :-3] = figures[3:]
+    found = sums.of(values)
+    return found[0], found[1]
+
+
+ROW_SUMS_FROM = 16_384
+"""Operations of a schedule (p x n) from which :func:`stage_sums` sums its rows through
+their distinct blocks: below, gathering and summing them costs less."""
+
+ROW_SUMS_GAIN = 4
+"""How many times fewer the elements of a schedule's distinct blocks must be than its
+operations for :func:`stage_sums` to sum through them."""
+
+_OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
+    """The :class:`RowSums` of the durations' places ``index`` (kept per schedule and
+    partition while the schedule lives); None where the schedule is short or its blocks
+    too many to gain."""
+    per = _OP_SUMS.get(sched)
+    if per is None:
+        per = _OP_SUMS[sched] = {}
+    if chunks.key in per:
+        return per[chunks.key]
+    found = None
+    if index.size >= ROW_SUMS_FROM:
+        found = row_sums(index)
+        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index.size:
+            found = None
+    if len(per) >= KEPT_OP_INDICES:
+        per.clear()
+    per[chunks.key] = found
+    return found
