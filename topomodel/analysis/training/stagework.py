@@ -389,7 +389,7 @@ class Chunks:
 
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
-    # per chunk (_chunks_of' key): its F, B, W durations, then computes
+    # per chunk (chunks_of' key): its F, B, W durations, then computes
     rows: dict[tuple[int, int, bool, bool], list[float]] = dataclasses.field(
         default_factory=dict)
     # per partition (ChunkMap.key): its distinct chunks' rows, flattened
