@@ -64,11 +64,10 @@ def test_shared_bounds_stay_under_every_orders_step():
     assert replace(layout, order=ORDERS[0]) == in_order(layout, ORDERS[0])
 
 
-def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
-    """An order's collectives kept from before a step timed some of them give a screen
-    no lower than today's: below the bar they drop the order as today's would, and
-    otherwise they are found again (the order's bound then is today's)."""
-    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))  # nothing timed
+def _fresh_bounds():
+    """The two-server fabric (nothing timed), its job, one layout (TP 2 PP 2 DP 4,
+    ZeRO 1), its shape and the bounds of its rank orders with nothing shared yet."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
     model = fabric.catalog.get(MODEL, Model)
     a = StepAssumptions()
     job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
@@ -76,6 +75,14 @@ def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
     shape = shape_of(fabric, model, layout)
     pipeline = comm_free_pipeline(model, layout, a, shape)
     bounds = OrderBounds(fabric, job, layout, shape, lambda: pipeline, 0.0, OrderMemo())
+    return fabric, model, a, job, layout, shape, bounds
+
+
+def test_kept_collectives_from_before_a_step_prune_no_more_than_todays():
+    """An order's collectives kept from before a step timed some of them give a screen
+    no lower than today's: below the bar they drop the order as today's would, and
+    otherwise they are found again (the order's bound then is today's)."""
+    fabric, model, a, job, layout, _, bounds = _fresh_bounds()
     placed = [in_order(layout, order) for order in ORDERS]
     before = [bounds.best_score(lay, float("inf")) for lay in placed]  # screens alone
     steps = [rank_score(step_time(fabric, model, lay, a), job, 0.0) for lay in placed]
@@ -94,14 +101,7 @@ def test_orders_with_the_same_times_share_one_screen_score():
     own, and the screen's score kept per group by the calls' times is the screen's own
     bound on them, for every rank order (those that place a dimension of one rank
     elsewhere, here CP, find the collectives and score of an order before them)."""
-    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
-    model = fabric.catalog.get(MODEL, Model)
-    a = StepAssumptions()
-    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
-    layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, zero=1)
-    shape = shape_of(fabric, model, layout)
-    pipeline = comm_free_pipeline(model, layout, a, shape)
-    bounds = OrderBounds(fabric, job, layout, shape, lambda: pipeline, 0.0, OrderMemo())
+    fabric, model, a, job, layout, shape, bounds = _fresh_bounds()
     orders = (*ORDERS, "cp,tp,dp,pp", "tp,dp,cp,pp", "dp,cp,tp,pp", "cp,dp,tp,pp")
     for order in orders:
         placed = in_order(layout, order)

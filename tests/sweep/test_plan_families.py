@@ -6,7 +6,7 @@ pass are those of a plan per family."""
 
 from __future__ import annotations
 
-import pytest
+import test_plan_limits
 from conftest import EXAMPLES
 
 from topomodel import limits
@@ -84,13 +84,7 @@ def test_each_familys_top_on_a_superpod_is_its_own_plans():
     assert together.families[0].tally.searched < together.tally.searched
 
 
-@pytest.fixture(scope="module")
-def two_servers(tmp_path_factory):
-    text = (EXAMPLES / "small-16x8-a100-100gbe-roce.yaml").read_text().replace(
-        "systems: 16", "systems: 2")
-    path = tmp_path_factory.mktemp("two") / "two.yaml"
-    path.write_text(text)
-    return path
+two_servers = test_plan_limits.two_servers  # the same two-server design, a fixture
 
 
 def test_moe_families_keep_their_own_tops_and_skipped_counts(two_servers, monkeypatch):

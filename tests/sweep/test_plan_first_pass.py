@@ -12,10 +12,10 @@ import weakref
 import numpy as np
 import pytest
 
-from topomodel.analysis.training import stagework
+from topomodel import opsums
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.model import flops_per_token
-from topomodel.analysis.training.stagework import Call, chunk_map
+from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.step import StepAssumptions, step_ops
 from topomodel.analysis.training.stepbound import BoundFrame, CommFreePipeline, busy_pipeline
 from topomodel.analysis.training.stepshape import partition, shape_of
@@ -24,10 +24,10 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.opsums import chunk_map, row_sums
 from topomodel.plan.orderbounds import rank_score
 from topomodel.plan.search import PlanJob, _Cell, _group, plan_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
-from topomodel.rowsums import row_sums
 from topomodel.traffic.layout import Layout
 
 DESIGN = """
@@ -163,15 +163,15 @@ def row_sums_everywhere(request, monkeypatch):
     every schedule (always)."""
     made = []
     if request.param == "always":
-        monkeypatch.setattr(stagework, "ROW_SUMS_FROM", 0)
-        monkeypatch.setattr(stagework, "ROW_SUMS_GAIN", 0)
-        monkeypatch.setattr(stagework, "_OP_SUMS", weakref.WeakKeyDictionary())
+        monkeypatch.setattr(opsums, "ROW_SUMS_FROM", 0)
+        monkeypatch.setattr(opsums, "ROW_SUMS_GAIN", 0)
+        monkeypatch.setattr(opsums, "_OP_SUMS", weakref.WeakKeyDictionary())
 
         def counted(symbols):
             made.append(symbols.shape)
             return row_sums(symbols)
 
-        monkeypatch.setattr(stagework, "row_sums", counted)
+        monkeypatch.setattr(opsums, "row_sums", counted)
     return made
 
 
@@ -199,7 +199,7 @@ def test_a_long_schedules_busy_pipeline_is_its_operations_sums(name, fields):
     a = StepAssumptions(hot_expert_factor=1.2)
     layout = Layout(global_batch=8192, seq=2048, **fields)
     shape = shape_of(fabric, model, layout)
-    assert layout.pp * shape.schedule.ops >= stagework.ROW_SUMS_FROM
+    assert layout.pp * shape.schedule.ops >= opsums.ROW_SUMS_FROM
     device = shared_device_model(shape.accelerator, a.compute_dtype,
                                  override=a.compute_efficiency,
                                  hbm_efficiency=a.hbm_efficiency)

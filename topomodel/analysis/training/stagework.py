@@ -51,9 +51,7 @@ collectives, a selective one the attention core (and its K/V gathers).
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +60,7 @@ import numpy as np
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.kept import Kept
-from topomodel.rowsums import RowSums, row_sums
+from topomodel.opsums import ChunkMap, chunk_map, chunks_of, op_index, stage_sums
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -391,7 +389,7 @@ class Chunks:
 
     per: dict[bool, tuple[Work, Work, Work]]
     edges: dict[tuple[bool, bool], tuple[Work, Work, Work]]
-    # per chunk (_chunks_of' key): its F, B, W durations, then computes
+    # per chunk (chunks_of' key): its F, B, W durations, then computes
     rows: dict[tuple[int, int, bool, bool], list[float]] = dataclasses.field(
         default_factory=dict)
     # per partition (ChunkMap.key): its distinct chunks' rows, flattened
@@ -424,7 +422,7 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
     works: list[list[list[Work]]] = [[[] for _ in range(p)] for _ in range(3)]
     # chunks with the same layers and ends do the same work: made once, shared (read-only)
     made: dict[tuple[int, int, bool, bool], tuple[Work, Work, Work]] = {}
-    for st, what in _chunks_of(dense_layers, moe_layers):
+    for st, what in chunks_of(dense_layers, moe_layers):
         chunk = made.get(what)
         if chunk is None:
             ends = chunk_ends(kept, what, edges, calls, layout, split_w=split_w,
@@ -433,18 +431,6 @@ def chunk_work(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes
         for kind in (F, B, W):
             works[kind][st].append(chunk[kind])
     return works
-
-
-def _chunks_of(dense_layers: np.ndarray, moe_layers: np.ndarray
-               ) -> Iterator[tuple[int, tuple[int, int, bool, bool]]]:
-    """Each chunk's stage and what its work reads, stage by stage, chunk by chunk:
-    (dense layers, MoE layers, holds the first layer's input, holds the output)."""
-    p, v = dense_layers.shape
-    dense, moe = dense_layers.tolist(), moe_layers.tolist()
-    for st in range(p):
-        for c in range(v):
-            yield st, (int(dense[st][c]), int(moe[st][c]), st == 0 and c == 0,
-                       st == p - 1 and c == v - 1)
 
 
 def chunk_ends(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
@@ -506,13 +492,13 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     """Every operation of ``sched`` (arrays (p, n)): :func:`chunk_durations`' duration
     and compute at its kind, stage and chunk, read from the chunks' figures in one step
     (the same floats :func:`op_work` gives it). The distinct chunks of the partition
-    (:func:`chunk_map`) and where each operation reads its figures among theirs
-    (:func:`_op_index`) are found once, so a layout costs its distinct chunks' figures
-    (kept with the layer works) and one gather."""
+    (:func:`~topomodel.opsums.chunk_map`) and where each operation reads its figures
+    among theirs (:func:`~topomodel.opsums.op_index`) are found once, so a layout costs
+    its distinct chunks' figures (kept with the layer works) and one gather."""
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,
                                         split_w=split_w, share=share)
-    index = _op_index(sched, chunks)
+    index = op_index(sched, chunks)
     return figures.take(index), figures[3:].take(index)
 
 
@@ -523,20 +509,12 @@ def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  
             share: float) -> tuple[np.ndarray, np.ndarray]:
     """Per stage (p,), the sums of :func:`op_durations`' duration and compute, bit for
     bit their ``sum(axis=1)``: on a long schedule through the distinct blocks numpy
-    sums a row in (:mod:`topomodel.rowsums`, found once per schedule and partition),
+    sums a row in (:mod:`topomodel.opsums`, found once per schedule and partition),
     without the (p, n) operations."""
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,
                                         split_w=split_w, share=share)
-    index = _op_index(sched, chunks)
-    sums = _op_row_sums(sched, chunks, index)
-    if sums is None:
-        return figures.take(index).sum(axis=1), figures[3:].take(index).sum(axis=1)
-    values = np.zeros((2, len(figures)))  # a duration's place reads its compute 3 on
-    values[0] = figures
-    values[1, :-3] = figures[3:]
-    found = sums.of(values)
-    return found[0], found[1]
+    return stage_sums(sched, chunks, figures)
 
 
 # PLR0913: chunk_work's arguments, passed on as they are
@@ -557,77 +535,6 @@ def _distinct_figures(lt_dense: LayerTimes, lt_moe: LayerTimes | None,  # noqa: 
     return chunks, figures
 
 
-ROW_SUMS_FROM = 16_384
-"""Operations of a schedule (p x n) from which :func:`op_sums` sums its rows through
-their distinct blocks: below, gathering and summing them costs less."""
-
-ROW_SUMS_GAIN = 4
-"""How many times fewer the elements of a schedule's distinct blocks must be than its
-operations for :func:`op_sums` to sum through them."""
-
-_OP_SUMS: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], RowSums | None]] = (
-    weakref.WeakKeyDictionary())
-
-
-def _op_row_sums(sched: Schedule, chunks: ChunkMap, index: np.ndarray) -> RowSums | None:
-    """The :class:`~topomodel.rowsums.RowSums` of the durations' places ``index``
-    (kept per schedule and partition while the schedule lives); None where the
-    schedule is short or its blocks too many to gain."""
-    per = _OP_SUMS.get(sched)
-    if per is None:
-        per = _OP_SUMS[sched] = {}
-    if chunks.key in per:
-        return per[chunks.key]
-    found = None
-    if index.size >= ROW_SUMS_FROM:
-        found = row_sums(index)
-        if ROW_SUMS_GAIN * sum(s.size for _, s in found.leaves) > index.size:
-            found = None
-    if len(per) >= KEPT_OP_INDICES:
-        per.clear()
-    per[chunks.key] = found
-    return found
-
-
-@dataclass(frozen=True, eq=False)
-class ChunkMap:
-    """The distinct chunks of a partition into stages and chunks: what each reads
-    (dense layers, MoE layers, holds the first layer's input, holds the output;
-    :func:`_chunks_of`' keys), in the order they first come stage by stage, chunk by
-    chunk; and each chunk's place among them (p x v,), read-only. ``key`` names the
-    partition."""
-
-    key: tuple[Any, ...]
-    whats: tuple[tuple[int, int, bool, bool], ...]
-    inverse: np.ndarray
-
-
-def chunk_map(dense_layers: np.ndarray, moe_layers: np.ndarray) -> ChunkMap:
-    """The :class:`ChunkMap` of a partition (dense and MoE layers per stage and chunk,
-    (p, v)), found once per partition (:data:`KEPT_CHUNK_MAPS`): a search asks it of
-    every layout on the pipeline."""
-    key = (dense_layers.shape, dense_layers.tobytes(), moe_layers.tobytes())
-    return _CHUNK_MAPS.get(key, (), lambda: _chunk_map(key, dense_layers, moe_layers))
-
-
-def _chunk_map(key: tuple[Any, ...], dense_layers: np.ndarray, moe_layers: np.ndarray
-               ) -> ChunkMap:
-    """:func:`chunk_map`, found."""
-    places: dict[tuple[int, int, bool, bool], int] = {}
-    inverse = [places.setdefault(what, len(places))
-               for _, what in _chunks_of(dense_layers, moe_layers)]
-    found = np.array(inverse, dtype=np.intp)
-    found.setflags(write=False)
-    return ChunkMap(key, tuple(places), found)
-
-
-KEPT_CHUNK_MAPS = 4096
-"""Partitions :func:`chunk_map` keeps (all dropped when full): one per pipeline depth,
-interleave and model of a search, each a few hundred bytes."""
-
-_CHUNK_MAPS: Kept[ChunkMap] = Kept(KEPT_CHUNK_MAPS)
-
-
 def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes,
                calls: dict[str, Call], layout: Layout, *, split_w: bool) -> list[float]:
     """The figures (F, B and W durations, then computes; :func:`_chunk_figures`) of the
@@ -638,33 +545,6 @@ def _chunk_row(kept: Chunks, what: tuple[int, int, bool, bool], edges: EdgeTimes
         durations, computes = _chunk_figures(kept.per, ends, what)
         row = kept.rows[what] = durations + computes
     return row
-
-
-def _op_index(sched: Schedule, chunks: ChunkMap) -> np.ndarray:
-    """Per operation of ``sched`` (p, n), where its duration sits in the distinct
-    chunks' figures of ``chunks`` laid out row by row (6 per chunk: F, B, W durations,
-    then computes; its compute 3 places on), found once per schedule and partition
-    (kept while the schedule lives; read-only)."""
-    per = _OP_INDEX.get(sched)
-    if per is None:
-        per = _OP_INDEX[sched] = {}
-    index = per.get(chunks.key)
-    if index is None:
-        stage_chunk = np.arange(sched.p)[:, None] * sched.v + sched.chunk
-        index = chunks.inverse[stage_chunk] * 6 + sched.kind
-        index.setflags(write=False)
-        if len(per) >= KEPT_OP_INDICES:
-            per.clear()
-        per[chunks.key] = index
-    return index
-
-
-KEPT_OP_INDICES = 8
-"""Partitions :func:`_op_index` keeps per schedule (all dropped when full): a search
-runs a schedule on one or two partitions (one per model)."""
-
-_OP_INDEX: weakref.WeakKeyDictionary[Schedule, dict[tuple[Any, ...], np.ndarray]] = (
-    weakref.WeakKeyDictionary())
 
 
 def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, Work, Work],
