@@ -12,7 +12,8 @@ import weakref
 import numpy as np
 import pytest
 
-from topomodel import opsums
+from topomodel.analysis import opsums
+from topomodel.analysis.opsums import chunk_map, row_sums
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.model import flops_per_token
 from topomodel.analysis.training.stagework import Call
@@ -24,7 +25,6 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
-from topomodel.opsums import chunk_map, row_sums
 from topomodel.plan.orderbounds import rank_score
 from topomodel.plan.search import PlanJob, _Cell, _group, plan_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders

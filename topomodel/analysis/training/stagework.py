@@ -57,10 +57,10 @@ from typing import Any
 
 import numpy as np
 
+from topomodel.analysis.opsums import ChunkMap, chunk_map, chunks_of, op_index, stage_sums
 from topomodel.analysis.training.compute import EdgeTimes, LayerTimes
 from topomodel.analysis.training.pipeline import B, F, Schedule, W
 from topomodel.kept import Kept
-from topomodel.opsums import ChunkMap, chunk_map, chunks_of, op_index, stage_sums
 from topomodel.traffic.layout import Layout
 
 COMPUTE, IMBALANCE = "compute", "imbalance"
@@ -492,8 +492,8 @@ def op_durations(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTim
     """Every operation of ``sched`` (arrays (p, n)): :func:`chunk_durations`' duration
     and compute at its kind, stage and chunk, read from the chunks' figures in one step
     (the same floats :func:`op_work` gives it). The distinct chunks of the partition
-    (:func:`~topomodel.opsums.chunk_map`) and where each operation reads its figures
-    among theirs (:func:`~topomodel.opsums.op_index`) are found once, so a layout costs
+    (:func:`~topomodel.analysis.opsums.chunk_map`) and where each operation reads its figures
+    among theirs (:func:`~topomodel.analysis.opsums.op_index`) are found once, so a layout costs
     its distinct chunks' figures (kept with the layer works) and one gather."""
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,
@@ -509,7 +509,7 @@ def op_sums(lt_dense: LayerTimes, lt_moe: LayerTimes | None, edges: EdgeTimes,  
             share: float) -> tuple[np.ndarray, np.ndarray]:
     """Per stage (p,), the sums of :func:`op_durations`' duration and compute, bit for
     bit their ``sum(axis=1)``: on a long schedule through the distinct blocks numpy
-    sums a row in (:mod:`topomodel.opsums`, found once per schedule and partition),
+    sums a row in (:mod:`topomodel.analysis.opsums`, found once per schedule and partition),
     without the (p, n) operations."""
     chunks, figures = _distinct_figures(lt_dense, lt_moe, edges, calls, layout,
                                         dense_layers, moe_layers, hot=hot,

@@ -1,4 +1,4 @@
-"""Row sums through distinct blocks (:mod:`topomodel.opsums`) against numpy's own
+"""Row sums through distinct blocks (:mod:`topomodel.analysis.opsums`) against numpy's own
 ``values[symbols].sum(axis=1)``, bit for bit."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from topomodel.analysis.opsums import PAIRWISE_BLOCK, row_sums
 from topomodel.analysis.training.pipeline import schedule
-from topomodel.opsums import PAIRWISE_BLOCK, row_sums
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 64, 127, 128, 129, 136, 255, 256, 257, 1000,
