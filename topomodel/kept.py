@@ -18,7 +18,8 @@ T = TypeVar("T")
 
 
 class Kept(Generic[T]):
-    """At most ``limit`` values, each under its key with the objects it was made from.
+    """At most ``limit`` values, each under its key with the objects it was made from;
+    with ``size``, values whose sizes (``size(value)``) add up to at most ``limit``.
 
     Examples
     --------
@@ -31,22 +32,36 @@ class Kept(Generic[T]):
     >>> kept.clear()
     >>> kept.get((id(owner), 3), (owner,), lambda: 0)
     0
+    >>> sized: Kept[list[int]] = Kept(limit=3, size=len)
+    >>> sized.get("a", (), lambda: [1, 2]), sized.get("b", (), lambda: [3, 4])  # 4 > 3
+    ([1, 2], [3, 4])
+    >>> sized.get("a", (), lambda: [0])  # dropped when "b" came: made again
+    [0]
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, size: Callable[[T], int] | None = None) -> None:
         self.limit = limit
-        self._held: dict[Hashable, tuple[tuple[Any, ...], T]] = {}
+        self._size = size
+        self._held: dict[Hashable, tuple[tuple[Any, ...], T, int]] = {}
+        self._filled = 0  # entries, or the sum of their sizes
 
     def get(self, key: Hashable, owners: tuple[Any, ...], make: Callable[[], T]) -> T:
         """The value under ``key``, made by ``make`` where none is kept or where one of
         the objects it was made from is not ``owners``' (an id taken again)."""
         held = self._held.get(key)
         if held is None or any(a is not b for a, b in zip(held[0], owners, strict=True)):
-            if len(self._held) >= self.limit:
-                self._held.clear()
-            held = self._held[key] = (owners, make())
+            if held is not None:  # an id taken again: its value goes
+                self._filled -= held[2]
+                del self._held[key]
+            made = make()
+            size = 1 if self._size is None else self._size(made)
+            if self._filled + size > self.limit:
+                self.clear()
+            held = self._held[key] = (owners, made, size)
+            self._filled += size
         return held[1]
 
     def clear(self) -> None:
         """Drop every value kept."""
         self._held.clear()
+        self._filled = 0

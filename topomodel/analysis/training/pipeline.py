@@ -41,13 +41,13 @@ Examples
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from topomodel.errors import UsageError
+from topomodel.kept import Kept
 
 F, B, W = 0, 1, 2
 SCHEDULE_NAMES = ("1f1b", "zb-h1")
@@ -256,35 +256,7 @@ schedule (two in three on an 8k cut of the 98k servers, Llama 3 70B: families th
 differ only in what the comm-free pipeline does not read)."""
 
 
-class _Timelines:
-    """The timelines :func:`timeline` found, by its schedule (held: its id is in the
-    key) and the bit patterns of its times, at most :data:`TIMELINE_OPS` operations."""
-
-    def __init__(self) -> None:
-        self._held: dict[tuple[Any, ...], tuple[Schedule, Timeline]] = {}
-        self._ops = 0
-
-    def get(self, key: tuple[Any, ...], owners: tuple[Schedule], make: Callable[[], Timeline]
-            ) -> Timeline:
-        held = self._held.get(key)
-        if held is not None and held[0] is owners[0]:
-            return held[1]
-        made = make()
-        ops = owners[0].p * owners[0].ops
-        if self._ops + ops > TIMELINE_OPS:
-            self._held.clear()
-            self._ops = 0
-        self._held[key] = (owners[0], made)
-        self._ops += ops
-        return made
-
-    def clear(self) -> None:
-        """Drop every timeline kept."""
-        self._held.clear()
-        self._ops = 0
-
-
-_TIMELINES = _Timelines()
+_TIMELINES: Kept[Timeline] = Kept(TIMELINE_OPS, size=lambda t: t.schedule.p * t.schedule.ops)
 
 
 def _timeline(s: Schedule, duration_s: np.ndarray, send_s: np.ndarray,
