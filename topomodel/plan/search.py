@@ -76,6 +76,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.coarse import Coarse, Member, coarse_entry, set_key
 from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import (
     OrderBounds,
@@ -266,7 +267,8 @@ class _Cell:
     the :data:`UNSHAPED`, the layout they make on the job's base and its shape, or why
     either is refused (:func:`_shaped`); and by the family's fields but ZeRO
     (:attr:`_Group.unordered`) the comm-free pipelines and which ZeRO stages fit
-    (:meth:`_Group.fits`)."""
+    (:meth:`_Group.fits`); by its fields but ZeRO, its layout and shape or why it is
+    invalid (:func:`_valid`)."""
 
     orders: list[str]
     known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
@@ -275,6 +277,8 @@ class _Cell:
         default_factory=dict)
     pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
     fitting: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    valid: dict[tuple[Any, ...], tuple[str, Layout | None, Shape | None]] = field(
+        default_factory=dict)
 
 
 UNSHAPED = frozenset({"recompute", "sequence_parallel", "zero"})
@@ -310,12 +314,31 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
 def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: float,
              cell: _Cell) -> tuple[str, float, Layout | None, Shape | None]:
     """Why the layout ``family`` is invalid, or its cheap bound's score with the layout
-    and shape it was found on, as :func:`_group` gives it. The layout is
-    ``evolve(job.base, **family)`` in two steps (the fields but the :data:`UNSHAPED`,
-    once for the cell's families that share them, then those): each field is checked
-    once and the rules across fields on the whole, so it is valid exactly when one step
-    makes it, and where a step refuses it, the one step gives the reason. Its shape is
-    the first of those families' (the same checks, refusal and figures)."""
+    and shape it was found on (:func:`_valid`), as :func:`_group` gives it."""
+    reason, layout, shape = _valid(fabric, job, family, cell)
+    if layout is None or shape is None:
+        return (reason, 0.0, None, None)
+    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                       power_W)
+    # NaN (no power): never pruned
+    return ("", score if score == score else float("inf"), layout, shape)
+
+
+def _valid(fabric: Fabric, job: PlanJob, family: dict[str, Any], cell: _Cell
+           ) -> tuple[str, Layout | None, Shape | None]:
+    """Why the layout ``family`` is invalid (and None, None), or the layout and its
+    shape (kept in ``cell`` by its fields but ZeRO, which decides neither). The layout
+    is ``evolve(job.base, **family)`` in two steps (the fields but the
+    :data:`UNSHAPED`, once for the cell's families that share them, then those): each
+    field is checked once and the rules across fields on the whole, so it is valid
+    exactly when one step makes it, and where a step refuses it, the one step gives the
+    reason. Its shape is the first of those families' (the same checks, refusal and
+    figures)."""
+    key = tuple(v for f, v in family.items() if f != "zero")
+    found = cell.valid.get(key)
+    if found is not None:
+        return found
     shaped_key = tuple(v for f, v in family.items() if f not in UNSHAPED)
     shaped = cell.shaped.get(shaped_key)
     if shaped is None:
@@ -330,14 +353,11 @@ def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: floa
             layout = evolve(job.base, **family)
             shape = shape_of(fabric, job.model, layout)  # not reached: a step refused
         except UsageError as exc:
-            return (str(exc), 0.0, None, None)
-    if shape is None:
-        return (refusal, 0.0, None, None)
-    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                       power_W)
-    # NaN (no power): never pruned
-    return ("", score if score == score else float("inf"), layout, shape)
+            found = cell.valid[key] = (str(exc), None, None)
+            return found
+    found = cell.valid[key] = (refusal, None, None) if shape is None else ("", layout,
+                                                                           shape)
+    return found
 
 
 def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
@@ -388,15 +408,30 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         tops.keep(holders, Ranked(rank_score(result, job, power_W), (-place[0], -place[1]),
                                   result))
 
-    groups: list[tuple[_Group, tuple[int, ...]]] = []
+    groups: list[tuple[_Group | Coarse, tuple[int, ...]]] = []
+    memo = OrderMemo()  # the bounds' shared collectives and screens
+    by_set = prune and job.base.ep_overlap != "dualpipe"  # coarse entries (plan.coarse)
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
+        sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             holders = tops.holders(family)
             tops.count(holders, "searched", n)
+            if by_set:  # valid and timeable families wait in their set, unbounded
+                reason, stem, shape = _valid(fabric, job, family, cell)
+                if stem is None or shape is None:
+                    tops.count(holders, "invalid", n, reason)
+                elif over_limit(fabric, job.model, stem, job.routing):
+                    tops.count(holders, "over_limit", n)
+                else:
+                    sets.setdefault(set_key(family), []).append(
+                        (Member((ci, u * n), family, holders, n), stem, shape))
+                    continue
+                decided(n)
+                continue
+            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
                 tops.count(holders, "invalid", n, reason)
             elif over_limit(fabric, job.model, group.stand_in, job.routing):
@@ -412,7 +447,12 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-    _best_first(fabric, job, groups, power_W, tops, decided, evaluate)
+        for members in sets.values():
+            entry = coarse_entry(fabric, job, [m for m, _, _ in members],
+                                 [(stem, shape) for _, stem, shape in members], power_W,
+                                 memo, cell)
+            groups.append((entry, entry.holders))
+    _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tops.tallies[0], tops.best(0),
@@ -420,15 +460,24 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                           for h in range(1, len(tops.heaps))))
 
 
-GROUP, ORDERS = range(2)
+GROUP, ORDERS, SET = range(3)
 """A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
-timeline's bound (its orders bounded and modelled when it comes first)."""
+timeline's bound (its orders bounded and modelled when it comes first), or a set of a
+cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded and
+pushed when it comes first)."""
 
 
-def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[int, ...]]],
-                power_W: float, tops: Tops, decided: Callable[[int], None],
-                evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None]
-                ) -> None:
+def _counts(item: _Group | Coarse, holders: tuple[int, ...]
+            ) -> list[tuple[tuple[int, ...], int]]:
+    """(holders, layouts) of a frontier entry's families, for counting them pruned."""
+    return item.counts() if isinstance(item, Coarse) else [(holders, len(item.orders))]
+
+
+def _best_first(fabric: Fabric, job: PlanJob,
+                groups: list[tuple[_Group | Coarse, tuple[int, ...]]], power_W: float,
+                tops: Tops, decided: Callable[[int], None],
+                evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None],
+                memo: OrderMemo) -> None:
     """Decide ``groups`` (each with the tops that hold it, :class:`~topomodel.plan.
     tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
@@ -443,12 +492,11 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[i
     the tighter bound, so a pipeline whose cheap bound (its busiest stage, no bubble)
     is high but whose timeline is not fills the top only after the layouts that can
     beat it."""
-    frontier: list[tuple[float, tuple[int, int], int, int, _Group, tuple[int, ...]]] = []
+    frontier: list[tuple[float, tuple[int, int], int, int, Any, tuple[int, ...]]] = []
     tie = 0
-    memo = OrderMemo()  # the bounds' shared collectives and screens
     waiting = tops.waiting
 
-    def push(score: float, place: tuple[int, int], stage: int, item: _Group,
+    def push(score: float, place: tuple[int, int], stage: int, item: _Group | Coarse,
              holders: tuple[int, ...]) -> None:
         nonlocal tie
         tie += 1
@@ -456,22 +504,28 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[i
         for h in holders:
             waiting[h] += 1
 
-    def pruned(item: _Group, holders: tuple[int, ...]) -> None:
-        tops.count(holders, "pruned", len(item.orders))
-        decided(len(item.orders))
+    def pruned(item: _Group | Coarse, holders: tuple[int, ...]) -> None:
+        decided(tops.prune_all(_counts(item, holders)))
 
     for group, holders in groups:
-        push(group.bound, group.place, GROUP, group, holders)
+        push(group.bound, group.place, SET if isinstance(group, Coarse) else GROUP, group,
+             holders)
     while frontier:
         neg, place, _, stage, item, holders = heapq.heappop(frontier)
         if -neg < tops.floor():  # the first has the best bound: none can do better
-            decided(tops.prune_all([(holders, len(item.orders)),
-                                    *((e[5], len(e[4].orders)) for e in frontier)]))
+            decided(tops.prune_all([*_counts(item, holders),
+                                    *(c for e in frontier for c in _counts(e[4], e[5]))]))
             return
         for h in holders:
             waiting[h] -= 1
         if -neg < tops.bar(holders):  # below the last of every top that holds it
             pruned(item, holders)
+            continue
+        if stage == SET:  # its groups, each at its cheap bound (as without sets)
+            for m in item.members:
+                _, group = _group(fabric, job, m.place, m.family, power_W, item.cell)
+                assert group is not None  # found valid before its set was made
+                push(group.bound, m.place, GROUP, group, m.holders)
             continue
         if stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
