@@ -173,10 +173,12 @@ def in_stage_floors(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
             if name in IN_STAGE}
 
 
-def coarse_entry(fabric: Fabric, job: PlanJob, members: Sequence[Member],
-                 layouts: Sequence[tuple[Layout, Shape]], power_W: float,
-                 memo: OrderMemo, cell: Any) -> Coarse:
-    """The frontier entry of one set: its ``members`` (in listing order) with the
-    ``layouts`` they were found valid as, at the set's score."""
-    return Coarse(set_score(fabric, job, layouts, power_W, memo), members[0].place,
-                  tuple(members), cell)
+def set_entries(fabric: Fabric, job: PlanJob,
+                sets: Iterable[Sequence[tuple[Member, Layout, Shape]]], power_W: float,
+                memo: OrderMemo, cell: Any) -> list[Coarse]:
+    """The frontier entries of a cell's ``sets``, each its members (in listing order)
+    with the layouts and shapes they were found valid as, at the set's score."""
+    return [Coarse(set_score(fabric, job, [(layout, shape) for _, layout, shape in members],
+                             power_W, memo), members[0][0].place,
+                   tuple(m for m, _, _ in members), cell)
+            for members in sets]

@@ -76,7 +76,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
-from topomodel.plan.coarse import Coarse, Member, coarse_entry, set_key
+from topomodel.plan.coarse import Coarse, Member, set_entries, set_key
 from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import (
     OrderBounds,
@@ -377,14 +377,19 @@ def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
 @quiet_collector()  # its caches scanned by fewer full passes of the collector
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
-                 prune: bool = True, families: Sequence[Family] = ()) -> PlanPart:
+                 prune: bool = True, families: Sequence[Family] = (),
+                 sets: bool = True) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
     ``progress(n)`` is told of every n layouts decided. With ``prune`` (default), the
     layouts that fit are modelled best bound first and those whose bound cannot reach
     the top are skipped; without it, every layout that fits is modelled (the same top,
     slower). ``families`` (:class:`~topomodel.plan.tops.Family`, parts of the job's
     space) each get a top and counts of their own in the same pass
-    (:mod:`~topomodel.plan.tops`), in the part's ``families``."""
+    (:mod:`~topomodel.plan.tops`), in the part's ``families``. With ``sets`` (default)
+    and ``prune``, a cell's families wait in sets, one per (EP, micro-batch), each at a
+    floor for all of them (:mod:`~topomodel.plan.coarse`), bounded one by one only when
+    their set comes first (the same top; families of a pruned set that do not fit are
+    counted pruned, not ``no_fit``)."""
     all_cells = plan_cells(fabric, job)
     tops = Tops(job.top, families)
     pending = 0
@@ -410,26 +415,19 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
 
     groups: list[tuple[_Group | Coarse, tuple[int, ...]]] = []
     memo = OrderMemo()  # the bounds' shared collectives and screens
-    by_set = prune and job.base.ep_overlap != "dualpipe"  # coarse entries (plan.coarse)
+    by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
-        sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
+        cell_sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
             holders = tops.holders(family)
             tops.count(holders, "searched", n)
             if by_set:  # valid and timeable families wait in their set, unbounded
-                reason, stem, shape = _valid(fabric, job, family, cell)
-                if stem is None or shape is None:
-                    tops.count(holders, "invalid", n, reason)
-                elif over_limit(fabric, job.model, stem, job.routing):
-                    tops.count(holders, "over_limit", n)
-                else:
-                    sets.setdefault(set_key(family), []).append(
-                        (Member((ci, u * n), family, holders, n), stem, shape))
-                    continue
-                decided(n)
+                if not _into_set(fabric, job, Member((ci, u * n), family, holders, n),
+                                 cell, cell_sets, tops):
+                    decided(n)
                 continue
             reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
@@ -447,17 +445,30 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-        for members in sets.values():
-            entry = coarse_entry(fabric, job, [m for m, _, _ in members],
-                                 [(stem, shape) for _, stem, shape in members], power_W,
-                                 memo, cell)
-            groups.append((entry, entry.holders))
+        groups.extend((entry, entry.holders) for entry in set_entries(
+            fabric, job, cell_sets.values(), power_W, memo, cell))
     _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tops.tallies[0], tops.best(0),
                     tuple(PlanPart(tops.tallies[h], tops.best(h))
                           for h in range(1, len(tops.heaps))))
+
+
+def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: _Cell,
+              sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]], tops: Tops
+              ) -> bool:
+    """Put a valid family that can be timed in its set of ``sets`` (True), or count
+    it invalid or over the router's limit (False), as the search without sets does."""
+    reason, stem, shape = _valid(fabric, job, member.family, cell)
+    if stem is None or shape is None:
+        tops.count(member.holders, "invalid", member.orders, reason)
+    elif over_limit(fabric, job.model, stem, job.routing):
+        tops.count(member.holders, "over_limit", member.orders)
+    else:
+        sets.setdefault(set_key(member.family), []).append((member, stem, shape))
+        return True
+    return False
 
 
 GROUP, ORDERS, SET = range(3)
@@ -467,10 +478,25 @@ cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded an
 pushed when it comes first)."""
 
 
-def _counts(item: _Group | Coarse, holders: tuple[int, ...]
-            ) -> list[tuple[tuple[int, ...], int]]:
-    """(holders, layouts) of a frontier entry's families, for counting them pruned."""
-    return item.counts() if isinstance(item, Coarse) else [(holders, len(item.orders))]
+def _wait(waiting: list[int], holders: tuple[int, ...], change: int) -> None:
+    """Count an entry in (``change`` 1) or out of (-1) each of its tops' waiting."""
+    for h in holders:
+        waiting[h] += change
+
+
+def _first_stage(item: _Group | Coarse) -> int:
+    """The stage a frontier entry starts at: a set's, or a group's cheap bound."""
+    return SET if isinstance(item, Coarse) else GROUP
+
+
+def _counts(item: _Group | Coarse, holders: tuple[int, ...],
+            frontier: Iterable[tuple[Any, ...]] = ()) -> list[tuple[tuple[int, ...], int]]:
+    """(holders, layouts) of a frontier entry's families and of every entry of
+    ``frontier`` (:func:`_best_first`'s), for counting them pruned."""
+    out = item.counts() if isinstance(item, Coarse) else [(holders, len(item.orders))]
+    for entry in frontier:
+        out.extend(_counts(entry[4], entry[5]))
+    return out
 
 
 def _best_first(fabric: Fabric, job: PlanJob,
@@ -501,33 +527,25 @@ def _best_first(fabric: Fabric, job: PlanJob,
         nonlocal tie
         tie += 1
         heapq.heappush(frontier, (-score, place, tie, stage, item, holders))
-        for h in holders:
-            waiting[h] += 1
+        _wait(waiting, holders, 1)
 
     def pruned(item: _Group | Coarse, holders: tuple[int, ...]) -> None:
         decided(tops.prune_all(_counts(item, holders)))
 
     for group, holders in groups:
-        push(group.bound, group.place, SET if isinstance(group, Coarse) else GROUP, group,
-             holders)
+        push(group.bound, group.place, _first_stage(group), group, holders)
     while frontier:
         neg, place, _, stage, item, holders = heapq.heappop(frontier)
         if -neg < tops.floor():  # the first has the best bound: none can do better
-            decided(tops.prune_all([*_counts(item, holders),
-                                    *(c for e in frontier for c in _counts(e[4], e[5]))]))
+            decided(tops.prune_all(_counts(item, holders, frontier)))
             return
-        for h in holders:
-            waiting[h] -= 1
+        _wait(waiting, holders, -1)
         if -neg < tops.bar(holders):  # below the last of every top that holds it
             pruned(item, holders)
             continue
         if stage == SET:  # its groups, each at its cheap bound (as without sets)
-            for m in item.members:
-                _, group = _group(fabric, job, m.place, m.family, power_W, item.cell)
-                assert group is not None  # found valid before its set was made
-                push(group.bound, m.place, GROUP, group, m.holders)
-            continue
-        if stage == GROUP:
+            _expand(fabric, job, item, power_W, push)
+        elif stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
@@ -557,6 +575,18 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 else:
                     evaluate((place[0], k), layout, holders)
                 decided(1)
+
+
+def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
+            push: Callable[[float, tuple[int, int], int, _Group, tuple[int, ...]], None]
+            ) -> None:
+    """Push the groups of a set (:mod:`~topomodel.plan.coarse`) into the frontier,
+    each at its cheap bound with the tops that hold it, as the search without sets
+    bounds them (:func:`_group`)."""
+    for m in entry.members:
+        _, group = _group(fabric, job, m.place, m.family, power_W, entry.cell)
+        assert group is not None  # found valid before its set was made
+        push(group.bound, m.place, GROUP, group, m.holders)
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
