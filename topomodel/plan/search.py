@@ -447,6 +447,9 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             decided(n)
         groups.extend((entry, entry.holders) for entry in set_entries(
             fabric, job, cell_sets.values(), power_W, memo, cell))
+        if by_set:  # few sets are expanded: their shapes made again then, not kept
+            cell.valid.clear()
+            cell.shaped.clear()
     _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
