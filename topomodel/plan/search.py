@@ -41,6 +41,11 @@ Ties keep the layout listed first (the place in the listing, not the order of
 evaluation, breaks them), so the result does not depend on how the search was split
 over processes.
 
+Before any of that, a cell's families (its layouts without their order) wait in sets,
+one per (EP, micro-batch), each at a floor that holds for all of them
+(:mod:`~topomodel.plan.coarse`): a set is pruned whole, its families never bounded one
+by one, unless it comes first, when its families enter the frontier at their own bounds.
+
 A search can keep, beside the whole space's top, the top of named families within it
 (the scorecard's strategy families: :mod:`~topomodel.plan.tops`): one pass, each
 layout pruned only where it can enter none of the tops that hold it.
@@ -447,9 +452,9 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
             decided(n)
         groups.extend((entry, entry.holders) for entry in set_entries(
             fabric, job, cell_sets.values(), power_W, memo, cell))
-        if by_set:  # few sets are expanded: their shapes made again then, not kept
-            cell.valid.clear()
-            cell.shaped.clear()
+        # made again for the few sets expanded (groups hold their own shapes)
+        cell.valid.clear()
+        cell.shaped.clear()
     _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
