@@ -101,7 +101,8 @@ def test_the_best_layouts_are_the_brute_forces(setup, brute):
     assert found.tally.evaluated + found.tally.pruned + found.tally.no_fit == valid
     assert found.tally.no_fit <= valid - len(fitting)
     assert found.tally.evaluated + found.tally.pruned >= len(fitting)
-    assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 10
+    # (sets, plan.coarse, leave few to model: 9 here, 13 bounded family by family)
+    assert found.tally.no_fit > 0 and found.tally.invalid > 0 and found.tally.evaluated > 5
     assert found.tally.pruned > 0  # the bound skipped layouts, and the top is the same
 
 
@@ -453,7 +454,7 @@ def test_a_layouts_orders_are_pruned_together_before_any_is_bounded(monkeypatch)
         seen.setdefault(id(self), []).append("one") or best(self, lay, worst)))
     # the group floor (no timeline) would prune them first: off, to reach this path
     monkeypatch.setattr(plan_search, "group_score", lambda *_: float("inf"))
-    pruned = search_cells(fabric, job, n)
+    pruned = search_cells(fabric, job, n, sets=False)  # nor the sets' floors
     assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
                                                           for r in whole.best]
     together = sum(calls == ["all"] for calls in seen.values())

@@ -41,6 +41,11 @@ Ties keep the layout listed first (the place in the listing, not the order of
 evaluation, breaks them), so the result does not depend on how the search was split
 over processes.
 
+Before any of that, a cell's families (its layouts without their order) wait in sets,
+one per (EP, micro-batch), each at a floor that holds for all of them
+(:mod:`~topomodel.plan.coarse`): a set is pruned whole, its families never bounded one
+by one, unless it comes first, when its families enter the frontier at their own bounds.
+
 A search can keep, beside the whole space's top, the top of named families within it
 (the scorecard's strategy families: :mod:`~topomodel.plan.tops`): one pass, each
 layout pruned only where it can enter none of the tops that hold it.
@@ -76,6 +81,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
+from topomodel.plan.coarse import Coarse, Member, set_entries, set_key
 from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import (
     OrderBounds,
@@ -266,7 +272,8 @@ class _Cell:
     the :data:`UNSHAPED`, the layout they make on the job's base and its shape, or why
     either is refused (:func:`_shaped`); and by the family's fields but ZeRO
     (:attr:`_Group.unordered`) the comm-free pipelines and which ZeRO stages fit
-    (:meth:`_Group.fits`)."""
+    (:meth:`_Group.fits`); by its fields but ZeRO, its layout and shape or why it is
+    invalid (:func:`_valid`)."""
 
     orders: list[str]
     known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
@@ -275,6 +282,8 @@ class _Cell:
         default_factory=dict)
     pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
     fitting: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    valid: dict[tuple[Any, ...], tuple[str, Layout | None, Shape | None]] = field(
+        default_factory=dict)
 
 
 UNSHAPED = frozenset({"recompute", "sequence_parallel", "zero"})
@@ -310,12 +319,31 @@ def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[st
 def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: float,
              cell: _Cell) -> tuple[str, float, Layout | None, Shape | None]:
     """Why the layout ``family`` is invalid, or its cheap bound's score with the layout
-    and shape it was found on, as :func:`_group` gives it. The layout is
-    ``evolve(job.base, **family)`` in two steps (the fields but the :data:`UNSHAPED`,
-    once for the cell's families that share them, then those): each field is checked
-    once and the rules across fields on the whole, so it is valid exactly when one step
-    makes it, and where a step refuses it, the one step gives the reason. Its shape is
-    the first of those families' (the same checks, refusal and figures)."""
+    and shape it was found on (:func:`_valid`), as :func:`_group` gives it."""
+    reason, layout, shape = _valid(fabric, job, family, cell)
+    if layout is None or shape is None:
+        return (reason, 0.0, None, None)
+    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
+    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
+                       power_W)
+    # NaN (no power): never pruned
+    return ("", score if score == score else float("inf"), layout, shape)
+
+
+def _valid(fabric: Fabric, job: PlanJob, family: dict[str, Any], cell: _Cell
+           ) -> tuple[str, Layout | None, Shape | None]:
+    """Why the layout ``family`` is invalid (and None, None), or the layout and its
+    shape (kept in ``cell`` by its fields but ZeRO, which decides neither). The layout
+    is ``evolve(job.base, **family)`` in two steps (the fields but the
+    :data:`UNSHAPED`, once for the cell's families that share them, then those): each
+    field is checked once and the rules across fields on the whole, so it is valid
+    exactly when one step makes it, and where a step refuses it, the one step gives the
+    reason. Its shape is the first of those families' (the same checks, refusal and
+    figures)."""
+    key = tuple(v for f, v in family.items() if f != "zero")
+    found = cell.valid.get(key)
+    if found is not None:
+        return found
     shaped_key = tuple(v for f, v in family.items() if f not in UNSHAPED)
     shaped = cell.shaped.get(shaped_key)
     if shaped is None:
@@ -330,14 +358,11 @@ def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: floa
             layout = evolve(job.base, **family)
             shape = shape_of(fabric, job.model, layout)  # not reached: a step refused
         except UsageError as exc:
-            return (str(exc), 0.0, None, None)
-    if shape is None:
-        return (refusal, 0.0, None, None)
-    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                       power_W)
-    # NaN (no power): never pruned
-    return ("", score if score == score else float("inf"), layout, shape)
+            found = cell.valid[key] = (str(exc), None, None)
+            return found
+    found = cell.valid[key] = (refusal, None, None) if shape is None else ("", layout,
+                                                                           shape)
+    return found
 
 
 def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
@@ -357,14 +382,19 @@ def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
 @quiet_collector()  # its caches scanned by fewer full passes of the collector
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
-                 prune: bool = True, families: Sequence[Family] = ()) -> PlanPart:
+                 prune: bool = True, families: Sequence[Family] = (),
+                 sets: bool = True) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
     ``progress(n)`` is told of every n layouts decided. With ``prune`` (default), the
     layouts that fit are modelled best bound first and those whose bound cannot reach
     the top are skipped; without it, every layout that fits is modelled (the same top,
     slower). ``families`` (:class:`~topomodel.plan.tops.Family`, parts of the job's
     space) each get a top and counts of their own in the same pass
-    (:mod:`~topomodel.plan.tops`), in the part's ``families``."""
+    (:mod:`~topomodel.plan.tops`), in the part's ``families``. With ``sets`` (default)
+    and ``prune``, a cell's families wait in sets, one per (EP, micro-batch), each at a
+    floor for all of them (:mod:`~topomodel.plan.coarse`), bounded one by one only when
+    their set comes first (the same top; families of a pruned set that do not fit are
+    counted pruned, not ``no_fit``)."""
     all_cells = plan_cells(fabric, job)
     tops = Tops(job.top, families)
     pending = 0
@@ -388,15 +418,23 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         tops.keep(holders, Ranked(rank_score(result, job, power_W), (-place[0], -place[1]),
                                   result))
 
-    groups: list[tuple[_Group, tuple[int, ...]]] = []
+    groups: list[tuple[_Group | Coarse, tuple[int, ...]]] = []
+    memo = OrderMemo()  # the bounds' shared collectives and screens
+    by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
     for ci in indices:
         cell = _Cell(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
+        cell_sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             holders = tops.holders(family)
             tops.count(holders, "searched", n)
+            if by_set:  # valid and timeable families wait in their set, unbounded
+                if not _into_set(fabric, job, Member((ci, u * n), family, holders, n),
+                                 cell, cell_sets, tops):
+                    decided(n)
+                continue
+            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
                 tops.count(holders, "invalid", n, reason)
             elif over_limit(fabric, job.model, group.stand_in, job.routing):
@@ -412,7 +450,12 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-    _best_first(fabric, job, groups, power_W, tops, decided, evaluate)
+        groups.extend((entry, entry.holders) for entry in set_entries(
+            fabric, job, cell_sets.values(), power_W, memo, cell))
+        # made again for the few sets expanded (groups hold their own shapes)
+        cell.valid.clear()
+        cell.shaped.clear()
+    _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tops.tallies[0], tops.best(0),
@@ -420,15 +463,55 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                           for h in range(1, len(tops.heaps))))
 
 
-GROUP, ORDERS = range(2)
+def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: _Cell,
+              sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]], tops: Tops
+              ) -> bool:
+    """Put a valid family that can be timed in its set of ``sets`` (True), or count
+    it invalid or over the router's limit (False), as the search without sets does."""
+    reason, stem, shape = _valid(fabric, job, member.family, cell)
+    if stem is None or shape is None:
+        tops.count(member.holders, "invalid", member.orders, reason)
+    elif over_limit(fabric, job.model, stem, job.routing):
+        tops.count(member.holders, "over_limit", member.orders)
+    else:
+        sets.setdefault(set_key(member.family), []).append((member, stem, shape))
+        return True
+    return False
+
+
+GROUP, ORDERS, SET = range(3)
 """A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
-timeline's bound (its orders bounded and modelled when it comes first)."""
+timeline's bound (its orders bounded and modelled when it comes first), or a set of a
+cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded and
+pushed when it comes first)."""
 
 
-def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[int, ...]]],
-                power_W: float, tops: Tops, decided: Callable[[int], None],
-                evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None]
-                ) -> None:
+def _wait(waiting: list[int], holders: tuple[int, ...], change: int) -> None:
+    """Count an entry in (``change`` 1) or out of (-1) each of its tops' waiting."""
+    for h in holders:
+        waiting[h] += change
+
+
+def _first_stage(item: _Group | Coarse) -> int:
+    """The stage a frontier entry starts at: a set's, or a group's cheap bound."""
+    return SET if isinstance(item, Coarse) else GROUP
+
+
+def _counts(item: _Group | Coarse, holders: tuple[int, ...],
+            frontier: Iterable[tuple[Any, ...]] = ()) -> list[tuple[tuple[int, ...], int]]:
+    """(holders, layouts) of a frontier entry's families and of every entry of
+    ``frontier`` (:func:`_best_first`'s), for counting them pruned."""
+    out = item.counts() if isinstance(item, Coarse) else [(holders, len(item.orders))]
+    for entry in frontier:
+        out.extend(_counts(entry[4], entry[5]))
+    return out
+
+
+def _best_first(fabric: Fabric, job: PlanJob,
+                groups: list[tuple[_Group | Coarse, tuple[int, ...]]], power_W: float,
+                tops: Tops, decided: Callable[[int], None],
+                evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None],
+                memo: OrderMemo) -> None:
     """Decide ``groups`` (each with the tops that hold it, :class:`~topomodel.plan.
     tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
@@ -443,37 +526,34 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[i
     the tighter bound, so a pipeline whose cheap bound (its busiest stage, no bubble)
     is high but whose timeline is not fills the top only after the layouts that can
     beat it."""
-    frontier: list[tuple[float, tuple[int, int], int, int, _Group, tuple[int, ...]]] = []
+    frontier: list[tuple[float, tuple[int, int], int, int, Any, tuple[int, ...]]] = []
     tie = 0
-    memo = OrderMemo()  # the bounds' shared collectives and screens
     waiting = tops.waiting
 
-    def push(score: float, place: tuple[int, int], stage: int, item: _Group,
+    def push(score: float, place: tuple[int, int], stage: int, item: _Group | Coarse,
              holders: tuple[int, ...]) -> None:
         nonlocal tie
         tie += 1
         heapq.heappush(frontier, (-score, place, tie, stage, item, holders))
-        for h in holders:
-            waiting[h] += 1
+        _wait(waiting, holders, 1)
 
-    def pruned(item: _Group, holders: tuple[int, ...]) -> None:
-        tops.count(holders, "pruned", len(item.orders))
-        decided(len(item.orders))
+    def pruned(item: _Group | Coarse, holders: tuple[int, ...]) -> None:
+        decided(tops.prune_all(_counts(item, holders)))
 
     for group, holders in groups:
-        push(group.bound, group.place, GROUP, group, holders)
+        push(group.bound, group.place, _first_stage(group), group, holders)
     while frontier:
         neg, place, _, stage, item, holders = heapq.heappop(frontier)
         if -neg < tops.floor():  # the first has the best bound: none can do better
-            decided(tops.prune_all([(holders, len(item.orders)),
-                                    *((e[5], len(e[4].orders)) for e in frontier)]))
+            decided(tops.prune_all(_counts(item, holders, frontier)))
             return
-        for h in holders:
-            waiting[h] -= 1
+        _wait(waiting, holders, -1)
         if -neg < tops.bar(holders):  # below the last of every top that holds it
             pruned(item, holders)
             continue
-        if stage == GROUP:
+        if stage == SET:  # its groups, each at its cheap bound (as without sets)
+            _expand(fabric, job, item, power_W, push)
+        elif stage == GROUP:
             if not item.fits(job):  # asked only of the groups the bound cannot prune
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
@@ -503,6 +583,18 @@ def _best_first(fabric: Fabric, job: PlanJob, groups: list[tuple[_Group, tuple[i
                 else:
                     evaluate((place[0], k), layout, holders)
                 decided(1)
+
+
+def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
+            push: Callable[[float, tuple[int, int], int, _Group, tuple[int, ...]], None]
+            ) -> None:
+    """Push the groups of a set (:mod:`~topomodel.plan.coarse`) into the frontier,
+    each at its cheap bound with the tops that hold it, as the search without sets
+    bounds them (:func:`_group`)."""
+    for m in entry.members:
+        _, group = _group(fabric, job, m.place, m.family, power_W, entry.cell)
+        assert group is not None  # found valid before its set was made
+        push(group.bound, m.place, GROUP, group, m.holders)
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:

@@ -633,3 +633,15 @@ def calls_busy_figures(model: Model, layout: Layout, assumptions: StepAssumption
     :func:`comm_free_pipeline` takes them before its timeline runs (not for
     ``ep_overlap="dualpipe"``)."""
     return _op_figures(model, layout, assumptions, shape, _idle_calls(model, layout, calls))
+
+
+def calls_busy_sums(model: Model, layout: Layout, assumptions: StepAssumptions,
+                    shape: Shape, calls: dict[str, Call]) -> CommFreePipeline:
+    """Every stage's busy time (its operations one after another) and compute, seconds,
+    with the collectives ``calls`` (an MoE layout's All-to-All added, taking no time,
+    where missing): :func:`calls_busy_figures` summed per stage (the sums of
+    :func:`busy_pipeline`'s path), as a pipeline :func:`busy_bound` reads (not for
+    ``ep_overlap="dualpipe"``)."""
+    busy, compute = _op_figures(model, layout, assumptions, shape,
+                                _idle_calls(model, layout, calls), summed=True)
+    return CommFreePipeline(busy, compute, busy, 0, False)

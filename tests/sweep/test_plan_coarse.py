@@ -1,0 +1,97 @@
+"""The planner's sets (:mod:`topomodel.plan.coarse`): a set's floor is never above the
+step of any rank order of any of its families, nor above their group floors, and a
+search by sets keeps the top of the search without them and of the unpruned search."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_plan import DESIGN  # the same two HGX servers
+
+from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_time
+from topomodel.errors import UsageError
+from topomodel.fabric.build import build_fabric
+from topomodel.inputs.design import load_design
+from topomodel.inputs.parts import Model
+from topomodel.plan import search
+from topomodel.plan.coarse import representative, set_key, set_score
+from topomodel.plan.groupfloor import group_score
+from topomodel.plan.orderbounds import OrderMemo, rank_score
+from topomodel.plan.space import PlanSpace, cell_families, cell_orders
+from topomodel.plan.tally import over_limit
+from topomodel.traffic.layout import Layout
+
+CASES = {  # every recomputation, ZeRO stage, SP, schedule and interleave in a set
+    "dense": ("llama3-8b", Layout(global_batch=16, seq=4096),
+              PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=1, max_tp=4),
+              StepAssumptions()),
+    "moe": ("mixtral-8x7b", Layout(global_batch=16, seq=4096),
+            PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=1, max_tp=2),
+            StepAssumptions(hot_expert_factor=1.3)),
+}
+
+
+def _job(fabric, case, top=5):
+    name, base, space, a = CASES[case]
+    return search.PlanJob(fabric.catalog.get(name, Model), base, space, a, top=top)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_layout_of_a_set_beats_its_floor(case):
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    job = _job(fabric, case)
+    memo = OrderMemo()
+    all_cells = search.plan_cells(fabric, job)
+    checked = sets = 0
+    for c in all_cells:
+        cell = search._Cell(cell_orders(c, job.space))
+        by_set: dict = {}
+        for family in cell_families(job.model, c, job.base, job.space):
+            _, layout, shape = search._valid(fabric, job, family, cell)
+            if layout is not None and not over_limit(fabric, job.model, layout,
+                                                     job.routing):
+                by_set.setdefault(set_key(family), []).append((family, layout, shape))
+        for members in by_set.values():
+            score = set_score(fabric, job, [(lay, sh) for _, lay, sh in members], 0.0,
+                              memo)
+            sets += 1
+            for family, _, shape in members:
+                layout = replace(job.base, **family)
+                # the group floor and the cheap bound of every family: none above
+                assert group_score(fabric, job, layout, shape, memo, 0.0) <= score * (
+                    1 + 1e-12), family
+                if layout.zero == 0 and layout.recompute == "none":
+                    assert representative(layout) is layout
+                try:
+                    fits = layout_memory(fabric, job.model, layout, job.assumptions
+                                         ).fits(job.headroom)
+                except UsageError:
+                    continue
+                if not fits:
+                    continue
+                for order in cell.orders:
+                    step = step_time(fabric, job.model, replace(layout, order=order),
+                                     job.assumptions)
+                    assert rank_score(step, job, 0.0) <= score, (family, order)
+                    checked += 1
+    assert sets > 10 and checked > 100
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_search_by_sets_keeps_the_top(case):
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    job = _job(fabric, case, top=3)
+    indices = range(len(search.plan_cells(fabric, job)))
+    by_sets = search.search_cells(fabric, job, indices)
+    by_groups = search.search_cells(fabric, job, indices, sets=False)
+    full = search.search_cells(fabric, job, indices, prune=False)
+    for other in (by_groups, full):
+        assert [(r.score, r.place) for r in by_sets.best] == [(r.score, r.place)
+                                                             for r in other.best]
+        assert [replace(r.result, warnings=()) for r in by_sets.best] == [
+            replace(r.result, warnings=()) for r in other.best]
+        t, o = by_sets.tally, other.tally
+        assert (t.searched, t.invalid, t.over_limit) == (o.searched, o.invalid,
+                                                          o.over_limit)
+        assert t.pruned + t.no_fit + t.evaluated == o.pruned + o.no_fit + o.evaluated
