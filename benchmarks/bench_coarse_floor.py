@@ -43,6 +43,7 @@ from topomodel.analysis.training.stepbound import (
     calls_busy_figures,
 )
 from topomodel.cli import main as cli_main
+from topomodel.plan import groups
 from topomodel.plan.groupfloor import group_score, unplaced_floor_calls
 from topomodel.plan.orderbounds import OrderMemo, rank_score
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
@@ -76,7 +77,7 @@ def candidate_score(fabric: Any, job: Any, families: list[dict[str, Any]], power
         if key in seen:
             continue
         seen.add(key)
-        _, shape, _ = search._shaped(fabric, job, family)
+        _, shape, _ = groups.shaped_stem(fabric, job, family)
         if shape is None:
             continue
         layout = evolve(job.base, **{**family, "zero": 0})
@@ -96,10 +97,10 @@ def ideal_score(fabric: Any, job: Any, ci: int, families: list[dict[str, Any]],
                 power_W: float, memo: OrderMemo, candidate: float) -> tuple[float, int]:
     """The ideal coarse score of one set (see the module) and how many of its families
     score above ``candidate``."""
-    cell = search._Cell(cell_orders(search.plan_cells(fabric, job)[ci], job.space))
+    cell = groups.CellMemo(cell_orders(search.plan_cells(fabric, job)[ci], job.space))
     best, above = -1.0, 0
     for family in families:
-        _, group = search._group(fabric, job, (ci, 0), family, power_W, cell)
+        _, group = groups.group_of(fabric, job, (ci, 0), family, power_W, cell)
         if group is None or over_limit(fabric, job.model, group.stand_in, job.routing):
             continue
         score = min(group.bound, group_score(fabric, job, group.layout, group.shape, memo,

@@ -1,11 +1,11 @@
 """Benchmark: a plan's first pass (every family of every cell through
-:func:`topomodel.plan.search._group`, as ``search_cells`` calls it), in this process.
+:func:`topomodel.plan.groups.group_of`, as ``search_cells`` calls it), in this process.
 
 Run: python benchmarks/bench_first_pass.py DESIGN --model M [any other ``plan`` flag]
      [--space whole|default] [--profile N] [--digest]
 
 It runs ``topomodel plan`` with ``search_cells`` replaced by the first pass alone: the
-cells' families, each bounded by ``_group`` (with the over-limit check the search makes
+cells' families, each bounded by ``group_of`` (with the over-limit check the search makes
 of every valid group), then stops. Prints the groups, the CPU seconds of the pass (user
 + system) and, with ``--digest``, a digest of every group's reason, bound and place (the
 same digest before and after a change: the same first pass). ``--space whole`` plans
@@ -41,18 +41,18 @@ def _cpu() -> float:
 
 
 def first_pass(fabric: Any, job: Any, indices: Any, power_W: float) -> dict[str, Any]:
-    """Every family of the cells ``indices`` through ``_group``: the groups, the CPU
+    """Every family of the cells ``indices`` through ``group_of``: the groups, the CPU
     seconds and a digest of what each gave."""
     all_cells = search.plan_cells(fabric, job)
     digest = hashlib.sha256()
     groups = 0
     start = _cpu()
     for ci in indices:
-        cell = search._Cell(cell_orders(all_cells[ci], job.space))
+        cell = groups.CellMemo(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
-            reason, group = search._group(fabric, job, (ci, u * n), family, power_W, cell)
+            reason, group = groups.group_of(fabric, job, (ci, u * n), family, power_W, cell)
             groups += 1
             if group is None:
                 digest.update(reason.encode())

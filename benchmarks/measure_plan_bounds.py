@@ -41,7 +41,7 @@ from topomodel.analysis.training.orderscreen import order_screen
 from topomodel.analysis.training.step import step_calls
 from topomodel.analysis.training.stepshape import collective_times, shape_of
 from topomodel.cli import main as cli_main
-from topomodel.plan import orderbounds
+from topomodel.plan import callfloors, orderbounds
 
 RECORD: dict[str, Any] = {"steps": [], "cpu": [], "missed": {}, "cheap": {}, "timeline": {},
                           "order": {}, "unplaced": {}}
@@ -110,7 +110,7 @@ def _exact(fabric: Any, job: Any, layout: Any) -> tuple[float, float, float]:
     """The screen, the order's own bound and that bound at share 1 with the step's own
     collective times (every one routed by now), seconds."""
     shape = shape_of(fabric, job.model, layout)
-    calls, _ = stepbound.order_calls(fabric, job.model, layout, job.assumptions, shape,
+    calls, _ = callfloors.order_calls(fabric, job.model, layout, job.assumptions, shape,
                                      routing=job.routing, seed=job.seed)
     base = stepbound.comm_free_pipeline(job.model, layout, job.assumptions, shape)
     screen = order_screen(job.model, layout, job.assumptions, shape, base, calls)
@@ -131,7 +131,7 @@ def _call_ratios(fabric: Any, job: Any, layout: Any) -> dict[str, tuple[float, f
     table = views[collective_times, ()]
     views[collective_times, ()] = {}
     try:
-        bounded, _ = stepbound.order_calls(fabric, job.model, layout, job.assumptions,
+        bounded, _ = callfloors.order_calls(fabric, job.model, layout, job.assumptions,
                                            shape, routing=job.routing, seed=job.seed)
     finally:
         views[collective_times, ()] = table

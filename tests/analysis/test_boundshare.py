@@ -24,20 +24,22 @@ from topomodel.analysis.training.orderscreen import order_screen, screen_works, 
 from topomodel.analysis.training.pipeline import cached_dependencies
 from topomodel.analysis.training.step import StepAssumptions
 from topomodel.analysis.training.stepbound import (
-    SIZE_AT,
     bound_frame,
-    collective_bounds,
-    collective_latency_shapes,
-    latency_floor_s,
-    order_calls,
     unordered,
-    unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import node_domains, ranks_of, shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import (
+    SIZE_AT,
+    collective_bounds,
+    collective_latency_shapes,
+    latency_floor_s,
+    order_calls,
+    unplaced_calls,
+)
 from topomodel.traffic.layout import Layout
 
 

@@ -10,10 +10,10 @@ from test_stepbound import CASES, _fitting_layouts
 from topomodel.analysis.training.compute import shared_device_model
 from topomodel.analysis.training.orderscreen import screen_works
 from topomodel.analysis.training.step import step_works
-from topomodel.analysis.training.stepbound import order_calls
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import order_calls
 
 
 def _from_step_works(model, layout, a, shape, calls):

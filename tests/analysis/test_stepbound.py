@@ -18,11 +18,8 @@ from topomodel.analysis.training.stepbound import (
     busy_pipeline,
     comm_free_pipeline,
     most_sends,
-    order_bound,
-    order_calls,
     step_bound,
     unordered,
-    unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import shape_of
@@ -30,6 +27,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import order_bound, order_calls, unplaced_calls
 from topomodel.plan.space import PlanSpace, cell_layouts, cells
 from topomodel.traffic.layout import Layout
 
@@ -485,7 +483,7 @@ def test_no_candidate_beats_the_latency_floor(collective):
     from topomodel.analysis.assumptions import TimeModel
     from topomodel.analysis.collectives.collective import fastest
     from topomodel.analysis.collectives.timing import floor_s
-    from topomodel.analysis.training.stepbound import latency_floor_s
+    from topomodel.plan.callfloors import latency_floor_s
     from topomodel.traffic.algorithms import auto_candidates
     from topomodel.traffic.collectives import collective_shapes, collective_traffic
     from topomodel.traffic.communicators import group_blocks

@@ -13,14 +13,13 @@ from test_plan import DESIGN, MODEL
 from topomodel.analysis.training.step import StepAssumptions, step_time
 from topomodel.analysis.training.stepbound import (
     comm_free_pipeline,
-    order_calls,
     unordered,
-    unplaced_calls,
 )
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import order_calls, unplaced_calls
 from topomodel.plan.orderbounds import OrderBounds, OrderMemo, in_order, rank_score
 from topomodel.plan.search import PlanJob
 from topomodel.plan.space import PlanSpace

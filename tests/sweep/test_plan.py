@@ -579,9 +579,9 @@ def test_the_issued_collectives_of_a_family_place_as_each_layouts_own(setup):
     import itertools
 
     from topomodel.analysis.training.step import StepAssumptions
-    from topomodel.analysis.training.stepbound import collective_bounds, order_calls
     from topomodel.analysis.training.stepcalls import issued_calls
     from topomodel.analysis.training.stepshape import shape_of
+    from topomodel.plan.callfloors import collective_bounds, order_calls
 
     model = setup[1].get(MODEL, Model)
     a = StepAssumptions()

@@ -31,7 +31,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Accelerator, Model
-from topomodel.plan import search as search_module
+from topomodel.plan import groups
 from topomodel.plan.search import PlanJob, plan_cells, search_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
 from topomodel.traffic.layout import Layout, evolve
@@ -157,7 +157,7 @@ def test_a_plan_with_its_caches_is_the_plan_without_them(catalog, monkeypatch):
     for module in (stepbound_module, orderscreen_module):
         monkeypatch.setattr(module, "bound_frame", afresh(stepbound_module.bound_frame,
                                                           forget_frames))
-    monkeypatch.setattr(search_module, "evolve", dataclasses.replace)
+    monkeypatch.setattr(groups, "evolve", dataclasses.replace)
     monkeypatch.setattr(stepbound_module, "evolve", dataclasses.replace)
     slow = run()
     assert [(r.place, r.score, r.result) for r in fast.best] == [
@@ -179,14 +179,14 @@ def test_a_groups_fit_read_from_its_other_zero_stages_is_its_memorys(catalog, ze
     fabric = build_fabric(design, cat)
     verdicts: set[tuple[bool, ...]] = set()
     for ci, cell in enumerate(plan_cells(fabric, job)):
-        shared = search_module._Cell(cell_orders(cell, space))
-        by_key: dict[tuple, dict[int, search_module._Group]] = {}
+        shared = groups.CellMemo(cell_orders(cell, space))
+        by_key: dict[tuple, dict[int, groups.Group]] = {}
         for u, family in enumerate(cell_families(model, cell, job.base, space)):
-            _, group = search_module._group(fabric, job, (ci, u), family, 0.0, shared)
+            _, group = groups.group_of(fabric, job, (ci, u), family, 0.0, shared)
             if group is not None:
                 by_key.setdefault(group.unordered, {})[group.layout.zero] = group
-        for groups in by_key.values():
-            asked = [groups[z] for z in zeros if z in groups]
+        for stages in by_key.values():
+            asked = [stages[z] for z in zeros if z in stages]
             got = [g.fits(job) for g in asked]
             assert got == [step_module.shape_memory(model, g.layout, job.assumptions,
                                                     g.shape).fits(job.headroom)

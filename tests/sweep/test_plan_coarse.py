@@ -14,7 +14,7 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
-from topomodel.plan import search
+from topomodel.plan import groups, search
 from topomodel.plan.coarse import representative, set_key, set_score
 from topomodel.plan.groupfloor import group_score
 from topomodel.plan.orderbounds import OrderMemo, rank_score
@@ -45,10 +45,10 @@ def test_no_layout_of_a_set_beats_its_floor(case):
     all_cells = search.plan_cells(fabric, job)
     checked = sets = 0
     for c in all_cells:
-        cell = search._Cell(cell_orders(c, job.space))
+        cell = groups.CellMemo(cell_orders(c, job.space))
         by_set: dict = {}
         for family in cell_families(job.model, c, job.base, job.space):
-            _, layout, shape = search._valid(fabric, job, family, cell)
+            _, layout, shape = groups.valid_family(fabric, job, family, cell)
             if layout is not None and not over_limit(fabric, job.model, layout,
                                                      job.routing):
                 by_set.setdefault(set_key(family), []).append((family, layout, shape))

@@ -1,4 +1,4 @@
-"""The planner's first pass (:func:`~topomodel.plan.search._group` over every family of
+"""The planner's first pass (:func:`~topomodel.plan.groups.group_of` over every family of
 every cell) against the general path it stands for: the layout made in one step, its
 shape found afresh, every operation of its step (:func:`step_ops`) summed per stage and
 the cheap bound's frame made from its parts; the same reason for every invalid family
@@ -25,8 +25,9 @@ from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
+from topomodel.plan.groups import CellMemo, group_of
 from topomodel.plan.orderbounds import rank_score
-from topomodel.plan.search import PlanJob, _Cell, _group, plan_cells
+from topomodel.plan.search import PlanJob, plan_cells
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
 from topomodel.traffic.layout import Layout
 
@@ -96,9 +97,9 @@ def test_the_first_pass_is_the_general_path(case):
     power_W = 1.0e6
     seen = {"valid": 0, "invalid": 0, "pp": set(), "v": set(), "schedule": set()}
     for ci, c in enumerate(plan_cells(fabric, job)):
-        cell = _Cell(cell_orders(c, job.space))
+        cell = CellMemo(cell_orders(c, job.space))
         for u, family in enumerate(cell_families(job.model, c, job.base, job.space)):
-            reason, group = _group(fabric, job, (ci, u), family, power_W, cell)
+            reason, group = group_of(fabric, job, (ci, u), family, power_W, cell)
             expected = _general(fabric, job, family, power_W)
             if group is None:
                 assert reason == expected, family
@@ -127,10 +128,10 @@ def test_an_invalid_family_keeps_its_one_step_reason():
     cells = plan_cells(fabric, job)
     reasons = set()
     for ci, c in enumerate(cells):
-        cell = _Cell(cell_orders(c, job.space))
+        cell = CellMemo(cell_orders(c, job.space))
         for family in cell_families(job.model, c, job.base, job.space):
             for changed in (family, {**family, "recompute": "sometimes"}):
-                reason, group = _group(fabric, job, (ci, 0), changed, 0.0, cell)
+                reason, group = group_of(fabric, job, (ci, 0), changed, 0.0, cell)
                 expected = _general(fabric, job, changed, 0.0)
                 if group is None:
                     assert reason == expected

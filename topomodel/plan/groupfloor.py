@@ -6,7 +6,7 @@ The search bounds a group first by its busiest stage with every collective takin
 time (:func:`~topomodel.analysis.training.stepbound.busy_bound`), then by its comm-free
 timeline (:func:`~topomodel.analysis.training.stepbound.step_bound`, a pipeline run: about
 12 ms at 16k accelerators), and only then puts its collectives at what no placement beats
-(:func:`~topomodel.analysis.training.stepbound.unplaced_calls`). On a layout whose
+(:func:`~topomodel.plan.callfloors.unplaced_calls`). On a layout whose
 in-stage collectives or gradient reduction are large (a large model without expert
 parallelism, say) the first two leave out most of the step, and a search runs thousands of
 timelines of groups none of whose orders could enter its top. This floor puts the
@@ -68,13 +68,13 @@ from topomodel.analysis.training.stepbound import (
     bound_frame,
     busy_bound,
     calls_busy_figures,
-    unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import unplaced_calls
 from topomodel.plan.orderbounds import (
     TIMED_ORDERS,
     OrderBounds,
@@ -113,7 +113,7 @@ def group_score(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
 def unplaced_floor_calls(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
                          memo: OrderMemo) -> dict[str, Call]:
     """``layout``'s collectives (any rank order: they issue the same), each at a time no
-    order beats (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found
+    order beats (:func:`~topomodel.plan.callfloors.unplaced_calls`), found
     in ``memo`` or made and kept there as :meth:`~topomodel.plan.orderbounds.OrderBounds.
     unplaced_score` keeps them."""
     key = OrderBounds(fabric, job, layout, shape, _no_pipeline, 0.0, memo).calls_key

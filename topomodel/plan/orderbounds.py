@@ -23,14 +23,13 @@ from topomodel.analysis.training.stepbound import (
     StepBound,
     bound_frame,
     bound_with_calls,
-    order_calls,
-    unplaced_calls,
 )
 from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape, collective_times, grid_key, grid_keys
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
+from topomodel.plan.callfloors import order_calls, unplaced_calls
 from topomodel.plan.space import OBJECTIVES
 from topomodel.traffic.layout import Layout
 
@@ -48,6 +47,10 @@ class PlanJob(Protocol):
     def routing(self) -> str: ...
     @property
     def seed(self) -> int: ...
+    @property
+    def base(self) -> Layout: ...
+    @property
+    def headroom(self) -> float: ...
 
 
 @functools.lru_cache(maxsize=256)
@@ -227,7 +230,7 @@ class OrderBounds:
     def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf")) -> float:
         """The best score any rank order of the group can reach: the screen with each
         collective at a time no order can beat
-        (:func:`~topomodel.analysis.training.stepbound.unplaced_calls`), found from
+        (:func:`~topomodel.plan.callfloors.unplaced_calls`), found from
         the collectives of ``layout`` (any of its orders: they issue the same). Before
         the screen is made, its operations' part alone is tried
         (:func:`~topomodel.analysis.training.orderscreen.works_bound`, a score no lower

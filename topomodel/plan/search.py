@@ -24,7 +24,7 @@ Each layout costs, in order, what it takes to decide it:
    placement beats: :func:`_best_first`), and it goes back in its place.
    Each rank order then gets its own bound from its collective times, those known and,
    for the rest, what they cannot beat on their placement
-   (:func:`~topomodel.analysis.training.stepbound.order_calls`): first the screen, arithmetic on
+   (:func:`~topomodel.plan.callfloors.order_calls`): first the screen, arithmetic on
    the layout's comm-free pipeline (:mod:`~topomodel.analysis.training.orderscreen`), then, if
    that cannot drop it and something is not timed yet, its own timeline
    (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`); it is pruned, neither
@@ -56,7 +56,7 @@ from __future__ import annotations
 import functools
 import heapq
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -65,17 +65,12 @@ from topomodel.analysis.training.step import (
     StepAssumptions,
     StepResult,
     layout_memory,
-    shape_memory,
     step_time,
 )
 from topomodel.analysis.training.stepbound import (
-    CommFreePipeline,
-    busy_bound,
-    busy_pipeline,
-    comm_free_pipeline,
     step_bound,
 )
-from topomodel.analysis.training.stepshape import Shape, shape_of
+from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
@@ -83,6 +78,7 @@ from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
 from topomodel.plan.coarse import Coarse, Member, set_entries, set_key
 from topomodel.plan.groupfloor import group_score
+from topomodel.plan.groups import CellMemo, Group, group_of, valid_family
 from topomodel.plan.orderbounds import (
     OrderBounds,
     OrderMemo,
@@ -100,7 +96,7 @@ from topomodel.plan.tops import VARIANTS as VARIANTS
 from topomodel.plan.tops import Family, FamilyTop, Ranked, Tops, keep_distinct
 from topomodel.plan.tops import distinct_key as distinct_key
 from topomodel.plan.tops import entry_bar as entry_bar
-from topomodel.traffic.layout import Layout, evolve
+from topomodel.traffic.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -194,191 +190,6 @@ def assess(fabric: Fabric, job: PlanJob, layout_fields: dict[str, Any], *,
     return Verdict("evaluated", result=result)
 
 
-@dataclass(frozen=True)
-class _Group:
-    """The rank orders of one valid layout: the best score its cheap bound allows
-    (:func:`~topomodel.analysis.training.stepbound.busy_bound`), the place (cell,
-    layout) of its first order, its fields but the order, its orders, its shape, the
-    layout it was bounded as (``stand_in``: itself or it at another ZeRO stage, see
-    :func:`_group`), where its comm-free pipeline is kept (made when the group is
-    reached: :meth:`pipeline`) and its key there (``unordered``: its fields but ZeRO;
-    the order is not one of them). Its own layout and whether it fits are made when it is
-    reached (:attr:`layout`, :meth:`fits`)."""
-
-    bound: float
-    place: tuple[int, int]
-    family: dict[str, Any]
-    orders: list[str]
-    shape: Shape
-    stand_in: Layout
-    pipelines: dict[tuple[Any, ...], CommFreePipeline]
-    unordered: tuple[Any, ...]
-    fitting: dict[tuple[Any, ...], tuple[int, int]]
-
-    @functools.cached_property
-    def layout(self) -> Layout:
-        """The layout at its own ZeRO stage (its base order)."""
-        zero = self.family.get("zero", self.stand_in.zero)
-        return self.stand_in if zero == self.stand_in.zero else evolve(self.stand_in,
-                                                                       zero=zero)
-
-    @property
-    def members(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Each order's place in its cell and fields, in the space's order."""
-        first = self.place[1]
-        for j, order in enumerate(self.orders):
-            yield first + j, {**self.family, "order": order}
-
-    def fits(self, job: PlanJob) -> bool:
-        """Whether the layout's memory (the same for all its orders) fits the HBM less
-        the job's headroom, as :func:`check` finds it. At ZeRO 0-2, read from those
-        stages of it found before where they decide it (``fitting``: the lowest that
-        fits, the highest that does not): from 0 to 2 only the gradients, optimizer
-        states and gradient copy change, each non-negative parameters times a share 1
-        or ``1/replicas`` <= 1, and a float sum or product only grows with its
-        non-negative terms, so no stage's total is greater at a higher ZeRO of 0-2."""
-        zero = self.layout.zero
-        lowest, highest = self.fitting.get(self.unordered, (3, -1))
-        if zero <= 2 and (zero >= lowest or zero <= highest):
-            return zero >= lowest
-        found = shape_memory(job.model, self.layout, job.assumptions, self.shape
-                             ).fits(job.headroom)
-        if zero <= 2:
-            self.fitting[self.unordered] = ((min(lowest, zero), highest) if found
-                                            else (lowest, max(highest, zero)))
-        return found
-
-    def pipeline(self, job: PlanJob) -> CommFreePipeline:
-        """The layout's comm-free pipeline (its timeline), made once per
-        :func:`~topomodel.analysis.training.stepbound.unordered` layout of the cell (its
-        fields but ZeRO and the order decide it, within a cell, as that layout does;
-        and, once found, kept with the group: the search asks it of every order)."""
-        found: CommFreePipeline | None = self.__dict__.get("_pipeline")
-        if found is None:
-            key = self.unordered
-            found = self.pipelines.get(key)
-            if found is None:
-                found = self.pipelines[key] = comm_free_pipeline(
-                    job.model, self.layout, job.assumptions, self.shape)
-            object.__setattr__(self, "_pipeline", found)  # a cache, not a field
-        return found
-
-
-@dataclass
-class _Cell:
-    """What the families of one cell share while they are bounded: the cell's rank
-    orders; by the family's fields but ZeRO, why it is invalid, or the cheap bound's
-    score with the layout and shape it was found on (:func:`_group`); by its fields but
-    the :data:`UNSHAPED`, the layout they make on the job's base and its shape, or why
-    either is refused (:func:`_shaped`); and by the family's fields but ZeRO
-    (:attr:`_Group.unordered`) the comm-free pipelines and which ZeRO stages fit
-    (:meth:`_Group.fits`); by its fields but ZeRO, its layout and shape or why it is
-    invalid (:func:`_valid`)."""
-
-    orders: list[str]
-    known: dict[tuple[Any, ...], tuple[str, float, Layout | None, Shape | None]] = field(
-        default_factory=dict)
-    shaped: dict[tuple[Any, ...], tuple[Layout | None, Shape | None, str]] = field(
-        default_factory=dict)
-    pipelines: dict[tuple[Any, ...], CommFreePipeline] = field(default_factory=dict)
-    fitting: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
-    valid: dict[tuple[Any, ...], tuple[str, Layout | None, Shape | None]] = field(
-        default_factory=dict)
-
-
-UNSHAPED = frozenset({"recompute", "sequence_parallel", "zero"})
-"""The searched fields :func:`~topomodel.analysis.training.stepshape.shape_of` does not
-read: a cell's families that differ only in them share one shape, or refusal."""
-
-
-def _group(fabric: Fabric, job: PlanJob, place: tuple[int, int], family: dict[str, Any],
-           power_W: float, cell: _Cell) -> tuple[str, _Group | None]:
-    """The group of the layout ``family`` (set on the job's base layout, its base order)
-    with the best score its cheap bound lets any of its rank orders reach, or why it is
-    invalid (as :func:`check` finds it for every one of its orders, which change
-    neither) and None.
-
-    Its ZeRO stages are decided together (the first listed stands in for the rest,
-    kept in ``cell``): ZeRO is read by neither the layout's own checks, but for its
-    range (0-3, the stages the space lists), nor :func:`~topomodel.analysis.training.
-    stepshape.shape_of`, so the stages of a layout are valid or invalid together, for
-    the same reason, with the same shape; and the cheap bound does not read it
-    (:func:`~topomodel.analysis.training.stepbound.busy_bound`). A group's own layout
-    is built, and checked, when the search reaches it."""
-    key = tuple(v for f, v in family.items() if f != "zero")
-    found = cell.known.get(key)
-    if found is None:
-        found = cell.known[key] = _bounded(fabric, job, family, power_W, cell)
-    reason, score, stand_in, held = found
-    if stand_in is None or held is None:
-        return reason, None
-    return "", _Group(score, place, family, cell.orders, held, stand_in, cell.pipelines,
-                      key, cell.fitting)
-
-
-def _bounded(fabric: Fabric, job: PlanJob, family: dict[str, Any], power_W: float,
-             cell: _Cell) -> tuple[str, float, Layout | None, Shape | None]:
-    """Why the layout ``family`` is invalid, or its cheap bound's score with the layout
-    and shape it was found on (:func:`_valid`), as :func:`_group` gives it."""
-    reason, layout, shape = _valid(fabric, job, family, cell)
-    if layout is None or shape is None:
-        return (reason, 0.0, None, None)
-    busy = busy_pipeline(job.model, layout, job.assumptions, shape)
-    score = rank_score(busy_bound(job.model, layout, job.assumptions, shape, busy), job,
-                       power_W)
-    # NaN (no power): never pruned
-    return ("", score if score == score else float("inf"), layout, shape)
-
-
-def _valid(fabric: Fabric, job: PlanJob, family: dict[str, Any], cell: _Cell
-           ) -> tuple[str, Layout | None, Shape | None]:
-    """Why the layout ``family`` is invalid (and None, None), or the layout and its
-    shape (kept in ``cell`` by its fields but ZeRO, which decides neither). The layout
-    is ``evolve(job.base, **family)`` in two steps (the fields but the
-    :data:`UNSHAPED`, once for the cell's families that share them, then those): each
-    field is checked once and the rules across fields on the whole, so it is valid
-    exactly when one step makes it, and where a step refuses it, the one step gives the
-    reason. Its shape is the first of those families' (the same checks, refusal and
-    figures)."""
-    key = tuple(v for f, v in family.items() if f != "zero")
-    found = cell.valid.get(key)
-    if found is not None:
-        return found
-    shaped_key = tuple(v for f, v in family.items() if f not in UNSHAPED)
-    shaped = cell.shaped.get(shaped_key)
-    if shaped is None:
-        shaped = cell.shaped[shaped_key] = _shaped(fabric, job, family)
-    stem, shape, refusal = shaped
-    try:
-        if stem is None:
-            raise UsageError(refusal)
-        layout = evolve(stem, **{f: v for f, v in family.items() if f in UNSHAPED})
-    except UsageError:
-        try:  # the reason the one step gives (its field order decides which refusal)
-            layout = evolve(job.base, **family)
-            shape = shape_of(fabric, job.model, layout)  # not reached: a step refused
-        except UsageError as exc:
-            found = cell.valid[key] = (str(exc), None, None)
-            return found
-    found = cell.valid[key] = (refusal, None, None) if shape is None else ("", layout,
-                                                                           shape)
-    return found
-
-
-def _shaped(fabric: Fabric, job: PlanJob, family: dict[str, Any]
-            ) -> tuple[Layout | None, Shape | None, str]:
-    """The fields of ``family`` but the :data:`UNSHAPED` set on the job's base layout
-    (None where refused), their shape (None where refused) and the refusal."""
-    try:
-        stem = evolve(job.base, **{f: v for f, v in family.items() if f not in UNSHAPED})
-    except UsageError as exc:
-        return None, None, str(exc)
-    try:
-        return stem, shape_of(fabric, job.model, stem), ""
-    except UsageError as exc:
-        return stem, None, str(exc)
-
-
 @quiet_collector()  # its caches scanned by fewer full passes of the collector
 def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
@@ -418,11 +229,11 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
         tops.keep(holders, Ranked(rank_score(result, job, power_W), (-place[0], -place[1]),
                                   result))
 
-    groups: list[tuple[_Group | Coarse, tuple[int, ...]]] = []
+    groups: list[tuple[Group | Coarse, tuple[int, ...]]] = []
     memo = OrderMemo()  # the bounds' shared collectives and screens
     by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
     for ci in indices:
-        cell = _Cell(cell_orders(all_cells[ci], job.space))
+        cell = CellMemo(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
         cell_sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
@@ -434,7 +245,7 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                                  cell, cell_sets, tops):
                     decided(n)
                 continue
-            reason, group = _group(fabric, job, (ci, u * n), family, power_W, cell)
+            reason, group = group_of(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
                 tops.count(holders, "invalid", n, reason)
             elif over_limit(fabric, job.model, group.stand_in, job.routing):
@@ -463,12 +274,12 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                           for h in range(1, len(tops.heaps))))
 
 
-def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: _Cell,
+def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: CellMemo,
               sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]], tops: Tops
               ) -> bool:
     """Put a valid family that can be timed in its set of ``sets`` (True), or count
     it invalid or over the router's limit (False), as the search without sets does."""
-    reason, stem, shape = _valid(fabric, job, member.family, cell)
+    reason, stem, shape = valid_family(fabric, job, member.family, cell)
     if stem is None or shape is None:
         tops.count(member.holders, "invalid", member.orders, reason)
     elif over_limit(fabric, job.model, stem, job.routing):
@@ -492,12 +303,12 @@ def _wait(waiting: list[int], holders: tuple[int, ...], change: int) -> None:
         waiting[h] += change
 
 
-def _first_stage(item: _Group | Coarse) -> int:
+def _first_stage(item: Group | Coarse) -> int:
     """The stage a frontier entry starts at: a set's, or a group's cheap bound."""
     return SET if isinstance(item, Coarse) else GROUP
 
 
-def _counts(item: _Group | Coarse, holders: tuple[int, ...],
+def _counts(item: Group | Coarse, holders: tuple[int, ...],
             frontier: Iterable[tuple[Any, ...]] = ()) -> list[tuple[tuple[int, ...], int]]:
     """(holders, layouts) of a frontier entry's families and of every entry of
     ``frontier`` (:func:`_best_first`'s), for counting them pruned."""
@@ -508,7 +319,7 @@ def _counts(item: _Group | Coarse, holders: tuple[int, ...],
 
 
 def _best_first(fabric: Fabric, job: PlanJob,
-                groups: list[tuple[_Group | Coarse, tuple[int, ...]]], power_W: float,
+                groups: list[tuple[Group | Coarse, tuple[int, ...]]], power_W: float,
                 tops: Tops, decided: Callable[[int], None],
                 evaluate: Callable[[tuple[int, int], Layout, tuple[int, ...]], None],
                 memo: OrderMemo) -> None:
@@ -530,14 +341,14 @@ def _best_first(fabric: Fabric, job: PlanJob,
     tie = 0
     waiting = tops.waiting
 
-    def push(score: float, place: tuple[int, int], stage: int, item: _Group | Coarse,
+    def push(score: float, place: tuple[int, int], stage: int, item: Group | Coarse,
              holders: tuple[int, ...]) -> None:
         nonlocal tie
         tie += 1
         heapq.heappush(frontier, (-score, place, tie, stage, item, holders))
         _wait(waiting, holders, 1)
 
-    def pruned(item: _Group | Coarse, holders: tuple[int, ...]) -> None:
+    def pruned(item: Group | Coarse, holders: tuple[int, ...]) -> None:
         decided(tops.prune_all(_counts(item, holders)))
 
     for group, holders in groups:
@@ -586,13 +397,13 @@ def _best_first(fabric: Fabric, job: PlanJob,
 
 
 def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
-            push: Callable[[float, tuple[int, int], int, _Group, tuple[int, ...]], None]
+            push: Callable[[float, tuple[int, int], int, Group, tuple[int, ...]], None]
             ) -> None:
     """Push the groups of a set (:mod:`~topomodel.plan.coarse`) into the frontier,
     each at its cheap bound with the tops that hold it, as the search without sets
-    bounds them (:func:`_group`)."""
+    bounds them (:func:`group_of`)."""
     for m in entry.members:
-        _, group = _group(fabric, job, m.place, m.family, power_W, entry.cell)
+        _, group = group_of(fabric, job, m.place, m.family, power_W, entry.cell)
         assert group is not None  # found valid before its set was made
         push(group.bound, m.place, GROUP, group, m.holders)
 

@@ -35,9 +35,9 @@ wait is the step's (jitter and stragglers on compute) on the least compute of an
 stage. With no collective time, nothing depends on the rank order, so one bound
 serves every order of a layout; the ZeRO stage changes only the optimizer step and
 the gathers, so the timeline is shared by the ZeRO stages too
-(:func:`comm_free_pipeline`). :func:`order_bound` bounds one order, with the
-collective times already known and, for the others, what they cannot beat on that
-placement (:mod:`~topomodel.analysis.collectives.commbound`).
+(:func:`comm_free_pipeline`). :func:`~topomodel.plan.callfloors.order_bound` bounds
+one order, with the collective times already known and, for the others, what they
+cannot beat on that placement (:mod:`~topomodel.analysis.collectives.commbound`).
 
 With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
 time while the operation's duration is not clipped, so neither bound holds there: the
@@ -47,21 +47,11 @@ bound is then the least compute of a stage plus the wait.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.analysis.assumptions import StepAssumptions, TimeModel, gradient_bucket_bytes
-from topomodel.analysis.collectives.commbound import (
-    DomainRuns,
-    collective_lower_bound_s,
-    domain_runs,
-    ingress_rates,
-    unplaced_lower_bound_s,
-)
-from topomodel.analysis.collectives.timing import floor_s
+from topomodel.analysis.assumptions import StepAssumptions, gradient_bucket_bytes
 from topomodel.analysis.training.buckets import gradient_tail, stage_buckets
 from topomodel.analysis.training.compute import (
     optimizer_bytes_per_param,
@@ -73,17 +63,11 @@ from topomodel.analysis.training.model import BYTES, flops_per_token
 from topomodel.analysis.training.pipeline import Timeline, timeline
 from topomodel.analysis.training.stagework import Call, OpWork, op_durations, op_sums
 from topomodel.analysis.training.step import param_gather_calls, step_ops
-from topomodel.analysis.training.stepcalls import Issued, checked_groups, step_calls
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
 from topomodel.analysis.training.syncwait import sync_wait
-from topomodel.errors import CollectiveError, NotApplicable
-from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.kept import Kept
-from topomodel.traffic.collectives import collective_shapes
-from topomodel.traffic.communicators import GroupBlocks, group_blocks
 from topomodel.traffic.layout import Layout, evolve
-from topomodel.traffic.phases import Shape as TrafficShape
 
 ROUNDING_MARGIN = 1e-9
 """Share taken off every bound before it is compared: the bound and the step add the
@@ -413,149 +397,6 @@ def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
     return share
 
 
-# PLR0913: keyword-only options of an entry point, as networkx's; a record would hide them
-def order_calls(fabric: Fabric, model: Model, layout: Layout,
-                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
-                seed: int = 0, issued: tuple[Issued, ...] | None = None
-                ) -> tuple[dict[str, Call], int]:
-    """The collectives of ``layout``'s step in its own rank order: those the fabric's
-    table holds with their times, the others with what they cannot beat on their
-    placement, kept in :func:`collective_bounds`: the larger of the bytes' bound
-    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) and the
-    latency's (:func:`latency_floor_s`); and how many were not in the table
-    (``issued``: the layout's :func:`~topomodel.analysis.training.stepcalls.issued_calls`,
-    the same in every rank order, when known)."""
-    known = fabric.derived(collective_bounds)
-    per_byte = fabric.derived(collective_bounds_per_byte)
-    # the communicators checked (and their domains spanned, their channels found) once
-    # per fabric for every collective over them (stepcalls.checked_groups)
-
-    def unrouted(collective: str, groups: Callable[[], np.ndarray], size: float,
-                 key: tuple[Any, ...]) -> float:
-        found = known.get(key)
-        if found is None:
-            placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
-            grid = functools.cache(groups)  # the groups, made once for both bounds
-            # the grid's key, or for the pipeline's sends, which exchange of its pairs
-            of = (("pairs", key[0], key[SIZE_AT + 1], key[-1]) if collective == "sendrecv"
-                  else ("grid", key[SIZE_AT + 1]))
-            rate = per_byte.get(placed)
-            if rate is None:
-                rate = per_byte[placed] = collective_lower_bound_s(
-                    fabric, collective, grid(), 1.0, assumptions.time,
-                    runs=lambda: _grid_runs(fabric, of, grid))
-
-            def blocks() -> GroupBlocks:
-                return checked_groups(fabric, of, grid)
-
-            found = known[key] = max(size * rate, latency_floor_s(
-                fabric, collective, key[1], blocks, size, assumptions.time, placed))
-        return found
-
-    return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
-                      unrouted=unrouted, shape=shape, issued=issued)
-
-
-GRID_RUNS = 16
-"""Communicators whose :func:`~topomodel.analysis.collectives.commbound.domain_runs`
-:func:`order_calls` keeps on a fabric (all dropped when full; up to 1.6 MB each at 98k
-ranks): the all-gather and reduce-scatter over one grid (sequence parallelism's, the
-gradients' at ZeRO 1-2), bounded one after the other, read the same."""
-
-
-def grid_domain_runs(fabric: Fabric) -> dict[tuple[Any, ...], DomainRuns]:
-    """The :func:`~topomodel.analysis.collectives.commbound.domain_runs` of the grids
-    :func:`order_calls` bounded on ``fabric``, by the grid's name there."""
-    return {}
-
-
-def _grid_runs(fabric: Fabric, named: tuple[Any, ...], groups: Callable[[], np.ndarray]
-               ) -> DomainRuns:
-    """:func:`~topomodel.analysis.collectives.commbound.domain_runs` of ``groups()``,
-    which ``named`` names, kept in :func:`grid_domain_runs` (:data:`GRID_RUNS`)."""
-    kept = fabric.derived(grid_domain_runs)
-    if named not in kept:
-        if len(kept) >= GRID_RUNS:
-            kept.clear()
-        kept[named] = domain_runs(fabric, groups())
-    return kept[named]
-
-
-def order_bound(fabric: Fabric, model: Model, layout: Layout,
-                assumptions: StepAssumptions, shape: Shape, *, routing: str = "ecmp",
-                seed: int = 0) -> StepBound | None:
-    """The bound of ``layout`` in its own rank order, with the collective times the
-    fabric's table already holds and, for the others, what they cannot beat on their
-    placement (:func:`order_calls`); None when the table holds them all (the step then
-    costs arithmetic, not routing)."""
-    calls, missed = order_calls(fabric, model, layout, assumptions, shape, routing=routing,
-                                seed=seed)
-    if not missed:
-        return None
-    return bound_with_calls(model, layout, assumptions, shape, calls)
-
-
-def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
-                    groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
-                    time_model: TimeModel, placed: tuple[Any, ...]) -> float:
-    """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
-    ``groups()`` (an array, or blocks already checked) cannot beat whichever of
-    ``candidates`` it runs: the least, over the candidates, of
-    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the
-    candidate's traffic would have (its protocol latency, or the measured curve's
-    time), found without building any flow (nor the channels: with no bandwidth time
-    the floor reads no channel count, only the protocols' bandwidth caps do). The step
-    keeps the candidate with the least tuner time
-    (:func:`~topomodel.analysis.collectives.collective.fastest`), which is no less
-    than that candidate's floor, and its time no less than its tuner time; a
-    candidate that does not apply (``NotApplicable``) is never kept, so it is left
-    out. 0 on a fabric with a failed link (as the bytes' bound:
-    a lost flow changes what is timed) or when a candidate's shapes cannot be found.
-    The shapes are kept per placement (``placed``: the collective's key in the
-    fabric's table without its size, :data:`SIZE_AT`), found at one byte: only their
-    size depends on it.
-
-    Over thousands of ranks a ring's ``t - 1`` steps make most of a collective's time
-    latency (60-70 % of ZeRO 3's per-layer gathers over DP at 16k GPUs), which no
-    bound on bytes sees."""
-    if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
-        return 0.0
-    kept = fabric.derived(collective_latency_shapes)
-    per = kept.get(placed)
-    if per is None:
-        per = kept[placed] = _candidate_shapes(fabric, collective, candidates, groups())
-    if not per:
-        return 0.0
-    return min(floor_s(fabric, tuple(replace(s, size_bytes=size_bytes) for s in shapes),
-                       time_model) for shapes in per)
-
-
-def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ...],
-                      groups: np.ndarray | GroupBlocks
-                      ) -> tuple[tuple[TrafficShape, ...], ...]:
-    """Per candidate that applies, the shapes of its traffic over ``groups`` at one
-    byte; () when one of them cannot be found but by building its flows (the floor
-    is then 0)."""
-    blocks = group_blocks(fabric, groups)
-    out = []
-    for algorithm in candidates:
-        try:
-            out.append(collective_shapes(fabric, collective, blocks, 1.0,
-                                         algorithm=algorithm, channels=False))
-        except NotApplicable:  # never the step's choice
-            continue
-        except CollectiveError:
-            return ()
-    return tuple(out)
-
-
-def collective_latency_shapes(fabric: Fabric
-                              ) -> dict[tuple[Any, ...], tuple[tuple[TrafficShape, ...], ...]]:
-    """The candidates' shapes :func:`latency_floor_s` found on ``fabric``, by
-    placement, kept with the fabric as the bounds are."""
-    return {}
-
-
 def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
                      shape: Shape, calls: dict[str, Call]) -> StepBound:
     """The bound of ``layout`` with the collectives ``calls``, each taking no more than
@@ -563,59 +404,6 @@ def bound_with_calls(model: Model, layout: Layout, assumptions: StepAssumptions,
     gradient tail, as :func:`comm_free_pipeline` finds them."""
     pipeline = comm_free_pipeline(model, layout, assumptions, shape, calls)
     return step_bound(model, layout, assumptions, shape, pipeline)
-
-
-def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
-                   calls: dict[str, Call]) -> dict[str, Call]:
-    """``calls`` (the collectives of any rank order of ``layout``: every order issues
-    the same, with the same sizes) each at a time no rank order of it can beat
-    (:func:`~topomodel.analysis.collectives.commbound.unplaced_lower_bound_s` over its
-    communicators' size), so one bound, with them, for all of its orders."""
-    sizes = {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "pp": 2,
-             "grad": layout.dp * layout.cp,
-             "expert_grad": layout.dp * layout.cp // max(1, layout.ep)}
-    out = {}
-    for name, call in calls.items():
-        t = sizes[CALL_GROUPS.get(name, call.kind)]
-        floor = unplaced_lower_bound_s(fabric, call.collective, t, layout.world,
-                                       call.size_bytes, assumptions.time)
-        out[name] = call.timed(floor, 0.0, floor, 0.0)
-    return out
-
-
-CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
-               "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}
-"""The communicators of the step's collectives (:func:`~topomodel.analysis.training.
-stepcalls.step_calls`) whose kind does not name them: the pipeline's gather over TP, ZeRO's
-and the gradients' over DP x CP (the experts' over their replicas)."""
-
-
-def collective_bounds(fabric: Fabric) -> dict[tuple[Any, ...], float]:
-    """The collective bounds :func:`order_bound` found on ``fabric``, by the key the
-    collective's time would have in its table (the time model's efficiencies are part
-    of it), kept with the fabric
-    (:meth:`~topomodel.fabric.tables.Fabric.derived`) as the times are."""
-    return {}
-
-
-SIZE_AT = 2
-"""Where a collective's size sits in its key in the fabric's table of times
-(:func:`~topomodel.analysis.training.stepcalls.step_calls`' ``(collective, candidates, size,
-communicators, routing, seed, time model)``): :func:`order_calls` keys its bounds per
-byte by the rest."""
-
-
-def collective_bounds_per_byte(fabric: Fabric) -> dict[tuple[Any, ...], float]:
-    """The bounds :func:`order_calls` found on ``fabric`` for one byte, seconds, by the
-    key of the collective's time with its size left out (:data:`SIZE_AT`): every term
-    of :func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s` is
-    bytes proportional to the size over a rate (its table's shares of ``S``), and a
-    maximum of such terms is the size times their maximum for one byte, so the
-    collectives of one placement (the gradients' buckets and the activations at every
-    micro-batch, say) share one bound, scaled. Floating point rounds the product and
-    the quotient apart by a few units in the last place, far below
-    :data:`ROUNDING_MARGIN`."""
-    return {}
 
 
 def unordered(layout: Layout) -> Layout:
