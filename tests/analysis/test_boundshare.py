@@ -345,10 +345,11 @@ def test_the_buckets_runs_are_their_stages(fabric):
 
 
 def test_a_grids_checked_communicators_are_kept_for_every_collective_over_it(monkeypatch):
-    """The steps of layouts that share communicators, on one fabric (each grid's
-    checked blocks, domain parts and channels found once: checked_groups), equal the
-    same steps each on a fabric of its own, field for field; a grid is checked once,
-    and the kept blocks stay within CHECKED_RANKS."""
+    """The steps of layouts that share communicators, on one fabric while a search
+    keeps them (each grid's checked blocks, domain parts and channels found once:
+    checked_groups within keeping_groups), equal the same steps each on a fabric of its
+    own, field for field; a grid is checked once, the kept blocks stay within
+    CHECKED_RANKS, and nothing is kept outside keeping_groups or after it."""
     from topomodel.analysis.training import stepcalls
     from topomodel.analysis.training.step import step_time
 
@@ -360,15 +361,18 @@ def test_a_grids_checked_communicators_are_kept_for_every_collective_over_it(mon
                                            (2, 2, True, "tp,cp,dp,pp"),
                                            (1, 0, False, "tp,dp,cp,pp"),
                                            (2, 1, False, "dp,tp,cp,pp"))]
-    for layout in layouts:
-        alone = build_fabric(*load_design("two.yaml", text=DESIGN))
-        assert step_time(shared, model, layout) == step_time(alone, model, layout)
     kept = shared.derived(stepcalls.kept_groups)
-    assert kept and all(name[0] == "grid" for name in kept)
-    rows = next(iter(kept.values())).blocks[0]
-    first = stepcalls.checked_groups(shared, ("test", 1), rows)
-    assert stepcalls.checked_groups(shared, ("test", 1), lambda: 1 / 0) is first
-    assert np.array_equal(first.blocks[0], rows)
-    monkeypatch.setattr(stepcalls, "CHECKED_RANKS", rows.size)
-    stepcalls.checked_groups(shared, ("test", 2), rows)  # the others dropped
-    assert list(kept) == [("test", 2)]
+    assert step_time(shared, model, layouts[0]) is not None and not kept  # not searching
+    with stepcalls.keeping_groups(shared):
+        for layout in layouts:
+            alone = build_fabric(*load_design("two.yaml", text=DESIGN))
+            assert step_time(shared, model, layout) == step_time(alone, model, layout)
+        assert kept and all(name[0] == "grid" for name in kept)
+        rows = next(iter(kept.values())).blocks[0]
+        first = stepcalls.checked_groups(shared, ("test", 1), rows)
+        assert stepcalls.checked_groups(shared, ("test", 1), lambda: 1 / 0) is first
+        assert np.array_equal(first.blocks[0], rows)
+        monkeypatch.setattr(stepcalls, "CHECKED_RANKS", rows.size)
+        stepcalls.checked_groups(shared, ("test", 2), rows)  # the others dropped
+        assert list(kept) == [("test", 2)]
+    assert not kept  # dropped when the search ends

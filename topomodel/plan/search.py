@@ -70,6 +70,7 @@ from topomodel.analysis.training.step import (
 from topomodel.analysis.training.stepbound import (
     step_bound,
 )
+from topomodel.analysis.training.stepcalls import keeping_groups
 from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
@@ -195,6 +196,16 @@ def search_cells(fabric: Fabric, job: PlanJob, indices: Iterable[int], *,
                  power_W: float = 0.0, progress: Callable[[int], None] | None = None,
                  prune: bool = True, families: Sequence[Family] = (),
                  sets: bool = True) -> PlanPart:
+    """:func:`_search`, with the communicators its steps check kept on ``fabric`` while
+    it runs (:func:`~topomodel.analysis.training.stepcalls.keeping_groups`)."""
+    with keeping_groups(fabric):
+        return _search(fabric, job, indices, power_W=power_W, progress=progress,
+                       prune=prune, families=families, sets=sets)
+
+
+def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: float,
+            progress: Callable[[int], None] | None, prune: bool,
+            families: Sequence[Family], sets: bool) -> PlanPart:
     """Search every layout of the cells ``indices`` (places in :func:`plan_cells`);
     ``progress(n)`` is told of every n layouts decided. With ``prune`` (default), the
     layouts that fit are modelled best bound first and those whose bound cannot reach

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,10 +247,28 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
 
 
 CHECKED_RANKS = 1 << 20
-"""Ranks of the communicators :func:`checked_groups` keeps on a fabric (least recently
-used dropped first): with their domain parts and channels some 50-80 bytes a rank, so
-about 64 MB, a dozen grids of 98k ranks. A plan comes back to a grid for each
-collective, size and ZeRO stage over it, close together (the layouts of one cell)."""
+"""Ranks of the communicators :func:`checked_groups` keeps on a fabric while a search
+keeps them (:func:`keeping_groups`; least recently used dropped first), a dozen grids
+of 98k ranks. A plan comes back to a grid for each collective, size and ZeRO stage over
+it, close together (the layouts of one cell)."""
+
+_keeping = [False]  # whether checked_groups keeps what it checks (keeping_groups)
+
+
+@contextmanager
+def keeping_groups(fabric: Fabric) -> Iterator[None]:
+    """Keep the communicators :func:`checked_groups` checks on ``fabric`` while the
+    block runs (a plan's search), and drop them after. Outside it nothing is kept: the
+    blocks carry what routing derives from them, which at 98k ranks held some 2 GB
+    past a ``compare``'s steps (benchmarks/README.md, the session of 2026-12-05)."""
+    was = _keeping[0]
+    _keeping[0] = True
+    try:
+        yield
+    finally:
+        _keeping[0] = was
+        if not was:
+            fabric.derived(kept_groups).clear()
 
 
 def kept_groups(_: Fabric) -> OrderedDict[tuple[Any, ...], GroupBlocks]:
@@ -264,11 +283,14 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
     """:func:`~topomodel.traffic.communicators.group_blocks` of the communicators
     ``rows`` (a row per group, or a function giving them), which ``named`` names
     exactly (a :func:`~topomodel.analysis.training.stepshape.grid_key`, tagged),
-    checked once per fabric and kept (:data:`CHECKED_RANKS`) with what their blocks
+    checked once per fabric and kept (:data:`CHECKED_RANKS`, within
+    :func:`keeping_groups`) with what their blocks
     derive, none of which reads a size or a collective: their domain parts, the
     domains a group spans and their NCCL channels, found once for every collective,
     size and candidate over them (at 98k ranks, 20-30 ms a grid), for the step's
     routing and the bounds' latency floors alike."""
+    if not _keeping[0]:
+        return group_blocks(fabric, rows if isinstance(rows, np.ndarray) else rows())
     kept = fabric.derived(kept_groups)
     found = kept.get(named)
     if found is not None:
