@@ -87,6 +87,12 @@ def keep_distinct(heap: list[Ranked], ranked: Ranked, top: int) -> None:
         heapq.heapreplace(heap, ranked)
 
 
+def last_score(heap: list[Ranked], top: int) -> float:
+    """The score a layout must beat to enter ``heap`` (at most ``top`` entries): its
+    last, once full; -inf before."""
+    return heap[0].score if len(heap) >= top else -float("inf")
+
+
 def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
     """The score a layout of :func:`distinct_key` ``key`` must reach to change ``heap``
     (:func:`keep_distinct`'s, at most ``top`` entries), -inf when any would: the last
@@ -96,7 +102,7 @@ def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
     for a better layout when it is the last, so every entry after is above it. So the
     orders of a layout, and its other interleave depths, are pruned against its best
     step found so far even while the top is not full."""
-    bar = heap[0].score if len(heap) >= top else -float("inf")
+    bar = last_score(heap, top)
     for held in heap:
         if held.score > bar and held.key == key:
             bar = held.score
@@ -216,10 +222,8 @@ class Tops:
             keep_distinct(self.heaps[h], ranked, self.top)
 
     def last(self, h: int) -> float:
-        """The score a layout must beat to enter top ``h``: its last, once full; -inf
-        before."""
-        heap = self.heaps[h]
-        return heap[0].score if len(heap) >= self.top else -float("inf")
+        """The score a layout must beat to enter top ``h`` (:func:`last_score`)."""
+        return last_score(self.heaps[h], self.top)
 
     def bar(self, holders: Iterable[int]) -> float:
         """The lowest :meth:`last` of ``holders``: a layout held by them whose bound is
