@@ -759,6 +759,20 @@ def test_nvls_tree_over_two_nvl72_racks_sends_32_slices(nvl72):
                                np.where(position < 32, S * (1 + 1 / 32), S))
 
 
+def test_sharp_over_two_nvl72_racks_sends_only_the_heads_slices(nvl72):
+    """SHARP with NVLS inside each 72-GPU rack: only the 32 heads of a rack send their
+    slice, S/32 each, to the switches (NCCL's ``nvls->out`` is set on heads only)."""
+    fabric = with_sharp(nvl72)
+    acc = fabric.accelerators[:144]
+    t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
+    (p,) = t.phases
+    kind = fabric.nodes["kind"].astype(str).to_numpy()
+    up = kind[p.dst] == "switch"
+    out = np.bincount(p.src[up], weights=p.bytes[up], minlength=len(kind))[acc]
+    np.testing.assert_allclose(out, np.where(np.arange(144) % 72 < 32, S / 32, 0.0))
+    assert "32 NVLS heads" in " ".join(t.notes)
+
+
 def test_nvls_tree_refused_where_it_does_not_apply(superpod, toy):
     with pytest.raises(ValueError, match="nvlstree needs a group spanning two or more"):
         collective_traffic(superpod, "allreduce", [superpod.accelerators[:8]], S,

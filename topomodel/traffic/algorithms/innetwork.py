@@ -267,6 +267,8 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
             symmetric.append(chips.flows(slices.node[nv], slices.group[nv],
                                          nvls_port_share(slices.slice[nv], slices.m[nv])))
             used_nvls[slices.node[nv]] = True
+            if (slices.m[nv] > NVLS_MAX_HEADS).any() and _HEADS_NOTE not in notes:
+                notes.append(_HEADS_NOTE)
         ring = pre & ~nvls_part
         if ring.any():
             one_way.append((slices.node[ring], slices.next_node[ring],
