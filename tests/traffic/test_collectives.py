@@ -717,6 +717,62 @@ def test_nvls_tree_over_dgx_nodes(superpod, systems):
     assert set(p.group.tolist()) == {0}
 
 
+@pytest.fixture(scope="module")
+def nvl72():
+    return example("gb200-nvl72-cluster.yaml")
+
+
+def test_nvls_over_72_ranks_keeps_32_heads(nvl72, hgx):
+    """NCCL keeps at most 32 NVLS heads (``NCCL_MAX_NVLS_ARITY``) and only heads reduce:
+    in a 72-GPU NVL72 rack a head's ports carry S (1 + 1/32) each way and every other
+    rank's S, not S (1 + 1/72); 8 ranks stay at S (1 + 1/8)."""
+    acc = nvl72.accelerators[:72]
+    t = collective_traffic(nvl72, "allreduce", [acc], S, algorithm="innetwork")
+    up, down = up_down(t)
+    nodes = len(nvl72.nodes)
+    expected = np.where(np.arange(72) < 32, S * (1 + 1 / 32), S)
+    np.testing.assert_allclose(np.bincount(up.src, weights=up.bytes, minlength=nodes)[acc],
+                               expected)
+    np.testing.assert_allclose(np.bincount(down.dst, weights=down.bytes,
+                                           minlength=nodes)[acc], expected)
+    assert "32 NVLS heads" in " ".join(t.notes)
+    eight = collective_traffic(hgx, "allreduce", [hgx.accelerators], S, algorithm="innetwork")
+    np.testing.assert_allclose(sent(eight, len(hgx.nodes))[hgx.accelerators], S * (1 + 1 / 8))
+    assert "NVLS heads" not in " ".join(eight.notes)
+
+
+def test_nvls_tree_over_two_nvl72_racks_sends_32_slices(nvl72):
+    """NVLS-Tree over two 72-GPU racks: 32 heads per rack, each its slice S/32 over
+    the network (S/64 per tree), the other 40 ranks none."""
+    acc = nvl72.accelerators[:144]
+    t = collective_traffic(nvl72, "allreduce", [acc], S, algorithm="nvlstree")
+    (p,) = t.phases
+    kind = nvl72.nodes["kind"].astype(str).to_numpy()
+    net = (kind[p.src] == "accelerator") & (kind[p.dst] == "accelerator")
+    np.testing.assert_allclose(p.bytes[net], S / 64)
+    out = np.bincount(p.src[net], weights=p.bytes[net], minlength=len(nvl72.nodes))[acc]
+    position = np.arange(144) % 72
+    np.testing.assert_allclose(out, np.where(position < 32, S / 32, 0.0))
+    to_chip = kind[p.dst] == "scaleup_switch"
+    np.testing.assert_allclose(np.bincount(p.src[to_chip], weights=p.bytes[to_chip],
+                                           minlength=len(nvl72.nodes))[acc],
+                               np.where(position < 32, S * (1 + 1 / 32), S))
+
+
+def test_sharp_over_two_nvl72_racks_sends_only_the_heads_slices(nvl72):
+    """SHARP with NVLS inside each 72-GPU rack: only the 32 heads of a rack send their
+    slice, S/32 each, to the switches (NCCL's ``nvls->out`` is set on heads only)."""
+    fabric = with_sharp(nvl72)
+    acc = fabric.accelerators[:144]
+    t = collective_traffic(fabric, "allreduce", [acc], S, algorithm="innetwork")
+    (p,) = t.phases
+    kind = fabric.nodes["kind"].astype(str).to_numpy()
+    up = kind[p.dst] == "switch"
+    out = np.bincount(p.src[up], weights=p.bytes[up], minlength=len(kind))[acc]
+    np.testing.assert_allclose(out, np.where(np.arange(144) % 72 < 32, S / 32, 0.0))
+    assert "32 NVLS heads" in " ".join(t.notes)
+
+
 def test_nvls_tree_refused_where_it_does_not_apply(superpod, toy):
     with pytest.raises(ValueError, match="nvlstree needs a group spanning two or more"):
         collective_traffic(superpod, "allreduce", [superpod.accelerators[:8]], S,

@@ -266,12 +266,53 @@ def _cycle(layout: PartLayout) -> tuple[np.ndarray, np.ndarray]:
     return flat[keep], nxt[keep]
 
 
-def ring_flows(ch: Channels, size_bytes: float) -> Flows:
-    """One ring step of every group: bytes per flow per step (the module docstring)."""
+def _mesh_pairs(layout: PartLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Flat positions of every rank and of each other rank of its part (a part of m
+    ranks gives m (m - 1) pairs, each direction)."""
+    count, n = layout.ranks.shape
+    size = layout.size.ravel()
+    flat = np.arange(count * n)
+    start = (np.arange(count)[:, None] * n + layout.start).ravel()
+    here_parts, other_parts = [], []
+    for m in distinct(size[size > 1]):
+        m = int(m)
+        at = flat[size == m]
+        offset = at - start[at]
+        k = np.arange(1, m)
+        here_parts.append(np.repeat(at, m - 1))
+        other_parts.append((start[at][:, None] + (offset[:, None] + k) % m).ravel())
+    if not here_parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(here_parts), np.concatenate(other_parts)
+
+
+def ring_flows(ch: Channels, size_bytes: float, *, mesh: bool = False) -> Flows:
+    """One ring step of every group: bytes per flow per step (the module docstring).
+
+    ``mesh``: the scale-up domain is a full mesh (every pair of its accelerators
+    directly linked). RCCL's rings there (``rome_models.cc``, the 8 x MI300X models 79,
+    81, 84 and 87 at ROCm/rccl 0cbce2a7) visit each node's GPUs in a different order per
+    channel, chosen so that every directed link carries the same number of channels
+    (model 79's 14 rings: each of the 56 links twice); and across nodes a channel leaves
+    through its last GPU's own NIC (``N0 0 1 2 3 4 5 6 7 N7``), not back through its
+    entry GPU. So each rank's bytes inside its part are spread evenly over the links to
+    the part's other ranks: per step S / n each (a part of the whole group), or
+    S / n x (m - 1) / m in a part of m ranks of a group spanning several (m - 1 hops
+    per channel). The hops between parts stay head to head (the same NICs send and
+    receive the same bytes; RCCL's exit NIC is on another rail, which only the spine
+    would see).
+    """
     layout = ch.layout
     n = layout.n
     ranks = layout.ranks.ravel()
-    here, nxt = _cycle(layout)
+    if mesh:
+        here, nxt = _mesh_pairs(layout)
+        m = layout.size.ravel()[here]
+        several = (layout.parts > 1)[here // n]
+        per_pair = size_bytes / n / (m - 1) * np.where(several, (m - 1) / m, 1.0)
+    else:
+        here, nxt = _cycle(layout)
+        per_pair = np.full(len(here), size_bytes / n)
     multi = np.flatnonzero(layout.parts > 1)
     group = np.repeat(multi, layout.parts[multi] * ch.count[multi])
     within = np.arange(len(group)) - np.repeat(
@@ -281,14 +322,18 @@ def ring_flows(ch: Channels, size_bytes: float) -> Flows:
     net_src = ch.head(group, part, channel)
     net_dst = ch.head(group, (part + 1) % layout.parts[group], channel)
     return (np.concatenate([ranks[here], net_src]), np.concatenate([ranks[nxt], net_dst]),
-            np.concatenate([np.full(len(here), size_bytes / n),
-                            size_bytes / (n * ch.count[group])]),
+            np.concatenate([per_pair, size_bytes / (n * ch.count[group])]),
             np.concatenate([here // n, group]))
 
 
-def tree_flows(ch: Channels, size_bytes: float) -> tuple[Flows, int]:
+def tree_flows(ch: Channels, size_bytes: float, *, mesh: bool = False
+               ) -> tuple[Flows, int]:
     """Tree AllReduce flows (both trees, reduction and broadcast at once) and the hops a
-    chunk takes up and back down (chain plus tree depth, twice)."""
+    chunk takes up and back down (chain plus tree depth, twice).
+
+    ``mesh``: on a full-mesh scale-up domain each channel's chain follows its ring's
+    order (:func:`ring_flows`), so a part's chain bytes, up and down, spread evenly over
+    the directed links between its ranks."""
     layout = ch.layout
     count, n = layout.ranks.shape
     ranks = layout.ranks.ravel()
@@ -297,8 +342,18 @@ def tree_flows(ch: Channels, size_bytes: float) -> tuple[Flows, int]:
     is_head[ch.heads] = True
     channels_of = ch.count[here // n]
     chain = size_bytes / channels_of * (channels_of - is_head[nxt])
-    parts: list[Flows] = [(ranks[here], ranks[nxt], chain, here // n),
-                          (ranks[nxt], ranks[here], chain, here // n)]
+    if mesh:
+        part_of = (here // n) * n + layout.start.ravel()[here]
+        total = np.bincount(part_of, weights=chain, minlength=count * n)
+        pair_here, pair_other = _mesh_pairs(layout)
+        m = layout.size.ravel()[pair_here]
+        start = (pair_here // n) * n + layout.start.ravel()[pair_here]
+        spread = 2 * total[start] / (m * (m - 1))  # up and down, each directed pair
+        parts: list[Flows] = [(ranks[pair_here], ranks[pair_other], spread,
+                               pair_here // n)]
+    else:
+        parts = [(ranks[here], ranks[nxt], chain, here // n),
+                 (ranks[nxt], ranks[here], chain, here // n)]
     depth = 0
     for p in distinct(layout.parts[layout.parts > 1]):
         trees = double_binary_tree(int(p))

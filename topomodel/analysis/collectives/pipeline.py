@@ -47,6 +47,7 @@ True
 from __future__ import annotations
 
 from topomodel.inputs.records import documented
+from topomodel.traffic.algorithms.innetwork import NVLS_MAX_HEADS
 
 NVLS_STAGES = documented(
     "pipeline.NVLS_STAGES", 3,
@@ -70,13 +71,6 @@ NVLS_CHUNK_BYTES = documented(
     ``src/transport/nvls.cc``; v2.18.5-1 hard-codes the same 131072 in
     ``src/enqueue.cc``), before the size rule of :func:`nvls_chunk_bytes` shrinks it.""")
 
-NVLS_MAX_HEADS = documented(
-    "pipeline.NVLS_MAX_HEADS", 32,
-    """NCCL's ``NCCL_MAX_NVLS_ARITY``: the NVLS graph search keeps at most this many
-    heads (``src/graph/search.cc``: ``maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs)``),
-    one per GPU of the node below it.""")
-
-
 def nvls_chunk_bytes(size_bytes: float, channels: int, heads: int) -> int:
     """NCCL's NVLS chunk for an AllReduce of ``size_bytes``, bytes: 128 KiB, halved to
     64 KiB below 64 loops of it, 32 KiB below 8 loops and 16 KiB below 2 (a loop being
@@ -97,7 +91,7 @@ def nvls_chunk_bytes(size_bytes: float, channels: int, heads: int) -> int:
 def nvls_loop_bytes(size_bytes: float, *, ranks: int, architecture: str) -> int:
     """Bytes of one loop of NCCL's NVLS AllReduce over all its channels, inside one node:
     channels x heads x chunk (:data:`NVLS_CHANNELS`, one head per rank up to
-    :data:`NVLS_MAX_HEADS`, :func:`nvls_chunk_bytes`)."""
+    :data:`~topomodel.traffic.algorithms.innetwork.NVLS_MAX_HEADS`, :func:`nvls_chunk_bytes`)."""
     channels = NVLS_CHANNELS.get(architecture, NVLS_CHANNELS["hopper"])
     heads = min(ranks, NVLS_MAX_HEADS)
     return channels * heads * nvls_chunk_bytes(size_bytes, channels, heads)

@@ -8,6 +8,9 @@ All three are one phase (NCCL pipelines their stages chunk by chunk), as fractio
   buffer to the switch, S up, and gets its reduced S/n back) then an AllGather by
   multimem stores (S/n up, the switch writes all n pieces to every GPU, S down): about
   S (1 + 1/n) each way per GPU, split over its chips in proportion to its cables to each.
+  NCCL keeps at most :data:`NVLS_MAX_HEADS` (32) heads and only heads reduce, so in a
+  group of more than 32 (a GB200 NVL72 rack) a head carries S (1 + 1/32) each way and
+  every other rank S (:func:`nvls_port_share`).
   The phase's efficiency is the chips' ``nvls_efficiency`` (NCCL's ``nvlsEfficiency``).
 - SHARP (``innetwork``, case B: the scale-out switches reduce), with NCCL's in-node
   pre-reduction: a group spanning domain parts of m ranks each reduces inside each part
@@ -37,6 +40,7 @@ import numpy as np
 from topomodel.arrays import category_codes, distinct, expand_matches
 from topomodel.fabric.tables import Fabric, ignores_failures, labels
 from topomodel.inputs.parts import ScaleupSwitch
+from topomodel.inputs.records import documented
 from topomodel.traffic.algorithms.record import Algorithm
 from topomodel.traffic.algorithms.sharp import SharpArcs, sharp_arcs, sharp_plan
 from topomodel.traffic.channels import domain_parts, double_binary_tree, tree_depth
@@ -49,6 +53,41 @@ from topomodel.traffic.communicators import (
 )
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import NODE_KINDS
+
+NVLS_MAX_HEADS = documented(
+    "innetwork.NVLS_MAX_HEADS", 32,
+    """NCCL's ``NCCL_MAX_NVLS_ARITY``: the NVLS graph search keeps at most this many
+    heads (``src/graph/search.cc``: ``maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs)``,
+    NVIDIA/nccl 5067397c), one per GPU of the node below it. Only a head runs the
+    reduce-and-multicast warps (``src/device/all_reduce.h``, ``headRank != -1``), each
+    reducing 1/heads of every loop; across nodes only heads send to the network
+    (``nvls->out``, the NVLS-Tree's ``treeUp``), one slice of S/heads each.""")
+
+
+def nvls_heads(ranks: np.ndarray | int) -> np.ndarray:
+    """NCCL's NVLS heads in a part of ``ranks`` ranks: one per rank up to
+    :data:`NVLS_MAX_HEADS`.
+
+    >>> nvls_heads(np.array([8, 32, 72])).tolist()
+    [8, 32, 32]
+    """
+    return np.minimum(ranks, NVLS_MAX_HEADS)
+
+
+def nvls_port_share(position: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Per rank, the bytes its ports carry each way in NVLS, as a fraction of S: a head
+    (``position`` in its part of ``ranks`` below :func:`nvls_heads`) serves its whole
+    buffer to the reductions (S), takes its reduced 1/heads back and multicasts it
+    (S/heads), and receives every head's multicast (S): S (1 + 1/heads); any other rank
+    only serves and receives, S (NCCL's scatter and gather warps copy in local memory).
+
+    >>> nvls_port_share(np.array([0, 7]), np.array([8, 8])).tolist()  # 1 + 1/8
+    [1.125, 1.125]
+    >>> nvls_port_share(np.array([0, 31, 32, 71]), np.full(4, 72)).tolist()  # 32 heads
+    [1.03125, 1.03125, 1.0, 1.0]
+    """
+    heads = nvls_heads(ranks)
+    return np.where(position < heads, 1 + 1 / heads, 1.0)
 
 
 def in_network_capable(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
@@ -199,12 +238,15 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
     used_nvls = np.zeros(len(nodes), bool)
     in_a = np.repeat(case_a, sizes[active])
     if in_a.any():
-        scale = 1 + 1 / np.repeat(sizes[active], sizes[active])[in_a]
+        position = np.arange(len(ranks)) - np.repeat(offsets, sizes[active])
+        scale = nvls_port_share(position[in_a], np.repeat(sizes[active], sizes[active])[in_a])
         symmetric.append(chips.flows(ranks[in_a], rank_group[in_a], scale))
         used_nvls[ranks[in_a]] = True
         notes.append(f"innetwork: {int(case_a.sum())} group(s) reduce in scale-up switch chips"
                      " (NVLS): reduce-scatter by multimem loads, all-gather by multimem"
                      " stores, S (1 + 1/n) each way per rank, split by cables")
+        if (sizes[active][case_a] > NVLS_MAX_HEADS).any():
+            notes.append(_HEADS_NOTE)
     messages = 1
     if not case_a.all():
         b_groups = active[~case_a]
@@ -223,22 +265,29 @@ def _plan_in_network(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...]
         nv = pre & nvls_part
         if nv.any():
             symmetric.append(chips.flows(slices.node[nv], slices.group[nv],
-                                         1 + 1 / slices.m[nv]))
+                                         nvls_port_share(slices.slice[nv], slices.m[nv])))
             used_nvls[slices.node[nv]] = True
+            if (slices.m[nv] > NVLS_MAX_HEADS).any() and _HEADS_NOTE not in notes:
+                notes.append(_HEADS_NOTE)
         ring = pre & ~nvls_part
         if ring.any():
             one_way.append((slices.node[ring], slices.next_node[ring],
                             2 * (slices.m[ring] - 1) / slices.m[ring], slices.group[ring]))
             messages = 1 + 2 * (int(slices.m[ring].max()) - 1)
+        # NVLS parts send only their heads' slices, S/heads each; ring parts every rank's
+        width = np.where(nv, nvls_heads(slices.m), slices.m)
+        sends = slices.slice < width
         virtual = slices.group.astype(np.int64) * slices.width + slices.slice
-        problem, flows, roots = sharp_plan(fabric, fabric.derived(_sharp_arcs), slices.node,
-                                           virtual, capable)
+        problem, flows, roots = sharp_plan(fabric, fabric.derived(_sharp_arcs),
+                                           slices.node[sends], virtual[sends], capable)
         if problem is not None:
             first, reason = int(problem[0] // slices.width), problem[1]
             raise NotApplicable(f"in-network reduction does not apply to group"
                                   f" {names[first]!r}: {why_not_nvls(first)}, and {reason}")
         group = (flows[3] // slices.width).astype(np.int32)
-        share = 1 / slices.m_of_group[group]
+        slices_of_group = np.zeros(groups.count, np.int64)
+        slices_of_group[slices.group] = width
+        share = 1 / slices_of_group[group]
         symmetric.append((flows[0], flows[1], flows[2] * share, group))
         tiers = labels(nodes["tier"])[roots]
         counts = ", ".join(f"{c} at {t}" for t, c in zip(*np.unique(tiers, return_counts=True),
@@ -373,33 +422,43 @@ def _nvls_tree_plan(fabric: Fabric, groups: GroupBlocks, names: tuple[str, ...],
                               " a scale-up domain are not all in one system on switch chips"
                               " that reduce in the network")
     multi = slices.m > 1
-    symmetric = [chips.flows(slices.node[multi], slices.group[multi], 1 + 1 / slices.m[multi])]
+    symmetric = [chips.flows(slices.node[multi], slices.group[multi],
+                             nvls_port_share(slices.slice[multi], slices.m[multi]))]
     first = np.flatnonzero(np.r_[True, slices.group[1:] != slices.group[:-1]])
     group_start = np.repeat(first, np.diff(np.r_[first, len(slices.group)]))
     depth = 0
     for p in distinct(slices.parts):
         trees = double_binary_tree(int(p))
         depth = max(depth, *(tree_depth(t) for t in trees))
-        heads = np.flatnonzero((slices.parts == p) & (slices.part == 0))  # part 0, slice j
+        # part 0's NVLS heads, slice j each (at most NVLS_MAX_HEADS per part)
+        heads = np.flatnonzero((slices.parts == p) & (slices.part == 0)
+                               & (slices.slice < nvls_heads(slices.m)))
         m, start = slices.m[heads], group_start[heads]
+        width = nvls_heads(m)  # the slices, S/width each
         for parents in trees:
             child = np.flatnonzero(parents >= 0)
             low = (start + slices.slice[heads])[:, None] + child[None, :] * m[:, None]
             high = (start + slices.slice[heads])[:, None] + parents[child][None, :] * m[:, None]
             symmetric.append((slices.node[low.ravel()], slices.node[high.ravel()],
-                              np.repeat(1 / (2 * m), len(child)),
+                              np.repeat(1 / (2 * width), len(child)),
                               np.repeat(slices.group[heads], len(child))))
     used = distinct(chips.dst[np.isin(chips.src, slices.node)])
     efficiency = float(chips.efficiency[used].min(initial=1.0))
     count = len(distinct(slices.group))
+    heads_note = (_HEADS_NOTE,) if (slices.m > NVLS_MAX_HEADS).any() else ()
     notes = (f"nvlstree: {count} group(s): NVLS inside each scale-up domain (S (1 + 1/m)"
              " each way per rank), and per slice S/m a double binary tree over the domains"
              " among the ranks of that slice, S/(2m) per tree",
              f"nvlstree: NVLS at {efficiency:g} of the links' effective rate"
              " (nvls_efficiency of the switch chips)")
-    return _assemble(symmetric, [], notes if efficiency < 1 else notes[:1], efficiency,
+    rate_note = notes[1:] if efficiency < 1 else ()
+    return _assemble(symmetric, [], notes[:1] + heads_note + rate_note, efficiency,
                      1 + 2 * depth, "NVLS-Tree reduce and broadcast")
 
+
+_HEADS_NOTE = (f"innetwork: more than {NVLS_MAX_HEADS} ranks in a scale-up domain part:"
+               f" NCCL's {NVLS_MAX_HEADS} NVLS heads each reduce 1/{NVLS_MAX_HEADS} of S and"
+               f" carry S (1 + 1/{NVLS_MAX_HEADS}) each way, every other rank S")
 
 _ACC, _NIC, _CHIP, _SWITCH = range(4)  # codes of NODE_KINDS, in its order
 

@@ -18,7 +18,8 @@ from topomodel.traffic.phases import Phase
 def ring_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
     n = g.n
     if collective in ("allreduce", "allgather", "reducescatter"):
-        flows = ring_flows(g.channels, size)
+        flows = ring_flows(g.channels, size,
+                           mesh=g.fabric.structure.scaleup.kind == "full_mesh")
         steps = 2 * (n - 1) if collective == "allreduce" else n - 1
         return [[phase_of(g, flows, steps=steps, label=f"ring {collective}")]]
     chain = np.arange(n - 1)

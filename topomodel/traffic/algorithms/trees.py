@@ -10,7 +10,8 @@ from topomodel.traffic.phases import Phase
 
 
 def tree_phases(collective: str, g: GroupView, size: float) -> list[list[Phase]]:
-    flows, hops = tree_flows(g.channels, size)
+    flows, hops = tree_flows(g.channels, size,
+                             mesh=g.fabric.structure.scaleup.kind == "full_mesh")
     return [[phase_of(g, flows, steps=1, label="tree reduce + broadcast", messages=hops)]]
 
 
