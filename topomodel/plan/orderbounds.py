@@ -158,6 +158,7 @@ class OrderMemo:
     floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
+    placements: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
 
 
 class OrderBounds:
@@ -198,11 +199,12 @@ class OrderBounds:
         and an order it puts below ``worst_kept`` the current times would too; only
         an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
-        calls, missed, stale = self._calls(layout)
+        placement = self._placement(layout)
+        calls, missed, stale = self._calls(layout, placement)
         times = tuple((name, call.time_s) for name, call in calls.items())
         score = self._screen_score(layout, calls, times)
         if stale and score >= worst_kept:
-            calls, missed = self._order_calls(layout)
+            calls, missed = self._order_calls(layout, placement)
             times = tuple((name, call.time_s) for name, call in calls.items())
             score = self._screen_score(layout, calls, times)
         if not missed or score < worst_kept:
@@ -271,15 +273,19 @@ class OrderBounds:
             self.fabric, job.model, layout, job.assumptions, shape.seq, shape.sizes,
             shape.moe_sizes))
 
-    def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
+    def _calls(self, layout: Layout, placement: tuple[Any, ...] | None = None
+               ) -> tuple[dict[str, Call], int, bool]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
         order_calls`), how many are not timed yet and whether they were kept from
-        before the fabric's table grew (see :data:`TIMED_ORDERS`)."""
-        kept = self.timed.get((*self.calls_key, self._placement(layout)))
+        before the fabric's table grew (see :data:`TIMED_ORDERS`); ``placement``: its
+        :meth:`_placement`, found here if not given."""
+        if placement is None:
+            placement = self._placement(layout)
+        kept = self.timed.get((*self.calls_key, placement))
         if kept is not None:
             table = len(self.fabric.derived(collective_times))
             return kept[0], kept[1], bool(kept[1]) and kept[2] != table
-        return (*self._order_calls(layout), False)
+        return (*self._order_calls(layout, placement), False)
 
     def _placement(self, layout: Layout) -> tuple[Any, ...]:
         """Where ``layout``'s rank order puts the communicators its collectives run on:
@@ -288,17 +294,26 @@ class OrderBounds:
         found, bounds or times) them, so the orders with the same keys have the same
         collectives, found once (with :data:`CALLS_FIELDS`' fields: every order that
         moves a dimension of one rank alone, three in four of a layout's 24 when CP
-        and EP are 1)."""
+        and EP are 1). Kept in the search's :attr:`OrderMemo.placements` by what the
+        grids' keys read (the sizes, EP, the order, whether the pipeline wraps) and the
+        grids: the layouts of a cell that share them (other micro-batches, schedules,
+        ZeRO stages, recomputation) find them at once."""
         grids = self.grids
         if grids is None:
             grids = self.grids = tuple(dict.fromkeys(c.grid for c in self._issues(layout)))
-        keys = self.fabric.derived(grid_keys)
-        return tuple(grid_key(self.fabric, layout, grid, keys) for grid in grids)
+        fabric = self.fabric
+        return kept_in(self.memo.placements, (
+            layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.interleave > 1,
+            layout.order, grids), TIMED_ORDERS, lambda: tuple(
+                grid_key(fabric, layout, grid, fabric.derived(grid_keys))
+                for grid in grids))
 
-    def _order_calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
-        """``layout``'s collectives found again and kept (:meth:`_calls`)."""
+    def _order_calls(self, layout: Layout, placement: tuple[Any, ...]
+                     ) -> tuple[dict[str, Call], int]:
+        """``layout``'s collectives found again and kept (:meth:`_calls`; ``placement``:
+        its :meth:`_placement`)."""
         job = self.job
-        key = (*self.calls_key, self._placement(layout))
+        key = (*self.calls_key, placement)
         table = len(self.fabric.derived(collective_times))
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                     self.shape, routing=job.routing, seed=job.seed,
