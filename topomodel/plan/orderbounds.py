@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -106,6 +107,8 @@ apart, and the order, keyed apart): :func:`~topomodel.analysis.training.stepcall
 reads the sizes, the batch, sequence parallelism, the schedule and interleave (the
 pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
 
+_calls_fields = operator.attrgetter(*CALLS_FIELDS)  # a tuple of them, as getattr reads
+
 TIMED_ORDERS = 65_536
 """Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and
 where the order places the communicators, :meth:`OrderBounds._placement`; a few kB
@@ -181,7 +184,7 @@ class OrderBounds:
         self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
-        self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
+        self.calls_key = (*_calls_fields(lay),
                           min(lay.zero, 1) if lay.zero < 3 else 3)
 
     def best_score(self, layout: Layout, worst_kept: float) -> float:
