@@ -131,6 +131,11 @@ close together (their bounds differ only in the optimizer step and the gathers),
 thousand is plenty."""
 
 
+Times = tuple[tuple[str, float], ...]
+"""An order's collectives' names and times, seconds, in the order of its calls: all its
+screen reads of them (:meth:`OrderBounds._screen_score`)."""
+
+
 def kept_in(table: dict[Any, Any], key: Any, most: int, make: Callable[[], Any]) -> Any:
     """``table[key]``, made by ``make()`` and kept when missing; a table at ``most``
     entries is emptied first (the search's memos: what it asks again comes close
@@ -154,7 +159,7 @@ class OrderMemo:
     (``issues``: :func:`~topomodel.analysis.training.stepcalls.issued_calls`, kept by
     :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind, what they read)."""
 
-    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int, Times]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     issues: dict[tuple[Any, ...], tuple[Issued, ...]] = field(default_factory=dict)
@@ -203,12 +208,10 @@ class OrderBounds:
         an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
         placement = self._placement(layout)
-        calls, missed, stale = self._calls(layout, placement)
-        times = tuple((name, call.time_s) for name, call in calls.items())
+        calls, missed, stale, times = self._calls(layout, placement)
         score = self._screen_score(layout, calls, times)
         if stale and score >= worst_kept:
-            calls, missed = self._order_calls(layout, placement)
-            times = tuple((name, call.time_s) for name, call in calls.items())
+            calls, missed, times = self._order_calls(layout, placement)
             score = self._screen_score(layout, calls, times)
         if not missed or score < worst_kept:
             return score
@@ -277,18 +280,20 @@ class OrderBounds:
             shape.moe_sizes))
 
     def _calls(self, layout: Layout, placement: tuple[Any, ...] | None = None
-               ) -> tuple[dict[str, Call], int, bool]:
+               ) -> tuple[dict[str, Call], int, bool, Times]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
-        order_calls`), how many are not timed yet and whether they were kept from
-        before the fabric's table grew (see :data:`TIMED_ORDERS`); ``placement``: its
-        :meth:`_placement`, found here if not given."""
+        order_calls`), how many are not timed yet, whether they were kept from
+        before the fabric's table grew (see :data:`TIMED_ORDERS`) and their
+        :data:`Times`; ``placement``: its :meth:`_placement`, found here if not
+        given."""
         if placement is None:
             placement = self._placement(layout)
         kept = self.timed.get((*self.calls_key, placement))
         if kept is not None:
             table = len(self.fabric.derived(collective_times))
-            return kept[0], kept[1], bool(kept[1]) and kept[2] != table
-        return (*self._order_calls(layout, placement), False)
+            return kept[0], kept[1], bool(kept[1]) and kept[2] != table, kept[3]
+        calls, missed, times = self._order_calls(layout, placement)
+        return calls, missed, False, times
 
     def _placement(self, layout: Layout) -> tuple[Any, ...]:
         """Where ``layout``'s rank order puts the communicators its collectives run on:
@@ -312,9 +317,10 @@ class OrderBounds:
                 for grid in grids))
 
     def _order_calls(self, layout: Layout, placement: tuple[Any, ...]
-                     ) -> tuple[dict[str, Call], int]:
-        """``layout``'s collectives found again and kept (:meth:`_calls`; ``placement``:
-        its :meth:`_placement`)."""
+                     ) -> tuple[dict[str, Call], int, Times]:
+        """``layout``'s collectives found again and kept, with how many are not timed
+        yet and their :data:`Times` (:meth:`_calls`; ``placement``: its
+        :meth:`_placement`)."""
         job = self.job
         key = (*self.calls_key, placement)
         table = len(self.fabric.derived(collective_times))
@@ -323,8 +329,9 @@ class OrderBounds:
                                     issued=self._issues(layout))
         if len(self.timed) >= TIMED_ORDERS:
             self.timed.clear()
-        self.timed[key] = (calls, missed, table)
-        return calls, missed
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        self.timed[key] = (calls, missed, table, times)
+        return calls, missed, times
 
     def _screen(self, layout: Layout, calls: dict[str, Call]) -> OrderScreen:
         """The group's order screen, made on first use from ``layout``'s ``calls``, or

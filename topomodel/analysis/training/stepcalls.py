@@ -202,13 +202,14 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
         if placed is None:
             placed = placements[grid] = grid_key(fabric, layout, grid, keys)
         key = (call.keyed, call.candidates, size, placed, routing, seed, timing)
-        if grid == "pp-pairs":
+        found = cache.get(key)
+        if found is not None:
+            hit = found
+        elif grid == "pp-pairs":
             hit = _pipeline_time(fabric, layout, a, ranks, key, unrouted, missed, cache)
         else:
-            hit = cache.get(key)
-            if hit is None:
-                hit = _not_in_table(fabric, layout, a, ranks, call, key, unrouted, missed,
-                                    cache)
+            hit = _not_in_table(fabric, layout, a, ranks, call, key, unrouted, missed,
+                                cache)
         out[call.name] = Call(call.kind, call.collective, hit[0], size, *hit[1:])
     return out
 
