@@ -370,13 +370,15 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
-KEPT_CHUNK_WORKS = 512
+KEPT_CHUNK_WORKS = 4096
 """Sets of layer and edge works :func:`chunk_work` keeps (all dropped when full), by
 what they read: the layer and edge times, the collectives' times, the layout's overlap,
 sequence parallelism and recomputation, and the options. A plan asks for the chunk
 works of every layout it bounds (the same layer times and calls for every pipeline
 depth and ZeRO stage, the same idle calls for every rank order); each set is at most
-18 works of a few hundred bytes each, so a few MB when full."""
+18 works of a few hundred bytes each, with its chunks' figures about 12 kB, so some
+50 MB when full. The 98k plan (Llama 3 70B, default space) asks 150k times for 21k
+distinct sets: 40k made at 512, 27k at 4,096 (benchmarks/README.md, plan60)."""
 
 
 @dataclass

@@ -340,8 +340,11 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
                        lambda: _bound_frame(model, layout, assumptions, shape, pipeline))
 
 
-KEPT_FRAMES = 4096
-"""Bound frames :func:`bound_frame` keeps (all dropped when full)."""
+KEPT_FRAMES = 32_768
+"""Bound frames :func:`bound_frame` keeps (all dropped when full; a few hundred bytes
+each, so about 10 MB when full). The 98k plan (Llama 3 70B, default space) asks 86k
+times for 24k distinct frames: 44k made at 4,096, 24k at 32,768 (benchmarks/README.md,
+plan60)."""
 
 _FRAMES: Kept[BoundFrame] = Kept(KEPT_FRAMES)
 
