@@ -2,7 +2,7 @@
 processes.
 
 Run: python benchmarks/bench_plan_scale.py [--runs 3] [--before TREE ...] [--cap 600]
-     [--only 8gpu-llama3-70b superpod-llama3-70b-at-128 ...]
+     [--only 8gpu-llama3-70b superpod-llama3-70b-at-128 ...] [--save DIR]
 
 Each case runs ``python -m topomodel plan EXAMPLE --model M --no-progress`` (every
 searched dimension at its default limits) as a child process of the package in this
@@ -40,9 +40,11 @@ JOBS = {"superpod-llama3-70b-at-128": ("examples/dgx-h100-superpod.yaml", "llama
 """Jobs on part of a design: (example, model, accelerators)."""
 
 
-def run(arguments: list[str], tree: Path, cap_s: float) -> tuple[float | None, str]:
+def run(arguments: list[str], tree: Path, cap_s: float, save: Path | None = None
+        ) -> tuple[float | None, str]:
     """(CPU s of one child process or None when stopped at ``cap_s`` CPU seconds, how
-    many steps it modelled and its best layout)."""
+    many steps it modelled and its best layout); ``save``: a file the child's JSON
+    output is copied to (to compare trees' outputs after)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
 
     def limit() -> None:
@@ -57,6 +59,9 @@ def run(arguments: list[str], tree: Path, cap_s: float) -> tuple[float | None, s
         if os.waitstatus_to_exitcode(status):
             return None, ""
         out.seek(0)
+        if save is not None:
+            save.write_text(out.read())
+            out.seek(0)
         found = json.load(out)
         best = found["layouts"][0]
     return cpu, (f"{found['search']['evaluated']:,} steps modelled; TP {best['tp']}"
@@ -72,6 +77,8 @@ def main() -> None:
     parser.add_argument("--before", nargs="*", default=[], help="other checkouts")
     parser.add_argument("--only", nargs="*", default=None, help="e.g. 8gpu-llama3-70b")
     parser.add_argument("--cap", type=float, default=600.0, help="CPU seconds per process")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="a folder for each run's JSON output (TREE-CASE-RUN.json)")
     args = parser.parse_args()
     trees = [ROOT, *(Path(t).resolve() for t in args.before)]
     print(f"load average {os.getloadavg()[0]:.2f}")
@@ -84,9 +91,10 @@ def main() -> None:
                      *(["--accelerators", str(accelerators)] if accelerators else [])]
         times: dict[Path, list[float | None]] = {tree: [] for tree in trees}
         bests: dict[Path, set[str]] = {tree: set() for tree in trees}
-        for _ in range(args.runs):
+        for i in range(args.runs):
             for tree in trees:
-                cpu, best = run(arguments, tree, args.cap)
+                cpu, best = run(arguments, tree, args.cap, args.save and (
+                    args.save / f"{tree.name}-{name}-{i}.json"))
                 times[tree].append(cpu)
                 if best:
                     bests[tree].add(best)

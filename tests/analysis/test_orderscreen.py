@@ -65,3 +65,37 @@ def test_screen_works_are_the_step_works_terms(case):
         assert works.stage_units.sum() == shape.schedule.p * shape.schedule.ops, fields
         checked += 1
     assert checked > 20
+
+
+def test_a_stages_runs_at_once_are_each_runs_own():
+    """``_stage_runs`` makes every bucket of a stage at once: bit for bit the ready
+    times :func:`~topomodel.analysis.training.buckets.ready_times_s` gives run by run,
+    and the kinds, shares, passes and places the runs give one after another."""
+    from topomodel.analysis.training.buckets import ready_times_s
+    from topomodel.analysis.training.orderscreen import _stage_runs
+    from topomodel.analysis.training.pipeline import timeline
+    from topomodel.analysis.training.stepshape import cached_schedule
+
+    sched = cached_schedule("1f1b", 4, 8, 2)
+    rng = np.random.default_rng(7)
+    durations = rng.uniform(1e-4, 3e-3, (4, sched.ops))
+    tl = timeline(sched, durations, np.full((4, 2), 1e-4))
+    places: dict[tuple[int, int], int] = {}
+    for st in range(4):
+        runs = [(("dp", "edp")[int(k) % 2], int(n), int(pos)) for k, n, pos in zip(
+            rng.integers(0, 2, 5), rng.integers(1, 40, 5), rng.integers(0, sched.ops, 5),
+            strict=True)]
+        before = dict(places)
+        r, dp, share, at, filled = _stage_runs(tl, st, runs, places)
+        one = dict(before)
+        assert np.array_equal(r, np.concatenate(
+            [ready_times_s(tl, st, n, pos) for _, n, pos in runs]))
+        assert np.array_equal(dp, np.concatenate([np.full(n, key == "dp")
+                                                  for key, n, _ in runs]))
+        by_run = np.concatenate([(np.arange(n) + 1) / n for _, n, _ in runs])
+        assert np.array_equal(share, by_run)
+        assert np.array_equal(at, np.concatenate(
+            [np.full(n, one.setdefault((st, pos), len(one))) for _, n, pos in runs]))
+        assert one == places
+        assert np.array_equal(filled, np.concatenate(
+            [np.full(n, float(pos)) for _, n, pos in runs]) + by_run)

@@ -576,3 +576,39 @@ def test_the_busy_bound_is_its_frame_without_the_excess(case):
         assert busy_bound(model, layout, a, shape, busy) == full, layout
         checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_kept_frame_is_the_layouts_own(case):
+    """:func:`bound_frame` keeps a frame by the layout fields it reads
+    (:func:`frame_key`): the frame a layout finds, made for another of the same shape
+    (sequence parallelism, ZeRO 1 or 2, the TP overlap, the micro-batch's other fields
+    changed), is bit for bit the one made for it afresh."""
+    from topomodel.analysis.training.stepbound import _bound_frame, bound_frame, forget_frames
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, _, _, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    forget_frames()
+    checked = shared = 0
+    for _, layout, shape, pipe in _fitting_layouts(fabric, case):
+        variants = [layout]
+        for change in ({"sequence_parallel": not layout.sequence_parallel},
+                       {"zero": {1: 2, 2: 1}.get(layout.zero, layout.zero)},
+                       {"tp_overlap": "none"}, {"pp_blocking": not layout.pp_blocking}):
+            try:
+                variants.append(replace(layout, **change))
+            except UsageError:
+                continue
+        first = bound_frame(model, variants[0], a, shape, pipe)
+        for lay in variants:
+            kept = bound_frame(model, lay, a, shape, pipe)
+            fresh = _bound_frame(model, lay, a, shape, pipe)
+            shared += kept is first and lay != variants[0]
+            assert np.array_equal(kept.optimizer_s, fresh.optimizer_s), lay
+            assert (kept.wait_per_compute, kept.share, kept.tokens, kept.model_flops,
+                    kept.peak_flops) == (fresh.wait_per_compute, fresh.share,
+                                         fresh.tokens, fresh.model_flops,
+                                         fresh.peak_flops), lay
+            checked += 1
+    assert checked > 20 and shared > 0

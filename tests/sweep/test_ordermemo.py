@@ -113,3 +113,34 @@ def test_orders_with_the_same_times_share_one_screen_score():
         assert bounds.screened[times] == fresh, order
     assert len(bounds.screened) < len(orders)  # some orders found another's
     assert len(bounds.timed) < len(orders)  # and their collectives
+
+
+def test_a_kept_placement_is_each_layouts_own_grid_keys():
+    """:meth:`OrderBounds._placement` keeps an order's communicators' keys by what they
+    read (the sizes, EP, the order, the pipeline's wrap) in the search's memo: the
+    layouts that find another's (other ZeRO stages, recomputation, micro-batches,
+    interleaves) find their own grids' :func:`grid_key`, each made afresh on a new
+    fabric."""
+    from topomodel.analysis.training.stepshape import grid_key
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    memo = OrderMemo()
+    checked = 0
+    for tp, pp, dp in ((2, 2, 4), (2, 4, 2)):
+        for zero, recompute, interleave in ((1, "none", 1), (2, "full", 1), (0, "none", 2),
+                                            (3, "none", 1)):
+            layout = Layout(tp=tp, pp=pp, dp=dp, global_batch=16, seq=4096, zero=zero,
+                            recompute=recompute, interleave=interleave)
+            shape = shape_of(fabric, model, layout)
+            bounds = OrderBounds(fabric, job, layout, shape, lambda: None, 0.0, memo)
+            for order in (*ORDERS, "cp,tp,dp,pp"):
+                placed = in_order(layout, order)
+                kept = bounds._placement(placed)
+                fresh_fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+                assert kept == tuple(grid_key(fresh_fabric, placed, grid)
+                                     for grid in bounds.grids), (layout, order)
+                checked += 1
+    assert checked == 40 and len(memo.placements) < checked

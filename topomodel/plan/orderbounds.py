@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -106,6 +107,8 @@ apart, and the order, keyed apart): :func:`~topomodel.analysis.training.stepcall
 reads the sizes, the batch, sequence parallelism, the schedule and interleave (the
 pipeline pairs and stage sizes), the overlap flags and the ZeRO stage's kind."""
 
+_calls_fields = operator.attrgetter(*CALLS_FIELDS)  # a tuple of them, as getattr reads
+
 TIMED_ORDERS = 65_536
 """Rank orders whose collectives a search keeps (by :data:`CALLS_FIELDS`'s fields and
 where the order places the communicators, :meth:`OrderBounds._placement`; a few kB
@@ -126,6 +129,11 @@ most): the layouts of a family that differ only in ZeRO 0, 1
 and 2 share them (see :meth:`OrderBounds._screen`), and the search reaches those
 close together (their bounds differ only in the optimizer step and the gathers), so a
 thousand is plenty."""
+
+
+Times = tuple[tuple[str, float], ...]
+"""An order's collectives' names and times, seconds, in the order of its calls: all its
+screen reads of them (:meth:`OrderBounds._screen_score`)."""
 
 
 def kept_in(table: dict[Any, Any], key: Any, most: int, make: Callable[[], Any]) -> Any:
@@ -151,13 +159,14 @@ class OrderMemo:
     (``issues``: :func:`~topomodel.analysis.training.stepcalls.issued_calls`, kept by
     :data:`CALLS_FIELDS`' fields and the ZeRO stage's kind, what they read)."""
 
-    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int]] = field(
+    timed: dict[tuple[Any, ...], tuple[dict[str, Call], int, int, Times]] = field(
         default_factory=dict)
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     issues: dict[tuple[Any, ...], tuple[Issued, ...]] = field(default_factory=dict)
     floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
+    placements: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
 
 
 class OrderBounds:
@@ -180,7 +189,7 @@ class OrderBounds:
         self.memo, self.timed = memo, memo.timed
         lay = layout  # what the step's collectives read of it: not recompute, and
         # ZeRO 1 and 2 issue the same (reduce-scatter and gather)
-        self.calls_key = (*(getattr(lay, f) for f in CALLS_FIELDS),
+        self.calls_key = (*_calls_fields(lay),
                           min(lay.zero, 1) if lay.zero < 3 else 3)
 
     def best_score(self, layout: Layout, worst_kept: float) -> float:
@@ -198,12 +207,11 @@ class OrderBounds:
         and an order it puts below ``worst_kept`` the current times would too; only
         an order it does not drop has its collectives looked up again."""
         job, shape = self.job, self.shape
-        calls, missed, stale = self._calls(layout)
-        times = tuple((name, call.time_s) for name, call in calls.items())
+        placement = self._placement(layout)
+        calls, missed, stale, times = self._calls(layout, placement)
         score = self._screen_score(layout, calls, times)
         if stale and score >= worst_kept:
-            calls, missed = self._order_calls(layout)
-            times = tuple((name, call.time_s) for name, call in calls.items())
+            calls, missed, times = self._order_calls(layout, placement)
             score = self._screen_score(layout, calls, times)
         if not missed or score < worst_kept:
             return score
@@ -271,15 +279,21 @@ class OrderBounds:
             self.fabric, job.model, layout, job.assumptions, shape.seq, shape.sizes,
             shape.moe_sizes))
 
-    def _calls(self, layout: Layout) -> tuple[dict[str, Call], int, bool]:
+    def _calls(self, layout: Layout, placement: tuple[Any, ...] | None = None
+               ) -> tuple[dict[str, Call], int, bool, Times]:
         """``layout``'s collectives (:func:`~topomodel.analysis.training.stepbound.
-        order_calls`), how many are not timed yet and whether they were kept from
-        before the fabric's table grew (see :data:`TIMED_ORDERS`)."""
-        kept = self.timed.get((*self.calls_key, self._placement(layout)))
+        order_calls`), how many are not timed yet, whether they were kept from
+        before the fabric's table grew (see :data:`TIMED_ORDERS`) and their
+        :data:`Times`; ``placement``: its :meth:`_placement`, found here if not
+        given."""
+        if placement is None:
+            placement = self._placement(layout)
+        kept = self.timed.get((*self.calls_key, placement))
         if kept is not None:
             table = len(self.fabric.derived(collective_times))
-            return kept[0], kept[1], bool(kept[1]) and kept[2] != table
-        return (*self._order_calls(layout), False)
+            return kept[0], kept[1], bool(kept[1]) and kept[2] != table, kept[3]
+        calls, missed, times = self._order_calls(layout, placement)
+        return calls, missed, False, times
 
     def _placement(self, layout: Layout) -> tuple[Any, ...]:
         """Where ``layout``'s rank order puts the communicators its collectives run on:
@@ -288,25 +302,36 @@ class OrderBounds:
         found, bounds or times) them, so the orders with the same keys have the same
         collectives, found once (with :data:`CALLS_FIELDS`' fields: every order that
         moves a dimension of one rank alone, three in four of a layout's 24 when CP
-        and EP are 1)."""
+        and EP are 1). Kept in the search's :attr:`OrderMemo.placements` by what the
+        grids' keys read (the sizes, EP, the order, whether the pipeline wraps) and the
+        grids: the layouts of a cell that share them (other micro-batches, schedules,
+        ZeRO stages, recomputation) find them at once."""
         grids = self.grids
         if grids is None:
             grids = self.grids = tuple(dict.fromkeys(c.grid for c in self._issues(layout)))
-        keys = self.fabric.derived(grid_keys)
-        return tuple(grid_key(self.fabric, layout, grid, keys) for grid in grids)
+        fabric = self.fabric
+        return kept_in(self.memo.placements, (
+            layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.interleave > 1,
+            layout.order, grids), TIMED_ORDERS, lambda: tuple(
+                grid_key(fabric, layout, grid, fabric.derived(grid_keys))
+                for grid in grids))
 
-    def _order_calls(self, layout: Layout) -> tuple[dict[str, Call], int]:
-        """``layout``'s collectives found again and kept (:meth:`_calls`)."""
+    def _order_calls(self, layout: Layout, placement: tuple[Any, ...]
+                     ) -> tuple[dict[str, Call], int, Times]:
+        """``layout``'s collectives found again and kept, with how many are not timed
+        yet and their :data:`Times` (:meth:`_calls`; ``placement``: its
+        :meth:`_placement`)."""
         job = self.job
-        key = (*self.calls_key, self._placement(layout))
+        key = (*self.calls_key, placement)
         table = len(self.fabric.derived(collective_times))
         calls, missed = order_calls(self.fabric, job.model, layout, job.assumptions,
                                     self.shape, routing=job.routing, seed=job.seed,
                                     issued=self._issues(layout))
         if len(self.timed) >= TIMED_ORDERS:
             self.timed.clear()
-        self.timed[key] = (calls, missed, table)
-        return calls, missed
+        times = tuple((name, call.time_s) for name, call in calls.items())
+        self.timed[key] = (calls, missed, table, times)
+        return calls, missed, times
 
     def _screen(self, layout: Layout, calls: dict[str, Call]) -> OrderScreen:
         """The group's order screen, made on first use from ``layout``'s ``calls``, or

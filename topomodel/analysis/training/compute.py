@@ -50,6 +50,7 @@ Examples
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -556,6 +557,8 @@ LAYER_TIME_FIELDS = ("tp", "cp", "ep", "micro_batch", "sequence_parallel", "drop
 """The layout fields :func:`layer_times` and :func:`edge_times` read (a search's
 layouts that agree on them share those times)."""
 
+_layer_time_fields = operator.attrgetter(*LAYER_TIME_FIELDS)  # as getattr reads them
+
 _KEPT_TIMES = 512
 _TIMES: Kept[tuple[LayerTimes, LayerTimes | None, EdgeTimes]] = Kept(_KEPT_TIMES)
 _DEVICES: Kept[Device] = Kept(_KEPT_TIMES)
@@ -579,7 +582,7 @@ def shared_layer_times(device: Device, model: Model, layout: Layout, seq: int, *
     the model, the sequence and the gradient bytes): the layouts of one search that
     differ only in their pipeline, DP, ZeRO or order share them."""
     key = (id(device), id(model), seq, main_grad_bytes,
-           *(getattr(layout, f) for f in LAYER_TIME_FIELDS))
+           *_layer_time_fields(layout))
     return _TIMES.get(key, (device, model), lambda: (
         layer_times(device, model, layout, seq, moe=False, main_grad_bytes=main_grad_bytes),
         layer_times(device, model, layout, seq, moe=True,

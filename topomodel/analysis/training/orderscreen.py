@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topomodel.analysis.assumptions import StepAssumptions
-from topomodel.analysis.training.buckets import ready_times_s, stage_buckets
+from topomodel.analysis.training.buckets import stage_buckets
 from topomodel.analysis.training.compute import (
     EdgeTimes,
     shared_device_model,
@@ -54,7 +54,7 @@ from topomodel.analysis.training.compute import (
 )
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES
-from topomodel.analysis.training.pipeline import cached_dependencies
+from topomodel.analysis.training.pipeline import Timeline, cached_dependencies
 from topomodel.analysis.training.stagework import Call, Chunks, Term, chunk_ends, kept_chunks
 from topomodel.analysis.training.step import param_gather_calls
 from topomodel.analysis.training.stepbound import (
@@ -358,12 +358,7 @@ def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int
     for st, runs in enumerate(buckets):
         if not runs or tl is None:
             continue
-        r = np.concatenate([ready_times_s(tl, st, n, pos) for _, n, pos in runs])
-        dp = np.concatenate([np.full(n, key == "dp") for key, n, _ in runs])
-        share = np.concatenate([(np.arange(n) + 1) / n for _, n, _ in runs])
-        at = np.concatenate([np.full(n, places.setdefault((st, pos), len(places)))
-                             for _, n, pos in runs])
-        filled = np.concatenate([np.full(n, float(pos)) for _, n, pos in runs]) + share
+        r, dp, share, at, filled = _stage_runs(tl, st, runs, places)
         order = np.argsort(filled, kind="stable")
         r, dp, share, at, filled = r[order], dp[order], share[order], at[order], filled[order]
         first = np.searchsorted(filled, filled, side="left")  # ties: every equal one counts
@@ -396,6 +391,28 @@ def _bucket_bounds(pipeline: CommFreePipeline, buckets: list[list[tuple[str, int
     return ((np.concatenate(stages), np.concatenate(ready), np.concatenate(after_dp),
              np.concatenate(after_edp)), (np.concatenate(of_pass), np.concatenate(shares)),
             passes)
+
+
+def _stage_runs(tl: Timeline, st: int, runs: list[tuple[str, int, int]],
+                places: dict[tuple[int, int], int]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Stage ``st``'s buckets, run after run in ``runs`` (``(kind, count, pass place)``)
+    on the timeline ``tl``: each one's ready time (seconds,
+    :func:`~topomodel.analysis.training.buckets.ready_times_s`' float: ``begin + (i + 1)
+    / count x (end - begin)``), whether it is a dp bucket, its share of its pass, its
+    pass's number in ``places`` (numbered as met) and its place plus share, made for all
+    runs at once (element by element the same operations as run by run)."""
+    counts = np.array([n for _, n, _ in runs], dtype=np.int64)
+    at_pass = np.array([pos for _, _, pos in runs], dtype=np.int64)
+    number = np.array([places.setdefault((st, pos), len(places)) for _, _, pos in runs],
+                      dtype=np.int64)
+    is_dp = np.array([key == "dp" for key, _, _ in runs], dtype=bool)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    share = (within + 1) / np.repeat(counts, counts)
+    begin, end = tl.start_s[st, at_pass], tl.end_s[st, at_pass]
+    ready = np.repeat(begin, counts) + share * np.repeat(end - begin, counts)
+    filled = np.repeat(at_pass.astype(float), counts) + share
+    return (ready, np.repeat(is_dp, counts), share, np.repeat(number, counts), filled)
 
 
 @dataclass(frozen=True, eq=False)

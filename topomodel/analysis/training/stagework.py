@@ -370,13 +370,15 @@ def op_work(s: Schedule, works: list[list[list[Work]]], *, dualpipe: bool,
     return OpWork(duration, compute, imbalance, exposed, issued, calls)
 
 
-KEPT_CHUNK_WORKS = 512
+KEPT_CHUNK_WORKS = 4096
 """Sets of layer and edge works :func:`chunk_work` keeps (all dropped when full), by
 what they read: the layer and edge times, the collectives' times, the layout's overlap,
 sequence parallelism and recomputation, and the options. A plan asks for the chunk
 works of every layout it bounds (the same layer times and calls for every pipeline
 depth and ZeRO stage, the same idle calls for every rank order); each set is at most
-18 works of a few hundred bytes each, so a few MB when full."""
+18 works of a few hundred bytes each, with its chunks' figures about 12 kB, so some
+50 MB when full. The 98k plan (Llama 3 70B, default space) asks 150k times for 21k
+distinct sets: 40k made at 512, 27k at 4,096 (benchmarks/README.md, plan60)."""
 
 
 @dataclass
@@ -551,7 +553,9 @@ def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, W
                    what: tuple[int, int, bool, bool]) -> tuple[list[float], list[float]]:
     """Per kind, the duration and compute of :func:`_chunk`'s works for ``what``, as
     :func:`op_work` adds them up: each part the chunk's layers then its ends (the
-    order of :meth:`Work.add`), the exposed parts in sorted order."""
+    order of :meth:`Work.add`), the exposed parts in sorted order. A part a work lacks
+    adds ``0.0 * times`` (+0.0) to a sum that starts at +0.0, which leaves it as it
+    is, so each sum reads every work's part with 0.0 where it has none."""
     durations, computes = [], []
     dense, moe = float(what[0]), float(what[1])
     for kind in (F, B, W):
@@ -560,20 +564,19 @@ def _chunk_figures(per: dict[bool, tuple[Work, Work, Work]], edge: tuple[Work, W
             used.append((per[True][kind], moe))
         used.append((edge[kind], 1.0))
         compute = imbalance = 0.0  # each part summed over the works in their order
+        exposed_keys: set[tuple[str, str]] = set()
         for wk, times in used:
             parts = wk.parts
-            if COMPUTE in parts:
-                compute += parts[COMPUTE] * times
-            if IMBALANCE in parts:
-                imbalance += parts[IMBALANCE] * times
+            compute += parts.get(COMPUTE, 0.0) * times
+            imbalance += parts.get(IMBALANCE, 0.0) * times
+            if wk.exposed:
+                exposed_keys.update(wk.exposed)
         exposed = 0.0
-        if any(wk.exposed for wk, _ in used):
-            for key in sorted({k for wk, _ in used for k in wk.exposed}):
-                part = 0.0
-                for wk, times in used:
-                    if key in wk.exposed:
-                        part += wk.exposed[key] * times
-                exposed += part
+        for key in sorted(exposed_keys):
+            part = 0.0
+            for wk, times in used:
+                part += wk.exposed.get(key, 0.0) * times
+            exposed += part
         durations.append(compute + imbalance + exposed)
         computes.append(compute)
     return durations, computes

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -331,19 +332,33 @@ def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shap
                 pipeline: CommFreePipeline) -> BoundFrame:
     """The :class:`BoundFrame` of ``layout`` (its ZeRO stage included), with the most
     sends on a path of ``pipeline``'s schedule; kept by what it reads (the model, the
-    assumptions, the shape, every layout field but the rank order, the most sends), as
-    a search bounds every order of a layout with the same frame."""
-    key = (id(model), id(assumptions), id(shape), pipeline.most_sends,
-           *(getattr(layout, f) for f in _FRAME_FIELDS))
+    assumptions, the shape, the most sends and :func:`frame_key`'s fields of the
+    layout), as a search bounds every order of a layout, and the layouts of a shape
+    that differ in what the frame does not read, with the same frame."""
+    key = (id(model), id(assumptions), id(shape), pipeline.most_sends, *frame_key(layout))
     return _FRAMES.get(key, (model, assumptions, shape),
                        lambda: _bound_frame(model, layout, assumptions, shape, pipeline))
 
 
-KEPT_FRAMES = 4096
-"""Bound frames :func:`bound_frame` keeps (all dropped when full)."""
+KEPT_FRAMES = 32_768
+"""Bound frames :func:`bound_frame` keeps (all dropped when full; a few hundred bytes
+each, so about 10 MB when full). The 98k plan (Llama 3 70B, default space) asks 86k
+times for 24k distinct frames: 44k made at 4,096, 24k at 32,768 (benchmarks/README.md,
+plan60)."""
 
 _FRAMES: Kept[BoundFrame] = Kept(KEPT_FRAMES)
-_FRAME_FIELDS = tuple(f for f in Layout.__dataclass_fields__ if f != "order")
+
+
+def frame_key(layout: Layout) -> tuple[Any, ...]:
+    """The fields of ``layout`` :func:`_bound_frame` reads: the sizes (the stages'
+    parameters, the replicas, the world), the interleave (the pipeline share),
+    recomputation (the model FLOPs), the gradients' overlap (the ZeRO buckets) and the
+    ZeRO stage as it reads it: 0 (no sharding), 1-2 (sharded, the buckets' share) or 3
+    (sharded)."""
+    zero = layout.zero
+    return (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.interleave,
+            layout.recompute, layout.dp_overlap, 0 if not zero else 1 if zero in (1, 2)
+            else 3)
 
 
 def forget_frames() -> None:

@@ -196,54 +196,65 @@ def placed_calls(fabric: Fabric, layout: Layout, a: StepAssumptions, ranks: np.n
     timing = time_key(a.time)
     keys = fabric.derived(grid_keys)
     placements: dict[str, tuple[Any, ...]] = {}  # by grid: several calls share one
-
-    def spills_of(groups: np.ndarray) -> bool:
-        doms = fabric.derived(node_domains)[groups]
-        return bool(((doms != doms[:, :1]) | (doms < 0)).any())
-
     for call in issued:
-        name, collective, grid, size, candidates = (call.name, call.collective, call.grid,
-                                                    call.size_bytes, call.candidates)
+        grid, size = call.grid, call.size_bytes
         placed = placements.get(grid)
         if placed is None:
             placed = placements[grid] = grid_key(fabric, layout, grid, keys)
-        key = (call.keyed, candidates, size, placed, routing, seed, timing)
-        if grid == "pp-pairs":
-            sent = _pipeline_time(fabric, layout, a, ranks, key, unrouted, missed, cache)
-            out[name] = Call(call.kind, collective, sent[0], size, *sent[1:])
-            continue
-
-        def groups(grid: str = grid) -> np.ndarray:
-            return rank_groups(ranks, layout, grid)
-
-        hit = cache.get(key)
-        if hit is None and unrouted is not None:
-            if missed is not None:
-                missed.append(name)
-            t_s = unrouted(collective, groups, size, key)
-            hit = ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
-        elif hit is None:
-            grid_rows = groups()
-            # a copy whose failures cannot reach this collective shares its time with
-            # the copies that another failure of the same kind left it untouched on
-            shared = failure_times(fabric, candidates, grid_rows)
-            hit = shared.get(key)
-            if hit is None:
-                # checked once per grid, for every collective and size over it
-                rows = checked_groups(fabric, ("grid", placed), grid_rows)
-
-                def build(alg: str, collective: str = collective, size: float = size,
-                          rows: Any = rows, placed: tuple[Any, ...] = placed) -> Traffic:
-                    return shared_traffic(fabric, (collective, size, placed), alg, lambda: (
-                        collective_traffic(fabric, collective, rows, size, algorithm=alg)))
-
-                alg, _, t, _ = fastest(fabric, build, candidates, routing=routing,
-                                       seed=seed, time_model=a.time)
-                hit = shared[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s,
-                                     t.topology_s, spills_of(grid_rows), t.measured)
-            cache[key] = hit
-        out[name] = Call(call.kind, collective, hit[0], size, *hit[1:])
+        key = (call.keyed, call.candidates, size, placed, routing, seed, timing)
+        found = cache.get(key)
+        if found is not None:
+            hit = found
+        elif grid == "pp-pairs":
+            hit = _pipeline_time(fabric, layout, a, ranks, key, unrouted, missed, cache)
+        else:
+            hit = _not_in_table(fabric, layout, a, ranks, call, key, unrouted, missed,
+                                cache)
+        out[call.name] = Call(call.kind, call.collective, hit[0], size, *hit[1:])
     return out
+
+
+# PLR0913: placed_calls' state for one collective, passed on as it is
+def _not_in_table(fabric: Fabric, layout: Layout, a: StepAssumptions,  # noqa: PLR0913
+                  ranks: np.ndarray, call: Issued, key: CollectiveKey,
+                  unrouted: Unrouted | None, missed: list[str] | None,
+                  cache: dict[CollectiveKey, CollectiveTime]) -> CollectiveTime:
+    """:func:`placed_calls`' time of ``call`` (not a pipeline exchange) where the
+    fabric's table (``cache``) does not hold its ``key``: ``unrouted``'s stand-in (its
+    name noted in ``missed``), or its fastest candidate routed and kept in the table."""
+    name, collective, grid, size, candidates = (call.name, call.collective, call.grid,
+                                                call.size_bytes, call.candidates)
+    placed, routing, seed = key[3], key[4], key[5]
+
+    def groups() -> np.ndarray:
+        return rank_groups(ranks, layout, grid)
+
+    if unrouted is not None:
+        if missed is not None:
+            missed.append(name)
+        t_s = unrouted(collective, groups, size, key)
+        return ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
+    grid_rows = groups()
+    # a copy whose failures cannot reach this collective shares its time with the
+    # copies that another failure of the same kind left it untouched on
+    shared = failure_times(fabric, candidates, grid_rows)
+    hit = shared.get(key)
+    if hit is None:
+        # checked once per grid, for every collective and size over it
+        rows = checked_groups(fabric, ("grid", placed), grid_rows)
+
+        def build(alg: str) -> Traffic:
+            return shared_traffic(fabric, (collective, size, placed), alg, lambda: (
+                collective_traffic(fabric, collective, rows, size, algorithm=alg)))
+
+        alg, _, t, _ = fastest(fabric, build, candidates, routing=routing, seed=seed,
+                               time_model=a.time)
+        doms = fabric.derived(node_domains)[grid_rows]
+        spills = bool(((doms != doms[:, :1]) | (doms < 0)).any())
+        hit = shared[key] = (alg, t.time_s, t.latency_s, t.bandwidth_s, t.topology_s,
+                             spills, t.measured)
+    cache[key] = hit
+    return hit
 
 
 CHECKED_RANKS = 1 << 20
@@ -312,6 +323,9 @@ def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
     """The pipeline's exchange in ``layout``'s rank order, as :data:`~topomodel.
     analysis.training.stepshape.CollectiveTime` (``key``: its key in the fabric's
     table, ``cache``)."""
+    hit = cache.get(key)
+    if hit is not None:  # timed: nothing of the pairs made
+        return hit
     size, routing, seed = key[2], key[4], key[5]
     one_neighbour = _one_neighbour(layout)
 
@@ -333,8 +347,7 @@ def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
         return [adjacent[:, parity::2].reshape(-1, 2) for parity in (0, 1)
                 if adjacent.shape[1] > parity]
 
-    hit = cache.get(key)
-    if hit is None and unrouted is not None:
+    if unrouted is not None:
         if missed is not None:
             missed.append("pp")
         # the slowest exchange, each one both ways at once, as the step times them;
@@ -343,25 +356,25 @@ def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
             x = exchanges()[i]
             return np.concatenate([x, x[:, ::-1]])
 
-        count = 2 if one_neighbour and layout.pp > 2 else 1
-        t_s = max(unrouted("sendrecv", functools.partial(both_ways, i), size, (*key, i))
-                  for i in range(count))
+        t_s = unrouted("sendrecv", functools.partial(both_ways, 0), size, (*key, 0))
+        if one_neighbour and layout.pp > 2:  # the other parity's exchange: the larger
+            t_s = max(t_s, unrouted("sendrecv", functools.partial(both_ways, 1), size,
+                                    (*key, 1)))
         return ("unrouted", t_s, 0.0, t_s, 0.0, False, "")
+    pairs = pipeline_pairs()
+    shared = failure_times(fabric, ("p2p",), pairs)
+    hit = shared.get(key)
     if hit is None:
-        pairs = pipeline_pairs()
-        shared = failure_times(fabric, ("p2p",), pairs)
-        hit = shared.get(key)
-        if hit is None:
-            times = [time_traffic(fabric, shared_traffic(
-                fabric, (*key[:4], i), "p2p", functools.partial(
-                    _both_ways, fabric, x, size)), routing=routing, seed=seed,
-                time_model=a.time) for i, x in enumerate(exchanges())]
-            t = max(times, key=lambda r: r.time_s)
-            doms = fabric.derived(node_domains)[pairs]
-            hit = shared[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s,
-                                 t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()),
-                                 t.measured)
-        cache[key] = hit
+        times = [time_traffic(fabric, shared_traffic(
+            fabric, (*key[:4], i), "p2p", functools.partial(
+                _both_ways, fabric, x, size)), routing=routing, seed=seed,
+            time_model=a.time) for i, x in enumerate(exchanges())]
+        t = max(times, key=lambda r: r.time_s)
+        doms = fabric.derived(node_domains)[pairs]
+        hit = shared[key] = ("p2p", t.time_s, t.latency_s, t.bandwidth_s,
+                             t.topology_s, bool((doms[:, 0] != doms[:, 1]).any()),
+                             t.measured)
+    cache[key] = hit
     return hit
 
 
