@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from topomodel.errors import RouterLimit
+from topomodel.errors import RouterLimit, RoutingError
 from topomodel.fabric.arcs import arc_index, arcs_by_destination, positions
 from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.inputs.records import documented
@@ -40,8 +40,41 @@ both systems' NICs share), as the module docstring of :mod:`topomodel.routing` s
 path between accelerators through the network has two host links (one at each end,
 transits included), so the order of those paths is that of their hops. Distances stay
 whole numbers (exact as floats), and a flow's hops are read off its distance: a path
-has fewer than ``HOST_LINK_COST // HOP_COST`` (2,500) hops and fewer than
-``TRANSIT_PENALTY_HOPS // HOST_LINK_COST`` (100) host links."""
+has fewer than ``HOST_LINK_COST // HOP_COST`` (2,500) hops (:data:`READABLE_HOPS`,
+checked) and fewer than ``TRANSIT_PENALTY_HOPS // HOST_LINK_COST`` (100) host links."""
+
+
+READABLE_HOPS = HOST_LINK_COST // HOP_COST
+"""Hops below which a path's hops are read off its cost exactly (2,500): at this many a
+path's hop costs reach one host link's and would be read as one. A path has at most as
+many hops as its destination's shortest-path DAG has distance levels (each hop lowers
+the distance), so :func:`route_general` refuses a DAG of this many levels
+(:func:`check_readable_hops`) instead of misreading its flows' hops; no fabric of this
+project comes near (its longest paths are tens of hops)."""
+
+
+def check_readable_hops(levels: int, target: int) -> None:
+    """Refuse a destination's shortest-path DAG of ``levels`` distance levels (an upper
+    bound of every path's hops to it) where hops could reach :data:`READABLE_HOPS`.
+
+    Raises
+    ------
+    RoutingError
+        When ``levels`` is :data:`READABLE_HOPS` or more.
+
+    Examples
+    --------
+    >>> check_readable_hops(12, target=0)
+    >>> check_readable_hops(READABLE_HOPS, target=7)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    topomodel.errors.RoutingError: paths to node 7 may have 2,500 hops or more ...
+    """
+    if levels >= READABLE_HOPS:
+        raise RoutingError(
+            f"paths to node {target} may have {READABLE_HOPS:,} hops or more ({levels:,}"
+            f" distance levels): the general router reads hops off path costs only below"
+            f" {READABLE_HOPS:,} hops")
 
 
 _DEST_BATCH = 256
@@ -478,7 +511,9 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     Raises
     ------
     RoutingError
-        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
+        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`
+        (:class:`~topomodel.errors.RouterLimit`), or a destination's paths could have
+        :data:`READABLE_HOPS` hops or more (:func:`check_readable_hops`).
     """
     graph = _graph(fabric)
     link_bytes = np.zeros(len(fabric.link_arrays))
@@ -507,6 +542,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             flows = flows[~lost]
             if not len(flows):
                 continue
+            check_readable_hops(len(dag.bounds) + 1, int(targets[k]))
             hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS % HOST_LINK_COST
                            // HOP_COST).astype(np.int64)
             if routing == "ecmp":
