@@ -140,6 +140,7 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
         keys += key_d[row_d]
         pairs, group = sorted_distinct(keys, space)
         del keys
+        group = _narrow(group)  # each flow's group, held through the planes: int32
         one = np.empty(len(pairs), np.int64)
         one[group] = np.arange(len(group))
         groups = (group, one)
