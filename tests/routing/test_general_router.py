@@ -9,8 +9,9 @@ import pytest
 
 from topomodel.analysis.collectives.timing import TimeModel, time_traffic
 from topomodel.cli import main
+from topomodel.errors import RoutingError
 from topomodel.fabric.failures import with_failures
-from topomodel.routing import general
+from topomodel.routing import general, pathcost
 from topomodel.routing.general import check_general_work, general_router_estimate
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.groups import parse_groups
@@ -221,10 +222,10 @@ def test_hops_are_read_off_path_costs_only_below_the_readable_bound(toy, monkeyp
     targets, where = np.unique(phase.dst, return_inverse=True)
     levels = np.array([len(dag.bounds) + 1 for dag in graph.dags(targets)])
     assert (routed.hops > 0).all() and (routed.hops <= levels[where]).all()
-    assert general.READABLE_HOPS == general.HOST_LINK_COST // general.HOP_COST == 2500
-    monkeypatch.setattr(general, "READABLE_HOPS", int(levels.max()))
-    with pytest.raises(general.RoutingError, match="hops or more"):
+    assert pathcost.READABLE_HOPS == general.HOST_LINK_COST // general.HOP_COST == 2500
+    monkeypatch.setattr(pathcost, "READABLE_HOPS", int(levels.max()))
+    with pytest.raises(RoutingError, match="hops or more"):
         general.route_general(fabric, phase)
-    monkeypatch.setattr(general, "READABLE_HOPS", int(levels.max()) + 1)
+    monkeypatch.setattr(pathcost, "READABLE_HOPS", int(levels.max()) + 1)
     again = general.route_general(fabric, phase)
     assert np.array_equal(again.hops, routed.hops)
