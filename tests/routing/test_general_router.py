@@ -9,8 +9,9 @@ import pytest
 
 from topomodel.analysis.collectives.timing import TimeModel, time_traffic
 from topomodel.cli import main
+from topomodel.errors import RoutingError
 from topomodel.fabric.failures import with_failures
-from topomodel.routing import general
+from topomodel.routing import general, pathcost
 from topomodel.routing.general import check_general_work, general_router_estimate
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.groups import parse_groups
@@ -208,3 +209,23 @@ def test_a_failed_copy_shares_the_wiring_and_its_distances_are_those_without_the
                           shape=(graph.n, graph.n))
     targets = copy.accelerators[::97]
     assert np.array_equal(graph.distances_to(targets), dijkstra(alone, indices=targets))
+
+
+def test_hops_are_read_off_path_costs_only_below_the_readable_bound(toy, monkeypatch):
+    """A destination's DAG levels bound its flows' hops; at READABLE_HOPS levels or more
+    the router refuses instead of reading hops that a host link's cost would swallow."""
+    fabric = toy(DESIGN)
+    (phase,) = collective_traffic(fabric, "alltoall", parse_groups(fabric, "all"), 16e6,
+                                  algorithm="direct").phases
+    routed = general.route_general(fabric, phase)
+    graph = general._graph(fabric)
+    targets, where = np.unique(phase.dst, return_inverse=True)
+    levels = np.array([len(dag.bounds) + 1 for dag in graph.dags(targets)])
+    assert (routed.hops > 0).all() and (routed.hops <= levels[where]).all()
+    assert pathcost.READABLE_HOPS == general.HOST_LINK_COST // general.HOP_COST == 2500
+    monkeypatch.setattr(pathcost, "READABLE_HOPS", int(levels.max()))
+    with pytest.raises(RoutingError, match="hops or more"):
+        general.route_general(fabric, phase)
+    monkeypatch.setattr(pathcost, "READABLE_HOPS", int(levels.max()) + 1)
+    again = general.route_general(fabric, phase)
+    assert np.array_equal(again.hops, routed.hops)

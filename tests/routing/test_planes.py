@@ -292,7 +292,11 @@ def test_plane_sections_are_the_replaced_code_bit_for_bit(name, tmp_path_factory
                     old = old_supernode_planes(view, ph, far, routing, 5, qps)
                     # the hops kept as int8 (SUPERNODE_HOPS_DTYPE): the same values
                     assert new[1].dtype == np.int8 and np.array_equal(new[1], old[1])
-                    old = (old[0], old[1].astype(np.int8), *old[2:])
+                    # the planes used packed, a bit per plane (np.packbits)
+                    assert np.array_equal(np.unpackbits(new[3], axis=1,
+                                                        count=old[3].shape[1]), old[3])
+                    old = (old[0], old[1].astype(np.int8), old[2],
+                           np.packbits(old[3], axis=1))
                     assert same_bits(new, old), (part, routing)
                     compared += 1
                 if len(outside):

@@ -40,3 +40,40 @@ def test_columns_apart():
     assert structured._columns_apart(np.array([[0, 1], [2, 3], [0, 3]]))
     assert not structured._columns_apart(np.array([[0, 1], [1, 3]]))
     assert structured._columns_apart(np.array([[-1, 1], [-1, 3]]))  # -1: none
+
+
+@pytest.mark.parametrize("name", ["dual-plane-ethernet", "dgx-h100-superpod"])
+@pytest.mark.parametrize("routing", ["hash", "dmodk"])
+def test_scaleout_queue_pairs_in_narrow_indices_route_bit_for_bit(name, routing,
+                                                                  monkeypatch):
+    """The scale-out section's queue-pair indices held in the narrowest type they fit
+    (``_narrowest``) give the loads and hops of the int64 indices, bit for bit."""
+    fabric = fabric_of(name)
+    phase = random_phase(fabric, 6000, seed=3)
+    narrowed = []
+    original = structured._narrowest
+
+    def counted(values, bound):
+        out = original(values, bound)
+        narrowed.append(out.dtype.itemsize < values.dtype.itemsize)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(structured, "_narrowest", counted)
+        new = route(fabric, phase, routing=routing, seed=5, qps=4)
+    with monkeypatch.context() as m:
+        m.setattr(structured, "_narrowest", lambda values, bound: values.astype(np.int64))
+        wide = route(fabric, phase, routing=routing, seed=5, qps=4)
+    assert any(narrowed)  # the scale-out section ran, on narrowed indices
+    assert np.array_equal(new.link_bytes.view(np.uint64), wide.link_bytes.view(np.uint64))
+    assert np.array_equal(new.hops, wide.hops)
+    assert np.array_equal(new.unroutable, wide.unroutable)
+    assert new.link_bytes.sum() > 0
+
+
+def test_narrowest_keeps_table_keys_in_range():
+    table = np.arange(40_000 * 8).reshape(40_000, 8)
+    slot = structured._narrowest(np.arange(40_000), table.size)
+    column = structured._narrowest(np.full(40_000, 7), 8)
+    assert slot.dtype == np.int32 and column.dtype == np.int8
+    assert np.array_equal(slot * table.shape[1] + column, np.arange(40_000) * 8 + 7)

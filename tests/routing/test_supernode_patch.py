@@ -328,3 +328,16 @@ def _leaves_of_accelerators(fabric):
     out = np.zeros_like(nic_leaf)
     out[src[host]] = nic_leaf[dst[host]]
     return out
+
+
+def test_packed_planes_compare_as_the_planes_themselves():
+    """The planes used, packed a bit per plane (``supernode_plane_paths``), are equal
+    exactly where the (flows, planes) booleans are."""
+    rng = np.random.default_rng(2)
+    for planes in (1, 7, 8, 9):
+        usable = rng.random((500, planes)) < 0.8
+        other = usable.copy()
+        assert patch._same_planes(np.packbits(usable, axis=1), np.packbits(other, axis=1))
+        other[rng.integers(0, 500), rng.integers(0, planes)] ^= True
+        assert not patch._same_planes(np.packbits(usable, axis=1),
+                                      np.packbits(other, axis=1))

@@ -26,7 +26,7 @@ Shortest means fewest hops, with accelerators as a last resort for transit: ente
 accelerator that is not the destination costs :data:`TRANSIT_PENALTY_HOPS` hops, so
 traffic crosses the scale-up domain (NCCL's PXN) only where the network offers no path
 (rail-only fabrics); and a host link costs more than any scale-up path
-(:data:`~topomodel.routing.general.HOST_LINK_COST`), so traffic inside a scale-up domain
+(:data:`~topomodel.routing.pathcost.HOST_LINK_COST`), so traffic inside a scale-up domain
 stays on it while it has a path there, even where the network's path has fewer hops (a
 three-level supernode's 6 against 4 through a leaf both NICs share). Failed links carry
 nothing; flows with no path are reported.

@@ -15,34 +15,15 @@ from topomodel.fabric.tables import Coded, Fabric, ignores_failures
 from topomodel.inputs.records import documented
 from topomodel.routing.forward import Into, dag_from_sources, pair_cover
 from topomodel.routing.hashing import QPS, choose, subflows
+from topomodel.routing.pathcost import (  # re-exported: the router's costs
+    HOP_COST,
+    HOST_LINK_COST,
+    TRANSIT_PENALTY_HOPS,
+    check_readable_hops,
+)
 from topomodel.routing.routed import Routed
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALEUP_TIERS
-
-TRANSIT_PENALTY_HOPS = documented(
-    "routing.TRANSIT_PENALTY_HOPS", 1_000_000,
-    "extra cost of passing through an accelerator: transit only when nothing else works")
-
-
-HOP_COST = documented(
-    "routing.HOP_COST", 4,
-    """Cost of one hop. A host link (accelerator to NIC) costs HOST_LINK_COST more, so
-    between accelerators of one scale-up domain the scale-up path wins over the NICs
-    even with more hops (a three-level supernode's 6 against a shared leaf's 4).""")
-
-
-HOST_LINK_COST = 10_000
-"""Extra cost of a host link (accelerator to NIC or back) above :data:`HOP_COST`: more
-than half of any scale-up path's cost (a path of under 5,000 hops), so traffic between
-accelerators of one scale-up domain stays on it while it has a path there (the
-structured router's rule: a three-level supernode's 6 hops against 4 through a leaf
-both systems' NICs share), as the module docstring of :mod:`topomodel.routing` says. A
-path between accelerators through the network has two host links (one at each end,
-transits included), so the order of those paths is that of their hops. Distances stay
-whole numbers (exact as floats), and a flow's hops are read off its distance: a path
-has fewer than ``HOST_LINK_COST // HOP_COST`` (2,500) hops and fewer than
-``TRANSIT_PENALTY_HOPS // HOST_LINK_COST`` (100) host links."""
-
 
 _DEST_BATCH = 256
 
@@ -478,7 +459,9 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     Raises
     ------
     RoutingError
-        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`.
+        When destinations x live arcs exceed :data:`GENERAL_ROUTER_MAX_WORK`
+        (:class:`~topomodel.errors.RouterLimit`), or a destination's paths could have
+        :data:`READABLE_HOPS` hops or more (:func:`check_readable_hops`).
     """
     graph = _graph(fabric)
     link_bytes = np.zeros(len(fabric.link_arrays))
@@ -507,6 +490,7 @@ def route_general(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
             flows = flows[~lost]
             if not len(flows):
                 continue
+            check_readable_hops(len(dag.bounds) + 1, int(targets[k]))
             hops[flows] = (source_dist[~lost] % TRANSIT_PENALTY_HOPS % HOST_LINK_COST
                            // HOP_COST).astype(np.int64)
             if routing == "ecmp":

@@ -162,11 +162,14 @@ _Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.nd
 """What :func:`_by_blocks` reads per flow: ids, nodes, destinations, bytes, cables,
 usable planes (None: all)."""
 
-PICK_BLOCK = 1 << 20
+PICK_BLOCK = 1 << 18
 """Flows whose queue pairs are picked and summed at once: the hash's temporaries (some ten
 arrays of 8 bytes per queue pair) stay a few tens of MB, reused block after block,
 instead of fresh arrays over the 10 M queue pairs of a 98k-accelerator All-to-All (their
-first touch, the kernel zeroing new pages, was much of its system time)."""
+first touch, the kernel zeroing new pages, was much of its system time). They sit on
+top of everything a degraded step holds, so they set its peak: ``goodput --workers 1``
+on a 32k cut of the 98k NPU servers peaked at 957 MiB with 2**20 flows a block, 821 with
+2**19 and 788 with 2**18, at the same CPU time (``benchmarks/README.md``, "verbs3")."""
 
 
 def _by_blocks(routing: str, seed: int, flow: _Flows, keep: np.ndarray | None,

@@ -44,8 +44,9 @@ KEPT_SECTION_BYTES = documented(
     data-parallel all-reduce's supernode section, 54 MB; the TP collectives' in-system
     sections, 22 MB each; the scale-out sections of the all-reduce and the pipeline
     sends, 3-17 MB), so its ten degraded steps find all of it. A supernode section also
-    holds each flow's planes (a byte per flow and plane: about 35 MB for some 5 M
-    relayed All-to-All flows over 7 planes of DeepSeek-V3 at EP 64 on that example),
+    holds each flow's planes (a bit per flow and plane, packed: a byte per flow, about
+    5 MB for some 5 M relayed All-to-All flows over 7 planes of DeepSeek-V3 at EP 64 on
+    that example),
     which its patched copies compare with; a scale-out section under hash routing each
     queue pair's plane (a byte each: about 10 MB for the 10 M queue pairs of that
     All-to-All on the 98,304-NPU 8-NPU-server example) and its leaf pairs, which its

@@ -97,13 +97,35 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     return Routed(load, hops, unroutable, "structured", span=span)
 
 
-def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray, dst: np.ndarray,
-          stride: np.ndarray, width: int, cables: int = 1) -> np.ndarray:
+def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray,
+          dst: np.ndarray | None, stride: np.int64, width: int, cables: int = 1
+          ) -> np.ndarray:
     """Candidate index among ``width`` candidates of ``cables`` each (hash or d-mod-k),
-    the same choice :func:`choose` makes."""
+    the same choice :func:`choose` makes. ``stride`` is one for every flow (an int64, so
+    the quotient is int64 as with an array of it); hash routing reads no destination
+    (``dst`` None there: no gathered copy of every queue pair's destination)."""
     if routing == "hash":
         return ticket(seed, flows, node, width * cables, cables)
+    assert dst is not None
     return (dst // stride) % width
+
+
+def _narrowest(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values`` (each in ``[-1, bound)``: indices, or -1 for none) in the smallest
+    signed integer type that holds ``bound`` (the same values; ``values`` itself where
+    that is its own type). A 2-D table's row index times its width plus a column
+    (:meth:`~topomodel.routing.pieces.Rows.sums`) stays below the table's size: pass
+    that size as ``bound`` for row indices, so the key fits the same type.
+
+    Examples
+    --------
+    >>> _narrowest(np.array([0, 3, -1]), 4).dtype, _narrowest(np.arange(3), 40_000).dtype
+    (dtype('int8'), dtype('int32'))
+    """
+    for kind in (np.int8, np.int16, np.int32):
+        if bound <= np.iinfo(kind).max:
+            return values if values.dtype == kind else values.astype(kind)
+    return values
 
 
 def _route_scaleup(clos: ClosView, phase: Phase, flows: np.ndarray, routing: str,
@@ -167,7 +189,7 @@ def _route_supernode(clos: ClosView, phase: Phase, flows: np.ndarray, routing: s
     src, dst, volume = src[take], dst[take], volume[take] / split
     pick = choose(routing, seed, flows, src, dst, np.ones(len(flows), np.int64),
                   up.weights[up.slot[src]])
-    stride = np.full(len(flows), chips_s.shape[1] if routing == "dmodk" else 1, np.int64)
+    stride = np.int64(chips_s.shape[1] if routing == "dmodk" else 1)
     return _climb(climb, flows, chips_s[take, pick], chips_d[take, pick], dst, volume,
                   stride, routing, seed), hops
 
@@ -229,23 +251,35 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
         leaf_s, leaf_d = leaf_s[row, col], leaf_d[row, col]
     else:  # one plane per queue pair
         row, ids, split = queue_pairs(routing, flows, qps)
-        col = _pick(routing, seed, ids, nic_s[row], dst[row], np.ones(len(ids), np.int64),
-                    planes, access_up.cables)
+        # the queue pairs' indices held while their route is found in the fewest bytes
+        # they fit (the same values): at 98k a relayed All-to-All has some 11 M queue
+        # pairs, and these arrays set the step's peak of memory
+        row = _narrowest(row, len(flows))
+        # hash: the queue pairs' destinations are not read (no copy of them)
+        col = _narrowest(_pick(routing, seed, ids, nic_s[row],
+                               None if routing == "hash" else dst[row], np.int64(1), planes,
+                               access_up.cables), planes)
         amount = volume[row] / split
-        slot_up, slot_down = access_up.slot[nic_s[row]], access_down.slot[nic_d[row]]
+        slot_up = _narrowest(access_up.slot, access_up.table.size)[nic_s[row]]
+        slot_down = _narrowest(access_down.slot, access_down.table.size)[nic_d[row]]
         pieces += [Rows(access_up.table, slot_up, amount, col),
                    Rows(access_down.table, slot_down, amount, col)]
         # each queue pair's own arcs: no (flows, planes) table of every plane's
         leaf_s = clos.dst[access_up.table[slot_up, col]]
         leaf_d = clos.src[access_down.table[slot_down, col]]
         cross = (leaf_s != leaf_d) & (amount > 0)
-        row, ids, amount = row[cross], ids[cross], amount[cross]
-        leaf_s, leaf_d = leaf_s[cross], leaf_d[cross]
+        if not cross.all():  # one array at a time: each old one freed as its copy comes
+            row = row[cross]
+            ids = ids[cross]
+            amount = amount[cross]
+            leaf_s = leaf_s[cross]
+            leaf_d = leaf_d[cross]
+        del cross
     if len(row):
-        stride = np.full(len(row), planes if routing == "dmodk" else 1, dtype=np.int64)
+        stride = np.int64(planes if routing == "dmodk" else 1)
         climb = clos.fat_tree
-        pieces += _climb(climb, ids, leaf_s, leaf_d, dst[row], amount, stride, routing,
-                         seed)
+        pieces += _climb(climb, ids, leaf_s, leaf_d, None if routing == "hash" else dst[row],
+                         amount, stride, routing, seed)
         pods = climb.pod[leaf_s] != climb.pod[leaf_d]
         hops[row] = np.maximum(hops[row], np.where(pods & (climb.pod[leaf_s] >= 0), 8, 6))
     return pieces, hops
@@ -253,9 +287,10 @@ def _route_scaleout(clos: ClosView, phase: Phase, flows: np.ndarray, routing: st
 
 # PLR0913: one computation's arrays and options passed on as they are
 def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.ndarray,  # noqa: PLR0913
-           dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+           dst: np.ndarray | None, volume: np.ndarray, stride: np.int64, routing: str,
            seed: int) -> list[Piece]:
-    """Leaf to leaf through the spines (and the cores between pods)."""
+    """Leaf to leaf through the spines (and the cores between pods); ``dst`` and
+    ``stride`` as :func:`_pick` takes them (``dst`` None under hash routing)."""
     up, down = climb.up[climb.spine], climb.down[climb.spine]
     between = (climb.pod[leaf_s] != climb.pod[leaf_d]) & (climb.pod[leaf_s] >= 0)
     if routing == "ecmp":
@@ -273,8 +308,9 @@ def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.nd
     if between.any():
         b = np.flatnonzero(between)
         core_pieces, spine_d[b] = _cores_pick(climb, flow_ids[b], spine_s[b],
-                                              climb.pod[leaf_d[b]], dst[b], volume[b],
-                                              stride[b] * up.width, routing, seed)
+                                              climb.pod[leaf_d[b]],
+                                              None if dst is None else dst[b], volume[b],
+                                              stride * np.int64(up.width), routing, seed)
         pieces += core_pieces
     slot_down = down.slot[leaf_d]
     column = climb.down_column(slot_down, spine_d)
@@ -283,7 +319,7 @@ def _climb(climb: Climb, flow_ids: np.ndarray, leaf_s: np.ndarray, leaf_d: np.nd
 
 # PLR0913: one computation's arrays and options passed on as they are
 def _cores_pick(climb: Climb, flow_ids: np.ndarray, spine_s: np.ndarray, pod_d: np.ndarray,  # noqa: PLR0913
-                dst: np.ndarray, volume: np.ndarray, stride: np.ndarray, routing: str,
+                dst: np.ndarray | None, volume: np.ndarray, stride: np.int64, routing: str,
                 seed: int) -> tuple[list[Piece], np.ndarray]:
     """One core per flow; returns the load and the destination pod's spine."""
     up_core = climb.up[climb.core]

@@ -30,7 +30,17 @@ def run(args: argparse.Namespace) -> Report:
     # per design, with workers of their own, backed each peak afresh in each process,
     # at once: at 98k on 2 cores 41-53 CPU s against 27 here, the same output
     # (benchmarks/README.md, "traffic98k")
-    return compare_report([_compared(args, path) for path in args.designs])
+    from topomodel.heap import release_freed_memory
+
+    designs: list[ComparedDesign] = []
+    for path in args.designs:
+        if designs:
+            # the last design's freed memory given back: the heap keeps it
+            # (topomodel.heap), and the pages the next design does not reuse would stay
+            # resident beside its own peak
+            release_freed_memory()
+        designs.append(_compared(args, path))
+    return compare_report(designs)
 
 
 def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:

@@ -112,8 +112,13 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Between systems of one supernode: accelerator -> chip k -> plane k's Clos -> chip
     k of the destination system -> accelerator, over the planes still joining them:
-    (bytes per link row, hops per flow, lost flows, (flows, planes) whether a plane
-    carries some of each flow). The hops are int8 (2 to 6: :data:`SUPERNODE_HOPS_DTYPE`)."""
+    (bytes per link row, hops per flow, lost flows, whether a plane carries some of each
+    flow, a bit per plane: the (flows, planes) booleans packed along the planes,
+    :func:`numpy.packbits`, a byte per flow up to 8 planes). The hops are int8 (2 to 6:
+    :data:`SUPERNODE_HOPS_DTYPE`). The planes are only compared, copy with intact
+    (:mod:`~topomodel.routing.supernode_patch`); packed, a kept section holds a byte per
+    flow for them, not one per flow and plane, and none is held beside the sum of the
+    pieces (the peak of a goodput on the 4K supernodes)."""
     up = view.clos.scaleup_up
     assert up is not None
     down = view.clos.scaleup_down
@@ -140,6 +145,7 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
         keys += key_d[row_d]
         pairs, group = sorted_distinct(keys, space)
         del keys
+        group = _narrow(group)  # each flow's group, held through the planes: int32
         one = np.empty(len(pairs), np.int64)
         one[group] = np.arange(len(group))
         groups = (group, one)
@@ -150,6 +156,8 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
                                    ((up.table, row_s), (down.table, row_d)), groups)
             if routed is not None:
                 pieces, extra, lost, usable = routed
+                del routed
+                usable = np.packbits(usable, axis=1)
                 return link_bytes(clos.n_links, pieces), 2 + extra, lost, usable  # int8
     else:
         ok = view.alive[up.table[row_s]] & view.alive[down.table[row_d]]
@@ -161,6 +169,7 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
         groups=groups)
     hops = extra.astype(SUPERNODE_HOPS_DTYPE)
     hops += 2
+    usable = np.packbits(usable, axis=1)
     return link_bytes(view.clos.n_links, pieces), hops, lost, usable
 
 
