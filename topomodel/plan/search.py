@@ -71,15 +71,14 @@ from topomodel.analysis.training.stepbound import (
     step_bound,
 )
 from topomodel.analysis.training.stepcalls import keeping_groups
-from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
-from topomodel.plan.coarse import Coarse, Member, set_entries, set_key
+from topomodel.plan.coarse import Coarse, cell_sets
 from topomodel.plan.groupfloor import group_score
-from topomodel.plan.groups import CellMemo, Group, group_of, valid_family
+from topomodel.plan.groups import CellMemo, Group, group_of
 from topomodel.plan.orderbounds import (
     OrderBounds,
     OrderMemo,
@@ -90,7 +89,14 @@ from topomodel.plan.orderbounds import (
 from topomodel.plan.orderbounds import objective_value as objective_value
 from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
-from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
+from topomodel.plan.space import (
+    Cell,
+    PlanSpace,
+    cell_axes,
+    cell_families,
+    cell_orders,
+    cells,
+)
 from topomodel.plan.tally import Tally as Tally
 from topomodel.plan.tally import over_limit
 from topomodel.plan.tops import VARIANTS as VARIANTS
@@ -245,17 +251,21 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
     by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
     for ci in indices:
         cell = CellMemo(cell_orders(all_cells[ci], job.space))
+        if by_set:  # valid and timeable families wait in their sets, unbounded
+            axes = cell_axes(job.model, all_cells[ci], job.base, job.space)
+            if axes is not None:
+                entries, done = cell_sets(fabric, job, ci, axes, cell, tops, power_W, memo)
+                groups.extend((entry, entry.holders) for entry in entries)
+                decided(done)
+            # made again for the few sets expanded (groups hold their own shapes)
+            cell.valid.clear()
+            cell.shaped.clear()
+            continue
         n = len(cell.orders)
-        cell_sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
             holders = tops.holders(family)
             tops.count(holders, "searched", n)
-            if by_set:  # valid and timeable families wait in their set, unbounded
-                if not _into_set(fabric, job, Member((ci, u * n), family, holders, n),
-                                 cell, cell_sets, tops):
-                    decided(n)
-                continue
             reason, group = group_of(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
                 tops.count(holders, "invalid", n, reason)
@@ -272,33 +282,12 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-        groups.extend((entry, entry.holders) for entry in set_entries(
-            fabric, job, cell_sets.values(), power_W, memo, cell))
-        # made again for the few sets expanded (groups hold their own shapes)
-        cell.valid.clear()
-        cell.shaped.clear()
     _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
     return PlanPart(tops.tallies[0], tops.best(0),
                     tuple(PlanPart(tops.tallies[h], tops.best(h))
                           for h in range(1, len(tops.heaps))))
-
-
-def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: CellMemo,
-              sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]], tops: Tops
-              ) -> bool:
-    """Put a valid family that can be timed in its set of ``sets`` (True), or count
-    it invalid or over the router's limit (False), as the search without sets does."""
-    reason, stem, shape = valid_family(fabric, job, member.family, cell)
-    if stem is None or shape is None:
-        tops.count(member.holders, "invalid", member.orders, reason)
-    elif over_limit(fabric, job.model, stem, job.routing):
-        tops.count(member.holders, "over_limit", member.orders)
-    else:
-        sets.setdefault(set_key(member.family), []).append((member, stem, shape))
-        return True
-    return False
 
 
 GROUP, ORDERS, SET = range(3)
