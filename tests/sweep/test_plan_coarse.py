@@ -95,6 +95,7 @@ def test_a_search_by_sets_keeps_the_top(case):
         t, o = by_sets.tally, other.tally
         assert (t.searched, t.invalid, t.over_limit) == (o.searched, o.invalid,
                                                           o.over_limit)
+        assert list(t.reasons.items()) == list(o.reasons.items())  # in the same order
         assert t.pruned + t.no_fit + t.evaluated == o.pruned + o.no_fit + o.evaluated
 
 
@@ -164,3 +165,34 @@ def test_cell_sets_are_the_sets_made_family_by_family(case, way, monkeypatch):
     assert decided_all == whole.invalid + whole.over_limit
     assert [list(t.reasons) for t in new_tops.tallies] == [list(t.reasons)
                                                            for t in old_tops.tallies]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_search_sets_takes_cells_by_depth_and_counts_them_in_order(case):
+    """:func:`~topomodel.plan.coarse.search_sets` (cells taken by pipeline depth, the
+    schedules held) gives the entries and counts of :func:`~topomodel.plan.coarse.
+    cell_sets` over the cells in the order asked (here backwards), reasons in order."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    job = _job(fabric, case)
+    families = _families_of(job)
+    all_cells = search.plan_cells(fabric, job)
+    order = list(range(len(all_cells)))[::-1]
+    assert len({c.pp for c in all_cells}) > 1
+    by_depth = Tops(job.top, families)
+    made, decided = coarse.search_sets(fabric, job, all_cells, order, by_depth, 0.0,
+                                       OrderMemo())
+    in_order = Tops(job.top, families)
+    expected, done = [], 0
+    for ci in order:
+        axes = cell_axes(job.model, all_cells[ci], job.base, job.space)
+        if axes is not None:
+            entries, n = coarse.cell_sets(fabric, job, ci, axes, groups.CellMemo(
+                cell_orders(all_cells[ci], job.space)), in_order, 0.0, OrderMemo())
+            expected += entries
+            done += n
+    assert [(e.bound, e.place, list(e.members)) for e in made] == [
+        (e.bound, e.place, list(e.members)) for e in expected]
+    assert decided == done
+    assert by_depth.tallies == in_order.tallies
+    assert [list(t.reasons.items()) for t in by_depth.tallies] == [
+        list(t.reasons.items()) for t in in_order.tallies]

@@ -75,7 +75,7 @@ import functools
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.stepbound import busy_bound, calls_busy_sums
@@ -86,10 +86,18 @@ from topomodel.inputs.records import check_values
 from topomodel.plan.groupfloor import unplaced_floor_calls
 from topomodel.plan.groups import UNSHAPED, CellMemo, valid_family
 from topomodel.plan.orderbounds import OrderMemo, PlanJob, rank_score
-from topomodel.plan.space import FamilyAxes
-from topomodel.plan.tally import over_limit
+from topomodel.plan.space import Cell, FamilyAxes, PlanSpace, cell_axes, cell_orders
+from topomodel.plan.tally import Tally, over_limit
 from topomodel.plan.tops import Tops
 from topomodel.traffic.layout import Layout, evolve
+
+
+class SearchJob(PlanJob, Protocol):
+    """What :func:`search_sets` reads of a plan's job: the bounds' and the space."""
+
+    @property
+    def space(self) -> PlanSpace: ...
+
 
 IN_STAGE = frozenset({"tp_ag", "tp_rs", "tp_ar", "cp_ag", "cp_rs", "ep"})
 """The step's collectives every family of a set issues alike (TP, CP, the experts'
@@ -304,6 +312,53 @@ def cell_sets(fabric: Fabric, job: PlanJob, ci: int, axes: FamilyAxes, cell: Cel
                                   (ci, (b.first + b.kept[0]) * n), axes, (ep, mb),
                                   tuple(blocks), n, cell))
     return out, decided
+
+
+def search_sets(fabric: Fabric, job: SearchJob, cells: Sequence[Cell], indices: Iterable[int],
+                tops: Tops, power_W: float, memo: OrderMemo) -> tuple[list[Coarse], int]:
+    """The frontier entries of the sets of the cells ``indices`` (places in ``cells``),
+    in their order, and the layouts decided making them (:func:`cell_sets`, counted in
+    ``tops``).
+
+    The cells are taken by pipeline depth and DP degree, and the schedules their shapes
+    read are held until the depth changes: every micro-batch of one cell runs a schedule
+    that cells of the same depth with another TP x CP split run again (DP x micro-batch
+    sets the microbatches), and a schedule no longer held is built again, its operations'
+    row sums numbered again (:func:`~topomodel.analysis.training.stepshape.
+    cached_schedule`). Each cell is counted apart and the counts added in the cells'
+    order, so a top's counts, and the order of its reasons, are those of the cells taken
+    in order; the entries are returned in that order too."""
+    order = list(indices)
+    at = {ci: k for k, ci in enumerate(order)}
+    counted: dict[int, list[Tally]] = {}
+    entries: list[Coarse] = []
+    decided = 0
+    held: dict[int, Any] = {}  # the schedules of the current depth, by id
+    depth = 0
+    for ci in sorted(order, key=lambda i: (cells[i].pp, cells[i].dp, at[i])):
+        c = cells[ci]
+        if c.pp != depth:
+            held, depth = {}, c.pp
+        cell = CellMemo(cell_orders(c, job.space))
+        axes = cell_axes(job.model, c, job.base, job.space)
+        if axes is not None:
+            own = Tops(tops.top, tops.families)
+            made, done = cell_sets(fabric, job, ci, axes, cell, own, power_W, memo)
+            entries.extend(made)
+            decided += done
+            counted[ci] = own.tallies
+        for _, shape, _ in cell.shaped.values():
+            if shape is not None:
+                schedule = shape.schedule
+                held[id(schedule)] = schedule
+        # made again for the few sets expanded (groups hold their own shapes)
+        cell.valid.clear()
+        cell.shaped.clear()
+    for ci in order:
+        for total, part in zip(tops.tallies, counted.get(ci, ()), strict=False):
+            total.add(part)
+    entries.sort(key=lambda e: (at[e.place[0]], e.place))
+    return entries, decided
 
 
 def _count(tops: Tops, holders: Sequence[tuple[int, ...]], what: str, orders: int) -> None:

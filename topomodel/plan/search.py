@@ -76,7 +76,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
-from topomodel.plan.coarse import Coarse, cell_sets
+from topomodel.plan.coarse import Coarse, search_sets
 from topomodel.plan.groupfloor import group_score
 from topomodel.plan.groups import CellMemo, Group, group_of
 from topomodel.plan.orderbounds import (
@@ -89,14 +89,7 @@ from topomodel.plan.orderbounds import (
 from topomodel.plan.orderbounds import objective_value as objective_value
 from topomodel.plan.power import fabric_power_W, fabric_USD_per_h
 from topomodel.plan.space import OBJECTIVES as OBJECTIVES
-from topomodel.plan.space import (
-    Cell,
-    PlanSpace,
-    cell_axes,
-    cell_families,
-    cell_orders,
-    cells,
-)
+from topomodel.plan.space import Cell, PlanSpace, cell_families, cell_orders, cells
 from topomodel.plan.tally import Tally as Tally
 from topomodel.plan.tally import over_limit
 from topomodel.plan.tops import VARIANTS as VARIANTS
@@ -248,19 +241,14 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
 
     groups: list[tuple[Group | Coarse, tuple[int, ...]]] = []
     memo = OrderMemo()  # the bounds' shared collectives and screens
-    by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
+    if sets and prune and job.base.ep_overlap != "dualpipe":  # (plan.coarse)
+        # valid and timeable families wait in their sets, unbounded
+        entries, done = search_sets(fabric, job, all_cells, indices, tops, power_W, memo)
+        groups.extend((entry, entry.holders) for entry in entries)
+        decided(done)
+        indices = ()
     for ci in indices:
         cell = CellMemo(cell_orders(all_cells[ci], job.space))
-        if by_set:  # valid and timeable families wait in their sets, unbounded
-            axes = cell_axes(job.model, all_cells[ci], job.base, job.space)
-            if axes is not None:
-                entries, done = cell_sets(fabric, job, ci, axes, cell, tops, power_W, memo)
-                groups.extend((entry, entry.holders) for entry in entries)
-                decided(done)
-            # made again for the few sets expanded (groups hold their own shapes)
-            cell.valid.clear()
-            cell.shaped.clear()
-            continue
         n = len(cell.orders)
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
