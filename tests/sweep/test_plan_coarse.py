@@ -31,10 +31,15 @@ CASES = {  # every recomputation, ZeRO stage, SP, schedule and interleave in a s
             PlanSpace(max_micro_batch=1, max_interleave=2, max_cp=1, max_tp=2),
             StepAssumptions(hot_expert_factor=1.3)),
 }
+REFUSED = {  # interleaves refused for their microbatches at some depths: reasons counted
+    "refused": ("mixtral-8x7b", Layout(global_batch=12, seq=4096),
+                PlanSpace(max_micro_batch=2, max_interleave=3, max_cp=1, max_tp=2),
+                StepAssumptions()),
+}
 
 
 def _job(fabric, case, top=5):
-    name, base, space, a = CASES[case]
+    name, base, space, a = {**CASES, **REFUSED}[case]
     return search.PlanJob(fabric.catalog.get(name, Model), base, space, a, top=top)
 
 
@@ -79,7 +84,7 @@ def test_no_layout_of_a_set_beats_its_floor(case):
     assert sets > 10 and checked > 100
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [*CASES, *REFUSED])
 def test_a_search_by_sets_keeps_the_top(case):
     fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
     job = _job(fabric, case, top=3)
@@ -129,7 +134,7 @@ def _families_of(job):
     return [f for f in families if f is not None]
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [*CASES, *REFUSED])
 @pytest.mark.parametrize("way", ["alike", "predicate", "alone"])
 def test_cell_sets_are_the_sets_made_family_by_family(case, way, monkeypatch):
     """:func:`~topomodel.plan.coarse.cell_sets` (a set's families decided per schedule
@@ -161,13 +166,14 @@ def test_cell_sets_are_the_sets_made_family_by_family(case, way, monkeypatch):
         decided_all += decided
     assert entries > 10
     assert new_tops.tallies == old_tops.tallies
+    assert (new_tops.tallies[0].invalid > 0) == (case in REFUSED)
     whole = new_tops.tallies[0]
     assert decided_all == whole.invalid + whole.over_limit
     assert [list(t.reasons) for t in new_tops.tallies] == [list(t.reasons)
                                                            for t in old_tops.tallies]
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [*CASES, *REFUSED])
 def test_search_sets_takes_cells_by_depth_and_counts_them_in_order(case):
     """:func:`~topomodel.plan.coarse.search_sets` (cells taken by pipeline depth, the
     schedules held) gives the entries and counts of :func:`~topomodel.plan.coarse.
