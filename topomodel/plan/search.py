@@ -278,11 +278,12 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
                           for h in range(1, len(tops.heaps))))
 
 
-GROUP, ORDERS, SET = range(3)
-"""A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
-timeline's bound (its orders bounded and modelled when it comes first), or a set of a
-cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded and
-pushed when it comes first)."""
+GROUP, ORDERS, SET, FLOORED = range(4)
+"""A frontier entry of :func:`_best_first`: a group at its cheap bound; at its group
+floor's too (:mod:`~topomodel.plan.groupfloor`; its timeline run when it comes first);
+at its timeline's bound too (its orders bounded and modelled when it comes first); or a
+set of a cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded
+and pushed when it comes first)."""
 
 
 def _wait(waiting: list[int], holders: tuple[int, ...], change: int) -> None:
@@ -315,9 +316,13 @@ def _best_first(fabric: Fabric, job: PlanJob,
     tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
     holds each group at its cheap bound; popped, a group that fits is pushed back at
-    its timeline's bound (the pipeline's bubble included), which is never above the
-    cheap one; popped again, each of its rank orders is bounded against its tops (when
-    full) and modelled unless pruned. A popped entry whose bound is below the last of
+    the lower of that and its group floor (:func:`~topomodel.plan.groupfloor.
+    group_score`: its collectives at what no placement beats, no timeline run); popped
+    again, at the lower of that and its timeline's bound (the pipeline's bubble
+    included); popped a third time, each of its rank orders is bounded against its
+    tops (when full) and modelled unless pruned. Each bound holds for every order of the
+    group, so the lowest of them does too, and a timeline is run only for the groups
+    whose floor comes first. A popped entry whose bound is below the last of
     every top that holds it is pruned; once the first entry's bound is below the last
     of every top with entries left (:meth:`~topomodel.plan.tops.Tops.floor`), every
     entry's is, and all are pruned: the same tops as deciding them all (ties rank by
@@ -357,11 +362,12 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
                 continue
-            bar = tops.entry_bar(holders, distinct_key(item.layout))
-            if bar > -float("inf") and group_score(fabric, job, item.layout, item.shape, memo,
-                                                    power_W) < bar:
+            floor = group_score(fabric, job, item.layout, item.shape, memo, power_W)
+            if floor < tops.entry_bar(holders, distinct_key(item.layout)):
                 pruned(item, holders)  # no order can enter a top: no timeline
                 continue
+            push(min(-neg, floor), place, FLOORED, item, holders)  # timeline when first
+        elif stage == FLOORED:
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
                                           item.shape, item.pipeline(job)), job, power_W)
             push(min(-neg, tight), place, ORDERS, item, holders)
