@@ -408,12 +408,13 @@ def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
             push: Callable[[float, tuple[int, int], int, Group, tuple[int, ...]], None]
             ) -> None:
     """Push the groups of a set (:mod:`~topomodel.plan.coarse`) into the frontier,
-    each at its cheap bound with the tops that hold it, as the search without sets
-    bounds them (:func:`group_of`)."""
+    each with the tops that hold it at the lower of its cheap bound (as the search
+    without sets bounds them, :func:`group_of`) and the set's floor (which holds for
+    every family of the set)."""
     for m in entry.members:
         _, group = group_of(fabric, job, m.place, m.family, power_W, entry.cell)
         assert group is not None  # found valid before its set was made
-        push(group.bound, m.place, GROUP, group, m.holders)
+        push(min(group.bound, entry.bound), m.place, GROUP, group, m.holders)
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:
