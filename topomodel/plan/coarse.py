@@ -67,6 +67,13 @@ ROUNDING_MARGIN` covers it, as for every bound of the search.
 
 With ``ep_overlap="dualpipe"`` an All-to-All's exposed time is clipped apart from the
 operations' durations: no set floor is made there (the search bounds each family).
+
+**Making the sets** costs no work per family (:func:`cell_sets`, :func:`search_sets`):
+a cell's families are the product of a few lists (:class:`~topomodel.plan.space.
+FamilyAxes`), and validity, the router's limit and the tops holding a family are
+decided per (set, schedule, interleave) where they cannot differ within it; a set's
+families are made only if it is expanded (:attr:`Coarse.members`). At 98k accelerators
+the whole space of DeepSeek-V3 holds 2.0 M families in 15,189 sets.
 """
 
 from __future__ import annotations
