@@ -202,31 +202,3 @@ def test_search_sets_takes_cells_by_depth_and_counts_them_in_order(case):
     assert by_depth.tallies == in_order.tallies
     assert [list(t.reasons.items()) for t in by_depth.tallies] == [
         list(t.reasons.items()) for t in in_order.tallies]
-
-
-def test_orders_are_modelled_best_screen_first():
-    """``search._by_screen``: every rank order of a group once, by screen from best,
-    ties in listing order."""
-    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
-    job = _job(fabric, "moe")
-    memo = OrderMemo()
-    tried = 0
-    for ci, c in enumerate(search.plan_cells(fabric, job)):
-        cell = groups.CellMemo(cell_orders(c, job.space))
-        if len(cell.orders) < 3:
-            continue
-        family = next(iter(cell_families(job.model, c, job.base, job.space)))
-        _, group = groups.group_of(fabric, job, (ci, 0), family, 0.0, cell)
-        if group is None:
-            continue
-        bounds = search.OrderBounds(fabric, job, group.layout, group.shape,
-                                    lambda g=group: g.pipeline(job), 0.0, memo)
-        ranked = search._by_screen(bounds, group)
-        listed = [(k, search.in_order(group.layout, f["order"])) for k, f in group.members]
-        assert sorted(ranked, key=lambda kl: kl[0]) == listed
-        screens = [bounds.best_score(layout, float("inf")) for _, layout in ranked]
-        for (k1, _), (k2, _), s1, s2 in zip(ranked, ranked[1:], screens, screens[1:],
-                                            strict=False):
-            assert s1 > s2 or (s1 == s2 and k1 < k2)
-        tried += 1
-    assert tried > 0
