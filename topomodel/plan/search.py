@@ -380,28 +380,14 @@ def _best_first(fabric: Fabric, job: PlanJob,
             if bar > -float("inf") and bounds.unplaced_score(first, bar) < bar:
                 pruned(item, holders)  # no order can enter a top
                 continue
-            for k, layout in _by_screen(bounds, item):
+            for k, fields_ in item.members:
+                layout = in_order(item.layout, fields_["order"])
                 bar = tops.entry_bar(holders, key)
                 if bar > -float("inf") and bounds.best_score(layout, bar) < bar:
                     tops.count(holders, "pruned", 1)
                 else:
                     evaluate((place[0], k), layout, holders)
                 decided(1)
-
-
-def _by_screen(bounds: OrderBounds, group: Group) -> list[tuple[int, Layout]]:
-    """The rank orders of ``group`` (place in the cell, layout), best screen first
-    (:meth:`~topomodel.plan.orderbounds.OrderBounds.best_score` with no top to beat:
-    the screen alone), ties in listing order: modelled in that order, the first is the
-    likeliest to be the group's best, whose step the others must then beat
-    (:func:`~topomodel.plan.tops.entry_bar`). Which order is modelled first changes
-    neither a step nor how a tie ranks (by place), only which orders are pruned."""
-    orders = [(k, in_order(group.layout, fields_["order"])) for k, fields_ in group.members]
-    if len(orders) < 2:
-        return orders
-    screens = [bounds.best_score(layout, float("inf")) for _, layout in orders]
-    return [orders[i] for i in sorted(range(len(orders)), key=lambda i: (
-        -screens[i] if screens[i] == screens[i] else -float("inf")))]
 
 
 def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
