@@ -71,15 +71,14 @@ from topomodel.analysis.training.stepbound import (
     step_bound,
 )
 from topomodel.analysis.training.stepcalls import keeping_groups
-from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import FlowLimit, ParameterError, UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
-from topomodel.plan.coarse import Coarse, Member, set_entries, set_key
+from topomodel.plan.coarse import Coarse, search_sets
 from topomodel.plan.groupfloor import group_score
-from topomodel.plan.groups import CellMemo, Group, group_of, valid_family
+from topomodel.plan.groups import CellMemo, Group, group_of
 from topomodel.plan.orderbounds import (
     OrderBounds,
     OrderMemo,
@@ -242,20 +241,19 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
 
     groups: list[tuple[Group | Coarse, tuple[int, ...]]] = []
     memo = OrderMemo()  # the bounds' shared collectives and screens
-    by_set = sets and prune and job.base.ep_overlap != "dualpipe"  # (plan.coarse)
+    if sets and prune and job.base.ep_overlap != "dualpipe":  # (plan.coarse)
+        # valid and timeable families wait in their sets, unbounded
+        entries, done = search_sets(fabric, job, all_cells, indices, tops, power_W, memo)
+        groups.extend((entry, entry.holders) for entry in entries)
+        decided(done)
+        indices = ()
     for ci in indices:
         cell = CellMemo(cell_orders(all_cells[ci], job.space))
         n = len(cell.orders)
-        cell_sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]] = {}
         for u, family in enumerate(cell_families(job.model, all_cells[ci], job.base,
                                                  job.space)):
             holders = tops.holders(family)
             tops.count(holders, "searched", n)
-            if by_set:  # valid and timeable families wait in their set, unbounded
-                if not _into_set(fabric, job, Member((ci, u * n), family, holders, n),
-                                 cell, cell_sets, tops):
-                    decided(n)
-                continue
             reason, group = group_of(fabric, job, (ci, u * n), family, power_W, cell)
             if group is None:
                 tops.count(holders, "invalid", n, reason)
@@ -272,11 +270,6 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
                 for k, fields_ in group.members:
                     evaluate((ci, k), replace(job.base, **fields_), holders)
             decided(n)
-        groups.extend((entry, entry.holders) for entry in set_entries(
-            fabric, job, cell_sets.values(), power_W, memo, cell))
-        # made again for the few sets expanded (groups hold their own shapes)
-        cell.valid.clear()
-        cell.shaped.clear()
     _best_first(fabric, job, groups, power_W, tops, decided, evaluate, memo)
     if progress is not None and pending:
         progress(pending)
@@ -285,27 +278,12 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
                           for h in range(1, len(tops.heaps))))
 
 
-def _into_set(fabric: Fabric, job: PlanJob, member: Member, cell: CellMemo,
-              sets: dict[tuple[Any, ...], list[tuple[Member, Layout, Shape]]], tops: Tops
-              ) -> bool:
-    """Put a valid family that can be timed in its set of ``sets`` (True), or count
-    it invalid or over the router's limit (False), as the search without sets does."""
-    reason, stem, shape = valid_family(fabric, job, member.family, cell)
-    if stem is None or shape is None:
-        tops.count(member.holders, "invalid", member.orders, reason)
-    elif over_limit(fabric, job.model, stem, job.routing):
-        tops.count(member.holders, "over_limit", member.orders)
-    else:
-        sets.setdefault(set_key(member.family), []).append((member, stem, shape))
-        return True
-    return False
-
-
-GROUP, ORDERS, SET = range(3)
-"""A frontier entry of :func:`_best_first`: a group at its cheap bound, or at its
-timeline's bound (its orders bounded and modelled when it comes first), or a set of a
-cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded and
-pushed when it comes first)."""
+GROUP, ORDERS, SET, FLOORED = range(4)
+"""A frontier entry of :func:`_best_first`: a group at its cheap bound; at its group
+floor's too (:mod:`~topomodel.plan.groupfloor`; its timeline run when it comes first);
+at its timeline's bound too (its orders bounded and modelled when it comes first); or a
+set of a cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded
+and pushed when it comes first)."""
 
 
 def _wait(waiting: list[int], holders: tuple[int, ...], change: int) -> None:
@@ -338,9 +316,13 @@ def _best_first(fabric: Fabric, job: PlanJob,
     tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
     holds each group at its cheap bound; popped, a group that fits is pushed back at
-    its timeline's bound (the pipeline's bubble included), which is never above the
-    cheap one; popped again, each of its rank orders is bounded against its tops (when
-    full) and modelled unless pruned. A popped entry whose bound is below the last of
+    the lower of that and its group floor (:func:`~topomodel.plan.groupfloor.
+    group_score`: its collectives at what no placement beats, no timeline run); popped
+    again, at the lower of that and its timeline's bound (the pipeline's bubble
+    included); popped a third time, each of its rank orders is bounded against its
+    tops (when full) and modelled unless pruned. Each bound holds for every order of the
+    group, so the lowest of them does too, and a timeline is run only for the groups
+    whose floor comes first. A popped entry whose bound is below the last of
     every top that holds it is pruned; once the first entry's bound is below the last
     of every top with entries left (:meth:`~topomodel.plan.tops.Tops.floor`), every
     entry's is, and all are pruned: the same tops as deciding them all (ties rank by
@@ -380,11 +362,12 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
                 continue
-            bar = tops.entry_bar(holders, distinct_key(item.layout))
-            if bar > -float("inf") and group_score(fabric, job, item.layout, item.shape, memo,
-                                                    power_W) < bar:
+            floor = group_score(fabric, job, item.layout, item.shape, memo, power_W)
+            if floor < tops.entry_bar(holders, distinct_key(item.layout)):
                 pruned(item, holders)  # no order can enter a top: no timeline
                 continue
+            push(min(-neg, floor), place, FLOORED, item, holders)  # timeline when first
+        elif stage == FLOORED:
             tight = rank_score(step_bound(job.model, item.layout, job.assumptions,
                                           item.shape, item.pipeline(job)), job, power_W)
             push(min(-neg, tight), place, ORDERS, item, holders)
@@ -411,12 +394,13 @@ def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,
             push: Callable[[float, tuple[int, int], int, Group, tuple[int, ...]], None]
             ) -> None:
     """Push the groups of a set (:mod:`~topomodel.plan.coarse`) into the frontier,
-    each at its cheap bound with the tops that hold it, as the search without sets
-    bounds them (:func:`group_of`)."""
+    each with the tops that hold it at the lower of its cheap bound (as the search
+    without sets bounds them, :func:`group_of`) and the set's floor (which holds for
+    every family of the set)."""
     for m in entry.members:
         _, group = group_of(fabric, job, m.place, m.family, power_W, entry.cell)
         assert group is not None  # found valid before its set was made
-        push(group.bound, m.place, GROUP, group, m.holders)
+        push(min(group.bound, entry.bound), m.place, GROUP, group, m.holders)
 
 
 def merge(parts: Sequence[PlanPart], top: int) -> PlanPart:

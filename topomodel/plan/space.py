@@ -164,13 +164,58 @@ def cell_families(model: Model, cell: Cell, base: Layout, space: PlanSpace
     """The layouts of one cell without their rank order (every searched field but
     ``order``), in the order :func:`cell_layouts` lists them: the rank order changes
     neither a layout's validity nor its memory, so a search decides those once for all
-    the orders of a family."""
+    the orders of a family. They are the product of :func:`cell_axes`, in its order
+    (:meth:`FamilyAxes.family`)."""
+    axes = cell_axes(model, cell, base, space)
+    if axes is None:
+        return
+    for ep, mb, pipe, recompute, zero, sp in itertools.product(
+            axes.eps, axes.micro, axes.pipes, axes.recomputes, axes.zeros, axes.sps):
+        yield axes.family(ep, mb, pipe, (recompute, zero, sp))
+
+
+@dataclass(frozen=True)
+class FamilyAxes:
+    """The values a cell's families take in each searched field but the order, in
+    listing order (:func:`cell_families` lists their product, the first outermost):
+    the EP degrees, micro-batch sizes, (schedule, interleave) pairs, recomputations,
+    ZeRO stages and sequence parallelism."""
+
+    cell: Cell
+    eps: list[int]
+    micro: list[int]
+    pipes: list[tuple[str, int]]
+    recomputes: list[str]
+    zeros: list[int]
+    sps: list[bool]
+
+    def family(self, ep: int, mb: int, pipe: tuple[str, int],
+               unshaped: tuple[str, int, bool]) -> dict[str, Any]:
+        """The fields of one family, as :func:`cell_families` lists them: its EP,
+        micro-batch, (schedule, interleave) and (recomputation, ZeRO, sequence
+        parallelism)."""
+        c = self.cell
+        (schedule, interleave), (recompute, zero, sp) = pipe, unshaped
+        return {"tp": c.tp, "cp": c.cp, "pp": c.pp, "dp": c.dp, "ep": ep,
+                "micro_batch": mb, "interleave": interleave, "schedule": schedule,
+                "recompute": recompute, "zero": zero, "sequence_parallel": sp}
+
+    @property
+    def per_pipe(self) -> int:
+        """Families with one EP, micro-batch, schedule and interleave."""
+        return len(self.recomputes) * len(self.zeros) * len(self.sps)
+
+
+def cell_axes(model: Model, cell: Cell, base: Layout, space: PlanSpace
+              ) -> FamilyAxes | None:
+    """The values of each field of ``cell``'s families (:class:`FamilyAxes`), None
+    where the cell has none (CP does not divide the sequence, DP the global batch)."""
     seq = base.seq or model.sequence
     if seq % cell.cp:
-        return
+        return None
     if base.global_batch:
         if base.global_batch % cell.dp:
-            return
+            return None
         micro = _divisors(base.global_batch // cell.dp)
     else:
         micro = [2**k for k in range(space.max_micro_batch.bit_length())]
@@ -189,11 +234,7 @@ def cell_families(model: Model, cell: Cell, base: Layout, space: PlanSpace
     sps = space.choices("sequence_parallel", [True, False] if cell.tp > 1
                         else [base.sequence_parallel])
     recomputes = space.choices("recompute", list(RECOMPUTE))
-    for ep, mb, (sched, v), recompute, zero, sp in itertools.product(
-            eps, micro, pipes, recomputes, zeros, sps):
-        yield {"tp": cell.tp, "cp": cell.cp, "pp": cell.pp, "dp": cell.dp, "ep": ep,
-               "micro_batch": mb, "interleave": v, "schedule": sched,
-               "recompute": recompute, "zero": zero, "sequence_parallel": sp}
+    return FamilyAxes(cell, eps, micro, pipes, recomputes, zeros, sps)
 
 
 def count_layouts(model: Model, cell: Cell, base: Layout, space: PlanSpace) -> int:

@@ -113,10 +113,13 @@ def entry_bar(heap: list[Ranked], top: int, key: tuple[Any, ...]) -> float:
 class Family:
     """A named part of a plan's space with a top of its own: ``holds`` tells, from a
     layout's searched fields but the rank order (as :func:`~topomodel.plan.space.
-    cell_families` lists them), whether the layout is in it."""
+    cell_families` lists them), whether the layout is in it; ``reads``, the fields
+    ``holds`` reads (None: any), lets a search decide it once for the families that
+    differ only in others (:meth:`Tops.alike_without`)."""
 
     name: str
     holds: Callable[[Mapping[str, Any]], bool]
+    reads: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def space_family(name: str, space: PlanSpace, within: PlanSpace) -> Family | Non
     def holds(fields: Mapping[str, Any]) -> bool:
         return all(fields[key] <= limit for key, limit in limits)
 
-    return Family(name, holds)
+    return Family(name, holds, frozenset(key for key, _ in limits))
 
 
 class Tops:
@@ -195,6 +198,11 @@ class Tops:
         if not self.families:
             return self._whole_only
         return (0, *(i for i, f in enumerate(self.families, 1) if f.holds(fields)))
+
+    def alike_without(self, fields: frozenset[str]) -> bool:
+        """Whether no family reads any of ``fields`` (:attr:`Family.reads`), so layouts
+        that differ only in them have the same :meth:`holders`."""
+        return all(f.reads is not None and not f.reads & fields for f in self.families)
 
     def count(self, holders: Iterable[int], what: str, layouts: int,
               reason: str | None = None) -> None:
