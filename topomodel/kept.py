@@ -12,6 +12,7 @@ move on from what they asked before.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from operator import is_
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -29,6 +30,10 @@ class Kept(Generic[T]):
     9
     >>> kept.get((id(owner), 3), (owner,), lambda: 0)  # kept: not made again
     9
+    >>> kept.get((id(owner), 3), (object(),), lambda: 4)  # another owner: made again
+    4
+    >>> kept.get((id(owner), 3), (owner, owner), lambda: 5)  # other owners: made again
+    5
     >>> kept.clear()
     >>> kept.get((id(owner), 3), (owner,), lambda: 0)
     0
@@ -49,17 +54,21 @@ class Kept(Generic[T]):
         """The value under ``key``, made by ``make`` where none is kept or where one of
         the objects it was made from is not ``owners``' (an id taken again)."""
         held = self._held.get(key)
-        if held is None or any(a is not b for a, b in zip(held[0], owners, strict=True)):
-            if held is not None:  # an id taken again: its value goes
-                self._filled -= held[2]
-                del self._held[key]
-            made = make()
-            size = 1 if self._size is None else self._size(made)
-            if self._filled + size > self.limit:
-                self.clear()
-            held = self._held[key] = (owners, made, size)
-            self._filled += size
-        return held[1]
+        # a hit's owners compared one by one in C (``map``), not in a generator: the
+        # planner asks a million times
+        if held is not None and (held[0] is owners or (
+                len(held[0]) == len(owners) and all(map(is_, held[0], owners)))):
+            return held[1]
+        if held is not None:  # an id taken again: its value goes
+            self._filled -= held[2]
+            del self._held[key]
+        made = make()
+        size = 1 if self._size is None else self._size(made)
+        if self._filled + size > self.limit:
+            self.clear()
+        self._held[key] = (owners, made, size)
+        self._filled += size
+        return made
 
     def clear(self) -> None:
         """Drop every value kept."""

@@ -376,3 +376,45 @@ def test_a_grids_checked_communicators_are_kept_for_every_collective_over_it(mon
         stepcalls.checked_groups(shared, ("test", 2), rows)  # the others dropped
         assert list(kept) == [("test", 2)]
     assert not kept  # dropped when the search ends
+
+
+def test_a_dropped_grid_asked_again_is_not_checked_again_and_spans_the_same(monkeypatch):
+    """With room for one grid (CHECKED_RANKS), the steps of several layouts on one
+    fabric within keeping_groups equal each on a fabric of its own, field for field;
+    a grid dropped and asked again is held without checking its groups again, with the
+    domains its groups span (``nodes``) as found afresh."""
+    from topomodel.analysis.training import stepcalls
+    from topomodel.analysis.training.step import step_time
+    from topomodel.traffic import communicators
+    from topomodel.traffic.communicators import group_blocks
+
+    shared = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = shared.catalog.get("llama3-8b", Model)
+    layouts = [Layout(tp=tp, pp=2, dp=8 // tp, global_batch=16, seq=4096, micro_batch=1,
+                      zero=1, order=order)
+               for tp, order in ((2, "tp,cp,dp,pp"), (4, "tp,cp,dp,pp"), (2, "dp,tp,cp,pp"),
+                                 (2, "tp,cp,dp,pp"), (4, "tp,cp,dp,pp"))]
+    monkeypatch.setattr(stepcalls, "CHECKED_RANKS", 1)  # one grid kept at a time
+    dropped = shared.derived(stepcalls.dropped_groups)
+    with stepcalls.keeping_groups(shared):
+        for layout in layouts:
+            alone = build_fabric(*load_design("two.yaml", text=DESIGN))
+            assert step_time(shared, model, layout) == step_time(alone, model, layout)
+        assert dropped and any(dropped.values())  # some with their spans found
+        rows_a = shared.accelerators.reshape(2, -1)  # a group per server
+        rows_b = shared.accelerators.reshape(-1, 2)
+        first = stepcalls.checked_groups(shared, ("test", "a"), rows_a)
+        spans = first.block(0).nodes
+        stepcalls.checked_groups(shared, ("test", "b"), rows_b)  # "a" dropped
+        assert ("test", "a") not in shared.derived(stepcalls.kept_groups)
+        checks: list[object] = []
+        real = communicators._verified
+        monkeypatch.setattr(communicators, "_verified",
+                            lambda g: checks.append(g) or real(g))
+        again = stepcalls.checked_groups(shared, ("test", "a"), rows_a)
+        assert not checks and again is not first  # held again, not checked again
+        assert np.array_equal(again.blocks[0], first.blocks[0])
+        assert again.block(0).cache["nodes"] == spans == group_blocks(
+            shared, rows_a).block(0).nodes  # as found afresh
+        assert checks  # a fresh group_blocks checks
+    assert not dropped  # dropped when the search ends

@@ -442,3 +442,38 @@ def test_bytes_are_scaled_only_by_a_power_of_two_in_range():
     assert scale(a, [4.0, -0.0, 14.0, -0.0]) is None  # a zero's sign
     assert scale(a * 2.0**-600, a) is None  # out of the range where scaling is exact
     assert scale(np.zeros(4), np.zeros(4)) == 1.0
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), [
+    ("allreduce", "ring"), ("allreduce", "tree"), ("allgather", "ring"),
+    ("reducescatter", "ring"), ("alltoall", "direct"), ("alltoall", "pairwise")])
+def test_traffics_the_flows_match_have_one_print(superpod, collective, algorithm):
+    """:func:`routes.flows_print` filters the kept traffics :func:`phase_routes`
+    compares: every pair of traffics :func:`routes.flows_scale` matches (PXN's rewrites
+    too) has the same print, so the filter drops no match; and the first match of the
+    filtered traffics is the first of all of them (the kept routes are those the full
+    scan took)."""
+    fabric = fresh(superpod)
+    rails = fabric.accelerators[:64].reshape(8, 8).T
+    systems = fabric.accelerators[:64].reshape(4, 16)
+    made = [collective_traffic(fabric, c, groups, size, algorithm=algorithm)
+            for groups in (rails, systems) for size in (2.0**20, 2.0**26, 3 * 2.0**20)
+            for c in dict.fromkeys((collective, "allgather" if collective
+                                    == "reducescatter" else collective))]
+    made += [pxn_traffic(fabric, t) for t in made]
+    matched = 0
+    for a in made:
+        for b in made:
+            if routes.flows_scale(a, b) is not None:
+                matched += 1
+                assert routes.flows_print(a) == routes.flows_print(b)
+    assert matched > len(made)  # not only each with itself
+    for t in made:
+        phase_routes(fabric, t, routing="ecmp", seed=0, router="auto", qps=1)
+    memo = fabric.derived(routes.kept_routes)
+    for t in made:  # the scan over every kept traffic, as before the filter
+        full = next(o for o in memo if routes.flows_scale(o, t) is not None)
+        alike = fabric.derived(routes.kept_by_flows)[routes.flows_print(t)]
+        kept = [r() for r in alike if r() is not None and r() in memo]
+        assert kept == [o for o in memo if routes.flows_print(o) == routes.flows_print(t)]
+        assert next(o for o in kept if routes.flows_scale(o, t) is not None) is full

@@ -163,9 +163,12 @@ def check_collective(collective: str) -> None:
                               f" {', '.join(COLLECTIVES)}")
 
 
-def group_blocks(fabric: Fabric, groups: GroupsLike | GroupBlocks) -> GroupBlocks:
+def group_blocks(fabric: Fabric, groups: GroupsLike | GroupBlocks, *,
+                 checked: bool = False) -> GroupBlocks:
     """``groups`` checked against ``fabric`` and held as 2-D blocks of one size each
-    (given :class:`GroupBlocks` of this fabric are returned as they are).
+    (given :class:`GroupBlocks` of this fabric are returned as they are); with
+    ``checked``, groups known to pass the checks on this fabric (the same ones were
+    checked before): held as blocks, not checked again.
 
     Raises
     ------
@@ -199,7 +202,8 @@ def group_blocks(fabric: Fabric, groups: GroupsLike | GroupBlocks) -> GroupBlock
                                   ).astype(np.int32))
         blocks.append(parts[same[0]] if len(same) == 1 else np.concatenate(
             [parts[i] for i in same]))
-    return _verified(GroupBlocks(fabric, tuple(ids), tuple(blocks), int(first[-1])))
+    made = GroupBlocks(fabric, tuple(ids), tuple(blocks), int(first[-1]))
+    return made if checked else _verified(made)
 
 
 def _verified(groups: GroupBlocks) -> GroupBlocks:

@@ -264,22 +264,74 @@ def phase_routes(fabric: Fabric, traffic: Traffic, *, routing: str, seed: int,
     if kept is not None and key in kept:
         routes: tuple[PhaseRoute, ...] = kept[key]
         return routes
-    for other, held in list(memo.items()):
-        scales = flows_scale(other, traffic) if key in held else None
+    alike = fabric.derived(kept_by_flows).setdefault(flows_print(traffic), {})
+    for ref in list(alike):  # in the order they were kept, as ``memo`` holds them
+        other = ref()
+        held = memo.get(other) if other is not None else None
+        if other is None or held is None or key not in held:
+            continue
+        scales = flows_scale(other, traffic)
         if scales is not None:  # a ring all-gather's routes are its reduce-scatter's
             twin = held[key]
             if any(f != 1.0 for f in scales):  # the same collective at another size
                 twin = tuple(r if f == 1.0 else r.scaled(f)
                              for r, f in zip(twin, scales, strict=True))
-            memo.setdefault(traffic, {})[key] = twin
+            _keep(memo, alike, traffic)[key] = twin
             return twin
     if router == "general" or (router == "auto" and structured_supported(fabric)):
         check_general_work(fabric, traffic.phases, routing=routing, qps=qps)  # up front
     routes = tuple(PhaseRoute.of(route(fabric, ph, routing=routing, seed=seed,
                                        router=router, qps=qps))
                    for ph in traffic.phases)
-    memo.setdefault(traffic, {})[key] = routes
+    _keep(memo, alike, traffic)[key] = routes
     return routes
+
+
+def _keep(memo: weakref.WeakKeyDictionary[Traffic, dict[RouteKey, Any]],
+          alike: dict[weakref.ref[Traffic], None], traffic: Traffic
+          ) -> dict[RouteKey, Any]:
+    """``traffic``'s routes in ``memo``, entered (last) in ``alike`` when it enters
+    ``memo``, so ``alike`` lists the kept traffics in ``memo``'s order; the entries of
+    traffics no longer kept go."""
+    held = memo.get(traffic)
+    if held is None:
+        for ref in [r for r in alike if r() is None or r() not in memo]:
+            del alike[ref]
+        ref = weakref.ref(traffic)
+        alike.pop(ref, None)  # equal refs of one live object: the same entry
+        alike[ref] = None
+        held = memo[traffic] = {}
+    return held
+
+
+FlowsPrint = tuple[Any, ...]
+"""What :func:`flows_print` gives: equal for two traffics :func:`flows_scale` matches."""
+
+
+def flows_print(traffic: Traffic) -> FlowsPrint:
+    """A few values of each phase's flows that :func:`flows_scale` requires equal of two
+    traffics it matches (the flow count and the first and last flows' ends; of an
+    all-pairs phase, its groups' first and last ranks and whether it is rewritten): the
+    traffics kept under another print need not be compared (:func:`phase_routes`),
+    those under the same one still are, in full. Reads no listed pairs."""
+    out: list[Any] = []
+    for ph in traffic.phases:
+        if isinstance(ph, AllPairsPhase):
+            out.append(("pairs", ph.flows, ph.rewrite is None, tuple(
+                (b.ranks.shape, int(b.ranks.flat[0]), int(b.ranks.flat[-1]))
+                if b.ranks.size else b.ranks.shape for b in ph.blocks)))
+        else:
+            ends = (ph.src[:2].tolist(), ph.dst[:2].tolist(), ph.src[-2:].tolist(),
+                    ph.dst[-2:].tolist()) if ph.flows else ()
+            out.append(("flows", ph.flows, *map(tuple, ends)))
+    return tuple(out)
+
+
+@ignores_capacities  # as kept_routes: shared by the same fabrics
+def kept_by_flows(_: Fabric) -> dict[FlowsPrint, dict[weakref.ref[Traffic], None]]:
+    """The traffics :func:`phase_routes` keeps routes of on a fabric, by their
+    :func:`flows_print`, each print's in the order they were kept (weakly)."""
+    return {}
 
 
 def same_flows(a: Traffic, b: Traffic) -> bool:

@@ -280,6 +280,7 @@ def keeping_groups(fabric: Fabric) -> Iterator[None]:
         _keeping[0] = was
         if not was:
             fabric.derived(kept_groups).clear()
+            fabric.derived(dropped_groups).clear()
 
 
 def kept_groups(_: Fabric) -> OrderedDict[tuple[Any, ...], GroupBlocks]:
@@ -307,13 +308,29 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
     if found is not None:
         kept.move_to_end(named)
         return found
+    # communicators dropped before are not checked again, nor the domains their
+    # groups span found again (what ``nodes`` derives: a few ms a grid at 98k ranks)
+    dropped_before = fabric.derived(dropped_groups)
+    spans = dropped_before.get(named)
     found = kept[named] = group_blocks(fabric, rows if isinstance(rows, np.ndarray)
-                                       else rows())
+                                       else rows(), checked=spans is not None)
+    for k, nodes in (spans or {}).items():
+        found.block(k).cache["nodes"] = nodes
     held = sum(int(block.size) for blocks in kept.values() for block in blocks.blocks)
     while held > CHECKED_RANKS and len(kept) > 1:
-        _, dropped = kept.popitem(last=False)
+        name, dropped = kept.popitem(last=False)
         held -= sum(int(block.size) for block in dropped.blocks)
+        views = [dropped.block(k).cache for k in range(len(dropped.blocks))]
+        dropped_before[name] = {k: v["nodes"] for k, v in enumerate(views) if "nodes" in v}
     return found
+
+
+def dropped_groups(_: Fabric) -> dict[tuple[Any, ...], dict[int, int]]:
+    """Of the communicators :func:`checked_groups` dropped from a fabric's
+    :func:`kept_groups` (checked, so not checked again when asked again), by what names
+    them: per block the most scale-up domains a group spans (``GroupView.nodes``),
+    where it was found. A few integers each."""
+    return {}
 
 
 def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
