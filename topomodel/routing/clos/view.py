@@ -28,7 +28,7 @@ class Fanout:
         # the arcs (link rows) in int32 where the rows allow: the table is kept
         owners, arcs = owners[order], arcs[order].astype(index_dtype(len(cables)), copy=False)
         unique = owners[np.r_[True, owners[1:] != owners[:-1]]] if len(owners) else owners
-        self.slot = np.full(n_nodes, -1)
+        self.slot = np.full(n_nodes, -1, index_dtype(n_nodes))  # a table row per node
         self.slot[unique] = np.arange(len(unique))
         width = len(arcs) // max(1, len(unique))
         if len(unique) and width * len(unique) != len(arcs):
