@@ -76,3 +76,24 @@ def test_narrow_columns_index_and_route_as_int64_ones(name, example_fabric):
                 assert mine.link_bytes.tobytes() == theirs.link_bytes.tobytes()
                 assert np.array_equal(mine.hops, theirs.hops)
                 assert np.array_equal(mine.unroutable, theirs.unroutable)
+
+
+@pytest.mark.parametrize("leaves", [1_000, 50_000])  # keys below and past 2**31
+def test_leaf_pairs_of_int32_slots_are_those_of_int64_ones(leaves):
+    from types import SimpleNamespace
+
+    from topomodel.routing.planes import leaf_pairs
+
+    nodes = 2 * leaves + 7
+    rng = np.random.default_rng(5)
+    slot = np.full(nodes, -1, np.int32)
+    leaf_nodes = np.sort(rng.choice(nodes, leaves, replace=False))
+    slot[leaf_nodes] = np.arange(leaves)
+    lower_s, lower_d = rng.choice(leaf_nodes, 500), rng.choice(leaf_nodes, 500)
+    narrow = leaf_pairs(SimpleNamespace(slot=slot, present=True), lower_s, lower_d, nodes)
+    wide = leaf_pairs(SimpleNamespace(slot=slot.astype(np.int64), present=True),
+                      lower_s, lower_d, nodes)
+    for mine, theirs in zip(narrow, wide, strict=True):
+        assert np.array_equal(mine, theirs)
+    assert np.array_equal(narrow[0][narrow[2]], lower_s)
+    assert np.array_equal(narrow[1][narrow[2]], lower_d)
