@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric, ignores_failures
+from topomodel.fabric.tables import Fabric, ignores_failures, index_dtype
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,7 +21,8 @@ class ArcIndex:
     """The link rows in the order of their key ``src * nodes + dst``, ties (parallel
     arcs: two rows joining the same ends the same way) in link-row order.
 
-    ``order`` holds the link rows in that order (``np.argsort(keys, kind="stable")``),
+    ``order`` holds the link rows in that order (``np.argsort(keys, kind="stable")``,
+    in :func:`~topomodel.fabric.tables.index_dtype` of the row count),
     ``keys`` their keys, sorted; ``nodes`` is the fabric's node count and ``parallel``
     whether any two rows share a key. The arrays are read-only: the index is shared.
     """
@@ -42,7 +43,7 @@ class ArcIndex:
         ([1, 3, 2, 0], True)
         """
         keys = np.asarray(src).astype(np.int64) * nodes + np.asarray(dst, np.int64)
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable").astype(index_dtype(len(keys)), copy=False)
         sorted_keys = keys[order]
         order.setflags(write=False)
         sorted_keys.setflags(write=False)

@@ -151,12 +151,19 @@ class FabricBuilder:
         """The link table's columns as built, before cabling: ``src``, ``dst``, ``tier``
         and ``medium`` (integer codes into :data:`LINK_TIERS` and :data:`MEDIA`),
         ``cables``, ``rate_Bps`` and ``capacity_Bps``; fresh arrays, one row per
-        direction."""
+        direction. ``src`` and ``dst`` are node numbers in :func:`index_dtype` of the
+        node count, ``cables`` int32 where every count fits (int64 otherwise): 4 bytes
+        a row each, not 8, on millions of rows; arithmetic on them that could pass
+        2**31 (a key ``src * nodes + dst``) casts to int64 first."""
         blocks = self.link_blocks
         counts = _counts(blocks)
+        node_index = index_dtype(int(_counts(self.node_blocks).sum()))
         cables = _joined(blocks, "cables", np.int64)
+        if not len(cables) or int(cables.max()) <= np.iinfo(np.int32).max:
+            cables = cables.astype(np.int32)  # a few per row; their products are floats
         rate = np.repeat(np.array([b["rate_Bps"] for b in blocks], float), counts)
-        return {"src": _joined(blocks, "src", np.int64), "dst": _joined(blocks, "dst", np.int64),
+        return {"src": _joined(blocks, "src", node_index),
+                "dst": _joined(blocks, "dst", node_index),
                 "tier": np.repeat(np.array([b["tier"] for b in blocks], np.int8), counts),
                 "cables": cables, "rate_Bps": rate, "capacity_Bps": cables * rate,
                 "medium": _joined(blocks, "medium", np.int8)}
@@ -185,7 +192,7 @@ class FabricBuilder:
         writes a bundle's two directions as two blocks of equal length, one after the
         other)."""
         counts = _counts(self.link_blocks).tolist()
-        reverse = np.arange(sum(counts), dtype=np.int64)
+        reverse = np.arange(sum(counts), dtype=index_dtype(sum(counts)))
         start = 0
         for block, count in enumerate(counts):  # the next block's row, or the previous'
             reverse[start:start + count] += count if block % 2 == 0 else -count
@@ -195,6 +202,19 @@ class FabricBuilder:
 
 _ADDRESS_COLUMNS = ("system", "local", "domain", "unit", "pod", "plane", "rail")
 """The node columns :meth:`FabricBuilder.add_nodes` takes as addresses (-1 if not given)."""
+
+
+def index_dtype(count: int) -> type[np.signedinteger[Any]]:
+    """The integer type of an index into ``count`` items (node numbers, link rows):
+    int32 where every index and -1 fit (up to 2**31 - 1 items, some 300 times the
+    link rows of a 131k-accelerator fabric), int64 beyond.
+
+    Examples
+    --------
+    >>> index_dtype(6_500_000).__name__, index_dtype(2**31).__name__
+    ('int32', 'int64')
+    """
+    return np.int32 if count <= np.iinfo(np.int32).max else np.int64
 
 
 def _per_row(value: Any, count: int) -> np.ndarray:

@@ -205,7 +205,7 @@ class _Wiring:
         their keys where no two arcs share one (a few failed rows, not an inverse of
         all 6.5 M at the 4K supernodes), else from the inverse of the order."""
         if not self.parallel_arcs:
-            return np.searchsorted(self._keys, self._link_src[rows] * self.n
+            return np.searchsorted(self._keys, self._link_src[rows].astype(np.int64) * self.n
                                    + self._link_dst[rows])
         if self._arc_of_row is None:
             self._arc_of_row = _inverse(self.rows, self.index)
@@ -214,7 +214,7 @@ class _Wiring:
     def reverse_entries_of(self, rows: np.ndarray) -> np.ndarray:
         """Where the link rows ``rows`` fall among the reversed graph's entries (by
         their keys: only where no two arcs share one, as the reversed CSR is)."""
-        return np.searchsorted(self._reverse_keys, self._link_dst[rows] * self.n
+        return np.searchsorted(self._reverse_keys, self._link_dst[rows].astype(np.int64) * self.n
                                + self._link_src[rows])
 
     def forward_csr(self) -> tuple[np.ndarray, np.ndarray]:

@@ -411,7 +411,7 @@ def leaf_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray, nodes
         # the rows (and keys) in int32 where the keys fit: the same values in half the
         # bytes over the millions of entries of a 100k-accelerator All-to-All
         small = width * width <= np.iinfo(np.int32).max
-        rows = slot.astype(np.int32) if small else slot
+        rows = slot.astype(np.int32) if small else slot.astype(np.int64)
         row_s, row_d = rows[lower_s], rows[lower_d]
         if min(row_s.min(), row_d.min()) >= 0:
             row_s *= width

@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from topomodel.fabric.arcs import ArcIndex
-from topomodel.fabric.tables import Coded, Fabric, ignores_capacities, ignores_failures
+from topomodel.fabric.tables import Coded, Fabric, ignores_capacities, ignores_failures, index_dtype
 from topomodel.routing.pieces import Piece, Rows
 from topomodel.vocabulary import FAT_TREE_TIERS, SCALEUP_TIERS
 
@@ -25,9 +25,10 @@ class Fanout:
     def __init__(self, owners: np.ndarray, arcs: np.ndarray, n_nodes: int,
                  cables: np.ndarray, *, uniform: bool = True) -> None:
         order = np.lexsort((arcs, owners))
-        owners, arcs = owners[order], arcs[order]
+        # the arcs (link rows) in int32 where the rows allow: the table is kept
+        owners, arcs = owners[order], arcs[order].astype(index_dtype(len(cables)), copy=False)
         unique = owners[np.r_[True, owners[1:] != owners[:-1]]] if len(owners) else owners
-        self.slot = np.full(n_nodes, -1)
+        self.slot = np.full(n_nodes, -1, index_dtype(n_nodes))  # a table row per node
         self.slot[unique] = np.arange(len(unique))
         width = len(arcs) // max(1, len(unique))
         if len(unique) and width * len(unique) != len(arcs):
