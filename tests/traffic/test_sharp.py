@@ -41,3 +41,18 @@ def test_run_sums_are_pandas_group_sums_to_the_bit(seed):
     one_by_one = np.bincount(np.repeat(np.arange(len(starts)), np.diff(np.r_[starts,
                              len(portions)])), weights=portions.to_numpy())
     assert not np.array_equal(one_by_one, expected)
+
+
+def test_upward_arc_lookup_keys_do_not_wrap_on_int32_node_ids():
+    """Link ends are int32 since the tables narrowed (fabric.tables.index_dtype): the
+    lookup's keys ``src * nodes + dst`` pass 2**31 past some 46k nodes and must be made
+    in int64, or an arc is missed (or another one found)."""
+    from topomodel.traffic.algorithms import sharp
+
+    nodes = 300_000
+    src = np.array([250_000, 7], np.int32)
+    dst = np.array([250_001, 8], np.int32)
+    adjacency = np.sort(src.astype(np.int64) * nodes + dst)
+    linked = sharp._linked(adjacency, nodes)
+    assert linked(src, dst).tolist() == [True, True]
+    assert linked(src, dst[::-1]).tolist() == [False, False]

@@ -54,7 +54,7 @@ def sharp_arcs(fabric: Fabric, lsrc: np.ndarray, ldst: np.ndarray, kind_src: np.
     first_up = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(first_up, lsrc[upward], ldst[upward])
     first_up[first_up == np.iinfo(np.int64).max] = -1
-    adjacency = np.sort(lsrc[upward] * n + ldst[upward])
+    adjacency = np.sort(lsrc[upward].astype(np.int64) * n + ldst[upward])  # int32 ends
     return SharpArcs(*arcs_from(_ACC, _NIC), *arcs_from(_NIC, _SWITCH), lsrc[upward],
                      ldst[upward], first_up, adjacency)
 
@@ -191,7 +191,7 @@ def _linked(adjacency: np.ndarray, nodes: int) -> Callable[[np.ndarray, np.ndarr
     def linked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not len(adjacency):
             return np.zeros(len(a), bool)
-        keys = a * nodes + b
+        keys = np.asarray(a).astype(np.int64) * nodes + b  # ends may be int32
         where = np.minimum(np.searchsorted(adjacency, keys), len(adjacency) - 1)
         found: np.ndarray = (b >= 0) & (adjacency[where] == keys)
         return found
