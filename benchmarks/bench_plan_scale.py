@@ -60,6 +60,7 @@ def run(arguments: list[str], tree: Path, cap_s: float, save: Path | None = None
             return None, ""
         out.seek(0)
         if save is not None:
+            save.parent.mkdir(parents=True, exist_ok=True)
             save.write_text(out.read())
             out.seek(0)
         found = json.load(out)
