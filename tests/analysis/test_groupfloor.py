@@ -14,6 +14,8 @@ from topomodel.analysis.training.step import step_time
 from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     busy_bound,
+    calls_busy_figures,
+    calls_busy_sums,
 )
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
@@ -59,6 +61,28 @@ def test_no_order_at_any_zero_stage_beats_the_floor(case):
         return
     # the collectives raise it over the cheap bound, on PP 1 and on pipelines
     assert checked > 50 and raised > checked // 4 and 0 < stages < checked
+
+
+@pytest.mark.parametrize("case", ["dense", "moe"])
+def test_a_pipelines_floor_reads_the_stage_sums_of_every_operations_figures(case):
+    """With PP > 1 the floor takes the stages' sums without every operation's duration
+    (``calls_busy_sums``): the same sums, to the bit, as the figures summed per stage."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, base, space, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    job = PlanJob(model, base, space, a)
+    memo = OrderMemo()
+    checked = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        if layout.pp == 1 or layout.ep_overlap == "dualpipe":
+            continue
+        calls = unplaced_floor_calls(fabric, job, layout, shape, memo)
+        duration, compute = calls_busy_figures(model, layout, a, shape, calls)
+        sums = calls_busy_sums(model, layout, a, shape, calls)
+        assert sums.busy_s.tobytes() == duration.sum(axis=1).tobytes()
+        assert sums.compute_s.tobytes() == compute.sum(axis=1).tobytes()
+        checked += 1
+    assert checked > 5
 
 
 @pytest.mark.parametrize("case", ["dense", "moe"])

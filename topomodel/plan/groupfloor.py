@@ -68,6 +68,7 @@ from topomodel.analysis.training.stepbound import (
     bound_frame,
     busy_bound,
     calls_busy_figures,
+    calls_busy_sums,
 )
 from topomodel.analysis.training.stepcalls import issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape
@@ -138,11 +139,12 @@ def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     share of their pass there); with more, its busiest stage and the wait (see the
     module); not for ``ep_overlap="dualpipe"``."""
     a = assumptions
+    if layout.pp > 1:  # only the stages' sums (the share reads the schedule's most
+        # sends on a path, a run): made without every operation's duration
+        return busy_bound(model, layout, a, shape,
+                          calls_busy_sums(model, layout, a, shape, calls))
     duration, compute = calls_busy_figures(model, layout, a, shape, calls)
     busy = duration.sum(axis=1)
-    if layout.pp > 1:  # the share reads the schedule's most sends on a path (a run)
-        return busy_bound(model, layout, a, shape,
-                          CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False))
     finish = busy
     if "dp" in calls or "edp" in calls:
         end = np.cumsum(duration, axis=1)
