@@ -418,3 +418,28 @@ def test_a_dropped_grid_asked_again_is_not_checked_again_and_spans_the_same(monk
             shared, rows_a).block(0).nodes  # as found afresh
         assert checks  # a fresh group_blocks checks
     assert not dropped  # dropped when the search ends
+
+
+def test_searches_that_end_out_of_order_leave_nothing_kept():
+    """Two searches on one fabric that end in the order they began (as two threads'
+    may: a dask cluster's), and one on another fabric: keeping holds while any search
+    of that fabric runs, and nothing is kept after the last one ends. A process-wide
+    flag restored on exit was left on here, so every later step kept its
+    communicators."""
+    from topomodel.analysis.training import stepcalls
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    other = build_fabric(*load_design("two.yaml", text=DESIGN))
+    rows = fabric.accelerators.reshape(2, -1)
+    first, second = stepcalls.keeping_groups(fabric), stepcalls.keeping_groups(fabric)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first ends while the second still runs
+    stepcalls.checked_groups(fabric, ("test", "a"), rows)
+    assert ("test", "a") in fabric.derived(stepcalls.kept_groups)  # still keeping
+    stepcalls.checked_groups(other, ("test", "a"), other.accelerators.reshape(2, -1))
+    assert not other.derived(stepcalls.kept_groups)  # no search of its own
+    second.__exit__(None, None, None)
+    assert not fabric.derived(stepcalls.kept_groups)  # dropped when the last ends
+    stepcalls.checked_groups(fabric, ("test", "b"), rows)
+    assert not fabric.derived(stepcalls.kept_groups)  # and nothing kept after

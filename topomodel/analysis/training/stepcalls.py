@@ -16,6 +16,7 @@ layout makes the first half once (:mod:`topomodel.plan.orderbounds`).
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -263,7 +264,15 @@ keeps them (:func:`keeping_groups`; least recently used dropped first), a dozen 
 of 98k ranks. A plan comes back to a grid for each collective, size and ZeRO stage over
 it, close together (the layouts of one cell)."""
 
-_keeping = [False]  # whether checked_groups keeps what it checks (keeping_groups)
+_keeping_lock = threading.Lock()  # searches may run in threads (a dask cluster's)
+
+
+def _searches(_: Fabric) -> list[int]:
+    """How many searches keep the fabric's checked communicators now
+    (:func:`keeping_groups`): a count per fabric, not a flag for the process, so a
+    search that ends while another (another thread's) runs neither stops the other's
+    keeping nor leaves keeping on after both."""
+    return [0]
 
 
 @contextmanager
@@ -272,15 +281,17 @@ def keeping_groups(fabric: Fabric) -> Iterator[None]:
     block runs (a plan's search), and drop them after. Outside it nothing is kept: the
     blocks carry what routing derives from them, which at 98k ranks held some 2 GB
     past a ``compare``'s steps (benchmarks/README.md, the session of 2026-12-05)."""
-    was = _keeping[0]
-    _keeping[0] = True
+    searches = fabric.derived(_searches)
+    with _keeping_lock:
+        searches[0] += 1
     try:
         yield
     finally:
-        _keeping[0] = was
-        if not was:
-            fabric.derived(kept_groups).clear()
-            fabric.derived(dropped_groups).clear()
+        with _keeping_lock:
+            searches[0] -= 1
+            if not searches[0]:
+                fabric.derived(kept_groups).clear()
+                fabric.derived(dropped_groups).clear()
 
 
 def kept_groups(_: Fabric) -> OrderedDict[tuple[Any, ...], GroupBlocks]:
@@ -301,7 +312,7 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
     domains a group spans and their NCCL channels, found once for every collective,
     size and candidate over them (at 98k ranks, 20-30 ms a grid), for the step's
     routing and the bounds' latency floors alike."""
-    if not _keeping[0]:
+    if not fabric.derived(_searches)[0]:
         return group_blocks(fabric, rows if isinstance(rows, np.ndarray) else rows())
     kept = fabric.derived(kept_groups)
     found = kept.get(named)
