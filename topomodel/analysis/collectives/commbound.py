@@ -104,22 +104,38 @@ def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...
 
 
 def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Every node's domain, with a scale-up switch (domain -1 in the node table) placed
-    in the one domain whose nodes it links to, if there is one: its links to them are
-    then inside the domain, not into it. A switch that links to several domains, or to
-    none directly, stays outside, and its links count as a way in (more rate in, a
-    lower bound: still a bound)."""
+    """Every node's domain, with each switch (domain -1 in the node table) that links to
+    one domain only taken into it, again and again until none is left that does: a
+    scale-up switch over one domain's accelerators, then the levels of a scale-up Clos
+    above it (a supernode's L2 and L3 chips), then scale-out switches that serve one
+    domain alone. The links between such switches and the domain are then inside it,
+    not into it: the domain's way in is the links into the whole set, a cut that
+    every byte from another domain's accelerators crosses, whatever set it is (so a
+    bound with any such set is a bound). A switch that links to several domains, or
+    to none, stays outside, and its links count as ways in.
+
+    Without the higher levels a supernode's way in counted its own Clos's uplinks
+    (441 GB/s an NPU on the 4K supernodes, not the 50 GB/s of its RDMA planes), so a
+    collective whose groups leave the supernode was bounded ~9x below its bandwidth
+    term (benchmarks/README, card98b)."""
     domains = fabric.derived(node_domains).copy()
-    switch = (fabric.nodes["kind"] == "scaleup_switch").to_numpy() & (domains < 0)
-    lo = np.full(len(domains), np.iinfo(np.int64).max)
-    hi = np.full(len(domains), -1)
-    for a, b in ((src, dst), (dst, src)):
-        near = switch[a] & (domains[b] >= 0)
+    open_ = domains < 0
+    ends = np.concatenate([src, dst]), np.concatenate([dst, src])
+    while True:
+        a, b = ends
+        near = open_[a] & (domains[b] >= 0)
+        lo = np.full(len(domains), np.iinfo(np.int64).max)
+        hi = np.full(len(domains), -1)
         np.minimum.at(lo, a[near], domains[b[near]])
         np.maximum.at(hi, a[near], domains[b[near]])
-    one = switch & (hi >= 0) & (lo == hi)
-    domains[one] = hi[one]
-    return domains
+        one = open_ & (hi >= 0) & (lo == hi)
+        if not one.any():
+            return domains
+        domains[one] = hi[one]
+        open_ &= ~one
+        # links whose both ends are settled are read no more
+        keep = open_[a] | open_[b]
+        ends = a[keep], b[keep]
 
 
 def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
