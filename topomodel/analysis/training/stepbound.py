@@ -32,12 +32,35 @@ does, :func:`gather_ready_s`, and each operation after its input's pipeline send
 
 with ``n_min / n_max`` the fewest over the most weight-gather buckets of a stage. The
 wait is the step's (jitter and stragglers on compute) on the least compute of any
-stage. With no collective time, nothing depends on the rank order, so one bound
-serves every order of a layout; the ZeRO stage changes only the optimizer step and
-the gathers, so the timeline is shared by the ZeRO stages too
-(:func:`comm_free_pipeline`). :func:`~topomodel.plan.callfloors.order_bound` bounds
-one order, with the collective times already known and, for the others, what they
-cannot beat on that placement (:mod:`~topomodel.analysis.collectives.commbound`).
+stage.
+
+Where that share is below 1 (paths that cross more sends than a stage's own ``2 m v``
+of them, or a stage without buckets of a kind: share 0), a second pipeline bound keeps
+the bubble. The step's last end is its critical path's start plus the path: its
+operations and the ``h`` sends that hold it up (inputs crossing a stage boundary and,
+with blocking sends, a sender's wait), each taking the step's send time ``x``. The
+step counts at most ``2 m v x`` of them as exposed, and what it counts as gathers is
+no more than the wait of the stage the path starts at for its gathers, which the path
+starts after. So the step is at least that path's operations plus
+``min(h, 2 m v) x``, plus the least optimizer step and the wait. Its operations take no
+less than in a run with each collective at most the step's, and ``x`` is no less than
+that run's send ``s``. With ``P[h]`` the longest path of that run crossing ``h`` sends
+(:func:`stage_paths`; from one start stage with gathers, where the path may begin at
+any stage, else from any), the critical path's ``h`` has the most ``P[h] + h x``; with
+``h`` no more than the most sends ``K`` of any such path,
+
+    bound = least over x >= s of (most over h of P[h] + (h - (K - 2 m v)) x)
+            + least optimizer step + wait
+
+(:func:`least_path_end`; the least over start stages with gathers). The bound is the
+larger of the two.
+
+With no collective time, nothing depends on the rank order, so one bound serves every
+order of a layout; the ZeRO stage changes only the optimizer step and the gathers, so
+the timeline is shared by the ZeRO stages too (:func:`comm_free_pipeline`).
+:func:`~topomodel.plan.callfloors.order_bound` bounds one order, with the collective
+times already known and, for the others, what they cannot beat on that placement
+(:mod:`~topomodel.analysis.collectives.commbound`).
 
 With ``ep_overlap="dualpipe"`` the step clips an all-to-all's exposed time to its issued
 time while the operation's duration is not clipped, so neither bound holds there: the
@@ -61,7 +84,12 @@ from topomodel.analysis.training.compute import (
 )
 from topomodel.analysis.training.memory import stage_parameters
 from topomodel.analysis.training.model import BYTES, flops_per_token
-from topomodel.analysis.training.pipeline import Timeline, timeline
+from topomodel.analysis.training.pipeline import (
+    Timeline,
+    cached_dependencies,
+    rounds,
+    timeline,
+)
 from topomodel.analysis.training.stagework import Call, OpWork, op_durations, op_sums
 from topomodel.analysis.training.step import param_gather_calls, step_ops
 from topomodel.analysis.training.stepshape import Shape, cached_schedule
@@ -100,6 +128,15 @@ class CommFreePipeline:
     most_sends: int
     dualpipe: bool
     timeline: Timeline | None = None  # the comm-free run (None: a bound's own figures)
+    per_send_s: float = 0.0  # each pipeline send in that run
+    blocking: bool = False  # a sender waits for its own send
+
+    @functools.cached_property
+    def paths(self) -> np.ndarray:
+        """:func:`stage_paths` of the run, made on first use (only a bound whose share
+        is below 1 reads it)."""
+        assert self.timeline is not None
+        return stage_paths(self.timeline, self.blocking)
 
 
 def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumptions,
@@ -139,7 +176,69 @@ def comm_free_pipeline(model: Model, layout: Layout, assumptions: StepAssumption
     return CommFreePipeline(tl.busy_s, compute.sum(axis=1), finish,
                             most_sends(shape.schedule.name, p, shape.microbatches,
                                        layout.interleave, layout.pp_blocking),
-                            layout.ep_overlap == "dualpipe", tl)
+                            layout.ep_overlap == "dualpipe", tl, per_send_s(calls),
+                            layout.pp_blocking)
+
+
+def stage_paths(tl: Timeline, blocking: bool) -> np.ndarray:
+    """Per stage ``i`` and count ``h`` (p, K + 1, ``K`` the most any path crosses), the
+    longest path of the run ``tl`` from stage ``i``'s first operation to a stage's last
+    one on which ``h`` pipeline sends hold an operation up (an input that crosses a
+    stage boundary and, with ``blocking``, a sender's wait for its own send before its
+    stage's next operation), seconds of its operations alone (read back as end less
+    start; -inf: no such path): the timeline's rounds walked backwards, each
+    operation's paths the longer, count by count, of its stage's next operation's and
+    its dependents'."""
+    s = tl.schedule
+    p, n = s.p, s.ops
+    dep_stage, dep_pos, boundary = cached_dependencies(s)
+    crossing = (boundary >= 0).ravel()
+    sends = np.zeros(p * n, dtype=bool)
+    if blocking:
+        sends[dep_stage.ravel()[crossing] * n + dep_pos.ravel()[crossing]] = True
+    dur = (tl.end_s - tl.start_s).ravel()
+    width = most_sends(s.name, p, s.m, s.v, blocking) + 1
+    longest = np.full((p * n, width), -np.inf)
+    via = np.full((p * n, width), -np.inf)  # through the operation's dependents
+    after = np.full((p, width), -np.inf)  # through the stage's next operation
+    after[:, 0] = 0.0  # a stage's last operation ends a path
+    for go, at, dep, has in reversed(rounds(s)):
+        # a sender's next operation waits for its send (a stage's last has none)
+        next_ = _one_more(after[go], sends[at] & (at % n < n - 1))
+        found = after[go] = longest[at] = dur[at, None] + np.maximum(next_, via[at])
+        np.maximum.at(via, dep[has], _one_more(found[has], crossing[at[has]]))
+    return longest[np.arange(p) * n]
+
+
+def _one_more(paths: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``paths`` (operations x counts) with the ``rows`` moved one count up."""
+    out = paths.copy()
+    out[rows, 1:] = paths[rows, :-1]
+    out[rows, 0] = -np.inf
+    return out
+
+
+def least_path_end(paths: np.ndarray, send_s: float, own_sends: int) -> float:
+    """The least a run's critical path can take, less the sends it crosses beyond a
+    stage's own ``own_sends`` (at most ``D = K - own_sends`` of them, ``K`` the most
+    sends of a path), seconds, when every send takes some ``x >= send_s`` and the
+    path's operations no less than in ``paths`` (``paths[h]``: the longest crossing
+    ``h`` sends, :func:`stage_paths`): the least over ``x`` of the most over ``h`` of
+    ``paths[h] + (h - D) x``, a convex polyline whose least is at a corner: on the
+    stretch where line ``h`` is the most (from where it overtakes every line of
+    fewer sends to where one of more sends overtakes it), at its left end if it
+    rises, else at its right."""
+    h = np.flatnonzero(paths > -np.inf)
+    length = paths[h]
+    slope = h - max(0, int(h.max()) - own_sends)
+    more = h[None, :] - h[:, None]  # [k, j]: how many more sends line j crosses than k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        overtakes = (length[:, None] - length[None, :]) / more  # where j passes k
+    start = np.maximum(send_s, np.where(more > 0, overtakes, -np.inf).max(axis=0))
+    end = np.where(more > 0, overtakes, np.inf).min(axis=1)
+    held = start <= end
+    at = np.where(slope >= 0, start, end)
+    return float((length + slope * at)[held].min())
 
 
 def per_send_s(calls: dict[str, Call] | None) -> float:
@@ -312,9 +411,12 @@ class BoundFrame:
     tokens: float
     model_flops: float
     peak_flops: float
+    own_sends: int = 0  # a stage's own pipeline sends, 2 m v
+    gathers: bool = False  # ZeRO 1-2 weight gathers before the first forward
 
     def bound(self, pipeline: CommFreePipeline) -> StepBound:
-        """The bound for ``pipeline``'s busy, compute and finish times (seconds)."""
+        """The bound for ``pipeline``'s busy, compute and finish times (seconds), and,
+        where its share is below 1, its run's paths (:meth:`path_body`)."""
         least_compute = float(pipeline.compute_s.min())
         wait = least_compute * self.wait_per_compute
         if pipeline.dualpipe:
@@ -323,9 +425,20 @@ class BoundFrame:
             busy = float(pipeline.busy_s.max())
             ends = float((pipeline.finish_s + self.optimizer_s).max())
             body = busy + max(0.0, ends - busy) * self.share
+            if self.share < 1 and pipeline.timeline is not None:
+                body = max(body, self.path_body(pipeline))
         step = (body + wait) * (1 - ROUNDING_MARGIN)
         return StepBound(step, self.tokens * self.model_flops / (step * self.peak_flops),
                          self.tokens / step)
+
+    def path_body(self, pipeline: CommFreePipeline) -> float:
+        """The step less its wait no rank order can beat by the paths of ``pipeline``'s
+        run (the module's second pipeline bound), seconds."""
+        paths = pipeline.paths
+        if not self.gathers:  # no stage waits to start: the critical path is the longest
+            paths = paths.max(axis=0, keepdims=True)
+        return min(least_path_end(row, pipeline.per_send_s, self.own_sends)
+                   for row in paths) + float(self.optimizer_s.min())
 
 
 def bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
@@ -390,7 +503,9 @@ def _bound_frame(model: Model, layout: Layout, assumptions: StepAssumptions, sha
         share = min(share, _bucket_share(a, dense, experts, layout))
     model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
     return BoundFrame(optimizer, wait, share, shape.global_batch * shape.seq, model_flops,
-                      world * device.peak_flops)
+                      world * device.peak_flops,
+                      2 * shape.microbatches * layout.interleave if p > 1 else 0,
+                      layout.zero in (1, 2) and replicas > 1)
 
 
 def _bucket_share(a: StepAssumptions, dense: np.ndarray, experts: np.ndarray,
