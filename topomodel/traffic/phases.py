@@ -242,8 +242,8 @@ class AllPairsPhase(Phase):
         bit for bit, when next read: they are made from the blocks, the rewrite and
         the listing's memo alone, all kept. For a holder that keeps the phase for its
         identity between uses (:func:`topomodel.traffic.pxn.release_listings`): a
-        relayed All-to-All's listed pairs are 28 bytes a flow, 150 MB and more per copy
-        at 98k. Returns the bytes dropped (held elsewhere or not)."""
+        relayed All-to-All's listed pairs are 20 bytes a flow (int32 ends), 100 MB and
+        more per copy at 98k. Returns the bytes dropped (held elsewhere or not)."""
         dropped = self.listing.forget_listed() if self.listing is not None else 0
         listed = self.__dict__.pop("_listed", None)
         return dropped + (sum(a.nbytes for a in listed) if listed is not None else 0)
