@@ -17,7 +17,14 @@ from topomodel.routing.aggregate import route_all_pairs
 from topomodel.traffic.allpairs import decompose
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.groups import parse_groups
-from topomodel.traffic.phases import AllPairs, AllPairsPhase, Phase, Traffic, concurrent
+from topomodel.traffic.phases import (
+    AllPairs,
+    AllPairsPhase,
+    Phase,
+    Traffic,
+    concurrent,
+    listed_node_dtype,
+)
 from topomodel.traffic.pxn import pxn
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -368,9 +375,74 @@ def test_blocks_list_in_place_as_joined_per_pair_lists():
                             expected[k].append(v)
     phase = AllPairsPhase(blocks)
     got = (phase.src, phase.dst, phase.bytes, phase.group)
-    assert [a.dtype for a in got] == [np.int64, np.int64, np.float64, np.int32]
+    assert [a.dtype for a in got] == [np.int32, np.int32, np.float64, np.int32]
     assert [a.tolist() for a in got] == expected
     assert [a.tolist() for a in blocks[1].flows()] == [[1, 2], [2, 1], [7.0, 7.0], [5, 5]]
     empty = AllPairsPhase([])
     assert [a.dtype for a in (empty.src, empty.bytes, empty.group)] == [
         np.int64, np.float64, np.int32] and empty.src.size == 0
+
+
+def wide(traffic):
+    """The same traffic with every phase's flows listed, ends in int64 (the listing's
+    type before it was narrowed)."""
+    return Traffic(tuple(Phase(p.src.astype(np.int64), p.dst.astype(np.int64),
+                               p.bytes.copy(), p.group.copy(), p.steps, p.label,
+                               p.messages_per_step, p.efficiency)
+                         for p in traffic.phases),
+                   traffic.group_names, traffic.algorithm, traffic.notes, traffic.shapes)
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "hash", "dmodk"])
+@pytest.mark.parametrize("pxn_on", [False, True])
+@pytest.mark.parametrize("failed_spines", [0, 2])
+def test_pairs_listed_in_int32_route_and_time_as_int64_ones_bit_for_bit(
+        superpod, routing, pxn_on, failed_spines):
+    """The listed pairs' int32 ends (the router, PXN's relays, the time model and the
+    lost flows read them) give every figure of the same pairs with int64 ends, to the
+    bit: per-flow routings and failed links list the pairs."""
+    fabric = superpod
+    if failed_spines:
+        names = superpod.nodes["name"].to_numpy()
+        links = superpod.links
+        spine = np.flatnonzero(links["tier"].astype(str).to_numpy() == "spine")
+        fabric = with_failures(superpod, link_names=[
+            f"{names[links['src'].iat[r]]} -- {names[links['dst'].iat[r]]}"
+            for r in spine[:failed_spines]])
+    traffic = alltoall(fabric, ["block:127", "block:8"])
+    model = TimeModel(pxn=pxn_on)
+    ref = time_traffic(fabric, wide(traffic), time_model=model, routing=routing)
+    runs = [time_traffic(fabric, listed(traffic), time_model=model, routing=routing)]
+    assert traffic.phases[0].src.dtype == np.int32
+    if routing != "ecmp" or failed_spines:  # the router lists the pairs: int32 ends
+        traffic = alltoall(fabric, ["block:127", "block:8"])
+        runs.append(time_traffic(fabric, traffic, time_model=model, routing=routing))
+        assert traffic.phases[0].is_listed or pxn_on  # PXN's phase lists it
+    for run in runs:
+        assert np.array_equal(run.link_bytes, ref.link_bytes)
+        assert (run.time_s, run.protocol, run.unroutable_flows, run.unroutable_bytes) == (
+            ref.time_s, ref.protocol, ref.unroutable_flows, ref.unroutable_bytes)
+        for a, b in zip(run.phases, ref.phases, strict=True):
+            assert (a.bandwidth_s, a.latency_s, a.bottleneck) == (
+                b.bandwidth_s, b.latency_s, b.bottleneck)
+    # the ideal time of a listed phase reads its ends (an all-pairs one, its groups)
+    assert [p.ideal_s for p in runs[0].phases] == [p.ideal_s for p in ref.phases]
+
+
+def test_listed_ends_are_narrowed_only_where_every_node_number_fits():
+    """int32 ends for node numbers below 2**31 - 1 (the bound asserted), the joined
+    type otherwise; a block whose ranks do not fit the listing's type is refused, not
+    wrapped."""
+    group, size = np.array([0], np.int32), np.array([1.0])
+    small = AllPairs(np.array([[0, 2**31 - 2]]), group, size)
+    large = AllPairs(np.array([[0, 2**31 - 1]]), group, size)
+    negative = AllPairs(np.array([[-1, 3]]), group, size)
+    assert listed_node_dtype([small]) == np.int32
+    assert listed_node_dtype([small, large]) == np.int64
+    assert listed_node_dtype([negative]) == np.int64
+    assert listed_node_dtype([AllPairs(np.array([[0, 1]], np.int16), group, size)]) == np.int16
+    assert AllPairsPhase([small, large]).dst.tolist() == [2**31 - 2, 0, 2**31 - 1, 0]
+    flows = (np.empty(2, np.int32), np.empty(2, np.int32), np.empty(2), np.empty(2, np.int32))
+    with pytest.raises(ValueError, match="do not fit int32"):
+        AllPairs(np.array([[0, 2**31]]), group, size).flows_into(flows, 0)
+

@@ -11,6 +11,7 @@ from topomodel.routing import route
 from topomodel.traffic.collectives import collective_traffic
 from topomodel.traffic.phases import concurrent
 from topomodel.traffic.pxn import pxn
+from topomodel.traffic.relaying import apply_relays
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 S = 1e6
@@ -378,3 +379,25 @@ def test_degraded_steps_with_listings_released_between_equal_fresh_ones(small_po
     # each degraded step left its relayed All-to-All listed (the intact step routes it
     # from its groups here, unlisted)
     assert all(released[1:]), released
+
+
+@pytest.mark.parametrize("ends", [np.int32, np.int64])
+def test_relayed_ends_keep_their_type_where_the_relays_fit(ends):
+    """The relayed flows are the concatenation they replace, value for value: int32 ends
+    (a listed All-to-All's) stay int32 where every relay fits, int64 ones stay int64;
+    a relay past int32 widens the ends, never wraps."""
+    src, dst = np.array([0, 4, 9, 2], ends), np.array([5, 1, 3, 7], ends)
+    nbytes, group = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 0, 1, 1], np.int32)
+    split = np.array([1, 3])
+    for via, wide in ((np.array([11, 12]), False), (np.array([11, 2**31]), True)):
+        got = apply_relays(src, dst, nbytes, group, split, via)
+        first = dst.astype(np.int64)
+        first[split] = via
+        want = (np.concatenate([src.astype(np.int64), via]),
+                np.concatenate([first, dst[split]]),
+                np.concatenate([nbytes, nbytes[split]]),
+                np.concatenate([group, group[split]]))
+        assert [a.tolist() for a in got] == [a.tolist() for a in want]
+        assert got[0].dtype == got[1].dtype == (np.int64 if wide else ends)
+        assert got[2].dtype == np.float64 and got[3].dtype == np.int32
+

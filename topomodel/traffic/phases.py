@@ -9,8 +9,9 @@ numbers of the fabric (accelerators), ``bytes`` is per flow per step.
 
 An :class:`AllPairsPhase` (a direct All-to-All) is a phase kept as its groups: every
 ordered pair of each group, the same bytes each. Its flow arrays are listed only when
-something reads them (28 bytes a flow: 470 MB for 4,096 ranks); the structured router,
-PXN, the ideal time and the bisection traffic work from the groups instead.
+something reads them (20 bytes a flow, its ends int32: 335 MB for 4,096 ranks); the
+structured router, PXN, the ideal time and the bisection traffic work from the groups
+instead.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from topomodel.errors import FlowLimit
+from topomodel.fabric.tables import index_dtype
 from topomodel.limits import BYTES_PER_FLOW, above
 
 
@@ -113,11 +115,46 @@ class AllPairs:
         per_row = len(a)
         src, dst, nbytes, group = (f[start:start + rows * per_row].reshape(rows, per_row)
                                    for f in flows)
+        if self.ranks.size and not _fits(self.ranks, src.dtype):  # never wrap a node
+            raise ValueError(f"ranks up to {int(self.ranks.max())} do not fit {src.dtype}")
         ranks = self.ranks.astype(src.dtype, copy=False)  # (rows, n): small
         np.take(ranks, a, axis=1, out=src)
         np.take(ranks, b, axis=1, out=dst)
         nbytes[:] = self.bytes.astype(float)[:, None]
         group[:] = self.group.astype(np.int32)[:, None]
+
+
+def _fits(values: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether every one of ``values`` (integers, not empty) is a ``dtype`` value."""
+    bounds = np.iinfo(dtype)
+    return bounds.min <= int(values.min()) and int(values.max()) <= bounds.max
+
+
+def listed_node_dtype(blocks: Sequence[AllPairs]) -> np.dtype:
+    """The integer type of an all-pairs phase's listed ``src`` and ``dst``: that of
+    joining the blocks' ranks (int64 without blocks), narrowed to :func:`index_dtype`
+    of the highest rank plus one where every rank is a node number (not negative):
+    int32 below 2**31 - 1 (a 131k-accelerator fabric has under a million nodes), so the
+    6 M pairs of a 98k All-to-All's listing take 4 bytes an end, not 8. Readers that
+    could pass 2**31 (a key ``src * nodes + dst``) cast to int64 first, as they do the
+    link table's int32 ends.
+
+    Examples
+    --------
+    >>> ranks = np.array([[4, 5, 6]])
+    >>> block = AllPairs(ranks, np.array([0], np.int32), np.array([2.0]))
+    >>> listed_node_dtype([block]).name, listed_node_dtype([]).name
+    ('int32', 'int64')
+    >>> big = AllPairs(np.array([[0, 2**31]]), np.array([0], np.int32), np.array([2.0]))
+    >>> listed_node_dtype([block, big]).name
+    'int64'
+    """
+    joined = np.dtype(np.result_type(*(b.ranks for b in blocks)) if blocks else np.int64)
+    filled = [b.ranks for b in blocks if b.ranks.size]
+    if joined.kind != "i" or not filled or min(int(r.min()) for r in filled) < 0:
+        return joined
+    narrow = np.dtype(index_dtype(max(int(r.max()) for r in filled) + 1))
+    return narrow if narrow.itemsize < joined.itemsize else joined
 
 
 def empty_flows(count: int, node_dtype: np.dtype | type = np.int64) -> FlowArrays:
@@ -187,9 +224,8 @@ class AllPairsPhase(Phase):
                                " even ECMP on a fabric without failures")
         if self.listing is not None and self.rewrite is not None:
             return self.rewrite(*self.listing._listed, memo=self.listing._memo)
-        node_dtype = (np.result_type(*(b.ranks for b in self.blocks)) if self.blocks
-                      else np.int64)  # as joining the blocks' flows would give
-        flows = empty_flows(sum(b.pairs for b in self.blocks), node_dtype)
+        flows = empty_flows(sum(b.pairs for b in self.blocks),
+                            listed_node_dtype(self.blocks))
         start = 0
         for b in self.blocks:  # each block's pairs written in place: nothing to join
             b.flows_into(flows, start)
@@ -206,8 +242,8 @@ class AllPairsPhase(Phase):
         bit for bit, when next read: they are made from the blocks, the rewrite and
         the listing's memo alone, all kept. For a holder that keeps the phase for its
         identity between uses (:func:`topomodel.traffic.pxn.release_listings`): a
-        relayed All-to-All's listed pairs are 28 bytes a flow, 150 MB and more per copy
-        at 98k. Returns the bytes dropped (held elsewhere or not)."""
+        relayed All-to-All's listed pairs are 20 bytes a flow (int32 ends), 100 MB and
+        more per copy at 98k. Returns the bytes dropped (held elsewhere or not)."""
         dropped = self.listing.forget_listed() if self.listing is not None else 0
         listed = self.__dict__.pop("_listed", None)
         return dropped + (sum(a.nbytes for a in listed) if listed is not None else 0)

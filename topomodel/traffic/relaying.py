@@ -109,8 +109,26 @@ def apply_relays(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group: np
     if not len(split):
         return src, dst, nbytes, group
     # a split flow's first hop ends at the relay, and a second hop goes on from it
-    return (np.concatenate([src, via]), _first_hops(dst, split, via), _appended(nbytes, split),
+    return (_sources(src, via), _first_hops(dst, split, via), _appended(nbytes, split),
             _appended(group, split))
+
+
+def _ends_type(ends: np.ndarray, via: np.ndarray) -> np.dtype:
+    """The type of flow ends once relays join them: that of ``ends`` where every relay
+    (a node number) fits it, as it does int32 ends below 2**31 (a listed All-to-All's):
+    4 bytes an end kept, not widened to the relays' int64; else both types joined."""
+    bounds = np.iinfo(ends.dtype)
+    if bounds.min <= int(via.min()) and int(via.max()) <= bounds.max:
+        return ends.dtype
+    return np.result_type(ends, via)
+
+
+def _sources(src: np.ndarray, via: np.ndarray) -> np.ndarray:
+    """``np.concatenate([src, via])`` (not empty ``via``), in :func:`_ends_type`."""
+    out = np.empty(len(src) + len(via), _ends_type(src, via))
+    out[:len(src)] = src
+    out[len(src):] = via
+    return out
 
 
 def _distinct(want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,8 +153,11 @@ def _appended(values: np.ndarray, split: np.ndarray) -> np.ndarray:
 def _first_hops(dst: np.ndarray, split: np.ndarray, via: np.ndarray) -> np.ndarray:
     """Each flow's end, a split flow's at its relay, then the split flows' ends (the
     second hops'): :func:`apply_relays`'s destinations."""
-    out = np.empty(len(dst) + len(split), dst.dtype)
+    out = np.empty(len(dst) + len(split), _ends_type(dst, via))
     out[:len(dst)] = dst
     out[split] = via
-    np.take(dst, split, out=out[len(dst):])
+    if out.dtype == dst.dtype:
+        np.take(dst, split, out=out[len(dst):])
+    else:  # widened for a relay: take writes its own type only
+        out[len(dst):] = dst[split]
     return out

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from topomodel.routing.routed import Routed
 from topomodel.routing.structured import structured_supported
 from topomodel.traffic.phases import AllPairsPhase, Phase, Traffic
 from topomodel.traffic.pxn import pxn
+
+if TYPE_CHECKING:
+    from topomodel.analysis.collectives.linkrates import LinkRates
 
 Rows = np.ndarray | slice
 """Link rows: an array of row numbers, or a ``slice`` of consecutive rows."""
@@ -136,7 +139,7 @@ class PhaseRoute:
             return int(self.loaded.stop) - int(self.loaded.start)
         return len(self.loaded)
 
-    def loaded_time_s(self, link_Bps: np.ndarray, efficiency: float, start: int = 0,
+    def loaded_time_s(self, link_Bps: LinkRates, efficiency: float, start: int = 0,
                       stop: int | None = None) -> np.ndarray:
         """Per step, seconds on each row of :attr:`loaded` (its entries ``start`` to
         ``stop``): its bytes over its rate (``link_Bps``, bytes/s per link row) at
@@ -159,7 +162,7 @@ class PhaseRoute:
             link_time[dead] = np.where(loaded_bytes[dead] > 0, np.inf, 0.0)
         return link_time
 
-    def slowest(self, link_Bps: np.ndarray, efficiency: float) -> tuple[int, float]:
+    def slowest(self, link_Bps: LinkRates, efficiency: float) -> tuple[int, float]:
         """``(k, seconds)``: the first entry of :attr:`loaded` whose time per step
         (:meth:`loaded_time_s`) is the longest, and that time; ``(-1, 0.0)`` for none.
         The argmax of every entry's time, found :data:`TIME_BLOCK_ROWS` entries at a

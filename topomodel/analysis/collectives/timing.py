@@ -35,6 +35,8 @@ import numpy as np
 from topomodel.analysis.assumptions import TimeModel as TimeModel
 from topomodel.analysis.collectives.curves import measured_time
 from topomodel.analysis.collectives.linkrates import (
+    FailedLinkRates,
+    LinkRates,
     effective_link_Bps,
     launch_latency_s,
     network_transport,
@@ -77,7 +79,7 @@ class PhaseTime:
     latency_s: float  # per step
     bottleneck: int  # link row of the slowest link (-1 if none)
     route: PhaseRoute  # the phase as routed (kept with the fabric)
-    link_Bps: np.ndarray  # effective rate per link row it was timed at, bytes/s
+    link_Bps: LinkRates  # effective rate per link row it was timed at, bytes/s
     efficiency: float  # the phase's own efficiency it was timed at
 
     def loaded_time_s(self, start: int = 0, stop: int | None = None) -> np.ndarray:
@@ -396,7 +398,7 @@ class _Rates:
     per-node injection capacity and the hop latencies; the switches' capacities when
     first read (only flows that start or end at a switch need them)."""
 
-    link_Bps: np.ndarray
+    link_Bps: LinkRates  # read as 0 where failed, made on reading on a failed copy
     injection: tuple[np.ndarray, np.ndarray]
     switch_latency_s: float
     propagation_s: float
@@ -438,7 +440,7 @@ def _make_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...],
     if not failed.any():
         return shared
     switch = np.zeros(len(fabric.node_arrays), bool)  # no switch bound with failed parts
-    return replace(shared, link_Bps=np.where(failed, 0.0, shared.link_Bps),
+    return replace(shared, link_Bps=FailedLinkRates(np.asarray(shared.link_Bps), failed),
                    switch_node=switch)
 
 
