@@ -53,7 +53,7 @@ any stage, else from any), the critical path's ``h`` has the most ``P[h] + h x``
             + least optimizer step + wait
 
 (:func:`least_path_end`; the least over start stages with gathers). The bound is the
-larger of the two.
+larger of the two (the second tried where the share is below :data:`PATH_SHARE`).
 
 With no collective time, nothing depends on the rank order, so one bound serves every
 order of a layout; the ZeRO stage changes only the optimizer step and the gathers, so
@@ -134,7 +134,7 @@ class CommFreePipeline:
     @functools.cached_property
     def paths(self) -> np.ndarray:
         """:func:`stage_paths` of the run, made on first use (only a bound whose share
-        is below 1 reads it)."""
+        is below :data:`PATH_SHARE` reads it)."""
         assert self.timeline is not None
         return stage_paths(self.timeline, self.blocking)
 
@@ -398,6 +398,19 @@ def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape
     return bound_frame(model, layout, assumptions, shape, pipeline).bound(pipeline)
 
 
+PATH_SHARE = 0.9
+"""Shares of the pipeline excess below which :meth:`BoundFrame.bound` tries its second
+pipeline term (:meth:`BoundFrame.path_body`): above, the first keeps nine tenths of the
+bubble or more, and the paths' cost (a few timeline runs) would buy little."""
+
+PATH_SENDS = 256
+"""The most sends of a path (``K``) up to which :meth:`BoundFrame.bound` tries its second
+pipeline term: its paths hold a count per send for every operation (p x ops x (K + 1)
+floats), and with blocking sends on many micro-batches ``K`` grows with them (1,027
+for 512 micro-batches on 4 stages: 33 MB and 0.18 CPU s). Both limits change how much a
+bound keeps, never whether it holds."""
+
+
 @dataclass(frozen=True, eq=False)
 class BoundFrame:
     """What :func:`step_bound` takes from a layout besides its pipeline's figures: per
@@ -416,7 +429,8 @@ class BoundFrame:
 
     def bound(self, pipeline: CommFreePipeline) -> StepBound:
         """The bound for ``pipeline``'s busy, compute and finish times (seconds), and,
-        where its share is below 1, its run's paths (:meth:`path_body`)."""
+        where its share is below :data:`PATH_SHARE`, its run's paths
+        (:meth:`path_body`, up to :data:`PATH_SENDS`)."""
         least_compute = float(pipeline.compute_s.min())
         wait = least_compute * self.wait_per_compute
         if pipeline.dualpipe:
@@ -425,7 +439,8 @@ class BoundFrame:
             busy = float(pipeline.busy_s.max())
             ends = float((pipeline.finish_s + self.optimizer_s).max())
             body = busy + max(0.0, ends - busy) * self.share
-            if self.share < 1 and pipeline.timeline is not None:
+            if (self.share < PATH_SHARE and pipeline.timeline is not None
+                    and pipeline.most_sends <= PATH_SENDS):
                 body = max(body, self.path_body(pipeline))
         step = (body + wait) * (1 - ROUNDING_MARGIN)
         return StepBound(step, self.tokens * self.model_flops / (step * self.peak_flops),
