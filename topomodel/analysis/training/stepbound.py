@@ -198,24 +198,30 @@ def stage_paths(tl: Timeline, blocking: bool) -> np.ndarray:
         sends[dep_stage.ravel()[crossing] * n + dep_pos.ravel()[crossing]] = True
     dur = (tl.end_s - tl.start_s).ravel()
     width = most_sends(s.name, p, s.m, s.v, blocking) + 1
-    longest = np.full((p * n, width), -np.inf)
-    via = np.full((p * n, width), -np.inf)  # through the operation's dependents
-    after = np.full((p, width), -np.inf)  # through the stage's next operation
-    after[:, 0] = 0.0  # a stage's last operation ends a path
+    # counts 0 .. width - 1 in columns 1 .. width, column 0 -inf: a row read from
+    # column 0 is the same paths one count up
+    firsts = np.full((p, width), -np.inf)  # from each stage's first operation
+    via = np.full((p * n, width + 1), -np.inf)  # through the operation's dependents
+    after = np.full((p, width + 1), -np.inf)  # through the stage's next operation
+    after[:, 1] = 0.0  # a stage's last operation ends a path
+    same, one_more = via[:, 1:], via[:, 2:]  # a dependent's paths as its input's
     for go, at, dep, has in reversed(rounds(s)):
         # a sender's next operation waits for its send (a stage's last has none)
-        next_ = _one_more(after[go], sends[at] & (at % n < n - 1))
-        found = after[go] = longest[at] = dur[at, None] + np.maximum(next_, via[at])
-        np.maximum.at(via, dep[has], _one_more(found[has], crossing[at[has]]))
-    return longest[np.arange(p) * n]
-
-
-def _one_more(paths: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``paths`` (operations x counts) with the ``rows`` moved one count up."""
-    out = paths.copy()
-    out[rows, 1:] = paths[rows, :-1]
-    out[rows, 0] = -np.inf
-    return out
+        wait = (sends[at] & (at % n < n - 1))[:, None]
+        next_ = np.where(wait, after[go, :-1], after[go, 1:])
+        found = dur[at, None] + np.maximum(next_, via[at, 1:])
+        after[go, 1:] = found
+        starts = at % n == 0
+        firsts[go[starts]] = found[starts]
+        # an operation's dependents are one on another stage and one on its own at most,
+        # so neither assignment writes an input twice
+        crosses = crossing[at] & has
+        stays = has & ~crossing[at]
+        to = dep[stays]
+        same[to] = np.maximum(same[to], found[stays])
+        to = dep[crosses]
+        one_more[to] = np.maximum(one_more[to], found[crosses, :-1])
+    return firsts
 
 
 def least_path_end(paths: np.ndarray, send_s: float, own_sends: int) -> float:
