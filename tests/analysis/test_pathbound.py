@@ -110,7 +110,7 @@ def test_deep_pipelines_are_bounded_below_their_step_and_near_it(fabric, layout)
     step = step_time(fabric, model, layout, a).step_time_s
     pipeline = comm_free_pipeline(model, layout, a, shape)
     assert bound_frame(model, layout, a, shape, pipeline).share < 1
-    free = step_bound(model, layout, a, shape, pipeline).step_time_s
+    free = step_bound(model, layout, a, shape, pipeline, paths=True).step_time_s
     floors, _ = order_calls(fabric, model, layout, a, shape)
     placed, _ = step_calls(fabric, model, layout, a, shape=shape)
     for calls in (floors, placed):

@@ -95,6 +95,9 @@ def test_no_order_beats_the_bound(case):
         own = order_bound(fabric, model, layout, a, shape)
         step = step_time(fabric, model, layout, a)
         assert bound.step_time_s <= step.step_time_s, fields
+        # and with its run's paths (test_pathbound.py: where they keep the bubble)
+        paths = step_bound(model, layout, a, shape, pipeline, paths=True)
+        assert bound.step_time_s <= paths.step_time_s <= step.step_time_s, fields
         assert own is None or own.step_time_s <= step.step_time_s, fields
         ordered += own is not None
         assert bound.mfu >= step.mfu and bound.tokens_per_s >= step.tokens_per_s

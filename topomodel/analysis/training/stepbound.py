@@ -398,10 +398,12 @@ def most_sends(name: str, p: int, m: int, v: int, blocking: bool) -> int:
 
 
 def step_bound(model: Model, layout: Layout, assumptions: StepAssumptions, shape: Shape,
-               pipeline: CommFreePipeline) -> StepBound:
+               pipeline: CommFreePipeline, *, paths: bool = False) -> StepBound:
     """The bound of ``layout`` (any rank order) from its comm-free ``pipeline`` (which
-    may come from the layout with another ZeRO stage)."""
-    return bound_frame(model, layout, assumptions, shape, pipeline).bound(pipeline)
+    may come from the layout with another ZeRO stage); with ``paths``, its run's paths
+    too (:meth:`BoundFrame.bound`)."""
+    return bound_frame(model, layout, assumptions, shape, pipeline).bound(pipeline,
+                                                                          paths=paths)
 
 
 PATH_SHARE = 0.9
@@ -433,10 +435,11 @@ class BoundFrame:
     own_sends: int = 0  # a stage's own pipeline sends, 2 m v
     gathers: bool = False  # ZeRO 1-2 weight gathers before the first forward
 
-    def bound(self, pipeline: CommFreePipeline) -> StepBound:
+    def bound(self, pipeline: CommFreePipeline, *, paths: bool = False) -> StepBound:
         """The bound for ``pipeline``'s busy, compute and finish times (seconds), and,
-        where its share is below :data:`PATH_SHARE`, its run's paths
-        (:meth:`path_body`, up to :data:`PATH_SENDS`)."""
+        with ``paths`` where its share is below :data:`PATH_SHARE`, its run's paths
+        (:meth:`path_body`, up to :data:`PATH_SENDS`): some milliseconds a run, so a
+        search asks for them only where the rest cannot drop a layout."""
         least_compute = float(pipeline.compute_s.min())
         wait = least_compute * self.wait_per_compute
         if pipeline.dualpipe:
@@ -445,7 +448,7 @@ class BoundFrame:
             busy = float(pipeline.busy_s.max())
             ends = float((pipeline.finish_s + self.optimizer_s).max())
             body = busy + max(0.0, ends - busy) * self.share
-            if (self.share < PATH_SHARE and pipeline.timeline is not None
+            if (paths and self.share < PATH_SHARE and pipeline.timeline is not None
                     and pipeline.most_sends <= PATH_SENDS):
                 body = max(body, self.path_body(pipeline))
         step = (body + wait) * (1 - ROUNDING_MARGIN)
