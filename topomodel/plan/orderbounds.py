@@ -23,8 +23,7 @@ from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_frame,
-    comm_free_pipeline,
-    step_bound,
+    bound_with_calls,
 )
 from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
 from topomodel.analysis.training.stepshape import Shape, collective_times, grid_key, grid_keys
@@ -199,8 +198,7 @@ class OrderBounds:
         on its collective times (with those not timed yet at what they cannot beat;
         with all of them timed, the step's own times, a close bound far cheaper than
         the step), and, when that is not below ``worst_kept`` and something is not timed
-        yet, the order's own bound (kept by the collective times; with its run's paths
-        where the rest is not below ``worst_kept``, a bound either way).
+        yet, the order's own bound (kept by the collective times).
 
         Collectives kept from before the fabric's table grew (:data:`TIMED_ORDERS`)
         are tried first: each of their times is the table's (which never changes) or
@@ -219,13 +217,8 @@ class OrderBounds:
             return score
         known = self.known.get(times)
         if known is None:
-            pipeline = comm_free_pipeline(job.model, layout, job.assumptions, shape, calls)
-            known = rank_score(step_bound(job.model, layout, job.assumptions, shape,
-                                          pipeline), job, self.power_W)
-            if known >= worst_kept:  # its run's paths too, where they may drop it
-                known = rank_score(step_bound(job.model, layout, job.assumptions, shape,
-                                              pipeline, paths=True), job, self.power_W)
-            self.known[times] = known
+            known = self.known[times] = rank_score(bound_with_calls(
+                job.model, layout, job.assumptions, shape, calls), job, self.power_W)
         return known
 
     def _screen_score(self, layout: Layout, calls: dict[str, Call],
