@@ -129,7 +129,10 @@ def check_inside_groups(traffic, groups, nodes):
         assert np.isin(p.group.astype(np.int64) * nodes + p.src, member).all(), p.label
         assert np.isin(p.group.astype(np.int64) * nodes + p.dst, member).all(), p.label
         assert (p.src != p.dst).all()
-        assert p.src.dtype == np.int64 and p.group.dtype == np.int32
+        # ends int64, or int32 where a listed All-to-All's node numbers fit
+        # (traffic.phases.listed_node_dtype); groups int32
+        assert p.src.dtype in (np.int32, np.int64) and p.dst.dtype == p.src.dtype
+        assert p.group.dtype == np.int32
 
 
 def per_rank_sent(collective, algorithm, n, parts=None, nics=8):
