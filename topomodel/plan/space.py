@@ -200,11 +200,6 @@ class FamilyAxes:
                 "micro_batch": mb, "interleave": interleave, "schedule": schedule,
                 "recompute": recompute, "zero": zero, "sequence_parallel": sp}
 
-    @property
-    def per_pipe(self) -> int:
-        """Families with one EP, micro-batch, schedule and interleave."""
-        return len(self.recomputes) * len(self.zeros) * len(self.sps)
-
 
 def cell_axes(model: Model, cell: Cell, base: Layout, space: PlanSpace
               ) -> FamilyAxes | None:

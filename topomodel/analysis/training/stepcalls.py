@@ -349,11 +349,9 @@ def _pipeline_time(fabric: Fabric, layout: Layout, a: StepAssumptions,
                    missed: list[str] | None, cache: dict[CollectiveKey, CollectiveTime]
                    ) -> CollectiveTime:
     """The pipeline's exchange in ``layout``'s rank order, as :data:`~topomodel.
-    analysis.training.stepshape.CollectiveTime` (``key``: its key in the fabric's
-    table, ``cache``)."""
-    hit = cache.get(key)
-    if hit is not None:  # timed: nothing of the pairs made
-        return hit
+    analysis.training.stepshape.CollectiveTime`, where the fabric's table (``cache``)
+    does not hold its ``key`` (:func:`placed_calls` looks first: a timed exchange
+    makes nothing of its pairs)."""
     size, routing, seed = key[2], key[4], key[5]
     one_neighbour = _one_neighbour(layout)
 
