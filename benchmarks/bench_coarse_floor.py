@@ -88,7 +88,7 @@ def candidate_score(fabric: Any, job: Any, families: list[dict[str, Any]], power
                                                calls)
         busy = duration.sum(axis=1)
         bound = busy_bound(job.model, layout, job.assumptions, shape,
-                           CommFreePipeline(busy, compute.sum(axis=1), busy, 0, False))
+                           CommFreePipeline(busy, compute.sum(axis=1), busy, False))
         best = max(best, rank_score(bound, job, power_W))
     return best
 

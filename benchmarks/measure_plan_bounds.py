@@ -115,7 +115,7 @@ def _exact(fabric: Any, job: Any, layout: Any) -> tuple[float, float, float]:
     base = stepbound.comm_free_pipeline(job.model, layout, job.assumptions, shape)
     screen = order_screen(job.model, layout, job.assumptions, shape, base, calls)
     own_pipe = stepbound.comm_free_pipeline(job.model, layout, job.assumptions, shape, calls)
-    frame = stepbound.bound_frame(job.model, layout, job.assumptions, shape, own_pipe)
+    frame = stepbound.bound_frame(job.model, layout, job.assumptions, shape)
     return (screen.bound(calls).step_time_s, frame.bound(own_pipe).step_time_s,
             replace(frame, share=1.0).bound(own_pipe).step_time_s)
 

@@ -238,7 +238,7 @@ def test_the_works_bound_is_below_the_screens(fabric, case):
         calls, _ = order_calls(fabric, model, layout, a, shape)
         screen = order_screen(model, layout, a, shape, pipeline, calls)
         works = screen_works(model, layout, a, shape, pipeline, calls)
-        frame = bound_frame(model, layout, a, shape, pipeline)
+        frame = bound_frame(model, layout, a, shape)
         for timed in (calls, unplaced_calls(fabric, layout, a, calls)):
             part = works_bound(works, pipeline, frame, timed).step_time_s
             whole = screen.bound(timed).step_time_s

@@ -1,8 +1,9 @@
 """The step bound against the step: never above any rank order's step time, so a search
-that skips by it loses nothing; the most sends on a schedule's paths by hand."""
+that skips by it loses nothing, and close to it on deep pipelines."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from test_plan import DESIGN  # the same two HGX servers
 
 from topomodel.analysis.collectives.commbound import collective_lower_bound_s
+from topomodel.analysis.training import pipeline as pipe_run
 from topomodel.analysis.training.orderscreen import order_screen
 from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_time
 from topomodel.analysis.training.stepbound import (
@@ -17,7 +19,6 @@ from topomodel.analysis.training.stepbound import (
     busy_bound,
     busy_pipeline,
     comm_free_pipeline,
-    most_sends,
     step_bound,
     unordered,
 )
@@ -95,9 +96,6 @@ def test_no_order_beats_the_bound(case):
         own = order_bound(fabric, model, layout, a, shape)
         step = step_time(fabric, model, layout, a)
         assert bound.step_time_s <= step.step_time_s, fields
-        # and with its run's paths (test_pathbound.py: where they keep the bubble)
-        paths = step_bound(model, layout, a, shape, pipeline, paths=True)
-        assert bound.step_time_s <= paths.step_time_s <= step.step_time_s, fields
         assert own is None or own.step_time_s <= step.step_time_s, fields
         ordered += own is not None
         assert bound.mfu >= step.mfu and bound.tokens_per_s >= step.tokens_per_s
@@ -189,17 +187,13 @@ def test_the_pipeline_is_shared_by_zero_stages_and_orders(fabric):
         assert (mine.busy_s == first.busy_s).all()
 
 
-def test_most_sends_on_a_path():
-    # no pipeline, no sends; one microbatch goes down the 4 stages and back up
-    assert most_sends("1f1b", 1, 4, 1, False) == 0
-    assert most_sends("1f1b", 4, 1, 1, False) == 6
-    # with more microbatches a path zigzags: the first stage's forwards wait for the
-    # backwards coming up, which waited for forwards going down
-    assert 6 < most_sends("1f1b", 4, 8, 1, False) <= 2 * 8 * 3
-    # a sender that waits on its own send puts more of them on one path
-    assert most_sends("1f1b", 4, 8, 1, True) > most_sends("1f1b", 4, 8, 1, False)
-    # interleaving: a microbatch goes down and back up every chunk, with the wrap
-    assert most_sends("1f1b", 4, 4, 2, False) >= 2 * (2 * 4 - 1)
+def _most_sends(layout):
+    """The most pipeline sends any path of ``layout``'s schedule crosses: its timeline
+    with operations taking no time and every send one."""
+    sched = pipe_run.schedule(layout.schedule, layout.pp, layout.global_batch // layout.dp
+                              // layout.micro_batch, layout.interleave)
+    return round(pipe_run.timeline(sched, np.zeros((layout.pp, sched.ops)), np.ones((layout.pp, 2)),
+                          blocking_sends=layout.pp_blocking).makespan_s)
 
 
 def test_the_screen_counts_the_sends_on_its_critical_path(fabric):
@@ -217,7 +211,7 @@ def test_the_screen_counts_the_sends_on_its_critical_path(fabric):
         step = step_time(fabric, model, layout, a)
         timed, _ = step_calls(fabric, model, layout, a, shape=shape)
         screen = order_screen(model, layout, a, shape, pipeline, timed)
-        assert 0 < screen.path_sends <= pipeline.most_sends
+        assert 0 < screen.path_sends <= _most_sends(layout)
         silent = {**timed, "pp": replace(timed["pp"], time_s=0.0)}
         assert timed["pp"].time_s > 0
         # the sends on the path raise the screen's end of that stage by their time
@@ -566,7 +560,7 @@ def test_the_busy_bound_is_its_frame_without_the_excess(case):
     checked = 0
     for _, layout, shape, _ in _fitting_layouts(fabric, case):
         busy = busy_pipeline(model, layout, a, shape)
-        frame = bound_frame(model, layout, a, shape, busy)
+        frame = bound_frame(model, layout, a, shape)
         full = BoundFrame(frame.optimizer_s, frame.wait_per_compute, 0.0, frame.tokens,
                           frame.model_flops, frame.peak_flops).bound(busy)
         assert frame.optimizer_s.max() > 0
@@ -588,7 +582,7 @@ def test_a_kept_frame_is_the_layouts_own(case):
     model = fabric.catalog.get(name, Model)
     forget_frames()
     checked = shared = 0
-    for _, layout, shape, pipe in _fitting_layouts(fabric, case):
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
         variants = [layout]
         for change in ({"sequence_parallel": not layout.sequence_parallel},
                        {"zero": {1: 2, 2: 1}.get(layout.zero, layout.zero)},
@@ -597,10 +591,10 @@ def test_a_kept_frame_is_the_layouts_own(case):
                 variants.append(replace(layout, **change))
             except UsageError:
                 continue
-        first = bound_frame(model, variants[0], a, shape, pipe)
+        first = bound_frame(model, variants[0], a, shape)
         for lay in variants:
-            kept = bound_frame(model, lay, a, shape, pipe)
-            fresh = _bound_frame(model, lay, a, shape, pipe)
+            kept = bound_frame(model, lay, a, shape)
+            fresh = _bound_frame(model, lay, a, shape)
             shared += kept is first and lay != variants[0]
             assert np.array_equal(kept.optimizer_s, fresh.optimizer_s), lay
             assert (kept.wait_per_compute, kept.share, kept.tokens, kept.model_flops,
@@ -609,3 +603,34 @@ def test_a_kept_frame_is_the_layouts_own(case):
                                          fresh.peak_flops), lay
             checked += 1
     assert checked > 20 and shared > 0
+
+
+# deep pipelines on few micro-batches: their critical paths cross more sends than a
+# stage's own 2 m v, and with ZeRO 1-2 the stage that starts the path may gather more
+DEEP = [Layout(pp=16, global_batch=g, seq=4096, zero=z, order=o, schedule=sc,
+               pp_blocking=b)
+        for g, z, o, sc, b in itertools.product([2, 4], [0, 1], ["tp,cp,dp,pp", "pp,tp,cp,dp"],
+                                                ["1f1b", "zb-h1"], [True, False])]
+
+
+@pytest.mark.parametrize("layout", DEEP, ids=lambda x: f"{x.global_batch}-{x.zero}-"
+                         f"{x.order}-{x.schedule}-{x.pp_blocking}")
+def test_deep_pipelines_are_bounded_below_their_step_and_near_it(fabric, layout):
+    """The step's parts add up to its own timeline's end (sends and gathers of other
+    stages that the slowest waits for are bubble, not dropped), so the comm-free bound
+    keeps the whole bubble: at most the step and within a tenth of it here (it kept
+    ~1/3 of the bubble when the step dropped those sends: 0.6 of the step). The order's
+    bound with its collectives' floors and with its own times stays under the step."""
+    model = fabric.catalog.get("llama3-8b", Model)
+    a = StepAssumptions()
+    shape = shape_of(fabric, model, layout)
+    step = step_time(fabric, model, layout, a)
+    assert step.step_time_s >= step.pipeline_s + step.wait_s
+    free = step_bound(model, layout, a, shape,
+                      comm_free_pipeline(model, layout, a, shape)).step_time_s
+    floors, _ = order_calls(fabric, model, layout, a, shape)
+    placed, _ = step_calls(fabric, model, layout, a, shape=shape)
+    for calls in (floors, placed):
+        assert bound_with_calls(model, layout, a, shape, calls).step_time_s \
+            <= step.step_time_s
+    assert 0.9 * step.step_time_s < free <= step.step_time_s

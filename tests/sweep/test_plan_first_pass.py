@@ -77,7 +77,7 @@ def _general(fabric, job, family, power_W):
                    shape.sizes - shape.moe_sizes, shape.moe_sizes)
     busy = np.asarray(ops.duration_s, dtype=float).sum(axis=1)
     dualpipe = layout.ep_overlap == "dualpipe"
-    pipeline = CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, 0, dualpipe)
+    pipeline = CommFreePipeline(busy, ops.compute_s.sum(axis=1), busy, dualpipe)
     model_flops, _ = flops_per_token(model, shape.seq, recompute=layout.recompute)
     bound = BoundFrame(np.zeros(layout.pp), sync_wait(a, layout.world).share, 0.0,
                        shape.global_batch * shape.seq, model_flops,

@@ -19,12 +19,12 @@ than its time in the step of any rank order
 :func:`~topomodel.analysis.training.stepbound.bound_with_calls` with them is no more than
 every order's step (:mod:`~topomodel.analysis.training.stepbound`: every operation's
 duration, the timeline and the gradient tail only grow with the collective times). It is
-``busy + max(0, ends - busy) x share + wait`` (:class:`~topomodel.analysis.training.
-stepbound.BoundFrame`), with ``busy`` the most of the stages' summed operation durations,
-``ends`` the most of a stage's gradient finish plus its optimizer step, ``wait`` the
-least compute of a stage times the frame's wait share; it only grows with ``ends``
-(``share >= 0``). This floor takes the same operations, frame and compute, and a finish
-no later than that timeline's, so it is no more than that bound:
+``max(busy, ends) + wait`` (:class:`~topomodel.analysis.training.stepbound.
+BoundFrame`), with ``busy`` the most of the stages' summed operation durations, ``ends``
+the most of a stage's gradient finish plus its optimizer step, ``wait`` the least
+compute of a stage times the frame's wait share; it only grows with ``ends``. This
+floor takes the same operations, frame and compute, and a finish no later than that
+timeline's, so it is no more than that bound:
 
 - on the timeline a stage runs its operations one after the other from time 0 or later,
   so each starts no earlier than the sum of the durations before it on its stage (the
@@ -40,13 +40,9 @@ no later than that timeline's, so it is no more than that bound:
   each ready time and each cost. So on the packed timeline it is no later than on the
   bound's.
 
-With more than one pipeline stage the frame's share of the excess reads the most sends
-on any path of the schedule, found by a run of it (:func:`~topomodel.analysis.training.
-stepbound.most_sends`, tens of ms at thousands of micro-batches, what this floor saves):
-there the floor takes the share at 0 (``busy + wait``, the busy part of the same bound,
-as :func:`~topomodel.analysis.training.stepbound.busy_bound` does with no collective
-time), no more than the bound at any share. With one stage there is no send: its frame
-is the timeline's (no send on a path), read with the packed finish.
+With more than one pipeline stage the floor reads only the stages' sums (made without
+every operation's duration): each stage ends no earlier than its busy time, so its
+finish is taken there, without the gradient tail (no more than the packed one).
 
 With ``ep_overlap="dualpipe"`` the bound is the least compute of a stage plus the wait
 (the step clips an all-to-all's exposed time, see :mod:`~topomodel.analysis.training.
@@ -66,7 +62,6 @@ from topomodel.analysis.training.stepbound import (
     CommFreePipeline,
     StepBound,
     bound_frame,
-    busy_bound,
     calls_busy_figures,
     calls_busy_sums,
 )
@@ -136,13 +131,12 @@ def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, sha
     """The bound of ``layout`` with the collectives ``calls`` (each no more than in the
     step of any rank order considered), seconds: with one pipeline stage, on its packed
     timeline (its operations back to back from 0, its gradient buckets ready at their
-    share of their pass there); with more, its busiest stage and the wait (see the
-    module); not for ``ep_overlap="dualpipe"``."""
+    share of their pass there); with more, each stage's busy time and optimizer step
+    (see the module); not for ``ep_overlap="dualpipe"``."""
     a = assumptions
-    if layout.pp > 1:  # only the stages' sums (the share reads the schedule's most
-        # sends on a path, a run): made without every operation's duration
-        return busy_bound(model, layout, a, shape,
-                          calls_busy_sums(model, layout, a, shape, calls))
+    frame = bound_frame(model, layout, a, shape)
+    if layout.pp > 1:  # the stages' sums alone, each stage's finish at its busy time
+        return frame.bound(calls_busy_sums(model, layout, a, shape, calls))
     duration, compute = calls_busy_figures(model, layout, a, shape, calls)
     busy = duration.sum(axis=1)
     finish = busy
@@ -158,9 +152,7 @@ def packed_bound(model: Model, layout: Layout, assumptions: StepAssumptions, sha
         except UsageError:  # more buckets than the step times: no tail (a lower floor)
             buckets = []
         finish, _ = gradient_tail(packed, calls, layout, buckets)
-    # one stage: no send on any path (:func:`most_sends` is 0), as the timeline's frame
-    pipeline = CommFreePipeline(busy, compute.sum(axis=1), finish, 0, False)
-    return bound_frame(model, layout, a, shape, pipeline).bound(pipeline)
+    return frame.bound(CommFreePipeline(busy, compute.sum(axis=1), finish, False))
 
 
 def _untimed(*_: object) -> float:

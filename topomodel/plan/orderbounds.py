@@ -250,7 +250,7 @@ class OrderBounds:
                         lambda: unplaced_calls(self.fabric, layout, job.assumptions, calls))
         if self.screen is None and worst_kept > -float("inf"):
             pipeline = self.pipeline()
-            frame = bound_frame(job.model, layout, job.assumptions, self.shape, pipeline)
+            frame = bound_frame(job.model, layout, job.assumptions, self.shape)
             score = rank_score(works_bound(self._works(layout, calls), pipeline, frame,
                                            floor), job, self.power_W)
             if score < worst_kept:

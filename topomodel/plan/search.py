@@ -319,8 +319,8 @@ def _best_first(fabric: Fabric, job: PlanJob,
     the lower of that and its group floor (:func:`~topomodel.plan.groupfloor.
     group_score`: its collectives at what no placement beats, no timeline run); popped
     again, at the lower of that and its timeline's bound (the pipeline's bubble
-    included, and its run's paths where the rest cannot drop it:
-    :func:`~topomodel.analysis.training.stepbound.step_bound`); popped a third time,
+    included: :func:`~topomodel.analysis.training.stepbound.step_bound`); popped a
+    third time,
     each of its rank orders is bounded against its tops (when full) and modelled
     unless pruned. Each bound holds for every order of the group, so the lowest of
     them does too, and a timeline is run only for the groups whose floor comes first.
@@ -370,7 +370,7 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 continue
             push(min(-neg, floor), place, FLOORED, item, holders)  # timeline when first
         elif stage == FLOORED:
-            tight = _timeline_score(job, item, power_W, tops.bar(holders))
+            tight = _timeline_score(job, item, power_W)
             push(min(-neg, tight), place, ORDERS, item, holders)
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
@@ -391,17 +391,11 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 decided(1)
 
 
-def _timeline_score(job: PlanJob, group: Group, power_W: float, bar: float) -> float:
+def _timeline_score(job: PlanJob, group: Group, power_W: float) -> float:
     """The best score the group's timeline allows
-    (:func:`~topomodel.analysis.training.stepbound.step_bound`), with its run's paths
-    where the rest is not below ``bar`` (the paths cost some milliseconds a run)."""
-    pipeline = group.pipeline(job)
-    tight = rank_score(step_bound(job.model, group.layout, job.assumptions, group.shape,
-                                  pipeline), job, power_W)
-    if tight < bar:
-        return tight
+    (:func:`~topomodel.analysis.training.stepbound.step_bound`)."""
     return rank_score(step_bound(job.model, group.layout, job.assumptions, group.shape,
-                                 pipeline, paths=True), job, power_W)
+                                 group.pipeline(job)), job, power_W)
 
 
 def _expand(fabric: Fabric, job: PlanJob, entry: Coarse, power_W: float,

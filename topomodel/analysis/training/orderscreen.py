@@ -133,7 +133,7 @@ class OrderScreen:
             finish[stages] = np.maximum(end[stages],
                                         np.maximum.reduceat(tail, self.bucket_starts))
         return self.frame.bound(CommFreePipeline(busy, pipe.compute_s, finish,
-                                                 pipe.most_sends, pipe.dualpipe))
+                                                 pipe.dualpipe))
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,8 +175,7 @@ def works_bound(works: ScreenWorks, pipeline: CommFreePipeline, frame: BoundFram
     path_units, path_stage, path_s, path_sends = works.path
     end[path_stage] = max(float(end[path_stage]), path_s + float(path_units @ per_unit)
                           + path_sends * per_send_s(calls))
-    return frame.bound(CommFreePipeline(busy, pipe.compute_s, end, pipe.most_sends,
-                                        pipe.dualpipe))
+    return frame.bound(CommFreePipeline(busy, pipe.compute_s, end, pipe.dualpipe))
 
 
 def _per_unit(t: np.ndarray, count: np.ndarray, behind_s: np.ndarray,
@@ -290,7 +289,7 @@ def order_screen(model: Model, layout: Layout, assumptions: StepAssumptions,
                        term[:, 0], term[:, 1], term[:, 2], term[:, 3],
                        term[:, 4].astype(np.int64), stage_units, *works.path,
                        *buckets, layout.dp_overlap, pipeline,
-                       bound_frame(model, layout, a, shape, pipeline), gathers,
+                       bound_frame(model, layout, a, shape), gathers,
                        Passes(*passes, first, bucket_pass[0], bucket_pass[1]),
                        *_runs(buckets[0]))
 

@@ -462,13 +462,6 @@ def _structure(s: Schedule) -> _Structure:
     return deps, out
 
 
-def rounds(s: Schedule) -> list[tuple[np.ndarray, ...]]:
-    """The rounds :func:`timeline` runs ``s`` in (:func:`_structure`'s: per round the
-    stages, their operations' flat places, their inputs' places, whether they have one);
-    each operation's input is in an earlier round."""
-    return _structure(s)[1]
-
-
 def _critical_send(s: Schedule, end: np.ndarray, waited: np.ndarray, send: np.ndarray,
                    outgoing: np.ndarray, dep_stage: np.ndarray, dep_pos: np.ndarray
                    ) -> tuple[float, np.ndarray]:

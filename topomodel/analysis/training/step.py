@@ -17,7 +17,10 @@ timeline allows, and the memory of every stage.
 3. **Timeline.** The schedule (1F1B, interleaved, ZB-H1) runs every microbatch on every
    stage (:mod:`~topomodel.analysis.training.pipeline`); pipeline sends delay the receiving
    operation. The slowest stage sets the pace, and the bubble (its idle time) includes
-   the other stages' communication.
+   the other stages' communication: of the sends and ZeRO weight gathers on the
+   critical path, what the slowest stage's own (``2 m v`` sends, its own gathers) cover
+   is exposed communication, the rest bubble, so the parts add up to the timeline's
+   end.
 4. **Gradients.** Each stage's gradient buckets are reduced over DP (and expert DP) as
    they fill during its last backward passes (``dp_overlap``: behind the backward
    compute still to run; otherwise after it), then the optimizer steps on HBM; ZeRO's
@@ -212,9 +215,14 @@ def step_time(fabric: Fabric, model: Model, layout: Layout,
     r = int(np.argmax(tl.busy_s))  # the slowest stage sets the pace
     pipe_end = tl.makespan_s
     idle = max(0.0, pipe_end - float(tl.busy_s[r]))
-    pp_exposed = min(tl.critical_send_s, idle)
+    # the critical path's sends and its start's gathers, as far as the slowest stage's
+    # own sends and gathers go; what they leave of its idle time (other stages' sends
+    # and gathers it waits for) is bubble, so the parts add up to the timeline's end
+    own_sends_s = 2 * sched.m * sched.v * per_send
+    pp_exposed = min(tl.critical_send_s, idle, own_sends_s)
     start_stage = int(tl.critical_stages[0]) if len(tl.critical_stages) else 0
-    gather_exposed = min(float(ready[start_stage]), idle - pp_exposed)
+    gather_exposed = min(float(ready[start_stage]), idle - pp_exposed,
+                         float(param_gather[r]))
     bubble = idle - pp_exposed - gather_exposed
     tail = step_end - pipe_end
     opt_part = min(tail, float(optimizer[last]))
