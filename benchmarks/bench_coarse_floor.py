@@ -11,13 +11,13 @@ samples N of them (seeded; 0, the default: every set, in search order). Per set:
 
 - the *candidate* coarse score: per (sequence parallelism, schedule, interleave) among
   the set's families, its layout without recomputation at ZeRO 0 with its collectives
-  at their unplaced floors (``groupfloor.unplaced_floor_calls``) but those over DP
+  at their unplaced floors (``orderbounds.unplaced_floor_calls``) but those over DP
   (``dp``, ``dp_ag``, ``edp``, ``edp_ag``, ``zero3_ag``, ``zero3_rs``: ZeRO decides
   them), its busiest stage's operations with those calls and the wait (``busy_bound``
   on ``calls_busy_figures``); the set's score is the best of them (the largest);
 - with ``--ideal``, the *ideal* score: the best over the set's valid, timeable
-  families of the lower of their cheap bound and group floor (what the planner knows
-  of a family after popping it), and how many families' score is above the candidate's
+  families of the lower of their cheap bound and timeline bound (what the planner
+  knows of a family after popping it), and how many families' score is above the candidate's
   (a family the candidate would wrongly prune: it must be 0).
 
 A set is prunable when its score is below the bar: the tokens/s of a step of
@@ -44,8 +44,7 @@ from topomodel.analysis.training.stepbound import (
 )
 from topomodel.cli import main as cli_main
 from topomodel.plan import groups
-from topomodel.plan.groupfloor import group_score, unplaced_floor_calls
-from topomodel.plan.orderbounds import OrderMemo, rank_score
+from topomodel.plan.orderbounds import OrderMemo, rank_score, unplaced_floor_calls
 from topomodel.plan.space import PlanSpace, cell_families, cell_orders
 from topomodel.plan.tally import over_limit
 from topomodel.traffic.layout import evolve
@@ -103,8 +102,7 @@ def ideal_score(fabric: Any, job: Any, ci: int, families: list[dict[str, Any]],
         _, group = groups.group_of(fabric, job, (ci, 0), family, power_W, cell)
         if group is None or over_limit(fabric, job.model, group.stand_in, job.routing):
             continue
-        score = min(group.bound, group_score(fabric, job, group.layout, group.shape, memo,
-                                             power_W))
+        score = min(group.bound, search._timeline_score(job, group, power_W))
         best = max(best, score)
         above += score > candidate * (1 + 1e-12)
     return best, above

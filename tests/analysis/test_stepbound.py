@@ -18,6 +18,8 @@ from topomodel.analysis.training.stepbound import (
     bound_with_calls,
     busy_bound,
     busy_pipeline,
+    calls_busy_figures,
+    calls_busy_sums,
     comm_free_pipeline,
     step_bound,
     unordered,
@@ -29,6 +31,8 @@ from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.plan.callfloors import order_bound, order_calls, unplaced_calls
+from topomodel.plan.orderbounds import OrderMemo, unplaced_floor_calls
+from topomodel.plan.search import PlanJob
 from topomodel.plan.space import PlanSpace, cell_layouts, cells
 from topomodel.traffic.layout import Layout
 
@@ -634,3 +638,26 @@ def test_deep_pipelines_are_bounded_below_their_step_and_near_it(fabric, layout)
         assert bound_with_calls(model, layout, a, shape, calls).step_time_s \
             <= step.step_time_s
     assert 0.9 * step.step_time_s < free <= step.step_time_s
+
+
+@pytest.mark.parametrize("case", ["dense", "moe"])
+def test_the_stage_sums_are_every_operations_figures_summed(case):
+    """A set's floor (plan/coarse.py) takes the stages' sums without every operation's
+    duration (``calls_busy_sums``): the same sums, to the bit, as the figures summed
+    per stage, with the collectives at their unplaced floors."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    name, base, space, a = CASES[case]
+    model = fabric.catalog.get(name, Model)
+    job = PlanJob(model, base, space, a)
+    memo = OrderMemo()
+    checked = 0
+    for _, layout, shape, _ in _fitting_layouts(fabric, case):
+        if layout.pp == 1 or layout.ep_overlap == "dualpipe":
+            continue
+        calls = unplaced_floor_calls(fabric, job, layout, shape, memo)
+        duration, compute = calls_busy_figures(model, layout, a, shape, calls)
+        sums = calls_busy_sums(model, layout, a, shape, calls)
+        assert sums.busy_s.tobytes() == duration.sum(axis=1).tobytes()
+        assert sums.compute_s.tobytes() == compute.sum(axis=1).tobytes()
+        checked += 1
+    assert checked > 5

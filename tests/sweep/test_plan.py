@@ -436,7 +436,6 @@ def test_a_layouts_orders_are_pruned_together_before_any_is_bounded(monkeypatch)
     beats), before any order's collectives are looked up, and the top is still the
     unpruned search's, bit for bit."""
     from topomodel.plan import orderbounds
-    from topomodel.plan import search as plan_search
 
     design, catalog = load_design("mid.yaml", text=MID)
     model = catalog.get("llama3-70b", Model)
@@ -452,8 +451,6 @@ def test_a_layouts_orders_are_pruned_together_before_any_is_bounded(monkeypatch)
         seen.setdefault(id(self), []).append("all") or unplaced(self, lay, worst)))
     monkeypatch.setattr(orderbounds.OrderBounds, "best_score", lambda self, lay, worst: (
         seen.setdefault(id(self), []).append("one") or best(self, lay, worst)))
-    # the group floor (no timeline) would prune them first: off, to reach this path
-    monkeypatch.setattr(plan_search, "group_score", lambda *_: float("inf"))
     pruned = search_cells(fabric, job, n, sets=False)  # nor the sets' floors
     assert [(r.place, r.result) for r in pruned.best] == [(r.place, r.result)
                                                           for r in whole.best]

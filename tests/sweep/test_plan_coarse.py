@@ -1,6 +1,7 @@
 """The planner's sets (:mod:`topomodel.plan.coarse`): a set's floor is never above the
-step of any rank order of any of its families, nor above their group floors, and a
-search by sets keeps the top of the search without them and of the unpruned search."""
+step of any rank order of any of its families, nor below any family's own busiest stage
+with its in-stage floors, and a search by sets keeps the top of the search without them
+and of the unpruned search."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import pytest
 from test_plan import DESIGN  # the same two HGX servers
 
 from topomodel.analysis.training.step import StepAssumptions, layout_memory, step_time
+from topomodel.analysis.training.stepbound import busy_bound, calls_busy_sums
 from topomodel.errors import UsageError
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
 from topomodel.inputs.parts import Model
 from topomodel.plan import coarse, groups, search
-from topomodel.plan.coarse import representative, set_key, set_score
-from topomodel.plan.groupfloor import group_score
+from topomodel.plan.coarse import in_stage_floors, representative, set_key, set_score
 from topomodel.plan.orderbounds import OrderMemo, rank_score
 from topomodel.plan.space import PlanSpace, cell_axes, cell_families, cell_orders
 from topomodel.plan.tally import over_limit
@@ -64,9 +65,11 @@ def test_no_layout_of_a_set_beats_its_floor(case):
             sets += 1
             for family, _, shape in members:
                 layout = replace(job.base, **family)
-                # the group floor and the cheap bound of every family: none above
-                assert group_score(fabric, job, layout, shape, memo, 0.0) <= score * (
-                    1 + 1e-12), family
+                # every family's busiest stage with its in-stage floors: none above
+                own = busy_bound(job.model, layout, job.assumptions, shape, calls_busy_sums(
+                    job.model, layout, job.assumptions, shape,
+                    in_stage_floors(fabric, job, layout, shape, memo)))
+                assert rank_score(own, job, 0.0) <= score * (1 + 1e-12), family
                 if layout.zero == 0 and layout.recompute == "none":
                     assert representative(layout) is layout
                 try:

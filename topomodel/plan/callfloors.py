@@ -1,7 +1,7 @@
 """What a layout's collectives cannot beat on their placement, without routing them: the
-floors the planner's order bounds (:mod:`~topomodel.plan.orderbounds`), group floors
-(:mod:`~topomodel.plan.groupfloor`) and set floors (:mod:`~topomodel.plan.coarse`) put
-in place of collective times they have not routed yet.
+floors the planner's order bounds (:mod:`~topomodel.plan.orderbounds`) and set floors
+(:mod:`~topomodel.plan.coarse`) put in place of collective times they have not routed
+yet.
 
 :func:`order_calls` gives one rank order's collectives, the times already known and, for
 the others, their placed lower bounds (:mod:`~topomodel.analysis.collectives.commbound`)

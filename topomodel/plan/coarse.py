@@ -6,8 +6,8 @@ cheap bound (:func:`~topomodel.analysis.training.stepbound.busy_bound`, no colle
 taking time) before anything else, and decides them best bound first
 (:mod:`~topomodel.plan.search`). On a large MoE job (DeepSeek-V3 on 16k accelerators:
 1.2 M families) that bound sits at about 0.9 of the best step for nearly every family,
-so the first pass is spent on bounds that prune nothing, and the group floor
-(:mod:`~topomodel.plan.groupfloor`) then has to drop the families one by one. A *set*
+so the first pass is spent on bounds that prune nothing, and the search then has to
+drop the families one by one. A *set*
 here is a cell's families with one EP and one micro-batch size (every schedule,
 interleave, recomputation, ZeRO stage and sequence parallelism of them): its floor
 puts the in-stage collectives at their unplaced lower bounds, and holds for every
@@ -17,7 +17,7 @@ families never bounded one by one.
 **The floor.** For each (sequence parallelism, schedule, interleave) of the set's
 families, its *representative*: that layout at ZeRO 0 without recomputation; its
 in-stage collectives (:data:`IN_STAGE`: TP, CP and the experts' All-to-All) at their
-unplaced floors (:func:`~topomodel.plan.groupfloor.unplaced_floor_calls`), no other
+unplaced floors (:func:`~topomodel.plan.orderbounds.unplaced_floor_calls`), no other
 collective; the busiest stage's operations with them plus the wait
 (:func:`~topomodel.analysis.training.stepbound.busy_bound`). The set's floor is the
 lowest step (the best score) of its representatives.
@@ -90,9 +90,8 @@ from topomodel.analysis.training.stepshape import Shape
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.records import check_values
-from topomodel.plan.groupfloor import unplaced_floor_calls
 from topomodel.plan.groups import UNSHAPED, CellMemo, valid_family
-from topomodel.plan.orderbounds import OrderMemo, PlanJob, rank_score
+from topomodel.plan.orderbounds import OrderMemo, PlanJob, rank_score, unplaced_floor_calls
 from topomodel.plan.space import Cell, FamilyAxes, PlanSpace, cell_axes, cell_orders
 from topomodel.plan.tally import Tally, over_limit
 from topomodel.plan.tops import Tops
@@ -220,7 +219,7 @@ def set_score(fabric: Fabric, job: PlanJob, layouts: Iterable[tuple[Layout, Shap
 def in_stage_floors(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
                     memo: OrderMemo) -> dict[str, Call]:
     """``layout``'s :data:`IN_STAGE` collectives each at its unplaced floor (kept in
-    ``memo`` with the rest of its collectives' floors, as the group floor keeps them)."""
+    ``memo`` with the rest of its collectives' floors, as its order bounds keep them)."""
     return {name: call for name, call in
             unplaced_floor_calls(fabric, job, layout, shape, memo).items()
             if name in IN_STAGE}

@@ -246,8 +246,7 @@ class OrderBounds:
         screen's would be too), and the screen, not needed, is not made."""
         calls = self._issued(layout)
         job = self.job
-        floor = kept_in(self.memo.floors, self.calls_key, TIMED_ORDERS,  # all it reads
-                        lambda: unplaced_calls(self.fabric, layout, job.assumptions, calls))
+        floor = self.unplaced_floors(layout)
         if self.screen is None and worst_kept > -float("inf"):
             pipeline = self.pipeline()
             frame = bound_frame(job.model, layout, job.assumptions, self.shape)
@@ -256,6 +255,15 @@ class OrderBounds:
             if score < worst_kept:
                 return score
         return rank_score(self._screen(layout, calls).bound(floor), job, self.power_W)
+
+    def unplaced_floors(self, layout: Layout) -> dict[str, Call]:
+        """``layout``'s collectives (any rank order: they issue the same), each at a time
+        no order beats (:func:`~topomodel.plan.callfloors.unplaced_calls`), kept by what
+        they read (:attr:`calls_key`)."""
+        calls = self._issued(layout)
+        return kept_in(self.memo.floors, self.calls_key, TIMED_ORDERS,
+                       lambda: unplaced_calls(self.fabric, layout, self.job.assumptions,
+                                              calls))
 
     def _issued(self, layout: Layout) -> dict[str, Call]:
         """``layout``'s collectives in its own rank order with their names, kinds and
@@ -358,3 +366,17 @@ class OrderBounds:
                        (*self.calls_key[:-1], self.calls_key[-1] == 3, layout.recompute),
                        SCREENS, lambda: screen_works(job.model, layout, job.assumptions,
                                                      self.shape, self.pipeline(), calls))
+
+
+def unplaced_floor_calls(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
+                         memo: OrderMemo) -> dict[str, Call]:
+    """:meth:`OrderBounds.unplaced_floors` of ``layout``, found in ``memo`` or made and
+    kept there, for a reader that bounds no order (a set's floor,
+    :mod:`~topomodel.plan.coarse`): the group's order bounds find them there."""
+    return OrderBounds(fabric, job, layout, shape, _no_pipeline, 0.0, memo
+                       ).unplaced_floors(layout)
+
+
+def _no_pipeline() -> CommFreePipeline:
+    """Never called: the unplaced floors read no timeline."""
+    raise AssertionError("the unplaced floors run no timeline")

@@ -77,7 +77,6 @@ from topomodel.heap import quiet_collector
 from topomodel.inputs.parts import Model
 from topomodel.inputs.records import check_share
 from topomodel.plan.coarse import Coarse, search_sets
-from topomodel.plan.groupfloor import group_score
 from topomodel.plan.groups import CellMemo, Group, group_of
 from topomodel.plan.orderbounds import (
     OrderBounds,
@@ -278,10 +277,9 @@ def _search(fabric: Fabric, job: PlanJob, indices: Iterable[int], *, power_W: fl
                           for h in range(1, len(tops.heaps))))
 
 
-GROUP, ORDERS, SET, FLOORED = range(4)
-"""A frontier entry of :func:`_best_first`: a group at its cheap bound; at its group
-floor's too (:mod:`~topomodel.plan.groupfloor`; its timeline run when it comes first);
-at its timeline's bound too (its orders bounded and modelled when it comes first); or a
+GROUP, ORDERS, SET = range(3)
+"""A frontier entry of :func:`_best_first`: a group at its cheap bound; at its
+timeline's bound too (its orders bounded and modelled when it comes first); or a
 set of a cell's groups at its floor (:mod:`~topomodel.plan.coarse`; its groups bounded
 and pushed when it comes first)."""
 
@@ -316,14 +314,11 @@ def _best_first(fabric: Fabric, job: PlanJob,
     tops.Tops`) best bound first, tightening a bound only when it comes first:
     a frontier (a max-heap by the best score an entry's bound allows, ties by place)
     holds each group at its cheap bound; popped, a group that fits is pushed back at
-    the lower of that and its group floor (:func:`~topomodel.plan.groupfloor.
-    group_score`: its collectives at what no placement beats, no timeline run); popped
-    again, at the lower of that and its timeline's bound (the pipeline's bubble
-    included: :func:`~topomodel.analysis.training.stepbound.step_bound`); popped a
-    third time,
-    each of its rank orders is bounded against its tops (when full) and modelled
-    unless pruned. Each bound holds for every order of the group, so the lowest of
-    them does too, and a timeline is run only for the groups whose floor comes first.
+    the lower of that and its timeline's bound (the pipeline's bubble included:
+    :func:`~topomodel.analysis.training.stepbound.step_bound`); popped again, each of
+    its rank orders is bounded against its tops (when full) and modelled unless
+    pruned. Each bound holds for every order of the group, so the lower of them does
+    too, and a timeline is run only for the groups whose cheap bound comes first.
     A popped entry whose bound is below the last of every top that holds it is
     pruned; once the first entry's bound is below the last of every top with entries
     left (:meth:`~topomodel.plan.tops.Tops.floor`), every
@@ -364,14 +359,11 @@ def _best_first(fabric: Fabric, job: PlanJob,
                 tops.count(holders, "no_fit", len(item.orders))
                 decided(len(item.orders))
                 continue
-            floor = group_score(fabric, job, item.layout, item.shape, memo, power_W)
-            if floor < tops.entry_bar(holders, distinct_key(item.layout)):
-                pruned(item, holders)  # no order can enter a top: no timeline
-                continue
-            push(min(-neg, floor), place, FLOORED, item, holders)  # timeline when first
-        elif stage == FLOORED:
             tight = _timeline_score(job, item, power_W)
-            push(min(-neg, tight), place, ORDERS, item, holders)
+            if tight < tops.entry_bar(holders, distinct_key(item.layout)):
+                pruned(item, holders)  # no order can enter a top
+                continue
+            push(min(-neg, tight), place, ORDERS, item, holders)  # orders when first
         else:
             bounds = OrderBounds(fabric, job, item.layout, item.shape,
                                  functools.partial(item.pipeline, job), power_W, memo)
