@@ -174,14 +174,14 @@ def busy_bound(model: Model, layout: Layout, assumptions: StepAssumptions,
     stage or rank order, which change it not), made here if not given.
 
     It is the same for every ZeRO stage of a layout (so a search bounds one of them for
-    all): of the :class:`BoundFrame`, ZeRO changes only the optimizer step and the share
-    of the pipeline excess, and this bound sets the share to 0, so the excess
+    all): of the :class:`BoundFrame`, ZeRO changes only the optimizer step, and this
+    bound keeps none of the pipeline excess (share 0), so the excess
     (``max(0, ends - busy) x 0``, with the optimizer step in ``ends``) adds exactly 0
     for any finite step; the busy time, the least compute, the wait per compute, the
     tokens, the model FLOPs and the peak do not read ZeRO. So its frame is made
     without the optimizer step (zeros in its place: the excess times 0 is 0 either
-    way, the optimizer step being finite on an HBM of any bandwidth) nor the share,
-    and kept by what it reads (:func:`_busy_frame`): a search bounds every layout of
+    way, the optimizer step being finite on an HBM of any bandwidth), and kept by what
+    it reads (:func:`_busy_frame`): a search bounds every layout of
     its space this way, and the layouts of a cell differing in their micro-batch,
     schedule, EP or sequence parallelism share it."""
     pipeline = busy if busy is not None else busy_pipeline(model, layout, assumptions,
