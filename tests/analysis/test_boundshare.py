@@ -59,8 +59,12 @@ def test_a_placements_bound_scales_with_the_size(fabric):
 
     def unrouted(collective, groups, size, key):
         assert key[SIZE_AT] == size
-        seen[key] = collective_lower_bound_s(fresh, collective, groups(), size,
-                                             TimeModel())
+        placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
+        latency, added = latency_floor_s(fresh, collective, key[1], groups, size,
+                                         TimeModel(), placed)
+        bytes_s = collective_lower_bound_s(fresh, collective, groups(), size, TimeModel())
+        assert added and bytes_s > 0
+        seen[key] = bytes_s + latency
         return 0.0
 
     step_calls(fresh, model, layout, unrouted=unrouted, shape=shape)
@@ -271,10 +275,10 @@ def test_an_orders_bounds_check_each_communicator_once_alike():
 
         def unrouted(collective, groups, size, key, alone=alone, seen=seen):
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
-            seen[key] = max(size * collective_lower_bound_s(alone, collective, groups(),
-                                                            1.0, tm),
-                            latency_floor_s(alone, collective, key[1], groups, size, tm,
-                                            placed))
+            latency, added = latency_floor_s(alone, collective, key[1], groups, size, tm,
+                                             placed)
+            bytes_s = size * collective_lower_bound_s(alone, collective, groups(), 1.0, tm)
+            seen[key] = bytes_s + latency if added else max(bytes_s, latency)
             return 0.0
 
         step_calls(alone, model, layout, unrouted=unrouted, shape=shape)

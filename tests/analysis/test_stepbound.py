@@ -489,13 +489,19 @@ def test_no_candidate_beats_the_latency_floor(collective):
         candidates = tuple(auto_candidates(fabric, collective, groups.shape[1]))
         blocks = group_blocks(fabric, groups)
         for size in (1e3, 64e6):
-            floor = latency_floor_s(fabric, collective, candidates, lambda g=groups: g,
-                                    size, model, (collective, candidates, name))
+            floor, added = latency_floor_s(fabric, collective, candidates,
+                                           lambda g=groups: g, size, model,
+                                           (collective, candidates, name))
             _, _, timed, _ = fastest(
                 fabric, lambda alg, s=size, b=blocks: collective_traffic(
                     fabric, collective, b, s, algorithm=alg),
                 candidates, time_model=model)
             assert 0 < floor <= timed.time_s, (name, size)
+            # a latency the time adds to its bandwidth part, which the bytes' bound is
+            # no more than: the two add
+            assert added
+            assert floor + collective_lower_bound_s(fabric, collective, groups, size,
+                                                    model) <= timed.time_s, (name, size)
             # found without the channels, the same as from the traffic's own shapes
             assert floor == min(floor_s(fabric, collective_shapes(
                 fabric, collective, blocks, size, algorithm=alg), model)

@@ -27,7 +27,7 @@ from topomodel.analysis.collectives.commbound import (
     ingress_rates,
     unplaced_lower_bound_s,
 )
-from topomodel.analysis.collectives.timing import floor_s
+from topomodel.analysis.collectives.timing import floor_s, measured_curve
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.stepbound import StepBound, bound_with_calls
 from topomodel.analysis.training.stepcalls import Issued, checked_groups, step_calls
@@ -48,9 +48,10 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
                 ) -> tuple[dict[str, Call], int]:
     """The collectives of ``layout``'s step in its own rank order: those the fabric's
     table holds with their times, the others with what they cannot beat on their
-    placement, kept in :func:`collective_bounds`: the larger of the bytes' bound
-    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) and the
-    latency's (:func:`latency_floor_s`); and how many were not in the table
+    placement, kept in :func:`collective_bounds`: the bytes' bound
+    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) plus
+    the latency's (:func:`latency_floor_s`), or the larger of the two where a measured
+    curve times a candidate; and how many were not in the table
     (``issued``: the layout's :func:`~topomodel.analysis.training.stepcalls.issued_calls`,
     the same in every rank order, when known)."""
     known = fabric.derived(collective_bounds)
@@ -76,8 +77,10 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
             def blocks() -> GroupBlocks:
                 return checked_groups(fabric, of, grid)
 
-            found = known[key] = max(size * rate, latency_floor_s(
-                fabric, collective, key[1], blocks, size, assumptions.time, placed))
+            latency, added = latency_floor_s(fabric, collective, key[1], blocks, size,
+                                             assumptions.time, placed)
+            found = known[key] = size * rate + latency if added else max(size * rate,
+                                                                         latency)
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
@@ -125,7 +128,7 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
 
 def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
                     groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
-                    time_model: TimeModel, placed: tuple[Any, ...]) -> float:
+                    time_model: TimeModel, placed: tuple[Any, ...]) -> tuple[float, bool]:
     """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
     ``groups()`` (an array, or blocks already checked) cannot beat whichever of
     ``candidates`` it runs: the least, over the candidates, of
@@ -145,17 +148,30 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
 
     Over thousands of ranks a ring's ``t - 1`` steps make most of a collective's time
     latency (60-70 % of ZeRO 3's per-layer gathers over DP at 16k GPUs), which no
-    bound on bytes sees."""
+    bound on bytes sees.
+
+    Also whether the floor *adds* to the bytes' bound: true where no measured curve
+    times a candidate. A collective's time is then its protocol's latency, no less
+    than the floor, plus its Simple bandwidth time times a scale of at least 1
+    and a fill of at least 0
+    (:attr:`~topomodel.analysis.collectives.timing.TrafficTime.time_s`). That
+    bandwidth time, each phase's busiest link over its effective rate, is no less
+    than the bytes' bound: the bytes into a rank or domain over the rate of the links
+    into it. So the sum of the two floors is a floor of the time. A curve's time is
+    the whole time, and then only the larger of the two holds. On the 98k servers'
+    plan, the gradients' calls over DP were placed at 1.84x the larger of the two
+    (their latency), and the sum took the plan from 1,330 steps to 1,040."""
     if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
-        return 0.0
+        return 0.0, False
     kept = fabric.derived(collective_latency_shapes)
     per = kept.get(placed)
     if per is None:
         per = kept[placed] = _candidate_shapes(fabric, collective, candidates, groups())
     if not per:
-        return 0.0
-    return min(floor_s(fabric, tuple(replace(s, size_bytes=size_bytes) for s in shapes),
-                       time_model) for shapes in per)
+        return 0.0, False
+    sized = [tuple(replace(s, size_bytes=size_bytes) for s in shapes) for shapes in per]
+    return (min(floor_s(fabric, shapes, time_model) for shapes in sized),
+            all(measured_curve(fabric, shapes, time_model) is None for shapes in sized))
 
 
 def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ...],

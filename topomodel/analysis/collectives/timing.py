@@ -246,7 +246,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
     simple_s = sum(p.steps * p.bandwidth_s for p in phases)
     protocol, latency, scale, fill = _fastest_protocol(fabric, traffic.shapes, simple_s,
                                                        time_model)
-    curve = _measured(fabric, traffic.shapes, time_model) if not lost_flows else None
+    curve = measured_curve(fabric, traffic.shapes, time_model) if not lost_flows else None
     note = ""
     if curve is not None:
         seconds, note = curve
@@ -259,7 +259,7 @@ def time_traffic(fabric: Fabric, traffic: Traffic, *, routing: str = "ecmp", see
                        scale, note, total, fill)
 
 
-def _measured(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel
+def measured_curve(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel
               ) -> tuple[float, str] | None:
     """(seconds, note) of a collective from the system's measured curve, when the time
     model allows one (no forced protocol or scale-up efficiency: what-ifs the
@@ -285,7 +285,7 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
     left out (:class:`_Rates`), since a flow that cannot be routed loads no link.
     """
     time_model = time_model or TimeModel()
-    curve = _measured(fabric, traffic.shapes, time_model) if traffic.shapes else None
+    curve = measured_curve(fabric, traffic.shapes, time_model) if traffic.shapes else None
     if curve is not None:  # the time itself
         return curve[0]
     rates = link_rates_of(fabric, time_model)
@@ -309,7 +309,7 @@ def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | N
     time_model = time_model or TimeModel()
     if not shapes:
         return 0.0
-    curve = _measured(fabric, shapes, time_model)
+    curve = measured_curve(fabric, shapes, time_model)
     if curve is not None:
         return curve[0]
     return _fastest_protocol(fabric, shapes, 0.0, replace(time_model, protocol="auto"))[1]
