@@ -60,11 +60,11 @@ def test_a_placements_bound_scales_with_the_size(fabric):
     def unrouted(collective, groups, size, key):
         assert key[SIZE_AT] == size
         placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
-        latency, added = latency_floor_s(fresh, collective, key[1], groups, size,
-                                         TimeModel(), placed)
         bytes_s = collective_lower_bound_s(fresh, collective, groups(), size, TimeModel())
-        assert added and bytes_s > 0
-        seen[key] = bytes_s + latency
+        floor, added = latency_floor_s(fresh, collective, key[1], groups, size,
+                                       TimeModel(), placed, bytes_s)
+        assert added and floor > bytes_s > 0
+        seen[key] = floor
         return 0.0
 
     step_calls(fresh, model, layout, unrouted=unrouted, shape=shape)
@@ -275,10 +275,10 @@ def test_an_orders_bounds_check_each_communicator_once_alike():
 
         def unrouted(collective, groups, size, key, alone=alone, seen=seen):
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
-            latency, added = latency_floor_s(alone, collective, key[1], groups, size, tm,
-                                             placed)
             bytes_s = size * collective_lower_bound_s(alone, collective, groups(), 1.0, tm)
-            seen[key] = bytes_s + latency if added else max(bytes_s, latency)
+            floor, added = latency_floor_s(alone, collective, key[1], groups, size, tm,
+                                           placed, bytes_s)
+            seen[key] = floor if added else max(bytes_s, floor)
             return 0.0
 
         step_calls(alone, model, layout, unrouted=unrouted, shape=shape)

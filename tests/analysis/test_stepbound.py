@@ -498,10 +498,13 @@ def test_no_candidate_beats_the_latency_floor(collective):
                 candidates, time_model=model)
             assert 0 < floor <= timed.time_s, (name, size)
             # a latency the time adds to its bandwidth part, which the bytes' bound is
-            # no more than: the two add
+            # no more than: the fastest protocol's time at that bound is under the time
+            bytes_s = collective_lower_bound_s(fabric, collective, groups, size, model)
+            at_bytes, added = latency_floor_s(fabric, collective, candidates,
+                                              lambda g=groups: g, size, model,
+                                              (collective, candidates, name), bytes_s)
             assert added
-            assert floor + collective_lower_bound_s(fabric, collective, groups, size,
-                                                    model) <= timed.time_s, (name, size)
+            assert floor + bytes_s <= at_bytes <= timed.time_s, (name, size)
             # found without the channels, the same as from the traffic's own shapes
             assert floor == min(floor_s(fabric, collective_shapes(
                 fabric, collective, blocks, size, algorithm=alg), model)

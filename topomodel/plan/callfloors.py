@@ -77,10 +77,10 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
             def blocks() -> GroupBlocks:
                 return checked_groups(fabric, of, grid)
 
-            latency, added = latency_floor_s(fabric, collective, key[1], blocks, size,
-                                             assumptions.time, placed)
-            found = known[key] = size * rate + latency if added else max(size * rate,
-                                                                         latency)
+            bytes_s = size * rate
+            floor, added = latency_floor_s(fabric, collective, key[1], blocks, size,
+                                           assumptions.time, placed, bytes_s)
+            found = known[key] = floor if added else max(bytes_s, floor)
         return found
 
     return step_calls(fabric, model, layout, assumptions, routing=routing, seed=seed,
@@ -128,7 +128,8 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
 
 def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
                     groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
-                    time_model: TimeModel, placed: tuple[Any, ...]) -> tuple[float, bool]:
+                    time_model: TimeModel, placed: tuple[Any, ...], bytes_s: float = 0.0
+                    ) -> tuple[float, bool]:
     """Seconds the step's ``collective`` of ``size_bytes`` over the communicators
     ``groups()`` (an array, or blocks already checked) cannot beat whichever of
     ``candidates`` it runs: the least, over the candidates, of
@@ -150,17 +151,22 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     latency (60-70 % of ZeRO 3's per-layer gathers over DP at 16k GPUs), which no
     bound on bytes sees.
 
-    Also whether the floor *adds* to the bytes' bound: true where no measured curve
-    times a candidate. A collective's time is then its protocol's latency, no less
-    than the floor, plus its Simple bandwidth time times a scale of at least 1
-    and a fill of at least 0
-    (:attr:`~topomodel.analysis.collectives.timing.TrafficTime.time_s`). That
-    bandwidth time, each phase's busiest link over its effective rate, is no less
-    than the bytes' bound: the bytes into a rank or domain over the rate of the links
-    into it. So the sum of the two floors is a floor of the time. A curve's time is
-    the whole time, and then only the larger of the two holds. On the 98k servers'
-    plan, the gradients' calls over DP were placed at 1.84x the larger of the two
-    (their latency), and the sum took the plan from 1,330 steps to 1,040."""
+    With ``bytes_s``, the placement's bytes' bound, each candidate's floor is its
+    fastest protocol's time at that Simple bandwidth time
+    (:func:`~topomodel.analysis.collectives.timing.floor_s`), and the second value
+    says whether that holds: true where no measured curve times a candidate. A
+    collective's time is then its protocol's latency plus its Simple bandwidth time
+    times a scale of at least 1 and a fill of at least 0
+    (:attr:`~topomodel.analysis.collectives.timing.TrafficTime.time_s`), the auto
+    protocol the one of the least time without the fill, and each protocol's time
+    only grows with the bandwidth time; that bandwidth time, each phase's busiest
+    link over its effective rate, is no less than the bytes' bound (the bytes into a
+    rank or domain over the rate of the links into it). So the fastest protocol's
+    time at the bytes' bound is a floor of the time. A curve's time is the whole
+    time, and then only the larger of the curve's time and the bytes' bound holds.
+    On the 98k servers' plan, the gradients' calls over DP were placed at 1.84x the
+    larger of the bytes' bound and the least latency; the latency added took the
+    plan from 1,330 steps to 1,040."""
     if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
         return 0.0, False
     kept = fabric.derived(collective_latency_shapes)
@@ -170,7 +176,7 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     if not per:
         return 0.0, False
     sized = [tuple(replace(s, size_bytes=size_bytes) for s in shapes) for shapes in per]
-    return (min(floor_s(fabric, shapes, time_model) for shapes in sized),
+    return (min(floor_s(fabric, shapes, time_model, bytes_s) for shapes in sized),
             all(measured_curve(fabric, shapes, time_model) is None for shapes in sized))
 
 

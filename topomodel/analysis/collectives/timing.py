@@ -297,14 +297,13 @@ def lower_bound_s(fabric: Fabric, traffic: Traffic, time_model: TimeModel | None
     return scale * simple_s + latency  # the tuner's time: no fill (what auto selects by)
 
 
-def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | None = None
-            ) -> float:
+def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | None = None,
+            bandwidth_s: float = 0.0) -> float:
     """A time no collective of these :attr:`~topomodel.traffic.phases.Traffic.shapes`
-    can beat, seconds, known before its traffic is built: the measured curve's time
-    where one times it, else the lowest latency of any protocol (what
-    :func:`lower_bound_s` adds its bandwidth term to, so this is never above it: each
-    protocol's time only grows with the bandwidth time, and a forced protocol is never
-    faster than the fastest). Lets the algorithm search skip building a candidate that
+    can beat, seconds, before its traffic is built: a measured curve's time where one
+    times it, else the fastest protocol's at a Simple bandwidth time ``bandwidth_s`` no
+    more than the traffic's (each protocol's time only grows with it, and a forced one
+    is never faster than the fastest). Lets the algorithm search skip a candidate that
     cannot win; 0 for traffic that is no collective."""
     time_model = time_model or TimeModel()
     if not shapes:
@@ -312,7 +311,8 @@ def floor_s(fabric: Fabric, shapes: tuple[Shape, ...], time_model: TimeModel | N
     curve = measured_curve(fabric, shapes, time_model)
     if curve is not None:
         return curve[0]
-    return _fastest_protocol(fabric, shapes, 0.0, replace(time_model, protocol="auto"))[1]
+    fastest = _fastest_protocol(fabric, shapes, bandwidth_s, replace(time_model, protocol="auto"))
+    return fastest[1] + fastest[2] * bandwidth_s
 
 
 def _switch_s(ph: Phase, rates: _Rates) -> float:
