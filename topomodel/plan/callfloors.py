@@ -134,9 +134,10 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     ``groups()`` (an array, or blocks already checked) cannot beat whichever of
     ``candidates`` it runs: the least, over the candidates, of
     :func:`~topomodel.analysis.collectives.timing.floor_s` of the shapes the
-    candidate's traffic would have (its protocol latency, or the measured curve's
-    time), found without building any flow (nor the channels: with no bandwidth time
-    the floor reads no channel count, only the protocols' bandwidth caps do). The step
+    candidate's traffic would have (its fastest protocol's time at the bandwidth time
+    ``bytes_s``, or the measured curve's time), found without building any flow (nor
+    the channels: without a channel count the protocols' per-channel caps are left
+    out, which only lowers a protocol's time). The step
     keeps the candidate with the least tuner time
     (:func:`~topomodel.analysis.collectives.collective.fastest`), which is no less
     than that candidate's floor, and its time no less than its tuner time; a
@@ -165,8 +166,8 @@ def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     time at the bytes' bound is a floor of the time. A curve's time is the whole
     time, and then only the larger of the curve's time and the bytes' bound holds.
     On the 98k servers' plan, the gradients' calls over DP were placed at 1.84x the
-    larger of the bytes' bound and the least latency; the latency added took the
-    plan from 1,330 steps to 1,040."""
+    larger of the bytes' bound and the least latency; the least latency added took the
+    plan from 1,330 steps to 1,040, the fastest protocol's time at the bound to 425."""
     if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
         return 0.0, False
     kept = fabric.derived(collective_latency_shapes)
