@@ -156,6 +156,37 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
         assert collective_lower_bound_s(fabric, "sendrecv", pairs, size, tm) == expected
 
 
+
+@pytest.mark.parametrize("design", ["two", "asymmetric-sites"])
+def test_each_ways_seconds_kept_per_grid_give_the_same_bound(fabric, design):
+    """One memo of each way's seconds shared by every collective over a grid (as
+    order_calls keeps it) gives each collective's bound bit for bit as a fresh one: on a
+    fabric whose rates are the same both ways (the two servers) the all-gather's way out
+    is then the reduce-scatter's way in; on one whose uplinks send slower than they
+    receive (asymmetric-sites) every way is its own."""
+    fab = fabric if design == "two" else build_fabric(
+        *load_design(f"examples/{design}.yaml"))
+    tm = TimeModel()
+    rates = fab.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    assert rates.symmetric == (design == "two")
+    rng = np.random.default_rng(7)
+    ranks = ranks_of(fab)
+    for t in (2, 4, 8):
+        groups = rng.permutation(ranks)[:len(ranks) // t * t].reshape(-1, t)
+        kept: dict = {}
+        for collective in ("allgather", "reducescatter", "allreduce", "alltoall",
+                           "reducescatter", "allgather"):
+            expected = max(
+                _delivered_by_loop(collective, groups, 1.0, rates.node_Bps,
+                                   rates.domain_Bps, fab.derived(node_domains)),
+                _delivered_by_loop(DUAL[collective], groups, 1.0, rates.node_out_Bps,
+                                   rates.domain_out_Bps, fab.derived(node_domains)))
+            assert collective_lower_bound_s(fab, collective, groups, 1.0, tm,
+                                            delivered=kept) == expected, collective
+        # each way found once: the duals share on the symmetric fabric only
+        assert len(kept) == (4 if rates.symmetric else 8)
+
+
 def _fields(screen):
     return {k: v for k, v in vars(screen).items() if k not in ("frame", "gathers", "passes",
                                                               "pipeline")}

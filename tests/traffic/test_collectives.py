@@ -921,6 +921,20 @@ def test_input_errors(hgx):
                            group_names=["a"])
 
 
+
+def test_a_node_in_two_groups_is_allowed_one_twice_in_a_group_is_not(hgx):
+    """Groups are checked for a repeated node by a count over the whole block first: a
+    node in two groups of a block passes (each group's own ranks are then sorted), a
+    node twice in one group is named whichever group it is in."""
+    acc = hgx.accelerators
+    shared = collective_traffic(hgx, "allreduce", [acc[:4], acc[3:7]], S, algorithm="ring")
+    alone = [collective_traffic(hgx, "allreduce", [g], S, algorithm="ring").phases[0]
+             for g in (acc[:4], acc[3:7])]
+    assert len(shared.phases[0].src) == sum(len(p.src) for p in alone)
+    with pytest.raises(ValueError, match=f"node {acc[5]} appears twice"):
+        collective_traffic(hgx, "allreduce", [acc[:3], [acc[4], acc[5], acc[5]]], S,
+                           algorithm="ring")
+
 def test_groups_of_one_rank_make_no_traffic(hgx):
     t = collective_traffic(hgx, "allreduce", [[0], [1]], S, algorithm="ring")
     assert t.phases == () and t.total_bytes == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
     the same in every rank order, when known)."""
     known = fabric.derived(collective_bounds)
     per_byte = fabric.derived(collective_bounds_per_byte)
+    efficiency = tuple(sorted(assumptions.time.efficiency.items()))
     # the communicators checked (and their domains spanned, their channels found) once
     # per fabric for every collective over them (stepcalls.checked_groups)
 
@@ -70,9 +71,11 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
                   else ("grid", key[SIZE_AT + 1]))
             rate = per_byte.get(placed)
             if rate is None:
+                kept = _grid_bounds(fabric, of)
                 rate = per_byte[placed] = collective_lower_bound_s(
                     fabric, collective, grid(), 1.0, assumptions.time,
-                    runs=lambda: _grid_runs(fabric, of, grid))
+                    runs=lambda: kept.runs(fabric, grid),
+                    delivered=kept.delivered.setdefault(efficiency, {}))
 
             def blocks() -> GroupBlocks:
                 return checked_groups(fabric, of, grid)
@@ -88,27 +91,47 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
 
 
 GRID_RUNS = 16
-"""Communicators whose :func:`~topomodel.analysis.collectives.commbound.domain_runs`
-:func:`order_calls` keeps on a fabric (all dropped when full; up to 1.6 MB each at 98k
-ranks): the all-gather and reduce-scatter over one grid (sequence parallelism's, the
-gradients' at ZeRO 1-2), bounded one after the other, read the same."""
+"""Communicators whose :class:`GridBound` :func:`order_calls` keeps on a fabric (all
+dropped when full; up to 1.6 MB each at 98k ranks): the all-gather and reduce-scatter
+over one grid (sequence parallelism's, the gradients' at ZeRO 1-2), bounded one after
+the other, read the same."""
 
 
-def grid_domain_runs(fabric: Fabric) -> dict[tuple[Any, ...], DomainRuns]:
-    """The :func:`~topomodel.analysis.collectives.commbound.domain_runs` of the grids
-    :func:`order_calls` bounded on ``fabric``, by the grid's name there."""
+@dataclass(eq=False)
+class GridBound:
+    """What the bytes' bounds of :func:`order_calls` read of one grid, for every
+    collective over it: its :func:`~topomodel.analysis.collectives.commbound.domain_runs`
+    (found on first use) and, by the time model's tier efficiencies, the seconds per
+    byte of each way
+    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`'s
+    ``delivered``: the all-gather's way out is the reduce-scatter's way in on a fabric
+    whose rates each way are equal, found once for both)."""
+
+    found: list[DomainRuns] = field(default_factory=list)
+    delivered: dict[tuple[tuple[str, float], ...], dict[tuple[str, bool, float], float]] = (
+        field(default_factory=dict))
+
+    def runs(self, fabric: Fabric, groups: Callable[[], np.ndarray]) -> DomainRuns:
+        """The grid's domain runs (``groups()``: its rows), found once."""
+        if not self.found:
+            self.found.append(domain_runs(fabric, groups()))
+        return self.found[0]
+
+
+def grid_bounds(fabric: Fabric) -> dict[tuple[Any, ...], GridBound]:
+    """The :class:`GridBound` of the grids :func:`order_calls` bounded on ``fabric``, by
+    the grid's name there."""
     return {}
 
 
-def _grid_runs(fabric: Fabric, named: tuple[Any, ...], groups: Callable[[], np.ndarray]
-               ) -> DomainRuns:
-    """:func:`~topomodel.analysis.collectives.commbound.domain_runs` of ``groups()``,
-    which ``named`` names, kept in :func:`grid_domain_runs` (:data:`GRID_RUNS`)."""
-    kept = fabric.derived(grid_domain_runs)
+def _grid_bounds(fabric: Fabric, named: tuple[Any, ...]) -> GridBound:
+    """The :class:`GridBound` of the grid ``named`` names, kept in :func:`grid_bounds`
+    (:data:`GRID_RUNS`)."""
+    kept = fabric.derived(grid_bounds)
     if named not in kept:
         if len(kept) >= GRID_RUNS:
             kept.clear()
-        kept[named] = domain_runs(fabric, groups())
+        kept[named] = GridBound()
     return kept[named]
 
 

@@ -69,13 +69,16 @@ receiver's place."""
 class IngressRates:
     """Per node, the effective rate of the links into it, and per scale-up domain that
     of the links into it from outside, bytes per second (``*_out_Bps``: of the links out
-    of it, to outside); ``intact``: no failed link."""
+    of it, to outside); ``intact``: no failed link; ``symmetric``: every rate out equals
+    the rate in (then what must leave a rank or domain in a collective is timed as what
+    must enter it in its dual, the same arrays read)."""
 
     node_Bps: np.ndarray
     domain_Bps: np.ndarray
     intact: bool
     node_out_Bps: np.ndarray
     domain_out_Bps: np.ndarray
+    symmetric: bool = False
 
 
 def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...]
@@ -100,7 +103,8 @@ def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...
 
     node, domain = rates(dst)
     node_out, domain_out = rates(src)
-    return IngressRates(node, domain, not bool(failed.any()), node_out, domain_out)
+    symmetric = bool(np.array_equal(node, node_out) and np.array_equal(domain, domain_out))
+    return IngressRates(node, domain, not bool(failed.any()), node_out, domain_out, symmetric)
 
 
 def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -140,27 +144,42 @@ def _switch_domains(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndar
 
 def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray,
                              size_bytes: float, time_model: TimeModel, *,
-                             runs: Callable[[], DomainRuns] | None = None) -> float:
+                             runs: Callable[[], DomainRuns] | None = None,
+                             delivered: dict[tuple[str, bool, float], float] | None = None
+                             ) -> float:
     """Seconds the collective over every row of ``groups`` at once cannot beat (``pairs``
     for ``sendrecv``: each row a sender and a receiver), under the time model's tier
     efficiencies: the bytes into each rank and domain over the rate into it, and those
     out of it (its :data:`DUAL`'s into it) over the rate out; 0 on a fabric with a
-    failed link. ``runs``, where given, gives the groups' :func:`domain_runs` (kept by
-    a caller that bounds several collectives over the same groups)."""
+    failed link. ``runs``, where given, gives the groups' :func:`domain_runs`, and
+    ``delivered`` keeps each way's seconds (by collective, whether out, size), for a
+    caller that bounds several collectives over the same groups under one time model:
+    on a fabric whose rates out equal those in, the all-gather's way out is the
+    reduce-scatter's way in, found once for both."""
     rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
     domains = fabric.derived(node_domains)
-    # the groups' runs of ranks per domain, found once for both ways (a send/receive's
-    # pairs read none: they are read pair by pair)
-    found = None if collective == "sendrecv" else (
-        runs() if runs is not None else domain_runs(fabric, groups))
-    into = _delivered_s(collective, groups, size_bytes, rates.node_Bps, rates.domain_Bps,
-                        domains, found)
-    sent = groups[:, ::-1] if collective == "sendrecv" else groups
-    out = _delivered_s(DUAL[collective], sent, size_bytes, rates.node_out_Bps,
-                       rates.domain_out_Bps, domains, found)
-    return max(into, out)
+    found: list[DomainRuns] = []  # the groups' runs, found once for both ways (a
+    # send/receive's pairs read none: they are read pair by pair)
+    # a send/receive's pairs are read each way: its seconds are kept for no caller
+    memo = {} if delivered is None or collective == "sendrecv" else delivered
+
+    def way(kind: str, out: bool) -> float:
+        if out and rates.symmetric and collective != "sendrecv":
+            out = False  # the same arrays as the way in: the same seconds
+        key = (kind, out, size_bytes)
+        if key not in memo:
+            if not found:
+                found.append(None if collective == "sendrecv" else (
+                    runs() if runs is not None else domain_runs(fabric, groups)))
+            memo[key] = _delivered_s(
+                kind, groups[:, ::-1] if out and collective == "sendrecv" else groups,
+                size_bytes, rates.node_out_Bps if out else rates.node_Bps,
+                rates.domain_out_Bps if out else rates.domain_Bps, domains, found[0])
+        return memo[key]
+
+    return max(way(collective, False), way(DUAL[collective], True))
 
 
 DomainRuns = tuple[np.ndarray, np.ndarray] | None
