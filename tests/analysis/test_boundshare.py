@@ -118,11 +118,13 @@ def _delivered_by_loop(collective, groups, size, node_Bps, domain_Bps, domains):
 
 
 @pytest.mark.parametrize("t", [2, 3, 4, 8])
-def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
+@pytest.mark.parametrize("in_rank_order", [False, True])
+def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t, in_rank_order):
     """The bytes' bound, its ranks per group and domain counted with each row sorted,
     is bit for bit what counting them row by row and domain by domain finds, for
-    groups scattered over both servers' domains in any order (and for pairs, the rate
-    into each receiver read at the receivers only)."""
+    groups scattered over both servers' domains in any order, or each in rank order
+    (rows already sorted, not sorted again), and for pairs, the rate into each
+    receiver read at the receivers only."""
     rng = np.random.default_rng(t)
     tm = TimeModel()
     rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
@@ -130,6 +132,8 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t):
     ranks = ranks_of(fabric)
     for _ in range(4):
         groups = rng.permutation(ranks)[:16 // t * t].reshape(-1, t)
+        if in_rank_order:
+            groups = np.sort(groups, axis=1)
         assert len(set(domains[groups].ravel().tolist())) == 2
         for collective in ("allgather", "reducescatter", "allreduce", "alltoall"):
             size = float(rng.integers(1, 2**30))

@@ -447,8 +447,10 @@ def test_a_layouts_orders_are_pruned_together_before_any_is_bounded(monkeypatch)
     whole = search_cells(build_fabric(design, catalog), job, n, prune=False)
     seen: dict[int, list[str]] = {}
     unplaced, best = orderbounds.OrderBounds.unplaced_score, orderbounds.OrderBounds.best_score
-    monkeypatch.setattr(orderbounds.OrderBounds, "unplaced_score", lambda self, lay, worst: (
-        seen.setdefault(id(self), []).append("all") or unplaced(self, lay, worst)))
+    monkeypatch.setattr(orderbounds.OrderBounds, "unplaced_score",
+                        lambda self, lay, worst, orders=(): (
+                            seen.setdefault(id(self), []).append("all")
+                            or unplaced(self, lay, worst, orders)))
     monkeypatch.setattr(orderbounds.OrderBounds, "best_score", lambda self, lay, worst: (
         seen.setdefault(id(self), []).append("one") or best(self, lay, worst)))
     pruned = search_cells(fabric, job, n, sets=False)  # nor the sets' floors

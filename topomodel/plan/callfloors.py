@@ -31,12 +31,12 @@ from topomodel.analysis.collectives.timing import floor_s, measured_curve
 from topomodel.analysis.training.stagework import Call
 from topomodel.analysis.training.stepbound import StepBound, bound_with_calls
 from topomodel.analysis.training.stepcalls import Issued, checked_groups, step_calls
-from topomodel.analysis.training.stepshape import Shape
+from topomodel.analysis.training.stepshape import Shape, time_key
 from topomodel.errors import CollectiveError, NotApplicable
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.traffic.collectives import collective_shapes
-from topomodel.traffic.communicators import GroupBlocks, group_blocks
+from topomodel.traffic.collectives import collective_shapes, spanned_shape
+from topomodel.traffic.communicators import GroupBlocks, group_blocks, most_domains
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import Shape as TrafficShape
 
@@ -247,6 +247,102 @@ def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
         out[name] = call.timed(floor, 0.0, floor, 0.0)
     return out
 
+
+
+def spanned_calls(fabric: Fabric, assumptions: StepAssumptions, issued: tuple[Issued, ...],
+                  unplaced: dict[str, Call], spans: dict[str, set[tuple[int, int]]]
+                  ) -> dict[str, Call]:
+    """``unplaced`` (the collectives ``issued`` at what no rank order beats,
+    :func:`unplaced_calls`) each raised to what no rank order among some beats: the
+    least, over ``spans[grid]`` (for each of those orders, the ranks of a group of the
+    collective's communicators and the most scale-up domains one of them spans,
+    :func:`grid_span`), of :func:`spanned_floor_s` at the unplaced time.
+
+    In each of those orders the collective's shape is the one those two numbers make
+    (:func:`~topomodel.traffic.collectives.spanned_shape`, but for its channels, which
+    only lower a protocol's time when left out), and its time is no less than its
+    candidate's fastest protocol at the bytes' bound of its placement
+    (:func:`latency_floor_s`), which is no less than the unplaced bound; a protocol's
+    time only grows with its bandwidth time, so the least over the orders' spans and
+    every candidate at the unplaced bound is no more than any order's time. The
+    pipeline's sends keep their unplaced time."""
+    out = dict(unplaced)
+    for call in issued:
+        found = spans.get(call.grid)
+        floor = unplaced[call.name]
+        if not found or call.collective == "sendrecv":
+            continue
+        least = min(spanned_floor_s(fabric, call.collective, call.candidates, ranks, nodes,
+                                    call.size_bytes, assumptions.time, floor.time_s)
+                    for ranks, nodes in found)
+        if least > floor.time_s:
+            out[call.name] = floor.timed(least, least - floor.time_s, floor.time_s, 0.0)
+    return out
+
+
+def spanned_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
+                    ranks: int, nodes: int, size_bytes: float, time_model: TimeModel,
+                    bytes_s: float) -> float:
+    """Seconds ``collective`` of ``size_bytes`` over groups of ``ranks`` the most
+    scale-up domains of which one spans is ``nodes`` cannot beat, whichever of
+    ``candidates`` runs it, at a bytes' bound of ``bytes_s`` no more than its
+    placement's: the least over the candidates of
+    :func:`~topomodel.analysis.collectives.timing.floor_s` of the shape those make, at
+    that bandwidth time (where a measured curve times a candidate, the larger of the
+    curve's time and ``bytes_s``); ``bytes_s`` on a fabric with a failed link (as
+    :func:`latency_floor_s`). Every candidate counts, those that do not apply to some
+    placement too (a lower least). Kept per fabric (:func:`spanned_floors`)."""
+    if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
+        return bytes_s
+    kept = fabric.derived(spanned_floors)
+    key = (collective, candidates, ranks, nodes, size_bytes, bytes_s, time_key(time_model))
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= SPANNED_FLOORS:
+            kept.clear()
+        least = float("inf")
+        for algorithm in candidates:
+            try:
+                shape = (spanned_shape(fabric, collective, algorithm, ranks, nodes,
+                                       size_bytes),)
+            except CollectiveError:  # never built at such a span: never the step's
+                continue
+            floor = floor_s(fabric, shape, time_model, bytes_s)
+            if measured_curve(fabric, shape, time_model) is not None:
+                floor = max(floor, bytes_s)
+            least = min(least, floor)
+        found = kept[key] = bytes_s if least == float("inf") else least
+    return found
+
+
+SPANNED_FLOORS = 65_536
+"""Floors :func:`spanned_floor_s` keeps on a fabric (a float each, all dropped when
+full)."""
+
+
+def spanned_floors(fabric: Fabric) -> dict[tuple[Any, ...], float]:
+    """The floors :func:`spanned_floor_s` found on ``fabric``, by what they read."""
+    return {}
+
+
+def grid_spans(fabric: Fabric) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """Per communicators' key (:func:`~topomodel.analysis.training.stepshape.grid_key`)
+    on ``fabric``: the ranks of a group and the most scale-up domains one spans."""
+    return {}
+
+
+def grid_span(fabric: Fabric, key: tuple[Any, ...], rows: Callable[[], np.ndarray]
+              ) -> tuple[int, int]:
+    """The ranks of a group of the communicators ``rows()`` (a row per group, all of one
+    size), which ``key`` names, and the most scale-up domains one spans (a rank outside
+    any domain counts as its own, as a collective's shape counts them), found once per
+    fabric (a few integers each)."""
+    kept = fabric.derived(grid_spans)
+    found = kept.get(key)
+    if found is None:
+        groups = rows()
+        found = kept[key] = (int(groups.shape[1]), most_domains(fabric, groups))
+    return found
 
 CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
                "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -26,13 +26,19 @@ from topomodel.analysis.training.stepbound import (
     bound_with_calls,
 )
 from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
-from topomodel.analysis.training.stepshape import Shape, collective_times, grid_key, grid_keys
+from topomodel.analysis.training.stepshape import (
+    Shape,
+    collective_times,
+    grid_key,
+    grid_keys,
+    ranks_of,
+)
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.plan.callfloors import order_calls, unplaced_calls
+from topomodel.plan.callfloors import grid_span, order_calls, spanned_calls, unplaced_calls
 from topomodel.plan.space import OBJECTIVES
-from topomodel.traffic.layout import Layout
+from topomodel.traffic.layout import Layout, rank_groups
 
 
 class PlanJob(Protocol):
@@ -164,6 +170,7 @@ class OrderMemo:
     issued: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     issues: dict[tuple[Any, ...], tuple[Issued, ...]] = field(default_factory=dict)
     floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    spanned: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
     placements: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
@@ -235,10 +242,12 @@ class OrderBounds:
                 self._screen(layout, calls).bound(calls), self.job, self.power_W)
         return found
 
-    def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf")) -> float:
-        """The best score any rank order of the group can reach: the screen with each
-        collective at a time no order can beat
-        (:func:`~topomodel.plan.callfloors.unplaced_calls`), found from
+    def unplaced_score(self, layout: Layout, worst_kept: float = -float("inf"),
+                       orders: Sequence[str] = ()) -> float:
+        """The best score any rank order of the group can reach (of ``orders``, where
+        given): the screen with each collective at a time no order (none of those)
+        can beat (:func:`~topomodel.plan.callfloors.unplaced_calls`, raised by
+        :meth:`spanned_floors`), found from
         the collectives of ``layout`` (any of its orders: they issue the same). Before
         the screen is made, its operations' part alone is tried
         (:func:`~topomodel.analysis.training.orderscreen.works_bound`, a score no lower
@@ -246,7 +255,8 @@ class OrderBounds:
         screen's would be too), and the screen, not needed, is not made."""
         calls = self._issued(layout)
         job = self.job
-        floor = self.unplaced_floors(layout)
+        floor = (self.spanned_floors(layout, orders) if orders
+                 else self.unplaced_floors(layout))
         if self.screen is None and worst_kept > -float("inf"):
             pipeline = self.pipeline()
             frame = bound_frame(job.model, layout, job.assumptions, self.shape)
@@ -264,6 +274,37 @@ class OrderBounds:
         return kept_in(self.memo.floors, self.calls_key, TIMED_ORDERS,
                        lambda: unplaced_calls(self.fabric, layout, self.job.assumptions,
                                               calls))
+
+    def spanned_floors(self, layout: Layout, orders: Sequence[str]) -> dict[str, Call]:
+        """:meth:`unplaced_floors`, each raised to a time none of the rank ``orders`` of
+        ``layout`` beats (:func:`~topomodel.plan.callfloors.spanned_calls`, over the
+        spans of the communicators those orders make), kept by :attr:`calls_key` (the
+        sizes and EP among them, which decide the communicators with the orders) and
+        the orders. At 98k GPUs the latency of a ring over thousands of ranks, which no
+        bound on bytes sees, is most of ZeRO's gathers' time."""
+        return kept_in(self.memo.spanned, (*self.calls_key, tuple(orders)), TIMED_ORDERS,
+                       lambda: spanned_calls(self.fabric, self.job.assumptions,
+                                             self._issues(layout),
+                                             self.unplaced_floors(layout),
+                                             self._spans(layout, orders)))
+
+    def _spans(self, layout: Layout, orders: Sequence[str]
+               ) -> dict[str, set[tuple[int, int]]]:
+        """Per communicators' kind of ``layout``'s collectives (the pipeline's pairs
+        aside), the spans (:func:`~topomodel.plan.callfloors.grid_span`) its rank
+        ``orders`` give them."""
+        self._placement(layout)  # finds the kinds (:attr:`grids`)
+        assert self.grids is not None
+        ranks = ranks_of(self.fabric)[:layout.world]
+        spans: dict[str, set[tuple[int, int]]] = {g: set() for g in self.grids
+                                                  if g != "pp-pairs"}
+        for order in orders:
+            ordered = in_order(layout, order)
+            for grid, key in zip(self.grids, self._placement(ordered), strict=True):
+                if grid in spans:
+                    spans[grid].add(grid_span(self.fabric, key, lambda: rank_groups(
+                        ranks, ordered, grid)))  # noqa: B023 (called at once)
+        return spans
 
     def _issued(self, layout: Layout) -> dict[str, Call]:
         """``layout``'s collectives in its own rank order with their names, kinds and

@@ -370,7 +370,7 @@ def _best_first(fabric: Fabric, job: PlanJob,
             first = in_order(item.layout, item.orders[0])  # its calls kept for its bound
             key = distinct_key(item.layout)  # the same for all its orders
             bar = tops.entry_bar(holders, key)
-            if bar > -float("inf") and bounds.unplaced_score(first, bar) < bar:
+            if bar > -float("inf") and bounds.unplaced_score(first, bar, item.orders) < bar:
                 pruned(item, holders)  # no order can enter a top
                 continue
             for k, fields_ in item.members:

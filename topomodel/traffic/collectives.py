@@ -138,6 +138,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -316,14 +317,32 @@ def collective_shape(fabric: Fabric, collective: str, algorithm: str, ranks: np.
 
 def _shape(collective: str, algorithm: str, g: GroupView, size: float,
            channels: bool = True) -> Shape:
-    fabric = g.fabric
-    n = g.n
     nodes = g.nodes  # kept with the block: every candidate reads it
-    record = REGISTRY[algorithm]
-    rounds = record.rounds(collective, n, nodes,
-                           tuple(int(d) for d in fabric.structure.scaleup.torus.shape))
-    count = int(g.channels.count.min()) if channels and nodes > 1 and record.channels else 0
-    return Shape(collective, algorithm, n, nodes, size, rounds, count)
+    shape = spanned_shape(g.fabric, collective, algorithm, g.n, nodes, size)
+    if channels and nodes > 1 and REGISTRY[algorithm].channels:
+        return replace(shape, channels=int(g.channels.count.min()))
+    return shape
+
+
+def spanned_shape(fabric: Fabric, collective: str, algorithm: str, ranks: int, nodes: int,
+                  size_bytes: float) -> Shape:
+    """The :class:`~topomodel.traffic.phases.Shape` of groups of ``ranks`` the most
+    scale-up domains of which one spans is ``nodes``, without channels (count 0): all
+    a shape reads of where the groups lie, but for their channels.
+
+    Examples
+    --------
+    >>> from topomodel.inputs.design import load_design
+    >>> from topomodel.fabric.build import build_fabric
+    >>> pod = build_fabric(*load_design("examples/dgx-h100-superpod.yaml"))
+    >>> spanned_shape(pod, "allreduce", "ring", 16, 2, 1e9) == collective_shapes(
+    ...     pod, "allreduce", pod.accelerators[:16].reshape(1, 16), 1e9,
+    ...     algorithm="ring", channels=False)[0]
+    True
+    """
+    rounds = REGISTRY[algorithm].rounds(
+        collective, ranks, nodes, tuple(int(d) for d in fabric.structure.scaleup.torus.shape))
+    return Shape(collective, algorithm, ranks, nodes, size_bytes, rounds, 0)
 
 
 def _merge(per_bucket: list[list[Phase]]) -> tuple[Phase, ...]:

@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from topomodel.arrays import rows_sorted
 from topomodel.errors import CollectiveError as CollectiveError
 from topomodel.errors import NotApplicable as NotApplicable
 from topomodel.fabric.tables import Fabric
@@ -145,7 +146,7 @@ class GroupView:
 def most_domains(fabric: Fabric, ranks: np.ndarray) -> int:
     """The most scale-up domains one row of ``ranks`` spans (a rank outside any domain
     counts as its own)."""
-    domain = np.sort(fabric.node_arrays["domain"][ranks], axis=1)
+    domain = rows_sorted(fabric.node_arrays["domain"][ranks])
     alone = (domain < 0).sum(axis=1)
     distinct = (np.diff(domain, axis=1) != 0).sum(axis=1) + 1
     return int(np.where(alone > 0, alone + distinct - 1, distinct).max())
@@ -219,7 +220,7 @@ def _verified(groups: GroupBlocks) -> GroupBlocks:
                                   " fabric")
         if np.bincount(ranks.ravel(), minlength=1).max() <= 1:
             continue  # no node twice in the block, so none twice in a group: no sort
-        ordered = np.sort(ranks, axis=1)
+        ordered = rows_sorted(ranks)
         repeated = ordered[:, 1:] == ordered[:, :-1]
         if repeated.any():
             raise CollectiveError(f"node {int(ordered[:, 1:][repeated][0])} appears twice in"

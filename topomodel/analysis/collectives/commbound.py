@@ -56,6 +56,7 @@ import numpy as np
 from topomodel.analysis.assumptions import TimeModel
 from topomodel.analysis.collectives.linkrates import effective_link_Bps
 from topomodel.analysis.training.stepshape import node_domains, ranks_of
+from topomodel.arrays import rows_sorted
 from topomodel.fabric.tables import Fabric
 
 DUAL = {"allgather": "reducescatter", "reducescatter": "allgather", "allreduce": "allreduce",
@@ -238,22 +239,33 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
             return rank_s
         # ranks of each group in each domain: (group, domain) pairs counted
         domain_of, inside = runs
-        need = {"allgather": (t - inside) / t, "reducescatter": inside / t,
-                "allreduce": np.ones(len(inside)),
-                "alltoall": inside * (t - inside) / t}[collective] * (inside < t)
+        need = _domain_need(collective, inside, t) * (inside < t)
         into = np.bincount(domain_of, weights=need, minlength=len(domain_Bps)) * size_bytes
     with np.errstate(divide="ignore", invalid="ignore"):
         domain_s = np.where((into > 0) & (domain_Bps > 0), into / domain_Bps, 0.0)
     return max(rank_s, float(domain_s.max()))
 
 
+
+def _domain_need(collective: str, inside: np.ndarray, t: int) -> np.ndarray:
+    """Per (group, domain) pair holding ``inside`` of a group's ``t`` ranks, the share
+    of the size the collective must deliver into the domain (the module's table), only
+    the collective's own computed."""
+    if collective == "allgather":
+        return (t - inside) / t
+    if collective == "reducescatter":
+        return inside / t
+    if collective == "allreduce":
+        return np.ones(len(inside))
+    return inside * (t - inside) / t  # all-to-all
+
 def _rows_sorted(values: np.ndarray) -> np.ndarray:
     """Each row of ``values`` (2-d) in ascending order: a pair's by its least and most,
-    a wider row's by :func:`numpy.sort` along it (as sorting ``row * span + value``
-    over the whole array puts them, far cheaper)."""
+    a wider row's as :func:`~topomodel.arrays.rows_sorted` gives it (as sorting
+    ``row * span + value`` over the whole array puts them, far cheaper)."""
     if values.shape[1] == 2:
         return np.stack([values.min(axis=1), values.max(axis=1)], axis=1)
-    return np.sort(values, axis=1)
+    return rows_sorted(values)
 
 
 @dataclass(frozen=True, eq=False)
