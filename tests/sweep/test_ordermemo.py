@@ -15,6 +15,7 @@ from topomodel.analysis.training.stepbound import (
     comm_free_pipeline,
     unordered,
 )
+from topomodel.analysis.training.stepcalls import step_calls
 from topomodel.analysis.training.stepshape import shape_of
 from topomodel.fabric.build import build_fabric
 from topomodel.inputs.design import load_design
@@ -149,3 +150,33 @@ def test_a_kept_placement_is_each_layouts_own_grid_keys():
                                      for grid in bounds.grids), (layout, order)
                 checked += 1
     assert checked == 40 and len(memo.placements) < checked
+
+
+def test_spanned_floors_stay_under_each_orders_collectives():
+    """Every collective of every one of the orders, routed and timed as its step times
+    it, takes no less than its floor over those orders' spans (and the pipeline's
+    sends their unplaced floor); the spans raise some floor above the unplaced one
+    (the latency of a ring over the ranks the bytes' bound does not see)."""
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    model = fabric.catalog.get(MODEL, Model)
+    a = StepAssumptions()
+    job = PlanJob(model, Layout(global_batch=16, seq=4096), PlanSpace(), assumptions=a)
+    memo = OrderMemo()
+    raised = checked = 0
+    for tp, pp, dp, cp in ((2, 2, 4, 1), (4, 2, 2, 1), (2, 1, 4, 2), (8, 2, 1, 1)):
+        for zero in (0, 1, 3):
+            layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, global_batch=16, seq=4096,
+                            zero=zero, sequence_parallel=tp > 1)
+            shape = shape_of(fabric, model, layout)
+            bounds = OrderBounds(fabric, job, layout, shape, lambda: None, 0.0, memo)
+            spanned = bounds.spanned_floors(layout, ORDERS)
+            unplaced = bounds.unplaced_floors(layout)
+            raised += sum(spanned[n].time_s > unplaced[n].time_s for n in spanned)
+            for order in ORDERS:
+                placed, _ = step_calls(fabric, model, in_order(layout, order), a,
+                                       shape=shape)
+                for name, call in placed.items():
+                    assert call.time_s >= spanned[name].time_s * (1 - 1e-12), (
+                        layout, order, name)
+                    checked += 1
+    assert raised and checked > 200

@@ -61,14 +61,18 @@ def test_no_layout_of_a_set_beats_its_floor(case):
                 by_set.setdefault(set_key(family), []).append((family, layout, shape))
         for members in by_set.values():
             score = set_score(fabric, job, [(lay, sh) for _, lay, sh in members], 0.0,
-                              memo)
+                              memo, cell.orders)
+            # the in-stage collectives at what none of the cell's orders beats: no
+            # higher than at what no order at all beats
+            assert score <= set_score(fabric, job, [(lay, sh) for _, lay, sh in members],
+                                      0.0, memo) * (1 + 1e-12)
             sets += 1
             for family, _, shape in members:
                 layout = replace(job.base, **family)
                 # every family's busiest stage with its in-stage floors: none above
                 own = busy_bound(job.model, layout, job.assumptions, shape, calls_busy_sums(
                     job.model, layout, job.assumptions, shape,
-                    in_stage_floors(fabric, job, layout, shape, memo)))
+                    in_stage_floors(fabric, job, layout, shape, memo, cell.orders)))
                 assert rank_score(own, job, 0.0) <= score * (1 + 1e-12), family
                 if layout.zero == 0 and layout.recompute == "none":
                     assert representative(layout) is layout
@@ -125,7 +129,8 @@ def _sets_one_by_one(fabric, job, ci, cell, tops, memo):
         else:
             by_set.setdefault(set_key(family), []).append(
                 (coarse.Member((ci, u * n), family, holders, n), layout, shape))
-    return [(set_score(fabric, job, [(lay, sh) for _, lay, sh in members], 0.0, memo),
+    return [(set_score(fabric, job, [(lay, sh) for _, lay, sh in members], 0.0, memo,
+                       cell.orders),
              members[0][0].place, [m for m, _, _ in members])
             for members in by_set.values()]
 

@@ -16,8 +16,10 @@ families never bounded one by one.
 
 **The floor.** For each (sequence parallelism, schedule, interleave) of the set's
 families, its *representative*: that layout at ZeRO 0 without recomputation; its
-in-stage collectives (:data:`IN_STAGE`: TP, CP and the experts' All-to-All) at their
-unplaced floors (:func:`~topomodel.plan.orderbounds.unplaced_floor_calls`), no other
+in-stage collectives (:data:`IN_STAGE`: TP, CP and the experts' All-to-All) at what
+none of the cell's rank orders beats (:func:`~topomodel.plan.orderbounds.unplaced_floor_calls`
+over them: the unplaced floors raised by the latency of the spans their communicators
+take in those orders, :func:`~topomodel.plan.callfloors.spanned_calls`), no other
 collective; the busiest stage's operations with them plus the wait
 (:func:`~topomodel.analysis.training.stepbound.busy_bound`). The set's floor is the
 lowest step (the best score) of its representatives.
@@ -29,8 +31,8 @@ collectives at their times in that order, plus the wait on its least compute
 duration and compute only grow with a collective's time (a call of ``t`` seconds adds
 ``max(t - behind, share x t) >= 0`` exposed seconds, at most ``t``, and its imbalance
 term grows with ``t``: :class:`~topomodel.analysis.training.stagework.Work`), so with
-each collective at its unplaced floor (no more than its time in any order) it is still
-at least that. Then, operation by operation
+each collective at its floor (no more than its time in any of the cell's orders, the
+only ones searched) it is still at least that. Then, operation by operation
 (:func:`~topomodel.analysis.training.stagework.layer_work`, ``edge_work``):
 
 - the collectives left out only lower the durations: the operations read ZeRO 3's
@@ -40,7 +42,7 @@ at least that. Then, operation by operation
 - :data:`IN_STAGE`'s collectives are the same in ``f`` and ``r``, with the same sizes
   and communicators (:func:`~topomodel.analysis.training.stepcalls.issued_calls` reads
   for them the micro-batch, the sequence, TP, CP, EP and sequence parallelism, never the
-  schedule, interleave, recomputation nor ZeRO), so the same unplaced floors;
+  schedule, interleave, recomputation nor ZeRO), so the same floors;
 - ZeRO is read by the operations only through ZeRO 3's collectives, left out; nor by
   the stages' split (:func:`~topomodel.analysis.training.stepshape.shape_of`);
 - selective recomputation adds compute (the attention core's forward) and a CP gather
@@ -188,10 +190,11 @@ def representative(layout: Layout) -> Layout:
 
 
 def set_score(fabric: Fabric, job: PlanJob, layouts: Iterable[tuple[Layout, Shape]],
-              power_W: float, memo: OrderMemo) -> float:
+              power_W: float, memo: OrderMemo, orders: Sequence[str] = ()) -> float:
     """The best score any rank order of any of ``layouts`` (one set's valid families,
-    each with its shape) can reach (see the module): inf where a floor is not a number
-    (no power: never pruned) or a layout runs DualPipe."""
+    each with its shape) can reach (of ``orders``, where given: the in-stage
+    collectives then at what none of those beats), see the module: inf where a floor
+    is not a number (no power: never pruned) or a layout runs DualPipe."""
     best = -float("inf")
     seen: set[tuple[Any, ...]] = set()
     calls: dict[bool, dict[str, Call]] = {}
@@ -206,7 +209,7 @@ def set_score(fabric: Fabric, job: PlanJob, layouts: Iterable[tuple[Layout, Shap
         found = calls.get(rep.sequence_parallel)
         if found is None:
             found = calls[rep.sequence_parallel] = in_stage_floors(fabric, job, rep, shape,
-                                                                   memo)
+                                                                   memo, orders)
         floor = busy_bound(job.model, rep, job.assumptions, shape,
                            calls_busy_sums(job.model, rep, job.assumptions, shape, found))
         score = rank_score(floor, job, power_W)
@@ -217,11 +220,12 @@ def set_score(fabric: Fabric, job: PlanJob, layouts: Iterable[tuple[Layout, Shap
 
 
 def in_stage_floors(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
-                    memo: OrderMemo) -> dict[str, Call]:
-    """``layout``'s :data:`IN_STAGE` collectives each at its unplaced floor (kept in
-    ``memo`` with the rest of its collectives' floors, as its order bounds keep them)."""
+                    memo: OrderMemo, orders: Sequence[str] = ()) -> dict[str, Call]:
+    """``layout``'s :data:`IN_STAGE` collectives each at its unplaced floor (with
+    ``orders``, at what none of those rank orders beats; kept in ``memo`` with the
+    rest of its collectives' floors, as its order bounds keep them)."""
     return {name: call for name, call in
-            unplaced_floor_calls(fabric, job, layout, shape, memo).items()
+            unplaced_floor_calls(fabric, job, layout, shape, memo, orders).items()
             if name in IN_STAGE}
 
 
@@ -314,7 +318,8 @@ def cell_sets(fabric: Fabric, job: PlanJob, ci: int, axes: FamilyAxes, cell: Cel
                 first += len(unshaped)
             if blocks:
                 b = blocks[0]
-                out.append(Coarse(set_score(fabric, job, reps, power_W, memo),
+                out.append(Coarse(set_score(fabric, job, reps, power_W, memo,
+                                            cell.orders),
                                   (ci, (b.first + b.kept[0]) * n), axes, (ep, mb),
                                   tuple(blocks), n, cell))
     return out, decided

@@ -159,7 +159,9 @@ class OrderMemo:
     """What the bounds of a search's layouts share: every rank order's collectives
     (``timed``: the calls, how many are not timed yet, the fabric's table size when
     found; see :data:`TIMED_ORDERS`), each layout's collectives in any order with no
-    time looked up (``issued``) and at what no order can beat (``floors``), its order
+    time looked up (``issued``) and at what no order can beat (``floors``; none of a
+    group's orders, ``spanned``, from the spans its communicators take in them,
+    ``spans``), its order
     screen (``screens``) and the part of that its operations give (``works``, shared
     by ZeRO 0, 1 and 2); and what every order of a layout issues before it is placed
     (``issues``: :func:`~topomodel.analysis.training.stepcalls.issued_calls`, kept by
@@ -171,6 +173,8 @@ class OrderMemo:
     issues: dict[tuple[Any, ...], tuple[Issued, ...]] = field(default_factory=dict)
     floors: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
     spanned: dict[tuple[Any, ...], dict[str, Call]] = field(default_factory=dict)
+    spans: dict[tuple[Any, ...], dict[str, set[tuple[int, int]]]] = field(
+        default_factory=dict)
     screens: dict[tuple[Any, ...], OrderScreen] = field(default_factory=dict)
     works: dict[tuple[Any, ...], ScreenWorks] = field(default_factory=dict)
     placements: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
@@ -292,15 +296,24 @@ class OrderBounds:
                ) -> dict[str, set[tuple[int, int]]]:
         """Per communicators' kind of ``layout``'s collectives (the pipeline's pairs
         aside), the spans (:func:`~topomodel.plan.callfloors.grid_span`) its rank
-        ``orders`` give them."""
+        ``orders`` give them, kept in the search's :attr:`OrderMemo.spans` by what
+        decides them (as :meth:`_placement`'s keys, with the orders)."""
         self._placement(layout)  # finds the kinds (:attr:`grids`)
-        assert self.grids is not None
+        grids = self.grids
+        assert grids is not None
+        lay = layout
+        return kept_in(self.memo.spans, (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep,
+                                         lay.interleave > 1, grids, tuple(orders)),
+                       TIMED_ORDERS, lambda: self._found_spans(layout, orders, grids))
+
+    def _found_spans(self, layout: Layout, orders: Sequence[str], grids: tuple[str, ...]
+                     ) -> dict[str, set[tuple[int, int]]]:
+        """:meth:`_spans`, found."""
         ranks = ranks_of(self.fabric)[:layout.world]
-        spans: dict[str, set[tuple[int, int]]] = {g: set() for g in self.grids
-                                                  if g != "pp-pairs"}
+        spans: dict[str, set[tuple[int, int]]] = {g: set() for g in grids if g != "pp-pairs"}
         for order in orders:
             ordered = in_order(layout, order)
-            for grid, key in zip(self.grids, self._placement(ordered), strict=True):
+            for grid, key in zip(grids, self._placement(ordered), strict=True):
                 if grid in spans:
                     spans[grid].add(grid_span(self.fabric, key, lambda: rank_groups(
                         ranks, ordered, grid)))  # noqa: B023 (called at once)
@@ -410,12 +423,14 @@ class OrderBounds:
 
 
 def unplaced_floor_calls(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
-                         memo: OrderMemo) -> dict[str, Call]:
-    """:meth:`OrderBounds.unplaced_floors` of ``layout``, found in ``memo`` or made and
+                         memo: OrderMemo, orders: Sequence[str] = ()) -> dict[str, Call]:
+    """:meth:`OrderBounds.unplaced_floors` of ``layout`` (with ``orders``, its
+    :meth:`~OrderBounds.spanned_floors` over them), found in ``memo`` or made and
     kept there, for a reader that bounds no order (a set's floor,
     :mod:`~topomodel.plan.coarse`): the group's order bounds find them there."""
-    return OrderBounds(fabric, job, layout, shape, _no_pipeline, 0.0, memo
-                       ).unplaced_floors(layout)
+    bounds = OrderBounds(fabric, job, layout, shape, _no_pipeline, 0.0, memo)
+    return bounds.spanned_floors(layout, orders) if orders else bounds.unplaced_floors(
+        layout)
 
 
 def _no_pipeline() -> CommFreePipeline:
