@@ -225,7 +225,8 @@ def in_stage_floors(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
     ``orders``, at what none of those rank orders beats; kept in ``memo`` with the
     rest of its collectives' floors, as its order bounds keep them)."""
     return {name: call for name, call in
-            unplaced_floor_calls(fabric, job, layout, shape, memo, orders).items()
+            unplaced_floor_calls(fabric, job, layout, shape, memo, orders,
+                                 IN_STAGE).items()
             if name in IN_STAGE}
 
 

@@ -279,38 +279,46 @@ class OrderBounds:
                        lambda: unplaced_calls(self.fabric, layout, self.job.assumptions,
                                               calls))
 
-    def spanned_floors(self, layout: Layout, orders: Sequence[str]) -> dict[str, Call]:
+    def spanned_floors(self, layout: Layout, orders: Sequence[str],
+                       only: frozenset[str] | None = None) -> dict[str, Call]:
         """:meth:`unplaced_floors`, each raised to a time none of the rank ``orders`` of
         ``layout`` beats (:func:`~topomodel.plan.callfloors.spanned_calls`, over the
-        spans of the communicators those orders make), kept by :attr:`calls_key` (the
-        sizes and EP among them, which decide the communicators with the orders) and
-        the orders. At 98k GPUs the latency of a ring over thousands of ranks, which no
-        bound on bytes sees, is most of ZeRO's gathers' time."""
-        return kept_in(self.memo.spanned, (*self.calls_key, tuple(orders)), TIMED_ORDERS,
-                       lambda: spanned_calls(self.fabric, self.job.assumptions,
-                                             self._issues(layout),
-                                             self.unplaced_floors(layout),
-                                             self._spans(layout, orders)))
+        spans of the communicators those orders make; with ``only``, those of the
+        collectives it names alone, the others left at their unplaced floors), kept by
+        :attr:`calls_key` (the sizes and EP among them, which decide the
+        communicators with the orders), the orders and ``only``. At 98k GPUs the
+        latency of a ring over thousands of ranks, which no bound on bytes sees, is
+        most of ZeRO's gathers' time."""
+        def made() -> dict[str, Call]:
+            issued = tuple(i for i in self._issues(layout) if only is None or i.name in only)
+            return spanned_calls(self.fabric, self.job.assumptions, issued,
+                                 self.unplaced_floors(layout),
+                                 self._spans(layout, orders, {i.grid for i in issued}))
 
-    def _spans(self, layout: Layout, orders: Sequence[str]
+        return kept_in(self.memo.spanned, (*self.calls_key, tuple(orders), only),
+                       TIMED_ORDERS, made)
+
+    def _spans(self, layout: Layout, orders: Sequence[str], wanted: set[str]
                ) -> dict[str, set[tuple[int, int]]]:
-        """Per communicators' kind of ``layout``'s collectives (the pipeline's pairs
-        aside), the spans (:func:`~topomodel.plan.callfloors.grid_span`) its rank
-        ``orders`` give them, kept in the search's :attr:`OrderMemo.spans` by what
-        decides them (as :meth:`_placement`'s keys, with the orders)."""
+        """Per communicators' kind of ``layout``'s collectives in ``wanted`` (the
+        pipeline's pairs aside), the spans (:func:`~topomodel.plan.callfloors.grid_span`)
+        its rank ``orders`` give them, kept in the search's :attr:`OrderMemo.spans` by
+        what decides them (as :meth:`_placement`'s keys, with the orders)."""
         self._placement(layout)  # finds the kinds (:attr:`grids`)
         grids = self.grids
         assert grids is not None
         lay = layout
+        kinds = tuple(g for g in grids if g in wanted and g != "pp-pairs")
         return kept_in(self.memo.spans, (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep,
-                                         lay.interleave > 1, grids, tuple(orders)),
-                       TIMED_ORDERS, lambda: self._found_spans(layout, orders, grids))
+                                         lay.interleave > 1, grids, kinds, tuple(orders)),
+                       TIMED_ORDERS, lambda: self._found_spans(layout, orders, grids, kinds))
 
-    def _found_spans(self, layout: Layout, orders: Sequence[str], grids: tuple[str, ...]
-                     ) -> dict[str, set[tuple[int, int]]]:
-        """:meth:`_spans`, found."""
+    def _found_spans(self, layout: Layout, orders: Sequence[str], grids: tuple[str, ...],
+                     kinds: tuple[str, ...]) -> dict[str, set[tuple[int, int]]]:
+        """:meth:`_spans` of the communicators' ``kinds`` (some of ``grids``, the kinds
+        of every collective of ``layout``, in :meth:`_placement`'s order), found."""
         ranks = ranks_of(self.fabric)[:layout.world]
-        spans: dict[str, set[tuple[int, int]]] = {g: set() for g in grids if g != "pp-pairs"}
+        spans: dict[str, set[tuple[int, int]]] = {g: set() for g in kinds}
         for order in orders:
             ordered = in_order(layout, order)
             for grid, key in zip(grids, self._placement(ordered), strict=True):
@@ -423,14 +431,16 @@ class OrderBounds:
 
 
 def unplaced_floor_calls(fabric: Fabric, job: PlanJob, layout: Layout, shape: Shape,
-                         memo: OrderMemo, orders: Sequence[str] = ()) -> dict[str, Call]:
+                         memo: OrderMemo, orders: Sequence[str] = (),
+                         only: frozenset[str] | None = None) -> dict[str, Call]:
     """:meth:`OrderBounds.unplaced_floors` of ``layout`` (with ``orders``, its
-    :meth:`~OrderBounds.spanned_floors` over them), found in ``memo`` or made and
-    kept there, for a reader that bounds no order (a set's floor,
-    :mod:`~topomodel.plan.coarse`): the group's order bounds find them there."""
+    :meth:`~OrderBounds.spanned_floors` over them, of the collectives ``only`` names),
+    found in ``memo`` or made and kept there, for a reader that bounds no order (a
+    set's floor, :mod:`~topomodel.plan.coarse`): the group's order bounds find them
+    there."""
     bounds = OrderBounds(fabric, job, layout, shape, _no_pipeline, 0.0, memo)
-    return bounds.spanned_floors(layout, orders) if orders else bounds.unplaced_floors(
-        layout)
+    return (bounds.spanned_floors(layout, orders, only) if orders
+            else bounds.unplaced_floors(layout))
 
 
 def _no_pipeline() -> CommFreePipeline:
