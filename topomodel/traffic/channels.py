@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.arrays import distinct
+from topomodel.arrays import distinct, lexsort_ints
 from topomodel.errors import CollectiveError
 from topomodel.fabric.tables import Fabric
 
@@ -143,12 +143,12 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
     row = np.repeat(np.arange(count), n)
     flat_part = row * n + layout.part.ravel()
     position = np.arange(count * n)
-    order = np.lexsort((position, nic_key, flat_part))
+    order = lexsort_ints((position, nic_key, flat_part))
     new = np.ones(len(order), bool)
     new[1:] = (flat_part[order][1:] != flat_part[order][:-1]) | (
         nic_key[order][1:] != nic_key[order][:-1])
     candidate = order[new]  # the first rank of its part on each NIC
-    candidate = candidate[np.lexsort((nic_key[candidate], rail[candidate],
+    candidate = candidate[lexsort_ints((nic_key[candidate], rail[candidate],
                                       flat_part[candidate]))]
     # round the rails: each rail's first NIC, then each rail's second, ... (a part
     # spanning several systems has several NICs per rail; the cap keeps the first ones)
@@ -156,7 +156,7 @@ def channels(fabric: Fabric, layout: PartLayout) -> Channels:
                       & (rail[candidate][1:] == rail[candidate][:-1])]
     index = np.arange(len(candidate))
     nth = index - np.maximum.accumulate(np.where(~same_rail, index, 0))
-    candidate = candidate[np.lexsort((nic_key[candidate], rail[candidate], nth,
+    candidate = candidate[lexsort_ints((nic_key[candidate], rail[candidate], nth,
                                       flat_part[candidate]))]
     single = layout.parts == 1
     part_starts = np.flatnonzero(layout.start.ravel() == position % n)
