@@ -482,3 +482,34 @@ def test_searches_that_end_out_of_order_leave_nothing_kept():
     assert not fabric.derived(stepcalls.kept_groups)  # dropped when the last ends
     stepcalls.checked_groups(fabric, ("test", "b"), rows)
     assert not fabric.derived(stepcalls.kept_groups)  # and nothing kept after
+
+
+@pytest.mark.parametrize("span_first", [True, False])
+def test_a_grids_span_and_its_checked_blocks_share_the_domains_spanned(span_first):
+    """grid_span (the spans the planner's group floors read) and the communicators
+    checked_groups keeps for the same grid agree on the domains a group spans, as
+    found afresh (most_domains), whichever is found first: the one found first hands
+    it to the other, which does not find it again."""
+    from topomodel.analysis.training import stepcalls
+    from topomodel.analysis.training.stepshape import grid_key
+    from topomodel.traffic import communicators
+    from topomodel.traffic.layout import rank_groups
+
+    fabric = build_fabric(*load_design("two.yaml", text=DESIGN))
+    ranks = ranks_of(fabric)
+    with stepcalls.keeping_groups(fabric):
+        for order in ("tp,cp,dp,pp", "dp,tp,cp,pp", "pp,dp,tp,cp"):
+            layout = Layout(tp=2, pp=2, dp=4, global_batch=16, seq=4096, order=order)
+            for kind in ("tp", "grad", "pp"):
+                key = grid_key(fabric, layout, kind)
+                rows = rank_groups(ranks, layout, kind)
+                fresh = communicators.most_domains(fabric, rows)
+                if span_first:
+                    span = stepcalls.grid_span(fabric, key, lambda rows=rows: rows)
+                    blocks = stepcalls.checked_groups(fabric, ("grid", key), rows)
+                    assert blocks.block(0).cache["nodes"] == fresh  # handed over
+                else:
+                    blocks = stepcalls.checked_groups(fabric, ("grid", key), rows)
+                    span = stepcalls.grid_span(fabric, key, lambda: 1 / 0)  # not built
+                    assert blocks.block(0).cache["nodes"] == fresh  # handed over
+                assert span == (rows.shape[1], fresh)

@@ -934,6 +934,12 @@ def test_a_node_in_two_groups_is_allowed_one_twice_in_a_group_is_not(hgx):
     with pytest.raises(ValueError, match=f"node {acc[5]} appears twice"):
         collective_traffic(hgx, "allreduce", [acc[:3], [acc[4], acc[5], acc[5]]], S,
                            algorithm="ring")
+    # pairs, a node in two of them (a pipeline's stages), then one pair of one node
+    pairs = [[acc[0], acc[1]], [acc[1], acc[2]]]
+    collective_traffic(hgx, "allreduce", pairs, S, algorithm="ring")
+    with pytest.raises(ValueError, match=f"node {acc[3]} appears twice"):
+        collective_traffic(hgx, "allreduce", [*pairs, [acc[3], acc[3]], [acc[4], acc[4]]],
+                           S, algorithm="ring")
 
 def test_groups_of_one_rank_make_no_traffic(hgx):
     t = collective_traffic(hgx, "allreduce", [[0], [1]], S, algorithm="ring")

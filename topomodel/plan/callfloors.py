@@ -36,7 +36,7 @@ from topomodel.errors import CollectiveError, NotApplicable
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.traffic.collectives import collective_shapes, spanned_shape
-from topomodel.traffic.communicators import GroupBlocks, group_blocks, most_domains
+from topomodel.traffic.communicators import GroupBlocks, group_blocks
 from topomodel.traffic.layout import Layout
 from topomodel.traffic.phases import Shape as TrafficShape
 
@@ -256,7 +256,8 @@ def spanned_calls(fabric: Fabric, assumptions: StepAssumptions, issued: tuple[Is
     :func:`unplaced_calls`) each raised to what no rank order among some beats: the
     least, over ``spans[grid]`` (for each of those orders, the ranks of a group of the
     collective's communicators and the most scale-up domains one of them spans,
-    :func:`grid_span`), of :func:`spanned_floor_s` at the unplaced time.
+    :func:`~topomodel.analysis.training.stepcalls.grid_span`), of
+    :func:`spanned_floor_s` at the unplaced time.
 
     In each of those orders the collective's shape is the one those two numbers make
     (:func:`~topomodel.traffic.collectives.spanned_shape`, but for its channels, which
@@ -324,25 +325,6 @@ def spanned_floors(fabric: Fabric) -> dict[tuple[Any, ...], float]:
     """The floors :func:`spanned_floor_s` found on ``fabric``, by what they read."""
     return {}
 
-
-def grid_spans(fabric: Fabric) -> dict[tuple[Any, ...], tuple[int, int]]:
-    """Per communicators' key (:func:`~topomodel.analysis.training.stepshape.grid_key`)
-    on ``fabric``: the ranks of a group and the most scale-up domains one spans."""
-    return {}
-
-
-def grid_span(fabric: Fabric, key: tuple[Any, ...], rows: Callable[[], np.ndarray]
-              ) -> tuple[int, int]:
-    """The ranks of a group of the communicators ``rows()`` (a row per group, all of one
-    size), which ``key`` names, and the most scale-up domains one spans (a rank outside
-    any domain counts as its own, as a collective's shape counts them), found once per
-    fabric (a few integers each)."""
-    kept = fabric.derived(grid_spans)
-    found = kept.get(key)
-    if found is None:
-        groups = rows()
-        found = kept[key] = (int(groups.shape[1]), most_domains(fabric, groups))
-    return found
 
 CALL_GROUPS = {"pp_sg": "tp", "zero3_ag": "grad", "zero3_rs": "grad", "dp": "grad",
                "dp_ag": "grad", "edp": "expert_grad", "edp_ag": "expert_grad"}

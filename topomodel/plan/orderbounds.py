@@ -25,7 +25,7 @@ from topomodel.analysis.training.stepbound import (
     bound_frame,
     bound_with_calls,
 )
-from topomodel.analysis.training.stepcalls import Issued, issued_calls, step_calls
+from topomodel.analysis.training.stepcalls import Issued, grid_span, issued_calls, step_calls
 from topomodel.analysis.training.stepshape import (
     Shape,
     collective_times,
@@ -36,7 +36,7 @@ from topomodel.analysis.training.stepshape import (
 from topomodel.errors import UsageError
 from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
-from topomodel.plan.callfloors import grid_span, order_calls, spanned_calls, unplaced_calls
+from topomodel.plan.callfloors import order_calls, spanned_calls, unplaced_calls
 from topomodel.plan.space import OBJECTIVES
 from topomodel.traffic.layout import Layout, rank_groups
 
@@ -301,9 +301,10 @@ class OrderBounds:
     def _spans(self, layout: Layout, orders: Sequence[str], wanted: set[str]
                ) -> dict[str, set[tuple[int, int]]]:
         """Per communicators' kind of ``layout``'s collectives in ``wanted`` (the
-        pipeline's pairs aside), the spans (:func:`~topomodel.plan.callfloors.grid_span`)
-        its rank ``orders`` give them, kept in the search's :attr:`OrderMemo.spans` by
-        what decides them (as :meth:`_placement`'s keys, with the orders)."""
+        pipeline's pairs aside), the spans
+        (:func:`~topomodel.analysis.training.stepcalls.grid_span`) its rank ``orders``
+        give them, kept in the search's :attr:`OrderMemo.spans` by what decides them
+        (as :meth:`_placement`'s keys, with the orders)."""
         self._placement(layout)  # finds the kinds (:attr:`grids`)
         grids = self.grids
         assert grids is not None

@@ -220,11 +220,15 @@ def _verified(groups: GroupBlocks) -> GroupBlocks:
                                   " fabric")
         if np.bincount(ranks.ravel(), minlength=1).max() <= 1:
             continue  # no node twice in the block, so none twice in a group: no sort
-        ordered = rows_sorted(ranks)
-        repeated = ordered[:, 1:] == ordered[:, :-1]
-        if repeated.any():
-            raise CollectiveError(f"node {int(ordered[:, 1:][repeated][0])} appears twice in"
-                                  " one group")
+        if ranks.shape[1] == 2:  # pairs (a pipeline's): twice only as both ends
+            same = np.flatnonzero(ranks[:, 0] == ranks[:, 1])
+            twice = int(ranks[same[0], 0]) if len(same) else None
+        else:
+            ordered = rows_sorted(ranks)
+            repeated = ordered[:, 1:] == ordered[:, :-1]
+            twice = int(ordered[:, 1:][repeated][0]) if repeated.any() else None
+        if twice is not None:
+            raise CollectiveError(f"node {twice} appears twice in one group")
     return groups
 
 

@@ -49,7 +49,7 @@ from topomodel.fabric.tables import Fabric
 from topomodel.inputs.parts import Model
 from topomodel.traffic.algorithms import auto_candidates
 from topomodel.traffic.collectives import collective_traffic
-from topomodel.traffic.communicators import GroupBlocks, group_blocks
+from topomodel.traffic.communicators import GroupBlocks, group_blocks, most_domains
 from topomodel.traffic.layout import Layout, rank_groups
 from topomodel.traffic.phases import Traffic, concurrent
 
@@ -327,6 +327,9 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
                                        else rows(), checked=spans is not None)
     for k, nodes in (spans or {}).items():
         found.block(k).cache["nodes"] = nodes
+    span = fabric.derived(grid_spans).get(named[1]) if named[0] == "grid" else None
+    if span is not None and len(found.blocks) == 1:  # the domains its groups span
+        found.block(0).cache.setdefault("nodes", span[1])
     held = sum(int(block.size) for blocks in kept.values() for block in blocks.blocks)
     while held > CHECKED_RANKS and len(kept) > 1:
         name, dropped = kept.popitem(last=False)
@@ -335,6 +338,33 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
         dropped_before[name] = {k: v["nodes"] for k, v in enumerate(views) if "nodes" in v}
     return found
 
+
+
+def grid_spans(_: Fabric) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """Per communicators' key (:func:`~topomodel.analysis.training.stepshape.grid_key`)
+    on a fabric: the ranks of a group and the most scale-up domains one spans."""
+    return {}
+
+
+def grid_span(fabric: Fabric, key: tuple[Any, ...], rows: Callable[[], np.ndarray]
+              ) -> tuple[int, int]:
+    """The ranks of a group of the communicators ``rows()`` (a row per group, all of one
+    size), which ``key`` names, and the most scale-up domains one spans (a rank outside
+    any domain counts as its own, as a collective's shape counts them:
+    ``GroupView.nodes``), found once per fabric (a few integers each) and read from, or
+    given to, the communicators :func:`checked_groups` keeps under that key."""
+    kept = fabric.derived(grid_spans)
+    found = kept.get(key)
+    if found is None:
+        checked = fabric.derived(kept_groups).get(("grid", key))
+        if checked is not None and len(checked.blocks) == 1:
+            cache, groups = checked.block(0).cache, checked.blocks[0]
+        else:
+            cache, groups = {}, rows()
+        if "nodes" not in cache:
+            cache["nodes"] = most_domains(fabric, groups)
+        found = kept[key] = (int(groups.shape[1]), int(cache["nodes"]))
+    return found
 
 def dropped_groups(_: Fabric) -> dict[tuple[Any, ...], dict[int, int]]:
     """Of the communicators :func:`checked_groups` dropped from a fabric's
