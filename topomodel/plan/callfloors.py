@@ -248,7 +248,6 @@ def unplaced_calls(fabric: Fabric, layout: Layout, assumptions: StepAssumptions,
     return out
 
 
-
 def spanned_calls(fabric: Fabric, assumptions: StepAssumptions, issued: tuple[Issued, ...],
                   unplaced: dict[str, Call], spans: dict[str, set[tuple[int, int]]]
                   ) -> dict[str, Call]:
