@@ -36,8 +36,8 @@ from topomodel.plan.callfloors import (
     SIZE_AT,
     collective_bounds,
     collective_latency_shapes,
-    latency_floor_s,
     order_calls,
+    protocol_floor_s,
     unplaced_calls,
 )
 from topomodel.traffic.layout import Layout
@@ -61,7 +61,7 @@ def test_a_placements_bound_scales_with_the_size(fabric):
         assert key[SIZE_AT] == size
         placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
         bytes_s = collective_lower_bound_s(fresh, collective, groups(), size, TimeModel())
-        floor, added = latency_floor_s(fresh, collective, key[1], groups, size,
+        floor, added = protocol_floor_s(fresh, collective, key[1], groups, size,
                                        TimeModel(), placed, bytes_s)
         assert added and floor > bytes_s > 0
         seen[key] = floor
@@ -311,7 +311,7 @@ def test_an_orders_bounds_check_each_communicator_once_alike():
         def unrouted(collective, groups, size, key, alone=alone, seen=seen):
             placed = key[:SIZE_AT] + key[SIZE_AT + 1:]
             bytes_s = size * collective_lower_bound_s(alone, collective, groups(), 1.0, tm)
-            floor, added = latency_floor_s(alone, collective, key[1], groups, size, tm,
+            floor, added = protocol_floor_s(alone, collective, key[1], groups, size, tm,
                                            placed, bytes_s)
             seen[key] = floor if added else max(bytes_s, floor)
             return 0.0

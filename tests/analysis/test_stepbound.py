@@ -478,7 +478,7 @@ def test_no_candidate_beats_the_latency_floor(collective):
     from topomodel.analysis.assumptions import TimeModel
     from topomodel.analysis.collectives.collective import fastest
     from topomodel.analysis.collectives.timing import floor_s
-    from topomodel.plan.callfloors import latency_floor_s
+    from topomodel.plan.callfloors import protocol_floor_s
     from topomodel.traffic.algorithms import auto_candidates
     from topomodel.traffic.collectives import collective_shapes, collective_traffic
     from topomodel.traffic.communicators import group_blocks
@@ -489,7 +489,7 @@ def test_no_candidate_beats_the_latency_floor(collective):
         candidates = tuple(auto_candidates(fabric, collective, groups.shape[1]))
         blocks = group_blocks(fabric, groups)
         for size in (1e3, 64e6):
-            floor, added = latency_floor_s(fabric, collective, candidates,
+            floor, added = protocol_floor_s(fabric, collective, candidates,
                                            lambda g=groups: g, size, model,
                                            (collective, candidates, name))
             _, _, timed, _ = fastest(
@@ -500,7 +500,7 @@ def test_no_candidate_beats_the_latency_floor(collective):
             # a latency the time adds to its bandwidth part, which the bytes' bound is
             # no more than: the fastest protocol's time at that bound is under the time
             bytes_s = collective_lower_bound_s(fabric, collective, groups, size, model)
-            at_bytes, added = latency_floor_s(fabric, collective, candidates,
+            at_bytes, added = protocol_floor_s(fabric, collective, candidates,
                                               lambda g=groups: g, size, model,
                                               (collective, candidates, name), bytes_s)
             assert added

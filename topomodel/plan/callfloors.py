@@ -5,7 +5,7 @@ yet.
 
 :func:`order_calls` gives one rank order's collectives, the times already known and, for
 the others, their placed lower bounds (:mod:`~topomodel.analysis.collectives.commbound`)
-with a latency floor (:func:`latency_floor_s`); :func:`unplaced_calls` the same before
+with a protocol floor (:func:`protocol_floor_s`); :func:`unplaced_calls` the same before
 any placement; :func:`order_bound` the step bound with them
 (:func:`~topomodel.analysis.training.stepbound.bound_with_calls`).
 """
@@ -48,10 +48,10 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
                 ) -> tuple[dict[str, Call], int]:
     """The collectives of ``layout``'s step in its own rank order: those the fabric's
     table holds with their times, the others with what they cannot beat on their
-    placement, kept in :func:`collective_bounds`: the bytes' bound
-    (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`) plus
-    the latency's (:func:`latency_floor_s`), or the larger of the two where a measured
-    curve times a candidate; and how many were not in the table
+    placement, kept in :func:`collective_bounds`: the fastest protocol's time at the
+    bytes' bound (:func:`~topomodel.analysis.collectives.commbound.collective_lower_bound_s`,
+    :func:`protocol_floor_s`), or the larger of the two where a measured curve times a
+    candidate; and how many were not in the table
     (``issued``: the layout's :func:`~topomodel.analysis.training.stepcalls.issued_calls`,
     the same in every rank order, when known)."""
     known = fabric.derived(collective_bounds)
@@ -81,7 +81,7 @@ def order_calls(fabric: Fabric, model: Model, layout: Layout,
                 return checked_groups(fabric, of, grid)
 
             bytes_s = size * rate
-            floor, added = latency_floor_s(fabric, collective, key[1], blocks, size,
+            floor, added = protocol_floor_s(fabric, collective, key[1], blocks, size,
                                            assumptions.time, placed, bytes_s)
             found = known[key] = floor if added else max(bytes_s, floor)
         return found
@@ -149,7 +149,7 @@ def order_bound(fabric: Fabric, model: Model, layout: Layout,
     return bound_with_calls(model, layout, assumptions, shape, calls)
 
 
-def latency_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
+def protocol_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...],
                     groups: Callable[[], np.ndarray | GroupBlocks], size_bytes: float,
                     time_model: TimeModel, placed: tuple[Any, ...], bytes_s: float = 0.0
                     ) -> tuple[float, bool]:
@@ -225,7 +225,7 @@ def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ..
 
 def collective_latency_shapes(fabric: Fabric
                               ) -> dict[tuple[Any, ...], tuple[tuple[TrafficShape, ...], ...]]:
-    """The candidates' shapes :func:`latency_floor_s` found on ``fabric``, by
+    """The candidates' shapes :func:`protocol_floor_s` found on ``fabric``, by
     placement, kept with the fabric as the bounds are."""
     return {}
 
@@ -262,7 +262,7 @@ def spanned_calls(fabric: Fabric, assumptions: StepAssumptions, issued: tuple[Is
     (:func:`~topomodel.traffic.collectives.spanned_shape`, but for its channels, which
     only lower a protocol's time when left out), and its time is no less than its
     candidate's fastest protocol at the bytes' bound of its placement
-    (:func:`latency_floor_s`), which is no less than the unplaced bound; a protocol's
+    (:func:`protocol_floor_s`), which is no less than the unplaced bound; a protocol's
     time only grows with its bandwidth time, so the least over the orders' spans and
     every candidate at the unplaced bound is no more than any order's time. The
     pipeline's sends keep their unplaced time."""
@@ -290,7 +290,7 @@ def spanned_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     :func:`~topomodel.analysis.collectives.timing.floor_s` of the shape those make, at
     that bandwidth time (where a measured curve times a candidate, the larger of the
     curve's time and ``bytes_s``); ``bytes_s`` on a fabric with a failed link (as
-    :func:`latency_floor_s`). Every candidate counts, those that do not apply to some
+    :func:`protocol_floor_s`). Every candidate counts, those that do not apply to some
     placement too (a lower least). Kept per fabric (:func:`spanned_floors`)."""
     if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
         return bytes_s
