@@ -339,7 +339,6 @@ def checked_groups(fabric: Fabric, named: tuple[Any, ...],
     return found
 
 
-
 def grid_spans(_: Fabric) -> dict[tuple[Any, ...], tuple[int, int]]:
     """Per communicators' key (:func:`~topomodel.analysis.training.stepshape.grid_key`)
     on a fabric: the ranks of a group and the most scale-up domains one spans."""
@@ -365,6 +364,7 @@ def grid_span(fabric: Fabric, key: tuple[Any, ...], rows: Callable[[], np.ndarra
             cache["nodes"] = most_domains(fabric, groups)
         found = kept[key] = (int(groups.shape[1]), int(cache["nodes"]))
     return found
+
 
 def dropped_groups(_: Fabric) -> dict[tuple[Any, ...], dict[int, int]]:
     """Of the communicators :func:`checked_groups` dropped from a fabric's
