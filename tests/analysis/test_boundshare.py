@@ -160,7 +160,6 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t, in_rank_or
         assert collective_lower_bound_s(fabric, "sendrecv", pairs, size, tm) == expected
 
 
-
 @pytest.mark.parametrize("design", ["two", "asymmetric-sites"])
 def test_each_ways_seconds_kept_per_grid_give_the_same_bound(fabric, design):
     """One memo of each way's seconds shared by every collective over a grid (as

@@ -921,7 +921,6 @@ def test_input_errors(hgx):
                            group_names=["a"])
 
 
-
 def test_a_node_in_two_groups_is_allowed_one_twice_in_a_group_is_not(hgx):
     """Groups are checked for a repeated node by a count over the whole block first: a
     node in two groups of a block passes (each group's own ranks are then sorted), a
@@ -1189,7 +1188,6 @@ def test_a_direct_all_to_all_latency_grows_with_its_peers_across_nodes():
     one_round = latency(1_024) - latency(512)
     assert one_round > 0
     assert latency(98_304) - latency(512) == pytest.approx(191 * one_round)
-
 
 
 @pytest.mark.parametrize(("collective", "algorithm", "rounds"), [

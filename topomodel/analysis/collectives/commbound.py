@@ -246,7 +246,6 @@ def _delivered_s(collective: str, groups: np.ndarray, size_bytes: float,
     return max(rank_s, float(domain_s.max()))
 
 
-
 def _domain_need(collective: str, inside: np.ndarray, t: int) -> np.ndarray:
     """Per (group, domain) pair holding ``inside`` of a group's ``t`` ranks, the share
     of the size the collective must deliver into the domain (the module's table), only
