@@ -13,7 +13,7 @@ any placement; :func:`order_bound` the step bound with them
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -197,11 +197,20 @@ def protocol_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...
     per = kept.get(placed)
     if per is None:
         per = kept[placed] = _candidate_shapes(fabric, collective, candidates, groups())
+    return _least_floor(fabric, [tuple(replace(s, size_bytes=size_bytes) for s in shapes)
+                                 for shapes in per], time_model, bytes_s)
+
+
+def _least_floor(fabric: Fabric, per: Sequence[tuple[TrafficShape, ...]],
+                 time_model: TimeModel, bytes_s: float) -> tuple[float, bool]:
+    """The least over the candidates (``per``: each one's shapes) of
+    :func:`~topomodel.analysis.collectives.timing.floor_s` at the bandwidth time
+    ``bytes_s``, and whether no measured curve times any of them (then it holds alone;
+    else only the larger of it and ``bytes_s``); (0, False) for no candidate."""
     if not per:
         return 0.0, False
-    sized = [tuple(replace(s, size_bytes=size_bytes) for s in shapes) for shapes in per]
-    return (min(floor_s(fabric, shapes, time_model, bytes_s) for shapes in sized),
-            all(measured_curve(fabric, shapes, time_model) is None for shapes in sized))
+    return (min(floor_s(fabric, shapes, time_model, bytes_s) for shapes in per),
+            all(measured_curve(fabric, shapes, time_model) is None for shapes in per))
 
 
 def _candidate_shapes(fabric: Fabric, collective: str, candidates: tuple[str, ...],
@@ -300,18 +309,15 @@ def spanned_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     if found is None:
         if len(kept) >= SPANNED_FLOORS:
             kept.clear()
-        least = float("inf")
+        per = []
         for algorithm in candidates:
             try:
-                shape = (spanned_shape(fabric, collective, algorithm, ranks, nodes,
-                                       size_bytes),)
+                per.append((spanned_shape(fabric, collective, algorithm, ranks, nodes,
+                                          size_bytes),))
             except CollectiveError:  # never built at such a span: never the step's
                 continue
-            floor = floor_s(fabric, shape, time_model, bytes_s)
-            if measured_curve(fabric, shape, time_model) is not None:
-                floor = max(floor, bytes_s)
-            least = min(least, floor)
-        found = kept[key] = bytes_s if least == float("inf") else least
+        floor, added = _least_floor(fabric, per, time_model, bytes_s)
+        found = kept[key] = floor if added else max(bytes_s, floor)
     return found
 
 
