@@ -169,21 +169,22 @@ def patched_scaleout(fabric: Fabric, view: Survivors, phase: Phase,
                                                                              SCALE_OUT_TIERS)]
     if planes is None or not len(failed) or not np.isin(names, PLANE_TIERS).all():
         return None
-    hit = np.unique(planes.row[failed])
+    hit = np.zeros(planes.count + 1, bool)  # per component, whether it failed; -1: none
+    hit[planes.row[failed]] = True
     intact = fabric.derived(intact_view)
     kept = intact_section(fabric, "scaleout", phase, flows, (routing, seed, qps),
                           lambda: whole_scaleout(fabric, intact, phase, flows, routing,
                                                  seed, qps))
     hops, lost, comp, pair_s, pair_d = kept.rest
-    inside = np.isin(planes.node[pair_s], hit)  # the failed planes' leaf pairs
+    inside = hit[planes.node[pair_s]]  # the failed planes' leaf pairs
     leaf_s, leaf_d = pair_s[inside], pair_d[inside]
     if not np.array_equal(_joined(view.fat_tree, leaf_s, leaf_d),
                           _joined(intact.fat_tree, leaf_s, leaf_d)):
         return None
     paths = view.fat_tree.paths(leaf_s, leaf_d)
     out = kept.added_to(None, view.clos.n_links)
-    rows = np.flatnonzero(np.isin(planes.row, hit))
-    out[rows] = _picked_again(view, phase, flows, np.flatnonzero(np.isin(comp, hit)),
+    rows = np.flatnonzero(hit[planes.row])
+    out[rows] = _picked_again(view, phase, flows, np.flatnonzero(hit[comp]),
                               (lost, comp, planes), (leaf_s, leaf_d, paths), seed,
                               qps)[rows]
     return out, hops, lost, comp, pair_s, pair_d

@@ -70,13 +70,13 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     clos = clos_view(fabric)
     pieces: list[Piece] = []  # each kind of arc on its own link rows
     hops = np.zeros(phase.flows, dtype=HOPS_DTYPE)
-    same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
+    same = clos.same_domain(phase.src, phase.dst)
     inside = np.flatnonzero(same)
     up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
     if len(inside):
         pieces += _route_scaleup(clos, phase, inside, up_routing, seed, qps)
         hops[inside] = 1 if clos.mesh else 2
-        across = inside[clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]]
+        across = inside[clos.other_system(phase.src[inside], phase.dst[inside])]
         if len(across):  # supernode: through the upper switch levels of the chip's plane
             extra, hops[across] = _route_supernode(clos, phase, across, up_routing, seed,
                                                    qps)

@@ -84,7 +84,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
     detour = np.zeros(flows, bool)
     unroutable = np.zeros(0, np.int64)
     up_routing = "ecmp" if routing == "hash" and not hash_scaleup else routing
-    same = (clos.domain[phase.src] == clos.domain[phase.dst]) & (clos.domain[phase.src] >= 0)
+    same = clos.same_domain(phase.src, phase.dst)
     network = ~same
     inside = np.flatnonzero(same)
 
@@ -112,7 +112,7 @@ def route_around_failures(fabric: Fabric, phase: Phase, *, routing: str, seed: i
 
     far = np.zeros(0, np.int64)  # flows between systems of a supernode
     if len(inside):
-        across = clos.system[phase.src[inside]] != clos.system[phase.dst[inside]]
+        across = clos.other_system(phase.src[inside], phase.dst[inside])
         within = inside if clos.mesh else inside[~across]
         (cut,) = section("scaleup", within, up_routing, lambda: (
             mesh_paths(view, phase, within) if clos.mesh

@@ -72,10 +72,16 @@ def _even_scaleup(view: Survivors, phase: Phase, flows: np.ndarray
     load = np.zeros(view.clos.n_links)
     if live_up.all() and live_down.all():  # every chip joins every pair: split per owner
         split = up.weights / np.maximum(up.weights.sum(axis=1, keepdims=True), 1)
+        # chips with the same split of every row (every chip's, where cables are even)
+        # get the same sums: counted once per distinct column, the same values
+        sums: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         for k in range(up.width):
-            share = split[:, k][row_s] * volume
-            load[up.table[:, k]] = np.bincount(row_s, share, len(up.table))
-            load[down.table[:, k]] = np.bincount(row_d, share, len(down.table))
+            column = split[:, k]
+            if column.tobytes() not in sums:
+                share = column[row_s] * volume
+                sums[column.tobytes()] = (np.bincount(row_s, share, len(up.table)),
+                                          np.bincount(row_d, share, len(down.table)))
+            load[up.table[:, k]], load[down.table[:, k]] = sums[column.tobytes()]
         return load, flows[:0]
 
     def cables(k: int) -> tuple[np.ndarray, np.ndarray]:
