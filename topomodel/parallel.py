@@ -48,11 +48,6 @@ _IN_WORKER = False
 """True in a worker process of :func:`parallel_map` whose pieces may not open pools
 (a call that is not ``nested``)."""
 
-_BESIDE_SIBLINGS = False
-"""True in a worker process of a ``nested`` :func:`parallel_map`: the pool's other
-pieces keep the other cores busy."""
-
-
 def default_workers() -> int:
     """Worker processes when none are asked for: every core this process may use (its
     CPU affinity where the platform has one, else ``os.cpu_count()``), as a sweep."""
@@ -141,10 +136,12 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     the first in item order, as the serial loop would raise it. With ``nested``, each
     piece may run a :func:`parallel_map` of its own (up to its ``workers`` processes
     more, which share the cores with the other pieces); otherwise pieces run theirs
-    serially. With ``warm_first``, a call from a piece of a ``nested`` pool runs its
-    first item here before it forks: the other pieces keep the cores busy meanwhile,
-    and its workers start from what that item built (views, kept routes) instead of
-    each building it again. The results are the same.
+    serially. With ``warm_first``, the first item runs here before the workers fork:
+    they start from what it built (views, kept routes and router sections) instead of
+    each building it again (in a piece of a ``nested`` pool the other pieces keep the
+    cores busy meanwhile; at the top, one core waits for it: a goodput's degraded
+    steps at 98k save 2-4 CPU s so and take no longer, ``benchmarks/README.md``). The
+    results are the same.
 
     Raises
     ------
@@ -159,7 +156,7 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     count = min(check_workers(workers), len(items))
     if count <= 1 or _IN_WORKER or not can_fork():
         return [work(item) for item in items]
-    if warm_first and _BESIDE_SIBLINGS:
+    if warm_first:
         first = work(items[0])
         return [first, *parallel_map(work, items[1:], workers=workers, nested=nested)]
     _PENDING.append((work, items, None))
@@ -400,8 +397,8 @@ def _start_worker(nested: bool, parent_pid: int) -> None:
     import multiprocessing
     import signal
 
-    global _IN_WORKER, _BESIDE_SIBLINGS
-    _IN_WORKER, _BESIDE_SIBLINGS = not nested, nested
+    global _IN_WORKER
+    _IN_WORKER = not nested
     die_with_parent(parent_pid)  # a worker never outlives its caller, nor says it died
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
     if not nested:

@@ -77,12 +77,13 @@ def _warm_pids(_: int) -> tuple[int, list[int]]:
 
 
 @forks
-def test_a_nested_piece_runs_its_first_item_itself_before_forking():
+def test_warm_first_runs_the_first_item_itself_before_forking():
     for worker, inner in parallel_map(_warm_pids, range(2), workers=2, nested=True):
         assert inner[0] == worker and worker not in inner[1:]
-    # outside a nested pool there are no siblings to keep the cores busy: all forked
+    # at the top too: the workers start from what the first item built
     alone = parallel_map(_pid, range(3), workers=2, warm_first=True)
-    assert os.getpid() not in alone
+    assert alone[0] == os.getpid() and os.getpid() not in alone[1:]
+    assert os.getpid() not in parallel_map(_pid, range(3), workers=2)
 
 
 def test_work_beside_runs_in_another_thread_while_the_body_runs():

@@ -503,7 +503,10 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
              if ln.representative not in known] if routed else []
     with beside(lambda: share_failure_views(fabric, parts)):
         link_rates_of(fabric, step_assumptions.time)
-    wanted = ([""] if step_result is None else []) + parts  # "": the intact step
+    # "": the intact step, after the first degraded one: run before the workers fork
+    # (``warm_first``), that one routes the router's intact sections every copy then
+    # finds kept (:mod:`topomodel.routing.sections`), which the intact step does not
+    wanted = [*parts[:1], *([""] if step_result is None else []), *parts[1:]]
 
     def release_routes() -> None:
         if not keep_routes:
