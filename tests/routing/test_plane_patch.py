@@ -246,3 +246,33 @@ def test_first_columns_are_the_arg_max_of_each_queue_pairs_comparison(columns):
     table = patch.first_columns(entry, 4)
     row, comp = rng.integers(0, 300, 5000), rng.integers(0, 4, 5000)
     assert np.array_equal(table[row, comp], np.argmax(entry[row] == comp[:, None], axis=1))
+
+
+@pytest.mark.parametrize("routing", ["hash", "ecmp", "dmodk"])
+@pytest.mark.parametrize("plane", ["plane:0", "plane:1"])
+def test_a_failed_plane_routed_over_the_others_alone_is_the_masked_route(
+        fabric, monkeypatch, routing, plane):
+    """A whole plane failed: the flows routed over the live planes' columns alone
+    (:attr:`~topomodel.routing.clos.live.Survivors.live_planes`) give the loads, hops
+    and lost flows of routing over every column with the failed one masked, bit for
+    bit, under each routing; the planes picked are the tables' columns."""
+    from topomodel.routing.clos import live
+    from topomodel.routing.clos.paths import scaleout_chosen
+
+    phase = random_phase(fabric, 4000, seed=6)
+    copy = failed(fabric, plane)
+    view = live.survivors_view(copy)
+    assert view.live_planes is not None and len(view.live_planes) == 1
+    flows = np.flatnonzero(view.clos.domain[phase.src] != view.clos.domain[phase.dst])
+    fast = route(copy, phase, routing=routing, seed=3)
+    fast_chosen = scaleout_chosen(view, phase, flows, routing, 3, 2)
+    monkeypatch.setattr(live.Survivors, "live_planes", property(lambda self: None))
+    masked = route(failed(fabric, plane), phase, routing=routing, seed=3)
+    masked_chosen = scaleout_chosen(live.survivors_view(failed(fabric, plane)), phase,
+                                    flows, routing, 3, 2)
+    assert same(fast, masked) and fast.link_bytes.any()
+    for a, b in zip(fast_chosen[:3], masked_chosen[:3], strict=True):
+        assert np.array_equal(a, b)
+    if routing == "hash":
+        assert np.array_equal(fast_chosen[3].pick, masked_chosen[3].pick)
+        assert set(np.unique(fast_chosen[3].pick)) == {1 - int(plane[-1])}

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topomodel.arrays import same_bits
+
 
 @dataclass(frozen=True, eq=False)
 class Rows:
@@ -74,10 +76,15 @@ class Rows:
             key = self.index * width + self.column
             sums = np.bincount(key, self.weights.ravel(), table.size)
         else:  # column by column: each entry's bytes added in the same (index) order,
-            # without a (len(index), width) array of keys
+            # without a (len(index), width) array of keys; a column whose bytes are the
+            # last one's (planes of equal cables) has its sums, bit for bit
             columns = np.empty(table.shape)
             for k in range(width):
-                columns[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
+                if k and same_bits(self.weights[:, k], self.weights[:, k - 1]):
+                    columns[:, k] = columns[:, k - 1]
+                else:
+                    columns[:, k] = np.bincount(self.index, self.weights[:, k],
+                                                len(table))
             sums = columns.ravel()
         hit = np.flatnonzero(sums)
         return table.ravel()[hit], sums[hit]

@@ -164,10 +164,12 @@ def patched_scaleout(fabric: Fabric, view: Survivors, phase: Phase,
     planes = fabric.derived(_plane_components)
     failed = np.flatnonzero(~view.alive)
     tier = fabric.link_arrays["tier"]
-    names = np.asarray(tier.categories)[tier.codes[failed]]
-    failed, names = failed[np.isin(names, SCALE_OUT_TIERS)], names[np.isin(names,
-                                                                             SCALE_OUT_TIERS)]
-    if planes is None or not len(failed) or not np.isin(names, PLANE_TIERS).all():
+    names = np.asarray(tier.categories)  # looked up per tier, not per failed row
+    codes = tier.codes[failed]
+    scale_out = np.isin(names, SCALE_OUT_TIERS)[codes]
+    failed = failed[scale_out]
+    if planes is None or not len(failed) or not np.isin(names, PLANE_TIERS)[
+            codes[scale_out]].all():
         return None
     hit = np.zeros(planes.count + 1, bool)  # per component, whether it failed; -1: none
     hit[planes.row[failed]] = True

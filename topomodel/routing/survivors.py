@@ -34,10 +34,10 @@ from typing import cast
 
 import numpy as np
 
-from topomodel.fabric.tables import Fabric
+from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.live import Survivors, intact_view, survivors_view
 from topomodel.routing.clos.paths import mesh_paths, scaleup_paths
-from topomodel.routing.clos.view import ClosView
+from topomodel.routing.clos.view import ClosView, clos_view
 from topomodel.routing.general import route_general
 from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
@@ -213,11 +213,10 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
         return None
     dead = ~view.alive
     tier = fabric.link_arrays["tier"]
-    out_codes = np.flatnonzero(np.isin(np.asarray(tier.categories), SCALE_OUT_TIERS))
-    failed = np.flatnonzero(dead & np.isin(tier.codes, out_codes))
-    own = np.zeros(len(dead), bool)  # every NIC's own rows
-    for rows in (up.table, down.table, clos.host_up, clos.host_down):
-        own[rows[rows >= 0]] = True
+    failed = np.flatnonzero(dead)
+    failed = failed[np.isin(np.asarray(tier.categories), SCALE_OUT_TIERS)[
+        tier.codes[failed]]]
+    own = fabric.derived(_nic_rows)
     if not len(failed) or not own[failed].any():
         return None
     touched = _touched_leaves(fabric, clos, failed[~own[failed]])
@@ -243,6 +242,19 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     hops[hit], lost[hit] = hops_hit, lost_hit
     none = np.zeros(0, np.int32)
     return load, hops, lost, np.zeros(0, np.int8), none, none
+
+
+@ignores_failures
+def _nic_rows(fabric: Fabric) -> np.ndarray:
+    """Per link row, whether it is a NIC's own: its host links, its arcs to and from
+    the leaves (the same on every copy)."""
+    clos = clos_view(fabric)
+    assert clos.access_up is not None and clos.access_down is not None
+    own = np.zeros(clos.n_links, bool)
+    for rows in (clos.access_up.table, clos.access_down.table, clos.host_up,
+                 clos.host_down):
+        own[rows[rows >= 0]] = True
+    return own
 
 
 def _whole_bytes(volume: np.ndarray, qps: int) -> bool:

@@ -3,6 +3,8 @@ a switched scale-up domain, a supernode's planes and the scale-out planes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from topomodel.arrays import sorted_distinct
@@ -258,13 +260,21 @@ def scaleout_chosen(view: Survivors, phase: Phase, flows: np.ndarray, routing: s
     nic_s = _narrow(clos.nic_of)[src]
     slot_s = _narrow(access_up.slot[clos.nic_of])[src]
     slot_d = _narrow(access_down.slot[clos.nic_of])[dst]
-    ok = _live_entries(view, src, dst, slot_s, slot_d)
-    lower_s = _narrow(clos.dst[access_up.table])[slot_s]
-    lower_d = _narrow(clos.src[access_down.table])[slot_d]
+    table_up, table_down = access_up.table, access_down.table
+    planes = view.live_planes
+    if planes is not None:  # whole planes failed: the flows routed over the others
+        table_up, table_down = table_up[:, planes], table_down[:, planes]
+        ok = np.broadcast_to(np.bool_(True), (len(flows), len(planes)))
+    else:
+        ok = _live_entries(view, src, dst, slot_s, slot_d)
+    lower_s = _narrow(clos.dst[table_up])[slot_s]
+    lower_d = _narrow(clos.src[table_down])[slot_d]
     pieces, extra, lost, _, chosen = route_planes(
         view, view.fat_tree, flows, dst, nic_s, volume, lower_s, lower_d, ok,
         np.broadcast_to(np.int64(access_up.cables), ok.shape),  # read, never written
-        ((access_up.table, slot_s), (access_down.table, slot_d)), routing, seed, qps)
+        ((table_up, slot_s), (table_down, slot_d)), routing, seed, qps)
+    if planes is not None and chosen is not None:  # each pick as a column of the tables
+        chosen = replace(chosen, pick=planes.astype(chosen.pick.dtype)[chosen.pick])
     carried = np.where(lost, 0.0, volume)
     pieces += [Rows(clos.host_up, src, carried), Rows(clos.host_down, dst, carried)]
     return link_bytes(clos.n_links, pieces), 4 + extra, lost, chosen
