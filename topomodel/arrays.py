@@ -22,20 +22,6 @@ from typing import Any
 import numpy as np
 
 
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two float arrays of one shape hold the same bits (``-0.0`` is not
-    ``0.0``): equal inputs to the same sum give equal sums, bit for bit.
-
-    Examples
-    --------
-    >>> same_bits(np.array([0.0, 1.5]), np.array([0.0, 1.5])), same_bits(
-    ...     np.array([0.0]), np.array([-0.0]))
-    (True, False)
-    """
-    unsigned = f"u{a.dtype.itemsize}"
-    return bool(np.array_equal(a.view(unsigned), b.view(unsigned)))
-
-
 def distinct(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-D array (``np.unique(values)``, by sorting).
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.arrays import same_bits
-
 
 @dataclass(frozen=True, eq=False)
 class Rows:
@@ -76,15 +74,10 @@ class Rows:
             key = self.index * width + self.column
             sums = np.bincount(key, self.weights.ravel(), table.size)
         else:  # column by column: each entry's bytes added in the same (index) order,
-            # without a (len(index), width) array of keys; a column whose bytes are the
-            # last one's (planes of equal cables) has its sums, bit for bit
+            # without a (len(index), width) array of keys
             columns = np.empty(table.shape)
             for k in range(width):
-                if k and same_bits(self.weights[:, k], self.weights[:, k - 1]):
-                    columns[:, k] = columns[:, k - 1]
-                else:
-                    columns[:, k] = np.bincount(self.index, self.weights[:, k],
-                                                len(table))
+                columns[:, k] = np.bincount(self.index, self.weights[:, k], len(table))
             sums = columns.ravel()
         hit = np.flatnonzero(sums)
         return table.ravel()[hit], sums[hit]

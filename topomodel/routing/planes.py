@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topomodel.arrays import same_bits, sorted_distinct
+from topomodel.arrays import sorted_distinct
 from topomodel.routing.clos.live import LiveClimb, Survivors
 from topomodel.routing.hashing import choose, queue_pairs, subflow_ids
 from topomodel.routing.pieces import Piece, Rows
@@ -354,7 +354,7 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     for k in range(split.shape[1]):
         # a plane whose shares are the last summed plane's (equal cables, no plane cut:
         # the usual case) has its bytes, and so its sums, bit for bit
-        if summed is None or not same_bits(split[:, k], split[:, k - 1]):
+        if summed is None or not _same_bits(split[:, k], split[:, k - 1]):
             np.take(np.ascontiguousarray(split[:, k]), group, out=part)
             part *= volume
             summed = ([np.bincount(index, part, len(table)) for table, index in arcs],
@@ -371,6 +371,12 @@ def even_by_group(view: Survivors, climb: LiveClimb, volume: np.ndarray,
     if len(pair_s):
         pieces += climb.even(pair_s, pair_d, amount, paths)
     return pieces, extra, lost, usable_of[group]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two float arrays of one shape hold the same bits (``-0.0`` is not ``0.0``)."""
+    unsigned = f"u{a.dtype.itemsize}"
+    return bool(np.array_equal(a.view(unsigned), b.view(unsigned)))
 
 
 def _grouped_pairs(climb: LiveClimb, lower_s: np.ndarray, lower_d: np.ndarray,
