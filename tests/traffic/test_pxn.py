@@ -354,6 +354,26 @@ def test_released_listings_are_listed_again_bit_for_bit(small_pod):
             assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
 
 
+def test_a_phase_on_other_relays_drops_the_listed_pairs_of_the_relays_before(small_pod):
+    """The listed pairs of a relayed phase stay while copies relay alike (a failed
+    spine relays as the intact fabric does: the same phase, still listed); a copy that
+    relays otherwise (a failed leaf) drops them when it takes its own phase, but not
+    the pairs they relay, which every version lists alike."""
+    from topomodel.analysis.reliability.goodput import with_part_failed
+
+    fabric = small_pod()
+    traffic = ep_alltoall(fabric)
+    (base,) = traffic.phases
+    intact = pxn(fabric, traffic).phases[0]
+    listed = intact.src.copy()
+    assert pxn(with_part_failed(fabric, "spine0"), traffic).phases[0] is intact
+    assert intact.is_listed
+    other = pxn(with_part_failed(fabric, "leaf0"), traffic).phases[0]
+    assert other is not intact and not intact.is_listed and base.is_listed
+    assert np.array_equal(intact.src, listed)  # listed again, the same pairs
+    assert not other.is_listed  # the relays of the phase read last dropped the others'
+
+
 def test_degraded_steps_with_listings_released_between_equal_fresh_ones(small_pod):
     """A goodput's serial degraded steps release the listings between steps: each step
     (its relayed All-to-All listed again where its kept section is found) equals a

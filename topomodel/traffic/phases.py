@@ -237,14 +237,16 @@ class AllPairsPhase(Phase):
         """What rewrites of this phase's listed pairs keep of them (:class:`Rewrite`)."""
         return {}
 
-    def forget_listed(self) -> int:
-        """Drop the listed flow arrays (and those of ``listing``), to be listed again,
-        bit for bit, when next read: they are made from the blocks, the rewrite and
-        the listing's memo alone, all kept. For a holder that keeps the phase for its
-        identity between uses (:func:`topomodel.traffic.pxn.release_listings`): a
-        relayed All-to-All's listed pairs are 20 bytes a flow (int32 ends), 100 MB and
-        more per copy at 98k. Returns the bytes dropped (held elsewhere or not)."""
-        dropped = self.listing.forget_listed() if self.listing is not None else 0
+    def forget_listed(self, *, with_listing: bool = True) -> int:
+        """Drop the listed flow arrays (and those of ``listing``, unless not
+        ``with_listing``), to be listed again, bit for bit, when next read: they are
+        made from the blocks, the rewrite and the listing's memo alone, all kept. For a
+        holder that keeps the phase for its identity between uses
+        (:func:`topomodel.traffic.pxn.release_listings`): a relayed All-to-All's listed
+        pairs are 20 bytes a flow (int32 ends), 100 MB and more per copy at 98k.
+        Returns the bytes dropped (held elsewhere or not)."""
+        dropped = (self.listing.forget_listed()
+                   if self.listing is not None and with_listing else 0)
         listed = self.__dict__.pop("_listed", None)
         return dropped + (sum(a.nbytes for a in listed) if listed is not None else 0)
 

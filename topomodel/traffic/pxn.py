@@ -191,11 +191,12 @@ def release_listings(fabric: Fabric) -> int:
     sections and the intact fabric's PXN traffics hold these phases for their identity,
     and the next step that routes one lists its pairs again, the same arrays bit for
     bit. For the steps of one job on copies of a fabric, run one after another (a
-    goodput's degraded steps): between two of them no router reads the pairs, and each
-    step's relayed All-to-All stayed listed while something held its phase, 154 MB a
-    copy (5.5 M flows) on the 98,304-NPU 8-NPU-server example with DeepSeek-V3 at EP 64,
-    six of them at the peak of ``compare`` (``benchmarks/README.md``, "mem"). Returns
-    the bytes dropped (some may be held elsewhere too)."""
+    goodput's degraded steps), once they are done: each relayed All-to-All stays listed
+    while something holds its phase, 154 MB a copy (5.5 M flows) on the 98,304-NPU
+    8-NPU-server example with DeepSeek-V3 at EP 64, and six of them were held at the
+    peak of ``compare`` (``benchmarks/README.md``, "mem") before a step on other relays
+    dropped the others' (:func:`_forget_other_relays`). Returns the bytes dropped (some
+    may be held elsewhere too)."""
     phases = {id(p): p for p in list(fabric.derived(relayed_phases).values())
               if isinstance(p, AllPairsPhase)}
     return sum(p.forget_listed() for p in phases.values())
@@ -210,7 +211,32 @@ def _shared_all_pairs(fabric: Fabric, phase: AllPairsPhase, relays: Relays) -> P
     if held is None:
         held = _all_pairs(fabric, phase, relays)
         shared[key] = held
+    _forget_other_relays(shared, relays)
     return held
+
+
+def _forget_other_relays(shared: weakref.WeakValueDictionary[bytes, Phase],
+                         relays: Relays) -> None:
+    """Drop the listed flows of the phases in ``shared`` relayed otherwise than by
+    ``relays`` (not those of the pairs they relay, which every relayed version of a
+    phase lists alike): a step routes the phases of its own copy's relays alone, so
+    those of another copy's relays (the intact fabric's, where a part failed changes
+    who relays) are listed again only by a later step with those relays. The listed
+    flows of the relays in use stay from one step to the next (the degraded steps of a
+    goodput whose failed part relays as the intact fabric does: most of them), with
+    never two copies' listed at once, as :func:`release_listings` between steps
+    left it."""
+    for other in list(shared.values()):
+        if (isinstance(other, AllPairsPhase) and isinstance(other.rewrite, Relays)
+                and other.is_listed and not _same_relays(other.rewrite, relays)):
+            other.forget_listed(with_listing=False)
+
+
+def _same_relays(a: Relays, b: Relays) -> bool:
+    """Whether two :class:`Relays` of copies of one fabric relay alike (their wiring
+    arrays are the fabric's; their keys and relays are what the copies' failures
+    change)."""
+    return a is b or (np.array_equal(a.keys, b.keys) and np.array_equal(a.nodes, b.nodes))
 
 
 def _content_key(phase: AllPairsPhase, relays: Relays) -> bytes:

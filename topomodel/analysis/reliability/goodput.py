@@ -515,14 +515,16 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     def step_of(part: str) -> Any:
         stepped = step_time(with_part_failed(fabric, part), model, layout,
                             step_assumptions, routing=routing, seed=seed)
-        release_listings(fabric)  # the next step lists again what it finds kept
         release_routes()  # the intact step's, read by no copy
         return stepped
 
     release_routes()  # those of ``step_result``, where it was run before
 
+    # the listed pairs of the relays in use kept from one step to the next (a step on
+    # other relays drops them: traffic.pxn), and dropped after the last
     stepped = dict(zip(wanted, parallel_map(step_of, wanted, workers=workers,
                                             warm_first=True), strict=True))
+    release_listings(fabric)
     step_result = stepped.pop("", step_result)
     known.update((part, r.tokens_per_s) for part, r in stepped.items())
     losses = degraded_losses(lines, known if routed else None, step_result.tokens_per_s,

@@ -60,11 +60,10 @@ def _compared(args: argparse.Namespace, path: str) -> ComparedDesign:
     # starts from what the step built
     with stages(f"{path}: step"):
         result = job.step()
-    # what the step's PXN traffics and kept router sections hold listed, dropped before
-    # the degraded steps (traffic.pxn.release_listings)
-    release_listings(job.fabric)
     goodput = None
-    if not args.no_goodput:
+    if args.no_goodput:  # the pairs the step's PXN traffics hold listed, dropped (the
+        release_listings(job.fabric)  # degraded steps read them, then drop them)
+    else:
         with stages(f"{path}: goodput (a step with each kind of part failed)"):
             # its degraded steps here unless --workers asks for more (see run)
             serial = argparse.Namespace(**{**vars(args), "workers": args.workers or 1})
