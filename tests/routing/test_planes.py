@@ -509,3 +509,23 @@ def test_block_queue_pairs_are_queue_pairs_gathered(routing, split):
     row, got = module._block_queue_pairs(routing, ids, flows, split)
     for new, old in ((row, flows[take]), (got, qp_ids)):
         assert new.dtype == old.dtype and np.array_equal(new, old)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spine_shares_are_the_masked_division_bit_for_bit(seed):
+    """Each leaf pair's bytes over its usable spines: one share per pair where a pair's
+    spines are all usable or none (a plane failed whole), else per spine; either way
+    the masked division's values on every spine, bit for bit."""
+    from topomodel.routing.clos.live import spine_shares
+
+    rng = np.random.default_rng(seed)
+    amount = rng.random(50) * 1e9
+    alive = rng.random(50) < 0.7
+    for ok in (np.repeat(alive[:, None], 4, axis=1), rng.random((50, 4)) < 0.6,
+               np.ones((50, 4), bool)):
+        masked = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
+        share = spine_shares(ok, amount)
+        whole = (ok.all(axis=1) | ~ok.any(axis=1)).all()
+        assert share.ndim == (1 if whole else 2)
+        full = np.broadcast_to(share[:, None], ok.shape) if share.ndim == 1 else share
+        assert np.array_equal(full.view(np.uint64), masked.view(np.uint64))

@@ -107,7 +107,10 @@ def route_planes(view: Survivors, climb: LiveClimb, ids: np.ndarray, dst: np.nda
         cables = _over_planes(np.add, weights, np.zeros(len(ok), weights.dtype))
         part = weights / np.maximum(cables, 1)[:, None]
         part *= volume[:, None]
-        pieces: list[Piece] = [Rows(*enter, part), Rows(*leave, part)]
+        # every plane's share of a flow one value (no plane masked, one cable count for
+        # all): the arcs' bytes are those of one column, summed once per table row
+        each = part[:, 0] if masked is None and _one_count(weights) else part
+        pieces: list[Piece] = [Rows(*enter, each), Rows(*leave, each)]
         amount = np.bincount(inverse, crossing(part), len(pair_s))
         if len(pair_s):
             pieces += climb.even(pair_s, pair_d, amount, paths)
@@ -295,6 +298,13 @@ def _most_per_row(values: np.ndarray, at: np.ndarray | None) -> np.ndarray:
     for k in range(1, rows.shape[1]):
         np.maximum(most, values[:, k] if at is None else values[at[:, k]], out=most)
     return np.maximum(most, 0).astype(np.int64)
+
+
+def _one_count(weights: np.ndarray) -> bool:
+    """Whether ``weights`` (flows, planes) is one row broadcast (a zero row stride: the
+    same cables for every flow) whose planes all carry the same cables."""
+    return bool(weights.ndim == 2 and len(weights) and weights.strides[0] == 0
+                and (weights[0] == weights[0, 0]).all())
 
 
 def _over_planes(ufunc: np.ufunc, per_plane: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -221,15 +221,10 @@ class LiveClimb(ClimbShape):
         ok = paths.ok
         i, k = self.slot[leaf_s], self.slot[leaf_d]
         cross = paths.cross
-        if ok.all():  # the usual case: the same division, no mask, the same on every spine
-            per_spine = amount / max(ok.shape[1], 1)
-            pieces: list[Piece] = [Rows(self.up_arcs, i, per_spine),
-                                   Rows(self.down_arcs, k, per_spine)]
-            crossing = np.repeat(per_spine[cross], ok.shape[1])
-        else:
-            share = np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
-            pieces = [Rows(self.up_arcs, i, share), Rows(self.down_arcs, k, share)]
-            crossing = share[cross].ravel()
+        share = spine_shares(ok, amount)
+        pieces: list[Piece] = [Rows(self.up_arcs, i, share), Rows(self.down_arcs, k, share)]
+        crossing = (np.repeat(share[cross], ok.shape[1]) if share.ndim == 1
+                    else share[cross].ravel())
         if not cross.any() or not len(paths.keys):
             return pieces
         into = np.bincount(paths.at.ravel(), crossing, len(paths.keys))
@@ -298,6 +293,28 @@ class SurvivorShape:
         self.lookup = fabric.derived(arc_index)
         self.fat_tree = ClimbShape(clos.fat_tree, self.lookup)
         self.supernode = ClimbShape(clos.supernode, self.lookup)
+
+
+def spine_shares(ok: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Each leaf pair's ``amount`` split evenly over its usable spines (``ok``, (pairs,
+    spines)): one share per pair, the same on each of its spines, where every spine of
+    a pair is usable or none is (0 for such a dead pair: its plane failed whole), else
+    (pairs, spines) with 0 on the unusable ones. Either way the values of the masked
+    division, bit for bit.
+
+    Examples
+    --------
+    >>> ok = np.array([[True, True], [False, False]])
+    >>> spine_shares(ok, np.array([3.0, 5.0])).tolist()
+    [1.5, 0.0]
+    >>> spine_shares(np.array([[True, False]]), np.array([3.0])).tolist()
+    [[3.0, 0.0]]
+    """
+    whole = ok.all(axis=1)
+    if whole.all() or not ok[~whole].any():
+        share = amount / max(ok.shape[1], 1)
+        return share if whole.all() else np.where(whole, share, 0.0)
+    return np.where(ok, (amount / np.maximum(ok.sum(axis=1), 1))[:, None], 0.0)
 
 
 class Survivors:

@@ -170,10 +170,14 @@ def supernode_plane_paths(view: Survivors, phase: Phase, flows: np.ndarray, rout
     else:
         ok = view.alive[up.table[row_s]] & view.alive[down.table[row_d]]
         lower_s, lower_d = lower_s[row_s], lower_d[row_d]
+    # one cable count for every chip of every system: a broadcast row, not a (flows,
+    # planes) gather (the same values, read only)
+    even = bool((up.weights == up.weights.flat[0]).all()) if up.weights.size else False
     pieces, extra, lost, usable, _ = route_planes(
         view, view.supernode, flows, phase.dst[flows], phase.src[flows], phase.bytes[flows],
         lower_s, lower_d, ok,
-        up.weights[row_s], ((up.table, row_s), (down.table, row_d)), routing, seed, qps,
+        np.broadcast_to(up.weights[0], (len(flows), up.width)) if even
+        else up.weights[row_s], ((up.table, row_s), (down.table, row_d)), routing, seed, qps,
         groups=groups)
     hops = extra.astype(SUPERNODE_HOPS_DTYPE)
     hops += 2
