@@ -276,3 +276,29 @@ def test_a_failed_plane_routed_over_the_others_alone_is_the_masked_route(
     if routing == "hash":
         assert np.array_equal(fast_chosen[3].pick, masked_chosen[3].pick)
         assert set(np.unique(fast_chosen[3].pick)) == {1 - int(plane[-1])}
+
+
+def test_the_intact_router_reads_a_kept_scaleout_section_where_sums_are_exact(
+        fabric, monkeypatch):
+    """Once a copy keeps the intact scale-out section (its first degraded step), the
+    router on the intact fabric reads it instead of routing the scale-out again, under
+    hash routing with whole bytes per queue pair (every sum exact): the same loads and
+    hops bit for bit; with fractional bytes it routes them itself."""
+    import topomodel.routing.structured as structured
+    from topomodel.traffic.phases import Phase
+
+    base = random_phase(fabric, 4000, seed=6)
+    whole = Phase(base.src, base.dst, np.round(base.bytes * 1e3) * 2, base.group)
+    fresh = {p: route(fabric, p, routing="hash", seed=3) for p in (whole, base)}
+    for p in (whole, base):  # an in-plane part failed: the intact section kept
+        route(failed(fabric, IN_PLANE[0]), p, routing="hash", seed=3)
+    calls = []
+    own = structured._route_scaleout
+    monkeypatch.setattr(structured, "_route_scaleout",
+                        lambda *a: calls.append(1) or own(*a))
+    for p, routed_again in ((whole, 0), (base, 1)):
+        again = route(fabric, p, routing="hash", seed=3)
+        assert same(again, fresh[p]) and again.link_bytes.any()
+        assert np.array_equal(again.link_bytes.view(np.uint64),
+                              fresh[p].link_bytes.view(np.uint64))
+        assert len(calls) == routed_again

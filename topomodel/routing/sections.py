@@ -183,7 +183,7 @@ def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray
     """The section as every copy that leaves its tiers intact routes it: the kept one,
     else ``route()``, which must route it so (on such a copy, or with every arc live),
     kept. Up to :data:`KEPT_SECTION_BYTES`."""
-    key = (section, id(phase), len(flows), flows_digest(flows, phase.flows), options)
+    key = _key(section, phase, flows, options)
     kept = fabric.derived(kept_sections)
     hit = kept.get(key)
     if hit is not None and hit.phase is phase:
@@ -207,6 +207,22 @@ def intact_section(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray
         _, dropped = kept.popitem(last=False)
         total -= dropped.size_bytes
     return entry
+
+
+def kept_intact(fabric: Fabric, section: str, phase: Phase, flows: np.ndarray,
+                options: tuple[Any, ...]) -> KeptSection | None:
+    """The section :func:`intact_section` keeps for these arguments, where a copy has
+    routed it already, else None (nothing routed; the order of the kept ones as it
+    was)."""
+    hit = fabric.derived(kept_sections).get(_key(section, phase, flows, options))
+    return hit if hit is not None and hit.phase is phase else None
+
+
+def _key(section: str, phase: Phase, flows: np.ndarray,
+         options: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A kept section's key: the section, the phase (by identity), its flows and the
+    routing options."""
+    return (section, id(phase), len(flows), flows_digest(flows, phase.flows), options)
 
 
 def _owned(array: np.ndarray) -> np.ndarray:

@@ -12,9 +12,15 @@ from topomodel.fabric.scaleup import scaleup_kind
 from topomodel.fabric.tables import Fabric
 from topomodel.routing.clos.view import Climb, ClosView, Irregular, climb_even, clos_view, spread
 from topomodel.routing.hashing import QPS, choose, queue_pairs, ticket
-from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span
+from topomodel.routing.pieces import Piece, Rows, link_bytes_and_span, union_span
 from topomodel.routing.routed import Routed
-from topomodel.routing.survivors import check_survivors, route_around_failures
+from topomodel.routing.sections import KeptSection, kept_intact
+from topomodel.routing.survivors import (
+    EXACT_SUM_BYTES,
+    check_survivors,
+    route_around_failures,
+    whole_bytes,
+)
 from topomodel.traffic.phases import Phase
 
 HOPS_DTYPE = np.int8
@@ -86,15 +92,42 @@ def route_structured(fabric: Fabric, phase: Phase, *, routing: str = "ecmp",
     outside = np.flatnonzero(~same)
     del same  # freed before the scale-out section's temporaries
     unroutable = np.zeros(0, np.int64)
+    kept = None
     if len(outside):
         if not clos.planes:
             unroutable = outside
+        elif (kept := _kept_scaleout(fabric, phase, outside, routing, seed, qps)) is not None:
+            hops[outside] = kept.rest[0]
         else:
             extra, hops[outside] = _route_scaleout(clos, phase, outside, routing, seed,
                                                    qps)
             pieces += extra
     load, span = link_bytes_and_span(clos.n_links, pieces)
+    if kept is not None:  # on its own rows, +0.0 until now: the same sums
+        load = kept.added_to(load, clos.n_links)
+        span = union_span([span, kept.span or (0, clos.n_links)])
     return Routed(load, hops, unroutable, "structured", span=span)
+
+
+def _kept_scaleout(fabric: Fabric, phase: Phase, flows: np.ndarray, routing: str,
+                   seed: int, qps: int) -> KeptSection | None:
+    """The scale-out section of ``flows`` a copy of ``fabric`` kept routed intact
+    (:mod:`topomodel.routing.sections`: a goodput's first degraded step routes them
+    before the intact step), where it gives this router's loads bit for bit, else None.
+
+    Under hash routing each queue pair's bytes go whole on one path, its flow's bytes
+    per queue pair, and both routers pick the same paths; where those bytes are whole
+    numbers and every link row's sum stays below
+    :data:`~topomodel.routing.survivors.EXACT_SUM_BYTES`, every sum is exact in any
+    order, so the kept section's sums are this router's own (98k NPU servers: the
+    intact step's 1 s of scale-out routing of DeepSeek-V3's All-to-All not done again).
+    Nowhere else (ECMP's fractions, bytes not whole, a lost flow)."""
+    if routing != "hash":
+        return None
+    kept = kept_intact(fabric, "scaleout", phase, flows, (routing, seed, qps))
+    if kept is None or kept.rest[1].any() or not whole_bytes(phase.bytes[flows], qps):
+        return None
+    return kept if kept.values.max(initial=0.0) < EXACT_SUM_BYTES else None
 
 
 def _pick(routing: str, seed: int, flows: np.ndarray, node: np.ndarray,

@@ -220,7 +220,7 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     if not len(failed) or not own[failed].any():
         return None
     touched = _touched_leaves(fabric, clos, failed[~own[failed]])
-    if touched is None or not _whole_bytes(phase.bytes[flows], qps):
+    if touched is None or not whole_bytes(phase.bytes[flows], qps):
         return None
     hit = _hit_flows(view, dead, touched, phase.src[flows], phase.dst[flows])
     if np.count_nonzero(hit) > PATCHED_HIT_SHARE * len(flows):
@@ -257,7 +257,7 @@ def _nic_rows(fabric: Fabric) -> np.ndarray:
     return own
 
 
-def _whole_bytes(volume: np.ndarray, qps: int) -> bool:
+def whole_bytes(volume: np.ndarray, qps: int) -> bool:
     """Whether every flow's bytes and bytes per queue pair are finite non-negative
     whole numbers (``volume`` gathered for this call: freed on return, before the
     routing's temporaries)."""
