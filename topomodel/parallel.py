@@ -139,9 +139,9 @@ def parallel_map(work: Callable[[T], R], items: Sequence[T], *,
     serially. With ``warm_first``, the first item runs here before the workers fork:
     they start from what it built (views, kept routes and router sections) instead of
     each building it again (in a piece of a ``nested`` pool the other pieces keep the
-    cores busy meanwhile; at the top, one core waits for it: a goodput's degraded
-    steps at 98k save 2-4 CPU s so and take no longer, ``benchmarks/README.md``). The
-    results are the same.
+    cores busy meanwhile; at the top one core waits for it, which on a goodput's
+    degraded steps at 98k saves 2-4 CPU s and no wall time, ``benchmarks/README.md``).
+    The results are the same.
 
     Raises
     ------

@@ -422,3 +422,28 @@ def test_a_downlinks_column_is_the_first_arc_from_its_spine(name):
                      rng.integers(0, climb.n, 20000))
     want = np.argmax(climb.src_of(down.table[slot]) == spine[:, None], axis=1)
     assert np.array_equal(climb.down_column(slot, spine), want)
+
+
+def test_an_all_pairs_phase_between_accelerators_is_read_off_its_ranks():
+    """An all-pairs phase's flows join its groups' ranks (and PXN's relays): where all
+    are accelerators it goes to the structured router without checking each listed
+    flow, and routes as its listed flows do; a group holding a switch does not."""
+    import topomodel.routing as routing
+    from topomodel.traffic.phases import AllPairs, AllPairsPhase
+
+    fabric = fabric_of("dgx-h100-superpod")
+    acc = fabric.accelerators
+    is_acc = fabric.kind_mask("accelerator")
+    ranks = acc[:64].reshape(4, 16)
+    pairs = AllPairsPhase([AllPairs(ranks, np.arange(4, dtype=np.int32), np.full(4, 1e6))])
+    assert routing._ranks_between_accelerators(pairs, is_acc)
+    listed = phase(pairs.src, pairs.dst, pairs.bytes)
+    assert not routing._ranks_between_accelerators(listed, is_acc)
+    a, b = (route(fabric, p, routing="hash", router="structured") for p in (pairs, listed))
+    assert np.array_equal(a.link_bytes, b.link_bytes) and np.array_equal(a.hops, b.hops)
+    switch = np.flatnonzero(~is_acc)[0]
+    mixed = ranks.copy()
+    mixed[0, 0] = switch
+    assert not routing._ranks_between_accelerators(
+        AllPairsPhase([AllPairs(mixed, np.arange(4, dtype=np.int32), np.full(4, 1e6))]),
+        is_acc)

@@ -57,6 +57,7 @@ from topomodel.routing.policy import fabric_routing
 from topomodel.routing.routed import ROUTERS, ROUTINGS, Routed
 from topomodel.routing.structured import route_structured, structured_supported
 from topomodel.traffic.phases import AllPairsPhase, Phase
+from topomodel.traffic.relaying import Relays
 from topomodel.vocabulary import AUTO_ROUTING, ROUTING_CHOICES
 
 
@@ -102,6 +103,9 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
         if counted is not None:
             return counted
     is_acc = _is_accelerator(fabric)
+    if _ranks_between_accelerators(phase, is_acc):
+        return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
+                                hash_scaleup=hash_scaleup)
     pairs = is_acc[phase.src] & is_acc[phase.dst]
     if pairs.all():
         return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
@@ -237,6 +241,19 @@ def _expand(lo: np.ndarray, count: np.ndarray, rows: np.ndarray
     owner = np.repeat(np.arange(len(lo)), count)
     within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     return owner, rows[lo[owner] + within]
+
+
+def _ranks_between_accelerators(phase: Phase, is_acc: np.ndarray) -> bool:
+    """Whether every flow of an all-pairs phase joins two accelerators, read off its
+    groups' ranks and PXN's relays (a relayed flow ends at one), not per listed flow
+    (11 M at 98k); False for other phases (their flows are checked one by one)."""
+    if not isinstance(phase, AllPairsPhase) or not (
+            phase.rewrite is None or isinstance(phase.rewrite, Relays)):
+        return False
+    ends = [b.ranks for b in phase.blocks]
+    if isinstance(phase.rewrite, Relays):
+        ends.append(phase.rewrite.nodes)
+    return all(bool(is_acc[e].all()) for e in ends)
 
 
 def _is_accelerator(fabric: Fabric) -> np.ndarray:

@@ -504,8 +504,9 @@ def step_and_goodput(fabric: Fabric, model: Any, layout: Any, step_assumptions: 
     with beside(lambda: share_failure_views(fabric, parts)):
         link_rates_of(fabric, step_assumptions.time)
     # "": the intact step, after the first degraded one: run before the workers fork
-    # (``warm_first``), that one routes the router's intact sections every copy then
-    # finds kept (:mod:`topomodel.routing.sections`), which the intact step does not
+    # (``warm_first``), that one routes the router's intact sections, which every copy
+    # then finds kept (:mod:`topomodel.routing.sections`) and the intact step reads
+    # where its sums are exact (:mod:`topomodel.routing.structured`)
     wanted = [*parts[:1], *([""] if step_result is None else []), *parts[1:]]
 
     def release_routes() -> None:
