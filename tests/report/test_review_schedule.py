@@ -115,6 +115,29 @@ def test_run_work_runs_each_name_once_and_plans_from_what_it_needs():
     assert calls == ["a", "b"]  # here (workers=1): each once; forked workers' are theirs
 
 
+def test_warm_work_runs_here_before_the_pool_and_its_workers_see_what_it_built():
+    """The first ``warm`` work runs in this process before the workers fork: they start
+    from what it built (here, a mark it leaves), and its result is handed on as any."""
+    import os
+
+    built: list[int] = []
+
+    def warm(got):
+        built.append(os.getpid())
+        return "warm"
+
+    works = [Work("a", lambda got: (os.getpid(), list(built))),
+             Work("w", warm, warm=True),
+             Work("b", lambda got: got["w"] + "!", ("w",)),
+             Work("late", lambda got: 1, warm=True)]  # one warm piece: the first
+    for workers in (1, 2):
+        built.clear()
+        got = run_work(works, workers=workers)
+        assert built == [os.getpid()] and got["w"] == "warm" and got["b"] == "warm!"
+        assert got["a"][1] == [os.getpid()]  # the worker saw it built before it forked
+        assert got["late"] == 1
+
+
 def test_run_work_refuses_what_is_not_scheduled():
     with pytest.raises(ValueError, match="'missing' is needed but not scheduled"):
         run_work([Work("x", lambda got: 1, ("missing",))], workers=1)

@@ -12,7 +12,9 @@ step with a part failed) runs once, on one pool of worker processes
 - work with ``needs`` is planned as soon as what it needs is in, and starts ahead of
   everything not started yet, in the same workers;
 - work done ``here`` (cheap, or a pool of its own) runs in this process once what it
-  needs is in.
+  needs is in;
+- the first ``warm`` work runs in this process before all of them (a step with a part
+  failed: the router sections it keeps are then every worker's, not routed in each).
 
 Within each of these, higher ``rank`` starts first (the longest pieces), then the order
 in which the sections name the work.
@@ -88,8 +90,9 @@ class Work:
     planned once they are in; they must be work with none, or work done ``here`` on
     such. ``here``: run in the review's process after what it needs (the table from its
     runs, the warnings, the goodput with its own pool); ``rank``: higher starts first
-    among the work of its stage. Sections that name the same work name one piece: the
-    first definition runs.
+    among the work of its stage; ``warm``: run in the review's process before the
+    workers fork, so that they start from what it built (the first of them, with no
+    needs). Sections that name the same work name one piece: the first definition runs.
     """
 
     name: str
@@ -97,6 +100,7 @@ class Work:
     needs: tuple[str, ...] = ()
     here: bool = False
     rank: int = 0
+    warm: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,14 @@ def run_work(works: Sequence[Work], *, workers: int | None = None) -> dict[str, 
     for work in planned:
         for need in work.needs:
             reach(need)
-    first = [named[name] for name in ready] + ranked(
-        [w for w in named.values() if not w.needs and not w.here and w.name not in ready])
     results: dict[str, Any] = {}
+    warm = next((w for w in named.values() if w.warm and not w.needs and not w.here), None)
+    if warm is not None:  # before the pool: its workers start from what it built
+        results[warm.name] = warm.run({})
+        ready.pop(warm.name, None)
+    first = [named[name] for name in ready] + ranked(
+        [w for w in named.values() if not w.needs and not w.here and w.name not in ready
+         and w is not warm])
 
     def resolve(name: str) -> Any:
         if name not in results:

@@ -140,9 +140,11 @@ def failed_part_work(context: ReviewContext, part: str) -> Work:
         return step_time(copy, cast("Model", c.model), cast("Layout", c.layout),
                          c.assumptions, routing=c.routing, seed=c.seed) if stepped else None
 
-    if part not in c.what_if_parts:
+    if part not in c.what_if_parts:  # the first such step warms the pool (the router's
+        # intact sections, which the step on the intact fabric reads too)
+        first = next((p for p in c.goodput_parts if p not in c.what_if_parts), None)
         return Work(f"failed {part}", lambda _: FailedPart(
-            None, step_on(with_part_failed(c.fabric, part))))
+            None, step_on(with_part_failed(c.fabric, part))), warm=stepped and part == first)
 
     def what_if(got: Results) -> FailedPart:
         collectives: CollectiveTable = got["collectives"]
