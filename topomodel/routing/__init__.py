@@ -103,11 +103,9 @@ def route(fabric: Fabric, phase: Phase, *, routing: str = "ecmp", seed: int = 0,
         if counted is not None:
             return counted
     is_acc = _is_accelerator(fabric)
-    if _ranks_between_accelerators(phase, is_acc):
-        return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
-                                hash_scaleup=hash_scaleup)
-    pairs = is_acc[phase.src] & is_acc[phase.dst]
-    if pairs.all():
+    pairs = (None if _ranks_between_accelerators(phase, is_acc)
+             else is_acc[phase.src] & is_acc[phase.dst])
+    if pairs is None or pairs.all():
         return route_structured(fabric, phase, routing=routing, seed=seed, qps=qps,
                                 hash_scaleup=hash_scaleup)
     load = np.zeros(len(fabric.link_arrays))
