@@ -17,7 +17,7 @@ from topomodel.analysis.collectives.commbound import (
     DUAL,
     collective_lower_bound_s,
     domain_runs,
-    ingress_rates,
+    ingress_rates_of,
     unplaced_lower_bound_s,
 )
 from topomodel.analysis.training.orderscreen import order_screen, screen_works, works_bound
@@ -127,7 +127,7 @@ def test_a_placements_domain_bound_is_the_row_by_row_count(fabric, t, in_rank_or
     receiver read at the receivers only."""
     rng = np.random.default_rng(t)
     tm = TimeModel()
-    rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    rates = ingress_rates_of(fabric, tm)
     domains = fabric.derived(node_domains)
     ranks = ranks_of(fabric)
     for _ in range(4):
@@ -170,7 +170,7 @@ def test_each_ways_seconds_kept_per_grid_give_the_same_bound(fabric, design):
     fab = fabric if design == "two" else build_fabric(
         *load_design(f"examples/{design}.yaml"))
     tm = TimeModel()
-    rates = fab.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    rates = ingress_rates_of(fab, tm)
     assert rates.symmetric == (design == "two")
     rng = np.random.default_rng(7)
     ranks = ranks_of(fab)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from topomodel.analysis.assumptions import TimeModel
-from topomodel.analysis.collectives.commbound import collective_lower_bound_s, ingress_rates
+from topomodel.analysis.collectives.commbound import collective_lower_bound_s, ingress_rates_of
 from topomodel.analysis.collectives.timing import time_traffic
 from topomodel.analysis.training.stepshape import node_domains
 from topomodel.fabric.build import build_fabric
@@ -41,7 +41,7 @@ def test_a_supernode_is_entered_through_its_rdma_planes_only(fabric):
     """Every switch of a supernode's UB levels is inside it: the rate into it is that of
     its NPUs' RDMA ports (two 200 Gb/s planes an NPU, at the tier's efficiency), not
     its UB uplinks' (~9x more)."""
-    rates = fabric.derived(ingress_rates, tuple(sorted(TimeModel().efficiency.items())))
+    rates = ingress_rates_of(fabric, TimeModel())
     per_npu = rates.domain_Bps / 32
     line_Bps = 2 * 200e9 / 8
     assert np.all((0.8 * line_Bps <= per_npu) & (per_npu <= line_Bps))

@@ -375,13 +375,13 @@ def test_a_reduce_scatter_sends_what_an_all_gather_receives():
     from topomodel.analysis.assumptions import TimeModel
     from topomodel.analysis.collectives.commbound import (
         DUAL,
-        ingress_rates,
+        ingress_rates_of,
         unplaced_lower_bound_s,
     )
 
     fabric = build_fabric(*load_design("four.yaml", text=FOUR))
     ranks, tm = fabric.accelerators, TimeModel()
-    rates = fabric.derived(ingress_rates, tuple(sorted(tm.efficiency.items())))
+    rates = ingress_rates_of(fabric, tm)
     assert np.array_equal(rates.node_Bps, rates.node_out_Bps)
     assert np.array_equal(rates.domain_Bps, rates.domain_out_Bps)
     size = 64e6

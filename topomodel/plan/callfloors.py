@@ -24,7 +24,7 @@ from topomodel.analysis.collectives.commbound import (
     DomainRuns,
     collective_lower_bound_s,
     domain_runs,
-    ingress_rates,
+    ingress_rates_of,
     unplaced_lower_bound_s,
 )
 from topomodel.analysis.collectives.timing import floor_s, measured_curve
@@ -191,7 +191,7 @@ def protocol_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...
     On the 98k servers' plan, the gradients' calls over DP were placed at 1.84x the
     larger of the bytes' bound and the least latency; the least latency added took the
     plan from 1,330 steps to 1,040, the fastest protocol's time at the bound to 425."""
-    if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
+    if not ingress_rates_of(fabric, time_model).intact:
         return 0.0, False
     kept = fabric.derived(collective_latency_shapes)
     per = kept.get(placed)
@@ -301,7 +301,7 @@ def spanned_floor_s(fabric: Fabric, collective: str, candidates: tuple[str, ...]
     curve's time and ``bytes_s``); ``bytes_s`` on a fabric with a failed link (as
     :func:`protocol_floor_s`). Every candidate counts, those that do not apply to some
     placement too (a lower least). Kept per fabric (:func:`spanned_floors`)."""
-    if not fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items()))).intact:
+    if not ingress_rates_of(fabric, time_model).intact:
         return bytes_s
     kept = fabric.derived(spanned_floors)
     key = (collective, candidates, ranks, nodes, size_bytes, bytes_s, time_key(time_model))

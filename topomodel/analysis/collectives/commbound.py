@@ -82,6 +82,12 @@ class IngressRates:
     symmetric: bool = False
 
 
+def ingress_rates_of(fabric: Fabric, time_model: TimeModel) -> IngressRates:
+    """:func:`ingress_rates` under ``time_model``'s tier efficiencies, kept per fabric
+    (its ``intact`` says whether a floor may read them: no failed link)."""
+    return fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
+
+
 def ingress_rates(fabric: Fabric, efficiency_items: tuple[tuple[str, float], ...]
                   ) -> IngressRates:
     """:class:`IngressRates` under the tier efficiencies ``efficiency_items`` (what a
@@ -157,7 +163,7 @@ def collective_lower_bound_s(fabric: Fabric, collective: str, groups: np.ndarray
     caller that bounds several collectives over the same groups under one time model:
     on a fabric whose rates out equal those in, the all-gather's way out is the
     reduce-scatter's way in, found once for both."""
-    rates = fabric.derived(ingress_rates, tuple(sorted(time_model.efficiency.items())))
+    rates = ingress_rates_of(fabric, time_model)
     if not rates.intact or size_bytes <= 0 or groups.size == 0:
         return 0.0
     domains = fabric.derived(node_domains)
