@@ -305,9 +305,7 @@ class OrderBounds:
         (:func:`~topomodel.analysis.training.stepcalls.grid_span`) its rank ``orders``
         give them, kept in the search's :attr:`OrderMemo.spans` by what decides them
         (as :meth:`_placement`'s keys, with the orders)."""
-        self._placement(layout)  # finds the kinds (:attr:`grids`)
-        grids = self.grids
-        assert grids is not None
+        grids = self._grids(layout)
         lay = layout
         kinds = tuple(g for g in grids if g in wanted and g != "pp-pairs")
         return kept_in(self.memo.spans, (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep,
@@ -366,6 +364,13 @@ class OrderBounds:
         calls, missed, times = self._order_calls(layout, placement)
         return calls, missed, False, times
 
+    def _grids(self, layout: Layout) -> tuple[str, ...]:
+        """The kinds of communicators ``layout``'s collectives run on, in the order
+        they issue them (the same for the group's every layout: found once)."""
+        if self.grids is None:
+            self.grids = tuple(dict.fromkeys(c.grid for c in self._issues(layout)))
+        return self.grids
+
     def _placement(self, layout: Layout) -> tuple[Any, ...]:
         """Where ``layout``'s rank order puts the communicators its collectives run on:
         each one's :func:`~topomodel.analysis.training.stepshape.grid_key`, by which
@@ -377,9 +382,7 @@ class OrderBounds:
         grids' keys read (the sizes, EP, the order, whether the pipeline wraps) and the
         grids: the layouts of a cell that share them (other micro-batches, schedules,
         ZeRO stages, recomputation) find them at once."""
-        grids = self.grids
-        if grids is None:
-            grids = self.grids = tuple(dict.fromkeys(c.grid for c in self._issues(layout)))
+        grids = self._grids(layout)
         fabric = self.fabric
         return kept_in(self.memo.placements, (
             layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.interleave > 1,
