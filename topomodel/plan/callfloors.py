@@ -107,15 +107,15 @@ class GridBound:
     ``delivered``: the all-gather's way out is the reduce-scatter's way in on a fabric
     whose rates each way are equal, found once for both)."""
 
-    found: list[DomainRuns] = field(default_factory=list)
+    found: DomainRuns | None = None
     delivered: dict[tuple[tuple[str, float], ...], dict[tuple[str, bool, float], float]] = (
         field(default_factory=dict))
 
     def runs(self, fabric: Fabric, groups: Callable[[], np.ndarray]) -> DomainRuns:
         """The grid's domain runs (``groups()``: its rows), found once."""
-        if not self.found:
-            self.found.append(domain_runs(fabric, groups()))
-        return self.found[0]
+        if self.found is None:
+            self.found = domain_runs(fabric, groups())
+        return self.found
 
 
 def grid_bounds(fabric: Fabric) -> dict[tuple[Any, ...], GridBound]:
