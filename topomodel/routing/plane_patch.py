@@ -27,7 +27,7 @@ from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.live import LiveClimb, Paths, Survivors, intact_view
 from topomodel.routing.clos.paths import scaleout_chosen
 from topomodel.routing.pieces import Rows
-from topomodel.routing.sections import intact_section
+from topomodel.routing.sections import failed_rows, intact_section
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS
 
@@ -162,15 +162,10 @@ def patched_scaleout(fabric: Fabric, view: Survivors, phase: Phase,
     if routing != "hash":
         return None
     planes = fabric.derived(_plane_components)
-    failed = np.flatnonzero(~view.alive)
-    tier = fabric.link_arrays["tier"]
-    names = np.asarray(tier.categories)  # looked up per tier, not per failed row
-    codes = tier.codes[failed]
-    scale_out = np.isin(names, SCALE_OUT_TIERS)[codes]
-    failed = failed[scale_out]
-    if planes is None or not len(failed) or not np.isin(names, PLANE_TIERS)[
-            codes[scale_out]].all():
-        return None
+    failed = failed_rows(fabric, view.alive, SCALE_OUT_TIERS)
+    if planes is None or not len(failed) or len(
+            failed_rows(fabric, view.alive, PLANE_TIERS)) != len(failed):
+        return None  # none failed, or one outside the planes' switch links
     hit = np.zeros(planes.count + 1, bool)  # per component, whether it failed; -1: none
     hit[planes.row[failed]] = True
     intact = fabric.derived(intact_view)

@@ -21,7 +21,7 @@ import numpy as np
 from topomodel.fabric.tables import Fabric, ignores_failures
 from topomodel.routing.clos.live import Survivors, SurvivorShape, intact_view
 from topomodel.routing.clos.paths import supernode_plane_paths
-from topomodel.routing.sections import intact_section
+from topomodel.routing.sections import failed_rows, intact_section
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALEUP_TIERS
 
@@ -113,14 +113,7 @@ def patched_supernode(fabric: Fabric, view: Survivors, phase: Phase, far: np.nda
     component, too many components failed, or a flow's planes changed). Where every
     flow touches a failed component (a plane failed in every supernode), the flows
     routed on the copy are the section's: that route is returned, routed once."""
-    links = fabric.link_arrays
-    failed = np.flatnonzero(~view.alive)
-    tier = links["tier"]
-    # the failed rows in the supernode's tiers, by their tiers' codes (not a name per
-    # failed row: 12.6 MB of strings at 32k accelerators for a failed plane's 329,728)
-    codes = [code for code, name in enumerate(np.asarray(tier.categories).tolist())
-             if name in SCALEUP_TIERS]
-    failed = failed[np.isin(tier.codes[failed], codes)]
+    failed = failed_rows(fabric, view.alive, SCALEUP_TIERS)
     comps = fabric.derived(_components) if len(failed) else None
     if comps is None or (comps.row[failed] < 0).any():
         return None

@@ -43,7 +43,7 @@ from topomodel.routing.pieces import union_span
 from topomodel.routing.plane_patch import scaleout_on_copy, whole_scaleout
 from topomodel.routing.relays import relayed
 from topomodel.routing.routed import Routed
-from topomodel.routing.sections import KeptSection, intact_section, kept_section
+from topomodel.routing.sections import KeptSection, failed_rows, intact_section, kept_section
 from topomodel.routing.supernode_patch import supernode_on_copy
 from topomodel.traffic.phases import Phase
 from topomodel.vocabulary import SCALE_OUT_TIERS
@@ -212,10 +212,7 @@ def nic_patched(fabric: Fabric, view: Survivors, phase: Phase, flows: np.ndarray
     if routing != "hash" or up is None or down is None or not len(flows):
         return None
     dead = ~view.alive
-    tier = fabric.link_arrays["tier"]
-    failed = np.flatnonzero(dead)
-    failed = failed[np.isin(np.asarray(tier.categories), SCALE_OUT_TIERS)[
-        tier.codes[failed]]]
+    failed = failed_rows(fabric, view.alive, SCALE_OUT_TIERS)
     own = fabric.derived(_nic_rows)
     if not len(failed) or not own[failed].any():
         return None
